@@ -1,0 +1,113 @@
+"""Activation: choose one active parse per source and publish an immutable release.
+
+Serialised by a file lock on the home. Reads the catalog's sources and
+per-parse statuses (``ready`` = parsed and every gate verdict passed), builds
+the next serving-index generation incrementally (remove superseded parses,
+add newly active ones), records the table versions, and swaps the ``current``
+release pointer in one transaction. A source whose newest parse is pending,
+failed or held keeps its previous active parse; a deleted source is dropped.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+from fabric_resources.catalog import Release
+from fabric_resources.config import config_hash
+from fabric_resources.home import FabricHome
+from fabric_resources.schema import SCHEMA_VERSION, TABLES
+
+#: Lexical generations of this many most recent releases are kept on disk.
+RETAINED_RELEASES = 3
+
+
+@dataclass
+class ActivationReport:
+    release_id: int | None
+    published: bool
+    activated: list[tuple[str, str]] = field(default_factory=list)  # (source_key, parse_id)
+    superseded: list[tuple[str, str]] = field(default_factory=list)
+    deactivated: list[str] = field(default_factory=list)
+    lexical_generation: str | None = None
+    seconds: float = 0.0
+
+
+@contextmanager
+def activation_lock(home: FabricHome):
+    with open(home.layout.lock_file, "a+") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def _source_meta(source, root_paths: dict[int, str]) -> dict[str, Any]:
+    return {
+        "parse_id": source.parse_id,
+        "source_hash": source.source_hash,
+        "media_type": source.media_type,
+        "mtime_ns": source.mtime_ns,
+        "size": source.size,
+        "root": root_paths.get(source.root_id, ""),
+    }
+
+
+def activate(home: FabricHome) -> ActivationReport:
+    """Publish a new release if the active set changed; return what happened."""
+    started = time.perf_counter()
+    with activation_lock(home):
+        catalog = home.catalog
+        current: Release | None = catalog.current_release()
+        prev_sources: dict[str, dict] = current.manifest["sources"] if current else {}
+        status = {r.parse_id: r.status for r in catalog.parse_runs()}
+        roots = {r.root_id: r.path for r in catalog.roots()}
+        sources: dict[str, dict] = {}
+        for s in catalog.sources():
+            if s.state == "present" and s.parse_id and status.get(s.parse_id) == "ready":
+                sources[s.source_key] = _source_meta(s, roots)
+            elif s.state in ("present", "access_lost") and s.source_key in prev_sources:
+                sources[s.source_key] = prev_sources[s.source_key]
+        report = ActivationReport(release_id=current.release_id if current else None, published=False)
+        prev_active = {k: v["parse_id"] for k, v in prev_sources.items()}
+        new_active = {k: v["parse_id"] for k, v in sources.items()}
+        for k, pid in new_active.items():
+            if prev_active.get(k) != pid:
+                report.activated.append((k, pid))
+                if k in prev_active:
+                    report.superseded.append((k, prev_active[k]))
+        report.deactivated = sorted(set(prev_active) - set(new_active))
+        if current is not None and sources == prev_sources:
+            report.lexical_generation = current.manifest.get("lexical_generation")
+            report.seconds = time.perf_counter() - started
+            return report
+
+        prev_parses, new_parses = set(prev_active.values()), set(new_active.values())
+        prev_gen = current.manifest.get("lexical_generation") if current else None
+        if prev_gen is not None and prev_gen in home.lexical.generations():
+            added, removed = new_parses - prev_parses, prev_parses - new_parses
+            gen = prev_gen
+            if added or removed:
+                docs = home.tables.read("lexical_documents", parse_ids=added)
+                gen = home.lexical.write_generation(prev_gen, removed, docs)
+        else:
+            gen = home.lexical.build_fresh(home.tables.read("lexical_documents", parse_ids=new_parses))
+        manifest = {
+            "schema_version": SCHEMA_VERSION,
+            "config_hash": config_hash(home.config),
+            "sources": sources,
+            "tables": {name: home.tables.version(name) for name in TABLES},
+            "lexical_generation": gen,
+        }
+        release = catalog.publish_release(manifest, expected_current=current.release_id if current else None)
+        keep = {r.manifest.get("lexical_generation") for r in catalog.releases()[-RETAINED_RELEASES:]}
+        home.lexical.remove_generations(keep | {gen})
+        report.release_id = release.release_id
+        report.published = True
+        report.lexical_generation = gen
+        report.seconds = time.perf_counter() - started
+        return report

@@ -1,0 +1,45 @@
+"""The per-parse gate and the unpartitioned release asset."""
+
+
+import dagster as dg
+
+from fabric_assets.activation.activate import activate
+from fabric_assets.partitions import PARTITIONED
+from fabric_resources.dagster_resources import FabricHomeResource
+@dg.asset(
+    **PARTITIONED,
+    deps=["units", "relationships", "chunks", "lexical_documents", "chunk_vectors"],
+    group_name="activation",
+    description="The per-parse gate: ready when every projection's verdict passed, else held.",
+)
+def parse_gate(context: dg.AssetExecutionContext, fabric: FabricHomeResource) -> None:
+    home = fabric.open()
+    for run in home.catalog.parse_runs(context.partition_keys):
+        if run.status == "failed":
+            context.add_asset_metadata({"status": "failed", "reason": run.reason or ""}, partition_key=run.parse_id)
+            continue
+        failing = sorted(k for k, v in run.verdicts.items() if not v.get("passed"))
+        status = "ready" if not failing else "held"
+        home.catalog.set_parse_status(run.parse_id, status, reason="gate:" + ",".join(failing) if failing else None)
+        context.add_asset_metadata({"status": status, "failing_verdicts": ", ".join(failing)},
+                                   partition_key=run.parse_id)
+
+
+@dg.asset(
+    deps=[dg.AssetDep("parse_gate", partition_mapping=dg.AllPartitionMapping())],
+    group_name="activation",
+    description="The current release: one active parse per source, table versions, index generation.",
+)
+def release(context: dg.AssetExecutionContext, fabric: FabricHomeResource) -> dg.MaterializeResult:
+    report = activate(fabric.open())
+    return dg.MaterializeResult(
+        metadata={
+            "release_id": report.release_id or 0,
+            "published": report.published,
+            "activated": len(report.activated),
+            "superseded": len(report.superseded),
+            "deactivated": len(report.deactivated),
+            "lexical_generation": report.lexical_generation or "",
+            "activation_seconds": round(report.seconds, 3),
+        }
+    )

@@ -1,0 +1,57 @@
+"""Arrow rows for the ``chunks`` and ``lexical_documents`` tables."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+
+from fabric_assets.chunking.fine_chunks import ChunkInputUnit, FineChunk
+from fabric_resources import identity
+from fabric_resources.lexical_index import ANALYZER_ID
+from fabric_resources.schema import CHUNKS, LEXICAL_DOCUMENTS
+from fabric_resources.text_folding import fold
+
+
+def chunk_inputs(units: pa.Table) -> list[ChunkInputUnit]:
+    """Units of one parse (rows of ``units``) in reading order, as chunker input."""
+    d = units.sort_by("ordinal").select(["unit_id", "kind", "text", "section_path"]).to_pydict()
+    return [
+        ChunkInputUnit(uid, kind, text, tuple(sp or ()))
+        for uid, kind, text, sp in zip(d["unit_id"], d["kind"], d["text"], d["section_path"])
+    ]
+
+
+def chunk_rows(parse_id: str, chunks: list[FineChunk], chunker: str) -> pa.Table:
+    return pa.Table.from_pylist(
+        [
+            {
+                "parse_id": parse_id,
+                "chunk_id": identity.chunk_id(parse_id, chunker, c.ordinal),
+                "ordinal": c.ordinal,
+                "text": c.text,
+                "text_hash": identity.text_hash(c.text),
+                "fragments": [
+                    {"unit_id": f.unit_id, "start_char": f.start_char, "end_char": f.end_char}
+                    for f in c.fragments
+                ],
+                "section_path": list(c.section_path),
+                "token_count": c.token_count,
+                "chunker": chunker,
+            }
+            for c in chunks
+        ],
+        schema=CHUNKS,
+    )
+
+
+def lexical_rows(chunks: pa.Table) -> pa.Table:
+    """One lexical document per chunk: its folded text under the current analyzers."""
+    d = chunks.select(["parse_id", "chunk_id", "text"]).to_pydict()
+    return pa.table(
+        {
+            "parse_id": d["parse_id"],
+            "chunk_id": d["chunk_id"],
+            "folded_text": [fold(t) for t in d["text"]],
+            "analyzer": [ANALYZER_ID] * len(d["text"]),
+        },
+        schema=LEXICAL_DOCUMENTS,
+    )

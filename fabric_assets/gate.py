@@ -1,0 +1,69 @@
+"""Per-parse gate verdicts: invariants a parse must satisfy before activation.
+
+Pure functions over one parse's rows; each returns ``{"passed": bool,
+"detail": str}``. The assets record them in the catalog per parse; the
+activation reads them; Dagster asset checks summarise them per run.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from fabric_assets.chunking.fine_chunks import SEPARATOR
+
+Verdict = dict[str, Any]
+
+#: Tolerance on ``| ||v|| - 1 |`` for float32 vectors.
+NORM_TOLERANCE = 1e-3
+
+
+def _v(passed: bool, detail: str = "") -> Verdict:
+    return {"passed": bool(passed), "detail": detail}
+
+
+def ids_unique(table: pa.Table, column: str) -> Verdict:
+    ids = table.column(column).to_pylist()
+    dupes = len(ids) - len(set(ids))
+    return _v(dupes == 0, f"{dupes} duplicate {column}" if dupes else f"{len(ids)} unique")
+
+
+def units_nonempty(units: pa.Table) -> Verdict:
+    empty = sum(1 for t in units.column("text").to_pylist() if not t.strip())
+    return _v(empty == 0, f"{empty} empty units" if empty else "")
+
+
+def fragments_reproduce_text(chunks: pa.Table, units: pa.Table) -> Verdict:
+    """Every chunk's text equals ``SEPARATOR.join`` of its fragments' unit slices."""
+    text_of = dict(zip(units.column("unit_id").to_pylist(), units.column("text").to_pylist()))
+    bad = []
+    for cid, text, frags in zip(
+        chunks.column("chunk_id").to_pylist(), chunks.column("text").to_pylist(),
+        chunks.column("fragments").to_pylist(),
+    ):
+        try:
+            rebuilt = SEPARATOR.join(text_of[f["unit_id"]][f["start_char"]:f["end_char"]] for f in frags)
+        except KeyError:
+            rebuilt = None
+        if rebuilt != text or not frags:
+            bad.append(cid)
+    return _v(not bad, f"{len(bad)} chunks differ, e.g. {bad[:3]}" if bad else f"{chunks.num_rows} chunks exact")
+
+
+def counts_consistent(expected_ids: list[str], actual_ids: list[str], what: str) -> Verdict:
+    missing = set(expected_ids) - set(actual_ids)
+    extra = set(actual_ids) - set(expected_ids)
+    ok = not missing and not extra and len(actual_ids) == len(expected_ids)
+    return _v(ok, f"{what}: {len(missing)} missing, {len(extra)} extra, {len(actual_ids)} rows")
+
+
+def vectors_finite_unit_norm(vectors: np.ndarray) -> Verdict:
+    """``vectors``: ``(n, d) float32``; all finite, each L2 norm within NORM_TOLERANCE of 1."""
+    if vectors.size == 0:
+        return _v(True, "no vectors")
+    finite = np.isfinite(vectors).all(axis=1)
+    norms = np.linalg.norm(np.where(np.isfinite(vectors), vectors, 0), axis=1)
+    bad = int((~finite | (np.abs(norms - 1.0) > NORM_TOLERANCE)).sum())
+    return _v(bad == 0, f"{bad} vectors not finite or not unit-norm" if bad else f"{len(vectors)} ok")

@@ -1,0 +1,60 @@
+"""Sensors: source changes → parse partitions and runs; finished parse runs → activation."""
+
+
+import hashlib
+
+import dagster as dg
+
+from fabric_assets.jobs import RANGE_END_TAG, RANGE_START_TAG, activation_job, parse_job
+from fabric_assets.partitions import PARSES
+from fabric_assets.run_planning import partition_ranges
+from fabric_assets.sources.scan import scan
+from fabric_resources.dagster_resources import FabricHomeResource
+
+
+def range_tags(keys: list[str]) -> dict[str, str]:
+    return {RANGE_START_TAG: keys[0], RANGE_END_TAG: keys[-1]}
+
+
+def plan_parse_runs(instance: dg.DagsterInstance, pending: list[str], per_run: int) -> tuple[list[str], list[list[str]]]:
+    """New partition keys to add and the runs (contiguous ranges) that cover ``pending``."""
+    existing = list(instance.get_dynamic_partitions(PARSES.name))
+    known = set(existing)
+    new_keys = [p for p in pending if p not in known]
+    return new_keys, partition_ranges(existing + new_keys, pending, per_run)
+
+
+@dg.sensor(
+    jobs=[parse_job, activation_job],
+    minimum_interval_seconds=30,
+    description="Scans registered roots; adds a parse partition per new content and starts batched runs.",
+)
+def source_change_sensor(context: dg.SensorEvaluationContext, fabric: FabricHomeResource) -> dg.SensorResult:
+    home = fabric.open()
+    report = scan(home)
+    new_keys, runs = plan_parse_runs(context.instance, report.parse_ids_to_run, home.config.sources.partitions_per_run)
+    requests = [
+        dg.RunRequest(
+            job_name=parse_job.name,
+            run_key="parse:" + hashlib.sha256(",".join(keys).encode()).hexdigest()[:24],
+            tags=range_tags(keys),
+        )
+        for keys in runs
+    ]
+    if report.needs_activation and not requests:
+        # Deletions and moves need no parse, only a new release. A scan reports a change once.
+        requests.append(dg.RunRequest(job_name=activation_job.name))
+    return dg.SensorResult(
+        run_requests=requests,
+        dynamic_partitions_requests=[PARSES.build_add_request(new_keys)] if new_keys else [],
+    )
+
+
+@dg.run_status_sensor(
+    run_status=dg.DagsterRunStatus.SUCCESS,
+    monitored_jobs=[parse_job],
+    request_job=activation_job,
+    description="Activates whatever passed its gate once a parse run finishes.",
+)
+def activate_after_parse_run(context: dg.RunStatusSensorContext):
+    return dg.RunRequest(run_key=f"activate-after:{context.dagster_run.run_id}")

@@ -1,0 +1,182 @@
+"""Change detection and acquisition for folder sources.
+
+A scan walks every registered root without following symlinks, prescreens
+each file by ``(mtime_ns, size)`` against the catalog, confirms a change by
+hashing the bytes, stores new content in the artifact store and records the
+acquisition. It reports new, changed, moved, deleted and unsupported sources
+and the parse IDs that need a parse run. The Dagster sensor and
+``fabric ingest`` share this one function.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import stat
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from fabric_assets.parsing.registry import detect_media_type, parser_for
+from fabric_resources.catalog import SourceRow
+from fabric_resources.config import config_hash
+from fabric_resources.home import FabricHome
+
+
+class PathOutsideRoot(ValueError):
+    """A path that does not lie inside any registered root."""
+
+
+@dataclass
+class ScanReport:
+    """What one scan found. Source keys are ``fs:<root-relative POSIX path>``."""
+
+    new: list[str] = field(default_factory=list)
+    changed: list[str] = field(default_factory=list)
+    touched: list[str] = field(default_factory=list)  # mtime changed, bytes did not
+    moved: list[tuple[str, str]] = field(default_factory=list)  # (old key, new key)
+    deleted: list[str] = field(default_factory=list)
+    access_lost: list[str] = field(default_factory=list)
+    unsupported: list[tuple[str, str]] = field(default_factory=list)  # (key, media type)
+    parse_ids_to_run: list[str] = field(default_factory=list)
+    skipped_symlinks: int = 0
+
+    @property
+    def needs_activation(self) -> bool:
+        return bool(self.new or self.changed or self.moved or self.deleted)
+
+
+def source_key_for(root: Path, path: Path) -> str:
+    """``fs:`` + the POSIX path of ``path`` relative to ``root``.
+
+    Raises
+    ------
+    PathOutsideRoot
+        If ``path`` (after resolving ``..``, not symlinks) is not inside ``root``.
+    """
+    root_abs = Path(os.path.abspath(root))
+    p = Path(os.path.abspath(path))
+    try:
+        rel = p.relative_to(root_abs)
+    except ValueError as exc:
+        raise PathOutsideRoot(f"{path} is outside root {root}") from exc
+    if not rel.parts:
+        raise PathOutsideRoot(f"{path} is the root itself")
+    return "fs:" + rel.as_posix()
+
+
+def parse_id_for(source_hash: str, parser_name: str, parser_version: str, parser_config_hash: str) -> str:
+    """Deterministic parse ID: SHA-256 over the content hash and the parser identity (32 hex)."""
+    blob = f"{source_hash}\x1f{parser_name}\x1f{parser_version}\x1f{parser_config_hash}".encode()
+    return hashlib.sha256(blob).hexdigest()[:32]
+
+
+def _walk(root: Path, ignore_hidden: bool, report: ScanReport):
+    """Yield ``(path, stat)`` for regular files under ``root``; never follows symlinks."""
+    stack = [root]
+    while stack:
+        d = stack.pop()
+        try:
+            entries = sorted(os.scandir(d), key=lambda e: e.name)
+        except OSError:
+            continue
+        for e in entries:
+            if ignore_hidden and e.name.startswith("."):
+                continue
+            if e.is_symlink():
+                report.skipped_symlinks += 1
+                continue
+            try:
+                st = e.stat(follow_symlinks=False)
+            except OSError:
+                continue
+            if stat.S_ISDIR(st.st_mode):
+                stack.append(Path(e.path))
+            elif stat.S_ISREG(st.st_mode):
+                yield Path(e.path), st
+
+
+def scan(home: FabricHome) -> ScanReport:
+    """Scan every registered root once and record what changed in the catalog."""
+    report = ScanReport()
+    cfg = home.config
+    catalog = home.catalog
+    now = time.time()
+    vanished_by_hash: dict[str, str] = {}
+    new_keys_by_hash: dict[str, str] = {}
+    for root in catalog.roots():
+        root_path = Path(root.path)
+        known = {s.source_key: s for s in catalog.sources(root_id=root.root_id)}
+        seen: set[str] = set()
+        if not root_path.is_dir():
+            with catalog.transaction(immediate=True) as con:
+                for s in known.values():
+                    if s.state == "present":
+                        catalog.upsert_source(con, _with(s, state="access_lost", last_seen=now))
+                        catalog.log_event(con, "source-access-lost", source_key=s.source_key)
+                        report.access_lost.append(s.source_key)
+            continue
+        for path, st in _walk(root_path, cfg.sources.ignore_hidden, report):
+            key = source_key_for(root_path, path)
+            seen.add(key)
+            prev = known.get(key)
+            if prev and prev.state == "present" and prev.mtime_ns == st.st_mtime_ns and prev.size == st.st_size:
+                continue  # prescreen: unchanged
+            try:
+                data = path.read_bytes()
+            except OSError:
+                if prev:
+                    with catalog.transaction(immediate=True) as con:
+                        catalog.upsert_source(con, _with(prev, state="access_lost", last_seen=now))
+                    report.access_lost.append(key)
+                continue
+            digest = hashlib.sha256(data).hexdigest()
+            media_type = detect_media_type(path.name, data[:512])
+            spec = parser_for(media_type)
+            if prev and prev.state == "present" and prev.source_hash == digest and prev.media_type == media_type:
+                with catalog.transaction(immediate=True) as con:
+                    catalog.upsert_source(con, _with(prev, mtime_ns=st.st_mtime_ns, size=st.st_size, last_seen=now))
+                report.touched.append(key)
+                continue
+            home.artifacts.put(data, expected_digest=digest)
+            parse_id = None
+            with catalog.transaction(immediate=True) as con:
+                if spec is not None:
+                    pcfg = config_hash(getattr(cfg.parsers, spec.name))
+                    parse_id = parse_id_for(digest, spec.name, spec.version, pcfg)
+                    catalog.ensure_parse_run(
+                        con, parse_id=parse_id, source_hash=digest, media_type=media_type,
+                        parser_name=spec.name, parser_version=spec.version, parser_config_hash=pcfg,
+                    )
+                row = SourceRow(
+                    source_key=key, root_id=root.root_id, rel_path=key[3:], state="present",
+                    media_type=media_type, mtime_ns=st.st_mtime_ns, size=st.st_size,
+                    source_hash=digest, parse_id=parse_id,
+                    first_seen=prev.first_seen if prev else now, last_seen=now,
+                )
+                catalog.upsert_source(con, row)
+                catalog.record_acquisition(con, key, digest, st.st_mtime_ns, st.st_size)
+                kind = "source-changed" if prev and prev.state == "present" else "source-new"
+                catalog.log_event(con, kind, source_key=key, parse_id=parse_id, detail={"source_hash": digest})
+            if spec is None:
+                report.unsupported.append((key, media_type))
+            (report.changed if prev and prev.state == "present" else report.new).append(key)
+            new_keys_by_hash.setdefault(digest, key)
+        gone = [s for k, s in known.items() if k not in seen and s.state == "present"]
+        if gone:
+            with catalog.transaction(immediate=True) as con:
+                for s in gone:
+                    catalog.upsert_source(con, _with(s, state="deleted", last_seen=now))
+                    catalog.log_event(con, "source-deleted", source_key=s.source_key, parse_id=s.parse_id)
+                    report.deleted.append(s.source_key)
+                    if s.source_hash:
+                        vanished_by_hash[s.source_hash] = s.source_key
+    for digest, old_key in vanished_by_hash.items():
+        if digest in new_keys_by_hash:
+            report.moved.append((old_key, new_keys_by_hash[digest]))
+    report.parse_ids_to_run = [r.parse_id for r in catalog.parse_runs(status="pending")]
+    return report
+
+
+def _with(row: SourceRow, **changes) -> SourceRow:
+    return SourceRow(**{**row.__dict__, **changes})

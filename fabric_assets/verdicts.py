@@ -1,0 +1,40 @@
+"""Record per-parse gate verdicts and summarise them as one Dagster asset check result."""
+
+from __future__ import annotations
+
+import dagster as dg
+
+from fabric_assets.gate import Verdict
+from fabric_resources.catalog import merge_verdicts
+from fabric_resources.home import FabricHome
+
+
+def record_and_summarise(
+    home: FabricHome, check_name: str, asset_key: str, verdicts: dict[str, Verdict]
+) -> dg.AssetCheckResult:
+    """Store ``verdicts`` (parse ID → verdict) under ``check_name``; return one check result.
+
+    The catalog keeps the per-parse verdict (what activation reads); the check
+    result only reports, because in a multi-partition run Dagster records one
+    check result for all partitions.
+    """
+    for parse_id, v in verdicts.items():
+        merge_verdicts(home.catalog, parse_id, {check_name: v})
+    failing = sorted(p for p, v in verdicts.items() if not v["passed"])
+    return dg.AssetCheckResult(
+        check_name=check_name,
+        asset_key=asset_key,
+        passed=not failing,
+        metadata={
+            "parses_checked": len(verdicts),
+            "parses_failing": len(failing),
+            "failing_parse_ids": ", ".join(failing[:20]),
+            "details": "; ".join(f"{p}: {verdicts[p]['detail']}" for p in failing[:5]),
+        },
+    )
+
+
+def live_parse_ids(home: FabricHome, parse_ids: list[str]) -> list[str]:
+    """The partitions of this run that have not failed (failed ones are skipped downstream)."""
+    status = {r.parse_id: r.status for r in home.catalog.parse_runs(parse_ids)}
+    return [p for p in parse_ids if status.get(p) not in (None, "failed")]

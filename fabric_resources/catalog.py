@@ -1,0 +1,328 @@
+"""The catalog: Fabric's small transactional state in SQLite (WAL mode).
+
+It records registered roots, sources and their observed state, acquisitions
+(which bytes a source had when), parse runs with their status and per-parse
+verdicts, immutable releases and the one ``current`` pointer, and an event log.
+Several processes use it at once (the Dagster daemon, run workers, queries),
+so every method is one short transaction and connections wait on locks
+(``busy_timeout``) instead of failing.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from fabric_resources.schema import CATALOG_DDL
+
+
+@dataclass(frozen=True)
+class Root:
+    root_id: int
+    path: str
+
+
+@dataclass(frozen=True)
+class SourceRow:
+    source_key: str
+    root_id: int
+    rel_path: str
+    state: str
+    media_type: str
+    mtime_ns: int | None
+    size: int | None
+    source_hash: str | None
+    parse_id: str | None
+    first_seen: float
+    last_seen: float
+
+
+@dataclass(frozen=True)
+class ParseRun:
+    parse_id: str
+    source_hash: str
+    media_type: str
+    parser_name: str
+    parser_version: str
+    parser_config_hash: str
+    status: str
+    reason: str | None
+    detail: str | None
+    verdicts: dict[str, Any]
+    counts: dict[str, Any]
+    created_at: float
+    updated_at: float
+
+
+@dataclass(frozen=True)
+class Release:
+    release_id: int
+    created_at: float
+    manifest: dict[str, Any]
+
+
+class Catalog:
+    """Thin, typed access to the catalog database at ``path``."""
+
+    def __init__(self, path: Path, *, read_only: bool = False) -> None:
+        self.path = Path(path)
+        self.read_only = read_only
+        if not read_only:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            with self._connect() as con:
+                con.execute("PRAGMA journal_mode=WAL")
+                con.executescript(CATALOG_DDL)
+
+    def _connect(self) -> sqlite3.Connection:
+        if self.read_only:
+            con = sqlite3.connect(f"file:{self.path}?mode=ro", uri=True, timeout=30.0)
+        else:
+            con = sqlite3.connect(self.path, timeout=30.0)
+        con.row_factory = sqlite3.Row
+        con.execute("PRAGMA busy_timeout=30000")
+        return con
+
+    @contextmanager
+    def transaction(self, immediate: bool = False) -> Iterator[sqlite3.Connection]:
+        """One short transaction; ``immediate`` takes the write lock up front."""
+        con = self._connect()
+        try:
+            con.execute("BEGIN IMMEDIATE" if immediate else "BEGIN")
+            yield con
+            con.execute("COMMIT")
+        except BaseException:
+            con.execute("ROLLBACK")
+            raise
+        finally:
+            con.close()
+
+    # -- roots ---------------------------------------------------------------
+    def register_root(self, path: Path) -> Root:
+        resolved = str(Path(path).resolve())
+        with self.transaction(immediate=True) as con:
+            con.execute(
+                "INSERT OR IGNORE INTO roots(path, registered_at) VALUES (?, ?)", (resolved, time.time())
+            )
+            row = con.execute("SELECT root_id, path FROM roots WHERE path = ?", (resolved,)).fetchone()
+        return Root(row["root_id"], row["path"])
+
+    def roots(self) -> list[Root]:
+        with self.transaction() as con:
+            return [Root(r["root_id"], r["path"]) for r in con.execute("SELECT * FROM roots ORDER BY root_id")]
+
+    # -- sources -------------------------------------------------------------
+    def sources(self, root_id: int | None = None, state: str | None = None) -> list[SourceRow]:
+        sql, args = "SELECT * FROM sources WHERE 1=1", []
+        if root_id is not None:
+            sql += " AND root_id = ?"
+            args.append(root_id)
+        if state is not None:
+            sql += " AND state = ?"
+            args.append(state)
+        with self.transaction() as con:
+            return [SourceRow(**dict(r)) for r in con.execute(sql + " ORDER BY source_key", args)]
+
+    def source(self, source_key: str) -> SourceRow | None:
+        with self.transaction() as con:
+            r = con.execute("SELECT * FROM sources WHERE source_key = ?", (source_key,)).fetchone()
+        return SourceRow(**dict(r)) if r else None
+
+    def upsert_source(self, con: sqlite3.Connection, row: SourceRow) -> None:
+        con.execute(
+            """INSERT INTO sources VALUES (?,?,?,?,?,?,?,?,?,?,?)
+               ON CONFLICT(source_key) DO UPDATE SET state=excluded.state,
+                 media_type=excluded.media_type, mtime_ns=excluded.mtime_ns, size=excluded.size,
+                 source_hash=excluded.source_hash, parse_id=excluded.parse_id,
+                 last_seen=excluded.last_seen""",
+            (
+                row.source_key, row.root_id, row.rel_path, row.state, row.media_type, row.mtime_ns,
+                row.size, row.source_hash, row.parse_id, row.first_seen, row.last_seen,
+            ),
+        )
+
+    def record_acquisition(
+        self, con: sqlite3.Connection, source_key: str, source_hash: str, mtime_ns: int, size: int
+    ) -> None:
+        con.execute(
+            "INSERT INTO acquisitions(source_key, source_hash, mtime_ns, size, observed_at) VALUES (?,?,?,?,?)",
+            (source_key, source_hash, mtime_ns, size, time.time()),
+        )
+
+    def acquisitions(self, source_key: str) -> list[dict[str, Any]]:
+        with self.transaction() as con:
+            rows = con.execute(
+                "SELECT * FROM acquisitions WHERE source_key = ? ORDER BY acquisition_id", (source_key,)
+            )
+            return [dict(r) for r in rows]
+
+    # -- parse runs ----------------------------------------------------------
+    def ensure_parse_run(
+        self,
+        con: sqlite3.Connection,
+        *,
+        parse_id: str,
+        source_hash: str,
+        media_type: str,
+        parser_name: str,
+        parser_version: str,
+        parser_config_hash: str,
+    ) -> bool:
+        """Create a pending parse run unless one exists; True if created."""
+        now = time.time()
+        cur = con.execute(
+            """INSERT OR IGNORE INTO parse_runs(parse_id, source_hash, media_type, parser_name,
+                 parser_version, parser_config_hash, status, created_at, updated_at)
+               VALUES (?,?,?,?,?,?,'pending',?,?)""",
+            (parse_id, source_hash, media_type, parser_name, parser_version, parser_config_hash, now, now),
+        )
+        return cur.rowcount == 1
+
+    def parse_run(self, parse_id: str) -> ParseRun | None:
+        with self.transaction() as con:
+            r = con.execute("SELECT * FROM parse_runs WHERE parse_id = ?", (parse_id,)).fetchone()
+        return _parse_run(r) if r else None
+
+    def parse_runs(self, parse_ids: Iterable[str] | None = None, status: str | None = None) -> list[ParseRun]:
+        sql, args = "SELECT * FROM parse_runs WHERE 1=1", []
+        if status is not None:
+            sql += " AND status = ?"
+            args.append(status)
+        with self.transaction() as con:
+            rows = [_parse_run(r) for r in con.execute(sql + " ORDER BY created_at, parse_id", args)]
+        if parse_ids is not None:
+            wanted = set(parse_ids)
+            rows = [r for r in rows if r.parse_id in wanted]
+        return rows
+
+    def set_parse_status(
+        self,
+        parse_id: str,
+        status: str,
+        *,
+        reason: str | None = None,
+        detail: str | None = None,
+        verdicts: dict[str, Any] | None = None,
+        counts: dict[str, Any] | None = None,
+    ) -> None:
+        with self.transaction(immediate=True) as con:
+            sets, args = ["status = ?", "updated_at = ?"], [status, time.time()]
+            if reason is not None or status in ("ready", "parsed"):
+                sets += ["reason = ?", "detail = ?"]
+                args += [reason, detail]
+            if verdicts is not None:
+                sets.append("verdicts = ?")
+                args.append(json.dumps(verdicts, sort_keys=True))
+            if counts is not None:
+                sets.append("counts = ?")
+                args.append(json.dumps(counts, sort_keys=True))
+            con.execute(f"UPDATE parse_runs SET {', '.join(sets)} WHERE parse_id = ?", [*args, parse_id])
+            con.execute(
+                "INSERT INTO events(at, kind, parse_id, detail) VALUES (?,?,?,?)",
+                (time.time(), f"parse-{status}", parse_id, json.dumps({"reason": reason, "detail": detail})),
+            )
+
+    def reset_parse_runs(self, parse_ids: Iterable[str]) -> None:
+        """Force a retry: put failed or held parses back to pending."""
+        with self.transaction(immediate=True) as con:
+            con.executemany(
+                "UPDATE parse_runs SET status='pending', reason=NULL, detail=NULL, updated_at=? WHERE parse_id=?",
+                [(time.time(), p) for p in parse_ids],
+            )
+
+    # -- releases ------------------------------------------------------------
+    def current_release(self) -> Release | None:
+        with self.transaction() as con:
+            r = con.execute(
+                """SELECT r.* FROM pointer p JOIN releases r ON r.release_id = p.release_id
+                   WHERE p.name = 'current'"""
+            ).fetchone()
+        return Release(r["release_id"], r["created_at"], json.loads(r["manifest"])) if r else None
+
+    def release(self, release_id: int) -> Release | None:
+        with self.transaction() as con:
+            r = con.execute("SELECT * FROM releases WHERE release_id = ?", (release_id,)).fetchone()
+        return Release(r["release_id"], r["created_at"], json.loads(r["manifest"])) if r else None
+
+    def releases(self) -> list[Release]:
+        with self.transaction() as con:
+            rows = con.execute("SELECT * FROM releases ORDER BY release_id")
+            return [Release(r["release_id"], r["created_at"], json.loads(r["manifest"])) for r in rows]
+
+    def publish_release(self, manifest: dict[str, Any], expected_current: int | None) -> Release:
+        """Insert an immutable release and swap the ``current`` pointer, atomically.
+
+        Raises
+        ------
+        RuntimeError
+            If the current pointer moved since the caller read ``expected_current``
+            (two activations raced; activation is meant to be serialised).
+        """
+        now = time.time()
+        with self.transaction(immediate=True) as con:
+            r = con.execute("SELECT release_id FROM pointer WHERE name='current'").fetchone()
+            current = r["release_id"] if r else None
+            if current != expected_current:
+                raise RuntimeError(f"current release moved from {expected_current} to {current}")
+            cur = con.execute(
+                "INSERT INTO releases(created_at, manifest) VALUES (?, '{}')", (now,)
+            )
+            release_id = int(cur.lastrowid)
+            manifest = {**manifest, "release_id": release_id, "created_at": now}
+            con.execute(
+                "UPDATE releases SET manifest = ? WHERE release_id = ?",
+                (json.dumps(manifest, sort_keys=True), release_id),
+            )
+            con.execute(
+                "INSERT INTO pointer(name, release_id) VALUES ('current', ?) "
+                "ON CONFLICT(name) DO UPDATE SET release_id = excluded.release_id",
+                (release_id,),
+            )
+            con.execute(
+                "INSERT INTO events(at, kind, detail) VALUES (?, 'release-published', ?)",
+                (now, json.dumps({"release_id": release_id})),
+            )
+        return Release(release_id, now, manifest)
+
+    # -- events --------------------------------------------------------------
+    def log_event(
+        self, con: sqlite3.Connection, kind: str, *, source_key: str | None = None,
+        parse_id: str | None = None, detail: dict[str, Any] | None = None,
+    ) -> None:
+        con.execute(
+            "INSERT INTO events(at, kind, source_key, parse_id, detail) VALUES (?,?,?,?,?)",
+            (time.time(), kind, source_key, parse_id, json.dumps(detail or {}, sort_keys=True)),
+        )
+
+    def events(self, kind: str | None = None) -> list[dict[str, Any]]:
+        sql, args = "SELECT * FROM events", []
+        if kind:
+            sql += " WHERE kind = ?"
+            args.append(kind)
+        with self.transaction() as con:
+            return [dict(r) for r in con.execute(sql + " ORDER BY event_id", args)]
+
+
+def _parse_run(r: sqlite3.Row) -> ParseRun:
+    d = dict(r)
+    d["verdicts"] = json.loads(d["verdicts"] or "{}")
+    d["counts"] = json.loads(d["counts"] or "{}")
+    return ParseRun(**d)
+
+
+def merge_verdicts(catalog: Catalog, parse_id: str, verdicts: dict[str, Any]) -> None:
+    """Add per-parse gate verdicts ``{name: {"passed": bool, "detail": str}}`` to a parse run."""
+    with catalog.transaction(immediate=True) as con:
+        r = con.execute("SELECT verdicts FROM parse_runs WHERE parse_id = ?", (parse_id,)).fetchone()
+        if r is None:
+            raise KeyError(parse_id)
+        merged = {**json.loads(r["verdicts"] or "{}"), **verdicts}
+        con.execute(
+            "UPDATE parse_runs SET verdicts = ?, updated_at = ? WHERE parse_id = ?",
+            (json.dumps(merged, sort_keys=True), time.time(), parse_id),
+        )

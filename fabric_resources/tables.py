@@ -1,0 +1,98 @@
+"""Lance tables, one dataset per asset, every row keyed by ``parse_id``.
+
+Writing a set of partitions replaces exactly their rows (delete, then append),
+so re-materializing is idempotent. Readers that must not see a write in
+progress read a pinned table version (releases record them).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from pathlib import Path
+
+import lance
+import lancedb
+import pyarrow as pa
+
+from fabric_resources.schema import TABLES
+
+_PARSE_ID = re.compile(r"^[0-9a-f]{16,64}$")
+
+
+def _in_list(parse_ids: Iterable[str]) -> str:
+    ids = sorted(set(parse_ids))
+    for p in ids:
+        if not _PARSE_ID.match(p):
+            # Parse IDs are hex digests; anything else must never reach a filter string.
+            raise ValueError(f"not a parse ID: {p!r}")
+    return ", ".join(f"'{p}'" for p in ids)
+
+
+class TableStore:
+    """The Lance datasets under ``root`` (one per name in ``schema.TABLES``)."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = Path(root)
+        self.root.mkdir(parents=True, exist_ok=True)
+        self._db = lancedb.connect(str(self.root))
+
+    def uri(self, name: str) -> str:
+        return str(self.root / f"{name}.lance")
+
+    def exists(self, name: str) -> bool:
+        return (self.root / f"{name}.lance").exists()
+
+    def _table(self, name: str):
+        if name not in TABLES:
+            raise KeyError(f"unknown table {name!r}")
+        if self.exists(name):
+            return self._db.open_table(name)
+        try:
+            return self._db.create_table(name, schema=TABLES[name])
+        except ValueError:  # created by a concurrent writer
+            return self._db.open_table(name)
+
+    def replace_partitions(self, name: str, parse_ids: Iterable[str], rows: pa.Table) -> int:
+        """Replace all rows of ``parse_ids`` in table ``name`` by ``rows``; return the new version.
+
+        Raises
+        ------
+        ValueError
+            If ``rows`` holds a parse ID outside ``parse_ids`` or a malformed parse ID.
+        """
+        ids = set(parse_ids)
+        rows = rows.cast(TABLES[name])
+        stray = set(rows.column("parse_id").to_pylist()) - ids
+        if stray:
+            raise ValueError(f"rows for parse IDs not being replaced: {sorted(stray)[:3]}")
+        table = self._table(name)
+        if ids:
+            table.delete(f"parse_id IN ({_in_list(ids)})")
+        if rows.num_rows:
+            table.add(rows)
+        return int(table.version)
+
+    def version(self, name: str) -> int | None:
+        return int(self._table(name).version) if self.exists(name) else None
+
+    def read(
+        self,
+        name: str,
+        *,
+        parse_ids: Iterable[str] | None = None,
+        version: int | None = None,
+        columns: list[str] | None = None,
+    ) -> pa.Table:
+        """Rows of ``name`` (optionally only ``parse_ids``) at ``version`` (default latest)."""
+        if not self.exists(name):
+            return TABLES[name].empty_table().select(columns) if columns else TABLES[name].empty_table()
+        ds = lance.dataset(self.uri(name), version=version)
+        flt = None
+        if parse_ids is not None:
+            ids = list(parse_ids)
+            if not ids:
+                schema = TABLES[name]
+                return (schema.empty_table().select(columns) if columns else schema.empty_table())
+            flt = f"parse_id IN ({_in_list(ids)})"
+        return ds.to_table(columns=columns, filter=flt)
