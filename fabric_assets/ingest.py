@@ -47,7 +47,11 @@ def dagster_instance(home: FabricHome) -> dg.DagsterInstance:
 
 
 def _run_config(home: FabricHome) -> dict:
-    return {"resources": {"fabric": {"config": {"home": str(home.root)}}}}
+    # Run logs stay in the instance (visible in the UI); the console only shows warnings.
+    return {
+        "resources": {"fabric": {"config": {"home": str(home.root)}}},
+        "loggers": {"console": {"config": {"log_level": "WARNING"}}},
+    }
 
 
 def run_pending(

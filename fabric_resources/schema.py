@@ -209,3 +209,6 @@ class HomeLayout:
     @property
     def lock_file(self) -> Path:
         return self.root / "activation.lock"
+
+#: A chunk's text is its fragments' unit slices joined by this separator (the fragment contract).
+FRAGMENT_SEPARATOR = "\n\n"

@@ -16,7 +16,9 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-SEPARATOR = "\n\n"
+from fabric_resources.schema import FRAGMENT_SEPARATOR
+
+SEPARATOR = FRAGMENT_SEPARATOR
 _SENTENCE_END = frozenset(".!?。！？；;」』")
 
 

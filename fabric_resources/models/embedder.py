@@ -70,7 +70,11 @@ class MiniLMEmbedder:
     @cached_property
     def model(self):
         with self._lock:
+            import transformers
             from sentence_transformers import SentenceTransformer
+
+            transformers.logging.set_verbosity_error()
+            transformers.utils.logging.disable_progress_bar()
 
             m = SentenceTransformer(str(_model_path()), device="cpu")
             m.max_seq_length = self.max_seq_length

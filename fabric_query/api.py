@@ -1,0 +1,101 @@
+"""The Python API of the read side: open a home, search, resolve, status. No Dagster."""
+
+from __future__ import annotations
+
+import os
+from collections import Counter
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+from fabric_query import pipeline
+from fabric_query.errors import HomeNotFoundError
+from fabric_query.resolve import resolve as resolve_citation
+from fabric_query.types import Citation, EvidencePack, ResolveResult
+from fabric_resources.home import FabricHome, home_path
+from fabric_resources.models.embedder import shared_embedder
+
+
+class ParseProblem(BaseModel):
+    model_config = ConfigDict(frozen=True)
+    parse_id: str
+    status: str
+    reason: str | None
+    detail: str | None
+    sources: tuple[str, ...]
+
+
+class Status(BaseModel):
+    """What a home holds: sources by state, the current release, problems with reasons."""
+
+    model_config = ConfigDict(frozen=True)
+    home: str
+    roots: tuple[str, ...]
+    sources_by_state: dict[str, int]
+    release_id: int | None
+    active_sources: int
+    active_parses: int
+    failed: tuple[ParseProblem, ...]
+    held: tuple[ParseProblem, ...]
+    pending: int
+    unsupported: tuple[tuple[str, str], ...]  # (source key, media type)
+
+
+class Fabric:
+    """A Fabric home opened for reading.
+
+    Raises
+    ------
+    HomeNotFoundError
+        If the home has no catalog (nothing was ever ingested there).
+    """
+
+    def __init__(self, home: str | os.PathLike | None = None) -> None:
+        path = home_path(home)
+        if not (path / "catalog.sqlite3").exists():
+            raise HomeNotFoundError(f"no Fabric home at {path}; run `fabric ingest PATH` first")
+        self.home = FabricHome(path)
+
+    def search(self, query: str, *, limit: int | None = None, release_id: int | None = None) -> EvidencePack:
+        """Search the current (or a given) release; see :func:`fabric_query.pipeline.search`."""
+        embedder = shared_embedder(self.home.config.dense.batch_size)
+        return pipeline.search(self.home, query, embedder, limit=limit, release_id=release_id)
+
+    def resolve(self, citation: Citation | dict[str, Any]) -> ResolveResult:
+        """Re-verify a citation (a :class:`Citation` or its JSON dict)."""
+        if not isinstance(citation, Citation):
+            citation = Citation.model_validate(citation)
+        return resolve_citation(self.home, citation)
+
+    def status(self) -> Status:
+        catalog = self.home.catalog
+        sources = catalog.sources()
+        by_parse: dict[str, list[str]] = {}
+        for s in sources:
+            if s.parse_id:
+                by_parse.setdefault(s.parse_id, []).append(s.source_key)
+        release = catalog.current_release()
+        active = release.manifest["sources"] if release else {}
+        runs = catalog.parse_runs()
+
+        def problems(status: str) -> tuple[ParseProblem, ...]:
+            return tuple(
+                ParseProblem(parse_id=r.parse_id, status=r.status, reason=r.reason, detail=r.detail,
+                             sources=tuple(by_parse.get(r.parse_id, ())))
+                for r in runs if r.status == status and r.parse_id in by_parse
+            )
+
+        return Status(
+            home=str(self.home.root),
+            roots=tuple(r.path for r in catalog.roots()),
+            sources_by_state=dict(Counter(s.state for s in sources)),
+            release_id=release.release_id if release else None,
+            active_sources=len(active),
+            active_parses=len({m["parse_id"] for m in active.values()}),
+            failed=problems("failed"),
+            held=problems("held"),
+            pending=sum(1 for r in runs if r.status == "pending"),
+            unsupported=tuple(
+                (s.source_key, s.media_type) for s in sources if s.parse_id is None and s.state == "present"
+            ),
+        )

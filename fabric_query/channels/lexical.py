@@ -1,0 +1,117 @@
+"""The word channel (BM25 over the ``word`` field) and the substring channel (exact
+character phrases over the ``substring`` field) of the tantivy serving index."""
+
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+
+import tantivy
+
+from fabric_query.channels import ChannelResult, ranked
+from fabric_query.querylang import ParsedQuery
+from fabric_resources.lexical_index import OpenIndex, substring_analyzer, word_analyzer
+from fabric_resources.schema import (
+    INDEX_FIELD_CHUNK_ID,
+    INDEX_FIELD_PARSE_ID,
+    INDEX_FIELD_SUBSTRING,
+    INDEX_FIELD_WORD,
+)
+from fabric_resources.text_folding import fold
+
+#: Scripts written without spaces (mirrors lexical_index.UNSPACED_SCRIPTS for Python's ``re``).
+UNSPACED = re.compile(
+    "[\u3400-\u9fff\uf900-\ufaff\U00020000-\U0003134f\u3040-\u309f\u30a0-\u30ff\u31f0-\u31ff"
+    "\uff66-\uff9f\uac00-\ud7af\u1100-\u11ff\u3130-\u318f\u0e00-\u0eff\u1780-\u17ff\u1000-\u109f]"
+)
+
+
+@lru_cache(maxsize=1)
+def _word() -> tantivy.TextAnalyzer:
+    return word_analyzer()
+
+
+@lru_cache(maxsize=1)
+def _substring() -> tantivy.TextAnalyzer:
+    return substring_analyzer()
+
+
+def word_tokens(text: str) -> list[str]:
+    """Folded, stemmed word tokens exactly as the index makes them."""
+    return _word().analyze(fold(text))
+
+
+def substring_tokens(text: str) -> list[str]:
+    return _substring().analyze(fold(text))
+
+
+def needs_substring_channel(parsed: ParsedQuery) -> bool:
+    """The substring channel runs when the query has text in a script written without spaces."""
+    return any(UNSPACED.search(t) for t in (*parsed.terms, *parsed.phrases))
+
+
+def _sequence_query(schema: tantivy.Schema, field: str, tokens: list[str]) -> tantivy.Query | None:
+    if not tokens:
+        return None
+    if len(tokens) == 1:
+        return tantivy.Query.term_query(schema, field, tokens[0])
+    return tantivy.Query.phrase_query(schema, field, tokens)
+
+
+def build_query(
+    schema: tantivy.Schema, field: str, parsed: ParsedQuery, eligible_parse_ids: set[str] | None
+) -> tantivy.Query | None:
+    """Compile a parsed query for one field; user text is only ever bound as term values.
+
+    Word field: each free-text token is a SHOULD term; each phrase a MUST
+    phrase. Substring field: each free-text term and each phrase is an exact
+    character sequence (phrase query), SHOULD for terms, MUST for phrases.
+    Exclusions are MUST_NOT in both. Eligibility is a MUST term set on the
+    parse ID, so BM25 ranks among eligible chunks only.
+    """
+    analyze = word_tokens if field == INDEX_FIELD_WORD else substring_tokens
+    clauses: list[tuple[tantivy.Occur, tantivy.Query]] = []
+    if field == INDEX_FIELD_WORD:
+        for tok in dict.fromkeys(analyze(" ".join(parsed.terms))):
+            clauses.append((tantivy.Occur.Should, tantivy.Query.term_query(schema, field, tok)))
+    else:
+        for term in dict.fromkeys(parsed.terms):
+            q = _sequence_query(schema, field, analyze(term))
+            if q is not None:
+                clauses.append((tantivy.Occur.Should, q))
+    for phrase in parsed.phrases:
+        q = _sequence_query(schema, field, analyze(phrase))
+        if q is not None:
+            clauses.append((tantivy.Occur.Must, q))
+    if not clauses:
+        return None
+    for ex in parsed.excluded:
+        q = _sequence_query(schema, field, analyze(ex))
+        if q is not None:
+            clauses.append((tantivy.Occur.MustNot, q))
+    if eligible_parse_ids is not None:
+        clauses.append(
+            (tantivy.Occur.Must, tantivy.Query.term_set_query(schema, INDEX_FIELD_PARSE_ID, sorted(eligible_parse_ids)))
+        )
+    return tantivy.Query.boolean_query(clauses)
+
+
+def search_field(
+    index: OpenIndex, field: str, parsed: ParsedQuery, eligible_parse_ids: set[str] | None, depth: int
+) -> ChannelResult:
+    query = build_query(index.schema, field, parsed, eligible_parse_ids)
+    if query is None:
+        return []
+    searcher = index.searcher
+    # Over-fetch so that ties at the cut are broken by chunk ID, not by doc address.
+    result = searcher.search(query, limit=depth + 32)
+    pairs = [(searcher.doc(addr)[INDEX_FIELD_CHUNK_ID][0], float(score)) for score, addr in result.hits]
+    return ranked(pairs, depth)
+
+
+def word_channel(index: OpenIndex, parsed: ParsedQuery, eligible: set[str] | None, depth: int) -> ChannelResult:
+    return search_field(index, INDEX_FIELD_WORD, parsed, eligible, depth)
+
+
+def substring_channel(index: OpenIndex, parsed: ParsedQuery, eligible: set[str] | None, depth: int) -> ChannelResult:
+    return search_field(index, INDEX_FIELD_SUBSTRING, parsed, eligible, depth)

@@ -1,0 +1,246 @@
+"""The ``fabric`` command line.
+
+Read commands (search, resolve, status) use ``fabric_query`` only; commands
+that run the pipeline (ingest, quickstart, bench) import ``fabric_assets``
+inside the command, so ``fabric search`` never loads Dagster.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from fabric_query.errors import FabricQueryError
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_show_locals=False, help="Fabric: retrieval with verifiable evidence.")
+bench_app = typer.Typer(no_args_is_help=True, help="Benchmarks that print figures and ratios.")
+app.add_typer(bench_app, name="bench")
+console = Console()
+err = Console(stderr=True)
+
+HomeOption = Annotated[
+    Optional[Path], typer.Option("--home", envvar="FABRIC_HOME", help="Fabric home (default ./.fabric).")
+]
+
+
+def _set_home(home: Optional[Path]) -> Path:
+    from fabric_resources.home import home_path
+
+    path = home_path(home)
+    os.environ["FABRIC_HOME"] = str(path)
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    return path
+
+
+def _fail(message: str, code: int = 2) -> None:
+    err.print(f"[red]error:[/red] {message}")
+    raise typer.Exit(code)
+
+
+@app.command()
+def ingest(
+    path: Annotated[Path, typer.Argument(help="A folder to register as a source root and ingest.")],
+    home: HomeOption = None,
+) -> None:
+    """Register PATH, run the Dagster pipeline in-process to completion, print a summary."""
+    _set_home(home)
+    _run_ingest(path)
+
+
+def _run_ingest(path: Path) -> None:
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from fabric_assets.ingest import NotADirectoryRoot, ingest as run
+    from fabric_resources.home import FabricHome
+
+    home = FabricHome()
+    with Progress(
+        TextColumn("[bold]parsing"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=err
+    ) as progress:
+        task = progress.add_task("parse", total=None)
+
+        def update(done: int, total: int) -> None:
+            progress.update(task, completed=done, total=total)
+
+        try:
+            summary = run(path, home, progress=update)
+        except NotADirectoryRoot as exc:
+            _fail(str(exc))
+    s = summary.scan
+    table = Table(title=f"ingest {path} → {home.root}", show_header=False)
+    for label, value in [
+        ("new / changed / deleted / moved", f"{len(s.new)} / {len(s.changed)} / {len(s.deleted)} / {len(s.moved)}"),
+        ("unchanged content (touched)", str(len(s.touched))),
+        ("unsupported", ", ".join(f"{k} ({t})" for k, t in s.unsupported) or "none"),
+        ("symlinks skipped", str(s.skipped_symlinks)),
+        ("parse partitions run", str(len(s.parse_ids_to_run))),
+        ("Dagster runs", f"{len(summary.run_ids)} parse + 1 activation ({len(summary.failed_runs)} failed)"),
+        ("release", f"{summary.activation.get('release_id')} (published: {summary.activation.get('published')})"),
+        ("wall time", f"{summary.seconds:.1f} s"),
+    ]:
+        table.add_row(label, value)
+    console.print(table)
+    _print_status(home.root)
+
+
+def _print_status(home: Path) -> None:
+    from fabric_query.api import Fabric
+
+    st = Fabric(home).status()
+    console.print(
+        f"release {st.release_id}: {st.active_sources} active sources, {st.active_parses} active parses, "
+        f"sources by state {st.sources_by_state}, pending {st.pending}"
+    )
+    for p in st.failed:
+        console.print(f"  [red]failed[/red] {', '.join(p.sources)}: {p.reason} {p.detail or ''}".rstrip())
+    for p in st.held:
+        console.print(f"  [yellow]held[/yellow] {', '.join(p.sources)}: {p.reason}")
+    for key, mt in st.unsupported:
+        console.print(f"  [dim]unsupported[/dim] {key} ({mt})")
+
+
+@app.command()
+def search(
+    query: Annotated[str, typer.Argument(help='Free text, "phrases", -excluded, path:/type:/after:/before:/source:')],
+    limit: Annotated[int, typer.Option("--limit", "-n", min=1, max=1000)] = 10,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the whole EvidencePack as JSON.")] = False,
+    home: HomeOption = None,
+) -> None:
+    """Search the current release and print the evidence."""
+    from fabric_query.api import Fabric
+
+    _set_home(home)
+    try:
+        pack = Fabric().search(query, limit=limit)
+    except FabricQueryError as exc:
+        _fail(f"{type(exc).__name__}: {exc}")
+    if as_json:
+        sys.stdout.write(pack.model_dump_json(indent=2) + "\n")
+        return
+    if pack.fallback_reason:
+        err.print(f"[yellow]lexical index unusable ({pack.fallback_reason}); answered by scanning chunks[/yellow]")
+    if not pack.results:
+        console.print(f"no results (release {pack.release_id}, {pack.eligible_sources} eligible sources)")
+    for hit in pack.results:
+        c = hit.citation
+        text = "".join(f"[bold yellow]{_esc(s.text)}[/bold yellow]" if s.highlighted else _esc(s.text)
+                       for s in hit.highlights)
+        console.print(f"[bold]{hit.rank}.[/bold] {c.source_key}  [dim]{' > '.join(hit.section_path)}[/dim]")
+        console.print(f"   channels: {', '.join(f'{n}#{h.rank}' for n, h in hit.channels.items())}"
+                      f"  parse {c.parse_id[:12]}  units {len(c.spans)}")
+        console.print("   " + (text if len(hit.text) < 600 else text[:600] + "…"))
+
+
+def _esc(text: str) -> str:
+    from rich.markup import escape
+
+    return escape(text)
+
+
+@app.command()
+def resolve(
+    citation: Annotated[str, typer.Argument(help="Citation JSON, a file holding it, or - for stdin. "
+                                                 "A hit or an EvidencePack (first hit) is accepted too.")],
+    home: HomeOption = None,
+) -> None:
+    """Re-verify a citation: prints verified or stale (with what changed). Exit 1 when stale."""
+    from fabric_query.api import Fabric
+
+    _set_home(home)
+    raw = sys.stdin.read() if citation == "-" else (
+        Path(citation).read_text() if Path(citation).is_file() else citation)
+    try:
+        data = json.loads(raw)
+    except ValueError as exc:
+        _fail(f"not JSON: {exc}")
+    if "results" in data:
+        if not data["results"]:
+            _fail("the EvidencePack has no results")
+        data = data["results"][0]
+    data = data.get("citation", data)
+    try:
+        result = Fabric().resolve(data)
+    except (FabricQueryError, ValueError) as exc:
+        _fail(f"{type(exc).__name__}: {exc}")
+    colour = "green" if result.status == "verified" else "red"
+    console.print(f"[{colour}]{result.status}[/{colour}]")
+    for c in result.checks:
+        console.print(f"  {'ok ' if c.ok else 'NO '} {c.check}: {c.detail}")
+    if result.status != "verified":
+        raise typer.Exit(1)
+
+
+@app.command()
+def status(
+    as_json: Annotated[bool, typer.Option("--json")] = False,
+    home: HomeOption = None,
+) -> None:
+    """Sources, active parses, failed parses with reasons, unsupported files."""
+    from fabric_query.api import Fabric
+
+    path = _set_home(home)
+    try:
+        if as_json:
+            sys.stdout.write(Fabric(path).status().model_dump_json(indent=2) + "\n")
+        else:
+            _print_status(path)
+    except FabricQueryError as exc:
+        _fail(str(exc))
+
+
+@app.command()
+def quickstart(
+    path: Annotated[Optional[Path], typer.Argument(help="Folder to ingest (default: a sample corpus Fabric writes).")] = None,
+    query: Annotated[str, typer.Option("--query", "-q")] = "lighthouse keeper",
+    home: HomeOption = None,
+) -> None:
+    """The main job: ingest a folder (or a written sample), answer a query, verify its first citation."""
+    from fabric_query.api import Fabric
+
+    home_dir = _set_home(home)
+    if path is None:
+        from fabric_assets.sample_corpus import write_sample_corpus
+
+        path = write_sample_corpus(home_dir / "sample")
+        console.print(f"wrote a sample corpus to {path}")
+    _run_ingest(path)
+    console.print(f"\n[bold]fabric search {query!r}[/bold]")
+    search(query, limit=3, as_json=False, home=home_dir)
+    pack = Fabric(home_dir).search(query, limit=1)
+    if pack.results:
+        result = Fabric(home_dir).resolve(pack.results[0].citation)
+        console.print(f"\nresolve first citation → [bold]{result.status}[/bold]")
+
+
+@app.command()
+def ui(
+    port: Annotated[int, typer.Option("--port")] = 3000,
+    home: HomeOption = None,
+) -> None:
+    """Start the Dagster UI on this home's instance (same runs as `fabric ingest`)."""
+    import subprocess
+
+    path = _set_home(home)
+    from fabric_resources.home import FabricHome
+
+    FabricHome(path)  # writes dagster.yaml
+    os.environ["DAGSTER_HOME"] = str(path / "dagster")
+    workspace = Path(__file__).resolve().parent.parent / "workspace.yaml"
+    cmd = ["dagster", "dev", "-w", str(workspace), "-h", "127.0.0.1", "-p", str(port)]
+    console.print(f"DAGSTER_HOME={os.environ['DAGSTER_HOME']} {' '.join(cmd)}")
+    raise typer.Exit(subprocess.call(cmd))
+
+
+def main() -> None:
+    app()
+
+
+if __name__ == "__main__":
+    main()

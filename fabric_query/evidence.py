@@ -1,0 +1,139 @@
+"""Evidence: exact highlights, offsets in two coordinate systems, citations.
+
+Highlights follow LOOM's structured projection: insert start/end markers that
+are proven absent from the passage (private-use delimiters around a counter,
+checked against the passage), then parse the marked string back into segments
+and require ``"".join(seg.text) == passage``. A passage that already contains
+``<mark>``, ``<script>`` or private-use characters stays literal text.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+
+from fabric_query.channels.lexical import UNSPACED, substring_tokens, word_tokens
+from fabric_query.querylang import ParsedQuery
+from fabric_query.types import HighlightSegment
+from fabric_resources.text_folding import fold_with_map
+
+_WORD = re.compile(r"\w+")
+
+
+class HighlightError(Exception):
+    """The marked passage does not parse back into the passage (a Fabric bug, never user input)."""
+
+
+def utf16_offset(text: str, index: int) -> int:
+    """UTF-16 code-unit offset of Unicode scalar offset ``index`` in ``text``."""
+    return index + sum(1 for ch in text[:index] if ord(ch) > 0xFFFF)
+
+
+def collision_free_markers(passage: str) -> tuple[str, str]:
+    """Start and end markers that occur nowhere in ``passage`` (LOOM's ``collision_free_markers``)."""
+    suffix = 0
+    while True:
+        start = f"\ue000FABRIC-{suffix:016x}-START\ue001"
+        end = f"\ue000FABRIC-{suffix:016x}-END\ue001"
+        if start not in passage and end not in passage:
+            return start, end
+        suffix += 1
+
+
+def match_ranges(passage: str, parsed: ParsedQuery) -> list[tuple[int, int]]:
+    """Unicode-scalar ranges of ``passage`` that match the query's positive terms, merged, sorted.
+
+    Words match by their folded, stemmed token (as the word index does);
+    terms in scripts without spaces match as folded character sequences.
+    """
+    folded, origin = fold_with_map(passage)
+    if not folded:
+        return []
+    positive = " ".join((*parsed.terms, *parsed.phrases))
+    stems = set(word_tokens(positive))
+    ranges: list[tuple[int, int]] = []
+    for m in _WORD.finditer(folded):
+        if UNSPACED.search(m.group()):
+            continue
+        if stems.intersection(word_tokens(m.group())):
+            ranges.append((origin[m.start()], origin[m.end() - 1] + 1))
+    for term in (*parsed.terms, *parsed.phrases):
+        if not UNSPACED.search(term):
+            continue
+        needle = "".join(substring_tokens(term))
+        if not needle:
+            continue
+        compact = [(i, c) for i, c in enumerate(folded) if not c.isspace()]
+        hay = "".join(c for _, c in compact)
+        start = hay.find(needle)
+        while start >= 0:
+            a = compact[start][0]
+            b = compact[start + len(needle) - 1][0]
+            ranges.append((origin[a], origin[b] + 1))
+            start = hay.find(needle, start + 1)
+    return _merge(ranges)
+
+
+def _merge(ranges: Iterable[tuple[int, int]]) -> list[tuple[int, int]]:
+    out: list[tuple[int, int]] = []
+    for a, b in sorted(ranges):
+        if out and a <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], b))
+        else:
+            out.append((a, b))
+    return out
+
+
+def mark(passage: str, ranges: list[tuple[int, int]]) -> tuple[str, str, str]:
+    """The passage with collision-free markers around ``ranges``; returns (marked, start, end)."""
+    start, end = collision_free_markers(passage)
+    parts, cursor = [], 0
+    for a, b in ranges:
+        parts += [passage[cursor:a], start, passage[a:b], end]
+        cursor = b
+    parts.append(passage[cursor:])
+    return "".join(parts), start, end
+
+
+def parse_marked(marked: str, start: str, end: str, passage: str) -> tuple[HighlightSegment, ...]:
+    """Parse a marked string into segments; reject nesting, unmatched or empty spans.
+
+    Raises
+    ------
+    HighlightError
+        If the markers are malformed or the segments do not reconcatenate to ``passage``.
+    """
+    segments: list[HighlightSegment] = []
+    i, inside, buf = 0, False, []
+    while i < len(marked):
+        if marked.startswith(start, i):
+            if inside:
+                raise HighlightError("nested highlight start")
+            if buf:
+                segments.append(HighlightSegment(text="".join(buf), highlighted=False))
+            buf, inside, i = [], True, i + len(start)
+        elif marked.startswith(end, i):
+            if not inside:
+                raise HighlightError("highlight end without start")
+            if not buf:
+                raise HighlightError("empty highlight")
+            segments.append(HighlightSegment(text="".join(buf), highlighted=True))
+            buf, inside, i = [], False, i + len(end)
+        else:
+            buf.append(marked[i])
+            i += 1
+    if inside:
+        raise HighlightError("unclosed highlight")
+    if buf:
+        segments.append(HighlightSegment(text="".join(buf), highlighted=False))
+    if "".join(s.text for s in segments) != passage:
+        raise HighlightError("segments do not reproduce the passage")
+    return tuple(segments)
+
+
+def highlight(passage: str, parsed: ParsedQuery) -> tuple[HighlightSegment, ...]:
+    """Highlight segments of ``passage`` whose concatenation equals it exactly."""
+    if not passage:
+        return ()
+    marked, start, end = mark(passage, match_ranges(passage, parsed))
+    return parse_marked(marked, start, end, passage)

@@ -1,0 +1,23 @@
+"""Reciprocal rank fusion (Cormack, Clarke & Büttcher, SIGIR 2009): rank-only, total tie-break."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+
+def rrf(rankings: Mapping[str, Sequence[str]], k: int = 60) -> list[tuple[str, float]]:
+    """Fuse ranked lists of IDs (best first) by ``score(d) = Σ_c 1 / (k + rank_c(d))``, ranks 1-based.
+
+    Raw channel scores never enter. Ties break by the best single rank, then by ID,
+    so the order is total and deterministic.
+
+    >>> rrf({"a": ["x", "y"], "b": ["y", "z"]}, k=60)[0][0]
+    'y'
+    """
+    scores: dict[str, float] = {}
+    best: dict[str, int] = {}
+    for ids in rankings.values():
+        for rank, doc in enumerate(ids, start=1):
+            scores[doc] = scores.get(doc, 0.0) + 1.0 / (k + rank)
+            best[doc] = min(best.get(doc, rank), rank)
+    return sorted(scores.items(), key=lambda kv: (-kv[1], best[kv[0]], kv[0]))

@@ -1,0 +1,142 @@
+"""Query language: free text, ``"exact phrases"``, ``-excluded`` terms and filters.
+
+Filters: ``path:`` (substring of the source key), ``type:`` (media type, or
+its prefix before ``/``), ``after:`` / ``before:`` (source modification time,
+``YYYY-MM-DD``, after is inclusive, before exclusive), ``source:`` (one or
+more source keys, comma-separated — the scope). A filter value may be quoted.
+Each filter key may appear at most once. A word with a colon whose key is not
+a filter (``OR 1=1 --``, ``a:b``, ``http://x``) is plain text: user text is
+only ever bound as values, never spliced into a query string.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass, field
+
+from fabric_query.errors import EmptyQueryError, QuerySyntaxError, QueryTooLongError
+
+FILTER_KEYS = ("path", "type", "after", "before", "source")
+
+
+@dataclass(frozen=True)
+class Filters:
+    path: str | None = None
+    media_type: str | None = None
+    after_ns: int | None = None
+    before_ns: int | None = None
+    sources: tuple[str, ...] = ()
+
+    @property
+    def active(self) -> bool:
+        return any([self.path, self.media_type, self.after_ns, self.before_ns, self.sources])
+
+    def admits(self, source_key: str, media_type: str, mtime_ns: int | None) -> bool:
+        """True if a source with these attributes is eligible."""
+        if self.sources and source_key not in self.sources:
+            return False
+        if self.path is not None and self.path not in source_key:
+            return False
+        if self.media_type is not None:
+            mt = self.media_type
+            if not (media_type == mt or ("/" not in mt and media_type.split("/", 1)[0] == mt)
+                    or media_type.endswith("/" + mt) or media_type.endswith("+" + mt)):
+                return False
+        if self.after_ns is not None and (mtime_ns is None or mtime_ns < self.after_ns):
+            return False
+        if self.before_ns is not None and (mtime_ns is None or mtime_ns >= self.before_ns):
+            return False
+        return True
+
+
+@dataclass(frozen=True)
+class ParsedQuery:
+    terms: tuple[str, ...]
+    phrases: tuple[str, ...]
+    excluded: tuple[str, ...]
+    filters: Filters = field(default_factory=Filters)
+
+    @property
+    def positive_text(self) -> str:
+        """Terms and phrases as one string (input for the dense channel)."""
+        return " ".join([*self.terms, *self.phrases])
+
+
+def _read_quoted(text: str, i: int) -> tuple[str, int]:
+    """``text[i] == '"'``; return the content up to the closing quote and the index after it."""
+    end = text.find('"', i + 1)
+    if end < 0:
+        raise QuerySyntaxError(f'unclosed quote starting at character {i}')
+    return text[i + 1:end], end + 1
+
+
+def _date_ns(key: str, value: str) -> int:
+    try:
+        d = dt.date.fromisoformat(value)
+    except ValueError as exc:
+        raise QuerySyntaxError(f"{key}: expects a date YYYY-MM-DD, got {value!r}") from exc
+    return int(dt.datetime(d.year, d.month, d.day, tzinfo=dt.timezone.utc).timestamp() * 1_000_000_000)
+
+
+def parse_query(text: str, max_chars: int = 1000) -> ParsedQuery:
+    """Parse ``text`` strictly.
+
+    Raises
+    ------
+    QueryTooLongError
+        ``len(text) > max_chars`` (Unicode scalars).
+    QuerySyntaxError
+        Unclosed quote, repeated filter key, empty filter value, bad date.
+    EmptyQueryError
+        No text term remains (empty query, filters only, exclusions only).
+    """
+    if len(text) > max_chars:
+        raise QueryTooLongError(f"query has {len(text)} characters; the limit is {max_chars}")
+    terms: list[str] = []
+    phrases: list[str] = []
+    excluded: list[str] = []
+    values: dict[str, str] = {}
+    i, n = 0, len(text)
+    while i < n:
+        if text[i].isspace():
+            i += 1
+            continue
+        negate = text[i] == "-" and i + 1 < n and not text[i + 1].isspace()
+        start = i + 1 if negate else i
+        if text[start] == '"':
+            content, i = _read_quoted(text, start)
+            content = content.strip()
+            if content:
+                (excluded if negate else phrases).append(content)
+            continue
+        j = start
+        while j < n and not text[j].isspace() and text[j] != '"':
+            j += 1
+        word = text[start:j]
+        key, sep, rest = word.partition(":")
+        if not negate and sep and key.lower() in FILTER_KEYS:
+            key = key.lower()
+            if key in values:
+                raise QuerySyntaxError(f"filter {key}: given more than once")
+            if not rest and j < n and text[j] == '"':
+                rest, j = _read_quoted(text, j)
+            if not rest.strip():
+                raise QuerySyntaxError(f"filter {key}: has no value")
+            values[key] = rest.strip()
+            i = j
+            continue
+        if j < n and text[j] == '"' and not word:
+            i = j
+            continue
+        (excluded if negate else terms).append(word)
+        i = j
+    if not terms and not phrases:
+        raise EmptyQueryError("the query needs at least one search term (filters alone are not a query)")
+    filters = Filters(
+        path=values.get("path"),
+        media_type=values.get("type"),
+        after_ns=_date_ns("after", values["after"]) if "after" in values else None,
+        before_ns=_date_ns("before", values["before"]) if "before" in values else None,
+        sources=tuple(s for s in (v.strip() for v in values.get("source", "").split(",")) if s),
+    )
+    return ParsedQuery(tuple(terms), tuple(phrases), tuple(excluded), filters)

@@ -1,0 +1,138 @@
+"""A pinned release, loaded for querying.
+
+``ReleaseView`` holds everything one release names — its manifest, the chunk
+rows and vectors of its active parses at the table versions it recorded, and
+its lexical index generation — so that a query which pinned it keeps one
+consistent view however many activations happen meanwhile. Views are cached
+per (home, release) in the process.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from functools import cached_property
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from fabric_resources.catalog import Release
+from fabric_resources.home import FabricHome
+from fabric_resources.lexical_index import IndexUnusable, OpenIndex
+from fabric_resources.schema import DENSE_DIM, SCHEMA_VERSION
+
+
+def _read_active(home: FabricHome, name: str, version: int | None, parse_ids: set[str], columns: list[str]) -> pa.Table:
+    if version is None:
+        return home.tables.read(name, parse_ids=[], columns=columns)
+    table = home.tables.read(name, version=version, columns=sorted(set(columns) | {"parse_id"}))
+    table = table.filter(pc.is_in(table.column("parse_id"), pa.array(sorted(parse_ids), pa.string())))
+    return table.select(columns)
+
+
+@dataclass
+class ReleaseView:
+    home: FabricHome
+    release: Release
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    _unit_texts: dict[str, dict[str, str]] = field(default_factory=dict, repr=False)
+
+    @property
+    def release_id(self) -> int:
+        return self.release.release_id
+
+    @property
+    def sources(self) -> dict[str, dict]:
+        return self.release.manifest["sources"]
+
+    @cached_property
+    def sources_by_parse(self) -> dict[str, list[str]]:
+        out: dict[str, list[str]] = {}
+        for key, meta in sorted(self.sources.items()):
+            out.setdefault(meta["parse_id"], []).append(key)
+        return out
+
+    @cached_property
+    def chunks(self) -> pa.Table:
+        """Chunk rows of the active parses, sorted by (parse_id, ordinal)."""
+        t = _read_active(
+            self.home, "chunks", self.release.manifest["tables"].get("chunks"), set(self.sources_by_parse),
+            ["parse_id", "chunk_id", "ordinal", "text", "fragments", "section_path"],
+        )
+        return t.sort_by([("parse_id", "ascending"), ("ordinal", "ascending")])
+
+    @cached_property
+    def chunk_index(self) -> dict[str, int]:
+        return {cid: i for i, cid in enumerate(self.chunks.column("chunk_id").to_pylist())}
+
+    @cached_property
+    def chunk_parse_ids(self) -> np.ndarray:
+        return np.array(self.chunks.column("parse_id").to_pylist(), dtype=object)
+
+    @cached_property
+    def vectors(self) -> np.ndarray:
+        """``(n_chunks, 384) float32``, row i = chunk i of :attr:`chunks` (zero rows if missing)."""
+        t = _read_active(
+            self.home, "chunk_vectors", self.release.manifest["tables"].get("chunk_vectors"),
+            set(self.sources_by_parse), ["chunk_id", "vector"],
+        )
+        out = np.zeros((self.chunks.num_rows, DENSE_DIM), dtype=np.float32)
+        if t.num_rows:
+            flat = t.column("vector").combine_chunks().flatten().to_numpy(zero_copy_only=False)
+            mat = flat.reshape(t.num_rows, DENSE_DIM)
+            rows = [self.chunk_index.get(c, -1) for c in t.column("chunk_id").to_pylist()]
+            for src, dst in enumerate(rows):
+                if dst >= 0:
+                    out[dst] = mat[src]
+        return out
+
+    def unit_texts(self, parse_id: str) -> dict[str, str]:
+        """unit_id → canonical text for one parse at the release's pinned ``units`` version."""
+        with self._lock:
+            cached = self._unit_texts.get(parse_id)
+        if cached is None:
+            t = self.home.tables.read(
+                "units", parse_ids=[parse_id], version=self.release.manifest["tables"].get("units"),
+                columns=["unit_id", "text"],
+            )
+            cached = dict(zip(t.column("unit_id").to_pylist(), t.column("text").to_pylist()))
+            with self._lock:
+                self._unit_texts[parse_id] = cached
+        return cached
+
+    def chunk(self, chunk_id: str) -> dict:
+        i = self.chunk_index[chunk_id]
+        return {name: self.chunks.column(name)[i].as_py() for name in self.chunks.column_names}
+
+    @cached_property
+    def lexical(self) -> OpenIndex | IndexUnusable:
+        """The pinned index generation, or why it cannot serve (a fallback reason)."""
+        manifest = self.release.manifest
+        if manifest.get("schema_version") != SCHEMA_VERSION:
+            return IndexUnusable("index-schema-mismatch", f"release written by schema {manifest.get('schema_version')}")
+        gen = manifest.get("lexical_generation")
+        if not gen:
+            return IndexUnusable("index-missing", "release names no lexical generation")
+        try:
+            return self.home.lexical.open(gen)
+        except IndexUnusable as exc:
+            return exc
+
+
+_VIEWS: dict[tuple[str, int], ReleaseView] = {}
+_VIEWS_LOCK = threading.Lock()
+#: Views kept per process (the current and the one before it, typically).
+MAX_CACHED_VIEWS = 4
+
+
+def release_view(home: FabricHome, release: Release) -> ReleaseView:
+    key = (str(home.root), release.release_id)
+    with _VIEWS_LOCK:
+        view = _VIEWS.get(key)
+        if view is None:
+            view = ReleaseView(home, release)
+            _VIEWS[key] = view
+            while len(_VIEWS) > MAX_CACHED_VIEWS:
+                _VIEWS.pop(next(iter(_VIEWS)))
+        return view

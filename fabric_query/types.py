@@ -1,0 +1,96 @@
+"""Frozen result types: citations, highlight segments, hits, EvidencePack, resolve results.
+
+Offsets are Unicode scalar offsets (Python ``str`` indices), end-exclusive,
+into a unit's canonical text; ``*_utf16`` are the same positions in UTF-16
+code units (JavaScript string indices).
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class CitedSpan(_Frozen):
+    """One fragment of a passage: a range of one unit's canonical text."""
+
+    unit_id: str
+    start_char: int
+    end_char: int
+    start_utf16: int
+    end_utf16: int
+    text_hash: str  # SHA-256 hex of unit_text[start_char:end_char]
+
+
+class Citation(_Frozen):
+    """Everything needed to re-verify a passage against its source bytes."""
+
+    release_id: int
+    source_key: str
+    source_hash: str
+    parse_id: str
+    chunk_id: str
+    spans: tuple[CitedSpan, ...]
+    text_hash: str  # SHA-256 hex of the passage text
+    also_cited_by: tuple[str, ...] = ()  # other active sources with identical bytes
+
+    @property
+    def unit_ids(self) -> tuple[str, ...]:
+        return tuple(s.unit_id for s in self.spans)
+
+
+class HighlightSegment(_Frozen):
+    text: str
+    highlighted: bool
+
+
+class ChannelHit(_Frozen):
+    rank: int  # 1-based rank within the channel
+    score: float  # the channel's own score (BM25 or cosine); not comparable across channels
+
+
+class Hit(_Frozen):
+    rank: int
+    chunk_id: str
+    text: str
+    fused_score: float  # RRF score
+    channels: dict[str, ChannelHit]
+    section_path: tuple[str, ...]
+    citation: Citation
+    highlights: tuple[HighlightSegment, ...]
+
+
+class StageTiming(_Frozen):
+    stage: str
+    ms: float
+
+
+class EvidencePack(_Frozen):
+    """The answer to one query, pinned to one release."""
+
+    query: str
+    release_id: int
+    results: tuple[Hit, ...]
+    channels_run: tuple[str, ...]
+    fallback_reason: str | None = None
+    eligible_sources: int
+    timings: tuple[StageTiming, ...] = ()
+
+
+class ResolveCheck(_Frozen):
+    check: str
+    ok: bool
+    detail: str = ""
+
+
+class ResolveResult(_Frozen):
+    """``verified`` only if every check passed; ``stale`` says what changed. Never substitutes text."""
+
+    status: Literal["verified", "stale"]
+    checks: tuple[ResolveCheck, ...]
+    text: str | None = None  # the cited canonical text, only when verified
