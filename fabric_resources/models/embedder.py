@@ -65,7 +65,9 @@ class MiniLMEmbedder:
     def tokenizer(self):
         from transformers import AutoTokenizer
 
-        return AutoTokenizer.from_pretrained(str(_model_path()))
+        tok = AutoTokenizer.from_pretrained(str(_model_path()))
+        tok.model_max_length = 1 << 30  # spans of long units are measured, not fed to the model
+        return tok
 
     @cached_property
     def model(self):

@@ -1,0 +1,324 @@
+"""Tests for the fine chunker (fabric_assets.chunking.fine_chunks.pack_fine_chunks)."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from fabric_assets.chunking.fine_chunks import (
+    SEPARATOR,
+    ChunkInputUnit,
+    FineChunk,
+    Fragment,
+    pack_fine_chunks,
+)
+
+_WORD = re.compile(r"\S+")
+
+
+def word_spans(texts: list[str]) -> list[list[tuple[int, int]]]:
+    """Fake tokenizer: one token per whitespace-separated word."""
+    return [[m.span() for m in _WORD.finditer(t)] for t in texts]
+
+
+def char_spans(texts: list[str]) -> list[list[tuple[int, int]]]:
+    """Fake tokenizer: one token per non-whitespace character."""
+    return [[(i, i + 1) for i, c in enumerate(t) if not c.isspace()] for t in texts]
+
+
+TOKENIZERS = {"word": word_spans, "char": char_spans}
+
+
+def U(uid: str, text: str, kind: str = "paragraph", section: tuple[str, ...] = ()) -> ChunkInputUnit:
+    return ChunkInputUnit(uid, kind, text, section)
+
+
+def check_invariants(units: list[ChunkInputUnit], chunks: list[FineChunk], spans_fn, max_tokens: int) -> None:
+    by_id = {u.unit_id: u for u in units}
+    index = {u.unit_id: i for i, u in enumerate(units)}
+    spans = dict(zip((u.unit_id for u in units), spans_fn([u.text for u in units])))
+
+    def n_tokens(uid: str, s: int, e: int) -> int:
+        return sum(1 for a, b in spans[uid] if s <= a and b <= e)
+
+    # ordinals
+    assert [c.ordinal for c in chunks] == list(range(len(chunks)))
+    for c in chunks:
+        # the fragment contract
+        assert c.fragments, "chunk without fragments"
+        assert c.text == SEPARATOR.join(by_id[f.unit_id].text[f.start_char:f.end_char] for f in c.fragments)
+        # token cap and the count itself
+        assert 1 <= c.token_count <= max_tokens
+        expected = sum(max(n_tokens(f.unit_id, f.start_char, f.end_char), 1) for f in c.fragments)
+        assert c.token_count == expected
+        for f in c.fragments:
+            assert 0 <= f.start_char < f.end_char <= len(by_id[f.unit_id].text)
+        # sections: only a leading heading may come from another section
+        for pos, f in enumerate(c.fragments):
+            u = by_id[f.unit_id]
+            if u.kind == "heading":
+                assert pos == 0, "a heading must start a new chunk"
+            else:
+                assert u.section_path == c.section_path, "chunk mixes two sections"
+        if all(by_id[f.unit_id].kind == "heading" for f in c.fragments):
+            assert c.section_path == by_id[c.fragments[0].unit_id].section_path
+    # reading order: fragments strictly increasing, non-overlapping
+    flat = [f for c in chunks for f in c.fragments]
+    keys = [(index[f.unit_id], f.start_char, f.end_char) for f in flat]
+    for (ua, sa, ea), (ub, sb, eb) in zip(keys, keys[1:]):
+        assert (ua, sa) < (ub, sb)
+        if ua == ub:
+            assert ea <= sb
+    # coverage: every non-whitespace character exactly once
+    for u in units:
+        covered = [0] * len(u.text)
+        for f in flat:
+            if f.unit_id == u.unit_id:
+                for i in range(f.start_char, f.end_char):
+                    covered[i] += 1
+        for i, ch in enumerate(u.text):
+            if not ch.isspace():
+                assert covered[i] == 1, f"char {i} {ch!r} of {u.unit_id} covered {covered[i]} times"
+            else:
+                assert covered[i] <= 1
+    # units that fit are never split
+    for u in units:
+        frags = [f for f in flat if f.unit_id == u.unit_id]
+        if max(len(spans[u.unit_id]), 1) <= max_tokens:
+            assert frags == [Fragment(u.unit_id, 0, len(u.text))]
+
+
+# --------------------------------------------------------------------------
+# Examples
+
+
+def test_empty_input():
+    """guards against: crashing or emitting an empty chunk for no units."""
+    assert pack_fine_chunks([], word_spans, 10) == []
+
+
+def test_max_tokens_must_be_positive():
+    """guards against: an infinite loop / empty chunks with max_tokens 0."""
+    with pytest.raises(ValueError):
+        pack_fine_chunks([U("a", "x")], word_spans, 0)
+
+
+def test_packs_greedily_in_order():
+    """guards against: one unit per chunk, or packing past the cap."""
+    units = [U("a", "one two"), U("b", "three"), U("c", "four five six"), U("d", "seven")]
+    chunks = pack_fine_chunks(units, word_spans, 4)
+    assert [c.text for c in chunks] == ["one two\n\nthree", "four five six\n\nseven"]
+    assert [c.token_count for c in chunks] == [3, 4]
+    assert chunks[0].fragments == (Fragment("a", 0, 7), Fragment("b", 0, 5))
+    check_invariants(units, chunks, word_spans, 4)
+
+
+def test_heading_starts_chunk_and_glues_to_following_text():
+    """guards against: a heading left at the end of the previous chunk, or separated from its text."""
+    units = [
+        U("p0", "intro text", section=()),
+        U("h1", "Methods", kind="heading", section=("Methods",)),
+        U("p1", "we did things", section=("Methods",)),
+    ]
+    chunks = pack_fine_chunks(units, word_spans, 50)
+    assert [[f.unit_id for f in c.fragments] for c in chunks] == [["p0"], ["h1", "p1"]]
+    assert chunks[1].section_path == ("Methods",)
+
+
+def test_heading_glued_even_if_text_reports_another_section():
+    """guards against: the glue rule being dropped when a heading's section path differs from its text's."""
+    units = [U("h", "Title", kind="heading", section=()), U("p", "body text", section=("Title",))]
+    chunks = pack_fine_chunks(units, word_spans, 50)
+    assert len(chunks) == 1
+    assert chunks[0].section_path == ("Title",)
+
+
+def test_consecutive_headings_each_start_a_chunk():
+    """guards against: a heading appended to an open chunk."""
+    units = [U("h1", "A", kind="heading", section=("A",)), U("h2", "B", kind="heading", section=("A", "B")), U("p", "text", section=("A", "B"))]
+    chunks = pack_fine_chunks(units, word_spans, 50)
+    assert [[f.unit_id for f in c.fragments] for c in chunks] == [["h1"], ["h2", "p"]]
+
+
+def test_section_change_starts_chunk():
+    """guards against: a chunk spanning two sections."""
+    units = [U("a", "x y", section=("S1",)), U("b", "z", section=("S2",))]
+    chunks = pack_fine_chunks(units, word_spans, 50)
+    assert [c.section_path for c in chunks] == [("S1",), ("S2",)]
+
+
+def test_glue_only_once_after_heading():
+    """guards against: glue staying active after the first text unit (a later section change must split)."""
+    units = [
+        U("h", "H", kind="heading", section=("A",)),
+        U("p1", "t1", section=("B",)),
+        U("p2", "t2", section=("C",)),
+    ]
+    chunks = pack_fine_chunks(units, word_spans, 50)
+    assert [[f.unit_id for f in c.fragments] for c in chunks] == [["h", "p1"], ["p2"]]
+
+
+def test_heading_not_glued_when_it_would_overflow():
+    """guards against: the glue rule ignoring the token cap."""
+    units = [U("h", "a b", kind="heading"), U("p", "c d e")]
+    chunks = pack_fine_chunks(units, word_spans, 4)
+    assert [[f.unit_id for f in c.fragments] for c in chunks] == [["h"], ["p"]]
+    check_invariants(units, chunks, word_spans, 4)
+
+
+def test_long_unit_split_prefers_sentence_end():
+    """guards against: splitting mid-sentence when a sentence end is available in the window's second half."""
+    text = "a b c. d e f g h"
+    chunks = pack_fine_chunks([U("u", text)], word_spans, 4)
+    assert [c.text for c in chunks] == ["a b c.", "d e f g", "h"]
+    assert [c.token_count for c in chunks] == [3, 4, 1]
+    check_invariants([U("u", text)], chunks, word_spans, 4)
+
+
+def test_long_unit_pieces_trimmed_and_contiguous():
+    """guards against: pieces starting/ending in whitespace, or gaps between pieces."""
+    text = "  one  two\n three   four five  "
+    units = [U("u", text)]
+    chunks = pack_fine_chunks(units, word_spans, 2)
+    for c in chunks:
+        assert c.text == c.text.strip()
+    check_invariants(units, chunks, word_spans, 2)
+
+
+def test_long_unit_flushes_open_chunk_first():
+    """guards against: a split piece appended to an open chunk (mixing and exceeding the cap)."""
+    units = [U("a", "x"), U("b", "1 2 3 4 5"), U("c", "y")]
+    chunks = pack_fine_chunks(units, word_spans, 3)
+    assert [[f.unit_id for f in c.fragments] for c in chunks] == [["a"], ["b"], ["b"], ["c"]]
+    check_invariants(units, chunks, word_spans, 3)
+
+
+def test_separator_is_blank_line():
+    """guards against: the separator drifting from the fragment contract in schema.FRAGMENT_SEPARATOR."""
+    assert SEPARATOR == "\n\n"
+
+
+def test_astral_and_cjk_offsets_are_scalars():
+    """guards against: fragment offsets in UTF-16 units or bytes."""
+    text = "😀😀 署名付き 𝔘𝔫𝔦"
+    units = [U("u", text)]
+    chunks = pack_fine_chunks(units, char_spans, 3)
+    check_invariants(units, chunks, char_spans, 3)
+    # 3 tokens = 😀, 😀, 署: scalar offsets 0..4 (UTF-16 would be 0..6, UTF-8 bytes 0..12)
+    assert [c.text for c in chunks] == ["😀😀 署", "名付き", "𝔘𝔫𝔦"]
+    assert chunks[0].fragments[0] == Fragment("u", 0, 4)
+    assert chunks[2].fragments[0] == Fragment("u", 8, 11)
+
+
+# --------------------------------------------------------------------------
+# Property
+
+_WORDS = st.sampled_from(["alpha", "beta.", "γάμμα", "署名", "トークン。", "😀", "x!", "y?", "z;", "cafe\u0301", "-", "1"])
+_WS = st.sampled_from([" ", "  ", "\n", "\t", " \n "])
+
+
+@st.composite
+def unit_texts(draw):
+    words = draw(st.lists(_WORDS, min_size=1, max_size=14))
+    parts = [draw(_WS) if draw(st.booleans()) else ""]
+    for w in words:
+        parts += [w, draw(_WS)]
+    if not draw(st.booleans()):
+        parts.pop()
+    return "".join(parts)
+
+
+@st.composite
+def unit_lists(draw):
+    n = draw(st.integers(min_value=0, max_value=12))
+    sections = [(), ("A",), ("A", "B"), ("C",)]
+    return [
+        ChunkInputUnit(
+            f"u{i:03d}",
+            draw(st.sampled_from(["paragraph", "paragraph", "heading", "list_item"])),
+            draw(unit_texts()),
+            draw(st.sampled_from(sections)),
+        )
+        for i in range(n)
+    ]
+
+
+@settings(max_examples=300, deadline=None)
+@given(unit_lists(), st.integers(min_value=1, max_value=12), st.sampled_from(sorted(TOKENIZERS)))
+def test_chunk_invariants_property(units, max_tokens, tok):
+    """guards against: text/fragment mismatch, cap overflow, lost or duplicated characters, out-of-order
+    chunks, mixed sections, a heading not starting a chunk, non-contiguous ordinals."""
+    spans_fn = TOKENIZERS[tok]
+    chunks = pack_fine_chunks(units, spans_fn, max_tokens)
+    check_invariants(units, chunks, spans_fn, max_tokens)
+
+
+@settings(max_examples=200, deadline=None)
+@given(unit_lists(), st.integers(min_value=1, max_value=12))
+def test_chunks_are_maximally_packed(units, max_tokens):
+    """guards against: flushing a chunk that the next whole unit (same section, not a heading) would still fit."""
+    chunks = pack_fine_chunks(units, word_spans, max_tokens)
+    by_id = {u.unit_id: u for u in units}
+    n = {u.unit_id: max(len(s), 1) for u, s in zip(units, word_spans([u.text for u in units]))}
+    for c1, c2 in zip(chunks, chunks[1:]):
+        last, first = c1.fragments[-1], c2.fragments[0]
+        u_last, u_first = by_id[last.unit_id], by_id[first.unit_id]
+        whole = lambda f: f.start_char == 0 and f.end_char == len(by_id[f.unit_id].text)  # noqa: E731
+        if not (whole(last) and whole(first)) or n[u_last.unit_id] > max_tokens or n[u_first.unit_id] > max_tokens:
+            continue
+        if u_first.kind == "heading":
+            continue
+        only_heading = all(by_id[f.unit_id].kind == "heading" for f in c1.fragments)
+        if only_heading or u_first.section_path == c1.section_path:
+            assert c1.token_count + n[u_first.unit_id] > max_tokens
+
+
+def test_deterministic():
+    """guards against: nondeterministic packing (set/dict iteration order)."""
+    units = [U(f"u{i}", f"w{i} " * (i % 5 + 1), section=(str(i % 3),)) for i in range(30)]
+    assert pack_fine_chunks(units, word_spans, 6) == pack_fine_chunks(units, word_spans, 6)
+
+
+# --------------------------------------------------------------------------
+# The real tokenizer (HF tokenizer only; the embedding model is not loaded)
+
+
+@pytest.fixture(scope="module")
+def real_spans():
+    from fabric_resources.models.embedder import shared_embedder
+
+    try:
+        return shared_embedder().token_spans
+    except Exception as exc:  # pragma: no cover - the package ships the tokenizer files
+        pytest.skip(f"tokenizer not available: {exc}")
+
+
+def test_real_tokenizer_invariants(real_spans):
+    """guards against: chunker invariants that only hold for the fake tokenizers (word pieces, CJK, emoji)."""
+    units = [
+        U("h", "Authentication tokens", kind="heading", section=("Auth",)),
+        U("p1", "Signed tokens (JWT) carry claims; verification uses the issuer's public key. " * 3, section=("Auth",)),
+        U("p2", "署名付きトークンを持つクライアントは、有効期限まで再認証なしでアクセスできる。" * 2, section=("Auth",)),
+        U("p3", "Ünïcödé café naïve — emoji 😀 and 𝔘𝔫𝔦𝔠𝔬𝔡𝔢 text.", section=("Misc",)),
+    ]
+    chunks = pack_fine_chunks(units, real_spans, 24)
+    assert len(chunks) > 3
+    check_invariants(units, chunks, real_spans, 24)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="BUG: _split_unit starts the first piece at spans[0][0]; a leading char the tokenizer gives no span "
+    "(U+FFFD, control chars) is dropped from every chunk of a split unit",
+)
+def test_real_tokenizer_leading_untokenized_char_kept(real_spans):
+    """guards against: losing non-whitespace characters before the first token of a unit that is split."""
+    text = "\ufffd" + " word" * 40
+    assert real_spans([text])[0][0][0] == 1  # the tokenizer gives U+FFFD no span
+    units = [U("u", text)]
+    chunks = pack_fine_chunks(units, real_spans, 8)
+    covered = {i for c in chunks for f in c.fragments for i in range(f.start_char, f.end_char)}
+    assert 0 in covered

@@ -1,0 +1,366 @@
+"""Tests for the query language (fabric_query.querylang)."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from fabric_query.errors import EmptyQueryError, FabricQueryError, QuerySyntaxError, QueryTooLongError
+from fabric_query.querylang import FILTER_KEYS, Filters, ParsedQuery, parse_query
+
+
+def ns(y: int, m: int, d: int, *rest: int) -> int:
+    return int(dt.datetime(y, m, d, *rest, tzinfo=dt.timezone.utc).timestamp()) * 1_000_000_000
+
+
+# --------------------------------------------------------------------------
+# Terms, phrases, exclusions
+
+
+def test_plain_terms_in_order():
+    """guards against: terms reordered, deduplicated or lower-cased by the parser."""
+    p = parse_query("Token  signed   token")
+    assert p.terms == ("Token", "signed", "token")
+    assert p.phrases == () and p.excluded == ()
+    assert p.filters == Filters()
+    assert not p.filters.active
+
+
+def test_phrases_are_kept_whole_and_stripped():
+    """guards against: quoted phrase split into terms, or its inner whitespace collapsed/kept at the edges."""
+    p = parse_query('alpha "  signed  token " beta')
+    assert p.terms == ("alpha", "beta")
+    assert p.phrases == ("signed  token",)
+
+
+def test_excluded_term_and_excluded_phrase():
+    """guards against: '-word' kept as a positive term, or '-"a b"' treated as a phrase."""
+    p = parse_query('keep -drop -"drop this" "keep this"')
+    assert p.terms == ("keep",)
+    assert p.phrases == ("keep this",)
+    assert p.excluded == ("drop", "drop this")
+
+
+def test_lone_dash_is_a_term_not_an_exclusion():
+    """guards against: a bare '-' (followed by space or at the end) swallowing the next word as excluded."""
+    p = parse_query("a - b -")
+    assert p.terms == ("a", "-", "b", "-")
+    assert p.excluded == ()
+
+
+def test_word_touching_a_quote_ends_at_the_quote():
+    """guards against: a quote inside a word being taken as part of the word (unbalanced parsing)."""
+    p = parse_query('a"b c"d')
+    assert p.terms == ("a", "d")
+    assert p.phrases == ("b c",)
+
+
+def test_empty_phrase_is_ignored():
+    """guards against: an empty '""' phrase producing a MUST clause that matches nothing (or everything)."""
+    p = parse_query('x "" "   "')
+    assert p.terms == ("x",) and p.phrases == ()
+
+
+def test_positive_text_joins_terms_and_phrases_not_exclusions():
+    """guards against: excluded terms leaking into the dense channel's query text."""
+    p = parse_query('a -b "c d"')
+    assert p.positive_text == "a c d"
+
+
+# --------------------------------------------------------------------------
+# Filters
+
+
+def test_all_filters_parsed():
+    """guards against: a filter key being ignored or mapped to the wrong field."""
+    p = parse_query("x path:docs/ type:text after:2024-01-02 before:2024-03-04 source:a,b")
+    f = p.filters
+    assert p.terms == ("x",)
+    assert f.path == "docs/"
+    assert f.media_type == "text"
+    assert f.after_ns == ns(2024, 1, 2)
+    assert f.before_ns == ns(2024, 3, 4)
+    assert f.sources == ("a", "b")
+    assert f.active
+
+
+def test_filter_keys_are_case_insensitive():
+    """guards against: 'PATH:' silently becoming a search term."""
+    p = parse_query("x PATH:foo Type:text")
+    assert p.terms == ("x",)
+    assert p.filters.path == "foo" and p.filters.media_type == "text"
+
+
+def test_quoted_filter_value():
+    """guards against: a quoted filter value with spaces being split into value + terms."""
+    p = parse_query('x path:"my docs/a b" source:" k1 , k2 ,"')
+    assert p.terms == ("x",)
+    assert p.filters.path == "my docs/a b"
+    assert p.filters.sources == ("k1", "k2")
+
+
+def test_source_list_trims_and_drops_empties():
+    """guards against: empty items or surrounding spaces kept in the source scope."""
+    p = parse_query("x source:a,,b,")
+    assert p.filters.sources == ("a", "b")
+
+
+def test_negated_filter_is_an_excluded_literal():
+    """guards against: '-path:x' being applied as a (positive) filter."""
+    p = parse_query("x -path:secret")
+    assert p.filters.path is None
+    assert p.excluded == ("path:secret",)
+
+
+def test_unknown_key_value_is_a_literal_term():
+    """guards against: unknown 'key:value' raising, being dropped, or being interpreted as a filter."""
+    p = parse_query("a:b http://x.org/y title:foo")
+    assert p.terms == ("a:b", "http://x.org/y", "title:foo")
+    assert not p.filters.active
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["x OR 1=1", "*", "\\", ":", "%", "'", "x' OR '1'='1", "%_%", "a\\b", "::", "';DROP TABLE sources;--"],
+)
+def test_injection_looking_text_stays_literal(text):
+    """guards against: user text being interpreted (operators, wildcards, escapes) instead of bound as terms."""
+    p = parse_query(text)
+    assert p.terms == tuple(text.split())
+    assert p.phrases == () and p.excluded == ()
+    assert not p.filters.active
+
+
+def test_sql_comment_dashes_stay_literal_values():
+    """guards against: '--' being interpreted (comment/operator) rather than bound as a literal value."""
+    p = parse_query("x OR 1=1 --")
+    assert p.terms == ("x", "OR", "1=1")
+    # '-' followed by a non-space excludes the rest of the word: '--' excludes the literal '-'.
+    assert p.excluded == ("-",)
+    assert not p.filters.active
+
+
+def test_colon_prefix_word_is_literal():
+    """guards against: a word starting with ':' being read as a filter with an empty key."""
+    assert parse_query(":path").terms == (":path",)
+
+
+# --------------------------------------------------------------------------
+# Errors
+
+
+@pytest.mark.parametrize("text", ['"unclosed', 'a "b', 'x -"oops', 'x path:"open'])
+def test_unclosed_quote(text):
+    """guards against: an unclosed quote silently taking the rest of the line."""
+    with pytest.raises(QuerySyntaxError) as ei:
+        parse_query(text)
+    assert type(ei.value) is QuerySyntaxError
+    assert "unclosed" in str(ei.value)
+
+
+@pytest.mark.parametrize("text", ["x path:a path:b", "x type:a TYPE:b", "x source:a source:b", "x after:2024-01-01 after:2024-01-02"])
+def test_repeated_filter_key(text):
+    """guards against: a repeated filter key where the last (or first) silently wins."""
+    with pytest.raises(QuerySyntaxError, match="more than once"):
+        parse_query(text)
+
+
+@pytest.mark.parametrize("text", ["x path:", "x type: y", 'x path:""', 'x source:"  "', "x after:"])
+def test_empty_filter_value(text):
+    """guards against: an empty filter value being treated as 'no filter' or matching everything."""
+    with pytest.raises(QuerySyntaxError, match="no value"):
+        parse_query(text)
+
+
+@pytest.mark.parametrize("value", ["2024-13-01", "2024-02-30", "yesterday", "2024/01/01", "0000-01-01", "1-1-1"])
+@pytest.mark.parametrize("key", ["after", "before"])
+def test_bad_date(key, value):
+    """guards against: a malformed date raising a bare ValueError or being ignored."""
+    with pytest.raises(QuerySyntaxError) as ei:
+        parse_query(f"x {key}:{value}")
+    assert not isinstance(ei.value, EmptyQueryError)
+
+
+@pytest.mark.xfail(strict=True, reason="BUG: after:/before: accept non YYYY-MM-DD ISO forms (date.fromisoformat of 3.11)")
+@pytest.mark.parametrize("value", ["20240101", "2024-W01-1"])
+def test_date_must_be_yyyy_mm_dd(value):
+    """guards against: the date filter accepting formats other than the documented YYYY-MM-DD."""
+    with pytest.raises(QuerySyntaxError):
+        parse_query(f"x after:{value}")
+
+
+@pytest.mark.parametrize("text", ["", "   \t\n", "path:x", "type:text source:a", "-a -b", '-"a b"', '"" ""'])
+def test_empty_query(text):
+    """guards against: a query with no positive term running (matching everything or nothing)."""
+    with pytest.raises(EmptyQueryError):
+        parse_query(text)
+
+
+def test_empty_query_error_is_a_syntax_error():
+    """guards against: the error hierarchy being flattened (callers catch QuerySyntaxError)."""
+    assert issubclass(EmptyQueryError, QuerySyntaxError)
+    assert issubclass(QueryTooLongError, QuerySyntaxError)
+    assert issubclass(QuerySyntaxError, FabricQueryError)
+
+
+def test_query_too_long_cap_is_exact():
+    """guards against: off-by-one in the length cap, or the cap counting bytes/UTF-16 units instead of scalars."""
+    assert parse_query("a" * 20, max_chars=20).terms == ("a" * 20,)
+    with pytest.raises(QueryTooLongError):
+        parse_query("a" * 21, max_chars=20)
+    # 20 astral scalars are 40 UTF-16 units and 80 UTF-8 bytes, still within a 20-scalar cap.
+    assert parse_query("\U0001F600" * 20, max_chars=20).terms == ("\U0001F600" * 20,)
+
+
+def test_too_long_checked_before_syntax():
+    """guards against: an over-long query being parsed (cost) before the cap is enforced."""
+    with pytest.raises(QueryTooLongError):
+        parse_query('"' * 1001)
+
+
+def test_filter_only_query_with_error_prefers_syntax_error():
+    """guards against: a bad filter being hidden by the empty-query error (order of checks)."""
+    with pytest.raises(QuerySyntaxError) as ei:
+        parse_query("path:a path:b")
+    assert not isinstance(ei.value, EmptyQueryError)
+
+
+@pytest.mark.xfail(strict=True, reason="BUG: 'source:,' has no source key but is accepted and yields an empty (= unscoped) filter")
+def test_source_with_only_commas_is_empty_value():
+    """guards against: a source scope with no keys silently widening to every source."""
+    with pytest.raises(QuerySyntaxError):
+        parse_query("x source:,")
+
+
+# --------------------------------------------------------------------------
+# Filters.admits / active
+
+
+def test_admits_path_is_substring():
+    """guards against: path filter implemented as prefix/equality/glob."""
+    f = Filters(path="docs/")
+    assert f.admits("root1:/a/docs/x.txt", "text/plain", 1)
+    assert not f.admits("root1:/a/doc/x.txt", "text/plain", 1)
+    assert not Filters(path="%").admits("abc", "text/plain", 1)
+    assert Filters(path="%").admits("a%c", "text/plain", 1)
+
+
+@pytest.mark.parametrize(
+    "filt, media, ok",
+    [
+        ("text/plain", "text/plain", True),
+        ("text/plain", "text/markdown", False),
+        ("text", "text/plain", True),
+        ("text", "text/markdown", True),
+        ("text", "application/xhtml+xml", False),
+        ("application", "application/epub+zip", True),
+        ("plain", "text/plain", True),
+        ("markdown", "text/markdown", True),
+        ("zip", "application/epub+zip", True),
+        ("xml", "application/xhtml+xml", True),
+        ("tex", "text/plain", False),
+        ("lain", "text/plain", False),
+        ("text/pla", "text/plain", False),
+        ("text/", "text/plain", False),
+    ],
+)
+def test_admits_media_type(filt, media, ok):
+    """guards against: type filter matching arbitrary substrings, or not matching the major type/suffix."""
+    assert Filters(media_type=filt).admits("k", media, 1) is ok
+
+
+@pytest.mark.xfail(strict=True, reason="BUG: type:epub does not admit application/epub+zip (only '+zip' suffix checked)")
+def test_admits_type_epub():
+    """guards against: 'type:epub' failing to select EPUB sources (application/epub+zip)."""
+    assert Filters(media_type="epub").admits("k", "application/epub+zip", 1)
+
+
+def test_admits_dates_after_inclusive_before_exclusive():
+    """guards against: off-by-one at the date boundaries (after must be inclusive, before exclusive)."""
+    p = parse_query("x after:2024-01-02 before:2024-01-03")
+    f = p.filters
+    start, end = ns(2024, 1, 2), ns(2024, 1, 3)
+    assert not f.admits("k", "text/plain", start - 1)
+    assert f.admits("k", "text/plain", start)
+    assert f.admits("k", "text/plain", end - 1)
+    assert not f.admits("k", "text/plain", end)
+
+
+def test_dates_are_utc_midnight():
+    """guards against: dates interpreted in local time."""
+    assert parse_query("x after:1970-01-02").filters.after_ns == 86_400 * 1_000_000_000
+
+
+def test_admits_unknown_mtime_excluded_by_date_filters():
+    """guards against: a source without mtime passing a date filter."""
+    assert not Filters(after_ns=5).admits("k", "text/plain", None)
+    assert not Filters(before_ns=5).admits("k", "text/plain", None)
+    assert Filters().admits("k", "text/plain", None)
+
+
+def test_admits_sources_scope_is_exact_membership():
+    """guards against: source scope matched by substring/prefix."""
+    f = Filters(sources=("a", "b"))
+    assert f.admits("a", "text/plain", 1)
+    assert f.admits("b", "text/plain", 1)
+    assert not f.admits("ab", "text/plain", 1)
+    assert not f.admits("c", "text/plain", 1)
+
+
+def test_admits_filters_combine_with_and():
+    """guards against: filters OR-ed instead of AND-ed."""
+    f = Filters(path="x", media_type="text", sources=("x1",))
+    assert f.admits("x1", "text/plain", 1)
+    assert not f.admits("x2", "text/plain", 1)
+    assert not f.admits("x1", "application/pdf", 1)
+
+
+def test_active_flags():
+    """guards against: an active filter being reported inactive (eligibility would then be skipped)."""
+    assert not Filters().active
+    for f in (Filters(path="p"), Filters(media_type="t"), Filters(after_ns=1), Filters(before_ns=1), Filters(sources=("s",))):
+        assert f.active
+
+
+@pytest.mark.xfail(strict=True, reason="BUG: Filters.active uses truthiness, so before:/after:1970-01-01 (ns == 0) is inactive")
+@pytest.mark.parametrize("text", ["x before:1970-01-01", "x after:1970-01-01"])
+def test_epoch_date_filter_is_active(text):
+    """guards against: a date filter at the epoch (0 ns) being dropped by pipeline.eligible_parses."""
+    f = parse_query(text).filters
+    # admits() does restrict (a file from 2024 is outside before:1970-01-01) ...
+    assert not f.admits("k", "text/plain", None)
+    # ... so the filter must be reported active, else eligibility ignores it.
+    assert f.active
+
+
+# --------------------------------------------------------------------------
+# Properties
+
+_QUERY_ALPHABET = st.sampled_from(list('ab "-:,\\\'%*\t\n') + ["path:", "type:", "after:", "before:", "source:", "2024-01-01", "é", "\U0001F600", "トークン"])
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.one_of(st.text(max_size=60), st.lists(_QUERY_ALPHABET, max_size=20).map("".join)))
+def test_parse_query_only_raises_fabric_errors(text):
+    """guards against: arbitrary user text crashing the parser with IndexError/ValueError/etc."""
+    try:
+        p = parse_query(text)
+    except FabricQueryError:
+        return
+    assert isinstance(p, ParsedQuery)
+    assert p.terms or p.phrases
+    assert all(t and not any(c.isspace() for c in t) for t in p.terms)
+    assert all(ph and ph == ph.strip() for ph in (*p.phrases,))
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.text(alphabet=st.characters(blacklist_categories=("Z", "C"), blacklist_characters='"-'), min_size=1, max_size=8), min_size=1, max_size=6))
+def test_terms_roundtrip(words):
+    """guards against: plain words (no quotes/dashes/filter keys) being altered or dropped."""
+    words = [w for w in words if w.partition(":")[0].lower() not in FILTER_KEYS or ":" not in w]
+    if not words:
+        return
+    assert parse_query(" ".join(words)).terms == tuple(words)
