@@ -58,6 +58,7 @@ def _run_ingest(path: Path) -> None:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from fabric_assets.ingest import NotADirectoryRoot, ingest as run
+    from fabric_resources.catalog import RootOverlapError
     from fabric_resources.home import FabricHome
 
     home = FabricHome()
@@ -71,7 +72,7 @@ def _run_ingest(path: Path) -> None:
 
         try:
             summary = run(path, home, progress=update)
-        except NotADirectoryRoot as exc:
+        except (NotADirectoryRoot, RootOverlapError) as exc:
             _fail(str(exc))
     s = summary.scan
     table = Table(title=f"ingest {path} → {home.root}", show_header=False)
@@ -236,6 +237,44 @@ def ui(
     cmd = ["dagster", "dev", "-w", str(workspace), "-h", "127.0.0.1", "-p", str(port)]
     console.print(f"DAGSTER_HOME={os.environ['DAGSTER_HOME']} {' '.join(cmd)}")
     raise typer.Exit(subprocess.call(cmd))
+
+
+@bench_app.command("ingest")
+def bench_ingest_cmd(
+    path: Annotated[Path, typer.Argument(help="Folder to ingest into a scratch home.")],
+    split: Annotated[Optional[int], typer.Option(help="Cut the folder's text into N files of 2–8 KB first.")] = None,
+    as_json: Annotated[bool, typer.Option("--json")] = False,
+) -> None:
+    """Ingest figures: counts, time by asset, orchestration overhead, ratio to a bare encode, peak RSS."""
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    from fabric_assets.bench import as_dict, bench_ingest
+
+    result = as_dict(bench_ingest(path, split=split))
+    if as_json:
+        sys.stdout.write(json.dumps(result, indent=2) + "\n")
+        return
+    table = Table(title="fabric bench ingest", show_header=False)
+    for k, v in result.items():
+        table.add_row(k, json.dumps(v) if isinstance(v, dict) else str(v))
+    console.print(table)
+
+
+@bench_app.command("query")
+def bench_query_cmd(
+    queries: Annotated[Optional[list[str]], typer.Argument(help="Queries (default: a fixed mixed-language set).")] = None,
+    repeat: Annotated[int, typer.Option(min=1)] = 5,
+    home: HomeOption = None,
+) -> None:
+    """Warm query latency (p50/p95/p99) through fabric_query on an ingested home."""
+    from fabric_query.api import Fabric
+    from fabric_query.benchmark import DEFAULT_QUERIES, bench_query
+
+    path = _set_home(home)
+    try:
+        result = bench_query(Fabric(path), list(queries or DEFAULT_QUERIES), repeat)
+    except FabricQueryError as exc:
+        _fail(str(exc))
+    sys.stdout.write(json.dumps(result, indent=2) + "\n")
 
 
 def main() -> None:

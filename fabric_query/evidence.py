@@ -10,6 +10,7 @@ and require ``"".join(seg.text) == passage``. A passage that already contains
 from __future__ import annotations
 
 import re
+import unicodedata
 from collections.abc import Iterable
 
 from fabric_query.channels.lexical import UNSPACED, substring_tokens, word_tokens
@@ -71,7 +72,17 @@ def match_ranges(passage: str, parsed: ParsedQuery) -> list[tuple[int, int]]:
             b = compact[start + len(needle) - 1][0]
             ranges.append((origin[a], origin[b] + 1))
             start = hay.find(needle, start + 1)
-    return _merge(ranges)
+    return _merge(_extend_over_marks(passage, ranges))
+
+
+def _extend_over_marks(passage: str, ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Grow each range over the combining marks that follow it, so a letter keeps its accent."""
+    out = []
+    for a, b in ranges:
+        while b < len(passage) and unicodedata.category(passage[b]) in ("Mn", "Me"):
+            b += 1
+        out.append((a, b))
+    return out
 
 
 def _merge(ranges: Iterable[tuple[int, int]]) -> list[tuple[int, int]]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 
 
@@ -14,10 +15,12 @@ def rrf(rankings: Mapping[str, Sequence[str]], k: int = 60) -> list[tuple[str, f
     >>> rrf({"a": ["x", "y"], "b": ["y", "z"]}, k=60)[0][0]
     'y'
     """
-    scores: dict[str, float] = {}
+    terms: dict[str, list[float]] = {}
     best: dict[str, int] = {}
     for ids in rankings.values():
         for rank, doc in enumerate(ids, start=1):
-            scores[doc] = scores.get(doc, 0.0) + 1.0 / (k + rank)
+            terms.setdefault(doc, []).append(1.0 / (k + rank))
             best[doc] = min(best.get(doc, rank), rank)
+    # fsum is correctly rounded, so equal exact sums give equal floats whatever the channel order.
+    scores = {doc: math.fsum(t) for doc, t in terms.items()}
     return sorted(scores.items(), key=lambda kv: (-kv[1], best[kv[0]], kv[0]))

@@ -12,6 +12,7 @@ only ever bound as values, never spliced into a query string.
 from __future__ import annotations
 
 import datetime as dt
+import re
 from dataclasses import dataclass, field
 
 from fabric_query.errors import EmptyQueryError, QuerySyntaxError, QueryTooLongError
@@ -29,7 +30,8 @@ class Filters:
 
     @property
     def active(self) -> bool:
-        return any([self.path, self.media_type, self.after_ns, self.before_ns, self.sources])
+        return (self.path is not None or self.media_type is not None or self.after_ns is not None
+                or self.before_ns is not None or bool(self.sources))
 
     def admits(self, source_key: str, media_type: str, mtime_ns: int | None) -> bool:
         """True if a source with these attributes is eligible."""
@@ -38,15 +40,23 @@ class Filters:
         if self.path is not None and self.path not in source_key:
             return False
         if self.media_type is not None:
-            mt = self.media_type
-            if not (media_type == mt or ("/" not in mt and media_type.split("/", 1)[0] == mt)
-                    or media_type.endswith("/" + mt) or media_type.endswith("+" + mt)):
+            if not media_type_matches(media_type, self.media_type):
                 return False
         if self.after_ns is not None and (mtime_ns is None or mtime_ns < self.after_ns):
             return False
         if self.before_ns is not None and (mtime_ns is None or mtime_ns >= self.before_ns):
             return False
         return True
+
+
+def media_type_matches(media_type: str, wanted: str) -> bool:
+    """``type:`` semantics: the full type (``text/plain``), its major type (``text``), or a
+    subtype part (``epub`` and ``zip`` both match ``application/epub+zip``); case-insensitive."""
+    media_type, wanted = media_type.lower(), wanted.lower()
+    if "/" in wanted:
+        return media_type == wanted
+    major, _, sub = media_type.partition("/")
+    return wanted == major or wanted in sub.split("+")
 
 
 @dataclass(frozen=True)
@@ -70,7 +80,12 @@ def _read_quoted(text: str, i: int) -> tuple[str, int]:
     return text[i + 1:end], end + 1
 
 
+_DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
+
+
 def _date_ns(key: str, value: str) -> int:
+    if not _DATE.fullmatch(value):
+        raise QuerySyntaxError(f"{key}: expects a date YYYY-MM-DD, got {value!r}")
     try:
         d = dt.date.fromisoformat(value)
     except ValueError as exc:
@@ -132,11 +147,14 @@ def parse_query(text: str, max_chars: int = 1000) -> ParsedQuery:
         i = j
     if not terms and not phrases:
         raise EmptyQueryError("the query needs at least one search term (filters alone are not a query)")
+    sources = tuple(s for s in (v.strip() for v in values.get("source", "").split(",")) if s)
+    if "source" in values and not sources:
+        raise QuerySyntaxError("filter source: names no source key")
     filters = Filters(
         path=values.get("path"),
         media_type=values.get("type"),
         after_ns=_date_ns("after", values["after"]) if "after" in values else None,
         before_ns=_date_ns("before", values["before"]) if "before" in values else None,
-        sources=tuple(s for s in (v.strip() for v in values.get("source", "").split(",")) if s),
+        sources=sources,
     )
     return ParsedQuery(tuple(terms), tuple(phrases), tuple(excluded), filters)

@@ -10,6 +10,7 @@ so every method is one short transaction and connections wait on locks
 
 from __future__ import annotations
 
+import hashlib
 import json
 import sqlite3
 import time
@@ -22,10 +23,15 @@ from typing import Any
 from fabric_resources.schema import CATALOG_DDL
 
 
+class RootOverlapError(ValueError):
+    """A new root lies inside a registered root, or contains one (files would get two keys)."""
+
+
 @dataclass(frozen=True)
 class Root:
     root_id: int
     path: str
+    label: str
 
 
 @dataclass(frozen=True)
@@ -104,17 +110,35 @@ class Catalog:
 
     # -- roots ---------------------------------------------------------------
     def register_root(self, path: Path) -> Root:
-        resolved = str(Path(path).resolve())
+        """Register a folder (idempotent). Its label is its base name, made unique if taken.
+
+        Raises
+        ------
+        RootOverlapError
+            If ``path`` is inside a registered root or contains one.
+        """
+        resolved = Path(path).resolve()
         with self.transaction(immediate=True) as con:
-            con.execute(
-                "INSERT OR IGNORE INTO roots(path, registered_at) VALUES (?, ?)", (resolved, time.time())
+            rows = con.execute("SELECT * FROM roots").fetchall()
+            for r in rows:
+                if r["path"] == str(resolved):
+                    return Root(r["root_id"], r["path"], r["label"])
+            for r in rows:
+                other = Path(r["path"])
+                if resolved.is_relative_to(other) or other.is_relative_to(resolved):
+                    raise RootOverlapError(f"{resolved} overlaps the registered root {other}")
+            label = resolved.name or "root"
+            if any(r["label"] == label for r in rows):
+                label = f"{label}-{hashlib.sha256(str(resolved).encode()).hexdigest()[:6]}"
+            cur = con.execute(
+                "INSERT INTO roots(path, label, registered_at) VALUES (?, ?, ?)", (str(resolved), label, time.time())
             )
-            row = con.execute("SELECT root_id, path FROM roots WHERE path = ?", (resolved,)).fetchone()
-        return Root(row["root_id"], row["path"])
+            return Root(int(cur.lastrowid), str(resolved), label)
 
     def roots(self) -> list[Root]:
         with self.transaction() as con:
-            return [Root(r["root_id"], r["path"]) for r in con.execute("SELECT * FROM roots ORDER BY root_id")]
+            rows = con.execute("SELECT * FROM roots ORDER BY root_id")
+            return [Root(r["root_id"], r["path"], r["label"]) for r in rows]
 
     # -- sources -------------------------------------------------------------
     def sources(self, root_id: int | None = None, state: str | None = None) -> list[SourceRow]:

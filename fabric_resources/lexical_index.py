@@ -115,7 +115,7 @@ class LexicalIndex:
     def generations(self) -> list[str]:
         if not self.root.exists():
             return []
-        return sorted(p.name for p in self.root.iterdir() if _GEN.match(p.name))
+        return sorted(p.name for p in self.root.iterdir() if _GEN.match(p.name) and (p / META_FILE).exists())
 
     def open(self, generation: str) -> OpenIndex:
         """Open a generation for reading.
@@ -146,7 +146,9 @@ class LexicalIndex:
             _register(index)
             schema = index_schema()
             return OpenIndex(generation, index, schema, index.searcher())
-        except Exception as exc:  # tantivy raises ValueError/OSError subclasses inconsistently
+        except BaseException as exc:  # corrupt segments make tantivy panic (PanicException is a BaseException)
+            if isinstance(exc, (KeyboardInterrupt, SystemExit)):
+                raise
             raise IndexUnusable("index-unreadable", f"{path}: {exc}") from exc
 
     def write_generation(

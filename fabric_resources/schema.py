@@ -104,6 +104,7 @@ CATALOG_DDL = """
 CREATE TABLE IF NOT EXISTS roots (
     root_id       INTEGER PRIMARY KEY,
     path          TEXT NOT NULL UNIQUE,
+    label         TEXT NOT NULL UNIQUE,     -- first segment of its sources' keys
     registered_at REAL NOT NULL
 );
 CREATE TABLE IF NOT EXISTS sources (

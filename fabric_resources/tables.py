@@ -17,13 +17,13 @@ import pyarrow as pa
 
 from fabric_resources.schema import TABLES
 
-_PARSE_ID = re.compile(r"^[0-9a-f]{16,64}$")
+_PARSE_ID = re.compile(r"[0-9a-f]{16,64}")
 
 
 def _in_list(parse_ids: Iterable[str]) -> str:
     ids = sorted(set(parse_ids))
     for p in ids:
-        if not _PARSE_ID.match(p):
+        if not _PARSE_ID.fullmatch(p):
             # Parse IDs are hex digests; anything else must never reach a filter string.
             raise ValueError(f"not a parse ID: {p!r}")
     return ", ".join(f"'{p}'" for p in ids)
@@ -84,15 +84,18 @@ class TableStore:
         version: int | None = None,
         columns: list[str] | None = None,
     ) -> pa.Table:
-        """Rows of ``name`` (optionally only ``parse_ids``) at ``version`` (default latest)."""
+        """Rows of ``name`` (optionally only ``parse_ids``) at ``version`` (default latest).
+
+        Raises
+        ------
+        ValueError
+            If a parse ID is not a hex digest.
+        """
+        flt = f"parse_id IN ({_in_list(parse_ids)})" if parse_ids is not None else None
         if not self.exists(name):
             return TABLES[name].empty_table().select(columns) if columns else TABLES[name].empty_table()
+        if flt == "parse_id IN ()":
+            schema = TABLES[name]
+            return schema.empty_table().select(columns) if columns else schema.empty_table()
         ds = lance.dataset(self.uri(name), version=version)
-        flt = None
-        if parse_ids is not None:
-            ids = list(parse_ids)
-            if not ids:
-                schema = TABLES[name]
-                return (schema.empty_table().select(columns) if columns else schema.empty_table())
-            flt = f"parse_id IN ({_in_list(ids)})"
         return ds.to_table(columns=columns, filter=flt)

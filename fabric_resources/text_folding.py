@@ -3,7 +3,9 @@
 Folding is per Unicode scalar so that every folded character maps back to
 exactly one source character (needed for exact highlights): each scalar is
 NFKD-decomposed, combining marks (category ``Mn``) are dropped, and the rest
-is case-folded (``str.casefold``, Unicode default case folding). The same
+is case-folded (``str.casefold``, Unicode default case folding). Hangul
+syllables and kana are NFKC-normalised instead, because their decomposed
+marks distinguish words (``ガラス`` glass, ``カラス`` crow). The same
 rule applies at every term length and in every script, so ``ΑΒΓ`` and
 ``αβγ``, ``Café`` and ``cafe`` fold alike.
 """
@@ -14,12 +16,20 @@ import unicodedata
 from functools import lru_cache
 
 #: Enters the analyzer identity; bump when the folding rule changes.
-FOLDING_VERSION = "nfkd-mn-casefold-1"
+FOLDING_VERSION = "nfkd-mn-casefold-2"
+
+
+def _keeps_marks(ch: str) -> bool:
+    """Hangul syllables and kana: their decompositions carry meaning (한 ≠ 하, ガ ≠ カ)."""
+    cp = ord(ch)
+    return 0xAC00 <= cp <= 0xD7A3 or 0x3040 <= cp <= 0x30FF or 0xFF66 <= cp <= 0xFF9F
 
 
 @lru_cache(maxsize=65536)
 def fold_char(ch: str) -> str:
     """Fold one Unicode scalar; may return ``""`` (a bare combining mark) or several chars."""
+    if _keeps_marks(ch):
+        return unicodedata.normalize("NFKC", ch).casefold()
     decomposed = unicodedata.normalize("NFKD", ch)
     kept = "".join(c for c in decomposed if unicodedata.category(c) != "Mn")
     return kept.casefold()

@@ -246,7 +246,7 @@ def unit_lists(draw):
     ]
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(unit_lists(), st.integers(min_value=1, max_value=12), st.sampled_from(sorted(TOKENIZERS)))
 def test_chunk_invariants_property(units, max_tokens, tok):
     """guards against: text/fragment mismatch, cap overflow, lost or duplicated characters, out-of-order
@@ -256,7 +256,7 @@ def test_chunk_invariants_property(units, max_tokens, tok):
     check_invariants(units, chunks, spans_fn, max_tokens)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(unit_lists(), st.integers(min_value=1, max_value=12))
 def test_chunks_are_maximally_packed(units, max_tokens):
     """guards against: flushing a chunk that the next whole unit (same section, not a heading) would still fit."""
@@ -309,15 +309,10 @@ def test_real_tokenizer_invariants(real_spans):
     check_invariants(units, chunks, real_spans, 24)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: _split_unit starts the first piece at spans[0][0]; a leading char the tokenizer gives no span "
-    "(U+FFFD, control chars) is dropped from every chunk of a split unit",
-)
 def test_real_tokenizer_leading_untokenized_char_kept(real_spans):
     """guards against: losing non-whitespace characters before the first token of a unit that is split."""
     text = "\ufffd" + " word" * 40
-    assert real_spans([text])[0][0][0] == 1  # the tokenizer gives U+FFFD no span
+    assert real_spans([text])[0][0] == (2, 6)  # the tokenizer gives U+FFFD no span; first token is "word"
     units = [U("u", text)]
     chunks = pack_fine_chunks(units, real_spans, 8)
     covered = {i for c in chunks for f in c.fragments for i in range(f.start_char, f.end_char)}

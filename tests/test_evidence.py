@@ -165,11 +165,6 @@ def test_cjk_single_character():
     assert segs("日本と本日", "日") == [("日", True), ("本と本", False), ("日", True)]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: text_folding NFKD-decomposes Hangul syllables into jamo and drops kana (han)dakuten (Mn), "
-    "so '하' highlights inside '한' and 'ガラス' highlights 'カラス'",
-)
 @pytest.mark.parametrize("passage, query", [("한국어 문서", "하"), ("カラスが鳴く", "ガラス"), ("バスに乗る", "パス")])
 def test_cjk_distinct_characters_not_highlighted(passage, query):
     """guards against: folding that merges distinct Hangul/kana characters (false highlight)."""
@@ -187,7 +182,6 @@ def test_stemmed_word_highlighted():
     assert hl("cats and dogs", "cat") == ["cats"]
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: highlight of a decomposed 'cafe\\u0301' stops before the combining mark, splitting the grapheme")
 def test_combining_mark_stays_inside_highlight():
     """guards against: a highlight ending between a base letter and its combining mark."""
     assert hl("I like cafe\u0301 a lot", "cafe") == ["cafe\u0301"]
@@ -275,7 +269,7 @@ _PIECES = st.one_of(
 _TEXT = st.lists(_PIECES, max_size=20).map("".join)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=200, deadline=None)
 @given(_TEXT, st.integers(min_value=0, max_value=200))
 def test_utf16_offset_property(text, i):
     """guards against: UTF-16 offsets counting astral chars once, or BMP chars twice."""
@@ -289,7 +283,7 @@ def test_utf16_offset_examples():
     assert [utf16_offset(t, i) for i in range(4)] == [0, 1, 3, 4]
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=200, deadline=None)
 @given(_TEXT, st.sampled_from(["token", "ΑΒΓ", "トークン", "e", "cafe", "a b", '"token token"', "FABRIC"]))
 def test_highlight_reconcatenates_property(passage, query):
     """guards against: any passage (incl. marker look-alikes) failing to reconcatenate or raising."""

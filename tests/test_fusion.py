@@ -136,7 +136,7 @@ def _no_float_sensitive_ties(rankings, k):
 @given(_RANKINGS, st.integers(min_value=1, max_value=100))
 def test_order_is_score_then_best_rank_then_id(rankings, k):
     """guards against: an order that is not total (score desc, best rank asc, ID asc)."""
-    assume(_no_float_sensitive_ties(rankings, k))  # those are the xfail below
+    assume(_no_float_sensitive_ties(rankings, k))  # distinct exact sums may round to one float
     exact, best = _exact(rankings, k)
     out = [d for d, _ in rrf(rankings, k)]
     assert out == sorted(exact, key=lambda d: (-exact[d], best[d], d))
@@ -147,13 +147,12 @@ def test_order_is_score_then_best_rank_then_id(rankings, k):
 def test_channel_input_order_independent(data, k):
     """guards against: the fused result depending on the order channels are given in."""
     rankings = data.draw(_RANKINGS)
-    assume(_no_float_sensitive_ties(rankings, k))  # those are the xfail below
     perm = data.draw(st.permutations(list(rankings)))
     a = rrf(rankings, k)
     b = rrf({n: rankings[n] for n in perm}, k)
     assert [d for d, _ in a] == [d for d, _ in b]
     for (_, x), (_, y) in zip(a, b):
-        assert x == pytest.approx(y, rel=1e-12)
+        assert x == y
 
 
 @settings(max_examples=150, deadline=None)
@@ -167,11 +166,6 @@ def test_two_channels_order_independent_exactly(data, k):
     assert rrf({n: rankings[n] for n in perm}, k) == rrf(rankings, k)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: float summation order decides exact ties: ranks (1,7,2) vs (2,1,7) over 3 channels differ by 1 ulp, "
-    "so the documented tie-break (best rank, then ID) is bypassed and the order depends on channel order",
-)
 def test_exact_tie_over_three_channels_breaks_by_best_rank_then_id():
     """guards against: floating-point summation order, not the documented tie-break, deciding exact ties."""
     def build(ra, rb):

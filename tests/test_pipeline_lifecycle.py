@@ -56,7 +56,7 @@ def test_change_delete_restore(tmp_path, fabric_home):
 
     pack = fabric.search("lighthouse keeper")
     hit = pack.results[0]
-    assert hit.citation.source_key == "fs:notes/light.txt"
+    assert hit.citation.source_key == "fs:src/notes/light.txt"
     assert "word" in hit.channels and "dense" in hit.channels
     old_citation = hit.citation
     verified = fabric.resolve(old_citation)
@@ -73,8 +73,8 @@ def test_change_delete_restore(tmp_path, fabric_home):
     # Change: the new text is found, the old citation is stale (never substituted).
     _write(src / "notes/light.txt", HARBOUR)
     changed = ingest(src, fabric_home)
-    assert changed.scan.changed == ["fs:notes/light.txt"]
-    assert _top_source(fabric, "harbour master herring") == "fs:notes/light.txt"
+    assert changed.scan.changed == ["fs:src/notes/light.txt"]
+    assert _top_source(fabric, "harbour master herring") == "fs:src/notes/light.txt"
     stale = fabric.resolve(old_citation)
     assert stale.status == "stale" and stale.text is None
     failed = {c.check for c in stale.checks if not c.ok}
@@ -84,9 +84,9 @@ def test_change_delete_restore(tmp_path, fabric_home):
     # Delete: no longer returned.
     (src / "notes/light.txt").unlink()
     deleted = ingest(src, fabric_home)
-    assert deleted.scan.deleted == ["fs:notes/light.txt"]
+    assert deleted.scan.deleted == ["fs:src/notes/light.txt"]
     for q in ("harbour master herring", "lighthouse keeper"):
-        assert all(r.citation.source_key != "fs:notes/light.txt" for r in fabric.search(q).results)
+        assert all(r.citation.source_key != "fs:src/notes/light.txt" for r in fabric.search(q).results)
 
     # Original bytes back: searchable again, with no parse run and no new embedding.
     before = _materializations(fabric_home, "chunk_vectors", old_parse)
@@ -96,7 +96,7 @@ def test_change_delete_restore(tmp_path, fabric_home):
     assert restored.run_ids == [], "returning bytes must reuse the existing partition"
     assert _materializations(fabric_home, "chunk_vectors", old_parse) == before
     back = fabric.search("lighthouse keeper").results[0]
-    assert back.citation.source_key == "fs:notes/light.txt" and back.citation.parse_id == old_parse
+    assert back.citation.source_key == "fs:src/notes/light.txt" and back.citation.parse_id == old_parse
     assert fabric.resolve(back.citation).status == "verified"
 
 
@@ -117,10 +117,10 @@ def test_bad_input_fails_alone_and_symlinks_are_not_followed(tmp_path, fabric_ho
     fabric = Fabric(fabric_home.root)
     status = fabric.status()
     reasons = {p.sources[0]: p.reason for p in status.failed}
-    assert reasons == {"fs:bad.txt": "undecodable", "fs:broken.epub": "not-a-zip"}
-    assert ("fs:photo.png", "image/png") in status.unsupported
+    assert reasons == {"fs:src/bad.txt": "undecodable", "fs:src/broken.epub": "not-a-zip"}
+    assert ("fs:src/photo.png", "image/png") in status.unsupported
     assert status.active_sources == 1
-    assert _top_source(fabric, "sourdough bread") == "fs:good.txt"
+    assert _top_source(fabric, "sourdough bread") == "fs:src/good.txt"
     assert all("Zanzibarian" not in r.text for r in fabric.search("Zanzibarian").results)
     assert all("Quixotic" not in r.text for r in fabric.search("Quixotic hidden").results)
 
@@ -139,15 +139,15 @@ def test_identical_files_share_a_partition_and_moves_reuse_it(tmp_path, fabric_h
     assert len(first.scan.parse_ids_to_run) == 1
     fabric = Fabric(fabric_home.root)
     cit = fabric.search("lighthouse").results[0].citation
-    assert {cit.source_key, *cit.also_cited_by} == {"fs:a/light.txt", "fs:b/light-copy.txt"}
+    assert {cit.source_key, *cit.also_cited_by} == {"fs:src/a/light.txt", "fs:src/b/light-copy.txt"}
     scoped = fabric.search("lighthouse path:b/").results[0].citation
-    assert scoped.source_key == "fs:b/light-copy.txt" and scoped.also_cited_by == ()
+    assert scoped.source_key == "fs:src/b/light-copy.txt" and scoped.also_cited_by == ()
 
     (src / "a/light.txt").rename(src / "a/moved.txt")
     moved = ingest(src, fabric_home)
-    assert moved.run_ids == [] and moved.scan.moved == [("fs:a/light.txt", "fs:a/moved.txt")]
+    assert moved.run_ids == [] and moved.scan.moved == [("fs:src/a/light.txt", "fs:src/a/moved.txt")]
     cit = fabric.search("lighthouse").results[0].citation
-    assert {cit.source_key, *cit.also_cited_by} == {"fs:a/moved.txt", "fs:b/light-copy.txt"}
+    assert {cit.source_key, *cit.also_cited_by} == {"fs:src/a/moved.txt", "fs:src/b/light-copy.txt"}
 
 
 def test_activation_during_a_query_never_changes_its_answer(tmp_path, fabric_home, monkeypatch):
@@ -184,7 +184,7 @@ def test_activation_during_a_query_never_changes_its_answer(tmp_path, fabric_hom
     monkeypatch.setattr(pipeline, "dense_channel", real_dense)
     after = fabric.search("lighthouse keeper tide")
     assert after.release_id == activated[0]
-    assert {r.citation.source_key for r in after.results} >= {"fs:more.txt"}
+    assert {r.citation.source_key for r in after.results} >= {"fs:src/more.txt"}
 
 
 def test_gate_failure_holds_the_new_parse_and_keeps_the_old_one(tmp_path, fabric_home, monkeypatch):
@@ -209,11 +209,11 @@ def test_gate_failure_holds_the_new_parse_and_keeps_the_old_one(tmp_path, fabric
     summary = ingest(src, fabric_home)
     assert len(summary.run_ids) == 1  # both parses in one run
     status = fabric.status()
-    assert [p.sources for p in status.held] == [("fs:light.txt",)]
+    assert [p.sources for p in status.held] == [("fs:src/light.txt",)]
     assert "vectors_are_finite_and_unit_norm" in status.held[0].reason
     # The previous version stays active; the other document of the run activated.
     assert fabric.search("lighthouse").results[0].citation.parse_id == old.parse_id
-    assert _top_source(fabric, "sourdough knead dough") == "fs:bread.txt"
+    assert _top_source(fabric, "sourdough knead dough") == "fs:src/bread.txt"
     assert all("harbour" not in r.text for r in fabric.search("harbour herring").results)
 
 

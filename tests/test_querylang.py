@@ -184,7 +184,6 @@ def test_bad_date(key, value):
     assert not isinstance(ei.value, EmptyQueryError)
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: after:/before: accept non YYYY-MM-DD ISO forms (date.fromisoformat of 3.11)")
 @pytest.mark.parametrize("value", ["20240101", "2024-W01-1"])
 def test_date_must_be_yyyy_mm_dd(value):
     """guards against: the date filter accepting formats other than the documented YYYY-MM-DD."""
@@ -228,7 +227,6 @@ def test_filter_only_query_with_error_prefers_syntax_error():
     assert not isinstance(ei.value, EmptyQueryError)
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: 'source:,' has no source key but is accepted and yields an empty (= unscoped) filter")
 def test_source_with_only_commas_is_empty_value():
     """guards against: a source scope with no keys silently widening to every source."""
     with pytest.raises(QuerySyntaxError):
@@ -272,7 +270,6 @@ def test_admits_media_type(filt, media, ok):
     assert Filters(media_type=filt).admits("k", media, 1) is ok
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: type:epub does not admit application/epub+zip (only '+zip' suffix checked)")
 def test_admits_type_epub():
     """guards against: 'type:epub' failing to select EPUB sources (application/epub+zip)."""
     assert Filters(media_type="epub").admits("k", "application/epub+zip", 1)
@@ -325,7 +322,6 @@ def test_active_flags():
         assert f.active
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: Filters.active uses truthiness, so before:/after:1970-01-01 (ns == 0) is inactive")
 @pytest.mark.parametrize("text", ["x before:1970-01-01", "x after:1970-01-01"])
 def test_epoch_date_filter_is_active(text):
     """guards against: a date filter at the epoch (0 ns) being dropped by pipeline.eligible_parses."""
@@ -342,7 +338,7 @@ def test_epoch_date_filter_is_active(text):
 _QUERY_ALPHABET = st.sampled_from(list('ab "-:,\\\'%*\t\n') + ["path:", "type:", "after:", "before:", "source:", "2024-01-01", "é", "\U0001F600", "トークン"])
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=250, deadline=None)
 @given(st.one_of(st.text(max_size=60), st.lists(_QUERY_ALPHABET, max_size=20).map("".join)))
 def test_parse_query_only_raises_fabric_errors(text):
     """guards against: arbitrary user text crashing the parser with IndexError/ValueError/etc."""

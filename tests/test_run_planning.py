@@ -59,7 +59,7 @@ def test_per_run_must_be_positive(per_run):
         partition_ranges(KEYS, KEYS, per_run)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=200, deadline=None)
 @given(
     st.lists(st.text(alphabet="abcdefgh", min_size=1, max_size=3), unique=True, max_size=30),
     st.lists(st.text(alphabet="abcdefghxyz", min_size=1, max_size=3), max_size=40),

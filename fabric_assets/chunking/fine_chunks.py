@@ -65,7 +65,7 @@ def _split_unit(text: str, spans: list[tuple[int, int]], max_tokens: int) -> lis
                 if end > 0 and text[end - 1] in _SENTENCE_END:
                     j = k + 1
                     break
-        start = spans[i][0]
+        start = spans[i][0] if i > 0 else 0
         end = spans[j][0] if j < len(spans) else len(text)
         while end > start and text[end - 1].isspace():
             end -= 1

@@ -39,6 +39,13 @@ _PARSED_EXTENSIONS: dict[str, str] = {
     ".epub": EPUB,
 }
 
+# Types Fabric recognises but does not parse (e.g. the loose parts of an EPUB).
+_KNOWN_UNPARSED: dict[str, str] = {
+    ".xhtml": "application/xhtml+xml",
+    ".opf": "application/oebps-package+xml",
+    ".ncx": "application/x-dtbncx+xml",
+}
+
 # Python's built-in table only: a fresh MimeTypes() does not read the host's
 # /etc/mime.types, so every machine reports the same type for a name.
 _BUILTIN_TYPES = mimetypes.MimeTypes()
@@ -84,7 +91,7 @@ _PARSERS: dict[str, ParserSpec] = {
 }
 
 
-def detect_media_type(name: str, head: bytes) -> str | None:
+def detect_media_type(name: str, head: bytes) -> str:
     """The media type of a file, from its name's extension (case-insensitive).
 
     Parameters
@@ -107,6 +114,8 @@ def detect_media_type(name: str, head: bytes) -> str | None:
     suffix = PurePosixPath(name).suffix.lower()
     if suffix in _PARSED_EXTENSIONS:
         return _PARSED_EXTENSIONS[suffix]
+    if suffix in _KNOWN_UNPARSED:
+        return _KNOWN_UNPARSED[suffix]
     common_types, strict_types = _BUILTIN_TYPES.types_map  # indexed by strict=False, True
     return strict_types.get(suffix) or common_types.get(suffix) or OCTET_STREAM
 

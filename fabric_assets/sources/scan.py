@@ -46,8 +46,8 @@ class ScanReport:
         return bool(self.new or self.changed or self.moved or self.deleted)
 
 
-def source_key_for(root: Path, path: Path) -> str:
-    """``fs:`` + the POSIX path of ``path`` relative to ``root``.
+def source_key_for(root: Path, path: Path, label: str) -> str:
+    """``fs:<root label>/<POSIX path of path relative to root>``, e.g. ``fs:notes/incident.md``.
 
     Raises
     ------
@@ -62,7 +62,7 @@ def source_key_for(root: Path, path: Path) -> str:
         raise PathOutsideRoot(f"{path} is outside root {root}") from exc
     if not rel.parts:
         raise PathOutsideRoot(f"{path} is the root itself")
-    return "fs:" + rel.as_posix()
+    return f"fs:{label}/{rel.as_posix()}"
 
 
 def parse_id_for(source_hash: str, parser_name: str, parser_version: str, parser_config_hash: str) -> str:
@@ -117,7 +117,7 @@ def scan(home: FabricHome) -> ScanReport:
                         report.access_lost.append(s.source_key)
             continue
         for path, st in _walk(root_path, cfg.sources.ignore_hidden, report):
-            key = source_key_for(root_path, path)
+            key = source_key_for(root_path, path, root.label)
             seen.add(key)
             prev = known.get(key)
             if prev and prev.state == "present" and prev.mtime_ns == st.st_mtime_ns and prev.size == st.st_size:
@@ -149,7 +149,7 @@ def scan(home: FabricHome) -> ScanReport:
                         parser_name=spec.name, parser_version=spec.version, parser_config_hash=pcfg,
                     )
                 row = SourceRow(
-                    source_key=key, root_id=root.root_id, rel_path=key[3:], state="present",
+                    source_key=key, root_id=root.root_id, rel_path=path.relative_to(root_path).as_posix(), state="present",
                     media_type=media_type, mtime_ns=st.st_mtime_ns, size=st.st_size,
                     source_hash=digest, parse_id=parse_id,
                     first_seen=prev.first_seen if prev else now, last_seen=now,
