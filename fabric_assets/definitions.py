@@ -2,17 +2,19 @@
 
 import dagster as dg
 
-from fabric_assets.activation.assets import parse_gate, release
+from fabric_assets.activation.assets import lexical_index_matches_canonical, parse_gate, release
 from fabric_assets.chunks.assets import chunks, lexical_documents
 from fabric_assets.dense.assets import chunk_vectors
-from fabric_assets.jobs import activation_job, parse_job
+from fabric_assets.jobs import activation_job, lexical_health_job, lexical_health_schedule, parse_job
 from fabric_assets.parse.assets import source_bytes, units_and_relationships
 from fabric_assets.sensors import activate_after_parse_run, source_change_sensor
 from fabric_resources.dagster_resources import FabricHomeResource
 
 defs = dg.Definitions(
     assets=[source_bytes, units_and_relationships, chunks, lexical_documents, chunk_vectors, parse_gate, release],
-    jobs=[parse_job, activation_job],
+    asset_checks=[lexical_index_matches_canonical],
+    jobs=[parse_job, activation_job, lexical_health_job],
+    schedules=[lexical_health_schedule],
     sensors=[source_change_sensor, activate_after_parse_run],
     resources={"fabric": FabricHomeResource()},
 )

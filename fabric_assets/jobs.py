@@ -17,6 +17,15 @@ parse_job = dg.define_asset_job(
 
 activation_job = dg.define_asset_job(
     "activation_job",
-    selection=dg.AssetSelection.assets("release"),
+    # Health rebuilds a whole index: it runs on its own schedule, never inside an activation.
+    selection=dg.AssetSelection.assets("release").without_checks(),
     description="Publish a release from the parses that passed their gate.",
 )
+
+lexical_health_job = dg.define_asset_job(
+    "lexical_health_job",
+    selection=dg.AssetSelection.checks_for_assets("release"),
+    description="Compare the serving index with an independent reconstruction (fabric lexical-health).",
+)
+
+lexical_health_schedule = dg.ScheduleDefinition(job=lexical_health_job, cron_schedule="0 3 * * *")

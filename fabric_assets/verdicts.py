@@ -18,8 +18,7 @@ def record_and_summarise(
     result only reports, because in a multi-partition run Dagster records one
     check result for all partitions.
     """
-    for parse_id, v in verdicts.items():
-        merge_verdicts(home.catalog, parse_id, {check_name: v})
+    merge_verdicts(home.catalog, {parse_id: {check_name: v} for parse_id, v in verdicts.items()})
     failing = sorted(p for p, v in verdicts.items() if not v["passed"])
     return dg.AssetCheckResult(
         check_name=check_name,

@@ -39,6 +39,7 @@ class Status(BaseModel):
     held: tuple[ParseProblem, ...]
     pending: int
     unsupported: tuple[tuple[str, str], ...]  # (source key, media type)
+    withheld: tuple[str, ...]  # source keys kept out of every release by policy
 
 
 class Fabric:
@@ -56,10 +57,12 @@ class Fabric:
             raise HomeNotFoundError(f"no Fabric home at {path}; run `fabric ingest PATH` first")
         self.home = FabricHome(path)
 
-    def search(self, query: str, *, limit: int | None = None, release_id: int | None = None) -> EvidencePack:
+    def search(
+        self, query: str, *, limit: int | None = None, release_id: int | None = None, debug: bool = False
+    ) -> EvidencePack:
         """Search the current (or a given) release; see :func:`fabric_query.pipeline.search`."""
         embedder = shared_embedder(self.home.config.dense.batch_size)
-        return pipeline.search(self.home, query, embedder, limit=limit, release_id=release_id)
+        return pipeline.search(self.home, query, embedder, limit=limit, release_id=release_id, debug=debug)
 
     def resolve(self, citation: Citation | dict[str, Any]) -> ResolveResult:
         """Re-verify a citation (a :class:`Citation` or its JSON dict)."""
@@ -98,4 +101,6 @@ class Fabric:
             unsupported=tuple(
                 (s.source_key, s.media_type) for s in sources if s.parse_id is None and s.state == "present"
             ),
+            withheld=tuple(s.source_key for s in sources
+                           if s.state == "present" and self.home.config.sources.is_withheld(s.source_key)),
         )

@@ -105,6 +105,8 @@ def _print_status(home: Path) -> None:
         console.print(f"  [yellow]held[/yellow] {', '.join(p.sources)}: {p.reason}")
     for key, mt in st.unsupported:
         console.print(f"  [dim]unsupported[/dim] {key} ({mt})")
+    if st.withheld:
+        console.print(f"  withheld by policy: {len(st.withheld)} sources")
 
 
 @app.command()
@@ -237,6 +239,88 @@ def ui(
     cmd = ["dagster", "dev", "-w", str(workspace), "-h", "127.0.0.1", "-p", str(port)]
     console.print(f"DAGSTER_HOME={os.environ['DAGSTER_HOME']} {' '.join(cmd)}")
     raise typer.Exit(subprocess.call(cmd))
+
+
+def _print_health(report, title: str) -> None:
+    table = Table(title=f"{title}: {'healthy' if report.healthy else 'UNHEALTHY'} "
+                        f"(release {report.release_id}, {report.generation})")
+    for col in ("check", "expected", "actual", "ok"):
+        table.add_column(col)
+    if report.problem:
+        table.add_row("index", "usable", report.problem, "NO")
+    table.add_row("documents", str(report.expected_documents), str(report.actual_documents),
+                  "yes" if report.expected_document_digest == report.actual_document_digest else "NO")
+    table.add_row("document set digest", report.expected_document_digest[:16], report.actual_document_digest[:16], "")
+    for f in report.fields:
+        table.add_row(f"vocabulary[{f.field}]", f"{f.expected_terms} terms {f.expected_digest[:12]}",
+                      f"{f.actual_terms} terms {f.actual_digest[:12]}", "yes" if f.ok else "NO")
+    table.add_row("canonical digest", report.canonical_digest[:16], "", "")
+    console.print(table)
+    if report.missing_documents or report.unexpected_documents:
+        console.print(f"missing: {list(report.missing_documents)}  unexpected: {list(report.unexpected_documents)}")
+    for f in report.fields:
+        if f.differing_terms:
+            console.print(f"{f.field} terms differing: {list(f.differing_terms)}")
+
+
+@app.command("lexical-health")
+def lexical_health_cmd(home: HomeOption = None) -> None:
+    """Compare the serving index with an independent reconstruction from canonical chunks. Exit 1 if unhealthy."""
+    from fabric_query.api import Fabric
+    from fabric_resources.lexical_health import lexical_health
+
+    path = _set_home(home)
+    try:
+        report = lexical_health(Fabric(path).home)
+    except (FabricQueryError, ValueError) as exc:
+        _fail(str(exc))
+    _print_health(report, "lexical health")
+    if not report.healthy:
+        raise typer.Exit(1)
+
+
+@app.command("lexical-repair")
+def lexical_repair_cmd(home: HomeOption = None) -> None:
+    """Rebuild the serving index from canonical tables only (no re-parse, no re-embedding)."""
+    from fabric_assets.activation.repair import lexical_repair
+    from fabric_query.api import Fabric
+
+    path = _set_home(home)
+    try:
+        report = lexical_repair(Fabric(path).home)
+    except (FabricQueryError, ValueError) as exc:
+        _fail(str(exc))
+    _print_health(report.before, "before")
+    _print_health(report.after, "after")
+    console.print(f"published release {report.release_id}; canonical digest unchanged: {report.canonical_unchanged}")
+    if not (report.after.healthy and report.canonical_unchanged):
+        raise typer.Exit(1)
+
+
+@app.command("eval")
+def eval_cmd(
+    beir_dir: Annotated[Path, typer.Argument(help="A BEIR folder: corpus.jsonl, queries.jsonl, qrels/test.tsv.")],
+    limit_queries: Annotated[Optional[int], typer.Option("--limit-queries", min=1)] = None,
+    split: Annotated[str, typer.Option(help="test (reported), dev (tuning) or all.")] = "test",
+    config: Annotated[Optional[Path], typer.Option(help="A Fabric config JSON to evaluate.")] = None,
+    json_out: Annotated[Optional[Path], typer.Option("--json-out")] = None,
+) -> None:
+    """Ingest a BEIR collection through Dagster and score Fabric, its channels and baselines."""
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    from fabric_assets.evaluation.harness import markdown_table, run_eval
+    from fabric_resources.config import FabricConfig
+
+    if split not in ("test", "dev", "all"):
+        _fail("--split must be test, dev or all")
+    if not (beir_dir / "corpus.jsonl").exists():
+        _fail(f"{beir_dir} has no corpus.jsonl")
+    cfg = FabricConfig.load(config) if config else None
+    result = run_eval(beir_dir, limit_queries=limit_queries, split=split, config=cfg)  # type: ignore[arg-type]
+    if json_out:
+        json_out.write_text(json.dumps(result, indent=2))
+    console.print(markdown_table(result))
+    console.print(f"ingest {result['ingest_seconds']} s, {result['documents']} documents, {result['chunks']} chunks; "
+                  f"nDCG gain: {result['ndcg_gain']}")
 
 
 @bench_app.command("ingest")

@@ -13,7 +13,8 @@ import re
 import unicodedata
 from collections.abc import Iterable
 
-from fabric_query.channels.lexical import UNSPACED, substring_tokens, word_tokens
+from fabric_query.channels.lexical import substring_tokens, word_tokens
+from fabric_resources.text_folding import UNSPACED
 from fabric_query.querylang import ParsedQuery
 from fabric_query.types import HighlightSegment
 from fabric_resources.text_folding import fold_with_map
@@ -58,14 +59,11 @@ def match_ranges(passage: str, parsed: ParsedQuery) -> list[tuple[int, int]]:
             continue
         if stems.intersection(word_tokens(m.group())):
             ranges.append((origin[m.start()], origin[m.end() - 1] + 1))
-    for term in (*parsed.terms, *parsed.phrases):
-        if not UNSPACED.search(term):
-            continue
-        needle = "".join(substring_tokens(term))
-        if not needle:
-            continue
-        compact = [(i, c) for i, c in enumerate(folded) if not c.isspace()]
-        hay = "".join(c for _, c in compact)
+    compact = [(i, c) for i, c in enumerate(folded) if not c.isspace()]
+    hay = "".join(c for _, c in compact)
+    # Scripts without spaces highlight exact occurrences of the whole term only.
+    needles = {"".join(substring_tokens(t)) for t in (*parsed.terms, *parsed.phrases) if UNSPACED.search(t)}
+    for needle in needles - {""}:
         start = hay.find(needle)
         while start >= 0:
             a = compact[start][0]

@@ -69,6 +69,7 @@ def search(
     *,
     limit: int | None = None,
     release_id: int | None = None,
+    debug: bool = False,
 ) -> EvidencePack:
     """Answer ``query`` from one pinned release.
 
@@ -149,4 +150,5 @@ def search(
         query=query, release_id=view.release_id, results=tuple(hits), channels_run=tuple(rankings),
         fallback_reason=fallback_reason,
         eligible_sources=sum(len(v) for v in sources_by_parse.values()), timings=tuple(timings),
+        channel_rankings={k: tuple(v) for k, v in rankings.items()} if debug else {},
     )

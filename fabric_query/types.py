@@ -80,6 +80,8 @@ class EvidencePack(_Frozen):
     fallback_reason: str | None = None
     eligible_sources: int
     timings: tuple[StageTiming, ...] = ()
+    #: With ``debug=True``: each channel's ranked chunk IDs (best first), before fusion.
+    channel_rankings: dict[str, tuple[str, ...]] = {}
 
 
 class ResolveCheck(_Frozen):

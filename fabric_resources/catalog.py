@@ -67,6 +67,15 @@ class ParseRun:
 
 
 @dataclass(frozen=True)
+class StatusUpdate:
+    parse_id: str
+    status: str
+    reason: str | None = None
+    detail: str | None = None
+    counts: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True)
 class Release:
     release_id: int
     created_at: float
@@ -92,6 +101,9 @@ class Catalog:
             con = sqlite3.connect(self.path, timeout=30.0)
         con.row_factory = sqlite3.Row
         con.execute("PRAGMA busy_timeout=30000")
+        # WAL + NORMAL: never corrupts, may lose the last commits on power loss (SQLite docs);
+        # a lost status is recomputed by the next run, so per-commit fsync is not worth its cost.
+        con.execute("PRAGMA synchronous=NORMAL")
         return con
 
     @contextmanager
@@ -231,24 +243,26 @@ class Catalog:
         *,
         reason: str | None = None,
         detail: str | None = None,
-        verdicts: dict[str, Any] | None = None,
         counts: dict[str, Any] | None = None,
     ) -> None:
+        self.set_parse_statuses([StatusUpdate(parse_id, status, reason, detail, counts)])
+
+    def set_parse_statuses(self, updates: list["StatusUpdate"]) -> None:
+        """Apply many status changes in one transaction (one per asset run, not per partition)."""
+        if not updates:
+            return
+        now = time.time()
         with self.transaction(immediate=True) as con:
-            sets, args = ["status = ?", "updated_at = ?"], [status, time.time()]
-            if reason is not None or status in ("ready", "parsed"):
-                sets += ["reason = ?", "detail = ?"]
-                args += [reason, detail]
-            if verdicts is not None:
-                sets.append("verdicts = ?")
-                args.append(json.dumps(verdicts, sort_keys=True))
-            if counts is not None:
-                sets.append("counts = ?")
-                args.append(json.dumps(counts, sort_keys=True))
-            con.execute(f"UPDATE parse_runs SET {', '.join(sets)} WHERE parse_id = ?", [*args, parse_id])
-            con.execute(
+            for u in updates:
+                sets, args = ["status = ?", "updated_at = ?", "reason = ?", "detail = ?"], [u.status, now, u.reason, u.detail]
+                if u.counts is not None:
+                    sets.append("counts = ?")
+                    args.append(json.dumps(u.counts, sort_keys=True))
+                con.execute(f"UPDATE parse_runs SET {', '.join(sets)} WHERE parse_id = ?", [*args, u.parse_id])
+            con.executemany(
                 "INSERT INTO events(at, kind, parse_id, detail) VALUES (?,?,?,?)",
-                (time.time(), f"parse-{status}", parse_id, json.dumps({"reason": reason, "detail": detail})),
+                [(now, f"parse-{u.status}", u.parse_id, json.dumps({"reason": u.reason, "detail": u.detail}))
+                 for u in updates],
             )
 
     def reset_parse_runs(self, parse_ids: Iterable[str]) -> None:
@@ -339,14 +353,22 @@ def _parse_run(r: sqlite3.Row) -> ParseRun:
     return ParseRun(**d)
 
 
-def merge_verdicts(catalog: Catalog, parse_id: str, verdicts: dict[str, Any]) -> None:
-    """Add per-parse gate verdicts ``{name: {"passed": bool, "detail": str}}`` to a parse run."""
+def merge_verdicts(catalog: Catalog, verdicts: dict[str, dict[str, Any]]) -> None:
+    """Add gate verdicts ``{parse_id: {name: {"passed": bool, "detail": str}}}``, one transaction.
+
+    Raises
+    ------
+    KeyError
+        If a parse ID has no parse run.
+    """
     with catalog.transaction(immediate=True) as con:
-        r = con.execute("SELECT verdicts FROM parse_runs WHERE parse_id = ?", (parse_id,)).fetchone()
-        if r is None:
-            raise KeyError(parse_id)
-        merged = {**json.loads(r["verdicts"] or "{}"), **verdicts}
-        con.execute(
-            "UPDATE parse_runs SET verdicts = ?, updated_at = ? WHERE parse_id = ?",
-            (json.dumps(merged, sort_keys=True), time.time(), parse_id),
-        )
+        now = time.time()
+        for parse_id, named in verdicts.items():
+            r = con.execute("SELECT verdicts FROM parse_runs WHERE parse_id = ?", (parse_id,)).fetchone()
+            if r is None:
+                raise KeyError(parse_id)
+            merged = {**json.loads(r["verdicts"] or "{}"), **named}
+            con.execute(
+                "UPDATE parse_runs SET verdicts = ?, updated_at = ? WHERE parse_id = ?",
+                (json.dumps(merged, sort_keys=True), now, parse_id),
+            )

@@ -8,6 +8,7 @@ the IDs it should.
 
 from __future__ import annotations
 
+import fnmatch
 import hashlib
 import json
 from pathlib import Path
@@ -74,6 +75,16 @@ class SourcesConfig(_Strict):
 
     ignore_hidden: bool = True
     partitions_per_run: int = Field(256, gt=0, description="Parse partitions covered by one Dagster run.")
+    withheld: tuple[str, ...] = Field(
+        (),
+        description="Glob patterns (fnmatch, '*' crosses '/') over source keys without 'fs:', e.g. "
+        "'notes/drafts/*' or 'private/*' for a whole root. Withheld sources are parsed but never "
+        "activated: not searchable and absent from every index and statistic.",
+    )
+
+    def is_withheld(self, source_key: str) -> bool:
+        path = source_key.split(":", 1)[-1]
+        return any(fnmatch.fnmatchcase(path, pattern) for pattern in self.withheld)
 
 
 class FabricConfig(_Strict):

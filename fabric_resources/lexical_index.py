@@ -4,7 +4,12 @@ Both fields index *folded* chunk text (``fabric_resources.text_folding``), so
 case and diacritics fold identically at every term length and in every script.
 
 * ``word``: tantivy's simple tokenizer + English Snowball stemmer; words keep
-  their boundaries (``cat`` does not match ``concatenate``).
+  their boundaries (``cat`` does not match ``concatenate``). Runs of scripts
+  written without spaces are rewritten to their overlapping character bigrams
+  first (:func:`word_field_text`), so a Japanese or Chinese question ranks
+  passages by BM25 over shared bigrams — the CJK baseline of
+  ../shared/eval/README.md. This is a ranking signal; exact matching is the
+  substring field's job.
 * ``substring``: one positional token per character of scripts written without
   spaces (Han, Hiragana, Katakana, Hangul, Thai, Lao, Khmer, Myanmar) and whole
   words elsewhere. A query term of any length becomes an exact phrase query, so
@@ -37,7 +42,25 @@ from fabric_resources.schema import (
     INDEX_FIELD_WORD,
     SCHEMA_VERSION,
 )
-from fabric_resources.text_folding import FOLDING_VERSION
+from fabric_resources.text_folding import FOLDING_VERSION, UNSPACED
+
+_UNSPACED_RUN = re.compile(f"(?:{UNSPACED.pattern})+")
+
+
+def word_field_text(folded: str) -> str:
+    """``folded`` with every run of unspaced-script characters replaced by its bigrams.
+
+    >>> word_field_text("tokens 認証トークン ok 猫")
+    'tokens  認証 証ト トー ーク クン  ok  猫 '
+    """
+
+    def bigrams(m: re.Match) -> str:
+        run = m.group()
+        if len(run) == 1:
+            return f" {run} "
+        return " " + " ".join(run[i:i + 2] for i in range(len(run) - 1)) + " "
+
+    return _UNSPACED_RUN.sub(bigrams, folded)
 
 UNSPACED_SCRIPTS = (
     r"\p{Han}\p{Hiragana}\p{Katakana}\p{Hangul}\p{Thai}\p{Lao}\p{Khmer}\p{Myanmar}"
@@ -47,7 +70,7 @@ SUBSTRING_PATTERN = f"[{UNSPACED_SCRIPTS}]|[^\\s\\p{{P}}\\p{{S}}\\p{{C}}{UNSPACE
 WORD_TOKENIZER = "fabric_word"
 SUBSTRING_TOKENIZER = "fabric_substring"
 #: Identity of the analyzers; stored with every lexical document and index generation.
-ANALYZER_ID = f"{FOLDING_VERSION}|word:simple+stem-en|substring:regex-1"
+ANALYZER_ID = f"{FOLDING_VERSION}|word:simple+stem-en+cjk-bigram|substring:regex-1"
 META_FILE = "fabric_index.json"
 _GEN = re.compile(r"^gen-(\d{8})$")
 
@@ -213,7 +236,7 @@ def add_to_writer(writer: tantivy.IndexWriter, documents: pa.Table) -> None:
                 **{
                     INDEX_FIELD_CHUNK_ID: chunk_id,
                     INDEX_FIELD_PARSE_ID: parse_id,
-                    INDEX_FIELD_WORD: text,
+                    INDEX_FIELD_WORD: word_field_text(text),
                     INDEX_FIELD_SUBSTRING: text,
                 }
             )

@@ -12,8 +12,17 @@ rule applies at every term length and in every script, so ``ΑΒΓ`` and
 
 from __future__ import annotations
 
+import re
 import unicodedata
 from functools import lru_cache
+
+#: One character of a script written without spaces: Han, Hiragana, Katakana (incl. half-width),
+#: Hangul, Thai, Lao, Khmer, Myanmar, the prolonged sound mark and 々. Mirrors
+#: ``lexical_index.UNSPACED_SCRIPTS`` (tantivy's regex syntax) for Python's ``re``.
+UNSPACED = re.compile(
+    "[\u3400-\u9fff\uf900-\ufaff\U00020000-\U0003134f\u3040-\u309f\u30a0-\u30ff\u31f0-\u31ff"
+    "\uff66-\uff9f\uac00-\ud7af\u1100-\u11ff\u3130-\u318f\u0e00-\u0eff\u1780-\u17ff\u1000-\u109f\u3005]"
+)
 
 #: Enters the analyzer identity; bump when the folding rule changes.
 FOLDING_VERSION = "nfkd-mn-casefold-2"

@@ -5,7 +5,8 @@ per-parse statuses (``ready`` = parsed and every gate verdict passed), builds
 the next serving-index generation incrementally (remove superseded parses,
 add newly active ones), records the table versions, and swaps the ``current``
 release pointer in one transaction. A source whose newest parse is pending,
-failed or held keeps its previous active parse; a deleted source is dropped.
+failed or held keeps its previous active parse; a deleted source is dropped;
+a withheld source (``sources.withheld``) is never in a release.
 """
 
 from __future__ import annotations
@@ -67,7 +68,11 @@ def activate(home: FabricHome) -> ActivationReport:
         status = {r.parse_id: r.status for r in catalog.parse_runs()}
         roots = {r.root_id: r.path for r in catalog.roots()}
         sources: dict[str, dict] = {}
+        withheld_now = False
         for s in catalog.sources():
+            if home.config.sources.is_withheld(s.source_key):
+                withheld_now = withheld_now or s.source_key in prev_sources
+                continue
             if s.state == "present" and s.parse_id and status.get(s.parse_id) == "ready":
                 sources[s.source_key] = _source_meta(s, roots)
             elif s.state in ("present", "access_lost") and s.source_key in prev_sources:
@@ -88,7 +93,9 @@ def activate(home: FabricHome) -> ActivationReport:
 
         prev_parses, new_parses = set(prev_active.values()), set(new_active.values())
         prev_gen = current.manifest.get("lexical_generation") if current else None
-        if prev_gen is not None and prev_gen in home.lexical.generations():
+        # Deleted documents keep counting in BM25 statistics until tantivy merges their segment,
+        # so withholding a visible source rebuilds the index: withheld text must not move any score.
+        if prev_gen is not None and prev_gen in home.lexical.generations() and not withheld_now:
             added, removed = new_parses - prev_parses, prev_parses - new_parses
             gen = prev_gen
             if added or removed:

@@ -5,7 +5,9 @@ import dagster as dg
 
 from fabric_assets.activation.activate import activate
 from fabric_assets.partitions import PARTITIONED
+from fabric_resources.catalog import StatusUpdate
 from fabric_resources.dagster_resources import FabricHomeResource
+from fabric_resources.lexical_health import lexical_health
 @dg.asset(
     **PARTITIONED,
     deps=["units", "relationships", "chunks", "lexical_documents", "chunk_vectors"],
@@ -14,15 +16,17 @@ from fabric_resources.dagster_resources import FabricHomeResource
 )
 def parse_gate(context: dg.AssetExecutionContext, fabric: FabricHomeResource) -> None:
     home = fabric.open()
+    updates = []
     for run in home.catalog.parse_runs(context.partition_keys):
         if run.status == "failed":
             context.add_asset_metadata({"status": "failed", "reason": run.reason or ""}, partition_key=run.parse_id)
             continue
         failing = sorted(k for k, v in run.verdicts.items() if not v.get("passed"))
         status = "ready" if not failing else "held"
-        home.catalog.set_parse_status(run.parse_id, status, reason="gate:" + ",".join(failing) if failing else None)
+        updates.append(StatusUpdate(run.parse_id, status, "gate:" + ",".join(failing) if failing else None))
         context.add_asset_metadata({"status": status, "failing_verdicts": ", ".join(failing)},
                                    partition_key=run.parse_id)
+    home.catalog.set_parse_statuses(updates)
 
 
 @dg.asset(
@@ -42,4 +46,25 @@ def release(context: dg.AssetExecutionContext, fabric: FabricHomeResource) -> dg
             "lexical_generation": report.lexical_generation or "",
             "activation_seconds": round(report.seconds, 3),
         }
+    )
+
+
+@dg.asset_check(
+    asset=release,
+    description="The serving index equals an independent reconstruction from canonical chunks "
+    "(document set and per-field vocabulary); see `fabric lexical-health`.",
+)
+def lexical_index_matches_canonical(fabric: FabricHomeResource) -> dg.AssetCheckResult:
+    report = lexical_health(fabric.open())
+    return dg.AssetCheckResult(
+        passed=report.healthy,
+        metadata={
+            "release_id": report.release_id,
+            "generation": report.generation or "",
+            "problem": report.problem or "",
+            "expected_documents": report.expected_documents,
+            "actual_documents": report.actual_documents,
+            "canonical_digest": report.canonical_digest,
+            "fields_differing": ", ".join(f.field for f in report.fields if not f.ok),
+        },
     )

@@ -11,6 +11,7 @@ from fabric_assets.parsing.registry import parser_for
 from fabric_assets.partitions import PARTITIONED
 from fabric_assets.verdicts import live_parse_ids, record_and_summarise
 from fabric_resources.artifact_store import ArtifactIntegrityError
+from fabric_resources.catalog import StatusUpdate
 from fabric_resources.dagster_resources import FabricHomeResource
 from fabric_resources.schema import RELATIONSHIPS, UNITS
 
@@ -24,7 +25,7 @@ from fabric_resources.schema import RELATIONSHIPS, UNITS
 def source_bytes(context: dg.AssetExecutionContext, fabric: FabricHomeResource):
     home = fabric.open()
     runs = {r.parse_id: r for r in home.catalog.parse_runs(context.partition_keys)}
-    verdicts = {}
+    verdicts, failures = {}, []
     for pk in context.partition_keys:
         run = runs.get(pk)
         if run is None:
@@ -34,12 +35,13 @@ def source_bytes(context: dg.AssetExecutionContext, fabric: FabricHomeResource):
             size = len(home.artifacts.get(run.source_hash))
             verdicts[pk] = {"passed": True, "detail": ""}
         except (FileNotFoundError, ArtifactIntegrityError) as exc:
-            home.catalog.set_parse_status(pk, "failed", reason="artifact-unavailable", detail=str(exc))
+            failures.append(StatusUpdate(pk, "failed", "artifact-unavailable", str(exc)))
             verdicts[pk] = {"passed": False, "detail": str(exc)}
             size = -1
         context.add_asset_metadata(
             {"source_hash": run.source_hash, "media_type": run.media_type, "bytes": size}, partition_key=pk
         )
+    home.catalog.set_parse_statuses(failures)
     yield dg.MaterializeResult()
     yield record_and_summarise(home, "source_bytes_match_their_hash", "source_bytes", verdicts)
 
@@ -58,7 +60,7 @@ def units_and_relationships(context: dg.AssetExecutionContext, fabric: FabricHom
     home = fabric.open()
     keys = list(context.partition_keys)
     runs = {r.parse_id: r for r in home.catalog.parse_runs(keys)}
-    all_units, all_rels, verdicts = [], [], {}
+    all_units, all_rels, verdicts, statuses = [], [], {}, []
     for pk in live_parse_ids(home, keys):
         run = runs[pk]
         spec = parser_for(run.media_type)
@@ -67,7 +69,7 @@ def units_and_relationships(context: dg.AssetExecutionContext, fabric: FabricHom
                 raise ParseError("unsupported-media-type", run.media_type)
             doc = spec.parse(home.artifacts.get(run.source_hash), home.config.parsers, run.media_type)
         except ParseError as exc:
-            home.catalog.set_parse_status(pk, "failed", reason=exc.reason, detail=exc.detail[:500])
+            statuses.append(StatusUpdate(pk, "failed", exc.reason, exc.detail[:500]))
             context.log.warning(f"parse {pk} failed: {exc}")
             continue
         units, rels = unit_rows(pk, doc)
@@ -78,11 +80,12 @@ def units_and_relationships(context: dg.AssetExecutionContext, fabric: FabricHom
         verdicts[pk] = {"passed": unique["passed"] and nonempty["passed"],
                         "detail": f"{unique['detail']}; {nonempty['detail']}"}
         counts = {"units": units.num_rows, "relationships": rels.num_rows}
-        home.catalog.set_parse_status(pk, "parsed", counts=counts)
+        statuses.append(StatusUpdate(pk, "parsed", counts=counts))
         meta = {"parser": f"{doc.parser_name}/{doc.parser_version}", "encoding": doc.encoding or "",
                 "language": doc.language or "", "title": doc.title or ""}
         context.add_asset_metadata({**meta, "rows": units.num_rows}, asset_key="units", partition_key=pk)
         context.add_asset_metadata({"rows": rels.num_rows}, asset_key="relationships", partition_key=pk)
+    home.catalog.set_parse_statuses(statuses)
     units_version = home.tables.replace_partitions(
         "units", keys, pa.concat_tables(all_units) if all_units else UNITS.empty_table())
     rels_version = home.tables.replace_partitions(

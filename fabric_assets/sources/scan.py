@@ -40,6 +40,7 @@ class ScanReport:
     unsupported: list[tuple[str, str]] = field(default_factory=list)  # (key, media type)
     parse_ids_to_run: list[str] = field(default_factory=list)
     skipped_symlinks: int = 0
+    withheld: list[str] = field(default_factory=list)  # present but withheld by policy (not parsed)
 
     @property
     def needs_activation(self) -> bool:
@@ -104,6 +105,7 @@ def scan(home: FabricHome) -> ScanReport:
     now = time.time()
     vanished_by_hash: dict[str, str] = {}
     new_keys_by_hash: dict[str, str] = {}
+    known_runs = {r.parse_id for r in catalog.parse_runs()}
     for root in catalog.roots():
         root_path = Path(root.path)
         known = {s.source_key: s for s in catalog.sources(root_id=root.root_id)}
@@ -120,8 +122,12 @@ def scan(home: FabricHome) -> ScanReport:
             key = source_key_for(root_path, path, root.label)
             seen.add(key)
             prev = known.get(key)
-            if prev and prev.state == "present" and prev.mtime_ns == st.st_mtime_ns and prev.size == st.st_size:
-                continue  # prescreen: unchanged
+            withheld = cfg.sources.is_withheld(key)
+            if withheld:
+                report.withheld.append(key)
+            unchanged = prev and prev.state == "present" and prev.mtime_ns == st.st_mtime_ns and prev.size == st.st_size
+            if unchanged and (withheld or prev.parse_id is None or prev.parse_id in known_runs):
+                continue  # prescreen: unchanged (and parsed, unless withheld)
             try:
                 data = path.read_bytes()
             except OSError:
@@ -136,18 +142,17 @@ def scan(home: FabricHome) -> ScanReport:
             if prev and prev.state == "present" and prev.source_hash == digest and prev.media_type == media_type:
                 with catalog.transaction(immediate=True) as con:
                     catalog.upsert_source(con, _with(prev, mtime_ns=st.st_mtime_ns, size=st.st_size, last_seen=now))
+                    if spec is not None and not withheld:  # e.g. no longer withheld: parse it now
+                        _ensure_parse_run(con, catalog, cfg, spec, digest, media_type)
                 report.touched.append(key)
                 continue
             home.artifacts.put(data, expected_digest=digest)
             parse_id = None
             with catalog.transaction(immediate=True) as con:
                 if spec is not None:
-                    pcfg = config_hash(getattr(cfg.parsers, spec.name))
-                    parse_id = parse_id_for(digest, spec.name, spec.version, pcfg)
-                    catalog.ensure_parse_run(
-                        con, parse_id=parse_id, source_hash=digest, media_type=media_type,
-                        parser_name=spec.name, parser_version=spec.version, parser_config_hash=pcfg,
-                    )
+                    # A withheld source is acquired but not parsed: nothing of it is computed
+                    # alongside visible documents (not even in a shared embedding batch).
+                    parse_id = _ensure_parse_run(con, catalog, cfg, spec, digest, media_type, create=not withheld)
                 row = SourceRow(
                     source_key=key, root_id=root.root_id, rel_path=path.relative_to(root_path).as_posix(), state="present",
                     media_type=media_type, mtime_ns=st.st_mtime_ns, size=st.st_size,
@@ -176,6 +181,18 @@ def scan(home: FabricHome) -> ScanReport:
             report.moved.append((old_key, new_keys_by_hash[digest]))
     report.parse_ids_to_run = [r.parse_id for r in catalog.parse_runs(status="pending")]
     return report
+
+
+def _ensure_parse_run(con, catalog, cfg, spec, digest: str, media_type: str, create: bool = True) -> str:
+    """The parse ID of ``digest`` under ``spec``; creates its pending parse run if asked."""
+    pcfg = config_hash(getattr(cfg.parsers, spec.name))
+    parse_id = parse_id_for(digest, spec.name, spec.version, pcfg)
+    if create:
+        catalog.ensure_parse_run(
+            con, parse_id=parse_id, source_hash=digest, media_type=media_type,
+            parser_name=spec.name, parser_version=spec.version, parser_config_hash=pcfg,
+        )
+    return parse_id
 
 
 def _with(row: SourceRow, **changes) -> SourceRow:

@@ -3,14 +3,14 @@ character phrases over the ``substring`` field) of the tantivy serving index."""
 
 from __future__ import annotations
 
-import re
 from functools import lru_cache
 
 import tantivy
 
 from fabric_query.channels import ChannelResult, ranked
 from fabric_query.querylang import ParsedQuery
-from fabric_resources.lexical_index import OpenIndex, substring_analyzer, word_analyzer
+from fabric_resources.lexical_index import OpenIndex, substring_analyzer, word_analyzer, word_field_text
+from fabric_resources.text_folding import UNSPACED
 from fabric_resources.schema import (
     INDEX_FIELD_CHUNK_ID,
     INDEX_FIELD_PARSE_ID,
@@ -18,13 +18,6 @@ from fabric_resources.schema import (
     INDEX_FIELD_WORD,
 )
 from fabric_resources.text_folding import fold
-
-#: Scripts written without spaces (mirrors lexical_index.UNSPACED_SCRIPTS for Python's ``re``).
-UNSPACED = re.compile(
-    "[\u3400-\u9fff\uf900-\ufaff\U00020000-\U0003134f\u3040-\u309f\u30a0-\u30ff\u31f0-\u31ff"
-    "\uff66-\uff9f\uac00-\ud7af\u1100-\u11ff\u3130-\u318f\u0e00-\u0eff\u1780-\u17ff\u1000-\u109f]"
-)
-
 
 @lru_cache(maxsize=1)
 def _word() -> tantivy.TextAnalyzer:
@@ -37,8 +30,8 @@ def _substring() -> tantivy.TextAnalyzer:
 
 
 def word_tokens(text: str) -> list[str]:
-    """Folded, stemmed word tokens exactly as the index makes them."""
-    return _word().analyze(fold(text))
+    """Folded, stemmed word tokens (CJK runs as character bigrams) exactly as the index makes them."""
+    return _word().analyze(word_field_text(fold(text)))
 
 
 def substring_tokens(text: str) -> list[str]:

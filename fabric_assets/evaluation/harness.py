@@ -1,0 +1,279 @@
+"""``fabric eval BEIR_DIR``: Fabric and the baselines a user would pick, in one run.
+
+The collection goes through the real Dagster pipeline into a scratch home,
+each corpus entry one source document (``<title>\\n\\n<text>`` as UTF-8 text).
+Every query then runs through ``fabric_query`` (fused result, and each channel
+alone from the pack's debug rankings). In the same process, over the very
+same chunks: BM25 from ``bm25s``, flat cosine with the same embedder and
+vectors, and LanceDB's built-in hybrid search (FTS + vector, RRF). Chunk
+rankings become document rankings by first occurrence.
+
+Queries split deterministically into a **dev** half (odd numeric IDs, or odd
+SHA-256 for other IDs) used for tuning and a **test** half reported by default.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import shutil
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+import numpy as np
+
+from fabric_assets.evaluation.metrics import METRICS, first_occurrence, score_run
+from fabric_assets.ingest import ingest
+from fabric_query import pipeline
+from fabric_query.release import ReleaseView, release_view
+from fabric_resources.config import FabricConfig
+from fabric_resources.home import FabricHome
+from fabric_resources.models.embedder import shared_embedder
+from fabric_resources.text_folding import UNSPACED, fold
+
+Split = Literal["dev", "test", "all"]
+DEPTH = 300  # chunks fetched per query and system; enough for Recall@100 at document level
+
+
+@dataclass
+class BeirCollection:
+    name: str
+    corpus: dict[str, tuple[str, str]]  # id -> (title, text)
+    queries: dict[str, str]
+    qrels: dict[str, dict[str, int]]
+
+
+def load_beir(folder: Path) -> BeirCollection:
+    """Read ``corpus.jsonl``, ``queries.jsonl`` and ``qrels/test.tsv`` (header line skipped).
+
+    Raises
+    ------
+    FileNotFoundError
+        If one of the three files is missing.
+    """
+    corpus = {}
+    for line in (folder / "corpus.jsonl").read_text(encoding="utf-8").splitlines():
+        if line.strip():
+            d = json.loads(line)
+            corpus[str(d["_id"])] = (d.get("title") or "", d.get("text") or "")
+    queries = {}
+    for line in (folder / "queries.jsonl").read_text(encoding="utf-8").splitlines():
+        if line.strip():
+            d = json.loads(line)
+            queries[str(d["_id"])] = d["text"]
+    qrels: dict[str, dict[str, int]] = {}
+    for i, line in enumerate((folder / "qrels" / "test.tsv").read_text(encoding="utf-8").splitlines()):
+        parts = line.split("\t")
+        if len(parts) < 3 or (i == 0 and not parts[2].strip().lstrip("-").isdigit()):
+            continue
+        qrels.setdefault(parts[0], {})[parts[1]] = int(parts[2])
+    return BeirCollection(folder.name, corpus, queries, qrels)
+
+
+def in_split(query_id: str, split: Split) -> bool:
+    if split == "all":
+        return True
+    odd = int(query_id) % 2 == 1 if query_id.isdigit() else int(hashlib.sha256(query_id.encode()).hexdigest(), 16) % 2 == 1
+    return odd if split == "dev" else not odd
+
+
+def _file_name(doc_id: str, index: int) -> str:
+    return f"{index:06d}-{re.sub(r'[^A-Za-z0-9_.-]', '_', doc_id)[:80]}.txt"
+
+
+def write_corpus(collection: BeirCollection, folder: Path) -> dict[str, str]:
+    """One UTF-8 text file per corpus entry; returns file name → corpus ID."""
+    folder.mkdir(parents=True, exist_ok=True)
+    names = {}
+    for i, (doc_id, (title, text)) in enumerate(sorted(collection.corpus.items())):
+        name = _file_name(doc_id, i)
+        body = f"{title}\n\n{text}\n" if title else f"{text}\n"
+        (folder / name).write_text(body, encoding="utf-8")
+        names[name] = doc_id
+    return names
+
+
+def _is_cjk(texts: list[str]) -> bool:
+    sample = "".join(texts[:200])
+    letters = [c for c in sample if c.isalnum()]
+    return bool(letters) and len(UNSPACED.findall("".join(letters))) * 2 > len(letters)
+
+
+def _bigram_tokens(text: str) -> list[str]:
+    """Baseline tokenizer for CJK: lower-cased words, CJK runs as character bigrams (eval README)."""
+    out = []
+    for run in re.findall(r"\w+", fold(text)):
+        cjk = UNSPACED.findall(run)
+        if cjk and len(cjk) == len(run):
+            out += [run[i:i + 2] for i in range(len(run) - 1)] or [run]
+        else:
+            out.append(run)
+    return out
+
+
+@dataclass
+class Baselines:
+    """Baseline systems over the release's chunks; each maps query text → chunk IDs best first."""
+
+    view: ReleaseView
+    scratch: Path
+    cjk: bool
+    systems: dict[str, Callable[[str, np.ndarray], list[str]]] = field(default_factory=dict)
+
+    def build(self) -> None:
+        import bm25s
+        import lancedb
+        import pyarrow as pa
+
+        chunk_ids = self.view.chunks.column("chunk_id").to_pylist()
+        texts = self.view.chunks.column("text").to_pylist()
+        vectors = self.view.vectors
+
+        if self.cjk:
+            corpus_tokens = [_bigram_tokens(t) for t in texts]
+            tokenize = _bigram_tokens
+            bm25 = bm25s.BM25()
+            bm25.index(corpus_tokens, show_progress=False)
+        else:
+            bm25 = bm25s.BM25()
+            bm25.index(bm25s.tokenize(texts, stopwords="en", show_progress=False), show_progress=False)
+            tokenize = None
+
+        def bm25_search(query: str, _qvec: np.ndarray) -> list[str]:
+            if tokenize is not None:
+                q = [tokenize(query)]
+                if not q[0]:
+                    return []
+            else:
+                q = bm25s.tokenize([query], stopwords="en", show_progress=False)
+            docs, _ = bm25.retrieve(q, k=min(DEPTH, len(chunk_ids)), show_progress=False)
+            return [chunk_ids[i] for i in docs[0]]
+
+        def cosine_search(_query: str, qvec: np.ndarray) -> list[str]:
+            scores = vectors @ qvec
+            top = np.argsort(-scores, kind="stable")[:DEPTH]
+            return [chunk_ids[i] for i in top]
+
+        db = lancedb.connect(str(self.scratch / "lancedb-baseline"))
+        table = db.create_table(
+            "chunks",
+            pa.table({"chunk_id": chunk_ids, "text": texts,
+                      "vector": pa.FixedSizeListArray.from_arrays(pa.array(vectors.reshape(-1)), vectors.shape[1])}),
+            mode="overwrite",
+        )
+        if self.cjk:
+            table.create_fts_index("text", base_tokenizer="ngram", ngram_min_length=2, ngram_max_length=2,
+                                   stem=False, remove_stop_words=False, replace=True)
+        else:
+            table.create_fts_index("text", replace=True)
+        from lancedb.rerankers import RRFReranker
+
+        reranker = RRFReranker()
+
+        def lancedb_hybrid(query: str, qvec: np.ndarray) -> list[str]:
+            q = (table.search(query_type="hybrid").vector(qvec.tolist()).text(query)
+                 .rerank(reranker).limit(DEPTH).select(["chunk_id"]))
+            return q.to_arrow().column("chunk_id").to_pylist()
+
+        self.systems = {"bm25s": bm25_search, "flat-cosine": cosine_search, "lancedb-hybrid": lancedb_hybrid}
+
+
+def run_eval(
+    folder: Path,
+    *,
+    limit_queries: int | None = None,
+    split: Split = "test",
+    config: FabricConfig | None = None,
+    work_dir: Path | None = None,
+) -> dict:
+    """Ingest a BEIR collection, run its queries through Fabric and the baselines, score them all.
+
+    Returns a JSON-ready dict: collection, split, queries, per-system metrics
+    (``fabric`` fused, ``fabric:<channel>`` alone, baselines), ingest seconds,
+    and mean query milliseconds per system.
+    """
+    collection = load_beir(folder)
+    qids = [q for q in collection.queries if in_split(q, split) and q in collection.qrels]
+    if limit_queries:
+        qids = qids[:limit_queries]
+    scratch = Path(work_dir) if work_dir else Path(tempfile.mkdtemp(prefix="fabric-eval-"))
+    try:
+        home = FabricHome(scratch / "home")
+        if config is not None:
+            home.layout.config_file.write_text(config.model_dump_json())
+        names = write_corpus(collection, scratch / collection.name)
+        t0 = time.perf_counter()
+        ingest(scratch / collection.name, home)
+        ingest_s = time.perf_counter() - t0
+        view = release_view(home, home.catalog.current_release())
+        label = f"fs:{collection.name}/"
+        doc_of_parse = {}
+        for key, meta in view.sources.items():
+            doc_of_parse.setdefault(meta["parse_id"], names[key[len(label):]])
+        parse_of_chunk = dict(zip(view.chunks.column("chunk_id").to_pylist(), view.chunks.column("parse_id").to_pylist()))
+
+        def docs(chunk_ids) -> list[str]:
+            return first_occurrence([doc_of_parse[parse_of_chunk[c]] for c in chunk_ids if c in parse_of_chunk])
+
+        embedder = shared_embedder(home.config.dense.batch_size)
+        baselines = Baselines(view, scratch, _is_cjk([t for t, _ in collection.corpus.values()] or [""]))
+        baselines.build()
+        runs: dict[str, dict[str, list[str]]] = {}
+        millis: dict[str, float] = {}
+        qvecs = embedder.encode_queries([collection.queries[q] for q in qids]) if qids else np.zeros((0, 384))
+        for i, q in enumerate(qids):
+            text = collection.queries[q]
+            t = time.perf_counter()
+            pack = pipeline.search(home, _as_free_text(text), embedder, limit=DEPTH, debug=True)
+            millis["fabric"] = millis.get("fabric", 0.0) + (time.perf_counter() - t) * 1000
+            runs.setdefault("fabric", {})[q] = docs(h.chunk_id for h in pack.results)
+            for channel, ranking in pack.channel_rankings.items():
+                runs.setdefault(f"fabric:{channel}", {})[q] = docs(ranking)
+            for name, system in baselines.systems.items():
+                t = time.perf_counter()
+                ranking = system(text, qvecs[i])
+                millis[name] = millis.get(name, 0.0) + (time.perf_counter() - t) * 1000
+                runs.setdefault(name, {})[q] = docs(ranking)
+        for name in runs:  # a channel that did not run for a query ranks nothing for it
+            for q in qids:
+                runs[name].setdefault(q, [])
+        return {
+            "collection": collection.name,
+            "split": split,
+            "queries": len(qids),
+            "documents": len(collection.corpus),
+            "chunks": view.chunks.num_rows,
+            "ingest_seconds": round(ingest_s, 1),
+            "ndcg_gain": "linear (trec_eval/BEIR): rel / log2(rank + 1)",
+            "metrics": {name: score_run(run, collection.qrels) for name, run in sorted(runs.items())},
+            "mean_query_ms": {k: round(v / max(1, len(qids)), 2) for k, v in sorted(millis.items())},
+        }
+    finally:
+        if work_dir is None:
+            shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _as_free_text(query: str) -> str:
+    """Benchmark questions are free text: quotes and a leading '-' must not become syntax."""
+    cleaned = query.replace('"', " ")
+    cleaned = re.sub(r"(^|\s)-+", r"\1", cleaned)
+    cleaned = re.sub(r"\b(path|type|after|before|source):", r"\1 ", cleaned, flags=re.IGNORECASE)
+    return cleaned[:1000] if cleaned.strip() else "?"
+
+
+def markdown_table(result: dict) -> str:
+    """The metrics as a markdown table, Fabric first, then its channels, then baselines."""
+    rows = sorted(result["metrics"].items(), key=lambda kv: (not kv[0].startswith("fabric"), kv[0]))
+    head = f"| system ({result['collection']}, {result['split']} split, {result['queries']} queries) | " + " | ".join(METRICS) + " | ms/query |"
+    sep = "|---" * (len(METRICS) + 2) + "|"
+    lines = [head, sep]
+    for name, m in rows:
+        ms = result["mean_query_ms"].get(name, result["mean_query_ms"].get("fabric") if name.startswith("fabric:") else None)
+        ms_text = "" if name.startswith("fabric:") else f"{ms:.1f}" if ms is not None else ""
+        lines.append(f"| {name} | " + " | ".join(f"{m[k]:.4f}" for k in METRICS) + f" | {ms_text} |")
+    return "\n".join(lines)

@@ -1,0 +1,181 @@
+"""Lexical health: compare the serving index with an independent reconstruction.
+
+LOOM's ``fts-health`` for tantivy. The *expected* side never reads the serving
+index or the ``lexical_documents`` projection: it folds the canonical chunk
+texts of the release afresh and builds a temporary index with the same
+analyzers. The *actual* side reads the serving generation the release names.
+Compared: the document set (chunk IDs), each field's vocabulary with live
+document frequencies, and a canonical digest over ``(chunk_id, text_hash)``
+that repair must leave unchanged.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pyarrow as pa
+import tantivy
+
+from fabric_resources.catalog import Release
+from fabric_resources.home import FabricHome
+from fabric_resources.lexical_index import ANALYZER_ID, IndexUnusable, LexicalIndex, OpenIndex
+from fabric_resources.schema import (
+    INDEX_FIELD_CHUNK_ID,
+    INDEX_FIELD_SUBSTRING,
+    INDEX_FIELD_WORD,
+    LEXICAL_DOCUMENTS,
+)
+from fabric_resources.text_folding import fold
+
+FIELDS = (INDEX_FIELD_WORD, INDEX_FIELD_SUBSTRING)
+
+
+@dataclass(frozen=True)
+class FieldComparison:
+    field: str
+    expected_digest: str
+    actual_digest: str
+    expected_terms: int
+    actual_terms: int
+    differing_terms: tuple[str, ...]  # a sample of terms whose live document frequency differs
+
+    @property
+    def ok(self) -> bool:
+        return self.expected_digest == self.actual_digest
+
+
+@dataclass(frozen=True)
+class HealthReport:
+    release_id: int
+    generation: str | None
+    canonical_digest: str
+    expected_documents: int
+    actual_documents: int
+    expected_document_digest: str
+    actual_document_digest: str
+    missing_documents: tuple[str, ...]
+    unexpected_documents: tuple[str, ...]
+    fields: tuple[FieldComparison, ...] = ()
+    problem: str | None = None  # a fallback reason when the index cannot be opened
+    analyzer: str = ANALYZER_ID
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def healthy(self) -> bool:
+        return (
+            self.problem is None
+            and self.expected_document_digest == self.actual_document_digest
+            and all(f.ok for f in self.fields)
+        )
+
+
+def _digest(lines) -> str:
+    h = hashlib.sha256()
+    for line in lines:
+        h.update(line.encode("utf-8"))
+        h.update(b"\n")
+    return h.hexdigest()
+
+
+def canonical_chunks(home: FabricHome, release: Release) -> pa.Table:
+    """``chunk_id, parse_id, text, text_hash`` of the release's active parses at its pinned version."""
+    import pyarrow.compute as pc
+
+    version = release.manifest["tables"].get("chunks")
+    parses = sorted({m["parse_id"] for m in release.manifest["sources"].values()})
+    if version is None or not parses:
+        return pa.table({"chunk_id": [], "parse_id": [], "text": [], "text_hash": []},
+                        schema=pa.schema([("chunk_id", pa.string()), ("parse_id", pa.string()),
+                                          ("text", pa.string()), ("text_hash", pa.string())]))
+    t = home.tables.read("chunks", version=version, columns=["chunk_id", "parse_id", "text", "text_hash"])
+    return t.filter(pc.is_in(t.column("parse_id"), pa.array(parses, pa.string())))
+
+
+def canonical_digest(chunks: pa.Table) -> str:
+    pairs = sorted(zip(chunks.column("chunk_id").to_pylist(), chunks.column("text_hash").to_pylist()))
+    return _digest(f"{c}\t{h}" for c, h in pairs)
+
+
+def _vocabulary(index: OpenIndex, field_name: str) -> dict[str, int]:
+    # Counts under an all-documents filter are *live* document frequencies: deleted documents
+    # still sit in segments until a merge and must not count.
+    terms = index.searcher.terms_with_prefix(field_name, "", filter_query=tantivy.Query.all_query())
+    return {t: int(n) for t, n in terms if n > 0}
+
+
+def _documents(index: OpenIndex) -> list[str]:
+    searcher = index.searcher
+    n = searcher.num_docs
+    if n == 0:
+        return []
+    hits = searcher.search(tantivy.Query.all_query(), limit=n).hits
+    return [searcher.doc(addr)[INDEX_FIELD_CHUNK_ID][0] for _, addr in hits]
+
+
+def reconstruct(chunks: pa.Table, workdir: Path) -> OpenIndex:
+    """A temporary index built from canonical chunk texts only (the independent side)."""
+    docs = pa.table(
+        {
+            "parse_id": chunks.column("parse_id"),
+            "chunk_id": chunks.column("chunk_id"),
+            "folded_text": [fold(t) for t in chunks.column("text").to_pylist()],
+            "analyzer": [ANALYZER_ID] * chunks.num_rows,
+        },
+        schema=LEXICAL_DOCUMENTS,
+    )
+    scratch = LexicalIndex(workdir)
+    return scratch.open(scratch.build_fresh(docs))
+
+
+def lexical_health(home: FabricHome, release: Release | None = None, sample: int = 10) -> HealthReport:
+    """Compare the release's serving index with an independent reconstruction.
+
+    Raises
+    ------
+    ValueError
+        If the home has no release.
+    """
+    release = release or home.catalog.current_release()
+    if release is None:
+        raise ValueError("no release to check")
+    chunks = canonical_chunks(home, release)
+    expected_ids = sorted(chunks.column("chunk_id").to_pylist())
+    gen = release.manifest.get("lexical_generation")
+    with tempfile.TemporaryDirectory(prefix="fabric-health-") as tmp:
+        expected = reconstruct(chunks, Path(tmp))
+        try:
+            actual = home.lexical.open(gen) if gen else None
+            if actual is None:
+                raise IndexUnusable("index-missing", "release names no generation")
+        except IndexUnusable as exc:
+            return HealthReport(
+                release_id=release.release_id, generation=gen, canonical_digest=canonical_digest(chunks),
+                expected_documents=len(expected_ids), actual_documents=0,
+                expected_document_digest=_digest(expected_ids), actual_document_digest="",
+                missing_documents=tuple(expected_ids[:sample]), unexpected_documents=(), problem=exc.reason,
+            )
+        actual_ids = sorted(_documents(actual))
+        fields = []
+        for f in FIELDS:
+            want, got = _vocabulary(expected, f), _vocabulary(actual, f)
+            differing = sorted(t for t in set(want) | set(got) if want.get(t) != got.get(t))
+            fields.append(
+                FieldComparison(
+                    field=f,
+                    expected_digest=_digest(f"{t}\t{n}" for t, n in sorted(want.items())),
+                    actual_digest=_digest(f"{t}\t{n}" for t, n in sorted(got.items())),
+                    expected_terms=len(want), actual_terms=len(got), differing_terms=tuple(differing[:sample]),
+                )
+            )
+    exp, act = set(expected_ids), set(actual_ids)
+    return HealthReport(
+        release_id=release.release_id, generation=gen, canonical_digest=canonical_digest(chunks),
+        expected_documents=len(expected_ids), actual_documents=len(actual_ids),
+        expected_document_digest=_digest(expected_ids), actual_document_digest=_digest(actual_ids),
+        missing_documents=tuple(sorted(exp - act)[:sample]),
+        unexpected_documents=tuple(sorted(act - exp)[:sample]),
+        fields=tuple(fields),
+    )

@@ -1,0 +1,150 @@
+"""Lexical health by independent reconstruction, repair from canonical tables, and the
+defined fallback when the serving index is unusable (issue: lexical retrieval done right)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import tantivy
+from conftest import ingest
+
+from fabric_assets.activation.repair import lexical_repair
+from fabric_assets.sample_corpus import write_sample_corpus
+from fabric_query import Fabric
+from fabric_resources.lexical_health import lexical_health
+from fabric_resources.lexical_index import META_FILE, _register
+from fabric_resources.schema import INDEX_FIELD_CHUNK_ID, INDEX_FIELD_PARSE_ID, INDEX_FIELD_WORD
+
+QUERIES = ["lighthouse keeper", "sourdough starter", "トークン", "园丁", "storm lamp", "認証"]
+
+
+@pytest.fixture
+def home(tmp_path, fabric_home):
+    ingest(write_sample_corpus(tmp_path / "sample"), fabric_home)
+    return fabric_home
+
+
+def _generation_path(home):
+    return home.lexical.root / home.catalog.current_release().manifest["lexical_generation"]
+
+
+def _writer(home):
+    index = tantivy.Index.open(str(_generation_path(home)))
+    _register(index)
+    return index, index.writer(heap_size=15_000_000, num_threads=1)
+
+
+def _a_chunk(home):
+    report = lexical_health(home)
+    assert report.healthy, report
+    release = home.catalog.current_release()
+    chunks = home.tables.read("chunks", version=release.manifest["tables"]["chunks"])
+    return chunks.column("chunk_id")[0].as_py(), chunks.column("parse_id")[0].as_py()
+
+
+def test_healthy_after_ingest_and_after_incremental_activations(home, tmp_path):
+    """guards against: health comparing the index with itself, or deleted-but-unmerged
+    documents (left in segments by incremental activations) counting as live."""
+    report = lexical_health(home)
+    assert report.healthy and report.expected_documents == report.actual_documents > 0
+    assert all(f.expected_terms > 0 for f in report.fields)
+    (tmp_path / "sample/notes/bread.txt").write_text("Rye bread is dense and dark.\n")
+    ingest(tmp_path / "sample", home)
+    assert lexical_health(home).healthy
+
+
+def test_health_catches_a_deleted_document(home):
+    """guards against: a document missing from the index going unnoticed (row counts alone)."""
+    chunk_id, _ = _a_chunk(home)
+    _, w = _writer(home)
+    w.delete_documents_by_term(INDEX_FIELD_CHUNK_ID, chunk_id)
+    w.commit()
+    w.wait_merging_threads()
+    report = lexical_health(home)
+    assert not report.healthy and chunk_id in report.missing_documents
+    assert report.actual_documents == report.expected_documents - 1
+
+
+def test_health_catches_a_wrong_token_with_unchanged_coverage(home):
+    """guards against: checking only the document set — LOOM's point: wrong tokens with
+    unchanged coverage must be caught by the vocabulary comparison."""
+    chunk_id, parse_id = _a_chunk(home)
+    _, w = _writer(home)
+    w.delete_documents_by_term(INDEX_FIELD_CHUNK_ID, chunk_id)
+    w.add_document(tantivy.Document(**{INDEX_FIELD_CHUNK_ID: chunk_id, INDEX_FIELD_PARSE_ID: parse_id,
+                                       INDEX_FIELD_WORD: "zzzwrongtoken", "substring": "zzzwrongtoken"}))
+    w.commit()
+    w.wait_merging_threads()
+    report = lexical_health(home)
+    assert report.expected_document_digest == report.actual_document_digest
+    assert not report.healthy
+    assert any("zzzwrongtoken" in f.differing_terms for f in report.fields)
+
+
+def test_health_catches_a_dropped_field_then_repair_fixes_everything(home):
+    """guards against: one field silently empty; repair re-parsing or re-embedding; repair
+    changing canonical records."""
+    chunk_id, parse_id = _a_chunk(home)
+    _, w = _writer(home)
+    w.delete_documents_by_term(INDEX_FIELD_CHUNK_ID, chunk_id)
+    w.add_document(tantivy.Document(**{INDEX_FIELD_CHUNK_ID: chunk_id, INDEX_FIELD_PARSE_ID: parse_id}))
+    w.commit()
+    w.wait_merging_threads()
+    broken = lexical_health(home)
+    assert not broken.healthy and {f.field for f in broken.fields if not f.ok} == {"word", "substring"}
+
+    runs_before = [(r.parse_id, r.updated_at) for r in home.catalog.parse_runs()]
+    vectors_version = home.tables.version("chunk_vectors")
+    report = lexical_repair(home)
+    assert not report.before.healthy and report.after.healthy and report.canonical_unchanged
+    assert [(r.parse_id, r.updated_at) for r in home.catalog.parse_runs()] == runs_before
+    assert home.tables.version("chunk_vectors") == vectors_version
+    assert home.catalog.current_release().release_id == report.release_id
+
+
+@pytest.mark.parametrize("damage,reason", [
+    ("remove", "index-missing"),
+    ("schema", "index-schema-mismatch"),
+    ("garbage", "index-unreadable"),
+])
+def test_unusable_index_is_reported_and_answered_by_the_scan(home, damage, reason):
+    """guards against: a silent empty answer when the serving index is missing, written by
+    another schema version, or unreadable."""
+    path = _generation_path(home)
+    if damage == "remove":
+        import shutil
+
+        shutil.rmtree(path)
+    elif damage == "schema":
+        meta = json.loads((path / META_FILE).read_text())
+        (path / META_FILE).write_text(json.dumps({**meta, "schema_version": 999}))
+    else:
+        for f in path.iterdir():
+            if f.suffix in (".idx", ".term", ".pos", ".store", ".fast", ".fieldnorm") or f.name == "meta.json":
+                f.unlink()
+                f.write_bytes(b"\x00garbage")
+    fabric = Fabric(home.root)
+    pack = fabric.search("lighthouse keeper")
+    assert pack.fallback_reason == reason
+    assert "scan" in pack.channels_run and "word" not in pack.channels_run
+    assert pack.results and "lighthouse" in pack.results[0].text.lower()
+    assert lexical_health(home).problem == reason
+
+
+def test_building_an_index_never_answers_less_than_having_none(home):
+    """guards against: the index missing matches that a plain scan of canonical chunks finds."""
+    from fabric_query.channels.lexical import needs_substring_channel, substring_channel, word_channel
+    from fabric_query.channels.scan import scan_channel
+    from fabric_query.querylang import parse_query
+    from fabric_query.release import release_view
+
+    view = release_view(home, home.catalog.current_release())
+    for q in QUERIES:
+        parsed = parse_query(q)
+        scanned = {c for c, _ in scan_channel(view, parsed, None, 1000)}
+        indexed = {c for c, _ in word_channel(view.lexical, parsed, None, 1000)}
+        if needs_substring_channel(parsed):
+            indexed |= {c for c, _ in substring_channel(view.lexical, parsed, None, 1000)}
+        assert scanned, q
+        assert scanned <= indexed, (q, scanned - indexed)

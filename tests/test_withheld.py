@@ -1,0 +1,92 @@
+"""Withheld documents never leak: not their text, nor anything about visible results."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from conftest import ingest
+
+from fabric_query import Fabric
+from fabric_resources.home import FabricHome
+
+VISIBLE = {
+    "en": {
+        "a.txt": "The lighthouse keeper logged the tide.\n\nA storm broke the lamp in March.\n",
+        "b.txt": "Lighthouse lenses focus the lamp into a beam.\n",
+        "c.txt": "Sourdough needs a lively starter and patience.\n",
+    },
+    "ja": {
+        "a.txt": "認証トークンは利用者を示す文字列です。\n\n有効期限が切れたら再発行します。\n",
+        "b.txt": "トークンの署名を検証してから認証します。\n",
+        "c.txt": "灯台守は毎晩ランプに火をともした。\n",
+    },
+}
+WITHHELD = {
+    "en": {"private/diary.txt": "lighthouse lighthouse lighthouse keeper lamp tide storm beam " * 20 + "\n"},
+    "ja": {"private/memo.txt": "認証トークン認証トークン署名検証 " * 20 + "\n"},
+}
+QUERIES = {
+    "en": ["lighthouse keeper", "lamp", "tide storm", '"lighthouse keeper"', "beam -storm"],
+    "ja": ["認証トークン", "認証 トークン", "トークン", "署名", "認証"],
+}
+
+
+def _home(tmp_path, name, files, withheld=()):
+    folder = tmp_path / name / "corpus"
+    for rel, text in files.items():
+        (folder / rel).parent.mkdir(parents=True, exist_ok=True)
+        (folder / rel).write_text(text, encoding="utf-8")
+    home = FabricHome(tmp_path / name / "home")
+    if withheld:
+        home.layout.config_file.write_text(json.dumps({"sources": {"withheld": list(withheld)}}))
+    ingest(folder, home)
+    return home, folder
+
+
+def _visible_view(pack):
+    """Everything a caller sees, except the release number and timings."""
+    return (
+        [(h.chunk_id, h.fused_score, {k: (v.rank, v.score) for k, v in h.channels.items()}, h.text,
+          h.citation.source_key, h.citation.spans, h.highlights) for h in pack.results],
+        pack.channels_run, pack.fallback_reason, pack.eligible_sources,
+    )
+
+
+@pytest.mark.parametrize("lang", ["en", "ja"])
+def test_withheld_sources_change_nothing_visible(tmp_path, lang):
+    """guards against: withheld text leaking through the substring channel (Theurian's leak on
+    Japanese), through BM25 statistics, counts, ranks or budgets; filtering after ranking."""
+    with_hidden, _ = _home(tmp_path, "a", {**VISIBLE[lang], **WITHHELD[lang]}, withheld=["corpus/private/*"])
+    without, _ = _home(tmp_path, "b", VISIBLE[lang])
+    fa, fb = Fabric(with_hidden.root), Fabric(without.root)
+    assert fa.status().withheld == tuple(f"fs:corpus/{k}" for k in WITHHELD[lang])
+    for q in QUERIES[lang]:
+        pa, pb = fa.search(q, limit=10), fb.search(q, limit=10)
+        assert pa.model_dump(exclude={"timings"}) == pb.model_dump(exclude={"timings"}), q
+        assert all("private" not in h.citation.source_key for h in pa.results)
+
+
+def test_withholding_a_visible_source_removes_every_trace(tmp_path):
+    """guards against: deleted-but-unmerged index documents of a newly withheld source still
+    moving BM25 scores.
+
+    Dense scores are compared to 1e-5: the visible documents were embedded in one batch with
+    the document that is now withheld, and batch padding moves float32 results in the 7th
+    digit. Order, lexical scores, counts and texts must be exactly equal."""
+    home, folder = _home(tmp_path, "a", {**VISIBLE["en"], **WITHHELD["en"]})
+    assert any("private" in h.citation.source_key for h in Fabric(home.root).search("lighthouse").results)
+    home.layout.config_file.write_text(json.dumps({"sources": {"withheld": ["corpus/private/*"]}}))
+    ingest(folder, FabricHome(home.root))
+    reference, _ = _home(tmp_path, "b", VISIBLE["en"])
+    fa, fb = Fabric(home.root), Fabric(reference.root)
+    for q in QUERIES["en"]:
+        a, b = _visible_view(fa.search(q)), _visible_view(fb.search(q))
+        assert a[1:] == b[1:], q
+        assert [(h[0], h[3], h[4], h[5], h[6]) for h in a[0]] == [(h[0], h[3], h[4], h[5], h[6]) for h in b[0]], q
+        for ha, hb in zip(a[0], b[0]):
+            assert ha[1] == hb[1]  # fused RRF score: ranks only
+            assert ha[2].keys() == hb[2].keys()
+            for channel, (rank, score) in ha[2].items():
+                assert rank == hb[2][channel][0]
+                assert score == (hb[2][channel][1] if channel != "dense" else pytest.approx(hb[2][channel][1], abs=1e-5))
