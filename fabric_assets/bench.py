@@ -17,11 +17,12 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from fabric_assets.dense.assets import passage_input
+from fabric_assets.dense.assets import passage_input, routed_to_multilingual
 from fabric_assets.ingest import dagster_instance, ingest
 from fabric_assets.parsing.registry import detect_media_type, parser_for
 from fabric_resources.home import FabricHome
 from fabric_resources.models.embedder import shared_embedder
+from fabric_resources.models.multilingual import shared_multilingual_embedder
 
 
 @dataclass
@@ -94,8 +95,11 @@ def bench_ingest(path: Path, *, split: int | None = None) -> IngestBench:
         units = home.tables.read("units", parse_ids=parses, columns=["unit_id"]).num_rows
         chunks = home.tables.read("chunks", parse_ids=parses, columns=["text", "section_path"]).to_pydict()
         texts = [passage_input(sp, t) for sp, t in zip(chunks["section_path"], chunks["text"])]
+        routed = [routed_to_multilingual(home, t) for t in chunks["text"]]
         t0 = time.perf_counter()
-        embedder.encode_passages(texts)
+        embedder.encode_passages([t for t, r in zip(texts, routed) if not r])
+        if any(routed):
+            shared_multilingual_embedder().encode_passages([t for t, r in zip(texts, routed) if r])
         bare = time.perf_counter() - t0
         failed = sum(1 for r in home.catalog.parse_runs() if r.status == "failed")
         return IngestBench(
@@ -107,7 +111,9 @@ def bench_ingest(path: Path, *, split: int | None = None) -> IngestBench:
             ingest_seconds=round(ingest_s, 2),
             step_seconds={k: round(v, 2) for k, v in sorted(steps.items())},
             orchestration_seconds=round(ingest_s - sum(steps.values()), 2),
-            embed_texts_per_second=round(len(texts) / steps["chunk_vectors"], 1) if steps.get("chunk_vectors") else 0.0,
+            embed_texts_per_second=round(
+                len(texts) / (steps.get("chunk_vectors", 0) + steps.get("chunk_vectors_multilingual", 0)), 1
+            ) if steps.get("chunk_vectors") else 0.0,
             bare_encode_seconds=round(bare, 2),
             ratio_ingest_to_bare_encode=round(ingest_s / bare, 3) if bare > 0 else 0.0,
             peak_rss_mb=round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
@@ -118,3 +124,59 @@ def bench_ingest(path: Path, *, split: int | None = None) -> IngestBench:
 
 def as_dict(result: IngestBench) -> dict:
     return asdict(result)
+
+
+@dataclass
+class IncrementalBench:
+    documents: int
+    full_ingest_seconds: float
+    change_to_release_seconds: float  # edit one, delete one, add one; scan → runs → activation
+    scan_seconds: float
+    parse_runs: int
+    release_published: bool
+
+
+def bench_incremental(path: Path, sizes: tuple[int, ...] = (1000, 2000), doc_bytes: int = 1_000) -> dict:
+    """Time from a change (one edit, one delete, one addition) to the new release, per corpus size.
+
+    Each corpus is ``N`` distinct files of about ``doc_bytes`` of real text cut
+    from ``path``; the process is warm (model loaded, Dagster imported), so
+    start-up is excluded. Also reports the ratio to the full ingest of the first size.
+    """
+    from fabric_assets.sources.scan import scan
+
+    embedder = shared_embedder()
+    embedder.encode_passages(["warm-up"])
+    results = []
+    for n in sizes:
+        scratch = Path(tempfile.mkdtemp(prefix="fabric-incr-"))
+        try:
+            docs = scratch / "docs"
+            split_corpus(path, docs, n, seed=n)
+            for p in docs.iterdir():  # trim to ~doc_bytes so N, not document size, varies
+                p.write_text(p.read_text(encoding="utf-8")[:doc_bytes], encoding="utf-8")
+            home = FabricHome(scratch / "home")
+            t0 = time.perf_counter()
+            ingest(docs, home)
+            full = time.perf_counter() - t0
+            files = sorted(docs.iterdir())
+            files[0].write_text(files[0].read_text(encoding="utf-8") + "\n\nAn edited paragraph.\n", encoding="utf-8")
+            files[1].unlink()
+            (docs / "new-document.txt").write_text("A new document about lighthouse lamps.\n", encoding="utf-8")
+            t0 = time.perf_counter()
+            summary = ingest(docs, home)
+            change = time.perf_counter() - t0
+            t1 = time.perf_counter()
+            scan(home)  # a no-change scan: the detection floor at this N
+            scan_s = time.perf_counter() - t1
+            results.append(IncrementalBench(n, round(full, 2), round(change, 3), round(scan_s, 3),
+                                            len(summary.scan.parse_ids_to_run),
+                                            bool(summary.activation.get("published"))))
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
+    first, last = results[0], results[-1]
+    return {
+        "runs": [asdict(r) for r in results],
+        "ratio_change_largest_to_smallest": round(last.change_to_release_seconds / first.change_to_release_seconds, 3),
+        "ratio_change_to_full_ingest_smallest": round(first.change_to_release_seconds / first.full_ingest_seconds, 4),
+    }

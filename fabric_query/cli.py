@@ -343,6 +343,33 @@ def bench_ingest_cmd(
     console.print(table)
 
 
+@bench_app.command("incremental")
+def bench_incremental_cmd(
+    path: Annotated[Path, typer.Argument(help="Folder whose text files supply the documents.")],
+    sizes: Annotated[str, typer.Option(help="Comma-separated corpus sizes.")] = "1000,2000",
+) -> None:
+    """Time from one edit + one delete + one add to the new release, at several corpus sizes."""
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    from fabric_assets.bench import bench_incremental
+
+    sys.stdout.write(json.dumps(bench_incremental(path, tuple(int(s) for s in sizes.split(","))), indent=2) + "\n")
+
+
+@bench_app.command("lexical")
+def bench_lexical_cmd(
+    corpus: Annotated[Path, typer.Argument(help="Folder whose .txt files supply real text (e.g. ../shared/corpus).")],
+    chunks: Annotated[int, typer.Option(min=100)] = 100_000,
+    repeat: Annotated[int, typer.Option(min=1)] = 20,
+) -> None:
+    """Lexical path latency vs bare tantivy searches of the same queries on one index (p50/p95, ratio)."""
+    from fabric_query.lexical_bench import bench_lexical, corpus_texts
+
+    texts = corpus_texts(corpus)
+    if not texts:
+        _fail(f"no .txt files under {corpus}")
+    sys.stdout.write(json.dumps(bench_lexical(texts, chunks, repeat), indent=2) + "\n")
+
+
 @bench_app.command("query")
 def bench_query_cmd(
     queries: Annotated[Optional[list[str]], typer.Argument(help="Queries (default: a fixed mixed-language set).")] = None,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 
 from fabric_query.channels.dense import dense_channel
-from fabric_query.channels.lexical import UNSPACED, needs_substring_channel, substring_channel, word_channel
+from fabric_query.channels.lexical import needs_substring_channel, substring_channel, word_channel
 from fabric_query.channels.scan import scan_channel
 from fabric_query.errors import NoReleaseError
 from fabric_query.evidence import highlight, utf16_offset
@@ -16,7 +16,9 @@ from fabric_query.types import ChannelHit, Citation, CitedSpan, EvidencePack, Hi
 from fabric_resources.home import FabricHome
 from fabric_resources.identity import text_hash
 from fabric_resources.lexical_index import IndexUnusable
+from fabric_resources.language_routing import needs_multilingual
 from fabric_resources.models.embedder import Embedder
+from fabric_resources.models.multilingual import shared_multilingual_embedder
 
 
 def eligible_parses(view: ReleaseView, parsed: ParsedQuery) -> tuple[set[str] | None, dict[str, list[str]]]:
@@ -53,15 +55,6 @@ def _citation(view: ReleaseView, chunk: dict, sources: list[str]) -> Citation:
     )
 
 
-def english_dense_applies(parsed: ParsedQuery) -> bool:
-    """all-MiniLM-L6-v2 is an English model: it only runs when under half the query's
-    letters are in scripts written without spaces (on the Japanese eval set it scores
-    nDCG@10 0.245 against BM25's 0.925, ../shared/eval/README.md), so it cannot drown
-    an exact CJK substring match in fusion."""
-    text = "".join(ch for ch in parsed.positive_text if ch.isalnum())
-    return bool(text) and len(UNSPACED.findall(text)) * 2 < len(text)
-
-
 def search(
     home: FabricHome,
     query: str,
@@ -70,6 +63,7 @@ def search(
     limit: int | None = None,
     release_id: int | None = None,
     debug: bool = False,
+    multilingual: Embedder | None = None,
 ) -> EvidencePack:
     """Answer ``query`` from one pinned release.
 
@@ -113,18 +107,25 @@ def search(
         if needs_substring_channel(parsed):
             lexical_results["substring"] = substring_channel(lexical, parsed, eligible, depth)
     t = lap("lexical", t)
-    if english_dense_applies(parsed):
+    if not needs_multilingual(parsed.positive_text):
         qvec = embedder.encode_queries([parsed.positive_text])[0]
         t = lap("encode_query", t)
         lexical_results["dense"] = dense_channel(view, qvec, eligible, depth)
         t = lap("dense", t)
+    elif home.config.dense.multilingual:
+        qvec = (multilingual or shared_multilingual_embedder()).encode_queries([parsed.positive_text])[0]
+        t = lap("encode_query_multilingual", t)
+        lexical_results["dense_multilingual"] = dense_channel(view, qvec, eligible, depth, "chunk_vectors_multilingual")
+        t = lap("dense_multilingual", t)
     for name, pairs in lexical_results.items():
         rankings[name] = [cid for cid, _ in pairs]
         channel_scores[name] = {cid: (r, s) for r, (cid, s) in enumerate(pairs, start=1)}
     # Excluded terms and phrases are hard constraints: dense may not bring back what lexical excluded.
     if parsed.excluded or parsed.phrases:
         allowed = set(rankings.get("word", [])) | set(rankings.get("substring", [])) | set(rankings.get("scan", []))
-        rankings["dense"] = [c for c in rankings.get("dense", []) if c in allowed]
+        for name in ("dense", "dense_multilingual"):
+            if name in rankings:
+                rankings[name] = [c for c in rankings[name] if c in allowed]
     fused = rrf(rankings, cfg.rrf_k)[:limit]
     t = lap("fusion", t)
 

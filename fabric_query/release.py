@@ -31,12 +31,21 @@ def _read_active(home: FabricHome, name: str, version: int | None, parse_ids: se
     return table.select(columns)
 
 
+@dataclass(frozen=True)
+class VectorSet:
+    """Vectors of one table: ``matrix[i]`` (``(n, 384) float32``) belongs to chunk row ``rows[i]``."""
+
+    rows: np.ndarray
+    matrix: np.ndarray
+
+
 @dataclass
 class ReleaseView:
     home: FabricHome
     release: Release
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     _unit_texts: dict[str, dict[str, str]] = field(default_factory=dict, repr=False)
+    _vector_sets: dict[str, "VectorSet"] = field(default_factory=dict, repr=False)
 
     @property
     def release_id(self) -> int:
@@ -70,22 +79,27 @@ class ReleaseView:
     def chunk_parse_ids(self) -> np.ndarray:
         return np.array(self.chunks.column("parse_id").to_pylist(), dtype=object)
 
-    @cached_property
-    def vectors(self) -> np.ndarray:
-        """``(n_chunks, 384) float32``, row i = chunk i of :attr:`chunks` (zero rows if missing)."""
+    def vector_set(self, table: str) -> "VectorSet":
+        """The release's vectors in ``table`` (``chunk_vectors`` or ``chunk_vectors_multilingual``)."""
+        with self._lock:
+            cached = self._vector_sets.get(table)
+        if cached is not None:
+            return cached
         t = _read_active(
-            self.home, "chunk_vectors", self.release.manifest["tables"].get("chunk_vectors"),
-            set(self.sources_by_parse), ["chunk_id", "vector"],
+            self.home, table, self.release.manifest["tables"].get(table), set(self.sources_by_parse),
+            ["chunk_id", "vector"],
         )
-        out = np.zeros((self.chunks.num_rows, DENSE_DIM), dtype=np.float32)
+        rows = np.array([self.chunk_index.get(c, -1) for c in t.column("chunk_id").to_pylist()], dtype=np.int64)
         if t.num_rows:
-            flat = t.column("vector").combine_chunks().flatten().to_numpy(zero_copy_only=False)
-            mat = flat.reshape(t.num_rows, DENSE_DIM)
-            rows = [self.chunk_index.get(c, -1) for c in t.column("chunk_id").to_pylist()]
-            for src, dst in enumerate(rows):
-                if dst >= 0:
-                    out[dst] = mat[src]
-        return out
+            matrix = t.column("vector").combine_chunks().flatten().to_numpy(zero_copy_only=False)
+            matrix = matrix.reshape(t.num_rows, DENSE_DIM).astype(np.float32, copy=False)
+        else:
+            matrix = np.zeros((0, DENSE_DIM), dtype=np.float32)
+        keep = rows >= 0
+        vs = VectorSet(rows=rows[keep], matrix=np.ascontiguousarray(matrix[keep]))
+        with self._lock:
+            self._vector_sets[table] = vs
+        return vs
 
     def unit_texts(self, parse_id: str) -> dict[str, str]:
         """unit_id → canonical text for one parse at the release's pinned ``units`` version."""

@@ -53,9 +53,15 @@ class ChunkingConfig(_Strict):
 
 
 class DenseConfig(_Strict):
+    """Dense models. With ``multilingual`` on, each chunk is embedded by the model its text
+    needs (``fabric_resources.language_routing``): MiniLM for Latin-script text,
+    multilingual-e5-small for CJK and other non-Latin text; queries are routed the same way."""
+
     backend: Literal["local"] = "local"
     model: Literal["all-MiniLM-L6-v2"] = "all-MiniLM-L6-v2"
     batch_size: int = Field(64, gt=0)
+    multilingual: bool = True
+    multilingual_model: Literal["multilingual-e5-small-q4"] = "multilingual-e5-small-q4"
 
 
 class QueryConfig(_Strict):

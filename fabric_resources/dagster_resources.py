@@ -8,6 +8,7 @@ import dagster as dg
 
 from fabric_resources.home import DEFAULT_HOME, FabricHome
 from fabric_resources.models.embedder import MiniLMEmbedder, shared_embedder
+from fabric_resources.models.multilingual import MultilingualE5Embedder, shared_multilingual_embedder
 
 
 class FabricHomeResource(dg.ConfigurableResource):
@@ -20,3 +21,6 @@ class FabricHomeResource(dg.ConfigurableResource):
 
     def embedder(self) -> MiniLMEmbedder:
         return shared_embedder(self.open().config.dense.batch_size)
+
+    def multilingual_embedder(self) -> MultilingualE5Embedder:
+        return shared_multilingual_embedder()

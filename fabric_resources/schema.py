@@ -94,6 +94,8 @@ TABLES: dict[str, pa.Schema] = {
     "chunks": CHUNKS,
     "lexical_documents": LEXICAL_DOCUMENTS,
     "chunk_vectors": CHUNK_VECTORS,
+    # Same shape, other model: chunks routed to multilingual-e5-small (see language_routing).
+    "chunk_vectors_multilingual": CHUNK_VECTORS,
 }
 
 # ---------------------------------------------------------------------------

@@ -10,7 +10,7 @@ from fabric_resources.dagster_resources import FabricHomeResource
 from fabric_resources.lexical_health import lexical_health
 @dg.asset(
     **PARTITIONED,
-    deps=["units", "relationships", "chunks", "lexical_documents", "chunk_vectors"],
+    deps=["units", "relationships", "chunks", "lexical_documents", "chunk_vectors", "chunk_vectors_multilingual"],
     group_name="activation",
     description="The per-parse gate: ready when every projection's verdict passed, else held.",
 )

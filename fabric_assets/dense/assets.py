@@ -1,5 +1,10 @@
-"""Fine chunks → dense vectors (all-MiniLM-L6-v2), batched across the run's documents."""
+"""Fine chunks → dense vectors, batched across the run's documents, one model per chunk.
 
+Each chunk goes to the model its text needs (``language_routing``): Latin-script
+text to all-MiniLM-L6-v2 (``chunk_vectors``), CJK and other non-Latin text to
+multilingual-e5-small (``chunk_vectors_multilingual``). Rows record the model
+identity; a model change changes the asset's code version.
+"""
 
 import time
 
@@ -11,6 +16,9 @@ from fabric_assets.gate import vectors_finite_unit_norm
 from fabric_assets.partitions import PARTITIONED
 from fabric_assets.verdicts import live_parse_ids, record_and_summarise
 from fabric_resources.dagster_resources import FabricHomeResource
+from fabric_resources.home import FabricHome
+from fabric_resources.language_routing import needs_multilingual
+from fabric_resources.models.embedder import Embedder
 from fabric_resources.schema import CHUNK_VECTORS, DENSE_DIM
 
 
@@ -19,46 +27,70 @@ def passage_input(section_path: list[str] | tuple[str, ...], text: str) -> str:
     return f"{section_path[-1]}\n{text}" if section_path else text
 
 
-@dg.asset(
-    **PARTITIONED,
-    deps=["chunks"],
-    group_name="projections",
-    code_version="dense-v1",
-    check_specs=[dg.AssetCheckSpec("vectors_are_finite_and_unit_norm", asset="chunk_vectors")],
-    description="One L2-normalised 384-d vector per fine chunk; rows record the model identity.",
-)
-def chunk_vectors(context: dg.AssetExecutionContext, fabric: FabricHomeResource):
-    home = fabric.open()
-    embedder = fabric.embedder()
+def routed_to_multilingual(home: FabricHome, text: str) -> bool:
+    return home.config.dense.multilingual and needs_multilingual(text)
+
+
+def _embed_partitions(context, home: FabricHome, embedder: Embedder, table: str, multilingual: bool, check: str):
     keys = list(context.partition_keys)
     live = live_parse_ids(home, keys)
     chunks = home.tables.read("chunks", parse_ids=live, columns=["parse_id", "chunk_id", "text", "section_path"])
     d = chunks.to_pydict()
+    keep = [i for i, t in enumerate(d["text"]) if routed_to_multilingual(home, t) == multilingual]
+    pids = [d["parse_id"][i] for i in keep]
+    ids = [d["chunk_id"][i] for i in keep]
     started = time.perf_counter()
-    vectors = embedder.encode_passages([passage_input(sp, t) for sp, t in zip(d["section_path"], d["text"])])
+    vectors = embedder.encode_passages([passage_input(d["section_path"][i], d["text"][i]) for i in keep])
     encode_s = time.perf_counter() - started
     rows = pa.table(
         {
-            "parse_id": d["parse_id"],
-            "chunk_id": d["chunk_id"],
+            "parse_id": pids,
+            "chunk_id": ids,
             "vector": pa.FixedSizeListArray.from_arrays(pa.array(vectors.reshape(-1), pa.float32()), DENSE_DIM),
-            "model": [embedder.identity] * len(d["chunk_id"]),
+            "model": [embedder.identity] * len(ids),
         },
         schema=CHUNK_VECTORS,
     )
-    version = home.tables.replace_partitions("chunk_vectors", keys, rows)
-    pids = np.array(d["parse_id"], dtype=object)
+    version = home.tables.replace_partitions(table, keys, rows)
+    pid_array = np.array(pids, dtype=object)
     verdicts = {}
     for pk in live:
-        mask = pids == pk
+        mask = pid_array == pk
         verdicts[pk] = vectors_finite_unit_norm(vectors[mask])
         context.add_asset_metadata({"rows": int(mask.sum()), "model": embedder.identity}, partition_key=pk)
     yield dg.MaterializeResult(
         metadata={
             "lance_version": version,
-            "texts_encoded": len(d["chunk_id"]),
+            "texts_encoded": len(ids),
             "encode_seconds": round(encode_s, 3),
-            "texts_per_second": round(len(d["chunk_id"]) / encode_s, 1) if encode_s > 0 else 0.0,
+            "texts_per_second": round(len(ids) / encode_s, 1) if encode_s > 0 and ids else 0.0,
         }
     )
-    yield record_and_summarise(home, "vectors_are_finite_and_unit_norm", "chunk_vectors", verdicts)
+    yield record_and_summarise(home, check, table, verdicts)
+
+
+@dg.asset(
+    **PARTITIONED,
+    deps=["chunks"],
+    group_name="projections",
+    code_version="dense-v1:all-MiniLM-L6-v2",
+    check_specs=[dg.AssetCheckSpec("vectors_are_finite_and_unit_norm", asset="chunk_vectors")],
+    description="all-MiniLM-L6-v2 vectors (384-d, unit norm) of the Latin-script fine chunks.",
+)
+def chunk_vectors(context: dg.AssetExecutionContext, fabric: FabricHomeResource):
+    yield from _embed_partitions(context, fabric.open(), fabric.embedder(), "chunk_vectors", False,
+                                 "vectors_are_finite_and_unit_norm")
+
+
+@dg.asset(
+    **PARTITIONED,
+    deps=["chunks"],
+    group_name="projections",
+    code_version="dense-v1:multilingual-e5-small-q4",
+    check_specs=[dg.AssetCheckSpec("multilingual_vectors_are_finite_and_unit_norm",
+                                   asset="chunk_vectors_multilingual")],
+    description="multilingual-e5-small vectors (384-d, unit norm) of CJK and other non-Latin fine chunks.",
+)
+def chunk_vectors_multilingual(context: dg.AssetExecutionContext, fabric: FabricHomeResource):
+    yield from _embed_partitions(context, fabric.open(), fabric.multilingual_embedder(),
+                                 "chunk_vectors_multilingual", True, "multilingual_vectors_are_finite_and_unit_norm")

@@ -34,6 +34,7 @@ from fabric_query.release import ReleaseView, release_view
 from fabric_resources.config import FabricConfig
 from fabric_resources.home import FabricHome
 from fabric_resources.models.embedder import shared_embedder
+from fabric_resources.models.multilingual import shared_multilingual_embedder
 from fabric_resources.text_folding import UNSPACED, fold
 
 Split = Literal["dev", "test", "all"]
@@ -130,9 +131,14 @@ class Baselines:
         import lancedb
         import pyarrow as pa
 
-        chunk_ids = self.view.chunks.column("chunk_id").to_pylist()
-        texts = self.view.chunks.column("text").to_pylist()
-        vectors = self.view.vectors
+        # Each chunk has one vector, from the model its language needs; a monolingual collection
+        # therefore has one table that covers every chunk.
+        vs = self.view.vector_set("chunk_vectors_multilingual" if self.cjk else "chunk_vectors")
+        all_ids = self.view.chunks.column("chunk_id").to_pylist()
+        all_texts = self.view.chunks.column("text").to_pylist()
+        chunk_ids = [all_ids[i] for i in vs.rows]
+        texts = [all_texts[i] for i in vs.rows]
+        vectors = vs.matrix
 
         if self.cjk:
             corpus_tokens = [_bigram_tokens(t) for t in texts]
@@ -221,11 +227,13 @@ def run_eval(
             return first_occurrence([doc_of_parse[parse_of_chunk[c]] for c in chunk_ids if c in parse_of_chunk])
 
         embedder = shared_embedder(home.config.dense.batch_size)
-        baselines = Baselines(view, scratch, _is_cjk([t for t, _ in collection.corpus.values()] or [""]))
+        cjk = _is_cjk([t for t, _ in collection.corpus.values()] or [""])
+        baselines = Baselines(view, scratch, cjk)
         baselines.build()
+        query_encoder = shared_multilingual_embedder() if cjk else embedder
         runs: dict[str, dict[str, list[str]]] = {}
         millis: dict[str, float] = {}
-        qvecs = embedder.encode_queries([collection.queries[q] for q in qids]) if qids else np.zeros((0, 384))
+        qvecs = query_encoder.encode_queries([collection.queries[q] for q in qids]) if qids else np.zeros((0, 384))
         for i, q in enumerate(qids):
             text = collection.queries[q]
             t = time.perf_counter()
