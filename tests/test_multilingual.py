@@ -1,0 +1,53 @@
+"""Language routing of chunks and queries between MiniLM and multilingual-e5-small."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from conftest import ingest
+
+from fabric_query import Fabric
+from fabric_resources.language_routing import needs_multilingual
+
+
+@pytest.mark.parametrize("text,routed", [
+    ("The lighthouse keeper", False),
+    ("José Luís despertó en la habitación", False),
+    ("認証トークンは利用者を示す", True),
+    ("园丁每天早上给花园浇水", True),
+    ("مرحبا بالعالم", True),
+    ("Привет, мир", True),
+    ("OAuth 認証トークン", True),
+    ("12345 !!!", False),
+])
+def test_routing_rule(text, routed):
+    """guards against: CJK text embedded by the English-only model (or English by e5)."""
+    assert needs_multilingual(text) is routed
+
+
+def test_each_chunk_gets_one_vector_from_the_model_its_text_needs(tmp_path, fabric_home):
+    """guards against: Japanese passages served only by MiniLM; a chunk with two or no vectors;
+    a Japanese query answered by the English model."""
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "en.txt").write_text("The lighthouse keeper climbed the stairs.\n\nShe lit the lamp.\n")
+    (src / "ja.txt").write_text("梅雨は東アジアの雨季です。\n\n北海道には梅雨がありません。\n", encoding="utf-8")
+    ingest(src, fabric_home)
+    release = fabric_home.catalog.current_release()
+    chunks = fabric_home.tables.read("chunks", version=release.manifest["tables"]["chunks"]).to_pydict()
+    mini = fabric_home.tables.read("chunk_vectors", version=release.manifest["tables"]["chunk_vectors"]).to_pydict()
+    e5 = fabric_home.tables.read("chunk_vectors_multilingual",
+                                 version=release.manifest["tables"]["chunk_vectors_multilingual"]).to_pydict()
+    assert sorted(mini["chunk_id"] + e5["chunk_id"]) == sorted(chunks["chunk_id"])
+    text_of = dict(zip(chunks["chunk_id"], chunks["text"]))
+    assert all("梅雨" in text_of[c] for c in e5["chunk_id"]) and e5["chunk_id"]
+    assert all(m.startswith("multilingual-e5-small") for m in e5["model"])
+    assert all(np.isclose(np.linalg.norm(v), 1.0, atol=1e-3) for v in e5["vector"])
+
+    fabric = Fabric(fabric_home.root)
+    ja = fabric.search("北海道の雨季")
+    assert "dense_multilingual" in ja.channels_run and "dense" not in ja.channels_run
+    assert ja.results[0].citation.source_key == "fs:src/ja.txt"
+    en = fabric.search("who lit the lamp")
+    assert "dense" in en.channels_run and "dense_multilingual" not in en.channels_run
+    assert en.results[0].citation.source_key == "fs:src/en.txt"
