@@ -2,7 +2,7 @@
 
 import dagster as dg
 
-from fabric_assets.activation.assets import lexical_index_matches_canonical, parse_gate, release
+from fabric_assets.activation.assets import lexical_index_matches_canonical, release
 from fabric_assets.chunks.assets import chunks, lexical_documents
 from fabric_assets.dense.assets import chunk_vectors, chunk_vectors_multilingual
 from fabric_assets.jobs import activation_job, lexical_health_job, lexical_health_schedule, parse_job
@@ -12,7 +12,7 @@ from fabric_resources.dagster_resources import FabricHomeResource
 
 defs = dg.Definitions(
     assets=[source_bytes, units_and_relationships, chunks, lexical_documents, chunk_vectors, chunk_vectors_multilingual,
-            parse_gate, release],
+            release],
     asset_checks=[lexical_index_matches_canonical],
     jobs=[parse_job, activation_job, lexical_health_job],
     schedules=[lexical_health_schedule],

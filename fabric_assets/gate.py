@@ -2,7 +2,8 @@
 
 Pure functions over one parse's rows; each returns ``{"passed": bool,
 "detail": str}``. The assets record them in the catalog per parse; the
-activation reads them; Dagster asset checks summarise them per run.
+activation reads them (:func:`gate_status`); Dagster asset checks summarise
+them per run.
 """
 
 from __future__ import annotations
@@ -67,3 +68,25 @@ def vectors_finite_unit_norm(vectors: np.ndarray) -> Verdict:
     norms = np.linalg.norm(np.where(np.isfinite(vectors), vectors, 0), axis=1)
     bad = int((~finite | (np.abs(norms - 1.0) > NORM_TOLERANCE)).sum())
     return _v(bad == 0, f"{bad} vectors not finite or not unit-norm" if bad else f"{len(vectors)} ok")
+
+
+#: Every verdict a parse needs before activation, one per asset check that writes it.
+REQUIRED_VERDICTS = (
+    "source_bytes_match_their_hash",
+    "unit_ids_are_unique",
+    "chunk_fragments_reproduce_text",
+    "chunk_ids_are_unique",
+    "one_lexical_document_per_chunk",
+    "vectors_are_finite_and_unit_norm",
+    "multilingual_vectors_are_finite_and_unit_norm",
+)
+
+
+def gate_status(verdicts: dict[str, Verdict]) -> tuple[str | None, list[str]]:
+    """``("ready", [])`` if every required verdict passed, ``("held", failing)`` if one failed,
+    ``(None, missing)`` while some are still missing (the parse's run has not finished)."""
+    failing = sorted(k for k, v in verdicts.items() if not v.get("passed"))
+    if failing:
+        return "held", failing
+    missing = [k for k in REQUIRED_VERDICTS if k not in verdicts]
+    return (None, missing) if missing else ("ready", [])

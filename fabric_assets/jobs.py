@@ -9,8 +9,7 @@ RANGE_END_TAG = "dagster/asset_partition_range_end"
 
 parse_job = dg.define_asset_job(
     "parse_job",
-    selection=dg.AssetSelection.groups("canonical", "projections")
-    | dg.AssetSelection.assets("parse_gate"),
+    selection=dg.AssetSelection.groups("canonical", "projections"),
     partitions_def=PARSES,
     description="Parse, chunk, index-prepare and embed a range of parse partitions in one run.",
 )

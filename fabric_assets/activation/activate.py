@@ -17,7 +17,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from fabric_resources.catalog import Release
+from fabric_assets.gate import gate_status
+from fabric_resources.catalog import Catalog, Release, StatusUpdate
 from fabric_resources.config import config_hash
 from fabric_resources.home import FabricHome
 from fabric_resources.schema import SCHEMA_VERSION, TABLES
@@ -47,6 +48,16 @@ def activation_lock(home: FabricHome):
             fcntl.flock(fh, fcntl.LOCK_UN)
 
 
+def apply_gate(catalog: Catalog) -> None:
+    """Turn ``parsed`` runs whose verdicts are complete into ``ready`` or ``held``."""
+    updates = []
+    for run in catalog.parse_runs(status="parsed"):
+        status, names = gate_status(run.verdicts)
+        if status is not None:
+            updates.append(StatusUpdate(run.parse_id, status, "gate:" + ",".join(names) if names else None))
+    catalog.set_parse_statuses(updates)
+
+
 def _source_meta(source, root_paths: dict[int, str]) -> dict[str, Any]:
     return {
         "parse_id": source.parse_id,
@@ -65,6 +76,7 @@ def activate(home: FabricHome) -> ActivationReport:
         catalog = home.catalog
         current: Release | None = catalog.current_release()
         prev_sources: dict[str, dict] = current.manifest["sources"] if current else {}
+        apply_gate(catalog)
         status = {r.parse_id: r.status for r in catalog.parse_runs()}
         roots = {r.root_id: r.path for r in catalog.roots()}
         sources: dict[str, dict] = {}

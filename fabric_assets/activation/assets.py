@@ -1,36 +1,16 @@
-"""The per-parse gate and the unpartitioned release asset."""
+"""The unpartitioned release asset (activation reads the per-parse gate verdicts) and its health check."""
 
 
 import dagster as dg
 
 from fabric_assets.activation.activate import activate
-from fabric_assets.partitions import PARTITIONED
-from fabric_resources.catalog import StatusUpdate
 from fabric_resources.dagster_resources import FabricHomeResource
 from fabric_resources.lexical_health import lexical_health
 @dg.asset(
-    **PARTITIONED,
-    deps=["units", "relationships", "chunks", "lexical_documents", "chunk_vectors", "chunk_vectors_multilingual"],
-    group_name="activation",
-    description="The per-parse gate: ready when every projection's verdict passed, else held.",
-)
-def parse_gate(context: dg.AssetExecutionContext, fabric: FabricHomeResource) -> None:
-    home = fabric.open()
-    updates = []
-    for run in home.catalog.parse_runs(context.partition_keys):
-        if run.status == "failed":
-            context.add_asset_metadata({"status": "failed", "reason": run.reason or ""}, partition_key=run.parse_id)
-            continue
-        failing = sorted(k for k, v in run.verdicts.items() if not v.get("passed"))
-        status = "ready" if not failing else "held"
-        updates.append(StatusUpdate(run.parse_id, status, "gate:" + ",".join(failing) if failing else None))
-        context.add_asset_metadata({"status": status, "failing_verdicts": ", ".join(failing)},
-                                   partition_key=run.parse_id)
-    home.catalog.set_parse_statuses(updates)
-
-
-@dg.asset(
-    deps=[dg.AssetDep("parse_gate", partition_mapping=dg.AllPartitionMapping())],
+    deps=[
+        dg.AssetDep(name, partition_mapping=dg.AllPartitionMapping())
+        for name in ("relationships", "lexical_documents", "chunk_vectors", "chunk_vectors_multilingual")
+    ],
     group_name="activation",
     description="The current release: one active parse per source, table versions, index generation.",
 )

@@ -85,6 +85,5 @@ def lexical_documents(context: dg.AssetExecutionContext, fabric: FabricHomeResou
         want = chunk_rows_.filter(pa.compute.equal(chunk_rows_.column("parse_id"), pk)).column("chunk_id").to_pylist()
         got = docs.filter(pa.compute.equal(docs.column("parse_id"), pk)).column("chunk_id").to_pylist()
         verdicts[pk] = counts_consistent(want, got, "lexical documents")
-        context.add_asset_metadata({"rows": len(got)}, partition_key=pk)
-    yield dg.MaterializeResult(metadata={"lance_version": version})
+    yield dg.MaterializeResult(metadata={"lance_version": version, "rows": docs.num_rows})
     yield record_and_summarise(home, "one_lexical_document_per_chunk", "lexical_documents", verdicts)
