@@ -14,6 +14,7 @@ import unicodedata
 from collections.abc import Iterable
 
 from fabric_query.channels.lexical import substring_tokens, word_tokens
+from fabric_resources.offsets import utf16_offset  # noqa: F401  (re-exported for callers)
 from fabric_resources.text_folding import UNSPACED
 from fabric_query.querylang import ParsedQuery
 from fabric_query.types import HighlightSegment
@@ -24,11 +25,6 @@ _WORD = re.compile(r"\w+")
 
 class HighlightError(Exception):
     """The marked passage does not parse back into the passage (a Fabric bug, never user input)."""
-
-
-def utf16_offset(text: str, index: int) -> int:
-    """UTF-16 code-unit offset of Unicode scalar offset ``index`` in ``text``."""
-    return index + sum(1 for ch in text[:index] if ord(ch) > 0xFFFF)
 
 
 def collision_free_markers(passage: str) -> tuple[str, str]:

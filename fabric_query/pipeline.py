@@ -8,7 +8,7 @@ from fabric_query.channels.dense import dense_channel
 from fabric_query.channels.lexical import needs_substring_channel, substring_channel, word_channel
 from fabric_query.channels.scan import scan_channel
 from fabric_query.errors import NoReleaseError
-from fabric_query.evidence import highlight, utf16_offset
+from fabric_query.evidence import highlight
 from fabric_query.fusion import rrf
 from fabric_query.querylang import ParsedQuery, parse_query
 from fabric_query.release import ReleaseView, release_view
@@ -16,6 +16,7 @@ from fabric_query.types import ChannelHit, Citation, CitedSpan, EvidencePack, Hi
 from fabric_resources.home import FabricHome
 from fabric_resources.identity import text_hash
 from fabric_resources.lexical_index import IndexUnusable
+from fabric_resources.schema import FRAGMENT_SEPARATOR
 from fabric_resources.language_routing import needs_multilingual
 from fabric_resources.models.embedder import Embedder
 from fabric_resources.models.multilingual import shared_multilingual_embedder
@@ -35,16 +36,17 @@ def eligible_parses(view: ReleaseView, parsed: ParsedQuery) -> tuple[set[str] | 
 
 
 def _citation(view: ReleaseView, chunk: dict, sources: list[str]) -> Citation:
-    units = view.unit_texts(chunk["parse_id"])
-    spans = []
+    # The chunk text is its fragments' slices joined by FRAGMENT_SEPARATOR, so each slice is read
+    # off the chunk text by length: no unit lookup on the query path.
+    spans, cursor, text = [], 0, chunk["text"]
     for frag in chunk["fragments"]:
-        unit_text = units[frag["unit_id"]]
         s, e = frag["start_char"], frag["end_char"]
+        piece = text[cursor:cursor + (e - s)]
+        cursor += (e - s) + len(FRAGMENT_SEPARATOR)
         spans.append(
             CitedSpan(
                 unit_id=frag["unit_id"], start_char=s, end_char=e,
-                start_utf16=utf16_offset(unit_text, s), end_utf16=utf16_offset(unit_text, e),
-                text_hash=text_hash(unit_text[s:e]),
+                start_utf16=frag["start_utf16"], end_utf16=frag["end_utf16"], text_hash=text_hash(piece),
             )
         )
     meta = view.sources[sources[0]]

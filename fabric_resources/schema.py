@@ -16,7 +16,7 @@ from pathlib import Path
 import pyarrow as pa
 
 #: Bumped whenever a table schema, the index fields or an analyzer changes.
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 #: Embedding width of all-MiniLM-L6-v2 (its model card).
 DENSE_DIM = 384
@@ -26,6 +26,9 @@ FRAGMENT = pa.struct(
         pa.field("unit_id", pa.string(), nullable=False),
         pa.field("start_char", pa.int32(), nullable=False),
         pa.field("end_char", pa.int32(), nullable=False),
+        # The same positions in UTF-16 code units (for JavaScript clients), computed once at chunking.
+        pa.field("start_utf16", pa.int32(), nullable=False),
+        pa.field("end_utf16", pa.int32(), nullable=False),
     ]
 )
 

@@ -7,6 +7,7 @@ import pyarrow as pa
 from fabric_assets.chunking.fine_chunks import ChunkInputUnit, FineChunk
 from fabric_resources import identity
 from fabric_resources.lexical_index import ANALYZER_ID
+from fabric_resources.offsets import utf16_offset
 from fabric_resources.schema import CHUNKS, LEXICAL_DOCUMENTS
 from fabric_resources.text_folding import fold
 
@@ -20,7 +21,8 @@ def chunk_inputs(units: pa.Table) -> list[ChunkInputUnit]:
     ]
 
 
-def chunk_rows(parse_id: str, chunks: list[FineChunk], chunker: str) -> pa.Table:
+def chunk_rows(parse_id: str, chunks: list[FineChunk], chunker: str, unit_texts: dict[str, str]) -> pa.Table:
+    """Rows of ``chunks``; ``unit_texts`` (unit_id → text) gives the UTF-16 offsets of each fragment."""
     return pa.Table.from_pylist(
         [
             {
@@ -30,7 +32,9 @@ def chunk_rows(parse_id: str, chunks: list[FineChunk], chunker: str) -> pa.Table
                 "text": c.text,
                 "text_hash": identity.text_hash(c.text),
                 "fragments": [
-                    {"unit_id": f.unit_id, "start_char": f.start_char, "end_char": f.end_char}
+                    {"unit_id": f.unit_id, "start_char": f.start_char, "end_char": f.end_char,
+                     "start_utf16": utf16_offset(unit_texts[f.unit_id], f.start_char),
+                     "end_utf16": utf16_offset(unit_texts[f.unit_id], f.end_char)}
                     for f in c.fragments
                 ],
                 "section_path": list(c.section_path),

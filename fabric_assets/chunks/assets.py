@@ -50,7 +50,7 @@ def chunks(context: dg.AssetExecutionContext, fabric: FabricHomeResource):
     for pk in live:
         u = units.filter(pa.compute.equal(units.column("parse_id"), pk))
         packed = pack_fine_chunks(chunk_inputs(u), embedder.token_spans, home.config.chunking.max_tokens)
-        rows = chunk_rows(pk, packed, chunker)
+        rows = chunk_rows(pk, packed, chunker, dict(zip(u.column("unit_id").to_pylist(), u.column("text").to_pylist())))
         tables.append(rows)
         exact[pk] = fragments_reproduce_text(rows, u)
         unique[pk] = ids_unique(rows, "chunk_id")

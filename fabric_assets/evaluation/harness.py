@@ -183,7 +183,7 @@ class Baselines:
 
         def lancedb_hybrid(query: str, qvec: np.ndarray) -> list[str]:
             q = (table.search(query_type="hybrid").vector(qvec.tolist()).text(query)
-                 .rerank(reranker).limit(DEPTH).select(["chunk_id"]))
+                 .rerank(reranker).limit(DEPTH))
             return q.to_arrow().column("chunk_id").to_pylist()
 
         self.systems = {"bm25s": bm25_search, "flat-cosine": cosine_search, "lancedb-hybrid": lancedb_hybrid}
