@@ -304,6 +304,8 @@ def eval_cmd(
     split: Annotated[str, typer.Option(help="test (reported), dev (tuning) or all.")] = "test",
     config: Annotated[Optional[Path], typer.Option(help="A Fabric config JSON to evaluate.")] = None,
     json_out: Annotated[Optional[Path], typer.Option("--json-out")] = None,
+    work_dir: Annotated[Optional[Path], typer.Option(
+        "--work-dir", help="Keep the scratch home here and reuse it (re-ingest is a no-op scan).")] = None,
 ) -> None:
     """Ingest a BEIR collection through Dagster and score Fabric, its channels and baselines."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -315,7 +317,8 @@ def eval_cmd(
     if not (beir_dir / "corpus.jsonl").exists():
         _fail(f"{beir_dir} has no corpus.jsonl")
     cfg = FabricConfig.load(config) if config else None
-    result = run_eval(beir_dir, limit_queries=limit_queries, split=split, config=cfg)  # type: ignore[arg-type]
+    result = run_eval(beir_dir, limit_queries=limit_queries, split=split, config=cfg,  # type: ignore[arg-type]
+                      work_dir=work_dir)
     if json_out:
         json_out.write_text(json.dumps(result, indent=2))
     console.print(markdown_table(result))
@@ -341,6 +344,20 @@ def bench_ingest_cmd(
     for k, v in result.items():
         table.add_row(k, json.dumps(v) if isinstance(v, dict) else str(v))
     console.print(table)
+
+
+@app.command("eval-tune")
+def eval_tune_cmd(
+    beir_dir: Annotated[Path, typer.Argument(help="A BEIR folder.")],
+    work_dir: Annotated[Path, typer.Option("--work-dir", help="Scratch home to create or reuse.")],
+    top: Annotated[int, typer.Option(min=1)] = 10,
+) -> None:
+    """Grid-search RRF k and channel weights on the dev half of the queries; print the best points."""
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    from fabric_assets.evaluation.harness import tune_fusion
+
+    for row in tune_fusion(beir_dir, work_dir)[:top]:
+        console.print(json.dumps(row))
 
 
 @bench_app.command("incremental")

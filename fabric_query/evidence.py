@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 import unicodedata
 from collections.abc import Iterable
+from functools import lru_cache
 
 from fabric_query.channels.lexical import substring_tokens, word_tokens
 from fabric_resources.offsets import utf16_offset  # noqa: F401  (re-exported for callers)
@@ -53,7 +54,7 @@ def match_ranges(passage: str, parsed: ParsedQuery) -> list[tuple[int, int]]:
     for m in _WORD.finditer(folded):
         if UNSPACED.search(m.group()):
             continue
-        if stems.intersection(word_tokens(m.group())):
+        if stems.intersection(_word_tokens_cached(m.group())):
             ranges.append((origin[m.start()], origin[m.end() - 1] + 1))
     compact = [(i, c) for i, c in enumerate(folded) if not c.isspace()]
     hay = "".join(c for _, c in compact)
@@ -67,6 +68,11 @@ def match_ranges(passage: str, parsed: ParsedQuery) -> list[tuple[int, int]]:
             ranges.append((origin[a], origin[b] + 1))
             start = hay.find(needle, start + 1)
     return _merge(_extend_over_marks(passage, ranges))
+
+
+@lru_cache(maxsize=65536)
+def _word_tokens_cached(word: str) -> tuple[str, ...]:
+    return tuple(word_tokens(word))
 
 
 def _extend_over_marks(passage: str, ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:

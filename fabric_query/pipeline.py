@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 
 from fabric_query.channels.dense import dense_channel
-from fabric_query.channels.lexical import needs_substring_channel, substring_channel, word_channel
+from fabric_query.channels.lexical import Feedback, needs_substring_channel, substring_channel, word_channel
 from fabric_query.channels.scan import scan_channel
 from fabric_query.errors import NoReleaseError
 from fabric_query.evidence import highlight
@@ -105,7 +105,10 @@ def search(
         fallback_reason = lexical.reason
         lexical_results["scan"] = scan_channel(view, parsed, eligible, depth)
     else:
-        lexical_results["word"] = word_channel(lexical, parsed, eligible, depth)
+        feedback = (Feedback(cfg.feedback_docs, cfg.feedback_terms, cfg.feedback_weight)
+                    if cfg.feedback_terms else None)
+        lexical_results["word"] = word_channel(lexical, parsed, eligible, depth, feedback,
+                                               lambda cid: view.chunk(cid)["text"])
         if needs_substring_channel(parsed):
             lexical_results["substring"] = substring_channel(lexical, parsed, eligible, depth)
     t = lap("lexical", t)
@@ -128,7 +131,7 @@ def search(
         for name in ("dense", "dense_multilingual"):
             if name in rankings:
                 rankings[name] = [c for c in rankings[name] if c in allowed]
-    fused = rrf(rankings, cfg.rrf_k)[:limit]
+    fused = rrf(rankings, cfg.rrf_k, cfg.channel_weights)[:limit]
     t = lap("fusion", t)
 
     hits = []

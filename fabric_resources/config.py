@@ -71,6 +71,13 @@ class QueryConfig(_Strict):
     """
 
     rrf_k: int = Field(60, gt=0)
+    feedback_terms: int = Field(0, ge=0, description="RM3-style expansion terms for the word channel (0 = off).")
+    feedback_docs: int = Field(10, gt=0)
+    feedback_weight: float = Field(0.5, gt=0)
+    channel_weights: dict[str, float] = Field(
+        default_factory=dict,
+        description="Weighted RRF: channel name → weight (default 1.0 each); tuned on dev queries only.",
+    )
     channel_depth: int = Field(100, gt=0, description="Candidates each channel hands to fusion.")
     default_limit: int = Field(10, gt=0)
     max_query_chars: int = Field(1000, gt=0)

@@ -285,3 +285,56 @@ def markdown_table(result: dict) -> str:
         ms_text = "" if name.startswith("fabric:") else f"{ms:.1f}" if ms is not None else ""
         lines.append(f"| {name} | " + " | ".join(f"{m[k]:.4f}" for k in METRICS) + f" | {ms_text} |")
     return "\n".join(lines)
+
+
+def tune_fusion(
+    folder: Path,
+    work_dir: Path,
+    ks: tuple[int, ...] = (10, 20, 40, 60, 100),
+    weights: tuple[float, ...] = (0.5, 0.75, 1.0, 1.5, 2.0),
+    split: Split = "dev",
+    feedback: tuple[tuple[int, int, float], ...] = ((0, 10, 0.5), (10, 10, 0.3), (10, 10, 0.5), (20, 5, 0.5)),
+) -> list[dict]:
+    """Grid-search RRF ``k`` and per-channel weights on one split (dev by default).
+
+    Channel rankings are computed once per query through ``fabric_query``; every
+    grid point re-fuses them with :func:`fabric_query.fusion.rrf`. Returns the
+    grid points sorted by nDCG@10, best first. ``work_dir`` holds (or receives)
+    the ingested home, as in :func:`run_eval`.
+    """
+    import itertools
+
+    from fabric_query.fusion import rrf
+
+    collection = load_beir(folder)
+    qids = [q for q in collection.queries if in_split(q, split) and q in collection.qrels]
+    home = FabricHome(Path(work_dir) / "home")
+    names = write_corpus(collection, Path(work_dir) / collection.name)
+    ingest(Path(work_dir) / collection.name, home)
+    view = release_view(home, home.catalog.current_release())
+    label = f"fs:{collection.name}/"
+    doc_of_parse = {meta["parse_id"]: names[key[len(label):]] for key, meta in view.sources.items()}
+    parse_of_chunk = dict(zip(view.chunks.column("chunk_id").to_pylist(), view.chunks.column("parse_id").to_pylist()))
+    embedder = shared_embedder(home.config.dense.batch_size)
+    base = home.config
+    results = []
+    for terms, docs_n, weight in feedback:
+        query_cfg = base.query.model_copy(update={"feedback_terms": terms, "feedback_docs": docs_n,
+                                                  "feedback_weight": weight, "channel_depth": DEPTH})
+        home.__dict__["config"] = base.model_copy(update={"query": query_cfg})
+        per_query = {}
+        for q in qids:
+            pack = pipeline.search(home, _as_free_text(collection.queries[q]), embedder, limit=1, debug=True)
+            per_query[q] = {k: list(v) for k, v in pack.channel_rankings.items()}
+        channels = sorted({c for r in per_query.values() for c in r})
+        for k in ks:
+            for combo in itertools.product(weights, repeat=len(channels)):
+                w = dict(zip(channels, combo))
+                run = {}
+                for q, rankings in per_query.items():
+                    fused = [c for c, _ in rrf(rankings, k, w)]
+                    run[q] = first_occurrence([doc_of_parse[parse_of_chunk[c]] for c in fused])
+                results.append({"feedback": [terms, docs_n, weight], "k": k, "weights": w,
+                                **score_run(run, collection.qrels)})
+    home.__dict__["config"] = base
+    return sorted(results, key=lambda r: -r["nDCG@10"])

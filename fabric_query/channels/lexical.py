@@ -3,6 +3,10 @@ character phrases over the ``substring`` field) of the tantivy serving index."""
 
 from __future__ import annotations
 
+import math
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass
 from functools import lru_cache
 
 import tantivy
@@ -52,7 +56,11 @@ def _sequence_query(schema: tantivy.Schema, field: str, tokens: list[str]) -> ta
 
 
 def build_query(
-    schema: tantivy.Schema, field: str, parsed: ParsedQuery, eligible_parse_ids: set[str] | None
+    schema: tantivy.Schema,
+    field: str,
+    parsed: ParsedQuery,
+    eligible_parse_ids: set[str] | None,
+    expansion: list[tuple[str, float]] = (),
 ) -> tantivy.Query | None:
     """Compile a parsed query for one field; user text is only ever bound as term values.
 
@@ -78,6 +86,9 @@ def build_query(
             clauses.append((tantivy.Occur.Must, q))
     if not clauses:
         return None
+    for term, weight in expansion:
+        clauses.append((tantivy.Occur.Should,
+                        tantivy.Query.boost_query(tantivy.Query.term_query(schema, field, term), weight)))
     for ex in parsed.excluded:
         q = _sequence_query(schema, field, analyze(ex))
         if q is not None:
@@ -102,8 +113,63 @@ def search_field(
     return ranked(pairs, depth)
 
 
-def word_channel(index: OpenIndex, parsed: ParsedQuery, eligible: set[str] | None, depth: int) -> ChannelResult:
-    return search_field(index, INDEX_FIELD_WORD, parsed, eligible, depth)
+@dataclass(frozen=True)
+class Feedback:
+    """Pseudo-relevance feedback (RM3-style, Lavrenko & Croft 2001; Abdul-Jaleel et al. 2004):
+    the ``terms`` best terms of the top ``docs`` first-pass hits, by Σ_d tf(t,d)/|d| · idf(t),
+    are added as SHOULD clauses boosted by ``weight`` × their normalised score."""
+
+    docs: int = 10
+    terms: int = 10
+    weight: float = 0.5
+
+
+def expansion_terms(
+    index: OpenIndex, first_pass: ChannelResult, text_of: Callable[[str], str], query_tokens: set[str], fb: Feedback
+) -> list[tuple[str, float]]:
+    searcher = index.searcher
+    n_docs = max(searcher.num_docs, 1)
+    scores: dict[str, float] = {}
+    for chunk_id, _ in first_pass[: fb.docs]:
+        tokens = word_tokens(text_of(chunk_id))
+        if not tokens:
+            continue
+        for term, tf in Counter(tokens).items():
+            if term not in query_tokens and len(term) > 1:
+                scores[term] = scores.get(term, 0.0) + tf / len(tokens)
+    weighted = []
+    for term, s in scores.items():
+        df = searcher.doc_freq(INDEX_FIELD_WORD, term)
+        if df and df / n_docs < 0.1:  # very common terms carry no topic
+            weighted.append((term, s * math.log(n_docs / df)))
+    weighted.sort(key=lambda p: (-p[1], p[0]))
+    top = weighted[: fb.terms]
+    if not top:
+        return []
+    best = top[0][1]
+    return [(t, fb.weight * s / best) for t, s in top]
+
+
+def word_channel(
+    index: OpenIndex,
+    parsed: ParsedQuery,
+    eligible: set[str] | None,
+    depth: int,
+    feedback: Feedback | None = None,
+    text_of: Callable[[str], str] | None = None,
+) -> ChannelResult:
+    """BM25 over the word field; with ``feedback`` (and ``text_of``: chunk ID → text) a second
+    pass adds expansion terms from the first pass's top chunks."""
+    first = search_field(index, INDEX_FIELD_WORD, parsed, eligible, depth)
+    if feedback is None or text_of is None or not first:
+        return first
+    expansion = expansion_terms(index, first, text_of, set(word_tokens(" ".join(parsed.terms))), feedback)
+    if not expansion:
+        return first
+    query = build_query(index.schema, INDEX_FIELD_WORD, parsed, eligible, expansion)
+    searcher = index.searcher
+    hits = searcher.search(query, limit=depth + 32).hits
+    return ranked([(searcher.doc(a)[INDEX_FIELD_CHUNK_ID][0], float(s)) for s, a in hits], depth)
 
 
 def substring_channel(index: OpenIndex, parsed: ParsedQuery, eligible: set[str] | None, depth: int) -> ChannelResult:
