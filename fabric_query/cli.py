@@ -14,12 +14,13 @@ from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
+from pydantic import ValidationError
 from rich.console import Console
 from rich.table import Table
 
 from fabric_query.errors import FabricQueryError
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_show_locals=False, help="Fabric: retrieval with verifiable evidence.")
+app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False, help="Fabric: retrieval with verifiable evidence.")
 bench_app = typer.Typer(no_args_is_help=True, help="Benchmarks that print figures and ratios.")
 app.add_typer(bench_app, name="bench")
 console = Console()
@@ -157,19 +158,28 @@ def resolve(
     from fabric_query.api import Fabric
 
     _set_home(home)
-    raw = sys.stdin.read() if citation == "-" else (
-        Path(citation).read_text() if Path(citation).is_file() else citation)
+    looks_like_path = citation != "-" and not citation.lstrip().startswith(("{", "["))
+    if looks_like_path and not Path(citation).is_file():
+        _fail(f"{citation}: no such file (give citation JSON, a file holding it, or - for stdin)")
+    raw = sys.stdin.read() if citation == "-" else (Path(citation).read_text() if looks_like_path else citation)
     try:
         data = json.loads(raw)
     except ValueError as exc:
         _fail(f"not JSON: {exc}")
+    if not isinstance(data, dict):
+        _fail("expected a JSON object: a citation, a hit or an EvidencePack")
     if "results" in data:
         if not data["results"]:
             _fail("the EvidencePack has no results")
         data = data["results"][0]
     data = data.get("citation", data)
+    if not isinstance(data, dict):
+        _fail("the citation must be a JSON object")
     try:
         result = Fabric().resolve(data)
+    except ValidationError as exc:
+        fields = ", ".join(".".join(str(p) for p in e["loc"]) for e in exc.errors())
+        _fail(f"not a valid citation (missing or malformed: {fields})")
     except (FabricQueryError, ValueError) as exc:
         _fail(f"{type(exc).__name__}: {exc}")
     colour = "green" if result.status == "verified" else "red"
@@ -351,12 +361,13 @@ def eval_tune_cmd(
     beir_dir: Annotated[Path, typer.Argument(help="A BEIR folder.")],
     work_dir: Annotated[Path, typer.Option("--work-dir", help="Scratch home to create or reuse.")],
     top: Annotated[int, typer.Option(min=1)] = 10,
+    limit_queries: Annotated[Optional[int], typer.Option("--limit-queries", min=1)] = None,
 ) -> None:
-    """Grid-search RRF k and channel weights on the dev half of the queries; print the best points."""
+    """Grid-search RRF k, channel weights and word-channel feedback on the dev half of the queries."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     from fabric_assets.evaluation.harness import tune_fusion
 
-    for row in tune_fusion(beir_dir, work_dir)[:top]:
+    for row in tune_fusion(beir_dir, work_dir, limit_queries=limit_queries)[:top]:
         console.print(json.dumps(row))
 
 

@@ -16,6 +16,7 @@ from pathlib import Path
 from fabric_query.types import Citation, ResolveCheck, ResolveResult
 from fabric_resources.home import FabricHome
 from fabric_resources.identity import text_hash
+from fabric_resources.offsets import utf16_offset
 from fabric_resources.schema import FRAGMENT_SEPARATOR
 
 
@@ -46,7 +47,8 @@ def resolve(home: FabricHome, citation: Citation) -> ResolveResult:
     checks: list[ResolveCheck] = []
     cited = home.catalog.release(citation.release_id)
     checks.append(ResolveCheck(check="release", ok=cited is not None,
-                               detail="" if cited else f"release {citation.release_id} unknown"))
+                               detail=f"release {citation.release_id} exists" if cited
+                               else f"release {citation.release_id} unknown"))
     current = home.catalog.current_release()
     active = (current.manifest["sources"].get(citation.source_key) if current else None) or {}
     if not active:
@@ -62,7 +64,8 @@ def resolve(home: FabricHome, citation: Citation) -> ResolveResult:
     run = home.catalog.parse_run(citation.parse_id)
     parse_ok = run is not None and run.status == "ready" and run.source_hash == citation.source_hash
     checks.append(ResolveCheck(check="parse", ok=parse_ok,
-                               detail="" if parse_ok else f"parse run {citation.parse_id} not ready for these bytes"))
+                               detail=f"parse run {citation.parse_id[:12]}… is ready for these bytes" if parse_ok
+                               else f"parse run {citation.parse_id} not ready for these bytes"))
     text = None
     release_for_units = current if active.get("parse_id") == citation.parse_id else cited
     if release_for_units is not None:
@@ -73,14 +76,21 @@ def resolve(home: FabricHome, citation: Citation) -> ResolveResult:
         for span in citation.spans:
             unit = units.get(span.unit_id)
             piece = unit[span.start_char:span.end_char] if unit is not None else None
-            if piece is None or text_hash(piece) != span.text_hash or span.end_char > len(unit):
+            if (
+                piece is None
+                or not 0 <= span.start_char <= span.end_char <= len(unit)
+                or text_hash(piece) != span.text_hash
+                or (span.start_utf16, span.end_utf16) != (utf16_offset(unit, span.start_char),
+                                                          utf16_offset(unit, span.end_char))
+            ):
                 bad.append(span.unit_id)
             else:
                 pieces.append(piece)
         passage = FRAGMENT_SEPARATOR.join(pieces)
         units_ok = not bad and text_hash(passage) == citation.text_hash
-        checks.append(ResolveCheck(check="units", ok=units_ok,
-                                   detail="spans reproduce the cited text" if units_ok else f"spans differ: {bad[:3]}"))
+        detail = ("spans and their offsets reproduce the cited text" if units_ok
+                  else f"spans differ: {bad[:3]}" if bad else "no spans, or they do not rebuild the cited text")
+        checks.append(ResolveCheck(check="units", ok=units_ok, detail=detail))
         text = passage if units_ok else None
     else:
         checks.append(ResolveCheck(check="units", ok=False, detail="no release to read units from"))

@@ -71,11 +71,13 @@ class QueryConfig(_Strict):
     """
 
     rrf_k: int = Field(60, gt=0)
-    feedback_terms: int = Field(0, ge=0, description="RM3-style expansion terms for the word channel (0 = off).")
-    feedback_docs: int = Field(10, gt=0)
+    # Defaults tuned on the dev half of Cranfield's queries only (`fabric eval-tune`,
+    # docs/benchmarks.md): feedback 20 terms from 5 chunks at weight 0.5, dense weight 0.75.
+    feedback_terms: int = Field(20, ge=0, description="RM3-style expansion terms for the word channel (0 = off).")
+    feedback_docs: int = Field(5, gt=0)
     feedback_weight: float = Field(0.5, gt=0)
     channel_weights: dict[str, float] = Field(
-        default_factory=dict,
+        default_factory=lambda: {"dense": 0.75},
         description="Weighted RRF: channel name → weight (default 1.0 each); tuned on dev queries only.",
     )
     channel_depth: int = Field(100, gt=0, description="Candidates each channel hands to fusion.")

@@ -186,8 +186,9 @@ class LexicalIndex:
         Returns the new generation's name. ``previous`` is never modified.
         """
         self.root.mkdir(parents=True, exist_ok=True)
-        existing = self.generations()
-        number = int(_GEN.match(existing[-1]).group(1)) + 1 if existing else 1
+        # Number above every gen-* directory, complete or not: a killed writer may leave one behind.
+        taken = [int(m.group(1)) for p in self.root.iterdir() if (m := _GEN.match(p.name))]
+        number = max(taken, default=0) + 1
         name = f"gen-{number:08d}"
         target = self.root / name
         tmp = self.root / f".{name}.tmp"

@@ -605,3 +605,27 @@ def test_open_truncated_segment_files(lexical, tmp_path):
     except BaseException as exc:  # noqa: BLE001 - pyo3 panics derive from BaseException
         outcome = f"{type(exc).__module__}.{type(exc).__name__}"
     assert outcome == "index-unreadable"
+
+
+def test_eligibility_filter_does_not_make_terms_optional(tmp_path):
+    """guards against: a MUST eligibility clause turning the query's SHOULD terms optional, so
+    every eligible chunk 'matches' a query it does not contain (found by a fresh-user trial)."""
+    import pyarrow as pa
+
+    from fabric_query.channels.lexical import substring_channel, word_channel
+    from fabric_query.querylang import parse_query
+    from fabric_resources.lexical_index import ANALYZER_ID, LexicalIndex
+    from fabric_resources.schema import LEXICAL_DOCUMENTS
+    from fabric_resources.text_folding import fold
+
+    pa_ = "a" * 32
+    docs = pa.table({"parse_id": [pa_, pa_], "chunk_id": ["c1", "c2"],
+                     "folded_text": [fold("the quick fox"), fold("認証トークン")],
+                     "analyzer": [ANALYZER_ID, ANALYZER_ID]}, schema=LEXICAL_DOCUMENTS)
+    index = LexicalIndex(tmp_path / "idx")
+    opened = index.open(index.build_fresh(docs))
+    for q in ("xyzzyqq", "zebra", '"slow fox"'):
+        assert word_channel(opened, parse_query(q), {pa_}, 10) == [], q
+    assert [c for c, _ in word_channel(opened, parse_query("fox"), {pa_}, 10)] == ["c1"]
+    assert substring_channel(opened, parse_query("署名"), {pa_}, 10) == []
+    assert [c for c, _ in substring_channel(opened, parse_query("トークン"), {pa_}, 10)] == ["c2"]

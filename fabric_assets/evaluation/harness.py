@@ -294,6 +294,7 @@ def tune_fusion(
     weights: tuple[float, ...] = (0.5, 0.75, 1.0, 1.5, 2.0),
     split: Split = "dev",
     feedback: tuple[tuple[int, int, float], ...] = ((0, 10, 0.5), (10, 10, 0.3), (10, 10, 0.5), (20, 5, 0.5)),
+    limit_queries: int | None = None,
 ) -> list[dict]:
     """Grid-search RRF ``k`` and per-channel weights on one split (dev by default).
 
@@ -307,7 +308,7 @@ def tune_fusion(
     from fabric_query.fusion import rrf
 
     collection = load_beir(folder)
-    qids = [q for q in collection.queries if in_split(q, split) and q in collection.qrels]
+    qids = [q for q in collection.queries if in_split(q, split) and q in collection.qrels][:limit_queries]
     home = FabricHome(Path(work_dir) / "home")
     names = write_corpus(collection, Path(work_dir) / collection.name)
     ingest(Path(work_dir) / collection.name, home)

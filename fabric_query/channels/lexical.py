@@ -71,24 +71,26 @@ def build_query(
     parse ID, so BM25 ranks among eligible chunks only.
     """
     analyze = word_tokens if field == INDEX_FIELD_WORD else substring_tokens
-    clauses: list[tuple[tantivy.Occur, tantivy.Query]] = []
+    should: list[tantivy.Query] = []
     if field == INDEX_FIELD_WORD:
         for tok in dict.fromkeys(analyze(" ".join(parsed.terms))):
-            clauses.append((tantivy.Occur.Should, tantivy.Query.term_query(schema, field, tok)))
+            should.append(tantivy.Query.term_query(schema, field, tok))
     else:
         for term in dict.fromkeys(parsed.terms):
             q = _sequence_query(schema, field, analyze(term))
             if q is not None:
-                clauses.append((tantivy.Occur.Should, q))
-    for phrase in parsed.phrases:
-        q = _sequence_query(schema, field, analyze(phrase))
-        if q is not None:
-            clauses.append((tantivy.Occur.Must, q))
-    if not clauses:
+                should.append(q)
+    must = [q for q in (_sequence_query(schema, field, analyze(p)) for p in parsed.phrases) if q is not None]
+    if not should and not must:
         return None
-    for term, weight in expansion:
-        clauses.append((tantivy.Occur.Should,
-                        tantivy.Query.boost_query(tantivy.Query.term_query(schema, field, term), weight)))
+    should += [tantivy.Query.boost_query(tantivy.Query.term_query(schema, field, t), w) for t, w in expansion]
+    clauses: list[tuple[tantivy.Occur, tantivy.Query]] = [(tantivy.Occur.Must, q) for q in must]
+    if must:
+        clauses += [(tantivy.Occur.Should, q) for q in should]  # a required phrase matched; terms rank
+    else:
+        # At least one term must match. Nested, because beside a MUST clause (the eligibility
+        # filter) tantivy treats top-level SHOULD clauses as optional: every eligible chunk would match.
+        clauses.append((tantivy.Occur.Must, tantivy.Query.boolean_query([(tantivy.Occur.Should, q) for q in should])))
     for ex in parsed.excluded:
         q = _sequence_query(schema, field, analyze(ex))
         if q is not None:
