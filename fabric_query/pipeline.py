@@ -30,7 +30,7 @@ def eligible_parses(view: ReleaseView, parsed: ParsedQuery) -> tuple[set[str] | 
     f = parsed.filters
     by_parse: dict[str, list[str]] = {}
     for key, meta in sorted(view.sources.items()):
-        if f.admits(key, meta["media_type"], meta.get("mtime_ns")):
+        if f.admits(key, meta["media_type"], meta.get("mtime_ns"), meta.get("language")):
             by_parse.setdefault(meta["parse_id"], []).append(key)
     return (set(by_parse) if f.active else None), by_parse
 

@@ -1,7 +1,9 @@
 """Query language: free text, ``"exact phrases"``, ``-excluded`` terms and filters.
 
 Filters: ``path:`` (substring of the source key), ``type:`` (media type, or
-its prefix before ``/``), ``after:`` / ``before:`` (source modification time,
+its prefix before ``/``), ``lang:`` (document language, BCP 47 primary subtag:
+declared by the document, e.g. an EPUB's ``dc:language``, else guessed from
+its script for ja/zh/ko/th), ``after:`` / ``before:`` (source modification time,
 ``YYYY-MM-DD``, after is inclusive, before exclusive), ``source:`` (one or
 more source keys, comma-separated — the scope). A filter value may be quoted.
 Each filter key may appear at most once. A word with a colon whose key is not
@@ -17,7 +19,7 @@ from dataclasses import dataclass, field
 
 from fabric_query.errors import EmptyQueryError, QuerySyntaxError, QueryTooLongError
 
-FILTER_KEYS = ("path", "type", "after", "before", "source")
+FILTER_KEYS = ("path", "type", "lang", "after", "before", "source")
 
 
 @dataclass(frozen=True)
@@ -27,16 +29,26 @@ class Filters:
     after_ns: int | None = None
     before_ns: int | None = None
     sources: tuple[str, ...] = ()
+    language: str | None = None
 
     @property
     def active(self) -> bool:
         return (self.path is not None or self.media_type is not None or self.after_ns is not None
-                or self.before_ns is not None or bool(self.sources))
+                or self.before_ns is not None or bool(self.sources) or self.language is not None)
 
-    def admits(self, source_key: str, media_type: str, mtime_ns: int | None) -> bool:
-        """True if a source with these attributes is eligible."""
+    def admits(self, source_key: str, media_type: str, mtime_ns: int | None, language: str | None = None) -> bool:
+        """True if a source with these attributes is eligible.
+
+        ``lang:`` compares BCP 47 primary subtags case-insensitively (``lang:en`` admits
+        ``en-US``); a source whose language is unknown is not admitted by a ``lang:`` filter.
+        """
         if self.sources and source_key not in self.sources:
             return False
+        if self.language is not None:
+            wanted = self.language.lower()
+            have = (language or "").lower()
+            if not (have == wanted or have.split("-")[0] == wanted.split("-")[0]):
+                return False
         if self.path is not None and self.path not in source_key:
             return False
         if self.media_type is not None:
@@ -156,5 +168,6 @@ def parse_query(text: str, max_chars: int = 1000) -> ParsedQuery:
         after_ns=_date_ns("after", values["after"]) if "after" in values else None,
         before_ns=_date_ns("before", values["before"]) if "before" in values else None,
         sources=sources,
+        language=values.get("lang"),
     )
     return ParsedQuery(tuple(terms), tuple(phrases), tuple(excluded), filters)

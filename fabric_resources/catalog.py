@@ -57,6 +57,7 @@ class ParseRun:
     parser_name: str
     parser_version: str
     parser_config_hash: str
+    language: str | None
     status: str
     reason: str | None
     detail: str | None
@@ -73,6 +74,7 @@ class StatusUpdate:
     reason: str | None = None
     detail: str | None = None
     counts: dict[str, Any] | None = None
+    language: str | None = None
 
 
 @dataclass(frozen=True)
@@ -258,6 +260,9 @@ class Catalog:
                 if u.counts is not None:
                     sets.append("counts = ?")
                     args.append(json.dumps(u.counts, sort_keys=True))
+                if u.language is not None:
+                    sets.append("language = ?")
+                    args.append(u.language)
                 con.execute(f"UPDATE parse_runs SET {', '.join(sets)} WHERE parse_id = ?", [*args, u.parse_id])
             con.executemany(
                 "INSERT INTO events(at, kind, parse_id, detail) VALUES (?,?,?,?)",

@@ -36,3 +36,29 @@ def _is_latin(ch: str) -> bool:
         return "LATIN" in unicodedata.name(ch)
     except ValueError:
         return False
+
+
+def guess_language(text: str) -> str | None:
+    """A BCP 47 primary subtag when the script alone identifies the language, else ``None``.
+
+    Kana → ``ja``; Hangul → ``ko``; Han without kana → ``zh``; Thai → ``th``. Latin, Cyrillic,
+    Arabic… are shared by many languages, so no guess is made for them.
+
+    >>> guess_language("認証トークン"), guess_language("园丁每天"), guess_language("The keeper")
+    ('ja', 'zh', None)
+    """
+    sample = text[:20_000]
+    kana = sum(1 for c in sample if "\u3040" <= c <= "\u30ff")
+    hangul = sum(1 for c in sample if "\uac00" <= c <= "\ud7a3")
+    han = sum(1 for c in sample if "\u4e00" <= c <= "\u9fff")
+    thai = sum(1 for c in sample if "\u0e00" <= c <= "\u0e7f")
+    letters = sum(1 for c in sample if c.isalpha()) or 1
+    if (kana + han) / letters > 0.3 and kana:
+        return "ja"
+    if hangul / letters > 0.3:
+        return "ko"
+    if han / letters > 0.3:
+        return "zh"
+    if thai / letters > 0.3:
+        return "th"
+    return None

@@ -140,6 +140,7 @@ CREATE TABLE IF NOT EXISTS parse_runs (
     parser_name        TEXT NOT NULL,
     parser_version     TEXT NOT NULL,
     parser_config_hash TEXT NOT NULL,
+    language           TEXT,                -- declared by the document or guessed from its script
     status             TEXT NOT NULL,       -- pending | parsed | ready | failed | held
     reason             TEXT,
     detail             TEXT,

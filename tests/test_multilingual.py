@@ -51,3 +51,21 @@ def test_each_chunk_gets_one_vector_from_the_model_its_text_needs(tmp_path, fabr
     en = fabric.search("who lit the lamp")
     assert "dense" in en.channels_run and "dense_multilingual" not in en.channels_run
     assert en.results[0].citation.source_key == "fs:src/en.txt"
+
+
+def test_lang_filter_uses_declared_or_script_language(tmp_path, fabric_home):
+    """guards against: lang: ignored, or applied after ranking (an ineligible best match leaking)."""
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "en.txt").write_text("The rainy season in Hokkaido is short.\n")
+    (src / "ja.txt").write_text("梅雨は東アジアの雨季です。北海道には梅雨がありません。\n", encoding="utf-8")
+    (src / "zh.txt").write_text("园丁每天早上给花园浇水。春天的时候，桃花开放。\n", encoding="utf-8")
+    ingest(src, fabric_home)
+    fabric = Fabric(fabric_home.root)
+    langs = {k: m["language"] for k, m in fabric_home.catalog.current_release().manifest["sources"].items()}
+    assert langs == {"fs:src/en.txt": None, "fs:src/ja.txt": "ja", "fs:src/zh.txt": "zh"}
+    hits = fabric.search("雨季 lang:ja").results
+    assert hits and {h.citation.source_key for h in hits} == {"fs:src/ja.txt"}
+    # The best match for 花园 is Chinese; with lang:ja only the Japanese document is eligible.
+    assert {h.citation.source_key for h in fabric.search("花园 lang:ja").results} <= {"fs:src/ja.txt"}
+    assert {h.citation.source_key for h in fabric.search("花园 lang:zh").results} == {"fs:src/zh.txt"}

@@ -360,3 +360,14 @@ def test_terms_roundtrip(words):
     if not words:
         return
     assert parse_query(" ".join(words)).terms == tuple(words)
+
+
+def test_lang_filter_matches_primary_subtag():
+    """guards against: lang:en missing en-US documents, or admitting documents of unknown language."""
+    f = parse_query("x lang:en").filters
+    assert f.active and f.language == "en"
+    assert f.admits("fs:a", "text/plain", 1, "en-US")
+    assert f.admits("fs:a", "text/plain", 1, "EN")
+    assert not f.admits("fs:a", "text/plain", 1, "es")
+    assert not f.admits("fs:a", "text/plain", 1, None)
+    assert Filters().admits("fs:a", "text/plain", 1, None)

@@ -58,8 +58,9 @@ def apply_gate(catalog: Catalog) -> None:
     catalog.set_parse_statuses(updates)
 
 
-def _source_meta(source, root_paths: dict[int, str]) -> dict[str, Any]:
+def _source_meta(source, root_paths: dict[int, str], language: str | None) -> dict[str, Any]:
     return {
+        "language": language,
         "parse_id": source.parse_id,
         "source_hash": source.source_hash,
         "media_type": source.media_type,
@@ -77,7 +78,9 @@ def activate(home: FabricHome) -> ActivationReport:
         current: Release | None = catalog.current_release()
         prev_sources: dict[str, dict] = current.manifest["sources"] if current else {}
         apply_gate(catalog)
-        status = {r.parse_id: r.status for r in catalog.parse_runs()}
+        runs = catalog.parse_runs()
+        status = {r.parse_id: r.status for r in runs}
+        language = {r.parse_id: r.language for r in runs}
         roots = {r.root_id: r.path for r in catalog.roots()}
         sources: dict[str, dict] = {}
         withheld_now = False
@@ -86,7 +89,7 @@ def activate(home: FabricHome) -> ActivationReport:
                 withheld_now = withheld_now or s.source_key in prev_sources
                 continue
             if s.state == "present" and s.parse_id and status.get(s.parse_id) == "ready":
-                sources[s.source_key] = _source_meta(s, roots)
+                sources[s.source_key] = _source_meta(s, roots, language.get(s.parse_id))
             elif s.state in ("present", "access_lost") and s.source_key in prev_sources:
                 sources[s.source_key] = prev_sources[s.source_key]
         report = ActivationReport(release_id=current.release_id if current else None, published=False)

@@ -13,6 +13,7 @@ from fabric_assets.verdicts import live_parse_ids, record_and_summarise
 from fabric_resources.artifact_store import ArtifactIntegrityError
 from fabric_resources.catalog import StatusUpdate
 from fabric_resources.dagster_resources import FabricHomeResource
+from fabric_resources.language_routing import guess_language
 from fabric_resources.schema import RELATIONSHIPS, UNITS
 
 
@@ -80,7 +81,8 @@ def units_and_relationships(context: dg.AssetExecutionContext, fabric: FabricHom
         verdicts[pk] = {"passed": unique["passed"] and nonempty["passed"],
                         "detail": f"{unique['detail']}; {nonempty['detail']}"}
         counts = {"units": units.num_rows, "relationships": rels.num_rows}
-        statuses.append(StatusUpdate(pk, "parsed", counts=counts))
+        language = doc.language or guess_language(" ".join(u.text for u in doc.units[:200]))
+        statuses.append(StatusUpdate(pk, "parsed", counts=counts, language=language))
         meta = {"parser": f"{doc.parser_name}/{doc.parser_version}", "encoding": doc.encoding or "",
                 "language": doc.language or "", "title": doc.title or "", "source_hash": run.source_hash,
                 "media_type": run.media_type}
