@@ -22,7 +22,8 @@ from fabric_assets.sensors import plan_parse_runs, range_tags
 from fabric_assets.sources.scan import ScanReport, scan
 from fabric_resources.home import FabricHome
 
-#: Called with (parses finished, parses requested) while runs execute.
+#: Called with (steps done, steps in all) while runs execute: two steps per parse — parsed,
+#: then its run (chunks, embeddings, checks) finished.
 ProgressCallback = Callable[[int, int], None]
 
 
@@ -67,11 +68,12 @@ def run_pending(
     job = defs.resolve_job_def("parse_job")
     run_ids, failed = [], []
     stop = threading.Event()
+    finished = [0]  # parses whose run has completed
 
     def poll() -> None:
         while not stop.wait(0.5):
-            done = sum(1 for r in home.catalog.parse_runs(pending) if r.status != "pending")
-            progress(done, len(pending))
+            parsed = sum(1 for r in home.catalog.parse_runs(pending) if r.status != "pending")
+            progress(parsed + finished[0], 2 * len(pending))
 
     watcher = threading.Thread(target=poll, daemon=True) if progress and pending else None
     if watcher:
@@ -82,6 +84,7 @@ def run_pending(
                 instance=instance, tags=range_tags(keys), run_config=_run_config(home), raise_on_error=False
             )
             run_ids.append(result.run_id)
+            finished[0] += len(keys)
             if not result.success:
                 failed.append(result.run_id)
     finally:
@@ -89,7 +92,7 @@ def run_pending(
         if watcher:
             watcher.join()
     if progress:
-        progress(len(pending), len(pending))
+        progress(2 * len(pending), 2 * len(pending))
     return run_ids, failed
 
 

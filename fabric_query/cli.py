@@ -64,7 +64,8 @@ def _run_ingest(path: Path) -> None:
 
     home = FabricHome()
     with Progress(
-        TextColumn("[bold]parsing"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=err
+        TextColumn("[bold]ingesting (2 steps per document)"), BarColumn(), MofNCompleteColumn(),
+        TimeElapsedColumn(), console=err
     ) as progress:
         task = progress.add_task("parse", total=None)
 
