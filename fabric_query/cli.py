@@ -62,6 +62,8 @@ def _run_ingest(path: Path) -> None:
     from fabric_resources.catalog import RootOverlapError
     from fabric_resources.home import FabricHome
 
+    if not path.is_dir():
+        _fail(f"{path} is not a directory")
     home = FabricHome()
     with Progress(
         TextColumn("[bold]ingesting (2 steps per document)"), BarColumn(), MofNCompleteColumn(),
