@@ -24,7 +24,7 @@ app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_
 bench_app = typer.Typer(no_args_is_help=True, help="Benchmarks that print figures and ratios.")
 app.add_typer(bench_app, name="bench")
 console = Console()
-err = Console(stderr=True)
+err = Console(stderr=True, soft_wrap=True)
 
 HomeOption = Annotated[
     Optional[Path], typer.Option("--home", envvar="FABRIC_HOME", help="Fabric home (default ./.fabric).")
@@ -159,16 +159,16 @@ def resolve(
 ) -> None:
     """Re-verify a citation: prints verified or stale (with what changed). Exit 1 when stale."""
     from fabric_query.api import Fabric
+    from fabric_query.types import Citation
 
     _set_home(home)
-    looks_like_path = citation != "-" and not citation.lstrip().startswith(("{", "["))
-    if looks_like_path and not Path(citation).is_file():
-        _fail(f"{citation}: no such file (give citation JSON, a file holding it, or - for stdin)")
-    raw = sys.stdin.read() if citation == "-" else (Path(citation).read_text() if looks_like_path else citation)
+    is_file = citation != "-" and Path(citation).is_file()
+    raw = sys.stdin.read() if citation == "-" else (Path(citation).read_text() if is_file else citation)
     try:
         data = json.loads(raw)
     except ValueError as exc:
-        _fail(f"not JSON: {exc}")
+        where = "the file" if is_file or citation == "-" else "the argument (and there is no such file)"
+        _fail(f"not JSON: {where}: {exc}")
     if not isinstance(data, dict):
         _fail("expected a JSON object: a citation, a hit or an EvidencePack")
     if "results" in data:
@@ -179,10 +179,12 @@ def resolve(
     if not isinstance(data, dict):
         _fail("the citation must be a JSON object")
     try:
-        result = Fabric().resolve(data)
+        parsed = Citation.model_validate(data)
     except ValidationError as exc:
         fields = ", ".join(".".join(str(p) for p in e["loc"]) for e in exc.errors())
         _fail(f"not a valid citation (missing or malformed: {fields})")
+    try:
+        result = Fabric().resolve(parsed)
     except (FabricQueryError, ValueError) as exc:
         _fail(f"{type(exc).__name__}: {exc}")
     colour = "green" if result.status == "verified" else "red"
