@@ -19,7 +19,8 @@ from pathlib import Path
 
 from fabric_assets.dense.assets import passage_input, routed_to_multilingual
 from fabric_assets.ingest import dagster_instance, ingest
-from fabric_assets.parsing.registry import detect_media_type, parser_for
+from fabric_assets.parsing.document import ParseError
+from fabric_assets.parsing.text import decode_text
 from fabric_resources.home import FabricHome
 from fabric_resources.models.embedder import shared_embedder
 from fabric_resources.models.multilingual import shared_multilingual_embedder
@@ -49,14 +50,11 @@ def split_corpus(source: Path, target: Path, n_files: int, seed: int = 0) -> Pat
     """
     rng = random.Random(seed)
     texts = []
-    for p in sorted(source.rglob("*")):
-        if p.is_file() and parser_for(detect_media_type(p.name, b"")) is not None and p.suffix == ".txt":
-            from fabric_assets.parsing.text import decode_text
-
-            try:
-                texts.append(decode_text(p.read_bytes())[0])
-            except Exception:  # an undecodable file simply contributes nothing
-                continue
+    for p in sorted(source.rglob("*.txt")):
+        try:
+            texts.append(decode_text(p.read_bytes())[0])
+        except ParseError:  # an undecodable file simply contributes nothing
+            continue
     pool = "\n\n".join(texts)
     if len(pool) < 10_000:
         raise ValueError(f"not enough text under {source} to cut {n_files} files")

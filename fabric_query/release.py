@@ -44,7 +44,6 @@ class ReleaseView:
     home: FabricHome
     release: Release
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
-    _unit_texts: dict[str, dict[str, str]] = field(default_factory=dict, repr=False)
     _vector_sets: dict[str, "VectorSet"] = field(default_factory=dict, repr=False)
 
     @property
@@ -100,20 +99,6 @@ class ReleaseView:
         with self._lock:
             self._vector_sets[table] = vs
         return vs
-
-    def unit_texts(self, parse_id: str) -> dict[str, str]:
-        """unit_id → canonical text for one parse at the release's pinned ``units`` version."""
-        with self._lock:
-            cached = self._unit_texts.get(parse_id)
-        if cached is None:
-            t = self.home.tables.read(
-                "units", parse_ids=[parse_id], version=self.release.manifest["tables"].get("units"),
-                columns=["unit_id", "text"],
-            )
-            cached = dict(zip(t.column("unit_id").to_pylist(), t.column("text").to_pylist()))
-            with self._lock:
-                self._unit_texts[parse_id] = cached
-        return cached
 
     def chunk(self, chunk_id: str) -> dict:
         i = self.chunk_index[chunk_id]

@@ -270,14 +270,6 @@ class Catalog:
                  for u in updates],
             )
 
-    def reset_parse_runs(self, parse_ids: Iterable[str]) -> None:
-        """Force a retry: put failed or held parses back to pending."""
-        with self.transaction(immediate=True) as con:
-            con.executemany(
-                "UPDATE parse_runs SET status='pending', reason=NULL, detail=NULL, updated_at=? WHERE parse_id=?",
-                [(time.time(), p) for p in parse_ids],
-            )
-
     # -- releases ------------------------------------------------------------
     def current_release(self) -> Release | None:
         with self.transaction() as con:

@@ -17,6 +17,12 @@ def derived_id(*parts: object) -> str:
     return hashlib.sha256(blob).hexdigest()[:32]
 
 
+def parse_id(source_hash: str, parser_name: str, parser_version: str, parser_config_hash: str) -> str:
+    """Deterministic parse ID from the content hash and the parser identity: the same bytes through
+    the same parser always get the same partition (no re-parse, no re-embedding on return)."""
+    return derived_id(source_hash, parser_name, parser_version, parser_config_hash)
+
+
 def unit_id(parse_id: str, ordinal: int) -> str:
     return derived_id("unit", parse_id, ordinal)
 

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from fabric_assets.parsing.registry import detect_media_type, parser_for
+from fabric_resources import identity
 from fabric_resources.catalog import SourceRow
 from fabric_resources.config import config_hash
 from fabric_resources.home import FabricHome
@@ -64,12 +65,6 @@ def source_key_for(root: Path, path: Path, label: str) -> str:
     if not rel.parts:
         raise PathOutsideRoot(f"{path} is the root itself")
     return f"fs:{label}/{rel.as_posix()}"
-
-
-def parse_id_for(source_hash: str, parser_name: str, parser_version: str, parser_config_hash: str) -> str:
-    """Deterministic parse ID: SHA-256 over the content hash and the parser identity (32 hex)."""
-    blob = f"{source_hash}\x1f{parser_name}\x1f{parser_version}\x1f{parser_config_hash}".encode()
-    return hashlib.sha256(blob).hexdigest()[:32]
 
 
 def _walk(root: Path, ignore_hidden: bool, report: ScanReport):
@@ -186,7 +181,7 @@ def scan(home: FabricHome) -> ScanReport:
 def _ensure_parse_run(con, catalog, cfg, spec, digest: str, media_type: str, create: bool = True) -> str:
     """The parse ID of ``digest`` under ``spec``; creates its pending parse run if asked."""
     pcfg = config_hash(getattr(cfg.parsers, spec.name))
-    parse_id = parse_id_for(digest, spec.name, spec.version, pcfg)
+    parse_id = identity.parse_id(digest, spec.name, spec.version, pcfg)
     if create:
         catalog.ensure_parse_run(
             con, parse_id=parse_id, source_hash=digest, media_type=media_type,
