@@ -14,7 +14,7 @@ import json
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 
 class _Strict(BaseModel):
@@ -52,16 +52,84 @@ class ChunkingConfig(_Strict):
     max_tokens: int = Field(128, ge=16, le=512)
 
 
+class HttpEndpointConfig(_Strict):
+    """An HTTP model endpoint. ``api_key_file`` must be readable by its owner only (mode 0o600
+    or stricter) or it is refused; the key is never logged."""
+
+    base_url: str = Field(..., description="e.g. http://127.0.0.1:8080/v1")
+    model: str
+    api_key_file: str | None = None
+    timeout_s: float = Field(30.0, gt=0)
+    max_retries: int = Field(3, ge=0, description="Retries of HTTP 429 only; every other failure is raised.")
+    initial_backoff_s: float = Field(0.5, ge=0)
+    max_backoff_s: float = Field(8.0, ge=0)
+
+
+class DenseHttpConfig(HttpEndpointConfig):
+    """OpenAI-compatible ``POST {base_url}/embeddings``."""
+
+    dimensions: int = Field(384, gt=0, description="Expected vector width; every returned vector is checked.")
+    batch_size: int = Field(64, gt=0)
+
+
 class DenseConfig(_Strict):
     """Dense models. With ``multilingual`` on, each chunk is embedded by the model its text
     needs (``fabric_resources.language_routing``): MiniLM for Latin-script text,
-    multilingual-e5-small for CJK and other non-Latin text; queries are routed the same way."""
+    multilingual-e5-small for CJK and other non-Latin text; queries are routed the same way.
 
-    backend: Literal["local"] = "local"
+    ``backend`` selects the model for the ``chunk_vectors`` role: ``local`` (MiniLM in process)
+    or ``http`` (``http`` section). The two are exclusive; there is no fallback between them.
+    """
+
+    backend: Literal["local", "http"] = "local"
+    http: DenseHttpConfig | None = None
     model: Literal["all-MiniLM-L6-v2"] = "all-MiniLM-L6-v2"
     batch_size: int = Field(64, gt=0)
     multilingual: bool = True
     multilingual_model: Literal["multilingual-e5-small-q4"] = "multilingual-e5-small-q4"
+
+
+class IndexingConfig(_Strict):
+    """Caps of the grains above fine chunks, in word pieces of the chunking tokenizer.
+
+    Context windows and ColBERT windows are runs of whole fine chunks in reading order
+    (Data Store seed 003, section 3 "Grains"); a window's token count is the sum of its
+    chunks' counts. ``min_fill_ratio`` drives the end-of-document merge: a final window below
+    ``floor(cap * min_fill_ratio)`` tokens merges into its predecessor when the two fit.
+    """
+
+    context_max_tokens: int = Field(512, ge=32)
+    colbert_max_tokens: int = Field(256, ge=32)
+    min_fill_ratio: float = Field(0.25, ge=0, lt=1)
+    excerpt_windows: int = Field(2, gt=0, description="Context windows per annotation excerpt.")
+
+
+class LateInteractionConfig(_Strict):
+    """ColBERT MaxSim as a scoring stage over the fused pool. Off by default: no trained ColBERT
+    checkpoint ships on PyPI (STACK_NOTES.md); set ``checkpoint`` to a pylate/ColBERT folder."""
+
+    enabled: bool = False
+    checkpoint: str | None = None
+    query_max_tokens: int = Field(32, gt=0)
+    candidate_pool: int = Field(50, gt=0, description="Fused candidates rescored by MaxSim.")
+
+
+class RerankerConfig(_Strict):
+    """Cross-encoder stage over passages: ``local`` (a sentence-transformers CrossEncoder
+    folder at ``checkpoint``) or ``http`` (a Cohere-compatible ``POST {base_url}/rerank``).
+    Off by default: no trained cross-encoder ships on PyPI."""
+
+    backend: Literal["none", "local", "http"] = "none"
+    checkpoint: str | None = None
+    http: HttpEndpointConfig | None = None
+    candidate_pool: int = Field(20, gt=0, description="Passages scored by the reranker.")
+
+
+class PassageConfig(_Strict):
+    """Passages: runs of a context window's fragments around a hit, in reading order."""
+
+    max_tokens: int = Field(256, gt=0, description="Cap per passage (word pieces); clipped passages say truncated.")
+    max_units: int = Field(16, gt=0)
 
 
 class QueryConfig(_Strict):
@@ -81,6 +149,9 @@ class QueryConfig(_Strict):
         description="Weighted RRF: channel name → weight (default 1.0 each); tuned on dev queries only.",
     )
     channel_depth: int = Field(100, gt=0, description="Candidates each channel hands to fusion.")
+    section_guided: bool = True
+    section_candidate_limit: int = Field(20, gt=0, description="Context windows shortlisted by the query vector.")
+    section_passages_per_window: int = Field(2, gt=0, description="Chunks each shortlisted window nominates.")
     default_limit: int = Field(10, gt=0)
     max_query_chars: int = Field(1000, gt=0)
 
@@ -102,14 +173,65 @@ class SourcesConfig(_Strict):
         return any(fnmatch.fnmatchcase(path, pattern) for pattern in self.withheld)
 
 
+class EntityMatchConfig(_Strict):
+    """Optional entity-name match classes beyond exact normalised equality."""
+
+    acronyms: bool = False
+    token_prefix: bool = False
+    min_prefix_chars: int = Field(4, gt=0)
+
+
+class AnnotationConfig(_Strict):
+    """LLM annotations (entities, relations with quotes, summaries) over excerpts of
+    ``indexing.excerpt_windows`` context windows, via an OpenAI-compatible chat endpoint.
+    Off by default; when on, annotation never blocks search unless ``required_for_activation``."""
+
+    enabled: bool = False
+    endpoint: HttpEndpointConfig | None = None
+    required_for_activation: bool = False
+    concurrency: int = Field(4, gt=0, description="Excerpts annotated at once.")
+    malformed_retries: int = Field(2, ge=0, description="Extra attempts when output is malformed.")
+    call_retries: int = Field(3, ge=0, description="Extra attempts on HTTP 429 / 5xx / timeouts.")
+    temperature: float = Field(0.0, ge=0, le=2)
+    temperature_step: float = Field(0.2, ge=0, description="Added per malformed retry only.")
+    max_output_tokens: int = Field(1024, gt=0)
+    entity_match: EntityMatchConfig = EntityMatchConfig()
+
+
 class FabricConfig(_Strict):
     """The whole configuration. The embedded default is ``FabricConfig()``."""
 
     parsers: ParserConfig = ParserConfig()
     chunking: ChunkingConfig = ChunkingConfig()
     dense: DenseConfig = DenseConfig()
+    indexing: IndexingConfig = IndexingConfig()
+    late_interaction: LateInteractionConfig = LateInteractionConfig()
+    reranker: RerankerConfig = RerankerConfig()
+    passages: PassageConfig = PassageConfig()
+    annotation: AnnotationConfig = AnnotationConfig()
     query: QueryConfig = QueryConfig()
     sources: SourcesConfig = SourcesConfig()
+
+    @model_validator(mode="after")
+    def _consistent(self) -> "FabricConfig":
+        fine = self.chunking.max_tokens
+        for name in ("context_max_tokens", "colbert_max_tokens"):
+            cap = getattr(self.indexing, name)
+            # Seed 003: windows never split a chunk, so a chunk must fit in any under-filled window.
+            if fine > cap - int(cap * self.indexing.min_fill_ratio):
+                raise ValueError(f"chunking.max_tokens={fine} must be <= indexing.{name} - "
+                                 f"floor(indexing.{name} * min_fill_ratio)")
+        if self.dense.backend == "http" and self.dense.http is None:
+            raise ValueError("dense.backend = 'http' needs a dense.http section")
+        if self.late_interaction.enabled and not self.late_interaction.checkpoint:
+            raise ValueError("late_interaction.enabled needs late_interaction.checkpoint")
+        if self.reranker.backend == "local" and not self.reranker.checkpoint:
+            raise ValueError("reranker.backend = 'local' needs reranker.checkpoint")
+        if self.reranker.backend == "http" and self.reranker.http is None:
+            raise ValueError("reranker.backend = 'http' needs a reranker.http section")
+        if self.annotation.enabled and self.annotation.endpoint is None:
+            raise ValueError("annotation.enabled needs an annotation.endpoint section")
+        return self
 
     @classmethod
     def load(cls, path: Path) -> "FabricConfig":

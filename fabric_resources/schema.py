@@ -90,6 +90,109 @@ CHUNK_VECTORS = pa.schema(
     ]
 )
 
+#: A context window or ColBERT window: a run of whole fine chunks in reading order (seed 003,
+#: "Grains"). ``text`` is the members' texts joined by FRAGMENT_SEPARATOR, ``fragments`` the
+#: concatenation of their fragments, ``section_path`` that of the first member,
+#: ``token_count`` the sum of the members' token counts, ``policy`` the window policy identity.
+WINDOWS = pa.schema(
+    [
+        pa.field("parse_id", pa.string(), nullable=False),
+        pa.field("window_id", pa.string(), nullable=False),
+        pa.field("ordinal", pa.int32(), nullable=False),
+        pa.field("chunk_ids", pa.list_(pa.string()), nullable=False),
+        pa.field("text", pa.string(), nullable=False),
+        pa.field("text_hash", pa.string(), nullable=False),
+        pa.field("fragments", pa.list_(FRAGMENT), nullable=False),
+        pa.field("section_path", pa.list_(pa.string()), nullable=False),
+        pa.field("token_count", pa.int32(), nullable=False),
+        pa.field("policy", pa.string(), nullable=False),
+    ]
+)
+
+#: Width of ColBERT token vectors (the usual ColBERT projection; checked at encode time).
+COLBERT_DIM = 128
+
+#: One ColBERT document matrix per ColBERT window, as a Lance native multivector column.
+COLBERT_MATRICES = pa.schema(
+    [
+        pa.field("parse_id", pa.string(), nullable=False),
+        pa.field("window_id", pa.string(), nullable=False),
+        pa.field("matrix", pa.list_(pa.list_(pa.float32(), COLBERT_DIM)), nullable=False),
+        pa.field("token_count", pa.int32(), nullable=False),
+        pa.field("model", pa.string(), nullable=False),
+    ]
+)
+
+#: A source span that supports an annotation: a range of one unit's canonical text.
+SUPPORT = pa.struct(
+    [
+        pa.field("unit_id", pa.string(), nullable=False),
+        pa.field("start_char", pa.int32(), nullable=False),
+        pa.field("end_char", pa.int32(), nullable=False),
+        pa.field("start_utf16", pa.int32(), nullable=False),
+        pa.field("end_utf16", pa.int32(), nullable=False),
+        pa.field("text_hash", pa.string(), nullable=False),  # SHA-256 hex of the span's text
+    ]
+)
+
+#: Grounded LLM annotations of one parse (only grounded items are ever stored).
+#: kind = entity (text = name, entity_type), relation (subject, predicate, object, quotes;
+#: text = "subject predicate object") or summary (text). ``window_ids`` are the context
+#: windows of the excerpt; ``producer`` the producer identity, ``memo_key`` the memo entry used.
+ANNOTATIONS = pa.schema(
+    [
+        pa.field("parse_id", pa.string(), nullable=False),
+        pa.field("annotation_id", pa.string(), nullable=False),
+        pa.field("excerpt_id", pa.string(), nullable=False),
+        pa.field("kind", pa.string(), nullable=False),
+        pa.field("text", pa.string(), nullable=False),
+        pa.field("entity_type", pa.string()),
+        pa.field("subject", pa.string()),
+        pa.field("predicate", pa.string()),
+        pa.field("object", pa.string()),
+        pa.field("quotes", pa.list_(pa.string()), nullable=False),
+        pa.field("support", pa.list_(SUPPORT), nullable=False),
+        pa.field("window_ids", pa.list_(pa.string()), nullable=False),
+        pa.field("producer", pa.string(), nullable=False),
+        pa.field("memo_key", pa.string(), nullable=False),
+    ]
+)
+
+#: Entity mentions of one parse: the graph's nodes are ``entity_key`` values shared across parses.
+GRAPH_MENTIONS = pa.schema(
+    [
+        pa.field("parse_id", pa.string(), nullable=False),
+        pa.field("entity_key", pa.string(), nullable=False),  # normalised name
+        pa.field("name", pa.string(), nullable=False),
+        pa.field("entity_type", pa.string(), nullable=False),
+        pa.field("annotation_id", pa.string(), nullable=False),
+        pa.field("support", pa.list_(SUPPORT), nullable=False),
+    ]
+)
+
+#: Relation edges of one parse, each with its supporting spans.
+GRAPH_EDGES = pa.schema(
+    [
+        pa.field("parse_id", pa.string(), nullable=False),
+        pa.field("edge_id", pa.string(), nullable=False),
+        pa.field("subject_key", pa.string(), nullable=False),
+        pa.field("predicate", pa.string(), nullable=False),
+        pa.field("object_key", pa.string(), nullable=False),
+        pa.field("annotation_id", pa.string(), nullable=False),
+        pa.field("support", pa.list_(SUPPORT), nullable=False),
+    ]
+)
+
+#: Dense vectors of summary and relation annotations (the annotation-embedding channel).
+ANNOTATION_VECTORS = pa.schema(
+    [
+        pa.field("parse_id", pa.string(), nullable=False),
+        pa.field("annotation_id", pa.string(), nullable=False),
+        pa.field("vector", pa.list_(pa.float32(), DENSE_DIM), nullable=False),
+        pa.field("model", pa.string(), nullable=False),
+    ]
+)
+
 #: Every partitioned table, by name. Each row carries ``parse_id``.
 TABLES: dict[str, pa.Schema] = {
     "units": UNITS,
@@ -99,6 +202,13 @@ TABLES: dict[str, pa.Schema] = {
     "chunk_vectors": CHUNK_VECTORS,
     # Same shape, other model: chunks routed to multilingual-e5-small (see language_routing).
     "chunk_vectors_multilingual": CHUNK_VECTORS,
+    "context_windows": WINDOWS,
+    "colbert_windows": WINDOWS,
+    "colbert_matrices": COLBERT_MATRICES,
+    "annotations": ANNOTATIONS,
+    "graph_mentions": GRAPH_MENTIONS,
+    "graph_edges": GRAPH_EDGES,
+    "annotation_vectors": ANNOTATION_VECTORS,
 }
 
 # ---------------------------------------------------------------------------
