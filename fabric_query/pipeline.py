@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import time
 
-from fabric_query.channels.dense import dense_channel
+from fabric_query.assembly import assemble_passages, citation_for
+from fabric_query.channels.dense import dense_channel, vector_models
 from fabric_query.channels.lexical import Feedback, needs_substring_channel, substring_channel, word_channel
 from fabric_query.channels.scan import scan_channel
 from fabric_query.errors import NoReleaseError
@@ -12,11 +13,9 @@ from fabric_query.evidence import highlight
 from fabric_query.fusion import rrf
 from fabric_query.querylang import ParsedQuery, parse_query
 from fabric_query.release import ReleaseView, release_view
-from fabric_query.types import ChannelHit, Citation, CitedSpan, EvidencePack, Hit, StageTiming
+from fabric_query.types import ChannelHit, EvidencePack, Hit, StageTiming
 from fabric_resources.home import FabricHome
-from fabric_resources.identity import text_hash
 from fabric_resources.lexical_index import IndexUnusable
-from fabric_resources.schema import FRAGMENT_SEPARATOR
 from fabric_resources.language_routing import needs_multilingual
 from fabric_resources.models.embedder import Embedder
 from fabric_resources.models.multilingual import shared_multilingual_embedder
@@ -33,28 +32,6 @@ def eligible_parses(view: ReleaseView, parsed: ParsedQuery) -> tuple[set[str] | 
         if f.admits(key, meta["media_type"], meta.get("mtime_ns"), meta.get("language")):
             by_parse.setdefault(meta["parse_id"], []).append(key)
     return (set(by_parse) if f.active else None), by_parse
-
-
-def _citation(view: ReleaseView, chunk: dict, sources: list[str]) -> Citation:
-    # The chunk text is its fragments' slices joined by FRAGMENT_SEPARATOR, so each slice is read
-    # off the chunk text by length: no unit lookup on the query path.
-    spans, cursor, text = [], 0, chunk["text"]
-    for frag in chunk["fragments"]:
-        s, e = frag["start_char"], frag["end_char"]
-        piece = text[cursor:cursor + (e - s)]
-        cursor += (e - s) + len(FRAGMENT_SEPARATOR)
-        spans.append(
-            CitedSpan(
-                unit_id=frag["unit_id"], start_char=s, end_char=e,
-                start_utf16=frag["start_utf16"], end_utf16=frag["end_utf16"], text_hash=text_hash(piece),
-            )
-        )
-    meta = view.sources[sources[0]]
-    return Citation(
-        release_id=view.release_id, source_key=sources[0], source_hash=meta["source_hash"],
-        parse_id=chunk["parse_id"], chunk_id=chunk["chunk_id"], spans=tuple(spans),
-        text_hash=text_hash(chunk["text"]), also_cited_by=tuple(sources[1:]),
-    )
 
 
 def search(
@@ -112,16 +89,20 @@ def search(
         if needs_substring_channel(parsed):
             lexical_results["substring"] = substring_channel(lexical, parsed, eligible, depth)
     t = lap("lexical", t)
-    if not needs_multilingual(parsed.positive_text):
-        qvec = embedder.encode_queries([parsed.positive_text])[0]
-        t = lap("encode_query", t)
-        lexical_results["dense"] = dense_channel(view, qvec, eligible, depth)
-        t = lap("dense", t)
-    elif home.config.dense.multilingual:
-        qvec = (multilingual or shared_multilingual_embedder()).encode_queries([parsed.positive_text])[0]
-        t = lap("encode_query_multilingual", t)
-        lexical_results["dense_multilingual"] = dense_channel(view, qvec, eligible, depth, "chunk_vectors_multilingual")
-        t = lap("dense_multilingual", t)
+    skipped: dict[str, str] = {}
+    provenance: dict[str, dict[str, dict]] = {}
+    route = _dense_route(home, parsed.positive_text, embedder, multilingual)
+    if route is not None:
+        name, table, encoder = route
+        stored = vector_models(view, table)
+        if stored and stored != {encoder.identity}:
+            skipped[name] = (f"model-mismatch: {table} holds vectors of {sorted(stored)}, the query encoder is "
+                             f"{encoder.identity}; re-run the projection (fabric ingest re-embeds stale partitions)")
+        else:
+            qvec = encoder.encode_queries([parsed.positive_text])[0]
+            t = lap("encode_query" if name == "dense" else "encode_query_multilingual", t)
+            lexical_results[name] = dense_channel(view, qvec, eligible, depth, table)
+            t = lap(name, t)
     for name, pairs in lexical_results.items():
         rankings[name] = [cid for cid, _ in pairs]
         channel_scores[name] = {cid: (r, s) for r, (cid, s) in enumerate(pairs, start=1)}
@@ -131,25 +112,37 @@ def search(
         for name in ("dense", "dense_multilingual"):
             if name in rankings:
                 rankings[name] = [c for c in rankings[name] if c in allowed]
-    fused = rrf(rankings, cfg.rrf_k, cfg.channel_weights)[:limit]
+    fused = rrf(rankings, cfg.rrf_k, cfg.channel_weights)
     t = lap("fusion", t)
+    stages: dict[str, list[tuple[str, float]]] = {"fused": fused[: max(depth, limit)]}
+    ranked_ids = [cid for cid, _ in fused]
+    fused_score = dict(fused)
+    stage_scores: dict[str, dict[str, float]] = {}
 
+    final = ranked_ids[:limit]
+    passages, units, trace, passage_of = assemble_passages(
+        view, final, sources_by_parse, home.config.passages.max_tokens, home.config.passages.max_units)
+    t = lap("passages", t)
     hits = []
-    for rank, (cid, score) in enumerate(fused, start=1):
+    for rank, cid in enumerate(final, start=1):
         chunk = view.chunk(cid)
         sources = sources_by_parse.get(chunk["parse_id"]) or view.sources_by_parse[chunk["parse_id"]]
         hits.append(
             Hit(
-                rank=rank, chunk_id=cid, text=chunk["text"], fused_score=score,
+                rank=rank, chunk_id=cid, text=chunk["text"], fused_score=fused_score[cid],
                 channels={
                     name: ChannelHit(rank=channel_scores[name][cid][0], score=channel_scores[name][cid][1])
-                    for name in rankings if cid in channel_scores[name] and cid in rankings[name]
+                    for name in rankings if cid in channel_scores.get(name, {}) and cid in rankings[name]
                 },
                 section_path=tuple(chunk["section_path"] or ()),
-                citation=_citation(view, chunk, sources),
+                citation=citation_for(view, chunk["parse_id"], cid, [chunk["text"]], [chunk["fragments"]], sources),
                 highlights=highlight(chunk["text"], parsed),
+                provenance={name: prov[cid] for name, prov in provenance.items() if cid in prov},
+                stage_scores={stage: scores[cid] for stage, scores in stage_scores.items() if cid in scores},
+                passage=passage_of.get(cid),
             )
         )
+    passages = [p.model_copy(update={"highlights": highlight(p.text, parsed)}) for p in passages]
     lap("evidence", t)
     timings.append(StageTiming(stage="total", ms=round((time.perf_counter() - t0) * 1000, 3)))
     return EvidencePack(
@@ -157,4 +150,15 @@ def search(
         fallback_reason=fallback_reason,
         eligible_sources=sum(len(v) for v in sources_by_parse.values()), timings=tuple(timings),
         channel_rankings={k: tuple(v) for k, v in rankings.items()} if debug else {},
+        passages=tuple(passages), units=tuple(units), assembly=trace, skipped_channels=skipped,
+        stage_candidates={k: tuple(v) for k, v in stages.items()} if debug else {},
     )
+
+
+def _dense_route(home: FabricHome, text: str, embedder: Embedder, multilingual: Embedder | None):
+    """(channel name, vector table, query encoder) for ``text``, or None when no dense channel applies."""
+    if not needs_multilingual(text):
+        return "dense", "chunk_vectors", embedder
+    if home.config.dense.multilingual:
+        return "dense_multilingual", "chunk_vectors_multilingual", multilingual or shared_multilingual_embedder()
+    return None

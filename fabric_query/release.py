@@ -39,12 +39,29 @@ class VectorSet:
     matrix: np.ndarray
 
 
+@dataclass(frozen=True)
+class WindowVectors:
+    """Context-window vectors over one chunk-vector table.
+
+    ``matrix[i]`` (``(m, 384) float32``, unit norm) is the L2-normalised mean of the vectors of
+    window row ``rows[i]``'s member chunks (rows of ``ReleaseView.context_windows``); those members
+    are ``VectorSet`` rows ``members[offsets[i]:offsets[i + 1]]`` of the same table, in reading
+    order. Windows with no member in the table have no row.
+    """
+
+    rows: np.ndarray
+    matrix: np.ndarray
+    offsets: np.ndarray
+    members: np.ndarray
+
+
 @dataclass
 class ReleaseView:
     home: FabricHome
     release: Release
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     _vector_sets: dict[str, "VectorSet"] = field(default_factory=dict, repr=False)
+    _window_vectors: dict[str, "WindowVectors"] = field(default_factory=dict, repr=False)
 
     @property
     def release_id(self) -> int:
@@ -66,7 +83,7 @@ class ReleaseView:
         """Chunk rows of the active parses, sorted by (parse_id, ordinal)."""
         t = _read_active(
             self.home, "chunks", self.release.manifest["tables"].get("chunks"), set(self.sources_by_parse),
-            ["parse_id", "chunk_id", "ordinal", "text", "fragments", "section_path"],
+            ["parse_id", "chunk_id", "ordinal", "text", "fragments", "section_path", "token_count"],
         )
         return t.sort_by([("parse_id", "ascending"), ("ordinal", "ascending")])
 
@@ -99,6 +116,55 @@ class ReleaseView:
         with self._lock:
             self._vector_sets[table] = vs
         return vs
+
+    @cached_property
+    def context_windows(self) -> pa.Table:
+        """Context-window rows of the active parses (``parse_id``, ``window_id``, ``ordinal``,
+        ``chunk_ids``, ``section_path``), sorted by (parse_id, ordinal); empty when the manifest
+        names no ``context_windows`` version."""
+        t = _read_active(
+            self.home, "context_windows", self.release.manifest["tables"].get("context_windows"),
+            set(self.sources_by_parse), ["parse_id", "window_id", "ordinal", "chunk_ids", "section_path"],
+        )
+        return t.sort_by([("parse_id", "ascending"), ("ordinal", "ascending")])
+
+    def window_vectors(self, table: str) -> "WindowVectors":
+        """Context-window centroids over the chunk vectors in ``table``, computed once per view.
+
+        No model pass: MiniLM truncates inputs at 256 word pieces, while the mean of the member
+        vectors covers the whole window.
+        """
+        with self._lock:
+            cached = self._window_vectors.get(table)
+        if cached is not None:
+            return cached
+        vs = self.vector_set(table)
+        position = np.full(self.chunks.num_rows + 1, -1, dtype=np.int64)  # last slot: unknown chunk
+        position[vs.rows] = np.arange(len(vs.rows))
+        ids = self.context_windows.column("chunk_ids").combine_chunks()
+        flat = pc.list_flatten(ids).to_pylist()
+        parents = pc.list_parent_indices(ids).to_numpy().astype(np.int64)
+        chunk_rows = np.fromiter((self.chunk_index.get(c, -1) for c in flat), dtype=np.int64, count=len(flat))
+        members = position[chunk_rows]
+        keep = members >= 0
+        members, parents = members[keep], parents[keep]
+        rows, starts = np.unique(parents, return_index=True)
+        if len(rows):
+            sums = np.add.reduceat(vs.matrix[members].astype(np.float64), starts, axis=0)
+            norms = np.linalg.norm(sums, axis=1)
+            good = norms > 0
+            counts = np.diff(np.append(starts, len(members)))[good]
+            members = members[np.isin(parents, rows[good])]
+            rows, matrix = rows[good], (sums[good] / norms[good, None]).astype(np.float32)
+            offsets = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+        else:
+            matrix = np.zeros((0, DENSE_DIM), dtype=np.float32)
+            offsets = np.zeros(1, dtype=np.int64)
+        wv = WindowVectors(rows=rows.astype(np.int64), matrix=np.ascontiguousarray(matrix), offsets=offsets,
+                           members=members)
+        with self._lock:
+            self._window_vectors[table] = wv
+        return wv
 
     def chunk(self, chunk_id: str) -> dict:
         i = self.chunk_index[chunk_id]

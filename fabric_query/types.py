@@ -7,7 +7,7 @@ code units (JavaScript string indices).
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
@@ -63,6 +63,40 @@ class Hit(_Frozen):
     section_path: tuple[str, ...]
     citation: Citation
     highlights: tuple[HighlightSegment, ...]
+    #: How channels reached this chunk beyond rank and score: the dense routes (direct /
+    #: section-guided window), graph entities, predicates and annotation IDs with their spans.
+    provenance: dict[str, Any] = {}
+    #: Late-interaction and reranker scores, when those stages ran for this hit.
+    stage_scores: dict[str, float] = {}
+    #: Index into ``EvidencePack.passages`` of the passage that carries this hit.
+    passage: int | None = None
+
+
+class Passage(_Frozen):
+    """A run of consecutive fine chunks of one context window around one or more hits.
+
+    ``text`` is the member chunks' texts joined by a blank line; ``citation`` spans every member
+    fragment, so ``resolve`` re-verifies the whole passage. ``truncated``: the window holds chunks
+    the passage caps left out.
+    """
+
+    window_id: str | None
+    chunk_ids: tuple[str, ...]
+    hit_ranks: tuple[int, ...]
+    text: str
+    token_count: int
+    truncated: bool
+    section_path: tuple[str, ...]
+    citation: Citation
+    highlights: tuple[HighlightSegment, ...] = ()
+
+
+class EvidenceUnit(_Frozen):
+    """A canonical unit selected by the assembled passages (cited in part or whole)."""
+
+    unit_id: str
+    parse_id: str
+    source_key: str
 
 
 class StageTiming(_Frozen):
@@ -82,6 +116,16 @@ class EvidencePack(_Frozen):
     timings: tuple[StageTiming, ...] = ()
     #: With ``debug=True``: each channel's ranked chunk IDs (best first), before fusion.
     channel_rankings: dict[str, tuple[str, ...]] = {}
+    #: Passages built from the hits' context windows (see ``fabric_query.passages``).
+    passages: tuple[Passage, ...] = ()
+    #: The canonical units the passages select, in passage order.
+    units: tuple[EvidenceUnit, ...] = ()
+    #: How the passages were assembled: policy, caps, tokens used, one event per hit.
+    assembly: dict[str, Any] = {}
+    #: Channels that could not run for this release, with the reason (e.g. a model mismatch).
+    skipped_channels: dict[str, str] = {}
+    #: With ``debug=True``: per stage, its candidates in order as ``(chunk_id, score)``.
+    stage_candidates: dict[str, tuple[tuple[str, float], ...]] = {}
 
 
 class ResolveCheck(_Frozen):

@@ -50,6 +50,11 @@ class ChunkingConfig(_Strict):
     """
 
     max_tokens: int = Field(128, ge=16, le=512)
+    # Documents routed to multilingual-e5-small (mostly CJK or other non-Latin text) pack larger
+    # chunks: e5 was trained on inputs up to 512 of its own tokens, and MiniLM's tokenizer counts
+    # one word piece per CJK character, so 128 would cut a Japanese paragraph into shards that
+    # neither BM25 nor the embedder sees whole (measured on JSQuAD dev, docs/benchmarks.md).
+    multilingual_max_tokens: int = Field(192, ge=16, le=512)
 
 
 class HttpEndpointConfig(_Strict):
@@ -214,12 +219,12 @@ class FabricConfig(_Strict):
 
     @model_validator(mode="after")
     def _consistent(self) -> "FabricConfig":
-        fine = self.chunking.max_tokens
+        fine = max(self.chunking.max_tokens, self.chunking.multilingual_max_tokens)
         for name in ("context_max_tokens", "colbert_max_tokens"):
             cap = getattr(self.indexing, name)
             # Seed 003: windows never split a chunk, so a chunk must fit in any under-filled window.
             if fine > cap - int(cap * self.indexing.min_fill_ratio):
-                raise ValueError(f"chunking.max_tokens={fine} must be <= indexing.{name} - "
+                raise ValueError(f"chunking caps (max {fine}) must be <= indexing.{name} - "
                                  f"floor(indexing.{name} * min_fill_ratio)")
         if self.dense.backend == "http" and self.dense.http is None:
             raise ValueError("dense.backend = 'http' needs a dense.http section")

@@ -317,3 +317,14 @@ def test_real_tokenizer_leading_untokenized_char_kept(real_spans):
     chunks = pack_fine_chunks(units, real_spans, 8)
     covered = {i for c in chunks for f in c.fragments for i in range(f.start_char, f.end_char)}
     assert 0 in covered
+
+
+def test_chunk_cap_follows_the_documents_routing():
+    from fabric_assets.chunks.assets import chunk_cap
+    from fabric_resources.config import FabricConfig
+
+    cfg = FabricConfig()
+    assert chunk_cap(cfg, ["The lighthouse keeper", "kept the light."]) == cfg.chunking.max_tokens
+    assert chunk_cap(cfg, ["梅雨", "梅雨（つゆ、ばいう）は、東アジアの気象現象である。"]) == cfg.chunking.multilingual_max_tokens
+    off = FabricConfig.model_validate({"dense": {"multilingual": False}})
+    assert chunk_cap(off, ["梅雨（つゆ、ばいう）は気象現象。"]) == off.chunking.max_tokens

@@ -11,13 +11,24 @@ from fabric_assets.chunking.records import chunk_inputs, chunk_rows, lexical_row
 from fabric_assets.gate import counts_consistent, fragments_reproduce_text, ids_unique
 from fabric_assets.partitions import PARTITIONED
 from fabric_assets.verdicts import live_parse_ids, record_and_summarise
+from fabric_resources.config import FabricConfig
 from fabric_resources.dagster_resources import FabricHomeResource
+from fabric_resources.language_routing import needs_multilingual
 from fabric_resources.schema import CHUNKS
 
 
 def chunker_identity(embedder_identity: str, max_tokens: int) -> str:
     """Chunk boundaries depend on the tokenizer and the cap, so both enter chunk IDs."""
     return f"fine-v1:{embedder_identity}:max{max_tokens}"
+
+
+def chunk_cap(config: FabricConfig, unit_texts: list[str]) -> int:
+    """The token cap for one document: ``multilingual_max_tokens`` when the document as a whole
+    is routed to the multilingual model (``language_routing``), else ``max_tokens``."""
+    # A 200k-character sample decides for a whole book at a bounded cost.
+    if config.dense.multilingual and needs_multilingual("\n".join(unit_texts)[:200_000]):
+        return config.chunking.multilingual_max_tokens
+    return config.chunking.max_tokens
 
 
 def _digest(texts: list[str]) -> str:
@@ -42,14 +53,16 @@ def _digest(texts: list[str]) -> str:
 def chunks(context: dg.AssetExecutionContext, fabric: FabricHomeResource):
     home = fabric.open()
     embedder = fabric.embedder()
-    chunker = chunker_identity(embedder.identity, home.config.chunking.max_tokens)
+    cfg = home.config
     keys = list(context.partition_keys)
     live = live_parse_ids(home, keys)
     units = home.tables.read("units", parse_ids=live)
     tables, exact, unique = [], {}, {}
     for pk in live:
         u = units.filter(pa.compute.equal(units.column("parse_id"), pk))
-        packed = pack_fine_chunks(chunk_inputs(u), embedder.token_spans, home.config.chunking.max_tokens)
+        cap = chunk_cap(cfg, u.column("text").to_pylist())
+        chunker = chunker_identity(embedder.identity, cap)
+        packed = pack_fine_chunks(chunk_inputs(u), embedder.token_spans, cap)
         rows = chunk_rows(pk, packed, chunker, dict(zip(u.column("unit_id").to_pylist(), u.column("text").to_pylist())))
         tables.append(rows)
         exact[pk] = fragments_reproduce_text(rows, u)

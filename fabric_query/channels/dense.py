@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import threading
+
 import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from fabric_query.channels import ChannelResult, ranked
 from fabric_query.release import ReleaseView
@@ -26,3 +30,30 @@ def dense_channel(
     top = np.argpartition(-scores, k - 1)[:k]
     ids = view.chunks.column("chunk_id")
     return ranked([(ids[int(vs.rows[i])].as_py(), float(scores[i])) for i in top if np.isfinite(scores[i])], depth)
+
+
+_MODELS: dict[tuple[str, int, str], frozenset[str]] = {}
+_MODELS_LOCK = threading.Lock()
+
+
+def vector_models(view: ReleaseView, table: str) -> frozenset[str]:
+    """Model identities recorded on the release's active rows of ``table`` (cached per release).
+
+    A query vector is only comparable with vectors of the same model; the pipeline skips the
+    channel with a named reason when these differ from its query encoder's identity.
+    """
+    key = (str(view.home.root), view.release_id, table)
+    with _MODELS_LOCK:
+        if key in _MODELS:
+            return _MODELS[key]
+    version = view.release.manifest["tables"].get(table)
+    models: frozenset[str] = frozenset()
+    if version is not None:
+        t = view.home.tables.read(table, version=version, columns=["parse_id", "model"])
+        t = t.filter(pc.is_in(t.column("parse_id"), pa.array(sorted(view.sources_by_parse), pa.string())))
+        models = frozenset(pc.unique(t.column("model")).to_pylist())
+    with _MODELS_LOCK:
+        _MODELS[key] = models
+        while len(_MODELS) > 16:
+            _MODELS.pop(next(iter(_MODELS)))
+    return models

@@ -1,0 +1,111 @@
+"""EvidencePack assembly: ranked chunks → passages, their citations and the selected units.
+
+Reads the pinned release (chunks, context-window membership) and hands the pure
+policy in :mod:`fabric_query.passages` its inputs. A release without context
+windows (written before they existed) gives one-chunk passages.
+"""
+
+from __future__ import annotations
+
+import threading
+
+from fabric_query.passages import AssembledPassage, HitWindow, MemberChunk, assemble
+from fabric_query.release import ReleaseView
+from fabric_query.types import Citation, CitedSpan, EvidenceUnit, Passage
+from fabric_resources.identity import text_hash
+from fabric_resources.schema import FRAGMENT_SEPARATOR
+
+_MEMBERSHIP: dict[tuple[str, int], dict[str, tuple[str, tuple[str, ...]]]] = {}
+_LOCK = threading.Lock()
+
+
+def window_membership(view: ReleaseView) -> dict[str, tuple[str, tuple[str, ...]]]:
+    """chunk_id → (context window ID, the window's chunk IDs in reading order), cached per release."""
+    key = (str(view.home.root), view.release_id)
+    with _LOCK:
+        cached = _MEMBERSHIP.get(key)
+    if cached is not None:
+        return cached
+    windows = getattr(view, "context_windows", None)
+    out: dict[str, tuple[str, tuple[str, ...]]] = {}
+    if windows is not None and windows.num_rows:
+        for wid, members in zip(windows.column("window_id").to_pylist(), windows.column("chunk_ids").to_pylist()):
+            members = tuple(members)
+            for cid in members:
+                out[cid] = (wid, members)
+    with _LOCK:
+        _MEMBERSHIP[key] = out
+        while len(_MEMBERSHIP) > 8:
+            _MEMBERSHIP.pop(next(iter(_MEMBERSHIP)))
+    return out
+
+
+def spans_of(chunk_texts: list[str], chunk_fragments: list[list[dict]]) -> tuple[CitedSpan, ...]:
+    """Cited spans of consecutive chunks; each fragment's text is read off its chunk's text by length
+    (a chunk's text is its fragments' slices joined by FRAGMENT_SEPARATOR), so no unit lookup."""
+    spans = []
+    for text, frags in zip(chunk_texts, chunk_fragments):
+        cursor = 0
+        for f in frags:
+            s, e = f["start_char"], f["end_char"]
+            piece = text[cursor:cursor + (e - s)]
+            cursor += (e - s) + len(FRAGMENT_SEPARATOR)
+            spans.append(CitedSpan(unit_id=f["unit_id"], start_char=s, end_char=e, start_utf16=f["start_utf16"],
+                                   end_utf16=f["end_utf16"], text_hash=text_hash(piece)))
+    return tuple(spans)
+
+
+def citation_for(view: ReleaseView, parse_id: str, chunk_id: str, texts: list[str], fragments: list[list[dict]],
+                 sources: list[str]) -> Citation:
+    meta = view.sources[sources[0]]
+    return Citation(
+        release_id=view.release_id, source_key=sources[0], source_hash=meta["source_hash"], parse_id=parse_id,
+        chunk_id=chunk_id, spans=spans_of(texts, fragments), text_hash=text_hash(FRAGMENT_SEPARATOR.join(texts)),
+        also_cited_by=tuple(sources[1:]),
+    )
+
+
+def _member(view: ReleaseView, chunk_id: str) -> MemberChunk:
+    c = view.chunk(chunk_id)
+    return MemberChunk(chunk_id, c["text"], tuple(c["fragments"]), int(c.get("token_count") or 0))
+
+
+def assemble_passages(
+    view: ReleaseView, ranked: list[str], sources_by_parse: dict[str, list[str]], max_tokens: int, max_units: int,
+) -> tuple[list[Passage], list[EvidenceUnit], dict, dict[str, int]]:
+    """Passages for ``ranked`` chunk IDs (best first).
+
+    Returns (passages, selected units, assembly trace, chunk_id → passage index).
+    """
+    membership = window_membership(view)
+    hits = []
+    for rank, cid in enumerate(ranked, start=1):
+        wid, members = membership.get(cid, (None, (cid,)))
+        hits.append(HitWindow(rank, cid, wid, tuple(_member(view, m) for m in members)))
+    assembled, trace = assemble(hits, max_tokens, max_units)
+    passages, units, seen_units = [], [], set()
+    for p in assembled:
+        passages.append(_passage(view, p, sources_by_parse))
+        parse_id = view.chunk(p.members[0].chunk_id)["parse_id"]
+        source = passages[-1].citation.source_key
+        for m in p.members:
+            for f in m.fragments:
+                if f["unit_id"] not in seen_units:
+                    seen_units.add(f["unit_id"])
+                    units.append(EvidenceUnit(unit_id=f["unit_id"], parse_id=parse_id, source_key=source))
+    passage_of = {cid: i for i, p in enumerate(assembled) for cid in p.hit_chunk_ids}
+    return passages, units, trace, passage_of
+
+
+def _passage(view: ReleaseView, p: AssembledPassage, sources_by_parse: dict[str, list[str]]) -> Passage:
+    first = view.chunk(p.members[0].chunk_id)
+    parse_id = first["parse_id"]
+    sources = sources_by_parse.get(parse_id) or view.sources_by_parse[parse_id]
+    texts = [m.text for m in p.members]
+    return Passage(
+        window_id=p.window_id, chunk_ids=tuple(p.chunk_ids), hit_ranks=tuple(p.hit_ranks),
+        text=FRAGMENT_SEPARATOR.join(texts), token_count=p.token_count, truncated=p.truncated,
+        section_path=tuple(first["section_path"] or ()),
+        citation=citation_for(view, parse_id, p.hit_chunk_ids[0], texts, [list(m.fragments) for m in p.members],
+                              sources),
+    )
