@@ -14,6 +14,7 @@ import numpy as np
 import pyarrow as pa
 
 from fabric_assets.chunking.fine_chunks import SEPARATOR
+from fabric_resources.identity import text_hash
 
 Verdict = dict[str, Any]
 
@@ -79,14 +80,75 @@ REQUIRED_VERDICTS = (
     "one_lexical_document_per_chunk",
     "vectors_are_finite_and_unit_norm",
     "multilingual_vectors_are_finite_and_unit_norm",
+    "context_windows_cover_chunks",
+    "colbert_windows_cover_chunks",
 )
 
 
-def gate_status(verdicts: dict[str, Verdict]) -> tuple[str | None, list[str]]:
+#: Written by the ``annotations`` asset. It never holds a parse: required only with
+#: ``annotation.enabled`` and ``annotation.required_for_activation`` (:func:`required_verdicts`),
+#: and then a failed one counts as missing — the parse waits for a successful annotation run.
+ANNOTATION_VERDICT = "annotations_are_complete"
+
+
+def required_verdicts(config) -> tuple[str, ...]:
+    """``REQUIRED_VERDICTS``, plus ``ANNOTATION_VERDICT`` when ``config`` (a ``FabricConfig``)
+    enables annotation and requires it for activation."""
+    ann = config.annotation
+    return REQUIRED_VERDICTS + ((ANNOTATION_VERDICT,) if ann.enabled and ann.required_for_activation else ())
+
+
+def gate_status(
+    verdicts: dict[str, Verdict], required: tuple[str, ...] = REQUIRED_VERDICTS
+) -> tuple[str | None, list[str]]:
     """``("ready", [])`` if every required verdict passed, ``("held", failing)`` if one failed,
     ``(None, missing)`` while some are still missing (the parse's run has not finished)."""
-    failing = sorted(k for k, v in verdicts.items() if not v.get("passed"))
+    failing = sorted(k for k, v in verdicts.items() if not v.get("passed") and k != ANNOTATION_VERDICT)
     if failing:
         return "held", failing
-    missing = [k for k in REQUIRED_VERDICTS if k not in verdicts]
+    missing = [k for k in required
+               if k not in verdicts or (k == ANNOTATION_VERDICT and not verdicts[k].get("passed"))]
     return (None, missing) if missing else ("ready", [])
+
+
+def windows_cover_chunks(windows: pa.Table, chunks: pa.Table, max_tokens: int) -> Verdict:
+    """One parse's window rows (``WINDOWS``) against its chunk rows (``CHUNKS``), re-keyed by chunk ID.
+
+    Passes when the windows, in ``ordinal`` order 0..n-1, list every chunk exactly once in chunk
+    ``ordinal`` order, and each window's ``text`` is ``SEPARATOR.join`` of its members' texts,
+    ``fragments`` the concatenation of theirs, ``section_path`` its first member's,
+    ``text_hash`` the SHA-256 of its text, and ``token_count`` the sum of theirs and at most
+    ``max_tokens`` (seed 003, "Grains"). No tokenizer is needed.
+    """
+    c = chunks.sort_by("ordinal").to_pydict()
+    by_id = {cid: i for i, cid in enumerate(c["chunk_id"])}
+    w = windows.sort_by("ordinal").to_pydict()
+    problems: list[str] = []
+    if w["ordinal"] != list(range(len(w["ordinal"]))):
+        problems.append("window ordinals are not 0..n-1")
+    listed = [cid for ids in w["chunk_ids"] for cid in ids]
+    if listed != c["chunk_id"]:
+        problems.append(f"windows list {len(listed)} chunk IDs ({len(set(listed))} distinct), "
+                        f"not the parse's {len(c['chunk_id'])} chunks in reading order")
+    bad: list[str] = []
+    for wid, ids, text, h, frags, path, tokens in zip(
+        w["window_id"], w["chunk_ids"], w["text"], w["text_hash"], w["fragments"], w["section_path"],
+        w["token_count"],
+    ):
+        rows = [by_id.get(cid) for cid in ids]
+        if not rows or None in rows:
+            bad.append(wid)
+            continue
+        ok = (
+            text == SEPARATOR.join(c["text"][i] for i in rows)
+            and frags == [f for i in rows for f in c["fragments"][i]]
+            and (path or []) == (c["section_path"][rows[0]] or [])
+            and h == text_hash(text)
+            and tokens == sum(c["token_count"][i] for i in rows) <= max_tokens
+        )
+        if not ok:
+            bad.append(wid)
+    if bad:
+        problems.append(f"{len(bad)} windows differ from their chunks, e.g. {bad[:3]}")
+    return _v(not problems, "; ".join(problems) if problems else
+              f"{len(w['window_id'])} windows cover {len(c['chunk_id'])} chunks")

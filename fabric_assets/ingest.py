@@ -17,8 +17,9 @@ from pathlib import Path
 
 import dagster as dg
 
+from fabric_assets.annotations.assets import parses_needing_annotation
 from fabric_assets.definitions import defs
-from fabric_assets.sensors import plan_parse_runs, range_tags
+from fabric_assets.sensors import plan_annotation_runs, plan_parse_runs, range_tags
 from fabric_assets.sources.scan import ScanReport, scan
 from fabric_resources.home import FabricHome
 
@@ -38,6 +39,8 @@ class IngestSummary:
     failed_runs: list[str] = field(default_factory=list)
     activation: dict = field(default_factory=dict)
     activation_run_id: str | None = None
+    annotation_run_ids: list[str] = field(default_factory=list)
+    annotation_failed_runs: list[str] = field(default_factory=list)
     seconds: float = 0.0
 
 
@@ -105,6 +108,22 @@ def run_activation(home: FabricHome, instance: dg.DagsterInstance) -> tuple[str,
     return result.run_id, meta
 
 
+def run_annotation(home: FabricHome, instance: dg.DagsterInstance) -> tuple[list[str], list[str]]:
+    """Run ``annotation_job`` in-process over the parses that need it (none when annotation is
+    disabled), retrying parses whose last annotation failed; return (run IDs, failed run IDs)."""
+    wanted = parses_needing_annotation(home, retry_failed=True)
+    job = defs.resolve_job_def("annotation_job")
+    run_ids, failed = [], []
+    for keys in plan_annotation_runs(instance, wanted, home.config.sources.partitions_per_run):
+        result = job.execute_in_process(
+            instance=instance, tags=range_tags(keys), run_config=_run_config(home), raise_on_error=False
+        )
+        run_ids.append(result.run_id)
+        if not result.success:
+            failed.append(result.run_id)
+    return run_ids, failed
+
+
 def ingest(path: str | os.PathLike, home: FabricHome, progress: ProgressCallback | None = None) -> IngestSummary:
     """Register ``path`` as a root, scan all roots, parse what changed and activate.
 
@@ -123,5 +142,11 @@ def ingest(path: str | os.PathLike, home: FabricHome, progress: ProgressCallback
     summary = IngestSummary(scan=report)
     summary.run_ids, summary.failed_runs = run_pending(home, instance, report.parse_ids_to_run, progress)
     summary.activation_run_id, summary.activation = run_activation(home, instance)
+    if home.config.annotation.enabled:
+        # Annotation follows activation (or, when required for activation, precedes the next one);
+        # the second activation publishes the new annotation and graph table versions.
+        summary.annotation_run_ids, summary.annotation_failed_runs = run_annotation(home, instance)
+        if summary.annotation_run_ids:
+            summary.activation_run_id, summary.activation = run_activation(home, instance)
     summary.seconds = time.perf_counter() - started
     return summary

@@ -21,6 +21,13 @@ activation_job = dg.define_asset_job(
     description="Publish a release from the parses that passed their gate.",
 )
 
+annotation_job = dg.define_asset_job(
+    "annotation_job",
+    selection=dg.AssetSelection.groups("annotations"),
+    partitions_def=PARSES,
+    description="Annotate a range of parse partitions, then build their entity graph rows and annotation vectors.",
+)
+
 lexical_health_job = dg.define_asset_job(
     "lexical_health_job",
     selection=dg.AssetSelection.checks_for_assets("release"),

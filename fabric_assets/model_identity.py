@@ -28,9 +28,9 @@ def definitions_config() -> FabricConfig:
 def dense_identity(config: FabricConfig) -> str:
     """Identity of the model behind ``chunk_vectors`` (no model is loaded to compute it)."""
     if config.dense.backend == "http":
-        from fabric_resources.models.http_embedder import HttpEmbedder
+        from fabric_resources.models.http_embedder import http_identity
 
-        return HttpEmbedder(config.dense.http).identity
+        return http_identity(config.dense.http)
     from fabric_resources.models.embedder import shared_embedder
 
     return shared_embedder(config.dense.batch_size).identity

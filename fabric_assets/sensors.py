@@ -1,11 +1,13 @@
-"""Sensors: source changes → parse partitions and runs; finished parse runs → activation."""
+"""Sensors: source changes → parse partitions and runs; finished parse runs → activation;
+activation → annotation runs (when enabled) → activation again."""
 
 
 import hashlib
 
 import dagster as dg
 
-from fabric_assets.jobs import RANGE_END_TAG, RANGE_START_TAG, activation_job, parse_job
+from fabric_assets.annotations.assets import parses_needing_annotation
+from fabric_assets.jobs import RANGE_END_TAG, RANGE_START_TAG, activation_job, annotation_job, parse_job
 from fabric_assets.partitions import PARSES
 from fabric_assets.run_planning import partition_ranges
 from fabric_assets.sources.scan import scan
@@ -57,4 +59,40 @@ def source_change_sensor(context: dg.SensorEvaluationContext, fabric: FabricHome
     description="Activates whatever passed its gate once a parse run finishes.",
 )
 def activate_after_parse_run(context: dg.RunStatusSensorContext):
+    return dg.RunRequest(run_key=f"activate-after:{context.dagster_run.run_id}")
+
+
+def plan_annotation_runs(instance: dg.DagsterInstance, wanted: list[str], per_run: int) -> list[list[str]]:
+    """Contiguous ranges of existing ``parses`` partitions that cover ``wanted``."""
+    return partition_ranges(list(instance.get_dynamic_partitions(PARSES.name)), wanted, per_run)
+
+
+@dg.run_status_sensor(
+    run_status=dg.DagsterRunStatus.SUCCESS,
+    monitored_jobs=[activation_job],
+    request_job=annotation_job,
+    description="With annotation.enabled: annotates newly active parses (and, when annotation is required "
+    "for activation, parsed ones waiting for it) that have no annotation verdict yet.",
+)
+def annotate_after_activation(context: dg.RunStatusSensorContext, fabric: FabricHomeResource):
+    home = fabric.open()
+    wanted = parses_needing_annotation(home)
+    if not wanted:
+        return dg.SkipReason("annotation disabled" if not home.config.annotation.enabled else "nothing to annotate")
+    # The run key names the parse set: a set whose run failed is not re-requested on every activation
+    # (`fabric ingest` retries failed annotations).
+    return [
+        dg.RunRequest(run_key="annotate:" + hashlib.sha256(",".join(keys).encode()).hexdigest()[:24],
+                      tags=range_tags(keys))
+        for keys in plan_annotation_runs(context.instance, wanted, home.config.sources.partitions_per_run)
+    ]
+
+
+@dg.run_status_sensor(
+    run_status=dg.DagsterRunStatus.SUCCESS,
+    monitored_jobs=[annotation_job],
+    request_job=activation_job,
+    description="Publishes the new annotation and graph table versions once an annotation run finishes.",
+)
+def activate_after_annotation_run(context: dg.RunStatusSensorContext):
     return dg.RunRequest(run_key=f"activate-after:{context.dagster_run.run_id}")

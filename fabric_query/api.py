@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from functools import cached_property
 from collections import Counter
 from typing import Any
 
@@ -13,7 +14,9 @@ from fabric_query.errors import HomeNotFoundError
 from fabric_query.resolve import resolve as resolve_citation
 from fabric_query.types import Citation, EvidencePack, ResolveResult
 from fabric_resources.home import FabricHome, home_path
-from fabric_resources.models.embedder import shared_embedder
+from fabric_resources.models.embedder import Encoder
+from fabric_resources.models.http_embedder import dense_backend
+from fabric_resources.models.reranker import Reranker, reranker_from_config
 
 
 class ParseProblem(BaseModel):
@@ -61,8 +64,18 @@ class Fabric:
         self, query: str, *, limit: int | None = None, release_id: int | None = None, debug: bool = False
     ) -> EvidencePack:
         """Search the current (or a given) release; see :func:`fabric_query.pipeline.search`."""
-        embedder = shared_embedder(self.home.config.dense.batch_size)
-        return pipeline.search(self.home, query, embedder, limit=limit, release_id=release_id, debug=debug)
+        return pipeline.search(self.home, query, self.encoder, limit=limit, release_id=release_id, debug=debug,
+                               reranker=self.reranker)
+
+    @cached_property
+    def encoder(self) -> Encoder:
+        """The query encoder of the dense role (``dense.backend``: local MiniLM or HTTP, no fallback)."""
+        return dense_backend(self.home.config)
+
+    @cached_property
+    def reranker(self) -> Reranker | None:
+        """The reranker role (``reranker.backend``), or None when it is off (the default)."""
+        return reranker_from_config(self.home.config)
 
     def resolve(self, citation: Citation | dict[str, Any]) -> ResolveResult:
         """Re-verify a citation (a :class:`Citation` or its JSON dict)."""

@@ -376,16 +376,81 @@ def eval_tune_cmd(
         console.print(json.dumps(row))
 
 
+SharedOption = Annotated[Path, typer.Option("--shared", help="The ../shared folder (real corpus and eval sets).")]
+JsonOutOption = Annotated[Optional[Path], typer.Option("--json-out", help="Also write the result as JSON here.")]
+
+
+def _print_rows(title: str, rows: list[dict[str, str]]) -> None:
+    table = Table(title=title)
+    for col in (rows[0] if rows else {}):
+        table.add_column(col)
+    for row in rows:
+        table.add_row(*row.values())
+    console.print(table)
+
+
+def _write_json(result: dict, json_out: Optional[Path]) -> None:
+    if json_out:
+        json_out.parent.mkdir(parents=True, exist_ok=True)
+        json_out.write_text(json.dumps(result, indent=2) + "\n")
+        console.print(f"wrote {json_out}")
+
+
+def _skipped(exc: Exception) -> None:
+    err.print(f"[yellow]skipped:[/yellow] {exc}")
+    raise typer.Exit(2)
+
+
 @bench_app.command("incremental")
 def bench_incremental_cmd(
     path: Annotated[Path, typer.Argument(help="Folder whose text files supply the documents.")],
     sizes: Annotated[str, typer.Option(help="Comma-separated corpus sizes.")] = "1000,2000",
+    doc_bytes: Annotated[int, typer.Option(min=100, help="Characters per document.")] = 1_000,
+    rounds: Annotated[int, typer.Option(min=1, help="Changes timed per size (the median is reported).")] = 3,
+    json_out: JsonOutOption = None,
 ) -> None:
-    """Time from one edit + one delete + one add to the new release, at several corpus sizes."""
+    """Time from one edit + one delete + one add to the new release, at several corpus sizes (warm process)."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    from fabric_assets.bench import bench_incremental
+    from fabric_assets.bench import bench_incremental, incremental_rows
 
-    sys.stdout.write(json.dumps(bench_incremental(path, tuple(int(s) for s in sizes.split(","))), indent=2) + "\n")
+    if not path.is_dir():
+        _skipped(FileNotFoundError(f"{path} is not a folder (../shared is provided on project machines and in CI)"))
+    try:
+        result = bench_incremental(path, tuple(int(s) for s in sizes.split(",")), doc_bytes, rounds)
+    except ValueError as exc:
+        _fail(str(exc))
+    _print_rows("fabric bench incremental", incremental_rows(result))
+    console.print(f"growth {result['ratio_change_largest_to_smallest']} (target ≤ "
+                  f"{result['target_ratio_change_largest_to_smallest']}), share of the smallest full ingest "
+                  f"{result['ratio_change_to_full_ingest_smallest']:.2%} (target ≤ "
+                  f"{result['target_ratio_change_to_full_ingest_smallest']:.0%})")
+    _write_json(result, json_out)
+
+
+@bench_app.command("scale")
+def bench_scale_cmd(
+    documents: Annotated[int, typer.Option(min=2, help="Tiny distinct documents = parse partitions.")] = 10_000,
+    shared: SharedOption = Path("../shared"),
+    work_dir: Annotated[Optional[Path], typer.Option(
+        "--work-dir", help="Keep the corpus and home here (must not hold a home yet); default: scratch, removed.")] = None,
+    ui: Annotated[bool, typer.Option("--ui/--no-ui", help="Start dagster-webserver and time GraphQL queries.")] = True,
+    ui_repeat: Annotated[int, typer.Option(min=1)] = 3,
+    json_out: JsonOutOption = None,
+) -> None:
+    """Dagster at many partitions: one sensor tick, the parse runs (Dagster overhead per partition), the UI."""
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    from fabric_assets.bench_scale import bench_scale, summary_rows
+    from fabric_assets.scaling_corpus import SharedCorpusMissing
+
+    try:
+        result = bench_scale(shared, documents, work_dir=work_dir, ui=ui, ui_repeat=ui_repeat,
+                             log=lambda m: err.print(f"[dim]{m}[/dim]"))
+    except SharedCorpusMissing as exc:
+        _skipped(exc)
+    except FileExistsError as exc:
+        _fail(str(exc))
+    _print_rows(f"fabric bench scale --documents {documents}", summary_rows(result))
+    _write_json(result, json_out)
 
 
 @bench_app.command("lexical")
@@ -405,14 +470,47 @@ def bench_lexical_cmd(
 
 @bench_app.command("query")
 def bench_query_cmd(
-    queries: Annotated[Optional[list[str]], typer.Argument(help="Queries (default: a fixed mixed-language set).")] = None,
+    queries: Annotated[Optional[list[str]], typer.Argument(help="Queries (default: a fixed mixed-language set; "
+                                                                "with --chunks: Cranfield + JSQuAD questions).")] = None,
     repeat: Annotated[int, typer.Option(min=1)] = 5,
     home: HomeOption = None,
+    chunks: Annotated[Optional[list[int]], typer.Option(
+        "--chunks", min=10, help="Corpus size to build (repeatable): measure on scaling corpora, not on --home.")] = None,
+    cache_dir: Annotated[Path, typer.Option("--cache-dir", help="Where scaling corpora and homes are kept and reused.")]
+        = Path(".fabric-bench"),
+    shared: SharedOption = Path("../shared"),
+    english_queries: Annotated[int, typer.Option(min=0, help="Cranfield questions (with --chunks).")] = 50,
+    multilingual_queries: Annotated[int, typer.Option(min=0, help="JSQuAD questions (with --chunks).")] = 10,
+    chunks_per_document: Annotated[int, typer.Option(min=1)] = 50,
+    json_out: JsonOutOption = None,
 ) -> None:
-    """Warm query latency (p50/p95/p99) through fabric_query on an ingested home."""
+    """Warm query latency (p50/p95/p99) through fabric_query, on --home or on scaling corpora (--chunks).
+
+    With --chunks N (repeatable): a corpus of distinct documents recombined from real English text is built
+    and ingested once per size under --cache-dir (reused later), then a fresh query process measures hybrid
+    vs lexical-only per route and stage; growth factors compare the sizes."""
     from fabric_query.api import Fabric
     from fabric_query.benchmark import DEFAULT_QUERIES, bench_query
 
+    if chunks:
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        from fabric_assets.bench_query_scale import bench_query_scale, growth_rows, summary_rows
+        from fabric_assets.scaling_corpus import SharedCorpusMissing
+
+        try:
+            result = bench_query_scale(
+                chunks, cache_dir, shared, english_queries=english_queries, multilingual_queries=multilingual_queries,
+                queries=list(queries) if queries else None, repeat=repeat, chunks_per_document=chunks_per_document,
+                log=lambda m: err.print(f"[dim]{m}[/dim]"))
+        except SharedCorpusMissing as exc:
+            _skipped(exc)
+        q = result["queries"]
+        _print_rows(f"fabric bench query (warm; {q.get('english', 0)} English + {q.get('multilingual', 0)} "
+                    f"multilingual queries × {repeat})", summary_rows(result))
+        if result["growth"]:
+            _print_rows("growth against the smallest size (same run)", growth_rows(result))
+        _write_json(result, json_out)
+        return
     path = _set_home(home)
     try:
         result = bench_query(Fabric(path), list(queries or DEFAULT_QUERIES), repeat)

@@ -1,4 +1,11 @@
-"""``search()``: pin the release → parse → eligibility → channels → RRF → evidence."""
+"""``search()``: the query pipeline over one pinned release.
+
+pin the release → parse the query → eligibility (filters, before any ranking) → channels
+(word BM25, CJK substring, dense with section-guided windows — MiniLM or e5 by the query's
+script — and, when annotation is on, the grouped graph/annotation channel) → weighted RRF →
+ColBERT MaxSim over the fused pool (when configured) → reranker over passages (when
+configured) → passages and the EvidencePack (citations, selected units, assembly trace).
+"""
 
 from __future__ import annotations
 
@@ -6,18 +13,24 @@ import time
 
 from fabric_query.assembly import assemble_passages, citation_for
 from fabric_query.channels.dense import dense_channel, vector_models
+from fabric_query.channels.graph import graph_channel
+from fabric_query.channels.section import section_guided_dense
 from fabric_query.channels.lexical import Feedback, needs_substring_channel, substring_channel, word_channel
 from fabric_query.channels.scan import scan_channel
 from fabric_query.errors import NoReleaseError
 from fabric_query.evidence import highlight
 from fabric_query.fusion import rrf
+from fabric_query.maxsim import maxsim_rerank
 from fabric_query.querylang import ParsedQuery, parse_query
 from fabric_query.release import ReleaseView, release_view
+from fabric_query.rerank import rerank
 from fabric_query.types import ChannelHit, EvidencePack, Hit, StageTiming
 from fabric_resources.home import FabricHome
 from fabric_resources.lexical_index import IndexUnusable
 from fabric_resources.language_routing import needs_multilingual
-from fabric_resources.models.embedder import Embedder
+from fabric_resources.models.colbert import shared_colbert_encoder
+from fabric_resources.models.embedder import Encoder
+from fabric_resources.models.reranker import Reranker
 from fabric_resources.models.multilingual import shared_multilingual_embedder
 
 
@@ -37,12 +50,13 @@ def eligible_parses(view: ReleaseView, parsed: ParsedQuery) -> tuple[set[str] | 
 def search(
     home: FabricHome,
     query: str,
-    embedder: Embedder,
+    embedder: Encoder,
     *,
     limit: int | None = None,
     release_id: int | None = None,
     debug: bool = False,
-    multilingual: Embedder | None = None,
+    multilingual: Encoder | None = None,
+    reranker: Reranker | None = None,
 ) -> EvidencePack:
     """Answer ``query`` from one pinned release.
 
@@ -92,6 +106,7 @@ def search(
     skipped: dict[str, str] = {}
     provenance: dict[str, dict[str, dict]] = {}
     route = _dense_route(home, parsed.positive_text, embedder, multilingual)
+    qvec = None
     if route is not None:
         name, table, encoder = route
         stored = vector_models(view, table)
@@ -101,8 +116,19 @@ def search(
         else:
             qvec = encoder.encode_queries([parsed.positive_text])[0]
             t = lap("encode_query" if name == "dense" else "encode_query_multilingual", t)
-            lexical_results[name] = dense_channel(view, qvec, eligible, depth, table)
+            if cfg.section_guided:
+                lexical_results[name], provenance[name] = section_guided_dense(
+                    view, qvec, eligible, depth, table, cfg.section_candidate_limit,
+                    cfg.section_passages_per_window, cfg.rrf_k)
+            else:
+                lexical_results[name] = dense_channel(view, qvec, eligible, depth, table)
             t = lap(name, t)
+            if name != "dense":
+                qvec = None  # the annotation route compares with vectors of the dense model only
+    if home.config.annotation.enabled:
+        lexical_results["graph"], provenance["graph"] = graph_channel(
+            view, parsed.positive_text, qvec, eligible, depth, home.config)
+        t = lap("graph", t)
     for name, pairs in lexical_results.items():
         rankings[name] = [cid for cid, _ in pairs]
         channel_scores[name] = {cid: (r, s) for r, (cid, s) in enumerate(pairs, start=1)}
@@ -118,6 +144,27 @@ def search(
     ranked_ids = [cid for cid, _ in fused]
     fused_score = dict(fused)
     stage_scores: dict[str, dict[str, float]] = {}
+
+    late = home.config.late_interaction
+    if late.enabled and ranked_ids:
+        colbert = shared_colbert_encoder(late.checkpoint, home.config.indexing.colbert_max_tokens,
+                                         late.query_max_tokens)
+        scored = maxsim_rerank(view, colbert.encode_query(parsed.positive_text), ranked_ids,
+                               max(late.candidate_pool, limit), model=colbert.identity)
+        ranked_ids = [m.chunk_id for m in scored]
+        stage_scores["maxsim"] = {m.chunk_id: m.score for m in scored if m.score is not None}
+        stages["maxsim"] = [(m.chunk_id, m.score) for m in scored if m.score is not None]
+        t = lap("maxsim", t)
+    if reranker is not None and ranked_ids:
+        pool_ids = ranked_ids[: max(home.config.reranker.candidate_pool, limit)]
+        pool_passages, _, _, pool_passage_of = assemble_passages(
+            view, pool_ids, sources_by_parse, home.config.passages.max_tokens, home.config.passages.max_units)
+        texts = [_rerank_input(pool_passages[pool_passage_of[cid]]) for cid in pool_ids]
+        reranked = rerank(parsed.positive_text, list(zip(pool_ids, texts)), reranker, len(pool_ids))
+        ranked_ids = [cid for cid, _ in reranked] + ranked_ids[len(pool_ids):]
+        stage_scores["rerank"] = {cid: sc for cid, sc in reranked if sc is not None}
+        stages["reranked"] = [(cid, sc) for cid, sc in reranked if sc is not None]
+        t = lap("rerank", t)
 
     final = ranked_ids[:limit]
     passages, units, trace, passage_of = assemble_passages(
@@ -155,7 +202,13 @@ def search(
     )
 
 
-def _dense_route(home: FabricHome, text: str, embedder: Embedder, multilingual: Embedder | None):
+def _rerank_input(passage) -> str:
+    """The reranker sees the passage's heading path, a blank line, then its canonical text."""
+    heading = " / ".join(passage.section_path)
+    return f"{heading}\n\n{passage.text}" if heading else passage.text
+
+
+def _dense_route(home: FabricHome, text: str, embedder: Encoder, multilingual: Encoder | None):
     """(channel name, vector table, query encoder) for ``text``, or None when no dense channel applies."""
     if not needs_multilingual(text):
         return "dense", "chunk_vectors", embedder

@@ -22,5 +22,11 @@ class FabricHomeResource(dg.ConfigurableResource):
     def embedder(self) -> MiniLMEmbedder:
         return shared_embedder(self.open().config.dense.batch_size)
 
+    def dense_encoder(self):
+        """The ``chunk_vectors`` model chosen by ``dense.backend`` (local MiniLM or HTTP; no fallback)."""
+        from fabric_resources.models.http_embedder import dense_backend
+
+        return dense_backend(self.open().config)
+
     def multilingual_embedder(self) -> MultilingualE5Embedder:
         return shared_multilingual_embedder()

@@ -70,3 +70,33 @@ def fold_with_map(text: str) -> tuple[str, list[int]]:
         out.append(f)
         origin.extend([i] * len(f))
     return "".join(out), origin
+
+
+def normalise_entity_name(name: str) -> str:
+    """The graph key of an entity name, predicate or entity type (writer and query side alike).
+
+    Unicode NFKC (compatibility forms: full-width ``Ａ`` → ``A``, ligatures ``ﬁ`` → ``fi``), then
+    ``str.casefold`` (Unicode default case folding) and NFKC again (case folding can leave
+    unnormalised sequences, e.g. ``İ``), then every maximal run of characters that are not
+    letters, digits or combining marks (Unicode categories ``L*``, ``N*``, ``M*``) — whitespace
+    and punctuation — becomes one space, trimmed at both ends. Diacritics are kept (NFKC
+    composes them), so ``Ada  Lovelace``, ``ADA LOVELACE`` and ``ada-lovelace`` share one key
+    but ``Café`` and ``Cafe`` do not. ``""`` when nothing alphanumeric remains.
+
+    >>> normalise_entity_name("  Ada \\u00a0 LOVELACE. "), normalise_entity_name("Ｕ.Ｓ.　Navy")
+    ('ada lovelace', 'u s navy')
+    >>> normalise_entity_name("東京タワー"), normalise_entity_name("O’Brien") == normalise_entity_name("o'brien")
+    ('東京タワー', True)
+    """
+    folded = unicodedata.normalize("NFKC", unicodedata.normalize("NFKC", name).casefold())
+    out: list[str] = []
+    gap = False
+    for ch in folded:
+        if unicodedata.category(ch)[0] in "LNM":
+            if gap and out:
+                out.append(" ")
+            out.append(ch)
+            gap = False
+        else:
+            gap = True
+    return "".join(out)

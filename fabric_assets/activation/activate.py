@@ -17,7 +17,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from fabric_assets.gate import gate_status
+from fabric_assets.gate import REQUIRED_VERDICTS, gate_status, required_verdicts
 from fabric_resources.catalog import Catalog, Release, StatusUpdate
 from fabric_resources.config import config_hash
 from fabric_resources.home import FabricHome
@@ -25,6 +25,10 @@ from fabric_resources.schema import SCHEMA_VERSION, TABLES
 
 #: Lexical generations of this many most recent releases are kept on disk.
 RETAINED_RELEASES = 3
+
+#: Tables written after activation (annotations, entity graph): a new version of one publishes a
+#: release even when the active set is unchanged, so queries see the new rows.
+POST_ACTIVATION_TABLES = ("annotations", "graph_mentions", "graph_edges", "annotation_vectors")
 
 
 @dataclass
@@ -48,11 +52,11 @@ def activation_lock(home: FabricHome):
             fcntl.flock(fh, fcntl.LOCK_UN)
 
 
-def apply_gate(catalog: Catalog) -> None:
-    """Turn ``parsed`` runs whose verdicts are complete into ``ready`` or ``held``."""
+def apply_gate(catalog: Catalog, required: tuple[str, ...] = REQUIRED_VERDICTS) -> None:
+    """Turn ``parsed`` runs whose ``required`` verdicts are complete into ``ready`` or ``held``."""
     updates = []
     for run in catalog.parse_runs(status="parsed"):
-        status, names = gate_status(run.verdicts)
+        status, names = gate_status(run.verdicts, required)
         if status is not None:
             updates.append(StatusUpdate(run.parse_id, status, "gate:" + ",".join(names) if names else None))
     catalog.set_parse_statuses(updates)
@@ -71,13 +75,14 @@ def _source_meta(source, root_paths: dict[int, str], language: str | None) -> di
 
 
 def activate(home: FabricHome) -> ActivationReport:
-    """Publish a new release if the active set changed; return what happened."""
+    """Publish a new release if the active set changed or a ``POST_ACTIVATION_TABLES`` table has a
+    new version (annotations written after activation); return what happened."""
     started = time.perf_counter()
     with activation_lock(home):
         catalog = home.catalog
         current: Release | None = catalog.current_release()
         prev_sources: dict[str, dict] = current.manifest["sources"] if current else {}
-        apply_gate(catalog)
+        apply_gate(catalog, required_verdicts(home.config))
         runs = catalog.parse_runs()
         status = {r.parse_id: r.status for r in runs}
         language = {r.parse_id: r.language for r in runs}
@@ -101,7 +106,10 @@ def activate(home: FabricHome) -> ActivationReport:
                 if k in prev_active:
                     report.superseded.append((k, prev_active[k]))
         report.deactivated = sorted(set(prev_active) - set(new_active))
-        if current is not None and sources == prev_sources:
+        tables = {name: home.tables.version(name) for name in TABLES}
+        post_changed = current is not None and any(
+            tables.get(n) != current.manifest.get("tables", {}).get(n) for n in POST_ACTIVATION_TABLES)
+        if current is not None and sources == prev_sources and not post_changed:
             report.lexical_generation = current.manifest.get("lexical_generation")
             report.seconds = time.perf_counter() - started
             return report
@@ -122,7 +130,7 @@ def activate(home: FabricHome) -> ActivationReport:
             "schema_version": SCHEMA_VERSION,
             "config_hash": config_hash(home.config),
             "sources": sources,
-            "tables": {name: home.tables.version(name) for name in TABLES},
+            "tables": tables,
             "lexical_generation": gen,
         }
         release = catalog.publish_release(manifest, expected_current=current.release_id if current else None)

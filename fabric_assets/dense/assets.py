@@ -18,8 +18,12 @@ from fabric_assets.verdicts import live_parse_ids, record_and_summarise
 from fabric_resources.dagster_resources import FabricHomeResource
 from fabric_resources.home import FabricHome
 from fabric_resources.language_routing import needs_multilingual
-from fabric_resources.models.embedder import Embedder
+from fabric_assets.model_identity import definitions_config, dense_identity, multilingual_identity
+from fabric_resources.models.embedder import Encoder
 from fabric_resources.schema import CHUNK_VECTORS, DENSE_DIM
+
+
+_CONFIG = definitions_config()
 
 
 def passage_input(section_path: list[str] | tuple[str, ...], text: str) -> str:
@@ -31,7 +35,7 @@ def routed_to_multilingual(home: FabricHome, text: str) -> bool:
     return home.config.dense.multilingual and needs_multilingual(text)
 
 
-def _embed_partitions(context, home: FabricHome, embedder: Embedder, table: str, multilingual: bool, check: str):
+def _embed_partitions(context, home: FabricHome, embedder: Encoder, table: str, multilingual: bool, check: str):
     keys = list(context.partition_keys)
     live = live_parse_ids(home, keys)
     chunks = home.tables.read("chunks", parse_ids=live, columns=["parse_id", "chunk_id", "text", "section_path"])
@@ -73,12 +77,17 @@ def _embed_partitions(context, home: FabricHome, embedder: Embedder, table: str,
     **PARTITIONED,
     deps=["chunks"],
     group_name="projections",
-    code_version="dense-v1:all-MiniLM-L6-v2",
+    # The model identity enters the code version: a model change marks exactly this asset stale.
+    code_version=f"dense-v1:{dense_identity(_CONFIG)}",
     check_specs=[dg.AssetCheckSpec("vectors_are_finite_and_unit_norm", asset="chunk_vectors")],
     description="all-MiniLM-L6-v2 vectors (384-d, unit norm) of the Latin-script fine chunks.",
 )
 def chunk_vectors(context: dg.AssetExecutionContext, fabric: FabricHomeResource):
-    yield from _embed_partitions(context, fabric.open(), fabric.embedder(), "chunk_vectors", False,
+    encoder = fabric.dense_encoder()
+    if hasattr(encoder, "smoke_check"):
+        # An HTTP endpoint is validated once per run before any partition is written (seed 003 §10).
+        encoder.smoke_check()
+    yield from _embed_partitions(context, fabric.open(), encoder, "chunk_vectors", False,
                                  "vectors_are_finite_and_unit_norm")
 
 
@@ -86,7 +95,7 @@ def chunk_vectors(context: dg.AssetExecutionContext, fabric: FabricHomeResource)
     **PARTITIONED,
     deps=["chunks"],
     group_name="projections",
-    code_version="dense-v1:multilingual-e5-small-q4",
+    code_version=f"dense-v1:{multilingual_identity(_CONFIG)}",
     check_specs=[dg.AssetCheckSpec("multilingual_vectors_are_finite_and_unit_norm",
                                    asset="chunk_vectors_multilingual")],
     description="multilingual-e5-small vectors (384-d, unit norm) of CJK and other non-Latin fine chunks.",

@@ -18,8 +18,8 @@ from fabric_resources.identity import weights_fingerprint
 from fabric_resources.schema import DENSE_DIM
 
 
-class Embedder(Protocol):
-    """What the dense projection and the dense channel need from a model."""
+class Encoder(Protocol):
+    """What the dense projection and the dense channel need from a model (local or HTTP)."""
 
     @property
     def identity(self) -> str: ...
@@ -27,6 +27,10 @@ class Embedder(Protocol):
     def encode_passages(self, texts: list[str]) -> np.ndarray: ...
 
     def encode_queries(self, texts: list[str]) -> np.ndarray: ...
+
+
+class Embedder(Encoder, Protocol):
+    """A local encoder that also measures text in its tokenizer's word pieces (the chunker's unit)."""
 
     def token_spans(self, texts: list[str]) -> list[list[tuple[int, int]]]: ...
 

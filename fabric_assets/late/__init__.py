@@ -1,0 +1,1 @@
+"""Late interaction: ColBERT document matrices of the ColBERT windows (``colbert_matrices``)."""

@@ -1,0 +1,194 @@
+"""Warm query latency on one home: hybrid (the real pipeline) against lexical-only, per route.
+
+* **hybrid**: :meth:`fabric_query.Fabric.search`, i.e. :func:`fabric_query.pipeline.search`
+  with every channel it runs by default; its per-stage times are the pack's ``timings``.
+* **lexical-only**: :func:`lexical_only_search` — the same query language,
+  release pin, eligibility, word channel (with the configured feedback) and
+  substring channel, RRF over them, then the top ``limit`` chunk rows and their
+  highlights. No query encoding, no dense search, no passage assembly.
+
+Queries are grouped by the route the pipeline gives them
+(``needs_multilingual`` of the positive text: ``english`` → MiniLM,
+``multilingual`` → multilingual-e5). Every query runs once untimed to warm
+up (models load, the release view and index open), then ``repeat`` timed
+passes, hybrid and lexical-only interleaved so machine noise hits both.
+
+Run as ``python -m fabric_query.latency_bench --home H --queries Q.json``
+(``Q.json``: a JSON list of query strings) to measure in a fresh process that
+imports no Dagster; it prints the result as JSON. Times are measured, never asserted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+import numpy as np
+import psutil
+
+from fabric_query.api import Fabric
+from fabric_query.channels.lexical import Feedback, needs_substring_channel, substring_channel, word_channel
+from fabric_query.errors import NoReleaseError
+from fabric_query.evidence import highlight
+from fabric_query.fusion import rrf
+from fabric_query.pipeline import eligible_parses
+from fabric_query.querylang import parse_query
+from fabric_query.release import release_view
+from fabric_query.types import StageTiming
+from fabric_resources.home import FabricHome
+from fabric_resources.language_routing import needs_multilingual
+from fabric_resources.lexical_index import IndexUnusable
+
+Route = Literal["english", "multilingual"]
+Mode = Literal["hybrid", "lexical"]
+PERCENTILES = (50, 95, 99)
+
+
+@dataclass(frozen=True)
+class LexicalAnswer:
+    chunk_ids: tuple[str, ...]  # best first
+    timings: tuple[StageTiming, ...]  # stages, then "total"
+
+
+def route_of(query: str) -> Route:
+    """The dense route the pipeline gives ``query``."""
+    return "multilingual" if needs_multilingual(parse_query(query).positive_text) else "english"
+
+
+def lexical_only_search(home: FabricHome, query: str, limit: int | None = None) -> LexicalAnswer:
+    """The pipeline's lexical path alone: word (+ feedback) and substring channels, RRF, evidence rows.
+
+    Stage names match :func:`fabric_query.pipeline.search` (``pin_and_parse``,
+    ``eligibility``, ``lexical``, ``fusion``, ``evidence``) so the two can be
+    compared stage by stage.
+
+    Raises
+    ------
+    NoReleaseError
+        Nothing has been activated yet.
+    ValueError
+        The release's lexical index cannot serve (this benchmark measures the index path only).
+    """
+    timings: list[StageTiming] = []
+    t0 = time.perf_counter()
+
+    def lap(stage: str, since: float) -> float:
+        now = time.perf_counter()
+        timings.append(StageTiming(stage=stage, ms=round((now - since) * 1000, 3)))
+        return now
+
+    cfg = home.config.query
+    limit = limit or cfg.default_limit
+    parsed = parse_query(query, cfg.max_query_chars)
+    release = home.catalog.current_release()
+    if release is None:
+        raise NoReleaseError("no activated release in this home; run `fabric ingest PATH` first")
+    view = release_view(home, release)
+    t = lap("pin_and_parse", t0)
+    eligible, _ = eligible_parses(view, parsed)
+    t = lap("eligibility", t)
+    index = view.lexical
+    if isinstance(index, IndexUnusable):
+        raise ValueError(f"the lexical index cannot serve: {index.reason}")
+    depth = max(cfg.channel_depth, limit)
+    feedback = Feedback(cfg.feedback_docs, cfg.feedback_terms, cfg.feedback_weight) if cfg.feedback_terms else None
+    rankings = {"word": [c for c, _ in word_channel(index, parsed, eligible, depth, feedback,
+                                                     lambda cid: view.chunk(cid)["text"])]}
+    if needs_substring_channel(parsed):
+        rankings["substring"] = [c for c, _ in substring_channel(index, parsed, eligible, depth)]
+    t = lap("lexical", t)
+    fused = [cid for cid, _ in rrf(rankings, cfg.rrf_k, cfg.channel_weights)][:limit]
+    t = lap("fusion", t)
+    for cid in fused:
+        highlight(view.chunk(cid)["text"], parsed)
+    lap("evidence", t)
+    timings.append(StageTiming(stage="total", ms=round((time.perf_counter() - t0) * 1000, 3)))
+    return LexicalAnswer(tuple(fused), tuple(timings))
+
+
+def percentiles(values: list[float]) -> dict[str, float]:
+    """p50/p95/p99 in ms (numpy's default linear interpolation); empty input gives {}."""
+    if not values:
+        return {}
+    return {f"p{p}": round(float(np.percentile(values, p)), 2) for p in PERCENTILES}
+
+
+def measure(home_dir: str | Path, queries: list[str], repeat: int = 3, limit: int | None = None) -> dict:
+    """Warm latency of ``queries`` on the home at ``home_dir``; see the module docstring.
+
+    Returns a JSON-ready dict: ``chunks`` (in the current release), ``queries``
+    per route, ``runs`` per route and mode, ``routes[route][mode]`` with
+    ``end_to_end_ms`` and ``stages_ms[stage]`` (p50/p95/p99),
+    ``hybrid_over_lexical_p50`` per route, and the process's ``rss_mb`` (now,
+    psutil) and ``peak_rss_mb`` (``ru_maxrss``).
+    """
+    fabric = Fabric(home_dir)
+    home = fabric.home
+    release = home.catalog.current_release()
+    if release is None:
+        raise NoReleaseError(f"no activated release in {home_dir}")
+    routes = {q: route_of(q) for q in queries}
+    for q in queries:  # warm-up: models, release view, index, caches
+        fabric.search(q, limit=limit)
+        lexical_only_search(home, q, limit)
+    e2e: dict[tuple[str, str], list[float]] = {}
+    stages: dict[tuple[str, str], dict[str, list[float]]] = {}
+
+    def record(route: str, mode: str, total_ms: float, timings) -> None:
+        e2e.setdefault((route, mode), []).append(total_ms)
+        bucket = stages.setdefault((route, mode), {})
+        for s in timings:
+            if s.stage != "total":
+                bucket.setdefault(s.stage, []).append(s.ms)
+
+    for _ in range(repeat):
+        for q in queries:
+            t = time.perf_counter()
+            pack = fabric.search(q, limit=limit)
+            record(routes[q], "hybrid", (time.perf_counter() - t) * 1000, pack.timings)
+            t = time.perf_counter()
+            answer = lexical_only_search(home, q, limit)
+            record(routes[q], "lexical", (time.perf_counter() - t) * 1000, answer.timings)
+    out: dict = {
+        "home": str(home.root),
+        "release_id": release.release_id,
+        "chunks": release_view(home, release).chunks.num_rows,
+        "repeat": repeat,
+        "queries": {r: sum(1 for v in routes.values() if v == r) for r in ("english", "multilingual")},
+        "routes": {},
+        "hybrid_over_lexical_p50": {},
+    }
+    for (route, mode), values in sorted(e2e.items()):
+        out["routes"].setdefault(route, {})[mode] = {
+            "runs": len(values),
+            "end_to_end_ms": percentiles(values),
+            "stages_ms": {k: percentiles(v) for k, v in stages[(route, mode)].items()},
+        }
+    for route, modes in out["routes"].items():
+        if "hybrid" in modes and "lexical" in modes:
+            out["hybrid_over_lexical_p50"][route] = round(
+                modes["hybrid"]["end_to_end_ms"]["p50"] / max(modes["lexical"]["end_to_end_ms"]["p50"], 1e-6), 2)
+    out["rss_mb"] = round(psutil.Process().memory_info().rss / 2**20, 1)
+    out["peak_rss_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
+    return out
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--home", required=True)
+    parser.add_argument("--queries", required=True, help="a JSON file holding a list of query strings")
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--limit", type=int, default=None)
+    args = parser.parse_args(argv)
+    queries = json.loads(Path(args.queries).read_text(encoding="utf-8"))
+    sys.stdout.write(json.dumps(measure(args.home, queries, args.repeat, args.limit)) + "\n")
+
+
+if __name__ == "__main__":
+    main()
