@@ -82,6 +82,8 @@ REQUIRED_VERDICTS = (
     "multilingual_vectors_are_finite_and_unit_norm",
     "context_windows_cover_chunks",
     "colbert_windows_cover_chunks",
+    # Passes with detail "disabled" when late interaction is off, so it never blocks the default.
+    "colbert_matrices_are_finite_and_complete",
 )
 
 

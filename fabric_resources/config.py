@@ -94,6 +94,15 @@ class DenseConfig(_Strict):
     multilingual_model: Literal["multilingual-e5-small-q4"] = "multilingual-e5-small-q4"
 
 
+#: Tokens ColBERT adds to every document: [CLS], the [D] marker and [SEP] (Khattab & Zaharia 2020, §3.2).
+COLBERT_FORMAT_TOKENS = 3
+
+
+def colbert_window_cap(config: "FabricConfig") -> int:
+    """The token cap ColBERT windows pack under: the document length less the format tokens."""
+    return config.indexing.colbert_max_tokens - COLBERT_FORMAT_TOKENS
+
+
 class IndexingConfig(_Strict):
     """Caps of the grains above fine chunks, in word pieces of the chunking tokenizer.
 
@@ -104,7 +113,9 @@ class IndexingConfig(_Strict):
     """
 
     context_max_tokens: int = Field(512, ge=32)
-    colbert_max_tokens: int = Field(256, ge=32)
+    # The ColBERT document length (pylate's document_length); windows pack under it less
+    # COLBERT_FORMAT_TOKENS, so a window never exceeds what the model reads.
+    colbert_max_tokens: int = Field(260, ge=32)
     min_fill_ratio: float = Field(0.25, ge=0, lt=1)
     excerpt_windows: int = Field(2, gt=0, description="Context windows per annotation excerpt.")
 
@@ -221,7 +232,7 @@ class FabricConfig(_Strict):
     def _consistent(self) -> "FabricConfig":
         fine = max(self.chunking.max_tokens, self.chunking.multilingual_max_tokens)
         for name in ("context_max_tokens", "colbert_max_tokens"):
-            cap = getattr(self.indexing, name)
+            cap = getattr(self.indexing, name) - (COLBERT_FORMAT_TOKENS if name == "colbert_max_tokens" else 0)
             # Seed 003: windows never split a chunk, so a chunk must fit in any under-filled window.
             if fine > cap - int(cap * self.indexing.min_fill_ratio):
                 raise ValueError(f"chunking caps (max {fine}) must be <= indexing.{name} - "

@@ -102,10 +102,7 @@ class FakeChatServer:
         self.in_flight = 0
         self.max_in_flight = 0
         self._lock = threading.Lock()
-        self._server = LoopbackServer(self._respond)
-        # One write per reply: the stdlib handler writes headers and body separately, and Nagle's
-        # algorithm plus delayed ACKs would add ~40 ms per call that no real server adds.
-        self._server._server.RequestHandlerClass.disable_nagle_algorithm = True
+        self._server = LoopbackServer(self._respond)  # TCP_NODELAY: see loopback_http
 
     @property
     def base_url(self) -> str:

@@ -321,3 +321,15 @@ def test_spans_round_trip_to_unit_slices(data, texts):
             assert span.start_utf16 == utf16_offset(unit, span.start_char)
             assert span.end_utf16 == utf16_offset(unit, span.end_char)
             assert normalise(quote) in normalise(unit[span.start_char:span.end_char])
+
+
+def test_exact_evidence_is_preferred_to_fuzzy_evidence():
+    units = {"a": "Alice rowed.", "b": "Alicia slept."}
+    table = build_windows("p", units, [[("a", 0, 12), ("b", 0, 13)]])
+    (excerpt,) = build_excerpts(table, 1)
+    grounding = ExcerptGrounding(excerpt.text, excerpt.fragments)
+    # "alice" is in fragment a exactly; it also aligns with "alici(a)" in b by one substitution
+    assert [m.fragment for m in grounding.ground("Alice")] == [0]
+    # no exact match anywhere: every fragment that passes the bounded alignment is kept
+    assert [m.fragment for m in grounding.ground("Alicx")] == [0, 1]
+    assert grounding.ground("Alicx", fuzzy=False) is None

@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 from conftest import ingest
 
-from fabric_assets.late.assets import CHECK, window_inputs
+from fabric_assets.late.assets import CHECK, matrices_finite_and_complete, window_inputs
 from fabric_query.maxsim import maxsim_rerank
 from fabric_query.release import release_view
 from fabric_resources.models.colbert import (
@@ -29,9 +29,10 @@ from fabric_resources.models.colbert import (
     checkpoint_fingerprint,
     shared_colbert_encoder,
 )
+from fabric_resources.config import FabricConfig
 from fabric_resources.schema import COLBERT_DIM
 
-DOC_TOKENS = 256
+DOC_TOKENS = FabricConfig().indexing.colbert_max_tokens  # what the asset passes as document_length
 QUERY_TOKENS = 32
 
 LIGHTHOUSE_MD = "# Coast\n\n## Lighthouse\n\n" + "\n\n".join(
@@ -122,6 +123,22 @@ def test_window_inputs_prefix_and_drop():
                                     ["a b c", "d e", "f g h i j k"], count, max_tokens=6)
     assert inputs == ["Coast / Lighthouse\n\na b c", "d e", "f g h i j k"]  # 6 ≤ 6 kept; 7 > 6 dropped
     assert dropped == 1
+
+
+def test_verdict_refuses_missing_extra_and_bad_rows():
+    """guards against: a verdict that passes whatever was written."""
+    rng = np.random.default_rng(3)
+    good = rng.normal(size=(4, COLBERT_DIM)).astype(np.float32)
+    good /= np.linalg.norm(good, axis=1, keepdims=True)
+    assert matrices_finite_and_complete(["w1", "w2"], ["w1", "w2"], [good, good])["passed"]
+    assert not matrices_finite_and_complete(["w1", "w2"], ["w1"], [good])["passed"]
+    assert not matrices_finite_and_complete(["w1"], ["w1", "w1"], [good, good])["passed"]
+    assert not matrices_finite_and_complete(["w1"], ["w1"], [good * 2])["passed"]
+    nan = good.copy()
+    nan[1, 5] = np.nan
+    assert not matrices_finite_and_complete(["w1"], ["w1"], [nan])["passed"]
+    assert not matrices_finite_and_complete(["w1"], ["w1"], [np.zeros((0, COLBERT_DIM), np.float32)])["passed"]
+    assert not matrices_finite_and_complete(["w1"], ["w1"], [good[:, :64]])["passed"]
 
 
 # ---------------------------------------------------------------------------
@@ -222,7 +239,7 @@ def test_disabled_writes_nothing_and_never_imports_pylate(tmp_path, checkpoint):
         from fabric_resources.models.colbert import ColbertEncoder
         home = FabricHome({str(home_dir)!r})
         summary = ingest({str(src)!r}, home)
-        identity = ColbertEncoder({str(checkpoint)!r}, 256, 32).identity
+        identity = ColbertEncoder({str(checkpoint)!r}, {DOC_TOKENS}, 32).identity
         release = home.catalog.current_release()
         print(json.dumps({{
             "failed_runs": summary.failed_runs,

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import pyarrow as pa
 import pytest
+
+from fabric_resources.config import colbert_window_cap
 from conftest import ingest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -205,7 +207,7 @@ def test_ingest_builds_both_window_grains_and_gates_on_them(tmp_path, fabric_hom
     cfg = fabric_home.config.indexing
     for run in runs:
         for grain, table, cap in (("context", "context_windows", cfg.context_max_tokens),
-                                  ("colbert", "colbert_windows", cfg.colbert_max_tokens)):
+                                  ("colbert", "colbert_windows", colbert_window_cap(fabric_home.config))):
             assert run.verdicts[f"{table}_cover_chunks"]["passed"], run.verdicts[f"{table}_cover_chunks"]
             chunks = fabric_home.tables.read("chunks", parse_ids=[run.parse_id]).sort_by("ordinal").to_pydict()
             windows = fabric_home.tables.read(table, parse_ids=[run.parse_id]).sort_by("ordinal").to_pydict()

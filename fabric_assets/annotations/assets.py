@@ -221,8 +221,8 @@ def graph(context: dg.AssetExecutionContext, fabric: FabricHomeResource) -> Iter
     **PARTITIONED,
     deps=["annotations"],
     group_name="annotations",
-    code_version="annotation-vectors-v1:all-MiniLM-L6-v2",
-    description="Dense vectors (384-d, unit norm, the chunk_vectors model) of summary and relation "
+    code_version="annotation-vectors-v1",
+    description="Dense vectors (384-d, unit norm, the chunk_vectors model of dense.backend) of summary and relation "
     "annotation texts: the annotation-embedding route of the graph channel.",
 )
 def annotation_vectors(context: dg.AssetExecutionContext, fabric: FabricHomeResource) -> Iterator:
@@ -235,7 +235,7 @@ def annotation_vectors(context: dg.AssetExecutionContext, fabric: FabricHomeReso
     live = live_parse_ids(home, list(context.partition_keys))
     ann = home.tables.read("annotations", parse_ids=live, columns=["parse_id", "annotation_id", "kind", "text"])
     ann = ann.filter(pc.is_in(ann.column("kind"), pa.array(["summary", "relation"])))
-    embedder = fabric.embedder()
+    embedder = fabric.dense_encoder()  # the chunk_vectors model: one query vector serves both
     t0 = time.perf_counter()
     vectors = embedder.encode_passages(ann.column("text").to_pylist())
     encode_s = time.perf_counter() - t0

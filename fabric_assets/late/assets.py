@@ -18,16 +18,27 @@ import numpy as np
 import pyarrow as pa
 
 from fabric_assets.gate import Verdict, counts_consistent, vectors_finite_unit_norm
+from fabric_assets.model_identity import colbert_identity, definitions_config
 from fabric_assets.partitions import PARTITIONED
 from fabric_assets.verdicts import live_parse_ids, record_and_summarise
 from fabric_resources.dagster_resources import FabricHomeResource
-from fabric_resources.models.colbert import ColbertOutputError, shared_colbert_encoder
+from fabric_resources.models.colbert import ColbertCheckpointError, ColbertOutputError, shared_colbert_encoder
 from fabric_resources.schema import COLBERT_DIM, COLBERT_MATRICES
 
 CHECK = "colbert_matrices_are_finite_and_complete"
 
 #: Joins the section path in the model input prefix.
 SECTION_SEPARATOR = " / "
+
+
+def _code_version() -> str:
+    """``colbert-v1:<model identity>`` under the config of the home the definitions serve (no model
+    loads); ``disabled`` when late interaction is off. A bad checkpoint must not stop the
+    definitions from loading: the asset raises the typed error when it runs."""
+    try:
+        return f"colbert-v1:{colbert_identity(definitions_config()) or 'disabled'}"
+    except ColbertCheckpointError:
+        return "colbert-v1:invalid-checkpoint"
 
 
 def window_inputs(
@@ -80,9 +91,7 @@ def _matrix_column(matrices: list[np.ndarray]) -> pa.Array:
     **PARTITIONED,
     deps=["colbert_windows"],
     group_name="projections",
-    # The checkpoint is chosen by the home's config, unknown when definitions load: the model
-    # identity is recorded on every row and in each partition's metadata instead.
-    code_version="colbert-v1",
+    code_version=_code_version(),
     check_specs=[dg.AssetCheckSpec(CHECK, asset="colbert_matrices")],
     description="ColBERT token matrices ((tokens, 128) float32, unit rows) of each ColBERT window; "
                 "empty unless late_interaction is enabled.",

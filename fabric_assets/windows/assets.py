@@ -12,6 +12,7 @@ from fabric_assets.chunking.windows import WindowGrain, WindowPackingError, buil
 from fabric_assets.gate import windows_cover_chunks
 from fabric_assets.partitions import PARTITIONED
 from fabric_assets.verdicts import live_parse_ids, record_and_summarise
+from fabric_resources.config import colbert_window_cap
 from fabric_resources.dagster_resources import FabricHomeResource
 from fabric_resources.home import FabricHome
 from fabric_resources.schema import WINDOWS
@@ -70,9 +71,10 @@ def context_windows(context: dg.AssetExecutionContext, fabric: FabricHomeResourc
     group_name="projections",
     code_version="colbert-windows-v1",
     check_specs=[dg.AssetCheckSpec("colbert_windows_cover_chunks", asset="colbert_windows")],
-    description="Runs of whole fine chunks under indexing.colbert_max_tokens (ColBERT MaxSim keys).",
+    description="Runs of whole fine chunks under indexing.colbert_max_tokens less ColBERT's document "
+                "markers (MaxSim keys).",
 )
 def colbert_windows(context: dg.AssetExecutionContext, fabric: FabricHomeResource):
     home = fabric.open()
     yield from _window_partitions(context, home, "colbert", "colbert_windows",
-                                  home.config.indexing.colbert_max_tokens, "colbert_windows_cover_chunks")
+                                  colbert_window_cap(home.config), "colbert_windows_cover_chunks")

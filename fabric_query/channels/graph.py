@@ -186,7 +186,6 @@ class ReleaseGraph:
     vector_parse_ids: np.ndarray
     vectors: np.ndarray
     vector_models: list[str]
-    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     @classmethod
     def load(cls, view: ReleaseView) -> "ReleaseGraph":
@@ -307,7 +306,6 @@ class _Evidence:
     annotations: dict[str, tuple[str, float]] = field(default_factory=dict)  # annotation_id → (kind, cosine)
     annotation_ids: set[str] = field(default_factory=set)
     support: set[tuple] = field(default_factory=set)
-    routes: set[str] = field(default_factory=set)
 
     def add_support(self, parse_id: str, span: dict) -> None:
         self.support.add((parse_id, span["unit_id"], span["start_char"], span["end_char"],
@@ -315,7 +313,7 @@ class _Evidence:
 
     def as_dict(self) -> dict:
         return {
-            "routes": [r for r in ROUTES if r in self.routes],
+            "routes": [],
             "entities": [{"entity_key": k, "name": n, "match": c} for (k, n), c in sorted(self.entities.items())],
             "predicates": sorted({e["predicate"] for e in self.edges.values()}),
             "edges": [self.edges[a] for a in sorted(self.edges)],
@@ -334,6 +332,8 @@ def graph_channel(
     eligible: set[str] | None,
     depth: int,
     config: FabricConfig,
+    *,
+    query_model: str | None = None,
 ) -> tuple[ChannelResult, dict[str, dict]]:
     """One grouped ranking of chunk IDs from the entity, hop and annotation routes.
 
@@ -353,6 +353,9 @@ def graph_channel(
         Each route and the fused list are cut to ``depth``.
     config
         ``config.annotation.entity_match`` selects the fuzzy classes; ``config.query.rrf_k``.
+    query_model
+        Identity of the model that encoded ``query_vector``; when given, only annotation vectors
+        recorded with that model are scored (vectors of two models are not comparable).
 
     Returns
     -------
@@ -370,19 +373,30 @@ def graph_channel(
     graph = release_graph(view)
     ok = (lambda p: True) if eligible is None else (lambda p: p in eligible)  # noqa: E731
     evidence: dict[str, _Evidence] = {}
-
-    def ev(cid: str, route: str) -> _Evidence:
-        e = evidence.setdefault(cid, _Evidence())
-        e.routes.add(route)
-        return e
-
-    # -- entity route --------------------------------------------------------------------
     keys = (set(graph.mentions_by_key) if eligible is None else
             {k for k, idx in graph.mentions_by_key.items() if any(ok(graph.mentions[i]["parse_id"]) for i in idx)})
     em = config.annotation.entity_match
     matches = entity_matches(parsed_query_text, keys, em, graph.acronyms if em.acronyms else None)
-    match_class = {m.key: m.match for m in matches}
-    entity_stats: dict[str, tuple[set[str], int, int]] = {}  # chunk → (keys, best class, longest key)
+    rankings = {
+        "entity": _entity_route(graph, matches, ok, evidence)[:depth],
+        "hop": _hop_route(graph, matches, ok, evidence)[:depth],
+        "annotation": (_annotation_route(graph, query_vector, eligible, query_model, depth, evidence)[:depth]
+                       if query_vector is not None else []),
+    }
+    rankings = {name: ids for name, ids in rankings.items() if ids}
+    fused = rrf(rankings, config.query.rrf_k)[:depth] if rankings else []
+    members = {name: set(ids) for name, ids in rankings.items()}
+    provenance = {}
+    for cid, _ in fused:
+        provenance[cid] = evidence[cid].as_dict()
+        # A route counts where the chunk made that route's cut list.
+        provenance[cid]["routes"] = [r for r in ROUTES if cid in members.get(r, ())]
+    return fused, provenance
+
+
+def _entity_route(graph: ReleaseGraph, matches: list[EntityMatch], ok, evidence: dict[str, _Evidence]) -> list[str]:
+    """Chunks holding mentions of matched entities: most distinct entities, best class, longest key."""
+    stats: dict[str, tuple[set[str], int, int]] = {}  # chunk → (keys, best class, longest key)
     for m in matches:
         for i in graph.mentions_by_key[m.key]:
             row = graph.mentions[i]
@@ -390,80 +404,74 @@ def graph_channel(
                 continue
             for span in row["support"]:
                 for cid in graph.chunks_for(row["parse_id"], span):
-                    e = ev(cid, "entity")
+                    e = evidence.setdefault(cid, _Evidence())
                     e.entities[(m.key, row["name"])] = m.match
                     e.annotation_ids.add(row["annotation_id"])
                     e.add_support(row["parse_id"], span)
-                    ks, best, longest = entity_stats.get(cid, (set(), 9, 0))
+                    ks, best, longest = stats.get(cid, (set(), len(CLASS_ORDER), 0))
                     ks.add(m.key)
-                    entity_stats[cid] = (ks, min(best, CLASS_ORDER[m.match]), max(longest, len(m.key)))
-    entity_list = sorted(entity_stats, key=lambda c: (-len(entity_stats[c][0]), entity_stats[c][1],
-                                                      -entity_stats[c][2], c))[:depth]
+                    stats[cid] = (ks, min(best, CLASS_ORDER[m.match]), max(longest, len(m.key)))
+    return sorted(stats, key=lambda c: (-len(stats[c][0]), stats[c][1], -stats[c][2], c))
 
-    # -- hop route: one hop over edges incident to a matched entity ------------------------
-    hop_stats: dict[str, tuple[int, set[str]]] = {}  # chunk → (tier, edges)
-    seen_edges: set[int] = set()
+
+def _hop_route(graph: ReleaseGraph, matches: list[EntityMatch], ok, evidence: dict[str, _Evidence]) -> list[str]:
+    """One hop over edges incident to a matched entity, within each edge's parse: the edge's
+    support (tier 0), then mentions of the entity at its other end (tier 1); more edges first."""
+    matched = {m.key for m in matches}
+    stats: dict[str, tuple[int, set[str]]] = {}  # chunk → (best tier, edges' annotation IDs)
+    seen: set[int] = set()
     for m in matches:
         for i in graph.edges_by_key.get(m.key, ()):
             row = graph.edges[i]
-            if i in seen_edges or not ok(row["parse_id"]):
+            if i in seen or not ok(row["parse_id"]):
                 continue
-            seen_edges.add(i)
+            seen.add(i)
             pid = row["parse_id"]
-            summary = {"edge_id": row["edge_id"], "subject_key": row["subject_key"], "predicate": row["predicate"],
-                       "object_key": row["object_key"], "annotation_id": row["annotation_id"], "parse_id": pid}
-            reached: list[tuple[str, int, str, dict, dict | None]] = []
-            for span in row["support"]:
-                reached += [(cid, 0, pid, span, None) for cid in graph.chunks_for(pid, span)]
-            other = row["object_key"] if row["subject_key"] in match_class else row["subject_key"]
-            if other not in match_class:  # a matched neighbour already reaches its own chunks
+            edge = {"edge_id": row["edge_id"], "subject_key": row["subject_key"], "predicate": row["predicate"],
+                    "object_key": row["object_key"], "annotation_id": row["annotation_id"], "parse_id": pid}
+            reached = [(0, span, None) for span in row["support"]]
+            other = row["object_key"] if row["subject_key"] in matched else row["subject_key"]
+            if other not in matched:  # a matched neighbour reaches its own chunks in the entity route
                 for j in graph.mentions_by_parse_key.get((pid, other), ()):
-                    mention = graph.mentions[j]
-                    for span in mention["support"]:
-                        reached += [(cid, 1, pid, span, mention) for cid in graph.chunks_for(pid, span)]
-            for cid, tier, p, span, mention in reached:
-                e = ev(cid, "hop")
-                e.edges[row["annotation_id"]] = summary
-                e.annotation_ids.add(row["annotation_id"])
-                e.add_support(p, span)
-                if mention is not None:
-                    e.annotation_ids.add(mention["annotation_id"])
-                t, es = hop_stats.get(cid, (1, set()))
-                es.add(row["annotation_id"])
-                hop_stats[cid] = (min(t, tier), es)
-    hop_list = sorted(hop_stats, key=lambda c: (hop_stats[c][0], -len(hop_stats[c][1]), c))[:depth]
+                    reached += [(1, span, graph.mentions[j]) for span in graph.mentions[j]["support"]]
+            for tier, span, mention in reached:
+                for cid in graph.chunks_for(pid, span):
+                    e = evidence.setdefault(cid, _Evidence())
+                    e.edges[row["annotation_id"]] = edge
+                    e.annotation_ids.add(row["annotation_id"])
+                    if mention is not None:
+                        e.annotation_ids.add(mention["annotation_id"])
+                    e.add_support(pid, span)
+                    t, edges = stats.get(cid, (1, set()))
+                    edges.add(row["annotation_id"])
+                    stats[cid] = (min(t, tier), edges)
+    return sorted(stats, key=lambda c: (stats[c][0], -len(stats[c][1]), c))
 
-    # -- annotation route: cosine over summary and relation vectors ------------------------
-    ann_score: dict[str, float] = {}
-    if query_vector is not None and graph.vectors.shape[0]:
-        scores = graph.vectors @ np.asarray(query_vector, dtype=np.float32)
-        if eligible is not None:
-            admitted = np.fromiter((p in eligible for p in graph.vector_parse_ids), dtype=bool,
-                                   count=len(scores))
-            scores = np.where(admitted, scores, -np.inf)
-        order = sorted((i for i in range(len(scores)) if np.isfinite(scores[i])),
-                       key=lambda i: (-float(scores[i]), graph.vector_ids[i]))[:depth]
-        for i in order:
-            aid = graph.vector_ids[i]
-            row = graph.annotations.get(aid)
-            if row is None:
-                continue
-            s = float(scores[i])
-            for span in row["support"]:
-                for cid in graph.chunks_for(row["parse_id"], span):
-                    e = ev(cid, "annotation")
-                    e.annotations[aid] = (row["kind"], s)
-                    e.annotation_ids.add(aid)
-                    e.add_support(row["parse_id"], span)
-                    ann_score[cid] = max(ann_score.get(cid, -np.inf), s)
-    ann_list = sorted(ann_score, key=lambda c: (-ann_score[c], c))[:depth]
 
-    rankings = {name: ids for name, ids in (("entity", entity_list), ("hop", hop_list), ("annotation", ann_list))
-                if ids}
-    fused = rrf(rankings, config.query.rrf_k)[:depth] if rankings else []
-    provenance = {cid: evidence[cid].as_dict() for cid, _ in fused}
-    # A route's evidence counts only where the chunk was in that route's cut list.
-    members = {name: set(ids) for name, ids in rankings.items()}
-    for cid, _ in fused:
-        provenance[cid]["routes"] = [r for r in ROUTES if cid in members.get(r, ())]
-    return fused, provenance
+def _annotation_route(graph: ReleaseGraph, query_vector: np.ndarray, eligible: set[str] | None,
+                      query_model: str | None, depth: int, evidence: dict[str, _Evidence]) -> list[str]:
+    """The ``depth`` summary/relation annotations nearest the query (cosine; ties by annotation
+    ID), mapped to their supporting chunks; a chunk scores its best annotation."""
+    if graph.vectors.shape[0] == 0:
+        return []
+    scores = graph.vectors @ np.asarray(query_vector, dtype=np.float32)
+    admitted = np.ones(len(scores), dtype=bool)
+    if eligible is not None:
+        admitted &= np.fromiter((p in eligible for p in graph.vector_parse_ids), dtype=bool, count=len(scores))
+    if query_model is not None:
+        admitted &= np.fromiter((m == query_model for m in graph.vector_models), dtype=bool, count=len(scores))
+    best: dict[str, float] = {}
+    top = sorted(np.flatnonzero(admitted).tolist(), key=lambda i: (-float(scores[i]), graph.vector_ids[i]))[:depth]
+    for i in top:
+        aid, s = graph.vector_ids[i], float(scores[i])
+        row = graph.annotations.get(aid)
+        if row is None:  # a vector without its annotation row (tables pinned mid-write)
+            continue
+        for span in row["support"]:
+            for cid in graph.chunks_for(row["parse_id"], span):
+                e = evidence.setdefault(cid, _Evidence())
+                e.annotations[aid] = (row["kind"], s)
+                e.annotation_ids.add(aid)
+                e.add_support(row["parse_id"], span)
+                best[cid] = max(best.get(cid, -np.inf), s)
+    return sorted(best, key=lambda c: (-best[c], c))

@@ -23,7 +23,9 @@ section 3.1):
 
 Departures from the seed, on purpose: an empty chain output is memoised too (so a re-run makes
 no calls at all); a token-limit stop (``finish_reason="length"``) counts as malformed output,
-not as a call failure (the chain restarts at a higher temperature).
+not as a call failure (the chain restarts at a higher temperature); call failures are retried
+per call inside the client rather than by restarting the chain; attribution prefers exact
+evidence (:meth:`~.grounding.ExcerptGrounding.ground`).
 """
 
 from __future__ import annotations
