@@ -105,8 +105,24 @@ def test_run_eval_end_to_end_on_a_tiny_collection(tmp_path):
     result = run_eval(beir, split="test", work_dir=tmp_path / "work")
     assert result["queries"] == 3 and result["documents"] == 4
     names = set(result["metrics"])
-    assert {"fabric", "fabric:word", "fabric:dense", "bm25s", "flat-cosine", "lancedb-hybrid"} <= names
+    assert {"fabric", "fabric:word", "fabric:dense", "bm25s", "flat-cosine", "lancedb-hybrid",
+            "fabric[-section]", "fabric[-section]:dense"} <= names
     assert result["metrics"]["fabric"]["MRR@10"] == pytest.approx(1.0)
     assert result["metrics"]["bm25s"]["Recall@10"] == pytest.approx(1.0)
     table = markdown_table(result)
     assert table.count("\n") == len(names) + 1 and "| fabric |" in table
+
+
+def test_stage_variants_flip_one_stage_each():
+    from fabric_assets.evaluation.harness import stage_variants
+    from fabric_resources.config import FabricConfig
+
+    base = FabricConfig()
+    v = stage_variants(base)
+    assert set(v) == {"fabric[-section]"} and v["fabric[-section]"].query.section_guided is False
+    assert v["fabric[-section]"].model_copy(update={"query": base.query}) == base
+    on = FabricConfig.model_validate({"reranker": {"backend": "local", "checkpoint": "/x"},
+                                      "query": {"section_guided": False}})
+    v = stage_variants(on)
+    assert set(v) == {"fabric[+section]", "fabric[-rerank]"}
+    assert v["fabric[-rerank]"].reranker.backend == "none" and v["fabric[+section]"].query.section_guided

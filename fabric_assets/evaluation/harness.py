@@ -34,6 +34,7 @@ from fabric_query.release import ReleaseView, release_view
 from fabric_resources.config import FabricConfig
 from fabric_resources.home import FabricHome
 from fabric_resources.models.embedder import shared_embedder
+from fabric_resources.models.reranker import reranker_from_config
 from fabric_resources.models.multilingual import shared_multilingual_embedder
 from fabric_resources.text_folding import UNSPACED, fold
 
@@ -234,14 +235,29 @@ def run_eval(
         runs: dict[str, dict[str, list[str]]] = {}
         millis: dict[str, float] = {}
         qvecs = query_encoder.encode_queries([collection.queries[q] for q in qids]) if qids else np.zeros((0, 384))
+        reranker = reranker_from_config(home.config)
+        variants = stage_variants(home.config)
+        base_config = home.config
         for i, q in enumerate(qids):
             text = collection.queries[q]
             t = time.perf_counter()
-            pack = pipeline.search(home, _as_free_text(text), embedder, limit=DEPTH, debug=True)
+            pack = pipeline.search(home, _as_free_text(text), embedder, limit=DEPTH, debug=True, reranker=reranker)
             millis["fabric"] = millis.get("fabric", 0.0) + (time.perf_counter() - t) * 1000
             runs.setdefault("fabric", {})[q] = docs(h.chunk_id for h in pack.results)
             for channel, ranking in pack.channel_rankings.items():
                 runs.setdefault(f"fabric:{channel}", {})[q] = docs(ranking)
+            for name, variant in variants.items():
+                home.__dict__["config"] = variant
+                try:
+                    t = time.perf_counter()
+                    vpack = pipeline.search(home, _as_free_text(text), embedder, limit=DEPTH, debug=True,
+                                            reranker=reranker if variant.reranker.backend != "none" else None)
+                    millis[name] = millis.get(name, 0.0) + (time.perf_counter() - t) * 1000
+                finally:
+                    home.__dict__["config"] = base_config
+                runs.setdefault(name, {})[q] = docs(h.chunk_id for h in vpack.results)
+                for channel, ranking in vpack.channel_rankings.items():
+                    runs.setdefault(f"{name}:{channel}", {})[q] = docs(ranking)
             for name, system in baselines.systems.items():
                 t = time.perf_counter()
                 ranking = system(text, qvecs[i])
@@ -266,6 +282,27 @@ def run_eval(
             shutil.rmtree(scratch, ignore_errors=True)
 
 
+def stage_variants(config: FabricConfig) -> dict[str, FabricConfig]:
+    """Query-time stage configurations scored beside the configured one, on the same home.
+
+    Each flips one stage of ``config``: section-guided dense, MaxSim (when a checkpoint is
+    configured), the reranker (when one is configured). Ingest-time choices (chunk caps, the
+    multilingual model) need their own home and are compared across runs.
+    """
+    q = config.query
+    out = {
+        ("fabric[-section]" if q.section_guided else "fabric[+section]"):
+            config.model_copy(update={"query": q.model_copy(update={"section_guided": not q.section_guided})}),
+    }
+    if config.late_interaction.enabled:
+        out["fabric[-maxsim]"] = config.model_copy(
+            update={"late_interaction": config.late_interaction.model_copy(update={"enabled": False})})
+    if config.reranker.backend != "none":
+        out["fabric[-rerank]"] = config.model_copy(
+            update={"reranker": config.reranker.model_copy(update={"backend": "none"})})
+    return out
+
+
 def _as_free_text(query: str) -> str:
     """Benchmark questions are free text: quotes and a leading '-' must not become syntax."""
     cleaned = query.replace('"', " ")
@@ -275,7 +312,7 @@ def _as_free_text(query: str) -> str:
 
 
 def markdown_table(result: dict) -> str:
-    """The metrics as a markdown table, Fabric first, then its channels, then baselines."""
+    """The metrics as a markdown table, Fabric first, then its channels and stage variants, then baselines."""
     rows = sorted(result["metrics"].items(), key=lambda kv: (not kv[0].startswith("fabric"), kv[0]))
     head = f"| system ({result['collection']}, {result['split']} split, {result['queries']} queries) | " + " | ".join(METRICS) + " | ms/query |"
     sep = "|---" * (len(METRICS) + 2) + "|"
