@@ -206,21 +206,28 @@ def run_query_process(home: Path, queries: list[str], *, repeat: int = 3, limit:
 
 
 def growth(sizes: list[dict]) -> dict:
-    """Each size's end-to-end p50/p95 and RSS divided by the smallest size's (same invocation)."""
+    """Each size's end-to-end p50/p95 and RSS divided by the smallest size's (same invocation).
+
+    Returns ``{"<size>/<smallest>": {"chunks": ratio, "rss": ratio,
+    "end_to_end": {route: {mode: {"p50": ratio, "p95": ratio}}}}}``; ``{}`` for fewer than two sizes.
+    """
     if len(sizes) < 2:
         return {}
     base = sizes[0]
     out = {}
     for s in sizes[1:]:
-        row: dict = {"chunks": round(s["chunks"] / max(base["chunks"], 1), 2)}
+        e2e: dict = {}
         for route, modes in s["latency"]["routes"].items():
             for mode, fig in modes.items():
                 ref = base["latency"]["routes"].get(route, {}).get(mode)
                 if ref:
-                    for p in ("p50", "p95"):
-                        row[f"{route}/{mode}/{p}"] = round(fig["end_to_end_ms"][p] / max(ref["end_to_end_ms"][p], 1e-6), 2)
-        row["rss"] = round(s["latency"]["rss_mb"] / max(base["latency"]["rss_mb"], 1e-6), 2)
-        out[f"{s['target_chunks']}/{base['target_chunks']}"] = row
+                    e2e.setdefault(route, {})[mode] = {
+                        p: round(fig["end_to_end_ms"][p] / max(ref["end_to_end_ms"][p], 1e-6), 2) for p in ("p50", "p95")}
+        out[f"{s['target_chunks']}/{base['target_chunks']}"] = {
+            "chunks": round(s["chunks"] / max(base["chunks"], 1), 2),
+            "rss": round(s["latency"]["rss_mb"] / max(base["latency"]["rss_mb"], 1e-6), 2),
+            "end_to_end": e2e,
+        }
     return out
 
 
@@ -273,23 +280,40 @@ def bench_query_scale(
 
 
 def summary_rows(result: dict) -> list[dict[str, str]]:
-    """One row per size, route and mode: end-to-end percentiles, the three slowest stages at p50, RSS."""
+    """End to end: one row per size, route and mode (p50/p95/p99 ms, query-process RSS)."""
     rows = []
     for s in result["sizes"]:
         lat = s["latency"]
         for route, modes in lat["routes"].items():
             for mode, fig in modes.items():
                 e2e = fig["end_to_end_ms"]
-                slow = sorted(fig["stages_ms"].items(), key=lambda kv: -kv[1]["p50"])[:3]
-                rows.append({
-                    "chunks": f"{s['chunks']:,}", "route": route, "mode": mode,
-                    "p50 ms": f"{e2e['p50']:.1f}", "p95 ms": f"{e2e['p95']:.1f}", "p99 ms": f"{e2e['p99']:.1f}",
-                    "slowest stages (p50 ms)": ", ".join(f"{k} {v['p50']:.1f}" for k, v in slow),
-                    "query RSS MB": f"{lat['rss_mb']:.0f}",
-                })
+                rows.append({"chunks": f"{s['chunks']:,}", "route": route, "mode": mode,
+                             "p50 ms": f"{e2e['p50']:.1f}", "p95 ms": f"{e2e['p95']:.1f}", "p99 ms": f"{e2e['p99']:.1f}",
+                             "RSS MB": f"{lat['rss_mb']:.0f}"})
+    return rows
+
+
+def stage_rows(result: dict) -> list[dict[str, str]]:
+    """Per stage: one row per size, route and stage, hybrid and lexical-only p50/p95 side by side (ms)."""
+    rows = []
+    for s in result["sizes"]:
+        for route, modes in s["latency"]["routes"].items():
+            hybrid = modes.get("hybrid", {}).get("stages_ms", {})
+            lexical = modes.get("lexical", {}).get("stages_ms", {})
+            for stage in [*hybrid, *(k for k in lexical if k not in hybrid)]:
+                h, lx = hybrid.get(stage, {}), lexical.get(stage, {})
+                rows.append({"chunks": f"{s['chunks']:,}", "route": route, "stage": stage,
+                             "hybrid p50": f"{h['p50']:.1f}" if h else "", "hybrid p95": f"{h['p95']:.1f}" if h else "",
+                             "lexical p50": f"{lx['p50']:.1f}" if lx else "", "lexical p95": f"{lx['p95']:.1f}" if lx else ""})
     return rows
 
 
 def growth_rows(result: dict) -> list[dict[str, str]]:
-    """One row per (larger size / smallest size): chunk ratio, end-to-end p50/p95 ratios, RSS ratio."""
-    return [{"sizes": k, **{name: f"{v:.2f}" for name, v in row.items()}} for k, row in result["growth"].items()]
+    """One row per (size / smallest size), route and mode: chunk, end-to-end p50/p95 and RSS ratios."""
+    rows = []
+    for pair, g in result["growth"].items():
+        for route, modes in g["end_to_end"].items():
+            for mode, r in modes.items():
+                rows.append({"sizes": pair, "chunks ×": f"{g['chunks']:.2f}", "route": route, "mode": mode,
+                             "p50 ×": f"{r['p50']:.2f}", "p95 ×": f"{r['p95']:.2f}", "RSS ×": f"{g['rss']:.2f}"})
+    return rows

@@ -19,6 +19,8 @@ import dagster as dg
 
 from fabric_assets.annotations.assets import parses_needing_annotation
 from fabric_assets.definitions import defs
+from fabric_assets.model_identity import stale_partitions
+from fabric_assets.run_planning import partition_ranges
 from fabric_assets.sensors import plan_annotation_runs, plan_parse_runs, range_tags
 from fabric_assets.sources.scan import ScanReport, scan
 from fabric_resources.home import FabricHome
@@ -39,6 +41,7 @@ class IngestSummary:
     failed_runs: list[str] = field(default_factory=list)
     activation: dict = field(default_factory=dict)
     activation_run_id: str | None = None
+    reproject_run_ids: list[str] = field(default_factory=list)
     annotation_run_ids: list[str] = field(default_factory=list)
     annotation_failed_runs: list[str] = field(default_factory=list)
     seconds: float = 0.0
@@ -124,6 +127,28 @@ def run_annotation(home: FabricHome, instance: dg.DagsterInstance) -> tuple[list
     return run_ids, failed
 
 
+def run_reprojection(home: FabricHome, instance: dg.DagsterInstance) -> tuple[list[str], list[str]]:
+    """Recompute the model projections of active parses written by another model than configured.
+
+    Returns (run IDs, failed run IDs); no runs when nothing is stale.
+    """
+    current = home.catalog.current_release()
+    active = {m["parse_id"] for m in current.manifest["sources"].values()} if current else set()
+    stale = sorted({p for parses in stale_partitions(home, active).values() for p in parses})
+    if not stale:
+        return [], []
+    job = defs.resolve_job_def("reproject_job")
+    run_ids, failed = [], []
+    for keys in partition_ranges(list(instance.get_dynamic_partitions("parses")), stale,
+                                 home.config.sources.partitions_per_run):
+        result = job.execute_in_process(
+            instance=instance, tags=range_tags(keys), run_config=_run_config(home), raise_on_error=False)
+        run_ids.append(result.run_id)
+        if not result.success:
+            failed.append(result.run_id)
+    return run_ids, failed
+
+
 def ingest(path: str | os.PathLike, home: FabricHome, progress: ProgressCallback | None = None) -> IngestSummary:
     """Register ``path`` as a root, scan all roots, parse what changed and activate.
 
@@ -141,6 +166,9 @@ def ingest(path: str | os.PathLike, home: FabricHome, progress: ProgressCallback
     report = scan(home)
     summary = IngestSummary(scan=report)
     summary.run_ids, summary.failed_runs = run_pending(home, instance, report.parse_ids_to_run, progress)
+    # A model change (config or weights) leaves active parses with vectors of the old model.
+    summary.reproject_run_ids, reproject_failed = run_reprojection(home, instance)
+    summary.failed_runs += reproject_failed
     summary.activation_run_id, summary.activation = run_activation(home, instance)
     if home.config.annotation.enabled:
         # Annotation follows activation (or, when required for activation, precedes the next one);

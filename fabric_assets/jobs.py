@@ -28,6 +28,18 @@ annotation_job = dg.define_asset_job(
     description="Annotate a range of parse partitions, then build their entity graph rows and annotation vectors.",
 )
 
+#: Projections computed by a model from stored chunks/windows: a model change recomputes exactly these.
+MODEL_PROJECTIONS = ("chunk_vectors", "chunk_vectors_multilingual", "colbert_matrices", "annotation_vectors")
+
+reproject_job = dg.define_asset_job(
+    "reproject_job",
+    selection=dg.AssetSelection.assets(*MODEL_PROJECTIONS),
+    partitions_def=PARSES,
+    description="Recompute model projections of a range of parse partitions from stored chunks and windows "
+                "(after a model change; no re-parse). Backfill it over all partitions from the UI, or let "
+                "`fabric ingest` run it for the stale ones.",
+)
+
 lexical_health_job = dg.define_asset_job(
     "lexical_health_job",
     selection=dg.AssetSelection.checks_for_assets("release"),

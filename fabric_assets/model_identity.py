@@ -63,13 +63,19 @@ def expected_identities(config: FabricConfig) -> dict[str, str]:
 
 
 def stale_partitions(home: FabricHome, parse_ids: set[str]) -> dict[str, list[str]]:
-    """Per vector table, the parses among ``parse_ids`` with a row written by another model."""
+    """Per model projection, the parses among ``parse_ids`` with a row written by another model
+    (or, for ColBERT matrices once late interaction is on, with windows but no matrices)."""
     stale: dict[str, list[str]] = {}
     for table, identity in expected_identities(home.config).items():
         if not home.tables.exists(table) or not parse_ids:
             continue
         t = home.tables.read(table, parse_ids=sorted(parse_ids), columns=["parse_id", "model"])
-        wrong = t.filter(pc.not_equal(t.column("model"), identity))
-        if wrong.num_rows:
-            stale[table] = sorted(set(wrong.column("parse_id").to_pylist()))
+        wrong = set(t.filter(pc.not_equal(t.column("model"), identity)).column("parse_id").to_pylist())
+        if table == "colbert_matrices" and home.tables.exists("colbert_windows"):
+            # Enabling late interaction later: windows exist but no matrix was ever written for them.
+            windowed = set(home.tables.read("colbert_windows", parse_ids=sorted(parse_ids),
+                                            columns=["parse_id"]).column("parse_id").to_pylist())
+            wrong |= windowed - set(t.column("parse_id").to_pylist())
+        if wrong:
+            stale[table] = sorted(wrong)
     return stale

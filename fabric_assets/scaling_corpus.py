@@ -11,9 +11,9 @@ Owns three things:
   higher than for any other language bm25s lists). Paragraphs whose letters are
   mostly non-Latin (``needs_multilingual``) are dropped.
 * **recombination**: each document is a seeded, deterministic selection of
-  paragraphs in which neighbours come from different sources, so no two
-  documents are equal (checked by SHA-256) and content-hash dedup cannot
-  collapse them;
+  paragraphs (by default a run of consecutive sentences of each) in which
+  neighbours come from different sources, so no two documents are equal
+  (checked by SHA-256) and content-hash dedup cannot collapse them;
 * **sizing**: documents are packed with the real fine-chunk packer and the
   embedder's tokenizer, so the planned chunk count is the count the pipeline
   will produce for the same text (plain-text units are one per paragraph).
@@ -39,7 +39,7 @@ from fabric_resources.config import ParserConfig
 from fabric_resources.language_routing import needs_multilingual
 
 #: Bumped whenever the recombination or the pool changes meaning (enters cache keys).
-CORPUS_FORMAT = "scaling-corpus-v1"
+CORPUS_FORMAT = "scaling-corpus-v2"
 #: Unit kinds that carry running text (headings, table cells and captions are left out).
 TEXT_KINDS = frozenset({"paragraph", "blockquote", "list_item", "note"})
 #: Smallest share of English stopwords among the words of an English text.
@@ -207,6 +207,28 @@ class _SpanCache:
         return max(1, len(self([text])[0]))
 
 
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+|(?<=[.!?][\"'”’)])\s+")
+
+
+def sentences(text: str) -> list[str]:
+    """``text`` cut after sentence-final punctuation followed by whitespace.
+
+    >>> sentences("It rained. The keeper wrote “Storm.” Then he slept!")
+    ['It rained.', 'The keeper wrote “Storm.”', 'Then he slept!']
+    """
+    return [s for s in _SENTENCE_END.split(text) if s.strip()]
+
+
+def _window(rng: random.Random, p: Paragraph) -> Paragraph:
+    """A run of consecutive sentences of ``p`` (random start and length; the whole of a one-sentence paragraph)."""
+    parts = sentences(p.text)
+    if len(parts) < 2:
+        return p
+    start = rng.randrange(len(parts))
+    end = rng.randint(start + 1, len(parts))
+    return Paragraph(p.source, " ".join(parts[start:end]))
+
+
 def _draw(rng: random.Random, paragraphs: Sequence[Paragraph], previous: str | None) -> Paragraph:
     """A paragraph from a source other than ``previous`` (when the pool has another source)."""
     for _ in range(64):
@@ -224,11 +246,17 @@ def plan_documents(
     max_tokens: int = 128,
     chunks_per_document: int = 50,
     seed: int = 0,
+    sentence_windows: bool = True,
 ) -> list[PlannedDocument]:
     """Distinct documents whose fine chunks add up to about ``target_chunks``.
 
     Each document draws paragraphs (neighbours from different sources) until
-    its tokens fill about ``chunks_per_document`` chunks, then is packed with
+    its tokens fill about ``chunks_per_document`` chunks; with
+    ``sentence_windows`` each drawn paragraph contributes a random run of its
+    consecutive sentences instead of all of it, so that chunk texts, not only
+    documents, stay mostly distinct when the corpus is many times larger than
+    the pool (whole paragraphs repeat, and a long one is cut into the same
+    pieces every time). The document is then packed with
     :func:`~fabric_assets.chunking.fine_chunks.pack_fine_chunks` to count its
     chunks exactly. Documents are added until the total reaches
     ``target_chunks``, so the total overshoots by less than one document.
@@ -242,7 +270,6 @@ def plan_documents(
         raise ValueError("the paragraph pool is empty")
     rng = random.Random(seed)
     spans = _SpanCache(token_spans)
-    spans.warm([p.text for p in paragraphs])
     token_budget = int(chunks_per_document * max_tokens * 0.8)
     seen: set[str] = set()
     docs: list[PlannedDocument] = []
@@ -254,6 +281,8 @@ def plan_documents(
         tokens = 0
         while tokens < budget:
             p = _draw(rng, paragraphs, chosen[-1].source if chosen else None)
+            if sentence_windows:
+                p = _window(rng, p)
             chosen.append(p)
             tokens += spans.tokens(p.text)
         texts = [p.text for p in chosen]

@@ -494,7 +494,7 @@ def bench_query_cmd(
 
     if chunks:
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
-        from fabric_assets.bench_query_scale import bench_query_scale, growth_rows, summary_rows
+        from fabric_assets.bench_query_scale import bench_query_scale, growth_rows, stage_rows, summary_rows
         from fabric_assets.scaling_corpus import SharedCorpusMissing
 
         try:
@@ -506,7 +506,8 @@ def bench_query_cmd(
             _skipped(exc)
         q = result["queries"]
         _print_rows(f"fabric bench query (warm; {q.get('english', 0)} English + {q.get('multilingual', 0)} "
-                    f"multilingual queries × {repeat})", summary_rows(result))
+                    f"multilingual queries × {repeat}): end to end", summary_rows(result))
+        _print_rows("per stage, ms (pack.timings; lexical = lexical-only path)", stage_rows(result))
         if result["growth"]:
             _print_rows("growth against the smallest size (same run)", growth_rows(result))
         _write_json(result, json_out)

@@ -127,7 +127,8 @@ def search(
                 qvec = None  # the annotation route compares with vectors of the dense model only
     if home.config.annotation.enabled:
         lexical_results["graph"], provenance["graph"] = graph_channel(
-            view, parsed.positive_text, qvec, eligible, depth, home.config)
+            view, parsed.positive_text, qvec, eligible, depth, home.config,
+            query_model=route[2].identity if qvec is not None else None)
         t = lap("graph", t)
     for name, pairs in lexical_results.items():
         rankings[name] = [cid for cid, _ in pairs]
@@ -135,7 +136,7 @@ def search(
     # Excluded terms and phrases are hard constraints: dense may not bring back what lexical excluded.
     if parsed.excluded or parsed.phrases:
         allowed = set(rankings.get("word", [])) | set(rankings.get("substring", [])) | set(rankings.get("scan", []))
-        for name in ("dense", "dense_multilingual"):
+        for name in ("dense", "dense_multilingual", "graph"):
             if name in rankings:
                 rankings[name] = [c for c in rankings[name] if c in allowed]
     fused = rrf(rankings, cfg.rrf_k, cfg.channel_weights)

@@ -6,7 +6,7 @@ import pytest
 from conftest import SHARED, need_shared
 
 from fabric_assets.bench_query_scale import (
-    benchmark_queries, growth, prepare_scaling_home, run_query_process, summary_rows,
+    benchmark_queries, growth, prepare_scaling_home, run_query_process, stage_rows, summary_rows,
 )
 from fabric_assets.scaling_corpus import load_english_pool
 
@@ -18,7 +18,7 @@ def test_growth_divides_each_size_by_the_smallest():
                 "latency": {"routes": {"english": {"hybrid": fig}}, "rss_mb": rss}}
 
     g = growth([row(100, 100, 10.0, 20.0, 500.0), row(1000, 1000, 15.0, 50.0, 750.0)])
-    assert g == {"1000/100": {"chunks": 10.0, "english/hybrid/p50": 1.5, "english/hybrid/p95": 2.5, "rss": 1.5}}
+    assert g == {"1000/100": {"chunks": 10.0, "rss": 1.5, "end_to_end": {"english": {"hybrid": {"p50": 1.5, "p95": 2.5}}}}}
     assert growth([row(100, 100, 10.0, 20.0, 500.0)]) == {}
 
 
@@ -53,8 +53,9 @@ def test_tiny_scaling_home_is_cached_and_measured(tmp_path):
     assert "encode_query_multilingual" in result["routes"]["multilingual"]["hybrid"]["stages_ms"]
     assert "encode_query" not in result["routes"]["english"]["lexical"]["stages_ms"]
     assert result["rss_mb"] > 0
-    rows = summary_rows({"sizes": [{"chunks": m["chunks"], "latency": result}]})
-    assert len(rows) == 4
+    summary = {"sizes": [{"chunks": m["chunks"], "latency": result}]}
+    assert len(summary_rows(summary)) == 4
+    assert {r["stage"] for r in stage_rows(summary)} >= {"lexical", "encode_query", "encode_query_multilingual"}
 
     # The lexical-only path ranks as RRF over the pipeline's own lexical channel rankings.
     from fabric_query import Fabric

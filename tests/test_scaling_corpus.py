@@ -10,7 +10,7 @@ from conftest import SHARED, need_shared
 from fabric_assets.chunking.fine_chunks import ChunkInputUnit, pack_fine_chunks
 from fabric_assets.parsing.text import parse_text
 from fabric_assets.scaling_corpus import (
-    Paragraph, is_english, load_english_pool, plan_documents, tiny_documents, write_documents,
+    Paragraph, is_english, load_english_pool, plan_documents, sentences, tiny_documents, write_documents,
 )
 from fabric_resources.config import TextParserConfig
 from fabric_resources.language_routing import needs_multilingual
@@ -49,7 +49,10 @@ def test_planned_documents_are_distinct_and_hit_the_chunk_target():
     total = sum(d.chunks for d in docs)
     assert 200 <= total < 200 + max(d.chunks for d in docs)
     assert len({d.name for d in docs}) == len(docs)
-    for d in docs:  # neighbours come from different sources
+    for d in docs:  # each paragraph is a run of consecutive sentences of one pool paragraph
+        assert all(any(part in p.text for p in pool) for part in d.text.strip().split("\n\n"))
+    whole = plan_documents(pool, 200, _spans, max_tokens=32, chunks_per_document=10, seed=3, sentence_windows=False)
+    for d in whole:  # neighbours come from different sources
         sources = [source_of[t] for t in d.text.strip().split("\n\n")]
         assert all(a != b for a, b in zip(sources, sources[1:]))
     again = plan_documents(pool, 200, _spans, max_tokens=32, chunks_per_document=10, seed=3)
@@ -75,6 +78,12 @@ def test_tiny_documents_are_distinct_and_short(tmp_path):
     folder = write_documents(docs, tmp_path / "notes", per_folder=7)
     written = sorted(folder.rglob("*.txt"))
     assert len(written) == 30 and len({p.parent for p in written}) == 5
+
+
+def test_sentences_cut_after_final_punctuation():
+    assert sentences("what is lift . how is drag measured ? it varies.") == [
+        "what is lift .", "how is drag measured ?", "it varies."]
+    assert sentences("One sentence without an end") == ["One sentence without an end"]
 
 
 def test_stopword_profile_tells_english_from_other_languages():

@@ -26,9 +26,11 @@ from fabric_resources.schema import SCHEMA_VERSION, TABLES
 #: Lexical generations of this many most recent releases are kept on disk.
 RETAINED_RELEASES = 3
 
-#: Tables written after activation (annotations, entity graph): a new version of one publishes a
-#: release even when the active set is unchanged, so queries see the new rows.
-POST_ACTIVATION_TABLES = ("annotations", "graph_mentions", "graph_edges", "annotation_vectors")
+#: Tables rewritten for parses that are already active — annotations and the entity graph (written
+#: after activation) and the model projections (recomputed after a model change, ``reproject_job``):
+#: a new version of one publishes a release even when the active set is unchanged.
+POST_ACTIVATION_TABLES = ("annotations", "graph_mentions", "graph_edges", "annotation_vectors",
+                          "chunk_vectors", "chunk_vectors_multilingual", "colbert_matrices")
 
 
 @dataclass

@@ -8,10 +8,12 @@ whose other verdicts all passed, before they can activate. A new version of any 
 makes the next activation publish a release (``activation.activate.POST_ACTIVATION_TABLES``).
 
 With ``annotation.enabled`` false every asset writes nothing and says ``disabled`` in its
-metadata; the producer (and ``openai``) is never imported. An endpoint or producer failure
-writes nothing for that parse, keeps its previous rows, and records a failed
-``annotations_are_complete`` verdict: it never blocks search, and blocks activation only when
-annotation is required (the parse then waits, see ``gate.gate_status``).
+metadata; the producer (and ``openai``) is never imported. A chain that fails after its retries
+(endpoint down, malformed output) is left out, the chains that completed are written, and the
+parse gets a failed ``annotations_are_complete`` verdict; window rows the producer refuses
+(``ExcerptError``) write nothing and keep the parse's previous rows. Either way search is never
+blocked, and activation only when annotation is required (the parse then waits, see
+``gate.gate_status``; ``fabric ingest`` retries failed parses, the memo answering completed chains).
 """
 
 import time
@@ -25,8 +27,10 @@ import pyarrow.compute as pc
 
 from fabric_assets.gate import ANNOTATION_VERDICT, REQUIRED_VERDICTS, Verdict, gate_status
 from fabric_assets.graph.build import graph_rows
+from fabric_assets.model_identity import definitions_config, dense_identity
 from fabric_assets.partitions import PARTITIONED
 from fabric_assets.verdicts import live_parse_ids, record_and_summarise
+from fabric_resources.config import FabricConfig
 from fabric_resources.dagster_resources import FabricHomeResource
 from fabric_resources.home import FabricHome
 from fabric_resources.schema import ANNOTATION_VECTORS, ANNOTATIONS, DENSE_DIM
@@ -42,6 +46,18 @@ PRODUCER_COUNTERS = ("calls", "prompt_tokens", "completion_tokens", "memo_hits",
 MEMO_FILE = "annotation_memo.sqlite3"
 
 
+_CONFIG = definitions_config()
+
+
+def current_producer(config: FabricConfig) -> str:
+    """The producer identity annotations of ``config`` are made by ("disabled" when off)."""
+    if not config.annotation.enabled:
+        return "disabled"
+    from fabric_resources.annotator.producer import producer_identity
+
+    return producer_identity(config.annotation, config.indexing)
+
+
 def parses_needing_annotation(home: FabricHome, *, retry_failed: bool = False) -> list[str]:
     """Parse IDs to annotate, in parse-run creation order; ``[]`` when annotation is disabled.
 
@@ -53,6 +69,7 @@ def parses_needing_annotation(home: FabricHome, *, retry_failed: bool = False) -
     cfg = home.config.annotation
     if not cfg.enabled:
         return []
+    producer = current_producer(home.config)
     release = home.catalog.current_release()
     active = {m["parse_id"] for m in release.manifest["sources"].values()} if release else set()
     out = []
@@ -62,7 +79,8 @@ def parses_needing_annotation(home: FabricHome, *, retry_failed: bool = False) -
         if run.parse_id not in active and not waiting:
             continue
         verdict = run.verdicts.get(ANNOTATION_VERDICT)
-        if verdict is None or (retry_failed and not verdict.get("passed")):
+        if (verdict is None or verdict.get("producer") != producer
+                or (retry_failed and not verdict.get("passed"))):
             out.append(run.parse_id)
     return out
 
@@ -108,20 +126,24 @@ def _counters(stats) -> dict[str, int]:
     }
 
 
-def _verdict(rows: pa.Table, stats) -> Verdict:
-    """Passed when every chain of every excerpt completed (fresh or from the memo)."""
+def _verdict(rows: pa.Table, stats, producer: str) -> Verdict:
+    """Passed when every chain of every excerpt completed (fresh or from the memo); records the
+    producer so a model or prompt change makes the parse need annotation again."""
     if stats.failures:
         first = stats.failures[0]
-        return {"passed": False, "detail": f"{len(stats.failures)} of {stats.chains} chains failed, e.g. "
+        return {"passed": False, "producer": producer,
+                "detail": f"{len(stats.failures)} of {stats.chains} chains failed, e.g. "
                 f"{first.chain} of excerpt {first.excerpt_ordinal}: {first.reason}: {first.detail}"[:500]}
-    return {"passed": True, "detail": f"{rows.num_rows} annotations from {stats.excerpts} excerpts"}
+    return {"passed": True, "producer": producer,
+            "detail": f"{rows.num_rows} annotations from {stats.excerpts} excerpts"}
 
 
 @dg.asset(
     **PARTITIONED,
     deps=["context_windows"],
     group_name="annotations",
-    code_version="annotations-v1",
+    # The producer identity (prompts, schemas, model, endpoint, excerpt sizing, generation settings).
+    code_version=f"annotations-v1:{current_producer(_CONFIG)}",
     check_specs=[dg.AssetCheckSpec(ANNOTATION_VERDICT, asset="annotations")],
     description="Grounded LLM annotations (entities, relations with quotes, summaries) of each parse's "
     "excerpts of indexing.excerpt_windows context windows; memoised by content × producer.",
@@ -148,13 +170,13 @@ def annotations(context: dg.AssetExecutionContext, fabric: FabricHomeResource) -
             try:
                 rows, stats = annotate_parse(mine, home.config, memo, client)
             except ExcerptError as exc:  # windows breaking the contract: this parse only, previous rows kept
-                verdicts[pk] = {"passed": False, "detail": f"ExcerptError: {exc}"[:500]}
+                verdicts[pk] = {"passed": False, "producer": current_producer(home.config), "detail": f"ExcerptError: {exc}"[:500]}
                 context.add_asset_metadata(_metadata({"outcome": "excerpt-error", "windows": mine.num_rows}),
                                            partition_key=pk)
                 continue
             written.append(pk)
             tables.append(rows)
-            verdicts[pk] = _verdict(rows, stats)
+            verdicts[pk] = _verdict(rows, stats, current_producer(home.config))
             counts = _counters(stats)
             totals = {k: totals[k] + counts[k] for k in PRODUCER_COUNTERS}
             kinds = Counter(rows.column("kind").to_pylist())
@@ -221,7 +243,7 @@ def graph(context: dg.AssetExecutionContext, fabric: FabricHomeResource) -> Iter
     **PARTITIONED,
     deps=["annotations"],
     group_name="annotations",
-    code_version="annotation-vectors-v1",
+    code_version=f"annotation-vectors-v1:{dense_identity(_CONFIG)}",
     description="Dense vectors (384-d, unit norm, the chunk_vectors model of dense.backend) of summary and relation "
     "annotation texts: the annotation-embedding route of the graph channel.",
 )
