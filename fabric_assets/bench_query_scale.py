@@ -154,7 +154,8 @@ def prepare_scaling_home(
     manifest["ingest_seconds"] = round(time.perf_counter() - t0, 1)
     manifest["failed_runs"] = len(summary.failed_runs)
     manifest.update(_release_counts(home))
-    manifest["ingested"] = not summary.failed_runs and bool(summary.activation.get("published", True))
+    # A resumed build may publish nothing new: what counts is a release over the corpus and no failed run.
+    manifest["ingested"] = not summary.failed_runs and manifest.get("release_id") is not None and manifest["chunks"] > 0
     manifest_path.write_text(json.dumps(manifest, indent=2))
     return ScalingHome(target_chunks, directory, home_dir, manifest, reused=False)
 

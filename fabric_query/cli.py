@@ -367,12 +367,14 @@ def eval_tune_cmd(
     work_dir: Annotated[Path, typer.Option("--work-dir", help="Scratch home to create or reuse.")],
     top: Annotated[int, typer.Option(min=1)] = 10,
     limit_queries: Annotated[Optional[int], typer.Option("--limit-queries", min=1)] = None,
+    quick: Annotated[bool, typer.Option(help="Two feedback settings (off; 20 terms from 5 chunks) instead of four.")] = False,
 ) -> None:
-    """Grid-search RRF k, channel weights and word-channel feedback on the dev half of the queries."""
+    """Grid-search RRF k, channel weights, word-channel feedback and section-guided dense on the dev half."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     from fabric_assets.evaluation.harness import tune_fusion
 
-    for row in tune_fusion(beir_dir, work_dir, limit_queries=limit_queries)[:top]:
+    feedback = ((0, 10, 0.5), (20, 5, 0.5)) if quick else ((0, 10, 0.5), (10, 10, 0.3), (10, 10, 0.5), (20, 5, 0.5))
+    for row in tune_fusion(beir_dir, work_dir, limit_queries=limit_queries, feedback=feedback)[:top]:
         console.print(json.dumps(row))
 
 
@@ -419,7 +421,7 @@ def bench_incremental_cmd(
         result = bench_incremental(path, tuple(int(s) for s in sizes.split(",")), doc_bytes, rounds)
     except ValueError as exc:
         _fail(str(exc))
-    _print_rows("fabric bench incremental", incremental_rows(result))
+    _print_rows("fabric bench incremental (seconds)", incremental_rows(result))
     console.print(f"growth {result['ratio_change_largest_to_smallest']} (target ≤ "
                   f"{result['target_ratio_change_largest_to_smallest']}), share of the smallest full ingest "
                   f"{result['ratio_change_to_full_ingest_smallest']:.2%} (target ≤ "
@@ -518,6 +520,40 @@ def bench_query_cmd(
     except FabricQueryError as exc:
         _fail(str(exc))
     sys.stdout.write(json.dumps(result, indent=2) + "\n")
+
+
+@bench_app.command("annotate")
+def bench_annotate_cmd(
+    excerpts: Annotated[int, typer.Option(min=1, help="Excerpts of the synthetic parse (Cranfield text).")] = 1_000,
+    delay: Annotated[float, typer.Option(min=0.0, help="The stub server's time per call, seconds.")] = 0.05,
+    concurrency: Annotated[int, typer.Option(min=1, help="annotation.concurrency of the main run.")] = 8,
+    baseline_excerpts: Annotated[Optional[int], typer.Option(
+        min=0, help="Excerpts of the concurrency-1 baseline (default excerpts/10; 0 skips it).")] = None,
+    shared: SharedOption = Path("../shared"),
+    as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON instead of tables.")] = False,
+) -> None:
+    """Annotation against a stub chat server on loopback: re-parse memo hits, Fabric's overhead per call,
+    wall time against the server-bound lower bound (calls × delay / concurrency), and a concurrency-1 baseline."""
+    from fabric_assets.bench_annotation import bench_annotate, summary_rows
+    from fabric_assets.scaling_corpus import SharedCorpusMissing
+
+    try:
+        result = bench_annotate(excerpts, delay, concurrency, shared=shared, baseline_excerpts=baseline_excerpts)
+    except SharedCorpusMissing as exc:
+        _skipped(exc)
+    except ValueError as exc:
+        _fail(str(exc))
+    if as_json:
+        sys.stdout.write(json.dumps(result, indent=2) + "\n")
+        return
+    _print_rows(f"fabric bench annotate --excerpts {excerpts} --delay {delay} --concurrency {concurrency}",
+                summary_rows(result))
+    first, load = result["first"], result["machine"]
+    console.print(f"re-parse: {result['reparse']['calls']} calls, memo hits {result['reparse']['memo_hit_rate']:.0%}; "
+                  f"server busy {first['server_busy_s']:.2f} s, mean in flight {first['server_mean_in_flight']} of "
+                  f"{concurrency}; wall/bound vs baseline {result['ratio_first_to_baseline']}; Fabric CPU at the "
+                  f"server's rate {first['cpu_cores_needed_at_server_rate']} cores; load "
+                  f"{load['load_avg_before'][0]} → {load['load_avg_after'][0]} on {load['cpus']} CPUs")
 
 
 def main() -> None:

@@ -46,7 +46,6 @@ from fabric_resources.language_routing import needs_multilingual
 from fabric_resources.lexical_index import IndexUnusable
 
 Route = Literal["english", "multilingual"]
-Mode = Literal["hybrid", "lexical"]
 PERCENTILES = (50, 95, 99)
 
 

@@ -22,7 +22,7 @@ from fabric_query.evidence import highlight
 from fabric_query.fusion import rrf
 from fabric_query.maxsim import maxsim_rerank
 from fabric_query.querylang import ParsedQuery, parse_query
-from fabric_query.release import ReleaseView, release_view
+from fabric_query.release import ReleaseView, pinned_view
 from fabric_query.rerank import rerank
 from fabric_query.types import ChannelHit, EvidencePack, Hit, StageTiming
 from fabric_resources.home import FabricHome
@@ -78,10 +78,10 @@ def search(
     cfg = home.config.query
     limit = limit or cfg.default_limit
     parsed = parse_query(query, cfg.max_query_chars)
-    release = home.catalog.release(release_id) if release_id else home.catalog.current_release()
-    if release is None:
-        raise NoReleaseError("no activated release in this home; run `fabric ingest PATH` first")
-    view = release_view(home, release)
+    view = pinned_view(home, release_id)
+    if view is None:
+        raise NoReleaseError("no activated release in this home; run `fabric ingest PATH` first"
+                             if release_id is None else f"release {release_id} does not exist")
     t = lap("pin_and_parse", t0)
     eligible, sources_by_parse = eligible_parses(view, parsed)
     t = lap("eligibility", t)
@@ -97,7 +97,8 @@ def search(
         lexical_results["scan"] = scan_channel(view, parsed, eligible, depth)
     else:
         feedback = (Feedback(cfg.feedback_docs, cfg.feedback_terms, cfg.feedback_weight)
-                    if cfg.feedback_terms else None)
+                    if cfg.feedback_terms and (cfg.feedback_multilingual
+                                               or not needs_multilingual(parsed.positive_text)) else None)
         lexical_results["word"] = word_channel(lexical, parsed, eligible, depth, feedback,
                                                lambda cid: view.chunk(cid)["text"])
         if needs_substring_channel(parsed):

@@ -61,6 +61,7 @@ class ReleaseView:
     release: Release
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     _vector_sets: dict[str, "VectorSet"] = field(default_factory=dict, repr=False)
+    _chunk_rows: dict[str, dict] = field(default_factory=dict, repr=False)
     _window_vectors: dict[str, "WindowVectors"] = field(default_factory=dict, repr=False)
 
     @property
@@ -173,8 +174,14 @@ class ReleaseView:
         return wv
 
     def chunk(self, chunk_id: str) -> dict:
-        i = self.chunk_index[chunk_id]
-        return {name: self.chunks.column(name)[i].as_py() for name in self.chunks.column_names}
+        """One chunk row as a dict (do not mutate it: rows are cached per view)."""
+        row = self._chunk_rows.get(chunk_id)
+        if row is None:
+            i = self.chunk_index[chunk_id]
+            row = {name: self.chunks.column(name)[i].as_py() for name in self.chunks.column_names}
+            if len(self._chunk_rows) < MAX_CACHED_CHUNK_ROWS:
+                self._chunk_rows[chunk_id] = row
+        return row
 
     @cached_property
     def lexical(self) -> OpenIndex | IndexUnusable:
@@ -191,10 +198,30 @@ class ReleaseView:
             return exc
 
 
+#: Chunk rows kept per view once read (a hit's row is read by several stages of one query).
+MAX_CACHED_CHUNK_ROWS = 20_000
+
 _VIEWS: dict[tuple[str, int], ReleaseView] = {}
 _VIEWS_LOCK = threading.Lock()
 #: Views kept per process (the current and the one before it, typically).
 MAX_CACHED_VIEWS = 4
+
+
+def pinned_view(home: FabricHome, release_id: int | None = None) -> ReleaseView | None:
+    """The view of ``release_id`` (default: the current release), or None when nothing is activated.
+
+    Only the pointer is read per query; a release's manifest is parsed once per process
+    (releases are immutable).
+    """
+    rid = release_id if release_id is not None else home.catalog.current_release_id()
+    if rid is None:
+        return None
+    with _VIEWS_LOCK:
+        view = _VIEWS.get((str(home.root), rid))
+    if view is not None:
+        return view
+    release = home.catalog.release(rid)
+    return release_view(home, release) if release is not None else None
 
 
 def release_view(home: FabricHome, release: Release) -> ReleaseView:

@@ -279,6 +279,12 @@ class Catalog:
             ).fetchone()
         return Release(r["release_id"], r["created_at"], json.loads(r["manifest"])) if r else None
 
+    def current_release_id(self) -> int | None:
+        """The ``current`` pointer alone (no manifest read): the query path's per-query check."""
+        with self.transaction() as con:
+            r = con.execute("SELECT release_id FROM pointer WHERE name = 'current'").fetchone()
+        return r["release_id"] if r else None
+
     def release(self, release_id: int) -> Release | None:
         with self.transaction() as con:
             r = con.execute("SELECT * FROM releases WHERE release_id = ?", (release_id,)).fetchone()

@@ -160,6 +160,9 @@ class QueryConfig(_Strict):
     feedback_terms: int = Field(20, ge=0, description="RM3-style expansion terms for the word channel (0 = off).")
     feedback_docs: int = Field(5, gt=0)
     feedback_weight: float = Field(0.5, gt=0)
+    # Off for queries routed to the multilingual model: on JSQuAD's dev half, feedback over
+    # character bigrams cost 0.066 nDCG@10 of the word channel (docs/benchmarks.md).
+    feedback_multilingual: bool = Field(False, description="Apply feedback to CJK / non-Latin queries too.")
     channel_weights: dict[str, float] = Field(
         default_factory=lambda: {"dense": 0.75},
         description="Weighted RRF: channel name → weight (default 1.0 each); tuned on dev queries only.",

@@ -332,6 +332,7 @@ def tune_fusion(
     split: Split = "dev",
     feedback: tuple[tuple[int, int, float], ...] = ((0, 10, 0.5), (10, 10, 0.3), (10, 10, 0.5), (20, 5, 0.5)),
     limit_queries: int | None = None,
+    section_guided: tuple[bool, ...] = (True, False),
 ) -> list[dict]:
     """Grid-search RRF ``k`` and per-channel weights on one split (dev by default).
 
@@ -356,9 +357,11 @@ def tune_fusion(
     embedder = shared_embedder(home.config.dense.batch_size)
     base = home.config
     results = []
-    for terms, docs_n, weight in feedback:
+    for section, (terms, docs_n, weight) in itertools.product(section_guided, feedback):
+        # Feedback on for every script here, so the grid measures it where it is normally off too.
         query_cfg = base.query.model_copy(update={"feedback_terms": terms, "feedback_docs": docs_n,
-                                                  "feedback_weight": weight, "channel_depth": DEPTH})
+                                                  "feedback_weight": weight, "channel_depth": DEPTH,
+                                                  "section_guided": section, "feedback_multilingual": True})
         home.__dict__["config"] = base.model_copy(update={"query": query_cfg})
         per_query = {}
         for q in qids:
@@ -372,7 +375,7 @@ def tune_fusion(
                 for q, rankings in per_query.items():
                     fused = [c for c, _ in rrf(rankings, k, w)]
                     run[q] = first_occurrence([doc_of_parse[parse_of_chunk[c]] for c in fused])
-                results.append({"feedback": [terms, docs_n, weight], "k": k, "weights": w,
+                results.append({"section_guided": section, "feedback": [terms, docs_n, weight], "k": k, "weights": w,
                                 **score_run(run, collection.qrels)})
     home.__dict__["config"] = base
     return sorted(results, key=lambda r: -r["nDCG@10"])
