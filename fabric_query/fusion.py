@@ -1,4 +1,7 @@
-"""Reciprocal rank fusion (Cormack, Clarke & Büttcher, SIGIR 2009): rank-only, total tie-break."""
+"""Fusion of channel rankings: reciprocal rank fusion (Cormack, Clarke & Büttcher, SIGIR 2009),
+rank-only, and a min-max normalised convex combination of channel scores (CombSUM over min-max
+normalised scores, Fox & Shaw, TREC-2 1994; analysed for hybrid retrieval by Bruch, Gai & Ingber,
+ACM TOIS 2023). Both break ties totally: best single rank, then ID."""
 
 from __future__ import annotations
 
@@ -26,5 +29,34 @@ def rrf(
             terms.setdefault(doc, []).append(w / (k + rank))
             best[doc] = min(best.get(doc, rank), rank)
     # fsum is correctly rounded, so equal exact sums give equal floats whatever the channel order.
+    scores = {doc: math.fsum(t) for doc, t in terms.items()}
+    return sorted(scores.items(), key=lambda kv: (-kv[1], best[kv[0]], kv[0]))
+
+
+def convex(
+    channels: Mapping[str, Sequence[tuple[str, float]]], weights: Mapping[str, float], default_weight: float = 0.0
+) -> list[tuple[str, float]]:
+    """Fuse ``(id, score)`` lists (best first) by ``Σ_c w_c · (s_c(d) − min_c) / (max_c − min_c)``.
+
+    Each channel's scores are min-max normalised over the list it returned (a list whose scores
+    are all equal normalises to 1.0); a document absent from a channel gets 0 there. ``w_c`` from
+    ``weights`` (``default_weight`` for unlisted channels). Unlike :func:`rrf` this uses the raw
+    scores, so it rewards a channel that is confident by a wide margin; the weights must be
+    tuned per channel mix (see ``QueryConfig.multilingual_fusion``).
+
+    >>> convex({"a": [("x", 10.0), ("y", 8.0), ("w", 5.0)], "b": [("y", 0.9), ("z", 0.1)]}, {"a": 0.5, "b": 0.5})[0][0]
+    'y'
+    """
+    terms: dict[str, list[float]] = {}
+    best: dict[str, int] = {}
+    for channel, pairs in channels.items():
+        w = weights.get(channel, default_weight)
+        if not pairs:
+            continue
+        lo = min(s for _, s in pairs)
+        hi = max(s for _, s in pairs)
+        for rank, (doc, score) in enumerate(pairs, start=1):
+            terms.setdefault(doc, []).append(w * ((score - lo) / (hi - lo) if hi > lo else 1.0))
+            best[doc] = min(best.get(doc, rank), rank)
     scores = {doc: math.fsum(t) for doc, t in terms.items()}
     return sorted(scores.items(), key=lambda kv: (-kv[1], best[kv[0]], kv[0]))

@@ -19,7 +19,7 @@ from fabric_query.channels.lexical import Feedback, needs_substring_channel, sub
 from fabric_query.channels.scan import scan_channel
 from fabric_query.errors import NoReleaseError
 from fabric_query.evidence import highlight
-from fabric_query.fusion import rrf
+from fabric_query.fusion import convex, rrf
 from fabric_query.maxsim import maxsim_rerank
 from fabric_query.querylang import ParsedQuery, parse_query
 from fabric_query.release import ReleaseView, pinned_view
@@ -117,7 +117,7 @@ def search(
         else:
             qvec = encoder.encode_queries([parsed.positive_text])[0]
             t = lap("encode_query" if name == "dense" else "encode_query_multilingual", t)
-            if cfg.section_guided:
+            if cfg.section_guided if name == "dense" else cfg.section_guided_multilingual:
                 lexical_results[name], provenance[name] = section_guided_dense(
                     view, qvec, eligible, depth, table, cfg.section_candidate_limit,
                     cfg.section_passages_per_window, cfg.rrf_k)
@@ -140,7 +140,12 @@ def search(
         for name in ("dense", "dense_multilingual", "graph"):
             if name in rankings:
                 rankings[name] = [c for c in rankings[name] if c in allowed]
-    fused = rrf(rankings, cfg.rrf_k, cfg.channel_weights)
+    if "dense_multilingual" in rankings and cfg.multilingual_fusion == "convex":
+        kept = {name: set(ids) for name, ids in rankings.items()}
+        fused = convex({name: [(c, sc) for c, sc in lexical_results[name] if c in kept[name]] for name in rankings},
+                       cfg.convex_weights)
+    else:
+        fused = rrf(rankings, cfg.rrf_k, cfg.channel_weights)
     t = lap("fusion", t)
     stages: dict[str, list[tuple[str, float]]] = {"fused": fused[: max(depth, limit)]}
     ranked_ids = [cid for cid, _ in fused]

@@ -169,6 +169,17 @@ class QueryConfig(_Strict):
     )
     channel_depth: int = Field(100, gt=0, description="Candidates each channel hands to fusion.")
     section_guided: bool = True
+    # Off for the e5 route: on JSQuAD's dev half the section route scored 0.823 nDCG@10 against
+    # 0.880 for the direct e5 ranking (documents there are single paragraphs; the windows add nothing).
+    section_guided_multilingual: bool = False
+    # Queries routed to e5 fuse by a min-max normalised convex combination: on JSQuAD's dev half it
+    # scored 0.929 nDCG@10 against 0.916 for the best RRF (word 0.3, e5 0.7; docs/benchmarks.md).
+    multilingual_fusion: Literal["rrf", "convex"] = "convex"
+    convex_weights: dict[str, float] = Field(
+        default_factory=lambda: {"word": 0.3, "substring": 0.3, "scan": 0.3, "dense_multilingual": 0.7,
+                                 "graph": 0.3},
+        description="Channel weights of the convex combination (tuned on JSQuAD dev: word 0.3, e5 0.7).",
+    )
     section_candidate_limit: int = Field(20, gt=0, description="Context windows shortlisted by the query vector.")
     section_passages_per_window: int = Field(2, gt=0, description="Chunks each shortlisted window nominates.")
     default_limit: int = Field(10, gt=0)

@@ -183,3 +183,31 @@ def test_exact_tie_over_three_channels_breaks_by_best_rank_then_id():
     assert out.index("a") < out.index("b")
     reordered = {n: rankings[n] for n in ("dense", "word", "substring")}
     assert [d for d, _ in rrf(reordered)] == out
+
+
+def test_convex_hand_computed_and_total_order():
+    from fabric_query.fusion import convex
+
+    fused = convex({"word": [("a", 12.0), ("b", 6.0), ("c", 2.0)], "dense": [("c", 0.9), ("a", 0.5), ("d", 0.4)]},
+                   {"word": 0.3, "dense": 0.7})
+    # a: 0.3·1 + 0.7·0.2 = 0.44; b: 0.3·0.4 = 0.12; c: 0.3·0 + 0.7·1 = 0.70; d: 0.
+    assert [d for d, _ in fused] == ["c", "a", "b", "d"]
+    assert [round(s, 6) for _, s in fused] == [0.7, 0.44, 0.12, 0.0]
+
+
+def test_convex_uses_scores_not_ranks():
+    """guards against: a 'convex' that silently falls back to rank fusion."""
+    from fabric_query.fusion import convex, rrf
+
+    lists = {"word": [("a", 100.0), ("b", 99.0), ("c", 1.0)], "dense": [("c", 0.9), ("b", 0.85), ("a", 0.1)]}
+    by_score = [d for d, _ in convex(lists, {"word": 0.5, "dense": 0.5})]
+    by_rank = [d for d, _ in rrf({k: [d for d, _ in v] for k, v in lists.items()})]
+    # b is a close second in both channels: first by scores, last by ranks.
+    assert by_score[0] == "b" and by_rank[0] == "a"
+
+
+def test_convex_single_score_list_and_unlisted_channel():
+    from fabric_query.fusion import convex
+
+    assert convex({"word": [("x", 3.0)]}, {"word": 0.3}) == [("x", 0.3)]
+    assert convex({"other": [("x", 3.0), ("y", 1.0)]}, {"word": 0.3})[0][1] == 0.0

@@ -107,15 +107,10 @@ def _is_cjk(texts: list[str]) -> bool:
 
 
 def _bigram_tokens(text: str) -> list[str]:
-    """Baseline tokenizer for CJK: lower-cased words, CJK runs as character bigrams (eval README)."""
-    out = []
-    for run in re.findall(r"\w+", fold(text)):
-        cjk = UNSPACED.findall(run)
-        if cjk and len(cjk) == len(run):
-            out += [run[i:i + 2] for i in range(len(run) - 1)] or [run]
-        else:
-            out.append(run)
-    return out
+    """Baseline tokenizer for CJK, as the eval README's reference BM25: character bigrams of the
+    folded text with whitespace removed (punctuation kept), so no word segmentation is assumed."""
+    t = re.sub(r"\s+", "", fold(text))
+    return [t[i:i + 2] for i in range(len(t) - 1)] or ([t] if t else [])
 
 
 @dataclass
@@ -144,7 +139,8 @@ class Baselines:
         if self.cjk:
             corpus_tokens = [_bigram_tokens(t) for t in texts]
             tokenize = _bigram_tokens
-            bm25 = bm25s.BM25()
+            # The eval README's reference parameters for character bigrams (k1 0.9, b 0.4).
+            bm25 = bm25s.BM25(k1=0.9, b=0.4)
             bm25.index(corpus_tokens, show_progress=False)
         else:
             bm25 = bm25s.BM25()
@@ -236,7 +232,7 @@ def run_eval(
         millis: dict[str, float] = {}
         qvecs = query_encoder.encode_queries([collection.queries[q] for q in qids]) if qids else np.zeros((0, 384))
         reranker = reranker_from_config(home.config)
-        variants = stage_variants(home.config)
+        variants = stage_variants(home.config, multilingual=cjk)
         base_config = home.config
         for i, q in enumerate(qids):
             text = collection.queries[q]
@@ -282,18 +278,26 @@ def run_eval(
             shutil.rmtree(scratch, ignore_errors=True)
 
 
-def stage_variants(config: FabricConfig) -> dict[str, FabricConfig]:
+def stage_variants(config: FabricConfig, multilingual: bool = False) -> dict[str, FabricConfig]:
     """Query-time stage configurations scored beside the configured one, on the same home.
 
     Each flips one stage of ``config``: section-guided dense, MaxSim (when a checkpoint is
-    configured), the reranker (when one is configured). Ingest-time choices (chunk caps, the
+    configured), the reranker (when one is configured); for a ``multilingual`` (CJK) collection
+    also the e5 route's section-guided dense and its fusion (convex vs RRF). Ingest-time choices (chunk caps, the
     multilingual model) need their own home and are compared across runs.
     """
     q = config.query
-    out = {
+    out = {} if multilingual else {
         ("fabric[-section]" if q.section_guided else "fabric[+section]"):
             config.model_copy(update={"query": q.model_copy(update={"section_guided": not q.section_guided})}),
     }
+    if multilingual:
+        out["fabric[+section-multilingual]" if not q.section_guided_multilingual else "fabric[-section-multilingual]"] = \
+            config.model_copy(update={"query": q.model_copy(
+                update={"section_guided_multilingual": not q.section_guided_multilingual})})
+        other = "rrf" if q.multilingual_fusion == "convex" else "convex"
+        out[f"fabric[{other}-multilingual]"] = config.model_copy(
+            update={"query": q.model_copy(update={"multilingual_fusion": other})})
     if config.late_interaction.enabled:
         out["fabric[-maxsim]"] = config.model_copy(
             update={"late_interaction": config.late_interaction.model_copy(update={"enabled": False})})
