@@ -336,7 +336,7 @@ def eval_cmd(
                       work_dir=work_dir)
     if json_out:
         json_out.write_text(json.dumps(result, indent=2))
-    console.print(markdown_table(result))
+    console.print(markdown_table(result), markup=False)  # variant names like [rrf-multilingual] are not markup
     console.print(f"ingest {result['ingest_seconds']} s, {result['documents']} documents, {result['chunks']} chunks; "
                   f"nDCG gain: {result['ndcg_gain']}")
 
