@@ -7,7 +7,7 @@ import pyarrow as pa
 from fabric_assets.chunking.fine_chunks import ChunkInputUnit, FineChunk
 from fabric_resources import identity
 from fabric_resources.lexical_index import ANALYZER_ID
-from fabric_resources.offsets import utf16_offset
+from fabric_resources.offsets import Utf16Offsets
 from fabric_resources.schema import CHUNKS, LEXICAL_DOCUMENTS
 from fabric_resources.text_folding import fold
 
@@ -22,7 +22,19 @@ def chunk_inputs(units: pa.Table) -> list[ChunkInputUnit]:
 
 
 def chunk_rows(parse_id: str, chunks: list[FineChunk], chunker: str, unit_texts: dict[str, str]) -> pa.Table:
-    """Rows of ``chunks``; ``unit_texts`` (unit_id → text) gives the UTF-16 offsets of each fragment."""
+    """Rows of ``chunks``; ``unit_texts`` (unit_id → text) gives the UTF-16 offsets of each fragment.
+
+    Offsets are converted through one :class:`Utf16Offsets` per unit, so a unit cut into many
+    chunks (a multi-megabyte single paragraph) costs linear time, not quadratic.
+    """
+    converters: dict[str, Utf16Offsets] = {}
+
+    def u16(unit_id: str, index: int) -> int:
+        conv = converters.get(unit_id)
+        if conv is None:
+            conv = converters[unit_id] = Utf16Offsets(unit_texts[unit_id])
+        return conv.at(index)
+
     return pa.Table.from_pylist(
         [
             {
@@ -33,8 +45,7 @@ def chunk_rows(parse_id: str, chunks: list[FineChunk], chunker: str, unit_texts:
                 "text_hash": identity.text_hash(c.text),
                 "fragments": [
                     {"unit_id": f.unit_id, "start_char": f.start_char, "end_char": f.end_char,
-                     "start_utf16": utf16_offset(unit_texts[f.unit_id], f.start_char),
-                     "end_utf16": utf16_offset(unit_texts[f.unit_id], f.end_char)}
+                     "start_utf16": u16(f.unit_id, f.start_char), "end_utf16": u16(f.unit_id, f.end_char)}
                     for f in c.fragments
                 ],
                 "section_path": list(c.section_path),
