@@ -557,7 +557,13 @@ def bench_annotate_cmd(
 
 
 def main() -> None:
-    app()
+    from fabric_resources.config import ConfigError
+
+    try:
+        app()
+    except ConfigError as exc:  # raised lazily, when a command first reads the home's config
+        err.print(f"error: {exc}", markup=False)
+        raise SystemExit(2) from None
 
 
 if __name__ == "__main__":

@@ -14,7 +14,11 @@ import json
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+
+class ConfigError(ValueError):
+    """A configuration file that is not valid JSON or not a valid ``FabricConfig``."""
 
 
 class _Strict(BaseModel):
@@ -269,12 +273,16 @@ class FabricConfig(_Strict):
 
         Raises
         ------
-        pydantic.ValidationError
-            On unknown keys or out-of-range values.
+        ConfigError
+            On invalid JSON, unknown keys or out-of-range values; the message names the file.
         """
         if not path.exists():
             return cls()
-        return cls.model_validate_json(path.read_text(encoding="utf-8"))
+        try:
+            return cls.model_validate_json(path.read_text(encoding="utf-8"))
+        except ValidationError as exc:
+            problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or '(file)'}: {e['msg']}" for e in exc.errors())
+            raise ConfigError(f"invalid configuration {path}: {problems}") from None
 
 
 def config_hash(part: BaseModel | dict) -> str:

@@ -37,3 +37,19 @@ def test_ingest_refuses_a_file(tmp_path):
     f.write_text("x")
     result = runner.invoke(app, ["ingest", str(f), "--home", str(tmp_path / "home")])
     assert result.exit_code == 2 and "not a directory" in result.output
+
+
+def test_invalid_config_is_a_clean_error_naming_the_file(tmp_path):
+    """guards against: a pydantic traceback instead of one line that names the config file."""
+    import subprocess
+    import sys
+
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "catalog.sqlite3").touch()
+    (home / "config.json").write_text('{"bogus": 1}')
+    out = subprocess.run([sys.executable, "-c", "from fabric_query.cli import main; main()", "search", "x",
+                          "--home", str(home)], capture_output=True, text=True)
+    assert out.returncode == 2
+    assert "invalid configuration" in out.stderr and str(home / "config.json") in out.stderr
+    assert "bogus" in out.stderr and "Traceback" not in out.stderr
