@@ -12,6 +12,7 @@ windows — no re-parse.
 from __future__ import annotations
 
 import os
+from functools import cache
 from pathlib import Path
 
 import pyarrow.compute as pc
@@ -20,8 +21,10 @@ from fabric_resources.config import FabricConfig
 from fabric_resources.home import DEFAULT_HOME, FabricHome
 
 
+@cache
 def definitions_config() -> FabricConfig:
-    """The configuration of the home the Dagster definitions serve (``FABRIC_HOME``), read at load."""
+    """The configuration of the home the Dagster definitions serve (``FABRIC_HOME``), read once per
+    process, when the definitions load (code versions are fixed at that moment anyway)."""
     return FabricConfig.load(Path(os.environ.get("FABRIC_HOME", DEFAULT_HOME)) / "config.json")
 
 

@@ -7,37 +7,11 @@ windows (written before they existed) gives one-chunk passages.
 
 from __future__ import annotations
 
-import threading
-
 from fabric_query.passages import AssembledPassage, HitWindow, MemberChunk, assemble
 from fabric_query.release import ReleaseView
 from fabric_query.types import Citation, CitedSpan, EvidenceUnit, Passage
 from fabric_resources.identity import text_hash
 from fabric_resources.schema import FRAGMENT_SEPARATOR
-
-_MEMBERSHIP: dict[tuple[str, int], dict[str, tuple[str, tuple[str, ...]]]] = {}
-_LOCK = threading.Lock()
-
-
-def window_membership(view: ReleaseView) -> dict[str, tuple[str, tuple[str, ...]]]:
-    """chunk_id → (context window ID, the window's chunk IDs in reading order), cached per release."""
-    key = (str(view.home.root), view.release_id)
-    with _LOCK:
-        cached = _MEMBERSHIP.get(key)
-    if cached is not None:
-        return cached
-    windows = getattr(view, "context_windows", None)
-    out: dict[str, tuple[str, tuple[str, ...]]] = {}
-    if windows is not None and windows.num_rows:
-        for wid, members in zip(windows.column("window_id").to_pylist(), windows.column("chunk_ids").to_pylist()):
-            members = tuple(members)
-            for cid in members:
-                out[cid] = (wid, members)
-    with _LOCK:
-        _MEMBERSHIP[key] = out
-        while len(_MEMBERSHIP) > 8:
-            _MEMBERSHIP.pop(next(iter(_MEMBERSHIP)))
-    return out
 
 
 def spans_of(chunk_texts: list[str], chunk_fragments: list[list[dict]]) -> tuple[CitedSpan, ...]:
@@ -77,7 +51,7 @@ def assemble_passages(
 
     Returns (passages, selected units, assembly trace, chunk_id → passage index).
     """
-    membership = window_membership(view)
+    membership = view.context_window_of
     hits = []
     for rank, cid in enumerate(ranked, start=1):
         wid, members = membership.get(cid, (None, (cid,)))

@@ -129,6 +129,17 @@ class ReleaseView:
         )
         return t.sort_by([("parse_id", "ascending"), ("ordinal", "ascending")])
 
+    @cached_property
+    def context_window_of(self) -> dict[str, tuple[str, tuple[str, ...]]]:
+        """chunk_id → (its context window's ID, that window's chunk IDs in reading order)."""
+        out: dict[str, tuple[str, tuple[str, ...]]] = {}
+        windows = self.context_windows
+        for wid, members in zip(windows.column("window_id").to_pylist(), windows.column("chunk_ids").to_pylist()):
+            members = tuple(members)
+            for cid in members:
+                out[cid] = (wid, members)
+        return out
+
     def window_vectors(self, table: str) -> "WindowVectors":
         """Context-window centroids over the chunk vectors in ``table``, computed once per view.
 
