@@ -367,14 +367,17 @@ def eval_tune_cmd(
     work_dir: Annotated[Path, typer.Option("--work-dir", help="Scratch home to create or reuse.")],
     top: Annotated[int, typer.Option(min=1)] = 10,
     limit_queries: Annotated[Optional[int], typer.Option("--limit-queries", min=1)] = None,
-    quick: Annotated[bool, typer.Option(help="Two feedback settings (off; 20 terms from 5 chunks) instead of four.")] = False,
+    quick: Annotated[bool, typer.Option(help="Two feedback settings (off; 20 terms from 5 chunks) instead of four; "
+                                              "RRF k 20 or 60, weights 0.5/1/1.5.")] = False,
 ) -> None:
-    """Grid-search RRF k, channel weights, word-channel feedback and section-guided dense on the dev half."""
+    """Grid-search fusion (RRF k and weights; convex weights for CJK), word-channel feedback, bigram BM25
+    k1/b (CJK) and section-guided dense on the dev half."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     from fabric_assets.evaluation.harness import tune_fusion
 
     feedback = ((0, 10, 0.5), (20, 5, 0.5)) if quick else ((0, 10, 0.5), (10, 10, 0.3), (10, 10, 0.5), (20, 5, 0.5))
-    for row in tune_fusion(beir_dir, work_dir, limit_queries=limit_queries, feedback=feedback)[:top]:
+    grid = {"ks": (20, 60), "weights": (0.5, 1.0, 1.5)} if quick else {}
+    for row in tune_fusion(beir_dir, work_dir, limit_queries=limit_queries, feedback=feedback, **grid)[:top]:
         console.print(json.dumps(row))
 
 

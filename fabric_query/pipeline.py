@@ -15,7 +15,7 @@ from fabric_query.assembly import assemble_passages, citation_for
 from fabric_query.channels.dense import dense_channel, vector_models
 from fabric_query.channels.graph import graph_channel
 from fabric_query.channels.section import section_guided_dense
-from fabric_query.channels.lexical import Feedback, needs_substring_channel, substring_channel, word_channel
+from fabric_query.channels.lexical import Bm25, Feedback, needs_substring_channel, substring_channel, word_channel
 from fabric_query.channels.scan import scan_channel
 from fabric_query.errors import NoReleaseError
 from fabric_query.evidence import highlight
@@ -99,9 +99,11 @@ def search(
         feedback = (Feedback(cfg.feedback_docs, cfg.feedback_terms, cfg.feedback_weight)
                     if cfg.feedback_terms and (cfg.feedback_multilingual
                                                or not needs_multilingual(parsed.positive_text)) else None)
+        unspaced = needs_substring_channel(parsed)
+        bm25 = Bm25(cfg.bigram_bm25.k1, cfg.bigram_bm25.b) if unspaced and cfg.bigram_bm25 else None
         lexical_results["word"] = word_channel(lexical, parsed, eligible, depth, feedback,
-                                               lambda cid: view.chunk(cid)["text"])
-        if needs_substring_channel(parsed):
+                                               lambda cid: view.chunk(cid)["text"], bm25)
+        if unspaced:
             lexical_results["substring"] = substring_channel(lexical, parsed, eligible, depth)
     t = lap("lexical", t)
     skipped: dict[str, str] = {}
@@ -140,14 +142,14 @@ def search(
         for name in ("dense", "dense_multilingual", "graph"):
             if name in rankings:
                 rankings[name] = [c for c in rankings[name] if c in allowed]
+    channel_lists = {name: [(c, channel_scores[name][c][1]) for c in ids] for name, ids in rankings.items()}
     if "dense_multilingual" in rankings and cfg.multilingual_fusion == "convex":
-        kept = {name: set(ids) for name, ids in rankings.items()}
-        fused = convex({name: [(c, sc) for c, sc in lexical_results[name] if c in kept[name]] for name in rankings},
-                       cfg.convex_weights)
+        fused = convex(channel_lists, cfg.convex_weights)
     else:
         fused = rrf(rankings, cfg.rrf_k, cfg.channel_weights)
     t = lap("fusion", t)
-    stages: dict[str, list[tuple[str, float]]] = {"fused": fused[: max(depth, limit)]}
+    stages: dict[str, list[tuple[str, float]]] = {f"channel:{name}": pairs for name, pairs in channel_lists.items()}
+    stages["fused"] = fused[: max(depth, limit)]
     ranked_ids = [cid for cid, _ in fused]
     fused_score = dict(fused)
     stage_scores: dict[str, dict[str, float]] = {}

@@ -124,7 +124,8 @@ class EvidencePack(_Frozen):
     assembly: dict[str, Any] = {}
     #: Channels that could not run for this release, with the reason (e.g. a model mismatch).
     skipped_channels: dict[str, str] = {}
-    #: With ``debug=True``: per stage, its candidates in order as ``(chunk_id, score)``.
+    #: With ``debug=True``: per stage, its candidates in order as ``(chunk_id, score)``: each
+    #: channel as ``channel:<name>`` (the list fusion saw), then ``fused``, ``maxsim``, ``reranked``.
     stage_candidates: dict[str, tuple[tuple[str, float], ...]] = {}
 
 

@@ -152,6 +152,13 @@ class PassageConfig(_Strict):
     max_units: int = Field(16, gt=0)
 
 
+class Bm25Config(_Strict):
+    """BM25 saturation ``k1`` and length normalisation ``b`` (see ``fabric_query.channels.lexical.Bm25``)."""
+
+    k1: float = Field(gt=0)
+    b: float = Field(ge=0, le=1)
+
+
 class QueryConfig(_Strict):
     """Fusion and channel depths.
 
@@ -167,6 +174,13 @@ class QueryConfig(_Strict):
     # Off for queries routed to the multilingual model: on JSQuAD's dev half, feedback over
     # character bigrams cost 0.066 nDCG@10 of the word channel (docs/benchmarks.md).
     feedback_multilingual: bool = Field(False, description="Apply feedback to CJK / non-Latin queries too.")
+    # Queries with text in scripts written without spaces are matched on character bigrams, where
+    # tantivy's fixed k1 1.2, b 0.75 saturate too late; the word channel re-scores its candidates
+    # with these (tuned on JSQuAD's dev half with `fabric eval-tune`, docs/benchmarks.md).
+    bigram_bm25: Bm25Config | None = Field(
+        default_factory=lambda: Bm25Config(k1=0.7, b=0.4),
+        description="BM25 parameters for queries with CJK (unspaced-script) text; null keeps tantivy's k1 1.2, b 0.75.",
+    )
     channel_weights: dict[str, float] = Field(
         default_factory=lambda: {"dense": 0.75},
         description="Weighted RRF: channel name → weight (default 1.0 each); tuned on dev queries only.",

@@ -15,6 +15,9 @@ case and diacritics fold identically at every term length and in every script.
   words elsewhere. A query term of any length becomes an exact phrase query, so
   1- and 2-character CJK terms match exactly, with BM25 statistics, and there is
   no n-gram false positive (STACK_NOTES: ``ngram(2,3)`` puts grams at one position).
+* ``word_length``: a fast field holding each document's word-field token count, so
+  the word channel can re-score BM25 with other parameters than tantivy's fixed
+  k1 1.2, b 0.75 (:attr:`OpenIndex.word_avgdl`).
 
 Generations: each activation writes a new generation directory made of
 hard links to the previous generation's immutable segment files, then deletes
@@ -30,6 +33,7 @@ import re
 import shutil
 from collections.abc import Iterable
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 
 import pyarrow as pa
@@ -40,6 +44,7 @@ from fabric_resources.schema import (
     INDEX_FIELD_PARSE_ID,
     INDEX_FIELD_SUBSTRING,
     INDEX_FIELD_WORD,
+    INDEX_FIELD_WORD_LENGTH,
     SCHEMA_VERSION,
 )
 from fabric_resources.text_folding import FOLDING_VERSION, UNSPACED
@@ -71,6 +76,8 @@ WORD_TOKENIZER = "fabric_word"
 SUBSTRING_TOKENIZER = "fabric_substring"
 #: Identity of the analyzers; stored with every lexical document and index generation.
 ANALYZER_ID = f"{FOLDING_VERSION}|word:simple+stem-en+cjk-bigram|substring:regex-1"
+#: Identity of the index's field set; a generation written with another layout is rebuilt, never extended.
+INDEX_LAYOUT = "chunk_id,parse_id,word,substring,word_length:u64-fast"
 META_FILE = "fabric_index.json"
 _GEN = re.compile(r"^gen-(\d{8})$")
 
@@ -110,6 +117,7 @@ def index_schema() -> tantivy.Schema:
     sb.add_text_field(
         INDEX_FIELD_SUBSTRING, stored=False, tokenizer_name=SUBSTRING_TOKENIZER, index_option="position"
     )
+    sb.add_unsigned_field(INDEX_FIELD_WORD_LENGTH, fast=True)
     return sb.build()
 
 
@@ -128,6 +136,19 @@ class OpenIndex:
     schema: tantivy.Schema
     searcher: tantivy.Searcher
 
+    @cached_property
+    def word_avgdl(self) -> float:
+        """Mean word-field tokens per live document (BM25's avgdl); 0.0 for an empty index.
+
+        Summed over the ``word_length`` fast field of live documents, so deleted
+        documents do not count (tantivy's own avgdl counts them until a merge).
+        """
+        n = self.searcher.num_docs
+        if not n:
+            return 0.0
+        agg = self.searcher.aggregate(tantivy.Query.all_query(), {"total": {"sum": {"field": INDEX_FIELD_WORD_LENGTH}}})
+        return float(agg["total"]["value"] or 0.0) / n
+
 
 class LexicalIndex:
     """Generations of the serving index under ``root``."""
@@ -139,6 +160,13 @@ class LexicalIndex:
         if not self.root.exists():
             return []
         return sorted(p.name for p in self.root.iterdir() if _GEN.match(p.name) and (p / META_FILE).exists())
+
+    def is_current(self, generation: str) -> bool:
+        """True when ``generation`` exists and was written with this schema, analyzers and field layout."""
+        try:
+            return _is_current(json.loads((self.root / generation / META_FILE).read_text()))
+        except (OSError, ValueError):
+            return False
 
     def open(self, generation: str) -> OpenIndex:
         """Open a generation for reading.
@@ -158,11 +186,11 @@ class LexicalIndex:
             meta = json.loads(meta_path.read_text())
         except (OSError, ValueError) as exc:
             raise IndexUnusable("index-unreadable", f"{meta_path}: {exc}") from exc
-        if meta.get("schema_version") != SCHEMA_VERSION or meta.get("analyzer") != ANALYZER_ID:
+        if not _is_current(meta):
             raise IndexUnusable(
                 "index-schema-mismatch",
-                f"index has schema {meta.get('schema_version')}/{meta.get('analyzer')}, "
-                f"reader expects {SCHEMA_VERSION}/{ANALYZER_ID}",
+                f"index has schema {meta.get('schema_version')}/{meta.get('analyzer')}/{meta.get('layout')}, "
+                f"reader expects {SCHEMA_VERSION}/{ANALYZER_ID}/{INDEX_LAYOUT}; run `fabric lexical-repair`",
             )
         try:
             index = tantivy.Index.open(str(path))
@@ -194,7 +222,9 @@ class LexicalIndex:
         tmp = self.root / f".{name}.tmp"
         shutil.rmtree(tmp, ignore_errors=True)
         tmp.mkdir()
-        reuse = previous is not None and (self.root / previous / META_FILE).exists()
+        if previous is not None and not self.is_current(previous):
+            raise ValueError(f"generation {previous} has another schema or layout; build a fresh one instead")
+        reuse = previous is not None
         if reuse:
             for f in (self.root / previous).iterdir():
                 if f.is_file() and f.name not in (META_FILE, ".tantivy-writer.lock", ".tantivy-meta.lock"):
@@ -211,7 +241,8 @@ class LexicalIndex:
         writer.commit()
         writer.wait_merging_threads()
         (tmp / META_FILE).write_text(
-            json.dumps({"schema_version": SCHEMA_VERSION, "analyzer": ANALYZER_ID, "generation": name})
+            json.dumps({"schema_version": SCHEMA_VERSION, "analyzer": ANALYZER_ID, "layout": INDEX_LAYOUT,
+                        "generation": name})
         )
         os.replace(tmp, target)
         return name
@@ -229,16 +260,24 @@ class LexicalIndex:
         return removed
 
 
+def _is_current(meta: dict) -> bool:
+    return (meta.get("schema_version"), meta.get("analyzer"), meta.get("layout")) == (
+        SCHEMA_VERSION, ANALYZER_ID, INDEX_LAYOUT)
+
+
 def add_to_writer(writer: tantivy.IndexWriter, documents: pa.Table) -> None:
     cols = documents.select(["chunk_id", "parse_id", "folded_text"]).to_pydict()
+    analyzer = word_analyzer()
     for chunk_id, parse_id, text in zip(cols["chunk_id"], cols["parse_id"], cols["folded_text"]):
-        writer.add_document(
-            tantivy.Document(
-                **{
-                    INDEX_FIELD_CHUNK_ID: chunk_id,
-                    INDEX_FIELD_PARSE_ID: parse_id,
-                    INDEX_FIELD_WORD: word_field_text(text),
-                    INDEX_FIELD_SUBSTRING: text,
-                }
-            )
+        word = word_field_text(text)
+        doc = tantivy.Document(
+            **{
+                INDEX_FIELD_CHUNK_ID: chunk_id,
+                INDEX_FIELD_PARSE_ID: parse_id,
+                INDEX_FIELD_WORD: word,
+                INDEX_FIELD_SUBSTRING: text,
+            }
         )
+        # add_unsigned: a Python int passed as a keyword becomes i64, which a u64 column rejects.
+        doc.add_unsigned(INDEX_FIELD_WORD_LENGTH, len(analyzer.analyze(word)))
+        writer.add_document(doc)

@@ -291,6 +291,8 @@ INDEX_FIELD_WORD = "word"
 INDEX_FIELD_SUBSTRING = "substring"
 INDEX_FIELD_CHUNK_ID = "chunk_id"
 INDEX_FIELD_PARSE_ID = "parse_id"
+#: Fast field: the number of word-field tokens of the document (BM25's document length).
+INDEX_FIELD_WORD_LENGTH = "word_length"
 
 
 @dataclass(frozen=True)

@@ -111,7 +111,8 @@ def activate(home: FabricHome) -> ActivationReport:
         tables = {name: home.tables.version(name) for name in TABLES}
         post_changed = current is not None and any(
             tables.get(n) != current.manifest.get("tables", {}).get(n) for n in POST_ACTIVATION_TABLES)
-        if current is not None and sources == prev_sources and not post_changed:
+        index_current = current is not None and home.lexical.is_current(current.manifest.get("lexical_generation") or "")
+        if current is not None and sources == prev_sources and not post_changed and index_current:
             report.lexical_generation = current.manifest.get("lexical_generation")
             report.seconds = time.perf_counter() - started
             return report
@@ -120,7 +121,8 @@ def activate(home: FabricHome) -> ActivationReport:
         prev_gen = current.manifest.get("lexical_generation") if current else None
         # Deleted documents keep counting in BM25 statistics until tantivy merges their segment,
         # so withholding a visible source rebuilds the index: withheld text must not move any score.
-        if prev_gen is not None and prev_gen in home.lexical.generations() and not withheld_now:
+        # A generation written by an older index layout is rebuilt, never extended.
+        if prev_gen is not None and index_current and not withheld_now:
             added, removed = new_parses - prev_parses, prev_parses - new_parses
             gen = prev_gen
             if added or removed:

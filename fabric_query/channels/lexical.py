@@ -152,6 +152,50 @@ def expansion_terms(
     return [(t, fb.weight * s / best) for t, s in top]
 
 
+@dataclass(frozen=True)
+class Bm25:
+    """Okapi BM25 parameters for re-scoring the word channel's candidates.
+
+    score(d) = Σ_t w_t · idf(t) · tf(t,d)·(k1 + 1) / (tf(t,d) + k1·(1 − b + b·|d|/avgdl)),
+    idf(t) = ln(1 + (N − n_t + 0.5)/(n_t + 0.5)) — Robertson & Zaragoza, "The Probabilistic
+    Relevance Framework: BM25 and Beyond" (2009), eq. 3.15, with the non-negative idf that
+    tantivy and Lucene use. ``w_t`` is 1 for query terms and the boost of a feedback term.
+    tantivy fixes k1 = 1.2, b = 0.75; character bigrams want a flatter curve (the eval
+    README's reference uses k1 0.9, b 0.4), so the channel re-scores with these instead.
+    """
+
+    k1: float
+    b: float
+
+
+def bm25_rescore(
+    index: OpenIndex, candidates: list[str], terms: dict[str, float], tokens_of: Callable[[str], list[str]],
+    params: Bm25,
+) -> ChannelResult:
+    """Re-score ``candidates`` (chunk IDs) by :class:`Bm25` ``params`` over word-field ``terms``
+    (token → weight); ``tokens_of`` gives a chunk's word-field tokens (:func:`word_tokens`).
+
+    N and n_t are the index's (``num_docs``, ``doc_freq``), avgdl its live documents' mean
+    length (:attr:`OpenIndex.word_avgdl`), |d| and tf counted from the chunk's own tokens,
+    which the index made with the same analyzer. Returns every candidate, best first.
+    """
+    searcher = index.searcher
+    n_docs = searcher.num_docs
+    avgdl = index.word_avgdl or 1.0
+    idf = {}
+    for term in terms:
+        df = searcher.doc_freq(INDEX_FIELD_WORD, term)
+        idf[term] = math.log(1.0 + (n_docs - df + 0.5) / (df + 0.5))
+    out = []
+    for cid in candidates:
+        tokens = tokens_of(cid)
+        tf = Counter(tokens)
+        norm = params.k1 * (1.0 - params.b + params.b * len(tokens) / avgdl)
+        out.append((cid, math.fsum(w * idf[t] * tf[t] * (params.k1 + 1.0) / (tf[t] + norm)
+                                   for t, w in terms.items() if tf[t])))
+    return ranked(out, len(out))
+
+
 def word_channel(
     index: OpenIndex,
     parsed: ParsedQuery,
@@ -159,19 +203,50 @@ def word_channel(
     depth: int,
     feedback: Feedback | None = None,
     text_of: Callable[[str], str] | None = None,
+    bm25: Bm25 | None = None,
 ) -> ChannelResult:
     """BM25 over the word field; with ``feedback`` (and ``text_of``: chunk ID → text) a second
-    pass adds expansion terms from the first pass's top chunks."""
-    first = search_field(index, INDEX_FIELD_WORD, parsed, eligible, depth)
+    pass adds expansion terms from the first pass's top chunks. With ``bm25`` each pass's
+    candidates (tantivy's top ``depth + 32``) are re-scored by :func:`bm25_rescore`; phrase
+    tokens then count as terms.
+
+    Raises
+    ------
+    ValueError
+        ``bm25`` without ``text_of``.
+    """
+    if bm25 is not None and text_of is None:
+        raise ValueError("BM25 re-scoring needs text_of (chunk ID → text)")
+    token_cache: dict[str, list[str]] = {}
+
+    def tokens_of(cid: str) -> list[str]:
+        if cid not in token_cache:
+            token_cache[cid] = word_tokens(text_of(cid))
+        return token_cache[cid]
+
+    query_tokens = word_tokens(" ".join(parsed.terms))
+    terms = dict.fromkeys([*query_tokens, *(t for p in parsed.phrases for t in word_tokens(p))], 1.0)
+
+    def one_pass(expansion: list[tuple[str, float]]) -> ChannelResult:
+        query = build_query(index.schema, INDEX_FIELD_WORD, parsed, eligible, expansion)
+        if query is None:
+            return []
+        searcher = index.searcher
+        # Over-fetch so that ties at the cut are broken by chunk ID, not by doc address.
+        hits = searcher.search(query, limit=depth + 32).hits
+        pairs = [(searcher.doc(addr)[INDEX_FIELD_CHUNK_ID][0], float(score)) for score, addr in hits]
+        if bm25 is None:
+            return ranked(pairs, depth)
+        weights = terms | {t: w for t, w in expansion if t not in terms}
+        return bm25_rescore(index, [c for c, _ in pairs], weights, tokens_of, bm25)[:depth]
+
+    first = one_pass([])
     if feedback is None or text_of is None or not first:
         return first
-    expansion = expansion_terms(index, first, text_of, set(word_tokens(" ".join(parsed.terms))), feedback)
+    expansion = expansion_terms(index, first, text_of, set(query_tokens), feedback)
     if not expansion:
         return first
-    query = build_query(index.schema, INDEX_FIELD_WORD, parsed, eligible, expansion)
-    searcher = index.searcher
-    hits = searcher.search(query, limit=depth + 32).hits
-    return ranked([(searcher.doc(a)[INDEX_FIELD_CHUNK_ID][0], float(s)) for s, a in hits], depth)
+    return one_pass(expansion)
 
 
 def substring_channel(index: OpenIndex, parsed: ParsedQuery, eligible: set[str] | None, depth: int) -> ChannelResult:
