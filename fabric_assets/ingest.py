@@ -19,7 +19,7 @@ import dagster as dg
 
 from fabric_assets.annotations.assets import parses_needing_annotation
 from fabric_assets.definitions import defs
-from fabric_assets.model_identity import stale_partitions
+from fabric_assets.model_identity import expected_identities, stale_partitions
 from fabric_assets.run_planning import partition_ranges
 from fabric_assets.sensors import plan_annotation_runs, plan_parse_runs, range_tags
 from fabric_assets.sources.scan import ScanReport, scan
@@ -127,15 +127,25 @@ def run_annotation(home: FabricHome, instance: dg.DagsterInstance) -> tuple[list
     return run_ids, failed
 
 
+#: Catalog state: the model identities every active parse's projections were last confirmed to carry.
+PROJECTION_MODELS = "projection_models"
+
+
 def run_reprojection(home: FabricHome, instance: dg.DagsterInstance) -> tuple[list[str], list[str]]:
     """Recompute the model projections of active parses written by another model than configured.
 
     Returns (run IDs, failed run IDs); no runs when nothing is stale.
     """
+    identities = expected_identities(home.config)
+    # Every parse written since the last clean check carries these identities, so only a model
+    # change needs the check, which reads every active parse's vector rows (it grows with the corpus).
+    if home.catalog.state(PROJECTION_MODELS) == identities:
+        return [], []
     current = home.catalog.current_release()
     active = {m["parse_id"] for m in current.manifest["sources"].values()} if current else set()
     stale = sorted({p for parses in stale_partitions(home, active).values() for p in parses})
     if not stale:
+        home.catalog.set_state(PROJECTION_MODELS, identities)
         return [], []
     job = defs.resolve_job_def("reproject_job")
     run_ids, failed = [], []
@@ -146,6 +156,8 @@ def run_reprojection(home: FabricHome, instance: dg.DagsterInstance) -> tuple[li
         run_ids.append(result.run_id)
         if not result.success:
             failed.append(result.run_id)
+    if not failed:
+        home.catalog.set_state(PROJECTION_MODELS, identities)
     return run_ids, failed
 
 

@@ -331,6 +331,17 @@ class Catalog:
         return Release(release_id, now, manifest)
 
     # -- events --------------------------------------------------------------
+    def state(self, name: str) -> Any:
+        """The JSON value stored under ``name`` by :meth:`set_state`, or None."""
+        with self._connect() as con:
+            r = con.execute("SELECT value FROM state WHERE name = ?", (name,)).fetchone()
+        return json.loads(r["value"]) if r else None
+
+    def set_state(self, name: str, value: Any) -> None:
+        with self.transaction(immediate=True) as con:
+            con.execute("INSERT INTO state(name, value) VALUES (?, ?) "
+                        "ON CONFLICT(name) DO UPDATE SET value = excluded.value", (name, json.dumps(value)))
+
     def log_event(
         self, con: sqlite3.Connection, kind: str, *, source_key: str | None = None,
         parse_id: str | None = None, detail: dict[str, Any] | None = None,

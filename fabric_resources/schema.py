@@ -268,6 +268,10 @@ CREATE TABLE IF NOT EXISTS pointer (
     name          TEXT PRIMARY KEY,
     release_id    INTEGER NOT NULL REFERENCES releases(release_id)
 );
+CREATE TABLE IF NOT EXISTS state (
+    name          TEXT PRIMARY KEY,         -- small named facts, e.g. 'projection_models'
+    value         TEXT NOT NULL             -- JSON
+);
 CREATE TABLE IF NOT EXISTS events (
     event_id      INTEGER PRIMARY KEY,
     at            REAL NOT NULL,

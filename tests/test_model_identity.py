@@ -95,3 +95,29 @@ def test_model_change_reprojects_only_the_dense_projection(fabric_home, tmp_path
         # The release that answered pins the re-projected table version.
         manifest = fabric_home.catalog.release(pack.release_id).manifest
         assert manifest["tables"]["chunk_vectors"] == fabric_home.tables.version("chunk_vectors")
+
+
+def test_unchanged_models_skip_the_stale_check_and_a_model_change_runs_it(fabric_home, tmp_path, monkeypatch):
+    """guards against: every ingest reading all active parses' vector rows (a cost that grows
+    with the corpus), and against skipping the check after a model change."""
+    import fabric_assets.ingest as ingest_module
+    from fabric_assets.model_identity import expected_identities
+
+    src = tmp_path / "docs"
+    src.mkdir()
+    (src / "keeper.txt").write_text("The lighthouse keeper lit the lamp.\n")
+    ingest(src, fabric_home)
+    assert fabric_home.catalog.state(ingest_module.PROJECTION_MODELS) == expected_identities(fabric_home.config)
+    calls = []
+    real = ingest_module.stale_partitions
+    monkeypatch.setattr(ingest_module, "stale_partitions", lambda *a: calls.append(a) or real(*a))
+    (src / "bread.txt").write_text("Sourdough bread rises slowly with a lively starter.\n")
+    ingest(src, fabric_home)
+    assert calls == []
+    with LoopbackServer(embeddings) as server:
+        fabric_home.layout.config_file.write_text(json.dumps(
+            {"dense": {"backend": "http", "http": {"base_url": server.url + "/v1", "model": "fake-embed"}}}))
+        fabric_home.__dict__.pop("config", None)
+        summary = ingest(src, fabric_home)
+        assert len(calls) == 1 and summary.reproject_run_ids and not summary.failed_runs
+        assert fabric_home.catalog.state(ingest_module.PROJECTION_MODELS) == expected_identities(fabric_home.config)
