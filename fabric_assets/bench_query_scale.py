@@ -119,8 +119,17 @@ def prepare_scaling_home(
     manifest = json.loads(manifest_path.read_text()) if manifest_path.exists() else {}
     home_dir = directory / "home"
     if manifest.get("ingested") and FabricHome(home_dir, read_only=True).exists():
-        if FabricHome(home_dir).catalog.current_release() is not None:
+        home = FabricHome(home_dir)
+        release = home.catalog.current_release()
+        if release is not None:
             log(f"{target_chunks} chunks: reusing {directory}")
+            if not home.lexical.is_current(release.manifest.get("lexical_generation") or ""):
+                # Cached by an older version whose serving index layout differs: rebuild it from the
+                # canonical chunks, or every query would take the scan fallback.
+                from fabric_assets.activation.repair import lexical_repair
+
+                log(f"{target_chunks} chunks: rebuilding the serving index (older layout)")
+                lexical_repair(home)
             return ScalingHome(target_chunks, directory, home_dir, manifest, reused=True)
     corpus = directory / "scaling"
     if not manifest.get("written"):

@@ -56,11 +56,13 @@ def match_ranges(passage: str, parsed: ParsedQuery) -> list[tuple[int, int]]:
             continue
         if stems.intersection(_word_tokens_cached(m.group())):
             ranges.append((origin[m.start()], origin[m.end() - 1] + 1))
+    # Scripts without spaces highlight exact occurrences of the whole term only.
+    needles = {"".join(substring_tokens(t)) for t in (*parsed.terms, *parsed.phrases) if UNSPACED.search(t)} - {""}
+    if not needles:
+        return _merge(_extend_over_marks(passage, ranges))
     compact = [(i, c) for i, c in enumerate(folded) if not c.isspace()]
     hay = "".join(c for _, c in compact)
-    # Scripts without spaces highlight exact occurrences of the whole term only.
-    needles = {"".join(substring_tokens(t)) for t in (*parsed.terms, *parsed.phrases) if UNSPACED.search(t)}
-    for needle in needles - {""}:
+    for needle in needles:
         start = hay.find(needle)
         while start >= 0:
             a = compact[start][0]
@@ -115,28 +117,34 @@ def parse_marked(marked: str, start: str, end: str, passage: str) -> tuple[Highl
         If the markers are malformed or the segments do not reconcatenate to ``passage``.
     """
     segments: list[HighlightSegment] = []
-    i, inside, buf = 0, False, []
+    i, inside = 0, False
     while i < len(marked):
-        if marked.startswith(start, i):
+        # The nearest marker at or after i; text between markers is copied in one slice.
+        s_at, e_at = marked.find(start, i), marked.find(end, i)
+        nxt = min((p for p in (s_at, e_at) if p >= 0), default=len(marked))
+        text = marked[i:nxt]
+        if nxt == len(marked):
+            if inside:
+                raise HighlightError("unclosed highlight")
+            if text:
+                segments.append(HighlightSegment(text=text, highlighted=False))
+            break
+        if nxt == s_at:
             if inside:
                 raise HighlightError("nested highlight start")
-            if buf:
-                segments.append(HighlightSegment(text="".join(buf), highlighted=False))
-            buf, inside, i = [], True, i + len(start)
-        elif marked.startswith(end, i):
+            if text:
+                segments.append(HighlightSegment(text=text, highlighted=False))
+            inside, i = True, nxt + len(start)
+        else:
             if not inside:
                 raise HighlightError("highlight end without start")
-            if not buf:
+            if not text:
                 raise HighlightError("empty highlight")
-            segments.append(HighlightSegment(text="".join(buf), highlighted=True))
-            buf, inside, i = [], False, i + len(end)
-        else:
-            buf.append(marked[i])
-            i += 1
-    if inside:
-        raise HighlightError("unclosed highlight")
-    if buf:
-        segments.append(HighlightSegment(text="".join(buf), highlighted=False))
+            segments.append(HighlightSegment(text=text, highlighted=True))
+            inside, i = False, nxt + len(end)
+    else:
+        if inside:
+            raise HighlightError("unclosed highlight")
     if "".join(s.text for s in segments) != passage:
         raise HighlightError("segments do not reproduce the passage")
     return tuple(segments)
