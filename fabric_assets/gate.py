@@ -113,6 +113,16 @@ def gate_status(
     return (None, missing) if missing else ("ready", [])
 
 
+def unfinished(run) -> list[str]:
+    """The parse-job verdicts a ``parsed`` run still lacks: non-empty while its run is in
+    progress, or forever once that run was killed — :func:`fabric_assets.ingest.ingest` re-runs
+    such parses. Empty for any other status."""
+    if run.status != "parsed":
+        return []
+    status, missing = gate_status(run.verdicts, REQUIRED_VERDICTS)
+    return missing if status is None else []
+
+
 def windows_cover_chunks(windows: pa.Table, chunks: pa.Table, max_tokens: int) -> Verdict:
     """One parse's window rows (``WINDOWS``) against its chunk rows (``CHUNKS``), re-keyed by chunk ID.
 

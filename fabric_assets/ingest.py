@@ -8,10 +8,12 @@ runs (``sources.partitions_per_run``), and each run embeds across documents.
 
 from __future__ import annotations
 
+import fcntl
 import os
 import threading
 import time
 from collections.abc import Callable
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -19,6 +21,7 @@ import dagster as dg
 
 from fabric_assets.annotations.assets import parses_needing_annotation
 from fabric_assets.definitions import defs
+from fabric_assets.gate import unfinished
 from fabric_assets.model_identity import expected_identities, stale_partitions
 from fabric_assets.run_planning import partition_ranges
 from fabric_assets.sensors import plan_annotation_runs, plan_parse_runs, range_tags
@@ -42,6 +45,8 @@ class IngestSummary:
     activation: dict = field(default_factory=dict)
     activation_run_id: str | None = None
     reproject_run_ids: list[str] = field(default_factory=list)
+    #: Parses re-run because a killed run had left them without all their verdicts.
+    retried: list[str] = field(default_factory=list)
     annotation_run_ids: list[str] = field(default_factory=list)
     annotation_failed_runs: list[str] = field(default_factory=list)
     seconds: float = 0.0
@@ -173,11 +178,33 @@ def ingest(path: str | os.PathLike, home: FabricHome, progress: ProgressCallback
     root = Path(path)
     if not root.is_dir():
         raise NotADirectoryRoot(f"{path} is not a directory")
+    with ingest_lock(home):
+        return _ingest_locked(root, home, started, progress)
+
+
+@contextmanager
+def ingest_lock(home: FabricHome):
+    """One ``fabric ingest`` per home at a time: a second one waits (the OS drops the lock of a
+    killed process). This is what makes a ``parsed`` run with missing verdicts an interrupted one."""
+    home.layout.root.mkdir(parents=True, exist_ok=True)
+    with open(home.layout.root / "ingest.lock", "a+") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def _ingest_locked(root: Path, home: FabricHome, started: float, progress: ProgressCallback | None) -> IngestSummary:
     home.catalog.register_root(root)
     instance = dagster_instance(home)
     report = scan(home)
     summary = IngestSummary(scan=report)
-    summary.run_ids, summary.failed_runs = run_pending(home, instance, report.parse_ids_to_run, progress)
+    # A parse left `parsed` with verdicts missing was in a run that was killed (no other ingest
+    # holds the lock): run it again, or its source would stay out of every release.
+    summary.retried = sorted(r.parse_id for r in home.catalog.parse_runs(status="parsed") if unfinished(r))
+    to_run = list(dict.fromkeys([*report.parse_ids_to_run, *summary.retried]))
+    summary.run_ids, summary.failed_runs = run_pending(home, instance, to_run, progress)
     # A model change (config or weights) leaves active parses with vectors of the old model.
     summary.reproject_run_ids, reproject_failed = run_reprojection(home, instance)
     summary.failed_runs += reproject_failed

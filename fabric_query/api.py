@@ -41,6 +41,8 @@ class Status(BaseModel):
     failed: tuple[ParseProblem, ...]
     held: tuple[ParseProblem, ...]
     pending: int
+    #: Parsed but not yet gated: its run is still going, or was killed (the next ingest re-runs it).
+    unfinished: tuple[ParseProblem, ...] = ()
     unsupported: tuple[tuple[str, str], ...]  # (source key, media type)
     withheld: tuple[str, ...]  # source keys kept out of every release by policy
 
@@ -111,6 +113,12 @@ class Fabric:
             failed=problems("failed"),
             held=problems("held"),
             pending=sum(1 for r in runs if r.status == "pending"),
+            unfinished=tuple(
+                ParseProblem(parse_id=r.parse_id, status=r.status, reason="unfinished",
+                             detail=f"{len(r.verdicts)} verdicts recorded",
+                             sources=tuple(by_parse.get(r.parse_id, ())))
+                for r in runs if r.status == "parsed" and r.parse_id in by_parse
+            ),
             unsupported=tuple(
                 (s.source_key, s.media_type) for s in sources if s.parse_id is None and s.state == "present"
             ),

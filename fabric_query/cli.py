@@ -107,6 +107,9 @@ def _print_status(home: Path) -> None:
         console.print(f"  [red]failed[/red] {', '.join(p.sources)}: {p.reason} {p.detail or ''}".rstrip())
     for p in st.held:
         console.print(f"  [yellow]held[/yellow] {', '.join(p.sources)}: {p.reason}")
+    for p in st.unfinished:
+        console.print(f"  [yellow]unfinished[/yellow] {', '.join(p.sources)}: run still going or killed; "
+                      f"the next `fabric ingest` re-runs it ({p.detail})")
     for key, mt in st.unsupported:
         console.print(f"  [dim]unsupported[/dim] {key} ({mt})")
     if st.withheld:

@@ -226,3 +226,33 @@ def test_bad_queries_raise_typed_errors(tmp_path, fabric_home, query):
     ingest(tmp_path / "src", fabric_home)
     with pytest.raises(QuerySyntaxError):
         Fabric(fabric_home.root).search(query)
+
+
+def test_a_parse_whose_run_died_is_reported_and_run_again(tmp_path, fabric_home, monkeypatch):
+    """guards against: a run killed after parsing leaving its source out of every release, not
+    shown in `status`, and never re-run until the file changes."""
+    import fabric_assets.dense.assets as dense_assets
+
+    src = tmp_path / "src"
+    _write(src / "light.txt", LIGHTHOUSE)
+    ingest(src, fabric_home)
+    _write(src / "bread.txt", BREAD)
+
+    def killed(vectors):
+        raise KeyboardInterrupt  # what a kill during the embedding step leaves behind
+
+    with monkeypatch.context() as m:
+        m.setattr(dense_assets, "vectors_finite_unit_norm", killed)
+        try:
+            ingest(src, fabric_home)
+        except KeyboardInterrupt:
+            pass
+    fabric = Fabric(fabric_home.root)
+    status = fabric.status()
+    assert [p.sources for p in status.unfinished] == [("fs:src/bread.txt",)]
+    assert _top_source(fabric, "sourdough starter") != "fs:src/bread.txt"
+    summary = ingest(src, fabric_home)  # the file did not change
+    assert summary.retried == [status.unfinished[0].parse_id] and not summary.failed_runs
+    assert fabric.status().unfinished == ()
+    assert _top_source(fabric, "sourdough starter") == "fs:src/bread.txt"
+    assert _top_source(fabric, "lighthouse") == "fs:src/light.txt"
