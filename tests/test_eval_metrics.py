@@ -126,3 +126,31 @@ def test_stage_variants_flip_one_stage_each():
     v = stage_variants(on)
     assert set(v) == {"fabric[+section]", "fabric[-rerank]"}
     assert v["fabric[-rerank]"].reranker.backend == "none" and v["fabric[+section]"].query.section_guided
+
+
+def test_query_vector_memo_encodes_each_text_once_and_returns_the_same_vectors():
+    """guards against: the memo returning another text's vector (order, duplicates) or still
+    encoding a text the grid already encoded."""
+    import numpy as np
+
+    from fabric_assets.evaluation.harness import QueryVectorMemo
+
+    class Counting:
+        identity = "counting@1"
+
+        def __init__(self):
+            self.seen = []
+
+        def encode_queries(self, texts):
+            self.seen += texts
+            return np.array([[float(len(t)), float(ord(t[0]))] for t in texts], dtype=np.float32)
+
+        def encode_passages(self, texts):
+            return self.encode_queries(texts)
+
+    inner = Counting()
+    memo = QueryVectorMemo(inner)
+    first = memo.encode_queries(["bb", "a", "bb"])
+    again = memo.encode_queries(["a", "ccc", "bb"])
+    assert inner.seen == ["bb", "a", "ccc"] and memo.identity == "counting@1"
+    assert first.tolist() == [[2, 98], [1, 97], [2, 98]] and again.tolist() == [[1, 97], [3, 99], [2, 98]]

