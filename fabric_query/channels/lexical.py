@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -36,6 +36,13 @@ def _substring() -> tantivy.TextAnalyzer:
 def word_tokens(text: str) -> list[str]:
     """Folded, stemmed word tokens (CJK runs as character bigrams) exactly as the index makes them."""
     return _word().analyze(word_field_text(fold(text)))
+
+
+@lru_cache(maxsize=8192)
+def _chunk_word_tokens(text: str) -> tuple[str, ...]:
+    # Re-scoring tokenizes every candidate (~0.1 ms each); popular chunks and repeated queries
+    # hit this. Keyed by the text itself: a view's cached row hands over the same str object.
+    return tuple(word_tokens(text))
 
 
 def substring_tokens(text: str) -> list[str]:
@@ -169,7 +176,7 @@ class Bm25:
 
 
 def bm25_rescore(
-    index: OpenIndex, candidates: list[str], terms: dict[str, float], tokens_of: Callable[[str], list[str]],
+    index: OpenIndex, candidates: list[str], terms: dict[str, float], tokens_of: Callable[[str], Sequence[str]],
     params: Bm25,
 ) -> ChannelResult:
     """Re-score ``candidates`` (chunk IDs) by :class:`Bm25` ``params`` over word-field ``terms``
@@ -217,12 +224,8 @@ def word_channel(
     """
     if bm25 is not None and text_of is None:
         raise ValueError("BM25 re-scoring needs text_of (chunk ID → text)")
-    token_cache: dict[str, list[str]] = {}
-
-    def tokens_of(cid: str) -> list[str]:
-        if cid not in token_cache:
-            token_cache[cid] = word_tokens(text_of(cid))
-        return token_cache[cid]
+    def tokens_of(cid: str) -> tuple[str, ...]:
+        return _chunk_word_tokens(text_of(cid))
 
     query_tokens = word_tokens(" ".join(parsed.terms))
     terms = dict.fromkeys([*query_tokens, *(t for p in parsed.phrases for t in word_tokens(p))], 1.0)
