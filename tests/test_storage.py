@@ -18,7 +18,7 @@ from fabric_query.channels.lexical import substring_channel, word_channel
 from fabric_query.querylang import parse_query
 from fabric_resources.artifact_store import ArtifactIntegrityError, ArtifactStore, sha256_hex
 from fabric_resources.catalog import Catalog
-from fabric_resources.lexical_index import ANALYZER_ID, META_FILE, IndexUnusable, LexicalIndex
+from fabric_resources.lexical_index import ANALYZER_ID, INDEX_LAYOUT, META_FILE, IndexUnusable, LexicalIndex
 from fabric_resources.schema import LEXICAL_DOCUMENTS, SCHEMA_VERSION
 from fabric_resources.tables import TableStore
 from fabric_resources.text_folding import fold, fold_char, fold_with_map
@@ -569,7 +569,8 @@ def test_open_garbage_index_files(tmp_path):
     li = LexicalIndex(tmp_path / "idx")
     g = li.root / "gen-00000001"
     g.mkdir(parents=True)
-    (g / META_FILE).write_text(json.dumps({"schema_version": SCHEMA_VERSION, "analyzer": ANALYZER_ID}))
+    (g / META_FILE).write_text(json.dumps({"schema_version": SCHEMA_VERSION, "analyzer": ANALYZER_ID,
+                                           "layout": INDEX_LAYOUT}))
     (g / "meta.json").write_text("this is not tantivy")
     with pytest.raises(IndexUnusable) as ei:
         li.open("gen-00000001")
