@@ -154,3 +154,30 @@ def test_query_vector_memo_encodes_each_text_once_and_returns_the_same_vectors()
     again = memo.encode_queries(["a", "ccc", "bb"])
     assert inner.seen == ["bb", "a", "ccc"] and memo.identity == "counting@1"
     assert first.tolist() == [[2, 98], [1, 97], [2, 98]] and again.tolist() == [[1, 97], [3, 99], [2, 98]]
+
+
+def test_tune_fusion_searches_bigram_bm25_and_convex_weights_on_a_cjk_collection(tmp_path):
+    """guards against: the CJK grid silently missing (no convex points, no BM25 points) or
+    scoring lists other than the channels the pipeline ran."""
+    from fabric_assets.evaluation.harness import tune_fusion
+
+    beir = tmp_path / "tinyja"
+    (beir / "qrels").mkdir(parents=True)
+    docs = {
+        "d1": ("灯台", "灯台守は毎晩ランプに火をともし、嵐の夜も光を絶やさなかった。"),
+        "d2": ("パン", "サワー種のパンは時間をかけてゆっくりと発酵させる。"),
+        "d3": ("蜂", "ミツバチは踊りで花の場所を仲間に伝える。"),
+    }
+    (beir / "corpus.jsonl").write_text(
+        "\n".join(json.dumps({"_id": k, "title": t, "text": x}, ensure_ascii=False) for k, (t, x) in docs.items()))
+    queries = {"1": "灯台守はランプに何をした", "3": "ミツバチは何で場所を伝える"}
+    (beir / "queries.jsonl").write_text(
+        "\n".join(json.dumps({"_id": k, "text": v}, ensure_ascii=False) for k, v in queries.items()))
+    (beir / "qrels/test.tsv").write_text("query-id\tcorpus-id\tscore\n1\td1\t1\n3\td3\t1\n")
+    rows = tune_fusion(beir, tmp_path / "work", ks=(60,), weights=(1.0,), feedback=((0, 10, 0.5),),
+                       section_guided=(False,), bigram_bm25=(None, (0.5, 0.3)), convex_lexical=(0.4,))
+    assert {r["fusion"] for r in rows} == {"rrf", "convex"}
+    assert {tuple(r["bigram_bm25"]) if r["bigram_bm25"] else None for r in rows} == {None, (0.5, 0.3)}
+    convex = [r for r in rows if r["fusion"] == "convex"]
+    assert all(r["weights"]["dense_multilingual"] == 0.6 and r["weights"]["word"] == 0.4 for r in convex)
+    assert rows[0]["nDCG@10"] == 1.0  # both questions find their paragraph first
