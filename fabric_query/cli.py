@@ -272,6 +272,8 @@ def _print_health(report, title: str) -> None:
     for f in report.fields:
         table.add_row(f"vocabulary[{f.field}]", f"{f.expected_terms} terms {f.expected_digest[:12]}",
                       f"{f.actual_terms} terms {f.actual_digest[:12]}", "yes" if f.ok else "NO")
+    table.add_row("word-field tokens (BM25 lengths)", str(report.expected_word_tokens), str(report.actual_word_tokens),
+                  "yes" if report.expected_word_tokens == report.actual_word_tokens else "NO")
     table.add_row("canonical digest", report.canonical_digest[:16], "", "")
     console.print(table)
     if report.missing_documents or report.unexpected_documents:

@@ -59,6 +59,9 @@ class HealthReport:
     missing_documents: tuple[str, ...]
     unexpected_documents: tuple[str, ...]
     fields: tuple[FieldComparison, ...] = ()
+    #: Σ of the ``word_length`` fast field over live documents (BM25's |d| for re-scoring), expected vs actual.
+    expected_word_tokens: int = 0
+    actual_word_tokens: int = 0
     problem: str | None = None  # a fallback reason when the index cannot be opened
     analyzer: str = ANALYZER_ID
     notes: list[str] = field(default_factory=list)
@@ -69,6 +72,7 @@ class HealthReport:
             self.problem is None
             and self.expected_document_digest == self.actual_document_digest
             and all(f.ok for f in self.fields)
+            and self.expected_word_tokens == self.actual_word_tokens
         )
 
 
@@ -158,6 +162,7 @@ def lexical_health(home: FabricHome, release: Release | None = None, sample: int
                 missing_documents=tuple(expected_ids[:sample]), unexpected_documents=(), problem=exc.reason,
             )
         actual_ids = sorted(_documents(actual))
+        word_tokens = [round(ix.word_avgdl * ix.searcher.num_docs) for ix in (expected, actual)]
         fields = []
         for f in FIELDS:
             want, got = _vocabulary(expected, f), _vocabulary(actual, f)
@@ -178,4 +183,6 @@ def lexical_health(home: FabricHome, release: Release | None = None, sample: int
         missing_documents=tuple(sorted(exp - act)[:sample]),
         unexpected_documents=tuple(sorted(act - exp)[:sample]),
         fields=tuple(fields),
+        expected_word_tokens=word_tokens[0],
+        actual_word_tokens=word_tokens[1],
     )

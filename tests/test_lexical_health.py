@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 
+import pyarrow.compute as pc
 import pytest
 import tantivy
 from conftest import ingest
@@ -13,8 +14,9 @@ from fabric_assets.activation.repair import lexical_repair
 from fabric_assets.sample_corpus import write_sample_corpus
 from fabric_query import Fabric
 from fabric_resources.lexical_health import lexical_health
-from fabric_resources.lexical_index import META_FILE, _register
-from fabric_resources.schema import INDEX_FIELD_CHUNK_ID, INDEX_FIELD_PARSE_ID, INDEX_FIELD_WORD
+from fabric_resources.lexical_index import META_FILE, _register, word_field_text
+from fabric_resources.schema import INDEX_FIELD_CHUNK_ID, INDEX_FIELD_PARSE_ID, INDEX_FIELD_SUBSTRING, INDEX_FIELD_WORD
+from fabric_resources.text_folding import fold
 
 QUERIES = ["lighthouse keeper", "sourdough starter", "トークン", "园丁", "storm lamp", "認証"]
 
@@ -148,3 +150,24 @@ def test_building_an_index_never_answers_less_than_having_none(home):
             indexed |= {c for c, _ in substring_channel(view.lexical, parsed, None, 1000)}
         assert scanned, q
         assert scanned <= indexed, (q, scanned - indexed)
+
+
+def test_health_catches_a_wrong_document_length(home):
+    """guards against: a document whose word_length (BM25's |d| for CJK re-scoring) is wrong
+    while its terms are right, which the vocabulary comparison alone cannot see."""
+    chunk_id, parse_id = _a_chunk(home)
+    release = home.catalog.current_release()
+    chunks = home.tables.read("chunks", version=release.manifest["tables"]["chunks"])
+    text = chunks.filter(pc.equal(chunks.column("chunk_id"), chunk_id)).column("text")[0].as_py()
+    _, w = _writer(home)
+    w.delete_documents_by_term(INDEX_FIELD_CHUNK_ID, chunk_id)
+    doc = tantivy.Document(**{INDEX_FIELD_CHUNK_ID: chunk_id, INDEX_FIELD_PARSE_ID: parse_id,
+                              INDEX_FIELD_WORD: word_field_text(fold(text)), INDEX_FIELD_SUBSTRING: fold(text)})
+    doc.add_unsigned("word_length", 100_000)
+    w.add_document(doc)
+    w.commit()
+    w.wait_merging_threads()
+    report = lexical_health(home)
+    assert all(f.ok for f in report.fields) and report.expected_document_digest == report.actual_document_digest
+    assert not report.healthy and report.actual_word_tokens > report.expected_word_tokens
+    assert lexical_repair(home).after.healthy
