@@ -224,6 +224,7 @@ def word_channel(
     """
     if bm25 is not None and text_of is None:
         raise ValueError("BM25 re-scoring needs text_of (chunk ID → text)")
+
     def tokens_of(cid: str) -> tuple[str, ...]:
         return _chunk_word_tokens(text_of(cid))
 
