@@ -8,12 +8,10 @@ runs (``sources.partitions_per_run``), and each run embeds across documents.
 
 from __future__ import annotations
 
-import fcntl
 import os
 import threading
 import time
 from collections.abc import Callable
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -26,7 +24,7 @@ from fabric_assets.model_identity import expected_identities, stale_partitions
 from fabric_assets.run_planning import partition_ranges
 from fabric_assets.sensors import plan_annotation_runs, plan_parse_runs, range_tags
 from fabric_assets.sources.scan import ScanReport, scan
-from fabric_resources.home import FabricHome
+from fabric_resources.home import FabricHome, exclusive_lock
 
 #: Called with (steps done, steps in all) while runs execute: two steps per parse — parsed,
 #: then its run (chunks, embeddings, checks) finished.
@@ -182,17 +180,10 @@ def ingest(path: str | os.PathLike, home: FabricHome, progress: ProgressCallback
         return _ingest_locked(root, home, started, progress)
 
 
-@contextmanager
 def ingest_lock(home: FabricHome):
     """One ``fabric ingest`` per home at a time: a second one waits (the OS drops the lock of a
     killed process). This is what makes a ``parsed`` run with missing verdicts an interrupted one."""
-    home.layout.root.mkdir(parents=True, exist_ok=True)
-    with open(home.layout.root / "ingest.lock", "a+") as fh:
-        fcntl.flock(fh, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
+    return exclusive_lock(home.layout.root / "ingest.lock")
 
 
 def _ingest_locked(root: Path, home: FabricHome, started: float, progress: ProgressCallback | None) -> IngestSummary:

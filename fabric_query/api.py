@@ -113,12 +113,7 @@ class Fabric:
             failed=problems("failed"),
             held=problems("held"),
             pending=sum(1 for r in runs if r.status == "pending"),
-            unfinished=tuple(
-                ParseProblem(parse_id=r.parse_id, status=r.status, reason="unfinished",
-                             detail=f"{len(r.verdicts)} verdicts recorded",
-                             sources=tuple(by_parse.get(r.parse_id, ())))
-                for r in runs if r.status == "parsed" and r.parse_id in by_parse
-            ),
+            unfinished=problems("parsed"),
             unsupported=tuple(
                 (s.source_key, s.media_type) for s in sources if s.parse_id is None and s.state == "present"
             ),

@@ -109,7 +109,7 @@ def _print_status(home: Path) -> None:
         console.print(f"  [yellow]held[/yellow] {', '.join(p.sources)}: {p.reason}")
     for p in st.unfinished:
         console.print(f"  [yellow]unfinished[/yellow] {', '.join(p.sources)}: run still going or killed; "
-                      f"the next `fabric ingest` re-runs it ({p.detail})")
+                      "the next `fabric ingest` re-runs it")
     for key, mt in st.unsupported:
         console.print(f"  [dim]unsupported[/dim] {key} ({mt})")
     if st.withheld:

@@ -84,24 +84,30 @@ def test_load_beir(tmp_path):
     assert c.corpus == {"d1": ("T", "x")} and c.queries == {"q1": "what"} and c.qrels == {"q1": {"d1": 2}}
 
 
+def _write_beir(beir, docs: dict, queries: dict, qrels: str):
+    """A BEIR folder: ``docs`` id → (title, text), ``queries`` id → text, ``qrels`` TSV rows."""
+    (beir / "qrels").mkdir(parents=True)
+    (beir / "corpus.jsonl").write_text("\n".join(
+        json.dumps({"_id": k, "title": t, "text": x}, ensure_ascii=False) for k, (t, x) in docs.items()), encoding="utf-8")
+    (beir / "queries.jsonl").write_text(
+        "\n".join(json.dumps({"_id": k, "text": v}, ensure_ascii=False) for k, v in queries.items()), encoding="utf-8")
+    (beir / "qrels/test.tsv").write_text("query-id\tcorpus-id\tscore\n" + qrels)
+    return beir
+
+
 def test_run_eval_end_to_end_on_a_tiny_collection(tmp_path):
     """guards against: the harness scoring the wrong documents (ID mapping), a baseline
     silently missing, or channels not reported separately."""
     from fabric_assets.evaluation.harness import markdown_table, run_eval
 
-    beir = tmp_path / "tiny"
-    (beir / "qrels").mkdir(parents=True)
     docs = {
         "d1": ("Lighthouses", "The lighthouse keeper lit the lamp every evening on the reef."),
         "d2": ("Bread", "Sourdough bread rises slowly with a lively starter."),
         "d3": ("Boats", "Fishing boats returned to the harbour before the storm."),
         "d4": ("Bees", "Honey bees dance to tell the hive where flowers grow."),
     }
-    (beir / "corpus.jsonl").write_text(
-        "\n".join(json.dumps({"_id": k, "title": t, "text": x}) for k, (t, x) in docs.items()))
     queries = {"2": "who lights the lamp at the lighthouse", "4": "how does sourdough rise", "6": "bee dance"}
-    (beir / "queries.jsonl").write_text("\n".join(json.dumps({"_id": k, "text": v}) for k, v in queries.items()))
-    (beir / "qrels/test.tsv").write_text("query-id\tcorpus-id\tscore\n2\td1\t1\n4\td2\t1\n6\td4\t2\n")
+    beir = _write_beir(tmp_path / "tiny", docs, queries, "2\td1\t1\n4\td2\t1\n6\td4\t2\n")
     result = run_eval(beir, split="test", work_dir=tmp_path / "work")
     assert result["queries"] == 3 and result["documents"] == 4
     names = set(result["metrics"])
@@ -161,19 +167,13 @@ def test_tune_fusion_searches_bigram_bm25_and_convex_weights_on_a_cjk_collection
     scoring lists other than the channels the pipeline ran."""
     from fabric_assets.evaluation.harness import tune_fusion
 
-    beir = tmp_path / "tinyja"
-    (beir / "qrels").mkdir(parents=True)
     docs = {
         "d1": ("灯台", "灯台守は毎晩ランプに火をともし、嵐の夜も光を絶やさなかった。"),
         "d2": ("パン", "サワー種のパンは時間をかけてゆっくりと発酵させる。"),
         "d3": ("蜂", "ミツバチは踊りで花の場所を仲間に伝える。"),
     }
-    (beir / "corpus.jsonl").write_text(
-        "\n".join(json.dumps({"_id": k, "title": t, "text": x}, ensure_ascii=False) for k, (t, x) in docs.items()))
     queries = {"1": "灯台守はランプに何をした", "3": "ミツバチは何で場所を伝える"}
-    (beir / "queries.jsonl").write_text(
-        "\n".join(json.dumps({"_id": k, "text": v}, ensure_ascii=False) for k, v in queries.items()))
-    (beir / "qrels/test.tsv").write_text("query-id\tcorpus-id\tscore\n1\td1\t1\n3\td3\t1\n")
+    beir = _write_beir(tmp_path / "tinyja", docs, queries, "1\td1\t1\n3\td3\t1\n")
     rows = tune_fusion(beir, tmp_path / "work", ks=(60,), weights=(1.0,), feedback=((0, 10, 0.5),),
                        section_guided=(False,), bigram_bm25=(None, (0.5, 0.3)), convex_lexical=(0.4,))
     assert {r["fusion"] for r in rows} == {"rrf", "convex"}

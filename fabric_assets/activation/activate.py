@@ -11,16 +11,14 @@ a withheld source (``sources.withheld``) is never in a release.
 
 from __future__ import annotations
 
-import fcntl
 import time
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
 from fabric_assets.gate import REQUIRED_VERDICTS, gate_status, required_verdicts
 from fabric_resources.catalog import Catalog, Release, StatusUpdate
 from fabric_resources.config import config_hash
-from fabric_resources.home import FabricHome
+from fabric_resources.home import FabricHome, exclusive_lock
 from fabric_resources.schema import SCHEMA_VERSION, TABLES
 
 #: Lexical generations of this many most recent releases are kept on disk.
@@ -44,14 +42,8 @@ class ActivationReport:
     seconds: float = 0.0
 
 
-@contextmanager
 def activation_lock(home: FabricHome):
-    with open(home.layout.lock_file, "a+") as fh:
-        fcntl.flock(fh, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
+    return exclusive_lock(home.layout.lock_file)
 
 
 def apply_gate(catalog: Catalog, required: tuple[str, ...] = REQUIRED_VERDICTS) -> None:
