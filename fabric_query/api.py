@@ -14,6 +14,7 @@ from fabric_query.errors import HomeNotFoundError
 from fabric_query.resolve import resolve as resolve_citation
 from fabric_query.types import Citation, EvidencePack, ResolveResult
 from fabric_resources.home import FabricHome, home_path
+from fabric_resources.memory import limit_malloc_arenas
 from fabric_resources.models.embedder import Encoder
 from fabric_resources.models.http_embedder import dense_backend
 from fabric_resources.models.reranker import Reranker, reranker_from_config
@@ -61,6 +62,7 @@ class Fabric:
         if not (path / "catalog.sqlite3").exists():
             raise HomeNotFoundError(f"no Fabric home at {path}; run `fabric ingest PATH` first")
         self.home = FabricHome(path)
+        limit_malloc_arenas(self.home.config.query.malloc_arena_max)
 
     def search(
         self, query: str, *, limit: int | None = None, release_id: int | None = None, debug: bool = False

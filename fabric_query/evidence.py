@@ -48,14 +48,15 @@ def match_ranges(passage: str, parsed: ParsedQuery) -> list[tuple[int, int]]:
     folded, origin = fold_with_map(passage)
     if not folded:
         return []
-    positive = " ".join((*parsed.terms, *parsed.phrases))
-    stems = set(word_tokens(positive))
+    stems = _stems(" ".join((*parsed.terms, *parsed.phrases)))
+    # Decide per distinct word, then find its occurrences: a passage repeats most of its words.
+    hits = {w for w in set(_WORD.findall(folded))
+            if not UNSPACED.search(w) and stems.intersection(_word_tokens_cached(w))}
     ranges: list[tuple[int, int]] = []
-    for m in _WORD.finditer(folded):
-        if UNSPACED.search(m.group()):
-            continue
-        if stems.intersection(_word_tokens_cached(m.group())):
-            ranges.append((origin[m.start()], origin[m.end() - 1] + 1))
+    if hits:
+        for m in _WORD.finditer(folded):
+            if m.group() in hits:
+                ranges.append((origin[m.start()], origin[m.end() - 1] + 1))
     # Scripts without spaces highlight exact occurrences of the whole term only.
     needles = {"".join(substring_tokens(t)) for t in (*parsed.terms, *parsed.phrases) if UNSPACED.search(t)} - {""}
     if not needles:
@@ -70,6 +71,11 @@ def match_ranges(passage: str, parsed: ParsedQuery) -> list[tuple[int, int]]:
             ranges.append((origin[a], origin[b] + 1))
             start = hay.find(needle, start + 1)
     return _merge(_extend_over_marks(passage, ranges))
+
+
+@lru_cache(maxsize=1024)
+def _stems(text: str) -> frozenset[str]:
+    return frozenset(word_tokens(text))
 
 
 @lru_cache(maxsize=65536)
@@ -116,35 +122,29 @@ def parse_marked(marked: str, start: str, end: str, passage: str) -> tuple[Highl
     HighlightError
         If the markers are malformed or the segments do not reconcatenate to ``passage``.
     """
-    segments: list[HighlightSegment] = []
-    i, inside = 0, False
-    while i < len(marked):
-        # The nearest marker at or after i; text between markers is copied in one slice.
-        s_at, e_at = marked.find(start, i), marked.find(end, i)
-        nxt = min((p for p in (s_at, e_at) if p >= 0), default=len(marked))
-        text = marked[i:nxt]
-        if nxt == len(marked):
-            if inside:
-                raise HighlightError("unclosed highlight")
-            if text:
-                segments.append(HighlightSegment(text=text, highlighted=False))
-            break
-        if nxt == s_at:
+    # split() with a capturing group alternates text and marker: text, marker, text, ..., text.
+    tokens = re.split(f"({re.escape(start)}|{re.escape(end)})", marked)
+    # Segments are built from slices of the passage just checked below; skip pydantic's validation.
+    segment = HighlightSegment.model_construct
+    segments: list[HighlightSegment] = [segment(text=tokens[0], highlighted=False)] if tokens[0] else []
+    inside, current = False, ""
+    for k in range(1, len(tokens), 2):
+        marker, text = tokens[k], tokens[k + 1]
+        if marker == start:
             if inside:
                 raise HighlightError("nested highlight start")
-            if text:
-                segments.append(HighlightSegment(text=text, highlighted=False))
-            inside, i = True, nxt + len(start)
-        else:
-            if not inside:
-                raise HighlightError("highlight end without start")
-            if not text:
-                raise HighlightError("empty highlight")
-            segments.append(HighlightSegment(text=text, highlighted=True))
-            inside, i = False, nxt + len(end)
-    else:
-        if inside:
-            raise HighlightError("unclosed highlight")
+            inside, current = True, text
+            continue
+        if not inside:
+            raise HighlightError("highlight end without start")
+        if not current:
+            raise HighlightError("empty highlight")
+        segments.append(segment(text=current, highlighted=True))
+        inside = False
+        if text:
+            segments.append(segment(text=text, highlighted=False))
+    if inside:
+        raise HighlightError("unclosed highlight")
     if "".join(s.text for s in segments) != passage:
         raise HighlightError("segments do not reproduce the passage")
     return tuple(segments)

@@ -40,11 +40,13 @@ def eligible_parses(view: ReleaseView, parsed: ParsedQuery) -> tuple[set[str] | 
     Filters are applied here, before any channel ranks or truncates.
     """
     f = parsed.filters
+    if not f.active:
+        return None, view.sources_by_parse  # no filter: every source of the release (cached per view)
     by_parse: dict[str, list[str]] = {}
     for key, meta in sorted(view.sources.items()):
         if f.admits(key, meta["media_type"], meta.get("mtime_ns"), meta.get("language")):
             by_parse.setdefault(meta["parse_id"], []).append(key)
-    return (set(by_parse) if f.active else None), by_parse
+    return set(by_parse), by_parse
 
 
 def search(
@@ -179,6 +181,14 @@ def search(
     passages, units, trace, passage_of = assemble_passages(
         view, final, sources_by_parse, home.config.passages.max_tokens, home.config.passages.max_units)
     t = lap("passages", t)
+    memo: dict[str, tuple] = {}
+
+    def highlight_of(text: str) -> tuple:
+        # A one-chunk passage has its hit's text: highlight each distinct text once per query.
+        if text not in memo:
+            memo[text] = highlight(text, parsed)
+        return memo[text]
+
     hits = []
     for rank, cid in enumerate(final, start=1):
         chunk = view.chunk(cid)
@@ -192,13 +202,13 @@ def search(
                 },
                 section_path=tuple(chunk["section_path"] or ()),
                 citation=citation_for(view, chunk["parse_id"], cid, [chunk["text"]], [chunk["fragments"]], sources),
-                highlights=highlight(chunk["text"], parsed),
+                highlights=highlight_of(chunk["text"]),
                 provenance={name: prov[cid] for name, prov in provenance.items() if cid in prov},
                 stage_scores={stage: scores[cid] for stage, scores in stage_scores.items() if cid in scores},
                 passage=passage_of.get(cid),
             )
         )
-    passages = [p.model_copy(update={"highlights": highlight(p.text, parsed)}) for p in passages]
+    passages = [p.model_copy(update={"highlights": highlight_of(p.text)}) for p in passages]
     lap("evidence", t)
     timings.append(StageTiming(stage="total", ms=round((time.perf_counter() - t0) * 1000, 3)))
     return EvidencePack(

@@ -20,15 +20,8 @@ import pyarrow.compute as pc
 from fabric_resources.catalog import Release
 from fabric_resources.home import FabricHome
 from fabric_resources.lexical_index import IndexUnusable, OpenIndex
+from fabric_resources.memory import release_freed_memory
 from fabric_resources.schema import DENSE_DIM, SCHEMA_VERSION
-
-
-def _read_active(home: FabricHome, name: str, version: int | None, parse_ids: set[str], columns: list[str]) -> pa.Table:
-    if version is None:
-        return home.tables.read(name, parse_ids=[], columns=columns)
-    table = home.tables.read(name, version=version, columns=sorted(set(columns) | {"parse_id"}))
-    table = table.filter(pc.is_in(table.column("parse_id"), pa.array(sorted(parse_ids), pa.string())))
-    return table.select(columns)
 
 
 @dataclass(frozen=True)
@@ -82,11 +75,13 @@ class ReleaseView:
     @cached_property
     def chunks(self) -> pa.Table:
         """Chunk rows of the active parses, sorted by (parse_id, ordinal)."""
-        t = _read_active(
-            self.home, "chunks", self.release.manifest["tables"].get("chunks"), set(self.sources_by_parse),
+        t = self.home.tables.read_active(
+            "chunks", self.release.manifest["tables"].get("chunks"), self.sources_by_parse,
             ["parse_id", "chunk_id", "ordinal", "text", "fragments", "section_path", "token_count"],
         )
-        return t.sort_by([("parse_id", "ascending"), ("ordinal", "ascending")])
+        t = t.sort_by([("parse_id", "ascending"), ("ordinal", "ascending")])
+        release_freed_memory()
+        return t
 
     @cached_property
     def chunk_index(self) -> dict[str, int]:
@@ -102,26 +97,26 @@ class ReleaseView:
             cached = self._vector_sets.get(table)
         if cached is not None:
             return cached
-        t = _read_active(
-            self.home, table, self.release.manifest["tables"].get(table), set(self.sources_by_parse),
-            ["chunk_id", "vector"],
-        )
-        rows = np.array([self.chunk_index.get(c, -1) for c in t.column("chunk_id").to_pylist()], dtype=np.int64)
-        # One copy, chunk by chunk, into the matrix the view keeps; then hand Arrow's buffers back to
-        # the OS (its pool keeps freed memory): at 100k chunks combine_chunks + a masked copy held
-        # ~400 MB for a 154 MB matrix.
-        matrix = np.empty((t.num_rows, DENSE_DIM), dtype=np.float32)
+        # Streamed batch by batch into the one matrix the view keeps: at 100k chunks, reading the
+        # table whole and copying it out held 2-3x the matrix's 154 MB after the read.
+        version = self.release.manifest["tables"].get(table)
+        n = self.home.tables.count_rows(table, version) if version is not None else 0
+        matrix = np.empty((n, DENSE_DIM), dtype=np.float32)
+        rows = np.empty(n, dtype=np.int64)
         at = 0
-        for part in t.column("vector").chunks:
-            values = part.flatten().to_numpy(zero_copy_only=False)
-            matrix[at:at + len(part)] = values.reshape(len(part), DENSE_DIM)
-            at += len(part)
-        keep = rows >= 0
-        if not keep.all():
-            matrix = matrix[keep]
-        del t
-        pa.default_memory_pool().release_unused()
-        vs = VectorSet(rows=rows[keep], matrix=matrix)
+        for batch in self.home.tables.read_active_batches(table, version, self.sources_by_parse, ["chunk_id", "vector"]):
+            index = np.fromiter((self.chunk_index.get(c, -1) for c in batch.column("chunk_id").to_pylist()),
+                                dtype=np.int64, count=batch.num_rows)
+            values = batch.column("vector").flatten().to_numpy(zero_copy_only=False).reshape(-1, DENSE_DIM)
+            keep = index >= 0
+            k = int(keep.sum())
+            matrix[at:at + k] = values[keep]
+            rows[at:at + k] = index[keep]
+            at += k
+        matrix.resize((at, DENSE_DIM), refcheck=False)
+        rows.resize(at, refcheck=False)
+        release_freed_memory()
+        vs = VectorSet(rows=rows, matrix=matrix)
         with self._lock:
             self._vector_sets[table] = vs
         return vs
@@ -131,9 +126,9 @@ class ReleaseView:
         """Context-window rows of the active parses (``parse_id``, ``window_id``, ``ordinal``,
         ``chunk_ids``, ``section_path``), sorted by (parse_id, ordinal); empty when the manifest
         names no ``context_windows`` version."""
-        t = _read_active(
-            self.home, "context_windows", self.release.manifest["tables"].get("context_windows"),
-            set(self.sources_by_parse), ["parse_id", "window_id", "ordinal", "chunk_ids", "section_path"],
+        t = self.home.tables.read_active(
+            "context_windows", self.release.manifest["tables"].get("context_windows"), self.sources_by_parse,
+            ["parse_id", "window_id", "ordinal", "chunk_ids", "section_path"],
         )
         return t.sort_by([("parse_id", "ascending"), ("ordinal", "ascending")])
 

@@ -203,6 +203,11 @@ class QueryConfig(_Strict):
     section_passages_per_window: int = Field(2, gt=0, description="Chunks each shortlisted window nominates.")
     default_limit: int = Field(10, gt=0)
     max_query_chars: int = Field(1000, gt=0)
+    malloc_arena_max: int = Field(
+        2, ge=0,
+        description="glibc heap arenas of a process that opens this home for reading (0 = glibc's default); "
+        "fewer arenas keep freed Lance read buffers from staying resident (docs/benchmarks.md, 'Query memory').",
+    )
 
 
 class SourcesConfig(_Strict):

