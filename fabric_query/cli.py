@@ -93,6 +93,23 @@ def _run_ingest(path: Path) -> None:
         table.add_row(label, value)
     console.print(table)
     _print_status(home.root)
+    _prepare_query_encoder(home.root)
+
+
+def _prepare_query_encoder(home: Path) -> None:
+    """Export the local MiniLM query model now (once per machine) rather than in the first search."""
+    from fabric_query.api import Fabric
+    from fabric_resources.models.embedder import MiniLMEmbedder
+    from fabric_resources.models.minilm_onnx import QueryModelError, exported_path
+
+    encoder = Fabric(home).encoder
+    if not isinstance(encoder, MiniLMEmbedder) or exported_path(encoder.identity).exists():
+        return
+    with err.status("preparing the query encoder (ONNX export of MiniLM, once per machine)"):
+        try:
+            encoder.query_encoder
+        except QueryModelError as exc:
+            _fail(f"ingest done, but search cannot run: {exc}", code=1)
 
 
 def _print_status(home: Path) -> None:
@@ -125,11 +142,12 @@ def search(
 ) -> None:
     """Search the current release and print the evidence."""
     from fabric_query.api import Fabric
+    from fabric_resources.models.minilm_onnx import QueryModelError
 
     _set_home(home)
     try:
         pack = Fabric().search(query, limit=limit)
-    except FabricQueryError as exc:
+    except (FabricQueryError, QueryModelError) as exc:
         _fail(f"{type(exc).__name__}: {exc}")
     if as_json:
         sys.stdout.write(pack.model_dump_json(indent=2) + "\n")

