@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from conftest import CORPUS
 
-from fabric_resources.models.embedder import shared_embedder
+from fabric_resources.models.embedder import MiniLMEmbedder, shared_embedder
 from fabric_resources.models.minilm_onnx import (
     MAX_ABS_DIFF,
     PROBES,
@@ -61,3 +61,15 @@ def test_failed_export_is_a_typed_error_and_publishes_nothing(tmp_path, monkeypa
     with pytest.raises(QueryModelError, match="installed model is"):
         ensure_exported("all-MiniLM-L6-v2@0.0.0#not-the-installed-weights:seq256", 256)
     assert not list(tmp_path.glob("*.onnx")) and not list(tmp_path.glob(".*.tmp"))
+
+
+def test_damaged_cached_export_is_replaced(tmp_path, monkeypatch):
+    """guards against: a truncated or foreign file in the model cache breaking every search for
+    good (it is re-exported once, and the vectors are right again)."""
+    monkeypatch.setenv("FABRIC_MODEL_CACHE", str(tmp_path))
+    embedder = MiniLMEmbedder()
+    path = exported_path(embedder.identity)
+    path.write_bytes(b"not an onnx model")
+    vector = embedder.encode_queries(["a damaged cache"])
+    assert path.stat().st_size > 1_000_000
+    assert float(np.abs(vector - shared_embedder().encode_passages(["a damaged cache"])).max()) <= MAX_ABS_DIFF

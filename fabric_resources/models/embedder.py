@@ -100,11 +100,16 @@ class MiniLMEmbedder:
     def query_encoder(self):
         """The same model on ONNX Runtime (:mod:`fabric_resources.models.minilm_onnx`): no torch in
         the query process. Exported and verified on first use; raises ``QueryModelError`` if that fails."""
-        from fabric_resources.models.minilm_onnx import OnnxQueryEncoder, ensure_exported
+        from fabric_resources.models.minilm_onnx import OnnxQueryEncoder, QueryModelError, ensure_exported
 
         with self._lock:
             path = ensure_exported(self.identity, self.max_seq_length)
-            return OnnxQueryEncoder(_model_path(), path, self.max_seq_length, QUERY_THREADS)
+            try:
+                return OnnxQueryEncoder(_model_path(), path, self.max_seq_length, QUERY_THREADS)
+            except QueryModelError:  # a damaged cache file: export again, once
+                path.unlink(missing_ok=True)
+                path = ensure_exported(self.identity, self.max_seq_length)
+                return OnnxQueryEncoder(_model_path(), path, self.max_seq_length, QUERY_THREADS)
 
     def encode_queries(self, texts: list[str]) -> np.ndarray:
         """Query vectors from the ONNX export of this model, on ``fabric_resources.models.QUERY_THREADS``

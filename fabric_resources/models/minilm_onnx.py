@@ -35,6 +35,8 @@ from fabric_resources.schema import DENSE_DIM
 #: unit-norm; float32 reordering noise measured ~2e-7).
 MAX_ABS_DIFF = 1e-5
 OPSET = 17
+#: An export takes ~5-15 s on 2 cores (imports included); past this it is stuck.
+EXPORT_TIMEOUT_S = 600
 INPUTS = ("input_ids", "attention_mask", "token_type_ids")
 
 #: Probe texts the export must reproduce: English, accents, CJK, emoji, an empty string and one
@@ -81,22 +83,31 @@ def ensure_exported(identity: str, max_seq_length: int) -> Path:
     path = exported_path(identity)
     if path.exists():
         return path
-    with exclusive_lock(path.with_suffix(".lock")):
-        if path.exists():  # another process exported it while this one waited
-            return path
-        proc = subprocess.run(
-            [sys.executable, "-m", "fabric_resources.models.minilm_onnx", "--out", str(path),
-             "--identity", identity, "--max-seq-length", str(max_seq_length)],
-            capture_output=True, text=True, env={**os.environ, "HF_HUB_OFFLINE": "1"},
-        )
-        if proc.returncode != 0 or not path.exists():
-            tail = (proc.stderr or proc.stdout).strip().splitlines()[-5:]
-            raise QueryModelError(f"exporting the MiniLM query model to {path} failed: " + " | ".join(tail))
+    try:
+        with exclusive_lock(path.with_suffix(".lock")):
+            if path.exists():  # another process exported it while this one waited
+                return path
+            proc = subprocess.run(
+                [sys.executable, "-m", "fabric_resources.models.minilm_onnx", "--out", str(path),
+                 "--identity", identity, "--max-seq-length", str(max_seq_length)],
+                capture_output=True, text=True, env={**os.environ, "HF_HUB_OFFLINE": "1"},
+                timeout=EXPORT_TIMEOUT_S,
+            )
+    except OSError as exc:
+        raise QueryModelError(f"cannot write the model cache {path.parent} ({exc}); set FABRIC_MODEL_CACHE") from exc
+    except subprocess.TimeoutExpired as exc:
+        raise QueryModelError(f"exporting the MiniLM query model took over {EXPORT_TIMEOUT_S} s") from exc
+    if proc.returncode != 0 or not path.exists():
+        tail = (proc.stderr or proc.stdout).strip().splitlines()[-5:]
+        raise QueryModelError(f"exporting the MiniLM query model to {path} failed: " + " | ".join(tail))
     return path
 
 
 class OnnxQueryEncoder:
-    """Query vectors ``(n, 384) float32``, L2-normalised, in input order, on ``threads`` CPU threads."""
+    """Query vectors ``(n, 384) float32``, L2-normalised, in input order, on ``threads`` CPU threads.
+
+    Raises :class:`QueryModelError` if ``onnx_path`` cannot be loaded.
+    """
 
     def __init__(self, model_dir: Path, onnx_path: Path, max_seq_length: int, threads: int) -> None:
         import onnxruntime as ort
@@ -109,7 +120,10 @@ class OnnxQueryEncoder:
         options.intra_op_num_threads = threads
         options.inter_op_num_threads = 1
         options.log_severity_level = 3
-        self.session = ort.InferenceSession(str(onnx_path), options, providers=["CPUExecutionProvider"])
+        try:
+            self.session = ort.InferenceSession(str(onnx_path), options, providers=["CPUExecutionProvider"])
+        except Exception as exc:  # onnxruntime raises its own pybind error types for a bad file
+            raise QueryModelError(f"{onnx_path} is not a loadable ONNX model ({exc})") from exc
         self._lock = threading.Lock()
 
     def feeds(self, texts: list[str]) -> dict[str, np.ndarray]:
