@@ -214,7 +214,8 @@ def search(
     return EvidencePack(
         query=query, release_id=view.release_id, results=tuple(hits), channels_run=tuple(rankings),
         fallback_reason=fallback_reason,
-        eligible_sources=sum(len(v) for v in sources_by_parse.values()), timings=tuple(timings),
+        eligible_sources=len(view.sources) if eligible is None else sum(len(v) for v in sources_by_parse.values()),
+        timings=tuple(timings),
         channel_rankings={k: tuple(v) for k, v in rankings.items()} if debug else {},
         passages=tuple(passages), units=tuple(units), assembly=trace, skipped_channels=skipped,
         stage_candidates={k: tuple(v) for k, v in stages.items()} if debug else {},

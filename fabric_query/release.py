@@ -20,7 +20,7 @@ import pyarrow.compute as pc
 from fabric_resources.catalog import Release
 from fabric_resources.home import FabricHome
 from fabric_resources.lexical_index import IndexUnusable, OpenIndex
-from fabric_resources.memory import release_freed_memory
+from fabric_resources.memory import settle_after_load
 from fabric_resources.schema import DENSE_DIM, SCHEMA_VERSION
 
 
@@ -57,6 +57,10 @@ class ReleaseView:
     _chunk_rows: dict[str, dict] = field(default_factory=dict, repr=False)
     _window_vectors: dict[str, "WindowVectors"] = field(default_factory=dict, repr=False)
 
+    def _settle(self, rows: int) -> None:
+        # Small views gain nothing from a freeze, and its one collection would cost more than they do.
+        settle_after_load(self.home.config.query.gc_freeze and rows >= SETTLE_MIN_ROWS)
+
     @property
     def release_id(self) -> int:
         return self.release.release_id
@@ -80,7 +84,7 @@ class ReleaseView:
             ["parse_id", "chunk_id", "ordinal", "text", "fragments", "section_path", "token_count"],
         )
         t = t.sort_by([("parse_id", "ascending"), ("ordinal", "ascending")])
-        release_freed_memory()
+        self._settle(t.num_rows)
         return t
 
     @cached_property
@@ -115,7 +119,7 @@ class ReleaseView:
             at += k
         matrix.resize((at, DENSE_DIM), refcheck=False)
         rows.resize(at, refcheck=False)
-        release_freed_memory()
+        self._settle(at)
         vs = VectorSet(rows=rows, matrix=matrix)
         with self._lock:
             self._vector_sets[table] = vs
@@ -141,6 +145,7 @@ class ReleaseView:
             members = tuple(members)
             for cid in members:
                 out[cid] = (wid, members)
+        self._settle(len(out))
         return out
 
     def window_vectors(self, table: str) -> "WindowVectors":
@@ -183,6 +188,7 @@ class ReleaseView:
             offsets = np.zeros(1, dtype=np.int64)
         wv = WindowVectors(rows=rows.astype(np.int64), matrix=np.ascontiguousarray(matrix), offsets=offsets,
                            members=members)
+        self._settle(len(members))
         with self._lock:
             self._window_vectors[table] = wv
         return wv
@@ -211,6 +217,9 @@ class ReleaseView:
         except IndexUnusable as exc:
             return exc
 
+
+#: Loads of at least this many rows settle the garbage collector (``fabric_resources.memory``).
+SETTLE_MIN_ROWS = 20_000
 
 #: Chunk rows kept per view once read (a hit's row is read by several stages of one query).
 MAX_CACHED_CHUNK_ROWS = 20_000

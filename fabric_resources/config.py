@@ -203,6 +203,11 @@ class QueryConfig(_Strict):
     section_passages_per_window: int = Field(2, gt=0, description="Chunks each shortlisted window nominates.")
     default_limit: int = Field(10, gt=0)
     max_query_chars: int = Field(1000, gt=0)
+    gc_freeze: bool = Field(
+        True,
+        description="After a release view loads its rows, collect once and gc.freeze() what Python's cyclic GC tracks, "
+        "so later full collections skip it (English p99 at 100k chunks ~95 -> ~55-62 ms; docs/benchmarks.md).",
+    )
     malloc_arena_max: int = Field(
         2, ge=0,
         description="glibc heap arenas of a process that opens this home for reading (0 = glibc's default); "
