@@ -98,16 +98,17 @@ def _run_ingest(path: Path) -> None:
 
 def _prepare_query_encoder(home: Path) -> None:
     """Export the local MiniLM query model now (once per machine) rather than in the first search."""
-    from fabric_query.api import Fabric
+    from fabric_resources.home import FabricHome
     from fabric_resources.models.embedder import MiniLMEmbedder
-    from fabric_resources.models.minilm_onnx import QueryModelError, exported_path
+    from fabric_resources.models.http_embedder import dense_backend
+    from fabric_resources.models.minilm_onnx import QueryModelError, ensure_exported, exported_path
 
-    encoder = Fabric(home).encoder
+    encoder = dense_backend(FabricHome(home).config)
     if not isinstance(encoder, MiniLMEmbedder) or exported_path(encoder.identity).exists():
         return
     with err.status("preparing the query encoder (ONNX export of MiniLM, once per machine)"):
         try:
-            encoder.query_encoder
+            ensure_exported(encoder.identity, encoder.max_seq_length)
         except QueryModelError as exc:
             _fail(f"ingest done, but search cannot run: {exc}", code=1)
 

@@ -206,7 +206,7 @@ class QueryConfig(_Strict):
     gc_freeze: bool = Field(
         True,
         description="After a release view loads its rows, collect once and gc.freeze() what Python's cyclic GC tracks, "
-        "so later full collections skip it (English p99 at 100k chunks ~95 -> ~55-62 ms; docs/benchmarks.md).",
+        "so later full collections skip it (English p99 at 100k chunks ~95 -> ~63-69 ms; docs/benchmarks.md).",
     )
     malloc_arena_max: int = Field(
         2, ge=0,

@@ -3,7 +3,8 @@ garbage collector's view of long-lived rows.
 
 Lance reads on many Rust threads, and glibc gives busy threads their own heap arenas, whose freed
 pages mostly stay resident: at 100k chunks, streaming the vector table once left ~60-85 MB behind
-and every further read added more; with at most two arenas one read left ~35 MB and a second none
+and every further read added more; with one arena one read left ~31 MB and a second none, with
+two ~35 MB each
 (``docs/benchmarks.md``, "Query memory"). Both functions are no-ops off glibc (macOS, musl).
 """
 
@@ -54,8 +55,8 @@ def settle_after_load(freeze: bool) -> None:
     :func:`release_freed_memory`. Frozen objects are still freed by reference counting; only cyclic
     garbage that exists at the freeze would stay, hence the collection first.
 
-    At 100k chunks a full collection of the warm query process took ~20-40 ms and landed on about
-    one query in twenty; freezing took the English p99 from ~95 ms to ~55-62 ms
+    At 100k chunks a full collection of the warm query process took 39 ms (timed next to another
+    job); settling after view loads took the English p99 from ~95 ms to ~63-69 ms
     (``docs/benchmarks.md``, "Query memory").
     """
     if freeze:

@@ -108,8 +108,8 @@ class MiniLMEmbedder:
                 return OnnxQueryEncoder(_model_path(), path, self.max_seq_length, QUERY_THREADS)
             except QueryModelError:  # a damaged cache file: export again, once
                 path.unlink(missing_ok=True)
-                path = ensure_exported(self.identity, self.max_seq_length)
-                return OnnxQueryEncoder(_model_path(), path, self.max_seq_length, QUERY_THREADS)
+            return OnnxQueryEncoder(_model_path(), ensure_exported(self.identity, self.max_seq_length),
+                                    self.max_seq_length, QUERY_THREADS)
 
     def encode_queries(self, texts: list[str]) -> np.ndarray:
         """Query vectors from the ONNX export of this model, on ``fabric_resources.models.QUERY_THREADS``

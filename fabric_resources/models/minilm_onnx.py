@@ -2,8 +2,8 @@
 
 Why: in the query process, importing sentence-transformers (torch, transformers and what they
 pull in: accelerate, scikit-learn, SciPy, pandas) and loading the model took ~450 MB of RSS and
-~12–18 ms per query on one thread. An ONNX Runtime session of the same weights takes ~135 MB and
-~3 ms (``docs/benchmarks.md``, "Query encoder runtime").
+11–15 ms per Cranfield question on one thread. An ONNX Runtime session of the same weights takes
+~136 MB and 7–8 ms (``docs/benchmarks.md``, "Query encoder runtime").
 
 The ONNX graph is exported from the very ``SentenceTransformer`` the ingest side embeds passages
 with (its transformer, mean pooling and normalisation modules, traced by ``torch.onnx.export``),
@@ -35,7 +35,7 @@ from fabric_resources.schema import DENSE_DIM
 #: unit-norm; float32 reordering noise measured ~2e-7).
 MAX_ABS_DIFF = 1e-5
 OPSET = 17
-#: An export takes ~5-15 s on 2 cores (imports included); past this it is stuck.
+#: An export took ~16 s on 2 cores (imports included, machine busy); past this it is stuck.
 EXPORT_TIMEOUT_S = 600
 INPUTS = ("input_ids", "attention_mask", "token_type_ids")
 
