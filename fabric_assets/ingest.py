@@ -21,6 +21,7 @@ from fabric_assets.annotations.assets import parses_needing_annotation
 from fabric_assets.definitions import defs
 from fabric_assets.gate import unfinished
 from fabric_assets.model_identity import expected_identities, stale_partitions
+from fabric_assets.partition_memo import partition_key_memo
 from fabric_assets.run_planning import partition_ranges
 from fabric_assets.sensors import plan_annotation_runs, plan_parse_runs, range_tags
 from fabric_assets.sources.scan import ScanReport, scan
@@ -189,6 +190,12 @@ def ingest_lock(home: FabricHome):
 def _ingest_locked(root: Path, home: FabricHome, started: float, progress: ProgressCallback | None) -> IngestSummary:
     home.catalog.register_root(root)
     instance = dagster_instance(home)
+    with partition_key_memo(instance):
+        return _ingest_with(root, home, instance, started, progress)
+
+
+def _ingest_with(root: Path, home: FabricHome, instance: dg.DagsterInstance, started: float,
+                 progress: ProgressCallback | None) -> IngestSummary:
     report = scan(home)
     summary = IngestSummary(scan=report)
     # A parse left `parsed` with verdicts missing was in a run that was killed (no other ingest

@@ -22,6 +22,10 @@ from typing import Any
 
 from fabric_resources.schema import CATALOG_DDL
 
+#: Bound parameters per ``IN (...)`` statement; below SQLite's oldest default limit of 999
+#: (SQLITE_MAX_VARIABLE_NUMBER before 3.32), so any linked SQLite accepts it.
+_IDS_PER_STATEMENT = 500
+
 
 class RootOverlapError(ValueError):
     """A new root lies inside a registered root, or contains one (files would get two keys)."""
@@ -227,16 +231,29 @@ class Catalog:
         return _parse_run(r) if r else None
 
     def parse_runs(self, parse_ids: Iterable[str] | None = None, status: str | None = None) -> list[ParseRun]:
+        """Parse runs (all, or only ``parse_ids``; optionally only of ``status``), oldest first.
+
+        With ``parse_ids`` the lookup goes by primary key, so its cost follows the IDs asked
+        for, not the catalog size (each Dagster asset of an incremental run asks for its few).
+        """
         sql, args = "SELECT * FROM parse_runs WHERE 1=1", []
         if status is not None:
             sql += " AND status = ?"
             args.append(status)
         with self.transaction() as con:
-            rows = [_parse_run(r) for r in con.execute(sql + " ORDER BY created_at, parse_id", args)]
-        if parse_ids is not None:
-            wanted = set(parse_ids)
-            rows = [r for r in rows if r.parse_id in wanted]
-        return rows
+            if parse_ids is None:
+                return [_parse_run(r) for r in con.execute(sql + " ORDER BY created_at, parse_id", args)]
+            ids = sorted(set(parse_ids))
+            rows = []
+            for i in range(0, len(ids), _IDS_PER_STATEMENT):
+                batch = ids[i:i + _IDS_PER_STATEMENT]
+                rows += con.execute(sql + f" AND parse_id IN ({', '.join('?' * len(batch))})", [*args, *batch])
+        return sorted((_parse_run(r) for r in rows), key=lambda r: (r.created_at, r.parse_id))
+
+    def parse_ids(self) -> set[str]:
+        """Every parse ID that has a parse run (no verdicts decoded: the scan asks this per pass)."""
+        with self.transaction() as con:
+            return {r[0] for r in con.execute("SELECT parse_id FROM parse_runs")}
 
     def set_parse_status(
         self,

@@ -65,6 +65,7 @@ def test_incremental_bench_rounds_reach_a_release_that_reflects_them():
         assert len(r["change_rounds_seconds"]) == 2
         assert r["change_to_release_seconds"] in r["change_rounds_seconds"]
     first, last = result["runs"]
+    assert first["change_digest"] == last["change_digest"], "the sizes were timed on different changes"
     assert result["ratio_change_largest_to_smallest"] == pytest.approx(
         last["change_to_release_seconds"] / first["change_to_release_seconds"], rel=0.01)
     assert result["target_ratio_change_largest_to_smallest"] == 1.2

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from fabric_query.channels.lexical import substring_channel, word_channel
 from fabric_query.querylang import parse_query
 from fabric_resources.artifact_store import ArtifactIntegrityError, ArtifactStore, sha256_hex
-from fabric_resources.catalog import Catalog
+from fabric_resources.catalog import Catalog, StatusUpdate
 from fabric_resources.lexical_index import ANALYZER_ID, INDEX_LAYOUT, META_FILE, IndexUnusable, LexicalIndex
 from fabric_resources.schema import LEXICAL_DOCUMENTS, SCHEMA_VERSION
 from fabric_resources.tables import TableStore
@@ -245,6 +245,27 @@ def test_read_only_catalog_sees_releases(catalog, tmp_path):
 # Lance tables
 
 P_A, P_B, P_C = "a" * 16, "b" * 16, "c" * 32
+
+
+def test_parse_runs_by_id_equals_filtering_all_runs(catalog):
+    """The keyed lookup (batched past SQLite's parameter limit) answers exactly what filtering
+    every run would: same runs, same order, status filter respected, unknown IDs ignored."""
+    import random
+
+    ids = [f"{i:016x}" for i in range(1_203)]
+    with catalog.transaction(immediate=True) as con:
+        for i, pid in enumerate(ids):
+            catalog.ensure_parse_run(con, parse_id=pid, source_hash=f"{i:064x}", media_type="text/plain",
+                                     parser_name="text", parser_version="1", parser_config_hash="c")
+    catalog.set_parse_statuses([StatusUpdate(p, "failed", "test") for p in ids[::7]])
+    everything = catalog.parse_runs()
+    assert catalog.parse_ids() == set(ids)
+    rng = random.Random(7)
+    for size in (0, 1, 3, 499, 500, 501, 1_100):
+        wanted = rng.sample(ids, size) + ["f" * 16, *rng.sample(ids, min(size, 5))]  # unknown ID, repeats
+        assert catalog.parse_runs(wanted) == [r for r in everything if r.parse_id in set(wanted)]
+        failed = catalog.parse_runs(wanted, status="failed")
+        assert failed == [r for r in everything if r.parse_id in set(wanted) and r.status == "failed"]
 
 
 def lex_rows(triples) -> pa.Table:

@@ -100,7 +100,7 @@ def scan(home: FabricHome) -> ScanReport:
     now = time.time()
     vanished_by_hash: dict[str, str] = {}
     new_keys_by_hash: dict[str, str] = {}
-    known_runs = {r.parse_id for r in catalog.parse_runs()}
+    known_runs = catalog.parse_ids()
     for root in catalog.roots():
         root_path = Path(root.path)
         known = {s.source_key: s for s in catalog.sources(root_id=root.root_id)}
