@@ -150,6 +150,25 @@ def test_identical_files_share_a_partition_and_moves_reuse_it(tmp_path, fabric_h
     assert {cit.source_key, *cit.also_cited_by} == {"fs:src/a/moved.txt", "fs:src/b/light-copy.txt"}
 
 
+def test_scan_keys_and_relative_paths_agree_with_source_key_for(tmp_path, fabric_home):
+    """guards against: the walk's incremental relative paths drifting from the documented key
+    (nested folders, spaces, non-ASCII and backslash names, hidden entries skipped)."""
+    from fabric_assets.sources.scan import scan, source_key_for
+
+    src = tmp_path / "src"
+    names = ["a.txt", "deep/er/still/b.txt", "sp ace/ünï.md", "日本/語.txt", "back\\slash.txt", "x/.hidden/c.txt",
+             ".dot.txt"]
+    for name in names:
+        _write(src / name, f"text of {name}\n")
+    root = fabric_home.catalog.register_root(src)
+    report = scan(fabric_home)
+    visible = [n for n in names if not any(part.startswith(".") for part in n.split("/"))]
+    expected = {source_key_for(src, src / n, root.label) for n in visible}
+    assert set(report.new) == expected and len(report.new) == len(visible)
+    rows = {s.source_key: s.rel_path for s in fabric_home.catalog.sources(root_id=root.root_id)}
+    assert rows == {source_key_for(src, src / n, root.label): n for n in visible}
+
+
 def test_activation_during_a_query_never_changes_its_answer(tmp_path, fabric_home, monkeypatch):
     """guards against: a query reading the new index or tables half-way through after an
     activation swapped the release pointer."""

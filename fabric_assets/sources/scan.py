@@ -64,14 +64,23 @@ def source_key_for(root: Path, path: Path, label: str) -> str:
         raise PathOutsideRoot(f"{path} is outside root {root}") from exc
     if not rel.parts:
         raise PathOutsideRoot(f"{path} is the root itself")
-    return f"fs:{label}/{rel.as_posix()}"
+    return _key(label, rel.as_posix())
+
+
+def _key(label: str, rel_posix: str) -> str:
+    return f"fs:{label}/{rel_posix}"
 
 
 def _walk(root: Path, ignore_hidden: bool, report: ScanReport):
-    """Yield ``(path, stat)`` for regular files under ``root``; never follows symlinks."""
-    stack = [root]
+    """Yield ``(path, root-relative POSIX path, stat)`` for regular files under ``root``; never
+    follows symlinks.
+
+    The relative path is built from the entry names on the way down rather than derived per file
+    with ``pathlib`` (which was two thirds of a no-change scan at 2,000 files).
+    """
+    stack = [(str(root), "")]
     while stack:
-        d = stack.pop()
+        d, rel = stack.pop()
         try:
             entries = sorted(os.scandir(d), key=lambda e: e.name)
         except OSError:
@@ -86,10 +95,11 @@ def _walk(root: Path, ignore_hidden: bool, report: ScanReport):
                 st = e.stat(follow_symlinks=False)
             except OSError:
                 continue
+            child = f"{rel}/{e.name}" if rel else e.name
             if stat.S_ISDIR(st.st_mode):
-                stack.append(Path(e.path))
+                stack.append((e.path, child))
             elif stat.S_ISREG(st.st_mode):
-                yield Path(e.path), st
+                yield e.path, child, st
 
 
 def scan(home: FabricHome) -> ScanReport:
@@ -113,8 +123,8 @@ def scan(home: FabricHome) -> ScanReport:
                         catalog.log_event(con, "source-access-lost", source_key=s.source_key)
                         report.access_lost.append(s.source_key)
             continue
-        for path, st in _walk(root_path, cfg.sources.ignore_hidden, report):
-            key = source_key_for(root_path, path, root.label)
+        for file_path, rel_posix, st in _walk(root_path, cfg.sources.ignore_hidden, report):
+            key = _key(root.label, rel_posix)
             seen.add(key)
             prev = known.get(key)
             withheld = cfg.sources.is_withheld(key)
@@ -123,6 +133,7 @@ def scan(home: FabricHome) -> ScanReport:
             unchanged = prev and prev.state == "present" and prev.mtime_ns == st.st_mtime_ns and prev.size == st.st_size
             if unchanged and (withheld or prev.parse_id is None or prev.parse_id in known_runs):
                 continue  # prescreen: unchanged (and parsed, unless withheld)
+            path = Path(file_path)
             try:
                 data = path.read_bytes()
             except OSError:
@@ -149,7 +160,7 @@ def scan(home: FabricHome) -> ScanReport:
                     # alongside visible documents (not even in a shared embedding batch).
                     parse_id = _ensure_parse_run(con, catalog, cfg, spec, digest, media_type, create=not withheld)
                 row = SourceRow(
-                    source_key=key, root_id=root.root_id, rel_path=path.relative_to(root_path).as_posix(), state="present",
+                    source_key=key, root_id=root.root_id, rel_path=rel_posix, state="present",
                     media_type=media_type, mtime_ns=st.st_mtime_ns, size=st.st_size,
                     source_hash=digest, parse_id=parse_id,
                     first_seen=prev.first_seen if prev else now, last_seen=now,
