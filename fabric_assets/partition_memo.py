@@ -4,8 +4,9 @@ Why: Dagster 1.13 turns a run's partition range ``[start, end]`` into keys by lo
 key of the dynamic partitions definition and slicing (``get_partition_keys_in_range``), and
 it does so again for each asset context, input, output and planned event: 54 loads in one
 parse run over two partitions (cProfile of an incremental round, ``docs/benchmarks.md``).
-Each load reads all N keys from the instance's SQLite, so a two-document change cost time
-linear in the corpus size. One read per run makes the run's cost follow the change again.
+Each load reads all N keys from the instance's SQLite (3.0 ms at 330 keys, 7.7 ms at 2,030,
+timed directly), so a two-document change paid ~54 such loads, a term linear in the corpus
+size on top of their fixed cost. With the memo a run pays for one load.
 """
 
 from __future__ import annotations
