@@ -85,6 +85,7 @@ def _run_ingest(path: Path) -> None:
         ("unchanged content (touched)", str(len(s.touched))),
         ("unsupported", ", ".join(f"{k} ({t})" for k, t in s.unsupported) or "none"),
         ("symlinks skipped", str(s.skipped_symlinks)),
+        ("names not UTF-8 (skipped)", ", ".join(s.skipped_names) or "none"),
         ("parse partitions run", str(len(s.parse_ids_to_run))),
         ("Dagster runs", f"{len(summary.run_ids)} parse + 1 activation ({len(summary.failed_runs)} failed)"),
         ("release", f"{summary.activation.get('release_id')} (published: {summary.activation.get('published')})"),

@@ -169,6 +169,56 @@ def test_scan_keys_and_relative_paths_agree_with_source_key_for(tmp_path, fabric
     assert rows == {source_key_for(src, src / n, root.label): n for n in visible}
 
 
+def test_a_name_that_is_not_utf8_is_skipped_and_reported_not_a_crash(tmp_path, fabric_home):
+    """guards against: one Latin-1 file name aborting the scan of every root (the catalog stores
+    keys as UTF-8 text) with a traceback and half the scan committed."""
+    from fabric_assets.sources.scan import scan
+
+    src = tmp_path / "src"
+    _write(src / "good.txt", "A good file.\n")
+    raw = os.fsencode(src)
+    with open(raw + b"/bad\xffname.txt", "wb") as f:
+        f.write(b"latin-1 name\n")
+    os.makedirs(raw + b"/caf\xe9")
+    with open(raw + b"/caf\xe9/inside.txt", "wb") as f:
+        f.write(b"inside a badly named folder\n")
+    root = fabric_home.catalog.register_root(src)
+    report = scan(fabric_home)
+    assert report.new == [f"fs:{root.label}/good.txt"]
+    assert sorted(report.skipped_names) == sorted([ascii("bad\udcffname.txt"), ascii("caf\udce9")])
+    assert [s.source_key for s in fabric_home.catalog.sources()] == [f"fs:{root.label}/good.txt"]
+
+
+def test_a_file_deleted_while_its_root_was_away_leaves_the_release(tmp_path, fabric_home):
+    """guards against: sources marked access_lost (root unmounted) never being deleted once the
+    root is back, so a deleted file stayed searchable for good."""
+    roots = tmp_path / "r1"
+    notes, other = roots / "notes", tmp_path / "r2" / "other"
+    _write(notes / "keep.txt", LIGHTHOUSE)
+    _write(notes / "ghost.txt", "The ghostlyword lives only in this file.\n")
+    _write(other / "bread.txt", BREAD)
+    ingest(notes, fabric_home)
+    ingest(other, fabric_home)
+    fabric = Fabric(fabric_home.root)
+
+    def cited(query: str) -> set[str]:
+        return {r.citation.source_key for r in fabric.search(query).results}
+
+    assert "fs:notes/ghost.txt" in cited("ghostlyword")
+
+    notes.rename(roots / "notes-away")  # the root is unavailable for one ingest
+    away = ingest(other, fabric_home)
+    assert sorted(away.scan.access_lost) == ["fs:notes/ghost.txt", "fs:notes/keep.txt"]
+    assert "fs:notes/ghost.txt" in cited("ghostlyword")  # unavailable is not deleted
+
+    (roots / "notes-away").rename(notes)
+    (notes / "ghost.txt").unlink()
+    back = ingest(notes, fabric_home)
+    assert back.scan.deleted == ["fs:notes/ghost.txt"]
+    assert "fs:notes/ghost.txt" not in cited("ghostlyword")
+    assert "fs:notes/keep.txt" in cited("lighthouse keeper")
+
+
 def test_activation_during_a_query_never_changes_its_answer(tmp_path, fabric_home, monkeypatch):
     """guards against: a query reading the new index or tables half-way through after an
     activation swapped the release pointer."""

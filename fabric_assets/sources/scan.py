@@ -41,6 +41,9 @@ class ScanReport:
     unsupported: list[tuple[str, str]] = field(default_factory=list)  # (key, media type)
     parse_ids_to_run: list[str] = field(default_factory=list)
     skipped_symlinks: int = 0
+    #: Root-relative paths (as ``ascii()``) of files and folders whose names are not valid UTF-8;
+    #: a source key must be text, so they are skipped (a folder with all it holds) and reported.
+    skipped_names: list[str] = field(default_factory=list)
     withheld: list[str] = field(default_factory=list)  # present but withheld by policy (not parsed)
 
     @property
@@ -71,6 +74,15 @@ def _key(label: str, rel_posix: str) -> str:
     return f"fs:{label}/{rel_posix}"
 
 
+def _is_utf8(name: str) -> bool:
+    # os.scandir decodes undecodable bytes as lone surrogates (PEP 383), which UTF-8 rejects.
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def _walk(root: Path, ignore_hidden: bool, report: ScanReport):
     """Yield ``(path, root-relative POSIX path, stat)`` for regular files under ``root``; never
     follows symlinks.
@@ -96,6 +108,9 @@ def _walk(root: Path, ignore_hidden: bool, report: ScanReport):
             except OSError:
                 continue
             child = f"{rel}/{e.name}" if rel else e.name
+            if not _is_utf8(e.name):
+                report.skipped_names.append(ascii(child))
+                continue
             if stat.S_ISDIR(st.st_mode):
                 stack.append((e.path, child))
             elif stat.S_ISREG(st.st_mode):
@@ -173,7 +188,9 @@ def scan(home: FabricHome) -> ScanReport:
                 report.unsupported.append((key, media_type))
             (report.changed if prev and prev.state == "present" else report.new).append(key)
             new_keys_by_hash.setdefault(digest, key)
-        gone = [s for k, s in known.items() if k not in seen and s.state == "present"]
+        # The root is readable again, so a source lost with it (access_lost) whose file is not
+        # here any more was deleted meanwhile; keeping it would serve a file that no longer exists.
+        gone = [s for k, s in known.items() if k not in seen and s.state in ("present", "access_lost")]
         if gone:
             with catalog.transaction(immediate=True) as con:
                 for s in gone:
