@@ -189,6 +189,22 @@ def test_a_name_that_is_not_utf8_is_skipped_and_reported_not_a_crash(tmp_path, f
     assert [s.source_key for s in fabric_home.catalog.sources()] == [f"fs:{root.label}/good.txt"]
 
 
+def test_a_home_inside_the_ingested_folder_is_not_ingested(tmp_path, monkeypatch):
+    """guards against: Fabric indexing its own tables, logs and SQLite files as sources, and
+    finding them changed on every ingest."""
+    from fabric_resources.home import FabricHome
+
+    docs = tmp_path / "docs"
+    _write(docs / "light.txt", LIGHTHOUSE)
+    home = FabricHome(docs / "index")
+    monkeypatch.setenv("DAGSTER_HOME", str(home.layout.dagster_home))  # restored after the test
+    first = ingest(docs, home)
+    second = ingest(docs, home)
+    assert first.scan.new == ["fs:docs/light.txt"]
+    assert second.scan.new == second.scan.changed == []
+    assert [s.source_key for s in home.catalog.sources()] == ["fs:docs/light.txt"]
+
+
 def test_a_file_deleted_while_its_root_was_away_leaves_the_release(tmp_path, fabric_home):
     """guards against: sources marked access_lost (root unmounted) never being deleted once the
     root is back, so a deleted file stayed searchable for good."""
