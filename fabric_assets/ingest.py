@@ -65,6 +65,28 @@ def _run_config(home: FabricHome) -> dict:
     }
 
 
+def _execute(job: dg.JobDefinition, home: FabricHome, instance: dg.DagsterInstance, tags: dict | None = None,
+             raise_on_error: bool = False) -> dg.ExecuteInProcessResult:
+    """Run ``job`` in-process; a Ctrl-C (SIGINT/SIGTERM) during the run stops the ingest.
+
+    Dagster turns the signal into a failed run (``UNEXPECTED_TERMINATION``) and returns as if a
+    step had failed, so without this check the ingest carried on into activation and exited 0.
+
+    Raises
+    ------
+    KeyboardInterrupt
+        If the run ended because of an interrupt. Nothing is activated; the next ingest
+        re-runs the interrupted parses (see ``unfinished``).
+    """
+    result = job.execute_in_process(instance=instance, tags=tags, run_config=_run_config(home),
+                                    raise_on_error=raise_on_error)
+    failure = result.get_run_failure_event() if not result.success else None
+    reason = getattr(failure.event_specific_data, "failure_reason", None) if failure else None
+    if getattr(reason, "value", None) == "UNEXPECTED_TERMINATION":  # dagster RunFailureReason (not public)
+        raise KeyboardInterrupt(f"Dagster run {result.run_id} was interrupted")
+    return result
+
+
 def run_pending(
     home: FabricHome,
     instance: dg.DagsterInstance,
@@ -90,9 +112,7 @@ def run_pending(
         watcher.start()
     try:
         for keys in runs:
-            result = job.execute_in_process(
-                instance=instance, tags=range_tags(keys), run_config=_run_config(home), raise_on_error=False
-            )
+            result = _execute(job, home, instance, range_tags(keys))
             run_ids.append(result.run_id)
             finished[0] += len(keys)
             if not result.success:
@@ -109,7 +129,7 @@ def run_pending(
 def run_activation(home: FabricHome, instance: dg.DagsterInstance) -> tuple[str, dict]:
     """Run the activation job in-process; return its run ID and the release metadata it recorded."""
     job = defs.resolve_job_def("activation_job")
-    result = job.execute_in_process(instance=instance, run_config=_run_config(home))
+    result = _execute(job, home, instance, raise_on_error=True)
     mats = result.asset_materializations_for_node("release")
     meta = {k: v.value for k, v in mats[-1].metadata.items()} if mats else {}
     return result.run_id, meta
@@ -122,9 +142,7 @@ def run_annotation(home: FabricHome, instance: dg.DagsterInstance) -> tuple[list
     job = defs.resolve_job_def("annotation_job")
     run_ids, failed = [], []
     for keys in plan_annotation_runs(instance, wanted, home.config.sources.partitions_per_run):
-        result = job.execute_in_process(
-            instance=instance, tags=range_tags(keys), run_config=_run_config(home), raise_on_error=False
-        )
+        result = _execute(job, home, instance, range_tags(keys))
         run_ids.append(result.run_id)
         if not result.success:
             failed.append(result.run_id)
@@ -155,8 +173,7 @@ def run_reprojection(home: FabricHome, instance: dg.DagsterInstance) -> tuple[li
     run_ids, failed = [], []
     for keys in partition_ranges(list(instance.get_dynamic_partitions("parses")), stale,
                                  home.config.sources.partitions_per_run):
-        result = job.execute_in_process(
-            instance=instance, tags=range_tags(keys), run_config=_run_config(home), raise_on_error=False)
+        result = _execute(job, home, instance, range_tags(keys))
         run_ids.append(result.run_id)
         if not result.success:
             failed.append(result.run_id)

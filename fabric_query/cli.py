@@ -78,6 +78,10 @@ def _run_ingest(path: Path) -> None:
             summary = run(path, home, progress=update)
         except (NotADirectoryRoot, RootOverlapError) as exc:
             _fail(str(exc))
+        except KeyboardInterrupt:
+            # 130 = 128 + SIGINT, the shell's convention for a command stopped by Ctrl-C.
+            _fail("interrupted; nothing was activated. The next `fabric ingest` finishes the "
+                  "interrupted parses.", code=130)
     s = summary.scan
     table = Table(title=f"ingest {path} → {home.root}", show_header=False)
     for label, value in [
@@ -86,7 +90,8 @@ def _run_ingest(path: Path) -> None:
         ("unsupported", ", ".join(f"{k} ({t})" for k, t in s.unsupported) or "none"),
         ("symlinks skipped", str(s.skipped_symlinks)),
         ("names not UTF-8 (skipped)", ", ".join(s.skipped_names) or "none"),
-        ("parse partitions run", str(len(s.parse_ids_to_run))),
+        ("parse partitions run", str(len(s.parse_ids_to_run))
+         + (f" + {len(summary.retried)} resumed after an interrupted run" if summary.retried else "")),
         ("Dagster runs", f"{len(summary.run_ids)} parse + 1 activation ({len(summary.failed_runs)} failed)"),
         ("release", f"{summary.activation.get('release_id')} (published: {summary.activation.get('published')})"),
         ("wall time", f"{summary.seconds:.1f} s"),

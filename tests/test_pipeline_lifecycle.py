@@ -272,6 +272,34 @@ def test_activation_during_a_query_never_changes_its_answer(tmp_path, fabric_hom
     assert {r.citation.source_key for r in after.results} >= {"fs:src/more.txt"}
 
 
+def test_ctrl_c_during_an_ingest_stops_it_and_activates_nothing(tmp_path, fabric_home, monkeypatch):
+    """guards against: Dagster swallowing a SIGINT into a failed run, after which the ingest went
+    on to activate and the CLI exited 0."""
+    import signal
+
+    import fabric_assets.dense.assets as dense_assets
+
+    src = tmp_path / "src"
+    _write(src / "light.txt", LIGHTHOUSE)
+    ingest(src, fabric_home)
+    before = fabric_home.catalog.current_release().release_id
+    _write(src / "bread.txt", BREAD)
+    real_check = dense_assets.vectors_finite_unit_norm
+
+    def interrupted(*args, **kwargs):
+        os.kill(os.getpid(), signal.SIGINT)  # what Ctrl-C in the terminal sends
+        return real_check(*args, **kwargs)
+
+    monkeypatch.setattr(dense_assets, "vectors_finite_unit_norm", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        ingest(src, fabric_home)
+    assert fabric_home.catalog.current_release().release_id == before
+    monkeypatch.setattr(dense_assets, "vectors_finite_unit_norm", real_check)
+    again = ingest(src, fabric_home)  # the interrupted parse is finished by the next ingest
+    assert again.activation["published"]
+    assert "fs:src/bread.txt" in {r.citation.source_key for r in Fabric(fabric_home.root).search("sourdough").results}
+
+
 def test_gate_failure_holds_the_new_parse_and_keeps_the_old_one(tmp_path, fabric_home, monkeypatch):
     """guards against: activating a parse whose per-parse verdict failed; one bad parse
     blocking the other parses of the same multi-partition run."""
