@@ -75,11 +75,15 @@ def _execute(job: dg.JobDefinition, home: FabricHome, instance: dg.DagsterInstan
     Raises
     ------
     KeyboardInterrupt
-        If the run ended because of an interrupt. Nothing is activated; the next ingest
-        re-runs the interrupted parses (see ``unfinished``).
+        If the run ended because of an interrupt. An interrupted parse run activates nothing
+        and the next ingest re-runs its parses (see ``unfinished``); an interrupted activation
+        either published its release or did not (publishing is one catalog transaction).
     """
-    result = job.execute_in_process(instance=instance, tags=tags, run_config=_run_config(home),
-                                    raise_on_error=raise_on_error)
+    try:
+        result = job.execute_in_process(instance=instance, tags=tags, run_config=_run_config(home),
+                                        raise_on_error=raise_on_error)
+    except dg.DagsterExecutionInterruptedError as exc:  # re-raised as is when raise_on_error
+        raise KeyboardInterrupt(f"Dagster run of {job.name} was interrupted") from exc
     failure = result.get_run_failure_event() if not result.success else None
     reason = getattr(failure.event_specific_data, "failure_reason", None) if failure else None
     if getattr(reason, "value", None) == "UNEXPECTED_TERMINATION":  # dagster RunFailureReason (not public)

@@ -295,7 +295,20 @@ def test_ctrl_c_during_an_ingest_stops_it_and_activates_nothing(tmp_path, fabric
         ingest(src, fabric_home)
     assert fabric_home.catalog.current_release().release_id == before
     monkeypatch.setattr(dense_assets, "vectors_finite_unit_norm", real_check)
-    again = ingest(src, fabric_home)  # the interrupted parse is finished by the next ingest
+
+    import fabric_assets.activation.assets as activation_assets  # now during the activation run
+    real_activate = activation_assets.activate
+
+    def interrupted_activation(home):
+        os.kill(os.getpid(), signal.SIGINT)
+        return real_activate(home)
+
+    monkeypatch.setattr(activation_assets, "activate", interrupted_activation)
+    with pytest.raises(KeyboardInterrupt):
+        ingest(src, fabric_home)
+    assert fabric_home.catalog.current_release().release_id == before
+    monkeypatch.setattr(activation_assets, "activate", real_activate)
+    again = ingest(src, fabric_home)  # the interrupted work is finished by the next ingest
     assert again.activation["published"]
     assert "fs:src/bread.txt" in {r.citation.source_key for r in Fabric(fabric_home.root).search("sourdough").results}
 
