@@ -176,7 +176,8 @@ class QueryConfig(_Strict):
     feedback_multilingual: bool = Field(False, description="Apply feedback to CJK / non-Latin queries too.")
     # Queries with text in scripts written without spaces are matched on character bigrams, where
     # tantivy's fixed k1 1.2, b 0.75 saturate too late; the word channel re-scores its candidates
-    # with these (tuned on JSQuAD's dev half with `fabric eval-tune`, docs/benchmarks.md).
+    # with these (chosen on JSQuAD's dev half; the complete `fabric eval-tune` grid finds the region flat,
+    # docs/benchmarks.md).
     bigram_bm25: Bm25Config | None = Field(
         default_factory=lambda: Bm25Config(k1=0.5, b=0.3),
         description="BM25 parameters for queries with CJK (unspaced-script) text; null keeps tantivy's k1 1.2, b 0.75.",
@@ -190,9 +191,9 @@ class QueryConfig(_Strict):
     # Off for the e5 route: on JSQuAD's dev half the section route scored 0.823 nDCG@10 against
     # 0.880 for the direct e5 ranking (documents there are single paragraphs; the windows add nothing).
     section_guided_multilingual: bool = False
-    # Queries routed to e5 fuse by a min-max normalised convex combination: on JSQuAD's dev half it
-    # scored 0.941 nDCG@10 with the bigram BM25 below (word 0.4, e5 0.6) against 0.929 before it
-    # and 0.916 for the best RRF (docs/benchmarks.md).
+    # Queries routed to e5 fuse by a min-max normalised convex combination: on JSQuAD's first 500
+    # dev queries the pipeline scored 0.918 nDCG@10 with it (word 0.4, e5 0.6) against 0.897 with
+    # RRF, and 0.940 against 0.923 on the test half (`fabric eval`, docs/benchmarks.md).
     multilingual_fusion: Literal["rrf", "convex"] = "convex"
     convex_weights: dict[str, float] = Field(
         default_factory=lambda: {"word": 0.4, "substring": 0.4, "scan": 0.4, "dense_multilingual": 0.6,
