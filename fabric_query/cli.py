@@ -80,8 +80,8 @@ def _run_ingest(path: Path) -> None:
             _fail(str(exc))
         except KeyboardInterrupt:
             # 130 = 128 + SIGINT, the shell's convention for a command stopped by Ctrl-C.
-            _fail("interrupted; nothing was activated. The next `fabric ingest` finishes the "
-                  "interrupted parses.", code=130)
+            _fail("interrupted. An interrupted parse run activates nothing; the next `fabric ingest` "
+                  "finishes the interrupted work.", code=130)
     s = summary.scan
     table = Table(title=f"ingest {path} → {home.root}", show_header=False)
     for label, value in [

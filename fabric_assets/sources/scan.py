@@ -104,13 +104,13 @@ def _walk(root: Path, ignore_hidden: bool, report: ScanReport, skip_dir: str | N
             if e.is_symlink():
                 report.skipped_symlinks += 1
                 continue
-            try:
-                st = e.stat(follow_symlinks=False)
-            except OSError:
-                continue
             child = f"{rel}/{e.name}" if rel else e.name
             if not _is_utf8(e.name):
                 report.skipped_names.append(ascii(child))
+                continue
+            try:
+                st = e.stat(follow_symlinks=False)
+            except OSError:
                 continue
             if stat.S_ISDIR(st.st_mode):
                 if e.path != skip_dir:
