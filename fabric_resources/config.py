@@ -25,10 +25,17 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+# The longest paragraph of ../shared/corpus is 14,071 characters (Pride and Prejudice), so real
+# prose stays whole; what is longer is degenerate input (a file on one line) and is cut.
+_MAX_UNIT_CHARS = ("Longest unit (Unicode scalars); a longer paragraph becomes several units, cut at "
+                   "sentence, then word, then character boundaries.")
+
+
 class TextParserConfig(_Strict):
     """Plain-text parser settings."""
 
     max_bytes: int = Field(64 * 1024 * 1024, gt=0, description="Refuse larger files (bytes).")
+    max_unit_chars: int = Field(16_384, ge=256, description=_MAX_UNIT_CHARS)
 
 
 class EpubParserConfig(_Strict):
@@ -39,6 +46,8 @@ class EpubParserConfig(_Strict):
     max_compression_ratio: float = Field(200.0, gt=1, description="Per entry, uncompressed/compressed.")
     max_xml_bytes: int = Field(32 * 1024 * 1024, gt=0, description="One XML/XHTML document.")
     max_depth: int = Field(256, gt=0, description="Element nesting depth.")
+    max_bytes: int = Field(512 * 1024 * 1024, gt=0, description="Refuse larger .epub files (bytes).")
+    max_unit_chars: int = Field(16_384, ge=256, description=_MAX_UNIT_CHARS)
 
 
 class ParserConfig(_Strict):
@@ -220,6 +229,10 @@ class SourcesConfig(_Strict):
     """What the source scan admits and how changes are batched into runs."""
 
     ignore_hidden: bool = True
+    max_file_bytes: int = Field(
+        1024 * 1024 * 1024, gt=0,
+        description="Files larger than this (bytes) are skipped as too-large before they are read, "
+        "whatever their type; a parser's own max_bytes applies to the files it parses.")
     partitions_per_run: int = Field(256, gt=0, description="Parse partitions covered by one Dagster run.")
     withheld: tuple[str, ...] = Field(
         (),

@@ -207,10 +207,11 @@ def test_astral_and_cjk_offsets_are_scalars():
     units = [U("u", text)]
     chunks = pack_fine_chunks(units, char_spans, 3)
     check_invariants(units, chunks, char_spans, 3)
-    # 3 tokens = 😀, 😀, 署: scalar offsets 0..4 (UTF-16 would be 0..6, UTF-8 bytes 0..12)
-    assert [c.text for c in chunks] == ["😀😀 署", "名付き", "𝔘𝔫𝔦"]
-    assert chunks[0].fragments[0] == Fragment("u", 0, 4)
-    assert chunks[2].fragments[0] == Fragment("u", 8, 11)
+    # Cuts prefer the space before 署 and before 𝔘 (word boundaries in the window's second half).
+    # 署名付 sits at scalar offsets 3..6 (UTF-16 would be 5..8, UTF-8 bytes 9..18).
+    assert [c.text for c in chunks] == ["😀😀", "署名付", "き", "𝔘𝔫𝔦"]
+    assert chunks[1].fragments[0] == Fragment("u", 3, 6)
+    assert chunks[3].fragments[0] == Fragment("u", 8, 11)
 
 
 # --------------------------------------------------------------------------

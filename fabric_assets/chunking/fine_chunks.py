@@ -9,6 +9,16 @@ that::
 
 A heading, or a change of section path, starts a new chunk so a chunk never
 spans two sections; the heading travels with the text under it.
+
+The cap holds whatever the input's shape. Tokens are counted on
+:func:`counted_spans`: the tokenizer's word pieces, except that a span longer
+than :data:`MAX_TOKEN_CHARS` (WordPiece maps a word of over 100 characters to
+one ``[UNK]`` spanning all of it) counts as one token per started
+``MAX_TOKEN_CHARS`` characters, and so does a run of that many characters the
+tokenizer drops (U+FFFD, controls, long whitespace). So a chunk of at most
+``max_tokens`` counted tokens holds fewer than ``2 * MAX_TOKEN_CHARS *
+max_tokens`` characters: a 20 MB line without spaces becomes many bounded
+chunks, not one of twenty million characters.
 """
 
 from __future__ import annotations
@@ -20,6 +30,15 @@ from fabric_resources.schema import FRAGMENT_SEPARATOR
 
 SEPARATOR = FRAGMENT_SEPARATOR
 _SENTENCE_END = frozenset(".!?。！？；;」』")
+
+#: Enters the chunker identity (chunk IDs) and the asset's code version; bump it when the
+#: packing rule changes. v2: counted spans (the cap holds for any input), word-boundary cuts.
+CHUNKER_VERSION = "fine-v2"
+
+#: Longest span counted as one token (Unicode scalars). Above the longest word piece of
+#: all-MiniLM-L6-v2's vocabulary (18 characters, "telecommunications"), so only spans that
+#: stand for more than a word piece ([UNK] of an over-long word) are counted by length.
+MAX_TOKEN_CHARS = 32
 
 
 @dataclass(frozen=True)
@@ -49,22 +68,64 @@ class FineChunk:
 TokenSpans = Callable[[list[str]], list[list[tuple[int, int]]]]
 
 
+def counted_spans(text: str, spans: list[tuple[int, int]], max_chars: int = MAX_TOKEN_CHARS) -> list[tuple[int, int]]:
+    """The spans the chunker counts as tokens (see the module docstring), in text order.
+
+    Parameters
+    ----------
+    text : str
+    spans : list of (start_char, end_char)
+        The tokenizer's word pieces of ``text`` (Unicode scalars), in order; pieces that share
+        a span (one character the normaliser expands) stay separate tokens.
+    max_chars : int
+        Longest counted span.
+
+    Returns
+    -------
+    list of (start_char, end_char)
+        Every word piece of at most ``max_chars`` characters as it is; a longer one cut into
+        ``ceil(length / max_chars)`` spans; and every run of at least ``max_chars`` characters
+        outside all pieces cut the same way. Each span holds at most ``max_chars`` characters
+        and fewer than ``max_chars`` characters lie between two consecutive spans.
+
+    >>> counted_spans("ab " + "x" * 70, [(0, 2), (3, 73)], 32)
+    [(0, 2), (3, 35), (35, 67), (67, 73)]
+    """
+    out: list[tuple[int, int]] = []
+
+    def cut(start: int, end: int) -> None:
+        out.extend((s, min(s + max_chars, end)) for s in range(start, end, max_chars))
+
+    position = 0
+    for start, end in [*spans, (len(text), len(text))]:
+        if start - position >= max_chars:
+            cut(position, start)
+        if end - start > max_chars:
+            cut(start, end)
+        elif end > start or (start, end) != (len(text), len(text)):
+            out.append((start, end))
+        position = max(position, end)
+    return out
+
+
 def _split_unit(text: str, spans: list[tuple[int, int]], max_tokens: int) -> list[tuple[int, int, int]]:
     """Split one long text into ``(start_char, end_char, n_tokens)`` pieces of ≤ ``max_tokens``.
 
-    Prefers to cut after a sentence end in the second half of a window; pieces
-    are trimmed of surrounding whitespace and never empty.
+    ``spans`` are :func:`counted_spans`. Cuts after the last sentence end in the second half
+    of a window, else at the last word boundary (whitespace before a token) there, else at a
+    token boundary; pieces are trimmed of surrounding whitespace and never empty.
     """
     pieces: list[tuple[int, int, int]] = []
     i = 0
     while i < len(spans):
         j = min(i + max_tokens, len(spans))
         if j < len(spans):
-            for k in range(j - 1, i + max_tokens // 2 - 1, -1):
-                end = spans[k][1]
-                if end > 0 and text[end - 1] in _SENTENCE_END:
-                    j = k + 1
-                    break
+            half = i + max_tokens // 2
+            sentence = next((k + 1 for k in range(j - 1, half - 1, -1)
+                             if spans[k][1] > 0 and text[spans[k][1] - 1] in _SENTENCE_END), None)
+            word = next((k for k in range(j, max(half, i + 1) - 1, -1)
+                         if spans[k][0] > 0 and text[spans[k][0] - 1].isspace()), None)
+            j = sentence or word or j
         start = spans[i][0] if i > 0 else 0
         end = spans[j][0] if j < len(spans) else len(text)
         while end > start and text[end - 1].isspace():
@@ -90,15 +151,18 @@ def pack_fine_chunks(
         ``texts -> [[(start_char, end_char), ...] per text]``, the embedder's
         tokenizer without special tokens (Unicode scalar offsets).
     max_tokens : int
-        Cap on the summed word-piece count of a chunk's fragments.
+        Cap on the summed count of a chunk's fragments' tokens (:func:`counted_spans`).
 
     Returns
     -------
-    list of FineChunk, in reading order, ``ordinal`` 0..n-1.
+    list of FineChunk, in reading order, ``ordinal`` 0..n-1, each with ``token_count <=
+    max_tokens`` (so fewer than ``2 * MAX_TOKEN_CHARS * max_tokens`` characters) and fragments
+    that reproduce its text exactly.
     """
     if max_tokens < 1:
         raise ValueError("max_tokens must be positive")
-    all_spans = token_spans([u.text for u in units]) if units else []
+    raw_spans = token_spans([u.text for u in units]) if units else []
+    all_spans = [counted_spans(u.text, spans) for u, spans in zip(units, raw_spans)]
     chunks: list[FineChunk] = []
     open_frags: list[Fragment] = []
     open_texts: list[str] = []

@@ -6,7 +6,7 @@ import hashlib
 import dagster as dg
 import pyarrow as pa
 
-from fabric_assets.chunking.fine_chunks import pack_fine_chunks
+from fabric_assets.chunking.fine_chunks import CHUNKER_VERSION, pack_fine_chunks
 from fabric_assets.chunking.records import chunk_inputs, chunk_rows, lexical_rows
 from fabric_assets.gate import counts_consistent, fragments_reproduce_text, ids_unique
 from fabric_assets.partitions import PARTITIONED
@@ -19,7 +19,7 @@ from fabric_resources.schema import CHUNKS
 
 def chunker_identity(embedder_identity: str, max_tokens: int) -> str:
     """Chunk boundaries depend on the tokenizer and the cap, so both enter chunk IDs."""
-    return f"fine-v1:{embedder_identity}:max{max_tokens}"
+    return f"{CHUNKER_VERSION}:{embedder_identity}:max{max_tokens}"
 
 
 def chunk_cap(config: FabricConfig, unit_texts: list[str]) -> int:
@@ -43,7 +43,7 @@ def _digest(texts: list[str]) -> str:
     **PARTITIONED,
     deps=["units"],
     group_name="projections",
-    code_version="fine-v1",
+    code_version=CHUNKER_VERSION,
     check_specs=[
         dg.AssetCheckSpec("chunk_fragments_reproduce_text", asset="chunks"),
         dg.AssetCheckSpec("chunk_ids_are_unique", asset="chunks"),

@@ -1,7 +1,10 @@
 """What a parser returns: canonical units and relationships, before IDs.
 
 Parsers are pure functions ``bytes -> ParsedDocument`` that raise
-:class:`ParseError` with a named reason on bad input. IDs (parse ID, unit ID)
+:class:`ParseError` with a named reason on bad input; any other exception a
+parser lets out is turned into ``ParseError("parser-error", ...)`` at its entry
+point (:func:`bad_input_net`), so one document's input can never fail more than
+that document. IDs (parse ID, unit ID)
 are assigned later by the asset that stores the units, from the parse ID and
 each unit's position in ``ParsedDocument.units`` (reading order).
 
@@ -11,8 +14,12 @@ end-exclusive.
 
 from __future__ import annotations
 
+import functools
+import traceback
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from pathlib import PurePath
+from typing import Any, Literal, ParamSpec, TypeVar
 
 UnitKind = Literal[
     "paragraph",
@@ -46,7 +53,13 @@ ParseErrorReason = Literal[
     "cap-xml-bytes",
     "cap-depth",
     "unsupported-media-type",
+    # An exception no parser step anticipated, raised while parsing this input (the detail names
+    # its type and where it was raised). Still a failure of this document only.
+    "parser-error",
 ]
+
+#: Characters of a ``ParseError`` detail kept in the catalog.
+DETAIL_CHARS = 500
 
 
 class ParseError(Exception):
@@ -56,6 +69,48 @@ class ParseError(Exception):
         super().__init__(f"{reason}: {detail}" if detail else reason)
         self.reason = reason
         self.detail = detail
+
+
+def describe_exception(exc: BaseException) -> str:
+    """``"<module>.<Type>: <message> (at <file>:<line>)"``, the innermost frame of the traceback.
+
+    What a ``parser-error`` detail says, so an unanticipated failure can be found without
+    the traceback (which is not kept).
+    """
+    kind = type(exc)
+    name = kind.__qualname__ if kind.__module__ == "builtins" else f"{kind.__module__}.{kind.__qualname__}"
+    frames = traceback.extract_tb(exc.__traceback__)
+    where = f" (at {PurePath(frames[-1].filename).name}:{frames[-1].lineno})" if frames else ""
+    return f"{name}: {exc}"[: DETAIL_CHARS - len(where)] + where
+
+
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+
+
+def bad_input_net(parse: Callable[_P, _R]) -> Callable[_P, _R]:
+    """Decorate a parser entry point: any exception but ``ParseError`` and ``MemoryError`` leaves it
+    as ``ParseError("parser-error", describe_exception(exc))``.
+
+    A parser is pure (it reads nothing but its input bytes), so an exception raised inside it is
+    a property of that input or a parser bug; either way it fails that one document, never the run
+    that parses it with others. ``MemoryError`` is left alone: it says more about the machine than
+    about the input (the admission caps bound what an input may make a parser allocate), and
+    failing a document for it would make a transient fault permanent (a failed parse of the same
+    bytes is not retried). ``BaseException`` subclasses that are not ``Exception``
+    (``KeyboardInterrupt``, ``SystemExit``) pass through as well.
+    """
+
+    @functools.wraps(parse)
+    def guarded(*args: _P.args, **kwargs: _P.kwargs) -> _R:
+        try:
+            return parse(*args, **kwargs)
+        except (ParseError, MemoryError):
+            raise
+        except Exception as exc:
+            raise ParseError("parser-error", describe_exception(exc)) from exc
+
+    return guarded
 
 
 @dataclass(frozen=True)
@@ -78,7 +133,12 @@ class ParsedUnit:
     attributes : dict
         Kind-specific extras (JSON-serialisable): ``level`` for headings,
         ``table``/``row``/``col``/``header`` for cells, ``note_id`` for notes,
-        ``page`` (label of the last page marker before the unit), ``lang``.
+        ``page`` (label of the last page marker before the unit), ``lang``;
+        ``part``/``parts`` (0-based index and count) on the pieces of a source
+        paragraph longer than the parser's ``max_unit_chars``
+        (:mod:`fabric_resources.parsing.long_units`); ``decoding_repairs`` (the
+        number of U+FFFD characters in the text that stand for bytes that did
+        not decode) where the parser repaired the decoding.
     """
 
     kind: UnitKind

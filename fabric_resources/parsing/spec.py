@@ -16,7 +16,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from fabric_resources.config import ParserConfig, config_hash
-from fabric_resources.parsing.document import ParsedDocument
+from fabric_resources.parsing.document import ParsedDocument, bad_input_net
 
 #: ``parse(data, section_config, media_type)``; raises
 #: :class:`~fabric_resources.parsing.document.ParseError` on bad input.
@@ -69,6 +69,20 @@ class ParserSpec:
         """The identity under ``parsers`` (the config hash covers this parser's section only)."""
         return ParserIdentity(self.name, self.version, config_hash(self.section(parsers)))
 
+    def max_bytes(self, parsers: ParserConfig) -> int | None:
+        """The largest file this parser admits under ``parsers`` (its section's ``max_bytes``), or
+        ``None`` when it declares no such cap. The source scan checks it before reading a file."""
+        return getattr(self.section(parsers), "max_bytes", None)
+
     def run(self, data: bytes, parsers: ParserConfig, media_type: str) -> ParsedDocument:
-        """Parse ``data`` with this parser's section of ``parsers``."""
-        return self.parse(data, self.section(parsers), media_type)
+        """Parse ``data`` with this parser's section of ``parsers``.
+
+        Raises
+        ------
+        ParseError
+            With the parser's named reason on bad input; any other exception the plug-in lets out
+            (but ``MemoryError``) becomes ``parser-error`` here
+            (:func:`~fabric_resources.parsing.document.bad_input_net`), so a plug-in without a
+            net of its own still fails only the document it parses.
+        """
+        return bad_input_net(self.parse)(data, self.section(parsers), media_type)

@@ -11,7 +11,7 @@ from __future__ import annotations
 from fabric_resources.parsing.spec import ParserSpec
 
 PARSER_NAME = "epub"
-PARSER_VERSION = "1"
+PARSER_VERSION = "2"
 MEDIA_TYPE = "application/epub+zip"
 
 

@@ -4,6 +4,12 @@ Member count, declared and actual decompressed bytes, per-member compression
 ratio, per-document XML size and the zip encryption flag are checked; any cap
 breached fails the whole parse (:class:`ParseError`). A member that is missing
 or unreadable is :class:`MemberUnusable`, and the caller decides what that means.
+
+A member is unreadable whatever the decompressor raises on its bytes: zipfile
+hands each method to its own library (zlib, bz2, lzma), each with its own
+exception types (``_lzma.LZMAError`` is none of the others), and the archive is
+in memory, so nothing a member read raises can be a fault of the machine
+(``MemoryError`` aside) — it is a property of this input.
 """
 
 from __future__ import annotations
@@ -11,13 +17,9 @@ from __future__ import annotations
 import io
 import unicodedata
 import zipfile
-import zlib
 
 from fabric_resources.config import EpubParserConfig
-from fabric_resources.parsing.document import ParseError
-
-MEMBER_ERRORS = (zipfile.BadZipFile, zlib.error, EOFError, OSError, ValueError, NotImplementedError, RuntimeError)
-
+from fabric_resources.parsing.document import ParseError, describe_exception
 
 class MemberUnusable(Exception):
     """A member is missing, unreadable or unparseable; the caller decides what that means."""
@@ -71,8 +73,10 @@ class Archive:
                         raise ParseError("cap-compression-ratio", f"{path} while reading")
                     if len(out) > cfg.max_xml_bytes:
                         raise ParseError("cap-xml-bytes", f"{path} while reading")
-        except MEMBER_ERRORS as exc:
-            raise MemberUnusable(f"unreadable-member: {exc}") from None
+        except (ParseError, MemoryError):
+            raise
+        except Exception as exc:  # any decompressor's error on these bytes (see the module docstring)
+            raise MemberUnusable(f"unreadable-member: {describe_exception(exc)}") from None
         return bytes(out)
 
 

@@ -8,6 +8,7 @@ positions are Unicode scalar offsets, end-exclusive.
 
 from __future__ import annotations
 
+import bisect
 import posixpath
 import re
 from dataclasses import dataclass, field, replace
@@ -22,6 +23,25 @@ from fabric_resources.parsing.epub.markup import (
     lang_of, local_name, plain_text, primary_lang, squash, type_tokens,
 )
 from fabric_resources.parsing.epub.package import ManifestItem
+from fabric_resources.parsing.long_units import split_long_text
+
+# HTML's "rules for parsing non-negative integers": optional whitespace and "+", then ASCII
+# digits, anything after them ignored ("2px" is 2); colspan is clamped to 1..1000 (HTML
+# Standard, "Processing model" of tables). Other values ("²", "", "x") leave the span at 1.
+_NON_NEGATIVE_INTEGER = re.compile(r"[\t\n\f\r ]*\+?([0-9]+)")
+
+
+def column_span(value: str | None) -> int:
+    """The columns a cell spans by its ``colspan`` value, as HTML parses it; 1 when invalid.
+
+    A bad value is an error of that one cell's markup, not of the book.
+
+    >>> column_span("2"), column_span(" 3px"), column_span("²"), column_span(None), column_span("0"), column_span("99999")
+    (2, 3, 1, 1, 1, 1000)
+    """
+    match = _NON_NEGATIVE_INTEGER.match(value or "")
+    return min(max(int(match.group(1)), 1), 1000) if match else 1
+
 
 @dataclass(frozen=True)
 class _Ctx:
@@ -84,8 +104,10 @@ def _normalise(raw: str, pre: bool) -> tuple[str, list[int]]:
 class Walker:
     """Walks spine documents in order, accumulating units and relationships."""
 
-    def __init__(self, doc_lang: str | None) -> None:
+    def __init__(self, doc_lang: str | None, max_unit_chars: int | None = None) -> None:
         self.doc_lang = doc_lang
+        self.max_unit_chars = max_unit_chars
+        self.repaired = False
         self.units: list[ParsedUnit] = []
         self.relationships: list[ParsedRelationship] = []
         self.refs: list[tuple[int, int, int, str, tuple[str, str], bool]] = []
@@ -96,8 +118,12 @@ class Walker:
         self.tables = self.figures = 0
         self.doc_toc: dict[str, tuple[str, ...]] = {}
 
-    def walk(self, root: etree._Element, spine_index: int, item: ManifestItem, toc: dict[str, tuple[str, ...]]) -> None:
+    def walk(self, root: etree._Element, spine_index: int, item: ManifestItem, toc: dict[str, tuple[str, ...]],
+             repaired: bool = False) -> None:
+        """Append the units of one spine document; ``repaired``: its bytes had UTF-8 repaired,
+        so each unit counts its U+FFFD characters as ``decoding_repairs``."""
         self.spine_index, self.href, self.doc_path = spine_index, item.href, item.path
+        self.repaired = repaired
         self.doc_dir = posixpath.dirname(item.path)
         self.root_tree = root.getroottree()
         self.root_name = local_name(root) or "html"
@@ -193,8 +219,7 @@ class Walker:
                 for cell in (c for c in tr if local_name(c) in ("td", "th")):
                     attrs = {"table": table, "row": row, "col": col, "header": local_name(cell) == "th" or tag == "thead"}
                     current = self._flat("table_cell", cell, self._with_lang(cell, ctx), attrs)
-                    span = cell.get("colspan") or "1"
-                    col += min(max(int(span), 1), 1000) if span.strip().isdigit() else 1
+                    col += column_span(cell.get("colspan"))
                     if current is not None:
                         if previous is not None:
                             self.relationships.append(ParsedRelationship("next_in_table_row", previous, current))
@@ -275,17 +300,37 @@ class Walker:
                 attrs["page"] = self.page
             if ctx.lang and primary_lang(ctx.lang) != primary_lang(self.doc_lang):
                 attrs["lang"] = ctx.lang
+            pieces = [(0, len(text))]
+            if self.max_unit_chars is not None and len(text) > self.max_unit_chars:
+                pieces = split_long_text(text, self.max_unit_chars)
             if kind == "heading":
-                self.headings = [h for h in self.headings if h[0] < attrs["level"]] + [(attrs["level"], text)]
+                title = text[: pieces[0][1]]
+                self.headings = [h for h in self.headings if h[0] < attrs["level"]] + [(attrs["level"], title)]
             section = self.toc_path if self.toc_path is not None else tuple(t for _, t in self.headings)
             locator = {"spine_index": self.spine_index, "href": self.href, "element_path": self._path(el)}
             unit_index = len(self.units)
-            self.units.append(ParsedUnit(kind, text, locator, section, attrs))  # type: ignore[arg-type]
+            for part, (start, end) in enumerate(pieces):
+                piece_kind, piece_attrs, piece_locator = kind, dict(attrs), dict(locator)
+                if len(pieces) > 1:
+                    piece_attrs.update(part=part, parts=len(pieces))
+                    piece_locator.update(char_start=start, char_end=end)
+                    if kind == "heading" and part:  # the first piece is the section title
+                        piece_kind = "paragraph"
+                        piece_attrs.pop("level", None)
+                repairs = text.count("\ufffd", start, end) if self.repaired else 0
+                if repairs:
+                    piece_attrs["decoding_repairs"] = repairs
+                self.units.append(ParsedUnit(piece_kind, text[start:end], piece_locator, section,  # type: ignore[arg-type]
+                                             piece_attrs))
+            starts = [start for start, _ in pieces]
             for start, end, key, is_noteref in buf.links:
                 kept = [index[i] for i in range(start, end) if index[i] >= 0]
                 if kept:
-                    label = text[kept[0] : kept[-1] + 1]
-                    self.refs.append((unit_index, kept[0], kept[-1] + 1, label, key, is_noteref))
+                    part = bisect.bisect_right(starts, kept[0]) - 1
+                    lo, hi = pieces[part]
+                    first, last = max(kept[0], lo), min(kept[-1] + 1, hi)  # a marker cut by a piece edge is clipped
+                    if last > first:
+                        self.refs.append((unit_index + part, first - lo, last - lo, text[first:last], key, is_noteref))
         if buf.pages:
             self.page = buf.pages[-1]
         for note in buf.notes:

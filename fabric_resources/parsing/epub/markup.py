@@ -2,14 +2,23 @@
 
 lxml runs with entity resolution, DTD loading and network access off and
 ``huge_tree`` off; nesting deeper than the configured depth is ``cap-depth``.
+Before lxml sees a document, :func:`prepare_markup` removes a DOCTYPE's
+internal subset (the entities it declares are never expanded, so neither their
+declarations nor their references become text), writes HTML's named character
+references (``&eacute;``) as the characters they name (without a loaded DTD
+the XML parser would drop them), and, for a content document, repairs bytes
+that are not UTF-8 in a document that is UTF-8 by declaration, counting them.
 The vocabulary constants name the EPUB/XHTML semantics the walk recognises.
 """
 
 from __future__ import annotations
 
+import codecs
+import html.entities
 import posixpath
 import re
 import unicodedata
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import unquote
 
@@ -43,8 +52,151 @@ def xml_parser(recover: bool = False) -> etree.XMLParser:
     )
 
 
+_XML_DECLARATION = re.compile(rb"""^<\?xml[^>]*?encoding\s*=\s*["']([A-Za-z0-9._-]+)["']""")
+_NON_ASCII_BOMS = (codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)  # the UTF-32 BOMs start with these
+_DOCTYPE = re.compile(rb"<!DOCTYPE\s", re.IGNORECASE)
+_ENTITY_DECLARATION = re.compile(rb"""<!ENTITY\s+(%\s+)?([^\s%;&<>"']+)\s+(?:"([^"]*)"|'([^']*)')?""")
+_CHARACTER_REFERENCE = re.compile(rb"&#(?:x([0-9A-Fa-f]{1,6})|([0-9]{1,7}));")
+_NAMED_REFERENCE = re.compile(rb"&([A-Za-z][A-Za-z0-9]*);")
+_XML_PREDEFINED = frozenset({b"amp", b"lt", b"gt", b"quot", b"apos"})
+_UTF8_NAMES = frozenset({"utf-8", "utf8"})
+_REPLACEMENT_UTF8 = "\ufffd".encode("utf-8")
+
+
+@dataclass(frozen=True)
+class PreparedMarkup:
+    """A document's bytes as lxml gets them, and what preparing them changed.
+
+    Attributes
+    ----------
+    data : bytes
+    decoding_repairs : int
+        Byte sequences that were not UTF-8 in a UTF-8 document, each now U+FFFD.
+    utf8 : bool
+        Whether the document is UTF-8 (no UTF-16/32 BOM, no other encoding declared); only
+        then are ``data`` rewritten at all.
+    """
+
+    data: bytes
+    decoding_repairs: int = 0
+    utf8: bool = True
+
+
+def prepare_markup(data: bytes, repair_utf8: bool = False) -> PreparedMarkup:
+    """Make one XML/XHTML document safe and exact to parse (module docstring).
+
+    Parameters
+    ----------
+    data : bytes
+        The member's bytes.
+    repair_utf8 : bool
+        Replace each maximal ill-formed UTF-8 subsequence with U+FFFD (Unicode's "best
+        practice", which Python's ``errors="replace"`` follows) and count them. Only for a
+        document that is UTF-8 by its declaration (XML 1.0 section 4.3.3: no BOM and no
+        encoding declaration means UTF-8).
+
+    Returns
+    -------
+    PreparedMarkup
+        A document in UTF-16/32 or declared in another encoding is returned as it is: its
+        bytes cannot be rewritten as ASCII patterns, and lxml decodes it by its declaration.
+    """
+    declared = _XML_DECLARATION.match(data)
+    encoding = declared.group(1).decode("ascii").lower() if declared else "utf-8"
+    if data.startswith(_NON_ASCII_BOMS):
+        return PreparedMarkup(data, utf8=False)
+    if data.startswith(codecs.BOM_UTF8):
+        encoding = "utf-8"
+    utf8 = encoding in _UTF8_NAMES
+    repairs = 0
+    if utf8 and repair_utf8:
+        try:
+            data.decode("utf-8")
+        except UnicodeDecodeError:
+            repaired = data.decode("utf-8", errors="replace")
+            repairs = repaired.count("\ufffd") - data.count(_REPLACEMENT_UTF8)
+            data = repaired.encode("utf-8")
+    data, declared_entities = _without_internal_subset(data)
+    return PreparedMarkup(_with_character_references(data, declared_entities), repairs, utf8)
+
+
+def _without_internal_subset(data: bytes) -> tuple[bytes, frozenset[bytes]]:
+    """``data`` without the internal subset of its DOCTYPE (``<!DOCTYPE html [ ... ]>`` becomes
+    ``<!DOCTYPE html>``); references to the general entities that subset declared become their
+    replacement text when that is plain text and character references (``<!ENTITY nbsp "&#160;">``,
+    as some converters write), and nothing otherwise: an entity whose value refers to other
+    entities (how a "billion laughs" amplifies) or to an external file is never expanded. Plain
+    values are substituted once each, so the output grows at most linearly in the input."""
+    match = _DOCTYPE.search(data, 0, 4096)
+    if match is None:
+        return data, frozenset()
+    i, quote, n = match.end(), None, len(data)
+    while i < n:  # the external ID may quote a "[" or ">"
+        ch = data[i:i + 1]
+        if quote:
+            quote = None if ch == quote else quote
+        elif ch in (b'"', b"'"):
+            quote = ch
+        elif ch in (b"[", b">"):
+            break
+        i += 1
+    if data[i:i + 1] != b"[":
+        return data, frozenset()
+    head, j = data[:i].rstrip(), i + 1
+    while j < n:  # the subset ends at the first "]" outside quotes and comments
+        if data.startswith(b"<!--", j):
+            end = data.find(b"-->", j + 4)
+            j = n if end < 0 else end + 3
+            continue
+        ch = data[j:j + 1]
+        if quote:
+            quote = None if ch == quote else quote
+        elif ch in (b'"', b"'"):
+            quote = ch
+        elif ch == b"]":
+            break
+        j += 1
+    subset = data[i + 1:j]
+    close = data.find(b">", j)
+    rest = data[close + 1:] if close >= 0 else b""
+    values: dict[bytes, bytes] = {}
+    for m in _ENTITY_DECLARATION.finditer(subset):
+        if m.group(1) or m.group(2) in values:  # a parameter entity, or a repeated declaration (the first binds)
+            continue
+        value = m.group(3) if m.group(3) is not None else m.group(4)
+        plain = value is not None and b"&" not in _CHARACTER_REFERENCE.sub(b"", value) and b"%" not in value
+        values[m.group(2)] = _escaped_text(value) if plain else b""
+    if values:
+        rest = _NAMED_REFERENCE.sub(lambda m: values.get(m.group(1), m.group(0)), rest)
+    return head + b">" + rest, frozenset(values)
+
+
+def _escaped_text(value: bytes) -> bytes:
+    """An entity's literal value as character data: its character references kept, markup escaped."""
+    return value.replace(b"&", b"&amp;").replace(b"<", b"&lt;").replace(b">", b"&gt;").replace(
+        b"&amp;#", b"&#")
+
+
+def _with_character_references(data: bytes, declared: frozenset[bytes]) -> bytes:
+    """HTML named character references as numeric ones, but the five XML predefines its own."""
+
+    def numeric(match: re.Match[bytes]) -> bytes:
+        name = match.group(1)
+        if name in _XML_PREDEFINED or name in declared:
+            return match.group(0)
+        chars = html.entities.html5.get(name.decode("ascii") + ";")
+        return match.group(0) if chars is None else "".join(f"&#{ord(c)};" for c in chars).encode("ascii")
+
+    return _NAMED_REFERENCE.sub(numeric, data)
+
+
 def parse_xml(data: bytes, max_depth: int, recover: bool = False) -> etree._Element:
-    """Parse one XML document; cap-depth is a ParseError, anything else :class:`MemberUnusable`."""
+    """Parse one XML document (after :func:`prepare_markup`); cap-depth is a ParseError,
+    anything else :class:`MemberUnusable`."""
+    return _parse_prepared_xml(prepare_markup(data).data, max_depth, recover)
+
+
+def _parse_prepared_xml(data: bytes, max_depth: int, recover: bool = False) -> etree._Element:
     try:
         root = etree.fromstring(data, xml_parser(recover))
     except etree.XMLSyntaxError as exc:
@@ -56,24 +208,29 @@ def parse_xml(data: bytes, max_depth: int, recover: bool = False) -> etree._Elem
     return checked_depth(root, max_depth)
 
 
-def parse_content(data: bytes, max_depth: int) -> tuple[etree._Element, bool]:
-    """Parse XHTML strictly, else with lxml.html. Returns ``(root, used_html_fallback)``."""
+@dataclass(frozen=True)
+class ContentRoot:
+    """A parsed content document: its root, whether lxml.html had to read it, its repairs."""
+
+    root: etree._Element
+    used_html_fallback: bool
+    decoding_repairs: int
+
+
+def parse_content(data: bytes, max_depth: int) -> ContentRoot:
+    """Parse XHTML strictly, else with lxml.html, after :func:`prepare_markup` (UTF-8 repaired)."""
+    prepared = prepare_markup(data, repair_utf8=True)
     try:
-        return parse_xml(data, max_depth), False
+        return ContentRoot(_parse_prepared_xml(prepared.data, max_depth), False, prepared.decoding_repairs)
     except MemberUnusable:
         pass
     try:
-        data.decode("utf-8")
-        encoding: str | None = "utf-8"
-    except UnicodeDecodeError:
-        encoding = None
-    try:
-        parser = lxml.html.HTMLParser(no_network=True, huge_tree=False, encoding=encoding,
+        parser = lxml.html.HTMLParser(no_network=True, huge_tree=False, encoding="utf-8" if prepared.utf8 else None,
                                       remove_comments=True, remove_pis=True)
-        root = etree.fromstring(data, parser)
+        root = etree.fromstring(prepared.data, parser)
     except (ValueError, etree.LxmlError) as exc:
         raise MemberUnusable(f"malformed-xml: {exc}") from None
-    return checked_depth(root, max_depth), True
+    return ContentRoot(checked_depth(root, max_depth), True, prepared.decoding_repairs)
 
 
 def checked_depth(root: etree._Element | None, max_depth: int) -> etree._Element:

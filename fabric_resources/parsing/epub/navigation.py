@@ -39,7 +39,7 @@ def read_toc(arc: Archive, pkg: Package, spine_pos: dict[str, int]) -> tuple[str
     nav = next((i for i in pkg.manifest.values() if "nav" in i.properties), None)
     if nav is not None:
         try:
-            root, _ = parse_content(arc.read(nav.path), arc.config.max_depth)
+            root = parse_content(arc.read(nav.path), arc.config.max_depth).root
             navs = [el for el in by_name(root, "nav") if type_tokens(el) & {"toc", "doc-toc"}]
             lists = [ol for el in navs[:1] for ol in el.iter() if local_name(ol) == "ol"]
             if lists:

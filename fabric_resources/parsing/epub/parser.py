@@ -8,17 +8,17 @@
 
 from __future__ import annotations
 
-from lxml import etree
-
 from fabric_resources.config import EpubParserConfig
-from fabric_resources.parsing.document import ParsedDocument, ParseError
+from fabric_resources.parsing.document import ParsedDocument, ParseError, bad_input_net
 from fabric_resources.parsing.epub import MEDIA_TYPE, PARSER_NAME, PARSER_VERSION
-from fabric_resources.parsing.epub.archive import MEMBER_ERRORS, Archive, MemberUnusable
+from fabric_resources.parsing.epub.archive import Archive, MemberUnusable
 from fabric_resources.parsing.epub.content import Walker
 from fabric_resources.parsing.epub.markup import XHTML_TYPES, parse_content
 from fabric_resources.parsing.epub.navigation import read_toc
 from fabric_resources.parsing.epub.package import ManifestItem, encrypted_targets, package_path, read_package
 
+
+@bad_input_net
 def parse_epub(data: bytes, config: EpubParserConfig) -> ParsedDocument:
     """Parse an EPUB 2 or EPUB 3 file into units in reading order.
 
@@ -27,9 +27,9 @@ def parse_epub(data: bytes, config: EpubParserConfig) -> ParsedDocument:
     data : bytes
         The whole ``.epub`` (a zip). Nothing else is read.
     config : EpubParserConfig
-        Admission caps: members, declared and actually read decompressed
-        bytes, per-member compression ratio, bytes per XML document, element
-        nesting depth.
+        Admission caps: file bytes, members, declared and actually read
+        decompressed bytes, per-member compression ratio, bytes per XML
+        document, element nesting depth; and ``max_unit_chars``.
 
     Returns
     -------
@@ -46,7 +46,11 @@ def parse_epub(data: bytes, config: EpubParserConfig) -> ParsedDocument:
         table number in the book), ``table_id`` or ``figure_id``/``src``/``alt``
         (figure_caption), ``note_id`` (note), ``page`` (label of the last page
         marker passed), ``lang`` (when its primary subtag differs from the
-        book's). ``relationships`` index into ``units``: ``next_in_table_row``,
+        book's), ``part``/``parts`` with locator ``char_start``/``char_end``
+        (offsets into the element's text) on the pieces of an element whose text
+        is longer than ``max_unit_chars``, ``decoding_repairs`` (U+FFFD
+        characters standing for bytes of a UTF-8 document that were not UTF-8).
+        ``relationships`` index into ``units``: ``next_in_table_row``,
         ``caption_of`` (table caption -> first cell) and ``note_ref`` (unit
         holding the reference -> note; ``start_char``/``end_char`` are Unicode
         scalar offsets of the marker in the source unit's text, ``label`` is
@@ -54,32 +58,28 @@ def parse_epub(data: bytes, config: EpubParserConfig) -> ParsedDocument:
         ``toc_source``, ``toc_errors``, ``mimetype_missing``,
         ``package_recovered``, ``html_fallback``, ``skipped_documents``
         (``[{"href", "reason"}]``), ``obfuscated_resources``,
-        ``unresolved_noterefs``, ``documents_parsed``. Zero units is a valid
-        result.
+        ``unresolved_noterefs``, ``documents_parsed``, ``decoding_repairs``
+        (``{href: count}`` of the documents repaired). Zero units is a valid
+        result. ``language`` is the language the package declares.
 
     Raises
     ------
     ParseError
-        ``empty-file``, ``not-a-zip``, ``malformed-container`` (no usable
+        ``too-large`` (more than ``max_bytes``), ``empty-file``, ``not-a-zip``, ``malformed-container`` (no usable
         container.xml and no OPF), ``malformed-package`` (OPF unreadable, not a
         package, or without spine), ``malformed-xml`` (encryption.xml
         unparseable), ``encrypted`` (zip encryption flag, or encryption.xml
         covering text documents; font obfuscation is tolerated), and the caps
         ``cap-members``, ``cap-decompressed-bytes``,
-        ``cap-compression-ratio``, ``cap-xml-bytes``, ``cap-depth``. No other
-        exception is raised for bad input. A single content document that
-        cannot be read or parsed is skipped and listed in
+        ``cap-compression-ratio``, ``cap-xml-bytes``, ``cap-depth``; and
+        ``parser-error`` (naming the exception) for anything no step
+        anticipated (:func:`~fabric_resources.parsing.document.bad_input_net`).
+        A single content document that cannot be read or parsed (a corrupt
+        member, whatever its compression) is skipped and listed in
         ``metadata["skipped_documents"]``.
     """
-    try:
-        return _parse(data, config)
-    except ParseError:
-        raise
-    except (etree.LxmlError, *MEMBER_ERRORS, KeyError, UnicodeError) as exc:  # safety net for bad input
-        raise ParseError("malformed-package", f"{type(exc).__name__}: {exc}") from None
-
-
-def _parse(data: bytes, config: EpubParserConfig) -> ParsedDocument:
+    if len(data) > config.max_bytes:
+        raise ParseError("too-large", f"{len(data)} bytes > max_bytes {config.max_bytes}")
     arc = Archive(data, config)
     encrypted, obfuscated = encrypted_targets(arc)
     pkg = read_package(arc, package_path(arc))
@@ -91,9 +91,10 @@ def _parse(data: bytes, config: EpubParserConfig) -> ParsedDocument:
         if isinstance(item, ManifestItem):
             spine_pos.setdefault(item.path, index)
     toc_source, toc, toc_errors = read_toc(arc, pkg, spine_pos)
-    walker = Walker(pkg.language)
+    walker = Walker(pkg.language, config.max_unit_chars)
     skipped: list[dict[str, str]] = []
     fallback: list[str] = []
+    repairs: dict[str, int] = {}
     parsed = 0
     for index, item in enumerate(pkg.spine):
         if not isinstance(item, ManifestItem):
@@ -106,13 +107,15 @@ def _parse(data: bytes, config: EpubParserConfig) -> ParsedDocument:
             skipped.append({"href": item.href, "reason": "duplicate-spine-item"})
             continue
         try:
-            root, used_fallback = parse_content(arc.read(item.path), config.max_depth)
+            content = parse_content(arc.read(item.path), config.max_depth)
         except MemberUnusable as exc:
             skipped.append({"href": item.href, "reason": str(exc)})
             continue
-        if used_fallback:
+        if content.used_html_fallback:
             fallback.append(item.href)
-        walker.walk(root, index, item, toc.get(index, {}))
+        if content.decoding_repairs:
+            repairs[item.href] = content.decoding_repairs
+        walker.walk(content.root, index, item, toc.get(index, {}), repaired=bool(content.decoding_repairs))
         parsed += 1
     unresolved = walker.resolve_note_refs()
     metadata = {
@@ -120,6 +123,7 @@ def _parse(data: bytes, config: EpubParserConfig) -> ParsedDocument:
         "toc_errors": toc_errors, "mimetype_missing": arc.find("mimetype") is None,
         "package_recovered": pkg.recovered, "html_fallback": fallback, "skipped_documents": skipped,
         "obfuscated_resources": obfuscated, "unresolved_noterefs": unresolved, "documents_parsed": parsed,
+        "decoding_repairs": repairs,
     }
     return ParsedDocument(
         PARSER_NAME, PARSER_VERSION, MEDIA_TYPE, walker.units, walker.relationships,

@@ -8,7 +8,7 @@ from __future__ import annotations
 from fabric_resources.parsing.spec import ParserSpec
 
 PARSER_NAME = "text"
-PARSER_VERSION = "1"
+PARSER_VERSION = "2"
 TEXT_PLAIN = "text/plain"
 TEXT_MARKDOWN = "text/markdown"
 
