@@ -24,7 +24,7 @@ from fabric_assets.model_identity import expected_identities, stale_partitions
 from fabric_assets.partition_memo import partition_key_memo
 from fabric_assets.run_planning import partition_ranges
 from fabric_assets.sensors import plan_annotation_runs, plan_parse_runs, range_tags
-from fabric_assets.sources.scan import ScanReport, scan
+from fabric_assets.sources.scan import ScanReport, awaited_parse_ids, scan
 from fabric_resources.home import FabricHome, exclusive_lock
 
 #: Called with (steps done, steps in all) while runs execute: two steps per parse — parsed,
@@ -36,8 +36,24 @@ class NotADirectoryRoot(ValueError):
     """``fabric ingest`` was given something that is not a readable directory."""
 
 
+@dataclass(frozen=True)
+class FailedSource:
+    """A present source whose current version failed to parse (its last good version, if any,
+    stays active). ``new``: it failed in this ingest; otherwise earlier, and the same bytes are
+    not parsed again (the no-blind-retry rule)."""
+
+    source_key: str
+    parse_id: str
+    reason: str
+    detail: str
+    new: bool
+
+
 @dataclass
 class IngestSummary:
+    """What one ``fabric ingest`` did. ``complete`` when every file found is active (or
+    unsupported, or withheld by policy) and every run succeeded."""
+
     scan: ScanReport
     run_ids: list[str] = field(default_factory=list)
     failed_runs: list[str] = field(default_factory=list)
@@ -48,7 +64,22 @@ class IngestSummary:
     retried: list[str] = field(default_factory=list)
     annotation_run_ids: list[str] = field(default_factory=list)
     annotation_failed_runs: list[str] = field(default_factory=list)
+    #: After this ingest: every present source whose current version failed to parse.
+    failed: list[FailedSource] = field(default_factory=list)
     seconds: float = 0.0
+
+    @property
+    def complete(self) -> bool:
+        return not (self.failed or self.scan.skipped or self.failed_runs or self.annotation_failed_runs)
+
+
+def failed_sources(home: FabricHome, parsed_now: set[str]) -> list[FailedSource]:
+    """Present sources whose current parse failed, by source key; ``parsed_now``: the parse IDs
+    this ingest ran."""
+    runs = {r.parse_id: r for r in home.catalog.parse_runs(status="failed")}
+    return [FailedSource(s.source_key, s.parse_id, runs[s.parse_id].reason or "", runs[s.parse_id].detail or "",
+                         s.parse_id in parsed_now)
+            for s in home.catalog.sources(state="present") if s.parse_id in runs]
 
 
 def dagster_instance(home: FabricHome) -> dg.DagsterInstance:
@@ -220,8 +251,11 @@ def _ingest_with(root: Path, home: FabricHome, instance: dg.DagsterInstance, sta
     report = scan(home)
     summary = IngestSummary(scan=report)
     # A parse left `parsed` with verdicts missing was in a run that was killed (no other ingest
-    # holds the lock): run it again, or its source would stay out of every release.
-    summary.retried = sorted(r.parse_id for r in home.catalog.parse_runs(status="parsed") if unfinished(r))
+    # holds the lock): run it again, or its source would stay out of every release. Unless no
+    # source waits for it any more (deleted since): then it is dropped, like a pending one.
+    awaited = awaited_parse_ids(home.catalog)
+    summary.retried = sorted(r.parse_id for r in home.catalog.parse_runs(status="parsed")
+                             if unfinished(r) and r.parse_id in awaited)
     to_run = list(dict.fromkeys([*report.parse_ids_to_run, *summary.retried]))
     summary.run_ids, summary.failed_runs = run_pending(home, instance, to_run, progress)
     # A model change (config or weights) leaves active parses with vectors of the old model.
@@ -234,5 +268,6 @@ def _ingest_with(root: Path, home: FabricHome, instance: dg.DagsterInstance, sta
         summary.annotation_run_ids, summary.annotation_failed_runs = run_annotation(home, instance)
         if summary.annotation_run_ids:
             summary.activation_run_id, summary.activation = run_activation(home, instance)
+    summary.failed = failed_sources(home, set(to_run))
     summary.seconds = time.perf_counter() - started
     return summary

@@ -18,6 +18,7 @@ from fabric_resources.memory import limit_malloc_arenas
 from fabric_resources.models.embedder import Encoder
 from fabric_resources.models.http_embedder import dense_backend
 from fabric_resources.models.reranker import Reranker, reranker_from_config
+from fabric_resources.schema import SCAN_SKIPPED_STATE
 
 
 class ParseProblem(BaseModel):
@@ -46,6 +47,9 @@ class Status(BaseModel):
     unfinished: tuple[ParseProblem, ...] = ()
     unsupported: tuple[tuple[str, str], ...]  # (source key, media type)
     withheld: tuple[str, ...]  # source keys kept out of every release by policy
+    #: (path, reason) of what the last scan found but could not take in (too-large, unreadable,
+    #: not-a-regular-file, unreadable-folder, name-not-utf-8); see ``schema.SCAN_SKIPPED_STATE``.
+    skipped: tuple[tuple[str, str], ...] = ()
 
 
 class Fabric:
@@ -92,7 +96,8 @@ class Fabric:
         sources = catalog.sources()
         by_parse: dict[str, list[str]] = {}
         for s in sources:
-            if s.parse_id:
+            # A deleted source's parse is nobody's problem any more (and is never run again).
+            if s.parse_id and s.state != "deleted":
                 by_parse.setdefault(s.parse_id, []).append(s.source_key)
         release = catalog.current_release()
         active = release.manifest["sources"] if release else {}
@@ -114,11 +119,12 @@ class Fabric:
             active_parses=len({m["parse_id"] for m in active.values()}),
             failed=problems("failed"),
             held=problems("held"),
-            pending=sum(1 for r in runs if r.status == "pending"),
+            pending=sum(1 for r in runs if r.status == "pending" and r.parse_id in by_parse),
             unfinished=problems("parsed"),
             unsupported=tuple(
                 (s.source_key, s.media_type) for s in sources if s.parse_id is None and s.state == "present"
             ),
             withheld=tuple(s.source_key for s in sources
                            if s.state == "present" and self.home.config.sources.is_withheld(s.source_key)),
+            skipped=tuple(sorted((catalog.state(SCAN_SKIPPED_STATE) or {}).items())),
         )

@@ -50,12 +50,24 @@ def ingest(
     path: Annotated[Path, typer.Argument(help="A folder to register as a source root and ingest.")],
     home: HomeOption = None,
 ) -> None:
-    """Register PATH, run the Dagster pipeline in-process to completion, print a summary."""
+    """Register PATH, run the Dagster pipeline in-process to completion, print a summary.
+
+    Exit codes: 0 every file found is searchable (or unsupported, or withheld by policy); 1 the
+    ingest finished but some files failed to parse or were skipped (each listed with its reason),
+    or search cannot run yet; 2 bad arguments; 3 a Dagster run failed (a fault of Fabric, not of
+    a document: its parses are run again by the next ingest); 130 interrupted.
+    """
     _set_home(home)
-    _run_ingest(path)
+    code = _run_ingest(path)
+    if code:
+        raise typer.Exit(code)
 
 
-def _run_ingest(path: Path) -> None:
+#: ``fabric ingest`` exit codes (README, "Everyday use").
+EXIT_INCOMPLETE, EXIT_RUN_FAILED = 1, 3
+
+
+def _run_ingest(path: Path) -> int:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from fabric_assets.ingest import NotADirectoryRoot, ingest as run
@@ -90,8 +102,10 @@ def _run_ingest(path: Path) -> None:
         ("unsupported", ", ".join(f"{k} ({t})" for k, t in s.unsupported) or "none"),
         ("symlinks skipped", str(s.skipped_symlinks)),
         ("names not UTF-8 (skipped)", ", ".join(s.skipped_names) or "none"),
+        ("skipped (see below)", str(len(s.skipped))),
         ("parse partitions run", str(len(s.parse_ids_to_run))
          + (f" + {len(summary.retried)} resumed after an interrupted run" if summary.retried else "")),
+        ("failed to parse (see below)", f"{len(summary.failed)} ({sum(f.new for f in summary.failed)} in this ingest)"),
         ("Dagster runs", f"{len(summary.run_ids)} parse + 1 activation ({len(summary.failed_runs)} failed)"),
         ("release", f"{summary.activation.get('release_id')} (published: {summary.activation.get('published')})"),
         ("wall time", f"{summary.seconds:.1f} s"),
@@ -100,6 +114,17 @@ def _run_ingest(path: Path) -> None:
     console.print(table)
     _print_status(home.root)
     _prepare_query_encoder(home.root)
+    failed_runs = summary.failed_runs + summary.annotation_failed_runs
+    if failed_runs:
+        err.print(f"[red]error:[/red] {len(failed_runs)} Dagster run(s) failed ({', '.join(failed_runs)}): a fault of "
+                  "Fabric, not of a document; see the run in `fabric ui`. Its parses stay pending and the next "
+                  "`fabric ingest` runs them again.")
+        return EXIT_RUN_FAILED
+    if not summary.complete:
+        err.print(f"[yellow]incomplete:[/yellow] {len(summary.failed)} source(s) failed to parse and "
+                  f"{len(s.skipped)} path(s) were skipped, each listed above with its reason.")
+        return EXIT_INCOMPLETE
+    return 0
 
 
 def _prepare_query_encoder(home: Path) -> None:
@@ -136,6 +161,8 @@ def _print_status(home: Path) -> None:
                       "the next `fabric ingest` re-runs it")
     for key, mt in st.unsupported:
         console.print(f"  [dim]unsupported[/dim] {key} ({mt})")
+    for key, reason in st.skipped:
+        console.print(f"  [yellow]skipped[/yellow] {key}: {reason}")
     if st.withheld:
         console.print(f"  withheld by policy: {len(st.withheld)} sources")
 
@@ -256,13 +283,15 @@ def quickstart(
 
         path = write_sample_corpus(home_dir / "sample")
         console.print(f"wrote a sample corpus to {path}")
-    _run_ingest(path)
+    code = _run_ingest(path)
     console.print(f"\n[bold]fabric search {query!r}[/bold]")
     search(query, limit=3, as_json=False, home=home_dir)
     pack = Fabric(home_dir).search(query, limit=1)
     if pack.results:
         result = Fabric(home_dir).resolve(pack.results[0].citation)
         console.print(f"\nresolve first citation → [bold]{result.status}[/bold]")
+    if code:
+        raise typer.Exit(code)
 
 
 @app.command()

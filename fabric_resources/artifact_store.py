@@ -1,21 +1,46 @@
 """Content-addressed, write-once artifact store.
 
 Layout: ``<root>/sha256/<2 hex>/<64 hex>``. A write goes to a temp file in the
-same directory and is renamed into place atomically, so a reader never sees a
-partial artifact. Writing the same hash twice is a no-op; the store refuses
-bytes whose hash differs from the name they would be stored under.
+same directory (or, for a streamed file whose hash is known only at the end,
+``<root>/incoming/``, on the same file system) and is renamed into place
+atomically, so a reader never sees a partial artifact. Writing the same hash
+twice is a no-op; the store refuses bytes whose hash differs from the name they
+would be stored under.
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
+import stat
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
+
+#: Bytes per read when a file is streamed into the store.
+STREAM_CHUNK_BYTES = 1 << 20
 
 
 class ArtifactIntegrityError(Exception):
     """Stored bytes do not hash to their address (corruption or a bad write)."""
+
+
+class ArtifactTooLarge(Exception):
+    """A streamed file held more bytes than the caller admits; nothing was stored."""
+
+
+class NotARegularFile(Exception):
+    """The path opened is not a regular file (a FIFO, socket or device swapped in after a stat)."""
+
+
+@dataclass(frozen=True)
+class StoredFile:
+    """What :meth:`ArtifactStore.put_file` stored: the digest, the bytes read, the file's mtime
+    when it was opened (nanoseconds)."""
+
+    digest: str
+    size: int
+    mtime_ns: int
 
 
 def sha256_hex(data: bytes) -> str:
@@ -63,6 +88,56 @@ class ArtifactStore:
             Path(tmp).unlink(missing_ok=True)
             raise
         return digest
+
+    def put_file(self, path: str | os.PathLike, max_bytes: int) -> StoredFile:
+        """Stream a regular file into the store, hashing it on the way (memory stays bounded).
+
+        Opened without following a symlink and without blocking (a FIFO swapped in for the file
+        cannot hang the caller), read in ``STREAM_CHUNK_BYTES`` chunks; the digest is of the bytes
+        actually read, so a file changing meanwhile is stored as what was read, never mixed.
+
+        Raises
+        ------
+        ArtifactTooLarge
+            More than ``max_bytes`` bytes were read; nothing is stored.
+        NotARegularFile
+            ``path`` is not a regular file once opened.
+        OSError
+            The file cannot be opened or read (permission, I/O error, a symlink).
+        """
+        flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
+        fd = os.open(path, flags)
+        incoming = self.root / "incoming"
+        tmp: str | None = None
+        try:
+            opened = os.fstat(fd)
+            if not stat.S_ISREG(opened.st_mode):
+                raise NotARegularFile(f"{path} is not a regular file")
+            incoming.mkdir(parents=True, exist_ok=True)
+            out_fd, tmp = tempfile.mkstemp(dir=incoming, prefix=".tmp-")
+            digest, size = hashlib.sha256(), 0
+            with os.fdopen(out_fd, "wb") as out:
+                while chunk := os.read(fd, STREAM_CHUNK_BYTES):
+                    size += len(chunk)
+                    if size > max_bytes:
+                        raise ArtifactTooLarge(f"{path}: more than {max_bytes} bytes")
+                    digest.update(chunk)
+                    out.write(chunk)
+                hex_digest = digest.hexdigest()
+                target = self.path_for(hex_digest)
+                if not target.exists():
+                    out.flush()
+                    os.fsync(out.fileno())
+            if not target.exists():
+                os.chmod(tmp, 0o444)
+                target.parent.mkdir(parents=True, exist_ok=True)
+                os.replace(tmp, target)
+                tmp = None
+            return StoredFile(hex_digest, size, opened.st_mtime_ns)
+        finally:
+            os.close(fd)
+            if tmp is not None:
+                Path(tmp).unlink(missing_ok=True)
 
     def get(self, digest: str) -> bytes:
         """Read and verify an artifact.

@@ -286,6 +286,10 @@ CREATE INDEX IF NOT EXISTS sources_parse ON sources(parse_id);
 
 SOURCE_STATES = ("present", "deleted", "access_lost")
 PARSE_STATUSES = ("pending", "parsed", "ready", "failed", "held")
+#: Catalog ``state`` entry written by every source scan: ``{path: reason}`` of the files (and
+#: folders) it found but could not take in, e.g. ``{"fs:notes/big.log": "too-large: ..."}``.
+#: The keys are source keys, or ``fs:<root>/<ascii() of the path>`` for names that are not UTF-8.
+SCAN_SKIPPED_STATE = "scan_skipped"
 
 # ---------------------------------------------------------------------------
 # Serving index fields (tantivy)

@@ -1,5 +1,14 @@
-"""Source bytes → canonical units and relationships, per parse partition."""
+"""Source bytes → canonical units and relationships, per parse partition.
 
+One document's parse is the unit of failure: whatever parsing one document raises (its
+parser, turning its units into rows, identifying its language: all pure code over that
+document's bytes) fails that parse alone with a named reason, and the run goes on with the
+others. Faults of Fabric's own machinery (the artifact store, the catalog, the tables) and
+``MemoryError`` still raise: they are not the document's, and failing it for them would
+make a transient fault permanent (a failed parse is not retried).
+"""
+
+from dataclasses import dataclass
 
 import dagster as dg
 import pyarrow as pa
@@ -10,10 +19,12 @@ from fabric_assets.verdicts import live_parse_ids, record_and_summarise
 from fabric_resources.artifact_store import ArtifactIntegrityError
 from fabric_resources.catalog import StatusUpdate
 from fabric_resources.dagster_resources import FabricHomeResource
-from fabric_resources.language_routing import guess_language
-from fabric_resources.parsing.document import ParseError
+from fabric_resources.config import ParserConfig
+from fabric_resources.parsing.document import DETAIL_CHARS, ParsedDocument, ParseError, bad_input_net
+from fabric_resources.parsing.language import LanguageVerdict, document_language
 from fabric_resources.parsing.records import unit_rows
 from fabric_resources.parsing.registry import parser_for
+from fabric_resources.parsing.spec import ParserSpec
 from fabric_resources.schema import RELATIONSHIPS, UNITS
 
 
@@ -47,6 +58,23 @@ def source_bytes(context: dg.AssetExecutionContext, fabric: FabricHomeResource):
     yield record_and_summarise(home, "source_bytes_match_their_hash", "source_bytes", verdicts)
 
 
+@dataclass(frozen=True)
+class _Parsed:
+    doc: ParsedDocument
+    units: pa.Table
+    relationships: pa.Table
+    language: LanguageVerdict
+
+
+@bad_input_net
+def _parse_one(parse_id: str, spec: ParserSpec, data: bytes, parsers: ParserConfig, media_type: str) -> _Parsed:
+    """Everything pure about one document: parse, rows, language. Any exception is its failure
+    (``ParseError``; ``parser-error`` for the unanticipated ones), but ``MemoryError``."""
+    doc = spec.run(data, parsers, media_type)
+    units, rels = unit_rows(parse_id, doc)
+    return _Parsed(doc, units, rels, document_language([u.text for u in doc.units], declared=doc.language))
+
+
 @dg.multi_asset(
     specs=[
         dg.AssetSpec("units", deps=["source_bytes"], group_name="canonical",
@@ -68,12 +96,15 @@ def units_and_relationships(context: dg.AssetExecutionContext, fabric: FabricHom
         try:
             if spec is None:
                 raise ParseError("unsupported-media-type", run.media_type)
-            doc = spec.run(home.artifacts.get(run.source_hash), home.config.parsers, run.media_type)
+            # Read outside _parse_one on purpose: a store that cannot serve verified bytes
+            # is Fabric's fault (source_bytes already failed the parses whose bytes are missing).
+            data = home.artifacts.get(run.source_hash)
+            parsed = _parse_one(pk, spec, data, home.config.parsers, run.media_type)
         except ParseError as exc:
-            statuses.append(StatusUpdate(pk, "failed", exc.reason, exc.detail[:500]))
+            statuses.append(StatusUpdate(pk, "failed", exc.reason, exc.detail[:DETAIL_CHARS]))
             context.log.warning(f"parse {pk} failed: {exc}")
             continue
-        units, rels = unit_rows(pk, doc)
+        doc, units, rels = parsed.doc, parsed.units, parsed.relationships
         all_units.append(units)
         all_rels.append(rels)
         unique = ids_unique(units, "unit_id")
@@ -81,11 +112,12 @@ def units_and_relationships(context: dg.AssetExecutionContext, fabric: FabricHom
         verdicts[pk] = {"passed": unique["passed"] and nonempty["passed"],
                         "detail": f"{unique['detail']}; {nonempty['detail']}"}
         counts = {"units": units.num_rows, "relationships": rels.num_rows}
-        language = doc.language or guess_language(" ".join(u.text for u in doc.units[:200]))
-        statuses.append(StatusUpdate(pk, "parsed", counts=counts, language=language))
+        statuses.append(StatusUpdate(pk, "parsed", counts=counts, language=parsed.language.language))
+        repairs = sum(u.attributes.get("decoding_repairs", 0) for u in doc.units)
         meta = {"parser": f"{doc.parser_name}/{doc.parser_version}", "encoding": doc.encoding or "",
-                "language": doc.language or "", "title": doc.title or "", "source_hash": run.source_hash,
-                "media_type": run.media_type}
+                "language": parsed.language.language or "", "language_source": parsed.language.source,
+                "language_declared": doc.language or "", "decoding_repairs": repairs,
+                "title": doc.title or "", "source_hash": run.source_hash, "media_type": run.media_type}
         context.add_asset_metadata({**meta, "rows": units.num_rows}, asset_key="units", partition_key=pk)
         context.add_asset_metadata({"rows": rels.num_rows}, asset_key="relationships", partition_key=pk)
     home.catalog.set_parse_statuses(statuses)

@@ -1,26 +1,34 @@
 """Change detection and acquisition for folder sources.
 
 A scan walks every registered root without following symlinks, prescreens
-each file by ``(mtime_ns, size)`` against the catalog, confirms a change by
-hashing the bytes, stores new content in the artifact store and records the
-acquisition. It reports new, changed, moved, deleted and unsupported sources
-and the parse IDs that need a parse run. The Dagster sensor and
-``fabric ingest`` share this one function.
+each file by ``(mtime_ns, size)`` against the catalog, checks its size against
+the caps before reading it, confirms a change by hashing the bytes while
+streaming them into the artifact store, and records the acquisition. It
+reports new, changed, moved, deleted and unsupported sources, every file or
+folder it found but could not take in (``skipped``, with a reason; also kept
+in the catalog for ``fabric status``), and the parse IDs that need a parse run.
+The Dagster sensor and ``fabric ingest`` share this one function.
 """
 
 from __future__ import annotations
 
-import hashlib
 import os
 import stat
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from fabric_resources.parsing.registry import detect_media_type, parser_for
 from fabric_resources import identity
-from fabric_resources.catalog import SourceRow
+from fabric_resources.artifact_store import ArtifactTooLarge, NotARegularFile
+from fabric_resources.catalog import Catalog, SourceRow
 from fabric_resources.home import FabricHome
+from fabric_resources.schema import SCAN_SKIPPED_STATE
+
+#: Why a file is not a regular file, by ``stat`` type test.
+_SPECIAL_FILES = ((stat.S_ISFIFO, "fifo"), (stat.S_ISSOCK, "socket"), (stat.S_ISCHR, "character device"),
+                  (stat.S_ISBLK, "block device"))
 
 
 class PathOutsideRoot(ValueError):
@@ -44,6 +52,10 @@ class ScanReport:
     #: a source key must be text, so they are skipped (a folder with all it holds) and reported.
     skipped_names: list[str] = field(default_factory=list)
     withheld: list[str] = field(default_factory=list)  # present but withheld by policy (not parsed)
+    #: ``(path, reason)`` of what the walk found but did not take in: ``too-large``, ``unreadable``,
+    #: ``not-a-regular-file`` (FIFO, socket, device), ``unreadable-folder``, ``name-not-utf-8``. The
+    #: path is a source key (``fs:<root>/<path>``; ``ascii()`` of the path for non-UTF-8 names).
+    skipped: list[tuple[str, str]] = field(default_factory=list)
 
     @property
     def needs_activation(self) -> bool:
@@ -82,10 +94,16 @@ def _is_utf8(name: str) -> bool:
     return True
 
 
-def _walk(root: Path, ignore_hidden: bool, report: ScanReport, skip_dir: str | None = None):
+SkipCallback = Callable[[str, str], None]
+
+
+def _walk(root: Path, ignore_hidden: bool, report: ScanReport, skip: SkipCallback, skip_dir: str | None = None):
     """Yield ``(path, root-relative POSIX path, stat)`` for regular files under ``root``; never
     follows symlinks; never enters ``skip_dir`` (the Fabric home, when it lies inside a root:
-    its own tables and logs are not sources).
+    its own tables and logs are not sources). Everything else found is reported through
+    ``skip(rel_posix, reason)``: FIFOs, sockets and devices (never opened: a FIFO would block),
+    entries that cannot be stat'ed, and folders that cannot be listed (``rel_posix`` ``""`` for
+    the root itself).
 
     The relative path is built from the entry names on the way down rather than derived per file
     with ``pathlib`` (which was two thirds of a no-change scan at 2,000 files).
@@ -95,7 +113,8 @@ def _walk(root: Path, ignore_hidden: bool, report: ScanReport, skip_dir: str | N
         d, rel = stack.pop()
         try:
             entries = sorted(os.scandir(d), key=lambda e: e.name)
-        except OSError:
+        except OSError as exc:
+            skip(rel, f"unreadable-folder: {type(exc).__name__}: {exc.strerror or exc}")
             continue
         for e in entries:
             if ignore_hidden and e.name.startswith("."):
@@ -106,16 +125,34 @@ def _walk(root: Path, ignore_hidden: bool, report: ScanReport, skip_dir: str | N
             child = f"{rel}/{e.name}" if rel else e.name
             if not _is_utf8(e.name):
                 report.skipped_names.append(ascii(child))
+                skip(ascii(child), "name-not-utf-8")
                 continue
             try:
                 st = e.stat(follow_symlinks=False)
-            except OSError:
+            except OSError as exc:
+                skip(child, f"unreadable: {type(exc).__name__}: {exc.strerror or exc}")
                 continue
             if stat.S_ISDIR(st.st_mode):
                 if e.path != skip_dir:
                     stack.append((e.path, child))
             elif stat.S_ISREG(st.st_mode):
                 yield e.path, child, st
+            else:
+                kind = next((name for test, name in _SPECIAL_FILES if test(st.st_mode)), "special file")
+                skip(child, f"not-a-regular-file: {kind}")
+
+
+def awaited_parse_ids(catalog: Catalog) -> set[str]:
+    """Parse IDs some source still waits for: the current parse of a ``present`` (or
+    ``access_lost``) source. A pending or unfinished parse that no such source names (its files
+    were all deleted, or changed again before it ran) is dropped: never run again."""
+    return {s.parse_id for s in catalog.sources() if s.parse_id and s.state in ("present", "access_lost")}
+
+
+def size_cap(cfg, spec) -> int:
+    """The most bytes the scan reads of a file parsed by ``spec`` (``None``: not parsed)."""
+    parser_cap = spec.max_bytes(cfg.parsers) if spec is not None else None
+    return min(cfg.sources.max_file_bytes, parser_cap or cfg.sources.max_file_bytes)
 
 
 def scan(home: FabricHome) -> ScanReport:
@@ -129,11 +166,13 @@ def scan(home: FabricHome) -> ScanReport:
     known_runs = catalog.parse_ids()
     # Roots are stored resolved and the walk joins plain names, so a resolved path compares as text.
     home_dir = str(home.layout.root.resolve())
+    unwalked: list[str] = []  # labels of roots that could not be observed this time
     for root in catalog.roots():
         root_path = Path(root.path)
         known = {s.source_key: s for s in catalog.sources(root_id=root.root_id)}
         seen: set[str] = set()
         if not root_path.is_dir():
+            unwalked.append(root.label)
             with catalog.transaction(immediate=True) as con:
                 for s in known.values():
                     if s.state == "present":
@@ -141,7 +180,21 @@ def scan(home: FabricHome) -> ScanReport:
                         catalog.log_event(con, "source-access-lost", source_key=s.source_key)
                         report.access_lost.append(s.source_key)
             continue
-        for file_path, rel_posix, st in _walk(root_path, cfg.sources.ignore_hidden, report, home_dir):
+        unlisted: list[str] = []  # folders that could not be listed: what they held is not observed
+
+        def skip(rel: str, reason: str, label: str = root.label) -> None:
+            report.skipped.append((_key(label, rel), reason))
+            if reason.startswith("unreadable-folder"):
+                unlisted.append(rel)
+
+        def lose_access(prev: SourceRow | None) -> None:
+            if prev and prev.state == "present":
+                with catalog.transaction(immediate=True) as con:
+                    catalog.upsert_source(con, _with(prev, state="access_lost", last_seen=now))
+                    catalog.log_event(con, "source-access-lost", source_key=prev.source_key)
+                report.access_lost.append(prev.source_key)
+
+        for file_path, rel_posix, st in _walk(root_path, cfg.sources.ignore_hidden, report, skip, home_dir):
             key = _key(root.label, rel_posix)
             seen.add(key)
             prev = known.get(key)
@@ -151,26 +204,35 @@ def scan(home: FabricHome) -> ScanReport:
             unchanged = prev and prev.state == "present" and prev.mtime_ns == st.st_mtime_ns and prev.size == st.st_size
             if unchanged and (withheld or prev.parse_id is None or prev.parse_id in known_runs):
                 continue  # prescreen: unchanged (and parsed, unless withheld)
-            path = Path(file_path)
-            try:
-                data = path.read_bytes()
-            except OSError:
-                if prev:
-                    with catalog.transaction(immediate=True) as con:
-                        catalog.upsert_source(con, _with(prev, state="access_lost", last_seen=now))
-                    report.access_lost.append(key)
-                continue
-            digest = hashlib.sha256(data).hexdigest()
-            media_type = detect_media_type(path.name, data[:512])
+            media_type = detect_media_type(rel_posix.rpartition("/")[2])
             spec = parser_for(media_type)
+            cap = size_cap(cfg, spec)
+            # Checked before reading: a file over the cap is never read, hashed or stored. A source
+            # whose new version is too large keeps its last good version (like a failed parse).
+            if st.st_size > cap:
+                report.skipped.append((key, f"too-large: {st.st_size} bytes > {cap}"))
+                continue
+            try:
+                stored = home.artifacts.put_file(file_path, cap)
+            except ArtifactTooLarge:  # it grew after the stat
+                report.skipped.append((key, f"too-large: more than {cap} bytes when read"))
+                continue
+            except NotARegularFile:  # replaced by a FIFO, socket or device after the stat
+                report.skipped.append((key, "not-a-regular-file: replaced while scanned"))
+                seen.discard(key)
+                continue
+            except OSError as exc:
+                report.skipped.append((key, f"unreadable: {type(exc).__name__}: {exc.strerror or exc}"))
+                lose_access(prev)
+                continue
+            digest, size, mtime_ns = stored.digest, stored.size, stored.mtime_ns
             if prev and prev.state == "present" and prev.source_hash == digest and prev.media_type == media_type:
                 with catalog.transaction(immediate=True) as con:
-                    catalog.upsert_source(con, _with(prev, mtime_ns=st.st_mtime_ns, size=st.st_size, last_seen=now))
+                    catalog.upsert_source(con, _with(prev, mtime_ns=mtime_ns, size=size, last_seen=now))
                     if spec is not None and not withheld:  # e.g. no longer withheld: parse it now
                         _ensure_parse_run(con, catalog, cfg, spec, digest, media_type)
                 report.touched.append(key)
                 continue
-            home.artifacts.put(data, expected_digest=digest)
             parse_id = None
             with catalog.transaction(immediate=True) as con:
                 if spec is not None:
@@ -179,18 +241,29 @@ def scan(home: FabricHome) -> ScanReport:
                     parse_id = _ensure_parse_run(con, catalog, cfg, spec, digest, media_type, create=not withheld)
                 row = SourceRow(
                     source_key=key, root_id=root.root_id, rel_path=rel_posix, state="present",
-                    media_type=media_type, mtime_ns=st.st_mtime_ns, size=st.st_size,
+                    media_type=media_type, mtime_ns=mtime_ns, size=size,
                     source_hash=digest, parse_id=parse_id,
                     first_seen=prev.first_seen if prev else now, last_seen=now,
                 )
                 catalog.upsert_source(con, row)
-                catalog.record_acquisition(con, key, digest, st.st_mtime_ns, st.st_size)
+                catalog.record_acquisition(con, key, digest, mtime_ns, size)
                 kind = "source-changed" if prev and prev.state == "present" else "source-new"
                 catalog.log_event(con, kind, source_key=key, parse_id=parse_id, detail={"source_hash": digest})
             if spec is None:
                 report.unsupported.append((key, media_type))
             (report.changed if prev and prev.state == "present" else report.new).append(key)
             new_keys_by_hash.setdefault(digest, key)
+        # Files under a folder that could not be listed were not observed, so they are not deleted.
+        for rel in unlisted:
+            prefix = f"{rel}/" if rel else ""
+            for k, s in known.items():
+                if k not in seen and s.rel_path.startswith(prefix):
+                    seen.add(k)
+                    lose_access(s)
+        for key, reason in report.skipped:
+            if reason.startswith("unreadable:") and key in known and key not in seen:
+                seen.add(key)  # an entry that cannot be stat'ed is still there: not deleted
+                lose_access(known[key])
         # The root is readable again, so a source lost with it (access_lost) whose file is not
         # here any more was deleted meanwhile; keeping it would serve a file that no longer exists.
         gone = [s for k, s in known.items() if k not in seen and s.state in ("present", "access_lost")]
@@ -205,8 +278,20 @@ def scan(home: FabricHome) -> ScanReport:
     for digest, old_key in vanished_by_hash.items():
         if digest in new_keys_by_hash:
             report.moved.append((old_key, new_keys_by_hash[digest]))
-    report.parse_ids_to_run = [r.parse_id for r in catalog.parse_runs(status="pending")]
+    awaited = awaited_parse_ids(catalog)
+    report.parse_ids_to_run = [r.parse_id for r in catalog.parse_runs(status="pending") if r.parse_id in awaited]
+    _record_skipped(catalog, report.skipped, unwalked)
     return report
+
+
+def _record_skipped(catalog: Catalog, skipped: list[tuple[str, str]], unwalked: list[str]) -> None:
+    """Keep this scan's skipped paths for ``fabric status`` (those of roots it could not walk
+    are carried over from the last scan that could)."""
+    previous = catalog.state(SCAN_SKIPPED_STATE) or {}
+    kept = {k: v for k, v in previous.items() if any(k.startswith(f"fs:{label}/") for label in unwalked)}
+    current = {**kept, **dict(skipped)}
+    if current != previous:
+        catalog.set_state(SCAN_SKIPPED_STATE, current)
 
 
 def _ensure_parse_run(con, catalog, cfg, spec, digest: str, media_type: str, create: bool = True) -> str:
