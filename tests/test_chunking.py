@@ -9,10 +9,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from fabric_assets.chunking.fine_chunks import (
+    MAX_TOKEN_CHARS,
     SEPARATOR,
     ChunkInputUnit,
     FineChunk,
     Fragment,
+    counted_spans,
     pack_fine_chunks,
 )
 
@@ -329,3 +331,56 @@ def test_chunk_cap_follows_the_documents_routing():
     assert chunk_cap(cfg, ["梅雨", "梅雨（つゆ、ばいう）は、東アジアの気象現象である。"]) == cfg.chunking.multilingual_max_tokens
     off = FabricConfig.model_validate({"dense": {"multilingual": False}})
     assert chunk_cap(off, ["梅雨（つゆ、ばいう）は気象現象。"]) == off.chunking.max_tokens
+
+
+# --------------------------------------------------------------------------
+# The cap holds whatever the input's shape (issue 13, item 9)
+
+HOSTILE = {
+    "one long word": "x" * 40_000,
+    "replacement characters": "\ufffd" * 5_000 + " end",
+    "a run of spaces": "a" + " " * 3_000 + "b",
+    "controls": "\x07" * 2_000 + "word",
+    "emoji": "😀" * 3_000,
+    "long words": ("word" * 30 + " ") * 200,
+    "a url": "https://example.com/" + "a/" * 3_000,
+    "prose": "The keeper wrote the tide tables in a green ledger. " * 300,
+}
+
+
+@pytest.mark.parametrize("name", sorted(HOSTILE))
+def test_the_token_cap_bounds_every_chunk_whatever_the_shape(real_spans, name):
+    """guards against: WordPiece's single [UNK] for a word over 100 characters (or characters it
+    drops, like U+FFFD) counting as one token, so a 20 MB line became one chunk; cuts that lose
+    text."""
+    text = HOSTILE[name]
+    chunks = pack_fine_chunks([U("u", text)], real_spans, 128)
+    assert all(c.token_count <= 128 and len(c.text) < 2 * MAX_TOKEN_CHARS * 128 for c in chunks)
+    frags = [f for c in chunks for f in c.fragments]
+    assert all(c.text == text[f.start_char:f.end_char] for c in chunks for f in c.fragments)
+    assert text[:frags[0].start_char].strip() == "" and text[frags[-1].end_char:].strip() == ""
+    assert all(text[a.end_char:b.start_char].strip() == "" for a, b in zip(frags, frags[1:]))
+
+
+@settings(max_examples=150, deadline=None, derandomize=True)
+@given(st.text(alphabet="ab \ufffd", max_size=300), st.integers(2, 12))
+def test_counted_spans_are_short_and_close_together(text, max_chars):
+    """guards against: a counted token longer than the bound, or a long stretch between two."""
+    raw = word_spans([text.replace("\ufffd", " ")])[0]  # U+FFFD as a character the tokenizer drops
+    spans = counted_spans(text, raw, max_chars)
+    assert all(0 <= s <= e <= len(text) and e - s <= max_chars for s, e in spans)
+    assert [s for s, _ in spans] == sorted(s for s, _ in spans)
+    edges = [0] + [x for span in spans for x in span] + [len(text)]
+    assert all(b - a < max_chars for a, b in zip(edges[0::2], edges[1::2]))  # the gaps
+    assert [sp for sp in spans if sp in raw] == [sp for sp in raw if sp[1] - sp[0] <= max_chars]
+
+
+def test_long_unit_split_prefers_a_word_boundary_to_a_token_boundary():
+    """guards against: cutting inside a word (between its word pieces) when a space is available."""
+    text = "alpha betagamma"
+
+    def pieces(texts):  # word pieces: al + pha, beta + gamma
+        return [[(0, 2), (2, 5), (6, 10), (10, 15)] for _ in texts]
+
+    # Three tokens would end inside "betagamma"; the cut moves back to the space.
+    assert [c.text for c in pack_fine_chunks([U("u", text)], pieces, 3)] == ["alpha", "betagamma"]

@@ -343,3 +343,76 @@ def test_registry_text_parser_uses_text_config() -> None:
     with pytest.raises(ParseError) as err:
         spec.run(b"x" * 10, ParserConfig(text=TextParserConfig(max_bytes=5)), "text/plain")
     assert err.value.reason == "too-large"
+
+
+# --------------------------------------------------------------------------
+# Western European legacy encodings (issue 13, item 12)
+
+SHORT_WESTERN = ["Café crème", "Müller", "Größe", "naïve façade", "¿Qué?", "Ærøskøbing", "l’été", "© 2024 Ünal",
+                 "Straße", "São Paulo", "fiancé", "Zürich – Genève"]
+
+
+@pytest.mark.parametrize("text", SHORT_WESTERN)
+def test_short_latin1_and_cp1252_texts_decode(text: str) -> None:
+    """Guards against: Latin-1 / cp1252 text failing as undecodable, or read as cp932/GB18030
+    mojibake (Müller decodes as GB18030, l’été as cp932)."""
+    for encoding in ("latin-1", "cp1252"):
+        try:
+            data = text.encode(encoding)
+        except UnicodeEncodeError:
+            continue  # ’ and – exist in cp1252 only
+        assert decode_text(data) == (text, "cp1252")
+
+
+@pytest.mark.parametrize(
+    ("relative", "encoding"),
+    [("gutenberg/1342-0_pride-and-prejudice.txt", "cp1252"), ("gutenberg/1342-0_pride-and-prejudice.txt", "latin-1")],
+)
+def test_a_real_novel_in_a_western_legacy_encoding_decodes_exactly(relative: str, encoding: str) -> None:
+    """Guards against: a whole Latin-1 or cp1252 file failing (it has no BOM and is not UTF-8)."""
+    original, _ = decode_text(corpus_file(relative))
+    data = original.encode(encoding, errors="ignore")  # latin-1 lacks the curly quotes
+    text, detected = decode_text(data)
+    assert (detected, text) == ("cp1252", data.decode(encoding))
+    doc = parse_text(data, CONFIG)
+    assert doc.encoding == "cp1252" and any("truth universally acknowledged" in u.text for u in doc.units)
+
+
+def test_spanish_book_text_in_latin1_decodes_exactly() -> None:
+    """Guards against: accented Spanish (ñ, á, ¿) in Latin-1 failing or reading as CJK."""
+    from fabric_resources.parsing.epub.parser import parse_epub
+    from fabric_resources.config import EpubParserConfig
+
+    path = SHARED / "corpus" / "epub" / "todo-es-mio_test.epub"
+    if not path.exists():
+        pytest.skip("../shared/corpus not present")
+    units = [u.text for u in parse_epub(path.read_bytes(), EpubParserConfig()).units]
+    text = "\n\n".join(t for t in units if all(ord(c) < 256 for c in t))
+    assert decode_text(text.encode("latin-1")) == (text, "cp1252")
+    for unit in units[:200]:  # each paragraph alone, as a short file
+        if all(ord(c) < 256 for c in unit) and not unit.isascii():
+            assert decode_text(unit.encode("latin-1")) == (unit, "cp1252"), unit
+
+
+def test_cjk_legacy_units_still_decode_as_before() -> None:
+    """Guards against: the Western reading taking over Shift_JIS or GB18030 text that decoded right
+    (every unit of the Aozora files and of 三国演义, alone, as a short file)."""
+    checked = 0
+    for relative, encoding in [(f"aozora/{name}", "cp932") for name in (
+            "akutagawa_rashomon.sjis.txt", "akutagawa_kumono_ito.sjis.txt", "akutagawa_momotaro.sjis.txt",
+            "akutagawa_jigokuhen_shinji.sjis.txt")] + [("chinese/sanguoyanyi_ch01-10.utf8.txt", "gb18030")]:
+        for unit in parse_text(corpus_file(relative), CONFIG).units:
+            for sentence in unit.text.split("。")[:40]:
+                data = (sentence + "。").encode(encoding)
+                assert decode_text(data)[1] == encoding, sentence
+                checked += 1
+    assert checked > 500
+
+
+@pytest.mark.parametrize("data", [b"ok " + b"\xff\xfe\xfd" * 4, bytes(range(0xA0, 0x100)) * 3, "Привет мир".encode("cp1251")])
+def test_symbol_runs_are_not_western_text(data: bytes) -> None:
+    """Guards against: windows-1252, which maps almost every byte, turning binary or Cyrillic
+    (cp1251) bytes into mojibake instead of undecodable."""
+    with pytest.raises(ParseError) as err:
+        decode_text(data)
+    assert err.value.reason == "undecodable" and "cp1252" in err.value.detail

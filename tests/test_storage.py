@@ -32,6 +32,48 @@ def store(tmp_path: Path) -> ArtifactStore:
     return ArtifactStore(tmp_path / "artifacts")
 
 
+def test_put_file_streams_hashes_and_stores_what_it_read(store, tmp_path):
+    """guards against: a streamed copy whose digest is not of the bytes stored, or a second copy."""
+    from fabric_resources.artifact_store import STREAM_CHUNK_BYTES
+
+    data = os.urandom(STREAM_CHUNK_BYTES * 2 + 17)
+    f = tmp_path / "blob.bin"
+    f.write_bytes(data)
+    stored = store.put_file(f, max_bytes=len(data))
+    assert (stored.digest, stored.size, stored.mtime_ns) == (sha256_hex(data), len(data), f.stat().st_mtime_ns)
+    assert store.get(stored.digest) == data
+    assert store.put_file(f, max_bytes=len(data)).digest == stored.digest
+    assert not any((store.root / "incoming").iterdir())
+
+
+def test_put_file_refuses_over_the_cap_and_stores_nothing(store, tmp_path):
+    """guards against: a file that grew past the cap after its stat being stored anyway."""
+    from fabric_resources.artifact_store import ArtifactTooLarge
+
+    f = tmp_path / "big.bin"
+    f.write_bytes(b"x" * 5000)
+    with pytest.raises(ArtifactTooLarge):
+        store.put_file(f, max_bytes=4999)
+    assert not store.has(sha256_hex(b"x" * 5000))
+    assert not any((store.root / "incoming").iterdir())
+
+
+def test_put_file_never_blocks_on_a_fifo_nor_follows_a_symlink(store, tmp_path):
+    """guards against: a FIFO swapped in for a file hanging the scan (open() blocks until a writer
+    comes), and a symlink swapped in pulling bytes from outside the root."""
+    from fabric_resources.artifact_store import NotARegularFile
+
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    with pytest.raises(NotARegularFile):
+        store.put_file(fifo, max_bytes=10)
+    target = tmp_path / "secret.txt"
+    target.write_text("outside")
+    (tmp_path / "link").symlink_to(target)
+    with pytest.raises(OSError):
+        store.put_file(tmp_path / "link", max_bytes=100)
+
+
 def test_put_get_roundtrip_and_layout(store):
     """guards against: a different address layout or digest than sha256/<2>/<64>."""
     data = b"hello fabric"

@@ -120,11 +120,13 @@ def units_and_relationships(context: dg.AssetExecutionContext, fabric: FabricHom
                 "title": doc.title or "", "source_hash": run.source_hash, "media_type": run.media_type}
         context.add_asset_metadata({**meta, "rows": units.num_rows}, asset_key="units", partition_key=pk)
         context.add_asset_metadata({"rows": rels.num_rows}, asset_key="relationships", partition_key=pk)
-    home.catalog.set_parse_statuses(statuses)
     units_version = home.tables.replace_partitions(
         "units", keys, pa.concat_tables(all_units) if all_units else UNITS.empty_table())
     rels_version = home.tables.replace_partitions(
         "relationships", keys, pa.concat_tables(all_rels) if all_rels else RELATIONSHIPS.empty_table())
+    # Only once the rows are stored: a write that fails (a fault of Fabric) leaves these parses
+    # pending, so the next ingest runs them again rather than trusting rows that are not there.
+    home.catalog.set_parse_statuses(statuses)
     yield dg.MaterializeResult(asset_key="units", metadata={"lance_version": units_version})
     yield dg.MaterializeResult(asset_key="relationships", metadata={"lance_version": rels_version})
     yield record_and_summarise(home, "unit_ids_are_unique", "units", verdicts)

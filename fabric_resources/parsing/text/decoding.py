@@ -225,8 +225,10 @@ def western_beats_cjk(data: bytes, cjk_text: str) -> bool:
     On the units of ../shared neither signal fired for one Shift_JIS or GB18030 text, so
     what decodes as CJK today still does; measured there, the windows-1252 encodings of
     English, Spanish and German units decoded back exactly in 5,326 of 5,327 cases
-    (snippets of 4-24 characters: 5,072 of 5,327; the misses start with a curly quote
-    that pairs with the letter after it).
+    (snippets of 4-24 characters: 5,072 of 5,327). What stays ambiguous is a short text whose
+    only non-ASCII characters open a word and pair with the letter after it ("“I hope",
+    "Ça va"): its CJK reading has a lone character between spaces, as CJK text may; it decodes
+    as CJK, as it did before windows-1252 was a candidate.
 
     >>> western_beats_cjk("Geschäftsführer".encode("cp1252"), "Gesch\u4000tsf\u4000rer")
     True

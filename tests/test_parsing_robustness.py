@@ -1,0 +1,299 @@
+"""Issue 13, parser side: bad input fails one document (or one cell) with a named reason, never
+leaks DTD text, never hides a decoding repair, never makes a unit longer than its cap.
+
+Synthetic EPUBs come from the builder in test_parsing_epub; real files from ../shared
+(skipped with a reason when absent).
+"""
+
+from __future__ import annotations
+
+import io
+import zipfile
+
+import pytest
+from conftest import CORPUS, need_shared
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from test_parsing_epub import build_epub, xhtml
+
+from fabric_resources.config import EpubParserConfig, ParserConfig, TextParserConfig
+from fabric_resources.parsing.document import ParseError, bad_input_net
+from fabric_resources.parsing.epub.parser import parse_epub
+from fabric_resources.parsing.language import document_language
+from fabric_resources.parsing.long_units import split_long_text
+from fabric_resources.parsing.records import unit_rows
+from fabric_resources.parsing.registry import detect_media_type, parser_for
+from fabric_resources.parsing.spec import ParserSpec
+from fabric_resources.parsing.text.parser import decode_text, parse_text
+
+EPUB = EpubParserConfig()
+TEXT = TextParserConfig()
+
+
+# --------------------------------------------------------------------------- the safety nets
+
+
+class Unanticipated(LookupError):
+    pass
+
+
+def test_any_exception_leaves_a_parser_entry_point_as_parser_error_naming_it():
+    """guards against: an exception type nobody listed escaping (the LZMAError of issue 13), or being
+    relabelled as some other reason (a bad colspan reported as malformed-package)."""
+
+    @bad_input_net
+    def parse(data: bytes):
+        raise Unanticipated("key 7 not found")
+
+    with pytest.raises(ParseError) as err:
+        parse(b"x")
+    assert err.value.reason == "parser-error"
+    assert "test_parsing_robustness.Unanticipated: key 7 not found" in err.value.detail
+    assert "(at test_parsing_robustness.py:" in err.value.detail
+
+
+@pytest.mark.parametrize("exc", [MemoryError(), KeyboardInterrupt(), ParseError("not-a-zip", "junk")])
+def test_the_net_lets_machine_faults_and_named_reasons_through(exc):
+    """guards against: a transient MemoryError or a Ctrl-C turned into a permanent failed parse, or a
+    named reason rewritten as parser-error."""
+
+    @bad_input_net
+    def parse(data: bytes):
+        raise exc
+
+    with pytest.raises(type(exc)) as err:
+        parse(b"x")
+    assert err.value is exc
+
+
+def test_a_plug_in_without_a_net_of_its_own_still_fails_one_document():
+    """guards against: ParserSpec.run trusting every plug-in to catch its own exceptions."""
+
+    def parse(data, config, media_type):
+        return {}["missing"]
+
+    spec = ParserSpec("raw", "1", {".raw": "application/x-raw"}, "text", parse)
+    with pytest.raises(ParseError) as err:
+        spec.run(b"x", ParserConfig(), "application/x-raw")
+    assert err.value.reason == "parser-error" and "KeyError" in err.value.detail
+
+
+# --------------------------------------------------------------------------- EPUB members
+
+
+def recompressed(data: bytes, method: int, corrupt: str | None = None) -> bytes:
+    """``data`` with every member stored by ``method``, and member ``corrupt``'s bytes damaged."""
+    zin = zipfile.ZipFile(io.BytesIO(data))
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as zout:
+        for info in zin.infolist():
+            zout.writestr(info.filename, zin.read(info), compress_type=method)
+    raw = bytearray(buf.getvalue())
+    if corrupt is not None:
+        info = zipfile.ZipFile(io.BytesIO(bytes(raw))).getinfo(corrupt)
+        start = info.header_offset + 30 + len(info.filename.encode()) + len(info.extra)
+        for i in range(start + 8, start + min(info.compress_size, 40)):
+            raw[i] ^= 0x5A
+    return bytes(raw)
+
+
+TWO_CHAPTERS = {"ch1.xhtml": xhtml("<p>The first chapter.</p>" * 5), "ch2.xhtml": xhtml("<p>The second chapter.</p>" * 5)}
+
+
+@pytest.mark.parametrize("method", [zipfile.ZIP_LZMA, zipfile.ZIP_BZIP2, zipfile.ZIP_DEFLATED])
+def test_a_corrupt_chapter_is_skipped_whatever_its_compression(method):
+    """guards against: MEMBER_ERRORS missing a decompressor's own exception type (_lzma.LZMAError),
+    so one damaged chapter failed the whole parse run."""
+    data = recompressed(build_epub(TWO_CHAPTERS), method, corrupt="OEBPS/ch1.xhtml")
+    doc = parse_epub(data, EPUB)
+    assert {u.text for u in doc.units} == {"The second chapter."}
+    (skipped,) = doc.metadata["skipped_documents"]
+    assert skipped["href"] == "ch1.xhtml" and skipped["reason"].startswith("unreadable-member: ")
+
+
+def test_a_corrupt_lzma_package_is_malformed_package_naming_the_error():
+    """guards against: the OPF's LZMAError escaping, or a reason that hides what was wrong."""
+    data = recompressed(build_epub(TWO_CHAPTERS), zipfile.ZIP_LZMA, corrupt="OEBPS/content.opf")
+    with pytest.raises(ParseError) as err:
+        parse_epub(data, EPUB)
+    assert err.value.reason == "malformed-package" and "LZMAError" in err.value.detail
+
+
+def test_too_large_epub_is_refused_by_its_own_cap():
+    """guards against: the EPUB parser reading a file of any size into memory."""
+    data = build_epub(TWO_CHAPTERS)
+    with pytest.raises(ParseError) as err:
+        parse_epub(data, EpubParserConfig(max_bytes=len(data) - 1))
+    assert err.value.reason == "too-large"
+
+
+# --------------------------------------------------------------------------- DOCTYPE, entities
+
+
+def laughs(levels: int) -> str:
+    entities = '<!ENTITY lol "lol">' + "".join(
+        f'<!ENTITY lol{i} "{("&lol" + (str(i - 1) if i > 1 else "") + ";") * 10}">' for i in range(1, levels + 1))
+    return ('<?xml version="1.0" encoding="utf-8"?>\n<!DOCTYPE html [' + entities + ']>\n'
+            '<html xmlns="http://www.w3.org/1999/xhtml"><head><title>t</title></head><body>'
+            f'<p>&lol{levels}; x</p><p>Real text.</p></body></html>')
+
+
+@pytest.mark.parametrize("levels", [2, 9])
+def test_a_billion_laughs_doctype_leaves_no_dtd_text(levels):
+    """guards against: libxml2 refusing the amplification and the lxml.html fallback reading the
+    internal subset's tail (']>') and the entity reference as text (issue 13: ']> x' indexed)."""
+    doc = parse_epub(build_epub({"a.xhtml": laughs(levels)}), EPUB)
+    assert [u.text for u in doc.units] == ["x", "Real text."]
+    assert doc.metadata["html_fallback"] == []
+
+
+def test_internal_entities_with_plain_values_expand_and_html_names_resolve():
+    """guards against: XHTML 1.1 books losing every &eacute; (without the DTD the XML parser kept
+    them as entity nodes, which the walk drops), and a declared &nbsp; entity vanishing."""
+    declared = ('<?xml version="1.0" encoding="utf-8"?>\n<!DOCTYPE html [<!ENTITY nbsp "&#160;">'
+                '<!ENTITY house "the lighthouse">]>\n<html xmlns="http://www.w3.org/1999/xhtml"><body>'
+                "<p>By&nbsp;&house; &amp; &eacute;t&eacute; &lt;3</p></body></html>")
+    external = ('<?xml version="1.0" encoding="utf-8"?>\n<!DOCTYPE html PUBLIC "-//W3C//DTD XHTML 1.1//EN" '
+                '"http://www.w3.org/TR/xhtml11/DTD/xhtml11.dtd">\n<html xmlns="http://www.w3.org/1999/xhtml">'
+                "<body><p>Caf&eacute; cr&egrave;me &hellip; &amp;</p></body></html>")
+    doc = parse_epub(build_epub({"a.xhtml": declared, "b.xhtml": external}), EPUB)
+    assert [u.text for u in doc.units] == ["By the lighthouse & été <3", "Café crème … &"]
+
+
+# --------------------------------------------------------------------------- decoding repairs
+
+
+def test_invalid_utf8_in_xhtml_is_repaired_and_counted_per_unit():
+    """guards against: invalid UTF-8 indexed as U+FFFD with no report (issue 13); literal U+FFFD
+    counted as a repair in a document that needed none."""
+    bad = xhtml("<p>caf\u00e9 au lait</p><p>Clean paragraph.</p><p>na\u00efve and s\u00e9ance</p>").encode()
+    bad = bad.replace("é".encode(), b"\xe9").replace("ï".encode(), b"\xef")
+    clean = xhtml("<p>A literal \ufffd replacement character.</p>")
+    doc = parse_epub(build_epub({"bad.xhtml": bad, "clean.xhtml": clean}), EPUB)
+    by_text = {u.text: u.attributes.get("decoding_repairs") for u in doc.units}
+    assert by_text == {"caf\ufffd au lait": 1, "Clean paragraph.": None, "na\ufffdve and s\ufffdance": 2,
+                       "A literal \ufffd replacement character.": None}
+    assert doc.metadata["decoding_repairs"] == {"bad.xhtml": 3}
+    unit_rows("p" * 32, doc)
+
+
+def test_plain_text_stays_strict():
+    """guards against: the EPUB repair leaking into plain text, which must decode exactly or fail."""
+    with pytest.raises(ParseError) as err:
+        parse_text(b"ok " + b"\x80\xfd\xfe\xff" * 4, TEXT)
+    assert err.value.reason == "undecodable"
+
+
+# --------------------------------------------------------------------------- bad attribute values
+
+
+@pytest.mark.parametrize("value", ["\u00b2", "\u0663", "-2", "", "x", "99999999999999999999999"])
+def test_a_bad_colspan_is_an_error_of_that_cell_only(value):
+    """guards against: int("²") (str.isdigit accepts superscripts) failing the whole book as
+    malformed-package."""
+    body = f'<table><tr><td colspan="{value}">a</td><td>b</td></tr></table><p>after the table</p>'
+    doc = parse_epub(build_epub({"a.xhtml": xhtml(body)}), EPUB)
+    cells = [u for u in doc.units if u.kind == "table_cell"]
+    assert [c.text for c in cells] == ["a", "b"]
+    assert cells[1].attributes["col"] >= 1
+    assert doc.units[-1].text == "after the table"
+
+
+# --------------------------------------------------------------------------- unit cap
+
+
+@settings(max_examples=200, deadline=None, derandomize=True)
+@given(st.text(alphabet="ab .!\n\u3002\u0301x", max_size=400), st.integers(2, 60))
+def test_split_long_text_pieces_are_exact_and_capped(text, cap):
+    """guards against: pieces over the cap, empty pieces, overlaps, or text lost between pieces."""
+    pieces = split_long_text(text, cap)
+    previous = 0
+    for start, end in pieces:
+        assert 0 < end - start <= cap
+        assert not text[start].isspace() and not text[end - 1].isspace()
+        assert text[previous:start].strip() == ""
+        previous = end
+    assert text[previous:].strip() == ""
+
+
+def test_split_prefers_sentence_then_word_then_character():
+    """guards against: cutting mid-word when a sentence end or a space is available."""
+    assert [t for t in _pieces("First sentence here. Second one follows on.", 30)] == [
+        "First sentence here.", "Second one follows on."]
+    assert _pieces("alpha beta gamma delta epsilon", 12) == ["alpha beta", "gamma delta", "epsilon"]
+    assert _pieces("x" * 25, 10) == ["x" * 10, "x" * 10, "x" * 5]
+    assert _pieces("e\u0301" * 6, 5) == ["e\u0301e\u0301", "e\u0301e\u0301", "e\u0301e\u0301"]
+
+
+def _pieces(text: str, cap: int) -> list[str]:
+    return [text[s:e] for s, e in split_long_text(text, cap)]
+
+
+def test_a_long_text_line_becomes_capped_units_with_exact_locators():
+    """guards against: a 20 MB single-line file becoming one unit of twenty million characters."""
+    from test_parsing_text import assert_locators_exact
+
+    line = ("word " * 3000 + "y" * 9000 + " The end.") * 3
+    data = ("Title line\r\n\r\n  " + line + "  \r\nnext line of the same paragraph\r\n").encode()
+    config = TextParserConfig(max_unit_chars=4096)
+    doc = parse_text(data, config)
+    text, _ = decode_text(data)
+    assert_locators_exact(text, doc.units)
+    assert max(len(u.text) for u in doc.units) <= 4096
+    pieces = [u for u in doc.units if "parts" in u.attributes]
+    assert [u.attributes["part"] for u in pieces] == list(range(pieces[0].attributes["parts"]))
+    # Nothing but whitespace is left out between consecutive units.
+    spans = [(u.locator["char_start"], u.locator["char_end"]) for u in doc.units]
+    assert all(text[end:start].strip() == "" for (_, end), (start, _) in zip(spans, spans[1:]))
+    assert "".join(text[s:e] for s, e in spans).replace("\r\n", "").replace(" ", "") == \
+        text.replace("\r\n", "").replace(" ", "")
+
+
+def test_a_long_epub_paragraph_is_split_and_its_note_reference_follows_its_piece():
+    """guards against: a megabyte paragraph as one unit; a note reference pointing at the wrong
+    piece or at offsets of the whole paragraph."""
+    body = ("<p>" + "The keeper wrote. " * 400 + 'A note<a epub:type="noteref" href="#n1">1</a> here.</p>'
+            '<aside epub:type="footnote" id="n1"><p>The note.</p></aside>')
+    doc = parse_epub(build_epub({"a.xhtml": xhtml(body)}), EpubParserConfig(max_unit_chars=1000))
+    paragraph = [u for u in doc.units if u.kind == "paragraph"]
+    assert max(len(u.text) for u in doc.units) <= 1000
+    assert paragraph[-1].attributes["part"] == paragraph[-1].attributes["parts"] - 1
+    assert paragraph[0].locator["char_start"] == 0 and paragraph[0].locator["element_path"] == \
+        paragraph[-1].locator["element_path"]
+    (ref,) = [r for r in doc.relationships if r.kind == "note_ref"]
+    source = doc.units[ref.source_index]
+    assert source.text[ref.attributes["start_char"]:ref.attributes["end_char"]] == "1"
+    assert doc.units[ref.target_index].text == "The note."
+
+
+# --------------------------------------------------------------------------- language
+
+
+LANGUAGES = [
+    ("text/gutenberg/1342-0_pride-and-prejudice.txt", "en"),
+    ("text/aozora/akutagawa_rashomon.sjis.txt", "ja"),
+    ("text/chinese/sanguoyanyi_ch01-10.utf8.txt", "zh"),
+    ("epub/todo-es-mio_test.epub", "es"),
+    ("epub/regime-anticancer-arabic.epub", "ar"),
+    ("epub/kusamakura-japanese-vertical-writing.epub", "ja"),
+    ("epub/charles-dickens_great-expectations.epub", "en"),
+]
+
+
+@pytest.mark.parametrize(("relative", "language"), LANGUAGES)
+def test_real_documents_get_their_language_identified(relative, language):
+    """guards against: plain text without a language (lang:en excluded all English .txt files) and
+    EPUBs answering by another rule than plain text."""
+    path = need_shared(CORPUS) / relative
+    media_type = detect_media_type(path.name)
+    doc = parser_for(media_type).run(path.read_bytes(), ParserConfig(), media_type)
+    verdict = document_language([u.text for u in doc.units], declared=doc.language)
+    assert (verdict.language, verdict.source) == (language, "identified")
+
+
+def test_short_and_textless_documents():
+    """guards against: guessing a language from a number, and ignoring a declared one then."""
+    assert document_language(["The lighthouse keeper climbed the stairs."]).language == "en"
+    assert document_language(["Der Leuchtturmwärter stieg die Treppe hinauf."]).language == "de"
+    assert document_language(["12 34 56 -- 7"]).language is None
+    assert document_language(["12 34"], declared="fr-CA").language == "fr-CA"
