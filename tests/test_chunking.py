@@ -338,9 +338,9 @@ def test_chunk_cap_follows_the_documents_routing():
 
 HOSTILE = {
     "one long word": "x" * 40_000,
-    "replacement characters": "\ufffd" * 5_000 + " end",
-    "a run of spaces": "a" + " " * 3_000 + "b",
-    "controls": "\x07" * 2_000 + "word",
+    "replacement characters": "\ufffd" * 10_000 + " end",
+    "a run of spaces": "a" + " " * 10_000 + "b",
+    "controls": "\x07" * 10_000 + "word",
     "emoji": "😀" * 3_000,
     "long words": ("word" * 30 + " ") * 200,
     "a url": "https://example.com/" + "a/" * 3_000,

@@ -23,12 +23,12 @@ from conftest import ingest
 from test_parsing_epub import build_epub, xhtml
 from typer.testing import CliRunner
 
-import fabric_assets.parse.assets as parse_assets
 from fabric_assets.chunking.fine_chunks import MAX_TOKEN_CHARS
 from fabric_assets.sources.scan import scan
 from fabric_query import Fabric
 from fabric_query.cli import app
 from fabric_resources.home import FabricHome
+from fabric_resources.parsing.spec import ParserSpec
 
 GOOD_TEXT = "The lighthouse keeper climbed the spiral stairs every evening to light the lamp.\n"
 FRENCH = "Le gardien du phare montait l'escalier chaque soir. Café crème, très chaud, à volonté.\n"
@@ -106,7 +106,7 @@ def world(tmp_path_factory):
             opened.append(os.fsdecode(file))
         return real_io_open(file, *args, **kwargs)
 
-    real_parse = parse_assets.ParserSpec.run
+    real_parse = ParserSpec.run
 
     def odd_run(self, data, parsers, media_type):
         if b"monkeypatched parser" in data:
@@ -121,7 +121,7 @@ def world(tmp_path_factory):
         mp.setattr(os, "open", os_open)
         mp.setattr(io, "open", io_open)
         # The plug-in itself raises (below its own safety net), as a third-party parser might.
-        mp.setattr(parse_assets.ParserSpec, "run", odd_run)
+        mp.setattr(ParserSpec, "run", odd_run)
         first = runner.invoke(app, ["ingest", str(src), "--home", str(home_dir)])
         out["first_cli"] = first
         out["status_1"] = Fabric(home_dir).status()
