@@ -53,8 +53,9 @@ def test_each_chunk_gets_one_vector_from_the_model_its_text_needs(tmp_path, fabr
     assert en.results[0].citation.source_key == "fs:src/en.txt"
 
 
-def test_lang_filter_uses_declared_or_script_language(tmp_path, fabric_home):
-    """guards against: lang: ignored, or applied after ranking (an ineligible best match leaking)."""
+def test_lang_filter_uses_the_identified_language(tmp_path, fabric_home):
+    """guards against: lang: ignored, or applied after ranking (an ineligible best match leaking);
+    plain Latin-script text without a language (issue 13: lang:en excluded every English .txt)."""
     src = tmp_path / "src"
     src.mkdir()
     (src / "en.txt").write_text("The rainy season in Hokkaido is short.\n")
@@ -63,7 +64,8 @@ def test_lang_filter_uses_declared_or_script_language(tmp_path, fabric_home):
     ingest(src, fabric_home)
     fabric = Fabric(fabric_home.root)
     langs = {k: m["language"] for k, m in fabric_home.catalog.current_release().manifest["sources"].items()}
-    assert langs == {"fs:src/en.txt": None, "fs:src/ja.txt": "ja", "fs:src/zh.txt": "zh"}
+    assert langs == {"fs:src/en.txt": "en", "fs:src/ja.txt": "ja", "fs:src/zh.txt": "zh"}
+    assert {h.citation.source_key for h in fabric.search("rainy season lang:en").results} == {"fs:src/en.txt"}
     hits = fabric.search("雨季 lang:ja").results
     assert hits and {h.citation.source_key for h in hits} == {"fs:src/ja.txt"}
     # The best match for 花园 is Chinese; with lang:ja only the Japanese document is eligible.
