@@ -36,6 +36,9 @@ from fabric_resources.parsing.document import ParsedDocument, ParseError, ParseE
 from fabric_resources.parsing.records import unit_rows
 from fabric_resources.parsing.registry import detect_media_type, parser_for
 
+# _rezip writes duplicate member names on purpose.
+pytestmark = pytest.mark.filterwarnings("ignore:Duplicate name:UserWarning")
+
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "parsing"
 SEED = 20261201
 #: Wall-clock bound per case (seconds), on a loaded 2-core machine; typical cases take milliseconds.
