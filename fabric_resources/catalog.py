@@ -170,6 +170,15 @@ class Catalog:
         with self.transaction() as con:
             return [SourceRow(**dict(r)) for r in con.execute(sql + " ORDER BY source_key", args)]
 
+    def source_keys_in(self, states: Iterable[str]) -> set[str]:
+        """Keys of the sources whose state is one of ``states`` (one read of the state index)."""
+        states = sorted(set(states))
+        if not states:
+            return set()
+        with self.transaction() as con:
+            rows = con.execute(f"SELECT source_key FROM sources WHERE state IN ({', '.join('?' * len(states))})", states)
+            return {r[0] for r in rows}
+
     def source(self, source_key: str) -> SourceRow | None:
         with self.transaction() as con:
             r = con.execute("SELECT * FROM sources WHERE source_key = ?", (source_key,)).fetchone()
