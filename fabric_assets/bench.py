@@ -20,8 +20,8 @@ from pathlib import Path
 
 from fabric_assets.dense.assets import passage_input, routed_to_multilingual
 from fabric_assets.ingest import dagster_instance, ingest
-from fabric_assets.parsing.document import ParseError
-from fabric_assets.parsing.text import decode_text
+from fabric_resources.parsing.document import ParseError
+from fabric_resources.parsing.text.parser import decode_text
 from fabric_resources.home import FabricHome
 from fabric_resources.models.embedder import shared_embedder
 from fabric_resources.models.multilingual import shared_multilingual_embedder

@@ -33,8 +33,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from fabric_assets.chunking.fine_chunks import ChunkInputUnit, pack_fine_chunks
-from fabric_assets.parsing.document import ParseError
-from fabric_assets.parsing.registry import detect_media_type, parser_for
+from fabric_resources.parsing.document import ParseError
+from fabric_resources.parsing.registry import detect_media_type, parser_for
 from fabric_resources.config import ParserConfig
 from fabric_resources.language_routing import needs_multilingual
 
@@ -156,7 +156,7 @@ def load_english_pool(shared: Path, min_chars: int = 80) -> EnglishPool:
         media_type = detect_media_type(path.name, b"")
         spec = parser_for(media_type)
         try:
-            doc = spec.parse(path.read_bytes(), config, media_type)  # type: ignore[union-attr]
+            doc = spec.run(path.read_bytes(), config, media_type)  # type: ignore[union-attr]
         except ParseError as exc:
             pool.excluded[source] = f"does not parse ({exc.reason})"
             continue

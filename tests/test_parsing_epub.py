@@ -1,4 +1,4 @@
-"""Tests for the EPUB parser (fabric_assets.parsing.epub).
+"""Tests for the EPUB parser (fabric_resources.parsing.epub).
 
 Synthetic EPUBs are built in memory with zipfile; the real files come from
 ../shared/corpus/epub and ../shared/corpus/epub-edge and are skipped when that
@@ -18,8 +18,9 @@ from urllib.parse import quote
 
 import pytest
 
-from fabric_assets.parsing.document import ParsedDocument, ParseError
-from fabric_assets.parsing.epub import PARSER_NAME, PARSER_VERSION, parse_epub
+from fabric_resources.parsing.document import ParsedDocument, ParseError
+from fabric_resources.parsing.epub import PARSER_NAME, PARSER_VERSION
+from fabric_resources.parsing.epub.parser import parse_epub
 from fabric_resources.config import EpubParserConfig
 
 SHARED = Path(__file__).resolve().parents[2] / "shared"

@@ -1,4 +1,4 @@
-"""Tests for the plain-text parser (fabric_assets.parsing.text) and the registry."""
+"""Tests for the plain-text parser (fabric_resources.parsing.text) and the registry."""
 
 from __future__ import annotations
 
@@ -9,9 +9,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from fabric_assets.parsing.document import ParseError
-from fabric_assets.parsing.registry import detect_media_type, parser_for
-from fabric_assets.parsing.text import PARSER_NAME, PARSER_VERSION, decode_text, parse_text
+from fabric_resources.parsing.document import ParseError
+from fabric_resources.parsing.registry import detect_media_type, parser_for
+from fabric_resources.parsing.text import PARSER_NAME, PARSER_VERSION
+from fabric_resources.parsing.text.parser import decode_text, parse_text
 from fabric_resources.config import ParserConfig, TextParserConfig
 
 SHARED = Path(__file__).resolve().parents[2] / "shared"
@@ -337,8 +338,8 @@ def test_registry_text_parser_uses_text_config() -> None:
     """Guards against: the registry ignoring parser_config.text or dropping the media type."""
     spec = parser_for("text/markdown")
     assert spec is not None and (spec.name, spec.version) == (PARSER_NAME, PARSER_VERSION)
-    doc = spec.parse(b"# T\nx\n", ParserConfig(), "text/markdown")
+    doc = spec.run(b"# T\nx\n", ParserConfig(), "text/markdown")
     assert [u.kind for u in doc.units] == ["heading", "paragraph"]
     with pytest.raises(ParseError) as err:
-        spec.parse(b"x" * 10, ParserConfig(text=TextParserConfig(max_bytes=5)), "text/plain")
+        spec.run(b"x" * 10, ParserConfig(text=TextParserConfig(max_bytes=5)), "text/plain")
     assert err.value.reason == "too-large"

@@ -5,15 +5,15 @@ import dagster as dg
 import pyarrow as pa
 
 from fabric_assets.gate import ids_unique, units_nonempty
-from fabric_assets.parsing.document import ParseError
-from fabric_assets.parsing.records import unit_rows
-from fabric_assets.parsing.registry import parser_for
 from fabric_assets.partitions import PARTITIONED
 from fabric_assets.verdicts import live_parse_ids, record_and_summarise
 from fabric_resources.artifact_store import ArtifactIntegrityError
 from fabric_resources.catalog import StatusUpdate
 from fabric_resources.dagster_resources import FabricHomeResource
 from fabric_resources.language_routing import guess_language
+from fabric_resources.parsing.document import ParseError
+from fabric_resources.parsing.records import unit_rows
+from fabric_resources.parsing.registry import parser_for
 from fabric_resources.schema import RELATIONSHIPS, UNITS
 
 
@@ -68,7 +68,7 @@ def units_and_relationships(context: dg.AssetExecutionContext, fabric: FabricHom
         try:
             if spec is None:
                 raise ParseError("unsupported-media-type", run.media_type)
-            doc = spec.parse(home.artifacts.get(run.source_hash), home.config.parsers, run.media_type)
+            doc = spec.run(home.artifacts.get(run.source_hash), home.config.parsers, run.media_type)
         except ParseError as exc:
             statuses.append(StatusUpdate(pk, "failed", exc.reason, exc.detail[:500]))
             context.log.warning(f"parse {pk} failed: {exc}")

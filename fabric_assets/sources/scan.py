@@ -17,10 +17,9 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from fabric_assets.parsing.registry import detect_media_type, parser_for
+from fabric_resources.parsing.registry import detect_media_type, parser_for
 from fabric_resources import identity
 from fabric_resources.catalog import SourceRow
-from fabric_resources.config import config_hash
 from fabric_resources.home import FabricHome
 
 
@@ -212,12 +211,12 @@ def scan(home: FabricHome) -> ScanReport:
 
 def _ensure_parse_run(con, catalog, cfg, spec, digest: str, media_type: str, create: bool = True) -> str:
     """The parse ID of ``digest`` under ``spec``; creates its pending parse run if asked."""
-    pcfg = config_hash(getattr(cfg.parsers, spec.name))
-    parse_id = identity.parse_id(digest, spec.name, spec.version, pcfg)
+    parser = spec.identity(cfg.parsers)
+    parse_id = identity.parse_id(digest, parser.name, parser.version, parser.config_hash)
     if create:
         catalog.ensure_parse_run(
             con, parse_id=parse_id, source_hash=digest, media_type=media_type,
-            parser_name=spec.name, parser_version=spec.version, parser_config_hash=pcfg,
+            parser_name=parser.name, parser_version=parser.version, parser_config_hash=parser.config_hash,
         )
     return parse_id
 

@@ -23,13 +23,10 @@ from typing import Literal
 
 import charset_normalizer
 
-from fabric_assets.parsing.document import ParsedDocument, ParsedUnit, ParseError
 from fabric_resources.config import TextParserConfig
-
-PARSER_NAME = "text"
-PARSER_VERSION = "1"
-
-MARKDOWN_MEDIA_TYPE = "text/markdown"
+from fabric_resources.parsing.document import ParsedDocument, ParsedUnit, ParseError
+from fabric_resources.parsing.text import PARSER_NAME, PARSER_VERSION
+from fabric_resources.parsing.text import TEXT_MARKDOWN as MARKDOWN_MEDIA_TYPE
 
 LineEndings = Literal["crlf", "lf", "cr", "mixed", "none"]
 

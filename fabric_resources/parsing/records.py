@@ -6,8 +6,8 @@ import json
 
 import pyarrow as pa
 
-from fabric_assets.parsing.document import ParsedDocument
 from fabric_resources import identity
+from fabric_resources.parsing.document import ParsedDocument
 from fabric_resources.schema import RELATIONSHIPS, UNITS
 
 

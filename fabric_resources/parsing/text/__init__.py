@@ -1,0 +1,28 @@
+"""Plain-text and Markdown parser plug-in (strict encoding detection, paragraph units).
+
+The parser itself is :mod:`fabric_resources.parsing.text.parser`.
+"""
+
+from __future__ import annotations
+
+from fabric_resources.parsing.spec import ParserSpec
+
+PARSER_NAME = "text"
+PARSER_VERSION = "1"
+TEXT_PLAIN = "text/plain"
+TEXT_MARKDOWN = "text/markdown"
+
+
+def _parse(data, config, media_type):
+    from fabric_resources.parsing.text.parser import parse_text
+
+    return parse_text(data, config, media_type)
+
+
+SPEC = ParserSpec(
+    name=PARSER_NAME,
+    version=PARSER_VERSION,
+    extensions={".txt": TEXT_PLAIN, ".text": TEXT_PLAIN, ".md": TEXT_MARKDOWN, ".markdown": TEXT_MARKDOWN},
+    config_section="text",
+    parse=_parse,
+)
