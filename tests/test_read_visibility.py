@@ -14,9 +14,10 @@ from typer.testing import CliRunner
 
 from fabric_query import Fabric
 from fabric_query.cli import app
-from fabric_query.release import VISIBLE_SOURCES_ONLY
 from fabric_resources.home import FabricHome
 from test_withheld import QUERIES, VISIBLE, _visible_view
+
+VISIBLE_SOURCES_ONLY = "visible-sources-only"  # fabric_query.release.VISIBLE_SOURCES_ONLY
 
 PRIVATE = {
     "en": {"private/diary.txt": "lighthouse lighthouse keeper lamp tide storm beam zebra orchid " * 20 + "\n"},
