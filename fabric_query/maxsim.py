@@ -182,7 +182,8 @@ MAX_CACHED_RELEASES = 4
 
 
 def _release_key(view: ReleaseView) -> tuple:
-    return view.cache_key
+    # As ReleaseView.cache_key: a restricted view of a release is another view.
+    return (str(view.home.root), view.release_id, getattr(view, "hidden", frozenset()))
 
 
 def _windows_of(view: ReleaseView, chunk_ids: list[str]) -> dict[str, tuple[str, ...]]:

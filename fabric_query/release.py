@@ -517,7 +517,8 @@ def pinned_view(home: FabricHome, release_id: int | None = None) -> ReleaseView 
     fabric_resources.config.ConfigError
         The config file changed and is not valid any more (today's withheld patterns are unknown).
     """
-    rid = release_id if release_id is not None else home.catalog.current_release_id()
+    pointer, visibility = current_visibility(home)
+    rid = release_id if release_id is not None else pointer
     if rid is None:
         return None
     rkey = (str(home.root), rid)
@@ -531,7 +532,7 @@ def pinned_view(home: FabricHome, release_id: int | None = None) -> ReleaseView 
             _RELEASES[rkey] = release
             while len(_RELEASES) > 4 * MAX_CACHED_VIEWS:
                 _RELEASES.pop(next(iter(_RELEASES)))
-    return release_view(home, release, hidden_sources(home, release, current_visibility(home)))
+    return release_view(home, release, hidden_sources(home, release, visibility))
 
 
 def release_view(home: FabricHome, release: Release, hidden: frozenset[str] = frozenset()) -> ReleaseView:

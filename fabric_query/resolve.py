@@ -53,9 +53,6 @@ from fabric_resources.catalog import Release, SourceRow
 from fabric_resources.home import FabricHome
 from fabric_resources.identity import text_hash
 from fabric_resources.offsets import Utf16Offsets
-from fabric_resources.parsing.document import ParseError
-from fabric_resources.parsing.records import unit_rows
-from fabric_resources.parsing.registry import parser_named
 from fabric_resources.schema import FRAGMENT_SEPARATOR
 
 _HEX64 = re.compile(r"[0-9a-f]{64}")
@@ -177,6 +174,9 @@ def _read_source(home: FabricHome, row: SourceRow, expected_size: int | None) ->
 
 def _parse_check(home: FabricHome, citation: Citation):
     """(check, parser spec or None, parse run or None)."""
+    # Imported here: the parser plug-ins (lxml among them) are resolve's only, not every search's.
+    from fabric_resources.parsing.registry import parser_named
+
     run = home.catalog.parse_run(citation.parse_id)
     if run is None or run.status != "ready" or run.source_hash != citation.source_hash:
         return _check("parse", False, f"parse {citation.parse_id} is not ready for the cited bytes"), None, None
@@ -235,6 +235,9 @@ def _chunk_check(home: FabricHome, cited: Release, citation: Citation) -> Resolv
 
 
 def _text_check(home: FabricHome, spec, run, data: bytes, citation: Citation) -> tuple[ResolveCheck, str | None]:
+    from fabric_resources.parsing.document import ParseError
+    from fabric_resources.parsing.records import unit_rows
+
     try:
         doc = spec.run(data, home.config.parsers, run.media_type)
     except ParseError as exc:

@@ -77,9 +77,11 @@ def current_sources_config(home: FabricHome) -> SourcesConfig:
     return sources
 
 
-def current_visibility(home: FabricHome) -> Visibility:
-    """Read today's visibility: one indexed catalog read and a ``stat`` of the config file."""
-    return Visibility(current_sources_config(home), frozenset(home.catalog.source_keys_in(HIDDEN_STATES)))
+def current_visibility(home: FabricHome) -> tuple[int | None, Visibility]:
+    """The current release pointer and today's visibility: one catalog read transaction and a
+    ``stat`` of the config file."""
+    pointer, hidden = home.catalog.pointer_and_source_keys_in(HIDDEN_STATES)
+    return pointer, Visibility(current_sources_config(home), frozenset(hidden))
 
 
 def source_is_visible(home: FabricHome, source_key: str) -> bool:

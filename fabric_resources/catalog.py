@@ -170,14 +170,15 @@ class Catalog:
         with self.transaction() as con:
             return [SourceRow(**dict(r)) for r in con.execute(sql + " ORDER BY source_key", args)]
 
-    def source_keys_in(self, states: Iterable[str]) -> set[str]:
-        """Keys of the sources whose state is one of ``states`` (one read of the state index)."""
+    def pointer_and_source_keys_in(self, states: Iterable[str]) -> tuple[int | None, set[str]]:
+        """The ``current`` pointer and the keys of the sources whose state is one of ``states``, in
+        one read transaction (the query path's per-query catalog read; the state index serves it)."""
         states = sorted(set(states))
-        if not states:
-            return set()
         with self.transaction() as con:
-            rows = con.execute(f"SELECT source_key FROM sources WHERE state IN ({', '.join('?' * len(states))})", states)
-            return {r[0] for r in rows}
+            r = con.execute("SELECT release_id FROM pointer WHERE name = 'current'").fetchone()
+            rows = con.execute(f"SELECT source_key FROM sources WHERE state IN ({', '.join('?' * len(states))})",
+                               states) if states else ()
+            return (r["release_id"] if r else None), {row[0] for row in rows}
 
     def source(self, source_key: str) -> SourceRow | None:
         with self.transaction() as con:
