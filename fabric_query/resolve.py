@@ -6,7 +6,8 @@ the parse recorded, and matches at the cited offsets; every identifier in the ci
 the unlocked read of the file. Checks, in order:
 
 ``release``
-    The cited release exists and names the cited parse and source hash for the cited source.
+    The cited release exists and names the cited parse and source hash for the cited source (and
+    the cited parse for every ``also_cited_by`` source, each visible now).
 ``source-active``
     The source's active parse in the *current* release is still the cited one.
 ``source-bytes``
@@ -202,9 +203,12 @@ def _fragment_key(f: dict) -> tuple:
 
 
 def _chunk_check(home: FabricHome, cited: Release, citation: Citation) -> ResolveCheck:
+    version = cited.manifest["tables"].get("chunks")
+    if version is None:
+        return _check("chunk", False, f"release {citation.release_id} records no chunks table")
     try:
         t = guarded_read("chunks", lambda: home.tables.read(
-            "chunks", parse_ids=[citation.parse_id], version=cited.manifest["tables"].get("chunks"),
+            "chunks", parse_ids=[citation.parse_id], version=version,
             columns=["chunk_id", "ordinal", "fragments", "chunker"]))
     except ProjectionUnavailable as exc:
         return _check("chunk", False, exc.describe())
@@ -283,11 +287,20 @@ def resolve(home: FabricHome, citation: Citation) -> ResolveResult:
     cited = home.catalog.release(citation.release_id)
     named = (cited.manifest["sources"].get(citation.source_key) if cited else None) or {}
     bound = named.get("parse_id") == citation.parse_id and named.get("source_hash") == citation.source_hash
+    # Sources with the same bytes: each must be cited by the release with this parse and be visible now
+    # (one message whatever the reason, so a withheld key is answered like an absent one).
+    others_ok = all(
+        ((cited.manifest["sources"].get(k) or {}).get("parse_id") == citation.parse_id and _visible_row(home, k))
+        for k in citation.also_cited_by) if cited is not None else False
     if cited is None:
         checks.append(_check("release", False, f"release {citation.release_id} unknown"))
     elif not bound:
         checks.append(_check("release", False, f"release {citation.release_id} does not cite this parse and source "
                                                "hash for this source"))
+    elif not others_ok:
+        bound = False
+        checks.append(_check("release", False, f"also_cited_by names a source that release {citation.release_id} "
+                                               "does not show with this parse"))
     else:
         checks.append(_check("release", True, f"release {citation.release_id} cites this parse for this source"))
     current = home.catalog.current_release()

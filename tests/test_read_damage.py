@@ -221,3 +221,37 @@ def test_releases_without_vector_digests_are_served(home):
     assert Fabric(home.root).search("lighthouse keeper").skipped_channels["dense"].startswith(
         "vector-values-invalid: chunk_vectors")
     assert DENSE_DIM == len(vec)
+
+
+def test_the_catalog_is_rechecked_after_the_unlocked_read(home, monkeypatch):
+    """guards against: verifying a source that was deleted (or withheld) while its file was being read."""
+    import hashlib
+
+    import fabric_query.resolve as resolve_module
+
+    fabric = Fabric(home.root)
+    citation = fabric.search("lighthouse keeper").results[0].citation
+    assert fabric.resolve(citation).status == "verified"
+
+    class DeletedDuringRead:
+        """``hashlib`` as resolve sees it: hashing the bytes just read first marks the source deleted."""
+
+        def sha256(self, data=b""):
+            row = home.catalog.source(citation.source_key)
+            with home.catalog.transaction(immediate=True) as con:
+                home.catalog.upsert_source(con, type(row)(**{**row.__dict__, "state": "deleted"}))
+            return hashlib.sha256(data)
+
+    monkeypatch.setattr(resolve_module, "hashlib", DeletedDuringRead())
+    result = fabric.resolve(citation)
+    assert result.status == "stale" and result.text is None
+
+
+def test_also_cited_by_must_be_cited_and_visible(home):
+    """guards against: a citation naming extra sources that the release never showed with its parse."""
+    fabric = Fabric(home.root)
+    citation = fabric.search("lighthouse keeper").results[0].citation
+    for extra in ("fs:corpus/c.txt", "fs:corpus/never.txt"):
+        result = fabric.resolve(citation.model_copy(update={"also_cited_by": (extra,)}))
+        assert result.status == "stale"
+        assert not next(c for c in result.checks if c.check == "release").ok
