@@ -22,7 +22,13 @@ from fabric_query.evidence import highlight
 from fabric_query.fusion import convex, rrf
 from fabric_query.maxsim import maxsim_rerank
 from fabric_query.querylang import ParsedQuery, parse_query
-from fabric_query.release import VISIBLE_SOURCES_ONLY, ProjectionUnavailable, ReleaseView, pinned_view
+from fabric_query.release import (
+    VISIBLE_SOURCES_ONLY,
+    ProjectionUnavailable,
+    ReleaseView,
+    is_storage_failure,
+    pinned_view,
+)
 from fabric_query.rerank import rerank
 from fabric_query.types import ChannelHit, EvidencePack, Hit, StageTiming
 from fabric_resources.home import FabricHome
@@ -307,7 +313,7 @@ def _lexical_stage(view: ReleaseView, parsed: ParsedQuery, eligible: set[str] | 
             lexical = IndexUnusable("index-release-mismatch", f"the index returned chunk {exc.args[0]}, "
                                     f"which release {view.release_id} does not hold")
         except BaseException as exc:  # noqa: BLE001 - tantivy raises ValueError or panics on corrupt segments
-            if isinstance(exc, (KeyboardInterrupt, SystemExit)):
+            if not is_storage_failure(exc):
                 raise
             lexical = IndexUnusable("index-unreadable", f"{type(exc).__name__}: {exc}")
         else:

@@ -78,19 +78,24 @@ class ProjectionUnavailable(Exception):
         return f"{self.reason}: {self.table}: {self.detail}"
 
 
-def guarded_read(table: str, read: Callable[[], T]) -> T:
-    """``read()``, with any failure of the storage below it raised as :class:`ProjectionUnavailable`.
+def is_storage_failure(exc: BaseException) -> bool:
+    """True for what Lance, Arrow and tantivy raise on missing or corrupt files: ``OSError``,
+    ``ValueError`` (``ArrowInvalid`` among them), ``RuntimeError``, any ``ArrowException``, or a Rust
+    panic (``PanicException``, a ``BaseException``). Other exceptions are bugs and propagate."""
+    return (isinstance(exc, (OSError, ValueError, RuntimeError, pa.ArrowException))
+            or type(exc).__name__ == "PanicException")
 
-    Lance and Arrow raise ``OSError``, ``ArrowInvalid``, ``ValueError`` or a Rust panic
-    (``PanicException``, a ``BaseException``) on missing or corrupt files; the query side answers
-    from the other projections instead of crashing.
-    """
+
+def guarded_read(table: str, read: Callable[[], T]) -> T:
+    """``read()``, with a failure of the storage below it (:func:`is_storage_failure`) raised as
+    :class:`ProjectionUnavailable`, so the query side answers from the other projections instead
+    of crashing."""
     try:
         return read()
     except (ProjectionUnavailable, FabricQueryError):
         raise
-    except BaseException as exc:  # noqa: BLE001 - see the docstring; interrupts pass through
-        if isinstance(exc, (KeyboardInterrupt, SystemExit, GeneratorExit)):
+    except BaseException as exc:  # noqa: BLE001 - filtered: only storage failures are converted
+        if not is_storage_failure(exc):
             raise
         raise ProjectionUnavailable(table, "table-unreadable", f"{type(exc).__name__}: {str(exc)[:300]}") from exc
 
@@ -438,7 +443,7 @@ class ReleaseView:
         try:
             live = index.searcher.num_docs
         except BaseException as exc:  # noqa: BLE001 - a corrupt segment panics in Rust
-            if isinstance(exc, (KeyboardInterrupt, SystemExit)):
+            if not is_storage_failure(exc):
                 raise
             return IndexUnusable("index-unreadable", f"{gen}: {type(exc).__name__}: {exc}")
         if live != self.chunks.num_rows:
