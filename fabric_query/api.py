@@ -71,7 +71,8 @@ class Fabric:
     def search(
         self, query: str, *, limit: int | None = None, release_id: int | None = None, debug: bool = False
     ) -> EvidencePack:
-        """Search the current (or a given) release; see :func:`fabric_query.pipeline.search`."""
+        """Search the current (or a given) release under today's visibility; see
+        :func:`fabric_query.pipeline.search` for the errors raised (all in :mod:`fabric_query.errors`)."""
         return pipeline.search(self.home, query, self.encoder, limit=limit, release_id=release_id, debug=debug,
                                reranker=self.reranker)
 
@@ -86,9 +87,14 @@ class Fabric:
         return reranker_from_config(self.home.config)
 
     def resolve(self, citation: Citation | dict[str, Any]) -> ResolveResult:
-        """Re-verify a citation (a :class:`Citation` or its JSON dict)."""
-        if not isinstance(citation, Citation):
-            citation = Citation.model_validate(citation)
+        """Re-verify a citation (a :class:`Citation` or its JSON dict); see :mod:`fabric_query.resolve`.
+
+        Raises
+        ------
+        CitationError
+            ``citation`` is not a well-formed citation (any other input, however odd, answers
+            ``verified`` or ``stale``).
+        """
         return resolve_citation(self.home, citation)
 
     def status(self) -> Status:

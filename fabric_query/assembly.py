@@ -46,12 +46,17 @@ def _member(view: ReleaseView, chunk_id: str) -> MemberChunk:
 
 def assemble_passages(
     view: ReleaseView, ranked: list[str], sources_by_parse: dict[str, list[str]], max_tokens: int, max_units: int,
+    membership: dict[str, tuple[str, tuple[str, ...]]] | None = None,
 ) -> tuple[list[Passage], list[EvidenceUnit], dict, dict[str, int]]:
     """Passages for ``ranked`` chunk IDs (best first).
 
+    ``membership``: chunk → (window, members), default ``view.context_window_of``; ``{}`` gives
+    one-chunk passages (the pipeline passes that when the windows table cannot be read).
+
     Returns (passages, selected units, assembly trace, chunk_id → passage index).
     """
-    membership = view.context_window_of
+    if membership is None:
+        membership = view.context_window_of
     hits = []
     for rank, cid in enumerate(ranked, start=1):
         wid, members = membership.get(cid, (None, (cid,)))

@@ -176,18 +176,24 @@ def search(
 ) -> None:
     """Search the current release and print the evidence."""
     from fabric_query.api import Fabric
+    from fabric_query.release import VISIBLE_SOURCES_ONLY
     from fabric_resources.models.minilm_onnx import QueryModelError
 
     _set_home(home)
     try:
         pack = Fabric().search(query, limit=limit)
     except (FabricQueryError, QueryModelError) as exc:
-        _fail(f"{type(exc).__name__}: {exc}")
+        _fail(f"{type(exc).__name__}: {_esc(str(exc))}")
     if as_json:
         sys.stdout.write(pack.model_dump_json(indent=2) + "\n")
         return
-    if pack.fallback_reason:
+    if pack.fallback_reason == VISIBLE_SOURCES_ONLY:
+        err.print(f"[yellow]release {pack.release_id} names sources that are no longer visible (deleted or "
+                  "withheld); answered from its visible sources only[/yellow]")
+    elif pack.fallback_reason:
         err.print(f"[yellow]lexical index unusable ({pack.fallback_reason}); answered by scanning chunks[/yellow]")
+    for channel, reason in pack.skipped_channels.items():
+        err.print(f"[yellow]skipped {channel}: {_esc(reason)}[/yellow]")
     if not pack.results:
         console.print(f"no results (release {pack.release_id}, {pack.eligible_sources} eligible sources)")
     for hit in pack.results:
@@ -241,7 +247,7 @@ def resolve(
     try:
         result = Fabric().resolve(parsed)
     except (FabricQueryError, ValueError) as exc:
-        _fail(f"{type(exc).__name__}: {exc}")
+        _fail(f"{type(exc).__name__}: {_esc(str(exc))}")
     colour = "green" if result.status == "verified" else "red"
     console.print(f"[{colour}]{result.status}[/{colour}]")
     for c in result.checks:

@@ -1,4 +1,8 @@
-"""One error hierarchy for the read side. Every error says what is wrong."""
+"""One error hierarchy for the read side. Every error says what is wrong.
+
+These are the only exceptions :class:`fabric_query.Fabric` raises on purpose for any input to
+``search`` and ``resolve`` (a query fuzz test holds the public API to that).
+"""
 
 
 class FabricQueryError(Exception):
@@ -6,7 +10,8 @@ class FabricQueryError(Exception):
 
 
 class QuerySyntaxError(FabricQueryError):
-    """The query text cannot be parsed (unclosed quote, unknown or repeated filter, bad date…)."""
+    """The query text cannot be parsed (unclosed quote, unknown or repeated filter, bad date,
+    text that is not valid Unicode such as a lone surrogate…)."""
 
 
 class EmptyQueryError(QuerySyntaxError):
@@ -17,8 +22,14 @@ class QueryTooLongError(QuerySyntaxError):
     """The query is longer than ``query.max_query_chars``."""
 
 
+class InvalidArgumentError(FabricQueryError, ValueError):
+    """An argument other than the query text is out of its range or of the wrong type
+    (``limit``, ``release_id``, ``debug``)."""
+
+
 class NoReleaseError(FabricQueryError):
-    """The home has no activated release yet: run ``fabric ingest`` first."""
+    """The home has no activated release yet (run ``fabric ingest`` first), or the asked release
+    does not exist."""
 
 
 class HomeNotFoundError(FabricQueryError):
@@ -26,4 +37,10 @@ class HomeNotFoundError(FabricQueryError):
 
 
 class CitationError(FabricQueryError):
-    """A citation is malformed (missing fields, bad offsets)."""
+    """A citation is malformed (missing fields, wrong types, bad offsets or identifiers)."""
+
+
+class ReleaseUnreadableError(FabricQueryError):
+    """The pinned release's canonical chunk rows cannot be read (a damaged or missing table), so no
+    channel can answer. Projections that cannot be read are skipped instead
+    (``EvidencePack.skipped_channels``)."""

@@ -18,7 +18,7 @@ import lance
 import numpy as np
 import pyarrow.compute as pc
 
-from fabric_query.release import ReleaseView
+from fabric_query.release import ReleaseView, guarded_read
 
 
 def maxsim(query: np.ndarray, doc: np.ndarray) -> float:
@@ -181,8 +181,9 @@ _MAPS_LOCK = threading.Lock()
 MAX_CACHED_RELEASES = 4
 
 
-def _release_key(view: ReleaseView) -> tuple[str, int]:
-    return (str(view.home.root), view.release_id)
+def _release_key(view: ReleaseView) -> tuple:
+    # As ReleaseView.cache_key: a restricted view of a release is another view.
+    return (str(view.home.root), view.release_id, getattr(view, "hidden", frozenset()))
 
 
 def _windows_of(view: ReleaseView, chunk_ids: list[str]) -> dict[str, tuple[str, ...]]:
@@ -216,9 +217,8 @@ def _read_chunk_windows(view: ReleaseView, parse_ids: list[str]) -> dict[str, di
     out: dict[str, dict[str, list[str]]] = {p: {} for p in parse_ids}
     if version is None:
         return {}  # caches nothing: the release has no windows table
-    t = view.home.tables.read(
-        "colbert_windows", parse_ids=parse_ids, version=version, columns=["parse_id", "window_id", "chunk_ids"]
-    )
+    t = guarded_read("colbert_windows", lambda: view.home.tables.read(
+        "colbert_windows", parse_ids=parse_ids, version=version, columns=["parse_id", "window_id", "chunk_ids"]))
     for pid, wid, cids in zip(t.column("parse_id").to_pylist(), t.column("window_id").to_pylist(),
                               t.column("chunk_ids").to_pylist()):
         for cid in cids:
@@ -236,8 +236,9 @@ def _load_matrices(view: ReleaseView, window_ids: list[str], model: str | None) 
             raise ValueError(f"not a window ID: {w!r}")
     listed = ", ".join(f"'{w}'" for w in window_ids)
     # TableStore.read filters by parse only; a window filter keeps the read to the pool's windows.
-    ds = lance.dataset(view.home.tables.uri("colbert_matrices"), version=version)
-    t = ds.to_table(columns=["window_id", "matrix", "model"], filter=f"window_id IN ({listed})")
+    t = guarded_read("colbert_matrices", lambda: lance.dataset(
+        view.home.tables.uri("colbert_matrices"), version=version).to_table(
+        columns=["window_id", "matrix", "model"], filter=f"window_id IN ({listed})"))
     if model is not None and t.num_rows:
         t = t.filter(pc.equal(t.column("model"), model))
     if not t.num_rows:

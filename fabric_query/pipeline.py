@@ -17,12 +17,18 @@ from fabric_query.channels.graph import graph_channel
 from fabric_query.channels.section import section_guided_dense
 from fabric_query.channels.lexical import Bm25, Feedback, needs_substring_channel, substring_channel, word_channel
 from fabric_query.channels.scan import scan_channel
-from fabric_query.errors import NoReleaseError
+from fabric_query.errors import InvalidArgumentError, NoReleaseError
 from fabric_query.evidence import highlight
 from fabric_query.fusion import convex, rrf
 from fabric_query.maxsim import maxsim_rerank
 from fabric_query.querylang import ParsedQuery, parse_query
-from fabric_query.release import ReleaseView, pinned_view
+from fabric_query.release import (
+    VISIBLE_SOURCES_ONLY,
+    ProjectionUnavailable,
+    ReleaseView,
+    is_storage_failure,
+    pinned_view,
+)
 from fabric_query.rerank import rerank
 from fabric_query.types import ChannelHit, EvidencePack, Hit, StageTiming
 from fabric_resources.home import FabricHome
@@ -60,14 +66,30 @@ def search(
     multilingual: Encoder | None = None,
     reranker: Reranker | None = None,
 ) -> EvidencePack:
-    """Answer ``query`` from one pinned release.
+    """Answer ``query`` from one pinned release, under today's visibility.
+
+    Parameters
+    ----------
+    limit
+        Results wanted, ``1 <= limit <= MAX_LIMIT`` (default ``query.default_limit``).
+    release_id
+        A past release to pin (default: the current one). Sources deleted or withheld since are
+        not shown through it (:mod:`fabric_query.visibility`).
+
+    A projection that cannot serve (unreadable table, vector rows that do not match the release's
+    digest, a model mismatch) skips its channel with a named reason in ``skipped_channels``; an
+    unusable word index falls back to a scan of the canonical chunks (``fallback_reason``).
 
     Raises
     ------
     QuerySyntaxError, EmptyQueryError, QueryTooLongError
-        From the query language.
+        From the query language (also: a query that is not a ``str`` or not valid Unicode).
+    InvalidArgumentError
+        ``limit``, ``release_id`` or ``debug`` out of range or of the wrong type.
     NoReleaseError
-        Nothing has been activated yet.
+        Nothing has been activated yet, or ``release_id`` does not exist.
+    ReleaseUnreadableError
+        The release's chunk rows cannot be read.
     """
     timings: list[StageTiming] = []
     t0 = time.perf_counter()
@@ -78,7 +100,8 @@ def search(
         return now
 
     cfg = home.config.query
-    limit = limit or cfg.default_limit
+    limit = _checked_limit(limit, cfg.default_limit)
+    _check_arguments(release_id, debug)
     parsed = parse_query(query, cfg.max_query_chars)
     view = pinned_view(home, release_id)
     if view is None:
@@ -90,38 +113,36 @@ def search(
 
     rankings: dict[str, list[str]] = {}
     channel_scores: dict[str, dict[str, tuple[int, float]]] = {}
-    fallback_reason = None
     depth = max(cfg.channel_depth, limit)
-    lexical = view.lexical
     lexical_results: dict[str, list[tuple[str, float]]] = {}
-    if isinstance(lexical, IndexUnusable):
-        fallback_reason = lexical.reason
-        lexical_results["scan"] = scan_channel(view, parsed, eligible, depth)
-    else:
-        feedback = (Feedback(cfg.feedback_docs, cfg.feedback_terms, cfg.feedback_weight)
-                    if cfg.feedback_terms and (cfg.feedback_multilingual
-                                               or not needs_multilingual(parsed.positive_text)) else None)
-        unspaced = needs_substring_channel(parsed)
-        bm25 = Bm25(cfg.bigram_bm25.k1, cfg.bigram_bm25.b) if unspaced and cfg.bigram_bm25 else None
-        lexical_results["word"] = word_channel(lexical, parsed, eligible, depth, feedback,
-                                               lambda cid: view.chunk(cid)["text"], bm25)
-        if unspaced:
-            lexical_results["substring"] = substring_channel(lexical, parsed, eligible, depth)
+    fallback_reason = _lexical_stage(view, parsed, eligible, depth, lexical_results)
     t = lap("lexical", t)
     skipped: dict[str, str] = {}
     provenance: dict[str, dict[str, dict]] = {}
+    try:
+        membership = view.context_window_of
+    except ProjectionUnavailable as exc:
+        # Without windows the section route cannot run and passages are the hits' own chunks.
+        membership = {}
+        skipped["context_windows"] = exc.describe()
     route = _dense_route(home, parsed.positive_text, embedder, multilingual)
     qvec = None
     if route is not None:
         name, table, encoder = route
-        stored = vector_models(view, table)
+        try:
+            stored = vector_models(view, table)
+        except ProjectionUnavailable as exc:
+            stored = None
+            skipped[name] = exc.describe()
         if stored and stored != {encoder.identity}:
             skipped[name] = (f"model-mismatch: {table} holds vectors of {sorted(stored)}, the query encoder is "
                              f"{encoder.identity}; re-run the projection (fabric ingest re-embeds stale partitions)")
-        else:
+        elif stored is not None:
             qvec = encoder.encode_queries([parsed.positive_text])[0]
             t = lap("encode_query" if name == "dense" else "encode_query_multilingual", t)
-            if cfg.section_guided if name == "dense" else cfg.section_guided_multilingual:
+            section = ((cfg.section_guided if name == "dense" else cfg.section_guided_multilingual)
+                       and "context_windows" not in skipped)
+            if section:
                 lexical_results[name], provenance[name] = section_guided_dense(
                     view, qvec, eligible, depth, table, cfg.section_candidate_limit,
                     cfg.section_passages_per_window, cfg.rrf_k)
@@ -131,9 +152,12 @@ def search(
             if name != "dense":
                 qvec = None  # the annotation route compares with vectors of the dense model only
     if home.config.annotation.enabled:
-        lexical_results["graph"], provenance["graph"] = graph_channel(
-            view, parsed.positive_text, qvec, eligible, depth, home.config,
-            query_model=route[2].identity if qvec is not None else None)
+        try:
+            lexical_results["graph"], provenance["graph"] = graph_channel(
+                view, parsed.positive_text, qvec, eligible, depth, home.config,
+                query_model=route[2].identity if qvec is not None else None)
+        except ProjectionUnavailable as exc:
+            skipped["graph"] = exc.describe()
         t = lap("graph", t)
     for name, pairs in lexical_results.items():
         rankings[name] = [cid for cid, _ in pairs]
@@ -160,16 +184,21 @@ def search(
     if late.enabled and ranked_ids:
         colbert = shared_colbert_encoder(late.checkpoint, home.config.indexing.colbert_max_tokens,
                                          late.query_max_tokens)
-        scored = maxsim_rerank(view, colbert.encode_query(parsed.positive_text), ranked_ids,
-                               max(late.candidate_pool, limit), model=colbert.identity)
-        ranked_ids = [m.chunk_id for m in scored]
-        stage_scores["maxsim"] = {m.chunk_id: m.score for m in scored if m.score is not None}
-        stages["maxsim"] = [(m.chunk_id, m.score) for m in scored if m.score is not None]
+        try:
+            scored = maxsim_rerank(view, colbert.encode_query(parsed.positive_text), ranked_ids,
+                                   max(late.candidate_pool, limit), model=colbert.identity)
+        except ProjectionUnavailable as exc:
+            skipped["maxsim"] = exc.describe()
+        else:
+            ranked_ids = [m.chunk_id for m in scored]
+            stage_scores["maxsim"] = {m.chunk_id: m.score for m in scored if m.score is not None}
+            stages["maxsim"] = [(m.chunk_id, m.score) for m in scored if m.score is not None]
         t = lap("maxsim", t)
     if reranker is not None and ranked_ids:
         pool_ids = ranked_ids[: max(home.config.reranker.candidate_pool, limit)]
         pool_passages, _, _, pool_passage_of = assemble_passages(
-            view, pool_ids, sources_by_parse, home.config.passages.max_tokens, home.config.passages.max_units)
+            view, pool_ids, sources_by_parse, home.config.passages.max_tokens, home.config.passages.max_units,
+            membership)
         texts = [_rerank_input(pool_passages[pool_passage_of[cid]]) for cid in pool_ids]
         reranked = rerank(parsed.positive_text, list(zip(pool_ids, texts)), reranker, len(pool_ids))
         ranked_ids = [cid for cid, _ in reranked] + ranked_ids[len(pool_ids):]
@@ -179,7 +208,7 @@ def search(
 
     final = ranked_ids[:limit]
     passages, units, trace, passage_of = assemble_passages(
-        view, final, sources_by_parse, home.config.passages.max_tokens, home.config.passages.max_units)
+        view, final, sources_by_parse, home.config.passages.max_tokens, home.config.passages.max_units, membership)
     t = lap("passages", t)
     memo: dict[str, tuple] = {}
 
@@ -220,6 +249,78 @@ def search(
         passages=tuple(passages), units=tuple(units), assembly=trace, skipped_channels=skipped,
         stage_candidates={k: tuple(v) for k, v in stages.items()} if debug else {},
     )
+
+
+#: Largest ``limit`` a search accepts (the CLI's ``--limit`` bound too).
+MAX_LIMIT = 1000
+#: Release IDs are SQLite integers (64-bit signed).
+_MAX_RELEASE_ID = 2**63 - 1
+
+
+def _checked_limit(limit, default: int) -> int:
+    if limit is None:
+        return default
+    if isinstance(limit, bool) or not isinstance(limit, int):
+        raise InvalidArgumentError(f"limit must be an integer, got {type(limit).__name__}")
+    if not 1 <= limit <= MAX_LIMIT:
+        raise InvalidArgumentError(f"limit must be between 1 and {MAX_LIMIT}, got {limit}")
+    return limit
+
+
+def _check_arguments(release_id, debug) -> None:
+    if release_id is not None:
+        if isinstance(release_id, bool) or not isinstance(release_id, int):
+            raise InvalidArgumentError(f"release_id must be an integer, got {type(release_id).__name__}")
+        if not 1 <= release_id <= _MAX_RELEASE_ID:
+            raise InvalidArgumentError(f"release_id must be a positive release number, got {release_id}")
+    if not isinstance(debug, bool):
+        raise InvalidArgumentError(f"debug must be True or False, got {type(debug).__name__}")
+
+
+class _UnknownChunk(Exception):
+    """A lexical channel returned a chunk ID the pinned release does not hold."""
+
+
+def _lexical_stage(view: ReleaseView, parsed: ParsedQuery, eligible: set[str] | None, depth: int,
+                   results: dict[str, list[tuple[str, float]]]) -> str | None:
+    """Run the word and substring channels into ``results`` (or the scan when no index can serve);
+    return the pack's ``fallback_reason``.
+
+    An index whose documents are not the release's chunks (``index-release-mismatch``) or that
+    fails while searching (``index-unreadable``) is treated like a missing one: the scan answers.
+    """
+    cfg = view.home.config.query
+    lexical = view.lexical
+    if not isinstance(lexical, IndexUnusable):
+        def text_of(cid: str) -> str:
+            if cid not in view.chunk_index:
+                raise _UnknownChunk(cid)
+            return view.chunk(cid)["text"]
+
+        feedback = (Feedback(cfg.feedback_docs, cfg.feedback_terms, cfg.feedback_weight)
+                    if cfg.feedback_terms and (cfg.feedback_multilingual
+                                               or not needs_multilingual(parsed.positive_text)) else None)
+        unspaced = needs_substring_channel(parsed)
+        bm25 = Bm25(cfg.bigram_bm25.k1, cfg.bigram_bm25.b) if unspaced and cfg.bigram_bm25 else None
+        try:
+            found = {"word": word_channel(lexical, parsed, eligible, depth, feedback, text_of, bm25)}
+            if unspaced:
+                found["substring"] = substring_channel(lexical, parsed, eligible, depth)
+            unknown = [c for pairs in found.values() for c, _ in pairs if c not in view.chunk_index]
+            if unknown:
+                raise _UnknownChunk(unknown[0])
+        except _UnknownChunk as exc:
+            lexical = IndexUnusable("index-release-mismatch", f"the index returned chunk {exc.args[0]}, "
+                                    f"which release {view.release_id} does not hold")
+        except BaseException as exc:  # noqa: BLE001 - tantivy raises ValueError or panics on corrupt segments
+            if not is_storage_failure(exc):
+                raise
+            lexical = IndexUnusable("index-unreadable", f"{type(exc).__name__}: {exc}")
+        else:
+            results.update(found)
+            return VISIBLE_SOURCES_ONLY if view.restricted else None
+    results["scan"] = scan_channel(view, parsed, eligible, depth)
+    return lexical.reason
 
 
 def _rerank_input(passage) -> str:

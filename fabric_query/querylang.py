@@ -93,6 +93,7 @@ def _read_quoted(text: str, i: int) -> tuple[str, int]:
 
 
 _DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def _date_ns(key: str, value: str) -> int:
@@ -113,12 +114,20 @@ def parse_query(text: str, max_chars: int = 1000) -> ParsedQuery:
     QueryTooLongError
         ``len(text) > max_chars`` (Unicode scalars).
     QuerySyntaxError
-        Unclosed quote, repeated filter key, empty filter value, bad date.
+        Unclosed quote, repeated filter key, empty filter value, bad date; ``text`` not a ``str``,
+        or not valid Unicode (a lone surrogate, e.g. an undecodable byte of a command-line
+        argument, which Python carries as ``\\udcXX``: it has no UTF-8 form to search for).
     EmptyQueryError
         No text term remains (empty query, filters only, exclusions only).
     """
+    if not isinstance(text, str):
+        raise QuerySyntaxError(f"the query must be a string, got {type(text).__name__}")
     if len(text) > max_chars:
         raise QueryTooLongError(f"query has {len(text)} characters; the limit is {max_chars}")
+    bad = _SURROGATE.search(text)
+    if bad is not None:
+        raise QuerySyntaxError(f"the query is not valid Unicode: lone surrogate U+{ord(bad.group()):04X} at "
+                               f"character {bad.start()} (an undecodable byte?)")
     terms: list[str] = []
     phrases: list[str] = []
     excluded: list[str] = []

@@ -4,32 +4,115 @@
 rows and vectors of its active parses at the table versions it recorded, and
 its lexical index generation — so that a query which pinned it keeps one
 consistent view however many activations happen meanwhile. Views are cached
-per (home, release) in the process.
+per (home, release, hidden sources) in the process.
+
+Today's visibility (:mod:`fabric_query.visibility`) applies to every release: a view holds only
+the release's sources that are visible now. A release that names a source deleted or withheld
+since (``hidden``) is *restricted*: its rows are read for its visible parses only, and its word
+and substring channels run on an index built in memory from the release's lexical documents of
+those parses, so BM25 document frequencies, counts and lengths are those of the visible
+documents alone (``fallback_reason`` ``visible-sources-only``); the release's own index
+generation, which counts the hidden documents, is never opened.
+
+A projection that cannot be read (a missing or corrupt Lance file, vector rows whose digest is
+not the one the release recorded, an index whose documents are not the release's chunks) raises
+:class:`ProjectionUnavailable` with a stable reason; the pipeline skips that channel and says
+why. Only unreadable chunk rows stop a query (:class:`~fabric_query.errors.ReleaseUnreadableError`).
 """
 
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
+from typing import TypeVar
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+import tantivy
 
+from fabric_query.errors import FabricQueryError, ReleaseUnreadableError
+from fabric_query.visibility import Visibility, current_visibility
 from fabric_resources.catalog import Release
 from fabric_resources.home import FabricHome
-from fabric_resources.lexical_index import IndexUnusable, OpenIndex
+from fabric_resources.lexical_index import (
+    SUBSTRING_TOKENIZER,
+    WORD_TOKENIZER,
+    IndexUnusable,
+    OpenIndex,
+    add_to_writer,
+    index_schema,
+    substring_analyzer,
+    word_analyzer,
+)
 from fabric_resources.memory import settle_after_load
 from fabric_resources.schema import DENSE_DIM, SCHEMA_VERSION
+from fabric_resources.vector_digest import MANIFEST_KEY, parse_digests, table_digest
+
+T = TypeVar("T")
+
+#: ``fallback_reason`` of a restricted view (see the module docstring).
+VISIBLE_SOURCES_ONLY = "visible-sources-only"
+#: Tolerance on ``| ||v|| - 1 |`` when vectors have no recorded digest (as the write-side gate).
+NORM_TOLERANCE = 1e-3
+
+
+class ProjectionUnavailable(Exception):
+    """A table of the pinned release cannot serve.
+
+    ``reason`` is stable: ``table-unreadable`` (Lance could not read it), ``table-mismatch``
+    (its rows name chunks the release does not hold), ``vector-digest-mismatch`` (the rows are
+    not those whose digest the release recorded), ``vector-values-invalid`` (no digest recorded,
+    and a vector is not finite or not unit norm).
+    """
+
+    def __init__(self, table: str, reason: str, detail: str) -> None:
+        super().__init__(f"{reason}: {table}: {detail}")
+        self.table = table
+        self.reason = reason
+        self.detail = detail
+
+    def describe(self) -> str:
+        return f"{self.reason}: {self.table}: {self.detail}"
+
+
+def is_storage_failure(exc: BaseException) -> bool:
+    """True for what Lance, Arrow and tantivy raise on missing or corrupt files: ``OSError``,
+    ``ValueError`` (``ArrowInvalid`` among them), ``RuntimeError``, any ``ArrowException``, or a Rust
+    panic (``PanicException``, a ``BaseException``). Other exceptions are bugs and propagate."""
+    return (isinstance(exc, (OSError, ValueError, RuntimeError, pa.ArrowException))
+            or type(exc).__name__ == "PanicException")
+
+
+def guarded_read(table: str, read: Callable[[], T]) -> T:
+    """``read()``, with a failure of the storage below it (:func:`is_storage_failure`) raised as
+    :class:`ProjectionUnavailable`, so the query side answers from the other projections instead
+    of crashing."""
+    try:
+        return read()
+    except (ProjectionUnavailable, FabricQueryError):
+        raise
+    except BaseException as exc:  # noqa: BLE001 - filtered: only storage failures are converted
+        if not is_storage_failure(exc):
+            raise
+        raise ProjectionUnavailable(table, "table-unreadable", f"{type(exc).__name__}: {str(exc)[:300]}") from exc
 
 
 @dataclass(frozen=True)
 class VectorSet:
-    """Vectors of one table: ``matrix[i]`` (``(n, 384) float32``) belongs to chunk row ``rows[i]``."""
+    """Vectors of one table: ``matrix[i]`` (``(n, 384) float32``) belongs to chunk row ``rows[i]``.
+
+    ``models``: the model identities recorded on the release's rows of the table (every active
+    parse's, visible or not). ``verified``: the rows matched the digest the release recorded
+    (False for releases written before vector digests existed).
+    """
 
     rows: np.ndarray
     matrix: np.ndarray
+    models: frozenset[str] = frozenset()
+    verified: bool = False
 
 
 @dataclass(frozen=True)
@@ -50,12 +133,17 @@ class WindowVectors:
 
 @dataclass
 class ReleaseView:
+    """One release as a query may see it now: its sources minus ``hidden`` (see the module docstring)."""
+
     home: FabricHome
     release: Release
+    #: Source keys the release names that are not visible now (deleted, withheld or unknown).
+    hidden: frozenset[str] = frozenset()
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     _vector_sets: dict[str, "VectorSet"] = field(default_factory=dict, repr=False)
     _chunk_rows: dict[str, dict] = field(default_factory=dict, repr=False)
     _window_vectors: dict[str, "WindowVectors"] = field(default_factory=dict, repr=False)
+    _failures: dict[str, ProjectionUnavailable] = field(default_factory=dict, repr=False)
 
     def _settle(self, rows: int) -> None:
         # Small views gain nothing from a freeze, and its one collection would cost more than they do.
@@ -66,8 +154,20 @@ class ReleaseView:
         return self.release.release_id
 
     @property
+    def restricted(self) -> bool:
+        """True when the release names sources that are not visible now."""
+        return bool(self.hidden)
+
+    @property
+    def cache_key(self) -> tuple[str, int, frozenset[str]]:
+        """Identity of this view for per-view caches elsewhere (graph, MaxSim maps)."""
+        return (str(self.home.root), self.release_id, self.hidden)
+
+    @cached_property
     def sources(self) -> dict[str, dict]:
-        return self.release.manifest["sources"]
+        """Source key → manifest entry, for the release's sources that are visible now."""
+        named = self.release.manifest["sources"]
+        return named if not self.hidden else {k: v for k, v in named.items() if k not in self.hidden}
 
     @cached_property
     def sources_by_parse(self) -> dict[str, list[str]]:
@@ -77,12 +177,46 @@ class ReleaseView:
         return out
 
     @cached_property
+    def release_parse_ids(self) -> frozenset[str]:
+        """Every parse the release names, visible or not (what its recorded digests cover)."""
+        return frozenset(meta["parse_id"] for meta in self.release.manifest["sources"].values())
+
+    def _table_version(self, table: str) -> int | None:
+        return self.release.manifest["tables"].get(table)
+
+    def read_active(self, table: str, columns: list[str]) -> pa.Table:
+        """Rows of ``table`` of the view's parses at the release's version of it.
+
+        Raises
+        ------
+        ProjectionUnavailable
+            ``table-unreadable`` when Lance cannot read it (the failure is remembered by the view).
+        """
+        failed = self._failures.get(table)
+        if failed is not None:
+            raise failed
+        try:
+            return guarded_read(table, lambda: self.home.tables.read_active(
+                table, self._table_version(table), self.sources_by_parse, columns))
+        except ProjectionUnavailable as exc:
+            self._failures[table] = exc
+            raise
+
+    @cached_property
     def chunks(self) -> pa.Table:
-        """Chunk rows of the active parses, sorted by (parse_id, ordinal)."""
-        t = self.home.tables.read_active(
-            "chunks", self.release.manifest["tables"].get("chunks"), self.sources_by_parse,
-            ["parse_id", "chunk_id", "ordinal", "text", "fragments", "section_path", "token_count"],
-        )
+        """Chunk rows of the active parses, sorted by (parse_id, ordinal).
+
+        Raises
+        ------
+        ReleaseUnreadableError
+            The chunk rows cannot be read: no channel could cite anything.
+        """
+        try:
+            t = self.read_active("chunks", ["parse_id", "chunk_id", "ordinal", "text", "fragments", "section_path",
+                                            "token_count"])
+        except ProjectionUnavailable as exc:
+            raise ReleaseUnreadableError(
+                f"release {self.release_id}: {exc.describe()}; restore the table or re-ingest") from exc
         t = t.sort_by([("parse_id", "ascending"), ("ordinal", "ascending")])
         self._settle(t.num_rows)
         return t
@@ -96,54 +230,124 @@ class ReleaseView:
         return np.array(self.chunks.column("parse_id").to_pylist(), dtype=object)
 
     def vector_set(self, table: str) -> "VectorSet":
-        """The release's vectors in ``table`` (``chunk_vectors`` or ``chunk_vectors_multilingual``)."""
+        """The release's vectors in ``table`` (``chunk_vectors`` or ``chunk_vectors_multilingual``).
+
+        The rows of every parse the release names are read and checked against the digest the
+        release recorded (:mod:`fabric_resources.vector_digest`); only those of visible chunks are
+        kept. A release written before digests existed is checked for finite, unit-norm values only.
+
+        Raises
+        ------
+        ProjectionUnavailable
+            ``table-unreadable``, ``vector-digest-mismatch`` or ``vector-values-invalid``; the
+            failure is remembered, so the table is not read again for this view.
+        """
         with self._lock:
             cached = self._vector_sets.get(table)
+            failed = self._failures.get(table)
         if cached is not None:
             return cached
-        # Streamed batch by batch into the one matrix the view keeps: at 100k chunks, reading the
-        # table whole and copying it out held 2-3x the matrix's 154 MB after the read.
-        version = self.release.manifest["tables"].get(table)
-        n = self.home.tables.count_rows(table, version) if version is not None else 0
-        matrix = np.empty((n, DENSE_DIM), dtype=np.float32)
-        rows = np.empty(n, dtype=np.int64)
-        at = 0
-        for batch in self.home.tables.read_active_batches(table, version, self.sources_by_parse, ["chunk_id", "vector"]):
-            index = np.fromiter((self.chunk_index.get(c, -1) for c in batch.column("chunk_id").to_pylist()),
-                                dtype=np.int64, count=batch.num_rows)
-            values = batch.column("vector").flatten().to_numpy(zero_copy_only=False).reshape(-1, DENSE_DIM)
-            keep = index >= 0
-            k = int(keep.sum())
-            matrix[at:at + k] = values[keep]
-            rows[at:at + k] = index[keep]
-            at += k
-        matrix.resize((at, DENSE_DIM), refcheck=False)
-        rows.resize(at, refcheck=False)
-        self._settle(at)
-        vs = VectorSet(rows=rows, matrix=matrix)
+        if failed is not None:
+            raise failed
+        try:
+            vs = guarded_read(table, lambda: self._load_vectors(table))
+        except ProjectionUnavailable as exc:
+            with self._lock:
+                self._failures[table] = exc
+            raise
         with self._lock:
             self._vector_sets[table] = vs
         return vs
+
+    def _load_vectors(self, table: str) -> "VectorSet":
+        # Streamed batch by batch into the one matrix the view keeps: at 100k chunks, reading the
+        # table whole and copying it out held 2-3x the matrix's 154 MB after the read.
+        version = self._table_version(table)
+        n = self.home.tables.count_rows(table, version) if version is not None else 0
+        matrix = np.empty((n, DENSE_DIM), dtype=np.float32)
+        rows = np.empty(n, dtype=np.int64)
+        parse_ids: list[str] = []
+        chunk_ids: list[str] = []
+        models: list[str] = []
+        at = 0
+        for batch in self.home.tables.read_active_batches(table, version, self.release_parse_ids,
+                                                          ["parse_id", "chunk_id", "vector", "model"]):
+            k = batch.num_rows
+            if at + k > n:
+                raise ProjectionUnavailable(table, "table-mismatch", f"more rows than the {n} its version holds")
+            ids = batch.column("chunk_id").to_pylist()
+            rows[at:at + k] = np.fromiter((self.chunk_index.get(c, -1) for c in ids), dtype=np.int64, count=k)
+            matrix[at:at + k] = batch.column("vector").flatten().to_numpy(zero_copy_only=False).reshape(-1, DENSE_DIM)
+            parse_ids += batch.column("parse_id").to_pylist()
+            chunk_ids += ids
+            models += batch.column("model").to_pylist()
+            at += k
+        expected = (self.release.manifest.get(MANIFEST_KEY) or {}).get(table)
+        if expected is not None:
+            found = table_digest(parse_digests(parse_ids, chunk_ids, models, matrix[:at]), self.release_parse_ids)
+            if found != expected:
+                raise ProjectionUnavailable(
+                    table, "vector-digest-mismatch",
+                    f"its {at} rows of release {self.release_id}'s parses do not match the digest the release "
+                    "recorded (altered or damaged after they were written); restore the table or re-embed")
+        keep = rows[:at] >= 0
+        kept_at = np.flatnonzero(keep)
+        k = len(kept_at)
+        if expected is None and k:
+            bad = 0
+            for b in range(0, k, 8192):
+                block = matrix[kept_at[b:b + 8192]]
+                norms = np.linalg.norm(np.where(np.isfinite(block), block, 0), axis=1)
+                bad += int((~np.isfinite(block).all(axis=1) | (np.abs(norms - 1.0) > NORM_TOLERANCE)).sum())
+            if bad:
+                raise ProjectionUnavailable(table, "vector-values-invalid",
+                                            f"{bad} vectors are not finite or not unit norm (no digest recorded)")
+        visible_models = frozenset(pc.unique(pa.array(models, pa.string()).filter(pa.array(keep))).to_pylist())
+        if k < at:
+            # Compact in place, block by block: a kept row only moves towards the front, past rows
+            # already copied, so no second copy of the matrix is ever held.
+            for b in range(0, k, 8192):
+                src = kept_at[b:b + 8192]
+                matrix[b:b + len(src)] = matrix[src]
+                rows[b:b + len(src)] = rows[src]
+        matrix.resize((k, DENSE_DIM), refcheck=False)
+        rows.resize(k, refcheck=False)
+        self._settle(k)
+        return VectorSet(rows=rows, matrix=matrix, models=visible_models, verified=expected is not None)
 
     @cached_property
     def context_windows(self) -> pa.Table:
         """Context-window rows of the active parses (``parse_id``, ``window_id``, ``ordinal``,
         ``chunk_ids``, ``section_path``), sorted by (parse_id, ordinal); empty when the manifest
-        names no ``context_windows`` version."""
-        t = self.home.tables.read_active(
-            "context_windows", self.release.manifest["tables"].get("context_windows"), self.sources_by_parse,
-            ["parse_id", "window_id", "ordinal", "chunk_ids", "section_path"],
-        )
+        names no ``context_windows`` version.
+
+        Raises
+        ------
+        ProjectionUnavailable
+            The table cannot be read.
+        """
+        t = self.read_active("context_windows", ["parse_id", "window_id", "ordinal", "chunk_ids", "section_path"])
         return t.sort_by([("parse_id", "ascending"), ("ordinal", "ascending")])
 
     @cached_property
     def context_window_of(self) -> dict[str, tuple[str, tuple[str, ...]]]:
-        """chunk_id → (its context window's ID, that window's chunk IDs in reading order)."""
+        """chunk_id → (its context window's ID, that window's chunk IDs in reading order).
+
+        Raises
+        ------
+        ProjectionUnavailable
+            The table cannot be read, or a window names a chunk the release does not hold
+            (``table-mismatch``).
+        """
         out: dict[str, tuple[str, tuple[str, ...]]] = {}
         windows = self.context_windows
+        known = self.chunk_index
         for wid, members in zip(windows.column("window_id").to_pylist(), windows.column("chunk_ids").to_pylist()):
             members = tuple(members)
             for cid in members:
+                if cid not in known:
+                    raise ProjectionUnavailable("context_windows", "table-mismatch",
+                                                f"window {wid} names chunk {cid}, which the release does not hold")
                 out[cid] = (wid, members)
         self._settle(len(out))
         return out
@@ -153,12 +357,18 @@ class ReleaseView:
 
         No model pass: MiniLM truncates inputs at 256 word pieces, while the mean of the member
         vectors covers the whole window.
+
+        Raises
+        ------
+        ProjectionUnavailable
+            ``table`` or ``context_windows`` cannot serve.
         """
         with self._lock:
             cached = self._window_vectors.get(table)
         if cached is not None:
             return cached
         vs = self.vector_set(table)
+        self.context_window_of  # noqa: B018 - validates the windows against the chunks first
         position = np.full(self.chunks.num_rows + 1, -1, dtype=np.int64)  # last slot: unknown chunk
         position[vs.rows] = np.arange(len(vs.rows))
         ids = self.context_windows.column("chunk_ids").combine_chunks()
@@ -194,7 +404,14 @@ class ReleaseView:
         return wv
 
     def chunk(self, chunk_id: str) -> dict:
-        """One chunk row as a dict (do not mutate it: rows are cached per view)."""
+        """One chunk row as a dict (do not mutate it: rows are cached per view).
+
+        Raises
+        ------
+        KeyError
+            ``chunk_id`` is not a chunk of the view (callers check :attr:`chunk_index` first for
+            IDs that come from a projection).
+        """
         row = self._chunk_rows.get(chunk_id)
         if row is None:
             i = self.chunk_index[chunk_id]
@@ -205,7 +422,14 @@ class ReleaseView:
 
     @cached_property
     def lexical(self) -> OpenIndex | IndexUnusable:
-        """The pinned index generation, or why it cannot serve (a fallback reason)."""
+        """The index the word and substring channels search, or why none can serve (a fallback reason).
+
+        Unrestricted: the pinned generation, checked to hold one live document per chunk of the
+        release (``index-release-mismatch`` otherwise). Restricted: an in-memory index of the
+        release's lexical documents of its visible parses (module docstring).
+        """
+        if self.restricted:
+            return self._visible_index()
         manifest = self.release.manifest
         if manifest.get("schema_version") != SCHEMA_VERSION:
             return IndexUnusable("index-schema-mismatch", f"release written by schema {manifest.get('schema_version')}")
@@ -213,9 +437,39 @@ class ReleaseView:
         if not gen:
             return IndexUnusable("index-missing", "release names no lexical generation")
         try:
-            return self.home.lexical.open(gen)
+            index = self.home.lexical.open(gen)
         except IndexUnusable as exc:
             return exc
+        try:
+            live = index.searcher.num_docs
+        except BaseException as exc:  # noqa: BLE001 - a corrupt segment panics in Rust
+            if not is_storage_failure(exc):
+                raise
+            return IndexUnusable("index-unreadable", f"{gen}: {type(exc).__name__}: {exc}")
+        if live != self.chunks.num_rows:
+            return IndexUnusable("index-release-mismatch",
+                                 f"{gen} holds {live} documents, release {self.release_id} {self.chunks.num_rows} chunks")
+        return index
+
+    def _visible_index(self) -> OpenIndex | IndexUnusable:
+        try:
+            docs = self.read_active("lexical_documents", ["parse_id", "chunk_id", "folded_text"])
+        except ProjectionUnavailable as exc:
+            return IndexUnusable("index-unreadable", exc.describe())
+        if docs.num_rows != self.chunks.num_rows:
+            return IndexUnusable("index-release-mismatch", f"{docs.num_rows} lexical documents for "
+                                 f"{self.chunks.num_rows} chunks of release {self.release_id}'s visible sources")
+        schema = index_schema()
+        index = tantivy.Index(schema)  # in memory
+        index.register_tokenizer(WORD_TOKENIZER, word_analyzer())
+        index.register_tokenizer(SUBSTRING_TOKENIZER, substring_analyzer())
+        writer = index.writer(heap_size=64_000_000, num_threads=1)
+        add_to_writer(writer, docs)
+        writer.commit()
+        writer.wait_merging_threads()
+        index.reload()
+        self._settle(docs.num_rows)
+        return OpenIndex(f"release-{self.release_id}-visible", index, schema, index.searcher())
 
 
 #: Loads of at least this many rows settle the garbage collector (``fabric_resources.memory``).
@@ -224,35 +478,79 @@ SETTLE_MIN_ROWS = 20_000
 #: Chunk rows kept per view once read (a hit's row is read by several stages of one query).
 MAX_CACHED_CHUNK_ROWS = 20_000
 
-_VIEWS: dict[tuple[str, int], ReleaseView] = {}
+_VIEWS: dict[tuple[str, int, frozenset[str]], ReleaseView] = {}
 _VIEWS_LOCK = threading.Lock()
 #: Views kept per process (the current and the one before it, typically).
 MAX_CACHED_VIEWS = 4
 
+_RELEASES: dict[tuple[str, int], Release] = {}
+#: Per (home, release, withheld patterns): the release's source keys those patterns withhold.
+_WITHHELD: dict[tuple[str, int, tuple[str, ...]], frozenset[str]] = {}
+
+
+def hidden_sources(home: FabricHome, release: Release, visibility: Visibility) -> frozenset[str]:
+    """The source keys ``release`` names that ``visibility`` does not admit.
+
+    Per query this is a set intersection with the catalog's hidden keys; the pattern match over
+    the release's keys is done once per (release, patterns).
+    """
+    named = release.manifest["sources"]
+    deleted = {k for k in visibility.hidden_keys if k in named}
+    if not visibility.withheld:
+        return frozenset(deleted)
+    key = (str(home.root), release.release_id, visibility.withheld)
+    with _VIEWS_LOCK:
+        withheld = _WITHHELD.get(key)
+    if withheld is None:
+        withheld = frozenset(k for k in named if visibility.is_withheld(k))
+        with _VIEWS_LOCK:
+            _WITHHELD[key] = withheld
+            while len(_WITHHELD) > 4 * MAX_CACHED_VIEWS:
+                _WITHHELD.pop(next(iter(_WITHHELD)))
+    return frozenset(deleted) | withheld
+
 
 def pinned_view(home: FabricHome, release_id: int | None = None) -> ReleaseView | None:
-    """The view of ``release_id`` (default: the current release), or None when nothing is activated.
+    """The view of ``release_id`` (default: the current release) under today's visibility, or None
+    when nothing is activated or the release does not exist.
 
-    Only the pointer is read per query; a release's manifest is parsed once per process
-    (releases are immutable).
+    Per query: the pointer, the catalog's hidden source keys and a ``stat`` of the config file; a
+    release's manifest is parsed once per process (releases are immutable).
+
+    Raises
+    ------
+    fabric_resources.config.ConfigError
+        The config file changed and is not valid any more (today's withheld patterns are unknown).
     """
-    rid = release_id if release_id is not None else home.catalog.current_release_id()
+    pointer, visibility = current_visibility(home)
+    rid = release_id if release_id is not None else pointer
     if rid is None:
         return None
+    rkey = (str(home.root), rid)
     with _VIEWS_LOCK:
-        view = _VIEWS.get((str(home.root), rid))
-    if view is not None:
-        return view
-    release = home.catalog.release(rid)
-    return release_view(home, release) if release is not None else None
+        release = _RELEASES.get(rkey)
+    if release is None:
+        release = home.catalog.release(rid)
+        if release is None:
+            return None
+        with _VIEWS_LOCK:
+            _RELEASES[rkey] = release
+            while len(_RELEASES) > 4 * MAX_CACHED_VIEWS:
+                _RELEASES.pop(next(iter(_RELEASES)))
+    return release_view(home, release, hidden_sources(home, release, visibility))
 
 
-def release_view(home: FabricHome, release: Release) -> ReleaseView:
-    key = (str(home.root), release.release_id)
+def release_view(home: FabricHome, release: Release, hidden: frozenset[str] = frozenset()) -> ReleaseView:
+    """The (cached) view of ``release`` without the sources in ``hidden``.
+
+    Callers that serve users go through :func:`pinned_view`, which applies today's visibility;
+    this entry point is for tools that read a release as it was published (evaluation, benchmarks).
+    """
+    key = (str(home.root), release.release_id, frozenset(hidden))
     with _VIEWS_LOCK:
         view = _VIEWS.get(key)
         if view is None:
-            view = ReleaseView(home, release)
+            view = ReleaseView(home, release, frozenset(hidden))
             _VIEWS[key] = view
             while len(_VIEWS) > MAX_CACHED_VIEWS:
                 _VIEWS.pop(next(iter(_VIEWS)))

@@ -1,98 +1,339 @@
-"""``resolve(citation)``: re-verify a citation against the current release and source bytes.
+"""``resolve(citation)``: re-verify a citation against the source bytes as they are now.
 
-Checks, in order: the cited release exists; the source's active parse in the
-*current* release is still the cited one; the source file's current bytes hash
-to the cited ``source_hash``; the parse run is ready for those bytes; every
-cited span still hashes to its ``text_hash`` in the stored unit, and the spans
-rebuild the passage hash. Any failure answers ``stale`` with what changed; the
-new text is never substituted.
+``verified`` means: the cited text was re-derived from the source's current bytes by the parser
+the parse recorded, and matches at the cited offsets; every identifier in the citation matches
+(release, source, source hash, parse, chunk, units); and the catalog still says the same after
+the unlocked read of the file. Checks, in order:
+
+``release``
+    The cited release exists and names the cited parse and source hash for the cited source (and
+    the cited parse for every ``also_cited_by`` source, each visible now).
+``source-active``
+    The source's active parse in the *current* release is still the cited one.
+``source-bytes``
+    The file's current bytes (read without following a symlink, regular files only) hash to the
+    cited ``source_hash``. No digest of the current bytes is ever printed.
+``parse``
+    The parse run is ready for those bytes, its recorded parser identity hashes to the cited
+    parse ID, and this Fabric's parser of that name has the same identity (``parser-changed``
+    otherwise: the text could not be re-derived the way it was).
+``chunk``
+    The cited chunk is a chunk of that parse in the cited release, its ID is the one its
+    definition (``identity.chunk_id``) gives, and the cited spans are exactly the fragments of a
+    run of consecutive chunks that includes it (one chunk for a hit, a window's run for a passage).
+``text``
+    The bytes re-parsed give units whose text at every cited span hashes to the span's
+    ``text_hash`` (UTF-16 offsets agree), and the spans rebuild the passage hash.
+``catalog-recheck``
+    After the read: the source's catalog row, its visibility and the current release's entry for
+    it are what they were before.
+
+A source that is not visible now (unknown to the catalog, deleted, or withheld by the current
+``sources.withheld``) gets one answer whatever the citation holds — the same as for a source key
+that never existed — so resolve tells nothing about withheld content (:func:`_not_visible`).
+Any failure answers ``stale`` with what changed; the new text is never substituted.
 """
 
 from __future__ import annotations
 
 import hashlib
+import os
+import re
+import stat
 from pathlib import Path
+from typing import Any
 
+from pydantic import ValidationError
+
+from fabric_query.errors import CitationError
+from fabric_query.release import ProjectionUnavailable, guarded_read
 from fabric_query.types import Citation, ResolveCheck, ResolveResult
+from fabric_query.visibility import VISIBLE_STATES, current_sources_config
+from fabric_resources import identity
+from fabric_resources.catalog import Release, SourceRow
 from fabric_resources.home import FabricHome
 from fabric_resources.identity import text_hash
-from fabric_resources.offsets import utf16_offset
+from fabric_resources.offsets import Utf16Offsets
 from fabric_resources.schema import FRAGMENT_SEPARATOR
 
+_HEX64 = re.compile(r"[0-9a-f]{64}")
+_HEX32 = re.compile(r"[0-9a-f]{32}")
+_SURROGATE = re.compile("[\ud800-\udfff]")
+#: Offsets are int32 in the tables; anything larger cannot be a real offset.
+_MAX_OFFSET = 2**31 - 1
+_MAX_RELEASE_ID = 2**63 - 1
+#: Bounds on what one citation may carry (a passage has at most ``passages.max_units`` units; the
+#: bound leaves room for any configuration without letting a citation make resolve do unbounded work).
+MAX_SPANS = 10_000
+MAX_SOURCE_KEY_CHARS = 4096
 
-def _source_bytes_check(home: FabricHome, citation: Citation) -> ResolveCheck:
-    row = home.catalog.source(citation.source_key)
-    if row is None:
-        return ResolveCheck(check="source-bytes", ok=False, detail="source unknown to the catalog")
-    roots = {r.root_id: r.path for r in home.catalog.roots()}
-    path = Path(roots.get(row.root_id, "/nonexistent")) / row.rel_path
+
+def validated_citation(citation: Any) -> Citation:
+    """``citation`` (a :class:`Citation` or its JSON dict) checked for shape and ranges.
+
+    Raises
+    ------
+    CitationError
+        Not a citation: missing or extra fields, wrong types, hashes and IDs that are not lower-case
+        hex of the right length, negative or inverted offsets, a release ID out of range, text that
+        is not valid Unicode, too many spans.
+    """
+    if not isinstance(citation, (Citation, dict)):
+        raise CitationError(f"expected a Citation or its JSON object, got {type(citation).__name__}")
     try:
-        if path.is_symlink():
-            return ResolveCheck(check="source-bytes", ok=False, detail=f"{path} is now a symlink")
-        digest = hashlib.sha256(path.read_bytes()).hexdigest()
+        # A Citation is validated again: model_construct() or model_copy(update=...) skip validation.
+        citation = Citation.model_validate(citation.model_dump() if isinstance(citation, Citation) else citation)
+    except ValidationError as exc:
+        fields = ", ".join(".".join(str(p) for p in e["loc"]) or "(citation)" for e in exc.errors())
+        raise CitationError(f"not a valid citation (missing or malformed: {fields})") from None
+    except Exception as exc:  # noqa: BLE001 - model_dump of an unvalidated model with foreign values
+        raise CitationError(f"not a valid citation ({type(exc).__name__})") from None
+    problems = []
+    if not 1 <= citation.release_id <= _MAX_RELEASE_ID:
+        problems.append("release_id")
+    for name in ("source_hash", "text_hash"):
+        if not _HEX64.fullmatch(getattr(citation, name)):
+            problems.append(name)
+    for name in ("parse_id", "chunk_id"):
+        if not _HEX32.fullmatch(getattr(citation, name)):
+            problems.append(name)
+    for name, value in (("source_key", citation.source_key), *(("also_cited_by", k) for k in citation.also_cited_by)):
+        if not value or len(value) > MAX_SOURCE_KEY_CHARS or _SURROGATE.search(value) or "\x00" in value:
+            problems.append(name)
+    if not 1 <= len(citation.spans) <= MAX_SPANS:
+        problems.append("spans")
+    for i, s in enumerate(citation.spans[:MAX_SPANS]):
+        if (not _HEX32.fullmatch(s.unit_id) or not _HEX64.fullmatch(s.text_hash)
+                or not 0 <= s.start_char <= s.end_char <= _MAX_OFFSET
+                or not 0 <= s.start_utf16 <= s.end_utf16 <= _MAX_OFFSET):
+            problems.append(f"spans.{i}")
+    if problems:
+        raise CitationError(f"not a valid citation (malformed: {', '.join(dict.fromkeys(problems))})")
+    return citation
+
+
+def _check(name: str, ok: bool, detail: str) -> ResolveCheck:
+    return ResolveCheck(check=name, ok=ok, detail=detail)
+
+
+def _not_visible(home: FabricHome, citation: Citation) -> ResolveResult:
+    """The one answer about a source that is unknown, deleted or withheld: it depends on the
+    citation's release and source key only, never on what the home holds for that key."""
+    return ResolveResult(status="stale", checks=(
+        _release_exists(home, citation),
+        _check("source-active", False, f"no visible source {citation.source_key} (unknown, deleted or withheld)"),
+    ))
+
+
+def _release_exists(home: FabricHome, citation: Citation) -> ResolveCheck:
+    exists = home.catalog.release(citation.release_id) is not None
+    return _check("release", exists, f"release {citation.release_id} " + ("exists" if exists else "unknown"))
+
+
+def _visible_row(home: FabricHome, source_key: str) -> SourceRow | None:
+    row = home.catalog.source(source_key)
+    if row is None or row.state not in VISIBLE_STATES or current_sources_config(home).is_withheld(source_key):
+        return None
+    return row
+
+
+def _row_identity(row: SourceRow | None) -> tuple | None:
+    """What the verification relied on (not ``last_seen``, which every scan touches)."""
+    return None if row is None else (row.root_id, row.rel_path, row.state, row.source_hash, row.parse_id)
+
+
+def _read_source(home: FabricHome, row: SourceRow, expected_size: int | None) -> tuple[bytes | None, str]:
+    """The file's bytes (no symlink followed, regular files only), or None and why not."""
+    roots = {r.root_id: r.path for r in home.catalog.roots()}
+    if row.root_id not in roots:
+        return None, "its folder is no longer registered"
+    path = Path(roots[row.root_id]) / row.rel_path
+    try:
+        # O_NONBLOCK: a FIFO put in the file's place must not hang the open.
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     except FileNotFoundError:
-        return ResolveCheck(check="source-bytes", ok=False, detail=f"source file {path} no longer exists")
+        return None, f"source file {path} no longer exists"
     except OSError as exc:
-        return ResolveCheck(check="source-bytes", ok=False, detail=f"cannot read {path}: {exc}")
-    if digest != citation.source_hash:
-        return ResolveCheck(
-            check="source-bytes", ok=False,
-            detail=f"source bytes changed: now {digest[:12]}…, cited {citation.source_hash[:12]}…",
-        )
-    return ResolveCheck(check="source-bytes", ok=True, detail="current bytes match the cited hash")
+        if os.path.islink(path):
+            return None, f"{path} is now a symlink"
+        return None, f"cannot read {path}: {exc.strerror or exc}"
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            return None, f"{path} is no longer a regular file"
+        if expected_size is not None and st.st_size != expected_size:
+            return None, "source bytes changed since the citation (another size)"
+        with os.fdopen(fd, "rb", closefd=True) as fh:
+            fd = -1
+            return fh.read(), ""
+    except OSError as exc:
+        return None, f"cannot read {path}: {exc.strerror or exc}"
+    finally:
+        if fd >= 0:
+            os.close(fd)
+
+
+def _parse_check(home: FabricHome, citation: Citation):
+    """(check, parser spec or None, parse run or None)."""
+    # Imported here: the parser plug-ins (lxml among them) are resolve's only, not every search's.
+    from fabric_resources.parsing.registry import parser_named
+
+    run = home.catalog.parse_run(citation.parse_id)
+    if run is None or run.status != "ready" or run.source_hash != citation.source_hash:
+        return _check("parse", False, f"parse {citation.parse_id} is not ready for the cited bytes"), None, None
+    recorded = identity.parse_id(run.source_hash, run.parser_name, run.parser_version, run.parser_config_hash)
+    if recorded != citation.parse_id:
+        return _check("parse", False, f"parse-record-mismatch: the parse run's recorded parser identity gives "
+                                      f"parse ID {recorded}"), None, None
+    spec = parser_named(run.parser_name)
+    if spec is None or run.media_type not in spec.media_types:
+        return _check("parse", False, f"parser-changed: no parser {run.parser_name} for {run.media_type} in this "
+                                      "Fabric"), None, None
+    now = spec.identity(home.config.parsers)
+    if identity.parse_id(run.source_hash, now.name, now.version, now.config_hash) != citation.parse_id:
+        return _check("parse", False, f"parser-changed: the parse was made by {run.parser_name} "
+                                      f"{run.parser_version} (config {run.parser_config_hash}); this Fabric's is "
+                                      f"{now.version} (config {now.config_hash}), so the text cannot be re-derived "
+                                      "as it was"), None, None
+    return _check("parse", True, f"{run.parser_name} {run.parser_version} (config {run.parser_config_hash})"), spec, run
+
+
+def _fragment_key(f: dict) -> tuple:
+    return (f["unit_id"], f["start_char"], f["end_char"], f["start_utf16"], f["end_utf16"])
+
+
+def _chunk_check(home: FabricHome, cited: Release, citation: Citation) -> ResolveCheck:
+    version = cited.manifest["tables"].get("chunks")
+    if version is None:
+        return _check("chunk", False, f"release {citation.release_id} records no chunks table")
+    try:
+        t = guarded_read("chunks", lambda: home.tables.read(
+            "chunks", parse_ids=[citation.parse_id], version=version,
+            columns=["chunk_id", "ordinal", "fragments", "chunker"]))
+    except ProjectionUnavailable as exc:
+        return _check("chunk", False, exc.describe())
+    rows = sorted(t.to_pylist(), key=lambda r: r["ordinal"])
+    at = next((i for i, r in enumerate(rows) if r["chunk_id"] == citation.chunk_id), None)
+    if at is None:
+        return _check("chunk", False, f"chunk {citation.chunk_id} is not a chunk of parse {citation.parse_id} "
+                                      f"in release {citation.release_id}")
+    row = rows[at]
+    if identity.chunk_id(citation.parse_id, row["chunker"], row["ordinal"]) != citation.chunk_id:
+        return _check("chunk", False, f"chunk {citation.chunk_id} is not the ID its definition gives "
+                                      "(parse, chunker, ordinal)")
+    spans = [(s.unit_id, s.start_char, s.end_char, s.start_utf16, s.end_utf16) for s in citation.spans]
+    first = next((i for i, r in enumerate(rows) if r["fragments"] and _fragment_key(r["fragments"][0]) == spans[0]),
+                 None)
+    covered: list[tuple] = []
+    i = first
+    while i is not None and i < len(rows) and len(covered) < len(spans):
+        covered += [_fragment_key(f) for f in rows[i]["fragments"]]
+        i += 1
+    last = (i - 1) if i is not None else None
+    if first is None or covered != spans or not first <= at <= last:
+        return _check("chunk", False, "the cited spans are not the fragments of consecutive chunks around "
+                                      f"chunk {citation.chunk_id} in release {citation.release_id}")
+    n = last - first + 1
+    return _check("chunk", True, f"chunk {citation.chunk_id[:12]}… of parse {citation.parse_id[:12]}…"
+                                 + (f" in a run of {n} chunks" if n > 1 else ""))
+
+
+def _text_check(home: FabricHome, spec, run, data: bytes, citation: Citation) -> tuple[ResolveCheck, str | None]:
+    from fabric_resources.parsing.document import ParseError
+    from fabric_resources.parsing.records import unit_rows
+
+    try:
+        doc = spec.run(data, home.config.parsers, run.media_type)
+    except ParseError as exc:
+        return _check("text", False, f"re-parse failed: {exc.reason}"), None
+    units, _ = unit_rows(citation.parse_id, doc)
+    text_of = dict(zip(units.column("unit_id").to_pylist(), units.column("text").to_pylist()))
+    pieces, bad = [], []
+    utf16: dict[str, Utf16Offsets] = {}
+    for span in citation.spans:
+        unit = text_of.get(span.unit_id)
+        if unit is None or span.end_char > len(unit):
+            bad.append(span.unit_id)
+            continue
+        conv = utf16.setdefault(span.unit_id, Utf16Offsets(unit))
+        piece = unit[span.start_char:span.end_char]
+        if text_hash(piece) != span.text_hash or (span.start_utf16, span.end_utf16) != (
+                conv.at(span.start_char), conv.at(span.end_char)):
+            bad.append(span.unit_id)
+        else:
+            pieces.append(piece)
+    passage = FRAGMENT_SEPARATOR.join(pieces)
+    if bad:
+        return _check("text", False, f"re-derived text differs at {len(bad)} span(s), e.g. unit {bad[0]}"), None
+    if text_hash(passage) != citation.text_hash:
+        return _check("text", False, "the spans do not rebuild the cited passage"), None
+    return _check("text", True, f"re-derived from the source bytes by {run.parser_name}: {len(pieces)} span(s) "
+                                "match at the cited offsets"), passage
 
 
 def resolve(home: FabricHome, citation: Citation) -> ResolveResult:
-    """Verify ``citation``; ``verified`` carries the cited canonical text, ``stale`` says why not."""
+    """Verify ``citation``; ``verified`` carries the re-derived cited text, ``stale`` says why not.
+
+    Raises
+    ------
+    CitationError
+        ``citation`` is malformed (:func:`validated_citation`).
+    """
+    citation = validated_citation(citation)
+    before = _visible_row(home, citation.source_key)
+    if before is None:
+        return _not_visible(home, citation)
     checks: list[ResolveCheck] = []
     cited = home.catalog.release(citation.release_id)
-    checks.append(ResolveCheck(check="release", ok=cited is not None,
-                               detail=f"release {citation.release_id} exists" if cited
-                               else f"release {citation.release_id} unknown"))
+    named = (cited.manifest["sources"].get(citation.source_key) if cited else None) or {}
+    bound = named.get("parse_id") == citation.parse_id and named.get("source_hash") == citation.source_hash
+    # Sources with the same bytes: each must be cited by the release with this parse and be visible now
+    # (one message whatever the reason, so a withheld key is answered like an absent one).
+    others_ok = all(
+        ((cited.manifest["sources"].get(k) or {}).get("parse_id") == citation.parse_id and _visible_row(home, k))
+        for k in citation.also_cited_by) if cited is not None else False
+    if cited is None:
+        checks.append(_check("release", False, f"release {citation.release_id} unknown"))
+    elif not bound:
+        checks.append(_check("release", False, f"release {citation.release_id} does not cite this parse and source "
+                                               "hash for this source"))
+    elif not others_ok:
+        bound = False
+        checks.append(_check("release", False, f"also_cited_by names a source that release {citation.release_id} "
+                                               "does not show with this parse"))
+    else:
+        checks.append(_check("release", True, f"release {citation.release_id} cites this parse for this source"))
     current = home.catalog.current_release()
     active = (current.manifest["sources"].get(citation.source_key) if current else None) or {}
     if not active:
-        checks.append(ResolveCheck(check="source-active", ok=False,
-                                   detail="source is no longer active (deleted or deactivated)"))
+        checks.append(_check("source-active", False, "source is no longer active (deactivated)"))
     elif active["parse_id"] != citation.parse_id:
-        checks.append(ResolveCheck(check="source-active", ok=False,
-                                   detail=f"superseded: active parse is now {active['parse_id']}"))
+        checks.append(_check("source-active", False, f"superseded: active parse is now {active['parse_id']}"))
     else:
-        checks.append(ResolveCheck(check="source-active", ok=True,
-                                   detail=f"active in release {current.release_id}"))
-    checks.append(_source_bytes_check(home, citation))
-    run = home.catalog.parse_run(citation.parse_id)
-    parse_ok = run is not None and run.status == "ready" and run.source_hash == citation.source_hash
-    checks.append(ResolveCheck(check="parse", ok=parse_ok,
-                               detail=f"parse run {citation.parse_id[:12]}… is ready for these bytes" if parse_ok
-                               else f"parse run {citation.parse_id} not ready for these bytes"))
+        checks.append(_check("source-active", True, f"active in release {current.release_id}"))
+    data = None
+    if bound:
+        # Only a hash the cited release published is ever compared with the file: resolve confirms
+        # no guess about bytes that no release showed.
+        data, why = _read_source(home, before, named.get("size"))
+        if data is not None and hashlib.sha256(data).hexdigest() != citation.source_hash:
+            data, why = None, "source bytes changed since the citation"
+        checks.append(_check("source-bytes", data is not None, why or "current bytes match the cited hash"))
     text = None
-    release_for_units = current if active.get("parse_id") == citation.parse_id else cited
-    if release_for_units is not None:
-        t = home.tables.read("units", parse_ids=[citation.parse_id],
-                             version=release_for_units.manifest["tables"].get("units"), columns=["unit_id", "text"])
-        units = dict(zip(t.column("unit_id").to_pylist(), t.column("text").to_pylist()))
-        pieces, bad = [], []
-        for span in citation.spans:
-            unit = units.get(span.unit_id)
-            piece = unit[span.start_char:span.end_char] if unit is not None else None
-            if (
-                piece is None
-                or not 0 <= span.start_char <= span.end_char <= len(unit)
-                or text_hash(piece) != span.text_hash
-                or (span.start_utf16, span.end_utf16) != (utf16_offset(unit, span.start_char),
-                                                          utf16_offset(unit, span.end_char))
-            ):
-                bad.append(span.unit_id)
-            else:
-                pieces.append(piece)
-        passage = FRAGMENT_SEPARATOR.join(pieces)
-        units_ok = not bad and text_hash(passage) == citation.text_hash
-        detail = ("spans and their offsets reproduce the cited text" if units_ok
-                  else f"spans differ: {bad[:3]}" if bad else "no spans, or they do not rebuild the cited text")
-        checks.append(ResolveCheck(check="units", ok=units_ok, detail=detail))
-        text = passage if units_ok else None
-    else:
-        checks.append(ResolveCheck(check="units", ok=False, detail="no release to read units from"))
-    ok = all(c.ok for c in checks)
+    if data is not None and bound:
+        parse_check, spec, run = _parse_check(home, citation)
+        checks.append(parse_check)
+        if spec is not None:
+            checks.append(_chunk_check(home, cited, citation))
+            text_check, text = _text_check(home, spec, run, data, citation)
+            checks.append(text_check)
+    after = _visible_row(home, citation.source_key)
+    again = home.catalog.current_release()
+    active_after = (again.manifest["sources"].get(citation.source_key) if again else None) or {}
+    unchanged = _row_identity(after) == _row_identity(before) and active_after == active
+    checks.append(_check("catalog-recheck", unchanged, "catalog unchanged during verification" if unchanged
+                         else "the source changed in the catalog while it was being verified"))
+    if after is None:
+        return _not_visible(home, citation)
+    ok = all(c.ok for c in checks) and text is not None
     return ResolveResult(status="verified" if ok else "stale", checks=tuple(checks), text=text if ok else None)

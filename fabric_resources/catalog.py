@@ -170,6 +170,16 @@ class Catalog:
         with self.transaction() as con:
             return [SourceRow(**dict(r)) for r in con.execute(sql + " ORDER BY source_key", args)]
 
+    def pointer_and_source_keys_in(self, states: Iterable[str]) -> tuple[int | None, set[str]]:
+        """The ``current`` pointer and the keys of the sources whose state is one of ``states``, in
+        one read transaction (the query path's per-query catalog read; the state index serves it)."""
+        states = sorted(set(states))
+        with self.transaction() as con:
+            r = con.execute("SELECT release_id FROM pointer WHERE name = 'current'").fetchone()
+            rows = con.execute(f"SELECT source_key FROM sources WHERE state IN ({', '.join('?' * len(states))})",
+                               states) if states else ()
+            return (r["release_id"] if r else None), {row[0] for row in rows}
+
     def source(self, source_key: str) -> SourceRow | None:
         with self.transaction() as con:
             r = con.execute("SELECT * FROM sources WHERE source_key = ?", (source_key,)).fetchone()

@@ -282,6 +282,7 @@ CREATE TABLE IF NOT EXISTS events (
 );
 CREATE INDEX IF NOT EXISTS parse_runs_status ON parse_runs(status);
 CREATE INDEX IF NOT EXISTS sources_parse ON sources(parse_id);
+CREATE INDEX IF NOT EXISTS sources_state ON sources(state);
 """
 
 SOURCE_STATES = ("present", "deleted", "access_lost")

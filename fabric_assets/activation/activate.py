@@ -20,6 +20,7 @@ from fabric_resources.catalog import Catalog, Release, StatusUpdate
 from fabric_resources.config import config_hash
 from fabric_resources.home import FabricHome, exclusive_lock
 from fabric_resources.schema import SCHEMA_VERSION, TABLES
+from fabric_resources.vector_digest import MANIFEST_KEY as VECTOR_DIGESTS, manifest_digests
 
 #: Lexical generations of this many most recent releases are kept on disk.
 RETAINED_RELEASES = 3
@@ -128,6 +129,8 @@ def activate(home: FabricHome) -> ActivationReport:
             "sources": sources,
             "tables": tables,
             "lexical_generation": gen,
+            # The active parses' vector digests, recorded by the dense assets (fabric_resources.vector_digest).
+            VECTOR_DIGESTS: manifest_digests({r.parse_id: r.verdicts for r in runs}, new_parses),
         }
         release = catalog.publish_release(manifest, expected_current=current.release_id if current else None)
         keep = {r.manifest.get("lexical_generation") for r in catalog.releases()[-RETAINED_RELEASES:]}

@@ -21,6 +21,7 @@ from fabric_resources.language_routing import needs_multilingual
 from fabric_assets.model_identity import definitions_config, dense_identity, multilingual_identity
 from fabric_resources.models.embedder import Encoder
 from fabric_resources.schema import CHUNK_VECTORS, DENSE_DIM
+from fabric_resources.vector_digest import EMPTY_PARSE_DIGEST, VERDICT_OF_TABLE, parse_digests
 
 
 _CONFIG = definitions_config()
@@ -57,10 +58,14 @@ def _embed_partitions(context, home: FabricHome, embedder: Encoder, table: str, 
     )
     version = home.tables.replace_partitions(table, keys, rows)
     pid_array = np.array(pids, dtype=object)
+    # The digest of exactly the float32 rows written: activation binds it into the release, and the
+    # query side recomputes it from what it reads (fabric_resources.vector_digest).
+    written = rows.column("vector").combine_chunks().flatten().to_numpy().reshape(-1, DENSE_DIM)
+    digests = parse_digests(pids, ids, rows.column("model"), written)
     verdicts = {}
     for pk in live:
         mask = pid_array == pk
-        verdicts[pk] = vectors_finite_unit_norm(vectors[mask])
+        verdicts[pk] = {**vectors_finite_unit_norm(vectors[mask]), "digest": digests.get(pk, EMPTY_PARSE_DIGEST)}
         context.add_asset_metadata({"rows": int(mask.sum()), "model": embedder.identity}, partition_key=pk)
     yield dg.MaterializeResult(
         metadata={
@@ -88,7 +93,7 @@ def chunk_vectors(context: dg.AssetExecutionContext, fabric: FabricHomeResource)
         # An HTTP endpoint is validated once per run before any partition is written (seed 003 §10).
         encoder.smoke_check()
     yield from _embed_partitions(context, fabric.open(), encoder, "chunk_vectors", False,
-                                 "vectors_are_finite_and_unit_norm")
+                                 VERDICT_OF_TABLE["chunk_vectors"])
 
 
 @dg.asset(
@@ -102,4 +107,4 @@ def chunk_vectors(context: dg.AssetExecutionContext, fabric: FabricHomeResource)
 )
 def chunk_vectors_multilingual(context: dg.AssetExecutionContext, fabric: FabricHomeResource):
     yield from _embed_partitions(context, fabric.open(), fabric.multilingual_embedder(),
-                                 "chunk_vectors_multilingual", True, "multilingual_vectors_are_finite_and_unit_norm")
+                                 "chunk_vectors_multilingual", True, VERDICT_OF_TABLE["chunk_vectors_multilingual"])

@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import threading
-
 import numpy as np
-import pyarrow.compute as pc
 
 from fabric_query.channels import ChannelResult, ranked
 from fabric_query.release import ReleaseView
@@ -31,27 +28,15 @@ def dense_channel(
     return ranked([(ids[int(vs.rows[i])].as_py(), float(scores[i])) for i in top if np.isfinite(scores[i])], depth)
 
 
-_MODELS: dict[tuple[str, int, str], frozenset[str]] = {}
-_MODELS_LOCK = threading.Lock()
-
-
 def vector_models(view: ReleaseView, table: str) -> frozenset[str]:
-    """Model identities recorded on the release's active rows of ``table`` (cached per release).
+    """Model identities recorded on the view's rows of ``table`` (loaded once per view).
 
     A query vector is only comparable with vectors of the same model; the pipeline skips the
     channel with a named reason when these differ from its query encoder's identity.
+
+    Raises
+    ------
+    fabric_query.release.ProjectionUnavailable
+        The table cannot serve (unreadable, or its rows do not match the release's digest).
     """
-    key = (str(view.home.root), view.release_id, table)
-    with _MODELS_LOCK:
-        if key in _MODELS:
-            return _MODELS[key]
-    version = view.release.manifest["tables"].get(table)
-    models: frozenset[str] = frozenset()
-    if version is not None:
-        t = view.home.tables.read_active(table, version, view.sources_by_parse, ["model"])
-        models = frozenset(pc.unique(t.column("model")).to_pylist())
-    with _MODELS_LOCK:
-        _MODELS[key] = models
-        while len(_MODELS) > 16:
-            _MODELS.pop(next(iter(_MODELS)))
-    return models
+    return view.vector_set(table).models

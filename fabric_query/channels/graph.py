@@ -179,14 +179,12 @@ class ReleaseGraph:
 
     @classmethod
     def load(cls, view: ReleaseView) -> "ReleaseGraph":
-        home, tables = view.home, view.release.manifest["tables"]
-        parses = set(view.sources_by_parse)
-        mentions = home.tables.read_active("graph_mentions", tables.get("graph_mentions"), parses, _MENTION_COLS)
-        edges = home.tables.read_active("graph_edges", tables.get("graph_edges"), parses, _EDGE_COLS)
-        ann = home.tables.read_active("annotations", tables.get("annotations"), parses, _ANNOTATION_COLS)
+        # Reads of the view's (visible) parses; an unreadable table raises ProjectionUnavailable.
+        mentions = view.read_active("graph_mentions", _MENTION_COLS)
+        edges = view.read_active("graph_edges", _EDGE_COLS)
+        ann = view.read_active("annotations", _ANNOTATION_COLS)
         ann = ann.filter(pc.is_in(ann.column("kind"), pa.array(["summary", "relation"])))
-        vec = home.tables.read_active("annotation_vectors", tables.get("annotation_vectors"), parses,
-                                      ["parse_id", "annotation_id", "vector", "model"])
+        vec = view.read_active("annotation_vectors", ["parse_id", "annotation_id", "vector", "model"])
         if vec.num_rows:
             matrix = vec.column("vector").combine_chunks().flatten().to_numpy(zero_copy_only=False)
             matrix = np.ascontiguousarray(matrix.reshape(vec.num_rows, DENSE_DIM), dtype=np.float32)
@@ -265,15 +263,15 @@ class ReleaseGraph:
         return out
 
 
-_GRAPHS: OrderedDict[tuple[str, int], ReleaseGraph] = OrderedDict()
+_GRAPHS: OrderedDict[tuple, ReleaseGraph] = OrderedDict()
 _GRAPHS_LOCK = threading.Lock()
 #: Release graphs kept per process (like ``fabric_query.release.MAX_CACHED_VIEWS``).
 MAX_CACHED_GRAPHS = 4
 
 
 def release_graph(view: ReleaseView) -> ReleaseGraph:
-    """The graph of ``view``'s release, loaded once per (home, release) in this process."""
-    key = (str(view.home.root), view.release_id)
+    """The graph of ``view``'s release, loaded once per view (home, release, hidden sources) in this process."""
+    key = view.cache_key
     with _GRAPHS_LOCK:
         graph = _GRAPHS.get(key)
         if graph is not None:

