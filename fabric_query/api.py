@@ -46,6 +46,9 @@ class Status(BaseModel):
     unfinished: tuple[ParseProblem, ...] = ()
     unsupported: tuple[tuple[str, str], ...]  # (source key, media type)
     withheld: tuple[str, ...]  # source keys kept out of every release by policy
+    #: Parses that are searchable but left parts unread (e.g. image-only PDF pages without OCR):
+    #: reason ``failed-units``, detail lists them (``page 3: ocr-unavailable; …``).
+    partial: tuple[ParseProblem, ...] = ()
 
 
 class Fabric:
@@ -121,4 +124,10 @@ class Fabric:
             ),
             withheld=tuple(s.source_key for s in sources
                            if s.state == "present" and self.home.config.sources.is_withheld(s.source_key)),
+            partial=tuple(
+                ParseProblem(parse_id=r.parse_id, status=r.status, reason="failed-units",
+                             detail="; ".join(f"page {f.get('page')}: {f.get('reason')}" for f in r.counts["failed_units"]),
+                             sources=tuple(by_parse.get(r.parse_id, ())))
+                for r in runs if r.status == "ready" and r.counts.get("failed_units") and r.parse_id in by_parse
+            ),
         )

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import codecs
 import re
+from collections import Counter
 from typing import TYPE_CHECKING, Any
 
 import lxml.html
@@ -106,21 +107,22 @@ def decode_html(data: bytes) -> tuple[str, str]:
     return _XML_DECL.sub("", data.decode("cp1252", errors="replace")), "cp1252"
 
 
-def main_text(text: str) -> tuple[str, set[str]] | None:
-    """trafilatura's main text of the page, whitespace-collapsed, and its lines; ``None`` when it
-    finds none (then every block element counts as main text)."""
+def main_text(text: str) -> tuple[str, Counter[str]] | None:
+    """trafilatura's main text of the page, whitespace-collapsed, and how often each of its lines
+    occurs; ``None`` when it finds none (then every block element counts as main text)."""
     import trafilatura
 
     extracted = trafilatura.extract(text, include_comments=False, include_tables=True, deduplicate=False,
                                     output_format="txt", with_metadata=False)
     if not extracted:
         return None
-    lines = {_WS.sub(" ", line).strip() for line in extracted.splitlines()}
-    return _WS.sub(" ", extracted).strip(), {line for line in lines if line}
+    lines = Counter(_WS.sub(" ", line).strip() for line in extracted.splitlines())
+    lines.pop("", None)
+    return _WS.sub(" ", extracted).strip(), lines
 
 
 class _Walker:
-    def __init__(self, tree, main: tuple[str, set[str]] | None, max_depth: int) -> None:
+    def __init__(self, tree, main: tuple[str, Counter[str]] | None, max_depth: int) -> None:
         self.tree = tree
         self.main = main
         self.max_depth = max_depth
@@ -135,7 +137,12 @@ class _Walker:
             return True
         joined, lines = self.main
         if len(text) < _SHORT:
-            return text in lines or any(line.startswith(text) and len(line) < 2 * len(text) for line in lines)
+            # A short text must be a whole line of the main text, and each such line vouches for as
+            # many elements as it occurs (a sidebar "Contents" does not ride on the article's heading).
+            if lines[text] > 0:
+                lines[text] -= 1
+                return True
+            return False
         if text in joined:
             return True
         # trafilatura rewrites some whitespace and inline markup: keep an element most of whose
