@@ -81,7 +81,9 @@ class OoxmlParserConfig(_Strict):
     max_decompressed_bytes: int = Field(512 * 1024 * 1024, gt=0, description="Sum over all entries.")
     max_compression_ratio: float = Field(200.0, gt=1, description="Per entry, uncompressed/compressed.")
     max_units: int = Field(200_000, gt=0, description="Units in one document.")
-    isolation: IsolationConfig = IsolationConfig()
+    # In-process by default: the child costs 0.3-0.5 s per file here, 40x the parse itself, and the
+    # zip caps above bound these inputs before lxml sees them (docs/benchmarks.md, "Formats").
+    isolation: IsolationConfig = IsolationConfig(mode="in-process")
 
 
 class HtmlParserConfig(_Strict):
@@ -91,7 +93,8 @@ class HtmlParserConfig(_Strict):
     max_depth: int = Field(512, gt=0, description="Element nesting depth.")
     main_text: Literal["trafilatura", "all"] = Field(
         "trafilatura", description="'trafilatura' keeps the elements trafilatura finds as main text; 'all' keeps every text element.")
-    isolation: IsolationConfig = IsolationConfig()
+    # In-process by default: trafilatura's import alone makes the child ~0.8 s per page (10x the parse).
+    isolation: IsolationConfig = IsolationConfig(mode="in-process")
 
 
 class ParserConfig(_Strict):
