@@ -50,6 +50,9 @@ class Status(BaseModel):
     #: (path, reason) of what the last scan found but could not take in (too-large, unreadable,
     #: not-a-regular-file, unreadable-folder, name-not-utf-8); see ``schema.SCAN_SKIPPED_STATE``.
     skipped: tuple[tuple[str, str], ...] = ()
+    #: Parses that are searchable but left parts unread (e.g. image-only PDF pages without OCR):
+    #: reason ``failed-units``, detail lists them (``page 3: ocr-unavailable; …``).
+    partial: tuple[ParseProblem, ...] = ()
 
 
 class Fabric:
@@ -133,4 +136,10 @@ class Fabric:
             withheld=tuple(s.source_key for s in sources
                            if s.state == "present" and self.home.config.sources.is_withheld(s.source_key)),
             skipped=tuple(sorted((catalog.state(SCAN_SKIPPED_STATE) or {}).items())),
+            partial=tuple(
+                ParseProblem(parse_id=r.parse_id, status=r.status, reason="failed-units",
+                             detail="; ".join(f"page {f.get('page')}: {f.get('reason')}" for f in r.counts["failed_units"]),
+                             sources=tuple(by_parse.get(r.parse_id, ())))
+                for r in runs if r.status == "ready" and r.counts.get("failed_units") and r.parse_id in by_parse
+            ),
         )

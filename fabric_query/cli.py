@@ -159,6 +159,8 @@ def _print_status(home: Path) -> None:
     for p in st.unfinished:
         console.print(f"  [yellow]unfinished[/yellow] {', '.join(p.sources)}: run still going or killed; "
                       "the next `fabric ingest` re-runs it")
+    for p in st.partial:
+        console.print(f"  [yellow]partly read[/yellow] {', '.join(p.sources)}: {p.detail}")
     for key, mt in st.unsupported:
         console.print(f"  [dim]unsupported[/dim] {key} ({mt})")
     for key, reason in st.skipped:

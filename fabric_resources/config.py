@@ -50,9 +50,69 @@ class EpubParserConfig(_Strict):
     max_unit_chars: int = Field(16_384, ge=256, description=_MAX_UNIT_CHARS)
 
 
+class OcrConfig(_Strict):
+    """Tesseract OCR of image-only PDF pages. Without the binary such a page is a failed unit
+    (reason ``ocr-unavailable``); the engine's version and languages enter the parser identity."""
+
+    enabled: bool = Field(True, description="Run OCR on pages without a text layer.")
+    tesseract_cmd: str = Field("tesseract", description="The tesseract binary (a name on PATH or a path).")
+    languages: str = Field("eng+jpn+chi_sim+kor", description="Tesseract -l value; missing packs are dropped.")
+    dpi: int = Field(200, ge=50, le=600, description="Render resolution of a page for OCR (dots per inch).")
+    timeout_s: float = Field(60.0, gt=0, description="Per page.")
+
+
+class IsolationConfig(_Strict):
+    """Bounds of a parse run in a child process: a hang or crash in C code (pdfium, libxml2)
+    cannot be stopped in-process, so these parsers run in a subprocess by default."""
+
+    mode: Literal["subprocess", "in-process"] = "subprocess"
+    timeout_s: float = Field(120.0, gt=0, description="Wall clock per document (seconds).")
+    max_memory_bytes: int = Field(2 * 1024**3, gt=0, description="Address-space limit of the child (RLIMIT_AS).")
+
+
+class PdfParserConfig(_Strict):
+    """PDF (pypdfium2) caps; a file over a cap is a failed parse with the cap's name."""
+
+    max_bytes: int = Field(512 * 1024 * 1024, gt=0, description="Refuse larger files (bytes).")
+    max_pages: int = Field(5000, gt=0, description="Pages.")
+    max_objects: int = Field(2_000_000, gt=0, description="Indirect objects declared in the file.")
+    max_page_objects: int = Field(200_000, gt=0, description="Graphic objects on one page.")
+    max_chars_per_page: int = Field(200_000, gt=0, description="Characters of one page's text layer.")
+    max_image_pixels: int = Field(100_000_000, gt=0, description="One image (embedded or rendered for OCR).")
+    isolation: IsolationConfig = IsolationConfig()
+    ocr: OcrConfig = OcrConfig()
+
+
+class OoxmlParserConfig(_Strict):
+    """DOCX / PPTX (zip) admission caps, as for EPUB."""
+
+    max_members: int = Field(10_000, gt=0, description="Zip entries.")
+    max_decompressed_bytes: int = Field(512 * 1024 * 1024, gt=0, description="Sum over all entries.")
+    max_compression_ratio: float = Field(200.0, gt=1, description="Per entry, uncompressed/compressed.")
+    max_units: int = Field(200_000, gt=0, description="Units in one document.")
+    # In-process by default: the child costs 0.3-0.5 s per file here, 40x the parse itself, and the
+    # zip caps above bound these inputs before lxml sees them (docs/benchmarks.md, "Formats").
+    isolation: IsolationConfig = IsolationConfig(mode="in-process")
+
+
+class HtmlParserConfig(_Strict):
+    """HTML: size cap and the main-text decision (trafilatura)."""
+
+    max_bytes: int = Field(64 * 1024 * 1024, gt=0, description="Refuse larger files (bytes).")
+    max_depth: int = Field(512, gt=0, description="Element nesting depth.")
+    main_text: Literal["trafilatura", "all"] = Field(
+        "trafilatura", description="'trafilatura' keeps the elements trafilatura finds as main text; 'all' keeps every text element.")
+    # In-process by default: trafilatura's import alone makes the child ~0.8 s per page (10x the parse).
+    isolation: IsolationConfig = IsolationConfig(mode="in-process")
+
+
 class ParserConfig(_Strict):
     text: TextParserConfig = TextParserConfig()
     epub: EpubParserConfig = EpubParserConfig()
+    pdf: PdfParserConfig = PdfParserConfig()
+    docx: OoxmlParserConfig = OoxmlParserConfig()
+    pptx: OoxmlParserConfig = OoxmlParserConfig()
+    html: HtmlParserConfig = HtmlParserConfig()
 
 
 class ChunkingConfig(_Strict):

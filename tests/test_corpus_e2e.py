@@ -155,3 +155,48 @@ def test_edit_a_copy_then_delete_then_restore(corpus_home, tmp_path):
     again = fabric.search("御釈迦様 path:copy/", limit=3).results[0]
     assert again.citation.parse_id == hit.citation.parse_id
     assert fabric.resolve(again.citation).status == "verified"
+
+
+# -- formats/ (PDF, DOCX, PPTX, HTML): the same ingest ----------------------------------------
+
+
+def test_formats_files_are_active_or_failed_with_a_named_reason(corpus_home):
+    """guards against: PDF, DOCX, HTML or PPTX files listed as unsupported, or failing unnamed."""
+    home, _ = corpus_home
+    status = Fabric(home.root).status()
+    formats = {k for k in home.catalog.current_release().manifest["sources"] if k.startswith("fs:corpus/formats/")}
+    failed = {s: p.reason for p in status.failed for s in p.sources if s.startswith("fs:corpus/formats/")}
+    unsupported = {k for k, _ in status.unsupported if k.startswith("fs:corpus/formats/")}
+    on_disk = {"fs:corpus/" + p.relative_to(CORPUS).as_posix() for p in (CORPUS / "formats").rglob("*") if p.is_file()}
+    assert unsupported == set() and formats | set(failed) == on_disk
+    assert failed == {"fs:corpus/formats/pdf/enc-libreoffice-pw.pdf": "encrypted"}
+    partial = {s: p.detail for p in status.partial for s in p.sources}
+    assert "page 4:" in partial["fs:corpus/formats/pdf/image-only-imagemagick.pdf"]
+
+
+@pytest.mark.parametrize("query, source", [("红军", "fs:corpus/formats/pdf/zh-XiaoBiaoSong.pdf"),
+                                           ("明滅", "fs:corpus/formats/pdf/ja-jo.pdf")])
+def test_cjk_pdf_found_by_a_two_character_query_and_verified(corpus_home, query, source):
+    home, _ = corpus_home
+    fabric = Fabric(home.root)
+    hit = next(h for h in fabric.search(query, limit=10).results if h.citation.source_key == source)
+    assert query in hit.text
+    assert fabric.resolve(hit.citation).status == "verified"
+    t = home.tables.read("units", parse_ids=[hit.citation.parse_id], columns=["unit_id", "locator"])
+    locators = dict(zip(t.column("unit_id").to_pylist(), t.column("locator").to_pylist()))
+    assert all('"page": 1' in locators[s.unit_id] for s in hit.citation.spans)
+
+
+@pytest.mark.parametrize("query, source, kind", [
+    ('"My note"', "fs:corpus/formats/docx/pandoc-notes.docx", "note"),
+    ('"Lebron James"', "fs:corpus/formats/docx/pandoc-tables.docx", "table_cell"),
+    ('"Some notes on the second slide"', "fs:corpus/formats/pptx/docling-powerpoint_sample.pptx", "speaker_note"),
+])
+def test_docx_note_table_cell_and_pptx_speaker_note_are_found_and_verified(corpus_home, query, source, kind):
+    home, _ = corpus_home
+    fabric = Fabric(home.root)
+    hit = next(h for h in fabric.search(query, limit=10).results if h.citation.source_key == source)
+    assert fabric.resolve(hit.citation).status == "verified"
+    t = home.tables.read("units", parse_ids=[hit.citation.parse_id], columns=["unit_id", "kind", "section_path"])
+    kinds = dict(zip(t.column("unit_id").to_pylist(), t.column("kind").to_pylist()))
+    assert kind in {kinds[s.unit_id] for s in hit.citation.spans}

@@ -317,7 +317,7 @@ def test_too_large() -> None:
         ("README.md", "text/markdown", "text"),
         ("a.Markdown", "text/markdown", "text"),
         ("book.EPUB", "application/epub+zip", "epub"),
-        ("doc.pdf", "application/pdf", None),
+        ("doc.pdf", "application/pdf", "pdf"),
         ("cover.jpg", "image/jpeg", None),
         ("content.opf", "application/oebps-package+xml", None),
         ("chapter.xhtml", "application/xhtml+xml", None),

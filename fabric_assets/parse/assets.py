@@ -112,6 +112,8 @@ def units_and_relationships(context: dg.AssetExecutionContext, fabric: FabricHom
         verdicts[pk] = {"passed": unique["passed"] and nonempty["passed"],
                         "detail": f"{unique['detail']}; {nonempty['detail']}"}
         counts = {"units": units.num_rows, "relationships": rels.num_rows}
+        if doc.metadata.get("failed_units"):  # parts the parser could not read (e.g. image-only PDF pages)
+            counts["failed_units"] = doc.metadata["failed_units"][:100]
         statuses.append(StatusUpdate(pk, "parsed", counts=counts, language=parsed.language.language))
         repairs = sum(u.attributes.get("decoding_repairs", 0) for u in doc.units)
         meta = {"parser": f"{doc.parser_name}/{doc.parser_version}", "encoding": doc.encoding or "",

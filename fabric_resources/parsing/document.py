@@ -30,6 +30,9 @@ UnitKind = Literal[
     "note",
     "blockquote",
     "preformatted",
+    "slide_title",  # PPTX: a slide's title placeholder
+    "speaker_note",  # PPTX: the notes page of a slide
+    "ocr_text",  # text recognised on an image (PDF page without a text layer); attributes: confidence
 ]
 
 RelationshipKind = Literal[
@@ -53,9 +56,23 @@ ParseErrorReason = Literal[
     "cap-xml-bytes",
     "cap-depth",
     "unsupported-media-type",
-    # An exception no parser step anticipated, raised while parsing this input (the detail names
-    # its type and where it was raised). Still a failure of this document only.
-    "parser-error",
+    # formats beyond text and EPUB (pdf, docx, pptx, html)
+    "malformed-pdf",  # not a PDF, truncated or corrupt past what PDFium repairs
+    "malformed-docx",
+    "malformed-pptx",
+    "malformed-html",
+    "cap-pages",
+    "cap-objects",
+    "cap-page-objects",
+    "cap-chars",
+    "cap-image-pixels",
+    "cap-units",
+    "cap-memory",  # the child process ran out of its address-space limit
+    "timeout",  # the child process ran past its wall-clock limit
+    "parser-crashed",  # the child process died (signal) without a result
+    "parser-error",  # a library raised something other than a named reason on this input
+    "ocr-unavailable",  # no text layer anywhere and no OCR engine
+    "no-text",  # a PDF whose pages hold neither text nor images
 ]
 
 #: Characters of a ``ParseError`` detail kept in the catalog.

@@ -13,10 +13,14 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from pydantic import BaseModel
+from typing import TYPE_CHECKING
 
-from fabric_resources.config import ParserConfig, config_hash
 from fabric_resources.parsing.document import ParsedDocument, bad_input_net
+
+if TYPE_CHECKING:  # the config (pydantic) is imported where it is used: a parser child process needs none of it
+    from pydantic import BaseModel
+
+    from fabric_resources.config import ParserConfig
 
 #: ``parse(data, section_config, media_type)``; raises
 #: :class:`~fabric_resources.parsing.document.ParseError` on bad input.
@@ -49,6 +53,10 @@ class ParserSpec:
     parse : ParseCallable
         ``parse(data, section_config, media_type) -> ParsedDocument``. Pure: reads nothing but
         ``data``. Raises ``ParseError`` with a named reason on bad input.
+    environment : Callable[[section_config], str] or None
+        For a parser whose units also depend on an external program (the PDF parser's OCR engine):
+        a stable description of it (e.g. ``"tesseract 5.3.0 eng+jpn"`` or ``"tesseract absent"``),
+        hashed into the identity with the section, so installing or upgrading the engine re-parses.
     """
 
     name: str
@@ -56,25 +64,33 @@ class ParserSpec:
     extensions: Mapping[str, str]
     config_section: str
     parse: ParseCallable
+    environment: Callable[[Any], str] | None = None
 
     @property
     def media_types(self) -> tuple[str, ...]:
         return tuple(dict.fromkeys(self.extensions.values()))
 
-    def section(self, parsers: ParserConfig) -> BaseModel:
+    def section(self, parsers: "ParserConfig") -> "BaseModel":
         """This parser's settings in ``parsers``."""
         return getattr(parsers, self.config_section)
 
-    def identity(self, parsers: ParserConfig) -> ParserIdentity:
-        """The identity under ``parsers`` (the config hash covers this parser's section only)."""
-        return ParserIdentity(self.name, self.version, config_hash(self.section(parsers)))
+    def identity(self, parsers: "ParserConfig") -> ParserIdentity:
+        """The identity under ``parsers`` (the config hash covers this parser's section only, and
+        the environment description where the spec declares one)."""
+        from fabric_resources.config import config_hash
 
-    def max_bytes(self, parsers: ParserConfig) -> int | None:
+        section = self.section(parsers)
+        if self.environment is None:
+            return ParserIdentity(self.name, self.version, config_hash(section))
+        blob = {"section": section.model_dump(mode="json"), "environment": self.environment(section)}
+        return ParserIdentity(self.name, self.version, config_hash(blob))
+
+    def max_bytes(self, parsers: "ParserConfig") -> int | None:
         """The largest file this parser admits under ``parsers`` (its section's ``max_bytes``), or
         ``None`` when it declares no such cap. The source scan checks it before reading a file."""
         return getattr(self.section(parsers), "max_bytes", None)
 
-    def run(self, data: bytes, parsers: ParserConfig, media_type: str) -> ParsedDocument:
+    def run(self, data: bytes, parsers: "ParserConfig", media_type: str) -> ParsedDocument:
         """Parse ``data`` with this parser's section of ``parsers``.
 
         Raises

@@ -1,0 +1,275 @@
+"""The DOCX parser: body paragraphs, headings, list items, table cells, footnotes and endnotes.
+
+python-docx opens the package and resolves paragraph styles; the text of each
+paragraph is read from its runs here (``w:t``, tabs, breaks; deleted text of
+tracked changes and field codes skipped), so that note references keep their
+position. Footnotes and endnotes are read from their own parts (python-docx
+has no API for them) and follow the body as ``note`` units.
+"""
+
+from __future__ import annotations
+
+import io
+import re
+import zipfile
+from typing import TYPE_CHECKING, Any
+
+from lxml import etree
+
+from fabric_resources.parsing.document import ParsedDocument, ParsedRelationship, ParsedUnit, ParseError
+from fabric_resources.parsing.docx import MEDIA_TYPE, PARSER_NAME, PARSER_VERSION
+from fabric_resources.parsing.ooxml import admit_package
+
+if TYPE_CHECKING:
+    from fabric_resources.config import OoxmlParserConfig
+
+W = "http://schemas.openxmlformats.org/wordprocessingml/2006/main"
+_NS = {"w": W}
+_HEADING_STYLE = re.compile(r"^(?:heading|überschrift|titre|título|kop)\s*(\d)$", re.IGNORECASE)
+_NOTE_RELS = {"footnotes": "footnote", "endnotes": "endnote"}
+_SKIP_IN_TEXT = {f"{{{W}}}delText", f"{{{W}}}instrText", f"{{{W}}}del"}
+_SPACES = re.compile(r"[ \t\u00a0]+")
+
+
+def parse_docx(data: bytes, config: "OoxmlParserConfig", media_type: str = MEDIA_TYPE) -> ParsedDocument:
+    """Parse a DOCX file into units in reading order.
+
+    Returns
+    -------
+    ParsedDocument
+        Body units in document order — ``heading`` (style ``Heading n`` or ``Title``, attribute
+        ``level``), ``list_item`` (numbered or bulleted paragraphs, ``level``), ``paragraph``,
+        ``table_cell`` (``table``, ``row``, ``col``: 0-based; merged cells once) — then one
+        ``note`` per footnote and endnote (``note_id``, ``note_type``). Locators: body
+        ``{"part": "word/document.xml", "element_path"}`` (lxml path of the ``w:p`` or ``w:tc``),
+        cells also ``table``/``row``/``col``; notes ``{"part", "note_type", "note_id"}``.
+        ``section_path``: the heading titles above the unit (for notes: of their reference).
+        Relationships: ``note_ref`` from the paragraph holding a reference to its note
+        (``start_char`` = ``end_char`` = the reference's position in the paragraph text,
+        ``label`` = the note's number in order of first reference), ``next_in_table_row``.
+        Text: runs joined, tabs kept, breaks as ``"\\n"``, space runs collapsed, ends stripped.
+
+    Raises
+    ------
+    ParseError
+        As :func:`~fabric_resources.parsing.ooxml.admit_package`; ``malformed-docx`` when the
+        package or its XML cannot be read; ``cap-units``.
+    """
+    admit_package(data, config, "docx")
+    import docx
+    from docx.opc.exceptions import PackageNotFoundError
+
+    try:
+        document = docx.Document(io.BytesIO(data))
+    except (PackageNotFoundError, KeyError, ValueError, zipfile.BadZipFile, etree.LxmlError) as exc:
+        raise ParseError("malformed-docx", f"{type(exc).__name__}: {exc}") from None
+    walker = _Walker(document, config.max_units)
+    walker.body(document.element.body)
+    walker.notes(document)
+    core = document.core_properties
+    return ParsedDocument(
+        PARSER_NAME, PARSER_VERSION, MEDIA_TYPE, walker.units, walker.relationships,
+        title=(core.title or "").strip() or None, language=(core.language or "").strip() or None,
+        metadata={"tables": walker.table_count, "notes": walker.note_count,
+                  "unresolved_note_refs": walker.unresolved},
+    )
+
+
+class _Walker:
+    def __init__(self, document, max_units: int) -> None:
+        self.document = document
+        self.tree = document.element.getroottree()
+        self.max_units = max_units
+        self.units: list[ParsedUnit] = []
+        self.relationships: list[ParsedRelationship] = []
+        self.sections: list[tuple[int, str]] = []
+        self.table_count = 0
+        self.note_count = 0
+        self.unresolved: list[str] = []
+        self.refs: list[tuple[int, int, str, str]] = []  # (unit index, position, note type, note id)
+        self.styles: dict[str, Any] = {}
+
+    # -- body ---------------------------------------------------------------
+    def body(self, body) -> None:
+        for child in body.iterchildren():
+            if child.tag == f"{{{W}}}p":
+                self.paragraph(child)
+            elif child.tag == f"{{{W}}}tbl":
+                self.table(child)
+            elif child.tag == f"{{{W}}}sdt":  # content control: its content is body content
+                content = child.find("w:sdtContent", _NS)
+                if content is not None:
+                    self.body(content)
+
+    def _add(self, unit: ParsedUnit) -> int:
+        if len(self.units) >= self.max_units:
+            raise ParseError("cap-units", f"more than {self.max_units} units")
+        self.units.append(unit)
+        return len(self.units) - 1
+
+    def path(self) -> tuple[str, ...]:
+        return tuple(title for _, title in self.sections)
+
+    def paragraph(self, p) -> None:
+        text, refs = paragraph_text(p)
+        if not text:
+            return
+        style = self.style_name(p)
+        locator = {"part": "word/document.xml", "element_path": self.tree.getpath(p)}
+        level = heading_level(style, p)
+        if level is not None:
+            self.sections[:] = [(lvl, t) for lvl, t in self.sections if lvl < level]
+            index = self._add(ParsedUnit("heading", text, locator, self.path(), {"level": level}))
+            self.sections.append((level, text))
+        elif p.find("w:pPr/w:numPr", _NS) is not None or style.lower().startswith("list"):
+            ilvl = p.find("w:pPr/w:numPr/w:ilvl", _NS)
+            depth = int(ilvl.get(f"{{{W}}}val", "0")) if ilvl is not None else 0
+            index = self._add(ParsedUnit("list_item", text, locator, self.path(), {"level": depth}))
+        else:
+            index = self._add(ParsedUnit("paragraph", text, locator, self.path()))
+        self.refs.extend((index, pos, kind, note_id) for pos, kind, note_id in refs)
+
+    def table(self, tbl) -> None:
+        table = self.table_count
+        self.table_count += 1
+        for r, tr in enumerate(tbl.findall("w:tr", _NS)):
+            previous = None
+            col = 0
+            for tc in tr.findall("w:tc", _NS):
+                span = tc.find("w:tcPr/w:gridSpan", _NS)
+                merged = tc.find("w:tcPr/w:vMerge", _NS)
+                width = int(span.get(f"{{{W}}}val", "1")) if span is not None else 1
+                continued = merged is not None and merged.get(f"{{{W}}}val", "continue") == "continue"
+                pieces, refs = [], []
+                for p in tc.findall("w:p", _NS):
+                    text, p_refs = paragraph_text(p)
+                    offset = sum(len(x) + 1 for x in pieces)
+                    if text:
+                        refs.extend((offset + pos, kind, nid) for pos, kind, nid in p_refs)
+                        pieces.append(text)
+                text = "\n".join(pieces)
+                if text and not continued:
+                    locator = {"part": "word/document.xml", "element_path": self.tree.getpath(tc),
+                               "table": table, "row": r, "col": col}
+                    index = self._add(ParsedUnit("table_cell", text, locator, self.path(),
+                                                 {"table": table, "row": r, "col": col, "header": r == 0}))
+                    self.refs.extend((index, pos, kind, nid) for pos, kind, nid in refs)
+                    if previous is not None:
+                        self.relationships.append(ParsedRelationship("next_in_table_row", previous, index))
+                    previous = index
+                for nested in tc.findall("w:tbl", _NS):
+                    self.table(nested)
+                col += width
+
+    def style_name(self, p) -> str:
+        style = p.find("w:pPr/w:pStyle", _NS)
+        style_id = style.get(f"{{{W}}}val") if style is not None else None
+        if not style_id:
+            return ""
+        if style_id not in self.styles:
+            try:
+                self.styles[style_id] = self.document.styles.get_by_id(style_id, 1).name or style_id
+            except (KeyError, ValueError, AttributeError):
+                self.styles[style_id] = style_id
+        return self.styles[style_id]
+
+    # -- notes --------------------------------------------------------------
+    def notes(self, document) -> None:
+        parts = {}
+        for rel in document.part.rels.values():
+            name = rel.reltype.rsplit("/", 1)[-1]
+            if name in _NOTE_RELS and not rel.is_external:
+                parts[_NOTE_RELS[name]] = rel.target_part
+        targets: dict[tuple[str, str], int] = {}
+        for note_type in ("footnote", "endnote"):
+            part = parts.get(note_type)
+            if part is None:
+                continue
+            try:
+                root = etree.fromstring(part.blob, etree.XMLParser(resolve_entities=False, no_network=True, huge_tree=False))
+            except etree.LxmlError as exc:
+                raise ParseError("malformed-docx", f"{part.partname}: {exc}") from None
+            for note in root.findall(f"w:{note_type}", _NS):
+                if note.get(f"{{{W}}}type") in ("separator", "continuationSeparator", "continuationNotice"):
+                    continue
+                note_id = note.get(f"{{{W}}}id", "")
+                text = "\n".join(t for t in (paragraph_text(p)[0] for p in note.iter(f"{{{W}}}p")) if t)
+                if not text:
+                    continue
+                ref = next((r for r in self.refs if r[2] == note_type and r[3] == note_id), None)
+                path = self.units[ref[0]].section_path if ref else ()
+                locator = {"part": str(part.partname).lstrip("/"), "note_type": note_type, "note_id": note_id}
+                targets[(note_type, note_id)] = self._add(ParsedUnit(
+                    "note", text, locator, path, {"note_id": note_id, "note_type": note_type}))
+                self.note_count += 1
+        labels: dict[tuple[str, str], int] = {}
+        for unit_index, pos, note_type, note_id in self.refs:
+            target = targets.get((note_type, note_id))
+            if target is None:
+                self.unresolved.append(f"{note_type}:{note_id}")
+                continue
+            label = labels.setdefault((note_type, note_id), sum(1 for k in labels if k[0] == note_type) + 1)
+            self.relationships.append(ParsedRelationship(
+                "note_ref", unit_index, target, {"start_char": pos, "end_char": pos, "label": str(label)}))
+
+
+def heading_level(style: str, p) -> int | None:
+    """1-6 for a heading paragraph (style ``Heading n``, ``Title`` = 1, or an outline level)."""
+    match = _HEADING_STYLE.match(style.strip())
+    if match:
+        return max(1, min(int(match.group(1)), 6))
+    if style.strip().lower() == "title":
+        return 1
+    outline = p.find("w:pPr/w:outlineLvl", _NS)
+    if outline is not None:
+        value = outline.get(f"{{{W}}}val", "9")
+        if value.isdigit() and int(value) < 6:
+            return int(value) + 1
+    return None
+
+
+def paragraph_text(p) -> tuple[str, list[tuple[int, str, str]]]:
+    """A ``w:p``'s text and its note references ``(position, note type, note id)``.
+
+    Positions are Unicode scalar offsets into the returned (cleaned) text.
+    """
+    pieces: list[str] = []
+    refs: list[tuple[int, str, str]] = []
+
+    def walk(el) -> None:
+        for child in el:
+            tag = child.tag
+            if not isinstance(tag, str) or tag in _SKIP_IN_TEXT:
+                continue
+            if tag == f"{{{W}}}t":
+                pieces.append(child.text or "")
+            elif tag == f"{{{W}}}tab":
+                pieces.append("\t")
+            elif tag in (f"{{{W}}}br", f"{{{W}}}cr"):
+                pieces.append("\n")
+            elif tag in (f"{{{W}}}footnoteReference", f"{{{W}}}endnoteReference"):
+                kind = "footnote" if tag.endswith("footnoteReference") else "endnote"
+                pieces.append("\x00")  # placeholder: its position survives the cleanup below
+                refs.append((-1, kind, child.get(f"{{{W}}}id", "")))
+            elif tag == f"{{{W}}}p" and el is not p:
+                pieces.append("\n")
+                walk(child)
+            else:
+                walk(child)
+
+    walk(p)
+    raw = "".join(pieces)
+    lines = [_SPACES.sub(" ", line).strip(" ") for line in raw.split("\n")]
+    text = "\n".join(line for line in lines if line.replace("\x00", "").strip())
+    text = text.strip()
+    positions = []
+    out = []
+    for ch in text:
+        if ch == "\x00":
+            positions.append(len(out))
+        else:
+            out.append(ch)
+    cleaned = "".join(out).strip()
+    if not cleaned:
+        return "", []
+    return cleaned, [(min(pos, len(cleaned)), kind, nid) for pos, (_, kind, nid) in zip(positions, refs)]

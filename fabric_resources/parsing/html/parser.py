@@ -1,0 +1,248 @@
+"""The HTML parser: block elements in document order, each with its element path; main text only.
+
+Two steps. The main-text decision is trafilatura's (its extraction of the
+page's main content, comments excluded, tables included, no deduplication so
+the result depends on these bytes alone): measured on
+``../shared/eval/html-extraction`` it leaks far less boilerplate than a tag
+rule (README, "Formats"). The walk is lxml's: every block element (paragraph,
+heading, list item, table cell, preformatted, quote) whose text trafilatura
+kept becomes a unit with its element path, so a citation points at the
+element. Scripts, styles, templates and forms never yield text.
+"""
+
+from __future__ import annotations
+
+import codecs
+import re
+from collections import Counter
+from typing import TYPE_CHECKING, Any
+
+import lxml.html
+from lxml import etree
+
+from fabric_resources.parsing.document import ParsedDocument, ParsedUnit, ParseError
+from fabric_resources.parsing.html import MEDIA_TYPE, PARSER_NAME, PARSER_VERSION
+
+if TYPE_CHECKING:
+    from fabric_resources.config import HtmlParserConfig
+
+_SKIP = {"script", "style", "noscript", "template", "head", "title", "meta", "link", "svg", "math", "iframe",
+         "object", "embed", "canvas", "button", "select", "option", "textarea", "input", "map"}
+_HEADINGS = {f"h{n}": n for n in range(1, 7)}
+_LEAF_KINDS = {"p": "paragraph", "li": "list_item", "dt": "paragraph", "dd": "paragraph", "td": "table_cell",
+               "th": "table_cell", "pre": "preformatted", "blockquote": "blockquote", "figcaption": "figure_caption",
+               "caption": "figure_caption", "address": "paragraph", **{h: "heading" for h in _HEADINGS}}
+_CONTAINERS = {"html", "body", "div", "section", "article", "main", "header", "footer", "nav", "aside", "ul", "ol",
+               "dl", "table", "thead", "tbody", "tfoot", "tr", "figure", "form", "fieldset", "details", "summary",
+               "center", "font", "span"} - {"span"}
+_BLOCKS = set(_LEAF_KINDS) | _CONTAINERS
+_WS = re.compile(r"\s+")
+_CHARSET = re.compile(rb"""<meta[^>]+charset\s*=\s*["']?\s*([A-Za-z0-9._:-]+)""", re.IGNORECASE)
+_XML_DECL = re.compile(r"^\s*<\?xml[^>]*\?>")
+#: Below this many characters an element must equal a whole line of the main text (not just occur in it).
+_SHORT = 40
+
+
+def parse_html(data: bytes, config: "HtmlParserConfig", media_type: str = MEDIA_TYPE) -> ParsedDocument:
+    """Parse an HTML page into units of its main text.
+
+    Returns
+    -------
+    ParsedDocument
+        Units in document order: ``heading`` (``level``), ``paragraph``, ``list_item``,
+        ``table_cell`` (``table``, ``row``, ``col``), ``preformatted`` (newlines kept),
+        ``blockquote``, ``figure_caption``; text whitespace-collapsed. Locator
+        ``{"element_path"}`` (lxml path such as ``/html/body/div[2]/p[3]``; loose text inside a
+        container adds ``"text_run"``: its 0-based run number). With ``main_text =
+        "trafilatura"`` only elements whose text trafilatura kept as main content are units.
+        ``section_path``: the h1-h6 titles above. ``encoding``: how the bytes were decoded.
+        ``metadata``: ``main_text`` (the mode), ``elements`` (block elements seen),
+        ``dropped_elements`` (not main text).
+
+    Raises
+    ------
+    ParseError
+        ``empty-file``, ``too-large``, ``malformed-html`` (no document lxml can build),
+        ``cap-depth``.
+    """
+    if not data.strip():
+        raise ParseError("empty-file", "no content")
+    if len(data) > config.max_bytes:
+        raise ParseError("too-large", f"{len(data)} bytes > max_bytes {config.max_bytes}")
+    text, encoding = decode_html(data)
+    try:
+        root = lxml.html.document_fromstring(text)
+    except (etree.ParserError, ValueError) as exc:
+        raise ParseError("malformed-html", f"{type(exc).__name__}: {exc}") from None
+    main = main_text(text) if config.main_text == "trafilatura" else None
+    walker = _Walker(root.getroottree(), main, config.max_depth)
+    walker.walk(root, 0)
+    title_el = root.find(".//title")
+    title = _WS.sub(" ", title_el.text_content()).strip() if title_el is not None else ""
+    lang = root.get("lang") or None
+    return ParsedDocument(
+        PARSER_NAME, PARSER_VERSION, MEDIA_TYPE, walker.units, title=title or None,
+        language=lang.split("-")[0].lower() if lang else None, encoding=encoding,
+        metadata={"main_text": config.main_text, "elements": walker.seen, "dropped_elements": walker.dropped},
+    )
+
+
+def decode_html(data: bytes) -> tuple[str, str]:
+    """Bytes -> text: a BOM, else strict UTF-8, else the ``<meta charset>`` the page declares,
+    else windows-1252 (what browsers assume), replacing undecodable bytes only in that last case."""
+    for bom, name in ((codecs.BOM_UTF8, "utf-8-sig"), (codecs.BOM_UTF16_LE, "utf-16"), (codecs.BOM_UTF16_BE, "utf-16")):
+        if data.startswith(bom):
+            return data.decode(name, errors="replace"), name
+    try:
+        return _XML_DECL.sub("", data.decode("utf-8")), "utf-8"
+    except UnicodeDecodeError:
+        pass
+    declared = _CHARSET.search(data[:4096])
+    if declared:
+        try:
+            name = codecs.lookup(declared.group(1).decode("ascii")).name
+            return _XML_DECL.sub("", data.decode(name)), name
+        except (LookupError, UnicodeDecodeError, ValueError):
+            pass
+    return _XML_DECL.sub("", data.decode("cp1252", errors="replace")), "cp1252"
+
+
+def main_text(text: str) -> tuple[str, Counter[str]] | None:
+    """trafilatura's main text of the page, whitespace-collapsed, and how often each of its lines
+    occurs; ``None`` when it finds none (then every block element counts as main text)."""
+    import trafilatura
+
+    extracted = trafilatura.extract(text, include_comments=False, include_tables=True, deduplicate=False,
+                                    output_format="txt", with_metadata=False)
+    if not extracted:
+        return None
+    lines = Counter(_WS.sub(" ", line).strip() for line in extracted.splitlines())
+    lines.pop("", None)
+    return _WS.sub(" ", extracted).strip(), lines
+
+
+class _Walker:
+    def __init__(self, tree, main: tuple[str, Counter[str]] | None, max_depth: int) -> None:
+        self.tree = tree
+        self.main = main
+        self.max_depth = max_depth
+        self.units: list[ParsedUnit] = []
+        self.sections: list[tuple[int, str]] = []
+        self.tables: dict[Any, int] = {}
+        self.seen = 0
+        self.dropped = 0
+
+    def keep(self, text: str) -> bool:
+        if self.main is None:
+            return True
+        joined, lines = self.main
+        if len(text) < _SHORT:
+            # A short text must be a whole line of the main text, and each such line vouches for as
+            # many elements as it occurs (a sidebar "Contents" does not ride on the article's heading).
+            if lines[text] > 0:
+                lines[text] -= 1
+                return True
+            return False
+        if text in joined:
+            return True
+        # trafilatura rewrites some whitespace and inline markup: keep an element most of whose
+        # word runs it kept.
+        words = text.split(" ")
+        pieces = [" ".join(words[i:i + 6]) for i in range(0, len(words), 6)]
+        return sum(piece in joined for piece in pieces) >= 0.5 * len(pieces)
+
+    def walk(self, el, depth: int) -> None:
+        if depth > self.max_depth:
+            raise ParseError("cap-depth", f"elements nested deeper than {self.max_depth}")
+        tag = el.tag if isinstance(el.tag, str) else None
+        if tag is None or tag.lower() in _SKIP:
+            return
+        tag = tag.lower()
+        if tag in _LEAF_KINDS and not self._has_block(el):
+            self.leaf(el, tag)
+            return
+        run: list[str] = [el.text or ""]
+        runs = 0
+        for child in el:
+            ctag = child.tag.lower() if isinstance(child.tag, str) else None
+            if ctag in _BLOCKS and ctag not in _SKIP:
+                runs += self.loose(el, run, runs)
+                run = []
+                self.walk(child, depth + 1)
+            elif ctag is not None and ctag not in _SKIP:
+                run.append(_inline_text(child))
+            run.append(child.tail or "")
+        self.loose(el, run, runs)
+
+    def _has_block(self, el) -> bool:
+        return any(isinstance(d.tag, str) and d.tag.lower() in _BLOCKS for d in el.iterdescendants())
+
+    def loose(self, el, run: list[str], number: int) -> int:
+        text = _WS.sub(" ", "".join(run)).strip()
+        if not text:
+            return 0
+        self.seen += 1
+        if not self.keep(text):
+            self.dropped += 1
+            return 1
+        locator = {"element_path": self.tree.getpath(el), "text_run": number}
+        self.units.append(ParsedUnit("paragraph", text, locator, self.path()))
+        return 1
+
+    def path(self) -> tuple[str, ...]:
+        return tuple(title for _, title in self.sections)
+
+    def leaf(self, el, tag: str) -> None:
+        if tag == "pre":
+            raw = _inline_text(el)
+            text = "\n".join(line.rstrip() for line in raw.strip("\n").splitlines()).strip()
+            check = _WS.sub(" ", text)
+        else:
+            text = _WS.sub(" ", _inline_text(el)).strip()
+            check = text
+        if not text:
+            return
+        self.seen += 1
+        if not self.keep(check):
+            self.dropped += 1
+            return
+        kind = _LEAF_KINDS[tag]
+        locator: dict[str, Any] = {"element_path": self.tree.getpath(el)}
+        attributes: dict[str, Any] = {}
+        if kind == "heading":
+            level = _HEADINGS[tag]
+            self.sections[:] = [(lvl, t) for lvl, t in self.sections if lvl < level]
+            self.units.append(ParsedUnit("heading", text, locator, self.path(), {"level": level}))
+            self.sections.append((level, text))
+            return
+        if kind == "table_cell":
+            row = el.getparent()
+            table = next((a for a in el.iterancestors() if isinstance(a.tag, str) and a.tag.lower() == "table"), None)
+            number = self.tables.setdefault(table, len(self.tables))
+            rows = [r for r in table.iter("tr")] if table is not None else [row]
+            attributes = {"table": number, "row": rows.index(row) if row in rows else 0,
+                          "col": [c for c in row if isinstance(c.tag, str) and c.tag.lower() in ("td", "th")].index(el),
+                          "header": tag == "th"}
+            locator.update({k: attributes[k] for k in ("table", "row", "col")})
+        self.units.append(ParsedUnit(kind, text, locator, self.path(), attributes))
+
+
+def _inline_text(el) -> str:
+    """Text of ``el`` and its descendants, skipping script/style and the like; ``<br>`` -> space."""
+    parts: list[str] = []
+
+    def add(node) -> None:
+        tag = node.tag.lower() if isinstance(node.tag, str) else None
+        if tag is None:  # comment or processing instruction
+            return
+        if tag in _SKIP:
+            return
+        if tag == "br":
+            parts.append("\n")
+        parts.append(node.text or "")
+        for child in node:
+            add(child)
+            parts.append(child.tail or "")
+
+    add(el)
+    return "".join(parts)

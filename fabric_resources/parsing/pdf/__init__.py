@@ -1,0 +1,36 @@
+"""PDF parser plug-in (pypdfium2): units with page and bounding box, OCR of image-only pages.
+
+Three steps, one module each: :mod:`.layout` (lines -> blocks in reading order), :mod:`.outline`
+(headings and section paths), :mod:`.ocr` (Tesseract); :mod:`.parser` runs them. The parse runs in
+a bounded child process (:mod:`fabric_resources.parsing.isolation`): PDFium is C code.
+"""
+
+from __future__ import annotations
+
+from fabric_resources.parsing.spec import ParserSpec
+
+PARSER_NAME = "pdf"
+PARSER_VERSION = "1"
+MEDIA_TYPE = "application/pdf"
+
+
+def _parse(data, config, media_type):
+    from fabric_resources.parsing.isolation import run_parser
+
+    return run_parser("fabric_resources.parsing.pdf.parser:parse_pdf", data, config, media_type, config.isolation)
+
+
+def _environment(config) -> str:
+    from fabric_resources.parsing.pdf.ocr import engine_description
+
+    return "ocr: " + engine_description(config.ocr)
+
+
+SPEC = ParserSpec(
+    name=PARSER_NAME,
+    version=PARSER_VERSION,
+    extensions={".pdf": MEDIA_TYPE},
+    config_section="pdf",
+    parse=_parse,
+    environment=_environment,
+)

@@ -1,0 +1,212 @@
+"""Step 2 of the PDF parser: a page's text lines -> blocks (paragraphs) in reading order.
+
+Pure geometry over what PDFium reports. PDFium's text page gives characters
+in content order, which for the two-column papers here is column by column
+(measured: 96-100 % order agreement, see the README's "Formats"); this module
+keeps that order for horizontal text and only re-orders vertical CJK columns,
+which PDFium lists left to right although they are read right to left.
+
+Coordinates are PDF points with the origin at the page's bottom left
+(``[x0, y0, x1, y1]``); text offsets are Unicode scalars.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from dataclasses import dataclass, field
+
+# Characters of scripts written without spaces between words (Han, kana, CJK punctuation and
+# full-width forms): line joins and stray spaces between two of them vanish. Hangul is written with
+# spaces and is not in the set.
+_UNSPACED = re.compile(
+    r"[\u2e80-\u2fdf\u3000-\u303f\u3040-\u30ff\u3100-\u312f\u31a0-\u31ff\u3400-\u4dbf\u4e00-\u9fff"
+    r"\uf900-\ufaff\ufe30-\ufe4f\uff00-\uff60\uffe0-\uffe6\U00020000-\U0003134f]"
+)
+#: PDFium marks a hyphen it judged to be a line-end word break with U+FFFE (older builds: U+0002).
+SOFT_HYPHENS = "\ufffe\x02"
+_TERMINAL = tuple(".?!:;\u3002\uff01\uff1f\u300d\u300f)\"\u201d\u2019")
+_SPACES = re.compile(r"[ \t\u00a0]+")
+
+
+@dataclass(frozen=True)
+class Line:
+    """One line of a page's text layer.
+
+    Attributes
+    ----------
+    text : str
+        The characters PDFium reports between two line breaks (line break excluded).
+    char_start, char_end : int
+        PDFium character indices on the page, end-exclusive.
+    bbox : tuple[float, float, float, float]
+        ``(x0, y0, x1, y1)`` in points.
+    font_size : float
+        Of the line's first visible character (points).
+    vertical : bool
+        Characters run top to bottom (vertical CJK writing).
+    """
+
+    text: str
+    char_start: int
+    char_end: int
+    bbox: tuple[float, float, float, float]
+    font_size: float
+    vertical: bool = False
+
+
+@dataclass
+class Block:
+    """Lines that form one paragraph (or heading), with the text joined for reading."""
+
+    lines: list[Line] = field(default_factory=list)
+
+    @property
+    def bbox(self) -> tuple[float, float, float, float]:
+        return union(line.bbox for line in self.lines)
+
+    @property
+    def font_size(self) -> float:
+        sizes = sorted(line.font_size for line in self.lines)
+        return sizes[len(sizes) // 2]
+
+    @property
+    def text(self) -> str:
+        return join_lines([line.text for line in self.lines])
+
+
+def union(boxes) -> tuple[float, float, float, float]:
+    boxes = list(boxes)
+    return (min(b[0] for b in boxes), min(b[1] for b in boxes), max(b[2] for b in boxes), max(b[3] for b in boxes))
+
+
+def clean_line(text: str) -> str:
+    """A line's text for reading: controls dropped (soft-hyphen marks kept at the end only),
+    space runs collapsed, spaces between two unspaced-script characters removed, ends stripped."""
+    kept = []
+    for index, ch in enumerate(text):
+        if ch in SOFT_HYPHENS:
+            if index == len(text) - 1 or not text[index + 1:].strip():
+                kept.append("\ufffe")
+            continue
+        if ch != "\t" and (unicodedata.category(ch) in ("Cc", "Cs") or ch == "\uffff"):
+            continue
+        kept.append(ch)
+    line = _SPACES.sub(" ", "".join(kept)).strip(" \t\u3000") if kept else ""
+    if " " in line:
+        line = re.sub(r"(?<=%s) (?=%s)" % (_UNSPACED.pattern, _UNSPACED.pattern), "", line)
+    return line.strip()
+
+
+def join_lines(lines: list[str]) -> str:
+    """Lines of one block joined as a reader expects.
+
+    A line ending in PDFium's soft-hyphen mark joins the next with nothing and loses the mark
+    (``com`` + ``pile`` -> ``compile``); two unspaced-script characters join with nothing; any
+    other break becomes one space. Empty lines are skipped.
+    """
+    out = ""
+    for raw in lines:
+        line = clean_line(raw)
+        if not line or line == "\ufffe":
+            continue
+        if not out:
+            out = line
+        elif out.endswith("\ufffe"):
+            out = out[:-1] + line
+        elif _UNSPACED.match(out[-1]) and _UNSPACED.match(line[0]):
+            out += line
+        else:
+            out += " " + line
+    return out[:-1] if out.endswith("\ufffe") else out
+
+
+def blocks(lines: list[Line]) -> list[Block]:
+    """Group a page's lines (in PDFium's order) into blocks in reading order.
+
+    Horizontal lines start a new block when the font size changes by more than 15 %, when the
+    line is not directly below the previous one (a gap over 0.9 x the font size, or a move up or
+    sideways, i.e. a new column), or when it is indented by more than one font size against the
+    block while reaching its right edge (a first-line indent). Runs of vertical lines are set in
+    tiers (columns whose y ranges overlap), read top tier first and right to left within a tier,
+    and split where the gap between two columns exceeds twice the column width.
+    """
+    out: list[Block] = []
+    index = 0
+    while index < len(lines):
+        line = lines[index]
+        if not clean_line(line.text):
+            index += 1
+            continue
+        if line.vertical:
+            run = []
+            while index < len(lines) and (lines[index].vertical or not clean_line(lines[index].text)):
+                if clean_line(lines[index].text):
+                    run.append(lines[index])
+                index += 1
+            out.extend(_vertical_blocks(run))
+            continue
+        current = out[-1] if out and not out[-1].lines[-1].vertical else None
+        if current is None or _starts_block(current, line):
+            out.append(Block([line]))
+        else:
+            current.lines.append(line)
+        index += 1
+    return out
+
+
+def _starts_block(block: Block, line: Line) -> bool:
+    prev = block.lines[-1]
+    size = max(prev.font_size, 1.0)
+    if abs(line.font_size - prev.font_size) > 0.15 * size:
+        return True
+    gap = prev.bbox[1] - line.bbox[3]  # previous bottom - this top; > 0 below
+    if gap > 0.9 * size or line.bbox[3] > prev.bbox[3] + 0.5 * size:
+        return True
+    x0, _, x1, _ = block.bbox
+    if line.bbox[0] > x1 or line.bbox[2] < x0:  # no horizontal overlap: another column
+        return True
+    if line.bbox[0] > x0 + size and prev.bbox[0] <= x0 + 0.5 * size and line.bbox[2] >= x1 - 2 * size:
+        return True  # first-line indent of the next paragraph (a centred line is no indent)
+    return False
+
+
+def _vertical_blocks(run: list[Line]) -> list[Block]:
+    # Vertical text is set in tiers (rows of columns): tiers top to bottom, columns right to left.
+    tiers: list[list[Line]] = []
+    for line in sorted(run, key=lambda line: -line.bbox[3]):
+        for tier in tiers:
+            top, bottom = max(x.bbox[3] for x in tier), min(x.bbox[1] for x in tier)
+            if line.bbox[3] > bottom and line.bbox[1] < top:  # the y ranges overlap
+                tier.append(line)
+                break
+        else:
+            tiers.append([line])
+    out: list[Block] = []
+    for tier in tiers:
+        first = len(out)
+        for line in sorted(tier, key=lambda line: -line.bbox[2]):
+            if len(out) > first:
+                prev = out[-1].lines[-1]
+                width = max(prev.bbox[2] - prev.bbox[0], prev.font_size, 1.0)
+                if 0 <= prev.bbox[0] - line.bbox[2] <= 2 * width or prev.bbox[0] < line.bbox[2] <= prev.bbox[2]:
+                    out[-1].lines.append(line)
+                    continue
+            out.append(Block([line]))
+    return out
+
+
+def continues(previous: Block, block: Block) -> bool:
+    """Whether ``block`` carries on the sentence ``previous`` left open (a column or page break).
+
+    True when both are body text of the same size, ``previous`` ends without terminal
+    punctuation and ``block`` starts with a lower-case letter (or both are unspaced script).
+    """
+    if previous.lines[-1].vertical or block.lines[0].vertical:
+        return False
+    if abs(previous.font_size - block.font_size) > 0.05 * max(previous.font_size, 1.0):
+        return False
+    tail, head = previous.text, block.text
+    if not tail or not head or tail.endswith(_TERMINAL):
+        return False
+    return head[0].islower() or (bool(_UNSPACED.match(tail[-1])) and bool(_UNSPACED.match(head[0])))

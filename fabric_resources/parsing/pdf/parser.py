@@ -1,0 +1,333 @@
+"""The PDF parser: bytes -> units with page and bounding box, in reading order (pypdfium2).
+
+1. Admission: size, declared object count, opening (encryption, corruption), page count.
+2. Per page: PDFium's text layer -> :class:`~.layout.Line` s -> blocks (:mod:`.layout`);
+   a page without a text layer goes to OCR (:mod:`.ocr`) or is a failed unit.
+3. Headings and section paths from the outline or font sizes (:mod:`.outline`); a block that
+   carries on a sentence across a column or page break joins the previous unit.
+
+Runs in a bounded child process by default (:mod:`fabric_resources.parsing.isolation`).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import io
+import re
+from typing import Any
+
+import pypdfium2 as pdfium
+import pypdfium2.raw as pdfium_c
+
+from typing import TYPE_CHECKING
+
+from fabric_resources.parsing.document import ParsedDocument, ParsedUnit, ParseError
+from fabric_resources.parsing.pdf import MEDIA_TYPE, PARSER_NAME, PARSER_VERSION
+from fabric_resources.parsing.pdf.layout import Block, Line, blocks, clean_line, continues, join_lines
+from fabric_resources.parsing.pdf.ocr import OcrFailed, find_engine, recognise
+from fabric_resources.parsing.pdf.outline import (
+    OutlineEntry, PlacedBlock, section_paths, sections_from_fonts, sections_from_outline,
+)
+
+if TYPE_CHECKING:
+    from fabric_resources.config import PdfParserConfig
+
+_OBJ = re.compile(rb"\d+\s+\d+\s+obj\b")
+_OBJSTM_N = re.compile(rb"/Type\s*/ObjStm[^>]{0,200}?/N\s+(\d+)|/N\s+(\d+)[^>]{0,200}?/Type\s*/ObjStm")
+_LINE_BREAK = re.compile(r"\r\n|\r|\n")
+_MAX_OUTLINE_ENTRIES = 10_000
+
+
+def parse_pdf(data: bytes, config: "PdfParserConfig", media_type: str = MEDIA_TYPE) -> ParsedDocument:
+    """Parse a PDF into units in reading order.
+
+    Parameters
+    ----------
+    data : bytes
+        The whole file; nothing else is read (the OCR engine, when used, sees rendered pages).
+    config : PdfParserConfig
+        Caps (bytes, pages, declared objects, objects per page, characters per page, image pixels)
+        and OCR settings.
+
+    Returns
+    -------
+    ParsedDocument
+        Units in reading order: ``paragraph`` and ``heading`` from the text layer, ``ocr_text``
+        from recognised page images. Locator ``{"page": 1-based, "bbox": [x0, y0, x1, y1]
+        (points, origin bottom left), "char_start", "char_end" (PDFium character indices on that
+        page, end-exclusive)}``; a unit that carries a sentence across a column or page break also
+        has ``"regions"`` (one such dict per part) and ``"page_end"``. Text: ligatures as PDFium
+        expands them, line-end hyphens PDFium marks (U+FFFE) removed with the break, lines joined
+        by a space (by nothing between two CJK characters), spaces between CJK characters dropped.
+        ``section_path`` from the outline, else from font sizes; headings carry ``level``.
+        ``ocr_text`` carries ``confidence`` (mean word confidence, 0-1). ``metadata``: ``pages``,
+        ``outline_entries``, ``heading_source`` (``outline``/``fonts``), ``xref_repaired``,
+        ``encrypted`` (owner password only: opened without one), ``ocr_engine``, ``ocr_pages``,
+        ``blank_pages``, ``failed_units`` (``[{"page", "reason"}]``: ``ocr-unavailable``,
+        ``ocr-no-text``, ``ocr-failed``, ``cap-image-pixels``, ``unreadable-page``).
+
+    Raises
+    ------
+    ParseError
+        ``empty-file``, ``too-large``, ``cap-objects``, ``encrypted`` (a user password is
+        needed), ``malformed-pdf`` (not a PDF, truncated or corrupt past PDFium's repair),
+        ``cap-pages``, ``cap-page-objects``, ``cap-chars``; ``ocr-unavailable`` when no page has a
+        text layer, some need OCR and there is no engine; ``no-text`` when nothing readable is left.
+    """
+    if not data:
+        raise ParseError("empty-file", "zero bytes")
+    if len(data) > config.max_bytes:
+        raise ParseError("too-large", f"{len(data)} bytes > max_bytes {config.max_bytes}")
+    objects = declared_objects(data)
+    if objects > config.max_objects:
+        raise ParseError("cap-objects", f"{objects} objects declared > max_objects {config.max_objects}")
+    pdf = _open(data)
+    try:
+        return _parse(pdf, config)
+    finally:
+        pdf.close()
+
+
+def declared_objects(data: bytes) -> int:
+    """Indirect objects the file declares: ``n g obj`` headers plus the ``/N`` of object streams."""
+    count = len(_OBJ.findall(data))
+    for match in _OBJSTM_N.finditer(data):
+        count += int(match.group(1) or match.group(2))
+    return count
+
+
+def _open(data: bytes) -> pdfium.PdfDocument:
+    try:
+        return pdfium.PdfDocument(data)
+    except pdfium.PdfiumError as exc:
+        message = str(exc)
+        if "password" in message.lower() or "security" in message.lower():
+            raise ParseError("encrypted", f"a password is needed to open it ({message})") from None
+        raise ParseError("malformed-pdf", message) from None
+
+
+def _parse(pdf: pdfium.PdfDocument, config: "PdfParserConfig") -> ParsedDocument:
+    pages = len(pdf)
+    if pages > config.max_pages:
+        raise ParseError("cap-pages", f"{pages} pages > max_pages {config.max_pages}")
+    engine: list = []  # found on the first page that needs OCR (most files never probe for it)
+    placed: list[PlacedBlock] = []
+    ocr_units: dict[int, list[ParsedUnit]] = {}
+    failed: list[dict[str, Any]] = []
+    blank = ocr_pages = 0
+    for index in range(pages):
+        try:
+            page = pdf[index]
+        except pdfium.PdfiumError as exc:
+            failed.append({"page": index + 1, "reason": "unreadable-page", "detail": str(exc)})
+            continue
+        try:
+            object_count = pdfium_c.FPDFPage_CountObjects(page.raw)
+            if object_count > config.max_page_objects:
+                raise ParseError("cap-page-objects", f"page {index + 1}: {object_count} objects")
+            page_lines = _lines(page, index, config)
+            page_blocks = blocks(page_lines)
+            if page_blocks:
+                placed.extend(PlacedBlock(index, b) for b in page_blocks)
+            elif object_count == 0:
+                blank += 1
+            else:
+                ocr_pages += 1
+                if not engine:
+                    engine.append(find_engine(config.ocr))
+                units, failure = _ocr_page(page, index, engine[0], config)
+                if failure:
+                    failed.append(failure)
+                ocr_units[index] = units
+        finally:
+            page.close()
+    units, heading_source = _text_units(pdf, placed, ocr_units)
+    if not units:
+        if any(f["reason"] == "ocr-unavailable" for f in failed):
+            raise ParseError("ocr-unavailable", f"{ocr_pages} of {pages} pages have no text layer and no OCR engine "
+                                                f"({config.ocr.tesseract_cmd!r} with {config.ocr.languages}) is available")
+        raise ParseError("no-text", f"{pages} pages, {blank} blank, failed: {failed[:5]}")
+    title = (pdf.get_metadata_dict().get("Title") or "").strip() or None
+    security = pdfium_c.FPDF_GetSecurityHandlerRevision(pdf.raw)
+    metadata = {
+        "pages": pages, "outline_entries": len(_outline(pdf)), "heading_source": heading_source,
+        "xref_repaired": not pdfium_c.FPDF_DocumentHasValidCrossReferenceTable(pdf.raw),
+        "encrypted": security != -1,
+        "ocr_engine": f"{engine[0].version} -l {engine[0].languages}" if engine and engine[0] else None,
+        "ocr_pages": ocr_pages, "blank_pages": blank, "failed_units": failed,
+    }
+    return ParsedDocument(PARSER_NAME, PARSER_VERSION, MEDIA_TYPE, units, title=title, metadata=metadata)
+
+
+def _lines(page: pdfium.PdfPage, index: int, config: "PdfParserConfig") -> list[Line]:
+    textpage = page.get_textpage()
+    try:
+        count = textpage.count_chars()
+        if count > config.max_chars_per_page:
+            raise ParseError("cap-chars", f"page {index + 1}: {count} characters > max_chars_per_page")
+        if count <= 0:
+            return []
+        text = textpage.get_text_range()
+        if len(text) != count:  # PDFium's text range dropped or added characters: read them one by one
+            text = "".join(chr(pdfium_c.FPDFText_GetUnicode(textpage.raw, i) or 0xFFFF) for i in range(count))
+        out = []
+        start = 0
+        for match in [*_LINE_BREAK.finditer(text), None]:
+            end = match.start() if match else len(text)
+            line = _line(textpage, text, start, end)
+            if line is not None:
+                out.append(line)
+            if match is None:
+                break
+            start = match.end()
+        return out
+    finally:
+        textpage.close()
+
+
+def _line(textpage: pdfium.PdfTextPage, text: str, start: int, end: int) -> Line | None:
+    visible = [i for i in range(start, end) if not text[i].isspace()]
+    if not visible or not clean_line(text[start:end]):
+        return None
+    rects = [textpage.get_rect(k) for k in range(textpage.count_rects(start, end - start))]
+    first, last = visible[0], visible[-1]
+    box_first = textpage.get_charbox(first, loose=True)
+    if not rects:
+        rects = [box_first]
+    size = float(pdfium_c.FPDFText_GetFontSize(textpage.raw, first)) or (box_first[3] - box_first[1])
+    vertical = False
+    if len(visible) >= 2:
+        second = textpage.get_charbox(visible[1], loose=True)
+        box_last = textpage.get_charbox(last, loose=True)
+        step_x, step_y = abs(second[0] - box_first[0]), box_first[1] - second[1]
+        span_x, span_y = abs(box_last[0] - box_first[0]), box_first[1] - box_last[1]
+        vertical = step_y > 0.5 * size and step_x < 0.3 * size and span_y > 2 * span_x
+    # Rectangles of vertical runs come back empty (zero size) from PDFium: add the loose boxes of
+    # the first and last visible characters, which are right in both directions.
+    rects = [r for r in rects if r[2] > r[0] or r[3] > r[1]] + [box_first, textpage.get_charbox(last, loose=True)]
+    bbox = tuple(round(v, 2) for v in (min(r[0] for r in rects), min(r[1] for r in rects),
+                                       max(r[2] for r in rects), max(r[3] for r in rects)))
+    return Line(text[start:end], start, end, bbox, round(size, 2), vertical)
+
+
+def _ocr_page(page, index: int, engine, config: "PdfParserConfig") -> tuple[list[ParsedUnit], dict | None]:
+    page_no = index + 1
+    if engine is None:
+        return [], {"page": page_no, "reason": "ocr-unavailable"}
+    for obj in page.get_objects(filter=(pdfium_c.FPDF_PAGEOBJ_IMAGE,), max_depth=4):
+        width, height = obj.get_px_size()
+        if width * height > config.max_image_pixels:
+            return [], {"page": page_no, "reason": "cap-image-pixels", "detail": f"image {width}x{height}"}
+    cx0, cy0, cx1, cy1 = page.get_cropbox()
+    scale = config.ocr.dpi / 72.0
+    if (cx1 - cx0) * scale * (cy1 - cy0) * scale > config.max_image_pixels:
+        return [], {"page": page_no, "reason": "cap-image-pixels", "detail": f"page at {config.ocr.dpi} dpi"}
+    bitmap = page.render(scale=scale, rotation=0, grayscale=True)
+    try:
+        png = io.BytesIO()
+        bitmap.to_pil().save(png, format="PNG")
+    finally:
+        bitmap.close()
+    try:
+        paragraphs = recognise(png.getvalue(), engine, config.ocr.timeout_s)
+    except OcrFailed as exc:
+        return [], {"page": page_no, "reason": "ocr-failed", "detail": str(exc)}
+    if not paragraphs:
+        return [], {"page": page_no, "reason": "ocr-no-text"}
+    units = []
+    for par in paragraphs:
+        left, top, right, bottom = par.bbox
+        bbox = [round(cx0 + left / scale, 2), round(cy1 - bottom / scale, 2),
+                round(cx0 + right / scale, 2), round(cy1 - top / scale, 2)]
+        units.append(ParsedUnit("ocr_text", par.text, {"page": page_no, "bbox": bbox},
+                                attributes={"confidence": par.confidence, "words": par.words}))
+    return units, None
+
+
+def _outline(pdf: pdfium.PdfDocument) -> list[OutlineEntry]:
+    entries = []
+    try:
+        for bookmark in pdf.get_toc(max_depth=16):
+            if len(entries) >= _MAX_OUTLINE_ENTRIES:
+                break
+            dest = bookmark.get_dest()
+            page_index = dest.get_index() if dest is not None else None
+            title = (bookmark.get_title() or "").strip()
+            if page_index is None or page_index < 0 or not title:
+                continue
+            view = dest.get_view()
+            coords = view[1] if view and len(view) > 1 else []
+            y = float(coords[1]) if len(coords) > 1 and coords[1] else None
+            entries.append(OutlineEntry(bookmark.level + 1, title, page_index, y))
+    except (pdfium.PdfiumError, ValueError, ctypes.ArgumentError):
+        return entries  # a broken outline loses its headings, not the text
+    return entries
+
+
+def _text_units(pdf, placed: list[PlacedBlock], ocr_units: dict[int, list[ParsedUnit]]) -> tuple[list[ParsedUnit], str]:
+    """Units of the text-layer blocks and OCR pages in page order, and where the headings came
+    from (``"outline"`` or ``"fonts"``)."""
+    entries = _outline(pdf)
+    headings, starts = sections_from_outline(placed, entries) if entries else sections_from_fonts(placed)
+    paths = section_paths(len(placed), starts)
+    groups: list[list[int]] = []
+    for index, pb in enumerate(placed):
+        target = _continued_group(placed, groups, index, headings, starts)
+        if target is not None:
+            target.append(index)
+        else:
+            groups.append([index])
+    by_page: dict[int, list[ParsedUnit]] = {}
+    for group in groups:
+        first = group[0]
+        text = join_lines([line.text for i in group for line in placed[i].block.lines])
+        if not text:
+            continue
+        regions = [_region(placed[i]) for i in group]
+        locator: dict[str, Any] = dict(regions[0])
+        if len(regions) > 1:
+            locator["regions"] = regions
+            if regions[-1]["page"] != regions[0]["page"]:
+                locator["page_end"] = regions[-1]["page"]
+        path = paths[first]
+        if first in headings:
+            unit = ParsedUnit("heading", text, locator, path[:-1] if path else (),
+                              {"level": headings[first]})
+        else:
+            unit = ParsedUnit("paragraph", text, locator, path)
+        by_page.setdefault(placed[first].page_index, []).append(unit)
+    for page_index, units in ocr_units.items():
+        by_page.setdefault(page_index, []).extend(units)
+    return [u for page_index in sorted(by_page) for u in by_page[page_index]], ("outline" if entries else "fonts")
+
+
+def _continued_group(placed: list[PlacedBlock], groups: list[list[int]], index: int,
+                     headings: dict[int, int], starts: dict) -> list[int] | None:
+    """The group whose open sentence block ``index`` carries on, if any.
+
+    Looks back over at most two groups, skipping smaller type between them (a footnote at the foot
+    of a column, a running head or page number), within the same or the previous page.
+    """
+    pb = placed[index]
+    if index in headings or index in starts:
+        return None
+    for back in range(1, min(3, len(groups)) + 1):
+        group = groups[-back]
+        last = placed[group[-1]]
+        if group[-1] in headings or pb.page_index - last.page_index not in (0, 1):
+            return None
+        if continues(_merged(placed, group), pb.block):
+            return group
+        if last.block.font_size >= 0.95 * pb.block.font_size and len(last.block.text) > 12:
+            return None  # body text in between: the sentence did not carry on past it
+    return None
+
+
+def _merged(placed: list[PlacedBlock], group: list[int]) -> Block:
+    return Block([line for i in group for line in placed[i].block.lines])
+
+
+def _region(pb: PlacedBlock) -> dict[str, Any]:
+    lines = pb.block.lines
+    return {"page": pb.page_index + 1, "bbox": list(pb.block.bbox),
+            "char_start": min(line.char_start for line in lines), "char_end": max(line.char_end for line in lines)}
