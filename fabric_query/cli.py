@@ -299,6 +299,11 @@ def _print_health(report, title: str) -> None:
                       f"{f.actual_terms} terms {f.actual_digest[:12]}", "yes" if f.ok else "NO")
     table.add_row("word-field tokens (BM25 lengths)", str(report.expected_word_tokens), str(report.actual_word_tokens),
                   "yes" if report.expected_word_tokens == report.actual_word_tokens else "NO")
+    for f in report.fields:
+        table.add_row(f"BM25 N, avgdl[{f.field}]", str(f.expected_bm25), str(f.actual_bm25),
+                      "yes" if f.expected_bm25 == f.actual_bm25 else "NO")
+    table.add_row("deleted documents still counted", "0", str(report.deleted_documents),
+                  "yes" if report.deleted_documents == 0 else "NO")
     table.add_row("canonical digest", report.canonical_digest[:16], "", "")
     console.print(table)
     if report.missing_documents or report.unexpected_documents:

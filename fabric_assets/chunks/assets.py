@@ -97,6 +97,8 @@ def lexical_documents(context: dg.AssetExecutionContext, fabric: FabricHomeResou
     for pk in live:
         want = chunk_rows_.filter(pa.compute.equal(chunk_rows_.column("parse_id"), pk)).column("chunk_id").to_pylist()
         got = docs.filter(pa.compute.equal(docs.column("parse_id"), pk)).column("chunk_id").to_pylist()
-        verdicts[pk] = counts_consistent(want, got, "lexical documents")
+        # The digest of the documents written: activation compares it with the one its release
+        # indexed, so an active parse re-chunked in place (same parse ID) is re-indexed.
+        verdicts[pk] = {**counts_consistent(want, got, "lexical documents"), "digest": _digest(sorted(got))}
     yield dg.MaterializeResult(metadata={"lance_version": version, "rows": docs.num_rows})
     yield record_and_summarise(home, "one_lexical_document_per_chunk", "lexical_documents", verdicts)
