@@ -87,6 +87,8 @@ def _run_ingest(path: Path) -> None:
     for label, value in [
         ("new / changed / deleted / moved", f"{len(s.new)} / {len(s.changed)} / {len(s.deleted)} / {len(s.moved)}"),
         ("unchanged content (touched)", str(len(s.touched))),
+        ("re-parsed (parser settings changed)", str(len(s.reparsed))),
+        ("re-chunked (chunking changed; not re-parsed)", str(len(summary.rechunked))),
         ("unsupported", ", ".join(f"{k} ({t})" for k, t in s.unsupported) or "none"),
         ("symlinks skipped", str(s.skipped_symlinks)),
         ("names not UTF-8 (skipped)", ", ".join(s.skipped_names) or "none"),

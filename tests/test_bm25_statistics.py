@@ -143,7 +143,9 @@ def test_scores_after_deletes_and_edits_equal_a_home_that_never_had_them(tmp_pat
         a, b = _view(fa.search(q, limit=10)), _view(fb.search(q, limit=10))
         assert [h[:3] for h in a] == [h[:3] for h in b], q
         for ha, hb in zip(a, b):
-            assert ha[3] == hb[3], q  # fused RRF score: ranks only
+            # RRF (English) uses ranks only; the convex fusion of queries routed to e5 mixes in the
+            # dense score, which batch composition moves in the 7th digit.
+            assert ha[3] == pytest.approx(hb[3], abs=1e-5), q
             assert ha[4].keys() == hb[4].keys(), q
             for channel, (rank, score) in ha[4].items():
                 assert rank == hb[4][channel][0], (q, channel)

@@ -3,10 +3,12 @@
 Serialised by a file lock on the home. Reads the catalog's sources and
 per-parse statuses (``ready`` = parsed and every gate verdict passed), builds
 the next serving-index generation incrementally (remove superseded parses,
-add newly active ones), records the table versions, and swaps the ``current``
-release pointer in one transaction. A source whose newest parse is pending,
-failed or held keeps its previous active parse; a deleted source is dropped;
-a withheld source (``sources.withheld``) is never in a release.
+add newly active ones, replace the documents of an active parse re-chunked in
+place), records the table versions, and swaps the ``current`` release pointer
+in one transaction. A source whose newest parse is pending, failed or held
+keeps its previous active parse while that one is ready (one being re-derived
+in place is left out until it is ready again); a deleted source is dropped; a
+withheld source (``sources.withheld``) is never in a release.
 """
 
 from __future__ import annotations

@@ -4,8 +4,10 @@ A scan walks every registered root without following symlinks, prescreens
 each file by ``(mtime_ns, size)`` against the catalog, confirms a change by
 hashing the bytes, stores new content in the artifact store and records the
 acquisition. It reports new, changed, moved, deleted and unsupported sources
-and the parse IDs that need a parse run. The Dagster sensor and
-``fabric ingest`` share this one function.
+and the parse IDs that need a parse run. An unchanged file whose parser
+identity changed (its version or its ``parsers`` settings) gets the parse ID
+its bytes have under the parser as it is now, without reading the file. The
+Dagster sensor and ``fabric ingest`` share this one function.
 """
 
 from __future__ import annotations
@@ -45,6 +47,9 @@ class ScanReport:
     #: a source key must be text, so they are skipped (a folder with all it holds) and reported.
     skipped_names: list[str] = field(default_factory=list)
     withheld: list[str] = field(default_factory=list)  # present but withheld by policy (not parsed)
+    #: Unchanged bytes whose parse ID changed because their parser's identity did (version or
+    #: ``parsers`` settings): re-parsed, and the new parse supersedes the old once it is ready.
+    reparsed: list[str] = field(default_factory=list)
 
     @property
     def needs_activation(self) -> bool:
@@ -128,6 +133,7 @@ def scan(home: FabricHome) -> ScanReport:
     vanished_by_hash: dict[str, str] = {}
     new_keys_by_hash: dict[str, str] = {}
     known_runs = catalog.parse_ids()
+    parse_ids_now: dict[tuple[str, str], str] = {}  # parser config hash per (media type, parser)
     # Roots are stored resolved and the walk joins plain names, so a resolved path compares as text.
     home_dir = str(home.layout.root.resolve())
     for root in catalog.roots():
@@ -150,6 +156,9 @@ def scan(home: FabricHome) -> ScanReport:
             if withheld:
                 report.withheld.append(key)
             unchanged = prev and prev.state == "present" and prev.mtime_ns == st.st_mtime_ns and prev.size == st.st_size
+            if unchanged and _repoint_if_parser_changed(catalog, cfg, prev, withheld, parse_ids_now, now):
+                report.reparsed.append(key)
+                continue
             if unchanged and (withheld or prev.parse_id is None or prev.parse_id in known_runs):
                 continue  # prescreen: unchanged (and parsed, unless withheld)
             path = Path(file_path)
@@ -166,9 +175,12 @@ def scan(home: FabricHome) -> ScanReport:
             spec = parser_for(media_type)
             if prev and prev.state == "present" and prev.source_hash == digest and prev.media_type == media_type:
                 with catalog.transaction(immediate=True) as con:
-                    catalog.upsert_source(con, _with(prev, mtime_ns=st.st_mtime_ns, size=st.st_size, last_seen=now))
-                    if spec is not None and not withheld:  # e.g. no longer withheld: parse it now
-                        _ensure_parse_run(con, catalog, cfg, spec, digest, media_type)
+                    # The parse ID under the parser as it is now (e.g. no longer withheld: parse it
+                    # now; or its settings changed: the new parse supersedes the old once ready).
+                    parse_id = prev.parse_id if spec is None else _ensure_parse_run(
+                        con, catalog, cfg, spec, digest, media_type, create=not withheld)
+                    catalog.upsert_source(con, _with(prev, mtime_ns=st.st_mtime_ns, size=st.st_size, last_seen=now,
+                                                     parse_id=parse_id))
                 report.touched.append(key)
                 continue
             home.artifacts.put(data, expected_digest=digest)
@@ -208,6 +220,32 @@ def scan(home: FabricHome) -> ScanReport:
             report.moved.append((old_key, new_keys_by_hash[digest]))
     report.parse_ids_to_run = [r.parse_id for r in catalog.parse_runs(status="pending")]
     return report
+
+
+def _repoint_if_parser_changed(catalog, cfg, prev: SourceRow, withheld: bool,
+                               memo: dict[tuple[str, str], str], now: float) -> bool:
+    """Point an unchanged source at the parse ID its bytes get under the parser as configured now,
+    when that differs from the one it has (a parser version or ``parsers`` setting changed);
+    create that parse run unless withheld. True if it did. No file is read: the source hash is known.
+
+    ``memo`` caches the parser identity per (media type, parser) for one scan.
+    """
+    if prev.parse_id is None or prev.source_hash is None:
+        return False
+    spec = parser_for(prev.media_type)
+    if spec is None:
+        return False
+    ident = memo.get((prev.media_type, spec.name))
+    if ident is None:
+        ident = memo[(prev.media_type, spec.name)] = config_hash(getattr(cfg.parsers, spec.name))
+    if identity.parse_id(prev.source_hash, spec.name, spec.version, ident) == prev.parse_id:
+        return False
+    with catalog.transaction(immediate=True) as con:
+        parse_id = _ensure_parse_run(con, catalog, cfg, spec, prev.source_hash, prev.media_type, create=not withheld)
+        catalog.upsert_source(con, _with(prev, parse_id=parse_id, last_seen=now))
+        catalog.log_event(con, "source-reparse", source_key=prev.source_key, parse_id=parse_id,
+                          detail={"previous_parse_id": prev.parse_id, "reason": "parser identity changed"})
+    return True
 
 
 def _ensure_parse_run(con, catalog, cfg, spec, digest: str, media_type: str, create: bool = True) -> str:
