@@ -510,6 +510,23 @@ def bench_lexical_cmd(
     sys.stdout.write(json.dumps(bench_lexical(texts, chunks, repeat), indent=2) + "\n")
 
 
+@bench_app.command("lexical-update")
+def bench_lexical_update_cmd(
+    corpus: Annotated[Path, typer.Argument(help="Folder whose .txt files supply real text (e.g. ../shared/corpus).")],
+    sizes: Annotated[str, typer.Option(help="Comma-separated chunk counts.")] = "4000,20000",
+    rounds: Annotated[int, typer.Option(min=1)] = 5,
+) -> None:
+    """One edit + one delete + one add written to the serving index: exact BM25 statistics vs deletes kept vs a rebuild."""
+    from fabric_assets.bench_lexical_update import bench_lexical_update
+    from fabric_query.lexical_bench import corpus_texts
+
+    texts = corpus_texts(corpus)
+    if not texts:
+        _fail(f"no .txt files under {corpus}")
+    result = bench_lexical_update(texts, tuple(int(s) for s in sizes.split(",")), rounds)
+    sys.stdout.write(json.dumps(result, indent=2) + "\n")
+
+
 @bench_app.command("query")
 def bench_query_cmd(
     queries: Annotated[Optional[list[str]], typer.Argument(help="Queries (default: a fixed mixed-language set; "

@@ -9,6 +9,7 @@ import pyarrow as pa
 from fabric_assets.chunking.fine_chunks import pack_fine_chunks
 from fabric_assets.chunking.records import chunk_inputs, chunk_rows, lexical_rows
 from fabric_assets.gate import counts_consistent, fragments_reproduce_text, ids_unique
+from fabric_assets.model_identity import definitions_config
 from fabric_assets.partitions import PARTITIONED
 from fabric_assets.verdicts import live_parse_ids, record_and_summarise
 from fabric_resources.config import FabricConfig
@@ -43,7 +44,9 @@ def _digest(texts: list[str]) -> str:
     **PARTITIONED,
     deps=["units"],
     group_name="projections",
-    code_version="fine-v1",
+    # The caps enter the code version, so the UI shows chunks (and what is made from them) stale
+    # after a chunking change; `fabric ingest` re-chunks them (`rechunk_job`).
+    code_version="fine-v1:max{0.max_tokens}/{0.multilingual_max_tokens}".format(definitions_config().chunking),
     check_specs=[
         dg.AssetCheckSpec("chunk_fragments_reproduce_text", asset="chunks"),
         dg.AssetCheckSpec("chunk_ids_are_unique", asset="chunks"),
