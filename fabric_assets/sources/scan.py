@@ -133,7 +133,7 @@ def scan(home: FabricHome) -> ScanReport:
     vanished_by_hash: dict[str, str] = {}
     new_keys_by_hash: dict[str, str] = {}
     known_runs = catalog.parse_ids()
-    parse_ids_now: dict[tuple[str, str], str] = {}  # parser config hash per (media type, parser)
+    parser_identities: dict[str, tuple[str, str, str]] = {}  # per parser name, for this scan
     # Roots are stored resolved and the walk joins plain names, so a resolved path compares as text.
     home_dir = str(home.layout.root.resolve())
     for root in catalog.roots():
@@ -156,7 +156,7 @@ def scan(home: FabricHome) -> ScanReport:
             if withheld:
                 report.withheld.append(key)
             unchanged = prev and prev.state == "present" and prev.mtime_ns == st.st_mtime_ns and prev.size == st.st_size
-            if unchanged and _repoint_if_parser_changed(catalog, cfg, prev, withheld, parse_ids_now, now):
+            if unchanged and _repoint_if_parser_changed(catalog, cfg, prev, withheld, parser_identities, now):
                 report.reparsed.append(key)
                 continue
             if unchanged and (withheld or prev.parse_id is None or prev.parse_id in known_runs):
@@ -223,22 +223,22 @@ def scan(home: FabricHome) -> ScanReport:
 
 
 def _repoint_if_parser_changed(catalog, cfg, prev: SourceRow, withheld: bool,
-                               memo: dict[tuple[str, str], str], now: float) -> bool:
+                               memo: dict[str, tuple[str, str, str]], now: float) -> bool:
     """Point an unchanged source at the parse ID its bytes get under the parser as configured now,
     when that differs from the one it has (a parser version or ``parsers`` setting changed);
     create that parse run unless withheld. True if it did. No file is read: the source hash is known.
 
-    ``memo`` caches the parser identity per (media type, parser) for one scan.
+    ``memo`` caches the parser identity (name, version, config hash) per parser for one scan.
     """
     if prev.parse_id is None or prev.source_hash is None:
         return False
     spec = parser_for(prev.media_type)
     if spec is None:
         return False
-    ident = memo.get((prev.media_type, spec.name))
-    if ident is None:
-        ident = memo[(prev.media_type, spec.name)] = config_hash(getattr(cfg.parsers, spec.name))
-    if identity.parse_id(prev.source_hash, spec.name, spec.version, ident) == prev.parse_id:
+    parser = memo.get(spec.name)
+    if parser is None:  # the parser identity, as _ensure_parse_run derives it
+        parser = memo[spec.name] = (spec.name, spec.version, config_hash(getattr(cfg.parsers, spec.name)))
+    if identity.parse_id(prev.source_hash, *parser) == prev.parse_id:
         return False
     with catalog.transaction(immediate=True) as con:
         parse_id = _ensure_parse_run(con, catalog, cfg, spec, prev.source_hash, prev.media_type, create=not withheld)
