@@ -85,6 +85,27 @@ def test_removing_documents_without_their_segment_mates_is_refused(tmp_path):
         index.write_generation(gen, ["a" * 32], _docs([]))
 
 
+def test_a_generation_that_already_counts_deleted_documents_is_rebuilt(tmp_path):
+    """guards against: extending a generation written before deletes were purged (an older
+    Fabric left them in its segments) and so carrying its wrong statistics forward."""
+    rows = {"a" * 32: [("a" * 32, "a-0", "lamp tide")], "b" * 32: [("b" * 32, "b-0", "lamp storm")],
+            "c" * 32: [("c" * 32, "c-0", "beam")]}
+    index = LexicalIndex(tmp_path / "lex")
+    gen = index.build_fresh(_docs([r for v in rows.values() for r in v]))
+    old = tantivy.Index.open(str(index.root / gen))
+    writer = old.writer(heap_size=15_000_000, num_threads=1)
+    writer.delete_documents_by_term("parse_id", "c" * 32)  # deleted the old way: still counted
+    writer.commit()
+    writer.wait_merging_threads()
+    del rows["c" * 32]
+    assert deleted_documents(index.open(gen).searcher) == 1
+    new = index.write_generation(gen, [], _docs([("d" * 32, "d-0", "lamp")]),
+                                 lambda ids: _docs([r for p in ids for r in rows[p]]))
+    got = index.open(new)
+    assert deleted_documents(got.searcher) == 0 and got.searcher.num_docs == 3
+    assert _scores(got, INDEX_FIELD_WORD, "lamp").keys() == {"a-0", "b-0", "d-0"}
+
+
 FILES = {
     "a.txt": "The lighthouse keeper logged the tide.\n\nA storm broke the lamp in March.\n",
     "b.txt": "Lighthouse lenses focus the lamp into a beam.\n",
