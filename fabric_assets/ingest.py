@@ -200,8 +200,8 @@ def run_rechunk(home: FabricHome, instance: dg.DagsterInstance, returning: set[s
     """Re-chunk the parses whose chunks were cut under another chunker than configured, and
     recompute every projection made from their chunks (``rechunk_job``; units stay).
 
-    Checked are the active parses and the ready parses of present sources when the chunker
-    settings changed since the last clean check, else only ``returning`` (parses that sources
+    Checked are the active parses and the ready or held parses of present sources when the
+    chunker settings changed since the last clean check, else only ``returning`` (parses that sources
     point at again, e.g. a reverted file: they may predate a change). ``resume`` are re-chunks
     a killed run left unfinished. Each re-chunked parse goes back to ``parsed`` with the verdicts
     of what it recomputes removed, so the next activation gates it again, a failing verdict
@@ -217,8 +217,9 @@ def run_rechunk(home: FabricHome, instance: dg.DagsterInstance, returning: set[s
         current = catalog.current_release()
         scope |= {m["parse_id"] for m in current.manifest["sources"].values()} if current else set()
         scope |= {s.parse_id for s in catalog.sources() if s.parse_id and s.state in ("present", "access_lost")}
-    ready = {r.parse_id for r in catalog.parse_runs(scope, status="ready")} if scope else set()
-    stale = sorted(set(stale_chunk_partitions(home, ready)) | set(resume))
+    # Held ones too: a parse held after a re-chunk gets another chance under other settings.
+    gated = {r.parse_id for r in catalog.parse_runs(scope) if r.status in ("ready", "held")} if scope else set()
+    stale = sorted(set(stale_chunk_partitions(home, gated)) | set(resume))
     if not stale:
         if changed:
             catalog.set_state(CHUNKER_SETTINGS, settings)

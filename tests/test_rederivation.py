@@ -186,6 +186,7 @@ def test_an_interrupted_rechunk_resumes_without_reparsing_and_a_failing_one_is_h
         return {"passed": False, "detail": "forced by the test"}
 
     _configure(home, {"chunking": {"max_tokens": 32}})
+    real_ids_unique = chunk_assets.ids_unique
     monkeypatch.setattr(chunk_assets, "ids_unique", failing)
     ingest(src, home)
     held = {p.parse_id: p for p in Fabric(home.root).status().held}
@@ -193,3 +194,10 @@ def test_an_interrupted_rechunk_resumes_without_reparsing_and_a_failing_one_is_h
     # Its rows were rewritten in place and failed: no release serves them.
     assert key not in _active(home)
     assert lexical_health(home).healthy
+
+    # Other settings give the held parse another chance; it passes and is served again.
+    monkeypatch.setattr(chunk_assets, "ids_unique", real_ids_unique)
+    _configure(home, {"chunking": {"max_tokens": 24}})
+    summary = ingest(src, home)
+    assert summary.rechunked == [pid] and _active(home) == {key: pid}
+    assert Fabric(home.root).status().held == ()
