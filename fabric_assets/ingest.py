@@ -18,6 +18,7 @@ from pathlib import Path
 import dagster as dg
 
 from fabric_assets.annotations.assets import parses_needing_annotation
+from fabric_assets.chunker_identity import RECHUNK_VERDICTS, chunker_settings, stale_chunk_partitions
 from fabric_assets.definitions import defs
 from fabric_assets.gate import unfinished
 from fabric_assets.model_identity import expected_identities, stale_partitions
@@ -25,6 +26,7 @@ from fabric_assets.partition_memo import partition_key_memo
 from fabric_assets.run_planning import partition_ranges
 from fabric_assets.sensors import plan_annotation_runs, plan_parse_runs, range_tags
 from fabric_assets.sources.scan import ScanReport, awaited_parse_ids, scan
+from fabric_resources.catalog import StatusUpdate, drop_verdicts
 from fabric_resources.home import FabricHome, exclusive_lock
 
 #: Called with (steps done, steps in all) while runs execute: two steps per parse — parsed,
@@ -60,6 +62,9 @@ class IngestSummary:
     activation: dict = field(default_factory=dict)
     activation_run_id: str | None = None
     reproject_run_ids: list[str] = field(default_factory=list)
+    #: Runs of ``rechunk_job`` and the parses they re-chunked (a chunking change; no re-parse).
+    rechunk_run_ids: list[str] = field(default_factory=list)
+    rechunked: list[str] = field(default_factory=list)
     #: Parses re-run because a killed run had left them without all their verdicts.
     retried: list[str] = field(default_factory=list)
     annotation_run_ids: list[str] = field(default_factory=list)
@@ -217,6 +222,64 @@ def run_reprojection(home: FabricHome, instance: dg.DagsterInstance) -> tuple[li
     return run_ids, failed
 
 
+#: Catalog state: the chunker settings every active parse's chunks were last confirmed to follow.
+CHUNKER_SETTINGS = "chunker_settings"
+
+
+def run_rechunk(home: FabricHome, instance: dg.DagsterInstance, returning: set[str] = frozenset(),
+                resume: list[str] = ()) -> tuple[list[str], list[str], list[str]]:
+    """Re-chunk the parses whose chunks were cut under another chunker than configured, and
+    recompute every projection made from their chunks (``rechunk_job``; units stay).
+
+    Checked are the active parses and the ready or held parses of present sources when the
+    chunker settings changed since the last clean check, else only ``returning`` (parses that sources
+    point at again, e.g. a reverted file: they may predate a change). ``resume`` are re-chunks
+    a killed run left unfinished. Each re-chunked parse goes back to ``parsed`` with the verdicts
+    of what it recomputes removed, so the next activation gates it again, a failing verdict
+    holds it (``fabric status``) and a killed run is resumed by the next ingest.
+
+    Returns (run IDs, failed run IDs, re-chunked parse IDs).
+    """
+    catalog = home.catalog
+    settings = chunker_settings(home.config)
+    changed = catalog.state(CHUNKER_SETTINGS) != settings
+    scope = set(returning)
+    if changed:
+        current = catalog.current_release()
+        scope |= {m["parse_id"] for m in current.manifest["sources"].values()} if current else set()
+        scope |= {s.parse_id for s in catalog.sources() if s.parse_id and s.state in ("present", "access_lost")}
+    # Held ones too: a parse held after a re-chunk gets another chance under other settings.
+    gated = {r.parse_id for r in catalog.parse_runs(scope) if r.status in ("ready", "held")} if scope else set()
+    stale = sorted(set(stale_chunk_partitions(home, gated)) | set(resume))
+    if not stale:
+        if changed:
+            catalog.set_state(CHUNKER_SETTINGS, settings)
+        return [], [], []
+    drop_verdicts(catalog, stale, RECHUNK_VERDICTS)
+    catalog.set_parse_statuses([StatusUpdate(p, "parsed", "rechunk", "chunks cut under another chunker than "
+                                             "configured are being re-chunked") for p in stale])
+    job = defs.resolve_job_def("rechunk_job")
+    run_ids, failed = [], []
+    for keys in partition_ranges(list(instance.get_dynamic_partitions("parses")), stale,
+                                 home.config.sources.partitions_per_run):
+        result = _execute(job, home, instance, range_tags(keys))
+        run_ids.append(result.run_id)
+        if not result.success:
+            failed.append(result.run_id)
+    ann = home.config.annotation
+    if ann.enabled and ann.required_for_activation:
+        # Otherwise the re-chunked parses would wait for annotation, out of the next release.
+        job = defs.resolve_job_def("annotation_job")
+        for keys in plan_annotation_runs(instance, stale, home.config.sources.partitions_per_run):
+            result = _execute(job, home, instance, range_tags(keys))
+            run_ids.append(result.run_id)
+            if not result.success:
+                failed.append(result.run_id)
+    if not failed:
+        catalog.set_state(CHUNKER_SETTINGS, settings)
+    return run_ids, failed, stale
+
+
 def ingest(path: str | os.PathLike, home: FabricHome, progress: ProgressCallback | None = None) -> IngestSummary:
     """Register ``path`` as a root, scan all roots, parse what changed and activate.
 
@@ -254,10 +317,18 @@ def _ingest_with(root: Path, home: FabricHome, instance: dg.DagsterInstance, sta
     # holds the lock): run it again, or its source would stay out of every release. Unless no
     # source waits for it any more (deleted since): then it is dropped, like a pending one.
     awaited = awaited_parse_ids(home.catalog)
-    summary.retried = sorted(r.parse_id for r in home.catalog.parse_runs(status="parsed")
-                             if unfinished(r) and r.parse_id in awaited)
-    to_run = list(dict.fromkeys([*report.parse_ids_to_run, *summary.retried]))
+    missing = {r.parse_id: unfinished(r) for r in home.catalog.parse_runs(status="parsed") if r.parse_id in awaited}
+    summary.retried = sorted(p for p, names in missing.items() if names)
+    # Killed after its units were written (a re-chunk, or a parse run past its parser): re-chunk only.
+    resume = [p for p in summary.retried if set(missing[p]) <= set(RECHUNK_VERDICTS)]
+    to_run = list(dict.fromkeys([*report.parse_ids_to_run, *(p for p in summary.retried if p not in resume)]))
     summary.run_ids, summary.failed_runs = run_pending(home, instance, to_run, progress)
+    # A chunking change leaves parses with chunks cut under the old chunker; sources that point at
+    # an existing parse again may bring one back that predates a change.
+    keys = {*report.new, *report.changed, *report.touched, *report.reparsed, *(new for _, new in report.moved)}
+    returning = {s.parse_id for s in home.catalog.sources() if s.source_key in keys and s.parse_id} if keys else set()
+    summary.rechunk_run_ids, rechunk_failed, summary.rechunked = run_rechunk(home, instance, returning, resume)
+    summary.failed_runs += rechunk_failed
     # A model change (config or weights) leaves active parses with vectors of the old model.
     summary.reproject_run_ids, reproject_failed = run_reprojection(home, instance)
     summary.failed_runs += reproject_failed

@@ -1,4 +1,5 @@
-"""Jobs: parse projections for a range of parse partitions; activation."""
+"""Jobs: parse projections for a range of parse partitions; activation; re-derivation after a
+chunker or model change."""
 
 import dagster as dg
 
@@ -38,6 +39,16 @@ reproject_job = dg.define_asset_job(
     description="Recompute model projections of a range of parse partitions from stored chunks and windows "
                 "(after a model change; no re-parse). Backfill it over all partitions from the UI, or let "
                 "`fabric ingest` run it for the stale ones.",
+)
+
+rechunk_job = dg.define_asset_job(
+    "rechunk_job",
+    # Every projection made from chunks, found from the graph so that a new one is never left out.
+    selection=dg.AssetSelection.assets("chunks").downstream() & dg.AssetSelection.groups("projections"),
+    partitions_def=PARSES,
+    description="Re-chunk a range of parse partitions from their stored units and recompute every projection "
+                "made from chunks (after a chunking change; no re-parse). `fabric ingest` runs it for the parses "
+                "whose chunks were cut under another chunker; a backfill from the UI works too.",
 )
 
 lexical_health_job = dg.define_asset_job(

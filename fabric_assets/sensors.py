@@ -8,7 +8,7 @@ import dagster as dg
 
 from fabric_assets.annotations.assets import parses_needing_annotation
 from fabric_assets.jobs import (RANGE_END_TAG, RANGE_START_TAG, activation_job, annotation_job, parse_job,
-                                reproject_job)
+                                rechunk_job, reproject_job)
 from fabric_assets.partitions import PARSES
 from fabric_assets.run_planning import partition_ranges
 from fabric_assets.sources.scan import scan
@@ -55,7 +55,7 @@ def source_change_sensor(context: dg.SensorEvaluationContext, fabric: FabricHome
 
 @dg.run_status_sensor(
     run_status=dg.DagsterRunStatus.SUCCESS,
-    monitored_jobs=[parse_job, reproject_job],
+    monitored_jobs=[parse_job, reproject_job, rechunk_job],
     request_job=activation_job,
     description="Activates whatever passed its gate once a parse run finishes.",
 )

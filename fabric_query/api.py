@@ -110,6 +110,11 @@ class Fabric:
                 by_parse.setdefault(s.parse_id, []).append(s.source_key)
         release = catalog.current_release()
         active = release.manifest["sources"] if release else {}
+        # An active parse re-derived in place (a chunking change) reports its problems too, also
+        # where its source already points at a newer parse.
+        for key, meta in sorted(active.items()):
+            if key not in by_parse.setdefault(meta["parse_id"], []):
+                by_parse[meta["parse_id"]].append(key)
         runs = catalog.parse_runs()
 
         def problems(status: str) -> tuple[ParseProblem, ...]:

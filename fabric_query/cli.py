@@ -99,6 +99,8 @@ def _run_ingest(path: Path) -> int:
     for label, value in [
         ("new / changed / deleted / moved", f"{len(s.new)} / {len(s.changed)} / {len(s.deleted)} / {len(s.moved)}"),
         ("unchanged content (touched)", str(len(s.touched))),
+        ("re-parsed (parser settings changed)", str(len(s.reparsed))),
+        ("re-chunked (chunking changed; not re-parsed)", str(len(summary.rechunked))),
         ("unsupported", ", ".join(f"{k} ({t})" for k, t in s.unsupported) or "none"),
         ("symlinks skipped", str(s.skipped_symlinks)),
         ("names not UTF-8 (skipped)", ", ".join(s.skipped_names) or "none"),
@@ -336,6 +338,11 @@ def _print_health(report, title: str) -> None:
                       f"{f.actual_terms} terms {f.actual_digest[:12]}", "yes" if f.ok else "NO")
     table.add_row("word-field tokens (BM25 lengths)", str(report.expected_word_tokens), str(report.actual_word_tokens),
                   "yes" if report.expected_word_tokens == report.actual_word_tokens else "NO")
+    for f in report.fields:
+        table.add_row(f"BM25 N, avgdl[{f.field}]", str(f.expected_bm25), str(f.actual_bm25),
+                      "yes" if f.expected_bm25 == f.actual_bm25 else "NO")
+    table.add_row("deleted documents still counted", "0", str(report.deleted_documents),
+                  "yes" if report.deleted_documents == 0 else "NO")
     table.add_row("canonical digest", report.canonical_digest[:16], "", "")
     console.print(table)
     if report.missing_documents or report.unexpected_documents:
@@ -538,6 +545,23 @@ def bench_lexical_cmd(
     if not texts:
         _fail(f"no .txt files under {corpus}")
     sys.stdout.write(json.dumps(bench_lexical(texts, chunks, repeat), indent=2) + "\n")
+
+
+@bench_app.command("lexical-update")
+def bench_lexical_update_cmd(
+    corpus: Annotated[Path, typer.Argument(help="Folder whose .txt files supply real text (e.g. ../shared/corpus).")],
+    sizes: Annotated[str, typer.Option(help="Comma-separated chunk counts.")] = "4000,20000",
+    rounds: Annotated[int, typer.Option(min=1)] = 5,
+) -> None:
+    """One edit + one delete + one add written to the serving index: exact BM25 statistics vs deletes kept vs a rebuild."""
+    from fabric_assets.bench_lexical_update import bench_lexical_update
+    from fabric_query.lexical_bench import corpus_texts
+
+    texts = corpus_texts(corpus)
+    if not texts:
+        _fail(f"no .txt files under {corpus}")
+    result = bench_lexical_update(texts, tuple(int(s) for s in sizes.split(",")), rounds)
+    sys.stdout.write(json.dumps(result, indent=2) + "\n")
 
 
 @bench_app.command("query")

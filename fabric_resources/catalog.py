@@ -413,3 +413,20 @@ def merge_verdicts(catalog: Catalog, verdicts: dict[str, dict[str, Any]]) -> Non
                 "UPDATE parse_runs SET verdicts = ?, updated_at = ? WHERE parse_id = ?",
                 (json.dumps(merged, sort_keys=True), now, parse_id),
             )
+
+
+def drop_verdicts(catalog: Catalog, parse_ids: Iterable[str], names: Iterable[str]) -> None:
+    """Remove the gate verdicts ``names`` of ``parse_ids`` (their projections are about to be
+    recomputed in place), one transaction; unknown parse IDs are ignored."""
+    names = set(names)
+    with catalog.transaction(immediate=True) as con:
+        now = time.time()
+        for parse_id in sorted(set(parse_ids)):
+            r = con.execute("SELECT verdicts FROM parse_runs WHERE parse_id = ?", (parse_id,)).fetchone()
+            if r is None:
+                continue
+            kept = {k: v for k, v in json.loads(r["verdicts"] or "{}").items() if k not in names}
+            con.execute(
+                "UPDATE parse_runs SET verdicts = ?, updated_at = ? WHERE parse_id = ?",
+                (json.dumps(kept, sort_keys=True), now, parse_id),
+            )

@@ -4,14 +4,18 @@ LOOM's ``fts-health`` for tantivy. The *expected* side never reads the serving
 index or the ``lexical_documents`` projection: it folds the canonical chunk
 texts of the release afresh and builds a temporary index with the same
 analyzers. The *actual* side reads the serving generation the release names.
-Compared: the document set (chunk IDs), each field's vocabulary with live
-document frequencies, and a canonical digest over ``(chunk_id, text_hash)``
-that repair must leave unchanged.
+Compared: the document set (chunk IDs); the statistics BM25 ranks by, as
+tantivy computes them — each field's vocabulary with its document frequencies,
+the document count N and each field's average length (these count documents
+that are deleted but still held by a segment, so such a document shows here
+even when the live documents and terms are right); and a canonical digest over
+``(chunk_id, text_hash)`` that repair must leave unchanged.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,7 +25,7 @@ import tantivy
 
 from fabric_resources.catalog import Release
 from fabric_resources.home import FabricHome
-from fabric_resources.lexical_index import ANALYZER_ID, IndexUnusable, LexicalIndex, OpenIndex
+from fabric_resources.lexical_index import ANALYZER_ID, IndexUnusable, LexicalIndex, OpenIndex, deleted_documents
 from fabric_resources.schema import (
     INDEX_FIELD_CHUNK_ID,
     INDEX_FIELD_SUBSTRING,
@@ -40,11 +44,14 @@ class FieldComparison:
     actual_digest: str
     expected_terms: int
     actual_terms: int
-    differing_terms: tuple[str, ...]  # a sample of terms whose live document frequency differs
+    differing_terms: tuple[str, ...]  # a sample of terms whose document frequency differs
+    #: BM25's N and average field length as tantivy scores this field (None for an empty field).
+    expected_bm25: tuple[int, float] | None = None
+    actual_bm25: tuple[int, float] | None = None
 
     @property
     def ok(self) -> bool:
-        return self.expected_digest == self.actual_digest
+        return self.expected_digest == self.actual_digest and self.expected_bm25 == self.actual_bm25
 
 
 @dataclass(frozen=True)
@@ -62,6 +69,8 @@ class HealthReport:
     #: Σ of the ``word_length`` fast field over live documents (BM25's |d| for re-scoring), expected vs actual.
     expected_word_tokens: int = 0
     actual_word_tokens: int = 0
+    #: Documents deleted from the serving index but still counted in its BM25 statistics.
+    deleted_documents: int = 0
     problem: str | None = None  # a fallback reason when the index cannot be opened
     analyzer: str = ANALYZER_ID
     notes: list[str] = field(default_factory=list)
@@ -73,6 +82,7 @@ class HealthReport:
             and self.expected_document_digest == self.actual_document_digest
             and all(f.ok for f in self.fields)
             and self.expected_word_tokens == self.actual_word_tokens
+            and self.deleted_documents == 0
         )
 
 
@@ -104,10 +114,44 @@ def canonical_digest(chunks: pa.Table) -> str:
 
 
 def _vocabulary(index: OpenIndex, field_name: str) -> dict[str, int]:
-    # Counts under an all-documents filter are *live* document frequencies: deleted documents
-    # still sit in segments until a merge and must not count.
-    terms = index.searcher.terms_with_prefix(field_name, "", filter_query=tantivy.Query.all_query())
-    return {t: int(n) for t, n in terms if n > 0}
+    # Unfiltered counts are the document frequencies BM25 uses: they include documents that are
+    # deleted but still sit in a segment (an all-documents filter would count live ones only).
+    return {t: int(n) for t, n in index.searcher.terms_with_prefix(field_name, "") if n > 0}
+
+
+def _explained(node: dict, prefix: str) -> float | None:
+    if node.get("description", "").startswith(prefix):
+        return float(node["value"])
+    for child in node.get("details", ()):
+        found = _explained(child, prefix)
+        if found is not None:
+            return found
+    return None
+
+
+def bm25_statistics(index: OpenIndex, field_name: str, term: str | None) -> tuple[int, float] | None:
+    """``(N, avgdl)`` of ``field_name`` as tantivy's BM25 uses them, read from its own score
+    explanation of ``term`` (one of the field's terms); None without a term.
+
+    N counts every document a segment holds, deleted or not, and avgdl is the field's total
+    token count over N (tantivy, ``Bm25Weight::for_terms``); neither is exposed otherwise.
+
+    Raises
+    ------
+    RuntimeError
+        If the explanation no longer names them (another tantivy version).
+    """
+    if term is None:
+        return None
+    query = tantivy.Query.term_query(index.schema, field_name, term)
+    hits = index.searcher.search(query, limit=1).hits
+    if not hits:  # only deleted documents hold the term
+        return None
+    explanation = json.loads(query.explain(index.searcher, hits[0][1]).to_json())
+    n, avgdl = _explained(explanation, "N,"), _explained(explanation, "avgdl,")
+    if n is None or avgdl is None:
+        raise RuntimeError(f"tantivy's explanation names no N or avgdl: {explanation}")
+    return int(n), avgdl
 
 
 def _documents(index: OpenIndex) -> list[str]:
@@ -162,17 +206,22 @@ def lexical_health(home: FabricHome, release: Release | None = None, sample: int
                 missing_documents=tuple(expected_ids[:sample]), unexpected_documents=(), problem=exc.reason,
             )
         actual_ids = sorted(_documents(actual))
+        deleted = deleted_documents(actual.searcher)
         word_tokens = [round(ix.word_avgdl * ix.searcher.num_docs) for ix in (expected, actual)]
         fields = []
         for f in FIELDS:
             want, got = _vocabulary(expected, f), _vocabulary(actual, f)
             differing = sorted(t for t in set(want) | set(got) if want.get(t) != got.get(t))
+            # The same term on both sides: its explanation carries the field's N and avgdl.
+            probe = min(want, key=lambda t: (-want[t], t)) if want else min(got, default=None)
             fields.append(
                 FieldComparison(
                     field=f,
                     expected_digest=_digest(f"{t}\t{n}" for t, n in sorted(want.items())),
                     actual_digest=_digest(f"{t}\t{n}" for t, n in sorted(got.items())),
                     expected_terms=len(want), actual_terms=len(got), differing_terms=tuple(differing[:sample]),
+                    expected_bm25=bm25_statistics(expected, f, probe),
+                    actual_bm25=bm25_statistics(actual, f, probe),
                 )
             )
     exp, act = set(expected_ids), set(actual_ids)
@@ -185,4 +234,5 @@ def lexical_health(home: FabricHome, release: Release | None = None, sample: int
         fields=tuple(fields),
         expected_word_tokens=word_tokens[0],
         actual_word_tokens=word_tokens[1],
+        deleted_documents=deleted,
     )

@@ -22,7 +22,9 @@ case and diacritics fold identically at every term length and in every script.
 Generations: each activation writes a new generation directory made of
 hard links to the previous generation's immutable segment files, then deletes
 and adds documents there. Older generations stay untouched, so a query that
-pinned a release keeps reading exactly the index that release names.
+pinned a release keeps reading exactly the index that release names. A segment
+that loses a document is rewritten whole, so no deleted document is left to
+count in BM25 statistics (:meth:`LexicalIndex.write_generation`).
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ import json
 import os
 import re
 import shutil
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -207,11 +209,29 @@ class LexicalIndex:
         previous: str | None,
         remove_parse_ids: Iterable[str],
         add_documents: pa.Table,
+        documents_of: Callable[[list[str]], pa.Table] | None = None,
     ) -> str:
         """Make a new generation = ``previous`` − ``remove_parse_ids`` + ``add_documents``.
 
-        ``add_documents`` has the columns of ``schema.LEXICAL_DOCUMENTS``.
+        ``add_documents`` and what ``documents_of(parse_ids)`` returns have the columns of
+        ``schema.LEXICAL_DOCUMENTS``; ``documents_of`` gives the documents of parses that stay.
         Returns the new generation's name. ``previous`` is never modified.
+
+        tantivy keeps a deleted document in its segment's BM25 statistics (N, document
+        frequencies, field lengths) until that segment is merged, and Python cannot ask for a
+        merge. So every segment that holds a removed document is rewritten whole: all its
+        documents are deleted, which makes tantivy drop the segment at commit, and those of the
+        parses that stay are added again from ``documents_of``. A ``previous`` that already holds
+        deleted documents is rebuilt from ``documents_of``. Either way the new generation ranks
+        exactly like an index of its live documents alone (:func:`deleted_documents` is 0). The
+        cost follows the documents of the rewritten segments: the whole index when it is one
+        segment.
+
+        Raises
+        ------
+        ValueError
+            If ``previous`` has another schema or layout, or documents must be added again and
+            ``documents_of`` is None.
         """
         self.root.mkdir(parents=True, exist_ok=True)
         # Number above every gen-* directory, complete or not: a killed writer may leave one behind.
@@ -224,19 +244,35 @@ class LexicalIndex:
         tmp.mkdir()
         if previous is not None and not self.is_current(previous):
             raise ValueError(f"generation {previous} has another schema or layout; build a fresh one instead")
+        removed = set(remove_parse_ids)
+        carried: set[str] = set()
         reuse = previous is not None
         if reuse:
             for f in (self.root / previous).iterdir():
                 if f.is_file() and f.name not in (META_FILE, ".tantivy-writer.lock", ".tantivy-meta.lock"):
                     os.link(f, tmp / f.name)  # segment files are immutable; tantivy replaces meta by rename
             index = tantivy.Index.open(str(tmp))
-        else:
+            _register(index)
+            searcher = index.searcher()
+            if deleted_documents(searcher):
+                live = _live_parse_ids(searcher)
+                reuse = False  # statistics already off: start from nothing
+                shutil.rmtree(tmp)
+                tmp.mkdir()
+                carried = live - removed
+            elif removed:
+                carried = _segment_mates(searcher, removed)
+        if carried and documents_of is None:
+            raise ValueError("documents of parses that stay must be added again; pass documents_of")
+        if not reuse:
             index = tantivy.Index(index_schema(), path=str(tmp))
-        _register(index)
+            _register(index)
         writer = index.writer(heap_size=64_000_000, num_threads=1)
         if reuse:
-            for pid in sorted(set(remove_parse_ids)):
+            for pid in sorted(removed | carried):
                 writer.delete_documents_by_term(INDEX_FIELD_PARSE_ID, pid)
+        if carried:
+            add_to_writer(writer, documents_of(sorted(carried)))
         add_to_writer(writer, add_documents)
         writer.commit()
         writer.wait_merging_threads()
@@ -258,6 +294,47 @@ class LexicalIndex:
         for g in removed:
             shutil.rmtree(self.root / g, ignore_errors=True)
         return removed
+
+
+def deleted_documents(searcher: tantivy.Searcher) -> int:
+    """Documents deleted but still held by a segment, so still counted in BM25's N, document
+    frequencies and average field length (tantivy counts them until their segment is merged).
+
+    Every document has exactly one parse-ID term, and the term dictionary's counts include
+    deleted documents, so their sum is tantivy's N; ``num_docs`` counts live documents only.
+    """
+    terms = searcher.terms_with_prefix(INDEX_FIELD_PARSE_ID, "")
+    return sum(int(n) for _, n in terms) - searcher.num_docs
+
+
+def _live_parse_ids(searcher: tantivy.Searcher) -> set[str]:
+    terms = searcher.terms_with_prefix(INDEX_FIELD_PARSE_ID, "", filter_query=tantivy.Query.all_query())
+    return {t for t, n in terms if n > 0}
+
+
+def _addresses(searcher: tantivy.Searcher, query: tantivy.Query) -> list[tantivy.DocAddress]:
+    n = searcher.search(query, limit=1, count=True).count
+    return [addr for _, addr in searcher.search(query, limit=n, count=False).hits] if n else []
+
+
+def _segment_mates(searcher: tantivy.Searcher, removed: set[str]) -> set[str]:
+    """Parses (other than ``removed``) with a document in a segment that holds a removed one.
+
+    Deleting them as well empties those segments; a parse split over two segments (the
+    writer flushed in the middle of it) pulls the other segment in, until nothing changes.
+    """
+    segments: set[int] = set()
+    parses = set(removed)
+    while True:
+        found = {a.segment_ord for a in _addresses(
+            searcher, tantivy.Query.term_set_query(index_schema(), INDEX_FIELD_PARSE_ID, sorted(parses)))}
+        if found <= segments:
+            return parses - removed
+        new_segments = found - segments
+        segments |= found
+        for addr in _addresses(searcher, tantivy.Query.all_query()):
+            if addr.segment_ord in new_segments:
+                parses.add(searcher.doc(addr)[INDEX_FIELD_PARSE_ID][0])
 
 
 def _is_current(meta: dict) -> bool:

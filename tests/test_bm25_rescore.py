@@ -56,7 +56,7 @@ def test_rescore_equals_reference_bm25_over_live_documents(tmp_path, k1, b):
     tf counted from different tokens than the index holds."""
     index = LexicalIndex(tmp_path / "lex")
     gen = index.write_generation(None, (), _docs(["p1", "p2", "p3"]))
-    gen = index.write_generation(gen, ["p3"], _docs([]))  # p3 deleted: it must not count
+    gen = index.write_generation(gen, ["p3"], _docs([]), _docs)  # p3 deleted: it must not count
     opened = index.open(gen)
     live = {f"{pid}-c{i}": t for pid in ("p1", "p2") for i, t in enumerate(TEXTS[pid])}
     assert opened.word_avgdl == pytest.approx(sum(len(word_tokens(t)) for t in live.values()) / len(live))

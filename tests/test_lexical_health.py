@@ -4,6 +4,7 @@ defined fallback when the serving index is unusable (issue: lexical retrieval do
 from __future__ import annotations
 
 import json
+import shutil
 
 import pyarrow.compute as pc
 import pytest
@@ -14,7 +15,8 @@ from fabric_assets.activation.repair import lexical_repair
 from fabric_assets.sample_corpus import write_sample_corpus
 from fabric_query import Fabric
 from fabric_resources.lexical_health import lexical_health
-from fabric_resources.lexical_index import META_FILE, _register, word_field_text
+from fabric_resources.lexical_index import (META_FILE, _register, add_to_writer, index_schema, word_analyzer,
+                                            word_field_text)
 from fabric_resources.schema import INDEX_FIELD_CHUNK_ID, INDEX_FIELD_PARSE_ID, INDEX_FIELD_SUBSTRING, INDEX_FIELD_WORD
 from fabric_resources.text_folding import fold
 
@@ -152,22 +154,63 @@ def test_building_an_index_never_answers_less_than_having_none(home):
         assert scanned <= indexed, (q, scanned - indexed)
 
 
+def _rewrite_generation(home, word_length_of):
+    """Replace the serving generation's segments by one fresh segment of the release's lexical
+    documents, with ``word_length_of(chunk_id, right_length)`` as each word_length: no deleted
+    document is left behind, so only the lengths can differ."""
+    gen_path = _generation_path(home)
+    meta = (gen_path / META_FILE).read_text()
+    release = home.catalog.current_release()
+    docs = home.tables.read("lexical_documents", parse_ids={m["parse_id"] for m in release.manifest["sources"].values()},
+                            version=release.manifest["tables"]["lexical_documents"]).to_pylist()
+    shutil.rmtree(gen_path)
+    gen_path.mkdir()
+    index = tantivy.Index(index_schema(), path=str(gen_path))
+    _register(index)
+    w = index.writer(heap_size=15_000_000, num_threads=1)
+    for d in docs:
+        word = word_field_text(d["folded_text"])
+        doc = tantivy.Document(**{INDEX_FIELD_CHUNK_ID: d["chunk_id"], INDEX_FIELD_PARSE_ID: d["parse_id"],
+                                  INDEX_FIELD_WORD: word, INDEX_FIELD_SUBSTRING: d["folded_text"]})
+        doc.add_unsigned("word_length", word_length_of(d["chunk_id"], len(word_analyzer().analyze(word))))
+        w.add_document(doc)
+    w.commit()
+    w.wait_merging_threads()
+    (gen_path / META_FILE).write_text(meta)
+
+
 def test_health_catches_a_wrong_document_length(home):
     """guards against: a document whose word_length (BM25's |d| for CJK re-scoring) is wrong
     while its terms are right, which the vocabulary comparison alone cannot see."""
+    chunk_id, _ = _a_chunk(home)
+    _rewrite_generation(home, lambda cid, n: 100_000 if cid == chunk_id else n)
+    report = lexical_health(home)
+    assert all(f.ok for f in report.fields) and report.expected_document_digest == report.actual_document_digest
+    assert report.deleted_documents == 0
+    assert not report.healthy and report.actual_word_tokens > report.expected_word_tokens
+    assert lexical_repair(home).after.healthy
+
+
+def test_health_catches_a_deleted_but_unmerged_document(home):
+    """guards against: health comparing only live documents and live document frequencies,
+    while BM25 ranks by statistics that still count a deleted document its segment holds
+    (issue 13, item 5: lexical-health said healthy while 29 of 56 queries scored differently)."""
     chunk_id, parse_id = _a_chunk(home)
     release = home.catalog.current_release()
-    chunks = home.tables.read("chunks", version=release.manifest["tables"]["chunks"])
-    text = chunks.filter(pc.equal(chunks.column("chunk_id"), chunk_id)).column("text")[0].as_py()
+    docs = home.tables.read("lexical_documents", parse_ids=[parse_id],
+                            version=release.manifest["tables"]["lexical_documents"])
+    one = docs.filter(pc.equal(docs.column("chunk_id"), chunk_id))
+    # Delete the document and add the very same one again: the live documents, terms, live
+    # frequencies and lengths are all right; the old copy still counts in N, df and avgdl.
     _, w = _writer(home)
     w.delete_documents_by_term(INDEX_FIELD_CHUNK_ID, chunk_id)
-    doc = tantivy.Document(**{INDEX_FIELD_CHUNK_ID: chunk_id, INDEX_FIELD_PARSE_ID: parse_id,
-                              INDEX_FIELD_WORD: word_field_text(fold(text)), INDEX_FIELD_SUBSTRING: fold(text)})
-    doc.add_unsigned("word_length", 100_000)
-    w.add_document(doc)
+    add_to_writer(w, one)
     w.commit()
     w.wait_merging_threads()
     report = lexical_health(home)
-    assert all(f.ok for f in report.fields) and report.expected_document_digest == report.actual_document_digest
-    assert not report.healthy and report.actual_word_tokens > report.expected_word_tokens
+    assert report.expected_document_digest == report.actual_document_digest
+    assert report.expected_word_tokens == report.actual_word_tokens
+    assert not report.healthy and report.deleted_documents == 1
+    for f in report.fields:
+        assert f.actual_bm25[0] == f.expected_bm25[0] + 1, f  # N as BM25 counts it
     assert lexical_repair(home).after.healthy

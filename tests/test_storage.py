@@ -449,6 +449,11 @@ BASE_DOCS = [
 ]
 
 
+def base_docs_of(parse_ids) -> pa.Table:
+    """The BASE_DOCS of ``parse_ids``: what activation reads for parses that stay."""
+    return lex_docs([d for d in BASE_DOCS if PIDS.get(d[0], d[0]) in set(parse_ids)])
+
+
 def lex_docs(docs) -> pa.Table:
     return pa.Table.from_pylist(
         [
@@ -590,7 +595,7 @@ def test_generation_isolation(tmp_path):
     g1 = li.build_fresh(lex_docs(BASE_DOCS))
     before = _snapshot(li.root / g1)
     new_docs = lex_docs([("n" * 16, "c-new-1", "a brand new cat"), ("n" * 16, "c-new-2", "fresh トークン")])
-    g2 = li.write_generation(g1, [PIDS["en"], PIDS["jp"]], new_docs)
+    g2 = li.write_generation(g1, [PIDS["en"], PIDS["jp"]], new_docs, base_docs_of)
     assert g1 != g2 and li.generations() == [g1, g2]
     old, new = li.open(g1), li.open(g2)
     # the old generation still has the removed parses and none of the new docs
@@ -611,7 +616,7 @@ def test_generation_chain_and_remove(tmp_path):
     """guards against: a third generation resurrecting removed docs or remove_generations deleting kept ones."""
     li = LexicalIndex(tmp_path / "idx")
     g1 = li.build_fresh(lex_docs(BASE_DOCS))
-    g2 = li.write_generation(g1, [PIDS["en"]], lex_docs([]))
+    g2 = li.write_generation(g1, [PIDS["en"]], lex_docs([]), base_docs_of)
     g3 = li.write_generation(g2, [], lex_docs([("n" * 16, "c-new", "cat again")]))
     assert word(li.open(g3), "cat") == ["c-new"]
     assert li.remove_generations({g3}) == [g1, g2]

@@ -3,10 +3,12 @@
 Serialised by a file lock on the home. Reads the catalog's sources and
 per-parse statuses (``ready`` = parsed and every gate verdict passed), builds
 the next serving-index generation incrementally (remove superseded parses,
-add newly active ones), records the table versions, and swaps the ``current``
-release pointer in one transaction. A source whose newest parse is pending,
-failed or held keeps its previous active parse; a deleted source is dropped;
-a withheld source (``sources.withheld``) is never in a release.
+add newly active ones, replace the documents of an active parse re-chunked in
+place), records the table versions, and swaps the ``current`` release pointer
+in one transaction. A source whose newest parse is pending, failed or held
+keeps its previous active parse while that one is ready (one being re-derived
+in place is left out until it is ready again); a deleted source is dropped; a
+withheld source (``sources.withheld``) is never in a release.
 """
 
 from __future__ import annotations
@@ -69,6 +71,22 @@ def _source_meta(source, root_paths: dict[int, str], language: str | None) -> di
     }
 
 
+#: The verdict whose ``digest`` fingerprints a parse's lexical documents (``chunks/assets.py``).
+LEXICAL_VERDICT = "one_lexical_document_per_chunk"
+
+
+def _with_lexical_digest(meta: dict[str, Any], verdicts: dict[str, Any]) -> dict[str, Any]:
+    """``meta`` with the digest of its parse's lexical documents as they are now.
+
+    A parse re-chunked in place (``rechunk_job``) keeps its parse ID; its digest is what tells
+    activation to index its new documents. Parses written before the digest existed have none.
+    """
+    digest = (verdicts.get(LEXICAL_VERDICT) or {}).get("digest")
+    if digest is None:
+        return {k: v for k, v in meta.items() if k != "lexical_digest"}
+    return {**meta, "lexical_digest": digest}
+
+
 def activate(home: FabricHome) -> ActivationReport:
     """Publish a new release if the active set changed or a ``POST_ACTIVATION_TABLES`` table has a
     new version (annotations written after activation); return what happened."""
@@ -81,17 +99,22 @@ def activate(home: FabricHome) -> ActivationReport:
         runs = catalog.parse_runs()
         status = {r.parse_id: r.status for r in runs}
         language = {r.parse_id: r.language for r in runs}
+        verdicts = {r.parse_id: r.verdicts for r in runs}
         roots = {r.root_id: r.path for r in catalog.roots()}
         sources: dict[str, dict] = {}
-        withheld_now = False
         for s in catalog.sources():
             if home.config.sources.is_withheld(s.source_key):
-                withheld_now = withheld_now or s.source_key in prev_sources
                 continue
             if s.state == "present" and s.parse_id and status.get(s.parse_id) == "ready":
-                sources[s.source_key] = _source_meta(s, roots, language.get(s.parse_id))
+                meta = _source_meta(s, roots, language.get(s.parse_id))
+                sources[s.source_key] = _with_lexical_digest(meta, verdicts[s.parse_id])
             elif s.state in ("present", "access_lost") and s.source_key in prev_sources:
-                sources[s.source_key] = prev_sources[s.source_key]
+                kept = prev_sources[s.source_key]
+                # A kept parse that is no longer ready is being re-derived in place (its rows are
+                # being rewritten under the same parse ID) or failed that: a new release would pin
+                # its half-written or failing rows, so it is left out until it is ready again.
+                if status.get(kept["parse_id"]) == "ready":
+                    sources[s.source_key] = _with_lexical_digest(kept, verdicts[kept["parse_id"]])
         report = ActivationReport(release_id=current.release_id if current else None, published=False)
         prev_active = {k: v["parse_id"] for k, v in prev_sources.items()}
         new_active = {k: v["parse_id"] for k, v in sources.items()}
@@ -112,17 +135,25 @@ def activate(home: FabricHome) -> ActivationReport:
 
         prev_parses, new_parses = set(prev_active.values()), set(new_active.values())
         prev_gen = current.manifest.get("lexical_generation") if current else None
-        # Deleted documents keep counting in BM25 statistics until tantivy merges their segment,
-        # so withholding a visible source rebuilds the index: withheld text must not move any score.
-        # A generation written by an older index layout is rebuilt, never extended.
-        if prev_gen is not None and index_current and not withheld_now:
-            added, removed = new_parses - prev_parses, prev_parses - new_parses
+
+        def documents_of(parse_ids) -> Any:
+            # At the version this release pins, so the index holds exactly the documents it names.
+            return home.tables.read("lexical_documents", parse_ids=parse_ids, version=tables.get("lexical_documents"))
+
+        # A generation written by an older index layout is rebuilt, never extended. Removing a
+        # parse rewrites the segments that held it (write_generation), so deleted, superseded and
+        # withheld documents move no BM25 statistic.
+        if prev_gen is not None and index_current:
+            rederived = {m["parse_id"] for k, m in sources.items() if k in prev_sources
+                         and prev_sources[k]["parse_id"] == m["parse_id"]
+                         and prev_sources[k].get("lexical_digest") != m.get("lexical_digest")}
+            added = (new_parses - prev_parses) | rederived
+            removed = (prev_parses - new_parses) | rederived
             gen = prev_gen
             if added or removed:
-                docs = home.tables.read("lexical_documents", parse_ids=added)
-                gen = home.lexical.write_generation(prev_gen, removed, docs)
+                gen = home.lexical.write_generation(prev_gen, removed, documents_of(added), documents_of)
         else:
-            gen = home.lexical.build_fresh(home.tables.read("lexical_documents", parse_ids=new_parses))
+            gen = home.lexical.build_fresh(documents_of(new_parses))
         manifest = {
             "schema_version": SCHEMA_VERSION,
             "config_hash": config_hash(home.config),

@@ -9,6 +9,7 @@ import pyarrow as pa
 from fabric_assets.chunking.fine_chunks import CHUNKER_VERSION, pack_fine_chunks
 from fabric_assets.chunking.records import chunk_inputs, chunk_rows, lexical_rows
 from fabric_assets.gate import counts_consistent, fragments_reproduce_text, ids_unique
+from fabric_assets.model_identity import definitions_config
 from fabric_assets.partitions import PARTITIONED
 from fabric_assets.verdicts import live_parse_ids, record_and_summarise
 from fabric_resources.config import FabricConfig
@@ -43,7 +44,9 @@ def _digest(texts: list[str]) -> str:
     **PARTITIONED,
     deps=["units"],
     group_name="projections",
-    code_version=CHUNKER_VERSION,
+    # The caps enter the code version, so the UI shows chunks (and what is made from them) stale
+    # after a chunking change; `fabric ingest` re-chunks them (`rechunk_job`).
+    code_version=CHUNKER_VERSION + ":max{0.max_tokens}/{0.multilingual_max_tokens}".format(definitions_config().chunking),
     check_specs=[
         dg.AssetCheckSpec("chunk_fragments_reproduce_text", asset="chunks"),
         dg.AssetCheckSpec("chunk_ids_are_unique", asset="chunks"),
@@ -97,6 +100,8 @@ def lexical_documents(context: dg.AssetExecutionContext, fabric: FabricHomeResou
     for pk in live:
         want = chunk_rows_.filter(pa.compute.equal(chunk_rows_.column("parse_id"), pk)).column("chunk_id").to_pylist()
         got = docs.filter(pa.compute.equal(docs.column("parse_id"), pk)).column("chunk_id").to_pylist()
-        verdicts[pk] = counts_consistent(want, got, "lexical documents")
+        # The digest of the documents written: activation compares it with the one its release
+        # indexed, so an active parse re-chunked in place (same parse ID) is re-indexed.
+        verdicts[pk] = {**counts_consistent(want, got, "lexical documents"), "digest": _digest(sorted(got))}
     yield dg.MaterializeResult(metadata={"lance_version": version, "rows": docs.num_rows})
     yield record_and_summarise(home, "one_lexical_document_per_chunk", "lexical_documents", verdicts)

@@ -7,7 +7,10 @@ streaming them into the artifact store, and records the acquisition. It
 reports new, changed, moved, deleted and unsupported sources, every file or
 folder it found but could not take in (``skipped``, with a reason; also kept
 in the catalog for ``fabric status``), and the parse IDs that need a parse run.
-The Dagster sensor and ``fabric ingest`` share this one function.
+An unchanged file whose parser identity changed (its version or its ``parsers``
+settings) gets the parse ID its bytes have under the parser as it is now,
+without reading the file. The Dagster sensor and ``fabric ingest`` share this
+one function.
 """
 
 from __future__ import annotations
@@ -56,6 +59,9 @@ class ScanReport:
     #: ``not-a-regular-file`` (FIFO, socket, device), ``unreadable-folder``, ``name-not-utf-8``. The
     #: path is a source key (``fs:<root>/<path>``; ``ascii()`` of the path for non-UTF-8 names).
     skipped: list[tuple[str, str]] = field(default_factory=list)
+    #: Unchanged bytes whose parse ID changed because their parser's identity did (version or
+    #: ``parsers`` settings): re-parsed, and the new parse supersedes the old once it is ready.
+    reparsed: list[str] = field(default_factory=list)
 
     @property
     def needs_activation(self) -> bool:
@@ -164,6 +170,7 @@ def scan(home: FabricHome) -> ScanReport:
     vanished_by_hash: dict[str, str] = {}
     new_keys_by_hash: dict[str, str] = {}
     known_runs = catalog.parse_ids()
+    parser_identities: dict[str, tuple[str, str, str]] = {}  # per parser name, for this scan
     # Roots are stored resolved and the walk joins plain names, so a resolved path compares as text.
     home_dir = str(home.layout.root.resolve())
     unwalked: list[str] = []  # labels of roots that could not be observed this time
@@ -202,6 +209,9 @@ def scan(home: FabricHome) -> ScanReport:
             if withheld:
                 report.withheld.append(key)
             unchanged = prev and prev.state == "present" and prev.mtime_ns == st.st_mtime_ns and prev.size == st.st_size
+            if unchanged and _repoint_if_parser_changed(catalog, cfg, prev, withheld, parser_identities, now):
+                report.reparsed.append(key)
+                continue
             if unchanged and (withheld or prev.parse_id is None or prev.parse_id in known_runs):
                 continue  # prescreen: unchanged (and parsed, unless withheld)
             media_type = detect_media_type(rel_posix.rpartition("/")[2])
@@ -228,9 +238,12 @@ def scan(home: FabricHome) -> ScanReport:
             digest, size, mtime_ns = stored.digest, stored.size, stored.mtime_ns
             if prev and prev.state == "present" and prev.source_hash == digest and prev.media_type == media_type:
                 with catalog.transaction(immediate=True) as con:
-                    catalog.upsert_source(con, _with(prev, mtime_ns=mtime_ns, size=size, last_seen=now))
-                    if spec is not None and not withheld:  # e.g. no longer withheld: parse it now
-                        _ensure_parse_run(con, catalog, cfg, spec, digest, media_type)
+                    # The parse ID under the parser as it is now (e.g. no longer withheld: parse it
+                    # now; or its settings changed: the new parse supersedes the old once ready).
+                    parse_id = prev.parse_id if spec is None else _ensure_parse_run(
+                        con, catalog, cfg, spec, digest, media_type, create=not withheld)
+                    catalog.upsert_source(con, _with(prev, mtime_ns=mtime_ns, size=size, last_seen=now,
+                                                     parse_id=parse_id))
                 report.touched.append(key)
                 continue
             parse_id = None
@@ -292,6 +305,33 @@ def _record_skipped(catalog: Catalog, skipped: list[tuple[str, str]], unwalked: 
     current = {**kept, **dict(skipped)}
     if current != previous:
         catalog.set_state(SCAN_SKIPPED_STATE, current)
+
+
+def _repoint_if_parser_changed(catalog, cfg, prev: SourceRow, withheld: bool,
+                               memo: dict[str, tuple[str, str, str]], now: float) -> bool:
+    """Point an unchanged source at the parse ID its bytes get under the parser as configured now,
+    when that differs from the one it has (a parser version or ``parsers`` setting changed);
+    create that parse run unless withheld. True if it did. No file is read: the source hash is known.
+
+    ``memo`` caches the parser identity (name, version, config hash) per parser for one scan.
+    """
+    if prev.parse_id is None or prev.source_hash is None:
+        return False
+    spec = parser_for(prev.media_type)
+    if spec is None:
+        return False
+    parser = memo.get(spec.name)
+    if parser is None:  # the parser identity, as _ensure_parse_run derives it
+        ident = spec.identity(cfg.parsers)
+        parser = memo[spec.name] = (ident.name, ident.version, ident.config_hash)
+    if identity.parse_id(prev.source_hash, *parser) == prev.parse_id:
+        return False
+    with catalog.transaction(immediate=True) as con:
+        parse_id = _ensure_parse_run(con, catalog, cfg, spec, prev.source_hash, prev.media_type, create=not withheld)
+        catalog.upsert_source(con, _with(prev, parse_id=parse_id, last_seen=now))
+        catalog.log_event(con, "source-reparse", source_key=prev.source_key, parse_id=parse_id,
+                          detail={"previous_parse_id": prev.parse_id, "reason": "parser identity changed"})
+    return True
 
 
 def _ensure_parse_run(con, catalog, cfg, spec, digest: str, media_type: str, create: bool = True) -> str:
