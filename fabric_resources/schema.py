@@ -211,27 +211,6 @@ TABLES: dict[str, pa.Schema] = {
     "annotation_vectors": ANNOTATION_VECTORS,
 }
 
-#: The columns that identify a row of each table: ``parse_id`` and the row's own ID, which the
-#: writers derive so that it is unique within its parse (ordinals, content hashes; annotation items
-#: are de-duplicated before their IDs are made). A partition replace is one Lance ``merge_insert``
-#: on these (``fabric_resources.tables``), so they must be unique in what is written.
-TABLE_KEYS: dict[str, tuple[str, ...]] = {
-    "units": ("parse_id", "unit_id"),
-    "relationships": ("parse_id", "relationship_id"),
-    "chunks": ("parse_id", "chunk_id"),
-    "lexical_documents": ("parse_id", "chunk_id"),
-    "chunk_vectors": ("parse_id", "chunk_id"),
-    "chunk_vectors_multilingual": ("parse_id", "chunk_id"),
-    "context_windows": ("parse_id", "window_id"),
-    "colbert_windows": ("parse_id", "window_id"),
-    "colbert_matrices": ("parse_id", "window_id"),
-    "annotations": ("parse_id", "annotation_id"),
-    # One mention per entity annotation, one edge per relation annotation (graph/build.py).
-    "graph_mentions": ("parse_id", "annotation_id"),
-    "graph_edges": ("parse_id", "annotation_id"),
-    "annotation_vectors": ("parse_id", "annotation_id"),
-}
-
 # ---------------------------------------------------------------------------
 # Catalog (SQLite in WAL mode, or PostgreSQL). Short transactions; several processes at once.
 # ---------------------------------------------------------------------------

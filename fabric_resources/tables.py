@@ -2,33 +2,49 @@
 
 The tables live in a directory of the home or under an object-store URI (``s3://bucket/prefix``,
 ``storage.tables_uri``) opened with Lance's storage options. Writing a set of partitions replaces
-exactly their rows in **one commit**: a ``merge_insert`` on the table's key columns
-(``schema.TABLE_KEYS``) that updates matched rows, inserts new ones and deletes the partitions'
-rows that are not written again (``when_not_matched_by_source_delete``). So re-materializing is
-idempotent, and writers running at once — on one host or several — each commit whole: a commit
-that lost the race is retried by Lance against the newer version (object stores need conditional
-writes for that; S3 has them), never interleaved as a delete and an append would be (two writers
-replacing the same parse that way left both appends). Readers that must not see a write in
-progress read a pinned table version (releases record them).
+exactly their rows in **one commit**: Lance's ``Update`` operation, which marks the partitions'
+old rows deleted (deletion vectors on the fragments that hold them) and adds the new rows as new
+fragments, committed against the version it was computed on (Lance's distributed-write API:
+``write_fragments``, ``LanceFragment.delete``, ``LanceDataset.commit``). A writer that lost the
+race to another commit on the same fragments gets Lance's retryable conflict and recomputes the
+deletions on the newer version. So re-materializing is idempotent, and writers running at once — on
+one host or several — each land whole or not at all; a delete then an append (two commits) let two
+writers replacing the same parse both append (6 rows instead of 3). Object stores need conditional
+writes for this (S3 has them). Readers that must not see a write in progress read a pinned table
+version (releases record them).
+
+``merge_insert`` with ``when_not_matched_by_source_delete`` is one commit too, but it joins the
+whole table on every write: 0.68 s against 0.02 s to replace one parse of a 100k-row vector table,
+2.1 s against 0.5 s for 256 parses (measured here), and it needs keys unique per row.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import random
 import re
 import stat
+import time
 from collections.abc import Iterable, Iterator
-from functools import cached_property
 from pathlib import Path
 
 import lance
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from fabric_resources.schema import TABLE_KEYS, TABLES
+from fabric_resources.schema import TABLES
 
 _PARSE_ID = re.compile(r"[0-9a-f]{16,64}")
+
+#: Attempts of one partition replace against commits of other writers on the same fragments, with a
+#: jittered backoff between them that grows to ``_MAX_BACKOFF_S``.
+COMMIT_ATTEMPTS = 50
+_MAX_BACKOFF_S = 1.0
+
+
+class TableWriteConflict(RuntimeError):
+    """A partition replace lost :data:`COMMIT_ATTEMPTS` races in a row (nothing of it was committed)."""
 
 
 class StorageOptionsError(ValueError):
@@ -92,13 +108,6 @@ class TableStore:
         if not self.remote:
             self.root.mkdir(parents=True, exist_ok=True)
 
-    @cached_property
-    def _db(self):
-        # Writers only: importing lancedb costs the read side ~30 MB of RSS for nothing.
-        import lancedb
-
-        return lancedb.connect(str(self.root), storage_options=self.storage_options or None)
-
     def uri(self, name: str) -> str:
         return f"{self.root}/{name}.lance" if self.remote else str(self.root / f"{name}.lance")
 
@@ -128,46 +137,71 @@ class TableStore:
             return (self.root / f"{name}.lance").exists()
         return name in self._known or self.dataset(name) is not None
 
-    def _table(self, name: str):
+    def _ensure_table(self, name: str) -> None:
+        """Create table ``name`` empty unless it exists (a concurrent creator's commit may win)."""
         if name not in TABLES:
             raise KeyError(f"unknown table {name!r}")
         if self.exists(name):
-            return self._db.open_table(name)
+            return
         try:
-            table = self._db.create_table(name, schema=TABLES[name])
-        except (ValueError, OSError):  # created by a concurrent writer (its commit won)
+            # V2 manifest paths: opening the latest version on an object store lists one prefix
+            # instead of every version (Lance's docs).
+            lance.write_dataset(TABLES[name].empty_table(), self.uri(name), mode="create",
+                                storage_options=self.storage_options or None, enable_v2_manifest_paths=True)
+        except (OSError, ValueError):
             if not self.exists(name):
                 raise
-            return self._db.open_table(name)
         self._known.add(name)
-        return table
 
     def replace_partitions(self, name: str, parse_ids: Iterable[str], rows: pa.Table) -> int:
         """Replace all rows of ``parse_ids`` in table ``name`` by ``rows`` in one Lance commit;
-        return the new version.
+        return the version that holds them (the current one when nothing changed).
 
         Raises
         ------
         ValueError
-            If ``rows`` holds a parse ID outside ``parse_ids`` or a malformed parse ID, or two
-            rows with the same key (``schema.TABLE_KEYS``: a fault of the writer, as IDs are
-            derived to be unique).
+            If ``rows`` holds a parse ID outside ``parse_ids`` or a malformed parse ID.
+        TableWriteConflict
+            If other writers' commits won :data:`COMMIT_ATTEMPTS` times in a row.
         """
+        from lance.commit import CommitConflictError
+        from lance.fragment import write_fragments
+
         ids = set(parse_ids)
-        rows = rows.cast(TABLES[name])
+        schema = TABLES[name]
+        rows = rows.cast(schema)
         stray = set(rows.column("parse_id").to_pylist()) - ids
         if stray:
             raise ValueError(f"rows for parse IDs not being replaced: {sorted(stray)[:3]}")
-        keys = list(TABLE_KEYS[name])
         flt = f"parse_id IN ({_in_list(ids)})" if ids else None
-        if rows.num_rows and rows.group_by(keys).aggregate([]).num_rows != rows.num_rows:
-            raise ValueError(f"rows with the same key {tuple(keys)} in a write to {name}")
-        table = self._table(name)
-        if flt is None:
-            return int(table.version)
-        result = (table.merge_insert(keys).when_matched_update_all().when_not_matched_insert_all()
-                  .when_not_matched_by_source_delete(flt).execute(rows))
-        return int(result.version)
+        self._ensure_table(name)
+        options = self.storage_options or None
+        base = self.dataset(name)
+        # Written once, uncommitted; every attempt commits these same files.
+        new = write_fragments(rows, base, schema=schema, storage_options=options) if rows.num_rows else []
+        for attempt in range(COMMIT_ATTEMPTS):
+            ds = base if attempt == 0 else self.dataset(name)
+            removed, updated = [], []
+            if flt is not None:
+                # One scan finds the fragments holding the partitions' rows (row address = fragment
+                # ID << 32 | offset); only those get a new deletion vector.
+                hits = ds.to_table(columns=[], filter=flt, with_row_address=True).column("_rowaddr")
+                for fragment_id in sorted(set(pc.shift_right(hits, 32).to_pylist())):
+                    metadata = ds.get_fragment(fragment_id).delete(flt)
+                    if metadata is None:
+                        removed.append(fragment_id)
+                    else:
+                        updated.append(metadata)
+            if not (removed or updated or new):
+                return int(ds.version)
+            operation = lance.LanceOperation.Update(removed_fragment_ids=removed, updated_fragments=updated,
+                                                    new_fragments=new)
+            try:
+                return int(lance.LanceDataset.commit(self.uri(name), operation, read_version=ds.version,
+                                                     storage_options=options).version)
+            except CommitConflictError:
+                time.sleep(random.uniform(0, min(_MAX_BACKOFF_S, 0.01 * 2 ** attempt)))
+        raise TableWriteConflict(f"{name}: {COMMIT_ATTEMPTS} commits lost to concurrent writers")
 
     def version(self, name: str) -> int | None:
         ds = self.dataset(name)

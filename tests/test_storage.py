@@ -721,3 +721,16 @@ def test_eligibility_filter_does_not_make_terms_optional(tmp_path):
     assert [c for c, _ in word_channel(opened, parse_query("fox"), {pa_}, 10)] == ["c1"]
     assert substring_channel(opened, parse_query("署名"), {pa_}, 10) == []
     assert [c for c, _ in substring_channel(opened, parse_query("トークン"), {pa_}, 10)] == ["c2"]
+
+
+def test_a_replace_is_one_commit_so_no_version_lacks_the_partition(tables):
+    """guards against: a replace written as a delete then an append (two commits): the version
+    between them has the partition gone, and two writers replacing it at once both append."""
+    v1 = tables.replace_partitions("lexical_documents", [P_A, P_B], lex_rows([(P_A, "1", "x"), (P_B, "3", "z")]))
+    v2 = tables.replace_partitions("lexical_documents", [P_A], lex_rows([(P_A, "2", "y")]))
+    v3 = tables.replace_partitions("lexical_documents", [P_A], lex_rows([]))
+    assert (v2, v3) == (v1 + 1, v2 + 1)
+    assert [_ids(tables.read("lexical_documents", version=v)) for v in (v1, v2, v3)] == [
+        [(P_A, "1"), (P_B, "3")], [(P_A, "2"), (P_B, "3")], [(P_B, "3")]]
+    # Nothing to replace and nothing to write: no commit at all.
+    assert tables.replace_partitions("lexical_documents", [P_C], lex_rows([])) == v3
