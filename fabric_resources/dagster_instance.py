@@ -40,8 +40,10 @@ def instance_yaml(storage: StorageConfig) -> str:
         # Run, event-log and schedule storage all in this database (dagster-postgres).
         lines += ["storage:", "  postgres:", f"    postgres_url: {json.dumps(sqlalchemy_url(storage.dagster_url))}"]
     if dagster.max_concurrent_runs is not None:
+        # The queued coordinator (Dagster 1.13's default, named so it stays so) takes its limit from
+        # `concurrency > runs`; the daemon dequeues runs up to it.
         lines += ["run_coordinator:", "  module: dagster.core.run_coordinator", "  class: QueuedRunCoordinator",
-                  "  config:", f"    max_concurrent_runs: {dagster.max_concurrent_runs}"]
+                  "concurrency:", "  runs:", f"    max_concurrent_runs: {dagster.max_concurrent_runs}"]
     return "\n".join(lines) + "\n"
 
 

@@ -349,7 +349,7 @@ def test_postgres_schema_is_the_sqlite_schema(tmp_path, request):
 
 def test_postgres_unreachable_is_a_typed_error_without_the_password(postgres_server):
     """guards against: a raw driver exception (or the URL's password) escaping when the server is down."""
-    from services import free_port
+    from fabric_assets.local_services import free_port
 
     url = f"postgresql://fabric:s3cret-pw@127.0.0.1:{free_port()}/nope"
     with pytest.raises(CatalogUnavailableError) as err:

@@ -1,8 +1,10 @@
-"""Throw-away services for the tests: a PostgreSQL cluster and moto's S3 server on loopback.
+"""Throw-away services on loopback for tests and benchmarks: a PostgreSQL cluster and moto's S3
+server (``docs/scale.md``).
 
-Each starts on a free 127.0.0.1 port in a temp dir and is stopped (and its files removed) at the
-end; ``tests/conftest.py`` holds them session-scoped, so the suite pays once. Where the binaries
-are absent the fixtures skip with the reason (CI installs them: ``.ci/setup``).
+Each starts on a free 127.0.0.1 port in a temp dir and is stopped (and its files removed) by
+``stop``. ``tests/conftest.py`` holds them session-scoped, so the suite pays once, and skips with
+the reason where the binaries are absent (CI installs them: ``.ci/setup``);
+``fabric_assets.bench_storage`` starts its own. Nothing here is used by a Fabric deployment.
 """
 
 from __future__ import annotations
@@ -193,3 +195,14 @@ class MotoS3Server:
                 self.proc.kill()
                 self.proc.wait()
         self._log.close()
+
+
+def shared_storage(postgres: PostgresServer, s3: MotoS3Server, *, max_concurrent_runs: int | None = None) -> dict:
+    """A ``storage`` section for ``config.json`` that puts a home's shared state on these
+    services: the catalog and the Dagster instance in a new database, the tables in a new bucket."""
+    url = postgres.create_database("fabric")
+    dagster: dict = {"backend": "postgres"}
+    if max_concurrent_runs is not None:
+        dagster["max_concurrent_runs"] = max_concurrent_runs
+    return {"catalog": {"backend": "postgres", "url": url}, "dagster": dagster,
+            "tables_uri": f"s3://{s3.create_bucket('fabric')}/tables", "tables_storage_options": s3.storage_options()}
