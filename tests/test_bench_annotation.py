@@ -10,15 +10,15 @@ import pytest
 from conftest import EVAL, need_shared
 from typer.testing import CliRunner
 
-from fabric_assets.bench_annotation import (
+from fabric_assets.cli import app
+from fabric_assets.measurement.bench_annotate import (
     bench_annotate,
     grounded_rows,
     plan_windows,
     summary_rows,
     windows_table,
 )
-from fabric_assets.bench_chat_server import StubChatServer, stub_answer
-from fabric_query.cli import app
+from fabric_assets.measurement.chat_server import StubChatServer, stub_answer
 from fabric_resources.annotator import AnnotationMemo, ChatClient, annotate_parse
 from fabric_resources.annotator.excerpts import build_excerpts
 from fabric_resources.annotator.prompts import ENTITIES, QUOTES, RELATIONS, STATEMENTS, SUMMARY

@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 from conftest import SHARED, need_shared
 
-from fabric_assets.bench_query_scale import (
+from fabric_assets.measurement.bench_query import (
     benchmark_queries, growth, prepare_scaling_home, run_query_process, stage_rows, summary_rows,
 )
-from fabric_assets.scaling_corpus import load_english_pool
+from fabric_assets.measurement.scaling_corpus import load_english_pool
 
 
 def test_growth_divides_each_size_by_the_smallest():
@@ -60,7 +60,7 @@ def test_tiny_scaling_home_is_cached_and_measured(tmp_path):
     # The lexical-only path ranks as RRF over the pipeline's own lexical channel rankings.
     from fabric_query import Fabric
     from fabric_query.fusion import rrf
-    from fabric_query.latency_bench import lexical_only_search
+    from fabric_assets.measurement.query_latency import lexical_only_search
 
     fabric = Fabric(built.home)
     cfg = fabric.home.config.query

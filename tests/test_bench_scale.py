@@ -6,7 +6,7 @@ import pytest
 from conftest import CORPUS, SHARED, need_shared
 from typer.testing import CliRunner
 
-from fabric_query.cli import app
+from fabric_assets.cli import app
 
 runner = CliRunner()
 
@@ -30,7 +30,7 @@ def test_scale_bench_partitions_match_documents_and_the_ui_sees_them():
     """guards against: the sensor dropping or duplicating partitions at scale; runs that do not cover
     every partition; a UI that does not answer or reports another partition count."""
     need_shared(SHARED / "eval" / "cranfield")
-    from fabric_assets.bench_scale import bench_scale, summary_rows
+    from fabric_assets.measurement.bench_scale import bench_scale, summary_rows
 
     result = bench_scale(need_shared(SHARED), 30, ui=True, ui_repeat=1)
     s, r = result["sensor"], result["runs"]
@@ -55,7 +55,7 @@ def test_scale_bench_partitions_match_documents_and_the_ui_sees_them():
 @pytest.mark.slow
 def test_incremental_bench_rounds_reach_a_release_that_reflects_them():
     """guards against: timing a change that never reached a release; ratios computed from the wrong runs."""
-    from fabric_assets.bench import bench_incremental, incremental_rows
+    from fabric_assets.measurement.bench_incremental import bench_incremental, incremental_rows
 
     result = bench_incremental(need_shared(CORPUS), sizes=(5, 6), doc_bytes=300, rounds=2)
     assert [r["documents"] for r in result["runs"]] == [5, 6]

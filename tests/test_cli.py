@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from typer.testing import CliRunner
 
-from fabric_query.cli import app
+from fabric_assets.cli import app
 
 runner = CliRunner()
 
@@ -48,7 +48,7 @@ def test_invalid_config_is_a_clean_error_naming_the_file(tmp_path):
     home.mkdir()
     (home / "catalog.sqlite3").touch()
     (home / "config.json").write_text('{"bogus": 1}')
-    out = subprocess.run([sys.executable, "-c", "from fabric_query.cli import main; main()", "search", "x",
+    out = subprocess.run([sys.executable, "-c", "from fabric_assets.cli import main; main()", "search", "x",
                           "--home", str(home)], capture_output=True, text=True)
     assert out.returncode == 2
     assert "invalid configuration" in out.stderr and str(home / "config.json") in out.stderr

@@ -7,8 +7,8 @@ import math
 
 import pytest
 
-from fabric_assets.evaluation.harness import _as_free_text, in_split, load_beir
-from fabric_assets.evaluation.metrics import first_occurrence, mrr_at_k, ndcg_at_k, recall_at_k, score_run
+from fabric_assets.measurement.harness import as_free_text, in_split, load_beir
+from fabric_assets.measurement.metrics import first_occurrence, mrr_at_k, ndcg_at_k, recall_at_k, score_run
 
 
 def test_ndcg_hand_computed_graded():
@@ -71,8 +71,8 @@ def test_split_is_deterministic_and_disjoint():
 
 def test_free_text_guard_keeps_words():
     """guards against: benchmark questions failing as query syntax (quotes, leading dashes, filters)."""
-    assert _as_free_text('what is "lift" -drag path:x') == "what is  lift  drag path x"
-    assert _as_free_text('"') == "?"
+    assert as_free_text('what is "lift" -drag path:x') == "what is  lift  drag path x"
+    assert as_free_text('"') == "?"
 
 
 def test_load_beir(tmp_path):
@@ -98,7 +98,7 @@ def _write_beir(beir, docs: dict, queries: dict, qrels: str):
 def test_run_eval_end_to_end_on_a_tiny_collection(tmp_path):
     """guards against: the harness scoring the wrong documents (ID mapping), a baseline
     silently missing, or channels not reported separately."""
-    from fabric_assets.evaluation.harness import markdown_table, run_eval
+    from fabric_assets.measurement.eval_run import markdown_table, run_eval
 
     docs = {
         "d1": ("Lighthouses", "The lighthouse keeper lit the lamp every evening on the reef."),
@@ -120,7 +120,7 @@ def test_run_eval_end_to_end_on_a_tiny_collection(tmp_path):
 
 
 def test_stage_variants_flip_one_stage_each():
-    from fabric_assets.evaluation.harness import stage_variants
+    from fabric_assets.measurement.eval_run import stage_variants
     from fabric_resources.config import FabricConfig
 
     base = FabricConfig()
@@ -139,7 +139,7 @@ def test_query_vector_memo_encodes_each_text_once_and_returns_the_same_vectors()
     encoding a text the grid already encoded."""
     import numpy as np
 
-    from fabric_assets.evaluation.harness import QueryVectorMemo
+    from fabric_assets.measurement.harness import QueryVectorMemo
 
     class Counting:
         identity = "counting@1"
@@ -165,7 +165,7 @@ def test_query_vector_memo_encodes_each_text_once_and_returns_the_same_vectors()
 def test_tune_fusion_searches_bigram_bm25_and_convex_weights_on_a_cjk_collection(tmp_path):
     """guards against: the CJK grid silently missing (no convex points, no BM25 points) or
     scoring lists other than the channels the pipeline ran."""
-    from fabric_assets.evaluation.harness import tune_fusion
+    from fabric_assets.measurement.tuning import tune_fusion
 
     docs = {
         "d1": ("灯台", "灯台守は毎晩ランプに火をともし、嵐の夜も光を絶やさなかった。"),

@@ -26,7 +26,7 @@ from typer.testing import CliRunner
 from fabric_assets.chunking.fine_chunks import MAX_TOKEN_CHARS
 from fabric_assets.sources.scan import scan
 from fabric_query import Fabric
-from fabric_query.cli import app
+from fabric_assets.cli import app
 from fabric_resources.home import FabricHome
 from fabric_resources.parsing.spec import ParserSpec
 

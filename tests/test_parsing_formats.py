@@ -399,7 +399,7 @@ def test_html_main_text_scores_on_the_labelled_pages(capsys):
     """P/R/F1 of labelled snippets (../shared/eval/html-extraction) for Fabric, a tag rule and
     trafilatura's defaults, in one run. Fabric must leak less boilerplate than the tag rule."""
     root = need_shared(EVAL / "html-extraction")
-    from fabric_assets.evaluation.html_extraction import evaluate
+    from fabric_assets.measurement.html_extraction import evaluate
 
     fabric, tag_rule, trafilatura_defaults = evaluate(root)
     with capsys.disabled():

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from fabric_query import Fabric
-from fabric_query.cli import app
+from fabric_assets.cli import app
 from fabric_query.errors import CitationError, FabricQueryError, QuerySyntaxError
 from fabric_resources.home import FabricHome
 

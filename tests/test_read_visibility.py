@@ -13,7 +13,7 @@ from conftest import ingest
 from typer.testing import CliRunner
 
 from fabric_query import Fabric
-from fabric_query.cli import app
+from fabric_assets.cli import app
 from fabric_resources.home import FabricHome
 from test_withheld import QUERIES, VISIBLE, _visible_view
 

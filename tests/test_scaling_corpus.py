@@ -9,7 +9,7 @@ from conftest import SHARED, need_shared
 
 from fabric_assets.chunking.fine_chunks import ChunkInputUnit, pack_fine_chunks
 from fabric_resources.parsing.text.parser import parse_text
-from fabric_assets.scaling_corpus import (
+from fabric_assets.measurement.scaling_corpus import (
     Paragraph, is_english, load_english_pool, plan_documents, sentences, tiny_documents, write_documents,
 )
 from fabric_resources.config import TextParserConfig

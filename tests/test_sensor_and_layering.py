@@ -61,24 +61,30 @@ def test_sensor_batches_many_partitions_per_run(tmp_path, fabric_home):
 
 
 def _imports(path: Path) -> set[str]:
-    tree = ast.parse(path.read_text())
+    return {name.split(".")[0] for name in _imported_modules(path)}
+
+
+def _imported_modules(path: Path) -> set[str]:
+    """Every dotted name a module imports, at any depth of its code (``from a import b`` gives
+    ``a`` and ``a.b``, since ``b`` may be a module). The packages use absolute imports only."""
     names = set()
-    for node in ast.walk(tree):
+    for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.Import):
-            names.update(a.name.split(".")[0] for a in node.names)
+            names.update(a.name for a in node.names)
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            names.add(node.module.split(".")[0])
+            names.add(node.module)
+            names.update(f"{node.module}.{a.name}" for a in node.names)
     return names
 
 
 def test_import_direction():
     """guards against: Dagster leaking into the read side or into plain storage modules;
-    fabric_resources depending on either package above it."""
+    fabric_resources depending on either package above it; fabric_query (its CLI included)
+    depending on the write side."""
     for path in (ROOT / "fabric_query").rglob("*.py"):
         found = _imports(path)
         assert "dagster" not in found, path
-        if path.name != "cli.py":  # the CLI imports fabric_assets inside pipeline commands only
-            assert "fabric_assets" not in found, path
+        assert "fabric_assets" not in found, path  # the read commands too: the CLI root is on the write side
     for path in (ROOT / "fabric_resources").rglob("*.py"):
         found = _imports(path)
         assert not found & {"fabric_assets", "fabric_query"}, path
@@ -100,6 +106,70 @@ def test_fabric_query_answers_without_dagster(tmp_path, fabric_home):
         f"pack = Fabric({str(fabric_home.root)!r}).search('lighthouse')\n"
         "assert pack.results, 'no results'\n"
         "bad = sorted(m for m in sys.modules if m == 'dagster' or m.startswith('dagster.') or m.startswith('fabric_assets'))\n"
+        "print(bad)\n"
+        "sys.exit(1 if bad else 0)\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+MEASUREMENT = "fabric_assets.measurement"
+#: The top floor: the only code allowed to import the measurement package.
+TOP_FLOOR = (ROOT / "fabric_assets" / "measurement", ROOT / "fabric_assets" / "cli")
+
+
+def test_only_the_cli_imports_measurement():
+    """guards against: product code (write side, storage, read side) depending on benchmarks,
+    the evaluation harness or the stub chat server."""
+    for package in ("fabric_assets", "fabric_resources", "fabric_query"):
+        for path in (ROOT / package).rglob("*.py"):
+            if any(floor in path.parents for floor in TOP_FLOOR):
+                continue
+            found = _imported_modules(path)
+            assert not {m for m in found if m == MEASUREMENT or m.startswith(MEASUREMENT + ".")}, path
+
+
+def _console_script() -> str:
+    """``module:function`` of the ``fabric`` console script, as pyproject.toml declares it."""
+    import tomllib
+
+    return tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]["fabric"]
+
+
+def test_fabric_search_command_loads_neither_dagster_nor_measurement(tmp_path, fabric_home):
+    """guards against: the console script's root (on the write side) pulling Dagster, the pipeline
+    or the measurement package into a cold `fabric search`: only the CLI modules of fabric_assets load."""
+    from conftest import ingest
+
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "a.txt").write_text("The lighthouse keeper wrote tide tables.\n")
+    ingest(src, fabric_home)
+    module, _, function = _console_script().partition(":")
+    code = (
+        "import atexit, importlib, json, sys\n"
+        "atexit.register(lambda: print('MODULES', json.dumps(sorted(sys.modules)), file=sys.stderr))\n"
+        f"sys.argv = ['fabric', 'search', 'lighthouse', '--home', {str(fabric_home.root)!r}]\n"
+        f"getattr(importlib.import_module({module!r}), {function!r})()\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "lighthouse" in proc.stdout and "a.txt" in proc.stdout
+    line = next(x for x in proc.stderr.splitlines() if x.startswith("MODULES "))
+    modules = json.loads(line[len("MODULES "):])
+    assert not [m for m in modules if m == "dagster" or m.startswith("dagster.")]
+    assert not [m for m in modules if m == MEASUREMENT or m.startswith(MEASUREMENT + ".")]
+    assert {m for m in modules if m.split(".")[0] == "fabric_assets"} <= {
+        "fabric_assets", "fabric_assets.cli", "fabric_assets.cli.pipeline", "fabric_assets.cli.measurement"}
+
+
+def test_query_latency_process_loads_no_dagster():
+    """guards against: the fresh query process of `fabric bench query --chunks` importing Dagster
+    (its times and RSS would no longer be those of a query process)."""
+    code = (
+        "import sys\n"
+        "import fabric_assets.measurement.query_latency\n"
+        "bad = sorted(m for m in sys.modules if m == 'dagster' or m.startswith('dagster.'))\n"
         "print(bad)\n"
         "sys.exit(1 if bad else 0)\n"
     )

@@ -1,7 +1,7 @@
 """Parse throughput per format: pages (PDF), slides (PPTX) or files per second, in-process and in
 the bounded child process, over a folder such as ``../shared/corpus/formats``.
 
-Run: ``.venv/bin/python -m fabric_assets.bench_formats ../shared/corpus/formats``. Each file is parsed
+Run: ``.venv/bin/python -m fabric_assets.measurement.bench_formats ../shared/corpus/formats``. Each file is parsed
 ``--repeat`` times per mode (default 3); the figure is the median wall time.
 """
 

@@ -1,4 +1,9 @@
-"""Warm query latency on one home: hybrid (the real pipeline) against lexical-only, per route.
+"""Warm query latency on one home, in a process that imports no Dagster (``fabric bench query``).
+
+:func:`bench_query` is ``fabric bench query`` on ``--home``: the pipeline end to end and per
+stage. :func:`measure` is the fresh query process of ``fabric bench query --chunks``
+(:mod:`fabric_assets.measurement.bench_query` builds the homes and starts it): hybrid (the real
+pipeline) against lexical-only, per route.
 
 * **hybrid**: :meth:`fabric_query.Fabric.search`, i.e. :func:`fabric_query.pipeline.search`
   with every channel it runs by default; its per-stage times are the pack's ``timings``.
@@ -13,7 +18,7 @@ Queries are grouped by the route the pipeline gives them
 up (models load, the release view and index open), then ``repeat`` timed
 passes, hybrid and lexical-only interleaved so machine noise hits both.
 
-Run as ``python -m fabric_query.latency_bench --home H --queries Q.json``
+Run as ``python -m fabric_assets.measurement.query_latency --home H --queries Q.json``
 (``Q.json``: a JSON list of query strings) to measure in a fresh process that
 imports no Dagster; it prints the result as JSON. Times are measured, never asserted.
 """
@@ -176,6 +181,42 @@ def measure(home_dir: str | Path, queries: list[str], repeat: int = 3, limit: in
     out["rss_mb"] = round(psutil.Process().memory_info().rss / 2**20, 1)
     out["peak_rss_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
     return out
+
+
+DEFAULT_QUERIES = (
+    "Miss Havisham", "truth universally acknowledged", "下人", "刘备", "April is the cruellest month",
+    "Gregor Samsa", "山路", "Irina cuaderno", "lighthouse keeper", "table of contents",
+)
+
+
+def bench_query(fabric: Fabric, queries: list[str], repeat: int = 5) -> dict:
+    """Run each query once to warm up, then ``repeat`` times; report ms percentiles.
+
+    Returns ``{"queries", "runs", "end_to_end_ms": {p50, p95, p99}, "stages_ms": {stage: {p50, p95}},
+    "rss_mb"}``; percentiles by numpy's default (linear) method.
+    """
+    for q in queries:
+        fabric.search(q)
+    totals: list[float] = []
+    stages: dict[str, list[float]] = {}
+    for _ in range(repeat):
+        for q in queries:
+            t0 = time.perf_counter()
+            pack = fabric.search(q)
+            totals.append((time.perf_counter() - t0) * 1000)
+            for t in pack.timings:
+                stages.setdefault(t.stage, []).append(t.ms)
+
+    def pct(values: list[float], *ps: int) -> dict[str, float]:
+        return {f"p{p}": round(float(np.percentile(values, p)), 2) for p in ps}
+
+    return {
+        "queries": len(queries),
+        "runs": len(totals),
+        "end_to_end_ms": pct(totals, 50, 95, 99),
+        "stages_ms": {k: pct(v, 50, 95) for k, v in stages.items() if k != "total"},
+        "rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+    }
 
 
 def main(argv: list[str] | None = None) -> None:

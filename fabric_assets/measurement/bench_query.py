@@ -1,11 +1,11 @@
 """``fabric bench query --chunks N``: warm query latency at growing corpus sizes.
 
 For each target size: a scaling corpus of distinct documents recombined from
-real English text (:mod:`fabric_assets.scaling_corpus`) is written and
+real English text (:mod:`fabric_assets.measurement.scaling_corpus`) is written and
 ingested through the real pipeline (:func:`fabric_assets.ingest.ingest`) into
 a home under the cache directory — once: a later run with the same size and
 configuration reuses it. Then a fresh query process
-(``python -m fabric_query.latency_bench``: no Dagster, models loaded once)
+(``python -m fabric_assets.measurement.query_latency``: no Dagster, models loaded once)
 runs a fixed query set warm — Cranfield's English questions and JSQuAD's
 Japanese ones (multilingual route) — and reports per-stage and end-to-end
 p50/p95/p99 for the hybrid pipeline and the lexical-only path, and its RSS.
@@ -31,9 +31,9 @@ from pathlib import Path
 
 import psutil
 
-from fabric_assets.evaluation.harness import _as_free_text as free_text
 from fabric_assets.ingest import ingest
-from fabric_assets.scaling_corpus import (
+from fabric_assets.measurement.harness import as_free_text as free_text
+from fabric_assets.measurement.scaling_corpus import (
     CORPUS_FORMAT, EnglishPool, SharedCorpusMissing, load_english_pool, plan_documents, write_documents,
 )
 from fabric_resources.config import FabricConfig
@@ -191,7 +191,7 @@ def benchmark_queries(shared: Path, english: int = 50, multilingual: int = 10) -
 
 def run_query_process(home: Path, queries: list[str], *, repeat: int = 3, limit: int | None = None,
                       timeout_s: float = 3600) -> dict:
-    """Run :mod:`fabric_query.latency_bench` in a fresh process on ``home``; return its JSON.
+    """Run :mod:`fabric_assets.measurement.query_latency` in a fresh process on ``home``; return its JSON.
 
     Raises
     ------
@@ -202,8 +202,8 @@ def run_query_process(home: Path, queries: list[str], *, repeat: int = 3, limit:
         json.dump(queries, fh)
         qfile = fh.name
     try:
-        cmd = [sys.executable, "-m", "fabric_query.latency_bench", "--home", str(home), "--queries", qfile,
-               "--repeat", str(repeat)]
+        cmd = [sys.executable, "-m", "fabric_assets.measurement.query_latency", "--home", str(home),
+               "--queries", qfile, "--repeat", str(repeat)]
         if limit:
             cmd += ["--limit", str(limit)]
         env = {**os.environ, "HF_HUB_OFFLINE": "1"}

@@ -26,7 +26,7 @@ from pathlib import Path
 import pyarrow as pa
 import tantivy
 
-from fabric_query.lexical_bench import cut_chunks
+from fabric_assets.measurement.bench_lexical import cut_chunks
 from fabric_resources.lexical_index import (ANALYZER_ID, META_FILE, LexicalIndex, _register, add_to_writer,
                                             deleted_documents)
 from fabric_resources.schema import INDEX_FIELD_PARSE_ID, LEXICAL_DOCUMENTS

@@ -1,7 +1,7 @@
 """``fabric bench scale``: the Dagster side at many parse partitions.
 
 ``N`` tiny distinct documents (two short paragraphs of real English text each,
-:func:`fabric_assets.scaling_corpus.tiny_documents`) are registered as a root
+:func:`fabric_assets.measurement.scaling_corpus.tiny_documents`) are registered as a root
 of a fresh home, then:
 
 (a) **sensor**: one evaluation of ``source_change_sensor`` through Dagster's
@@ -45,16 +45,16 @@ import dagster as dg
 import httpx
 import numpy as np
 
-from fabric_assets.bench_query_scale import machine
 from fabric_assets.ingest import dagster_instance, run_activation, run_pending
-from fabric_assets.scaling_corpus import load_english_pool, tiny_documents, write_documents
+from fabric_assets.measurement.bench_query import machine
+from fabric_assets.measurement.scaling_corpus import load_english_pool, tiny_documents, write_documents
 from fabric_assets.sensors import source_change_sensor
 from fabric_resources.dagster_resources import FabricHomeResource
 from fabric_resources.home import FabricHome
 from fabric_resources.models.embedder import shared_embedder
 
 Log = Callable[[str], None]
-WORKSPACE = Path(__file__).resolve().parent.parent / "workspace.yaml"
+WORKSPACE = Path(__file__).resolve().parents[2] / "workspace.yaml"
 
 #: GraphQL queries the Dagster UI issues on the asset pages, by name.
 UI_QUERIES: dict[str, str] = {

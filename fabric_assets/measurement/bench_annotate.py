@@ -1,6 +1,6 @@
 """``fabric bench annotate``: the annotation producer against a stub chat server on loopback.
 
-Measures the three targets of issue 6 with :class:`~fabric_assets.bench_chat_server.StubChatServer`
+Measures the three targets of issue 6 with :class:`~fabric_assets.measurement.chat_server.StubChatServer`
 (a real HTTP server on 127.0.0.1 that answers every stage after ``delay_s``), by default in a
 child process so that this process's CPU time and GIL are Fabric's alone:
 
@@ -40,8 +40,8 @@ from typing import Any, Protocol
 
 import pyarrow as pa
 
-from fabric_assets.bench_chat_server import CallTiming, StubChatServer, StubChatServerProcess
-from fabric_assets.scaling_corpus import SharedCorpusMissing
+from fabric_assets.measurement.chat_server import CallTiming, StubChatServer, StubChatServerProcess
+from fabric_assets.measurement.scaling_corpus import SharedCorpusMissing
 from fabric_resources.annotator import AnnotationMemo, ChatClient, annotate_parse
 from fabric_resources.config import FabricConfig
 from fabric_resources.identity import derived_id, text_hash

@@ -11,7 +11,7 @@ Three extractors run over the same pages in one call: Fabric's HTML parser
 walk with a tag rule only (every block element outside scripts and styles,
 ``main_text = "all"``), and ``trafilatura.extract`` with its defaults.
 
-Run: ``.venv/bin/python -m fabric_assets.evaluation.html_extraction ../shared/eval/html-extraction``.
+Run: ``.venv/bin/python -m fabric_assets.measurement.html_extraction ../shared/eval/html-extraction``.
 """
 
 from __future__ import annotations
