@@ -25,7 +25,7 @@ from itertools import groupby
 from fabric_query.assembly import ChannelEvidence, assemble_hits, assemble_passages
 from fabric_query.channels.base import Channel, ChannelRun
 from fabric_query.channels.registry import CHANNELS, select
-from fabric_query.context import (  # noqa: F401 - eligible_parses: fabric_query.latency_bench imports it from here
+from fabric_query.context import (  # noqa: F401 - MAX_LIMIT, eligible_parses: still imported from here (latency_bench)
     MAX_LIMIT,
     Encoders,
     QueryContext,
