@@ -210,3 +210,39 @@ def test_stage_timings_keep_their_names(fabric):
     ja = [t.stage for t in fabric.search(JAPANESE[0]).timings]
     assert ja == ["pin_and_parse", "eligibility", "lexical", "encode_query_multilingual", "dense_multilingual",
                   "fusion", "passages", "evidence", "total"]
+
+
+def test_the_rerank_stage_reorders_the_pool_and_keeps_the_tail(fabric):
+    """guards against: the reranker stage losing its pool (``max(candidate_pool, limit)``), its input
+    (the candidates' passages, heading first) or the fused order of the tail when it became a stage."""
+    from fabric_query import pipeline
+    from fabric_query.stages.rerank import rerank_input
+
+    class ByLength:
+        identity = "by-length"
+        calls: list = []
+
+        def score(self, query, passages):
+            self.calls.append((query, list(passages)))
+            return [float(len(p) % 17) for p in passages]
+
+    home, q = fabric.home, "lighthouse storm lamp keeper"
+    plain = pipeline.search(home, q, fabric.encoder, limit=3, debug=True)
+    fused = [c for c, _ in plain.stage_candidates["fused"]]
+    reranker = ByLength()
+    pack = pipeline.search(home, q, fabric.encoder, limit=3, debug=True, reranker=reranker)
+    pool = fused[: max(home.config.reranker.candidate_pool, 3)]
+    assert len(reranker.calls) == 1 and reranker.calls[0][0] == q and len(reranker.calls[0][1]) == len(pool)
+    scores = dict(zip(pool, reranker.score(q, reranker.calls[0][1])))
+    expected = sorted(pool, key=lambda c: (-scores[c], pool.index(c))) + fused[len(pool):]
+    assert [h.chunk_id for h in pack.results] == expected[:3]
+    assert [c for c, _ in pack.stage_candidates["reranked"]] == expected[:len(pool)]
+    assert all(h.stage_scores["rerank"] == scores[h.chunk_id] for h in pack.results)
+    assert "rerank" in [t.stage for t in pack.timings]
+    from fabric_query.assembly import assemble_passages
+    from fabric_query.release import pinned_view
+
+    view = pinned_view(home)
+    passages, _, _, passage_of = assemble_passages(view, pool, view.sources_by_parse, home.config.passages.max_tokens,
+                                                   home.config.passages.max_units)
+    assert reranker.calls[0][1] == [rerank_input(passages[passage_of[c]]) for c in pool]
