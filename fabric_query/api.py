@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import os
-from functools import cached_property
 from collections import Counter
+from collections.abc import Collection
+from functools import cached_property
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict
@@ -72,12 +73,14 @@ class Fabric:
         limit_malloc_arenas(self.home.config.query.malloc_arena_max)
 
     def search(
-        self, query: str, *, limit: int | None = None, release_id: int | None = None, debug: bool = False
+        self, query: str, *, limit: int | None = None, release_id: int | None = None, debug: bool = False,
+        channels: Collection[str] | None = None,
     ) -> EvidencePack:
-        """Search the current (or a given) release under today's visibility; see
-        :func:`fabric_query.pipeline.search` for the errors raised (all in :mod:`fabric_query.errors`)."""
+        """Search the current (or a given) release under today's visibility, with every channel that
+        applies or only the named ``channels``; see :func:`fabric_query.pipeline.search` for the
+        errors raised (all in :mod:`fabric_query.errors`)."""
         return pipeline.search(self.home, query, self.encoder, limit=limit, release_id=release_id, debug=debug,
-                               reranker=self.reranker)
+                               reranker=self.reranker, channels=channels)
 
     @cached_property
     def encoder(self) -> Encoder:

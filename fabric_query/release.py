@@ -1,3 +1,4 @@
+# Over 500 lines: one ReleaseView whose lazily read projections share its lock, caches and failure memo.
 """A pinned release, loaded for querying.
 
 ``ReleaseView`` holds everything one release names — its manifest, the chunk

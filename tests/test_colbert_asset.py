@@ -21,8 +21,8 @@ import pytest
 from conftest import ingest
 
 from fabric_assets.late.assets import CHECK, matrices_finite_and_complete, window_inputs
-from fabric_query.maxsim import maxsim_rerank
 from fabric_query.release import release_view
+from fabric_query.stages.maxsim import maxsim_rerank
 from fabric_resources.models.colbert import (
     ColbertCheckpointError,
     ColbertEncoder,

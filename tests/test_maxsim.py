@@ -1,5 +1,5 @@
-"""Tests for ColBERT MaxSim scoring (fabric_query.maxsim): the formula, agreement with LanceDB's
-own multivector search, and the window-keyed rerank stage over hand-built tables."""
+"""Tests for ColBERT MaxSim scoring (fabric_query.stages.maxsim): the formula, agreement with
+LanceDB's own multivector search, and the window-keyed rerank stage over hand-built tables."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
-from fabric_query.maxsim import MaxSimScore, maxsim, maxsim_many, maxsim_rerank
+from fabric_query.stages.maxsim import MaxSimScore, maxsim, maxsim_many, maxsim_rerank
 from fabric_resources.catalog import Release
 from fabric_resources.home import FabricHome
 from fabric_resources.identity import derived_id
@@ -217,6 +217,6 @@ def test_docstring_examples():
     """guards against: the documented example drifting from the code."""
     import doctest
 
-    import fabric_query.maxsim as module
+    import fabric_query.stages.maxsim as module
 
     assert doctest.testmod(module).failed == 0

@@ -8,7 +8,7 @@ import re
 import numpy as np
 import pytest
 
-from fabric_query.rerank import rerank
+from fabric_query.stages.rerank import rerank
 from fabric_resources.config import FabricConfig, HttpEndpointConfig
 from fabric_resources.models.api_key import ApiKeyFileError
 from fabric_resources.models.http_retry import ModelEndpointError

@@ -1,4 +1,4 @@
-"""Section-guided dense retrieval (fabric_query.channels.section) over a hand-built release:
+"""Section-guided dense retrieval (fabric_query.channels.dense) over a hand-built release:
 real Lance tables and a real ``ReleaseView``, chunk vectors chosen so the expected answer is
 known. No model and no Dagster run.
 
@@ -16,8 +16,7 @@ import pyarrow as pa
 import pytest
 
 from fabric_assets.chunking.windows import Window, WindowMember, window_rows
-from fabric_query.channels.dense import dense_channel
-from fabric_query.channels.section import section_guided_dense, section_route
+from fabric_query.channels.dense import dense_channel, section_guided_dense, section_route
 from fabric_query.release import ReleaseView
 from fabric_resources.catalog import Release
 from fabric_resources.home import FabricHome

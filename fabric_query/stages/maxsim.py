@@ -5,6 +5,9 @@ the ColBERT windows that contain it and takes its *best* window score, never a s
 matrices are read from the release's ``colbert_matrices`` table at the version its manifest
 records, only for the windows the pool needs; the chunk → window map of a parse is read from
 ``colbert_windows`` once per release and cached here.
+
+As a pipeline stage (:data:`MAXSIM`) it runs when ``late_interaction.enabled``, over the first
+``max(late_interaction.candidate_pool, limit)`` fused candidates.
 """
 
 from __future__ import annotations
@@ -12,13 +15,18 @@ from __future__ import annotations
 import re
 import threading
 from collections import OrderedDict
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 import lance
 import numpy as np
 import pyarrow.compute as pc
 
-from fabric_query.release import ReleaseView, guarded_read
+from fabric_query.release import ProjectionUnavailable, ReleaseView, guarded_read
+from fabric_query.stages.base import Rescored
+from fabric_resources.models.colbert import shared_colbert_encoder
+
+if TYPE_CHECKING:
+    from fabric_query.context import QueryContext
 
 
 def maxsim(query: np.ndarray, doc: np.ndarray) -> float:
@@ -251,3 +259,29 @@ def _load_matrices(view: ReleaseView, window_ids: list[str], model: str | None) 
     bounds = np.cumsum(lengths)[:-1]
     pairs = zip(t.column("window_id").to_pylist(), np.split(rows, bounds))
     return {w: m for w, m in pairs if m.shape[0]}  # an empty matrix cannot be scored: treated as missing
+
+
+class MaxSimStage:
+    """:func:`maxsim_rerank` with the configured ColBERT checkpoint, as a rescoring stage."""
+
+    name = "maxsim"
+    candidates_key = "maxsim"
+
+    def applies(self, ctx: "QueryContext") -> bool:
+        return ctx.config.late_interaction.enabled
+
+    def run(self, ctx: "QueryContext", ranked: list[str]) -> Rescored:
+        late = ctx.config.late_interaction
+        colbert = shared_colbert_encoder(late.checkpoint, ctx.config.indexing.colbert_max_tokens,
+                                         late.query_max_tokens)
+        try:
+            scored = maxsim_rerank(ctx.view, colbert.encode_query(ctx.parsed.positive_text), ranked,
+                                   max(late.candidate_pool, ctx.limit), model=colbert.identity)
+        except ProjectionUnavailable as exc:
+            return Rescored(ranked, skipped=exc.describe())
+        return Rescored([m.chunk_id for m in scored],
+                        {m.chunk_id: m.score for m in scored if m.score is not None},
+                        [(m.chunk_id, m.score) for m in scored if m.score is not None])
+
+
+MAXSIM = MaxSimStage()

@@ -1,6 +1,8 @@
 """The rerank stage: a reranker reorders the head of the fused candidate list; the tail keeps its order.
 
-Pure apart from the one ``reranker.score`` call; it never loads a model itself.
+:func:`rerank` is pure apart from the one ``reranker.score`` call; it never loads a model itself.
+As a pipeline stage (:data:`RERANK`) it runs when the search has a reranker, over the passages
+of the first ``max(reranker.candidate_pool, limit)`` candidates (:func:`rerank_input`).
 """
 
 from __future__ import annotations
@@ -9,7 +11,12 @@ import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from fabric_query.assembly import assemble_passages
+from fabric_query.stages.base import Rescored
+from fabric_query.types import Passage
+
 if TYPE_CHECKING:
+    from fabric_query.context import QueryContext
     from fabric_resources.models.reranker import Reranker
 
 
@@ -64,3 +71,33 @@ def rerank(
         raise ValueError(f"reranker {reranker.identity} returned a non-finite score")
     order = sorted(range(len(head)), key=lambda i: (-scores[i], i))
     return [(head[i][0], scores[i]) for i in order] + tail
+
+
+def rerank_input(passage: Passage) -> str:
+    """The reranker sees the passage's heading path, a blank line, then its canonical text."""
+    heading = " / ".join(passage.section_path)
+    return f"{heading}\n\n{passage.text}" if heading else passage.text
+
+
+class RerankStage:
+    """:func:`rerank` over the candidates' passages with the search's reranker."""
+
+    name = "rerank"
+    candidates_key = "reranked"
+
+    def applies(self, ctx: "QueryContext") -> bool:
+        return ctx.encoders.reranker is not None
+
+    def run(self, ctx: "QueryContext", ranked: list[str]) -> Rescored:
+        pool_ids = ranked[: max(ctx.config.reranker.candidate_pool, ctx.limit)]
+        passages, _, _, passage_of = assemble_passages(
+            ctx.view, pool_ids, ctx.sources_by_parse, ctx.config.passages.max_tokens, ctx.config.passages.max_units,
+            ctx.windows.of)
+        texts = [rerank_input(passages[passage_of[cid]]) for cid in pool_ids]
+        reranked = rerank(ctx.parsed.positive_text, list(zip(pool_ids, texts)), ctx.encoders.reranker, len(pool_ids))
+        return Rescored([cid for cid, _ in reranked] + ranked[len(pool_ids):],
+                        {cid: sc for cid, sc in reranked if sc is not None},
+                        [(cid, sc) for cid, sc in reranked if sc is not None])
+
+
+RERANK = RerankStage()
