@@ -72,18 +72,29 @@ def test_default_search_equals_naming_every_channel(fabric):
         assert _seen(fabric.search(q, debug=True)) == _seen(fabric.search(q, debug=True, channels=set(CHANNEL_NAMES)))
 
 
-def test_lexical_channels_alone_equal_the_lexical_only_benchmark_path(fabric):
-    """guards against: the lexical-only path (``latency_bench.lexical_only_search``, a copy of part of
-    the pipeline) and ``search(..., channels={"word", "substring"})`` ranking differently."""
-    from fabric_query.latency_bench import lexical_only_search
+def test_the_lexical_only_benchmark_path_is_the_pipeline_without_encoding(pristine):
+    """guards against: the lexical-only benchmark path (``query_latency.lexical_only_search``) becoming a
+    copy of part of the pipeline again, or a lexical channel selection that still encodes the query."""
+    from fabric_assets.measurement.query_latency import LEXICAL_CHANNELS, lexical_only_search
 
+    class NeverEncode:
+        identity = "never"
+
+        def encode_query(self, *args, **kwargs):
+            raise AssertionError("the lexical-only path encoded a query")
+
+        encode_queries = encode_passages = encode_query
+
+    fab = Fabric(pristine / "home")
+    fab.__dict__["encoder"] = NeverEncode()  # the cached_property's slot: every search uses it
     for q in ENGLISH:
-        pack = fabric.search(q, channels={"word", "substring"})
-        assert tuple(h.chunk_id for h in pack.results) == lexical_only_search(fabric.home, q).chunk_ids, q
+        pack = fab.search(q, channels=LEXICAL_CHANNELS)
+        answer = lexical_only_search(fab, q)
+        assert answer.chunk_ids == tuple(h.chunk_id for h in pack.results), q
         assert set(pack.channels_run) <= {"word", "substring"} and not pack.skipped_channels
-        stages = [t.stage for t in pack.timings]
+        stages = [t.stage for t in answer.timings]
         assert stages == ["pin_and_parse", "eligibility", "lexical", "fusion", "passages", "evidence", "total"], q
-    assert any(fabric.search(q, channels={"word", "substring"}).results for q in ENGLISH)
+    assert any(lexical_only_search(fab, q).chunk_ids for q in ENGLISH)
 
 
 def test_lexical_channels_alone_rank_as_rrf_over_the_full_searchs_lexical_rankings(fabric):

@@ -7,10 +7,9 @@ pipeline) against lexical-only, per route.
 
 * **hybrid**: :meth:`fabric_query.Fabric.search`, i.e. :func:`fabric_query.pipeline.search`
   with every channel it runs by default; its per-stage times are the pack's ``timings``.
-* **lexical-only**: :func:`lexical_only_search` — the same query language,
-  release pin, eligibility, word channel (with the configured feedback) and
-  substring channel, RRF over them, then the top ``limit`` chunk rows and their
-  highlights. No query encoding, no dense search, no passage assembly.
+* **lexical-only**: :func:`lexical_only_search` — the same pipeline restricted to
+  its word (with the configured feedback) and substring channels
+  (``channels=LEXICAL_CHANNELS``): no query encoding and no dense search.
 
 Queries are grouped by the route the pipeline gives them
 (``needs_multilingual`` of the positive text: ``english`` → MiniLM,
@@ -38,17 +37,11 @@ import numpy as np
 import psutil
 
 from fabric_query.api import Fabric
-from fabric_query.channels.lexical import Feedback, needs_substring_channel, substring_channel, word_channel
 from fabric_query.errors import NoReleaseError
-from fabric_query.evidence import highlight
-from fabric_query.fusion import rrf
-from fabric_query.pipeline import eligible_parses
 from fabric_query.querylang import parse_query
 from fabric_query.release import release_view
 from fabric_query.types import StageTiming
-from fabric_resources.home import FabricHome
 from fabric_resources.language_routing import needs_multilingual
-from fabric_resources.lexical_index import IndexUnusable
 
 Route = Literal["english", "multilingual"]
 PERCENTILES = (50, 95, 99)
@@ -65,12 +58,16 @@ def route_of(query: str) -> Route:
     return "multilingual" if needs_multilingual(parse_query(query).positive_text) else "english"
 
 
-def lexical_only_search(home: FabricHome, query: str, limit: int | None = None) -> LexicalAnswer:
-    """The pipeline's lexical path alone: word (+ feedback) and substring channels, RRF, evidence rows.
+#: The channels of the lexical-only path (``word`` brings its ``scan`` fallback with it).
+LEXICAL_CHANNELS = frozenset({"word", "substring"})
 
-    Stage names match :func:`fabric_query.pipeline.search` (``pin_and_parse``,
-    ``eligibility``, ``lexical``, ``fusion``, ``evidence``) so the two can be
-    compared stage by stage.
+
+def lexical_only_search(fabric: Fabric, query: str, limit: int | None = None) -> LexicalAnswer:
+    """The pipeline with its lexical channels only: ``search(..., channels=LEXICAL_CHANNELS)``.
+
+    Word (with the configured feedback) and substring channels, fusion, passages and evidence, as
+    :func:`fabric_query.pipeline.search` runs them; no query encoding and no dense search. Its
+    stage names are the pipeline's, so the two modes compare stage by stage.
 
     Raises
     ------
@@ -79,41 +76,10 @@ def lexical_only_search(home: FabricHome, query: str, limit: int | None = None) 
     ValueError
         The release's lexical index cannot serve (this benchmark measures the index path only).
     """
-    timings: list[StageTiming] = []
-    t0 = time.perf_counter()
-
-    def lap(stage: str, since: float) -> float:
-        now = time.perf_counter()
-        timings.append(StageTiming(stage=stage, ms=round((now - since) * 1000, 3)))
-        return now
-
-    cfg = home.config.query
-    limit = limit or cfg.default_limit
-    parsed = parse_query(query, cfg.max_query_chars)
-    release = home.catalog.current_release()
-    if release is None:
-        raise NoReleaseError("no activated release in this home; run `fabric ingest PATH` first")
-    view = release_view(home, release)
-    t = lap("pin_and_parse", t0)
-    eligible, _ = eligible_parses(view, parsed)
-    t = lap("eligibility", t)
-    index = view.lexical
-    if isinstance(index, IndexUnusable):
-        raise ValueError(f"the lexical index cannot serve: {index.reason}")
-    depth = max(cfg.channel_depth, limit)
-    feedback = Feedback(cfg.feedback_docs, cfg.feedback_terms, cfg.feedback_weight) if cfg.feedback_terms else None
-    rankings = {"word": [c for c, _ in word_channel(index, parsed, eligible, depth, feedback,
-                                                     lambda cid: view.chunk(cid)["text"])]}
-    if needs_substring_channel(parsed):
-        rankings["substring"] = [c for c, _ in substring_channel(index, parsed, eligible, depth)]
-    t = lap("lexical", t)
-    fused = [cid for cid, _ in rrf(rankings, cfg.rrf_k, cfg.channel_weights)][:limit]
-    t = lap("fusion", t)
-    for cid in fused:
-        highlight(view.chunk(cid)["text"], parsed)
-    lap("evidence", t)
-    timings.append(StageTiming(stage="total", ms=round((time.perf_counter() - t0) * 1000, 3)))
-    return LexicalAnswer(tuple(fused), tuple(timings))
+    pack = fabric.search(query, limit=limit, channels=LEXICAL_CHANNELS)
+    if pack.fallback_reason is not None:
+        raise ValueError(f"the lexical index cannot serve: {pack.fallback_reason}")
+    return LexicalAnswer(tuple(h.chunk_id for h in pack.results), tuple(pack.timings))
 
 
 def percentiles(values: list[float]) -> dict[str, float]:
@@ -140,7 +106,7 @@ def measure(home_dir: str | Path, queries: list[str], repeat: int = 3, limit: in
     routes = {q: route_of(q) for q in queries}
     for q in queries:  # warm-up: models, release view, index, caches
         fabric.search(q, limit=limit)
-        lexical_only_search(home, q, limit)
+        lexical_only_search(fabric, q, limit)
     e2e: dict[tuple[str, str], list[float]] = {}
     stages: dict[tuple[str, str], dict[str, list[float]]] = {}
 
@@ -157,7 +123,7 @@ def measure(home_dir: str | Path, queries: list[str], repeat: int = 3, limit: in
             pack = fabric.search(q, limit=limit)
             record(routes[q], "hybrid", (time.perf_counter() - t) * 1000, pack.timings)
             t = time.perf_counter()
-            answer = lexical_only_search(home, q, limit)
+            answer = lexical_only_search(fabric, q, limit)
             record(routes[q], "lexical", (time.perf_counter() - t) * 1000, answer.timings)
     out: dict = {
         "home": str(home.root),
