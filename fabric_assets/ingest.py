@@ -27,7 +27,8 @@ from fabric_assets.run_planning import partition_ranges
 from fabric_assets.sensors import plan_annotation_runs, plan_parse_runs, range_tags
 from fabric_assets.sources.scan import ScanReport, awaited_parse_ids, scan
 from fabric_resources.catalog import StatusUpdate, drop_verdicts
-from fabric_resources.home import FabricHome, exclusive_lock
+from fabric_resources.home import FabricHome
+from fabric_resources.locks import exclusive_lock
 
 #: Called with (steps done, steps in all) while runs execute: two steps per parse — parsed,
 #: then its run (chunks, embeddings, checks) finished.

@@ -20,7 +20,8 @@ from typing import Any
 from fabric_assets.gate import REQUIRED_VERDICTS, gate_status, required_verdicts
 from fabric_resources.catalog import Catalog, Release, StatusUpdate
 from fabric_resources.config import config_hash
-from fabric_resources.home import FabricHome, exclusive_lock
+from fabric_resources.home import FabricHome
+from fabric_resources.locks import exclusive_lock
 from fabric_resources.schema import SCHEMA_VERSION, TABLES
 from fabric_resources.vector_digest import MANIFEST_KEY as VECTOR_DIGESTS, manifest_digests
 

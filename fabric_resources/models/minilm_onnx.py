@@ -29,6 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
+from fabric_resources.locks import exclusive_lock
 from fabric_resources.schema import DENSE_DIM
 
 #: Largest |ONNX − sentence-transformers| vector component accepted at export (vectors are
@@ -78,8 +79,6 @@ def ensure_exported(identity: str, max_seq_length: int) -> Path:
     QueryModelError
         If the export or its verification fails; the message carries the subprocess's error.
     """
-    from fabric_resources.home import exclusive_lock
-
     path = exported_path(identity)
     if path.exists():
         return path
