@@ -53,7 +53,7 @@ def current_producer(config: FabricConfig) -> str:
     """The producer identity annotations of ``config`` are made by ("disabled" when off)."""
     if not config.annotation.enabled:
         return "disabled"
-    from fabric_resources.annotator.producer import producer_identity
+    from fabric_assets.annotations.producer import producer_identity
 
     return producer_identity(config.annotation, config.indexing)
 
@@ -111,7 +111,7 @@ def _open_producer(home: FabricHome):
     annotation disabled never loads ``openai``."""
     from fabric_resources.annotator.client import ChatClient
     from fabric_resources.annotator.memo import AnnotationMemo
-    from fabric_resources.annotator.producer import annotate_parse
+    from fabric_assets.annotations.producer import annotate_parse
 
     return annotate_parse, AnnotationMemo(home.root / MEMO_FILE), ChatClient.from_config(home.config.annotation)
 
@@ -157,7 +157,7 @@ def annotations(context: dg.AssetExecutionContext, fabric: FabricHomeResource) -
         yield dg.AssetCheckResult(check_name=ANNOTATION_VERDICT, asset_key="annotations", passed=True,
                                   metadata={"annotation": "disabled"})
         return
-    from fabric_resources.annotator.excerpts import ExcerptError
+    from fabric_assets.annotations.excerpts import ExcerptError
 
     live = live_parse_ids(home, list(context.partition_keys))
     annotate_parse, memo, client = _open_producer(home)
