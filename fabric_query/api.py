@@ -15,7 +15,7 @@ from fabric_query.errors import HomeNotFoundError
 from fabric_query.resolve import resolve as resolve_citation
 from fabric_query.types import Citation, EvidencePack, ResolveResult
 from fabric_resources.home import FabricHome, home_path
-from fabric_resources.memory import limit_malloc_arenas
+from fabric_query.memory import limit_malloc_arenas
 from fabric_resources.models.embedder import Encoder
 from fabric_resources.models.http_embedder import dense_backend
 from fabric_resources.models.reranker import Reranker, reranker_from_config

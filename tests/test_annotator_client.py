@@ -12,15 +12,10 @@ import time
 
 import pytest
 
-from fabric_resources.annotator import (
-    AnnotationCancelled,
-    AnnotationMemo,
-    ChatClient,
-    annotate_parse,
-    producer_identity,
-)
-from fabric_resources.annotator.grounding import normalise
-from fabric_resources.annotator.prompts import NOT_AN_ENTITY
+from fabric_assets.annotations.grounding import normalise
+from fabric_assets.annotations.producer import AnnotationCancelled, annotate_parse, producer_identity
+from fabric_assets.annotations.prompts import NOT_AN_ENTITY
+from fabric_resources.annotator import AnnotationMemo, ChatClient
 from fabric_resources.config import FabricConfig
 from fabric_resources.identity import text_hash
 from fabric_resources.models.api_key import ApiKeyFileError

@@ -9,8 +9,8 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from fabric_resources.annotator.excerpts import ExcerptError, build_excerpts
-from fabric_resources.annotator.grounding import (
+from fabric_assets.annotations.excerpts import ExcerptError, build_excerpts
+from fabric_assets.annotations.grounding import (
     ExcerptGrounding,
     align,
     edit_budgets,

@@ -18,10 +18,11 @@ from fabric_assets.measurement.bench_annotate import (
     summary_rows,
     windows_table,
 )
+from fabric_assets.annotations.excerpts import build_excerpts
+from fabric_assets.annotations.producer import annotate_parse
+from fabric_assets.annotations.prompts import ENTITIES, QUOTES, RELATIONS, STATEMENTS, SUMMARY
 from fabric_assets.measurement.chat_server import StubChatServer, stub_answer
-from fabric_resources.annotator import AnnotationMemo, ChatClient, annotate_parse
-from fabric_resources.annotator.excerpts import build_excerpts
-from fabric_resources.annotator.prompts import ENTITIES, QUOTES, RELATIONS, STATEMENTS, SUMMARY
+from fabric_resources.annotator import AnnotationMemo, ChatClient
 from fabric_resources.config import FabricConfig
 from fabric_resources.identity import text_hash
 from fabric_resources.schema import FRAGMENT_SEPARATOR

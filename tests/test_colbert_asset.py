@@ -235,10 +235,11 @@ def test_disabled_writes_nothing_and_never_imports_pylate(tmp_path, checkpoint):
     code = textwrap.dedent(f"""
         import json, sys
         from fabric_assets.ingest import ingest
+        from fabric_resources.dagster_resources import FAKE_MODELS  # dense vectors are not what this is about
         from fabric_resources.home import FabricHome
         from fabric_resources.models.colbert import ColbertEncoder
         home = FabricHome({str(home_dir)!r})
-        summary = ingest({str(src)!r}, home)
+        summary = ingest({str(src)!r}, home, models=FAKE_MODELS)
         identity = ColbertEncoder({str(checkpoint)!r}, {DOC_TOKENS}, 32).identity
         release = home.catalog.current_release()
         print(json.dumps({{

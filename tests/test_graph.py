@@ -324,8 +324,7 @@ def test_annotation_end_to_end(tmp_path, fabric_home):
     import dagster as dg
     from fake_openai_server import FakeChatServer
 
-    from fabric_assets.definitions import defs
-    from fabric_assets.ingest import _run_config, dagster_instance, run_pending
+    from fabric_assets.ingest import _run_config, dagster_instance, job, run_pending
     from fabric_assets.sensors import activate_after_annotation_run, annotate_after_activation, range_tags
     from fabric_assets.sources.scan import scan
     from fabric_query import Fabric
@@ -394,22 +393,21 @@ def test_annotation_end_to_end(tmp_path, fabric_home):
         instance = dagster_instance(home)
         run_pending(home, instance, scan(home).parse_ids_to_run)
         p3 = _parse_of(home, "fs:src/three.txt")
-        activation = defs.resolve_job_def("activation_job").execute_in_process(instance=instance,
-                                                                               run_config=_run_config(home))
+        activation = job(home, "activation_job").execute_in_process(instance=instance, run_config=_run_config(home))
         ctx = dg.build_run_status_sensor_context(
             sensor_name="annotate_after_activation", dagster_event=activation.get_run_success_event(),
             dagster_instance=instance, dagster_run=activation.dagster_run,
             resources={"fabric": FabricHomeResource(home=str(home.root))})
         (request,) = annotate_after_activation(ctx)
         assert request.tags == range_tags([p3])
-        annotated = defs.resolve_job_def("annotation_job").execute_in_process(
+        annotated = job(home, "annotation_job").execute_in_process(
             instance=instance, tags=request.tags, run_config=_run_config(home))
         assert annotated.success
         ctx = dg.build_run_status_sensor_context(
             sensor_name="activate_after_annotation_run", dagster_event=annotated.get_run_success_event(),
             dagster_instance=instance, dagster_run=annotated.dagster_run)
         assert activate_after_annotation_run(ctx).run_key == f"activate-after:{annotated.run_id}"
-        defs.resolve_job_def("activation_job").execute_in_process(instance=instance, run_config=_run_config(home))
+        job(home, "activation_job").execute_in_process(instance=instance, run_config=_run_config(home))
         assert graph_channel(_view(home), "Somerville", None, None, 50, home.config)[0]
         ctx = dg.build_run_status_sensor_context(
             sensor_name="annotate_after_activation", dagster_event=activation.get_run_success_event(),
@@ -424,7 +422,7 @@ def test_failing_endpoint_never_blocks_search_and_required_waits(tmp_path, fabri
     activating a parse without annotations, or holding it forever once the endpoint recovers."""
     from fake_openai_server import STAGES, FakeChatServer
 
-    from fabric_assets.gate import ANNOTATION_VERDICT
+    from fabric_assets.projections import ANNOTATION_VERDICT
     from fabric_query import Fabric
     from fabric_resources.home import FabricHome
 
@@ -476,14 +474,14 @@ def test_disabled_annotation_imports_no_openai_and_writes_nothing(tmp_path):
 import os, sys
 os.environ["DAGSTER_HOME"] = {str(home_dir / "dagster")!r}
 from fabric_resources.home import FabricHome
-from fabric_assets.ingest import ingest, _run_config, dagster_instance
-from fabric_assets.definitions import defs
+from fabric_assets.ingest import ingest, _run_config, dagster_instance, job
 from fabric_assets.sensors import range_tags
+from fabric_resources.dagster_resources import FAKE_MODELS  # the dense model is not what this is about
 home = FabricHome({str(home_dir)!r})
-summary = ingest({str(src)!r}, home)
+summary = ingest({str(src)!r}, home, models=FAKE_MODELS)
 assert summary.annotation_run_ids == []
 pid = home.catalog.sources()[0].parse_id
-result = defs.resolve_job_def("annotation_job").execute_in_process(
+result = job(home, "annotation_job", FAKE_MODELS).execute_in_process(
     instance=dagster_instance(home), tags=range_tags([pid]), run_config=_run_config(home))
 assert result.success
 tables = ("annotations", "graph_mentions", "graph_edges", "annotation_vectors")

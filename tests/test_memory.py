@@ -1,11 +1,11 @@
-"""Query-process memory helpers (fabric_resources.memory)."""
+"""Query-process memory helpers (fabric_query.memory)."""
 
 from __future__ import annotations
 
 import gc
 import weakref
 
-from fabric_resources.memory import settle_after_load
+from fabric_query.memory import settle_after_load
 
 
 class _Node:

@@ -35,7 +35,7 @@ def embeddings(req: Request) -> Reply:
 def code_versions(home_dir) -> dict[str, str]:
     """Asset code versions as a fresh process loading the definitions for ``home_dir`` sees them."""
     code = ("import json; from fabric_assets.definitions import defs; "
-            "g = defs.resolve_asset_graph(); "
+            "g = defs().resolve_asset_graph(); "
             "print(json.dumps({k.to_user_string(): g.get(k).code_version for k in g.get_all_asset_keys()}))")
     env = {**os.environ, "FABRIC_HOME": str(home_dir), "HF_HUB_OFFLINE": "1"}
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)

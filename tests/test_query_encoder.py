@@ -73,3 +73,29 @@ def test_damaged_cached_export_is_replaced(tmp_path, monkeypatch):
     vector = embedder.encode_queries(["a damaged cache"])
     assert path.stat().st_size > 1_000_000
     assert float(np.abs(vector - shared_embedder().encode_passages(["a damaged cache"])).max()) <= MAX_ABS_DIFF
+
+
+def test_model_modules_import_no_circle():
+    """guards against: the passage encoder and the ONNX query runtime importing each other (the
+    export that needs both lives in its own module, ``minilm_export``); lazy imports count too."""
+    import ast
+    from pathlib import Path
+
+    folder = Path(__file__).resolve().parents[1] / "fabric_resources" / "models"
+    modules = {f"fabric_resources.models.{p.stem}": p for p in folder.glob("*.py") if p.stem != "__init__"}
+    graph = {}
+    for name, path in modules.items():
+        found = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                found |= {node.module} | {f"{node.module}.{a.name}" for a in node.names}
+            elif isinstance(node, ast.Import):
+                found |= {a.name for a in node.names}
+        graph[name] = found & set(modules) - {name}
+
+    def reaches(start: str, target: str, seen: set[str]) -> bool:
+        return any(m == target or (m not in seen and reaches(m, target, seen | {m})) for m in graph[start])
+
+    circles = sorted(m for m in graph if reaches(m, m, {m}))
+    assert circles == [], circles
+    assert "fabric_resources.models.embedder" not in graph["fabric_resources.models.minilm_onnx"]

@@ -20,7 +20,8 @@ from fabric_assets.chunking.windows import (
     window_members,
     window_policy,
 )
-from fabric_assets.gate import REQUIRED_VERDICTS, windows_cover_chunks
+from fabric_assets.gate import windows_cover_chunks
+from fabric_assets.projections import REQUIRED_VERDICTS
 from fabric_resources.identity import text_hash
 from fabric_resources.schema import CHUNKS, FRAGMENT_SEPARATOR
 

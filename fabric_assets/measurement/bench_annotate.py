@@ -40,9 +40,10 @@ from typing import Any, Protocol
 
 import pyarrow as pa
 
+from fabric_assets.annotations.producer import annotate_parse
 from fabric_assets.measurement.chat_server import CallTiming, StubChatServer, StubChatServerProcess
 from fabric_assets.measurement.scaling_corpus import SharedCorpusMissing
-from fabric_resources.annotator import AnnotationMemo, ChatClient, annotate_parse
+from fabric_resources.annotator import AnnotationMemo, ChatClient
 from fabric_resources.config import FabricConfig
 from fabric_resources.identity import derived_id, text_hash
 from fabric_resources.offsets import utf16_offset

@@ -5,7 +5,7 @@ thread per connection, ``TCP_NODELAY``, HTTP/1.1 keep-alive) that answers
 ``POST /v1/chat/completions`` after a fixed per-call delay (``time.sleep``: the server's time,
 standing in for a model). It tells the annotation stage by the JSON-schema name in
 ``response_format`` and reads the excerpt and the chain's prior outputs from the user message
-(:func:`~fabric_resources.annotator.prompts.render_input`). Every answer is valid for its
+(:func:`~fabric_assets.annotations.prompts.render_input`). Every answer is valid for its
 stage schema and grounded by construction (copied from the excerpt), so the producer drops
 nothing and makes no retries:
 
@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from fabric_resources.annotator.prompts import ENTITIES, QUOTES, RELATIONS, STATEMENTS, SUMMARY
+from fabric_assets.annotations.prompts import ENTITIES, QUOTES, RELATIONS, STATEMENTS, SUMMARY
 
 __all__ = ["CallTiming", "StubChatServer", "StubChatServerProcess", "stub_answer"]
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
-from fabric_resources.annotator.grounding import ExcerptFragment
+from fabric_assets.annotations.grounding import ExcerptFragment
 from fabric_resources.identity import derived_id
 from fabric_resources.schema import FRAGMENT_SEPARATOR
 

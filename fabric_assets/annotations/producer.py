@@ -37,17 +37,15 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
-from typing import Any, Literal
+from dataclasses import dataclass, field
+from typing import Any
 
 import pyarrow as pa
 import pydantic
 
-from fabric_resources.annotator.client import CallCounters, CallFailed, ChatClient, MalformedOutput
-from fabric_resources.annotator.excerpts import Excerpt, build_excerpts
-from fabric_resources.annotator.grounding import ExcerptGrounding, FragmentMatch, support_spans
-from fabric_resources.annotator.memo import AnnotationMemo
-from fabric_resources.annotator.prompts import (
+from fabric_assets.annotations.excerpts import Excerpt, build_excerpts
+from fabric_assets.annotations.grounding import ExcerptGrounding, FragmentMatch, support_spans
+from fabric_assets.annotations.prompts import (
     CHAINS,
     ENTITIES,
     NOT_AN_ENTITY,
@@ -66,6 +64,9 @@ from fabric_resources.annotator.prompts import (
     prompts_fingerprint,
     render_input,
 )
+from fabric_assets.annotations.stats import AnnotationStats, ChainFailure, DroppedCounts
+from fabric_resources.annotator.client import CallCounters, CallFailed, ChatClient, MalformedOutput
+from fabric_resources.annotator.memo import AnnotationMemo
 from fabric_resources.config import AnnotationConfig, FabricConfig, IndexingConfig
 from fabric_resources.identity import derived_id, text_hash
 from fabric_resources.schema import ANNOTATIONS
@@ -86,103 +87,10 @@ log = logging.getLogger(__name__)
 #: Temperatures above this are outside the OpenAI API's range.
 MAX_TEMPERATURE = 2.0
 
-FailureReason = Literal["malformed-output", "call-failed"]
-
 
 class AnnotationCancelled(Exception):
     """:func:`annotate_parse` was cancelled; nothing of the batch is returned (chains completed
     before the cancellation stay in the memo)."""
-
-
-@dataclass(frozen=True)
-class ChainFailure:
-    """A chain of one excerpt that exhausted a retry budget (nothing of it is stored).
-
-    ``reason``: ``malformed-output`` (``1 + malformed_retries`` attempts were malformed) or
-    ``call-failed`` (a call failed after its ``call_retries``, or with a non-retryable status);
-    ``detail`` is the last error (never the API key); ``attempts`` counts chain attempts.
-    """
-
-    excerpt_id: str
-    excerpt_ordinal: int
-    chain: ChainName
-    reason: FailureReason
-    detail: str
-    attempts: int
-
-
-@dataclass(frozen=True)
-class DroppedCounts:
-    """Model-returned items dropped because they did not match the excerpt (calls of this batch
-    only; memo hits add nothing). ``relations`` counts relations left without a grounded quote."""
-
-    entities: int = 0
-    statements: int = 0
-    quotes: int = 0
-    relations: int = 0
-
-    @property
-    def total(self) -> int:
-        return self.entities + self.statements + self.quotes + self.relations
-
-
-@dataclass(frozen=True)
-class AnnotationStats:
-    """Cost accounting of one :func:`annotate_parse` batch.
-
-    Attributes
-    ----------
-    excerpts : int
-        Excerpts of the parse.
-    chains : int
-        Excerpt × chain pairs (3 per excerpt).
-    chains_completed : int
-        Pairs with stored output, fresh or from the memo (``chains - len(failures)``).
-    memo_hits : int
-        Pairs answered by the memo (including keys completed earlier in the same batch).
-    calls : int
-        HTTP requests sent (every attempt, retries included).
-    prompt_tokens, completion_tokens : int
-        Sums of the replies' ``usage`` (malformed replies included).
-    replies_without_usage : int
-        Replies that carried no ``usage``.
-    malformed_retries : int
-        Chain restarts after malformed output.
-    call_retries : int
-        Retried requests (429, 5xx, timeouts, connection failures).
-    dropped_ungrounded : DroppedCounts
-    annotations : int
-        Rows returned.
-    failures : tuple of ChainFailure
-        Exhausted chains, in excerpt then chain order.
-    wall_s : float
-        Wall time of the batch, seconds.
-    call_time_s : float
-        Wall time inside requests and retry waits, summed over concurrent calls, seconds.
-    """
-
-    excerpts: int
-    chains: int
-    chains_completed: int
-    memo_hits: int
-    calls: int
-    prompt_tokens: int
-    completion_tokens: int
-    replies_without_usage: int
-    malformed_retries: int
-    call_retries: int
-    dropped_ungrounded: DroppedCounts
-    annotations: int
-    failures: tuple[ChainFailure, ...]
-    wall_s: float
-    call_time_s: float
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-serialisable form (e.g. for Dagster materialisation metadata)."""
-        out = asdict(self)
-        out["failures"] = [asdict(f) for f in self.failures]
-        out["dropped_ungrounded"] = {**asdict(self.dropped_ungrounded), "total": self.dropped_ungrounded.total}
-        return out
 
 
 def producer_identity(annotation: AnnotationConfig, indexing: IndexingConfig) -> str:
