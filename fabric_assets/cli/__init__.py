@@ -10,7 +10,7 @@ It mounts three sets of commands at the top level (``fabric search``, not ``fabr
   eval-tune, ``bench ...``): :mod:`fabric_assets.measurement`.
 
 Each command imports its side inside its body, so ``fabric search`` loads neither Dagster nor
-``fabric_assets.measurement`` (tests/test_sensor_and_layering.py checks it in a fresh process).
+``fabric_assets.measurement`` (tests/test_layering.py checks it in a fresh process).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The PDF, DOCX, PPTX and HTML parser plug-ins over the real files in ../shared/corpus/formats.
 
 Parser level (in-process unless a test is about the child process), so the suite stays fast; the
-end-to-end ingest of formats/ is part of tests/test_corpus_e2e.py.
+end-to-end ingest of formats/ is part of tests/e2e/test_corpus_e2e.py.
 """
 
 from __future__ import annotations

@@ -27,7 +27,7 @@ from fabric_resources.config import FabricConfig
 from fabric_resources.dagster_resources import FabricHomeResource
 from fabric_resources.schema import TABLES
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _annotation_required() -> FabricConfig:

@@ -81,7 +81,7 @@ def test_model_modules_import_no_circle():
     import ast
     from pathlib import Path
 
-    folder = Path(__file__).resolve().parents[1] / "fabric_resources" / "models"
+    folder = Path(__file__).resolve().parents[2] / "fabric_resources" / "models"
     modules = {f"fabric_resources.models.{p.stem}": p for p in folder.glob("*.py") if p.stem != "__init__"}
     graph = {}
     for name, path in modules.items():

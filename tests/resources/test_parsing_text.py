@@ -15,7 +15,7 @@ from fabric_resources.parsing.text import PARSER_NAME, PARSER_VERSION
 from fabric_resources.parsing.text.parser import decode_text, parse_text
 from fabric_resources.config import ParserConfig, TextParserConfig
 
-SHARED = Path(__file__).resolve().parents[2] / "shared"
+SHARED = Path(__file__).resolve().parents[3] / "shared"
 CORPUS = SHARED / "corpus" / "text"
 CONFIG = TextParserConfig()
 

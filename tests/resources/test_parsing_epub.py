@@ -23,7 +23,7 @@ from fabric_resources.parsing.epub import PARSER_NAME, PARSER_VERSION
 from fabric_resources.parsing.epub.parser import parse_epub
 from fabric_resources.config import EpubParserConfig
 
-SHARED = Path(__file__).resolve().parents[2] / "shared"
+SHARED = Path(__file__).resolve().parents[3] / "shared"
 CORPUS = SHARED / "corpus" / "epub"
 EDGE = SHARED / "corpus" / "epub-edge"
 CONFIG = EpubParserConfig()

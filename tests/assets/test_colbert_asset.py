@@ -254,7 +254,7 @@ def test_disabled_writes_nothing_and_never_imports_pylate(tmp_path, checkpoint):
     env = {**os.environ, "FABRIC_HOME": str(home_dir), "DAGSTER_HOME": str(home_dir / "dagster"),
            "HF_HUB_OFFLINE": "1"}
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, env=env,
-                          cwd=os.path.dirname(os.path.dirname(__file__)))
+                          cwd=os.path.dirname(os.path.dirname(os.path.dirname(__file__))))
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = json.loads(proc.stdout.strip().splitlines()[-1])
     assert out["failed_runs"] == []

@@ -39,7 +39,7 @@ from fabric_resources.parsing.registry import detect_media_type, parser_for
 # _rezip writes duplicate member names on purpose.
 pytestmark = pytest.mark.filterwarnings("ignore:Duplicate name:UserWarning")
 
-FIXTURES = Path(__file__).resolve().parent / "fixtures" / "parsing"
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "parsing"
 SEED = 20261201
 #: Wall-clock bound per case (seconds), on a loaded 2-core machine; typical cases take milliseconds.
 CASE_SECONDS = 10.0
