@@ -9,9 +9,7 @@ S3 (``docs/scale.md``); the artifacts and the serving index stay in the director
 
 from __future__ import annotations
 
-import fcntl
 import os
-from contextlib import contextmanager
 from functools import cached_property
 from pathlib import Path
 
@@ -97,15 +95,3 @@ class FabricHome:
             return self.layout.catalog_file.exists()
         return self.catalog.initialized()
 
-
-@contextmanager
-def exclusive_lock(path: Path):
-    """Hold an exclusive ``flock`` on ``path`` (created if missing); a second holder waits, and
-    the OS drops the lock of a killed process."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "a+") as fh:
-        fcntl.flock(fh, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)

@@ -46,7 +46,7 @@ def ingest(path: Path, home):
 @pytest.fixture(scope="session")
 def postgres_server():
     """A throw-away PostgreSQL cluster on loopback (skips where the server binaries are absent)."""
-    from fabric_assets.local_services import PostgresServer, ServiceUnavailable
+    from fabric_assets.measurement.local_services import PostgresServer, ServiceUnavailable
 
     try:
         server = PostgresServer().start()
@@ -61,7 +61,7 @@ def postgres_server():
 @pytest.fixture(scope="session")
 def moto_s3():
     """moto's S3 server on loopback (it enforces conditional writes, as Lance's commits need)."""
-    from fabric_assets.local_services import MotoS3Server, ServiceUnavailable
+    from fabric_assets.measurement.local_services import MotoS3Server, ServiceUnavailable
 
     try:
         server = MotoS3Server().start()

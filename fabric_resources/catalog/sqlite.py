@@ -14,6 +14,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from fabric_resources.catalog.base import Catalog, checked_lock_name
+from fabric_resources.locks import exclusive_lock
 from fabric_resources.schema import CATALOG_DDL, LOCK_NAME
 
 
@@ -58,9 +59,6 @@ class SqliteCatalog(Catalog):
             con.close()
 
     def exclusive(self, name: str):
-        # Imported here: home.py imports this package (the lock's module moves, see the brief).
-        from fabric_resources.home import exclusive_lock
-
         return exclusive_lock(self.path.parent / LOCK_NAME.format(name=checked_lock_name(name)))
 
     def initialized(self) -> bool:
