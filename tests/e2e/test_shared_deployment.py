@@ -253,19 +253,27 @@ def test_the_instance_is_postgres_with_a_queued_run_limit(ingested, dagster_env)
 
 
 def _parse_run_process(home_dir: str, tags: dict, start, results) -> None:
-    os.environ["FABRIC_HOME"] = home_dir
-    os.environ["DAGSTER_HOME"] = str(Path(home_dir) / "dagster")
-    import dagster as dg
+    """One parse run, as a run worker executes it; puts (run ID, success) or (traceback, False)."""
+    try:
+        os.environ["FABRIC_HOME"] = home_dir
+        os.environ["DAGSTER_HOME"] = str(Path(home_dir) / "dagster")
+        import dagster as dg
 
-    from fabric_assets.definitions import defs
+        from fabric_assets.ingest import _run_config, job
+        from fabric_resources.dagster_resources import FAKE_MODELS  # concurrent writes, not the models, are tested
 
-    job = defs.resolve_job_def("parse_job")
-    instance = dg.DagsterInstance.get()
-    start.wait(120)
-    result = job.execute_in_process(instance=instance, tags=tags, raise_on_error=False, run_config={
-        "resources": {"fabric": {"config": {"home": home_dir}}},
-        "loggers": {"console": {"config": {"log_level": "WARNING"}}}})
-    results.put((result.run_id, result.success))
+        home = FabricHome(home_dir)
+        parse_job = job(home, "parse_job", FAKE_MODELS)
+        instance = dg.DagsterInstance.get()
+        start.wait(120)
+        result = parse_job.execute_in_process(instance=instance, tags=tags, raise_on_error=False,
+                                              run_config=_run_config(home))
+        results.put((result.run_id, result.success))
+    except BaseException:  # the parent must not wait out its timeout on a child that died
+        import traceback
+
+        results.put((traceback.format_exc(), False))
+        raise
 
 
 def test_two_parse_runs_write_the_same_tables_at_once(postgres_server, moto_s3, tmp_path, dagster_env):
@@ -304,7 +312,7 @@ def test_two_parse_runs_write_the_same_tables_at_once(postgres_server, moto_s3, 
     finished = [results.get(timeout=600) for _ in procs]
     for p in procs:
         p.join(60)
-    assert [ok for _, ok in finished] == [True, True]
+    assert [ok for _, ok in finished] == [True, True], [run for run, ok in finished if not ok]
     records = {r.dagster_run.run_id: r for r in instance.get_run_records()}
     (a, b) = (records[run_id] for run_id, _ in finished)
     assert a.start_time < b.end_time and b.start_time < a.end_time  # they ran at the same time
