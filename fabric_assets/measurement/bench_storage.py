@@ -1,6 +1,6 @@
 """Ingest on the default (embedded) storage against the shared one, in one run (``docs/scale.md``).
 
-``python -m fabric_assets.measurement.bench_storage [PATH] [--repeat N]`` ingests PATH (default: the sample
+``fabric bench storage [PATH] [--repeat N]`` ingests PATH (default: the sample
 corpus) into fresh homes: one on the default configuration (SQLite catalog, local Lance tables,
 SQLite Dagster instance) and one with the catalog and the Dagster instance on a throw-away
 PostgreSQL cluster and the tables on moto's S3 server, both on loopback
