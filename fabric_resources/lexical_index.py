@@ -19,12 +19,18 @@ case and diacritics fold identically at every term length and in every script.
   the word channel can re-score BM25 with other parameters than tantivy's fixed
   k1 1.2, b 0.75 (:attr:`OpenIndex.word_avgdl`).
 
-Generations: each activation writes a new generation directory made of
-hard links to the previous generation's immutable segment files, then deletes
-and adds documents there. Older generations stay untouched, so a query that
-pinned a release keeps reading exactly the index that release names. A segment
-that loses a document is rewritten whole, so no deleted document is left to
-count in BM25 statistics (:meth:`LexicalIndex.write_generation`).
+Generations: each activation writes a new generation directory. Its segments are
+those of the previous generation that lost no document (hard links to immutable
+files) plus new segments built from the change; Fabric writes tantivy's
+``meta.json`` listing them itself (:mod:`fabric_resources.tantivy_meta`), so no
+tantivy writer ever opens a serving generation and nothing merges or deletes in
+it. A segment that would lose a document is left out and its other documents are
+indexed again, so no deleted document counts in BM25's N, document frequencies or
+average field length. Segments hold at most ``max_segment_documents`` documents,
+which bounds that rewrite: an activation costs the size of its change, not of the
+index (:meth:`LexicalIndex.write_generation`). Older generations stay untouched,
+so a query that pinned a release keeps reading exactly the index that release
+names.
 """
 
 from __future__ import annotations
@@ -39,7 +45,10 @@ from functools import cached_property
 from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import tantivy
+
+from fabric_resources import tantivy_meta
 
 from fabric_resources.schema import (
     INDEX_FIELD_CHUNK_ID,
@@ -155,8 +164,11 @@ class OpenIndex:
 class LexicalIndex:
     """Generations of the serving index under ``root``."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, max_segment_documents: int | None = None) -> None:
         self.root = Path(root)
+        self.max_segment_documents = max_segment_documents or MAX_SEGMENT_DOCUMENTS
+        #: What the last :meth:`write_generation` did (segments kept and left out, documents indexed).
+        self.last_write: dict | None = None
 
     def generations(self) -> list[str]:
         if not self.root.exists():
@@ -218,69 +230,70 @@ class LexicalIndex:
         Returns the new generation's name. ``previous`` is never modified.
 
         tantivy keeps a deleted document in its segment's BM25 statistics (N, document
-        frequencies, field lengths) until that segment is merged, and Python cannot ask for a
-        merge. So every segment that holds a removed document is rewritten whole: all its
-        documents are deleted, which makes tantivy drop the segment at commit, and those of the
-        parses that stay are added again from ``documents_of``. A ``previous`` that already holds
-        deleted documents is rebuilt from ``documents_of``. Either way the new generation ranks
-        exactly like an index of its live documents alone (:func:`deleted_documents` is 0). The
-        cost follows the documents of the rewritten segments: the whole index when it is one
-        segment.
+        frequencies, field lengths) until that segment is merged, Python cannot ask for a merge,
+        and a merge would not be exact either (it re-sums field lengths from tantivy's lossy
+        one-byte field norms). So nothing is ever deleted in a generation: the new one lists the
+        previous generation's segments that hold no removed parse (hard links, unchanged) and
+        new segments holding ``add_documents`` plus the other documents of the segments left out
+        (read again through ``documents_of``). It ranks exactly like an index of its live
+        documents alone (:func:`deleted_documents` is 0; scores are equal because tantivy's BM25
+        sums N, df and token counts over segments and encodes each document's length alone).
+
+        Cost: the added documents, plus at most ``max_segment_documents`` per segment that holds
+        a removed parse, plus the small segments folded in to keep their number at most
+        ``SMALL_SEGMENTS`` (:meth:`_plan`); metadata is read per touched segment only. It does
+        not grow with the index. A ``previous`` that already holds deleted documents, or was
+        written before segments were bounded (no segment records), is rebuilt from
+        ``documents_of`` once.
 
         Raises
         ------
         ValueError
             If ``previous`` has another schema or layout, or documents must be added again and
             ``documents_of`` is None.
+        IndexFormatChanged
+            If tantivy's ``meta.json`` has another shape than :mod:`fabric_resources.tantivy_meta`
+            writes.
         """
         self.root.mkdir(parents=True, exist_ok=True)
-        # Number above every gen-* directory, complete or not: a killed writer may leave one behind.
-        taken = [int(m.group(1)) for p in self.root.iterdir() if (m := _GEN.match(p.name))]
-        number = max(taken, default=0) + 1
-        name = f"gen-{number:08d}"
-        target = self.root / name
-        tmp = self.root / f".{name}.tmp"
-        shutil.rmtree(tmp, ignore_errors=True)
-        tmp.mkdir()
         if previous is not None and not self.is_current(previous):
             raise ValueError(f"generation {previous} has another schema or layout; build a fresh one instead")
-        removed = set(remove_parse_ids)
-        carried: set[str] = set()
-        reuse = previous is not None
-        if reuse:
-            for f in (self.root / previous).iterdir():
-                if f.is_file() and f.name not in (META_FILE, ".tantivy-writer.lock", ".tantivy-meta.lock"):
-                    os.link(f, tmp / f.name)  # segment files are immutable; tantivy replaces meta by rename
-            index = tantivy.Index.open(str(tmp))
-            _register(index)
-            searcher = index.searcher()
-            if deleted_documents(searcher):
-                live = _live_parse_ids(searcher)
-                reuse = False  # statistics already off: start from nothing
-                shutil.rmtree(tmp)
-                tmp.mkdir()
-                carried = live - removed
-            elif removed:
-                carried = _segment_mates(searcher, removed)
-        if carried and documents_of is None:
+        # Number above every gen-* directory, complete or not: a killed writer may leave one behind.
+        taken = [int(m.group(1)) for p in self.root.iterdir() if (m := _GEN.match(p.name))]
+        name = f"gen-{max(taken, default=0) + 1:08d}"
+        target, tmp, build = self.root / name, self.root / f".{name}.tmp", self.root / f".{name}.build"
+        for scratch in (tmp, build):
+            shutil.rmtree(scratch, ignore_errors=True)
+        plan = self._plan(previous, set(remove_parse_ids), add_documents.num_rows)
+        if plan.reindex and documents_of is None:
             raise ValueError("documents of parses that stay must be added again; pass documents_of")
-        if not reuse:
-            index = tantivy.Index(index_schema(), path=str(tmp))
-            _register(index)
-        writer = index.writer(heap_size=64_000_000, num_threads=1)
-        if reuse:
-            for pid in sorted(removed | carried):
-                writer.delete_documents_by_term(INDEX_FIELD_PARSE_ID, pid)
-        if carried:
-            add_to_writer(writer, documents_of(sorted(carried)))
-        add_to_writer(writer, add_documents)
-        writer.commit()
-        writer.wait_merging_threads()
-        (tmp / META_FILE).write_text(
-            json.dumps({"schema_version": SCHEMA_VERSION, "analyzer": ANALYZER_ID, "layout": INDEX_LAYOUT,
-                        "generation": name})
-        )
-        os.replace(tmp, target)
+        pending = add_documents.select(_DOC_COLUMNS)
+        if plan.reindex:
+            pending = pa.concat_tables([documents_of(sorted(plan.reindex)).select(_DOC_COLUMNS), pending])
+        try:
+            tmp.mkdir()
+            # An empty index of this schema: tantivy writes the meta.json (schema, settings) the new one extends.
+            tantivy.Index(index_schema(), path=str(tmp))
+            template = tantivy_meta.load_meta(tmp)
+            listed: list[tantivy_meta.SegmentMeta] = []
+            for record in plan.kept:
+                for f in [*tantivy_meta.segment_files(self.root / previous, record.segment), _record_path(
+                        self.root / previous, record.segment)]:
+                    os.link(f, tmp / f.name)  # segment files are immutable; no writer ever opens a generation
+                listed.append(record.segment)
+            built, opstamp = self._build_segments(pending, build, tmp)
+            listed += built
+            tantivy_meta.write_meta(tmp, template, listed, max(opstamp, template["opstamp"]) + 1)
+            _check_assembled(tmp, listed)
+            (tmp / META_FILE).write_text(
+                json.dumps({"schema_version": SCHEMA_VERSION, "analyzer": ANALYZER_ID, "layout": INDEX_LAYOUT,
+                            "generation": name, "max_segment_documents": self.max_segment_documents})
+            )
+            os.replace(tmp, target)
+        finally:
+            shutil.rmtree(build, ignore_errors=True)
+            shutil.rmtree(tmp, ignore_errors=True)
+        self.last_write = plan.summary(pending.num_rows)
         return name
 
     def build_fresh(self, documents: pa.Table) -> str:
@@ -294,6 +307,236 @@ class LexicalIndex:
         for g in removed:
             shutil.rmtree(self.root / g, ignore_errors=True)
         return removed
+
+    def _plan(self, previous: str | None, removed: set[str], n_added: int) -> _Plan:
+        """Which of ``previous``'s segments the next generation keeps, and which parses it indexes again.
+
+        Left out: every segment that holds a removed parse; then, smallest first, segments of
+        fewer than ``max_segment_documents // 2`` documents while more than ``SMALL_SEGMENTS`` of
+        them would remain and the new documents still fit in one segment with them (so small
+        segments from many small activations are consolidated, and at most ``SMALL_SEGMENTS``
+        exist when each activation's change is smaller than a segment); then every segment that
+        holds another part of a parse already left out (a parse larger than a segment spans
+        several), until none does. The parses of left-out segments that are not removed are
+        indexed again.
+        """
+        if previous is None:
+            return _Plan(kept=[], reindex=set(), left_out=0, rebuilt=False)
+        directory = self.root / previous
+        meta = tantivy_meta.load_meta(directory)
+        listed = tantivy_meta.segments(meta)
+        records = [_load_record(directory, s) for s in listed]
+        searcher: tantivy.Searcher | None = None
+
+        def open_searcher() -> tantivy.Searcher:
+            nonlocal searcher
+            if searcher is None:
+                index = tantivy.Index.open(str(directory))
+                _register(index)
+                searcher = index.searcher()
+            return searcher
+
+        if any(r is None for r in records) or any(s.deletes for s in listed):
+            # Written before segments were bounded, or by a writer that deleted in place (an older
+            # Fabric): its statistics may count deleted documents and it has no segment records.
+            return _Plan(kept=[], reindex=_live_parse_ids(open_searcher()) - removed, left_out=len(listed), rebuilt=True)
+        cap = self.max_segment_documents
+        left: set[int] = set()
+        if removed:
+            located = _segments_holding(open_searcher(), records, removed)
+            if located is None:  # tantivy's segment order is not meta.json's: never guess
+                return _Plan(kept=[], reindex=_live_parse_ids(open_searcher()) - removed, left_out=len(listed),
+                             rebuilt=True)
+            left |= located
+        pending = n_added + sum(records[i].documents for i in left) - sum(
+            n for i in left for p, n in records[i].parses.items() if p in removed)
+        small = sorted((i for i, r in enumerate(records) if i not in left and r.documents < cap // 2),
+                       key=lambda i: (records[i].documents, records[i].segment.segment_id))
+        while small:
+            new_small = 0 < pending < cap // 2
+            if len(small) + new_small <= SMALL_SEGMENTS or pending + records[small[0]].documents > cap:
+                break
+            i = small.pop(0)
+            left.add(i)
+            pending += records[i].documents
+        # A parse is indexed again whole, so every segment holding part of it must go as well.
+        while True:
+            parts = {p for i in left for p in records[i].parses if p not in removed}
+            held = {p: sum(records[i].parses.get(p, 0) for i in left) for p in parts}
+            split = sorted(p for p in parts if open_searcher().doc_freq(INDEX_FIELD_PARSE_ID, p) != held[p])
+            if not split:
+                break
+            more = _segments_holding(open_searcher(), records, set(split))
+            if more is None or more <= left:
+                return _Plan(kept=[], reindex=_live_parse_ids(open_searcher()) - removed, left_out=len(listed),
+                             rebuilt=True)
+            left |= more
+        return _Plan(kept=[r for i, r in enumerate(records) if i not in left], reindex=parts if left else set(),
+                     left_out=len(left), rebuilt=False)
+
+    def _build_segments(
+        self, documents: pa.Table, build: Path, target: Path
+    ) -> tuple[list[tantivy_meta.SegmentMeta], int]:
+        """Index ``documents`` as segments of at most ``max_segment_documents`` into ``target``.
+
+        Each batch is its own one-commit scratch index under ``build`` (one writer thread: one
+        segment per commit, and no merge policy has anything to merge); its segment files move
+        into ``target`` with a segment record. Documents are grouped by parse and a parse is cut
+        only when it alone exceeds a segment. Returns the segments and the highest opstamp.
+        """
+        out: list[tantivy_meta.SegmentMeta] = []
+        opstamp = 0
+        if documents.num_rows == 0:
+            return out, opstamp
+        build.mkdir()
+        documents = documents.take(pc.sort_indices(documents, sort_keys=[("parse_id", "ascending")]))  # stable
+        for n, (lo, hi) in enumerate(_batches(documents.column("parse_id").to_pylist(), self.max_segment_documents)):
+            batch = documents.slice(lo, hi - lo)
+            scratch = build / f"{n:06d}"
+            scratch.mkdir()
+            index = tantivy.Index(index_schema(), path=str(scratch))
+            _register(index)
+            writer = index.writer(heap_size=WRITER_HEAP_BYTES, num_threads=1)
+            add_to_writer(writer, batch)
+            writer.commit()
+            writer.wait_merging_threads()
+            meta = tantivy_meta.load_meta(scratch)
+            made = tantivy_meta.segments(meta)
+            if len(made) != 1 or made[0].max_doc != batch.num_rows or made[0].deletes:
+                # One thread flushes early only when the batch outgrows its heap: never for bounded batches.
+                raise RuntimeError(f"a scratch index of {batch.num_rows} documents has segments {made}")
+            for f in tantivy_meta.segment_files(scratch, made[0]):
+                os.replace(f, target / f.name)
+            parses: dict[str, int] = {}
+            for pid in batch.column("parse_id").to_pylist():
+                parses[pid] = parses.get(pid, 0) + 1
+            _record_path(target, made[0]).write_text(json.dumps({"documents": made[0].max_doc, "parses": parses}))
+            out.append(made[0])
+            opstamp = max(opstamp, meta["opstamp"])
+            shutil.rmtree(scratch)
+        return out, opstamp
+
+
+#: Documents per segment. Removing a parse indexes its segment's other documents again, so this
+#: bounds an activation's cost (~0.5 ms per document here); the word and substring channels pay a
+#: little per segment (docs/benchmarks.md, "Exact BM25 statistics after deletes").
+MAX_SEGMENT_DOCUMENTS = 1024
+#: Segments below half of ``max_segment_documents`` allowed before the smallest are consolidated.
+SMALL_SEGMENTS = 4
+WRITER_HEAP_BYTES = 64_000_000
+#: A segment record's file: ``<this><segment UUID hex>.json`` (not tantivy's ``<UUID hex>.`` prefix).
+RECORD_PREFIX = "fabric-parses-"
+_DOC_COLUMNS = ["parse_id", "chunk_id", "folded_text"]
+
+
+@dataclass(frozen=True)
+class SegmentRecord:
+    """What Fabric knows of a segment: tantivy's entry and the parses it holds (parse ID → documents)."""
+
+    segment: tantivy_meta.SegmentMeta
+    parses: dict[str, int]
+
+    @property
+    def documents(self) -> int:
+        return self.segment.max_doc
+
+
+@dataclass(frozen=True)
+class _Plan:
+    kept: list[SegmentRecord]
+    reindex: set[str]
+    left_out: int
+    rebuilt: bool
+
+    def summary(self, indexed: int) -> dict:
+        return {"segments_kept": len(self.kept), "segments_left_out": self.left_out,
+                "documents_indexed": indexed, "rebuilt": self.rebuilt}
+
+
+def _record_path(directory: Path, segment: tantivy_meta.SegmentMeta) -> Path:
+    return directory / f"{RECORD_PREFIX}{segment.file_prefix}json"
+
+
+def _load_record(directory: Path, segment: tantivy_meta.SegmentMeta) -> SegmentRecord | None:
+    """The segment's record, or None when it has none or one that does not add up to its documents."""
+    try:
+        data = json.loads(_record_path(directory, segment).read_text())
+        parses = {str(p): int(n) for p, n in data["parses"].items()}
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return None
+    if data.get("documents") != segment.max_doc or sum(parses.values()) != segment.max_doc:
+        return None
+    return SegmentRecord(segment, parses)
+
+
+def _segments_holding(searcher: tantivy.Searcher, records: list[SegmentRecord], parse_ids: set[str]) -> set[int] | None:
+    """Positions (in ``meta.json`` order) of the segments holding documents of ``parse_ids``.
+
+    Found through the index (a parse-ID term query: work in the documents of those parses only),
+    not by reading every record; each hit's ``segment_ord`` is its segment's position in
+    ``meta.json``, which the records confirm: None if any count disagrees.
+    """
+    query = tantivy.Query.term_set_query(index_schema(), INDEX_FIELD_PARSE_ID, sorted(parse_ids))
+    found: dict[tuple[int, str], int] = {}
+    for addr in _addresses(searcher, query):
+        key = (addr.segment_ord, searcher.doc(addr)[INDEX_FIELD_PARSE_ID][0])
+        found[key] = found.get(key, 0) + 1
+    for (ordinal, pid), n in found.items():
+        if ordinal >= len(records) or records[ordinal].parses.get(pid) != n:
+            return None
+    return {ordinal for ordinal, _ in found}
+
+
+def _batches(parse_ids: list[str], cap: int) -> list[tuple[int, int]]:
+    """Row ranges ``[lo, hi)`` over ``parse_ids`` (grouped by parse) of at most ``cap`` rows each,
+    about equal in size, cut between parses unless a parse alone exceeds ``cap``.
+
+    >>> _batches(["a", "a", "b", "c", "c", "c"], 4)
+    [(0, 3), (3, 6)]
+    >>> _batches(["a"] * 5 + ["b"], 2)
+    [(0, 1), (1, 3), (3, 5), (5, 6)]
+    """
+    n = len(parse_ids)
+    if n == 0:
+        return []
+    target = -(-n // -(-n // cap))  # ceil(n / ceil(n / cap)): equal shares of the fewest batches
+    runs, start = [], 0
+    for i in range(1, n + 1):
+        if i == n or parse_ids[i] != parse_ids[start]:
+            runs.append((start, i))
+            start = i
+    out, lo = [], 0
+    for s, e in runs:
+        if e - s > cap:  # a parse larger than a segment: its own segments, cut evenly
+            if s > lo:
+                out.append((lo, s))
+            pieces = -(-(e - s) // cap)
+            bounds = [s + (e - s) * j // pieces for j in range(pieces + 1)]
+            out += list(zip(bounds, bounds[1:]))
+            lo = e
+        elif s > lo and (s - lo >= target or e - lo > cap):
+            out.append((lo, s))
+            lo = s
+    if n > lo:
+        out.append((lo, n))
+    return out
+
+
+def _check_assembled(directory: Path, listed: list[tantivy_meta.SegmentMeta]) -> None:
+    """tantivy opens the assembled generation and counts what its ``meta.json`` lists.
+
+    Raises
+    ------
+    IndexFormatChanged
+        If it does not (tantivy reads the hand-written ``meta.json`` otherwise than written).
+    """
+    index = tantivy.Index.open(str(directory))
+    _register(index)
+    searcher = index.searcher()
+    want = sum(s.max_doc for s in listed)
+    if searcher.num_segments != len(listed) or searcher.num_docs != want or deleted_documents(searcher):
+        raise IndexFormatChanged(f"assembled {directory.name}: tantivy sees {searcher.num_segments} segments, "
+                                 f"{searcher.num_docs} documents; meta.json lists {len(listed)}, {want}")
 
 
 def deleted_documents(searcher: tantivy.Searcher) -> int:
@@ -315,26 +558,6 @@ def _live_parse_ids(searcher: tantivy.Searcher) -> set[str]:
 def _addresses(searcher: tantivy.Searcher, query: tantivy.Query) -> list[tantivy.DocAddress]:
     n = searcher.search(query, limit=1, count=True).count
     return [addr for _, addr in searcher.search(query, limit=n, count=False).hits] if n else []
-
-
-def _segment_mates(searcher: tantivy.Searcher, removed: set[str]) -> set[str]:
-    """Parses (other than ``removed``) with a document in a segment that holds a removed one.
-
-    Deleting them as well empties those segments; a parse split over two segments (the
-    writer flushed in the middle of it) pulls the other segment in, until nothing changes.
-    """
-    segments: set[int] = set()
-    parses = set(removed)
-    while True:
-        found = {a.segment_ord for a in _addresses(
-            searcher, tantivy.Query.term_set_query(index_schema(), INDEX_FIELD_PARSE_ID, sorted(parses)))}
-        if found <= segments:
-            return parses - removed
-        new_segments = found - segments
-        segments |= found
-        for addr in _addresses(searcher, tantivy.Query.all_query()):
-            if addr.segment_ord in new_segments:
-                parses.add(searcher.doc(addr)[INDEX_FIELD_PARSE_ID][0])
 
 
 def _is_current(meta: dict) -> bool:
