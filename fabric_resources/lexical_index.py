@@ -240,8 +240,9 @@ class LexicalIndex:
         sums N, df and token counts over segments and encodes each document's length alone).
 
         Cost: the added documents, plus at most ``max_segment_documents`` per segment that holds
-        a removed parse, plus the small segments folded in to keep their number at most
-        ``SMALL_SEGMENTS`` (:meth:`_plan`); metadata is read per touched segment only. It does
+        a removed parse, plus small segments consolidated by size tier (at most about
+        ``FAN_IN / 2`` segments' worth, amortised a few documents per added one: :meth:`_plan`);
+        metadata is read for the touched segments only. It does
         not grow with the index. A ``previous`` that already holds deleted documents, or was
         written before segments were bounded (no segment records), is rebuilt from
         ``documents_of`` once.
@@ -276,11 +277,14 @@ class LexicalIndex:
             tantivy.Index(index_schema(), path=str(tmp))
             template = tantivy_meta.load_meta(tmp)
             listed: list[tantivy_meta.SegmentMeta] = []
-            for record in plan.kept:
-                for f in [*tantivy_meta.segment_files(self.root / previous, record.segment), _record_path(
-                        self.root / previous, record.segment)]:
-                    os.link(f, tmp / f.name)  # segment files are immutable; no writer ever opens a generation
-                listed.append(record.segment)
+            for segment in plan.kept:
+                record = _record_path(self.root / previous, segment)
+                # Segment files are immutable and no writer ever opens a generation. A segment whose
+                # record went missing is kept without one: a later change that touches it rebuilds.
+                files = tantivy_meta.segment_files(self.root / previous, segment)
+                for f in [*files, record] if record.exists() else files:
+                    os.link(f, tmp / f.name)
+                listed.append(segment)
             built, opstamp = self._build_segments(pending, build, tmp)
             listed += built
             tantivy_meta.write_meta(tmp, template, listed, max(opstamp, template["opstamp"]) + 1)
@@ -311,68 +315,78 @@ class LexicalIndex:
     def _plan(self, previous: str | None, removed: set[str], n_added: int) -> _Plan:
         """Which of ``previous``'s segments the next generation keeps, and which parses it indexes again.
 
-        Left out: every segment that holds a removed parse; then, smallest first, segments of
-        fewer than ``max_segment_documents // 2`` documents while more than ``SMALL_SEGMENTS`` of
-        them would remain and the new documents still fit in one segment with them (so small
-        segments from many small activations are consolidated, and at most ``SMALL_SEGMENTS``
-        exist when each activation's change is smaller than a segment); then every segment that
-        holds another part of a parse already left out (a parse larger than a segment spans
-        several), until none does. The parses of left-out segments that are not removed are
-        indexed again.
+        Left out: every segment that holds a removed parse; then the small segments (fewer than
+        ``max_segment_documents // 2`` documents) of the new documents' size tier when that tier
+        would hold ``FAN_IN`` of them, repeatedly (:func:`_tier`); then every segment that holds
+        another part of a parse already left out (a parse larger than a segment spans several),
+        until none does. The parses of left-out segments that are not removed are
+        indexed again. The index confirms every segment record used (:func:`_locate`); where one
+        disagrees, or ``previous`` predates segment records or holds deleted documents, every
+        live parse is indexed again (``rebuilt``).
         """
         if previous is None:
             return _Plan(kept=[], reindex=set(), left_out=0, rebuilt=False)
         directory = self.root / previous
-        meta = tantivy_meta.load_meta(directory)
-        listed = tantivy_meta.segments(meta)
-        records = [_load_record(directory, s) for s in listed]
-        searcher: tantivy.Searcher | None = None
+        listed = tantivy_meta.segments(tantivy_meta.load_meta(directory))
+        index = tantivy.Index.open(str(directory))
+        _register(index)
+        searcher = index.searcher()
+        loaded: dict[int, SegmentRecord | None] = {}
 
-        def open_searcher() -> tantivy.Searcher:
-            nonlocal searcher
-            if searcher is None:
-                index = tantivy.Index.open(str(directory))
-                _register(index)
-                searcher = index.searcher()
-            return searcher
+        def record(i: int) -> SegmentRecord | None:  # read only for the segments a change concerns
+            if i not in loaded:
+                loaded[i] = _load_record(directory, listed[i])
+            return loaded[i]
 
-        if any(r is None for r in records) or any(s.deletes for s in listed):
-            # Written before segments were bounded, or by a writer that deleted in place (an older
-            # Fabric): its statistics may count deleted documents and it has no segment records.
-            return _Plan(kept=[], reindex=_live_parse_ids(open_searcher()) - removed, left_out=len(listed), rebuilt=True)
+        def rebuild() -> _Plan:
+            return _Plan(kept=[], reindex=_live_parse_ids(searcher) - removed, left_out=len(listed), rebuilt=True)
+
+        fabric_meta = json.loads((directory / META_FILE).read_text())
+        if "max_segment_documents" not in fabric_meta or any(s.deletes for s in listed):
+            # Written before segments were bounded (no segment records), or by a writer that
+            # deleted in place (an older Fabric): its statistics may count deleted documents.
+            return rebuild()
         cap = self.max_segment_documents
         left: set[int] = set()
         if removed:
-            located = _segments_holding(open_searcher(), records, removed)
-            if located is None:  # tantivy's segment order is not meta.json's: never guess
-                return _Plan(kept=[], reindex=_live_parse_ids(open_searcher()) - removed, left_out=len(listed),
-                             rebuilt=True)
-            left |= located
-        pending = n_added + sum(records[i].documents for i in left) - sum(
-            n for i in left for p, n in records[i].parses.items() if p in removed)
-        small = sorted((i for i, r in enumerate(records) if i not in left and r.documents < cap // 2),
-                       key=lambda i: (records[i].documents, records[i].segment.segment_id))
-        while small:
-            new_small = 0 < pending < cap // 2
-            if len(small) + new_small <= SMALL_SEGMENTS or pending + records[small[0]].documents > cap:
+            located = _locate(searcher, record, len(listed), removed)
+            if located is None:  # records and index disagree (or tantivy's segment order changed): never guess
+                return rebuild()
+            left = {i for i, _ in located}
+        pending = n_added + sum(listed[i].max_doc - sum(n for p, n in record(i).parses.items() if p in removed)
+                                for i in left)
+        # Small segments (from activations that add little) are consolidated by size tier, as a
+        # log-structured merge does: a tier holding FAN_IN of them (counting the new one) becomes
+        # one segment of the next tier, so a document is indexed again about log_FAN_IN(cap) times
+        # in all, and at most FAN_IN - 1 small segments stay per tier.
+        small = {i: seg.max_doc for i, seg in enumerate(listed) if i not in left and seg.max_doc < cap // 2}
+        while 0 < pending < cap // 2:
+            same = [i for i, n in small.items() if _tier(n) == _tier(pending)]
+            if len(same) + 1 < FAN_IN:
                 break
-            i = small.pop(0)
-            left.add(i)
-            pending += records[i].documents
-        # A parse is indexed again whole, so every segment holding part of it must go as well.
-        while True:
-            parts = {p for i in left for p in records[i].parses if p not in removed}
-            held = {p: sum(records[i].parses.get(p, 0) for i in left) for p in parts}
-            split = sorted(p for p in parts if open_searcher().doc_freq(INDEX_FIELD_PARSE_ID, p) != held[p])
-            if not split:
+            for i in same:
+                if record(i) is None:
+                    return rebuild()
+                left.add(i)
+                pending += small.pop(i)
+        # Every document of a left-out segment must be a removed one or one indexed again, and a
+        # parse is indexed again whole: the index itself must confirm the records, and segments
+        # holding another part of such a parse (one larger than a segment) are left out as well.
+        parts: set[str] = set()
+        while left:
+            parts = {p for i in left for p in record(i).parses} - removed
+            located = _locate(searcher, record, len(listed), parts | removed)
+            if located is None:
+                return rebuild()
+            holding = {i for i, _ in located}
+            if holding <= left:
+                accounted = sum(n for (i, _), n in located.items() if i in left)
+                if accounted != sum(listed[i].max_doc for i in left):
+                    return rebuild()
                 break
-            more = _segments_holding(open_searcher(), records, set(split))
-            if more is None or more <= left:
-                return _Plan(kept=[], reindex=_live_parse_ids(open_searcher()) - removed, left_out=len(listed),
-                             rebuilt=True)
-            left |= more
-        return _Plan(kept=[r for i, r in enumerate(records) if i not in left], reindex=parts if left else set(),
-                     left_out=len(left), rebuilt=False)
+            left |= holding
+        return _Plan(kept=[seg for i, seg in enumerate(listed) if i not in left],
+                     reindex=parts, left_out=len(left), rebuilt=False)
 
     def _build_segments(
         self, documents: pa.Table, build: Path, target: Path
@@ -390,9 +404,11 @@ class LexicalIndex:
             return out, opstamp
         build.mkdir()
         documents = documents.take(pc.sort_indices(documents, sort_keys=[("parse_id", "ascending")]))  # stable
-        for n, (lo, hi) in enumerate(_batches(documents.column("parse_id").to_pylist(), self.max_segment_documents)):
-            batch = documents.slice(lo, hi - lo)
-            scratch = build / f"{n:06d}"
+        scratches = iter(range(1 << 62))
+
+        def index_batch(batch: pa.Table) -> None:
+            nonlocal opstamp
+            scratch = build / f"{next(scratches):06d}"
             scratch.mkdir()
             index = tantivy.Index(index_schema(), path=str(scratch))
             _register(index)
@@ -403,8 +419,14 @@ class LexicalIndex:
             meta = tantivy_meta.load_meta(scratch)
             made = tantivy_meta.segments(meta)
             if len(made) != 1 or made[0].max_doc != batch.num_rows or made[0].deletes:
-                # One thread flushes early only when the batch outgrows its heap: never for bounded batches.
-                raise RuntimeError(f"a scratch index of {batch.num_rows} documents has segments {made}")
+                # The writer flushed early (the batch outgrew its heap: very long documents): halve it.
+                if batch.num_rows < 2:
+                    raise tantivy_meta.IndexFormatChanged(f"one document made segments {made}")
+                shutil.rmtree(scratch)
+                half = batch.num_rows // 2
+                index_batch(batch.slice(0, half))
+                index_batch(batch.slice(half))
+                return
             for f in tantivy_meta.segment_files(scratch, made[0]):
                 os.replace(f, target / f.name)
             parses: dict[str, int] = {}
@@ -414,6 +436,9 @@ class LexicalIndex:
             out.append(made[0])
             opstamp = max(opstamp, meta["opstamp"])
             shutil.rmtree(scratch)
+
+        for lo, hi in _batches(documents.column("parse_id").to_pylist(), self.max_segment_documents):
+            index_batch(documents.slice(lo, hi - lo))
         return out, opstamp
 
 
@@ -421,8 +446,9 @@ class LexicalIndex:
 #: bounds an activation's cost (~0.5 ms per document here); the word and substring channels pay a
 #: little per segment (docs/benchmarks.md, "Exact BM25 statistics after deletes").
 MAX_SEGMENT_DOCUMENTS = 1024
-#: Segments below half of ``max_segment_documents`` allowed before the smallest are consolidated.
-SMALL_SEGMENTS = 4
+#: Small segments (under half of ``max_segment_documents``) of one size tier that are consolidated
+#: into one: tier t holds segments of FAN_IN**t to FAN_IN**(t+1) - 1 documents.
+FAN_IN = 4
 WRITER_HEAP_BYTES = 64_000_000
 #: A segment record's file: ``<this><segment UUID hex>.json`` (not tantivy's ``<UUID hex>.`` prefix).
 RECORD_PREFIX = "fabric-parses-"
@@ -443,7 +469,7 @@ class SegmentRecord:
 
 @dataclass(frozen=True)
 class _Plan:
-    kept: list[SegmentRecord]
+    kept: list[tantivy_meta.SegmentMeta]
     reindex: set[str]
     left_out: int
     rebuilt: bool
@@ -469,22 +495,41 @@ def _load_record(directory: Path, segment: tantivy_meta.SegmentMeta) -> SegmentR
     return SegmentRecord(segment, parses)
 
 
-def _segments_holding(searcher: tantivy.Searcher, records: list[SegmentRecord], parse_ids: set[str]) -> set[int] | None:
-    """Positions (in ``meta.json`` order) of the segments holding documents of ``parse_ids``.
+def _tier(n_documents: int) -> int:
+    """⌊log_FAN_IN(n)⌋ for n ≥ 1.
+
+    >>> [_tier(n) for n in (1, 3, 4, 15, 16, 511)]
+    [0, 0, 1, 1, 2, 4]
+    """
+    tier = 0
+    while n_documents >= FAN_IN:
+        n_documents //= FAN_IN
+        tier += 1
+    return tier
+
+
+def _locate(
+    searcher: tantivy.Searcher, record: Callable[[int], SegmentRecord | None], n_segments: int, parse_ids: set[str]
+) -> dict[tuple[int, str], int] | None:
+    """Documents of ``parse_ids`` per (segment position in ``meta.json``, parse ID).
 
     Found through the index (a parse-ID term query: work in the documents of those parses only),
-    not by reading every record; each hit's ``segment_ord`` is its segment's position in
-    ``meta.json``, which the records confirm: None if any count disagrees.
+    not by reading every segment's record. Each hit's ``segment_ord`` is its segment's position
+    in ``meta.json`` (tantivy opens segments in that order), which the segments' records must
+    confirm document for document: None if any disagrees.
     """
+    if not parse_ids:
+        return {}
     query = tantivy.Query.term_set_query(index_schema(), INDEX_FIELD_PARSE_ID, sorted(parse_ids))
     found: dict[tuple[int, str], int] = {}
     for addr in _addresses(searcher, query):
         key = (addr.segment_ord, searcher.doc(addr)[INDEX_FIELD_PARSE_ID][0])
         found[key] = found.get(key, 0) + 1
     for (ordinal, pid), n in found.items():
-        if ordinal >= len(records) or records[ordinal].parses.get(pid) != n:
+        rec = record(ordinal) if ordinal < n_segments else None
+        if rec is None or rec.parses.get(pid) != n:
             return None
-    return {ordinal for ordinal, _ in found}
+    return found
 
 
 def _batches(parse_ids: list[str], cap: int) -> list[tuple[int, int]]:
