@@ -312,6 +312,33 @@ class LexicalIndex:
             shutil.rmtree(self.root / g, ignore_errors=True)
         return removed
 
+    def segment_record_problems(self, generation: str) -> list[str]:
+        """Segments of ``generation`` whose record (parse ID → documents) is missing or disagrees
+        with the documents tantivy holds there; empty when every record is right.
+
+        A wrong record never changes a ranking (a change that would use it rebuilds the
+        generation instead, :meth:`_plan`), but it costs that rebuild; reads every document.
+        """
+        directory = self.root / generation
+        listed = tantivy_meta.segments(tantivy_meta.load_meta(directory))
+        index = tantivy.Index.open(str(directory))
+        _register(index)
+        searcher = index.searcher()
+        actual: list[dict[str, int]] = [{} for _ in listed]
+        for addr in _addresses(searcher, tantivy.Query.all_query()):
+            held = actual[addr.segment_ord]
+            pid = searcher.doc(addr)[INDEX_FIELD_PARSE_ID][0]
+            held[pid] = held.get(pid, 0) + 1
+        problems = []
+        for seg, held in zip(listed, actual):
+            record = _load_record(directory, seg)
+            if record is None:
+                problems.append(f"{seg.segment_id}: no segment record")
+            elif record.parses != held:
+                problems.append(f"{seg.segment_id}: record lists {len(record.parses)} parses, the segment holds "
+                                f"{len(held)} ({len(set(record.parses) ^ set(held))} differ)")
+        return problems
+
     def _plan(self, previous: str | None, removed: set[str], n_added: int) -> _Plan:
         """Which of ``previous``'s segments the next generation keeps, and which parses it indexes again.
 

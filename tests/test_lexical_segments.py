@@ -141,17 +141,12 @@ def test_a_change_costs_its_segments_not_the_index(tmp_path):
     _assert_ranks_like_fresh(index.open(new), live + [r for p in added for r in p], tmp_path / "ref")
 
 
-def test_random_changes_over_small_segments_rank_like_a_fresh_index(tmp_path):
-    """guards against: a segment kept although it holds a removed document, a document of a
-    segment left out not indexed again (or twice), a parse larger than a segment losing its other
-    part, consolidation of small segments dropping documents, and a new generation changing the
-    files of the previous one (they share them by hard links)."""
-    rng = random.Random(1713)
-    cap = 6
+def _random_changes(tmp_path, cap: int, steps: int, seed: int) -> None:
+    rng = random.Random(seed)
     index = LexicalIndex(tmp_path / "lex", max_segment_documents=cap)
     live: dict[str, list] = {}
     gen = None
-    for step in range(30):
+    for step in range(steps):
         removed = rng.sample(sorted(live), k=min(len(live), rng.choice([0, 0, 1, 2, 4])))
         added = [_parse(rng, rng.choice([1, 1, 2, 3, 5, 9, 14])) for _ in range(rng.randint(0 if gen else 1, 4))]
         previous = gen
@@ -169,6 +164,27 @@ def test_random_changes_over_small_segments_rank_like_a_fresh_index(tmp_path):
         assert sum(s.max_doc for s in listed) == len(rows)
         if previous:
             assert {p.name: p.read_bytes() for p in (index.root / previous).iterdir()} == before, step
+
+
+def test_random_changes_over_small_segments_rank_like_a_fresh_index(tmp_path):
+    """guards against: a segment kept although it holds a removed document, a document of a
+    segment left out not indexed again (or twice), a parse larger than a segment losing its other
+    part, consolidation of small segments dropping documents, and a new generation changing the
+    files of the previous one (they share them by hard links)."""
+    _random_changes(tmp_path, cap=6, steps=30, seed=1713)
+
+
+def test_a_parse_cut_between_shared_segments_is_rewritten_whole(tmp_path, monkeypatch):
+    """guards against: a parse whose documents sit in two segments beside other parses (a batch
+    halved because it outgrew the writer's heap is cut anywhere) being indexed twice, or losing
+    its other part, when only one of those segments is rewritten."""
+    import fabric_resources.lexical_index as lexical_index
+
+    def anywhere(parse_ids, cap):  # fixed-size cuts that ignore parse boundaries
+        return [(lo, min(lo + cap, len(parse_ids))) for lo in range(0, len(parse_ids), cap)]
+
+    monkeypatch.setattr(lexical_index, "_batches", anywhere)
+    _random_changes(tmp_path, cap=5, steps=20, seed=99)
 
 
 def test_small_segments_from_many_small_changes_are_consolidated(tmp_path):
