@@ -6,7 +6,8 @@ was cut under. A changed ``chunking`` setting leaves the stored chunks of existi
 under the old one; :func:`stale_chunk_partitions` finds them, and ``fabric ingest`` (or a backfill
 of ``rechunk_job`` in the UI) re-chunks them and recomputes every projection made from chunks —
 no re-parse: units and relationships stay as they are. The same pattern as
-``model_identity`` and ``reproject_job`` for a model change.
+``model_identity`` and ``reproject_job`` for a model change; what a re-chunk recomputes is the
+registry's (``projections.RECHUNKED``, ``RECHUNK_VERDICTS``).
 """
 
 from __future__ import annotations
@@ -17,39 +18,32 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from fabric_assets.chunks.assets import chunk_cap, chunker_identity
-from fabric_assets.gate import ANNOTATION_VERDICT, REQUIRED_VERDICTS
 from fabric_resources.config import FabricConfig
+from fabric_resources.dagster_resources import CONFIGURED_MODELS, ModelResources
 from fabric_resources.home import FabricHome
-
-#: Verdicts recorded by the assets that parse, not chunk: a re-chunk keeps them.
-CANONICAL_VERDICTS = ("source_bytes_match_their_hash", "unit_ids_are_unique")
-
-#: Verdicts a re-chunk recomputes (``rechunk_job``'s assets, and annotation of the new windows).
-RECHUNK_VERDICTS = tuple(v for v in REQUIRED_VERDICTS if v not in CANONICAL_VERDICTS) + (ANNOTATION_VERDICT,)
 
 #: Parses whose routing is decided per batch (their unit texts are read to decide it).
 _BATCH = 256
 
 
-def tokenizer_identity(config: FabricConfig) -> str:
-    """The tokenizer chunks are measured with: MiniLM's, whatever ``dense.backend`` says (the
-    chunks asset packs with ``FabricHomeResource.embedder()``); no model is loaded."""
-    from fabric_resources.models.embedder import shared_embedder
-
-    return shared_embedder(config.dense.batch_size).identity
+def tokenizer_identity(config: FabricConfig, models: ModelResources = CONFIGURED_MODELS) -> str:
+    """The tokenizer chunks are measured with (the ``tokenizer`` role: MiniLM's, whatever
+    ``dense.backend`` says); no model is loaded."""
+    return models.tokenizer.tokenizer(config).identity
 
 
-def chunker_settings(config: FabricConfig) -> dict[str, Any]:
+def chunker_settings(config: FabricConfig, models: ModelResources = CONFIGURED_MODELS) -> dict[str, Any]:
     """Everything the chunker identity of a parse can depend on under ``config``."""
     return {
-        "tokenizer": tokenizer_identity(config),
+        "tokenizer": tokenizer_identity(config, models),
         "max_tokens": config.chunking.max_tokens,
         "multilingual_max_tokens": config.chunking.multilingual_max_tokens,
         "multilingual": config.dense.multilingual,
     }
 
 
-def stale_chunk_partitions(home: FabricHome, parse_ids: set[str]) -> list[str]:
+def stale_chunk_partitions(home: FabricHome, parse_ids: set[str], models: ModelResources = CONFIGURED_MODELS
+                           ) -> list[str]:
     """The parses among ``parse_ids`` whose stored chunks were cut under another chunker
     identity than ``home.config`` gives them, sorted. Parses without chunks are never stale.
 
@@ -59,7 +53,7 @@ def stale_chunk_partitions(home: FabricHome, parse_ids: set[str]) -> list[str]:
     if not parse_ids or not home.tables.exists("chunks"):
         return []
     config = home.config
-    tokenizer = tokenizer_identity(config)
+    tokenizer = tokenizer_identity(config, models)
     caps = {config.chunking.max_tokens}
     if config.dense.multilingual:
         caps.add(config.chunking.multilingual_max_tokens)

@@ -1,4 +1,17 @@
-"""The one Dagster ``Definitions`` of Fabric (workspace.yaml points here)."""
+"""The one Dagster ``Definitions`` of Fabric.
+
+``workspace.yaml`` points at :func:`defs`, a ``@dg.definitions`` loader: Dagster calls it when the
+code location loads (``fabric ui``, a run worker), and only then is ``$FABRIC_HOME/config.json``
+read. Importing this module reads nothing. The configuration enters the definitions through the
+assets' code versions (model identities, chunking caps, the annotation producer:
+``projections.code_version``), so a model or chunker change shows exactly the affected
+projections stale in the UI once the code location reloads.
+
+``fabric ingest`` builds the definitions of the home it runs on (:func:`build_definitions`), with
+the configured models or, in unit tests, the fakes.
+"""
+
+from __future__ import annotations
 
 import dagster as dg
 
@@ -9,19 +22,54 @@ from fabric_assets.dense.assets import chunk_vectors, chunk_vectors_multilingual
 from fabric_assets.jobs import (activation_job, annotation_job, lexical_health_job, lexical_health_schedule,
                                 parse_job, rechunk_job, reproject_job)
 from fabric_assets.late.assets import colbert_matrices
+from fabric_assets.model_identity import identities
 from fabric_assets.parse.assets import source_bytes, units_and_relationships
+from fabric_assets.projections import Identity, code_version
 from fabric_assets.sensors import (activate_after_annotation_run, activate_after_parse_run,
                                    annotate_after_activation, source_change_sensor)
 from fabric_assets.windows.assets import colbert_windows, context_windows
-from fabric_resources.dagster_resources import FabricHomeResource
+from fabric_resources.config import FabricConfig
+from fabric_resources.dagster_resources import CONFIGURED_MODELS, FabricHomeResource, ModelResources
+from fabric_resources.home import home_path
 
-defs = dg.Definitions(
-    assets=[source_bytes, units_and_relationships, chunks, lexical_documents, chunk_vectors, chunk_vectors_multilingual,
-            context_windows, colbert_windows, colbert_matrices, release, annotations, graph, annotation_vectors],
-    asset_checks=[lexical_index_matches_canonical],
-    jobs=[parse_job, activation_job, lexical_health_job, annotation_job, reproject_job, rechunk_job],
-    schedules=[lexical_health_schedule],
-    sensors=[source_change_sensor, activate_after_parse_run, annotate_after_activation,
-             activate_after_annotation_run],
-    resources={"fabric": FabricHomeResource()},
-)
+ASSETS = (source_bytes, units_and_relationships, chunks, lexical_documents, chunk_vectors, chunk_vectors_multilingual,
+          context_windows, colbert_windows, colbert_matrices, release, annotations, graph, annotation_vectors)
+
+
+def build_definitions(config: FabricConfig, models: ModelResources = CONFIGURED_MODELS,
+                      home: str = "") -> dg.Definitions:
+    """Fabric's definitions under ``config``: every asset with its code version, the jobs, sensors
+    and schedule, the home resource (``home``; ``""``: ``$FABRIC_HOME`` when a run opens it, and
+    ``fabric ingest`` names the home in each run's config) and one resource per model role from
+    ``models``. Built once per process for each set of code versions."""
+    return _definitions(tuple(sorted(identities(config, models).items())), models, home)
+
+
+_BUILT: dict[tuple, dg.Definitions] = {}
+
+
+def _definitions(values: tuple[tuple[Identity, str], ...], models: ModelResources, home: str) -> dg.Definitions:
+    # Keyed by everything the definitions depend on, so that the ingests of one process share them.
+    key = (values, models.name, home)
+    if key not in _BUILT:
+        found = dict(values)
+        assets = [a.map_asset_specs(lambda s: s.replace_attributes(
+            code_version=code_version(s.key.to_user_string(), found))) for a in ASSETS]
+        _BUILT[key] = dg.Definitions(
+            assets=assets,
+            asset_checks=[lexical_index_matches_canonical],
+            jobs=[parse_job, activation_job, lexical_health_job, annotation_job, reproject_job, rechunk_job],
+            schedules=[lexical_health_schedule],
+            sensors=[source_change_sensor, activate_after_parse_run, annotate_after_activation,
+                     activate_after_annotation_run],
+            resources={"fabric": FabricHomeResource(home=home), **models.resources()},
+        )
+    return _BUILT[key]
+
+
+@dg.definitions
+def defs() -> dg.Definitions:
+    """What ``workspace.yaml`` loads: the definitions of ``$FABRIC_HOME`` (default ``./.fabric``),
+    its configuration read now, at load time."""
+    home = home_path()
+    return build_definitions(FabricConfig.load(home / "config.json"), CONFIGURED_MODELS, str(home))

@@ -3,7 +3,8 @@
 Pure functions over one parse's rows; each returns ``{"passed": bool,
 "detail": str}``. The assets record them in the catalog per parse; the
 activation reads them (:func:`gate_status`); Dagster asset checks summarise
-them per run.
+them per run. Which verdicts a parse needs is the registry's
+(``projections.REQUIRED_VERDICTS``, ``ANNOTATION_VERDICT``).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import numpy as np
 import pyarrow as pa
 
 from fabric_assets.chunking.fine_chunks import SEPARATOR
+from fabric_assets.projections import ANNOTATION_VERDICT, REQUIRED_VERDICTS
 from fabric_resources.identity import text_hash
 
 Verdict = dict[str, Any]
@@ -69,28 +71,6 @@ def vectors_finite_unit_norm(vectors: np.ndarray) -> Verdict:
     norms = np.linalg.norm(np.where(np.isfinite(vectors), vectors, 0), axis=1)
     bad = int((~finite | (np.abs(norms - 1.0) > NORM_TOLERANCE)).sum())
     return _v(bad == 0, f"{bad} vectors not finite or not unit-norm" if bad else f"{len(vectors)} ok")
-
-
-#: Every verdict a parse needs before activation, one per asset check that writes it.
-REQUIRED_VERDICTS = (
-    "source_bytes_match_their_hash",
-    "unit_ids_are_unique",
-    "chunk_fragments_reproduce_text",
-    "chunk_ids_are_unique",
-    "one_lexical_document_per_chunk",
-    "vectors_are_finite_and_unit_norm",
-    "multilingual_vectors_are_finite_and_unit_norm",
-    "context_windows_cover_chunks",
-    "colbert_windows_cover_chunks",
-    # Passes with detail "disabled" when late interaction is off, so it never blocks the default.
-    "colbert_matrices_are_finite_and_complete",
-)
-
-
-#: Written by the ``annotations`` asset. It never holds a parse: required only with
-#: ``annotation.enabled`` and ``annotation.required_for_activation`` (:func:`required_verdicts`),
-#: and then a failed one counts as missing — the parse waits for a successful annotation run.
-ANNOTATION_VERDICT = "annotations_are_complete"
 
 
 def required_verdicts(config) -> tuple[str, ...]:

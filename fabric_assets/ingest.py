@@ -17,17 +17,20 @@ from pathlib import Path
 
 import dagster as dg
 
-from fabric_assets.annotations.assets import parses_needing_annotation
-from fabric_assets.chunker_identity import RECHUNK_VERDICTS, chunker_settings, stale_chunk_partitions
-from fabric_assets.definitions import defs
+from fabric_assets.annotations.planning import parses_needing_annotation
+from fabric_assets.chunker_identity import chunker_settings, stale_chunk_partitions
+from fabric_assets.definitions import build_definitions
 from fabric_assets.gate import unfinished
 from fabric_assets.model_identity import expected_identities, stale_partitions
 from fabric_assets.partition_memo import partition_key_memo
+from fabric_assets.projections import RECHUNK_VERDICTS
 from fabric_assets.run_planning import partition_ranges
 from fabric_assets.sensors import plan_annotation_runs, plan_parse_runs, range_tags
 from fabric_assets.sources.scan import ScanReport, awaited_parse_ids, scan
 from fabric_resources.catalog import StatusUpdate, drop_verdicts
-from fabric_resources.home import FabricHome, exclusive_lock
+from fabric_resources.dagster_resources import CONFIGURED_MODELS, ModelResources
+from fabric_resources.home import FabricHome
+from fabric_resources.locks import exclusive_lock
 
 #: Called with (steps done, steps in all) while runs execute: two steps per parse — parsed,
 #: then its run (chunks, embeddings, checks) finished.
@@ -127,17 +130,23 @@ def _execute(job: dg.JobDefinition, home: FabricHome, instance: dg.DagsterInstan
     return result
 
 
+def job(home: FabricHome, name: str, models: ModelResources = CONFIGURED_MODELS) -> dg.JobDefinition:
+    """The job ``name`` of the definitions for ``home``'s configuration and ``models``."""
+    return build_definitions(home.config, models).resolve_job_def(name)
+
+
 def run_pending(
     home: FabricHome,
     instance: dg.DagsterInstance,
     pending: list[str],
     progress: ProgressCallback | None = None,
+    models: ModelResources = CONFIGURED_MODELS,
 ) -> tuple[list[str], list[str]]:
     """Materialize ``pending`` parse partitions in batched in-process runs; return (run IDs, failed)."""
     new_keys, runs = plan_parse_runs(instance, pending, home.config.sources.partitions_per_run)
     if new_keys:
         instance.add_dynamic_partitions("parses", new_keys)
-    job = defs.resolve_job_def("parse_job")
+    parse_job = job(home, "parse_job", models)
     run_ids, failed = [], []
     stop = threading.Event()
     finished = [0]  # parses whose run has completed
@@ -152,7 +161,7 @@ def run_pending(
         watcher.start()
     try:
         for keys in runs:
-            result = _execute(job, home, instance, range_tags(keys))
+            result = _execute(parse_job, home, instance, range_tags(keys))
             run_ids.append(result.run_id)
             finished[0] += len(keys)
             if not result.success:
@@ -166,23 +175,24 @@ def run_pending(
     return run_ids, failed
 
 
-def run_activation(home: FabricHome, instance: dg.DagsterInstance) -> tuple[str, dict]:
+def run_activation(home: FabricHome, instance: dg.DagsterInstance,
+                   models: ModelResources = CONFIGURED_MODELS) -> tuple[str, dict]:
     """Run the activation job in-process; return its run ID and the release metadata it recorded."""
-    job = defs.resolve_job_def("activation_job")
-    result = _execute(job, home, instance, raise_on_error=True)
+    result = _execute(job(home, "activation_job", models), home, instance, raise_on_error=True)
     mats = result.asset_materializations_for_node("release")
     meta = {k: v.value for k, v in mats[-1].metadata.items()} if mats else {}
     return result.run_id, meta
 
 
-def run_annotation(home: FabricHome, instance: dg.DagsterInstance) -> tuple[list[str], list[str]]:
+def run_annotation(home: FabricHome, instance: dg.DagsterInstance,
+                   models: ModelResources = CONFIGURED_MODELS) -> tuple[list[str], list[str]]:
     """Run ``annotation_job`` in-process over the parses that need it (none when annotation is
     disabled), retrying parses whose last annotation failed; return (run IDs, failed run IDs)."""
     wanted = parses_needing_annotation(home, retry_failed=True)
-    job = defs.resolve_job_def("annotation_job")
+    annotation_job = job(home, "annotation_job", models)
     run_ids, failed = [], []
     for keys in plan_annotation_runs(instance, wanted, home.config.sources.partitions_per_run):
-        result = _execute(job, home, instance, range_tags(keys))
+        result = _execute(annotation_job, home, instance, range_tags(keys))
         run_ids.append(result.run_id)
         if not result.success:
             failed.append(result.run_id)
@@ -193,27 +203,28 @@ def run_annotation(home: FabricHome, instance: dg.DagsterInstance) -> tuple[list
 PROJECTION_MODELS = "projection_models"
 
 
-def run_reprojection(home: FabricHome, instance: dg.DagsterInstance) -> tuple[list[str], list[str]]:
+def run_reprojection(home: FabricHome, instance: dg.DagsterInstance,
+                     models: ModelResources = CONFIGURED_MODELS) -> tuple[list[str], list[str]]:
     """Recompute the model projections of active parses written by another model than configured.
 
     Returns (run IDs, failed run IDs); no runs when nothing is stale.
     """
-    identities = expected_identities(home.config)
+    identities = expected_identities(home.config, models)
     # Every parse written since the last clean check carries these identities, so only a model
     # change needs the check, which reads every active parse's vector rows (it grows with the corpus).
     if home.catalog.state(PROJECTION_MODELS) == identities:
         return [], []
     current = home.catalog.current_release()
     active = {m["parse_id"] for m in current.manifest["sources"].values()} if current else set()
-    stale = sorted({p for parses in stale_partitions(home, active).values() for p in parses})
+    stale = sorted({p for parses in stale_partitions(home, active, models).values() for p in parses})
     if not stale:
         home.catalog.set_state(PROJECTION_MODELS, identities)
         return [], []
-    job = defs.resolve_job_def("reproject_job")
+    reproject_job = job(home, "reproject_job", models)
     run_ids, failed = [], []
     for keys in partition_ranges(list(instance.get_dynamic_partitions("parses")), stale,
                                  home.config.sources.partitions_per_run):
-        result = _execute(job, home, instance, range_tags(keys))
+        result = _execute(reproject_job, home, instance, range_tags(keys))
         run_ids.append(result.run_id)
         if not result.success:
             failed.append(result.run_id)
@@ -227,7 +238,8 @@ CHUNKER_SETTINGS = "chunker_settings"
 
 
 def run_rechunk(home: FabricHome, instance: dg.DagsterInstance, returning: set[str] = frozenset(),
-                resume: list[str] = ()) -> tuple[list[str], list[str], list[str]]:
+                resume: list[str] = (), models: ModelResources = CONFIGURED_MODELS
+                ) -> tuple[list[str], list[str], list[str]]:
     """Re-chunk the parses whose chunks were cut under another chunker than configured, and
     recompute every projection made from their chunks (``rechunk_job``; units stay).
 
@@ -241,7 +253,7 @@ def run_rechunk(home: FabricHome, instance: dg.DagsterInstance, returning: set[s
     Returns (run IDs, failed run IDs, re-chunked parse IDs).
     """
     catalog = home.catalog
-    settings = chunker_settings(home.config)
+    settings = chunker_settings(home.config, models)
     changed = catalog.state(CHUNKER_SETTINGS) != settings
     scope = set(returning)
     if changed:
@@ -250,7 +262,7 @@ def run_rechunk(home: FabricHome, instance: dg.DagsterInstance, returning: set[s
         scope |= {s.parse_id for s in catalog.sources() if s.parse_id and s.state in ("present", "access_lost")}
     # Held ones too: a parse held after a re-chunk gets another chance under other settings.
     gated = {r.parse_id for r in catalog.parse_runs(scope) if r.status in ("ready", "held")} if scope else set()
-    stale = sorted(set(stale_chunk_partitions(home, gated)) | set(resume))
+    stale = sorted(set(stale_chunk_partitions(home, gated, models)) | set(resume))
     if not stale:
         if changed:
             catalog.set_state(CHUNKER_SETTINGS, settings)
@@ -258,20 +270,20 @@ def run_rechunk(home: FabricHome, instance: dg.DagsterInstance, returning: set[s
     drop_verdicts(catalog, stale, RECHUNK_VERDICTS)
     catalog.set_parse_statuses([StatusUpdate(p, "parsed", "rechunk", "chunks cut under another chunker than "
                                              "configured are being re-chunked") for p in stale])
-    job = defs.resolve_job_def("rechunk_job")
+    rechunk_job = job(home, "rechunk_job", models)
     run_ids, failed = [], []
     for keys in partition_ranges(list(instance.get_dynamic_partitions("parses")), stale,
                                  home.config.sources.partitions_per_run):
-        result = _execute(job, home, instance, range_tags(keys))
+        result = _execute(rechunk_job, home, instance, range_tags(keys))
         run_ids.append(result.run_id)
         if not result.success:
             failed.append(result.run_id)
     ann = home.config.annotation
     if ann.enabled and ann.required_for_activation:
         # Otherwise the re-chunked parses would wait for annotation, out of the next release.
-        job = defs.resolve_job_def("annotation_job")
+        annotation_job = job(home, "annotation_job", models)
         for keys in plan_annotation_runs(instance, stale, home.config.sources.partitions_per_run):
-            result = _execute(job, home, instance, range_tags(keys))
+            result = _execute(annotation_job, home, instance, range_tags(keys))
             run_ids.append(result.run_id)
             if not result.success:
                 failed.append(result.run_id)
@@ -280,8 +292,12 @@ def run_rechunk(home: FabricHome, instance: dg.DagsterInstance, returning: set[s
     return run_ids, failed, stale
 
 
-def ingest(path: str | os.PathLike, home: FabricHome, progress: ProgressCallback | None = None) -> IngestSummary:
+def ingest(path: str | os.PathLike, home: FabricHome, progress: ProgressCallback | None = None,
+           models: ModelResources = CONFIGURED_MODELS) -> IngestSummary:
     """Register ``path`` as a root, scan all roots, parse what changed and activate.
+
+    ``models``: the model roles the runs bind (the configured models; unit tests may bind
+    ``FAKE_MODELS``).
 
     Raises
     ------
@@ -293,7 +309,7 @@ def ingest(path: str | os.PathLike, home: FabricHome, progress: ProgressCallback
     if not root.is_dir():
         raise NotADirectoryRoot(f"{path} is not a directory")
     with ingest_lock(home):
-        return _ingest_locked(root, home, started, progress)
+        return _ingest_locked(root, home, started, progress, models)
 
 
 def ingest_lock(home: FabricHome):
@@ -302,15 +318,16 @@ def ingest_lock(home: FabricHome):
     return exclusive_lock(home.layout.root / "ingest.lock")
 
 
-def _ingest_locked(root: Path, home: FabricHome, started: float, progress: ProgressCallback | None) -> IngestSummary:
+def _ingest_locked(root: Path, home: FabricHome, started: float, progress: ProgressCallback | None,
+                   models: ModelResources) -> IngestSummary:
     home.catalog.register_root(root)
     instance = dagster_instance(home)
     with partition_key_memo(instance):
-        return _ingest_with(root, home, instance, started, progress)
+        return _ingest_with(root, home, instance, started, progress, models)
 
 
 def _ingest_with(root: Path, home: FabricHome, instance: dg.DagsterInstance, started: float,
-                 progress: ProgressCallback | None) -> IngestSummary:
+                 progress: ProgressCallback | None, models: ModelResources) -> IngestSummary:
     report = scan(home)
     summary = IngestSummary(scan=report)
     # A parse left `parsed` with verdicts missing was in a run that was killed (no other ingest
@@ -322,23 +339,24 @@ def _ingest_with(root: Path, home: FabricHome, instance: dg.DagsterInstance, sta
     # Killed after its units were written (a re-chunk, or a parse run past its parser): re-chunk only.
     resume = [p for p in summary.retried if set(missing[p]) <= set(RECHUNK_VERDICTS)]
     to_run = list(dict.fromkeys([*report.parse_ids_to_run, *(p for p in summary.retried if p not in resume)]))
-    summary.run_ids, summary.failed_runs = run_pending(home, instance, to_run, progress)
+    summary.run_ids, summary.failed_runs = run_pending(home, instance, to_run, progress, models)
     # A chunking change leaves parses with chunks cut under the old chunker; sources that point at
     # an existing parse again may bring one back that predates a change.
     keys = {*report.new, *report.changed, *report.touched, *report.reparsed, *(new for _, new in report.moved)}
     returning = {s.parse_id for s in home.catalog.sources() if s.source_key in keys and s.parse_id} if keys else set()
-    summary.rechunk_run_ids, rechunk_failed, summary.rechunked = run_rechunk(home, instance, returning, resume)
+    summary.rechunk_run_ids, rechunk_failed, summary.rechunked = run_rechunk(home, instance, returning, resume,
+                                                                             models)
     summary.failed_runs += rechunk_failed
     # A model change (config or weights) leaves active parses with vectors of the old model.
-    summary.reproject_run_ids, reproject_failed = run_reprojection(home, instance)
+    summary.reproject_run_ids, reproject_failed = run_reprojection(home, instance, models)
     summary.failed_runs += reproject_failed
-    summary.activation_run_id, summary.activation = run_activation(home, instance)
+    summary.activation_run_id, summary.activation = run_activation(home, instance, models)
     if home.config.annotation.enabled:
         # Annotation follows activation (or, when required for activation, precedes the next one);
         # the second activation publishes the new annotation and graph table versions.
-        summary.annotation_run_ids, summary.annotation_failed_runs = run_annotation(home, instance)
+        summary.annotation_run_ids, summary.annotation_failed_runs = run_annotation(home, instance, models)
         if summary.annotation_run_ids:
-            summary.activation_run_id, summary.activation = run_activation(home, instance)
+            summary.activation_run_id, summary.activation = run_activation(home, instance, models)
     summary.failed = failed_sources(home, set(to_run))
     summary.seconds = time.perf_counter() - started
     return summary

@@ -1,16 +1,17 @@
 """Jobs: parse projections for a range of parse partitions; activation; re-derivation after a
-chunker or model change."""
+chunker or model change. Their selections come from the projection registry."""
 
 import dagster as dg
 
 from fabric_assets.partitions import PARSES
+from fabric_assets.projections import MODEL_PROJECTIONS, RECHUNKED, Stage
 
 RANGE_START_TAG = "dagster/asset_partition_range_start"
 RANGE_END_TAG = "dagster/asset_partition_range_end"
 
 parse_job = dg.define_asset_job(
     "parse_job",
-    selection=dg.AssetSelection.groups("canonical", "projections"),
+    selection=dg.AssetSelection.groups(Stage.CANONICAL.value, Stage.PROJECTIONS.value),
     partitions_def=PARSES,
     description="Parse, chunk, index-prepare and embed a range of parse partitions in one run.",
 )
@@ -24,14 +25,12 @@ activation_job = dg.define_asset_job(
 
 annotation_job = dg.define_asset_job(
     "annotation_job",
-    selection=dg.AssetSelection.groups("annotations"),
+    selection=dg.AssetSelection.groups(Stage.ANNOTATIONS.value),
     partitions_def=PARSES,
     description="Annotate a range of parse partitions, then build their entity graph rows and annotation vectors.",
 )
 
-#: Projections computed by a model from stored chunks/windows: a model change recomputes exactly these.
-MODEL_PROJECTIONS = ("chunk_vectors", "chunk_vectors_multilingual", "colbert_matrices", "annotation_vectors")
-
+#: Model projections only: a model change recomputes exactly these (``projections.MODEL_PROJECTIONS``).
 reproject_job = dg.define_asset_job(
     "reproject_job",
     selection=dg.AssetSelection.assets(*MODEL_PROJECTIONS),
@@ -43,8 +42,8 @@ reproject_job = dg.define_asset_job(
 
 rechunk_job = dg.define_asset_job(
     "rechunk_job",
-    # Every projection made from chunks, found from the graph so that a new one is never left out.
-    selection=dg.AssetSelection.assets("chunks").downstream() & dg.AssetSelection.groups("projections"),
+    # Every parse-job projection made from chunks (the registry's graph), so a new one is never left out.
+    selection=dg.AssetSelection.assets(*RECHUNKED),
     partitions_def=PARSES,
     description="Re-chunk a range of parse partitions from their stored units and recompute every projection "
                 "made from chunks (after a chunking change; no re-parse). `fabric ingest` runs it for the parses "

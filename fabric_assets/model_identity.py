@@ -1,75 +1,78 @@
-"""Model identities of the projections, and which active partitions are stale against them.
+"""Identities the projections depend on, and which active partitions are stale against them.
 
-Every projection row records the identity of the model that wrote it
-(``name@version#weights-fingerprint...``). The same identities enter the assets'
-Dagster code versions, so changing a model (config or weights) marks exactly the
-affected projections stale in the UI; :func:`stale_partitions` finds the active
-parses whose stored rows were written by another model, and ``fabric ingest`` (or a
-backfill of ``reproject_job`` in the UI) recomputes them from the stored chunks and
-windows — no re-parse.
+Every model projection row records the identity of the model that wrote it
+(``name@version#weights-fingerprint...``). The same identities, and the chunking caps and the
+annotation producer, enter the assets' Dagster code versions (:func:`identities`, read when the
+definitions load, ``fabric_assets.definitions``), so changing a model (config or weights) marks
+exactly the affected projections stale in the UI; :func:`stale_partitions` finds the active
+parses whose stored rows were written by another model, and ``fabric ingest`` (or a backfill of
+``reproject_job`` in the UI) recomputes them from the stored chunks and windows — no re-parse.
+The models are those of a :class:`~fabric_resources.dagster_resources.ModelResources` bundle (the
+configured ones unless a test binds the fakes).
 """
 
 from __future__ import annotations
 
-import os
-from functools import cache
-from pathlib import Path
-
 import pyarrow.compute as pc
 
+from fabric_assets.annotations.planning import current_producer
+from fabric_assets.projections import MODEL_PROJECTIONS, Identity, projection
 from fabric_resources.config import FabricConfig
-from fabric_resources.home import DEFAULT_HOME, FabricHome
+from fabric_resources.dagster_resources import CONFIGURED_MODELS, ModelResources
+from fabric_resources.home import FabricHome
+from fabric_resources.models.colbert import ColbertCheckpointError
 
 
-@cache
-def definitions_config() -> FabricConfig:
-    """The configuration of the home the Dagster definitions serve (``FABRIC_HOME``), read once per
-    process, when the definitions load (code versions are fixed at that moment anyway)."""
-    return FabricConfig.load(Path(os.environ.get("FABRIC_HOME", DEFAULT_HOME)) / "config.json")
+def chunking_identity(config: FabricConfig) -> str:
+    """The chunking caps, ``max<max_tokens>/<multilingual_max_tokens>`` (the tokenizer's identity is
+    in every chunk ID already)."""
+    return "max{0.max_tokens}/{0.multilingual_max_tokens}".format(config.chunking)
 
 
-def dense_identity(config: FabricConfig) -> str:
-    """Identity of the model behind ``chunk_vectors`` (no model is loaded to compute it)."""
-    if config.dense.backend == "http":
-        from fabric_resources.models.http_embedder import http_identity
-
-        return http_identity(config.dense.http)
-    from fabric_resources.models.embedder import shared_embedder
-
-    return shared_embedder(config.dense.batch_size).identity
-
-
-def multilingual_identity(config: FabricConfig) -> str:
-    from fabric_resources.models.multilingual import shared_multilingual_embedder
-
-    return shared_multilingual_embedder().identity
-
-
-def colbert_identity(config: FabricConfig) -> str | None:
-    li = config.late_interaction
-    if not li.enabled:
-        return None
-    from fabric_resources.models.colbert import ColbertEncoder
-
-    return ColbertEncoder(li.checkpoint, config.indexing.colbert_max_tokens, li.query_max_tokens).identity
+def identities(config: FabricConfig, models: ModelResources = CONFIGURED_MODELS) -> dict[Identity, str]:
+    """The value of every :class:`~fabric_assets.projections.Identity` under ``config`` (no model is
+    loaded). ColBERT is ``disabled`` when late interaction is off and ``invalid-checkpoint`` when
+    its checkpoint is unusable: a bad checkpoint must not stop the definitions from loading (the
+    asset raises the typed error when it runs)."""
+    try:
+        colbert = models.colbert.identity(config) or "disabled"
+    except ColbertCheckpointError:
+        colbert = "invalid-checkpoint"
+    return {
+        Identity.CHUNKER: chunking_identity(config),
+        Identity.DENSE: models.dense.identity(config),
+        Identity.MULTILINGUAL: models.multilingual.identity(config),
+        Identity.COLBERT: colbert,
+        Identity.ANNOTATOR: current_producer(config),
+    }
 
 
-def expected_identities(config: FabricConfig) -> dict[str, str]:
-    """Vector table → the identity its rows must carry under ``config``."""
-    out = {"chunk_vectors": dense_identity(config), "annotation_vectors": dense_identity(config)}
-    if config.dense.multilingual:
-        out["chunk_vectors_multilingual"] = multilingual_identity(config)
-    colbert = colbert_identity(config)
-    if colbert:
-        out["colbert_matrices"] = colbert
+def expected_identities(config: FabricConfig, models: ModelResources = CONFIGURED_MODELS) -> dict[str, str]:
+    """Vector table → the identity its rows must carry under ``config``: every model projection
+    whose model is in use (e5 with ``dense.multilingual``, ColBERT with late interaction).
+
+    Raises
+    ------
+    ColbertCheckpointError
+        With late interaction on and an unusable checkpoint.
+    """
+    roles = {Identity.DENSE: models.dense.identity(config),
+             Identity.MULTILINGUAL: models.multilingual.identity(config) if config.dense.multilingual else None,
+             Identity.COLBERT: models.colbert.identity(config)}
+    out = {}
+    for key in MODEL_PROJECTIONS:
+        identity = roles[projection(key).identity]
+        if identity is not None:
+            out[key] = identity
     return out
 
 
-def stale_partitions(home: FabricHome, parse_ids: set[str]) -> dict[str, list[str]]:
+def stale_partitions(home: FabricHome, parse_ids: set[str], models: ModelResources = CONFIGURED_MODELS
+                     ) -> dict[str, list[str]]:
     """Per model projection, the parses among ``parse_ids`` with a row written by another model
     (or, for ColBERT matrices once late interaction is on, with windows but no matrices)."""
     stale: dict[str, list[str]] = {}
-    for table, identity in expected_identities(home.config).items():
+    for table, identity in expected_identities(home.config, models).items():
         if not home.tables.exists(table) or not parse_ids:
             continue
         t = home.tables.read(table, parse_ids=sorted(parse_ids), columns=["parse_id", "model"])

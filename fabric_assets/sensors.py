@@ -6,7 +6,7 @@ import hashlib
 
 import dagster as dg
 
-from fabric_assets.annotations.assets import parses_needing_annotation
+from fabric_assets.annotations.planning import parses_needing_annotation
 from fabric_assets.jobs import (RANGE_END_TAG, RANGE_START_TAG, activation_job, annotation_job, parse_job,
                                 rechunk_job, reproject_job)
 from fabric_assets.partitions import PARSES

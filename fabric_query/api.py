@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import os
-from functools import cached_property
 from collections import Counter
+from collections.abc import Collection
+from functools import cached_property
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict
@@ -14,7 +15,7 @@ from fabric_query.errors import HomeNotFoundError
 from fabric_query.resolve import resolve as resolve_citation
 from fabric_query.types import Citation, EvidencePack, ResolveResult
 from fabric_resources.home import FabricHome, home_path
-from fabric_resources.memory import limit_malloc_arenas
+from fabric_query.memory import limit_malloc_arenas
 from fabric_resources.models.embedder import Encoder
 from fabric_resources.models.http_embedder import dense_backend
 from fabric_resources.models.reranker import Reranker, reranker_from_config
@@ -72,12 +73,14 @@ class Fabric:
         limit_malloc_arenas(self.home.config.query.malloc_arena_max)
 
     def search(
-        self, query: str, *, limit: int | None = None, release_id: int | None = None, debug: bool = False
+        self, query: str, *, limit: int | None = None, release_id: int | None = None, debug: bool = False,
+        channels: Collection[str] | None = None,
     ) -> EvidencePack:
-        """Search the current (or a given) release under today's visibility; see
-        :func:`fabric_query.pipeline.search` for the errors raised (all in :mod:`fabric_query.errors`)."""
+        """Search the current (or a given) release under today's visibility, with every channel that
+        applies or only the named ``channels``; see :func:`fabric_query.pipeline.search` for the
+        errors raised (all in :mod:`fabric_query.errors`)."""
         return pipeline.search(self.home, query, self.encoder, limit=limit, release_id=release_id, debug=debug,
-                               reranker=self.reranker)
+                               reranker=self.reranker, channels=channels)
 
     @cached_property
     def encoder(self) -> Encoder:

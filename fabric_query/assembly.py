@@ -1,15 +1,25 @@
-"""EvidencePack assembly: ranked chunks → passages, their citations and the selected units.
+"""EvidencePack assembly: ranked chunks → passages, their citations and the selected units, then
+the hits (citation, highlights, what each channel and stage said about the chunk).
 
 Reads the pinned release (chunks, context-window membership) and hands the pure
 policy in :mod:`fabric_query.passages` its inputs. A release without context
-windows (written before they existed) gives one-chunk passages.
+windows (written before they existed) gives one-chunk passages. Highlights come from
+:mod:`fabric_query.evidence`.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from fabric_query.evidence import highlight
 from fabric_query.passages import AssembledPassage, HitWindow, MemberChunk, assemble
 from fabric_query.release import ReleaseView
-from fabric_query.types import Citation, CitedSpan, EvidenceUnit, Passage
+from fabric_query.types import ChannelHit, Citation, CitedSpan, EvidenceUnit, HighlightSegment, Hit, Passage
+
+if TYPE_CHECKING:
+    from fabric_query.context import QueryContext
 from fabric_resources.identity import text_hash
 from fabric_resources.schema import FRAGMENT_SEPARATOR
 
@@ -88,3 +98,56 @@ def _passage(view: ReleaseView, p: AssembledPassage, sources_by_parse: dict[str,
         citation=citation_for(view, parse_id, p.hit_chunk_ids[0], texts, [list(m.fragments) for m in p.members],
                               sources),
     )
+
+
+@dataclass(frozen=True)
+class ChannelEvidence:
+    """What the channels that ran said about the chunks, after the hard constraints.
+
+    ``rankings``: channel → its chunk IDs best first (``channels_run`` order); ``scores``:
+    channel → chunk ID → (1-based rank in the channel's own list, the channel's score);
+    ``provenance``: channel → chunk ID → how the channel found it.
+    """
+
+    rankings: dict[str, list[str]]
+    scores: dict[str, dict[str, tuple[int, float]]]
+    provenance: dict[str, Mapping[str, Any]]
+
+
+def assemble_hits(
+    ctx: "QueryContext", final: list[str], passages: list[Passage], passage_of: dict[str, int],
+    fused_score: Mapping[str, float], channels: ChannelEvidence, stage_scores: Mapping[str, Mapping[str, float]],
+) -> tuple[tuple[Hit, ...], tuple[Passage, ...]]:
+    """The hits for ``final`` (chunk IDs, best first) and ``passages`` with their highlights.
+
+    Each distinct text is highlighted once per query (a one-chunk passage has its hit's text).
+    """
+    view = ctx.view
+    memo: dict[str, tuple[HighlightSegment, ...]] = {}
+
+    def highlight_of(text: str) -> tuple[HighlightSegment, ...]:
+        if text not in memo:
+            memo[text] = highlight(text, ctx.parsed)
+        return memo[text]
+
+    hits = []
+    for rank, cid in enumerate(final, start=1):
+        chunk = view.chunk(cid)
+        sources = ctx.sources_by_parse.get(chunk["parse_id"]) or view.sources_by_parse[chunk["parse_id"]]
+        hits.append(
+            Hit(
+                rank=rank, chunk_id=cid, text=chunk["text"], fused_score=fused_score[cid],
+                channels={
+                    name: ChannelHit(rank=channels.scores[name][cid][0], score=channels.scores[name][cid][1])
+                    for name in channels.rankings
+                    if cid in channels.scores.get(name, {}) and cid in channels.rankings[name]
+                },
+                section_path=tuple(chunk["section_path"] or ()),
+                citation=citation_for(view, chunk["parse_id"], cid, [chunk["text"]], [chunk["fragments"]], sources),
+                highlights=highlight_of(chunk["text"]),
+                provenance={name: prov[cid] for name, prov in channels.provenance.items() if cid in prov},
+                stage_scores={stage: scores[cid] for stage, scores in stage_scores.items() if cid in scores},
+                passage=passage_of.get(cid),
+            )
+        )
+    return tuple(hits), tuple(p.model_copy(update={"highlights": highlight_of(p.text)}) for p in passages)

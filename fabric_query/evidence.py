@@ -1,4 +1,4 @@
-"""Evidence: exact highlights, offsets in two coordinate systems, citations.
+"""Evidence: exact highlights of a passage (citations are assembled in :mod:`fabric_query.assembly`).
 
 Highlights follow LOOM's structured projection: insert start/end markers that
 are proven absent from the passage (private-use delimiters around a counter,

@@ -1,12 +1,21 @@
 """Fusion of channel rankings: reciprocal rank fusion (Cormack, Clarke & Büttcher, SIGIR 2009),
 rank-only, and a min-max normalised convex combination of channel scores (CombSUM over min-max
 normalised scores, Fox & Shaw, TREC-2 1994; analysed for hybrid retrieval by Bruch, Gai & Ingber,
-ACM TOIS 2023). Both break ties totally: best single rank, then ID."""
+ACM TOIS 2023). Both break ties totally: best single rank, then ID.
+
+:func:`fuse` applies the :class:`~fabric_resources.config.FusionMethod` a search selected (the
+method its channels ask for, :meth:`fabric_query.channels.base.Channel.fusion`; RRF otherwise)
+with the weights of ``QueryConfig``.
+"""
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
+
+from fabric_resources.config import FusionMethod, QueryConfig
+
+__all__ = ["FusionMethod", "convex", "fuse", "rrf"]
 
 
 def rrf(
@@ -60,3 +69,23 @@ def convex(
             best[doc] = min(best.get(doc, rank), rank)
     scores = {doc: math.fsum(t) for doc, t in terms.items()}
     return sorted(scores.items(), key=lambda kv: (-kv[1], best[kv[0]], kv[0]))
+
+
+def fuse(
+    method: FusionMethod | str,
+    rankings: Mapping[str, Sequence[str]],
+    scored: Mapping[str, Sequence[tuple[str, float]]],
+    config: QueryConfig,
+) -> list[tuple[str, float]]:
+    """Fuse channel lists by ``method``: :func:`rrf` over ``rankings`` (IDs best first) with
+    ``config.rrf_k`` and ``config.channel_weights``, or :func:`convex` over ``scored`` (the same
+    lists with each channel's scores) with ``config.convex_weights``.
+
+    Raises
+    ------
+    ValueError
+        ``method`` is not a :class:`FusionMethod` value.
+    """
+    if FusionMethod(method) is FusionMethod.CONVEX:
+        return convex(scored, config.convex_weights)
+    return rrf(rankings, config.rrf_k, config.channel_weights)

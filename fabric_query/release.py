@@ -1,3 +1,4 @@
+# Over 500 lines: one ReleaseView whose lazily read projections share its lock, caches and failure memo.
 """A pinned release, loaded for querying.
 
 ``ReleaseView`` holds everything one release names — its manifest, the chunk
@@ -47,7 +48,7 @@ from fabric_resources.lexical_index import (
     substring_analyzer,
     word_analyzer,
 )
-from fabric_resources.memory import settle_after_load
+from fabric_query.memory import settle_after_load
 from fabric_resources.schema import DENSE_DIM, SCHEMA_VERSION
 from fabric_resources.vector_digest import MANIFEST_KEY, parse_digests, table_digest
 
@@ -472,7 +473,7 @@ class ReleaseView:
         return OpenIndex(f"release-{self.release_id}-visible", index, schema, index.searcher())
 
 
-#: Loads of at least this many rows settle the garbage collector (``fabric_resources.memory``).
+#: Loads of at least this many rows settle the garbage collector (``fabric_query.memory``).
 SETTLE_MIN_ROWS = 20_000
 
 #: Chunk rows kept per view once read (a hit's row is read by several stages of one query).

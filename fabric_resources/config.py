@@ -11,6 +11,7 @@ from __future__ import annotations
 import fnmatch
 import hashlib
 import json
+from enum import StrEnum
 from pathlib import Path
 from typing import Literal
 
@@ -228,6 +229,17 @@ class Bm25Config(_Strict):
     b: float = Field(ge=0, le=1)
 
 
+class FusionMethod(StrEnum):
+    """How the read side fuses channel rankings (implemented in ``fabric_query.fusion``).
+
+    ``rrf``: weighted reciprocal rank fusion, rank-only (``query.rrf_k``, ``query.channel_weights``);
+    ``convex``: a min-max normalised convex combination of channel scores (``query.convex_weights``).
+    """
+
+    RRF = "rrf"
+    CONVEX = "convex"
+
+
 class QueryConfig(_Strict):
     """Fusion and channel depths.
 
@@ -263,7 +275,9 @@ class QueryConfig(_Strict):
     # Queries routed to e5 fuse by a min-max normalised convex combination: on JSQuAD's first 500
     # dev queries the pipeline scored 0.918 nDCG@10 with it (word 0.4, e5 0.6) against 0.897 with
     # RRF, and 0.940 against 0.923 on the test half (`fabric eval`, docs/benchmarks.md).
-    multilingual_fusion: Literal["rrf", "convex"] = "convex"
+    # Queries on the MiniLM route (and any the e5 channel does not serve) fuse by RRF: rank-only,
+    # and the best measured on Cranfield.
+    multilingual_fusion: FusionMethod = FusionMethod.CONVEX
     convex_weights: dict[str, float] = Field(
         default_factory=lambda: {"word": 0.4, "substring": 0.4, "scan": 0.4, "dense_multilingual": 0.6,
                                  "graph": 0.4},

@@ -7,9 +7,7 @@ runs and materializations.
 
 from __future__ import annotations
 
-import fcntl
 import os
-from contextlib import contextmanager
 from functools import cached_property
 from pathlib import Path
 
@@ -76,15 +74,3 @@ class FabricHome:
     def exists(self) -> bool:
         return self.layout.catalog_file.exists()
 
-
-@contextmanager
-def exclusive_lock(path: Path):
-    """Hold an exclusive ``flock`` on ``path`` (created if missing); a second holder waits, and
-    the OS drops the lock of a killed process."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "a+") as fh:
-        fcntl.flock(fh, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)

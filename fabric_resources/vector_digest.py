@@ -10,8 +10,8 @@ recomputed by the reader.
   of a release, in parse-ID order; a parse with no row in the table contributes the digest of zero
   rows.
 
-The dense assets record each parse's digest with its gate verdict (``VERDICT_OF_TABLE``),
-activation combines the active parses' digests into the release manifest under
+The dense assets record each parse's digest with its gate verdict (which verdict, per table, is
+the write side's projection registry: ``VECTOR_DIGEST_VERDICTS``), activation combines the active parses' digests into the release manifest under
 ``MANIFEST_KEY``, and the query side recomputes the table digest from the rows it loads: a
 vector file altered after it was written (flipped bytes, swapped rows, rows added or removed)
 gives another digest and the channel is skipped with a named reason instead of serving it.
@@ -29,13 +29,6 @@ import pyarrow.compute as pc
 
 #: Release-manifest key: ``{table: table digest, or None when a parse has no recorded digest}``.
 MANIFEST_KEY = "vector_digests"
-
-#: The gate verdict that carries each vector table's per-parse digest (``verdict["digest"]``).
-VERDICT_OF_TABLE = {
-    "chunk_vectors": "vectors_are_finite_and_unit_norm",
-    "chunk_vectors_multilingual": "multilingual_vectors_are_finite_and_unit_norm",
-}
-
 
 def _digest(n: int, header: bytes | memoryview, vectors: np.ndarray) -> str:
     h = hashlib.sha256(f"{n}\n".encode())
@@ -98,17 +91,18 @@ def table_digest(per_parse: Mapping[str, str], active_parse_ids: Iterable[str]) 
     return h.hexdigest()
 
 
-def manifest_digests(verdicts_by_parse: Mapping[str, Mapping[str, Any]], active_parse_ids: Iterable[str]
-                     ) -> dict[str, str | None]:
+def manifest_digests(verdicts_by_parse: Mapping[str, Mapping[str, Any]], active_parse_ids: Iterable[str],
+                     verdict_of_table: Mapping[str, str]) -> dict[str, str | None]:
     """``MANIFEST_KEY`` value for a release whose active parses are ``active_parse_ids``.
 
-    ``verdicts_by_parse``: parse ID → its recorded gate verdicts. A table whose active parses do not
-    all carry a digest (vectors written before digests existed) gets ``None``: the reader then
+    ``verdicts_by_parse``: parse ID → its recorded gate verdicts; ``verdict_of_table``: vector table →
+    the verdict whose ``digest`` is a parse's digest of that table. A table whose active parses do
+    not all carry a digest (vectors written before digests existed) gets ``None``: the reader then
     serves it unverified (finite, unit-norm values only).
     """
     active = sorted(set(active_parse_ids))
     out: dict[str, str | None] = {}
-    for table, verdict_name in VERDICT_OF_TABLE.items():
+    for table, verdict_name in verdict_of_table.items():
         per_parse = {}
         for pid in active:
             digest = (verdicts_by_parse.get(pid, {}).get(verdict_name) or {}).get("digest")

@@ -8,7 +8,9 @@ place), records the table versions, and swaps the ``current`` release pointer
 in one transaction. A source whose newest parse is pending, failed or held
 keeps its previous active parse while that one is ready (one being re-derived
 in place is left out until it is ready again); a deleted source is dropped; a
-withheld source (``sources.withheld``) is never in a release.
+withheld source (``sources.withheld``) is never in a release. The verdicts it gates on, the
+digests it records and the tables whose new versions publish a release are the projection
+registry's (``fabric_assets.projections``).
 """
 
 from __future__ import annotations
@@ -17,21 +19,18 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from fabric_assets.gate import REQUIRED_VERDICTS, gate_status, required_verdicts
+from fabric_assets.gate import gate_status, required_verdicts
+from fabric_assets.projections import (LEXICAL_VERDICT, POST_ACTIVATION_TABLES, REQUIRED_VERDICTS,
+                                       VECTOR_DIGEST_VERDICTS)
 from fabric_resources.catalog import Catalog, Release, StatusUpdate
 from fabric_resources.config import config_hash
-from fabric_resources.home import FabricHome, exclusive_lock
+from fabric_resources.home import FabricHome
+from fabric_resources.locks import exclusive_lock
 from fabric_resources.schema import SCHEMA_VERSION, TABLES
 from fabric_resources.vector_digest import MANIFEST_KEY as VECTOR_DIGESTS, manifest_digests
 
 #: Lexical generations of this many most recent releases are kept on disk.
 RETAINED_RELEASES = 3
-
-#: Tables rewritten for parses that are already active — annotations and the entity graph (written
-#: after activation) and the model projections (recomputed after a model change, ``reproject_job``):
-#: a new version of one publishes a release even when the active set is unchanged.
-POST_ACTIVATION_TABLES = ("annotations", "graph_mentions", "graph_edges", "annotation_vectors",
-                          "chunk_vectors", "chunk_vectors_multilingual", "colbert_matrices")
 
 
 @dataclass
@@ -69,10 +68,6 @@ def _source_meta(source, root_paths: dict[int, str], language: str | None) -> di
         "size": source.size,
         "root": root_paths.get(source.root_id, ""),
     }
-
-
-#: The verdict whose ``digest`` fingerprints a parse's lexical documents (``chunks/assets.py``).
-LEXICAL_VERDICT = "one_lexical_document_per_chunk"
 
 
 def _with_lexical_digest(meta: dict[str, Any], verdicts: dict[str, Any]) -> dict[str, Any]:
@@ -161,7 +156,8 @@ def activate(home: FabricHome) -> ActivationReport:
             "tables": tables,
             "lexical_generation": gen,
             # The active parses' vector digests, recorded by the dense assets (fabric_resources.vector_digest).
-            VECTOR_DIGESTS: manifest_digests({r.parse_id: r.verdicts for r in runs}, new_parses),
+            VECTOR_DIGESTS: manifest_digests({r.parse_id: r.verdicts for r in runs}, new_parses,
+                                             VECTOR_DIGEST_VERDICTS),
         }
         release = catalog.publish_release(manifest, expected_current=current.release_id if current else None)
         keep = {r.manifest.get("lexical_generation") for r in catalog.releases()[-RETAINED_RELEASES:]}

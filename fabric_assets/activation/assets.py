@@ -1,16 +1,20 @@
-"""The unpartitioned release asset (activation reads the per-parse gate verdicts) and its health check."""
+"""The unpartitioned release asset (activation reads the per-parse gate verdicts) and its health check.
+
+Its deps are the registry's ``RELEASE_INPUTS``: every projection whose verdicts the release gates
+on or whose table version it pins, so the UI lineage shows all of them feeding the release.
+"""
 
 
 import dagster as dg
 
 from fabric_assets.activation.activate import activate
+from fabric_assets.projections import RELEASE_INPUTS
 from fabric_resources.dagster_resources import FabricHomeResource
 from fabric_resources.lexical_health import lexical_health
+
+
 @dg.asset(
-    deps=[
-        dg.AssetDep(name, partition_mapping=dg.AllPartitionMapping())
-        for name in ("relationships", "lexical_documents", "chunk_vectors", "chunk_vectors_multilingual")
-    ],
+    deps=[dg.AssetDep(name, partition_mapping=dg.AllPartitionMapping()) for name in RELEASE_INPUTS],
     group_name="activation",
     description="The current release: one active parse per source, table versions, index generation.",
 )

@@ -2,8 +2,9 @@
 
 Each chunk goes to the model its text needs (``language_routing``): Latin-script
 text to all-MiniLM-L6-v2 (``chunk_vectors``), CJK and other non-Latin text to
-multilingual-e5-small (``chunk_vectors_multilingual``). Rows record the model
-identity; a model change changes the asset's code version.
+multilingual-e5-small (``chunk_vectors_multilingual``). The models come from the
+``dense`` and ``multilingual`` resources. Rows record the model identity; a model
+change changes the asset's code version.
 """
 
 import time
@@ -13,18 +14,14 @@ import numpy as np
 import pyarrow as pa
 
 from fabric_assets.gate import vectors_finite_unit_norm
-from fabric_assets.partitions import PARTITIONED
-from fabric_assets.verdicts import live_parse_ids, record_and_summarise
-from fabric_resources.dagster_resources import FabricHomeResource
+from fabric_assets.partition_step import PartitionStep, asset_args
+from fabric_assets.projections import VECTOR_DIGEST_VERDICTS
+from fabric_resources.dagster_resources import DenseEncoderResource, FabricHomeResource, MultilingualEncoderResource
 from fabric_resources.home import FabricHome
 from fabric_resources.language_routing import needs_multilingual
-from fabric_assets.model_identity import definitions_config, dense_identity, multilingual_identity
 from fabric_resources.models.embedder import Encoder
 from fabric_resources.schema import CHUNK_VECTORS, DENSE_DIM
-from fabric_resources.vector_digest import EMPTY_PARSE_DIGEST, VERDICT_OF_TABLE, parse_digests
-
-
-_CONFIG = definitions_config()
+from fabric_resources.vector_digest import EMPTY_PARSE_DIGEST, parse_digests
 
 
 def passage_input(section_path: list[str] | tuple[str, ...], text: str) -> str:
@@ -36,12 +33,11 @@ def routed_to_multilingual(home: FabricHome, text: str) -> bool:
     return home.config.dense.multilingual and needs_multilingual(text)
 
 
-def _embed_partitions(context, home: FabricHome, embedder: Encoder, table: str, multilingual: bool, check: str):
-    keys = list(context.partition_keys)
-    live = live_parse_ids(home, keys)
-    chunks = home.tables.read("chunks", parse_ids=live, columns=["parse_id", "chunk_id", "text", "section_path"])
+def _embed_partitions(step: PartitionStep, embedder: Encoder, multilingual: bool):
+    table = step.projections[0].key
+    chunks = step.read("chunks", columns=["parse_id", "chunk_id", "text", "section_path"])
     d = chunks.to_pydict()
-    keep = [i for i, t in enumerate(d["text"]) if routed_to_multilingual(home, t) == multilingual]
+    keep = [i for i, t in enumerate(d["text"]) if routed_to_multilingual(step.home, t) == multilingual]
     pids = [d["parse_id"][i] for i in keep]
     ids = [d["chunk_id"][i] for i in keep]
     started = time.perf_counter()
@@ -56,55 +52,46 @@ def _embed_partitions(context, home: FabricHome, embedder: Encoder, table: str, 
         },
         schema=CHUNK_VECTORS,
     )
-    version = home.tables.replace_partitions(table, keys, rows)
+    step.add_rows(rows)
+    step.write()
     pid_array = np.array(pids, dtype=object)
     # The digest of exactly the float32 rows written: activation binds it into the release, and the
     # query side recomputes it from what it reads (fabric_resources.vector_digest).
     written = rows.column("vector").combine_chunks().flatten().to_numpy().reshape(-1, DENSE_DIM)
     digests = parse_digests(pids, ids, rows.column("model"), written)
-    verdicts = {}
-    for pk in live:
+    for pk in step.live:
         mask = pid_array == pk
-        verdicts[pk] = {**vectors_finite_unit_norm(vectors[mask]), "digest": digests.get(pk, EMPTY_PARSE_DIGEST)}
-        context.add_asset_metadata({"rows": int(mask.sum()), "model": embedder.identity}, partition_key=pk)
-    yield dg.MaterializeResult(
-        metadata={
-            "lance_version": version,
-            "texts_encoded": len(ids),
-            "encode_seconds": round(encode_s, 3),
-            "texts_per_second": round(len(ids) / encode_s, 1) if encode_s > 0 and ids else 0.0,
-        }
-    )
-    yield record_and_summarise(home, check, table, verdicts)
+        step.verdict(VECTOR_DIGEST_VERDICTS[table], pk,
+                     {**vectors_finite_unit_norm(vectors[mask]), "digest": digests.get(pk, EMPTY_PARSE_DIGEST)})
+        step.partition_metadata(pk, {"rows": int(mask.sum()), "model": embedder.identity})
+    step.run_metadata({
+        "texts_encoded": len(ids),
+        "encode_seconds": round(encode_s, 3),
+        "texts_per_second": round(len(ids) / encode_s, 1) if encode_s > 0 and ids else 0.0,
+    })
+    yield from step.finish()
 
 
+# The model identity enters the code version (projections.Identity.DENSE): a model change marks
+# exactly this asset (and annotation_vectors) stale.
 @dg.asset(
-    **PARTITIONED,
-    deps=["chunks"],
-    group_name="projections",
-    # The model identity enters the code version: a model change marks exactly this asset stale.
-    code_version=f"dense-v1:{dense_identity(_CONFIG)}",
-    check_specs=[dg.AssetCheckSpec("vectors_are_finite_and_unit_norm", asset="chunk_vectors")],
+    **asset_args("chunk_vectors"),
     description="all-MiniLM-L6-v2 vectors (384-d, unit norm) of the Latin-script fine chunks.",
 )
-def chunk_vectors(context: dg.AssetExecutionContext, fabric: FabricHomeResource):
-    encoder = fabric.dense_encoder()
+def chunk_vectors(context: dg.AssetExecutionContext, fabric: FabricHomeResource, dense: DenseEncoderResource):
+    step = PartitionStep(context, fabric.open(), "chunk_vectors")
+    encoder = dense.encoder(step.config)
     if hasattr(encoder, "smoke_check"):
         # An HTTP endpoint is validated once per run before any partition is written (seed 003 §10).
         encoder.smoke_check()
-    yield from _embed_partitions(context, fabric.open(), encoder, "chunk_vectors", False,
-                                 VERDICT_OF_TABLE["chunk_vectors"])
+    yield from _embed_partitions(step, encoder, False)
 
 
 @dg.asset(
-    **PARTITIONED,
-    deps=["chunks"],
-    group_name="projections",
-    code_version=f"dense-v1:{multilingual_identity(_CONFIG)}",
-    check_specs=[dg.AssetCheckSpec("multilingual_vectors_are_finite_and_unit_norm",
-                                   asset="chunk_vectors_multilingual")],
+    **asset_args("chunk_vectors_multilingual"),
     description="multilingual-e5-small vectors (384-d, unit norm) of CJK and other non-Latin fine chunks.",
 )
-def chunk_vectors_multilingual(context: dg.AssetExecutionContext, fabric: FabricHomeResource):
-    yield from _embed_partitions(context, fabric.open(), fabric.multilingual_embedder(),
-                                 "chunk_vectors_multilingual", True, VERDICT_OF_TABLE["chunk_vectors_multilingual"])
+def chunk_vectors_multilingual(context: dg.AssetExecutionContext, fabric: FabricHomeResource,
+                               multilingual: MultilingualEncoderResource):
+    step = PartitionStep(context, fabric.open(), "chunk_vectors_multilingual")
+    yield from _embed_partitions(step, multilingual.encoder(step.config), True)

@@ -1,7 +1,7 @@
 """ColBERT windows → ColBERT document matrices (``colbert_matrices``), one per window.
 
-The checkpoint comes from ``late_interaction.checkpoint``; the document limit is
-``indexing.colbert_max_tokens``. The model input of a window is its section path joined by
+The encoder comes from the ``colbert`` resource (the checkpoint of ``late_interaction.checkpoint``);
+the document limit is ``indexing.colbert_max_tokens``. The model input of a window is its section path joined by
 " / ", a blank line, then its text; when that would exceed the document limit the prefix is
 dropped (seed 003, "Grains" and "Context windows"). The prefix is never stored. Rows carry
 the model identity (checkpoint weights fingerprint and document limit).
@@ -18,27 +18,14 @@ import numpy as np
 import pyarrow as pa
 
 from fabric_assets.gate import Verdict, counts_consistent, vectors_finite_unit_norm
-from fabric_assets.model_identity import colbert_identity, definitions_config
-from fabric_assets.partitions import PARTITIONED
-from fabric_assets.verdicts import live_parse_ids, record_and_summarise
-from fabric_resources.dagster_resources import FabricHomeResource
-from fabric_resources.models.colbert import ColbertCheckpointError, ColbertOutputError, shared_colbert_encoder
-from fabric_resources.schema import COLBERT_DIM, COLBERT_MATRICES
-
-CHECK = "colbert_matrices_are_finite_and_complete"
+from fabric_assets.partition_step import PartitionStep, asset_args
+from fabric_assets.projections import COLBERT_MATRICES_ARE_FINITE_AND_COMPLETE as CHECK
+from fabric_resources.dagster_resources import ColbertEncoderResource, FabricHomeResource
+from fabric_resources.models.colbert import ColbertOutputError
+from fabric_resources.schema import COLBERT_DIM
 
 #: Joins the section path in the model input prefix.
 SECTION_SEPARATOR = " / "
-
-
-def _code_version() -> str:
-    """``colbert-v1:<model identity>`` under the config of the home the definitions serve (no model
-    loads); ``disabled`` when late interaction is off. A bad checkpoint must not stop the
-    definitions from loading: the asset raises the typed error when it runs."""
-    try:
-        return f"colbert-v1:{colbert_identity(definitions_config()) or 'disabled'}"
-    except ColbertCheckpointError:
-        return "colbert-v1:invalid-checkpoint"
 
 
 def window_inputs(
@@ -88,40 +75,30 @@ def _matrix_column(matrices: list[np.ndarray]) -> pa.Array:
 
 
 @dg.asset(
-    **PARTITIONED,
-    deps=["colbert_windows"],
-    group_name="projections",
-    code_version=_code_version(),
-    check_specs=[dg.AssetCheckSpec(CHECK, asset="colbert_matrices")],
+    **asset_args("colbert_matrices"),
     description="ColBERT token matrices ((tokens, 128) float32, unit rows) of each ColBERT window; "
                 "empty unless late_interaction is enabled.",
 )
-def colbert_matrices(context: dg.AssetExecutionContext, fabric: FabricHomeResource):
-    home = fabric.open()
-    keys = list(context.partition_keys)
-    live = live_parse_ids(home, keys)
-    late = home.config.late_interaction
-    if not late.enabled:
-        version = home.tables.replace_partitions("colbert_matrices", keys, COLBERT_MATRICES.empty_table())
-        for pk in live:
-            context.add_asset_metadata({"rows": 0, "model": "disabled"}, partition_key=pk)
-        yield dg.MaterializeResult(metadata={"lance_version": version, "windows_encoded": 0, "enabled": False})
-        yield record_and_summarise(home, CHECK, "colbert_matrices",
-                                   {pk: {"passed": True, "detail": "disabled"} for pk in live})
+def colbert_matrices(context: dg.AssetExecutionContext, fabric: FabricHomeResource, colbert: ColbertEncoderResource):
+    step = PartitionStep(context, fabric.open(), "colbert_matrices")
+    if not step.config.late_interaction.enabled:
+        for pk in step.live:
+            step.verdict(CHECK, pk, {"passed": True, "detail": "disabled"})
+            step.partition_metadata(pk, {"rows": 0, "model": "disabled"})
+        step.run_metadata({"windows_encoded": 0, "enabled": False})
+        yield from step.finish()  # no rows: any earlier ones of these partitions are removed
         return
 
-    encoder = shared_colbert_encoder(late.checkpoint, home.config.indexing.colbert_max_tokens, late.query_max_tokens)
-    windows = home.tables.read("colbert_windows", parse_ids=live,
-                               columns=["parse_id", "window_id", "ordinal", "text", "section_path"])
+    encoder = colbert.encoder(step.config)
+    windows = step.read("colbert_windows", columns=["parse_id", "window_id", "ordinal", "text", "section_path"])
     windows = windows.sort_by([("parse_id", "ascending"), ("ordinal", "ascending")]).to_pydict()
     by_parse: dict[str, list[int]] = {}
     for i, pid in enumerate(windows["parse_id"]):
         by_parse.setdefault(pid, []).append(i)
 
     out = {"parse_id": [], "window_id": [], "matrices": []}
-    verdicts: dict[str, Verdict] = {}
     encode_s, encoded, dropped_total, truncated_total = 0.0, 0, 0, 0
-    for pk in live:
+    for pk in step.live:
         idx = by_parse.get(pk, [])
         ids = [windows["window_id"][i] for i in idx]
         inputs, dropped = window_inputs([windows["section_path"][i] for i in idx],
@@ -132,20 +109,21 @@ def colbert_matrices(context: dg.AssetExecutionContext, fabric: FabricHomeResour
         try:
             matrices = encoder.encode_documents(inputs)
         except ColbertOutputError as exc:  # a bad output holds this parse, not the whole run
-            verdicts[pk] = {"passed": False, "detail": f"encoder output refused: {exc}"}
+            step.verdict(CHECK, pk, {"passed": False, "detail": f"encoder output refused: {exc}"})
             continue
         encode_s += time.perf_counter() - started
         encoded += len(ids)
         dropped_total += dropped
         truncated_total += truncated
-        verdicts[pk] = matrices_finite_and_complete(ids, ids, matrices)  # encode_documents keeps order/count
+        # encode_documents keeps order and count
+        step.verdict(CHECK, pk, matrices_finite_and_complete(ids, ids, matrices))
         out["parse_id"] += [pk] * len(matrices)
         out["window_id"] += ids
         out["matrices"] += matrices
-        context.add_asset_metadata({"rows": len(matrices), "model": encoder.identity, "prefix_dropped": dropped,
-                                    "truncated": truncated}, partition_key=pk)
+        step.partition_metadata(pk, {"rows": len(matrices), "model": encoder.identity, "prefix_dropped": dropped,
+                                     "truncated": truncated})
 
-    rows = pa.table(
+    step.add_rows(pa.table(
         {
             "parse_id": pa.array(out["parse_id"], pa.string()),
             "window_id": pa.array(out["window_id"], pa.string()),
@@ -153,18 +131,14 @@ def colbert_matrices(context: dg.AssetExecutionContext, fabric: FabricHomeResour
             "token_count": pa.array([len(m) for m in out["matrices"]], pa.int32()),
             "model": pa.array([encoder.identity] * len(out["matrices"]), pa.string()),
         },
-    )
-    version = home.tables.replace_partitions("colbert_matrices", keys, rows)
-    yield dg.MaterializeResult(
-        metadata={
-            "lance_version": version,
-            "enabled": True,
-            "model": encoder.identity,
-            "windows_encoded": encoded,
-            "prefix_dropped": dropped_total,
-            "truncated": truncated_total,
-            "encode_seconds": round(encode_s, 3),
-            "ms_per_window": round(1000 * encode_s / encoded, 2) if encoded else 0.0,
-        }
-    )
-    yield record_and_summarise(home, CHECK, "colbert_matrices", verdicts)
+    ))
+    step.run_metadata({
+        "enabled": True,
+        "model": encoder.identity,
+        "windows_encoded": encoded,
+        "prefix_dropped": dropped_total,
+        "truncated": truncated_total,
+        "encode_seconds": round(encode_s, 3),
+        "ms_per_window": round(1000 * encode_s / encoded, 2) if encoded else 0.0,
+    })
+    yield from step.finish()

@@ -14,8 +14,9 @@ import dagster as dg
 import pyarrow as pa
 
 from fabric_assets.gate import ids_unique, units_nonempty
+from fabric_assets.partition_step import PartitionStep, asset_args, check_specs, spec
 from fabric_assets.partitions import PARTITIONED
-from fabric_assets.verdicts import live_parse_ids, record_and_summarise
+from fabric_assets.projections import SOURCE_BYTES_MATCH_THEIR_HASH, UNIT_IDS_ARE_UNIQUE
 from fabric_resources.artifact_store import ArtifactIntegrityError
 from fabric_resources.catalog import StatusUpdate
 from fabric_resources.dagster_resources import FabricHomeResource
@@ -25,37 +26,35 @@ from fabric_resources.parsing.language import LanguageVerdict, document_language
 from fabric_resources.parsing.records import unit_rows
 from fabric_resources.parsing.registry import parser_for
 from fabric_resources.parsing.spec import ParserSpec
-from fabric_resources.schema import RELATIONSHIPS, UNITS
 
 
 @dg.asset(
-    **PARTITIONED,
-    group_name="canonical",
-    check_specs=[dg.AssetCheckSpec("source_bytes_match_their_hash", asset="source_bytes")],
+    **asset_args("source_bytes"),
     description="The raw bytes of the parse's content object, verified in the artifact store.",
 )
 def source_bytes(context: dg.AssetExecutionContext, fabric: FabricHomeResource):
-    home = fabric.open()
-    runs = {r.parse_id: r for r in home.catalog.parse_runs(context.partition_keys)}
-    verdicts, failures, sizes = {}, [], []
-    for pk in context.partition_keys:
+    step = PartitionStep(context, fabric.open(), "source_bytes")
+    home = step.home
+    runs = {r.parse_id: r for r in home.catalog.parse_runs(step.keys)}
+    failures, sizes = [], []
+    for pk in step.keys:  # every partition of the run: this asset is what fails a parse without bytes
         run = runs.get(pk)
         if run is None:
             context.log.warning(f"partition {pk} has no parse run in the catalog")
             continue
         try:
             size = len(home.artifacts.get(run.source_hash))
-            verdicts[pk] = {"passed": True, "detail": ""}
+            step.verdict(SOURCE_BYTES_MATCH_THEIR_HASH, pk, {"passed": True, "detail": ""})
         except (FileNotFoundError, ArtifactIntegrityError) as exc:
             failures.append(StatusUpdate(pk, "failed", "artifact-unavailable", str(exc)))
-            verdicts[pk] = {"passed": False, "detail": str(exc)}
+            step.verdict(SOURCE_BYTES_MATCH_THEIR_HASH, pk, {"passed": False, "detail": str(exc)})
             size = -1
         sizes.append(size)
     home.catalog.set_parse_statuses(failures)
     # Per-partition metadata costs ~15 ms per partition in Dagster's event log; the source hash and
     # media type of each parse are in the catalog and on the units materialization.
-    yield dg.MaterializeResult(metadata={"partitions": len(sizes), "bytes": sum(s for s in sizes if s > 0)})
-    yield record_and_summarise(home, "source_bytes_match_their_hash", "source_bytes", verdicts)
+    step.run_metadata({"partitions": len(sizes), "bytes": sum(s for s in sizes if s > 0)})
+    yield from step.finish()
 
 
 @dataclass(frozen=True)
@@ -77,40 +76,38 @@ def _parse_one(parse_id: str, spec: ParserSpec, data: bytes, parsers: ParserConf
 
 @dg.multi_asset(
     specs=[
-        dg.AssetSpec("units", deps=["source_bytes"], group_name="canonical",
-                     description="Canonical units (paragraphs, headings, cells, notes…) with locators."),
-        dg.AssetSpec("relationships", deps=["source_bytes"], group_name="canonical",
-                     description="Typed edges between units (note references, captions, table rows)."),
+        spec("units", "Canonical units (paragraphs, headings, cells, notes…) with locators."),
+        spec("relationships", "Typed edges between units (note references, captions, table rows)."),
     ],
-    check_specs=[dg.AssetCheckSpec("unit_ids_are_unique", asset="units")],
+    check_specs=check_specs("units", "relationships"),
     **PARTITIONED,
 )
 def units_and_relationships(context: dg.AssetExecutionContext, fabric: FabricHomeResource):
-    home = fabric.open()
-    keys = list(context.partition_keys)
-    runs = {r.parse_id: r for r in home.catalog.parse_runs(keys)}
-    all_units, all_rels, verdicts, statuses = [], [], {}, []
-    for pk in live_parse_ids(home, keys):
+    step = PartitionStep(context, fabric.open(), "units", "relationships")
+    home = step.home
+    runs = {r.parse_id: r for r in home.catalog.parse_runs(step.keys)}
+    statuses = []
+    for pk in step.live:
         run = runs[pk]
-        spec = parser_for(run.media_type)
+        spec_ = parser_for(run.media_type)
         try:
-            if spec is None:
+            if spec_ is None:
                 raise ParseError("unsupported-media-type", run.media_type)
             # Read outside _parse_one on purpose: a store that cannot serve verified bytes
             # is Fabric's fault (source_bytes already failed the parses whose bytes are missing).
             data = home.artifacts.get(run.source_hash)
-            parsed = _parse_one(pk, spec, data, home.config.parsers, run.media_type)
+            parsed = _parse_one(pk, spec_, data, home.config.parsers, run.media_type)
         except ParseError as exc:
             statuses.append(StatusUpdate(pk, "failed", exc.reason, exc.detail[:DETAIL_CHARS]))
             context.log.warning(f"parse {pk} failed: {exc}")
             continue
         doc, units, rels = parsed.doc, parsed.units, parsed.relationships
-        all_units.append(units)
-        all_rels.append(rels)
+        step.add_rows(units, "units")
+        step.add_rows(rels, "relationships")
         unique = ids_unique(units, "unit_id")
         nonempty = units_nonempty(units)
-        verdicts[pk] = {"passed": unique["passed"] and nonempty["passed"],
-                        "detail": f"{unique['detail']}; {nonempty['detail']}"}
+        step.verdict(UNIT_IDS_ARE_UNIQUE, pk, {"passed": unique["passed"] and nonempty["passed"],
+                                              "detail": f"{unique['detail']}; {nonempty['detail']}"})
         counts = {"units": units.num_rows, "relationships": rels.num_rows}
         if doc.metadata.get("failed_units"):  # parts the parser could not read (e.g. image-only PDF pages)
             counts["failed_units"] = doc.metadata["failed_units"][:100]
@@ -120,15 +117,10 @@ def units_and_relationships(context: dg.AssetExecutionContext, fabric: FabricHom
                 "language": parsed.language.language or "", "language_source": parsed.language.source,
                 "language_declared": doc.language or "", "decoding_repairs": repairs,
                 "title": doc.title or "", "source_hash": run.source_hash, "media_type": run.media_type}
-        context.add_asset_metadata({**meta, "rows": units.num_rows}, asset_key="units", partition_key=pk)
-        context.add_asset_metadata({"rows": rels.num_rows}, asset_key="relationships", partition_key=pk)
-    units_version = home.tables.replace_partitions(
-        "units", keys, pa.concat_tables(all_units) if all_units else UNITS.empty_table())
-    rels_version = home.tables.replace_partitions(
-        "relationships", keys, pa.concat_tables(all_rels) if all_rels else RELATIONSHIPS.empty_table())
+        step.partition_metadata(pk, {**meta, "rows": units.num_rows}, "units")
+        step.partition_metadata(pk, {"rows": rels.num_rows}, "relationships")
+    step.write()
     # Only once the rows are stored: a write that fails (a fault of Fabric) leaves these parses
     # pending, so the next ingest runs them again rather than trusting rows that are not there.
     home.catalog.set_parse_statuses(statuses)
-    yield dg.MaterializeResult(asset_key="units", metadata={"lance_version": units_version})
-    yield dg.MaterializeResult(asset_key="relationships", metadata={"lance_version": rels_version})
-    yield record_and_summarise(home, "unit_ids_are_unique", "units", verdicts)
+    yield from step.finish()

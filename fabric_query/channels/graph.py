@@ -35,18 +35,22 @@ import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from fabric_query.channels import ChannelResult
+from fabric_query.channels.base import ChannelResult, ChannelRun
+from fabric_query.channels.dense import DENSE, query_vector
 from fabric_query.fusion import rrf
-from fabric_query.release import ReleaseView
+from fabric_query.release import ProjectionUnavailable, ReleaseView
 from fabric_resources.config import EntityMatchConfig, FabricConfig
 from fabric_resources.schema import DENSE_DIM
 from fabric_resources.text_folding import UNSPACED, normalise_entity_name
+
+if TYPE_CHECKING:
+    from fabric_query.context import QueryContext
 
 MatchClass = Literal["exact", "acronym", "token_prefix"]
 Route = Literal["entity", "hop", "annotation"]
@@ -463,3 +467,33 @@ def _annotation_route(graph: ReleaseGraph, query_vector: np.ndarray, eligible: s
                 e.add_support(row["parse_id"], span)
                 best[cid] = max(best.get(cid, -np.inf), s)
     return sorted(best, key=lambda c: (-best[c], c))
+
+
+class GraphChannel:
+    """The ``graph`` channel (:func:`graph_channel`), run when annotation is on."""
+
+    name = "graph"
+    stage = "graph"
+    hard_constraint_carrier = False  # entities and annotations do not prove a phrase or an exclusion
+    fallback = None
+
+    def applies(self, ctx: "QueryContext") -> bool:
+        return ctx.config.annotation.enabled
+
+    def run(self, ctx: "QueryContext") -> ChannelRun:
+        # Annotation vectors are written by the dense role's model: only that route's query vector
+        # (when its own table accepts it) is compared with them.
+        qv = query_vector(ctx, DENSE) if DENSE.applies(ctx) else None
+        vector = qv.vector if qv is not None else None
+        try:
+            ranking, provenance = graph_channel(ctx.view, ctx.parsed.positive_text, vector, ctx.eligible, ctx.depth,
+                                                ctx.config, query_model=qv.model if vector is not None else None)
+        except ProjectionUnavailable as exc:
+            return ChannelRun.skip(exc.describe())
+        return ChannelRun(ranking, provenance)
+
+    def fusion(self, config) -> None:
+        return None
+
+
+GRAPH = GraphChannel()

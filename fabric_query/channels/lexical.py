@@ -1,5 +1,11 @@
 """The word channel (BM25 over the ``word`` field) and the substring channel (exact
-character phrases over the ``substring`` field) of the tantivy serving index."""
+character phrases over the ``substring`` field) of the tantivy serving index.
+
+Both fields are searched once per query by :func:`lexical_serving`: the index answers for both
+or for neither. An index that cannot serve the pinned release (missing, another schema, not the
+release's documents, a failure while searching) leaves both to the ``scan`` channel
+(:mod:`fabric_query.channels.scan`).
+"""
 
 from __future__ import annotations
 
@@ -8,12 +14,21 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import TYPE_CHECKING, ClassVar
 
 import tantivy
 
-from fabric_query.channels import ChannelResult, ranked
+from fabric_query.channels.base import ChannelResult, ChannelRun, ranked
 from fabric_query.querylang import ParsedQuery
-from fabric_resources.lexical_index import OpenIndex, substring_analyzer, word_analyzer, word_field_text
+from fabric_query.release import VISIBLE_SOURCES_ONLY, is_storage_failure
+from fabric_resources.language_routing import needs_multilingual
+from fabric_resources.lexical_index import (
+    IndexUnusable,
+    OpenIndex,
+    substring_analyzer,
+    word_analyzer,
+    word_field_text,
+)
 from fabric_resources.text_folding import UNSPACED
 from fabric_resources.schema import (
     INDEX_FIELD_CHUNK_ID,
@@ -22,6 +37,10 @@ from fabric_resources.schema import (
     INDEX_FIELD_WORD,
 )
 from fabric_resources.text_folding import fold
+
+if TYPE_CHECKING:
+    from fabric_query.context import QueryContext
+
 
 @lru_cache(maxsize=1)
 def _word() -> tantivy.TextAnalyzer:
@@ -255,3 +274,93 @@ def word_channel(
 
 def substring_channel(index: OpenIndex, parsed: ParsedQuery, eligible: set[str] | None, depth: int) -> ChannelResult:
     return search_field(index, INDEX_FIELD_SUBSTRING, parsed, eligible, depth)
+
+
+# ---------------------------------------------------------------------------
+# The channels
+# ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class LexicalServing:
+    """What the serving index answered for one query.
+
+    ``rankings``: field channel name → its ranking, for the selected channels the query needs
+    (``substring`` only for text in a script written without spaces); ``unusable``: why the
+    index cannot serve (then ``rankings`` is empty and the scan answers).
+    """
+
+    rankings: dict[str, ChannelResult]
+    unusable: IndexUnusable | None = None
+
+
+class _UnknownChunk(Exception):
+    """A lexical channel returned a chunk ID the pinned release does not hold."""
+
+
+def lexical_serving(ctx: "QueryContext") -> LexicalServing:
+    """The index's answer for ``ctx`` (searched once per query, on first use)."""
+    return ctx.per_query("lexical-serving", lambda: _serve(ctx))
+
+
+def _serve(ctx: "QueryContext") -> LexicalServing:
+    """Search the word and substring fields; an index whose documents are not the release's chunks
+    (``index-release-mismatch``) or that fails while searching (``index-unreadable``) is treated like
+    a missing one."""
+    view, parsed, cfg = ctx.view, ctx.parsed, ctx.config.query
+    lexical = view.lexical
+    if isinstance(lexical, IndexUnusable):
+        return LexicalServing({}, lexical)
+
+    def text_of(cid: str) -> str:
+        if cid not in view.chunk_index:
+            raise _UnknownChunk(cid)
+        return view.chunk(cid)["text"]
+
+    feedback = (Feedback(cfg.feedback_docs, cfg.feedback_terms, cfg.feedback_weight)
+                if cfg.feedback_terms and (cfg.feedback_multilingual
+                                           or not needs_multilingual(parsed.positive_text)) else None)
+    unspaced = needs_substring_channel(parsed)
+    bm25 = Bm25(cfg.bigram_bm25.k1, cfg.bigram_bm25.b) if unspaced and cfg.bigram_bm25 else None
+    try:
+        found = {}
+        if WORD.name in ctx.selected:
+            found[WORD.name] = word_channel(lexical, parsed, ctx.eligible, ctx.depth, feedback, text_of, bm25)
+        if unspaced and SUBSTRING.name in ctx.selected:
+            found[SUBSTRING.name] = substring_channel(lexical, parsed, ctx.eligible, ctx.depth)
+        unknown = [c for pairs in found.values() for c, _ in pairs if c not in view.chunk_index]
+        if unknown:
+            raise _UnknownChunk(unknown[0])
+    except _UnknownChunk as exc:
+        return LexicalServing({}, IndexUnusable("index-release-mismatch", f"the index returned chunk {exc.args[0]}, "
+                                                f"which release {view.release_id} does not hold"))
+    except BaseException as exc:  # noqa: BLE001 - tantivy raises ValueError or panics on corrupt segments
+        if not is_storage_failure(exc):
+            raise
+        return LexicalServing({}, IndexUnusable("index-unreadable", f"{type(exc).__name__}: {exc}"))
+    return LexicalServing(found)
+
+
+@dataclass(frozen=True)
+class IndexFieldChannel:
+    """A channel answered by one field of the serving index (:func:`lexical_serving`)."""
+
+    name: str
+    stage: ClassVar[str] = "lexical"
+    hard_constraint_carrier: ClassVar[bool] = True  # required phrases are MUST, exclusions MUST_NOT
+    fallback: ClassVar[str] = "scan"
+
+    def applies(self, ctx: "QueryContext") -> bool:
+        return self.name in lexical_serving(ctx).rankings
+
+    def run(self, ctx: "QueryContext") -> ChannelRun:
+        # A restricted view is searched through an in-memory index of its visible sources.
+        return ChannelRun(lexical_serving(ctx).rankings[self.name],
+                          fallback_reason=VISIBLE_SOURCES_ONLY if ctx.view.restricted else None)
+
+    def fusion(self, config) -> None:
+        return None
+
+
+WORD = IndexFieldChannel("word")
+SUBSTRING = IndexFieldChannel("substring")

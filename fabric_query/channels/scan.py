@@ -5,15 +5,23 @@ would: a chunk scores one point per distinct query word token it contains
 (folded, stemmed) and per query term in a script without spaces that occurs
 in it exactly; required phrases must occur (folded); a chunk with an excluded
 term is dropped. Slower than the index, never silently empty.
+
+As a channel (``scan``) it runs in place of ``word`` and ``substring`` when the index cannot serve
+(their ``fallback``), or on its own when a search names it without them.
 """
 
 from __future__ import annotations
 
-from fabric_query.channels import ChannelResult, ranked
-from fabric_query.channels.lexical import substring_tokens, word_tokens
+from typing import TYPE_CHECKING
+
+from fabric_query.channels.base import ChannelResult, ChannelRun, ranked
+from fabric_query.channels.lexical import SUBSTRING, WORD, lexical_serving, substring_tokens, word_tokens
 from fabric_query.querylang import ParsedQuery
 from fabric_query.release import ReleaseView
 from fabric_resources.text_folding import UNSPACED
+
+if TYPE_CHECKING:
+    from fabric_query.context import QueryContext
 
 
 def _compact(text: str) -> str:
@@ -43,3 +51,30 @@ def scan_channel(view: ReleaseView, parsed: ParsedQuery, eligible: set[str] | No
         if score:
             pairs.append((cid, float(score)))
     return ranked(pairs, depth)
+
+
+class ScanChannel:
+    """The ``scan`` channel: :func:`scan_channel` as the index channels' fallback."""
+
+    name = "scan"
+    stage = "lexical"
+    hard_constraint_carrier = True  # phrases must occur, chunks with an excluded term are dropped
+    fallback = None
+    #: The channels it answers for.
+    replaces = (WORD.name, SUBSTRING.name)
+
+    def _instead_of_index(self, ctx: "QueryContext") -> bool:
+        return any(name in ctx.selected for name in self.replaces)
+
+    def applies(self, ctx: "QueryContext") -> bool:
+        return lexical_serving(ctx).unusable is not None if self._instead_of_index(ctx) else True
+
+    def run(self, ctx: "QueryContext") -> ChannelRun:
+        reason = lexical_serving(ctx).unusable.reason if self._instead_of_index(ctx) else None
+        return ChannelRun(scan_channel(ctx.view, ctx.parsed, ctx.eligible, ctx.depth), fallback_reason=reason)
+
+    def fusion(self, config) -> None:
+        return None
+
+
+SCAN = ScanChannel()

@@ -1,7 +1,7 @@
 """The annotation memo: grounded chain outputs keyed by source content × producer identity.
 
 One SQLite file (WAL, short transactions, ``busy_timeout``), so several processes and threads
-may share it. A key (see :func:`fabric_resources.annotator.producer.memo_key`) covers the
+may share it. A key (the annotation producer's ``memo_key``, on the write side) covers the
 excerpt's fragment texts, its section path, the chain and the producer identity, but no unit
 IDs: the same text elsewhere, or unchanged after a re-parse, finds the entry and is re-attributed
 to its own units. Payloads are JSON objects; their offsets are relative to the excerpt's

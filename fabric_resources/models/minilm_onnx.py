@@ -6,11 +6,12 @@ pull in: accelerate, scikit-learn, SciPy, pandas) and loading the model took ~45
 ~136 MB and 7–8 ms (``docs/benchmarks.md``, "Query encoder runtime").
 
 The ONNX graph is exported from the very ``SentenceTransformer`` the ingest side embeds passages
-with (its transformer, mean pooling and normalisation modules, traced by ``torch.onnx.export``),
-in a subprocess so the query process never imports torch. The export is published only after
-it reproduced that model's vectors on probe texts (:data:`MAX_ABS_DIFF`) with the same token
-IDs, and is cached per model identity and exporter versions in :func:`model_cache_dir`. A failed
-export raises :class:`QueryModelError`; the query side never falls back silently.
+with (:mod:`fabric_resources.models.minilm_export`, run in a subprocess so the query process never
+imports torch). The export is published only after it reproduced that model's vectors on probe
+texts (:data:`MAX_ABS_DIFF`) with the same token IDs, and is cached per model identity and
+exporter versions in :func:`model_cache_dir`. A failed export raises :class:`QueryModelError`; the
+query side never falls back silently. This module loads and runs the export; it imports neither
+torch nor the passage encoder.
 
 Tokenisation uses the model's own ``tokenizer.json`` through the ``tokenizers`` library, truncated
 at the embedder's ``max_seq_length`` word pieces, as sentence-transformers does.
@@ -18,7 +19,6 @@ at the embedder's ``max_seq_length`` word pieces, as sentence-transformers does.
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import importlib.metadata
 import os
@@ -29,6 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
+from fabric_resources.locks import exclusive_lock
 from fabric_resources.schema import DENSE_DIM
 
 #: Largest |ONNX − sentence-transformers| vector component accepted at export (vectors are
@@ -78,8 +79,6 @@ def ensure_exported(identity: str, max_seq_length: int) -> Path:
     QueryModelError
         If the export or its verification fails; the message carries the subprocess's error.
     """
-    from fabric_resources.home import exclusive_lock
-
     path = exported_path(identity)
     if path.exists():
         return path
@@ -88,7 +87,7 @@ def ensure_exported(identity: str, max_seq_length: int) -> Path:
             if path.exists():  # another process exported it while this one waited
                 return path
             proc = subprocess.run(
-                [sys.executable, "-m", "fabric_resources.models.minilm_onnx", "--out", str(path),
+                [sys.executable, "-m", "fabric_resources.models.minilm_export", "--out", str(path),
                  "--identity", identity, "--max-seq-length", str(max_seq_length)],
                 capture_output=True, text=True, env={**os.environ, "HF_HUB_OFFLINE": "1"},
                 timeout=EXPORT_TIMEOUT_S,
@@ -144,62 +143,3 @@ class OnnxQueryEncoder:
         with self._lock:  # one session run at a time keeps the thread budget per query
             (vectors,) = self.session.run(None, feeds)
         return np.ascontiguousarray(vectors, dtype=np.float32)
-
-
-def _export(out: Path, identity: str, max_seq_length: int) -> None:
-    """Export, verify against sentence-transformers, then publish ``out`` atomically."""
-    import torch
-
-    from fabric_resources.models.embedder import MiniLMEmbedder, _model_path
-
-    embedder = MiniLMEmbedder(max_seq_length=max_seq_length)
-    if embedder.identity != identity:
-        raise QueryModelError(f"installed model is {embedder.identity}, asked for {identity}")
-    model = embedder.model
-
-    class Pooled(torch.nn.Module):
-        def __init__(self) -> None:
-            super().__init__()
-            self.model = model
-
-        def forward(self, input_ids, attention_mask, token_type_ids):
-            features = {"input_ids": input_ids, "attention_mask": attention_mask, "token_type_ids": token_type_ids}
-            return self.model(features)["sentence_embedding"]
-
-    sample = model.tokenize(["a probe", "a longer probe sentence"])
-    tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    dynamic = {name: {0: "batch", 1: "tokens"} for name in INPUTS}
-    with torch.no_grad():
-        torch.onnx.export(
-            Pooled().eval(), tuple(sample[name] for name in INPUTS), str(tmp), input_names=list(INPUTS),
-            output_names=["embedding"], dynamic_axes={**dynamic, "embedding": {0: "batch"}}, opset_version=OPSET,
-            dynamo=False,
-        )
-    try:
-        onnx = OnnxQueryEncoder(_model_path(), tmp, max_seq_length, threads=1)
-        texts = list(PROBES)
-        reference = model.tokenize(texts)
-        ours = onnx.feeds(texts)
-        for name in INPUTS:
-            if not np.array_equal(reference[name].numpy(), ours[name]):
-                raise QueryModelError(f"tokenizers and sentence-transformers disagree on {name}")
-        diff = float(np.abs(onnx.encode(texts) - embedder.encode_passages(texts)).max())
-        if not diff <= MAX_ABS_DIFF:
-            raise QueryModelError(f"ONNX vectors differ from sentence-transformers by {diff:.2e}")
-        os.replace(tmp, out)
-    finally:
-        tmp.unlink(missing_ok=True)
-
-
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description="Export and verify the MiniLM ONNX query model.")
-    parser.add_argument("--out", required=True, type=Path)
-    parser.add_argument("--identity", required=True)
-    parser.add_argument("--max-seq-length", required=True, type=int)
-    args = parser.parse_args(argv)
-    _export(args.out, args.identity, args.max_seq_length)
-
-
-if __name__ == "__main__":
-    main()

@@ -8,11 +8,8 @@ Imported lazily: the registry loads lxml only when an EPUB is parsed.
 
 from __future__ import annotations
 
+from fabric_resources.parsing.epub.identity import PARSER_NAME, PARSER_VERSION, MEDIA_TYPE
 from fabric_resources.parsing.spec import ParserSpec
-
-PARSER_NAME = "epub"
-PARSER_VERSION = "2"
-MEDIA_TYPE = "application/epub+zip"
 
 
 def _parse(data, config, media_type):

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from fabric_resources.config import EpubParserConfig
 from fabric_resources.parsing.document import ParsedDocument, ParseError, bad_input_net
-from fabric_resources.parsing.epub import MEDIA_TYPE, PARSER_NAME, PARSER_VERSION
+from fabric_resources.parsing.epub.identity import MEDIA_TYPE, PARSER_NAME, PARSER_VERSION
 from fabric_resources.parsing.epub.archive import Archive, MemberUnusable
 from fabric_resources.parsing.epub.content import Walker
 from fabric_resources.parsing.epub.markup import XHTML_TYPES, parse_content

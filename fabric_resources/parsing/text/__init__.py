@@ -5,12 +5,8 @@ The parser itself is :mod:`fabric_resources.parsing.text.parser`.
 
 from __future__ import annotations
 
+from fabric_resources.parsing.text.identity import PARSER_NAME, PARSER_VERSION, TEXT_PLAIN, TEXT_MARKDOWN
 from fabric_resources.parsing.spec import ParserSpec
-
-PARSER_NAME = "text"
-PARSER_VERSION = "2"
-TEXT_PLAIN = "text/plain"
-TEXT_MARKDOWN = "text/markdown"
 
 
 def _parse(data, config, media_type):

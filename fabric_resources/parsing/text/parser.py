@@ -24,8 +24,8 @@ from typing import Literal
 from fabric_resources.config import TextParserConfig
 from fabric_resources.parsing.document import ParsedDocument, ParsedUnit, ParseError, bad_input_net
 from fabric_resources.parsing.long_units import split_long_text
-from fabric_resources.parsing.text import PARSER_NAME, PARSER_VERSION
-from fabric_resources.parsing.text import TEXT_MARKDOWN as MARKDOWN_MEDIA_TYPE
+from fabric_resources.parsing.text.identity import PARSER_NAME, PARSER_VERSION
+from fabric_resources.parsing.text.identity import TEXT_MARKDOWN as MARKDOWN_MEDIA_TYPE
 from fabric_resources.parsing.text.decoding import bom_encoding_of, decode_text
 
 __all__ = ["decode_text", "parse_text", "text_units", "split_lines", "line_endings"]

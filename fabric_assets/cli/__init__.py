@@ -1,0 +1,39 @@
+"""The ``fabric`` command line: the console script's root (``[project.scripts] fabric``).
+
+It mounts three sets of commands at the top level (``fabric search``, not ``fabric read search``):
+
+* the read commands, :data:`fabric_query.cli.read_app` (search, resolve, status,
+  lexical-health): ``fabric_query`` and ``fabric_resources`` only;
+* the pipeline commands, :data:`fabric_assets.cli.pipeline.pipeline_app` (ingest, quickstart,
+  ui, lexical-repair): the write side and Dagster;
+* the measurement commands, :data:`fabric_assets.cli.measurement.measurement_app` (eval,
+  eval-tune, ``bench ...``): :mod:`fabric_assets.measurement`.
+
+Each command imports its side inside its body, so ``fabric search`` loads neither Dagster nor
+``fabric_assets.measurement`` (tests/test_layering.py checks it in a fresh process).
+"""
+
+from __future__ import annotations
+
+import typer
+
+from fabric_assets.cli.measurement import measurement_app
+from fabric_assets.cli.pipeline import pipeline_app
+from fabric_query.cli import err, read_app
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
+                  help="Fabric: retrieval with verifiable evidence.")
+app.add_typer(pipeline_app)
+app.add_typer(read_app)
+app.add_typer(measurement_app)
+
+
+def main() -> None:
+    """Run ``fabric``; an invalid home configuration is one line on stderr and exit code 2."""
+    from fabric_resources.config import ConfigError
+
+    try:
+        app()
+    except ConfigError as exc:  # raised lazily, when a command first reads the home's config
+        err.print(f"error: {exc}", markup=False)
+        raise SystemExit(2) from None

@@ -1,0 +1,5 @@
+"""``python -m fabric_assets.cli`` is ``fabric``."""
+
+from fabric_assets.cli import main
+
+main()

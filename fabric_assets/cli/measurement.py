@@ -1,0 +1,288 @@
+"""The ``fabric`` measurement commands: eval, eval-tune and ``bench ...``.
+
+Each imports :mod:`fabric_assets.measurement` (and through it the write side, Dagster and the
+models) inside its body, so registering these commands in the root app costs ``fabric search``
+nothing. The figures they print are described in ``docs/benchmarks.md``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from rich.table import Table
+
+from fabric_query.cli import HomeOption, console, err, fail, set_home
+from fabric_query.errors import FabricQueryError
+
+measurement_app = typer.Typer(help="Evaluation and benchmarks (each imports fabric_assets.measurement in its body).")
+bench_app = typer.Typer(no_args_is_help=True, help="Benchmarks that print figures and ratios.")
+measurement_app.add_typer(bench_app, name="bench")
+
+
+@measurement_app.command("eval")
+def eval_cmd(
+    beir_dir: Annotated[Path, typer.Argument(help="A BEIR folder: corpus.jsonl, queries.jsonl, qrels/test.tsv.")],
+    limit_queries: Annotated[Optional[int], typer.Option("--limit-queries", min=1)] = None,
+    split: Annotated[str, typer.Option(help="test (reported), dev (tuning) or all.")] = "test",
+    config: Annotated[Optional[Path], typer.Option(help="A Fabric config JSON to evaluate.")] = None,
+    json_out: Annotated[Optional[Path], typer.Option("--json-out")] = None,
+    work_dir: Annotated[Optional[Path], typer.Option(
+        "--work-dir", help="Keep the scratch home here and reuse it (re-ingest is a no-op scan).")] = None,
+) -> None:
+    """Ingest a BEIR collection through Dagster and score Fabric, its channels and baselines."""
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    from fabric_assets.measurement.eval_run import markdown_table, run_eval
+    from fabric_resources.config import FabricConfig
+
+    if split not in ("test", "dev", "all"):
+        fail("--split must be test, dev or all")
+    if not (beir_dir / "corpus.jsonl").exists():
+        fail(f"{beir_dir} has no corpus.jsonl")
+    cfg = FabricConfig.load(config) if config else None
+    result = run_eval(beir_dir, limit_queries=limit_queries, split=split, config=cfg,  # type: ignore[arg-type]
+                      work_dir=work_dir)
+    if json_out:
+        json_out.write_text(json.dumps(result, indent=2))
+    console.print(markdown_table(result), markup=False)  # variant names like [rrf-multilingual] are not markup
+    console.print(f"ingest {result['ingest_seconds']} s, {result['documents']} documents, {result['chunks']} chunks; "
+                  f"nDCG gain: {result['ndcg_gain']}")
+
+
+@bench_app.command("ingest")
+def bench_ingest_cmd(
+    path: Annotated[Path, typer.Argument(help="Folder to ingest into a scratch home.")],
+    split: Annotated[Optional[int], typer.Option(help="Cut the folder's text into N files of 2–8 KB first.")] = None,
+    as_json: Annotated[bool, typer.Option("--json")] = False,
+) -> None:
+    """Ingest figures: counts, time by asset, orchestration overhead, ratio to a bare encode, peak RSS."""
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    from fabric_assets.measurement.bench_ingest import as_dict, bench_ingest
+
+    result = as_dict(bench_ingest(path, split=split))
+    if as_json:
+        sys.stdout.write(json.dumps(result, indent=2) + "\n")
+        return
+    table = Table(title="fabric bench ingest", show_header=False)
+    for k, v in result.items():
+        table.add_row(k, json.dumps(v) if isinstance(v, dict) else str(v))
+    console.print(table)
+
+
+@measurement_app.command("eval-tune")
+def eval_tune_cmd(
+    beir_dir: Annotated[Path, typer.Argument(help="A BEIR folder.")],
+    work_dir: Annotated[Path, typer.Option("--work-dir", help="Scratch home to create or reuse.")],
+    top: Annotated[int, typer.Option(min=1)] = 10,
+    limit_queries: Annotated[Optional[int], typer.Option("--limit-queries", min=1)] = None,
+    quick: Annotated[bool, typer.Option(help="Two feedback settings (off; 20 terms from 5 chunks) instead of four; "
+                                              "RRF k 20 or 60, weights 0.5/1/1.5.")] = False,
+) -> None:
+    """Grid-search fusion (RRF k and weights; convex weights for CJK), word-channel feedback, bigram BM25
+    k1/b (CJK) and section-guided dense on the dev half."""
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    from fabric_assets.measurement.tuning import tune_fusion
+
+    feedback = ((0, 10, 0.5), (20, 5, 0.5)) if quick else ((0, 10, 0.5), (10, 10, 0.3), (10, 10, 0.5), (20, 5, 0.5))
+    grid = {"ks": (20, 60), "weights": (0.5, 1.0, 1.5)} if quick else {}
+    for row in tune_fusion(beir_dir, work_dir, limit_queries=limit_queries, feedback=feedback, **grid)[:top]:
+        console.print(json.dumps(row))
+
+
+SharedOption = Annotated[Path, typer.Option("--shared", help="The ../shared folder (real corpus and eval sets).")]
+JsonOutOption = Annotated[Optional[Path], typer.Option("--json-out", help="Also write the result as JSON here.")]
+
+
+def _print_rows(title: str, rows: list[dict[str, str]]) -> None:
+    table = Table(title=title)
+    for col in (rows[0] if rows else {}):
+        table.add_column(col)
+    for row in rows:
+        table.add_row(*row.values())
+    console.print(table)
+
+
+def _write_json(result: dict, json_out: Optional[Path]) -> None:
+    if json_out:
+        json_out.parent.mkdir(parents=True, exist_ok=True)
+        json_out.write_text(json.dumps(result, indent=2) + "\n")
+        console.print(f"wrote {json_out}")
+
+
+def _skipped(exc: Exception) -> None:
+    err.print(f"[yellow]skipped:[/yellow] {exc}")
+    raise typer.Exit(2)
+
+
+@bench_app.command("incremental")
+def bench_incremental_cmd(
+    path: Annotated[Path, typer.Argument(help="Folder whose text files supply the documents.")],
+    sizes: Annotated[str, typer.Option(help="Comma-separated corpus sizes.")] = "1000,2000",
+    doc_bytes: Annotated[int, typer.Option(min=100, help="Characters per document.")] = 1_000,
+    rounds: Annotated[int, typer.Option(min=1, help="Changes timed per size (the median is reported).")] = 3,
+    json_out: JsonOutOption = None,
+) -> None:
+    """Time from one edit + one delete + one add to the new release, at several corpus sizes (warm process)."""
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    from fabric_assets.measurement.bench_incremental import bench_incremental, incremental_rows
+
+    if not path.is_dir():
+        _skipped(FileNotFoundError(f"{path} is not a folder (../shared is provided on project machines and in CI)"))
+    try:
+        result = bench_incremental(path, tuple(int(s) for s in sizes.split(",")), doc_bytes, rounds)
+    except ValueError as exc:
+        fail(str(exc))
+    _print_rows("fabric bench incremental (seconds)", incremental_rows(result))
+    console.print(f"growth {result['ratio_change_largest_to_smallest']} (target ≤ "
+                  f"{result['target_ratio_change_largest_to_smallest']}), share of the smallest full ingest "
+                  f"{result['ratio_change_to_full_ingest_smallest']:.2%} (target ≤ "
+                  f"{result['target_ratio_change_to_full_ingest_smallest']:.0%})")
+    _write_json(result, json_out)
+
+
+@bench_app.command("scale")
+def bench_scale_cmd(
+    documents: Annotated[int, typer.Option(min=2, help="Tiny distinct documents = parse partitions.")] = 10_000,
+    shared: SharedOption = Path("../shared"),
+    work_dir: Annotated[Optional[Path], typer.Option(
+        "--work-dir", help="Keep the corpus and home here (must not hold a home yet); default: scratch, removed.")] = None,
+    ui: Annotated[bool, typer.Option("--ui/--no-ui", help="Start dagster-webserver and time GraphQL queries.")] = True,
+    ui_repeat: Annotated[int, typer.Option(min=1)] = 3,
+    json_out: JsonOutOption = None,
+) -> None:
+    """Dagster at many partitions: one sensor tick, the parse runs (Dagster overhead per partition), the UI."""
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    from fabric_assets.measurement.bench_scale import bench_scale, summary_rows
+    from fabric_assets.measurement.scaling_corpus import SharedCorpusMissing
+
+    try:
+        result = bench_scale(shared, documents, work_dir=work_dir, ui=ui, ui_repeat=ui_repeat,
+                             log=lambda m: err.print(f"[dim]{m}[/dim]"))
+    except SharedCorpusMissing as exc:
+        _skipped(exc)
+    except FileExistsError as exc:
+        fail(str(exc))
+    _print_rows(f"fabric bench scale --documents {documents}", summary_rows(result))
+    _write_json(result, json_out)
+
+
+@bench_app.command("lexical")
+def bench_lexical_cmd(
+    corpus: Annotated[Path, typer.Argument(help="Folder whose .txt files supply real text (e.g. ../shared/corpus).")],
+    chunks: Annotated[int, typer.Option(min=100)] = 100_000,
+    repeat: Annotated[int, typer.Option(min=1)] = 20,
+) -> None:
+    """Lexical path latency vs bare tantivy searches of the same queries on one index (p50/p95, ratio)."""
+    from fabric_assets.measurement.bench_lexical import bench_lexical, corpus_texts
+
+    texts = corpus_texts(corpus)
+    if not texts:
+        fail(f"no .txt files under {corpus}")
+    sys.stdout.write(json.dumps(bench_lexical(texts, chunks, repeat), indent=2) + "\n")
+
+
+@bench_app.command("lexical-update")
+def bench_lexical_update_cmd(
+    corpus: Annotated[Path, typer.Argument(help="Folder whose .txt files supply real text (e.g. ../shared/corpus).")],
+    sizes: Annotated[str, typer.Option(help="Comma-separated chunk counts.")] = "4000,20000",
+    rounds: Annotated[int, typer.Option(min=1)] = 5,
+) -> None:
+    """One edit + one delete + one add written to the serving index: exact BM25 statistics vs deletes kept vs a rebuild."""
+    from fabric_assets.measurement.bench_lexical_update import bench_lexical_update
+    from fabric_assets.measurement.bench_lexical import corpus_texts
+
+    texts = corpus_texts(corpus)
+    if not texts:
+        fail(f"no .txt files under {corpus}")
+    result = bench_lexical_update(texts, tuple(int(s) for s in sizes.split(",")), rounds)
+    sys.stdout.write(json.dumps(result, indent=2) + "\n")
+
+
+@bench_app.command("query")
+def bench_query_cmd(
+    queries: Annotated[Optional[list[str]], typer.Argument(help="Queries (default: a fixed mixed-language set; "
+                                                                "with --chunks: Cranfield + JSQuAD questions).")] = None,
+    repeat: Annotated[int, typer.Option(min=1)] = 5,
+    home: HomeOption = None,
+    chunks: Annotated[Optional[list[int]], typer.Option(
+        "--chunks", min=10, help="Corpus size to build (repeatable): measure on scaling corpora, not on --home.")] = None,
+    cache_dir: Annotated[Path, typer.Option("--cache-dir", help="Where scaling corpora and homes are kept and reused.")]
+        = Path(".fabric-bench"),
+    shared: SharedOption = Path("../shared"),
+    english_queries: Annotated[int, typer.Option(min=0, help="Cranfield questions (with --chunks).")] = 50,
+    multilingual_queries: Annotated[int, typer.Option(min=0, help="JSQuAD questions (with --chunks).")] = 10,
+    chunks_per_document: Annotated[int, typer.Option(min=1)] = 50,
+    json_out: JsonOutOption = None,
+) -> None:
+    """Warm query latency (p50/p95/p99) through fabric_query, on --home or on scaling corpora (--chunks).
+
+    With --chunks N (repeatable): a corpus of distinct documents recombined from real English text is built
+    and ingested once per size under --cache-dir (reused later), then a fresh query process measures hybrid
+    vs lexical-only per route and stage; growth factors compare the sizes."""
+    from fabric_query.api import Fabric
+    from fabric_assets.measurement.query_latency import DEFAULT_QUERIES, bench_query
+
+    if chunks:
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        from fabric_assets.measurement.bench_query import bench_query_scale, growth_rows, stage_rows, summary_rows
+        from fabric_assets.measurement.scaling_corpus import SharedCorpusMissing
+
+        try:
+            result = bench_query_scale(
+                chunks, cache_dir, shared, english_queries=english_queries, multilingual_queries=multilingual_queries,
+                queries=list(queries) if queries else None, repeat=repeat, chunks_per_document=chunks_per_document,
+                log=lambda m: err.print(f"[dim]{m}[/dim]"))
+        except SharedCorpusMissing as exc:
+            _skipped(exc)
+        q = result["queries"]
+        _print_rows(f"fabric bench query (warm; {q.get('english', 0)} English + {q.get('multilingual', 0)} "
+                    f"multilingual queries × {repeat}): end to end", summary_rows(result))
+        _print_rows("per stage, ms (pack.timings; lexical = lexical-only path)", stage_rows(result))
+        if result["growth"]:
+            _print_rows("growth against the smallest size (same run)", growth_rows(result))
+        _write_json(result, json_out)
+        return
+    path = set_home(home)
+    try:
+        result = bench_query(Fabric(path), list(queries or DEFAULT_QUERIES), repeat)
+    except FabricQueryError as exc:
+        fail(str(exc))
+    sys.stdout.write(json.dumps(result, indent=2) + "\n")
+
+
+@bench_app.command("annotate")
+def bench_annotate_cmd(
+    excerpts: Annotated[int, typer.Option(min=1, help="Excerpts of the synthetic parse (Cranfield text).")] = 1_000,
+    delay: Annotated[float, typer.Option(min=0.0, help="The stub server's time per call, seconds.")] = 0.05,
+    concurrency: Annotated[int, typer.Option(min=1, help="annotation.concurrency of the main run.")] = 8,
+    baseline_excerpts: Annotated[Optional[int], typer.Option(
+        min=0, help="Excerpts of the concurrency-1 baseline (default excerpts/10; 0 skips it).")] = None,
+    shared: SharedOption = Path("../shared"),
+    as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON instead of tables.")] = False,
+) -> None:
+    """Annotation against a stub chat server on loopback: re-parse memo hits, Fabric's overhead per call,
+    wall time against the server-bound lower bound (calls × delay / concurrency), and a concurrency-1 baseline."""
+    from fabric_assets.measurement.bench_annotate import bench_annotate, summary_rows
+    from fabric_assets.measurement.scaling_corpus import SharedCorpusMissing
+
+    try:
+        result = bench_annotate(excerpts, delay, concurrency, shared=shared, baseline_excerpts=baseline_excerpts)
+    except SharedCorpusMissing as exc:
+        _skipped(exc)
+    except ValueError as exc:
+        fail(str(exc))
+    if as_json:
+        sys.stdout.write(json.dumps(result, indent=2) + "\n")
+        return
+    _print_rows(f"fabric bench annotate --excerpts {excerpts} --delay {delay} --concurrency {concurrency}",
+                summary_rows(result))
+    first, load = result["first"], result["machine"]
+    console.print(f"re-parse: {result['reparse']['calls']} calls, memo hits {result['reparse']['memo_hit_rate']:.0%}; "
+                  f"server busy {first['server_busy_s']:.2f} s, mean in flight {first['server_mean_in_flight']} of "
+                  f"{concurrency}; wall/bound vs baseline {result['ratio_first_to_baseline']}; Fabric CPU at the "
+                  f"server's rate {first['cpu_cores_needed_at_server_rate']} cores; load "
+                  f"{load['load_avg_before'][0]} → {load['load_avg_after'][0]} on {load['cpus']} CPUs")

@@ -1,0 +1,183 @@
+"""The ``fabric`` commands that run the pipeline: ingest, quickstart, ui, lexical-repair.
+
+Each imports the write side (and Dagster) inside its body, so registering these commands in the
+root app costs ``fabric search`` nothing.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from rich.table import Table
+
+from fabric_query.cli import HomeOption, console, err, fail, print_health, print_status, search, set_home
+from fabric_query.errors import FabricQueryError
+
+pipeline_app = typer.Typer(help="Commands that run the pipeline (they import Dagster inside the command).")
+
+
+@pipeline_app.command()
+def ingest(
+    path: Annotated[Path, typer.Argument(help="A folder to register as a source root and ingest.")],
+    home: HomeOption = None,
+) -> None:
+    """Register PATH, run the Dagster pipeline in-process to completion, print a summary.
+
+    Exit codes: 0 every file found is searchable (or unsupported, or withheld by policy); 1 the
+    ingest finished but some files failed to parse or were skipped (each listed with its reason),
+    or search cannot run yet; 2 bad arguments; 3 a Dagster run failed (a fault of Fabric, not of
+    a document: its parses are run again by the next ingest); 130 interrupted.
+    """
+    set_home(home)
+    code = _run_ingest(path)
+    if code:
+        raise typer.Exit(code)
+
+
+#: ``fabric ingest`` exit codes (README, "Everyday use").
+EXIT_INCOMPLETE, EXIT_RUN_FAILED = 1, 3
+
+
+def _run_ingest(path: Path) -> int:
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from fabric_assets.ingest import NotADirectoryRoot, ingest as run
+    from fabric_resources.catalog import RootOverlapError
+    from fabric_resources.home import FabricHome
+
+    if not path.is_dir():
+        fail(f"{path} is not a directory")
+    home = FabricHome()
+    with Progress(
+        TextColumn("[bold]ingesting (2 steps per document)"), BarColumn(), MofNCompleteColumn(),
+        TimeElapsedColumn(), console=err
+    ) as progress:
+        task = progress.add_task("parse", total=None)
+
+        def update(done: int, total: int) -> None:
+            progress.update(task, completed=done, total=total)
+
+        try:
+            summary = run(path, home, progress=update)
+        except (NotADirectoryRoot, RootOverlapError) as exc:
+            fail(str(exc))
+        except KeyboardInterrupt:
+            # 130 = 128 + SIGINT, the shell's convention for a command stopped by Ctrl-C.
+            fail("interrupted. An interrupted parse run activates nothing; the next `fabric ingest` "
+                  "finishes the interrupted work.", code=130)
+    s = summary.scan
+    table = Table(title=f"ingest {path} → {home.root}", show_header=False)
+    for label, value in [
+        ("new / changed / deleted / moved", f"{len(s.new)} / {len(s.changed)} / {len(s.deleted)} / {len(s.moved)}"),
+        ("unchanged content (touched)", str(len(s.touched))),
+        ("re-parsed (parser settings changed)", str(len(s.reparsed))),
+        ("re-chunked (chunking changed; not re-parsed)", str(len(summary.rechunked))),
+        ("unsupported", ", ".join(f"{k} ({t})" for k, t in s.unsupported) or "none"),
+        ("symlinks skipped", str(s.skipped_symlinks)),
+        ("names not UTF-8 (skipped)", ", ".join(s.skipped_names) or "none"),
+        ("skipped (see below)", str(len(s.skipped))),
+        ("parse partitions run", str(len(s.parse_ids_to_run))
+         + (f" + {len(summary.retried)} resumed after an interrupted run" if summary.retried else "")),
+        ("failed to parse (see below)", f"{len(summary.failed)} ({sum(f.new for f in summary.failed)} in this ingest)"),
+        ("Dagster runs", f"{len(summary.run_ids)} parse + 1 activation ({len(summary.failed_runs)} failed)"),
+        ("release", f"{summary.activation.get('release_id')} (published: {summary.activation.get('published')})"),
+        ("wall time", f"{summary.seconds:.1f} s"),
+    ]:
+        table.add_row(label, value)
+    console.print(table)
+    print_status(home.root)
+    _prepare_query_encoder(home.root)
+    failed_runs = summary.failed_runs + summary.annotation_failed_runs
+    if failed_runs:
+        err.print(f"[red]error:[/red] {len(failed_runs)} Dagster run(s) failed ({', '.join(failed_runs)}): a fault of "
+                  "Fabric, not of a document; see the run in `fabric ui`. Its parses stay pending and the next "
+                  "`fabric ingest` runs them again.")
+        return EXIT_RUN_FAILED
+    if not summary.complete:
+        err.print(f"[yellow]incomplete:[/yellow] {len(summary.failed)} source(s) failed to parse and "
+                  f"{len(s.skipped)} path(s) were skipped, each listed above with its reason.")
+        return EXIT_INCOMPLETE
+    return 0
+
+
+def _prepare_query_encoder(home: Path) -> None:
+    """Export the local MiniLM query model now (once per machine) rather than in the first search."""
+    from fabric_resources.home import FabricHome
+    from fabric_resources.models.embedder import MiniLMEmbedder
+    from fabric_resources.models.http_embedder import dense_backend
+    from fabric_resources.models.minilm_onnx import QueryModelError, ensure_exported, exported_path
+
+    encoder = dense_backend(FabricHome(home).config)
+    if not isinstance(encoder, MiniLMEmbedder) or exported_path(encoder.identity).exists():
+        return
+    with err.status("preparing the query encoder (ONNX export of MiniLM, once per machine)"):
+        try:
+            ensure_exported(encoder.identity, encoder.max_seq_length)
+        except QueryModelError as exc:
+            fail(f"ingest done, but search cannot run: {exc}", code=1)
+
+
+@pipeline_app.command()
+def quickstart(
+    path: Annotated[Optional[Path], typer.Argument(help="Folder to ingest (default: a sample corpus Fabric writes).")] = None,
+    query: Annotated[str, typer.Option("--query", "-q")] = "lighthouse keeper",
+    home: HomeOption = None,
+) -> None:
+    """The main job: ingest a folder (or a written sample), answer a query, verify its first citation."""
+    from fabric_query.api import Fabric
+
+    home_dir = set_home(home)
+    if path is None:
+        from fabric_assets.sample_corpus import write_sample_corpus
+
+        path = write_sample_corpus(home_dir / "sample")
+        console.print(f"wrote a sample corpus to {path}")
+    code = _run_ingest(path)
+    console.print(f"\n[bold]fabric search {query!r}[/bold]")
+    search(query, limit=3, as_json=False, home=home_dir)
+    pack = Fabric(home_dir).search(query, limit=1)
+    if pack.results:
+        result = Fabric(home_dir).resolve(pack.results[0].citation)
+        console.print(f"\nresolve first citation → [bold]{result.status}[/bold]")
+    if code:
+        raise typer.Exit(code)
+
+
+@pipeline_app.command()
+def ui(
+    port: Annotated[int, typer.Option("--port")] = 3000,
+    home: HomeOption = None,
+) -> None:
+    """Start the Dagster UI on this home's instance (same runs as `fabric ingest`)."""
+    import subprocess
+
+    path = set_home(home)
+    from fabric_resources.home import FabricHome
+
+    FabricHome(path)  # writes dagster.yaml
+    os.environ["DAGSTER_HOME"] = str(path / "dagster")
+    workspace = Path(__file__).resolve().parents[2] / "workspace.yaml"
+    cmd = ["dagster", "dev", "-w", str(workspace), "-h", "127.0.0.1", "-p", str(port)]
+    console.print(f"DAGSTER_HOME={os.environ['DAGSTER_HOME']} {' '.join(cmd)}")
+    raise typer.Exit(subprocess.call(cmd))
+
+
+@pipeline_app.command("lexical-repair")
+def lexical_repair_cmd(home: HomeOption = None) -> None:
+    """Rebuild the serving index from canonical tables only (no re-parse, no re-embedding)."""
+    from fabric_assets.activation.repair import lexical_repair
+    from fabric_query.api import Fabric
+
+    path = set_home(home)
+    try:
+        report = lexical_repair(Fabric(path).home)
+    except (FabricQueryError, ValueError) as exc:
+        fail(str(exc))
+    print_health(report.before, "before")
+    print_health(report.after, "after")
+    console.print(f"published release {report.release_id}; canonical digest unchanged: {report.canonical_unchanged}")
+    if not (report.after.healthy and report.canonical_unchanged):
+        raise typer.Exit(1)

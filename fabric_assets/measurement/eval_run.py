@@ -1,0 +1,172 @@
+"""``fabric eval BEIR_DIR``: Fabric and the baselines a user would pick, in one run.
+
+The collection goes through the real Dagster pipeline into a scratch home,
+each corpus entry one source document (``<title>\\n\\n<text>`` as UTF-8 text).
+Every query then runs through ``fabric_query`` (fused result, and each channel
+alone from the pack's debug rankings). In the same process, over the very
+same chunks: BM25 from ``bm25s``, flat cosine with the same embedder and
+vectors, and LanceDB's built-in hybrid search (FTS + vector, RRF)
+(:mod:`fabric_assets.measurement.baselines`). Chunk rankings become document
+rankings by first occurrence. Queries split into dev and test halves
+(:func:`fabric_assets.measurement.harness.in_split`).
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+from fabric_assets.ingest import ingest
+from fabric_assets.measurement.baselines import Baselines
+from fabric_assets.measurement.harness import (
+    DEPTH, QueryVectorMemo, Split, as_free_text, in_split, is_cjk, load_beir, write_corpus,
+)
+from fabric_assets.measurement.metrics import METRICS, first_occurrence, score_run
+from fabric_query import pipeline
+from fabric_query.release import release_view
+from fabric_resources.config import FabricConfig
+from fabric_resources.home import FabricHome
+from fabric_resources.models.embedder import shared_embedder
+from fabric_resources.models.multilingual import shared_multilingual_embedder
+from fabric_resources.models.reranker import reranker_from_config
+
+
+def run_eval(
+    folder: Path,
+    *,
+    limit_queries: int | None = None,
+    split: Split = "test",
+    config: FabricConfig | None = None,
+    work_dir: Path | None = None,
+) -> dict:
+    """Ingest a BEIR collection, run its queries through Fabric and the baselines, score them all.
+
+    Returns a JSON-ready dict: collection, split, queries, per-system metrics
+    (``fabric`` fused, ``fabric:<channel>`` alone, baselines), ingest seconds,
+    and mean query milliseconds per system.
+    """
+    collection = load_beir(folder)
+    qids = [q for q in collection.queries if in_split(q, split) and q in collection.qrels]
+    if limit_queries:
+        qids = qids[:limit_queries]
+    scratch = Path(work_dir) if work_dir else Path(tempfile.mkdtemp(prefix="fabric-eval-"))
+    try:
+        home = FabricHome(scratch / "home")
+        if config is not None:
+            home.layout.config_file.write_text(config.model_dump_json())
+        names = write_corpus(collection, scratch / collection.name)
+        t0 = time.perf_counter()
+        ingest(scratch / collection.name, home)
+        ingest_s = time.perf_counter() - t0
+        view = release_view(home, home.catalog.current_release())
+        label = f"fs:{collection.name}/"
+        doc_of_parse = {}
+        for key, meta in view.sources.items():
+            doc_of_parse.setdefault(meta["parse_id"], names[key[len(label):]])
+        parse_of_chunk = dict(zip(view.chunks.column("chunk_id").to_pylist(), view.chunks.column("parse_id").to_pylist()))
+
+        def docs(chunk_ids) -> list[str]:
+            return first_occurrence([doc_of_parse[parse_of_chunk[c]] for c in chunk_ids if c in parse_of_chunk])
+
+        embedder = QueryVectorMemo(shared_embedder(home.config.dense.batch_size))
+        multilingual = QueryVectorMemo(shared_multilingual_embedder())
+        cjk = is_cjk([t for t, _ in collection.corpus.values()] or [""])
+        baselines = Baselines(view, scratch, cjk)
+        baselines.build()
+        query_encoder = multilingual if cjk else embedder
+        runs: dict[str, dict[str, list[str]]] = {}
+        millis: dict[str, float] = {}
+        qvecs = query_encoder.encode_queries([collection.queries[q] for q in qids]) if qids else np.zeros((0, 384))
+        reranker = reranker_from_config(home.config)
+        variants = stage_variants(home.config, multilingual=cjk)
+        base_config = home.config
+        for i, q in enumerate(qids):
+            text = collection.queries[q]
+            t = time.perf_counter()
+            pack = pipeline.search(home, as_free_text(text), embedder, limit=DEPTH, debug=True, reranker=reranker,
+                                   multilingual=multilingual)
+            millis["fabric"] = millis.get("fabric", 0.0) + (time.perf_counter() - t) * 1000
+            runs.setdefault("fabric", {})[q] = docs(h.chunk_id for h in pack.results)
+            for channel, ranking in pack.channel_rankings.items():
+                runs.setdefault(f"fabric:{channel}", {})[q] = docs(ranking)
+            for name, variant in variants.items():
+                home.__dict__["config"] = variant
+                try:
+                    t = time.perf_counter()
+                    vpack = pipeline.search(home, as_free_text(text), embedder, limit=DEPTH, debug=True,
+                                            reranker=reranker if variant.reranker.backend != "none" else None,
+                                            multilingual=multilingual)
+                    millis[name] = millis.get(name, 0.0) + (time.perf_counter() - t) * 1000
+                finally:
+                    home.__dict__["config"] = base_config
+                runs.setdefault(name, {})[q] = docs(h.chunk_id for h in vpack.results)
+                for channel, ranking in vpack.channel_rankings.items():
+                    runs.setdefault(f"{name}:{channel}", {})[q] = docs(ranking)
+            for name, system in baselines.systems.items():
+                t = time.perf_counter()
+                ranking = system(text, qvecs[i])
+                millis[name] = millis.get(name, 0.0) + (time.perf_counter() - t) * 1000
+                runs.setdefault(name, {})[q] = docs(ranking)
+        for name in runs:  # a channel that did not run for a query ranks nothing for it
+            for q in qids:
+                runs[name].setdefault(q, [])
+        return {
+            "collection": collection.name,
+            "split": split,
+            "queries": len(qids),
+            "documents": len(collection.corpus),
+            "chunks": view.chunks.num_rows,
+            "ingest_seconds": round(ingest_s, 1),
+            "ndcg_gain": "linear (trec_eval/BEIR): rel / log2(rank + 1)",
+            "metrics": {name: score_run(run, collection.qrels) for name, run in sorted(runs.items())},
+            "mean_query_ms": {k: round(v / max(1, len(qids)), 2) for k, v in sorted(millis.items())},
+        }
+    finally:
+        if work_dir is None:
+            shutil.rmtree(scratch, ignore_errors=True)
+
+
+def stage_variants(config: FabricConfig, multilingual: bool = False) -> dict[str, FabricConfig]:
+    """Query-time stage configurations scored beside the configured one, on the same home.
+
+    Each flips one stage of ``config``: section-guided dense, MaxSim (when a checkpoint is
+    configured), the reranker (when one is configured); for a ``multilingual`` (CJK) collection
+    also the e5 route's section-guided dense and its fusion (convex vs RRF). Ingest-time choices (chunk caps, the
+    multilingual model) need their own home and are compared across runs.
+    """
+    q = config.query
+    out = {} if multilingual else {
+        ("fabric[-section]" if q.section_guided else "fabric[+section]"):
+            config.model_copy(update={"query": q.model_copy(update={"section_guided": not q.section_guided})}),
+    }
+    if multilingual:
+        out["fabric[+section-multilingual]" if not q.section_guided_multilingual else "fabric[-section-multilingual]"] = \
+            config.model_copy(update={"query": q.model_copy(
+                update={"section_guided_multilingual": not q.section_guided_multilingual})})
+        other = "rrf" if q.multilingual_fusion == "convex" else "convex"
+        out[f"fabric[{other}-multilingual]"] = config.model_copy(
+            update={"query": q.model_copy(update={"multilingual_fusion": other})})
+    if config.late_interaction.enabled:
+        out["fabric[-maxsim]"] = config.model_copy(
+            update={"late_interaction": config.late_interaction.model_copy(update={"enabled": False})})
+    if config.reranker.backend != "none":
+        out["fabric[-rerank]"] = config.model_copy(
+            update={"reranker": config.reranker.model_copy(update={"backend": "none"})})
+    return out
+
+
+def markdown_table(result: dict) -> str:
+    """The metrics as a markdown table, Fabric first, then its channels and stage variants, then baselines."""
+    rows = sorted(result["metrics"].items(), key=lambda kv: (not kv[0].startswith("fabric"), kv[0]))
+    head = f"| system ({result['collection']}, {result['split']} split, {result['queries']} queries) | " + " | ".join(METRICS) + " | ms/query |"
+    sep = "|---" * (len(METRICS) + 2) + "|"
+    lines = [head, sep]
+    for name, m in rows:
+        ms = result["mean_query_ms"].get(name, result["mean_query_ms"].get("fabric") if name.startswith("fabric:") else None)
+        ms_text = "" if name.startswith("fabric:") else f"{ms:.1f}" if ms is not None else ""
+        lines.append(f"| {name} | " + " | ".join(f"{m[k]:.4f}" for k in METRICS) + f" | {ms_text} |")
+    return "\n".join(lines)

@@ -1,0 +1,160 @@
+"""How a parse-partitioned projection asset is declared and run.
+
+Declared from the registry (:mod:`fabric_assets.projections`): :func:`asset_args` for an
+``@dg.asset``, :func:`spec` and :func:`check_specs` for an ``@dg.multi_asset``.
+
+Run through a :class:`PartitionStep`, the scaffold every partitioned asset repeats, so that an
+asset body only reads, calls pure code and hands over rows::
+
+    step = PartitionStep(context, fabric.open(), "chunks")      # live parse IDs of the run
+    units = step.read("units")                                   # rows of the live parses
+    for pk, mine in step.by_parse(units):
+        rows = pure_compute(pk, mine)
+        step.add_rows(rows)                                      # this parse's new rows
+        step.verdict(CHUNK_IDS_ARE_UNIQUE, pk, ids_unique(rows, "chunk_id"))
+        step.partition_metadata(pk, {"rows": rows.num_rows})
+    yield from step.finish()      # replace rows → materializations → verdicts + check results
+
+Rows replace those of every partition of the run (the run's keys, failed parses included, so
+nothing stale stays behind); the verdicts are recorded in the catalog (what activation reads) only
+after the rows are stored, each check summarised as one Dagster check result.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from functools import cached_property
+from typing import Any
+
+import dagster as dg
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from fabric_assets.gate import Verdict
+from fabric_assets.partitions import PARTITIONED
+from fabric_assets.projections import projection
+from fabric_assets.verdicts import live_parse_ids, record_and_summarise
+from fabric_resources.home import FabricHome
+from fabric_resources.schema import TABLES
+
+
+def check_specs(*keys: str) -> list[dg.AssetCheckSpec]:
+    """The Dagster check specs of the projections ``keys``, in registry order."""
+    return [dg.AssetCheckSpec(c.name, asset=k) for k in keys for c in projection(k).checks]
+
+
+def asset_args(key: str) -> dict[str, Any]:
+    """Decorator arguments of the ``@dg.asset`` of projection ``key``: its name, the parse
+    partitions (many per run), deps, group and check specs. The code version is set when the
+    definitions load (``projections.code_version``)."""
+    p = projection(key)
+    return {**PARTITIONED, "name": key, "deps": list(p.upstream), "group_name": p.stage.value,
+            "check_specs": check_specs(key)}
+
+
+def spec(key: str, description: str) -> dg.AssetSpec:
+    """The ``AssetSpec`` of projection ``key`` inside a ``@dg.multi_asset``."""
+    p = projection(key)
+    return dg.AssetSpec(key, deps=list(p.upstream), group_name=p.stage.value, description=description)
+
+
+class PartitionStep:
+    """One run of a partitioned asset over the parse partitions of its Dagster run.
+
+    Parameters
+    ----------
+    context
+        The asset's execution context (its ``partition_keys`` are the run's parse IDs).
+    home
+        The Fabric home the asset reads and writes.
+    *keys
+        The projections this asset writes (one, or several for a multi-asset), in registry order.
+
+    Attributes
+    ----------
+    keys : list of str
+        Every parse ID of the run.
+    live : list of str
+        Those whose parse has not failed (a failed parse is skipped by every projection); read
+        from the catalog on first use.
+    """
+
+    def __init__(self, context: dg.AssetExecutionContext, home: FabricHome, *keys: str) -> None:
+        self.context = context
+        self.home = home
+        self.config = home.config
+        self.projections = tuple(projection(k) for k in keys)
+        self.keys = list(context.partition_keys)
+        self._rows: dict[str, list[pa.Table]] = {p.key: [] for p in self.projections if p.table}
+        self._verdicts: dict[str, dict[str, Verdict]] = {c.name: {} for p in self.projections for c in p.checks}
+        self._run_metadata: dict[str, dict[str, Any]] = {p.key: {} for p in self.projections}
+        self.versions: dict[str, int | None] | None = None
+
+    @cached_property
+    def live(self) -> list[str]:
+        return live_parse_ids(self.home, self.keys)
+
+    def _key(self, key: str | None) -> str:
+        if key is None:
+            if len(self.projections) != 1:
+                raise ValueError("name the asset key: this step writes several projections")
+            return self.projections[0].key
+        return key
+
+    def read(self, table: str, columns: list[str] | None = None) -> pa.Table:
+        """The rows of ``table`` of the live parses (``columns`` only, when given)."""
+        return self.home.tables.read(table, parse_ids=self.live, columns=columns)
+
+    def by_parse(self, rows: pa.Table) -> Iterator[tuple[str, pa.Table]]:
+        """Each live parse ID with its rows of ``rows`` (in their order; empty when it has none)."""
+        for pk in self.live:
+            yield pk, rows.filter(pc.equal(rows.column("parse_id"), pk))
+
+    def add_rows(self, rows: pa.Table, key: str | None = None) -> None:
+        """New rows of projection ``key`` (the step's only one when omitted), any parses."""
+        self._rows[self._key(key)].append(rows)
+
+    def rows_added(self, key: str | None = None) -> int:
+        """How many rows of projection ``key`` were added so far."""
+        return sum(t.num_rows for t in self._rows[self._key(key)])
+
+    def verdict(self, check: str, parse_id: str, verdict: Verdict) -> None:
+        """The verdict of ``check`` for one parse (recorded by :meth:`finish`)."""
+        self._verdicts[check][parse_id] = verdict
+
+    def partition_metadata(self, parse_id: str, values: dict[str, Any], key: str | None = None) -> None:
+        """Metadata of one partition's materialization of ``key``."""
+        if len(self.projections) == 1 and key is None:
+            self.context.add_asset_metadata(values, partition_key=parse_id)
+        else:
+            self.context.add_asset_metadata(values, asset_key=self._key(key), partition_key=parse_id)
+
+    def run_metadata(self, values: dict[str, Any], key: str | None = None) -> None:
+        """Metadata of the run's materialization of ``key`` (beside ``lance_version``)."""
+        self._run_metadata[self._key(key)].update(values)
+
+    def write(self, partitions: Sequence[str] | None = None) -> dict[str, int | None]:
+        """Replace the rows of ``partitions`` (the run's keys by default) in every table of the step
+        with the rows added; return each table's new Lance version. Over no partitions nothing is
+        written (the version is ``None``): the tables keep their rows and their version."""
+        scope = self.keys if partitions is None else list(partitions)
+        self.versions = {}
+        for key, tables in self._rows.items():
+            rows = pa.concat_tables(tables) if tables else TABLES[key].empty_table()
+            self.versions[key] = self.home.tables.replace_partitions(key, scope, rows) if scope else None
+        return self.versions
+
+    def finish(self) -> Iterator[dg.MaterializeResult | dg.AssetCheckResult]:
+        """Write (unless :meth:`write` ran), then yield one materialization per projection
+        (``lance_version`` and the run metadata), then record each check's verdicts in the catalog
+        and yield its summary, in registry order."""
+        if self.versions is None:
+            self.write()
+        single = len(self.projections) == 1
+        for p in self.projections:
+            metadata = ({"lance_version": self.versions[p.key]} if p.table else {}) | self._run_metadata[p.key]
+            yield dg.MaterializeResult(metadata=metadata) if single else dg.MaterializeResult(
+                asset_key=p.key, metadata=metadata)
+        for p in self.projections:
+            for c in p.checks:
+                yield record_and_summarise(self.home, c.name, p.key, self._verdicts[c.name])

@@ -1,0 +1,227 @@
+"""The projection registry: every asset Fabric derives from a parse, and what it means downstream.
+
+One :class:`Projection` per asset of the parse graph, in graph order. Everything that used to be a
+list of its own is derived from :data:`PROJECTIONS`:
+
+* the assets' upstream deps, group and check specs (``partition_step.asset_args``) and their
+  code versions (:func:`code_version`, filled in when the definitions load);
+* the gate: :data:`REQUIRED_VERDICTS` (checks of the parse-job stages) and
+  :data:`ANNOTATION_VERDICT`; :data:`RECHUNK_VERDICTS` (what a re-chunk recomputes);
+* :data:`MODEL_PROJECTIONS` (``reproject_job``) and :data:`RECHUNKED` (``rechunk_job``);
+* :data:`POST_ACTIVATION_TABLES`: rewritten for parses that are already active, so a new version
+  of one makes activation publish a release;
+* :data:`RELEASE_INPUTS`: the ``release`` asset's deps, so the UI lineage shows what it reads;
+* the digests a release records: :data:`VECTOR_DIGEST_VERDICTS`, :data:`LEXICAL_VERDICT`.
+
+The Arrow schema of each table stays in the storage contract (``fabric_resources.schema.TABLES``);
+a projection only names its table. Check names are defined here once, as constants. Plain data:
+no Dagster import (activation and the gate read it too).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+
+from fabric_assets.chunking.fine_chunks import CHUNKER_VERSION
+
+# Check names: each is the name of a Dagster asset check and of the per-parse verdict it records.
+SOURCE_BYTES_MATCH_THEIR_HASH = "source_bytes_match_their_hash"
+UNIT_IDS_ARE_UNIQUE = "unit_ids_are_unique"
+CHUNK_FRAGMENTS_REPRODUCE_TEXT = "chunk_fragments_reproduce_text"
+CHUNK_IDS_ARE_UNIQUE = "chunk_ids_are_unique"
+ONE_LEXICAL_DOCUMENT_PER_CHUNK = "one_lexical_document_per_chunk"
+VECTORS_ARE_FINITE_AND_UNIT_NORM = "vectors_are_finite_and_unit_norm"
+MULTILINGUAL_VECTORS_ARE_FINITE_AND_UNIT_NORM = "multilingual_vectors_are_finite_and_unit_norm"
+CONTEXT_WINDOWS_COVER_CHUNKS = "context_windows_cover_chunks"
+COLBERT_WINDOWS_COVER_CHUNKS = "colbert_windows_cover_chunks"
+# Passes with detail "disabled" when late interaction is off, so it never blocks the default.
+COLBERT_MATRICES_ARE_FINITE_AND_COMPLETE = "colbert_matrices_are_finite_and_complete"
+# It never holds a parse: required only with annotation.enabled and annotation.required_for_activation
+# (gate.required_verdicts), and then a failed one counts as missing (the parse waits).
+ANNOTATIONS_ARE_COMPLETE = "annotations_are_complete"
+
+
+class Stage(StrEnum):
+    """When a projection is written; also its Dagster group."""
+
+    CANONICAL = "canonical"  #: parse_job: what parsing a source writes
+    PROJECTIONS = "projections"  #: parse_job: what is made from chunks
+    ANNOTATIONS = "annotations"  #: annotation_job, after activation
+
+
+class Identity(StrEnum):
+    """What a projection's rows depend on besides code and upstream rows: its value under the
+    configuration enters the asset's code version, so a change shows the asset stale in the UI."""
+
+    CHUNKER = "chunker"  #: the chunking caps
+    DENSE = "dense"  #: the dense (chunk_vectors) model, local or HTTP
+    MULTILINGUAL = "multilingual"  #: multilingual-e5
+    COLBERT = "colbert"  #: the ColBERT checkpoint ("disabled" when late interaction is off)
+    ANNOTATOR = "annotator"  #: the annotation producer: prompts, model, endpoint, excerpt sizing
+
+
+#: Encoders whose rows carry a ``model`` column; a change of one re-projects from stored rows.
+ENCODERS = frozenset({Identity.DENSE, Identity.MULTILINGUAL, Identity.COLBERT})
+
+
+class Digest(StrEnum):
+    """A digest a verdict carries (``verdict["digest"]``) and the release records."""
+
+    VECTORS = "vectors"  #: parse digest of vector rows (fabric_resources.vector_digest)
+    LEXICAL = "lexical"  #: digest of a parse's lexical document IDs (activation re-indexes on change)
+
+
+@dataclass(frozen=True)
+class Check:
+    """A per-parse check an asset records (catalog verdict + Dagster asset check)."""
+
+    name: str
+    digest: Digest | None = None
+
+
+@dataclass(frozen=True)
+class Projection:
+    """One asset of the parse graph.
+
+    Attributes
+    ----------
+    key
+        Dagster asset key; also the name of the Lance table it writes, when ``writes_table``.
+    stage
+        When it is written (and its Dagster group).
+    upstream
+        Keys of the projections its rows are made from (its Dagster deps).
+    checks
+        The checks it records per parse.
+    code_version
+        The version of its code; ``None`` for assets whose code version Dagster leaves unset.
+    identity
+        What else its rows depend on (see :class:`Identity`); enters the code version.
+    writes_table
+        Whether it writes a table of ``schema.TABLES`` named ``key`` (``source_bytes`` writes none).
+    read_by_release
+        Whether activation reads it: a release gates on its verdicts and pins its table version.
+    """
+
+    key: str
+    stage: Stage
+    upstream: tuple[str, ...] = ()
+    checks: tuple[Check, ...] = ()
+    code_version: str | None = None
+    identity: Identity | None = None
+    writes_table: bool = True
+    read_by_release: bool = True
+
+    @property
+    def table(self) -> str | None:
+        return self.key if self.writes_table else None
+
+    @property
+    def model_projection(self) -> bool:
+        """Computed by an encoder from stored rows: a model change recomputes it (``reproject_job``)."""
+        return self.identity in ENCODERS
+
+    @property
+    def rewritten_after_activation(self) -> bool:
+        """Rewritten for parses that are already active: annotations (written after activation) and
+        model projections (after a model change)."""
+        return self.model_projection or self.stage is Stage.ANNOTATIONS
+
+    @property
+    def check_names(self) -> tuple[str, ...]:
+        return tuple(c.name for c in self.checks)
+
+
+_C, _P, _A = Stage.CANONICAL, Stage.PROJECTIONS, Stage.ANNOTATIONS
+
+#: Every projection, in graph order (upstream before downstream).
+PROJECTIONS: tuple[Projection, ...] = (
+    Projection("source_bytes", _C, (), (Check(SOURCE_BYTES_MATCH_THEIR_HASH),), writes_table=False),
+    Projection("units", _C, ("source_bytes",), (Check(UNIT_IDS_ARE_UNIQUE),)),
+    Projection("relationships", _C, ("source_bytes",)),
+    Projection("chunks", _P, ("units",),
+               (Check(CHUNK_FRAGMENTS_REPRODUCE_TEXT), Check(CHUNK_IDS_ARE_UNIQUE)),
+               CHUNKER_VERSION, Identity.CHUNKER),
+    Projection("lexical_documents", _P, ("chunks",), (Check(ONE_LEXICAL_DOCUMENT_PER_CHUNK, Digest.LEXICAL),),
+               "lexical-v1"),
+    Projection("chunk_vectors", _P, ("chunks",), (Check(VECTORS_ARE_FINITE_AND_UNIT_NORM, Digest.VECTORS),),
+               "dense-v1", Identity.DENSE),
+    Projection("chunk_vectors_multilingual", _P, ("chunks",),
+               (Check(MULTILINGUAL_VECTORS_ARE_FINITE_AND_UNIT_NORM, Digest.VECTORS),), "dense-v1",
+               Identity.MULTILINGUAL),
+    Projection("context_windows", _P, ("chunks",), (Check(CONTEXT_WINDOWS_COVER_CHUNKS),), "context-windows-v1"),
+    Projection("colbert_windows", _P, ("chunks",), (Check(COLBERT_WINDOWS_COVER_CHUNKS),), "colbert-windows-v1"),
+    Projection("colbert_matrices", _P, ("colbert_windows",), (Check(COLBERT_MATRICES_ARE_FINITE_AND_COMPLETE),),
+               "colbert-v1", Identity.COLBERT),
+    Projection("annotations", _A, ("context_windows",), (Check(ANNOTATIONS_ARE_COMPLETE),), "annotations-v1",
+               Identity.ANNOTATOR),
+    Projection("graph_mentions", _A, ("annotations",), code_version="graph-v1"),
+    Projection("graph_edges", _A, ("annotations",), code_version="graph-v1"),
+    Projection("annotation_vectors", _A, ("annotations",), code_version="annotation-vectors-v1",
+               identity=Identity.DENSE),
+)
+
+_BY_KEY: dict[str, Projection] = {p.key: p for p in PROJECTIONS}
+
+
+def projection(key: str) -> Projection:
+    """The projection of asset ``key``. Raises ``KeyError`` for an unknown key."""
+    return _BY_KEY[key]
+
+
+def downstream_of(key: str) -> tuple[Projection, ...]:
+    """``key`` and every projection made from it, transitively, in graph order."""
+    reached = {key}
+    for p in PROJECTIONS:  # graph order: every upstream of p is seen before p
+        if set(p.upstream) & reached:
+            reached.add(p.key)
+    return tuple(p for p in PROJECTIONS if p.key in reached)
+
+
+def _checks(projections: Iterable[Projection]) -> tuple[str, ...]:
+    return tuple(c.name for p in projections for c in p.checks)
+
+
+#: Every verdict a parse needs before activation: the checks of the parse-job stages.
+REQUIRED_VERDICTS: tuple[str, ...] = _checks(p for p in PROJECTIONS if p.stage is not Stage.ANNOTATIONS)
+
+#: Verdicts recorded by the assets that parse, not chunk: a re-chunk keeps them.
+CANONICAL_VERDICTS: tuple[str, ...] = _checks(p for p in PROJECTIONS if p.stage is Stage.CANONICAL)
+
+#: The annotation stage's verdict (``annotations``): it gates only when annotation is required.
+(ANNOTATION_VERDICT,) = _checks(p for p in PROJECTIONS if p.stage is Stage.ANNOTATIONS)
+
+#: What ``rechunk_job`` recomputes: chunks and every parse-job projection made from them.
+RECHUNKED: tuple[str, ...] = tuple(p.key for p in downstream_of("chunks") if p.stage is Stage.PROJECTIONS)
+
+#: Verdicts a re-chunk recomputes (``rechunk_job``'s assets, and annotation of the new windows).
+RECHUNK_VERDICTS: tuple[str, ...] = _checks(downstream_of("chunks"))
+
+#: Projections computed by an encoder from stored chunks/windows: a model change recomputes exactly these.
+MODEL_PROJECTIONS: tuple[str, ...] = tuple(p.key for p in PROJECTIONS if p.model_projection)
+
+#: Tables rewritten for parses that are already active: a new version of one publishes a release even
+#: when the active set is unchanged.
+POST_ACTIVATION_TABLES: tuple[str, ...] = tuple(p.table for p in PROJECTIONS
+                                                if p.rewritten_after_activation and p.table)
+
+#: What the release reads (its verdicts gate, its table versions are pinned): the ``release`` deps.
+RELEASE_INPUTS: tuple[str, ...] = tuple(p.key for p in PROJECTIONS if p.read_by_release)
+
+#: Vector table → the verdict carrying each parse's vector digest (the release records their table digest).
+VECTOR_DIGEST_VERDICTS: dict[str, str] = {p.key: c.name for p in PROJECTIONS for c in p.checks
+                                          if c.digest is Digest.VECTORS}
+
+#: The verdict whose ``digest`` fingerprints a parse's lexical documents.
+(LEXICAL_VERDICT,) = (c.name for p in PROJECTIONS for c in p.checks if c.digest is Digest.LEXICAL)
+
+
+def code_version(key: str, identities: Mapping[Identity, str]) -> str | None:
+    """The code version of asset ``key``: its code's version, then ``:`` and the value of its
+    :class:`Identity` under the configuration (``identities``, see ``model_identity.identities``)."""
+    p = _BY_KEY.get(key)
+    if p is None or p.identity is None:
+        return p.code_version if p else None
+    return f"{p.code_version}:{identities[p.identity]}"

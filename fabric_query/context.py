@@ -1,0 +1,218 @@
+"""The frozen per-query context: everything one ``search`` call is about, read by every stage.
+
+:func:`open_query` checks the arguments, parses the query, pins the release under today's
+visibility and applies the filters (eligibility, before any channel ranks) once; channels,
+fusion, rescoring stages and evidence assembly then read the :class:`QueryContext` instead of
+passing locals along. Values derived from it and shared by several stages — the context
+windows, the lexical index's answer, a dense route's query vector — are computed at most once
+per query, on first use (:attr:`QueryContext.windows`, :meth:`QueryContext.per_query`).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any, TypeVar
+
+from fabric_query.errors import InvalidArgumentError, NoReleaseError
+from fabric_query.querylang import ParsedQuery, parse_query
+from fabric_query.release import ProjectionUnavailable, ReleaseView, pinned_view
+from fabric_query.types import StageTiming
+from fabric_resources.config import FabricConfig
+from fabric_resources.home import FabricHome
+from fabric_resources.language_routing import needs_multilingual
+from fabric_resources.models.embedder import Encoder
+from fabric_resources.models.reranker import Reranker
+
+T = TypeVar("T")
+
+#: Largest ``limit`` a search accepts (the CLI's ``--limit`` bound too).
+MAX_LIMIT = 1000
+#: Release IDs are SQLite integers (64-bit signed).
+_MAX_RELEASE_ID = 2**63 - 1
+
+
+@dataclass(frozen=True)
+class Encoders:
+    """The query-time models of one search.
+
+    ``dense``: the dense role's query encoder (local MiniLM or HTTP); ``multilingual``: the e5
+    query encoder (``None``: the process-wide one, loaded on first use); ``reranker``: the
+    reranker role (``None``: the stage is off).
+    """
+
+    dense: Encoder
+    multilingual: Encoder | None = None
+    reranker: Reranker | None = None
+
+
+class Stopwatch:
+    """Stage timings of one query: each lap is the time since the previous lap (ms, 3 decimals)."""
+
+    def __init__(self) -> None:
+        self.started = self.mark = time.perf_counter()
+        self.timings: list[StageTiming] = []
+
+    def lap(self, stage: str) -> None:
+        now = time.perf_counter()
+        self.timings.append(StageTiming(stage=stage, ms=round((now - self.mark) * 1000, 3)))
+        self.mark = now
+
+    def with_total(self) -> tuple[StageTiming, ...]:
+        """The laps so far, then ``total``: the time since the stopwatch started."""
+        return (*self.timings, StageTiming(stage="total", ms=round((time.perf_counter() - self.started) * 1000, 3)))
+
+
+@dataclass(frozen=True)
+class WindowMembership:
+    """Chunk → (its context window's ID, that window's chunk IDs in reading order).
+
+    ``skipped``: why the release's context windows cannot serve (``{}`` in ``of`` then: no
+    section-guided route, and passages are the hits' own chunks).
+    """
+
+    of: Mapping[str, tuple[str, tuple[str, ...]]]
+    skipped: str | None = None
+
+
+@dataclass(frozen=True)
+class QueryContext:
+    """One query over one pinned release, as every stage of :func:`fabric_query.pipeline.search` sees it.
+
+    Attributes
+    ----------
+    home, config
+        The Fabric home and its configuration, read once for the whole query.
+    parsed
+        The parsed query (:mod:`fabric_query.querylang`).
+    view
+        The pinned release under today's visibility (:func:`fabric_query.release.pinned_view`).
+    eligible
+        Parse IDs the filters admit (``None``: every parse of the view).
+    sources_by_parse
+        Per eligible parse, its eligible source keys (sorted). Shared with the view: do not mutate.
+    depth
+        Candidates each channel hands to fusion: ``max(query.channel_depth, limit)``.
+    limit
+        Results wanted.
+    encoders
+        The query-time models (:class:`Encoders`).
+    selected
+        Names of the channels this search may run (:func:`fabric_query.channels.registry.select`).
+    clock
+        The query's stage timings.
+    """
+
+    home: FabricHome
+    config: FabricConfig
+    parsed: ParsedQuery
+    view: ReleaseView
+    eligible: frozenset[str] | None
+    sources_by_parse: Mapping[str, list[str]]
+    depth: int
+    limit: int
+    encoders: Encoders
+    selected: frozenset[str]
+    clock: Stopwatch = field(default_factory=Stopwatch, compare=False, repr=False)
+    _memo: dict[Any, Any] = field(default_factory=dict, compare=False, repr=False)
+
+    def per_query(self, key: Any, compute: Callable[[], T]) -> T:
+        """``compute()`` the first time ``key`` is asked for in this query, the same value after."""
+        if key not in self._memo:
+            self._memo[key] = compute()
+        return self._memo[key]
+
+    @cached_property
+    def multilingual_text(self) -> bool:
+        """The query's positive text is routed to the multilingual model (``language_routing``)."""
+        return needs_multilingual(self.parsed.positive_text)
+
+    @cached_property
+    def windows(self) -> WindowMembership:
+        """The release's context-window membership, or why it cannot be read."""
+        try:
+            return WindowMembership(self.view.context_window_of)
+        except ProjectionUnavailable as exc:
+            return WindowMembership({}, exc.describe())
+
+    @property
+    def eligible_sources(self) -> int:
+        """Sources the filters admit (``EvidencePack.eligible_sources``)."""
+        if self.eligible is None:
+            return len(self.view.sources)
+        return sum(len(v) for v in self.sources_by_parse.values())
+
+
+def eligible_parses(view: ReleaseView, parsed: ParsedQuery) -> tuple[set[str] | None, dict[str, list[str]]]:
+    """Eligible parse IDs (``None`` = all) and, per parse, its eligible source keys.
+
+    Filters are applied here, before any channel ranks or truncates.
+    """
+    f = parsed.filters
+    if not f.active:
+        return None, view.sources_by_parse  # no filter: every source of the release (cached per view)
+    by_parse: dict[str, list[str]] = {}
+    for key, meta in sorted(view.sources.items()):
+        if f.admits(key, meta["media_type"], meta.get("mtime_ns"), meta.get("language")):
+            by_parse.setdefault(meta["parse_id"], []).append(key)
+    return set(by_parse), by_parse
+
+
+def checked_limit(limit, default: int) -> int:
+    """``limit``, or ``default`` when it is ``None``.
+
+    Raises
+    ------
+    InvalidArgumentError
+        Not an integer, or outside ``1..MAX_LIMIT``.
+    """
+    if limit is None:
+        return default
+    if isinstance(limit, bool) or not isinstance(limit, int):
+        raise InvalidArgumentError(f"limit must be an integer, got {type(limit).__name__}")
+    if not 1 <= limit <= MAX_LIMIT:
+        raise InvalidArgumentError(f"limit must be between 1 and {MAX_LIMIT}, got {limit}")
+    return limit
+
+
+def check_arguments(release_id, debug) -> None:
+    """Raises :class:`InvalidArgumentError` for a ``release_id`` that is not a positive 64-bit
+    integer or a ``debug`` that is not a bool."""
+    if release_id is not None:
+        if isinstance(release_id, bool) or not isinstance(release_id, int):
+            raise InvalidArgumentError(f"release_id must be an integer, got {type(release_id).__name__}")
+        if not 1 <= release_id <= _MAX_RELEASE_ID:
+            raise InvalidArgumentError(f"release_id must be a positive release number, got {release_id}")
+    if not isinstance(debug, bool):
+        raise InvalidArgumentError(f"debug must be True or False, got {type(debug).__name__}")
+
+
+def open_query(home: FabricHome, config: FabricConfig, query: str, encoders: Encoders, *, limit: int,
+               release_id: int | None, selected: frozenset[str], clock: Stopwatch) -> QueryContext:
+    """Parse ``query``, pin the release (default: the current one) and apply the filters.
+
+    Laps ``pin_and_parse`` and ``eligibility`` on ``clock``. ``limit`` and ``release_id`` are
+    already checked (:func:`checked_limit`, :func:`check_arguments`).
+
+    Raises
+    ------
+    QuerySyntaxError, EmptyQueryError, QueryTooLongError
+        From the query language.
+    NoReleaseError
+        Nothing has been activated yet, or ``release_id`` does not exist.
+    """
+    parsed = parse_query(query, config.query.max_query_chars)
+    view = pinned_view(home, release_id)
+    if view is None:
+        raise NoReleaseError("no activated release in this home; run `fabric ingest PATH` first"
+                             if release_id is None else f"release {release_id} does not exist")
+    clock.lap("pin_and_parse")
+    eligible, sources_by_parse = eligible_parses(view, parsed)
+    clock.lap("eligibility")
+    return QueryContext(
+        home=home, config=config, parsed=parsed, view=view,
+        eligible=None if eligible is None else frozenset(eligible), sources_by_parse=sources_by_parse,
+        depth=max(config.query.channel_depth, limit), limit=limit, encoders=encoders, selected=selected, clock=clock,
+    )

@@ -1,0 +1,26 @@
+"""File locks: one holder at a time per lock file, across processes of one machine.
+
+Activation, ``fabric ingest`` and the ONNX query-model export each serialise on a lock file
+(the home's ``activation.lock``, ``ingest.lock``, the export's ``.lock`` beside its cache file).
+``flock`` is advisory and local: it assumes the locked path is on one machine's file system.
+"""
+
+from __future__ import annotations
+
+import fcntl
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+
+@contextmanager
+def exclusive_lock(path: Path) -> Iterator[None]:
+    """Hold an exclusive ``flock`` on ``path`` (created if missing); a second holder waits, and
+    the OS drops the lock of a killed process."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a+") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)

@@ -1,0 +1,10 @@
+"""The text parser's name and version (they enter every parse ID) and its media types.
+
+Their own module so that the parser and the plug-in's spec both read them without importing
+each other (the spec loads the parser lazily).
+"""
+
+PARSER_NAME = "text"
+PARSER_VERSION = "2"
+TEXT_PLAIN = "text/plain"
+TEXT_MARKDOWN = "text/markdown"

@@ -1,0 +1,295 @@
+"""Issue 13, ingest side: nothing lost, nothing leaked, nothing wrong said — over real runs.
+
+One folder holds good documents next to every kind of bad input the hostile trial
+used: an EPUB whose package is a corrupt LZMA member, a parser that raises an
+exception of an unexpected type, a FIFO, a socket, a device node, a file the scan
+cannot open, a file over the size cap, a megabyte on one line, Latin-1 text. It
+is ingested three times through the real CLI / in-process ingest (real Dagster
+runs, Lance tables, tantivy, MiniLM), and each test checks one promise of
+docs/reliability.md on what those ingests left.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import socket
+import stat
+import zipfile
+
+import pytest
+from conftest import ingest
+from test_parsing_epub import build_epub, xhtml
+from typer.testing import CliRunner
+
+from fabric_assets.chunking.fine_chunks import MAX_TOKEN_CHARS
+from fabric_assets.sources.scan import scan
+from fabric_query import Fabric
+from fabric_assets.cli import app
+from fabric_resources.home import FabricHome
+from fabric_resources.parsing.spec import ParserSpec
+
+GOOD_TEXT = "The lighthouse keeper climbed the spiral stairs every evening to light the lamp.\n"
+FRENCH = "Le gardien du phare montait l'escalier chaque soir. Café crème, très chaud, à volonté.\n"
+JAPANESE = "灯台守は毎晩、百十二段の階段を上って灯りを点した。潮が満ちると海は静かになった。\n"
+BOOM = "This file makes the monkeypatched parser raise an exception of an odd type.\n"
+#: Unrelated to every query below: a megabyte on one line, half a word too long for WordPiece.
+ONE_LINE = ("x" * 200_000 + " " + "tide table ledger herring " * 6_000).encode()
+TOO_LARGE_BYTES = 3_000_000  # over text.max_bytes (2,500,000 in this home's config)
+
+
+class OddParserFailure(ArithmeticError):
+    """An exception type no parser step anticipates."""
+
+
+def corrupt_lzma_epub() -> bytes:
+    """A valid EPUB rewritten with its package (OPF) LZMA-compressed, then that member corrupted."""
+    src = build_epub({"ch1.xhtml": xhtml("<p>The lamp room of the lighthouse.</p>" * 20)})
+    zin = zipfile.ZipFile(io.BytesIO(src))
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as zout:
+        for info in zin.infolist():
+            method = zipfile.ZIP_LZMA if info.filename.endswith(".opf") else zipfile.ZIP_DEFLATED
+            zout.writestr(info.filename, zin.read(info), compress_type=method)
+    raw = bytearray(buf.getvalue())
+    info = next(i for i in zipfile.ZipFile(io.BytesIO(bytes(raw))).infolist() if i.filename.endswith(".opf"))
+    start = info.header_offset + 30 + len(info.filename.encode()) + len(info.extra)
+    for i in range(start + 12, start + 40):
+        raw[i] ^= 0x5A
+    data = bytes(raw)
+    with pytest.raises(Exception) as lzma_error:  # what escaped the parser before issue 13
+        zipfile.ZipFile(io.BytesIO(data)).read(info.filename)
+    assert type(lzma_error.value).__name__ == "LZMAError"
+    return data
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory):
+    """The folder, the home, and what three ingests did to them (see the module docstring)."""
+    base = tmp_path_factory.mktemp("robust")
+    src, home_dir = base / "docs", base / "home"
+    (src / "sub").mkdir(parents=True)
+    home_dir.mkdir()
+    (home_dir / "config.json").write_text(json.dumps({"parsers": {"text": {"max_bytes": 2_500_000}}}))
+    (src / "keeper.txt").write_text(GOOD_TEXT)
+    (src / "gardien.txt").write_bytes(FRENCH.encode("cp1252"))
+    (src / "tomoru.txt").write_bytes(JAPANESE.encode("cp932"))
+    (src / "boom.txt").write_text(BOOM)
+    (src / "oneline.txt").write_bytes(ONE_LINE)
+    (src / "huge.txt").write_bytes(b"y " * (TOO_LARGE_BYTES // 2))
+    (src / "unreadable.txt").write_text("Locked away from the scan.\n")
+    (src / "sub" / "deep.txt").write_text("The harbour master counted the herring boats at dawn.\n")
+    (src / "good.epub").write_bytes(build_epub({"ch1.xhtml": xhtml("<p>The keeper wrote the tide tables.</p>")}))
+    (src / "bad.epub").write_bytes(corrupt_lzma_epub())
+    os.mkfifo(src / "pipe.txt")
+    sock = socket.socket(socket.AF_UNIX)
+    sock.bind(str(src / "sock.txt"))
+    specials = {"fs:docs/pipe.txt": "fifo", "fs:docs/sock.txt": "socket"}
+    try:
+        os.mknod(src / "null.txt", 0o600 | stat.S_IFCHR, os.makedev(1, 3))
+        specials["fs:docs/null.txt"] = "character device"
+    except OSError:  # no CAP_MKNOD here: the FIFO and the socket still cover the walk
+        pass
+
+    real_open, real_io_open, real_scandir, opened = os.open, io.open, os.scandir, []
+    locked = str(src / "unreadable.txt")
+
+    def os_open(path, flags, *args, **kwargs):  # root reads any file, so the OS's "no" is simulated here
+        opened.append(os.fsdecode(path))
+        if os.fsdecode(path) == locked:
+            raise PermissionError(13, "Permission denied", os.fsdecode(path))
+        return real_open(path, flags, *args, **kwargs)
+
+    def io_open(file, *args, **kwargs):  # what Path.read_bytes opens with
+        if isinstance(file, (str, bytes, os.PathLike)):
+            opened.append(os.fsdecode(file))
+        return real_io_open(file, *args, **kwargs)
+
+    real_parse = ParserSpec.run
+
+    def odd_run(self, data, parsers, media_type):
+        if b"monkeypatched parser" in data:
+            raise OddParserFailure("odd arithmetic in a plug-in")
+        return real_parse(self, data, parsers, media_type)
+
+    runner = CliRunner()
+    out = {"specials": specials, "src": src, "home": FabricHome(home_dir), "opened": opened}
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("FABRIC_HOME", str(home_dir))
+        mp.setenv("DAGSTER_HOME", str(home_dir / "dagster"))
+        mp.setattr(os, "open", os_open)
+        mp.setattr(io, "open", io_open)
+        # The plug-in itself raises (below its own safety net), as a third-party parser might.
+        mp.setattr(ParserSpec, "run", odd_run)
+        first = runner.invoke(app, ["ingest", str(src), "--home", str(home_dir)])
+        out["first_cli"] = first
+        out["status_1"] = Fabric(home_dir).status()
+        out["second"] = ingest(src, out["home"])  # nothing changed
+        # Now: the bad EPUB is deleted; a new file is scanned (its parse pending) and deleted before
+        # any run; the sub/ folder cannot be listed.
+        (src / "bad.epub").unlink()
+        (src / "brief.txt").write_text("A brief note that is deleted before it is ever parsed.\n")
+        scan(out["home"])
+        out["brief_parse"] = out["home"].catalog.source("fs:docs/brief.txt").parse_id
+        (src / "brief.txt").unlink()
+
+        def os_scandir(path="."):
+            if os.fsdecode(path) == str(src / "sub"):
+                raise PermissionError(13, "Permission denied", os.fsdecode(path))
+            return real_scandir(path)
+
+        mp.setattr(os, "scandir", os_scandir)
+        out["third"] = ingest(src, out["home"])
+        out["status_3"] = Fabric(home_dir).status()
+    sock.close()
+    return out
+
+
+def _failed(status) -> dict[str, tuple[str, str]]:
+    return {s: (p.reason, p.detail or "") for p in status.failed for s in p.sources}
+
+
+def test_a_corrupt_lzma_epub_fails_alone_with_a_named_reason_and_ingest_says_so(world):
+    """guards against: _lzma.LZMAError escaping the parser and failing the whole run (every file of
+    it pending forever), a made-up reason, and `fabric ingest` exiting 0 without naming it."""
+    first = world["first_cli"]
+    assert first.exit_code == 1, first.output
+    assert "fs:docs/bad.epub" in first.output and "malformed-package" in first.output
+    assert "LZMAError" in first.output
+    status = world["status_1"]
+    reason, detail = _failed(status)["fs:docs/bad.epub"]
+    assert reason == "malformed-package" and "LZMAError" in detail
+    assert status.pending == 0 and status.unfinished == ()
+    release = world["home"].catalog.current_release()
+    assert {"fs:docs/keeper.txt", "fs:docs/good.epub", "fs:docs/gardien.txt", "fs:docs/tomoru.txt",
+            "fs:docs/oneline.txt", "fs:docs/sub/deep.txt"} <= set(release.manifest["sources"])
+    assert "fs:docs/bad.epub" not in release.manifest["sources"]
+
+
+def test_any_exception_type_from_a_parser_fails_only_that_document(world):
+    """guards against: an exception type the asset does not catch (only ParseError was) failing
+    the step for every partition of the run."""
+    reason, detail = _failed(world["status_1"])["fs:docs/boom.txt"]
+    assert reason == "parser-error" and "OddParserFailure" in detail and "odd arithmetic" in detail
+    assert Fabric(world["home"].root).search("lighthouse keeper").results[0].citation.source_key == \
+        "fs:docs/keeper.txt"
+
+
+def test_a_failed_parse_is_not_retried_and_is_still_reported(world):
+    """guards against: the bad parse being run again by every ingest, or vanishing from the summary."""
+    second = world["second"]
+    assert second.scan.parse_ids_to_run == [] and second.run_ids == [] and second.retried == []
+    failed = {f.source_key: f for f in second.failed}
+    assert failed["fs:docs/bad.epub"].reason == "malformed-package" and not failed["fs:docs/bad.epub"].new
+    assert not second.complete
+
+
+def test_deleting_the_bad_file_drops_its_parse(world):
+    """guards against: a deleted source's failed parse listed forever, and a pending parse whose
+    source is gone being run (or counted as pending) on every ingest."""
+    third, status = world["third"], world["status_3"]
+    assert "fs:docs/bad.epub" not in _failed(status)
+    assert world["home"].catalog.source("fs:docs/bad.epub").state == "deleted"
+    assert not any(f.source_key == "fs:docs/bad.epub" for f in third.failed)
+    assert world["brief_parse"] not in third.scan.parse_ids_to_run and third.run_ids == []
+    assert world["home"].catalog.parse_run(world["brief_parse"]).status == "pending"  # kept, never run
+    assert status.pending == 0
+
+
+def test_every_path_found_ends_active_failed_or_skipped_with_a_reason(world):
+    """guards against: FIFOs, sockets, devices and unreadable files silently absent from the summary
+    and from `fabric status` (and a FIFO hanging the scan)."""
+    skipped = dict(world["status_1"].skipped)
+    for key, kind in world["specials"].items():
+        assert skipped[key] == f"not-a-regular-file: {kind}"
+    assert skipped["fs:docs/unreadable.txt"].startswith("unreadable: PermissionError")
+    assert skipped["fs:docs/huge.txt"].startswith("too-large:")
+    assert "skipped" in world["first_cli"].output and "fs:docs/pipe.txt" in world["first_cli"].output
+    files = {f"fs:docs/{p.relative_to(world['src']).as_posix()}" for p in world["src"].rglob("*")
+             if not p.is_dir()} | {"fs:docs/bad.epub"}
+    status = world["status_1"]
+    active = set(world["home"].catalog.release(1).manifest["sources"]) if status.release_id else set()
+    accounted = active | set(_failed(status)) | set(skipped)
+    assert files - {"fs:docs/brief.txt"} <= accounted
+
+
+def test_a_file_over_the_cap_is_never_read_nor_stored(world):
+    """guards against: reading a whole file into memory before checking the cap, and storing the
+    bytes of a file that is then refused."""
+    import hashlib
+
+    huge = world["src"] / "huge.txt"
+    assert str(huge) not in world["opened"]
+    digest = hashlib.sha256(huge.read_bytes()).hexdigest()
+    assert not world["home"].artifacts.has(digest)
+    assert world["home"].catalog.source("fs:docs/huge.txt") is None
+
+
+def test_an_unlistable_folder_loses_access_instead_of_deleting(world):
+    """guards against: every file under a folder the scan cannot list being marked deleted and
+    leaving the release (data that is still there, lost from search)."""
+    third, status = world["third"], world["status_3"]
+    assert "fs:docs/sub/deep.txt" not in third.scan.deleted
+    assert world["home"].catalog.source("fs:docs/sub/deep.txt").state == "access_lost"
+    assert dict(status.skipped)["fs:docs/sub"].startswith("unreadable-folder: PermissionError")
+    top = Fabric(world["home"].root).search("harbour master herring").results[0]
+    assert top.citation.source_key == "fs:docs/sub/deep.txt"
+
+
+def test_lang_filter_means_the_identified_language_for_plain_text(world):
+    """guards against: plain-text files having no language, so `lang:en` excluded every English
+    .txt; Latin-1 text failing as undecodable."""
+    fabric = Fabric(world["home"].root)
+    assert {r.citation.source_key for r in fabric.search("lang:en lighthouse keeper").results} >= {
+        "fs:docs/keeper.txt", "fs:docs/good.epub"}
+    french = fabric.search("lang:fr gardien phare").results
+    assert [r.citation.source_key for r in french][:1] == ["fs:docs/gardien.txt"]
+    assert "Café crème" in french[0].text
+    assert all(r.citation.source_key == "fs:docs/tomoru.txt" for r in fabric.search("lang:ja 灯台").results)
+    assert fabric.search("lang:ja 灯台").results
+
+
+def test_a_megabyte_on_one_line_gives_bounded_units_chunks_and_answers(world):
+    """guards against: one 1,000,000-character chunk (the 20 MB line of issue 13) that matches
+    unrelated queries and makes one `search --json` print tens of megabytes."""
+    home = world["home"]
+    key = "fs:docs/oneline.txt"
+    parse_id = home.catalog.source(key).parse_id
+    units = home.tables.read("units", parse_ids=[parse_id]).to_pydict()
+    assert max(len(t) for t in units["text"]) <= home.config.parsers.text.max_unit_chars
+    assert "".join(units["text"]).replace(" ", "") == ONE_LINE.decode().replace(" ", "")
+    chunks = home.tables.read("chunks", parse_ids=[parse_id]).to_pydict()
+    cap = home.config.chunking.max_tokens
+    assert max(chunks["token_count"]) <= cap
+    assert max(len(t) for t in chunks["text"]) < 2 * MAX_TOKEN_CHARS * cap
+    pack = Fabric(home.root).search("lighthouse keeper", limit=10)
+    assert len(pack.model_dump_json()) < 200_000
+
+
+def test_a_fault_of_fabric_fails_the_run_loudly_and_is_retried_not_blamed_on_the_document(tmp_path, fabric_home):
+    """guards against: the per-document catch-all swallowing Fabric's own faults (a full disk while
+    writing the units table) as a failed parse that is never retried, and `fabric ingest`
+    exiting 0 after a failed run."""
+    from fabric_resources.tables import TableStore
+
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "keeper.txt").write_text(GOOD_TEXT)
+    real = TableStore.replace_partitions
+
+    def disk_full(self, table, parse_ids, rows):
+        if table == "units":
+            raise OSError(28, "No space left on device")
+        return real(self, table, parse_ids, rows)
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(TableStore, "replace_partitions", disk_full)
+        result = CliRunner().invoke(app, ["ingest", str(src), "--home", str(fabric_home.root)])
+    assert result.exit_code == 3, result.output
+    assert "Dagster run(s) failed" in result.output
+    parse_id = fabric_home.catalog.source("fs:src/keeper.txt").parse_id
+    assert fabric_home.catalog.parse_run(parse_id).status == "pending"  # not blamed on the document
+    again = ingest(src, fabric_home)
+    assert parse_id in again.scan.parse_ids_to_run and again.failed_runs == [] and again.complete
+    assert Fabric(fabric_home.root).search("lighthouse keeper").results[0].citation.source_key == "fs:src/keeper.txt"

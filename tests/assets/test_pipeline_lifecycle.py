@@ -1,0 +1,384 @@
+"""End-to-end lifecycle over real Dagster runs, Lance tables, tantivy and the real model.
+
+Each test ingests a small folder it writes itself, then checks a property of
+the whole system: change → new text found and the old citation stale; delete →
+gone; bytes back → searchable with no new embedding work; bad input → a failed
+parse with a reason that does not stop the other documents; a query pinned to a
+release never changes when an activation happens mid-query.
+"""
+
+from __future__ import annotations
+
+import os
+
+import dagster as dg
+import pytest
+from conftest import ingest
+
+from fabric_query import Fabric
+
+LIGHTHOUSE = (
+    "The lighthouse keeper climbed the spiral stairs every evening.\n\n"
+    "She wrote the tide tables in a green ledger.\n"
+)
+HARBOUR = "The harbour master counted the herring boats at dawn.\n"
+BREAD = "Sourdough bread needs flour, water and a patient baker.\n"
+
+
+def _write(path, text: str | bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(text if isinstance(text, bytes) else text.encode("utf-8"))
+
+
+def _top_source(fabric: Fabric, query: str) -> str | None:
+    pack = fabric.search(query, limit=5)
+    return pack.results[0].citation.source_key if pack.results else None
+
+
+def _materializations(home, asset: str, partition: str) -> int:
+    os.environ["DAGSTER_HOME"] = str(home.layout.dagster_home)
+    instance = dg.DagsterInstance.get()
+    result = instance.fetch_materializations(
+        dg.AssetRecordsFilter(asset_key=dg.AssetKey(asset), asset_partitions=[partition]), limit=1000
+    )
+    return len(result.records)
+
+
+def test_change_delete_restore(tmp_path, fabric_home):
+    """guards against: an edited file still citing as verified; a deleted file staying
+    searchable; returning bytes being re-parsed and re-embedded."""
+    src = tmp_path / "src"
+    _write(src / "notes/light.txt", LIGHTHOUSE)
+    _write(src / "bread.txt", BREAD)
+    first = ingest(src, fabric_home)
+    assert first.failed_runs == []
+    fabric = Fabric(fabric_home.root)
+
+    pack = fabric.search("lighthouse keeper")
+    hit = pack.results[0]
+    assert hit.citation.source_key == "fs:src/notes/light.txt"
+    assert "word" in hit.channels and "dense" in hit.channels
+    old_citation = hit.citation
+    verified = fabric.resolve(old_citation)
+    assert verified.status == "verified" and verified.text == hit.text
+    # Offsets select the cited text from the unit.
+    units = fabric_home.tables.read("units", parse_ids=[old_citation.parse_id]).to_pydict()
+    unit_text = dict(zip(units["unit_id"], units["text"]))
+    pieces = [unit_text[s.unit_id][s.start_char:s.end_char] for s in old_citation.spans]
+    assert "\n\n".join(pieces) == hit.text
+    assert "".join(seg.text for seg in hit.highlights) == hit.text
+    assert any(seg.highlighted and seg.text.lower() == "lighthouse" for seg in hit.highlights)
+    old_parse = old_citation.parse_id
+
+    # Change: the new text is found, the old citation is stale (never substituted).
+    _write(src / "notes/light.txt", HARBOUR)
+    changed = ingest(src, fabric_home)
+    assert changed.scan.changed == ["fs:src/notes/light.txt"]
+    assert _top_source(fabric, "harbour master herring") == "fs:src/notes/light.txt"
+    stale = fabric.resolve(old_citation)
+    assert stale.status == "stale" and stale.text is None
+    failed = {c.check for c in stale.checks if not c.ok}
+    assert {"source-active", "source-bytes"} <= failed
+    assert all(r.citation.parse_id != old_parse for r in fabric.search("lighthouse keeper").results)
+
+    # Delete: no longer returned.
+    (src / "notes/light.txt").unlink()
+    deleted = ingest(src, fabric_home)
+    assert deleted.scan.deleted == ["fs:src/notes/light.txt"]
+    for q in ("harbour master herring", "lighthouse keeper"):
+        assert all(r.citation.source_key != "fs:src/notes/light.txt" for r in fabric.search(q).results)
+
+    # Original bytes back: searchable again, with no parse run and no new embedding.
+    before = _materializations(fabric_home, "chunk_vectors", old_parse)
+    assert before == 1
+    _write(src / "notes/light.txt", LIGHTHOUSE)
+    restored = ingest(src, fabric_home)
+    assert restored.run_ids == [], "returning bytes must reuse the existing partition"
+    assert _materializations(fabric_home, "chunk_vectors", old_parse) == before
+    back = fabric.search("lighthouse keeper").results[0]
+    assert back.citation.source_key == "fs:src/notes/light.txt" and back.citation.parse_id == old_parse
+    assert fabric.resolve(back.citation).status == "verified"
+
+
+def test_bad_input_fails_alone_and_symlinks_are_not_followed(tmp_path, fabric_home):
+    """guards against: one undecodable or broken file failing the run for every document;
+    a symlink pulling text from outside the root into the index; hidden files indexed."""
+    src = tmp_path / "src"
+    outside = tmp_path / "outside.txt"
+    _write(outside, "Zanzibarian secret outside the root.\n")
+    _write(src / "good.txt", BREAD)
+    _write(src / "bad.txt", b"\x00\xff\xfe\x00" * 64 + bytes(range(256)))
+    _write(src / "broken.epub", b"PK\x03\x04 definitely not a zip")
+    _write(src / ".hidden.txt", "Quixotic hidden words.\n")
+    _write(src / "photo.png", b"\x89PNG\r\n\x1a\n")
+    os.symlink(outside, src / "link.txt")
+    summary = ingest(src, fabric_home)
+    assert summary.failed_runs == [] and summary.scan.skipped_symlinks == 1
+    fabric = Fabric(fabric_home.root)
+    status = fabric.status()
+    reasons = {p.sources[0]: p.reason for p in status.failed}
+    assert reasons == {"fs:src/bad.txt": "undecodable", "fs:src/broken.epub": "not-a-zip"}
+    assert ("fs:src/photo.png", "image/png") in status.unsupported
+    assert status.active_sources == 1
+    assert _top_source(fabric, "sourdough bread") == "fs:src/good.txt"
+    assert all("Zanzibarian" not in r.text for r in fabric.search("Zanzibarian").results)
+    assert all("Quixotic" not in r.text for r in fabric.search("Quixotic hidden").results)
+
+    # No blind retry: the failed parse is not requested again on the next ingest.
+    again = ingest(src, fabric_home)
+    assert again.run_ids == [] and again.scan.parse_ids_to_run == []
+
+
+def test_identical_files_share_a_partition_and_moves_reuse_it(tmp_path, fabric_home):
+    """guards against: duplicate bytes parsed twice; a hit citing only one of two identical
+    sources; a move re-embedding the content."""
+    src = tmp_path / "src"
+    _write(src / "a/light.txt", LIGHTHOUSE)
+    _write(src / "b/light-copy.txt", LIGHTHOUSE)
+    first = ingest(src, fabric_home)
+    assert len(first.scan.parse_ids_to_run) == 1
+    fabric = Fabric(fabric_home.root)
+    cit = fabric.search("lighthouse").results[0].citation
+    assert {cit.source_key, *cit.also_cited_by} == {"fs:src/a/light.txt", "fs:src/b/light-copy.txt"}
+    scoped = fabric.search("lighthouse path:b/").results[0].citation
+    assert scoped.source_key == "fs:src/b/light-copy.txt" and scoped.also_cited_by == ()
+
+    (src / "a/light.txt").rename(src / "a/moved.txt")
+    moved = ingest(src, fabric_home)
+    assert moved.run_ids == [] and moved.scan.moved == [("fs:src/a/light.txt", "fs:src/a/moved.txt")]
+    cit = fabric.search("lighthouse").results[0].citation
+    assert {cit.source_key, *cit.also_cited_by} == {"fs:src/a/moved.txt", "fs:src/b/light-copy.txt"}
+
+
+def test_scan_keys_and_relative_paths_agree_with_source_key_for(tmp_path, fabric_home):
+    """guards against: the walk's incremental relative paths drifting from the documented key
+    (nested folders, spaces, non-ASCII and backslash names, hidden entries skipped)."""
+    from fabric_assets.sources.scan import scan, source_key_for
+
+    src = tmp_path / "src"
+    names = ["a.txt", "deep/er/still/b.txt", "sp ace/ünï.md", "日本/語.txt", "back\\slash.txt", "x/.hidden/c.txt",
+             ".dot.txt"]
+    for name in names:
+        _write(src / name, f"text of {name}\n")
+    root = fabric_home.catalog.register_root(src)
+    report = scan(fabric_home)
+    visible = [n for n in names if not any(part.startswith(".") for part in n.split("/"))]
+    expected = {source_key_for(src, src / n, root.label) for n in visible}
+    assert set(report.new) == expected and len(report.new) == len(visible)
+    rows = {s.source_key: s.rel_path for s in fabric_home.catalog.sources(root_id=root.root_id)}
+    assert rows == {source_key_for(src, src / n, root.label): n for n in visible}
+
+
+def test_a_name_that_is_not_utf8_is_skipped_and_reported_not_a_crash(tmp_path, fabric_home):
+    """guards against: one Latin-1 file name aborting the scan of every root (the catalog stores
+    keys as UTF-8 text) with a traceback and half the scan committed."""
+    from fabric_assets.sources.scan import scan
+
+    src = tmp_path / "src"
+    _write(src / "good.txt", "A good file.\n")
+    raw = os.fsencode(src)
+    with open(raw + b"/bad\xffname.txt", "wb") as f:
+        f.write(b"latin-1 name\n")
+    os.makedirs(raw + b"/caf\xe9")
+    with open(raw + b"/caf\xe9/inside.txt", "wb") as f:
+        f.write(b"inside a badly named folder\n")
+    root = fabric_home.catalog.register_root(src)
+    report = scan(fabric_home)
+    assert report.new == [f"fs:{root.label}/good.txt"]
+    assert sorted(report.skipped_names) == sorted([ascii("bad\udcffname.txt"), ascii("caf\udce9")])
+    assert [s.source_key for s in fabric_home.catalog.sources()] == [f"fs:{root.label}/good.txt"]
+
+
+def test_a_home_inside_the_ingested_folder_is_not_ingested(tmp_path, monkeypatch):
+    """guards against: Fabric indexing its own tables, logs and SQLite files as sources, and
+    finding them changed on every ingest."""
+    from fabric_resources.home import FabricHome
+
+    docs = tmp_path / "docs"
+    _write(docs / "light.txt", LIGHTHOUSE)
+    home = FabricHome(docs / "index")
+    monkeypatch.setenv("DAGSTER_HOME", str(home.layout.dagster_home))  # restored after the test
+    first = ingest(docs, home)
+    second = ingest(docs, home)
+    assert first.scan.new == ["fs:docs/light.txt"]
+    assert second.scan.new == second.scan.changed == []
+    assert [s.source_key for s in home.catalog.sources()] == ["fs:docs/light.txt"]
+
+
+def test_a_file_deleted_while_its_root_was_away_leaves_the_release(tmp_path, fabric_home):
+    """guards against: sources marked access_lost (root unmounted) never being deleted once the
+    root is back, so a deleted file stayed searchable for good."""
+    roots = tmp_path / "r1"
+    notes, other = roots / "notes", tmp_path / "r2" / "other"
+    _write(notes / "keep.txt", LIGHTHOUSE)
+    _write(notes / "ghost.txt", "The ghostlyword lives only in this file.\n")
+    _write(other / "bread.txt", BREAD)
+    ingest(notes, fabric_home)
+    ingest(other, fabric_home)
+    fabric = Fabric(fabric_home.root)
+
+    def cited(query: str) -> set[str]:
+        return {r.citation.source_key for r in fabric.search(query).results}
+
+    assert "fs:notes/ghost.txt" in cited("ghostlyword")
+
+    notes.rename(roots / "notes-away")  # the root is unavailable for one ingest
+    away = ingest(other, fabric_home)
+    assert sorted(away.scan.access_lost) == ["fs:notes/ghost.txt", "fs:notes/keep.txt"]
+    assert "fs:notes/ghost.txt" in cited("ghostlyword")  # unavailable is not deleted
+
+    (roots / "notes-away").rename(notes)
+    (notes / "ghost.txt").unlink()
+    back = ingest(notes, fabric_home)
+    assert back.scan.deleted == ["fs:notes/ghost.txt"]
+    assert "fs:notes/ghost.txt" not in cited("ghostlyword")
+    assert "fs:notes/keep.txt" in cited("lighthouse keeper")
+
+
+def test_activation_during_a_query_never_changes_its_answer(tmp_path, fabric_home, monkeypatch):
+    """guards against: a query reading the new index or tables half-way through after an
+    activation swapped the release pointer."""
+    from fabric_assets.activation.activate import activate
+    from fabric_assets.ingest import dagster_instance, run_pending
+    from fabric_assets.sources.scan import scan
+    from fabric_query.channels import dense
+
+    src = tmp_path / "src"
+    _write(src / "light.txt", LIGHTHOUSE)
+    _write(src / "bread.txt", BREAD)
+    ingest(src, fabric_home)
+    fabric = Fabric(fabric_home.root)
+    baseline = fabric.search("lighthouse keeper tide").model_dump(exclude={"timings"})
+
+    # Parse a change (not yet activated), then activate it from inside the running query.
+    _write(src / "light.txt", "The lighthouse keeper retired; the tide tables were burnt.\n")
+    _write(src / "more.txt", "Another lighthouse keeper kept tide tables too.\n")
+    report = scan(fabric_home)
+    run_pending(fabric_home, dagster_instance(fabric_home), report.parse_ids_to_run)
+    real_dense = dense.section_guided_dense  # the dense stage of the default configuration
+    activated = []
+
+    def dense_then_activate(*args, **kwargs):
+        activated.append(activate(fabric_home).release_id)
+        return real_dense(*args, **kwargs)
+
+    monkeypatch.setattr(dense, "section_guided_dense", dense_then_activate)
+    during = fabric.search("lighthouse keeper tide").model_dump(exclude={"timings"})
+    assert activated and activated[0] != baseline["release_id"]
+    assert during == baseline
+    monkeypatch.setattr(dense, "section_guided_dense", real_dense)
+    after = fabric.search("lighthouse keeper tide")
+    assert after.release_id == activated[0]
+    assert {r.citation.source_key for r in after.results} >= {"fs:src/more.txt"}
+
+
+def test_ctrl_c_during_an_ingest_stops_it_and_activates_nothing(tmp_path, fabric_home, monkeypatch):
+    """guards against: Dagster swallowing a SIGINT into a failed run, after which the ingest went
+    on to activate and the CLI exited 0."""
+    import signal
+
+    import fabric_assets.dense.assets as dense_assets
+
+    src = tmp_path / "src"
+    _write(src / "light.txt", LIGHTHOUSE)
+    ingest(src, fabric_home)
+    before = fabric_home.catalog.current_release().release_id
+    _write(src / "bread.txt", BREAD)
+    real_check = dense_assets.vectors_finite_unit_norm
+
+    def interrupted(*args, **kwargs):
+        os.kill(os.getpid(), signal.SIGINT)  # what Ctrl-C in the terminal sends
+        return real_check(*args, **kwargs)
+
+    monkeypatch.setattr(dense_assets, "vectors_finite_unit_norm", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        ingest(src, fabric_home)
+    assert fabric_home.catalog.current_release().release_id == before
+    monkeypatch.setattr(dense_assets, "vectors_finite_unit_norm", real_check)
+
+    import fabric_assets.activation.assets as activation_assets  # now during the activation run
+    real_activate = activation_assets.activate
+
+    def interrupted_activation(home):
+        os.kill(os.getpid(), signal.SIGINT)
+        return real_activate(home)
+
+    monkeypatch.setattr(activation_assets, "activate", interrupted_activation)
+    with pytest.raises(KeyboardInterrupt):
+        ingest(src, fabric_home)
+    assert fabric_home.catalog.current_release().release_id == before
+    monkeypatch.setattr(activation_assets, "activate", real_activate)
+    again = ingest(src, fabric_home)  # the interrupted work is finished by the next ingest
+    assert again.activation["published"]
+    assert "fs:src/bread.txt" in {r.citation.source_key for r in Fabric(fabric_home.root).search("sourdough").results}
+
+
+def test_gate_failure_holds_the_new_parse_and_keeps_the_old_one(tmp_path, fabric_home, monkeypatch):
+    """guards against: activating a parse whose per-parse verdict failed; one bad parse
+    blocking the other parses of the same multi-partition run."""
+    import fabric_assets.dense.assets as dense_assets
+
+    src = tmp_path / "src"
+    _write(src / "light.txt", LIGHTHOUSE)
+    ingest(src, fabric_home)
+    fabric = Fabric(fabric_home.root)
+    old = fabric.search("lighthouse").results[0].citation
+
+    real = dense_assets.vectors_finite_unit_norm
+
+    def fail_for_harbour(vectors):
+        return {"passed": False, "detail": "injected"} if vectors.shape[0] == 1 else real(vectors)
+
+    _write(src / "light.txt", HARBOUR)  # one chunk → injected failure
+    _write(src / "bread.txt", BREAD + "\n" + "Knead the dough.\n\n" + "Bake it hot.\n" * 80)  # several chunks
+    monkeypatch.setattr(dense_assets, "vectors_finite_unit_norm", fail_for_harbour)
+    summary = ingest(src, fabric_home)
+    assert len(summary.run_ids) == 1  # both parses in one run
+    status = fabric.status()
+    assert [p.sources for p in status.held] == [("fs:src/light.txt",)]
+    assert "vectors_are_finite_and_unit_norm" in status.held[0].reason
+    # The previous version stays active; the other document of the run activated.
+    assert fabric.search("lighthouse").results[0].citation.parse_id == old.parse_id
+    assert _top_source(fabric, "sourdough knead dough") == "fs:src/bread.txt"
+    assert all("harbour" not in r.text for r in fabric.search("harbour herring").results)
+
+
+@pytest.mark.parametrize("query", ["", "path:notes/", "-lighthouse", '"unclosed'])
+def test_bad_queries_raise_typed_errors(tmp_path, fabric_home, query):
+    """guards against: a filter-only or malformed query returning an empty answer as if healthy."""
+    from fabric_query.errors import QuerySyntaxError
+
+    _write(tmp_path / "src/light.txt", LIGHTHOUSE)
+    ingest(tmp_path / "src", fabric_home)
+    with pytest.raises(QuerySyntaxError):
+        Fabric(fabric_home.root).search(query)
+
+
+def test_a_parse_whose_run_died_is_reported_and_run_again(tmp_path, fabric_home, monkeypatch):
+    """guards against: a run killed after parsing leaving its source out of every release, not
+    shown in `status`, and never re-run until the file changes."""
+    import fabric_assets.dense.assets as dense_assets
+
+    src = tmp_path / "src"
+    _write(src / "light.txt", LIGHTHOUSE)
+    ingest(src, fabric_home)
+    _write(src / "bread.txt", BREAD)
+
+    def killed(vectors):
+        raise KeyboardInterrupt  # what a kill during the embedding step leaves behind
+
+    with monkeypatch.context() as m:
+        m.setattr(dense_assets, "vectors_finite_unit_norm", killed)
+        try:
+            ingest(src, fabric_home)
+        except KeyboardInterrupt:
+            pass
+    fabric = Fabric(fabric_home.root)
+    status = fabric.status()
+    assert [p.sources for p in status.unfinished] == [("fs:src/bread.txt",)]
+    assert _top_source(fabric, "sourdough starter") != "fs:src/bread.txt"
+    summary = ingest(src, fabric_home)  # the file did not change
+    assert summary.retried == [status.unfinished[0].parse_id] and not summary.failed_runs
+    assert fabric.status().unfinished == ()
+    assert _top_source(fabric, "sourdough starter") == "fs:src/bread.txt"
+    assert _top_source(fabric, "lighthouse") == "fs:src/light.txt"

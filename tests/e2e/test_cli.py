@@ -1,0 +1,55 @@
+"""The `fabric` CLI: typed, short errors with exit code 2; never a traceback for bad input."""
+
+from __future__ import annotations
+
+import pytest
+from typer.testing import CliRunner
+
+from fabric_assets.cli import app
+
+runner = CliRunner()
+
+
+@pytest.mark.parametrize("arg,needle", [
+    ("[]", "expected a JSON object"),
+    ("null", "expected a JSON object"),
+    ("{not json", "not JSON"),
+    ("/nonexistent/citation.json", "no such file"),
+    ("{}", "not a valid citation"),
+])
+def test_resolve_rejects_bad_input_with_exit_2(tmp_path, arg, needle):
+    """guards against: a crash (exit 1, same as 'stale') on valid JSON that is not an object."""
+    result = runner.invoke(app, ["resolve", arg, "--home", str(tmp_path / "home")])
+    assert result.exit_code == 2, result.output
+    assert needle in result.output
+
+
+def test_search_errors_are_typed_and_short(tmp_path):
+    """guards against: tracebacks for a missing home or a filter-only query."""
+    home = str(tmp_path / "nohome")
+    result = runner.invoke(app, ["search", "lighthouse", "--home", home])
+    assert result.exit_code == 2 and "HomeNotFoundError" in result.output
+    assert "Traceback" not in result.output
+
+
+def test_ingest_refuses_a_file(tmp_path):
+    f = tmp_path / "file.txt"
+    f.write_text("x")
+    result = runner.invoke(app, ["ingest", str(f), "--home", str(tmp_path / "home")])
+    assert result.exit_code == 2 and "not a directory" in result.output
+
+
+def test_invalid_config_is_a_clean_error_naming_the_file(tmp_path):
+    """guards against: a pydantic traceback instead of one line that names the config file."""
+    import subprocess
+    import sys
+
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "catalog.sqlite3").touch()
+    (home / "config.json").write_text('{"bogus": 1}')
+    out = subprocess.run([sys.executable, "-c", "from fabric_assets.cli import main; main()", "search", "x",
+                          "--home", str(home)], capture_output=True, text=True)
+    assert out.returncode == 2
+    assert "invalid configuration" in out.stderr and str(home / "config.json") in out.stderr
+    assert "bogus" in out.stderr and "Traceback" not in out.stderr

@@ -1,0 +1,183 @@
+"""Metric code on hand-computed cases, the query split, and the BEIR loader."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+from fabric_assets.measurement.harness import as_free_text, in_split, load_beir
+from fabric_assets.measurement.metrics import first_occurrence, mrr_at_k, ndcg_at_k, recall_at_k, score_run
+
+
+def test_ndcg_hand_computed_graded():
+    """guards against: exponential gain sneaking in, or the ideal order not sorted by grade.
+
+    ranked = [d3, d1, d9, d2]; qrels d1:3, d2:1, d3:2.
+    DCG  = 2/log2(2) + 3/log2(3) + 0 + 1/log2(5)  = 2 + 1.892789 + 0.430677 = 4.323466
+    IDCG = 3/log2(2) + 2/log2(3) + 1/log2(4)      = 3 + 1.261860 + 0.5      = 4.761860
+    nDCG = 0.907936
+    """
+    qrels = {"d1": 3, "d2": 1, "d3": 2}
+    expected = (2 + 3 / math.log2(3) + 1 / math.log2(5)) / (3 + 2 / math.log2(3) + 0.5)
+    assert ndcg_at_k(["d3", "d1", "d9", "d2"], qrels, 10) == pytest.approx(expected)
+    assert ndcg_at_k(["d3", "d1", "d9", "d2"], qrels, 10) == pytest.approx(0.907936, abs=1e-6)
+    assert ndcg_at_k(["d1", "d3", "d2"], qrels, 10) == pytest.approx(1.0)
+    # Cut at k: only d3 counts at k=1; ideal at k=1 is d1 (3).
+    assert ndcg_at_k(["d3", "d1"], qrels, 1) == pytest.approx(2 / 3)
+
+
+def test_ndcg_ignores_zero_grades_and_empty_qrels():
+    """guards against: zero-grade judgments counting as relevant; division by zero."""
+    assert ndcg_at_k(["a"], {"a": 0}, 10) == 0.0
+    assert ndcg_at_k(["a"], {}, 10) == 0.0
+
+
+def test_recall_and_mrr_hand_computed():
+    """guards against: recall over retrieved instead of relevant; MRR beyond k."""
+    qrels = {"a": 1, "b": 2, "c": 1, "z": 0}
+    ranked = ["x", "b", "y", "a"] + [f"n{i}" for i in range(200)] + ["c"]
+    assert recall_at_k(ranked, qrels, 10) == pytest.approx(2 / 3)
+    assert recall_at_k(ranked, qrels, 100) == pytest.approx(2 / 3)
+    assert recall_at_k(ranked, qrels, 1000) == pytest.approx(1.0)
+    assert mrr_at_k(ranked, qrels, 10) == pytest.approx(0.5)
+    assert mrr_at_k(["x"] * 10 + ["a"], qrels, 10) == 0.0
+
+
+def test_score_run_means_over_judged_queries_only():
+    """guards against: unjudged queries diluting the mean."""
+    qrels = {"q1": {"a": 1}, "q2": {"b": 1}, "q3": {"c": 0}}
+    run = {"q1": ["a"], "q2": ["x", "b"], "q3": ["c"]}
+    m = score_run(run, qrels)
+    assert m["MRR@10"] == pytest.approx((1 + 0.5) / 2)
+    assert m["Recall@10"] == pytest.approx(1.0)
+    assert m["nDCG@10"] == pytest.approx(round((1 + 1 / math.log2(3)) / 2, 4))
+
+
+def test_first_occurrence_keeps_best_rank():
+    assert first_occurrence(["a", "b", "a", "c", "b"]) == ["a", "b", "c"]
+
+
+def test_split_is_deterministic_and_disjoint():
+    """guards against: tuning and reporting on overlapping query sets."""
+    ids = [str(i) for i in range(1, 101)] + [f"a{i}p0q{i % 4}" for i in range(100)]
+    dev = {q for q in ids if in_split(q, "dev")}
+    test = {q for q in ids if in_split(q, "test")}
+    assert dev.isdisjoint(test) and dev | test == set(ids)
+    assert "1" in dev and "2" in test
+    assert 30 < len([q for q in test if q.startswith("a")]) < 70
+
+
+def test_free_text_guard_keeps_words():
+    """guards against: benchmark questions failing as query syntax (quotes, leading dashes, filters)."""
+    assert as_free_text('what is "lift" -drag path:x') == "what is  lift  drag path x"
+    assert as_free_text('"') == "?"
+
+
+def test_load_beir(tmp_path):
+    (tmp_path / "qrels").mkdir()
+    (tmp_path / "corpus.jsonl").write_text(json.dumps({"_id": "d1", "title": "T", "text": "x"}) + "\n")
+    (tmp_path / "queries.jsonl").write_text(json.dumps({"_id": "q1", "text": "what"}) + "\n")
+    (tmp_path / "qrels/test.tsv").write_text("query-id\tcorpus-id\tscore\nq1\td1\t2\n")
+    c = load_beir(tmp_path)
+    assert c.corpus == {"d1": ("T", "x")} and c.queries == {"q1": "what"} and c.qrels == {"q1": {"d1": 2}}
+
+
+def _write_beir(beir, docs: dict, queries: dict, qrels: str):
+    """A BEIR folder: ``docs`` id → (title, text), ``queries`` id → text, ``qrels`` TSV rows."""
+    (beir / "qrels").mkdir(parents=True)
+    (beir / "corpus.jsonl").write_text("\n".join(
+        json.dumps({"_id": k, "title": t, "text": x}, ensure_ascii=False) for k, (t, x) in docs.items()), encoding="utf-8")
+    (beir / "queries.jsonl").write_text(
+        "\n".join(json.dumps({"_id": k, "text": v}, ensure_ascii=False) for k, v in queries.items()), encoding="utf-8")
+    (beir / "qrels/test.tsv").write_text("query-id\tcorpus-id\tscore\n" + qrels)
+    return beir
+
+
+def test_run_eval_end_to_end_on_a_tiny_collection(tmp_path):
+    """guards against: the harness scoring the wrong documents (ID mapping), a baseline
+    silently missing, or channels not reported separately."""
+    from fabric_assets.measurement.eval_run import markdown_table, run_eval
+
+    docs = {
+        "d1": ("Lighthouses", "The lighthouse keeper lit the lamp every evening on the reef."),
+        "d2": ("Bread", "Sourdough bread rises slowly with a lively starter."),
+        "d3": ("Boats", "Fishing boats returned to the harbour before the storm."),
+        "d4": ("Bees", "Honey bees dance to tell the hive where flowers grow."),
+    }
+    queries = {"2": "who lights the lamp at the lighthouse", "4": "how does sourdough rise", "6": "bee dance"}
+    beir = _write_beir(tmp_path / "tiny", docs, queries, "2\td1\t1\n4\td2\t1\n6\td4\t2\n")
+    result = run_eval(beir, split="test", work_dir=tmp_path / "work")
+    assert result["queries"] == 3 and result["documents"] == 4
+    names = set(result["metrics"])
+    assert {"fabric", "fabric:word", "fabric:dense", "bm25s", "flat-cosine", "lancedb-hybrid",
+            "fabric[-section]", "fabric[-section]:dense"} <= names
+    assert result["metrics"]["fabric"]["MRR@10"] == pytest.approx(1.0)
+    assert result["metrics"]["bm25s"]["Recall@10"] == pytest.approx(1.0)
+    table = markdown_table(result)
+    assert table.count("\n") == len(names) + 1 and "| fabric |" in table
+
+
+def test_stage_variants_flip_one_stage_each():
+    from fabric_assets.measurement.eval_run import stage_variants
+    from fabric_resources.config import FabricConfig
+
+    base = FabricConfig()
+    v = stage_variants(base)
+    assert set(v) == {"fabric[-section]"} and v["fabric[-section]"].query.section_guided is False
+    assert v["fabric[-section]"].model_copy(update={"query": base.query}) == base
+    on = FabricConfig.model_validate({"reranker": {"backend": "local", "checkpoint": "/x"},
+                                      "query": {"section_guided": False}})
+    v = stage_variants(on)
+    assert set(v) == {"fabric[+section]", "fabric[-rerank]"}
+    assert v["fabric[-rerank]"].reranker.backend == "none" and v["fabric[+section]"].query.section_guided
+
+
+def test_query_vector_memo_encodes_each_text_once_and_returns_the_same_vectors():
+    """guards against: the memo returning another text's vector (order, duplicates) or still
+    encoding a text the grid already encoded."""
+    import numpy as np
+
+    from fabric_assets.measurement.harness import QueryVectorMemo
+
+    class Counting:
+        identity = "counting@1"
+
+        def __init__(self):
+            self.seen = []
+
+        def encode_queries(self, texts):
+            self.seen += texts
+            return np.array([[float(len(t)), float(ord(t[0]))] for t in texts], dtype=np.float32)
+
+        def encode_passages(self, texts):
+            return self.encode_queries(texts)
+
+    inner = Counting()
+    memo = QueryVectorMemo(inner)
+    first = memo.encode_queries(["bb", "a", "bb"])
+    again = memo.encode_queries(["a", "ccc", "bb"])
+    assert inner.seen == ["bb", "a", "ccc"] and memo.identity == "counting@1"
+    assert first.tolist() == [[2, 98], [1, 97], [2, 98]] and again.tolist() == [[1, 97], [3, 99], [2, 98]]
+
+
+def test_tune_fusion_searches_bigram_bm25_and_convex_weights_on_a_cjk_collection(tmp_path):
+    """guards against: the CJK grid silently missing (no convex points, no BM25 points) or
+    scoring lists other than the channels the pipeline ran."""
+    from fabric_assets.measurement.tuning import tune_fusion
+
+    docs = {
+        "d1": ("灯台", "灯台守は毎晩ランプに火をともし、嵐の夜も光を絶やさなかった。"),
+        "d2": ("パン", "サワー種のパンは時間をかけてゆっくりと発酵させる。"),
+        "d3": ("蜂", "ミツバチは踊りで花の場所を仲間に伝える。"),
+    }
+    queries = {"1": "灯台守はランプに何をした", "3": "ミツバチは何で場所を伝える"}
+    beir = _write_beir(tmp_path / "tinyja", docs, queries, "1\td1\t1\n3\td3\t1\n")
+    rows = tune_fusion(beir, tmp_path / "work", ks=(60,), weights=(1.0,), feedback=((0, 10, 0.5),),
+                       section_guided=(False,), bigram_bm25=(None, (0.5, 0.3)), convex_lexical=(0.4,))
+    assert {r["fusion"] for r in rows} == {"rrf", "convex"}
+    assert {tuple(r["bigram_bm25"]) if r["bigram_bm25"] else None for r in rows} == {None, (0.5, 0.3)}
+    convex = [r for r in rows if r["fusion"] == "convex"]
+    assert all(r["weights"]["dense_multilingual"] == 0.6 and r["weights"]["word"] == 0.4 for r in convex)
+    assert rows[0]["nDCG@10"] == 1.0  # both questions find their paragraph first

@@ -1,0 +1,418 @@
+"""The PDF, DOCX, PPTX and HTML parser plug-ins over the real files in ../shared/corpus/formats.
+
+Parser level (in-process unless a test is about the child process), so the suite stays fast; the
+end-to-end ingest of formats/ is part of tests/e2e/test_corpus_e2e.py.
+"""
+
+from __future__ import annotations
+
+import io
+import shutil
+import zlib
+
+import pytest
+from conftest import CORPUS, EVAL, need_shared
+
+from fabric_resources.config import (
+    HtmlParserConfig, IsolationConfig, OcrConfig, OoxmlParserConfig, ParserConfig, PdfParserConfig,
+)
+from fabric_resources.parsing import registry
+from fabric_resources.parsing.document import ParseError
+
+FORMATS = CORPUS / "formats"
+IN_PROCESS = IsolationConfig(mode="in-process")
+PDF = PdfParserConfig(isolation=IN_PROCESS)
+HAS_TESSERACT = shutil.which("tesseract") is not None
+
+
+def _read(rel: str) -> bytes:
+    need_shared(FORMATS)
+    return (FORMATS / rel).read_bytes()
+
+
+def _pdf(rel: str, config: PdfParserConfig = PDF):
+    from fabric_resources.parsing.pdf.parser import parse_pdf
+
+    return parse_pdf(_read(rel), config)
+
+
+# -- PDF: reading order, locators, text ------------------------------------------------------
+
+
+def test_two_column_sentence_across_the_column_break_is_one_unit():
+    """guards against: reading across both columns, or cutting a sentence at the column break."""
+    doc = _pdf("pdf/tracemonkey-2col.pdf")
+    sentence = ("JavaScript, for example, is the de facto standard for client-side web programming "
+                "and is used for the application logic of browser-based productivity applications")
+    holders = [u for u in doc.units if sentence in u.text]
+    assert len(holders) == 1
+    regions = holders[0].locator["regions"]
+    assert [r["page"] for r in regions] == [1, 1]
+    left, right = regions[0]["bbox"], regions[1]["bbox"]
+    assert left[2] < right[0], "the sentence runs from the left column into the right one"
+    # Nothing reads across: no unit mixes the left column's last line with the right column's first.
+    assert not any("as easy as distributing" in u.text and "Permission to make" in u.text for u in doc.units)
+
+
+def test_pdf_units_carry_page_and_bbox_in_page_order():
+    doc = _pdf("pdf/latex-multicolumn.pdf")
+    pages = [u.locator["page"] for u in doc.units]
+    assert pages == sorted(pages) and set(pages) == {1, 2, 3}
+    for unit in doc.units:
+        x0, y0, x1, y1 = unit.locator["bbox"]
+        assert 0 <= x0 <= x1 <= 612 and 0 <= y0 <= y1 <= 792
+        assert unit.text == unit.text.strip() and unit.text
+
+
+def test_ligatures_expanded_and_line_end_hyphens_joined():
+    lig = _pdf("pdf/ligatures.pdf")
+    assert "ffi" in lig.units[0].text and "\ufb03" not in lig.units[0].text
+    paper = " ".join(u.text for u in _pdf("pdf/tracemonkey-2col.pdf").units)
+    assert "more difficult to compile than statically typed ones" in paper
+    assert "\ufffe" not in paper and "\x02" not in paper
+
+
+def test_cjk_pdfs_read_without_spaces_and_vertical_columns_right_to_left():
+    zh = " ".join(u.text for u in _pdf("pdf/zh-XiaoBiaoSong.pdf").units)
+    assert "关于红军作战的原则" in zh  # the file sets a space between every two characters
+    ja = "".join(u.text for u in _pdf("pdf/ja-jo.pdf").units)
+    # Vertical writing: right-most column first (PDFium lists the columns left to right).
+    assert ja.index("（あらゆる透明な幽霊の複合体）") < ja.index("風景やみんなといっしょに") < ja.index("（ひかりはたもち")
+    ko = " ".join(u.text for u in _pdf("pdf/ko-text-tables.pdf").units)
+    assert any("\uac00" <= ch <= "\ud7a3" for ch in ko) and " " in ko  # Hangul keeps its word spaces
+
+
+def test_outline_titles_become_headings_and_section_paths():
+    doc = _pdf("pdf/outline-pdflatex.pdf")
+    assert doc.metadata["heading_source"] == "outline" and doc.metadata["outline_entries"] == 9
+    headings = [u for u in doc.units if u.kind == "heading"]
+    assert {u.text.split(" ", 1)[-1] for u in headings} >= {"Foo", "Bar", "Baz"}
+    after = doc.units[doc.units.index(headings[0]) + 1]
+    assert after.section_path[-1] == "Foo" and after.kind == "paragraph"
+
+
+def test_pdf_parse_is_deterministic_and_identical_in_the_child_process():
+    """guards against: resolve re-deriving different units, or the subprocess changing the result."""
+    from fabric_resources.parsing.pdf.parser import parse_pdf
+
+    data = _read("pdf/tracemonkey-2col.pdf")
+    first, second = parse_pdf(data, PDF), parse_pdf(data, PDF)
+    assert first == second
+    child = registry.parser_named("pdf").run(data, ParserConfig(), "application/pdf")
+    assert child.units == first.units
+
+
+def test_recovered_corrupt_pdfs_are_read_and_say_so():
+    hello = _pdf("pdf/bad-helloworld.pdf")
+    assert hello.units[0].text == "Hello, world!" and hello.metadata["xref_repaired"] is True
+    zen = " ".join(u.text for u in _pdf("pdf/bad-zen-corrupted.pdf").units)
+    assert "Beautiful is better than ugly." in zen
+
+
+# -- PDF: bad files --------------------------------------------------------------------------
+
+
+def _owner_only_encrypted() -> bytes:
+    pypdf = pytest.importorskip("pypdf")
+    writer = pypdf.PdfWriter(clone_from=pypdf.PdfReader(io.BytesIO(_read("pdf/latex-multicolumn.pdf"))))
+    writer.encrypt(user_password="", owner_password="owner-secret", algorithm="RC4-128")
+    out = io.BytesIO()
+    writer.write(out)
+    return out.getvalue()
+
+
+def test_encrypted_pdfs_user_password_fails_owner_only_opens():
+    with pytest.raises(ParseError) as info:
+        _pdf("pdf/enc-libreoffice-pw.pdf")
+    assert info.value.reason == "encrypted"
+    from fabric_resources.parsing.pdf.parser import parse_pdf
+
+    doc = parse_pdf(_owner_only_encrypted(), PDF)
+    assert doc.metadata["encrypted"] is True and "Lorem" in " ".join(u.text for u in doc.units)
+
+
+@pytest.mark.parametrize("cut", [0.5, 0.05])
+def test_truncated_pdf_fails_as_malformed(cut):
+    from fabric_resources.parsing.pdf.parser import parse_pdf
+
+    data = _read("pdf/tracemonkey-2col.pdf")
+    with pytest.raises(ParseError) as info:
+        parse_pdf(data[: int(len(data) * cut)], PDF)
+    assert info.value.reason == "malformed-pdf"
+
+
+@pytest.mark.parametrize("data, reason", [(b"", "empty-file"), (b"%PDF-1.7\n junk", "malformed-pdf"),
+                                          (b"<html>not a pdf</html>", "malformed-pdf")])
+def test_junk_fails_with_a_named_reason(data, reason):
+    from fabric_resources.parsing.pdf.parser import parse_pdf
+
+    with pytest.raises(ParseError) as info:
+        parse_pdf(data, PDF)
+    assert info.value.reason == reason
+
+
+@pytest.mark.parametrize("cap, reason", [({"max_pages": 2}, "cap-pages"), ({"max_objects": 10}, "cap-objects"),
+                                         ({"max_chars_per_page": 100}, "cap-chars"),
+                                         ({"max_page_objects": 5}, "cap-page-objects"),
+                                         ({"max_bytes": 1000}, "too-large")])
+def test_caps_fail_with_their_name(cap, reason):
+    with pytest.raises(ParseError) as info:
+        _pdf("pdf/latex-multicolumn.pdf", PdfParserConfig(isolation=IN_PROCESS, **cap))
+    assert info.value.reason == reason
+
+
+def _stream_bomb(decompressed: int) -> bytes:
+    """A one-page PDF whose content stream inflates to ``decompressed`` bytes of spaces."""
+    comp = zlib.compressobj(9)
+    block = b" " * (1 << 20)
+    body = b"".join(comp.compress(block) for _ in range(decompressed >> 20)) + comp.flush()
+    objects = [b"<< /Type /Catalog /Pages 2 0 R >>",
+               b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
+               b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents 4 0 R >>",
+               b"<< /Length %d /Filter /FlateDecode >>\nstream\n" % len(body) + body + b"\nendstream"]
+    out = io.BytesIO()
+    out.write(b"%PDF-1.7\n")
+    offsets = []
+    for number, obj in enumerate(objects, start=1):
+        offsets.append(out.tell())
+        out.write(b"%d 0 obj\n" % number + obj + b"\nendobj\n")
+    xref = out.tell()
+    out.write(b"xref\n0 %d\n0000000000 65535 f \n" % (len(objects) + 1))
+    out.writelines(b"%010d 00000 n \n" % off for off in offsets)
+    out.write(b"trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (len(objects) + 1, xref))
+    return out.getvalue()
+
+
+def test_decompression_bomb_fails_fast_in_the_child_with_a_named_reason():
+    """guards against: a 4 GiB content stream taking the whole ingest's memory or hanging it."""
+    import time
+
+    spec = registry.parser_named("pdf")
+    bounded = ParserConfig(pdf=PdfParserConfig(isolation=IsolationConfig(timeout_s=30, max_memory_bytes=768 << 20)))
+    start = time.monotonic()
+    with pytest.raises(ParseError) as info:
+        spec.run(_stream_bomb(4 << 30), bounded, "application/pdf")
+    assert info.value.reason in {"cap-memory", "parser-crashed", "timeout", "cap-chars", "no-text"}
+    assert time.monotonic() - start < 60
+
+
+def test_child_timeout_is_a_named_failure():
+    spec = registry.parser_named("pdf")
+    tight = ParserConfig(pdf=PdfParserConfig(isolation=IsolationConfig(timeout_s=0.05)))
+    with pytest.raises(ParseError) as info:
+        spec.run(_read("pdf/tracemonkey-2col.pdf"), tight, "application/pdf")
+    assert info.value.reason == "timeout"
+
+
+# -- PDF: OCR ---------------------------------------------------------------------------------
+
+
+def _image_pdf(words: str | None, text_page: bool = False) -> bytes:
+    """A PDF whose first page is one image of ``words`` (no text layer); optionally a text page after."""
+    import pypdfium2 as pdfium
+    from PIL import Image, ImageDraw, ImageFont
+
+    pdf = pdfium.PdfDocument.new()
+    image = Image.new("L", (1200, 300), 255)
+    if words:
+        ImageDraw.Draw(image).text((40, 100), words, fill=0, font=ImageFont.load_default(size=64))
+    page = pdf.new_page(432, 108)
+    obj = pdfium.PdfImage.new(pdf)
+    obj.set_bitmap(pdfium.PdfBitmap.from_pil(image))
+    obj.set_matrix(pdfium.PdfMatrix().scale(432, 108))
+    page.insert_obj(obj)
+    page.gen_content()
+    if text_page:
+        text_page_obj = pdf.new_page(432, 108)
+        font = pdf.add_font("Helvetica") if hasattr(pdf, "add_font") else None
+        del font, text_page_obj  # a blank second page: no text, no objects -> counted as blank
+    out = io.BytesIO()
+    pdf.save(out)
+    return out.getvalue()
+
+
+@pytest.mark.skipif(not HAS_TESSERACT, reason="tesseract not installed (.ci/setup installs it where it runs as root)")
+def test_image_only_page_is_read_by_ocr_with_region_and_confidence():
+    from fabric_resources.parsing.pdf.parser import parse_pdf
+
+    doc = parse_pdf(_image_pdf("Lighthouse keeper"), PdfParserConfig(isolation=IN_PROCESS, ocr=OcrConfig(languages="eng")))
+    (unit,) = [u for u in doc.units if u.kind == "ocr_text"]
+    assert "Lighthouse" in unit.text and unit.locator["page"] == 1
+    assert 0 < unit.attributes["confidence"] <= 1
+    x0, y0, x1, y1 = unit.locator["bbox"]
+    assert 0 <= x0 < x1 <= 432 and 0 <= y0 < y1 <= 108
+    assert doc.metadata["ocr_pages"] == 1 and doc.metadata["failed_units"] == []
+
+
+def test_without_an_ocr_engine_image_pages_fail_as_ocr_unavailable():
+    """Runs with or without tesseract: the engine points at a binary that does not exist."""
+    from fabric_resources.parsing.pdf.parser import parse_pdf
+
+    missing = PdfParserConfig(isolation=IN_PROCESS, ocr=OcrConfig(tesseract_cmd="/nonexistent/tesseract"))
+    with pytest.raises(ParseError) as info:
+        parse_pdf(_image_pdf("Lighthouse keeper"), missing)
+    assert info.value.reason == "ocr-unavailable"
+    # Text pages and image-only pages together: the text is kept, the image pages are failed units.
+    doc = _pdf("pdf/image-only-imagemagick.pdf", missing)
+    assert [u.text for u in doc.units] == ["Background"] * 4
+    assert doc.metadata["failed_units"] == [{"page": 4, "reason": "ocr-unavailable"},
+                                            {"page": 5, "reason": "ocr-unavailable"}]
+
+
+def test_ocr_engine_enters_the_parser_identity():
+    """guards against: installing tesseract later and never re-reading the image-only pages."""
+    spec = registry.parser_named("pdf")
+    absent = ParserConfig(pdf=PdfParserConfig(ocr=OcrConfig(tesseract_cmd="/nonexistent/tesseract")))
+    assert spec.environment(absent.pdf) == "ocr: absent"
+    if HAS_TESSERACT:
+        assert spec.environment(ParserConfig().pdf).startswith("ocr: tesseract ")
+
+
+@pytest.mark.skipif(not HAS_TESSERACT, reason="tesseract not installed")
+def test_scanned_book_text_layer_is_used_and_image_only_pages_of_it_are_ocr_candidates():
+    doc = _pdf("pdf/scan-ocr-vicksburg.pdf")
+    text = " ".join(u.text for u in doc.units)
+    assert "THE SIEGE OF VICKSBURG" in text and doc.metadata["ocr_pages"] == 0  # its own text layer
+    tiny = _pdf("pdf/image-only-imagemagick.pdf")  # 16 x 16 px images: nothing to read
+    assert [f["reason"] for f in tiny.metadata["failed_units"]] == ["ocr-no-text", "ocr-no-text"]
+
+
+def test_image_over_the_pixel_cap_is_a_failed_unit():
+    doc = _pdf("pdf/image-only-imagemagick.pdf", PdfParserConfig(isolation=IN_PROCESS, max_image_pixels=100))
+    assert {f["reason"] for f in doc.metadata["failed_units"]} == {"cap-image-pixels"}
+
+
+# -- DOCX -------------------------------------------------------------------------------------
+
+
+def _docx(rel: str):
+    from fabric_resources.parsing.docx.parser import parse_docx
+
+    return parse_docx(_read(rel), OoxmlParserConfig(isolation=IN_PROCESS))
+
+
+def test_docx_footnote_and_endnote_are_units_linked_from_their_reference():
+    doc = _docx("docx/pandoc-notes.docx")
+    notes = {u.attributes["note_type"]: u for u in doc.units if u.kind == "note"}
+    assert notes["footnote"].text == "My note."
+    assert notes["footnote"].locator == {"part": "word/footnotes.xml", "note_type": "footnote", "note_id": "1"}
+    assert notes["footnote"].section_path == ("A footnote",)
+    refs = [r for r in doc.relationships if r.kind == "note_ref"]
+    body = doc.units[refs[0].source_index]
+    assert body.text[: refs[0].attributes["start_char"]] == "Test footnote."
+    assert {doc.units[r.target_index].text for r in refs} == {notes["footnote"].text, notes["endnote"].text}
+
+
+def test_docx_table_cells_and_heading_paths():
+    doc = _docx("docx/pandoc-tables.docx")
+    cell = next(u for u in doc.units if u.kind == "table_cell" and u.text == "Lebron James")
+    assert (cell.attributes["table"], cell.attributes["row"], cell.attributes["col"]) == (0, 1, 0)
+    assert cell.locator["element_path"].endswith("/w:tbl[1]/w:tr[2]/w:tc[1]")
+    assert cell.section_path == ("A table, with and without a header row",)
+    headers = _docx("docx/pandoc-headers.docx")
+    levels = [(u.attributes["level"], u.text) for u in headers.units if u.kind == "heading"]
+    assert levels[:4] == [(1, "A Test of Headers"), (2, "Second Level"), (3, "Third level"), (4, "Fourth level")]
+
+
+@pytest.mark.parametrize("data, reason", [(b"", "empty-file"), (b"not a zip", "malformed-docx"),
+                                          (b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1" + b"\0" * 100, "encrypted")])
+def test_bad_docx_fails_with_a_named_reason(data, reason):
+    from fabric_resources.parsing.docx.parser import parse_docx
+
+    with pytest.raises(ParseError) as info:
+        parse_docx(data, OoxmlParserConfig(isolation=IN_PROCESS))
+    assert info.value.reason == reason
+
+
+def test_zip_bomb_docx_fails_on_the_compression_ratio_before_reading():
+    import zipfile
+
+    from fabric_resources.parsing.docx.parser import parse_docx
+
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as z:
+        z.writestr("[Content_Types].xml", "<Types/>")
+        z.writestr("word/document.xml", b"<" + b" " * (50 << 20) + b">")
+    with pytest.raises(ParseError) as info:
+        parse_docx(out.getvalue(), OoxmlParserConfig(isolation=IN_PROCESS))
+    assert info.value.reason == "cap-compression-ratio"
+
+
+# -- PPTX -------------------------------------------------------------------------------------
+
+
+def _pptx(rel: str):
+    from fabric_resources.parsing.pptx.parser import parse_pptx
+
+    return parse_pptx(_read(rel), OoxmlParserConfig(isolation=IN_PROCESS))
+
+
+def test_pptx_titles_shapes_tables_and_speaker_notes():
+    doc = _pptx("pptx/docling-powerpoint_sample.pptx")
+    notes = [u for u in doc.units if u.kind == "speaker_note"]
+    assert [(n.locator["slide"], n.text) for n in notes] == [
+        (2, "Some notes on the second slide."), (3, "Final notes on the third slide.\nSecond line of notes.")]
+    assert notes[0].section_path == ("Second slide title",)
+    titles = [u.text for u in doc.units if u.kind == "slide_title"]
+    assert titles == ["Test Table Slide", "Second slide title"]
+    cells = [u for u in doc.units if u.kind == "table_cell"]
+    assert cells and all({"slide", "shape_id", "table", "row", "col"} <= set(c.locator) for c in cells)
+    shape = next(u for u in doc.units if u.text == "A rectangle shape with this text inside.")
+    assert shape.locator["slide"] == 2 and shape.locator["shape_name"] == "Rectangle 3"
+
+
+def test_malformed_deck_keeps_what_it_can_read_and_bad_zip_fails():
+    doc = _pptx("pptx/unst-malformed.pptx")
+    assert [u.text for u in doc.units] == ["Test Slide"]
+    from fabric_resources.parsing.pptx.parser import parse_pptx
+
+    with pytest.raises(ParseError) as info:
+        parse_pptx(_read("pptx/unst-sample-presentation.pptx")[:5000], OoxmlParserConfig(isolation=IN_PROCESS))
+    assert info.value.reason == "malformed-pptx"
+
+
+# -- HTML -------------------------------------------------------------------------------------
+
+
+def _html(rel: str, main_text: str = "trafilatura"):
+    from fabric_resources.parsing.html.parser import parse_html
+
+    return parse_html(_read(rel), HtmlParserConfig(main_text=main_text, isolation=IN_PROCESS))
+
+
+def test_html_keeps_main_text_with_element_paths_and_drops_scripts_and_navigation():
+    doc = _html("html/unst-with-scripts.html")
+    text = "\n".join(u.text for u in doc.units)
+    assert "Belarusian forces remain unlikely to attack Ukraine" in text
+    assert "function(" not in text and "gtag(" not in text  # scripts
+    everything = "\n".join(u.text for u in _html("html/unst-with-scripts.html", "all").units)
+    assert len(everything) > len(text) and "function(" not in everything
+    for unit in doc.units:
+        assert unit.locator["element_path"].startswith("/html/body/")
+    heading = next(u for u in doc.units if u.kind == "heading")
+    assert heading.text == "Russian Offensive Campaign Assessment, December 13"
+    wiki = _html("html/wikipedia-tsne.html")
+    assert not any(u.text in ("Main page", "Contents", "Random article") and u.kind != "heading" for u in wiki.units)
+
+
+def test_html_main_text_scores_on_the_labelled_pages(capsys):
+    """P/R/F1 of labelled snippets (../shared/eval/html-extraction) for Fabric, a tag rule and
+    trafilatura's defaults, in one run. Fabric must leak less boilerplate than the tag rule."""
+    root = need_shared(EVAL / "html-extraction")
+    from fabric_assets.measurement.html_extraction import evaluate
+
+    fabric, tag_rule, trafilatura_defaults = evaluate(root)
+    with capsys.disabled():
+        for result in (fabric, tag_rule, trafilatura_defaults):
+            print("\n", result.row(), end="")
+    assert fabric.pages == 30
+    assert fabric.precision > tag_rule.precision and fabric.f1 > tag_rule.f1
+    assert fabric.fp < tag_rule.fp / 2
+
+
+def test_registry_routes_the_new_extensions():
+    for name, media_type, parser in [("a.pdf", "application/pdf", "pdf"), ("a.DOCX", None, "docx"),
+                                     ("a.pptx", None, "pptx"), ("a.html", "text/html", "html"), ("a.htm", "text/html", "html")]:
+        detected = registry.detect_media_type(name)
+        assert media_type is None or detected == media_type
+        assert registry.parser_for(detected).name == parser

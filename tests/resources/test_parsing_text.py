@@ -1,0 +1,418 @@
+"""Tests for the plain-text parser (fabric_resources.parsing.text) and the registry."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from fabric_resources.parsing.document import ParseError
+from fabric_resources.parsing.registry import detect_media_type, parser_for
+from fabric_resources.parsing.text import PARSER_NAME, PARSER_VERSION
+from fabric_resources.parsing.text.parser import decode_text, parse_text
+from fabric_resources.config import ParserConfig, TextParserConfig
+
+SHARED = Path(__file__).resolve().parents[3] / "shared"
+CORPUS = SHARED / "corpus" / "text"
+CONFIG = TextParserConfig()
+
+
+def corpus_file(relative: str) -> bytes:
+    path = CORPUS / relative
+    if not path.exists():
+        pytest.skip("../shared/corpus not present")
+    return path.read_bytes()
+
+
+def normalised_span(text: str, start: int, end: int) -> str:
+    """What a unit's text must be: the span with "\\n" endings, each line right-stripped."""
+    lines = re.split(r"\r\n|\r|\n", text[start:end])
+    return "\n".join(line.rstrip() for line in lines)
+
+
+def assert_locators_exact(text: str, units) -> None:
+    previous_end = 0
+    for unit in units:
+        loc = unit.locator
+        assert unit.text.strip(), "unit is empty or only whitespace"
+        assert normalised_span(text, loc["char_start"], loc["char_end"]) == unit.text
+        assert loc["char_start"] >= previous_end, "units out of reading order or overlapping"
+        assert 1 <= loc["line_start"] <= loc["line_end"]
+        previous_end = loc["char_end"]
+
+
+# --------------------------------------------------------------------------
+# Real corpus files
+
+AOZORA = [
+    ("aozora/akutagawa_rashomon.sjis.txt", "下人"),
+    ("aozora/akutagawa_kumono_ito.sjis.txt", "御釈迦様"),
+    ("aozora/akutagawa_momotaro.sjis.txt", "桃太郎"),
+    ("aozora/akutagawa_jigokuhen_shinji.sjis.txt", "良秀"),
+]
+
+
+@pytest.mark.parametrize(("relative", "word"), AOZORA)
+def test_aozora_files_decode_as_cp932(relative: str, word: str) -> None:
+    """Guards against: preferring gb18030 (which also decodes these bytes) over cp932,
+    dropping Aozora markup (《》 ruby), or mislocating units in CRLF files."""
+    data = corpus_file(relative)
+    doc = parse_text(data, CONFIG)
+    text, _ = decode_text(data)
+    assert doc.encoding == "cp932"
+    assert doc.metadata == {"line_endings": "crlf", "bom": False}
+    assert any(word in unit.text for unit in doc.units)
+    assert_locators_exact(text, doc.units)
+    if "momotaro" in relative:
+        assert any("桃《もも》" in unit.text for unit in doc.units)
+
+
+def test_chinese_utf8_file() -> None:
+    """Guards against: trying legacy encodings before strict UTF-8, or losing CRLF positions."""
+    data = corpus_file("chinese/sanguoyanyi_ch01-10.utf8.txt")
+    doc = parse_text(data, CONFIG)
+    text, _ = decode_text(data)
+    assert doc.encoding == "utf-8"
+    assert doc.metadata["line_endings"] == "crlf"
+    assert any("刘备" in unit.text or "玄德" in unit.text for unit in doc.units)
+    assert_locators_exact(text, doc.units)
+
+
+def test_pride_and_prejudice() -> None:
+    """Guards against: merging paragraphs across blank lines, or breaking lines inside one."""
+    data = corpus_file("gutenberg/1342-0_pride-and-prejudice.txt")
+    doc = parse_text(data, CONFIG)
+    text, _ = decode_text(data)
+    assert (doc.parser_name, doc.parser_version, doc.encoding) == (PARSER_NAME, PARSER_VERSION, "utf-8")
+    opening = [u for u in doc.units if "It is a truth universally acknowledged" in u.text]
+    assert len(opening) == 1
+    assert "\n\n" not in opening[0].text
+    assert_locators_exact(text, doc.units)
+
+
+# --------------------------------------------------------------------------
+# Units and locators
+
+LINE_ENDINGS = st.sampled_from(["\n", "\r\n", "\r"])
+WORD_CHARS = {
+    "latin": "abcdefghijklmnopqrstuvwxyzABCXYZ.,;'é",
+    "japanese": "あいうえおかきくけこのはをにでしたです日本語東京大学図書館猫名前。、「」",
+    "chinese": "我们今天去北京大学学习中文天气很好三国演义刘备关羽张飞。，",
+}
+INLINE_SPACE = st.sampled_from([" ", "\t", "\u3000", "  "])
+
+
+@st.composite
+def document_text(draw, chars: str) -> str:
+    """Random paragraphs of non-blank lines, separated by runs of blank lines."""
+    word = st.text(alphabet=chars, min_size=1, max_size=8)
+
+    def line():
+        lead = draw(st.sampled_from(["", " ", "\u3000", "\t"]))
+        words = draw(st.lists(word, min_size=1, max_size=5))
+        body = draw(INLINE_SPACE).join(words)
+        trail = draw(st.sampled_from(["", " ", "\t ", "\u3000"]))
+        return lead + body + trail
+
+    parts = [draw(st.sampled_from(["", " \n", "\r\n"]))]
+    for _ in range(draw(st.integers(0, 5))):
+        lines = [line() for _ in range(draw(st.integers(1, 4)))]
+        parts.append("".join(text + draw(LINE_ENDINGS) for text in lines[:-1]) + lines[-1])
+        blanks = draw(st.lists(st.sampled_from(["", " ", "\t", "\u3000"]), min_size=1, max_size=3))
+        parts.append(draw(LINE_ENDINGS) + "".join(b + draw(LINE_ENDINGS) for b in blanks))
+    return "".join(parts)
+
+
+ENCODED_SAMPLES = st.one_of(
+    st.tuples(document_text(WORD_CHARS["latin"] + WORD_CHARS["japanese"]), st.sampled_from(["utf-8", "utf-8-sig", "utf-16"])),
+    st.tuples(document_text(WORD_CHARS["japanese"]), st.just("cp932")),
+    st.tuples(document_text(WORD_CHARS["chinese"]), st.just("gb18030")),
+)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(ENCODED_SAMPLES)
+def test_locators_reproduce_unit_text(sample: tuple[str, str]) -> None:
+    """Guards against: offsets counted after CRLF normalisation or in bytes, offsets that
+    include the BOM, empty units, units out of order, and lossy decoding."""
+    original, encoding = sample
+    data = original.encode(encoding)
+    doc = parse_text(data, CONFIG)
+    text, _ = decode_text(data)
+    assert text == original
+    assert_locators_exact(text, doc.units)
+    blank_line_run = r"(?>\r\n|\r|\n)(?:[ \t\u3000]*(?>\r\n|\r|\n))+"  # atomic: CRLF is one ending
+    expected = [p for p in re.split(blank_line_run, original) if p.strip()]
+    assert len(doc.units) == len(expected)
+
+
+@settings(max_examples=50, deadline=None)
+@given(document_text(WORD_CHARS["latin"]))
+def test_line_numbers_count_each_ending_once(original: str) -> None:
+    """Guards against: counting CRLF as two line breaks, or 0-based line numbers."""
+    doc = parse_text(original.encode("utf-8"), CONFIG)
+    for unit in doc.units:
+        loc = unit.locator
+        before = original[: loc["char_start"]]
+        assert loc["line_start"] == 1 + len(re.findall(r"\r\n|\r|\n", before))
+        assert loc["line_end"] == loc["line_start"] + unit.text.count("\n")
+
+
+def test_paragraph_text_and_locator_example() -> None:
+    """Guards against: stripping leading indentation of inner lines, or stripping markup."""
+    text = "  <p>First line  \r\n\u3000second 《ruby》\t\r\n \r\n\r\nNext\n"
+    doc = parse_text(text.encode("utf-8"), CONFIG)
+    assert [u.text for u in doc.units] == ["<p>First line\n\u3000second 《ruby》", "Next"]
+    assert doc.units[0].locator == {"char_start": 2, "char_end": 33, "line_start": 1, "line_end": 2}
+    assert doc.units[1].locator == {"char_start": 41, "char_end": 45, "line_start": 5, "line_end": 5}
+    assert all(u.kind == "paragraph" and u.section_path == () for u in doc.units)
+    assert doc.metadata == {"line_endings": "mixed", "bom": False}
+    assert doc.title is None
+
+
+@pytest.mark.parametrize(
+    ("data", "endings"),
+    [(b"a\r\nb", "crlf"), (b"a\nb\n", "lf"), (b"a\rb", "cr"), (b"a\nb\r\n", "mixed"), (b"one line", "none")],
+)
+def test_line_endings_metadata(data: bytes, endings: str) -> None:
+    """Guards against: reporting CRLF as mixed CR+LF, or a default instead of what is there."""
+    assert parse_text(data, CONFIG).metadata["line_endings"] == endings
+
+
+@pytest.mark.parametrize("data", [b"", b"   \n\t\r\n  ", "\u3000\r\n".encode("utf-8"), b"\xef\xbb\xbf"])
+def test_empty_or_blank_file_has_no_units(data: bytes) -> None:
+    """Guards against: failing on empty files, or emitting whitespace-only units."""
+    doc = parse_text(data, CONFIG)
+    assert doc.units == []
+
+
+def test_markdown_headings_and_section_path() -> None:
+    """Guards against: treating '#' as a heading in plain text, '#tag' or '#######' as headings,
+    and section paths that do not close sections of equal or deeper level."""
+    text = "# Book\nintro\n## Part 1\nbody one\n#tag line\n\n####### seven\n## Part 2\nbody two\n"
+    data = text.encode("utf-8")
+    doc = parse_text(data, CONFIG, media_type="text/markdown")
+    summary = [(u.kind, u.text, u.section_path, u.attributes.get("level")) for u in doc.units]
+    assert summary == [
+        ("heading", "Book", (), 1),
+        ("paragraph", "intro", ("Book",), None),
+        ("heading", "Part 1", ("Book",), 2),
+        ("paragraph", "body one\n#tag line", ("Book", "Part 1"), None),
+        ("paragraph", "####### seven", ("Book", "Part 1"), None),
+        ("heading", "Part 2", ("Book",), 2),
+        ("paragraph", "body two", ("Book", "Part 2"), None),
+    ]
+    assert_locators_exact(text, doc.units)
+    plain = parse_text(data, CONFIG)
+    assert {u.kind for u in plain.units} == {"paragraph"}
+    assert all(u.section_path == () for u in plain.units)
+
+
+# --------------------------------------------------------------------------
+# Encodings
+
+JAPANESE = (
+    "吾輩は猫である。名前はまだ無い。どこで生れたかとんと見当がつかぬ。"
+    "何でも薄暗いじめじめした所でニャーニャー泣いていた事だけは記憶している。"
+)
+SHORT_JAPANESE_QUOTE = "「良秀。"  # charset-normalizer alone rejects its cp932 reading
+CHINESE = "玄德幼孤，事母至孝；家贫，贩屦织席为业。其家之东南，有一大桑树，高五丈余，遥望之，童童如车盖。"
+SHORT_CHINESE = "唐周乃径赴省中告变。"  # charset-normalizer keeps both readings
+
+
+@pytest.mark.parametrize(
+    ("text", "encoding"),
+    [(JAPANESE, "cp932"), (SHORT_JAPANESE_QUOTE, "cp932"), (CHINESE, "gb18030"), (SHORT_CHINESE, "gb18030")],
+)
+def test_ambiguous_legacy_bytes_pick_the_right_encoding(text: str, encoding: str) -> None:
+    """Guards against: trying gb18030 first (it decodes the Japanese bytes too), trusting
+    charset-normalizer alone on short input, or always answering cp932."""
+    data = text.encode(encoding)
+    for candidate in ("cp932", "gb18030"):
+        data.decode(candidate)  # the bytes really are ambiguous
+    assert decode_text(data) == (text, encoding)
+
+
+@pytest.mark.parametrize(
+    ("data", "expected"),
+    [
+        (b"\xef\xbb\xbfhello", ("hello", "utf-8-sig")),
+        ("h\u00e9llo\r\n".encode("utf-16-le"), None),
+        (b"\xff\xfe" + "héllo".encode("utf-16-le"), ("héllo", "utf-16")),
+        (b"\xfe\xff" + "日本".encode("utf-16-be"), ("日本", "utf-16")),
+        (b"\xff\xfe\x00\x00" + "日本".encode("utf-32-le"), ("日本", "utf-32")),
+        ("plain ascii".encode("utf-8"), ("plain ascii", "utf-8")),
+    ],
+)
+def test_bom_and_utf8(data: bytes, expected: tuple[str, str] | None) -> None:
+    """Guards against: leaving the BOM in the text, reading UTF-32 as UTF-16, and
+    guessing BOM-less UTF-16 (NUL-bearing bytes without a BOM are binary)."""
+    if expected is None:
+        with pytest.raises(ParseError) as err:
+            decode_text(data)
+        assert err.value.reason == "undecodable"
+    else:
+        assert decode_text(data) == expected
+
+
+def test_bom_offsets_exclude_the_bom() -> None:
+    """Guards against: counting the BOM in char offsets."""
+    doc = parse_text("\ufeffab\n\ncd".encode("utf-8"), CONFIG)
+    assert doc.metadata["bom"] is True
+    assert [u.locator["char_start"] for u in doc.units] == [0, 4]
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.binary(min_size=1, max_size=512).map(lambda b: b[: len(b) // 2] + b"\x00" + b[len(b) // 2 :]))
+def test_random_bytes_with_nul_are_undecodable(data: bytes) -> None:
+    """Guards against: accepting binary as UTF-8 (NUL is valid UTF-8) or as a legacy encoding."""
+    if data.startswith((b"\xff\xfe", b"\xfe\xff", b"\xef\xbb\xbf", b"\x00\x00\xfe\xff")):
+        data = b"x" + data
+    with pytest.raises(ParseError) as err:
+        parse_text(data, CONFIG)
+    assert err.value.reason == "undecodable"
+
+
+@pytest.mark.parametrize(
+    "data", [b"\xff\xfe\xfd", b"\xff\xfe\xfd" * 3, b"ok " + b"\xff\xfe\xfd" * 4, b"\x80\xfd\xfe\xff\x80", b"ab\x01\x02cd"]
+)
+def test_bytes_invalid_in_every_candidate_are_undecodable(data: bytes) -> None:
+    """Guards against: lossy decoding (errors="replace"), falling back past a BOM that
+    does not decode, accepting cp932's private-use mappings of 0x80/0xA0/0xFD-0xFF,
+    and accepting control-laden binary."""
+    with pytest.raises(ParseError) as err:
+        parse_text(data, CONFIG)
+    assert err.value.reason == "undecodable"
+    assert err.value.detail
+
+
+def test_undecodable_detail_names_what_was_tried() -> None:
+    """Guards against: an error that does not say which encodings failed."""
+    with pytest.raises(ParseError) as err:
+        decode_text(b"ok " + b"\x80\xfd\xfe\xff" * 4)
+    assert all(name in err.value.detail for name in ("utf-8", "cp932", "gb18030"))
+
+
+def test_too_large() -> None:
+    """Guards against: ignoring max_bytes, or checking it against characters instead of bytes."""
+    data = "日本語".encode("utf-8")  # 3 chars, 9 bytes
+    assert parse_text(data, TextParserConfig(max_bytes=9)).units
+    with pytest.raises(ParseError) as err:
+        parse_text(data, TextParserConfig(max_bytes=8))
+    assert err.value.reason == "too-large"
+
+
+# --------------------------------------------------------------------------
+# Registry
+
+
+@pytest.mark.parametrize(
+    ("name", "media_type", "parser"),
+    [
+        ("notes.txt", "text/plain", "text"),
+        ("dir/NOTES.TEXT", "text/plain", "text"),
+        ("README.md", "text/markdown", "text"),
+        ("a.Markdown", "text/markdown", "text"),
+        ("book.EPUB", "application/epub+zip", "epub"),
+        ("doc.pdf", "application/pdf", "pdf"),
+        ("cover.jpg", "image/jpeg", None),
+        ("content.opf", "application/oebps-package+xml", None),
+        ("chapter.xhtml", "application/xhtml+xml", None),
+        ("notes.txt.gz", "application/octet-stream", None),
+        ("data.csv", "text/csv", None),
+        ("Makefile", "application/octet-stream", None),
+    ],
+)
+def test_detect_media_type_and_parser_for(name: str, media_type: str, parser: str | None) -> None:
+    """Guards against: case-sensitive extensions, parsing unsupported types (csv, xhtml,
+    gzip'd text) as text, and host-dependent mimetypes answers."""
+    assert detect_media_type(name, b"") == media_type
+    spec = parser_for(media_type)
+    assert (spec.name if spec else None) == parser
+
+
+def test_registry_text_parser_uses_text_config() -> None:
+    """Guards against: the registry ignoring parser_config.text or dropping the media type."""
+    spec = parser_for("text/markdown")
+    assert spec is not None and (spec.name, spec.version) == (PARSER_NAME, PARSER_VERSION)
+    doc = spec.run(b"# T\nx\n", ParserConfig(), "text/markdown")
+    assert [u.kind for u in doc.units] == ["heading", "paragraph"]
+    with pytest.raises(ParseError) as err:
+        spec.run(b"x" * 10, ParserConfig(text=TextParserConfig(max_bytes=5)), "text/plain")
+    assert err.value.reason == "too-large"
+
+
+# --------------------------------------------------------------------------
+# Western European legacy encodings (issue 13, item 12)
+
+SHORT_WESTERN = ["Café crème", "Müller", "Größe", "naïve façade", "¿Qué?", "Ærøskøbing", "l’été", "© 2024 Ünal",
+                 "Straße", "São Paulo", "fiancé", "Zürich – Genève"]
+
+
+@pytest.mark.parametrize("text", SHORT_WESTERN)
+def test_short_latin1_and_cp1252_texts_decode(text: str) -> None:
+    """Guards against: Latin-1 / cp1252 text failing as undecodable, or read as cp932/GB18030
+    mojibake (Müller decodes as GB18030, l’été as cp932)."""
+    for encoding in ("latin-1", "cp1252"):
+        try:
+            data = text.encode(encoding)
+        except UnicodeEncodeError:
+            continue  # ’ and – exist in cp1252 only
+        assert decode_text(data) == (text, "cp1252")
+
+
+@pytest.mark.parametrize(
+    ("relative", "encoding"),
+    [("gutenberg/1342-0_pride-and-prejudice.txt", "cp1252"), ("gutenberg/1342-0_pride-and-prejudice.txt", "latin-1")],
+)
+def test_a_real_novel_in_a_western_legacy_encoding_decodes_exactly(relative: str, encoding: str) -> None:
+    """Guards against: a whole Latin-1 or cp1252 file failing (it has no BOM and is not UTF-8)."""
+    original, _ = decode_text(corpus_file(relative))
+    data = original.encode(encoding, errors="ignore")  # latin-1 lacks the curly quotes
+    text, detected = decode_text(data)
+    assert (detected, text) == ("cp1252", data.decode(encoding))
+    doc = parse_text(data, CONFIG)
+    assert doc.encoding == "cp1252" and any("truth universally acknowledged" in u.text for u in doc.units)
+
+
+def test_spanish_book_text_in_latin1_decodes_exactly() -> None:
+    """Guards against: accented Spanish (ñ, á, ¿) in Latin-1 failing or reading as CJK."""
+    from fabric_resources.parsing.epub.parser import parse_epub
+    from fabric_resources.config import EpubParserConfig
+
+    path = SHARED / "corpus" / "epub" / "todo-es-mio_test.epub"
+    if not path.exists():
+        pytest.skip("../shared/corpus not present")
+    units = [u.text for u in parse_epub(path.read_bytes(), EpubParserConfig()).units]
+    text = "\n\n".join(t for t in units if all(ord(c) < 256 for c in t))
+    assert decode_text(text.encode("latin-1")) == (text, "cp1252")
+    for unit in units[:200]:  # each paragraph alone, as a short file
+        if all(ord(c) < 256 for c in unit) and not unit.isascii():
+            assert decode_text(unit.encode("latin-1")) == (unit, "cp1252"), unit
+
+
+def test_cjk_legacy_units_still_decode_as_before() -> None:
+    """Guards against: the Western reading taking over Shift_JIS or GB18030 text that decoded right
+    (every unit of the Aozora files and of 三国演义, alone, as a short file)."""
+    checked = 0
+    for relative, encoding in [(f"aozora/{name}", "cp932") for name in (
+            "akutagawa_rashomon.sjis.txt", "akutagawa_kumono_ito.sjis.txt", "akutagawa_momotaro.sjis.txt",
+            "akutagawa_jigokuhen_shinji.sjis.txt")] + [("chinese/sanguoyanyi_ch01-10.utf8.txt", "gb18030")]:
+        for unit in parse_text(corpus_file(relative), CONFIG).units:
+            for sentence in unit.text.split("。")[:40]:
+                data = (sentence + "。").encode(encoding)
+                assert decode_text(data)[1] == encoding, sentence
+                checked += 1
+    assert checked > 500
+
+
+@pytest.mark.parametrize("data", [b"ok " + b"\xff\xfe\xfd" * 4, bytes(range(0xA0, 0x100)) * 3, "Привет мир".encode("cp1251")])
+def test_symbol_runs_are_not_western_text(data: bytes) -> None:
+    """Guards against: windows-1252, which maps almost every byte, turning binary or Cyrillic
+    (cp1251) bytes into mojibake instead of undecodable."""
+    with pytest.raises(ParseError) as err:
+        decode_text(data)
+    assert err.value.reason == "undecodable" and "cp1252" in err.value.detail
