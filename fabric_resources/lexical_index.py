@@ -45,11 +45,11 @@ from functools import cached_property
 from pathlib import Path
 
 import pyarrow as pa
-import pyarrow.compute as pc
 import tantivy
 
 from fabric_resources import tantivy_meta
-
+from fabric_resources.lexical_segments import (MAX_SEGMENT_DOCUMENTS, SegmentPlan, addresses, build_segments,
+                                               load_record, plan_segments, record_path)
 from fabric_resources.schema import (
     INDEX_FIELD_CHUNK_ID,
     INDEX_FIELD_PARSE_ID,
@@ -90,6 +90,8 @@ ANALYZER_ID = f"{FOLDING_VERSION}|word:simple+stem-en+cjk-bigram|substring:regex
 #: Identity of the index's field set; a generation written with another layout is rebuilt, never extended.
 INDEX_LAYOUT = "chunk_id,parse_id,word,substring,word_length:u64-fast"
 META_FILE = "fabric_index.json"
+#: The columns of ``schema.LEXICAL_DOCUMENTS`` a tantivy document is made of.
+DOCUMENT_COLUMNS = ["parse_id", "chunk_id", "folded_text"]
 _GEN = re.compile(r"^gen-(\d{8})$")
 
 
@@ -136,6 +138,12 @@ def _register(index: tantivy.Index) -> None:
     # Custom tokenizers must be registered again after every Index.open (STACK_NOTES).
     index.register_tokenizer(WORD_TOKENIZER, word_analyzer())
     index.register_tokenizer(SUBSTRING_TOKENIZER, substring_analyzer())
+
+
+def _empty_index(path: Path) -> tantivy.Index:
+    index = tantivy.Index(index_schema(), path=str(path))
+    _register(index)
+    return index
 
 
 @dataclass
@@ -241,7 +249,7 @@ class LexicalIndex:
 
         Cost: the added documents, plus at most ``max_segment_documents`` per segment that holds
         a removed parse, plus small segments consolidated by size tier (at most about
-        ``FAN_IN / 2`` segments' worth, amortised a few documents per added one: :meth:`_plan`);
+        ``FAN_IN / 2`` segments' worth, amortised a few documents per added one: :func:`fabric_resources.lexical_segments.plan_segments`);
         metadata is read for the touched segments only. It does
         not grow with the index. A ``previous`` that already holds deleted documents, or was
         written before segments were bounded (no segment records), is rebuilt from
@@ -268,9 +276,9 @@ class LexicalIndex:
         plan = self._plan(previous, set(remove_parse_ids), add_documents.num_rows)
         if plan.reindex and documents_of is None:
             raise ValueError("documents of parses that stay must be added again; pass documents_of")
-        pending = add_documents.select(_DOC_COLUMNS)
+        pending = add_documents.select(DOCUMENT_COLUMNS)
         if plan.reindex:
-            pending = pa.concat_tables([documents_of(sorted(plan.reindex)).select(_DOC_COLUMNS), pending])
+            pending = pa.concat_tables([documents_of(sorted(plan.reindex)).select(DOCUMENT_COLUMNS), pending])
         try:
             tmp.mkdir()
             # An empty index of this schema: tantivy writes the meta.json (schema, settings) the new one extends.
@@ -278,14 +286,14 @@ class LexicalIndex:
             template = tantivy_meta.load_meta(tmp)
             listed: list[tantivy_meta.SegmentMeta] = []
             for segment in plan.kept:
-                record = _record_path(self.root / previous, segment)
+                record = record_path(self.root / previous, segment)
                 # Segment files are immutable and no writer ever opens a generation. A segment whose
                 # record went missing is kept without one: a later change that touches it rebuilds.
                 files = tantivy_meta.segment_files(self.root / previous, segment)
                 for f in [*files, record] if record.exists() else files:
                     os.link(f, tmp / f.name)
                 listed.append(segment)
-            built, opstamp = self._build_segments(pending, build, tmp)
+            built, opstamp = build_segments(pending, build, tmp, self.max_segment_documents, _empty_index, add_to_writer)
             listed += built
             tantivy_meta.write_meta(tmp, template, listed, max(opstamp, template["opstamp"]) + 1)
             _check_assembled(tmp, listed)
@@ -317,7 +325,7 @@ class LexicalIndex:
         with the documents tantivy holds there; empty when every record is right.
 
         A wrong record never changes a ranking (a change that would use it rebuilds the
-        generation instead, :meth:`_plan`), but it costs that rebuild; reads every document.
+        generation instead, :func:`~fabric_resources.lexical_segments.plan_segments`), but it costs that rebuild; reads every document.
         """
         directory = self.root / generation
         listed = tantivy_meta.segments(tantivy_meta.load_meta(directory))
@@ -325,13 +333,13 @@ class LexicalIndex:
         _register(index)
         searcher = index.searcher()
         actual: list[dict[str, int]] = [{} for _ in listed]
-        for addr in _addresses(searcher, tantivy.Query.all_query()):
+        for addr in addresses(searcher, tantivy.Query.all_query()):
             held = actual[addr.segment_ord]
             pid = searcher.doc(addr)[INDEX_FIELD_PARSE_ID][0]
             held[pid] = held.get(pid, 0) + 1
         problems = []
         for seg, held in zip(listed, actual):
-            record = _load_record(directory, seg)
+            record = load_record(directory, seg)
             if record is None:
                 problems.append(f"{seg.segment_id}: no segment record")
             elif record.parses != held:
@@ -339,260 +347,16 @@ class LexicalIndex:
                                 f"{len(held)} ({len(set(record.parses) ^ set(held))} differ)")
         return problems
 
-    def _plan(self, previous: str | None, removed: set[str], n_added: int) -> _Plan:
-        """Which of ``previous``'s segments the next generation keeps, and which parses it indexes again.
-
-        Left out: every segment that holds a removed parse; then the small segments (fewer than
-        ``max_segment_documents // 2`` documents) of the new documents' size tier when that tier
-        would hold ``FAN_IN`` of them, repeatedly (:func:`_tier`); then every segment that holds
-        another part of a parse already left out (a parse larger than a segment spans several),
-        until none does. The parses of left-out segments that are not removed are
-        indexed again. The index confirms every segment record used (:func:`_locate`); where one
-        disagrees, or ``previous`` predates segment records or holds deleted documents, every
-        live parse is indexed again (``rebuilt``).
-        """
+    def _plan(self, previous: str | None, removed: set[str], n_added: int) -> SegmentPlan:
         if previous is None:
-            return _Plan(kept=[], reindex=set(), left_out=0, rebuilt=False)
+            return SegmentPlan(kept=[], reindex=set(), left_out=0, rebuilt=False)
         directory = self.root / previous
-        listed = tantivy_meta.segments(tantivy_meta.load_meta(directory))
         index = tantivy.Index.open(str(directory))
         _register(index)
-        searcher = index.searcher()
-        loaded: dict[int, SegmentRecord | None] = {}
-
-        def record(i: int) -> SegmentRecord | None:  # read only for the segments a change concerns
-            if i not in loaded:
-                loaded[i] = _load_record(directory, listed[i])
-            return loaded[i]
-
-        def rebuild() -> _Plan:
-            return _Plan(kept=[], reindex=_live_parse_ids(searcher) - removed, left_out=len(listed), rebuilt=True)
-
-        fabric_meta = json.loads((directory / META_FILE).read_text())
-        if "max_segment_documents" not in fabric_meta or any(s.deletes for s in listed):
-            # Written before segments were bounded (no segment records), or by a writer that
-            # deleted in place (an older Fabric): its statistics may count deleted documents.
-            return rebuild()
-        cap = self.max_segment_documents
-        left: set[int] = set()
-        if removed:
-            located = _locate(searcher, record, len(listed), removed)
-            if located is None:  # records and index disagree (or tantivy's segment order changed): never guess
-                return rebuild()
-            left = {i for i, _ in located}
-        pending = n_added + sum(listed[i].max_doc - sum(n for p, n in record(i).parses.items() if p in removed)
-                                for i in left)
-        # Small segments (from activations that add little) are consolidated by size tier, as a
-        # log-structured merge does: a tier holding FAN_IN of them (counting the new one) becomes
-        # one segment of the next tier, so a document is indexed again about log_FAN_IN(cap) times
-        # in all, and at most FAN_IN - 1 small segments stay per tier.
-        small = {i: seg.max_doc for i, seg in enumerate(listed) if i not in left and seg.max_doc < cap // 2}
-        while 0 < pending < cap // 2:
-            same = [i for i, n in small.items() if _tier(n) == _tier(pending)]
-            if len(same) + 1 < FAN_IN:
-                break
-            for i in same:
-                if record(i) is None:
-                    return rebuild()
-                left.add(i)
-                pending += small.pop(i)
-        # Every document of a left-out segment must be a removed one or one indexed again, and a
-        # parse is indexed again whole: the index itself must confirm the records, and segments
-        # holding another part of such a parse (one larger than a segment) are left out as well.
-        parts: set[str] = set()
-        while left:
-            parts = {p for i in left for p in record(i).parses} - removed
-            located = _locate(searcher, record, len(listed), parts | removed)
-            if located is None:
-                return rebuild()
-            holding = {i for i, _ in located}
-            if holding <= left:
-                accounted = sum(n for (i, _), n in located.items() if i in left)
-                if accounted != sum(listed[i].max_doc for i in left):
-                    return rebuild()
-                break
-            left |= holding
-        return _Plan(kept=[seg for i, seg in enumerate(listed) if i not in left],
-                     reindex=parts, left_out=len(left), rebuilt=False)
-
-    def _build_segments(
-        self, documents: pa.Table, build: Path, target: Path
-    ) -> tuple[list[tantivy_meta.SegmentMeta], int]:
-        """Index ``documents`` as segments of at most ``max_segment_documents`` into ``target``.
-
-        Each batch is its own one-commit scratch index under ``build`` (one writer thread: one
-        segment per commit, and no merge policy has anything to merge); its segment files move
-        into ``target`` with a segment record. Documents are grouped by parse and a parse is cut
-        only when it alone exceeds a segment. Returns the segments and the highest opstamp.
-        """
-        out: list[tantivy_meta.SegmentMeta] = []
-        opstamp = 0
-        if documents.num_rows == 0:
-            return out, opstamp
-        build.mkdir()
-        documents = documents.take(pc.sort_indices(documents, sort_keys=[("parse_id", "ascending")]))  # stable
-        scratches = iter(range(1 << 62))
-
-        def index_batch(batch: pa.Table) -> None:
-            nonlocal opstamp
-            scratch = build / f"{next(scratches):06d}"
-            scratch.mkdir()
-            index = tantivy.Index(index_schema(), path=str(scratch))
-            _register(index)
-            writer = index.writer(heap_size=WRITER_HEAP_BYTES, num_threads=1)
-            add_to_writer(writer, batch)
-            writer.commit()
-            writer.wait_merging_threads()
-            meta = tantivy_meta.load_meta(scratch)
-            made = tantivy_meta.segments(meta)
-            if len(made) != 1 or made[0].max_doc != batch.num_rows or made[0].deletes:
-                # The writer flushed early (the batch outgrew its heap: very long documents): halve it.
-                if batch.num_rows < 2:
-                    raise tantivy_meta.IndexFormatChanged(f"one document made segments {made}")
-                shutil.rmtree(scratch)
-                half = batch.num_rows // 2
-                index_batch(batch.slice(0, half))
-                index_batch(batch.slice(half))
-                return
-            for f in tantivy_meta.segment_files(scratch, made[0]):
-                os.replace(f, target / f.name)
-            parses: dict[str, int] = {}
-            for pid in batch.column("parse_id").to_pylist():
-                parses[pid] = parses.get(pid, 0) + 1
-            _record_path(target, made[0]).write_text(json.dumps({"documents": made[0].max_doc, "parses": parses}))
-            out.append(made[0])
-            opstamp = max(opstamp, meta["opstamp"])
-            shutil.rmtree(scratch)
-
-        for lo, hi in _batches(documents.column("parse_id").to_pylist(), self.max_segment_documents):
-            index_batch(documents.slice(lo, hi - lo))
-        return out, opstamp
-
-
-#: Documents per segment. Removing a parse indexes its segment's other documents again, so this
-#: bounds an activation's cost (~0.5 ms per document here); the word and substring channels pay a
-#: little per segment (docs/benchmarks.md, "Exact BM25 statistics after deletes").
-MAX_SEGMENT_DOCUMENTS = 1024
-#: Small segments (under half of ``max_segment_documents``) of one size tier that are consolidated
-#: into one: tier t holds segments of FAN_IN**t to FAN_IN**(t+1) - 1 documents.
-FAN_IN = 4
-WRITER_HEAP_BYTES = 64_000_000
-#: A segment record's file: ``<this><segment UUID hex>.json`` (not tantivy's ``<UUID hex>.`` prefix).
-RECORD_PREFIX = "fabric-parses-"
-_DOC_COLUMNS = ["parse_id", "chunk_id", "folded_text"]
-
-
-@dataclass(frozen=True)
-class SegmentRecord:
-    """What Fabric knows of a segment: tantivy's entry and the parses it holds (parse ID → documents)."""
-
-    segment: tantivy_meta.SegmentMeta
-    parses: dict[str, int]
-
-    @property
-    def documents(self) -> int:
-        return self.segment.max_doc
-
-
-@dataclass(frozen=True)
-class _Plan:
-    kept: list[tantivy_meta.SegmentMeta]
-    reindex: set[str]
-    left_out: int
-    rebuilt: bool
-
-    def summary(self, indexed: int) -> dict:
-        return {"segments_kept": len(self.kept), "segments_left_out": self.left_out,
-                "documents_indexed": indexed, "rebuilt": self.rebuilt}
-
-
-def _record_path(directory: Path, segment: tantivy_meta.SegmentMeta) -> Path:
-    return directory / f"{RECORD_PREFIX}{segment.file_prefix}json"
-
-
-def _load_record(directory: Path, segment: tantivy_meta.SegmentMeta) -> SegmentRecord | None:
-    """The segment's record, or None when it has none or one that does not add up to its documents."""
-    try:
-        data = json.loads(_record_path(directory, segment).read_text())
-        parses = {str(p): int(n) for p, n in data["parses"].items()}
-    except (OSError, ValueError, KeyError, TypeError, AttributeError):
-        return None
-    if data.get("documents") != segment.max_doc or sum(parses.values()) != segment.max_doc:
-        return None
-    return SegmentRecord(segment, parses)
-
-
-def _tier(n_documents: int) -> int:
-    """⌊log_FAN_IN(n)⌋ for n ≥ 1.
-
-    >>> [_tier(n) for n in (1, 3, 4, 15, 16, 511)]
-    [0, 0, 1, 1, 2, 4]
-    """
-    tier = 0
-    while n_documents >= FAN_IN:
-        n_documents //= FAN_IN
-        tier += 1
-    return tier
-
-
-def _locate(
-    searcher: tantivy.Searcher, record: Callable[[int], SegmentRecord | None], n_segments: int, parse_ids: set[str]
-) -> dict[tuple[int, str], int] | None:
-    """Documents of ``parse_ids`` per (segment position in ``meta.json``, parse ID).
-
-    Found through the index (a parse-ID term query: work in the documents of those parses only),
-    not by reading every segment's record. Each hit's ``segment_ord`` is its segment's position
-    in ``meta.json`` (tantivy opens segments in that order), which the segments' records must
-    confirm document for document: None if any disagrees.
-    """
-    if not parse_ids:
-        return {}
-    query = tantivy.Query.term_set_query(index_schema(), INDEX_FIELD_PARSE_ID, sorted(parse_ids))
-    found: dict[tuple[int, str], int] = {}
-    for addr in _addresses(searcher, query):
-        key = (addr.segment_ord, searcher.doc(addr)[INDEX_FIELD_PARSE_ID][0])
-        found[key] = found.get(key, 0) + 1
-    for (ordinal, pid), n in found.items():
-        rec = record(ordinal) if ordinal < n_segments else None
-        if rec is None or rec.parses.get(pid) != n:
-            return None
-    return found
-
-
-def _batches(parse_ids: list[str], cap: int) -> list[tuple[int, int]]:
-    """Row ranges ``[lo, hi)`` over ``parse_ids`` (grouped by parse) of at most ``cap`` rows each,
-    about equal in size, cut between parses unless a parse alone exceeds ``cap``.
-
-    >>> _batches(["a", "a", "b", "c", "c", "c"], 4)
-    [(0, 3), (3, 6)]
-    >>> _batches(["a"] * 5 + ["b"], 2)
-    [(0, 1), (1, 3), (3, 5), (5, 6)]
-    """
-    n = len(parse_ids)
-    if n == 0:
-        return []
-    target = -(-n // -(-n // cap))  # ceil(n / ceil(n / cap)): equal shares of the fewest batches
-    runs, start = [], 0
-    for i in range(1, n + 1):
-        if i == n or parse_ids[i] != parse_ids[start]:
-            runs.append((start, i))
-            start = i
-    out, lo = [], 0
-    for s, e in runs:
-        if e - s > cap:  # a parse larger than a segment: its own segments, cut evenly
-            if s > lo:
-                out.append((lo, s))
-            pieces = -(-(e - s) // cap)
-            bounds = [s + (e - s) * j // pieces for j in range(pieces + 1)]
-            out += list(zip(bounds, bounds[1:]))
-            lo = e
-        elif s > lo and (s - lo >= target or e - lo > cap):
-            out.append((lo, s))
-            lo = s
-    if n > lo:
-        out.append((lo, n))
-    return out
-
+        # Generations written before segments were bounded have no segment records to trust.
+        bounded = "max_segment_documents" in json.loads((directory / META_FILE).read_text())
+        return plan_segments(directory, index.searcher(), index_schema(), bounded, removed, n_added,
+                             self.max_segment_documents)
 
 def _check_assembled(directory: Path, listed: list[tantivy_meta.SegmentMeta]) -> None:
     """tantivy opens the assembled generation and counts what its ``meta.json`` lists.
@@ -607,8 +371,9 @@ def _check_assembled(directory: Path, listed: list[tantivy_meta.SegmentMeta]) ->
     searcher = index.searcher()
     want = sum(s.max_doc for s in listed)
     if searcher.num_segments != len(listed) or searcher.num_docs != want or deleted_documents(searcher):
-        raise IndexFormatChanged(f"assembled {directory.name}: tantivy sees {searcher.num_segments} segments, "
-                                 f"{searcher.num_docs} documents; meta.json lists {len(listed)}, {want}")
+        raise tantivy_meta.IndexFormatChanged(
+            f"assembled {directory.name}: tantivy sees {searcher.num_segments} segments, "
+            f"{searcher.num_docs} documents; meta.json lists {len(listed)}, {want}")
 
 
 def deleted_documents(searcher: tantivy.Searcher) -> int:
@@ -620,16 +385,6 @@ def deleted_documents(searcher: tantivy.Searcher) -> int:
     """
     terms = searcher.terms_with_prefix(INDEX_FIELD_PARSE_ID, "")
     return sum(int(n) for _, n in terms) - searcher.num_docs
-
-
-def _live_parse_ids(searcher: tantivy.Searcher) -> set[str]:
-    terms = searcher.terms_with_prefix(INDEX_FIELD_PARSE_ID, "", filter_query=tantivy.Query.all_query())
-    return {t for t, n in terms if n > 0}
-
-
-def _addresses(searcher: tantivy.Searcher, query: tantivy.Query) -> list[tantivy.DocAddress]:
-    n = searcher.search(query, limit=1, count=True).count
-    return [addr for _, addr in searcher.search(query, limit=n, count=False).hits] if n else []
 
 
 def _is_current(meta: dict) -> bool:

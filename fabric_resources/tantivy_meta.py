@@ -14,7 +14,7 @@ A segment's files are named by its UUID in simple (unhyphenated) hex plus a comp
 extension: ``.idx .pos .term .store .fast .fieldnorm`` and, when it has deletes,
 ``.<opstamp>.del``. :func:`load_meta` checks this shape and raises
 :class:`IndexFormatChanged` on anything else, so a tantivy upgrade that changes it fails
-loudly (``tests/test_lexical_segments.py`` pins it against the installed tantivy) instead of
+loudly (``tests/resources/test_lexical_segments.py`` pins it against the installed tantivy) instead of
 writing an index tantivy misreads.
 """
 

@@ -19,9 +19,9 @@ import tantivy
 
 from fabric_resources import tantivy_meta
 from fabric_resources.lexical_health import bm25_statistics
-from fabric_resources.lexical_index import (ANALYZER_ID, INDEX_LAYOUT, MAX_SEGMENT_DOCUMENTS, META_FILE,
-                                            FAN_IN, RECORD_PREFIX, LexicalIndex, OpenIndex, _register,
-                                            add_to_writer, deleted_documents, index_schema)
+from fabric_resources.lexical_index import (ANALYZER_ID, INDEX_LAYOUT, META_FILE, LexicalIndex, OpenIndex,
+                                            _register, add_to_writer, deleted_documents, index_schema)
+from fabric_resources.lexical_segments import FAN_IN, MAX_SEGMENT_DOCUMENTS, RECORD_PREFIX
 from fabric_resources.schema import (INDEX_FIELD_CHUNK_ID, INDEX_FIELD_PARSE_ID, INDEX_FIELD_SUBSTRING,
                                      INDEX_FIELD_WORD, LEXICAL_DOCUMENTS, SCHEMA_VERSION)
 from fabric_resources.text_folding import fold
@@ -178,12 +178,12 @@ def test_a_parse_cut_between_shared_segments_is_rewritten_whole(tmp_path, monkey
     """guards against: a parse whose documents sit in two segments beside other parses (a batch
     halved because it outgrew the writer's heap is cut anywhere) being indexed twice, or losing
     its other part, when only one of those segments is rewritten."""
-    import fabric_resources.lexical_index as lexical_index
+    import fabric_resources.lexical_segments as lexical_segments
 
     def anywhere(parse_ids, cap):  # fixed-size cuts that ignore parse boundaries
         return [(lo, min(lo + cap, len(parse_ids))) for lo in range(0, len(parse_ids), cap)]
 
-    monkeypatch.setattr(lexical_index, "_batches", anywhere)
+    monkeypatch.setattr(lexical_segments, "_batches", anywhere)
     _random_changes(tmp_path, cap=5, steps=20, seed=99)
 
 
