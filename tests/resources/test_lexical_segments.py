@@ -263,3 +263,90 @@ def test_a_generation_from_before_bounded_segments_is_rebuilt_once(tmp_path):
     gen = index.write_generation(gen, [gone], _docs([]), docs_of)
     assert not index.last_write["rebuilt"] and index.last_write["documents_indexed"] < 8
     _assert_ranks_like_fresh(index.open(gen), [r for p in parses.values() for r in p], tmp_path / "ref")
+
+
+#: point → code run before ``write_generation`` in a child process, replacing one function so that
+#: the process kills itself there with SIGKILL.
+_KILL_DURING_WRITE = {
+    # The second new segment's files are being moved into the scratch generation.
+    "segment-moved": (
+        "import os, signal\n_real, _moved = os.replace, []\n"
+        "def _replace(src, dst, *a, **k):\n"
+        "    if '.build' in os.fspath(src):\n"
+        "        _moved.append(dst)\n"
+        "        if len(_moved) == 8:\n"
+        "            os.kill(os.getpid(), signal.SIGKILL)\n"
+        "    return _real(src, dst, *a, **k)\n"
+        "os.replace = _replace\n"),
+    # Everything is written (meta.json, Fabric's record); the scratch directory is being renamed.
+    "before-rename": (
+        "import os, signal\n_real = os.replace\n"
+        "def _replace(src, dst, *a, **k):\n"
+        "    if os.path.basename(os.fspath(dst)).startswith('gen-'):\n"
+        "        os.kill(os.getpid(), signal.SIGKILL)\n"
+        "    return _real(src, dst, *a, **k)\n"
+        "os.replace = _replace\n"),
+}
+
+
+@pytest.mark.parametrize("point", sorted(_KILL_DURING_WRITE))
+def test_a_writer_killed_mid_assembly_leaves_the_previous_generation_whole(tmp_path, point):
+    """guards against: kill -9 while a generation is assembled changing a file of the previous
+    generation (they share files by hard links), leaving a directory that lists as a generation,
+    or a scratch directory that makes the next write fail, index twice or stay behind."""
+    import subprocess
+    import sys
+
+    rng = random.Random(41)
+    parses = {p[0][0]: p for p in (_parse(rng, 3) for _ in range(12))}
+    index = LexicalIndex(tmp_path / "lex", max_segment_documents=4)
+    gen = index.build_fresh(_docs([r for p in parses.values() for r in p]))
+    before = {p.name: p.read_bytes() for p in (index.root / gen).iterdir()}
+    removed = sorted(parses)[:2]
+    added = [_parse(rng, 3) for _ in range(3)]
+    (tmp_path / "change.json").write_text(json.dumps({"live": parses, "removed": removed, "added": added}))
+    child = _KILL_DURING_WRITE[point] + f"""
+import json, pyarrow as pa
+from fabric_resources.lexical_index import ANALYZER_ID, LexicalIndex
+from fabric_resources.schema import LEXICAL_DOCUMENTS
+from fabric_resources.text_folding import fold
+change = json.load(open({str(tmp_path / "change.json")!r}))
+def docs(rows):
+    return pa.table({{"parse_id": [r[0] for r in rows], "chunk_id": [r[1] for r in rows],
+                     "folded_text": [fold(r[2]) for r in rows], "analyzer": [ANALYZER_ID] * len(rows)}},
+                    schema=LEXICAL_DOCUMENTS)
+LexicalIndex({str(index.root)!r}, max_segment_documents=4).write_generation(
+    {gen!r}, change["removed"], docs([r for p in change["added"] for r in p]),
+    lambda ids: docs([r for i in ids for r in change["live"][i]]))
+"""
+    done = subprocess.run([sys.executable, "-c", child], capture_output=True, text=True, timeout=120)
+    assert done.returncode == -9, done.stderr[-2000:]
+    left = sorted(p.name for p in index.root.iterdir() if p.name.startswith("."))
+    assert left, "the kill did not land inside the assembly"
+    assert index.generations() == [gen]
+    assert {p.name: p.read_bytes() for p in (index.root / gen).iterdir()} == before
+    index.open(gen)  # still serves
+
+    for pid in removed:
+        del parses[pid]
+    parses.update({p[0][0]: p for p in added})
+    new = index.write_generation(gen, removed, _docs([r for p in added for r in p]),
+                                 lambda ids: _docs([r for i in ids for r in parses[i]]))
+    assert sorted(p.name for p in index.root.iterdir()) == sorted([gen, new])
+    _assert_ranks_like_fresh(index.open(new), [r for p in parses.values() for r in p], tmp_path / "ref")
+
+
+def test_an_assembled_generation_tantivy_reads_otherwise_is_a_typed_error(tmp_path, monkeypatch):
+    """guards against: a hand-written meta.json that tantivy reads otherwise than written (here it
+    lists one segment fewer) becoming a generation, or failing with anything but
+    ``IndexFormatChanged`` (it was a NameError)."""
+    rng = random.Random(2)
+    parses = [_parse(rng, 3) for _ in range(6)]
+    index = LexicalIndex(tmp_path / "lex", max_segment_documents=4)
+    gen = index.build_fresh(_docs([r for p in parses for r in p]))
+    real = tantivy_meta.write_meta
+    monkeypatch.setattr(tantivy_meta, "write_meta", lambda d, t, listed, o: real(d, t, listed[:-1], o))
+    with pytest.raises(tantivy_meta.IndexFormatChanged, match="tantivy sees"):
+        index.write_generation(gen, [], _docs(_parse(rng, 2)))
+    assert index.generations() == [gen]
+    assert sorted(p.name for p in index.root.iterdir()) == [gen]
