@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict
 from fabric_query import pipeline
 from fabric_query.errors import HomeNotFoundError
 from fabric_query.resolve import resolve as resolve_citation
+from fabric_query.scope import Scope
 from fabric_query.types import Citation, EvidencePack, ResolveResult
 from fabric_resources.home import FabricHome, home_path
 from fabric_query.memory import limit_malloc_arenas
@@ -74,13 +75,15 @@ class Fabric:
 
     def search(
         self, query: str, *, limit: int | None = None, release_id: int | None = None, debug: bool = False,
-        channels: Collection[str] | None = None,
+        channels: Collection[str] | None = None, scope: Scope | dict | None = None, max_tokens: int | None = None,
     ) -> EvidencePack:
         """Search the current (or a given) release under today's visibility, with every channel that
-        applies or only the named ``channels``; see :func:`fabric_query.pipeline.search` for the
-        errors raised (all in :mod:`fabric_query.errors`)."""
+        applies or only the named ``channels``, within ``scope`` (the structured twin of the query
+        string's filters, :class:`fabric_query.scope.Scope`) and a token budget ``max_tokens``
+        (whole passages only); see :func:`fabric_query.pipeline.search` for the errors raised
+        (all in :mod:`fabric_query.errors`)."""
         return pipeline.search(self.home, query, self.encoder, limit=limit, release_id=release_id, debug=debug,
-                               reranker=self.reranker, channels=channels)
+                               reranker=self.reranker, channels=channels, scope=scope, max_tokens=max_tokens)
 
     @cached_property
     def encoder(self) -> Encoder:

@@ -127,6 +127,12 @@ class EvidencePack(_Frozen):
     #: With ``debug=True``: per stage, its candidates in order as ``(chunk_id, score)``: each
     #: channel as ``channel:<name>`` (the list fusion saw), then ``fused``, ``maxsim``, ``reranked``.
     stage_candidates: dict[str, tuple[tuple[str, float], ...]] = {}
+    #: The token budget asked for (``max_tokens``), or None.
+    max_tokens: int | None = None
+    #: Tokens of the passages returned (whole passages only; never more than ``max_tokens``).
+    used_tokens: int = 0
+    #: Hits left out because their passage did not fit whole in what was left of the budget.
+    dropped_for_budget: int = 0
 
 
 class ResolveCheck(_Frozen):
@@ -141,3 +147,23 @@ class ResolveResult(_Frozen):
     status: Literal["verified", "stale"]
     checks: tuple[ResolveCheck, ...]
     text: str | None = None  # the cited canonical text, only when verified
+
+
+class CanonicalUnit(_Frozen):
+    """One canonical unit of an active, visible parse: its whole text and where it came from.
+
+    ``locator`` and ``attributes`` are the parser's JSON objects (e.g. ``{"page": 3, "bbox": [...]}``
+    for PDF); ``text_hash`` is the SHA-256 hex of ``text``.
+    """
+
+    unit_id: str
+    parse_id: str
+    source_keys: tuple[str, ...]
+    release_id: int
+    ordinal: int
+    kind: str
+    text: str
+    text_hash: str
+    locator: dict[str, Any]
+    section_path: tuple[str, ...]
+    attributes: dict[str, Any]
