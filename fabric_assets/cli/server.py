@@ -61,3 +61,34 @@ def serve(
     console.print(f"fabric serve: home {path}, http://{host}:{port}/v1 (admin token: {path / ADMIN_TOKEN_FILE}"
                   + (f", read token: {path / READ_TOKEN_FILE}" if read_token else "") + ")")
     run_server(app, host, port, path, fabric_version())
+
+
+@server_app.command()
+def mcp(home: HomeOption = None) -> None:
+    """Serve the read-only MCP tools over stdio (for an agent that starts its own server).
+
+    The query models load before the first message is read; logs go to stderr, stdout carries
+    only the protocol.
+    """
+    import sys
+
+    from fabric_query.api import Fabric
+    from fabric_query.errors import FabricQueryError
+    from fabric_query.server.app import _version as fabric_version
+    from fabric_query.server.app import load_query_models
+    from fabric_query.server.gate import AdmissionGate
+    from fabric_query.server.mcp_tools import build_mcp
+
+    path = set_home(home)
+    try:
+        fabric = Fabric(path)
+    except FabricQueryError as exc:
+        fail(str(exc))
+    config = fabric.home.config.server
+    load_query_models(fabric)
+    gate = AdmissionGate(config.max_concurrent_queries, config.retry_after_s)
+    print(f"fabric mcp: home {path}, stdio", file=sys.stderr)
+    try:
+        build_mcp(fabric, gate, version=fabric_version()).run("stdio")
+    finally:
+        gate.close()

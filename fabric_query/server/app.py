@@ -54,8 +54,7 @@ def create_app(
     admin_token: str | None = None,
     read_token: str | None = None,
     load_models: Callable[[Fabric], dict[str, str]] = load_query_models,
-    extra_lifespans: tuple[Callable[[FastAPI], Any], ...] = (),
-    mounts: tuple[tuple[str, Any], ...] = (),
+    mcp: bool = True,
 ) -> Guard:
     """The ASGI app of one server.
 
@@ -74,11 +73,16 @@ def create_app(
         interface other than loopback.
     load_models
         Warm-up run in a thread at start-up; the server is ready when it returns.
-    extra_lifespans, mounts
-        Lifespan context factories and ``(path, ASGI app)`` mounts (the MCP endpoint).
+    mcp
+        Serve the MCP tools at ``/mcp`` (streamable HTTP, :mod:`fabric_query.server.mcp_tools`).
     """
     gate = AdmissionGate(config.max_concurrent_queries, config.retry_after_s)
     state = routes.ServerState(fabric=fabric, gate=gate)
+    mcp_server = None
+    if mcp:
+        from fabric_query.server.mcp_tools import build_mcp
+
+        mcp_server = build_mcp(fabric, gate, state.ready.is_set, _version())
 
     def warm_up() -> None:
         try:
@@ -92,8 +96,8 @@ def create_app(
     async def lifespan(app: FastAPI):
         threading.Thread(target=warm_up, name="fabric-warm-up", daemon=True).start()
         async with contextlib.AsyncExitStack() as stack:
-            for factory in extra_lifespans:
-                await stack.enter_async_context(factory(app))
+            if mcp_server is not None:
+                await stack.enter_async_context(mcp_server.session_manager.run())
             try:
                 yield
             finally:
@@ -108,8 +112,16 @@ def create_app(
     app.state.admin_token = admin_token
     app.include_router(routes.router)
     app.include_router(admin_routes.router)
-    for path, sub in mounts:
-        app.mount(path, sub)
+    if mcp_server is not None:
+        from mcp.server.transport_security import TransportSecuritySettings
+
+        # Stateless JSON answers: every tool call is one POST. Host and Origin are the Guard's
+        # (the same rules as every route), so the SDK's own check is off rather than different.
+        mcp_app = mcp_server.streamable_http_app(
+            streamable_http_path="/mcp", stateless_http=True, json_response=True,
+            max_request_body_size=config.max_body_bytes,
+            transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False))
+        app.router.routes.extend(mcp_app.routes)
 
     @app.exception_handler(RequestValidationError)
     async def invalid_request(_request: Request, exc: RequestValidationError):
