@@ -167,3 +167,39 @@ class CanonicalUnit(_Frozen):
     locator: dict[str, Any]
     section_path: tuple[str, ...]
     attributes: dict[str, Any]
+
+
+class ParseProblem(BaseModel):
+    """A parse that failed, is held, unfinished or partly read, with the sources it belongs to."""
+
+    model_config = ConfigDict(frozen=True)
+    parse_id: str
+    status: str
+    reason: str | None
+    detail: str | None
+    sources: tuple[str, ...]
+
+
+class Status(BaseModel):
+    """What a home holds: sources by state, the current release, problems with reasons."""
+
+    model_config = ConfigDict(frozen=True)
+    home: str
+    roots: tuple[str, ...]
+    sources_by_state: dict[str, int]
+    release_id: int | None
+    active_sources: int
+    active_parses: int
+    failed: tuple[ParseProblem, ...]
+    held: tuple[ParseProblem, ...]
+    pending: int
+    #: Parsed but not yet gated: its run is still going, or was killed (the next ingest re-runs it).
+    unfinished: tuple[ParseProblem, ...] = ()
+    unsupported: tuple[tuple[str, str], ...]  # (source key, media type)
+    withheld: tuple[str, ...]  # source keys kept out of every release by policy
+    #: (path, reason) of what the last scan found but could not take in (too-large, unreadable,
+    #: not-a-regular-file, unreadable-folder, name-not-utf-8); see ``schema.SCAN_SKIPPED_STATE``.
+    skipped: tuple[tuple[str, str], ...] = ()
+    #: Parses that are searchable but left parts unread (e.g. image-only PDF pages without OCR):
+    #: reason ``failed-units``, detail lists them (``page 3: ocr-unavailable; …``).
+    partial: tuple[ParseProblem, ...] = ()

@@ -46,6 +46,8 @@ class AdmissionGate:
         self._pool = ThreadPoolExecutor(max_workers=limit, thread_name_prefix="fabric-query")
         self._lock = threading.Lock()
         self._in_flight = 0
+        #: Work items admitted and refused since the gate opened.
+        self.admitted = 0
         self.refused = 0
 
     @property
@@ -70,6 +72,7 @@ class AdmissionGate:
                 self.refused += 1
                 raise GateFull(self.limit, self.retry_after_s)
             self._in_flight += 1
+            self.admitted += 1
         try:
             future = self._pool.submit(fn, *args)
         except BaseException:

@@ -65,7 +65,8 @@ async def ready(request: Request) -> Any:
     st = server_state(request)
     if not st.ready.is_set():
         return _not_ready(st)
-    return {"ready": True, "models": st.models, "in_flight": st.gate.in_flight, "max_concurrent": st.gate.limit}
+    return {"ready": True, "models": st.models, "in_flight": st.gate.in_flight, "max_concurrent": st.gate.limit,
+            "admitted": st.gate.admitted, "refused": st.gate.refused}
 
 
 async def _gated(request: Request, fn, *args, **kwargs) -> Any:
