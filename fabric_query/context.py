@@ -18,6 +18,7 @@ from typing import Any, TypeVar
 
 from fabric_query.errors import InvalidArgumentError, NoReleaseError
 from fabric_query.querylang import ParsedQuery, parse_query
+from fabric_query.scope import Scope, apply_scope
 from fabric_query.release import ProjectionUnavailable, ReleaseView, pinned_view
 from fabric_query.types import StageTiming
 from fabric_resources.config import FabricConfig
@@ -190,20 +191,24 @@ def check_arguments(release_id, debug) -> None:
 
 
 def open_query(home: FabricHome, config: FabricConfig, query: str, encoders: Encoders, *, limit: int,
-               release_id: int | None, selected: frozenset[str], clock: Stopwatch) -> QueryContext:
+               release_id: int | None, selected: frozenset[str], clock: Stopwatch,
+               scope: "Scope | dict | None" = None) -> QueryContext:
     """Parse ``query``, pin the release (default: the current one) and apply the filters.
 
     Laps ``pin_and_parse`` and ``eligibility`` on ``clock``. ``limit`` and ``release_id`` are
-    already checked (:func:`checked_limit`, :func:`check_arguments`).
+    already checked (:func:`checked_limit`, :func:`check_arguments`); ``scope`` adds the structured
+    filters (:func:`fabric_query.scope.apply_scope`).
 
     Raises
     ------
     QuerySyntaxError, EmptyQueryError, QueryTooLongError
         From the query language.
+    InvalidArgumentError
+        A bad ``scope``, or one that filters a dimension the query string filters too.
     NoReleaseError
         Nothing has been activated yet, or ``release_id`` does not exist.
     """
-    parsed = parse_query(query, config.query.max_query_chars)
+    parsed = apply_scope(parse_query(query, config.query.max_query_chars), scope)
     view = pinned_view(home, release_id)
     if view is None:
         raise NoReleaseError("no activated release in this home; run `fabric ingest PATH` first"

@@ -127,6 +127,12 @@ class EvidencePack(_Frozen):
     #: With ``debug=True``: per stage, its candidates in order as ``(chunk_id, score)``: each
     #: channel as ``channel:<name>`` (the list fusion saw), then ``fused``, ``maxsim``, ``reranked``.
     stage_candidates: dict[str, tuple[tuple[str, float], ...]] = {}
+    #: The token budget asked for (``max_tokens``), or None.
+    max_tokens: int | None = None
+    #: Tokens of the passages returned (whole passages only; never more than ``max_tokens``).
+    used_tokens: int = 0
+    #: Hits left out because their passage did not fit whole in what was left of the budget.
+    dropped_for_budget: int = 0
 
 
 class ResolveCheck(_Frozen):
@@ -141,3 +147,59 @@ class ResolveResult(_Frozen):
     status: Literal["verified", "stale"]
     checks: tuple[ResolveCheck, ...]
     text: str | None = None  # the cited canonical text, only when verified
+
+
+class CanonicalUnit(_Frozen):
+    """One canonical unit of an active, visible parse: its whole text and where it came from.
+
+    ``locator`` and ``attributes`` are the parser's JSON objects (e.g. ``{"page": 3, "bbox": [...]}``
+    for PDF); ``text_hash`` is the SHA-256 hex of ``text``.
+    """
+
+    unit_id: str
+    parse_id: str
+    source_keys: tuple[str, ...]
+    release_id: int
+    ordinal: int
+    kind: str
+    text: str
+    text_hash: str
+    locator: dict[str, Any]
+    section_path: tuple[str, ...]
+    attributes: dict[str, Any]
+
+
+class ParseProblem(BaseModel):
+    """A parse that failed, is held, unfinished or partly read, with the sources it belongs to."""
+
+    model_config = ConfigDict(frozen=True)
+    parse_id: str
+    status: str
+    reason: str | None
+    detail: str | None
+    sources: tuple[str, ...]
+
+
+class Status(BaseModel):
+    """What a home holds: sources by state, the current release, problems with reasons."""
+
+    model_config = ConfigDict(frozen=True)
+    home: str
+    roots: tuple[str, ...]
+    sources_by_state: dict[str, int]
+    release_id: int | None
+    active_sources: int
+    active_parses: int
+    failed: tuple[ParseProblem, ...]
+    held: tuple[ParseProblem, ...]
+    pending: int
+    #: Parsed but not yet gated: its run is still going, or was killed (the next ingest re-runs it).
+    unfinished: tuple[ParseProblem, ...] = ()
+    unsupported: tuple[tuple[str, str], ...]  # (source key, media type)
+    withheld: tuple[str, ...]  # source keys kept out of every release by policy
+    #: (path, reason) of what the last scan found but could not take in (too-large, unreadable,
+    #: not-a-regular-file, unreadable-folder, name-not-utf-8); see ``schema.SCAN_SKIPPED_STATE``.
+    skipped: tuple[tuple[str, str], ...] = ()
+    #: Parses that are searchable but left parts unread (e.g. image-only PDF pages without OCR):
+    #: reason ``failed-units``, detail lists them (``page 3: ocr-unavailable; …``).
+    partial: tuple[ParseProblem, ...] = ()
