@@ -9,13 +9,16 @@ windows (written before they existed) gives one-chunk passages. Highlights come 
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from fabric_query.evidence import highlight
+from fabric_query.locations import CitedLocation, location_of
 from fabric_query.passages import AssembledPassage, HitWindow, MemberChunk, assemble
-from fabric_query.release import ReleaseView
+from fabric_query.release import ProjectionUnavailable, ReleaseView, guarded_read
 from fabric_query.types import ChannelHit, Citation, CitedSpan, EvidenceUnit, HighlightSegment, Hit, Passage
 
 if TYPE_CHECKING:
@@ -39,13 +42,57 @@ def spans_of(chunk_texts: list[str], chunk_fragments: list[list[dict]]) -> tuple
     return tuple(spans)
 
 
+#: Parses whose unit locations are kept per process (a few KB each; the units of one parse at one
+#: table version never change, so the cache needs no invalidation).
+MAX_CACHED_LOCATION_PARSES = 256
+_locations: OrderedDict[tuple[str, int, str], dict[str, CitedLocation]] = OrderedDict()
+_locations_lock = threading.Lock()
+
+
+def unit_locations(view: ReleaseView, parse_id: str) -> dict[str, CitedLocation]:
+    """Unit ID → location (:func:`fabric_query.locations.location_of`) for one parse of the view,
+    from its units at the release's version of the table; ``{}`` when the release records no units
+    table or it cannot be read (a citation then carries no locations; its text is still verified)."""
+    version = view.release.manifest["tables"].get("units")
+    if version is None:
+        return {}
+    key = (str(view.home.root), int(version), parse_id)
+    with _locations_lock:
+        if key in _locations:
+            _locations.move_to_end(key)
+            return _locations[key]
+    try:
+        t = guarded_read("units", lambda: view.home.tables.read(
+            "units", parse_ids=[parse_id], version=version,
+            columns=["unit_id", "kind", "locator", "section_path", "attributes"]))
+    except ProjectionUnavailable:
+        return {}
+    found = {u: location_of(u, k, loc, tuple(sp or ()), a) for u, k, loc, sp, a in zip(
+        *(t.column(c).to_pylist() for c in ("unit_id", "kind", "locator", "section_path", "attributes")))}
+    with _locations_lock:
+        _locations[key] = found
+        while len(_locations) > MAX_CACHED_LOCATION_PARSES:
+            _locations.popitem(last=False)
+    return found
+
+
+def locations_of(spans: tuple[CitedSpan, ...], located: Mapping[str, CitedLocation]) -> tuple[CitedLocation, ...]:
+    """One location per distinct cited unit, in span order; ``()`` if any unit is not located (a
+    citation names every unit's location or none)."""
+    units = list(dict.fromkeys(s.unit_id for s in spans))
+    if not all(u in located for u in units):
+        return ()
+    return tuple(located[u] for u in units)
+
+
 def citation_for(view: ReleaseView, parse_id: str, chunk_id: str, texts: list[str], fragments: list[list[dict]],
                  sources: list[str]) -> Citation:
     meta = view.sources[sources[0]]
+    spans = spans_of(texts, fragments)
     return Citation(
         release_id=view.release_id, source_key=sources[0], source_hash=meta["source_hash"], parse_id=parse_id,
-        chunk_id=chunk_id, spans=spans_of(texts, fragments), text_hash=text_hash(FRAGMENT_SEPARATOR.join(texts)),
-        also_cited_by=tuple(sources[1:]),
+        chunk_id=chunk_id, spans=spans, text_hash=text_hash(FRAGMENT_SEPARATOR.join(texts)),
+        also_cited_by=tuple(sources[1:]), locations=locations_of(spans, unit_locations(view, parse_id)),
     )
 
 

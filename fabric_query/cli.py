@@ -107,7 +107,11 @@ def search(
         c = hit.citation
         text = "".join(f"[bold yellow]{_esc(s.text)}[/bold yellow]" if s.highlighted else _esc(s.text)
                        for s in hit.highlights)
-        console.print(f"[bold]{hit.rank}.[/bold] {c.source_key}  [dim]{' > '.join(hit.section_path)}[/dim]")
+        # PDFs are cited to the page (``p. 7``, ``pp. 7–8``); other formats by their structural path.
+        where, section = c.label, " > ".join(hit.section_path)
+        section = "" if section and section in where else section  # a structural path already names it
+        console.print(f"[bold]{hit.rank}.[/bold] {_esc(c.source_key)}{' ' + _esc(where) if where else ''}"
+                      f"  [dim]{_esc(section)}[/dim]")
         console.print(f"   channels: {', '.join(f'{n}#{h.rank}' for n, h in hit.channels.items())}"
                       f"  parse {c.parse_id[:12]}  units {len(c.spans)}")
         console.print("   " + (text if len(hit.text) < 600 else text[:600] + "…"))
