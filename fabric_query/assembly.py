@@ -53,27 +53,41 @@ def unit_locations(view: ReleaseView, parse_id: str) -> dict[str, CitedLocation]
     """Unit ID → location (:func:`fabric_query.locations.location_of`) for one parse of the view,
     from its units at the release's version of the table; ``{}`` when the release records no units
     table or it cannot be read (a citation then carries no locations; its text is still verified)."""
+    return prefetch_locations(view, [parse_id]).get(parse_id, {})
+
+
+def prefetch_locations(view: ReleaseView, parse_ids: list[str]) -> dict[str, dict[str, CitedLocation]]:
+    """:func:`unit_locations` of several parses, the uncached ones read in one pass over the table."""
     version = view.release.manifest["tables"].get("units")
     if version is None:
         return {}
-    key = (str(view.home.root), int(version), parse_id)
+    root = str(view.home.root)
+    found: dict[str, dict[str, CitedLocation]] = {}
     with _locations_lock:
-        if key in _locations:
-            _locations.move_to_end(key)
-            return _locations[key]
+        for pid in dict.fromkeys(parse_ids):
+            key = (root, int(version), pid)
+            if key in _locations:
+                _locations.move_to_end(key)
+                found[pid] = _locations[key]
+    missing = [pid for pid in dict.fromkeys(parse_ids) if pid not in found]
+    if not missing:
+        return found
     try:
         t = guarded_read("units", lambda: view.home.tables.read(
-            "units", parse_ids=[parse_id], version=version,
-            columns=["unit_id", "kind", "locator", "section_path", "attributes"]))
+            "units", parse_ids=missing, version=version,
+            columns=["parse_id", "unit_id", "kind", "locator", "section_path", "attributes"]))
     except ProjectionUnavailable:
-        return {}
-    found = {u: location_of(u, k, loc, tuple(sp or ()), a) for u, k, loc, sp, a in zip(
-        *(t.column(c).to_pylist() for c in ("unit_id", "kind", "locator", "section_path", "attributes")))}
+        return found
+    read: dict[str, dict[str, CitedLocation]] = {pid: {} for pid in missing}
+    for pid, u, k, loc, sp, a in zip(*(t.column(c).to_pylist() for c in (
+            "parse_id", "unit_id", "kind", "locator", "section_path", "attributes"))):
+        read[pid][u] = location_of(u, k, loc, tuple(sp or ()), a)
     with _locations_lock:
-        _locations[key] = found
+        for pid, located in read.items():
+            _locations[(root, int(version), pid)] = located
         while len(_locations) > MAX_CACHED_LOCATION_PARSES:
             _locations.popitem(last=False)
-    return found
+    return {**found, **read}
 
 
 def locations_of(spans: tuple[CitedSpan, ...], located: Mapping[str, CitedLocation]) -> tuple[CitedLocation, ...]:
@@ -119,6 +133,8 @@ def assemble_passages(
         wid, members = membership.get(cid, (None, (cid,)))
         hits.append(HitWindow(rank, cid, wid, tuple(_member(view, m) for m in members)))
     assembled, trace = assemble(hits, max_tokens, max_units)
+    # One read of the units table for every parse the citations below name (then cached).
+    prefetch_locations(view, [view.chunk(m.chunk_id)["parse_id"] for p in assembled for m in p.members[:1]])
     passages, units, seen_units = [], [], set()
     for p in assembled:
         passages.append(_passage(view, p, sources_by_parse))
