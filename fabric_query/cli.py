@@ -76,7 +76,8 @@ def print_status(home: Path) -> None:
 
 @read_app.command()
 def search(
-    query: Annotated[str, typer.Argument(help='Free text, "phrases", -excluded, path:/type:/lang:/after:/before:/source:/confidence:')],
+    query: Annotated[str, typer.Argument(
+        help='Free text, "phrases", -excluded, path:/type:/lang:/after:/before:/source:/confidence:')],
     limit: Annotated[int, typer.Option("--limit", "-n", min=1, max=1000)] = 10,
     as_json: Annotated[bool, typer.Option("--json", help="Print the whole EvidencePack as JSON.")] = False,
     home: HomeOption = None,

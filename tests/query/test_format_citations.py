@@ -172,7 +172,8 @@ def test_confidence_admits_only_ocr_text_that_clears_it(formats_home):
     assert ocr, "Tesseract read nothing from the image-only pages"
     hit = _hit(fabric, "lighthouse", SCAN)
     least = min(ocr[u] for u in hit.citation.unit_ids if u in ocr)
-    pages = {json.loads(u["locator"])["page"] for u in _units(formats_home, SCAN) if u["unit_id"] in hit.citation.unit_ids}
+    pages = {json.loads(u["locator"])["page"] for u in _units(formats_home, SCAN)
+             if u["unit_id"] in hit.citation.unit_ids}
     assert 1 in pages and hit.citation.label == page_label(pages)
     at = {h.citation.source_key for h in fabric.search(f"lighthouse confidence:{least}", limit=20).results}
     above = {h.citation.source_key for h in fabric.search(f"lighthouse confidence:{least + 0.0001:.4f}",
