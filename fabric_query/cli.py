@@ -78,7 +78,8 @@ def print_status(home: Path, st=None) -> None:
 
 @read_app.command()
 def search(
-    query: Annotated[str, typer.Argument(help='Free text, "phrases", -excluded, path:/type:/after:/before:/source:')],
+    query: Annotated[str, typer.Argument(
+        help='Free text, "phrases", -excluded, path:/type:/lang:/after:/before:/source:/confidence:')],
     limit: Annotated[int, typer.Option("--limit", "-n", min=1, max=1000)] = 10,
     as_json: Annotated[bool, typer.Option("--json", help="Print the whole EvidencePack as JSON.")] = False,
     home: HomeOption = None,
@@ -117,7 +118,11 @@ def search(
         c = hit.citation
         text = "".join(f"[bold yellow]{_esc(s.text)}[/bold yellow]" if s.highlighted else _esc(s.text)
                        for s in hit.highlights)
-        console.print(f"[bold]{hit.rank}.[/bold] {c.source_key}  [dim]{' > '.join(hit.section_path)}[/dim]")
+        # PDFs are cited to the page (``p. 7``, ``pp. 7–8``); other formats by their structural path.
+        where, section = c.label, " > ".join(hit.section_path)
+        section = "" if section and section in where else section  # a structural path already names it
+        console.print(f"[bold]{hit.rank}.[/bold] {_esc(c.source_key)}{' ' + _esc(where) if where else ''}"
+                      f"  [dim]{_esc(section)}[/dim]")
         console.print(f"   channels: {', '.join(f'{n}#{h.rank}' for n, h in hit.channels.items())}"
                       f"  parse {c.parse_id[:12]}  units {len(c.spans)}")
         console.print("   " + (text if len(hit.text) < 600 else text[:600] + "…"))

@@ -20,6 +20,7 @@
 from __future__ import annotations
 
 from collections.abc import Collection
+from dataclasses import replace
 from itertools import groupby
 
 from fabric_query.budget import checked_budget, spend_budget
@@ -159,6 +160,8 @@ def run_channels(ctx: QueryContext, channels: tuple[Channel, ...]
                 continue
             applied = True
             result = channel.run(ctx)
+            if ctx.excluded_chunks and result.skipped is None:  # a chunk-level filter (confidence:)
+                result = replace(result, ranking=ctx.admitted(result.ranking))
             if result.skipped is not None:
                 skipped[channel.name] = result.skipped
             else:

@@ -7,7 +7,9 @@ its script for ja/zh/ko/th), ``after:`` / ``before:`` (source modification time,
 ``YYYY-MM-DD``, after is inclusive, before exclusive), ``source:`` (one or
 more source keys, comma-separated — the scope), ``prefix:`` (one or more
 prefixes of the source key, comma-separated; a prefix without a scheme such as
-``fs:`` is matched after it). A filter value may be quoted.
+``fs:`` is matched after it), ``confidence:`` (a number in [0, 1]: text
+recognised by OCR is admitted only where its unit's confidence is at least that; text read from
+a text layer or a file is exact and always passes). A filter value may be quoted.
 Each filter key may appear at most once. A word with a colon whose key is not
 a filter (``OR 1=1 --``, ``a:b``, ``http://x``) is plain text: user text is
 only ever bound as values, never spliced into a query string. A key one edit
@@ -26,7 +28,7 @@ from dataclasses import dataclass, field
 
 from fabric_query.errors import EmptyQueryError, QuerySyntaxError, QueryTooLongError
 
-FILTER_KEYS = ("path", "type", "lang", "after", "before", "source", "prefix")
+FILTER_KEYS = ("path", "type", "lang", "after", "before", "source", "prefix", "confidence")
 
 
 @dataclass(frozen=True)
@@ -43,6 +45,9 @@ class Filters:
     media_types: tuple[str, ...] = ()
     #: Languages (any of), each with ``lang:`` semantics.
     languages: tuple[str, ...] = ()
+    #: ``confidence:``: the least OCR confidence (0-1) a unit needs; it filters chunks, not sources
+    #: (``fabric_query.context.low_confidence_chunks``), so it is not part of :attr:`active`.
+    min_confidence: float | None = None
 
     @property
     def active(self) -> bool:
@@ -169,6 +174,19 @@ def _comma_list(key: str, value: str) -> tuple[str, ...]:
     return items
 
 
+_NUMBER = re.compile(r"(?:0|1)?(?:\.\d+)?|[01]")
+
+
+def _confidence(value: str) -> float:
+    """``confidence:`` value: a decimal number in [0, 1] (``0.8``, ``.8``, ``1``)."""
+    if not value or not _NUMBER.fullmatch(value) or value == ".":
+        raise QuerySyntaxError(f"confidence: expects a number between 0 and 1, got {value!r}")
+    number = float(value)
+    if not 0.0 <= number <= 1.0:
+        raise QuerySyntaxError(f"confidence: expects a number between 0 and 1, got {value!r}")
+    return number
+
+
 def parse_query(text: str, max_chars: int = 1000) -> ParsedQuery:
     """Parse ``text`` strictly.
 
@@ -178,7 +196,8 @@ def parse_query(text: str, max_chars: int = 1000) -> ParsedQuery:
         ``len(text) > max_chars`` (Unicode scalars).
     QuerySyntaxError
         Unclosed quote, repeated filter key, a misspelt filter key (``paht:``: one edit from a
-        filter key, :func:`misspelt_filter_key`), empty filter value, bad date; ``text`` not a ``str``,
+        filter key, :func:`misspelt_filter_key`), empty filter value, bad date, a ``confidence:`` that is
+        not a number in [0, 1]; ``text`` not a ``str``,
         or not valid Unicode (a lone surrogate, e.g. an undecodable byte of a command-line
         argument, which Python carries as ``\\udcXX``: it has no UTF-8 form to search for).
     EmptyQueryError
@@ -247,5 +266,6 @@ def parse_query(text: str, max_chars: int = 1000) -> ParsedQuery:
         sources=sources,
         language=values.get("lang"),
         path_prefixes=prefixes,
+        min_confidence=_confidence(values["confidence"]) if "confidence" in values else None,
     )
     return ParsedQuery(tuple(terms), tuple(phrases), tuple(excluded), filters)

@@ -11,6 +11,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
+# CitedLocation lives beside the functions that derive it; imported here with the other result types.
+from fabric_query.locations import CitedLocation, location_label
+
+
 
 class _Frozen(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -28,7 +32,12 @@ class CitedSpan(_Frozen):
 
 
 class Citation(_Frozen):
-    """Everything needed to re-verify a passage against its source bytes."""
+    """Everything needed to re-verify a passage against its source bytes.
+
+    ``locations``: one per distinct cited unit, in span order (pages, slide, heading path, table
+    cell, element path); ``resolve`` re-derives them from the current bytes and checks them.
+    Citations made before locations existed carry none and are verified by their text alone.
+    """
 
     release_id: int
     source_key: str
@@ -38,10 +47,16 @@ class Citation(_Frozen):
     spans: tuple[CitedSpan, ...]
     text_hash: str  # SHA-256 hex of the passage text
     also_cited_by: tuple[str, ...] = ()  # other active sources with identical bytes
+    locations: tuple[CitedLocation, ...] = ()
 
     @property
     def unit_ids(self) -> tuple[str, ...]:
         return tuple(s.unit_id for s in self.spans)
+
+    @property
+    def label(self) -> str:
+        """``p. 7``, ``pp. 7–8``, ``slide 2 > notes``… (:func:`fabric_query.locations.location_label`)."""
+        return location_label(self.locations)
 
 
 class HighlightSegment(_Frozen):

@@ -69,8 +69,17 @@ def bench_ingest_cmd(
         return
     table = Table(title="fabric bench ingest", show_header=False)
     for k, v in result.items():
-        table.add_row(k, json.dumps(v) if isinstance(v, dict) else str(v))
+        if k != "formats":
+            table.add_row(k, json.dumps(v) if isinstance(v, dict) else str(v))
     console.print(table)
+    if result["formats"]:
+        per_format = Table(title="parse per format (each file once, the home's parser settings)")
+        columns = ("files", "failed", "pages", "units", "parse_s", "pages_per_s", "units_per_s")
+        for col in ("parser", *columns):
+            per_format.add_column(col)
+        for name, row in result["formats"].items():
+            per_format.add_row(name, *(str(row[c]) for c in columns))
+        console.print(per_format)
 
 
 @measurement_app.command("eval-tune")
