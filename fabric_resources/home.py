@@ -19,14 +19,8 @@ from fabric_resources.config import ConfigError, FabricConfig
 from fabric_resources.dagster_instance import write_instance_yaml
 from fabric_resources.lexical_index import LexicalIndex
 from fabric_resources.schema import HomeLayout
+from fabric_resources.home_location import DEFAULT_HOME, home_path  # noqa: F401 - re-exported
 from fabric_resources.tables import TableStore, is_remote, load_storage_options_file
-
-DEFAULT_HOME = ".fabric"
-
-
-def home_path(explicit: str | os.PathLike | None = None) -> Path:
-    """The home directory: ``explicit``, else ``$FABRIC_HOME``, else ``./.fabric`` (absolute)."""
-    return Path(explicit or os.environ.get("FABRIC_HOME") or DEFAULT_HOME).resolve()
 
 
 class FabricHome:

@@ -363,6 +363,39 @@ CREATE INDEX IF NOT EXISTS sources_state ON sources(state);
 #: activation's is ``<home>/activation.lock``.
 LOCK_NAME = "{name}.lock"
 
+#: Admin operations of ``fabric serve`` (``POST /v1/admin/<kind>``): one row each, polled by ID.
+OPERATIONS_DDL = """
+CREATE TABLE IF NOT EXISTS operations (
+    operation_id  TEXT PRIMARY KEY,         -- 32 hex, random
+    kind          TEXT NOT NULL,            -- ingest, lexical-repair, ...
+    status        TEXT NOT NULL,            -- OPERATION_STATUSES
+    params        TEXT NOT NULL DEFAULT '{}',  -- JSON
+    reason        TEXT,                     -- why it failed
+    result        TEXT NOT NULL DEFAULT '{}',  -- JSON: Dagster run IDs, counts
+    created_at    REAL NOT NULL,
+    started_at    REAL,
+    finished_at   REAL
+);
+"""
+CATALOG_DDL += OPERATIONS_DDL
+#: pending → running → succeeded | failed
+OPERATION_STATUSES = ("pending", "running", "succeeded", "failed")
+#: The operations table for PostgreSQL, by the same column mapping as ``CATALOG_DDL_POSTGRES``.
+OPERATIONS_DDL_POSTGRES = """
+CREATE TABLE IF NOT EXISTS operations (
+    operation_id  TEXT COLLATE "C" PRIMARY KEY,
+    kind          TEXT COLLATE "C" NOT NULL,
+    status        TEXT COLLATE "C" NOT NULL,
+    params        TEXT COLLATE "C" NOT NULL DEFAULT '{}',
+    reason        TEXT COLLATE "C",
+    result        TEXT COLLATE "C" NOT NULL DEFAULT '{}',
+    created_at    DOUBLE PRECISION NOT NULL,
+    started_at    DOUBLE PRECISION,
+    finished_at   DOUBLE PRECISION
+);
+"""
+CATALOG_DDL_POSTGRES += OPERATIONS_DDL_POSTGRES
+
 SOURCE_STATES = ("present", "deleted", "access_lost")
 PARSE_STATUSES = ("pending", "parsed", "ready", "failed", "held")
 #: Catalog ``state`` entry written by every source scan: ``{path: reason}`` of the files (and

@@ -11,13 +11,13 @@ from pathlib import Path
 
 from fabric_resources.catalog.base import Catalog, Connection, drop_verdicts, merge_verdicts
 from fabric_resources.catalog.postgres import PostgresCatalog
-from fabric_resources.catalog.records import (CatalogUnavailableError, ParseRun, Release, Root, RootOverlapError,
-                                              SourceRow, StatusUpdate)
+from fabric_resources.catalog.records import (CatalogUnavailableError, Operation, ParseRun, Release, Root,
+                                              RootOverlapError, SourceRow, StatusUpdate)
 from fabric_resources.catalog.sqlite import SqliteCatalog
 from fabric_resources.config import CatalogStorageConfig
 
-__all__ = ["Catalog", "CatalogUnavailableError", "Connection", "ParseRun", "PostgresCatalog", "Release", "Root",
-           "RootOverlapError", "SourceRow", "SqliteCatalog", "StatusUpdate", "drop_verdicts", "merge_verdicts",
+__all__ = ["Catalog", "CatalogUnavailableError", "Connection", "Operation", "ParseRun", "PostgresCatalog", "Release",
+           "Root", "RootOverlapError", "SourceRow", "SqliteCatalog", "StatusUpdate", "drop_verdicts", "merge_verdicts",
            "open_catalog"]
 
 

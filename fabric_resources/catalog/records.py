@@ -71,3 +71,18 @@ class Release:
     release_id: int
     created_at: float
     manifest: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Operation:
+    """An admin operation of ``fabric serve`` (``schema.OPERATIONS_DDL``)."""
+
+    operation_id: str
+    kind: str
+    status: str
+    params: dict[str, Any]
+    reason: str | None
+    result: dict[str, Any]
+    created_at: float
+    started_at: float | None
+    finished_at: float | None

@@ -1,6 +1,6 @@
 """Issue 13's cases that already held on main, each checked the way the hostile trial tried it.
 
-Crash safety: a real ``fabric ingest`` process is killed with SIGKILL at six points of an ingest,
+Crash safety: a real ``fabric ingest`` process is killed with SIGKILL at seven points of an ingest,
 each made deterministic by a ``-c`` wrapper that replaces one function of the running process
 with ``os.kill(os.getpid(), SIGKILL)`` at that point (nothing in the product knows about it);
 then the next ingest must finish the work, leave every source active, and answer search and
@@ -163,7 +163,7 @@ def assert_consistent(home: FabricHome, roots: dict[str, dict[str, str]], gone: 
         assert all(word not in h.text.lower() for h in fabric.search(word).results), word
 
 
-# -- crash safety: SIGKILL at six points of an ingest ------------------------------------------
+# -- crash safety: SIGKILL at seven points of an ingest ----------------------------------------
 
 _DIE = "import os, signal\ndef _die():\n    os.kill(os.getpid(), signal.SIGKILL)\n"
 
@@ -216,6 +216,15 @@ KILL_POINTS = {
         "def _publish(self, *a, **k):\n"
         "    _die()\n"
         "Catalog.publish_release = _publish\n"),
+    # The next index generation is being assembled: its new segments are built in its scratch
+    # directory beside the previous generation's hard-linked ones; its meta.json is not written.
+    "lexical-assembly": _DIE + (
+        "import fabric_resources.lexical_index as _li\n"
+        "_real = _li.build_segments\n"
+        "def _build(*a, **k):\n"
+        "    _real(*a, **k)\n"
+        "    _die()\n"
+        "_li.build_segments = _build\n"),
     # The release is published (the pointer swapped); old index generations are not pruned yet.
     "published-before-prune": _DIE + (
         "from fabric_resources.catalog import Catalog\n"
@@ -229,7 +238,7 @@ KILL_POINTS = {
 
 #: Points reached only after the parse run: the change is parsed in this process first, so the
 #: killed process does not load the models again just to reach its activation.
-PARSED_FIRST = ("activation-before-publish", "published-before-prune")
+PARSED_FIRST = ("lexical-assembly", "activation-before-publish", "published-before-prune")
 
 
 def _parse_without_activating(home: FabricHome) -> None:
@@ -295,10 +304,15 @@ def test_sigkill_at_each_point_of_an_ingest_loses_nothing(base_home, tmp_path, p
     if published:
         assert_consistent(home, {"src": CHANGED})
 
+    scratch = lambda: sorted(p.name for p in home.lexical.root.iterdir() if p.name.startswith("."))  # noqa: E731
+    if point == "lexical-assembly":
+        assert scratch(), "the kill did not land inside the generation's assembly"
+
     summary = ingest(base_home.src, FabricHome(home.root))
     assert summary.complete and summary.failed_runs == [], summary
     assert len(summary.retried) == (2 if point in ("units-written", "embedding") else 0)
     assert_consistent(home, {"src": CHANGED})
+    assert scratch() == []  # the next generation's writer cleared what the killed one left
 
 
 # -- two ingests of one home at once ------------------------------------------------------------
