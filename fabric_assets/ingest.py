@@ -30,7 +30,6 @@ from fabric_assets.sources.scan import ScanReport, awaited_parse_ids, scan
 from fabric_resources.catalog import StatusUpdate, drop_verdicts
 from fabric_resources.dagster_resources import CONFIGURED_MODELS, ModelResources
 from fabric_resources.home import FabricHome
-from fabric_resources.locks import exclusive_lock
 
 #: Called with (steps done, steps in all) while runs execute: two steps per parse — parsed,
 #: then its run (chunks, embeddings, checks) finished.
@@ -313,9 +312,9 @@ def ingest(path: str | os.PathLike, home: FabricHome, progress: ProgressCallback
 
 
 def ingest_lock(home: FabricHome):
-    """One ``fabric ingest`` per home at a time: a second one waits (the OS drops the lock of a
-    killed process). This is what makes a ``parsed`` run with missing verdicts an interrupted one."""
-    return exclusive_lock(home.layout.root / "ingest.lock")
+    """One ``fabric ingest`` per catalog at a time: a second one waits (the lock of a killed
+    process is dropped; ``Catalog.exclusive``). This is what makes a ``parsed`` run with missing verdicts an interrupted one."""
+    return home.catalog.exclusive("ingest")
 
 
 def _ingest_locked(root: Path, home: FabricHome, started: float, progress: ProgressCallback | None,

@@ -32,7 +32,7 @@ class Fabric:
 
     def __init__(self, home: str | os.PathLike | None = None) -> None:
         path = home_path(home)
-        if not (path / "catalog.sqlite3").exists():
+        if not FabricHome(path, read_only=True).exists():  # its catalog, wherever storage.catalog puts it
             raise HomeNotFoundError(f"no Fabric home at {path}; run `fabric ingest PATH` first")
         self.home = FabricHome(path)
         limit_malloc_arenas(self.home.config.query.malloc_arena_max)

@@ -345,6 +345,72 @@ class AnnotationConfig(_Strict):
     entity_match: EntityMatchConfig = EntityMatchConfig()
 
 
+_PG_URL = r"^postgres(ql)?(\+psycopg2)?://"
+_SCHEMA_NAME = r"^[a-z_][a-z0-9_]{0,62}$"
+
+
+class CatalogStorageConfig(_Strict):
+    """Where the catalog lives: ``sqlite`` (``<home>/catalog.sqlite3``, the default: one host) or
+    ``postgres`` (a libpq URL, ``postgresql://user@host:port/db``, and a schema in it: shared by
+    every host that points at it). Put no password in the URL: libpq reads ``~/.pgpass``
+    (``PGPASSFILE``) or ``PGPASSWORD``."""
+
+    backend: Literal["sqlite", "postgres"] = "sqlite"
+    url: str | None = Field(None, pattern=_PG_URL)
+    schema_name: str = Field("fabric", pattern=_SCHEMA_NAME, description="Postgres schema of the catalog tables.")
+
+
+class DagsterStorageConfig(_Strict):
+    """The Dagster instance of the home (``<home>/dagster/dagster.yaml``, written by Fabric):
+    ``sqlite`` files under ``<home>/dagster`` (the default) or ``postgres`` (run, event-log and
+    schedule storage in the database at ``url``; the catalog's URL when unset).
+    ``max_concurrent_runs`` turns on Dagster's queued run coordinator with that limit, so runs
+    that sensors, backfills or the UI launch go several at once (Dagster's default when unset)."""
+
+    backend: Literal["sqlite", "postgres"] = "sqlite"
+    url: str | None = Field(None, pattern=_PG_URL)
+    max_concurrent_runs: int | None = Field(None, gt=0)
+
+
+class StorageConfig(_Strict):
+    """Where the shared state lives (``docs/scale.md``). The default keeps everything in the home
+    directory with no service: a SQLite catalog, local Lance tables, a SQLite Dagster instance.
+
+    ``tables_uri`` is a directory or an object-store URI (``s3://bucket/prefix``) of the Lance
+    tables; ``tables_storage_options`` are Lance's object-store options (``endpoint``,
+    ``region``, ``allow_http``, ...), and ``tables_storage_options_file`` an owner-only JSON file
+    of more of them (credentials), merged over those. Where data lives is not part of any
+    identity: this section never enters a config hash."""
+
+    catalog: CatalogStorageConfig = CatalogStorageConfig()
+    dagster: DagsterStorageConfig = DagsterStorageConfig()
+    tables_uri: str | None = Field(None, min_length=1)
+    tables_storage_options: dict[str, str] = Field(default_factory=dict)
+    tables_storage_options_file: str | None = None
+
+    @model_validator(mode="after")
+    def _consistent(self) -> "StorageConfig":
+        if self.catalog.backend == "postgres" and not self.catalog.url:
+            raise ValueError("storage.catalog.backend = 'postgres' needs storage.catalog.url")
+        if self.dagster.backend == "postgres" and not self.dagster_url:
+            raise ValueError("storage.dagster.backend = 'postgres' needs storage.dagster.url "
+                             "(or a postgres storage.catalog.url)")
+        uri = self.tables_uri or ""
+        # Lance opens other object stores too (gs://, az://); only S3 is proven here (docs/scale.md).
+        if "://" in uri and not uri.startswith(("s3://", "file://")):
+            raise ValueError(f"storage.tables_uri: unsupported scheme in {uri!r} (s3://, file:// or a path)")
+        if uri.startswith("s3://") and not uri.split("://", 1)[1].strip("/"):
+            raise ValueError(f"storage.tables_uri {uri!r} names no bucket")
+        return self
+
+    @property
+    def dagster_url(self) -> str | None:
+        """The Dagster instance's Postgres URL: its own, else the catalog's (when on Postgres)."""
+        if self.dagster.url:
+            return self.dagster.url
+        return self.catalog.url if self.catalog.backend == "postgres" else None
+
+
 class ServerConfig(_Strict):
     """``fabric serve``: where it listens and how much query work it admits at once.
 
@@ -380,6 +446,9 @@ class FabricConfig(_Strict):
     annotation: AnnotationConfig = AnnotationConfig()
     query: QueryConfig = QueryConfig()
     sources: SourcesConfig = SourcesConfig()
+    # Excluded from dumps, so from every config hash: a default config hashes as before, and
+    # moving the same data to another store changes no identity (the release manifest hashes this model).
+    storage: StorageConfig = Field(StorageConfig(), exclude=True)
     server: ServerConfig = ServerConfig()
 
     @model_validator(mode="after")

@@ -2,7 +2,9 @@
 
 ``FABRIC_HOME`` (default ``./.fabric``) selects it. ``DAGSTER_HOME`` is
 ``<home>/dagster`` so that ``fabric ingest`` and ``dagster dev`` see the same
-runs and materializations.
+runs and materializations. ``storage`` in ``config.json`` may put the shared state
+elsewhere — the catalog and the Dagster instance on PostgreSQL, the Lance tables on
+S3 (``docs/scale.md``); the artifacts and the serving index stay in the directory.
 """
 
 from __future__ import annotations
@@ -12,20 +14,13 @@ from functools import cached_property
 from pathlib import Path
 
 from fabric_resources.artifact_store import ArtifactStore
-from fabric_resources.catalog import Catalog
-from fabric_resources.config import FabricConfig
+from fabric_resources.catalog import Catalog, open_catalog
+from fabric_resources.config import ConfigError, FabricConfig
+from fabric_resources.dagster_instance import write_instance_yaml
 from fabric_resources.lexical_index import LexicalIndex
 from fabric_resources.schema import HomeLayout
 from fabric_resources.home_location import DEFAULT_HOME, home_path  # noqa: F401 - re-exported
-from fabric_resources.tables import TableStore
-
-_DAGSTER_YAML = """\
-# Written by Fabric. The instance lives under the Fabric home.
-telemetry:
-  enabled: false
-nux:
-  enabled: false
-"""
+from fabric_resources.tables import TableStore, is_remote, load_storage_options_file
 
 
 class FabricHome:
@@ -37,9 +32,12 @@ class FabricHome:
         if not read_only:
             self.layout.root.mkdir(parents=True, exist_ok=True)
             self.layout.dagster_home.mkdir(parents=True, exist_ok=True)
-            yaml = self.layout.dagster_home / "dagster.yaml"
-            if not yaml.exists():
-                yaml.write_text(_DAGSTER_YAML)
+            try:
+                storage = self.config.storage
+            except ConfigError:
+                pass  # raised again where the configuration is used, with the file named
+            else:
+                write_instance_yaml(self.layout.dagster_home, storage)
 
     @property
     def root(self) -> Path:
@@ -51,7 +49,8 @@ class FabricHome:
 
     @cached_property
     def catalog(self) -> Catalog:
-        return Catalog(self.layout.catalog_file, read_only=self.read_only)
+        """The configured catalog (``storage.catalog``: SQLite in the home, or PostgreSQL)."""
+        return open_catalog(self.config.storage.catalog, self.layout.catalog_file, read_only=self.read_only)
 
     @cached_property
     def artifacts(self) -> ArtifactStore:
@@ -59,12 +58,34 @@ class FabricHome:
 
     @cached_property
     def tables(self) -> TableStore:
-        return TableStore(self.layout.tables)
+        """The Lance tables: ``<home>/tables``, or ``storage.tables_uri`` (a path relative to the
+        home, or an object-store URI opened with the storage options)."""
+        storage = self.config.storage
+        uri = storage.tables_uri
+        if uri is None:
+            root = self.layout.tables
+        elif is_remote(uri):
+            root = uri
+        else:
+            root = self.root / Path(uri.removeprefix("file://"))  # an absolute path stays itself
+        options = dict(storage.tables_storage_options)
+        if storage.tables_storage_options_file:
+            options.update(load_storage_options_file(storage.tables_storage_options_file))
+        return TableStore(root, options)
 
     @cached_property
     def lexical(self) -> LexicalIndex:
         return LexicalIndex(self.layout.indexes / "lexical")
 
     def exists(self) -> bool:
-        return self.layout.catalog_file.exists()
+        """True when something was ever ingested here (its catalog exists).
+
+        Raises
+        ------
+        CatalogUnavailableError
+            If the configured PostgreSQL catalog cannot be reached.
+        """
+        if self.config.storage.catalog.backend == "sqlite":
+            return self.layout.catalog_file.exists()
+        return self.catalog.initialized()
 

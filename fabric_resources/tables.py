@@ -1,15 +1,32 @@
 """Lance tables, one dataset per asset, every row keyed by ``parse_id``.
 
-Writing a set of partitions replaces exactly their rows (delete, then append),
-so re-materializing is idempotent. Readers that must not see a write in
-progress read a pinned table version (releases record them).
+The tables live in a directory of the home or under an object-store URI (``s3://bucket/prefix``,
+``storage.tables_uri``) opened with Lance's storage options. Writing a set of partitions replaces
+exactly their rows in **one commit**: Lance's ``Update`` operation, which marks the partitions'
+old rows deleted (deletion vectors on the fragments that hold them) and adds the new rows as new
+fragments, committed against the version it was computed on (Lance's distributed-write API:
+``write_fragments``, ``LanceFragment.delete``, ``LanceDataset.commit``). A writer that lost the
+race to another commit on the same fragments gets Lance's retryable conflict and recomputes the
+deletions on the newer version. So re-materializing is idempotent, and writers running at once — on
+one host or several — each land whole or not at all; a delete then an append (two commits) let two
+writers replacing the same parse both append (6 rows instead of 3). Object stores need conditional
+writes for this (S3 has them). Readers that must not see a write in progress read a pinned table
+version (releases record them).
+
+``merge_insert`` with ``when_not_matched_by_source_delete`` is one commit too, but it joins the
+whole table on every write: 0.68 s against 0.02 s to replace one parse of a 100k-row vector table,
+2.1 s against 0.5 s for 256 parses (measured here), and it needs keys unique per row.
 """
 
 from __future__ import annotations
 
+import json
+import os
+import random
 import re
+import stat
+import time
 from collections.abc import Iterable, Iterator
-from functools import cached_property
 from pathlib import Path
 
 import lance
@@ -19,6 +36,20 @@ import pyarrow.compute as pc
 from fabric_resources.schema import TABLES
 
 _PARSE_ID = re.compile(r"[0-9a-f]{16,64}")
+
+#: Attempts of one partition replace against commits of other writers on the same fragments, with a
+#: jittered backoff between them that grows to ``_MAX_BACKOFF_S``.
+COMMIT_ATTEMPTS = 50
+_MAX_BACKOFF_S = 1.0
+
+
+class TableWriteConflict(RuntimeError):
+    """A partition replace lost :data:`COMMIT_ATTEMPTS` races in a row (nothing of it was committed)."""
+
+
+class StorageOptionsError(ValueError):
+    """A ``storage.tables_storage_options_file`` that is missing, not owner-only or not a JSON
+    object of strings."""
 
 
 def _in_list(parse_ids: Iterable[str]) -> str:
@@ -30,58 +61,151 @@ def _in_list(parse_ids: Iterable[str]) -> str:
     return ", ".join(f"'{p}'" for p in ids)
 
 
+def is_remote(uri: str | os.PathLike) -> bool:
+    """True for an object-store URI (``s3://…``); a path or ``file://`` URI is local."""
+    text = str(uri)
+    return "://" in text and not text.startswith("file://")
+
+
+def load_storage_options_file(path: str | os.PathLike) -> dict[str, str]:
+    """The JSON object of strings in ``path`` (object-store credentials, so owner-only like ssh keys).
+
+    Raises
+    ------
+    StorageOptionsError
+        If the file is absent, not a regular file, grants any permission to group or others, or
+        is not a JSON object whose values are strings. The message never shows a value.
+    """
+    p = Path(path)
+    try:
+        st = p.stat()
+    except OSError as exc:
+        raise StorageOptionsError(f"storage options file {p}: {exc.strerror}") from None
+    if not stat.S_ISREG(st.st_mode):
+        raise StorageOptionsError(f"storage options file {p} is not a regular file")
+    if st.st_mode & 0o077:
+        raise StorageOptionsError(f"storage options file {p} has mode {stat.S_IMODE(st.st_mode):o}; "
+                                  "it must be owner-only (chmod 600)")
+    try:
+        data = json.loads(p.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        raise StorageOptionsError(f"storage options file {p} is not valid JSON") from None
+    if not isinstance(data, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in data.items()):
+        raise StorageOptionsError(f"storage options file {p} must hold a JSON object of strings")
+    return data
+
+
 class TableStore:
-    """The Lance datasets under ``root`` (one per name in ``schema.TABLES``)."""
+    """The Lance datasets under ``root`` (one per name in ``schema.TABLES``): a local directory
+    (created) or an object-store URI, opened with ``storage_options``."""
 
-    def __init__(self, root: Path) -> None:
-        self.root = Path(root)
-        self.root.mkdir(parents=True, exist_ok=True)
-
-    @cached_property
-    def _db(self):
-        # Writers only: importing lancedb costs the read side ~30 MB of RSS for nothing.
-        import lancedb
-
-        return lancedb.connect(str(self.root))
+    def __init__(self, root: str | os.PathLike, storage_options: dict[str, str] | None = None) -> None:
+        text = str(root)
+        self.remote = is_remote(text)
+        self.root: Path | str = text.rstrip("/") if self.remote else Path(text.removeprefix("file://"))
+        self.storage_options = dict(storage_options or {})
+        self._known: set[str] = set()  # tables seen to exist (tables are never dropped)
+        if not self.remote:
+            self.root.mkdir(parents=True, exist_ok=True)
 
     def uri(self, name: str) -> str:
-        return str(self.root / f"{name}.lance")
+        return f"{self.root}/{name}.lance" if self.remote else str(self.root / f"{name}.lance")
+
+    def dataset(self, name: str, version: int | None = None) -> lance.LanceDataset | None:
+        """Table ``name`` at ``version`` (default latest), or None if it was never written.
+
+        Raises
+        ------
+        ValueError
+            If the table exists but not at ``version`` (Lance's error).
+        """
+        if not self.remote:
+            if not (self.root / f"{name}.lance").exists():
+                return None
+            return lance.dataset(self.uri(name), version=version)
+        try:
+            ds = lance.dataset(self.uri(name), version=version, storage_options=self.storage_options or None)
+        except ValueError as exc:
+            if name not in self._known and "was not found" in str(exc):
+                return None
+            raise
+        self._known.add(name)
+        return ds
 
     def exists(self, name: str) -> bool:
-        return (self.root / f"{name}.lance").exists()
+        if not self.remote:
+            return (self.root / f"{name}.lance").exists()
+        return name in self._known or self.dataset(name) is not None
 
-    def _table(self, name: str):
+    def _ensure_table(self, name: str) -> None:
+        """Create table ``name`` empty unless it exists (a concurrent creator's commit may win)."""
         if name not in TABLES:
             raise KeyError(f"unknown table {name!r}")
         if self.exists(name):
-            return self._db.open_table(name)
+            return
         try:
-            return self._db.create_table(name, schema=TABLES[name])
-        except ValueError:  # created by a concurrent writer
-            return self._db.open_table(name)
+            # V2 manifest paths: opening the latest version on an object store lists one prefix
+            # instead of every version (Lance's docs).
+            lance.write_dataset(TABLES[name].empty_table(), self.uri(name), mode="create",
+                                storage_options=self.storage_options or None, enable_v2_manifest_paths=True)
+        except (OSError, ValueError):
+            if not self.exists(name):
+                raise
+        self._known.add(name)
 
     def replace_partitions(self, name: str, parse_ids: Iterable[str], rows: pa.Table) -> int:
-        """Replace all rows of ``parse_ids`` in table ``name`` by ``rows``; return the new version.
+        """Replace all rows of ``parse_ids`` in table ``name`` by ``rows`` in one Lance commit;
+        return the version that holds them (the current one when nothing changed).
 
         Raises
         ------
         ValueError
             If ``rows`` holds a parse ID outside ``parse_ids`` or a malformed parse ID.
+        TableWriteConflict
+            If other writers' commits won :data:`COMMIT_ATTEMPTS` times in a row.
         """
+        from lance.commit import CommitConflictError
+        from lance.fragment import write_fragments
+
         ids = set(parse_ids)
-        rows = rows.cast(TABLES[name])
+        schema = TABLES[name]
+        rows = rows.cast(schema)
         stray = set(rows.column("parse_id").to_pylist()) - ids
         if stray:
             raise ValueError(f"rows for parse IDs not being replaced: {sorted(stray)[:3]}")
-        table = self._table(name)
-        if ids:
-            table.delete(f"parse_id IN ({_in_list(ids)})")
-        if rows.num_rows:
-            table.add(rows)
-        return int(table.version)
+        flt = f"parse_id IN ({_in_list(ids)})" if ids else None
+        self._ensure_table(name)
+        options = self.storage_options or None
+        base = self.dataset(name)
+        # Written once, uncommitted; every attempt commits these same files.
+        new = write_fragments(rows, base, schema=schema, storage_options=options) if rows.num_rows else []
+        for attempt in range(COMMIT_ATTEMPTS):
+            ds = base if attempt == 0 else self.dataset(name)
+            removed, updated = [], []
+            if flt is not None:
+                # One scan finds the fragments holding the partitions' rows (row address = fragment
+                # ID << 32 | offset); only those get a new deletion vector.
+                hits = ds.to_table(columns=[], filter=flt, with_row_address=True).column("_rowaddr")
+                for fragment_id in sorted(set(pc.shift_right(hits, 32).to_pylist())):
+                    metadata = ds.get_fragment(fragment_id).delete(flt)
+                    if metadata is None:
+                        removed.append(fragment_id)
+                    else:
+                        updated.append(metadata)
+            if not (removed or updated or new):
+                return int(ds.version)
+            operation = lance.LanceOperation.Update(removed_fragment_ids=removed, updated_fragments=updated,
+                                                    new_fragments=new)
+            try:
+                return int(lance.LanceDataset.commit(self.uri(name), operation, read_version=ds.version,
+                                                     storage_options=options).version)
+            except CommitConflictError:
+                time.sleep(random.uniform(0, min(_MAX_BACKOFF_S, 0.01 * 2 ** attempt)))
+        raise TableWriteConflict(f"{name}: {COMMIT_ATTEMPTS} commits lost to concurrent writers")
 
     def version(self, name: str) -> int | None:
-        return int(self._table(name).version) if self.exists(name) else None
+        ds = self.dataset(name)
+        return int(ds.version) if ds is not None else None
 
     def read(
         self,
@@ -99,17 +223,19 @@ class TableStore:
             If a parse ID is not a hex digest.
         """
         flt = f"parse_id IN ({_in_list(parse_ids)})" if parse_ids is not None else None
-        if not self.exists(name):
-            return TABLES[name].empty_table().select(columns) if columns else TABLES[name].empty_table()
+        schema = TABLES[name]
+        empty = schema.empty_table().select(columns) if columns else schema.empty_table()
         if flt == "parse_id IN ()":
-            schema = TABLES[name]
-            return schema.empty_table().select(columns) if columns else schema.empty_table()
-        ds = lance.dataset(self.uri(name), version=version)
+            return empty
+        ds = self.dataset(name, version)
+        if ds is None:
+            return empty
         return ds.to_table(columns=columns, filter=flt)
 
     def count_rows(self, name: str, version: int) -> int:
         """Rows of ``name`` at ``version`` (all parses; from the manifest, no data read)."""
-        return lance.dataset(self.uri(name), version=version).count_rows() if self.exists(name) else 0
+        ds = self.dataset(name, version)
+        return ds.count_rows() if ds is not None else 0
 
     def read_active_batches(
         self, name: str, version: int | None, parse_ids: Iterable[str], columns: list[str], batch_rows: int = 8192,
@@ -121,10 +247,13 @@ class TableStore:
         parses never holds the whole table (the query side reads 100k-row tables this way).
         """
         wanted = pa.array(sorted(set(parse_ids)), pa.string())
-        if version is None or len(wanted) == 0 or not self.exists(name):
+        if version is None or len(wanted) == 0:
+            return
+        ds = self.dataset(name, version)
+        if ds is None:
             return
         read = sorted(set(columns) | {"parse_id"})
-        for batch in lance.dataset(self.uri(name), version=version).to_batches(columns=read, batch_size=batch_rows):
+        for batch in ds.to_batches(columns=read, batch_size=batch_rows):
             mask = pc.is_in(batch.column("parse_id"), wanted)
             if pc.all(mask).as_py() is False:
                 batch = batch.filter(mask)
@@ -135,3 +264,4 @@ class TableStore:
         """:meth:`read_active_batches` as one table (``columns`` of the table's schema, possibly empty)."""
         batches = list(self.read_active_batches(name, version, parse_ids, columns))
         return pa.Table.from_batches(batches) if batches else TABLES[name].empty_table().select(columns)
+

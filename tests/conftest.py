@@ -38,3 +38,71 @@ def ingest(path: Path, home):
 
     os.environ["DAGSTER_HOME"] = str(home.layout.dagster_home)
     return run(path, home)
+
+
+# --------------------------------------------------------------------------
+# Services (PostgreSQL, moto's S3) for the storage backends; started once per session.
+
+@pytest.fixture(scope="session")
+def postgres_server():
+    """A throw-away PostgreSQL cluster on loopback (skips where the server binaries are absent)."""
+    from fabric_assets.measurement.local_services import PostgresServer, ServiceUnavailable
+
+    try:
+        server = PostgresServer().start()
+    except ServiceUnavailable as exc:
+        pytest.skip(str(exc))
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="session")
+def moto_s3():
+    """moto's S3 server on loopback (it enforces conditional writes, as Lance's commits need)."""
+    from fabric_assets.measurement.local_services import MotoS3Server, ServiceUnavailable
+
+    try:
+        server = MotoS3Server().start()
+    except ServiceUnavailable as exc:
+        pytest.skip(str(exc))
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="session")
+def postgres_catalog_db(postgres_server):
+    """One database for the catalog tests; each test gets its own schema in it."""
+    return postgres_server.create_database("catalog")
+
+
+def open_test_catalog(backend: str, tmp_path: Path, request, *, read_only: bool = False):
+    """A fresh catalog of ``backend`` (``sqlite`` in tmp_path, ``postgres`` in a schema of its own)."""
+    from fabric_resources.catalog import PostgresCatalog, SqliteCatalog
+
+    if backend == "sqlite":
+        return SqliteCatalog(tmp_path / "catalog.sqlite3", read_only=read_only)
+    import uuid
+
+    url = request.getfixturevalue("postgres_catalog_db")
+    catalog = PostgresCatalog(url, schema=f"t_{uuid.uuid4().hex[:12]}", read_only=read_only)
+    request.addfinalizer(catalog.close)
+    return catalog
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def catalog(request, tmp_path):
+    """A fresh catalog of each backend: the catalog tests run against both."""
+    return open_test_catalog(request.param, tmp_path, request)
+
+
+def reopened(catalog, *, read_only: bool):
+    """Another handle on the same catalog (e.g. a query process's read-only one)."""
+    from fabric_resources.catalog import PostgresCatalog, SqliteCatalog
+
+    if isinstance(catalog, SqliteCatalog):
+        return SqliteCatalog(catalog.path, read_only=read_only)
+    return PostgresCatalog(catalog.url, schema=catalog.schema, read_only=read_only)

@@ -1,6 +1,7 @@
 """Activation: choose one active parse per source and publish an immutable release.
 
-Serialised by a file lock on the home. Reads the catalog's sources and
+Serialised by the catalog's activation lock (a file lock beside a SQLite catalog, an advisory
+lock in a PostgreSQL one). Reads the catalog's sources and
 per-parse statuses (``ready`` = parsed and every gate verdict passed), builds
 the next serving-index generation incrementally (remove superseded parses,
 add newly active ones, replace the documents of an active parse re-chunked in
@@ -25,7 +26,6 @@ from fabric_assets.projections import (LEXICAL_VERDICT, POST_ACTIVATION_TABLES, 
 from fabric_resources.catalog import Catalog, Release, StatusUpdate
 from fabric_resources.config import config_hash
 from fabric_resources.home import FabricHome
-from fabric_resources.locks import exclusive_lock
 from fabric_resources.schema import SCHEMA_VERSION, TABLES
 from fabric_resources.vector_digest import MANIFEST_KEY as VECTOR_DIGESTS, manifest_digests
 
@@ -45,7 +45,10 @@ class ActivationReport:
 
 
 def activation_lock(home: FabricHome):
-    return exclusive_lock(home.layout.lock_file)
+    """One activation at a time among every process that uses the home's catalog (on any host
+    with a shared catalog; ``Catalog.exclusive``). ``publish_release``'s compare-and-swap is what
+    keeps two releases off one base even without it."""
+    return home.catalog.exclusive("activation")
 
 
 def apply_gate(catalog: Catalog, required: tuple[str, ...] = REQUIRED_VERDICTS) -> None:

@@ -211,6 +211,17 @@ def bench_lexical_update_cmd(
     sys.stdout.write(json.dumps(result, indent=2) + "\n")
 
 
+@bench_app.command("storage")
+def bench_storage_cmd(
+    path: Annotated[Optional[Path], typer.Argument(help="Folder to ingest (default: the sample corpus).")] = None,
+    repeat: Annotated[int, typer.Option(min=1)] = 1,
+) -> None:
+    """Ingest on the embedded storage vs PostgreSQL + moto S3 on loopback, in one run (docs/scale.md)."""
+    from fabric_assets.measurement.bench_storage import main
+
+    raise typer.Exit(main([*([str(path)] if path else []), "--repeat", str(repeat)]))
+
+
 @bench_app.command("query")
 def bench_query_cmd(
     queries: Annotated[Optional[list[str]], typer.Argument(help="Queries (default: a fixed mixed-language set; "

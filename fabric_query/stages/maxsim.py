@@ -17,7 +17,6 @@ import threading
 from collections import OrderedDict
 from typing import TYPE_CHECKING, NamedTuple
 
-import lance
 import numpy as np
 import pyarrow.compute as pc
 
@@ -244,8 +243,7 @@ def _load_matrices(view: ReleaseView, window_ids: list[str], model: str | None) 
             raise ValueError(f"not a window ID: {w!r}")
     listed = ", ".join(f"'{w}'" for w in window_ids)
     # TableStore.read filters by parse only; a window filter keeps the read to the pool's windows.
-    t = guarded_read("colbert_matrices", lambda: lance.dataset(
-        view.home.tables.uri("colbert_matrices"), version=version).to_table(
+    t = guarded_read("colbert_matrices", lambda: view.home.tables.dataset("colbert_matrices", version).to_table(
         columns=["window_id", "matrix", "model"], filter=f"window_id IN ({listed})"))
     if model is not None and t.num_rows:
         t = t.filter(pc.equal(t.column("model"), model))

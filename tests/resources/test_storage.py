@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from fabric_query.channels.lexical import substring_channel, word_channel
 from fabric_query.querylang import parse_query
 from fabric_resources.artifact_store import ArtifactIntegrityError, ArtifactStore, sha256_hex
-from fabric_resources.catalog import Catalog, StatusUpdate
+from fabric_resources.catalog import StatusUpdate
 from fabric_resources.lexical_index import ANALYZER_ID, INDEX_LAYOUT, META_FILE, IndexUnusable, LexicalIndex
 from fabric_resources.schema import LEXICAL_DOCUMENTS, SCHEMA_VERSION
 from fabric_resources.tables import TableStore
@@ -210,9 +210,7 @@ def test_fold_with_map_multi_char_fold():
 # Catalog releases
 
 
-@pytest.fixture
-def catalog(tmp_path: Path) -> Catalog:
-    return Catalog(tmp_path / "catalog.sqlite3")
+# The ``catalog`` fixture (tests/conftest.py) is each backend in turn: SQLite and PostgreSQL.
 
 
 def test_publish_first_release_and_swap(catalog):
@@ -276,10 +274,12 @@ def test_publish_does_not_mutate_callers_manifest(catalog):
     assert m == {"sources": {}}
 
 
-def test_read_only_catalog_sees_releases(catalog, tmp_path):
+def test_read_only_catalog_sees_releases(catalog):
     """guards against: a read-only connection (queries) failing to read the pointer."""
+    from conftest import reopened
+
     r1 = catalog.publish_release({"n": 1}, None)
-    ro = Catalog(tmp_path / "catalog.sqlite3", read_only=True)
+    ro = reopened(catalog, read_only=True)
     assert ro.current_release().release_id == r1.release_id
 
 
@@ -317,9 +317,13 @@ def lex_rows(triples) -> pa.Table:
     )
 
 
-@pytest.fixture
-def tables(tmp_path: Path) -> TableStore:
-    return TableStore(tmp_path / "tables")
+@pytest.fixture(params=["local", "s3"])
+def tables(request, tmp_path: Path) -> TableStore:
+    """The tables in a local directory, then in a bucket of moto's S3 server: the same tests for both."""
+    if request.param == "local":
+        return TableStore(tmp_path / "tables")
+    s3 = request.getfixturevalue("moto_s3")
+    return TableStore(f"s3://{s3.create_bucket('tables')}/home/tables", s3.storage_options())
 
 
 def _ids(t: pa.Table) -> list[tuple[str, str]]:
@@ -717,3 +721,16 @@ def test_eligibility_filter_does_not_make_terms_optional(tmp_path):
     assert [c for c, _ in word_channel(opened, parse_query("fox"), {pa_}, 10)] == ["c1"]
     assert substring_channel(opened, parse_query("署名"), {pa_}, 10) == []
     assert [c for c, _ in substring_channel(opened, parse_query("トークン"), {pa_}, 10)] == ["c2"]
+
+
+def test_a_replace_is_one_commit_so_no_version_lacks_the_partition(tables):
+    """guards against: a replace written as a delete then an append (two commits): the version
+    between them has the partition gone, and two writers replacing it at once both append."""
+    v1 = tables.replace_partitions("lexical_documents", [P_A, P_B], lex_rows([(P_A, "1", "x"), (P_B, "3", "z")]))
+    v2 = tables.replace_partitions("lexical_documents", [P_A], lex_rows([(P_A, "2", "y")]))
+    v3 = tables.replace_partitions("lexical_documents", [P_A], lex_rows([]))
+    assert (v2, v3) == (v1 + 1, v2 + 1)
+    assert [_ids(tables.read("lexical_documents", version=v)) for v in (v1, v2, v3)] == [
+        [(P_A, "1"), (P_B, "3")], [(P_A, "2"), (P_B, "3")], [(P_B, "3")]]
+    # Nothing to replace and nothing to write: no commit at all.
+    assert tables.replace_partitions("lexical_documents", [P_C], lex_rows([])) == v3

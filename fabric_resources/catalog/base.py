@@ -1,145 +1,97 @@
-"""The catalog: Fabric's small transactional state in SQLite (WAL mode).
+"""The catalog interface and the statements every backend runs.
 
-It records registered roots, sources and their observed state, acquisitions
-(which bytes a source had when), parse runs with their status and per-parse
-verdicts, immutable releases and the one ``current`` pointer, and an event log.
-Several processes use it at once (the Dagster daemon, run workers, queries),
-so every method is one short transaction and connections wait on locks
-(``busy_timeout``) instead of failing.
+The catalog is Fabric's small transactional state: registered roots, sources and their
+observed state, acquisitions (which bytes a source had when), parse runs with their status and
+per-parse verdicts, immutable releases and the one ``current`` pointer, small named state, and an
+event log. Several processes use it at once (the Dagster daemon, run workers, queries; with a
+shared backend, on several hosts), so every method is one short transaction.
+
+:class:`Catalog` holds the statements, written once in the SQL that SQLite and PostgreSQL share
+(``?`` placeholders, ``ON CONFLICT``, ``RETURNING``); a backend supplies connections,
+transactions and the named lock (:meth:`Catalog.exclusive`). Transactions mean the same on both:
+a plain one reads one snapshot; an ``immediate`` one is serialised with every other immediate
+transaction of the catalog for its whole length (SQLite's write lock; a transaction-scoped
+advisory lock on PostgreSQL), so a read-modify-write inside it never loses an update.
 """
 
 from __future__ import annotations
 
+import abc
 import hashlib
 import json
-import sqlite3
+import re
 import time
-from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass
+from collections.abc import Iterable
+from contextlib import AbstractContextManager
+from dataclasses import fields
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
-from fabric_resources.schema import CATALOG_DDL, OPERATION_STATUSES
+from fabric_resources.catalog.records import (Operation, ParseRun, Release, Root, RootOverlapError, SourceRow,
+                                              StatusUpdate)
+from fabric_resources.schema import OPERATION_STATUSES
 
 #: Bound parameters per ``IN (...)`` statement; below SQLite's oldest default limit of 999
 #: (SQLITE_MAX_VARIABLE_NUMBER before 3.32), so any linked SQLite accepts it.
 _IDS_PER_STATEMENT = 500
 
+_SOURCE_COLUMNS = tuple(f.name for f in fields(SourceRow))
 
-class RootOverlapError(ValueError):
-    """A new root lies inside a registered root, or contains one (files would get two keys)."""
-
-
-@dataclass(frozen=True)
-class Root:
-    root_id: int
-    path: str
-    label: str
+_LOCK_NAME = re.compile(r"[a-z][a-z0-9-]{0,40}")
 
 
-@dataclass(frozen=True)
-class SourceRow:
-    source_key: str
-    root_id: int
-    rel_path: str
-    state: str
-    media_type: str
-    mtime_ns: int | None
-    size: int | None
-    source_hash: str | None
-    parse_id: str | None
-    first_seen: float
-    last_seen: float
+def checked_lock_name(name: str) -> str:
+    """``name`` if it can name a lock (``activation``, ``ingest``: it becomes a file name).
+
+    Raises
+    ------
+    ValueError
+        Otherwise.
+    """
+    if not _LOCK_NAME.fullmatch(name):
+        raise ValueError(f"not a lock name: {name!r}")
+    return name
 
 
-@dataclass(frozen=True)
-class ParseRun:
-    parse_id: str
-    source_hash: str
-    media_type: str
-    parser_name: str
-    parser_version: str
-    parser_config_hash: str
-    language: str | None
-    status: str
-    reason: str | None
-    detail: str | None
-    verdicts: dict[str, Any]
-    counts: dict[str, Any]
-    created_at: float
-    updated_at: float
+class Connection(Protocol):
+    """What a transaction yields: ``execute`` and ``executemany`` with ``?`` placeholders; rows
+    read by column name or position (``sqlite3.Row`` and its PostgreSQL equivalent)."""
+
+    def execute(self, sql: str, args: Iterable[Any] = ...) -> Any: ...
+
+    def executemany(self, sql: str, rows: Iterable[Iterable[Any]]) -> Any: ...
 
 
-@dataclass(frozen=True)
-class StatusUpdate:
-    parse_id: str
-    status: str
-    reason: str | None = None
-    detail: str | None = None
-    counts: dict[str, Any] | None = None
-    language: str | None = None
+class Catalog(abc.ABC):
+    """Typed access to one catalog; :class:`~fabric_resources.catalog.sqlite.SqliteCatalog` and
+    :class:`~fabric_resources.catalog.postgres.PostgresCatalog` implement it."""
 
+    read_only: bool
 
-@dataclass(frozen=True)
-class Release:
-    release_id: int
-    created_at: float
-    manifest: dict[str, Any]
+    @abc.abstractmethod
+    def transaction(self, immediate: bool = False) -> AbstractContextManager[Connection]:
+        """One short transaction; ``immediate`` serialises it with every other immediate one.
 
+        Commits when the block ends, rolls back when it raises (and re-raises).
+        """
 
-@dataclass(frozen=True)
-class Operation:
-    """An admin operation of ``fabric serve`` (``schema.OPERATIONS_DDL``)."""
+    @abc.abstractmethod
+    def exclusive(self, name: str) -> AbstractContextManager[None]:
+        """Hold the catalog-wide lock ``name`` while the block runs; a second holder, in any
+        process that uses this catalog, waits. The lock of a process that dies is dropped (the OS
+        drops a file lock; PostgreSQL a session's locks when its connection closes). No catalog
+        transaction stays open meanwhile."""
 
-    operation_id: str
-    kind: str
-    status: str
-    params: dict[str, Any]
-    reason: str | None
-    result: dict[str, Any]
-    created_at: float
-    started_at: float | None
-    finished_at: float | None
+    @abc.abstractmethod
+    def initialized(self) -> bool:
+        """True once the catalog's tables exist (something opened it for writing)."""
 
+    @abc.abstractmethod
+    def describe(self) -> str:
+        """Where the catalog is, for messages (never a password)."""
 
-class Catalog:
-    """Thin, typed access to the catalog database at ``path``."""
-
-    def __init__(self, path: Path, *, read_only: bool = False) -> None:
-        self.path = Path(path)
-        self.read_only = read_only
-        if not read_only:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            with self._connect() as con:
-                con.execute("PRAGMA journal_mode=WAL")
-                con.executescript(CATALOG_DDL)
-
-    def _connect(self) -> sqlite3.Connection:
-        if self.read_only:
-            con = sqlite3.connect(f"file:{self.path}?mode=ro", uri=True, timeout=30.0)
-        else:
-            con = sqlite3.connect(self.path, timeout=30.0)
-        con.row_factory = sqlite3.Row
-        con.execute("PRAGMA busy_timeout=30000")
-        # WAL + NORMAL: never corrupts, may lose the last commits on power loss (SQLite docs);
-        # a lost status is recomputed by the next run, so per-commit fsync is not worth its cost.
-        con.execute("PRAGMA synchronous=NORMAL")
-        return con
-
-    @contextmanager
-    def transaction(self, immediate: bool = False) -> Iterator[sqlite3.Connection]:
-        """One short transaction; ``immediate`` takes the write lock up front."""
-        con = self._connect()
-        try:
-            con.execute("BEGIN IMMEDIATE" if immediate else "BEGIN")
-            yield con
-            con.execute("COMMIT")
-        except BaseException:
-            con.execute("ROLLBACK")
-            raise
-        finally:
-            con.close()
+    def close(self) -> None:
+        """Close the connections this process keeps open for this catalog (none for SQLite)."""
 
     # -- roots ---------------------------------------------------------------
     def register_root(self, path: Path) -> Root:
@@ -163,14 +115,15 @@ class Catalog:
             label = resolved.name or "root"
             if any(r["label"] == label for r in rows):
                 label = f"{label}-{hashlib.sha256(str(resolved).encode()).hexdigest()[:6]}"
-            cur = con.execute(
-                "INSERT INTO roots(path, label, registered_at) VALUES (?, ?, ?)", (str(resolved), label, time.time())
-            )
-            return Root(int(cur.lastrowid), str(resolved), label)
+            root_id = con.execute(
+                "INSERT INTO roots(path, label, registered_at) VALUES (?, ?, ?) RETURNING root_id",
+                (str(resolved), label, time.time()),
+            ).fetchone()[0]
+            return Root(int(root_id), str(resolved), label)
 
     def roots(self) -> list[Root]:
         with self.transaction() as con:
-            rows = con.execute("SELECT * FROM roots ORDER BY root_id")
+            rows = con.execute("SELECT * FROM roots ORDER BY root_id").fetchall()
             return [Root(r["root_id"], r["path"], r["label"]) for r in rows]
 
     # -- sources -------------------------------------------------------------
@@ -183,7 +136,7 @@ class Catalog:
             sql += " AND state = ?"
             args.append(state)
         with self.transaction() as con:
-            return [SourceRow(**dict(r)) for r in con.execute(sql + " ORDER BY source_key", args)]
+            return [SourceRow(**dict(r)) for r in con.execute(sql + " ORDER BY source_key", args).fetchall()]
 
     def pointer_and_source_keys_in(self, states: Iterable[str]) -> tuple[int | None, set[str]]:
         """The ``current`` pointer and the keys of the sources whose state is one of ``states``, in
@@ -192,7 +145,7 @@ class Catalog:
         with self.transaction() as con:
             r = con.execute("SELECT release_id FROM pointer WHERE name = 'current'").fetchone()
             rows = con.execute(f"SELECT source_key FROM sources WHERE state IN ({', '.join('?' * len(states))})",
-                               states) if states else ()
+                               states).fetchall() if states else ()
             return (r["release_id"] if r else None), {row[0] for row in rows}
 
     def source(self, source_key: str) -> SourceRow | None:
@@ -200,22 +153,17 @@ class Catalog:
             r = con.execute("SELECT * FROM sources WHERE source_key = ?", (source_key,)).fetchone()
         return SourceRow(**dict(r)) if r else None
 
-    def upsert_source(self, con: sqlite3.Connection, row: SourceRow) -> None:
+    def upsert_source(self, con: Connection, row: SourceRow) -> None:
         con.execute(
-            """INSERT INTO sources VALUES (?,?,?,?,?,?,?,?,?,?,?)
+            f"""INSERT INTO sources({', '.join(_SOURCE_COLUMNS)}) VALUES ({', '.join('?' * len(_SOURCE_COLUMNS))})
                ON CONFLICT(source_key) DO UPDATE SET state=excluded.state,
                  media_type=excluded.media_type, mtime_ns=excluded.mtime_ns, size=excluded.size,
                  source_hash=excluded.source_hash, parse_id=excluded.parse_id,
                  last_seen=excluded.last_seen""",
-            (
-                row.source_key, row.root_id, row.rel_path, row.state, row.media_type, row.mtime_ns,
-                row.size, row.source_hash, row.parse_id, row.first_seen, row.last_seen,
-            ),
+            tuple(getattr(row, c) for c in _SOURCE_COLUMNS),
         )
 
-    def record_acquisition(
-        self, con: sqlite3.Connection, source_key: str, source_hash: str, mtime_ns: int, size: int
-    ) -> None:
+    def record_acquisition(self, con: Connection, source_key: str, source_hash: str, mtime_ns: int, size: int) -> None:
         con.execute(
             "INSERT INTO acquisitions(source_key, source_hash, mtime_ns, size, observed_at) VALUES (?,?,?,?,?)",
             (source_key, source_hash, mtime_ns, size, time.time()),
@@ -225,13 +173,13 @@ class Catalog:
         with self.transaction() as con:
             rows = con.execute(
                 "SELECT * FROM acquisitions WHERE source_key = ? ORDER BY acquisition_id", (source_key,)
-            )
+            ).fetchall()
             return [dict(r) for r in rows]
 
     # -- parse runs ----------------------------------------------------------
     def ensure_parse_run(
         self,
-        con: sqlite3.Connection,
+        con: Connection,
         *,
         parse_id: str,
         source_hash: str,
@@ -243,9 +191,9 @@ class Catalog:
         """Create a pending parse run unless one exists; True if created."""
         now = time.time()
         cur = con.execute(
-            """INSERT OR IGNORE INTO parse_runs(parse_id, source_hash, media_type, parser_name,
+            """INSERT INTO parse_runs(parse_id, source_hash, media_type, parser_name,
                  parser_version, parser_config_hash, status, created_at, updated_at)
-               VALUES (?,?,?,?,?,?,'pending',?,?)""",
+               VALUES (?,?,?,?,?,?,'pending',?,?) ON CONFLICT(parse_id) DO NOTHING""",
             (parse_id, source_hash, media_type, parser_name, parser_version, parser_config_hash, now, now),
         )
         return cur.rowcount == 1
@@ -267,18 +215,19 @@ class Catalog:
             args.append(status)
         with self.transaction() as con:
             if parse_ids is None:
-                return [_parse_run(r) for r in con.execute(sql + " ORDER BY created_at, parse_id", args)]
+                return [_parse_run(r) for r in con.execute(sql + " ORDER BY created_at, parse_id", args).fetchall()]
             ids = sorted(set(parse_ids))
             rows = []
             for i in range(0, len(ids), _IDS_PER_STATEMENT):
                 batch = ids[i:i + _IDS_PER_STATEMENT]
-                rows += con.execute(sql + f" AND parse_id IN ({', '.join('?' * len(batch))})", [*args, *batch])
+                rows += con.execute(sql + f" AND parse_id IN ({', '.join('?' * len(batch))})",
+                                    [*args, *batch]).fetchall()
         return sorted((_parse_run(r) for r in rows), key=lambda r: (r.created_at, r.parse_id))
 
     def parse_ids(self) -> set[str]:
         """Every parse ID that has a parse run (no verdicts decoded: the scan asks this per pass)."""
         with self.transaction() as con:
-            return {r[0] for r in con.execute("SELECT parse_id FROM parse_runs")}
+            return {r[0] for r in con.execute("SELECT parse_id FROM parse_runs").fetchall()}
 
     def set_parse_status(
         self,
@@ -291,7 +240,7 @@ class Catalog:
     ) -> None:
         self.set_parse_statuses([StatusUpdate(parse_id, status, reason, detail, counts)])
 
-    def set_parse_statuses(self, updates: list["StatusUpdate"]) -> None:
+    def set_parse_statuses(self, updates: list[StatusUpdate]) -> None:
         """Apply many status changes in one transaction (one per asset run, not per partition)."""
         if not updates:
             return
@@ -334,11 +283,14 @@ class Catalog:
 
     def releases(self) -> list[Release]:
         with self.transaction() as con:
-            rows = con.execute("SELECT * FROM releases ORDER BY release_id")
+            rows = con.execute("SELECT * FROM releases ORDER BY release_id").fetchall()
             return [Release(r["release_id"], r["created_at"], json.loads(r["manifest"])) for r in rows]
 
     def publish_release(self, manifest: dict[str, Any], expected_current: int | None) -> Release:
         """Insert an immutable release and swap the ``current`` pointer, atomically.
+
+        This compare-and-swap, in one immediate transaction, is what keeps two activations (on any
+        hosts) from both publishing on the same base; :meth:`exclusive` only saves the loser's work.
 
         Raises
         ------
@@ -352,10 +304,9 @@ class Catalog:
             current = r["release_id"] if r else None
             if current != expected_current:
                 raise RuntimeError(f"current release moved from {expected_current} to {current}")
-            cur = con.execute(
-                "INSERT INTO releases(created_at, manifest) VALUES (?, '{}')", (now,)
-            )
-            release_id = int(cur.lastrowid)
+            release_id = int(con.execute(
+                "INSERT INTO releases(created_at, manifest) VALUES (?, '{}') RETURNING release_id", (now,)
+            ).fetchone()[0])
             manifest = {**manifest, "release_id": release_id, "created_at": now}
             con.execute(
                 "UPDATE releases SET manifest = ? WHERE release_id = ?",
@@ -372,10 +323,10 @@ class Catalog:
             )
         return Release(release_id, now, manifest)
 
-    # -- events --------------------------------------------------------------
+    # -- state and events ----------------------------------------------------
     def state(self, name: str) -> Any:
         """The JSON value stored under ``name`` by :meth:`set_state`, or None."""
-        with self._connect() as con:
+        with self.transaction() as con:
             r = con.execute("SELECT value FROM state WHERE name = ?", (name,)).fetchone()
         return json.loads(r["value"]) if r else None
 
@@ -385,7 +336,7 @@ class Catalog:
                         "ON CONFLICT(name) DO UPDATE SET value = excluded.value", (name, json.dumps(value)))
 
     def log_event(
-        self, con: sqlite3.Connection, kind: str, *, source_key: str | None = None,
+        self, con: Connection, kind: str, *, source_key: str | None = None,
         parse_id: str | None = None, detail: dict[str, Any] | None = None,
     ) -> None:
         con.execute(
@@ -399,7 +350,7 @@ class Catalog:
             sql += " WHERE kind = ?"
             args.append(kind)
         with self.transaction() as con:
-            return [dict(r) for r in con.execute(sql + " ORDER BY event_id", args)]
+            return [dict(r) for r in con.execute(sql + " ORDER BY event_id", args).fetchall()]
 
     # -- admin operations (fabric serve) ----------------------------------------
     def create_operation(self, kind: str, params: dict[str, Any]) -> Operation:
@@ -436,7 +387,7 @@ class Catalog:
                  status, now, status, now, operation_id))
 
     def operation(self, operation_id: str) -> Operation | None:
-        with self._connect() as con:
+        with self.transaction() as con:
             r = con.execute("SELECT * FROM operations WHERE operation_id = ?", (operation_id,)).fetchone()
         if r is None:
             return None
@@ -446,13 +397,13 @@ class Catalog:
 
     def operations(self, status: str | None = None) -> list[Operation]:
         """Operations, oldest first (all, or those with ``status``)."""
-        with self._connect() as con:
+        with self.transaction() as con:
             rows = con.execute("SELECT operation_id FROM operations" + (" WHERE status = ?" if status else "")
                                + " ORDER BY created_at", (status,) if status else ()).fetchall()
         return [op for r in rows if (op := self.operation(r["operation_id"])) is not None]
 
 
-def _parse_run(r: sqlite3.Row) -> ParseRun:
+def _parse_run(r: Any) -> ParseRun:
     d = dict(r)
     d["verdicts"] = json.loads(d["verdicts"] or "{}")
     d["counts"] = json.loads(d["counts"] or "{}")
@@ -495,3 +446,4 @@ def drop_verdicts(catalog: Catalog, parse_ids: Iterable[str], names: Iterable[st
                 "UPDATE parse_runs SET verdicts = ?, updated_at = ? WHERE parse_id = ?",
                 (json.dumps(kept, sort_keys=True), now, parse_id),
             )
+

@@ -1,0 +1,34 @@
+"""The catalog: Fabric's small transactional state behind one interface (:class:`Catalog`).
+
+Two backends run the same statements: :class:`SqliteCatalog` (one file in the home, the
+default) and :class:`PostgresCatalog` (a schema in a PostgreSQL database that homes on several
+hosts share; ``storage.catalog`` in ``config.json``). :func:`open_catalog` picks the configured one.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from fabric_resources.catalog.base import Catalog, Connection, drop_verdicts, merge_verdicts
+from fabric_resources.catalog.postgres import PostgresCatalog
+from fabric_resources.catalog.records import (CatalogUnavailableError, Operation, ParseRun, Release, Root,
+                                              RootOverlapError, SourceRow, StatusUpdate)
+from fabric_resources.catalog.sqlite import SqliteCatalog
+from fabric_resources.config import CatalogStorageConfig
+
+__all__ = ["Catalog", "CatalogUnavailableError", "Connection", "Operation", "ParseRun", "PostgresCatalog", "Release",
+           "Root", "RootOverlapError", "SourceRow", "SqliteCatalog", "StatusUpdate", "drop_verdicts", "merge_verdicts",
+           "open_catalog"]
+
+
+def open_catalog(config: CatalogStorageConfig, sqlite_path: Path, *, read_only: bool = False) -> Catalog:
+    """The catalog ``config`` names: SQLite at ``sqlite_path`` or PostgreSQL at ``config.url``.
+
+    Raises
+    ------
+    CatalogUnavailableError
+        If a PostgreSQL catalog cannot be reached.
+    """
+    if config.backend == "postgres":
+        return PostgresCatalog(config.url, schema=config.schema_name, read_only=read_only)
+    return SqliteCatalog(sqlite_path, read_only=read_only)

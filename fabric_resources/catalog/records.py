@@ -1,0 +1,88 @@
+"""What the catalog stores, as frozen records (the same for every backend)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+
+class RootOverlapError(ValueError):
+    """A new root lies inside a registered root, or contains one (files would get two keys)."""
+
+
+class CatalogUnavailableError(RuntimeError):
+    """The catalog's database cannot be reached or opened (a service that is down, a wrong URL or
+    password): a fault of the deployment, not of a document. The message names the catalog, never a
+    password."""
+
+
+@dataclass(frozen=True)
+class Root:
+    root_id: int
+    path: str
+    label: str
+
+
+@dataclass(frozen=True)
+class SourceRow:
+    source_key: str
+    root_id: int
+    rel_path: str
+    state: str
+    media_type: str
+    mtime_ns: int | None
+    size: int | None
+    source_hash: str | None
+    parse_id: str | None
+    first_seen: float
+    last_seen: float
+
+
+@dataclass(frozen=True)
+class ParseRun:
+    parse_id: str
+    source_hash: str
+    media_type: str
+    parser_name: str
+    parser_version: str
+    parser_config_hash: str
+    language: str | None
+    status: str
+    reason: str | None
+    detail: str | None
+    verdicts: dict[str, Any]
+    counts: dict[str, Any]
+    created_at: float
+    updated_at: float
+
+
+@dataclass(frozen=True)
+class StatusUpdate:
+    parse_id: str
+    status: str
+    reason: str | None = None
+    detail: str | None = None
+    counts: dict[str, Any] | None = None
+    language: str | None = None
+
+
+@dataclass(frozen=True)
+class Release:
+    release_id: int
+    created_at: float
+    manifest: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Operation:
+    """An admin operation of ``fabric serve`` (``schema.OPERATIONS_DDL``)."""
+
+    operation_id: str
+    kind: str
+    status: str
+    params: dict[str, Any]
+    reason: str | None
+    result: dict[str, Any]
+    created_at: float
+    started_at: float | None
+    finished_at: float | None

@@ -1,0 +1,339 @@
+"""Fabric past one host, proven on this one: the catalog and the Dagster instance on a real
+PostgreSQL, the Lance tables on moto's S3 server (``storage`` in ``config.json``;
+``docs/scale.md``). The embedded default stays what it was: no service, the same files, the same
+config hash."""
+
+from __future__ import annotations
+
+import collections
+import json
+import multiprocessing as mp
+import os
+import stat
+import time
+from pathlib import Path
+
+import pytest
+
+from fabric_resources.config import ConfigError, FabricConfig, config_hash
+from fabric_resources.home import FabricHome
+
+DOCUMENTS = {
+    "harbour/lighthouse.txt": "The lighthouse keeper climbed the tower every evening to light the lamp.\n\n"
+                              "During the storm the keeper kept the light turning until dawn.",
+    "harbour/boats.md": "# Boats\n\nThe fishing fleet came home at dusk, guided by the northern light.",
+    "kitchen/bread.txt": "Sourdough needs flour, water and patience.\n\nFeed the starter before mixing.",
+}
+
+
+def _write(folder: Path, documents: dict[str, str]) -> Path:
+    for rel, text in documents.items():
+        (folder / rel).parent.mkdir(parents=True, exist_ok=True)
+        (folder / rel).write_text(text, encoding="utf-8")
+    return folder
+
+
+def _shared_home(tmp: Path, postgres, s3, **config) -> Path:
+    from fabric_assets.measurement.local_services import shared_storage
+
+    home_dir = tmp / "home"
+    home_dir.mkdir(parents=True)
+    storage = shared_storage(postgres, s3, max_concurrent_runs=2)
+    (home_dir / "config.json").write_text(json.dumps({"storage": storage, **config}))
+    return home_dir
+
+
+@pytest.fixture
+def dagster_env(monkeypatch):
+    """Restores FABRIC_HOME / DAGSTER_HOME, which an ingest sets for the process."""
+    def use(home_dir: Path) -> None:
+        monkeypatch.setenv("FABRIC_HOME", str(home_dir))
+        monkeypatch.setenv("DAGSTER_HOME", str(home_dir / "dagster"))
+    return use
+
+
+# ==========================================================================
+# The default is today's, and configuration is checked
+
+
+#: The dagster.yaml every Fabric home had before storage was configurable.
+TODAYS_DAGSTER_YAML = """\
+# Written by Fabric. The instance lives under the Fabric home.
+telemetry:
+  enabled: false
+nux:
+  enabled: false
+"""
+
+
+def test_default_home_is_the_embedded_configuration(tmp_path):
+    """guards against: the default configuration needing a service, or its files changing."""
+    from fabric_resources.catalog import SqliteCatalog
+
+    home = FabricHome(tmp_path / "home")
+    assert (home.layout.dagster_home / "dagster.yaml").read_text() == TODAYS_DAGSTER_YAML
+    assert isinstance(home.catalog, SqliteCatalog) and home.catalog.path == home.layout.catalog_file
+    assert not home.tables.remote and home.tables.root == home.layout.tables
+    assert home.exists()
+
+
+def test_storage_never_enters_a_config_hash(tmp_path):
+    """guards against: the new section changing the default config's hash (it enters release
+    manifests and identities), or where the data lives changing any identity."""
+    default = FabricConfig()
+    moved = FabricConfig.model_validate({"storage": {
+        "catalog": {"backend": "postgres", "url": "postgresql://u@db.example:5432/fabric"},
+        "dagster": {"backend": "postgres", "max_concurrent_runs": 8},
+        "tables_uri": "s3://bucket/fabric/tables", "tables_storage_options": {"region": "eu-west-1"}}})
+    assert moved.storage.catalog.backend == "postgres"
+    assert "storage" not in default.model_dump()
+    assert config_hash(moved) == config_hash(default) == config_hash(default.model_dump(mode="json"))
+    assert config_hash(moved.parsers) == config_hash(default.parsers)
+
+
+@pytest.mark.parametrize("storage, message", [
+    ({"catalog": {"backend": "postgres"}}, "needs storage.catalog.url"),
+    ({"dagster": {"backend": "postgres"}}, "needs storage.dagster.url"),
+    ({"catalog": {"backend": "postgres", "url": "mysql://x/y"}}, "String should match pattern"),
+    ({"tables_uri": "gs://bucket/t"}, "unsupported scheme"),
+    ({"tables_uri": "s3://"}, "names no bucket"),
+    ({"catalog": {"backend": "postgres", "url": "postgresql://h/d", "schema_name": "x; DROP"}}, "pattern"),
+    ({"tables": "s3://b"}, "Extra inputs are not permitted"),
+    ({"dagster": {"max_concurrent_runs": 0}}, "greater than 0"),
+])
+def test_bad_storage_settings_are_refused(tmp_path, storage, message):
+    """guards against: a storage setting that fails later (or silently falls back to the default)."""
+    (tmp_path / "config.json").write_text(json.dumps({"storage": storage}))
+    with pytest.raises(ConfigError, match=message):
+        FabricConfig.load(tmp_path / "config.json")
+
+
+def test_storage_options_file_must_be_owner_only(tmp_path):
+    """guards against: object-store credentials read from a file others can read, or echoed in errors."""
+    from fabric_resources.tables import StorageOptionsError
+
+    secret = tmp_path / "s3.json"
+    secret.write_text(json.dumps({"aws_secret_access_key": "hunter2"}))
+    secret.chmod(0o644)
+    (tmp_path / "home").mkdir()
+    (tmp_path / "home" / "config.json").write_text(json.dumps({"storage": {
+        "tables_uri": "s3://b/t", "tables_storage_options_file": str(secret)}}))
+    with pytest.raises(StorageOptionsError, match="owner-only") as err:
+        FabricHome(tmp_path / "home").tables
+    assert "hunter2" not in str(err.value)
+    secret.chmod(0o600)
+    assert FabricHome(tmp_path / "home").tables.storage_options == {"aws_secret_access_key": "hunter2"}
+
+
+def test_dagster_yaml_follows_the_config_but_never_a_users_own(tmp_path):
+    """guards against: a stale instance file after storage.dagster changes (runs recorded in the
+    wrong store), a database URL left world-readable, or Fabric overwriting a hand-written file."""
+    home_dir = tmp_path / "home"
+    yaml = home_dir / "dagster" / "dagster.yaml"
+    FabricHome(home_dir)
+    (home_dir / "config.json").write_text(json.dumps({"storage": {"dagster": {
+        "backend": "postgres", "url": "postgresql://u:pw@127.0.0.1:5/d", "max_concurrent_runs": 3}}}))
+    FabricHome(home_dir)
+    text = yaml.read_text()
+    assert '"postgresql+psycopg2://u:pw@127.0.0.1:5/d"' in text and "max_concurrent_runs: 3" in text
+    assert stat.S_IMODE(yaml.stat().st_mode) == 0o600
+    (home_dir / "config.json").unlink()
+    FabricHome(home_dir)
+    assert yaml.read_text() == TODAYS_DAGSTER_YAML
+    yaml.write_text("storage:\n  sqlite:\n    base_dir: /elsewhere\n")  # the user's own
+    (home_dir / "config.json").write_text(json.dumps({"storage": {"dagster": {"max_concurrent_runs": 2}}}))
+    FabricHome(home_dir)
+    assert yaml.read_text() == "storage:\n  sqlite:\n    base_dir: /elsewhere\n"
+
+
+# ==========================================================================
+# On PostgreSQL and S3
+
+
+@pytest.fixture(scope="module")
+def ingested(postgres_server, moto_s3, tmp_path_factory):
+    """A home whose catalog and Dagster instance are on PostgreSQL and whose tables are on S3, after
+    a real ``fabric ingest`` (fabric_assets.ingest.ingest) of DOCUMENTS."""
+    from fabric_assets.ingest import ingest
+
+    tmp = tmp_path_factory.mktemp("shared")
+    home_dir = _shared_home(tmp, postgres_server, moto_s3)
+    corpus = _write(tmp / "corpus", DOCUMENTS)
+    with pytest.MonkeyPatch.context() as mp_:
+        mp_.setenv("FABRIC_HOME", str(home_dir))
+        mp_.setenv("DAGSTER_HOME", str(home_dir / "dagster"))
+        summary = ingest(corpus, FabricHome(home_dir))
+    return home_dir, corpus, summary
+
+
+def test_ingest_and_query_end_to_end_on_postgres_and_s3(ingested, moto_s3, dagster_env):
+    """guards against: any piece of the pipeline still writing the home directory's SQLite files or
+    local tables when storage names shared stores, or the read side not finding them there."""
+    import dagster as dg
+    import psycopg2
+
+    from fabric_query import Fabric
+
+    home_dir, corpus, summary = ingested
+    dagster_env(home_dir)
+    assert summary.complete and summary.run_ids and not summary.failed_runs
+    home = FabricHome(home_dir)
+    # Nothing shared lives in the home directory: no catalog file, no tables, no Dagster SQLite.
+    assert sorted(p.name for p in home_dir.iterdir()) == ["artifacts", "config.json", "dagster", "indexes"]
+    assert not list((home_dir / "dagster").rglob("*.db"))
+    release = home.catalog.current_release()
+    assert len(release.manifest["sources"]) == len(DOCUMENTS)
+    # The release pins the S3 tables' versions.
+    bucket = home.config.storage.tables_uri.split("/")[2]
+    keys = moto_s3.keys(bucket)
+    for table in ("units", "chunks", "lexical_documents", "chunk_vectors"):
+        assert any(k.startswith(f"tables/{table}.lance/_versions/") for k in keys), table
+        assert home.tables.version(table) == release.manifest["tables"][table]
+    # The runs are in the PostgreSQL instance.
+    instance = dg.DagsterInstance.get()
+    assert type(instance.run_storage).__name__ == "PostgresRunStorage"
+    assert {r.run_id for r in instance.get_runs()} >= set(summary.run_ids) | {summary.activation_run_id}
+    con = psycopg2.connect(home.config.storage.catalog.url)
+    try:
+        with con.cursor() as cur:
+            cur.execute("SELECT count(*) FROM runs")
+            assert cur.fetchone()[0] >= len(summary.run_ids) + 1
+            cur.execute("SELECT count(*) FROM fabric.releases")
+            assert cur.fetchone()[0] == 1
+    finally:
+        con.close()
+    # A real search and resolve through fabric_query.
+    fabric = Fabric(home_dir)
+    pack = fabric.search("lighthouse keeper")
+    assert pack.results and pack.results[0].citation.source_key == "fs:corpus/harbour/lighthouse.txt"
+    assert pack.fallback_reason is None
+    assert fabric.resolve(pack.results[0].citation).status == "verified"
+    (corpus / "harbour" / "lighthouse.txt").write_text("changed", encoding="utf-8")
+    try:
+        assert fabric.resolve(pack.results[0].citation).status == "stale"
+    finally:
+        (corpus / "harbour" / "lighthouse.txt").write_text(DOCUMENTS["harbour/lighthouse.txt"], encoding="utf-8")
+
+
+def test_a_second_home_directory_serves_the_same_release(ingested, tmp_path, dagster_env):
+    """guards against: a query process elsewhere (another home directory with the same storage)
+    serving another release, nothing, or a silent empty answer because the serving index is
+    local to the home that built it: it answers from the shared tables and says why."""
+    from fabric_query import Fabric
+
+    home_dir, _, _ = ingested
+    other = tmp_path / "other-home"
+    other.mkdir()
+    (other / "config.json").write_text((home_dir / "config.json").read_text())
+    dagster_env(other)
+    here, there = Fabric(home_dir).search("lighthouse keeper"), Fabric(other).search("lighthouse keeper")
+    assert there.release_id == here.release_id
+    assert there.fallback_reason == "index-missing"
+    assert [r.citation.chunk_id for r in there.results][:1] == [r.citation.chunk_id for r in here.results][:1]
+    assert Fabric(other).resolve(there.results[0].citation).status == "verified"
+
+
+def test_the_instance_is_postgres_with_a_queued_run_limit(ingested, dagster_env):
+    """guards against: storage.dagster writing a file Dagster does not read as meant (runs recorded
+    in SQLite, or no limit on how many runs the daemon starts at once)."""
+    import dagster as dg
+
+    home_dir, _, _ = ingested
+    dagster_env(home_dir)
+    instance = dg.DagsterInstance.get()
+    assert type(instance.run_storage).__name__ == "PostgresRunStorage"
+    assert type(instance.event_log_storage).__name__ == "PostgresEventLogStorage"
+    assert type(instance.schedule_storage).__name__ == "PostgresScheduleStorage"
+    assert type(instance.run_coordinator).__name__ == "QueuedRunCoordinator"
+    assert instance.get_concurrency_config().run_queue_config.max_concurrent_runs == 2
+
+
+# ==========================================================================
+# Two parse runs at once
+
+
+def _parse_run_process(home_dir: str, tags: dict, start, results) -> None:
+    """One parse run, as a run worker executes it; puts (run ID, success) or (traceback, False)."""
+    try:
+        os.environ["FABRIC_HOME"] = home_dir
+        os.environ["DAGSTER_HOME"] = str(Path(home_dir) / "dagster")
+        import dagster as dg
+
+        from fabric_assets.ingest import _run_config, job
+        from fabric_resources.dagster_resources import FAKE_MODELS  # concurrent writes, not the models, are tested
+
+        home = FabricHome(home_dir)
+        parse_job = job(home, "parse_job", FAKE_MODELS)
+        instance = dg.DagsterInstance.get()
+        start.wait(120)
+        result = parse_job.execute_in_process(instance=instance, tags=tags, raise_on_error=False,
+                                              run_config=_run_config(home))
+        results.put((result.run_id, result.success))
+    except BaseException:  # the parent must not wait out its timeout on a child that died
+        import traceback
+
+        results.put((traceback.format_exc(), False))
+        raise
+
+
+def test_two_parse_runs_write_the_same_tables_at_once(postgres_server, moto_s3, tmp_path, dagster_env):
+    """guards against: concurrent parse runs (what the queued run coordinator starts) losing or
+    doubling a partition's rows in any table, or a run's catalog writes lost to the other's."""
+    import dagster as dg
+
+    from fabric_assets.activation.activate import activate
+    from fabric_assets.sensors import source_change_sensor
+    from fabric_resources.dagster_resources import FabricHomeResource
+    from fabric_resources.schema import TABLES
+
+    docs = {f"d{i}.txt": f"Document {i} about the harbour, the tide and lamp number {i}.\n\nSecond paragraph {i}."
+            for i in range(4)}
+    home_dir = _shared_home(tmp_path, postgres_server, moto_s3, sources={"partitions_per_run": 2})
+    dagster_env(home_dir)
+    home = FabricHome(home_dir)
+    home.catalog.register_root(_write(tmp_path / "corpus", docs))
+    instance = dg.DagsterInstance.get()
+    # What the daemon does on a sensor tick: add the partitions, then one run per request.
+    result = source_change_sensor(dg.build_sensor_context(instance=instance, resources={
+        "fabric": FabricHomeResource(home=str(home_dir))}))
+    for request in result.dynamic_partitions_requests:
+        instance.add_dynamic_partitions(request.partitions_def_name, list(request.partition_keys))
+    assert len(result.run_requests) == 2
+    parse_ids = {s.parse_id for s in home.catalog.sources()}
+    assert len(parse_ids) == 4
+
+    ctx = mp.get_context("spawn")  # lancedb's runtime is not fork-safe
+    start, results = ctx.Event(), ctx.Queue()
+    procs = [ctx.Process(target=_parse_run_process, args=(str(home_dir), r.tags, start, results))
+             for r in result.run_requests]
+    for p in procs:
+        p.start()
+    start.set()
+    finished = [results.get(timeout=600) for _ in procs]
+    for p in procs:
+        p.join(60)
+    assert [ok for _, ok in finished] == [True, True], [run for run, ok in finished if not ok]
+    records = {r.dagster_run.run_id: r for r in instance.get_run_records()}
+    (a, b) = (records[run_id] for run_id, _ in finished)
+    assert a.start_time < b.end_time and b.start_time < a.end_time  # they ran at the same time
+
+    # Every partition exactly once in every table it has rows in, and consistent across tables.
+    by_table = {}
+    for name in TABLES:
+        t = home.tables.read(name)
+        if not t.num_rows:
+            continue
+        id_col = next(c for c in t.column_names if c.endswith("_id") and c != "parse_id")
+        keys = collections.Counter(zip(t.column("parse_id").to_pylist(), t.column(id_col).to_pylist()))
+        assert set(keys.values()) == {1}, name
+        by_table[name] = keys
+    for name in ("units", "chunks", "lexical_documents", "chunk_vectors", "context_windows", "colbert_windows"):
+        assert {p for p, _ in by_table[name]} == parse_ids, name
+    for pid in parse_ids:
+        chunks = {c for p, c in by_table["chunks"] if p == pid}
+        assert {c for p, c in by_table["lexical_documents"] if p == pid} == chunks
+        assert {c for p, c in by_table["chunk_vectors"] if p == pid} == chunks
+        assert sum(1 for p, _ in by_table["units"] if p == pid) == home.catalog.parse_run(pid).counts["units"]
+    report = activate(home)
+    assert report.published and len(report.activated) == 4
+    assert {r.status for r in home.catalog.parse_runs()} == {"ready"}
