@@ -39,6 +39,18 @@ class TextParserConfig(_Strict):
     max_unit_chars: int = Field(16_384, ge=256, description=_MAX_UNIT_CHARS)
 
 
+class MarkdownParserConfig(_Strict):
+    """Markdown (markdown-it-py) settings."""
+
+    # Smaller than plain text's cap: markdown-it is pure Python (~0.1-0.5 s per 100 kB of
+    # dense lists or tables here, linear) and holds a token list of the whole file.
+    max_bytes: int = Field(8 * 1024 * 1024, gt=0, description="Refuse larger files (bytes).")
+    max_unit_chars: int = Field(16_384, ge=256, description=_MAX_UNIT_CHARS)
+    # markdown-it's CommonMark preset reads 20 levels of nested blocks and drops deeper text, so a
+    # file that reaches the cap fails ("cap-depth") instead.
+    max_nesting: int = Field(20, gt=2, le=100, description="Nested block levels read (lists, quotes).")
+
+
 class EpubParserConfig(_Strict):
     """EPUB admission caps; a file over any cap becomes a failed parse run."""
 
@@ -109,6 +121,7 @@ class HtmlParserConfig(_Strict):
 
 class ParserConfig(_Strict):
     text: TextParserConfig = TextParserConfig()
+    markdown: MarkdownParserConfig = MarkdownParserConfig()
     epub: EpubParserConfig = EpubParserConfig()
     pdf: PdfParserConfig = PdfParserConfig()
     docx: OoxmlParserConfig = OoxmlParserConfig()

@@ -189,26 +189,13 @@ def test_empty_or_blank_file_has_no_units(data: bytes) -> None:
     assert doc.units == []
 
 
-def test_markdown_headings_and_section_path() -> None:
-    """Guards against: treating '#' as a heading in plain text, '#tag' or '#######' as headings,
-    and section paths that do not close sections of equal or deeper level."""
-    text = "# Book\nintro\n## Part 1\nbody one\n#tag line\n\n####### seven\n## Part 2\nbody two\n"
-    data = text.encode("utf-8")
-    doc = parse_text(data, CONFIG, media_type="text/markdown")
-    summary = [(u.kind, u.text, u.section_path, u.attributes.get("level")) for u in doc.units]
-    assert summary == [
-        ("heading", "Book", (), 1),
-        ("paragraph", "intro", ("Book",), None),
-        ("heading", "Part 1", ("Book",), 2),
-        ("paragraph", "body one\n#tag line", ("Book", "Part 1"), None),
-        ("paragraph", "####### seven", ("Book", "Part 1"), None),
-        ("heading", "Part 2", ("Book",), 2),
-        ("paragraph", "body two", ("Book", "Part 2"), None),
-    ]
+def test_plain_text_has_no_headings_or_sections() -> None:
+    """Guards against: treating '#' lines as headings in plain text (Markdown has its own parser)."""
+    text = "# Book\nintro\n\n## Part 1\nbody one\n"
+    doc = parse_text(text.encode("utf-8"), CONFIG)
+    assert [(u.kind, u.text, u.section_path) for u in doc.units] == [
+        ("paragraph", "# Book\nintro", ()), ("paragraph", "## Part 1\nbody one", ())]
     assert_locators_exact(text, doc.units)
-    plain = parse_text(data, CONFIG)
-    assert {u.kind for u in plain.units} == {"paragraph"}
-    assert all(u.section_path == () for u in plain.units)
 
 
 # --------------------------------------------------------------------------
@@ -314,8 +301,8 @@ def test_too_large() -> None:
     [
         ("notes.txt", "text/plain", "text"),
         ("dir/NOTES.TEXT", "text/plain", "text"),
-        ("README.md", "text/markdown", "text"),
-        ("a.Markdown", "text/markdown", "text"),
+        ("README.md", "text/markdown", "markdown"),
+        ("a.Markdown", "text/markdown", "markdown"),
         ("book.EPUB", "application/epub+zip", "epub"),
         ("doc.pdf", "application/pdf", "pdf"),
         ("cover.jpg", "image/jpeg", None),
@@ -336,10 +323,10 @@ def test_detect_media_type_and_parser_for(name: str, media_type: str, parser: st
 
 def test_registry_text_parser_uses_text_config() -> None:
     """Guards against: the registry ignoring parser_config.text or dropping the media type."""
-    spec = parser_for("text/markdown")
+    spec = parser_for("text/plain")
     assert spec is not None and (spec.name, spec.version) == (PARSER_NAME, PARSER_VERSION)
-    doc = spec.run(b"# T\nx\n", ParserConfig(), "text/markdown")
-    assert [u.kind for u in doc.units] == ["heading", "paragraph"]
+    doc = spec.run(b"# T\nx\n\ny\n", ParserConfig(), "text/plain")
+    assert [u.kind for u in doc.units] == ["paragraph", "paragraph"]
     with pytest.raises(ParseError) as err:
         spec.run(b"x" * 10, ParserConfig(text=TextParserConfig(max_bytes=5)), "text/plain")
     assert err.value.reason == "too-large"

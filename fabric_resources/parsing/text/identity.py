@@ -1,4 +1,4 @@
-"""The text parser's name and version (they enter every parse ID) and its media types.
+"""The text parser's name and version (they enter every parse ID) and its media type.
 
 Their own module so that the parser and the plug-in's spec both read them without importing
 each other (the spec loads the parser lazily).
@@ -7,4 +7,3 @@ each other (the spec loads the parser lazily).
 PARSER_NAME = "text"
 PARSER_VERSION = "2"
 TEXT_PLAIN = "text/plain"
-TEXT_MARKDOWN = "text/markdown"

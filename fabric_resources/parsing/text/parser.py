@@ -25,7 +25,6 @@ from fabric_resources.config import TextParserConfig
 from fabric_resources.parsing.document import ParsedDocument, ParsedUnit, ParseError, bad_input_net
 from fabric_resources.parsing.long_units import split_long_text
 from fabric_resources.parsing.text.identity import PARSER_NAME, PARSER_VERSION
-from fabric_resources.parsing.text.identity import TEXT_MARKDOWN as MARKDOWN_MEDIA_TYPE
 from fabric_resources.parsing.text.decoding import bom_encoding_of, decode_text
 
 __all__ = ["decode_text", "parse_text", "text_units", "split_lines", "line_endings"]
@@ -34,7 +33,6 @@ LineEndings = Literal["crlf", "lf", "cr", "mixed", "none"]
 
 _LINE_BREAK = re.compile(r"\r\n|\r|\n")
 _ENDING_NAMES: dict[str, LineEndings] = {"\r\n": "crlf", "\r": "cr", "\n": "lf"}
-_ATX_HEADING = re.compile(r"(#{1,6}) +")
 
 
 # --------------------------------------------------------------------------
@@ -102,48 +100,19 @@ def paragraph_unit(lines: list[_Line], section_path: tuple[str, ...] = ()) -> Pa
     )
 
 
-def markdown_heading(line: _Line) -> ParsedUnit | None:
-    """A heading unit if ``line`` is an ATX heading (1-6 ``#`` then a space).
-
-    The unit text is the title: the rest of the line without its trailing
-    whitespace; the locator covers the title only. A line whose title is
-    empty is not a heading. The unit's ``section_path`` is left empty for
-    :func:`text_units` to fill in.
-    """
-    match = _ATX_HEADING.match(line.content)
-    if match is None:
-        return None
-    title = line.content[match.end() :].rstrip()
-    if not title:
-        return None
-    char_start = line.start + match.end()
-    return ParsedUnit(
-        kind="heading",
-        text=title,
-        locator={
-            "char_start": char_start,
-            "char_end": char_start + len(title),
-            "line_start": line.number,
-            "line_end": line.number,
-        },
-        attributes={"level": len(match.group(1))},
-    )
-
-
 def split_unit(unit: ParsedUnit, lines: list[_Line], max_chars: int) -> list[ParsedUnit]:
-    """``unit`` (built from ``lines`` by :func:`paragraph_unit` or :func:`markdown_heading`) as
+    """``unit`` (built from ``lines`` by :func:`paragraph_unit`) as
     pieces of at most ``max_chars`` characters (:func:`~fabric_resources.parsing.long_units.split_long_text`).
 
     Each piece is a unit whose locator covers exactly its own span of the decoded text, with
-    ``part``/``parts`` attributes; a unit within the cap is returned alone and unchanged. The
-    pieces of a heading after the first are paragraphs (the first piece is the section title).
+    ``part``/``parts`` attributes; a unit within the cap is returned alone and unchanged.
     """
     if len(unit.text) <= max_chars:
         return [unit]
     # Where each kept line starts, in the unit's text and in the decoded text.
     unit_starts, decoded_starts, position = [], [], 0
     for index, line in enumerate(lines):
-        skipped = unit.locator["char_start"] - line.start if index == 0 else 0  # indentation or "# "
+        skipped = unit.locator["char_start"] - line.start if index == 0 else 0  # indentation
         unit_starts.append(position)
         decoded_starts.append(line.start + skipped)
         position += len(line.content.rstrip()) - skipped + 1  # + the "\n" joining kept lines
@@ -156,51 +125,34 @@ def split_unit(unit: ParsedUnit, lines: list[_Line], max_chars: int) -> list[Par
     pieces = []
     for part, (start, end) in enumerate(spans):
         (char_start, line_start), (last_char, line_end) = where(start), where(end - 1)
-        kind = "heading" if unit.kind == "heading" and part == 0 else "paragraph"
-        attributes = {**(unit.attributes if kind == unit.kind else {}), "part": part, "parts": len(spans)}
+        attributes = {**unit.attributes, "part": part, "parts": len(spans)}
         pieces.append(replace(
-            unit, kind=kind, text=unit.text[start:end], attributes=attributes,
+            unit, text=unit.text[start:end], attributes=attributes,
             locator={"char_start": char_start, "char_end": last_char + 1, "line_start": line_start,
                      "line_end": line_end},
         ))
     return pieces
 
 
-def text_units(text: str, markdown: bool = False, max_unit_chars: int | None = None) -> list[ParsedUnit]:
-    """Paragraph (and, for Markdown, heading) units in reading order.
+def text_units(text: str, max_unit_chars: int | None = None) -> list[ParsedUnit]:
+    """Paragraph units in reading order.
 
     Paragraphs are maximal runs of non-blank lines; a line is blank when it
-    holds only whitespace. In Markdown a heading line is a unit of its own
-    that ends the paragraph before it and sets the ``section_path`` of the
-    units after it (a level-n heading closes open sections of level >= n).
-    A heading's own ``section_path`` holds the sections enclosing it. With
-    ``max_unit_chars``, a longer paragraph or heading becomes several units
-    (:func:`split_unit`).
+    holds only whitespace. With ``max_unit_chars``, a longer paragraph becomes
+    several units (:func:`split_unit`). Markdown has its own parser
+    (:mod:`fabric_resources.parsing.markdown`).
     """
     units: list[ParsedUnit] = []
-    sections: list[tuple[int, str]] = []  # (level, title), outermost first
     run: list[_Line] = []
     cap = max_unit_chars if max_unit_chars is not None else float("inf")
 
-    def section_path() -> tuple[str, ...]:
-        return tuple(title for _, title in sections)
-
     def close_run() -> None:
         if run:
-            units.extend(split_unit(paragraph_unit(run, section_path()), run, cap))
+            units.extend(split_unit(paragraph_unit(run), run, cap))
             run.clear()
 
     for line in split_lines(text):
-        heading = markdown_heading(line) if markdown else None
-        if heading is not None:
-            close_run()
-            level = heading.attributes["level"]
-            sections[:] = [(lvl, title) for lvl, title in sections if lvl < level]
-            pieces = split_unit(replace(heading, section_path=section_path()), [line], cap)
-            units.append(pieces[0])
-            sections.append((level, pieces[0].text))
-            units.extend(replace(piece, section_path=section_path()) for piece in pieces[1:])
-        elif line.is_blank:
+        if line.is_blank:
             close_run()
         else:
             run.append(line)
@@ -214,7 +166,7 @@ def text_units(text: str, markdown: bool = False, max_unit_chars: int | None = N
 
 @bad_input_net
 def parse_text(data: bytes, config: TextParserConfig, media_type: str = "text/plain") -> ParsedDocument:
-    """Parse a plain-text (or Markdown) file into paragraph units.
+    """Parse a plain-text file into paragraph units.
 
     Parameters
     ----------
@@ -223,8 +175,7 @@ def parse_text(data: bytes, config: TextParserConfig, media_type: str = "text/pl
     config : TextParserConfig
         ``max_bytes`` caps the input size (bytes).
     media_type : str
-        ``"text/markdown"`` turns on heading units and section paths;
-        anything else is plain text. Recorded in the result.
+        Recorded in the result.
 
     Returns
     -------
@@ -250,7 +201,7 @@ def parse_text(data: bytes, config: TextParserConfig, media_type: str = "text/pl
         parser_name=PARSER_NAME,
         parser_version=PARSER_VERSION,
         media_type=media_type,
-        units=text_units(text, markdown=media_type == MARKDOWN_MEDIA_TYPE, max_unit_chars=config.max_unit_chars),
+        units=text_units(text, max_unit_chars=config.max_unit_chars),
         title=None,
         encoding=encoding,
         metadata={"line_endings": line_endings(text), "bom": bom_encoding_of(data) is not None},

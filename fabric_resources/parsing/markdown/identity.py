@@ -1,0 +1,9 @@
+"""The Markdown parser's name and version (they enter every parse ID) and its media type.
+
+Their own module so that the parser and the plug-in's spec both read them without importing
+each other (the spec loads the parser lazily).
+"""
+
+PARSER_NAME = "markdown"
+PARSER_VERSION = "1"
+TEXT_MARKDOWN = "text/markdown"

@@ -1,0 +1,282 @@
+"""The Markdown parser: CommonMark blocks (markdown-it-py) as units with exact source spans.
+
+Two pure steps: ``bytes -> str`` (the text parser's strict
+:func:`~fabric_resources.parsing.text.decoding.decode_text`: a file decodes exactly or fails
+``"undecodable"``) and ``str -> units`` (:func:`markdown_units`).
+
+Why a real Markdown parser and not a line rule: a ``#`` line inside a fenced code block
+(a shell comment) is not a heading, a setext heading (``Title`` over ``=====``) is one, and
+list items, block quotes and table cells are units of their own. markdown-it-py follows the
+CommonMark spec and gives each block its source lines (``Token.map``).
+
+Each unit's text is the block's source text with its container markers (``>``, list bullets
+and their indentation) removed from each line and each line's trailing whitespace removed;
+inline markup (``**bold**``, ``[link](url)``) stays as written, so every line of a unit is a
+suffix of its source line and the locator maps back onto the decoded file exactly. All
+character positions are Unicode scalar offsets (Python ``str`` indices), end-exclusive; line
+numbers are 1-based and inclusive.
+"""
+
+from __future__ import annotations
+
+import bisect
+from dataclasses import dataclass, replace
+from typing import Any
+
+from markdown_it import MarkdownIt
+
+from fabric_resources.config import MarkdownParserConfig
+from fabric_resources.parsing.document import ParsedDocument, ParsedUnit, ParseError, bad_input_net
+from fabric_resources.parsing.long_units import split_long_text
+from fabric_resources.parsing.markdown.identity import PARSER_NAME, PARSER_VERSION, TEXT_MARKDOWN
+from fabric_resources.parsing.text.decoding import bom_encoding_of, decode_text
+from fabric_resources.parsing.text.parser import line_endings, split_lines
+
+__all__ = ["markdown_units", "parse_markdown"]
+
+
+@dataclass(frozen=True)
+class _Piece:
+    """One line of a unit: ``text`` is a substring of source line ``line`` (0-based), without
+    trailing whitespace; it starts at ``start`` in the decoded text."""
+
+    line: int
+    start: int
+    text: str
+
+
+class _Source:
+    """The decoded text by lines, for locating block content."""
+
+    def __init__(self, text: str) -> None:
+        self.lines = split_lines(text)
+
+    def piece(self, line: int, content: str) -> _Piece:
+        """``content`` (one line of a block, markers removed by markdown-it) as a piece of source
+        line ``line``. Where it is not a suffix of the source line (tabs markdown-it expanded),
+        the piece is the source line without its leading whitespace and markers."""
+        source = self.lines[line]
+        kept = source.content.rstrip()
+        content = content.rstrip()
+        if kept.endswith(content):
+            return _Piece(line, source.start + len(kept) - len(content), content)
+        found = kept.find(content) if content else -1  # an ATX heading's closing #s follow its title
+        if found >= 0:
+            return _Piece(line, source.start + found, content)
+        content = kept.lstrip(" \t>")
+        return _Piece(line, source.start + len(kept) - len(content), content)
+
+    def pieces(self, first: int, contents: list[str]) -> list[_Piece]:
+        count = min(len(contents), len(self.lines) - first)
+        return [self.piece(first + i, contents[i]) for i in range(count)]
+
+
+_Block = tuple[ParsedUnit, list[_Piece]]
+
+
+def _block(kind: str, pieces: list[_Piece], section_path: tuple[str, ...], attributes: dict[str, Any],
+           locator_extra: dict[str, Any] | None = None) -> _Block | None:
+    """A unit from ``pieces`` and the pieces it is made of (blank leading and trailing lines
+    dropped, the first line's leading whitespace too); ``None`` if nothing is left."""
+    while pieces and not pieces[0].text.strip():
+        pieces = pieces[1:]
+    while pieces and not pieces[-1].text.strip():
+        pieces = pieces[:-1]
+    if not pieces:
+        return None
+    first, last = pieces[0], pieces[-1]
+    lead = len(first.text) - len(first.text.lstrip())
+    if lead:
+        pieces = [_Piece(first.line, first.start + lead, first.text[lead:]), *pieces[1:]]
+        first = pieces[0]
+        last = pieces[-1]
+    locator = {"char_start": first.start, "char_end": last.start + len(last.text),
+               "line_start": first.line + 1, "line_end": last.line + 1, **(locator_extra or {})}
+    unit = ParsedUnit(kind=kind, text="\n".join(p.text for p in pieces), locator=locator,
+                      section_path=section_path, attributes=attributes)
+    return unit, pieces
+
+
+def _split(unit: ParsedUnit, pieces: list[_Piece], max_chars: int) -> list[ParsedUnit]:
+    """``unit`` as pieces of at most ``max_chars`` characters
+    (:func:`~fabric_resources.parsing.long_units.split_long_text`), each locator exact, with
+    ``part``/``parts`` attributes; a unit within the cap is returned alone and unchanged."""
+    if len(unit.text) <= max_chars:
+        return [unit]
+    unit_starts, position = [], 0
+    for piece in pieces:
+        unit_starts.append(position)
+        position += len(piece.text) + 1  # + the "\n" joining lines
+
+    def where(offset: int) -> tuple[int, int]:
+        j = bisect.bisect_right(unit_starts, offset) - 1
+        return pieces[j].start + offset - unit_starts[j], pieces[j].line + 1
+
+    spans = split_long_text(unit.text, max_chars)
+    out = []
+    for part, (start, end) in enumerate(spans):
+        (char_start, line_start), (last_char, line_end) = where(start), where(end - 1)
+        # The pieces of a heading after the first are paragraphs (the first is the section title).
+        kind = "paragraph" if unit.kind == "heading" and part > 0 else unit.kind
+        attributes = {**(unit.attributes if kind == unit.kind else {}), "part": part, "parts": len(spans)}
+        out.append(replace(unit, kind=kind, text=unit.text[start:end], attributes=attributes,
+                           locator={**unit.locator, "char_start": char_start, "char_end": last_char + 1,
+                                    "line_start": line_start, "line_end": line_end}))
+    return out
+
+
+def _parser(config: MarkdownParserConfig) -> MarkdownIt:
+    # CommonMark plus GFM tables (the one extension nearly every README uses). Only the block
+    # rules run: units keep inline markup as written, and skipping the inline pass makes
+    # pathological inline input (200k '[') cost nothing instead of ~10 s.
+    md = MarkdownIt("commonmark", {"maxNesting": config.max_nesting}).enable("table")
+    return md.disable(["inline", "text_join"])
+
+
+def markdown_units(text: str, config: MarkdownParserConfig) -> list[ParsedUnit]:
+    """Units of a Markdown text in reading order.
+
+    Kinds: ``heading`` (ATX or setext; attribute ``level``; it closes open sections of level
+    >= its own and sets the ``section_path`` of the units after it), ``paragraph``,
+    ``list_item`` (a paragraph inside a list item; attribute ``depth``, 1 for a top-level
+    list), ``blockquote`` (a paragraph inside a block quote), ``preformatted`` (fenced or
+    indented code, raw HTML blocks; attribute ``info`` for a fence's info string, ``html`` for
+    HTML) and ``table_cell`` (attributes ``table``, ``row``, ``col``, ``header``; 0-based).
+    Thematic breaks and empty blocks make no unit. A unit longer than
+    ``config.max_unit_chars`` becomes several (``part``/``parts``).
+
+    Locators are ``{"char_start", "char_end", "line_start", "line_end"}`` into ``text``;
+    table cells add ``table``, ``row``, ``col`` (rows count from the header row, 0).
+
+    Raises
+    ------
+    ParseError
+        ``"cap-depth"`` when blocks nest ``config.max_nesting - 1`` levels deep or more
+        (markdown-it reads no deeper, so their text would be lost).
+    """
+    source = _Source(text)
+    tokens = _parser(config).parse(text)
+    # markdown-it stops at max_nesting and drops the text of deeper blocks; failing the parse
+    # keeps that loss visible (the EPUB parser's depth cap answers the same way).
+    if tokens and max(token.level for token in tokens) >= config.max_nesting - 1:
+        raise ParseError("cap-depth", f"blocks nested {config.max_nesting - 1} or more levels deep")
+    units: list[ParsedUnit] = []
+    sections: list[tuple[int, str]] = []
+    containers: list[str] = []  # open list items and block quotes, outermost first
+    table, row, col = -1, -1, 0
+    in_header = False
+    cursor_line: int | None = None  # the table row being read, and where its next cell may start
+    cursor = 0
+    cap = config.max_unit_chars
+
+    def section_path() -> tuple[str, ...]:
+        return tuple(title for _, title in sections)
+
+    def emit(made: _Block | None, *, heading_level: int | None = None) -> None:
+        if made is None:
+            return
+        unit, pieces = made
+        if heading_level is None:
+            units.extend(_split(unit, pieces, cap))
+            return
+        sections[:] = [(lvl, title) for lvl, title in sections if lvl < heading_level]
+        parts = _split(replace(unit, section_path=section_path()), pieces, cap)
+        units.append(parts[0])
+        sections.append((heading_level, parts[0].text))
+        units.extend(replace(p, section_path=section_path()) for p in parts[1:])
+
+    for index, token in enumerate(tokens):
+        kind = token.type
+        if kind in ("list_item_close", "blockquote_close"):
+            containers.pop()
+        elif kind == "list_item_open":
+            containers.append("list")
+        elif kind == "blockquote_open":
+            containers.append("quote")
+        elif kind == "heading_open" and token.map:
+            inline = tokens[index + 1]
+            level = int(token.tag[1])
+            lines = inline.content.split("\n")
+            emit(_block("heading", source.pieces(token.map[0], lines), (), {"level": level}), heading_level=level)
+        elif kind == "paragraph_open" and token.map:
+            inline = tokens[index + 1]
+            depth = containers.count("list")
+            unit_kind = ("list_item" if containers[-1] == "list" else "blockquote") if containers else "paragraph"
+            attributes = {"depth": depth} if unit_kind == "list_item" else {}
+            emit(_block(unit_kind, source.pieces(token.map[0], inline.content.split("\n")), section_path(),
+                       attributes))
+        elif kind in ("fence", "code_block", "html_block") and token.map:
+            first = token.map[0] + (1 if kind == "fence" else 0)
+            lines = token.content.split("\n")
+            if lines and lines[-1] == "":
+                lines.pop()
+            attributes = {"info": token.info.strip()} if kind == "fence" and token.info.strip() else {}
+            if kind == "html_block":
+                attributes = {"html": True}
+            emit(_block("preformatted", source.pieces(first, lines), section_path(), attributes))
+        elif kind == "table_open":
+            table, row = table + 1, -1
+        elif kind in ("thead_open", "tbody_open"):
+            in_header = kind == "thead_open"
+        elif kind == "tr_open":
+            row, col = row + 1, 0
+            cursor_line = token.map[0] if token.map else None
+            cursor = 0
+        elif kind in ("th_open", "td_open"):
+            inline = tokens[index + 1]
+            content = inline.content.strip()
+            if content and cursor_line is not None and cursor_line < len(source.lines):
+                line = source.lines[cursor_line]
+                found = line.content.find(content, cursor)
+                if found >= 0:
+                    cursor = found + len(content)
+                    piece = _Piece(cursor_line, line.start + found, content)
+                else:  # escaped pipes etc.: the cell is located by its row
+                    piece = source.piece(cursor_line, line.content.strip())
+                    piece = _Piece(piece.line, piece.start, content) if piece.text == content else piece
+                cell = {"table": table, "row": row, "col": col}
+                emit(_block("table_cell", [piece], section_path(), {**cell, "header": in_header}, cell))
+            col += 1
+    return units
+
+
+@bad_input_net
+def parse_markdown(data: bytes, config: MarkdownParserConfig, media_type: str = TEXT_MARKDOWN) -> ParsedDocument:
+    """Parse a Markdown file into block units (:func:`markdown_units`).
+
+    Parameters
+    ----------
+    data : bytes
+        The whole file.
+    config : MarkdownParserConfig
+        ``max_bytes`` caps the input size (bytes); ``max_nesting`` the block nesting depth;
+        ``max_unit_chars`` the unit length.
+    media_type : str
+        Recorded in the result.
+
+    Returns
+    -------
+    ParsedDocument
+        Units in reading order; zero units for an empty or whitespace-only file. Locators are
+        Unicode scalar offsets into the decoded text after BOM removal and before line-ending
+        normalisation. ``metadata`` is ``{"line_endings", "bom"}`` as for plain text.
+
+    Raises
+    ------
+    ParseError
+        ``"too-large"`` when ``len(data) > config.max_bytes``; ``"undecodable"`` as in
+        :func:`~fabric_resources.parsing.text.decoding.decode_text`; ``"cap-depth"`` as in
+        :func:`markdown_units`.
+    """
+    if len(data) > config.max_bytes:
+        raise ParseError("too-large", f"{len(data)} bytes > max_bytes {config.max_bytes}")
+    text, encoding = decode_text(data)
+    return ParsedDocument(
+        parser_name=PARSER_NAME,
+        parser_version=PARSER_VERSION,
+        media_type=media_type,
+        units=markdown_units(text, config),
+        title=None,
+        encoding=encoding,
+        metadata={"line_endings": line_endings(text), "bom": bom_encoding_of(data) is not None},
+    )

@@ -1,0 +1,211 @@
+"""Tests for the Markdown parser (fabric_resources.parsing.markdown): CommonMark structure and
+exact source spans."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from fabric_resources.config import MarkdownParserConfig, ParserConfig
+from fabric_resources.parsing.document import ParseError
+from fabric_resources.parsing.markdown import PARSER_NAME
+from fabric_resources.parsing.markdown.parser import markdown_units, parse_markdown
+from fabric_resources.parsing.registry import detect_media_type, parser_for
+
+SHARED = Path(__file__).resolve().parents[3] / "shared"
+README = SHARED / "corpus" / "formats" / "md" / "unstructured-README.md"
+CONFIG = MarkdownParserConfig()
+
+
+def assert_exact(text: str, units) -> None:
+    """Each unit line is the source text at its place: the first starts at ``char_start``, the
+    last ends at ``char_end``, one unit line per source line, each inside its own line."""
+    lines = re.split(r"\r\n|\r|\n", text)
+    previous_end = 0
+    for unit in units:
+        loc = unit.locator
+        assert unit.text.strip(), "unit is empty or only whitespace"
+        pieces = unit.text.split("\n")
+        assert loc["line_end"] - loc["line_start"] + 1 == len(pieces)
+        assert text[loc["char_start"]: loc["char_start"] + len(pieces[0])] == pieces[0]
+        assert text[loc["char_end"] - len(pieces[-1]): loc["char_end"]] == pieces[-1]
+        for number, piece in zip(range(loc["line_start"], loc["line_end"] + 1), pieces):
+            assert piece in lines[number - 1]
+        assert loc["char_start"] >= previous_end, "units out of reading order or overlapping"
+        previous_end = loc["char_end"]
+
+
+def summary(units):
+    return [(u.kind, u.text, u.section_path) for u in units]
+
+
+def test_headings_and_section_paths() -> None:
+    """Guards against: '#tag' or '#######' as headings, section paths that do not close sections
+    of equal or deeper level, and setext headings read as paragraphs."""
+    text = ("# Book\nintro\n## Part 1\nbody one\n#tag line\n\n####### seven\n"
+            "\nPart 2\n------\nbody two\n")
+    units = markdown_units(text, CONFIG)
+    assert summary(units) == [
+        ("heading", "Book", ()),
+        ("paragraph", "intro", ("Book",)),
+        ("heading", "Part 1", ("Book",)),
+        ("paragraph", "body one\n#tag line", ("Book", "Part 1")),
+        ("paragraph", "####### seven", ("Book", "Part 1")),
+        ("heading", "Part 2", ("Book",)),
+        ("paragraph", "body two", ("Book", "Part 2")),
+    ]
+    assert [u.attributes.get("level") for u in units if u.kind == "heading"] == [1, 2, 2]
+    assert_exact(text, units)
+
+
+def test_a_hash_line_in_a_code_fence_is_code_not_a_heading() -> None:
+    """Guards against: the line rule of the plain-text parser, which made a shell comment in a
+    fenced block a level-1 heading and reset every later section path (the shared README)."""
+    text = "# Install\n\n```bash\n# create the container\ndocker run x\n```\n\nThen run it.\n"
+    units = markdown_units(text, CONFIG)
+    assert summary(units) == [
+        ("heading", "Install", ()),
+        ("preformatted", "# create the container\ndocker run x", ("Install",)),
+        ("paragraph", "Then run it.", ("Install",)),
+    ]
+    assert units[1].attributes == {"info": "bash"}
+    assert_exact(text, units)
+
+
+def test_lists_quotes_and_atx_closing_hashes() -> None:
+    """Guards against: list markers or '>' kept in the unit text, nested depth lost, and an ATX
+    heading's closing '#'s in its title."""
+    text = ("## Steps ##\n\n- first item\n  continued here\n  - nested item\n- second\n\n"
+            "> quoted line\n> and more\n\n1. ordered\n")
+    units = markdown_units(text, CONFIG)
+    assert summary(units) == [
+        ("heading", "Steps", ()),
+        ("list_item", "first item\ncontinued here", ("Steps",)),
+        ("list_item", "nested item", ("Steps",)),
+        ("list_item", "second", ("Steps",)),
+        ("blockquote", "quoted line\nand more", ("Steps",)),
+        ("list_item", "ordered", ("Steps",)),
+    ]
+    assert [u.attributes.get("depth") for u in units if u.kind == "list_item"] == [1, 2, 1, 1]
+    assert_exact(text, units)
+
+
+def test_table_cells_carry_row_col_and_exact_spans() -> None:
+    """Guards against: a table read as one paragraph of pipes, cells without their place, and
+    cell locators that do not point at the cell's text."""
+    text = "| Format | Library |\n|---|---|\n| PDF | pypdfium2 |\n| Word | python-docx |\n"
+    units = markdown_units(text, CONFIG)
+    cells = [(u.text, u.attributes["row"], u.attributes["col"], u.attributes["header"]) for u in units]
+    assert cells == [("Format", 0, 0, True), ("Library", 0, 1, True), ("PDF", 1, 0, False),
+                     ("pypdfium2", 1, 1, False), ("Word", 2, 0, False), ("python-docx", 2, 1, False)]
+    assert all(u.kind == "table_cell" for u in units)
+    for u in units:
+        assert text[u.locator["char_start"]:u.locator["char_end"]] == u.text
+    assert_exact(text, units)
+
+
+def test_long_paragraph_becomes_bounded_units_with_exact_spans() -> None:
+    """Guards against: a huge paragraph as one unit, or pieces whose locators drift."""
+    sentence = "The keeper trimmed the wick before dusk. "
+    text = "# Log\n\n- " + sentence * 40 + "\n  " + sentence * 40 + "\n"
+    units = markdown_units(text, MarkdownParserConfig(max_unit_chars=300))
+    assert len(units) > 5 and all(len(u.text) <= 300 for u in units)
+    body = [u for u in units if u.kind == "list_item"]
+    assert [u.attributes["part"] for u in body] == list(range(len(body)))
+    assert_exact(text, units)
+
+
+def test_crlf_bom_and_empty_files() -> None:
+    """Guards against: offsets counted after CRLF normalisation, a BOM shifting offsets, and
+    empty files failing."""
+    text = "# T\r\n\r\nbody line\r\nmore\r\n"
+    doc = parse_markdown(b"\xef\xbb\xbf" + text.encode("utf-8"), CONFIG)
+    assert summary(doc.units) == [("heading", "T", ()), ("paragraph", "body line\nmore", ("T",))]
+    assert doc.metadata == {"line_endings": "crlf", "bom": True}
+    assert_exact(text, doc.units)
+    assert parse_markdown(b"", CONFIG).units == []
+    assert parse_markdown(b"\n\n---\n\n", CONFIG).units == []
+
+
+def test_bad_input_fails_with_a_named_reason() -> None:
+    """Guards against: oversized or undecodable files parsed anyway or raising something else."""
+    with pytest.raises(ParseError) as err:
+        parse_markdown(b"x" * 100, MarkdownParserConfig(max_bytes=50))
+    assert err.value.reason == "too-large"
+    with pytest.raises(ParseError) as err:
+        parse_markdown(b"# T\n\xff\xfe\x00\xd8 broken \x81\x82", CONFIG)
+    assert err.value.reason == "undecodable"
+
+
+@pytest.mark.parametrize("marker", ["> ", "- ", "1. "])
+def test_nesting_past_the_cap_fails_instead_of_dropping_text(marker: str) -> None:
+    """Guards against: markdown-it silently dropping the text of blocks nested past max_nesting
+    (the document would verify while missing words), and deep recursion on hostile nesting."""
+    shallow = marker * 5 + "kept\n"
+    assert "kept" in markdown_units(shallow, CONFIG)[0].text
+    for depth in (CONFIG.max_nesting, 5000):
+        with pytest.raises(ParseError) as err:
+            parse_markdown((marker * depth + "deep\n").encode(), CONFIG)
+        assert err.value.reason == "cap-depth"
+
+
+def test_registry_routes_markdown_here() -> None:
+    """Guards against: .md files still going to the plain-text parser, or the markdown section
+    of the parser config being ignored."""
+    assert detect_media_type("notes/README.MD", b"") == "text/markdown"
+    spec = parser_for("text/markdown")
+    assert spec is not None and spec.name == PARSER_NAME
+    doc = spec.run(b"# T\nx\n", ParserConfig(), "text/markdown")
+    assert [u.kind for u in doc.units] == ["heading", "paragraph"]
+    with pytest.raises(ParseError) as err:
+        spec.run(b"x" * 10, ParserConfig(markdown=MarkdownParserConfig(max_bytes=5)), "text/markdown")
+    assert err.value.reason == "too-large"
+
+
+def test_shared_readme_structure() -> None:
+    """The real README in ../shared/corpus/formats/md: its code comments are not headings and the
+    sections nest as written."""
+    if not README.exists():
+        pytest.skip("../shared/corpus not present")
+    text = README.read_text(encoding="utf-8")
+    units = parse_markdown(README.read_bytes(), CONFIG).units
+    headings = [u.text for u in units if u.kind == "heading"]
+    assert "create the container" not in " ".join(headings)
+    assert all(not h.startswith("this will drop you") for h in headings)
+    install = next(u for u in units if u.kind == "heading" and u.text == "Installing the library")
+    assert install.section_path == (":eight_pointed_black_star: Quick Start",)
+    code = [u for u in units if u.kind == "preformatted" and "docker run" in u.text]
+    assert code and code[0].section_path[-1] == "Run the library in a container"
+    assert any(u.kind == "table_cell" for u in units) or "|---" not in text
+    assert_exact(text, units)
+
+
+_MARKDOWNISH = st.text(alphabet=st.sampled_from(list("#>-*_`|=~ \t\n\r1.ab日本[]()!<>\\")), max_size=300)
+
+
+@settings(derandomize=True, max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_MARKDOWNISH)
+def test_any_markdownish_text_parses_to_exact_units(text: str) -> None:
+    """Property: any text parses (or fails only for its nesting depth) and every unit maps onto
+    its source."""
+    try:
+        units = markdown_units(text, CONFIG)
+    except ParseError as err:
+        assert err.reason == "cap-depth"
+    else:
+        assert_exact(text, units)
+
+
+def test_unbalanced_markup_is_kept_verbatim_in_bounded_units() -> None:
+    """Guards against: units that lose the characters of unbalanced inline markup, and one unit
+    per hostile 200k-character line."""
+    text = "[" * 200_000 + "\n\n" + "*a " * 50_000 + "\n"
+    units = markdown_units(text, CONFIG)
+    assert all(len(u.text) <= CONFIG.max_unit_chars for u in units)
+    assert "".join(u.text for u in units).count("[") == 200_000
+    assert "".join(u.text for u in units).count("*a") == 50_000
+    assert_exact(text, units)
