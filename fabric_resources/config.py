@@ -1,3 +1,4 @@
+# Over 500 lines: the one configuration model; every setting and its default is read in one place (the module docstring).
 """The one validated configuration model of Fabric.
 
 Every setting lives here; unknown keys are rejected. Parts of the configuration
