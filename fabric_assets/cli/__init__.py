@@ -17,6 +17,8 @@ Each command imports its side inside its body, so ``fabric search`` loads neithe
 
 from __future__ import annotations
 
+import sys
+
 import typer
 
 from fabric_assets.cli.measurement import measurement_app
@@ -49,10 +51,14 @@ def _root(
 
 def main() -> None:
     """Run ``fabric``; an invalid home configuration is one line on stderr and exit code 2."""
-    from fabric_resources.config import ConfigError
-
     try:
         app()
-    except ConfigError as exc:  # raised lazily, when a command first reads the home's config
+    except Exception as exc:
+        # Raised lazily, when a command first reads the home's config, so the module is loaded by
+        # then; importing it here up front cost every command (a search through a running
+        # server included) ~200 ms of pydantic model building.
+        config = sys.modules.get("fabric_resources.config")
+        if config is None or not isinstance(exc, config.ConfigError):
+            raise
         err.print(f"error: {exc}", markup=False)
         raise SystemExit(2) from None

@@ -328,7 +328,7 @@ def bench_serve_cmd(
         fail(str(exc))
     _print_rows("fabric bench serve", serve_rows(result))
     t = result["targets"]
-    console.print(f"HTTP overhead at p50, concurrency 1: {result['http_overhead_p50_ms_c1']:.2f} ms "
+    console.print(f"HTTP overhead at p50, concurrency 1 (paired): {result['http_overhead_p50_ms_c1']:.2f} ms "
                   f"(target ≤ {t['http_overhead_p50_ms_c1']}); CLI through the server p50 "
                   f"{result['cli']['with_server']['p50_ms']:.1f} ms (target ≤ {t['cli_with_server_p50_ms']}); "
                   f"request errors at concurrency 16: {result['errors_c16']} (503 from the gate not counted)")
