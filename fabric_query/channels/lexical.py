@@ -65,6 +65,12 @@ def _chunk_word_tokens(text: str) -> tuple[str, ...]:
     return tuple(word_tokens(text))
 
 
+@lru_cache(maxsize=8192)
+def _window_tokens(texts: tuple[str, ...]) -> tuple[str, ...]:
+    # A window's word-field tokens are its members' tokens in order (the joiner splits every token).
+    return tuple(t for text in texts for t in _chunk_word_tokens(text))
+
+
 def substring_tokens(text: str) -> list[str]:
     return _substring().analyze(fold(text))
 
@@ -202,10 +208,16 @@ class Bm25:
 TANTIVY_BM25 = Bm25(1.2, 0.75)
 
 
+@lru_cache(maxsize=8192)
+def _term_counts(tokens: tuple[str, ...]) -> tuple[Counter, int]:
+    # Keyed by the token tuple, which the per-chunk and per-window caches hand over as the same object.
+    return Counter(tokens), len(tokens)
+
+
 def _bm25(idf: dict[str, float], terms: dict[str, float], tokens: Sequence[str], avgdl: float, params: Bm25) -> float:
-    tf = Counter(tokens)
-    norm = params.k1 * (1.0 - params.b + params.b * len(tokens) / avgdl)
-    return math.fsum(w * idf[t] * tf[t] * (params.k1 + 1.0) / (tf[t] + norm) for t, w in terms.items() if tf[t])
+    tf, length = _term_counts(tuple(tokens))
+    norm = params.k1 * (1.0 - params.b + params.b * length / avgdl)
+    return math.fsum(w * idf[t] * tf[t] * (params.k1 + 1.0) / (tf[t] + norm) for t, w in terms.items() if t in tf)
 
 
 def _idf(index: OpenIndex, terms: dict[str, float]) -> dict[str, float]:
@@ -304,12 +316,8 @@ def word_matches(
     def chunk_tokens(cid: str) -> tuple[str, ...]:
         return _chunk_word_tokens(text_of(cid))
 
-    window_tokens: dict[str, tuple[str, ...]] = {}
-
     def tokens_of(wid: str) -> tuple[str, ...]:
-        if wid not in window_tokens:
-            window_tokens[wid] = tuple(t for m in members_of[wid] for t in chunk_tokens(m))
-        return window_tokens[wid]
+        return _window_tokens(tuple(text_of(m) for m in members_of[wid]))
 
     def one_pass(expansion: list[tuple[str, float]]) -> ChannelResult:
         query = build_query(index.schema, INDEX_FIELD_WORD, window_query, eligible, expansion)
