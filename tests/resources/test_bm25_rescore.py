@@ -102,8 +102,12 @@ def test_an_index_of_an_older_layout_is_rebuilt_not_extended(tmp_path, fabric_ho
     with pytest.raises(ValueError):
         fabric_home.lexical.write_generation(gen, (), _docs([]))
     ingest(corpus, fabric_home)  # nothing changed but the index layout
-    new_gen = fabric_home.catalog.current_release().manifest["lexical_generation"]
+    release = fabric_home.catalog.current_release()
+    new_gen = release.manifest["lexical_generation"]
     assert new_gen != gen and fabric_home.lexical.is_current(new_gen)
+    # The rebuilt generation has the word field's window documents (issue 19), one per context window.
+    windows = fabric_home.tables.read("context_windows", version=release.manifest["tables"]["context_windows"])
+    assert fabric_home.lexical.open(new_gen).word_documents == windows.num_rows > 0
     pack = Fabric(fabric_home.root).search("首都")
     assert pack.fallback_reason is None and "word" in pack.channels_run and pack.results
 
