@@ -181,6 +181,27 @@ class OpenIndex:
         return self.searcher.search(query, limit=1, count=True).count
 
     @cached_property
+    def _word_doc_freqs(self) -> dict[str, int]:
+        return {}
+
+    @cached_property
+    def memo(self) -> dict:
+        """A reader's memo for what it derives from this generation (name → its own dict): a
+        generation never changes, so what it derives stays true while the generation is open."""
+        return {}
+
+    def word_doc_freq(self, term: str) -> int:
+        """Window documents holding ``term`` in the word field (BM25's n_t), kept per generation:
+        a generation never changes, and feedback asks for hundreds of terms per query."""
+        cache = self._word_doc_freqs
+        df = cache.get(term)
+        if df is None:
+            if len(cache) >= 1 << 18:  # bound a long-lived server's memory: start again
+                cache.clear()
+            df = cache[term] = self.searcher.doc_freq(INDEX_FIELD_WORD, term)
+        return df
+
+    @cached_property
     def word_documents(self) -> int:
         """Live window documents: BM25's N for the word field."""
         return self._count(KIND_WINDOW)

@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from typing import TYPE_CHECKING, ClassVar
 
+import numpy as np
 import tantivy
 
 from fabric_query.channels.base import ChannelResult, ChannelRun, ranked
@@ -60,15 +61,35 @@ def word_tokens(text: str) -> list[str]:
 
 @lru_cache(maxsize=8192)
 def _chunk_word_tokens(text: str) -> tuple[str, ...]:
-    # Re-scoring tokenizes every candidate (~0.1 ms each); popular chunks and repeated queries
-    # hit this. Keyed by the text itself: a view's cached row hands over the same str object.
+    # Only phrase and exclusion checks need the token sequence; keyed by the text itself (a view's
+    # cached row hands over the same str object, whose hash Python keeps).
     return tuple(word_tokens(text))
 
 
-@lru_cache(maxsize=8192)
-def _window_tokens(texts: tuple[str, ...]) -> tuple[str, ...]:
+#: A word-field document's term counts and its length in tokens (BM25's tf and |d|).
+TermStats = tuple[Mapping[str, int], int]
+
+
+@lru_cache(maxsize=16384)
+def _chunk_stats(text: str) -> TermStats:
+    # Tokenizing a chunk costs ~0.1 ms; re-scoring needs every candidate's counts on every pass,
+    # so they are kept across passes and queries (keyed by text: cheap to hash, unlike token tuples).
+    tokens = word_tokens(text)
+    return Counter(tokens), len(tokens)
+
+
+@lru_cache(maxsize=4096)
+def _window_stats(texts: tuple[str, ...]) -> TermStats:
     # A window's word-field tokens are its members' tokens in order (the joiner splits every token).
-    return tuple(t for text in texts for t in _chunk_word_tokens(text))
+    if len(texts) == 1:
+        return _chunk_stats(texts[0])
+    counts: Counter = Counter()
+    length = 0
+    for text in texts:
+        member, n = _chunk_stats(text)
+        counts.update(member)
+        length += n
+    return counts, length
 
 
 def substring_tokens(text: str) -> list[str]:
@@ -160,24 +181,23 @@ class Feedback:
 
 
 def expansion_terms(
-    index: OpenIndex, first_pass: Sequence[str], tokens_of: Callable[[str], Sequence[str]], query_tokens: set[str],
+    index: OpenIndex, first_pass: Sequence[str], stats_of: Callable[[str], TermStats], query_tokens: set[str],
     fb: Feedback,
 ) -> list[tuple[str, float]]:
     """Feedback terms from the top ``fb.docs`` of ``first_pass`` (window document IDs, best first);
-    ``tokens_of`` gives a window's word-field tokens. idf over the window documents."""
-    searcher = index.searcher
+    ``stats_of`` gives a window's word-field term counts and length. idf over the window documents."""
     n_docs = max(index.word_documents, 1)
     scores: dict[str, float] = {}
     for wid in first_pass[: fb.docs]:
-        tokens = tokens_of(wid)
-        if not tokens:
+        counts, length = stats_of(wid)
+        if not length:
             continue
-        for term, tf in Counter(tokens).items():
+        for term, tf in counts.items():
             if term not in query_tokens and len(term) > 1:
-                scores[term] = scores.get(term, 0.0) + tf / len(tokens)
+                scores[term] = scores.get(term, 0.0) + tf / length
     weighted = []
     for term, s in scores.items():
-        df = searcher.doc_freq(INDEX_FIELD_WORD, term)
+        df = index.word_doc_freq(term)
         if df and df / n_docs < 0.1:  # very common terms carry no topic
             weighted.append((term, s * math.log(n_docs / df)))
     weighted.sort(key=lambda p: (-p[1], p[0]))
@@ -208,23 +228,22 @@ class Bm25:
 TANTIVY_BM25 = Bm25(1.2, 0.75)
 
 
-@lru_cache(maxsize=8192)
-def _term_counts(tokens: tuple[str, ...]) -> tuple[Counter, int]:
-    # Keyed by the token tuple, which the per-chunk and per-window caches hand over as the same object.
-    return Counter(tokens), len(tokens)
+#: Entries a per-generation memo holds before it starts again (bounds a long-lived server's memory).
+_MEMO_ENTRIES = 1 << 16
 
 
-def _bm25(idf: dict[str, float], terms: dict[str, float], tokens: Sequence[str], avgdl: float, params: Bm25) -> float:
-    tf, length = _term_counts(tuple(tokens))
-    norm = params.k1 * (1.0 - params.b + params.b * length / avgdl)
-    return math.fsum(w * idf[t] * tf[t] * (params.k1 + 1.0) / (tf[t] + norm) for t, w in terms.items() if t in tf)
+def _memo(index: OpenIndex, name: str) -> dict:
+    memo = index.memo.setdefault(name, {})
+    if len(memo) >= _MEMO_ENTRIES:
+        memo.clear()
+    return memo
 
 
 def _idf(index: OpenIndex, terms: dict[str, float]) -> dict[str, float]:
     n_docs = index.word_documents
     out = {}
     for term in terms:
-        df = index.searcher.doc_freq(INDEX_FIELD_WORD, term)
+        df = index.word_doc_freq(term)
         out[term] = math.log(1.0 + (n_docs - df + 0.5) / (df + 0.5))
     return out
 
@@ -241,9 +260,70 @@ def bm25_rescore(
     (:attr:`OpenIndex.word_avgdl`), |d| and tf counted from the window's own tokens, which the
     index made with the same analyzer. Returns every candidate, best first.
     """
-    idf = _idf(index, terms)
-    avgdl = index.word_avgdl or 1.0
-    return ranked([(cid, _bm25(idf, terms, tokens_of(cid), avgdl, params)) for cid in candidates], len(candidates))
+    def stats_of(cid: str) -> TermStats:
+        tokens = tokens_of(cid)
+        return Counter(tokens), len(tokens)
+
+    return _rescore(index, candidates, terms, stats_of, params)
+
+
+class _Postings:
+    """Window documents' term counts as arrays over one vocabulary, for :func:`_bm25_arrays`.
+
+    ``vocab``: term → ID; ``rows``: window ID → (term IDs, counts, length), the terms in string
+    order so that a sum over them does not depend on the order the vocabulary grew in.
+    """
+
+    def __init__(self) -> None:
+        self.vocab: dict[str, int] = {}
+        self.rows: dict[str, tuple[np.ndarray, np.ndarray, int]] = {}
+
+    def row(self, wid: str, stats_of: Callable[[str], TermStats]) -> tuple[np.ndarray, np.ndarray, int]:
+        found = self.rows.get(wid)
+        if found is None:
+            counts, length = stats_of(wid)
+            items = sorted(counts.items())
+            vocab = self.vocab
+            ids = np.fromiter((vocab.setdefault(t, len(vocab)) for t, _ in items), np.int64, len(items))
+            found = self.rows[wid] = (ids, np.fromiter((c for _, c in items), np.float64, len(items)), length)
+        return found
+
+
+def _postings(index: OpenIndex) -> _Postings:
+    found = index.memo.get("postings")
+    if found is None or len(found.rows) >= _MEMO_ENTRIES or len(found.vocab) >= 8 * _MEMO_ENTRIES:
+        found = index.memo["postings"] = _Postings()
+    return found
+
+
+def _bm25_arrays(idf: dict[str, float], terms: dict[str, float], rows: Sequence[tuple[np.ndarray, np.ndarray, int]],
+                 vocab: Mapping[str, int], avgdl: float, params: Bm25) -> list[float]:
+    """:class:`Bm25` of each of ``rows`` over ``terms`` (token → weight), in the order given, at once: every candidate's (term, count) pairs in
+    one array, each pair's query weight gathered from a vector over the vocabulary (0 for a term
+    not in the query, which adds exactly nothing), the sum per candidate by ``bincount`` in each
+    candidate's term order. The word channel re-scores ≈ 260 windows per English query; a Python
+    loop over them cost ~4 ms of its ~10 (docs/benchmarks.md, "Word channel cost")."""
+    n = len(rows)
+    keys = [t for t in terms if t in vocab]
+    if not n or not keys:
+        return [0.0] * n
+    weight_of = np.zeros(len(vocab))
+    weight_of[[vocab[t] for t in keys]] = [terms[t] * idf[t] for t in keys]
+    ids = np.concatenate([r[0] for r in rows])
+    tf = np.concatenate([r[1] for r in rows])
+    owner = np.repeat(np.arange(n), np.fromiter((len(r[0]) for r in rows), np.int64, n))
+    lengths = np.fromiter((r[2] for r in rows), np.float64, n)
+    norm = params.k1 * (1.0 - params.b + params.b * lengths / avgdl)
+    part = weight_of[ids] * tf * (params.k1 + 1.0) / (tf + norm[owner])
+    return np.bincount(owner, weights=part, minlength=n).tolist()
+
+
+def _rescore(index: OpenIndex, candidates: list[str], terms: dict[str, float],
+             stats_of: Callable[[str], TermStats], params: Bm25, postings: _Postings | None = None) -> ChannelResult:
+    postings = postings if postings is not None else _Postings()
+    rows = [postings.row(c, stats_of) for c in candidates]
+    scores = _bm25_arrays(_idf(index, terms), terms, rows, postings.vocab, index.word_avgdl or 1.0, params)
+    return ranked(list(zip(candidates, scores)), len(candidates))
 
 
 def _contains(tokens: Sequence[str], seq: Sequence[str]) -> bool:
@@ -312,12 +392,15 @@ def word_matches(
     # Exclusions are checked per member chunk: excluding a window would drop its other chunks too.
     window_query = replace(parsed, excluded=()) if checked else parsed
     members_of: dict[str, tuple[str, ...]] = {}
+    params = bm25 or TANTIVY_BM25
 
-    def chunk_tokens(cid: str) -> tuple[str, ...]:
-        return _chunk_word_tokens(text_of(cid))
+    # Per generation: stored fields by doc address, window term counts as arrays (_Postings).
+    # Term counts themselves stay in the bounded caches (_chunk_stats, _window_stats).
+    postings = _postings(index)
+    stored_windows = _memo(index, "stored-windows")
 
-    def tokens_of(wid: str) -> tuple[str, ...]:
-        return _window_tokens(tuple(text_of(m) for m in members_of[wid]))
+    def stats_of(wid: str) -> TermStats:
+        return _window_stats(tuple(text_of(m) for m in members_of[wid]))
 
     def one_pass(expansion: list[tuple[str, float]]) -> ChannelResult:
         query = build_query(index.schema, INDEX_FIELD_WORD, window_query, eligible, expansion)
@@ -326,19 +409,22 @@ def word_matches(
         pairs = []
         # Over-fetch so that ties at the cut are broken by ID, not by doc address.
         for score, addr in searcher.search(query, limit=depth + 32).hits:
-            doc = searcher.doc(addr)
-            wid = doc[INDEX_FIELD_CHUNK_ID][0]
-            members_of[wid] = tuple(doc[INDEX_FIELD_MEMBERS])
+            key = (addr.segment_ord, addr.doc)
+            stored = stored_windows.get(key)
+            if stored is None:  # a stored-document read per hit: kept for the next pass and query
+                doc = searcher.doc(addr)
+                stored = stored_windows[key] = (doc[INDEX_FIELD_CHUNK_ID][0], tuple(doc[INDEX_FIELD_MEMBERS]))
+            wid, members_of[wid] = stored
             pairs.append((wid, float(score)))
         if not checked:
             return ranked(pairs, depth)
         weights = terms | {t: w for t, w in expansion if t not in terms}
-        return bm25_rescore(index, [w for w, _ in pairs], weights, tokens_of, bm25 or TANTIVY_BM25)
+        return _rescore(index, [w for w, _ in pairs], weights, stats_of, params, postings)
 
     windows = one_pass([])
     weights = dict(terms)
     if feedback is not None and checked and windows:
-        expansion = expansion_terms(index, [w for w, _ in windows], tokens_of, set(query_tokens), feedback)
+        expansion = expansion_terms(index, [w for w, _ in windows], stats_of, set(query_tokens), feedback)
         if expansion:
             windows = one_pass(expansion)
             weights |= {t: w for t, w in expansion if t not in terms}
@@ -350,22 +436,36 @@ def word_matches(
     wanted = set(terms)
     idf = _idf(index, weights)
     chunk_avgdl = index.chunk_word_avgdl or 1.0
-    params = bm25 or TANTIVY_BM25
-    out: ChannelResult = []
-    window_of: dict[str, str] = {}
+    groups: list[tuple[str, float, list[tuple[str, TermStats]]]] = []
+    found = 0
     for wid, score in windows:
         matched = []
-        for order, m in enumerate(members_of[wid]):
-            toks = chunk_tokens(m)
-            if (wanted.isdisjoint(toks) or not all(_contains(toks, p) for p in phrases)
-                    or any(_contains(toks, e) for e in excluded)):
+        for m in members_of[wid]:
+            text = text_of(m)
+            stats = _chunk_stats(text)
+            if wanted.isdisjoint(stats[0]):
                 continue
-            matched.append((-_bm25(idf, weights, toks, chunk_avgdl, params), order, m))
-        for _, _, m in sorted(matched):
+            if phrases or excluded:  # only these need the token sequence
+                toks = _chunk_word_tokens(text)
+                if not all(_contains(toks, p) for p in phrases) or any(_contains(toks, e) for e in excluded):
+                    continue
+            matched.append((m, stats))
+        if matched:
+            groups.append((wid, score, matched))
+            found += len(matched)
+        if found >= depth:
+            break
+    # Members best chunk-level BM25 first, then reading order (a stable sort); one batch for all.
+    # A chunk's row is keyed by its ID, which only a window of that chunk alone shares (same counts).
+    several = {m: st for _, _, matched in groups if len(matched) > 1 for m, st in matched}
+    member_score = dict(zip(several, _bm25_arrays(idf, weights, [postings.row(m, several.__getitem__) for m in several],
+                                                  postings.vocab, chunk_avgdl, params)))
+    out: ChannelResult = []
+    window_of: dict[str, str] = {}
+    for wid, score, matched in groups:
+        for m, _ in sorted(matched, key=lambda p: -member_score.get(p[0], 0.0)):
             out.append((m, score))
             window_of[m] = wid
-        if len(out) >= depth:
-            break
     return WordMatches(out[:depth], {m: window_of[m] for m, _ in out[:depth]})
 
 
