@@ -58,6 +58,15 @@ from pathlib import Path
 import pyarrow as pa
 import tantivy
 
+from fabric_resources.index_documents import (  # noqa: F401 - re-exported: the index's document kinds
+    DOCUMENT_COLUMNS,
+    INDEX_FIELD_KIND,
+    INDEX_FIELD_MEMBERS,
+    KIND_CHUNK,
+    KIND_WINDOW,
+    WINDOW_JOINER,
+    index_documents,
+)
 from fabric_resources import tantivy_meta
 from fabric_resources.lexical_segments import (MAX_SEGMENT_DOCUMENTS, SegmentPlan, addresses, build_segments,
                                                load_record, plan_segments, record_path)
@@ -100,17 +109,7 @@ SUBSTRING_TOKENIZER = "fabric_substring"
 ANALYZER_ID = f"{FOLDING_VERSION}|word:simple+stem-en+cjk-bigram|substring:regex-1"
 #: Identity of the index's field set; a generation written with another layout is rebuilt, never extended.
 INDEX_LAYOUT = "chunk_id,parse_id,word,substring,word_length:u64-fast,kind,members:window-word"
-#: Raw field naming a document's kind (``chunk`` or ``window``), and the stored member chunk IDs of a window.
-INDEX_FIELD_KIND = "kind"
-INDEX_FIELD_MEMBERS = "members"
-KIND_CHUNK = "chunk"
-KIND_WINDOW = "window"
-#: Between the member texts of a window document (no bigram or phrase spans two members' words
-#: only by accident of joining: the tokenizers split on it).
-WINDOW_JOINER = "\n\n"
 META_FILE = "fabric_index.json"
-#: The columns of :func:`index_documents`' rows a tantivy document is made of.
-DOCUMENT_COLUMNS = ["parse_id", "chunk_id", "folded_text", "kind", "members"]
 _GEN = re.compile(r"^gen-(\d{8})$")
 
 
@@ -342,12 +341,13 @@ class LexicalIndex:
         target, tmp, build = self.root / name, self.root / f".{name}.tmp", self.root / f".{name}.build"
         for scratch in (tmp, build):
             shutil.rmtree(scratch, ignore_errors=True)
-        plan = self._plan(previous, set(remove_parse_ids), add_documents.num_rows)
+        # Plain lexical documents become index documents here (each chunk its own window); rows of
+        # index_documents (chunk and window documents) pass unchanged. The plan sizes segments in
+        # index documents, so it counts these.
+        pending = index_documents(add_documents).select(DOCUMENT_COLUMNS)
+        plan = self._plan(previous, set(remove_parse_ids), pending.num_rows)
         if plan.reindex and documents_of is None:
             raise ValueError("documents of parses that stay must be added again; pass documents_of")
-        # Plain lexical documents become index documents here (each chunk its own window); rows of
-        # index_documents (chunk and window documents) pass unchanged.
-        pending = index_documents(add_documents).select(DOCUMENT_COLUMNS)
         if plan.reindex:
             pending = pa.concat_tables([index_documents(documents_of(sorted(plan.reindex))).select(DOCUMENT_COLUMNS),
                                         pending])
@@ -462,53 +462,6 @@ def deleted_documents(searcher: tantivy.Searcher) -> int:
 def _is_current(meta: dict) -> bool:
     return (meta.get("schema_version"), meta.get("analyzer"), meta.get("layout")) == (
         SCHEMA_VERSION, ANALYZER_ID, INDEX_LAYOUT)
-
-
-_INDEX_DOCUMENTS = pa.schema([
-    pa.field("parse_id", pa.string(), nullable=False),
-    pa.field("chunk_id", pa.string(), nullable=False),
-    pa.field("folded_text", pa.string(), nullable=False),
-    pa.field("kind", pa.string(), nullable=False),
-    pa.field("members", pa.list_(pa.string()), nullable=False),
-])
-
-
-def index_documents(documents: pa.Table, windows: pa.Table | None = None) -> pa.Table:
-    """The index's documents for ``documents`` (``schema.LEXICAL_DOCUMENTS`` rows, one per chunk):
-    one ``chunk`` document per row, and one ``window`` document per context window of ``windows``
-    (rows with ``parse_id``, ``window_id`` and ``chunk_ids`` in reading order).
-
-    A window's folded text is its members' folded texts joined by :data:`WINDOW_JOINER`; members
-    that ``documents`` does not hold are left out (a window left with none is dropped), and a
-    chunk no window covers becomes a window of its own (its ID). So every chunk is in exactly one
-    window document. A table that already has a ``kind`` column is returned as it is.
-
-    Returns
-    -------
-    pyarrow.Table
-        Columns ``parse_id, chunk_id, folded_text, kind, members`` (``chunk_id`` is the window ID
-        for a window document; ``members`` is empty for a chunk document).
-    """
-    if "kind" in documents.column_names:
-        return documents
-    cols = documents.select(["parse_id", "chunk_id", "folded_text"]).to_pydict()
-    text_of = dict(zip(cols["chunk_id"], cols["folded_text"]))
-    parse_of = dict(zip(cols["chunk_id"], cols["parse_id"]))
-    rows = [(p, c, t, KIND_CHUNK, []) for p, c, t in zip(cols["parse_id"], cols["chunk_id"], cols["folded_text"])]
-    covered: set[str] = set()
-    if windows is not None and windows.num_rows:
-        w = windows.select(["parse_id", "window_id", "chunk_ids"]).to_pydict()
-        for pid, wid, members in zip(w["parse_id"], w["window_id"], w["chunk_ids"]):
-            # A chunk of another parse or one covered already would count twice in the statistics.
-            kept = [m for m in members if parse_of.get(m) == pid and m not in covered]
-            if not kept:
-                continue
-            covered.update(kept)
-            rows.append((pid, wid, WINDOW_JOINER.join(text_of[m] for m in kept), KIND_WINDOW, kept))
-    for p, c, t in zip(cols["parse_id"], cols["chunk_id"], cols["folded_text"]):
-        if c not in covered:
-            rows.append((p, c, t, KIND_WINDOW, [c]))
-    return pa.table([list(col) for col in zip(*rows)] if rows else [[] for _ in range(5)], schema=_INDEX_DOCUMENTS)
 
 
 def add_to_writer(writer: tantivy.IndexWriter, documents: pa.Table) -> None:

@@ -16,10 +16,20 @@ from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from typing import TYPE_CHECKING, ClassVar
 
-import numpy as np
 import tantivy
 
 from fabric_query.channels.base import ChannelResult, ChannelRun, ranked
+from fabric_query.channels.bm25 import (  # noqa: F401 - Bm25, bm25_rescore: the word channel's API
+    TANTIVY_BM25,
+    Bm25,
+    TermStats,
+    bm25_arrays,
+    bm25_rescore,
+    generation_memo,
+    idf_of,
+    postings_of,
+    rescore,
+)
 from fabric_query.querylang import ParsedQuery
 from fabric_query.release import VISIBLE_SOURCES_ONLY, is_storage_failure
 from fabric_resources.language_routing import needs_multilingual
@@ -64,10 +74,6 @@ def _chunk_word_tokens(text: str) -> tuple[str, ...]:
     # Only phrase and exclusion checks need the token sequence; keyed by the text itself (a view's
     # cached row hands over the same str object, whose hash Python keeps).
     return tuple(word_tokens(text))
-
-
-#: A word-field document's term counts and its length in tokens (BM25's tf and |d|).
-TermStats = tuple[Mapping[str, int], int]
 
 
 @lru_cache(maxsize=16384)
@@ -208,124 +214,6 @@ def expansion_terms(
     return [(t, fb.weight * s / best) for t, s in top]
 
 
-@dataclass(frozen=True)
-class Bm25:
-    """Okapi BM25 parameters for re-scoring the word channel's candidates.
-
-    score(d) = Σ_t w_t · idf(t) · tf(t,d)·(k1 + 1) / (tf(t,d) + k1·(1 − b + b·|d|/avgdl)),
-    idf(t) = ln(1 + (N − n_t + 0.5)/(n_t + 0.5)) — Robertson & Zaragoza, "The Probabilistic
-    Relevance Framework: BM25 and Beyond" (2009), eq. 3.15, with the non-negative idf that
-    tantivy and Lucene use. ``w_t`` is 1 for query terms and the boost of a feedback term.
-    tantivy fixes k1 = 1.2, b = 0.75 (:data:`TANTIVY_BM25`); character bigrams want a flatter
-    curve (the eval README's reference uses k1 0.9, b 0.4), so the channel re-scores with these instead.
-    """
-
-    k1: float
-    b: float
-
-
-#: tantivy's own parameters: the word channel re-scores with them when no others are configured.
-TANTIVY_BM25 = Bm25(1.2, 0.75)
-
-
-#: Entries a per-generation memo holds before it starts again (bounds a long-lived server's memory).
-_MEMO_ENTRIES = 1 << 16
-
-
-def _memo(index: OpenIndex, name: str) -> dict:
-    memo = index.memo.setdefault(name, {})
-    if len(memo) >= _MEMO_ENTRIES:
-        memo.clear()
-    return memo
-
-
-def _idf(index: OpenIndex, terms: dict[str, float]) -> dict[str, float]:
-    n_docs = index.word_documents
-    out = {}
-    for term in terms:
-        df = index.word_doc_freq(term)
-        out[term] = math.log(1.0 + (n_docs - df + 0.5) / (df + 0.5))
-    return out
-
-
-def bm25_rescore(
-    index: OpenIndex, candidates: list[str], terms: dict[str, float], tokens_of: Callable[[str], Sequence[str]],
-    params: Bm25,
-) -> ChannelResult:
-    """Re-score ``candidates`` (window document IDs) by :class:`Bm25` ``params`` over word-field
-    ``terms`` (token → weight); ``tokens_of`` gives a window's word-field tokens (:func:`word_tokens`).
-
-    N and n_t are the index's window documents (:attr:`OpenIndex.word_documents`, ``doc_freq``:
-    only window documents hold the word field), avgdl their mean length
-    (:attr:`OpenIndex.word_avgdl`), |d| and tf counted from the window's own tokens, which the
-    index made with the same analyzer. Returns every candidate, best first.
-    """
-    def stats_of(cid: str) -> TermStats:
-        tokens = tokens_of(cid)
-        return Counter(tokens), len(tokens)
-
-    return _rescore(index, candidates, terms, stats_of, params)
-
-
-class _Postings:
-    """Window documents' term counts as arrays over one vocabulary, for :func:`_bm25_arrays`.
-
-    ``vocab``: term → ID; ``rows``: window ID → (term IDs, counts, length), the terms in string
-    order so that a sum over them does not depend on the order the vocabulary grew in.
-    """
-
-    def __init__(self) -> None:
-        self.vocab: dict[str, int] = {}
-        self.rows: dict[str, tuple[np.ndarray, np.ndarray, int]] = {}
-
-    def row(self, wid: str, stats_of: Callable[[str], TermStats]) -> tuple[np.ndarray, np.ndarray, int]:
-        found = self.rows.get(wid)
-        if found is None:
-            counts, length = stats_of(wid)
-            items = sorted(counts.items())
-            vocab = self.vocab
-            ids = np.fromiter((vocab.setdefault(t, len(vocab)) for t, _ in items), np.int64, len(items))
-            found = self.rows[wid] = (ids, np.fromiter((c for _, c in items), np.float64, len(items)), length)
-        return found
-
-
-def _postings(index: OpenIndex) -> _Postings:
-    found = index.memo.get("postings")
-    if found is None or len(found.rows) >= _MEMO_ENTRIES or len(found.vocab) >= 8 * _MEMO_ENTRIES:
-        found = index.memo["postings"] = _Postings()
-    return found
-
-
-def _bm25_arrays(idf: dict[str, float], terms: dict[str, float], rows: Sequence[tuple[np.ndarray, np.ndarray, int]],
-                 vocab: Mapping[str, int], avgdl: float, params: Bm25) -> list[float]:
-    """:class:`Bm25` of each of ``rows`` over ``terms`` (token → weight), in the order given, at once: every candidate's (term, count) pairs in
-    one array, each pair's query weight gathered from a vector over the vocabulary (0 for a term
-    not in the query, which adds exactly nothing), the sum per candidate by ``bincount`` in each
-    candidate's term order. The word channel re-scores ≈ 260 windows per English query; a Python
-    loop over them cost ~4 ms of its ~10 (docs/benchmarks.md, "Word channel cost")."""
-    n = len(rows)
-    keys = [t for t in terms if t in vocab]
-    if not n or not keys:
-        return [0.0] * n
-    weight_of = np.zeros(len(vocab))
-    weight_of[[vocab[t] for t in keys]] = [terms[t] * idf[t] for t in keys]
-    ids = np.concatenate([r[0] for r in rows])
-    tf = np.concatenate([r[1] for r in rows])
-    owner = np.repeat(np.arange(n), np.fromiter((len(r[0]) for r in rows), np.int64, n))
-    lengths = np.fromiter((r[2] for r in rows), np.float64, n)
-    norm = params.k1 * (1.0 - params.b + params.b * lengths / avgdl)
-    part = weight_of[ids] * tf * (params.k1 + 1.0) / (tf + norm[owner])
-    return np.bincount(owner, weights=part, minlength=n).tolist()
-
-
-def _rescore(index: OpenIndex, candidates: list[str], terms: dict[str, float],
-             stats_of: Callable[[str], TermStats], params: Bm25, postings: _Postings | None = None) -> ChannelResult:
-    postings = postings if postings is not None else _Postings()
-    rows = [postings.row(c, stats_of) for c in candidates]
-    scores = _bm25_arrays(_idf(index, terms), terms, rows, postings.vocab, index.word_avgdl or 1.0, params)
-    return ranked(list(zip(candidates, scores)), len(candidates))
-
-
 def _contains(tokens: Sequence[str], seq: Sequence[str]) -> bool:
     """``seq`` occurs in ``tokens`` as consecutive tokens (a phrase query over one chunk)."""
     n = len(seq)
@@ -394,10 +282,10 @@ def word_matches(
     members_of: dict[str, tuple[str, ...]] = {}
     params = bm25 or TANTIVY_BM25
 
-    # Per generation: stored fields by doc address, window term counts as arrays (_Postings).
+    # Per generation: stored fields by doc address, window term counts as arrays (Postings).
     # Term counts themselves stay in the bounded caches (_chunk_stats, _window_stats).
-    postings = _postings(index)
-    stored_windows = _memo(index, "stored-windows")
+    postings = postings_of(index)
+    stored_windows = generation_memo(index, "stored-windows")
 
     def stats_of(wid: str) -> TermStats:
         return _window_stats(tuple(text_of(m) for m in members_of[wid]))
@@ -419,7 +307,7 @@ def word_matches(
         if not checked:
             return ranked(pairs, depth)
         weights = terms | {t: w for t, w in expansion if t not in terms}
-        return _rescore(index, [w for w, _ in pairs], weights, stats_of, params, postings)
+        return rescore(index, [w for w, _ in pairs], weights, stats_of, params, postings)
 
     windows = one_pass([])
     weights = dict(terms)
@@ -434,7 +322,7 @@ def word_matches(
     phrases = [word_tokens(p) for p in parsed.phrases]
     excluded = [seq for seq in (word_tokens(e) for e in parsed.excluded) if seq]
     wanted = set(terms)
-    idf = _idf(index, weights)
+    idf = idf_of(index, weights)
     chunk_avgdl = index.chunk_word_avgdl or 1.0
     groups: list[tuple[str, float, list[tuple[str, TermStats]]]] = []
     found = 0
@@ -458,7 +346,7 @@ def word_matches(
     # Members best chunk-level BM25 first, then reading order (a stable sort); one batch for all.
     # A chunk's row is keyed by its ID, which only a window of that chunk alone shares (same counts).
     several = {m: st for _, _, matched in groups if len(matched) > 1 for m, st in matched}
-    member_score = dict(zip(several, _bm25_arrays(idf, weights, [postings.row(m, several.__getitem__) for m in several],
+    member_score = dict(zip(several, bm25_arrays(idf, weights, [postings.row(m, several.__getitem__) for m in several],
                                                   postings.vocab, chunk_avgdl, params)))
     out: ChannelResult = []
     window_of: dict[str, str] = {}

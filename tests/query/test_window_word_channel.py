@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from fabric_query import Fabric
-from fabric_query.channels.lexical import word_channel, word_matches, word_tokens
+from fabric_query.channels.lexical import Feedback, word_channel, word_matches, word_tokens
 from fabric_query.querylang import parse_query
 from fabric_resources.lexical_health import lexical_health
 from fabric_resources.lexical_index import ANALYZER_ID, LexicalIndex, index_documents
@@ -155,3 +155,43 @@ def test_ingested_home_serves_window_documents_and_health_reconstructs_them(tmp_
     fabric_home.catalog.publish_release({**manifest, "lexical_generation": gen}, expected_current=release.release_id)
     report = lexical_health(fabric_home)
     assert not report.healthy and report.missing_documents
+
+
+class _CountingSearcher:
+    """A tantivy searcher that counts stored-document reads (``doc``)."""
+
+    def __init__(self, searcher) -> None:
+        self._searcher = searcher
+        self.doc_reads = 0
+
+    def doc(self, addr):
+        self.doc_reads += 1
+        return self._searcher.doc(addr)
+
+    def __getattr__(self, name):
+        return getattr(self._searcher, name)
+
+
+def test_a_repeated_query_reads_no_stored_window_again_and_ranks_the_same(tmp_path):
+    """guards against: the word channel's per-query cost growing with its candidates — every query
+    re-reading each candidate window's stored fields and re-counting its terms in Python, twice with
+    feedback (issue 19's latency regression: ~4x main's word channel, docs/benchmarks.md "Word
+    channel cost") — and against what is kept per generation changing a ranking."""
+    rng = random.Random(19)
+    parses = {f"{p:032x}": [[" ".join(rng.choices(WORDS, k=rng.randint(3, 14))) for _ in range(rng.randint(1, 4))]
+                            for _ in range(3)] for p in range(12)}
+    opened, text, _ = _index(tmp_path / "a", parses)
+    fresh, _, _ = _index(tmp_path / "b", parses)
+    feedback = Feedback(5, 20, 0.5)
+    for query in ("lighthouse keeper", "storm over the harbour", "fog gull rope lamp"):
+        parsed = parse_query(query)
+        first = word_matches(opened, parsed, None, 40, feedback, text.__getitem__)
+        assert first.ranking
+        counting = _CountingSearcher(opened.searcher)
+        opened.searcher = counting
+        again = word_matches(opened, parsed, None, 40, feedback, text.__getitem__)
+        opened.searcher = counting._searcher
+        assert counting.doc_reads == 0
+        assert again == first
+        assert word_matches(fresh, parsed, None, 40, feedback, text.__getitem__) == first
+        fresh.memo.clear()  # every query on this one starts from nothing kept
