@@ -12,6 +12,7 @@ passes, where a Python loop per (candidate, term) made the word channel ~4x main
 from __future__ import annotations
 
 import math
+import threading
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -97,6 +98,8 @@ class Postings:
     def __init__(self) -> None:
         self.vocab: dict[str, int] = {}
         self.rows: dict[str, tuple[np.ndarray, np.ndarray, int]] = {}
+        # fabric serve runs queries in threads: two could give two new terms one ID.
+        self._lock = threading.Lock()
 
     def row(self, wid: str, stats_of: Callable[[str], TermStats]) -> tuple[np.ndarray, np.ndarray, int]:
         found = self.rows.get(wid)
@@ -104,7 +107,8 @@ class Postings:
             counts, length = stats_of(wid)
             items = sorted(counts.items())
             vocab = self.vocab
-            ids = np.fromiter((vocab.setdefault(t, len(vocab)) for t, _ in items), np.int64, len(items))
+            with self._lock:
+                ids = np.fromiter((vocab.setdefault(t, len(vocab)) for t, _ in items), np.int64, len(items))
             found = self.rows[wid] = (ids, np.fromiter((c for _, c in items), np.float64, len(items)), length)
         return found
 
