@@ -15,7 +15,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from fabric_query.evidence import highlight
+from fabric_query.channels.dense import hit_cosines
+from fabric_query.evidence import LEXICAL_CHANNELS, highlight, missing_highlight_reason
 from fabric_query.locations import CitedLocation, location_of
 from fabric_query.passages import AssembledPassage, HitWindow, MemberChunk, assemble
 from fabric_query.release import ProjectionUnavailable, ReleaseView, guarded_read
@@ -193,9 +194,18 @@ def assemble_hits(
             memo[text] = highlight(text, ctx.parsed)
         return memo[text]
 
+    lexical_of = {cid for name in LEXICAL_CHANNELS for cid in channels.rankings.get(name, ())}
+    floors = ctx.config.query.dense_floors
+    below: dict[str, list[bool]] = {}
+    for name, floor in floors.items():
+        neighbours = [c for c in final if c not in lexical_of and c in channels.scores.get(name, {})]
+        for cid, cosine in (hit_cosines(ctx, name, neighbours) if neighbours else {}).items():
+            below.setdefault(cid, []).append(cosine < floor)
     hits = []
     for rank, cid in enumerate(final, start=1):
         chunk = view.chunk(cid)
+        segments = highlight_of(chunk["text"])
+        lexical = cid in lexical_of
         sources = ctx.sources_by_parse.get(chunk["parse_id"]) or view.sources_by_parse[chunk["parse_id"]]
         hits.append(
             Hit(
@@ -207,10 +217,14 @@ def assemble_hits(
                 },
                 section_path=tuple(chunk["section_path"] or ()),
                 citation=citation_for(view, chunk["parse_id"], cid, [chunk["text"]], [chunk["fragments"]], sources),
-                highlights=highlight_of(chunk["text"]),
+                highlights=segments,
                 provenance={name: prov[cid] for name, prov in channels.provenance.items() if cid in prov},
                 stage_scores={stage: scores[cid] for stage, scores in stage_scores.items() if cid in scores},
                 passage=passage_of.get(cid),
+                lexical=lexical,
+                below_dense_floor=bool(below.get(cid)) and all(below[cid]),
+                highlight_missing=(missing_highlight_reason(chunk["text"], ctx.parsed)
+                                   if lexical and not any(seg.highlighted for seg in segments) else None),
             )
         )
     return tuple(hits), tuple(p.model_copy(update={"highlights": highlight_of(p.text)}) for p in passages)

@@ -23,6 +23,9 @@ from fabric_resources.text_folding import fold_with_map
 
 _WORD = re.compile(r"\w+")
 
+#: The channels whose hits hold a query token in their own text (lexical evidence).
+LEXICAL_CHANNELS = ("word", "substring", "scan")
+
 
 class HighlightError(Exception):
     """The marked passage does not parse back into the passage (a Fabric bug, never user input)."""
@@ -43,7 +46,9 @@ def match_ranges(passage: str, parsed: ParsedQuery) -> list[tuple[int, int]]:
     """Unicode-scalar ranges of ``passage`` that match the query's positive terms, merged, sorted.
 
     Words match by their folded, stemmed token (as the word index does);
-    terms in scripts without spaces match as folded character sequences.
+    terms in scripts without spaces match as folded character sequences (as the substring
+    index does), and so do their character bigrams (as the word index does: a passage the
+    word channel found by ``トー ーク クン`` of ``認証トークン`` highlights ``トークン``).
     """
     folded, origin = fold_with_map(passage)
     if not folded:
@@ -57,7 +62,8 @@ def match_ranges(passage: str, parsed: ParsedQuery) -> list[tuple[int, int]]:
         for m in _WORD.finditer(folded):
             if m.group() in hits:
                 ranges.append((origin[m.start()], origin[m.end() - 1] + 1))
-    # Scripts without spaces highlight exact occurrences of the whole term only.
+    ranges += _bigram_ranges(folded, origin, (*parsed.terms, *parsed.phrases))
+    # Scripts without spaces highlight exact occurrences of the whole term.
     needles = {"".join(substring_tokens(t)) for t in (*parsed.terms, *parsed.phrases) if UNSPACED.search(t)} - {""}
     if not needles:
         return _merge(_extend_over_marks(passage, ranges))
@@ -71,6 +77,34 @@ def match_ranges(passage: str, parsed: ParsedQuery) -> list[tuple[int, int]]:
             ranges.append((origin[a], origin[b] + 1))
             start = hay.find(needle, start + 1)
     return _merge(_extend_over_marks(passage, ranges))
+
+
+def _bigram_ranges(folded: str, origin: list[int], terms: Iterable[str]) -> list[tuple[int, int]]:
+    """Ranges of ``folded``'s word-field tokens in scripts without spaces that the query's terms
+    share: any two adjacent such characters are one of the index's bigrams; a single character
+    is a token only where it stands alone (``word_field_text``)."""
+    grams = {t for t in _stems(" ".join(terms)) if UNSPACED.search(t)}
+    out = []
+    for g in grams:
+        start = folded.find(g)
+        while start >= 0:
+            end = start + len(g)
+            alone = len(g) > 1 or ((start == 0 or not UNSPACED.match(folded[start - 1]))
+                                   and (end == len(folded) or not UNSPACED.match(folded[end])))
+            if alone:
+                out.append((origin[start], origin[end - 1] + 1))
+            start = folded.find(g, start + 1)
+    return out
+
+
+def missing_highlight_reason(passage: str, parsed: ParsedQuery) -> str:
+    """Why a passage a lexical channel matched has no highlighted segment (it should never happen:
+    the highlighter finds every token kind the lexical channels match; this names the exception)."""
+    if not passage:
+        return "empty-text"
+    if not fold_with_map(passage)[0]:
+        return "text-folds-to-nothing"
+    return "no-query-token-found-in-text"
 
 
 @lru_cache(maxsize=1024)

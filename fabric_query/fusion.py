@@ -1,7 +1,8 @@
 """Fusion of channel rankings: reciprocal rank fusion (Cormack, Clarke & Büttcher, SIGIR 2009),
 rank-only, and a min-max normalised convex combination of channel scores (CombSUM over min-max
 normalised scores, Fox & Shaw, TREC-2 1994; analysed for hybrid retrieval by Bruch, Gai & Ingber,
-ACM TOIS 2023). Both break ties totally: best single rank, then ID.
+ACM TOIS 2023), with BM25-scored channels normalised against their floor 0 instead of the list
+minimum (:data:`LEXICAL_FLOORS`). Both break ties totally: best single rank, then ID.
 
 :func:`fuse` applies the :class:`~fabric_resources.config.FusionMethod` a search selected (the
 method its channels ask for, :meth:`fabric_query.channels.base.Channel.fusion`; RRF otherwise)
@@ -15,7 +16,14 @@ from collections.abc import Mapping, Sequence
 
 from fabric_resources.config import FusionMethod, QueryConfig
 
-__all__ = ["FusionMethod", "convex", "fuse", "rrf"]
+__all__ = ["FusionMethod", "LEXICAL_FLOORS", "convex", "fuse", "rrf"]
+
+#: The lowest score each BM25-scored channel can give. :func:`fuse`'s convex combination normalises
+#: these channels against it, so the weakest lexical match keeps a positive share: min-max gave it 0,
+#: which ranked the only other chunk holding a one-character query term (``鍵``) below dense-only
+#: chunks (issue 19). Dense channels stay min-max: e5's cosines span about 0.75-0.95, so a floor of
+#: -1 would flatten them (research/issue19 measured JSQuAD dev 0.9261 against 0.9399).
+LEXICAL_FLOORS: Mapping[str, float] = {"word": 0.0, "substring": 0.0, "scan": 0.0}
 
 
 def rrf(
@@ -43,13 +51,17 @@ def rrf(
 
 
 def convex(
-    channels: Mapping[str, Sequence[tuple[str, float]]], weights: Mapping[str, float], default_weight: float = 0.0
+    channels: Mapping[str, Sequence[tuple[str, float]]], weights: Mapping[str, float], default_weight: float = 0.0,
+    floors: Mapping[str, float] | None = None,
 ) -> list[tuple[str, float]]:
-    """Fuse ``(id, score)`` lists (best first) by ``Σ_c w_c · (s_c(d) − min_c) / (max_c − min_c)``.
+    """Fuse ``(id, score)`` lists (best first) by ``Σ_c w_c · (s_c(d) − lo_c) / (max_c − lo_c)``.
 
-    Each channel's scores are min-max normalised over the list it returned (a list whose scores
-    are all equal normalises to 1.0); a document absent from a channel gets 0 there. ``w_c`` from
-    ``weights`` (``default_weight`` for unlisted channels). Unlike :func:`rrf` this uses the raw
+    ``lo_c`` is the channel's floor from ``floors`` (the lowest score it can give, e.g. 0 for BM25:
+    theoretical-minimum normalisation, "TM2C2" in Bruch, Gai & Ingber, ACM TOIS 2023) or, for a
+    channel without one, the minimum of the list it returned (min-max). Normalised values are
+    clipped at 0; a list whose scores all equal its floor or each other normalises to 1.0; a
+    document absent from a channel gets 0 there. ``w_c`` from ``weights`` (``default_weight`` for
+    unlisted channels). Unlike :func:`rrf` this uses the raw
     scores, so it rewards a channel that is confident by a wide margin; the weights must be
     tuned per channel mix (see ``QueryConfig.multilingual_fusion``).
 
@@ -62,10 +74,10 @@ def convex(
         w = weights.get(channel, default_weight)
         if not pairs:
             continue
-        lo = min(s for _, s in pairs)
+        lo = floors[channel] if floors is not None and channel in floors else min(s for _, s in pairs)
         hi = max(s for _, s in pairs)
         for rank, (doc, score) in enumerate(pairs, start=1):
-            terms.setdefault(doc, []).append(w * ((score - lo) / (hi - lo) if hi > lo else 1.0))
+            terms.setdefault(doc, []).append(w * (max(0.0, (score - lo) / (hi - lo)) if hi > lo else 1.0))
             best[doc] = min(best.get(doc, rank), rank)
     scores = {doc: math.fsum(t) for doc, t in terms.items()}
     return sorted(scores.items(), key=lambda kv: (-kv[1], best[kv[0]], kv[0]))
@@ -79,7 +91,8 @@ def fuse(
 ) -> list[tuple[str, float]]:
     """Fuse channel lists by ``method``: :func:`rrf` over ``rankings`` (IDs best first) with
     ``config.rrf_k`` and ``config.channel_weights``, or :func:`convex` over ``scored`` (the same
-    lists with each channel's scores) with ``config.convex_weights``.
+    lists with each channel's scores) with ``config.convex_weights``, BM25 channels against
+    :data:`LEXICAL_FLOORS`.
 
     Raises
     ------
@@ -87,5 +100,5 @@ def fuse(
         ``method`` is not a :class:`FusionMethod` value.
     """
     if FusionMethod(method) is FusionMethod.CONVEX:
-        return convex(scored, config.convex_weights)
+        return convex(scored, config.convex_weights, floors=LEXICAL_FLOORS)
     return rrf(rankings, config.rrf_k, config.channel_weights)

@@ -37,6 +37,7 @@ from fabric_query.context import (  # noqa: F401 - MAX_LIMIT, eligible_parses: s
     eligible_parses,
     open_query,
 )
+from fabric_query.evidence import LEXICAL_CHANNELS
 from fabric_query.fusion import FusionMethod, fuse
 from fabric_query.scope import Scope
 from fabric_query.stages.base import RescoringStage
@@ -141,6 +142,7 @@ def search(
         passages=passages, units=tuple(units), assembly=trace,
         skipped_channels={**windows_skip, **channel_skips, **stage_skips},
         stage_candidates={k: tuple(v) for k, v in candidates.items()} if debug else {},
+        no_lexical_match=not any(evidence.rankings.get(name) for name in LEXICAL_CHANNELS),
     ), max_tokens)
 
 

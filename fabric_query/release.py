@@ -44,6 +44,7 @@ from fabric_resources.lexical_index import (
     IndexUnusable,
     OpenIndex,
     add_to_writer,
+    index_documents,
     index_schema,
     substring_analyzer,
     word_analyzer,
@@ -447,9 +448,10 @@ class ReleaseView:
             if not is_storage_failure(exc):
                 raise
             return IndexUnusable("index-unreadable", f"{gen}: {type(exc).__name__}: {exc}")
-        if live != self.chunks.num_rows:
-            return IndexUnusable("index-release-mismatch",
-                                 f"{gen} holds {live} documents, release {self.release_id} {self.chunks.num_rows} chunks")
+        chunk_docs = index.chunk_documents
+        if chunk_docs != self.chunks.num_rows:
+            return IndexUnusable("index-release-mismatch", f"{gen} holds {chunk_docs} chunk documents "
+                                 f"({live} in all), release {self.release_id} {self.chunks.num_rows} chunks")
         return index
 
     def _visible_index(self) -> OpenIndex | IndexUnusable:
@@ -460,6 +462,11 @@ class ReleaseView:
         if docs.num_rows != self.chunks.num_rows:
             return IndexUnusable("index-release-mismatch", f"{docs.num_rows} lexical documents for "
                                  f"{self.chunks.num_rows} chunks of release {self.release_id}'s visible sources")
+        try:
+            windows = self.context_windows
+        except ProjectionUnavailable as exc:
+            return IndexUnusable("index-unreadable", exc.describe())
+        docs = index_documents(docs, windows)  # the serving index's window documents, for the visible parses
         schema = index_schema()
         index = tantivy.Index(schema)  # in memory
         index.register_tokenizer(WORD_TOKENIZER, word_analyzer())

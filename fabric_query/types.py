@@ -85,6 +85,14 @@ class Hit(_Frozen):
     stage_scores: dict[str, float] = {}
     #: Index into ``EvidencePack.passages`` of the passage that carries this hit.
     passage: int | None = None
+    #: A lexical channel (word, substring or its fallback scan) matched this chunk: its text holds
+    #: a query token. False: only dense (or graph) channels found it.
+    lexical: bool = False
+    #: Not lexical, and every dense channel that ranked it scored it below that channel's calibrated
+    #: cosine floor (``query.dense_floors``): a neighbour, not evidence (docs/ranking.md).
+    below_dense_floor: bool = False
+    #: Why a lexical hit carries no highlighted segment (None when it carries one, or is not lexical).
+    highlight_missing: str | None = None
 
 
 class Passage(_Frozen):
@@ -139,6 +147,9 @@ class EvidencePack(_Frozen):
     assembly: dict[str, Any] = {}
     #: Channels that could not run for this release, with the reason (e.g. a model mismatch).
     skipped_channels: dict[str, str] = {}
+    #: No lexical channel matched anything: every result is a dense (or graph) neighbour, none holds
+    #: a query token.
+    no_lexical_match: bool = False
     #: With ``debug=True``: per stage, its candidates in order as ``(chunk_id, score)``: each
     #: channel as ``channel:<name>`` (the list fusion saw), then ``fused``, ``maxsim``, ``reranked``.
     stage_candidates: dict[str, tuple[tuple[str, float], ...]] = {}

@@ -297,6 +297,14 @@ class QueryConfig(_Strict):
                                  "graph": 0.4},
         description="Channel weights of the convex combination (tuned on JSQuAD dev: word 0.4, e5 0.6).",
     )
+    # Calibrated on the dev halves of the labelled collections (docs/ranking.md): the highest
+    # cosine that keeps >= 95% of true matches in the top 10 on every collection. A floor only
+    # marks dense-only hits (Hit.below_dense_floor); same-domain unrelated queries clear it.
+    dense_floors: dict[str, float] = Field(
+        default_factory=lambda: {"dense": 0.44, "dense_multilingual": 0.84},
+        description="Dense channel → cosine floor below which a hit no lexical channel matched is marked "
+        "below_dense_floor (MiniLM 0.44, multilingual-e5 0.84; recalibrate for another model).",
+    )
     section_candidate_limit: int = Field(20, gt=0, description="Context windows shortlisted by the query vector.")
     section_passages_per_window: int = Field(2, gt=0, description="Chunks each shortlisted window nominates.")
     default_limit: int = Field(10, gt=0)

@@ -4,7 +4,8 @@ LOOM's ``fts-health`` for tantivy. The *expected* side never reads the serving
 index or the ``lexical_documents`` projection: it folds the canonical chunk
 texts of the release afresh and builds a temporary index with the same
 analyzers. The *actual* side reads the serving generation the release names.
-Compared: the document set (chunk IDs); the statistics BM25 ranks by, as
+Compared: the document set (chunk IDs, and the word field's window documents as
+``window:<id>``: windows come from the release's ``context_windows`` rows, read afresh); the statistics BM25 ranks by, as
 tantivy computes them — each field's vocabulary with its document frequencies,
 the document count N and each field's average length (these count documents
 that are deleted but still held by a segment, so such a document shows here
@@ -25,7 +26,16 @@ import tantivy
 
 from fabric_resources.catalog import Release
 from fabric_resources.home import FabricHome
-from fabric_resources.lexical_index import ANALYZER_ID, IndexUnusable, LexicalIndex, OpenIndex, deleted_documents
+from fabric_resources.lexical_index import (
+    ANALYZER_ID,
+    INDEX_FIELD_KIND,
+    KIND_WINDOW,
+    IndexUnusable,
+    LexicalIndex,
+    OpenIndex,
+    deleted_documents,
+    index_documents,
+)
 from fabric_resources.schema import (
     INDEX_FIELD_CHUNK_ID,
     INDEX_FIELD_SUBSTRING,
@@ -113,6 +123,19 @@ def canonical_chunks(home: FabricHome, release: Release) -> pa.Table:
     return t.filter(pc.is_in(t.column("parse_id"), pa.array(parses, pa.string())))
 
 
+def canonical_windows(home: FabricHome, release: Release) -> pa.Table | None:
+    """``parse_id, window_id, chunk_ids`` of the release's active parses at its pinned
+    ``context_windows`` version (None when the release names none: every chunk is its own window)."""
+    import pyarrow.compute as pc
+
+    version = release.manifest["tables"].get("context_windows")
+    if version is None:
+        return None
+    parses = sorted({m["parse_id"] for m in release.manifest["sources"].values()})
+    t = home.tables.read("context_windows", version=version, columns=["parse_id", "window_id", "chunk_ids"])
+    return t.filter(pc.is_in(t.column("parse_id"), pa.array(parses, pa.string())))
+
+
 def canonical_digest(chunks: pa.Table) -> str:
     pairs = sorted(zip(chunks.column("chunk_id").to_pylist(), chunks.column("text_hash").to_pylist()))
     return _digest(f"{c}\t{h}" for c, h in pairs)
@@ -165,11 +188,16 @@ def _documents(index: OpenIndex) -> list[str]:
     if n == 0:
         return []
     hits = searcher.search(tantivy.Query.all_query(), limit=n).hits
-    return [searcher.doc(addr)[INDEX_FIELD_CHUNK_ID][0] for _, addr in hits]
+    out = []
+    for _, addr in hits:
+        doc = searcher.doc(addr)
+        kind = doc[INDEX_FIELD_KIND][0] if doc.get_first(INDEX_FIELD_KIND) is not None else None
+        out.append(f"window:{doc[INDEX_FIELD_CHUNK_ID][0]}" if kind == KIND_WINDOW else doc[INDEX_FIELD_CHUNK_ID][0])
+    return out
 
 
-def reconstruct(chunks: pa.Table, workdir: Path) -> OpenIndex:
-    """A temporary index built from canonical chunk texts only (the independent side)."""
+def reconstruct(chunks: pa.Table, workdir: Path, windows: pa.Table | None = None) -> OpenIndex:
+    """A temporary index built from canonical chunk texts and context windows only (the independent side)."""
     docs = pa.table(
         {
             "parse_id": chunks.column("parse_id"),
@@ -180,7 +208,7 @@ def reconstruct(chunks: pa.Table, workdir: Path) -> OpenIndex:
         schema=LEXICAL_DOCUMENTS,
     )
     scratch = LexicalIndex(workdir)
-    return scratch.open(scratch.build_fresh(docs))
+    return scratch.open(scratch.build_fresh(index_documents(docs, windows)))
 
 
 def lexical_health(home: FabricHome, release: Release | None = None, sample: int = 10) -> HealthReport:
@@ -195,10 +223,10 @@ def lexical_health(home: FabricHome, release: Release | None = None, sample: int
     if release is None:
         raise ValueError("no release to check")
     chunks = canonical_chunks(home, release)
-    expected_ids = sorted(chunks.column("chunk_id").to_pylist())
     gen = release.manifest.get("lexical_generation")
     with tempfile.TemporaryDirectory(prefix="fabric-health-") as tmp:
-        expected = reconstruct(chunks, Path(tmp))
+        expected = reconstruct(chunks, Path(tmp), canonical_windows(home, release))
+        expected_ids = sorted(_documents(expected))
         try:
             actual = home.lexical.open(gen) if gen else None
             if actual is None:
@@ -217,7 +245,7 @@ def lexical_health(home: FabricHome, release: Release | None = None, sample: int
             record_problems = tuple(home.lexical.segment_record_problems(gen))
         except (OSError, ValueError, RuntimeError) as exc:  # meta.json unreadable or of another shape
             record_problems = (f"{type(exc).__name__}: {exc}",)
-        word_tokens = [round(ix.word_avgdl * ix.searcher.num_docs) for ix in (expected, actual)]
+        word_tokens = [ix.word_tokens_total for ix in (expected, actual)]
         fields = []
         for f in FIELDS:
             want, got = _vocabulary(expected, f), _vocabulary(actual, f)

@@ -26,6 +26,8 @@ from fabric_assets.projections import (LEXICAL_VERDICT, POST_ACTIVATION_TABLES, 
 from fabric_resources.catalog import Catalog, Release, StatusUpdate
 from fabric_resources.config import config_hash
 from fabric_resources.home import FabricHome
+from fabric_resources.lexical_index import ANALYZER_ID, index_documents
+from fabric_resources.text_folding import fold
 from fabric_resources.schema import SCHEMA_VERSION, TABLES
 from fabric_resources.vector_digest import MANIFEST_KEY as VECTOR_DIGESTS, manifest_digests
 
@@ -85,6 +87,25 @@ def _with_lexical_digest(meta: dict[str, Any], verdicts: dict[str, Any]) -> dict
     return {**meta, "lexical_digest": digest}
 
 
+def _refolded(home: FabricHome, docs: Any, chunks_version: int | None) -> Any:
+    """``docs`` with the folded text of rows written by another analyzer (a ``FOLDING_VERSION``
+    bump) folded again from their canonical chunk text, so a rebuilt index folds like its queries."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    stale = pc.not_equal(docs.column("analyzer"), ANALYZER_ID)
+    if not docs.num_rows or not pc.any(stale).as_py():
+        return docs
+    parses = sorted(set(pc.filter(docs.column("parse_id"), stale).to_pylist()))
+    chunks = home.tables.read("chunks", parse_ids=parses, version=chunks_version, columns=["chunk_id", "text"])
+    text_of = dict(zip(chunks.column("chunk_id").to_pylist(), chunks.column("text").to_pylist()))
+    cols = docs.to_pydict()
+    for i, (cid, analyzer) in enumerate(zip(cols["chunk_id"], cols["analyzer"])):
+        if analyzer != ANALYZER_ID and cid in text_of:
+            cols["folded_text"][i], cols["analyzer"][i] = fold(text_of[cid]), ANALYZER_ID
+    return pa.table(cols, schema=docs.schema)
+
+
 def activate(home: FabricHome) -> ActivationReport:
     """Publish a new release if the active set changed or a ``POST_ACTIVATION_TABLES`` table has a
     new version (annotations written after activation); return what happened."""
@@ -135,8 +156,15 @@ def activate(home: FabricHome) -> ActivationReport:
         prev_gen = current.manifest.get("lexical_generation") if current else None
 
         def documents_of(parse_ids) -> Any:
-            # At the version this release pins, so the index holds exactly the documents it names.
-            return home.tables.read("lexical_documents", parse_ids=parse_ids, version=tables.get("lexical_documents"))
+            # At the version this release pins, so the index holds exactly the documents it names;
+            # the context windows give the word field's window documents (lexical_index.index_documents).
+            parse_ids = list(parse_ids)
+            docs = _refolded(home, home.tables.read("lexical_documents", parse_ids=parse_ids,
+                                                    version=tables.get("lexical_documents")), tables.get("chunks"))
+            windows = (home.tables.read("context_windows", parse_ids=parse_ids, version=tables["context_windows"],
+                                        columns=["parse_id", "window_id", "chunk_ids"])
+                       if tables.get("context_windows") is not None else None)
+            return index_documents(docs, windows)
 
         # A generation written by an older index layout is rebuilt, never extended. Removing a
         # parse rewrites the segments that held it (write_generation), so deleted, superseded and

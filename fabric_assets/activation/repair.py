@@ -13,7 +13,8 @@ from dataclasses import dataclass
 from fabric_assets.activation.activate import activation_lock
 from fabric_assets.chunking.records import lexical_rows
 from fabric_resources.home import FabricHome
-from fabric_resources.lexical_health import HealthReport, canonical_chunks, lexical_health
+from fabric_resources.lexical_health import HealthReport, canonical_chunks, canonical_windows, lexical_health
+from fabric_resources.lexical_index import index_documents
 
 
 @dataclass(frozen=True)
@@ -35,7 +36,7 @@ def lexical_repair(home: FabricHome) -> RepairReport:
             raise ValueError("no release to repair")
         before = lexical_health(home, current)
         chunks = canonical_chunks(home, current)
-        generation = home.lexical.build_fresh(lexical_rows(chunks))
+        generation = home.lexical.build_fresh(index_documents(lexical_rows(chunks), canonical_windows(home, current)))
         manifest = {k: v for k, v in current.manifest.items() if k not in ("release_id", "created_at")}
         manifest.update(lexical_generation=generation, repaired_from=current.release_id)
         release = home.catalog.publish_release(manifest, expected_current=current.release_id)

@@ -41,7 +41,7 @@ def tune_fusion(
     """
     import itertools
 
-    from fabric_query.fusion import convex, rrf
+    from fabric_query.fusion import LEXICAL_FLOORS, convex, rrf
     from fabric_resources.config import Bm25Config
 
     collection = load_beir(folder)
@@ -89,7 +89,7 @@ def tune_fusion(
         if cjk:
             for lw in convex_lexical:
                 w = {c: round(1 - lw, 4) if c.startswith("dense") else lw for c in channels}
-                fused = {q: [c for c, _ in convex(lists, w)] for q, lists in per_query.items()}
+                fused = {q: [c for c, _ in convex(lists, w, floors=LEXICAL_FLOORS)] for q, lists in per_query.items()}
                 results.append({**point, "fusion": "convex", "weights": w, **scored(fused)})
     home.__dict__["config"] = base
     return sorted(results, key=lambda r: -r["nDCG@10"])

@@ -11,18 +11,30 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from typing import TYPE_CHECKING, ClassVar
 
 import tantivy
 
 from fabric_query.channels.base import ChannelResult, ChannelRun, ranked
+from fabric_query.channels.bm25 import (  # noqa: F401 - Bm25, bm25_rescore: the word channel's API
+    TANTIVY_BM25,
+    Bm25,
+    TermStats,
+    bm25_arrays,
+    bm25_rescore,
+    generation_memo,
+    idf_of,
+    postings_of,
+    rescore,
+)
 from fabric_query.querylang import ParsedQuery
 from fabric_query.release import VISIBLE_SOURCES_ONLY, is_storage_failure
 from fabric_resources.language_routing import needs_multilingual
 from fabric_resources.lexical_index import (
+    INDEX_FIELD_MEMBERS,
     IndexUnusable,
     OpenIndex,
     substring_analyzer,
@@ -59,9 +71,31 @@ def word_tokens(text: str) -> list[str]:
 
 @lru_cache(maxsize=8192)
 def _chunk_word_tokens(text: str) -> tuple[str, ...]:
-    # Re-scoring tokenizes every candidate (~0.1 ms each); popular chunks and repeated queries
-    # hit this. Keyed by the text itself: a view's cached row hands over the same str object.
+    # Only phrase and exclusion checks need the token sequence; keyed by the text itself (a view's
+    # cached row hands over the same str object, whose hash Python keeps).
     return tuple(word_tokens(text))
+
+
+@lru_cache(maxsize=16384)
+def _chunk_stats(text: str) -> TermStats:
+    # Tokenizing a chunk costs ~0.1 ms; re-scoring needs every candidate's counts on every pass,
+    # so they are kept across passes and queries (keyed by text: cheap to hash, unlike token tuples).
+    tokens = word_tokens(text)
+    return Counter(tokens), len(tokens)
+
+
+@lru_cache(maxsize=4096)
+def _window_stats(texts: tuple[str, ...]) -> TermStats:
+    # A window's word-field tokens are its members' tokens in order (the joiner splits every token).
+    if len(texts) == 1:
+        return _chunk_stats(texts[0])
+    counts: Counter = Counter()
+    length = 0
+    for text in texts:
+        member, n = _chunk_stats(text)
+        counts.update(member)
+        length += n
+    return counts, length
 
 
 def substring_tokens(text: str) -> list[str]:
@@ -144,8 +178,8 @@ def search_field(
 @dataclass(frozen=True)
 class Feedback:
     """Pseudo-relevance feedback (RM3-style, Lavrenko & Croft 2001; Abdul-Jaleel et al. 2004):
-    the ``terms`` best terms of the top ``docs`` first-pass hits, by Σ_d tf(t,d)/|d| · idf(t),
-    are added as SHOULD clauses boosted by ``weight`` × their normalised score."""
+    the ``terms`` best terms of the top ``docs`` first-pass window documents, by
+    Σ_d tf(t,d)/|d| · idf(t), are added as SHOULD clauses boosted by ``weight`` × their normalised score."""
 
     docs: int = 10
     terms: int = 10
@@ -153,21 +187,23 @@ class Feedback:
 
 
 def expansion_terms(
-    index: OpenIndex, first_pass: ChannelResult, text_of: Callable[[str], str], query_tokens: set[str], fb: Feedback
+    index: OpenIndex, first_pass: Sequence[str], stats_of: Callable[[str], TermStats], query_tokens: set[str],
+    fb: Feedback,
 ) -> list[tuple[str, float]]:
-    searcher = index.searcher
-    n_docs = max(searcher.num_docs, 1)
+    """Feedback terms from the top ``fb.docs`` of ``first_pass`` (window document IDs, best first);
+    ``stats_of`` gives a window's word-field term counts and length. idf over the window documents."""
+    n_docs = max(index.word_documents, 1)
     scores: dict[str, float] = {}
-    for chunk_id, _ in first_pass[: fb.docs]:
-        tokens = word_tokens(text_of(chunk_id))
-        if not tokens:
+    for wid in first_pass[: fb.docs]:
+        counts, length = stats_of(wid)
+        if not length:
             continue
-        for term, tf in Counter(tokens).items():
+        for term, tf in counts.items():
             if term not in query_tokens and len(term) > 1:
-                scores[term] = scores.get(term, 0.0) + tf / len(tokens)
+                scores[term] = scores.get(term, 0.0) + tf / length
     weighted = []
     for term, s in scores.items():
-        df = searcher.doc_freq(INDEX_FIELD_WORD, term)
+        df = index.word_doc_freq(term)
         if df and df / n_docs < 0.1:  # very common terms carry no topic
             weighted.append((term, s * math.log(n_docs / df)))
     weighted.sort(key=lambda p: (-p[1], p[0]))
@@ -178,48 +214,21 @@ def expansion_terms(
     return [(t, fb.weight * s / best) for t, s in top]
 
 
+def _contains(tokens: Sequence[str], seq: Sequence[str]) -> bool:
+    """``seq`` occurs in ``tokens`` as consecutive tokens (a phrase query over one chunk)."""
+    n = len(seq)
+    if not n:
+        return True
+    first = seq[0]
+    return any(tokens[i] == first and tuple(tokens[i:i + n]) == tuple(seq) for i in range(len(tokens) - n + 1))
+
+
 @dataclass(frozen=True)
-class Bm25:
-    """Okapi BM25 parameters for re-scoring the word channel's candidates.
+class WordMatches:
+    """The word channel's answer: chunks best first, and the window document each one scored in."""
 
-    score(d) = Σ_t w_t · idf(t) · tf(t,d)·(k1 + 1) / (tf(t,d) + k1·(1 − b + b·|d|/avgdl)),
-    idf(t) = ln(1 + (N − n_t + 0.5)/(n_t + 0.5)) — Robertson & Zaragoza, "The Probabilistic
-    Relevance Framework: BM25 and Beyond" (2009), eq. 3.15, with the non-negative idf that
-    tantivy and Lucene use. ``w_t`` is 1 for query terms and the boost of a feedback term.
-    tantivy fixes k1 = 1.2, b = 0.75; character bigrams want a flatter curve (the eval
-    README's reference uses k1 0.9, b 0.4), so the channel re-scores with these instead.
-    """
-
-    k1: float
-    b: float
-
-
-def bm25_rescore(
-    index: OpenIndex, candidates: list[str], terms: dict[str, float], tokens_of: Callable[[str], Sequence[str]],
-    params: Bm25,
-) -> ChannelResult:
-    """Re-score ``candidates`` (chunk IDs) by :class:`Bm25` ``params`` over word-field ``terms``
-    (token → weight); ``tokens_of`` gives a chunk's word-field tokens (:func:`word_tokens`).
-
-    N and n_t are the index's (``num_docs``, ``doc_freq``), avgdl its live documents' mean
-    length (:attr:`OpenIndex.word_avgdl`), |d| and tf counted from the chunk's own tokens,
-    which the index made with the same analyzer. Returns every candidate, best first.
-    """
-    searcher = index.searcher
-    n_docs = searcher.num_docs
-    avgdl = index.word_avgdl or 1.0
-    idf = {}
-    for term in terms:
-        df = searcher.doc_freq(INDEX_FIELD_WORD, term)
-        idf[term] = math.log(1.0 + (n_docs - df + 0.5) / (df + 0.5))
-    out = []
-    for cid in candidates:
-        tokens = tokens_of(cid)
-        tf = Counter(tokens)
-        norm = params.k1 * (1.0 - params.b + params.b * len(tokens) / avgdl)
-        out.append((cid, math.fsum(w * idf[t] * tf[t] * (params.k1 + 1.0) / (tf[t] + norm)
-                                   for t, w in terms.items() if tf[t])))
-    return ranked(out, len(out))
+    ranking: ChannelResult
+    window_of: dict[str, str]
 
 
 def word_channel(
@@ -231,10 +240,31 @@ def word_channel(
     text_of: Callable[[str], str] | None = None,
     bm25: Bm25 | None = None,
 ) -> ChannelResult:
-    """BM25 over the word field; with ``feedback`` (and ``text_of``: chunk ID → text) a second
-    pass adds expansion terms from the first pass's top chunks. With ``bm25`` each pass's
-    candidates (tantivy's top ``depth + 32``) are re-scored by :func:`bm25_rescore`; phrase
-    tokens then count as terms.
+    """The chunk ranking of :func:`word_matches`."""
+    return word_matches(index, parsed, eligible, depth, feedback, text_of, bm25).ranking
+
+
+def word_matches(
+    index: OpenIndex,
+    parsed: ParsedQuery,
+    eligible: set[str] | None,
+    depth: int,
+    feedback: Feedback | None = None,
+    text_of: Callable[[str], str] | None = None,
+    bm25: Bm25 | None = None,
+) -> WordMatches:
+    """BM25 over the word field's context-window documents, answered as chunks.
+
+    tantivy finds the window documents that match (its top ``depth + 32``); with ``text_of``
+    (chunk ID → text) they are re-scored exactly over the window statistics by
+    :func:`bm25_rescore` with ``bm25`` (default :data:`TANTIVY_BM25`), and with ``feedback`` a
+    second pass adds expansion terms from the first pass's top windows. Each window's score goes to
+    its **member chunks that match on their own**: a member holds at least one query token, every
+    required phrase as consecutive tokens and no excluded term, so hits, highlights and citations
+    stay per chunk. Members of one window come best chunk-level BM25 first (window idf, the
+    chunks' mean length), then reading order; windows by score, then ID. Returns at most ``depth``
+    chunks. Without ``text_of`` members cannot be checked: tantivy's scores, exclusions per window,
+    every member of a matched window.
 
     Raises
     ------
@@ -243,33 +273,88 @@ def word_channel(
     """
     if bm25 is not None and text_of is None:
         raise ValueError("BM25 re-scoring needs text_of (chunk ID → text)")
-
-    def tokens_of(cid: str) -> tuple[str, ...]:
-        return _chunk_word_tokens(text_of(cid))
-
+    searcher = index.searcher
     query_tokens = word_tokens(" ".join(parsed.terms))
     terms = dict.fromkeys([*query_tokens, *(t for p in parsed.phrases for t in word_tokens(p))], 1.0)
+    checked = text_of is not None
+    # Exclusions are checked per member chunk: excluding a window would drop its other chunks too.
+    window_query = replace(parsed, excluded=()) if checked else parsed
+    members_of: dict[str, tuple[str, ...]] = {}
+    params = bm25 or TANTIVY_BM25
+
+    # Per generation: stored fields by doc address, window term counts as arrays (Postings).
+    # Term counts themselves stay in the bounded caches (_chunk_stats, _window_stats).
+    postings = postings_of(index)
+    stored_windows = generation_memo(index, "stored-windows")
+
+    def stats_of(wid: str) -> TermStats:
+        return _window_stats(tuple(text_of(m) for m in members_of[wid]))
 
     def one_pass(expansion: list[tuple[str, float]]) -> ChannelResult:
-        query = build_query(index.schema, INDEX_FIELD_WORD, parsed, eligible, expansion)
+        query = build_query(index.schema, INDEX_FIELD_WORD, window_query, eligible, expansion)
         if query is None:
             return []
-        searcher = index.searcher
-        # Over-fetch so that ties at the cut are broken by chunk ID, not by doc address.
-        hits = searcher.search(query, limit=depth + 32).hits
-        pairs = [(searcher.doc(addr)[INDEX_FIELD_CHUNK_ID][0], float(score)) for score, addr in hits]
-        if bm25 is None:
+        pairs = []
+        # Over-fetch so that ties at the cut are broken by ID, not by doc address.
+        for score, addr in searcher.search(query, limit=depth + 32).hits:
+            key = (addr.segment_ord, addr.doc)
+            stored = stored_windows.get(key)
+            if stored is None:  # a stored-document read per hit: kept for the next pass and query
+                doc = searcher.doc(addr)
+                stored = stored_windows[key] = (doc[INDEX_FIELD_CHUNK_ID][0], tuple(doc[INDEX_FIELD_MEMBERS]))
+            wid, members_of[wid] = stored
+            pairs.append((wid, float(score)))
+        if not checked:
             return ranked(pairs, depth)
         weights = terms | {t: w for t, w in expansion if t not in terms}
-        return bm25_rescore(index, [c for c, _ in pairs], weights, tokens_of, bm25)[:depth]
+        return rescore(index, [w for w, _ in pairs], weights, stats_of, params, postings)
 
-    first = one_pass([])
-    if feedback is None or text_of is None or not first:
-        return first
-    expansion = expansion_terms(index, first, text_of, set(query_tokens), feedback)
-    if not expansion:
-        return first
-    return one_pass(expansion)
+    windows = one_pass([])
+    weights = dict(terms)
+    if feedback is not None and checked and windows:
+        expansion = expansion_terms(index, [w for w, _ in windows], stats_of, set(query_tokens), feedback)
+        if expansion:
+            windows = one_pass(expansion)
+            weights |= {t: w for t, w in expansion if t not in terms}
+    if not checked:
+        out = [(m, s) for w, s in windows for m in members_of[w]][:depth]
+        return WordMatches(out, {m: w for w, _ in windows for m in members_of[w]})
+    phrases = [word_tokens(p) for p in parsed.phrases]
+    excluded = [seq for seq in (word_tokens(e) for e in parsed.excluded) if seq]
+    wanted = set(terms)
+    idf = idf_of(index, weights)
+    chunk_avgdl = index.chunk_word_avgdl or 1.0
+    groups: list[tuple[str, float, list[tuple[str, TermStats]]]] = []
+    found = 0
+    for wid, score in windows:
+        matched = []
+        for m in members_of[wid]:
+            text = text_of(m)
+            stats = _chunk_stats(text)
+            if wanted.isdisjoint(stats[0]):
+                continue
+            if phrases or excluded:  # only these need the token sequence
+                toks = _chunk_word_tokens(text)
+                if not all(_contains(toks, p) for p in phrases) or any(_contains(toks, e) for e in excluded):
+                    continue
+            matched.append((m, stats))
+        if matched:
+            groups.append((wid, score, matched))
+            found += len(matched)
+        if found >= depth:
+            break
+    # Members best chunk-level BM25 first, then reading order (a stable sort); one batch for all.
+    # A chunk's row is keyed by its ID, which only a window of that chunk alone shares (same counts).
+    several = {m: st for _, _, matched in groups if len(matched) > 1 for m, st in matched}
+    member_score = dict(zip(several, bm25_arrays(idf, weights, [postings.row(m, several.__getitem__) for m in several],
+                                                  postings.vocab, chunk_avgdl, params)))
+    out: ChannelResult = []
+    window_of: dict[str, str] = {}
+    for wid, score, matched in groups:
+        for m, _ in sorted(matched, key=lambda p: -member_score.get(p[0], 0.0)):
+            out.append((m, score))
+            window_of[m] = wid
+    return WordMatches(out[:depth], {m: window_of[m] for m, _ in out[:depth]})
 
 
 def substring_channel(index: OpenIndex, parsed: ParsedQuery, eligible: set[str] | None, depth: int) -> ChannelResult:
@@ -292,6 +377,8 @@ class LexicalServing:
 
     rankings: dict[str, ChannelResult]
     unusable: IndexUnusable | None = None
+    #: Field channel name → chunk ID → provenance (the word channel: the window document it scored in).
+    provenance: dict[str, dict[str, dict]] = field(default_factory=dict)
 
 
 class _UnknownChunk(Exception):
@@ -323,9 +410,11 @@ def _serve(ctx: "QueryContext") -> LexicalServing:
     unspaced = needs_substring_channel(parsed)
     bm25 = Bm25(cfg.bigram_bm25.k1, cfg.bigram_bm25.b) if unspaced and cfg.bigram_bm25 else None
     try:
-        found = {}
+        found, provenance = {}, {}
         if WORD.name in ctx.selected:
-            found[WORD.name] = word_channel(lexical, parsed, ctx.eligible, ctx.depth, feedback, text_of, bm25)
+            matches = word_matches(lexical, parsed, ctx.eligible, ctx.depth, feedback, text_of, bm25)
+            found[WORD.name] = matches.ranking
+            provenance[WORD.name] = {c: {"window_id": w} for c, w in matches.window_of.items()}
         if unspaced and SUBSTRING.name in ctx.selected:
             found[SUBSTRING.name] = substring_channel(lexical, parsed, ctx.eligible, ctx.depth)
         unknown = [c for pairs in found.values() for c, _ in pairs if c not in view.chunk_index]
@@ -338,7 +427,7 @@ def _serve(ctx: "QueryContext") -> LexicalServing:
         if not is_storage_failure(exc):
             raise
         return LexicalServing({}, IndexUnusable("index-unreadable", f"{type(exc).__name__}: {exc}"))
-    return LexicalServing(found)
+    return LexicalServing(found, provenance=provenance)
 
 
 @dataclass(frozen=True)
@@ -355,7 +444,8 @@ class IndexFieldChannel:
 
     def run(self, ctx: "QueryContext") -> ChannelRun:
         # A restricted view is searched through an in-memory index of its visible sources.
-        return ChannelRun(lexical_serving(ctx).rankings[self.name],
+        serving = lexical_serving(ctx)
+        return ChannelRun(serving.rankings[self.name], provenance=serving.provenance.get(self.name, {}),
                           fallback_reason=VISIBLE_SOURCES_ONLY if ctx.view.restricted else None)
 
     def fusion(self, config) -> None:

@@ -1,10 +1,12 @@
 """The defined fallback when the serving index is unusable: a scan of canonical chunks.
 
 It uses the index's own analyzers in Python, so it matches what the index
-would: a chunk scores one point per distinct query word token it contains
-(folded, stemmed) and per query term in a script without spaces that occurs
-in it exactly; required phrases must occur (folded); a chunk with an excluded
-term is dropped. Slower than the index, never silently empty.
+would: a chunk that contains a query word token (folded, stemmed) scores one
+point per distinct query word token its context window contains (the word
+field's documents are windows; :mod:`fabric_resources.lexical_index`), and one
+per query term in a script without spaces that occurs in it exactly; required
+phrases must occur (folded); a chunk with an excluded term is dropped. Slower
+than the index, never silently empty.
 
 As a channel (``scan``) it runs in place of ``word`` and ``substring`` when the index cannot serve
 (their ``fallback``), or on its own when a search names it without them.
@@ -17,7 +19,7 @@ from typing import TYPE_CHECKING
 from fabric_query.channels.base import ChannelResult, ChannelRun, ranked
 from fabric_query.channels.lexical import SUBSTRING, WORD, lexical_serving, substring_tokens, word_tokens
 from fabric_query.querylang import ParsedQuery
-from fabric_query.release import ReleaseView
+from fabric_query.release import ProjectionUnavailable, ReleaseView
 from fabric_resources.text_folding import UNSPACED
 
 if TYPE_CHECKING:
@@ -37,6 +39,11 @@ def scan_channel(view: ReleaseView, parsed: ParsedQuery, eligible: set[str] | No
     ids = view.chunks.column("chunk_id").to_pylist()
     texts = view.chunks.column("text").to_pylist()
     pids = view.chunk_parse_ids
+    found = {cid: set(word_tokens(text)) & wanted for cid, text in zip(ids, texts)} if wanted else {}
+    try:
+        window_of = view.context_window_of
+    except ProjectionUnavailable:
+        window_of = {}  # each chunk its own window, as the index builds it without windows
     pairs = []
     for i, (cid, text) in enumerate(zip(ids, texts)):
         if eligible is not None and pids[i] not in eligible:
@@ -47,7 +54,8 @@ def scan_channel(view: ReleaseView, parsed: ParsedQuery, eligible: set[str] | No
             continue
         if not all(r in compact for r in required):
             continue
-        score = len(tokens & wanted) + sum(1 for t in cjk_terms if t in compact) + len(required)
+        words = set().union(*(found.get(m, ()) for m in window_of.get(cid, (cid, (cid,)))[1])) if tokens & wanted else ()
+        score = len(words) + sum(1 for t in cjk_terms if t in compact) + len(required)
         if score:
             pairs.append((cid, float(score)))
     return ranked(pairs, depth)

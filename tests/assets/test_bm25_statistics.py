@@ -16,7 +16,7 @@ from conftest import ingest
 from fabric_query import Fabric
 from fabric_resources.home import FabricHome
 from fabric_resources.lexical_health import bm25_statistics, lexical_health
-from fabric_resources.lexical_index import ANALYZER_ID, LexicalIndex, OpenIndex, deleted_documents
+from fabric_resources.lexical_index import ANALYZER_ID, LexicalIndex, OpenIndex, deleted_documents, index_documents
 from fabric_resources.schema import INDEX_FIELD_CHUNK_ID, INDEX_FIELD_SUBSTRING, INDEX_FIELD_WORD, LEXICAL_DOCUMENTS
 from fabric_resources.text_folding import fold
 
@@ -55,17 +55,28 @@ def test_every_generation_ranks_like_a_fresh_index_of_its_live_documents(tmp_pat
             del live[pid]
         live.update(added)
 
-        def documents_of(parse_ids):
-            return _docs([r for p in parse_ids for r in live[p]])
+        def windowed(parse_ids):
+            # The word field's documents are context windows: here runs of 1-2 chunks of a parse.
+            rows = [r for p in parse_ids for r in live[p]]
+            wins = [(p, f"{p}-w{i}", [r[1] for r in live[p][i:i + 2]]) for p in parse_ids
+                    for i in range(0, len(live[p]), 2)]
+            return index_documents(_docs(rows), pa.table({"parse_id": [w[0] for w in wins],
+                                                          "window_id": [w[1] for w in wins],
+                                                          "chunk_ids": [w[2] for w in wins]}))
 
-        added_docs = _docs([r for rows in added.values() for r in rows])
+        def documents_of(parse_ids):
+            return windowed(parse_ids)
+
+        added_docs = windowed(sorted(added))
         gen = index.build_fresh(added_docs) if gen is None else index.write_generation(gen, removed, added_docs,
                                                                                       documents_of)
         got = index.open(gen)
         want = LexicalIndex(tmp_path / f"ref-{step}")
         want = want.open(want.build_fresh(documents_of(sorted(live))))
         assert deleted_documents(got.searcher) == 0, step
-        assert got.searcher.num_docs == want.searcher.num_docs == sum(len(r) for r in live.values())
+        assert got.chunk_documents == want.chunk_documents == sum(len(r) for r in live.values())
+        assert got.word_documents == want.word_documents == sum((len(r) + 1) // 2 for r in live.values())
+        assert got.word_avgdl == want.word_avgdl
         for field, tokens in ((INDEX_FIELD_WORD, [*WORDS, *(a + b for a in KANJI[:4] for b in KANJI[:4])]),
                               (INDEX_FIELD_SUBSTRING, [*WORDS, *KANJI])):
             stemmed = [t for t, _ in want.searcher.terms_with_prefix(field, "")] + tokens
@@ -98,11 +109,11 @@ def test_a_generation_that_already_counts_deleted_documents_is_rebuilt(tmp_path)
     writer.commit()
     writer.wait_merging_threads()
     del rows["c" * 32]
-    assert deleted_documents(index.open(gen).searcher) == 1
+    assert deleted_documents(index.open(gen).searcher) == 2  # its chunk document and its window document
     new = index.write_generation(gen, [], _docs([("d" * 32, "d-0", "lamp")]),
                                  lambda ids: _docs([r for p in ids for r in rows[p]]))
     got = index.open(new)
-    assert deleted_documents(got.searcher) == 0 and got.searcher.num_docs == 3
+    assert deleted_documents(got.searcher) == 0 and got.chunk_documents == 3
     assert _scores(got, INDEX_FIELD_WORD, "lamp").keys() == {"a-0", "b-0", "d-0"}
 
 

@@ -155,9 +155,12 @@ def test_cjk_substring_highlight():
     assert segs("署名付きトークンを持つ", "トークン") == [("署名付き", False), ("トークン", True), ("を持つ", False)]
 
 
-def test_cjk_partial_term_not_highlighted():
-    """guards against: highlighting a prefix of a longer CJK query (n-gram style partial match)."""
-    assert hl("署名付きトークンを持つ", "トーク番組") == []
+def test_cjk_partial_term_highlights_only_the_shared_bigrams():
+    """guards against: a passage the word channel matched on shared character bigrams with nothing
+    highlighted (issue 19: a lexical hit must carry its evidence), or a highlight wider than the
+    bigrams the query shares (``トーク番組`` shares ``トー ーク`` with ``トークン``, not ``クン``)."""
+    assert hl("署名付きトークンを持つ", "トーク番組") == ["トーク"]
+    assert hl("署名付きトークンを持つ", "番組") == []
 
 
 def test_cjk_single_character():
@@ -167,8 +170,9 @@ def test_cjk_single_character():
 
 @pytest.mark.parametrize("passage, query", [("한국어 문서", "하"), ("カラスが鳴く", "ガラス"), ("バスに乗る", "パス")])
 def test_cjk_distinct_characters_not_highlighted(passage, query):
-    """guards against: folding that merges distinct Hangul/kana characters (false highlight)."""
-    assert hl(passage, query) == []
+    """guards against: folding that merges distinct Hangul/kana characters (false highlight); the
+    bigrams the terms really share (``ラス``) are the word channel's evidence and stay highlighted."""
+    assert not any(passage[0] in h for h in hl(passage, query))
 
 
 def test_word_boundary_english():

@@ -211,3 +211,51 @@ def test_convex_single_score_list_and_unlisted_channel():
 
     assert convex({"word": [("x", 3.0)]}, {"word": 0.3}) == [("x", 0.3)]
     assert convex({"other": [("x", 3.0), ("y", 1.0)]}, {"word": 0.3})[0][1] == 0.0
+
+
+# --------------------------------------------------------------------------
+# convex(): BM25 channels against their floor 0 (issue 19, the `鍵` case)
+
+from fabric_query.fusion import LEXICAL_FLOORS, FusionMethod, convex, fuse  # noqa: E402
+from fabric_resources.config import QueryConfig  # noqa: E402
+
+_KEY_CASE = {
+    # A one-character query (鍵) on a small home: two chunks contain it. BM25 differs between them by
+    # length normalisation only; the weaker match is also the chunk e5 likes least.
+    "word": [("with-key-a", 2.31), ("with-key-b", 1.97)],
+    "substring": [("with-key-a", 1.88), ("with-key-b", 1.62)],
+    "dense_multilingual": [("dense-only-1", 0.874), ("dense-only-2", 0.861), ("with-key-a", 0.852),
+                           ("dense-only-3", 0.847), ("with-key-b", 0.839)],
+}
+
+
+def _fused(channels):
+    return fuse(FusionMethod.CONVEX, {c: [d for d, _ in p] for c, p in channels.items()}, channels, QueryConfig())
+
+
+def test_weakest_lexical_match_is_not_zeroed_and_outranks_dense_only_chunks():
+    """guards against: min-max giving a channel's weakest true match 0, so the chunk that contains the
+    query term ranked 4th with fused score 0.00000 below dense-only chunks (issue 19)."""
+    fused = _fused(_KEY_CASE)
+    scores = dict(fused)
+    assert scores["with-key-b"] > 0
+    assert [d for d, _ in fused][:2] == ["with-key-a", "with-key-b"]
+
+
+@settings(max_examples=200, deadline=None, derandomize=True)
+@given(st.lists(st.floats(min_value=0.01, max_value=50), min_size=1, max_size=8),
+       st.lists(st.floats(min_value=-1, max_value=1), min_size=1, max_size=8))
+def test_every_lexical_match_keeps_a_positive_share(bm25, cosines):
+    """guards against: any lexical match (BM25 > 0) fused to 0 on the convex route."""
+    word = sorted(((f"m{i}", s) for i, s in enumerate(bm25)), key=lambda p: -p[1])
+    dense = sorted(((f"d{i}", s) for i, s in enumerate(cosines)), key=lambda p: -p[1])
+    scores = dict(_fused({"word": word, "dense_multilingual": dense}))
+    assert all(scores[d] > 0 for d, _ in word)
+
+
+def test_floors_leave_unfloored_channels_min_max():
+    """guards against: the floors changing dense channels or convex() without floors (min-max stays)."""
+    assert dict(convex(_KEY_CASE, {"word": 0.4, "substring": 0.4, "dense_multilingual": 0.6}))["with-key-b"] == 0.0
+    dense_only = {"dense_multilingual": _KEY_CASE["dense_multilingual"]}
+    assert _fused(dense_only) == convex(dense_only, QueryConfig().convex_weights)
+    assert set(LEXICAL_FLOORS) == {"word", "substring", "scan"}

@@ -102,8 +102,12 @@ def test_an_index_of_an_older_layout_is_rebuilt_not_extended(tmp_path, fabric_ho
     with pytest.raises(ValueError):
         fabric_home.lexical.write_generation(gen, (), _docs([]))
     ingest(corpus, fabric_home)  # nothing changed but the index layout
-    new_gen = fabric_home.catalog.current_release().manifest["lexical_generation"]
+    release = fabric_home.catalog.current_release()
+    new_gen = release.manifest["lexical_generation"]
     assert new_gen != gen and fabric_home.lexical.is_current(new_gen)
+    # The rebuilt generation has the word field's window documents (issue 19), one per context window.
+    windows = fabric_home.tables.read("context_windows", version=release.manifest["tables"]["context_windows"])
+    assert fabric_home.lexical.open(new_gen).word_documents == windows.num_rows > 0
     pack = Fabric(fabric_home.root).search("首都")
     assert pack.fallback_reason is None and "word" in pack.channels_run and pack.results
 
@@ -117,15 +121,21 @@ def test_cjk_query_fuses_the_rescored_word_list(tmp_path, fabric_home):
         (corpus / f"{name}.txt").write_text("\n\n".join(texts) + "\n")
     ingest(corpus, fabric_home)
     fabric = Fabric(fabric_home.root)
-    pack = fabric.search("東京の都市", debug=True)
+    pack = fabric.search("東京の都市", debug=True, limit=50)
     word = pack.stage_candidates["channel:word"]
-    view_text = {h.chunk_id: h.text for h in fabric.search("東京の都市", limit=50).results}
     params = fabric_home.config.query.bigram_bm25
     assert params is not None
     scores = [s for _, s in word]
     assert scores == sorted(scores, reverse=True)
-    opened = fabric_home.lexical.open(fabric_home.catalog.current_release().manifest["lexical_generation"])
-    again = bm25_rescore(opened, [c for c, _ in word], dict.fromkeys(word_tokens("東京の都市"), 1.0),
-                         lambda cid: word_tokens(view_text[cid]), Bm25(params.k1, params.b))
-    assert [c for c, _ in again] == [c for c, _ in word]
-    assert [s for _, s in again] == pytest.approx(scores)
+    release = fabric_home.catalog.current_release()
+    opened = fabric_home.lexical.open(release.manifest["lexical_generation"])
+    chunks = fabric_home.tables.read("chunks", version=release.manifest["tables"]["chunks"])
+    text = dict(zip(chunks.column("chunk_id").to_pylist(), chunks.column("text").to_pylist()))
+    windows = fabric_home.tables.read("context_windows", version=release.manifest["tables"]["context_windows"])
+    members = dict(zip(windows.column("window_id").to_pylist(), windows.column("chunk_ids").to_pylist()))
+    window_of = {h.chunk_id: h.provenance["word"]["window_id"] for h in pack.results if "word" in h.channels}
+    assert set(window_of) == {c for c, _ in word}
+    # The word field's documents are context windows: each hit carries its window's re-scored BM25.
+    again = dict(bm25_rescore(opened, sorted(set(window_of.values())), dict.fromkeys(word_tokens("東京の都市"), 1.0),
+                              lambda w: [t for m in members[w] for t in word_tokens(text[m])], Bm25(params.k1, params.b)))
+    assert scores == pytest.approx([again[window_of[c]] for c, _ in word])

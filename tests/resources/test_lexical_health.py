@@ -14,8 +14,8 @@ from conftest import ingest
 from fabric_assets.activation.repair import lexical_repair
 from fabric_assets.sample_corpus import write_sample_corpus
 from fabric_query import Fabric
-from fabric_resources.lexical_health import lexical_health
-from fabric_resources.lexical_index import (META_FILE, _register, add_to_writer, index_schema, word_analyzer,
+from fabric_resources.lexical_health import canonical_windows, lexical_health
+from fabric_resources.lexical_index import (META_FILE, _register, add_to_writer, index_documents, index_schema, word_analyzer,
                                             word_field_text)
 from fabric_resources.schema import INDEX_FIELD_CHUNK_ID, INDEX_FIELD_PARSE_ID, INDEX_FIELD_SUBSTRING, INDEX_FIELD_WORD
 from fabric_resources.text_folding import fold
@@ -162,17 +162,26 @@ def _rewrite_generation(home, word_length_of):
     meta = (gen_path / META_FILE).read_text()
     release = home.catalog.current_release()
     docs = home.tables.read("lexical_documents", parse_ids={m["parse_id"] for m in release.manifest["sources"].values()},
-                            version=release.manifest["tables"]["lexical_documents"]).to_pylist()
+                            version=release.manifest["tables"]["lexical_documents"])
+    docs = index_documents(docs, canonical_windows(home, release)).to_pylist()
     shutil.rmtree(gen_path)
     gen_path.mkdir()
     index = tantivy.Index(index_schema(), path=str(gen_path))
     _register(index)
     w = index.writer(heap_size=15_000_000, num_threads=1)
     for d in docs:
-        word = word_field_text(d["folded_text"])
         doc = tantivy.Document(**{INDEX_FIELD_CHUNK_ID: d["chunk_id"], INDEX_FIELD_PARSE_ID: d["parse_id"],
-                                  INDEX_FIELD_WORD: word, INDEX_FIELD_SUBSTRING: d["folded_text"]})
-        doc.add_unsigned("word_length", word_length_of(d["chunk_id"], len(word_analyzer().analyze(word))))
+                                  "kind": d["kind"]})
+        length = 0
+        if d["kind"] == "window":  # the word field's documents (lexical_index.index_documents)
+            word = word_field_text(d["folded_text"])
+            doc.add_text(INDEX_FIELD_WORD, word)
+            for m in d["members"]:
+                doc.add_text("members", m)
+            length = max(word_length_of(m, len(word_analyzer().analyze(word))) for m in d["members"])
+        else:
+            doc.add_text(INDEX_FIELD_SUBSTRING, d["folded_text"])
+        doc.add_unsigned("word_length", length)
         w.add_document(doc)
     w.commit()
     w.wait_merging_threads()
@@ -204,7 +213,8 @@ def test_health_catches_a_deleted_but_unmerged_document(home):
     # frequencies and lengths are all right; the old copy still counts in N, df and avgdl.
     _, w = _writer(home)
     w.delete_documents_by_term(INDEX_FIELD_CHUNK_ID, chunk_id)
-    add_to_writer(w, one)
+    chunk_doc = index_documents(one)
+    add_to_writer(w, chunk_doc.filter(pc.equal(chunk_doc.column("kind"), "chunk")))  # its window document stays
     w.commit()
     w.wait_merging_threads()
     report = lexical_health(home)

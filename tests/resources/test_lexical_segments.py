@@ -26,6 +26,10 @@ from fabric_resources.schema import (INDEX_FIELD_CHUNK_ID, INDEX_FIELD_PARSE_ID,
                                      INDEX_FIELD_WORD, LEXICAL_DOCUMENTS, SCHEMA_VERSION)
 from fabric_resources.text_folding import fold
 
+#: Index documents per lexical row: its chunk document and, no context window covering it, a
+#: window document of its own (lexical_index.index_documents).
+DOCS_PER_ROW = 2
+
 WORDS = ["lighthouse", "keeper", "lamp", "tide", "storm", "beam", "harbour", "rope", "gull", "fog"]
 KANJI = list("認証灯台守署名検証港霧")
 
@@ -53,7 +57,7 @@ def _assert_ranks_like_fresh(got: OpenIndex, rows, scratch) -> None:
     ref = LexicalIndex(scratch, max_segment_documents=1_000_000)
     want = ref.open(ref.build_fresh(_docs(rows)))
     assert deleted_documents(got.searcher) == 0
-    assert got.searcher.num_docs == want.searcher.num_docs == len(rows)
+    assert got.searcher.num_docs == want.searcher.num_docs == DOCS_PER_ROW * len(rows)
     assert want.searcher.num_segments <= 1
     for field in (INDEX_FIELD_WORD, INDEX_FIELD_SUBSTRING):
         terms = [t for t, _ in want.searcher.terms_with_prefix(field, "")]
@@ -86,7 +90,8 @@ def test_tantivy_meta_format_is_the_one_the_assembler_writes(tmp_path):
     assert set(raw) - {"payload"} == {"index_settings", "segments", "schema", "opstamp"}
     assert all(set(e) == {"segment_id", "max_doc", "deletes"} for e in raw["segments"])
     listed = tantivy_meta.segments(tantivy_meta.load_meta(path))
-    assert sorted(s.max_doc for s in listed) == sorted(sizes.values()) and not any(s.deletes for s in listed)
+    assert sorted(s.max_doc for s in listed) == sorted(DOCS_PER_ROW * n for n in sizes.values())
+    assert not any(s.deletes for s in listed)
     for seg in listed:
         names = {p.name for p in tantivy_meta.segment_files(path, seg)}
         assert names == {uuid.UUID(seg.segment_id).hex + ext
@@ -97,11 +102,11 @@ def test_tantivy_meta_format_is_the_one_the_assembler_writes(tmp_path):
     searcher = index.searcher()
     for pid, n in sizes.items():
         hits = searcher.search(tantivy.Query.term_query(index_schema(), INDEX_FIELD_PARSE_ID, pid), limit=10).hits
-        assert {listed[a.segment_ord].max_doc for _, a in hits} == {n}
+        assert {listed[a.segment_ord].max_doc for _, a in hits} == {DOCS_PER_ROW * n}
     # A meta.json Fabric writes listing two of the three segments is read as exactly those two.
-    tantivy_meta.write_meta(path, tantivy_meta.load_meta(path), [s for s in listed if s.max_doc != 3], 99)
+    tantivy_meta.write_meta(path, tantivy_meta.load_meta(path), [s for s in listed if s.max_doc != DOCS_PER_ROW * 3], 99)
     reopened = tantivy.Index.open(str(path))
-    assert reopened.searcher().num_docs == 3 and reopened.searcher().num_segments == 2
+    assert reopened.searcher().num_docs == DOCS_PER_ROW * 3 and reopened.searcher().num_segments == 2
     # Another shape fails loudly.
     (path / "meta.json").write_text(json.dumps({**raw, "segment_codecs": {}}))
     with pytest.raises(tantivy_meta.IndexFormatChanged):
@@ -120,7 +125,7 @@ def test_a_change_costs_its_segments_not_the_index(tmp_path):
     index = LexicalIndex(tmp_path / "lex")
     gen = index.build_fresh(_docs([r for p in parses for r in p]))
     built = _segments(index, gen)
-    assert len(built) == -(-3_000 // MAX_SEGMENT_DOCUMENTS)
+    assert len(built) == -(-DOCS_PER_ROW * 3_000 // MAX_SEGMENT_DOCUMENTS)
     assert all(s.max_doc <= MAX_SEGMENT_DOCUMENTS for s in built)
     by_id = {p[0][0]: p for p in parses}
     edited, deleted = rng.sample(sorted(by_id), 2)
@@ -136,7 +141,7 @@ def test_a_change_costs_its_segments_not_the_index(tmp_path):
     touched = [s for s in built if s.segment_id not in kept]
     assert 1 <= len(touched) <= 2 < len(built)  # the others are the previous generation's, as they were
     re_added = sum(len(by_id[p]) for p in reindexed)
-    assert re_added == sum(s.max_doc for s in touched) - 6 <= 2 * MAX_SEGMENT_DOCUMENTS, re_added
+    assert DOCS_PER_ROW * re_added == sum(s.max_doc for s in touched) - DOCS_PER_ROW * 6 <= 2 * MAX_SEGMENT_DOCUMENTS
     live = [r for pid, rows in by_id.items() if pid not in (edited, deleted) for r in rows]
     _assert_ranks_like_fresh(index.open(new), live + [r for p in added for r in p], tmp_path / "ref")
 
@@ -161,7 +166,7 @@ def _random_changes(tmp_path, cap: int, steps: int, seed: int) -> None:
         _assert_ranks_like_fresh(index.open(gen), rows, tmp_path / f"ref-{step}")
         listed = _segments(index, gen)
         assert all(0 < s.max_doc <= cap and not s.deletes for s in listed), (step, listed)
-        assert sum(s.max_doc for s in listed) == len(rows)
+        assert sum(s.max_doc for s in listed) == DOCS_PER_ROW * len(rows)
         if previous:
             assert {p.name: p.read_bytes() for p in (index.root / previous).iterdir()} == before, step
 
@@ -171,7 +176,7 @@ def test_random_changes_over_small_segments_rank_like_a_fresh_index(tmp_path):
     segment left out not indexed again (or twice), a parse larger than a segment losing its other
     part, consolidation of small segments dropping documents, and a new generation changing the
     files of the previous one (they share them by hard links)."""
-    _random_changes(tmp_path, cap=6, steps=30, seed=1713)
+    _random_changes(tmp_path, cap=DOCS_PER_ROW * 6, steps=30, seed=1713)
 
 
 def test_a_parse_cut_between_shared_segments_is_rewritten_whole(tmp_path, monkeypatch):
@@ -184,7 +189,7 @@ def test_a_parse_cut_between_shared_segments_is_rewritten_whole(tmp_path, monkey
         return [(lo, min(lo + cap, len(parse_ids))) for lo in range(0, len(parse_ids), cap)]
 
     monkeypatch.setattr(lexical_segments, "_batches", anywhere)
-    _random_changes(tmp_path, cap=5, steps=20, seed=99)
+    _random_changes(tmp_path, cap=DOCS_PER_ROW * 5, steps=20, seed=99)
 
 
 def test_small_segments_from_many_small_changes_are_consolidated(tmp_path):
@@ -193,7 +198,7 @@ def test_small_segments_from_many_small_changes_are_consolidated(tmp_path):
     size tier, a document is indexed again once per tier, at most FAN_IN - 1 small segments per tier."""
     rng = random.Random(5)
     cap = 32
-    tiers = 2  # small segments hold 1-15 documents: tiers 1-3 and 4-15
+    tiers = 2  # small segments hold 1-15 documents: tiers 1-3 and 4-15 (each change adds 4 here)
     index = LexicalIndex(tmp_path / "lex", max_segment_documents=cap)
     live = [_parse(rng, 2) for _ in range(32)]
     gen = index.build_fresh(_docs([r for p in live for r in p]))
@@ -207,8 +212,8 @@ def test_small_segments_from_many_small_changes_are_consolidated(tmp_path):
         small = [s.max_doc for s in _segments(index, gen) if s.max_doc < cap // 2]
         assert len(small) <= (FAN_IN - 1) * tiers, small
         assert index.last_write["documents_indexed"] <= 2 * cap
-    assert sum(indexed) <= 60 * 2 * (tiers + 1), indexed  # each document: added, then once per tier
-    assert len(_segments(index, gen)) <= len(live) * 2 // (cap // 2) + (FAN_IN - 1) * tiers
+    assert sum(indexed) <= 60 * 2 * DOCS_PER_ROW * (tiers + 1), indexed  # each document: added, then once per tier
+    assert len(_segments(index, gen)) <= len(live) * 2 * DOCS_PER_ROW // (cap // 2) + (FAN_IN - 1) * tiers
     _assert_ranks_like_fresh(index.open(gen), [r for p in live for r in p], tmp_path / "ref")
 
 
@@ -217,7 +222,7 @@ def test_segment_records_that_disagree_with_the_index_are_not_trusted(tmp_path):
     a later change keep a removed parse's documents, index a parse twice or drop a segment's
     other documents: the index confirms every record a change uses, else everything is rebuilt."""
     rng = random.Random(8)
-    index = LexicalIndex(tmp_path / "lex", max_segment_documents=4)
+    index = LexicalIndex(tmp_path / "lex", max_segment_documents=DOCS_PER_ROW * 4)
     parses = {p[0][0]: p for p in (_parse(rng, 2) for _ in range(8))}
     gen = index.build_fresh(_docs([r for p in parses.values() for r in p]))
     listed = _segments(index, gen)

@@ -1,0 +1,122 @@
+"""Evidence honesty (issue 19): every hit says whether a lexical channel matched it, a pack says when
+none matched anything, dense-only hits below the calibrated floor are marked, a lexical hit always
+carries a highlighted segment; Chinese traditional and simplified forms meet, offsets exact."""
+
+from __future__ import annotations
+
+import random
+import re
+
+import pytest
+from conftest import ingest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from fabric_query import Fabric
+from fabric_resources.home import FabricHome
+from fabric_resources.text_folding import UNSPACED, fold, fold_char, fold_with_map
+
+FILES = {
+    "light.txt": "The lighthouse keeper logged the tide every evening.\n\n"
+                 "A storm broke the lamp of the lighthouse in March; the keeper mended it.\n",
+    "bread.txt": "Sourdough bread needs a lively starter and patience.\n\nThe oven must be very hot.\n",
+    # The Aozora text writes 犍 as a gaiji note, so only 陀多 is in the text (issue 19).
+    "kumo.txt": "するとその地獄の底に、陀多と云う男が一人、ほかの罪人と一しょに蠢いている姿が見えました。\n",
+    "token.txt": "トークンの署名を検証してから利用者を通します。\n\n有効期限が切れたら再発行します。\n",
+    "tw.txt": "桃园结义的故事发生在涿郡。刘备、关羽、张飞在桃园中结为兄弟。\n",
+}
+ABSENT = ["zzqxv wqzzk", "quantum chromodynamics gluon", "曹操"]
+
+
+@pytest.fixture(scope="module")
+def fabric(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("honesty")
+    folder = tmp / "corpus"
+    folder.mkdir()
+    for rel, text in FILES.items():
+        (folder / rel).write_text(text, encoding="utf-8")
+    ingest(folder, FabricHome(tmp / "home"))
+    return Fabric(tmp / "home")
+
+
+def _check_pack(pack):
+    lexical_any = False
+    for h in pack.results:
+        matched = {"word", "substring", "scan"} & set(h.channels)
+        assert h.lexical == bool(matched), h.chunk_id
+        if h.lexical:
+            lexical_any = True
+            assert any(s.highlighted for s in h.highlights), (pack.query, h.text)
+            assert h.highlight_missing is None
+            assert not h.below_dense_floor
+    assert pack.no_lexical_match == (not lexical_any and not any(
+        pack.channel_rankings.get(n) for n in ("word", "substring", "scan")))
+
+
+@pytest.mark.parametrize("query", ["犍陀多", "認証トークン", "桃園", "lighthouse keeper", "keeper -sourdough",
+                                   '"the lamp"', "陀多 地獄"])
+def test_lexical_hits_always_carry_a_highlight(fabric, query):
+    """guards against: a lexical match with no highlighted evidence (issue 19: ``犍陀多`` and
+    ``認証トークン`` came back from the word channel's bigrams with no highlighted segment)."""
+    pack = fabric.search(query, debug=True)
+    assert any(h.lexical for h in pack.results), query
+    _check_pack(pack)
+
+
+@settings(max_examples=30, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.integers(0, 2**32 - 1), st.integers(1, 4))
+def test_property_no_lexical_hit_without_highlighted_evidence(fabric, seed, length):
+    """guards against: any query drawn from the corpus text (a slice of any script, any length)
+    yielding a lexical hit with nothing highlighted."""
+    rng = random.Random(seed)
+    text = rng.choice(list(FILES.values()))
+    runs = [m.group() for m in re.finditer(r"\w+", text)]
+    run = rng.choice(runs)
+    start = rng.randrange(len(run))
+    query = run[start:start + length] if UNSPACED.search(run) else " ".join(rng.sample(runs, min(length, len(runs))))
+    _check_pack(fabric.search(query, debug=True))
+
+
+@pytest.mark.parametrize("query", ABSENT)
+def test_a_pack_says_when_no_lexical_channel_matched(fabric, query):
+    """guards against: dense-only neighbours that look as confident as real matches (issue 19: absent
+    words returned hits with nothing to say that none holds a query word)."""
+    pack = fabric.search(query, debug=True)
+    assert pack.no_lexical_match
+    assert all(not h.lexical for h in pack.results)
+
+
+def test_dense_only_hits_of_an_unrelated_query_are_below_the_floor(fabric):
+    """guards against: no calibrated similarity floor (MiniLM 0.44): an unrelated English query's
+    neighbours not marked, or a real lexical match marked."""
+    pack = fabric.search("quantum chromodynamics gluon")
+    assert pack.results and all(h.below_dense_floor for h in pack.results if "dense" in h.channels)
+    real = fabric.search("lighthouse keeper")
+    assert real.results[0].lexical and not real.results[0].below_dense_floor
+
+
+def test_traditional_query_finds_simplified_text_with_exact_offsets(fabric):
+    """guards against: traditional and simplified Chinese not meeting (``桃園`` ≠ ``桃园``), or a
+    highlight that is not the original text's characters."""
+    pack = fabric.search("桃園")
+    hit = next(h for h in pack.results if h.lexical)
+    assert "桃园" in hit.text and {"word", "substring"} <= set(hit.channels)
+    assert [s.text for s in hit.highlights if s.highlighted] == ["桃园", "桃园"]
+    assert "".join(s.text for s in hit.highlights) == hit.text
+
+
+def test_han_folding_is_one_scalar_per_scalar():
+    """guards against: a conversion that changes length (the origin map, so every highlight and
+    offset, would no longer be exact); checked over every Han code point of the folded ranges."""
+    ranges = [(0x3400, 0x4DBF), (0x4E00, 0x9FFF), (0xF900, 0xFAFF), (0x20000, 0x3134F)]
+    changed = 0
+    for lo, hi in ranges:
+        for cp in range(lo, hi + 1):
+            ch = chr(cp)
+            out = fold_char(ch)
+            assert len(out) == 1, hex(cp)
+            changed += out != ch
+    assert changed > 5000
+    assert fold("桃園 頭髮 後來 認證") == fold("桃园 头发 后来 认证") == "桃园 头发 后来 认证"
+    folded, origin = fold_with_map("臺灣の桃園")
+    assert folded == "台湾の桃园" and origin == list(range(5))

@@ -1,0 +1,197 @@
+"""The word channel scores BM25 over context windows and answers with the member chunks that match
+on their own (issue 19, change A): statistics per window, evidence per chunk."""
+
+from __future__ import annotations
+
+import math
+import random
+from collections import Counter
+
+import pyarrow as pa
+import pytest
+from conftest import ingest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from fabric_query import Fabric
+from fabric_query.channels.lexical import Feedback, word_channel, word_matches, word_tokens
+from fabric_query.querylang import parse_query
+from fabric_resources.lexical_health import lexical_health
+from fabric_resources.lexical_index import ANALYZER_ID, LexicalIndex, index_documents
+from fabric_resources.schema import LEXICAL_DOCUMENTS
+from fabric_resources.text_folding import fold
+
+WORDS = ["lighthouse", "keeper", "lamp", "tide", "storm", "beam", "harbour", "rope", "gull", "fog"]
+
+
+def _index(tmp_path, parses: dict[str, list[list[str]]]):
+    """A real generation: ``parses`` maps a parse ID to its windows, each a list of chunk texts."""
+    rows, wins, text = [], [], {}
+    for pid, windows in parses.items():
+        for w, members in enumerate(windows):
+            ids = [f"{pid}-w{w}-c{i}" for i in range(len(members))]
+            for cid, t in zip(ids, members):
+                rows.append((pid, cid, fold(t)))
+                text[cid] = t
+            wins.append((pid, f"{pid}-w{w}", ids))
+    docs = pa.table({"parse_id": [r[0] for r in rows], "chunk_id": [r[1] for r in rows],
+                     "folded_text": [r[2] for r in rows], "analyzer": [ANALYZER_ID] * len(rows)},
+                    schema=LEXICAL_DOCUMENTS)
+    windows = pa.table({"parse_id": [w[0] for w in wins], "window_id": [w[1] for w in wins],
+                        "chunk_ids": [w[2] for w in wins]})
+    index = LexicalIndex(tmp_path)
+    return index.open(index.build_fresh(index_documents(docs, windows))), text, {w[1]: w[2] for w in wins}
+
+
+def _reference(query: str, windows: dict[str, list[str]], text: dict[str, str]) -> dict[str, float]:
+    """Okapi BM25 (k1 1.2, b 0.75, Lucene's idf) over whole windows, independently of tantivy."""
+    toks = {w: [t for m in ids for t in word_tokens(text[m])] for w, ids in windows.items()}
+    n = len(toks)
+    avgdl = sum(map(len, toks.values())) / n
+    out = {}
+    for w, t in toks.items():
+        tf = Counter(t)
+        s = 0.0
+        for term in dict.fromkeys(word_tokens(query)):
+            if tf[term]:
+                df = sum(1 for o in toks.values() if term in o)
+                idf = math.log(1 + (n - df + 0.5) / (df + 0.5))
+                s += idf * tf[term] * 2.2 / (tf[term] + 1.2 * (0.25 + 0.75 * len(t) / avgdl))
+        out[w] = s
+    return out
+
+
+def test_a_documents_title_and_body_chunks_add_up_in_its_window(tmp_path):
+    """guards against: chunk-level statistics, where the title chunk (``lighthouse``) and the body
+    chunk (``keeper``) of one document each hold half the evidence, so a one-chunk document that
+    repeats one term outranks the document that holds both (issue 19, the main cause)."""
+    opened, text, windows = _index(tmp_path, {
+        "a" * 32: [["Lighthouse", "The keeper lit the lamp at dusk and logged the tide."]],
+        "b" * 32: [["Lighthouse lighthouse lighthouse over the fog and the gull and the rope."]],
+        "c" * 32: [["Storm over the harbour."]],
+    })
+    ranking = word_channel(opened, parse_query("lighthouse keeper"), None, 10, text_of=text.__getitem__)
+    assert [c for c, _ in ranking][:2] == ["a" * 32 + "-w0-c0", "a" * 32 + "-w0-c1"] or \
+        [c for c, _ in ranking][:2] == ["a" * 32 + "-w0-c1", "a" * 32 + "-w0-c0"]
+    want = _reference("lighthouse keeper", windows, text)
+    assert dict(ranking)["a" * 32 + "-w0-c0"] == pytest.approx(want["a" * 32 + "-w0"], rel=1e-9)
+
+
+@settings(max_examples=25, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.integers(0, 2**32 - 1), st.lists(st.sampled_from(WORDS), min_size=1, max_size=3))
+def test_every_hit_holds_a_query_token_and_scores_its_windows_bm25(tmp_path_factory, seed, query_words):
+    """guards against: a window's score going to members that hold no query token (a hit with no
+    lexical evidence), scores that are not BM25 over the live windows, or a matching member left out."""
+    rng = random.Random(seed)
+    parses = {f"{rng.getrandbits(128):032x}": [[" ".join(rng.choices(WORDS, k=rng.randint(1, 9)))
+                                                for _ in range(rng.randint(1, 3))]
+                                               for _ in range(rng.randint(1, 2))]
+              for _ in range(rng.randint(1, 5))}
+    opened, text, windows = _index(tmp_path_factory.mktemp("win"), parses)
+    query = " ".join(query_words)
+    matches = word_matches(opened, parse_query(query), None, 1000, text_of=text.__getitem__)
+    want = _reference(query, windows, text)
+    wanted = set(word_tokens(query))
+    got = dict(matches.ranking)
+    assert len(got) == len(matches.ranking)
+    for cid, score in matches.ranking:
+        assert wanted & set(word_tokens(text[cid])), (query, text[cid])
+        assert cid in windows[matches.window_of[cid]]
+        assert score == pytest.approx(want[matches.window_of[cid]], rel=1e-9)
+    expected = {m for w, ids in windows.items() if want[w] > 0 for m in ids if wanted & set(word_tokens(text[m]))}
+    assert set(got) == expected
+    scores = [s for _, s in matches.ranking]
+    assert scores == sorted(scores, reverse=True)
+
+
+def test_exclusions_and_phrases_hold_per_chunk_not_per_window(tmp_path):
+    """guards against: a phrase matched across the join of two member chunks (no chunk holds it), and
+    an excluded term in one member dropping the window's other members."""
+    opened, text, _ = _index(tmp_path, {"a" * 32: [["The lamp in the storm", "the lamp and the tide lighthouse"],
+                                                   ["keeper of the light"]]})
+    hits = [c for c, _ in word_channel(opened, parse_query("lamp -storm"), None, 10, text_of=text.__getitem__)]
+    assert hits == ["a" * 32 + "-w0-c1"]
+    # The window's text holds "lighthouse keeper" across the join of its members; no chunk holds it.
+    joined, jtext, _ = _index(tmp_path / "j", {"b" * 32: [["the lamp lighthouse", "keeper of the lamp"]]})
+    assert word_channel(joined, parse_query('"lighthouse keeper"'), None, 10, text_of=jtext.__getitem__) == []
+
+
+FILES = {
+    "a.txt": "# Lighthouse\n\nThe keeper lit the lamp at dusk and logged the tide in a green ledger.\n",
+    "b.txt": "Lighthouse lighthouse over the fog, with gulls.\n",
+    "c.txt": "Sourdough needs a lively starter and patience.\n",
+}
+
+
+def test_ingested_home_serves_window_documents_and_health_reconstructs_them(tmp_path, fabric_home):
+    """guards against: activation or repair writing chunk-only documents (the word field would then
+    rank chunks again), hits that do not say which window scored them, and a lexical-health that
+    checks the window documents against the serving index itself instead of rebuilding them."""
+    corpus = tmp_path / "docs"
+    corpus.mkdir()
+    for name, t in FILES.items():
+        (corpus / name).write_text(t)
+    ingest(corpus, fabric_home)
+    fabric = Fabric(fabric_home.root)
+    view_windows = fabric.search("lighthouse").results  # warms the view
+    release = fabric_home.catalog.current_release()
+    opened = fabric_home.lexical.open(release.manifest["lexical_generation"])
+    windows = fabric_home.tables.read("context_windows", version=release.manifest["tables"]["context_windows"])
+    chunks = fabric_home.tables.read("chunks", version=release.manifest["tables"]["chunks"], columns=["chunk_id"])
+    assert opened.word_documents == windows.num_rows and opened.chunk_documents == chunks.num_rows
+    pack = fabric.search("lighthouse keeper")
+    window_of = {c: w for w, ids in zip(windows.column("window_id").to_pylist(),
+                                        windows.column("chunk_ids").to_pylist()) for c in ids}
+    word_hits = [h for h in pack.results if "word" in h.channels]
+    assert word_hits and view_windows
+    for h in word_hits:
+        assert h.provenance["word"]["window_id"] == window_of[h.chunk_id]
+    assert lexical_health(fabric_home).healthy
+    # A generation of chunk-only word documents (each chunk its own window) has the right chunks and
+    # terms but the wrong BM25 statistics: health must say so.
+    docs = fabric_home.tables.read("lexical_documents", version=release.manifest["tables"]["lexical_documents"])
+    gen = fabric_home.lexical.build_fresh(docs)
+    manifest = {k: v for k, v in release.manifest.items() if k not in ("release_id", "created_at")}
+    fabric_home.catalog.publish_release({**manifest, "lexical_generation": gen}, expected_current=release.release_id)
+    report = lexical_health(fabric_home)
+    assert not report.healthy and report.missing_documents
+
+
+class _CountingSearcher:
+    """A tantivy searcher that counts stored-document reads (``doc``)."""
+
+    def __init__(self, searcher) -> None:
+        self._searcher = searcher
+        self.doc_reads = 0
+
+    def doc(self, addr):
+        self.doc_reads += 1
+        return self._searcher.doc(addr)
+
+    def __getattr__(self, name):
+        return getattr(self._searcher, name)
+
+
+def test_a_repeated_query_reads_no_stored_window_again_and_ranks_the_same(tmp_path):
+    """guards against: the word channel's per-query cost growing with its candidates — every query
+    re-reading each candidate window's stored fields and re-counting its terms in Python, twice with
+    feedback (issue 19's latency regression: ~4x main's word channel, docs/benchmarks.md "Word
+    channel cost") — and against what is kept per generation changing a ranking."""
+    rng = random.Random(19)
+    parses = {f"{p:032x}": [[" ".join(rng.choices(WORDS, k=rng.randint(3, 14))) for _ in range(rng.randint(1, 4))]
+                            for _ in range(3)] for p in range(12)}
+    opened, text, _ = _index(tmp_path / "a", parses)
+    fresh, _, _ = _index(tmp_path / "b", parses)
+    feedback = Feedback(5, 20, 0.5)
+    for query in ("lighthouse keeper", "storm over the harbour", "fog gull rope lamp"):
+        parsed = parse_query(query)
+        first = word_matches(opened, parsed, None, 40, feedback, text.__getitem__)
+        assert first.ranking
+        counting = _CountingSearcher(opened.searcher)
+        opened.searcher = counting
+        again = word_matches(opened, parsed, None, 40, feedback, text.__getitem__)
+        opened.searcher = counting._searcher
+        assert counting.doc_reads == 0
+        assert again == first
+        assert word_matches(fresh, parsed, None, 40, feedback, text.__getitem__) == first
+        fresh.memo.clear()  # every query on this one starts from nothing kept
