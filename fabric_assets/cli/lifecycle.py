@@ -1,0 +1,66 @@
+"""The ``fabric`` lifecycle commands: purge (and, as they land, retention, snapshots, operator
+actions). Each calls the plain function in :mod:`fabric_assets.lifecycle` that its Dagster job
+calls too, and imports it inside its body."""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated, Optional
+
+import typer
+
+from fabric_query.cli import HomeOption, console, fail, set_home
+
+lifecycle_app = typer.Typer(help="Lifecycle commands: purge.")
+
+
+@lifecycle_app.command()
+def purge(
+    source: Annotated[Optional[list[str]], typer.Option("--source", help="A deleted source's key (repeatable), "
+                                                         "e.g. fs:notes/old.txt.")] = None,
+    root: Annotated[Optional[str], typer.Option("--root", help="A root's label: every source under it; "
+                                                 "the root is unregistered.")] = None,
+    before: Annotated[Optional[str], typer.Option("--before", help="YYYY-MM-DD: every deleted source last "
+                                                   "seen before it.")] = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Say what would go; remove nothing.")] = False,
+    as_json: Annotated[bool, typer.Option("--json")] = False,
+    home: HomeOption = None,
+) -> None:
+    """Remove sources for good: raw bytes, rows in every table and their old versions, text in
+    every index generation, memo entries, catalog rows (a tombstone with hashes only remains).
+
+    Exit codes: 0 purged (or nothing matched); 2 refused (a source still present, unknown, a
+    snapshot pins old versions, a run in progress), nothing removed.
+    """
+    from fabric_assets.lifecycle.purge import PurgeRefused, PurgeSelector, parse_before, plan_purge, purge as run
+    from fabric_resources.home import FabricHome
+
+    path = set_home(home)
+    if not (path / "catalog.sqlite3").exists():
+        fail(f"no Fabric home at {path}")
+    try:
+        selector = PurgeSelector(tuple(source or ()), root, parse_before(before) if before else None)
+    except ValueError as exc:
+        fail(f"--before: {exc}")
+    fabric_home = FabricHome(path)
+    try:
+        if dry_run:
+            plan = plan_purge(fabric_home.catalog, selector)
+            out = {"dry_run": True, "sources": list(plan.source_keys), "parse_ids": len(plan.parse_ids),
+                   "source_hashes": len(plan.source_hashes), "shared_kept": len(plan.shared_kept)}
+        else:
+            report = run(fabric_home, selector)
+            plan = report.plan
+            out = {"sources": list(plan.source_keys), "parse_ids": len(plan.parse_ids),
+                   "artifacts_removed": report.artifacts_removed, "rows_removed": report.rows_removed,
+                   "bytes_removed": report.bytes_removed, "memo_entries_removed": report.memo_entries_removed,
+                   "releases_retired": report.releases_retired, "release_id": report.release_id,
+                   "tombstone_id": report.tombstone_id, "shared_kept": len(plan.shared_kept),
+                   "resumed": report.resumed}
+    except PurgeRefused as exc:
+        fail(f"purge refused: {exc}")
+    if as_json:
+        console.print_json(json.dumps(out))
+        return
+    for k, v in out.items():
+        console.print(f"{k}: {v}", markup=False)
