@@ -345,6 +345,19 @@ class AnnotationConfig(_Strict):
     entity_match: EntityMatchConfig = EntityMatchConfig()
 
 
+class RetentionConfig(_Strict):
+    """How long what no release needs is kept (``fabric cleanup``, ``cleanup_job``, and after each
+    activation when ``after_activation``). Nothing a retained release or a snapshot pins is ever
+    removed; a parse's age counts from the first cleanup that found it pinned by none."""
+
+    releases: int = Field(3, ge=1, description="Most recent releases kept (their table versions and "
+                                               "index generations with them).")
+    superseded_days: float = Field(7.0, ge=0, description="Parses no retained release or source needs.")
+    failed_days: float = Field(30.0, ge=0, description="Failed parses that are no source's current version.")
+    deleted_days: float = Field(30.0, ge=0, description="Parses of sources deleted from their folder.")
+    after_activation: bool = Field(True, description="Run the cleanup after every activation that published.")
+
+
 class FabricConfig(_Strict):
     """The whole configuration. The embedded default is ``FabricConfig()``."""
 
@@ -358,6 +371,7 @@ class FabricConfig(_Strict):
     annotation: AnnotationConfig = AnnotationConfig()
     query: QueryConfig = QueryConfig()
     sources: SourcesConfig = SourcesConfig()
+    retention: RetentionConfig = RetentionConfig()
 
     @model_validator(mode="after")
     def _consistent(self) -> "FabricConfig":

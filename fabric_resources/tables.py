@@ -172,13 +172,15 @@ class TableStore:
         ds.optimize.compact_files(materialize_deletions=True, materialize_deletions_threshold=0.0)
         return int(lance.dataset(self.uri(name)).version)
 
-    def forget_versions(self, name: str, keep: Iterable[int] = ()) -> int:
+    def forget_versions(self, name: str, keep: Iterable[int] = (), *, delete_unverified: bool = True) -> int:
         """Remove every version of ``name`` but the latest, those in ``keep`` and tagged ones, and the
         files only they reference; return the bytes removed.
 
-        Runs with ``delete_unverified`` (Lance otherwise keeps unreferenced files younger than 7 days),
-        so no writer may be adding to the table meanwhile: callers hold the ingest and activation
-        locks and refuse while a Dagster run is in progress.
+        With ``delete_unverified`` (a purge) files no version references are removed too, however
+        young (Lance otherwise keeps them 7 days, as they may be a concurrent writer's), so no writer
+        may be adding to the table meanwhile: the purge holds the ingest and activation locks and
+        refuses while a Dagster run is in progress. Without it (retention, which may run beside
+        parse runs) only files of the removed versions go.
         """
         if not self.exists(name):
             return 0
@@ -190,7 +192,7 @@ class TableStore:
         if not doomed:
             return 0
         if not (keep - {int(ds.version)}):
-            stats = ds.cleanup_old_versions(older_than=datetime.timedelta(0), delete_unverified=True)
+            stats = ds.cleanup_old_versions(older_than=datetime.timedelta(0), delete_unverified=delete_unverified)
         else:
-            stats = ds.cleanup_old_versions(versions=doomed, delete_unverified=True)
+            stats = ds.cleanup_old_versions(versions=doomed, delete_unverified=delete_unverified)
         return int(stats.bytes_removed)

@@ -11,7 +11,7 @@ import typer
 
 from fabric_query.cli import HomeOption, console, fail, set_home
 
-lifecycle_app = typer.Typer(help="Lifecycle commands: purge.")
+lifecycle_app = typer.Typer(help="Lifecycle commands: purge, cleanup.")
 
 
 @lifecycle_app.command()
@@ -59,6 +59,32 @@ def purge(
                    "resumed": report.resumed}
     except PurgeRefused as exc:
         fail(f"purge refused: {exc}")
+    if as_json:
+        console.print_json(json.dumps(out))
+        return
+    for k, v in out.items():
+        console.print(f"{k}: {v}", markup=False)
+
+
+@lifecycle_app.command()
+def cleanup(
+    as_json: Annotated[bool, typer.Option("--json")] = False,
+    home: HomeOption = None,
+) -> None:
+    """Apply the retention policy (config section `retention`) now: old releases, superseded,
+    failed and deleted parses past their limits. Never removes what a retained release or a
+    snapshot pins."""
+    from fabric_assets.lifecycle.retention import cleanup as run
+    from fabric_resources.home import FabricHome
+
+    path = set_home(home)
+    if not (path / "catalog.sqlite3").exists():
+        fail(f"no Fabric home at {path}")
+    report = run(FabricHome(path))
+    out = {"parses_removed": {k: len(v) for k, v in report.removed.items()}, "waiting": report.waiting,
+           "releases_removed": report.releases_removed, "generations_removed": report.generations_removed,
+           "artifacts_removed": report.artifacts_removed, "bytes_removed": report.bytes_removed,
+           "republished_release": report.republished}
     if as_json:
         console.print_json(json.dumps(out))
         return

@@ -9,6 +9,7 @@ refusal's message and removes nothing.
 import dagster as dg
 
 from fabric_assets.lifecycle.purge import PurgeRefused, PurgeSelector, parse_before, purge
+from fabric_assets.lifecycle.retention import cleanup
 from fabric_resources.dagster_resources import FabricHomeResource
 
 
@@ -44,4 +45,19 @@ def purge_job() -> None:
     purge_op()
 
 
-JOBS = [purge_job]
+@dg.op(description="Apply the retention policy now (config section `retention`). See `fabric cleanup`.")
+def cleanup_op(fabric: FabricHomeResource) -> dg.Output:
+    report = cleanup(fabric.open())
+    return dg.Output(None, metadata={
+        "parses_removed": report.parses_removed, "waiting": report.waiting,
+        "releases_removed": len(report.releases_removed), "generations_removed": len(report.generations_removed),
+        "artifacts_removed": report.artifacts_removed, "bytes_removed": report.bytes_removed,
+        "republished_release": report.republished or 0})
+
+
+@dg.job(description="Remove what no retained release, snapshot or source needs (the retention policy).")
+def cleanup_job() -> None:
+    cleanup_op()
+
+
+JOBS = [purge_job, cleanup_job]

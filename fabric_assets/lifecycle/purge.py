@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 
 from fabric_assets.activation.activate import activation_lock
 from fabric_assets.annotations.assets import MEMO_FILE
+from fabric_assets.lifecycle.republish import republish
 from fabric_resources.locks import exclusive_lock
 from fabric_resources.catalog import Catalog
 from fabric_resources.home import FabricHome
@@ -230,10 +231,8 @@ def _remove(home: FabricHome, report: PurgeReport, source_keys: set[str], parse_
         active = sorted({m["parse_id"] for m in sources.values()})
         docs = home.tables.read("lexical_documents", parse_ids=active, version=versions.get("lexical_documents"))
         gen = home.lexical.build_fresh(docs)
-        manifest = {k: v for k, v in current.manifest.items() if k not in ("release_id", "created_at")}
-        manifest.update(sources=sources, tables=versions, lexical_generation=gen,
-                        purged={"tombstone_id": report.tombstone_id})
-        release = catalog.publish_release(manifest, expected_current=current.release_id)
+        release = republish(home, current, versions, sources=sources, lexical_generation=gen,
+                            note={"purge_tombstone": report.tombstone_id})
         report.release_id = release.release_id
         report.releases_retired = [r.release_id for r in catalog.releases() if r.release_id != release.release_id]
         report.generations_removed = home.lexical.remove_generations({gen})

@@ -116,16 +116,26 @@ QUERIES = ["lighthouse keeper", "Quixotic zebras manifesto", "copper vault combi
            "灯台守", "harbour master herring", "Marmoset Conspiracy ledger", "隠し部屋"]
 
 
+def _normalised(value):
+    """``value`` less what differs between two homes holding the same documents: release
+    numbers (a home that held more had more releases) and timings."""
+    if isinstance(value, dict):
+        return {k: _normalised(v) for k, v in value.items()
+                if k not in ("release_id", "timings") and not k.endswith(("_ms", "_seconds", "_s"))}
+    if isinstance(value, (list, tuple)):
+        return [_normalised(v) for v in value]
+    return value
+
+
 def _answers(root: Path) -> dict:
-    """Search, status and resolve answers, less what differs between two homes that hold the same
-    documents (the home's path, its roots' paths, release numbers)."""
+    """Whole EvidencePacks, status and resolve answers (normalised, see above), and the home's
+    path and roots' paths left out."""
     fabric = Fabric(root)
     out: dict = {}
     for q in QUERIES:
         pack = fabric.search(q, limit=10)
-        out[q] = [(r.citation.source_key, r.citation.parse_id, r.text, tuple(sorted(r.channels)), round(r.score, 9),
-                   fabric.resolve(r.citation).status) for r in pack.results]
-        out[q + " (skipped)"] = sorted(str(s) for s in pack.skipped_channels)
+        out[q] = _normalised(pack.model_dump())
+        out[q + " (resolve)"] = [(r.status, r.text) for r in (fabric.resolve(h.citation) for h in pack.results)]
     status = fabric.status().model_dump()
     for k in ("home", "roots", "release_id"):
         status.pop(k)
