@@ -11,7 +11,7 @@ import typer
 
 from fabric_query.cli import HomeOption, console, fail, set_home
 
-lifecycle_app = typer.Typer(help="Lifecycle commands: purge, cleanup.")
+lifecycle_app = typer.Typer(help="Lifecycle commands: purge, cleanup, snapshot.")
 
 
 @lifecycle_app.command()
@@ -90,3 +90,84 @@ def cleanup(
         return
     for k, v in out.items():
         console.print(f"{k}: {v}", markup=False)
+
+
+snapshot_app = typer.Typer(no_args_is_help=True, help="Snapshots: create, verify, restore, list, delete.")
+lifecycle_app.add_typer(snapshot_app, name="snapshot")
+
+
+def _opened(home):
+    from fabric_resources.home import FabricHome
+
+    path = set_home(home)
+    if not (path / "catalog.sqlite3").exists():
+        fail(f"no Fabric home at {path}")
+    return FabricHome(path)
+
+
+@snapshot_app.command("create")
+def snapshot_create(note: Annotated[str, typer.Option("--note")] = "", home: HomeOption = None) -> None:
+    """Snapshot the current release: catalog copy, Lance tags, hard links of the index and artifacts."""
+    from fabric_assets.lifecycle.snapshots import SnapshotError, create
+
+    try:
+        info = create(_opened(home), note)
+    except SnapshotError as exc:
+        fail(str(exc))
+    console.print(f"snapshot {info.snapshot_id} of release {info.release_id} at {info.path}", markup=False)
+
+
+@snapshot_app.command("verify")
+def snapshot_verify(snapshot_id: int, deep: Annotated[bool, typer.Option("--deep", help="Also rebuild the "
+                    "lexical index and recompute vector digests from the pinned rows.")] = False,
+                    home: HomeOption = None) -> None:
+    """Check every hash (and, with --deep, the index and vector digests). Exit 1 when damaged."""
+    from fabric_assets.lifecycle.snapshots import SnapshotError, verify
+
+    try:
+        report = verify(_opened(home), snapshot_id, deep=deep)
+    except SnapshotError as exc:
+        fail(str(exc))
+    for problem in report.problems:
+        console.print(f"damaged: {problem}", markup=False)
+    console.print(f"snapshot {snapshot_id}: {'ok' if report.ok else 'DAMAGED'} ({report.files_checked} files"
+                  f"{', deep' if deep else ''})", markup=False)
+    if not report.ok:
+        raise typer.Exit(1)
+
+
+@snapshot_app.command("restore")
+def snapshot_restore(snapshot_id: int, into: Annotated[Optional[str], typer.Option(
+                     "--into", help="A new home to restore into (default: this home).")] = None,
+                     home: HomeOption = None) -> None:
+    """Put the snapshot back (no parse, no model call, no Dagster run)."""
+    from pathlib import Path
+
+    from fabric_assets.lifecycle.snapshots import SnapshotError, restore
+
+    try:
+        restored = restore(_opened(home), snapshot_id, Path(into) if into else None)
+    except SnapshotError as exc:
+        fail(str(exc))
+    console.print(f"restored snapshot {snapshot_id} into {restored.root}", markup=False)
+
+
+@snapshot_app.command("list")
+def snapshot_list(home: HomeOption = None) -> None:
+    """The home's snapshots."""
+    from fabric_assets.lifecycle.snapshots import list_snapshots
+
+    for s in list_snapshots(_opened(home)):
+        console.print(f"{s.snapshot_id}\trelease {s.release_id}\t{s.created_at:.0f}\t{s.note}", markup=False)
+
+
+@snapshot_app.command("delete")
+def snapshot_delete(snapshot_id: int, home: HomeOption = None) -> None:
+    """Remove a snapshot (its tags and links; the home's own files stay)."""
+    from fabric_assets.lifecycle.snapshots import SnapshotError, delete
+
+    try:
+        delete(_opened(home), snapshot_id)
+    except SnapshotError as exc:
+        fail(str(exc))
+    console.print(f"deleted snapshot {snapshot_id}", markup=False)

@@ -32,6 +32,8 @@ from dataclasses import dataclass, field
 from fabric_assets.activation.activate import activation_lock
 from fabric_assets.annotations.assets import MEMO_FILE
 from fabric_assets.lifecycle.republish import republish
+from fabric_assets.lifecycle.snapshots import _create as create_snapshot, _delete as delete_snapshot
+from fabric_assets.lifecycle.snapshots import _find as find_snapshot, _restore as restore_snapshot, list_snapshots
 from fabric_resources.locks import exclusive_lock
 from fabric_resources.catalog import Catalog
 from fabric_resources.home import FabricHome
@@ -84,6 +86,7 @@ class PurgeReport:
     generations_removed: list[str] = field(default_factory=list)
     release_id: int | None = None
     resumed: list[int] = field(default_factory=list)  # tombstones of interrupted purges finished first
+    snapshot_id: int | None = None  # taken before, deleted once the re-published release checked out
 
 
 def parse_before(text: str) -> dt.datetime:
@@ -146,11 +149,15 @@ def plan_purge(catalog: Catalog, selector: PurgeSelector) -> PurgePlan:
 
 
 def _refuse_if_pinned(home: FabricHome) -> None:
-    tagged = {name: tags for name in TABLES if (tags := home.tables.tags(name))}
+    snaps = list_snapshots(home)
+    if snaps:
+        named = ", ".join(f"{s.snapshot_id} (release {s.release_id})" for s in snaps)
+        raise PurgeRefused(f"snapshot(s) {named} hold the home as it was, purged sources included; a purge must "
+                           "not leave them behind: delete them first (`fabric snapshot delete ID`)")
+    tagged = sorted({t for name in TABLES for t in home.tables.tags(name)})
     if tagged:
-        names = sorted({t for tags in tagged.values() for t in tags})
-        raise PurgeRefused(f"snapshot tags pin old table versions ({', '.join(names)}); a purge must remove every "
-                           "old version: delete those snapshots first (`fabric snapshot delete`)")
+        raise PurgeRefused(f"Lance tags pin old table versions ({', '.join(tagged)}); a purge must remove every "
+                           "old version: delete those tags first")
 
 
 def _instance(home: FabricHome):
@@ -214,6 +221,9 @@ def _remove(home: FabricHome, report: PurgeReport, source_keys: set[str], parse_
             root_ids: set[int]) -> None:
     catalog = home.catalog
     memo_keys = _memo_keys_only_of(home, parse_ids)
+    # 0. A snapshot first: until the old versions go (step 3) a failed purge can be rolled back.
+    snapshot = create_snapshot(home, f"before purge {report.tombstone_id}") if catalog.current_release() else None
+    report.snapshot_id = snapshot.snapshot_id if snapshot else None
     # 1. Rows out of the latest version of every table, deleted rows out of their files.
     before = {name: home.tables.count_rows(name, home.tables.version(name)) if home.tables.exists(name) else 0
               for name in TABLES}
@@ -233,10 +243,14 @@ def _remove(home: FabricHome, report: PurgeReport, source_keys: set[str], parse_
         gen = home.lexical.build_fresh(docs)
         release = republish(home, current, versions, sources=sources, lexical_generation=gen,
                             note={"purge_tombstone": report.tombstone_id})
+        _verify_or_roll_back(home, release, snapshot)
         report.release_id = release.release_id
         report.releases_retired = [r.release_id for r in catalog.releases() if r.release_id != release.release_id]
         report.generations_removed = home.lexical.remove_generations({gen})
-    # 3. Every old version (the retired releases pinned them) and the files only they held.
+    # 3. The snapshot holds the purged sources too: it goes, then every old version (the retired
+    # releases pinned them) and the files only they held.
+    if snapshot is not None:
+        delete_snapshot(home, snapshot.snapshot_id)
     for name in TABLES:
         report.bytes_removed += home.tables.forget_versions(name)
     # 4. Raw bytes, memo entries, catalog rows, Dagster partitions.
@@ -250,6 +264,20 @@ def _remove(home: FabricHome, report: PurgeReport, source_keys: set[str], parse_
         scrub(memo_path)
     forget(catalog, source_keys, parse_ids, hashes, report.releases_retired, root_ids)
     _forget_partitions(home, parse_ids)
+
+
+def _verify_or_roll_back(home: FabricHome, release, snapshot) -> None:
+    """The re-published release must serve: its index equals a reconstruction from its rows. If
+    not, the home goes back to the snapshot and the purge stops (its tombstone stays unfinished)."""
+    from fabric_resources.lexical_health import lexical_health
+
+    health = lexical_health(home, release)
+    if health.healthy:
+        return
+    if snapshot is not None:
+        restore_snapshot(home, *find_snapshot(home, snapshot.snapshot_id), False)
+    raise PurgeRefused(f"the release re-published without the purged sources failed its check ({health.problem}); "
+                       f"the home is back at snapshot {snapshot.snapshot_id if snapshot else '-'}, nothing removed")
 
 
 def _memo_keys_only_of(home: FabricHome, parse_ids: set[str]) -> set[str]:

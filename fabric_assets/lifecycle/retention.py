@@ -56,10 +56,11 @@ class CleanupReport:
 
 
 def snapshot_pins(home: FabricHome) -> tuple[set[int], set[str]]:
-    """Releases and index generations that a snapshot pins (none until snapshots exist: their
-    table versions are pinned by Lance tags, which :meth:`TableStore.forget_versions` keeps)."""
-    pins = home.catalog.state("snapshot_pins") or {}
-    return {int(r) for r in pins.get("releases", [])}, set(pins.get("generations", []))
+    """Releases and index generations the home's snapshots pin (their table versions are pinned by
+    Lance tags, which :meth:`TableStore.forget_versions` always keeps)."""
+    from fabric_assets.lifecycle.snapshots import pinned_by_snapshots
+
+    return pinned_by_snapshots(home)
 
 
 def cleanup(home: FabricHome, *, now: float | None = None) -> CleanupReport:
