@@ -11,7 +11,7 @@ import typer
 
 from fabric_query.cli import HomeOption, console, fail, set_home
 
-lifecycle_app = typer.Typer(help="Lifecycle commands: purge, cleanup, snapshot.")
+lifecycle_app = typer.Typer(help="Lifecycle commands: purge, cleanup, snapshot, parse, rebuild-projections.")
 
 
 @lifecycle_app.command()
@@ -171,3 +171,81 @@ def snapshot_delete(snapshot_id: int, home: HomeOption = None) -> None:
     except SnapshotError as exc:
         fail(str(exc))
     console.print(f"deleted snapshot {snapshot_id}", markup=False)
+
+
+parse_app = typer.Typer(no_args_is_help=True, help="Operator actions on parses: accept, discard, retry, reparse.")
+lifecycle_app.add_typer(parse_app, name="parse")
+
+
+def _action(action, *args) -> None:
+    from fabric_assets.lifecycle.operator import OperatorError
+
+    try:
+        result = action(*args)
+    except OperatorError as exc:
+        fail(str(exc))
+    console.print(f"{len(result.parse_ids)} parse(s) now {result.status}"
+                  + (f"; release {result.release_id} (published: {result.published})" if result.release_id else ""),
+                  markup=False)
+    return result
+
+
+def _run_marked(home) -> None:
+    from fabric_assets.lifecycle.rebuild import run_marked
+
+    summary = run_marked(home)
+    if summary is not None:
+        console.print(f"ran {len(summary.scan.parse_ids_to_run)} parse(s); release "
+                      f"{summary.activation.get('release_id')}; failed: "
+                      f"{', '.join(f'{f.source_key} ({f.reason})' for f in summary.failed) or 'none'}", markup=False)
+        if summary.failed_runs:
+            raise typer.Exit(3)
+
+
+@parse_app.command("accept")
+def parse_accept(parse_id: str, home: HomeOption = None) -> None:
+    """Accept a held parse as it is: it becomes its sources' active parse (an activation runs)."""
+    from fabric_assets.lifecycle.operator import accept_held
+
+    _action(accept_held, _opened(home), parse_id)
+
+
+@parse_app.command("discard")
+def parse_discard(parse_id: str, home: HomeOption = None) -> None:
+    """Discard a held parse: failed with reason `discarded`; its sources keep their previous parse."""
+    from fabric_assets.lifecycle.operator import discard_held
+
+    _action(discard_held, _opened(home), parse_id)
+
+
+@parse_app.command("retry")
+def parse_retry(parse_ids: Annotated[Optional[list[str]], typer.Argument(help="Failed parse IDs (default: all "
+                "that a present source waits for).")] = None, home: HomeOption = None) -> None:
+    """Clear failures: failed parses go back to pending and are parsed again now."""
+    from fabric_assets.lifecycle.operator import retry_failed
+
+    fabric_home = _opened(home)
+    _action(retry_failed, fabric_home, parse_ids or None)
+    _run_marked(fabric_home)
+
+
+@parse_app.command("reparse")
+def parse_reparse(source_key: str, home: HomeOption = None) -> None:
+    """Force a re-parse of a source's current bytes (same parse ID), now."""
+    from fabric_assets.lifecycle.operator import force_reparse
+
+    fabric_home = _opened(home)
+    _action(force_reparse, fabric_home, source_key)
+    _run_marked(fabric_home)
+
+
+@lifecycle_app.command("rebuild-projections")
+def rebuild_projections_cmd(home: HomeOption = None) -> None:
+    """Rebuild chunks and every projection made from them for every active parse, from the stored
+    units (no re-parse), then activate. From the UI: a backfill of `rechunk_job`."""
+    from fabric_assets.lifecycle.rebuild import rebuild_projections
+
+    rebuilt, failed = rebuild_projections(_opened(home))
+    console.print(f"rebuilt {len(rebuilt)} parse(s); failed runs: {', '.join(failed) or 'none'}", markup=False)
+    if failed:
+        raise typer.Exit(3)

@@ -8,6 +8,8 @@ refusal's message and removes nothing.
 # No `from __future__ import annotations`: Dagster reads the op's config annotation at decoration time.
 import dagster as dg
 
+from fabric_assets.lifecycle.operator import (ActionResult, OperatorError, accept_held, discard_held,
+                                              force_reparse, retry_failed)
 from fabric_assets.lifecycle.purge import PurgeRefused, PurgeSelector, parse_before, purge
 from fabric_assets.lifecycle.retention import cleanup
 from fabric_resources.dagster_resources import FabricHomeResource
@@ -60,4 +62,74 @@ def cleanup_job() -> None:
     cleanup_op()
 
 
-JOBS = [purge_job, cleanup_job]
+class ParseConfig(dg.Config):
+    """One parse, by its ID (a ``parses`` partition key; `fabric status` lists held and failed ones)."""
+
+    parse_id: str
+
+
+class RetryConfig(dg.Config):
+    """Failed parses to retry; empty: every failed parse a present source waits for."""
+
+    parse_ids: list[str] = []
+
+
+class SourceConfig(dg.Config):
+    """One source, by its key, e.g. ``fs:notes/incident.md``."""
+
+    source_key: str
+
+
+def _result(result: ActionResult) -> dg.Output:
+    return dg.Output(None, metadata={"parses": len(result.parse_ids), "status": result.status,
+                                     "release_id": result.release_id or 0, "published": result.published})
+
+
+def _operator(action, *args) -> dg.Output:
+    try:
+        return _result(action(*args))
+    except OperatorError as exc:
+        raise dg.Failure(description=str(exc)) from None
+
+
+@dg.op(description="Accept a held parse as it is; it becomes its sources' active parse.")
+def accept_op(config: ParseConfig, fabric: FabricHomeResource) -> dg.Output:
+    return _operator(accept_held, fabric.open(), config.parse_id)
+
+
+@dg.op(description="Discard a held parse; its sources keep their previous active parse.")
+def discard_op(config: ParseConfig, fabric: FabricHomeResource) -> dg.Output:
+    return _operator(discard_held, fabric.open(), config.parse_id)
+
+
+@dg.op(description="Set failed parses back to pending; the source sensor or the next ingest runs them.")
+def retry_op(config: RetryConfig, fabric: FabricHomeResource) -> dg.Output:
+    return _operator(retry_failed, fabric.open(), config.parse_ids or None)
+
+
+@dg.op(description="Mark a source's parse to be parsed again (forced); the source sensor or the next ingest runs it.")
+def reparse_op(config: SourceConfig, fabric: FabricHomeResource) -> dg.Output:
+    return _operator(force_reparse, fabric.open(), config.source_key)
+
+
+@dg.job(description="Accept a held parse (typed config: parse_id).")
+def accept_held_job() -> None:
+    accept_op()
+
+
+@dg.job(description="Discard a held parse (typed config: parse_id).")
+def discard_held_job() -> None:
+    discard_op()
+
+
+@dg.job(description="Clear failures: failed parses back to pending (typed config: parse_ids, empty = all).")
+def retry_failed_job() -> None:
+    retry_op()
+
+
+@dg.job(description="Force a re-parse of a source (typed config: source_key).")
+def reparse_job() -> None:
+    reparse_op()
+
+
+JOBS = [purge_job, cleanup_job, accept_held_job, discard_held_job, retry_failed_job, reparse_job]
