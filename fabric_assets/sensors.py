@@ -14,6 +14,9 @@ from fabric_assets.run_planning import partition_ranges
 from fabric_assets.sources.scan import scan
 from fabric_resources.dagster_resources import FabricHomeResource
 
+#: Why a tick skips when ``sources.unattended`` is false (the sensors start running by default).
+OFF = "sources.unattended is false in the home's config.json"
+
 
 def range_tags(keys: list[str]) -> dict[str, str]:
     return {RANGE_START_TAG: keys[0], RANGE_END_TAG: keys[-1]}
@@ -31,9 +34,12 @@ def plan_parse_runs(instance: dg.DagsterInstance, pending: list[str], per_run: i
     jobs=[parse_job, activation_job],
     minimum_interval_seconds=30,
     description="Scans registered roots; adds a parse partition per new content and starts batched runs.",
+    default_status=dg.DefaultSensorStatus.RUNNING,
 )
 def source_change_sensor(context: dg.SensorEvaluationContext, fabric: FabricHomeResource) -> dg.SensorResult:
     home = fabric.open()
+    if not home.config.sources.unattended:
+        return dg.SensorResult(skip_reason=OFF)
     report = scan(home)
     new_keys, runs = plan_parse_runs(context.instance, report.parse_ids_to_run, home.config.sources.partitions_per_run)
     requests = [
@@ -58,8 +64,11 @@ def source_change_sensor(context: dg.SensorEvaluationContext, fabric: FabricHome
     monitored_jobs=[parse_job, reproject_job, rechunk_job],
     request_job=activation_job,
     description="Activates whatever passed its gate once a parse run finishes.",
+    default_status=dg.DefaultSensorStatus.RUNNING,
 )
-def activate_after_parse_run(context: dg.RunStatusSensorContext):
+def activate_after_parse_run(context: dg.RunStatusSensorContext, fabric: FabricHomeResource):
+    if not fabric.open().config.sources.unattended:
+        return dg.SkipReason(OFF)
     return dg.RunRequest(run_key=f"activate-after:{context.dagster_run.run_id}")
 
 
@@ -74,9 +83,12 @@ def plan_annotation_runs(instance: dg.DagsterInstance, wanted: list[str], per_ru
     request_job=annotation_job,
     description="With annotation.enabled: annotates newly active parses (and, when annotation is required "
     "for activation, parsed ones waiting for it) that have no annotation verdict yet.",
+    default_status=dg.DefaultSensorStatus.RUNNING,
 )
 def annotate_after_activation(context: dg.RunStatusSensorContext, fabric: FabricHomeResource):
     home = fabric.open()
+    if not home.config.sources.unattended:
+        return dg.SkipReason(OFF)
     wanted = parses_needing_annotation(home)
     if not wanted:
         return dg.SkipReason("annotation disabled" if not home.config.annotation.enabled else "nothing to annotate")
@@ -94,6 +106,9 @@ def annotate_after_activation(context: dg.RunStatusSensorContext, fabric: Fabric
     monitored_jobs=[annotation_job],
     request_job=activation_job,
     description="Publishes the new annotation and graph table versions once an annotation run finishes.",
+    default_status=dg.DefaultSensorStatus.RUNNING,
 )
-def activate_after_annotation_run(context: dg.RunStatusSensorContext):
+def activate_after_annotation_run(context: dg.RunStatusSensorContext, fabric: FabricHomeResource):
+    if not fabric.open().config.sources.unattended:
+        return dg.SkipReason(OFF)
     return dg.RunRequest(run_key=f"activate-after:{context.dagster_run.run_id}")

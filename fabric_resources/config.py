@@ -308,6 +308,10 @@ class SourcesConfig(_Strict):
         description="Files larger than this (bytes) are skipped as too-large before they are read, "
         "whatever their type; a parser's own max_bytes applies to the files it parses.")
     partitions_per_run: int = Field(256, gt=0, description="Parse partitions covered by one Dagster run.")
+    unattended: bool = Field(
+        True, description="While the Dagster daemon runs (`fabric ui`, `dagster dev`): the source sensor, the "
+        "activation and annotation sensors and the health schedule run (they start running by default); "
+        "false: every tick skips, saying so.")
     withheld: tuple[str, ...] = Field(
         (),
         description="Glob patterns (fnmatch, '*' crosses '/') over source keys without 'fs:', e.g. "

@@ -205,13 +205,14 @@ def verify(home: FabricHome, snapshot_id: int, *, deep: bool = False) -> VerifyR
             report.problems.append(f"{rel}: bytes changed (hash mismatch)")
     for name, version in sorted(m["tables"].items()):
         tag = f"{TAG_PREFIX}{snapshot_id}"
-        found = home.tables.tags(name).get(tag) if home.tables.exists(name) else None
-        if found != version:
-            report.problems.append(f"table {name}: tag {tag} is {found}, the snapshot pins version {version}")
         try:
             home.tables.count_rows(name, version)
+            found = home.tables.tags(name).get(tag)
         except Exception as exc:  # Lance raises OSError / ValueError / its own for a missing version file
             report.problems.append(f"table {name}: version {version} unreadable in the home ({type(exc).__name__})")
+            continue
+        if found != version:
+            report.problems.append(f"table {name}: tag {tag} is {found}, the snapshot pins version {version}")
     gen = m["lexical_generation"]
     if gen:
         for rel, digest in sorted(m["files"].items()):
