@@ -303,6 +303,9 @@ PARSE_STATUSES = ("pending", "parsed", "ready", "failed", "held")
 #: folders) it found but could not take in, e.g. ``{"fs:notes/big.log": "too-large: ..."}``.
 #: The keys are source keys, or ``fs:<root>/<ascii() of the path>`` for names that are not UTF-8.
 SCAN_SKIPPED_STATE = "scan_skipped"
+#: Catalog ``state`` entry written by every source scan: ``{"at": unix time, "changes": n}`` (the
+#: freshness line of ``fabric status``).
+LAST_SCAN_STATE = "last_scan"
 
 # ---------------------------------------------------------------------------
 # Serving index fields (tantivy)

@@ -137,7 +137,7 @@ def _answers(root: Path) -> dict:
         out[q] = _normalised(pack.model_dump())
         out[q + " (resolve)"] = [(r.status, r.text) for r in (fabric.resolve(h.citation) for h in pack.results)]
     status = fabric.status().model_dump()
-    for k in ("home", "roots", "release_id"):
+    for k in ("home", "roots", "release_id", "last_scan_at", "release_created_at"):  # paths, numbers, times
         status.pop(k)
     out["status"] = status
     return out

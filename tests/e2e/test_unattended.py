@@ -70,6 +70,16 @@ def test_the_daemon_ingests_a_new_file_with_no_command_typed(tmp_path):
         assert "fs:notes/second.txt" in found
         assert "fs:notes/first.txt" in {r.citation.source_key
                                         for r in Fabric(home.root).search("lighthouse keeper").results}
+        # Freshness: the sensor's scans and the release's age show in status.
+        status = Fabric(home.root).status()
+        assert status.last_scan_at is not None and time.time() - status.last_scan_at < 600
+        assert status.release_created_at is not None and status.pending == 0
+        from typer.testing import CliRunner
+
+        from fabric_assets.cli import app
+
+        out = CliRunner().invoke(app, ["status", "--home", str(home.root)])
+        assert "last scan" in out.output and "release published" in out.output, out.output
     finally:
         os.killpg(daemon.pid, 15)
         daemon.wait(timeout=60)
