@@ -8,56 +8,17 @@ from collections.abc import Collection
 from functools import cached_property
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict
-
 from fabric_query import pipeline
 from fabric_query.errors import HomeNotFoundError
 from fabric_query.resolve import resolve as resolve_citation
-from fabric_query.types import Citation, EvidencePack, ResolveResult
+from fabric_query.scope import Scope
+from fabric_query.types import Citation, EvidencePack, ParseProblem, ResolveResult, Status  # noqa: F401 - re-exported
 from fabric_resources.home import FabricHome, home_path
 from fabric_query.memory import limit_malloc_arenas
 from fabric_resources.models.embedder import Encoder
 from fabric_resources.models.http_embedder import dense_backend
 from fabric_resources.models.reranker import Reranker, reranker_from_config
 from fabric_resources.schema import LAST_SCAN_STATE, SCAN_SKIPPED_STATE
-
-
-class ParseProblem(BaseModel):
-    model_config = ConfigDict(frozen=True)
-    parse_id: str
-    status: str
-    reason: str | None
-    detail: str | None
-    sources: tuple[str, ...]
-
-
-class Status(BaseModel):
-    """What a home holds: sources by state, the current release, problems with reasons."""
-
-    model_config = ConfigDict(frozen=True)
-    home: str
-    roots: tuple[str, ...]
-    sources_by_state: dict[str, int]
-    release_id: int | None
-    active_sources: int
-    active_parses: int
-    failed: tuple[ParseProblem, ...]
-    held: tuple[ParseProblem, ...]
-    pending: int
-    #: Parsed but not yet gated: its run is still going, or was killed (the next ingest re-runs it).
-    unfinished: tuple[ParseProblem, ...] = ()
-    unsupported: tuple[tuple[str, str], ...]  # (source key, media type)
-    withheld: tuple[str, ...]  # source keys kept out of every release by policy
-    #: (path, reason) of what the last scan found but could not take in (too-large, unreadable,
-    #: not-a-regular-file, unreadable-folder, name-not-utf-8); see ``schema.SCAN_SKIPPED_STATE``.
-    skipped: tuple[tuple[str, str], ...] = ()
-    #: Parses that are searchable but left parts unread (e.g. image-only PDF pages without OCR):
-    #: reason ``failed-units``, detail lists them (``page 3: ocr-unavailable; …``).
-    partial: tuple[ParseProblem, ...] = ()
-    #: Freshness: when the last source scan ran (unix time; None before any) and when the current
-    #: release was published.
-    last_scan_at: float | None = None
-    release_created_at: float | None = None
 
 
 class Fabric:
@@ -78,13 +39,15 @@ class Fabric:
 
     def search(
         self, query: str, *, limit: int | None = None, release_id: int | None = None, debug: bool = False,
-        channels: Collection[str] | None = None,
+        channels: Collection[str] | None = None, scope: Scope | dict | None = None, max_tokens: int | None = None,
     ) -> EvidencePack:
         """Search the current (or a given) release under today's visibility, with every channel that
-        applies or only the named ``channels``; see :func:`fabric_query.pipeline.search` for the
-        errors raised (all in :mod:`fabric_query.errors`)."""
+        applies or only the named ``channels``, within ``scope`` (the structured twin of the query
+        string's filters, :class:`fabric_query.scope.Scope`) and a token budget ``max_tokens``
+        (whole passages only); see :func:`fabric_query.pipeline.search` for the errors raised
+        (all in :mod:`fabric_query.errors`)."""
         return pipeline.search(self.home, query, self.encoder, limit=limit, release_id=release_id, debug=debug,
-                               reranker=self.reranker, channels=channels)
+                               reranker=self.reranker, channels=channels, scope=scope, max_tokens=max_tokens)
 
     @cached_property
     def encoder(self) -> Encoder:

@@ -9,13 +9,16 @@ windows (written before they existed) gives one-chunk passages. Highlights come 
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from fabric_query.evidence import highlight
+from fabric_query.locations import CitedLocation, location_of
 from fabric_query.passages import AssembledPassage, HitWindow, MemberChunk, assemble
-from fabric_query.release import ReleaseView
+from fabric_query.release import ProjectionUnavailable, ReleaseView, guarded_read
 from fabric_query.types import ChannelHit, Citation, CitedSpan, EvidenceUnit, HighlightSegment, Hit, Passage
 
 if TYPE_CHECKING:
@@ -39,13 +42,71 @@ def spans_of(chunk_texts: list[str], chunk_fragments: list[list[dict]]) -> tuple
     return tuple(spans)
 
 
+#: Parses whose unit locations are kept per process (a few KB each; the units of one parse at one
+#: table version never change, so the cache needs no invalidation).
+MAX_CACHED_LOCATION_PARSES = 256
+_locations: OrderedDict[tuple[str, int, str], dict[str, CitedLocation]] = OrderedDict()
+_locations_lock = threading.Lock()
+
+
+def unit_locations(view: ReleaseView, parse_id: str) -> dict[str, CitedLocation]:
+    """Unit ID → location (:func:`fabric_query.locations.location_of`) for one parse of the view,
+    from its units at the release's version of the table; ``{}`` when the release records no units
+    table or it cannot be read (a citation then carries no locations; its text is still verified)."""
+    return prefetch_locations(view, [parse_id]).get(parse_id, {})
+
+
+def prefetch_locations(view: ReleaseView, parse_ids: list[str]) -> dict[str, dict[str, CitedLocation]]:
+    """:func:`unit_locations` of several parses, the uncached ones read in one pass over the table."""
+    version = view.release.manifest["tables"].get("units")
+    if version is None:
+        return {}
+    root = str(view.home.root)
+    found: dict[str, dict[str, CitedLocation]] = {}
+    with _locations_lock:
+        for pid in dict.fromkeys(parse_ids):
+            key = (root, int(version), pid)
+            if key in _locations:
+                _locations.move_to_end(key)
+                found[pid] = _locations[key]
+    missing = [pid for pid in dict.fromkeys(parse_ids) if pid not in found]
+    if not missing:
+        return found
+    try:
+        t = guarded_read("units", lambda: view.home.tables.read(
+            "units", parse_ids=missing, version=version,
+            columns=["parse_id", "unit_id", "kind", "locator", "section_path", "attributes"]))
+    except ProjectionUnavailable:
+        return found
+    read: dict[str, dict[str, CitedLocation]] = {pid: {} for pid in missing}
+    for pid, u, k, loc, sp, a in zip(*(t.column(c).to_pylist() for c in (
+            "parse_id", "unit_id", "kind", "locator", "section_path", "attributes"))):
+        read[pid][u] = location_of(u, k, loc, tuple(sp or ()), a)
+    with _locations_lock:
+        for pid, located in read.items():
+            _locations[(root, int(version), pid)] = located
+        while len(_locations) > MAX_CACHED_LOCATION_PARSES:
+            _locations.popitem(last=False)
+    return {**found, **read}
+
+
+def locations_of(spans: tuple[CitedSpan, ...], located: Mapping[str, CitedLocation]) -> tuple[CitedLocation, ...]:
+    """One location per distinct cited unit, in span order; ``()`` if any unit is not located (a
+    citation names every unit's location or none)."""
+    units = list(dict.fromkeys(s.unit_id for s in spans))
+    if not all(u in located for u in units):
+        return ()
+    return tuple(located[u] for u in units)
+
+
 def citation_for(view: ReleaseView, parse_id: str, chunk_id: str, texts: list[str], fragments: list[list[dict]],
                  sources: list[str]) -> Citation:
     meta = view.sources[sources[0]]
+    spans = spans_of(texts, fragments)
     return Citation(
         release_id=view.release_id, source_key=sources[0], source_hash=meta["source_hash"], parse_id=parse_id,
-        chunk_id=chunk_id, spans=spans_of(texts, fragments), text_hash=text_hash(FRAGMENT_SEPARATOR.join(texts)),
-        also_cited_by=tuple(sources[1:]),
+        chunk_id=chunk_id, spans=spans, text_hash=text_hash(FRAGMENT_SEPARATOR.join(texts)),
+        also_cited_by=tuple(sources[1:]), locations=locations_of(spans, unit_locations(view, parse_id)),
     )
 
 
@@ -72,6 +133,8 @@ def assemble_passages(
         wid, members = membership.get(cid, (None, (cid,)))
         hits.append(HitWindow(rank, cid, wid, tuple(_member(view, m) for m in members)))
     assembled, trace = assemble(hits, max_tokens, max_units)
+    # One read of the units table for every parse the citations below name (then cached).
+    prefetch_locations(view, [view.chunk(m.chunk_id)["parse_id"] for p in assembled for m in p.members[:1]])
     passages, units, seen_units = [], [], set()
     for p in assembled:
         passages.append(_passage(view, p, sources_by_parse))

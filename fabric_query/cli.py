@@ -35,7 +35,7 @@ HomeOption = Annotated[
 
 def set_home(home: Optional[Path]) -> Path:
     """Resolve ``--home`` (default ``./.fabric``), export it as ``FABRIC_HOME`` for the command, keep models offline."""
-    from fabric_resources.home import home_path
+    from fabric_resources.home_location import home_path
 
     path = home_path(home)
     os.environ["FABRIC_HOME"] = str(path)
@@ -57,11 +57,13 @@ def _age(seconds: float) -> str:
     return f"{int(max(seconds, 0))} s"
 
 
-def print_status(home: Path) -> None:
-    """The status lines of ``fabric status`` (also printed after ``fabric ingest``)."""
-    from fabric_query.api import Fabric
+def print_status(home: Path, st=None) -> None:
+    """The status lines of ``fabric status`` (also printed after ``fabric ingest``); ``st``: a
+    :class:`~fabric_query.types.Status` already read (default: read the home in-process)."""
+    if st is None:
+        from fabric_query.api import Fabric
 
-    st = Fabric(home).status()
+        st = Fabric(home).status()
     console.print(
         f"release {st.release_id}: {st.active_sources} active sources, {st.active_parses} active parses, "
         f"sources by state {st.sources_by_state}, pending {st.pending}"
@@ -90,25 +92,34 @@ def print_status(home: Path) -> None:
 
 @read_app.command()
 def search(
-    query: Annotated[str, typer.Argument(help='Free text, "phrases", -excluded, path:/type:/after:/before:/source:')],
+    query: Annotated[str, typer.Argument(
+        help='Free text, "phrases", -excluded, path:/type:/lang:/after:/before:/source:/confidence:')],
     limit: Annotated[int, typer.Option("--limit", "-n", min=1, max=1000)] = 10,
     as_json: Annotated[bool, typer.Option("--json", help="Print the whole EvidencePack as JSON.")] = False,
     home: HomeOption = None,
 ) -> None:
-    """Search the current release and print the evidence."""
-    from fabric_query.api import Fabric
-    from fabric_query.release import VISIBLE_SOURCES_ONLY
-    from fabric_resources.models.minilm_onnx import QueryModelError
+    """Search the current release and print the evidence (through a running `fabric serve` of
+    the home when one is up, else in-process; the output is the same)."""
+    from fabric_query.types import EvidencePack
 
-    set_home(home)
-    try:
-        pack = Fabric().search(query, limit=limit)
-    except (FabricQueryError, QueryModelError) as exc:
-        fail(f"{type(exc).__name__}: {_esc(str(exc))}")
+    path = set_home(home)
+    answer = _remote(path, "POST", "/v1/search", {"query": query, "limit": limit})
+    if answer is not None:
+        pack = EvidencePack.model_validate(answer)
+    else:
+        from fabric_query.api import Fabric
+        from fabric_resources.models.minilm_onnx import QueryModelError
+
+        try:
+            pack = Fabric().search(query, limit=limit)
+        except (FabricQueryError, QueryModelError) as exc:
+            fail(f"{type(exc).__name__}: {_esc(str(exc))}")
     if as_json:
         sys.stdout.write(pack.model_dump_json(indent=2) + "\n")
         return
-    if pack.fallback_reason == VISIBLE_SOURCES_ONLY:
+    if pack.fallback_reason:
+        from fabric_query.release import VISIBLE_SOURCES_ONLY
+    if pack.fallback_reason and pack.fallback_reason == VISIBLE_SOURCES_ONLY:
         err.print(f"[yellow]release {pack.release_id} names sources that are no longer visible (deleted or "
                   "withheld); answered from its visible sources only[/yellow]")
     elif pack.fallback_reason:
@@ -121,10 +132,25 @@ def search(
         c = hit.citation
         text = "".join(f"[bold yellow]{_esc(s.text)}[/bold yellow]" if s.highlighted else _esc(s.text)
                        for s in hit.highlights)
-        console.print(f"[bold]{hit.rank}.[/bold] {c.source_key}  [dim]{' > '.join(hit.section_path)}[/dim]")
+        # PDFs are cited to the page (``p. 7``, ``pp. 7–8``); other formats by their structural path.
+        where, section = c.label, " > ".join(hit.section_path)
+        section = "" if section and section in where else section  # a structural path already names it
+        console.print(f"[bold]{hit.rank}.[/bold] {_esc(c.source_key)}{' ' + _esc(where) if where else ''}"
+                      f"  [dim]{_esc(section)}[/dim]")
         console.print(f"   channels: {', '.join(f'{n}#{h.rank}' for n, h in hit.channels.items())}"
                       f"  parse {c.parse_id[:12]}  units {len(c.spans)}")
         console.print("   " + (text if len(hit.text) < 600 else text[:600] + "…"))
+
+
+def _remote(home: Path, method: str, route: str, body: dict | None = None):
+    """The running server's answer (:func:`fabric_query.remote.call`), or None to run in-process;
+    a request the server refuses fails the command as the in-process path would."""
+    from fabric_query.remote import RemoteError, call
+
+    try:
+        return call(home, method, route, body)
+    except RemoteError as exc:
+        fail(f"{exc.kind}: {_esc(str(exc))}")
 
 
 def _esc(text: str) -> str:
@@ -140,10 +166,9 @@ def resolve(
     home: HomeOption = None,
 ) -> None:
     """Re-verify a citation: prints verified or stale (with what changed). Exit 1 when stale."""
-    from fabric_query.api import Fabric
-    from fabric_query.types import Citation
+    from fabric_query.types import Citation, ResolveResult
 
-    set_home(home)
+    path = set_home(home)
     is_file = citation != "-" and Path(citation).is_file()
     raw = sys.stdin.read() if citation == "-" else (Path(citation).read_text() if is_file else citation)
     try:
@@ -165,10 +190,16 @@ def resolve(
     except ValidationError as exc:
         fields = ", ".join(".".join(str(p) for p in e["loc"]) for e in exc.errors())
         fail(f"not a valid citation (missing or malformed: {fields})")
-    try:
-        result = Fabric().resolve(parsed)
-    except (FabricQueryError, ValueError) as exc:
-        fail(f"{type(exc).__name__}: {_esc(str(exc))}")
+    answer = _remote(path, "POST", "/v1/resolve", {"citation": parsed.model_dump(mode="json")})
+    if answer is not None:
+        result = ResolveResult.model_validate(answer)
+    else:
+        from fabric_query.api import Fabric
+
+        try:
+            result = Fabric().resolve(parsed)
+        except (FabricQueryError, ValueError) as exc:
+            fail(f"{type(exc).__name__}: {_esc(str(exc))}")
     colour = "green" if result.status == "verified" else "red"
     console.print(f"[{colour}]{result.status}[/{colour}]")
     for c in result.checks:
@@ -183,14 +214,21 @@ def status(
     home: HomeOption = None,
 ) -> None:
     """Sources, active parses, failed parses with reasons, unsupported files."""
-    from fabric_query.api import Fabric
+    from fabric_query.types import Status
 
     path = set_home(home)
+    answer = _remote(path, "GET", "/v1/status")
     try:
-        if as_json:
-            sys.stdout.write(Fabric(path).status().model_dump_json(indent=2) + "\n")
+        if answer is not None:
+            st = Status.model_validate(answer)
         else:
-            print_status(path)
+            from fabric_query.api import Fabric
+
+            st = Fabric(path).status()
+        if as_json:
+            sys.stdout.write(st.model_dump_json(indent=2) + "\n")
+        else:
+            print_status(path, st)
     except FabricQueryError as exc:
         fail(str(exc))
 

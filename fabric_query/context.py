@@ -10,15 +10,17 @@ per query, on first use (:attr:`QueryContext.windows`, :meth:`QueryContext.per_q
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, TypeVar
 
-from fabric_query.errors import InvalidArgumentError, NoReleaseError
+from fabric_query.errors import InvalidArgumentError, NoReleaseError, ReleaseUnreadableError
 from fabric_query.querylang import ParsedQuery, parse_query
-from fabric_query.release import ProjectionUnavailable, ReleaseView, pinned_view
+from fabric_query.release import ProjectionUnavailable, ReleaseView, guarded_read, pinned_view
+from fabric_query.scope import Scope, apply_scope
 from fabric_query.types import StageTiming
 from fabric_resources.config import FabricConfig
 from fabric_resources.home import FabricHome
@@ -101,6 +103,10 @@ class QueryContext:
         The query-time models (:class:`Encoders`).
     selected
         Names of the channels this search may run (:func:`fabric_query.channels.registry.select`).
+    excluded_chunks
+        Chunks of eligible parses that a chunk-level filter (``confidence:``) leaves out; every
+        channel's ranking is cut to the others (:meth:`admitted`). ``depth`` counts them in, so a
+        channel that ranks chunk by chunk still hands fusion its ``query.channel_depth`` admitted ones.
     clock
         The query's stage timings.
     """
@@ -115,6 +121,7 @@ class QueryContext:
     limit: int
     encoders: Encoders
     selected: frozenset[str]
+    excluded_chunks: frozenset[str] = frozenset()
     clock: Stopwatch = field(default_factory=Stopwatch, compare=False, repr=False)
     _memo: dict[Any, Any] = field(default_factory=dict, compare=False, repr=False)
 
@@ -137,6 +144,14 @@ class QueryContext:
         except ProjectionUnavailable as exc:
             return WindowMembership({}, exc.describe())
 
+    def admitted(self, ranking: list[tuple[str, float]]) -> list[tuple[str, float]]:
+        """``ranking`` without :attr:`excluded_chunks` (order kept), cut to the depth the channel
+        would have had without them."""
+        if not self.excluded_chunks:
+            return ranking
+        kept = [p for p in ranking if p[0] not in self.excluded_chunks]
+        return kept[: self.depth - len(self.excluded_chunks)]
+
     @property
     def eligible_sources(self) -> int:
         """Sources the filters admit (``EvidencePack.eligible_sources``)."""
@@ -158,6 +173,55 @@ def eligible_parses(view: ReleaseView, parsed: ParsedQuery) -> tuple[set[str] | 
         if f.admits(key, meta["media_type"], meta.get("mtime_ns"), meta.get("language")):
             by_parse.setdefault(meta["parse_id"], []).append(key)
     return set(by_parse), by_parse
+
+
+def low_confidence_chunks(view: ReleaseView, eligible: set[str] | None, min_confidence: float | None
+                          ) -> frozenset[str]:
+    """Chunks (of the ``eligible`` parses, ``None``: all) holding text of an ``ocr_text`` unit whose
+    ``confidence`` (mean word confidence, 0-1, :mod:`fabric_resources.parsing.pdf.ocr`) is below
+    ``min_confidence``, or has none; ``frozenset()`` without the filter.
+
+    Units read from a text layer or a file carry no confidence and never exclude a chunk: their
+    text is what the source holds. Reads the ``units`` table (kind and attributes) of those
+    parses only when the filter is given.
+
+    Raises
+    ------
+    ReleaseUnreadableError
+        The units table cannot be read: the filter cannot be honoured, and answering without it
+        would show what it excludes.
+    """
+    if min_confidence is None:
+        return frozenset()
+    parses = view.sources_by_parse if eligible is None else {p: view.sources_by_parse[p] for p in eligible}
+    version = view.release.manifest["tables"].get("units")
+    low: set[str] = set()
+    try:
+        for batch in guarded_read("units", lambda: list(view.home.tables.read_active_batches(
+                "units", version, parses, ["unit_id", "kind", "attributes"]))):
+            for unit_id, kind, attributes in zip(*(batch.column(c).to_pylist() for c in ("unit_id", "kind",
+                                                                                          "attributes"))):
+                if kind == "ocr_text" and not _confidence_at_least(attributes, min_confidence):
+                    low.add(unit_id)
+    except ProjectionUnavailable as exc:
+        raise ReleaseUnreadableError(f"confidence: cannot read the OCR confidences ({exc.describe()})") from exc
+    if not low:
+        return frozenset()
+    chunks = view.chunks
+    out = set()
+    for cid, pid, frags in zip(chunks.column("chunk_id").to_pylist(), chunks.column("parse_id").to_pylist(),
+                               chunks.column("fragments").to_pylist()):
+        if (eligible is None or pid in eligible) and any(f["unit_id"] in low for f in frags):
+            out.add(cid)
+    return frozenset(out)
+
+
+def _confidence_at_least(attributes: str, threshold: float) -> bool:
+    try:
+        value = json.loads(attributes).get("confidence")
+    except (ValueError, AttributeError):
+        return False
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and value >= threshold
 
 
 def checked_limit(limit, default: int) -> int:
@@ -190,29 +254,35 @@ def check_arguments(release_id, debug) -> None:
 
 
 def open_query(home: FabricHome, config: FabricConfig, query: str, encoders: Encoders, *, limit: int,
-               release_id: int | None, selected: frozenset[str], clock: Stopwatch) -> QueryContext:
+               release_id: int | None, selected: frozenset[str], clock: Stopwatch,
+               scope: "Scope | dict | None" = None) -> QueryContext:
     """Parse ``query``, pin the release (default: the current one) and apply the filters.
 
     Laps ``pin_and_parse`` and ``eligibility`` on ``clock``. ``limit`` and ``release_id`` are
-    already checked (:func:`checked_limit`, :func:`check_arguments`).
+    already checked (:func:`checked_limit`, :func:`check_arguments`); ``scope`` adds the structured
+    filters (:func:`fabric_query.scope.apply_scope`).
 
     Raises
     ------
     QuerySyntaxError, EmptyQueryError, QueryTooLongError
         From the query language.
+    InvalidArgumentError
+        A bad ``scope``, or one that filters a dimension the query string filters too.
     NoReleaseError
         Nothing has been activated yet, or ``release_id`` does not exist.
     """
-    parsed = parse_query(query, config.query.max_query_chars)
+    parsed = apply_scope(parse_query(query, config.query.max_query_chars), scope)
     view = pinned_view(home, release_id)
     if view is None:
         raise NoReleaseError("no activated release in this home; run `fabric ingest PATH` first"
                              if release_id is None else f"release {release_id} does not exist")
     clock.lap("pin_and_parse")
     eligible, sources_by_parse = eligible_parses(view, parsed)
+    excluded = low_confidence_chunks(view, eligible, parsed.filters.min_confidence)
     clock.lap("eligibility")
     return QueryContext(
         home=home, config=config, parsed=parsed, view=view,
         eligible=None if eligible is None else frozenset(eligible), sources_by_parse=sources_by_parse,
-        depth=max(config.query.channel_depth, limit), limit=limit, encoders=encoders, selected=selected, clock=clock,
+        depth=max(config.query.channel_depth, limit) + len(excluded), limit=limit, encoders=encoders,
+        selected=selected, excluded_chunks=excluded, clock=clock,
     )

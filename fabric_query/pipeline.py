@@ -20,8 +20,10 @@
 from __future__ import annotations
 
 from collections.abc import Collection
+from dataclasses import replace
 from itertools import groupby
 
+from fabric_query.budget import checked_budget, spend_budget
 from fabric_query.assembly import ChannelEvidence, assemble_hits, assemble_passages
 from fabric_query.channels.base import Channel, ChannelRun
 from fabric_query.channels.registry import CHANNELS, select
@@ -36,6 +38,7 @@ from fabric_query.context import (  # noqa: F401 - MAX_LIMIT, eligible_parses: s
     open_query,
 )
 from fabric_query.fusion import FusionMethod, fuse
+from fabric_query.scope import Scope
 from fabric_query.stages.base import RescoringStage
 from fabric_query.stages.maxsim import MAXSIM
 from fabric_query.stages.rerank import RERANK
@@ -59,6 +62,8 @@ def search(
     multilingual: Encoder | None = None,
     reranker: Reranker | None = None,
     channels: Collection[str] | None = None,
+    scope: Scope | dict | None = None,
+    max_tokens: int | None = None,
 ) -> EvidencePack:
     """Answer ``query`` from one pinned release, under today's visibility.
 
@@ -78,6 +83,12 @@ def search(
         their fallback ``scan``. With required phrases or excluded terms, results come from the
         hard-constraint carriers among them only (a dense-only search of ``"a phrase"`` answers
         nothing it could not prove).
+    scope
+        The structured twin of the query string's filters (:class:`fabric_query.scope.Scope`, or
+        its dict); a dimension is given in the scope or in the query string, not both.
+    max_tokens
+        A token budget: whole passages, best first, while they fit (:mod:`fabric_query.budget`);
+        ``used_tokens`` and ``dropped_for_budget`` say what it cost. Default: no budget.
 
     A projection that cannot serve (unreadable table, vector rows that do not match the release's
     digest, a model mismatch) skips its channel with a named reason in ``skipped_channels``; an
@@ -88,8 +99,9 @@ def search(
     QuerySyntaxError, EmptyQueryError, QueryTooLongError
         From the query language (also: a query that is not a ``str`` or not valid Unicode).
     InvalidArgumentError
-        ``limit``, ``release_id``, ``debug`` or ``channels`` out of range or of the wrong type,
-        or an unknown channel name.
+        ``limit``, ``release_id``, ``debug``, ``channels``, ``scope`` or ``max_tokens`` out of
+        range or of the wrong type, an unknown channel name, or a scope field that the query string
+        also filters on.
     NoReleaseError
         Nothing has been activated yet, or ``release_id`` does not exist.
     ReleaseUnreadableError
@@ -99,9 +111,10 @@ def search(
     config = home.config
     limit = checked_limit(limit, config.query.default_limit)
     check_arguments(release_id, debug)
+    max_tokens = checked_budget(max_tokens)
     selected = select(channels)
     ctx = open_query(home, config, query, Encoders(embedder, multilingual, reranker), limit=limit,
-                     release_id=release_id, selected=selected, clock=clock)
+                     release_id=release_id, selected=selected, clock=clock, scope=scope)
 
     runs, channel_skips = run_channels(ctx, CHANNELS)
     evidence = apply_hard_constraints(ctx, runs)
@@ -120,7 +133,7 @@ def search(
     hits, passages = assemble_hits(ctx, final, passages, passage_of, dict(fused), evidence, stage_scores)
     clock.lap("evidence")
     windows_skip = {"context_windows": ctx.windows.skipped} if ctx.windows.skipped else {}
-    return EvidencePack(
+    return spend_budget(EvidencePack(
         query=query, release_id=ctx.view.release_id, results=hits, channels_run=tuple(evidence.rankings),
         fallback_reason=next((r.fallback_reason for _, r in runs.values() if r.fallback_reason), None),
         eligible_sources=ctx.eligible_sources, timings=clock.with_total(),
@@ -128,7 +141,7 @@ def search(
         passages=passages, units=tuple(units), assembly=trace,
         skipped_channels={**windows_skip, **channel_skips, **stage_skips},
         stage_candidates={k: tuple(v) for k, v in candidates.items()} if debug else {},
-    )
+    ), max_tokens)
 
 
 def run_channels(ctx: QueryContext, channels: tuple[Channel, ...]
@@ -147,6 +160,8 @@ def run_channels(ctx: QueryContext, channels: tuple[Channel, ...]
                 continue
             applied = True
             result = channel.run(ctx)
+            if ctx.excluded_chunks and result.skipped is None:  # a chunk-level filter (confidence:)
+                result = replace(result, ranking=ctx.admitted(result.ranking))
             if result.skipped is not None:
                 skipped[channel.name] = result.skipped
             else:

@@ -5,10 +5,19 @@ its prefix before ``/``), ``lang:`` (document language, BCP 47 primary subtag:
 declared by the document, e.g. an EPUB's ``dc:language``, else guessed from
 its script for ja/zh/ko/th), ``after:`` / ``before:`` (source modification time,
 ``YYYY-MM-DD``, after is inclusive, before exclusive), ``source:`` (one or
-more source keys, comma-separated — the scope). A filter value may be quoted.
+more source keys, comma-separated — the scope), ``prefix:`` (one or more
+prefixes of the source key, comma-separated; a prefix without a scheme such as
+``fs:`` is matched after it), ``confidence:`` (a number in [0, 1]: text
+recognised by OCR is admitted only where its unit's confidence is at least that; text read from
+a text layer or a file is exact and always passes). A filter value may be quoted.
 Each filter key may appear at most once. A word with a colon whose key is not
 a filter (``OR 1=1 --``, ``a:b``, ``http://x``) is plain text: user text is
-only ever bound as values, never spliced into a query string.
+only ever bound as values, never spliced into a query string. A key one edit
+away from a filter key (``paht:``, ``typ:``, ``lnag:``; Damerau-Levenshtein
+distance 1) is a typo, reported as a :class:`QuerySyntaxError` rather than
+searched as a word; quote it (``"paht:x"``) to search it as a phrase.
+
+The structured twin of the filters is :class:`fabric_query.scope.Scope`.
 """
 
 from __future__ import annotations
@@ -19,7 +28,7 @@ from dataclasses import dataclass, field
 
 from fabric_query.errors import EmptyQueryError, QuerySyntaxError, QueryTooLongError
 
-FILTER_KEYS = ("path", "type", "lang", "after", "before", "source")
+FILTER_KEYS = ("path", "type", "lang", "after", "before", "source", "prefix", "confidence")
 
 
 @dataclass(frozen=True)
@@ -30,11 +39,21 @@ class Filters:
     before_ns: int | None = None
     sources: tuple[str, ...] = ()
     language: str | None = None
+    #: Source-key prefixes (any of); one without a scheme matches the key after its ``fs:``.
+    path_prefixes: tuple[str, ...] = ()
+    #: Media types (any of), each with ``type:`` semantics (:func:`media_type_matches`).
+    media_types: tuple[str, ...] = ()
+    #: Languages (any of), each with ``lang:`` semantics.
+    languages: tuple[str, ...] = ()
+    #: ``confidence:``: the least OCR confidence (0-1) a unit needs; it filters chunks, not sources
+    #: (``fabric_query.context.low_confidence_chunks``), so it is not part of :attr:`active`.
+    min_confidence: float | None = None
 
     @property
     def active(self) -> bool:
         return (self.path is not None or self.media_type is not None or self.after_ns is not None
-                or self.before_ns is not None or bool(self.sources) or self.language is not None)
+                or self.before_ns is not None or bool(self.sources) or self.language is not None
+                or bool(self.path_prefixes) or bool(self.media_types) or bool(self.languages))
 
     def admits(self, source_key: str, media_type: str, mtime_ns: int | None, language: str | None = None) -> bool:
         """True if a source with these attributes is eligible.
@@ -44,21 +63,35 @@ class Filters:
         """
         if self.sources and source_key not in self.sources:
             return False
-        if self.language is not None:
-            wanted = self.language.lower()
-            have = (language or "").lower()
-            if not (have == wanted or have.split("-")[0] == wanted.split("-")[0]):
-                return False
+        if self.language is not None and not language_matches(language, self.language):
+            return False
+        if self.languages and not any(language_matches(language, w) for w in self.languages):
+            return False
         if self.path is not None and self.path not in source_key:
+            return False
+        if self.path_prefixes and not any(_has_prefix(source_key, p) for p in self.path_prefixes):
             return False
         if self.media_type is not None:
             if not media_type_matches(media_type, self.media_type):
                 return False
+        if self.media_types and not any(media_type_matches(media_type, w) for w in self.media_types):
+            return False
         if self.after_ns is not None and (mtime_ns is None or mtime_ns < self.after_ns):
             return False
         if self.before_ns is not None and (mtime_ns is None or mtime_ns >= self.before_ns):
             return False
         return True
+
+
+def language_matches(language: str | None, wanted: str) -> bool:
+    """``lang:`` semantics: BCP 47 primary subtags compared case-insensitively; unknown never matches."""
+    wanted, have = wanted.lower(), (language or "").lower()
+    return have == wanted or (bool(have) and have.split("-")[0] == wanted.split("-")[0])
+
+
+def _has_prefix(source_key: str, prefix: str) -> bool:
+    """``prefix:`` semantics: a prefix of the key, or of the key after its scheme (``fs:``)."""
+    return source_key.startswith(prefix) or source_key.partition(":")[2].startswith(prefix)
 
 
 def media_type_matches(media_type: str, wanted: str) -> bool:
@@ -106,6 +139,54 @@ def _date_ns(key: str, value: str) -> int:
     return int(dt.datetime(d.year, d.month, d.day, tzinfo=dt.timezone.utc).timestamp() * 1_000_000_000)
 
 
+def _one_edit_apart(a: str, b: str) -> bool:
+    """Damerau-Levenshtein distance exactly 1 (one insertion, deletion, substitution or swap of
+    neighbours); the distance of Damerau (CACM 7(3), 1964) that covers most typing errors."""
+    if a == b or abs(len(a) - len(b)) > 1:
+        return False
+    if len(a) == len(b):
+        diff = [i for i in range(len(a)) if a[i] != b[i]]
+        return len(diff) == 1 or (len(diff) == 2 and diff[1] == diff[0] + 1
+                                  and a[diff[0]] == b[diff[1]] and a[diff[1]] == b[diff[0]])
+    short, long_ = (a, b) if len(a) < len(b) else (b, a)
+    return any(long_[:i] + long_[i + 1:] == short for i in range(len(long_)))
+
+
+def misspelt_filter_key(key: str) -> str | None:
+    """The filter key ``key`` is one edit away from (``paht`` → ``path``), else None.
+
+    Only alphabetic keys of three or more letters count, so ``a:b``, ``http://…``, ``1=1`` and
+    ``title:`` stay plain words.
+
+    >>> misspelt_filter_key("paht"), misspelt_filter_key("Typ"), misspelt_filter_key("title")
+    ('path', 'type', None)
+    """
+    key = key.lower()
+    if len(key) < 3 or not key.isascii() or not key.isalpha() or key in FILTER_KEYS:
+        return None
+    return next((k for k in FILTER_KEYS if _one_edit_apart(key, k)), None)
+
+
+def _comma_list(key: str, value: str) -> tuple[str, ...]:
+    items = tuple(s for s in (v.strip() for v in value.split(",")) if s)
+    if not items:
+        raise QuerySyntaxError(f"filter {key}: names nothing")
+    return items
+
+
+_NUMBER = re.compile(r"(?:0|1)?(?:\.\d+)?|[01]")
+
+
+def _confidence(value: str) -> float:
+    """``confidence:`` value: a decimal number in [0, 1] (``0.8``, ``.8``, ``1``)."""
+    if not value or not _NUMBER.fullmatch(value) or value == ".":
+        raise QuerySyntaxError(f"confidence: expects a number between 0 and 1, got {value!r}")
+    number = float(value)
+    if not 0.0 <= number <= 1.0:
+        raise QuerySyntaxError(f"confidence: expects a number between 0 and 1, got {value!r}")
+    return number
+
+
 def parse_query(text: str, max_chars: int = 1000) -> ParsedQuery:
     """Parse ``text`` strictly.
 
@@ -114,7 +195,9 @@ def parse_query(text: str, max_chars: int = 1000) -> ParsedQuery:
     QueryTooLongError
         ``len(text) > max_chars`` (Unicode scalars).
     QuerySyntaxError
-        Unclosed quote, repeated filter key, empty filter value, bad date; ``text`` not a ``str``,
+        Unclosed quote, repeated filter key, a misspelt filter key (``paht:``: one edit from a
+        filter key, :func:`misspelt_filter_key`), empty filter value, bad date, a ``confidence:`` that is
+        not a number in [0, 1]; ``text`` not a ``str``,
         or not valid Unicode (a lone surrogate, e.g. an undecodable byte of a command-line
         argument, which Python carries as ``\\udcXX``: it has no UTF-8 form to search for).
     EmptyQueryError
@@ -161,6 +244,9 @@ def parse_query(text: str, max_chars: int = 1000) -> ParsedQuery:
             values[key] = rest.strip()
             i = j
             continue
+        if not negate and sep and rest and (meant := misspelt_filter_key(key)) is not None:
+            raise QuerySyntaxError(f"unknown filter {key}: (did you mean {meant}:?); to search it as text, "
+                                   f'quote it: "{word}"')
         if j < n and text[j] == '"' and not word:
             i = j
             continue
@@ -171,6 +257,7 @@ def parse_query(text: str, max_chars: int = 1000) -> ParsedQuery:
     sources = tuple(s for s in (v.strip() for v in values.get("source", "").split(",")) if s)
     if "source" in values and not sources:
         raise QuerySyntaxError("filter source: names no source key")
+    prefixes = _comma_list("prefix", values["prefix"]) if "prefix" in values else ()
     filters = Filters(
         path=values.get("path"),
         media_type=values.get("type"),
@@ -178,5 +265,7 @@ def parse_query(text: str, max_chars: int = 1000) -> ParsedQuery:
         before_ns=_date_ns("before", values["before"]) if "before" in values else None,
         sources=sources,
         language=values.get("lang"),
+        path_prefixes=prefixes,
+        min_confidence=_confidence(values["confidence"]) if "confidence" in values else None,
     )
     return ParsedQuery(tuple(terms), tuple(phrases), tuple(excluded), filters)

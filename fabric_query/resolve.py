@@ -24,6 +24,10 @@ the unlocked read of the file. Checks, in order:
 ``text``
     The bytes re-parsed give units whose text at every cited span hashes to the span's
     ``text_hash`` (UTF-16 offsets agree), and the spans rebuild the passage hash.
+``location``
+    Only for a citation that carries ``locations``: the units re-derived from the bytes sit where the
+    citation says (pages, slide, heading path, table cell, element path), computed by the same
+    :func:`fabric_query.locations.location_of` as at search time.
 ``catalog-recheck``
     After the read: the source's catalog row, its visibility and the current release's entry for
     it are what they were before.
@@ -107,6 +111,12 @@ def validated_citation(citation: Any) -> Citation:
                 or not 0 <= s.start_char <= s.end_char <= _MAX_OFFSET
                 or not 0 <= s.start_utf16 <= s.end_utf16 <= _MAX_OFFSET):
             problems.append(f"spans.{i}")
+    cited_units = {s.unit_id for s in citation.spans}
+    if len(citation.locations) > MAX_SPANS:
+        problems.append("locations")
+    for i, loc in enumerate(citation.locations[:MAX_SPANS]):
+        if loc.unit_id not in cited_units or any(not 1 <= p <= _MAX_OFFSET for p in loc.pages):
+            problems.append(f"locations.{i}")
     if problems:
         raise CitationError(f"not a valid citation (malformed: {', '.join(dict.fromkeys(problems))})")
     return citation
@@ -238,14 +248,39 @@ def _chunk_check(home: FabricHome, cited: Release, citation: Citation) -> Resolv
                                  + (f" in a run of {n} chunks" if n > 1 else ""))
 
 
-def _text_check(home: FabricHome, spec, run, data: bytes, citation: Citation) -> tuple[ResolveCheck, str | None]:
+def _location_check(units, citation: Citation) -> ResolveCheck:
+    """The cited locations against those of the re-derived units (``units``: UNITS rows)."""
+    from fabric_query.locations import location_label, location_of
+
+    wanted = {loc.unit_id for loc in citation.locations}
+    now = {u: location_of(u, k, loc, tuple(sp or ()), a) for u, k, loc, sp, a in zip(
+        *(units.column(c).to_pylist() for c in ("unit_id", "kind", "locator", "section_path", "attributes")))
+        if u in wanted}
+    moved = [loc.unit_id for loc in citation.locations if now.get(loc.unit_id) != loc]
+    spanned = list(dict.fromkeys(s.unit_id for s in citation.spans))
+    if moved or [loc.unit_id for loc in citation.locations] != spanned:
+        return _check("location", False, f"the cited location differs from the re-derived unit's "
+                                         f"({len(moved) or 'not one per cited unit'}"
+                                         f"{f', e.g. unit {moved[0]}' if moved else ''})")
+    return _check("location", True, f"{location_label(citation.locations) or 'units'} re-derived from the bytes")
+
+
+def _text_check(home: FabricHome, spec, run, data: bytes, citation: Citation
+                ) -> tuple[ResolveCheck, str | None, ResolveCheck | None]:
+    """(the ``text`` check, the re-derived passage when it holds, the ``location`` check or None)."""
+    check, passage, units = _rederived_text(spec, run, home, data, citation)
+    location = _location_check(units, citation) if citation.locations and units is not None else None
+    return check, passage, location
+
+
+def _rederived_text(spec, run, home: FabricHome, data: bytes, citation: Citation):
     from fabric_resources.parsing.document import ParseError
     from fabric_resources.parsing.records import unit_rows
 
     try:
         doc = spec.run(data, home.config.parsers, run.media_type)
     except ParseError as exc:
-        return _check("text", False, f"re-parse failed: {exc.reason}"), None
+        return _check("text", False, f"re-parse failed: {exc.reason}"), None, None
     units, _ = unit_rows(citation.parse_id, doc)
     text_of = dict(zip(units.column("unit_id").to_pylist(), units.column("text").to_pylist()))
     pieces, bad = [], []
@@ -264,11 +299,11 @@ def _text_check(home: FabricHome, spec, run, data: bytes, citation: Citation) ->
             pieces.append(piece)
     passage = FRAGMENT_SEPARATOR.join(pieces)
     if bad:
-        return _check("text", False, f"re-derived text differs at {len(bad)} span(s), e.g. unit {bad[0]}"), None
+        return _check("text", False, f"re-derived text differs at {len(bad)} span(s), e.g. unit {bad[0]}"), None, units
     if text_hash(passage) != citation.text_hash:
-        return _check("text", False, "the spans do not rebuild the cited passage"), None
+        return _check("text", False, "the spans do not rebuild the cited passage"), None, units
     return _check("text", True, f"re-derived from the source bytes by {run.parser_name}: {len(pieces)} span(s) "
-                                "match at the cited offsets"), passage
+                                "match at the cited offsets"), passage, units
 
 
 def resolve(home: FabricHome, citation: Citation) -> ResolveResult:
@@ -325,8 +360,10 @@ def resolve(home: FabricHome, citation: Citation) -> ResolveResult:
         checks.append(parse_check)
         if spec is not None:
             checks.append(_chunk_check(home, cited, citation))
-            text_check, text = _text_check(home, spec, run, data, citation)
+            text_check, text, location_check = _text_check(home, spec, run, data, citation)
             checks.append(text_check)
+            if location_check is not None:
+                checks.append(location_check)
     after = _visible_row(home, citation.source_key)
     again = home.catalog.current_release()
     active_after = (again.manifest["sources"].get(citation.source_key) if again else None) or {}

@@ -11,6 +11,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
+# CitedLocation lives beside the functions that derive it; imported here with the other result types.
+from fabric_query.locations import CitedLocation, location_label
+
+
 
 class _Frozen(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -28,7 +32,12 @@ class CitedSpan(_Frozen):
 
 
 class Citation(_Frozen):
-    """Everything needed to re-verify a passage against its source bytes."""
+    """Everything needed to re-verify a passage against its source bytes.
+
+    ``locations``: one per distinct cited unit, in span order (pages, slide, heading path, table
+    cell, element path); ``resolve`` re-derives them from the current bytes and checks them.
+    Citations made before locations existed carry none and are verified by their text alone.
+    """
 
     release_id: int
     source_key: str
@@ -38,10 +47,16 @@ class Citation(_Frozen):
     spans: tuple[CitedSpan, ...]
     text_hash: str  # SHA-256 hex of the passage text
     also_cited_by: tuple[str, ...] = ()  # other active sources with identical bytes
+    locations: tuple[CitedLocation, ...] = ()
 
     @property
     def unit_ids(self) -> tuple[str, ...]:
         return tuple(s.unit_id for s in self.spans)
+
+    @property
+    def label(self) -> str:
+        """``p. 7``, ``pp. 7–8``, ``slide 2 > notes``… (:func:`fabric_query.locations.location_label`)."""
+        return location_label(self.locations)
 
 
 class HighlightSegment(_Frozen):
@@ -127,6 +142,12 @@ class EvidencePack(_Frozen):
     #: With ``debug=True``: per stage, its candidates in order as ``(chunk_id, score)``: each
     #: channel as ``channel:<name>`` (the list fusion saw), then ``fused``, ``maxsim``, ``reranked``.
     stage_candidates: dict[str, tuple[tuple[str, float], ...]] = {}
+    #: The token budget asked for (``max_tokens``), or None.
+    max_tokens: int | None = None
+    #: Tokens of the passages returned (whole passages only; never more than ``max_tokens``).
+    used_tokens: int = 0
+    #: Hits left out because their passage did not fit whole in what was left of the budget.
+    dropped_for_budget: int = 0
 
 
 class ResolveCheck(_Frozen):
@@ -141,3 +162,63 @@ class ResolveResult(_Frozen):
     status: Literal["verified", "stale"]
     checks: tuple[ResolveCheck, ...]
     text: str | None = None  # the cited canonical text, only when verified
+
+
+class CanonicalUnit(_Frozen):
+    """One canonical unit of an active, visible parse: its whole text and where it came from.
+
+    ``locator`` and ``attributes`` are the parser's JSON objects (e.g. ``{"page": 3, "bbox": [...]}``
+    for PDF); ``text_hash`` is the SHA-256 hex of ``text``.
+    """
+
+    unit_id: str
+    parse_id: str
+    source_keys: tuple[str, ...]
+    release_id: int
+    ordinal: int
+    kind: str
+    text: str
+    text_hash: str
+    locator: dict[str, Any]
+    section_path: tuple[str, ...]
+    attributes: dict[str, Any]
+
+
+class ParseProblem(BaseModel):
+    """A parse that failed, is held, unfinished or partly read, with the sources it belongs to."""
+
+    model_config = ConfigDict(frozen=True)
+    parse_id: str
+    status: str
+    reason: str | None
+    detail: str | None
+    sources: tuple[str, ...]
+
+
+class Status(BaseModel):
+    """What a home holds: sources by state, the current release, problems with reasons."""
+
+    model_config = ConfigDict(frozen=True)
+    home: str
+    roots: tuple[str, ...]
+    sources_by_state: dict[str, int]
+    release_id: int | None
+    active_sources: int
+    active_parses: int
+    failed: tuple[ParseProblem, ...]
+    held: tuple[ParseProblem, ...]
+    pending: int
+    #: Parsed but not yet gated: its run is still going, or was killed (the next ingest re-runs it).
+    unfinished: tuple[ParseProblem, ...] = ()
+    unsupported: tuple[tuple[str, str], ...]  # (source key, media type)
+    withheld: tuple[str, ...]  # source keys kept out of every release by policy
+    #: (path, reason) of what the last scan found but could not take in (too-large, unreadable,
+    #: not-a-regular-file, unreadable-folder, name-not-utf-8); see ``schema.SCAN_SKIPPED_STATE``.
+    skipped: tuple[tuple[str, str], ...] = ()
+    #: Parses that are searchable but left parts unread (e.g. image-only PDF pages without OCR):
+    #: reason ``failed-units``, detail lists them (``page 3: ocr-unavailable; …``).
+    partial: tuple[ParseProblem, ...] = ()
+    #: Freshness: when the last source scan ran (unix time; None before any) and when the current
+    #: release was published.
+    last_scan_at: float | None = None
+    release_created_at: float | None = None

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from fabric_resources.schema import CATALOG_DDL
+from fabric_resources.schema import CATALOG_DDL, OPERATION_STATUSES
 
 #: Bound parameters per ``IN (...)`` statement; below SQLite's oldest default limit of 999
 #: (SQLITE_MAX_VARIABLE_NUMBER before 3.32), so any linked SQLite accepts it.
@@ -86,6 +86,21 @@ class Release:
     release_id: int
     created_at: float
     manifest: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Operation:
+    """An admin operation of ``fabric serve`` (``schema.OPERATIONS_DDL``)."""
+
+    operation_id: str
+    kind: str
+    status: str
+    params: dict[str, Any]
+    reason: str | None
+    result: dict[str, Any]
+    created_at: float
+    started_at: float | None
+    finished_at: float | None
 
 
 class Catalog:
@@ -385,6 +400,56 @@ class Catalog:
             args.append(kind)
         with self.transaction() as con:
             return [dict(r) for r in con.execute(sql + " ORDER BY event_id", args)]
+
+    # -- admin operations (fabric serve) ----------------------------------------
+    def create_operation(self, kind: str, params: dict[str, Any]) -> Operation:
+        """A new ``pending`` Operation with a random 32-hex ID."""
+        import secrets
+
+        op_id = secrets.token_hex(16)
+        with self.transaction(immediate=True) as con:
+            con.execute("INSERT INTO operations(operation_id, kind, status, params, created_at) VALUES (?,?,?,?,?)",
+                        (op_id, kind, "pending", json.dumps(params, sort_keys=True), time.time()))
+        op = self.operation(op_id)
+        assert op is not None
+        return op
+
+    def set_operation_status(self, operation_id: str, status: str, *, reason: str | None = None,
+                             result: dict[str, Any] | None = None) -> None:
+        """Move an Operation on: ``running`` stamps ``started_at``, ``succeeded`` / ``failed`` ``finished_at``.
+
+        Raises
+        ------
+        ValueError
+            ``status`` is not one of ``schema.OPERATION_STATUSES``.
+        """
+        if status not in OPERATION_STATUSES:
+            raise ValueError(f"unknown operation status {status!r}")
+        now = time.time()
+        with self.transaction(immediate=True) as con:
+            con.execute(
+                "UPDATE operations SET status = ?, reason = COALESCE(?, reason), result = COALESCE(?, result), "
+                "started_at = CASE WHEN ? = 'running' THEN ? ELSE started_at END, "
+                "finished_at = CASE WHEN ? IN ('succeeded', 'failed') THEN ? ELSE finished_at END "
+                "WHERE operation_id = ?",
+                (status, reason, None if result is None else json.dumps(result, sort_keys=True),
+                 status, now, status, now, operation_id))
+
+    def operation(self, operation_id: str) -> Operation | None:
+        with self._connect() as con:
+            r = con.execute("SELECT * FROM operations WHERE operation_id = ?", (operation_id,)).fetchone()
+        if r is None:
+            return None
+        d = dict(r)
+        d["params"], d["result"] = json.loads(d["params"] or "{}"), json.loads(d["result"] or "{}")
+        return Operation(**d)
+
+    def operations(self, status: str | None = None) -> list[Operation]:
+        """Operations, oldest first (all, or those with ``status``)."""
+        with self._connect() as con:
+            rows = con.execute("SELECT operation_id FROM operations" + (" WHERE status = ?" if status else "")
+                               + " ORDER BY created_at", (status,) if status else ()).fetchall()
+        return [op for r in rows if (op := self.operation(r["operation_id"])) is not None]
 
 
 def _parse_run(r: sqlite3.Row) -> ParseRun:

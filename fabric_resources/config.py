@@ -362,6 +362,28 @@ class RetentionConfig(_Strict):
     after_activation: bool = Field(True, description="Run the cleanup after every activation that published.")
 
 
+class ServerConfig(_Strict):
+    """``fabric serve``: where it listens and how much query work it admits at once.
+
+    The admin token is never part of the configuration (it lives in ``<home>/admin-token``), so
+    it can enter no config hash.
+    """
+
+    host: str = Field("127.0.0.1", description="Interface `fabric serve` binds by default (loopback).")
+    port: int = Field(7433, ge=1, le=65535)
+    max_concurrent_queries: int = Field(
+        4, gt=0, le=256,
+        description="Query requests running at once (each in the bounded thread pool); one more is answered "
+        "503 with Retry-After at once, never queued.")
+    retry_after_s: int = Field(1, gt=0, le=3600, description="Retry-After (seconds) of a 503 from the full gate.")
+    max_body_bytes: int = Field(65536, gt=0, le=16 * 1024 * 1024, description="Largest request body accepted.")
+    allowed_hosts: tuple[str, ...] = Field(
+        (), description="Host names accepted besides loopback ones (127.0.0.1, localhost, ::1) and the bound host.")
+    allowed_origins: tuple[str, ...] = Field(
+        (), description="Origins (scheme://host[:port]) accepted besides loopback ones; any other Origin is 403.")
+    admin_workers: int = Field(1, gt=0, le=8, description="Admin operations run at once (pipeline work).")
+
+
 class FabricConfig(_Strict):
     """The whole configuration. The embedded default is ``FabricConfig()``."""
 
@@ -376,6 +398,7 @@ class FabricConfig(_Strict):
     query: QueryConfig = QueryConfig()
     sources: SourcesConfig = SourcesConfig()
     retention: RetentionConfig = RetentionConfig()
+    server: ServerConfig = ServerConfig()
 
     @model_validator(mode="after")
     def _consistent(self) -> "FabricConfig":

@@ -16,9 +16,8 @@ from fabric_resources.catalog import Catalog
 from fabric_resources.config import FabricConfig
 from fabric_resources.lexical_index import LexicalIndex
 from fabric_resources.schema import HomeLayout
+from fabric_resources.home_location import DEFAULT_HOME, home_path  # noqa: F401 - re-exported
 from fabric_resources.tables import TableStore
-
-DEFAULT_HOME = ".fabric"
 
 _DAGSTER_YAML = """\
 # Written by Fabric. The instance lives under the Fabric home.
@@ -27,11 +26,6 @@ telemetry:
 nux:
   enabled: false
 """
-
-
-def home_path(explicit: str | os.PathLike | None = None) -> Path:
-    """The home directory: ``explicit``, else ``$FABRIC_HOME``, else ``./.fabric`` (absolute)."""
-    return Path(explicit or os.environ.get("FABRIC_HOME") or DEFAULT_HOME).resolve()
 
 
 class FabricHome:

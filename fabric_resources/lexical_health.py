@@ -71,6 +71,11 @@ class HealthReport:
     actual_word_tokens: int = 0
     #: Documents deleted from the serving index but still counted in its BM25 statistics.
     deleted_documents: int = 0
+    #: tantivy segments of the serving generation, and those whose segment record (which parses
+    #: it holds) is missing or wrong: that never moves a score, but the next change touching one
+    #: rebuilds the whole generation (``LexicalIndex.segment_record_problems``).
+    segments: int = 0
+    segment_record_problems: tuple[str, ...] = ()
     problem: str | None = None  # a fallback reason when the index cannot be opened
     analyzer: str = ANALYZER_ID
     notes: list[str] = field(default_factory=list)
@@ -207,6 +212,11 @@ def lexical_health(home: FabricHome, release: Release | None = None, sample: int
             )
         actual_ids = sorted(_documents(actual))
         deleted = deleted_documents(actual.searcher)
+        segments = actual.searcher.num_segments
+        try:
+            record_problems = tuple(home.lexical.segment_record_problems(gen))
+        except (OSError, ValueError, RuntimeError) as exc:  # meta.json unreadable or of another shape
+            record_problems = (f"{type(exc).__name__}: {exc}",)
         word_tokens = [round(ix.word_avgdl * ix.searcher.num_docs) for ix in (expected, actual)]
         fields = []
         for f in FIELDS:
@@ -235,4 +245,8 @@ def lexical_health(home: FabricHome, release: Release | None = None, sample: int
         expected_word_tokens=word_tokens[0],
         actual_word_tokens=word_tokens[1],
         deleted_documents=deleted,
+        segments=segments,
+        segment_record_problems=record_problems,
+        notes=[f"{len(record_problems)} of {segments} segments have no or a wrong segment record: the next "
+               "change that touches one rebuilds the generation"] if record_problems else [],
     )

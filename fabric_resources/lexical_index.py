@@ -19,12 +19,18 @@ case and diacritics fold identically at every term length and in every script.
   the word channel can re-score BM25 with other parameters than tantivy's fixed
   k1 1.2, b 0.75 (:attr:`OpenIndex.word_avgdl`).
 
-Generations: each activation writes a new generation directory made of
-hard links to the previous generation's immutable segment files, then deletes
-and adds documents there. Older generations stay untouched, so a query that
-pinned a release keeps reading exactly the index that release names. A segment
-that loses a document is rewritten whole, so no deleted document is left to
-count in BM25 statistics (:meth:`LexicalIndex.write_generation`).
+Generations: each activation writes a new generation directory. Its segments are
+those of the previous generation that lost no document (hard links to immutable
+files) plus new segments built from the change; Fabric writes tantivy's
+``meta.json`` listing them itself (:mod:`fabric_resources.tantivy_meta`), so no
+tantivy writer ever opens a serving generation and nothing merges or deletes in
+it. A segment that would lose a document is left out and its other documents are
+indexed again, so no deleted document counts in BM25's N, document frequencies or
+average field length. Segments hold at most ``max_segment_documents`` documents,
+which bounds that rewrite: an activation costs the size of its change, not of the
+index (:meth:`LexicalIndex.write_generation`). Older generations stay untouched,
+so a query that pinned a release keeps reading exactly the index that release
+names.
 """
 
 from __future__ import annotations
@@ -41,6 +47,9 @@ from pathlib import Path
 import pyarrow as pa
 import tantivy
 
+from fabric_resources import tantivy_meta
+from fabric_resources.lexical_segments import (MAX_SEGMENT_DOCUMENTS, SegmentPlan, addresses, build_segments,
+                                               load_record, plan_segments, record_path)
 from fabric_resources.schema import (
     INDEX_FIELD_CHUNK_ID,
     INDEX_FIELD_PARSE_ID,
@@ -81,6 +90,8 @@ ANALYZER_ID = f"{FOLDING_VERSION}|word:simple+stem-en+cjk-bigram|substring:regex
 #: Identity of the index's field set; a generation written with another layout is rebuilt, never extended.
 INDEX_LAYOUT = "chunk_id,parse_id,word,substring,word_length:u64-fast"
 META_FILE = "fabric_index.json"
+#: The columns of ``schema.LEXICAL_DOCUMENTS`` a tantivy document is made of.
+DOCUMENT_COLUMNS = ["parse_id", "chunk_id", "folded_text"]
 _GEN = re.compile(r"^gen-(\d{8})$")
 
 
@@ -129,6 +140,12 @@ def _register(index: tantivy.Index) -> None:
     index.register_tokenizer(SUBSTRING_TOKENIZER, substring_analyzer())
 
 
+def _empty_index(path: Path) -> tantivy.Index:
+    index = tantivy.Index(index_schema(), path=str(path))
+    _register(index)
+    return index
+
+
 @dataclass
 class OpenIndex:
     """A searchable generation: the tantivy index, its schema and one searcher snapshot."""
@@ -155,8 +172,11 @@ class OpenIndex:
 class LexicalIndex:
     """Generations of the serving index under ``root``."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, max_segment_documents: int | None = None) -> None:
         self.root = Path(root)
+        self.max_segment_documents = max_segment_documents or MAX_SEGMENT_DOCUMENTS
+        #: What the last :meth:`write_generation` did (segments kept and left out, documents indexed).
+        self.last_write: dict | None = None
 
     def generations(self) -> list[str]:
         if not self.root.exists():
@@ -218,69 +238,74 @@ class LexicalIndex:
         Returns the new generation's name. ``previous`` is never modified.
 
         tantivy keeps a deleted document in its segment's BM25 statistics (N, document
-        frequencies, field lengths) until that segment is merged, and Python cannot ask for a
-        merge. So every segment that holds a removed document is rewritten whole: all its
-        documents are deleted, which makes tantivy drop the segment at commit, and those of the
-        parses that stay are added again from ``documents_of``. A ``previous`` that already holds
-        deleted documents is rebuilt from ``documents_of``. Either way the new generation ranks
-        exactly like an index of its live documents alone (:func:`deleted_documents` is 0). The
-        cost follows the documents of the rewritten segments: the whole index when it is one
-        segment.
+        frequencies, field lengths) until that segment is merged, Python cannot ask for a merge,
+        and a merge would not be exact either (it re-sums field lengths from tantivy's lossy
+        one-byte field norms). So nothing is ever deleted in a generation: the new one lists the
+        previous generation's segments that hold no removed parse (hard links, unchanged) and
+        new segments holding ``add_documents`` plus the other documents of the segments left out
+        (read again through ``documents_of``). It ranks exactly like an index of its live
+        documents alone (:func:`deleted_documents` is 0; scores are equal because tantivy's BM25
+        sums N, df and token counts over segments and encodes each document's length alone).
+
+        Cost: the added documents, plus at most ``max_segment_documents`` per segment that holds
+        a removed parse, plus small segments consolidated by size tier (at most about
+        ``FAN_IN / 2`` segments' worth, amortised a few documents per added one: :func:`fabric_resources.lexical_segments.plan_segments`);
+        metadata is read for the touched segments only. It does
+        not grow with the index. A ``previous`` that already holds deleted documents, or was
+        written before segments were bounded (no segment records), is rebuilt from
+        ``documents_of`` once.
 
         Raises
         ------
         ValueError
             If ``previous`` has another schema or layout, or documents must be added again and
             ``documents_of`` is None.
+        IndexFormatChanged
+            If tantivy's ``meta.json`` has another shape than :mod:`fabric_resources.tantivy_meta`
+            writes.
         """
         self.root.mkdir(parents=True, exist_ok=True)
-        # Number above every gen-* directory, complete or not: a killed writer may leave one behind.
-        taken = [int(m.group(1)) for p in self.root.iterdir() if (m := _GEN.match(p.name))]
-        number = max(taken, default=0) + 1
-        name = f"gen-{number:08d}"
-        target = self.root / name
-        tmp = self.root / f".{name}.tmp"
-        shutil.rmtree(tmp, ignore_errors=True)
-        tmp.mkdir()
         if previous is not None and not self.is_current(previous):
             raise ValueError(f"generation {previous} has another schema or layout; build a fresh one instead")
-        removed = set(remove_parse_ids)
-        carried: set[str] = set()
-        reuse = previous is not None
-        if reuse:
-            for f in (self.root / previous).iterdir():
-                if f.is_file() and f.name not in (META_FILE, ".tantivy-writer.lock", ".tantivy-meta.lock"):
-                    os.link(f, tmp / f.name)  # segment files are immutable; tantivy replaces meta by rename
-            index = tantivy.Index.open(str(tmp))
-            _register(index)
-            searcher = index.searcher()
-            if deleted_documents(searcher):
-                live = _live_parse_ids(searcher)
-                reuse = False  # statistics already off: start from nothing
-                shutil.rmtree(tmp)
-                tmp.mkdir()
-                carried = live - removed
-            elif removed:
-                carried = _segment_mates(searcher, removed)
-        if carried and documents_of is None:
+        # Number above every gen-* directory, complete or not: a killed writer may leave one behind.
+        taken = [int(m.group(1)) for p in self.root.iterdir() if (m := _GEN.match(p.name))]
+        name = f"gen-{max(taken, default=0) + 1:08d}"
+        target, tmp, build = self.root / name, self.root / f".{name}.tmp", self.root / f".{name}.build"
+        for scratch in (tmp, build):
+            shutil.rmtree(scratch, ignore_errors=True)
+        plan = self._plan(previous, set(remove_parse_ids), add_documents.num_rows)
+        if plan.reindex and documents_of is None:
             raise ValueError("documents of parses that stay must be added again; pass documents_of")
-        if not reuse:
-            index = tantivy.Index(index_schema(), path=str(tmp))
-            _register(index)
-        writer = index.writer(heap_size=64_000_000, num_threads=1)
-        if reuse:
-            for pid in sorted(removed | carried):
-                writer.delete_documents_by_term(INDEX_FIELD_PARSE_ID, pid)
-        if carried:
-            add_to_writer(writer, documents_of(sorted(carried)))
-        add_to_writer(writer, add_documents)
-        writer.commit()
-        writer.wait_merging_threads()
-        (tmp / META_FILE).write_text(
-            json.dumps({"schema_version": SCHEMA_VERSION, "analyzer": ANALYZER_ID, "layout": INDEX_LAYOUT,
-                        "generation": name})
-        )
-        os.replace(tmp, target)
+        pending = add_documents.select(DOCUMENT_COLUMNS)
+        if plan.reindex:
+            pending = pa.concat_tables([documents_of(sorted(plan.reindex)).select(DOCUMENT_COLUMNS), pending])
+        try:
+            tmp.mkdir()
+            # An empty index of this schema: tantivy writes the meta.json (schema, settings) the new one extends.
+            tantivy.Index(index_schema(), path=str(tmp))
+            template = tantivy_meta.load_meta(tmp)
+            listed: list[tantivy_meta.SegmentMeta] = []
+            for segment in plan.kept:
+                record = record_path(self.root / previous, segment)
+                # Segment files are immutable and no writer ever opens a generation. A segment whose
+                # record went missing is kept without one: a later change that touches it rebuilds.
+                files = tantivy_meta.segment_files(self.root / previous, segment)
+                for f in [*files, record] if record.exists() else files:
+                    os.link(f, tmp / f.name)
+                listed.append(segment)
+            built, opstamp = build_segments(pending, build, tmp, self.max_segment_documents, _empty_index, add_to_writer)
+            listed += built
+            tantivy_meta.write_meta(tmp, template, listed, max(opstamp, template["opstamp"]) + 1)
+            _check_assembled(tmp, listed)
+            (tmp / META_FILE).write_text(
+                json.dumps({"schema_version": SCHEMA_VERSION, "analyzer": ANALYZER_ID, "layout": INDEX_LAYOUT,
+                            "generation": name, "max_segment_documents": self.max_segment_documents})
+            )
+            os.replace(tmp, target)
+        finally:
+            shutil.rmtree(build, ignore_errors=True)
+            shutil.rmtree(tmp, ignore_errors=True)
+        self.last_write = plan.summary(pending.num_rows)
         return name
 
     def build_fresh(self, documents: pa.Table) -> str:
@@ -329,6 +354,61 @@ class LexicalIndex:
             shutil.rmtree(self.root / g, ignore_errors=True)
         return removed
 
+    def segment_record_problems(self, generation: str) -> list[str]:
+        """Segments of ``generation`` whose record (parse ID → documents) is missing or disagrees
+        with the documents tantivy holds there; empty when every record is right.
+
+        A wrong record never changes a ranking (a change that would use it rebuilds the
+        generation instead, :func:`~fabric_resources.lexical_segments.plan_segments`), but it costs that rebuild; reads every document.
+        """
+        directory = self.root / generation
+        listed = tantivy_meta.segments(tantivy_meta.load_meta(directory))
+        index = tantivy.Index.open(str(directory))
+        _register(index)
+        searcher = index.searcher()
+        actual: list[dict[str, int]] = [{} for _ in listed]
+        for addr in addresses(searcher, tantivy.Query.all_query()):
+            held = actual[addr.segment_ord]
+            pid = searcher.doc(addr)[INDEX_FIELD_PARSE_ID][0]
+            held[pid] = held.get(pid, 0) + 1
+        problems = []
+        for seg, held in zip(listed, actual):
+            record = load_record(directory, seg)
+            if record is None:
+                problems.append(f"{seg.segment_id}: no segment record")
+            elif record.parses != held:
+                problems.append(f"{seg.segment_id}: record lists {len(record.parses)} parses, the segment holds "
+                                f"{len(held)} ({len(set(record.parses) ^ set(held))} differ)")
+        return problems
+
+    def _plan(self, previous: str | None, removed: set[str], n_added: int) -> SegmentPlan:
+        if previous is None:
+            return SegmentPlan(kept=[], reindex=set(), left_out=0, rebuilt=False)
+        directory = self.root / previous
+        index = tantivy.Index.open(str(directory))
+        _register(index)
+        # Generations written before segments were bounded have no segment records to trust.
+        bounded = "max_segment_documents" in json.loads((directory / META_FILE).read_text())
+        return plan_segments(directory, index.searcher(), index_schema(), bounded, removed, n_added,
+                             self.max_segment_documents)
+
+def _check_assembled(directory: Path, listed: list[tantivy_meta.SegmentMeta]) -> None:
+    """tantivy opens the assembled generation and counts what its ``meta.json`` lists.
+
+    Raises
+    ------
+    IndexFormatChanged
+        If it does not (tantivy reads the hand-written ``meta.json`` otherwise than written).
+    """
+    index = tantivy.Index.open(str(directory))
+    _register(index)
+    searcher = index.searcher()
+    want = sum(s.max_doc for s in listed)
+    if searcher.num_segments != len(listed) or searcher.num_docs != want or deleted_documents(searcher):
+        raise tantivy_meta.IndexFormatChanged(
+            f"assembled {directory.name}: tantivy sees {searcher.num_segments} segments, "
+            f"{searcher.num_docs} documents; meta.json lists {len(listed)}, {want}")
+
 
 def deleted_documents(searcher: tantivy.Searcher) -> int:
     """Documents deleted but still held by a segment, so still counted in BM25's N, document
@@ -339,36 +419,6 @@ def deleted_documents(searcher: tantivy.Searcher) -> int:
     """
     terms = searcher.terms_with_prefix(INDEX_FIELD_PARSE_ID, "")
     return sum(int(n) for _, n in terms) - searcher.num_docs
-
-
-def _live_parse_ids(searcher: tantivy.Searcher) -> set[str]:
-    terms = searcher.terms_with_prefix(INDEX_FIELD_PARSE_ID, "", filter_query=tantivy.Query.all_query())
-    return {t for t, n in terms if n > 0}
-
-
-def _addresses(searcher: tantivy.Searcher, query: tantivy.Query) -> list[tantivy.DocAddress]:
-    n = searcher.search(query, limit=1, count=True).count
-    return [addr for _, addr in searcher.search(query, limit=n, count=False).hits] if n else []
-
-
-def _segment_mates(searcher: tantivy.Searcher, removed: set[str]) -> set[str]:
-    """Parses (other than ``removed``) with a document in a segment that holds a removed one.
-
-    Deleting them as well empties those segments; a parse split over two segments (the
-    writer flushed in the middle of it) pulls the other segment in, until nothing changes.
-    """
-    segments: set[int] = set()
-    parses = set(removed)
-    while True:
-        found = {a.segment_ord for a in _addresses(
-            searcher, tantivy.Query.term_set_query(index_schema(), INDEX_FIELD_PARSE_ID, sorted(parses)))}
-        if found <= segments:
-            return parses - removed
-        new_segments = found - segments
-        segments |= found
-        for addr in _addresses(searcher, tantivy.Query.all_query()):
-            if addr.segment_ord in new_segments:
-                parses.add(searcher.doc(addr)[INDEX_FIELD_PARSE_ID][0])
 
 
 def _is_current(meta: dict) -> bool:

@@ -297,6 +297,24 @@ CREATE INDEX IF NOT EXISTS sources_parse ON sources(parse_id);
 CREATE INDEX IF NOT EXISTS sources_state ON sources(state);
 """
 
+#: Admin operations of ``fabric serve`` (``POST /v1/admin/<kind>``): one row each, polled by ID.
+OPERATIONS_DDL = """
+CREATE TABLE IF NOT EXISTS operations (
+    operation_id  TEXT PRIMARY KEY,         -- 32 hex, random
+    kind          TEXT NOT NULL,            -- ingest, lexical-repair, ...
+    status        TEXT NOT NULL,            -- OPERATION_STATUSES
+    params        TEXT NOT NULL DEFAULT '{}',  -- JSON
+    reason        TEXT,                     -- why it failed
+    result        TEXT NOT NULL DEFAULT '{}',  -- JSON: Dagster run IDs, counts
+    created_at    REAL NOT NULL,
+    started_at    REAL,
+    finished_at   REAL
+);
+"""
+CATALOG_DDL += OPERATIONS_DDL
+#: pending → running → succeeded | failed
+OPERATION_STATUSES = ("pending", "running", "succeeded", "failed")
+
 SOURCE_STATES = ("present", "deleted", "access_lost")
 PARSE_STATUSES = ("pending", "parsed", "ready", "failed", "held")
 #: Catalog ``state`` entry written by every source scan: ``{path: reason}`` of the files (and

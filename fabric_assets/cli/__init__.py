@@ -9,7 +9,9 @@ It mounts three sets of commands at the top level (``fabric search``, not ``fabr
 * the lifecycle commands, :data:`fabric_assets.cli.lifecycle.lifecycle_app` (purge):
   :mod:`fabric_assets.lifecycle`;
 * the measurement commands, :data:`fabric_assets.cli.measurement.measurement_app` (eval,
-  eval-tune, ``bench ...``): :mod:`fabric_assets.measurement`.
+  eval-tune, ``bench ...``): :mod:`fabric_assets.measurement`;
+* the server commands, :data:`fabric_assets.cli.server.server_app` (serve, mcp): the read side's
+  :mod:`fabric_query.server` with the write side's admin backend.
 
 Each command imports its side inside its body, so ``fabric search`` loads neither Dagster nor
 ``fabric_assets.measurement`` (tests/test_layering.py checks it in a fresh process).
@@ -22,6 +24,7 @@ import typer
 from fabric_assets.cli.lifecycle import lifecycle_app
 from fabric_assets.cli.measurement import measurement_app
 from fabric_assets.cli.pipeline import pipeline_app
+from fabric_assets.cli.server import server_app
 from fabric_query.cli import err, read_app
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
@@ -30,6 +33,22 @@ app.add_typer(pipeline_app)
 app.add_typer(read_app)
 app.add_typer(measurement_app)
 app.add_typer(lifecycle_app)
+app.add_typer(server_app)
+
+
+def _version(value: bool) -> None:
+    if value:
+        from importlib.metadata import version
+
+        typer.echo(f"fabric {version('fabric')}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Print the version and exit."),
+) -> None:
+    """Fabric: retrieval with verifiable evidence."""
 
 
 def main() -> None:

@@ -69,8 +69,17 @@ def bench_ingest_cmd(
         return
     table = Table(title="fabric bench ingest", show_header=False)
     for k, v in result.items():
-        table.add_row(k, json.dumps(v) if isinstance(v, dict) else str(v))
+        if k != "formats":
+            table.add_row(k, json.dumps(v) if isinstance(v, dict) else str(v))
     console.print(table)
+    if result["formats"]:
+        per_format = Table(title="parse per format (each file once, the home's parser settings)")
+        columns = ("files", "failed", "pages", "units", "parse_s", "pages_per_s", "units_per_s")
+        for col in ("parser", *columns):
+            per_format.add_column(col)
+        for name, row in result["formats"].items():
+            per_format.add_row(name, *(str(row[c]) for c in columns))
+        console.print(per_format)
 
 
 @measurement_app.command("eval-tune")
@@ -308,3 +317,30 @@ def bench_annotate_cmd(
                   f"{concurrency}; wall/bound vs baseline {result['ratio_first_to_baseline']}; Fabric CPU at the "
                   f"server's rate {first['cpu_cores_needed_at_server_rate']} cores; load "
                   f"{load['load_avg_before'][0]} → {load['load_avg_after'][0]} on {load['cpus']} CPUs")
+
+
+@bench_app.command("serve")
+def bench_serve_cmd(
+    queries: Annotated[Optional[list[str]], typer.Argument(help="Queries (default: the fixed mixed-language set).")] = None,
+    requests: Annotated[int, typer.Option(min=1, help="Searches per concurrency level and path.")] = 200,
+    cli_runs: Annotated[int, typer.Option(min=1, help="Cold `fabric search` processes, with and without a server.")] = 5,
+    home: HomeOption = None,
+    json_out: JsonOutOption = None,
+) -> None:
+    """HTTP API vs in-process API (p50/p95, throughput at concurrency 1, 4, 16) and a cold CLI search
+    with and without a running server, on one home in one run."""
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    from fabric_assets.measurement.bench_serve import bench_serve, serve_rows
+
+    path = set_home(home)
+    try:
+        result = bench_serve(path, queries, requests=requests, cli_runs=cli_runs, log=err.print)
+    except (FabricQueryError, RuntimeError) as exc:
+        fail(str(exc))
+    _print_rows("fabric bench serve", serve_rows(result))
+    t = result["targets"]
+    console.print(f"HTTP overhead at p50, concurrency 1: {result['http_overhead_p50_ms_c1']:.2f} ms "
+                  f"(target ≤ {t['http_overhead_p50_ms_c1']}); CLI through the server p50 "
+                  f"{result['cli']['with_server']['p50_ms']:.1f} ms (target ≤ {t['cli_with_server_p50_ms']}); "
+                  f"request errors at concurrency 16: {result['errors_c16']} (503 from the gate not counted)")
+    _write_json(result, json_out)

@@ -26,6 +26,37 @@ def _in_process(config: ParserConfig) -> ParserConfig:
     return config.model_copy(update=sections)
 
 
+def parse_throughput(root: Path, config: ParserConfig) -> dict[str, dict[str, float]]:
+    """Per parser, each file under ``root`` parsed once with ``config`` (as an ingest parses it:
+    PDFs in the child process by default): files, failed, pages (PDF pages, PPTX slides, else
+    files), units, parse seconds (wall), pages/s and units/s. Files no parser takes are skipped.
+    """
+    out: dict[str, dict[str, float]] = {}
+    for path in sorted(p for p in root.rglob("*") if p.is_file()):
+        media_type = detect_media_type(path.name)
+        spec = parser_for(media_type)
+        if spec is None:
+            continue
+        data = path.read_bytes()
+        row = out.setdefault(spec.name, {"files": 0, "failed": 0, "pages": 0, "units": 0, "parse_s": 0.0})
+        row["files"] += 1
+        start = time.perf_counter()
+        try:
+            doc = spec.run(data, config, media_type)
+        except ParseError:
+            row["failed"] += 1
+            doc = None
+        row["parse_s"] += time.perf_counter() - start
+        if doc is not None:
+            row["pages"] += doc.metadata.get("pages") or doc.metadata.get("slides") or 1
+            row["units"] += len(doc.units)
+    for row in out.values():
+        row["pages_per_s"] = round(row["pages"] / row["parse_s"], 1) if row["parse_s"] else 0.0
+        row["units_per_s"] = round(row["units"] / row["parse_s"], 1) if row["parse_s"] else 0.0
+        row["parse_s"] = round(row["parse_s"], 3)
+    return out
+
+
 def bench_formats(root: Path, repeat: int = 3) -> dict[str, dict[str, float]]:
     """Per parser: files, pages (PDF pages, PPTX slides, else files), seconds and pages/s per mode."""
     child_cfg = ParserConfig()

@@ -3,7 +3,10 @@
 Prints documents, units, chunks; wall time split by Dagster step and the
 orchestration overhead (run wall time minus the steps); embedding
 throughput; the ratio of the whole ingest to a bare ``encode`` of the same
-chunk texts with the same (already loaded) model in the same run; peak RSS.
+chunk texts with the same (already loaded) model in the same run; per
+format (parser), pages and units per second of a parse of each file with the
+home's parser settings (PDFs in their child process, as the ingest runs them)
+and the share of the ingest's wall time those parses make up; peak RSS.
 Times are measured, never asserted.
 """
 
@@ -19,6 +22,7 @@ from pathlib import Path
 
 from fabric_assets.dense.assets import passage_input, routed_to_multilingual
 from fabric_assets.ingest import dagster_instance, ingest
+from fabric_assets.measurement.bench_formats import parse_throughput
 from fabric_resources.parsing.document import ParseError
 from fabric_resources.parsing.text.parser import decode_text
 from fabric_resources.home import FabricHome
@@ -40,6 +44,13 @@ class IngestBench:
     bare_encode_seconds: float = 0.0
     ratio_ingest_to_bare_encode: float = 0.0
     peak_rss_mb: float = 0.0
+    #: Parser name → files, failed, pages, units, parse_s, pages_per_s, units_per_s
+    #: (:func:`fabric_assets.measurement.bench_formats.parse_throughput`).
+    formats: dict[str, dict[str, float]] = field(default_factory=dict)
+    #: Sum of ``formats[*].parse_s`` over ``ingest_seconds``; and the Dagster step that parses
+    #: (``units_and_relationships``: parse, unit rows, language, write) over ``ingest_seconds``.
+    parse_share_of_ingest: float = 0.0
+    units_step_share_of_ingest: float = 0.0
 
 
 def split_corpus(source: Path, target: Path, n_files: int, seed: int = 0) -> Path:
@@ -100,6 +111,9 @@ def bench_ingest(path: Path, *, split: int | None = None) -> IngestBench:
             shared_multilingual_embedder().encode_passages([t for t, r in zip(texts, routed) if r])
         bare = time.perf_counter() - t0
         failed = sum(1 for r in home.catalog.parse_runs() if r.status == "failed")
+        formats = {} if split else parse_throughput(path, home.config.parsers)
+        parse_s = sum(row["parse_s"] for row in formats.values())
+        units_step = sum(v for k, v in steps.items() if k.startswith("units_and_relationships"))
         return IngestBench(
             source=str(path) + (f" split into {split} files" if split else ""),
             documents_active=len(release.manifest["sources"]) if release else 0,
@@ -115,6 +129,9 @@ def bench_ingest(path: Path, *, split: int | None = None) -> IngestBench:
             bare_encode_seconds=round(bare, 2),
             ratio_ingest_to_bare_encode=round(ingest_s / bare, 3) if bare > 0 else 0.0,
             peak_rss_mb=round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+            formats=formats,
+            parse_share_of_ingest=round(parse_s / ingest_s, 3) if formats and ingest_s else 0.0,
+            units_step_share_of_ingest=round(units_step / ingest_s, 3) if ingest_s else 0.0,
         )
     finally:
         shutil.rmtree(scratch, ignore_errors=True)

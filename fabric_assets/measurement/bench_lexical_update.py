@@ -10,7 +10,9 @@ the documents of parses that stay from the Lance table at its version), timed ag
   delete by parse-ID term, add): fast, but the deleted documents stay in BM25's N, df and avgdl;
 * **fresh build**: the whole index rebuilt from the table.
 
-Every exact generation is checked to hold no deleted document. No Dagster, no embedding.
+Every exact generation is checked to hold no deleted document; its segment count is reported
+(segments hold at most ``MAX_SEGMENT_DOCUMENTS``, so a removal re-indexes one segment's documents,
+not the index's). No Dagster, no embedding.
 """
 
 from __future__ import annotations
@@ -87,7 +89,7 @@ def bench_lexical_update(texts: list[str], sizes: tuple[int, ...], rounds: int =
             gen = index.build_fresh(store.read("lexical_documents"))
             first_build = time.perf_counter() - t0
             kept_gen = gen
-            exact, kept, fresh, readded = [], [], [], []
+            exact, kept, fresh, readded, segments = [], [], [], [], []
             at = n
             for _ in range(rounds):
                 edited, deleted = rng.sample(parses, 2)
@@ -108,8 +110,10 @@ def bench_lexical_update(texts: list[str], sizes: tuple[int, ...], rounds: int =
                 gen = index.write_generation(gen, removed, documents_of(new), documents_of)
                 exact.append(time.perf_counter() - t0)
                 readded.append(sum(counted[1:]))  # documents of parses that shared a segment
-                if deleted_documents(index.open(gen).searcher):
+                opened = index.open(gen)
+                if deleted_documents(opened.searcher):
                     raise RuntimeError("a generation kept a deleted document")
+                segments.append(opened.searcher.num_segments)
                 t0 = time.perf_counter()
                 kept_gen = _deletes_kept(index, kept_gen, removed, documents_of(new))
                 kept.append(time.perf_counter() - t0)
@@ -123,6 +127,8 @@ def bench_lexical_update(texts: list[str], sizes: tuple[int, ...], rounds: int =
                 "deletes_kept_s": round(statistics.median(kept), 3),
                 "fresh_build_s": round(statistics.median(fresh), 3),
                 "documents_readded_median": int(statistics.median(readded)),
+                "documents_readded_rounds": readded,
+                "segments_exact": segments,
                 "exact_rounds_s": [round(x, 3) for x in exact],
                 "deleted_documents_left_by_deletes_kept": deleted_documents(index.open(kept_gen).searcher),
             }

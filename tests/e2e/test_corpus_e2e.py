@@ -6,6 +6,7 @@ and part of CI. Skips when ../shared is absent.
 
 from __future__ import annotations
 
+import json
 import os
 
 import dagster as dg
@@ -13,6 +14,7 @@ import pytest
 from conftest import CORPUS, ingest, need_shared
 
 from fabric_query import Fabric
+from fabric_query.locations import page_label
 from fabric_resources.home import FabricHome
 from fabric_resources.identity import text_hash
 
@@ -181,22 +183,76 @@ def test_cjk_pdf_found_by_a_two_character_query_and_verified(corpus_home, query,
     fabric = Fabric(home.root)
     hit = next(h for h in fabric.search(query, limit=10).results if h.citation.source_key == source)
     assert query in hit.text
-    assert fabric.resolve(hit.citation).status == "verified"
+    result = fabric.resolve(hit.citation)
+    assert result.status == "verified" and {c.check: c.ok for c in result.checks}["location"]
     t = home.tables.read("units", parse_ids=[hit.citation.parse_id], columns=["unit_id", "locator"])
     locators = dict(zip(t.column("unit_id").to_pylist(), t.column("locator").to_pylist()))
     assert all('"page": 1' in locators[s.unit_id] for s in hit.citation.spans)
+    assert hit.citation.label == "p. 1"
 
 
-@pytest.mark.parametrize("query, source, kind", [
-    ('"My note"', "fs:corpus/formats/docx/pandoc-notes.docx", "note"),
-    ('"Lebron James"', "fs:corpus/formats/docx/pandoc-tables.docx", "table_cell"),
-    ('"Some notes on the second slide"', "fs:corpus/formats/pptx/docling-powerpoint_sample.pptx", "speaker_note"),
+@pytest.mark.parametrize("query, source, kind, path", [
+    ('"My note"', "fs:corpus/formats/docx/pandoc-notes.docx", "note", "footnote "),
+    ('"Lebron James"', "fs:corpus/formats/docx/pandoc-tables.docx", "table_cell", ", row "),
+    ('"Some notes on the second slide"', "fs:corpus/formats/pptx/docling-powerpoint_sample.pptx", "speaker_note",
+     "slide 2 > notes"),
 ])
-def test_docx_note_table_cell_and_pptx_speaker_note_are_found_and_verified(corpus_home, query, source, kind):
+def test_docx_note_table_cell_and_pptx_speaker_note_are_found_and_verified(corpus_home, query, source, kind, path):
+    """guards against: a footnote, table cell or speaker note not found, or cited without where it sits."""
     home, _ = corpus_home
     fabric = Fabric(home.root)
     hit = next(h for h in fabric.search(query, limit=10).results if h.citation.source_key == source)
-    assert fabric.resolve(hit.citation).status == "verified"
+    result = fabric.resolve(hit.citation)
+    assert result.status == "verified" and {c.check: c.ok for c in result.checks}["location"]
     t = home.tables.read("units", parse_ids=[hit.citation.parse_id], columns=["unit_id", "kind", "section_path"])
     kinds = dict(zip(t.column("unit_id").to_pylist(), t.column("kind").to_pylist()))
     assert kind in {kinds[s.unit_id] for s in hit.citation.spans}
+    cited = next(loc for loc in hit.citation.locations if loc.kind == kind)
+    assert path in " > ".join(cited.path) and not cited.pages
+    assert hit.citation.label and not hit.citation.label.startswith("p")
+
+
+def _units(home, source_key: str) -> list[dict]:
+    parse_id = home.catalog.current_release().manifest["sources"][source_key]["parse_id"]
+    return sorted(home.tables.read("units", parse_ids=[parse_id]).to_pylist(), key=lambda r: r["ordinal"])
+
+
+def _phrase_hit(fabric: Fabric, unit: dict, source: str, words: slice):
+    query = '"' + " ".join(unit["text"].split()[words]) + '"'
+    return next(h for h in fabric.search(query, limit=20).results
+                if h.citation.source_key == source and unit["unit_id"] in h.citation.unit_ids)
+
+
+def test_a_two_column_pdf_hit_cites_its_page_with_exact_highlights(corpus_home):
+    """guards against: a PDF hit cited without its page (or the wrong one), a page resolve does not
+    re-derive from the bytes, or highlights that do not rebuild the unit's text."""
+    home, _ = corpus_home
+    fabric = Fabric(home.root)
+    source = "fs:corpus/formats/pdf/tracemonkey-2col.pdf"
+    units = _units(home, source)
+    # A one-page paragraph from the middle of the paper (its second half), found by its own words.
+    unit = next(u for u in units[len(units) // 2:] if u["kind"] == "paragraph"
+                and "page_end" not in json.loads(u["locator"]) and len(u["text"].split()) > 30)
+    hit = _phrase_hit(fabric, unit, source, slice(3, 9))
+    pages = {json.loads(u["locator"])["page"] for u in units if u["unit_id"] in hit.citation.unit_ids}
+    assert json.loads(unit["locator"])["page"] in pages
+    assert hit.citation.label == page_label(pages)
+    assert [loc.unit_id for loc in hit.citation.locations] == list(dict.fromkeys(hit.citation.unit_ids))
+    assert "".join(s.text for s in hit.highlights) == hit.text and any(s.highlighted for s in hit.highlights)
+    result = fabric.resolve(hit.citation)
+    assert result.status == "verified", result.checks
+    assert {c.check: c.ok for c in result.checks}["location"] is True
+    assert result.text == hit.text
+
+
+def test_a_web_page_hit_cites_its_element_path(corpus_home):
+    """guards against: a web-page citation that does not say which element it came from."""
+    home, _ = corpus_home
+    fabric = Fabric(home.root)
+    source = "fs:corpus/formats/html/blog.python.org.html"
+    unit = next(u for u in _units(home, source) if u["kind"] == "paragraph" and len(u["text"].split()) > 12)
+    hit = _phrase_hit(fabric, unit, source, slice(2, 8))
+    cited = {loc.unit_id: loc for loc in hit.citation.locations}[unit["unit_id"]]
+    assert cited.element_path == json.loads(unit["locator"])["element_path"]
+    assert cited.element_path.startswith("/html")
+    assert fabric.resolve(hit.citation).status == "verified"

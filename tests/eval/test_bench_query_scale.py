@@ -68,4 +68,4 @@ def test_tiny_scaling_home_is_cached_and_measured(tmp_path):
         pack = fabric.search(q, debug=True)
         lexical = {k: v for k, v in pack.channel_rankings.items() if k in ("word", "substring")}
         expected = tuple(cid for cid, _ in rrf(lexical, cfg.rrf_k, cfg.channel_weights))[:cfg.default_limit]
-        assert lexical_only_search(fabric.home, q).chunk_ids == expected
+        assert lexical_only_search(fabric, q).chunk_ids == expected

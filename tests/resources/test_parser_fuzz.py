@@ -2,7 +2,7 @@
 
 Seeds are real documents: the EPUBs of ../shared/corpus/epub and the texts of
 ../shared/corpus/text (skipped with a reason when ../shared is absent), and the
-small in-repo set in tests/fixtures/parsing (always). Each case applies one to
+small in-repo set built in memory by tests/resources/parser_seeds.py (always). Each case applies one to
 three seeded mutations — byte flips, truncation, splices, a member recompressed
 with another zip method and then corrupted (the LZMA case of issue 13), XML
 and text damage such as a billion-laughs DOCTYPE, invalid UTF-8, odd attribute
@@ -25,7 +25,6 @@ import signal
 import time
 import zipfile
 from dataclasses import dataclass
-from pathlib import Path
 from typing import get_args
 
 import pytest
@@ -39,7 +38,6 @@ from fabric_resources.parsing.registry import detect_media_type, parser_for
 # _rezip writes duplicate member names on purpose.
 pytestmark = pytest.mark.filterwarnings("ignore:Duplicate name:UserWarning")
 
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "parsing"
 SEED = 20261201
 #: Wall-clock bound per case (seconds), on a loaded 2-core machine; typical cases take milliseconds.
 CASE_SECONDS = 10.0
@@ -233,8 +231,10 @@ def reduced_epub(data: bytes, keep: int = SPINE_DOCUMENTS_KEPT) -> bytes:
 
 
 def fixture_seeds() -> list[Seed]:
-    seeds = [Seed(p.name, p.read_bytes()) for p in sorted(FIXTURES.iterdir()) if parser_for(detect_media_type(p.name))]
-    assert len(seeds) >= 6, f"in-repo fixtures missing from {FIXTURES}"
+    from parser_seeds import FIXTURES
+
+    seeds = [Seed(name, data) for name, data in sorted(FIXTURES.items()) if parser_for(detect_media_type(name))]
+    assert len(seeds) >= 6, "in-repo seeds missing"
     return seeds
 
 

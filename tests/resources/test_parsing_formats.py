@@ -193,7 +193,9 @@ def test_decompression_bomb_fails_fast_in_the_child_with_a_named_reason():
     with pytest.raises(ParseError) as info:
         spec.run(_stream_bomb(4 << 30), bounded, "application/pdf")
     assert info.value.reason in {"cap-memory", "parser-crashed", "timeout", "cap-chars", "no-text"}
-    assert time.monotonic() - start < 60
+    # Bounded by the child's wall clock (30 s) plus the child's start and its kill; the slack is wide
+    # because a loaded host (CI runs other jobs) slows the start, not the bound.
+    assert time.monotonic() - start < 30 + 45
 
 
 def test_child_timeout_is_a_named_failure():

@@ -1,0 +1,94 @@
+"""``fabric serve`` and ``fabric mcp``: the read side as a warm process, with the admin backend.
+
+The app, its routes and the MCP tools are read-side code (:mod:`fabric_query.server`); this
+module composes them with the write side's :class:`~fabric_assets.operations.PipelineAdmin` and
+imports both inside the command bodies, so ``fabric search`` pays nothing for them.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Optional
+
+import typer
+
+from fabric_query.cli import HomeOption, console, fail, set_home
+
+server_app = typer.Typer(help="The server commands (HTTP API, MCP).")
+
+
+@server_app.command()
+def serve(
+    host: Annotated[Optional[str], typer.Option("--host", help="Interface to bind (default server.host: 127.0.0.1).")] = None,
+    port: Annotated[Optional[int], typer.Option("--port", min=0, max=65535,
+                                                help="Port (default server.port: 7433; 0 = any free one).")] = None,
+    home: HomeOption = None,
+) -> None:
+    """Serve the HTTP API (and MCP at /mcp) for one home until Ctrl-C.
+
+    Admin routes need the bearer token in <home>/admin-token (created 0600 when missing). Binding
+    anything but loopback needs <home>/read-token on every route too (created the same way).
+    """
+    from fabric_assets.operations import PipelineAdmin
+    from fabric_query.api import Fabric
+    from fabric_query.errors import FabricQueryError
+    from fabric_query.server.app import create_app
+    from fabric_query.server.app import _version as fabric_version
+    from fabric_query.server.runner import serve as run_server
+    from fabric_query.server.security import (
+        ADMIN_TOKEN_FILE,
+        READ_TOKEN_FILE,
+        TokenFileError,
+        ensure_token,
+        is_loopback,
+    )
+
+    path = set_home(home)
+    try:
+        fabric = Fabric(path)
+    except FabricQueryError as exc:
+        fail(str(exc))
+    config = fabric.home.config.server
+    host = host or config.host
+    port = config.port if port is None else port
+    try:
+        admin_token = ensure_token(path / ADMIN_TOKEN_FILE)
+        read_token = None if is_loopback(host) else ensure_token(path / READ_TOKEN_FILE)
+    except TokenFileError as exc:
+        fail(f"refusing to start: {exc}")
+    admin = PipelineAdmin(fabric.home, config.admin_workers)
+    app = create_app(fabric, config, bind_host=host, port=port, admin=admin, admin_token=admin_token,
+                     read_token=read_token)
+    console.print(f"fabric serve: home {path}, http://{host}:{port}/v1 (admin token: {path / ADMIN_TOKEN_FILE}"
+                  + (f", read token: {path / READ_TOKEN_FILE}" if read_token else "") + ")")
+    run_server(app, host, port, path, fabric_version())
+
+
+@server_app.command()
+def mcp(home: HomeOption = None) -> None:
+    """Serve the read-only MCP tools over stdio (for an agent that starts its own server).
+
+    The query models load before the first message is read; logs go to stderr, stdout carries
+    only the protocol.
+    """
+    import sys
+
+    from fabric_query.api import Fabric
+    from fabric_query.errors import FabricQueryError
+    from fabric_query.server.app import _version as fabric_version
+    from fabric_query.server.app import load_query_models
+    from fabric_query.server.gate import AdmissionGate
+    from fabric_query.server.mcp_tools import build_mcp
+
+    path = set_home(home)
+    try:
+        fabric = Fabric(path)
+    except FabricQueryError as exc:
+        fail(str(exc))
+    config = fabric.home.config.server
+    load_query_models(fabric)
+    gate = AdmissionGate(config.max_concurrent_queries, config.retry_after_s)
+    print(f"fabric mcp: home {path}, stdio", file=sys.stderr)
+    try:
+        build_mcp(fabric, gate, version=fabric_version()).run("stdio")
+    finally:
+        gate.close()

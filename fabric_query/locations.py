@@ -1,0 +1,159 @@
+"""Where a cited unit sits in its source: pages of a PDF, slide and shape of a deck, heading path,
+table cell or note of a DOCX, element path of a web page, lines of a text file.
+
+Pure functions from a unit row (``kind``, ``locator`` JSON, ``section_path``, ``attributes``
+JSON, as :data:`fabric_resources.schema.UNITS` stores them) to a
+:class:`CitedLocation`, and from a citation's locations to the short label
+the CLI prints (``p. 7``, ``pp. 7–8``, ``slide 2 > notes``). The same function runs at search time
+(on the stored units) and in ``resolve`` (on the units re-derived from the current bytes), so a
+location that no longer matches the bytes is caught like changed text.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+
+class CitedLocation(BaseModel):
+    """Where one cited unit sits in its source (:func:`fabric_query.locations.location_of`).
+
+    ``pages``: sorted distinct 1-based PDF pages the unit covers (two for a sentence carried over
+    a page break); ``path``: structural path, outermost first (PDF outline headings; DOCX heading
+    path then ``table t, row r, col c`` (1-based) or ``footnote n``; PPTX ``slide n`` then the
+    shape's name or ``notes``); ``element_path``: the XPath of the unit's element (DOCX, HTML,
+    EPUB); ``lines``: first and last 1-based line of a text unit.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    unit_id: str
+    kind: str
+    pages: tuple[int, ...] = ()
+    path: tuple[str, ...] = ()
+    element_path: str | None = None
+    lines: tuple[int, int] | None = None
+
+
+#: U+2013 EN DASH between the ends of a page range (the Chicago Manual of Style's page ranges).
+RANGE_DASH = "\u2013"
+
+
+def location_of(unit_id: str, kind: str, locator: str | dict, section_path: Sequence[str] = (),
+                attributes: str | dict | None = None) -> CitedLocation:
+    """The location of one unit.
+
+    Parameters
+    ----------
+    unit_id, kind
+        As stored.
+    locator, attributes
+        The unit's locator and attributes, as JSON text or already decoded. PDF locators give
+        ``page`` (1-based), ``page_end`` and ``regions`` (a unit carried across a page break);
+        PPTX ``slide``, ``shape_name``, ``notes``, ``row``/``col``; DOCX ``element_path`` or
+        ``note_type``/``note_id``; HTML and EPUB ``element_path``; text ``line_start``/``line_end``.
+    section_path
+        The unit's heading path (outline, headings, slide title).
+
+    Returns
+    -------
+    CitedLocation
+        ``pages``: sorted distinct 1-based pages the unit covers (``()`` outside PDFs);
+        ``path``: the structural path, outermost first; ``element_path``: the XPath of the
+        unit's element when the format has one. Malformed JSON gives a location with ``kind``
+        only (the text check still decides whether the citation holds).
+
+    >>> location_of("u", "paragraph", '{"page": 7, "page_end": 8, "bbox": [0, 0, 1, 1]}', ("Intro",)).pages
+    (7, 8)
+    >>> location_of("u", "speaker_note", {"slide": 2, "notes": True}, ("Results",)).path
+    ('slide 2', 'notes')
+    """
+    loc = _decoded(locator)
+    attrs = _decoded(attributes)
+    pages = sorted({p for p in _pages(loc) if isinstance(p, int) and not isinstance(p, bool) and p >= 1})
+    if pages and "page_end" in loc and isinstance(loc["page_end"], int):
+        pages = sorted(set(pages) | set(range(pages[0], max(pages[-1], loc["page_end"]) + 1)))
+    path: list[str] = []
+    element_path = loc.get("element_path") if isinstance(loc.get("element_path"), str) else None
+    if isinstance(loc.get("slide"), int):
+        path.append(f"slide {loc['slide']}")
+        if loc.get("notes"):
+            path.append("notes")
+        elif isinstance(loc.get("shape_name"), str):
+            path.append(loc["shape_name"])
+    else:
+        path.extend(str(s) for s in section_path)
+    if kind == "table_cell":
+        cell = {k: (loc.get(k) if k in loc else attrs.get(k)) for k in ("table", "row", "col")}
+        if all(isinstance(v, int) for v in cell.values()):
+            # Stored 0-based (python-docx / python-pptx indices); shown 1-based as a reader counts.
+            path.append(f"table {cell['table'] + 1}, row {cell['row'] + 1}, col {cell['col'] + 1}")
+    if kind == "note" and loc.get("note_type") is not None:
+        path.append(f"{loc['note_type']} {loc.get('note_id')}")
+    lines = (loc.get("line_start"), loc.get("line_end", loc.get("line_start")))
+    return CitedLocation(
+        unit_id=unit_id, kind=kind, pages=tuple(pages), path=tuple(path), element_path=element_path,
+        lines=lines if all(isinstance(v, int) for v in lines) else None,  # type: ignore[arg-type]
+    )
+
+
+def _decoded(value: Any) -> dict:
+    if isinstance(value, dict):
+        return value
+    if not isinstance(value, str) or not value:
+        return {}
+    try:
+        out = json.loads(value)
+    except ValueError:
+        return {}
+    return out if isinstance(out, dict) else {}
+
+
+def _pages(loc: dict) -> Iterable[Any]:
+    yield loc.get("page")
+    regions = loc.get("regions")
+    if isinstance(regions, list):
+        for r in regions:
+            if isinstance(r, dict):
+                yield r.get("page")
+
+
+def page_label(pages: Iterable[int]) -> str:
+    """``p. 7`` for one page, ``pp. 7–8`` for a span (first–last), ``""`` for none.
+
+    >>> page_label([8, 7]), page_label([3]), page_label([])
+    ('pp. 7–8', 'p. 3', '')
+    """
+    ps = sorted(set(pages))
+    if not ps:
+        return ""
+    return f"p. {ps[0]}" if len(ps) == 1 else f"pp. {ps[0]}{RANGE_DASH}{ps[-1]}"
+
+
+def location_label(locations: Sequence[CitedLocation]) -> str:
+    """The short label of a citation's locations (what ``fabric search`` prints after the file).
+
+    Pages when any location has them (the span of all of them); else the first location's
+    structural path joined by `` > `` (slide, shape or notes; headings and table cell or note), or
+    its element path; else its lines. ``""`` when nothing is known.
+
+    >>> from pydantic import BaseModel, ConfigDict
+    >>> location_label([CitedLocation(unit_id="a", kind="paragraph", pages=(7,)),
+    ...                 CitedLocation(unit_id="b", kind="paragraph", pages=(8,))])
+    'pp. 7–8'
+    """
+    pages = page_label(p for loc in locations for p in loc.pages)
+    if pages or not locations:
+        return pages
+    first = locations[0]
+    if first.path:
+        return " > ".join(first.path)
+    if first.element_path:
+        return first.element_path
+    if first.lines:
+        a, b = first.lines
+        return f"line {a}" if a == b else f"lines {a}{RANGE_DASH}{b}"
+    return ""

@@ -1,0 +1,88 @@
+"""The read commands' client of a running ``fabric serve`` of the same home.
+
+:func:`call` finds the server through ``<home>/server.json`` (:mod:`fabric_query.server.discovery`:
+written by the server, its process checked alive), sends one JSON request over loopback with the
+standard library's HTTP client (cheap to import: a command answered by the server loads neither
+Arrow nor Lance nor a model), and returns the JSON answer. It answers ``None`` whenever the
+server cannot answer for it — none is running, it is not ready, its gate is full, the connection
+fails — and the command then runs in-process as it always did, with identical output. An error
+about the request itself (a query syntax error, a bad citation) comes back as
+:class:`RemoteError` with the read side's error type and message, printed as the in-process
+command prints it.
+
+``FABRIC_USE_SERVER=0`` turns the client off (always in-process).
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+#: Seconds to wait for a connection to a server that the home says is running (loopback).
+CONNECT_TIMEOUT_S = 2.0
+#: Seconds to wait for its answer (a search is milliseconds; a first resolve reads source bytes).
+ANSWER_TIMEOUT_S = 120.0
+
+
+class RemoteError(Exception):
+    """The server refused the request itself (4xx): ``kind`` is the read side's error type."""
+
+    def __init__(self, kind: str, message: str) -> None:
+        super().__init__(message)
+        self.kind = kind
+
+
+def _token(home_root: Path) -> str | None:
+    from fabric_query.server.security import READ_TOKEN_FILE, TokenFileError, load_token
+
+    if not (home_root / READ_TOKEN_FILE).exists():
+        return None
+    try:
+        return load_token(home_root / READ_TOKEN_FILE)
+    except TokenFileError:
+        return None
+
+
+def call(home_root: Path, method: str, path: str, body: dict[str, Any] | None = None) -> Any | None:
+    """The server's JSON answer to ``method path``, or None when the command should run in-process.
+
+    Raises
+    ------
+    RemoteError
+        The server answered 4xx (other than "not ready" and "gate full"): the request is bad.
+    """
+    if os.environ.get("FABRIC_USE_SERVER", "1") == "0":
+        return None
+    from fabric_query.server.discovery import read_server_file
+
+    record = read_server_file(home_root)
+    if record is None:
+        return None
+    url = urlsplit(record.url)
+    headers = {"content-type": "application/json", "accept": "application/json"}
+    token = _token(home_root)
+    if token:
+        headers["authorization"] = f"Bearer {token}"
+    payload = None if body is None else json.dumps(body).encode("utf-8")
+    conn = http.client.HTTPConnection(url.hostname, url.port, timeout=CONNECT_TIMEOUT_S)
+    try:
+        conn.connect()
+        conn.sock.settimeout(ANSWER_TIMEOUT_S)
+        conn.request(method, path, body=payload, headers=headers)
+        response = conn.getresponse()
+        data = json.loads(response.read() or b"null")
+    except (OSError, http.client.HTTPException, ValueError):
+        return None
+    finally:
+        conn.close()
+    if response.status < 400:
+        return data
+    error = (data or {}).get("error", {}) if isinstance(data, dict) else {}
+    kind = error.get("type", "")
+    if 400 <= response.status < 500 and response.status != 409 and kind not in ("", "Unauthorized"):
+        raise RemoteError(kind, str(error.get("message", "")))
+    return None  # not ready, gate full, no release, a server fault: the in-process path answers the same way

@@ -1,0 +1,105 @@
+"""The structured scope of a search: the query string's filters as typed fields.
+
+A :class:`Scope` and the same filters written in the query string select the same sources, so
+they give identical results: ``search("tide", scope=Scope(media_types=("text",)))`` equals
+``search("tide type:text")``. Each dimension is given once: in the scope or in the query
+string, not both (as each filter key appears at most once in the query string).
+
+========================  ==========================  ====================================
+scope field               query-string twin           admits a source when
+========================  ==========================  ====================================
+``source_keys``           ``source:k1,k2``            its key is one of them
+``path_prefixes``         ``prefix:corpus/a/,fs:b/``  its key (or key after ``fs:``) starts with one
+``media_types``           ``type:pdf``                its media type matches one (``type:`` rules)
+``languages``             ``lang:ja``                 its language matches one (``lang:`` rules)
+``modified_after``        ``after:2024-01-01``        modified on or after that day (UTC)
+``modified_before``       ``before:2024-02-01``       modified before that day (UTC)
+========================  ==========================  ====================================
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+from typing import Annotated
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+
+from fabric_query.errors import InvalidArgumentError
+from fabric_query.querylang import Filters, ParsedQuery
+
+#: Items one scope list may hold, and the longest item (Unicode scalars): bounds for input from the network.
+MAX_SCOPE_ITEMS = 1000
+MAX_SCOPE_ITEM_CHARS = 4096
+
+_Item = Annotated[str, StringConstraints(min_length=1, max_length=MAX_SCOPE_ITEM_CHARS)]
+_Items = Annotated[tuple[_Item, ...], Field(max_length=MAX_SCOPE_ITEMS)]
+
+
+class Scope(BaseModel):
+    """Which sources a search may answer from (every field: any of; fields combine with AND).
+
+    Unknown fields are rejected. Dates are calendar days (``YYYY-MM-DD``) in UTC, as ``after:``
+    and ``before:``: ``modified_after`` inclusive, ``modified_before`` exclusive.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    source_keys: _Items = ()
+    path_prefixes: _Items = ()
+    media_types: _Items = ()
+    languages: _Items = ()
+    modified_after: dt.date | None = None
+    modified_before: dt.date | None = None
+
+
+def _day_ns(day: dt.date) -> int:
+    return int(dt.datetime(day.year, day.month, day.day, tzinfo=dt.timezone.utc).timestamp() * 1_000_000_000)
+
+
+def apply_scope(parsed: ParsedQuery, scope: Scope | dict | None) -> ParsedQuery:
+    """``parsed`` with the scope's filters added.
+
+    Raises
+    ------
+    InvalidArgumentError
+        ``scope`` is not a :class:`Scope` (or its dict), or sets a dimension the query string
+        already filters on (``type:`` and ``media_types``, ...).
+    """
+    if scope is None:
+        return parsed
+    if isinstance(scope, dict):
+        from pydantic import ValidationError
+
+        try:
+            scope = Scope.model_validate(scope)
+        except ValidationError as exc:
+            fields = ", ".join(".".join(map(str, e["loc"])) or "(scope)" for e in exc.errors())
+            raise InvalidArgumentError(f"scope: invalid or unknown fields: {fields}") from None
+    if not isinstance(scope, Scope):
+        raise InvalidArgumentError(f"scope must be a Scope or a dict, got {type(scope).__name__}")
+    f = parsed.filters
+    given = {
+        "source_keys": (bool(scope.source_keys), bool(f.sources), "source:"),
+        "path_prefixes": (bool(scope.path_prefixes), bool(f.path_prefixes), "prefix:"),
+        "media_types": (bool(scope.media_types), f.media_type is not None or bool(f.media_types), "type:"),
+        "languages": (bool(scope.languages), f.language is not None or bool(f.languages), "lang:"),
+        "modified_after": (scope.modified_after is not None, f.after_ns is not None, "after:"),
+        "modified_before": (scope.modified_before is not None, f.before_ns is not None, "before:"),
+    }
+    for name, (in_scope, in_query, key) in given.items():
+        if in_scope and in_query:
+            raise InvalidArgumentError(f"scope.{name} and the query's {key} filter the same thing; give one")
+    merged = dataclasses.replace(
+        f,
+        sources=scope.source_keys or f.sources,
+        path_prefixes=scope.path_prefixes or f.path_prefixes,
+        media_types=scope.media_types or f.media_types,
+        languages=scope.languages or f.languages,
+        after_ns=_day_ns(scope.modified_after) if scope.modified_after is not None else f.after_ns,
+        before_ns=_day_ns(scope.modified_before) if scope.modified_before is not None else f.before_ns,
+    )
+    return dataclasses.replace(parsed, filters=merged)
+
+
+__all__ = ["Scope", "apply_scope", "MAX_SCOPE_ITEMS", "MAX_SCOPE_ITEM_CHARS"]

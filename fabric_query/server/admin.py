@@ -1,0 +1,106 @@
+"""Admin routes and the protocol of the backend that runs them (the write side implements it).
+
+Every admin route needs ``Authorization: Bearer <admin token>`` (``<home>/admin-token``); a
+missing or wrong token is 401. ``POST /v1/admin/<kind>`` answers ``202 {"operation_id"}`` at once
+and the backend runs the work (pipeline work as real Dagster runs on the home's instance); the
+Operation (``pending`` → ``running`` → ``succeeded`` / ``failed`` with a reason) is polled at
+``GET /v1/operations/{id}``. The read side never imports the backend: the app factory takes one
+(``fabric serve`` passes :class:`fabric_assets.operations.PipelineAdmin`).
+
+Kinds: ``ingest`` (``{"path": FOLDER}``) and ``lexical-repair`` (``{}``) today. ``re-parse``,
+``accept``, ``discard`` (of a held parse), ``purge``, ``snapshot`` and ``restore`` are named and
+answer 501 until the lifecycle issue lands its jobs (the backend then lists them in ``kinds``).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+from fastapi import APIRouter, Request
+from pydantic import ValidationError
+from starlette.concurrency import run_in_threadpool
+from starlette.responses import JSONResponse
+
+from fabric_query.server.errors import error_response
+from fabric_query.server.security import bearer_matches
+from fabric_query.server.wire import EmptyRequest, IngestRequest
+
+#: Operation kinds the lifecycle issue adds; until a backend lists one, its route answers 501.
+LIFECYCLE_KINDS = ("re-parse", "accept", "discard", "purge", "snapshot", "restore")
+#: Body model of each kind the API knows today.
+BODIES = {"ingest": IngestRequest, "lexical-repair": EmptyRequest}
+
+
+class AdminBackend(Protocol):
+    """What runs admin operations for the server (implemented on the write side)."""
+
+    def kinds(self) -> tuple[str, ...]:
+        """The operation kinds this backend runs."""
+        ...
+
+    def submit(self, kind: str, params: dict[str, Any]) -> str:
+        """Record a ``pending`` Operation for ``kind`` and start it; return its ID at once.
+
+        Raises ``ValueError`` for parameters the kind cannot take (answered 400)."""
+        ...
+
+    def operation(self, operation_id: str) -> dict[str, Any] | None:
+        """The Operation as JSON (``operation_id``, ``kind``, ``status``, ``reason``, ``result``, times), or None."""
+        ...
+
+    def close(self) -> None:
+        """Stop taking operations (running ones finish)."""
+        ...
+
+
+router = APIRouter(prefix="/v1")
+
+
+def _authorised(request: Request) -> JSONResponse | AdminBackend:
+    admin: AdminBackend | None = request.app.state.admin
+    token: str | None = request.app.state.admin_token
+    if admin is None or token is None:
+        return error_response(404, "NotFound", "this server runs no admin operations")
+    if not bearer_matches(request.headers.get("authorization"), token):
+        return error_response(401, "Unauthorized", "admin routes need Authorization: Bearer <admin token>",
+                              {"WWW-Authenticate": "Bearer"})
+    return admin
+
+
+@router.post("/admin/{kind}", status_code=202)
+async def submit(kind: str, request: Request) -> Any:
+    """Start an admin operation: ``202 {"operation_id": ...}``."""
+    admin = _authorised(request)
+    if isinstance(admin, JSONResponse):
+        return admin
+    if kind in LIFECYCLE_KINDS and kind not in admin.kinds():
+        return error_response(501, "NotImplemented", f"{kind} arrives with the lifecycle issue")
+    if kind not in BODIES or kind not in admin.kinds():
+        return error_response(404, "NotFound", f"no admin operation {kind!r}; known: {sorted(admin.kinds())}")
+    try:
+        raw = await request.json()
+    except ValueError:
+        return error_response(422, "RequestValidationError", "the body is not JSON")
+    try:
+        params = BODIES[kind].model_validate(raw).model_dump()
+    except ValidationError as exc:
+        fields = ", ".join(".".join(map(str, e["loc"])) or "(body)" for e in exc.errors())
+        return error_response(422, "RequestValidationError", f"invalid or unknown fields: {fields}")
+    try:
+        operation_id = await run_in_threadpool(admin.submit, kind, params)
+    except ValueError as exc:
+        return error_response(400, "InvalidArgumentError", str(exc))
+    return JSONResponse({"operation_id": operation_id, "status": "pending"}, status_code=202,
+                        headers={"Location": f"/v1/operations/{operation_id}"})
+
+
+@router.get("/operations/{operation_id}")
+async def operation(operation_id: str, request: Request) -> Any:
+    """An Operation by ID (admin token), else 404."""
+    admin = _authorised(request)
+    if isinstance(admin, JSONResponse):
+        return admin
+    found = await run_in_threadpool(admin.operation, operation_id) if len(operation_id) <= 64 else None
+    if found is None:
+        return error_response(404, "NotFound", "no such operation")
+    return found

@@ -1,0 +1,160 @@
+"""The app factory of ``fabric serve``: routes, error answers, warm-up, the guard in front.
+
+:func:`create_app` builds the ASGI app around one warm :class:`~fabric_query.Fabric`. Its
+lifespan loads the query models in a thread (``/v1/ready`` answers 503 until they are loaded,
+and so do the query routes) and closes the gate and the admin backend at shutdown.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from fabric_query.api import Fabric
+from fabric_query.errors import FabricQueryError
+from fabric_query.server import admin as admin_routes
+from fabric_query.server import routes
+from fabric_query.server.errors import error_response, status_of
+from fabric_query.server.gate import AdmissionGate, GateFull
+from fabric_query.server.guard import Guard
+from fabric_query.server.security import OriginPolicy
+from fabric_resources.config import ServerConfig
+
+#: What warm-up encodes: one Latin-script and one CJK query load both query models (MiniLM's
+#: ONNX export and e5), the two routes of ``fabric_resources.language_routing``.
+WARM_UP_QUERIES = ("lighthouse keeper", "認証トークン")
+
+
+def load_query_models(fabric: Fabric) -> dict[str, str]:
+    """Load (and run once) every query model the home's searches use; return their identities."""
+    from fabric_resources.models.multilingual import shared_multilingual_embedder
+
+    fabric.encoder.encode_queries([WARM_UP_QUERIES[0]])
+    e5 = shared_multilingual_embedder()
+    e5.encode_queries([WARM_UP_QUERIES[1]])
+    models = {"dense": fabric.encoder.identity, "multilingual": e5.identity}
+    if fabric.reranker is not None:
+        models["reranker"] = getattr(fabric.reranker, "identity", type(fabric.reranker).__name__)
+    return models
+
+
+def create_app(
+    fabric: Fabric,
+    config: ServerConfig,
+    *,
+    bind_host: str = "127.0.0.1",
+    port: int = 7433,
+    admin: admin_routes.AdminBackend | None = None,
+    admin_token: str | None = None,
+    read_token: str | None = None,
+    load_models: Callable[[Fabric], dict[str, str]] = load_query_models,
+    mcp: bool = True,
+) -> Guard:
+    """The ASGI app of one server.
+
+    Parameters
+    ----------
+    fabric
+        The warm read API over the home.
+    config
+        ``server`` settings: the gate's size, ``Retry-After``, body bound, extra hosts / origins.
+    bind_host, port
+        Where the server listens (Host and Origin checks accept them).
+    admin, admin_token
+        The admin backend and the token its routes need; without both, admin routes answer 404.
+    read_token
+        When set, every route but health needs a bearer token (read or admin): for binding an
+        interface other than loopback.
+    load_models
+        Warm-up run in a thread at start-up; the server is ready when it returns.
+    mcp
+        Serve the MCP tools at ``/mcp`` (streamable HTTP, :mod:`fabric_query.server.mcp_tools`).
+    """
+    gate = AdmissionGate(config.max_concurrent_queries, config.retry_after_s)
+    state = routes.ServerState(fabric=fabric, gate=gate)
+    mcp_server = None
+    if mcp:
+        from fabric_query.server.mcp_tools import build_mcp
+
+        mcp_server = build_mcp(fabric, gate, state.ready.is_set, _version())
+
+    def warm_up() -> None:
+        try:
+            state.models = load_models(fabric)
+        except Exception as exc:  # noqa: BLE001 - reported by /v1/ready, never a dead server
+            state.load_error = f"{type(exc).__name__}: {exc}"
+            return
+        state.ready.set()
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: FastAPI):
+        threading.Thread(target=warm_up, name="fabric-warm-up", daemon=True).start()
+        async with contextlib.AsyncExitStack() as stack:
+            if mcp_server is not None:
+                await stack.enter_async_context(mcp_server.session_manager.run())
+            try:
+                yield
+            finally:
+                gate.close()
+                if admin is not None:
+                    admin.close()
+
+    app = FastAPI(title="Fabric", version=_version(), lifespan=lifespan, docs_url=None, redoc_url=None,
+                  openapi_url="/v1/openapi.json")
+    app.state.fabric_server = state
+    app.state.admin = admin
+    app.state.admin_token = admin_token
+    app.include_router(routes.router)
+    app.include_router(admin_routes.router)
+    if mcp_server is not None:
+        from mcp.server.transport_security import TransportSecuritySettings
+
+        # Stateless JSON answers: every tool call is one POST. Host and Origin are the Guard's
+        # (the same rules as every route), so the SDK's own check is off rather than different.
+        mcp_app = mcp_server.streamable_http_app(
+            streamable_http_path="/mcp", stateless_http=True, json_response=True,
+            max_request_body_size=config.max_body_bytes,
+            transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False))
+        app.router.routes.extend(mcp_app.routes)
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid_request(_request: Request, exc: RequestValidationError):
+        problems = [{"loc": [str(p) for p in e.get("loc", ())], "msg": str(e.get("msg", ""))}
+                    for e in exc.errors()[:20]]
+        where = "; ".join(f"{'.'.join(p['loc'])}: {p['msg']}" for p in problems)
+        return error_response(422, "RequestValidationError", f"invalid request: {where}", problems=problems)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(_request: Request, exc: StarletteHTTPException):
+        return error_response(exc.status_code, "HTTPError", str(exc.detail), headers=dict(exc.headers or {}))
+
+    @app.exception_handler(GateFull)
+    async def gate_full(_request: Request, exc: GateFull):
+        return error_response(503, "GateFull", str(exc), {"Retry-After": str(exc.retry_after_s)})
+
+    @app.exception_handler(FabricQueryError)
+    async def query_error(_request: Request, exc: FabricQueryError):
+        return error_response(status_of(exc), type(exc).__name__, str(exc))
+
+    @app.exception_handler(Exception)
+    async def fault(_request: Request, exc: Exception):
+        # Fabric's own fault: typed, JSON, without the traceback (it goes to the server's log).
+        return error_response(500, "InternalError", f"{type(exc).__name__} in the server; see its log")
+
+    policy = OriginPolicy(bind_host, port, config.allowed_hosts, config.allowed_origins)
+    return Guard(app, policy, config.max_body_bytes, read_token=read_token, admin_token=admin_token)
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("fabric")
+    except PackageNotFoundError:
+        return "0+unknown"

@@ -1,0 +1,109 @@
+"""The ASGI middleware in front of every route: Host, Origin, the read token, bounded bodies.
+
+It runs before routing, so an unknown path with a bad Host is 421 too, and no handler ever sees
+more than ``server.max_body_bytes`` of body: a larger ``Content-Length`` is refused before the
+body is read (413), and a body sent without one is read up to the bound and refused past it.
+"""
+
+from __future__ import annotations
+
+import json
+
+from fabric_query.server.security import OriginPolicy, bearer_matches
+
+#: Paths answered without the read token (liveness must stay cheap and unauthenticated).
+OPEN_PATHS = frozenset({"/v1/health"})
+
+
+def _headers(scope) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for k, v in scope.get("headers") or ():
+        name = k.decode("latin-1").lower()
+        if name in out:  # a repeated Host / Origin / Authorization is ambiguous: keep a marker
+            out[name] = "\x00repeated"
+        else:
+            out[name] = v.decode("latin-1")
+    return out
+
+
+async def _send_error(send, status: int, kind: str, message: str, extra_headers=()) -> None:
+    body = json.dumps({"error": {"type": kind, "message": message}}).encode()
+    await send({"type": "http.response.start", "status": status,
+                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
+                            *extra_headers]})
+    await send({"type": "http.response.body", "body": body})
+
+
+class Guard:
+    """Wraps an ASGI app.
+
+    Parameters
+    ----------
+    policy
+        The Host / Origin rules.
+    max_body_bytes
+        Largest request body (bytes).
+    read_token, admin_token
+        When ``read_token`` is set, every path but :data:`OPEN_PATHS` needs ``Authorization:
+        Bearer`` with the read or the admin token (401 otherwise).
+    """
+
+    def __init__(self, app, policy: OriginPolicy, max_body_bytes: int, read_token: str | None = None,
+                 admin_token: str | None = None) -> None:
+        self.app = app
+        self.policy = policy
+        self.max_body_bytes = max_body_bytes
+        self.read_token = read_token
+        self.admin_token = admin_token
+
+    async def __call__(self, scope, receive, send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        headers = _headers(scope)
+        if not self.policy.host_ok(headers.get("host")):
+            await _send_error(send, 421, "MisdirectedRequest", "the Host header does not name this server")
+            return
+        if not self.policy.origin_ok(headers.get("origin")):
+            await _send_error(send, 403, "ForbiddenOrigin", "requests from this Origin are not accepted")
+            return
+        if self.read_token and scope.get("path") not in OPEN_PATHS \
+                and not bearer_matches(headers.get("authorization"), self.read_token, self.admin_token):
+            await _send_error(send, 401, "Unauthorized", "this server needs a bearer token (read or admin)",
+                              [(b"www-authenticate", b"Bearer")])
+            return
+        length = headers.get("content-length")
+        if length is not None:
+            if not length.isdigit():
+                await _send_error(send, 400, "BadRequest", "Content-Length is not a number")
+                return
+            if int(length) > self.max_body_bytes:
+                await _send_error(send, 413, "PayloadTooLarge", f"the body is over {self.max_body_bytes} bytes")
+                return
+        if scope["method"] in ("GET", "HEAD", "DELETE", "OPTIONS") and length is None \
+                and "transfer-encoding" not in headers:
+            await self.app(scope, receive, send)
+            return
+        chunks, size = [], 0
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                return
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size > self.max_body_bytes:
+                await _send_error(send, 413, "PayloadTooLarge", f"the body is over {self.max_body_bytes} bytes")
+                return
+            chunks.append(chunk)
+            if not message.get("more_body", False):
+                break
+        body, replayed = b"".join(chunks), False
+
+        async def replay():
+            nonlocal replayed
+            if not replayed:
+                replayed = True
+                return {"type": "http.request", "body": body, "more_body": False}
+            return await receive()  # after the body: the client's disconnect, as the server reports it
+
+        await self.app(scope, replay, send)

@@ -1,0 +1,159 @@
+"""The read routes (``/v1/...``): health, ready, search, resolve, status, sources, units, release.
+
+Every route that touches storage or models runs its work in the admission gate's pool
+(:mod:`fabric_query.server.gate`); health and readiness do not. Answers are the read side's own
+models as JSON (an EvidencePack is the same JSON the Python API's ``model_dump_json`` gives).
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from functools import partial
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Path, Request
+from starlette.responses import JSONResponse, Response
+
+from fabric_query.api import Fabric
+from fabric_query.release import pinned_view
+from fabric_query.server.errors import error_response
+from fabric_query.server.gate import AdmissionGate
+from fabric_query.server.wire import ResolveRequest, SearchRequest
+from fabric_query.units import canonical_unit
+from fabric_query.visibility import current_sources_config
+
+
+@dataclass
+class ServerState:
+    """What the routes share: the warm :class:`Fabric`, the gate, readiness."""
+
+    fabric: Fabric
+    gate: AdmissionGate
+    ready: threading.Event = field(default_factory=threading.Event)
+    #: Why the query models could not load (the server stays unready), or None.
+    load_error: str | None = None
+    models: dict[str, str] = field(default_factory=dict)
+
+
+router = APIRouter(prefix="/v1")
+
+
+def server_state(request: Request) -> ServerState:
+    return request.app.state.fabric_server
+
+
+def _json(model) -> Response:
+    return Response(model.model_dump_json(), media_type="application/json")
+
+
+def _not_ready(st: ServerState) -> JSONResponse:
+    if st.load_error:
+        return error_response(503, "NotReady", f"the query models failed to load: {st.load_error}")
+    return error_response(503, "NotReady", "the query models are still loading", {"Retry-After": "1"})
+
+
+@router.get("/health")
+async def health() -> dict[str, str]:
+    """Liveness: the process answers. No I/O."""
+    return {"status": "ok"}
+
+
+@router.get("/ready")
+async def ready(request: Request) -> Any:
+    """Readiness: the query models are loaded (200), else 503."""
+    st = server_state(request)
+    if not st.ready.is_set():
+        return _not_ready(st)
+    return {"ready": True, "models": st.models, "in_flight": st.gate.in_flight, "max_concurrent": st.gate.limit,
+            "admitted": st.gate.admitted, "refused": st.gate.refused}
+
+
+async def _gated(request: Request, fn, *args, **kwargs) -> Any:
+    st = server_state(request)
+    if not st.ready.is_set():
+        return _not_ready(st)
+    return await st.gate.run(partial(fn, *args, **kwargs))
+
+
+@router.post("/search")
+async def search(body: SearchRequest, request: Request) -> Response:
+    """One query (the query string, plus the structured request) → EvidencePack."""
+    fabric = server_state(request).fabric
+    pack = await _gated(request, fabric.search, body.query, limit=body.limit, release_id=body.release_id,
+                        debug=body.debug, channels=body.channels, scope=body.scope, max_tokens=body.max_tokens)
+    return pack if isinstance(pack, Response) else _json(pack)
+
+
+@router.post("/resolve")
+async def resolve(body: ResolveRequest, request: Request) -> Response:
+    """Re-verify a citation: ``verified`` or ``stale`` with each check, never substituted text."""
+    result = await _gated(request, server_state(request).fabric.resolve, body.citation)
+    return result if isinstance(result, Response) else _json(result)
+
+
+@router.get("/status")
+async def status(request: Request) -> Response:
+    """Sources by state, the current release, failed / held / unfinished parses with reasons."""
+    result = await _gated(request, server_state(request).fabric.status)
+    return result if isinstance(result, Response) else _json(result)
+
+
+def _sources(fabric: Fabric) -> dict[str, Any]:
+    home = fabric.home
+    view = pinned_view(home)
+    active = view.sources if view is not None else {}
+    withheld = current_sources_config(home)  # today's patterns, re-read when config.json changes
+    out = []
+    for s in home.catalog.sources():
+        if s.state == "deleted":
+            continue
+        if withheld.is_withheld(s.source_key):
+            out.append({"source_key": s.source_key, "state": "withheld"})  # nothing more about it
+            continue
+        out.append({"source_key": s.source_key, "state": s.state, "media_type": s.media_type,
+                    "mtime_ns": s.mtime_ns, "size": s.size, "source_hash": s.source_hash,
+                    "active_parse_id": active[s.source_key]["parse_id"] if s.source_key in active else None})
+    return {"release_id": view.release_id if view is not None else None, "sources": out}
+
+
+@router.get("/sources")
+async def sources(request: Request) -> Any:
+    """Every known source that is not deleted; withheld ones by key and state only."""
+    return await _gated(request, _sources, server_state(request).fabric)
+
+
+def _unit(fabric: Fabric, unit_id: str):
+    view = pinned_view(fabric.home)
+    return None if view is None else canonical_unit(view, unit_id)
+
+
+@router.get("/units/{unit_id}")
+async def unit(request: Request, unit_id: Annotated[str, Path(pattern=r"^[0-9a-f]{32}$")]) -> Response:
+    """A canonical unit of the current release (visible now) with its text and locator, else 404."""
+    found = await _gated(request, _unit, server_state(request).fabric, unit_id)
+    if isinstance(found, Response):
+        return found
+    if found is None:
+        return error_response(404, "NotFound", "no visible unit of the current release has this ID")
+    return _json(found)
+
+
+def _current_release(fabric: Fabric) -> dict[str, Any] | None:
+    view = pinned_view(fabric.home)
+    if view is None:
+        return None
+    manifest = view.release.manifest
+    return {"release_id": view.release_id, "created_at": view.release.created_at,
+            "sources": len(view.sources), "parses": len(view.sources_by_parse),
+            "visible_sources_only": view.restricted, "tables": manifest.get("tables", {}),
+            "lexical_generation": manifest.get("lexical_generation")}
+
+
+@router.get("/releases/current")
+async def current_release(request: Request) -> Any:
+    """The release queries pin now, as visible now (counts leave out withheld / deleted sources)."""
+    found = await _gated(request, _current_release, server_state(request).fabric)
+    if found is None:
+        return error_response(409, "NoReleaseError", "no activated release in this home")
+    return found

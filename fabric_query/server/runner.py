@@ -1,0 +1,40 @@
+"""Run an app on uvicorn and announce it in ``<home>/server.json`` while it listens."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import uvicorn
+
+from fabric_query.server.discovery import remove_server_file, write_server_file
+
+
+class _AnnouncingServer(uvicorn.Server):
+    """A uvicorn server that writes the home's server file once its socket listens and removes
+    it when it stops (also when the port was 0: the file names the port the OS gave)."""
+
+    def __init__(self, config: uvicorn.Config, home_root: Path, version: str) -> None:
+        super().__init__(config)
+        self.home_root = home_root
+        self.version = version
+        self.announced: str | None = None
+
+    async def startup(self, sockets=None) -> None:
+        await super().startup(sockets)
+        if self.should_exit or not self.servers:
+            return
+        host, port = self.servers[0].sockets[0].getsockname()[:2]
+        self.announced = write_server_file(self.home_root, self.config.host or host, port, self.version).url
+
+    async def shutdown(self, sockets=None) -> None:
+        try:
+            await super().shutdown(sockets)
+        finally:
+            remove_server_file(self.home_root)
+
+
+def serve(app, host: str, port: int, home_root: Path, version: str, log_level: str = "warning") -> None:
+    """Serve ``app`` on ``host:port`` until SIGINT / SIGTERM (uvicorn's own handling)."""
+    config = uvicorn.Config(app, host=host, port=port, log_level=log_level, access_log=False,
+                            lifespan="on", server_header=False, timeout_graceful_shutdown=10)
+    _AnnouncingServer(config, Path(home_root), version).run()

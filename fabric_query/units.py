@@ -1,0 +1,50 @@
+"""Canonical units by ID, read from the pinned release under today's visibility.
+
+A unit of a parse that is not active in the release, or whose sources are all withheld or
+deleted now, is answered exactly as a unit that never existed (``None``).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+import lance
+import pyarrow.compute as pc
+
+from fabric_query.errors import InvalidArgumentError
+from fabric_query.release import ReleaseView, guarded_read
+from fabric_query.types import CanonicalUnit
+
+_HEX32 = re.compile(r"[0-9a-f]{32}")
+_COLUMNS = ["parse_id", "unit_id", "ordinal", "kind", "text", "text_hash", "locator", "section_path", "attributes"]
+
+
+def canonical_unit(view: ReleaseView, unit_id: str) -> CanonicalUnit | None:
+    """The unit ``unit_id`` of the view's visible parses, or None.
+
+    Raises
+    ------
+    InvalidArgumentError
+        ``unit_id`` is not 32 lower-case hex digits (what :func:`fabric_resources.identity.unit_id` makes).
+    ProjectionUnavailable
+        The units table cannot be read.
+    """
+    if not isinstance(unit_id, str) or not _HEX32.fullmatch(unit_id):
+        raise InvalidArgumentError("unit_id must be 32 lower-case hex digits")
+    version = view.release.manifest["tables"].get("units")
+    store = view.home.tables
+    if version is None or not store.exists("units"):
+        return None
+    # The ID is bound as a value of a typed expression, never spliced into a filter string.
+    rows = guarded_read("units", lambda: lance.dataset(store.uri("units"), version=version).to_table(
+        columns=_COLUMNS, filter=pc.field("unit_id") == unit_id)).to_pylist()
+    row = next((r for r in rows if r["parse_id"] in view.sources_by_parse), None)
+    if row is None:
+        return None
+    return CanonicalUnit(
+        unit_id=row["unit_id"], parse_id=row["parse_id"], source_keys=tuple(view.sources_by_parse[row["parse_id"]]),
+        release_id=view.release_id, ordinal=row["ordinal"], kind=row["kind"], text=row["text"],
+        text_hash=row["text_hash"], locator=json.loads(row["locator"] or "{}"),
+        section_path=tuple(row["section_path"] or ()), attributes=json.loads(row["attributes"] or "{}"),
+    )

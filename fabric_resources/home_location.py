@@ -1,0 +1,18 @@
+"""Where a Fabric home is: ``explicit``, else ``$FABRIC_HOME``, else ``./.fabric``.
+
+Kept apart from :mod:`fabric_resources.home` (which opens the home's stores and imports Arrow,
+Lance and tantivy) so that a command that only needs the path, such as a ``fabric search`` answered
+by a running server, starts without them.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+DEFAULT_HOME = ".fabric"
+
+
+def home_path(explicit: str | os.PathLike | None = None) -> Path:
+    """The home directory: ``explicit``, else ``$FABRIC_HOME``, else ``./.fabric`` (absolute)."""
+    return Path(explicit or os.environ.get("FABRIC_HOME") or DEFAULT_HOME).resolve()

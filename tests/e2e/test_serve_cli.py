@@ -1,0 +1,114 @@
+"""`fabric serve` as a process, and the CLI using it: discovered through <home>/server.json (never
+guessed), identical output to the in-process path, in-process again when the server is gone."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import stat
+import subprocess
+import sys
+import time
+
+import httpx
+import pytest
+from conftest import ingest
+
+from fabric_query.server.discovery import SERVER_FILE, read_server_file
+from fabric_query.server.security import ADMIN_TOKEN_FILE
+
+FABRIC = [sys.executable, "-m", "fabric_assets.cli"]
+
+
+def _fabric(*args, env_extra=None, timeout=300):
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", **(env_extra or {})}
+    return subprocess.run([*FABRIC, *args], capture_output=True, text=True, timeout=timeout, env=env)
+
+
+@pytest.fixture
+def home(tmp_path, fabric_home):
+    src = tmp_path / "notes"
+    src.mkdir()
+    (src / "a.txt").write_text("The lighthouse keeper logged the tide.\n\nA storm broke the lamp in March.\n")
+    (src / "b.txt").write_text("認証トークンは利用者を示す文字列です。\n")
+    ingest(src, fabric_home)
+    return fabric_home.root
+
+
+def _commands(home, citation_file):
+    h = ["--home", str(home)]
+    return [("search", "lighthouse keeper", *h), ("search", "認証トークン", "-n", "3", *h),
+            ("search", "lamp paht:notes", *h), ("search", '"unclosed', *h), ("status", *h),
+            ("status", "--json", *h), ("resolve", str(citation_file), *h)]
+
+
+def _outputs(home, citation_file, env_extra=None):
+    out = []
+    for args in _commands(home, citation_file):
+        p = _fabric(*args, env_extra=env_extra)
+        out.append((args[0], p.returncode, p.stdout, p.stderr))
+    p = _fabric("search", "lighthouse", "--json", "--home", str(home), env_extra=env_extra)
+    pack = json.loads(p.stdout)
+    pack.pop("timings")
+    out.append(("search --json", p.returncode, pack, p.stderr))
+    return out
+
+
+def _start_server(home):
+    proc = subprocess.Popen([*FABRIC, "serve", "--port", "0", "--home", str(home)], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    deadline = time.monotonic() + 180
+    while (record := read_server_file(home)) is None:
+        assert proc.poll() is None, proc.communicate()
+        assert time.monotonic() < deadline, "no server.json"
+        time.sleep(0.1)
+    with httpx.Client(base_url=record.url, timeout=30) as client:
+        while client.get("/v1/ready").status_code != 200:
+            assert time.monotonic() < deadline, "server never ready"
+            time.sleep(0.1)
+    return proc, record
+
+
+def test_cli_through_a_running_server_prints_what_in_process_prints(home, tmp_path):
+    """guards against: the CLI guessing a port, or printing something else through the server."""
+    p = _fabric("search", "lighthouse", "--json", "--home", str(home), env_extra={"FABRIC_USE_SERVER": "0"})
+    citation_file = tmp_path / "pack.json"
+    citation_file.write_text(p.stdout)
+    in_process = _outputs(home, citation_file, {"FABRIC_USE_SERVER": "0"})
+    assert in_process[2][1] == 2 and "did you mean path:" in in_process[2][3]
+
+    proc, record = _start_server(home)
+    try:
+        token_file = home / ADMIN_TOKEN_FILE
+        assert stat.S_IMODE(token_file.stat().st_mode) == 0o600
+        assert stat.S_IMODE((home / SERVER_FILE).stat().st_mode) == 0o600
+        url = record.url
+        before = httpx.get(f"{url}/v1/ready").json()["admitted"]
+        through_server = _outputs(home, citation_file)
+        after = httpx.get(f"{url}/v1/ready").json()["admitted"]
+        # Every command reached the server (the two refused queries too: they were admitted and
+        # answered 400), none ran its query in-process.
+        assert after - before == len(through_server)
+        assert through_server == in_process
+    finally:
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err  # Ctrl-C: shut down cleanly, exit 130 as `fabric ingest` does
+    assert token_file.read_text().strip() not in out + err  # the token is never printed
+    assert not (home / SERVER_FILE).exists()  # removed when the server stops
+    assert _outputs(home, citation_file)[0] == in_process[0]  # in-process again, same output
+
+
+def test_a_dead_servers_file_is_ignored(home, tmp_path):
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    (home / SERVER_FILE).write_text(json.dumps({"url": "http://127.0.0.1:9", "pid": dead.pid, "started": 1.0,
+                                                "version": "0"}))
+    p = _fabric("search", "lighthouse", "--home", str(home))
+    assert p.returncode == 0 and "a.txt" in p.stdout, p.stderr
+
+
+def test_version():
+    p = _fabric("--version")
+    assert p.returncode == 0 and p.stdout.startswith("fabric ")

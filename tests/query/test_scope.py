@@ -1,0 +1,198 @@
+"""The structured query request: scope (the filters' typed twin), the token budget, filter-key typos."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import random
+
+import httpx
+import pytest
+from conftest import ingest
+from live_server import live_server, wait_ready
+
+from fabric_query import Fabric, Scope
+from fabric_query.errors import InvalidArgumentError, QuerySyntaxError
+from fabric_query.querylang import parse_query
+from fabric_query.server.app import create_app
+from fabric_resources.config import ServerConfig
+from fabric_resources.home import FabricHome
+
+DAY = 86_400
+FILES = {  # path → (text, modification day since the epoch)
+    "notes/a.txt": ("The lighthouse keeper logged the tide and the lamp.\n\nThe lamp was lit at dusk.\n", 19000),
+    "notes/b.md": ("# Lamp\n\nLighthouse lenses focus the lamp into a beam across the tide.\n", 19100),
+    "notes/deep/c.txt": ("A lamp keeper's diary: tide tables, storms, the lighthouse at night.\n", 19200),
+    "other/d.txt": ("Lamp oil was carried up the lighthouse stairs each evening.\n\n" * 6, 19300),
+    "other/e.txt": ("灯台守は毎晩ランプに火をともした。ランプの油を運んだ。\n", 19400),
+}
+
+
+@pytest.fixture(scope="module")
+def fabric(tmp_path_factory):
+    root = tmp_path_factory.mktemp("scope")
+    folder = root / "corpus"
+    for rel, (text, day) in FILES.items():
+        (folder / rel).parent.mkdir(parents=True, exist_ok=True)
+        (folder / rel).write_text(text, encoding="utf-8")
+        os.utime(folder / rel, (day * DAY + 3600, day * DAY + 3600))
+    home = FabricHome(root / "home")
+    ingest(folder, home)
+    return Fabric(home.root)
+
+
+def _day(n: int) -> str:
+    return (dt.date(1970, 1, 1) + dt.timedelta(days=n)).isoformat()
+
+
+TWINS = [  # (query-string filters, the same as a scope)
+    ("source:fs:corpus/notes/a.txt,fs:corpus/other/d.txt",
+     {"source_keys": ["fs:corpus/notes/a.txt", "fs:corpus/other/d.txt"]}),
+    ("prefix:corpus/notes/", {"path_prefixes": ["corpus/notes/"]}),
+    ("prefix:fs:corpus/notes/deep/,corpus/other/", {"path_prefixes": ["fs:corpus/notes/deep/", "corpus/other/"]}),
+    ("type:text/markdown", {"media_types": ["text/markdown"]}),
+    ("type:text", {"media_types": ["text"]}),
+    ("lang:ja", {"languages": ["ja"]}),
+    ("lang:en", {"languages": ["en"]}),
+    (f"after:{_day(19100)}", {"modified_after": _day(19100)}),
+    (f"before:{_day(19200)}", {"modified_before": _day(19200)}),
+    (f"after:{_day(19100)} before:{_day(19300)} prefix:corpus/notes/",
+     {"modified_after": _day(19100), "modified_before": _day(19300), "path_prefixes": ["corpus/notes/"]}),
+]
+
+
+def _same(a, b):
+    return a.model_dump(exclude={"timings", "query"}) == b.model_dump(exclude={"timings", "query"})
+
+
+@pytest.mark.parametrize("filters, scope", TWINS)
+@pytest.mark.parametrize("text", ["lamp", "lighthouse tide", "ランプ"])
+def test_scope_equals_its_query_string_twin(fabric, filters, scope, text):
+    """guards against: the structured request and the query string filtering differently."""
+    by_string = fabric.search(f"{text} {filters}", limit=10)
+    by_scope = fabric.search(text, scope=scope, limit=10)
+    assert _same(by_string, by_scope)
+    assert _same(by_scope, fabric.search(text, scope=Scope.model_validate(scope), limit=10))
+
+
+def test_scopes_actually_filter(fabric):
+    everything = fabric.search("lamp", limit=20)
+    notes = fabric.search("lamp", scope={"path_prefixes": ["corpus/notes/"]}, limit=20)
+    assert {h.citation.source_key for h in notes.results} == {
+        "fs:corpus/notes/a.txt", "fs:corpus/notes/b.md", "fs:corpus/notes/deep/c.txt"}
+    assert len(everything.results) > len(notes.results) and notes.eligible_sources == 3
+    assert fabric.search("lamp", scope={"media_types": ["pdf"]}).results == ()
+
+
+def test_prefix_is_a_prefix_not_a_substring(fabric):
+    assert fabric.search("lamp", scope={"path_prefixes": ["notes/"]}).eligible_sources == 0
+    assert fabric.search("lamp prefix:deep/").eligible_sources == 0
+
+
+@pytest.mark.parametrize("query, scope", [
+    ("lamp type:text", {"media_types": ["text"]}),
+    ("lamp source:fs:corpus/notes/a.txt", {"source_keys": ["fs:corpus/notes/a.txt"]}),
+    (f"lamp after:{_day(1)}", {"modified_after": _day(2)}),
+    ("lamp prefix:corpus/", {"path_prefixes": ["corpus/"]}),
+    ("lamp lang:en", {"languages": ["ja"]}),
+])
+def test_a_dimension_given_twice_is_refused(fabric, query, scope):
+    with pytest.raises(InvalidArgumentError):
+        fabric.search(query, scope=scope)
+
+
+@pytest.mark.parametrize("scope", [{"paths": ["a"]}, {"media_types": "text"}, {"modified_after": "soon"},
+                                   {"source_keys": [""]}, 7, ["a"]])
+def test_bad_scopes_are_typed_errors(fabric, scope):
+    with pytest.raises(InvalidArgumentError):
+        fabric.search("lamp", scope=scope)
+
+
+@pytest.mark.parametrize("typo, meant", [("paht", "path"), ("typ", "type"), ("lnag", "lang"), ("sorce", "source"),
+                                         ("afetr", "after"), ("befor", "before"), ("PAHT", "path"), ("prefx", "prefix")])
+def test_a_misspelt_filter_key_is_reported_not_searched(typo, meant):
+    """guards against: `paht:notes/` silently searched as the word "paht:notes/" (no filter)."""
+    with pytest.raises(QuerySyntaxError, match=f"did you mean {meant}:"):
+        parse_query(f"lamp {typo}:notes/")
+
+
+@pytest.mark.parametrize("text", ["lamp title:foo", "lamp http://x.org", "lamp a:b", "lamp pa:x",
+                                  'lamp "paht:x"', "lamp -paht:x", "lamp paht:"])
+def test_words_that_are_no_typo_stay_words(text):
+    parse_query(text)
+
+
+def test_typo_is_a_400_over_http(fabric):
+    with live_server(lambda port: create_app(fabric, ServerConfig(), port=port)) as url:
+        with httpx.Client(base_url=url, timeout=60) as client:
+            wait_ready(client)
+            r = client.post("/v1/search", json={"query": "lamp paht:notes/"})
+            assert r.status_code == 400 and r.json()["error"]["type"] == "QuerySyntaxError"
+            assert "did you mean path:" in r.json()["error"]["message"]
+            for filters, scope in TWINS[:4] + TWINS[-1:]:
+                by_string = client.post("/v1/search", json={"query": f"lamp {filters}", "limit": 10}).json()
+                by_scope = client.post("/v1/search", json={"query": "lamp", "scope": scope, "limit": 10}).json()
+                for pack in (by_string, by_scope):
+                    pack.pop("timings"), pack.pop("query")
+                assert by_string == by_scope
+            budget = client.post("/v1/search", json={"query": "lamp", "max_tokens": 40}).json()
+            assert budget["used_tokens"] <= 40 and budget["max_tokens"] == 40
+
+
+# --- the token budget ---------------------------------------------------------------------------
+
+def test_no_budget_reports_what_the_answer_costs(fabric):
+    pack = fabric.search("lamp lighthouse", limit=10)
+    assert pack.max_tokens is None and pack.dropped_for_budget == 0
+    assert pack.used_tokens == sum(p.token_count for p in pack.passages) > 0
+
+
+def test_a_budget_never_truncates_and_spends_greedily_by_rank(fabric):
+    """guards against: a passage cut to fit the budget, a budget overrun, hits dropped silently,
+    or a passage kept without its hits."""
+    full = fabric.search("lamp lighthouse tide", limit=10)
+    costs = sorted({p.token_count for p in full.passages})
+    rng = random.Random(16)
+    budgets = [1, *costs, *(c + 1 for c in costs), full.used_tokens, full.used_tokens - 1, 10_000,
+               *(rng.randint(1, full.used_tokens + 5) for _ in range(10))]
+    for budget in budgets:
+        if budget < 1:
+            continue
+        pack = fabric.search("lamp lighthouse tide", limit=10, max_tokens=budget)
+        assert pack.max_tokens == budget and pack.used_tokens <= budget
+        assert pack.used_tokens == sum(p.token_count for p in pack.passages)
+        whole = {p.model_dump_json() for p in full.passages}
+        assert all(p.model_dump_json() in whole for p in pack.passages)  # whole passages, unchanged
+        assert len(pack.results) + pack.dropped_for_budget == len(full.results)
+        # The greedy rule, recomputed from the unbudgeted answer.
+        used, kept, expect = 0, set(), []
+        for hit in full.results:
+            if hit.passage not in kept:
+                cost = full.passages[hit.passage].token_count
+                if used + cost > budget:
+                    continue
+                used += cost
+                kept.add(hit.passage)
+            expect.append(hit.chunk_id)
+        assert [h.chunk_id for h in pack.results] == expect, budget
+        for hit in pack.results:
+            assert hit.chunk_id in pack.passages[hit.passage].chunk_ids
+        cited = {s.unit_id for p in pack.passages for s in p.citation.spans}
+        assert {u.unit_id for u in pack.units} == cited
+        assert pack.assembly["budget"] == {"max_tokens": budget, "used_tokens": pack.used_tokens,
+                                           "dropped_for_budget": pack.dropped_for_budget}
+    tiny = fabric.search("lamp lighthouse tide", limit=10, max_tokens=1)
+    assert tiny.results == () and tiny.dropped_for_budget == len(full.results)
+
+
+@pytest.mark.parametrize("bad", [0, -1, 10**8, "5", 2.5, True])
+def test_bad_budgets_are_typed_errors(fabric, bad):
+    with pytest.raises(InvalidArgumentError):
+        fabric.search("lamp", max_tokens=bad)
+
+
+def test_scope_documents_twins_in_json(fabric):
+    """The scope's JSON form is what the HTTP API takes."""
+    scope = Scope(path_prefixes=("corpus/notes/",), modified_after=dt.date(2022, 1, 1))
+    assert json.loads(scope.model_dump_json())["modified_after"] == "2022-01-01"

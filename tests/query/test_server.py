@@ -1,0 +1,302 @@
+"""`fabric serve`'s read side against a real uvicorn on loopback: every read route, the admission
+gate, Host / Origin checks, bounded bodies, JSON errors, and a seeded fuzz that never yields a 500."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import httpx
+import pytest
+from conftest import ingest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from live_server import live_server, wait_ready
+
+from fabric_query import Fabric
+from fabric_query.server.app import create_app
+from fabric_resources.config import ServerConfig
+from fabric_resources.home import FabricHome
+
+FILES = {
+    "a.txt": "The lighthouse keeper logged the tide.\n\nA storm broke the lamp in March.\n",
+    "b.md": "# Lenses\n\nLighthouse lenses focus the lamp into a beam.\n",
+    "c.txt": "認証トークンは利用者を示す文字列です。\n\n有効期限が切れたら再発行します。\n",
+    "private/diary.txt": "lighthouse keeper secret diary entry about the lamp\n",
+}
+
+
+@pytest.fixture(scope="module")
+def home(tmp_path_factory):
+    root = tmp_path_factory.mktemp("serve")
+    folder = root / "corpus"
+    for rel, text in FILES.items():
+        (folder / rel).parent.mkdir(parents=True, exist_ok=True)
+        (folder / rel).write_text(text, encoding="utf-8")
+    home = FabricHome(root / "home")
+    home.layout.config_file.write_text(json.dumps({"sources": {"withheld": ["corpus/private/*"]}}))
+    ingest(folder, home)
+    return home
+
+
+@pytest.fixture(scope="module")
+def fabric(home):
+    return Fabric(home.root)
+
+
+@pytest.fixture(scope="module")
+def server(fabric):
+    with live_server(lambda port: create_app(fabric, ServerConfig(), port=port)) as url:
+        with httpx.Client(base_url=url, timeout=60) as client:
+            wait_ready(client)
+            yield client
+
+
+def _error(r: httpx.Response, status: int) -> dict:
+    assert r.status_code == status, r.text
+    assert r.headers["content-type"].startswith("application/json")
+    body = r.json()
+    assert set(body) == {"error"} and body["error"]["type"] and body["error"]["message"]
+    return body["error"]
+
+
+def _pack_view(pack: dict) -> dict:
+    return {k: v for k, v in pack.items() if k != "timings"}
+
+
+def test_health_and_ready(server):
+    assert server.get("/v1/health").json() == {"status": "ok"}
+    ready = server.get("/v1/ready").json()
+    assert ready["ready"] is True and ready["models"]["dense"] and ready["models"]["multilingual"]
+
+
+def test_health_does_no_io_and_ready_waits_for_the_models(fabric):
+    """guards against: a server that reports ready before its query models load, or a health
+    check that touches storage (it must answer while the models are still loading)."""
+    loading = threading.Event()
+
+    def slow_models(_fabric):
+        loading.wait(30)
+        return {"dense": "test"}
+
+    with live_server(lambda port: create_app(fabric, ServerConfig(), port=port, load_models=slow_models)) as url:
+        with httpx.Client(base_url=url, timeout=10) as client:
+            assert client.get("/v1/health").status_code == 200
+            r = client.get("/v1/ready")
+            _error(r, 503)
+            assert r.headers["retry-after"] == "1"
+            _error(client.post("/v1/search", json={"query": "lamp"}), 503)
+            loading.set()
+            assert wait_ready(client)["models"] == {"dense": "test"}
+
+
+def test_search_over_http_equals_the_python_api(server, fabric):
+    for query in ("lighthouse keeper", "認証トークン", '"lighthouse keeper" -storm'):
+        r = server.post("/v1/search", json={"query": query, "limit": 5})
+        assert r.status_code == 200, r.text
+        direct = json.loads(fabric.search(query, limit=5).model_dump_json())
+        assert _pack_view(r.json()) == _pack_view(direct), query
+    assert all("private" not in h["citation"]["source_key"]
+               for h in server.post("/v1/search", json={"query": "lighthouse diary"}).json()["results"])
+
+
+def test_resolve_verifies_a_cited_hit_and_never_substitutes(server):
+    hit = server.post("/v1/search", json={"query": "lighthouse"}).json()["results"][0]
+    r = server.post("/v1/resolve", json={"citation": hit["citation"]})
+    assert r.status_code == 200 and r.json()["status"] == "verified"
+    bad = {**hit["citation"], "text_hash": "0" * 64}
+    r = server.post("/v1/resolve", json={"citation": bad})
+    assert r.status_code == 200 and r.json()["status"] == "stale" and r.json()["text"] is None
+    _error(server.post("/v1/resolve", json={"citation": {**hit["citation"], "chunk_id": "zz"}}), 400)
+
+
+def test_status_sources_release_and_units(server, fabric):
+    status = server.get("/v1/status").json()
+    assert status == json.loads(fabric.status().model_dump_json())
+    sources = server.get("/v1/sources").json()
+    by_key = {s["source_key"]: s for s in sources["sources"]}
+    assert by_key["fs:corpus/private/diary.txt"] == {"source_key": "fs:corpus/private/diary.txt", "state": "withheld"}
+    assert by_key["fs:corpus/a.txt"]["active_parse_id"]
+    release = server.get("/v1/releases/current").json()
+    assert release["release_id"] == sources["release_id"] == status["release_id"]
+    assert release["sources"] == 3  # the withheld source is in no count
+    hit = server.post("/v1/search", json={"query": "lamp"}).json()["results"][0]
+    span = hit["citation"]["spans"][0]
+    unit = server.get(f"/v1/units/{span['unit_id']}").json()
+    assert unit["text"][span["start_char"]:span["end_char"]] in hit["text"]
+    assert unit["parse_id"] == hit["citation"]["parse_id"] and isinstance(unit["locator"], dict)
+    _error(server.get("/v1/units/" + "0" * 32), 404)
+    _error(server.get("/v1/units/not-hex"), 422)
+
+
+def test_a_unit_withheld_since_is_answered_as_one_that_never_existed(tmp_path):
+    """guards against: /v1/units and /v1/sources telling a source that is withheld now (after its
+    release was published) from one that never existed."""
+    folder = tmp_path / "corpus"
+    folder.mkdir()
+    (folder / "open.txt").write_text("The lamp room is open to visitors.\n", encoding="utf-8")
+    (folder / "secret.txt").write_text("The secret lamp code is written here.\n", encoding="utf-8")
+    home = FabricHome(tmp_path / "home")
+    ingest(folder, home)
+    fabric = Fabric(home.root)
+    with live_server(lambda port: create_app(fabric, ServerConfig(), port=port)) as url:
+        with httpx.Client(base_url=url, timeout=60) as client:
+            wait_ready(client)
+            hit = next(h for h in client.post("/v1/search", json={"query": "secret lamp code"}).json()["results"]
+                       if h["citation"]["source_key"] == "fs:corpus/secret.txt")
+            unit_id = hit["citation"]["spans"][0]["unit_id"]
+            assert client.get(f"/v1/units/{unit_id}").status_code == 200
+            home.layout.config_file.write_text(json.dumps({"sources": {"withheld": ["corpus/secret.txt"]}}))
+            r = client.get(f"/v1/units/{unit_id}")
+            assert _error(r, 404) == _error(client.get("/v1/units/" + "0" * 32), 404)
+            listed = {s["source_key"]: s for s in client.get("/v1/sources").json()["sources"]}
+            assert listed["fs:corpus/secret.txt"] == {"source_key": "fs:corpus/secret.txt", "state": "withheld"}
+            assert client.get("/v1/releases/current").json()["sources"] == 1
+
+
+@pytest.mark.parametrize("body, status", [
+    ({"query": "lamp", "bogus": 1}, 422),
+    ({"query": "lamp", "limit": "5"}, 422),
+    ({"query": "lamp", "limit": True}, 422),
+    ({"query": "lamp", "limit": 0}, 400),
+    ({"query": "lamp", "debug": "yes"}, 422),
+    ({"query": ""}, 400),
+    ({"query": "x" * 1001}, 400),
+    ({"query": 'unclosed "quote'}, 400),
+    ({"query": "lamp paht:corpus"}, 400),
+    ({"query": "lamp", "channels": ["nope"]}, 400),
+    ({"query": "lamp", "release_id": 999999}, 409),
+    ({"query": "lamp", "scope": {"pathprefix": ["a"]}}, 422),
+    ({}, 422),
+    ([], 422),
+])
+def test_bad_requests_are_json_4xx(server, body, status):
+    _error(server.post("/v1/search", json=body), status)
+
+
+def test_unknown_routes_methods_and_non_json_are_json_errors(server):
+    _error(server.get("/v1/nope"), 404)
+    _error(server.get("/v1/search"), 405)
+    _error(server.post("/v1/search", content=b"{not json", headers={"content-type": "application/json"}), 422)
+    _error(server.post("/v1/search", content=b"\xff\xfe", headers={"content-type": "application/json"}), 422)
+
+
+def test_bodies_are_bounded(fabric):
+    config = ServerConfig(max_body_bytes=1024)
+    with live_server(lambda port: create_app(fabric, config, port=port)) as url:
+        with httpx.Client(base_url=url, timeout=30) as client:
+            wait_ready(client)
+            _error(client.post("/v1/search", json={"query": "lamp " * 400}), 413)
+
+            def chunked():  # no Content-Length: read up to the bound, refused past it
+                for _ in range(100):
+                    yield b" " * 100
+
+            _error(client.post("/v1/search", content=chunked(), headers={"content-type": "application/json"}), 413)
+            assert client.post("/v1/search", json={"query": "lamp"}).status_code == 200
+
+
+@pytest.mark.parametrize("host", ["evil.example", "127.0.0.1.evil.example", "localhost@evil", "", "a b"])
+def test_bad_host_is_421(server, host):
+    """guards against: DNS rebinding (a page on evil.example resolving to 127.0.0.1)."""
+    _error(server.get("/v1/health", headers={"host": host}), 421)
+    _error(server.post("/v1/search", json={"query": "lamp"}, headers={"host": host}), 421)
+
+
+def test_good_hosts_pass(server):
+    port = server.base_url.port
+    for host in (f"127.0.0.1:{port}", f"localhost:{port}", "localhost", f"[::1]:{port}"):
+        assert server.get("/v1/health", headers={"host": host}).status_code == 200, host
+
+
+@pytest.mark.parametrize("origin", ["https://evil.example", "null", "http://localhost:1", "file://", "http://127.0.0.1.evil"])
+def test_bad_origin_is_403(server, origin):
+    """guards against: a web page in the user's browser reading or driving the local server."""
+    _error(server.post("/v1/search", json={"query": "lamp"}, headers={"origin": origin}), 403)
+
+
+def test_own_origin_passes(server):
+    port = server.base_url.port
+    assert server.post("/v1/search", json={"query": "lamp"},
+                       headers={"origin": f"http://localhost:{port}"}).status_code == 200
+
+
+class _SlowFabric:
+    """Wraps a Fabric; every search waits for ``release`` first (to fill the gate)."""
+
+    def __init__(self, fabric: Fabric) -> None:
+        self._fabric = fabric
+        self.home = fabric.home
+        self.encoder = fabric.encoder
+        self.reranker = None
+        self.release = threading.Event()
+        self.entered = threading.Semaphore(0)
+
+    def search(self, *args, **kwargs):
+        self.entered.release()
+        self.release.wait(30)
+        return self._fabric.search(*args, **kwargs)
+
+
+def test_full_gate_answers_503_with_retry_after_at_once(fabric):
+    """guards against: queueing past the gate (overload turned into timeouts), or a gate that
+    admits more than max_concurrent_queries."""
+    slow = _SlowFabric(fabric)
+    config = ServerConfig(max_concurrent_queries=2, retry_after_s=3)
+    with live_server(lambda port: create_app(slow, config, port=port)) as url:
+        with httpx.Client(base_url=url, timeout=60) as client:
+            wait_ready(client)
+            with ThreadPoolExecutor(2) as pool:
+                running = [pool.submit(client.post, "/v1/search", json={"query": "lamp"}) for _ in range(2)]
+                for _ in range(2):
+                    assert slow.entered.acquire(timeout=30)
+                started = time.perf_counter()
+                r = client.post("/v1/search", json={"query": "lamp"})
+                assert time.perf_counter() - started < 1.0
+                assert _error(r, 503)["type"] == "GateFull"
+                assert r.headers["retry-after"] == "3"
+                assert client.get("/v1/health").status_code == 200  # health is never gated
+                slow.release.set()
+                assert [f.result().status_code for f in running] == [200, 200]
+            assert client.post("/v1/search", json={"query": "lamp"}).status_code == 200
+
+
+def test_bearer_comparison_is_exact():
+    from fabric_query.server.security import bearer_matches
+
+    assert bearer_matches("Bearer abcdefghijklmnop", "abcdefghijklmnop")
+    assert bearer_matches("bearer abcdefghijklmnop", None, "abcdefghijklmnop")
+    for header in (None, "", "Bearer", "Bearer abcdefghijklmno", "Basic abcdefghijklmnop",
+                   "Bearer abcdefghijklmnopq", "Bearer \udcff"):
+        assert not bearer_matches(header, "abcdefghijklmnop")
+
+
+# --- seeded fuzz -----------------------------------------------------------------------------
+
+_json = st.recursive(
+    st.none() | st.booleans() | st.integers(-2**70, 2**70) | st.floats(allow_nan=False, allow_infinity=False) | st.text(max_size=30),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=10), inner, max_size=4),
+    max_leaves=12,
+)
+_field_values = st.one_of(_json, st.sampled_from(["lamp", "", "a" * 1200, "lamp path:", "x lang:ja", 0, -1, 10**9]))
+_search_bodies = st.fixed_dictionaries(
+    {"query": st.one_of(st.text(max_size=40), _json)},
+    optional={k: _field_values for k in ("limit", "scope", "max_tokens", "debug", "release_id", "channels", "extra")},
+) | st.fixed_dictionaries({"query": st.just("lamp"), "scope": st.dictionaries(
+    st.sampled_from(["source_keys", "path_prefixes", "media_types", "languages", "modified_after",
+                     "modified_before", "nope"]), _json, max_size=3)})
+
+
+@settings(derandomize=True, max_examples=150, deadline=None, suppress_health_check=list(HealthCheck))
+@given(path=st.sampled_from(["/v1/search", "/v1/resolve", "/v1/admin/ingest", "/v1/search"]),
+       body=st.one_of(_search_bodies, _json, st.binary(max_size=40)))
+def test_fuzzed_bodies_never_yield_a_500(server, path, body):
+    if isinstance(body, bytes):
+        r = server.post(path, content=body, headers={"content-type": "application/json"})
+    else:
+        r = server.post(path, json=body)
+    assert r.status_code < 500, (body, r.text)
+    if r.status_code >= 400:
+        assert "error" in r.json()
