@@ -359,6 +359,9 @@ class RetentionConfig(_Strict):
     superseded_days: float = Field(7.0, ge=0, description="Parses no retained release or source needs.")
     failed_days: float = Field(30.0, ge=0, description="Failed parses that are no source's current version.")
     deleted_days: float = Field(30.0, ge=0, description="Parses of sources deleted from their folder.")
+    runs_days: float = Field(7.0, ge=0, description="Finished Dagster runs no retained release needs (the run "
+                                                    "that wrote each pinned partition and each retained release's "
+                                                    "activation run are kept for ever).")
     after_activation: bool = Field(True, description="Run the cleanup after every activation that published.")
 
 

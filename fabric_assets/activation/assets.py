@@ -25,9 +25,9 @@ def release(context: dg.AssetExecutionContext, fabric: FabricHomeResource) -> dg
     if report.published and home.config.retention.after_activation:
         from fabric_assets.lifecycle.retention import cleanup
 
-        done = cleanup(home)
+        done = cleanup(home, instance=context.instance)
         cleaned = {"cleanup_parses_removed": done.parses_removed, "cleanup_releases_removed": len(done.releases_removed),
-                   "cleanup_bytes_removed": done.bytes_removed}
+                   "cleanup_bytes_removed": done.bytes_removed, "cleanup_runs_removed": len(done.runs_removed)}
         if done.republished:  # the release re-published over compacted table versions
             report.release_id = done.republished
     return dg.MaterializeResult(

@@ -48,13 +48,13 @@ def purge_job() -> None:
 
 
 @dg.op(description="Apply the retention policy now (config section `retention`). See `fabric cleanup`.")
-def cleanup_op(fabric: FabricHomeResource) -> dg.Output:
-    report = cleanup(fabric.open())
+def cleanup_op(context: dg.OpExecutionContext, fabric: FabricHomeResource) -> dg.Output:
+    report = cleanup(fabric.open(), instance=context.instance)
     return dg.Output(None, metadata={
         "parses_removed": report.parses_removed, "waiting": report.waiting,
         "releases_removed": len(report.releases_removed), "generations_removed": len(report.generations_removed),
         "artifacts_removed": report.artifacts_removed, "bytes_removed": report.bytes_removed,
-        "republished_release": report.republished or 0})
+        "republished_release": report.republished or 0, "runs_removed": len(report.runs_removed)})
 
 
 @dg.job(description="Remove what no retained release, snapshot or source needs (the retention policy).")

@@ -49,6 +49,7 @@ class CleanupReport:
     artifacts_removed: int = 0
     bytes_removed: int = 0
     republished: int | None = None  # the release re-published over compacted versions
+    runs_removed: list[str] = field(default_factory=list)  # Dagster runs deleted (run_history)
 
     @property
     def parses_removed(self) -> int:
@@ -63,14 +64,28 @@ def snapshot_pins(home: FabricHome) -> tuple[set[int], set[str]]:
     return pinned_by_snapshots(home)
 
 
-def cleanup(home: FabricHome, *, now: float | None = None) -> CleanupReport:
+def cleanup(home: FabricHome, *, now: float | None = None, instance=None) -> CleanupReport:
     """Apply ``home.config.retention`` once (see the module docstring); return what it did.
 
-    Holds the activation lock (no release is published meanwhile).
+    Holds the activation lock (no release is published meanwhile). ``instance``: the home's
+    Dagster instance whose run history is pruned (:mod:`fabric_assets.lifecycle.run_history`;
+    default: opened from ``<home>/dagster``).
     """
     now = time.time() if now is None else now
     with activation_lock(home):
-        return _cleanup(home, now)
+        report = _cleanup(home, now)
+        report.runs_removed = _prune_runs(home, now, instance)
+        return report
+
+
+def _prune_runs(home: FabricHome, now: float, instance) -> list[str]:
+    from fabric_assets.lifecycle.run_history import home_instance, prune_runs
+
+    retained = _retained(home)
+    pinned = {m["parse_id"] for r in retained for m in r.manifest["sources"].values()}
+    pinned |= {s.parse_id for s in home.catalog.sources() if s.parse_id and s.state in ("present", "access_lost")}
+    return prune_runs(instance or home_instance(home), pinned, {r.release_id for r in retained},
+                      home.config.retention.runs_days * _DAY_S, now)
 
 
 def _retained(home: FabricHome) -> list:
