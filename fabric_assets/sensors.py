@@ -18,6 +18,13 @@ from fabric_resources.dagster_resources import FabricHomeResource
 OFF = "sources.unattended is false in the home's config.json"
 
 
+def steps_config(home) -> dict:
+    """Run config choosing the executor of the runs a sensor requests (``sources.unattended_steps``;
+    the definitions keep Dagster's default executor, which takes either)."""
+    mode = home.config.sources.unattended_steps
+    return {} if mode == "multiprocess" else {"execution": {"config": {mode: {}}}}
+
+
 def range_tags(keys: list[str]) -> dict[str, str]:
     return {RANGE_START_TAG: keys[0], RANGE_END_TAG: keys[-1]}
 
@@ -47,12 +54,13 @@ def source_change_sensor(context: dg.SensorEvaluationContext, fabric: FabricHome
             job_name=parse_job.name,
             run_key="parse:" + hashlib.sha256(",".join(keys).encode()).hexdigest()[:24],
             tags=range_tags(keys),
+            run_config=steps_config(home),
         )
         for keys in runs
     ]
     if report.needs_activation and not requests:
         # Deletions and moves need no parse, only a new release. A scan reports a change once.
-        requests.append(dg.RunRequest(job_name=activation_job.name))
+        requests.append(dg.RunRequest(job_name=activation_job.name, run_config=steps_config(home)))
     return dg.SensorResult(
         run_requests=requests,
         dynamic_partitions_requests=[PARSES.build_add_request(new_keys)] if new_keys else [],
@@ -67,9 +75,10 @@ def source_change_sensor(context: dg.SensorEvaluationContext, fabric: FabricHome
     default_status=dg.DefaultSensorStatus.RUNNING,
 )
 def activate_after_parse_run(context: dg.RunStatusSensorContext, fabric: FabricHomeResource):
-    if not fabric.open().config.sources.unattended:
+    home = fabric.open()
+    if not home.config.sources.unattended:
         return dg.SkipReason(OFF)
-    return dg.RunRequest(run_key=f"activate-after:{context.dagster_run.run_id}")
+    return dg.RunRequest(run_key=f"activate-after:{context.dagster_run.run_id}", run_config=steps_config(home))
 
 
 def plan_annotation_runs(instance: dg.DagsterInstance, wanted: list[str], per_run: int) -> list[list[str]]:
@@ -96,7 +105,7 @@ def annotate_after_activation(context: dg.RunStatusSensorContext, fabric: Fabric
     # (`fabric ingest` retries failed annotations).
     return [
         dg.RunRequest(run_key="annotate:" + hashlib.sha256(",".join(keys).encode()).hexdigest()[:24],
-                      tags=range_tags(keys))
+                      tags=range_tags(keys), run_config=steps_config(home))
         for keys in plan_annotation_runs(context.instance, wanted, home.config.sources.partitions_per_run)
     ]
 
@@ -109,6 +118,7 @@ def annotate_after_activation(context: dg.RunStatusSensorContext, fabric: Fabric
     default_status=dg.DefaultSensorStatus.RUNNING,
 )
 def activate_after_annotation_run(context: dg.RunStatusSensorContext, fabric: FabricHomeResource):
-    if not fabric.open().config.sources.unattended:
+    home = fabric.open()
+    if not home.config.sources.unattended:
         return dg.SkipReason(OFF)
-    return dg.RunRequest(run_key=f"activate-after:{context.dagster_run.run_id}")
+    return dg.RunRequest(run_key=f"activate-after:{context.dagster_run.run_id}", run_config=steps_config(home))

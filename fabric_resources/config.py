@@ -312,6 +312,10 @@ class SourcesConfig(_Strict):
         True, description="While the Dagster daemon runs (`fabric ui`, `dagster dev`): the source sensor, the "
         "activation and annotation sensors and the health schedule run (they start running by default); "
         "false: every tick skips, saying so.")
+    unattended_steps: Literal["multiprocess", "in_process"] = Field(
+        "multiprocess", description="How the runs the sensors start execute their steps: `multiprocess` (Dagster's "
+        "default: each step a process of its own, each embedding step loading its model) or `in_process` (every "
+        "step in the run's process, each model loaded once per run: less CPU on a small machine).")
     withheld: tuple[str, ...] = Field(
         (),
         description="Glob patterns (fnmatch, '*' crosses '/') over source keys without 'fs:', e.g. "

@@ -49,6 +49,12 @@ def test_sensors_and_schedule_start_running_and_a_config_switch_skips_them(tmp_p
 def test_the_daemon_ingests_a_new_file_with_no_command_typed(tmp_path):
     """guards against: a file added while `fabric ui` / `dagster dev` runs never becoming searchable
     unless someone types `fabric ingest`."""
+    # A smaller config keeps the test bounded (16 min under load with Dagster's multiprocess
+    # executor, every step a process loading its model): the sensors' runs execute their steps in
+    # the run's process, and one dense model.
+    (tmp_path / "home").mkdir()
+    (tmp_path / "home" / "config.json").write_text(json.dumps(
+        {"sources": {"unattended_steps": "in_process"}, "dense": {"multilingual": False}}))
     home = FabricHome(tmp_path / "home")
     src = tmp_path / "notes"
     src.mkdir()
@@ -62,14 +68,21 @@ def test_the_daemon_ingests_a_new_file_with_no_command_typed(tmp_path):
                               stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     try:
         (src / "second.txt").write_text("Sourdough bread needs flour, water and a patient baker.\n")
-        # Each step of the daemon's runs is a process of its own that loads the models: minutes on 2 cores.
-        deadline = time.monotonic() + 1200
+        deadline = time.monotonic() + 480
         found = []
         while time.monotonic() < deadline and not found:
             time.sleep(5)
             if home.catalog.current_release() is not None:
                 found = [r.citation.source_key for r in Fabric(home.root).search("sourdough baker").results]
         assert "fs:notes/second.txt" in found, (tmp_path / "daemon.log").read_text(errors="replace")[-3000:]
+        import dagster as dg
+
+        with dg.DagsterInstance.from_config(str(home.layout.dagster_home)) as instance:
+            runs = [r.dagster_run for r in instance.get_run_records()]
+        # Started by the sensors (no command typed), executed by the configured executor.
+        assert {r.job_name for r in runs} >= {"parse_job", "activation_job"}
+        assert all(r.tags.get("dagster/sensor_name") for r in runs), [r.tags for r in runs]
+        assert all(r.run_config.get("execution") == {"config": {"in_process": {}}} for r in runs)
         assert "fs:notes/first.txt" in {r.citation.source_key
                                         for r in Fabric(home.root).search("lighthouse keeper").results}
         # Freshness: the sensor's scans and the release's age show in status.
