@@ -17,18 +17,26 @@ its events) once it is older than ``retention.runs_days`` *and* no retained reco
 * runs not finished (queued, started, cancelling): the cleanup itself runs inside one.
 
 The per-run event-log file of SQLite storage is removed with the run (``delete_run`` empties it
-but leaves the file). Deleting a run also deletes the materializations the UI shows for its
-partitions, which is why only the latest one of each pinned partition decides.
+but leaves the file), and so are the run's captured step logs (the compute log manager's folder
+of the run). SQLite keeps the pages of deleted rows in its files (and reuses them): once more
+than a quarter of the event index's pages are free it is vacuumed, or left for the next cleanup
+when another process holds it. Deleting a run also deletes the materializations the UI shows for
+its partitions, which is why only the latest one of each pinned partition decides.
 """
 
 from __future__ import annotations
 
 import os
+import sqlite3
 import time
 from collections.abc import Collection
 
 import dagster as dg
 
+#: Shard of the SQLite event-log storage that indexes every run's asset events (dagster's name).
+INDEX_SHARD = "index"
+#: Vacuum the event index once this share of its pages is free.
+VACUUM_FREE_SHARE = 0.25
 #: Asset whose materialization metadata names the release it published (fabric_assets.activation).
 RELEASE_ASSET = dg.AssetKey("release")
 _PAGE = 1000
@@ -99,18 +107,43 @@ def prune_runs(instance: dg.DagsterInstance, pinned_partitions: Collection[str],
     keep = needed_runs(instance, pinned_partitions, retained_release_ids)
     storage = instance.event_log_storage
     shard = getattr(storage, "path_for_shard", None)  # SQLite storage: one event-log file per run
+    logs = instance.compute_log_manager
     deleted = []
     for run_id in candidates:
         if run_id in keep:
             continue
         instance.delete_run(run_id)
         deleted.append(run_id)
+        if hasattr(logs, "delete_logs"):
+            logs.delete_logs(prefix=[run_id])
         if shard is not None:
             path = shard(run_id)
             for suffix in ("", "-wal", "-shm"):
                 if os.path.exists(path + suffix):
                     os.unlink(path + suffix)
+    if deleted and shard is not None:
+        vacuum_if_sparse(shard(INDEX_SHARD))
     return deleted
+
+
+def vacuum_if_sparse(path: str, free_share: float = VACUUM_FREE_SHARE) -> bool:
+    """``VACUUM`` the SQLite file at ``path`` when more than ``free_share`` of its pages are free;
+    True if it did. A file another connection holds (``database is locked`` within 5 s) is left as
+    it is: its free pages are reused by later writes, and the next cleanup tries again."""
+    if not os.path.exists(path):
+        return False
+    con = sqlite3.connect(path, timeout=5, isolation_level=None)
+    try:
+        free = con.execute("PRAGMA freelist_count").fetchone()[0]
+        pages = con.execute("PRAGMA page_count").fetchone()[0]
+        if not pages or free / pages <= free_share:
+            return False
+        con.execute("VACUUM")
+        return True
+    except sqlite3.OperationalError:
+        return False
+    finally:
+        con.close()
 
 
 def _utc(seconds: float):

@@ -74,6 +74,7 @@ def test_cleanup_prunes_runs_no_retained_release_needs(tmp_path, fabric_home):
             assert instance.get_run_by_id(run_id) is None
             assert not (shards / f"{run_id}.db").exists()
             assert not instance.all_logs(run_id)
+            assert not (home.layout.dagster_home / "storage" / run_id).exists()  # captured step logs
 
 
 def test_runs_younger_than_runs_days_are_kept(tmp_path, fabric_home):
