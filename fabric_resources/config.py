@@ -360,6 +360,9 @@ class RetentionConfig(_Strict):
 
     releases: int = Field(3, ge=1, description="Most recent releases kept (their table versions and "
                                                "index generations with them).")
+    release_days: float = Field(7.0, ge=0, description="Releases published less than this long ago are kept "
+                                                       "too, however many there are (a release a reader pinned "
+                                                       "by its ID keeps answering).")
     superseded_days: float = Field(7.0, ge=0, description="Parses no retained release or source needs.")
     failed_days: float = Field(30.0, ge=0, description="Failed parses that are no source's current version.")
     deleted_days: float = Field(30.0, ge=0, description="Parses of sources deleted from their folder.")

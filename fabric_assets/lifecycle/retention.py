@@ -3,9 +3,10 @@
 ``cleanup`` (``fabric cleanup``, ``cleanup_job``, and after every activation that published when
 ``retention.after_activation``) applies the ``retention`` config section:
 
-* **releases**: the ``retention.releases`` most recent releases are retained, with the table
-  versions and index generations they pin; older release rows go, then the versions and
-  generations only they pinned;
+* **releases**: the ``retention.releases`` most recent releases are retained, and every release
+  published less than ``retention.release_days`` ago, with the table versions and index
+  generations they pin; older release rows go, then the versions and generations only they
+  pinned;
 * **parses** no retained release names and no present (or unreachable) source points at are
   *unpinned*. From the first cleanup that finds one unpinned, its age counts (catalog state
   ``retention_unpinned_since``); once older than the kind's limit — ``failed_days`` for a failed
@@ -81,31 +82,33 @@ def cleanup(home: FabricHome, *, now: float | None = None, instance=None) -> Cle
 def _prune_runs(home: FabricHome, now: float, instance) -> list[str]:
     from fabric_assets.lifecycle.run_history import home_instance, prune_runs
 
-    retained = _retained(home)
+    retained = _retained(home, now)
     pinned = {m["parse_id"] for r in retained for m in r.manifest["sources"].values()}
     pinned |= {s.parse_id for s in home.catalog.sources() if s.parse_id and s.state in ("present", "access_lost")}
     return prune_runs(instance or home_instance(home), pinned, {r.release_id for r in retained},
                       home.config.retention.runs_days * _DAY_S, now)
 
 
-def _retained(home: FabricHome) -> list:
+def _retained(home: FabricHome, now: float | None = None) -> list:
     # A re-published release replaces the one it was re-published from (same parses and index,
     # compacted versions): it does not push an older release out of the count.
     releases = home.catalog.releases()
     replaced = {(r.manifest.get("republished") or {}).get("from_release") for r in releases}
     releases = [r for r in releases if r.release_id not in replaced]
-    keep_n = home.config.retention.releases
+    keep_n, window = home.config.retention.releases, home.config.retention.release_days * _DAY_S
+    now = time.time() if now is None else now
     pinned_ids, _ = snapshot_pins(home)
     current = home.catalog.current_release_id()
     return [r for i, r in enumerate(releases)
-            if i >= len(releases) - keep_n or r.release_id in pinned_ids or r.release_id == current]
+            if i >= len(releases) - keep_n or r.release_id in pinned_ids or r.release_id == current
+            or now - r.created_at < window]
 
 
 def _cleanup(home: FabricHome, now: float) -> CleanupReport:
     catalog, retention, report = home.catalog, home.config.retention, CleanupReport()
     sources = catalog.sources()
     live_sources = [s for s in sources if s.state in ("present", "access_lost")]
-    pinned = {m["parse_id"] for r in _retained(home) for m in r.manifest["sources"].values()}
+    pinned = {m["parse_id"] for r in _retained(home, now) for m in r.manifest["sources"].values()}
     pinned |= {s.parse_id for s in live_sources if s.parse_id}
     runs = catalog.parse_runs()
     live_hashes = {s.source_hash for s in live_sources if s.source_hash}
@@ -140,7 +143,7 @@ def _cleanup(home: FabricHome, now: float) -> CleanupReport:
         current = catalog.current_release()
         if current is not None and active_parses_unchanged(home, current):
             report.republished = republish(home, current, versions, note={"cleanup": True}).release_id
-    retained = _retained(home)
+    retained = _retained(home, now)
     retained_ids = {r.release_id for r in retained}
     report.releases_removed = [r.release_id for r in catalog.releases() if r.release_id not in retained_ids]
     _, pinned_gens = snapshot_pins(home)

@@ -31,7 +31,7 @@ def test_cleanup_after_activation_keeps_only_what_the_retained_release_needs(tmp
     """guards against: superseded parses' rows, old Lance versions, parse runs and bytes piling up
     for ever (10 versions of chunks.lance after a few edits); a cleanup breaking the current
     release (search, resolve)."""
-    home = _home(fabric_home, releases=1, superseded_days=0, deleted_days=0, failed_days=0)
+    home = _home(fabric_home, releases=1, release_days=0, superseded_days=0, deleted_days=0, failed_days=0)
     src = tmp_path / "src"
     src.mkdir()
     (src / "bread.txt").write_text(BREAD)
@@ -61,7 +61,7 @@ def test_cleanup_after_activation_keeps_only_what_the_retained_release_needs(tmp
 def test_a_retained_release_keeps_its_parses_and_ages_count_from_unpinning(tmp_path, fabric_home):
     """guards against: cleanup removing rows or versions an older retained release pins (its
     queries would fail), or removing a superseded parse before its time."""
-    home = _home(fabric_home, releases=2, superseded_days=7)
+    home = _home(fabric_home, releases=2, release_days=0, superseded_days=7)
     src = tmp_path / "src"
     src.mkdir()
     (src / "light.txt").write_text(VERSIONS[0])
@@ -93,3 +93,26 @@ def test_a_retained_release_keeps_its_parses_and_ages_count_from_unpinning(tmp_p
             assert {r.manifest["tables"][name] for r in home.catalog.releases()} <= kept
     pack = Fabric(home.root).search("storm number 1", release_id=older.release_id)
     assert pack.results and "storm number 1" in pack.results[0].text
+
+
+def test_default_retention_keeps_releases_inside_its_window_beyond_the_count(tmp_path, fabric_home):
+    """guards against: the cleanup after activation deleting a release a reader pinned by its ID
+    minutes ago because newer ones pushed it out of the count (`retention.releases`)."""
+    home = _home(fabric_home, releases=1, superseded_days=0)  # release_days: the default window
+    src = tmp_path / "src"
+    src.mkdir()
+    for text in VERSIONS:
+        (src / "light.txt").write_text(text)
+        assert ingest(src, home).failed_runs == []
+        if text == VERSIONS[0]:
+            first = FabricHome(home.root).catalog.current_release()
+    home = FabricHome(home.root)
+    assert first.release_id in {r.release_id for r in home.catalog.releases()}
+    pack = Fabric(home.root).search("storm number 0", release_id=first.release_id)
+    assert pack.results and "storm number 0" in pack.results[0].text
+    first_parse = next(iter(first.manifest["sources"].values()))["parse_id"]
+    assert first_parse in _table_parses(home, "chunks")  # pinned by a release inside the window
+    report = cleanup(home, now=time.time() + 8 * 86_400)  # past the window: the count decides
+    assert first.release_id in report.releases_removed
+    assert [r.release_id for r in home.catalog.releases()] == [home.catalog.current_release_id()]
+    assert first_parse not in _table_parses(home, "chunks")

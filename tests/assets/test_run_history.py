@@ -51,7 +51,7 @@ def test_cleanup_prunes_runs_no_retained_release_needs(tmp_path, fabric_home):
     """guards against: Dagster's run history growing with every ingest (2.76x the fresh home's
     size in the bounded-disk bench); pruning the run that wrote the rows the release pins (a
     lineage audit needs it) or the current release's activation run."""
-    home = _home(fabric_home, releases=1, superseded_days=0, deleted_days=0, failed_days=0, runs_days=0)
+    home = _home(fabric_home, releases=1, release_days=0, superseded_days=0, deleted_days=0, failed_days=0, runs_days=0)
     per_ingest = _edits(tmp_path, home)
     home = FabricHome(home.root)
     release = home.catalog.current_release()
@@ -79,7 +79,7 @@ def test_cleanup_prunes_runs_no_retained_release_needs(tmp_path, fabric_home):
 
 def test_runs_younger_than_runs_days_are_kept(tmp_path, fabric_home):
     """guards against: the default retention deleting the recent run history the UI shows."""
-    home = _home(fabric_home, releases=1, superseded_days=0, deleted_days=0, failed_days=0)
+    home = _home(fabric_home, releases=1, release_days=0, superseded_days=0, deleted_days=0, failed_days=0)
     per_ingest = _edits(tmp_path, home)
     os.environ["DAGSTER_HOME"] = str(home.layout.dagster_home)
     with dg.DagsterInstance.from_config(str(home.layout.dagster_home)) as instance:
