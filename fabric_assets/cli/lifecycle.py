@@ -249,3 +249,49 @@ def rebuild_projections_cmd(home: HomeOption = None) -> None:
     console.print(f"rebuilt {len(rebuilt)} parse(s); failed runs: {', '.join(failed) or 'none'}", markup=False)
     if failed:
         raise typer.Exit(3)
+
+
+@lifecycle_app.command()
+def audit(
+    citation: Annotated[str, typer.Argument(help="Citation JSON or a file holding it (a hit or an "
+                                                 "EvidencePack's first hit is accepted too).")],
+    as_json: Annotated[bool, typer.Option("--json")] = False,
+    home: HomeOption = None,
+) -> None:
+    """Lineage of a citation: source bytes, parser, and per table the one Dagster run and
+    materialization that wrote the rows the cited release pins. Exit 2 when the home cannot say."""
+    from dataclasses import asdict
+    from pathlib import Path
+
+    from fabric_assets.lifecycle.audit import AuditError, audit_citation
+    from fabric_assets.lifecycle.run_history import home_instance
+    from fabric_query.types import Citation
+    from fabric_resources.home import FabricHome
+
+    path = set_home(home)
+    raw = Path(citation).read_text() if Path(citation).is_file() else citation
+    try:
+        data = json.loads(raw)
+    except ValueError as exc:
+        fail(f"not JSON: {exc}")
+    if isinstance(data, dict) and data.get("results"):
+        data = data["results"][0]
+    data = data.get("citation", data) if isinstance(data, dict) else data
+    try:
+        cited = Citation.model_validate(data)
+    except ValueError as exc:
+        fail(f"not a citation: {exc}")
+    fabric_home = FabricHome(path)
+    try:
+        report = audit_citation(fabric_home, cited, home_instance(fabric_home))
+    except AuditError as exc:
+        fail(f"audit: {exc}")
+    if as_json:
+        console.print_json(json.dumps(asdict(report)))
+        return
+    console.print(f"release {report.release_id} {report.source_key}: source sha256 {report.source_hash}, "
+                  f"{report.media_type}, parser {report.parser} (config {report.parser_config_hash[:12]})",
+                  markup=False)
+    for w in report.writers:
+        console.print(f"  {w.table} v{w.pinned_version}: written by run {w.run_id or '-'} "
+                      f"(materialization {w.storage_id or '-'}, version {w.written_version})", markup=False)
