@@ -12,7 +12,6 @@ from conftest import ingest
 from typer.testing import CliRunner
 
 from fabric_assets.cli import app
-
 from fabric_assets.lifecycle.audit import AuditError, audit_citation
 from fabric_assets.lifecycle.operator import force_reparse
 from fabric_assets.lifecycle.rebuild import run_marked
