@@ -12,14 +12,14 @@ its events) once it is older than ``retention.runs_days`` *and* no retained reco
 * the run of the latest materialization of every partition a retained release or a present
   source pins (the parse partitions), per asset: it wrote the rows the release pins, which a
   lineage audit names;
-* the run of the latest materialization of every unpartitioned asset, and every run that
-  materialized the ``release`` asset of a retained release (its ``release_id`` metadata);
+* the run of the latest materialization of every unpartitioned asset but ``release``, and every
+  run that materialized the ``release`` asset of a retained release (its ``release_id`` metadata);
 * runs not finished (queued, started, cancelling): the cleanup itself runs inside one.
 
 The per-run event-log file of SQLite storage is removed with the run (``delete_run`` empties it
 but leaves the file), and so are the run's captured step logs (the compute log manager's folder
 of the run). SQLite keeps the pages of deleted rows in its files (and reuses them): once more
-than a quarter of the event index's pages are free it is vacuumed, or left for the next cleanup
+than a tenth of the event index's pages are free it is vacuumed, or left for the next cleanup
 when another process holds it. Deleting a run also deletes the materializations the UI shows for
 its partitions, which is why only the latest one of each pinned partition decides.
 """
@@ -36,7 +36,7 @@ import dagster as dg
 #: Shard of the SQLite event-log storage that indexes every run's asset events (dagster's name).
 INDEX_SHARD = "index"
 #: Vacuum the event index once this share of its pages is free.
-VACUUM_FREE_SHARE = 0.25
+VACUUM_FREE_SHARE = 0.1
 #: Asset whose materialization metadata names the release it published (fabric_assets.activation).
 RELEASE_ASSET = dg.AssetKey("release")
 _PAGE = 1000
@@ -70,7 +70,8 @@ def needed_runs(instance: dg.DagsterInstance, pinned_partitions: Collection[str]
         # Newest first: the first record of a partition is its latest materialization.
         for r in _records(instance, dg.AssetRecordsFilter(asset_key=key)):
             partition = r.partition_key
-            if partition is None or partition in pinned:
+            # The release asset's runs are kept by the releases they published, not by recency.
+            if (partition is None and key != RELEASE_ASSET) or partition in pinned:
                 latest.setdefault(partition, r.run_id)
             if key == RELEASE_ASSET:
                 meta = r.asset_materialization.metadata if r.asset_materialization else {}
