@@ -22,6 +22,7 @@ from fabric_assets.dense.assets import chunk_vectors, chunk_vectors_multilingual
 from fabric_assets.jobs import (activation_job, annotation_job, lexical_health_job, lexical_health_schedule,
                                 parse_job, rechunk_job, reproject_job)
 from fabric_assets.late.assets import colbert_matrices
+from fabric_assets.lifecycle.jobs import JOBS as LIFECYCLE_JOBS
 from fabric_assets.model_identity import identities
 from fabric_assets.parse.assets import source_bytes, units_and_relationships
 from fabric_assets.projections import Identity, code_version
@@ -58,7 +59,8 @@ def _definitions(values: tuple[tuple[Identity, str], ...], models: ModelResource
         _BUILT[key] = dg.Definitions(
             assets=assets,
             asset_checks=[lexical_index_matches_canonical],
-            jobs=[parse_job, activation_job, lexical_health_job, annotation_job, reproject_job, rechunk_job],
+            jobs=[parse_job, activation_job, lexical_health_job, annotation_job, reproject_job, rechunk_job,
+                  *LIFECYCLE_JOBS],
             schedules=[lexical_health_schedule],
             sensors=[source_change_sensor, activate_after_parse_run, annotate_after_activation,
                      activate_after_annotation_run],

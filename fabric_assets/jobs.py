@@ -56,4 +56,14 @@ lexical_health_job = dg.define_asset_job(
     description="Compare the serving index with an independent reconstruction (fabric lexical-health).",
 )
 
-lexical_health_schedule = dg.ScheduleDefinition(job=lexical_health_job, cron_schedule="0 3 * * *")
+def _unattended(context: dg.ScheduleEvaluationContext) -> bool:
+    # The home the code location serves (definitions.defs reads the same path).
+    from fabric_resources.config import FabricConfig
+    from fabric_resources.home import home_path
+
+    return FabricConfig.load(home_path() / "config.json").sources.unattended
+
+
+lexical_health_schedule = dg.ScheduleDefinition(job=lexical_health_job, cron_schedule="0 3 * * *",
+                                                default_status=dg.DefaultScheduleStatus.RUNNING,
+                                                should_execute=_unattended)

@@ -14,6 +14,16 @@ from fabric_assets.run_planning import partition_ranges
 from fabric_assets.sources.scan import scan
 from fabric_resources.dagster_resources import FabricHomeResource
 
+#: Why a tick skips when ``sources.unattended`` is false (the sensors start running by default).
+OFF = "sources.unattended is false in the home's config.json"
+
+
+def steps_config(home) -> dict:
+    """Run config choosing the executor of the runs a sensor requests (``sources.unattended_steps``;
+    the definitions keep Dagster's default executor, which takes either)."""
+    mode = home.config.sources.unattended_steps
+    return {} if mode == "multiprocess" else {"execution": {"config": {mode: {}}}}
+
 
 def range_tags(keys: list[str]) -> dict[str, str]:
     return {RANGE_START_TAG: keys[0], RANGE_END_TAG: keys[-1]}
@@ -31,9 +41,12 @@ def plan_parse_runs(instance: dg.DagsterInstance, pending: list[str], per_run: i
     jobs=[parse_job, activation_job],
     minimum_interval_seconds=30,
     description="Scans registered roots; adds a parse partition per new content and starts batched runs.",
+    default_status=dg.DefaultSensorStatus.RUNNING,
 )
 def source_change_sensor(context: dg.SensorEvaluationContext, fabric: FabricHomeResource) -> dg.SensorResult:
     home = fabric.open()
+    if not home.config.sources.unattended:
+        return dg.SensorResult(skip_reason=OFF)
     report = scan(home)
     new_keys, runs = plan_parse_runs(context.instance, report.parse_ids_to_run, home.config.sources.partitions_per_run)
     requests = [
@@ -41,12 +54,13 @@ def source_change_sensor(context: dg.SensorEvaluationContext, fabric: FabricHome
             job_name=parse_job.name,
             run_key="parse:" + hashlib.sha256(",".join(keys).encode()).hexdigest()[:24],
             tags=range_tags(keys),
+            run_config=steps_config(home),
         )
         for keys in runs
     ]
     if report.needs_activation and not requests:
         # Deletions and moves need no parse, only a new release. A scan reports a change once.
-        requests.append(dg.RunRequest(job_name=activation_job.name))
+        requests.append(dg.RunRequest(job_name=activation_job.name, run_config=steps_config(home)))
     return dg.SensorResult(
         run_requests=requests,
         dynamic_partitions_requests=[PARSES.build_add_request(new_keys)] if new_keys else [],
@@ -58,9 +72,13 @@ def source_change_sensor(context: dg.SensorEvaluationContext, fabric: FabricHome
     monitored_jobs=[parse_job, reproject_job, rechunk_job],
     request_job=activation_job,
     description="Activates whatever passed its gate once a parse run finishes.",
+    default_status=dg.DefaultSensorStatus.RUNNING,
 )
-def activate_after_parse_run(context: dg.RunStatusSensorContext):
-    return dg.RunRequest(run_key=f"activate-after:{context.dagster_run.run_id}")
+def activate_after_parse_run(context: dg.RunStatusSensorContext, fabric: FabricHomeResource):
+    home = fabric.open()
+    if not home.config.sources.unattended:
+        return dg.SkipReason(OFF)
+    return dg.RunRequest(run_key=f"activate-after:{context.dagster_run.run_id}", run_config=steps_config(home))
 
 
 def plan_annotation_runs(instance: dg.DagsterInstance, wanted: list[str], per_run: int) -> list[list[str]]:
@@ -74,9 +92,12 @@ def plan_annotation_runs(instance: dg.DagsterInstance, wanted: list[str], per_ru
     request_job=annotation_job,
     description="With annotation.enabled: annotates newly active parses (and, when annotation is required "
     "for activation, parsed ones waiting for it) that have no annotation verdict yet.",
+    default_status=dg.DefaultSensorStatus.RUNNING,
 )
 def annotate_after_activation(context: dg.RunStatusSensorContext, fabric: FabricHomeResource):
     home = fabric.open()
+    if not home.config.sources.unattended:
+        return dg.SkipReason(OFF)
     wanted = parses_needing_annotation(home)
     if not wanted:
         return dg.SkipReason("annotation disabled" if not home.config.annotation.enabled else "nothing to annotate")
@@ -84,7 +105,7 @@ def annotate_after_activation(context: dg.RunStatusSensorContext, fabric: Fabric
     # (`fabric ingest` retries failed annotations).
     return [
         dg.RunRequest(run_key="annotate:" + hashlib.sha256(",".join(keys).encode()).hexdigest()[:24],
-                      tags=range_tags(keys))
+                      tags=range_tags(keys), run_config=steps_config(home))
         for keys in plan_annotation_runs(context.instance, wanted, home.config.sources.partitions_per_run)
     ]
 
@@ -94,6 +115,10 @@ def annotate_after_activation(context: dg.RunStatusSensorContext, fabric: Fabric
     monitored_jobs=[annotation_job],
     request_job=activation_job,
     description="Publishes the new annotation and graph table versions once an annotation run finishes.",
+    default_status=dg.DefaultSensorStatus.RUNNING,
 )
-def activate_after_annotation_run(context: dg.RunStatusSensorContext):
-    return dg.RunRequest(run_key=f"activate-after:{context.dagster_run.run_id}")
+def activate_after_annotation_run(context: dg.RunStatusSensorContext, fabric: FabricHomeResource):
+    home = fabric.open()
+    if not home.config.sources.unattended:
+        return dg.SkipReason(OFF)
+    return dg.RunRequest(run_key=f"activate-after:{context.dagster_run.run_id}", run_config=steps_config(home))

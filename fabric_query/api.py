@@ -18,7 +18,7 @@ from fabric_query.memory import limit_malloc_arenas
 from fabric_resources.models.embedder import Encoder
 from fabric_resources.models.http_embedder import dense_backend
 from fabric_resources.models.reranker import Reranker, reranker_from_config
-from fabric_resources.schema import SCAN_SKIPPED_STATE
+from fabric_resources.schema import LAST_SCAN_STATE, SCAN_SKIPPED_STATE
 
 
 class Fabric:
@@ -99,6 +99,8 @@ class Fabric:
             roots=tuple(r.path for r in catalog.roots()),
             sources_by_state=dict(Counter(s.state for s in sources)),
             release_id=release.release_id if release else None,
+            last_scan_at=(catalog.state(LAST_SCAN_STATE) or {}).get("at"),
+            release_created_at=release.created_at if release else None,
             active_sources=len(active),
             active_parses=len({m["parse_id"] for m in active.values()}),
             failed=problems("failed"),

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import time
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -48,6 +49,14 @@ def fail(message: str, code: int = 2) -> None:
     raise typer.Exit(code)
 
 
+def _age(seconds: float) -> str:
+    """``seconds`` as the largest whole unit: ``42 s``, ``7 min``, ``3 h``, ``2 d``."""
+    for unit, size in (("d", 86400), ("h", 3600), ("min", 60)):
+        if seconds >= size:
+            return f"{int(seconds // size)} {unit}"
+    return f"{int(max(seconds, 0))} s"
+
+
 def print_status(home: Path, st=None) -> None:
     """The status lines of ``fabric status`` (also printed after ``fabric ingest``); ``st``: a
     :class:`~fabric_query.types.Status` already read (default: read the home in-process)."""
@@ -59,6 +68,11 @@ def print_status(home: Path, st=None) -> None:
         f"release {st.release_id}: {st.active_sources} active sources, {st.active_parses} active parses, "
         f"sources by state {st.sources_by_state}, pending {st.pending}"
     )
+    now = time.time()
+    ages = [f"last scan {_age(now - st.last_scan_at)} ago" if st.last_scan_at else "no scan yet",
+            f"release published {_age(now - st.release_created_at)} ago" if st.release_created_at else "no release",
+            f"{len(st.unfinished)} parse(s) running or interrupted"]
+    console.print("  " + "; ".join(ages))
     for p in st.failed:
         console.print(f"  [red]failed[/red] {', '.join(p.sources)}: {p.reason} {p.detail or ''}".rstrip())
     for p in st.held:

@@ -229,3 +229,7 @@ class Status(BaseModel):
     #: Parses that are searchable but left parts unread (e.g. image-only PDF pages without OCR):
     #: reason ``failed-units``, detail lists them (``page 3: ocr-unavailable; …``).
     partial: tuple[ParseProblem, ...] = ()
+    #: Freshness: when the last source scan ran (unix time; None before any) and when the current
+    #: release was published.
+    last_scan_at: float | None = None
+    release_created_at: float | None = None

@@ -153,3 +153,20 @@ class ArtifactStore:
         if sha256_hex(data) != digest:
             raise ArtifactIntegrityError(f"artifact {digest} is corrupt")
         return data
+
+    def delete(self, digest: str) -> bool:
+        """Remove the artifact ``digest`` (the store is write-once, not delete-never: a purge removes
+        bytes the home must no longer hold); True if it was there."""
+        path = self.path_for(digest)
+        try:
+            path.unlink()
+        except FileNotFoundError:
+            return False
+        return True
+
+    def digests(self) -> set[str]:
+        """Every stored digest (a walk of the store; for purge and retention checks)."""
+        base = self.root / "sha256"
+        if not base.exists():
+            return set()
+        return {p.name for d in base.iterdir() if d.is_dir() for p in d.iterdir() if len(p.name) == 64}

@@ -330,6 +330,14 @@ class SourcesConfig(_Strict):
         description="Files larger than this (bytes) are skipped as too-large before they are read, "
         "whatever their type; a parser's own max_bytes applies to the files it parses.")
     partitions_per_run: int = Field(256, gt=0, description="Parse partitions covered by one Dagster run.")
+    unattended: bool = Field(
+        True, description="While the Dagster daemon runs (`fabric ui`, `dagster dev`): the source sensor, the "
+        "activation and annotation sensors and the health schedule run (they start running by default); "
+        "false: every tick skips, saying so.")
+    unattended_steps: Literal["multiprocess", "in_process"] = Field(
+        "multiprocess", description="How the runs the sensors start execute their steps: `multiprocess` (Dagster's "
+        "default: each step a process of its own, each embedding step loading its model) or `in_process` (every "
+        "step in the run's process, each model loaded once per run: less CPU on a small machine).")
     withheld: tuple[str, ...] = Field(
         (),
         description="Glob patterns (fnmatch, '*' crosses '/') over source keys without 'fs:', e.g. "
@@ -433,6 +441,25 @@ class StorageConfig(_Strict):
         return self.catalog.url if self.catalog.backend == "postgres" else None
 
 
+class RetentionConfig(_Strict):
+    """How long what no release needs is kept (``fabric cleanup``, ``cleanup_job``, and after each
+    activation when ``after_activation``). Nothing a retained release or a snapshot pins is ever
+    removed; a parse's age counts from the first cleanup that found it pinned by none."""
+
+    releases: int = Field(3, ge=1, description="Most recent releases kept (their table versions and "
+                                               "index generations with them).")
+    release_days: float = Field(7.0, ge=0, description="Releases published less than this long ago are kept "
+                                                       "too, however many there are (a release a reader pinned "
+                                                       "by its ID keeps answering).")
+    superseded_days: float = Field(7.0, ge=0, description="Parses no retained release or source needs.")
+    failed_days: float = Field(30.0, ge=0, description="Failed parses that are no source's current version.")
+    deleted_days: float = Field(30.0, ge=0, description="Parses of sources deleted from their folder.")
+    runs_days: float = Field(7.0, ge=0, description="Finished Dagster runs no retained release needs (the run "
+                                                    "that wrote each pinned partition and each retained release's "
+                                                    "activation run are kept for ever).")
+    after_activation: bool = Field(True, description="Run the cleanup after every activation that published.")
+
+
 class ServerConfig(_Strict):
     """``fabric serve``: where it listens and how much query work it admits at once.
 
@@ -471,6 +498,7 @@ class FabricConfig(_Strict):
     # Excluded from dumps, so from every config hash: a default config hashes as before, and
     # moving the same data to another store changes no identity (the release manifest hashes this model).
     storage: StorageConfig = Field(StorageConfig(), exclude=True)
+    retention: RetentionConfig = RetentionConfig()
     server: ServerConfig = ServerConfig()
 
     @model_validator(mode="after")

@@ -384,6 +384,40 @@ class LexicalIndex:
         """A new generation built from ``documents`` only (repair, first build)."""
         return self.write_generation(None, (), documents)
 
+    def rebuild_generation(self, name: str, documents: pa.Table) -> str:
+        """Rebuild generation ``name`` in place from ``documents`` alone (a snapshot restore whose
+        index files were damaged: the release names the generation, so it keeps its name). Written
+        beside it and swapped in by rename; returns ``name``.
+
+        Raises
+        ------
+        ValueError
+            If ``name`` is not a generation name (``gen-NNNNNNNN``).
+        """
+        if not _GEN.match(name):
+            raise ValueError(f"not a generation name: {name!r}")
+        self.root.mkdir(parents=True, exist_ok=True)
+        tmp = self.root / f".{name}.rebuild.tmp"
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir()
+        index = tantivy.Index(index_schema(), path=str(tmp))
+        _register(index)
+        writer = index.writer(heap_size=64_000_000, num_threads=1)
+        add_to_writer(writer, documents)
+        writer.commit()
+        writer.wait_merging_threads()
+        (tmp / META_FILE).write_text(
+            json.dumps({"schema_version": SCHEMA_VERSION, "analyzer": ANALYZER_ID, "layout": INDEX_LAYOUT,
+                        "generation": name})
+        )
+        old = self.root / f".{name}.old"
+        shutil.rmtree(old, ignore_errors=True)
+        if (self.root / name).exists():
+            os.replace(self.root / name, old)
+        os.replace(tmp, self.root / name)
+        shutil.rmtree(old, ignore_errors=True)
+        return name
+
     def remove_generations(self, keep: Iterable[str]) -> list[str]:
         """Delete generations not in ``keep``; return what was removed."""
         keep = set(keep)

@@ -280,6 +280,18 @@ CREATE TABLE IF NOT EXISTS events (
     parse_id      TEXT,
     detail        TEXT NOT NULL DEFAULT '{}'
 );
+-- What a purge removed, by hashes only (no source key, no path, no text): the SHA-256 of each
+-- purged source key, the content hashes and parse IDs whose bytes and rows went. A row whose
+-- completed_at is NULL is a purge that was interrupted; the next purge finishes it first.
+CREATE TABLE IF NOT EXISTS tombstones (
+    tombstone_id     INTEGER PRIMARY KEY,
+    purged_at        REAL NOT NULL,
+    selector         TEXT NOT NULL,         -- source | root | before (the kind only)
+    source_key_hashes TEXT NOT NULL,        -- JSON list of SHA-256 hex of the purged source keys
+    source_hashes    TEXT NOT NULL,         -- JSON list of content hashes removed
+    parse_ids        TEXT NOT NULL,         -- JSON list of parse IDs removed
+    completed_at     REAL
+);
 CREATE INDEX IF NOT EXISTS parse_runs_status ON parse_runs(status);
 CREATE INDEX IF NOT EXISTS sources_parse ON sources(parse_id);
 CREATE INDEX IF NOT EXISTS sources_state ON sources(state);
@@ -402,6 +414,9 @@ PARSE_STATUSES = ("pending", "parsed", "ready", "failed", "held")
 #: folders) it found but could not take in, e.g. ``{"fs:notes/big.log": "too-large: ..."}``.
 #: The keys are source keys, or ``fs:<root>/<ascii() of the path>`` for names that are not UTF-8.
 SCAN_SKIPPED_STATE = "scan_skipped"
+#: Catalog ``state`` entry written by every source scan: ``{"at": unix time, "changes": n}`` (the
+#: freshness line of ``fabric status``).
+LAST_SCAN_STATE = "last_scan"
 
 # ---------------------------------------------------------------------------
 # Serving index fields (tantivy)

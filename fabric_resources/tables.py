@@ -265,3 +265,63 @@ class TableStore:
         batches = list(self.read_active_batches(name, version, parse_ids, columns))
         return pa.Table.from_batches(batches) if batches else TABLES[name].empty_table().select(columns)
 
+    # -- lifecycle (purge, retention, snapshots) ------------------------------
+    def tags(self, name: str) -> dict[str, int]:
+        """Lance tags of ``name``: ``{tag: version}`` (snapshots pin table versions with tags)."""
+        if not self.exists(name):
+            return {}
+        return {tag: int(v["version"]) for tag, v in self.dataset(name).tags.list().items()}
+
+    def delete_partitions(self, name: str, parse_ids: Iterable[str]) -> int | None:
+        """Delete every row of ``parse_ids`` from the latest version of ``name``; return the version
+        after it (None when the table does not exist). Older versions still hold the rows until
+        :meth:`compact_and_forget` runs.
+
+        Raises
+        ------
+        ValueError
+            If a parse ID is not a hex digest.
+        """
+        ids = set(parse_ids)
+        if not self.exists(name):
+            return None
+        ds = self.dataset(name)
+        if ids:
+            ds.delete(f"parse_id IN ({_in_list(ids)})")
+        return int(self.dataset(name).version)
+
+    def compact(self, name: str) -> int | None:
+        """Rewrite every data file of ``name`` that holds a deleted row (Lance keeps deleted rows in
+        their files, masked by deletion files, until a compaction materialises the deletions), and
+        merge small files; return the latest version (None when the table does not exist)."""
+        if not self.exists(name):
+            return None
+        ds = self.dataset(name)
+        # Threshold 0: any deleted row at all rewrites its file (Lance's default waits for 10 %).
+        ds.optimize.compact_files(materialize_deletions=True, materialize_deletions_threshold=0.0)
+        return int(self.dataset(name).version)
+
+    def forget_versions(self, name: str, keep: Iterable[int] = (), *, delete_unverified: bool = True) -> int:
+        """Remove every version of ``name`` but the latest, those in ``keep`` and tagged ones, and the
+        files only they reference; return the bytes removed.
+
+        With ``delete_unverified`` (a purge) files no version references are removed too, however
+        young (Lance otherwise keeps them 7 days, as they may be a concurrent writer's), so no writer
+        may be adding to the table meanwhile: the purge holds the ingest and activation locks and
+        refuses while a Dagster run is in progress. Without it (retention, which may run beside
+        parse runs) only files of the removed versions go.
+        """
+        if not self.exists(name):
+            return 0
+        import datetime
+
+        ds = self.dataset(name)
+        keep = set(keep) | set(self.tags(name).values()) | {int(ds.version)}
+        doomed = [int(v["version"]) for v in ds.versions() if int(v["version"]) not in keep]
+        if not doomed:
+            return 0
+        if not (keep - {int(ds.version)}):
+            stats = ds.cleanup_old_versions(older_than=datetime.timedelta(0), delete_unverified=delete_unverified)
+        else:
+            stats = ds.cleanup_old_versions(versions=doomed, delete_unverified=delete_unverified)
+        return int(stats.bytes_removed)

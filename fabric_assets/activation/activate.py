@@ -191,7 +191,8 @@ def activate(home: FabricHome) -> ActivationReport:
                                              VECTOR_DIGEST_VERDICTS),
         }
         release = catalog.publish_release(manifest, expected_current=current.release_id if current else None)
-        keep = {r.manifest.get("lexical_generation") for r in catalog.releases()[-RETAINED_RELEASES:]}
+        retained = max(RETAINED_RELEASES, home.config.retention.releases)
+        keep = {r.manifest.get("lexical_generation") for r in catalog.releases()[-retained:]}
         home.lexical.remove_generations(keep | {gen})
         report.release_id = release.release_id
         report.published = True

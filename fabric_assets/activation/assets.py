@@ -19,7 +19,17 @@ from fabric_resources.lexical_health import lexical_health
     description="The current release: one active parse per source, table versions, index generation.",
 )
 def release(context: dg.AssetExecutionContext, fabric: FabricHomeResource) -> dg.MaterializeResult:
-    report = activate(fabric.open())
+    home = fabric.open()
+    report = activate(home)
+    cleaned = {}
+    if report.published and home.config.retention.after_activation:
+        from fabric_assets.lifecycle.retention import cleanup
+
+        done = cleanup(home, instance=context.instance)
+        cleaned = {"cleanup_parses_removed": done.parses_removed, "cleanup_releases_removed": len(done.releases_removed),
+                   "cleanup_bytes_removed": done.bytes_removed, "cleanup_runs_removed": len(done.runs_removed)}
+        if done.republished:  # the release re-published over compacted table versions
+            report.release_id = done.republished
     return dg.MaterializeResult(
         metadata={
             "release_id": report.release_id or 0,
@@ -29,6 +39,7 @@ def release(context: dg.AssetExecutionContext, fabric: FabricHomeResource) -> dg
             "deactivated": len(report.deactivated),
             "lexical_generation": report.lexical_generation or "",
             "activation_seconds": round(report.seconds, 3),
+            **cleaned,
         }
     )
 

@@ -6,6 +6,8 @@ It mounts three sets of commands at the top level (``fabric search``, not ``fabr
   lexical-health): ``fabric_query`` and ``fabric_resources`` only;
 * the pipeline commands, :data:`fabric_assets.cli.pipeline.pipeline_app` (ingest, quickstart,
   ui, lexical-repair): the write side and Dagster;
+* the lifecycle commands, :data:`fabric_assets.cli.lifecycle.lifecycle_app` (purge):
+  :mod:`fabric_assets.lifecycle`;
 * the measurement commands, :data:`fabric_assets.cli.measurement.measurement_app` (eval,
   eval-tune, ``bench ...``): :mod:`fabric_assets.measurement`;
 * the server commands, :data:`fabric_assets.cli.server.server_app` (serve, mcp): the read side's
@@ -21,6 +23,7 @@ import sys
 
 import typer
 
+from fabric_assets.cli.lifecycle import lifecycle_app
 from fabric_assets.cli.measurement import measurement_app
 from fabric_assets.cli.pipeline import pipeline_app
 from fabric_assets.cli.server import server_app
@@ -31,6 +34,7 @@ app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_
 app.add_typer(pipeline_app)
 app.add_typer(read_app)
 app.add_typer(measurement_app)
+app.add_typer(lifecycle_app)
 app.add_typer(server_app)
 
 

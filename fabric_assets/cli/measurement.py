@@ -153,6 +153,28 @@ def bench_incremental_cmd(
     _write_json(result, json_out)
 
 
+@bench_app.command("retention")
+def bench_retention_cmd(
+    path: Annotated[Path, typer.Argument(help="A corpus folder (its .txt and .md files are edited).")],
+    edits: Annotated[int, typer.Option(min=1, help="Rounds of edits, each followed by an ingest.")] = 5,
+    work_dir: Annotated[Optional[Path], typer.Option(
+        "--work-dir", help="Keep the corpora and homes here; default: scratch, removed.")] = None,
+    json_out: JsonOutOption = None,
+) -> None:
+    """Bounded disk: edit every text file N times with re-ingests, cleanup on; home size vs a fresh ingest."""
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    from fabric_assets.measurement.bench_retention import bench_retention, retention_rows
+
+    if not path.is_dir():
+        _skipped(FileNotFoundError(f"{path} is not a folder (../shared is provided on project machines and in CI)"))
+    result = bench_retention(path, edits, work_dir)
+    _print_rows("fabric bench retention (bytes)", retention_rows(result))
+    console.print(f"{result['text_files_edited']} text files edited {edits} times; edited home / fresh ingest = "
+                  f"{result['ratio']} (target ≤ {result['target_ratio']}); without Dagster's storage "
+                  f"{result['ratio_without_dagster']}")
+    _write_json(result, json_out)
+
+
 @bench_app.command("scale")
 def bench_scale_cmd(
     documents: Annotated[int, typer.Option(min=2, help="Tiny distinct documents = parse partitions.")] = 10_000,

@@ -65,10 +65,101 @@ class _Failed(Exception):
         self.result = result
 
 
-#: Kind → work. The lifecycle issue adds re-parse, accept, discard, purge, snapshot, restore here.
+def _lifecycle_job(home: FabricHome, name: str, op: str, config: dict[str, Any]) -> dict[str, Any]:
+    """Run the lifecycle job ``name`` (typed config ``config`` for ``op``) on the home's instance,
+    as the UI's Launchpad would; a failed run (a refusal: the job's ``dg.Failure``) is a failed
+    operation with the refusal's message."""
+    from fabric_assets.ingest import _execute, _run_config, dagster_instance, job
+
+    definition = job(home, name)
+    run_config = {**_run_config(home), "ops": {op: {"config": config}}}
+    result = definition.execute_in_process(instance=dagster_instance(home), run_config=run_config,
+                                           raise_on_error=False)
+    out = {"run_id": result.run_id}
+    if not result.success:
+        failures = [e.step_failure_data.error for e in result.all_events if e.is_step_failure]
+        message = failures[0].message.strip() if failures and failures[0] else "the run failed"
+        raise _Failed(f"dagster-run-failed: {message}", out)
+    return out
+
+
+def _parse_state(home: FabricHome, parse_id: str) -> dict[str, Any]:
+    run = home.catalog.parse_run(parse_id)
+    return {"parse_id": parse_id, "parse_status": run.status if run else None,
+            "release_id": home.catalog.current_release_id()}
+
+
+def _accept(home: FabricHome, params: dict[str, Any]) -> dict[str, Any]:
+    out = _lifecycle_job(home, "accept_held_job", "accept_op", {"parse_id": params["parse_id"]})
+    return {**out, **_parse_state(home, params["parse_id"])}
+
+
+def _discard(home: FabricHome, params: dict[str, Any]) -> dict[str, Any]:
+    out = _lifecycle_job(home, "discard_held_job", "discard_op", {"parse_id": params["parse_id"]})
+    return {**out, **_parse_state(home, params["parse_id"])}
+
+
+def _then_run_marked(home: FabricHome, out: dict[str, Any]) -> dict[str, Any]:
+    # The action only marks parses pending; the scan that runs them is what `fabric parse` runs next.
+    from fabric_assets.lifecycle.rebuild import run_marked
+
+    summary = run_marked(home)
+    if summary is None:
+        return out
+    result = {**out, "run_ids": summary.run_ids, "activation_run_id": summary.activation_run_id,
+              "release_id": summary.activation.get("release_id"), "failed_runs": summary.failed_runs}
+    if summary.failed_runs:
+        raise _Failed(f"dagster-run-failed: {', '.join(summary.failed_runs)}", result)
+    return result
+
+
+def _reparse(home: FabricHome, params: dict[str, Any]) -> dict[str, Any]:
+    out = _lifecycle_job(home, "reparse_job", "reparse_op", {"source_key": params["source_key"]})
+    return _then_run_marked(home, out)
+
+
+def _retry(home: FabricHome, params: dict[str, Any]) -> dict[str, Any]:
+    out = _lifecycle_job(home, "retry_failed_job", "retry_op", {"parse_ids": list(params["parse_ids"])})
+    return _then_run_marked(home, out)
+
+
+def _purge(home: FabricHome, params: dict[str, Any]) -> dict[str, Any]:
+    config = {"source_keys": list(params["source_keys"]), "root": params["root"] or "",
+              "before": params["before"] or ""}
+    out = _lifecycle_job(home, "purge_job", "purge_op", config)
+    return {**out, "release_id": home.catalog.current_release_id()}
+
+
+def _snapshot(home: FabricHome, params: dict[str, Any]) -> dict[str, Any]:
+    # Not a Dagster job (as `fabric snapshot create`): hard links and Lance tags, no pipeline work.
+    from fabric_assets.lifecycle.snapshots import create
+
+    info = create(home, params["note"])
+    return {"snapshot_id": info.snapshot_id, "release_id": info.release_id}
+
+
+def _restore(home: FabricHome, params: dict[str, Any]) -> dict[str, Any]:
+    from fabric_assets.lifecycle.snapshots import SnapshotError, restore
+
+    into = Path(params["into"]) if params["into"] else None
+    try:
+        target = restore(home, params["snapshot_id"], into)
+    except SnapshotError as exc:
+        raise _Failed(f"restore-refused: {exc}", {}) from None
+    return {"home": str(target.root), "release_id": target.catalog.current_release_id()}
+
+
+#: Kind → work (each kind's body is ``fabric_query.server.admin.BODIES[kind]``).
 WORK: dict[str, Callable[[FabricHome, dict[str, Any]], dict[str, Any]]] = {
     "ingest": _ingest,
     "lexical-repair": _lexical_repair,
+    "accept": _accept,
+    "discard": _discard,
+    "re-parse": _reparse,
+    "retry": _retry,
+    "purge": _purge,
+    "snapshot": _snapshot,
+    "restore": _restore,
 }
 
 

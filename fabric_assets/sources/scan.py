@@ -27,7 +27,7 @@ from fabric_resources import identity
 from fabric_resources.artifact_store import ArtifactTooLarge, NotARegularFile
 from fabric_resources.catalog import Catalog, SourceRow
 from fabric_resources.home import FabricHome
-from fabric_resources.schema import SCAN_SKIPPED_STATE
+from fabric_resources.schema import LAST_SCAN_STATE, SCAN_SKIPPED_STATE
 
 #: Why a file is not a regular file, by ``stat`` type test.
 _SPECIAL_FILES = ((stat.S_ISFIFO, "fifo"), (stat.S_ISSOCK, "socket"), (stat.S_ISCHR, "character device"),
@@ -294,6 +294,8 @@ def scan(home: FabricHome) -> ScanReport:
     awaited = awaited_parse_ids(catalog)
     report.parse_ids_to_run = [r.parse_id for r in catalog.parse_runs(status="pending") if r.parse_id in awaited]
     _record_skipped(catalog, report.skipped, unwalked)
+    catalog.set_state(LAST_SCAN_STATE, {"at": time.time(), "changes": len(report.new) + len(report.changed)
+                                        + len(report.deleted) + len(report.moved)})
     return report
 
 

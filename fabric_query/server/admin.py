@@ -7,9 +7,12 @@ Operation (``pending`` → ``running`` → ``succeeded`` / ``failed`` with a rea
 ``GET /v1/operations/{id}``. The read side never imports the backend: the app factory takes one
 (``fabric serve`` passes :class:`fabric_assets.operations.PipelineAdmin`).
 
-Kinds: ``ingest`` (``{"path": FOLDER}``) and ``lexical-repair`` (``{}``) today. ``re-parse``,
-``accept``, ``discard`` (of a held parse), ``purge``, ``snapshot`` and ``restore`` are named and
-answer 501 until the lifecycle issue lands its jobs (the backend then lists them in ``kinds``).
+Kinds (bodies in :mod:`fabric_query.server.wire`): ``ingest`` (``{"path": FOLDER}``),
+``lexical-repair`` (``{}``), and the lifecycle actions: ``accept`` / ``discard`` of a held parse
+(``{"parse_id"}``), ``re-parse`` (``{"source_key"}``, forced), ``retry`` (``{"parse_ids": [...]}``,
+empty: every failed parse), ``purge`` (one of ``source_keys``, ``root``, ``before``), ``snapshot``
+(``{"note"}``) and ``restore`` (``{"snapshot_id", "into"}``). A backend that does not list a
+lifecycle kind in ``kinds`` answers it 501.
 """
 
 from __future__ import annotations
@@ -23,12 +26,15 @@ from starlette.responses import JSONResponse
 
 from fabric_query.server.errors import error_response
 from fabric_query.server.security import bearer_matches
-from fabric_query.server.wire import EmptyRequest, IngestRequest
+from fabric_query.server.wire import (EmptyRequest, IngestRequest, ParseRequest, PurgeRequest, RestoreRequest,
+                                      RetryRequest, SnapshotRequest, SourceRequest)
 
-#: Operation kinds the lifecycle issue adds; until a backend lists one, its route answers 501.
-LIFECYCLE_KINDS = ("re-parse", "accept", "discard", "purge", "snapshot", "restore")
-#: Body model of each kind the API knows today.
-BODIES = {"ingest": IngestRequest, "lexical-repair": EmptyRequest}
+#: Operation kinds of the lifecycle actions; a backend that does not list one answers it 501.
+LIFECYCLE_KINDS = ("re-parse", "accept", "discard", "retry", "purge", "snapshot", "restore")
+#: Body model of each kind.
+BODIES = {"ingest": IngestRequest, "lexical-repair": EmptyRequest, "accept": ParseRequest,
+          "discard": ParseRequest, "re-parse": SourceRequest, "retry": RetryRequest, "purge": PurgeRequest,
+          "snapshot": SnapshotRequest, "restore": RestoreRequest}
 
 
 class AdminBackend(Protocol):
@@ -74,7 +80,7 @@ async def submit(kind: str, request: Request) -> Any:
     if isinstance(admin, JSONResponse):
         return admin
     if kind in LIFECYCLE_KINDS and kind not in admin.kinds():
-        return error_response(501, "NotImplemented", f"{kind} arrives with the lifecycle issue")
+        return error_response(501, "NotImplemented", f"this server's backend does not run {kind}")
     if kind not in BODIES or kind not in admin.kinds():
         return error_response(404, "NotFound", f"no admin operation {kind!r}; known: {sorted(admin.kinds())}")
     try:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr, model_validator
 
 from fabric_query.scope import Scope
 from fabric_query.types import Citation
@@ -48,3 +48,55 @@ class IngestRequest(_Body):
 
 class EmptyRequest(_Body):
     """An admin operation without arguments (``{}``)."""
+
+
+_Key = Annotated[StrictStr, Field(min_length=1, max_length=4096)]
+
+
+class ParseRequest(_Body):
+    """``POST /v1/admin/accept`` and ``/v1/admin/discard``: a held parse, by its ID."""
+
+    parse_id: Annotated[StrictStr, Field(min_length=1, max_length=128)]
+
+
+class SourceRequest(_Body):
+    """``POST /v1/admin/re-parse``: a present source, by its key (``fs:notes/a.md``)."""
+
+    source_key: _Key
+
+
+class RetryRequest(_Body):
+    """``POST /v1/admin/retry``: failed parses back to pending; empty: every failed parse a present
+    source waits for."""
+
+    parse_ids: Annotated[tuple[Annotated[StrictStr, Field(min_length=1, max_length=128)], ...],
+                         Field(max_length=10_000)] = ()
+
+
+class PurgeRequest(_Body):
+    """``POST /v1/admin/purge``: exactly one of ``source_keys`` (deleted sources), ``root`` (a
+    root's label) or ``before`` (``YYYY-MM-DD``: deleted sources last seen before it)."""
+
+    source_keys: Annotated[tuple[_Key, ...], Field(max_length=10_000)] = ()
+    root: _Key | None = None
+    before: Annotated[StrictStr, Field(min_length=10, max_length=10)] | None = None
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> "PurgeRequest":
+        if sum((bool(self.source_keys), self.root is not None, self.before is not None)) != 1:
+            raise ValueError("give exactly one of source_keys, root, before")
+        return self
+
+
+class SnapshotRequest(_Body):
+    """``POST /v1/admin/snapshot``: a snapshot of the current state, with an optional note."""
+
+    note: Annotated[StrictStr, Field(max_length=1000)] = ""
+
+
+class RestoreRequest(_Body):
+    """``POST /v1/admin/restore``: a snapshot back into this home, or into a new home at ``into``
+    (a folder on the server's machine with no home in it)."""
+
+    snapshot_id: StrictInt
+    into: _Key | None = None

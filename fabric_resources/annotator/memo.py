@@ -14,7 +14,7 @@ import json
 import sqlite3
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -88,6 +88,20 @@ class AnnotationMemo:
                 "INSERT OR REPLACE INTO annotation_memo (memo_key, producer, chain, payload, created_at)"
                 " VALUES (?, ?, ?, ?, ?)", (memo_key, producer, chain, text, time.time()),
             )
+
+    def delete(self, memo_keys: Iterable[str]) -> int:
+        """Remove the entries under ``memo_keys`` (a purge); return how many were there. Deleted
+        pages are zeroed (``secure_delete``); rewrite the file afterwards to drop them from the WAL."""
+        keys = sorted(set(memo_keys))
+        removed = 0
+        with self._lock:
+            self._db.execute("PRAGMA secure_delete=ON")
+            for i in range(0, len(keys), 500):
+                batch = keys[i:i + 500]
+                cur = self._db.execute(
+                    f"DELETE FROM annotation_memo WHERE memo_key IN ({', '.join('?' * len(batch))})", batch)
+                removed += cur.rowcount
+        return removed
 
     def __len__(self) -> int:
         with self._lock:

@@ -405,7 +405,8 @@ def test_annotation_end_to_end(tmp_path, fabric_home):
         assert annotated.success
         ctx = dg.build_run_status_sensor_context(
             sensor_name="activate_after_annotation_run", dagster_event=annotated.get_run_success_event(),
-            dagster_instance=instance, dagster_run=annotated.dagster_run)
+            dagster_instance=instance, dagster_run=annotated.dagster_run,
+            resources={"fabric": FabricHomeResource(home=str(home.root))})
         assert activate_after_annotation_run(ctx).run_key == f"activate-after:{annotated.run_id}"
         job(home, "activation_job").execute_in_process(instance=instance, run_config=_run_config(home))
         assert graph_channel(_view(home), "Somerville", None, None, 50, home.config)[0]

@@ -1,0 +1,297 @@
+"""The ``fabric`` lifecycle commands: purge (and, as they land, retention, snapshots, operator
+actions). Each calls the plain function in :mod:`fabric_assets.lifecycle` that its Dagster job
+calls too, and imports it inside its body."""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated, Optional
+
+import typer
+
+from fabric_query.cli import HomeOption, console, fail, set_home
+
+lifecycle_app = typer.Typer(help="Lifecycle commands: purge, cleanup, snapshot, parse, rebuild-projections.")
+
+
+@lifecycle_app.command()
+def purge(
+    source: Annotated[Optional[list[str]], typer.Option("--source", help="A deleted source's key (repeatable), "
+                                                         "e.g. fs:notes/old.txt.")] = None,
+    root: Annotated[Optional[str], typer.Option("--root", help="A root's label: every source under it; "
+                                                 "the root is unregistered.")] = None,
+    before: Annotated[Optional[str], typer.Option("--before", help="YYYY-MM-DD: every deleted source last "
+                                                   "seen before it.")] = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Say what would go; remove nothing.")] = False,
+    as_json: Annotated[bool, typer.Option("--json")] = False,
+    home: HomeOption = None,
+) -> None:
+    """Remove sources for good: raw bytes, rows in every table and their old versions, text in
+    every index generation, memo entries, catalog rows (a tombstone with hashes only remains).
+
+    Exit codes: 0 purged (or nothing matched); 2 refused (a source still present, unknown, a
+    snapshot pins old versions, a run in progress), nothing removed.
+    """
+    from fabric_assets.lifecycle.purge import PurgeRefused, PurgeSelector, parse_before, plan_purge, purge as run
+    from fabric_resources.home import FabricHome
+
+    path = set_home(home)
+    if not (path / "catalog.sqlite3").exists():
+        fail(f"no Fabric home at {path}")
+    try:
+        selector = PurgeSelector(tuple(source or ()), root, parse_before(before) if before else None)
+    except ValueError as exc:
+        fail(f"--before: {exc}")
+    fabric_home = FabricHome(path)
+    try:
+        if dry_run:
+            plan = plan_purge(fabric_home.catalog, selector)
+            out = {"dry_run": True, "sources": list(plan.source_keys), "parse_ids": len(plan.parse_ids),
+                   "source_hashes": len(plan.source_hashes), "shared_kept": len(plan.shared_kept)}
+        else:
+            report = run(fabric_home, selector)
+            plan = report.plan
+            out = {"sources": list(plan.source_keys), "parse_ids": len(plan.parse_ids),
+                   "artifacts_removed": report.artifacts_removed, "rows_removed": report.rows_removed,
+                   "bytes_removed": report.bytes_removed, "memo_entries_removed": report.memo_entries_removed,
+                   "releases_retired": report.releases_retired, "release_id": report.release_id,
+                   "tombstone_id": report.tombstone_id, "shared_kept": len(plan.shared_kept),
+                   "resumed": report.resumed}
+    except PurgeRefused as exc:
+        fail(f"purge refused: {exc}")
+    if as_json:
+        console.print_json(json.dumps(out))
+        return
+    for k, v in out.items():
+        console.print(f"{k}: {v}", markup=False)
+
+
+@lifecycle_app.command()
+def cleanup(
+    as_json: Annotated[bool, typer.Option("--json")] = False,
+    home: HomeOption = None,
+) -> None:
+    """Apply the retention policy (config section `retention`) now: old releases, superseded,
+    failed and deleted parses past their limits. Never removes what a retained release or a
+    snapshot pins."""
+    from fabric_assets.lifecycle.retention import cleanup as run
+    from fabric_resources.home import FabricHome
+
+    path = set_home(home)
+    if not (path / "catalog.sqlite3").exists():
+        fail(f"no Fabric home at {path}")
+    report = run(FabricHome(path))
+    out = {"parses_removed": {k: len(v) for k, v in report.removed.items()}, "waiting": report.waiting,
+           "releases_removed": report.releases_removed, "generations_removed": report.generations_removed,
+           "artifacts_removed": report.artifacts_removed, "bytes_removed": report.bytes_removed,
+           "republished_release": report.republished, "dagster_runs_removed": len(report.runs_removed)}
+    if as_json:
+        console.print_json(json.dumps(out))
+        return
+    for k, v in out.items():
+        console.print(f"{k}: {v}", markup=False)
+
+
+snapshot_app = typer.Typer(no_args_is_help=True, help="Snapshots: create, verify, restore, list, delete.")
+lifecycle_app.add_typer(snapshot_app, name="snapshot")
+
+
+def _opened(home):
+    from fabric_resources.home import FabricHome
+
+    path = set_home(home)
+    if not (path / "catalog.sqlite3").exists():
+        fail(f"no Fabric home at {path}")
+    return FabricHome(path)
+
+
+@snapshot_app.command("create")
+def snapshot_create(note: Annotated[str, typer.Option("--note")] = "", home: HomeOption = None) -> None:
+    """Snapshot the current release: catalog copy, Lance tags, hard links of the index and artifacts."""
+    from fabric_assets.lifecycle.snapshots import SnapshotError, create
+
+    try:
+        info = create(_opened(home), note)
+    except SnapshotError as exc:
+        fail(str(exc))
+    console.print(f"snapshot {info.snapshot_id} of release {info.release_id} at {info.path}", markup=False)
+
+
+@snapshot_app.command("verify")
+def snapshot_verify(snapshot_id: int, deep: Annotated[bool, typer.Option("--deep", help="Also rebuild the "
+                    "lexical index and recompute vector digests from the pinned rows.")] = False,
+                    home: HomeOption = None) -> None:
+    """Check every hash (and, with --deep, the index and vector digests). Exit 1 when damaged."""
+    from fabric_assets.lifecycle.snapshots import SnapshotError, verify
+
+    try:
+        report = verify(_opened(home), snapshot_id, deep=deep)
+    except SnapshotError as exc:
+        fail(str(exc))
+    for problem in report.problems:
+        console.print(f"damaged: {problem}", markup=False)
+    console.print(f"snapshot {snapshot_id}: {'ok' if report.ok else 'DAMAGED'} ({report.files_checked} files"
+                  f"{', deep' if deep else ''})", markup=False)
+    if not report.ok:
+        raise typer.Exit(1)
+
+
+@snapshot_app.command("restore")
+def snapshot_restore(snapshot_id: int, into: Annotated[Optional[str], typer.Option(
+                     "--into", help="A new home to restore into (default: this home).")] = None,
+                     home: HomeOption = None) -> None:
+    """Put the snapshot back (no parse, no model call, no Dagster run)."""
+    from pathlib import Path
+
+    from fabric_assets.lifecycle.snapshots import SnapshotError, restore
+
+    try:
+        restored = restore(_opened(home), snapshot_id, Path(into) if into else None)
+    except SnapshotError as exc:
+        fail(str(exc))
+    console.print(f"restored snapshot {snapshot_id} into {restored.root}", markup=False)
+
+
+@snapshot_app.command("list")
+def snapshot_list(home: HomeOption = None) -> None:
+    """The home's snapshots."""
+    from fabric_assets.lifecycle.snapshots import list_snapshots
+
+    for s in list_snapshots(_opened(home)):
+        console.print(f"{s.snapshot_id}\trelease {s.release_id}\t{s.created_at:.0f}\t{s.note}", markup=False)
+
+
+@snapshot_app.command("delete")
+def snapshot_delete(snapshot_id: int, home: HomeOption = None) -> None:
+    """Remove a snapshot (its tags and links; the home's own files stay)."""
+    from fabric_assets.lifecycle.snapshots import SnapshotError, delete
+
+    try:
+        delete(_opened(home), snapshot_id)
+    except SnapshotError as exc:
+        fail(str(exc))
+    console.print(f"deleted snapshot {snapshot_id}", markup=False)
+
+
+parse_app = typer.Typer(no_args_is_help=True, help="Operator actions on parses: accept, discard, retry, reparse.")
+lifecycle_app.add_typer(parse_app, name="parse")
+
+
+def _action(action, *args) -> None:
+    from fabric_assets.lifecycle.operator import OperatorError
+
+    try:
+        result = action(*args)
+    except OperatorError as exc:
+        fail(str(exc))
+    console.print(f"{len(result.parse_ids)} parse(s) now {result.status}"
+                  + (f"; release {result.release_id} (published: {result.published})" if result.release_id else ""),
+                  markup=False)
+    return result
+
+
+def _run_marked(home) -> None:
+    from fabric_assets.lifecycle.rebuild import run_marked
+
+    summary = run_marked(home)
+    if summary is not None:
+        console.print(f"ran {len(summary.scan.parse_ids_to_run)} parse(s); release "
+                      f"{summary.activation.get('release_id')}; failed: "
+                      f"{', '.join(f'{f.source_key} ({f.reason})' for f in summary.failed) or 'none'}", markup=False)
+        if summary.failed_runs:
+            raise typer.Exit(3)
+
+
+@parse_app.command("accept")
+def parse_accept(parse_id: str, home: HomeOption = None) -> None:
+    """Accept a held parse as it is: it becomes its sources' active parse (an activation runs)."""
+    from fabric_assets.lifecycle.operator import accept_held
+
+    _action(accept_held, _opened(home), parse_id)
+
+
+@parse_app.command("discard")
+def parse_discard(parse_id: str, home: HomeOption = None) -> None:
+    """Discard a held parse: failed with reason `discarded`; its sources keep their previous parse."""
+    from fabric_assets.lifecycle.operator import discard_held
+
+    _action(discard_held, _opened(home), parse_id)
+
+
+@parse_app.command("retry")
+def parse_retry(parse_ids: Annotated[Optional[list[str]], typer.Argument(help="Failed parse IDs (default: all "
+                "that a present source waits for).")] = None, home: HomeOption = None) -> None:
+    """Clear failures: failed parses go back to pending and are parsed again now."""
+    from fabric_assets.lifecycle.operator import retry_failed
+
+    fabric_home = _opened(home)
+    _action(retry_failed, fabric_home, parse_ids or None)
+    _run_marked(fabric_home)
+
+
+@parse_app.command("reparse")
+def parse_reparse(source_key: str, home: HomeOption = None) -> None:
+    """Force a re-parse of a source's current bytes (same parse ID), now."""
+    from fabric_assets.lifecycle.operator import force_reparse
+
+    fabric_home = _opened(home)
+    _action(force_reparse, fabric_home, source_key)
+    _run_marked(fabric_home)
+
+
+@lifecycle_app.command("rebuild-projections")
+def rebuild_projections_cmd(home: HomeOption = None) -> None:
+    """Rebuild chunks and every projection made from them for every active parse, from the stored
+    units (no re-parse), then activate. From the UI: a backfill of `rechunk_job`."""
+    from fabric_assets.lifecycle.rebuild import rebuild_projections
+
+    rebuilt, failed = rebuild_projections(_opened(home))
+    console.print(f"rebuilt {len(rebuilt)} parse(s); failed runs: {', '.join(failed) or 'none'}", markup=False)
+    if failed:
+        raise typer.Exit(3)
+
+
+@lifecycle_app.command()
+def audit(
+    citation: Annotated[str, typer.Argument(help="Citation JSON or a file holding it (a hit or an "
+                                                 "EvidencePack's first hit is accepted too).")],
+    as_json: Annotated[bool, typer.Option("--json")] = False,
+    home: HomeOption = None,
+) -> None:
+    """Lineage of a citation: source bytes, parser, and per table the one Dagster run and
+    materialization that wrote the rows the cited release pins. Exit 2 when the home cannot say."""
+    from dataclasses import asdict
+    from pathlib import Path
+
+    from fabric_assets.lifecycle.audit import AuditError, audit_citation
+    from fabric_assets.lifecycle.run_history import home_instance
+    from fabric_query.types import Citation
+    from fabric_resources.home import FabricHome
+
+    path = set_home(home)
+    raw = Path(citation).read_text() if Path(citation).is_file() else citation
+    try:
+        data = json.loads(raw)
+    except ValueError as exc:
+        fail(f"not JSON: {exc}")
+    if isinstance(data, dict) and data.get("results"):
+        data = data["results"][0]
+    data = data.get("citation", data) if isinstance(data, dict) else data
+    try:
+        cited = Citation.model_validate(data)
+    except ValueError as exc:
+        fail(f"not a citation: {exc}")
+    fabric_home = FabricHome(path)
+    try:
+        report = audit_citation(fabric_home, cited, home_instance(fabric_home))
+    except AuditError as exc:
+        fail(f"audit: {exc}")
+    if as_json:
+        console.print_json(json.dumps(asdict(report)))
+        return
+    console.print(f"release {report.release_id} {report.source_key}: source sha256 {report.source_hash}, "
+                  f"{report.media_type}, parser {report.parser} (config {report.parser_config_hash[:12]})",
+                  markup=False)
+    for w in report.writers:
+        console.print(f"  {w.table} v{w.pinned_version}: written by run {w.run_id or '-'} "
+                      f"(materialization {w.storage_id or '-'}, version {w.written_version})", markup=False)

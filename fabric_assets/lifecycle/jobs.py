@@ -1,0 +1,135 @@
+"""Dagster jobs of the lifecycle actions, with typed config (the UI's Launchpad shows its fields).
+
+Each op calls the same plain function as the CLI command; a refusal fails the run with the
+refusal's message and removes nothing.
+"""
+
+
+# No `from __future__ import annotations`: Dagster reads the op's config annotation at decoration time.
+import dagster as dg
+
+from fabric_assets.lifecycle.operator import (ActionResult, OperatorError, accept_held, discard_held,
+                                              force_reparse, retry_failed)
+from fabric_assets.lifecycle.purge import PurgeRefused, PurgeSelector, parse_before, purge
+from fabric_assets.lifecycle.retention import cleanup
+from fabric_resources.dagster_resources import FabricHomeResource
+
+
+class PurgeConfig(dg.Config):
+    """Exactly one of: ``source_keys`` (deleted sources, e.g. ``fs:notes/old.txt``), ``root`` (a
+    root's label: every source under it, and the root is unregistered), ``before`` (``YYYY-MM-DD``:
+    every deleted source last seen before it)."""
+
+    source_keys: list[str] = []
+    root: str = ""
+    before: str = ""
+
+
+@dg.op(description="Purge sources for good: bytes, rows and old table versions, index text, memo "
+                   "entries, catalog rows (a tombstone with hashes only remains). See `fabric purge`.")
+def purge_op(context: dg.OpExecutionContext, config: PurgeConfig, fabric: FabricHomeResource) -> dg.Output:
+    try:
+        selector = PurgeSelector(tuple(config.source_keys), config.root or None,
+                                 parse_before(config.before) if config.before else None)
+        report = purge(fabric.open(), selector, own_run_id=context.run_id)
+    except (PurgeRefused, ValueError) as exc:
+        raise dg.Failure(description=f"purge refused: {exc}") from None
+    # Counts and hashes only: the event log is never purged, so it must hold no name nor text.
+    return dg.Output(None, metadata={
+        "tombstone_id": report.tombstone_id, "sources": len(report.plan.source_keys),
+        "parse_ids": len(report.plan.parse_ids), "artifacts_removed": report.artifacts_removed,
+        "rows_removed": sum(report.rows_removed.values()), "bytes_removed": report.bytes_removed,
+        "release_id": report.release_id or 0, "releases_retired": len(report.releases_retired)})
+
+
+@dg.job(description="Purge sources for good (typed config: source_keys | root | before).")
+def purge_job() -> None:
+    purge_op()
+
+
+@dg.op(description="Apply the retention policy now (config section `retention`). See `fabric cleanup`.")
+def cleanup_op(context: dg.OpExecutionContext, fabric: FabricHomeResource) -> dg.Output:
+    report = cleanup(fabric.open(), instance=context.instance)
+    return dg.Output(None, metadata={
+        "parses_removed": report.parses_removed, "waiting": report.waiting,
+        "releases_removed": len(report.releases_removed), "generations_removed": len(report.generations_removed),
+        "artifacts_removed": report.artifacts_removed, "bytes_removed": report.bytes_removed,
+        "republished_release": report.republished or 0, "runs_removed": len(report.runs_removed)})
+
+
+@dg.job(description="Remove what no retained release, snapshot or source needs (the retention policy).")
+def cleanup_job() -> None:
+    cleanup_op()
+
+
+class ParseConfig(dg.Config):
+    """One parse, by its ID (a ``parses`` partition key; `fabric status` lists held and failed ones)."""
+
+    parse_id: str
+
+
+class RetryConfig(dg.Config):
+    """Failed parses to retry; empty: every failed parse a present source waits for."""
+
+    parse_ids: list[str] = []
+
+
+class SourceConfig(dg.Config):
+    """One source, by its key, e.g. ``fs:notes/incident.md``."""
+
+    source_key: str
+
+
+def _result(result: ActionResult) -> dg.Output:
+    return dg.Output(None, metadata={"parses": len(result.parse_ids), "status": result.status,
+                                     "release_id": result.release_id or 0, "published": result.published})
+
+
+def _operator(action, *args) -> dg.Output:
+    try:
+        return _result(action(*args))
+    except OperatorError as exc:
+        raise dg.Failure(description=str(exc)) from None
+
+
+@dg.op(description="Accept a held parse as it is; it becomes its sources' active parse.")
+def accept_op(config: ParseConfig, fabric: FabricHomeResource) -> dg.Output:
+    return _operator(accept_held, fabric.open(), config.parse_id)
+
+
+@dg.op(description="Discard a held parse; its sources keep their previous active parse.")
+def discard_op(config: ParseConfig, fabric: FabricHomeResource) -> dg.Output:
+    return _operator(discard_held, fabric.open(), config.parse_id)
+
+
+@dg.op(description="Set failed parses back to pending; the source sensor or the next ingest runs them.")
+def retry_op(config: RetryConfig, fabric: FabricHomeResource) -> dg.Output:
+    return _operator(retry_failed, fabric.open(), config.parse_ids or None)
+
+
+@dg.op(description="Mark a source's parse to be parsed again (forced); the source sensor or the next ingest runs it.")
+def reparse_op(config: SourceConfig, fabric: FabricHomeResource) -> dg.Output:
+    return _operator(force_reparse, fabric.open(), config.source_key)
+
+
+@dg.job(description="Accept a held parse (typed config: parse_id).")
+def accept_held_job() -> None:
+    accept_op()
+
+
+@dg.job(description="Discard a held parse (typed config: parse_id).")
+def discard_held_job() -> None:
+    discard_op()
+
+
+@dg.job(description="Clear failures: failed parses back to pending (typed config: parse_ids, empty = all).")
+def retry_failed_job() -> None:
+    retry_op()
+
+
+@dg.job(description="Force a re-parse of a source (typed config: source_key).")
+def reparse_job() -> None:
+    reparse_op()
+
+
+JOBS = [purge_job, cleanup_job, accept_held_job, discard_held_job, retry_failed_job, reparse_job]

@@ -1,0 +1,313 @@
+"""Purge: remove sources from the home for good (``fabric purge``, ``purge_job``).
+
+A purge honours "delete this from the system". For the sources it selects it removes:
+
+* the raw bytes of every version from the artifact store;
+* their rows from every Lance table, *and* from every old version: rows are deleted, every data
+  file that still holds a deleted row is rewritten (Lance masks deleted rows with deletion files
+  until a compaction materialises them) and every version but the latest is removed;
+* their text from every serving-index generation: the current release's generation is rebuilt
+  from canonical rows (no re-parse, no re-embedding) and every other generation is removed;
+* their annotation memo entries (unless another source's annotations use the same entry) and
+  graph rows (per parse, so the cross-document graph retracts exactly what they contributed);
+* every catalog row about them (sources, acquisitions, parse runs, events) and every release but
+  the one the purge publishes (releases pin table versions the purge removes, and their manifests
+  name the sources), then rewrites the catalog file so no deleted row survives in it.
+
+The catalog keeps a tombstone with hashes only (``fabric_resources.tombstones``). It is written
+before anything is removed, so an interrupted purge is finished by the next one.
+
+Content shared with a source that stays (a moved file's bytes, the same file at two paths) is
+kept: the other source still holds it. A purge refuses (:class:`PurgeRefused`), removing nothing,
+when a selected source is still present on disk (delete the file first, or purge its root), when
+a Lance tag (a snapshot) pins a table version, or while a Dagster run is in progress.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+from dataclasses import dataclass, field
+
+from fabric_assets.activation.activate import activation_lock
+from fabric_assets.annotations.assets import MEMO_FILE
+from fabric_assets.lifecycle.republish import republish
+from fabric_assets.lifecycle.snapshots import _create as create_snapshot, _delete as delete_snapshot
+from fabric_assets.lifecycle.snapshots import _find as find_snapshot, _restore as restore_snapshot, list_snapshots
+from fabric_resources.locks import exclusive_lock
+from fabric_resources.catalog import Catalog
+from fabric_resources.home import FabricHome
+from fabric_resources.schema import TABLES
+from fabric_resources.tombstones import (Tombstone, add_tombstone, complete_tombstone, forget, scrub,
+                                         tombstones)
+
+class PurgeRefused(Exception):
+    """The purge cannot run as asked; nothing was removed. The message says why and what to do."""
+
+
+@dataclass(frozen=True)
+class PurgeSelector:
+    """What to purge: exactly one of ``source_keys``, ``root`` (a root's label: every source under
+    it, and the root is unregistered) or ``before`` (every deleted source last seen before it)."""
+
+    source_keys: tuple[str, ...] = ()
+    root: str | None = None
+    before: dt.datetime | None = None
+
+    @property
+    def kind(self) -> str:
+        return "source" if self.source_keys else "root" if self.root else "before"
+
+
+@dataclass(frozen=True)
+class PurgePlan:
+    """The sources, content hashes and parse IDs one purge removes, and the content it keeps."""
+
+    selector: str
+    source_keys: tuple[str, ...]
+    source_hashes: tuple[str, ...]
+    parse_ids: tuple[str, ...]
+    root_ids: tuple[int, ...] = ()
+    #: Content hashes of purged sources that a source which stays still holds (kept).
+    shared_kept: tuple[str, ...] = ()
+
+
+@dataclass
+class PurgeReport:
+    """What a purge did. ``release_id``: the release it published (None when the home had none)."""
+
+    plan: PurgePlan
+    tombstone_id: int
+    artifacts_removed: int = 0
+    rows_removed: dict[str, int] = field(default_factory=dict)
+    bytes_removed: int = 0
+    memo_entries_removed: int = 0
+    releases_retired: list[int] = field(default_factory=list)
+    generations_removed: list[str] = field(default_factory=list)
+    release_id: int | None = None
+    resumed: list[int] = field(default_factory=list)  # tombstones of interrupted purges finished first
+    snapshot_id: int | None = None  # taken before, deleted once the re-published release checked out
+
+
+def parse_before(text: str) -> dt.datetime:
+    """``YYYY-MM-DD`` (or an ISO timestamp) as an aware datetime, UTC unless it says otherwise.
+
+    Raises
+    ------
+    ValueError
+        If ``text`` is not an ISO date or timestamp.
+    """
+    moment = dt.datetime.fromisoformat(text)
+    return moment if moment.tzinfo else moment.replace(tzinfo=dt.timezone.utc)
+
+
+def plan_purge(catalog: Catalog, selector: PurgeSelector) -> PurgePlan:
+    """What ``selector`` purges (reads the catalog only).
+
+    Raises
+    ------
+    PurgeRefused
+        If the selector is not exactly one of its three forms, names an unknown source or root, or
+        a named source is still present (or its folder unreadable) where it was found.
+    """
+    given = sum(bool(x) for x in (selector.source_keys, selector.root, selector.before))
+    if given != 1:
+        raise PurgeRefused("give exactly one of --source, --root, --before")
+    sources = {s.source_key: s for s in catalog.sources()}
+    root_ids: tuple[int, ...] = ()
+    if selector.source_keys:
+        keys = sorted(set(selector.source_keys))
+        unknown = [k for k in keys if k not in sources]
+        if unknown:
+            raise PurgeRefused(f"no such source: {', '.join(unknown)} (see `fabric status`)")
+        alive = [k for k in keys if sources[k].state != "deleted"]
+        if alive:
+            raise PurgeRefused(
+                f"{', '.join(alive)}: still {sources[alive[0]].state} in its folder, so the next scan would take it "
+                "in again; delete the file (and run `fabric ingest`) first, or purge its whole root with --root")
+    elif selector.root:
+        roots = [r for r in catalog.roots() if r.label == selector.root]
+        if not roots:
+            raise PurgeRefused(f"no root labelled {selector.root!r} (labels: "
+                               f"{', '.join(r.label for r in catalog.roots()) or 'none'})")
+        root_ids = (roots[0].root_id,)
+        keys = sorted(k for k, s in sources.items() if s.root_id == roots[0].root_id)
+    else:
+        cutoff = selector.before.timestamp()
+        keys = sorted(k for k, s in sources.items() if s.state == "deleted" and s.last_seen < cutoff)
+    chosen = set(keys)
+    hashes: set[str] = set()
+    kept_hashes: set[str] = set()
+    for key, s in sources.items():
+        held = {a["source_hash"] for a in catalog.acquisitions(key)} | ({s.source_hash} if s.source_hash else set())
+        (hashes if key in chosen else kept_hashes).update(held)
+    shared = hashes & kept_hashes
+    purged_hashes = hashes - shared
+    parse_ids = {r.parse_id for r in catalog.parse_runs() if r.source_hash in purged_hashes}
+    return PurgePlan(selector.kind, tuple(keys), tuple(sorted(purged_hashes)), tuple(sorted(parse_ids)),
+                     root_ids, tuple(sorted(shared)))
+
+
+def _refuse_if_pinned(home: FabricHome) -> None:
+    snaps = list_snapshots(home)
+    if snaps:
+        named = ", ".join(f"{s.snapshot_id} (release {s.release_id})" for s in snaps)
+        raise PurgeRefused(f"snapshot(s) {named} hold the home as it was, purged sources included; a purge must "
+                           "not leave them behind: delete them first (`fabric snapshot delete ID`)")
+    tagged = sorted({t for name in TABLES for t in home.tables.tags(name)})
+    if tagged:
+        raise PurgeRefused(f"Lance tags pin old table versions ({', '.join(tagged)}); a purge must remove every "
+                           "old version: delete those tags first")
+
+
+def _instance(home: FabricHome):
+    """The home's Dagster instance (as ``fabric_assets.ingest.dagster_instance``; not imported from
+    there: ingest imports the definitions, which import the lifecycle jobs, which import this)."""
+    import dagster as dg
+
+    os.environ["DAGSTER_HOME"] = str(home.layout.dagster_home)
+    return dg.DagsterInstance.get()
+
+
+def _ingest_lock(home: FabricHome):
+    # The lock of fabric_assets.ingest.ingest_lock (one ingest per home), same file; see _instance.
+    return exclusive_lock(home.layout.root / "ingest.lock")
+
+
+def _refuse_if_runs_in_progress(home: FabricHome, own_run_id: str | None) -> None:
+    import dagster as dg
+
+    instance = _instance(home)
+    statuses = [dg.DagsterRunStatus.STARTED, dg.DagsterRunStatus.STARTING, dg.DagsterRunStatus.QUEUED,
+                dg.DagsterRunStatus.NOT_STARTED, dg.DagsterRunStatus.CANCELING]
+    running = [r for r in instance.get_run_records(dg.RunsFilter(statuses=statuses), limit=6)
+               if r.dagster_run.run_id != own_run_id]
+    if running:
+        raise PurgeRefused(f"Dagster run(s) in progress ({', '.join(r.dagster_run.run_id for r in running)}); "
+                           "a purge rewrites every table: wait for them to finish")
+
+
+def purge(home: FabricHome, selector: PurgeSelector, *, own_run_id: str | None = None) -> PurgeReport:
+    """Purge what ``selector`` names (see the module docstring); return what was removed.
+
+    Holds the ingest and activation locks for its whole length. ``own_run_id``: the Dagster run
+    calling it (``purge_job``), which is not counted as a run in progress.
+
+    Raises
+    ------
+    PurgeRefused
+        See :func:`plan_purge`; also when a snapshot tag pins a table version, or a run is in
+        progress. Nothing is removed then.
+    """
+    with _ingest_lock(home), activation_lock(home):
+        catalog = home.catalog
+        plan = plan_purge(catalog, selector)
+        _refuse_if_pinned(home)
+        _refuse_if_runs_in_progress(home, own_run_id)
+        unfinished = [t for t in tombstones(catalog) if t.completed_at is None]
+        tomb = add_tombstone(catalog, plan.selector, plan.source_keys, plan.source_hashes, plan.parse_ids)
+        report = PurgeReport(plan, tomb, resumed=[t.tombstone_id for t in unfinished])
+        # Finish interrupted purges first: their catalog rows may be gone, their tombstone says what.
+        parse_ids = set(plan.parse_ids).union(*(t.parse_ids for t in unfinished))
+        hashes = set(plan.source_hashes).union(*(t.source_hashes for t in unfinished))
+        _remove(home, report, set(plan.source_keys), parse_ids, hashes, set(plan.root_ids))
+        for t in unfinished:
+            complete_tombstone(catalog, t.tombstone_id)
+        complete_tombstone(catalog, tomb)
+        return report
+
+
+def _remove(home: FabricHome, report: PurgeReport, source_keys: set[str], parse_ids: set[str], hashes: set[str],
+            root_ids: set[int]) -> None:
+    catalog = home.catalog
+    memo_keys = _memo_keys_only_of(home, parse_ids)
+    # 0. A snapshot first: until the old versions go (step 3) a failed purge can be rolled back.
+    snapshot = create_snapshot(home, f"before purge {report.tombstone_id}") if catalog.current_release() else None
+    report.snapshot_id = snapshot.snapshot_id if snapshot else None
+    # 1. Rows out of the latest version of every table, deleted rows out of their files.
+    before = {name: home.tables.count_rows(name, home.tables.version(name)) if home.tables.exists(name) else 0
+              for name in TABLES}
+    versions: dict[str, int | None] = {}
+    for name in TABLES:
+        home.tables.delete_partitions(name, parse_ids)
+        versions[name] = home.tables.compact(name)
+        after = home.tables.count_rows(name, versions[name]) if versions[name] is not None else 0
+        report.rows_removed[name] = before[name] - after
+    # 2. A release that pins those versions and a generation rebuilt from their rows.
+    current = catalog.current_release()
+    if current is not None:
+        sources = {k: m for k, m in current.manifest["sources"].items()
+                   if k not in source_keys and m["parse_id"] not in parse_ids}
+        active = sorted({m["parse_id"] for m in sources.values()})
+        docs = home.tables.read("lexical_documents", parse_ids=active, version=versions.get("lexical_documents"))
+        gen = home.lexical.build_fresh(docs)
+        release = republish(home, current, versions, sources=sources, lexical_generation=gen,
+                            note={"purge_tombstone": report.tombstone_id})
+        _verify_or_roll_back(home, release, snapshot)
+        report.release_id = release.release_id
+        report.releases_retired = [r.release_id for r in catalog.releases() if r.release_id != release.release_id]
+        report.generations_removed = home.lexical.remove_generations({gen})
+    # 3. The snapshot holds the purged sources too: it goes, then every old version (the retired
+    # releases pinned them) and the files only they held.
+    if snapshot is not None:
+        delete_snapshot(home, snapshot.snapshot_id)
+    for name in TABLES:
+        report.bytes_removed += home.tables.forget_versions(name)
+    # 4. Raw bytes, memo entries, catalog rows, Dagster partitions.
+    report.artifacts_removed = sum(home.artifacts.delete(h) for h in sorted(hashes))
+    memo_path = home.root / MEMO_FILE
+    if memo_keys and memo_path.exists():
+        from fabric_resources.annotator.memo import AnnotationMemo
+
+        with AnnotationMemo(memo_path) as memo:
+            report.memo_entries_removed = memo.delete(memo_keys)
+        scrub(memo_path)
+    forget(catalog, source_keys, parse_ids, hashes, report.releases_retired, root_ids)
+    _forget_partitions(home, parse_ids)
+
+
+def _verify_or_roll_back(home: FabricHome, release, snapshot) -> None:
+    """The re-published release must serve: its index equals a reconstruction from its rows. If
+    not, the home goes back to the snapshot and the purge stops (its tombstone stays unfinished)."""
+    from fabric_resources.lexical_health import lexical_health
+
+    health = lexical_health(home, release)
+    if health.healthy:
+        return
+    if snapshot is not None:
+        restore_snapshot(home, *find_snapshot(home, snapshot.snapshot_id), False)
+    raise PurgeRefused(f"the release re-published without the purged sources failed its check ({health.problem}); "
+                       f"the home is back at snapshot {snapshot.snapshot_id if snapshot else '-'}, nothing removed")
+
+
+def _memo_keys_only_of(home: FabricHome, parse_ids: set[str]) -> set[str]:
+    """Memo keys used by annotations of ``parse_ids`` and of no other parse (same excerpt text
+    elsewhere shares its entry, and that text stays)."""
+    if not parse_ids or not home.tables.exists("annotations"):
+        return set()
+    rows = home.tables.read("annotations", columns=["parse_id", "memo_key"]).to_pydict()
+    mine, others = set(), set()
+    for pid, key in zip(rows["parse_id"], rows["memo_key"]):
+        (mine if pid in parse_ids else others).add(key)
+    return mine - others
+
+
+def _forget_partitions(home: FabricHome, parse_ids: set[str]) -> None:
+    """Drop the purged parses' partitions from Dagster (their keys are hashes; the UI stops listing them)."""
+    if not parse_ids:
+        return
+    instance = _instance(home)
+    known = set(instance.get_dynamic_partitions("parses"))
+    for pid in sorted(parse_ids & known):
+        instance.delete_dynamic_partition("parses", pid)
+
+
+def tombstone_summary(t: Tombstone) -> dict:
+    """A tombstone as JSON-ready data (hashes only)."""
+    return {"tombstone_id": t.tombstone_id, "purged_at": t.purged_at, "selector": t.selector,
+            "sources": len(t.source_key_hashes), "source_hashes": list(t.source_hashes),
+            "parse_ids": list(t.parse_ids), "completed": t.completed_at is not None}
+
+
+__all__ = ["PurgePlan", "PurgeRefused", "PurgeReport", "PurgeSelector", "parse_before", "plan_purge", "purge",
+           "tombstone_summary"]

@@ -1,0 +1,180 @@
+"""Retention: remove what no retained release, snapshot or source needs, once it is old enough.
+
+``cleanup`` (``fabric cleanup``, ``cleanup_job``, and after every activation that published when
+``retention.after_activation``) applies the ``retention`` config section:
+
+* **releases**: the ``retention.releases`` most recent releases are retained, and every release
+  published less than ``retention.release_days`` ago, with the table versions and index
+  generations they pin; older release rows go, then the versions and generations only they
+  pinned;
+* **parses** no retained release names and no present (or unreachable) source points at are
+  *unpinned*. From the first cleanup that finds one unpinned, its age counts (catalog state
+  ``retention_unpinned_since``); once older than the kind's limit — ``failed_days`` for a failed
+  parse, ``deleted_days`` when every source that held its bytes is deleted, ``superseded_days``
+  otherwise — its rows leave every table, its parse run the catalog, and its bytes the artifact
+  store unless another parse or source still holds them. A parse pinned again (a file reverted)
+  starts over.
+
+Deleted rows stay in Lance's data files until a compaction rewrites them, and the current
+release pins the versions from before: the current release is re-published over the compacted
+versions (:mod:`fabric_assets.lifecycle.republish`) when none of its parses is being re-derived,
+so the old versions and their files can go. Never removed: a version, generation or release a
+retained release or a snapshot (Lance tag) pins. Cleanup may run beside parse runs: it only
+deletes rows of parses no run writes (unpinned ones), and forgets versions without Lance's
+``delete_unverified`` (a concurrent writer's new files are never touched).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+from fabric_assets.activation.activate import activation_lock
+from fabric_assets.lifecycle.republish import active_parses_unchanged, republish
+from fabric_resources.home import FabricHome
+from fabric_resources.schema import TABLES
+
+#: Catalog state: ``{parse_id: unix time it was first found unpinned}``.
+UNPINNED_SINCE = "retention_unpinned_since"
+_DAY_S = 86_400.0
+
+
+@dataclass
+class CleanupReport:
+    """What one cleanup removed (parse IDs by kind) and what it kept."""
+
+    removed: dict[str, list[str]] = field(default_factory=lambda: {"superseded": [], "failed": [], "deleted": []})
+    waiting: int = 0  # unpinned parses not old enough yet
+    releases_removed: list[int] = field(default_factory=list)
+    generations_removed: list[str] = field(default_factory=list)
+    artifacts_removed: int = 0
+    bytes_removed: int = 0
+    republished: int | None = None  # the release re-published over compacted versions
+    runs_removed: list[str] = field(default_factory=list)  # Dagster runs deleted (run_history)
+
+    @property
+    def parses_removed(self) -> int:
+        return sum(len(v) for v in self.removed.values())
+
+
+def snapshot_pins(home: FabricHome) -> tuple[set[int], set[str]]:
+    """Releases and index generations the home's snapshots pin (their table versions are pinned by
+    Lance tags, which :meth:`TableStore.forget_versions` always keeps)."""
+    from fabric_assets.lifecycle.snapshots import pinned_by_snapshots
+
+    return pinned_by_snapshots(home)
+
+
+def cleanup(home: FabricHome, *, now: float | None = None, instance=None) -> CleanupReport:
+    """Apply ``home.config.retention`` once (see the module docstring); return what it did.
+
+    Holds the activation lock (no release is published meanwhile). ``instance``: the home's
+    Dagster instance whose run history is pruned (:mod:`fabric_assets.lifecycle.run_history`;
+    default: opened from ``<home>/dagster``).
+    """
+    now = time.time() if now is None else now
+    with activation_lock(home):
+        report = _cleanup(home, now)
+        report.runs_removed = _prune_runs(home, now, instance)
+        return report
+
+
+def _prune_runs(home: FabricHome, now: float, instance) -> list[str]:
+    from fabric_assets.lifecycle.run_history import home_instance, prune_runs
+
+    retained = _retained(home, now)
+    pinned = {m["parse_id"] for r in retained for m in r.manifest["sources"].values()}
+    pinned |= {s.parse_id for s in home.catalog.sources() if s.parse_id and s.state in ("present", "access_lost")}
+    return prune_runs(instance or home_instance(home), pinned, {r.release_id for r in retained},
+                      home.config.retention.runs_days * _DAY_S, now)
+
+
+def _retained(home: FabricHome, now: float | None = None) -> list:
+    # A re-published release replaces the one it was re-published from (same parses and index,
+    # compacted versions): it does not push an older release out of the count.
+    releases = home.catalog.releases()
+    replaced = {(r.manifest.get("republished") or {}).get("from_release") for r in releases}
+    releases = [r for r in releases if r.release_id not in replaced]
+    keep_n, window = home.config.retention.releases, home.config.retention.release_days * _DAY_S
+    now = time.time() if now is None else now
+    pinned_ids, _ = snapshot_pins(home)
+    current = home.catalog.current_release_id()
+    return [r for i, r in enumerate(releases)
+            if i >= len(releases) - keep_n or r.release_id in pinned_ids or r.release_id == current
+            or now - r.created_at < window]
+
+
+def _cleanup(home: FabricHome, now: float) -> CleanupReport:
+    catalog, retention, report = home.catalog, home.config.retention, CleanupReport()
+    sources = catalog.sources()
+    live_sources = [s for s in sources if s.state in ("present", "access_lost")]
+    pinned = {m["parse_id"] for r in _retained(home, now) for m in r.manifest["sources"].values()}
+    pinned |= {s.parse_id for s in live_sources if s.parse_id}
+    runs = catalog.parse_runs()
+    live_hashes = {s.source_hash for s in live_sources if s.source_hash}
+    deleted_hashes = {s.source_hash for s in sources if s.state == "deleted" and s.source_hash}
+    since = {p: t for p, t in (catalog.state(UNPINNED_SINCE) or {}).items()}
+    doomed: dict[str, str] = {}
+    for r in runs:
+        if r.parse_id in pinned:
+            since.pop(r.parse_id, None)
+            continue
+        first = since.setdefault(r.parse_id, now)
+        kind = ("failed" if r.status == "failed" else
+                "deleted" if r.source_hash in deleted_hashes and r.source_hash not in live_hashes else "superseded")
+        if now - first >= getattr(retention, f"{kind}_days") * _DAY_S:
+            doomed[r.parse_id] = kind
+        else:
+            report.waiting += 1
+    # Rows whose parse run is gone (a run was still writing a parse an earlier cleanup removed).
+    known = {r.parse_id for r in runs}
+    for name in ("units", "chunks"):
+        if home.tables.exists(name):
+            orphans = set(home.tables.read(name, columns=["parse_id"]).column("parse_id").to_pylist()) - known
+            doomed.update({p: "orphaned" for p in orphans - pinned})
+    for pid, kind in sorted(doomed.items()):
+        report.removed.setdefault(kind, []).append(pid)
+        since.pop(pid, None)
+    catalog.set_state(UNPINNED_SINCE, {p: t for p, t in since.items() if p in known})
+
+    if doomed:
+        # Only then: a compaction is a new table version, and re-publishing a new release.
+        versions = {name: (home.tables.delete_partitions(name, doomed), _compact(home, name))[1] for name in TABLES}
+        current = catalog.current_release()
+        if current is not None and active_parses_unchanged(home, current):
+            report.republished = republish(home, current, versions, note={"cleanup": True}).release_id
+    retained = _retained(home, now)
+    retained_ids = {r.release_id for r in retained}
+    report.releases_removed = [r.release_id for r in catalog.releases() if r.release_id not in retained_ids]
+    _, pinned_gens = snapshot_pins(home)
+    keep_gens = {r.manifest.get("lexical_generation") for r in retained} | pinned_gens
+    report.generations_removed = home.lexical.remove_generations(keep_gens)
+    for name in TABLES:
+        keep = {r.manifest.get("tables", {}).get(name) for r in retained} - {None}
+        report.bytes_removed += home.tables.forget_versions(name, keep, delete_unverified=False)
+    doomed_hashes = {r.source_hash for r in runs if r.parse_id in doomed}
+    still_held = {r.source_hash for r in runs if r.parse_id not in doomed} | live_hashes
+    _forget(home, sorted(doomed), report.releases_removed)
+    report.artifacts_removed = sum(home.artifacts.delete(h) for h in sorted(doomed_hashes - still_held))
+    return report
+
+
+def _compact(home: FabricHome, name: str) -> int | None:
+    try:
+        return home.tables.compact(name)
+    except OSError:
+        # A concurrent writer committed first (Lance reports the conflict as an IO error): the rows
+        # are deleted all the same; the next cleanup rewrites their files.
+        return home.tables.version(name)
+
+
+def _forget(home: FabricHome, parse_ids: list[str], release_ids: list[int]) -> None:
+    from fabric_resources.catalog import _IDS_PER_STATEMENT
+
+    with home.catalog.transaction(immediate=True) as con:
+        for sql, values in (("DELETE FROM parse_runs WHERE parse_id IN ({})", parse_ids),
+                            ("DELETE FROM releases WHERE release_id IN ({})", release_ids)):
+            for i in range(0, len(values), _IDS_PER_STATEMENT):
+                batch = values[i:i + _IDS_PER_STATEMENT]
+                con.execute(sql.format(", ".join("?" * len(batch))), batch)
+        home.catalog.log_event(con, "cleanup", detail={"parses": len(parse_ids), "releases": release_ids})

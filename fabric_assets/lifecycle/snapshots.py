@@ -1,0 +1,366 @@
+"""Snapshots: one consistent point of a home, verified and restorable with no model call.
+
+``create`` (under the activation lock, so no release is published meanwhile) pins the current
+release: a copy of the catalog (SQLite's online backup), a Lance tag ``snapshot-<id>`` on every
+table at the version the release pins, and hard links — not copies — of every file of each table
+(Lance files are immutable), of the release's index generation and of the artifacts its sources
+need, under ``<home>/snapshots/<id>/``, with ``manifest.json``: the SHA-256 of every file.
+Nothing changed since the last snapshot costs links, not bytes.
+
+``verify`` is mechanical (every hash, every tag, every pinned version readable) and, with
+``deep``, independent: the lexical index is reconstructed from the pinned lexical documents and
+compared (``lexical_health``), and the vector digests are recomputed from the pinned vector rows
+and compared with the release's. Each problem names what is damaged.
+
+``restore`` puts the snapshot back, into the same home or a new one, from the snapshot's files
+only — no parse, no embedding, no annotation, no Dagster run: damaged or missing table files and
+artifacts are linked back from the snapshot, the catalog is copied back, and an index file whose
+bytes changed (a hard link shares the damage) is rebuilt from the pinned canonical rows under the
+generation's own name. The restored home answers every query exactly as the snapshot did.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import sqlite3
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from fabric_assets.activation.activate import activation_lock
+from fabric_resources.home import FabricHome
+from fabric_resources.schema import TABLES
+
+TAG_PREFIX = "snapshot-"
+_MUTABLE = {"latest_version_hint.json", "_latest.manifest"}
+MANIFEST = "manifest.json"
+
+
+class SnapshotError(Exception):
+    """A snapshot cannot be created, found or restored; the message says why."""
+
+
+@dataclass(frozen=True)
+class SnapshotInfo:
+    snapshot_id: int
+    created_at: float
+    release_id: int
+    path: Path
+    note: str = ""
+
+
+@dataclass
+class VerifyReport:
+    snapshot_id: int
+    deep: bool
+    problems: list[str] = field(default_factory=list)
+    files_checked: int = 0
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+
+def _root(home: FabricHome) -> Path:
+    return home.root / "snapshots"
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def _link_tree(source: Path, target: Path) -> dict[str, str]:
+    """Hard-link every regular file under ``source`` into ``target``; return {relative path: sha256}."""
+    hashes = {}
+    for dirpath, _, names in os.walk(source):
+        for name in names:
+            src = Path(dirpath) / name
+            # Lock files and Lance's latest-version hint are rewritten in place of themselves: not
+            # part of any version, and restoring an old hint would hide newer versions.
+            if src.is_symlink() or not src.is_file() or name.endswith(".lock") or name in _MUTABLE:
+                continue
+            rel = src.relative_to(source)
+            dst = target / rel
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            os.link(src, dst)
+            hashes[str(rel)] = _sha256(dst)
+    return hashes
+
+
+def list_snapshots(home: FabricHome) -> list[SnapshotInfo]:
+    """The home's snapshots, oldest first (those whose manifest is readable)."""
+    out = []
+    root = _root(home)
+    for d in sorted(root.iterdir(), key=lambda p: int(p.name) if p.name.isdigit() else -1) if root.exists() else ():
+        try:
+            m = json.loads((d / MANIFEST).read_text())
+        except (OSError, ValueError):
+            continue
+        out.append(SnapshotInfo(m["snapshot_id"], m["created_at"], m["release_id"], d, m.get("note", "")))
+    return out
+
+
+def pinned_by_snapshots(home: FabricHome) -> tuple[set[int], set[str]]:
+    """Release IDs and index generations the home's snapshots pin (retention keeps them)."""
+    releases, gens = set(), set()
+    for s in list_snapshots(home):
+        m = json.loads((s.path / MANIFEST).read_text())
+        releases.add(int(m["release_id"]))
+        gens.add(m["lexical_generation"])
+    return releases, gens
+
+
+def create(home: FabricHome, note: str = "") -> SnapshotInfo:
+    """Snapshot the current release (see the module docstring).
+
+    Raises
+    ------
+    SnapshotError
+        If the home has no release yet.
+    """
+    with activation_lock(home):
+        return _create(home, note)
+
+
+def _create(home: FabricHome, note: str) -> SnapshotInfo:
+    release = home.catalog.current_release()
+    if release is None:
+        raise SnapshotError("the home has no release yet: run `fabric ingest` first")
+    root = _root(home)
+    root.mkdir(parents=True, exist_ok=True)
+    sid = max((s.snapshot_id for s in list_snapshots(home)), default=0) + 1
+    while (root / str(sid)).exists():  # a half-made one left by a killed create
+        sid += 1
+    tmp = root / f".{sid}.tmp"
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir()
+    files: dict[str, str] = {}
+    src = sqlite3.connect(home.layout.catalog_file)
+    dst = sqlite3.connect(tmp / "catalog.sqlite3")
+    try:
+        src.backup(dst)  # one consistent copy, whatever else writes meanwhile
+    finally:
+        dst.close()
+        src.close()
+    files["catalog.sqlite3"] = _sha256(tmp / "catalog.sqlite3")
+    if home.layout.config_file.exists():
+        shutil.copy2(home.layout.config_file, tmp / "config.json")
+        files["config.json"] = _sha256(tmp / "config.json")
+    tables = {name: v for name, v in release.manifest["tables"].items() if v is not None and home.tables.exists(name)}
+    for name, version in tables.items():
+        import lance
+
+        lance.dataset(home.tables.uri(name)).tags.create(f"{TAG_PREFIX}{sid}", version)
+        files.update({f"tables/{name}.lance/{k}": h for k, h in
+                      _link_tree(Path(home.tables.uri(name)), tmp / "tables" / f"{name}.lance").items()})
+    gen = release.manifest.get("lexical_generation")
+    if gen and (home.lexical.root / gen).is_dir():
+        files.update({f"lexical/{gen}/{k}": h for k, h in _link_tree(home.lexical.root / gen, tmp / "lexical" / gen).items()})
+    for digest in sorted({m["source_hash"] for m in release.manifest["sources"].values()}):
+        path = home.artifacts.path_for(digest)
+        if path.exists():
+            rel = path.relative_to(home.layout.artifacts)
+            (tmp / "artifacts" / rel).parent.mkdir(parents=True, exist_ok=True)
+            os.link(path, tmp / "artifacts" / rel)
+            files[f"artifacts/{rel}"] = digest
+    now = time.time()
+    manifest = {"snapshot_id": sid, "created_at": now, "release_id": release.release_id, "note": note,
+                "tables": tables, "lexical_generation": gen, "files": files}
+    (tmp / MANIFEST).write_text(json.dumps(manifest, sort_keys=True, indent=1))
+    os.replace(tmp, root / str(sid))
+    return SnapshotInfo(sid, now, release.release_id, root / str(sid), note)
+
+
+def _find(home: FabricHome, snapshot_id: int) -> tuple[SnapshotInfo, dict]:
+    for s in list_snapshots(home):
+        if s.snapshot_id == snapshot_id:
+            return s, json.loads((s.path / MANIFEST).read_text())
+    raise SnapshotError(f"no snapshot {snapshot_id} (see `fabric snapshot list`)")
+
+
+def verify(home: FabricHome, snapshot_id: int, *, deep: bool = False) -> VerifyReport:
+    """Check snapshot ``snapshot_id`` of ``home`` (see the module docstring); every problem found
+    is named in ``problems`` (a file, a table version, the index, a vector digest).
+
+    Raises
+    ------
+    SnapshotError
+        If there is no such snapshot.
+    """
+    info, m = _find(home, snapshot_id)
+    report = VerifyReport(snapshot_id, deep)
+    for rel, digest in sorted(m["files"].items()):
+        report.files_checked += 1
+        path = info.path / rel
+        if not path.exists():
+            report.problems.append(f"{rel}: missing from the snapshot")
+        elif _sha256(path) != digest:
+            report.problems.append(f"{rel}: bytes changed (hash mismatch)")
+    for name, version in sorted(m["tables"].items()):
+        tag = f"{TAG_PREFIX}{snapshot_id}"
+        try:
+            home.tables.count_rows(name, version)
+            found = home.tables.tags(name).get(tag)
+        except Exception as exc:  # Lance raises OSError / ValueError / its own for a missing version file
+            report.problems.append(f"table {name}: version {version} unreadable in the home ({type(exc).__name__})")
+            continue
+        if found != version:
+            report.problems.append(f"table {name}: tag {tag} is {found}, the snapshot pins version {version}")
+    gen = m["lexical_generation"]
+    if gen:
+        for rel, digest in sorted(m["files"].items()):
+            if rel.startswith(f"lexical/{gen}/"):
+                live = home.lexical.root / rel.removeprefix("lexical/")
+                if not live.exists():
+                    report.problems.append(f"index {gen}: {live.name} missing from the home")
+                elif _sha256(live) != digest:
+                    report.problems.append(f"index {gen}: {live.name} bytes changed in the home")
+    if deep and not report.problems:
+        report.problems += _deep_problems(home, m)
+    return report
+
+
+def _deep_problems(home: FabricHome, m: dict) -> list[str]:
+    from fabric_assets.projections import VECTOR_DIGEST_VERDICTS
+    from fabric_resources.lexical_health import lexical_health
+    from fabric_resources.vector_digest import MANIFEST_KEY, parse_digests, table_digest
+
+    release = home.catalog.release(m["release_id"])
+    if release is None:
+        return [f"release {m['release_id']} is no longer in the home's catalog (restore the snapshot)"]
+    problems = []
+    health = lexical_health(home, release)
+    if not health.healthy:
+        problems.append(f"index {m['lexical_generation']}: differs from a reconstruction from the pinned lexical "
+                        f"documents ({health.problem or 'fields differ'})")
+    active = sorted({s["parse_id"] for s in release.manifest["sources"].values()})
+    for table in VECTOR_DIGEST_VERDICTS:
+        expected = (release.manifest.get(MANIFEST_KEY) or {}).get(table)
+        version = release.manifest["tables"].get(table)
+        if expected is None or version is None:
+            continue
+        key = "chunk_id" if "chunk_id" in TABLES[table].names else "annotation_id"
+        rows = home.tables.read_active(table, version, active, ["parse_id", key, "model", "vector"])
+        import numpy as np
+
+        vectors = np.asarray(rows.column("vector").combine_chunks().flatten().to_numpy(zero_copy_only=False),
+                             dtype=np.float32).reshape(rows.num_rows, -1) if rows.num_rows else np.zeros((0, 1))
+        got = table_digest(parse_digests(rows.column("parse_id"), rows.column(key), rows.column("model"), vectors),
+                           active)
+        if got != expected:
+            problems.append(f"table {table}: vector digest recomputed from the pinned rows differs from the release's")
+    return problems
+
+
+def restore(home: FabricHome, snapshot_id: int, into: Path | None = None) -> FabricHome:
+    """Put snapshot ``snapshot_id`` back into ``home`` (or into a new home at ``into``); return the
+    restored home. Runs no parse, no model and no Dagster run.
+
+    Raises
+    ------
+    SnapshotError
+        If there is no such snapshot, ``into`` already holds a home, or the snapshot's own files
+        are damaged beyond what canonical rows can rebuild (a table or artifact file changed).
+    """
+    info, m = _find(home, snapshot_id)
+    broken = [rel for rel, digest in m["files"].items() if not rel.startswith("lexical/")
+              and (not (info.path / rel).exists() or _sha256(info.path / rel) != digest)]
+    if broken:
+        raise SnapshotError(f"snapshot {snapshot_id} is itself damaged ({', '.join(sorted(broken)[:3])}); "
+                            "restore an older snapshot")
+    target = FabricHome(into) if into is not None else home
+    if into is not None and target.layout.catalog_file.exists():
+        raise SnapshotError(f"{into} already holds a Fabric home; restore into an empty folder")
+    with activation_lock(target):
+        _restore(target, info, m, into is not None)
+    return FabricHome(target.root)
+
+
+def _restore(target: FabricHome, info: SnapshotInfo, m: dict, new_home: bool) -> None:
+    """:func:`restore` under the target's activation lock (held by the caller)."""
+    snapshot_id = info.snapshot_id
+    for rel, digest in sorted(m["files"].items()):
+        if rel.startswith("lexical/") or rel in ("catalog.sqlite3", "config.json"):
+            continue
+        dst = target.root / rel
+        if dst.exists() and (dst.samefile(info.path / rel) or _sha256(dst) == digest):
+            continue
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        dst.unlink(missing_ok=True)
+        os.link(info.path / rel, dst)
+    if "config.json" in m["files"]:
+        shutil.copy2(info.path / "config.json", target.layout.config_file)
+    src = sqlite3.connect(info.path / "catalog.sqlite3")
+    dst_db = sqlite3.connect(target.layout.catalog_file)
+    try:
+        src.backup(dst_db)
+    finally:
+        dst_db.close()
+        src.close()
+    restored = FabricHome(target.root)
+    _restore_index(restored, info, m)
+    if new_home:  # the new home's tables carry the tags too, so its retention keeps them
+        for name, version in m["tables"].items():
+            if f"{TAG_PREFIX}{snapshot_id}" not in restored.tables.tags(name):
+                import lance
+
+                lance.dataset(restored.tables.uri(name)).tags.create(f"{TAG_PREFIX}{snapshot_id}", version)
+
+
+def _restore_index(home: FabricHome, info: SnapshotInfo, m: dict) -> None:
+    """The release's generation, as it was: linked back from the snapshot where its files are
+    intact, else rebuilt from the pinned lexical documents under the same name."""
+    gen = m["lexical_generation"]
+    if not gen:
+        return
+    files = {rel.removeprefix(f"lexical/{gen}/"): d for rel, d in m["files"].items() if rel.startswith(f"lexical/{gen}/")}
+    live = home.lexical.root / gen
+    intact = all((info.path / "lexical" / gen / rel).exists() and _sha256(info.path / "lexical" / gen / rel) == d
+                 for rel, d in files.items())
+    if intact:
+        if all((live / rel).exists() and _sha256(live / rel) == d for rel, d in files.items()):
+            return
+        shutil.rmtree(live, ignore_errors=True)
+        _link_tree(info.path / "lexical" / gen, live)
+        return
+    release = home.catalog.release(m["release_id"])
+    active = sorted({s["parse_id"] for s in release.manifest["sources"].values()})
+    docs = home.tables.read("lexical_documents", parse_ids=active, version=m["tables"].get("lexical_documents"))
+    home.lexical.rebuild_generation(gen, docs)
+    # The snapshot's own links share the damaged inodes: point them at the rebuilt files.
+    snap = info.path / "lexical" / gen
+    shutil.rmtree(snap, ignore_errors=True)
+    rebuilt = _link_tree(live, snap)
+    manifest = json.loads((info.path / MANIFEST).read_text())
+    manifest["files"] = {k: v for k, v in manifest["files"].items() if not k.startswith(f"lexical/{gen}/")}
+    manifest["files"].update({f"lexical/{gen}/{k}": h for k, h in rebuilt.items()})
+    (info.path / MANIFEST).write_text(json.dumps(manifest, sort_keys=True, indent=1))
+
+
+def delete(home: FabricHome, snapshot_id: int) -> None:
+    """Remove snapshot ``snapshot_id``: its tags and its folder (the home's own files stay).
+
+    Raises
+    ------
+    SnapshotError
+        If there is no such snapshot.
+    """
+    with activation_lock(home):
+        _delete(home, snapshot_id)
+
+
+def _delete(home: FabricHome, snapshot_id: int) -> None:
+    import lance
+
+    info, m = _find(home, snapshot_id)
+    for name in m["tables"]:
+        if f"{TAG_PREFIX}{snapshot_id}" in home.tables.tags(name):
+            lance.dataset(home.tables.uri(name)).tags.delete(f"{TAG_PREFIX}{snapshot_id}")
+    shutil.rmtree(info.path)

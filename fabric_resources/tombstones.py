@@ -1,0 +1,110 @@
+"""The catalog side of a purge: tombstones (hashes only), forgetting rows, scrubbing the file.
+
+A tombstone records what one purge removed without naming it: the SHA-256 of each purged source
+key, the content hashes and the parse IDs (all digests already). It is written before anything is
+removed (``completed_at`` NULL) so an interrupted purge can be finished from it. Forgetting deletes
+every catalog row about the purged sources, then rewrites the database file so that no deleted
+row survives in a free page or the write-ahead log.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sqlite3
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from fabric_resources.catalog import _IDS_PER_STATEMENT, Catalog
+
+
+@dataclass(frozen=True)
+class Tombstone:
+    """What one purge removed, by hashes only (``schema`` DDL, table ``tombstones``)."""
+
+    tombstone_id: int
+    purged_at: float
+    selector: str
+    source_key_hashes: tuple[str, ...]
+    source_hashes: tuple[str, ...]
+    parse_ids: tuple[str, ...]
+    completed_at: float | None
+
+
+def source_key_hash(source_key: str) -> str:
+    """SHA-256 hex of a source key (UTF-8): what a tombstone keeps instead of the key."""
+    return hashlib.sha256(source_key.encode("utf-8")).hexdigest()
+
+
+def add_tombstone(catalog: Catalog, selector: str, source_keys: Iterable[str], source_hashes: Iterable[str],
+                  parse_ids: Iterable[str]) -> int:
+    """Record a purge about to start (``completed_at`` NULL); return its ID."""
+    with catalog.transaction(immediate=True) as con:
+        cur = con.execute(
+            "INSERT INTO tombstones(purged_at, selector, source_key_hashes, source_hashes, parse_ids) "
+            "VALUES (?,?,?,?,?)",
+            (time.time(), selector, json.dumps(sorted({source_key_hash(k) for k in source_keys})),
+             json.dumps(sorted(set(source_hashes))), json.dumps(sorted(set(parse_ids)))))
+        return int(cur.lastrowid)
+
+
+def complete_tombstone(catalog: Catalog, tombstone_id: int) -> None:
+    with catalog.transaction(immediate=True) as con:
+        con.execute("UPDATE tombstones SET completed_at = ? WHERE tombstone_id = ?", (time.time(), tombstone_id))
+
+
+def tombstones(catalog: Catalog) -> list[Tombstone]:
+    with catalog.transaction() as con:
+        rows = con.execute("SELECT * FROM tombstones ORDER BY tombstone_id").fetchall()
+    return [Tombstone(r["tombstone_id"], r["purged_at"], r["selector"], tuple(json.loads(r["source_key_hashes"])),
+                      tuple(json.loads(r["source_hashes"])), tuple(json.loads(r["parse_ids"])), r["completed_at"])
+            for r in rows]
+
+
+def forget(catalog: Catalog, source_keys: Iterable[str], parse_ids: Iterable[str], source_hashes: Iterable[str],
+           release_ids: Iterable[int] = (), root_ids: Iterable[int] = ()) -> None:
+    """Delete every catalog row about ``source_keys``, ``parse_ids`` and ``source_hashes`` (sources,
+    acquisitions, parse runs, events naming them), the releases ``release_ids`` (their manifests
+    name the purged sources) and the roots ``root_ids``, in one transaction; then rewrite the
+    database file so the deleted rows leave no bytes behind (``secure_delete``, ``VACUUM``, a
+    truncating WAL checkpoint)."""
+    keys, pids, hashes = sorted(set(source_keys)), sorted(set(parse_ids)), sorted(set(source_hashes))
+    rels, roots = sorted(set(release_ids)), sorted(set(root_ids))
+    con = catalog._connect()
+    try:
+        con.execute("PRAGMA secure_delete=ON")
+        con.execute("BEGIN IMMEDIATE")
+        for sql, values in (("DELETE FROM sources WHERE source_key IN ({})", keys),
+                            ("DELETE FROM acquisitions WHERE source_key IN ({})", keys),
+                            ("DELETE FROM acquisitions WHERE source_hash IN ({})", hashes),
+                            ("DELETE FROM events WHERE source_key IN ({})", keys),
+                            ("DELETE FROM events WHERE parse_id IN ({})", pids),
+                            ("DELETE FROM parse_runs WHERE parse_id IN ({})", pids),
+                            ("DELETE FROM parse_runs WHERE source_hash IN ({})", hashes),
+                            ("DELETE FROM releases WHERE release_id IN ({})", rels),
+                            ("DELETE FROM roots WHERE root_id IN ({})", roots)):
+            for i in range(0, len(values), _IDS_PER_STATEMENT):
+                batch = values[i:i + _IDS_PER_STATEMENT]
+                con.execute(sql.format(", ".join("?" * len(batch))), batch)
+        con.execute("COMMIT")
+    except BaseException:
+        con.execute("ROLLBACK")
+        raise
+    finally:
+        con.close()
+    scrub(catalog.path)
+
+
+def scrub(path: Path) -> None:
+    """Rewrite the SQLite database at ``path`` so no deleted row survives in a free page or in the
+    write-ahead log (``VACUUM`` copies live rows only; ``wal_checkpoint(TRUNCATE)`` empties the WAL)."""
+    con = sqlite3.connect(path, timeout=30.0, isolation_level=None)
+    try:
+        con.execute("PRAGMA busy_timeout=30000")
+        con.execute("PRAGMA secure_delete=ON")
+        con.execute("VACUUM")
+        con.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    finally:
+        con.close()

@@ -1,0 +1,121 @@
+"""Operator actions over real Dagster runs: a held parse accepted (Dagster job) and discarded
+(CLI), a failed parse retried (Dagster job), a forced re-parse (CLI) — each changes exactly what
+it should."""
+
+from __future__ import annotations
+
+import os
+
+import dagster as dg
+from conftest import ingest
+from typer.testing import CliRunner
+
+from fabric_assets.cli import app
+from fabric_assets.definitions import build_definitions
+from fabric_assets.lifecycle.rebuild import run_marked
+from fabric_query import Fabric
+from fabric_resources.home import FabricHome
+
+LIGHTHOUSE = "The lighthouse keeper climbed the spiral stairs every evening.\n"
+HARBOUR = "The harbour master counted the herring boats at dawn.\n"
+CANAL = "The canal lock keeper opened the gates for the barges.\n"
+BREAD = "Sourdough bread needs flour, water and a patient baker.\n" + "Knead the dough.\n\n" * 40
+
+
+def _job(home: FabricHome, name: str, op: str, config: dict) -> dg.ExecuteInProcessResult:
+    os.environ["DAGSTER_HOME"] = str(home.layout.dagster_home)
+    job = build_definitions(home.config).resolve_job_def(name)
+    return job.execute_in_process(instance=dg.DagsterInstance.get(), raise_on_error=False, run_config={
+        "ops": {op: {"config": config}}, "resources": {"fabric": {"config": {"home": str(home.root)}}}})
+
+
+def _active(home: FabricHome, key: str) -> str | None:
+    release = FabricHome(home.root).catalog.current_release()
+    return (release.manifest["sources"].get(key) or {}).get("parse_id")
+
+
+def _materializations(home: FabricHome, asset: str, partition: str) -> int:
+    os.environ["DAGSTER_HOME"] = str(home.layout.dagster_home)
+    return len(dg.DagsterInstance.get().fetch_materializations(
+        dg.AssetRecordsFilter(asset_key=dg.AssetKey(asset), asset_partitions=[partition]), limit=1000).records)
+
+
+def _hold_next_parse(monkeypatch):
+    import fabric_assets.dense.assets as dense_assets
+
+    real = dense_assets.vectors_finite_unit_norm
+    monkeypatch.setattr(dense_assets, "vectors_finite_unit_norm",
+                        lambda v: {"passed": False, "detail": "injected"} if v.shape[0] == 1 else real(v))
+
+
+def test_a_held_parse_is_accepted_by_a_job_and_another_discarded_by_the_cli(tmp_path, fabric_home, monkeypatch):
+    """guards against: a held parse that can be neither accepted nor discarded; accepting or
+    discarding touching anything but that parse and its source's active parse."""
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "light.txt").write_text(LIGHTHOUSE)
+    (src / "bread.txt").write_text(BREAD)
+    ingest(src, fabric_home)
+    first = _active(fabric_home, "fs:src/light.txt")
+    bread = _active(fabric_home, "fs:src/bread.txt")
+    _hold_next_parse(monkeypatch)
+    (src / "light.txt").write_text(HARBOUR)
+    ingest(src, fabric_home)
+    (held,) = Fabric(fabric_home.root).status().held
+    assert _active(fabric_home, "fs:src/light.txt") == first
+
+    bad = _job(fabric_home, "accept_held_job", "accept_op", {"parse_id": first})  # not held: refused
+    assert not bad.success
+    result = _job(fabric_home, "accept_held_job", "accept_op", {"parse_id": held.parse_id})
+    assert result.success
+    assert _active(fabric_home, "fs:src/light.txt") == held.parse_id
+    assert _active(fabric_home, "fs:src/bread.txt") == bread
+    assert Fabric(fabric_home.root).status().held == ()
+    hit = Fabric(fabric_home.root).search("harbour master herring").results[0]
+    assert hit.citation.source_key == "fs:src/light.txt" and "harbour" in hit.text
+
+    (src / "light.txt").write_text(CANAL)
+    ingest(src, fabric_home)
+    (held2,) = Fabric(fabric_home.root).status().held
+    out = CliRunner().invoke(app, ["parse", "discard", held2.parse_id, "--home", str(fabric_home.root)])
+    assert out.exit_code == 0, out.output
+    status = Fabric(fabric_home.root).status()
+    assert status.held == () and [(p.parse_id, p.reason) for p in status.failed] == [(held2.parse_id, "discarded")]
+    assert _active(fabric_home, "fs:src/light.txt") == held.parse_id  # the accepted one stays
+    assert ingest(src, fabric_home).scan.parse_ids_to_run == []  # a discarded parse is not retried blindly
+
+
+def test_a_failed_parse_is_retried_by_a_job_and_a_forced_reparse_runs_from_the_cli(tmp_path, fabric_home,
+                                                                                    monkeypatch):
+    """guards against: a failed parse that cannot be retried without changing its bytes; a
+    forced re-parse that does not run, or runs more than that one parse."""
+    import fabric_assets.parse.assets as parse_assets
+
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "light.txt").write_text(LIGHTHOUSE)
+    (src / "bread.md").write_text("# Bread\n\n" + BREAD)
+    real = parse_assets.parser_for
+    monkeypatch.setattr(parse_assets, "parser_for", lambda m: None if m == "text/plain" else real(m))
+    ingest(src, fabric_home)
+    (failed,) = Fabric(fabric_home.root).status().failed
+    assert failed.sources == ("fs:src/light.txt",) and failed.reason == "unsupported-media-type"
+    monkeypatch.setattr(parse_assets, "parser_for", real)  # the transient fault is gone
+    assert ingest(src, fabric_home).scan.parse_ids_to_run == []  # never retried blindly
+
+    result = _job(fabric_home, "retry_failed_job", "retry_op", {"parse_ids": []})
+    assert result.success
+    assert FabricHome(fabric_home.root).catalog.parse_run(failed.parse_id).status == "pending"
+    run_marked(FabricHome(fabric_home.root))
+    assert Fabric(fabric_home.root).status().failed == ()
+    assert _active(fabric_home, "fs:src/light.txt") == failed.parse_id
+    assert Fabric(fabric_home.root).search("lighthouse keeper").results[0].citation.source_key == "fs:src/light.txt"
+
+    md = _active(fabric_home, "fs:src/bread.md")
+    before = {p: _materializations(fabric_home, "units", p) for p in (md, failed.parse_id)}
+    out = CliRunner().invoke(app, ["parse", "reparse", "fs:src/bread.md", "--home", str(fabric_home.root)])
+    assert out.exit_code == 0, out.output
+    assert _materializations(fabric_home, "units", md) == before[md] + 1
+    assert _materializations(fabric_home, "units", failed.parse_id) == before[failed.parse_id]
+    assert _active(fabric_home, "fs:src/bread.md") == md
+    assert Fabric(fabric_home.root).search("sourdough baker").results[0].citation.source_key == "fs:src/bread.md"

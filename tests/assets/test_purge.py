@@ -1,0 +1,233 @@
+"""Purge: the privacy property over real Dagster runs, Lance tables, tantivy and the real models.
+
+A corpus with secret files (English and Japanese, UTF-8 and Shift_JIS plain text, an EPUB) is
+ingested, each secret edited twice, deleted and purged. Then no byte sequence of any version of
+any secret (its raw bytes, its phrases in UTF-8, in the file's own encoding and folded as the
+lexical documents store them, each EPUB member) occurs in any file under the home, Dagster's
+storage included; and search, status and resolve answer exactly as a home that never held them.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import shutil
+import zipfile
+from pathlib import Path
+
+import pytest
+from conftest import ingest
+
+from fabric_assets.lifecycle.purge import PurgeRefused, PurgeSelector, plan_purge, purge
+from fabric_query import Fabric
+from fabric_resources.home import FabricHome
+from fabric_resources.text_folding import fold
+from fabric_resources.tombstones import tombstones
+
+PUBLIC = {
+    "lighthouse.txt": ("The lighthouse keeper climbed the spiral stairs every evening.\n\n"
+                       "She wrote the tide tables in a green ledger.\n").encode(),
+    "weather-ja.txt": "東京の天気は晴れです。灯台守は毎晩らせん階段を上りました。\n".encode("utf-8"),
+    "harbour.md": "# Harbour\n\nThe harbour master counted the herring boats at dawn.\n".encode(),
+}
+
+
+def _secret_en(v: int) -> list[str]:
+    return [f"Quixotic zebras signed manifesto number {v} inside the copper vault.",
+            f"The vault combination is {v}{v}7-Ophelia-kettledrum, never to be written down."]
+
+
+def _secret_ja(v: int) -> list[str]:
+    return [f"秘密の金庫の暗証番号は第{v}の呪文で守られている。",
+            f"灯台守の日記には{v}番目の隠し部屋の場所が書かれていた。"]
+
+
+def _epub(paragraphs: list[str], title: str) -> tuple[bytes, list[bytes]]:
+    """A small EPUB 3 whose members are stored, not deflated (so its text is visible in the raw
+    bytes, which makes the byte walk below a sensitive check); returns (file, member bytes)."""
+    body = "".join(f"<p>{p}</p>" for p in paragraphs)
+    xhtml = (f'<?xml version="1.0" encoding="utf-8"?><html xmlns="http://www.w3.org/1999/xhtml"><head>'
+             f"<title>{title}</title></head><body><h1>{title}</h1>{body}</body></html>").encode()
+    opf = ('<?xml version="1.0" encoding="utf-8"?><package xmlns="http://www.idpf.org/2007/opf" version="3.0" '
+           'unique-identifier="uid"><metadata xmlns:dc="http://purl.org/dc/elements/1.1/">'
+           f'<dc:identifier id="uid">x</dc:identifier><dc:title>{title}</dc:title><dc:language>en</dc:language>'
+           '</metadata><manifest><item id="c1" href="c1.xhtml" media-type="application/xhtml+xml"/>'
+           '<item id="nav" href="nav.xhtml" media-type="application/xhtml+xml" properties="nav"/></manifest>'
+           '<spine><itemref idref="c1"/></spine></package>').encode()
+    nav = ('<?xml version="1.0" encoding="utf-8"?><html xmlns="http://www.w3.org/1999/xhtml" '
+           'xmlns:epub="http://www.idpf.org/2007/ops"><body><nav epub:type="toc"><ol><li>'
+           f'<a href="c1.xhtml">{title}</a></li></ol></nav></body></html>').encode()
+    container = ('<?xml version="1.0"?><container version="1.0" xmlns="urn:oasis:names:tc:opendocument:xmlns:'
+                 'container"><rootfiles><rootfile full-path="OEBPS/content.opf" '
+                 'media-type="application/oebps-package+xml"/></rootfiles></container>').encode()
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_STORED) as zf:
+        zf.writestr("mimetype", "application/epub+zip")
+        zf.writestr("META-INF/container.xml", container)
+        zf.writestr("OEBPS/content.opf", opf)
+        zf.writestr("OEBPS/nav.xhtml", nav)
+        zf.writestr("OEBPS/c1.xhtml", xhtml)
+    return buf.getvalue(), [xhtml, opf]
+
+
+def _secret_files(v: int) -> tuple[dict[str, bytes], list[bytes]]:
+    """Version ``v`` of the secret files, and every needle that must never survive a purge."""
+    en, ja = _secret_en(v), _secret_ja(v)
+    title = f"Ledger of the Marmoset Conspiracy {v}"
+    epub, members = _epub([*en, *ja], title)
+    files = {"secret/plan.txt": "\n\n".join(en).encode("utf-8"),
+             "secret/himitsu.txt": "\n\n".join(ja).encode("shift_jis"),
+             "secret/ledger.epub": epub}
+    needles = [*files.values(), *members]
+    for phrase in [*en, *ja, title]:
+        for form in {phrase, fold(phrase)}:
+            needles.append(form.encode("utf-8"))
+            if phrase in ja:
+                needles.append(form.encode("shift_jis"))
+    # Parts too: a file cut into chunks or fragments still holds each half of a sentence.
+    for phrase in [*en, *ja]:
+        needles += [p.encode() for p in (phrase[: len(phrase) // 2], phrase[len(phrase) // 2:]) if len(p) >= 8]
+    return files, needles
+
+
+def _write(root: Path, files: dict[str, bytes]) -> None:
+    for rel, data in files.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_bytes(data)
+
+
+def _occurrences(home: Path, needles: list[bytes]) -> dict[bytes, list[str]]:
+    """Every file under ``home`` (Dagster's storage, WAL files, tables' old versions included)
+    holding a needle."""
+    found: dict[bytes, list[str]] = {}
+    for dirpath, _, names in os.walk(home):
+        for name in names:
+            path = Path(dirpath) / name
+            if path.is_symlink() or not path.is_file():
+                continue
+            data = path.read_bytes()
+            for needle in needles:
+                if needle in data:
+                    found.setdefault(needle, []).append(str(path.relative_to(home)))
+    return found
+
+
+QUERIES = ["lighthouse keeper", "Quixotic zebras manifesto", "copper vault combination", "秘密の金庫",
+           "灯台守", "harbour master herring", "Marmoset Conspiracy ledger", "隠し部屋"]
+
+
+def _normalised(value):
+    """``value`` less what differs between two homes holding the same documents: release
+    numbers (a home that held more had more releases) and timings."""
+    if isinstance(value, dict):
+        return {k: _normalised(v) for k, v in value.items()
+                if k not in ("release_id", "timings") and not k.endswith(("_ms", "_seconds", "_s"))}
+    if isinstance(value, (list, tuple)):
+        return [_normalised(v) for v in value]
+    return value
+
+
+def _answers(root: Path) -> dict:
+    """Whole EvidencePacks, status and resolve answers (normalised, see above), and the home's
+    path and roots' paths left out."""
+    fabric = Fabric(root)
+    out: dict = {}
+    for q in QUERIES:
+        pack = fabric.search(q, limit=10)
+        out[q] = _normalised(pack.model_dump())
+        out[q + " (resolve)"] = [(r.status, r.text) for r in (fabric.resolve(h.citation) for h in pack.results)]
+    status = fabric.status().model_dump()
+    for k in ("home", "roots", "release_id", "last_scan_at", "release_created_at"):  # paths, numbers, times
+        status.pop(k)
+    out["status"] = status
+    return out
+
+
+@pytest.mark.slow
+def test_a_purged_secret_leaves_no_byte_and_answers_equal_a_home_that_never_held_it(tmp_path, fabric_home):
+    """guards against: a deleted file's bytes, rows, old Lance versions, index generations,
+    catalog rows or Dagster metadata surviving `fabric purge`; a purge changing what anyone else
+    sees."""
+    src = tmp_path / "held" / "corpus"
+    _write(src, PUBLIC)
+    needles: list[bytes] = []
+    for v in range(3):  # the secret, then two edits, each ingested
+        files, found = _secret_files(v)
+        needles += found
+        _write(src, files)
+        summary = ingest(src, fabric_home)
+        assert summary.failed_runs == [] and summary.failed == []
+    fabric = Fabric(fabric_home.root)
+    assert fabric.search("Quixotic zebras manifesto").results[0].citation.source_key == "fs:corpus/secret/plan.txt"
+    shutil.rmtree(src / "secret")
+    ingest(src, fabric_home)
+    keys = ("fs:corpus/secret/himitsu.txt", "fs:corpus/secret/ledger.epub", "fs:corpus/secret/plan.txt")
+    assert {s.source_key for s in fabric_home.catalog.sources(state="deleted")} == set(keys)
+
+    # The walk is sensitive: before the purge the secrets are on disk in the store and the tables.
+    before = _occurrences(fabric_home.root, needles)
+    places = {p.split("/")[0] for paths in before.values() for p in paths}
+    assert {"artifacts", "tables"} <= places, places
+
+    report = purge(FabricHome(fabric_home.root), PurgeSelector(source_keys=keys))
+    assert report.artifacts_removed == 9 and len(report.plan.parse_ids) == 9
+    assert report.rows_removed["units"] > 0 and report.rows_removed["chunks"] > 0
+
+    leaks = _occurrences(fabric_home.root, needles)
+    assert leaks == {}, {k[:40]: v for k, v in leaks.items()}
+
+    # The tombstone keeps hashes only, and the catalog no row about the sources.
+    home = FabricHome(fabric_home.root)
+    (tomb,) = tombstones(home.catalog)
+    assert tomb.completed_at is not None and len(tomb.source_key_hashes) == 3 and len(tomb.parse_ids) == 9
+    assert not any(k in {s.source_key for s in home.catalog.sources()} for k in keys)
+
+    never = tmp_path / "never" / "corpus"
+    never.mkdir(parents=True)
+    for rel in PUBLIC:
+        shutil.copy2(src / rel, never / rel)  # same bytes and mtimes
+    never_home = FabricHome(tmp_path / "never-home")
+    ingest(never, never_home)
+    assert _answers(fabric_home.root) == _answers(never_home.root)
+
+    # The next ingest finds nothing to do and nothing of the secret comes back.
+    again = ingest(src, FabricHome(fabric_home.root))
+    assert again.scan.new == [] and again.scan.deleted == []
+    assert _answers(fabric_home.root) == _answers(never_home.root)
+
+
+def test_purge_refuses_a_present_source_and_an_unknown_one_removing_nothing(tmp_path, fabric_home):
+    """guards against: purging a file that is still on disk (the next scan takes it in again, so
+    the purge would be a lie) or a typo silently purging nothing."""
+    src = tmp_path / "corpus"
+    _write(src, {"lighthouse.txt": PUBLIC["lighthouse.txt"]})
+    ingest(src, fabric_home)
+    with pytest.raises(PurgeRefused, match="still present"):
+        purge(fabric_home, PurgeSelector(source_keys=("fs:corpus/lighthouse.txt",)))
+    with pytest.raises(PurgeRefused, match="no such source"):
+        purge(fabric_home, PurgeSelector(source_keys=("fs:corpus/nope.txt",)))
+    with pytest.raises(PurgeRefused, match="exactly one"):
+        plan_purge(fabric_home.catalog, PurgeSelector())
+    assert tombstones(fabric_home.catalog) == []
+    assert Fabric(fabric_home.root).search("lighthouse keeper").results
+
+
+def test_purging_a_root_unregisters_it_and_keeps_content_shared_with_another_root(tmp_path, fabric_home):
+    """guards against: a root purge leaving the root registered (the next ingest would take every
+    file in again) or removing bytes another source still holds."""
+    a, b = tmp_path / "alpha", tmp_path / "beta"
+    _write(a, {"lighthouse.txt": PUBLIC["lighthouse.txt"], "own.txt": b"Only alpha speaks of marzipan comets.\n"})
+    _write(b, {"copy.txt": PUBLIC["lighthouse.txt"]})
+    ingest(a, fabric_home)
+    ingest(b, fabric_home)
+    report = purge(fabric_home, PurgeSelector(root="alpha"))
+    assert len(report.plan.shared_kept) == 1 and report.artifacts_removed == 1
+    home = FabricHome(fabric_home.root)
+    assert [r.label for r in home.catalog.roots()] == ["beta"]
+    fabric = Fabric(home.root)
+    assert [r.citation.source_key for r in fabric.search("lighthouse keeper").results] == ["fs:beta/copy.txt"]
+    assert not fabric.search("marzipan comets").results
+    hit = fabric.search("lighthouse keeper").results[0]
+    assert fabric.resolve(hit.citation).status == "verified"
+    again = ingest(b, home)
+    assert again.scan.new == [] and {s.source_key for s in home.catalog.sources()} == {"fs:beta/copy.txt"}

