@@ -26,7 +26,7 @@ from typing import Annotated
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
 from fabric_query.errors import InvalidArgumentError
-from fabric_query.querylang import Filters, ParsedQuery
+from fabric_query.querylang import ParsedQuery
 
 #: Items one scope list may hold, and the longest item (Unicode scalars): bounds for input from the network.
 MAX_SCOPE_ITEMS = 1000

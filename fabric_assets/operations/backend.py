@@ -69,7 +69,7 @@ def _lifecycle_job(home: FabricHome, name: str, op: str, config: dict[str, Any])
     """Run the lifecycle job ``name`` (typed config ``config`` for ``op``) on the home's instance,
     as the UI's Launchpad would; a failed run (a refusal: the job's ``dg.Failure``) is a failed
     operation with the refusal's message."""
-    from fabric_assets.ingest import _execute, _run_config, dagster_instance, job
+    from fabric_assets.ingest import _run_config, dagster_instance, job
 
     definition = job(home, name)
     run_config = {**_run_config(home), "ops": {op: {"config": config}}}
