@@ -17,7 +17,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from fabric_resources.catalog import _IDS_PER_STATEMENT, Catalog
+from fabric_resources.catalog import Catalog, SqliteCatalog
+from fabric_resources.catalog.base import _IDS_PER_STATEMENT
 
 
 @dataclass(frozen=True)
@@ -42,12 +43,12 @@ def add_tombstone(catalog: Catalog, selector: str, source_keys: Iterable[str], s
                   parse_ids: Iterable[str]) -> int:
     """Record a purge about to start (``completed_at`` NULL); return its ID."""
     with catalog.transaction(immediate=True) as con:
-        cur = con.execute(
+        row = con.execute(
             "INSERT INTO tombstones(purged_at, selector, source_key_hashes, source_hashes, parse_ids) "
-            "VALUES (?,?,?,?,?)",
+            "VALUES (?,?,?,?,?) RETURNING tombstone_id",
             (time.time(), selector, json.dumps(sorted({source_key_hash(k) for k in source_keys})),
-             json.dumps(sorted(set(source_hashes))), json.dumps(sorted(set(parse_ids)))))
-        return int(cur.lastrowid)
+             json.dumps(sorted(set(source_hashes))), json.dumps(sorted(set(parse_ids))))).fetchone()
+        return int(row[0])
 
 
 def complete_tombstone(catalog: Catalog, tombstone_id: int) -> None:
@@ -67,15 +68,14 @@ def forget(catalog: Catalog, source_keys: Iterable[str], parse_ids: Iterable[str
            release_ids: Iterable[int] = (), root_ids: Iterable[int] = ()) -> None:
     """Delete every catalog row about ``source_keys``, ``parse_ids`` and ``source_hashes`` (sources,
     acquisitions, parse runs, events naming them), the releases ``release_ids`` (their manifests
-    name the purged sources) and the roots ``root_ids``, in one transaction; then rewrite the
-    database file so the deleted rows leave no bytes behind (``secure_delete``, ``VACUUM``, a
-    truncating WAL checkpoint)."""
+    name the purged sources) and the roots ``root_ids``, in one transaction; then, for a SQLite
+    catalog, rewrite the database file so the deleted rows leave no bytes behind
+    (``secure_delete``, ``VACUUM``, a truncating WAL checkpoint)."""
     keys, pids, hashes = sorted(set(source_keys)), sorted(set(parse_ids)), sorted(set(source_hashes))
     rels, roots = sorted(set(release_ids)), sorted(set(root_ids))
-    con = catalog._connect()
-    try:
-        con.execute("PRAGMA secure_delete=ON")
-        con.execute("BEGIN IMMEDIATE")
+    with catalog.transaction(immediate=True) as con:
+        if isinstance(catalog, SqliteCatalog):
+            con.execute("PRAGMA secure_delete=ON")
         for sql, values in (("DELETE FROM sources WHERE source_key IN ({})", keys),
                             ("DELETE FROM acquisitions WHERE source_key IN ({})", keys),
                             ("DELETE FROM acquisitions WHERE source_hash IN ({})", hashes),
@@ -88,13 +88,10 @@ def forget(catalog: Catalog, source_keys: Iterable[str], parse_ids: Iterable[str
             for i in range(0, len(values), _IDS_PER_STATEMENT):
                 batch = values[i:i + _IDS_PER_STATEMENT]
                 con.execute(sql.format(", ".join("?" * len(batch))), batch)
-        con.execute("COMMIT")
-    except BaseException:
-        con.execute("ROLLBACK")
-        raise
-    finally:
-        con.close()
-    scrub(catalog.path)
+    # PostgreSQL keeps deleted tuples until its own VACUUM reclaims them (autovacuum); only the
+    # SQLite file is rewritten here (docs/scale.md).
+    if isinstance(catalog, SqliteCatalog):
+        scrub(catalog.path)
 
 
 def scrub(path: Path) -> None:

@@ -169,7 +169,7 @@ def _compact(home: FabricHome, name: str) -> int | None:
 
 
 def _forget(home: FabricHome, parse_ids: list[str], release_ids: list[int]) -> None:
-    from fabric_resources.catalog import _IDS_PER_STATEMENT
+    from fabric_resources.catalog.base import _IDS_PER_STATEMENT
 
     with home.catalog.transaction(immediate=True) as con:
         for sql, values in (("DELETE FROM parse_runs WHERE parse_id IN ({})", parse_ids),

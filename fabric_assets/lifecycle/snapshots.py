@@ -123,10 +123,22 @@ def create(home: FabricHome, note: str = "") -> SnapshotInfo:
     Raises
     ------
     SnapshotError
-        If the home has no release yet.
+        If the home has no release yet, or keeps its catalog or tables outside the directory.
     """
+    _local_only(home)
     with activation_lock(home):
         return _create(home, note)
+
+
+def _local_only(home: FabricHome) -> None:
+    """Snapshots copy the SQLite catalog file and hard-link local table files; a home whose
+    catalog is on PostgreSQL or whose tables are on object storage (``storage`` in its config)
+    would get a snapshot of the wrong state, so it is refused."""
+    from fabric_resources.catalog import SqliteCatalog
+
+    if not isinstance(home.catalog, SqliteCatalog) or home.tables.remote:
+        raise SnapshotError("snapshots need the default storage (a SQLite catalog and local tables); "
+                            "this home keeps its catalog or tables elsewhere (docs/scale.md)")
 
 
 def _create(home: FabricHome, note: str) -> SnapshotInfo:
@@ -267,8 +279,10 @@ def restore(home: FabricHome, snapshot_id: int, into: Path | None = None) -> Fab
     ------
     SnapshotError
         If there is no such snapshot, ``into`` already holds a home, or the snapshot's own files
-        are damaged beyond what canonical rows can rebuild (a table or artifact file changed).
+        are damaged beyond what canonical rows can rebuild (a table or artifact file changed),
+        or the home keeps its catalog or tables outside the directory.
     """
+    _local_only(home)
     info, m = _find(home, snapshot_id)
     broken = [rel for rel, digest in m["files"].items() if not rel.startswith("lexical/")
               and (not (info.path / rel).exists() or _sha256(info.path / rel) != digest)]
