@@ -106,6 +106,21 @@ def _refolded(home: FabricHome, docs: Any, chunks_version: int | None) -> Any:
     return pa.table(cols, schema=docs.schema)
 
 
+def pinned_index_documents(home: FabricHome, parse_ids, tables: dict[str, int | None]) -> Any:
+    """The lexical index's documents (:func:`~fabric_resources.lexical_index.index_documents`) of
+    ``parse_ids`` at the table versions ``tables`` pins: chunk documents from
+    ``lexical_documents`` (re-folded where another analyzer wrote them) and window documents from
+    ``context_windows``. Activation, purge and snapshot restore build generations from it, so
+    every generation holds what lexical health reconstructs."""
+    parse_ids = list(parse_ids)
+    docs = _refolded(home, home.tables.read("lexical_documents", parse_ids=parse_ids,
+                                            version=tables.get("lexical_documents")), tables.get("chunks"))
+    windows = (home.tables.read("context_windows", parse_ids=parse_ids, version=tables["context_windows"],
+                                columns=["parse_id", "window_id", "chunk_ids"])
+               if tables.get("context_windows") is not None else None)
+    return index_documents(docs, windows)
+
+
 def activate(home: FabricHome) -> ActivationReport:
     """Publish a new release if the active set changed or a ``POST_ACTIVATION_TABLES`` table has a
     new version (annotations written after activation); return what happened."""
@@ -156,15 +171,7 @@ def activate(home: FabricHome) -> ActivationReport:
         prev_gen = current.manifest.get("lexical_generation") if current else None
 
         def documents_of(parse_ids) -> Any:
-            # At the version this release pins, so the index holds exactly the documents it names;
-            # the context windows give the word field's window documents (lexical_index.index_documents).
-            parse_ids = list(parse_ids)
-            docs = _refolded(home, home.tables.read("lexical_documents", parse_ids=parse_ids,
-                                                    version=tables.get("lexical_documents")), tables.get("chunks"))
-            windows = (home.tables.read("context_windows", parse_ids=parse_ids, version=tables["context_windows"],
-                                        columns=["parse_id", "window_id", "chunk_ids"])
-                       if tables.get("context_windows") is not None else None)
-            return index_documents(docs, windows)
+            return pinned_index_documents(home, parse_ids, tables)
 
         # A generation written by an older index layout is rebuilt, never extended. Removing a
         # parse rewrites the segments that held it (write_generation), so deleted, superseded and

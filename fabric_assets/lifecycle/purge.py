@@ -29,7 +29,7 @@ import datetime as dt
 import os
 from dataclasses import dataclass, field
 
-from fabric_assets.activation.activate import activation_lock
+from fabric_assets.activation.activate import activation_lock, pinned_index_documents
 from fabric_assets.annotations.assets import MEMO_FILE
 from fabric_assets.lifecycle.republish import republish
 from fabric_assets.lifecycle.snapshots import _create as create_snapshot, _delete as delete_snapshot
@@ -239,8 +239,7 @@ def _remove(home: FabricHome, report: PurgeReport, source_keys: set[str], parse_
         sources = {k: m for k, m in current.manifest["sources"].items()
                    if k not in source_keys and m["parse_id"] not in parse_ids}
         active = sorted({m["parse_id"] for m in sources.values()})
-        docs = home.tables.read("lexical_documents", parse_ids=active, version=versions.get("lexical_documents"))
-        gen = home.lexical.build_fresh(docs)
+        gen = home.lexical.build_fresh(pinned_index_documents(home, active, versions))
         release = republish(home, current, versions, sources=sources, lexical_generation=gen,
                             note={"purge_tombstone": report.tombstone_id})
         _verify_or_roll_back(home, release, snapshot)

@@ -30,7 +30,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from fabric_assets.activation.activate import activation_lock
+from fabric_assets.activation.activate import activation_lock, pinned_index_documents
 from fabric_resources.home import FabricHome
 from fabric_resources.schema import TABLES
 
@@ -346,8 +346,7 @@ def _restore_index(home: FabricHome, info: SnapshotInfo, m: dict) -> None:
         return
     release = home.catalog.release(m["release_id"])
     active = sorted({s["parse_id"] for s in release.manifest["sources"].values()})
-    docs = home.tables.read("lexical_documents", parse_ids=active, version=m["tables"].get("lexical_documents"))
-    home.lexical.rebuild_generation(gen, docs)
+    home.lexical.rebuild_generation(gen, pinned_index_documents(home, active, m["tables"]))
     # The snapshot's own links share the damaged inodes: point them at the rebuilt files.
     snap = info.path / "lexical" / gen
     shutil.rmtree(snap, ignore_errors=True)

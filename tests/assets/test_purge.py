@@ -83,7 +83,12 @@ def _secret_files(v: int) -> tuple[dict[str, bytes], list[bytes]]:
         for form in {phrase, fold(phrase)}:
             needles.append(form.encode("utf-8"))
             if phrase in ja:
-                needles.append(form.encode("shift_jis"))
+                # A folded form may hold simplified characters (OpenCC folding) that Shift_JIS
+                # cannot encode: such bytes cannot be anywhere, the UTF-8 needle stands for them.
+                try:
+                    needles.append(form.encode("shift_jis"))
+                except UnicodeEncodeError:
+                    pass
     # Parts too: a file cut into chunks or fragments still holds each half of a sentence.
     for phrase in [*en, *ja]:
         needles += [p.encode() for p in (phrase[: len(phrase) // 2], phrase[len(phrase) // 2:]) if len(p) >= 8]
