@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import stat
 import subprocess
@@ -43,11 +44,18 @@ def _commands(home, citation_file):
             ("status", "--json", *h), ("resolve", str(citation_file), *h)]
 
 
+def _timeless(text: str) -> str:
+    """``text`` with the ages `fabric status` prints ("last scan 48 s ago") as ``<age>``, and line
+    wrapping undone: the two runs compared happen seconds apart, and an age one digit longer moves
+    where the console wraps."""
+    return re.sub(r"\s+", " ", re.sub(r"\d+(?:\.\d+)? ?[a-z]+ ago", "<age> ago", text))
+
+
 def _outputs(home, citation_file, env_extra=None):
     out = []
     for args in _commands(home, citation_file):
         p = _fabric(*args, env_extra=env_extra)
-        out.append((args[0], p.returncode, p.stdout, p.stderr))
+        out.append((args[0], p.returncode, _timeless(p.stdout), p.stderr))
     p = _fabric("search", "lighthouse", "--json", "--home", str(home), env_extra=env_extra)
     pack = json.loads(p.stdout)
     pack.pop("timings")
