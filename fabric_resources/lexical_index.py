@@ -1,3 +1,4 @@
+# Over 500 lines: the one writer of generation directories (build, extend, rebuild in place, remove), whose tantivy and meta.json details stay private to it.
 """The tantivy serving index: a word field (BM25) and a substring field.
 
 Both fields index *folded* chunk text (``fabric_resources.text_folding``), so
