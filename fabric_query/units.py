@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import re
 
-import lance
 import pyarrow.compute as pc
 
 from fabric_query.errors import InvalidArgumentError
@@ -37,7 +36,8 @@ def canonical_unit(view: ReleaseView, unit_id: str) -> CanonicalUnit | None:
     if version is None or not store.exists("units"):
         return None
     # The ID is bound as a value of a typed expression, never spliced into a filter string.
-    rows = guarded_read("units", lambda: lance.dataset(store.uri("units"), version=version).to_table(
+    # Through the store, so a home whose tables are on object storage opens them with its options.
+    rows = guarded_read("units", lambda: store.dataset("units", version=version).to_table(
         columns=_COLUMNS, filter=pc.field("unit_id") == unit_id)).to_pylist()
     row = next((r for r in rows if r["parse_id"] in view.sources_by_parse), None)
     if row is None:
