@@ -233,7 +233,6 @@ def markdown_units(text: str, config: MarkdownParserConfig) -> list[ParsedUnit]:
                     piece = _Piece(cursor_line, line.start + found, content)
                 else:  # escaped pipes etc.: the cell is located by its row
                     piece = source.piece(cursor_line, line.content.strip())
-                    piece = _Piece(piece.line, piece.start, content) if piece.text == content else piece
                 cell = {"table": table, "row": row, "col": col}
                 emit(_block("table_cell", [piece], section_path(), {**cell, "header": in_header}, cell))
             col += 1
