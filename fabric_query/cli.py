@@ -22,6 +22,7 @@ from pydantic import ValidationError
 from rich.console import Console
 from rich.table import Table
 
+from fabric_query.cli_fast import LIMIT_MAX, LIMIT_MIN
 from fabric_query.errors import FabricQueryError
 
 read_app = typer.Typer(help="Read commands: search, resolve, status, lexical-health (no Dagster).")
@@ -44,8 +45,11 @@ def set_home(home: Optional[Path]) -> Path:
 
 
 def fail(message: str, code: int = 2) -> None:
-    """Print ``error: message`` on stderr and exit with ``code`` (2: bad input, never a traceback)."""
-    err.print(f"[red]error:[/red] {message}")
+    """Print ``error: message`` on stderr (as written: not rich markup) and exit with ``code`` (2:
+    bad input, never a traceback)."""
+    from fabric_query.cli_text import error_line, uses_colour
+
+    sys.stderr.write(error_line(message, colour=uses_colour(sys.stderr)))
     raise typer.Exit(code)
 
 
@@ -94,7 +98,7 @@ def print_status(home: Path, st=None) -> None:
 def search(
     query: Annotated[str, typer.Argument(
         help='Free text, "phrases", -excluded, path:/type:/lang:/after:/before:/source:/confidence:')],
-    limit: Annotated[int, typer.Option("--limit", "-n", min=1, max=1000)] = 10,
+    limit: Annotated[int, typer.Option("--limit", "-n", min=LIMIT_MIN, max=LIMIT_MAX)] = 10,
     as_json: Annotated[bool, typer.Option("--json", help="Print the whole EvidencePack as JSON.")] = False,
     home: HomeOption = None,
 ) -> None:
@@ -113,33 +117,17 @@ def search(
         try:
             pack = Fabric().search(query, limit=limit)
         except (FabricQueryError, QueryModelError) as exc:
-            fail(f"{type(exc).__name__}: {_esc(str(exc))}")
+            fail(f"{type(exc).__name__}: {str(exc)}")
+    # One renderer for this path and the fast path (fabric_query/cli_fast.py): the same output.
+    from fabric_query.cli_text import pack_json, render_pack, uses_colour
+
+    data = pack.model_dump(mode="json")
     if as_json:
-        sys.stdout.write(pack.model_dump_json(indent=2) + "\n")
+        sys.stdout.write(pack_json(data))
         return
-    if pack.fallback_reason:
-        from fabric_query.release import VISIBLE_SOURCES_ONLY
-    if pack.fallback_reason and pack.fallback_reason == VISIBLE_SOURCES_ONLY:
-        err.print(f"[yellow]release {pack.release_id} names sources that are no longer visible (deleted or "
-                  "withheld); answered from its visible sources only[/yellow]")
-    elif pack.fallback_reason:
-        err.print(f"[yellow]lexical index unusable ({pack.fallback_reason}); answered by scanning chunks[/yellow]")
-    for channel, reason in pack.skipped_channels.items():
-        err.print(f"[yellow]skipped {channel}: {_esc(reason)}[/yellow]")
-    if not pack.results:
-        console.print(f"no results (release {pack.release_id}, {pack.eligible_sources} eligible sources)")
-    for hit in pack.results:
-        c = hit.citation
-        text = "".join(f"[bold yellow]{_esc(s.text)}[/bold yellow]" if s.highlighted else _esc(s.text)
-                       for s in hit.highlights)
-        # PDFs are cited to the page (``p. 7``, ``pp. 7–8``); other formats by their structural path.
-        where, section = c.label, " > ".join(hit.section_path)
-        section = "" if section and section in where else section  # a structural path already names it
-        console.print(f"[bold]{hit.rank}.[/bold] {_esc(c.source_key)}{' ' + _esc(where) if where else ''}"
-                      f"  [dim]{_esc(section)}[/dim]")
-        console.print(f"   channels: {', '.join(f'{n}#{h.rank}' for n, h in hit.channels.items())}"
-                      f"  parse {c.parse_id[:12]}  units {len(c.spans)}")
-        console.print("   " + (text if len(hit.text) < 600 else text[:600] + "…"))
+    out, errors = render_pack(data, colour_out=uses_colour(sys.stdout), colour_err=uses_colour(sys.stderr))
+    sys.stderr.write(errors)
+    sys.stdout.write(out)
 
 
 def _remote(home: Path, method: str, route: str, body: dict | None = None):
@@ -150,13 +138,7 @@ def _remote(home: Path, method: str, route: str, body: dict | None = None):
     try:
         return call(home, method, route, body)
     except RemoteError as exc:
-        fail(f"{exc.kind}: {_esc(str(exc))}")
-
-
-def _esc(text: str) -> str:
-    from rich.markup import escape
-
-    return escape(text)
+        fail(f"{exc.kind}: {str(exc)}")
 
 
 @read_app.command()
@@ -199,7 +181,7 @@ def resolve(
         try:
             result = Fabric().resolve(parsed)
         except (FabricQueryError, ValueError) as exc:
-            fail(f"{type(exc).__name__}: {_esc(str(exc))}")
+            fail(f"{type(exc).__name__}: {str(exc)}")
     colour = "green" if result.status == "verified" else "red"
     console.print(f"[{colour}]{result.status}[/{colour}]")
     for c in result.checks:

@@ -17,6 +17,10 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
+# The label itself is computed in the pydantic-free labels module: ``fabric search`` through a
+# running server prints labels without pydantic.
+from fabric_query.labels import label_of_locations
+
 
 class CitedLocation(BaseModel):
     """Where one cited unit sits in its source (:func:`fabric_query.locations.location_of`).
@@ -36,10 +40,6 @@ class CitedLocation(BaseModel):
     path: tuple[str, ...] = ()
     element_path: str | None = None
     lines: tuple[int, int] | None = None
-
-
-#: U+2013 EN DASH between the ends of a page range (the Chicago Manual of Style's page ranges).
-RANGE_DASH = "\u2013"
 
 
 def location_of(unit_id: str, kind: str, locator: str | dict, section_path: Sequence[str] = (),
@@ -121,39 +121,16 @@ def _pages(loc: dict) -> Iterable[Any]:
                 yield r.get("page")
 
 
-def page_label(pages: Iterable[int]) -> str:
-    """``p. 7`` for one page, ``pp. 7–8`` for a span (first–last), ``""`` for none.
-
-    >>> page_label([8, 7]), page_label([3]), page_label([])
-    ('pp. 7–8', 'p. 3', '')
-    """
-    ps = sorted(set(pages))
-    if not ps:
-        return ""
-    return f"p. {ps[0]}" if len(ps) == 1 else f"pp. {ps[0]}{RANGE_DASH}{ps[-1]}"
-
-
 def location_label(locations: Sequence[CitedLocation]) -> str:
     """The short label of a citation's locations (what ``fabric search`` prints after the file).
 
     Pages when any location has them (the span of all of them); else the first location's
     structural path joined by `` > `` (slide, shape or notes; headings and table cell or note), or
-    its element path; else its lines. ``""`` when nothing is known.
+    its element path; else its lines (:func:`fabric_query.labels.label_of_locations`). ``""``
+    when nothing is known.
 
-    >>> from pydantic import BaseModel, ConfigDict
     >>> location_label([CitedLocation(unit_id="a", kind="paragraph", pages=(7,)),
     ...                 CitedLocation(unit_id="b", kind="paragraph", pages=(8,))])
     'pp. 7–8'
     """
-    pages = page_label(p for loc in locations for p in loc.pages)
-    if pages or not locations:
-        return pages
-    first = locations[0]
-    if first.path:
-        return " > ".join(first.path)
-    if first.element_path:
-        return first.element_path
-    if first.lines:
-        a, b = first.lines
-        return f"line {a}" if a == b else f"lines {a}{RANGE_DASH}{b}"
-    return ""
+    return label_of_locations([loc.model_dump() for loc in locations])

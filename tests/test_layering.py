@@ -223,8 +223,8 @@ def test_fabric_search_command_loads_neither_dagster_nor_measurement(tmp_path, f
     assert not [m for m in modules if m == "dagster" or m.startswith("dagster.")]
     assert not [m for m in modules if _in(m, MEASUREMENT)]
     assert {m for m in modules if m.split(".")[0] == "fabric_assets"} <= {
-        "fabric_assets", "fabric_assets.cli", "fabric_assets.cli.pipeline", "fabric_assets.cli.measurement",
-        "fabric_assets.cli.lifecycle", "fabric_assets.cli.server"}
+        "fabric_assets", "fabric_assets.cli", "fabric_assets.cli.root", "fabric_assets.cli.pipeline",
+        "fabric_assets.cli.measurement", "fabric_assets.cli.lifecycle", "fabric_assets.cli.server"}
 
 
 def test_query_latency_process_loads_no_dagster():

@@ -1,68 +1,37 @@
 """The ``fabric`` command line: the console script's root (``[project.scripts] fabric``).
 
-It mounts three sets of commands at the top level (``fabric search``, not ``fabric read search``):
-
-* the read commands, :data:`fabric_query.cli.read_app` (search, resolve, status,
-  lexical-health): ``fabric_query`` and ``fabric_resources`` only;
-* the pipeline commands, :data:`fabric_assets.cli.pipeline.pipeline_app` (ingest, quickstart,
-  ui, lexical-repair): the write side and Dagster;
-* the lifecycle commands, :data:`fabric_assets.cli.lifecycle.lifecycle_app` (purge):
-  :mod:`fabric_assets.lifecycle`;
-* the measurement commands, :data:`fabric_assets.cli.measurement.measurement_app` (eval,
-  eval-tune, ``bench ...``): :mod:`fabric_assets.measurement`;
-* the server commands, :data:`fabric_assets.cli.server.server_app` (serve, mcp): the read side's
-  :mod:`fabric_query.server` with the write side's admin backend.
-
-Each command imports its side inside its body, so ``fabric search`` loads neither Dagster nor
-``fabric_assets.measurement`` (tests/test_layering.py checks it in a fresh process).
+:func:`main` first offers the arguments to :func:`fabric_query.cli_fast.run`, which answers a
+plain ``fabric search`` through a running ``fabric serve`` of the home with the standard library
+only (a cold process in tens of milliseconds instead of half a second of imports). Everything
+else, and every case that path is unsure of, runs the full Typer app,
+:data:`fabric_assets.cli.root.app` (also importable as ``fabric_assets.cli.app``). This module
+imports nothing heavy at load time.
 """
 
 from __future__ import annotations
 
 import sys
-
-import typer
-
-from fabric_assets.cli.lifecycle import lifecycle_app
-from fabric_assets.cli.measurement import measurement_app
-from fabric_assets.cli.pipeline import pipeline_app
-from fabric_assets.cli.server import server_app
-from fabric_query.cli import err, read_app
-
-app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
-                  help="Fabric: retrieval with verifiable evidence.")
-app.add_typer(pipeline_app)
-app.add_typer(read_app)
-app.add_typer(measurement_app)
-app.add_typer(lifecycle_app)
-app.add_typer(server_app)
-
-
-def _version(value: bool) -> None:
-    if value:
-        from importlib.metadata import version
-
-        typer.echo(f"fabric {version('fabric')}")
-        raise typer.Exit()
-
-
-@app.callback()
-def _root(
-    version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Print the version and exit."),
-) -> None:
-    """Fabric: retrieval with verifiable evidence."""
+from typing import Any
 
 
 def main() -> None:
-    """Run ``fabric``; an invalid home configuration is one line on stderr and exit code 2."""
-    try:
-        app()
-    except Exception as exc:
-        # Raised lazily, when a command first reads the home's config, so the module is loaded by
-        # then; importing it here up front cost every command (a search through a running
-        # server included) ~200 ms of pydantic model building.
-        config = sys.modules.get("fabric_resources.config")
-        if config is None or not isinstance(exc, config.ConfigError):
-            raise
-        err.print(f"error: {exc}", markup=False)
-        raise SystemExit(2) from None
+    """Run ``fabric``: the fast path for a search a running server can answer, else the full CLI."""
+    from fabric_query.cli_fast import run as run_fast
+
+    code = run_fast(sys.argv[1:])
+    if code is not None:
+        raise SystemExit(code)
+    from fabric_assets.cli.root import run
+
+    run()
+
+
+def __getattr__(name: str) -> Any:
+    # ``from fabric_assets.cli import app`` (the Typer app, as tests and CliRunner use it) loads the
+    # full CLI on first use, so the console script's own import stays cheap (PEP 562).
+    if name == "app":
+        from fabric_assets.cli.root import app
+
+        globals()["app"] = app
+        return app
+    raise AttributeError(f"module 'fabric_assets.cli' has no attribute {name!r}")

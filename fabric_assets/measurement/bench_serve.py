@@ -43,7 +43,9 @@ from fabric_query.server.discovery import read_server_file
 CONCURRENCY = (1, 4, 16)
 TARGET_HTTP_OVERHEAD_P50_MS = 5.0
 TARGET_CLI_SERVER_P50_MS = 150.0
-_FABRIC = [sys.executable, "-m", "fabric_assets.cli"]
+# The console script a user types (its fast path included), else the same entry point through -m.
+_SCRIPT = Path(sys.executable).with_name("fabric")
+_FABRIC = [str(_SCRIPT)] if _SCRIPT.exists() else [sys.executable, "-m", "fabric_assets.cli"]
 
 
 def _run_load(call, queries: list[str], requests: int, concurrency: int) -> tuple[list[float], float, dict[int, int]]:

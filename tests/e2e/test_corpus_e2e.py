@@ -14,7 +14,7 @@ import pytest
 from conftest import CORPUS, ingest, need_shared
 
 from fabric_query import Fabric
-from fabric_query.locations import page_label
+from fabric_query.labels import page_label
 from fabric_resources.home import FabricHome
 from fabric_resources.identity import text_hash
 

@@ -78,6 +78,10 @@ def _start_server(home):
     return proc, record
 
 
+_PROBE = ("import sys; from fabric_query.cli_fast import run; code = run(sys.argv[1:]); "
+          "print(code, sorted(m for m in ('typer', 'click', 'rich', 'pydantic', 'pyarrow', 'lance') if m in sys.modules))")
+
+
 def test_cli_through_a_running_server_prints_what_in_process_prints(home, tmp_path):
     """guards against: the CLI guessing a port, or printing something else through the server."""
     p = _fabric("search", "lighthouse", "--json", "--home", str(home), env_extra={"FABRIC_USE_SERVER": "0"})
@@ -99,6 +103,15 @@ def test_cli_through_a_running_server_prints_what_in_process_prints(home, tmp_pa
         # answered 400), none ran its query in-process.
         assert after - before == len(through_server)
         assert through_server == in_process
+        # The plain searches above took the fast path: answered through the server with neither
+        # Typer, rich, pydantic nor Arrow loaded, printing exactly what the in-process run printed.
+        for i, args in enumerate(_commands(home, citation_file)[:4]):
+            probe = subprocess.run([sys.executable, "-c", _PROBE, *args], capture_output=True, text=True,
+                                   timeout=120, env={**os.environ, "HF_HUB_OFFLINE": "1"})
+            *printed, last = probe.stdout.splitlines()
+            assert last == f"{in_process[i][1]} []", probe.stderr
+            assert (_timeless("\n".join(printed) + "\n" if printed else ""), probe.stderr) == \
+                (in_process[i][2], in_process[i][3])
     finally:
         proc.send_signal(signal.SIGINT)
         out, err = proc.communicate(timeout=60)

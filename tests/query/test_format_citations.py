@@ -20,7 +20,8 @@ from typer.testing import CliRunner
 
 from fabric_query import Fabric
 from fabric_query.errors import CitationError, QuerySyntaxError
-from fabric_query.locations import location_label, location_of, page_label
+from fabric_query.labels import page_label
+from fabric_query.locations import location_label, location_of
 from fabric_query.querylang import parse_query
 
 FORMATS = CORPUS / "formats"

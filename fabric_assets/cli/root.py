@@ -1,0 +1,67 @@
+"""The ``fabric`` Typer app: the full command line behind :func:`fabric_assets.cli.main`.
+
+It mounts three sets of commands at the top level (``fabric search``, not ``fabric read search``):
+
+* the read commands, :data:`fabric_query.cli.read_app` (search, resolve, status,
+  lexical-health): ``fabric_query`` and ``fabric_resources`` only;
+* the pipeline commands, :data:`fabric_assets.cli.pipeline.pipeline_app` (ingest, quickstart,
+  ui, lexical-repair): the write side and Dagster;
+* the lifecycle commands, :data:`fabric_assets.cli.lifecycle.lifecycle_app` (purge):
+  :mod:`fabric_assets.lifecycle`;
+* the measurement commands, :data:`fabric_assets.cli.measurement.measurement_app` (eval,
+  eval-tune, ``bench ...``): :mod:`fabric_assets.measurement`;
+* the server commands, :data:`fabric_assets.cli.server.server_app` (serve, mcp): the read side's
+  :mod:`fabric_query.server` with the write side's admin backend.
+
+Each command imports its side inside its body, so ``fabric search`` loads neither Dagster nor
+``fabric_assets.measurement`` (tests/test_layering.py checks it in a fresh process).
+"""
+
+from __future__ import annotations
+
+import sys
+
+import typer
+
+from fabric_assets.cli.lifecycle import lifecycle_app
+from fabric_assets.cli.measurement import measurement_app
+from fabric_assets.cli.pipeline import pipeline_app
+from fabric_assets.cli.server import server_app
+from fabric_query.cli import err, read_app
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
+                  help="Fabric: retrieval with verifiable evidence.")
+app.add_typer(pipeline_app)
+app.add_typer(read_app)
+app.add_typer(measurement_app)
+app.add_typer(lifecycle_app)
+app.add_typer(server_app)
+
+
+def _version(value: bool) -> None:
+    if value:
+        from importlib.metadata import version
+
+        typer.echo(f"fabric {version('fabric')}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Print the version and exit."),
+) -> None:
+    """Fabric: retrieval with verifiable evidence."""
+
+
+def run() -> None:
+    """Run the full ``fabric`` CLI; an invalid home configuration is one line on stderr and exit code 2."""
+    try:
+        app()
+    except Exception as exc:
+        # Raised lazily, when a command first reads the home's config, so the module is loaded by
+        # then; importing it here up front cost every command ~200 ms of pydantic model building.
+        config = sys.modules.get("fabric_resources.config")
+        if config is None or not isinstance(exc, config.ConfigError):
+            raise
+        err.print(f"error: {exc}", markup=False)
+        raise SystemExit(2) from None

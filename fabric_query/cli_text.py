@@ -1,0 +1,118 @@
+"""What the read commands print: an EvidencePack's text and the ``error:`` line, one definition
+for both paths of ``fabric search``.
+
+The pack arrives as a JSON object, ``EvidencePack.model_dump(mode="json")`` in-process or the
+body of ``POST /v1/search`` from a running ``fabric serve``, and :func:`render_pack` turns it into
+the text of stdout and of stderr. Both paths call it, so their output is the same by
+construction. It imports only the standard library: the fast path
+(:mod:`fabric_query.cli_fast`) answers without loading pydantic or rich. Nothing here is rich
+markup: text is printed as it is, brackets included.
+
+Colour (ANSI SGR codes, ECMA-48) is used only where the stream is a terminal and ``NO_COLOR`` is
+unset (https://no-color.org). Lines are not wrapped: the terminal wraps them, and a pipe gets
+whole lines. Text taken from documents has its control characters shown as ``\\xNN`` escapes, so
+a document cannot move the cursor or rewrite the screen of whoever reads the results.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Mapping
+from typing import Any, TextIO
+
+from fabric_query.labels import label_of_locations
+
+#: ``EvidencePack.fallback_reason`` when the release names sources no longer visible
+#: (:data:`fabric_query.release.VISIBLE_SOURCES_ONLY`; tests/query/test_cli_text.py checks they agree).
+VISIBLE_SOURCES_ONLY = "visible-sources-only"
+#: Characters of a hit's text printed before ``…``.
+HIT_TEXT_CHARS = 600
+
+_BOLD, _DIM, _RED, _YELLOW, _BOLD_YELLOW, _RESET = "\x1b[1m", "\x1b[2m", "\x1b[31m", "\x1b[33m", "\x1b[1;33m", "\x1b[0m"
+# C0 controls but tab and newline, DEL, and C1 controls (ESC and CSI among them).
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def uses_colour(stream: TextIO) -> bool:
+    """Whether to colour ``stream``: a terminal, ``NO_COLOR`` unset and ``TERM`` not ``dumb``."""
+    if "NO_COLOR" in os.environ or os.environ.get("TERM") == "dumb":
+        return False
+    isatty = getattr(stream, "isatty", None)
+    return bool(isatty and isatty())
+
+
+def shown(text: str) -> str:
+    r"""``text`` with its control characters (but tab and newline) as ``\xNN`` escapes.
+
+    >>> shown("a\x1b[2Jb\tc")
+    'a\\x1b[2Jb\tc'
+    """
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+
+
+def _style(text: str, code: str, colour: bool) -> str:
+    return f"{code}{text}{_RESET}" if colour and text else text
+
+
+def _hit_text(hit: Mapping[str, Any], colour: bool) -> str:
+    budget, parts = HIT_TEXT_CHARS, []
+    for seg in hit.get("highlights") or ():
+        piece = seg["text"][:budget]
+        budget -= len(piece)
+        parts.append(_style(shown(piece), _BOLD_YELLOW, colour) if seg["highlighted"] else shown(piece))
+        if budget <= 0:
+            break
+    return "".join(parts) + ("…" if len(hit["text"]) > HIT_TEXT_CHARS else "")
+
+
+def render_pack(pack: Mapping[str, Any], *, colour_out: bool = False, colour_err: bool = False) -> tuple[str, str]:
+    """The text ``fabric search`` prints for ``pack``: ``(stdout, stderr)``, each ending in a newline or empty.
+
+    stderr: why the release answered from its visible sources only, or why the word index was
+    unusable, then one line per skipped channel. stdout: "no results (…)", or per hit a line with
+    its rank, source key, location label and section path, a line with its channels, parse and
+    unit count, and its text with the matched words highlighted (the first
+    :data:`HIT_TEXT_CHARS` characters, then ``…``).
+
+    Raises
+    ------
+    KeyError
+        ``pack`` lacks a field an EvidencePack always has.
+    """
+    err: list[str] = []
+    reason = pack.get("fallback_reason")
+    if reason == VISIBLE_SOURCES_ONLY:
+        err.append(_style(f"release {pack['release_id']} names sources that are no longer visible (deleted or "
+                          "withheld); answered from its visible sources only", _YELLOW, colour_err))
+    elif reason:
+        err.append(_style(f"lexical index unusable ({shown(reason)}); answered by scanning chunks",
+                          _YELLOW, colour_err))
+    for channel, why in (pack.get("skipped_channels") or {}).items():
+        err.append(_style(f"skipped {shown(channel)}: {shown(why)}", _YELLOW, colour_err))
+    out: list[str] = []
+    if not pack["results"]:
+        out.append(f"no results (release {pack['release_id']}, {pack['eligible_sources']} eligible sources)")
+    for hit in pack["results"]:
+        c = hit["citation"]
+        # PDFs are cited to the page (``p. 7``, ``pp. 7–8``); other formats by their structural path.
+        where, section = label_of_locations(c.get("locations") or ()), " > ".join(hit["section_path"])
+        section = "" if section and section in where else section  # a structural path already names it
+        head = f"{_style(str(hit['rank']) + '.', _BOLD, colour_out)} {shown(c['source_key'])}"
+        head += f" {shown(where)}" if where else ""
+        out.append(head + ("  " + _style(shown(section), _DIM, colour_out) if section else ""))
+        channels = ", ".join(f"{shown(name)}#{ch['rank']}" for name, ch in hit["channels"].items())
+        out.append(f"   channels: {channels}  parse {c['parse_id'][:12]}  units {len(c['spans'])}")
+        out.append("   " + _hit_text(hit, colour_out))
+    return "".join(line + "\n" for line in out), "".join(line + "\n" for line in err)
+
+
+def error_line(message: str, *, colour: bool = False) -> str:
+    """``error: message`` and a newline (``error:`` in red on a terminal), as every ``fabric`` command fails."""
+    return f"{_style('error:', _RED, colour)} {shown(message)}\n"
+
+
+def pack_json(pack: Mapping[str, Any]) -> str:
+    """``fabric search --json``: the whole pack, indented by 2, non-ASCII kept, ending in a newline."""
+    return json.dumps(pack, indent=2, ensure_ascii=False) + "\n"

@@ -1,0 +1,129 @@
+"""What `fabric search` prints (fabric_query/cli_text.py) and the arguments its fast path takes
+(fabric_query/cli_fast.py): one renderer for the in-process pack and the server's JSON, document
+text that cannot drive the terminal, and a fast path that hands anything unusual to the full CLI."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+from conftest import ingest
+from typer.testing import CliRunner
+
+from fabric_query.cli_fast import LIMIT_MAX, parse_search
+from fabric_query.cli_text import VISIBLE_SOURCES_ONLY, HIT_TEXT_CHARS, error_line, render_pack
+
+
+def _hit(text_segments, source_key="a.txt", locations=()):
+    text = "".join(t for t, _ in text_segments)
+    return {"rank": 1, "text": text, "section_path": [], "channels": {"word": {"rank": 1, "score": 2.0}},
+            "citation": {"source_key": source_key, "parse_id": "p" * 64, "spans": [{}], "locations": list(locations)},
+            "highlights": [{"text": t, "highlighted": h} for t, h in text_segments]}
+
+
+def _pack(*hits, **extra):
+    return {"release_id": 4, "fallback_reason": None, "skipped_channels": {}, "eligible_sources": 2,
+            "results": list(hits), **extra}
+
+
+def test_the_visible_sources_reason_is_the_release_modules():
+    from fabric_query.release import VISIBLE_SOURCES_ONLY as defined
+
+    assert VISIBLE_SOURCES_ONLY == defined
+
+
+def test_the_in_process_pack_and_the_servers_json_print_the_same(tmp_path, fabric_home):
+    """guards against: two renderings drifting apart (the fast path prints the server's JSON, the
+    in-process path the pack it built)."""
+    from fabric_query.api import Fabric
+
+    src = tmp_path / "notes"
+    src.mkdir()
+    (src / "a.txt").write_text("The lighthouse keeper logged the tide.\n\nA storm broke the [bold]lamp[/bold].\n")
+    (src / "b.txt").write_text("認証トークンは利用者を示す文字列です。\n")
+    ingest(src, fabric_home)
+    fabric = Fabric(fabric_home.root)
+    for query in ("lighthouse lamp", "認証トークン", "nothing-matches-this"):
+        pack = fabric.search(query, limit=5)
+        in_process = render_pack(pack.model_dump(mode="json"))
+        assert in_process == render_pack(json.loads(pack.model_dump_json()))
+        if pack.results:
+            assert pack.results[0].citation.source_key in in_process[0]
+    out, _ = render_pack(fabric.search("lamp").model_dump(mode="json"))
+    assert "[bold]lamp[/bold]" in out  # printed as written: brackets are not markup
+
+
+def test_document_text_cannot_drive_the_terminal():
+    out, _ = render_pack(_pack(_hit([("clear\x1b[2J", True), (" bell\x07 csi\x9b", False)], "evil\x1b]0;t\x07.txt")),
+                         colour_out=True)
+    assert "\x1b[2J" not in out and "\x07" not in out and "\x9b" not in out and "\x1b]0" not in out
+    assert "\\x1b[2J" in out and "evil\\x1b]0;t\\x07.txt" in out
+    assert "\x1b[1;33m" in out  # our own highlight colour is kept
+    plain, _ = render_pack(_pack(_hit([("clear\x1b[2J", True)])))
+    assert "\x1b[" not in plain.replace("\\x1b[", "")  # no colour off a terminal
+
+
+def test_hit_text_is_cut_by_characters_of_text_not_of_markup():
+    long = [("w" * 10, True), (" " + "x" * (HIT_TEXT_CHARS + 50), False)]
+    out, _ = render_pack(_pack(_hit(long)), colour_out=True)
+    line = out.splitlines()[2]
+    assert line.endswith("…") and line.count("x") == HIT_TEXT_CHARS - 11
+    short, _ = render_pack(_pack(_hit([("x" * HIT_TEXT_CHARS, False)])))
+    assert not short.rstrip("\n").endswith("…")
+
+
+def test_reasons_and_skipped_channels_go_to_stderr():
+    out, err = render_pack(_pack(fallback_reason=VISIBLE_SOURCES_ONLY, skipped_channels={"dense": "digest mismatch"}))
+    assert out == "no results (release 4, 2 eligible sources)\n"
+    assert err.splitlines() == ["release 4 names sources that are no longer visible (deleted or withheld); "
+                                "answered from its visible sources only", "skipped dense: digest mismatch"]
+    assert render_pack(_pack(_hit([("x", False)], locations=[{"pages": [3, 4]}])))[0].startswith("1. a.txt pp. 3–4\n")
+
+
+def test_error_lines_are_written_as_they_are():
+    assert error_line("no such file: [red]x[/red]") == "error: no such file: [red]x[/red]\n"
+    assert error_line("x", colour=True) == "\x1b[31merror:\x1b[0m x\n"
+
+
+@pytest.mark.parametrize("argv, limit, query", [
+    (["search", "heat"], 10, "heat"),
+    (["search", "--limit=5", "heat"], 5, "heat"),
+    (["search", "-n5", "heat", "--json"], 5, "heat"),
+    (["search", "--", "-excluded word"], 10, "-excluded word"),
+    (["search", "-n", str(LIMIT_MAX), "a b", "--home", "/tmp/h"], LIMIT_MAX, "a b"),
+])
+def test_the_fast_path_takes_the_plain_search(argv, limit, query):
+    args = parse_search(argv)
+    assert args is not None and (args.limit, args.query) == (limit, query)
+
+
+@pytest.mark.parametrize("argv", [
+    ["search"], ["search", "a", "b"], ["search", "x", "--help"], ["search", "--lim", "5", "x"],
+    ["search", "-excluded"], ["search", "x", "-n", str(LIMIT_MAX + 1)], ["search", "x", "-n", "0"],
+    ["search", "x", "-n", "five"], ["search", "x", "--verbose"], ["status"], ["--version"], [],
+])
+def test_anything_else_goes_to_the_full_cli(argv):
+    assert parse_search(argv) is None
+
+
+def test_the_full_cli_accepts_what_the_fast_path_takes(tmp_path):
+    """guards against: the two parsers disagreeing on a plain search (its options or their bounds)."""
+    from fabric_assets.cli import app
+
+    home = tmp_path / "none"  # no home: both paths must get as far as opening it
+    for argv in (["search", "--limit=5", "heat"], ["search", "-n", str(LIMIT_MAX), "x", "--json"]):
+        assert parse_search([*argv, "--home", str(home)]) is not None
+        result = CliRunner().invoke(app, [*argv, "--home", str(home)])
+        assert "No such option" not in result.output and "Invalid value" not in result.output, result.output
+    bad = CliRunner().invoke(app, ["search", "x", "-n", str(LIMIT_MAX + 1), "--home", str(home)])
+    assert bad.exit_code == 2 and parse_search(["search", "x", "-n", str(LIMIT_MAX + 1)]) is None
+
+
+def test_without_a_server_the_fast_path_declines_and_loads_nothing(tmp_path):
+    code = ("import sys; from fabric_query.cli_fast import run; c = run(sys.argv[1:]); "
+            "print(c, sorted(m for m in ('typer', 'rich', 'pydantic', 'pyarrow') if m in sys.modules))")
+    p = subprocess.run([sys.executable, "-c", code, "search", "x", "--home", str(tmp_path)],
+                       capture_output=True, text=True, timeout=60)
+    assert p.stdout.strip() == "None []", p.stderr
