@@ -37,10 +37,12 @@ class RemoteError(Exception):
 
 
 def _token(home_root: Path) -> str | None:
-    from fabric_query.server.security import READ_TOKEN_FILE, TokenFileError, load_token
+    from fabric_query.server.discovery import READ_TOKEN_FILE
 
     if not (home_root / READ_TOKEN_FILE).exists():
         return None
+    from fabric_query.server.security import TokenFileError, load_token
+
     try:
         return load_token(home_root / READ_TOKEN_FILE)
     except TokenFileError:

@@ -33,10 +33,10 @@ def serve(
     from fabric_query.errors import FabricQueryError
     from fabric_query.server.app import create_app
     from fabric_query.server.app import _version as fabric_version
+    from fabric_query.server.discovery import READ_TOKEN_FILE
     from fabric_query.server.runner import serve as run_server
     from fabric_query.server.security import (
         ADMIN_TOKEN_FILE,
-        READ_TOKEN_FILE,
         TokenFileError,
         ensure_token,
         is_loopback,

@@ -4,26 +4,36 @@ The server writes it (atomically: a temporary file renamed over it, mode 0600) o
 and removes it when it stops. A reader trusts it only when the process it names is alive and is
 the one that wrote it (``pid`` and the process's start time, so a reused pid is not taken for the
 server); a crashed server's file is therefore ignored, never guessed around.
+
+The start time is psutil's ``create_time`` (seconds since the epoch, compared within 1 s), and on
+Linux also the kernel's exact start time of the process (``starttime``, clock ticks since boot,
+field 22 of ``/proc/<pid>/stat``, proc(5)), compared exactly. A reader that finds the latter
+needs no psutil: ``fabric search`` through the server (:mod:`fabric_query.cli_fast`) starts
+~50 ms sooner without importing it. The module itself imports only the standard library.
 """
 
 from __future__ import annotations
 
 import json
 import os
-from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 SERVER_FILE = "server.json"
+#: The read token's file in the home (required by a server bound beyond loopback); named here, not
+#: in :mod:`.security`, so the client can look for it without importing that module.
+READ_TOKEN_FILE = "read-token"
 
 
-@dataclass(frozen=True)
-class ServerRecord:
-    """A running server: ``url`` (``http://host:port``), ``pid``, process start time, version."""
+class ServerRecord(NamedTuple):
+    """A running server: ``url`` (``http://host:port``), ``pid``, process start time (psutil's
+    ``create_time``), version, and the kernel's start ticks of the process (None off Linux)."""
 
     url: str
     pid: int
     started: float
     version: str
+    start_ticks: int | None = None
 
 
 def _process_started(pid: int) -> float | None:
@@ -35,6 +45,17 @@ def _process_started(pid: int) -> float | None:
         return None
 
 
+def _start_ticks(pid: int) -> int | None:
+    """Field 22 (``starttime``) of ``/proc/<pid>/stat``, or None (no such process, or no procfs)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read()
+        # The command name (field 2) is in parentheses and may hold spaces and ')': split after the last one.
+        return int(stat[stat.rindex(b")") + 2:].split()[19])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
 def write_server_file(home_root: Path, host: str, port: int, version: str) -> ServerRecord:
     """Record this process as the home's server."""
     pid = os.getpid()
@@ -42,12 +63,12 @@ def write_server_file(home_root: Path, host: str, port: int, version: str) -> Se
     if host in ("0.0.0.0", "::"):  # bound to every interface: local clients use loopback
         shown = "127.0.0.1"
     record = ServerRecord(url=f"http://{shown}:{port}", pid=pid, started=_process_started(pid) or 0.0,
-                          version=version)
+                          version=version, start_ticks=_start_ticks(pid))
     path = Path(home_root) / SERVER_FILE
     tmp = path.with_name(f".{SERVER_FILE}.{pid}")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w", encoding="utf-8") as f:
-        json.dump(asdict(record), f)
+        json.dump(record._asdict(), f)
     os.replace(tmp, path)
     return record
 
@@ -64,12 +85,21 @@ def read_server_file(home_root: Path, *, check_alive: bool = True) -> ServerReco
     """The home's running server, or None (no file, a malformed one, or its process is gone)."""
     try:
         data = json.loads((Path(home_root) / SERVER_FILE).read_text(encoding="utf-8"))
+        ticks = data.get("start_ticks")
         record = ServerRecord(url=str(data["url"]), pid=int(data["pid"]), started=float(data["started"]),
-                              version=str(data["version"]))
-    except (OSError, ValueError, KeyError, TypeError):
+                              version=str(data["version"]), start_ticks=None if ticks is None else int(ticks))
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return None
-    if check_alive:
-        started = _process_started(record.pid)
-        if started is None or abs(started - record.started) > 1.0:
-            return None
+    if check_alive and not _alive(record):
+        return None
     return record
+
+
+def _alive(record: ServerRecord) -> bool:
+    """Whether the process ``record`` names is running and is the one that wrote it."""
+    if record.start_ticks is not None:
+        ticks = _start_ticks(record.pid)
+        if ticks is not None:
+            return ticks == record.start_ticks
+    started = _process_started(record.pid)
+    return started is not None and abs(started - record.started) <= 1.0

@@ -24,7 +24,6 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 ADMIN_TOKEN_FILE = "admin-token"
-READ_TOKEN_FILE = "read-token"
 #: Host names every server accepts (RFC 6761 ``localhost`` and the loopback addresses).
 LOOPBACK_HOSTS = frozenset({"localhost", "127.0.0.1", "::1"})
 _TOKEN_BYTES = 32  # 256 bits from secrets.token_urlsafe: far beyond guessing over a network

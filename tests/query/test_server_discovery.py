@@ -1,0 +1,68 @@
+"""<home>/server.json (fabric_query/server/discovery.py): a record is trusted only while the
+process that wrote it runs, identified by pid and start time, so a reused pid is never taken for
+the server; on Linux the exact kernel start ticks decide, without psutil."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from fabric_query.server.discovery import SERVER_FILE, read_server_file, remove_server_file, write_server_file
+
+LINUX = Path("/proc/self/stat").exists()
+
+
+def test_this_process_is_found_and_then_removed(tmp_path):
+    written = write_server_file(tmp_path, "127.0.0.1", 7433, "9.9")
+    assert read_server_file(tmp_path) == written and written.url == "http://127.0.0.1:7433"
+    assert (written.start_ticks is not None) == LINUX
+    remove_server_file(tmp_path)
+    assert not (tmp_path / SERVER_FILE).exists()
+
+
+@pytest.mark.skipif(not LINUX, reason="needs /proc (Linux)")
+def test_a_live_pid_with_other_start_ticks_is_not_the_server(tmp_path):
+    """guards against: a pid reused by another process being taken for the server (the start time
+    psutil gives is ignored when the exact ticks disagree)."""
+    record = write_server_file(tmp_path, "127.0.0.1", 7433, "9.9")._asdict()
+    (tmp_path / SERVER_FILE).write_text(json.dumps({**record, "start_ticks": record["start_ticks"] - 1}))
+    assert read_server_file(tmp_path) is None
+    assert read_server_file(tmp_path, check_alive=False) is not None
+
+
+def test_a_record_without_ticks_falls_back_to_psutil(tmp_path):
+    record = write_server_file(tmp_path, "127.0.0.1", 7433, "9.9")._asdict()
+    del record["start_ticks"]  # as written before the ticks were recorded
+    (tmp_path / SERVER_FILE).write_text(json.dumps(record))
+    assert read_server_file(tmp_path) is not None
+    (tmp_path / SERVER_FILE).write_text(json.dumps({**record, "started": record["started"] - 5}))
+    assert read_server_file(tmp_path) is None
+
+
+@pytest.mark.parametrize("text", ["", "{", "[]", '{"url": 1}', '{"url": "x", "pid": "a", "started": 0, "version": ""}',
+                                  '{"url": "x", "pid": 1, "started": 0, "version": "", "start_ticks": "many"}'])
+def test_malformed_files_are_ignored(tmp_path, text):
+    (tmp_path / SERVER_FILE).write_text(text)
+    assert read_server_file(tmp_path) is None
+
+
+@pytest.mark.skipif(not LINUX, reason="needs /proc (Linux)")
+def test_finding_a_server_loads_no_psutil(tmp_path):
+    write_server_file(tmp_path, "127.0.0.1", 7433, "9.9")
+    record = json.loads((tmp_path / SERVER_FILE).read_text())
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        ticks = int(Path(f"/proc/{child.pid}/stat").read_bytes().rsplit(b")", 1)[1].split()[19])
+        (tmp_path / SERVER_FILE).write_text(json.dumps({**record, "pid": child.pid, "start_ticks": ticks}))
+        code = ("import sys; from fabric_query.server.discovery import read_server_file; "
+                f"r = read_server_file({str(tmp_path)!r}); print(r is not None and r.pid, 'psutil' in sys.modules)")
+        p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+        assert p.stdout.split() == [str(child.pid), "False"], p.stderr
+    finally:
+        child.kill()
+        child.wait()
+    assert read_server_file(tmp_path) is None  # gone: the same record is no longer trusted
