@@ -40,7 +40,8 @@ from fabric_resources.schema import TABLES
 
 def check_specs(*keys: str) -> list[dg.AssetCheckSpec]:
     """The Dagster check specs of the projections ``keys``, in registry order."""
-    return [dg.AssetCheckSpec(c.name, asset=k) for k in keys for c in projection(k).checks]
+    return [dg.AssetCheckSpec(c.name, asset=k, description=c.description or None)
+            for k in keys for c in projection(k).checks]
 
 
 def asset_args(key: str) -> dict[str, Any]:

@@ -42,6 +42,30 @@ COLBERT_MATRICES_ARE_FINITE_AND_COMPLETE = "colbert_matrices_are_finite_and_comp
 # (gate.required_verdicts), and then a failed one counts as missing (the parse waits).
 ANNOTATIONS_ARE_COMPLETE = "annotations_are_complete"
 
+#: What each check means when it passes: the description Dagster's UI shows beside it.
+CHECK_DESCRIPTIONS: dict[str, str] = {
+    SOURCE_BYTES_MATCH_THEIR_HASH: "The artifact store holds the parse's source bytes, and they hash to the "
+    "recorded SHA-256.",
+    UNIT_IDS_ARE_UNIQUE: "The parse has units, none of them empty, and no unit ID repeats.",
+    CHUNK_FRAGMENTS_REPRODUCE_TEXT: "Every chunk's text equals its fragments' slices of unit text joined, so a "
+    "citation re-derives it exactly.",
+    CHUNK_IDS_ARE_UNIQUE: "No chunk ID repeats within the parse.",
+    ONE_LEXICAL_DOCUMENT_PER_CHUNK: "Exactly one word-index document per chunk; records the digest that makes "
+    "activation re-index a re-chunked parse.",
+    VECTORS_ARE_FINITE_AND_UNIT_NORM: "The MiniLM vectors of the chunks routed to it are finite with unit L2 "
+    "norm; records the digest of the rows written, which the release pins.",
+    MULTILINGUAL_VECTORS_ARE_FINITE_AND_UNIT_NORM: "The e5 vectors of the chunks routed to it are finite with "
+    "unit L2 norm; records the digest of the rows written, which the release pins.",
+    CONTEXT_WINDOWS_COVER_CHUNKS: "The context windows list every chunk once, in order, within their token "
+    "budget, and reproduce their members' text, fragments and hashes.",
+    COLBERT_WINDOWS_COVER_CHUNKS: "The ColBERT windows list every chunk once, in order, within their token "
+    "budget, and reproduce their members' text, fragments and hashes.",
+    COLBERT_MATRICES_ARE_FINITE_AND_COMPLETE: "One token matrix per ColBERT window, each (t >= 1, 128) with "
+    "finite unit-norm rows; passes as disabled when late interaction is off.",
+    ANNOTATIONS_ARE_COMPLETE: "Every annotation chain of every excerpt completed (fresh or from the memo); "
+    "records the producer (model, prompts) so a change re-annotates.",
+}
+
 
 class Stage(StrEnum):
     """When a projection is written; also its Dagster group."""
@@ -79,6 +103,11 @@ class Check:
 
     name: str
     digest: Digest | None = None
+
+    @property
+    def description(self) -> str:
+        """What passing means (:data:`CHECK_DESCRIPTIONS`); ``KeyError`` for a check without one."""
+        return CHECK_DESCRIPTIONS[self.name]
 
 
 @dataclass(frozen=True)

@@ -91,6 +91,18 @@ def test_the_registry_is_the_storage_contract_and_the_graph():
         assert node.partitions_def == PARSES, p.key
 
 
+def test_every_asset_check_in_the_ui_has_a_description():
+    """guards against: a check shown in Dagster's UI with nothing saying what it verifies (issue 18,
+    "the UI as an operator console"), including a check added to the registry without one."""
+    graph = build_definitions(FabricConfig()).resolve_asset_graph()
+    keys = list(graph.asset_check_keys)
+    assert {k.name for k in keys} >= {c.name for p in reg.PROJECTIONS for c in p.checks}
+    for key in keys:
+        description = graph.get_check_spec(key).description
+        assert description and len(description) > 20, key
+    assert set(reg.CHECK_DESCRIPTIONS) == {c.name for p in reg.PROJECTIONS for c in p.checks}
+
+
 def test_the_jobs_select_what_the_registry_derives():
     """guards against: reproject_job or rechunk_job leaving out a model projection or a projection
     made from chunks (or taking in one that is not), the parse and annotation jobs drifting from
