@@ -4,10 +4,11 @@ Its deps are the registry's ``RELEASE_INPUTS``: every projection whose verdicts 
 on or whose table version it pins, so the UI lineage shows all of them feeding the release.
 """
 
+from typing import Any
 
 import dagster as dg
 
-from fabric_assets.activation.activate import activate
+from fabric_assets.activation.activate import ActivationReport, activate
 from fabric_assets.projections import RELEASE_INPUTS
 from fabric_resources.dagster_resources import FabricHomeResource
 from fabric_resources.lexical_health import lexical_health
@@ -30,18 +31,37 @@ def release(context: dg.AssetExecutionContext, fabric: FabricHomeResource) -> dg
                    "cleanup_bytes_removed": done.bytes_removed, "cleanup_runs_removed": len(done.runs_removed)}
         if done.republished:  # the release re-published over compacted table versions
             report.release_id = done.republished
-    return dg.MaterializeResult(
-        metadata={
-            "release_id": report.release_id or 0,
-            "published": report.published,
-            "activated": len(report.activated),
-            "superseded": len(report.superseded),
-            "deactivated": len(report.deactivated),
-            "lexical_generation": report.lexical_generation or "",
-            "activation_seconds": round(report.seconds, 3),
-            **cleaned,
-        }
-    )
+    return dg.MaterializeResult(metadata={
+        **release_changes(report),
+        "lexical_generation": report.lexical_generation or "",
+        "activation_seconds": round(report.seconds, 3),
+        **cleaned,
+    })
+
+
+def release_changes(report: ActivationReport) -> dict[str, Any]:
+    """What a release changed, for its materialization: sources added (a first active parse),
+    replaced (a new parse over an older one) and removed, as counts, and the parse IDs each way.
+
+    Source keys are left out on purpose: Dagster's event log is not rewritten by a purge, so it
+    holds hashes and counts only (a purged file's name must not outlive it there).
+    """
+    replaced = {k for k, _ in report.superseded}
+    added = [pid for k, pid in report.activated if k not in replaced]
+    new_over_old = [pid for k, pid in report.activated if k in replaced]
+    return {
+        "release_id": report.release_id or 0,
+        "published": report.published,
+        "activated": len(report.activated),
+        "superseded": len(report.superseded),
+        "deactivated": len(report.deactivated),
+        "sources_added": len(added),
+        "sources_replaced": len(new_over_old),
+        "sources_removed": len(report.deactivated),
+        "parses_added": dg.MetadataValue.json(sorted(added)),
+        "parses_replacing": dg.MetadataValue.json(sorted(new_over_old)),
+        "parses_superseded": dg.MetadataValue.json(sorted(pid for _, pid in report.superseded)),
+    }
 
 
 @dg.asset_check(
