@@ -522,8 +522,9 @@ def pinned_view(home: FabricHome, release_id: int | None = None) -> ReleaseView 
     """The view of ``release_id`` (default: the current release) under today's visibility, or None
     when nothing is activated or the release does not exist.
 
-    Per query: the pointer, the catalog's hidden source keys and a ``stat`` of the config file; a
-    release's manifest is parsed once per process (releases are immutable).
+    Per query: the pointer, the catalog's hidden source keys and a ``stat`` of the config file, and
+    for a release other than the current one whether it still exists; a release's manifest is
+    parsed once per process (releases are immutable, but retention and purges retire them).
 
     Raises
     ------
@@ -535,6 +536,11 @@ def pinned_view(home: FabricHome, release_id: int | None = None) -> ReleaseView 
     if rid is None:
         return None
     rkey = (str(home.root), rid)
+    if rid != pointer and not home.catalog.has_release(rid):
+        # Retired since this process cached it (retention, or a purge, which retires every release
+        # that named what it removed): its cached rows may hold purged text, so they go too.
+        _forget_release(rkey)
+        return None
     with _VIEWS_LOCK:
         release = _RELEASES.get(rkey)
     if release is None:
@@ -546,6 +552,15 @@ def pinned_view(home: FabricHome, release_id: int | None = None) -> ReleaseView 
             while len(_RELEASES) > 4 * MAX_CACHED_VIEWS:
                 _RELEASES.pop(next(iter(_RELEASES)))
     return release_view(home, release, hidden_sources(home, release, visibility))
+
+
+def _forget_release(rkey: tuple[str, int]) -> None:
+    """Drop every cached manifest, view and withheld set of release ``rkey`` (home, release ID)."""
+    with _VIEWS_LOCK:
+        _RELEASES.pop(rkey, None)
+        for cache in (_VIEWS, _WITHHELD):
+            for key in [k for k in cache if k[:2] == rkey]:
+                del cache[key]
 
 
 def release_view(home: FabricHome, release: Release, hidden: frozenset[str] = frozenset()) -> ReleaseView:

@@ -276,6 +276,11 @@ class Catalog(abc.ABC):
             r = con.execute("SELECT release_id FROM pointer WHERE name = 'current'").fetchone()
         return r["release_id"] if r else None
 
+    def has_release(self, release_id: int) -> bool:
+        """Whether release ``release_id`` exists (not retired by retention or a purge); no manifest read."""
+        with self.transaction() as con:
+            return con.execute("SELECT 1 FROM releases WHERE release_id = ?", (release_id,)).fetchone() is not None
+
     def release(self, release_id: int) -> Release | None:
         with self.transaction() as con:
             r = con.execute("SELECT * FROM releases WHERE release_id = ?", (release_id,)).fetchone()
