@@ -54,7 +54,8 @@ def _root(
 
 
 def main() -> None:
-    """Run ``fabric``; an invalid home configuration is one line on stderr and exit code 2."""
+    """Run ``fabric``; an invalid home configuration, or a catalog of a schema version this Fabric
+    cannot open (newer; older, read-only; a failed migration), is one line on stderr and exit code 2."""
     try:
         app()
     except Exception as exc:
@@ -62,7 +63,10 @@ def main() -> None:
         # then; importing it here up front cost every command (a search through a running
         # server included) ~200 ms of pydantic model building.
         config = sys.modules.get("fabric_resources.config")
-        if config is None or not isinstance(exc, config.ConfigError):
+        records = sys.modules.get("fabric_resources.catalog.records")
+        known = tuple(t for t in (config and config.ConfigError, records and records.CatalogVersionError,
+                                  records and records.CatalogMigrationError) if t)
+        if not known or not isinstance(exc, known):
             raise
         err.print(f"error: {exc}", markup=False)
         raise SystemExit(2) from None
