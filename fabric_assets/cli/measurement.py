@@ -197,8 +197,8 @@ def bench_catalog_cmd(
         folder = None if no_ingest else (ingest or write_sample_corpus(Path(tmp) / "sample")).resolve()
         result = bench_catalog(parses, repeat, folder, work_dir)
     _print_rows("fabric bench catalog (seconds unless named)", catalog_rows(result))
-    line = (f"write paths FULL / NORMAL = {result['write_paths_ratio']} "
-            f"(+{result['full_extra_ms_per_commit']} ms per commit)")
+    line = (f"write paths FULL / NORMAL = {result['write_paths_ratio']}, median scan commit "
+            f"{result['scan_commit_median_ratio']} ({result['full_extra_ms_per_commit']:+} ms per commit)")
     if "ingest" in result:
         line += (f"; ingest FULL / NORMAL = {result['ingest_ratio']} (commits x extra cost = "
                  f"{result['ingest_full_extra_s_estimate']} s of {result['ingest']['FULL']['seconds']} s)")

@@ -37,9 +37,11 @@ class SqliteCatalog(Catalog):
     backend = "sqlite"
     #: FULL: a commit is on disk when it returns. Under WAL, NORMAL may lose the last commits
     #: on power loss (SQLite docs, "synchronous"): an activation's pointer swap that the
-    #: published files already follow, or a purge's tombstone. Its cost, by `fabric bench
-    #: catalog` (docs/benchmarks.md): about 1.6 ms more per commit here (NORMAL 0.55 ms, FULL
-    #: 2.1 ms per single-row commit), about 0.2 % of a sample-corpus ingest. The bench sets it.
+    #: published files already follow, or a purge's tombstone. Measured cost (`fabric bench
+    #: catalog`, docs/benchmarks.md, 2026-12-02, 2 shared cores, ext4): a scan commit's median
+    #: 9.81 -> 10.08 ms (+0.26 ms, 1.03x); the write paths of 500 parses 1.04x; an ingest of the
+    #: sample corpus makes 80 commits, so ~0.02 s of its 14.4 s (its measured ratio, 0.97x, is
+    #: within the noise). Not too much: FULL. `fabric bench catalog` sets it to compare.
     synchronous = "FULL"
 
     def __init__(self, path: Path, *, read_only: bool = False,
