@@ -213,6 +213,8 @@ TABLES: dict[str, pa.Schema] = {
 
 # ---------------------------------------------------------------------------
 # Catalog (SQLite in WAL mode, or PostgreSQL). Short transactions; several processes at once.
+# The DDL below is catalog schema version 1, as main created it before versioning: do not edit
+# it; change the catalog by appending a migration to fabric_resources.catalog.migrations.
 # ---------------------------------------------------------------------------
 
 CATALOG_DDL = """
@@ -416,6 +418,23 @@ CREATE TABLE IF NOT EXISTS tombstones (
     source_hashes     TEXT COLLATE "C" NOT NULL,
     parse_ids         TEXT COLLATE "C" NOT NULL,
     completed_at      DOUBLE PRECISION
+);
+"""
+
+#: The catalog's schema version history: one row per applied migration (MAX(version) is the
+#: version). Created by the migration that records version 1; the same on both backends.
+CATALOG_MIGRATIONS_DDL = """
+CREATE TABLE IF NOT EXISTS catalog_migrations (
+    version       INTEGER PRIMARY KEY,
+    name          TEXT NOT NULL,
+    applied_at    REAL NOT NULL
+);
+"""
+CATALOG_MIGRATIONS_DDL_POSTGRES = """
+CREATE TABLE IF NOT EXISTS catalog_migrations (
+    version       BIGINT PRIMARY KEY,
+    name          TEXT COLLATE "C" NOT NULL,
+    applied_at    DOUBLE PRECISION NOT NULL
 );
 """
 

@@ -175,6 +175,37 @@ def bench_retention_cmd(
     _write_json(result, json_out)
 
 
+@bench_app.command("catalog")
+def bench_catalog_cmd(
+    parses: Annotated[int, typer.Option(min=1, help="New files whose catalog writes are replayed.")] = 500,
+    repeat: Annotated[int, typer.Option(min=1, help="Rounds per mode, alternating (medians reported).")] = 3,
+    ingest: Annotated[Optional[Path], typer.Option(
+        help="Also ingest this folder per mode (default: the sample corpus).")] = None,
+    no_ingest: Annotated[bool, typer.Option("--no-ingest", help="Only the write paths.")] = False,
+    work_dir: Annotated[Optional[Path], typer.Option(
+        "--work-dir", help="Where the scratch catalogs go (measure on the file system homes live on).")] = None,
+    json_out: JsonOutOption = None,
+) -> None:
+    """SQLite catalog durability: synchronous=FULL vs NORMAL on its write paths and an ingest, one process."""
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    import tempfile
+
+    from fabric_assets.measurement.bench_catalog import bench_catalog, catalog_rows
+    from fabric_assets.sample_corpus import write_sample_corpus
+
+    with tempfile.TemporaryDirectory(prefix="fabric-bench-corpus-") as tmp:
+        folder = None if no_ingest else (ingest or write_sample_corpus(Path(tmp) / "sample")).resolve()
+        result = bench_catalog(parses, repeat, folder, work_dir)
+    _print_rows("fabric bench catalog (seconds unless named)", catalog_rows(result))
+    line = (f"write paths FULL / NORMAL = {result['write_paths_ratio']}, median scan commit "
+            f"{result['scan_commit_median_ratio']} ({result['full_extra_ms_per_commit']:+} ms per commit)")
+    if "ingest" in result:
+        line += (f"; ingest FULL / NORMAL = {result['ingest_ratio']} (commits x extra cost = "
+                 f"{result['ingest_full_extra_s_estimate']} s of {result['ingest']['FULL']['seconds']} s)")
+    console.print(line)
+    _write_json(result, json_out)
+
+
 @bench_app.command("scale")
 def bench_scale_cmd(
     documents: Annotated[int, typer.Option(min=2, help="Tiny distinct documents = parse partitions.")] = 10_000,

@@ -54,14 +54,20 @@ def _root(
 
 
 def run() -> None:
-    """Run the full ``fabric`` CLI; an invalid home configuration is one line on stderr and exit code 2."""
+    """Run the full ``fabric`` CLI; an invalid home configuration, or a catalog of a schema version
+    this Fabric cannot open (newer; older, read-only; a failed migration), is one line on stderr
+    and exit code 2."""
     try:
         app()
     except Exception as exc:
-        # Raised lazily, when a command first reads the home's config, so the module is loaded by
-        # then; importing it here up front cost every command ~200 ms of pydantic model building.
+        # Raised lazily, when a command first reads the home's config or opens its catalog, so the
+        # modules are loaded by then; importing them here up front cost every command ~200 ms of
+        # pydantic model building.
         config = sys.modules.get("fabric_resources.config")
-        if config is None or not isinstance(exc, config.ConfigError):
+        records = sys.modules.get("fabric_resources.catalog.records")
+        known = tuple(t for t in (config and config.ConfigError, records and records.CatalogVersionError,
+                                  records and records.CatalogMigrationError) if t)
+        if not known or not isinstance(exc, known):
             raise
         err.print(f"error: {exc}", markup=False)
         raise SystemExit(2) from None

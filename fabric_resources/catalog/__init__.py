@@ -11,14 +11,17 @@ from pathlib import Path
 
 from fabric_resources.catalog.base import Catalog, Connection, drop_verdicts, merge_verdicts
 from fabric_resources.catalog.postgres import PostgresCatalog
-from fabric_resources.catalog.records import (CatalogUnavailableError, Operation, ParseRun, Release, Root,
-                                              RootOverlapError, SourceRow, StatusUpdate)
+from fabric_resources.catalog.migrations import LATEST_VERSION, MIGRATIONS, Migration
+from fabric_resources.catalog.records import (CatalogMigrationError, CatalogMigrationNeededError, CatalogTooNewError,
+                                              CatalogUnavailableError, CatalogVersionError, Operation, ParseRun,
+                                              Release, Root, RootOverlapError, SourceRow, StatusUpdate)
 from fabric_resources.catalog.sqlite import SqliteCatalog
 from fabric_resources.config import CatalogStorageConfig
 
-__all__ = ["Catalog", "CatalogUnavailableError", "Connection", "Operation", "ParseRun", "PostgresCatalog", "Release",
-           "Root", "RootOverlapError", "SourceRow", "SqliteCatalog", "StatusUpdate", "drop_verdicts", "merge_verdicts",
-           "open_catalog"]
+__all__ = ["Catalog", "CatalogMigrationError", "CatalogMigrationNeededError", "CatalogTooNewError",
+           "CatalogUnavailableError", "CatalogVersionError", "Connection", "LATEST_VERSION", "MIGRATIONS", "Migration",
+           "Operation", "ParseRun", "PostgresCatalog", "Release", "Root", "RootOverlapError", "SourceRow",
+           "SqliteCatalog", "StatusUpdate", "drop_verdicts", "merge_verdicts", "open_catalog"]
 
 
 def open_catalog(config: CatalogStorageConfig, sqlite_path: Path, *, read_only: bool = False) -> Catalog:
@@ -28,6 +31,8 @@ def open_catalog(config: CatalogStorageConfig, sqlite_path: Path, *, read_only: 
     ------
     CatalogUnavailableError
         If a PostgreSQL catalog cannot be reached.
+    CatalogVersionError
+        If the catalog's schema version is not this Fabric's (see :mod:`.migrations`).
     """
     if config.backend == "postgres":
         return PostgresCatalog(config.url, schema=config.schema_name, read_only=read_only)

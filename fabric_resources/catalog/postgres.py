@@ -14,6 +14,10 @@ transactions onto PostgreSQL so they mean what they mean on SQLite:
   holder frees it (TCP keepalives bound how long a vanished host keeps it).
 
 Connections come from a small pool per process (a forked or spawned worker opens its own).
+Opening for writing migrates the schema (:mod:`fabric_resources.catalog.migrations`) in
+immediate transactions, so two hosts opening an old catalog at once migrate it once; a
+read-only open checks the version. PostgreSQL commits durably by default (``synchronous_commit``
+is the server's setting, left as the server has it).
 Text columns use the ``"C"`` collation so ``ORDER BY`` compares code points, as SQLite does.
 """
 
@@ -23,13 +27,13 @@ import hashlib
 import os
 import re
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
+from fabric_resources.catalog import migrations as schema_migrations
 from fabric_resources.catalog.base import Catalog, checked_lock_name
 from fabric_resources.catalog.records import CatalogUnavailableError
-from fabric_resources.schema import CATALOG_DDL_POSTGRES
 
 #: Connections one process keeps per catalog; a thread past that waits for one.
 POOL_SIZE = 8
@@ -42,7 +46,8 @@ _CONNECT = {"connect_timeout": 10, "keepalives": 1, "keepalives_idle": 30, "keep
 
 _pools: dict[tuple[int, str, str], "_Pool"] = {}
 _pools_lock = threading.Lock()
-_ready: set[tuple[str, str]] = set()  # (url, schema) whose tables this process has created or seen
+# (url, schema, version) that this process has migrated or found at that version.
+_ready: set[tuple[str, str, int]] = set()
 
 
 def libpq_url(url: str) -> str:
@@ -145,7 +150,8 @@ class _Pool:
 class PostgresCatalog(Catalog):
     """The catalog in schema ``schema`` of the PostgreSQL database at ``url`` (a libpq URL,
     ``postgresql://user@host:port/db``; a password comes from ``~/.pgpass`` or ``PGPASSWORD``).
-    Unless ``read_only``, the schema and its tables are created when missing.
+    Unless ``read_only``, the schema is created when missing and migrated to the latest version;
+    ``migrations`` are the schema's steps (tests inject others).
 
     Raises
     ------
@@ -153,18 +159,33 @@ class PostgresCatalog(Catalog):
         If the server cannot be reached or refuses the connection.
     ValueError
         If ``schema`` is not a lower-case SQL identifier.
+    CatalogTooNewError
+        If a newer Fabric wrote the catalog.
+    CatalogMigrationNeededError
+        If ``read_only`` and an older Fabric wrote it (the message says what to run).
+    CatalogMigrationError
+        If a migration fails (the catalog keeps the version it had before that step).
     """
 
-    def __init__(self, url: str, *, schema: str = "fabric", read_only: bool = False) -> None:
+    backend = "postgres"
+
+    def __init__(self, url: str, *, schema: str = "fabric", read_only: bool = False,
+                 migrations: Sequence[schema_migrations.Migration] = schema_migrations.MIGRATIONS) -> None:
         if not _SCHEMA_NAME.fullmatch(schema):
             raise ValueError(f"not a schema name: {schema!r}")
         self.url = libpq_url(url)
         self.schema = schema
         self.read_only = read_only
         self._write_key = _key(schema, "write")
-        if not read_only and (self.url, schema) not in _ready:
-            self._create_tables()
-            _ready.add((self.url, schema))
+        ready = (self.url, schema, migrations[-1].version)
+        if ready in _ready:
+            return
+        if read_only:
+            if schema_migrations.check(self, migrations) == 0:
+                return  # no tables yet: nothing to remember
+        else:
+            schema_migrations.migrate(self, migrations)
+        _ready.add(ready)
 
     # -- connections ---------------------------------------------------------
     def _connect_args(self) -> dict[str, Any]:
@@ -234,18 +255,17 @@ class PostgresCatalog(Catalog):
         finally:
             pool.put(con, close=broken)
 
-    def _create_tables(self) -> None:
-        con = self._connect()
-        try:
-            with con.cursor() as cur:
-                cur.execute("BEGIN")
-                # Concurrent CREATE ... IF NOT EXISTS can still collide in PostgreSQL's catalogs.
-                cur.execute("SELECT pg_advisory_xact_lock(%s)", (_key(self.schema, "ddl"),))
-                cur.execute(f'CREATE SCHEMA IF NOT EXISTS "{self.schema}"')
-                cur.execute(CATALOG_DDL_POSTGRES)
-                cur.execute("COMMIT")
-        finally:
-            con.close()
+    def _table_names(self, con: _Connection) -> set[str]:
+        rows = con.execute("SELECT table_name FROM information_schema.tables WHERE table_schema = ?",
+                           (self.schema,)).fetchall()
+        return {r[0] for r in rows}
+
+    def _run_script(self, con: _Connection, sql: str) -> None:
+        # Inside the immediate transaction (its advisory lock serialises migrating writers, and
+        # concurrent CREATE ... IF NOT EXISTS could otherwise still collide in PostgreSQL's catalogs).
+        with con._con.cursor() as cur:
+            cur.execute(f'CREATE SCHEMA IF NOT EXISTS "{self.schema}"')
+            cur.execute(sql)
 
     # -- the interface -------------------------------------------------------
     @contextmanager

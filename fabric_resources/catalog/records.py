@@ -16,6 +16,34 @@ class CatalogUnavailableError(RuntimeError):
     password."""
 
 
+class CatalogVersionError(RuntimeError):
+    """The catalog's schema version is not the one this Fabric reads and writes.
+
+    Attributes
+    ----------
+    catalog : str
+        Where the catalog is (``Catalog.describe``).
+    found, supported : int
+        The catalog's schema version and the latest this Fabric knows.
+    """
+
+    def __init__(self, message: str, *, catalog: str, found: int, supported: int) -> None:
+        super().__init__(message)
+        self.catalog, self.found, self.supported = catalog, found, supported
+
+
+class CatalogTooNewError(CatalogVersionError):
+    """A newer Fabric migrated the catalog past the versions this one knows: upgrade Fabric."""
+
+
+class CatalogMigrationNeededError(CatalogVersionError):
+    """A read-only opener found a catalog an older Fabric wrote; a writer must migrate it first."""
+
+
+class CatalogMigrationError(RuntimeError):
+    """A migration failed; its transaction was rolled back, so the catalog keeps its old version."""
+
+
 @dataclass(frozen=True)
 class Root:
     root_id: int

@@ -53,3 +53,25 @@ def test_invalid_config_is_a_clean_error_naming_the_file(tmp_path):
     assert out.returncode == 2
     assert "invalid configuration" in out.stderr and str(home / "config.json") in out.stderr
     assert "bogus" in out.stderr and "Traceback" not in out.stderr
+
+
+def test_a_catalog_from_a_newer_fabric_is_one_line_saying_upgrade(tmp_path):
+    """guards against: a home whose catalog a newer Fabric migrated opening silently, or a traceback."""
+    import sqlite3
+    import subprocess
+    import sys
+
+    from fabric_resources.catalog import LATEST_VERSION, SqliteCatalog
+
+    home = tmp_path / "home"
+    SqliteCatalog(home / "catalog.sqlite3")
+    con = sqlite3.connect(home / "catalog.sqlite3")
+    with con:
+        con.execute("INSERT INTO catalog_migrations VALUES (?, 'from-a-newer-fabric', 0)", (LATEST_VERSION + 1,))
+    con.close()
+    for command in (["status"], ["search", "x"]):
+        out = subprocess.run([sys.executable, "-c", "from fabric_assets.cli import main; main()", *command,
+                              "--home", str(home)], capture_output=True, text=True)
+        assert out.returncode == 2, out.stderr
+        assert f"schema version {LATEST_VERSION + 1}" in out.stderr and "upgrade Fabric" in out.stderr
+        assert "Traceback" not in out.stderr and len(out.stderr.strip().splitlines()) == 1

@@ -1,0 +1,171 @@
+"""The catalog's versioned schema: the ordered migrations, and how an opener applies or checks them.
+
+The catalog records its schema version in ``catalog_migrations`` (one row per applied migration,
+``schema.CATALOG_MIGRATIONS_DDL``). Migration N takes version N-1 to N, in one transaction with
+the row that records it, so a migration that fails leaves the catalog at N-1. Version 1 is the
+schema main created before versioning (``schema.CATALOG_DDL``, all ``IF NOT EXISTS``): applying
+it to a catalog that has those tables but no version adopts it unchanged, every row kept.
+
+A writer opening the catalog (:func:`migrate`) applies what is missing, each step under the
+catalog's write lock (SQLite's ``BEGIN IMMEDIATE``; the immediate transaction's advisory lock on
+PostgreSQL) after reading the version again under it, so two writers opening an old catalog at
+once migrate it once. A read-only opener (:func:`check`) migrates nothing and refuses a catalog
+older than this Fabric. Both refuse a catalog newer than this Fabric.
+
+To change the catalog, append a :class:`Migration` (SQL for each backend, column for column as
+``schema.CATALOG_DDL_POSTGRES`` maps them) and leave version 1 as it is.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from fabric_resources.catalog.records import CatalogMigrationError, CatalogMigrationNeededError, CatalogTooNewError
+from fabric_resources.schema import (CATALOG_DDL, CATALOG_DDL_POSTGRES, CATALOG_MIGRATIONS_DDL,
+                                     CATALOG_MIGRATIONS_DDL_POSTGRES)
+
+VERSION_TABLE = "catalog_migrations"
+#: A table every version has: present with no version table means a catalog from before versioning.
+_LEGACY_MARKER = "releases"
+
+#: What to run to migrate an older catalog: a writer's open does it, and ``fabric ingest`` opens
+#: the catalog for writing first (its scan finds nothing to do on an unchanged folder).
+MIGRATE_COMMAND = "fabric ingest PATH (PATH: one of the home's registered roots)"
+
+
+@dataclass(frozen=True)
+class Migration:
+    """One step of the catalog schema: ``version`` - 1 to ``version``.
+
+    ``sqlite`` and ``postgres`` are the step's statements on each backend (``;``-separated, no
+    placeholders); they run in one transaction with the row that records the step.
+    """
+
+    version: int
+    name: str
+    sqlite: str
+    postgres: str
+
+
+MIGRATIONS: tuple[Migration, ...] = (
+    Migration(1, "initial", CATALOG_DDL, CATALOG_DDL_POSTGRES),
+)
+#: The catalog schema version this Fabric reads and writes.
+LATEST_VERSION = MIGRATIONS[-1].version
+
+
+class Migratable(Protocol):
+    """What a backend offers the runner (``SqliteCatalog``, ``PostgresCatalog``)."""
+
+    backend: str  # "sqlite" or "postgres": which SQL of a Migration it runs
+
+    def transaction(self, immediate: bool = False) -> Any: ...
+
+    def describe(self) -> str: ...
+
+    def _table_names(self, con: Any) -> set[str]: ...
+
+    def _run_script(self, con: Any, sql: str) -> None: ...
+
+
+def checked_migrations(migrations: Sequence[Migration]) -> tuple[Migration, ...]:
+    """``migrations`` if they number 1, 2, ... in order.
+
+    Raises
+    ------
+    ValueError
+        Otherwise (a gap, a duplicate or an empty list).
+    """
+    migrations = tuple(migrations)
+    if not migrations or [m.version for m in migrations] != list(range(1, len(migrations) + 1)):
+        raise ValueError(f"migrations must be versions 1..N in order, got {[m.version for m in migrations]}")
+    return migrations
+
+
+def recorded_version(catalog: Migratable, con: Any) -> tuple[int, bool]:
+    """The catalog's schema version and whether it is recorded, read in transaction ``con``.
+
+    ``(0, False)``: no tables yet; ``(1, False)``: main's tables from before versioning.
+    """
+    tables = catalog._table_names(con)
+    if VERSION_TABLE in tables:
+        row = con.execute(f"SELECT MAX(version) FROM {VERSION_TABLE}").fetchone()
+        return int(row[0] or 0), True
+    return (1 if _LEGACY_MARKER in tables else 0), False
+
+
+def _too_new(catalog: Migratable, found: int, latest: int) -> CatalogTooNewError:
+    return CatalogTooNewError(
+        f"catalog {catalog.describe()} is at schema version {found}, newer than version {latest} that this "
+        f"Fabric knows (a newer Fabric wrote it): upgrade Fabric", catalog=catalog.describe(), found=found,
+        supported=latest)
+
+
+def check(catalog: Migratable, migrations: Sequence[Migration] = MIGRATIONS) -> int:
+    """The version of a catalog opened read-only, if this Fabric can read it (0: no tables yet).
+
+    Raises
+    ------
+    CatalogTooNewError
+        If the catalog is newer than ``migrations`` know.
+    CatalogMigrationNeededError
+        If it is older: the message says what to run (:data:`MIGRATE_COMMAND`).
+    """
+    latest = migrations[-1].version
+    with catalog.transaction() as con:
+        found, _ = recorded_version(catalog, con)
+    if found > latest:
+        raise _too_new(catalog, found, latest)
+    if 0 < found < latest:
+        raise CatalogMigrationNeededError(
+            f"catalog {catalog.describe()} is at schema version {found}; this Fabric reads version {latest}. "
+            f"Migrate it by opening it for writing once: run `{MIGRATE_COMMAND}`", catalog=catalog.describe(),
+            found=found, supported=latest)
+    return found
+
+
+def migrate(catalog: Migratable, migrations: Sequence[Migration] = MIGRATIONS) -> int:
+    """Bring the catalog to the latest version of ``migrations``, one transaction per step.
+
+    Returns the version it is at (the latest). An up-to-date catalog costs one read transaction.
+
+    Raises
+    ------
+    CatalogTooNewError
+        If the catalog is newer than ``migrations`` know (nothing is changed).
+    CatalogMigrationError
+        If a step fails; that step is rolled back, the steps before it stay applied.
+    """
+    migrations = checked_migrations(migrations)
+    latest = migrations[-1].version
+    with catalog.transaction() as con:  # the common case, without taking the write lock
+        found, recorded = recorded_version(catalog, con)
+    if found > latest:
+        raise _too_new(catalog, found, latest)
+    if recorded and found == latest:
+        return found
+    while True:
+        with catalog.transaction(immediate=True) as con:
+            # Read again under the write lock: another writer may have migrated meanwhile.
+            found, recorded = recorded_version(catalog, con)
+            if found > latest:
+                raise _too_new(catalog, found, latest)
+            if recorded and found == latest:
+                return found
+            # An unrecorded catalog (empty, or from before versioning) gets step 1, whose
+            # CREATE ... IF NOT EXISTS adopts existing tables as they are.
+            step = migrations[found if recorded else 0]
+            postgres = catalog.backend == "postgres"
+            try:
+                if not recorded:
+                    catalog._run_script(con, CATALOG_MIGRATIONS_DDL_POSTGRES if postgres else CATALOG_MIGRATIONS_DDL)
+                catalog._run_script(con, step.postgres if postgres else step.sqlite)
+            except Exception as exc:
+                raise CatalogMigrationError(
+                    f"catalog {catalog.describe()}: migration {step.version} ({step.name}) failed, the catalog "
+                    f"stays at version {found if recorded else 0}: {type(exc).__name__}: {exc}") from exc
+            con.execute(f"INSERT INTO {VERSION_TABLE}(version, name, applied_at) VALUES (?, ?, ?)",
+                        (step.version, step.name, time.time()))
