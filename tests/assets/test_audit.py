@@ -182,3 +182,50 @@ def test_audit_job_runs_in_process_and_its_event_log_holds_no_document_text(tmp_
     assert not _audit_job(home, {}).success
     failed = _audit_job(home, {"chunk_ids": ["f" * 32]})
     assert not failed.success and "pins no chunk" in str(failed.all_events)
+
+
+def test_annotation_lineage_is_the_recorded_producer_of_the_overlapping_annotations(tmp_path, fabric_home):
+    """guards against: an audit that says nothing of the prompt/LLM behind a chunk's annotations,
+    or names the configured model for annotations another producer made."""
+    from fake_openai_server import FakeChatServer
+
+    one = "Lovelace wrote long notes on the engine.\n\nThe notes described loops and Bernoulli numbers.\n"
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "one.txt").write_text(one)
+
+    def configure(base_url: str, model: str) -> None:
+        (fabric_home.root / "config.json").write_text(json.dumps({"annotation": {
+            "enabled": True, "call_retries": 1, "endpoint": {"base_url": base_url, "model": model, "timeout_s": 10}}}))
+
+    with FakeChatServer() as srv:
+        configure(srv.base_url, "fake-model")
+        summary = ingest(src, FabricHome(fabric_home.root))
+        assert summary.annotation_run_ids and summary.annotation_failed_runs == []
+        home = FabricHome(fabric_home.root)
+        cited = Fabric(home.root).search("Lovelace notes").results[0].citation
+        release = home.catalog.release(cited.release_id)
+        os.environ["DAGSTER_HOME"] = str(home.layout.dagster_home)
+        with dg.DagsterInstance.from_config(str(home.layout.dagster_home)) as instance:
+            audit = audit_citation(home, cited, instance)
+        # What the pinned rows say: annotations whose support overlaps one of the chunk's fragments.
+        tables = release.manifest["tables"]
+        (chunk,) = [r for r in home.tables.read("chunks", parse_ids=[cited.parse_id], version=tables["chunks"]
+                                                ).to_pylist() if r["chunk_id"] == cited.chunk_id]
+        rows = home.tables.read("annotations", parse_ids=[cited.parse_id], version=tables["annotations"]).to_pylist()
+        overlapping = [a for a in rows if any(
+            f["unit_id"] == s["unit_id"] and f["start_char"] < max(s["end_char"], s["start_char"] + 1)
+            and f["end_char"] > s["start_char"] for f in chunk["fragments"] for s in a["support"])]
+        assert overlapping
+        (lineage,) = audit.annotations
+        assert lineage.producer == {a["producer"] for a in overlapping}.pop()
+        assert lineage.annotations == len(overlapping)
+        assert set(lineage.memo_keys) == {a["memo_key"] for a in overlapping}
+        assert lineage.configured_model == "fake-model"
+        assert any(w.table == "annotations" and w.run_id in summary.annotation_run_ids for w in audit.writers)
+
+        configure(srv.base_url, "another-model")  # the config moves on; the rows' producer does not
+        home = FabricHome(fabric_home.root)
+        with dg.DagsterInstance.from_config(str(home.layout.dagster_home)) as instance:
+            (moved,) = audit_citation(home, cited, instance).annotations
+        assert moved.producer == lineage.producer and moved.configured_model is None
