@@ -285,7 +285,10 @@ def audit(
     if citation == "-":
         raw = sys.stdin.read()
     else:
-        raw = Path(citation).read_text() if len(citation) < 4096 and Path(citation).is_file() else citation
+        try:  # JSON given inline is no file name (and may be too long to be one: ENAMETOOLONG)
+            raw = Path(citation).read_text() if Path(citation).is_file() else citation
+        except OSError:
+            raw = citation
     try:
         data = json.loads(raw)
     except ValueError as exc:

@@ -99,6 +99,10 @@ def test_each_step_identity_is_what_is_recorded_and_a_pack_audit_covers_every_hi
     audits = json.loads(from_file.output)
     assert audits == json.loads(from_stdin.output)
     assert [a["chunk_id"] for a in audits] == [h.chunk_id for h in pack.results]  # every hit, in rank order
+    # A hit given inline (its JSON is no file name, and too long for one) is audited, not a crash.
+    inline = runner.invoke(app, ["audit", pack.results[1].model_dump_json(), "--json", "--home", str(home.root)])
+    assert inline.exit_code == 0, inline.output
+    assert json.loads(inline.output) == [audits[1]]
 
     tables = release.manifest["tables"]
     for hit, audit in zip(pack.results, audits):
