@@ -46,7 +46,15 @@ CHUNK_VECTOR_TABLES = ("chunk_vectors", "chunk_vectors_multilingual")
 
 
 class AuditError(Exception):
-    """The citation names no release, source, parse or chunk the home holds; the message says which."""
+    """The citation names no release, source, parse or chunk the home holds; the message says which.
+
+    ``redacted``: the same without source keys or values read from the input, for Dagster's event
+    log (never purged).
+    """
+
+    def __init__(self, message: str, redacted: str | None = None) -> None:
+        super().__init__(message)
+        self.redacted = redacted or message
 
 
 @dataclass(frozen=True)
@@ -177,8 +185,10 @@ def passages_of(data: Any) -> list[CitedPassage]:
     try:
         return [CitedPassage(int(cited["release_id"]), str(cited["source_key"]), str(cited["parse_id"]),
                              str(cited["chunk_id"]), cited.get("text_hash"))]
-    except (KeyError, TypeError, ValueError) as exc:
-        raise AuditError(f"not a citation: {type(exc).__name__}: {exc}") from None
+    except KeyError as exc:
+        raise AuditError(f"not a citation: no {exc}") from None
+    except (TypeError, ValueError) as exc:
+        raise AuditError(f"not a citation: {type(exc).__name__}: {exc}", f"not a citation: {type(exc).__name__}") from None
 
 
 def passages_in_release(home: FabricHome, release_id: int, chunk_ids: Iterable[str]) -> list[CitedPassage]:
@@ -284,7 +294,8 @@ def _audit_release(home: FabricHome, release_id: int, passages: list[CitedPassag
     for p in passages:
         entry = release.manifest["sources"].get(p.source_key)
         if entry is None or entry["parse_id"] != p.parse_id:
-            raise AuditError(f"release {release_id} does not cite {p.source_key} with parse {p.parse_id}")
+            raise AuditError(f"release {release_id} does not cite {p.source_key} with parse {p.parse_id}",
+                             f"release {release_id} does not cite the passage's source with parse {p.parse_id}")
         run = runs.get(p.parse_id) or home.catalog.parse_run(p.parse_id)
         if run is None:
             raise AuditError(f"parse {p.parse_id} has no run record any more")

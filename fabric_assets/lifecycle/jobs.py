@@ -165,7 +165,7 @@ def audit_op(context: dg.OpExecutionContext, config: AuditConfig, fabric: Fabric
             passages = passages_in_release(home, config.release_id, config.chunk_ids)
         reports = audit_passages(home, passages, context.instance, duckdb)
     except AuditError as exc:
-        raise dg.Failure(description=f"audit: {exc}") from None
+        raise dg.Failure(description=f"audit: {exc.redacted}") from None
     # Hashes and identifiers only (no source key, path nor text): the event log is never purged.
     runs = sorted({w.run_id for r in reports for w in r.writers if w.run_id})
     return dg.Output(None, metadata={

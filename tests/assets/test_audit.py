@@ -186,6 +186,13 @@ def test_audit_job_runs_in_process_and_its_event_log_holds_no_document_text(tmp_
     assert not _audit_job(home, {}).success
     failed = _audit_job(home, {"chunk_ids": ["f" * 32]})
     assert not failed.success and "pins no chunk" in str(failed.all_events)
+    # A pack citing a source the release does not cite: the failure names no source key either.
+    forged = json.loads(pack.model_dump_json())
+    forged["results"][0]["citation"]["source_key"] = "fs:src/herring-secret.txt"
+    pack_file.write_text(json.dumps(forged))
+    refused = _audit_job(home, {"pack_path": str(pack_file)})
+    logged = json.dumps([str(e) for e in dg.DagsterInstance.get().all_logs(refused.run_id)]).lower()
+    assert not refused.success and "does not cite the passage's source" in logged and "herring" not in logged
 
 
 def test_annotation_lineage_is_the_recorded_producer_of_the_overlapping_annotations(tmp_path, fabric_home):
