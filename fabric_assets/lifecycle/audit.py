@@ -188,7 +188,8 @@ def passages_of(data: Any) -> list[CitedPassage]:
     except KeyError as exc:
         raise AuditError(f"not a citation: no {exc}") from None
     except (TypeError, ValueError) as exc:
-        raise AuditError(f"not a citation: {type(exc).__name__}: {exc}", f"not a citation: {type(exc).__name__}") from None
+        raise AuditError(f"not a citation: {type(exc).__name__}: {exc}",
+                         f"not a citation: {type(exc).__name__}") from None
 
 
 def passages_in_release(home: FabricHome, release_id: int, chunk_ids: Iterable[str]) -> list[CitedPassage]:
@@ -304,8 +305,9 @@ def _audit_release(home: FabricHome, release_id: int, passages: list[CitedPassag
     tables = {t: v for t, v in release.manifest["tables"].items() if t in CITED_TABLES and v is not None}
     chunks = _pinned(home, "chunks", tables.get("chunks"), parse_ids,
                      ["parse_id", "chunk_id", "chunker", "token_count", "text_hash", "fragments"])
-    vectors = pa.concat_tables([_tagged(_pinned(home, t, tables.get(t), parse_ids, ["parse_id", "chunk_id", "model"]), t)
-                                for t in CHUNK_VECTOR_TABLES])
+    vectors = pa.concat_tables([
+        _tagged(_pinned(home, t, tables.get(t), parse_ids, ["parse_id", "chunk_id", "model"]), t)
+        for t in CHUNK_VECTOR_TABLES])
     annotations = _pinned(home, "annotations", tables.get("annotations"), parse_ids,
                           ["parse_id", "annotation_id", "producer", "memo_key", "support"])
     cited = pa.table({"i": list(range(len(passages))), "parse_id": [p.parse_id for p in passages],
