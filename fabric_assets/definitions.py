@@ -14,6 +14,7 @@ the configured models or, in unit tests, the fakes.
 from __future__ import annotations
 
 import dagster as dg
+from dagster_duckdb import DuckDBResource
 
 from fabric_assets.activation.assets import lexical_index_matches_canonical, release
 from fabric_assets.annotations.assets import annotation_vectors, annotations, graph
@@ -64,7 +65,9 @@ def _definitions(values: tuple[tuple[Identity, str], ...], models: ModelResource
             schedules=[lexical_health_schedule],
             sensors=[source_change_sensor, activate_after_parse_run, annotate_after_activation,
                      activate_after_annotation_run],
-            resources={"fabric": FabricHomeResource(home=home), **models.resources()},
+            # In memory: the lineage audit (audit_job) registers Arrow views in it and writes nothing.
+            resources={"fabric": FabricHomeResource(home=home), "duckdb": DuckDBResource(database=":memory:"),
+                       **models.resources()},
         )
     return _BUILT[key]
 

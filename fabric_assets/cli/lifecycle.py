@@ -251,47 +251,85 @@ def rebuild_projections_cmd(home: HomeOption = None) -> None:
         raise typer.Exit(3)
 
 
+def _cited(data) -> list:
+    """The citations of a pack (every hit), a hit, a citation or a list of those, validated by the
+    read side's types so that a malformed one is a typed error, not a crash."""
+    from fabric_query.types import Citation, EvidencePack
+
+    if isinstance(data, list):
+        return [c for item in data for c in _cited(item)]
+    if isinstance(data, dict) and "results" in data:
+        return [h.citation for h in EvidencePack.model_validate(data).results]
+    return [Citation.model_validate(data.get("citation", data) if isinstance(data, dict) else data)]
+
+
 @lifecycle_app.command()
 def audit(
-    citation: Annotated[str, typer.Argument(help="Citation JSON or a file holding it (a hit or an "
-                                                 "EvidencePack's first hit is accepted too).")],
+    citation: Annotated[str, typer.Argument(help="Citation, hit or EvidencePack JSON, a file holding it, or "
+                                                 "`-` for standard input (a pack: every hit).")],
     as_json: Annotated[bool, typer.Option("--json")] = False,
     home: HomeOption = None,
 ) -> None:
-    """Lineage of a citation: source bytes, parser, and per table the one Dagster run and
+    """Lineage of each cited passage: source bytes (hash, path, size, mtime as recorded), parser,
+    chunker, embedding models, annotation producers, and per table the one Dagster run and
     materialization that wrote the rows the cited release pins. Exit 2 when the home cannot say."""
+    import sys
     from dataclasses import asdict
     from pathlib import Path
 
-    from fabric_assets.lifecycle.audit import AuditError, audit_citation
+    from fabric_assets.lifecycle.audit import AuditError, audit_passages, passages_of
     from fabric_assets.lifecycle.run_history import home_instance
-    from fabric_query.types import Citation
     from fabric_resources.home import FabricHome
 
     path = set_home(home)
-    raw = Path(citation).read_text() if Path(citation).is_file() else citation
+    if citation == "-":
+        raw = sys.stdin.read()
+    else:
+        try:  # JSON given inline is no file name (and may be too long to be one: ENAMETOOLONG)
+            raw = Path(citation).read_text() if Path(citation).is_file() else citation
+        except OSError:
+            raw = citation
     try:
         data = json.loads(raw)
     except ValueError as exc:
         fail(f"not JSON: {exc}")
-    if isinstance(data, dict) and data.get("results"):
-        data = data["results"][0]
-    data = data.get("citation", data) if isinstance(data, dict) else data
     try:
-        cited = Citation.model_validate(data)
+        cited = _cited(data)
     except ValueError as exc:
-        fail(f"not a citation: {exc}")
+        fail(f"not a citation or pack: {exc}")
+    if not cited:
+        fail("the pack has no hits: nothing to audit")
+    if not (path / "catalog.sqlite3").exists():
+        fail(f"no Fabric home at {path}")
     fabric_home = FabricHome(path)
     try:
-        report = audit_citation(fabric_home, cited, home_instance(fabric_home))
+        passages = passages_of([json.loads(c.model_dump_json()) for c in cited])
+        reports = audit_passages(fabric_home, passages, home_instance(fabric_home))
     except AuditError as exc:
         fail(f"audit: {exc}")
     if as_json:
-        console.print_json(json.dumps(asdict(report)))
+        console.print_json(json.dumps([asdict(r) for r in reports]))
         return
-    console.print(f"release {report.release_id} {report.source_key}: source sha256 {report.source_hash}, "
-                  f"{report.media_type}, parser {report.parser} (config {report.parser_config_hash[:12]})",
-                  markup=False)
-    for w in report.writers:
-        console.print(f"  {w.table} v{w.pinned_version}: written by run {w.run_id or '-'} "
-                      f"(materialization {w.storage_id or '-'}, version {w.written_version})", markup=False)
+    for n, r in enumerate(reports, 1):
+        s, p, c = r.source, r.parser, r.chunk
+        console.print(f"[{n}] release {r.release_id} {r.source_key} chunk {r.chunk_id}", markup=False)
+        console.print(f"  source: sha256 {s.source_hash}, {s.path or '(purged)'}, {s.size} bytes, "
+                      f"mtime_ns {s.mtime_ns}, {s.media_type}", markup=False)
+        console.print(f"  parser: {p.name} {p.version} (config {p.config_hash[:12]}), language {p.language}",
+                      markup=False)
+        match = {True: "matches the citation", False: "DIFFERS from the citation", None: "no cited hash"}
+        console.print(f"  chunker: {c.chunker}, {c.token_count} tokens, text sha256 {c.text_hash[:12]} "
+                      f"({match[c.text_hash_matches]})", markup=False)
+        for e in r.embeddings:
+            console.print(f"  embedding: {e.table}: {e.model}", markup=False)
+        if not r.embeddings:
+            console.print("  embedding: none", markup=False)
+        for a in r.annotations:
+            console.print(f"  annotations: {a.annotations} by producer {a.producer} (model "
+                          f"{a.configured_model or 'not recorded: the configured producer differs'}), "
+                          f"{len(a.memo_keys)} memo entr{'y' if len(a.memo_keys) == 1 else 'ies'}", markup=False)
+        if not r.annotations:
+            console.print("  annotations: none", markup=False)
+        for w in r.writers:
+            console.print(f"  {w.table} v{w.pinned_version}: written by run {w.run_id or '-'} "
+                          f"(materialization {w.storage_id or '-'}, version {w.written_version})", markup=False)

@@ -6,8 +6,13 @@ refusal's message and removes nothing.
 
 
 # No `from __future__ import annotations`: Dagster reads the op's config annotation at decoration time.
-import dagster as dg
+import json
+from pathlib import Path
 
+import dagster as dg
+from dagster_duckdb import DuckDBResource
+
+from fabric_assets.lifecycle.audit import AuditError, audit_passages, passages_in_release, passages_of
 from fabric_assets.lifecycle.operator import (ActionResult, OperatorError, accept_held, discard_held,
                                               force_reparse, retry_failed)
 from fabric_assets.lifecycle.purge import PurgeRefused, PurgeSelector, parse_before, purge
@@ -132,4 +137,47 @@ def reparse_job() -> None:
     reparse_op()
 
 
-JOBS = [purge_job, cleanup_job, accept_held_job, discard_held_job, retry_failed_job, reparse_job]
+class AuditConfig(dg.Config):
+    """Exactly one of: ``pack_path`` (an EvidencePack, hit or citation JSON file on the machine the
+    run executes on: every hit), ``chunk_ids`` (chunk IDs of release ``release_id``, 0 = the
+    current one). Identifiers only, so that the run's config holds no document text."""
+
+    pack_path: str = ""
+    release_id: int = 0
+    chunk_ids: list[str] = []
+
+
+@dg.op(description="Lineage of cited passages: source bytes, parser, chunker, models, annotation producers "
+                   "and the run that wrote each pinned table's rows. See `fabric audit`.")
+def audit_op(context: dg.OpExecutionContext, config: AuditConfig, fabric: FabricHomeResource,
+             duckdb: DuckDBResource) -> dg.Output:
+    home = fabric.open()
+    try:
+        if bool(config.pack_path) == bool(config.chunk_ids):
+            raise AuditError("give exactly one of pack_path and chunk_ids")
+        if config.pack_path:
+            try:
+                data = json.loads(Path(config.pack_path).read_text())
+            except (OSError, ValueError) as exc:
+                raise AuditError(f"cannot read pack_path: {type(exc).__name__}") from None
+            passages = passages_of(data)
+        else:
+            passages = passages_in_release(home, config.release_id, config.chunk_ids)
+        reports = audit_passages(home, passages, context.instance, duckdb)
+    except AuditError as exc:
+        raise dg.Failure(description=f"audit: {exc.redacted}") from None
+    # Hashes and identifiers only (no source key, path nor text): the event log is never purged.
+    runs = sorted({w.run_id for r in reports for w in r.writers if w.run_id})
+    return dg.Output(None, metadata={
+        "passages": len(reports), "parses": len({r.parse_id for r in reports}), "writer_runs": len(runs),
+        "unwritten_tables": sum(w.run_id is None for r in reports for w in r.writers),
+        "lineage": dg.MetadataValue.json([r.identifiers() for r in reports])})
+
+
+@dg.job(description="Lineage audit of a pack or of chunks of a release (typed config: pack_path | "
+                    "release_id + chunk_ids).")
+def audit_job() -> None:
+    audit_op()
+
+
+JOBS = [purge_job, cleanup_job, accept_held_job, discard_held_job, retry_failed_job, reparse_job, audit_job]
