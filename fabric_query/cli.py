@@ -121,7 +121,9 @@ def search(
     # One renderer for this path and the fast path (fabric_query/cli_fast.py): the same output.
     from fabric_query.cli_text import pack_json, render_pack, uses_colour
 
-    data = pack.model_dump(mode="json")
+    # The pack as the server's JSON carries it (pydantic's serialiser: a non-finite score is null),
+    # so --json is valid JSON and both paths see the same values.
+    data = json.loads(pack.model_dump_json())
     if as_json:
         sys.stdout.write(pack_json(data))
         return

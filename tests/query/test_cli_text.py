@@ -82,6 +82,33 @@ def test_reasons_and_skipped_channels_go_to_stderr():
     assert render_pack(_pack(_hit([("x", False)], locations=[{"pages": [3, 4]}])))[0].startswith("1. a.txt pp. 3–4\n")
 
 
+def test_json_output_is_strict_json_even_with_a_non_finite_score(tmp_path, fabric_home, monkeypatch):
+    """guards against: `fabric search --json` writing `Infinity` (not JSON) for a score, as
+    json.dumps of a plain model_dump would; the server's JSON says null there."""
+    from fabric_assets.cli import app
+    from fabric_query.api import Fabric
+
+    src = tmp_path / "notes"
+    src.mkdir()
+    (src / "a.txt").write_text("The lighthouse keeper logged the tide.\n")
+    ingest(src, fabric_home)
+    pack = Fabric(fabric_home.root).search("lighthouse")
+    hit = pack.results[0].model_copy(update={"fused_score": float("inf")})
+    broken = pack.model_copy(update={"results": (hit, *pack.results[1:])})
+    monkeypatch.setenv("FABRIC_USE_SERVER", "0")
+    monkeypatch.setattr(Fabric, "search", lambda self, *a, **k: broken)
+    result = CliRunner().invoke(app, ["search", "lighthouse", "--json", "--home", str(fabric_home.root)])
+    assert result.exit_code == 0, result.output
+    printed = json.loads(result.output, parse_constant=_reject)
+    assert printed["results"][0]["fused_score"] is None
+    plain = CliRunner().invoke(app, ["search", "lighthouse", "--home", str(fabric_home.root)])
+    assert plain.exit_code == 0 and "a.txt" in plain.output, plain.output
+
+
+def _reject(name):
+    raise AssertionError(f"not JSON: {name}")
+
+
 def test_error_lines_are_written_as_they_are():
     assert error_line("no such file: [red]x[/red]") == "error: no such file: [red]x[/red]\n"
     assert error_line("x", colour=True) == "\x1b[31merror:\x1b[0m x\n"
