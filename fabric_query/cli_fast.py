@@ -21,7 +21,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-#: ``fabric search --limit``'s bounds, as the full CLI declares them (tests/query/test_cli_fast.py checks they agree).
+#: ``fabric search --limit``'s bounds; the full CLI declares its option with these same constants.
 LIMIT_MIN, LIMIT_MAX = 1, 1000
 
 
@@ -69,14 +69,12 @@ def run(argv: Sequence[str]) -> int | None:
     args = parse_search(argv)
     if args is None:
         return None
+    from fabric_query.cli_text import error_line, pack_json, render_pack, uses_colour
     from fabric_query.remote import RemoteError, call
     from fabric_resources.home_location import home_path
 
-    home = home_path(args.home)
-    from fabric_query.cli_text import error_line, pack_json, render_pack, uses_colour
-
     try:
-        pack = call(home, "POST", "/v1/search", {"query": args.query, "limit": args.limit})
+        pack = call(home_path(args.home), "POST", "/v1/search", {"query": args.query, "limit": args.limit})
     except RemoteError as exc:
         sys.stderr.write(error_line(f"{exc.kind}: {exc}", colour=uses_colour(sys.stderr)))
         return 2

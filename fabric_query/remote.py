@@ -64,13 +64,17 @@ def call(home_root: Path, method: str, path: str, body: dict[str, Any] | None = 
     record = read_server_file(home_root)
     if record is None:
         return None
-    url = urlsplit(record.url)
+    try:
+        url = urlsplit(record.url)
+        host, port = url.hostname, url.port
+    except ValueError:  # a damaged server.json (bad port, unclosed bracket): run in-process
+        return None
     headers = {"content-type": "application/json", "accept": "application/json"}
     token = _token(home_root)
     if token:
         headers["authorization"] = f"Bearer {token}"
     payload = None if body is None else json.dumps(body).encode("utf-8")
-    conn = http.client.HTTPConnection(url.hostname, url.port, timeout=CONNECT_TIMEOUT_S)
+    conn = http.client.HTTPConnection(host, port, timeout=CONNECT_TIMEOUT_S)
     try:
         conn.connect()
         conn.sock.settimeout(ANSWER_TIMEOUT_S)

@@ -66,3 +66,13 @@ def test_finding_a_server_loads_no_psutil(tmp_path):
         child.kill()
         child.wait()
     assert read_server_file(tmp_path) is None  # gone: the same record is no longer trusted
+
+
+@pytest.mark.parametrize("url", ["http://127.0.0.1:notaport", "http://[::1:7433", "http://127.0.0.1:99999"])
+def test_a_damaged_url_runs_the_command_in_process(tmp_path, url):
+    """guards against: a damaged server.json crashing every read command with a traceback."""
+    from fabric_query.remote import call
+
+    record = write_server_file(tmp_path, "127.0.0.1", 7433, "9.9")._asdict()
+    (tmp_path / SERVER_FILE).write_text(json.dumps({**record, "url": url}))
+    assert call(tmp_path, "GET", "/v1/status") is None
