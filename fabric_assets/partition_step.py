@@ -31,6 +31,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from fabric_assets.gate import Verdict
+from fabric_assets.partition_memo import partition_key_memo
 from fabric_assets.partitions import PARTITIONED
 from fabric_assets.projections import projection
 from fabric_assets.verdicts import live_parse_ids, record_and_summarise
@@ -89,6 +90,7 @@ class PartitionStep:
         self._rows: dict[str, list[pa.Table]] = {p.key: [] for p in self.projections if p.table}
         self._verdicts: dict[str, dict[str, Verdict]] = {c.name: {} for p in self.projections for c in p.checks}
         self._run_metadata: dict[str, dict[str, Any]] = {p.key: {} for p in self.projections}
+        self._partition_metadata: list[tuple[str, str, dict[str, Any]]] = []
         self.versions: dict[str, int | None] | None = None
 
     @cached_property
@@ -124,11 +126,17 @@ class PartitionStep:
         self._verdicts[check][parse_id] = verdict
 
     def partition_metadata(self, parse_id: str, values: dict[str, Any], key: str | None = None) -> None:
-        """Metadata of one partition's materialization of ``key``."""
-        if len(self.projections) == 1 and key is None:
-            self.context.add_asset_metadata(values, partition_key=parse_id)
-        else:
-            self.context.add_asset_metadata(values, asset_key=self._key(key), partition_key=parse_id)
+        """Metadata of one partition's materialization of ``key`` (handed to Dagster by :meth:`finish`)."""
+        self._partition_metadata.append((self._key(key), parse_id, values))
+
+    def _add_partition_metadata(self) -> None:
+        # Dagster checks each call's partition against the run's range by loading every key of
+        # the dynamic partitions (`add_asset_metadata` → `get_partition_keys_in_range`): one load
+        # per partition and asset, O(N) each. Inside the memo the whole step pays for one load.
+        with partition_key_memo(self.context.instance):
+            for key, parse_id, values in self._partition_metadata:
+                self.context.add_asset_metadata(values, asset_key=key, partition_key=parse_id)
+        self._partition_metadata.clear()
 
     def run_metadata(self, values: dict[str, Any], key: str | None = None) -> None:
         """Metadata of the run's materialization of ``key`` (beside ``lance_version``)."""
@@ -151,6 +159,7 @@ class PartitionStep:
         and yield its summary, in registry order."""
         if self.versions is None:
             self.write()
+        self._add_partition_metadata()
         single = len(self.projections) == 1
         for p in self.projections:
             metadata = ({"lance_version": self.versions[p.key]} if p.table else {}) | self._run_metadata[p.key]

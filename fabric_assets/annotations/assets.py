@@ -29,6 +29,7 @@ import pyarrow.compute as pc
 from fabric_assets.annotations.planning import current_producer
 from fabric_assets.gate import Verdict
 from fabric_assets.graph.build import graph_rows
+from fabric_assets.partition_memo import partition_key_memo
 from fabric_assets.partition_step import PartitionStep, asset_args, spec
 from fabric_assets.partitions import PARTITIONED
 from fabric_assets.projections import ANNOTATION_VERDICT
@@ -62,9 +63,10 @@ def _metadata(values: dict[str, Any]) -> dict[str, dg.MetadataValue]:
 
 
 def _disabled(context: dg.AssetExecutionContext, asset_keys: list[str]) -> None:
-    for key in asset_keys:
-        for pk in context.partition_keys:
-            context.add_asset_metadata({"annotation": "disabled"}, asset_key=key, partition_key=pk)
+    with partition_key_memo(context.instance):  # one load of the partition keys, not one per call
+        for key in asset_keys:
+            for pk in context.partition_keys:
+                context.add_asset_metadata({"annotation": "disabled"}, asset_key=key, partition_key=pk)
 
 
 def _counters(stats) -> dict[str, int]:

@@ -56,13 +56,20 @@ def dagster_env(monkeypatch):
 # The default is today's, and configuration is checked
 
 
-#: The dagster.yaml every Fabric home had before storage was configurable.
-TODAYS_DAGSTER_YAML = """\
+def todays_dagster_yaml(dagster_home) -> str:
+    """The default dagster.yaml: as before storage was configurable, plus the batched SQLite event
+    log (Dagster's default shard folder under this instance's folder)."""
+    return f"""\
 # Written by Fabric. The instance lives under the Fabric home.
 telemetry:
   enabled: false
 nux:
   enabled: false
+event_log_storage:
+  module: fabric_assets.event_log
+  class: FabricSqliteEventLogStorage
+  config:
+    dagster_home: "{dagster_home.resolve()}"
 """
 
 
@@ -71,7 +78,7 @@ def test_default_home_is_the_embedded_configuration(tmp_path):
     from fabric_resources.catalog import SqliteCatalog
 
     home = FabricHome(tmp_path / "home")
-    assert (home.layout.dagster_home / "dagster.yaml").read_text() == TODAYS_DAGSTER_YAML
+    assert (home.layout.dagster_home / "dagster.yaml").read_text() == todays_dagster_yaml(home.layout.dagster_home)
     assert isinstance(home.catalog, SqliteCatalog) and home.catalog.path == home.layout.catalog_file
     assert not home.tables.remote and home.tables.root == home.layout.tables
     assert home.exists()
@@ -139,7 +146,7 @@ def test_dagster_yaml_follows_the_config_but_never_a_users_own(tmp_path):
     assert stat.S_IMODE(yaml.stat().st_mode) == 0o600
     (home_dir / "config.json").unlink()
     FabricHome(home_dir)
-    assert yaml.read_text() == TODAYS_DAGSTER_YAML
+    assert yaml.read_text() == todays_dagster_yaml(yaml.parent)
     yaml.write_text("storage:\n  sqlite:\n    base_dir: /elsewhere\n")  # the user's own
     (home_dir / "config.json").write_text(json.dumps({"storage": {"dagster": {"max_concurrent_runs": 2}}}))
     FabricHome(home_dir)
