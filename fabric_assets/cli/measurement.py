@@ -214,6 +214,8 @@ def bench_scale_cmd(
         "--work-dir", help="Keep the corpus and home here (must not hold a home yet); default: scratch, removed.")] = None,
     ui: Annotated[bool, typer.Option("--ui/--no-ui", help="Start dagster-webserver and time GraphQL queries.")] = True,
     ui_repeat: Annotated[int, typer.Option(min=1)] = 3,
+    stock_event_log: Annotated[bool, typer.Option(
+        "--stock-event-log", help="Baseline: Dagster's own SQLite event log instead of Fabric's.")] = False,
     json_out: JsonOutOption = None,
 ) -> None:
     """Dagster at many partitions: one sensor tick, the parse runs (Dagster overhead per partition), the UI."""
@@ -223,7 +225,7 @@ def bench_scale_cmd(
 
     try:
         result = bench_scale(shared, documents, work_dir=work_dir, ui=ui, ui_repeat=ui_repeat,
-                             log=lambda m: err.print(f"[dim]{m}[/dim]"))
+                             stock_event_log=stock_event_log, log=lambda m: err.print(f"[dim]{m}[/dim]"))
     except SharedCorpusMissing as exc:
         _skipped(exc)
     except FileExistsError as exc:

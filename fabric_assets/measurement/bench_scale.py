@@ -220,11 +220,15 @@ def bench_scale(
     ui: bool = True,
     ui_repeat: int = 3,
     seed: int = 0,
+    stock_event_log: bool = False,
     log: Log = _quiet,
 ) -> dict:
     """Run (a), (b) and (c) of the module docstring on ``n_documents`` tiny documents.
 
     ``work_dir`` keeps the corpus and home (default: a scratch folder, removed after).
+    ``stock_event_log`` runs the home on Dagster's own SQLite event log instead of Fabric's
+    (:mod:`fabric_assets.event_log`), the baseline of that storage: its ``dagster.yaml`` is then
+    written as a user's own file, which Fabric leaves alone.
 
     Raises
     ------
@@ -239,11 +243,14 @@ def bench_scale(
         docs = tiny_documents(pool.paragraphs, n_documents, seed=seed)
         corpus = write_documents(docs, scratch / "notes")
         home = FabricHome(scratch / "home")
+        if stock_event_log:
+            (home.layout.dagster_home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
         home.catalog.register_root(corpus)
         instance = dagster_instance(home)
         result: dict = {"benchmark": "scale", "machine": machine(), "documents": n_documents,
                         "document_bytes_mean": round(sum(len(d.text.encode()) for d in docs) / max(1, len(docs)), 1),
-                        "partitions_per_run": home.config.sources.partitions_per_run}
+                        "partitions_per_run": home.config.sources.partitions_per_run,
+                        "event_log": type(instance.event_log_storage).__name__}
 
         log(f"(a) sensor tick over {n_documents} new files")
         first_s, first = _sensor_tick(instance, home)
@@ -309,6 +316,7 @@ def summary_rows(result: dict) -> list[dict[str, str]]:
     s, r = result["sensor"], result["runs"]
     rows = [
         ("documents = parse partitions", f"{result['documents']:,} = {result['registered_partitions']:,}"),
+        ("Dagster event log", result.get("event_log", "?")),
         ("sensor first tick (scan + plan)", f"{s['first_tick_s']} s → {s['parse_run_requests']} parse run requests, "
                                            f"{s['dynamic_partitions_added']:,} partitions"),
         ("add_dynamic_partitions", f"{s['add_dynamic_partitions_s']} s"),
