@@ -50,6 +50,8 @@ def test_scale_bench_partitions_match_documents_and_the_ui_sees_them():
     assert ui["asset_nodes"]["assets"] >= 7
     assert ui["runs"]["runs"] == 2  # one parse run, one activation
     assert summary_rows(result)[0]["value"] == "30 = 30"
+    # The UI above read every partition through the same dagster.yaml: Fabric's event log wrote them.
+    assert result["event_log"] == "FabricSqliteEventLogStorage"
 
 
 @pytest.mark.slow
