@@ -40,6 +40,7 @@ from dagster._config import StringSource
 from dagster._core.events import ASSET_CHECK_EVENTS, ASSET_EVENTS, BATCH_WRITABLE_EVENTS
 from dagster._core.storage.event_log import SqliteEventLogStorage
 from dagster._core.storage.event_log.schema import SqlEventLogStorageTable
+from dagster._core.storage.event_log.sqlite.sqlite_event_log import INDEX_SHARD_NAME
 from dagster._core.storage.sql import create_engine
 from dagster._core.storage.sqlite import SQLITE_BUSY_TIMEOUT_SECONDS
 from dagster._serdes import ConfigurableClassData
@@ -79,7 +80,6 @@ class FabricSqliteEventLogStorage(SqliteEventLogStorage):
         self._engines_lock = threading.Lock()
         self._tables_seen: set[str] = set()
         self._asset_key_index_cols = False
-        self._dagster_home = dagster_home
         os.environ.setdefault("DAGSTER_EVENT_BATCH_SIZE", str(EVENT_BATCH_SIZE))
         super().__init__(_events_dir(dagster_home), inst_data=inst_data)
 
@@ -122,7 +122,7 @@ class FabricSqliteEventLogStorage(SqliteEventLogStorage):
     def has_table(self, table_name: str) -> bool:
         if table_name in self._tables_seen:
             return True
-        with self._engine("index").connect() as conn:
+        with self._engine(INDEX_SHARD_NAME).connect() as conn:
             found = bool(conn.dialect.has_table(conn, table_name))
         if found:
             self._tables_seen.add(table_name)

@@ -6,7 +6,8 @@ SQLite event log on the same files, with batched writes; named by module path, s
 still imports no Dagster). ``storage.dagster`` in ``config.json`` can put the instance on
 PostgreSQL (every host that runs a daemon, a webserver or run workers for the home points at the
 same database) and turn on the queued run coordinator with a limit, so runs launched by sensors,
-backfills or the UI go several at once. No Dagster import here: this only writes YAML (JSON strings are YAML strings).
+backfills or the UI go several at once. No Dagster import here: this only writes YAML (JSON
+strings are YAML strings).
 """
 
 from __future__ import annotations
@@ -35,12 +36,10 @@ def _sqlite_event_log(dagster_home: Path) -> list[str]:
 def instance_yaml(storage: StorageConfig, dagster_home: Path) -> str:
     """The ``dagster.yaml`` text for ``storage``, for the instance folder ``dagster_home``."""
     dagster = storage.dagster
-    if dagster.backend == "sqlite" and dagster.max_concurrent_runs is None:
-        return "\n".join(["# Written by Fabric. The instance lives under the Fabric home.",
-                          "telemetry:", "  enabled: false", "nux:", "  enabled: false",
-                          *_sqlite_event_log(dagster_home)]) + "\n"
-    lines = [f"{MARKER} from config.json (storage.dagster); rewritten when that changes.",
-             "telemetry:", "  enabled: false", "nux:", "  enabled: false"]
+    default = dagster.backend == "sqlite" and dagster.max_concurrent_runs is None
+    header = ("# Written by Fabric. The instance lives under the Fabric home." if default
+              else f"{MARKER} from config.json (storage.dagster); rewritten when that changes.")
+    lines = [header, "telemetry:", "  enabled: false", "nux:", "  enabled: false"]
     if dagster.backend == "postgres":
         # Run, event-log and schedule storage all in this database (dagster-postgres).
         lines += ["storage:", "  postgres:", f"    postgres_url: {json.dumps(sqlalchemy_url(storage.dagster_url))}"]
