@@ -101,13 +101,18 @@ def locations_of(spans: tuple[CitedSpan, ...], located: Mapping[str, CitedLocati
 
 
 def citation_for(view: ReleaseView, parse_id: str, chunk_id: str, texts: list[str], fragments: list[list[dict]],
-                 sources: list[str]) -> Citation:
+                 sources: list[str], located: Mapping[str, CitedLocation] | None = None) -> Citation:
+    """The citation of ``texts`` (a chunk, or a passage's members) of ``parse_id``; ``located``: that
+    parse's unit locations when the caller read them already (:func:`prefetch_locations`), else they
+    are read here (:func:`unit_locations`)."""
     meta = view.sources[sources[0]]
     spans = spans_of(texts, fragments)
+    if located is None:
+        located = unit_locations(view, parse_id)
     return Citation(
         release_id=view.release_id, source_key=sources[0], source_hash=meta["source_hash"], parse_id=parse_id,
         chunk_id=chunk_id, spans=spans, text_hash=text_hash(FRAGMENT_SEPARATOR.join(texts)),
-        also_cited_by=tuple(sources[1:]), locations=locations_of(spans, unit_locations(view, parse_id)),
+        also_cited_by=tuple(sources[1:]), locations=locations_of(spans, located),
     )
 
 
@@ -134,11 +139,12 @@ def assemble_passages(
         wid, members = membership.get(cid, (None, (cid,)))
         hits.append(HitWindow(rank, cid, wid, tuple(_member(view, m) for m in members)))
     assembled, trace = assemble(hits, max_tokens, max_units)
-    # One read of the units table for every parse the citations below name (then cached).
-    prefetch_locations(view, [view.chunk(m.chunk_id)["parse_id"] for p in assembled for m in p.members[:1]])
+    # One read of the units table for every parse the citations below name. Handed down rather than
+    # left to the process cache: a request naming more parses than it holds would read them one by one.
+    located = prefetch_locations(view, [view.chunk(m.chunk_id)["parse_id"] for p in assembled for m in p.members[:1]])
     passages, units, seen_units = [], [], set()
     for p in assembled:
-        passages.append(_passage(view, p, sources_by_parse))
+        passages.append(_passage(view, p, sources_by_parse, located))
         parse_id = view.chunk(p.members[0].chunk_id)["parse_id"]
         source = passages[-1].citation.source_key
         for m in p.members:
@@ -150,7 +156,8 @@ def assemble_passages(
     return passages, units, trace, passage_of
 
 
-def _passage(view: ReleaseView, p: AssembledPassage, sources_by_parse: dict[str, list[str]]) -> Passage:
+def _passage(view: ReleaseView, p: AssembledPassage, sources_by_parse: dict[str, list[str]],
+             located: Mapping[str, Mapping[str, CitedLocation]]) -> Passage:
     first = view.chunk(p.members[0].chunk_id)
     parse_id = first["parse_id"]
     sources = sources_by_parse.get(parse_id) or view.sources_by_parse[parse_id]
@@ -160,7 +167,7 @@ def _passage(view: ReleaseView, p: AssembledPassage, sources_by_parse: dict[str,
         text=FRAGMENT_SEPARATOR.join(texts), token_count=p.token_count, truncated=p.truncated,
         section_path=tuple(first["section_path"] or ()),
         citation=citation_for(view, parse_id, p.hit_chunk_ids[0], texts, [list(m.fragments) for m in p.members],
-                              sources),
+                              sources, located.get(parse_id, {})),
     )
 
 
@@ -201,6 +208,7 @@ def assemble_hits(
         neighbours = [c for c in final if c not in lexical_of and c in channels.scores.get(name, {})]
         for cid, cosine in (hit_cosines(ctx, name, neighbours) if neighbours else {}).items():
             below.setdefault(cid, []).append(cosine < floor)
+    located = prefetch_locations(view, [view.chunk(cid)["parse_id"] for cid in final])
     hits = []
     for rank, cid in enumerate(final, start=1):
         chunk = view.chunk(cid)
@@ -216,7 +224,8 @@ def assemble_hits(
                     if cid in channels.scores.get(name, {}) and cid in channels.rankings[name]
                 },
                 section_path=tuple(chunk["section_path"] or ()),
-                citation=citation_for(view, chunk["parse_id"], cid, [chunk["text"]], [chunk["fragments"]], sources),
+                citation=citation_for(view, chunk["parse_id"], cid, [chunk["text"]], [chunk["fragments"]], sources,
+                                      located.get(chunk["parse_id"], {})),
                 highlights=segments,
                 provenance={name: prov[cid] for name, prov in channels.provenance.items() if cid in prov},
                 stage_scores={stage: scores[cid] for stage, scores in stage_scores.items() if cid in scores},

@@ -257,3 +257,33 @@ def test_the_rerank_stage_reorders_the_pool_and_keeps_the_tail(fabric):
     passages, _, _, passage_of = assemble_passages(view, pool, view.sources_by_parse, home.config.passages.max_tokens,
                                                    home.config.passages.max_units)
     assert reranker.calls[0][1] == [rerank_input(passages[passage_of[c]]) for c in pool]
+
+
+def test_a_request_naming_more_parses_than_the_location_cache_holds_reads_units_once_per_stage(fabric, monkeypatch):
+    """guards against: citations reading the units table once per parse when a request (``limit``
+    up to 1000) names more parses than the per-process location cache keeps — the cache evicted
+    what the prefetch had just read, and NPL (11,429 documents) took ~7 s per 300-result query.
+    The citations' locations must be the ones a roomy cache gives."""
+    import fabric_query.assembly as assembly
+    from fabric_resources.tables import TableStore
+
+    roomy = fabric.search("lighthouse keeper storm boats bread", limit=20)
+    parses = {h.citation.parse_id for h in roomy.results}
+    assert len(parses) >= 3
+    assert any(h.citation.locations for h in roomy.results)
+
+    reads = []
+    real_read = TableStore.read
+
+    def counting_read(self, name, *args, **kwargs):
+        if name == "units":
+            reads.append(kwargs.get("parse_ids"))
+        return real_read(self, name, *args, **kwargs)
+
+    monkeypatch.setattr(assembly, "MAX_CACHED_LOCATION_PARSES", 1)
+    monkeypatch.setattr(assembly, "_locations", type(assembly._locations)())
+    monkeypatch.setattr(TableStore, "read", counting_read)
+    tight = fabric.search("lighthouse keeper storm boats bread", limit=20)
+    assert len(reads) <= 2, f"units read {len(reads)} times for {len(parses)} parses"
+    assert [h.citation for h in tight.results] == [h.citation for h in roomy.results]
+    assert [p.citation for p in tight.passages] == [p.citation for p in roomy.passages]
