@@ -269,6 +269,18 @@ class QueryConfig(_Strict):
     # Off for queries routed to the multilingual model: on JSQuAD's dev half, feedback over
     # character bigrams cost 0.066 nDCG@10 of the word channel (docs/benchmarks.md).
     feedback_multilingual: bool = Field(False, description="Apply feedback to CJK / non-Latin queries too.")
+    feedback_method: Literal["idf", "rm3"] = Field(
+        "idf",
+        description="idf: terms of the top windows by sum of tf/|d| times idf, query terms kept at weight 1; rm3: "
+        "RM3 (Abdul-Jaleel et al. 2004), the relevance model of the top windows weighted by their first-pass "
+        "scores, interpolated with the query (query share 1 - feedback_weight).",
+    )
+    query_term_frequency: bool = Field(
+        False, description="Word channel: a query word written twice weighs twice (BM25's query term frequency, "
+        "as Lucene sums repeated clauses); false counts each distinct query word once.")
+    stopwords: Literal["none", "english"] = Field(
+        "none", description="Word channel: english drops tantivy's English stop words (Lucene's 33) from the query's "
+        "free-text words (never from phrases; all kept when nothing else is left). The index keeps them.")
     # Queries with text in scripts written without spaces are matched on character bigrams, where
     # tantivy's fixed k1 1.2, b 0.75 saturate too late; the word channel re-scores its candidates
     # with these (chosen on JSQuAD's dev half; the complete `fabric eval-tune` grid finds the region flat,

@@ -123,14 +123,18 @@ class IndexUnusable(Exception):
         self.detail = detail
 
 
-def word_analyzer() -> tantivy.TextAnalyzer:
-    return (
+def word_analyzer(stopwords: bool = False) -> tantivy.TextAnalyzer:
+    """The word field's analyzer; with ``stopwords`` tantivy's English stop-word filter (Lucene's 33
+    words) runs before the stemmer — for query analysis only (:mod:`fabric_query.channels.lexical`):
+    the index keeps every word, so phrases with stop words still match."""
+    builder = (
         tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.simple())
         .filter(tantivy.Filter.remove_long(255))
         .filter(tantivy.Filter.lowercase())
-        .filter(tantivy.Filter.stemmer("english"))
-        .build()
     )
+    if stopwords:
+        builder = builder.filter(tantivy.Filter.stopword("english"))
+    return builder.filter(tantivy.Filter.stemmer("english")).build()
 
 
 def substring_analyzer() -> tantivy.TextAnalyzer:

@@ -69,6 +69,36 @@ def word_tokens(text: str) -> list[str]:
     return _word().analyze(word_field_text(fold(text)))
 
 
+@lru_cache(maxsize=1)
+def _word_stopped() -> tantivy.TextAnalyzer:
+    return word_analyzer(stopwords=True)
+
+
+def query_word_tokens(terms: Sequence[str], stopwords: bool = False) -> list[str]:
+    """The word tokens of a query's free-text ``terms`` (:func:`word_tokens`), in order, repeats kept;
+    with ``stopwords`` without tantivy's English stop words, unless that leaves none.
+
+    >>> query_word_tokens(["the", "keeper", "of", "the", "lighthouse"], stopwords=True)
+    ['keeper', 'lighthous']
+    >>> query_word_tokens(["to", "be", "or", "not"], stopwords=True)
+    ['to', 'be', 'or', 'not']
+    """
+    text = " ".join(terms)
+    if stopwords:
+        kept = _word_stopped().analyze(word_field_text(fold(text)))
+        if kept:
+            return kept
+    return word_tokens(text)
+
+
+def content_terms(terms: Sequence[str], stopwords: bool) -> tuple[str, ...]:
+    """``terms`` without those that are stop words only (when ``stopwords``), unless none would remain."""
+    if not stopwords:
+        return tuple(terms)
+    kept = tuple(t for t in terms if _word_stopped().analyze(word_field_text(fold(t))))
+    return kept or tuple(terms)
+
+
 @lru_cache(maxsize=8192)
 def _chunk_word_tokens(text: str) -> tuple[str, ...]:
     # Only phrase and exclusion checks need the token sequence; keyed by the text itself (a view's
@@ -177,13 +207,22 @@ def search_field(
 
 @dataclass(frozen=True)
 class Feedback:
-    """Pseudo-relevance feedback (RM3-style, Lavrenko & Croft 2001; Abdul-Jaleel et al. 2004):
-    the ``terms`` best terms of the top ``docs`` first-pass window documents, by
-    Σ_d tf(t,d)/|d| · idf(t), are added as SHOULD clauses boosted by ``weight`` × their normalised score."""
+    """Pseudo-relevance feedback over the top ``docs`` first-pass window documents, ``terms``
+    expansion terms, by ``method``:
+
+    * ``idf``: terms by Σ_d tf(t,d)/|d| · idf(t) (terms in over 10% of windows left out), added as
+      SHOULD clauses boosted by ``weight`` × their score over the best one; query terms keep theirs.
+    * ``rm3``: RM3 (Lavrenko & Croft, SIGIR 2001; Abdul-Jaleel et al., TREC 2004, as Anserini
+      implements it): the relevance model P(t|R) = Σ_d P(t|d)·P(d|q) with P(t|d) = tf(t,d)/|d| and
+      P(d|q) the window's first-pass BM25 score over the feedback windows' sum, cut to the best
+      ``terms`` terms and renormalised, then interpolated with the query's own term distribution:
+      w(t) = (1 − ``weight``)·q(t)/Σq + ``weight``·P(t|R) (query terms may gain weight too).
+    """
 
     docs: int = 10
     terms: int = 10
     weight: float = 0.5
+    method: str = "idf"
 
 
 def expansion_terms(
@@ -214,6 +253,43 @@ def expansion_terms(
     return [(t, fb.weight * s / best) for t, s in top]
 
 
+def rm3_weights(
+    first_pass: Sequence[tuple[str, float]], stats_of: Callable[[str], TermStats], query: dict[str, float],
+    fb: Feedback, excluded: Callable[[str], bool] = lambda t: False,
+) -> dict[str, float]:
+    """The RM3 query (:class:`Feedback`, ``method="rm3"``): term → weight over the query's terms and
+    the expansion terms, scaled by Σq so that a query term's weight stays near its count.
+
+    ``first_pass``: (window ID, BM25 score) best first; ``stats_of``: a window's term counts and
+    length; ``query``: the query's term weights; ``excluded``: terms never added (stop words).
+    Single-character terms are added only when the query has them. Ties break by term.
+
+    >>> stats = {"a": ({"lamp": 2, "keeper": 2}, 4), "b": ({"lamp": 1, "tide": 3}, 4)}
+    >>> w = rm3_weights([("a", 2.0), ("b", 1.0)], stats.__getitem__, {"lamp": 1.0}, Feedback(2, 2, 0.5, "rm3"))
+    >>> sorted(w), round(w["lamp"], 4), round(w["keeper"], 4)
+    (['keeper', 'lamp'], 0.7778, 0.2222)
+    """
+    top = [(w, s) for w, s in first_pass[: fb.docs] if s > 0]
+    q_total = sum(query.values())
+    if not top or not q_total:
+        return dict(query)
+    z = math.fsum(s for _, s in top)
+    relevance: dict[str, float] = {}
+    for wid, score in top:
+        counts, length = stats_of(wid)
+        if not length:
+            continue
+        for term, tf in counts.items():
+            if (len(term) > 1 or term in query) and not (excluded(term) and term not in query):
+                relevance[term] = relevance.get(term, 0.0) + (score / z) * tf / length
+    best = sorted(relevance.items(), key=lambda p: (-p[1], p[0]))[: fb.terms]
+    r_total = math.fsum(v for _, v in best)
+    out = {t: (1 - fb.weight) * w for t, w in query.items()}
+    for term, v in best:
+        out[term] = out.get(term, 0.0) + fb.weight * v / r_total * q_total
+    return out
+
+
 def _contains(tokens: Sequence[str], seq: Sequence[str]) -> bool:
     """``seq`` occurs in ``tokens`` as consecutive tokens (a phrase query over one chunk)."""
     n = len(seq)
@@ -239,9 +315,13 @@ def word_channel(
     feedback: Feedback | None = None,
     text_of: Callable[[str], str] | None = None,
     bm25: Bm25 | None = None,
+    *,
+    query_term_frequency: bool = False,
+    stopwords: bool = False,
 ) -> ChannelResult:
     """The chunk ranking of :func:`word_matches`."""
-    return word_matches(index, parsed, eligible, depth, feedback, text_of, bm25).ranking
+    return word_matches(index, parsed, eligible, depth, feedback, text_of, bm25,
+                        query_term_frequency=query_term_frequency, stopwords=stopwords).ranking
 
 
 def word_matches(
@@ -252,6 +332,9 @@ def word_matches(
     feedback: Feedback | None = None,
     text_of: Callable[[str], str] | None = None,
     bm25: Bm25 | None = None,
+    *,
+    query_term_frequency: bool = False,
+    stopwords: bool = False,
 ) -> WordMatches:
     """BM25 over the word field's context-window documents, answered as chunks.
 
@@ -264,7 +347,9 @@ def word_matches(
     stay per chunk. Members of one window come best chunk-level BM25 first (window idf, the
     chunks' mean length), then reading order; windows by score, then ID. Returns at most ``depth``
     chunks. Without ``text_of`` members cannot be checked: tantivy's scores, exclusions per window,
-    every member of a matched window.
+    every member of a matched window. With ``query_term_frequency`` a query word's BM25 term weighs
+    its count in the query (else 1); with ``stopwords`` the query's free-text words lose tantivy's
+    English stop words (:func:`query_word_tokens`; phrases keep theirs).
 
     Raises
     ------
@@ -274,11 +359,17 @@ def word_matches(
     if bm25 is not None and text_of is None:
         raise ValueError("BM25 re-scoring needs text_of (chunk ID → text)")
     searcher = index.searcher
-    query_tokens = word_tokens(" ".join(parsed.terms))
-    terms = dict.fromkeys([*query_tokens, *(t for p in parsed.phrases for t in word_tokens(p))], 1.0)
+    query_tokens = query_word_tokens(parsed.terms, stopwords)
+    counts = Counter(query_tokens)
+    terms = {t: float(counts[t]) if query_term_frequency else 1.0 for t in counts}
+    for p in parsed.phrases:
+        for t in word_tokens(p):
+            terms.setdefault(t, 1.0)
     checked = text_of is not None
     # Exclusions are checked per member chunk: excluding a window would drop its other chunks too.
     window_query = replace(parsed, excluded=()) if checked else parsed
+    if stopwords:  # a window holding only stop words is no candidate
+        window_query = replace(window_query, terms=content_terms(parsed.terms, True))
     members_of: dict[str, tuple[str, ...]] = {}
     params = bm25 or TANTIVY_BM25
 
@@ -306,16 +397,22 @@ def word_matches(
             pairs.append((wid, float(score)))
         if not checked:
             return ranked(pairs, depth)
-        weights = terms | {t: w for t, w in expansion if t not in terms}
         return rescore(index, [w for w, _ in pairs], weights, stats_of, params, postings)
 
-    windows = one_pass([])
     weights = dict(terms)
+    windows = one_pass([])
     if feedback is not None and checked and windows:
-        expansion = expansion_terms(index, [w for w, _ in windows], stats_of, set(query_tokens), feedback)
-        if expansion:
+        if feedback.method == "rm3":
+            stop = _word_stopped() if stopwords else None
+            weights = rm3_weights(windows, stats_of, terms, feedback,
+                                  (lambda t: not stop.analyze(t)) if stop is not None else (lambda t: False))
+            expansion = [(t, w) for t, w in weights.items() if t not in terms]
             windows = one_pass(expansion)
-            weights |= {t: w for t, w in expansion if t not in terms}
+        else:
+            expansion = expansion_terms(index, [w for w, _ in windows], stats_of, set(query_tokens), feedback)
+            if expansion:
+                weights |= {t: w for t, w in expansion if t not in terms}
+                windows = one_pass(expansion)
     if not checked:
         out = [(m, s) for w, s in windows for m in members_of[w]][:depth]
         return WordMatches(out, {m: w for w, _ in windows for m in members_of[w]})
@@ -404,7 +501,7 @@ def _serve(ctx: "QueryContext") -> LexicalServing:
             raise _UnknownChunk(cid)
         return view.chunk(cid)["text"]
 
-    feedback = (Feedback(cfg.feedback_docs, cfg.feedback_terms, cfg.feedback_weight)
+    feedback = (Feedback(cfg.feedback_docs, cfg.feedback_terms, cfg.feedback_weight, cfg.feedback_method)
                 if cfg.feedback_terms and (cfg.feedback_multilingual
                                            or not needs_multilingual(parsed.positive_text)) else None)
     unspaced = needs_substring_channel(parsed)
@@ -412,7 +509,9 @@ def _serve(ctx: "QueryContext") -> LexicalServing:
     try:
         found, provenance = {}, {}
         if WORD.name in ctx.selected:
-            matches = word_matches(lexical, parsed, ctx.eligible, ctx.depth, feedback, text_of, bm25)
+            matches = word_matches(lexical, parsed, ctx.eligible, ctx.depth, feedback, text_of, bm25,
+                                   query_term_frequency=cfg.query_term_frequency,
+                                   stopwords=cfg.stopwords == "english")
             found[WORD.name] = matches.ranking
             provenance[WORD.name] = {c: {"window_id": w} for c, w in matches.window_of.items()}
         if unspaced and SUBSTRING.name in ctx.selected:
