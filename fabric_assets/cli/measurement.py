@@ -84,22 +84,40 @@ def bench_ingest_cmd(
 
 @measurement_app.command("eval-tune")
 def eval_tune_cmd(
-    beir_dir: Annotated[Path, typer.Argument(help="A BEIR folder.")],
-    work_dir: Annotated[Path, typer.Option("--work-dir", help="Scratch home to create or reuse.")],
-    top: Annotated[int, typer.Option(min=1)] = 10,
-    limit_queries: Annotated[Optional[int], typer.Option("--limit-queries", min=1)] = None,
-    quick: Annotated[bool, typer.Option(help="Two feedback settings (off; 20 terms from 5 chunks) instead of four; "
-                                              "RRF k 20 or 60, weights 0.5/1/1.5.")] = False,
+    beir_dirs: Annotated[list[Path], typer.Argument(help="BEIR folders (every retrieval collection to choose on).")],
+    work_dir: Annotated[Path, typer.Option("--work-dir", help="Scratch homes: <work-dir>/<collection>/home, as "
+                                                              "`fabric eval --work-dir <work-dir>/<collection>`.")],
+    limit_queries: Annotated[Optional[int], typer.Option("--limit-queries", min=1,
+                                                         help="At most this many dev queries per collection.")] = None,
+    quick: Annotated[bool, typer.Option(help="A small grid (feedback off/idf, no stop words, section-guided on, "
+                                              "RRF k 60) for a smoke run.")] = False,
+    json_out: Annotated[Optional[Path], typer.Option("--json-out")] = None,
 ) -> None:
-    """Grid-search fusion (RRF k and weights; convex weights for CJK), word-channel feedback, bigram BM25
-    k1/b (CJK) and section-guided dense on the dev half."""
+    """Choose the query-time defaults on the dev halves of all the collections at once, by the worst
+    collection's margin over the best baseline or channel (maximin); leave-one-collection-out beside it."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    from fabric_assets.measurement.tuning import tune_fusion
+    from fabric_assets.measurement.tuning import Grid, tune
 
-    feedback = ((0, 10, 0.5), (20, 5, 0.5)) if quick else ((0, 10, 0.5), (10, 10, 0.3), (10, 10, 0.5), (20, 5, 0.5))
-    grid = {"ks": (20, 60), "weights": (0.5, 1.0, 1.5)} if quick else {}
-    for row in tune_fusion(beir_dir, work_dir, limit_queries=limit_queries, feedback=feedback, **grid)[:top]:
-        console.print(json.dumps(row))
+    for d in beir_dirs:
+        if not (d / "corpus.jsonl").exists():
+            fail(f"{d} has no corpus.jsonl")
+    grid = (Grid(feedback=("off", "idf"), query_term_frequency=(False,), stopwords=("none",), section_guided=(True,),
+                 bigram_bm25=((0.5, 0.3),), rrf_k=(60,)) if quick else Grid())
+    result = tune(beir_dirs, work_dir, grid, limit_queries=limit_queries)
+    if json_out:
+        json_out.write_text(json.dumps(result, indent=2))
+    names = [c["name"] for c in result["collections"]]
+    rows = []
+    for label, row in [("chosen", result["chosen"]), ("current defaults", result["defaults"])] + [
+            (f"chosen without {n}", result["leave_one_out"][n]) for n in names]:
+        if row is None:
+            continue
+        rows.append({"point": label, **{n: f"{row['margins'][n]:+.4f}" for n in names},
+                     "worst": f"{row['worst_margin']:+.4f}", "mean": f"{row['mean_margin']:+.4f}",
+                     "settings": json.dumps({**row["passes"], **row["fusion"]})})
+    _print_rows(f"margin of fused nDCG@10 over the best baseline or channel, dev halves ({result['points']} points)",
+                rows)
+    console.print(f"defaults reproduced: {'yes' if result['defaults_reproduced'] else 'no'}")
 
 
 SharedOption = Annotated[Path, typer.Option("--shared", help="The ../shared folder (real corpus and eval sets).")]

@@ -1,95 +1,297 @@
-"""``fabric eval-tune BEIR_DIR``: a grid over fusion and lexical settings on the dev half."""
+"""``fabric eval-tune DIR [DIR ...]``: the query-time defaults, chosen on the dev halves of several
+collections at once by their worst collection.
+
+Every collection is ingested through the real pipeline into ``<work_dir>/<name>/home`` (the home
+``fabric eval --work-dir <work_dir>/<name>`` uses, so a second run is a no-op scan). For each
+**pass** — the settings that change what a channel returns (:class:`PassSettings`: word-channel
+feedback, query term frequency, query stop words, section-guided dense; for a CJK collection the
+bigram BM25 parameters) — every dev query runs once through ``fabric_query`` and the channel
+lists it returns are kept; each **fusion** (:class:`FusionSettings`: RRF k and the dense weight on
+the MiniLM route, the lexical weight of the e5 route's convex combination) then fuses them again
+with :func:`fabric_query.fusion.fuse`, the function a search uses.
+
+A point of the grid is one pass and one fusion for each route; a collection is scored under the
+settings its queries use (an English collection ignores the bigram BM25 and the convex weight, a
+CJK one the feedback and the MiniLM fusion). Its **margin** on a collection is Fabric's fused
+nDCG@10 minus the best of the baselines ``fabric eval`` runs (bm25s, flat cosine, LanceDB hybrid,
+over the same chunks and the same dev queries) and of Fabric's own channels alone under that pass.
+The chosen point maximises the smallest margin over the collections (maximin), then the mean
+margin, then prefers the current defaults. Leave-one-collection-out (each collection scored by
+the point chosen on the others) says how well the choice carries to a collection it never saw.
+"""
 
 from __future__ import annotations
 
+import itertools
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from fabric_assets.ingest import ingest
+from fabric_assets.measurement.baselines import Baselines
 from fabric_assets.measurement.harness import (
     DEPTH, QueryVectorMemo, Split, as_free_text, in_split, is_cjk, load_beir, write_corpus,
 )
 from fabric_assets.measurement.metrics import first_occurrence, score_run
 from fabric_query import pipeline
+from fabric_query.fusion import fuse
 from fabric_query.release import release_view
+from fabric_resources.config import Bm25Config, FabricConfig, FusionMethod, QueryConfig
 from fabric_resources.home import FabricHome
 from fabric_resources.models.embedder import shared_embedder
 from fabric_resources.models.multilingual import shared_multilingual_embedder
 
+#: The dense channels of each route, as the pipeline names them.
+ENGLISH_DENSE, CJK_DENSE = "dense", "dense_multilingual"
 
-def tune_fusion(
-    folder: Path,
-    work_dir: Path,
-    ks: tuple[int, ...] = (10, 20, 40, 60, 100),
-    weights: tuple[float, ...] = (0.5, 0.75, 1.0, 1.5, 2.0),
-    split: Split = "dev",
-    feedback: tuple[tuple[int, int, float], ...] = ((0, 10, 0.5), (10, 10, 0.3), (10, 10, 0.5), (20, 5, 0.5)),
-    limit_queries: int | None = None,
-    section_guided: tuple[bool, ...] = (True, False),
-    bigram_bm25: tuple[tuple[float, float] | None, ...] = (None, (0.5, 0.3), (0.5, 0.5), (0.7, 0.4), (0.9, 0.4)),
-    convex_lexical: tuple[float, ...] = (0.3, 0.35, 0.4, 0.45, 0.5),
-) -> list[dict]:
-    """Grid-search fusion and lexical settings on one split (dev by default).
 
-    Every grid point of the query-time settings — section-guided dense (of the route the
-    collection's queries take), word-channel ``feedback`` (terms, docs, weight) and, for a
-    CJK collection, the word channel's ``bigram_bm25`` (k1, b; None = tantivy's 1.2, 0.75) —
-    runs every query once through ``fabric_query``; the channel lists it returns are then
-    re-fused offline: weighted RRF over ``ks`` × ``weights`` per channel and, for a CJK
-    collection, the min-max convex combination with weight ``convex_lexical`` on each lexical
-    channel and 1 − that on the dense one. Returns the points sorted by nDCG@10, best first.
-    ``work_dir`` holds (or receives) the ingested home, as in :func:`run_eval`.
+@dataclass(frozen=True)
+class PassSettings:
+    """Query-time settings that change the channel lists (one pass of every query per value).
+
+    ``feedback``: ``off``, ``idf`` or ``rm3`` (:class:`fabric_query.channels.lexical.Feedback`,
+    with the configured docs, terms and weight); ``bigram_bm25``: (k1, b) for CJK queries or None
+    for tantivy's 1.2 / 0.75.
     """
-    import itertools
 
-    from fabric_query.fusion import LEXICAL_FLOORS, convex, rrf
-    from fabric_resources.config import Bm25Config
+    feedback: str = "idf"
+    query_term_frequency: bool = False
+    stopwords: str = "none"
+    section_guided: bool = True
+    bigram_bm25: tuple[float, float] | None = (0.5, 0.3)
 
+    def apply(self, q: QueryConfig, cjk: bool) -> QueryConfig:
+        update: dict = {"query_term_frequency": self.query_term_frequency, "stopwords": self.stopwords,
+                        "channel_depth": DEPTH}
+        if cjk:
+            update["bigram_bm25"] = Bm25Config(k1=self.bigram_bm25[0], b=self.bigram_bm25[1]) if self.bigram_bm25 else None
+        else:
+            update["section_guided"] = self.section_guided
+            if self.feedback == "off":
+                update["feedback_terms"] = 0
+            else:
+                update["feedback_method"] = self.feedback
+                update["feedback_terms"] = q.feedback_terms or QueryConfig().feedback_terms
+        return q.model_copy(update=update)
+
+    def relevant(self, cjk: bool) -> PassSettings:
+        """These settings with those a collection's queries do not depend on at their defaults: CJK
+        queries take no feedback (``query.feedback_multilingual``) and no section-guided route of the
+        MiniLM model; other queries no bigram BM25."""
+        default = PassSettings()
+        if cjk:
+            return replace(self, feedback=default.feedback, section_guided=default.section_guided)
+        return replace(self, bigram_bm25=default.bigram_bm25)
+
+
+@dataclass(frozen=True)
+class FusionSettings:
+    """RRF ``rrf_k`` and the dense channel's weight (MiniLM route); the lexical channels' weight
+    ``convex_lexical`` of the e5 route's convex combination (its dense channel gets 1 − that)."""
+
+    rrf_k: int = 60
+    dense_weight: float = 0.75
+    convex_lexical: float = 0.4
+
+    def apply(self, q: QueryConfig) -> QueryConfig:
+        weights = {**q.channel_weights, ENGLISH_DENSE: self.dense_weight}
+        convex = {name: self.convex_lexical for name in ("word", "substring", "scan", "graph")}
+        convex[CJK_DENSE] = round(1.0 - self.convex_lexical, 4)
+        return q.model_copy(update={"rrf_k": self.rrf_k, "channel_weights": weights, "convex_weights": convex})
+
+    def relevant(self, cjk: bool) -> FusionSettings:
+        """These settings with those of the other route at their defaults."""
+        default = FusionSettings()
+        if cjk:
+            return replace(self, rrf_k=default.rrf_k, dense_weight=default.dense_weight)
+        return replace(self, convex_lexical=default.convex_lexical)
+
+
+@dataclass(frozen=True)
+class Grid:
+    """The values :func:`tune` tries (its product)."""
+
+    feedback: tuple[str, ...] = ("off", "idf", "rm3")
+    query_term_frequency: tuple[bool, ...] = (False, True)
+    stopwords: tuple[str, ...] = ("none", "english")
+    section_guided: tuple[bool, ...] = (True, False)
+    bigram_bm25: tuple[tuple[float, float] | None, ...] = ((0.5, 0.3), (0.9, 0.4), None)
+    rrf_k: tuple[int, ...] = (20, 60)
+    dense_weight: tuple[float, ...] = (0.75, 1.0, 1.5)
+    convex_lexical: tuple[float, ...] = (0.3, 0.4, 0.5)
+
+    def passes(self) -> list[PassSettings]:
+        return [PassSettings(*v) for v in itertools.product(
+            self.feedback, self.query_term_frequency, self.stopwords, self.section_guided, self.bigram_bm25)]
+
+    def fusions(self) -> list[FusionSettings]:
+        return [FusionSettings(*v) for v in itertools.product(self.rrf_k, self.dense_weight, self.convex_lexical)]
+
+
+def defaults_of(config: QueryConfig) -> tuple[PassSettings, FusionSettings]:
+    """The grid point that ``config`` is (raises ``ValueError`` when its values are not grid values:
+    weights beyond the dense one, convex weights that are not one lexical weight and its complement)."""
+    feedback = "off" if not config.feedback_terms else config.feedback_method
+    bigram = (config.bigram_bm25.k1, config.bigram_bm25.b) if config.bigram_bm25 else None
+    lexical = config.convex_weights.get("word", 0.4)
+    if abs(config.convex_weights.get(CJK_DENSE, 0.6) - (1 - lexical)) > 1e-9:
+        raise ValueError("convex weights are not a lexical weight and its complement")
+    return (PassSettings(feedback, config.query_term_frequency, config.stopwords, config.section_guided, bigram),
+            FusionSettings(config.rrf_k, config.channel_weights.get(ENGLISH_DENSE, 1.0), lexical))
+
+
+@dataclass
+class CollectionScores:
+    """One collection's dev-half scores: baselines, and per relevant pass its channels alone and per
+    relevant fusion Fabric's fused nDCG@10."""
+
+    name: str
+    cjk: bool
+    queries: int
+    baselines: dict[str, float]
+    channels: dict[PassSettings, dict[str, float]] = field(default_factory=dict)
+    fused: dict[tuple[PassSettings, FusionSettings], float] = field(default_factory=dict)
+
+    def margin(self, p: PassSettings, f: FusionSettings) -> float:
+        """Fused nDCG@10 minus the best baseline or channel alone (negative: something beat Fabric)."""
+        p, f = p.relevant(self.cjk), f.relevant(self.cjk)
+        rivals = [*self.baselines.values(), *self.channels[p].values()]
+        return self.fused[(p, f)] - max(rivals)
+
+
+def score_collection(folder: Path, work_dir: Path, grid: Grid, split: Split = "dev",
+                     limit_queries: int | None = None, base: FabricConfig | None = None) -> CollectionScores:
+    """Ingest ``folder`` into ``work_dir/<name>/home`` and score every relevant pass and fusion of
+    ``grid`` on its ``split`` queries (the first ``limit_queries``), with ``base``'s other settings."""
     collection = load_beir(folder)
     qids = [q for q in collection.queries if in_split(q, split) and q in collection.qrels][:limit_queries]
-    home = FabricHome(Path(work_dir) / "home")
-    names = write_corpus(collection, Path(work_dir) / collection.name)
-    ingest(Path(work_dir) / collection.name, home)
+    scratch = Path(work_dir) / collection.name
+    home = FabricHome(scratch / "home")
+    if base is not None:
+        home.layout.config_file.write_text(base.model_dump_json())
+    names = write_corpus(collection, scratch / collection.name)
+    ingest(scratch / collection.name, home)
     view = release_view(home, home.catalog.current_release())
     label = f"fs:{collection.name}/"
-    doc_of_parse = {meta["parse_id"]: names[key[len(label):]] for key, meta in view.sources.items()}
+    doc_of_parse: dict[str, str] = {}
+    for key, meta in view.sources.items():
+        doc_of_parse.setdefault(meta["parse_id"], names[key[len(label):]])
     parse_of_chunk = dict(zip(view.chunks.column("chunk_id").to_pylist(), view.chunks.column("parse_id").to_pylist()))
+
+    def docs(chunk_ids: Iterable[str]) -> list[str]:
+        return first_occurrence([doc_of_parse[parse_of_chunk[c]] for c in chunk_ids if c in parse_of_chunk])
+
+    def ndcg(run: dict[str, list[str]]) -> float:
+        return score_run(run, collection.qrels)["nDCG@10"]
+
+    cjk = is_cjk([t for t, _ in collection.corpus.values()] or [""])
     embedder = QueryVectorMemo(shared_embedder(home.config.dense.batch_size))
     multilingual = QueryVectorMemo(shared_multilingual_embedder())
-    cjk = is_cjk([t for t, _ in collection.corpus.values()] or [""])
-    bm25_grid = bigram_bm25 if cjk else (None,)  # English queries never use the bigram parameters
-    base = home.config
+    encoder = multilingual if cjk else embedder
+    qvecs = dict(zip(qids, encoder.encode_queries([collection.queries[q] for q in qids]))) if qids else {}
+    baselines = Baselines(view, scratch, cjk)
+    baselines.build()
+    scores = CollectionScores(collection.name, cjk, len(qids), {
+        name: ndcg({q: docs(system(collection.queries[q], qvecs[q])) for q in qids})
+        for name, system in baselines.systems.items()})
 
-    def scored(run_lists: dict[str, list[str]]) -> dict:
-        return score_run({q: first_occurrence([doc_of_parse[parse_of_chunk[c]] for c in ids])
-                          for q, ids in run_lists.items()}, collection.qrels)
-
-    results = []
-    for section, (terms, docs_n, weight), bm25 in itertools.product(section_guided, feedback, bm25_grid):
-        # Feedback on for every script here, so the grid measures it where it is normally off too.
-        update = {"feedback_terms": terms, "feedback_docs": docs_n, "feedback_weight": weight,
-                  "channel_depth": DEPTH, "feedback_multilingual": True,
-                  "section_guided_multilingual" if cjk else "section_guided": section,
-                  "bigram_bm25": Bm25Config(k1=bm25[0], b=bm25[1]) if bm25 else None}
-        home.__dict__["config"] = base.model_copy(update={"query": base.query.model_copy(update=update)})
-        per_query = {}
-        for q in qids:
-            pack = pipeline.search(home, as_free_text(collection.queries[q]), embedder, limit=1, debug=True,
-                                   multilingual=multilingual)
-            per_query[q] = {k.split(":", 1)[1]: list(v) for k, v in pack.stage_candidates.items()
+    start = home.config
+    try:
+        for p in dict.fromkeys(p.relevant(cjk) for p in grid.passes()):
+            home.__dict__["config"] = start.model_copy(update={"query": p.apply(start.query, cjk)})
+            lists: dict[str, dict[str, list[tuple[str, float]]]] = {}
+            for q in qids:
+                pack = pipeline.search(home, as_free_text(collection.queries[q]), embedder, limit=1, debug=True,
+                                       multilingual=multilingual)
+                lists[q] = {k.split(":", 1)[1]: list(v) for k, v in pack.stage_candidates.items()
                             if k.startswith("channel:")}
-        point = {"section_guided": section, "feedback": [terms, docs_n, weight],
-                 "bigram_bm25": list(bm25) if bm25 else None}
-        channels = sorted({c for r in per_query.values() for c in r})
-        for k in ks:
-            for combo in itertools.product(weights, repeat=len(channels)):
-                w = dict(zip(channels, combo))
-                fused = {q: [c for c, _ in rrf({n: [c for c, _ in p] for n, p in lists.items()}, k, w)]
-                         for q, lists in per_query.items()}
-                results.append({**point, "fusion": "rrf", "k": k, "weights": w, **scored(fused)})
-        if cjk:
-            for lw in convex_lexical:
-                w = {c: round(1 - lw, 4) if c.startswith("dense") else lw for c in channels}
-                fused = {q: [c for c, _ in convex(lists, w, floors=LEXICAL_FLOORS)] for q, lists in per_query.items()}
-                results.append({**point, "fusion": "convex", "weights": w, **scored(fused)})
-    home.__dict__["config"] = base
-    return sorted(results, key=lambda r: -r["nDCG@10"])
+            channels = sorted({c for per in lists.values() for c in per})
+            scores.channels[p] = {c: ndcg({q: docs(i for i, _ in lists[q].get(c, [])) for q in qids}) for c in channels}
+            for f in dict.fromkeys(f.relevant(cjk) for f in grid.fusions()):
+                config = f.apply(home.config.query)
+                run = {}
+                for q, per in lists.items():
+                    method = config.multilingual_fusion if CJK_DENSE in per else FusionMethod.RRF
+                    run[q] = docs(c for c, _ in fuse(method, {n: [c for c, _ in v] for n, v in per.items()}, per, config))
+                scores.fused[(p, f)] = ndcg(run)
+    finally:
+        home.__dict__["config"] = start
+    return scores
+
+
+@dataclass(frozen=True)
+class Choice:
+    """A grid point with its margin on each collection."""
+
+    passes: PassSettings
+    fusion: FusionSettings
+    margins: dict[str, float]
+
+    @property
+    def worst(self) -> float:
+        return min(self.margins.values())
+
+    @property
+    def mean(self) -> float:
+        return sum(self.margins.values()) / len(self.margins)
+
+
+def choose(collections: Sequence[CollectionScores], grid: Grid,
+           prefer: tuple[PassSettings, FusionSettings] | None = None) -> list[Choice]:
+    """Every point of ``grid`` with its margins on ``collections``, best first: the largest smallest
+    margin (maximin), then the largest mean margin, then ``prefer`` (the current defaults), then
+    the grid's own order (deterministic)."""
+    points = []
+    for order, (p, f) in enumerate(itertools.product(grid.passes(), grid.fusions())):
+        margins = {c.name: c.margin(p, f) for c in collections}
+        points.append((Choice(p, f, margins), order))
+    return [c for c, _ in sorted(points, key=lambda t: (-round(t[0].worst, 10), -round(t[0].mean, 10),
+                                                       (t[0].passes, t[0].fusion) != prefer, t[1]))]
+
+
+def leave_one_out(collections: Sequence[CollectionScores], grid: Grid,
+                  prefer: tuple[PassSettings, FusionSettings] | None = None) -> dict[str, Choice]:
+    """For each collection, the point :func:`choose` picks from the others, with its margins on all."""
+    out = {}
+    for held in collections:
+        rest = [c for c in collections if c is not held]
+        best = choose(rest, grid, prefer)[0]
+        out[held.name] = Choice(best.passes, best.fusion, {c.name: c.margin(best.passes, best.fusion)
+                                                           for c in collections})
+    return out
+
+
+def report(collections: Sequence[CollectionScores], grid: Grid, current: QueryConfig) -> dict:
+    """The chosen point, the current defaults' margins, leave-one-collection-out, the top points."""
+    prefer = defaults_of(current)
+    ranked = choose(collections, grid, prefer)
+    chosen = ranked[0]
+    defaults = next(c for c in ranked if (c.passes, c.fusion) == prefer) if _in_grid(prefer, grid) else None
+
+    def row(c: Choice) -> dict:
+        return {"passes": asdict(c.passes), "fusion": asdict(c.fusion), "worst_margin": round(c.worst, 4),
+                "mean_margin": round(c.mean, 4), "margins": {k: round(v, 4) for k, v in c.margins.items()}}
+
+    return {
+        "collections": [{"name": c.name, "cjk": c.cjk, "dev_queries": c.queries,
+                         "baselines": {k: round(v, 4) for k, v in c.baselines.items()}} for c in collections],
+        "chosen": row(chosen),
+        "defaults": row(defaults) if defaults else None,
+        "defaults_reproduced": (chosen.passes, chosen.fusion) == prefer,
+        "leave_one_out": {name: {**row(c), "held_out_margin": round(c.margins[name], 4)}
+                          for name, c in leave_one_out(collections, grid, prefer).items()},
+        "top": [row(c) for c in ranked[:10]],
+        "points": len(ranked),
+    }
+
+
+def _in_grid(point: tuple[PassSettings, FusionSettings], grid: Grid) -> bool:
+    return point[0] in grid.passes() and point[1] in grid.fusions()
+
+
+def tune(folders: Sequence[Path], work_dir: Path, grid: Grid = Grid(), split: Split = "dev",
+         limit_queries: int | None = None) -> dict:
+    """Score ``grid`` on the ``split`` half of every collection in ``folders`` and choose by the worst
+    collection (:func:`report`). ``limit_queries`` caps each collection's queries (its first ones)."""
+    collections = [score_collection(Path(f), Path(work_dir), grid, split, limit_queries) for f in folders]
+    return report(collections, grid, FabricConfig().query)

@@ -162,22 +162,55 @@ def test_query_vector_memo_encodes_each_text_once_and_returns_the_same_vectors()
     assert first.tolist() == [[2, 98], [1, 97], [2, 98]] and again.tolist() == [[1, 97], [3, 99], [2, 98]]
 
 
-def test_tune_fusion_searches_bigram_bm25_and_convex_weights_on_a_cjk_collection(tmp_path):
-    """guards against: the CJK grid silently missing (no convex points, no BM25 points) or
-    scoring lists other than the channels the pipeline ran."""
-    from fabric_assets.measurement.tuning import tune_fusion
+def test_eval_tune_scores_each_collection_under_its_own_route_and_chooses_by_the_worst(tmp_path):
+    """guards against: a CJK collection scored under English settings (or the reverse), the grid
+    silently missing points, or channels/baselines left out of the margin."""
+    from fabric_assets.measurement.tuning import Grid, tune
 
-    docs = {
+    ja = _write_beir(tmp_path / "tinyja", {
         "d1": ("灯台", "灯台守は毎晩ランプに火をともし、嵐の夜も光を絶やさなかった。"),
         "d2": ("パン", "サワー種のパンは時間をかけてゆっくりと発酵させる。"),
         "d3": ("蜂", "ミツバチは踊りで花の場所を仲間に伝える。"),
-    }
-    queries = {"1": "灯台守はランプに何をした", "3": "ミツバチは何で場所を伝える"}
-    beir = _write_beir(tmp_path / "tinyja", docs, queries, "1\td1\t1\n3\td3\t1\n")
-    rows = tune_fusion(beir, tmp_path / "work", ks=(60,), weights=(1.0,), feedback=((0, 10, 0.5),),
-                       section_guided=(False,), bigram_bm25=(None, (0.5, 0.3)), convex_lexical=(0.4,))
-    assert {r["fusion"] for r in rows} == {"rrf", "convex"}
-    assert {tuple(r["bigram_bm25"]) if r["bigram_bm25"] else None for r in rows} == {None, (0.5, 0.3)}
-    convex = [r for r in rows if r["fusion"] == "convex"]
-    assert all(r["weights"]["dense_multilingual"] == 0.6 and r["weights"]["word"] == 0.4 for r in convex)
-    assert rows[0]["nDCG@10"] == 1.0  # both questions find their paragraph first
+    }, {"1": "灯台守はランプに何をした", "3": "ミツバチは何で場所を伝える"}, "1\td1\t1\n3\td3\t1\n")
+    en = _write_beir(tmp_path / "tinyen", {
+        "e1": ("Lighthouse", "The keeper lit the lamp of the lighthouse every night."),
+        "e2": ("Bread", "Sourdough bread rises slowly with a lively starter."),
+        "e3": ("Bees", "Honey bees dance to tell the hive where flowers are."),
+    }, {"1": "who lit the lighthouse lamp", "3": "how do bees tell where flowers are"}, "1\te1\t1\n3\te3\t1\n")
+    grid = Grid(feedback=("off", "idf"), query_term_frequency=(False,), stopwords=("none", "english"),
+                section_guided=(True,), bigram_bm25=((0.5, 0.3), None), rrf_k=(60,), dense_weight=(0.75, 1.0),
+                convex_lexical=(0.4,))
+    result = tune([ja, en], tmp_path / "work", grid)
+    assert result["points"] == 2 * 2 * 2 * 2  # feedback × stop words × bigram BM25 × dense weight
+    by_name = {c["name"]: c for c in result["collections"]}
+    assert by_name["tinyja"]["cjk"] and not by_name["tinyen"]["cjk"]
+    assert set(by_name["tinyen"]["baselines"]) == {"bm25s", "flat-cosine", "lancedb-hybrid"}
+    chosen = result["chosen"]
+    assert chosen["worst_margin"] == min(chosen["margins"].values())
+    assert all(row["worst_margin"] <= chosen["worst_margin"] for row in result["top"])
+    assert result["defaults"] is not None and set(result["leave_one_out"]) == {"tinyja", "tinyen"}
+    assert (tmp_path / "work" / "tinyja" / "home").is_dir()  # the home `fabric eval --work-dir` reuses
+
+
+def test_choose_is_maximin_then_mean_then_the_current_defaults():
+    """guards against: choosing by the mean (a point that wins big on one collection and loses on
+    another), or an order that depends on anything but the margins and the stated tie-breaks."""
+    from fabric_assets.measurement.tuning import CollectionScores, FusionSettings, Grid, PassSettings, choose
+
+    grid = Grid(feedback=("off", "idf", "rm3"), query_term_frequency=(False,), stopwords=("none",),
+                section_guided=(True,), bigram_bm25=((0.5, 0.3),), rrf_k=(60,), dense_weight=(1.0,),
+                convex_lexical=(0.4,))
+    f = FusionSettings(60, 1.0, 0.4)
+    off, idf, rm3 = (PassSettings(feedback=x) for x in ("off", "idf", "rm3"))
+    fused = {"a": {off: 0.50, idf: 0.70, rm3: 0.52}, "b": {off: 0.50, idf: 0.30, rm3: 0.52}}
+
+    def coll(name):
+        return CollectionScores(name, False, 10, {"bm25s": 0.45}, {p: {"word": 0.40} for p in (off, idf, rm3)},
+                                {(p, f): v for p, v in fused[name].items()})
+
+    ranked = choose([coll("a"), coll("b")], grid)
+    assert [c.passes.feedback for c in ranked] == ["rm3", "off", "idf"]  # idf has the best mean, the worst floor
+    assert ranked[0].margins == {"a": pytest.approx(0.07), "b": pytest.approx(0.07)}
+    fused["a"][rm3] = fused["b"][rm3] = 0.50  # now off and rm3 tie everywhere: the preferred one first
+    assert choose([coll("a"), coll("b")], grid, prefer=(rm3, f))[0].passes == rm3
+    assert choose([coll("a"), coll("b")], grid, prefer=(off, f))[0].passes == off
