@@ -15,8 +15,8 @@ settings its queries use (an English collection ignores the bigram BM25 and the 
 CJK one the feedback and the MiniLM fusion). Its **margin** on a collection is Fabric's fused
 nDCG@10 minus the best of the baselines ``fabric eval`` runs (bm25s, flat cosine, LanceDB hybrid,
 over the same chunks and the same dev queries) and of Fabric's own channels alone under that pass.
-The chosen point maximises the smallest margin over the collections (maximin), then the mean
-margin, then prefers the current defaults. Leave-one-collection-out (each collection scored by
+The chosen point maximises the smallest margin over the collections, then the second smallest and so
+on (leximin, :func:`choose`), then prefers the current defaults. Leave-one-collection-out (each collection scored by
 the point chosen on the others) says how well the choice carries to a collection it never saw.
 """
 
@@ -238,14 +238,16 @@ class Choice:
 
 def choose(collections: Sequence[CollectionScores], grid: Grid,
            prefer: tuple[PassSettings, FusionSettings] | None = None) -> list[Choice]:
-    """Every point of ``grid`` with its margins on ``collections``, best first: the largest smallest
-    margin (maximin), then the largest mean margin, then ``prefer`` (the current defaults), then
-    the grid's own order (deterministic)."""
+    """Every point of ``grid`` with its margins on ``collections``, best first by leximin: the
+    largest smallest margin, then the largest second-smallest, and so on (so a collection whose
+    margin no setting moves — the other route's — does not leave the choice to chance); then
+    ``prefer`` (the current defaults); then the grid's own order (deterministic). Margins are
+    compared to 1e-9."""
     points = []
     for order, (p, f) in enumerate(itertools.product(grid.passes(), grid.fusions())):
         margins = {c.name: c.margin(p, f) for c in collections}
         points.append((Choice(p, f, margins), order))
-    return [c for c, _ in sorted(points, key=lambda t: (-round(t[0].worst, 10), -round(t[0].mean, 10),
+    return [c for c, _ in sorted(points, key=lambda t: (tuple(-round(m, 9) for m in sorted(t[0].margins.values())),
                                                        (t[0].passes, t[0].fusion) != prefer, t[1]))]
 
 

@@ -192,9 +192,10 @@ def test_eval_tune_scores_each_collection_under_its_own_route_and_chooses_by_the
     assert (tmp_path / "work" / "tinyja" / "home").is_dir()  # the home `fabric eval --work-dir` reuses
 
 
-def test_choose_is_maximin_then_mean_then_the_current_defaults():
+def test_choose_is_leximin_then_the_current_defaults():
     """guards against: choosing by the mean (a point that wins big on one collection and loses on
-    another), or an order that depends on anything but the margins and the stated tie-breaks."""
+    another), leaving the choice to chance when one collection's margin is the floor everywhere, or
+    an order that depends on anything but the margins and the stated tie-breaks."""
     from fabric_assets.measurement.tuning import CollectionScores, FusionSettings, Grid, PassSettings, choose
 
     grid = Grid(feedback=("off", "idf", "rm3"), query_term_frequency=(False,), stopwords=("none",),
@@ -214,3 +215,7 @@ def test_choose_is_maximin_then_mean_then_the_current_defaults():
     fused["a"][rm3] = fused["b"][rm3] = 0.50  # now off and rm3 tie everywhere: the preferred one first
     assert choose([coll("a"), coll("b")], grid, prefer=(rm3, f))[0].passes == rm3
     assert choose([coll("a"), coll("b")], grid, prefer=(off, f))[0].passes == off
+    # a third collection at the floor for every point: the others still decide (leximin, not maximin)
+    fused["c"] = {off: 0.10, idf: 0.10, rm3: 0.10}
+    fused["a"][idf], fused["b"][idf] = 0.70, 0.60
+    assert choose([coll("a"), coll("b"), coll("c")], grid, prefer=(off, f))[0].passes == idf
