@@ -43,6 +43,7 @@ from fabric_assets.partition_memo import partition_key_memo
 from fabric_assets.partitions import PARTITIONED
 from fabric_assets.projections import projection
 from fabric_assets.skips import report_skipped
+from fabric_assets.source_tags import tag_run
 from fabric_assets.verdicts import live_parse_ids, record, record_and_summarise
 from fabric_resources.home import FabricHome
 from fabric_resources.schema import TABLES
@@ -140,6 +141,7 @@ class PartitionStep:
         are removed (nothing is written when there are none: no new table version).
 
         The asset must have been declared with optional outputs (:func:`optional_asset_args`, :func:`spec`)."""
+        self.tag_run()
         switches = sorted({p.enabled_by for p in self.projections if p.enabled_by})
         if clear_rows:
             for key in self._rows:
@@ -192,6 +194,15 @@ class PartitionStep:
                 self.context.add_asset_metadata(values, asset_key=key, partition_key=parse_id)
         self._partition_metadata.clear()
 
+    def tag_run(self) -> int:
+        """Tag the Dagster run with the source(s) of each of its partitions
+        (``fabric/source:<source key>`` = parse ID, :mod:`fabric_assets.source_tags`), so that the
+        UI's run filter finds a partition by its file name; return how many tags were new (the
+        first step of a run adds them, the others find them there)."""
+        by_parse = self.home.catalog.source_keys_by_parse(self.keys)
+        return tag_run(self.context.instance, self.context.run_id,
+                       {key: pid for pid, keys in by_parse.items() for key in keys})
+
     def run_metadata(self, values: dict[str, Any], key: str | None = None) -> None:
         """Metadata of the run's materialization of ``key`` (beside ``lance_version``)."""
         self._run_metadata[self._key(key)].update(values)
@@ -208,11 +219,13 @@ class PartitionStep:
         return self.versions
 
     def finish(self) -> Iterator[dg.MaterializeResult | dg.AssetCheckResult]:
-        """Write (unless :meth:`write` ran), then yield one materialization per projection
-        (``lance_version`` and the run metadata), then record each check's verdicts in the catalog
-        and yield its summary, in registry order."""
+        """Write (unless :meth:`write` ran), tag the run with its partitions' sources
+        (:meth:`tag_run`), then yield one materialization per projection (``lance_version`` and the
+        run metadata), then record each check's verdicts in the catalog and yield its summary, in
+        registry order."""
         if self.versions is None:
             self.write()
+        self.tag_run()
         self._add_partition_metadata()
         single = len(self.projections) == 1
         for p in self.projections:
