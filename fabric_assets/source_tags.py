@@ -92,7 +92,7 @@ def forget_source_tags(instance: dg.DagsterInstance, *, source_key_hashes: Itera
                        parse_ids: Iterable[str] = (), rewrite_file: bool = True) -> int:
     """Remove every source tag whose source key hashes to one of ``source_key_hashes``
     (``tombstones.source_key_hash``: a purge keeps only those) or whose partition is one of
-    ``parse_ids``, from every run, deleted runs' leftover rows included; and replace every source
+    ``parse_ids``, from every run (rows of a run no longer held included); and replace every source
     key hashing to one of ``source_key_hashes`` in a run's config (``purge_job``'s own
     ``source_keys``, ``reparse_job``'s ``source_key``) by ``purged:<hash>``. Return how many tag
     rows were removed. On SQLite the rows are deleted with ``secure_delete`` (their pages zeroed) and,
