@@ -19,6 +19,12 @@ and the same rows, with three changes:
 - :meth:`~FabricSqliteEventLogStorage.store_event_batch` writes a batch in one transaction per
   shard: all its rows into the run's shard, then the asset rows into the index shard.
 
+And one addition: it stores and serves Dagster's "asset failed to materialize" events, which the
+stock SQL storages refuse (``can_store_asset_failure_events``) and answer with nothing
+(``fetch_failed_materializations``). Fabric reports a stage switched off by the configuration as
+such an event of type ``SKIPPED`` (:mod:`fabric_assets.skips`), which the UI shows as "Skipped".
+They are asset events like observations: a row in the run's shard and one in the index shard.
+
 Dagster sends batches (the planned events of a run; the materializations of one output over
 many partitions) only when ``DAGSTER_EVENT_BATCH_SIZE`` is set; constructing this storage sets
 it to :data:`EVENT_BATCH_SIZE` in the process unless it is already set (``0`` turns batching
@@ -35,11 +41,13 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
-from dagster import EventLogEntry
+from dagster import AssetKey, AssetRecordsFilter, DagsterEventType, EventLogEntry, EventRecordsFilter
 from dagster._config import StringSource
+from dagster._core.event_api import EventRecordsResult
 from dagster._core.events import ASSET_CHECK_EVENTS, ASSET_EVENTS, BATCH_WRITABLE_EVENTS
 from dagster._core.storage.event_log import SqliteEventLogStorage
 from dagster._core.storage.event_log.schema import SqlEventLogStorageTable
+from dagster._core.storage.event_log.sql_event_log import enforce_max_records_limit
 from dagster._core.storage.event_log.sqlite.sqlite_event_log import INDEX_SHARD_NAME
 from dagster._core.storage.sql import create_engine
 from dagster._core.storage.sqlite import SQLITE_BUSY_TIMEOUT_SECONDS
@@ -154,6 +162,26 @@ class FabricSqliteEventLogStorage(SqliteEventLogStorage):
             for engine in self._engines.values():
                 engine.dispose()
             self._engines.clear()
+
+    # --- asset failures (skipped stages) --------------------------------------------------
+
+    @property
+    def can_store_asset_failure_events(self) -> bool:
+        return True
+
+    def fetch_failed_materializations(self, records_filter: AssetKey | AssetRecordsFilter, limit: int,
+                                      cursor: str | None = None, ascending: bool = False) -> EventRecordsResult:
+        """Records of ``ASSET_FAILED_TO_MATERIALIZE`` events (newest first unless ``ascending``),
+        read from the index shard as Dagster's ``fetch_observations`` reads observations."""
+        enforce_max_records_limit(limit)
+        kind = DagsterEventType.ASSET_FAILED_TO_MATERIALIZE
+        if isinstance(records_filter, AssetRecordsFilter):
+            event_filter = records_filter.to_event_records_filter(event_type=kind, cursor=cursor, ascending=ascending)
+        else:
+            before, after = EventRecordsFilter.get_cursor_params(cursor, ascending)
+            event_filter = EventRecordsFilter(event_type=kind, asset_key=records_filter, before_cursor=before,
+                                              after_cursor=after)
+        return self._get_event_records_result(event_filter, limit, cursor, ascending)
 
     # --- batches -------------------------------------------------------------------------
 

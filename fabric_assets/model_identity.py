@@ -73,15 +73,20 @@ def stale_partitions(home: FabricHome, parse_ids: set[str], models: ModelResourc
     (or, for ColBERT matrices once late interaction is on, with windows but no matrices)."""
     stale: dict[str, list[str]] = {}
     for table, identity in expected_identities(home.config, models).items():
-        if not home.tables.exists(table) or not parse_ids:
+        if not parse_ids:
             continue
-        t = home.tables.read(table, parse_ids=sorted(parse_ids), columns=["parse_id", "model"])
-        wrong = set(t.filter(pc.not_equal(t.column("model"), identity)).column("parse_id").to_pylist())
+        wrong: set[str] = set()
+        written: set[str] = set()
+        if home.tables.exists(table):
+            t = home.tables.read(table, parse_ids=sorted(parse_ids), columns=["parse_id", "model"])
+            wrong = set(t.filter(pc.not_equal(t.column("model"), identity)).column("parse_id").to_pylist())
+            written = set(t.column("parse_id").to_pylist())
         if table == "colbert_matrices" and home.tables.exists("colbert_windows"):
-            # Enabling late interaction later: windows exist but no matrix was ever written for them.
+            # Enabling late interaction later: windows exist but no matrix was ever written for them
+            # (while it was off the stage was skipped, so the table may not even exist).
             windowed = set(home.tables.read("colbert_windows", parse_ids=sorted(parse_ids),
                                             columns=["parse_id"]).column("parse_id").to_pylist())
-            wrong |= windowed - set(t.column("parse_id").to_pylist())
+            wrong |= windowed - written
         if wrong:
             stale[table] = sorted(wrong)
     return stale

@@ -18,6 +18,14 @@ asset body only reads, calls pure code and hands over rows::
 Rows replace those of every partition of the run (the run's keys, failed parses included, so
 nothing stale stays behind); the verdicts are recorded in the catalog (what activation reads) only
 after the rows are stored, each check summarised as one Dagster check result.
+
+A stage the configuration switches off (``Projection.enabled_by``) is declared optional and, when
+off, ends with :meth:`PartitionStep.skip` instead of :meth:`PartitionStep.finish`: Dagster records
+it as skipped, not as an empty materialization (:mod:`fabric_assets.skips`)::
+
+    if not step.enabled:
+        step.skip()
+        return
 """
 
 from __future__ import annotations
@@ -34,7 +42,9 @@ from fabric_assets.gate import Verdict
 from fabric_assets.partition_memo import partition_key_memo
 from fabric_assets.partitions import PARTITIONED
 from fabric_assets.projections import projection
-from fabric_assets.verdicts import live_parse_ids, record_and_summarise
+from fabric_assets.skips import report_skipped
+from fabric_assets.source_tags import tag_run
+from fabric_assets.verdicts import live_parse_ids, record, record_and_summarise
 from fabric_resources.home import FabricHome
 from fabric_resources.schema import TABLES
 
@@ -48,16 +58,36 @@ def check_specs(*keys: str) -> list[dg.AssetCheckSpec]:
 def asset_args(key: str) -> dict[str, Any]:
     """Decorator arguments of the ``@dg.asset`` of projection ``key``: its name, the parse
     partitions (many per run), deps, group and check specs. The code version is set when the
-    definitions load (``projections.code_version``)."""
+    definitions load (``projections.code_version``).
+
+    Raises
+    ------
+    ValueError
+        If a configuration switch can turn the stage off: declare it with :func:`optional_asset_args`.
+    """
     p = projection(key)
+    if p.enabled_by is not None:
+        raise ValueError(f"{key} is switched by {p.enabled_by}: declare it with optional_asset_args")
     return {**PARTITIONED, "name": key, "deps": list(p.upstream), "group_name": p.stage.value,
             "check_specs": check_specs(key)}
 
 
+def optional_asset_args(key: str, description: str) -> dict[str, Any]:
+    """Decorator arguments of the ``@dg.multi_asset`` of projection ``key``, a stage a configuration
+    switch can turn off (``Projection.enabled_by``): as :func:`asset_args`, with the asset's and its
+    checks' outputs optional, so that a step that yields nothing is skipped in Dagster rather than
+    failed. ``can_subset`` is what makes check outputs optional in Dagster 1.13 (an ``@asset``
+    with ``output_required=False`` still requires its checks' results)."""
+    return {**PARTITIONED, "name": key, "specs": [spec(key, description)], "check_specs": check_specs(key),
+            "can_subset": True}
+
+
 def spec(key: str, description: str) -> dg.AssetSpec:
-    """The ``AssetSpec`` of projection ``key`` inside a ``@dg.multi_asset``."""
+    """The ``AssetSpec`` of projection ``key`` inside a ``@dg.multi_asset`` (skippable when a
+    configuration switch can turn the stage off)."""
     p = projection(key)
-    return dg.AssetSpec(key, deps=list(p.upstream), group_name=p.stage.value, description=description)
+    return dg.AssetSpec(key, deps=list(p.upstream), group_name=p.stage.value, description=description,
+                        skippable=p.enabled_by is not None)
 
 
 class PartitionStep:
@@ -96,6 +126,32 @@ class PartitionStep:
     @cached_property
     def live(self) -> list[str]:
         return live_parse_ids(self.home, self.keys)
+
+    @property
+    def enabled(self) -> bool:
+        """Whether the configuration runs this stage (``Projection.enabled_by``; the step's
+        projections share one switch)."""
+        return all(p.enabled(self.config) for p in self.projections)
+
+    def skip(self, *, clear_rows: bool = False) -> None:
+        """End a step whose stage is switched off: no materialization and no check result (Dagster
+        then shows the assets skipped and their checks skipped, and skips the steps downstream);
+        the verdicts given (:meth:`verdict`) are recorded in the catalog all the same, because
+        activation reads them. ``clear_rows``: rows an earlier run left for the run's partitions
+        are removed (nothing is written when there are none: no new table version).
+
+        The asset must have been declared with optional outputs (:func:`optional_asset_args`, :func:`spec`)."""
+        self.tag_run()
+        switches = sorted({p.enabled_by for p in self.projections if p.enabled_by})
+        if clear_rows:
+            for key in self._rows:
+                if self.home.tables.exists(key):
+                    self.home.tables.replace_partitions(key, self.keys, TABLES[key].empty_table())
+        for check, verdicts in self._verdicts.items():
+            if verdicts:
+                record(self.home, check, verdicts)
+        report_skipped(self.context, [p.key for p in self.projections],
+                       " and ".join(f"{s} is false in the home's config.json" for s in switches))
 
     def _key(self, key: str | None) -> str:
         if key is None:
@@ -138,6 +194,15 @@ class PartitionStep:
                 self.context.add_asset_metadata(values, asset_key=key, partition_key=parse_id)
         self._partition_metadata.clear()
 
+    def tag_run(self) -> int:
+        """Tag the Dagster run with the source(s) of each of its partitions
+        (``fabric/source:<source key>`` = parse ID, :mod:`fabric_assets.source_tags`), so that the
+        UI's run filter finds a partition by its file name; return how many tags were new (the
+        first step of a run adds them, the others find them there)."""
+        by_parse = self.home.catalog.source_keys_by_parse(self.keys)
+        return tag_run(self.context.instance, self.context.run_id,
+                       {key: pid for pid, keys in by_parse.items() for key in keys})
+
     def run_metadata(self, values: dict[str, Any], key: str | None = None) -> None:
         """Metadata of the run's materialization of ``key`` (beside ``lance_version``)."""
         self._run_metadata[self._key(key)].update(values)
@@ -154,11 +219,13 @@ class PartitionStep:
         return self.versions
 
     def finish(self) -> Iterator[dg.MaterializeResult | dg.AssetCheckResult]:
-        """Write (unless :meth:`write` ran), then yield one materialization per projection
-        (``lance_version`` and the run metadata), then record each check's verdicts in the catalog
-        and yield its summary, in registry order."""
+        """Write (unless :meth:`write` ran), tag the run with its partitions' sources
+        (:meth:`tag_run`), then yield one materialization per projection (``lance_version`` and the
+        run metadata), then record each check's verdicts in the catalog and yield its summary, in
+        registry order."""
         if self.versions is None:
             self.write()
+        self.tag_run()
         self._add_partition_metadata()
         single = len(self.projections) == 1
         for p in self.projections:

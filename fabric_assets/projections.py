@@ -36,7 +36,7 @@ VECTORS_ARE_FINITE_AND_UNIT_NORM = "vectors_are_finite_and_unit_norm"
 MULTILINGUAL_VECTORS_ARE_FINITE_AND_UNIT_NORM = "multilingual_vectors_are_finite_and_unit_norm"
 CONTEXT_WINDOWS_COVER_CHUNKS = "context_windows_cover_chunks"
 COLBERT_WINDOWS_COVER_CHUNKS = "colbert_windows_cover_chunks"
-# Passes with detail "disabled" when late interaction is off, so it never blocks the default.
+# Its gate verdict passes with detail "disabled" when late interaction is off, so it never blocks the default.
 COLBERT_MATRICES_ARE_FINITE_AND_COMPLETE = "colbert_matrices_are_finite_and_complete"
 # It never holds a parse: required only with annotation.enabled and annotation.required_for_activation
 # (gate.required_verdicts), and then a failed one counts as missing (the parse waits).
@@ -61,7 +61,8 @@ CHECK_DESCRIPTIONS: dict[str, str] = {
     COLBERT_WINDOWS_COVER_CHUNKS: "The ColBERT windows list every chunk once, in order, within their token "
     "budget, and reproduce their members' text, fragments and hashes.",
     COLBERT_MATRICES_ARE_FINITE_AND_COMPLETE: "One token matrix per ColBERT window, each (t >= 1, 128) with "
-    "finite unit-norm rows; passes as disabled when late interaction is off.",
+    "finite unit-norm rows. Skipped while late interaction is off (the parse's gate verdict then passes as "
+    "disabled).",
     ANNOTATIONS_ARE_COMPLETE: "Every annotation chain of every excerpt completed (fresh or from the memo); "
     "records the producer (model, prompts) so a change re-annotates.",
 }
@@ -132,6 +133,10 @@ class Projection:
         Whether it writes a table of ``schema.TABLES`` named ``key`` (``source_bytes`` writes none).
     read_by_release
         Whether activation reads it: a release gates on its verdicts and pins its table version.
+    enabled_by
+        The configuration switch that turns the stage on (a dotted path to a bool of
+        ``FabricConfig``, e.g. ``late_interaction.enabled``); ``None``: always on. While it is
+        off the asset is *skipped* in Dagster (no materialization; see ``PartitionStep.skip``).
     """
 
     key: str
@@ -142,6 +147,7 @@ class Projection:
     identity: Identity | None = None
     writes_table: bool = True
     read_by_release: bool = True
+    enabled_by: str | None = None
 
     @property
     def table(self) -> str | None:
@@ -162,8 +168,20 @@ class Projection:
     def check_names(self) -> tuple[str, ...]:
         return tuple(c.name for c in self.checks)
 
+    def enabled(self, config) -> bool:
+        """Whether the stage runs under ``config`` (a ``FabricConfig``): its :attr:`enabled_by`
+        switch is true, or it has none."""
+        if self.enabled_by is None:
+            return True
+        value = config
+        for part in self.enabled_by.split("."):
+            value = getattr(value, part)
+        return bool(value)
+
 
 _C, _P, _A = Stage.CANONICAL, Stage.PROJECTIONS, Stage.ANNOTATIONS
+# The switches of the stages that are off by default (README, "Models and query stages").
+_LATE, _ANNOTATE = "late_interaction.enabled", "annotation.enabled"
 
 #: Every projection, in graph order (upstream before downstream).
 PROJECTIONS: tuple[Projection, ...] = (
@@ -183,13 +201,13 @@ PROJECTIONS: tuple[Projection, ...] = (
     Projection("context_windows", _P, ("chunks",), (Check(CONTEXT_WINDOWS_COVER_CHUNKS),), "context-windows-v1"),
     Projection("colbert_windows", _P, ("chunks",), (Check(COLBERT_WINDOWS_COVER_CHUNKS),), "colbert-windows-v1"),
     Projection("colbert_matrices", _P, ("colbert_windows",), (Check(COLBERT_MATRICES_ARE_FINITE_AND_COMPLETE),),
-               "colbert-v1", Identity.COLBERT),
+               "colbert-v1", Identity.COLBERT, enabled_by=_LATE),
     Projection("annotations", _A, ("context_windows",), (Check(ANNOTATIONS_ARE_COMPLETE),), "annotations-v1",
-               Identity.ANNOTATOR),
-    Projection("graph_mentions", _A, ("annotations",), code_version="graph-v1"),
-    Projection("graph_edges", _A, ("annotations",), code_version="graph-v1"),
+               Identity.ANNOTATOR, enabled_by=_ANNOTATE),
+    Projection("graph_mentions", _A, ("annotations",), code_version="graph-v1", enabled_by=_ANNOTATE),
+    Projection("graph_edges", _A, ("annotations",), code_version="graph-v1", enabled_by=_ANNOTATE),
     Projection("annotation_vectors", _A, ("annotations",), code_version="annotation-vectors-v1",
-               identity=Identity.DENSE),
+               identity=Identity.DENSE, enabled_by=_ANNOTATE),
 )
 
 _BY_KEY: dict[str, Projection] = {p.key: p for p in PROJECTIONS}

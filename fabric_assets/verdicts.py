@@ -9,6 +9,12 @@ from fabric_resources.catalog import merge_verdicts
 from fabric_resources.home import FabricHome
 
 
+def record(home: FabricHome, check_name: str, verdicts: dict[str, Verdict]) -> None:
+    """Store ``verdicts`` (parse ID → verdict) under ``check_name`` in the catalog (what activation
+    reads), merged into each parse's other verdicts."""
+    merge_verdicts(home.catalog, {parse_id: {check_name: v} for parse_id, v in verdicts.items()})
+
+
 def record_and_summarise(
     home: FabricHome, check_name: str, asset_key: str, verdicts: dict[str, Verdict]
 ) -> dg.AssetCheckResult:
@@ -18,7 +24,7 @@ def record_and_summarise(
     result only reports, because in a multi-partition run Dagster records one
     check result for all partitions.
     """
-    merge_verdicts(home.catalog, {parse_id: {check_name: v} for parse_id, v in verdicts.items()})
+    record(home, check_name, verdicts)
     failing = sorted(p for p, v in verdicts.items() if not v["passed"])
     return dg.AssetCheckResult(
         check_name=check_name,

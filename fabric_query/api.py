@@ -9,11 +9,13 @@ from functools import cached_property
 from typing import Any
 
 from fabric_query import pipeline
-from fabric_query.errors import HomeNotFoundError
+from fabric_query.errors import HomeNotFoundError, InvalidArgumentError
 from fabric_query.resolve import resolve as resolve_citation
 from fabric_query.scope import Scope
-from fabric_query.types import Citation, EvidencePack, ParseProblem, ResolveResult, Status  # noqa: F401 - re-exported
+from fabric_query.types import (Citation, EvidencePack, ParseProblem, ResolveResult,  # noqa: F401 - re-exported
+                                SourcePartition, SourcePartitions, Status)
 from fabric_resources.home import FabricHome, home_path
+from fabric_resources.run_tags import source_tag_key
 from fabric_query.memory import limit_malloc_arenas
 from fabric_resources.models.embedder import Encoder
 from fabric_resources.models.http_embedder import dense_backend
@@ -69,6 +71,41 @@ class Fabric:
             ``verified`` or ``stale``).
         """
         return resolve_citation(self.home, citation)
+
+    def source_partitions(self, text: str) -> tuple[SourcePartitions, ...]:
+        """Every source whose key contains ``text`` (case-insensitive; e.g. part of a file name),
+        by source key, each with every parse of its versions: the Dagster partition keys of a file.
+        Sources of any state (deleted and withheld ones included: this is the operator's view,
+        as ``status``); a purged source is not in the catalog any more and is not found.
+
+        Raises
+        ------
+        InvalidArgumentError
+            If ``text`` is empty or only white space.
+        """
+        needle = text.strip().casefold()
+        if not needle:
+            raise InvalidArgumentError("give part of a source key or file name")
+        catalog = self.home.catalog
+        release = catalog.current_release()
+        active = {k: m["parse_id"] for k, m in (release.manifest["sources"] if release else {}).items()}
+        runs_by_hash: dict[str, list] = {}
+        found = [s for s in catalog.sources() if needle in s.source_key.casefold()]
+        if found:
+            for r in catalog.parse_runs():
+                runs_by_hash.setdefault(r.source_hash, []).append(r)
+        out = []
+        for s in found:
+            # Versions in the order they were seen (a reverted file's bytes once, where first seen).
+            hashes = list(dict.fromkeys([a["source_hash"] for a in catalog.acquisitions(s.source_key)]
+                                        + ([s.source_hash] if s.source_hash else [])))
+            parts = tuple(SourcePartition(parse_id=r.parse_id, source_hash=h, status=r.status,
+                                          current=r.parse_id == s.parse_id,
+                                          active=active.get(s.source_key) == r.parse_id)
+                          for h in hashes for r in runs_by_hash.get(h, ()))
+            out.append(SourcePartitions(source_key=s.source_key, state=s.state, run_tag=source_tag_key(s.source_key),
+                                        partitions=parts))
+        return tuple(out)
 
     def status(self) -> Status:
         catalog = self.home.catalog

@@ -195,12 +195,18 @@ def resolve(
 @read_app.command()
 def status(
     as_json: Annotated[bool, typer.Option("--json")] = False,
+    source: Annotated[Optional[str], typer.Option(
+        "--source", help="Part of a file name or source key: list each matching source's Dagster partitions "
+        "(parse IDs) and the run tag that finds them in the UI.")] = None,
     home: HomeOption = None,
 ) -> None:
     """Sources, active parses, failed parses with reasons, unsupported files."""
     from fabric_query.types import Status
 
     path = set_home(home)
+    if source is not None:
+        _source_partitions(path, source, as_json)
+        return
     answer = _remote(path, "GET", "/v1/status")
     try:
         if answer is not None:
@@ -216,6 +222,29 @@ def status(
     except FabricQueryError as exc:
         fail(str(exc))
 
+
+
+def _source_partitions(path: Path, text: str, as_json: bool) -> None:
+    """``fabric status --source TEXT`` (in-process: it reads the catalog only)."""
+    from fabric_query.api import Fabric
+
+    try:
+        found = Fabric(path).source_partitions(text)
+    except FabricQueryError as exc:
+        fail(str(exc))
+    if as_json:
+        sys.stdout.write(json.dumps([f.model_dump() for f in found], indent=2, ensure_ascii=False) + "\n")
+        return
+    if not found:
+        console.print(f"no source matches {text!r}")
+        raise typer.Exit(1)
+    for f in found:
+        console.print(f"{f.source_key}  ({f.state})", markup=False, highlight=False)
+        console.print(f"  Dagster run tag: {f.run_tag}", markup=False, highlight=False)
+        for p in f.partitions:
+            marks = ", ".join(m for m, on in (("current", p.current), ("active", p.active)) if on)
+            console.print(f"  partition {p.parse_id}  {p.status}" + (f"  ({marks})" if marks else ""),
+                          markup=False, highlight=False)
 
 
 def print_health(report, title: str) -> None:

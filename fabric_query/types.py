@@ -206,6 +206,33 @@ class ParseProblem(BaseModel):
     sources: tuple[str, ...]
 
 
+class SourcePartition(BaseModel):
+    """One parse of one version of a source: its Dagster ``parses`` partition and its standing."""
+
+    model_config = ConfigDict(frozen=True)
+    #: The parse ID, which is the partition key in Dagster (the partitions tab of any parse asset
+    #: finds it by typing part of it).
+    parse_id: str
+    source_hash: str
+    #: The parse's status in the catalog (pending, parsed, ready, held, failed).
+    status: str
+    #: Whether this is the parse of the source's current version.
+    current: bool
+    #: Whether the current release serves this parse for this source.
+    active: bool
+
+
+class SourcePartitions(BaseModel):
+    """A source and every partition of its versions (``fabric status --source``), oldest first."""
+
+    model_config = ConfigDict(frozen=True)
+    source_key: str
+    state: str
+    #: The Dagster run tag naming it on every run over its partitions (UI: Runs → Filter → Tag).
+    run_tag: str
+    partitions: tuple[SourcePartition, ...]
+
+
 class Status(BaseModel):
     """What a home holds: sources by state, the current release, problems with reasons."""
 

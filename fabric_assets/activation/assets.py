@@ -10,6 +10,7 @@ import dagster as dg
 
 from fabric_assets.activation.activate import ActivationReport, activate
 from fabric_assets.projections import RELEASE_INPUTS
+from fabric_assets.source_tags import tag_run
 from fabric_resources.dagster_resources import FabricHomeResource
 from fabric_resources.lexical_health import lexical_health
 
@@ -22,6 +23,8 @@ from fabric_resources.lexical_health import lexical_health
 def release(context: dg.AssetExecutionContext, fabric: FabricHomeResource) -> dg.MaterializeResult:
     home = fabric.open()
     report = activate(home)
+    # A moved or copied file is activated onto a partition no parse run tagged with its name.
+    tag_run(context.instance, context.run_id, dict(report.activated), only_untagged=True)
     cleaned = {}
     if report.published and home.config.retention.after_activation:
         from fabric_assets.lifecycle.retention import cleanup
@@ -44,7 +47,8 @@ def release_changes(report: ActivationReport) -> dict[str, Any]:
     replaced (a new parse over an older one) and removed, as counts, and the parse IDs each way.
 
     Source keys are left out on purpose: Dagster's event log is not rewritten by a purge, so it
-    holds hashes and counts only (a purged file's name must not outlive it there).
+    holds hashes and counts only (a purged file's name must not outlive it there). The names are
+    in the run's tags (:mod:`fabric_assets.source_tags`), which a purge removes.
     """
     replaced = {k for k, _ in report.superseded}
     added = [pid for k, pid in report.activated if k not in replaced]

@@ -8,8 +8,10 @@ whose other verdicts all passed, before they can activate. A new version of any 
 makes the next activation publish a release (``projections.POST_ACTIVATION_TABLES``). Which parses
 need annotation is decided in ``planning``; the chat client comes from the ``annotator`` resource.
 
-With ``annotation.enabled`` false every asset writes nothing and says ``disabled`` in its
-metadata; the producer (and ``openai``) is never imported. A chain that fails after its retries
+With ``annotation.enabled`` false (the default) every asset writes nothing and is *skipped* in
+Dagster, not materialized (``PartitionStep.skip``): ``annotations`` yields no output, so Dagster
+skips the ``graph`` and ``annotation_vectors`` steps of the same run; the producer (and ``openai``)
+is never imported. A chain that fails after its retries
 (endpoint down, malformed output) is left out, the chains that completed are written, and the
 parse gets a failed ``annotations_are_complete`` verdict; window rows the producer refuses
 (``ExcerptError``) write nothing and keep the parse's previous rows. Either way search is never
@@ -29,8 +31,7 @@ import pyarrow.compute as pc
 from fabric_assets.annotations.planning import current_producer
 from fabric_assets.gate import Verdict
 from fabric_assets.graph.build import graph_rows
-from fabric_assets.partition_memo import partition_key_memo
-from fabric_assets.partition_step import PartitionStep, asset_args, spec
+from fabric_assets.partition_step import PartitionStep, optional_asset_args, spec
 from fabric_assets.partitions import PARTITIONED
 from fabric_assets.projections import ANNOTATION_VERDICT
 from fabric_resources.dagster_resources import AnnotatorResource, DenseEncoderResource, FabricHomeResource
@@ -62,13 +63,6 @@ def _metadata(values: dict[str, Any]) -> dict[str, dg.MetadataValue]:
     return out
 
 
-def _disabled(context: dg.AssetExecutionContext, asset_keys: list[str]) -> None:
-    with partition_key_memo(context.instance):  # one load of the partition keys, not one per call
-        for key in asset_keys:
-            for pk in context.partition_keys:
-                context.add_asset_metadata({"annotation": "disabled"}, asset_key=key, partition_key=pk)
-
-
 def _counters(stats) -> dict[str, int]:
     """``PRODUCER_COUNTERS`` of one ``AnnotationStats``."""
     return {
@@ -93,27 +87,22 @@ def _verdict(rows: pa.Table, stats, producer: str) -> Verdict:
 
 # The producer identity (prompts, schemas, model, endpoint, excerpt sizing, generation settings) enters
 # the code version (projections.Identity.ANNOTATOR).
-@dg.asset(
-    **asset_args("annotations"),
-    description="Grounded LLM annotations (entities, relations with quotes, summaries) of each parse's "
-    "excerpts of indexing.excerpt_windows context windows; memoised by content × producer.",
-)
+@dg.multi_asset(**optional_asset_args(
+    "annotations", "Grounded LLM annotations (entities, relations with quotes, summaries) of each parse's "
+    "excerpts of indexing.excerpt_windows context windows; memoised by content × producer."))
 def annotations(context: dg.AssetExecutionContext, fabric: FabricHomeResource,
                 annotator: AnnotatorResource) -> Iterator:
-    home = fabric.open()
     started = time.perf_counter()
-    if not home.config.annotation.enabled:
-        _disabled(context, ["annotations"])
-        yield dg.MaterializeResult(metadata={"annotation": "disabled"})
-        yield dg.AssetCheckResult(check_name=ANNOTATION_VERDICT, asset_key="annotations", passed=True,
-                                  metadata={"annotation": "disabled"})
+    step = PartitionStep(context, fabric.open(), "annotations")
+    if not step.enabled:
+        step.skip()
         return
     # Imported here only, so that a home with annotation disabled never loads ``openai``.
     from fabric_assets.annotations.excerpts import ExcerptError
     from fabric_assets.annotations.producer import annotate_parse
     from fabric_resources.annotator.memo import AnnotationMemo
 
-    step = PartitionStep(context, home, "annotations")
+    home = step.home
     producer = current_producer(step.config)
     memo, client = AnnotationMemo(home.root / MEMO_FILE), annotator.client(step.config)
     written, outcomes = [], []
@@ -166,14 +155,11 @@ def annotations(context: dg.AssetExecutionContext, fabric: FabricHomeResource,
     description="The cross-document entity graph rows of each parse (fabric_assets.graph.build).",
 )
 def graph(context: dg.AssetExecutionContext, fabric: FabricHomeResource) -> Iterator:
-    home = fabric.open()
     started = time.perf_counter()
-    if not home.config.annotation.enabled:
-        _disabled(context, ["graph_mentions", "graph_edges"])
-        for key in ("graph_mentions", "graph_edges"):
-            yield dg.MaterializeResult(asset_key=key, metadata={"annotation": "disabled"})
+    step = PartitionStep(context, fabric.open(), "graph_mentions", "graph_edges")
+    if not step.enabled:  # run on its own (with annotations in the run, Dagster skips this step)
+        step.skip()
         return
-    step = PartitionStep(context, home, "graph_mentions", "graph_edges")
     mentions, edges = graph_rows(step.read("annotations"))
     step.add_rows(mentions, "graph_mentions")
     step.add_rows(edges, "graph_edges")
@@ -194,20 +180,16 @@ def graph(context: dg.AssetExecutionContext, fabric: FabricHomeResource) -> Iter
     yield from step.finish()
 
 
-@dg.asset(
-    **asset_args("annotation_vectors"),
-    description="Dense vectors (384-d, unit norm, the chunk_vectors model of dense.backend) of summary and relation "
-    "annotation texts: the annotation-embedding route of the graph channel.",
-)
+@dg.multi_asset(**optional_asset_args(
+    "annotation_vectors", "Dense vectors (384-d, unit norm, the chunk_vectors model of dense.backend) of summary "
+    "and relation annotation texts: the annotation-embedding route of the graph channel."))
 def annotation_vectors(context: dg.AssetExecutionContext, fabric: FabricHomeResource,
                        dense: DenseEncoderResource) -> Iterator:
-    home = fabric.open()
     started = time.perf_counter()
-    if not home.config.annotation.enabled:
-        _disabled(context, ["annotation_vectors"])
-        yield dg.MaterializeResult(metadata={"annotation": "disabled"})
+    step = PartitionStep(context, fabric.open(), "annotation_vectors")
+    if not step.enabled:  # run on its own (with annotations in the run, Dagster skips this step)
+        step.skip()
         return
-    step = PartitionStep(context, home, "annotation_vectors")
     ann = step.read("annotations", columns=["parse_id", "annotation_id", "kind", "text"])
     ann = ann.filter(pc.is_in(ann.column("kind"), pa.array(["summary", "relation"])))
     embedder = dense.encoder(step.config)  # the chunk_vectors model: one query vector serves both

@@ -6,8 +6,11 @@ the document limit is ``indexing.colbert_max_tokens``. The model input of a wind
 dropped (seed 003, "Grains" and "Context windows"). The prefix is never stored. Rows carry
 the model identity (checkpoint weights fingerprint and document limit).
 
-With ``late_interaction.enabled`` false the asset writes no rows for its partitions (removing
-any earlier ones), records a passing verdict with detail ``disabled`` and never imports PyLate.
+With ``late_interaction.enabled`` false (the default) the asset is *skipped* in Dagster — no
+materialization, its check skipped (``PartitionStep.skip``) — records a passing gate verdict with
+detail ``disabled`` per parse (activation reads it) and never imports PyLate. It writes no rows:
+matrices an earlier, enabled run left for the run's parses are removed (their windows may have
+been re-cut since), and with none there is no new table version.
 """
 
 import time
@@ -18,7 +21,7 @@ import numpy as np
 import pyarrow as pa
 
 from fabric_assets.gate import Verdict, counts_consistent, vectors_finite_unit_norm
-from fabric_assets.partition_step import PartitionStep, asset_args
+from fabric_assets.partition_step import PartitionStep, optional_asset_args
 from fabric_assets.projections import COLBERT_MATRICES_ARE_FINITE_AND_COMPLETE as CHECK
 from fabric_resources.dagster_resources import ColbertEncoderResource, FabricHomeResource
 from fabric_resources.models.colbert import ColbertOutputError
@@ -74,19 +77,15 @@ def _matrix_column(matrices: list[np.ndarray]) -> pa.Array:
     return pa.ListArray.from_arrays(pa.array(offsets, pa.int32()), rows)
 
 
-@dg.asset(
-    **asset_args("colbert_matrices"),
-    description="ColBERT token matrices ((tokens, 128) float32, unit rows) of each ColBERT window; "
-                "empty unless late_interaction is enabled.",
-)
+@dg.multi_asset(**optional_asset_args(
+    "colbert_matrices", "ColBERT token matrices ((tokens, 128) float32, unit rows) of each ColBERT window; "
+    "skipped (not materialized) unless late_interaction is enabled."))
 def colbert_matrices(context: dg.AssetExecutionContext, fabric: FabricHomeResource, colbert: ColbertEncoderResource):
     step = PartitionStep(context, fabric.open(), "colbert_matrices")
-    if not step.config.late_interaction.enabled:
+    if not step.enabled:
         for pk in step.live:
             step.verdict(CHECK, pk, {"passed": True, "detail": "disabled"})
-            step.partition_metadata(pk, {"rows": 0, "model": "disabled"})
-        step.run_metadata({"windows_encoded": 0, "enabled": False})
-        yield from step.finish()  # no rows: any earlier ones of these partitions are removed
+        step.skip(clear_rows=True)
         return
 
     encoder = colbert.encoder(step.config)

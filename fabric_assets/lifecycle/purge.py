@@ -12,7 +12,11 @@ A purge honours "delete this from the system". For the sources it selects it rem
   graph rows (per parse, so the cross-document graph retracts exactly what they contributed);
 * every catalog row about them (sources, acquisitions, parse runs, events) and every release but
   the one the purge publishes (releases pin table versions the purge removes, and their manifests
-  name the sources), then rewrites the catalog file so no deleted row survives in it.
+  name the sources), then rewrites the catalog file so no deleted row survives in it;
+* their names from Dagster: the run tags that let the UI find a partition by file name, and the
+  source keys in run configs (``purge_job``'s own), then rewrites the run database
+  (:mod:`fabric_assets.source_tags`); their partitions leave the ``parses`` set. Materialization
+  metadata never names a source or holds text, so the event log needs no rewriting.
 
 The catalog keeps a tombstone with hashes only (``fabric_resources.tombstones``). It is written
 before anything is removed, so an interrupted purge is finished by the next one.
@@ -34,12 +38,13 @@ from fabric_assets.annotations.assets import MEMO_FILE
 from fabric_assets.lifecycle.republish import republish
 from fabric_assets.lifecycle.snapshots import _create as create_snapshot, _delete as delete_snapshot
 from fabric_assets.lifecycle.snapshots import _find as find_snapshot, _restore as restore_snapshot, list_snapshots
+from fabric_assets.source_tags import forget_source_tags
 from fabric_resources.locks import exclusive_lock
 from fabric_resources.catalog import Catalog
 from fabric_resources.home import FabricHome
 from fabric_resources.schema import TABLES
 from fabric_resources.tombstones import (Tombstone, add_tombstone, complete_tombstone, forget, scrub,
-                                         tombstones)
+                                         source_key_hash, tombstones)
 
 class PurgeRefused(Exception):
     """The purge cannot run as asked; nothing was removed. The message says why and what to do."""
@@ -86,6 +91,7 @@ class PurgeReport:
     generations_removed: list[str] = field(default_factory=list)
     release_id: int | None = None
     resumed: list[int] = field(default_factory=list)  # tombstones of interrupted purges finished first
+    run_tags_removed: int = 0  # Dagster run tags naming a purged source (fabric_assets.source_tags)
     snapshot_id: int | None = None  # taken before, deleted once the re-published release checked out
 
 
@@ -210,7 +216,8 @@ def purge(home: FabricHome, selector: PurgeSelector, *, own_run_id: str | None =
         # Finish interrupted purges first: their catalog rows may be gone, their tombstone says what.
         parse_ids = set(plan.parse_ids).union(*(t.parse_ids for t in unfinished))
         hashes = set(plan.source_hashes).union(*(t.source_hashes for t in unfinished))
-        _remove(home, report, set(plan.source_keys), parse_ids, hashes, set(plan.root_ids))
+        key_hashes = {source_key_hash(k) for k in plan.source_keys}.union(*(t.source_key_hashes for t in unfinished))
+        _remove(home, report, set(plan.source_keys), parse_ids, hashes, set(plan.root_ids), key_hashes)
         for t in unfinished:
             complete_tombstone(catalog, t.tombstone_id)
         complete_tombstone(catalog, tomb)
@@ -218,7 +225,7 @@ def purge(home: FabricHome, selector: PurgeSelector, *, own_run_id: str | None =
 
 
 def _remove(home: FabricHome, report: PurgeReport, source_keys: set[str], parse_ids: set[str], hashes: set[str],
-            root_ids: set[int]) -> None:
+            root_ids: set[int], key_hashes: set[str]) -> None:
     catalog = home.catalog
     memo_keys = _memo_keys_only_of(home, parse_ids)
     # 0. A snapshot first: until the old versions go (step 3) a failed purge can be rolled back.
@@ -252,7 +259,7 @@ def _remove(home: FabricHome, report: PurgeReport, source_keys: set[str], parse_
         delete_snapshot(home, snapshot.snapshot_id)
     for name in TABLES:
         report.bytes_removed += home.tables.forget_versions(name)
-    # 4. Raw bytes, memo entries, catalog rows, Dagster partitions.
+    # 4. Raw bytes, memo entries, catalog rows, Dagster partitions and the run tags naming the sources.
     report.artifacts_removed = sum(home.artifacts.delete(h) for h in sorted(hashes))
     memo_path = home.root / MEMO_FILE
     if memo_keys and memo_path.exists():
@@ -263,6 +270,7 @@ def _remove(home: FabricHome, report: PurgeReport, source_keys: set[str], parse_
         scrub(memo_path)
     forget(catalog, source_keys, parse_ids, hashes, report.releases_retired, root_ids)
     _forget_partitions(home, parse_ids)
+    report.run_tags_removed = forget_source_tags(_instance(home), source_key_hashes=key_hashes, parse_ids=parse_ids)
 
 
 def _verify_or_roll_back(home: FabricHome, release, snapshot) -> None:

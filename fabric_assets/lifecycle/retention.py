@@ -13,7 +13,8 @@
   parse, ``deleted_days`` when every source that held its bytes is deleted, ``superseded_days``
   otherwise — its rows leave every table, its parse run the catalog, and its bytes the artifact
   store unless another parse or source still holds them. A parse pinned again (a file reverted)
-  starts over.
+  starts over. The Dagster run tags that name a removed parse's sources go too
+  (:mod:`fabric_assets.source_tags`), so a deleted file's name leaves Dagster with its last version.
 
 Deleted rows stay in Lance's data files until a compaction rewrites them, and the current
 release pins the versions from before: the current release is re-published over the compacted
@@ -51,6 +52,7 @@ class CleanupReport:
     bytes_removed: int = 0
     republished: int | None = None  # the release re-published over compacted versions
     runs_removed: list[str] = field(default_factory=list)  # Dagster runs deleted (run_history)
+    run_tags_removed: int = 0  # Dagster run tags naming a removed parse (fabric_assets.source_tags)
 
     @property
     def parses_removed(self) -> int:
@@ -76,6 +78,15 @@ def cleanup(home: FabricHome, *, now: float | None = None, instance=None) -> Cle
     with activation_lock(home):
         report = _cleanup(home, now)
         report.runs_removed = _prune_runs(home, now, instance)
+        removed = [p for parses in report.removed.values() for p in parses]
+        if removed:
+            from fabric_assets.lifecycle.run_history import home_instance
+            from fabric_assets.source_tags import forget_source_tags
+
+            # The run tags naming their sources go with the parses (a deleted file's name with its
+            # last version): fabric_assets.source_tags.
+            report.run_tags_removed = forget_source_tags(instance or home_instance(home), parse_ids=removed,
+                                                         rewrite_file=False)
         return report
 
 

@@ -138,6 +138,21 @@ class Catalog(abc.ABC):
         with self.transaction() as con:
             return [SourceRow(**dict(r)) for r in con.execute(sql + " ORDER BY source_key", args).fetchall()]
 
+    def source_keys_by_parse(self, parse_ids: Iterable[str]) -> dict[str, list[str]]:
+        """Parse ID → the keys of the sources (any state) whose current version it is, sorted; a
+        parse no source points at is left out. By the ``sources(parse_id)`` index: the cost
+        follows the IDs asked for."""
+        ids = sorted(set(parse_ids))
+        out: dict[str, list[str]] = {}
+        with self.transaction() as con:
+            for i in range(0, len(ids), _IDS_PER_STATEMENT):
+                batch = ids[i:i + _IDS_PER_STATEMENT]
+                rows = con.execute(f"SELECT parse_id, source_key FROM sources WHERE parse_id IN "
+                                   f"({', '.join('?' * len(batch))}) ORDER BY source_key", batch).fetchall()
+                for r in rows:
+                    out.setdefault(r[0], []).append(r[1])
+        return out
+
     def pointer_and_source_keys_in(self, states: Iterable[str]) -> tuple[int | None, set[str]]:
         """The ``current`` pointer and the keys of the sources whose state is one of ``states``, in
         one read transaction (the query path's per-query catalog read; the state index serves it)."""

@@ -245,8 +245,8 @@ def test_disabled_writes_nothing_and_never_imports_pylate(tmp_path, checkpoint):
         print(json.dumps({{
             "failed_runs": summary.failed_runs,
             "pylate": "pylate" in sys.modules,
-            "rows": home.tables.read("colbert_matrices").num_rows,
-            "version": release.manifest["tables"]["colbert_matrices"],
+            "table": home.tables.exists("colbert_matrices"),
+            "version": release.manifest["tables"].get("colbert_matrices"),
             "verdicts": [r.verdicts.get("{CHECK}") for r in home.catalog.parse_runs()],
             "identity": identity,
         }}))
@@ -259,6 +259,66 @@ def test_disabled_writes_nothing_and_never_imports_pylate(tmp_path, checkpoint):
     out = json.loads(proc.stdout.strip().splitlines()[-1])
     assert out["failed_runs"] == []
     assert out["pylate"] is False
-    assert out["rows"] == 0 and out["version"] is not None
+    assert out["table"] is False and out["version"] is None  # skipped: nothing written, not even an empty table
     assert out["verdicts"] == [{"passed": True, "detail": "disabled"}]
     assert out["identity"].startswith("colbert:")
+
+
+def test_a_disabled_stage_is_skipped_in_dagster_then_materialized_once_enabled(tmp_path, fabric_home, checkpoint):
+    """guards against: a stage the configuration switches off recorded in Dagster as a materialization
+    (an empty one, "model: disabled": issue 18 wants it shown as skipped), its check reported as
+    passed, the skip stopping the run's other steps, the gate or activation (which read the
+    "disabled" verdict), and enabling it later leaving partitions unmaterialized (the table did not
+    exist, so nothing looked stale)."""
+    import dagster as dg
+    from dagster_ui import partition_view, run_steps, ui
+
+    from fabric_assets.ingest import dagster_instance
+    from fabric_assets.ingest import ingest as run_ingest
+    from fabric_resources.dagster_resources import FAKE_MODELS  # the dense models are not what this is about
+    from fabric_resources.home import FabricHome
+
+    src = tmp_path / "src"
+    _write(src / "coast.md", LIGHTHOUSE_MD)
+    _write(src / "bread.txt", BREAD_TXT)
+    first = run_ingest(src, fabric_home, models=FAKE_MODELS)
+    assert first.complete and len(first.run_ids) == 1
+    (parse_run,) = first.run_ids
+    parses = sorted(s.parse_id for s in fabric_home.catalog.sources())
+    instance = dagster_instance(fabric_home)
+    matrices = dg.AssetKey("colbert_matrices")
+    assert instance.fetch_materializations(matrices, limit=100).records == []
+    assert not fabric_home.tables.exists("colbert_matrices")
+    # The gate read the "disabled" verdict: both parses are active.
+    assert sorted(m["parse_id"] for m in fabric_home.catalog.current_release().manifest["sources"].values()) == parses
+    assert [r.verdicts[CHECK] for r in fabric_home.catalog.parse_runs(parses)] == [{"passed": True,
+                                                                                   "detail": "disabled"}] * 2
+    with ui(instance) as context:
+        steps = run_steps(context, parse_run)
+        assert steps["colbert_matrices"] == "SUCCESS" and set(steps.values()) == {"SUCCESS"}, steps
+        for pid in parses:
+            view = partition_view(context, "colbert_matrices", pid)
+            assert view["events"] == [("skipped", parse_run)], view
+            assert "late_interaction.enabled is false" in view["descriptions"][0]
+            assert view["status"] == "missing" and view["checks"] == {CHECK: "SKIPPED"}, view
+            assert partition_view(context, "colbert_windows", pid)["events"] == [("materialized", parse_run)]
+
+    fabric_home.layout.config_file.write_text(json.dumps(
+        {"late_interaction": {"enabled": True, "checkpoint": str(checkpoint), "query_max_tokens": QUERY_TOKENS}}))
+    home = FabricHome(fabric_home.root)
+    second = run_ingest(src, home, models=FAKE_MODELS)
+    assert second.complete and second.run_ids == [] and len(second.reproject_run_ids) == 1
+    (reproject_run,) = second.reproject_run_ids
+    identity = shared_colbert_encoder(checkpoint, DOC_TOKENS, QUERY_TOKENS).identity
+    assert set(home.tables.read("colbert_matrices").column("parse_id").to_pylist()) == set(parses)
+    assert all(r.verdicts[CHECK]["passed"] and r.verdicts[CHECK]["detail"] != "disabled"
+               for r in home.catalog.parse_runs(parses))
+    assert home.catalog.current_release().manifest["tables"]["colbert_matrices"] is not None
+    with ui(instance) as context:
+        for pid in parses:
+            view = partition_view(context, "colbert_matrices", pid)
+            assert view["events"] == [("materialized", reproject_run), ("skipped", parse_run)], view
+            assert view["status"] == "materialized" and view["checks"] == {CHECK: "SUCCEEDED"}, view
+    records = instance.fetch_materializations(matrices, limit=100).records
+    assert sorted(r.partition_key for r in records) == parses
+    assert {r.asset_materialization.metadata["model"].value for r in records} == {identity}

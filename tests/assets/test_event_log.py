@@ -144,3 +144,57 @@ def test_a_batch_of_another_kind_is_refused_whole(tmp_path):
         with pytest.raises(dg.DagsterInvariantViolationError, match="written in batches"):
             fabric.event_log_storage.store_event_batch(planned + status)
         assert len(fabric.all_logs(run_id)) == len(logs)
+
+
+def _skipping_job():
+    """A job whose second asset is switched off (skipped) as Fabric's optional stages are."""
+    from fabric_assets.skips import report_skipped
+
+    @dg.multi_asset(specs=[dg.AssetSpec("matrices", deps=["units"], skippable=True)], partitions_def=PARSES,
+                    backfill_policy=dg.BackfillPolicy.single_run(), can_subset=True,
+                    check_specs=[dg.AssetCheckSpec("rows_ok", asset="matrices")])
+    def matrices(context: dg.AssetExecutionContext):
+        report_skipped(context, ["matrices"], "late_interaction.enabled is false")
+        return
+        yield  # a generator that yields nothing
+
+    return dg.Definitions(assets=[_asset("units", None), matrices],
+                          jobs=[dg.define_asset_job("parse", partitions_def=PARSES)]).resolve_job_def("parse")
+
+
+@pytest.mark.parametrize("batch", ["0", "1000"])
+def test_skipped_partitions_are_stored_and_served_as_dagster_reads_them(tmp_path, monkeypatch, batch):
+    """guards against: the "skipped" events of a switched-off stage lost (Dagster's own SQLite storage
+    refuses them, and the UI's partition detail would show nothing), written to the run's shard only
+    (the asset pages read the index shard), or not found by partition, in order, or page by page;
+    either write path (one event at a time or a batch)."""
+    monkeypatch.setenv("DAGSTER_EVENT_BATCH_SIZE", batch)
+    job = _skipping_job()
+    keys = KEYS[:5]
+    with _instance(tmp_path / "fabric", fabric=True) as fabric:
+        fabric.add_dynamic_partitions("parses", keys)
+        tags = {"dagster/asset_partition_range_start": keys[0], "dagster/asset_partition_range_end": keys[-1]}
+        first = job.execute_in_process(instance=fabric, tags=tags)
+        second = job.execute_in_process(instance=fabric, tags={**tags, "dagster/asset_partition_range_start": keys[3]})
+        assert first.success and second.success
+        key = dg.AssetKey("matrices")
+        assert fabric.fetch_materializations(key, limit=100).records == []
+        assert fabric.fetch_materializations(dg.AssetKey("units"), limit=100).records  # the rest of the run ran
+        every = fabric.fetch_failed_materializations(key, limit=100).records
+        assert [(r.run_id, r.partition_key) for r in every] == (
+            [(second.run_id, k) for k in reversed(keys[3:])] + [(first.run_id, k) for k in reversed(keys)])
+        failure = every[0].event_log_entry.dagster_event.event_specific_data.asset_materialization_failure
+        assert failure.failure_type.value == "SKIPPED" and failure.metadata["skipped_because"].value.startswith(
+            "late_interaction")
+        mine = fabric.fetch_failed_materializations(dg.AssetRecordsFilter(asset_key=key, asset_partitions=[keys[4]]),
+                                                    limit=100).records
+        assert [r.run_id for r in mine] == [second.run_id, first.run_id]
+        page = fabric.fetch_failed_materializations(key, limit=4)
+        rest = fabric.fetch_failed_materializations(key, limit=100, cursor=page.cursor)
+        assert page.has_more and [r.storage_id for r in page.records + rest.records] == [r.storage_id for r in every]
+        assert sum(e.dagster_event_type == dg.DagsterEventType.ASSET_FAILED_TO_MATERIALIZE
+                   for e in fabric.all_logs(first.run_id)) == len(keys)
+    with _instance(tmp_path / "stock", fabric=False) as stock:  # what a stock (or PostgreSQL) instance does
+        stock.add_dynamic_partitions("parses", keys)
+        assert job.execute_in_process(instance=stock, tags=tags).success
+        assert stock.fetch_failed_materializations(dg.AssetKey("matrices"), limit=100).records == []

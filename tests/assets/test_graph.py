@@ -466,7 +466,9 @@ def test_failing_endpoint_never_blocks_search_and_required_waits(tmp_path, fabri
 
 def test_disabled_annotation_imports_no_openai_and_writes_nothing(tmp_path):
     """guards against: a home without annotation loading the OpenAI SDK or writing annotation
-    tables, even when the annotation job is run by hand."""
+    tables, even when the annotation job is run by hand; that run recording the switched-off
+    stage as materializations (issue 18: it shows as skipped, and Dagster skips the steps made
+    from it)."""
     src = tmp_path / "src"
     src.mkdir()
     (src / "a.txt").write_text("The Lighthouse keeper wrote tide tables.\n")
@@ -487,6 +489,15 @@ result = job(home, "annotation_job", FAKE_MODELS).execute_in_process(
 assert result.success
 tables = ("annotations", "graph_mentions", "graph_edges", "annotation_vectors")
 assert all(home.tables.version(t) is None for t in tables)
+import dagster as dg
+instance = dagster_instance(home)
+steps = {{s.step_key: s.status.value for s in instance.get_run_step_stats(result.run_id)}}
+assert steps == {{"annotations": "SUCCESS", "graph": "SKIPPED", "annotation_vectors": "SKIPPED"}}, steps
+assert all(not instance.fetch_materializations(dg.AssetKey(t), limit=10).records for t in tables)
+(skipped,) = instance.fetch_failed_materializations(dg.AssetKey("annotations"), limit=10).records
+failure = skipped.event_log_entry.dagster_event.event_specific_data.asset_materialization_failure
+assert (skipped.partition_key, skipped.run_id, failure.failure_type.value) == (pid, result.run_id, "SKIPPED")
+assert "annotation.enabled is false" in failure.description
 from fabric_query import Fabric
 assert Fabric({str(home_dir)!r}).search("lighthouse").results
 bad = sorted(m for m in sys.modules if m == "openai" or m.startswith("openai."))

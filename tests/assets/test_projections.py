@@ -21,7 +21,7 @@ import pytest
 from fabric_assets import projections as reg
 from fabric_assets.definitions import build_definitions, defs
 from fabric_assets.gate import required_verdicts
-from fabric_assets.partition_step import PartitionStep, asset_args
+from fabric_assets.partition_step import PartitionStep, asset_args, optional_asset_args
 from fabric_assets.partitions import PARSES
 from fabric_resources.config import FabricConfig
 from fabric_resources.dagster_resources import FabricHomeResource
@@ -101,6 +101,26 @@ def test_every_asset_check_in_the_ui_has_a_description():
         description = graph.get_check_spec(key).description
         assert description and len(description) > 20, key
     assert set(reg.CHECK_DESCRIPTIONS) == {c.name for p in reg.PROJECTIONS for c in p.checks}
+
+
+def test_only_a_stage_the_configuration_switches_off_can_be_skipped():
+    """guards against: a switched-off stage that must materialize (Dagster then fails the step, or
+    the asset records an empty materialization: issue 18 wants it skipped), its check results
+    required while it is skipped, or an always-on stage whose missing output Dagster would accept
+    silently instead of failing the run."""
+    graph = build_definitions(FabricConfig()).resolve_asset_graph()
+    switched = {p.key for p in reg.PROJECTIONS if p.enabled_by}
+    assert switched == {"colbert_matrices", "annotations", "graph_mentions", "graph_edges", "annotation_vectors"}
+    for p in reg.PROJECTIONS:
+        assets_def = graph.get(dg.AssetKey(p.key)).assets_def
+        outputs = [assets_def.get_output_name_for_asset_key(dg.AssetKey(p.key))]
+        outputs += [name for name, c in assets_def.check_specs_by_output_name.items() if c.asset_key.path == [p.key]]
+        for name in outputs:
+            assert assets_def.op.output_def_named(name).is_required is (p.key not in switched), (p.key, name)
+        assert p.enabled(FabricConfig()) is (p.key not in switched)  # both switches are off by default
+    assert all(p.enabled(_annotation_required()) for p in reg.PROJECTIONS if p.stage is reg.Stage.ANNOTATIONS)
+    with pytest.raises(ValueError, match="optional_asset_args"):
+        asset_args("colbert_matrices")
 
 
 def test_the_jobs_select_what_the_registry_derives():
@@ -242,13 +262,13 @@ def test_partition_step_replaces_run_rows_then_records_verdicts(fabric_home):
 
     version = home.tables.version("lexical_documents")
 
-    @dg.asset(**asset_args("annotations"))
+    @dg.multi_asset(**optional_asset_args("annotations", "annotations"))
     def annotations(context, fabric: FabricHomeResource):
         step = PartitionStep(context, fabric.open(), "annotations")
         step.write([])  # nothing annotated: every partition keeps its rows
         yield from step.finish()
 
-        assert dg.materialize([annotations], instance=instance, partition_key=p1,
+    assert dg.materialize([annotations], instance=instance, partition_key=p1,
                           resources={"fabric": FabricHomeResource(home=str(home.root))}).success
     assert home.tables.version("annotations") is None and home.tables.version("lexical_documents") == version
 

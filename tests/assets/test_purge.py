@@ -3,13 +3,15 @@
 A corpus with secret files (English and Japanese, UTF-8 and Shift_JIS plain text, an EPUB) is
 ingested, each secret edited twice, deleted and purged. Then no byte sequence of any version of
 any secret (its raw bytes, its phrases in UTF-8, in the file's own encoding and folded as the
-lexical documents store them, each EPUB member) occurs in any file under the home, Dagster's
-storage included; and search, status and resolve answer exactly as a home that never held them.
+lexical documents store them, each EPUB member) nor its file name or source key occurs in any file
+under the home, Dagster's storage included (where the UI finds a partition by file name: run tags);
+and search, status and resolve answer exactly as a home that never held them.
 """
 
 from __future__ import annotations
 
 import io
+import json
 import os
 import shutil
 import zipfile
@@ -70,14 +72,28 @@ def _epub(paragraphs: list[str], title: str) -> tuple[bytes, list[bytes]]:
     return buf.getvalue(), [xhtml, opf]
 
 
+#: The secret files' paths under the root (a file name is as private as its text).
+SECRET_NAMES = ("secret/zebra-plan.txt", "secret/秘密の計画.txt", "secret/marmoset-ledger.epub")
+
+
+def _name_needles(root_label: str) -> list[bytes]:
+    """Every form of the secrets' names that must not survive a purge: each file name, path and
+    source key, in UTF-8 and as JSON writes it (``\\u`` escapes for non-ASCII)."""
+    needles = []
+    for rel in SECRET_NAMES:
+        for name in (rel.split("/")[-1], rel, f"fs:{root_label}/{rel}"):
+            needles += [name.encode("utf-8"), json.dumps(name)[1:-1].encode("ascii")]
+    return sorted(set(needles))
+
+
 def _secret_files(v: int) -> tuple[dict[str, bytes], list[bytes]]:
     """Version ``v`` of the secret files, and every needle that must never survive a purge."""
     en, ja = _secret_en(v), _secret_ja(v)
     title = f"Ledger of the Marmoset Conspiracy {v}"
     epub, members = _epub([*en, *ja], title)
-    files = {"secret/plan.txt": "\n\n".join(en).encode("utf-8"),
-             "secret/himitsu.txt": "\n\n".join(ja).encode("shift_jis"),
-             "secret/ledger.epub": epub}
+    files = {SECRET_NAMES[0]: "\n\n".join(en).encode("utf-8"),
+             SECRET_NAMES[1]: "\n\n".join(ja).encode("shift_jis"),
+             SECRET_NAMES[2]: epub}
     needles = [*files.values(), *members]
     for phrase in [*en, *ja, title]:
         for form in {phrase, fold(phrase)}:
@@ -151,8 +167,9 @@ def _answers(root: Path) -> dict:
 @pytest.mark.slow
 def test_a_purged_secret_leaves_no_byte_and_answers_equal_a_home_that_never_held_it(tmp_path, fabric_home):
     """guards against: a deleted file's bytes, rows, old Lance versions, index generations,
-    catalog rows or Dagster metadata surviving `fabric purge`; a purge changing what anyone else
-    sees."""
+    catalog rows or Dagster metadata surviving `fabric purge`; its name surviving in Dagster's run
+    storage (the run tags that find a partition by file name) or anywhere else; a purge changing
+    what anyone else sees."""
     src = tmp_path / "held" / "corpus"
     _write(src, PUBLIC)
     needles: list[bytes] = []
@@ -163,16 +180,23 @@ def test_a_purged_secret_leaves_no_byte_and_answers_equal_a_home_that_never_held
         summary = ingest(src, fabric_home)
         assert summary.failed_runs == [] and summary.failed == []
     fabric = Fabric(fabric_home.root)
-    assert fabric.search("Quixotic zebras manifesto").results[0].citation.source_key == "fs:corpus/secret/plan.txt"
+    assert fabric.search("Quixotic zebras manifesto").results[0].citation.source_key == f"fs:corpus/{SECRET_NAMES[0]}"
     shutil.rmtree(src / "secret")
     ingest(src, fabric_home)
-    keys = ("fs:corpus/secret/himitsu.txt", "fs:corpus/secret/ledger.epub", "fs:corpus/secret/plan.txt")
+    keys = tuple(sorted(f"fs:corpus/{rel}" for rel in SECRET_NAMES))
     assert {s.source_key for s in fabric_home.catalog.sources(state="deleted")} == set(keys)
 
-    # The walk is sensitive: before the purge the secrets are on disk in the store and the tables.
+    # The walk is sensitive: before the purge the secrets are on disk in the store and the tables,
+    # and their names in Dagster's storage (the run tags the UI searches) and the catalog.
     before = _occurrences(fabric_home.root, needles)
     places = {p.split("/")[0] for paths in before.values() for p in paths}
     assert {"artifacts", "tables"} <= places, places
+    names = _name_needles("corpus")
+    named = _occurrences(fabric_home.root, names)
+    assert "dagster" in {p.split("/")[0] for paths in named.values() for p in paths}, named
+    assert all(any(p.startswith("dagster/") for p in named.get(f"fs:corpus/{rel}".encode(), []))
+               for rel in SECRET_NAMES), named
+    needles += names
 
     report = purge(FabricHome(fabric_home.root), PurgeSelector(source_keys=keys))
     assert report.artifacts_removed == 9 and len(report.plan.parse_ids) == 9
