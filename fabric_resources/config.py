@@ -261,8 +261,11 @@ class QueryConfig(_Strict):
     """
 
     rrf_k: int = Field(60, gt=0)
-    # Defaults tuned on the dev half of Cranfield's queries only (`fabric eval-tune`,
-    # docs/benchmarks.md): feedback 20 terms from 5 chunks at weight 0.5, dense weight 0.75.
+    # The query-time defaults below are what `fabric eval-tune` chooses on the dev halves of the five
+    # collections in ../shared/eval at once, by the worst collection's margin over the best baseline or
+    # channel (leximin; docs/ranking.md, "Defaults by the worst collection"): feedback 20 terms from 5
+    # windows at weight 0.5 (idf method), no query term frequency, no stop words, section-guided dense
+    # off, RRF k 60 with equal weights, the e5 route's convex combination at 0.5 / 0.5.
     feedback_terms: int = Field(20, ge=0, description="RM3-style expansion terms for the word channel (0 = off).")
     feedback_docs: int = Field(5, gt=0)
     feedback_weight: float = Field(0.5, gt=0)
@@ -290,24 +293,23 @@ class QueryConfig(_Strict):
         description="BM25 parameters for queries with CJK (unspaced-script) text; null keeps tantivy's k1 1.2, b 0.75.",
     )
     channel_weights: dict[str, float] = Field(
-        default_factory=lambda: {"dense": 0.75},
-        description="Weighted RRF: channel name → weight (default 1.0 each); tuned on dev queries only.",
+        default_factory=dict,
+        description="Weighted RRF: channel name → weight (default 1.0 each: plain RRF, what eval-tune chooses).",
     )
     channel_depth: int = Field(100, gt=0, description="Candidates each channel hands to fusion.")
-    section_guided: bool = True
+    section_guided: bool = Field(False, description="Merge the section-guided dense route (windows shortlisted by the "
+                                 "query vector nominate their best chunks) into the MiniLM dense channel.")
     # Off for the e5 route: on JSQuAD's dev half the section route scored 0.823 nDCG@10 against
     # 0.880 for the direct e5 ranking (documents there are single paragraphs; the windows add nothing).
     section_guided_multilingual: bool = False
-    # Queries routed to e5 fuse by a min-max normalised convex combination: on JSQuAD's first 500
-    # dev queries the pipeline scored 0.918 nDCG@10 with it (word 0.4, e5 0.6) against 0.897 with
-    # RRF, and 0.940 against 0.923 on the test half (`fabric eval`, docs/benchmarks.md).
-    # Queries on the MiniLM route (and any the e5 channel does not serve) fuse by RRF: rank-only,
-    # and the best measured on Cranfield.
+    # Queries routed to e5 fuse by a min-max normalised convex combination, which beat RRF on JSQuAD
+    # (docs/benchmarks.md); queries on the MiniLM route (and any the e5 channel does not serve) fuse by
+    # RRF: rank-only.
     multilingual_fusion: FusionMethod = FusionMethod.CONVEX
     convex_weights: dict[str, float] = Field(
-        default_factory=lambda: {"word": 0.4, "substring": 0.4, "scan": 0.4, "dense_multilingual": 0.6,
-                                 "graph": 0.4},
-        description="Channel weights of the convex combination (tuned on JSQuAD dev: word 0.4, e5 0.6).",
+        default_factory=lambda: {"word": 0.5, "substring": 0.5, "scan": 0.5, "dense_multilingual": 0.5,
+                                 "graph": 0.5},
+        description="Channel weights of the convex combination (eval-tune's choice: lexical 0.5, e5 0.5).",
     )
     # Calibrated on the dev halves of the labelled collections (docs/ranking.md): the highest
     # cosine that keeps >= 95% of true matches in the top 10 on every collection. A floor only

@@ -255,18 +255,20 @@ def test_activation_during_a_query_never_changes_its_answer(tmp_path, fabric_hom
     _write(src / "more.txt", "Another lighthouse keeper kept tide tables too.\n")
     report = scan(fabric_home)
     run_pending(fabric_home, dagster_instance(fabric_home), report.parse_ids_to_run)
-    real_dense = dense.section_guided_dense  # the dense stage of the default configuration
+    # The dense stage of the default configuration (direct, or through the section-guided route).
+    stage = "section_guided_dense" if fabric_home.config.query.section_guided else "dense_channel"
+    real_dense = getattr(dense, stage)
     activated = []
 
     def dense_then_activate(*args, **kwargs):
         activated.append(activate(fabric_home).release_id)
         return real_dense(*args, **kwargs)
 
-    monkeypatch.setattr(dense, "section_guided_dense", dense_then_activate)
+    monkeypatch.setattr(dense, stage, dense_then_activate)
     during = fabric.search("lighthouse keeper tide").model_dump(exclude={"timings"})
     assert activated and activated[0] != baseline["release_id"]
     assert during == baseline
-    monkeypatch.setattr(dense, "section_guided_dense", real_dense)
+    monkeypatch.setattr(dense, stage, real_dense)
     after = fabric.search("lighthouse keeper tide")
     assert after.release_id == activated[0]
     assert {r.citation.source_key for r in after.results} >= {"fs:src/more.txt"}

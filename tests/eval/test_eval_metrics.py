@@ -112,7 +112,7 @@ def test_run_eval_end_to_end_on_a_tiny_collection(tmp_path):
     assert result["queries"] == 3 and result["documents"] == 4
     names = set(result["metrics"])
     assert {"fabric", "fabric:word", "fabric:dense", "bm25s", "flat-cosine", "lancedb-hybrid",
-            "fabric[-section]", "fabric[-section]:dense"} <= names
+            "fabric[+section]", "fabric[+section]:dense"} <= names  # section-guided is off by default
     assert result["metrics"]["fabric"]["MRR@10"] == pytest.approx(1.0)
     assert result["metrics"]["bm25s"]["Recall@10"] == pytest.approx(1.0)
     table = markdown_table(result)
@@ -123,7 +123,7 @@ def test_stage_variants_flip_one_stage_each():
     from fabric_assets.measurement.eval_run import stage_variants
     from fabric_resources.config import FabricConfig
 
-    base = FabricConfig()
+    base = FabricConfig.model_validate({"query": {"section_guided": True}})
     v = stage_variants(base)
     assert set(v) == {"fabric[-section]"} and v["fabric[-section]"].query.section_guided is False
     assert v["fabric[-section]"].model_copy(update={"query": base.query}) == base
@@ -165,7 +165,8 @@ def test_query_vector_memo_encodes_each_text_once_and_returns_the_same_vectors()
 def test_eval_tune_scores_each_collection_under_its_own_route_and_chooses_by_the_worst(tmp_path):
     """guards against: a CJK collection scored under English settings (or the reverse), the grid
     silently missing points, or channels/baselines left out of the margin."""
-    from fabric_assets.measurement.tuning import Grid, tune
+    from fabric_assets.measurement.tuning import Grid, defaults_of, tune
+    from fabric_resources.config import QueryConfig
 
     ja = _write_beir(tmp_path / "tinyja", {
         "d1": ("灯台", "灯台守は毎晩ランプに火をともし、嵐の夜も光を絶やさなかった。"),
@@ -177,9 +178,11 @@ def test_eval_tune_scores_each_collection_under_its_own_route_and_chooses_by_the
         "e2": ("Bread", "Sourdough bread rises slowly with a lively starter."),
         "e3": ("Bees", "Honey bees dance to tell the hive where flowers are."),
     }, {"1": "who lit the lighthouse lamp", "3": "how do bees tell where flowers are"}, "1\te1\t1\n3\te3\t1\n")
-    grid = Grid(feedback=("off", "idf"), query_term_frequency=(False,), stopwords=("none", "english"),
-                section_guided=(True,), bigram_bm25=((0.5, 0.3), None), rrf_k=(60,), dense_weight=(0.75, 1.0),
-                convex_lexical=(0.4,))
+    passes, fusion = defaults_of(QueryConfig())  # the grid holds the defaults, so they are reported
+    grid = Grid(feedback=("off", passes.feedback), query_term_frequency=(passes.query_term_frequency,),
+                stopwords=("none", "english"), section_guided=(passes.section_guided,),
+                bigram_bm25=(passes.bigram_bm25, None), rrf_k=(fusion.rrf_k,),
+                dense_weight=(fusion.dense_weight, fusion.dense_weight + 0.5), convex_lexical=(fusion.convex_lexical,))
     result = tune([ja, en], tmp_path / "work", grid)
     assert result["points"] == 2 * 2 * 2 * 2  # feedback × stop words × bigram BM25 × dense weight
     by_name = {c["name"]: c for c in result["collections"]}
