@@ -43,8 +43,10 @@ def _index(tmp_path, parses: dict[str, list[list[str]]]):
     return index.open(index.build_fresh(index_documents(docs, windows))), text, {w[1]: w[2] for w in wins}
 
 
-def _reference(query: str, windows: dict[str, list[str]], text: dict[str, str]) -> dict[str, float]:
-    """Okapi BM25 (k1 1.2, b 0.75, Lucene's idf) over whole windows, independently of tantivy."""
+def _reference(query: str, windows: dict[str, list[str]], text: dict[str, str], qtf: bool = False,
+               weights: dict[str, float] | None = None) -> dict[str, float]:
+    """Okapi BM25 (k1 1.2, b 0.75, Lucene's idf) over whole windows, independently of tantivy;
+    with ``qtf`` a query word counts as often as it is written; ``weights`` replaces the query's."""
     toks = {w: [t for m in ids for t in word_tokens(text[m])] for w, ids in windows.items()}
     n = len(toks)
     avgdl = sum(map(len, toks.values())) / n
@@ -52,11 +54,13 @@ def _reference(query: str, windows: dict[str, list[str]], text: dict[str, str]) 
     for w, t in toks.items():
         tf = Counter(t)
         s = 0.0
-        for term in dict.fromkeys(word_tokens(query)):
+        counts = Counter(word_tokens(query))
+        wq = weights if weights is not None else {term: (counts[term] if qtf else 1) for term in counts}
+        for term in wq:
             if tf[term]:
                 df = sum(1 for o in toks.values() if term in o)
                 idf = math.log(1 + (n - df + 0.5) / (df + 0.5))
-                s += idf * tf[term] * 2.2 / (tf[term] + 1.2 * (0.25 + 0.75 * len(t) / avgdl))
+                s += wq[term] * idf * tf[term] * 2.2 / (tf[term] + 1.2 * (0.25 + 0.75 * len(t) / avgdl))
         out[w] = s
     return out
 
@@ -195,3 +199,69 @@ def test_a_repeated_query_reads_no_stored_window_again_and_ranks_the_same(tmp_pa
         assert again == first
         assert word_matches(fresh, parsed, None, 40, feedback, text.__getitem__) == first
         fresh.memo.clear()  # every query on this one starts from nothing kept
+
+
+def test_query_term_frequency_weighs_a_word_written_twice_twice(tmp_path):
+    """guards against: a repeated query word counted once (CACM query 64: the one relevant document
+    holds ``EL1``, which the request writes twice, and lost to documents matching ``list``)."""
+    opened, text, windows = _index(tmp_path, {
+        "a" * 32: [["The EL1 language and its data types."]],
+        "b" * 32: [["A list of articles, a list of languages, a list of lists."]],
+        "c" * 32: [["Storm over the harbour."]],
+    })
+    query = "list articles on EL1 (EL1 may be written EL/1)"
+    plain = dict(word_channel(opened, parse_query(query), None, 10, text_of=text.__getitem__))
+    counted = dict(word_channel(opened, parse_query(query), None, 10, text_of=text.__getitem__,
+                                query_term_frequency=True))
+    a = "a" * 32 + "-w0-c0"
+    assert counted[a] == pytest.approx(2 * plain[a], rel=1e-12)  # its one query word is written twice
+    for qtf, ranking in ((False, plain), (True, counted)):
+        want = _reference(query, windows, text, qtf=qtf)
+        assert {c.rsplit("-c", 1)[0]: s for c, s in ranking.items()} == pytest.approx(
+            {w: v for w, v in want.items() if v}, rel=1e-9)
+
+
+def test_query_stop_words_leave_the_query_not_the_index(tmp_path):
+    """guards against: a window that holds only a stop word of the query matching it; stop words
+    dropped from phrases (which the index keeps), or a query of stop words only answering nothing."""
+    opened, text, _ = _index(tmp_path, {
+        "a" * 32: [["The keeper of the light."]],
+        "b" * 32: [["It is the end of the line, and that is that."]],
+        "c" * 32: [["To be or not to be."]],
+    })
+
+    def ids(q, **kw):
+        return [c[0] for c, _ in word_channel(opened, parse_query(q), None, 10, text_of=text.__getitem__, **kw)]
+
+    assert ids("the keeper of it") == ["a", "b"]  # plain: "the", "of" and "it" match b
+    assert ids("the keeper of it", stopwords=True) == ["a"] == ids("keeper")
+    assert ids('"keeper of the light"', stopwords=True) == ["a"]  # a phrase keeps its stop words
+    assert ids("to be or not", stopwords=True) == ids("to be or not") == ["c"]  # nothing else left: all kept
+
+
+def test_rm3_feedback_scores_with_the_relevance_model_of_the_first_pass(tmp_path):
+    """guards against: the rm3 method falling back to the idf expansion or to no second pass, or a
+    feedback-only window becoming a hit: the second pass scores every hit by exact BM25 under the
+    RM3 weights of the first pass's top windows, and a chunk without a query word is no hit."""
+    from fabric_query.channels.feedback import rm3_weights
+
+    opened, text, windows = _index(tmp_path, {
+        "a" * 32: [["Lighthouse keeper lamp beam lamp beam."]],
+        "b" * 32: [["Lighthouse keeper fog."]],
+        "c" * 32: [["Lamp beam lens gull."]],
+        "d" * 32: [["Keeper of the harbour rope."]],
+    })
+    query = parse_query("lighthouse keeper")
+    fb = Feedback(2, 5, 0.5, "rm3")
+    first = word_channel(opened, query, None, 10, text_of=text.__getitem__)
+    second = word_channel(opened, query, None, 10, fb, text_of=text.__getitem__)
+    assert {c[0] for c, _ in second} == {"a", "b", "d"}  # c holds only feedback terms
+    stats = {w: (Counter(t for m in ids for t in word_tokens(text[m])),
+                 sum(len(word_tokens(text[m])) for m in ids)) for w, ids in windows.items()}
+    weights = rm3_weights([(c.rsplit("-c", 1)[0], s) for c, s in first], stats.__getitem__,
+                          {"lighthous": 1.0, "keeper": 1.0}, fb)
+    assert "lamp" in weights and "beam" in weights and weights["lighthous"] > 0.5
+    assert math.fsum(weights.values()) == pytest.approx(2.0)  # scaled by the query's total weight
+    want = _reference("", windows, text, weights=weights)
+    assert {c.rsplit("-c", 1)[0]: s for c, s in second} == pytest.approx(
+        {w: want[w] for w in ("a" * 32 + "-w0", "b" * 32 + "-w0", "d" * 32 + "-w0")}, rel=1e-9)
