@@ -154,8 +154,13 @@ def test_colbert_matrices_end_to_end(tmp_path, fabric_home, checkpoint):
     """guards against: windows without a matrix (or two), non-unit rows, matrices of another
     input than the window's prefixed text, an unrecorded model, and a rerank stage that does not
     order by the best stored window's MaxSim."""
+    from fabric_resources.home import FabricHome
+
     fabric_home.layout.config_file.write_text(json.dumps(
         {"late_interaction": {"enabled": True, "checkpoint": str(checkpoint), "query_max_tokens": QUERY_TOKENS}}))
+    # Opened after its config is written, as `fabric ingest` opens it: a FabricHome reads config.json
+    # once, and the jobs it runs are those of that configuration (late interaction on: ColBERT planned).
+    fabric_home = FabricHome(fabric_home.root)
     src = tmp_path / "src"
     _write(src / "coast.md", LIGHTHOUSE_MD)
     _write(src / "bread.txt", BREAD_TXT)
