@@ -95,7 +95,8 @@ def test_a_ui_backfill_of_parse_partitions_completes_successfully_with_stages_sw
         assert planned == set(in_job), run
     for asset in ("colbert_matrices", *ANNOTATION_ASSETS):
         assert instance.fetch_materializations(dg.AssetKey(asset), limit=10).records == [], asset
-    assert _skipped(instance, "colbert_matrices") == {(run, pid, "colbert_windows") for run in every_run for pid in parses}
+    assert _skipped(instance, "colbert_matrices") == {(run, pid, "colbert_windows")
+                                                      for run in every_run for pid in parses}
     for asset in ANNOTATION_ASSETS:
         assert _skipped(instance, asset) == {(run, pid, "context_windows") for run in every_run for pid in parses}
     # As the partition's page shows it: skipped (newest first), saying which switch is off; missing.
