@@ -5,7 +5,10 @@ code location loads (``fabric ui``, a run worker), and only then is ``$FABRIC_HO
 read. Importing this module reads nothing. The configuration enters the definitions through the
 assets' code versions (model identities, chunking caps, the annotation producer:
 ``projections.code_version``), so a model or chunker change shows exactly the affected
-projections stale in the UI once the code location reloads.
+projections stale in the UI once the code location reloads; and through the stages it switches
+off (``projections.switched_off``): their assets move to the ``switched_off`` group, tagged with
+the switch, so the jobs (``jobs``), which leave that group out, never plan them and a backfill
+of a group does not count their unmaterialized partitions as failures.
 
 ``fabric ingest`` builds the definitions of the home it runs on (:func:`build_definitions`), with
 the configured models or, in unit tests, the fakes.
@@ -26,7 +29,7 @@ from fabric_assets.late.assets import colbert_matrices
 from fabric_assets.lifecycle.jobs import JOBS as LIFECYCLE_JOBS
 from fabric_assets.model_identity import identities
 from fabric_assets.parse.assets import source_bytes, units_and_relationships
-from fabric_assets.projections import Identity, code_version
+from fabric_assets.projections import SWITCH_TAG, SWITCHED_OFF_GROUP, Identity, code_version, projection, switched_off
 from fabric_assets.sensors import (activate_after_annotation_run, activate_after_parse_run,
                                    annotate_after_activation, source_change_sensor)
 from fabric_assets.windows.assets import colbert_windows, context_windows
@@ -44,19 +47,30 @@ def build_definitions(config: FabricConfig, models: ModelResources = CONFIGURED_
     and schedule, the home resource (``home``; ``""``: ``$FABRIC_HOME`` when a run opens it, and
     ``fabric ingest`` names the home in each run's config) and one resource per model role from
     ``models``. Built once per process for each set of code versions."""
-    return _definitions(tuple(sorted(identities(config, models).items())), models, home)
+    return _definitions(tuple(sorted(identities(config, models).items())), switched_off(config), models, home)
 
 
 _BUILT: dict[tuple, dg.Definitions] = {}
 
 
-def _definitions(values: tuple[tuple[Identity, str], ...], models: ModelResources, home: str) -> dg.Definitions:
+def _spec(spec: dg.AssetSpec, found: dict[Identity, str], off: tuple[str, ...]) -> dg.AssetSpec:
+    """``spec`` with its code version under the configuration; a switched-off one in
+    ``SWITCHED_OFF_GROUP``, tagged with its switch."""
+    key = spec.key.to_user_string()
+    spec = spec.replace_attributes(code_version=code_version(key, found))
+    if key not in off:
+        return spec
+    return spec.replace_attributes(group_name=SWITCHED_OFF_GROUP,
+                                   tags={**spec.tags, SWITCH_TAG: projection(key).enabled_by})
+
+
+def _definitions(values: tuple[tuple[Identity, str], ...], off: tuple[str, ...], models: ModelResources,
+                 home: str) -> dg.Definitions:
     # Keyed by everything the definitions depend on, so that the ingests of one process share them.
-    key = (values, models.name, home)
+    key = (values, off, models.name, home)
     if key not in _BUILT:
         found = dict(values)
-        assets = [a.map_asset_specs(lambda s: s.replace_attributes(
-            code_version=code_version(s.key.to_user_string(), found))) for a in ASSETS]
+        assets = [a.map_asset_specs(lambda s: _spec(s, found, off)) for a in ASSETS]
         _BUILT[key] = dg.Definitions(
             assets=assets,
             asset_checks=[lexical_index_matches_canonical],

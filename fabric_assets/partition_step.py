@@ -19,8 +19,11 @@ Rows replace those of every partition of the run (the run's keys, failed parses 
 nothing stale stays behind); the verdicts are recorded in the catalog (what activation reads) only
 after the rows are stored, each check summarised as one Dagster check result.
 
-A stage the configuration switches off (``Projection.enabled_by``) is declared optional and, when
-off, ends with :meth:`PartitionStep.skip` instead of :meth:`PartitionStep.finish`: Dagster records
+A stage the configuration switches off (``Projection.enabled_by``) is not in the jobs
+(``fabric_assets.jobs``): the step it is made from says it was skipped, for the partitions of its
+run, when it finishes (:meth:`PartitionStep.finish`). Selected all the same (the asset picked by
+hand in the UI, ``annotation_job`` run while annotation is off), it is declared optional and ends
+with :meth:`PartitionStep.skip` instead of :meth:`PartitionStep.finish`. Either way Dagster records
 it as skipped, not as an empty materialization (:mod:`fabric_assets.skips`)::
 
     if not step.enabled:
@@ -41,7 +44,7 @@ import pyarrow.compute as pc
 from fabric_assets.gate import Verdict
 from fabric_assets.partition_memo import partition_key_memo
 from fabric_assets.partitions import PARTITIONED
-from fabric_assets.projections import projection
+from fabric_assets.projections import REQUIRED_VERDICTS, projection, switched_off_below
 from fabric_assets.skips import report_skipped
 from fabric_assets.source_tags import tag_run
 from fabric_assets.verdicts import live_parse_ids, record, record_and_summarise
@@ -133,25 +136,43 @@ class PartitionStep:
         projections share one switch)."""
         return all(p.enabled(self.config) for p in self.projections)
 
-    def skip(self, *, clear_rows: bool = False) -> None:
-        """End a step whose stage is switched off: no materialization and no check result (Dagster
-        then shows the assets skipped and their checks skipped, and skips the steps downstream);
-        the verdicts given (:meth:`verdict`) are recorded in the catalog all the same, because
-        activation reads them. ``clear_rows``: rows an earlier run left for the run's partitions
-        are removed (nothing is written when there are none: no new table version).
+    def skip(self) -> None:
+        """End a step whose stage is switched off, or say so for one the run does not plan: no
+        materialization and no check result (Dagster then shows the assets skipped, a planned
+        check skipped, and skips the steps downstream), one skipped event per asset and partition
+        of the run saying which switch is off. A check the gate requires
+        (``projections.REQUIRED_VERDICTS``) passes with detail ``disabled`` for each live parse,
+        because activation reads it; rows an earlier, enabled run left for the run's partitions
+        are removed where the projection says so (``Projection.cleared_when_off``; nothing is
+        written when there are none: no new table version).
 
-        The asset must have been declared with optional outputs (:func:`optional_asset_args`, :func:`spec`)."""
+        Run as the asset's own step, the asset must have been declared with optional outputs
+        (:func:`optional_asset_args`, :func:`spec`)."""
         self.tag_run()
         switches = sorted({p.enabled_by for p in self.projections if p.enabled_by})
-        if clear_rows:
-            for key in self._rows:
-                if self.home.tables.exists(key):
-                    self.home.tables.replace_partitions(key, self.keys, TABLES[key].empty_table())
+        for p in self.projections:
+            for check in p.check_names:
+                if check in REQUIRED_VERDICTS:
+                    for pk in self.live:
+                        self._verdicts[check].setdefault(pk, {"passed": True, "detail": "disabled"})
+            if p.cleared_when_off and p.table and self.home.tables.exists(p.table):
+                self.home.tables.replace_partitions(p.table, self.keys, TABLES[p.table].empty_table())
         for check, verdicts in self._verdicts.items():
             if verdicts:
                 record(self.home, check, verdicts)
         report_skipped(self.context, [p.key for p in self.projections],
                        " and ".join(f"{s} is false in the home's config.json" for s in switches))
+
+    def skip_switched_off_below(self) -> list[str]:
+        """Skip (:meth:`skip`) the switched-off projections made from this step's that the run does
+        not plan (the jobs leave them out), for the run's partitions; return their keys. So a
+        partition's page says why it has no materialization of them, the gate gets its
+        ``disabled`` verdicts and stale rows go, as when their own step ran and skipped."""
+        planned = {k.to_user_string() for k in self.context.job_def.asset_layer.selected_asset_keys}
+        below = [k for k in switched_off_below([p.key for p in self.projections], self.config) if k not in planned]
+        if below:
+            PartitionStep(self.context, self.home, *below).skip()
+        return below
 
     def _key(self, key: str | None) -> str:
         if key is None:
@@ -222,7 +243,8 @@ class PartitionStep:
         """Write (unless :meth:`write` ran), tag the run with its partitions' sources
         (:meth:`tag_run`), then yield one materialization per projection (``lance_version`` and the
         run metadata), then record each check's verdicts in the catalog and yield its summary, in
-        registry order."""
+        registry order; last, skip the switched-off projections made from these that the run does
+        not plan (:meth:`skip_switched_off_below`)."""
         if self.versions is None:
             self.write()
         self.tag_run()
@@ -235,3 +257,4 @@ class PartitionStep:
         for p in self.projections:
             for c in p.checks:
                 yield record_and_summarise(self.home, c.name, p.key, self._verdicts[c.name])
+        self.skip_switched_off_below()

@@ -11,7 +11,10 @@ list of its own is derived from :data:`PROJECTIONS`:
 * :data:`POST_ACTIVATION_TABLES`: rewritten for parses that are already active, so a new version
   of one makes activation publish a release;
 * :data:`RELEASE_INPUTS`: the ``release`` asset's deps, so the UI lineage shows what it reads;
-* the digests a release records: :data:`VECTOR_DIGEST_VERDICTS`, :data:`LEXICAL_VERDICT`.
+* the digests a release records: :data:`VECTOR_DIGEST_VERDICTS`, :data:`LEXICAL_VERDICT`;
+* what a configuration switches off (:func:`switched_off`; the assets then sit in
+  :data:`SWITCHED_OFF_GROUP`, out of every job but ``annotation_job``) and which step says so
+  (:func:`switched_off_below`).
 
 The Arrow schema of each table stays in the storage contract (``fabric_resources.schema.TABLES``);
 a projection only names its table. Check names are defined here once, as constants. Plain data:
@@ -136,7 +139,11 @@ class Projection:
     enabled_by
         The configuration switch that turns the stage on (a dotted path to a bool of
         ``FabricConfig``, e.g. ``late_interaction.enabled``); ``None``: always on. While it is
-        off the asset is *skipped* in Dagster (no materialization; see ``PartitionStep.skip``).
+        off the asset is *skipped* in Dagster (no materialization; see ``PartitionStep.skip``),
+        sits in the :data:`SWITCHED_OFF_GROUP` and is left out of the jobs (``definitions``).
+    cleared_when_off
+        While off, a skip removes the rows an earlier, enabled run left for the skipped
+        partitions (ColBERT matrices: the windows they were made from may have been re-cut since).
     """
 
     key: str
@@ -148,6 +155,7 @@ class Projection:
     writes_table: bool = True
     read_by_release: bool = True
     enabled_by: str | None = None
+    cleared_when_off: bool = False
 
     @property
     def table(self) -> str | None:
@@ -201,7 +209,7 @@ PROJECTIONS: tuple[Projection, ...] = (
     Projection("context_windows", _P, ("chunks",), (Check(CONTEXT_WINDOWS_COVER_CHUNKS),), "context-windows-v1"),
     Projection("colbert_windows", _P, ("chunks",), (Check(COLBERT_WINDOWS_COVER_CHUNKS),), "colbert-windows-v1"),
     Projection("colbert_matrices", _P, ("colbert_windows",), (Check(COLBERT_MATRICES_ARE_FINITE_AND_COMPLETE),),
-               "colbert-v1", Identity.COLBERT, enabled_by=_LATE),
+               "colbert-v1", Identity.COLBERT, enabled_by=_LATE, cleared_when_off=True),
     Projection("annotations", _A, ("context_windows",), (Check(ANNOTATIONS_ARE_COMPLETE),), "annotations-v1",
                Identity.ANNOTATOR, enabled_by=_ANNOTATE),
     Projection("graph_mentions", _A, ("annotations",), code_version="graph-v1", enabled_by=_ANNOTATE),
@@ -227,6 +235,34 @@ def downstream_of(key: str) -> tuple[Projection, ...]:
     return tuple(p for p in PROJECTIONS if p.key in reached)
 
 
+#: The Dagster group of every asset whose stage the configuration switches off (instead of its
+#: stage's group), set when the definitions load (``definitions``). Dagster's backfill daemon counts
+#: a planned partition that was not materialized as failed, so a backfill of a group that kept a
+#: switched-off asset (the UI's "Materialize all" of ``projections``) ended "completed with failures"
+#: although every run succeeded; the jobs leave this group out for the same reason.
+SWITCHED_OFF_GROUP = "switched_off"
+
+#: Asset tag of a switched-off asset: the switch that is off (the asset's page shows it; the UI's
+#: asset selection ``tag:fabric/off`` finds them all).
+SWITCH_TAG = "fabric/off"
+
+
+def switched_off(config) -> tuple[str, ...]:
+    """The projections ``config`` (a ``FabricConfig``) switches off, in graph order."""
+    return tuple(p.key for p in PROJECTIONS if not p.enabled(config))
+
+
+def switched_off_below(keys: Iterable[str], config) -> tuple[str, ...]:
+    """The switched-off projections made from ``keys`` (directly, or through other switched-off
+    ones), in graph order: what is not made, because a switch is off, once ``keys`` are written."""
+    reached, below = set(keys), []
+    for p in PROJECTIONS:  # graph order: every upstream of p is seen before p
+        if not p.enabled(config) and set(p.upstream) & reached:
+            reached.add(p.key)
+            below.append(p.key)
+    return tuple(below)
+
+
 def _checks(projections: Iterable[Projection]) -> tuple[str, ...]:
     return tuple(c.name for p in projections for c in p.checks)
 
@@ -236,6 +272,9 @@ REQUIRED_VERDICTS: tuple[str, ...] = _checks(p for p in PROJECTIONS if p.stage i
 
 #: Verdicts recorded by the assets that parse, not chunk: a re-chunk keeps them.
 CANONICAL_VERDICTS: tuple[str, ...] = _checks(p for p in PROJECTIONS if p.stage is Stage.CANONICAL)
+
+#: The annotation stage's projections (``annotation_job``).
+ANNOTATION_PROJECTIONS: tuple[str, ...] = tuple(p.key for p in PROJECTIONS if p.stage is Stage.ANNOTATIONS)
 
 #: The annotation stage's verdict (``annotations``): it gates only when annotation is required.
 (ANNOTATION_VERDICT,) = _checks(p for p in PROJECTIONS if p.stage is Stage.ANNOTATIONS)

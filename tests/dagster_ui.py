@@ -67,3 +67,57 @@ def run_steps(context, run_id: str) -> dict[str, str]:
     """Step key → status (SUCCESS, FAILURE, SKIPPED, IN_PROGRESS) on the run page."""
     data = query(context, RUN_STEPS, id=run_id)["runOrError"]
     return {s["stepKey"]: s["status"] for s in data["stepStats"]}
+
+
+#: What the UI's "Launch backfill" sends (``LaunchAssetChoosePartitionsDialog``).
+LAUNCH_BACKFILL = """mutation($params: LaunchBackfillParams!) { launchPartitionBackfill(backfillParams: $params) {
+  __typename ... on LaunchBackfillSuccess { backfillId } ... on PythonError { message stack } } }"""
+
+#: The assets of the code location, as the asset graph and a group's page list them.
+ASSET_NODES = "{ assetNodes { assetKey { path } groupName jobNames } }"
+
+
+@contextmanager
+def daemon_workspace(instance, python_file: str):
+    """The workspace the daemon evaluates backfills in: the code location ``defs`` of
+    ``python_file``, loaded in-process. ``instance`` should launch runs synchronously
+    (:func:`synchronous_instance`), so each backfill iteration runs what it submits."""
+    from dagster._core.remote_origin import InProcessCodeLocationOrigin
+    from dagster._core.test_utils import InProcessTestWorkspaceLoadTarget, create_test_daemon_workspace_context
+    from dagster._core.types.loadable_target_origin import LoadableTargetOrigin
+
+    origin = InProcessCodeLocationOrigin(LoadableTargetOrigin(python_file=python_file, attribute="defs"))
+    with create_test_daemon_workspace_context(InProcessTestWorkspaceLoadTarget(origin), instance) as workspace:
+        yield workspace
+
+
+def synchronous_instance(dagster_home):
+    """The instance of ``dagster_home`` (its ``dagster.yaml``: Fabric's event log) with Dagster's
+    test run launcher, which executes a launched run in the calling process before returning, and
+    the default coordinator, which launches at once instead of queueing for the run-queue daemon."""
+    import dagster as dg
+    from dagster._core.instance.ref import InstanceRef
+
+    return dg.DagsterInstance.from_ref(InstanceRef.from_dir(str(dagster_home), overrides={
+        "run_launcher": {"module": "dagster._core.launcher.sync_in_memory_run_launcher",
+                         "class": "SyncInMemoryRunLauncher"},
+        "run_coordinator": {"module": "dagster._core.run_coordinator", "class": "DefaultRunCoordinator"}}))
+
+
+def run_backfill(workspace, params: dict, iterations: int = 10):
+    """Launch a backfill as the UI does (``params``: ``LaunchBackfillParams``), then run the backfill
+    daemon's iteration in-process until the backfill leaves ``REQUESTED`` (at most ``iterations``
+    times); return it (``PartitionBackfill``: ``status``, ``backfill_id``)."""
+    import logging
+
+    from dagster._daemon.backfill import execute_backfill_iteration
+
+    data = query(workspace.create_request_context(), LAUNCH_BACKFILL, params=params)["launchPartitionBackfill"]
+    assert data["__typename"] == "LaunchBackfillSuccess", data
+    instance = workspace.instance
+    for _ in range(iterations):
+        list(execute_backfill_iteration(workspace, logging.getLogger("backfill-daemon")))
+        backfill = instance.get_backfill(data["backfillId"])
+        if backfill.status.value != "REQUESTED":
+            return backfill
+    return instance.get_backfill(data["backfillId"])

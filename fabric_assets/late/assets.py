@@ -6,11 +6,12 @@ the document limit is ``indexing.colbert_max_tokens``. The model input of a wind
 dropped (seed 003, "Grains" and "Context windows"). The prefix is never stored. Rows carry
 the model identity (checkpoint weights fingerprint and document limit).
 
-With ``late_interaction.enabled`` false (the default) the asset is *skipped* in Dagster — no
-materialization, its check skipped (``PartitionStep.skip``) — records a passing gate verdict with
-detail ``disabled`` per parse (activation reads it) and never imports PyLate. It writes no rows:
-matrices an earlier, enabled run left for the run's parses are removed (their windows may have
-been re-cut since), and with none there is no new table version.
+With ``late_interaction.enabled`` false (the default) the asset is in no job (``jobs``) and is
+*skipped* in Dagster — no materialization — by the ``colbert_windows`` step, or by its own step
+when selected by hand (``PartitionStep.skip``): a passing gate verdict with detail ``disabled`` per
+parse (activation reads it), PyLate never imported, no rows written: matrices an earlier, enabled
+run left for the run's parses are removed (their windows may have been re-cut since), and with
+none there is no new table version.
 """
 
 import time
@@ -82,10 +83,8 @@ def _matrix_column(matrices: list[np.ndarray]) -> pa.Array:
     "skipped (not materialized) unless late_interaction is enabled."))
 def colbert_matrices(context: dg.AssetExecutionContext, fabric: FabricHomeResource, colbert: ColbertEncoderResource):
     step = PartitionStep(context, fabric.open(), "colbert_matrices")
-    if not step.enabled:
-        for pk in step.live:
-            step.verdict(CHECK, pk, {"passed": True, "detail": "disabled"})
-        step.skip(clear_rows=True)
+    if not step.enabled:  # selected by hand (no job plans it while it is off): PartitionStep.skip
+        step.skip()
         return
 
     encoder = colbert.encoder(step.config)

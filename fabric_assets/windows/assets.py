@@ -2,6 +2,9 @@
 
 Both grains are pure repackings of the ``chunks`` rows (``fabric_assets.chunking.windows``):
 no model runs here. Each asset records a per-parse coverage verdict that the gate requires.
+With a stage made from them switched off (late interaction: ``colbert_matrices``; annotation:
+``annotations`` and what is made from it), their step records that stage as skipped for its
+partitions (``PartitionStep.finish``), since no job plans it.
 """
 
 import dagster as dg

@@ -154,8 +154,13 @@ def test_colbert_matrices_end_to_end(tmp_path, fabric_home, checkpoint):
     """guards against: windows without a matrix (or two), non-unit rows, matrices of another
     input than the window's prefixed text, an unrecorded model, and a rerank stage that does not
     order by the best stored window's MaxSim."""
+    from fabric_resources.home import FabricHome
+
     fabric_home.layout.config_file.write_text(json.dumps(
         {"late_interaction": {"enabled": True, "checkpoint": str(checkpoint), "query_max_tokens": QUERY_TOKENS}}))
+    # Opened after its config is written, as `fabric ingest` opens it: a FabricHome reads config.json
+    # once, and the jobs it runs are those of that configuration (late interaction on: ColBERT planned).
+    fabric_home = FabricHome(fabric_home.root)
     src = tmp_path / "src"
     _write(src / "coast.md", LIGHTHOUSE_MD)
     _write(src / "bread.txt", BREAD_TXT)
@@ -267,9 +272,10 @@ def test_disabled_writes_nothing_and_never_imports_pylate(tmp_path, checkpoint):
 def test_a_disabled_stage_is_skipped_in_dagster_then_materialized_once_enabled(tmp_path, fabric_home, checkpoint):
     """guards against: a stage the configuration switches off recorded in Dagster as a materialization
     (an empty one, "model: disabled": issue 18 wants it shown as skipped), its check reported as
-    passed, the skip stopping the run's other steps, the gate or activation (which read the
-    "disabled" verdict), and enabling it later leaving partitions unmaterialized (the table did not
-    exist, so nothing looked stale)."""
+    passed, a parse run planning it (a backfill then ends "completed with failures",
+    test_ui_backfill), the gate or activation (which read the "disabled" verdict), selecting it by
+    hand materializing it, and enabling it later leaving partitions unmaterialized (the table did
+    not exist, so nothing looked stale)."""
     import dagster as dg
     from dagster_ui import partition_view, run_steps, ui
 
@@ -294,14 +300,33 @@ def test_a_disabled_stage_is_skipped_in_dagster_then_materialized_once_enabled(t
     assert [r.verdicts[CHECK] for r in fabric_home.catalog.parse_runs(parses)] == [{"passed": True,
                                                                                    "detail": "disabled"}] * 2
     with ui(instance) as context:
+        # The parse run did not plan it (no step, no check): the step it is made from said it skipped.
         steps = run_steps(context, parse_run)
-        assert steps["colbert_matrices"] == "SUCCESS" and set(steps.values()) == {"SUCCESS"}, steps
+        assert "colbert_matrices" not in steps and set(steps.values()) == {"SUCCESS"}, steps
         for pid in parses:
             view = partition_view(context, "colbert_matrices", pid)
             assert view["events"] == [("skipped", parse_run)], view
             assert "late_interaction.enabled is false" in view["descriptions"][0]
-            assert view["status"] == "missing" and view["checks"] == {CHECK: "SKIPPED"}, view
+            assert view["status"] == "missing" and view["checks"] == {CHECK: None}, view
             assert partition_view(context, "colbert_windows", pid)["events"] == [("materialized", parse_run)]
+    skipped = instance.fetch_failed_materializations(matrices, limit=100).records
+    assert sorted((r.partition_key, r.event_log_entry.dagster_event.step_key) for r in skipped) == [
+        (pid, "colbert_windows") for pid in parses]
+
+    # Selected by hand while off (the UI's asset graph: Dagster's asset job), its own step skips it.
+    from fabric_assets.definitions import build_definitions
+    from fabric_assets.ingest import _run_config
+
+    asset_job = build_definitions(fabric_home.config, FAKE_MODELS).resolve_implicit_global_asset_job_def()
+    by_hand = asset_job.execute_in_process(
+        instance=instance, partition_key=parses[0], asset_selection=[matrices], run_config=_run_config(fabric_home))
+    assert by_hand.success and by_hand.get_step_success_events()[0].step_key == "colbert_matrices"
+    assert instance.fetch_materializations(matrices, limit=100).records == []
+    latest = instance.fetch_failed_materializations(matrices, limit=1).records[0]
+    assert (latest.run_id, latest.partition_key, latest.event_log_entry.dagster_event.step_key) == (
+        by_hand.run_id, parses[0], "colbert_matrices")
+    assert not fabric_home.tables.exists("colbert_matrices")
+    assert fabric_home.catalog.parse_run(parses[0]).verdicts[CHECK] == {"passed": True, "detail": "disabled"}
 
     fabric_home.layout.config_file.write_text(json.dumps(
         {"late_interaction": {"enabled": True, "checkpoint": str(checkpoint), "query_max_tokens": QUERY_TOKENS}}))
@@ -317,7 +342,8 @@ def test_a_disabled_stage_is_skipped_in_dagster_then_materialized_once_enabled(t
     with ui(instance) as context:
         for pid in parses:
             view = partition_view(context, "colbert_matrices", pid)
-            assert view["events"] == [("materialized", reproject_run), ("skipped", parse_run)], view
+            assert view["events"][0] == ("materialized", reproject_run), view
+            assert ("skipped", parse_run) in view["events"], view
             assert view["status"] == "materialized" and view["checks"] == {CHECK: "SUCCEEDED"}, view
     records = instance.fetch_materializations(matrices, limit=100).records
     assert sorted(r.partition_key for r in records) == parses

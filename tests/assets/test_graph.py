@@ -468,7 +468,7 @@ def test_disabled_annotation_imports_no_openai_and_writes_nothing(tmp_path):
     """guards against: a home without annotation loading the OpenAI SDK or writing annotation
     tables, even when the annotation job is run by hand; that run recording the switched-off
     stage as materializations (issue 18: it shows as skipped, and Dagster skips the steps made
-    from it)."""
+    from it); the parse run, which does not plan the stage, not saying it skipped it."""
     src = tmp_path / "src"
     src.mkdir()
     (src / "a.txt").write_text("The Lighthouse keeper wrote tide tables.\n")
@@ -494,10 +494,18 @@ instance = dagster_instance(home)
 steps = {{s.step_key: s.status.value for s in instance.get_run_step_stats(result.run_id)}}
 assert steps == {{"annotations": "SUCCESS", "graph": "SKIPPED", "annotation_vectors": "SKIPPED"}}, steps
 assert all(not instance.fetch_materializations(dg.AssetKey(t), limit=10).records for t in tables)
-(skipped,) = instance.fetch_failed_materializations(dg.AssetKey("annotations"), limit=10).records
-failure = skipped.event_log_entry.dagster_event.event_specific_data.asset_materialization_failure
-assert (skipped.partition_key, skipped.run_id, failure.failure_type.value) == (pid, result.run_id, "SKIPPED")
-assert "annotation.enabled is false" in failure.description
+# Newest first: the annotation run's own step, then the parse run's context_windows step (no job
+# but annotation_job plans the stage while it is off: the step it is made from says it skipped).
+by_hand, by_parse_run = instance.fetch_failed_materializations(dg.AssetKey("annotations"), limit=10).records
+(parse_run,) = summary.run_ids
+for skipped, run_id, step in ((by_hand, result.run_id, "annotations"), (by_parse_run, parse_run, "context_windows")):
+    failure = skipped.event_log_entry.dagster_event.event_specific_data.asset_materialization_failure
+    assert (skipped.partition_key, skipped.run_id, failure.failure_type.value) == (pid, run_id, "SKIPPED")
+    assert skipped.event_log_entry.dagster_event.step_key == step
+    assert "annotation.enabled is false" in failure.description
+for t in tables[1:]:  # Dagster skipped the annotation run's steps made from it; the parse run said so
+    (skipped,) = instance.fetch_failed_materializations(dg.AssetKey(t), limit=10).records
+    assert (skipped.run_id, skipped.event_log_entry.dagster_event.step_key) == (parse_run, "context_windows")
 from fabric_query import Fabric
 assert Fabric({str(home_dir)!r}).search("lighthouse").results
 bad = sorted(m for m in sys.modules if m == "openai" or m.startswith("openai."))

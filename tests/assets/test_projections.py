@@ -36,6 +36,13 @@ def _annotation_required() -> FabricConfig:
         "endpoint": {"base_url": "http://127.0.0.1:9/v1", "model": "m"}}})
 
 
+def _all_on() -> FabricConfig:
+    """Every switchable stage on (the checkpoint need not exist: the definitions still load)."""
+    return FabricConfig.model_validate({
+        "late_interaction": {"enabled": True, "checkpoint": "/nonexistent/colbert"},
+        "annotation": {"enabled": True, "endpoint": {"base_url": "http://127.0.0.1:9/v1", "model": "m"}}})
+
+
 def _loaded(home_dir: Path, config: dict | None = None) -> dg.Definitions:
     """The Definitions as Dagster loads them from workspace.yaml's target for ``home_dir``."""
     home_dir.mkdir(parents=True, exist_ok=True)
@@ -83,12 +90,16 @@ def test_the_registry_is_the_storage_contract_and_the_graph():
         seen.add(p.key)
     names = [c.name for p in reg.PROJECTIONS for c in p.checks]
     assert len(names) == len(set(names))
-    graph = build_definitions(FabricConfig()).resolve_asset_graph()
-    for p in reg.PROJECTIONS:
-        node = graph.get(dg.AssetKey(p.key))
-        assert {k.to_user_string() for k in node.parent_keys} == set(p.upstream), p.key
-        assert node.group_name == p.stage.value, p.key
-        assert node.partitions_def == PARSES, p.key
+    for config in (FabricConfig(), _all_on()):
+        graph = build_definitions(config).resolve_asset_graph()
+        for p in reg.PROJECTIONS:
+            node = graph.get(dg.AssetKey(p.key))
+            assert {k.to_user_string() for k in node.parent_keys} == set(p.upstream), p.key
+            # A stage the configuration switches off sits in a group of its own, tagged with its switch.
+            on = p.enabled(config)
+            assert node.group_name == (p.stage.value if on else reg.SWITCHED_OFF_GROUP), p.key
+            assert node.tags.get(reg.SWITCH_TAG) == (None if on else p.enabled_by), p.key
+            assert node.partitions_def == PARSES, p.key
 
 
 def test_every_asset_check_in_the_ui_has_a_description():
@@ -123,14 +134,18 @@ def test_only_a_stage_the_configuration_switches_off_can_be_skipped():
         asset_args("colbert_matrices")
 
 
+def _selected(d: dg.Definitions, name: str) -> set[str]:
+    return {k.to_user_string() for k in d.resolve_job_def(name).asset_layer.selected_asset_keys}
+
+
 def test_the_jobs_select_what_the_registry_derives():
     """guards against: reproject_job or rechunk_job leaving out a model projection or a projection
     made from chunks (or taking in one that is not), the parse and annotation jobs drifting from
     the stages."""
-    d = build_definitions(FabricConfig())
+    d = build_definitions(_all_on())
 
     def selected(name: str) -> set[str]:
-        return {k.to_user_string() for k in d.resolve_job_def(name).asset_layer.selected_asset_keys}
+        return _selected(d, name)
 
     assert selected("reproject_job") == set(reg.MODEL_PROJECTIONS) == {
         "chunk_vectors", "chunk_vectors_multilingual", "colbert_matrices", "annotation_vectors"}
@@ -147,6 +162,44 @@ def test_the_jobs_select_what_the_registry_derives():
     # when one of them has a new version.
     assert set(reg.POST_ACTIVATION_TABLES) == set(reg.MODEL_PROJECTIONS) | {
         "annotations", "graph_mentions", "graph_edges"}
+
+
+def test_the_jobs_leave_out_what_the_configuration_switches_off(tmp_path):
+    """guards against: parse_job, reproject_job or rechunk_job planning a stage the home's config
+    switches off (Dagster's backfill daemon counts each of its planned, unmaterialized partitions
+    as failed: every backfill ended "completed with failures"), leaving it out once it is on, or
+    the same job objects (the sensors name them) keeping the selection of another configuration;
+    annotation_job losing the stage it is (run by hand while off, its steps say they skipped)."""
+    late_only = FabricConfig.model_validate({"late_interaction": {"enabled": True, "checkpoint": "/nonexistent/c"}})
+    default, late, everything = (build_definitions(c) for c in (FabricConfig(), late_only, _all_on()))
+    for name in ("parse_job", "rechunk_job", "reproject_job"):
+        assert "colbert_matrices" not in _selected(default, name), name
+        assert "colbert_matrices" in _selected(late, name) and "colbert_matrices" in _selected(everything, name)
+    assert _selected(default, "reproject_job") == {"chunk_vectors", "chunk_vectors_multilingual"}
+    assert _selected(late, "reproject_job") == {"chunk_vectors", "chunk_vectors_multilingual", "colbert_matrices"}
+    assert _selected(default, "parse_job") == {p.key for p in reg.PROJECTIONS if p.stage is not reg.Stage.ANNOTATIONS
+                                               and p.key != "colbert_matrices"}
+    for d in (default, late, everything):
+        assert _selected(d, "annotation_job") == set(reg.ANNOTATION_PROJECTIONS)
+    # As the code location loads it: the home's config.json, read at load time.
+    loaded = _loaded(tmp_path / "home", {"late_interaction": {"enabled": True, "checkpoint": "/nonexistent/c"}})
+    assert "colbert_matrices" in _selected(loaded, "parse_job")
+    assert "colbert_matrices" not in _selected(_loaded(tmp_path / "other"), "parse_job")
+
+
+def test_switched_off_below_is_what_a_step_reports_skipped():
+    """guards against: the step a switched-off stage is made from not saying it was skipped (no job
+    plans it, so nothing else would), or saying so of a stage that is on or made from elsewhere."""
+    default = FabricConfig()
+    assert reg.switched_off(default) == ("colbert_matrices", "annotations", "graph_mentions", "graph_edges",
+                                         "annotation_vectors")
+    assert reg.switched_off_below(["colbert_windows"], default) == ("colbert_matrices",)
+    assert reg.switched_off_below(["context_windows"], default) == ("annotations", "graph_mentions", "graph_edges",
+                                                                    "annotation_vectors")
+    assert reg.switched_off_below(["chunks"], default) == ()
+    assert reg.switched_off_below(["units", "relationships"], default) == ()
+    assert reg.switched_off_below(["colbert_windows", "context_windows"], _all_on()) == ()
+    assert reg.switched_off(_all_on()) == ()
 
 
 def test_code_versions_follow_the_configuration_read_at_load_time(tmp_path):

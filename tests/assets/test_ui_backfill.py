@@ -1,0 +1,111 @@
+"""A backfill launched from Dagster's UI over parse partitions, evaluated by Dagster's own backfill
+daemon: its iteration run in-process against the home's instance (Fabric's event log), the runs it
+launches executed synchronously, the backfill launched through the GraphQL mutation the UI sends.
+
+Issue 18: "a backfill launched from the UI ends in an activation", never "completed with failures"
+although every run succeeded. Dagster 1.13's backfill daemon counts a partition that a backfill
+planned and no run materialized as failed (``_backfill_is_stalled``), so a stage the configuration
+switches off must not be planned: it is in no job and in a group of its own, and the step it is
+made from records it as skipped.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import dagster as dg
+from dagster_ui import ASSET_NODES, daemon_workspace, partition_view, query, run_backfill, synchronous_instance
+
+from fabric_assets.ingest import ingest as run_ingest
+from fabric_assets.projections import COLBERT_MATRICES_ARE_FINITE_AND_COMPLETE, SWITCHED_OFF_GROUP
+from fabric_resources.dagster_resources import FAKE_MODELS  # which model embeds is not what this is about
+
+LOCATION = str(Path(__file__).resolve().parents[1] / "fake_models_location.py")
+#: The runs' steps in the run's process: the multiprocess default spawns one process per step.
+IN_PROCESS = {"execution": {"config": {"in_process": {}}}}
+ANNOTATION_ASSETS = ("annotations", "graph_mentions", "graph_edges", "annotation_vectors")
+
+
+def _skipped(instance: dg.DagsterInstance, asset: str) -> set[tuple[str, str, str]]:
+    """(run ID, partition, step key) of every "skipped" event of ``asset``."""
+    out = set()
+    for r in instance.fetch_failed_materializations(dg.AssetKey(asset), limit=1000).records:
+        event = r.event_log_entry.dagster_event
+        assert event.event_specific_data.asset_materialization_failure.failure_type.value == "SKIPPED"
+        out.add((r.run_id, r.partition_key, event.step_key))
+    return out
+
+
+def test_a_ui_backfill_of_parse_partitions_completes_successfully_with_stages_switched_off(tmp_path, fabric_home):
+    """guards against: a backfill of the parse partitions launched from the UI ending "completed with
+    failures" under the default configuration (ColBERT and annotation off) although every run
+    succeeded, because its runs planned colbert_matrices and skipped it; the switched-off stages then
+    losing what the skip recorded: the skipped event per partition saying which switch is off, and
+    the "disabled" gate verdict activation needs.
+
+    Both ways the UI launches one: the parse_job page (a job backfill, judged by its runs' status:
+    it passed before too) and a group's page or the asset graph ("Materialize all" of the canonical
+    and projections groups: a pure asset backfill of Dagster's hidden asset job, which ended
+    COMPLETED_FAILED while colbert_matrices was in the projections group)."""
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "coast.md").write_text("# Coast\n\nThe lighthouse keeper climbed the spiral stairs.\n")
+    (src / "bread.txt").write_text("Sourdough bread needs flour, water and a patient baker.\n")
+    first = run_ingest(src, fabric_home, models=FAKE_MODELS)
+    assert first.complete
+    (ingest_run,) = first.run_ids
+    parses = sorted(s.parse_id for s in fabric_home.catalog.sources())
+    instance = synchronous_instance(fabric_home.layout.dagster_home)
+
+    with daemon_workspace(instance, LOCATION) as workspace:
+        context = workspace.create_request_context()
+        nodes = query(context, ASSET_NODES)["assetNodes"]
+        in_groups = sorted(n["assetKey"]["path"][0] for n in nodes if n["groupName"] in ("canonical", "projections"))
+        in_job = sorted(n["assetKey"]["path"][0] for n in nodes if "parse_job" in n["jobNames"])
+        assert in_groups == in_job and "colbert_matrices" not in in_job, (in_groups, in_job)
+        assert {n["assetKey"]["path"][0] for n in nodes if n["groupName"] == SWITCHED_OFF_GROUP} == {
+            "colbert_matrices", *ANNOTATION_ASSETS}
+        (location,) = context.code_location_names
+        (repository,) = context.get_code_location(location).get_repositories()
+        assets = [{"path": [k]} for k in in_job]
+        common = {"assetSelection": assets, "partitionNames": parses, "fromFailure": False, "runConfigData": IN_PROCESS}
+        by_job = run_backfill(workspace, {**common, "selector": {
+            "partitionSetName": "parse_job_partition_set",
+            "repositorySelector": {"repositoryLocationName": location, "repositoryName": repository}}})
+        by_assets = run_backfill(workspace, common)
+        views = {pid: partition_view(context, "colbert_matrices", pid) for pid in parses}
+
+    runs = {}
+    for backfill in (by_job, by_assets):
+        found = instance.get_runs(filters=dg.RunsFilter(tags={"dagster/backfill": backfill.backfill_id}))
+        assert found and all(r.status == dg.DagsterRunStatus.SUCCESS for r in found)
+        runs[backfill.backfill_id] = [r.run_id for r in found]
+    assert (by_job.status.value, by_assets.status.value) == ("COMPLETED_SUCCESS", "COMPLETED_SUCCESS")
+    assert [r.job_name for r in instance.get_runs(filters=dg.RunsFilter(run_ids=runs[by_assets.backfill_id]))] == [
+        "__ASSET_JOB"] * len(runs[by_assets.backfill_id])
+
+    # What the instance records: no run planned or materialized the switched-off assets; the
+    # step each is made from (colbert_windows, context_windows) recorded one skipped event per
+    # partition of its run.
+    backfill_runs = [run for ids in runs.values() for run in ids]
+    every_run = [ingest_run, *backfill_runs]
+    for run in every_run:
+        planned = {e.dagster_event.event_specific_data.asset_key.to_user_string()
+                   for e in instance.all_logs(run, of_type=dg.DagsterEventType.ASSET_MATERIALIZATION_PLANNED)}
+        assert planned == set(in_job), run
+    for asset in ("colbert_matrices", *ANNOTATION_ASSETS):
+        assert instance.fetch_materializations(dg.AssetKey(asset), limit=10).records == [], asset
+    assert _skipped(instance, "colbert_matrices") == {(run, pid, "colbert_windows")
+                                                      for run in every_run for pid in parses}
+    for asset in ANNOTATION_ASSETS:
+        assert _skipped(instance, asset) == {(run, pid, "context_windows") for run in every_run for pid in parses}
+    # As the partition's page shows it: skipped (newest first), saying which switch is off; missing.
+    for pid, view in views.items():
+        assert [kind for kind, _ in view["events"]] == ["skipped"] * len(every_run), view
+        assert {run for _, run in view["events"]} == set(every_run)
+        assert all("late_interaction.enabled is false" in d for d in view["descriptions"]), view
+        assert view["status"] == "missing", view
+    # The gate read its verdict from the skip: both parses stay active.
+    assert [r.verdicts[COLBERT_MATRICES_ARE_FINITE_AND_COMPLETE] for r in fabric_home.catalog.parse_runs(parses)] == [
+        {"passed": True, "detail": "disabled"}] * 2
+    assert sorted(m["parse_id"] for m in fabric_home.catalog.current_release().manifest["sources"].values()) == parses
