@@ -30,7 +30,7 @@ from fabric_assets.lifecycle.jobs import JOBS as LIFECYCLE_JOBS
 from fabric_assets.model_identity import identities
 from fabric_assets.parse.assets import source_bytes, units_and_relationships
 from fabric_assets.projections import SWITCH_TAG, SWITCHED_OFF_GROUP, Identity, code_version, projection, switched_off
-from fabric_assets.sensors import (activate_after_annotation_run, activate_after_parse_run,
+from fabric_assets.sensors import (activate_after_annotation_run, activate_after_asset_run, activate_after_parse_run,
                                    annotate_after_activation, source_change_sensor)
 from fabric_assets.windows.assets import colbert_windows, context_windows
 from fabric_resources.config import FabricConfig
@@ -77,7 +77,8 @@ def _definitions(values: tuple[tuple[Identity, str], ...], off: tuple[str, ...],
             jobs=[parse_job, activation_job, lexical_health_job, annotation_job, reproject_job, rechunk_job,
                   *LIFECYCLE_JOBS],
             schedules=[lexical_health_schedule],
-            sensors=[source_change_sensor, activate_after_parse_run, annotate_after_activation,
+            sensors=[source_change_sensor, activate_after_parse_run, activate_after_asset_run,
+                     annotate_after_activation,
                      activate_after_annotation_run],
             # In memory: the lineage audit (audit_job) registers Arrow views in it and writes nothing.
             resources={"fabric": FabricHomeResource(home=home), "duckdb": DuckDBResource(database=":memory:"),

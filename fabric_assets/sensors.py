@@ -10,6 +10,7 @@ from fabric_assets.annotations.planning import parses_needing_annotation
 from fabric_assets.jobs import (RANGE_END_TAG, RANGE_START_TAG, activation_job, annotation_job, parse_job,
                                 rechunk_job, reproject_job)
 from fabric_assets.partitions import PARSES
+from fabric_assets.projections import PROJECTIONS
 from fabric_assets.run_planning import partition_ranges
 from fabric_assets.sources.scan import scan
 from fabric_resources.dagster_resources import FabricHomeResource
@@ -79,6 +80,35 @@ def activate_after_parse_run(context: dg.RunStatusSensorContext, fabric: FabricH
     if not home.config.sources.unattended:
         return dg.SkipReason(OFF)
     return dg.RunRequest(run_key=f"activate-after:{context.dagster_run.run_id}", run_config=steps_config(home))
+
+
+#: Dagster's hidden asset job: what a backfill or "Materialize" launched from an asset group's page or
+#: the asset graph runs (one per partitions definition: ``__ASSET_JOB``, ``__ASSET_JOB_0``, ...).
+HIDDEN_ASSET_JOB = "__ASSET_JOB"
+#: Every asset partitioned by parse ID (the registry's projections).
+PARSE_PARTITIONED = frozenset(p.key for p in PROJECTIONS)
+
+
+@dg.run_status_sensor(
+    run_status=dg.DagsterRunStatus.SUCCESS,
+    request_job=activation_job,
+    description="Activates whatever passed its gate once a run of Dagster's own asset job (a backfill or "
+    "materialization launched from an asset group's page or the asset graph) wrote parse partitions.",
+    default_status=dg.DefaultSensorStatus.RUNNING,
+)
+def activate_after_asset_run(context: dg.RunStatusSensorContext, fabric: FabricHomeResource):
+    # No monitored_jobs: the sensor sees every run of this code location, and answers only those of
+    # the hidden asset job; the named jobs have their own sensors (activate_after_parse_run,
+    # activate_after_annotation_run), so a run is never activated twice.
+    run = context.dagster_run
+    if not run.job_name.startswith(HIDDEN_ASSET_JOB):
+        return dg.SkipReason(f"{run.job_name} is a named job")
+    if not {k.to_user_string() for k in (run.asset_selection or ())} & PARSE_PARTITIONED:
+        return dg.SkipReason("the run wrote no parse partition")
+    home = fabric.open()
+    if not home.config.sources.unattended:
+        return dg.SkipReason(OFF)
+    return dg.RunRequest(run_key=f"activate-after:{run.run_id}", run_config=steps_config(home))
 
 
 def plan_annotation_runs(instance: dg.DagsterInstance, wanted: list[str], per_run: int) -> list[list[str]]:

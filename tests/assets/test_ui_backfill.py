@@ -109,3 +109,24 @@ def test_a_ui_backfill_of_parse_partitions_completes_successfully_with_stages_sw
     assert [r.verdicts[COLBERT_MATRICES_ARE_FINITE_AND_COMPLETE] for r in fabric_home.catalog.parse_runs(parses)] == [
         {"passed": True, "detail": "disabled"}] * 2
     assert sorted(m["parse_id"] for m in fabric_home.catalog.current_release().manifest["sources"].values()) == parses
+
+
+    # Each backfill ends in an activation: a job backfill's runs through activate_after_parse_run, an
+    # asset backfill's (Dagster's hidden asset job) through activate_after_asset_run, never both.
+    from fabric_assets.sensors import activate_after_asset_run, activate_after_parse_run
+    from fabric_resources.dagster_resources import FabricHomeResource
+
+    def answer(sensor, run_id):
+        run = instance.get_run_by_id(run_id)
+        (event,) = instance.all_logs(run_id, of_type=dg.DagsterEventType.RUN_SUCCESS)
+        ctx = dg.build_run_status_sensor_context(sensor.name, dagster_instance=instance, dagster_run=run,
+                                                 dagster_event=event.dagster_event,
+                                                 resources={"fabric": FabricHomeResource(home=str(fabric_home.root))})
+        result = sensor(ctx)
+        return "activation_job" if isinstance(result, dg.RunRequest) else None
+
+    for run in runs[by_job.backfill_id]:
+        assert answer(activate_after_parse_run, run) == "activation_job"
+        assert answer(activate_after_asset_run, run) is None
+    for run in runs[by_assets.backfill_id]:
+        assert answer(activate_after_asset_run, run) == "activation_job"
