@@ -199,7 +199,7 @@ def activate(home: FabricHome) -> ActivationReport:
         }
         release = catalog.publish_release(manifest, expected_current=current.release_id if current else None)
         retained = max(RETAINED_RELEASES, home.config.retention.releases)
-        keep = {r.manifest.get("lexical_generation") for r in catalog.releases()[-retained:]}
+        keep = {r.manifest.get("lexical_generation") for r in catalog.releases(last=retained)}
         home.lexical.remove_generations(keep | {gen})
         report.release_id = release.release_id
         report.published = True

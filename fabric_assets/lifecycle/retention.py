@@ -76,8 +76,8 @@ def cleanup(home: FabricHome, *, now: float | None = None, instance=None) -> Cle
     """
     now = time.time() if now is None else now
     with activation_lock(home):
-        report = _cleanup(home, now)
-        report.runs_removed = _prune_runs(home, now, instance)
+        report, retained, live_parses = _cleanup(home, now)
+        report.runs_removed = _prune_runs(home, now, instance, retained, live_parses)
         removed = [p for parses in report.removed.values() for p in parses]
         if removed:
             from fabric_assets.lifecycle.run_history import home_instance
@@ -90,20 +90,19 @@ def cleanup(home: FabricHome, *, now: float | None = None, instance=None) -> Cle
         return report
 
 
-def _prune_runs(home: FabricHome, now: float, instance) -> list[str]:
+def _prune_runs(home: FabricHome, now: float, instance, retained: list, live_parses: set[str]) -> list[str]:
     from fabric_assets.lifecycle.run_history import home_instance, prune_runs
 
-    retained = _retained(home, now)
-    pinned = {m["parse_id"] for r in retained for m in r.manifest["sources"].values()}
-    pinned |= {s.parse_id for s in home.catalog.sources() if s.parse_id and s.state in ("present", "access_lost")}
+    pinned = {m["parse_id"] for r in retained for m in r.manifest["sources"].values()} | live_parses
     return prune_runs(instance or home_instance(home), pinned, {r.release_id for r in retained},
                       home.config.retention.runs_days * _DAY_S, now)
 
 
-def _retained(home: FabricHome, now: float | None = None) -> list:
+def _retained(home: FabricHome, now: float | None = None, releases: list | None = None) -> list:
+    """The releases retention keeps, of ``releases`` (default: the catalog's, read now)."""
     # A re-published release replaces the one it was re-published from (same parses and index,
     # compacted versions): it does not push an older release out of the count.
-    releases = home.catalog.releases()
+    releases = home.catalog.releases() if releases is None else releases
     replaced = {(r.manifest.get("republished") or {}).get("from_release") for r in releases}
     releases = [r for r in releases if r.release_id not in replaced]
     keep_n, window = home.config.retention.releases, home.config.retention.release_days * _DAY_S
@@ -115,30 +114,36 @@ def _retained(home: FabricHome, now: float | None = None) -> list:
             or now - r.created_at < window]
 
 
-def _cleanup(home: FabricHome, now: float) -> CleanupReport:
+def _cleanup(home: FabricHome, now: float) -> tuple[CleanupReport, list, set[str]]:
+    """Apply the retention of parses, releases, generations, table versions and artifacts; return
+    the report, the releases it retains and the parses the live sources pin (for the run history).
+    The catalog's releases, sources and parse runs are each read once: at many sources their
+    manifests and rows are most of a cleanup's cost."""
     catalog, retention, report = home.catalog, home.config.retention, CleanupReport()
     sources = catalog.sources()
     live_sources = [s for s in sources if s.state in ("present", "access_lost")]
-    pinned = {m["parse_id"] for r in _retained(home, now) for m in r.manifest["sources"].values()}
-    pinned |= {s.parse_id for s in live_sources if s.parse_id}
-    runs = catalog.parse_runs()
+    live_parses = {s.parse_id for s in live_sources if s.parse_id}
+    releases = catalog.releases()
+    pinned = {m["parse_id"] for r in _retained(home, now, releases) for m in r.manifest["sources"].values()}
+    pinned |= live_parses
+    runs = catalog.parse_run_states()
     live_hashes = {s.source_hash for s in live_sources if s.source_hash}
     deleted_hashes = {s.source_hash for s in sources if s.state == "deleted" and s.source_hash}
     since = {p: t for p, t in (catalog.state(UNPINNED_SINCE) or {}).items()}
     doomed: dict[str, str] = {}
-    for r in runs:
-        if r.parse_id in pinned:
-            since.pop(r.parse_id, None)
+    for parse_id, status, source_hash in runs:
+        if parse_id in pinned:
+            since.pop(parse_id, None)
             continue
-        first = since.setdefault(r.parse_id, now)
-        kind = ("failed" if r.status == "failed" else
-                "deleted" if r.source_hash in deleted_hashes and r.source_hash not in live_hashes else "superseded")
+        first = since.setdefault(parse_id, now)
+        kind = ("failed" if status == "failed" else
+                "deleted" if source_hash in deleted_hashes and source_hash not in live_hashes else "superseded")
         if now - first >= getattr(retention, f"{kind}_days") * _DAY_S:
-            doomed[r.parse_id] = kind
+            doomed[parse_id] = kind
         else:
             report.waiting += 1
     # Rows whose parse run is gone (a run was still writing a parse an earlier cleanup removed).
-    known = {r.parse_id for r in runs}
+    known = {parse_id for parse_id, _, _ in runs}
     for name in ("units", "chunks"):
         if home.tables.exists(name):
             orphans = set(home.tables.read(name, columns=["parse_id"]).column("parse_id").to_pylist()) - known
@@ -154,20 +159,21 @@ def _cleanup(home: FabricHome, now: float) -> CleanupReport:
         current = catalog.current_release()
         if current is not None and active_parses_unchanged(home, current):
             report.republished = republish(home, current, versions, note={"cleanup": True}).release_id
-    retained = _retained(home, now)
+            releases = catalog.releases()
+    retained = _retained(home, now, releases)
     retained_ids = {r.release_id for r in retained}
-    report.releases_removed = [r.release_id for r in catalog.releases() if r.release_id not in retained_ids]
+    report.releases_removed = [r.release_id for r in releases if r.release_id not in retained_ids]
     _, pinned_gens = snapshot_pins(home)
     keep_gens = {r.manifest.get("lexical_generation") for r in retained} | pinned_gens
     report.generations_removed = home.lexical.remove_generations(keep_gens)
     for name in TABLES:
         keep = {r.manifest.get("tables", {}).get(name) for r in retained} - {None}
         report.bytes_removed += home.tables.forget_versions(name, keep, delete_unverified=False)
-    doomed_hashes = {r.source_hash for r in runs if r.parse_id in doomed}
-    still_held = {r.source_hash for r in runs if r.parse_id not in doomed} | live_hashes
+    doomed_hashes = {h for p, _, h in runs if p in doomed}
+    still_held = {h for p, _, h in runs if p not in doomed} | live_hashes
     _forget(home, sorted(doomed), report.releases_removed)
     report.artifacts_removed = sum(home.artifacts.delete(h) for h in sorted(doomed_hashes - still_held))
-    return report
+    return report, retained, live_parses
 
 
 def _compact(home: FabricHome, name: str) -> int | None:

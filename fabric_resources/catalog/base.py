@@ -213,6 +213,14 @@ class Catalog(abc.ABC):
         )
         return cur.rowcount == 1
 
+    def parse_run_states(self) -> list[tuple[str, str, str]]:
+        """(parse ID, status, source hash) of every parse run, oldest first: what a cleanup decides
+        on, without decoding each run's verdicts and counts."""
+        with self.transaction() as con:
+            rows = con.execute("SELECT parse_id, status, source_hash FROM parse_runs "
+                               "ORDER BY created_at, parse_id").fetchall()
+        return [(r["parse_id"], r["status"], r["source_hash"]) for r in rows]
+
     def parse_run(self, parse_id: str) -> ParseRun | None:
         with self.transaction() as con:
             r = con.execute("SELECT * FROM parse_runs WHERE parse_id = ?", (parse_id,)).fetchone()
@@ -301,9 +309,14 @@ class Catalog(abc.ABC):
             r = con.execute("SELECT * FROM releases WHERE release_id = ?", (release_id,)).fetchone()
         return Release(r["release_id"], r["created_at"], json.loads(r["manifest"])) if r else None
 
-    def releases(self) -> list[Release]:
+    def releases(self, last: int | None = None) -> list[Release]:
+        """Every release, oldest first; with ``last``, only the ``last`` most recent (a manifest pins
+        every source, so decoding all of them costs the catalog's size times their count)."""
         with self.transaction() as con:
-            rows = con.execute("SELECT * FROM releases ORDER BY release_id").fetchall()
+            if last is None:
+                rows = con.execute("SELECT * FROM releases ORDER BY release_id").fetchall()
+            else:
+                rows = con.execute("SELECT * FROM releases ORDER BY release_id DESC LIMIT ?", (last,)).fetchall()[::-1]
             return [Release(r["release_id"], r["created_at"], json.loads(r["manifest"])) for r in rows]
 
     def publish_release(self, manifest: dict[str, Any], expected_current: int | None) -> Release:

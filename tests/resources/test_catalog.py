@@ -111,6 +111,22 @@ def test_parse_runs_statuses_and_events(catalog):
     assert catalog.parse_run("f" * 16) is None
 
 
+def test_light_reads_equal_the_full_ones(catalog):
+    """guards against: a cleanup deciding on other states than the parse runs hold, or the last
+    releases not being the newest ones in order (the cleanup and activation read these instead of
+    decoding every run's verdicts and every release's manifest)."""
+    for i, p in enumerate(("1" * 16, "2" * 16, "3" * 16)):
+        _parse_run(catalog, p)
+        catalog.set_parse_status(p, ("parsed", "failed", "ready")[i])
+    assert catalog.parse_run_states() == [(r.parse_id, r.status, r.source_hash) for r in catalog.parse_runs()]
+    base = None
+    for n in range(4):
+        base = catalog.publish_release({"n": n, "sources": {}}, base).release_id
+    every = catalog.releases()
+    assert catalog.releases(last=2) == every[-2:] and catalog.releases(last=10) == every
+    assert [r.manifest["n"] for r in every] == [0, 1, 2, 3]
+
+
 def test_verdicts_merge_and_drop(catalog):
     """guards against: a merge that replaces earlier verdicts, or a drop that removes others' names."""
     p = "1" * 16
