@@ -50,6 +50,7 @@ from fabric_resources.lexical_index import (
     word_analyzer,
 )
 from fabric_query.memory import settle_after_load
+from fabric_resources.dense_index import normalise_rows, window_centroids
 from fabric_resources.schema import DENSE_DIM, SCHEMA_VERSION
 from fabric_resources.vector_digest import MANIFEST_KEY, parse_digests, table_digest
 
@@ -146,6 +147,33 @@ class ReleaseView:
     _chunk_rows: dict[str, dict] = field(default_factory=dict, repr=False)
     _window_vectors: dict[str, "WindowVectors"] = field(default_factory=dict, repr=False)
     _failures: dict[str, ProjectionUnavailable] = field(default_factory=dict, repr=False)
+    _memo: dict[object, object] = field(default_factory=dict, repr=False)
+    _memo_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def memoised(self, key: object, compute: Callable[[], T], remember: tuple[type[BaseException], ...] = ()) -> T:
+        """``compute()`` once per view for ``key`` (other modules' per-release state, such as the
+        dense index: :mod:`fabric_query.dense_search`); an exception of a type in ``remember`` is
+        remembered and raised again for ``key`` instead of computing again. One computation at a
+        time per view."""
+        with self._memo_lock:
+            if key not in self._memo:
+                try:
+                    self._memo[key] = ("ok", compute())
+                except remember as exc:
+                    self._memo[key] = ("failed", exc)
+            kind, value = self._memo[key]
+        if kind == "failed":
+            raise value  # type: ignore[misc]
+        return value  # type: ignore[return-value]
+
+    def table_rows(self, table: str) -> int:
+        """Rows of ``table`` at the release's version, every parse's (Lance's manifest count: no
+        data read); 0 when the release names no version of it."""
+        version = self._table_version(table)
+        if version is None:
+            return 0
+        return self.memoised(("table-rows", table), lambda: guarded_read(
+            table, lambda: self.home.tables.count_rows(table, version)), (ProjectionUnavailable,))
 
     def _settle(self, rows: int) -> None:
         # Small views gain nothing from a freeze, and its one collection would cost more than they do.
@@ -383,17 +411,12 @@ class ReleaseView:
         rows, starts = np.unique(parents, return_index=True)
         if len(rows):
             counts = np.diff(np.append(starts, len(members)))
-            sums = np.zeros((len(rows), vs.matrix.shape[1]), dtype=np.float32)
-            # One pass per member position: total work = total members, and no (n_members, 384)
-            # copy (np.add.reduceat / np.add.at were 3-5x slower on 100k chunks).
-            for j in range(int(counts.max())):
-                at = np.flatnonzero(counts > j)
-                sums[at] += vs.matrix[members[starts[at] + j]]
-            norms = np.linalg.norm(sums, axis=1)
-            good = norms > 0
+            # The dense index's builder and its exact re-scoring compute centroids with the same
+            # two functions, so both paths score a window alike.
+            good, matrix = normalise_rows(window_centroids(vs.matrix, members, counts))
             counts = counts[good]
             members = members[np.isin(parents, rows[good])]
-            rows, matrix = rows[good], (sums[good] / norms[good, None]).astype(np.float32)
+            rows = rows[good]
             offsets = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
         else:
             matrix = np.zeros((0, DENSE_DIM), dtype=np.float32)

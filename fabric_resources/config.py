@@ -254,6 +254,41 @@ class FusionMethod(StrEnum):
     CONVEX = "convex"
 
 
+class DenseSearchConfig(_Strict):
+    """How the dense channels find their candidates: the exact product over every vector of the
+    release, or an approximate (ANN) first pass over a LanceDB/Lance vector index with every
+    candidate re-scored exactly (:mod:`fabric_resources.dense_index`).
+
+    ``mode``: ``exact`` never uses an index; ``ann`` uses the release's index for every vector
+    table (activation builds one per release); ``auto`` does so for a table whose release rows
+    number at least ``auto_min_rows``, else the exact product. A release whose index is missing,
+    damaged or not its own answers exactly, saying why (``EvidencePack.dense_fallback_reason``).
+    The build settings enter the index's record in the release manifest: a change rebuilds it at
+    the next activation (or ``fabric dense-index-repair``); the search settings apply at once.
+    Defaults were measured on MiniLM vectors grown from 100k to 1M rows (``fabric bench ann``,
+    docs/benchmarks.md, "Dense search at a million chunks").
+    """
+
+    mode: Literal["exact", "ann", "auto"] = "auto"
+    # The exact product is ~13 ms of a 43-48 ms p50 at 100k chunks (docs/benchmarks.md) and grows
+    # linearly; below this the default stays the exact product, as fast as it was.
+    auto_min_rows: int = Field(
+        250_000, gt=0, description="With mode auto: rows of a vector table from which its release gets an ANN index.")
+    index_type: Literal["IVF_PQ", "IVF_HNSW_SQ"] = Field(
+        "IVF_PQ", description="Lance vector index type (cosine metric).")
+    partition_rows: int = Field(
+        1024, gt=0, description="Target rows per IVF partition: partitions = rows / partition_rows (at least 1).")
+    pq_sub_vectors: int = Field(
+        48, gt=0, description="IVF_PQ sub-vectors per 384-d vector (must divide 384; 8 bits each).")
+    nprobes: int = Field(48, gt=0, description="IVF partitions searched per query (Lance's minimum_nprobes).")
+    refine_factor: int = Field(
+        4, ge=1, description="Lance re-ranks refine_factor × candidates by their stored vectors before returning them.")
+    candidates: int = Field(
+        0, ge=0, description="Candidates the ANN pass returns for exact re-scoring; 0 = the channel depth + 32 "
+        "(the exact path's margin for ties at the cut).")
+    hnsw_ef: int = Field(150, gt=0, description="IVF_HNSW_SQ: candidate list size per probed partition (ef).")
+
+
 class QueryConfig(_Strict):
     """Fusion and channel depths.
 
@@ -305,6 +340,7 @@ class QueryConfig(_Strict):
         description="Dense channel → cosine floor below which a hit no lexical channel matched is marked "
         "below_dense_floor (MiniLM 0.44, multilingual-e5 0.84; recalibrate for another model).",
     )
+    dense_search: DenseSearchConfig = DenseSearchConfig()
     section_candidate_limit: int = Field(20, gt=0, description="Context windows shortlisted by the query vector.")
     section_passages_per_window: int = Field(2, gt=0, description="Chunks each shortlisted window nominates.")
     default_limit: int = Field(10, gt=0)
