@@ -34,6 +34,7 @@ from fabric_resources.dense_index import (
     MANIFEST_KEY,
     DenseIndexUnusable,
     OpenDenseIndex,
+    RowsDigest,
     nearest,
     normalise_rows,
     take_vectors,
@@ -41,7 +42,6 @@ from fabric_resources.dense_index import (
 )
 from fabric_resources.schema import DENSE_DIM
 from fabric_resources.vector_digest import MANIFEST_KEY as VECTOR_DIGESTS
-from fabric_resources.vector_digest import parse_digests, table_digest
 
 if TYPE_CHECKING:
     from fabric_resources.config import DenseSearchConfig
@@ -228,19 +228,9 @@ def _mapped(view: ReleaseView, table: str, opened: OpenDenseIndex, record: dict,
     addresses = np.empty(n, dtype=np.uint64)
     parse_ord = np.empty(n, dtype=np.int32)
     ord_of: dict[str, int] = {}
-    per_parse: dict[str, str] = {}
+    digests = RowsDigest(release_parses, gen)
     models: set[str] = set()
-    carry: pa.Table | None = None
     at = 0
-
-    def digest_complete(t: pa.Table) -> None:
-        vectors = np.asarray(t.column("vector").combine_chunks().flatten().to_numpy(zero_copy_only=False),
-                             dtype=np.float32).reshape(t.num_rows, DENSE_DIM)
-        for pid, d in parse_digests(t.column("parse_id"), t.column("chunk_id"), t.column("model"), vectors).items():
-            if pid in per_parse:  # a parse's rows are contiguous in a generation (sorted by parse)
-                raise DenseIndexUnusable("dense-index-release-mismatch", f"{gen}: rows of parse {pid} are not contiguous")
-            per_parse[pid] = d
-
     for batch in opened.batches(["pos", "parse_id", "chunk_id", "model", "vector"]):
         k = batch.num_rows
         if at + k > n or not np.array_equal(batch.column("pos").to_numpy(), np.arange(at, at + k)):
@@ -248,31 +238,20 @@ def _mapped(view: ReleaseView, table: str, opened: OpenDenseIndex, record: dict,
         addresses[at:at + k] = batch.column("_rowaddr").to_numpy()
         ids = batch.column("chunk_id").to_pylist()
         rows[at:at + k] = np.fromiter((chunk_index.get(c, -1) for c in ids), dtype=np.int64, count=k)
-        pids = batch.column("parse_id").to_pylist()
-        for i, p in enumerate(pids):
+        for i, p in enumerate(batch.column("parse_id").to_pylist()):
             o = ord_of.get(p)
             if o is None:
-                if p not in release_parses:
-                    raise DenseIndexUnusable("dense-index-release-mismatch", f"{gen}: holds parse {p}, which release "
-                                             f"{view.release_id} does not name")
                 o = ord_of[p] = len(ord_of)
             parse_ord[at + i] = o
         visible = rows[at:at + k] >= 0
         if visible.any():
             models.update(pc.unique(batch.column("model").filter(pa.array(visible))).to_pylist())
-        t = pa.Table.from_batches([batch.select(["parse_id", "chunk_id", "model", "vector"])])
-        t = pa.concat_tables([carry, t]) if carry is not None else t
-        # The last parse of the batch may continue in the next one: digest it once complete.
-        start = pc.index(t.column("parse_id"), pids[-1]).as_py()
-        if start > 0:
-            digest_complete(t.slice(0, start))
-        carry = t.slice(start)
+        digests.add(batch)
         at += k
-    if carry is not None and carry.num_rows:
-        digest_complete(carry)
     if at != n:
         raise DenseIndexUnusable("dense-index-release-mismatch", f"{gen}: {at} rows, the release recorded {n}")
-    if digest is not None and table_digest(per_parse, release_parses) != digest:
+    found = digests.finish()
+    if digest is not None and found != digest:
         raise DenseIndexUnusable("dense-index-release-mismatch", f"{gen}: its rows' digest is not release "
                                  f"{view.release_id}'s ({table}); rebuild it (`fabric dense-index-repair`)")
     position = np.full(view.chunks.num_rows, -1, dtype=np.int64)

@@ -394,6 +394,69 @@ class OpenDenseIndex:
                                            scan_in_order=True)
 
 
+class RowsDigest:
+    """The vector digest (:mod:`fabric_resources.vector_digest`) of a generation's rows, fed batch
+    by batch in ``pos`` order (:meth:`OpenDenseIndex.batches`), holding one parse's rows at a time.
+
+    Raises (from :meth:`add`)
+    ------
+    DenseIndexUnusable
+        ``dense-index-release-mismatch``: a parse's rows are not contiguous (generations are sorted
+        by parse), or a parse outside ``parse_ids``.
+    """
+
+    def __init__(self, parse_ids: Iterable[str], label: str) -> None:
+        self.parse_ids = frozenset(parse_ids)
+        self.label = label
+        self.per_parse: dict[str, str] = {}
+        self._carry: pa.Table | None = None
+
+    def _digest(self, t: pa.Table) -> None:
+        from fabric_resources.vector_digest import parse_digests
+
+        for pid, d in parse_digests(t.column("parse_id"), t.column("chunk_id"), t.column("model"),
+                                    _vectors(t.column("vector"), t.num_rows)).items():
+            if pid in self.per_parse or pid not in self.parse_ids:
+                raise DenseIndexUnusable("dense-index-release-mismatch",
+                                         f"{self.label}: rows of parse {pid} are not contiguous or not the release's")
+            self.per_parse[pid] = d
+
+    def add(self, batch: pa.RecordBatch) -> None:
+        """Feed ``batch`` (``parse_id``, ``chunk_id``, ``model``, ``vector``, any other columns)."""
+        if batch.num_rows == 0:
+            return
+        t = pa.Table.from_batches([batch.select(["parse_id", "chunk_id", "model", "vector"])])
+        t = pa.concat_tables([self._carry, t]) if self._carry is not None else t
+        # The batch's last parse may continue in the next batch: digest it once complete.
+        start = pc.index(t.column("parse_id"), t.column("parse_id")[-1]).as_py()
+        if start > 0:
+            self._digest(t.slice(0, start))
+        self._carry = t.slice(start)
+
+    def finish(self) -> str:
+        """The table digest over ``parse_ids`` (a parse with no row counts as empty)."""
+        from fabric_resources.vector_digest import table_digest
+
+        if self._carry is not None and self._carry.num_rows:
+            self._digest(self._carry)
+            self._carry = None
+        return table_digest(self.per_parse, self.parse_ids)
+
+
+def generation_digest(index: "OpenDenseIndex", parse_ids: Iterable[str]) -> str:
+    """The vector digest of ``index``'s rows over ``parse_ids`` (every row read once, streamed).
+
+    Raises
+    ------
+    DenseIndexUnusable
+        See :class:`RowsDigest`.
+    """
+    digest = RowsDigest(parse_ids, f"{index.table}/{index.generation}")
+    for batch in index.batches(["parse_id", "chunk_id", "model", "vector"]):
+        digest.add(batch)
+    return digest.finish()
+
+
 def nearest(ds, query: np.ndarray, k: int, *, nprobes: int, refine_factor: int, ef: int,
             allow: bytes | None = None, block: bytes | None = None) -> tuple[np.ndarray, np.ndarray]:
     """The ``k`` rows of ``ds`` nearest ``query`` by its vector index: (``pos`` ``(m,) int64``,

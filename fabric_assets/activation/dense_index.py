@@ -24,6 +24,7 @@ from fabric_resources.dense_index import (
     INDEXED_TABLES,
     MANIFEST_KEY,
     MIN_INDEX_ROWS,
+    BuildSpec,
     DenseIndexUnusable,
     build_spec,
 )
@@ -100,15 +101,15 @@ def dense_index_records(home: FabricHome, tables: Mapping[str, int | None], pars
         if not rebuild and _reusable(home, table, previous.get(table), rows, digest, spec):
             out[table] = dict(previous[table])
             continue
-        out[table] = build_table_index(home, table, tables, active, digest, config)
+        out[table] = build_table_index(home, table, tables, active, digest, BuildSpec(**spec))
     return out
 
 
 def build_table_index(home: FabricHome, table: str, tables: Mapping[str, int | None], active: list[str],
-                      digest: str | None, config: DenseSearchConfig, generation: str | None = None) -> dict[str, Any]:
-    """Build ``table``'s index over the rows of ``active`` at the versions ``tables`` pins; return
-    its record (a ``skipped`` one when the rows' digest is not ``digest``). ``generation``:
-    rebuild that one in place (a snapshot restore)."""
+                      digest: str | None, spec: BuildSpec, generation: str | None = None) -> dict[str, Any]:
+    """Build ``table``'s index with ``spec`` over the rows of ``active`` at the versions ``tables``
+    pins; return its record (a ``skipped`` one when the rows' digest is not ``digest``).
+    ``generation``: rebuild that one in place (a snapshot restore)."""
     data = home.tables.read_active(table, tables.get(table), active, ["parse_id", "chunk_id", "model", "vector"])
     vectors = (data.column("vector").combine_chunks().flatten().to_numpy(zero_copy_only=False)
                .reshape(data.num_rows, -1) if data.num_rows else None)
@@ -120,7 +121,6 @@ def build_table_index(home: FabricHome, table: str, tables: Mapping[str, int | N
     windows = (home.tables.read_active("context_windows", tables["context_windows"], active,
                                        ["parse_id", "window_id", "chunk_ids"])
                if tables.get("context_windows") is not None else None)
-    spec = build_spec(config.index_type, data.num_rows, config.partition_rows, config.pq_sub_vectors)
     return home.dense_indexes.build(table, data, windows, spec, digest or found, generation=generation)
 
 
