@@ -1,0 +1,138 @@
+"""The query process of ``fabric bench ann``: warm hybrid queries and the dense stage on one home,
+in a process that imports no Dagster (its times and RSS are a query process's).
+
+``python -m fabric_assets.measurement.ann_query --home H --queries Q.json --repeat R --out OUT.json
+[--exact EXACT.json]`` runs every query once to warm up (models, release view, index), then
+``repeat`` timed passes of :meth:`fabric_query.Fabric.search` (the default pipeline, with the home's
+``query.dense_search``). Per query it also keeps the dense channel's direct ranking (top 100, the
+channel depth) and the hybrid top 10, computed on the source the pipeline used for that query
+(:func:`fabric_query.dense_search.dense_source`). Given ``--exact`` (the same file written by a run
+with ``mode: exact`` on the same home), it reports recall@10 and recall@100 of the approximate
+direct ranking against the exact one, and the overlap of the hybrid top 10. Times are measured,
+never asserted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import time
+from pathlib import Path
+
+import numpy as np
+import psutil
+
+from fabric_query.api import Fabric
+from fabric_query.channels.dense import DENSE, DENSE_MULTILINGUAL, dense_channel
+from fabric_query.dense_search import dense_source
+from fabric_query.querylang import parse_query
+from fabric_query.release import pinned_view
+from fabric_assets.measurement.query_latency import route_of
+from fabric_resources.models.multilingual import shared_multilingual_embedder
+
+PERCENTILES = (50, 95, 99)
+
+
+def percentiles(values: list[float]) -> dict[str, float]:
+    """p50/p95/p99 in ms (numpy's default linear interpolation); empty input gives {}."""
+    if not values:
+        return {}
+    return {f"p{p}": round(float(np.percentile(values, p)), 2) for p in PERCENTILES}
+
+
+def recall(found: list[str], exact: list[str], k: int) -> float | None:
+    """|top-k of ``found`` ∩ top-k of ``exact``| / min(k, len(exact)); None when ``exact`` is empty."""
+    want = exact[:k]
+    if not want:
+        return None
+    return len(set(found[:k]) & set(want)) / len(want)
+
+
+def measure(home_dir: str | Path, queries: list[str], repeat: int = 3, exact: dict | None = None) -> dict:
+    """See the module docstring. Returns a JSON-ready dict: ``mode``, ``sources`` (dense source per
+    route), ``dense_fallback_reasons``, ``end_to_end_ms`` / ``stages_ms`` per route (p50/p95/p99),
+    ``rankings`` (per query: direct dense top 100 and hybrid top 10), ``recall`` (with ``exact``),
+    ``rss_mb`` (psutil, after the runs) and ``peak_rss_mb`` (``ru_maxrss``), ``view_load_s``."""
+    fabric = Fabric(home_dir)
+    config = fabric.home.config.query.dense_search
+    route = {q: route_of(q) for q in queries}
+    t0 = time.perf_counter()
+    fabric.search(queries[0])  # loads the view, the index (and checks it) and the model
+    first_s = time.perf_counter() - t0
+    for q in queries[1:]:
+        fabric.search(q)
+    e2e: dict[str, list[float]] = {}
+    stages: dict[str, dict[str, list[float]]] = {}
+    hybrid_top: dict[str, list[str]] = {}
+    kinds: dict[str, set[str]] = {}
+    reasons: set[str] = set()
+    for _ in range(repeat):
+        for q in queries:
+            t = time.perf_counter()
+            pack = fabric.search(q)
+            e2e.setdefault(route[q], []).append((time.perf_counter() - t) * 1000)
+            bucket = stages.setdefault(route[q], {})
+            for s in pack.timings:
+                if s.stage != "total":
+                    bucket.setdefault(s.stage, []).append(s.ms)
+            hybrid_top[q] = [h.chunk_id for h in pack.results]
+            if pack.dense_search:
+                kinds.setdefault(route[q], set()).add(pack.dense_search)
+            if pack.dense_fallback_reason:
+                reasons.add(pack.dense_fallback_reason)
+    # The direct dense ranking of each query, on the source the pipeline used (no timing here).
+    view = pinned_view(fabric.home)
+    direct: dict[str, list[str]] = {}
+    for q in queries:
+        channel = DENSE_MULTILINGUAL if route[q] == "multilingual" else DENSE
+        encoder = fabric.encoder if channel is DENSE else shared_multilingual_embedder()
+        vector = encoder.encode_queries([parse_query(q).positive_text])[0]
+        source, _ = dense_source(view, channel.table, config)
+        direct[q] = [c for c, _ in dense_channel(view, vector, None, 100, channel.table, source)]
+    out: dict = {
+        "home": str(fabric.home.root), "mode": config.mode, "config": config.model_dump(mode="json"),
+        "release_id": view.release_id, "chunks": view.chunks.num_rows, "repeat": repeat,
+        "queries": {r: sum(1 for v in route.values() if v == r) for r in ("english", "multilingual")},
+        "first_query_s": round(first_s, 2),
+        "sources": {r: sorted(k) for r, k in kinds.items()}, "dense_fallback_reasons": sorted(reasons),
+        "end_to_end_ms": {r: percentiles(v) for r, v in e2e.items()},
+        "stages_ms": {r: {k: percentiles(v) for k, v in b.items()} for r, b in stages.items()},
+        "rankings": {q: {"route": route[q], "direct": direct[q], "hybrid": hybrid_top[q]} for q in queries},
+    }
+    if exact:
+        per: dict[str, dict[str, list[float]]] = {}
+        for q in queries:
+            ref = exact["rankings"].get(q)
+            if not ref:
+                continue
+            r = per.setdefault(route[q], {"recall@10": [], "recall@100": [], "hybrid_top10_overlap": []})
+            for k in (10, 100):
+                value = recall(direct[q], ref["direct"], k)
+                if value is not None:
+                    r[f"recall@{k}"].append(value)
+            value = recall(hybrid_top[q], ref["hybrid"], 10)
+            if value is not None:
+                r["hybrid_top10_overlap"].append(value)
+        out["recall"] = {route_: {k: {"mean": round(float(np.mean(v)), 4), "min": round(float(np.min(v)), 4),
+                                      "queries": len(v)} for k, v in r.items() if v} for route_, r in per.items()}
+    out["rss_mb"] = round(psutil.Process().memory_info().rss / 2**20, 1)
+    out["peak_rss_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
+    return out
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--home", required=True)
+    parser.add_argument("--queries", required=True, help="a JSON file holding a list of query strings")
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--out", required=True, help="where the JSON result is written")
+    parser.add_argument("--exact", default=None, help="the result of a mode-exact run on the same home")
+    args = parser.parse_args(argv)
+    queries = json.loads(Path(args.queries).read_text(encoding="utf-8"))
+    exact = json.loads(Path(args.exact).read_text(encoding="utf-8")) if args.exact else None
+    Path(args.out).write_text(json.dumps(measure(args.home, queries, args.repeat, exact)), encoding="utf-8")
+
+
+if __name__ == "__main__":
+    main()
