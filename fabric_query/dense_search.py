@@ -176,10 +176,9 @@ class AnnIndex:
     window_parse_ord: np.ndarray
     window_addresses: np.ndarray
     ord_of: dict[str, int] = field(repr=False, default_factory=dict)
-
-    @property
-    def visible(self) -> np.ndarray:
-        return self.rows >= 0
+    #: ``rows >= 0`` and ``window_rows >= 0``, or None where every row is visible (computed once).
+    visible: np.ndarray | None = None
+    window_visible: np.ndarray | None = None
 
 
 def load_ann_index(view: ReleaseView, table: str) -> AnnIndex:
@@ -279,17 +278,21 @@ def _mapped(view: ReleaseView, table: str, opened: OpenDenseIndex, record: dict,
             window_parse_ord[wat:wat + k] = np.fromiter((ord_of.get(p, -1) for p in batch.column("parse_id").to_pylist()),
                                                         dtype=np.int32, count=k)
             wat += k
+    visible, window_visible = rows >= 0, window_rows >= 0
     return AnnIndex(index=opened, rows=rows, parse_ord=parse_ord, parses=tuple(ord_of), addresses=addresses,
                     position=position, models=frozenset(models), window_rows=window_rows,
-                    window_parse_ord=window_parse_ord, window_addresses=window_addresses, ord_of=ord_of)
+                    window_parse_ord=window_parse_ord, window_addresses=window_addresses, ord_of=ord_of,
+                    visible=None if visible.all() else visible,
+                    window_visible=None if window_visible.all() else window_visible)
 
 
-def _allowed(ann: AnnIndex, ords: np.ndarray, visible: np.ndarray, eligible) -> np.ndarray | None:
+def _allowed(ann: AnnIndex, ords: np.ndarray, visible: np.ndarray | None, eligible) -> np.ndarray | None:
     """Boolean mask of the rows a query may rank (visible and of an eligible parse); ``None``: all."""
     if eligible is None:
-        return None if visible.all() else visible
+        return visible
     wanted = np.fromiter((ann.ord_of[p] for p in eligible if p in ann.ord_of), dtype=np.int32)
-    return visible & np.isin(ords, wanted)
+    mask = np.isin(ords, wanted)
+    return mask if visible is None else mask & visible
 
 
 def _prefilter(mask: np.ndarray | None, addresses: np.ndarray) -> tuple[bytes | None, bytes | None]:
@@ -363,8 +366,7 @@ class AnnSource:
         if ann.index.windows is None or not len(ann.window_rows):
             return []
         q = query.astype(np.float32)
-        wvisible = ann.window_rows >= 0
-        mask = _allowed(ann, ann.window_parse_ord, wvisible, eligible)
+        mask = _allowed(ann, ann.window_parse_ord, ann.window_visible, eligible)
         wpos, _ = self._search(ann.index.windows, q, k + 32, mask, ann.window_addresses)
         # Exact re-scoring: each candidate's centroid again from its members' stored vectors, with
         # the function the exact path uses (the stored centroid only chose the candidates).

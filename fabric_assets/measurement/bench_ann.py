@@ -150,7 +150,7 @@ def _copy_rows(table: str, rows: pa.Table, copy: int, sigma: float, seed: int) -
 
 def grown_key(source_release: dict, target_rows: int, seed: int) -> str:
     """12 hex of SHA-256 over what shapes a grown home (source release, target, seed, method)."""
-    parts = [GROWTH_FORMAT, SCHEMA_VERSION, json.dumps(source_release["tables"], sort_keys=True),
+    parts = [GROWTH_FORMAT, str(SCHEMA_VERSION), json.dumps(source_release["tables"], sort_keys=True),
              json.dumps(source_release.get(VECTOR_DIGESTS), sort_keys=True), str(target_rows), str(seed)]
     return hashlib.sha256("\x00".join(parts).encode()).hexdigest()[:12]
 
