@@ -46,6 +46,8 @@ class ActivationReport:
     superseded: list[tuple[str, str]] = field(default_factory=list)
     deactivated: list[str] = field(default_factory=list)
     lexical_generation: str | None = None
+    #: Vector table → its dense ANN index record in the manifest (``generation`` or ``skipped``).
+    dense_indexes: dict[str, Any] = field(default_factory=dict)
     seconds: float = 0.0
 
 
@@ -213,5 +215,6 @@ def activate(home: FabricHome) -> ActivationReport:
         report.release_id = release.release_id
         report.published = True
         report.lexical_generation = gen
+        report.dense_indexes = manifest[DENSE_INDEXES]
         report.seconds = time.perf_counter() - started
         return report
