@@ -274,8 +274,9 @@ class DenseSearchConfig(_Strict):
     # linearly; below this the default stays the exact product, as fast as it was.
     auto_min_rows: int = Field(
         250_000, gt=0, description="With mode auto: rows of a vector table from which its release gets an ANN index.")
-    index_type: Literal["IVF_PQ", "IVF_HNSW_SQ"] = Field(
-        "IVF_PQ", description="Lance vector index type (cosine metric).")
+    index_type: Literal["IVF_PQ", "IVF_RQ", "IVF_HNSW_SQ", "IVF_FLAT"] = Field(
+        "IVF_PQ", description="Lance vector index type (cosine metric): IVF partitions searched by product "
+        "quantization, RaBitQ, HNSW over 8-bit scalar quantization, or full vectors.")
     partition_rows: int = Field(
         1024, gt=0, description="Target rows per IVF partition: partitions = rows / partition_rows (at least 1).")
     pq_sub_vectors: int = Field(

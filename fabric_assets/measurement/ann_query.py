@@ -5,10 +5,11 @@ in a process that imports no Dagster (its times and RSS are a query process's).
 [--exact EXACT.json]`` runs every query once to warm up (models, release view, index), then
 ``repeat`` timed passes of :meth:`fabric_query.Fabric.search` (the default pipeline, with the home's
 ``query.dense_search``). Per query it also keeps the dense channel's direct ranking (top 100, the
-channel depth) and the hybrid top 10, computed on the source the pipeline used for that query
-(:func:`fabric_query.dense_search.dense_source`). Given ``--exact`` (the same file written by a run
-with ``mode: exact`` on the same home), it reports recall@10 and recall@100 of the approximate
-direct ranking against the exact one, and the overlap of the hybrid top 10. Times are measured,
+channel depth, with exact cosines) and the hybrid top 10, computed on the source the pipeline used
+for that query (:func:`fabric_query.dense_search.dense_source`). Given ``--exact`` (the same file
+written by a run with ``mode: exact`` on the same home), it reports recall@10 and recall@100 of the
+approximate direct ranking against the exact one (tie-aware: :func:`recall`), and the overlap of
+the hybrid top 10. Times are measured,
 never asserted.
 """
 
@@ -41,12 +42,16 @@ def percentiles(values: list[float]) -> dict[str, float]:
     return {f"p{p}": round(float(np.percentile(values, p)), 2) for p in PERCENTILES}
 
 
-def recall(found: list[str], exact: list[str], k: int) -> float | None:
-    """|top-k of ``found`` ∩ top-k of ``exact``| / min(k, len(exact)); None when ``exact`` is empty."""
+def recall(found: list[tuple[str, float]], exact: list[tuple[str, float]], k: int, tie: float = 1e-6) -> float | None:
+    """Recall@k of ``found`` against ``exact`` (each ``(chunk_id, exact cosine)``, best first), tie-aware:
+    a found chunk counts when it is in the exact top k or scores at least the exact k-th score less
+    ``tie`` (equal vectors — the same text twice — tie, and either is a right answer). Divided by
+    ``min(k, len(exact))``; None when ``exact`` is empty."""
     want = exact[:k]
     if not want:
         return None
-    return len(set(found[:k]) & set(want)) / len(want)
+    ids, kth = {c for c, _ in want}, want[-1][1]
+    return sum(1 for c, s in found[:k] if c in ids or s >= kth - tie) / len(want)
 
 
 def measure(home_dir: str | Path, queries: list[str], repeat: int = 3, exact: dict | None = None) -> dict:
@@ -83,13 +88,13 @@ def measure(home_dir: str | Path, queries: list[str], repeat: int = 3, exact: di
                 reasons.add(pack.dense_fallback_reason)
     # The direct dense ranking of each query, on the source the pipeline used (no timing here).
     view = pinned_view(fabric.home)
-    direct: dict[str, list[str]] = {}
+    direct: dict[str, list[tuple[str, float]]] = {}
     for q in queries:
         channel = DENSE_MULTILINGUAL if route[q] == "multilingual" else DENSE
         encoder = fabric.encoder if channel is DENSE else shared_multilingual_embedder()
         vector = encoder.encode_queries([parse_query(q).positive_text])[0]
         source, _ = dense_source(view, channel.table, config)
-        direct[q] = [c for c, _ in dense_channel(view, vector, None, 100, channel.table, source)]
+        direct[q] = [(c, s) for c, s in dense_channel(view, vector, None, 100, channel.table, source)]
     out: dict = {
         "home": str(fabric.home.root), "mode": config.mode, "config": config.model_dump(mode="json"),
         "release_id": view.release_id, "chunks": view.chunks.num_rows, "repeat": repeat,
@@ -111,9 +116,8 @@ def measure(home_dir: str | Path, queries: list[str], repeat: int = 3, exact: di
                 value = recall(direct[q], ref["direct"], k)
                 if value is not None:
                     r[f"recall@{k}"].append(value)
-            value = recall(hybrid_top[q], ref["hybrid"], 10)
-            if value is not None:
-                r["hybrid_top10_overlap"].append(value)
+            if ref["hybrid"]:
+                r["hybrid_top10_overlap"].append(len(set(hybrid_top[q]) & set(ref["hybrid"])) / len(ref["hybrid"]))
         out["recall"] = {route_: {k: {"mean": round(float(np.mean(v)), 4), "min": round(float(np.min(v)), 4),
                                       "queries": len(v)} for k, v in r.items() if v} for route_, r in per.items()}
     out["rss_mb"] = round(psutil.Process().memory_info().rss / 2**20, 1)
