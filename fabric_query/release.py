@@ -24,7 +24,8 @@ why. Only unreadable chunk rows stop a query (:class:`~fabric_query.errors.Relea
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections import OrderedDict
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TypeVar
@@ -144,7 +145,7 @@ class ReleaseView:
     hidden: frozenset[str] = frozenset()
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     _vector_sets: dict[str, "VectorSet"] = field(default_factory=dict, repr=False)
-    _chunk_rows: dict[str, dict] = field(default_factory=dict, repr=False)
+    _chunk_rows: OrderedDict[str, dict] = field(default_factory=OrderedDict, repr=False)
     _window_vectors: dict[str, "WindowVectors"] = field(default_factory=dict, repr=False)
     _failures: dict[str, ProjectionUnavailable] = field(default_factory=dict, repr=False)
     _memo: dict[object, object] = field(default_factory=dict, repr=False)
@@ -214,8 +215,9 @@ class ReleaseView:
     def _table_version(self, table: str) -> int | None:
         return self.release.manifest["tables"].get(table)
 
-    def read_active(self, table: str, columns: list[str]) -> pa.Table:
-        """Rows of ``table`` of the view's parses at the release's version of it.
+    def read_active(self, table: str, columns: list[str], *, with_offsets: bool = False) -> pa.Table:
+        """Rows of ``table`` of the view's parses at the release's version of it (``with_offsets``:
+        and their ``_offset``, :meth:`fabric_resources.tables.TableStore.read_active_batches`).
 
         Raises
         ------
@@ -227,14 +229,18 @@ class ReleaseView:
             raise failed
         try:
             return guarded_read(table, lambda: self.home.tables.read_active(
-                table, self._table_version(table), self.sources_by_parse, columns))
+                table, self._table_version(table), self.sources_by_parse, columns, with_offsets=with_offsets))
         except ProjectionUnavailable as exc:
             self._failures[table] = exc
             raise
 
     @cached_property
     def chunks(self) -> pa.Table:
-        """Chunk rows of the active parses, sorted by (parse_id, ordinal).
+        """Chunk rows of the active parses, sorted by (parse_id, ordinal): ``parse_id``, ``chunk_id``,
+        ``ordinal``, ``section_path``, ``token_count`` and ``_offset`` (where the row is in the
+        pinned table version). The text and fragments stay on disk: :meth:`chunk` /
+        :meth:`chunk_rows` read them for the chunks a query cites, :attr:`chunk_texts` for a scan
+        (at 100k chunks the text is 61 MB of Arrow data, at a million ten times that).
 
         Raises
         ------
@@ -242,14 +248,38 @@ class ReleaseView:
             The chunk rows cannot be read: no channel could cite anything.
         """
         try:
-            t = self.read_active("chunks", ["parse_id", "chunk_id", "ordinal", "text", "fragments", "section_path",
-                                            "token_count"])
+            t = self.read_active("chunks", list(VIEW_CHUNK_COLUMNS), with_offsets=True)
         except ProjectionUnavailable as exc:
             raise ReleaseUnreadableError(
                 f"release {self.release_id}: {exc.describe()}; restore the table or re-ingest") from exc
         t = t.sort_by([("parse_id", "ascending"), ("ordinal", "ascending")])
         self._settle(t.num_rows)
         return t
+
+    def _chunk_column(self, name: str) -> list:
+        """Column ``name`` of the chunks table for every row of :attr:`chunks`, in its order (read
+        whole: for the paths that need every chunk, the scan fallback and a few filters)."""
+        try:
+            t = self.read_active("chunks", ["chunk_id", name])
+        except ProjectionUnavailable as exc:
+            raise ReleaseUnreadableError(
+                f"release {self.release_id}: {exc.describe()}; restore the table or re-ingest") from exc
+        index = self.chunk_index
+        out: list = [None] * self.chunks.num_rows
+        for cid, value in zip(t.column("chunk_id").to_pylist(), t.column(name).to_pylist()):
+            out[index[cid]] = value
+        return out
+
+    @cached_property
+    def chunk_texts(self) -> list[str]:
+        """Every chunk's text, in :attr:`chunks` order (read on first use: the scan fallback)."""
+        return self._chunk_column("text")
+
+    @cached_property
+    def chunk_fragments(self) -> list[list[dict]]:
+        """Every chunk's fragments, in :attr:`chunks` order (read on first use: the graph channel,
+        the ``confidence:`` filter)."""
+        return self._chunk_column("fragments")
 
     @cached_property
     def chunk_index(self) -> dict[str, int]:
@@ -360,8 +390,10 @@ class ReleaseView:
         return t.sort_by([("parse_id", "ascending"), ("ordinal", "ascending")])
 
     @cached_property
-    def context_window_of(self) -> dict[str, tuple[str, tuple[str, ...]]]:
-        """chunk_id → (its context window's ID, that window's chunk IDs in reading order).
+    def context_window_of(self) -> "WindowOf":
+        """chunk_id → (its context window's ID, that window's chunk IDs in reading order): a
+        read-only mapping over :attr:`context_windows` (an array of window rows per chunk row, not a
+        dict of tuples: at a million chunks that dict held ~250 MB).
 
         Raises
         ------
@@ -369,18 +401,21 @@ class ReleaseView:
             The table cannot be read, or a window names a chunk the release does not hold
             (``table-mismatch``).
         """
-        out: dict[str, tuple[str, tuple[str, ...]]] = {}
         windows = self.context_windows
         known = self.chunk_index
-        for wid, members in zip(windows.column("window_id").to_pylist(), windows.column("chunk_ids").to_pylist()):
-            members = tuple(members)
-            for cid in members:
-                if cid not in known:
-                    raise ProjectionUnavailable("context_windows", "table-mismatch",
-                                                f"window {wid} names chunk {cid}, which the release does not hold")
-                out[cid] = (wid, members)
-        self._settle(len(out))
-        return out
+        lists = windows.column("chunk_ids").combine_chunks()
+        flat = pc.list_flatten(lists).to_pylist()
+        parents = pc.list_parent_indices(lists).to_numpy()
+        window_of_row = np.full(self.chunks.num_rows, -1, dtype=np.int32)
+        rows = np.fromiter((known.get(c, -1) for c in flat), dtype=np.int64, count=len(flat))
+        if (rows < 0).any():
+            at = int(np.flatnonzero(rows < 0)[0])
+            wid = windows.column("window_id")[int(parents[at])].as_py()
+            raise ProjectionUnavailable("context_windows", "table-mismatch",
+                                        f"window {wid} names chunk {flat[at]}, which the release does not hold")
+        window_of_row[rows] = parents
+        self._settle(len(flat))
+        return WindowOf(self, window_of_row)
 
     def window_vectors(self, table: str) -> "WindowVectors":
         """Context-window centroids over the chunk vectors in ``table``, computed once per view.
@@ -429,21 +464,60 @@ class ReleaseView:
         return wv
 
     def chunk(self, chunk_id: str) -> dict:
-        """One chunk row as a dict (do not mutate it: rows are cached per view).
+        """One chunk row as a dict (do not mutate it: rows are cached per view): ``parse_id``,
+        ``chunk_id``, ``ordinal``, ``text``, ``fragments``, ``section_path``, ``token_count``.
 
         Raises
         ------
         KeyError
             ``chunk_id`` is not a chunk of the view (callers check :attr:`chunk_index` first for
             IDs that come from a projection).
+        ReleaseUnreadableError
+            The chunk's text cannot be read from the pinned table version.
         """
-        row = self._chunk_rows.get(chunk_id)
-        if row is None:
-            i = self.chunk_index[chunk_id]
-            row = {name: self.chunks.column(name)[i].as_py() for name in self.chunks.column_names}
-            if len(self._chunk_rows) < MAX_CACHED_CHUNK_ROWS:
-                self._chunk_rows[chunk_id] = row
-        return row
+        return self.chunk_rows([chunk_id])[chunk_id]
+
+    def chunk_rows(self, chunk_ids: list[str]) -> dict[str, dict]:
+        """:meth:`chunk` for several chunks, reading those not cached in one take from the pinned
+        table version (a query's hits and passage members: tens of rows).
+
+        Raises
+        ------
+        KeyError, ReleaseUnreadableError
+            As :meth:`chunk`.
+        """
+        with self._lock:
+            out = {}
+            for cid in chunk_ids:
+                row = self._chunk_rows.get(cid)
+                if row is not None:
+                    self._chunk_rows.move_to_end(cid)
+                    out[cid] = row
+        missing = [cid for cid in dict.fromkeys(chunk_ids) if cid not in out]
+        if not missing:
+            return out
+        rows = [self.chunk_index[cid] for cid in missing]
+        slim = self.chunks.take(rows)
+        offsets = slim.column("_offset").to_pylist()
+        version = self._table_version("chunks")
+        try:
+            full = guarded_read("chunks", lambda: self.home.tables.take("chunks", version, offsets,
+                                                                       ["chunk_id", "text", "fragments"]))
+        except ProjectionUnavailable as exc:
+            raise ReleaseUnreadableError(
+                f"release {self.release_id}: {exc.describe()}; restore the table or re-ingest") from exc
+        if full.column("chunk_id").to_pylist() != missing:
+            raise ReleaseUnreadableError(f"release {self.release_id}: chunks: rows moved under the pinned version")
+        texts, fragments = full.column("text").to_pylist(), full.column("fragments").to_pylist()
+        with self._lock:
+            for i, cid in enumerate(missing):
+                row = {name: slim.column(name)[i].as_py() for name in slim.column_names if name != "_offset"}
+                row.update(text=texts[i], fragments=fragments[i])
+                out[cid] = row
+                self._chunk_rows[cid] = row
+            while len(self._chunk_rows) > MAX_CACHED_CHUNK_ROWS:  # least recently used first
+                self._chunk_rows.popitem(last=False)
+        return out
 
     @cached_property
     def lexical(self) -> OpenIndex | IndexUnusable:
@@ -503,10 +577,40 @@ class ReleaseView:
         return OpenIndex(f"release-{self.release_id}-visible", index, schema, index.searcher())
 
 
+class WindowOf(Mapping):
+    """chunk_id → (window ID, the window's chunk IDs in reading order), for chunks in a window
+    (:attr:`ReleaseView.context_window_of`). ``window_of_row[i]`` is the ``context_windows`` row
+    of chunk row ``i`` (``-1``: none); values are built on access."""
+
+    def __init__(self, view: ReleaseView, window_of_row: np.ndarray) -> None:
+        self._view = view
+        self._of = window_of_row
+        self._ids = view.context_windows.column("window_id").combine_chunks()
+        self._members = view.context_windows.column("chunk_ids").combine_chunks()
+
+    def __getitem__(self, chunk_id: str) -> tuple[str, tuple[str, ...]]:
+        i = self._view.chunk_index.get(chunk_id)
+        w = -1 if i is None else int(self._of[i])
+        if w < 0:
+            raise KeyError(chunk_id)
+        return self._ids[w].as_py(), tuple(self._members[w].as_py())
+
+    def __iter__(self):
+        ids = self._view.chunks.column("chunk_id")
+        return (ids[int(i)].as_py() for i in np.flatnonzero(self._of >= 0))
+
+    def __len__(self) -> int:
+        return int((self._of >= 0).sum())
+
+
+#: The columns of :attr:`ReleaseView.chunks` (text and fragments are read per cited chunk).
+VIEW_CHUNK_COLUMNS = ("parse_id", "chunk_id", "ordinal", "section_path", "token_count")
+
 #: Loads of at least this many rows settle the garbage collector (``fabric_query.memory``).
 SETTLE_MIN_ROWS = 20_000
 
-#: Chunk rows kept per view once read (a hit's row is read by several stages of one query).
+#: Chunk rows (with their text) kept per view once read, least recently used out first (a hit's row
+#: is read by several stages of one query, and popular chunks by many queries).
 MAX_CACHED_CHUNK_ROWS = 20_000
 
 _VIEWS: dict[tuple[str, int, frozenset[str]], ReleaseView] = {}
