@@ -292,7 +292,9 @@ def _allowed(ann: AnnIndex, ords: np.ndarray, visible: np.ndarray | None, eligib
         return visible
     wanted = np.fromiter((ann.ord_of[p] for p in eligible if p in ann.ord_of), dtype=np.int32)
     mask = np.isin(ords, wanted)
-    return mask if visible is None else mask & visible
+    if visible is not None:
+        mask &= visible
+    return None if mask.all() else mask
 
 
 def _prefilter(mask: np.ndarray | None, addresses: np.ndarray) -> tuple[bytes | None, bytes | None]:
