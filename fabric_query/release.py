@@ -149,13 +149,13 @@ class ReleaseView:
     _window_vectors: dict[str, "WindowVectors"] = field(default_factory=dict, repr=False)
     _failures: dict[str, ProjectionUnavailable] = field(default_factory=dict, repr=False)
     _memo: dict[object, object] = field(default_factory=dict, repr=False)
-    _memo_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    _memo_lock: threading.RLock = field(default_factory=threading.RLock, repr=False)
 
     def memoised(self, key: object, compute: Callable[[], T], remember: tuple[type[BaseException], ...] = ()) -> T:
         """``compute()`` once per view for ``key`` (other modules' per-release state, such as the
         dense index: :mod:`fabric_query.dense_search`); an exception of a type in ``remember`` is
         remembered and raised again for ``key`` instead of computing again. One computation at a
-        time per view."""
+        time per view (re-entrant: a computation may ask for another key)."""
         with self._memo_lock:
             if key not in self._memo:
                 try:
@@ -237,18 +237,19 @@ class ReleaseView:
     @cached_property
     def chunks(self) -> pa.Table:
         """Chunk rows of the active parses, sorted by (parse_id, ordinal): ``parse_id``, ``chunk_id``,
-        ``ordinal``, ``section_path``, ``token_count`` and ``_offset`` (where the row is in the
-        pinned table version). The text and fragments stay on disk: :meth:`chunk` /
-        :meth:`chunk_rows` read them for the chunks a query cites, :attr:`chunk_texts` for a scan
-        (at 100k chunks the text is 61 MB of Arrow data, at a million ten times that).
+        ``ordinal``, ``section_path``, ``token_count``, ``_offset`` (where the row is in the pinned
+        table version), and ``text`` and ``fragments`` when :attr:`text_in_memory`. Otherwise the
+        text stays on disk: :meth:`chunk` / :meth:`chunk_rows` read it for the chunks a query
+        cites, :attr:`chunk_texts` for a scan.
 
         Raises
         ------
         ReleaseUnreadableError
             The chunk rows cannot be read: no channel could cite anything.
         """
+        columns = [*VIEW_CHUNK_COLUMNS, *(("text", "fragments") if self.text_in_memory else ())]
         try:
-            t = self.read_active("chunks", list(VIEW_CHUNK_COLUMNS), with_offsets=True)
+            t = self.read_active("chunks", columns, with_offsets=True)
         except ProjectionUnavailable as exc:
             raise ReleaseUnreadableError(
                 f"release {self.release_id}: {exc.describe()}; restore the table or re-ingest") from exc
@@ -256,9 +257,23 @@ class ReleaseView:
         self._settle(t.num_rows)
         return t
 
+    @cached_property
+    def text_in_memory(self) -> bool:
+        """Whether :attr:`chunks` holds the text: the pinned chunks table has at most
+        ``query.text_in_memory_max_rows`` rows (every parse's; Lance's count, no data read). At 100k
+        chunks the text is 61 MB of Arrow data, at a million ten times that."""
+        try:
+            rows = self.table_rows("chunks")
+        except ProjectionUnavailable as exc:
+            raise ReleaseUnreadableError(
+                f"release {self.release_id}: {exc.describe()}; restore the table or re-ingest") from exc
+        return rows <= self.home.config.query.text_in_memory_max_rows
+
     def _chunk_column(self, name: str) -> list:
         """Column ``name`` of the chunks table for every row of :attr:`chunks`, in its order (read
         whole: for the paths that need every chunk, the scan fallback and a few filters)."""
+        if name in self.chunks.column_names:
+            return self.chunks.column(name).to_pylist()
         try:
             t = self.read_active("chunks", ["chunk_id", name])
         except ProjectionUnavailable as exc:
@@ -498,6 +513,15 @@ class ReleaseView:
             return out
         rows = [self.chunk_index[cid] for cid in missing]
         slim = self.chunks.take(rows)
+        if self.text_in_memory:
+            with self._lock:
+                for i, cid in enumerate(missing):
+                    out[cid] = row = {name: slim.column(name)[i].as_py() for name in slim.column_names
+                                      if name != "_offset"}
+                    self._chunk_rows[cid] = row
+                while len(self._chunk_rows) > MAX_CACHED_CHUNK_ROWS:
+                    self._chunk_rows.popitem(last=False)
+            return out
         offsets = slim.column("_offset").to_pylist()
         version = self._table_version("chunks")
         try:
@@ -603,15 +627,17 @@ class WindowOf(Mapping):
         return int((self._of >= 0).sum())
 
 
-#: The columns of :attr:`ReleaseView.chunks` (text and fragments are read per cited chunk).
+#: The columns of :attr:`ReleaseView.chunks` besides ``text`` and ``fragments`` (held only while
+#: :attr:`ReleaseView.text_in_memory`).
 VIEW_CHUNK_COLUMNS = ("parse_id", "chunk_id", "ordinal", "section_path", "token_count")
 
 #: Loads of at least this many rows settle the garbage collector (``fabric_query.memory``).
 SETTLE_MIN_ROWS = 20_000
 
 #: Chunk rows (with their text) kept per view once read, least recently used out first (a hit's row
-#: is read by several stages of one query, and popular chunks by many queries).
-MAX_CACHED_CHUNK_ROWS = 20_000
+#: is read by several stages of one query, popular chunks by many queries, and the word channel
+#: re-scores every member of its ~130 candidate windows: ~500 rows a pass). ~1.2 KB a row.
+MAX_CACHED_CHUNK_ROWS = 50_000
 
 _VIEWS: dict[tuple[str, int, frozenset[str]], ReleaseView] = {}
 _VIEWS_LOCK = threading.Lock()

@@ -351,6 +351,11 @@ class QueryConfig(_Strict):
         description="After a release view loads its rows, collect once and gc.freeze() what Python's cyclic GC tracks, "
         "so later full collections skip it (English p99 at 100k chunks ~95 -> ~63-69 ms; docs/benchmarks.md).",
     )
+    text_in_memory_max_rows: int = Field(
+        250_000, ge=0,
+        description="A release view whose chunks table holds at most this many rows keeps the chunks' text and "
+        "fragments in memory; a larger one reads them per cited chunk from the pinned table (at a million chunks "
+        "the text alone is ~600 MB of Arrow data; docs/benchmarks.md, 'Dense search at a million chunks').")
     malloc_arena_max: int = Field(
         2, ge=0,
         description="glibc heap arenas of a process that opens this home for reading (0 = glibc's default); "

@@ -252,6 +252,7 @@ def word_matches(
     feedback: Feedback | None = None,
     text_of: Callable[[str], str] | None = None,
     bm25: Bm25 | None = None,
+    prefetch: Callable[[list[str]], object] | None = None,
 ) -> WordMatches:
     """BM25 over the word field's context-window documents, answered as chunks.
 
@@ -264,7 +265,9 @@ def word_matches(
     stay per chunk. Members of one window come best chunk-level BM25 first (window idf, the
     chunks' mean length), then reading order; windows by score, then ID. Returns at most ``depth``
     chunks. Without ``text_of`` members cannot be checked: tantivy's scores, exclusions per window,
-    every member of a matched window.
+    every member of a matched window. ``prefetch`` (chunk IDs) is called once per pass with every
+    candidate window's members before ``text_of`` is asked for them (a view that keeps chunk text
+    on disk reads them in one take).
 
     Raises
     ------
@@ -306,6 +309,8 @@ def word_matches(
             pairs.append((wid, float(score)))
         if not checked:
             return ranked(pairs, depth)
+        if prefetch is not None:  # one read of every member's text, not one per member
+            prefetch([m for wid, _ in pairs for m in members_of[wid]])
         weights = terms | {t: w for t, w in expansion if t not in terms}
         return rescore(index, [w for w, _ in pairs], weights, stats_of, params, postings)
 
@@ -412,7 +417,8 @@ def _serve(ctx: "QueryContext") -> LexicalServing:
     try:
         found, provenance = {}, {}
         if WORD.name in ctx.selected:
-            matches = word_matches(lexical, parsed, ctx.eligible, ctx.depth, feedback, text_of, bm25)
+            matches = word_matches(lexical, parsed, ctx.eligible, ctx.depth, feedback, text_of, bm25,
+                                   prefetch=lambda ids: view.chunk_rows([c for c in ids if c in view.chunk_index]))
             found[WORD.name] = matches.ranking
             provenance[WORD.name] = {c: {"window_id": w} for c, w in matches.window_of.items()}
         if unspaced and SUBSTRING.name in ctx.selected:
