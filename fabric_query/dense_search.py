@@ -359,7 +359,7 @@ class AnnSource:
         ann = self.ann
         q = query.astype(np.float32)
         mask = _allowed(ann, ann.parse_ord, ann.visible, eligible)
-        pos, vectors = self._search(ann.index.vectors, q, k, mask, ann.addresses)
+        pos, vectors = self._search(ann.index.vectors, q, max(k, self.config.candidates), mask, ann.addresses)
         scores = vectors @ q
         return [(int(ann.rows[p]), float(s)) for p, s in zip(pos, scores) if ann.rows[p] >= 0]
 

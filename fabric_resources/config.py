@@ -285,8 +285,8 @@ class DenseSearchConfig(_Strict):
     refine_factor: int = Field(
         4, ge=1, description="Lance re-ranks refine_factor × candidates by their stored vectors before returning them.")
     candidates: int = Field(
-        0, ge=0, description="Candidates the ANN pass returns for exact re-scoring; 0 = the channel depth + 32 "
-        "(the exact path's margin for ties at the cut).")
+        0, ge=0, description="Candidates the ANN pass returns for exact re-scoring, at least the channel depth + 32 "
+        "(the exact path's margin for ties at the cut); 0 = exactly that.")
     hnsw_ef: int = Field(150, gt=0, description="IVF_HNSW_SQ: candidate list size per probed partition (ef).")
 
 
