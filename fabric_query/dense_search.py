@@ -297,6 +297,16 @@ def _allowed(ann: AnnIndex, ords: np.ndarray, visible: np.ndarray | None, eligib
     return None if mask.all() else mask
 
 
+def probes(nprobes: int, partitions: int) -> int:
+    """IVF partitions to search: ``nprobes``, or with 0 a quarter of ``partitions`` (rounded up).
+
+    A quarter was where recall@10 reached 1.0 on the 1M-row simulation (MiniLM Cranfield questions
+    against passages: question vectors lie apart from passage vectors, so their neighbours spread
+    over more partitions than a passage's; docs/benchmarks.md, "Dense search at a million chunks").
+    """
+    return nprobes if nprobes > 0 else max(1, -(-partitions // 4))
+
+
 def _prefilter(mask: np.ndarray | None, addresses: np.ndarray) -> tuple[bytes | None, bytes | None]:
     """(allowlist, blocklist) for Lance: the smaller of the two sets, serialised."""
     if mask is None:
@@ -323,18 +333,19 @@ class AnnSource:
     def models(self) -> frozenset[str]:
         return self.ann.models
 
-    def _search(self, ds, q: np.ndarray, k: int, mask: np.ndarray | None, addresses: np.ndarray
+    def _search(self, ds, q: np.ndarray, k: int, mask: np.ndarray | None, addresses: np.ndarray, partitions: int
                 ) -> tuple[np.ndarray, np.ndarray]:
-        """(pos, stored vectors) of at most ``k`` rows of ``ds`` allowed by ``mask``; exact over the
-        allowed rows when the pre-filtered search falls short."""
+        """(pos, stored vectors) of at most ``k`` rows of ``ds`` (an index of ``partitions`` IVF
+        partitions) allowed by ``mask``; exact over the allowed rows when the pre-filtered search
+        falls short."""
         n_allowed = len(addresses) if mask is None else int(mask.sum())
         k = min(k, n_allowed)
         if k <= 0:
             return np.zeros(0, dtype=np.int64), np.zeros((0, DENSE_DIM), dtype=np.float32)
         cfg = self.config
         allow, block = _prefilter(mask, addresses)
-        pos, vectors = nearest(ds, q, k, nprobes=cfg.nprobes, refine_factor=cfg.refine_factor, ef=cfg.hnsw_ef,
-                               allow=allow, block=block)
+        pos, vectors = nearest(ds, q, k, nprobes=probes(cfg.nprobes, partitions), refine_factor=cfg.refine_factor,
+                               ef=cfg.hnsw_ef, allow=allow, block=block)
         if mask is not None:  # never rank a row the filters exclude, whatever the index returned
             keep = mask[pos]
             pos, vectors = pos[keep], vectors[keep]
@@ -359,7 +370,8 @@ class AnnSource:
         ann = self.ann
         q = query.astype(np.float32)
         mask = _allowed(ann, ann.parse_ord, ann.visible, eligible)
-        pos, vectors = self._search(ann.index.vectors, q, max(k, self.config.candidates), mask, ann.addresses)
+        pos, vectors = self._search(ann.index.vectors, q, max(k, self.config.candidates), mask, ann.addresses,
+                                    ann.index.meta["spec"]["num_partitions"])
         scores = vectors @ q
         return [(int(ann.rows[p]), float(s)) for p, s in zip(pos, scores) if ann.rows[p] >= 0]
 
@@ -369,7 +381,8 @@ class AnnSource:
             return []
         q = query.astype(np.float32)
         mask = _allowed(ann, ann.window_parse_ord, ann.window_visible, eligible)
-        wpos, _ = self._search(ann.index.windows, q, k + 32, mask, ann.window_addresses)
+        wpos, _ = self._search(ann.index.windows, q, k + 32, mask, ann.window_addresses,
+                               (ann.index.meta.get("window_spec") or {}).get("num_partitions", 1))
         # Exact re-scoring: each candidate's centroid again from its members' stored vectors, with
         # the function the exact path uses (the stored centroid only chose the candidates).
         chunk_ids = view.context_windows.column("chunk_ids")

@@ -100,19 +100,21 @@ class BuildSpec:
     """How a generation's vector indexes are built (recorded in its meta and the manifest).
 
     ``num_partitions`` IVF partitions (``rows / partition_rows``, at least 1, at most ``rows``);
-    ``num_sub_vectors`` PQ sub-vectors (``IVF_PQ`` only, must divide 384).
+    ``num_sub_vectors`` PQ sub-vectors (``IVF_PQ`` only, must divide 384); ``num_bits`` bits per
+    dimension of the RaBitQ codes (``IVF_RQ`` only).
     """
 
     index_type: str
     num_partitions: int
     num_sub_vectors: int | None
     metric: str = "cosine"
+    num_bits: int | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
 
 
-def build_spec(index_type: str, rows: int, partition_rows: int, pq_sub_vectors: int) -> BuildSpec:
+def build_spec(index_type: str, rows: int, partition_rows: int, pq_sub_vectors: int, rq_bits: int = 1) -> BuildSpec:
     """The :class:`BuildSpec` for ``rows`` vectors.
 
     Raises
@@ -123,7 +125,8 @@ def build_spec(index_type: str, rows: int, partition_rows: int, pq_sub_vectors: 
     if index_type == "IVF_PQ" and DENSE_DIM % pq_sub_vectors:
         raise ValueError(f"pq_sub_vectors {pq_sub_vectors} does not divide the dimension {DENSE_DIM}")
     partitions = max(1, min(rows, round(rows / partition_rows)))
-    return BuildSpec(index_type, partitions, pq_sub_vectors if index_type == "IVF_PQ" else None)
+    return BuildSpec(index_type, partitions, pq_sub_vectors if index_type == "IVF_PQ" else None,
+                     num_bits=rq_bits if index_type == "IVF_RQ" else None)
 
 
 def window_centroids(matrix: np.ndarray, members: np.ndarray, counts: np.ndarray) -> np.ndarray:
@@ -252,16 +255,19 @@ class DenseIndexStore:
             lance.write_dataset(vectors, str(tmp / VECTORS_DATASET), schema=VECTOR_SCHEMA)
             del rows
             _create_index(lance.dataset(str(tmp / VECTORS_DATASET)), spec)
-            n_windows = 0
+            n_windows, wspec = 0, None
             if window_table is not None and window_table.num_rows:
                 n_windows = window_table.num_rows
                 lance.write_dataset(window_table, str(tmp / WINDOWS_DATASET), schema=WINDOW_SCHEMA)
                 if n_windows >= MIN_INDEX_ROWS:
+                    # As many rows per partition as the chunk index.
                     wspec = BuildSpec(spec.index_type, max(1, min(n_windows, round(
-                        n_windows * spec.num_partitions / max(vectors.num_rows, 1)))), spec.num_sub_vectors, spec.metric)
+                        n_windows * spec.num_partitions / max(vectors.num_rows, 1)))), spec.num_sub_vectors, spec.metric,
+                        spec.num_bits)
                     _create_index(lance.dataset(str(tmp / WINDOWS_DATASET)), wspec)
             record = {"format": FORMAT, "generation": generation, "table": table, "rows": vectors.num_rows,
                       "windows": n_windows, "digest": digest, "spec": spec.as_dict(),
+                      "window_spec": wspec.as_dict() if wspec else None,
                       "build_seconds": round(time.perf_counter() - started, 3)}
             (tmp / META_FILE).write_text(json.dumps(record, sort_keys=True))
             old = base / f".{generation}.old"
@@ -358,6 +364,8 @@ def _create_index(ds, spec: BuildSpec) -> None:
     kwargs: dict[str, Any] = {"num_partitions": spec.num_partitions}
     if spec.num_sub_vectors:
         kwargs["num_sub_vectors"] = spec.num_sub_vectors
+    if spec.num_bits:
+        kwargs["num_bits"] = spec.num_bits
     ds.create_index("vector", spec.index_type, name=INDEX_NAME, metric=spec.metric, **kwargs)
 
 

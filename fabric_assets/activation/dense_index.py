@@ -51,7 +51,7 @@ def skip_reason(config: DenseSearchConfig, rows: int) -> str | None:
 
 
 def _spec(config: DenseSearchConfig, rows: int) -> dict[str, Any]:
-    return build_spec(config.index_type, rows, config.partition_rows, config.pq_sub_vectors).as_dict()
+    return build_spec(config.index_type, rows, config.partition_rows, config.pq_sub_vectors, config.rq_bits).as_dict()
 
 
 def _reusable(home: FabricHome, table: str, previous: Any, rows: int, digest: str | None, spec: dict) -> bool:

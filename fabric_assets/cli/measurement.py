@@ -346,6 +346,8 @@ def bench_ann_cmd(
         "--setting", help="A query.dense_search JSON object to measure (repeatable; overrides --index-type).")] = None,
     english_queries: Annotated[int, typer.Option(min=1, help="Cranfield questions.")] = 50,
     multilingual_queries: Annotated[int, typer.Option(min=0, help="JSQuAD questions.")] = 10,
+    recall_queries: Annotated[int, typer.Option(
+        "--recall-queries", min=0, help="Cranfield questions whose dense rankings are compared (not timed).")] = 225,
     repeat: Annotated[int, typer.Option(min=1)] = 3,
     seed: Annotated[int, typer.Option()] = 0,
     json_out: JsonOutOption = None,
@@ -364,6 +366,7 @@ def bench_ann_cmd(
 
     try:
         queries = benchmark_queries(shared, english_queries, multilingual_queries)
+        more = benchmark_queries(shared, recall_queries, 0) if recall_queries else []
         if home is None:
             built = prepare_scaling_home(cache_dir, chunks, load_english_pool(shared), log=log)
             if not built.manifest.get("ingested"):
@@ -375,7 +378,7 @@ def bench_ann_cmd(
         _skipped(exc)
     settings = [json.loads(s) for s in setting] if setting else [{"index_type": t} for t in (index_type or [])] or None
     result = bench_ann(source, cache_dir / "ann", queries, target_rows=target_rows, settings=settings, repeat=repeat,
-                       seed=seed, log=log)
+                       seed=seed, recall_queries=more, log=log)
     _print_rows(f"fabric bench ann ({result['grown']['rows']['chunk_vectors']:,} vectors grown from "
                 f"{result['grown']['source_rows']:,}; {len(queries)} queries × {repeat})", summary_rows(result))
     for a in result["ann"]:

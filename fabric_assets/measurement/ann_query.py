@@ -8,8 +8,9 @@ in a process that imports no Dagster (its times and RSS are a query process's).
 channel depth, with exact cosines) and the hybrid top 10, computed on the source the pipeline used
 for that query (:func:`fabric_query.dense_search.dense_source`). Given ``--exact`` (the same file
 written by a run with ``mode: exact`` on the same home), it reports recall@10 and recall@100 of the
-approximate direct ranking against the exact one (tie-aware: :func:`recall`), and the overlap of
-the hybrid top 10. Times are measured,
+approximate direct ranking against the exact one (tie-aware: :func:`recall`), the overlap of the
+dense channel's merged top 10 (direct + section-guided) and of the hybrid top 10; ``--recall-queries``
+adds queries measured for recall only. Times are measured,
 never asserted. A last pass empties the view's cache of chunk rows before each query
 (``end_to_end_cold_rows_ms``): the cost of reading the cited chunks' text from the table.
 """
@@ -26,7 +27,7 @@ import numpy as np
 import psutil
 
 from fabric_query.api import Fabric
-from fabric_query.channels.dense import DENSE, DENSE_MULTILINGUAL, dense_channel
+from fabric_query.channels.dense import DENSE, DENSE_MULTILINGUAL, dense_channel, section_guided_dense
 from fabric_query.dense_search import dense_source
 from fabric_query.querylang import parse_query
 from fabric_query.release import pinned_view
@@ -55,7 +56,8 @@ def recall(found: list[tuple[str, float]], exact: list[tuple[str, float]], k: in
     return sum(1 for c, s in found[:k] if c in ids or s >= kth - tie) / len(want)
 
 
-def measure(home_dir: str | Path, queries: list[str], repeat: int = 3, exact: dict | None = None) -> dict:
+def measure(home_dir: str | Path, queries: list[str], repeat: int = 3, exact: dict | None = None,
+            recall_queries: list[str] | None = None) -> dict:
     """See the module docstring. Returns a JSON-ready dict: ``mode``, ``sources`` (dense source per
     route), ``dense_fallback_reasons``, ``end_to_end_ms`` / ``stages_ms`` per route (p50/p95/p99),
     ``rankings`` (per query: direct dense top 100 and hybrid top 10), ``recall`` (with ``exact``),
@@ -97,14 +99,24 @@ def measure(home_dir: str | Path, queries: list[str], repeat: int = 3, exact: di
         t = time.perf_counter()
         fabric.search(q)
         cold.setdefault(route[q], []).append((time.perf_counter() - t) * 1000)
-    # The direct dense ranking of each query, on the source the pipeline used (no timing here).
+    # Per query of the recall set (default: the timed ones), on the source the pipeline uses (no
+    # timing here): the direct dense ranking (the ANN pass, with exact cosines) and the dense
+    # channel's merged ranking (direct + section-guided, what fusion sees).
+    qcfg = fabric.home.config.query
+    recall_set = list(dict.fromkeys([*queries, *(recall_queries or [])]))
+    route.update({q: route_of(q) for q in recall_set})
     direct: dict[str, list[tuple[str, float]]] = {}
-    for q in queries:
+    merged: dict[str, list[str]] = {}
+    for q in recall_set:
         channel = DENSE_MULTILINGUAL if route[q] == "multilingual" else DENSE
         encoder = fabric.encoder if channel is DENSE else shared_multilingual_embedder()
         vector = encoder.encode_queries([parse_query(q).positive_text])[0]
         source, _ = dense_source(view, channel.table, config)
         direct[q] = [(c, s) for c, s in dense_channel(view, vector, None, 100, channel.table, source)]
+        if channel is DENSE and qcfg.section_guided:
+            merged[q] = [c for c, _ in section_guided_dense(
+                view, vector, None, 100, channel.table, qcfg.section_candidate_limit,
+                qcfg.section_passages_per_window, qcfg.rrf_k, source)[0]]
     out: dict = {
         "home": str(fabric.home.root), "mode": config.mode, "config": config.model_dump(mode="json"),
         "release_id": view.release_id, "chunks": view.chunks.num_rows, "repeat": repeat,
@@ -114,20 +126,25 @@ def measure(home_dir: str | Path, queries: list[str], repeat: int = 3, exact: di
         "end_to_end_ms": {r: percentiles(v) for r, v in e2e.items()},
         "end_to_end_cold_rows_ms": {r: percentiles(v) for r, v in cold.items()},
         "stages_ms": {r: {k: percentiles(v) for k, v in b.items()} for r, b in stages.items()},
-        "rankings": {q: {"route": route[q], "direct": direct[q], "hybrid": hybrid_top[q]} for q in queries},
+        "rankings": {q: {"route": route[q], "direct": direct[q], "merged": merged.get(q, []),
+                         "hybrid": hybrid_top.get(q, [])} for q in recall_set},
+        "recall_queries": {r: sum(1 for q in recall_set if route[q] == r) for r in ("english", "multilingual")},
     }
     if exact:
         per: dict[str, dict[str, list[float]]] = {}
-        for q in queries:
+        for q in recall_set:
             ref = exact["rankings"].get(q)
             if not ref:
                 continue
-            r = per.setdefault(route[q], {"recall@10": [], "recall@100": [], "hybrid_top10_overlap": []})
+            r = per.setdefault(route[q], {"recall@10": [], "recall@100": [], "dense_top10_overlap": [],
+                                          "hybrid_top10_overlap": []})
             for k in (10, 100):
                 value = recall(direct[q], ref["direct"], k)
                 if value is not None:
                     r[f"recall@{k}"].append(value)
-            if ref["hybrid"]:
+            if ref.get("merged") and merged.get(q):
+                r["dense_top10_overlap"].append(len(set(merged[q][:10]) & set(ref["merged"][:10])) / len(ref["merged"][:10]))
+            if ref.get("hybrid") and hybrid_top.get(q):
                 r["hybrid_top10_overlap"].append(len(set(hybrid_top[q]) & set(ref["hybrid"])) / len(ref["hybrid"]))
         out["recall"] = {route_: {k: {"mean": round(float(np.mean(v)), 4), "min": round(float(np.min(v)), 4),
                                       "queries": len(v)} for k, v in r.items() if v} for route_, r in per.items()}
@@ -143,10 +160,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--out", required=True, help="where the JSON result is written")
     parser.add_argument("--exact", default=None, help="the result of a mode-exact run on the same home")
+    parser.add_argument("--recall-queries", default=None, help="a JSON list of further queries for recall only")
     args = parser.parse_args(argv)
     queries = json.loads(Path(args.queries).read_text(encoding="utf-8"))
     exact = json.loads(Path(args.exact).read_text(encoding="utf-8")) if args.exact else None
-    Path(args.out).write_text(json.dumps(measure(args.home, queries, args.repeat, exact)), encoding="utf-8")
+    more = json.loads(Path(args.recall_queries).read_text(encoding="utf-8")) if args.recall_queries else None
+    Path(args.out).write_text(json.dumps(measure(args.home, queries, args.repeat, exact, more)), encoding="utf-8")
 
 
 if __name__ == "__main__":

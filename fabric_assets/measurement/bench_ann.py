@@ -276,7 +276,7 @@ def build_release_index(home_dir: Path, dense_search: dict, log: Log = _quiet) -
 
 
 def run_query_process(home_dir: Path, queries: list[str], repeat: int, out: Path, exact: Path | None = None,
-                      timeout_s: float = 7200) -> dict:
+                      recall_queries: list[str] | None = None, timeout_s: float = 7200) -> dict:
     """:mod:`fabric_assets.measurement.ann_query` in a fresh process; return its JSON.
 
     Raises
@@ -292,6 +292,10 @@ def run_query_process(home_dir: Path, queries: list[str], repeat: int, out: Path
                "--queries", qfile, "--repeat", str(repeat), "--out", str(out)]
         if exact is not None:
             cmd += ["--exact", str(exact)]
+        if recall_queries:
+            rfile = out.with_suffix(".recall-queries.json")
+            rfile.write_text(json.dumps(recall_queries), encoding="utf-8")
+            cmd += ["--recall-queries", str(rfile)]
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s,
                               env={**os.environ, "HF_HUB_OFFLINE": "1"})
     finally:
@@ -307,10 +311,11 @@ def _ratio(a: float | None, b: float | None) -> float | None:
 
 def bench_ann(source_home: Path, work_dir: Path, queries: list[str], *, target_rows: int = 1_000_000,
               settings: list[dict] | None = None, repeat: int = 3, seed: int = 0, source_default: bool = True,
-              log: Log = _quiet) -> dict:
+              recall_queries: list[str] | None = None, log: Log = _quiet) -> dict:
     """Steps 2-4 of the module docstring on ``source_home``; ``settings``: one ``query.dense_search``
-    dict per ANN setting measured (default: the configuration's defaults). Returns everything as
-    JSON-ready data, with ``ratios`` (ANN / exact, same run) per setting."""
+    dict per ANN setting measured (default: the configuration's defaults); ``recall_queries``:
+    further queries whose rankings are compared but not timed. Returns everything as JSON-ready
+    data, with ``ratios`` (ANN / exact, same run) per setting."""
     from fabric_assets.measurement.bench_query import machine
 
     source = FabricHome(source_home)
@@ -324,13 +329,13 @@ def bench_ann(source_home: Path, work_dir: Path, queries: list[str], *, target_r
     log("grown home, exact product (baseline)")
     configure(home_dir, {"mode": "exact"})
     exact_file = work_dir / "exact.json"
-    exact = run_query_process(home_dir, queries, repeat, exact_file)
+    exact = run_query_process(home_dir, queries, repeat, exact_file, recall_queries=recall_queries)
     results["exact"] = exact
     results["ann"] = []
     for i, setting in enumerate(settings or [{}]):
         log(f"grown home, ANN setting {i + 1}: {setting or 'defaults'}")
         built = build_release_index(home_dir, setting, log)
-        measured = run_query_process(home_dir, queries, repeat, work_dir / f"ann-{i}.json", exact_file)
+        measured = run_query_process(home_dir, queries, repeat, work_dir / f"ann-{i}.json", exact_file, recall_queries)
         ratios = {}
         for route, fig in measured["end_to_end_ms"].items():
             ref = exact["end_to_end_ms"].get(route, {})

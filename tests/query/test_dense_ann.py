@@ -138,7 +138,7 @@ def test_activation_records_the_index_it_built(built):
     record = manifest["dense_indexes"]["chunk_vectors"]
     assert record["rows"] == ROWS and record["windows"] == len(PARSES) * WINDOWS
     assert record["digest"] == manifest["vector_digests"]["chunk_vectors"]
-    assert record["spec"] == build_spec("IVF_PQ", ROWS, 100, 48).as_dict() and record["spec"]["num_partitions"] == 20
+    assert record["spec"] == build_spec("IVF_RQ", ROWS, 100, 48, 1).as_dict() and record["spec"]["num_partitions"] == 20
     assert manifest["dense_indexes"]["chunk_vectors_multilingual"] == {"generation": None, "rows": 0,
                                                                        "skipped": "too-few-rows"}
     assert home.dense_indexes.generations("chunk_vectors") == [record["generation"]]
@@ -340,3 +340,10 @@ def test_an_unchanged_release_reuses_its_index_and_a_changed_one_does_not(home):
     assert removed == [f"chunk_vectors/{record['generation']}"]
     view, ann, exact = _sources(home, smaller)
     assert all(c.split("-")[0] != PARSES[-1][:4] for c, _ in dense_channel(view, _queries(1)[0], None, 100, source=ann))
+
+
+def test_default_probes_are_a_quarter_of_the_partitions():
+    from fabric_query.dense_search import probes
+
+    assert [probes(0, n) for n in (1, 3, 4, 5, 244, 977)] == [1, 1, 1, 2, 61, 245]
+    assert probes(7, 244) == 7
