@@ -29,7 +29,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from fabric_query.release import ProjectionUnavailable, ReleaseView
+from fabric_query.release import ProjectionUnavailable, ReleaseView, is_storage_failure
 from fabric_resources.dense_index import (
     MANIFEST_KEY,
     DenseIndexUnusable,
@@ -319,9 +319,35 @@ def _prefilter(mask: np.ndarray | None, addresses: np.ndarray) -> tuple[bytes | 
     return None, serialize_row_addrs(addresses[~mask].tolist())
 
 
+def _guarded(table: str, generation: str, run):
+    """``run()``, with a failure of the index's storage while searching raised as
+    :class:`DenseIndexUnusable` (``dense-index-unreadable``): the channel then answers exactly."""
+    try:
+        return run()
+    except DenseIndexUnusable:
+        raise
+    except BaseException as exc:  # noqa: BLE001 - filtered: only storage failures are converted
+        if not is_storage_failure(exc):
+            raise
+        raise DenseIndexUnusable("dense-index-unreadable", f"{table}/{generation}: while searching: "
+                                 f"{type(exc).__name__}: {str(exc)[:300]}") from exc
+
+
+def search_failures(view: ReleaseView) -> dict[str, str]:
+    """Vector table → why its index failed while a query searched it (then every later query of the
+    view answers exactly, with that reason)."""
+    return view.memoised("ann-search-failures", dict)
+
+
 @dataclass
 class AnnSource:
-    """Candidates from the release's ANN index, re-scored exactly (module docstring)."""
+    """Candidates from the release's ANN index, re-scored exactly (module docstring).
+
+    Raises (from its methods)
+    ------
+    DenseIndexUnusable
+        ``dense-index-unreadable`` when Lance fails while searching or reading the index.
+    """
 
     view: ReleaseView
     table: str
@@ -344,8 +370,9 @@ class AnnSource:
             return np.zeros(0, dtype=np.int64), np.zeros((0, DENSE_DIM), dtype=np.float32)
         cfg = self.config
         allow, block = _prefilter(mask, addresses)
-        pos, vectors = nearest(ds, q, k, nprobes=probes(cfg.nprobes, partitions), refine_factor=cfg.refine_factor,
-                               ef=cfg.hnsw_ef, allow=allow, block=block)
+        pos, vectors = _guarded(self.table, self.ann.index.generation, lambda: nearest(
+            ds, q, k, nprobes=probes(cfg.nprobes, partitions), refine_factor=cfg.refine_factor, ef=cfg.hnsw_ef,
+            allow=allow, block=block))
         if mask is not None:  # never rank a row the filters exclude, whatever the index returned
             keep = mask[pos]
             pos, vectors = pos[keep], vectors[keep]
@@ -353,14 +380,16 @@ class AnnSource:
             return self._exact_rows(ds, q, k, np.flatnonzero(mask) if mask is not None else np.arange(n_allowed))
         return pos, vectors
 
-    @staticmethod
-    def _exact_rows(ds, q: np.ndarray, k: int, candidates: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def _take(self, ds, positions: np.ndarray) -> np.ndarray:
+        return _guarded(self.table, self.ann.index.generation, lambda: take_vectors(ds, positions))
+
+    def _exact_rows(self, ds, q: np.ndarray, k: int, candidates: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         best_pos = np.zeros(0, dtype=np.int64)
         best_vec = np.zeros((0, DENSE_DIM), dtype=np.float32)
         for b in range(0, len(candidates), _EXACT_BLOCK_ROWS):
             block = candidates[b:b + _EXACT_BLOCK_ROWS]
             pos = np.concatenate([best_pos, block])
-            vec = np.concatenate([best_vec, take_vectors(ds, block)])
+            vec = np.concatenate([best_vec, self._take(ds, block)])
             s = vec @ q
             top = np.argpartition(-s, min(k, len(s)) - 1)[:k] if len(s) > k else np.arange(len(s))
             best_pos, best_vec = pos[top], vec[top]
@@ -394,7 +423,7 @@ class AnnSource:
             member_pos += found
             counts.append(len(found))
         member_pos_arr = np.asarray(member_pos, dtype=np.int64)
-        vectors = take_vectors(ann.index.vectors, member_pos_arr)
+        vectors = self._take(ann.index.vectors, member_pos_arr)
         counts_arr = np.asarray(counts, dtype=np.int64)
         sums = window_centroids(vectors, np.arange(len(member_pos_arr)), counts_arr)
         good, unit = normalise_rows(sums)
@@ -415,7 +444,7 @@ class AnnSource:
         pos = [(row, p) for row, p in pos if p >= 0]
         if not pos:
             return {}
-        vectors = take_vectors(ann.index.vectors, np.asarray([p for _, p in pos], dtype=np.int64))
+        vectors = self._take(ann.index.vectors, np.asarray([p for _, p in pos], dtype=np.int64))
         scores = vectors @ query.astype(np.float32)
         return {row: float(s) for (row, _), s in zip(pos, scores)}
 
@@ -447,6 +476,9 @@ def dense_source(view: ReleaseView, table: str, config: "DenseSearchConfig") -> 
     """
     if not wants_index(view, table, config):
         return ExactSource(view, table), None
+    failed = search_failures(view).get(table)
+    if failed is not None:
+        return ExactSource(view, table), failed
     try:
         ann = view.memoised(("ann-index", table), lambda: load_ann_index(view, table), (DenseIndexUnusable,))
     except DenseIndexUnusable as exc:

@@ -473,11 +473,13 @@ def nearest(ds, query: np.ndarray, k: int, *, nprobes: int, refine_factor: int, 
     ``allow`` / ``block``: serialised row-address sets (``lance.dataset.serialize_row_addrs``) that
     Lance applies *before* ranking, so a row outside ``allow`` or inside ``block`` is never a
     candidate. With either, every IVF partition may be probed (``maximum_nprobes`` unbounded), so
-    a selective filter still fills ``k`` when enough rows pass it.
+    a selective filter still fills ``k`` when enough rows pass it. ``ef`` (HNSW indexes) is raised
+    to ``k × refine_factor`` where it is smaller (Lance refuses a smaller one).
     """
+    # HNSW answers at most ef of its candidates, and Lance asks it for k × refine_factor of them.
     nn: dict[str, Any] = {"column": "vector", "q": np.asarray(query, dtype=np.float32), "k": int(k),
-                          "minimum_nprobes": int(nprobes), "refine_factor": int(refine_factor), "ef": int(ef),
-                          "use_index": True}
+                          "minimum_nprobes": int(nprobes), "refine_factor": int(refine_factor),
+                          "ef": max(int(ef), int(k) * int(refine_factor)), "use_index": True}
     if allow is None and block is None:
         nn["maximum_nprobes"] = int(nprobes)
     scanner = ds.scanner(columns=["pos", "vector"], nearest=nn, prefilter=allow is not None or block is not None,

@@ -25,7 +25,8 @@ from typing import TYPE_CHECKING, ClassVar, Literal, TypedDict
 import numpy as np
 
 from fabric_query.channels.base import ChannelResult, ChannelRun, ranked
-from fabric_query.dense_search import DenseSource, ExactSource, dense_source
+from fabric_query.dense_search import DenseSource, ExactSource, dense_source, search_failures
+from fabric_resources.dense_index import DenseIndexUnusable
 from fabric_query.fusion import FusionMethod, rrf
 from fabric_query.release import ProjectionUnavailable, ReleaseView
 from fabric_resources.models.multilingual import shared_multilingual_embedder
@@ -210,7 +211,13 @@ class DenseChannel:
         qv = query_vector(ctx, self)
         if qv.skipped is not None:
             return ChannelRun.skip(qv.skipped)
-        found = channel_source(ctx, self)
+        try:
+            return self._ranked(ctx, qv, channel_source(ctx, self))
+        except DenseIndexUnusable as exc:  # the index failed while searching: the product answers
+            search_failures(ctx.view)[self.table] = exc.describe()
+            return self._ranked(ctx, qv, FoundSource(ExactSource(ctx.view, self.table), exc.describe()))
+
+    def _ranked(self, ctx: "QueryContext", qv: "QueryVector", found: "FoundSource") -> ChannelRun:
         q = ctx.config.query
         section = q.section_guided_multilingual if self.multilingual else q.section_guided
         if section and ctx.windows.skipped is None:
@@ -300,5 +307,8 @@ def hit_cosines(ctx: "QueryContext", channel_name: str, chunk_ids: list[str]) ->
         return {}
     index = ctx.view.chunk_index
     rows = {cid: index[cid] for cid in chunk_ids if cid in index}
-    by_row = found.source.cosines(qv.vector, list(rows.values()))
+    try:
+        by_row = found.source.cosines(qv.vector, list(rows.values()))
+    except DenseIndexUnusable:  # the index failed after the channel ran: the same cosines from the table
+        by_row = ExactSource(ctx.view, channel.table).cosines(qv.vector, list(rows.values()))
     return {cid: by_row[row] for cid, row in rows.items() if row in by_row}

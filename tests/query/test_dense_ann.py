@@ -347,3 +347,32 @@ def test_default_probes_are_a_quarter_of_the_partitions():
 
     assert [probes(0, n) for n in (1, 3, 4, 5, 244, 977)] == [1, 1, 1, 2, 61, 245]
     assert probes(7, 244) == 7
+
+
+def test_an_index_failing_while_searching_answers_exactly_from_then_on(built, monkeypatch):
+    """guards against: a Lance error in the middle of a query (a file gone after the view opened,
+    a setting Lance refuses) crashing the search instead of answering with the exact product."""
+    from types import SimpleNamespace
+
+    import fabric_query.dense_search as ds
+    from fabric_query.channels.dense import DENSE
+    from fabric_query.dense_search import search_failures
+
+    home, manifest = built
+    view = _view(home, manifest, release_id=7)
+    q = _queries(1, seed=4)[0]
+
+    def boom(*args, **kwargs):
+        raise OSError("index file vanished")
+
+    monkeypatch.setattr(ds, "nearest", boom)
+    ctx = SimpleNamespace(view=view, config=home.config, eligible=None, depth=50, windows=SimpleNamespace(skipped="x"),
+                          per_query=lambda key, compute: compute())
+    qv = SimpleNamespace(vector=q, skipped=None)
+    monkeypatch.setattr("fabric_query.channels.dense.query_vector", lambda ctx, channel: qv)
+    run = DENSE.run(ctx)
+    assert run.dense_search == "exact" and run.dense_fallback_reason.startswith("dense-index-unreadable")
+    assert "index file vanished" in run.dense_fallback_reason
+    assert run.ranking == dense_channel(view, q, None, 50, source=ExactSource(view, "chunk_vectors"))
+    assert search_failures(view)["chunk_vectors"] == run.dense_fallback_reason
+    assert dense_source(view, "chunk_vectors", home.config.query.dense_search)[0].kind == "exact"
