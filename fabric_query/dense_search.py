@@ -235,8 +235,7 @@ def _mapped(view: ReleaseView, table: str, opened: OpenDenseIndex, record: dict,
         if at + k > n or not np.array_equal(batch.column("pos").to_numpy(), np.arange(at, at + k)):
             raise DenseIndexUnusable("dense-index-release-mismatch", f"{gen}: rows are not the {n} it recorded, in order")
         addresses[at:at + k] = batch.column("_rowaddr").to_numpy()
-        ids = batch.column("chunk_id").to_pylist()
-        rows[at:at + k] = np.fromiter((chunk_index.get(c, -1) for c in ids), dtype=np.int64, count=k)
+        rows[at:at + k] = chunk_index.rows_of(batch.column("chunk_id"))
         for i, p in enumerate(batch.column("parse_id").to_pylist()):
             o = ord_of.get(p)
             if o is None:
