@@ -421,7 +421,7 @@ class ReleaseView:
             (``table-mismatch``).
         """
         windows = self.context_windows
-        lists = windows.column("chunk_ids").combine_chunks()
+        lists = _one_array(windows.column("chunk_ids"))
         flat = pc.list_flatten(lists)
         parents = pc.list_parent_indices(lists).to_numpy()
         window_of_row = np.full(self.chunks.num_rows, -1, dtype=np.int32)
@@ -604,6 +604,10 @@ class ReleaseView:
         return OpenIndex(f"release-{self.release_id}-visible", index, schema, index.searcher())
 
 
+def _one_array(column: pa.ChunkedArray) -> pa.Array:
+    return column.chunk(0) if column.num_chunks == 1 else column.combine_chunks()
+
+
 class ChunkIndex(Mapping):
     """chunk ID → row of :attr:`ReleaseView.chunks` (``ids[row]``).
 
@@ -685,8 +689,10 @@ class WindowOf(Mapping):
     def __init__(self, view: ReleaseView, window_of_row: np.ndarray) -> None:
         self._view = view
         self._of = window_of_row
-        self._ids = view.context_windows.column("window_id").combine_chunks()
-        self._members = view.context_windows.column("chunk_ids").combine_chunks()
+        # One array each (positional access into a chunked array searches its chunks); no copy
+        # when the column is one chunk already, as after the view's sort.
+        self._ids = _one_array(view.context_windows.column("window_id"))
+        self._members = _one_array(view.context_windows.column("chunk_ids"))
 
     def __getitem__(self, chunk_id: str) -> tuple[str, tuple[str, ...]]:
         i = self._view.chunk_index.get(chunk_id)
