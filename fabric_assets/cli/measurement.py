@@ -350,6 +350,9 @@ def bench_ann_cmd(
         "--recall-queries", min=0, help="Cranfield questions whose dense rankings are compared (not timed).")] = 225,
     repeat: Annotated[int, typer.Option(min=1)] = 3,
     seed: Annotated[int, typer.Option()] = 0,
+    lexical_segment_documents: Annotated[Optional[int], typer.Option(
+        "--lexical-segment-documents", min=1, help="Build the grown release's word index with segments of at most "
+        "this many documents (default: the product's 1,024).")] = None,
     json_out: JsonOutOption = None,
 ) -> None:
     """The dense channel at a million chunks: real vectors grown by seeded perturbation, exact product vs
@@ -378,7 +381,7 @@ def bench_ann_cmd(
         _skipped(exc)
     settings = [json.loads(s) for s in setting] if setting else [{"index_type": t} for t in (index_type or [])] or None
     result = bench_ann(source, cache_dir / "ann", queries, target_rows=target_rows, settings=settings, repeat=repeat,
-                       seed=seed, recall_queries=more, log=log)
+                       seed=seed, recall_queries=more, lexical_segment_documents=lexical_segment_documents, log=log)
     _print_rows(f"fabric bench ann ({result['grown']['rows']['chunk_vectors']:,} vectors grown from "
                 f"{result['grown']['source_rows']:,}; {len(queries)} queries × {repeat})", summary_rows(result))
     for a in result["ann"]:

@@ -20,7 +20,8 @@ Embedding a million chunks is out of reach on two cores, so the release is grown
    The same statistic is then measured on the grown table and reported beside it.
 3. **A release of the grown home**, published as activation would: the table versions, the
    vector digests of the grown rows, a lexical generation built from them
-   (:func:`fabric_assets.activation.activate.pinned_index_documents`), and for each ANN setting
+   (:func:`fabric_assets.activation.activate.pinned_index_documents`; ``--lexical-segment-documents``
+   builds it with larger segments than the product's 1,024 documents), and for each ANN setting
    the dense index built by activation's own step
    (:func:`fabric_assets.activation.dense_index.dense_index_records`), timed.
 4. **Measurement**, each in a fresh query process (:mod:`fabric_assets.measurement.ann_query`,
@@ -247,6 +248,36 @@ def _grown_statistic(home: FabricHome, manifest: dict, seed: int, samples: int =
     return float(np.median(best))
 
 
+def lexical_layout(home_dir: Path, segment_documents: int | None, log: Log = _quiet) -> dict:
+    """Make the grown release's lexical generation one of segments of at most ``segment_documents``
+    documents (None: the product's :data:`~fabric_resources.lexical_segments.MAX_SEGMENT_DOCUMENTS`),
+    building it from the pinned rows and publishing it as a new release when the current one was
+    built otherwise; return ``max_segment_documents``, ``segments`` and the build ``seconds`` (0
+    when it was already so)."""
+    from fabric_resources.lexical_index import META_FILE, LexicalIndex
+    from fabric_resources.lexical_segments import MAX_SEGMENT_DOCUMENTS
+
+    want = segment_documents or MAX_SEGMENT_DOCUMENTS
+    home = FabricHome(home_dir)
+    current = home.catalog.current_release()
+    gen = current.manifest["lexical_generation"]
+    meta = json.loads((home.lexical.root / gen / META_FILE).read_text())
+    seconds = 0.0
+    if meta.get("max_segment_documents") != want:
+        log(f"building the lexical generation with segments of at most {want:,} documents")
+        t = time.perf_counter()
+        parses = sorted({m["parse_id"] for m in current.manifest["sources"].values()})
+        gen = LexicalIndex(home.lexical.root, max_segment_documents=want).build_fresh(
+            pinned_index_documents(home, parses, current.manifest["tables"]))
+        seconds = time.perf_counter() - t
+        manifest = {k: v for k, v in current.manifest.items() if k not in ("release_id", "created_at")}
+        manifest["lexical_generation"] = gen
+        home.catalog.publish_release(manifest, expected_current=current.release_id)
+        home.lexical.remove_generations({gen})
+    segments = len(json.loads((home.lexical.root / gen / "meta.json").read_text())["segments"])
+    return {"max_segment_documents": want, "segments": segments, "seconds": round(seconds, 1)}
+
+
 def configure(home_dir: Path, dense_search: dict) -> None:
     """Write the grown home's ``config.json``: only ``query.dense_search`` differs from the default."""
     (home_dir / "config.json").write_text(json.dumps({"query": {"dense_search": dense_search}}, indent=2))
@@ -311,18 +342,21 @@ def _ratio(a: float | None, b: float | None) -> float | None:
 
 def bench_ann(source_home: Path, work_dir: Path, queries: list[str], *, target_rows: int = 1_000_000,
               settings: list[dict] | None = None, repeat: int = 3, seed: int = 0, source_default: bool = True,
-              recall_queries: list[str] | None = None, log: Log = _quiet) -> dict:
+              recall_queries: list[str] | None = None, lexical_segment_documents: int | None = None,
+              log: Log = _quiet) -> dict:
     """Steps 2-4 of the module docstring on ``source_home``; ``settings``: one ``query.dense_search``
     dict per ANN setting measured (default: the configuration's defaults); ``recall_queries``:
-    further queries whose rankings are compared but not timed. Returns everything as JSON-ready
-    data, with ``ratios`` (ANN / exact, same run) per setting."""
+    further queries whose rankings are compared but not timed; ``lexical_segment_documents``: the
+    grown release's lexical layout (:func:`lexical_layout`; default the product's). Returns
+    everything as JSON-ready data, with ``ratios`` (ANN / exact, same run) per setting."""
     from fabric_assets.measurement.bench_query import machine
 
     source = FabricHome(source_home)
     grown = grow_home(source, work_dir / f"grown-{target_rows}", target_rows, seed, log)
     home_dir = Path(grown["home"])
+    layout = lexical_layout(home_dir, lexical_segment_documents, log)
     results: dict = {"benchmark": "ann", "machine": machine(), "load_average_before": list(os.getloadavg()),
-                     "grown": grown, "repeat": repeat, "queries": len(queries)}
+                     "grown": grown, "lexical_layout": layout, "repeat": repeat, "queries": len(queries)}
     if source_default:
         log("source home, default configuration")
         results["source_default"] = run_query_process(source_home, queries, repeat, work_dir / "source-default.json")
