@@ -415,15 +415,14 @@ class AnnSource:
         # the function the exact path uses (the stored centroid only chose the candidates).
         chunk_ids = view.context_windows.column("chunk_ids")
         window_rows = [int(ann.window_rows[p]) for p in wpos if ann.window_rows[p] >= 0]
-        member_pos, counts = [], []
-        for row in window_rows:
-            found = [int(ann.position[view.chunk_index[c]]) for c in chunk_ids[row].as_py() if c in view.chunk_index]
-            found = [p for p in found if p >= 0]
-            member_pos += found
-            counts.append(len(found))
-        member_pos_arr = np.asarray(member_pos, dtype=np.int64)
+        members = [chunk_ids[row].as_py() for row in window_rows]
+        rows = view.chunk_index.rows_of([c for m in members for c in m])
+        positions = np.where(rows >= 0, ann.position[np.maximum(rows, 0)], -1)
+        owner = np.repeat(np.arange(len(members)), [len(m) for m in members])
+        kept = positions >= 0  # members with a vector in this table, in reading order
+        member_pos_arr, owner = positions[kept], owner[kept]
+        counts_arr = np.bincount(owner, minlength=len(members)).astype(np.int64)
         vectors = self._take(ann.index.vectors, member_pos_arr)
-        counts_arr = np.asarray(counts, dtype=np.int64)
         sums = window_centroids(vectors, np.arange(len(member_pos_arr)), counts_arr)
         good, unit = normalise_rows(sums)
         scores = np.full(len(window_rows), -np.inf, dtype=np.float32)
