@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import resource
 import time
 from pathlib import Path
 
@@ -61,7 +60,9 @@ def measure(home_dir: str | Path, queries: list[str], repeat: int = 3, exact: di
     """See the module docstring. Returns a JSON-ready dict: ``mode``, ``sources`` (dense source per
     route), ``dense_fallback_reasons``, ``end_to_end_ms`` / ``stages_ms`` per route (p50/p95/p99),
     ``rankings`` (per query: direct dense top 100 and hybrid top 10), ``recall`` (with ``exact``),
-    ``rss_mb`` (psutil, after the runs) and ``peak_rss_mb`` (``ru_maxrss``), ``view_load_s``."""
+    ``rss_mb`` (psutil, after the runs), ``rss_max_sampled_mb`` (after the warm-up and each pass),
+    ``rss_anon_mb`` / ``rss_file_mb`` (``/proc``: heap vs mapped files, e.g. the word index's
+    pages), ``first_query_s`` (view, index check and model load)."""
     fabric = Fabric(home_dir)
     config = fabric.home.config.query.dense_search
     route = {q: route_of(q) for q in queries}
@@ -70,6 +71,9 @@ def measure(home_dir: str | Path, queries: list[str], repeat: int = 3, exact: di
     first_s = time.perf_counter() - t0
     for q in queries[1:]:
         fabric.search(q)
+    # RSS sampled after the warm-up and after each pass (ru_maxrss is not used: Linux keeps a
+    # process's peak across exec, so a child started by a large parent inherits the parent's).
+    samples = [psutil.Process().memory_info().rss]
     e2e: dict[str, list[float]] = {}
     stages: dict[str, dict[str, list[float]]] = {}
     hybrid_top: dict[str, list[str]] = {}
@@ -89,6 +93,7 @@ def measure(home_dir: str | Path, queries: list[str], repeat: int = 3, exact: di
                 kinds.setdefault(route[q], set()).add(pack.dense_search)
             if pack.dense_fallback_reason:
                 reasons.add(pack.dense_fallback_reason)
+        samples.append(psutil.Process().memory_info().rss)
     view = pinned_view(fabric.home)
     # One more pass with the view's cache of chunk rows emptied before each query: every hit's and
     # passage member's text is then read from the table (the view keeps no chunk text), as for a
@@ -148,8 +153,13 @@ def measure(home_dir: str | Path, queries: list[str], repeat: int = 3, exact: di
                 r["hybrid_top10_overlap"].append(len(set(hybrid_top[q]) & set(ref["hybrid"])) / len(ref["hybrid"]))
         out["recall"] = {route_: {k: {"mean": round(float(np.mean(v)), 4), "min": round(float(np.min(v)), 4),
                                       "queries": len(v)} for k, v in r.items() if v} for route_, r in per.items()}
-    out["rss_mb"] = round(psutil.Process().memory_info().rss / 2**20, 1)
-    out["peak_rss_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
+    samples.append(psutil.Process().memory_info().rss)
+    out["rss_mb"] = round(samples[-1] / 2**20, 1)
+    out["rss_max_sampled_mb"] = round(max(samples) / 2**20, 1)
+    status = {line.split(":")[0]: int(line.split()[1]) for line in open("/proc/self/status")
+              if line.startswith(("RssAnon", "RssFile"))} if Path("/proc/self/status").exists() else {}
+    out["rss_anon_mb"] = round(status.get("RssAnon", 0) / 1024, 1)
+    out["rss_file_mb"] = round(status.get("RssFile", 0) / 1024, 1)
     return out
 
 
