@@ -205,6 +205,13 @@ class IndexingConfig(_Strict):
     # COLBERT_FORMAT_TOKENS, so a window never exceeds what the model reads.
     colbert_max_tokens: int = Field(260, ge=32)
     min_fill_ratio: float = Field(0.25, ge=0, lt=1)
+    # 1,024 keeps an activation's index rewrite at the size of its change (issue 19); at a million
+    # chunks that is 1,224 segments, and the word channel spent ~240 ms a query walking them where
+    # segments of 65,536 documents (19 segments) took ~23 ms (fabric bench ann, docs/benchmarks.md).
+    # Larger segments make an activation that removes a document re-index up to this many others.
+    lexical_segment_documents: int = Field(
+        1024, ge=64, description="Most documents per segment of a new word-index generation (existing segments "
+        "stay until rewritten; `fabric lexical-repair` rebuilds every one).")
     excerpt_windows: int = Field(2, gt=0, description="Context windows per annotation excerpt.")
 
 

@@ -76,7 +76,7 @@ class FabricHome:
 
     @cached_property
     def lexical(self) -> LexicalIndex:
-        return LexicalIndex(self.layout.indexes / "lexical")
+        return LexicalIndex(self.layout.indexes / "lexical", self.config.indexing.lexical_segment_documents)
 
     @cached_property
     def dense_indexes(self) -> DenseIndexStore:
