@@ -134,6 +134,8 @@ def assemble_passages(
     """
     if membership is None:
         membership = view.context_window_of
+    # One read of the text of every hit and passage member (the view keeps no chunk text).
+    view.chunk_rows([m for cid in ranked for m in membership.get(cid, (None, (cid,)))[1]])
     hits = []
     for rank, cid in enumerate(ranked, start=1):
         wid, members = membership.get(cid, (None, (cid,)))

@@ -89,6 +89,10 @@ def render_pack(pack: Mapping[str, Any], *, colour_out: bool = False, colour_err
     elif reason:
         err.append(_style(f"lexical index unusable ({shown(reason)}); answered by scanning chunks",
                           _YELLOW, colour_err))
+    dense_reason = pack.get("dense_fallback_reason")
+    if dense_reason:
+        err.append(_style(f"dense index unusable ({shown(dense_reason)}); answered by the exact product",
+                          _YELLOW, colour_err))
     for channel, why in (pack.get("skipped_channels") or {}).items():
         err.append(_style(f"skipped {shown(channel)}: {shown(why)}", _YELLOW, colour_err))
     out: list[str] = []

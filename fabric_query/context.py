@@ -210,7 +210,7 @@ def low_confidence_chunks(view: ReleaseView, eligible: set[str] | None, min_conf
     chunks = view.chunks
     out = set()
     for cid, pid, frags in zip(chunks.column("chunk_id").to_pylist(), chunks.column("parse_id").to_pylist(),
-                               chunks.column("fragments").to_pylist()):
+                               view.chunk_fragments):
         if (eligible is None or pid in eligible) and any(f["unit_id"] in low for f in frags):
             out.add(cid)
     return frozenset(out)

@@ -93,7 +93,8 @@ def search(
 
     A projection that cannot serve (unreadable table, vector rows that do not match the release's
     digest, a model mismatch) skips its channel with a named reason in ``skipped_channels``; an
-    unusable word index falls back to a scan of the canonical chunks (``fallback_reason``).
+    unusable word index falls back to a scan of the canonical chunks (``fallback_reason``); a wanted
+    dense ANN index that cannot serve falls back to the exact product (``dense_fallback_reason``).
 
     Raises
     ------
@@ -137,6 +138,9 @@ def search(
     return spend_budget(EvidencePack(
         query=query, release_id=ctx.view.release_id, results=hits, channels_run=tuple(evidence.rankings),
         fallback_reason=next((r.fallback_reason for _, r in runs.values() if r.fallback_reason), None),
+        dense_fallback_reason=next((r.dense_fallback_reason for _, r in runs.values() if r.dense_fallback_reason),
+                                   None),
+        dense_search=next((r.dense_search for _, r in runs.values() if r.dense_search), None),
         eligible_sources=ctx.eligible_sources, timings=clock.with_total(),
         channel_rankings={k: tuple(v) for k, v in evidence.rankings.items()} if debug else {},
         passages=passages, units=tuple(units), assembly=trace,

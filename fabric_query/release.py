@@ -24,7 +24,8 @@ why. Only unreadable chunk rows stop a query (:class:`~fabric_query.errors.Relea
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections import OrderedDict
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TypeVar
@@ -50,6 +51,7 @@ from fabric_resources.lexical_index import (
     word_analyzer,
 )
 from fabric_query.memory import settle_after_load
+from fabric_resources.dense_index import normalise_rows, window_centroids
 from fabric_resources.schema import DENSE_DIM, SCHEMA_VERSION
 from fabric_resources.vector_digest import MANIFEST_KEY, parse_digests, table_digest
 
@@ -143,9 +145,36 @@ class ReleaseView:
     hidden: frozenset[str] = frozenset()
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     _vector_sets: dict[str, "VectorSet"] = field(default_factory=dict, repr=False)
-    _chunk_rows: dict[str, dict] = field(default_factory=dict, repr=False)
+    _chunk_rows: OrderedDict[str, dict] = field(default_factory=OrderedDict, repr=False)
     _window_vectors: dict[str, "WindowVectors"] = field(default_factory=dict, repr=False)
     _failures: dict[str, ProjectionUnavailable] = field(default_factory=dict, repr=False)
+    _memo: dict[object, object] = field(default_factory=dict, repr=False)
+    _memo_lock: threading.RLock = field(default_factory=threading.RLock, repr=False)
+
+    def memoised(self, key: object, compute: Callable[[], T], remember: tuple[type[BaseException], ...] = ()) -> T:
+        """``compute()`` once per view for ``key`` (other modules' per-release state, such as the
+        dense index: :mod:`fabric_query.dense_search`); an exception of a type in ``remember`` is
+        remembered and raised again for ``key`` instead of computing again. One computation at a
+        time per view (re-entrant: a computation may ask for another key)."""
+        with self._memo_lock:
+            if key not in self._memo:
+                try:
+                    self._memo[key] = ("ok", compute())
+                except remember as exc:
+                    self._memo[key] = ("failed", exc)
+            kind, value = self._memo[key]
+        if kind == "failed":
+            raise value  # type: ignore[misc]
+        return value  # type: ignore[return-value]
+
+    def table_rows(self, table: str) -> int:
+        """Rows of ``table`` at the release's version, every parse's (Lance's manifest count: no
+        data read); 0 when the release names no version of it."""
+        version = self._table_version(table)
+        if version is None:
+            return 0
+        return self.memoised(("table-rows", table), lambda: guarded_read(
+            table, lambda: self.home.tables.count_rows(table, version)), (ProjectionUnavailable,))
 
     def _settle(self, rows: int) -> None:
         # Small views gain nothing from a freeze, and its one collection would cost more than they do.
@@ -186,8 +215,9 @@ class ReleaseView:
     def _table_version(self, table: str) -> int | None:
         return self.release.manifest["tables"].get(table)
 
-    def read_active(self, table: str, columns: list[str]) -> pa.Table:
-        """Rows of ``table`` of the view's parses at the release's version of it.
+    def read_active(self, table: str, columns: list[str], *, with_offsets: bool = False) -> pa.Table:
+        """Rows of ``table`` of the view's parses at the release's version of it (``with_offsets``:
+        and their ``_offset``, :meth:`fabric_resources.tables.TableStore.read_active_batches`).
 
         Raises
         ------
@@ -199,23 +229,27 @@ class ReleaseView:
             raise failed
         try:
             return guarded_read(table, lambda: self.home.tables.read_active(
-                table, self._table_version(table), self.sources_by_parse, columns))
+                table, self._table_version(table), self.sources_by_parse, columns, with_offsets=with_offsets))
         except ProjectionUnavailable as exc:
             self._failures[table] = exc
             raise
 
     @cached_property
     def chunks(self) -> pa.Table:
-        """Chunk rows of the active parses, sorted by (parse_id, ordinal).
+        """Chunk rows of the active parses, sorted by (parse_id, ordinal): ``parse_id``, ``chunk_id``,
+        ``ordinal``, ``section_path``, ``token_count``, ``_offset`` (where the row is in the pinned
+        table version), and ``text`` and ``fragments`` when :attr:`text_in_memory`. Otherwise the
+        text stays on disk: :meth:`chunk` / :meth:`chunk_rows` read it for the chunks a query
+        cites, :attr:`chunk_texts` for a scan.
 
         Raises
         ------
         ReleaseUnreadableError
             The chunk rows cannot be read: no channel could cite anything.
         """
+        columns = [*VIEW_CHUNK_COLUMNS, *(("text", "fragments") if self.text_in_memory else ())]
         try:
-            t = self.read_active("chunks", ["parse_id", "chunk_id", "ordinal", "text", "fragments", "section_path",
-                                            "token_count"])
+            t = self.read_active("chunks", columns, with_offsets=True)
         except ProjectionUnavailable as exc:
             raise ReleaseUnreadableError(
                 f"release {self.release_id}: {exc.describe()}; restore the table or re-ingest") from exc
@@ -224,8 +258,49 @@ class ReleaseView:
         return t
 
     @cached_property
-    def chunk_index(self) -> dict[str, int]:
-        return {cid: i for i, cid in enumerate(self.chunks.column("chunk_id").to_pylist())}
+    def text_in_memory(self) -> bool:
+        """Whether :attr:`chunks` holds the text: the pinned chunks table has at most
+        ``query.text_in_memory_max_rows`` rows (every parse's; Lance's count, no data read). At 100k
+        chunks the text is 61 MB of Arrow data, at a million ten times that."""
+        try:
+            rows = self.table_rows("chunks")
+        except ProjectionUnavailable as exc:
+            raise ReleaseUnreadableError(
+                f"release {self.release_id}: {exc.describe()}; restore the table or re-ingest") from exc
+        return rows <= self.home.config.query.text_in_memory_max_rows
+
+    def _chunk_column(self, name: str) -> list:
+        """Column ``name`` of the chunks table for every row of :attr:`chunks`, in its order (read
+        whole: for the paths that need every chunk, the scan fallback and a few filters)."""
+        if name in self.chunks.column_names:
+            return self.chunks.column(name).to_pylist()
+        try:
+            t = self.read_active("chunks", ["chunk_id", name])
+        except ProjectionUnavailable as exc:
+            raise ReleaseUnreadableError(
+                f"release {self.release_id}: {exc.describe()}; restore the table or re-ingest") from exc
+        out: list = [None] * self.chunks.num_rows
+        for row, value in zip(self.chunk_index.rows_of(t.column("chunk_id")).tolist(), t.column(name).to_pylist()):
+            out[row] = value
+        return out
+
+    @cached_property
+    def chunk_texts(self) -> list[str]:
+        """Every chunk's text, in :attr:`chunks` order (read on first use: the scan fallback)."""
+        return self._chunk_column("text")
+
+    @cached_property
+    def chunk_fragments(self) -> list[list[dict]]:
+        """Every chunk's fragments, in :attr:`chunks` order (read on first use: the graph channel,
+        the ``confidence:`` filter)."""
+        return self._chunk_column("fragments")
+
+    @cached_property
+    def chunk_index(self) -> "ChunkIndex":
+        """chunk ID → row of :attr:`chunks` (a dict while :attr:`text_in_memory`, else a sorted array)."""
+        index = ChunkIndex(self.chunks.column("chunk_id"), compact=not self.text_in_memory)
+        self._settle(len(index))
+        return index
 
     @cached_property
     def chunk_parse_ids(self) -> np.ndarray:
@@ -278,7 +353,7 @@ class ReleaseView:
             if at + k > n:
                 raise ProjectionUnavailable(table, "table-mismatch", f"more rows than the {n} its version holds")
             ids = batch.column("chunk_id").to_pylist()
-            rows[at:at + k] = np.fromiter((self.chunk_index.get(c, -1) for c in ids), dtype=np.int64, count=k)
+            rows[at:at + k] = self.chunk_index.rows_of(batch.column("chunk_id"))
             matrix[at:at + k] = batch.column("vector").flatten().to_numpy(zero_copy_only=False).reshape(-1, DENSE_DIM)
             parse_ids += batch.column("parse_id").to_pylist()
             chunk_ids += ids
@@ -329,11 +404,15 @@ class ReleaseView:
             The table cannot be read.
         """
         t = self.read_active("context_windows", ["parse_id", "window_id", "ordinal", "chunk_ids", "section_path"])
-        return t.sort_by([("parse_id", "ascending"), ("ordinal", "ascending")])
+        t = t.sort_by([("parse_id", "ascending"), ("ordinal", "ascending")])
+        self._settle(t.num_rows)
+        return t
 
     @cached_property
-    def context_window_of(self) -> dict[str, tuple[str, tuple[str, ...]]]:
-        """chunk_id → (its context window's ID, that window's chunk IDs in reading order).
+    def context_window_of(self) -> "WindowOf":
+        """chunk_id → (its context window's ID, that window's chunk IDs in reading order): a
+        read-only mapping over :attr:`context_windows` (an array of window rows per chunk row, not a
+        dict of tuples: at a million chunks that dict held ~250 MB).
 
         Raises
         ------
@@ -341,18 +420,20 @@ class ReleaseView:
             The table cannot be read, or a window names a chunk the release does not hold
             (``table-mismatch``).
         """
-        out: dict[str, tuple[str, tuple[str, ...]]] = {}
         windows = self.context_windows
-        known = self.chunk_index
-        for wid, members in zip(windows.column("window_id").to_pylist(), windows.column("chunk_ids").to_pylist()):
-            members = tuple(members)
-            for cid in members:
-                if cid not in known:
-                    raise ProjectionUnavailable("context_windows", "table-mismatch",
-                                                f"window {wid} names chunk {cid}, which the release does not hold")
-                out[cid] = (wid, members)
-        self._settle(len(out))
-        return out
+        lists = _one_array(windows.column("chunk_ids"))
+        flat = pc.list_flatten(lists)
+        parents = pc.list_parent_indices(lists).to_numpy()
+        window_of_row = np.full(self.chunks.num_rows, -1, dtype=np.int32)
+        rows = self.chunk_index.rows_of(flat)
+        if (rows < 0).any():
+            at = int(np.flatnonzero(rows < 0)[0])
+            wid = windows.column("window_id")[int(parents[at])].as_py()
+            raise ProjectionUnavailable("context_windows", "table-mismatch",
+                                        f"window {wid} names chunk {flat[at].as_py()}, which the release does not hold")
+        window_of_row[rows] = parents
+        self._settle(len(flat))
+        return WindowOf(self, window_of_row)
 
     def window_vectors(self, table: str) -> "WindowVectors":
         """Context-window centroids over the chunk vectors in ``table``, computed once per view.
@@ -374,26 +455,21 @@ class ReleaseView:
         position = np.full(self.chunks.num_rows + 1, -1, dtype=np.int64)  # last slot: unknown chunk
         position[vs.rows] = np.arange(len(vs.rows))
         ids = self.context_windows.column("chunk_ids").combine_chunks()
-        flat = pc.list_flatten(ids).to_pylist()
+        flat = pc.list_flatten(ids)
         parents = pc.list_parent_indices(ids).to_numpy().astype(np.int64)
-        chunk_rows = np.fromiter((self.chunk_index.get(c, -1) for c in flat), dtype=np.int64, count=len(flat))
+        chunk_rows = self.chunk_index.rows_of(flat)
         members = position[chunk_rows]
         keep = members >= 0
         members, parents = members[keep], parents[keep]
         rows, starts = np.unique(parents, return_index=True)
         if len(rows):
             counts = np.diff(np.append(starts, len(members)))
-            sums = np.zeros((len(rows), vs.matrix.shape[1]), dtype=np.float32)
-            # One pass per member position: total work = total members, and no (n_members, 384)
-            # copy (np.add.reduceat / np.add.at were 3-5x slower on 100k chunks).
-            for j in range(int(counts.max())):
-                at = np.flatnonzero(counts > j)
-                sums[at] += vs.matrix[members[starts[at] + j]]
-            norms = np.linalg.norm(sums, axis=1)
-            good = norms > 0
+            # The dense index's builder and its exact re-scoring compute centroids with the same
+            # two functions, so both paths score a window alike.
+            good, matrix = normalise_rows(window_centroids(vs.matrix, members, counts))
             counts = counts[good]
             members = members[np.isin(parents, rows[good])]
-            rows, matrix = rows[good], (sums[good] / norms[good, None]).astype(np.float32)
+            rows = rows[good]
             offsets = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
         else:
             matrix = np.zeros((0, DENSE_DIM), dtype=np.float32)
@@ -406,21 +482,69 @@ class ReleaseView:
         return wv
 
     def chunk(self, chunk_id: str) -> dict:
-        """One chunk row as a dict (do not mutate it: rows are cached per view).
+        """One chunk row as a dict (do not mutate it: rows are cached per view): ``parse_id``,
+        ``chunk_id``, ``ordinal``, ``text``, ``fragments``, ``section_path``, ``token_count``.
 
         Raises
         ------
         KeyError
             ``chunk_id`` is not a chunk of the view (callers check :attr:`chunk_index` first for
             IDs that come from a projection).
+        ReleaseUnreadableError
+            The chunk's text cannot be read from the pinned table version.
         """
-        row = self._chunk_rows.get(chunk_id)
-        if row is None:
-            i = self.chunk_index[chunk_id]
-            row = {name: self.chunks.column(name)[i].as_py() for name in self.chunks.column_names}
-            if len(self._chunk_rows) < MAX_CACHED_CHUNK_ROWS:
-                self._chunk_rows[chunk_id] = row
-        return row
+        return self.chunk_rows([chunk_id])[chunk_id]
+
+    def chunk_rows(self, chunk_ids: list[str]) -> dict[str, dict]:
+        """:meth:`chunk` for several chunks, reading those not cached in one take from the pinned
+        table version (a query's hits and passage members: tens of rows).
+
+        Raises
+        ------
+        KeyError, ReleaseUnreadableError
+            As :meth:`chunk`.
+        """
+        with self._lock:
+            out = {}
+            for cid in chunk_ids:
+                row = self._chunk_rows.get(cid)
+                if row is not None:
+                    self._chunk_rows.move_to_end(cid)
+                    out[cid] = row
+        missing = [cid for cid in dict.fromkeys(chunk_ids) if cid not in out]
+        if not missing:
+            return out
+        rows = [self.chunk_index[cid] for cid in missing]
+        slim = self.chunks.take(rows)
+        if self.text_in_memory:
+            with self._lock:
+                for i, cid in enumerate(missing):
+                    out[cid] = row = {name: slim.column(name)[i].as_py() for name in slim.column_names
+                                      if name != "_offset"}
+                    self._chunk_rows[cid] = row
+                while len(self._chunk_rows) > MAX_CACHED_CHUNK_ROWS:
+                    self._chunk_rows.popitem(last=False)
+            return out
+        offsets = slim.column("_offset").to_pylist()
+        version = self._table_version("chunks")
+        try:
+            full = guarded_read("chunks", lambda: self.home.tables.take("chunks", version, offsets,
+                                                                       ["chunk_id", "text", "fragments"]))
+        except ProjectionUnavailable as exc:
+            raise ReleaseUnreadableError(
+                f"release {self.release_id}: {exc.describe()}; restore the table or re-ingest") from exc
+        if full.column("chunk_id").to_pylist() != missing:
+            raise ReleaseUnreadableError(f"release {self.release_id}: chunks: rows moved under the pinned version")
+        texts, fragments = full.column("text").to_pylist(), full.column("fragments").to_pylist()
+        with self._lock:
+            for i, cid in enumerate(missing):
+                row = {name: slim.column(name)[i].as_py() for name in slim.column_names if name != "_offset"}
+                row.update(text=texts[i], fragments=fragments[i])
+                out[cid] = row
+                self._chunk_rows[cid] = row
+            while len(self._chunk_rows) > MAX_CACHED_CHUNK_ROWS:  # least recently used first
+                self._chunk_rows.popitem(last=False)
+        return out
 
     @cached_property
     def lexical(self) -> OpenIndex | IndexUnusable:
@@ -480,11 +604,122 @@ class ReleaseView:
         return OpenIndex(f"release-{self.release_id}-visible", index, schema, index.searcher())
 
 
+def _one_array(column: pa.ChunkedArray) -> pa.Array:
+    return column.chunk(0) if column.num_chunks == 1 else column.combine_chunks()
+
+
+class ChunkIndex(Mapping):
+    """chunk ID → row of :attr:`ReleaseView.chunks` (``ids[row]``).
+
+    A dict, or with ``compact`` a sorted array of the IDs' UTF-8 bytes beside their rows: ~40
+    bytes a chunk instead of ~190 (at a million chunks the dict held 188 MB), a lookup by binary
+    search (microseconds). :meth:`rows_of` answers many IDs at once either way.
+    """
+
+    def __init__(self, ids: pa.Array | pa.ChunkedArray, compact: bool) -> None:
+        self._ids = ids
+        self._n = len(ids)
+        if compact and self._n and pc.any(pc.match_substring(ids, "\x00")).as_py():
+            compact = False  # NumPy's fixed-width bytes cannot tell "a" from "a\0" (never a real chunk ID)
+        if not compact:
+            self._dict: dict[str, int] | None = {cid: i for i, cid in enumerate(ids.to_pylist())}
+            return
+        self._dict = None
+        raw = pc.cast(ids, pa.binary())
+        self._width = max(1, int(pc.max(pc.binary_length(raw)).as_py() or 1))
+        keys = np.array(raw.to_numpy(zero_copy_only=False), dtype=f"S{self._width}")
+        order = np.argsort(keys, kind="stable")
+        self._keys = keys[order]
+        self._rows = order.astype(np.int64)
+        # NumPy's fixed-width bytes drop trailing NULs: equal keys must have equal lengths too.
+        self._lengths = pc.binary_length(raw).to_numpy(zero_copy_only=False)[order]
+
+    def get(self, chunk_id, default=None):
+        if self._dict is not None:
+            return self._dict.get(chunk_id, default)
+        if not isinstance(chunk_id, str):
+            return default
+        key = chunk_id.encode()
+        if len(key) > self._width:
+            return default
+        packed = np.array(key, dtype=self._keys.dtype)  # compared as the stored keys are (NULs dropped)
+        i = int(np.searchsorted(self._keys, packed))
+        if i < self._n and self._keys[i] == packed and self._lengths[i] == len(key):
+            return int(self._rows[i])
+        return default
+
+    def __getitem__(self, chunk_id: str) -> int:
+        row = self.get(chunk_id)
+        if row is None:
+            raise KeyError(chunk_id)
+        return row
+
+    def __contains__(self, chunk_id) -> bool:
+        return self.get(chunk_id) is not None
+
+    def __len__(self) -> int:
+        return self._n
+
+    def __iter__(self):
+        return iter(self._ids.to_pylist())
+
+    def rows_of(self, ids) -> np.ndarray:
+        """Rows of ``ids`` (a list or an Arrow string array), ``(len(ids),) int64``, ``-1`` for an
+        ID that is not a chunk of the view."""
+        if self._dict is not None:
+            d = self._dict
+            values = ids.to_pylist() if isinstance(ids, (pa.Array, pa.ChunkedArray)) else ids
+            return np.fromiter((d.get(c, -1) for c in values), dtype=np.int64, count=len(values))
+        arr = ids if isinstance(ids, (pa.Array, pa.ChunkedArray)) else pa.array(list(ids), pa.string())
+        if len(arr) == 0 or self._n == 0:
+            return np.full(len(arr), -1, dtype=np.int64)
+        raw = pc.cast(arr, pa.binary())
+        lengths = pc.binary_length(raw).to_numpy(zero_copy_only=False)
+        keys = np.array(raw.to_numpy(zero_copy_only=False), dtype=f"S{self._width}")
+        at = np.minimum(np.searchsorted(self._keys, keys), self._n - 1)
+        hit = (self._keys[at] == keys) & (self._lengths[at] == lengths)
+        return np.where(hit, self._rows[at], -1).astype(np.int64)
+
+
+class WindowOf(Mapping):
+    """chunk_id → (window ID, the window's chunk IDs in reading order), for chunks in a window
+    (:attr:`ReleaseView.context_window_of`). ``window_of_row[i]`` is the ``context_windows`` row
+    of chunk row ``i`` (``-1``: none); values are built on access."""
+
+    def __init__(self, view: ReleaseView, window_of_row: np.ndarray) -> None:
+        self._view = view
+        self._of = window_of_row
+        # One array each (positional access into a chunked array searches its chunks); no copy
+        # when the column is one chunk already, as after the view's sort.
+        self._ids = _one_array(view.context_windows.column("window_id"))
+        self._members = _one_array(view.context_windows.column("chunk_ids"))
+
+    def __getitem__(self, chunk_id: str) -> tuple[str, tuple[str, ...]]:
+        i = self._view.chunk_index.get(chunk_id)
+        w = -1 if i is None else int(self._of[i])
+        if w < 0:
+            raise KeyError(chunk_id)
+        return self._ids[w].as_py(), tuple(self._members[w].as_py())
+
+    def __iter__(self):
+        ids = self._view.chunks.column("chunk_id")
+        return (ids[int(i)].as_py() for i in np.flatnonzero(self._of >= 0))
+
+    def __len__(self) -> int:
+        return int((self._of >= 0).sum())
+
+
+#: The columns of :attr:`ReleaseView.chunks` besides ``text`` and ``fragments`` (held only while
+#: :attr:`ReleaseView.text_in_memory`).
+VIEW_CHUNK_COLUMNS = ("parse_id", "chunk_id", "ordinal", "section_path", "token_count")
+
 #: Loads of at least this many rows settle the garbage collector (``fabric_query.memory``).
 SETTLE_MIN_ROWS = 20_000
 
-#: Chunk rows kept per view once read (a hit's row is read by several stages of one query).
-MAX_CACHED_CHUNK_ROWS = 20_000
+#: Chunk rows (with their text) kept per view once read, least recently used out first (a hit's row
+#: is read by several stages of one query, popular chunks by many queries, and the word channel
+#: re-scores every member of its ~130 candidate windows: ~500 rows a pass). ~1.2 KB a row.
+MAX_CACHED_CHUNK_ROWS = 50_000
 
 _VIEWS: dict[tuple[str, int, frozenset[str]], ReleaseView] = {}
 _VIEWS_LOCK = threading.Lock()

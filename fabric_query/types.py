@@ -135,6 +135,14 @@ class EvidencePack(_Frozen):
     results: tuple[Hit, ...]
     channels_run: tuple[str, ...]
     fallback_reason: str | None = None
+    #: Why the dense channel answered with the exact product where ``query.dense_search`` wants the
+    #: release's ANN index (``"<reason>: <detail>"``, reasons ``dense-index-missing``,
+    #: ``dense-index-schema-mismatch``, ``dense-index-unreadable``, ``dense-index-release-mismatch``);
+    #: None when nothing was substituted.
+    dense_fallback_reason: str | None = None
+    #: How the dense channel found its candidates: ``"exact"`` (the product) or ``"ann"`` (the
+    #: release's index, candidates re-scored exactly); None when no dense channel ran.
+    dense_search: str | None = None
     eligible_sources: int
     timings: tuple[StageTiming, ...] = ()
     #: With ``debug=True``: each channel's ranked chunk IDs (best first), before fusion.

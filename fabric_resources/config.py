@@ -205,6 +205,13 @@ class IndexingConfig(_Strict):
     # COLBERT_FORMAT_TOKENS, so a window never exceeds what the model reads.
     colbert_max_tokens: int = Field(260, ge=32)
     min_fill_ratio: float = Field(0.25, ge=0, lt=1)
+    # 1,024 keeps an activation's index rewrite at the size of its change (issue 19); at a million
+    # chunks that is 1,224 segments, and the word channel spent ~240 ms a query walking them where
+    # segments of 65,536 documents (19 segments) took ~23 ms (fabric bench ann, docs/benchmarks.md).
+    # Larger segments make an activation that removes a document re-index up to this many others.
+    lexical_segment_documents: int = Field(
+        1024, ge=64, description="Most documents per segment of a new word-index generation (existing segments "
+        "stay until rewritten; `fabric lexical-repair` rebuilds every one).")
     excerpt_windows: int = Field(2, gt=0, description="Context windows per annotation excerpt.")
 
 
@@ -252,6 +259,49 @@ class FusionMethod(StrEnum):
 
     RRF = "rrf"
     CONVEX = "convex"
+
+
+class DenseSearchConfig(_Strict):
+    """How the dense channels find their candidates: the exact product over every vector of the
+    release, or an approximate (ANN) first pass over a LanceDB/Lance vector index with every
+    candidate re-scored exactly (:mod:`fabric_resources.dense_index`).
+
+    ``mode``: ``exact`` never uses an index; ``ann`` uses the release's index for every vector
+    table (activation builds one per release); ``auto`` does so for a table whose release rows
+    number at least ``auto_min_rows``, else the exact product. A release whose index is missing,
+    damaged or not its own answers exactly, saying why (``EvidencePack.dense_fallback_reason``).
+    The build settings enter the index's record in the release manifest: a change rebuilds it at
+    the next activation (or ``fabric dense-index-repair``); the search settings apply at once.
+    Defaults were measured on MiniLM vectors grown from 100k to 1M rows (``fabric bench ann``,
+    docs/benchmarks.md, "Dense search at a million chunks").
+    """
+
+    mode: Literal["exact", "ann", "auto"] = "auto"
+    # The exact product is ~13 ms of a 43-48 ms p50 at 100k chunks (docs/benchmarks.md) and grows
+    # linearly (~70-115 ms for the direct route alone at 1M); below this the default stays the
+    # exact product, as fast as it was.
+    auto_min_rows: int = Field(
+        250_000, gt=0, description="With mode auto: rows of a vector table from which its release gets an ANN index.")
+    # Measured at 1M rows (fabric bench ann): IVF_RQ at 1 bit built in 50 s and held recall@10 1.0 at a
+    # quarter of the partitions probed; IVF_PQ and IVF_HNSW_SQ took minutes to build, IVF_HNSW_SQ's
+    # codes hold 8 bits per dimension in memory.
+    index_type: Literal["IVF_PQ", "IVF_RQ", "IVF_HNSW_SQ", "IVF_FLAT"] = Field(
+        "IVF_RQ", description="Lance vector index type (cosine metric): IVF partitions searched by product "
+        "quantization, RaBitQ, HNSW over 8-bit scalar quantization, or full vectors.")
+    partition_rows: int = Field(
+        4096, gt=0, description="Target rows per IVF partition: partitions = rows / partition_rows (at least 1).")
+    pq_sub_vectors: int = Field(
+        48, gt=0, description="IVF_PQ sub-vectors per 384-d vector (must divide 384; 8 bits each).")
+    rq_bits: int = Field(1, ge=1, le=8, description="IVF_RQ: bits per dimension of the RaBitQ codes.")
+    nprobes: int = Field(
+        0, ge=0, description="IVF partitions searched per query (Lance's minimum_nprobes); 0 = a quarter of the "
+        "index's partitions (recall@10 1.0 at 1M rows; fewer lost the neighbours of some questions).")
+    refine_factor: int = Field(
+        4, ge=1, description="Lance re-ranks refine_factor × candidates by their stored vectors before returning them.")
+    candidates: int = Field(
+        0, ge=0, description="Candidates the ANN pass returns for exact re-scoring, at least the channel depth + 32 "
+        "(the exact path's margin for ties at the cut); 0 = exactly that.")
+    hnsw_ef: int = Field(150, gt=0, description="IVF_HNSW_SQ: candidate list size per probed partition (ef).")
 
 
 class QueryConfig(_Strict):
@@ -319,6 +369,7 @@ class QueryConfig(_Strict):
         description="Dense channel → cosine floor below which a hit no lexical channel matched is marked "
         "below_dense_floor (MiniLM 0.44, multilingual-e5 0.84; recalibrate for another model).",
     )
+    dense_search: DenseSearchConfig = DenseSearchConfig()
     section_candidate_limit: int = Field(20, gt=0, description="Context windows shortlisted by the query vector.")
     section_passages_per_window: int = Field(2, gt=0, description="Chunks each shortlisted window nominates.")
     default_limit: int = Field(10, gt=0)
@@ -328,6 +379,11 @@ class QueryConfig(_Strict):
         description="After a release view loads its rows, collect once and gc.freeze() what Python's cyclic GC tracks, "
         "so later full collections skip it (English p99 at 100k chunks ~95 -> ~63-69 ms; docs/benchmarks.md).",
     )
+    text_in_memory_max_rows: int = Field(
+        250_000, ge=0,
+        description="A release view whose chunks table holds at most this many rows keeps the chunks' text and "
+        "fragments in memory; a larger one reads them per cited chunk from the pinned table (at a million chunks "
+        "the text alone is ~600 MB of Arrow data; docs/benchmarks.md, 'Dense search at a million chunks').")
     malloc_arena_max: int = Field(
         2, ge=0,
         description="glibc heap arenas of a process that opens this home for reading (0 = glibc's default); "

@@ -4,7 +4,7 @@
 ``<home>/dagster`` so that ``fabric ingest`` and ``dagster dev`` see the same
 runs and materializations. ``storage`` in ``config.json`` may put the shared state
 elsewhere — the catalog and the Dagster instance on PostgreSQL, the Lance tables on
-S3 (``docs/scale.md``); the artifacts and the serving index stay in the directory.
+S3 (``docs/scale.md``); the artifacts and the serving indexes (lexical, dense ANN) stay in the directory.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from fabric_resources.artifact_store import ArtifactStore
 from fabric_resources.catalog import Catalog, open_catalog
 from fabric_resources.config import ConfigError, FabricConfig
 from fabric_resources.dagster_instance import write_instance_yaml
+from fabric_resources.dense_index import DenseIndexStore
 from fabric_resources.lexical_index import LexicalIndex
 from fabric_resources.schema import HomeLayout
 from fabric_resources.home_location import DEFAULT_HOME, home_path  # noqa: F401 - re-exported
@@ -75,7 +76,12 @@ class FabricHome:
 
     @cached_property
     def lexical(self) -> LexicalIndex:
-        return LexicalIndex(self.layout.indexes / "lexical")
+        return LexicalIndex(self.layout.indexes / "lexical", self.config.indexing.lexical_segment_documents)
+
+    @cached_property
+    def dense_indexes(self) -> DenseIndexStore:
+        """The ANN index generations of the dense vector tables (``<home>/indexes/dense``)."""
+        return DenseIndexStore(self.layout.indexes / "dense")
 
     def exists(self) -> bool:
         """True when something was ever ingested here (its catalog exists).

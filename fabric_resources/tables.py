@@ -239,12 +239,15 @@ class TableStore:
 
     def read_active_batches(
         self, name: str, version: int | None, parse_ids: Iterable[str], columns: list[str], batch_rows: int = 8192,
+        *, with_offsets: bool = False,
     ) -> Iterator[pa.RecordBatch]:
         """Rows of ``name`` at ``version`` whose ``parse_id`` is in ``parse_ids``, as record batches of
         ``columns`` (nothing when ``version`` is None or no parse is given).
 
         Streams: the parse filter runs batch by batch, so a reader that keeps a few of the table's
         parses never holds the whole table (the query side reads 100k-row tables this way).
+        ``with_offsets``: a last column ``_offset`` (int64) holds each row's offset among the live
+        rows of that version in scan order — what :meth:`take` reads by.
         """
         wanted = pa.array(sorted(set(parse_ids)), pa.string())
         if version is None or len(wanted) == 0:
@@ -253,17 +256,33 @@ class TableStore:
         if ds is None:
             return
         read = sorted(set(columns) | {"parse_id"})
-        for batch in ds.to_batches(columns=read, batch_size=batch_rows):
+        seen = 0
+        for batch in ds.to_batches(columns=read, batch_size=batch_rows, scan_in_order=True):
+            if with_offsets:
+                batch = batch.append_column("_offset", pa.array(range(seen, seen + batch.num_rows), pa.int64()))
+            seen += batch.num_rows
             mask = pc.is_in(batch.column("parse_id"), wanted)
             if pc.all(mask).as_py() is False:
                 batch = batch.filter(mask)
             if batch.num_rows:
-                yield batch.select(columns)
+                yield batch.select([*columns, "_offset"] if with_offsets else columns)
 
-    def read_active(self, name: str, version: int | None, parse_ids: Iterable[str], columns: list[str]) -> pa.Table:
+    def take(self, name: str, version: int, offsets: Iterable[int], columns: list[str]) -> pa.Table:
+        """Rows of ``name`` at ``version`` at ``offsets`` (``_offset`` of :meth:`read_active_batches`),
+        in the order given: a few rows of a large pinned table without scanning it."""
+        ds = self.dataset(name, version)
+        if ds is None:
+            raise ValueError(f"table {name} was never written")
+        return ds.take(list(offsets), columns=columns)
+
+    def read_active(self, name: str, version: int | None, parse_ids: Iterable[str], columns: list[str], *,
+                    with_offsets: bool = False) -> pa.Table:
         """:meth:`read_active_batches` as one table (``columns`` of the table's schema, possibly empty)."""
-        batches = list(self.read_active_batches(name, version, parse_ids, columns))
-        return pa.Table.from_batches(batches) if batches else TABLES[name].empty_table().select(columns)
+        batches = list(self.read_active_batches(name, version, parse_ids, columns, with_offsets=with_offsets))
+        if batches:
+            return pa.Table.from_batches(batches)
+        empty = TABLES[name].empty_table().select(columns)
+        return empty.append_column("_offset", pa.array([], pa.int64())) if with_offsets else empty
 
     # -- lifecycle (purge, retention, snapshots) ------------------------------
     def tags(self, name: str) -> dict[str, int]:

@@ -5,8 +5,9 @@ lock in a PostgreSQL one). Reads the catalog's sources and
 per-parse statuses (``ready`` = parsed and every gate verdict passed), builds
 the next serving-index generation incrementally (remove superseded parses,
 add newly active ones, replace the documents of an active parse re-chunked in
-place), records the table versions, and swaps the ``current`` release pointer
-in one transaction. A source whose newest parse is pending, failed or held
+place), builds the dense ANN indexes the configuration wants over the pinned vector rows
+(:mod:`fabric_assets.activation.dense_index`), records the table versions, and swaps the
+``current`` release pointer in one transaction. A source whose newest parse is pending, failed or held
 keeps its previous active parse while that one is ready (one being re-derived
 in place is left out until it is ready again); a deleted source is dropped; a
 withheld source (``sources.withheld``) is never in a release. The verdicts it gates on, the
@@ -20,11 +21,13 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from fabric_assets.activation.dense_index import dense_index_records, records_current
 from fabric_assets.gate import gate_status, required_verdicts
 from fabric_assets.projections import (LEXICAL_VERDICT, POST_ACTIVATION_TABLES, REQUIRED_VERDICTS,
                                        VECTOR_DIGEST_VERDICTS)
 from fabric_resources.catalog import Catalog, Release, StatusUpdate
 from fabric_resources.config import config_hash
+from fabric_resources.dense_index import MANIFEST_KEY as DENSE_INDEXES, kept_generations
 from fabric_resources.home import FabricHome
 from fabric_resources.lexical_index import ANALYZER_ID, index_documents
 from fabric_resources.text_folding import fold
@@ -43,6 +46,8 @@ class ActivationReport:
     superseded: list[tuple[str, str]] = field(default_factory=list)
     deactivated: list[str] = field(default_factory=list)
     lexical_generation: str | None = None
+    #: Vector table → its dense ANN index record in the manifest (``generation`` or ``skipped``).
+    dense_indexes: dict[str, Any] = field(default_factory=dict)
     seconds: float = 0.0
 
 
@@ -162,7 +167,8 @@ def activate(home: FabricHome) -> ActivationReport:
         post_changed = current is not None and any(
             tables.get(n) != current.manifest.get("tables", {}).get(n) for n in POST_ACTIVATION_TABLES)
         index_current = current is not None and home.lexical.is_current(current.manifest.get("lexical_generation") or "")
-        if current is not None and sources == prev_sources and not post_changed and index_current:
+        dense_current = current is not None and records_current(home, current.manifest)
+        if current is not None and sources == prev_sources and not post_changed and index_current and dense_current:
             report.lexical_generation = current.manifest.get("lexical_generation")
             report.seconds = time.perf_counter() - started
             return report
@@ -187,22 +193,28 @@ def activate(home: FabricHome) -> ActivationReport:
                 gen = home.lexical.write_generation(prev_gen, removed, documents_of(added), documents_of)
         else:
             gen = home.lexical.build_fresh(documents_of(new_parses))
+        # The active parses' vector digests, recorded by the dense assets (fabric_resources.vector_digest).
+        digests = manifest_digests({r.parse_id: r.verdicts for r in runs}, new_parses, VECTOR_DIGEST_VERDICTS)
         manifest = {
             "schema_version": SCHEMA_VERSION,
             "config_hash": config_hash(home.config),
             "sources": sources,
             "tables": tables,
             "lexical_generation": gen,
-            # The active parses' vector digests, recorded by the dense assets (fabric_resources.vector_digest).
-            VECTOR_DIGESTS: manifest_digests({r.parse_id: r.verdicts for r in runs}, new_parses,
-                                             VECTOR_DIGEST_VERDICTS),
+            VECTOR_DIGESTS: digests,
+            # ANN indexes over the pinned vector rows, where query.dense_search wants them.
+            DENSE_INDEXES: dense_index_records(home, tables, new_parses, digests,
+                                               current.manifest.get(DENSE_INDEXES) if current else None),
         }
         release = catalog.publish_release(manifest, expected_current=current.release_id if current else None)
         retained = max(RETAINED_RELEASES, home.config.retention.releases)
-        keep = {r.manifest.get("lexical_generation") for r in catalog.releases(last=retained)}
+        kept = catalog.releases(last=retained)
+        keep = {r.manifest.get("lexical_generation") for r in kept}
         home.lexical.remove_generations(keep | {gen})
+        home.dense_indexes.remove_generations(kept_generations([*(r.manifest for r in kept), manifest]))
         report.release_id = release.release_id
         report.published = True
         report.lexical_generation = gen
+        report.dense_indexes = manifest[DENSE_INDEXES]
         report.seconds = time.perf_counter() - started
         return report

@@ -37,6 +37,9 @@ def release(context: dg.AssetExecutionContext, fabric: FabricHomeResource) -> dg
     return dg.MaterializeResult(metadata={
         **release_changes(report),
         "lexical_generation": report.lexical_generation or "",
+        # Generation (or why none), rows and build time per vector table: no document text.
+        "dense_indexes": dg.MetadataValue.json({t: {k: r.get(k) for k in ("generation", "skipped", "rows", "build_seconds")
+                                                    if r.get(k) is not None} for t, r in report.dense_indexes.items()}),
         "activation_seconds": round(report.seconds, 3),
         **cleaned,
     })

@@ -1,8 +1,9 @@
-"""``fabric lexical-repair``: rebuild the serving index from canonical chunk tables only.
+"""``fabric lexical-repair`` and ``fabric dense-index-repair``: rebuild a serving index from
+canonical tables only.
 
 No re-parse and no re-embedding: the new generation is built from the
-release's canonical chunk texts, then published as a new release whose
-manifest differs only in its index generation. Returns the health reports
+release's canonical chunk texts (or its pinned vector rows), then published as a new release whose
+manifest differs only in that index. ``lexical_repair`` returns the health reports
 before and after; the canonical digest must be the same in both.
 """
 
@@ -10,8 +11,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from fabric_assets.activation.activate import activation_lock
+from fabric_assets.activation.activate import RETAINED_RELEASES, activation_lock
+from fabric_assets.activation.dense_index import dense_index_records, release_digests
 from fabric_assets.chunking.records import lexical_rows
+from fabric_resources.dense_index import MANIFEST_KEY as DENSE_INDEXES, kept_generations
 from fabric_resources.home import FabricHome
 from fabric_resources.lexical_health import HealthReport, canonical_chunks, canonical_windows, lexical_health
 from fabric_resources.lexical_index import index_documents
@@ -41,3 +44,37 @@ def lexical_repair(home: FabricHome) -> RepairReport:
         manifest.update(lexical_generation=generation, repaired_from=current.release_id)
         release = home.catalog.publish_release(manifest, expected_current=current.release_id)
     return RepairReport(before=before, after=lexical_health(home, release), release_id=release.release_id)
+
+
+@dataclass(frozen=True)
+class DenseRepairReport:
+    """The dense index records before and after (table → record), and the release published."""
+
+    before: dict
+    after: dict
+    release_id: int
+
+
+def dense_index_repair(home: FabricHome) -> DenseRepairReport:
+    """Build the current release's dense ANN indexes again from its pinned vector rows, as
+    ``query.dense_search`` wants them now, and publish them; returns the records before and after.
+
+    Raises
+    ------
+    ValueError
+        If the home has no release.
+    """
+    with activation_lock(home):
+        current = home.catalog.current_release()
+        if current is None:
+            raise ValueError("no release to repair")
+        active = sorted({m["parse_id"] for m in current.manifest["sources"].values()})
+        records = dense_index_records(home, current.manifest["tables"], active, release_digests(current.manifest),
+                                      rebuild=True)
+        manifest = {k: v for k, v in current.manifest.items() if k not in ("release_id", "created_at")}
+        before = dict(manifest.get(DENSE_INDEXES) or {})
+        manifest.update({DENSE_INDEXES: records, "repaired_from": current.release_id})
+        release = home.catalog.publish_release(manifest, expected_current=current.release_id)
+        kept = home.catalog.releases()[-max(RETAINED_RELEASES, home.config.retention.releases):]
+        home.dense_indexes.remove_generations(kept_generations([*(r.manifest for r in kept), manifest]))
+    return DenseRepairReport(before=before, after=records, release_id=release.release_id)

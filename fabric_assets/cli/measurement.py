@@ -347,6 +347,66 @@ def bench_query_cmd(
     sys.stdout.write(json.dumps(result, indent=2) + "\n")
 
 
+@bench_app.command("ann")
+def bench_ann_cmd(
+    target_rows: Annotated[int, typer.Option("--target-rows", min=1000, help="Chunk vectors to grow to.")] = 1_000_000,
+    chunks: Annotated[int, typer.Option("--chunks", min=10, help="Size of the scaling home grown from "
+                                        "(built through the real pipeline once, as `bench query --chunks`).")] = 100_000,
+    home: Annotated[Optional[Path], typer.Option("--home", help="Grow this home's release instead of a scaling home.")]
+        = None,
+    cache_dir: Annotated[Path, typer.Option("--cache-dir", help="Where scaling and grown homes are kept and reused.")]
+        = Path(".fabric-bench"),
+    shared: SharedOption = Path("../shared"),
+    index_type: Annotated[Optional[list[str]], typer.Option(
+        "--index-type", help="ANN setting to measure (repeatable): IVF_PQ or IVF_HNSW_SQ (default: the config's).")]
+        = None,
+    setting: Annotated[Optional[list[str]], typer.Option(
+        "--setting", help="A query.dense_search JSON object to measure (repeatable; overrides --index-type).")] = None,
+    english_queries: Annotated[int, typer.Option(min=1, help="Cranfield questions.")] = 50,
+    multilingual_queries: Annotated[int, typer.Option(min=0, help="JSQuAD questions.")] = 10,
+    recall_queries: Annotated[int, typer.Option(
+        "--recall-queries", min=0, help="Cranfield questions whose dense rankings are compared (not timed).")] = 225,
+    repeat: Annotated[int, typer.Option(min=1)] = 3,
+    seed: Annotated[int, typer.Option()] = 0,
+    lexical_segment_documents: Annotated[Optional[int], typer.Option(
+        "--lexical-segment-documents", min=1, help="Build the grown release's word index with segments of at most "
+        "this many documents (default: the product's 1,024).")] = None,
+    json_out: JsonOutOption = None,
+) -> None:
+    """The dense channel at a million chunks: real vectors grown by seeded perturbation, exact product vs
+    the ANN first pass with exact re-scoring (p50/p95, recall@10, index build time, query RSS; one run).
+
+    The method is in fabric_assets/measurement/bench_ann.py; the figures in docs/benchmarks.md."""
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    from fabric_assets.measurement.bench_ann import bench_ann, summary_rows
+    from fabric_assets.measurement.bench_query import benchmark_queries, prepare_scaling_home
+    from fabric_assets.measurement.scaling_corpus import SharedCorpusMissing, load_english_pool
+
+    def log(m: str) -> None:
+        err.print(f"[dim]{m}[/dim]")
+
+    try:
+        queries = benchmark_queries(shared, english_queries, multilingual_queries)
+        more = benchmark_queries(shared, recall_queries, 0) if recall_queries else []
+        if home is None:
+            built = prepare_scaling_home(cache_dir, chunks, load_english_pool(shared), log=log)
+            if not built.manifest.get("ingested"):
+                fail(f"the ingest of {built.directory} did not complete")
+            source = built.home
+        else:
+            source = home
+    except SharedCorpusMissing as exc:
+        _skipped(exc)
+    settings = [json.loads(s) for s in setting] if setting else [{"index_type": t} for t in (index_type or [])] or None
+    result = bench_ann(source, cache_dir / "ann", queries, target_rows=target_rows, settings=settings, repeat=repeat,
+                       seed=seed, recall_queries=more, lexical_segment_documents=lexical_segment_documents, log=log)
+    _print_rows(f"fabric bench ann ({result['grown']['rows']['chunk_vectors']:,} vectors grown from "
+                f"{result['grown']['source_rows']:,}; {len(queries)} queries × {repeat})", summary_rows(result))
+    for a in result["ann"]:
+        console.print(f"{a['build']['record']['spec']}: ratios ANN / exact {json.dumps(a['ratios'])}")
+    _write_json(result, json_out)
+
+
 @bench_app.command("annotate")
 def bench_annotate_cmd(
     excerpts: Annotated[int, typer.Option(min=1, help="Excerpts of the synthetic parse (Cranfield text).")] = 1_000,

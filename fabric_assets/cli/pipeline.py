@@ -1,4 +1,4 @@
-"""The ``fabric`` commands that run the pipeline: ingest, quickstart, ui, lexical-repair.
+"""The ``fabric`` commands that run the pipeline: ingest, quickstart, ui, lexical-repair, dense-index-repair.
 
 Each imports the write side (and Dagster) inside its body, so registering these commands in the
 root app costs ``fabric search`` nothing.
@@ -181,3 +181,22 @@ def lexical_repair_cmd(home: HomeOption = None) -> None:
     console.print(f"published release {report.release_id}; canonical digest unchanged: {report.canonical_unchanged}")
     if not (report.after.healthy and report.canonical_unchanged):
         raise typer.Exit(1)
+
+
+@pipeline_app.command("dense-index-repair")
+def dense_index_repair_cmd(home: HomeOption = None) -> None:
+    """Rebuild the current release's dense ANN indexes from its pinned vector rows (no re-embedding)."""
+    from fabric_assets.activation.repair import dense_index_repair
+    from fabric_query.api import Fabric
+
+    path = set_home(home)
+    try:
+        report = dense_index_repair(Fabric(path).home)
+    except (FabricQueryError, ValueError) as exc:
+        fail(str(exc))
+    for table, record in sorted(report.after.items()):
+        old = (report.before.get(table) or {}).get("generation") or "-"
+        new = record.get("generation") or f"none ({record.get('skipped')})"
+        built = f", {record['rows']:,} rows, {record['build_seconds']} s" if record.get("generation") else ""
+        console.print(f"{table}: {old} -> {new}{built}")
+    console.print(f"published release {report.release_id}")

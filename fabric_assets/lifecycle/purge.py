@@ -8,6 +8,8 @@ A purge honours "delete this from the system". For the sources it selects it rem
   until a compaction materialises them) and every version but the latest is removed;
 * their text from every serving-index generation: the current release's generation is rebuilt
   from canonical rows (no re-parse, no re-embedding) and every other generation is removed;
+  likewise every dense ANN index (``fabric_resources.dense_index``): the current release's is
+  rebuilt from the vector rows that remain and every other generation is removed;
 * their annotation memo entries (unless another source's annotations use the same entry) and
   graph rows (per parse, so the cross-document graph retracts exactly what they contributed);
 * every catalog row about them (sources, acquisitions, parse runs, events) and every release but
@@ -34,6 +36,7 @@ import os
 from dataclasses import dataclass, field
 
 from fabric_assets.activation.activate import activation_lock, pinned_index_documents
+from fabric_assets.activation.dense_index import dense_index_records, release_digests
 from fabric_assets.annotations.assets import MEMO_FILE
 from fabric_assets.lifecycle.republish import republish
 from fabric_assets.lifecycle.snapshots import _create as create_snapshot, _delete as delete_snapshot
@@ -41,6 +44,7 @@ from fabric_assets.lifecycle.snapshots import _find as find_snapshot, _restore a
 from fabric_assets.source_tags import forget_source_tags
 from fabric_resources.locks import exclusive_lock
 from fabric_resources.catalog import Catalog
+from fabric_resources.dense_index import kept_generations
 from fabric_resources.home import FabricHome
 from fabric_resources.schema import TABLES
 from fabric_resources.tombstones import (Tombstone, add_tombstone, complete_tombstone, forget, scrub,
@@ -247,12 +251,16 @@ def _remove(home: FabricHome, report: PurgeReport, source_keys: set[str], parse_
                    if k not in source_keys and m["parse_id"] not in parse_ids}
         active = sorted({m["parse_id"] for m in sources.values()})
         gen = home.lexical.build_fresh(pinned_index_documents(home, active, versions))
-        release = republish(home, current, versions, sources=sources, lexical_generation=gen,
+        # Rows were removed: every dense index is rebuilt from the rows that remain (an index built
+        # before may hold a purged vector in its files), and every other generation goes below.
+        dense = dense_index_records(home, versions, active, release_digests(current.manifest), rebuild=True)
+        release = republish(home, current, versions, sources=sources, lexical_generation=gen, dense_indexes=dense,
                             note={"purge_tombstone": report.tombstone_id})
         _verify_or_roll_back(home, release, snapshot)
         report.release_id = release.release_id
         report.releases_retired = [r.release_id for r in catalog.releases() if r.release_id != release.release_id]
         report.generations_removed = home.lexical.remove_generations({gen})
+        report.generations_removed += home.dense_indexes.remove_generations(kept_generations([release.manifest]))
     # 3. The snapshot holds the purged sources too: it goes, then every old version (the retired
     # releases pinned them) and the files only they held.
     if snapshot is not None:

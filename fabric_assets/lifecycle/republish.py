@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from fabric_resources.catalog import Release
+from fabric_resources.dense_index import MANIFEST_KEY as DENSE_INDEXES
 from fabric_resources.home import FabricHome
 
 
@@ -27,9 +28,13 @@ def active_parses_unchanged(home: FabricHome, release: Release) -> bool:
 
 def republish(home: FabricHome, current: Release, tables: dict[str, int | None], *,
               sources: dict[str, Any] | None = None, lexical_generation: str | None = None,
-              note: dict[str, Any] | None = None) -> Release:
-    """Publish ``current`` again with ``tables`` (and ``sources`` / ``lexical_generation`` when
-    given), recording ``note`` under ``republished``; return the new release.
+              dense_indexes: dict[str, Any] | None = None, note: dict[str, Any] | None = None) -> Release:
+    """Publish ``current`` again with ``tables`` (and ``sources`` / ``lexical_generation`` /
+    ``dense_indexes`` when given), recording ``note`` under ``republished``; return the new release.
+
+    Without ``dense_indexes`` the release keeps ``current``'s dense index records: an index holds
+    copies of the active parses' vectors only, so rewriting the tables under the same active
+    parses (a cleanup's compaction) leaves it exact.
 
     Raises
     ------
@@ -42,5 +47,7 @@ def republish(home: FabricHome, current: Release, tables: dict[str, int | None],
         manifest["sources"] = sources
     if lexical_generation is not None:
         manifest["lexical_generation"] = lexical_generation
+    if dense_indexes is not None:
+        manifest[DENSE_INDEXES] = dense_indexes
     manifest["republished"] = {"from_release": current.release_id, **(note or {})}
     return home.catalog.publish_release(manifest, expected_current=current.release_id)

@@ -20,7 +20,8 @@ Deleted rows stay in Lance's data files until a compaction rewrites them, and th
 release pins the versions from before: the current release is re-published over the compacted
 versions (:mod:`fabric_assets.lifecycle.republish`) when none of its parses is being re-derived,
 so the old versions and their files can go. Never removed: a version, generation or release a
-retained release or a snapshot (Lance tag) pins. Cleanup may run beside parse runs: it only
+retained release or a snapshot (Lance tag) pins. Dense ANN index generations go with the last
+retained release that names them. Cleanup may run beside parse runs: it only
 deletes rows of parses no run writes (unpinned ones), and forgets versions without Lance's
 ``delete_unverified`` (a concurrent writer's new files are never touched).
 """
@@ -32,6 +33,7 @@ from dataclasses import dataclass, field
 
 from fabric_assets.activation.activate import activation_lock
 from fabric_assets.lifecycle.republish import active_parses_unchanged, republish
+from fabric_resources.dense_index import kept_generations
 from fabric_resources.home import FabricHome
 from fabric_resources.schema import TABLES
 
@@ -114,6 +116,13 @@ def _retained(home: FabricHome, now: float | None = None, releases: list | None 
             or now - r.created_at < window]
 
 
+def _snapshot_releases(home: FabricHome, releases: list) -> list:
+    """Of ``releases``, those the home's snapshots pin (retained releases, by :func:`_retained`;
+    listed again so their dense indexes are kept even if that changes)."""
+    pinned, _ = snapshot_pins(home)
+    return [r for r in releases if r.release_id in pinned]
+
+
 def _cleanup(home: FabricHome, now: float) -> tuple[CleanupReport, list, set[str]]:
     """Apply the retention of parses, releases, generations, table versions and artifacts; return
     the report, the releases it retains and the parses the live sources pin (for the run history).
@@ -166,6 +175,11 @@ def _cleanup(home: FabricHome, now: float) -> tuple[CleanupReport, list, set[str
     _, pinned_gens = snapshot_pins(home)
     keep_gens = {r.manifest.get("lexical_generation") for r in retained} | pinned_gens
     report.generations_removed = home.lexical.remove_generations(keep_gens)
+    # Dense ANN indexes hold copies of their release's active rows only: they go with the releases
+    # that name them (the current one, re-published over compacted versions, keeps its own).
+    snapshot_releases = _snapshot_releases(home, releases)
+    report.generations_removed += home.dense_indexes.remove_generations(
+        kept_generations([*(r.manifest for r in retained), *(r.manifest for r in snapshot_releases)]))
     for name in TABLES:
         keep = {r.manifest.get("tables", {}).get(name) for r in retained} - {None}
         report.bytes_removed += home.tables.forget_versions(name, keep, delete_unverified=False)

@@ -3,8 +3,8 @@
 ``create`` (under the activation lock, so no release is published meanwhile) pins the current
 release: a copy of the catalog (SQLite's online backup), a Lance tag ``snapshot-<id>`` on every
 table at the version the release pins, and hard links — not copies — of every file of each table
-(Lance files are immutable), of the release's index generation and of the artifacts its sources
-need, under ``<home>/snapshots/<id>/``, with ``manifest.json``: the SHA-256 of every file.
+(Lance files are immutable), of the release's index generation, of its dense ANN index
+generations and of the artifacts its sources need, under ``<home>/snapshots/<id>/``, with ``manifest.json``: the SHA-256 of every file.
 Nothing changed since the last snapshot costs links, not bytes.
 
 ``verify`` is mechanical (every hash, every tag, every pinned version readable) and, with
@@ -16,7 +16,9 @@ and compared with the release's. Each problem names what is damaged.
 only — no parse, no embedding, no annotation, no Dagster run: damaged or missing table files and
 artifacts are linked back from the snapshot, the catalog is copied back, and an index file whose
 bytes changed (a hard link shares the damage) is rebuilt from the pinned canonical rows under the
-generation's own name. The restored home answers every query exactly as the snapshot did.
+generation's own name (a dense ANN index is trained again over the pinned rows: same rows and
+scores, its candidate order may differ). The restored home answers every query exactly as the
+snapshot did.
 """
 
 from __future__ import annotations
@@ -31,6 +33,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from fabric_assets.activation.activate import activation_lock, pinned_index_documents
+from fabric_assets.activation.dense_index import build_table_index
+from fabric_resources.dense_index import MANIFEST_KEY as DENSE_INDEXES, BuildSpec, DenseIndexUnusable, generation_digest
 from fabric_resources.home import FabricHome
 from fabric_resources.schema import TABLES
 
@@ -175,6 +179,12 @@ def _create(home: FabricHome, note: str) -> SnapshotInfo:
     gen = release.manifest.get("lexical_generation")
     if gen and (home.lexical.root / gen).is_dir():
         files.update({f"lexical/{gen}/{k}": h for k, h in _link_tree(home.lexical.root / gen, tmp / "lexical" / gen).items()})
+    dense = _dense_generations(release.manifest)
+    for table, dgen in dense.items():
+        live = home.dense_indexes.path(table, dgen)
+        if live.is_dir():
+            files.update({f"{_dense_prefix(table, dgen)}{k}": h
+                          for k, h in _link_tree(live, tmp / "dense" / table / dgen).items()})
     for digest in sorted({m["source_hash"] for m in release.manifest["sources"].values()}):
         path = home.artifacts.path_for(digest)
         if path.exists():
@@ -184,10 +194,25 @@ def _create(home: FabricHome, note: str) -> SnapshotInfo:
             files[f"artifacts/{rel}"] = digest
     now = time.time()
     manifest = {"snapshot_id": sid, "created_at": now, "release_id": release.release_id, "note": note,
-                "tables": tables, "lexical_generation": gen, "files": files}
+                "tables": tables, "lexical_generation": gen, "dense_indexes": dense, "files": files}
     (tmp / MANIFEST).write_text(json.dumps(manifest, sort_keys=True, indent=1))
     os.replace(tmp, root / str(sid))
     return SnapshotInfo(sid, now, release.release_id, root / str(sid), note)
+
+
+def _dense_generations(manifest: dict) -> dict[str, str]:
+    """Vector table → the dense ANN index generation a release manifest names."""
+    return {t: r["generation"] for t, r in (manifest.get(DENSE_INDEXES) or {}).items()
+            if isinstance(r, dict) and isinstance(r.get("generation"), str)}
+
+
+def _dense_prefix(table: str, generation: str) -> str:
+    return f"dense/{table}/{generation}/"
+
+
+def _rebuildable(rel: str) -> bool:
+    """Index files (lexical and dense generations): rebuilt from canonical rows when damaged."""
+    return rel.startswith(("lexical/", "dense/"))
 
 
 def _find(home: FabricHome, snapshot_id: int) -> tuple[SnapshotInfo, dict]:
@@ -234,6 +259,16 @@ def verify(home: FabricHome, snapshot_id: int, *, deep: bool = False) -> VerifyR
                     report.problems.append(f"index {gen}: {live.name} missing from the home")
                 elif _sha256(live) != digest:
                     report.problems.append(f"index {gen}: {live.name} bytes changed in the home")
+    for table, dgen in sorted((m.get("dense_indexes") or {}).items()):
+        prefix = _dense_prefix(table, dgen)
+        for rel, digest in sorted(m["files"].items()):
+            if rel.startswith(prefix):
+                live = home.dense_indexes.path(table, dgen) / rel.removeprefix(prefix)
+                if not live.exists():
+                    report.problems.append(f"dense index {table}/{dgen}: {rel.removeprefix(prefix)} missing from the home")
+                elif _sha256(live) != digest:
+                    report.problems.append(f"dense index {table}/{dgen}: {rel.removeprefix(prefix)} bytes changed "
+                                           "in the home")
     if deep and not report.problems:
         report.problems += _deep_problems(home, m)
     return report
@@ -268,6 +303,16 @@ def _deep_problems(home: FabricHome, m: dict) -> list[str]:
                            active)
         if got != expected:
             problems.append(f"table {table}: vector digest recomputed from the pinned rows differs from the release's")
+    for table, dgen in sorted((m.get("dense_indexes") or {}).items()):
+        record = (release.manifest.get(DENSE_INDEXES) or {}).get(table) or {}
+        try:
+            found = generation_digest(home.dense_indexes.open(table, record), active)
+        except DenseIndexUnusable as exc:
+            problems.append(f"dense index {table}/{dgen}: {exc.describe()}")
+            continue
+        if found != record.get("digest"):
+            problems.append(f"dense index {table}/{dgen}: vector digest recomputed from its rows differs from the "
+                            "release's")
     return problems
 
 
@@ -284,7 +329,7 @@ def restore(home: FabricHome, snapshot_id: int, into: Path | None = None) -> Fab
     """
     _local_only(home)
     info, m = _find(home, snapshot_id)
-    broken = [rel for rel, digest in m["files"].items() if not rel.startswith("lexical/")
+    broken = [rel for rel, digest in m["files"].items() if not _rebuildable(rel)
               and (not (info.path / rel).exists() or _sha256(info.path / rel) != digest)]
     if broken:
         raise SnapshotError(f"snapshot {snapshot_id} is itself damaged ({', '.join(sorted(broken)[:3])}); "
@@ -301,7 +346,7 @@ def _restore(target: FabricHome, info: SnapshotInfo, m: dict, new_home: bool) ->
     """:func:`restore` under the target's activation lock (held by the caller)."""
     snapshot_id = info.snapshot_id
     for rel, digest in sorted(m["files"].items()):
-        if rel.startswith("lexical/") or rel in ("catalog.sqlite3", "config.json"):
+        if _rebuildable(rel) or rel in ("catalog.sqlite3", "config.json"):
             continue
         dst = target.root / rel
         if dst.exists() and (dst.samefile(info.path / rel) or _sha256(dst) == digest):
@@ -320,6 +365,7 @@ def _restore(target: FabricHome, info: SnapshotInfo, m: dict, new_home: bool) ->
         src.close()
     restored = FabricHome(target.root)
     _restore_index(restored, info, m)
+    _restore_dense(restored, info, m)
     if new_home:  # the new home's tables carry the tags too, so its retention keeps them
         for name, version in m["tables"].items():
             if f"{TAG_PREFIX}{snapshot_id}" not in restored.tables.tags(name):
@@ -355,6 +401,36 @@ def _restore_index(home: FabricHome, info: SnapshotInfo, m: dict) -> None:
     manifest["files"] = {k: v for k, v in manifest["files"].items() if not k.startswith(f"lexical/{gen}/")}
     manifest["files"].update({f"lexical/{gen}/{k}": h for k, h in rebuilt.items()})
     (info.path / MANIFEST).write_text(json.dumps(manifest, sort_keys=True, indent=1))
+
+
+def _restore_dense(home: FabricHome, info: SnapshotInfo, m: dict) -> None:
+    """The release's dense ANN indexes, as they were: linked back from the snapshot where its files
+    are intact, else rebuilt from the pinned vector rows under the same generation name (Lance
+    trains it again, so its files differ; its rows, digest and settings are the release's)."""
+    dense = m.get("dense_indexes") or {}
+    if not dense:
+        return
+    release = home.catalog.release(m["release_id"])
+    for table, dgen in sorted(dense.items()):
+        prefix = _dense_prefix(table, dgen)
+        files = {rel.removeprefix(prefix): d for rel, d in m["files"].items() if rel.startswith(prefix)}
+        snap = info.path / "dense" / table / dgen
+        live = home.dense_indexes.path(table, dgen)
+        if files and all((snap / rel).exists() and _sha256(snap / rel) == d for rel, d in files.items()):
+            if not all((live / rel).exists() and _sha256(live / rel) == d for rel, d in files.items()):
+                shutil.rmtree(live, ignore_errors=True)
+                _link_tree(snap, live)
+            continue
+        active = sorted({s["parse_id"] for s in release.manifest["sources"].values()})
+        record = release.manifest[DENSE_INDEXES][table]
+        build_table_index(home, table, m["tables"], active, record.get("digest"), BuildSpec(**record["spec"]),
+                          generation=dgen)
+        shutil.rmtree(snap, ignore_errors=True)
+        rebuilt = _link_tree(live, snap)
+        manifest = json.loads((info.path / MANIFEST).read_text())
+        manifest["files"] = {k: v for k, v in manifest["files"].items() if not k.startswith(prefix)}
+        manifest["files"].update({f"{prefix}{k}": h for k, h in rebuilt.items()})
+        (info.path / MANIFEST).write_text(json.dumps(manifest, sort_keys=True, indent=1))
 
 
 def delete(home: FabricHome, snapshot_id: int) -> None:

@@ -44,7 +44,7 @@ class Baselines:
         # therefore has one table that covers every chunk.
         vs = self.view.vector_set("chunk_vectors_multilingual" if self.cjk else "chunk_vectors")
         all_ids = self.view.chunks.column("chunk_id").to_pylist()
-        all_texts = self.view.chunks.column("text").to_pylist()
+        all_texts = self.view.chunk_texts
         chunk_ids = [all_ids[i] for i in vs.rows]
         texts = [all_texts[i] for i in vs.rows]
         vectors = vs.matrix

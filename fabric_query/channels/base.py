@@ -41,12 +41,19 @@ class ChannelRun:
     fallback_reason
         ``EvidencePack.fallback_reason`` as this channel's answer implies it (the lexical
         channels: the scan fallback's reason, or ``visible-sources-only``).
+    dense_fallback_reason
+        ``EvidencePack.dense_fallback_reason``: why a dense channel answered with the exact
+        product where the configuration wants the release's ANN index (``None``: nothing substituted).
+    dense_search
+        How a dense channel found its candidates: ``"exact"`` or ``"ann"`` (``None``: not a dense channel).
     """
 
     ranking: ChannelResult = field(default_factory=list)
     provenance: Mapping[str, Any] = field(default_factory=dict)
     skipped: str | None = None
     fallback_reason: str | None = None
+    dense_fallback_reason: str | None = None
+    dense_search: str | None = None
 
     @classmethod
     def skip(cls, reason: str) -> "ChannelRun":

@@ -1,11 +1,15 @@
-"""The dense channels: exact cosine search over one vector table of the release, directly and
-guided by context windows.
+"""The dense channels: cosine search over one vector table of the release, directly and guided
+by context windows.
 
 ``dense`` searches ``chunk_vectors`` with the dense role's model (MiniLM or HTTP) for queries in
 Latin script; ``dense_multilingual`` searches ``chunk_vectors_multilingual`` with multilingual-e5
 for queries routed to it (``fabric_resources.language_routing``). A query vector is only compared
 with vectors of the model that encodes it: a table holding another model's vectors skips the
 channel with a named reason.
+
+Candidates come from the exact product over the table or from the release's ANN index
+(:mod:`fabric_query.dense_search`, ``query.dense_search``); scores are exact cosines either way, and
+a wanted index that cannot serve is replaced by the product with ``dense_fallback_reason`` saying why.
 
 Section-guided route (seed 003, query pipeline "Channels"): the query vector shortlists context
 windows; each nominates its best member chunks; the direct and section-guided lists merge by
@@ -19,10 +23,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar, Literal, TypedDict
 
 import numpy as np
-import pyarrow as pa
-import pyarrow.compute as pc
 
 from fabric_query.channels.base import ChannelResult, ChannelRun, ranked
+from fabric_query.dense_search import DenseSource, ExactSource, dense_source, search_failures
+from fabric_resources.dense_index import DenseIndexUnusable
 from fabric_query.fusion import FusionMethod, rrf
 from fabric_query.release import ProjectionUnavailable, ReleaseView
 from fabric_resources.models.multilingual import shared_multilingual_embedder
@@ -34,26 +38,22 @@ if TYPE_CHECKING:
 
 
 def dense_channel(
-    view: ReleaseView, query_vector: np.ndarray, eligible: set[str] | None, depth: int, table: str = "chunk_vectors"
+    view: ReleaseView, query_vector: np.ndarray, eligible: set[str] | None, depth: int, table: str = "chunk_vectors",
+    source: DenseSource | None = None,
 ) -> ChannelResult:
     """``query_vector``: ``(384,) float32`` unit-norm, from the model that wrote ``table``.
 
     Only chunks with a vector in ``table`` are candidates; ineligible chunks never enter the ranking.
+    ``source`` finds the candidates (:mod:`fabric_query.dense_search`; default the exact product);
+    every score is an exact cosine whichever finds them.
     """
-    vs = view.vector_set(table)
-    if vs.matrix.shape[0] == 0:
-        return []
-    scores = vs.matrix @ query_vector.astype(np.float32)
-    if eligible is not None:
-        pids = view.chunk_parse_ids[vs.rows]
-        scores = np.where(np.fromiter((p in eligible for p in pids), dtype=bool, count=len(scores)), scores, -np.inf)
-    k = min(depth + 32, len(scores))
-    top = np.argpartition(-scores, k - 1)[:k]
+    source = source or ExactSource(view, table)
     ids = view.chunks.column("chunk_id")
-    return ranked([(ids[int(vs.rows[i])].as_py(), float(scores[i])) for i in top if np.isfinite(scores[i])], depth)
+    return ranked([(ids[row].as_py(), score) for row, score in source.top_chunks(query_vector, eligible, depth + 32)],
+                  depth)
 
 
-def vector_models(view: ReleaseView, table: str) -> frozenset[str]:
+def vector_models(view: ReleaseView, table: str, source: DenseSource | None = None) -> frozenset[str]:
     """Model identities recorded on the view's rows of ``table`` (loaded once per view).
 
     A query vector is only comparable with vectors of the same model; the pipeline skips the
@@ -64,7 +64,7 @@ def vector_models(view: ReleaseView, table: str) -> frozenset[str]:
     fabric_query.release.ProjectionUnavailable
         The table cannot serve (unreadable, or its rows do not match the release's digest).
     """
-    return view.vector_set(table).models
+    return (source or ExactSource(view, table)).models
 
 Route = Literal["direct", "section"]
 
@@ -92,14 +92,16 @@ def section_route(
     table: str = "chunk_vectors",
     candidate_limit: int = 20,
     per_window: int = 2,
+    source: DenseSource | None = None,
 ) -> list[tuple[str, float, int]]:
     """Chunks nominated by the context windows nearest the query.
 
     The ``candidate_limit`` eligible windows with the highest cosine between ``query_vector``
     (``(384,) float32``, unit norm, from the model that wrote ``table``) and the window vector
-    (:meth:`ReleaseView.window_vectors`) are shortlisted, best first, ties by window ID. Each
-    nominates up to ``per_window`` of its own member chunks that have a vector in ``table``,
-    by chunk cosine (ties by chunk ID). Ineligible parses are masked before any ranking.
+    (the L2-normalised mean of its members' vectors: :meth:`ReleaseView.window_vectors`) are
+    shortlisted, best first, ties by window ID. Each nominates up to ``per_window`` of its own
+    member chunks that have a vector in ``table``, by chunk cosine (ties by chunk ID). Ineligible
+    parses are masked before any ranking. ``source`` finds the windows (default: the exact product).
 
     Returns
     -------
@@ -107,31 +109,14 @@ def section_route(
     nominees best first; ``window_row`` indexes ``view.context_windows``. Empty when the
     release has no context windows.
     """
-    wv = view.window_vectors(table)
-    if wv.matrix.shape[0] == 0:
-        return []
+    source = source or ExactSource(view, table)
     q = query_vector.astype(np.float32)
-    scores = wv.matrix @ q
-    if eligible is not None:
-        admitted = pc.is_in(view.context_windows.column("parse_id"), value_set=pa.array(sorted(eligible), pa.string()))
-        scores = np.where(admitted.to_numpy(zero_copy_only=False)[wv.rows], scores, -np.inf)
-    window_ids = view.context_windows.column("window_id")
-    k = min(candidate_limit, len(scores))
-    # A margin of 32 past the cut lets exact ties at the cut break by window ID (as dense_channel does).
-    pool = np.argpartition(-scores, min(k + 32, len(scores)) - 1)[: k + 32]
-    shortlist = ranked(
-        [(window_ids[int(wv.rows[i])].as_py(), float(scores[i])) for i in pool if np.isfinite(scores[i])], k
-    )
-    slot_of = {window_ids[int(wv.rows[i])].as_py(): int(i) for i in pool}
-    vs = view.vector_set(table)
     chunk_ids = view.chunks.column("chunk_id")
     out: list[tuple[str, float, int]] = []
-    for wid, _ in shortlist:
-        i = slot_of[wid]
-        members = wv.members[wv.offsets[i]:wv.offsets[i + 1]]
-        cos = vs.matrix[members] @ q
-        nominees = ranked([(chunk_ids[int(vs.rows[m])].as_py(), float(s)) for m, s in zip(members, cos)], per_window)
-        out.extend((cid, s, int(wv.rows[i])) for cid, s in nominees)
+    for w in source.window_shortlist(q, eligible, candidate_limit):
+        cos = w.member_vectors @ q
+        nominees = ranked([(chunk_ids[int(r)].as_py(), float(c)) for r, c in zip(w.member_rows, cos)], per_window)
+        out.extend((cid, c, w.window_row) for cid, c in nominees)
     return out
 
 
@@ -144,19 +129,22 @@ def section_guided_dense(
     candidate_limit: int = 20,
     per_window: int = 2,
     rrf_k: int = 60,
+    source: DenseSource | None = None,
 ) -> tuple[ChannelResult, dict[str, DenseProvenance]]:
     """One dense ranking from the direct route (:func:`dense_channel`) and :func:`section_route`.
 
     The two chunk lists merge by equal-weight RRF (:func:`fabric_query.fusion.rrf`, constant
-    ``rrf_k``, total tie-break) and are cut to ``depth``. Defaults are ``QueryConfig``'s.
+    ``rrf_k``, total tie-break) and are cut to ``depth``. Defaults are ``QueryConfig``'s; both
+    routes search ``source`` (default: the exact product).
 
     Returns
     -------
     ranking : list of ``(chunk_id, rrf_score)``, best first, at most ``depth``.
     provenance : chunk ID → :class:`DenseProvenance`, for every chunk in ``ranking``.
     """
-    direct = dense_channel(view, query_vector, eligible, depth, table)
-    section = section_route(view, query_vector, eligible, table, candidate_limit, per_window)
+    source = source or ExactSource(view, table)
+    direct = dense_channel(view, query_vector, eligible, depth, table, source)
+    section = section_route(view, query_vector, eligible, table, candidate_limit, per_window, source)
     direct_ids = [cid for cid, _ in direct]
     section_ids = [cid for cid, _, _ in section]
     merged = rrf({"direct": direct_ids, "section": section_ids}, k=rrf_k)[:depth]
@@ -223,34 +211,69 @@ class DenseChannel:
         qv = query_vector(ctx, self)
         if qv.skipped is not None:
             return ChannelRun.skip(qv.skipped)
+        try:
+            return self._ranked(ctx, qv, channel_source(ctx, self))
+        except DenseIndexUnusable as exc:  # the index failed while searching: the product answers
+            search_failures(ctx.view)[self.table] = exc.describe()
+            return self._ranked(ctx, qv, FoundSource(ExactSource(ctx.view, self.table), exc.describe()))
+
+    def _ranked(self, ctx: "QueryContext", qv: "QueryVector", found: "FoundSource") -> ChannelRun:
         q = ctx.config.query
         section = q.section_guided_multilingual if self.multilingual else q.section_guided
         if section and ctx.windows.skipped is None:
             ranking, provenance = section_guided_dense(
                 ctx.view, qv.vector, ctx.eligible, ctx.depth, self.table, q.section_candidate_limit,
-                q.section_passages_per_window, q.rrf_k)
-            return ChannelRun(ranking, provenance)
-        return ChannelRun(dense_channel(ctx.view, qv.vector, ctx.eligible, ctx.depth, self.table))
+                q.section_passages_per_window, q.rrf_k, found.source)
+            return ChannelRun(ranking, provenance, dense_fallback_reason=found.fallback_reason,
+                              dense_search=found.source.kind)
+        return ChannelRun(dense_channel(ctx.view, qv.vector, ctx.eligible, ctx.depth, self.table, found.source),
+                          dense_fallback_reason=found.fallback_reason, dense_search=found.source.kind)
 
     def fusion(self, config: "QueryConfig") -> FusionMethod | None:
         # The convex weights were tuned for the e5 mix (JSQuAD dev); the MiniLM mix fuses by RRF.
         return FusionMethod(config.multilingual_fusion) if self.multilingual else None
 
 
+@dataclass(frozen=True)
+class FoundSource:
+    """The source a dense channel searches for one query (:func:`fabric_query.dense_search.dense_source`),
+    or why its table cannot serve (``skipped``; ``source`` is then ``None``)."""
+
+    source: DenseSource | None
+    fallback_reason: str | None = None
+    skipped: str | None = None
+
+
+def channel_source(ctx: "QueryContext", channel: DenseChannel) -> FoundSource:
+    """``channel``'s candidate source for ``ctx``: chosen once per query, on first use."""
+    return ctx.per_query(("dense-source", channel.name), lambda: _source(ctx, channel))
+
+
+def _source(ctx: "QueryContext", channel: DenseChannel) -> FoundSource:
+    try:
+        source, reason = dense_source(ctx.view, channel.table, ctx.config.query.dense_search)
+    except ProjectionUnavailable as exc:
+        return FoundSource(None, skipped=exc.describe())
+    return FoundSource(source, reason)
+
+
 def query_vector(ctx: "QueryContext", channel: DenseChannel) -> QueryVector:
     """``channel``'s query vector for ``ctx`` (checked and encoded once per query, on first use).
 
-    The stored vectors' model identities are checked first (:func:`vector_models`): the query is
-    encoded only when the table holds no vector of another model. Laps ``encode_query`` (or
-    ``encode_query_multilingual``) on the query's clock.
+    The stored vectors' model identities are checked first (:func:`vector_models`, from the
+    channel's source): the query is encoded only when the table holds no vector of another model.
+    Laps ``encode_query`` (or ``encode_query_multilingual``) on the query's clock.
     """
     return ctx.per_query(("query-vector", channel.name), lambda: _encode(ctx, channel))
 
 
 def _encode(ctx: "QueryContext", channel: DenseChannel) -> QueryVector:
     encoder = channel.encoder(ctx)
+    found = channel_source(ctx, channel)
+    if found.source is None:
+        return QueryVector(None, None, found.skipped)
     try:
-        stored = vector_models(ctx.view, channel.table)
+        stored = vector_models(ctx.view, channel.table, found.source)
     except ProjectionUnavailable as exc:
         return QueryVector(None, None, exc.describe())
     if stored and stored != {encoder.identity}:
@@ -279,12 +302,13 @@ def hit_cosines(ctx: "QueryContext", channel_name: str, chunk_ids: list[str]) ->
     qv = query_vector(ctx, channel)
     if qv.vector is None:
         return {}
-    vs = ctx.view.vector_set(channel.table)
+    found = channel_source(ctx, channel)
+    if found.source is None:
+        return {}
     index = ctx.view.chunk_index
-    out = {}
-    for cid in chunk_ids:
-        # A scan of the row array per hit (~1 ms at 100k chunks) beats a per-query reverse map.
-        found = np.flatnonzero(vs.rows == index.get(cid, -1))
-        if found.size:
-            out[cid] = float(vs.matrix[int(found[0])] @ qv.vector.astype(np.float32))
-    return out
+    rows = {cid: index[cid] for cid in chunk_ids if cid in index}
+    try:
+        by_row = found.source.cosines(qv.vector, list(rows.values()))
+    except DenseIndexUnusable:  # the index failed after the channel ran: the same cosines from the table
+        by_row = ExactSource(ctx.view, channel.table).cosines(qv.vector, list(rows.values()))
+    return {cid: by_row[row] for cid, row in rows.items() if row in by_row}

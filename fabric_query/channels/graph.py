@@ -239,7 +239,7 @@ class ReleaseGraph:
         chunks = self.view.chunks
         acc: dict[tuple[str, str], list[tuple[int, int, str]]] = {}
         for pid, cid, frags in zip(chunks.column("parse_id").to_pylist(), chunks.column("chunk_id").to_pylist(),
-                                   chunks.column("fragments").to_pylist()):
+                                   self.view.chunk_fragments):
             for f in frags:
                 acc.setdefault((pid, f["unit_id"]), []).append((f["start_char"], f["end_char"], cid))
         out = {}

@@ -247,6 +247,7 @@ def word_matches(
     feedback: Feedback | None = None,
     text_of: Callable[[str], str] | None = None,
     bm25: Bm25 | None = None,
+    prefetch: Callable[[list[str]], object] | None = None,
     *,
     query_term_frequency: bool = False,
     stopwords: bool = False,
@@ -264,7 +265,9 @@ def word_matches(
     chunks. Without ``text_of`` members cannot be checked: tantivy's scores, exclusions per window,
     every member of a matched window. With ``query_term_frequency`` a query word's BM25 term weighs
     its count in the query (else 1); with ``stopwords`` the query's free-text words lose tantivy's
-    English stop words (:func:`query_word_tokens`; phrases keep theirs).
+    English stop words (:func:`query_word_tokens`; phrases keep theirs). ``prefetch`` (chunk IDs) is
+    called once per pass with every candidate window's members before ``text_of`` is asked for them
+    (a view that keeps chunk text on disk reads them in one take).
 
     Raises
     ------
@@ -312,6 +315,8 @@ def word_matches(
             pairs.append((wid, float(score)))
         if not checked:
             return ranked(pairs, depth)
+        if prefetch is not None:  # one read of every member's text, not one per member
+            prefetch([m for wid, _ in pairs for m in members_of[wid]])
         return rescore(index, [w for w, _ in pairs], weights, stats_of, params, postings)
 
     weights = dict(terms)
@@ -425,6 +430,7 @@ def _serve(ctx: "QueryContext") -> LexicalServing:
         found, provenance = {}, {}
         if WORD.name in ctx.selected:
             matches = word_matches(lexical, parsed, ctx.eligible, ctx.depth, feedback, text_of, bm25,
+                                   prefetch=lambda ids: view.chunk_rows([c for c in ids if c in view.chunk_index]),
                                    query_term_frequency=cfg.query_term_frequency,
                                    stopwords=cfg.stopwords == "english")
             found[WORD.name] = matches.ranking

@@ -37,7 +37,7 @@ def scan_channel(view: ReleaseView, parsed: ParsedQuery, eligible: set[str] | No
     banned_words = set(word_tokens(" ".join(t for t in parsed.excluded if not UNSPACED.search(t))))
     banned_cjk = {_compact(t) for t in parsed.excluded if UNSPACED.search(t)} - {""}
     ids = view.chunks.column("chunk_id").to_pylist()
-    texts = view.chunks.column("text").to_pylist()
+    texts = view.chunk_texts
     pids = view.chunk_parse_ids
     found = {cid: set(word_tokens(text)) & wanted for cid, text in zip(ids, texts)} if wanted else {}
     try:

@@ -69,6 +69,7 @@ def agent_answer(pack: EvidencePack) -> dict[str, Any]:
     return {
         "release_id": pack.release_id,
         "fallback_reason": pack.fallback_reason,
+        "dense_fallback_reason": pack.dense_fallback_reason,
         "skipped_channels": pack.skipped_channels,
         "eligible_sources": pack.eligible_sources,
         "max_tokens": pack.max_tokens,

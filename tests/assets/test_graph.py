@@ -114,7 +114,9 @@ def test_support_spans_reach_exactly_the_overlapping_chunks():
         {"parse_id": P1, "chunk_id": "c2", "fragments": [frag("u", 10, 20), frag("v", 0, 5)]},
         {"parse_id": P2, "chunk_id": "d1", "fragments": [frag("u", 0, 20)]},
     ])
-    g = ReleaseGraph(view=SimpleNamespace(chunks=chunks), mentions=[], edges=[], annotations={}, vector_ids=[],
+    view = SimpleNamespace(chunks=chunks.drop_columns(["fragments"]),  # as ReleaseView: fragments read apart
+                           chunk_fragments=chunks.column("fragments").to_pylist())
+    g = ReleaseGraph(view=view, mentions=[], edges=[], annotations={}, vector_ids=[],
                      vector_parse_ids=np.array([], dtype=object), vectors=np.zeros((0, DENSE_DIM), np.float32),
                      vector_models=[])
     span = lambda u, s, e: {"unit_id": u, "start_char": s, "end_char": e}  # noqa: E731
@@ -228,7 +230,7 @@ def test_graph_channel_over_a_release_and_withdrawal(tmp_path, fabric_home):
     view = release_view(home, home.catalog.current_release())
     chunk_of = {}
     for cid, pid, text in zip(view.chunks.column("chunk_id").to_pylist(), view.chunks.column("parse_id").to_pylist(),
-                              view.chunks.column("text").to_pylist()):
+                              view.chunk_texts):
         for marker in ("Ada Lovelace wrote", "Charles Babbage designed", p3, "Sourdough", "ada  lovelace met"):
             if marker in text:
                 chunk_of[marker] = cid

@@ -355,3 +355,15 @@ def test_an_assembled_generation_tantivy_reads_otherwise_is_a_typed_error(tmp_pa
         index.write_generation(gen, [], _docs(_parse(rng, 2)))
     assert index.generations() == [gen]
     assert sorted(p.name for p in index.root.iterdir()) == [gen]
+
+
+def test_the_home_builds_generations_with_the_configured_segment_size(tmp_path):
+    """guards against: ``indexing.lexical_segment_documents`` not reaching the home's index."""
+    import json
+
+    from fabric_resources.home import FabricHome
+
+    home = FabricHome(tmp_path / "home")
+    assert home.lexical.max_segment_documents == 1024
+    home.layout.config_file.write_text(json.dumps({"indexing": {"lexical_segment_documents": 65536}}))
+    assert FabricHome(tmp_path / "home").lexical.max_segment_documents == 65536

@@ -1,0 +1,157 @@
+"""The dense ANN indexes of a release: which vector tables get one, built from the rows it pins.
+
+Activation (and a purge, and ``fabric dense-index-repair``) calls :func:`dense_index_records`
+with the table versions and active parses of the release it is about to publish; the records go
+into its manifest under :data:`~fabric_resources.dense_index.MANIFEST_KEY`. Per vector table
+(``query.dense_search``): ``exact`` builds nothing; ``ann`` builds an index; ``auto`` builds one
+when the release holds at least ``auto_min_rows`` rows of the table. Tables with fewer than
+:data:`~fabric_resources.dense_index.MIN_INDEX_ROWS` rows never get one. An index is built from
+the pinned rows of the active parses only, after checking that their digest is the one the release
+records (rows altered on disk get no index: the reader would skip them anyway), and reused by the
+next release when its rows, digest and build settings are unchanged (a release that only changes
+annotations or other tables costs nothing here). Building one costs the whole table: the rows are
+read into memory (twice their size during the sort) and Lance trains the index; the figures at 1M
+rows are in docs/benchmarks.md ("Dense search at a million chunks").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from fabric_resources.config import DenseSearchConfig
+from fabric_resources.dense_index import (
+    INDEXED_TABLES,
+    MANIFEST_KEY,
+    MIN_INDEX_ROWS,
+    BuildSpec,
+    DenseIndexUnusable,
+    build_spec,
+)
+from fabric_resources.home import FabricHome
+from fabric_resources.vector_digest import MANIFEST_KEY as VECTOR_DIGESTS
+from fabric_resources.vector_digest import parse_digests, table_digest
+
+#: ``skipped`` values of a record without an index.
+SKIP_MODE_EXACT = "mode-exact"
+SKIP_BELOW_AUTO = "below-auto-min-rows"
+SKIP_TOO_FEW = "too-few-rows"
+SKIP_DIGEST = "vector-digest-mismatch"
+
+
+def skip_reason(config: DenseSearchConfig, rows: int) -> str | None:
+    """Why a table of ``rows`` release rows gets no index under ``config`` (``None``: it gets one)."""
+    if config.mode == "exact":
+        return SKIP_MODE_EXACT
+    if rows < MIN_INDEX_ROWS:
+        return SKIP_TOO_FEW
+    if config.mode == "auto" and rows < config.auto_min_rows:
+        return SKIP_BELOW_AUTO
+    return None
+
+
+def _spec(config: DenseSearchConfig, rows: int) -> dict[str, Any]:
+    return build_spec(config.index_type, rows, config.partition_rows, config.pq_sub_vectors, config.rq_bits).as_dict()
+
+
+def _reusable(home: FabricHome, table: str, previous: Any, rows: int, digest: str | None, spec: dict) -> bool:
+    if not isinstance(previous, Mapping) or not previous.get("generation") or digest is None:
+        return False
+    if previous.get("rows") != rows or previous.get("digest") != digest or previous.get("spec") != spec:
+        return False
+    try:
+        meta = home.dense_indexes.meta(table, previous["generation"])
+    except DenseIndexUnusable:
+        return False
+    return all(meta.get(k) == previous.get(k) for k in ("rows", "digest", "spec", "windows"))
+
+
+def active_rows(home: FabricHome, table: str, version: int | None, parse_ids: Iterable[str]) -> int:
+    """Rows of ``parse_ids`` in ``table`` at ``version`` (reads the ``parse_id`` column only)."""
+    if version is None:
+        return 0
+    return sum(b.num_rows for b in home.tables.read_active_batches(table, version, parse_ids, ["parse_id"]))
+
+
+def dense_index_records(home: FabricHome, tables: Mapping[str, int | None], parse_ids: Iterable[str],
+                        vector_digests: Mapping[str, str | None], previous: Mapping[str, Any] | None = None,
+                        *, rebuild: bool = False) -> dict[str, dict[str, Any]]:
+    """The :data:`MANIFEST_KEY` value of a release whose active parses are ``parse_ids`` and whose
+    table versions are ``tables``; builds the indexes it names that ``previous`` (the current
+    release's records) does not already hold, or all of them with ``rebuild``.
+
+    Each record: ``rows`` (the release's rows of the table) and either ``generation``, ``digest``,
+    ``windows``, ``spec``, ``format``, ``build_seconds`` of the index, or ``generation`` None and
+    ``skipped`` (:func:`skip_reason`, or ``vector-digest-mismatch`` when the pinned rows are not
+    those the release's digest names).
+    """
+    config = home.config.query.dense_search
+    active = sorted(set(parse_ids))
+    previous = previous or {}
+    out: dict[str, dict[str, Any]] = {}
+    for table in INDEXED_TABLES:
+        version = tables.get(table)
+        rows = active_rows(home, table, version, active)
+        why = skip_reason(config, rows)
+        if why is not None:
+            out[table] = {"generation": None, "rows": rows, "skipped": why}
+            continue
+        spec = _spec(config, rows)
+        digest = vector_digests.get(table)
+        if not rebuild and _reusable(home, table, previous.get(table), rows, digest, spec):
+            out[table] = dict(previous[table])
+            continue
+        out[table] = build_table_index(home, table, tables, active, digest, BuildSpec(**spec))
+    return out
+
+
+def build_table_index(home: FabricHome, table: str, tables: Mapping[str, int | None], active: list[str],
+                      digest: str | None, spec: BuildSpec, generation: str | None = None) -> dict[str, Any]:
+    """Build ``table``'s index with ``spec`` over the rows of ``active`` at the versions ``tables``
+    pins; return its record (a ``skipped`` one when the rows' digest is not ``digest``).
+    ``generation``: rebuild that one in place (a snapshot restore)."""
+    data = home.tables.read_active(table, tables.get(table), active, ["parse_id", "chunk_id", "model", "vector"])
+    vectors = (data.column("vector").combine_chunks().flatten().to_numpy(zero_copy_only=False)
+               .reshape(data.num_rows, -1) if data.num_rows else None)
+    found = table_digest(parse_digests(data.column("parse_id"), data.column("chunk_id"), data.column("model"), vectors),
+                         active) if vectors is not None else None
+    del vectors
+    if digest is not None and found != digest:
+        return {"generation": None, "rows": data.num_rows, "skipped": SKIP_DIGEST}
+    windows = (home.tables.read_active("context_windows", tables["context_windows"], active,
+                                       ["parse_id", "window_id", "chunk_ids"])
+               if tables.get("context_windows") is not None else None)
+    return home.dense_indexes.build(table, data, windows, spec, digest or found, generation=generation)
+
+
+def records_current(home: FabricHome, manifest: Mapping[str, Any]) -> bool:
+    """True when ``manifest``'s dense index records are what the configuration wants for its rows
+    now (so activation need not publish a release for them): every table has a record, built
+    where it should be with today's build settings, its generation on disk."""
+    config = home.config.query.dense_search
+    records = manifest.get(MANIFEST_KEY)
+    if not isinstance(records, Mapping):
+        return False
+    for table in INDEXED_TABLES:
+        record = records.get(table)
+        if not isinstance(record, Mapping) or not isinstance(record.get("rows"), int):
+            return False
+        why = skip_reason(config, record["rows"])
+        if why is not None:
+            if record.get("generation") is not None or record.get("skipped") != why:
+                return False
+            continue
+        if record.get("skipped") == SKIP_DIGEST:
+            continue  # rebuilding would find the same rows
+        if not record.get("generation") or record.get("spec") != _spec(config, record["rows"]):
+            return False
+        try:
+            home.dense_indexes.meta(table, record["generation"])
+        except DenseIndexUnusable:
+            return False
+    return True
+
+
+def release_digests(manifest: Mapping[str, Any]) -> dict[str, str | None]:
+    """The vector digests a release manifest records (table → digest or None)."""
+    return dict(manifest.get(VECTOR_DIGESTS) or {})
