@@ -1,3 +1,4 @@
+# Over 500 lines: a dense index generation's format, build, verification, search and removal share its constants.
 """Approximate-nearest-neighbour (ANN) serving indexes over one release's dense vectors.
 
 A **dense index generation** is built by activation (``fabric_assets.activation.dense_index``)
@@ -7,8 +8,8 @@ from the vector rows a release pins, for one vector table (``chunk_vectors`` or
 
 * ``vectors.lance`` — the release's rows of the table (``pos``, ``parse_id``, ``chunk_id``,
   ``model``, ``vector``), sorted by (``parse_id``, ``chunk_id``); ``pos`` is the row's position in
-  that order. It carries a Lance vector index (``IVF_PQ`` or ``IVF_HNSW_SQ``, cosine metric)
-  named :data:`INDEX_NAME`.
+  that order. It carries a Lance vector index (``IVF_RQ`` by default; ``IVF_PQ``, ``IVF_HNSW_SQ``
+  or ``IVF_FLAT``; cosine metric) named :data:`INDEX_NAME`.
 * ``windows.lance`` — one row per context window with at least one member vector (``pos``,
   ``parse_id``, ``window_id``, ``vector``: the L2-normalised mean of its members' vectors, as
   :func:`window_centroids` computes it), with the same kind of index: the section-guided route
