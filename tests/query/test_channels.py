@@ -287,3 +287,41 @@ def test_a_request_naming_more_parses_than_the_location_cache_holds_reads_units_
     assert len(reads) <= 2, f"units read {len(reads)} times for {len(parses)} parses"
     assert [h.citation for h in tight.results] == [h.citation for h in roomy.results]
     assert [p.citation for p in tight.passages] == [p.citation for p in roomy.passages]
+
+
+def test_citations_decode_only_the_units_they_name(fabric, pristine, monkeypatch):
+    """guards against: a citation decoding the location of every unit of its parse (at 100k chunks
+    ~15 ms a query spent on units no citation names); each decoded location is the one the stored
+    unit row gives."""
+    import fabric_query.assembly as assembly
+    from fabric_query.locations import location_of
+
+    monkeypatch.setattr(assembly, "_locations", type(assembly._locations)())
+    decoded = []
+
+    def counting(unit_id, *args, **kwargs):
+        decoded.append(unit_id)
+        return location_of(unit_id, *args, **kwargs)
+
+    monkeypatch.setattr(assembly, "location_of", counting)
+    pack = fabric.search("lighthouse keeper storm", limit=2)
+    citations = [*(h.citation for h in pack.results), *(p.citation for p in pack.passages)]
+    cited = {s.unit_id for c in citations for s in c.spans}
+    assert cited and sorted(decoded) == sorted(cited)
+    units = FabricHome(pristine / "home").tables.read("units").to_pylist()
+    stored = {u["unit_id"]: u for u in units}
+    for c in citations:
+        assert c.locations
+        for loc in c.locations:
+            u = stored[loc.unit_id]
+            assert loc == location_of(u["unit_id"], u["kind"], u["locator"], tuple(u["section_path"] or ()),
+                                      u["attributes"])
+    # A parse of three units, one of them asked for: one decoded.
+    from fabric_query.release import pinned_view
+
+    light = next(u["parse_id"] for u in units if "lenses" in u["text"])
+    decoded.clear()
+    monkeypatch.setattr(assembly, "_locations", type(assembly._locations)())
+    located = assembly.prefetch_locations(pinned_view(FabricHome(pristine / "home")), [light])[light]
+    first = next(iter(located))
+    assert len(located) == 3 and located[first].unit_id == first and decoded == [first]
