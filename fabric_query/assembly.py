@@ -15,6 +15,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from fabric_query.channels.dense import hit_cosines
 from fabric_query.evidence import LEXICAL_CHANNELS, highlight, missing_highlight_reason
 from fabric_query.locations import CitedLocation, location_of
@@ -102,16 +104,21 @@ def prefetch_locations(view: ReleaseView, parse_ids: list[str]) -> dict[str, Map
     missing = [pid for pid in dict.fromkeys(parse_ids) if pid not in found]
     if not missing:
         return found
+    columns = ["parse_id", "unit_id", "kind", "locator", "section_path", "attributes"]
     try:
-        t = guarded_read("units", lambda: view.home.tables.read(
-            "units", parse_ids=missing, version=version,
-            columns=["parse_id", "unit_id", "kind", "locator", "section_path", "attributes"]))
+        # The rows by offset (the view's parse → offsets, read once): a filtered scan of the whole
+        # table cost ~50 ms a query at a million chunks.
+        offsets = view.unit_offsets
+        wanted = np.sort(np.concatenate([offsets[p] for p in missing if p in offsets] or [np.zeros(0, np.int64)]))
+        t = guarded_read("units", lambda: view.home.tables.take("units", version, wanted.tolist(), columns)
+                         if len(wanted) else None)
     except ProjectionUnavailable:
         return found
     rows: dict[str, dict[str, tuple]] = {pid: {} for pid in missing}
-    for pid, u, k, loc, sp, a in zip(*(t.column(c).to_pylist() for c in (
-            "parse_id", "unit_id", "kind", "locator", "section_path", "attributes"))):
-        rows[pid][u] = (k, loc, sp, a)
+    if t is not None:
+        for pid, u, k, loc, sp, a in zip(*(t.column(c).to_pylist() for c in columns)):
+            if pid in rows:  # the offsets are the view's: any other parse's row is no citation's
+                rows[pid][u] = (k, loc, sp, a)
     read = {pid: ParseLocations(r) for pid, r in rows.items()}
     with _locations_lock:
         for pid, located in read.items():
