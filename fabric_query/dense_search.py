@@ -38,6 +38,7 @@ from fabric_resources.dense_index import (
     nearest,
     normalise_rows,
     take_vectors,
+    unreadable,
     window_centroids,
 )
 from fabric_resources.schema import DENSE_DIM
@@ -212,10 +213,7 @@ def load_ann_index(view: ReleaseView, table: str) -> AnnIndex:
     except DenseIndexUnusable:
         raise
     except BaseException as exc:  # noqa: BLE001 - Lance panics (a BaseException) on corrupt files
-        if isinstance(exc, (KeyboardInterrupt, SystemExit, MemoryError)):
-            raise
-        raise DenseIndexUnusable("dense-index-unreadable", f"{table}/{opened.generation}: {type(exc).__name__}: "
-                                 f"{str(exc)[:300]}") from exc
+        raise unreadable(f"{table}/{opened.generation}", exc) from exc
 
 
 def _mapped(view: ReleaseView, table: str, opened: OpenDenseIndex, record: dict, digest: str | None) -> AnnIndex:

@@ -343,10 +343,7 @@ class DenseIndexStore:
         except DenseIndexUnusable:
             raise
         except BaseException as exc:  # noqa: BLE001 - Lance panics (a BaseException) on corrupt files
-            if isinstance(exc, (KeyboardInterrupt, SystemExit, MemoryError)):
-                raise
-            raise DenseIndexUnusable("dense-index-unreadable", f"{table}/{generation}: {type(exc).__name__}: "
-                                     f"{str(exc)[:300]}") from exc
+            raise unreadable(f"{table}/{generation}", exc) from exc
         return OpenDenseIndex(table, generation, meta, vectors, windows)
 
     def remove_generations(self, keep: Mapping[str, Iterable[str]]) -> list[str]:
@@ -373,6 +370,14 @@ def _create_index(ds, spec: BuildSpec) -> None:
     if spec.num_bits:
         kwargs["num_bits"] = spec.num_bits
     ds.create_index("vector", spec.index_type, name=INDEX_NAME, metric=spec.metric, **kwargs)
+
+
+def unreadable(where: str, exc: BaseException) -> DenseIndexUnusable:
+    """``exc``, a failure while reading the index at ``where``, as ``dense-index-unreadable`` (Lance
+    panics with a BaseException on a corrupt file); an interrupt or a MemoryError is raised as is."""
+    if isinstance(exc, (KeyboardInterrupt, SystemExit, MemoryError)):
+        raise exc
+    return DenseIndexUnusable("dense-index-unreadable", f"{where}: {type(exc).__name__}: {str(exc)[:300]}")
 
 
 def kept_generations(manifests: Iterable[Mapping[str, Any]]) -> dict[str, set[str]]:

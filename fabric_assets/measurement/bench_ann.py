@@ -42,9 +42,6 @@ import json
 import math
 import os
 import shutil
-import subprocess
-import sys
-import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -318,24 +315,16 @@ def run_query_process(home_dir: Path, queries: list[str], repeat: int, out: Path
     RuntimeError
         If the process fails (its stderr tail is in the message).
     """
-    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False, encoding="utf-8") as fh:
-        json.dump(queries, fh)
-        qfile = fh.name
-    try:
-        cmd = [sys.executable, "-m", "fabric_assets.measurement.ann_query", "--home", str(home_dir),
-               "--queries", qfile, "--repeat", str(repeat), "--out", str(out)]
-        if exact is not None:
-            cmd += ["--exact", str(exact)]
-        if recall_queries:
-            rfile = out.with_suffix(".recall-queries.json")
-            rfile.write_text(json.dumps(recall_queries), encoding="utf-8")
-            cmd += ["--recall-queries", str(rfile)]
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s,
-                              env={**os.environ, "HF_HUB_OFFLINE": "1"})
-    finally:
-        os.unlink(qfile)
-    if proc.returncode != 0:
-        raise RuntimeError(f"query process failed ({proc.returncode}): {proc.stderr[-2000:]}")
+    from fabric_assets.measurement.bench_query import run_module_process
+
+    args = ["--home", str(home_dir), "--repeat", str(repeat), "--out", str(out)]
+    if exact is not None:
+        args += ["--exact", str(exact)]
+    if recall_queries:
+        rfile = out.with_suffix(".recall-queries.json")
+        rfile.write_text(json.dumps(recall_queries), encoding="utf-8")
+        args += ["--recall-queries", str(rfile)]
+    run_module_process("fabric_assets.measurement.ann_query", queries, args, timeout_s)
     result = json.loads(out.read_text())
     result.pop("rankings", None)
     return result

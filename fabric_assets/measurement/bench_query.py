@@ -189,9 +189,9 @@ def benchmark_queries(shared: Path, english: int = 50, multilingual: int = 10) -
     return out
 
 
-def run_query_process(home: Path, queries: list[str], *, repeat: int = 3, limit: int | None = None,
-                      timeout_s: float = 3600) -> dict:
-    """Run :mod:`fabric_assets.measurement.query_latency` in a fresh process on ``home``; return its JSON.
+def run_module_process(module: str, queries: list[str], args: list[str], timeout_s: float) -> str:
+    """``python -m <module> --queries FILE <args>`` in a fresh process (``HF_HUB_OFFLINE=1``), with
+    ``queries`` written to FILE as JSON; return its stdout.
 
     Raises
     ------
@@ -202,17 +202,27 @@ def run_query_process(home: Path, queries: list[str], *, repeat: int = 3, limit:
         json.dump(queries, fh)
         qfile = fh.name
     try:
-        cmd = [sys.executable, "-m", "fabric_assets.measurement.query_latency", "--home", str(home),
-               "--queries", qfile, "--repeat", str(repeat)]
-        if limit:
-            cmd += ["--limit", str(limit)]
-        env = {**os.environ, "HF_HUB_OFFLINE": "1"}
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, env=env)
+        proc = subprocess.run([sys.executable, "-m", module, "--queries", qfile, *args], capture_output=True,
+                              text=True, timeout=timeout_s, env={**os.environ, "HF_HUB_OFFLINE": "1"})
     finally:
         os.unlink(qfile)
     if proc.returncode != 0:
         raise RuntimeError(f"query process failed ({proc.returncode}): {proc.stderr[-2000:]}")
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    return proc.stdout
+
+
+def run_query_process(home: Path, queries: list[str], *, repeat: int = 3, limit: int | None = None,
+                      timeout_s: float = 3600) -> dict:
+    """Run :mod:`fabric_assets.measurement.query_latency` in a fresh process on ``home``; return its JSON.
+
+    Raises
+    ------
+    RuntimeError
+        If the process fails (its stderr tail is in the message).
+    """
+    args = ["--home", str(home), "--repeat", str(repeat), *(["--limit", str(limit)] if limit else [])]
+    out = run_module_process("fabric_assets.measurement.query_latency", queries, args, timeout_s)
+    return json.loads(out.strip().splitlines()[-1])
 
 
 def growth(sizes: list[dict]) -> dict:
