@@ -109,9 +109,9 @@ def prefetch_locations(view: ReleaseView, parse_ids: list[str]) -> dict[str, Map
         # The rows by offset (the view's parse → offsets, read once): a filtered scan of the whole
         # table cost ~50 ms a query at a million chunks.
         offsets = view.unit_offsets
-        wanted = np.sort(np.concatenate([offsets[p] for p in missing if p in offsets] or [np.zeros(0, np.int64)]))
-        t = guarded_read("units", lambda: view.home.tables.take("units", version, wanted.tolist(), columns)
-                         if len(wanted) else None)
+        parts = [offsets[p] for p in missing if p in offsets]
+        wanted = np.sort(np.concatenate(parts)).tolist() if parts else []
+        t = guarded_read("units", lambda: view.home.tables.take("units", version, wanted, columns)) if wanted else None
     except ProjectionUnavailable:
         return found
     rows: dict[str, dict[str, tuple]] = {pid: {} for pid in missing}

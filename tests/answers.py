@@ -11,7 +11,12 @@ moves BM25 statistics and ranks far more than that.
 
 from __future__ import annotations
 
+import json
 import math
+import os
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 
@@ -38,3 +43,21 @@ def first_difference(a: Any, b: Any, rel: float = 1e-5, path: str = "") -> str |
                 return found
         return None
     return None if a == b else f"{path}: {a!r} != {b!r}"
+
+
+def answers_in_fresh_process(root: Path, queries: list[str], *, debug: bool = False, resolve: bool = False) -> dict:
+    """Each query's EvidencePack (``limit`` 10, JSON, timings aside) from a query process of its own
+    on the home at ``root`` (no view or cache of this process in between); with ``resolve``, also
+    ``"<query> resolve"``: each hit's ``resolve`` status."""
+    code = ("import json\nfrom fabric_query import Fabric\n"
+            f"fabric, out = Fabric({str(root)!r}), {{}}\n"
+            f"for q in {queries!r}:\n"
+            f"    pack = fabric.search(q, limit=10, debug={debug!r}).model_dump(mode='json')\n"
+            "    pack.pop('timings')\n"
+            "    out[q] = pack\n"
+            + ("    out[q + ' resolve'] = [fabric.resolve(h['citation']).status for h in pack['results']]\n"
+               if resolve else "")
+            + "print(json.dumps(out, ensure_ascii=False))\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                          env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    return json.loads(done.stdout.strip().splitlines()[-1])

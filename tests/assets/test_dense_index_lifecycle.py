@@ -11,15 +11,13 @@ and the answers must be equal to the exact product's.
 from __future__ import annotations
 
 import json
-import os
 import random
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
+from answers import answers_in_fresh_process
 from conftest import ingest
 
 from fabric_assets.activation.repair import dense_index_repair
@@ -52,16 +50,7 @@ def _search(root: Path, mode: str | None = None) -> dict:
         config = json.loads((root / "config.json").read_text())
         config["query"]["dense_search"]["mode"] = mode
         (root / "config.json").write_text(json.dumps(config))
-    code = ("import json\nfrom fabric_query import Fabric\n"
-            f"fabric, out = Fabric({str(root)!r}), {{}}\n"
-            f"for q in {QUERIES!r}:\n"
-            "    pack = fabric.search(q, limit=10).model_dump(mode='json')\n"
-            "    pack.pop('timings')\n"
-            "    out[q] = pack\n"
-            "print(json.dumps(out))\n")
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
-                          env={**os.environ, "HF_HUB_OFFLINE": "1"})
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    return answers_in_fresh_process(root, QUERIES)
 
 
 def _ranked(packs: dict) -> dict:

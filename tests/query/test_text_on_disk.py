@@ -5,12 +5,10 @@ Real Dagster ingest, Lance, tantivy and MiniLM; each configuration in a query pr
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import subprocess
-import sys
 
 import pytest
+from answers import answers_in_fresh_process
 from conftest import ingest
 
 from fabric_resources.home import FabricHome
@@ -26,17 +24,7 @@ QUERIES = ["lighthouse keeper", "lamp -storm", '"lively starter"', "認証トー
 
 
 def _answers(root) -> dict:
-    code = ("import json\nfrom fabric_query import Fabric\n"
-            f"fabric, out = Fabric({str(root)!r}), {{}}\n"
-            f"for q in {QUERIES!r}:\n"
-            "    pack = fabric.search(q, limit=10, debug=True).model_dump(mode='json')\n"
-            "    pack.pop('timings')\n"
-            "    out[q] = pack\n"
-            "    out[q + ' resolve'] = [fabric.resolve(h['citation']).status for h in pack['results']]\n"
-            "print(json.dumps(out, ensure_ascii=False))\n")
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
-                          env={**os.environ, "HF_HUB_OFFLINE": "1"})
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    return answers_in_fresh_process(root, QUERIES, debug=True, resolve=True)
 
 
 @pytest.fixture(scope="module")
