@@ -112,17 +112,16 @@ class TableStore:
         return f"{self.root}/{name}.lance" if self.remote else str(self.root / f"{name}.lance")
 
     def dataset(self, name: str, version: int | None = None) -> lance.LanceDataset | None:
-        """Table ``name`` at ``version`` (default latest), or None if it was never written.
+        """Table ``name`` at ``version`` (default latest), or None if it has no committed version yet
+        (never written, or its creator has not committed: a local directory can exist before that).
 
         Raises
         ------
         ValueError
             If the table exists but not at ``version`` (Lance's error).
         """
-        if not self.remote:
-            if not (self.root / f"{name}.lance").exists():
-                return None
-            return lance.dataset(self.uri(name), version=version)
+        if not self.remote and not (self.root / f"{name}.lance").exists():
+            return None
         try:
             ds = lance.dataset(self.uri(name), version=version, storage_options=self.storage_options or None)
         except ValueError as exc:
@@ -133,12 +132,16 @@ class TableStore:
         return ds
 
     def exists(self, name: str) -> bool:
-        if not self.remote:
-            return (self.root / f"{name}.lance").exists()
         return name in self._known or self.dataset(name) is not None
 
     def _ensure_table(self, name: str) -> None:
-        """Create table ``name`` empty unless it exists (a concurrent creator's commit may win)."""
+        """Create table ``name`` empty unless it exists.
+
+        The create is one commit of version 1 that is never retried: Lance's ``mode="create"``
+        retries a creator that lost the race as an ``Overwrite`` on top of the winner, which erases
+        whatever another writer committed in between (measured on S3: two creators, a version 2
+        that overwrote version 1). A losing creator here fails, finds the table, and goes on.
+        """
         if name not in TABLES:
             raise KeyError(f"unknown table {name!r}")
         if self.exists(name):
@@ -146,10 +149,15 @@ class TableStore:
         try:
             # V2 manifest paths: opening the latest version on an object store lists one prefix
             # instead of every version (Lance's docs).
-            lance.write_dataset(TABLES[name].empty_table(), self.uri(name), mode="create",
-                                storage_options=self.storage_options or None, enable_v2_manifest_paths=True)
+            lance.LanceDataset.commit(self.uri(name), lance.LanceOperation.Overwrite(TABLES[name], []),
+                                      storage_options=self.storage_options or None,
+                                      enable_v2_manifest_paths=True, max_retries=0)
         except (OSError, ValueError):
-            if not self.exists(name):
+            for _ in range(100):  # the winner's version 1 may still be on its way (local rename)
+                if self.exists(name):
+                    break
+                time.sleep(0.05)
+            else:
                 raise
         self._known.add(name)
 

@@ -84,3 +84,38 @@ def test_concurrent_partition_replaces_each_land_whole_exactly_once(spec):
     assert shared in ({f"w0-r{ROUNDS - 1}"}, {f"w{GROUPS}-r{ROUNDS - 1}"})
     # One commit per replace: none lost, none split in two.
     assert store.version("lexical_documents") == first + len(writers) * ROUNDS
+
+
+FRESH_TABLES = 4  # tables created by racing writers, each a chance for a lost commit
+
+
+def _first_writer(spec: tuple[str, dict], group: int, barrier, done) -> None:
+    for k in range(FRESH_TABLES):
+        store = _store((f"{spec[0]}/fresh-{k}", spec[1]))
+        barrier.wait(60)  # every writer finds table k absent and creates it at the same moment
+        store.replace_partitions("lexical_documents", _parse_ids(group), _rows(_parse_ids(group), f"w{group}"))
+    done.put(group)
+
+
+def test_writers_that_create_a_table_at_once_lose_nothing(spec):
+    """guards against: Lance's ``mode="create"`` retrying a creator that lost the race as an
+    Overwrite on top of the winner, which erased a partition another writer had committed in
+    between (both parse runs reported success; seen on moto's S3 as a table missing one run's
+    partitions, and as a second empty version after the first create)."""
+    writers = 3
+    ctx = mp.get_context("spawn")
+    barrier, done = ctx.Barrier(writers), ctx.Queue()
+    procs = [ctx.Process(target=_first_writer, args=(spec, g, barrier, done)) for g in range(writers)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(240)
+    assert [p.exitcode for p in procs] == [0] * writers
+    for k in range(FRESH_TABLES):
+        store = _store((f"{spec[0]}/fresh-{k}", spec[1]))
+        table = store.read("lexical_documents")
+        keys = collections.Counter(zip(table.column("parse_id").to_pylist(), table.column("chunk_id").to_pylist()))
+        assert keys == {(p, f"{p}-{i}"): 1 for g in range(writers) for p in _parse_ids(g) for i in range(PER_PARSE)}, k
+        # One create, then one commit per writer: no second create slipped in as an overwrite.
+        assert store.version("lexical_documents") == 1 + writers, k
+        assert store.count_rows("lexical_documents", 1) == 0
