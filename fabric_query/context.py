@@ -11,8 +11,10 @@ per query, on first use (:attr:`QueryContext.windows`, :meth:`QueryContext.per_q
 from __future__ import annotations
 
 import json
+import threading
 import time
 from collections.abc import Callable, Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, TypeVar
@@ -50,17 +52,32 @@ class Encoders:
     reranker: Reranker | None = None
 
 
+#: Worker threads shared by all queries of the process for work started early
+#: (:meth:`QueryContext.in_background`); a query whose worker is busy waits for it, never deadlocks
+#: (background work starts no background work of its own).
+BACKGROUND_WORKERS = 4
+_BACKGROUND = ThreadPoolExecutor(max_workers=BACKGROUND_WORKERS, thread_name_prefix="fabric-query")
+
+
 class Stopwatch:
-    """Stage timings of one query: each lap is the time since the previous lap (ms, 3 decimals)."""
+    """Stage timings of one query: each lap is the time since the previous lap on the same thread
+    (ms, 3 decimals). Work started in the background (:meth:`QueryContext.in_background`) laps on
+    its own thread from when it began, so such stages overlap the others and the stages can sum to
+    more than ``total``."""
 
     def __init__(self) -> None:
-        self.started = self.mark = time.perf_counter()
+        self.started = time.perf_counter()
+        self._marks: dict[int, float] = {threading.get_ident(): self.started}
         self.timings: list[StageTiming] = []
 
+    def begin(self) -> None:
+        """Start this thread's laps now (a background task's first lap counts from here)."""
+        self._marks[threading.get_ident()] = time.perf_counter()
+
     def lap(self, stage: str) -> None:
-        now = time.perf_counter()
-        self.timings.append(StageTiming(stage=stage, ms=round((now - self.mark) * 1000, 3)))
-        self.mark = now
+        now, thread = time.perf_counter(), threading.get_ident()
+        self.timings.append(StageTiming(stage=stage, ms=round((now - self._marks.get(thread, self.started)) * 1000, 3)))
+        self._marks[thread] = now
 
     def with_total(self) -> tuple[StageTiming, ...]:
         """The laps so far, then ``total``: the time since the stopwatch started."""
@@ -126,10 +143,33 @@ class QueryContext:
     _memo: dict[Any, Any] = field(default_factory=dict, compare=False, repr=False)
 
     def per_query(self, key: Any, compute: Callable[[], T]) -> T:
-        """``compute()`` the first time ``key`` is asked for in this query, the same value after."""
+        """``compute()`` the first time ``key`` is asked for in this query, the same value after (or
+        the result of the background task started for ``key``, waited for; its exception is raised
+        here, as if ``compute`` had raised it)."""
         if key not in self._memo:
             self._memo[key] = compute()
-        return self._memo[key]
+        value = self._memo[key]
+        return value.result() if isinstance(value, Future) else value
+
+    def in_background(self, key: Any, compute: Callable[[], Any], stage: str | None = None) -> None:
+        """Start ``compute()`` on a worker thread now; :meth:`per_query` of ``key`` waits for it.
+        With ``stage``, the task laps it on its own thread when ``compute`` returns.
+
+        For work that needs nothing another stage computes for this query (a dense channel: its
+        encode and its index search release the GIL while the word index is searched). Nothing
+        happens when ``key`` is already computed or started.
+        """
+        if key in self._memo:
+            return
+
+        def task() -> Any:
+            self.clock.begin()
+            value = compute()
+            if stage is not None:
+                self.clock.lap(stage)
+            return value
+
+        self._memo[key] = _BACKGROUND.submit(task)
 
     @cached_property
     def multilingual_text(self) -> bool:

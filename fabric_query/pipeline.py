@@ -153,19 +153,27 @@ def search(
 def run_channels(ctx: QueryContext, channels: tuple[Channel, ...]
                  ) -> tuple[dict[str, tuple[Channel, ChannelRun]], dict[str, str]]:
     """Run the selected channels that apply, in order; one lap per stage in which any applied.
+    Channels that run beside the others (``Channel.runs_beside``) start first, on a worker thread, and are waited
+    for in their turn: they lap their stage on their thread, and ``<stage>_wait`` here is the time
+    the query waited for them.
 
     Returns the channels that ranked (name → (channel, run), in order) and those that were
     skipped (name → reason).
     """
     runs: dict[str, tuple[Channel, ChannelRun]] = {}
     skipped: dict[str, str] = {}
+    early = set()
+    for channel in channels:
+        if channel.name in ctx.selected and channel.runs_beside(ctx):
+            ctx.in_background(("channel-run", channel.name), lambda c=channel: c.run(ctx), stage=channel.stage)
+            early.add(channel.name)
     for stage, group in groupby(channels, key=lambda c: c.stage):
-        applied = False
+        applied = []
         for channel in group:
             if channel.name not in ctx.selected or not channel.applies(ctx):
                 continue
-            applied = True
-            result = channel.run(ctx)
+            applied.append(channel.name)
+            result = ctx.per_query(("channel-run", channel.name), lambda: channel.run(ctx))
             if ctx.excluded_chunks and result.skipped is None:  # a chunk-level filter (confidence:)
                 result = replace(result, ranking=ctx.admitted(result.ranking))
             if result.skipped is not None:
@@ -173,7 +181,8 @@ def run_channels(ctx: QueryContext, channels: tuple[Channel, ...]
             else:
                 runs[channel.name] = (channel, result)
         if applied:
-            ctx.clock.lap(stage)
+            # A stage that ran on a worker thread lapped there; here the query waited for it.
+            ctx.clock.lap(f"{stage}_wait" if early.issuperset(applied) else stage)
     return runs, skipped
 
 

@@ -520,6 +520,14 @@ class ReleaseView:
         """
         return self.chunk_rows([chunk_id])[chunk_id]
 
+    def known_chunks(self, chunk_ids: list[str]) -> list[str]:
+        """The IDs among ``chunk_ids`` that are chunks of this release, in order (one vectorised
+        lookup: a membership test per ID costs a binary search each, ~6 µs in the compact index)."""
+        if not chunk_ids:
+            return []
+        rows = self.chunk_index.rows_of(chunk_ids)
+        return [cid for cid, row in zip(chunk_ids, rows.tolist()) if row >= 0]
+
     def chunk_rows(self, chunk_ids: list[str]) -> dict[str, dict]:
         """:meth:`chunk` for several chunks, reading those not cached in one take from the pinned
         table version (a query's hits and passage members: tens of rows).
@@ -539,13 +547,15 @@ class ReleaseView:
         missing = [cid for cid in dict.fromkeys(chunk_ids) if cid not in out]
         if not missing:
             return out
-        rows = [self.chunk_index[cid] for cid in missing]
+        rows = self.chunk_index.rows_of(missing)  # one binary search for all (a query's window members: hundreds)
+        if (rows < 0).any():
+            raise KeyError(missing[int(np.argmax(rows < 0))])
         slim = self.chunks.take(rows)
+        decoded = slim.drop_columns(["_offset"]).to_pylist() if "_offset" in slim.column_names else slim.to_pylist()
         if self.text_in_memory:
             with self._lock:
-                for i, cid in enumerate(missing):
-                    out[cid] = row = {name: slim.column(name)[i].as_py() for name in slim.column_names
-                                      if name != "_offset"}
+                for cid, row in zip(missing, decoded):
+                    out[cid] = row
                     self._chunk_rows[cid] = row
                 while len(self._chunk_rows) > MAX_CACHED_CHUNK_ROWS:
                     self._chunk_rows.popitem(last=False)
@@ -562,8 +572,7 @@ class ReleaseView:
             raise ReleaseUnreadableError(f"release {self.release_id}: chunks: rows moved under the pinned version")
         texts, fragments = full.column("text").to_pylist(), full.column("fragments").to_pylist()
         with self._lock:
-            for i, cid in enumerate(missing):
-                row = {name: slim.column(name)[i].as_py() for name in slim.column_names if name != "_offset"}
+            for i, (cid, row) in enumerate(zip(missing, decoded)):
                 row.update(text=texts[i], fragments=fragments[i])
                 out[cid] = row
                 self._chunk_rows[cid] = row

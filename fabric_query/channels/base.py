@@ -90,6 +90,15 @@ class Channel(Protocol):
         """True when the channel has something to rank for this query and release."""
         ...
 
+    def runs_beside(self, ctx: "QueryContext") -> bool:
+        """True when the channel applies and the pipeline should start :meth:`run` on a worker
+        thread as the query opens, beside the channels before it
+        (:meth:`QueryContext.in_background`). Asked before any channel runs, so it must not do
+        another channel's work (a lexical channel's :meth:`applies` searches the index). Only for a
+        run that reads nothing another channel computes for the query, and whose work leaves the
+        GIL and a core free; otherwise running beside costs more than it saves."""
+        ...
+
     def run(self, ctx: "QueryContext") -> ChannelRun:
         """Rank; a projection that cannot serve gives :meth:`ChannelRun.skip`, never an exception."""
         ...

@@ -207,6 +207,16 @@ class DenseChannel:
             return ctx.encoders.dense
         return ctx.encoders.multilingual or shared_multilingual_embedder()
 
+    def runs_beside(self, ctx: "QueryContext") -> bool:
+        """Beside the word search when an ANN index serves: its encode (ONNX) and index search
+        (Lance) run outside the GIL, so at a million chunks the query takes 42 instead of 60 ms p50
+        (docs/benchmarks.md). The exact product is not: at 100,000 chunks its BLAS product and the
+        encode took both cores from the word search, which then slowed more than was saved."""
+        if not self.applies(ctx):
+            return False
+        found = channel_source(ctx, self)
+        return found.source is not None and found.source.kind == "ann"
+
     def run(self, ctx: "QueryContext") -> ChannelRun:
         qv = query_vector(ctx, self)
         if qv.skipped is not None:

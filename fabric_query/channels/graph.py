@@ -480,6 +480,9 @@ class GraphChannel:
     def applies(self, ctx: "QueryContext") -> bool:
         return ctx.config.annotation.enabled
 
+    def runs_beside(self, ctx: "QueryContext") -> bool:
+        return False
+
     def run(self, ctx: "QueryContext") -> ChannelRun:
         # Annotation vectors are written by the dense role's model: only that route's query vector
         # (when its own table accepts it) is compared with them.

@@ -430,7 +430,7 @@ def _serve(ctx: "QueryContext") -> LexicalServing:
         found, provenance = {}, {}
         if WORD.name in ctx.selected:
             matches = word_matches(lexical, parsed, ctx.eligible, ctx.depth, feedback, text_of, bm25,
-                                   prefetch=lambda ids: view.chunk_rows([c for c in ids if c in view.chunk_index]),
+                                   prefetch=lambda ids: view.chunk_rows(view.known_chunks(ids)),
                                    query_term_frequency=cfg.query_term_frequency,
                                    stopwords=cfg.stopwords == "english")
             found[WORD.name] = matches.ranking
@@ -461,6 +461,9 @@ class IndexFieldChannel:
 
     def applies(self, ctx: "QueryContext") -> bool:
         return self.name in lexical_serving(ctx).rankings
+
+    def runs_beside(self, ctx: "QueryContext") -> bool:
+        return False
 
     def run(self, ctx: "QueryContext") -> ChannelRun:
         # A restricted view is searched through an in-memory index of its visible sources.

@@ -77,6 +77,9 @@ class ScanChannel:
     def applies(self, ctx: "QueryContext") -> bool:
         return lexical_serving(ctx).unusable is not None if self._instead_of_index(ctx) else True
 
+    def runs_beside(self, ctx: "QueryContext") -> bool:
+        return False
+
     def run(self, ctx: "QueryContext") -> ChannelRun:
         reason = lexical_serving(ctx).unusable.reason if self._instead_of_index(ctx) else None
         return ChannelRun(scan_channel(ctx.view, ctx.parsed, ctx.eligible, ctx.depth), fallback_reason=reason)
