@@ -86,7 +86,7 @@ def failed_sources(home: FabricHome, parsed_now: set[str]) -> list[FailedSource]
     runs = {r.parse_id: r for r in home.catalog.parse_runs(status="failed")}
     return [FailedSource(s.source_key, s.parse_id, runs[s.parse_id].reason or "", runs[s.parse_id].detail or "",
                          s.parse_id in parsed_now)
-            for s in home.catalog.sources(state="present") if s.parse_id in runs]
+            for s in home.catalog.sources(state="present", parse_ids=runs) if s.parse_id in runs]
 
 
 def dagster_instance(home: FabricHome) -> dg.DagsterInstance:
@@ -342,7 +342,7 @@ def _ingest_with(root: Path, home: FabricHome, instance: dg.DagsterInstance, sta
     # A chunking change leaves parses with chunks cut under the old chunker; sources that point at
     # an existing parse again may bring one back that predates a change.
     keys = {*report.new, *report.changed, *report.touched, *report.reparsed, *(new for _, new in report.moved)}
-    returning = {s.parse_id for s in home.catalog.sources() if s.source_key in keys and s.parse_id} if keys else set()
+    returning = {s.parse_id for s in home.catalog.sources(keys=keys) if s.parse_id} if keys else set()
     summary.rechunk_run_ids, rechunk_failed, summary.rechunked = run_rechunk(home, instance, returning, resume,
                                                                              models)
     summary.failed_runs += rechunk_failed

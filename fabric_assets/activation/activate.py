@@ -80,13 +80,14 @@ def _source_meta(source, root_paths: dict[int, str], language: str | None) -> di
     }
 
 
-def _with_lexical_digest(meta: dict[str, Any], verdicts: dict[str, Any]) -> dict[str, Any]:
-    """``meta`` with the digest of its parse's lexical documents as they are now.
+def _with_lexical_digest(meta: dict[str, Any], digests: dict[str, Any]) -> dict[str, Any]:
+    """``meta`` with the digest of its parse's lexical documents as they are now (``digests``:
+    the parse's verdict digests, :meth:`Catalog.parse_run_digests`).
 
     A parse re-chunked in place (``rechunk_job``) keeps its parse ID; its digest is what tells
     activation to index its new documents. Parses written before the digest existed have none.
     """
-    digest = (verdicts.get(LEXICAL_VERDICT) or {}).get("digest")
+    digest = digests.get(LEXICAL_VERDICT)
     if digest is None:
         return {k: v for k, v in meta.items() if k != "lexical_digest"}
     return {**meta, "lexical_digest": digest}
@@ -135,10 +136,12 @@ def activate(home: FabricHome) -> ActivationReport:
         current: Release | None = catalog.current_release()
         prev_sources: dict[str, dict] = current.manifest["sources"] if current else {}
         apply_gate(catalog, required_verdicts(home.config))
-        runs = catalog.parse_runs()
+        # Status, language and the digests activation compares, read in the database: decoding
+        # every run's verdicts was most of an activation's cost at 10,000 sources.
+        runs = catalog.parse_run_digests((LEXICAL_VERDICT, *VECTOR_DIGEST_VERDICTS.values()))
         status = {r.parse_id: r.status for r in runs}
         language = {r.parse_id: r.language for r in runs}
-        verdicts = {r.parse_id: r.verdicts for r in runs}
+        verdicts = {r.parse_id: r.digests for r in runs}
         roots = {r.root_id: r.path for r in catalog.roots()}
         sources: dict[str, dict] = {}
         for s in catalog.sources():
@@ -194,7 +197,8 @@ def activate(home: FabricHome) -> ActivationReport:
         else:
             gen = home.lexical.build_fresh(documents_of(new_parses))
         # The active parses' vector digests, recorded by the dense assets (fabric_resources.vector_digest).
-        digests = manifest_digests({r.parse_id: r.verdicts for r in runs}, new_parses, VECTOR_DIGEST_VERDICTS)
+        digests = manifest_digests({pid: {name: {"digest": d} for name, d in ds.items()} for pid, ds in verdicts.items()
+                                    if pid in new_parses}, new_parses, VECTOR_DIGEST_VERDICTS)
         manifest = {
             "schema_version": SCHEMA_VERSION,
             "config_hash": config_hash(home.config),
@@ -208,7 +212,7 @@ def activate(home: FabricHome) -> ActivationReport:
         }
         release = catalog.publish_release(manifest, expected_current=current.release_id if current else None)
         retained = max(RETAINED_RELEASES, home.config.retention.releases)
-        kept = catalog.releases(last=retained)
+        kept = catalog.release_summaries(last=retained)
         keep = {r.manifest.get("lexical_generation") for r in kept}
         home.lexical.remove_generations(keep | {gen})
         home.dense_indexes.remove_generations(kept_generations([*(r.manifest for r in kept), manifest]))

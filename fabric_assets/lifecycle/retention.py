@@ -78,8 +78,8 @@ def cleanup(home: FabricHome, *, now: float | None = None, instance=None) -> Cle
     """
     now = time.time() if now is None else now
     with activation_lock(home):
-        report, retained, live_parses = _cleanup(home, now)
-        report.runs_removed = _prune_runs(home, now, instance, retained, live_parses)
+        report, retained, pinned = _cleanup(home, now)
+        report.runs_removed = _prune_runs(home, now, instance, retained, pinned)
         removed = [p for parses in report.removed.values() for p in parses]
         if removed:
             from fabric_assets.lifecycle.run_history import home_instance
@@ -92,10 +92,10 @@ def cleanup(home: FabricHome, *, now: float | None = None, instance=None) -> Cle
         return report
 
 
-def _prune_runs(home: FabricHome, now: float, instance, retained: list, live_parses: set[str]) -> list[str]:
+def _prune_runs(home: FabricHome, now: float, instance, retained: list, pinned: set[str]) -> list[str]:
+    """``pinned``: the parses the retained releases and the live sources name."""
     from fabric_assets.lifecycle.run_history import home_instance, prune_runs
 
-    pinned = {m["parse_id"] for r in retained for m in r.manifest["sources"].values()} | live_parses
     return prune_runs(instance or home_instance(home), pinned, {r.release_id for r in retained},
                       home.config.retention.runs_days * _DAY_S, now)
 
@@ -104,7 +104,7 @@ def _retained(home: FabricHome, now: float | None = None, releases: list | None 
     """The releases retention keeps, of ``releases`` (default: the catalog's, read now)."""
     # A re-published release replaces the one it was re-published from (same parses and index,
     # compacted versions): it does not push an older release out of the count.
-    releases = home.catalog.releases() if releases is None else releases
+    releases = home.catalog.release_summaries() if releases is None else releases
     replaced = {(r.manifest.get("republished") or {}).get("from_release") for r in releases}
     releases = [r for r in releases if r.release_id not in replaced]
     keep_n, window = home.config.retention.releases, home.config.retention.release_days * _DAY_S
@@ -125,19 +125,21 @@ def _snapshot_releases(home: FabricHome, releases: list) -> list:
 
 def _cleanup(home: FabricHome, now: float) -> tuple[CleanupReport, list, set[str]]:
     """Apply the retention of parses, releases, generations, table versions and artifacts; return
-    the report, the releases it retains and the parses the live sources pin (for the run history).
+    the report, the releases it retains and the parses those releases and the live sources pin (for
+    the run history; a re-publication names the same parses as the release it replaces).
     The catalog's releases, sources and parse runs are each read once: at many sources their
     manifests and rows are most of a cleanup's cost."""
     catalog, retention, report = home.catalog, home.config.retention, CleanupReport()
-    sources = catalog.sources()
-    live_sources = [s for s in sources if s.state in ("present", "access_lost")]
-    live_parses = {s.parse_id for s in live_sources if s.parse_id}
-    releases = catalog.releases()
-    pinned = {m["parse_id"] for r in _retained(home, now, releases) for m in r.manifest["sources"].values()}
-    pinned |= live_parses
+    sources = catalog.source_states()
+    live = [(parse_id, source_hash) for state, parse_id, source_hash in sources if state in ("present", "access_lost")]
+    live_parses = {p for p, _ in live if p}
+    # Manifests without their sources, and the parses of the retained ones read in the database:
+    # decoding every retained manifest in Python grew with sources times releases.
+    releases = catalog.release_summaries()
+    pinned = catalog.release_parse_ids(r.release_id for r in _retained(home, now, releases)) | live_parses
     runs = catalog.parse_run_states()
-    live_hashes = {s.source_hash for s in live_sources if s.source_hash}
-    deleted_hashes = {s.source_hash for s in sources if s.state == "deleted" and s.source_hash}
+    live_hashes = {h for _, h in live if h}
+    deleted_hashes = {h for state, _, h in sources if state == "deleted" and h}
     since = {p: t for p, t in (catalog.state(UNPINNED_SINCE) or {}).items()}
     doomed: dict[str, str] = {}
     for parse_id, status, source_hash in runs:
@@ -168,7 +170,7 @@ def _cleanup(home: FabricHome, now: float) -> tuple[CleanupReport, list, set[str
         current = catalog.current_release()
         if current is not None and active_parses_unchanged(home, current):
             report.republished = republish(home, current, versions, note={"cleanup": True}).release_id
-            releases = catalog.releases()
+            releases = catalog.release_summaries()
     retained = _retained(home, now, releases)
     retained_ids = {r.release_id for r in retained}
     report.releases_removed = [r.release_id for r in releases if r.release_id not in retained_ids]
@@ -187,7 +189,7 @@ def _cleanup(home: FabricHome, now: float) -> tuple[CleanupReport, list, set[str
     still_held = {h for p, _, h in runs if p not in doomed} | live_hashes
     _forget(home, sorted(doomed), report.releases_removed)
     report.artifacts_removed = sum(home.artifacts.delete(h) for h in sorted(doomed_hashes - still_held))
-    return report, retained, live_parses
+    return report, retained, pinned
 
 
 def _compact(home: FabricHome, name: str) -> int | None:

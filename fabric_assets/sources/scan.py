@@ -152,7 +152,7 @@ def awaited_parse_ids(catalog: Catalog) -> set[str]:
     """Parse IDs some source still waits for: the current parse of a ``present`` (or
     ``access_lost``) source. A pending or unfinished parse that no such source names (its files
     were all deleted, or changed again before it ran) is dropped: never run again."""
-    return {s.parse_id for s in catalog.sources() if s.parse_id and s.state in ("present", "access_lost")}
+    return catalog.source_parse_ids(("present", "access_lost"))
 
 
 def size_cap(cfg, spec) -> int:

@@ -169,6 +169,15 @@ class PostgresCatalog(Catalog):
 
     backend = "postgres"
 
+    _MANIFEST_SUMMARY_SQL = "(manifest::jsonb - 'sources')::text"
+    _MANIFEST_SOURCES_FROM = "json_each(r.manifest::json -> 'sources') s"
+    _SOURCE_PARSE_ID_SQL = "(s.value ->> 'parse_id')"
+    _VERDICT_DIGEST_SQL = "(NULLIF(verdicts, '')::json -> ? ->> 'digest')"
+
+    @staticmethod
+    def _verdict_digest_arg(name: str) -> str:
+        return name
+
     def __init__(self, url: str, *, schema: str = "fabric", read_only: bool = False,
                  migrations: Sequence[schema_migrations.Migration] = schema_migrations.MIGRATIONS) -> None:
         if not _SCHEMA_NAME.fullmatch(schema):

@@ -67,6 +67,17 @@ class SourceRow:
 
 
 @dataclass(frozen=True)
+class ParseRunDigests:
+    """A parse run's status and language, and the ``digest`` of some of its verdicts
+    (:meth:`Catalog.parse_run_digests`; ``None`` where the verdict or its digest is absent)."""
+
+    parse_id: str
+    status: str
+    language: str | None
+    digests: dict[str, Any]
+
+
+@dataclass(frozen=True)
 class ParseRun:
     parse_id: str
     source_hash: str

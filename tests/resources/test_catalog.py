@@ -127,6 +127,52 @@ def test_light_reads_equal_the_full_ones(catalog):
     assert [r.manifest["n"] for r in every] == [0, 1, 2, 3]
 
 
+def test_reads_in_the_database_equal_decoding_in_python(catalog, tmp_path):
+    """guards against: activation or retention deciding on other digests, parses or manifests
+    than the full reads give (they read these through each backend's JSON functions): a digest
+    read from the wrong verdict, a parse of a release missed (its rows removed while pinned), a
+    summary that lost a field or kept the sources."""
+    runs = {"1" * 16: {"lexical": {"passed": True, "digest": "d1"}, "vec": {"passed": True, "digest": "v1"}},
+            "2" * 16: {"lexical": {"passed": False, "detail": "no digest"}},
+            "3" * 16: {},
+            "4" * 16: {'we"ird': {"digest": "w"}, "vec": {"digest": None}}}
+    for p, verdicts in runs.items():
+        _parse_run(catalog, p)
+        if verdicts:
+            merge_verdicts(catalog, {p: verdicts})
+    catalog.set_parse_status("1" * 16, "ready")
+    names = ("lexical", "vec", "absent")
+    got = catalog.parse_run_digests(names)
+    full = catalog.parse_runs()
+    assert [(d.parse_id, d.status, d.language) for d in got] == [(r.parse_id, r.status, r.language) for r in full]
+    assert {d.parse_id: d.digests for d in got} == {
+        r.parse_id: {n: (r.verdicts.get(n) or {}).get("digest") for n in names} for r in full}
+    assert got[0].digests == {"lexical": "d1", "vec": "v1", "absent": None}
+
+    root = catalog.register_root(tmp_path)
+    with catalog.transaction(immediate=True) as con:
+        for key, state, pid in (("a", "present", "1" * 16), ("b", "deleted", "2" * 16), ("c", "access_lost", "3" * 16),
+                                ("d", "present", None), ("e", "present", "1" * 16)):
+            catalog.upsert_source(con, _source(f"fs:x/{key}", root.root_id, state=state, parse_id=pid))
+    assert catalog.source_parse_ids(("present", "access_lost")) == {
+        s.parse_id for s in catalog.sources() if s.state in ("present", "access_lost") and s.parse_id} == {"1" * 16, "3" * 16}
+    assert catalog.source_parse_ids(()) == set()
+
+    base = None
+    for n, pids in enumerate((["1" * 16], ["1" * 16, "2" * 16], [], ["3" * 16, "4" * 16])):
+        manifest = {"n": n, "tables": {"chunks": n}, "lexical_generation": f"g{n}", "nested": {"x": [1, 2.5, None]},
+                    "sources": {f"fs:x/{i}-{p}": {"parse_id": p, "media_type": "text/plain"} for i, p in enumerate(pids)}}
+        base = catalog.publish_release(manifest, base).release_id
+    every = catalog.releases()
+    summaries = catalog.release_summaries()
+    assert [(r.release_id, r.created_at) for r in summaries] == [(r.release_id, r.created_at) for r in every]
+    assert [r.manifest for r in summaries] == [{k: v for k, v in r.manifest.items() if k != "sources"} for r in every]
+    assert catalog.release_summaries(last=2) == summaries[-2:]
+    for ids in ([every[0].release_id], [r.release_id for r in every[1:3]], [r.release_id for r in every], []):
+        assert catalog.release_parse_ids(ids) == {
+            m["parse_id"] for r in every if r.release_id in ids for m in r.manifest["sources"].values()}
+
+
 def test_verdicts_merge_and_drop(catalog):
     """guards against: a merge that replaces earlier verdicts, or a drop that removes others' names."""
     p = "1" * 16
