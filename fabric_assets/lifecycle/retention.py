@@ -31,6 +31,8 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
+import pyarrow.compute as pc
+
 from fabric_assets.activation.activate import activation_lock
 from fabric_assets.lifecycle.republish import active_parses_unchanged, republish
 from fabric_resources.dense_index import kept_generations
@@ -136,8 +138,17 @@ def _cleanup(home: FabricHome, now: float) -> tuple[CleanupReport, list, set[str
     # Manifests without their sources, and the parses of the retained ones read in the database:
     # decoding every retained manifest in Python grew with sources times releases.
     releases = catalog.release_summaries()
-    pinned = catalog.release_parse_ids(r.release_id for r in _retained(home, now, releases)) | live_parses
     runs = catalog.parse_run_states()
+    known = {parse_id for parse_id, _, _ in runs}
+    # Rows whose parse run is gone (a run was still writing a parse an earlier cleanup removed).
+    orphans = set()
+    for name in ("units", "chunks"):
+        if home.tables.exists(name):
+            orphans |= set(pc.unique(home.tables.read(name, columns=["parse_id"]).column("parse_id")).to_pylist())
+    orphans -= known
+    # Only parses no live source points at can be unpinned: ask the retained releases about those.
+    pinned = live_parses | catalog.release_parse_ids((r.release_id for r in _retained(home, now, releases)),
+                                                     among=(known - live_parses) | orphans)
     live_hashes = {h for _, h in live if h}
     deleted_hashes = {h for state, _, h in sources if state == "deleted" and h}
     since = {p: t for p, t in (catalog.state(UNPINNED_SINCE) or {}).items()}
@@ -153,12 +164,7 @@ def _cleanup(home: FabricHome, now: float) -> tuple[CleanupReport, list, set[str
             doomed[parse_id] = kind
         else:
             report.waiting += 1
-    # Rows whose parse run is gone (a run was still writing a parse an earlier cleanup removed).
-    known = {parse_id for parse_id, _, _ in runs}
-    for name in ("units", "chunks"):
-        if home.tables.exists(name):
-            orphans = set(home.tables.read(name, columns=["parse_id"]).column("parse_id").to_pylist()) - known
-            doomed.update({p: "orphaned" for p in orphans - pinned})
+    doomed.update({p: "orphaned" for p in orphans - pinned})
     for pid, kind in sorted(doomed.items()):
         report.removed.setdefault(kind, []).append(pid)
         since.pop(pid, None)

@@ -37,6 +37,10 @@ _IDS_PER_STATEMENT = 500
 
 _SOURCE_COLUMNS = tuple(f.name for f in fields(SourceRow))
 
+#: Most parse IDs :meth:`Catalog.release_parse_ids` looks up by searching the manifests' text (each
+#: search reads every manifest once; past this many, parsing them once is cheaper).
+_TEXT_SEARCH_IDS = 64
+
 _LOCK_NAME = re.compile(r"[a-z][a-z0-9-]{0,40}")
 
 
@@ -389,17 +393,33 @@ class Catalog(abc.ABC):
                 rows = con.execute(sql + " DESC LIMIT ?", (last,)).fetchall()[::-1]
         return [Release(r[0], r[1], json.loads(r[2])) for r in rows]
 
-    def release_parse_ids(self, release_ids: Iterable[int]) -> set[str]:
-        """The parse IDs the manifests of ``release_ids`` name (their union)."""
+    def release_parse_ids(self, release_ids: Iterable[int], among: Iterable[str] | None = None) -> set[str]:
+        """The parse IDs the manifests of ``release_ids`` name (their union); with ``among``, only
+        which of those parse IDs they name.
+
+        With a few IDs in ``among`` (at most :data:`_TEXT_SEARCH_IDS`) the manifests' text is
+        searched for each quoted ID instead of parsing every manifest: a cleanup asks about the
+        few parses no live source points at, and parsing grew with sources times retained
+        releases. A quoted ID found elsewhere in a manifest would count as named: the answer may
+        hold more, never fewer (retention then keeps a parse longer, never removes a pinned one).
+        """
         ids = sorted(set(release_ids))
+        wanted = None if among is None else set(among)
         out: set[str] = set()
+        if wanted is not None and not wanted:
+            return out
         with self.transaction() as con:
             for i in range(0, len(ids), _IDS_PER_STATEMENT):
                 batch = ids[i:i + _IDS_PER_STATEMENT]
+                marks = ", ".join("?" * len(batch))
+                if wanted is not None and len(wanted) <= _TEXT_SEARCH_IDS:
+                    for r in con.execute(f"SELECT manifest FROM releases WHERE release_id IN ({marks})", batch):
+                        out.update(p for p in wanted - out if f'"{p}"' in r[0])
+                    continue
                 rows = con.execute(f"SELECT DISTINCT {self._SOURCE_PARSE_ID_SQL} FROM releases r, {self._MANIFEST_SOURCES_FROM} "
-                                   f"WHERE r.release_id IN ({', '.join('?' * len(batch))})", batch).fetchall()
+                                   f"WHERE r.release_id IN ({marks})", batch).fetchall()
                 out.update(r[0] for r in rows if r[0] is not None)
-        return out
+        return out if wanted is None else out & wanted
 
     def publish_release(self, manifest: dict[str, Any], expected_current: int | None) -> Release:
         """Insert an immutable release and swap the ``current`` pointer, atomically.

@@ -168,9 +168,13 @@ def test_reads_in_the_database_equal_decoding_in_python(catalog, tmp_path):
     assert [(r.release_id, r.created_at) for r in summaries] == [(r.release_id, r.created_at) for r in every]
     assert [r.manifest for r in summaries] == [{k: v for k, v in r.manifest.items() if k != "sources"} for r in every]
     assert catalog.release_summaries(last=2) == summaries[-2:]
+    many = [f"{i:016x}" for i in range(70)] + ["1" * 16, "4" * 16]  # past the text search's limit
     for ids in ([every[0].release_id], [r.release_id for r in every[1:3]], [r.release_id for r in every], []):
-        assert catalog.release_parse_ids(ids) == {
-            m["parse_id"] for r in every if r.release_id in ids for m in r.manifest["sources"].values()}
+        named = {m["parse_id"] for r in every if r.release_id in ids for m in r.manifest["sources"].values()}
+        assert catalog.release_parse_ids(ids) == named
+        # Asked about some parses: the text search (few) and the parse (many) answer alike.
+        for among in (["2" * 16, "3" * 16, "5" * 16], many, []):
+            assert catalog.release_parse_ids(ids, among=among) == named & set(among), (ids, len(among))
 
 
 def test_verdicts_merge_and_drop(catalog):
