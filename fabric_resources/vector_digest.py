@@ -91,21 +91,22 @@ def table_digest(per_parse: Mapping[str, str], active_parse_ids: Iterable[str]) 
     return h.hexdigest()
 
 
-def manifest_digests(verdicts_by_parse: Mapping[str, Mapping[str, Any]], active_parse_ids: Iterable[str],
+def manifest_digests(digests_by_parse: Mapping[str, Mapping[str, Any]], active_parse_ids: Iterable[str],
                      verdict_of_table: Mapping[str, str]) -> dict[str, str | None]:
     """``MANIFEST_KEY`` value for a release whose active parses are ``active_parse_ids``.
 
-    ``verdicts_by_parse``: parse ID → its recorded gate verdicts; ``verdict_of_table``: vector table →
-    the verdict whose ``digest`` is a parse's digest of that table. A table whose active parses do
-    not all carry a digest (vectors written before digests existed) gets ``None``: the reader then
-    serves it unverified (finite, unit-norm values only).
+    ``digests_by_parse``: parse ID → {verdict name: that verdict's ``digest``} as recorded
+    (:meth:`Catalog.parse_run_digests`); ``verdict_of_table``: vector table → the verdict whose
+    ``digest`` is a parse's digest of that table. A table whose active parses do not all carry a
+    digest (vectors written before digests existed) gets ``None``: the reader then serves it
+    unverified (finite, unit-norm values only).
     """
     active = sorted(set(active_parse_ids))
     out: dict[str, str | None] = {}
     for table, verdict_name in verdict_of_table.items():
         per_parse = {}
         for pid in active:
-            digest = (verdicts_by_parse.get(pid, {}).get(verdict_name) or {}).get("digest")
+            digest = digests_by_parse.get(pid, {}).get(verdict_name)
             if not isinstance(digest, str):
                 per_parse = None
                 break
