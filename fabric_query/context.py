@@ -53,8 +53,8 @@ class Encoders:
 
 
 #: Worker threads shared by all queries of the process for work started early
-#: (:meth:`QueryContext.in_background`); a query whose worker is busy waits for it, never deadlocks
-#: (background work starts no background work of its own).
+#: (:meth:`QueryContext.in_background`). A query whose task has not started when it needs the result
+#: cancels it and computes it on its own thread, so busy workers never hold a query up.
 BACKGROUND_WORKERS = 4
 _BACKGROUND = ThreadPoolExecutor(max_workers=BACKGROUND_WORKERS, thread_name_prefix="fabric-query")
 
@@ -141,6 +141,7 @@ class QueryContext:
     excluded_chunks: frozenset[str] = frozenset()
     clock: Stopwatch = field(default_factory=Stopwatch, compare=False, repr=False)
     _memo: dict[Any, Any] = field(default_factory=dict, compare=False, repr=False)
+    _background: dict[Any, Future] = field(default_factory=dict, compare=False, repr=False)
 
     def per_query(self, key: Any, compute: Callable[[], T]) -> T:
         """``compute()`` the first time ``key`` is asked for in this query, the same value after (or
@@ -149,7 +150,12 @@ class QueryContext:
         if key not in self._memo:
             self._memo[key] = compute()
         value = self._memo[key]
-        return value.result() if isinstance(value, Future) else value
+        if isinstance(value, Future):
+            if value.cancel():  # still queued behind other queries' work: do it here instead
+                self._memo[key] = compute()
+                return self._memo[key]
+            return value.result()
+        return value
 
     def in_background(self, key: Any, compute: Callable[[], Any], stage: str | None = None) -> None:
         """Start ``compute()`` on a worker thread now; :meth:`per_query` of ``key`` waits for it.
@@ -169,7 +175,18 @@ class QueryContext:
                 self.clock.lap(stage)
             return value
 
-        self._memo[key] = _BACKGROUND.submit(task)
+        self._memo[key] = self._background[key] = _BACKGROUND.submit(task)
+
+    def ran_beside(self, key: Any) -> bool:
+        """Whether ``key`` was computed by its background task (not taken back by :meth:`per_query`)."""
+        value = self._background.get(key)
+        return value is not None and not value.cancelled()
+
+    def cancel_background(self) -> None:
+        """Cancel the background work of this query that has not started (a query that failed)."""
+        for value in self._memo.values():
+            if isinstance(value, Future):
+                value.cancel()
 
     @cached_property
     def multilingual_text(self) -> bool:

@@ -155,34 +155,37 @@ def run_channels(ctx: QueryContext, channels: tuple[Channel, ...]
     """Run the selected channels that apply, in order; one lap per stage in which any applied.
     Channels that run beside the others (``Channel.runs_beside``) start first, on a worker thread, and are waited
     for in their turn: they lap their stage on their thread, and ``<stage>_wait`` here is the time
-    the query waited for them.
+    the query waited for them (a task still queued when its turn comes runs here, in turn).
 
     Returns the channels that ranked (name → (channel, run), in order) and those that were
     skipped (name → reason).
     """
     runs: dict[str, tuple[Channel, ChannelRun]] = {}
     skipped: dict[str, str] = {}
-    early = set()
     for channel in channels:
         if channel.name in ctx.selected and channel.runs_beside(ctx):
             ctx.in_background(("channel-run", channel.name), lambda c=channel: c.run(ctx), stage=channel.stage)
-            early.add(channel.name)
-    for stage, group in groupby(channels, key=lambda c: c.stage):
-        applied = []
-        for channel in group:
-            if channel.name not in ctx.selected or not channel.applies(ctx):
-                continue
-            applied.append(channel.name)
-            result = ctx.per_query(("channel-run", channel.name), lambda: channel.run(ctx))
-            if ctx.excluded_chunks and result.skipped is None:  # a chunk-level filter (confidence:)
-                result = replace(result, ranking=ctx.admitted(result.ranking))
-            if result.skipped is not None:
-                skipped[channel.name] = result.skipped
-            else:
-                runs[channel.name] = (channel, result)
-        if applied:
-            # A stage that ran on a worker thread lapped there; here the query waited for it.
-            ctx.clock.lap(f"{stage}_wait" if early.issuperset(applied) else stage)
+    try:
+        for stage, group in groupby(channels, key=lambda c: c.stage):
+            applied = []
+            for channel in group:
+                if channel.name not in ctx.selected or not channel.applies(ctx):
+                    continue
+                applied.append(channel.name)
+                result = ctx.per_query(("channel-run", channel.name), lambda: channel.run(ctx))
+                if ctx.excluded_chunks and result.skipped is None:  # a chunk-level filter (confidence:)
+                    result = replace(result, ranking=ctx.admitted(result.ranking))
+                if result.skipped is not None:
+                    skipped[channel.name] = result.skipped
+                else:
+                    runs[channel.name] = (channel, result)
+            if applied:
+                # A stage that ran on a worker thread lapped there; here the query waited for it.
+                beside = all(ctx.ran_beside(("channel-run", name)) for name in applied)
+                ctx.clock.lap(f"{stage}_wait" if beside else stage)
+    except BaseException:
+        ctx.cancel_background()  # the query has failed: work not yet started is not wanted
+        raise
     return runs, skipped
 
 

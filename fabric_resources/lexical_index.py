@@ -51,6 +51,7 @@ import json
 import os
 import re
 import shutil
+import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from functools import cached_property
@@ -380,8 +381,8 @@ class LexicalIndex:
             )
             os.replace(tmp, target)
         finally:
-            shutil.rmtree(build, ignore_errors=True)
-            shutil.rmtree(tmp, ignore_errors=True)
+            _remove_tree(build)
+            _remove_tree(tmp)
         self.last_write = plan.summary(pending.num_rows)
         return name
 
@@ -469,6 +470,16 @@ class LexicalIndex:
         return plan_segments(directory, index.searcher(), index_schema(), bounded, removed, n_added,
                              self.max_segment_documents)
 
+def _remove_tree(path: Path, attempts: int = 5) -> None:
+    """Remove ``path`` and all below it, again while something writes into it as it goes (a
+    failed generation's scratch: seen left behind once under load, a file created mid-removal)."""
+    for attempt in range(attempts):
+        shutil.rmtree(path, ignore_errors=True)
+        if not path.exists():
+            return
+        time.sleep(0.05 * (attempt + 1))
+
+
 def _check_assembled(directory: Path, listed: list[tantivy_meta.SegmentMeta]) -> None:
     """tantivy opens the assembled generation and counts what its ``meta.json`` lists.
 
@@ -481,10 +492,14 @@ def _check_assembled(directory: Path, listed: list[tantivy_meta.SegmentMeta]) ->
     _register(index)
     searcher = index.searcher()
     want = sum(s.max_doc for s in listed)
-    if searcher.num_segments != len(listed) or searcher.num_docs != want or deleted_documents(searcher):
+    segments, docs, deleted = searcher.num_segments, searcher.num_docs, deleted_documents(searcher)
+    # Closed before raising: the traceback would keep the index open (its reader's threads
+    # touching the directory) while the caller removes it.
+    del searcher, index
+    if segments != len(listed) or docs != want or deleted:
         raise tantivy_meta.IndexFormatChanged(
-            f"assembled {directory.name}: tantivy sees {searcher.num_segments} segments, "
-            f"{searcher.num_docs} documents; meta.json lists {len(listed)}, {want}")
+            f"assembled {directory.name}: tantivy sees {segments} segments, "
+            f"{docs} documents; meta.json lists {len(listed)}, {want}")
 
 
 def deleted_documents(searcher: tantivy.Searcher) -> int:

@@ -112,26 +112,37 @@ class TableStore:
         return f"{self.root}/{name}.lance" if self.remote else str(self.root / f"{name}.lance")
 
     def dataset(self, name: str, version: int | None = None) -> lance.LanceDataset | None:
-        """Table ``name`` at ``version`` (default latest), or None if it has no committed version yet
-        (never written, or its creator has not committed: a local directory can exist before that).
+        """Table ``name`` at ``version`` (default latest), or None if it was never written (a local
+        directory that holds nothing yet: its creator has not committed).
 
         Raises
         ------
         ValueError
-            If the table exists but not at ``version`` (Lance's error).
+            If the table exists but not at ``version``, or cannot be opened (Lance's error).
         """
-        if not self.remote and not (self.root / f"{name}.lance").exists():
+        if not self.remote and not self._local_has_files(name):
             return None
         try:
             ds = lance.dataset(self.uri(name), version=version, storage_options=self.storage_options or None)
         except ValueError as exc:
-            if name not in self._known and "was not found" in str(exc):
+            # Only a remote table never written reads as absent; a pinned version that is gone, or
+            # a local table with files but no readable version, is damage and says so.
+            if self.remote and version is None and name not in self._known and "was not found" in str(exc):
                 return None
             raise
         self._known.add(name)
         return ds
 
+    def _local_has_files(self, name: str) -> bool:
+        """A local table directory holds something (a creator makes the directory before it commits
+        version 1, and writes no data file for an empty table)."""
+        path = self.root / f"{name}.lance"
+        return any(p.exists() and any(p.iterdir()) for p in (path / "_versions", path / "data"))
+
     def exists(self, name: str) -> bool:
+        """Whether table ``name`` was ever written (local: files in its directory, without opening it)."""
+        if not self.remote:
+            return name in self._known or self._local_has_files(name)
         return name in self._known or self.dataset(name) is not None
 
     def _ensure_table(self, name: str) -> None:
@@ -144,7 +155,7 @@ class TableStore:
         """
         if name not in TABLES:
             raise KeyError(f"unknown table {name!r}")
-        if self.exists(name):
+        if self._opens(name):
             return
         try:
             # V2 manifest paths: opening the latest version on an object store lists one prefix
@@ -154,12 +165,18 @@ class TableStore:
                                       enable_v2_manifest_paths=True, max_retries=0)
         except (OSError, ValueError):
             for _ in range(100):  # the winner's version 1 may still be on its way (local rename)
-                if self.exists(name):
+                if self._opens(name):
                     break
                 time.sleep(0.05)
             else:
                 raise
         self._known.add(name)
+
+    def _opens(self, name: str) -> bool:
+        try:
+            return self.dataset(name) is not None
+        except ValueError:  # a local creator's manifest not yet in place
+            return False
 
     def replace_partitions(self, name: str, parse_ids: Iterable[str], rows: pa.Table) -> int:
         """Replace all rows of ``parse_ids`` in table ``name`` by ``rows`` in one Lance commit;

@@ -107,3 +107,11 @@ class Channel(Protocol):
         """The fusion method to use when this channel ran (its weights were tuned for that mix),
         or ``None`` for no preference (the pipeline then fuses by RRF)."""
         ...
+
+
+class RunsInTurn:
+    """:meth:`Channel.runs_beside` for the channels that always run in their turn (the lexical
+    ones: other channels' ``applies`` may need their search; the graph: its work holds the GIL)."""
+
+    def runs_beside(self, ctx: "QueryContext") -> bool:
+        return False

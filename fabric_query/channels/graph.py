@@ -41,7 +41,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from fabric_query.channels.base import ChannelResult, ChannelRun
+from fabric_query.channels.base import ChannelResult, ChannelRun, RunsInTurn
 from fabric_query.channels.dense import DENSE, query_vector
 from fabric_query.fusion import rrf
 from fabric_query.release import ProjectionUnavailable, ReleaseView
@@ -469,7 +469,7 @@ def _annotation_route(graph: ReleaseGraph, query_vector: np.ndarray, eligible: s
     return sorted(best, key=lambda c: (-best[c], c))
 
 
-class GraphChannel:
+class GraphChannel(RunsInTurn):
     """The ``graph`` channel (:func:`graph_channel`), run when annotation is on."""
 
     name = "graph"
@@ -479,9 +479,6 @@ class GraphChannel:
 
     def applies(self, ctx: "QueryContext") -> bool:
         return ctx.config.annotation.enabled
-
-    def runs_beside(self, ctx: "QueryContext") -> bool:
-        return False
 
     def run(self, ctx: "QueryContext") -> ChannelRun:
         # Annotation vectors are written by the dense role's model: only that route's query vector

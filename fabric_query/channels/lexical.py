@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, ClassVar
 
 import tantivy
 
-from fabric_query.channels.base import ChannelResult, ChannelRun, ranked
+from fabric_query.channels.base import ChannelResult, ChannelRun, RunsInTurn, ranked
 from fabric_query.channels.bm25 import (  # noqa: F401 - Bm25, bm25_rescore: the word channel's API
     TANTIVY_BM25,
     Bm25,
@@ -451,7 +451,7 @@ def _serve(ctx: "QueryContext") -> LexicalServing:
 
 
 @dataclass(frozen=True)
-class IndexFieldChannel:
+class IndexFieldChannel(RunsInTurn):
     """A channel answered by one field of the serving index (:func:`lexical_serving`)."""
 
     name: str
@@ -461,9 +461,6 @@ class IndexFieldChannel:
 
     def applies(self, ctx: "QueryContext") -> bool:
         return self.name in lexical_serving(ctx).rankings
-
-    def runs_beside(self, ctx: "QueryContext") -> bool:
-        return False
 
     def run(self, ctx: "QueryContext") -> ChannelRun:
         # A restricted view is searched through an in-memory index of its visible sources.

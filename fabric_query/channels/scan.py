@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from fabric_query.channels.base import ChannelResult, ChannelRun, ranked
+from fabric_query.channels.base import ChannelResult, ChannelRun, RunsInTurn, ranked
 from fabric_query.channels.lexical import SUBSTRING, WORD, lexical_serving, substring_tokens, word_tokens
 from fabric_query.querylang import ParsedQuery
 from fabric_query.release import ProjectionUnavailable, ReleaseView
@@ -61,7 +61,7 @@ def scan_channel(view: ReleaseView, parsed: ParsedQuery, eligible: set[str] | No
     return ranked(pairs, depth)
 
 
-class ScanChannel:
+class ScanChannel(RunsInTurn):
     """The ``scan`` channel: :func:`scan_channel` as the index channels' fallback."""
 
     name = "scan"
@@ -76,9 +76,6 @@ class ScanChannel:
 
     def applies(self, ctx: "QueryContext") -> bool:
         return lexical_serving(ctx).unusable is not None if self._instead_of_index(ctx) else True
-
-    def runs_beside(self, ctx: "QueryContext") -> bool:
-        return False
 
     def run(self, ctx: "QueryContext") -> ChannelRun:
         reason = lexical_serving(ctx).unusable.reason if self._instead_of_index(ctx) else None

@@ -1,3 +1,4 @@
+# Over 500 lines: every catalog statement, written once in the SQL both backends share; the backends add connections, locks and JSON functions only.
 """The catalog interface and the statements every backend runs.
 
 The catalog is Fabric's small transactional state: registered roots, sources and their

@@ -119,3 +119,17 @@ def test_writers_that_create_a_table_at_once_lose_nothing(spec):
         # One create, then one commit per writer: no second create slipped in as an overwrite.
         assert store.version("lexical_documents") == 1 + writers, k
         assert store.count_rows("lexical_documents", 1) == 0
+
+
+def test_a_local_table_never_committed_is_absent_and_a_lost_version_is_an_error(tmp_path):
+    """guards against: a creator's empty directory read as a table (or as an error) by a racing
+    writer, and the opposite: a pinned version that is gone read as an empty table by a fresh
+    process (a release with no rows instead of 'restore the table')."""
+    root = tmp_path / "tables"
+    (root / "lexical_documents.lance").mkdir(parents=True)
+    store = TableStore(root)
+    assert not store.exists("lexical_documents") and store.dataset("lexical_documents") is None
+    v = store.replace_partitions("lexical_documents", _parse_ids(0), _rows(_parse_ids(0), "x"))
+    assert TableStore(root).count_rows("lexical_documents", v) == len(_parse_ids(0)) * PER_PARSE
+    with pytest.raises(ValueError):
+        TableStore(root).read("lexical_documents", version=v + 5)
