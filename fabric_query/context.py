@@ -184,9 +184,8 @@ class QueryContext:
 
     def cancel_background(self) -> None:
         """Cancel the background work of this query that has not started (a query that failed)."""
-        for value in self._memo.values():
-            if isinstance(value, Future):
-                value.cancel()
+        for future in self._background.values():
+            future.cancel()
 
     @cached_property
     def multilingual_text(self) -> bool:

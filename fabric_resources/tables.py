@@ -120,7 +120,7 @@ class TableStore:
         ValueError
             If the table exists but not at ``version``, or cannot be opened (Lance's error).
         """
-        if not self.remote and not self._local_has_files(name):
+        if not self.remote and name not in self._known and not self._local_has_files(name):
             return None
         try:
             ds = lance.dataset(self.uri(name), version=version, storage_options=self.storage_options or None)
@@ -137,7 +137,14 @@ class TableStore:
         """A local table directory holds something (a creator makes the directory before it commits
         version 1, and writes no data file for an empty table)."""
         path = self.root / f"{name}.lance"
-        return any(p.exists() and any(p.iterdir()) for p in (path / "_versions", path / "data"))
+        for folder in (path / "_versions", path / "data"):
+            try:
+                with os.scandir(folder) as entries:  # the first entry is enough (a table keeps many versions)
+                    if next(entries, None) is not None:
+                        return True
+            except (FileNotFoundError, NotADirectoryError):
+                continue
+        return False
 
     def exists(self, name: str) -> bool:
         """Whether table ``name`` was ever written (local: files in its directory, without opening it)."""

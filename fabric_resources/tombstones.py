@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from fabric_resources.catalog import Catalog, SqliteCatalog
-from fabric_resources.catalog.base import _IDS_PER_STATEMENT
+from fabric_resources.catalog.base import in_batches
 
 
 @dataclass(frozen=True)
@@ -85,9 +85,8 @@ def forget(catalog: Catalog, source_keys: Iterable[str], parse_ids: Iterable[str
                             ("DELETE FROM parse_runs WHERE source_hash IN ({})", hashes),
                             ("DELETE FROM releases WHERE release_id IN ({})", rels),
                             ("DELETE FROM roots WHERE root_id IN ({})", roots)):
-            for i in range(0, len(values), _IDS_PER_STATEMENT):
-                batch = values[i:i + _IDS_PER_STATEMENT]
-                con.execute(sql.format(", ".join("?" * len(batch))), batch)
+            for batch, marks in in_batches(values):
+                con.execute(sql.format(marks), batch)
     # PostgreSQL keeps deleted tuples until its own VACUUM reclaims them (autovacuum); only the
     # SQLite file is rewritten here (docs/scale.md).
     if isinstance(catalog, SqliteCatalog):

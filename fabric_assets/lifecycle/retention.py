@@ -135,8 +135,8 @@ def _cleanup(home: FabricHome, now: float) -> tuple[CleanupReport, list, set[str
     sources = catalog.source_states()
     live = [(parse_id, source_hash) for state, parse_id, source_hash in sources if state in ("present", "access_lost")]
     live_parses = {p for p, _ in live if p}
-    # Manifests without their sources, and the parses of the retained ones read in the database:
-    # decoding every retained manifest in Python grew with sources times releases.
+    # Manifests without their sources (parsed by the database, not decoded here); the retained
+    # releases are asked only about the parses that could be unpinned, below.
     releases = catalog.release_summaries()
     runs = catalog.parse_run_states()
     known = {parse_id for parse_id, _, _ in runs}
@@ -208,12 +208,11 @@ def _compact(home: FabricHome, name: str) -> int | None:
 
 
 def _forget(home: FabricHome, parse_ids: list[str], release_ids: list[int]) -> None:
-    from fabric_resources.catalog.base import _IDS_PER_STATEMENT
+    from fabric_resources.catalog.base import in_batches
 
     with home.catalog.transaction(immediate=True) as con:
         for sql, values in (("DELETE FROM parse_runs WHERE parse_id IN ({})", parse_ids),
                             ("DELETE FROM releases WHERE release_id IN ({})", release_ids)):
-            for i in range(0, len(values), _IDS_PER_STATEMENT):
-                batch = values[i:i + _IDS_PER_STATEMENT]
-                con.execute(sql.format(", ".join("?" * len(batch))), batch)
+            for batch, marks in in_batches(values):
+                con.execute(sql.format(marks), batch)
         home.catalog.log_event(con, "cleanup", detail={"parses": len(parse_ids), "releases": release_ids})

@@ -22,7 +22,7 @@ import hashlib
 import json
 import re
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from contextlib import AbstractContextManager
 from dataclasses import fields
 from pathlib import Path
@@ -37,6 +37,14 @@ from fabric_resources.schema import OPERATION_STATUSES
 _IDS_PER_STATEMENT = 500
 
 _SOURCE_COLUMNS = tuple(f.name for f in fields(SourceRow))
+
+
+def in_batches(values: list) -> Iterator[tuple[list, str]]:
+    """``values`` in slices of :data:`_IDS_PER_STATEMENT`, each with its ``?, ?, …`` placeholders
+    for an ``IN (...)``."""
+    for i in range(0, len(values), _IDS_PER_STATEMENT):
+        batch = values[i:i + _IDS_PER_STATEMENT]
+        yield batch, ", ".join("?" * len(batch))
 
 #: Most parse IDs :meth:`Catalog.release_parse_ids` looks up by searching the manifests' text (each
 #: search reads every manifest once; past this many, parsing them once is cheaper).
@@ -165,15 +173,13 @@ class Catalog(abc.ABC):
             args.append(state)
         if keys is not None and parse_ids is not None:
             raise ValueError("sources(): keys or parse_ids, not both")
-        by = [("source_key", keys), ("parse_id", parse_ids)]
-        column, values = next(((c, sorted(set(v))) for c, v in by if v is not None), (None, None))
+        column, values = ("source_key", keys) if keys is not None else ("parse_id", parse_ids)
         with self.transaction() as con:
-            if column is None:
+            if values is None:
                 return [SourceRow(*r) for r in con.execute(sql + " ORDER BY source_key", args).fetchall()]
             rows = []
-            for i in range(0, len(values), _IDS_PER_STATEMENT):
-                batch = values[i:i + _IDS_PER_STATEMENT]
-                rows += con.execute(sql + f" AND {column} IN ({', '.join('?' * len(batch))})", [*args, *batch]).fetchall()
+            for batch, marks in in_batches(sorted(set(values))):
+                rows += con.execute(sql + f" AND {column} IN ({marks})", [*args, *batch]).fetchall()
         return sorted((SourceRow(*r) for r in rows), key=lambda s: s.source_key)
 
     def source_states(self) -> list[tuple[str, str | None, str | None]]:
@@ -197,10 +203,9 @@ class Catalog(abc.ABC):
         ids = sorted(set(parse_ids))
         out: dict[str, list[str]] = {}
         with self.transaction() as con:
-            for i in range(0, len(ids), _IDS_PER_STATEMENT):
-                batch = ids[i:i + _IDS_PER_STATEMENT]
-                rows = con.execute(f"SELECT parse_id, source_key FROM sources WHERE parse_id IN "
-                                   f"({', '.join('?' * len(batch))}) ORDER BY source_key", batch).fetchall()
+            for batch, marks in in_batches(ids):
+                rows = con.execute(f"SELECT parse_id, source_key FROM sources WHERE parse_id IN ({marks}) "
+                                   "ORDER BY source_key", batch).fetchall()
                 for r in rows:
                     out.setdefault(r[0], []).append(r[1])
         return out
@@ -304,10 +309,8 @@ class Catalog(abc.ABC):
                 return [_parse_run(r) for r in con.execute(sql + " ORDER BY created_at, parse_id", args).fetchall()]
             ids = sorted(set(parse_ids))
             rows = []
-            for i in range(0, len(ids), _IDS_PER_STATEMENT):
-                batch = ids[i:i + _IDS_PER_STATEMENT]
-                rows += con.execute(sql + f" AND parse_id IN ({', '.join('?' * len(batch))})",
-                                    [*args, *batch]).fetchall()
+            for batch, marks in in_batches(ids):
+                rows += con.execute(sql + f" AND parse_id IN ({marks})", [*args, *batch]).fetchall()
         return sorted((_parse_run(r) for r in rows), key=lambda r: (r.created_at, r.parse_id))
 
     def parse_ids(self) -> set[str]:
@@ -384,8 +387,9 @@ class Catalog(abc.ABC):
 
     def release_summaries(self, last: int | None = None) -> list[Release]:
         """:meth:`releases` with each manifest less its ``sources`` (tables, index generations,
-        digests, re-publication): what retention and activation keep or remove by, at a cost that
-        does not grow with the sources. Use :meth:`release_parse_ids` for their parses."""
+        digests, re-publication): what retention and activation keep or remove by. The database
+        still parses each manifest, in C (~4 ms against ~20 ms of Python decoding at 11,000
+        sources); Python decodes only the small rest. Use :meth:`release_parse_ids` for their parses."""
         sql = f"SELECT release_id, created_at, {self._MANIFEST_SUMMARY_SQL} AS summary FROM releases ORDER BY release_id"
         with self.transaction() as con:
             if last is None:
@@ -410,9 +414,7 @@ class Catalog(abc.ABC):
         if wanted is not None and not wanted:
             return out
         with self.transaction() as con:
-            for i in range(0, len(ids), _IDS_PER_STATEMENT):
-                batch = ids[i:i + _IDS_PER_STATEMENT]
-                marks = ", ".join("?" * len(batch))
+            for batch, marks in in_batches(ids):
                 if wanted is not None and len(wanted) <= _TEXT_SEARCH_IDS:
                     for r in con.execute(f"SELECT manifest FROM releases WHERE release_id IN ({marks})", batch):
                         out.update(p for p in wanted - out if f'"{p}"' in r[0])
