@@ -264,6 +264,26 @@ class TableStore:
             return empty
         return ds.to_table(columns=columns, filter=flt)
 
+    def parse_ids_written_after(self, name: str, fragment_id: int | None) -> tuple[set[str], int | None]:
+        """The parse IDs of the rows of ``name`` (latest version) in data fragments numbered above
+        ``fragment_id`` (None: every fragment), and the highest fragment number there now (None:
+        no fragment, or no table).
+
+        Lance numbers a table's fragments in commit order and never reuses a number (a removed
+        fragment's number stays taken; a compaction writes new numbers), so a caller that keeps the
+        returned number reads next time only the fragments committed since.
+        """
+        ds = self.dataset(name)
+        if ds is None:
+            return set(), fragment_id
+        fragments = ds.get_fragments()
+        newest = max((f.fragment_id for f in fragments), default=None)
+        fresh = [f for f in fragments if fragment_id is None or f.fragment_id > fragment_id]
+        if not fresh:
+            return set(), newest if newest is not None else fragment_id
+        ids = ds.scanner(columns=["parse_id"], fragments=fresh).to_table().column("parse_id")
+        return set(pc.unique(ids).to_pylist()), newest
+
     def count_rows(self, name: str, version: int) -> int:
         """Rows of ``name`` at ``version`` (all parses; from the manifest, no data read)."""
         ds = self.dataset(name, version)

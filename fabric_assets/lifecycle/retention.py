@@ -31,8 +31,6 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
-import pyarrow.compute as pc
-
 from fabric_assets.activation.activate import activation_lock
 from fabric_assets.lifecycle.republish import active_parses_unchanged, republish
 from fabric_resources.dense_index import kept_generations
@@ -41,6 +39,11 @@ from fabric_resources.schema import TABLES
 
 #: Catalog state: ``{parse_id: unix time it was first found unpinned}``.
 UNPINNED_SINCE = "retention_unpinned_since"
+#: Catalog state: ``{"fragments": {table: highest fragment number read}, "pending": [parse IDs
+#: found without a parse run and not removed yet]}`` (:func:`_orphans`).
+ORPHAN_SCAN = "retention_orphan_scan"
+#: The tables every parse writes first: rows of a parse that has no parse run show up here.
+_ORPHAN_TABLES = ("units", "chunks")
 _DAY_S = 86_400.0
 
 
@@ -141,11 +144,7 @@ def _cleanup(home: FabricHome, now: float) -> tuple[CleanupReport, list, set[str
     runs = catalog.parse_run_states()
     known = {parse_id for parse_id, _, _ in runs}
     # Rows whose parse run is gone (a run was still writing a parse an earlier cleanup removed).
-    orphans = set()
-    for name in ("units", "chunks"):
-        if home.tables.exists(name):
-            orphans |= set(pc.unique(home.tables.read(name, columns=["parse_id"]).column("parse_id")).to_pylist())
-    orphans -= known
+    orphans, fragments = _orphans(home, known)
     # Only parses no live source points at can be unpinned: ask the retained releases about those.
     pinned = live_parses | catalog.release_parse_ids((r.release_id for r in _retained(home, now, releases)),
                                                      among=(known - live_parses) | orphans)
@@ -177,6 +176,8 @@ def _cleanup(home: FabricHome, now: float) -> tuple[CleanupReport, list, set[str
         if current is not None and active_parses_unchanged(home, current):
             report.republished = republish(home, current, versions, note={"cleanup": True}).release_id
             releases = catalog.release_summaries()
+    # Recorded once their rows are gone: a cleanup stopped before that reads the same fragments again.
+    catalog.set_state(ORPHAN_SCAN, {"fragments": fragments, "pending": sorted(orphans - set(doomed))})
     retained = _retained(home, now, releases)
     retained_ids = {r.release_id for r in retained}
     report.releases_removed = [r.release_id for r in releases if r.release_id not in retained_ids]
@@ -198,6 +199,27 @@ def _cleanup(home: FabricHome, now: float) -> tuple[CleanupReport, list, set[str
     return report, retained, pinned
 
 
+def _orphans(home: FabricHome, known: set[str]) -> tuple[set[str], dict[str, int | None]]:
+    """Parses with rows in ``units`` or ``chunks`` but no parse run in ``known``, and the highest
+    fragment number read per table (for :data:`ORPHAN_SCAN`).
+
+    Only the fragments committed since the last cleanup are read (orphan rows come from a writer
+    that commits after its parse run was removed: a later fragment), plus the orphans found before
+    and kept (pinned): reading every ``parse_id`` of both tables grew with the corpus. A table whose
+    highest fragment number went down (a version restored) is read whole.
+    """
+    seen = home.catalog.state(ORPHAN_SCAN) or {}
+    read = dict(seen.get("fragments") or {})
+    found = set(seen.get("pending") or ())
+    for name in _ORPHAN_TABLES:
+        ids, newest = home.tables.parse_ids_written_after(name, read.get(name))
+        if newest is not None and read.get(name) is not None and newest < read[name]:
+            ids, newest = home.tables.parse_ids_written_after(name, None)
+        found |= ids
+        read[name] = newest
+    return found - known, read
+
+
 def _compact(home: FabricHome, name: str) -> int | None:
     try:
         return home.tables.compact(name)
@@ -215,4 +237,6 @@ def _forget(home: FabricHome, parse_ids: list[str], release_ids: list[int]) -> N
                             ("DELETE FROM releases WHERE release_id IN ({})", release_ids)):
             for batch, marks in in_batches(values):
                 con.execute(sql.format(marks), batch)
+        # Intervals that end before the oldest release left name nothing any more.
+        con.execute("DELETE FROM release_parses WHERE last_release < (SELECT MIN(release_id) FROM releases)")
         home.catalog.log_event(con, "cleanup", detail={"parses": len(parse_ids), "releases": release_ids})

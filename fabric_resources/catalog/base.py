@@ -18,6 +18,7 @@ advisory lock on PostgreSQL), so a read-modify-write inside it never loses an up
 from __future__ import annotations
 
 import abc
+import bisect
 import hashlib
 import json
 import re
@@ -45,10 +46,6 @@ def in_batches(values: list) -> Iterator[tuple[list, str]]:
     for i in range(0, len(values), _IDS_PER_STATEMENT):
         batch = values[i:i + _IDS_PER_STATEMENT]
         yield batch, ", ".join("?" * len(batch))
-
-#: Most parse IDs :meth:`Catalog.release_parse_ids` looks up by searching the manifests' text (each
-#: search reads every manifest once; past this many, parsing them once is cheaper).
-_TEXT_SEARCH_IDS = 64
 
 _LOCK_NAME = re.compile(r"[a-z][a-z0-9-]{0,40}")
 
@@ -82,13 +79,7 @@ class Catalog(abc.ABC):
     read_only: bool
 
     # Each backend's JSON functions, for reads that need a few fields of a large JSON column: the
-    # database parses it in C instead of Python decoding all of it (a manifest names every source).
-    #: The manifest less its ``sources``.
-    _MANIFEST_SUMMARY_SQL = "json_remove(manifest, '$.sources')"
-    #: One row ``s`` per source of a release ``r`` (a table-valued function joined to ``r``) ...
-    _MANIFEST_SOURCES_FROM = "json_each(r.manifest, '$.sources') s"
-    #: ... and that source's ``parse_id``.
-    _SOURCE_PARSE_ID_SQL = "json_extract(s.value, '$.parse_id')"
+    # database parses it in C instead of Python decoding all of it (every parse run's verdicts).
     #: A verdict's ``digest``; one ``?``, bound by :meth:`_verdict_digest_arg`.
     _VERDICT_DIGEST_SQL = "json_extract(NULLIF(verdicts, ''), ?)"
 
@@ -387,10 +378,10 @@ class Catalog(abc.ABC):
 
     def release_summaries(self, last: int | None = None) -> list[Release]:
         """:meth:`releases` with each manifest less its ``sources`` (tables, index generations,
-        digests, re-publication): what retention and activation keep or remove by. The database
-        still parses each manifest, in C (~4 ms against ~20 ms of Python decoding at 11,000
-        sources); Python decodes only the small rest. Use :meth:`release_parse_ids` for their parses."""
-        sql = f"SELECT release_id, created_at, {self._MANIFEST_SUMMARY_SQL} AS summary FROM releases ORDER BY release_id"
+        digests, re-publication): what retention and activation keep or remove by. Read from the
+        ``summary`` written beside each manifest when it was published (catalog version 2): no
+        manifest is parsed. Use :meth:`release_parse_ids` for their parses."""
+        sql = "SELECT release_id, created_at, summary FROM releases ORDER BY release_id"
         with self.transaction() as con:
             if last is None:
                 rows = con.execute(sql).fetchall()
@@ -402,27 +393,30 @@ class Catalog(abc.ABC):
         """The parse IDs the manifests of ``release_ids`` name (their union); with ``among``, only
         which of those parse IDs they name.
 
-        With a few IDs in ``among`` (at most :data:`_TEXT_SEARCH_IDS`) the manifests' text is
-        searched for each quoted ID instead of parsing every manifest: a cleanup asks about the
-        few parses no live source points at, and parsing grew with sources times retained
-        releases. A quoted ID found elsewhere in a manifest would count as named: the answer may
-        hold more, never fewer (retention then keeps a parse longer, never removes a pinned one).
+        Read from ``release_parses`` (the releases that name a parse, as intervals of release IDs
+        written when each release was published): with ``among`` by index, so the cost follows the
+        IDs asked about, not the releases' sources (a cleanup asks about the few parses no live
+        source points at).
         """
         ids = sorted(set(release_ids))
-        wanted = None if among is None else set(among)
-        out: set[str] = set()
-        if wanted is not None and not wanted:
-            return out
+        wanted = None if among is None else sorted(set(among))
+        if not ids or wanted is not None and not wanted:
+            return set()
+        sql = "SELECT parse_id, first_release, last_release FROM release_parses"
         with self.transaction() as con:
-            for batch, marks in in_batches(ids):
-                if wanted is not None and len(wanted) <= _TEXT_SEARCH_IDS:
-                    for r in con.execute(f"SELECT manifest FROM releases WHERE release_id IN ({marks})", batch):
-                        out.update(p for p in wanted - out if f'"{p}"' in r[0])
-                    continue
-                rows = con.execute(f"SELECT DISTINCT {self._SOURCE_PARSE_ID_SQL} FROM releases r, {self._MANIFEST_SOURCES_FROM} "
-                                   f"WHERE r.release_id IN ({marks})", batch).fetchall()
-                out.update(r[0] for r in rows if r[0] is not None)
-        return out if wanted is None else out & wanted
+            if wanted is None:
+                rows = con.execute(sql).fetchall()
+            else:
+                rows = []
+                for batch, marks in in_batches(wanted):
+                    rows += con.execute(sql + f" WHERE parse_id IN ({marks})", batch).fetchall()
+        out = set()
+        for parse_id, first, last in rows:
+            # The first asked-for release at or after ``first``: inside the interval if not past ``last``.
+            i = bisect.bisect_left(ids, first)
+            if i < len(ids) and (last is None or ids[i] <= last):
+                out.add(parse_id)
+        return out
 
     def publish_release(self, manifest: dict[str, Any], expected_current: int | None) -> Release:
         """Insert an immutable release and swap the ``current`` pointer, atomically.
@@ -446,10 +440,12 @@ class Catalog(abc.ABC):
                 "INSERT INTO releases(created_at, manifest) VALUES (?, '{}') RETURNING release_id", (now,)
             ).fetchone()[0])
             manifest = {**manifest, "release_id": release_id, "created_at": now}
+            summary = {k: v for k, v in manifest.items() if k != "sources"}
             con.execute(
-                "UPDATE releases SET manifest = ? WHERE release_id = ?",
-                (json.dumps(manifest, sort_keys=True), release_id),
+                "UPDATE releases SET manifest = ?, summary = ? WHERE release_id = ?",
+                (json.dumps(manifest, sort_keys=True), json.dumps(summary, sort_keys=True), release_id),
             )
+            self._record_release_parses(con, release_id, expected_current, manifest)
             con.execute(
                 "INSERT INTO pointer(name, release_id) VALUES ('current', ?) "
                 "ON CONFLICT(name) DO UPDATE SET release_id = excluded.release_id",
@@ -460,6 +456,20 @@ class Catalog(abc.ABC):
                 (now, json.dumps({"release_id": release_id})),
             )
         return Release(release_id, now, manifest)
+
+    @staticmethod
+    def _record_release_parses(con: Connection, release_id: int, base: int | None, manifest: dict[str, Any]) -> None:
+        """Move ``release_parses`` from the release ``base`` to ``release_id``: the intervals of
+        the parses ``manifest`` no longer names end at ``base``, an interval starts for each parse
+        it names anew. Only the changed parses are written; the open intervals are the current
+        release's parses (the interval of a parse the new release names again stays open)."""
+        named = {e["parse_id"] for e in manifest.get("sources", {}).values() if e.get("parse_id")}
+        open_ = {r[0] for r in con.execute("SELECT parse_id FROM release_parses WHERE last_release IS NULL")}
+        for batch, marks in in_batches(sorted(open_ - named)):
+            con.execute(f"UPDATE release_parses SET last_release = ? WHERE last_release IS NULL AND parse_id IN ({marks})",
+                        [base if base is not None else release_id - 1, *batch])
+        con.executemany("INSERT INTO release_parses(parse_id, first_release, last_release) VALUES (?, ?, NULL)",
+                        [(p, release_id) for p in sorted(named - open_)])
 
     # -- state and events ----------------------------------------------------
     def state(self, name: str) -> Any:

@@ -50,8 +50,51 @@ class Migration:
     postgres: str
 
 
+#: Version 2: each release's manifest less its ``sources`` (``releases.summary``), and which
+#: releases name each parse as intervals of release IDs (``release_parses``: ``last_release``
+#: NULL while the current release names it), both written when a release is published, so
+#: retention and activation read what they decide on without parsing manifests that name every
+#: source, and a release writes rows only for the parses that changed. Existing releases are
+#: filled in from their manifests by the database's JSON functions: one interval per release and
+#: parse, open for the current release's parses.
+_RELEASE_INDEX_SQLITE = """
+ALTER TABLE releases ADD COLUMN summary TEXT;
+UPDATE releases SET summary = json_remove(manifest, '$.sources');
+CREATE TABLE IF NOT EXISTS release_parses (
+    parse_id      TEXT NOT NULL,
+    first_release INTEGER NOT NULL,
+    last_release  INTEGER,
+    PRIMARY KEY (parse_id, first_release)
+);
+INSERT OR IGNORE INTO release_parses(parse_id, first_release, last_release)
+    SELECT json_extract(s.value, '$.parse_id'), r.release_id,
+           CASE WHEN r.release_id = (SELECT release_id FROM pointer WHERE name = 'current') THEN NULL
+                ELSE r.release_id END
+    FROM releases r, json_each(r.manifest, '$.sources') s
+    WHERE json_extract(s.value, '$.parse_id') IS NOT NULL;
+CREATE INDEX IF NOT EXISTS release_parses_last ON release_parses(last_release);
+"""
+_RELEASE_INDEX_POSTGRES = """
+ALTER TABLE releases ADD COLUMN summary TEXT COLLATE "C";
+UPDATE releases SET summary = (manifest::jsonb - 'sources')::text;
+CREATE TABLE IF NOT EXISTS release_parses (
+    parse_id      TEXT COLLATE "C" NOT NULL,
+    first_release BIGINT NOT NULL,
+    last_release  BIGINT,
+    PRIMARY KEY (parse_id, first_release)
+);
+INSERT INTO release_parses(parse_id, first_release, last_release)
+    SELECT DISTINCT s.value ->> 'parse_id', r.release_id,
+           CASE WHEN r.release_id = (SELECT release_id FROM pointer WHERE name = 'current') THEN NULL
+                ELSE r.release_id END
+    FROM releases r, json_each(r.manifest::json -> 'sources') s
+    WHERE s.value ->> 'parse_id' IS NOT NULL ON CONFLICT DO NOTHING;
+CREATE INDEX IF NOT EXISTS release_parses_last ON release_parses(last_release);
+"""
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "initial", CATALOG_DDL, CATALOG_DDL_POSTGRES),
+    Migration(2, "release-summaries-and-parses", _RELEASE_INDEX_SQLITE, _RELEASE_INDEX_POSTGRES),
 )
 #: The catalog schema version this Fabric reads and writes.
 LATEST_VERSION = MIGRATIONS[-1].version

@@ -169,9 +169,6 @@ class PostgresCatalog(Catalog):
 
     backend = "postgres"
 
-    _MANIFEST_SUMMARY_SQL = "(manifest::jsonb - 'sources')::text"
-    _MANIFEST_SOURCES_FROM = "json_each(r.manifest::json -> 'sources') s"
-    _SOURCE_PARSE_ID_SQL = "(s.value ->> 'parse_id')"
     _VERDICT_DIGEST_SQL = "(NULLIF(verdicts, '')::json -> ? ->> 'digest')"
 
     @staticmethod

@@ -116,3 +116,37 @@ def test_default_retention_keeps_releases_inside_its_window_beyond_the_count(tmp
     assert first.release_id in report.releases_removed
     assert [r.release_id for r in home.catalog.releases()] == [home.catalog.current_release_id()]
     assert first_parse not in _table_parses(home, "chunks")
+
+
+def _write_orphan(home: FabricHome, donor: str, orphan: str) -> None:
+    """Rows of ``donor`` in units and chunks written again under ``orphan``, a parse ID with no
+    parse run: what a run still writing when a cleanup removed its parse leaves behind."""
+    import pyarrow as pa
+
+    for name in ("units", "chunks"):
+        rows = home.tables.read(name, parse_ids=[donor])
+        rows = rows.set_column(rows.schema.get_field_index("parse_id"), "parse_id",
+                               pa.array([orphan] * rows.num_rows, rows.schema.field("parse_id").type))
+        home.tables.replace_partitions(name, [orphan], rows)
+
+
+def test_rows_of_a_parse_without_a_run_are_removed_when_written_after_any_cleanup(tmp_path, fabric_home):
+    """guards against: a cleanup that reads only what was committed since the last one missing
+    orphan rows (a parse whose run is gone) written before it, after it, or kept while pinned;
+    and orphans found once being forgotten by the next cleanup."""
+    home = _home(fabric_home, releases=1, release_days=0, superseded_days=0, deleted_days=0, failed_days=0)
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "bread.txt").write_text(BREAD)
+    assert ingest(src, home).failed_runs == []
+    donor = next(iter(home.catalog.current_release().manifest["sources"].values()))["parse_id"]
+    first, second = "a" * 32, "b" * 32
+    _write_orphan(home, donor, first)
+    # The ingest's activation ran a cleanup: this one reads the fragments committed since.
+    assert cleanup(home).removed.get("orphaned") == [first]
+    assert cleanup(home).removed.get("orphaned") is None
+    _write_orphan(home, donor, second)
+    assert cleanup(home).removed.get("orphaned") == [second]
+    for name in ("units", "chunks"):
+        assert _table_parses(home, name) == {donor}, name
+    assert {r.parse_id for r in home.catalog.parse_runs()} == {donor}

@@ -159,7 +159,8 @@ def test_reads_in_the_database_equal_decoding_in_python(catalog, tmp_path):
     assert catalog.source_parse_ids(()) == set()
 
     base = None
-    for n, pids in enumerate((["1" * 16], ["1" * 16, "2" * 16], [], ["3" * 16, "4" * 16])):
+    # A parse named, dropped and named again (1), and one named by two releases in a row (3).
+    for n, pids in enumerate((["1" * 16], ["1" * 16, "2" * 16], [], ["3" * 16, "4" * 16], ["1" * 16, "3" * 16])):
         manifest = {"n": n, "tables": {"chunks": n}, "lexical_generation": f"g{n}", "nested": {"x": [1, 2.5, None]},
                     "sources": {f"fs:x/{i}-{p}": {"parse_id": p, "media_type": "text/plain"} for i, p in enumerate(pids)}}
         base = catalog.publish_release(manifest, base).release_id
@@ -168,12 +169,12 @@ def test_reads_in_the_database_equal_decoding_in_python(catalog, tmp_path):
     assert [(r.release_id, r.created_at) for r in summaries] == [(r.release_id, r.created_at) for r in every]
     assert [r.manifest for r in summaries] == [{k: v for k, v in r.manifest.items() if k != "sources"} for r in every]
     assert catalog.release_summaries(last=2) == summaries[-2:]
-    many = [f"{i:016x}" for i in range(70)] + ["1" * 16, "4" * 16]  # past the text search's limit
-    for ids in ([every[0].release_id], [r.release_id for r in every[1:3]], [r.release_id for r in every], []):
+    many = [f"{i:016x}" for i in range(700)] + ["1" * 16, "4" * 16]  # more than one statement's IDs
+    at = [r.release_id for r in every]
+    for ids in ([at[0]], at[1:3], at, [], [at[2]], [at[0], at[2]], [at[2], at[4]], [at[3]], [at[4]]):
         named = {m["parse_id"] for r in every if r.release_id in ids for m in r.manifest["sources"].values()}
-        assert catalog.release_parse_ids(ids) == named
-        # Asked about some parses: the text search (few) and the parse (many) answer alike.
-        for among in (["2" * 16, "3" * 16, "5" * 16], many, []):
+        assert catalog.release_parse_ids(ids) == named, ids
+        for among in (["1" * 16, "2" * 16, "3" * 16, "5" * 16], many, []):
             assert catalog.release_parse_ids(ids, among=among) == named & set(among), (ids, len(among))
 
 

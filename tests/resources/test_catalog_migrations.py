@@ -5,6 +5,7 @@ and SQLite commits with ``synchronous=FULL``."""
 
 from __future__ import annotations
 
+import json
 import multiprocessing as mp
 import sqlite3
 import uuid
@@ -16,6 +17,9 @@ from fabric_resources.catalog import (MIGRATIONS, CatalogMigrationError, Catalog
                                       CatalogTooNewError, Migration, PostgresCatalog, SqliteCatalog)
 from fabric_resources.schema import CATALOG_DDL, CATALOG_DDL_POSTGRES
 
+#: The runner's tests migrate from version 1 to a test step 2 (this Fabric's own later steps have
+#: their own tests below).
+V1 = MIGRATIONS[:1]
 #: A second version for the tests: one column and one row, so "applied once" is countable.
 V2 = Migration(
     2, "test-note",
@@ -131,7 +135,7 @@ class _Raw:
             f"SELECT column_name FROM information_schema.columns WHERE table_schema = '{self.schema}' "
             f"AND table_name = '{table}' ORDER BY ordinal_position")]
 
-    def open(self, *, read_only: bool = False, migrations=MIGRATIONS, request=None):
+    def open(self, *, read_only: bool = False, migrations=V1, request=None):
         if self.backend == "sqlite":
             return SqliteCatalog(self.path, read_only=read_only, migrations=migrations)
         from fabric_resources.catalog import postgres
@@ -159,7 +163,7 @@ def test_a_version_1_catalog_from_before_versioning_opens_migrates_and_keeps_eve
     assert raw.dump() == before
     assert catalog.current_release().release_id == 1 and catalog.roots()[0].label == "notes"
     catalog.close()
-    raw.open(migrations=(*MIGRATIONS, V2), request=request).close()
+    raw.open(migrations=(*V1, V2), request=request).close()
     assert raw.versions() == [1, 2]
     assert "note" in raw.columns("sources")
     after = raw.dump()
@@ -172,8 +176,36 @@ def test_a_version_1_catalog_from_before_versioning_opens_migrates_and_keeps_eve
 
 def test_a_fresh_catalog_records_the_latest_version(raw, request):
     """guards against: a new home created without a recorded schema version."""
-    raw.open(request=request).close()
+    raw.open(migrations=MIGRATIONS, request=request).close()
     assert raw.versions() == [m.version for m in MIGRATIONS]
+
+
+def test_version_2_fills_each_release_summary_and_parses_from_its_manifest(raw, request):
+    """guards against: releases published before ``releases.summary`` and ``release_parses``
+    existed reading as naming no parse (retention would remove the parses they pin) or losing
+    their tables and generations; and the migration changing any other row."""
+    raw.build_version_1()
+    sources = {"fs:notes/a.txt": {"parse_id": "p1", "root": "/data/notes"},
+               "fs:notes/b.txt": {"parse_id": "p2", "root": "/data/notes"},
+               "fs:notes/c.txt": {"parse_id": "p1", "root": "/data/notes"}}
+    manifest = {"release_id": 2, "sources": sources, "tables": {"chunks": 4}, "lexical_generation": "g1"}
+    raw.run(["INSERT INTO releases(release_id, created_at, manifest) VALUES (2, 1733000009.0, '"
+             + json.dumps(manifest) + "')"])
+    before = raw.dump()
+    catalog = raw.open(migrations=MIGRATIONS, request=request)
+    assert raw.versions() == [m.version for m in MIGRATIONS]
+    # Release 1 is current and names no parse; release 2 (not current) names p1 and p2.
+    assert sorted(raw.query("SELECT * FROM release_parses")) == [("p1", 2, 2), ("p2", 2, 2)]
+    summaries = {r.release_id: r.manifest for r in catalog.release_summaries()}
+    assert summaries == {1: {"release_id": 1}, 2: {k: v for k, v in manifest.items() if k != "sources"}}
+    assert catalog.release_parse_ids([1, 2]) == {"p1", "p2"}
+    assert catalog.release_parse_ids([1, 2], among=["p2", "p9"]) == {"p2"}
+    assert catalog.release_parse_ids([1], among=["p1"]) == set()
+    after = raw.dump()
+    assert [row[:3] for row in after["releases"]] == [row[:3] for row in before["releases"]]
+    assert {t: v for t, v in after.items() if t != "releases"} == {t: v for t, v in before.items() if t != "releases"}
+    if raw.backend == "sqlite":
+        catalog.close()
 
 
 def test_a_newer_catalog_is_refused_naming_both_versions(raw, request):
@@ -185,9 +217,9 @@ def test_a_newer_catalog_is_refused_naming_both_versions(raw, request):
         with pytest.raises(CatalogTooNewError) as err:
             raw.open(read_only=read_only, request=request)
         message = str(err.value)
-        assert "version 7" in message and f"version {MIGRATIONS[-1].version}" in message
+        assert "version 7" in message and "version 1" in message
         assert "upgrade Fabric" in message
-        assert (err.value.found, err.value.supported) == (7, MIGRATIONS[-1].version)
+        assert (err.value.found, err.value.supported) == (7, 1)
     assert raw.dump() == before and raw.versions() == [1, 7]
 
 
@@ -197,7 +229,7 @@ def test_a_read_only_open_of_an_older_catalog_says_what_to_run(raw, request):
     raw.build_version_1()
     raw.open(request=request).close()  # version 1, recorded
     with pytest.raises(CatalogMigrationNeededError) as err:
-        raw.open(read_only=True, migrations=(*MIGRATIONS, V2), request=request)
+        raw.open(read_only=True, migrations=(*V1, V2), request=request)
     message = str(err.value)
     assert "version 1" in message and "version 2" in message and "`fabric ingest PATH" in message
     assert raw.versions() == [1] and "note" not in raw.columns("sources")
@@ -219,12 +251,12 @@ def test_a_migration_that_fails_midway_leaves_the_old_version(raw, request):
     raw.open(request=request).close()
     before = raw.dump()
     with pytest.raises(CatalogMigrationError) as err:
-        raw.open(migrations=(*MIGRATIONS, V2_FAILING), request=request)
+        raw.open(migrations=(*V1, V2_FAILING), request=request)
     assert "migration 2" in str(err.value) and "stays at version 1" in str(err.value)
     assert raw.versions() == [1]
     assert "note" not in raw.columns("sources") and raw.columns("extra") == []
     assert raw.dump() == before
-    raw.open(migrations=(*MIGRATIONS, V2), request=request).close()  # a fixed step then applies
+    raw.open(migrations=(*V1, V2), request=request).close()  # a fixed step then applies
     assert raw.versions() == [1, 2]
 
 
@@ -245,7 +277,7 @@ def test_two_writers_opening_an_old_catalog_migrate_it_once(raw, request):
     gate = ctx.Event()
     where = str(raw.path) if raw.backend == "sqlite" else raw.url
     schema = "" if raw.backend == "sqlite" else raw.schema
-    procs = [ctx.Process(target=_open_racing, args=(raw.backend, where, schema, gate, (*MIGRATIONS, V2_SLOW)))
+    procs = [ctx.Process(target=_open_racing, args=(raw.backend, where, schema, gate, (*V1, V2_SLOW)))
              for _ in range(3)]
     for p in procs:
         p.start()
