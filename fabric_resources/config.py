@@ -416,6 +416,8 @@ class SourcesConfig(_Strict):
     )
 
     def is_withheld(self, source_key: str) -> bool:
+        if not self.withheld:  # asked of every source by each scan and activation
+            return False
         path = source_key.split(":", 1)[-1]
         return any(fnmatch.fnmatchcase(path, pattern) for pattern in self.withheld)
 

@@ -25,7 +25,6 @@ import re
 import time
 from collections.abc import Iterable, Iterator
 from contextlib import AbstractContextManager
-from dataclasses import fields
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -37,7 +36,7 @@ from fabric_resources.schema import OPERATION_STATUSES
 #: (SQLITE_MAX_VARIABLE_NUMBER before 3.32), so any linked SQLite accepts it.
 _IDS_PER_STATEMENT = 500
 
-_SOURCE_COLUMNS = tuple(f.name for f in fields(SourceRow))
+_SOURCE_COLUMNS = SourceRow._fields
 
 
 def in_batches(values: list) -> Iterator[tuple[list, str]]:
@@ -167,7 +166,7 @@ class Catalog(abc.ABC):
         column, values = ("source_key", keys) if keys is not None else ("parse_id", parse_ids)
         with self.transaction() as con:
             if values is None:
-                return [SourceRow(*r) for r in con.execute(sql + " ORDER BY source_key", args).fetchall()]
+                return list(map(SourceRow._make, con.execute(sql + " ORDER BY source_key", args).fetchall()))
             rows = []
             for batch, marks in in_batches(sorted(set(values))):
                 rows += con.execute(sql + f" AND {column} IN ({marks})", [*args, *batch]).fetchall()

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 
 class RootOverlapError(ValueError):
@@ -51,8 +51,11 @@ class Root:
     label: str
 
 
-@dataclass(frozen=True)
-class SourceRow:
+class SourceRow(NamedTuple):
+    """One ``sources`` row. A named tuple rather than a frozen dataclass: scans and activations
+    build one per source (a frozen dataclass's construction was a third of a no-change scan at
+    10,000 sources)."""
+
     source_key: str
     root_id: int
     rel_path: str
