@@ -84,6 +84,7 @@ def forget(catalog: Catalog, source_keys: Iterable[str], parse_ids: Iterable[str
                             ("DELETE FROM parse_runs WHERE parse_id IN ({})", pids),
                             ("DELETE FROM parse_runs WHERE source_hash IN ({})", hashes),
                             ("DELETE FROM release_parses WHERE parse_id IN ({})", pids),
+                            ("DELETE FROM release_summaries WHERE release_id IN ({})", rels),
                             ("DELETE FROM releases WHERE release_id IN ({})", rels),
                             ("DELETE FROM roots WHERE root_id IN ({})", roots)):
             for batch, marks in in_batches(values):

@@ -234,6 +234,7 @@ def _forget(home: FabricHome, parse_ids: list[str], release_ids: list[int]) -> N
 
     with home.catalog.transaction(immediate=True) as con:
         for sql, values in (("DELETE FROM parse_runs WHERE parse_id IN ({})", parse_ids),
+                            ("DELETE FROM release_summaries WHERE release_id IN ({})", release_ids),
                             ("DELETE FROM releases WHERE release_id IN ({})", release_ids)):
             for batch, marks in in_batches(values):
                 con.execute(sql.format(marks), batch)

@@ -377,10 +377,11 @@ class Catalog(abc.ABC):
 
     def release_summaries(self, last: int | None = None) -> list[Release]:
         """:meth:`releases` with each manifest less its ``sources`` (tables, index generations,
-        digests, re-publication): what retention and activation keep or remove by. Read from the
-        ``summary`` written beside each manifest when it was published (catalog version 2): no
-        manifest is parsed. Use :meth:`release_parse_ids` for their parses."""
-        sql = "SELECT release_id, created_at, summary FROM releases ORDER BY release_id"
+        digests, re-publication): what retention and activation keep or remove by. Read from
+        ``release_summaries``, written beside each manifest when it was published (catalog version
+        2): no manifest is parsed. Use :meth:`release_parse_ids` for their parses."""
+        sql = ("SELECT r.release_id, r.created_at, s.summary FROM releases r "
+               "JOIN release_summaries s ON s.release_id = r.release_id ORDER BY r.release_id")
         with self.transaction() as con:
             if last is None:
                 rows = con.execute(sql).fetchall()
@@ -440,10 +441,10 @@ class Catalog(abc.ABC):
             ).fetchone()[0])
             manifest = {**manifest, "release_id": release_id, "created_at": now}
             summary = {k: v for k, v in manifest.items() if k != "sources"}
-            con.execute(
-                "UPDATE releases SET manifest = ?, summary = ? WHERE release_id = ?",
-                (json.dumps(manifest, sort_keys=True), json.dumps(summary, sort_keys=True), release_id),
-            )
+            con.execute("UPDATE releases SET manifest = ? WHERE release_id = ?",
+                        (json.dumps(manifest, sort_keys=True), release_id))
+            con.execute("INSERT INTO release_summaries(release_id, summary) VALUES (?, ?)",
+                        (release_id, json.dumps(summary, sort_keys=True)))
             self._record_release_parses(con, release_id, expected_current, manifest)
             con.execute(
                 "INSERT INTO pointer(name, release_id) VALUES ('current', ?) "
@@ -462,7 +463,8 @@ class Catalog(abc.ABC):
         the parses ``manifest`` no longer names end at ``base``, an interval starts for each parse
         it names anew. Only the changed parses are written; the open intervals are the current
         release's parses (the interval of a parse the new release names again stays open)."""
-        named = {e["parse_id"] for e in manifest.get("sources", {}).values() if e.get("parse_id")}
+        named = {e["parse_id"] for e in manifest.get("sources", {}).values()
+                 if isinstance(e, dict) and isinstance(e.get("parse_id"), str)}
         open_ = {r[0] for r in con.execute("SELECT parse_id FROM release_parses WHERE last_release IS NULL")}
         for batch, marks in in_batches(sorted(open_ - named)):
             con.execute(f"UPDATE release_parses SET last_release = ? WHERE last_release IS NULL AND parse_id IN ({marks})",

@@ -50,16 +50,21 @@ class Migration:
     postgres: str
 
 
-#: Version 2: each release's manifest less its ``sources`` (``releases.summary``), and which
-#: releases name each parse as intervals of release IDs (``release_parses``: ``last_release``
-#: NULL while the current release names it), both written when a release is published, so
-#: retention and activation read what they decide on without parsing manifests that name every
-#: source, and a release writes rows only for the parses that changed. Existing releases are
-#: filled in from their manifests by the database's JSON functions: one interval per release and
-#: parse, open for the current release's parses.
+#: Version 2: each release's manifest less its ``sources`` (``release_summaries``: a table of its
+#: own, as SQLite reads through a row's earlier columns, here a manifest of megabytes, to reach a
+#: later one), and which releases name each parse as intervals of release IDs (``release_parses``:
+#: ``last_release`` NULL while the current release names it), both written when a release is
+#: published, so retention and activation read what they decide on without parsing manifests that
+#: name every source, and a release writes rows only for the parses that changed. Existing
+#: releases are filled in from their manifests by the database's JSON functions: one interval per
+#: release and parse, open for the current release's parses.
 _RELEASE_INDEX_SQLITE = """
-ALTER TABLE releases ADD COLUMN summary TEXT;
-UPDATE releases SET summary = json_remove(manifest, '$.sources');
+CREATE TABLE IF NOT EXISTS release_summaries (
+    release_id    INTEGER PRIMARY KEY,
+    summary       TEXT NOT NULL
+);
+INSERT OR IGNORE INTO release_summaries(release_id, summary)
+    SELECT release_id, json_remove(manifest, '$.sources') FROM releases;
 CREATE TABLE IF NOT EXISTS release_parses (
     parse_id      TEXT NOT NULL,
     first_release INTEGER NOT NULL,
@@ -75,8 +80,12 @@ INSERT OR IGNORE INTO release_parses(parse_id, first_release, last_release)
 CREATE INDEX IF NOT EXISTS release_parses_last ON release_parses(last_release);
 """
 _RELEASE_INDEX_POSTGRES = """
-ALTER TABLE releases ADD COLUMN summary TEXT COLLATE "C";
-UPDATE releases SET summary = (manifest::jsonb - 'sources')::text;
+CREATE TABLE IF NOT EXISTS release_summaries (
+    release_id    BIGINT PRIMARY KEY,
+    summary       TEXT COLLATE "C" NOT NULL
+);
+INSERT INTO release_summaries(release_id, summary)
+    SELECT release_id, (manifest::jsonb - 'sources')::text FROM releases ON CONFLICT DO NOTHING;
 CREATE TABLE IF NOT EXISTS release_parses (
     parse_id      TEXT COLLATE "C" NOT NULL,
     first_release BIGINT NOT NULL,

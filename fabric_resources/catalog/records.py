@@ -69,10 +69,10 @@ class SourceRow(NamedTuple):
     last_seen: float
 
 
-@dataclass(frozen=True)
-class ParseRunDigests:
+class ParseRunDigests(NamedTuple):
     """A parse run's status and language, and the ``digest`` of some of its verdicts
-    (:meth:`Catalog.parse_run_digests`; ``None`` where the verdict or its digest is absent)."""
+    (:meth:`Catalog.parse_run_digests`; ``None`` where the verdict or its digest is absent).
+    A named tuple: activation reads one per parse run."""
 
     parse_id: str
     status: str

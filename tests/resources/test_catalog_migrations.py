@@ -201,9 +201,7 @@ def test_version_2_fills_each_release_summary_and_parses_from_its_manifest(raw, 
     assert catalog.release_parse_ids([1, 2]) == {"p1", "p2"}
     assert catalog.release_parse_ids([1, 2], among=["p2", "p9"]) == {"p2"}
     assert catalog.release_parse_ids([1], among=["p1"]) == set()
-    after = raw.dump()
-    assert [row[:3] for row in after["releases"]] == [row[:3] for row in before["releases"]]
-    assert {t: v for t, v in after.items() if t != "releases"} == {t: v for t, v in before.items() if t != "releases"}
+    assert raw.dump() == before
     if raw.backend == "sqlite":
         catalog.close()
 
