@@ -332,8 +332,9 @@ def _ingest_with(root: Path, home: FabricHome, instance: dg.DagsterInstance, sta
     # A parse left `parsed` with verdicts missing was in a run that was killed (no other ingest
     # holds the lock): run it again, or its source would stay out of every release. Unless no
     # source waits for it any more (deleted since): then it is dropped, like a pending one.
-    awaited = awaited_parse_ids(home.catalog)
-    missing = {r.parse_id: unfinished(r) for r in home.catalog.parse_runs(status="parsed") if r.parse_id in awaited}
+    parsed = home.catalog.parse_runs(status="parsed")
+    awaited = awaited_parse_ids(home.catalog, among=[r.parse_id for r in parsed])
+    missing = {r.parse_id: unfinished(r) for r in parsed if r.parse_id in awaited}
     summary.retried = sorted(p for p, names in missing.items() if names)
     # Killed after its units were written (a re-chunk, or a parse run past its parser): re-chunk only.
     resume = [p for p in summary.retried if set(missing[p]) <= set(RECHUNK_VERDICTS)]

@@ -30,8 +30,26 @@ def range_tags(keys: list[str]) -> dict[str, str]:
     return {RANGE_START_TAG: keys[0], RANGE_END_TAG: keys[-1]}
 
 
+#: Up to this many pending parses are each looked up in Dagster's partitions rather than reading
+#: all of them (a change of a few files in a folder of 10,000).
+_LOOKUP_AT_MOST = 64
+
+
 def plan_parse_runs(instance: dg.DagsterInstance, pending: list[str], per_run: int) -> tuple[list[str], list[list[str]]]:
-    """New partition keys to add and the runs (contiguous ranges) that cover ``pending``."""
+    """New partition keys to add and the runs (contiguous ranges) that cover ``pending``.
+
+    Raises
+    ------
+    ValueError
+        If ``per_run`` is not positive.
+    """
+    if per_run < 1:
+        raise ValueError("per_run must be positive")
+    pending = list(dict.fromkeys(pending))
+    if len(pending) <= _LOOKUP_AT_MOST and not any(instance.has_dynamic_partition(PARSES.name, k) for k in pending):
+        # All new: they are added after every existing key, in this order, so they are contiguous
+        # (what partition_ranges would find, without reading every partition key).
+        return pending, [pending[i:i + per_run] for i in range(0, len(pending), per_run)]
     existing = list(instance.get_dynamic_partitions(PARSES.name))
     known = set(existing)
     new_keys = [p for p in pending if p not in known]

@@ -129,39 +129,144 @@ def pinned_index_documents(home: FabricHome, parse_ids, tables: dict[str, int | 
     return index_documents(docs, windows)
 
 
+#: Catalog state: what the current release's sources were derived from, for the next activation to
+#: build on (:func:`_derive_sources`): ``{"release_id", "sources", "parse_runs"}`` (the change
+#: numbers read up to), ``"roots"``, ``"purges"`` (:meth:`Catalog.purge_mark`), ``"config_hash"``.
+ACTIVATION_MARKS = "activation_marks"
+
+
+@dataclass(frozen=True)
+class _Derived:
+    """What this process derived for a release it published (or found current): the release's
+    sources and the parse runs' digests as of ``marks``. Never changed after it is made."""
+
+    release_id: int
+    marks: dict[str, Any]
+    sources: dict[str, dict]
+    runs: dict[str, Any]  # parse ID → ParseRunDigests
+
+
+#: Per catalog (``Catalog.describe()``): the last :class:`_Derived` of this process. A warm process
+#: (a sensor's, ``fabric ingest`` run after run) then reads neither every source nor every parse run.
+_DERIVED: dict[str, _Derived] = {}
+
+
+def _entry(s, prev_sources: dict[str, dict], runs: dict[str, Any], roots: dict[int, str]) -> dict | None:
+    """The release entry of source row ``s`` (None: not in the release): its newest parse when
+    ready; else, while present or unreachable, its previous entry when that parse is still ready."""
+    run = runs.get(s.parse_id) if s.parse_id else None
+    if s.state == "present" and run is not None and run.status == "ready":
+        entry = _with_lexical_digest(_source_meta(s, roots, run.language), run.digests)
+        # The current release's entry when equal: one object per source, not two, at
+        # 10,000 sources (fewer survivors, fewer full collections of the process's heap).
+        prev = prev_sources.get(s.source_key)
+        return prev if prev == entry else entry
+    if s.state in ("present", "access_lost") and s.source_key in prev_sources:
+        kept = prev_sources[s.source_key]
+        # A kept parse that is no longer ready is being re-derived in place (its rows are
+        # being rewritten under the same parse ID) or failed that: a new release would pin
+        # its half-written or failing rows, so it is left out until it is ready again.
+        kept_run = runs.get(kept["parse_id"])
+        if kept_run is not None and kept_run.status == "ready":
+            return _with_lexical_digest(kept, kept_run.digests)
+    return None
+
+
+def _derive_sources(home: FabricHome, current: Release | None, names: tuple[str, ...], roots: dict[int, str],
+                    *, from_change: bool = True) -> tuple[dict[str, dict], dict[str, Any], dict[str, Any]]:
+    """The next release's sources, every parse run's digests (parse ID → ``ParseRunDigests``) and
+    the marks they were derived at (:data:`ACTIVATION_MARKS`).
+
+    From the change: when the catalog's marks say the current release was derived at change
+    numbers (n, m) under the same roots, purges and configuration, only the sources written since
+    n, those pointing at a parse run written since m and those whose entry names such a run are
+    derived again; every other source's entry is the current one (its inputs are unchanged). A
+    warm process also keeps the parse runs' digests (:data:`_DERIVED`). Otherwise every source
+    and parse run is read, as with ``from_change`` false. Both give the same sources (a test holds
+    them equal).
+    """
+    catalog = home.catalog
+    static = {"roots": sorted([k, v] for k, v in roots.items()), "purges": catalog.purge_mark(),
+              "config_hash": config_hash(home.config)}
+    marks = catalog.state(ACTIVATION_MARKS) if current is not None else None
+    prev_sources: dict[str, dict] = current.manifest["sources"] if current else {}
+    if not (from_change and isinstance(marks, dict) and marks.get("release_id") == current.release_id
+            and all(marks.get(k) == v for k, v in static.items())):
+        n, m = catalog.change_marks()  # before reading: a row written meanwhile is read again next time
+        runs = {r.parse_id: r for r in catalog.parse_run_digests(names)}
+        sources = {}
+        for s in catalog.sources():
+            entry = None if home.config.sources.is_withheld(s.source_key) else _entry(s, prev_sources, runs, roots)
+            if entry is not None:
+                sources[s.source_key] = entry
+        return sources, runs, {**static, "sources": n, "parse_runs": m}
+    rows, n = catalog.sources_changed_after(marks["sources"])
+    changed_runs = catalog.parse_run_digests(names, changed_after=marks["parse_runs"])
+    m = max([marks["parse_runs"], *(r.change_seq for r in changed_runs)])
+    memo = _DERIVED.get(catalog.describe())
+    if memo is not None and memo.release_id == current.release_id and memo.marks == marks:
+        runs = dict(memo.runs)
+    else:
+        runs = {r.parse_id: r for r in catalog.parse_run_digests(names)}
+    runs.update((r.parse_id, r) for r in changed_runs)
+    keys = {s.source_key for s in rows}
+    changed = {r.parse_id for r in changed_runs}
+    if changed:
+        keys.update(k for ks in catalog.source_keys_by_parse(changed).values() for k in ks)
+        keys.update(k for k, e in prev_sources.items() if e["parse_id"] in changed)
+    sources = dict(prev_sources)
+    found = set()
+    for s in catalog.sources(keys=keys) if keys else ():
+        found.add(s.source_key)
+        entry = None if home.config.sources.is_withheld(s.source_key) else _entry(s, prev_sources, runs, roots)
+        if entry is None:
+            sources.pop(s.source_key, None)
+        else:
+            sources[s.source_key] = entry
+    for key in keys - found:  # no row any more (only a purge deletes one, and it moves the marks)
+        sources.pop(key, None)
+    # Keep the order a full derivation gives (by key), so both publish the same manifest text.
+    if keys:
+        sources = dict(sorted(sources.items()))
+    return sources, runs, {**static, "sources": n, "parse_runs": m}
+
+
+def _remember(home: FabricHome, release_id: int, marks: dict[str, Any], sources: dict[str, dict],
+              runs: dict[str, Any]) -> None:
+    """Record the marks the release ``release_id`` was derived at, for the next activation."""
+    record = {**marks, "release_id": release_id}
+    if home.catalog.state(ACTIVATION_MARKS) != record:
+        home.catalog.set_state(ACTIVATION_MARKS, record)
+    _DERIVED[home.catalog.describe()] = _Derived(release_id, record, sources, runs)
+
+
+def _current_release(home: FabricHome) -> Release | None:
+    """The current release; its sources from :data:`_DERIVED` when this process derived them (a
+    manifest naming every source is not decoded again)."""
+    catalog = home.catalog
+    memo = _DERIVED.get(catalog.describe())
+    if memo is not None and memo.release_id == catalog.current_release_id():
+        summary = catalog.release_summary(memo.release_id)
+        if summary is not None:
+            return Release(summary.release_id, summary.created_at, {**summary.manifest, "sources": memo.sources})
+    return catalog.current_release()
+
+
 def activate(home: FabricHome) -> ActivationReport:
     """Publish a new release if the active set changed or a ``POST_ACTIVATION_TABLES`` table has a
     new version (annotations written after activation); return what happened."""
     started = time.perf_counter()
     with activation_lock(home):
         catalog = home.catalog
-        current: Release | None = catalog.current_release()
-        prev_sources: dict[str, dict] = current.manifest["sources"] if current else {}
         apply_gate(catalog, required_verdicts(home.config))
+        current: Release | None = _current_release(home)
+        prev_sources: dict[str, dict] = current.manifest["sources"] if current else {}
+        roots = {r.root_id: r.path for r in catalog.roots()}
         # Status, language and the digests activation compares, read in the database: decoding
         # every run's verdicts was most of an activation's cost at 10,000 sources.
-        runs = catalog.parse_run_digests((LEXICAL_VERDICT, *VECTOR_DIGEST_VERDICTS.values()))
-        status = {r.parse_id: r.status for r in runs}
-        language = {r.parse_id: r.language for r in runs}
-        verdicts = {r.parse_id: r.digests for r in runs}
-        roots = {r.root_id: r.path for r in catalog.roots()}
-        sources: dict[str, dict] = {}
-        for s in catalog.sources():
-            if home.config.sources.is_withheld(s.source_key):
-                continue
-            if s.state == "present" and s.parse_id and status.get(s.parse_id) == "ready":
-                entry = _with_lexical_digest(_source_meta(s, roots, language.get(s.parse_id)), verdicts[s.parse_id])
-                # The current release's entry when equal: one object per source, not two, at
-                # 10,000 sources (fewer survivors, fewer full collections of the process's heap).
-                prev = prev_sources.get(s.source_key)
-                sources[s.source_key] = prev if prev == entry else entry
-            elif s.state in ("present", "access_lost") and s.source_key in prev_sources:
-                kept = prev_sources[s.source_key]
-                # A kept parse that is no longer ready is being re-derived in place (its rows are
-                # being rewritten under the same parse ID) or failed that: a new release would pin
-                # its half-written or failing rows, so it is left out until it is ready again.
-                if status.get(kept["parse_id"]) == "ready":
-                    sources[s.source_key] = _with_lexical_digest(kept, verdicts[kept["parse_id"]])
+        sources, runs, marks = _derive_sources(home, current, (LEXICAL_VERDICT, *VECTOR_DIGEST_VERDICTS.values()),
+                                               roots)
+        verdicts = {pid: r.digests for pid, r in runs.items()}
         report = ActivationReport(release_id=current.release_id if current else None, published=False)
         prev_active = {k: v["parse_id"] for k, v in prev_sources.items()}
         new_active = {k: v["parse_id"] for k, v in sources.items()}
@@ -177,6 +282,7 @@ def activate(home: FabricHome) -> ActivationReport:
         index_current = current is not None and home.lexical.is_current(current.manifest.get("lexical_generation") or "")
         dense_current = current is not None and records_current(home, current.manifest)
         if current is not None and sources == prev_sources and not post_changed and index_current and dense_current:
+            _remember(home, current.release_id, marks, prev_sources, runs)
             report.lexical_generation = current.manifest.get("lexical_generation")
             report.seconds = time.perf_counter() - started
             return report
@@ -215,6 +321,7 @@ def activate(home: FabricHome) -> ActivationReport:
                                                current.manifest.get(DENSE_INDEXES) if current else None),
         }
         release = catalog.publish_release(manifest, expected_current=current.release_id if current else None)
+        _remember(home, release.release_id, marks, sources, runs)
         retained = max(RETAINED_RELEASES, home.config.retention.releases)
         kept = catalog.release_summaries(last=retained)
         keep = {r.manifest.get("lexical_generation") for r in kept}

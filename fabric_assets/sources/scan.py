@@ -18,7 +18,7 @@ from __future__ import annotations
 import os
 import stat
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -154,11 +154,17 @@ def _walk(root: Path, ignore_hidden: bool, report: ScanReport, skip: SkipCallbac
                 skip(child, f"not-a-regular-file: {kind}")
 
 
-def awaited_parse_ids(catalog: Catalog) -> set[str]:
+def awaited_parse_ids(catalog: Catalog, among: Iterable[str] | None = None) -> set[str]:
     """Parse IDs some source still waits for: the current parse of a ``present`` (or
     ``access_lost``) source. A pending or unfinished parse that no such source names (its files
-    were all deleted, or changed again before it ran) is dropped: never run again."""
-    return catalog.source_parse_ids(("present", "access_lost"))
+    were all deleted, or changed again before it ran) is dropped: never run again. With
+    ``among``, only which of those (looked up by index: the cost follows ``among``)."""
+    if among is None:
+        return catalog.source_parse_ids(("present", "access_lost"))
+    among = set(among)
+    if not among:
+        return set()
+    return {s.parse_id for s in catalog.sources(parse_ids=among) if s.state in ("present", "access_lost")}
 
 
 def size_cap(cfg, spec) -> int:
@@ -302,8 +308,9 @@ def scan(home: FabricHome) -> ScanReport:
     for digest, old_key in vanished_by_hash.items():
         if digest in new_keys_by_hash:
             report.moved.append((old_key, new_keys_by_hash[digest]))
-    awaited = awaited_parse_ids(catalog)
-    report.parse_ids_to_run = [r.parse_id for r in catalog.parse_runs(status="pending") if r.parse_id in awaited]
+    pending = [r.parse_id for r in catalog.parse_runs(status="pending")]
+    awaited = awaited_parse_ids(catalog, among=pending)
+    report.parse_ids_to_run = [p for p in pending if p in awaited]
     _record_skipped(catalog, report.skipped, unwalked)
     catalog.set_state(LAST_SCAN_STATE, {"at": time.time(), "changes": len(report.new) + len(report.changed)
                                         + len(report.deleted) + len(report.moved)})

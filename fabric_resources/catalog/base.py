@@ -37,6 +37,12 @@ from fabric_resources.schema import OPERATION_STATUSES
 _IDS_PER_STATEMENT = 500
 
 _SOURCE_COLUMNS = SourceRow._fields
+#: A row's next change number (catalog version 2's ``change_seq``), in the statement that writes it.
+#: Every write of ``sources`` and ``parse_runs`` runs in an immediate transaction (the catalog's
+#: write lock), so the numbers follow the order of the commits: a reader that has seen number n has
+#: seen every row numbered below it.
+_NEXT_SOURCE_SEQ = "(SELECT COALESCE(MAX(change_seq), 0) + 1 FROM sources)"
+_NEXT_RUN_SEQ = "(SELECT COALESCE(MAX(change_seq), 0) + 1 FROM parse_runs)"
 
 
 def in_batches(values: list) -> Iterator[tuple[list, str]]:
@@ -212,16 +218,42 @@ class Catalog(abc.ABC):
 
     def source(self, source_key: str) -> SourceRow | None:
         with self.transaction() as con:
-            r = con.execute("SELECT * FROM sources WHERE source_key = ?", (source_key,)).fetchone()
-        return SourceRow(**dict(r)) if r else None
+            r = con.execute(f"SELECT {', '.join(_SOURCE_COLUMNS)} FROM sources WHERE source_key = ?",
+                            (source_key,)).fetchone()
+        return SourceRow._make(r) if r else None
+
+    def change_marks(self) -> tuple[int, int]:
+        """The highest change number of ``sources`` and of ``parse_runs`` (0 for none): every row
+        written later gets a higher one."""
+        with self.transaction() as con:
+            a = con.execute("SELECT COALESCE(MAX(change_seq), 0) FROM sources").fetchone()[0]
+            b = con.execute("SELECT COALESCE(MAX(change_seq), 0) FROM parse_runs").fetchone()[0]
+        return int(a), int(b)
+
+    def purge_mark(self) -> list[int]:
+        """``[count, highest ID]`` of the purge tombstones: it moves whenever a purge deletes rows
+        (the one way a source row leaves the catalog), which no change number can show."""
+        with self.transaction() as con:
+            r = con.execute("SELECT COUNT(*), COALESCE(MAX(tombstone_id), 0) FROM tombstones").fetchone()
+        return [int(r[0]), int(r[1])]
+
+    def sources_changed_after(self, change_seq: int) -> tuple[list[SourceRow], int]:
+        """The sources written since change number ``change_seq`` (any state), by key, and the
+        highest change number among them (``change_seq`` if none): what activation re-derives.
+        By the ``change_seq`` index: the cost follows the rows written since."""
+        with self.transaction() as con:
+            rows = con.execute(f"SELECT {', '.join(_SOURCE_COLUMNS)}, change_seq FROM sources WHERE change_seq > ? "
+                               "ORDER BY source_key", (change_seq,)).fetchall()
+        return [SourceRow._make(r[:-1]) for r in rows], max((r[-1] for r in rows), default=change_seq)
 
     def upsert_source(self, con: Connection, row: SourceRow) -> None:
         con.execute(
-            f"""INSERT INTO sources({', '.join(_SOURCE_COLUMNS)}) VALUES ({', '.join('?' * len(_SOURCE_COLUMNS))})
+            f"""INSERT INTO sources({', '.join(_SOURCE_COLUMNS)}, change_seq)
+               VALUES ({', '.join('?' * len(_SOURCE_COLUMNS))}, {_NEXT_SOURCE_SEQ})
                ON CONFLICT(source_key) DO UPDATE SET state=excluded.state,
                  media_type=excluded.media_type, mtime_ns=excluded.mtime_ns, size=excluded.size,
                  source_hash=excluded.source_hash, parse_id=excluded.parse_id,
-                 last_seen=excluded.last_seen""",
+                 last_seen=excluded.last_seen, change_seq=excluded.change_seq""",
             tuple(getattr(row, c) for c in _SOURCE_COLUMNS),
         )
 
@@ -253,9 +285,9 @@ class Catalog(abc.ABC):
         """Create a pending parse run unless one exists; True if created."""
         now = time.time()
         cur = con.execute(
-            """INSERT INTO parse_runs(parse_id, source_hash, media_type, parser_name,
-                 parser_version, parser_config_hash, status, created_at, updated_at)
-               VALUES (?,?,?,?,?,?,'pending',?,?) ON CONFLICT(parse_id) DO NOTHING""",
+            f"""INSERT INTO parse_runs(parse_id, source_hash, media_type, parser_name,
+                 parser_version, parser_config_hash, status, created_at, updated_at, change_seq)
+               VALUES (?,?,?,?,?,?,'pending',?,?,{_NEXT_RUN_SEQ}) ON CONFLICT(parse_id) DO NOTHING""",
             (parse_id, source_hash, media_type, parser_name, parser_version, parser_config_hash, now, now),
         )
         return cur.rowcount == 1
@@ -268,16 +300,26 @@ class Catalog(abc.ABC):
                                "ORDER BY created_at, parse_id").fetchall()
         return [(r["parse_id"], r["status"], r["source_hash"]) for r in rows]
 
-    def parse_run_digests(self, verdict_names: Iterable[str]) -> list[ParseRunDigests]:
-        """Every parse run's status, language and the ``digest`` of each of ``verdict_names``
-        (``None`` where absent), oldest first: what activation decides on, with no verdicts
-        decoded in Python."""
+    def parse_run_digests(self, verdict_names: Iterable[str], *, changed_after: int | None = None,
+                          parse_ids: Iterable[str] | None = None) -> list[ParseRunDigests]:
+        """Every parse run's status, language, the ``digest`` of each of ``verdict_names``
+        (``None`` where absent) and its change number, oldest first: what activation decides on,
+        with no verdicts decoded in Python. Only the runs written since change number
+        ``changed_after``, or those of ``parse_ids``, when given (by index)."""
         names = list(dict.fromkeys(verdict_names))
         picks = "".join(f", {self._VERDICT_DIGEST_SQL} AS d{i}" for i in range(len(names)))
+        sql = f"SELECT parse_id, status, language, change_seq{picks} FROM parse_runs"
+        args = [self._verdict_digest_arg(n) for n in names]
         with self.transaction() as con:
-            rows = con.execute(f"SELECT parse_id, status, language{picks} FROM parse_runs ORDER BY created_at, parse_id",
-                               [self._verdict_digest_arg(n) for n in names]).fetchall()
-        return [ParseRunDigests(r[0], r[1], r[2], {n: r[3 + i] for i, n in enumerate(names)}) for r in rows]
+            if parse_ids is not None:
+                rows = []
+                for batch, marks in in_batches(sorted(set(parse_ids))):
+                    rows += con.execute(sql + f" WHERE parse_id IN ({marks})", [*args, *batch]).fetchall()
+            elif changed_after is not None:
+                rows = con.execute(sql + " WHERE change_seq > ?", [*args, changed_after]).fetchall()
+            else:
+                rows = con.execute(sql + " ORDER BY created_at, parse_id", args).fetchall()
+        return [ParseRunDigests(r[0], r[1], r[2], {n: r[4 + i] for i, n in enumerate(names)}, r[3]) for r in rows]
 
     def parse_run(self, parse_id: str) -> ParseRun | None:
         with self.transaction() as con:
@@ -326,7 +368,8 @@ class Catalog(abc.ABC):
         now = time.time()
         with self.transaction(immediate=True) as con:
             for u in updates:
-                sets, args = ["status = ?", "updated_at = ?", "reason = ?", "detail = ?"], [u.status, now, u.reason, u.detail]
+                sets = ["status = ?", "updated_at = ?", "reason = ?", "detail = ?", f"change_seq = {_NEXT_RUN_SEQ}"]
+                args = [u.status, now, u.reason, u.detail]
                 if u.counts is not None:
                     sets.append("counts = ?")
                     args.append(json.dumps(u.counts, sort_keys=True))
@@ -388,6 +431,13 @@ class Catalog(abc.ABC):
             else:
                 rows = con.execute(sql + " DESC LIMIT ?", (last,)).fetchall()[::-1]
         return [Release(r[0], r[1], json.loads(r[2])) for r in rows]
+
+    def release_summary(self, release_id: int) -> Release | None:
+        """One release as :meth:`release_summaries` reads it (its manifest less its sources)."""
+        with self.transaction() as con:
+            r = con.execute("SELECT r.release_id, r.created_at, s.summary FROM releases r JOIN release_summaries s "
+                            "ON s.release_id = r.release_id WHERE r.release_id = ?", (release_id,)).fetchone()
+        return Release(r[0], r[1], json.loads(r[2])) if r else None
 
     def release_parse_ids(self, release_ids: Iterable[int], among: Iterable[str] | None = None) -> set[str]:
         """The parse IDs the manifests of ``release_ids`` name (their union); with ``among``, only
@@ -467,8 +517,8 @@ class Catalog(abc.ABC):
                  if isinstance(e, dict) and isinstance(e.get("parse_id"), str)}
         open_ = {r[0] for r in con.execute("SELECT parse_id FROM release_parses WHERE last_release IS NULL")}
         for batch, marks in in_batches(sorted(open_ - named)):
-            con.execute(f"UPDATE release_parses SET last_release = ? WHERE last_release IS NULL AND parse_id IN ({marks})",
-                        [base if base is not None else release_id - 1, *batch])
+            con.execute("UPDATE release_parses SET last_release = ? WHERE last_release IS NULL "
+                        f"AND parse_id IN ({marks})", [base if base is not None else release_id - 1, *batch])
         con.executemany("INSERT INTO release_parses(parse_id, first_release, last_release) VALUES (?, ?, NULL)",
                         [(p, release_id) for p in sorted(named - open_)])
 
@@ -554,6 +604,7 @@ class Catalog(abc.ABC):
 
 def _parse_run(r: Any) -> ParseRun:
     d = dict(r)
+    d.pop("change_seq", None)  # the row's change number (catalog version 2), not part of the record
     d["verdicts"] = json.loads(d["verdicts"] or "{}")
     d["counts"] = json.loads(d["counts"] or "{}")
     return ParseRun(**d)
@@ -575,7 +626,7 @@ def merge_verdicts(catalog: Catalog, verdicts: dict[str, dict[str, Any]]) -> Non
                 raise KeyError(parse_id)
             merged = {**json.loads(r["verdicts"] or "{}"), **named}
             con.execute(
-                "UPDATE parse_runs SET verdicts = ?, updated_at = ? WHERE parse_id = ?",
+                f"UPDATE parse_runs SET verdicts = ?, updated_at = ?, change_seq = {_NEXT_RUN_SEQ} WHERE parse_id = ?",
                 (json.dumps(merged, sort_keys=True), now, parse_id),
             )
 
@@ -592,7 +643,7 @@ def drop_verdicts(catalog: Catalog, parse_ids: Iterable[str], names: Iterable[st
                 continue
             kept = {k: v for k, v in json.loads(r["verdicts"] or "{}").items() if k not in names}
             con.execute(
-                "UPDATE parse_runs SET verdicts = ?, updated_at = ? WHERE parse_id = ?",
+                f"UPDATE parse_runs SET verdicts = ?, updated_at = ?, change_seq = {_NEXT_RUN_SEQ} WHERE parse_id = ?",
                 (json.dumps(kept, sort_keys=True), now, parse_id),
             )
 

@@ -57,7 +57,10 @@ class Migration:
 #: published, so retention and activation read what they decide on without parsing manifests that
 #: name every source, and a release writes rows only for the parses that changed. Existing
 #: releases are filled in from their manifests by the database's JSON functions: one interval per
-#: release and parse, open for the current release's parses.
+#: release and parse, open for the current release's parses. And a change sequence on ``sources``
+#: and ``parse_runs`` (``change_seq``: each write of a row gives it the table's highest number plus
+#: one, under the write lock), so activation reads only the rows written since the release it
+#: builds on (``fabric_assets.activation.activate``); rows from before read as 0.
 _RELEASE_INDEX_SQLITE = """
 CREATE TABLE IF NOT EXISTS release_summaries (
     release_id    INTEGER PRIMARY KEY,
@@ -78,6 +81,10 @@ INSERT OR IGNORE INTO release_parses(parse_id, first_release, last_release)
     FROM releases r, json_each(r.manifest, '$.sources') s
     WHERE json_extract(s.value, '$.parse_id') IS NOT NULL;
 CREATE INDEX IF NOT EXISTS release_parses_last ON release_parses(last_release);
+ALTER TABLE sources ADD COLUMN change_seq INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE parse_runs ADD COLUMN change_seq INTEGER NOT NULL DEFAULT 0;
+CREATE INDEX IF NOT EXISTS sources_change ON sources(change_seq);
+CREATE INDEX IF NOT EXISTS parse_runs_change ON parse_runs(change_seq);
 """
 _RELEASE_INDEX_POSTGRES = """
 CREATE TABLE IF NOT EXISTS release_summaries (
@@ -99,11 +106,15 @@ INSERT INTO release_parses(parse_id, first_release, last_release)
     FROM releases r, json_each(r.manifest::json -> 'sources') s
     WHERE s.value ->> 'parse_id' IS NOT NULL ON CONFLICT DO NOTHING;
 CREATE INDEX IF NOT EXISTS release_parses_last ON release_parses(last_release);
+ALTER TABLE sources ADD COLUMN change_seq BIGINT NOT NULL DEFAULT 0;
+ALTER TABLE parse_runs ADD COLUMN change_seq BIGINT NOT NULL DEFAULT 0;
+CREATE INDEX IF NOT EXISTS sources_change ON sources(change_seq);
+CREATE INDEX IF NOT EXISTS parse_runs_change ON parse_runs(change_seq);
 """
 
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "initial", CATALOG_DDL, CATALOG_DDL_POSTGRES),
-    Migration(2, "release-summaries-and-parses", _RELEASE_INDEX_SQLITE, _RELEASE_INDEX_POSTGRES),
+    Migration(2, "release-index-and-change-sequence", _RELEASE_INDEX_SQLITE, _RELEASE_INDEX_POSTGRES),
 )
 #: The catalog schema version this Fabric reads and writes.
 LATEST_VERSION = MIGRATIONS[-1].version

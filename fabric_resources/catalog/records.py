@@ -78,6 +78,7 @@ class ParseRunDigests(NamedTuple):
     status: str
     language: str | None
     digests: dict[str, Any]
+    change_seq: int = 0  # the run row's change number (catalog version 2)
 
 
 @dataclass(frozen=True)

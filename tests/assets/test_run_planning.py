@@ -82,3 +82,23 @@ def test_partition_ranges_property(ordered, wanted, per_run):
     for a, b in zip(runs, runs[1:]):
         # a new run starts only at a gap or because the previous run is full
         assert pos[b[0]] != pos[a[-1]] + 1 or len(a) == per_run
+
+
+def test_planning_few_new_parses_equals_planning_from_every_partition():
+    """guards against: the shortcut for a few new parses (no read of every partition key) planning
+    other runs than ordering every partition would: new keys out of order, an existing key taken
+    for new, or duplicates."""
+    import dagster as dg
+
+    from fabric_assets.partitions import PARSES
+    from fabric_assets.sensors import plan_parse_runs
+
+    with dg.DagsterInstance.ephemeral() as instance:
+        existing = [f"{i:032x}" for i in range(10)]
+        instance.add_dynamic_partitions(PARSES.name, existing)
+        for pending, per_run in ((["f" * 32, "e" * 32, "f" * 32], 1), (["f" * 32, "e" * 32, "d" * 32], 2),
+                                 ([existing[3], "e" * 32], 2), ([existing[4], existing[5]], 4), ([], 3)):
+            everything = list(instance.get_dynamic_partitions(PARSES.name))
+            new = [k for k in dict.fromkeys(pending) if k not in everything]
+            expected = (new, partition_ranges(everything + new, pending, per_run))
+            assert plan_parse_runs(instance, pending, per_run) == expected, (pending, per_run)
