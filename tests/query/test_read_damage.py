@@ -239,7 +239,7 @@ def test_the_catalog_is_rechecked_after_the_unlocked_read(home, monkeypatch):
         def sha256(self, data=b""):
             row = home.catalog.source(citation.source_key)
             with home.catalog.transaction(immediate=True) as con:
-                home.catalog.upsert_source(con, type(row)(**{**row.__dict__, "state": "deleted"}))
+                home.catalog.upsert_source(con, row._replace(state="deleted"))
             return hashlib.sha256(data)
 
     monkeypatch.setattr(resolve_module, "hashlib", DeletedDuringRead())

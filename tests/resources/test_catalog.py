@@ -178,6 +178,43 @@ def test_reads_in_the_database_equal_decoding_in_python(catalog, tmp_path):
             assert catalog.release_parse_ids(ids, among=among) == named & set(among), (ids, len(among))
 
 
+def test_every_write_of_a_source_or_parse_run_gets_a_higher_change_number(catalog, tmp_path):
+    """guards against: a write of a source or parse run (insert, update, status, verdicts merged or
+    dropped) that keeps its old change number, which activation from the change would never read
+    again; and reads since a number returning rows written before it."""
+    root = catalog.register_root(tmp_path)
+    n0, m0 = catalog.change_marks()
+    names = ("lexical",)
+    with catalog.transaction(immediate=True) as con:
+        for key in ("a", "b", "c"):
+            catalog.upsert_source(con, _source(f"fs:x/{key}", root.root_id))
+    for pid in ("1" * 16, "2" * 16):
+        _parse_run(catalog, pid)
+    rows, n1 = catalog.sources_changed_after(n0)
+    assert [s.source_key for s in rows] == ["fs:x/a", "fs:x/b", "fs:x/c"] and n1 == n0 + 3
+    runs = catalog.parse_run_digests(names, changed_after=m0)
+    assert sorted(r.parse_id for r in runs) == ["1" * 16, "2" * 16]
+    m1 = max(r.change_seq for r in runs)
+    assert catalog.change_marks() == (n1, m1)
+    assert catalog.sources_changed_after(n1) == ([], n1) and catalog.parse_run_digests(names, changed_after=m1) == []
+
+    with catalog.transaction(immediate=True) as con:  # an update (the upsert's conflict branch)
+        catalog.upsert_source(con, _source("fs:x/b", root.root_id, state="deleted"))
+    rows, n2 = catalog.sources_changed_after(n1)
+    assert [(s.source_key, s.state) for s in rows] == [("fs:x/b", "deleted")] and n2 > n1
+    seen = m1
+    for write in (lambda: catalog.set_parse_status("1" * 16, "ready"),
+                  lambda: merge_verdicts(catalog, {"2" * 16: {"lexical": {"passed": True, "digest": "d"}}}),
+                  lambda: drop_verdicts(catalog, ["2" * 16], ["lexical"])):
+        write()
+        changed = catalog.parse_run_digests(names, changed_after=seen)
+        assert len(changed) == 1 and changed[0].change_seq > seen
+        seen = changed[0].change_seq
+    assert not _parse_run(catalog, "1" * 16)  # an existing run is not written: no new number
+    assert catalog.parse_run_digests(names, changed_after=seen) == []
+    assert [r.parse_id for r in catalog.parse_run_digests(names, parse_ids=["2" * 16, "9" * 16])] == ["2" * 16]
+
+
 def test_verdicts_merge_and_drop(catalog):
     """guards against: a merge that replaces earlier verdicts, or a drop that removes others' names."""
     p = "1" * 16
