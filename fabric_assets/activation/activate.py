@@ -191,7 +191,8 @@ def _derive_sources(home: FabricHome, current: Release | None, names: tuple[str,
     marks = catalog.state(ACTIVATION_MARKS) if current is not None else None
     prev_sources: dict[str, dict] = current.manifest["sources"] if current else {}
     if not (from_change and isinstance(marks, dict) and marks.get("release_id") == current.release_id
-            and all(marks.get(k) == v for k, v in static.items())):
+            and all(marks.get(k) == v for k, v in static.items())
+            and all(isinstance(marks.get(k), int) for k in ("sources", "parse_runs"))):
         n, m = catalog.change_marks()  # before reading: a row written meanwhile is read again next time
         runs = {r.parse_id: r for r in catalog.parse_run_digests(names)}
         sources = {}
@@ -225,8 +226,8 @@ def _derive_sources(home: FabricHome, current: Release | None, names: tuple[str,
             sources[s.source_key] = entry
     for key in keys - found:  # no row any more (only a purge deletes one, and it moves the marks)
         sources.pop(key, None)
-    # Keep the order a full derivation gives (by key), so both publish the same manifest text.
-    if keys:
+    # Keep the order a full derivation gives (by key): only an added source lands out of order.
+    if any(k not in prev_sources for k in sources.keys() & found):
         sources = dict(sorted(sources.items()))
     return sources, runs, {**static, "sources": n, "parse_runs": m}
 

@@ -247,6 +247,8 @@ class Catalog(abc.ABC):
         return [SourceRow._make(r[:-1]) for r in rows], max((r[-1] for r in rows), default=change_seq)
 
     def upsert_source(self, con: Connection, row: SourceRow) -> None:
+        """Insert or update ``row`` in ``con``, an immediate transaction (:meth:`transaction`): its
+        change number is the table's highest plus one, which holds only under the write lock."""
         con.execute(
             f"""INSERT INTO sources({', '.join(_SOURCE_COLUMNS)}, change_seq)
                VALUES ({', '.join('?' * len(_SOURCE_COLUMNS))}, {_NEXT_SOURCE_SEQ})
