@@ -363,11 +363,13 @@ class LexicalIndex:
             tantivy.Index(index_schema(), path=str(tmp))
             template = tantivy_meta.load_meta(tmp)
             listed: list[tantivy_meta.SegmentMeta] = []
+            names = ([e.name for e in os.scandir(self.root / previous) if e.is_file(follow_symlinks=False)]
+                     if plan.kept else [])
             for segment in plan.kept:
                 record = record_path(self.root / previous, segment)
                 # Segment files are immutable and no writer ever opens a generation. A segment whose
                 # record went missing is kept without one: a later change that touches it rebuilds.
-                files = tantivy_meta.segment_files(self.root / previous, segment)
+                files = tantivy_meta.segment_files(self.root / previous, segment, names)
                 for f in [*files, record] if record.exists() else files:
                     os.link(f, tmp / f.name)
                 listed.append(segment)

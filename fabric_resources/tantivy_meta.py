@@ -23,6 +23,7 @@ from __future__ import annotations
 import json
 import os
 import uuid
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -100,8 +101,11 @@ def write_meta(directory: Path, template: dict, listed: list[SegmentMeta], opsta
     os.replace(tmp, Path(directory) / TANTIVY_META)
 
 
-def segment_files(directory: Path, segment: SegmentMeta) -> list[Path]:
+def segment_files(directory: Path, segment: SegmentMeta, names: Iterable[str] | None = None) -> list[Path]:
     """The files of ``segment`` in ``directory`` (its components; a ``.del`` file only if it has deletes).
+
+    ``names``: the directory's regular files, listed once by a caller that asks about many
+    segments (listing it per segment made a generation's assembly grow with segments × files).
 
     Raises
     ------
@@ -109,7 +113,9 @@ def segment_files(directory: Path, segment: SegmentMeta) -> list[Path]:
         If the directory holds no file of the segment (its files are named otherwise).
     """
     prefix = segment.file_prefix
-    found = sorted(p for p in Path(directory).iterdir() if p.name.startswith(prefix) and p.is_file())
+    if names is None:
+        names = [p.name for p in Path(directory).iterdir() if p.is_file()]
+    found = sorted(Path(directory) / n for n in names if n.startswith(prefix))
     if not any(p.suffix == ".idx" for p in found):
         raise IndexFormatChanged(f"no {prefix}idx in {directory}: segment files are not named by the simple UUID")
     return found

@@ -288,6 +288,12 @@ def activate(home: FabricHome) -> ActivationReport:
             report.seconds = time.perf_counter() - started
             return report
 
+        # A release is on its way: bring the tables' parse-ID indexes up to date first (a new table
+        # version of the same rows), so this release pins them and its reads by parse look up.
+        # Not sooner: a new version of a POST_ACTIVATION_TABLES table would itself ask for a release.
+        for name in TABLES:
+            if home.tables.index_parse_ids(name):
+                tables[name] = home.tables.version(name)
         prev_parses, new_parses = set(prev_active.values()), set(new_active.values())
         prev_gen = current.manifest.get("lexical_generation") if current else None
 

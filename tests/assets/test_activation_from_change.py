@@ -119,3 +119,40 @@ def test_a_release_from_the_change_names_what_every_source_gives(tmp_path, fabri
     monkeypatch.setattr(activation, "_DERIVED", {})
     again = step(lambda: (src / "note-2.txt").write_text(TEXTS["note-2.txt"] + "Another line.\n"))
     assert again["fs:docs/note-2.txt"]["parse_id"] != added["fs:docs/note-2.txt"]["parse_id"] and reads == []
+
+
+def test_parse_id_indexes_ride_with_a_release_and_change_no_answer(tmp_path, fabric_home, monkeypatch):
+    """guards against: the parse-ID index commit (a new table version) asking for a release when
+    nothing changed, a release that pins the versions before it, or an index that changes what a
+    search finds (the threshold is lowered so this small corpus gets its indexes; a home of the
+    same files without them is the reference)."""
+    from fabric_query import Fabric
+    from fabric_resources import tables as table_store
+    from fabric_resources.tables import PARSE_ID_INDEX
+
+    src = tmp_path / "docs"
+    src.mkdir()
+    for name, text in TEXTS.items():
+        (src / name).write_text(text)
+    ingest(src, fabric_home)
+    monkeypatch.setattr(table_store, "PARSE_ID_INDEX_ROWS", 2)
+    (src / "note-0.txt").write_text("The keeper of lighthouse 0 logged a calm night and storm 3.\n")
+    ingest(src, fabric_home)
+    current = fabric_home.catalog.current_release()
+    indexed = [n for n in ("chunks", "lexical_documents", "chunk_vectors")
+               if any(i["name"] == PARSE_ID_INDEX for i in fabric_home.tables.dataset(n).list_indices())]
+    assert indexed == ["chunks", "lexical_documents", "chunk_vectors"]
+    # The release pins the versions that hold the indexes (they were made before it was published).
+    for n in indexed:
+        assert current.manifest["tables"][n] == fabric_home.tables.version(n)
+    ingest(src, fabric_home)  # nothing changed: no release, index or not
+    assert fabric_home.catalog.current_release().release_id == current.release_id
+    monkeypatch.setattr(table_store, "PARSE_ID_INDEX_ROWS", 10**9)
+    reference = FabricHome(tmp_path / "reference-home")
+    ingest(src, reference)
+    assert not any(i["name"] == PARSE_ID_INDEX for i in reference.tables.dataset("chunks").list_indices())
+
+    def answer(home):
+        return [(h.chunk_id, round(h.fused_score, 6)) for h in Fabric(home.root).search("keeper storm 3").results]
+
+    assert answer(fabric_home) == answer(reference) and answer(reference)
