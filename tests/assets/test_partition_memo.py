@@ -69,15 +69,21 @@ def test_a_run_reads_the_keys_once_and_materializes_exactly_its_range(instance, 
         "p020,p021,p022"}
 
 
-def test_a_write_through_the_instance_drops_the_memo(instance):
+def test_a_write_through_the_instance_keeps_the_memo_equal_to_storage(instance, reads):
+    """guards against: a memo that misses this process's own added key, lists a held key again, keeps a
+    deleted one, or reloads every key after each addition (what it exists to save)."""
     instance.add_dynamic_partitions(NAME, ["a", "b"])
     with partition_key_memo(instance):
         assert instance.get_dynamic_partitions(NAME) == ["a", "b"]
-        instance.add_dynamic_partitions(NAME, ["c"])
-        assert instance.get_dynamic_partitions(NAME) == ["a", "b", "c"]
+        reads[0] = 0
+        instance.add_dynamic_partitions(NAME, ["c", "b", "d"])  # b is held already
+        assert instance.get_dynamic_partitions(NAME) == ["a", "b", "c", "d"]
+        assert instance.has_dynamic_partition(NAME, "d")
+        assert reads[0] == 0
         instance.delete_dynamic_partition(NAME, "a")
-        assert instance.get_dynamic_partitions(NAME) == ["b", "c"]
+        assert instance.get_dynamic_partitions(NAME) == ["b", "c", "d"]
         assert not instance.has_dynamic_partition(NAME, "a")
+    assert instance.get_dynamic_partitions(NAME) == ["b", "c", "d"]  # storage agrees
 
 
 def test_a_key_added_by_another_process_is_still_found(instance, tmp_path):
