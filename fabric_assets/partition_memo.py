@@ -29,8 +29,9 @@ def partition_key_memo(instance: dg.DagsterInstance) -> Iterator[None]:
     their insertion order, so keys another process adds meanwhile land after every key of
     the range and cannot change its slice. And writes made through ``instance`` in the block
     keep the memo true for this process: ``add_dynamic_partitions`` appends the keys it added
-    (as Dagster does), ``delete_dynamic_partition`` drops the memo. ``has_dynamic_partition`` answers ``True`` from the memo
-    and asks the instance otherwise, so a key added elsewhere is still found.
+    (as Dagster does), ``delete_dynamic_partition`` drops the memo. ``has_dynamic_partition``
+    answers ``True`` from the memo and asks the instance otherwise, so a key added elsewhere is
+    still found.
 
     The instance's own methods are restored on exit, also when the block raises. Nested
     blocks over the same instance share the outer memo.

@@ -46,7 +46,7 @@ PARSE_ID_INDEX = "parse_id_idx"
 #: Live rows from which a table gets its parse-ID index, and rows written since its last update
 #: that bring it up to date. Below this a ``parse_id IN (…)`` filter scans the column in about a
 #: millisecond; at 34,000 chunk rows (10,000 documents) a scan took 6.6 ms a read, the index 1.3 ms,
-#: and bringing it up to date 0.12 s (docs/benchmarks.md, "Incremental updates").
+#: and bringing it up to date 0.12 s at 36,000 rows (docs/benchmarks.md, "Incremental updates").
 PARSE_ID_INDEX_ROWS = 4096
 
 
@@ -373,8 +373,9 @@ class TableStore:
         or replacing a few parses' rows looks them up instead of scanning every fragment's
         ``parse_id`` column (which grows with the corpus). Creates it once the table holds
         ``min_rows`` live rows (default :data:`PARSE_ID_INDEX_ROWS`); brings it up to date (Lance's
-        ``optimize_indices``) once ``min_rows`` rows sit in fragments it does not cover. Returns ``"created"``, ``"updated"`` or None
-        (nothing to do, no table, or a concurrent commit won: left as it was).
+        ``optimize_indices``) once ``min_rows`` rows sit in fragments it does not cover. Returns
+        ``"created"``, ``"updated"`` or None (nothing to do, no table, or a concurrent commit won:
+        left as it was).
 
         The index is an access path, never a source of truth: Lance answers a filter from it for
         the fragments it covers, scans the others, and masks deleted rows either way; each call is

@@ -70,8 +70,8 @@ def test_a_run_reads_the_keys_once_and_materializes_exactly_its_range(instance, 
 
 
 def test_a_write_through_the_instance_keeps_the_memo_equal_to_storage(instance, reads):
-    """guards against: a memo that misses this process's own added key, lists a held key again, keeps a
-    deleted one, or reloads every key after each addition (what it exists to save)."""
+    """guards against: a memo that misses this process's own added key, lists a held key again,
+    keeps a deleted one, or reloads every key after each addition (what it exists to save)."""
     instance.add_dynamic_partitions(NAME, ["a", "b"])
     with partition_key_memo(instance):
         assert instance.get_dynamic_partitions(NAME) == ["a", "b"]
