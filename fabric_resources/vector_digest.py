@@ -85,10 +85,10 @@ def parse_digests(
 
 def table_digest(per_parse: Mapping[str, str], active_parse_ids: Iterable[str]) -> str:
     """The table digest over ``active_parse_ids`` (see the module docstring)."""
-    h = hashlib.sha256()
-    for pid in sorted(set(active_parse_ids)):
-        h.update(f"{pid}:{per_parse.get(pid, EMPTY_PARSE_DIGEST)}\n".encode())
-    return h.hexdigest()
+    get = per_parse.get
+    # One update of the joined lines: the same bytes as a line at a time, a third of the time.
+    lines = "".join([f"{pid}:{get(pid, EMPTY_PARSE_DIGEST)}\n" for pid in sorted(set(active_parse_ids))])
+    return hashlib.sha256(lines.encode()).hexdigest()
 
 
 def manifest_digests(digests_by_parse: Mapping[str, Mapping[str, Any]], active_parse_ids: Iterable[str],
@@ -102,14 +102,12 @@ def manifest_digests(digests_by_parse: Mapping[str, Mapping[str, Any]], active_p
     unverified (finite, unit-norm values only).
     """
     active = sorted(set(active_parse_ids))
+    of_parse = [digests_by_parse.get(pid, {}) for pid in active]
     out: dict[str, str | None] = {}
     for table, verdict_name in verdict_of_table.items():
-        per_parse = {}
-        for pid in active:
-            digest = digests_by_parse.get(pid, {}).get(verdict_name)
-            if not isinstance(digest, str):
-                per_parse = None
-                break
-            per_parse[pid] = digest
-        out[table] = table_digest(per_parse, active) if per_parse is not None else None
+        found = [d.get(verdict_name) for d in of_parse]
+        if all(isinstance(d, str) for d in found):
+            out[table] = table_digest(dict(zip(active, found)), active)
+        else:
+            out[table] = None
     return out

@@ -288,11 +288,13 @@ def activate(home: FabricHome) -> ActivationReport:
             report.seconds = time.perf_counter() - started
             return report
 
-        # A release is on its way: bring the tables' parse-ID indexes up to date first (a new table
-        # version of the same rows), so this release pins them and its reads by parse look up.
-        # Not sooner: a new version of a POST_ACTIVATION_TABLES table would itself ask for a release.
+        # A release is on its way: merge the tables' small fragments and bring their parse-ID
+        # indexes up to date first (new table versions of the same rows), so this release pins them
+        # and its reads neither pay per fragment nor scan by parse. Not sooner: a new version of a
+        # POST_ACTIVATION_TABLES table would itself ask for a release.
         for name in TABLES:
-            if home.tables.index_parse_ids(name):
+            merged = home.tables.merge_fragments(name)
+            if home.tables.index_parse_ids(name) or merged:
                 tables[name] = home.tables.version(name)
         prev_parses, new_parses = set(prev_active.values()), set(new_active.values())
         prev_gen = current.manifest.get("lexical_generation") if current else None

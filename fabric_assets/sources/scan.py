@@ -18,6 +18,7 @@ from __future__ import annotations
 import os
 import stat
 import time
+import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -38,6 +39,40 @@ SCAN_PARSERS_STATE = "scan_parser_identities"
 #: Why a file is not a regular file, by ``stat`` type test.
 _SPECIAL_FILES = ((stat.S_ISFIFO, "fifo"), (stat.S_ISSOCK, "socket"), (stat.S_ISCHR, "character device"),
                   (stat.S_ISBLK, "block device"))
+
+
+@dataclass(frozen=True)
+class _KnownSources:
+    """The source rows as this process's last scan of a catalog left them: true at change number
+    ``change_seq`` while the catalog's last-scan record is still ``scan_id`` (no other scan, and no
+    restored catalog, came since) and its purge mark is ``purge_mark`` (no row deleted)."""
+
+    scan_id: str
+    change_seq: int
+    purge_mark: list[int]
+    rows: dict[str, SourceRow]
+
+
+#: Per catalog (``Catalog.describe()``): the last :class:`_KnownSources` of this process. A warm
+#: process (a sensor's, ``fabric ingest`` run after run) then reads the rows written since its
+#: last scan, not every row (a tenth of a change round's scan at 10,000 sources).
+_KNOWN: dict[str, _KnownSources] = {}
+
+
+def _known_sources(catalog: Catalog) -> tuple[dict[str, SourceRow], int]:
+    """Every source row by key (as :meth:`Catalog.sources` reads them) and the change number they
+    are true at: the memo of the last scan plus the rows written since, when the memo still holds
+    (same last scan, same purge mark, the same number of rows); else every row, read again."""
+    memo = _KNOWN.get(catalog.describe())
+    last = catalog.state(LAST_SCAN_STATE)
+    if (memo is not None and isinstance(last, dict) and last.get("scan_id") == memo.scan_id
+            and catalog.purge_mark() == memo.purge_mark):
+        changed, n = catalog.sources_changed_after(memo.change_seq)
+        rows = {**memo.rows, **{s.source_key: s for s in changed}}
+        if len(rows) == catalog.source_count():
+            return rows, n
+    n, _ = catalog.change_marks()  # before reading: a row written meanwhile is read again next time
+    return {s.source_key: s for s in catalog.sources()}, n
 
 
 class PathOutsideRoot(ValueError):
@@ -190,9 +225,11 @@ def scan(home: FabricHome) -> ScanReport:
     # Roots are stored resolved and the walk joins plain names, so a resolved path compares as text.
     home_dir = str(home.layout.root.resolve())
     unwalked: list[str] = []  # labels of roots that could not be observed this time
+    purge_mark = catalog.purge_mark()
+    every_source, change_seq = _known_sources(catalog)
     for root in catalog.roots():
         root_path = Path(root.path)
-        known = {s.source_key: s for s in catalog.sources(root_id=root.root_id)}
+        known = {k: s for k, s in every_source.items() if s.root_id == root.root_id}
         seen: set[str] = set()
         if not root_path.is_dir():
             unwalked.append(root.label)
@@ -296,7 +333,8 @@ def scan(home: FabricHome) -> ScanReport:
                 lose_access(known[key])
         # The root is readable again, so a source lost with it (access_lost) whose file is not
         # here any more was deleted meanwhile; keeping it would serve a file that no longer exists.
-        gone = [s for k, s in known.items() if k not in seen and s.state in ("present", "access_lost")]
+        gone = sorted((s for k, s in known.items() if k not in seen and s.state in ("present", "access_lost")),
+                      key=lambda s: s.source_key)
         if gone:
             with catalog.transaction(immediate=True) as con:
                 for s in gone:
@@ -312,8 +350,11 @@ def scan(home: FabricHome) -> ScanReport:
     awaited = awaited_parse_ids(catalog, among=pending)
     report.parse_ids_to_run = [p for p in pending if p in awaited]
     _record_skipped(catalog, report.skipped, unwalked)
-    catalog.set_state(LAST_SCAN_STATE, {"at": time.time(), "changes": len(report.new) + len(report.changed)
-                                        + len(report.deleted) + len(report.moved)})
+    scan_id = uuid.uuid4().hex
+    catalog.set_state(LAST_SCAN_STATE, {"at": time.time(), "scan_id": scan_id, "changes": len(report.new)
+                                        + len(report.changed) + len(report.deleted) + len(report.moved)})
+    # The rows as read at the start: those this scan wrote have later change numbers, read next time.
+    _KNOWN[catalog.describe()] = _KnownSources(scan_id, change_seq, purge_mark, every_source)
     if not parsers_unchanged:
         catalog.set_state(SCAN_PARSERS_STATE, parsers_now)
     return report

@@ -178,6 +178,11 @@ class Catalog(abc.ABC):
                 rows += con.execute(sql + f" AND {column} IN ({marks})", [*args, *batch]).fetchall()
         return sorted((SourceRow(*r) for r in rows), key=lambda s: s.source_key)
 
+    def source_count(self) -> int:
+        """The number of source rows (any state)."""
+        with self.transaction() as con:
+            return int(con.execute("SELECT COUNT(*) FROM sources").fetchone()[0])
+
     def source_states(self) -> list[tuple[str, str | None, str | None]]:
         """(state, parse ID, source hash) of every source: what a cleanup decides on, without
         building each source's row."""

@@ -156,3 +156,40 @@ def test_parse_id_indexes_ride_with_a_release_and_change_no_answer(tmp_path, fab
         return [(h.chunk_id, round(h.fused_score, 6)) for h in Fabric(home.root).search("keeper storm 3").results]
 
     assert answer(fabric_home) == answer(reference) and answer(reference)
+
+
+def test_fragment_merges_ride_with_a_release_and_change_no_answer(tmp_path, fabric_home, monkeypatch):
+    """guards against: a fragment merge (a new table version of the same rows) asking for a release
+    when nothing changed, a release that pins the versions before it, or a merge that changes what
+    a search finds or what an older release reads (the threshold is lowered so a few ingests reach
+    it; a home of the same files ingested at once is the reference)."""
+    from fabric_query import Fabric
+    from fabric_resources import tables as table_store
+
+    src = tmp_path / "docs"
+    src.mkdir()
+    for name, text in TEXTS.items():  # one ingest per file: a fragment per table each
+        (src / name).write_text(text)
+        ingest(src, fabric_home)
+    before = fabric_home.catalog.current_release()
+    chunks_before = fabric_home.tables.read("chunks", version=before.manifest["tables"]["chunks"]).to_pylist()
+    assert len(fabric_home.tables.dataset("chunks").get_fragments()) == len(TEXTS)
+    monkeypatch.setattr(table_store, "MAX_FRAGMENTS", 2)
+    (src / "note-0.txt").write_text("The keeper of lighthouse 0 logged a calm night and storm 3.\n")
+    ingest(src, fabric_home)
+    current = fabric_home.catalog.current_release()
+    for name in ("chunks", "lexical_documents", "chunk_vectors", "units"):
+        assert len(fabric_home.tables.dataset(name).get_fragments()) <= 2, name
+        assert current.manifest["tables"][name] == fabric_home.tables.version(name), name
+    ingest(src, fabric_home)  # nothing changed: no release, merged or not
+    assert fabric_home.catalog.current_release().release_id == current.release_id
+    # The release before still reads the rows it pinned.
+    assert fabric_home.tables.read("chunks", version=before.manifest["tables"]["chunks"]).to_pylist() == chunks_before
+    monkeypatch.setattr(table_store, "MAX_FRAGMENTS", 10**6)
+    reference = FabricHome(tmp_path / "reference-home")
+    ingest(src, reference)
+
+    def answer(home):
+        return [(h.chunk_id, round(h.fused_score, 6)) for h in Fabric(home.root).search("keeper storm 3").results]
+
+    assert answer(fabric_home) == answer(reference) and answer(reference)

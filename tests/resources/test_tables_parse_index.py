@@ -84,3 +84,39 @@ def test_an_older_version_read_by_parse_is_unchanged_by_a_later_index(tmp_path):
     store.replace_partitions(TABLE, parses[:3], _rows(parses[:3], "new"))
     assert store.read(TABLE, parse_ids=parses[:3], version=pinned).to_pylist() == before
     assert {r["folded_text"].split()[0] for r in store.read(TABLE, parse_ids=parses[:3]).to_pylist()} == {"new"}
+
+
+def _fragment_ids(store: TableStore) -> list[int]:
+    return [f.fragment_id for f in store.dataset(TABLE).get_fragments()]
+
+
+def test_merging_small_fragments_keeps_every_row_and_leaves_large_fragments_alone(tmp_path):
+    """guards against: a fragment merge that loses, duplicates or revives a row, breaks reads by
+    parse through the index, alters a pinned older version, runs below its threshold, or rewrites
+    fragments that are already large (its cost must follow the small fragments, not the table)."""
+    from fabric_resources.tables import PARSE_ID_INDEX_ROWS
+
+    store = TableStore(tmp_path / "tables")
+    big = [_pid(i) for i in range(PARSE_ID_INDEX_ROWS // 4 + 1)]  # one fragment of > 4,096 rows
+    store.replace_partitions(TABLE, big, _rows(big, "big"))
+    large_fragment = _fragment_ids(store)[0]
+    small = [_pid(10**6 + i) for i in range(24)]
+    for i, p in enumerate(small):  # one commit, one small fragment each
+        store.replace_partitions(TABLE, [p], _rows([p], f"s{i}"))
+    store.delete_partitions(TABLE, small[::5] + big[:3])
+    assert store.index_parse_ids(TABLE, min_rows=10) == "created"
+    pinned = store.version(TABLE)
+    whole_before = sorted(map(tuple, (r.values() for r in store.read(TABLE).to_pylist())))
+    assert len(_fragment_ids(store)) == 20  # a fragment whose rows were all deleted is dropped
+    assert not store.merge_fragments(TABLE, max_fragments=20)  # at the threshold: nothing to do
+    assert store.version(TABLE) == pinned
+    assert store.merge_fragments(TABLE, max_fragments=16)
+    after = _fragment_ids(store)
+    assert large_fragment in after and len(after) <= 3
+    assert sorted(map(tuple, (r.values() for r in store.read(TABLE).to_pylist()))) == whole_before
+    probe = big[:5] + small[:7] + ["f" * 32]
+    assert _read(store, probe) == _scan(store, probe)
+    plan = store.dataset(TABLE).scanner(filter=f"parse_id = '{big[5]}'", columns=["chunk_id"]).explain_plan()
+    assert PARSE_ID_INDEX in plan  # Lance remapped the index onto the merged fragments
+    assert sorted(map(tuple, (r.values() for r in store.read(TABLE, version=pinned).to_pylist()))) == whole_before
+    assert not store.merge_fragments(TABLE, max_fragments=16)
