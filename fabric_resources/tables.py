@@ -413,8 +413,8 @@ class TableStore:
 
     def merge_fragments(self, name: str, max_fragments: int | None = None) -> bool:
         """Merge the small data fragments of ``name`` (latest version) once it has more than
-        ``max_fragments`` (default :data:`MAX_FRAGMENTS`); True when a merge was committed (a new table version of the same rows,
-        the parse-ID index remapped onto it by Lance).
+        ``max_fragments`` (default :data:`MAX_FRAGMENTS`); True when a merge was committed (a new
+        table version of the same rows, the parse-ID index remapped onto it by Lance).
 
         Fragments of fewer than ``max(PARSE_ID_INDEX_ROWS, rows // MERGED_FRAGMENTS)`` rows are
         merged (Lance's ``compact_files`` with that ``target_rows_per_fragment``; Lance's default

@@ -86,7 +86,7 @@ def parse_digests(
 def table_digest(per_parse: Mapping[str, str], active_parse_ids: Iterable[str]) -> str:
     """The table digest over ``active_parse_ids`` (see the module docstring)."""
     get = per_parse.get
-    # One update of the joined lines: the same bytes as a line at a time, a third of the time.
+    # One update of the joined lines: the same bytes as an update per line, fewer Python calls.
     lines = "".join([f"{pid}:{get(pid, EMPTY_PARSE_DIGEST)}\n" for pid in sorted(set(active_parse_ids))])
     return hashlib.sha256(lines.encode()).hexdigest()
 

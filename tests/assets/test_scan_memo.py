@@ -16,7 +16,7 @@ def _every_row(catalog) -> dict:
 
 
 def _holds(catalog) -> None:
-    rows, n = _known_sources(catalog)
+    rows, n = _known_sources(catalog, catalog.purge_mark())
     assert rows == _every_row(catalog)
     assert n <= catalog.change_marks()[0]
 
