@@ -89,6 +89,11 @@ class DenseSource(Protocol):
         """Cosine of each of ``chunk_rows`` that has a vector in the table."""
         ...
 
+    def window_cosines(self, query: np.ndarray, chunk_rows: list[int]) -> dict[int, float]:
+        """Cosine of the query with the context window of each of ``chunk_rows`` (the L2-normalised
+        mean of the window's member vectors), for chunks in a window with a vector in the table."""
+        ...
+
 
 def _eligible_mask(parse_ids: np.ndarray, eligible: frozenset[str] | set[str]) -> np.ndarray:
     return np.fromiter((p in eligible for p in parse_ids), dtype=bool, count=len(parse_ids))
@@ -153,6 +158,15 @@ class ExactSource:
             if found.size:
                 out[row] = float(vs.matrix[int(found[0])] @ query.astype(np.float32))
         return out
+
+    def window_cosines(self, query, chunk_rows):
+        wv = self.view.window_vectors(self.table)
+        slots = {row: int(wv.slot_of_chunk[row]) for row in chunk_rows if 0 <= row < len(wv.slot_of_chunk)}
+        slots = {row: slot for row, slot in slots.items() if slot >= 0}
+        if not slots:
+            return {}
+        scores = wv.matrix[list(slots.values())] @ query.astype(np.float32)
+        return {row: float(s) for row, s in zip(slots, scores)}
 
 
 @dataclass(frozen=True)
@@ -409,10 +423,24 @@ class AnnSource:
         mask = _allowed(ann, ann.window_parse_ord, ann.window_visible, eligible)
         wpos, _ = self._search(ann.index.windows, q, k + 32, mask, ann.window_addresses,
                                (ann.index.meta.get("window_spec") or {}).get("num_partitions", 1))
-        # Exact re-scoring: each candidate's centroid again from its members' stored vectors, with
-        # the function the exact path uses (the stored centroid only chose the candidates).
-        chunk_ids = view.context_windows.column("chunk_ids")
         window_rows = [int(ann.window_rows[p]) for p in wpos if ann.window_rows[p] >= 0]
+        scores, member_pos_arr, vectors, starts = self._rescored_windows(window_rows, q)
+        slot = {row: i for i, row in enumerate(window_rows)}
+        out = []
+        for row, score in _ranked_windows(view, [(r, float(s)) for r, s in zip(window_rows, scores)], k):
+            i = slot[row]
+            members = member_pos_arr[starts[i]:starts[i + 1]]
+            out.append(WindowCandidate(row, score, ann.rows[members], vectors[starts[i]:starts[i + 1]]))
+        return out
+
+    def _rescored_windows(self, window_rows: list[int], q: np.ndarray
+                          ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Exact cosines of ``window_rows`` (rows of ``view.context_windows``): each centroid again
+        from its members' stored vectors, with the function the exact path uses (a stored centroid
+        only chooses candidates). Returns the scores (``-inf``: no member vector), the members'
+        index positions and vectors in reading order, and each window's start among them."""
+        ann, view = self.ann, self.view
+        chunk_ids = view.context_windows.column("chunk_ids")
         members = [chunk_ids[row].as_py() for row in window_rows]
         rows = view.chunk_index.rows_of([c for m in members for c in m])
         positions = np.where(rows >= 0, ann.position[np.maximum(rows, 0)], -1)
@@ -426,13 +454,17 @@ class AnnSource:
         scores = np.full(len(window_rows), -np.inf, dtype=np.float32)
         scores[good] = unit @ q
         starts = np.concatenate([[0], np.cumsum(counts_arr)]).astype(np.int64)
-        slot = {row: i for i, row in enumerate(window_rows)}
-        out = []
-        for row, score in _ranked_windows(view, [(r, float(s)) for r, s in zip(window_rows, scores)], k):
-            i = slot[row]
-            members = member_pos_arr[starts[i]:starts[i + 1]]
-            out.append(WindowCandidate(row, score, ann.rows[members], vectors[starts[i]:starts[i + 1]]))
-        return out
+        return scores, member_pos_arr, vectors, starts
+
+    def window_cosines(self, query, chunk_rows):
+        window_of_row = self.view.context_window_of.window_of_row
+        of = {row: int(window_of_row[row]) for row in chunk_rows if 0 <= row < len(window_of_row)}
+        window_rows = sorted({w for w in of.values() if w >= 0})
+        if not window_rows:
+            return {}
+        scores, *_ = self._rescored_windows(window_rows, query.astype(np.float32))
+        by_window = {w: float(s) for w, s in zip(window_rows, scores) if np.isfinite(s)}
+        return {row: by_window[w] for row, w in of.items() if w in by_window}
 
     def cosines(self, query, chunk_rows):
         ann = self.ann

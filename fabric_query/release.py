@@ -126,13 +126,15 @@ class WindowVectors:
     ``matrix[i]`` (``(m, 384) float32``, unit norm) is the L2-normalised mean of the vectors of
     window row ``rows[i]``'s member chunks (rows of ``ReleaseView.context_windows``); those members
     are ``VectorSet`` rows ``members[offsets[i]:offsets[i + 1]]`` of the same table, in reading
-    order. Windows with no member in the table have no row.
+    order. Windows with no member in the table have no row. ``slot_of_chunk[r]`` is the index into
+    ``matrix`` of view chunk row ``r``'s window (``-1``: no vector, or no window).
     """
 
     rows: np.ndarray
     matrix: np.ndarray
     offsets: np.ndarray
     members: np.ndarray
+    slot_of_chunk: np.ndarray
 
 
 @dataclass
@@ -474,8 +476,10 @@ class ReleaseView:
         else:
             matrix = np.zeros((0, DENSE_DIM), dtype=np.float32)
             offsets = np.zeros(1, dtype=np.int64)
+        slot_of_chunk = np.full(self.chunks.num_rows, -1, dtype=np.int64)
+        slot_of_chunk[vs.rows[members]] = np.repeat(np.arange(len(rows), dtype=np.int64), np.diff(offsets))
         wv = WindowVectors(rows=rows.astype(np.int64), matrix=np.ascontiguousarray(matrix), offsets=offsets,
-                           members=members)
+                           members=members, slot_of_chunk=slot_of_chunk)
         self._settle(len(members))
         with self._lock:
             self._window_vectors[table] = wv
@@ -727,6 +731,13 @@ class WindowOf(Mapping):
         # when the column is one chunk already, as after the view's sort.
         self._ids = _one_array(view.context_windows.column("window_id"))
         self._members = _one_array(view.context_windows.column("chunk_ids"))
+
+    @property
+    def window_of_row(self) -> np.ndarray:
+        """``context_windows`` row of each view chunk row (``-1``: none); read-only."""
+        view = self._of.view()
+        view.flags.writeable = False
+        return view
 
     def __getitem__(self, chunk_id: str) -> tuple[str, tuple[str, ...]]:
         i = self._view.chunk_index.get(chunk_id)

@@ -352,6 +352,14 @@ class QueryConfig(_Strict):
     # Off for the e5 route: on JSQuAD's dev half the section route scored 0.823 nDCG@10 against
     # 0.880 for the direct e5 ranking (documents there are single paragraphs; the windows add nothing).
     section_guided_multilingual: bool = False
+    dense_window_weight: float = Field(
+        0.0, ge=0.0, le=1.0,
+        description="MiniLM dense channel: a chunk scores (1 - w) * its cosine + w * the cosine of its context "
+        "window's mean vector (Callan 1994's passage + document evidence; 0 = the chunk's cosine alone).")
+    # 0 for the e5 route: JSQuAD's documents are single paragraphs, so it cannot measure the mix, and
+    # eval-tune does not try it there.
+    dense_window_weight_multilingual: float = Field(
+        0.0, ge=0.0, le=1.0, description="The same mix for the multilingual-e5 dense channel.")
     # Queries routed to e5 fuse by a min-max normalised convex combination, which beat RRF on JSQuAD
     # (docs/benchmarks.md); queries on the MiniLM route (and any the e5 channel does not serve) fuse by
     # RRF: rank-only.

@@ -130,10 +130,15 @@ def run_eval(
             shutil.rmtree(scratch, ignore_errors=True)
 
 
+#: The window mix a ``fabric[+window]`` variant tries when the configuration has none.
+WINDOW_MIX = 0.5
+
+
 def stage_variants(config: FabricConfig, multilingual: bool = False) -> dict[str, FabricConfig]:
     """Query-time stage configurations scored beside the configured one, on the same home.
 
-    Each flips one stage of ``config``: section-guided dense, MaxSim (when a checkpoint is
+    Each flips one stage of ``config``: section-guided dense, the dense channel's window mix (off, or
+    :data:`WINDOW_MIX` when off), MaxSim (when a checkpoint is
     configured), the reranker (when one is configured); for a ``multilingual`` (CJK) collection
     also the e5 route's section-guided dense and its fusion (convex vs RRF). Ingest-time choices (chunk caps, the
     multilingual model) need their own home and are compared across runs.
@@ -142,6 +147,9 @@ def stage_variants(config: FabricConfig, multilingual: bool = False) -> dict[str
     out = {} if multilingual else {
         ("fabric[-section]" if q.section_guided else "fabric[+section]"):
             config.model_copy(update={"query": q.model_copy(update={"section_guided": not q.section_guided})}),
+        ("fabric[-window]" if q.dense_window_weight else "fabric[+window]"):
+            config.model_copy(update={"query": q.model_copy(
+                update={"dense_window_weight": 0.0 if q.dense_window_weight else WINDOW_MIX})}),
     }
     if multilingual:
         out["fabric[+section-multilingual]" if not q.section_guided_multilingual else "fabric[-section-multilingual]"] = \

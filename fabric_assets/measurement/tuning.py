@@ -4,8 +4,8 @@ collections at once by their worst collection.
 Every collection is ingested through the real pipeline into ``<work_dir>/<name>/home`` (the home
 ``fabric eval --work-dir <work_dir>/<name>`` uses, so a second run is a no-op scan). For each
 **pass** — the settings that change what a channel returns (:class:`PassSettings`: word-channel
-feedback, query term frequency, query stop words, section-guided dense; for a CJK collection the
-bigram BM25 parameters) — every dev query runs once through ``fabric_query`` and the channel
+feedback, query term frequency, query stop words, section-guided dense, the dense channel's window
+mix; for a CJK collection the bigram BM25 parameters) — every dev query runs once through ``fabric_query`` and the channel
 lists it returns are kept; each **fusion** (:class:`FusionSettings`: RRF k and the dense weight on
 the MiniLM route, the lexical weight of the e5 route's convex combination) then fuses them again
 with :func:`fabric_query.fusion.fuse`, the function a search uses.
@@ -51,7 +51,8 @@ class PassSettings:
 
     ``feedback``: ``off``, ``idf`` or ``rm3`` (:class:`fabric_query.channels.lexical.Feedback`,
     with the configured docs, terms and weight); ``bigram_bm25``: (k1, b) for CJK queries or None
-    for tantivy's 1.2 / 0.75.
+    for tantivy's 1.2 / 0.75; ``dense_window_weight``: the MiniLM dense channel's share of the
+    context window's cosine (``query.dense_window_weight``).
     """
 
     feedback: str = "idf"
@@ -59,6 +60,7 @@ class PassSettings:
     stopwords: str = "none"
     section_guided: bool = True
     bigram_bm25: tuple[float, float] | None = (0.5, 0.3)
+    dense_window_weight: float = 0.0
 
     def apply(self, q: QueryConfig, cjk: bool) -> QueryConfig:
         update: dict = {"query_term_frequency": self.query_term_frequency, "stopwords": self.stopwords,
@@ -67,6 +69,7 @@ class PassSettings:
             update["bigram_bm25"] = Bm25Config(k1=self.bigram_bm25[0], b=self.bigram_bm25[1]) if self.bigram_bm25 else None
         else:
             update["section_guided"] = self.section_guided
+            update["dense_window_weight"] = self.dense_window_weight
             if self.feedback == "off":
                 update["feedback_terms"] = 0
             else:
@@ -76,11 +79,12 @@ class PassSettings:
 
     def relevant(self, cjk: bool) -> PassSettings:
         """These settings with those a collection's queries do not depend on at their defaults: CJK
-        queries take no feedback (``query.feedback_multilingual``) and no section-guided route of the
-        MiniLM model; other queries no bigram BM25."""
+        queries take no feedback (``query.feedback_multilingual``), no section-guided route and no
+        window mix of the MiniLM model; other queries no bigram BM25."""
         default = PassSettings()
         if cjk:
-            return replace(self, feedback=default.feedback, section_guided=default.section_guided)
+            return replace(self, feedback=default.feedback, section_guided=default.section_guided,
+                           dense_window_weight=default.dense_window_weight)
         return replace(self, bigram_bm25=default.bigram_bm25)
 
 
@@ -116,13 +120,16 @@ class Grid:
     stopwords: tuple[str, ...] = ("none", "english")
     section_guided: tuple[bool, ...] = (True, False)
     bigram_bm25: tuple[tuple[float, float] | None, ...] = ((0.5, 0.3), (0.9, 0.4), None)
+    # Off, or Callan's (1994) equal mix of passage and document evidence: not a tuned value.
+    dense_window_weight: tuple[float, ...] = (0.0, 0.5)
     rrf_k: tuple[int, ...] = (20, 60)
     dense_weight: tuple[float, ...] = (0.75, 1.0, 1.5)
     convex_lexical: tuple[float, ...] = (0.3, 0.4, 0.5)
 
     def passes(self) -> list[PassSettings]:
         return [PassSettings(*v) for v in itertools.product(
-            self.feedback, self.query_term_frequency, self.stopwords, self.section_guided, self.bigram_bm25)]
+            self.feedback, self.query_term_frequency, self.stopwords, self.section_guided, self.bigram_bm25,
+            self.dense_window_weight)]
 
     def fusions(self) -> list[FusionSettings]:
         return [FusionSettings(*v) for v in itertools.product(self.rrf_k, self.dense_weight, self.convex_lexical)]
@@ -136,7 +143,8 @@ def defaults_of(config: QueryConfig) -> tuple[PassSettings, FusionSettings]:
     lexical = config.convex_weights.get("word", 0.4)
     if abs(config.convex_weights.get(CJK_DENSE, 0.6) - (1 - lexical)) > 1e-9:
         raise ValueError("convex weights are not a lexical weight and its complement")
-    return (PassSettings(feedback, config.query_term_frequency, config.stopwords, config.section_guided, bigram),
+    return (PassSettings(feedback, config.query_term_frequency, config.stopwords, config.section_guided, bigram,
+                         config.dense_window_weight),
             FusionSettings(config.rrf_k, config.channel_weights.get(ENGLISH_DENSE, 1.0), lexical))
 
 

@@ -53,6 +53,41 @@ def dense_channel(
                   depth)
 
 
+def window_smoothed_dense(
+    view: ReleaseView, query_vector: np.ndarray, eligible: set[str] | None, depth: int, weight: float,
+    table: str = "chunk_vectors", source: DenseSource | None = None,
+) -> ChannelResult:
+    """Dense ranking of chunks by their own cosine mixed with their context window's.
+
+    A chunk's score is ``(1 - weight) * cos(q, chunk) + weight * cos(q, window)``, the window's
+    vector being the L2-normalised mean of its members' vectors (:meth:`ReleaseView.window_vectors`);
+    a chunk outside any window scores its own cosine, so a one-chunk document is ranked as by
+    :func:`dense_channel`. It is the passage-plus-document evidence of Callan (SIGIR 1994) for a
+    dense model: a short chunk holds part of a document (the title in one chunk, the body in the
+    next), and the window lets the chunks of a document that matches as a whole rank together
+    (docs/ranking.md measures it on five collections). ``weight`` in [0, 1]; 0 is
+    :func:`dense_channel`.
+
+    Candidates are the ``depth + 32`` nearest eligible chunks and the members of the ``depth + 32``
+    nearest eligible windows (``source``: the exact product or the release's index); every score is
+    exact. Returns ``(chunk_id, score)`` best first, ties by chunk ID, at most ``depth``.
+    """
+    source = source or ExactSource(view, table)
+    if weight <= 0.0:
+        return dense_channel(view, query_vector, eligible, depth, table, source)
+    q = query_vector.astype(np.float32)
+    own: dict[int, float] = dict(source.top_chunks(q, eligible, depth + 32))
+    window: dict[int, float] = {}
+    for w in source.window_shortlist(q, eligible, depth + 32):
+        for row, cos in zip(w.member_rows, w.member_vectors @ q):
+            own.setdefault(int(row), float(cos))
+            window[int(row)] = w.score
+    window.update(source.window_cosines(q, [row for row in own if row not in window]))
+    ids = view.chunks.column("chunk_id")
+    return ranked([(ids[row].as_py(), (1.0 - weight) * cos + weight * window.get(row, cos))
+                   for row, cos in own.items()], depth)
+
+
 def vector_models(view: ReleaseView, table: str, source: DenseSource | None = None) -> frozenset[str]:
     """Model identities recorded on the view's rows of ``table`` (loaded once per view).
 
@@ -130,8 +165,10 @@ def section_guided_dense(
     per_window: int = 2,
     rrf_k: int = 60,
     source: DenseSource | None = None,
+    window_weight: float = 0.0,
 ) -> tuple[ChannelResult, dict[str, DenseProvenance]]:
-    """One dense ranking from the direct route (:func:`dense_channel`) and :func:`section_route`.
+    """One dense ranking from the direct route (:func:`window_smoothed_dense` with
+    ``window_weight``; 0 is :func:`dense_channel`) and :func:`section_route`.
 
     The two chunk lists merge by equal-weight RRF (:func:`fabric_query.fusion.rrf`, constant
     ``rrf_k``, total tie-break) and are cut to ``depth``. Defaults are ``QueryConfig``'s; both
@@ -143,7 +180,7 @@ def section_guided_dense(
     provenance : chunk ID → :class:`DenseProvenance`, for every chunk in ``ranking``.
     """
     source = source or ExactSource(view, table)
-    direct = dense_channel(view, query_vector, eligible, depth, table, source)
+    direct = window_smoothed_dense(view, query_vector, eligible, depth, window_weight, table, source)
     section = section_route(view, query_vector, eligible, table, candidate_limit, per_window, source)
     direct_ids = [cid for cid, _ in direct]
     section_ids = [cid for cid, _, _ in section]
@@ -230,14 +267,19 @@ class DenseChannel:
     def _ranked(self, ctx: "QueryContext", qv: "QueryVector", found: "FoundSource") -> ChannelRun:
         q = ctx.config.query
         section = q.section_guided_multilingual if self.multilingual else q.section_guided
+        # Without context windows (the projection cannot serve: ctx.windows says why) a chunk has
+        # no window to mix in, so it scores its own cosine.
+        weight = 0.0 if ctx.windows.skipped is not None else (
+            q.dense_window_weight_multilingual if self.multilingual else q.dense_window_weight)
         if section and ctx.windows.skipped is None:
             ranking, provenance = section_guided_dense(
                 ctx.view, qv.vector, ctx.eligible, ctx.depth, self.table, q.section_candidate_limit,
-                q.section_passages_per_window, q.rrf_k, found.source)
+                q.section_passages_per_window, q.rrf_k, found.source, weight)
             return ChannelRun(ranking, provenance, dense_fallback_reason=found.fallback_reason,
                               dense_search=found.source.kind)
-        return ChannelRun(dense_channel(ctx.view, qv.vector, ctx.eligible, ctx.depth, self.table, found.source),
-                          dense_fallback_reason=found.fallback_reason, dense_search=found.source.kind)
+        return ChannelRun(
+            window_smoothed_dense(ctx.view, qv.vector, ctx.eligible, ctx.depth, weight, self.table, found.source),
+            dense_fallback_reason=found.fallback_reason, dense_search=found.source.kind)
 
     def fusion(self, config: "QueryConfig") -> FusionMethod | None:
         # The convex weights were tuned for the e5 mix (JSQuAD dev); the MiniLM mix fuses by RRF.

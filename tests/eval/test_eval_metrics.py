@@ -113,6 +113,7 @@ def test_run_eval_end_to_end_on_a_tiny_collection(tmp_path):
     names = set(result["metrics"])
     assert {"fabric", "fabric:word", "fabric:dense", "bm25s", "flat-cosine", "lancedb-hybrid",
             "fabric[+section]", "fabric[+section]:dense"} <= names  # section-guided is off by default
+    assert {"fabric[+window]", "fabric[-window]"} & names  # the window mix, flipped
     assert result["metrics"]["fabric"]["MRR@10"] == pytest.approx(1.0)
     assert result["metrics"]["bm25s"]["Recall@10"] == pytest.approx(1.0)
     table = markdown_table(result)
@@ -123,15 +124,18 @@ def test_stage_variants_flip_one_stage_each():
     from fabric_assets.measurement.eval_run import stage_variants
     from fabric_resources.config import FabricConfig
 
-    base = FabricConfig.model_validate({"query": {"section_guided": True}})
+    base = FabricConfig.model_validate({"query": {"section_guided": True, "dense_window_weight": 0.3}})
     v = stage_variants(base)
-    assert set(v) == {"fabric[-section]"} and v["fabric[-section]"].query.section_guided is False
+    assert set(v) == {"fabric[-section]", "fabric[-window]"} and v["fabric[-section]"].query.section_guided is False
     assert v["fabric[-section]"].model_copy(update={"query": base.query}) == base
+    assert v["fabric[-window]"].query.dense_window_weight == 0.0
+    assert v["fabric[-window]"].query.model_copy(update={"dense_window_weight": 0.3}) == base.query
     on = FabricConfig.model_validate({"reranker": {"backend": "local", "checkpoint": "/x"},
-                                      "query": {"section_guided": False}})
+                                      "query": {"section_guided": False, "dense_window_weight": 0.0}})
     v = stage_variants(on)
-    assert set(v) == {"fabric[+section]", "fabric[-rerank]"}
+    assert set(v) == {"fabric[+section]", "fabric[+window]", "fabric[-rerank]"}
     assert v["fabric[-rerank]"].reranker.backend == "none" and v["fabric[+section]"].query.section_guided
+    assert v["fabric[+window]"].query.dense_window_weight > 0
 
 
 def test_query_vector_memo_encodes_each_text_once_and_returns_the_same_vectors():
@@ -181,7 +185,8 @@ def test_eval_tune_scores_each_collection_under_its_own_route_and_chooses_by_the
     passes, fusion = defaults_of(QueryConfig())  # the grid holds the defaults, so they are reported
     grid = Grid(feedback=("off", passes.feedback), query_term_frequency=(passes.query_term_frequency,),
                 stopwords=("none", "english"), section_guided=(passes.section_guided,),
-                bigram_bm25=(passes.bigram_bm25, None), rrf_k=(fusion.rrf_k,),
+                bigram_bm25=(passes.bigram_bm25, None), dense_window_weight=(passes.dense_window_weight,),
+                rrf_k=(fusion.rrf_k,),
                 dense_weight=(fusion.dense_weight, fusion.dense_weight + 0.5), convex_lexical=(fusion.convex_lexical,))
     result = tune([ja, en], tmp_path / "work", grid)
     assert result["points"] == 2 * 2 * 2 * 2  # feedback × stop words × bigram BM25 × dense weight
@@ -202,8 +207,8 @@ def test_choose_is_leximin_then_the_current_defaults():
     from fabric_assets.measurement.tuning import CollectionScores, FusionSettings, Grid, PassSettings, choose
 
     grid = Grid(feedback=("off", "idf", "rm3"), query_term_frequency=(False,), stopwords=("none",),
-                section_guided=(True,), bigram_bm25=((0.5, 0.3),), rrf_k=(60,), dense_weight=(1.0,),
-                convex_lexical=(0.4,))
+                section_guided=(True,), bigram_bm25=((0.5, 0.3),), dense_window_weight=(0.0,), rrf_k=(60,),
+                dense_weight=(1.0,), convex_lexical=(0.4,))
     f = FusionSettings(60, 1.0, 0.4)
     off, idf, rm3 = (PassSettings(feedback=x) for x in ("off", "idf", "rm3"))
     fused = {"a": {off: 0.50, idf: 0.70, rm3: 0.52}, "b": {off: 0.50, idf: 0.30, rm3: 0.52}}

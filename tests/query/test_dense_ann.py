@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 
 from fabric_assets.activation.dense_index import dense_index_records
 from fabric_assets.chunking.windows import Window, WindowMember, window_rows
-from fabric_query.channels.dense import dense_channel, section_guided_dense, section_route
+from fabric_query.channels.dense import dense_channel, section_guided_dense, section_route, window_smoothed_dense
 from fabric_query.dense_search import AnnSource, ExactSource, dense_source
 from fabric_query.release import ReleaseView
 from fabric_resources.catalog import Release
@@ -166,6 +166,36 @@ def test_section_route_through_the_index_equals_the_exact_route(built):
         assert np.allclose([s for _, s, _ in got], [s for _, s, _ in want], rtol=0, atol=1e-6)
         assert section_guided_dense(view, q, None, 100, source=ann)[0] == section_guided_dense(
             view, q, None, 100, source=exact)[0]
+
+
+def test_window_mix_through_the_index_equals_the_exact_mix_and_the_formula(built):
+    """guards against: a chunk given another window's cosine (the chunk-row to window mapping of
+    either source), the index's stored centroid used instead of the exact one, or a candidate set
+    that misses a chunk the formula ranks in the top ``depth`` (checked over every chunk)."""
+    home, manifest = built
+    view, ann, exact = _sources(home, manifest)
+    vs, wv = view.vector_set("chunk_vectors"), view.window_vectors("chunk_vectors")
+    rows = [int(r) for r in vs.rows]
+    for q in _queries(6, seed=11):
+        own = vs.matrix @ q
+        window = np.asarray([wv.matrix[wv.slot_of_chunk[r]] @ q for r in rows])
+        assert exact.window_cosines(q, rows) == pytest.approx(dict(zip(rows, window.tolist())), abs=1e-6)
+        assert ann.window_cosines(q, rows) == pytest.approx(exact.window_cosines(q, rows), abs=1e-6)
+        ids = view.chunks.column("chunk_id")
+        # depth 1 shortlists 33 of the 400 windows: the best chunks by their own cosine then include
+        # some whose window was not shortlisted, which need window_cosines.
+        for weight, depth in ((0.3, 60), (0.5, 60), (1.0, 60), (0.3, 1), (0.5, 3)):
+            score = (1 - weight) * own + weight * window
+            want = sorted(((ids[r].as_py(), float(s)) for r, s in zip(rows, score)),
+                          key=lambda p: (-p[1], p[0]))[:depth]
+            for source in (exact, ann):
+                got = window_smoothed_dense(view, q, None, depth, weight, source=source)
+                assert [c for c, _ in got] == [c for c, _ in want]
+                assert np.allclose([s for _, s in got], [s for _, s in want], rtol=0, atol=1e-5)
+        some = set(PARSES[:3])
+        for source in (exact, ann):
+            got = window_smoothed_dense(view, q, some, 200, 0.5, source=source)
+            assert got and {view.chunk_parse_ids[view.chunk_index[c]] for c, _ in got} <= some
 
 
 @settings(max_examples=25, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.function_scoped_fixture])

@@ -16,7 +16,7 @@ import pyarrow as pa
 import pytest
 
 from fabric_assets.chunking.windows import Window, WindowMember, window_rows
-from fabric_query.channels.dense import dense_channel, section_guided_dense, section_route
+from fabric_query.channels.dense import dense_channel, section_guided_dense, section_route, window_smoothed_dense
 from fabric_query.release import ReleaseView
 from fabric_resources.catalog import Release
 from fabric_resources.home import FabricHome
@@ -123,6 +123,28 @@ def test_section_route_finds_chunks_that_rank_low_alone(view):
     assert provenance["b2_3"]["window_section_path"] == ("Boats 2",)
     assert provenance["b2_1"]["routes"] == ("direct",) and provenance["b2_1"]["window_id"] is None
     assert set(provenance) == {c for c, _ in ranking}
+
+
+def test_window_mix_lifts_the_chunks_of_a_window_that_matches_as_a_whole(view):
+    """guards against: the window's cosine taken from another window or from its best member
+    instead of the mean, members without a vector entering the ranking, or weight 0 not being the
+    plain direct ranking."""
+    assert window_smoothed_dense(view, QUERY, None, 100, 0.0) == dense_channel(view, QUERY, None, 100)
+    wv = view.window_vectors("chunk_vectors")
+    members = view.context_windows.column("chunk_ids").to_pylist()
+    window_cos = {c: float(wv.matrix[i] @ QUERY) for i, r in enumerate(wv.rows) for c in members[r]}
+    vectors = {**A_VECTORS, **B_VECTORS}
+    for weight in (0.25, 0.5, 1.0):
+        mixed = window_smoothed_dense(view, QUERY, None, 100, weight)
+        want = sorted(((c, (1 - weight) * float(v @ QUERY) + weight * window_cos[c]) for c, v in vectors.items()),
+                      key=lambda p: (-p[1], p[0]))
+        assert [c for c, _ in mixed] == [c for c, _ in want], weight
+        assert np.allclose([s for _, s in mixed], [s for _, s in want], rtol=0, atol=1e-6)
+    mixed = [c for c, _ in window_smoothed_dense(view, QUERY, None, 100, 0.5)]
+    plain = [c for c, _ in dense_channel(view, QUERY, None, 100)]
+    assert plain.index("a0") >= 12 and mixed[0] == "a0", "A's window points at the query"
+    only_b = window_smoothed_dense(view, QUERY, {B}, 100, 0.5)
+    assert {c[0] for c, _ in only_b} == {"b"} and len(only_b) == 12, "filters hold before the mix"
 
 
 def test_merged_ranking_is_equal_weight_rrf_of_the_two_routes(view):
