@@ -139,8 +139,9 @@ def test_stage_variants_flip_one_stage_each():
 
 
 def test_query_vector_memo_encodes_each_text_once_and_returns_the_same_vectors():
-    """guards against: the memo returning another text's vector (order, duplicates) or still
-    encoding a text the grid already encoded."""
+    """guards against: the memo returning another text's vector (order, duplicates), still
+    encoding a text the grid already encoded, or encoding texts in one batch (a search encodes its
+    query alone, and batched vectors differ in the last digits)."""
     import numpy as np
 
     from fabric_assets.measurement.harness import QueryVectorMemo
@@ -149,10 +150,11 @@ def test_query_vector_memo_encodes_each_text_once_and_returns_the_same_vectors()
         identity = "counting@1"
 
         def __init__(self):
-            self.seen = []
+            self.seen, self.calls = [], []
 
         def encode_queries(self, texts):
             self.seen += texts
+            self.calls.append(len(texts))
             return np.array([[float(len(t)), float(ord(t[0]))] for t in texts], dtype=np.float32)
 
         def encode_passages(self, texts):
@@ -162,7 +164,7 @@ def test_query_vector_memo_encodes_each_text_once_and_returns_the_same_vectors()
     memo = QueryVectorMemo(inner)
     first = memo.encode_queries(["bb", "a", "bb"])
     again = memo.encode_queries(["a", "ccc", "bb"])
-    assert inner.seen == ["bb", "a", "ccc"] and memo.identity == "counting@1"
+    assert inner.seen == ["bb", "a", "ccc"] and inner.calls == [1, 1, 1] and memo.identity == "counting@1"
     assert first.tolist() == [[2, 98], [1, 97], [2, 98]] and again.tolist() == [[1, 97], [3, 99], [2, 98]]
 
 
