@@ -19,6 +19,7 @@ import os
 import stat
 import time
 import uuid
+from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -56,7 +57,10 @@ class _KnownSources:
 #: Per catalog (``Catalog.describe()``): the last :class:`_KnownSources` of this process. A warm
 #: process (a sensor's, ``fabric ingest`` run after run) then reads the rows written since its
 #: last scan, not every row (at 10,000 sources: 5.5 ms against 30 ms, docs/benchmarks.md).
-_KNOWN: dict[str, _KnownSources] = {}
+#: Least recently scanned first: a process that scans many homes keeps :data:`MAX_KNOWN_CATALOGS`.
+_KNOWN: OrderedDict[str, _KnownSources] = OrderedDict()
+#: Catalogs whose rows a process keeps between scans; a catalog past it is read whole next time.
+MAX_KNOWN_CATALOGS = 8
 
 
 def _known_sources(catalog: Catalog, purge_mark: list[int]) -> tuple[dict[str, SourceRow], int]:
@@ -355,7 +359,11 @@ def scan(home: FabricHome) -> ScanReport:
     catalog.set_state(LAST_SCAN_STATE, {"at": time.time(), "scan_id": scan_id, "changes": len(report.new)
                                         + len(report.changed) + len(report.deleted) + len(report.moved)})
     # The rows as read at the start: those this scan wrote have later change numbers, read next time.
-    _KNOWN[catalog.describe()] = _KnownSources(scan_id, change_seq, purge_mark, every_source)
+    key = catalog.describe()
+    _KNOWN[key] = _KnownSources(scan_id, change_seq, purge_mark, every_source)
+    _KNOWN.move_to_end(key)
+    while len(_KNOWN) > MAX_KNOWN_CATALOGS:
+        _KNOWN.popitem(last=False)
     if not parsers_unchanged:
         catalog.set_state(SCAN_PARSERS_STATE, parsers_now)
     return report

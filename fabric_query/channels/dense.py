@@ -11,6 +11,9 @@ Candidates come from the exact product over the table or from the release's ANN 
 (:mod:`fabric_query.dense_search`, ``query.dense_search``); scores are exact cosines either way, and
 a wanted index that cannot serve is replaced by the product with ``dense_fallback_reason`` saying why.
 
+Window mix (``query.dense_window_weight``, off by default): a chunk's score mixes its own cosine
+with its context window's (:func:`window_smoothed_dense`).
+
 Section-guided route (seed 003, query pipeline "Channels"): the query vector shortlists context
 windows; each nominates its best member chunks; the direct and section-guided lists merge by
 equal-weight RRF into one dense ranking whose provenance keeps both routes and the window's

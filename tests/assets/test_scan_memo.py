@@ -75,3 +75,27 @@ def test_the_scan_memo_equals_every_row_read_again(tmp_path, fabric_home):
     # And the scan that follows finds the file again.
     assert scan(fabric_home).new == ["fs:docs/note-0.txt"]
     _holds(catalog)
+
+
+def test_a_process_keeps_the_rows_of_a_bounded_number_of_catalogs(tmp_path):
+    """guards against: a process that scans many homes (a server, a test run) holding every home's
+    source rows for its whole life, or an evicted home answered from a stale memo."""
+    from fabric_resources.home import FabricHome
+
+    scanning._KNOWN.clear()
+    homes = []
+    for i in range(scanning.MAX_KNOWN_CATALOGS + 2):
+        home = FabricHome(tmp_path / f"home-{i}")
+        src = tmp_path / f"src-{i}"
+        src.mkdir()
+        (src / "a.txt").write_text(f"Home {i}.\n")
+        home.catalog.register_root(src)
+        scan(home)
+        homes.append((home, src))
+    assert len(scanning._KNOWN) == scanning.MAX_KNOWN_CATALOGS
+    first, src = homes[0]
+    assert first.catalog.describe() not in scanning._KNOWN, "least recently scanned out first"
+    (src / "b.txt").write_text("Added after eviction.\n")
+    assert scan(first).new == [f"fs:{src.name}/b.txt"]
+    _holds(first.catalog)
+    assert next(reversed(scanning._KNOWN)) == first.catalog.describe()
