@@ -1,3 +1,4 @@
+# Over 500 lines: the DenseSource protocol and both its sources (exact product, ANN index), read side by side because they must answer alike.
 """Where the dense channels find their candidates: the exact product over every vector of the
 release, or the release's ANN index (:mod:`fabric_resources.dense_index`) with every candidate
 re-scored exactly.
