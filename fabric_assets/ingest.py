@@ -29,7 +29,7 @@ from fabric_assets.projections import RECHUNK_VERDICTS
 from fabric_assets.run_planning import partition_ranges
 from fabric_assets.sensors import plan_annotation_runs, plan_parse_runs, range_tags
 from fabric_assets.sources.scan import ScanReport, awaited_parse_ids, scan
-from fabric_resources.catalog import StatusUpdate, drop_verdicts
+from fabric_resources.catalog import RootOverlapError, StatusUpdate, drop_verdicts
 from fabric_resources.dagster_resources import CONFIGURED_MODELS, ModelResources
 from fabric_resources.home import FabricHome
 
@@ -304,13 +304,35 @@ def ingest(path: str | os.PathLike, home: FabricHome, progress: ProgressCallback
     ------
     NotADirectoryRoot
         If ``path`` is not an existing directory.
+    fabric_resources.catalog.RootOverlapError
+        If ``path`` is the Fabric home or inside it (its catalog, artifacts and admin token are
+        never sources), or overlaps a registered root.
     """
     started = time.perf_counter()
+    root = admissible_root(path, home)
+    with ingest_lock(home):
+        return _ingest_locked(root, home, started, progress, models)
+
+
+def admissible_root(path: str | os.PathLike, home: FabricHome) -> Path:
+    """``path`` as a root ``home`` may ingest.
+
+    Raises
+    ------
+    NotADirectoryRoot
+        If ``path`` is not an existing directory.
+    fabric_resources.catalog.RootOverlapError
+        If ``path`` is the home or inside it: the home's catalog, artifacts and admin token are
+        never sources (a root that *holds* the home is fine: the scan never enters the home).
+    """
     root = Path(path)
     if not root.is_dir():
         raise NotADirectoryRoot(f"{path} is not a directory")
-    with ingest_lock(home):
-        return _ingest_locked(root, home, started, progress, models)
+    home_root = home.layout.root.resolve()
+    if root.resolve().is_relative_to(home_root):
+        raise RootOverlapError(f"{root.resolve()} is the Fabric home {home_root} or inside it: the home's own "
+                               "files (catalog, artifacts, admin token) are never sources")
+    return root
 
 
 def ingest_lock(home: FabricHome):

@@ -31,7 +31,11 @@ class FabricHome:
         self.layout = HomeLayout(home_path(root))
         self.read_only = read_only
         if not read_only:
-            self.layout.root.mkdir(parents=True, exist_ok=True)
+            if not self.layout.root.exists():
+                # Owner only: the home holds copies of private documents, their text and the
+                # server's admin token. A folder the user made beforehand keeps its own mode.
+                self.layout.root.parent.mkdir(parents=True, exist_ok=True)
+                self.layout.root.mkdir(mode=0o700, exist_ok=True)
             self.layout.dagster_home.mkdir(parents=True, exist_ok=True)
             try:
                 storage = self.config.storage

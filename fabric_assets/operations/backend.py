@@ -189,12 +189,17 @@ class PipelineAdmin:
         Raises
         ------
         ValueError
-            ``kind`` is not one this backend runs, or an ingest ``path`` is not a directory.
+            ``kind`` is not one this backend runs, or an ingest ``path`` is not a directory or is
+            the home or inside it.
         """
         if kind not in WORK:
             raise ValueError(f"unknown operation {kind!r}")
         if kind == "ingest" and not Path(params.get("path", "")).is_dir():
             raise ValueError(f"ingest: {params.get('path')!r} is not a directory on the server's machine")
+        if kind == "ingest":
+            from fabric_assets.ingest import admissible_root
+
+            admissible_root(params["path"], self.home)  # RootOverlapError is a ValueError: answered 400
         op = self.home.catalog.create_operation(kind, params)
         self._pool.submit(self._run, op)
         return op.operation_id

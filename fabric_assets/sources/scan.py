@@ -259,7 +259,14 @@ def scan(home: FabricHome) -> ScanReport:
                     catalog.log_event(con, "source-access-lost", source_key=prev.source_key)
                 report.access_lost.append(prev.source_key)
 
-        for file_path, rel_posix, st in _walk(root_path, cfg.sources.ignore_hidden, report, skip, home_dir):
+        # A root that is the home or lies in it (registered before ingest refused that) is not
+        # walked: the home's own files (catalog, artifacts, admin token) are never sources, and
+        # any a past scan took from it are deleted below like files that went away.
+        inside_home = root_path.resolve().is_relative_to(home_dir)
+        if inside_home:
+            skip("", f"root-inside-home: {root_path} is the Fabric home or inside it")
+        walked = () if inside_home else _walk(root_path, cfg.sources.ignore_hidden, report, skip, home_dir)
+        for file_path, rel_posix, st in walked:
             key = _key(root.label, rel_posix)
             seen.add(key)
             prev = known.get(key)
