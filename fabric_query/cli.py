@@ -143,6 +143,37 @@ def _remote(home: Path, method: str, route: str, body: dict | None = None):
         fail(f"{exc.kind}: {str(exc)}")
 
 
+def json_argument(argument: str) -> object:
+    """The JSON an argument names: ``-`` (stdin), a file holding it, or the JSON itself.
+
+    Exits 2 with a one-line reason (never a traceback) when it is a folder, a file that cannot be
+    read or is not UTF-8 text, or not JSON."""
+    if argument == "-":
+        raw, where = sys.stdin.read(), "stdin"
+    else:
+        path = Path(argument)
+        try:  # JSON given inline is no file name (and may be too long to be one: ENAMETOOLONG)
+            is_dir, is_file = path.is_dir(), path.is_file()
+        except OSError:
+            is_dir = is_file = False
+        if is_dir:
+            fail(f"{argument} is a folder: give a citation or pack JSON file, the JSON itself, or - for stdin")
+        if is_file:
+            try:
+                raw = path.read_bytes().decode("utf-8")
+            except OSError as exc:
+                fail(f"cannot read {argument}: {exc.strerror or exc}")
+            except UnicodeDecodeError:
+                fail(f"not JSON: {argument} is not UTF-8 text")
+            where = "the file"
+        else:
+            raw, where = argument, "the argument (and there is no such file)"
+    try:
+        return json.loads(raw)
+    except ValueError as exc:
+        fail(f"not JSON: {where}: {exc}")
+
+
 @read_app.command()
 def resolve(
     citation: Annotated[str, typer.Argument(help="Citation JSON, a file holding it, or - for stdin. "
@@ -153,13 +184,7 @@ def resolve(
     from fabric_query.types import Citation, ResolveResult
 
     path = set_home(home)
-    is_file = citation != "-" and Path(citation).is_file()
-    raw = sys.stdin.read() if citation == "-" else (Path(citation).read_text() if is_file else citation)
-    try:
-        data = json.loads(raw)
-    except ValueError as exc:
-        where = "the file" if is_file or citation == "-" else "the argument (and there is no such file)"
-        fail(f"not JSON: {where}: {exc}")
+    data = json_argument(citation)
     if not isinstance(data, dict):
         fail("expected a JSON object: a citation, a hit or an EvidencePack")
     if "results" in data:

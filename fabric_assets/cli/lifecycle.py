@@ -9,7 +9,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from fabric_query.cli import HomeOption, console, fail, set_home
+from fabric_query.cli import HomeOption, console, fail, json_argument, set_home
 
 lifecycle_app = typer.Typer(help="Lifecycle commands: purge, cleanup, snapshot, parse, rebuild-projections.")
 
@@ -141,7 +141,6 @@ def snapshot_restore(snapshot_id: int, into: Annotated[Optional[str], typer.Opti
                      "--into", help="A new home to restore into (default: this home).")] = None,
                      home: HomeOption = None) -> None:
     """Put the snapshot back (no parse, no model call, no Dagster run)."""
-    from pathlib import Path
 
     from fabric_assets.lifecycle.snapshots import SnapshotError, restore
 
@@ -273,26 +272,14 @@ def audit(
     """Lineage of each cited passage: source bytes (hash, path, size, mtime as recorded), parser,
     chunker, embedding models, annotation producers, and per table the one Dagster run and
     materialization that wrote the rows the cited release pins. Exit 2 when the home cannot say."""
-    import sys
     from dataclasses import asdict
-    from pathlib import Path
 
     from fabric_assets.lifecycle.audit import AuditError, audit_passages, passages_of
     from fabric_assets.lifecycle.run_history import home_instance
     from fabric_resources.home import FabricHome
 
     path = set_home(home)
-    if citation == "-":
-        raw = sys.stdin.read()
-    else:
-        try:  # JSON given inline is no file name (and may be too long to be one: ENAMETOOLONG)
-            raw = Path(citation).read_text() if Path(citation).is_file() else citation
-        except OSError:
-            raw = citation
-    try:
-        data = json.loads(raw)
-    except ValueError as exc:
-        fail(f"not JSON: {exc}")
+    data = json_argument(citation)
     try:
         cited = _cited(data)
     except ValueError as exc:

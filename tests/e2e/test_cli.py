@@ -24,6 +24,18 @@ def test_resolve_rejects_bad_input_with_exit_2(tmp_path, arg, needle):
     assert needle in result.output
 
 
+@pytest.mark.parametrize("command", ["resolve", "audit"])
+def test_a_citation_file_that_is_binary_or_a_folder_is_one_line_with_exit_2(tmp_path, command):
+    """guards against: a UnicodeDecodeError traceback with exit 1 (the code of 'stale') for a
+    binary file, and a folder reported as 'not JSON … no such file' (fresh-user trial, 2026-12-04)."""
+    binary = tmp_path / "rand.json"
+    binary.write_bytes(bytes(range(256)) * 4)
+    for arg, needle in ((str(binary), "is not UTF-8 text"), (str(tmp_path), "is a folder")):
+        result = runner.invoke(app, [command, arg, "--home", str(tmp_path / "home")])
+        assert result.exit_code == 2, result.output
+        assert needle in result.output and "Traceback" not in result.output
+
+
 def test_search_errors_are_typed_and_short(tmp_path):
     """guards against: tracebacks for a missing home or a filter-only query."""
     home = str(tmp_path / "nohome")
