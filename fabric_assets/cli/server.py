@@ -33,7 +33,7 @@ def serve(
     from fabric_query.errors import FabricQueryError
     from fabric_query.server.app import create_app
     from fabric_query.server.app import _version as fabric_version
-    from fabric_query.server.discovery import READ_TOKEN_FILE
+    from fabric_query.server.discovery import READ_TOKEN_FILE, read_server_file
     from fabric_query.server.runner import serve as run_server
     from fabric_query.server.security import (
         ADMIN_TOKEN_FILE,
@@ -43,6 +43,11 @@ def serve(
     )
 
     path = set_home(home)
+    # Before anything touches the home: a second server would take over server.json (and remove
+    # it when it stops, while the first still runs) and mark the first's admin operations failed.
+    running = read_server_file(path)
+    if running is not None:
+        fail(f"refusing to start: {running.url} (pid {running.pid}) already serves this home; stop it first")
     try:
         fabric = Fabric(path)
     except FabricQueryError as exc:

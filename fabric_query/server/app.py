@@ -23,7 +23,7 @@ from fabric_query.server.errors import error_response, status_of
 from fabric_query.server.gate import AdmissionGate, GateFull
 from fabric_query.server.guard import Guard
 from fabric_query.server.security import OriginPolicy
-from fabric_resources.config import ServerConfig
+from fabric_resources.config import ConfigError, ServerConfig
 
 #: What warm-up encodes: one Latin-script and one CJK query load both query models (MiniLM's
 #: ONNX export and e5), the two routes of ``fabric_resources.language_routing``.
@@ -140,6 +140,12 @@ def create_app(
     @app.exception_handler(FabricQueryError)
     async def query_error(_request: Request, exc: FabricQueryError):
         return error_response(status_of(exc), type(exc).__name__, str(exc))
+
+    @app.exception_handler(ConfigError)
+    async def config_error(_request: Request, exc: ConfigError):
+        # The home's configuration file was edited into something invalid while the server runs:
+        # not the client's fault, and nothing can be answered until it is fixed.
+        return error_response(503, "ConfigError", str(exc))
 
     @app.exception_handler(Exception)
     async def fault(_request: Request, exc: Exception):

@@ -300,3 +300,18 @@ def test_fuzzed_bodies_never_yield_a_500(server, path, body):
     assert r.status_code < 500, (body, r.text)
     if r.status_code >= 400:
         assert "error" in r.json()
+
+
+def test_a_config_edited_into_an_invalid_one_is_a_503_naming_it_not_a_500(server, home):
+    """guards against: an InternalError 500 with the ConfigError only in the server's log when the
+    home's config is edited into an invalid one while the server runs (fresh-user trial)."""
+    path = home.layout.config_file
+    good = path.read_text()
+    try:
+        path.write_text(json.dumps({"sources": {"withheld": ["corpus/private/*"]},
+                                    "query": {"dense_window_weight": "abc"}}))
+        err = _error(server.post("/v1/search", json={"query": "lighthouse"}), 503)
+        assert err["type"] == "ConfigError" and "dense_window_weight" in err["message"]
+    finally:
+        path.write_text(good)
+    assert server.post("/v1/search", json={"query": "lighthouse"}).status_code == 200

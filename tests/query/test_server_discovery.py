@@ -76,3 +76,21 @@ def test_a_damaged_url_runs_the_command_in_process(tmp_path, url):
     record = write_server_file(tmp_path, "127.0.0.1", 7433, "9.9")._asdict()
     (tmp_path / SERVER_FILE).write_text(json.dumps({**record, "url": url}))
     assert call(tmp_path, "GET", "/v1/status") is None
+
+
+def test_a_second_server_for_a_served_home_refuses_to_start(tmp_path):
+    """guards against: a second `fabric serve` taking over server.json (and removing it when it
+    stops, while the first still serves) and marking the first's admin operations failed
+    (fresh-user trial, 2026-12-04)."""
+    from typer.testing import CliRunner
+
+    from fabric_assets.cli import app
+
+    home = tmp_path / "home"
+    home.mkdir()
+    written = write_server_file(home, "127.0.0.1", 7499, "9.9")  # this live process is "the first server"
+    result = CliRunner().invoke(app, ["serve", "--port", "0", "--home", str(home)])
+    assert result.exit_code == 2, result.output
+    assert "already serves this home" in result.output and written.url in result.output
+    assert read_server_file(home) == written, "the first server's record is untouched"
+    assert not (home / "catalog.sqlite3").exists(), "refused before anything touched the home"
