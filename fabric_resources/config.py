@@ -353,13 +353,13 @@ class QueryConfig(_Strict):
     # 0.880 for the direct e5 ranking (documents there are single paragraphs; the windows add nothing).
     section_guided_multilingual: bool = False
     dense_window_weight: float = Field(
-        0.0, ge=0.0, le=1.0,
+        0.0, ge=0.0, le=1.0, strict=True, allow_inf_nan=False,
         description="MiniLM dense channel: a chunk scores (1 - w) * its cosine + w * the cosine of its context "
         "window's mean vector (Callan 1994's passage + document evidence; 0 = the chunk's cosine alone).")
     # 0 for the e5 route: JSQuAD's documents are single paragraphs, so it cannot measure the mix, and
     # eval-tune does not try it there.
     dense_window_weight_multilingual: float = Field(
-        0.0, ge=0.0, le=1.0, description="The same mix for the multilingual-e5 dense channel.")
+        0.0, ge=0.0, le=1.0, strict=True, allow_inf_nan=False, description="The same mix for the multilingual-e5 dense channel.")
     # Queries routed to e5 fuse by a min-max normalised convex combination, which beat RRF on JSQuAD
     # (docs/benchmarks.md); queries on the MiniLM route (and any the e5 channel does not serve) fuse by
     # RRF: rank-only.

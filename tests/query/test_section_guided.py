@@ -180,3 +180,23 @@ def test_release_without_context_windows_gives_direct_only(home):
     assert all(p["routes"] == ("direct",) for p in provenance.values())
     # A table with no vectors at all: both routes empty.
     assert section_guided_dense(view, QUERY, None, 5, "chunk_vectors_multilingual", 5, 2, 60) == ([], {})
+
+
+@pytest.mark.parametrize("value,problem", [
+    ("0.5", "valid number"), (True, "valid number"), (float("nan"), "finite number"), (2, "less than or equal to 1"),
+    (-1, "greater than or equal to 0"),
+])
+def test_the_window_weight_takes_a_number_in_0_1_and_nothing_that_merely_converts_to_one(tmp_path, value, problem):
+    """guards against: a string or a boolean silently taken as a weight (``true`` became 1.0), and
+    NaN refused with a message about the upper bound (fresh-user trial, 2026-12-04)."""
+    import json
+
+    from fabric_resources.config import ConfigError, FabricConfig
+
+    path = tmp_path / "config.json"
+    for key in ("dense_window_weight", "dense_window_weight_multilingual"):
+        path.write_text(json.dumps({"query": {key: value}}))
+        with pytest.raises(ConfigError, match=problem):
+            FabricConfig.load(path)
+    path.write_text(json.dumps({"query": {"dense_window_weight": 1}}))
+    assert FabricConfig.load(path).query.dense_window_weight == 1.0
