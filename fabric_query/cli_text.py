@@ -71,9 +71,10 @@ def render_pack(pack: Mapping[str, Any], *, colour_out: bool = False, colour_err
     """The text ``fabric search`` prints for ``pack``: ``(stdout, stderr)``, each ending in a newline or empty.
 
     stderr: why the release answered from its visible sources only, or why the word index was
-    unusable, then one line per skipped channel. stdout: "no results (…)", or per hit a line with
+    unusable, then one line per skipped channel, then a line when no lexical channel matched
+    anything (``no_lexical_match``). stdout: "no results (…)", or per hit a line with
     its rank, source key, location label and section path, a line with its channels, parse and
-    unit count, and its text with the matched words highlighted (the first
+    unit count (and "dense only, below the similarity floor" for ``below_dense_floor``), and its text with the matched words highlighted (the first
     :data:`HIT_TEXT_CHARS` characters, then ``…``).
 
     Raises
@@ -95,6 +96,9 @@ def render_pack(pack: Mapping[str, Any], *, colour_out: bool = False, colour_err
                           _YELLOW, colour_err))
     for channel, why in (pack.get("skipped_channels") or {}).items():
         err.append(_style(f"skipped {shown(channel)}: {shown(why)}", _YELLOW, colour_err))
+    if pack["results"] and pack.get("no_lexical_match"):
+        err.append(_style("no word or substring matched: every hit is a dense neighbour, not a match of the "
+                          "query's words", _YELLOW, colour_err))
     out: list[str] = []
     if not pack["results"]:
         out.append(f"no results (release {pack['release_id']}, {pack['eligible_sources']} eligible sources)")
@@ -107,7 +111,8 @@ def render_pack(pack: Mapping[str, Any], *, colour_out: bool = False, colour_err
         head += f" {shown(where)}" if where else ""
         out.append(head + ("  " + _style(shown(section), _DIM, colour_out) if section else ""))
         channels = ", ".join(f"{shown(name)}#{ch['rank']}" for name, ch in hit["channels"].items())
-        out.append(f"   channels: {channels}  parse {c['parse_id'][:12]}  units {len(c['spans'])}")
+        floor = "  (dense only, below the similarity floor)" if hit.get("below_dense_floor") else ""
+        out.append(f"   channels: {channels}  parse {c['parse_id'][:12]}  units {len(c['spans'])}{floor}")
         out.append("   " + _hit_text(hit, colour_out))
     return "".join(line + "\n" for line in out), "".join(line + "\n" for line in err)
 

@@ -82,6 +82,19 @@ def test_reasons_and_skipped_channels_go_to_stderr():
     assert render_pack(_pack(_hit([("x", False)], locations=[{"pages": [3, 4]}])))[0].startswith("1. a.txt pp. 3–4\n")
 
 
+def test_a_pack_with_no_lexical_match_and_hits_below_the_floor_says_so_in_text():
+    """guards against: a punctuation-only query's dense neighbours printed as if they matched,
+    while only the JSON said `no_lexical_match` and `below_dense_floor` (fresh-user trial)."""
+    hit = {**_hit([("a neighbour", False)]), "channels": {"dense": {"rank": 1, "score": 0.3}}, "below_dense_floor": True}
+    out, err = render_pack(_pack(hit, no_lexical_match=True))
+    assert "dense only, below the similarity floor" in out.splitlines()[1]
+    assert err.splitlines() == ["no word or substring matched: every hit is a dense neighbour, not a match of the "
+                                "query's words"]
+    matched, err = render_pack(_pack(_hit([("lamp", True)]), no_lexical_match=False))
+    assert err == "" and "similarity floor" not in matched
+    assert render_pack(_pack(no_lexical_match=True))[1] == "", "no hits: nothing to warn about"
+
+
 def test_json_output_is_strict_json_even_with_a_non_finite_score(tmp_path, fabric_home, monkeypatch):
     """guards against: `fabric search --json` writing `Infinity` (not JSON) for a score, as
     json.dumps of a plain model_dump would; the server's JSON says null there."""
