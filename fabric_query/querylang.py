@@ -95,13 +95,18 @@ def _has_prefix(source_key: str, prefix: str) -> bool:
 
 
 def media_type_matches(media_type: str, wanted: str) -> bool:
-    """``type:`` semantics: the full type (``text/plain``), its major type (``text``), or a
-    subtype part (``epub`` and ``zip`` both match ``application/epub+zip``); case-insensitive."""
+    """``type:`` semantics: the full type (``text/plain``), its major type (``text``), a subtype
+    part (``epub`` and ``zip`` both match ``application/epub+zip``), or a file extension, matched
+    through the type the scan gives a file so named (``docx``, ``pptx``, ``md``); case-insensitive."""
     media_type, wanted = media_type.lower(), wanted.lower()
     if "/" in wanted:
         return media_type == wanted
     major, _, sub = media_type.partition("/")
-    return wanted == major or wanted in sub.split("+")
+    if wanted == major or wanted in sub.split("+"):
+        return True
+    from fabric_resources.parsing.registry import detect_media_type  # only here: ~20 ms to import
+
+    return detect_media_type(f"file.{wanted}").lower() == media_type
 
 
 @dataclass(frozen=True)

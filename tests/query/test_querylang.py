@@ -263,10 +263,19 @@ def test_admits_path_is_substring():
         ("lain", "text/plain", False),
         ("text/pla", "text/plain", False),
         ("text/", "text/plain", False),
+        # a file extension, through the type the scan gives a file so named
+        ("docx", "application/vnd.openxmlformats-officedocument.wordprocessingml.document", True),
+        ("PPTX", "application/vnd.openxmlformats-officedocument.presentationml.presentation", True),
+        ("md", "text/markdown", True),
+        ("htm", "text/html", True),
+        ("docx", "application/pdf", False),
+        ("md", "text/plain", False),
+        ("exe", "text/plain", False),
     ],
 )
 def test_admits_media_type(filt, media, ok):
-    """guards against: type filter matching arbitrary substrings, or not matching the major type/suffix."""
+    """guards against: type filter matching arbitrary substrings, or not matching the major type/suffix,
+    or `type:docx` (a user's natural word for Word files) selecting nothing (fresh-user trial)."""
     assert Filters(media_type=filt).admits("k", media, 1) is ok
 
 
