@@ -1,7 +1,7 @@
 """Query language: free text, ``"exact phrases"``, ``-excluded`` terms and filters.
 
-Filters: ``path:`` (substring of the source key), ``type:`` (media type, or
-its prefix before ``/``), ``lang:`` (document language, BCP 47 primary subtag:
+Filters: ``path:`` (substring of the source key), ``type:`` (media type, its
+part before ``/``, a subtype part, or a file extension: :func:`media_type_matches`), ``lang:`` (document language, BCP 47 primary subtag:
 declared by the document, e.g. an EPUB's ``dc:language``, else guessed from
 its script for ja/zh/ko/th), ``after:`` / ``before:`` (source modification time,
 ``YYYY-MM-DD``, after is inclusive, before exclusive), ``source:`` (one or
