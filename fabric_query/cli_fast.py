@@ -61,6 +61,10 @@ def parse_search(argv: Sequence[str]) -> argparse.Namespace | None:
         return None
     if not LIMIT_MIN <= args.limit <= LIMIT_MAX:
         return None
+    if args.query.startswith("-") and "--" not in argv:
+        # argparse takes "-harbour tea" (a space inside) for the query; Click, the full CLI's
+        # parser, for an unknown option. Both paths must answer alike: the full CLI decides.
+        return None
     return args
 
 
