@@ -128,8 +128,14 @@ def quickstart(
 ) -> None:
     """The main job: ingest a folder (or a written sample), answer a query, verify its first citation."""
     from fabric_query.api import Fabric
+    from fabric_query.errors import QuerySyntaxError
+    from fabric_query.querylang import parse_query
 
     home_dir = set_home(home)
+    try:  # before the ingest, not after it: a query that cannot run is known now
+        parse_query(query)
+    except QuerySyntaxError as exc:
+        fail(f"{type(exc).__name__}: {exc}")
     if path is None:
         from fabric_assets.sample_corpus import write_sample_corpus
 

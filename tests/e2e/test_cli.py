@@ -87,3 +87,11 @@ def test_a_catalog_from_a_newer_fabric_is_one_line_saying_upgrade(tmp_path):
         assert out.returncode == 2, out.stderr
         assert f"schema version {LATEST_VERSION + 1}" in out.stderr and "upgrade Fabric" in out.stderr
         assert "Traceback" not in out.stderr and len(out.stderr.strip().splitlines()) == 1
+
+
+def test_quickstart_checks_its_query_before_it_ingests(tmp_path):
+    """guards against: `quickstart --query ''` ingesting everything first and only then failing."""
+    home = tmp_path / "home"
+    result = runner.invoke(app, ["quickstart", "--query", "", "--home", str(home)])
+    assert result.exit_code == 2 and "EmptyQueryError" in result.output, result.output
+    assert not (home / "sample").exists(), "nothing written, nothing ingested"
