@@ -61,6 +61,8 @@ def parse_search(argv: Sequence[str]) -> argparse.Namespace | None:
         return None
     if not LIMIT_MIN <= args.limit <= LIMIT_MAX:
         return None
+    if any("\ud800" <= c <= "\udfff" for c in args.query):
+        return None  # an undecodable byte (PEP 383): the full CLI names it as the in-process search does
     if args.query.startswith("-") and "--" not in argv:
         # argparse takes "-harbour tea" (a space inside) for the query; Click, the full CLI's
         # parser, for an unknown option. Both paths must answer alike: the full CLI decides.

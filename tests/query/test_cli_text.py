@@ -141,7 +141,8 @@ def test_the_fast_path_takes_the_plain_search(argv, limit, query):
 
 @pytest.mark.parametrize("argv", [
     ["search"], ["search", "a", "b"], ["search", "x", "--help"], ["search", "--lim", "5", "x"],
-    ["search", "-excluded"], ["search", "-harbour tea"], ["search", "x", "-n", str(LIMIT_MAX + 1)], ["search", "x", "-n", "0"],
+    ["search", "-excluded"], ["search", "-harbour tea"], ["search", "caf\udce9"],
+    ["search", "x", "-n", str(LIMIT_MAX + 1)], ["search", "x", "-n", "0"],
     ["search", "x", "-n", "five"], ["search", "x", "--verbose"], ["status"], ["--version"], [],
 ])
 def test_anything_else_goes_to_the_full_cli(argv):
