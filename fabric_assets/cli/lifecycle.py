@@ -141,6 +141,7 @@ def snapshot_restore(snapshot_id: int, into: Annotated[Optional[str], typer.Opti
                      "--into", help="A new home to restore into (default: this home).")] = None,
                      home: HomeOption = None) -> None:
     """Put the snapshot back (no parse, no model call, no Dagster run)."""
+    from pathlib import Path
 
     from fabric_assets.lifecycle.snapshots import SnapshotError, restore
 
@@ -153,11 +154,14 @@ def snapshot_restore(snapshot_id: int, into: Annotated[Optional[str], typer.Opti
 
 @snapshot_app.command("list")
 def snapshot_list(home: HomeOption = None) -> None:
-    """The home's snapshots."""
-    from fabric_assets.lifecycle.snapshots import list_snapshots
+    """The home's snapshots (and those whose manifest is unreadable, as damaged)."""
+    from fabric_assets.lifecycle.snapshots import damaged_snapshots, list_snapshots
 
-    for s in list_snapshots(_opened(home)):
+    opened = _opened(home)
+    for s in list_snapshots(opened):
         console.print(f"{s.snapshot_id}\trelease {s.release_id}\t{s.created_at:.0f}\t{s.note}", markup=False)
+    for sid in damaged_snapshots(opened):
+        console.print(f"{sid}\tDAMAGED: manifest missing or unreadable (`fabric snapshot delete {sid}`)", markup=False)
 
 
 @snapshot_app.command("delete")

@@ -41,6 +41,7 @@ from fabric_assets.annotations.assets import MEMO_FILE
 from fabric_assets.lifecycle.republish import republish
 from fabric_assets.lifecycle.snapshots import _create as create_snapshot, _delete as delete_snapshot
 from fabric_assets.lifecycle.snapshots import _find as find_snapshot, _restore as restore_snapshot, list_snapshots
+from fabric_assets.lifecycle.snapshots import damaged_snapshots
 from fabric_assets.source_tags import forget_source_tags
 from fabric_resources.locks import exclusive_lock
 from fabric_resources.catalog import Catalog
@@ -164,10 +165,15 @@ def _refuse_if_pinned(home: FabricHome) -> None:
         named = ", ".join(f"{s.snapshot_id} (release {s.release_id})" for s in snaps)
         raise PurgeRefused(f"snapshot(s) {named} hold the home as it was, purged sources included; a purge must "
                            "not leave them behind: delete them first (`fabric snapshot delete ID`)")
+    damaged = damaged_snapshots(home)
+    if damaged:
+        raise PurgeRefused(f"snapshot folder(s) {', '.join(map(str, damaged))} (manifest unreadable) may hold purged "
+                           "text: delete them first (`fabric snapshot delete ID`)")
     tagged = sorted({t for name in TABLES for t in home.tables.tags(name)})
     if tagged:
         raise PurgeRefused(f"Lance tags pin old table versions ({', '.join(tagged)}); a purge must remove every "
-                           "old version: delete those tags first")
+                           "old version: delete those tags first (`fabric snapshot delete ID` removes the tags "
+                           "snapshot-ID, also those a killed `snapshot create` left)")
 
 
 def _instance(home: FabricHome):

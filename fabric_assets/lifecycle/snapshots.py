@@ -151,8 +151,11 @@ def _create(home: FabricHome, note: str) -> SnapshotInfo:
         raise SnapshotError("the home has no release yet: run `fabric ingest` first")
     root = _root(home)
     root.mkdir(parents=True, exist_ok=True)
+    _drop_half_made(home)
     sid = max((s.snapshot_id for s in list_snapshots(home)), default=0) + 1
-    while (root / str(sid)).exists():  # a half-made one left by a killed create
+    # A damaged snapshot's folder, or a tag a restore carried into this home, keeps its number.
+    taken = {t for name in TABLES for t in home.tables.tags(name)}
+    while (root / str(sid)).exists() or f"{TAG_PREFIX}{sid}" in taken:
         sid += 1
     tmp = root / f".{sid}.tmp"
     shutil.rmtree(tmp, ignore_errors=True)
@@ -219,7 +222,34 @@ def _find(home: FabricHome, snapshot_id: int) -> tuple[SnapshotInfo, dict]:
     for s in list_snapshots(home):
         if s.snapshot_id == snapshot_id:
             return s, json.loads((s.path / MANIFEST).read_text())
+    if (_root(home) / str(snapshot_id)).is_dir():
+        raise SnapshotError(f"snapshot {snapshot_id} is damaged: its {MANIFEST} is missing or unreadable, so "
+                            f"nothing in it can be checked; delete it (`fabric snapshot delete {snapshot_id}`)")
     raise SnapshotError(f"no snapshot {snapshot_id} (see `fabric snapshot list`)")
+
+
+def damaged_snapshots(home: FabricHome) -> list[int]:
+    """IDs of snapshot folders whose manifest is missing or unreadable (not in :func:`list_snapshots`;
+    their files may still hold what a purge must remove)."""
+    root = _root(home)
+    listed = {s.snapshot_id for s in list_snapshots(home)}
+    return sorted(int(d.name) for d in (root.iterdir() if root.exists() else ())
+                  if d.is_dir() and d.name.isdigit() and int(d.name) not in listed)
+
+
+def _drop_half_made(home: FabricHome) -> None:
+    """Remove what a killed :func:`create` left: its ``.N.tmp`` folder and the Lance tags of that N
+    (no snapshot folder N exists: the rename to it is create's last step). Under the activation lock."""
+    import lance
+
+    root = _root(home)
+    for tmp in sorted(root.glob(".*.tmp")) if root.exists() else ():
+        sid = tmp.name[1:-len(".tmp")]
+        if sid.isdigit() and not (root / sid).exists():
+            for name in TABLES:
+                if f"{TAG_PREFIX}{sid}" in home.tables.tags(name):
+                    lance.dataset(home.tables.uri(name)).tags.delete(f"{TAG_PREFIX}{sid}")
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def verify(home: FabricHome, snapshot_id: int, *, deep: bool = False) -> VerifyReport:
@@ -323,7 +353,9 @@ def restore(home: FabricHome, snapshot_id: int, into: Path | None = None) -> Fab
     Raises
     ------
     SnapshotError
-        If there is no such snapshot, ``into`` already holds a home, or the snapshot's own files
+        If there is no such snapshot (or its manifest is unreadable), ``into`` already holds a
+        home or is not an empty folder (a restore into it that fails part-way removes what it
+        wrote), or the snapshot's own files
         are damaged beyond what canonical rows can rebuild (a table or artifact file changed),
         or the home keeps its catalog or tables outside the directory.
     """
@@ -334,12 +366,31 @@ def restore(home: FabricHome, snapshot_id: int, into: Path | None = None) -> Fab
     if broken:
         raise SnapshotError(f"snapshot {snapshot_id} is itself damaged ({', '.join(sorted(broken)[:3])}); "
                             "restore an older snapshot")
-    target = FabricHome(into) if into is not None else home
-    if into is not None and target.layout.catalog_file.exists():
+    if into is None:
+        with activation_lock(home):
+            _restore(home, info, m, False)
+        return FabricHome(home.root)
+    into = Path(into)
+    if (into / "catalog.sqlite3").exists():
         raise SnapshotError(f"{into} already holds a Fabric home; restore into an empty folder")
-    with activation_lock(target):
-        _restore(target, info, m, into is not None)
-    return FabricHome(target.root)
+    if into.exists() and (not into.is_dir() or any(into.iterdir())):
+        raise SnapshotError(f"{into} is not an empty folder; restore into a new or empty folder")
+    made = not into.exists()
+    try:
+        target = FabricHome(into)
+        with activation_lock(target):
+            _restore(target, info, m, True)
+    except BaseException:
+        # All or nothing: the folder was new or empty, so removing what the restore wrote removes
+        # nothing of anyone else's.
+        if made:
+            shutil.rmtree(into, ignore_errors=True)
+        elif into.is_dir():
+            for child in into.iterdir():
+                shutil.rmtree(child, ignore_errors=True) if child.is_dir() and not child.is_symlink() \
+                    else child.unlink(missing_ok=True)
+        raise
+    return FabricHome(into)
 
 
 def _restore(target: FabricHome, info: SnapshotInfo, m: dict, new_home: bool) -> None:
@@ -436,10 +487,13 @@ def _restore_dense(home: FabricHome, info: SnapshotInfo, m: dict) -> None:
 def delete(home: FabricHome, snapshot_id: int) -> None:
     """Remove snapshot ``snapshot_id``: its tags and its folder (the home's own files stay).
 
+    A damaged snapshot (unreadable manifest) and the tags of one a killed create left are removed
+    too.
+
     Raises
     ------
     SnapshotError
-        If there is no such snapshot.
+        If there is no such snapshot, folder or tag.
     """
     with activation_lock(home):
         _delete(home, snapshot_id)
@@ -448,8 +502,13 @@ def delete(home: FabricHome, snapshot_id: int) -> None:
 def _delete(home: FabricHome, snapshot_id: int) -> None:
     import lance
 
-    info, m = _find(home, snapshot_id)
-    for name in m["tables"]:
-        if f"{TAG_PREFIX}{snapshot_id}" in home.tables.tags(name):
-            lance.dataset(home.tables.uri(name)).tags.delete(f"{TAG_PREFIX}{snapshot_id}")
-    shutil.rmtree(info.path)
+    _drop_half_made(home)
+    folder = _root(home) / str(snapshot_id)
+    tag = f"{TAG_PREFIX}{snapshot_id}"
+    tagged = [name for name in TABLES if tag in home.tables.tags(name)]
+    if not folder.is_dir() and not tagged:
+        raise SnapshotError(f"no snapshot {snapshot_id} (see `fabric snapshot list`)")
+    # Every table's tag, not only those the manifest names: a damaged manifest names none.
+    for name in tagged:
+        lance.dataset(home.tables.uri(name)).tags.delete(tag)
+    shutil.rmtree(folder, ignore_errors=True)

@@ -127,3 +127,68 @@ def test_snapshot_verify_names_damage_and_restore_answers_as_before_without_mode
     assert list_snapshots(home) == [] and all(not home.tables.tags(n) for n in ("chunks", "units"))
     report = purge(FabricHome(home.root), PurgeSelector(source_keys=("fs:src/bread.md",)))
     assert report.snapshot_id is not None and list_snapshots(home) == []  # taken before, deleted after
+
+
+def test_a_killed_create_a_damaged_manifest_and_restore_into_a_folder(tmp_path, fabric_home, monkeypatch):
+    """guards against (found by a trial on 2026-12-04): a create killed after tagging leaving tags
+    that block every later create and purge with no command to clear them; a damaged manifest
+    reported as "no snapshot" while its files stay; `snapshot restore --into` crashing (NameError);
+    a restore into a non-empty folder writing beside the user's files, and one that fails part-way
+    leaving half a home."""
+    from typer.testing import CliRunner
+
+    from fabric_assets.cli import app
+    from fabric_assets.lifecycle import snapshots
+    from fabric_assets.lifecycle.snapshots import SnapshotError, damaged_snapshots, restore
+
+    src = tmp_path / "src"
+    src.mkdir()
+    for name, text in DOCS.items():
+        (src / name).write_text(text, encoding="utf-8")
+    assert ingest(src, fabric_home).failed_runs == []
+    home = FabricHome(fabric_home.root)
+
+    # A create killed between tagging the tables and renaming its folder into place.
+    first = create(home)
+    first.path.rename(first.path.with_name(f".{first.snapshot_id}.tmp"))
+    (first.path.with_name(f".{first.snapshot_id}.tmp") / "manifest.json").unlink()
+    assert f"snapshot-{first.snapshot_id}" in home.tables.tags("chunks")
+    second = create(home)  # no "tag already exists"
+    assert [s.snapshot_id for s in list_snapshots(home)] == [second.snapshot_id]
+    assert not any(t == f"snapshot-{first.snapshot_id}" and first.snapshot_id != second.snapshot_id
+                   for t in home.tables.tags("chunks"))
+    assert not list((home.root / "snapshots").glob(".*.tmp"))
+
+    # Restore into: a folder with a file of the user's is refused; a new one works from the CLI.
+    busy = tmp_path / "busy"
+    busy.mkdir()
+    (busy / "notes.txt").write_text("mine\n")
+    with pytest.raises(SnapshotError, match="not an empty folder"):
+        restore(home, second.snapshot_id, busy)
+    assert sorted(p.name for p in busy.iterdir()) == ["notes.txt"]
+    fresh = tmp_path / "fresh"
+    result = CliRunner().invoke(app, ["snapshot", "restore", str(second.snapshot_id), "--into", str(fresh),
+                                      "--home", str(home.root)])
+    assert result.exit_code == 0, result.output
+    assert Fabric(fresh).search("lighthouse keeper").results
+    # A restore that fails part-way leaves no half home behind.
+    def broken(*_a, **_k):
+        raise OSError("disk full")
+    monkeypatch.setattr(snapshots, "_restore_index", broken)
+    with pytest.raises(OSError, match="disk full"):
+        restore(home, second.snapshot_id, tmp_path / "half")
+    assert not (tmp_path / "half").exists()
+    monkeypatch.undo()
+
+    # A damaged manifest: named as damaged, listed as such, blocks a purge, and can be deleted.
+    (second.path / "manifest.json").write_text("{garbage")
+    with pytest.raises(SnapshotError, match="damaged"):
+        verify(home, second.snapshot_id)
+    assert damaged_snapshots(home) == [second.snapshot_id]
+    with pytest.raises(PurgeRefused, match="manifest unreadable"):
+        purge(home, PurgeSelector(root="src"))
+    delete(home, second.snapshot_id)
+    assert damaged_snapshots(home) == [] and not second.path.exists()
+    assert not [t for t in home.tables.tags("chunks") if t.startswith("snapshot-")]
+    with pytest.raises(SnapshotError, match="no snapshot"):
+        delete(home, second.snapshot_id)
