@@ -10,7 +10,7 @@ Every text taken from a document is handed to the agent wrapped with untrusted-c
 ``mayContainInstructions``): ``true`` flags text that addresses an AI or tries to override its
 instructions; ``false`` does not make a text trusted. Answers carry ``fallback_reason`` and
 ``skipped_channels``; withheld documents are outside the release view, so they move no count,
-rank or budget here either.
+rank or budget here either, and ``status`` neither names nor counts them (:func:`without_withheld`).
 
 The same tools serve ``fabric mcp`` (stdio) and ``/mcp`` on ``fabric serve`` (streamable HTTP);
 their blocking work runs in the server's admission gate.
@@ -83,6 +83,29 @@ def agent_answer(pack: EvidencePack) -> dict[str, Any]:
     }
 
 
+def without_withheld(status: dict[str, Any]) -> dict[str, Any]:
+    """``Fabric.status`` as an agent may see it: withheld sources are not named and not counted
+    (the operator's own ``fabric status`` lists them; an agent learns nothing of them, not even
+    that they exist). ``status``: :class:`fabric_query.types.Status` as JSON."""
+    hidden = set(status.get("withheld") or ())
+    out = {**status, "withheld": []}
+    by_state = dict(out.get("sources_by_state") or {})
+    if hidden and "present" in by_state:
+        by_state["present"] -= len(hidden)
+        if by_state["present"] <= 0:
+            del by_state["present"]
+    out["sources_by_state"] = by_state
+    for key in ("failed", "held", "unfinished", "partial"):
+        problems = []
+        for p in out.get(key) or ():
+            kept = [k for k in p.get("sources") or () if k not in hidden]
+            if kept or not p.get("sources"):
+                problems.append({**p, "sources": kept})
+        out[key] = problems
+    out["unsupported"] = [u for u in out.get("unsupported") or () if u[0] not in hidden]
+    return out
+
+
 def build_mcp(fabric: Fabric, gate: AdmissionGate, is_ready: Callable[[], bool] = lambda: True,
               version: str = "") -> MCPServer:
     """The MCP server with Fabric's read-only tools (see the module docstring)."""
@@ -140,6 +163,6 @@ def build_mcp(fabric: Fabric, gate: AdmissionGate, is_ready: Callable[[], bool] 
     @mcp.tool(annotations=read_only)
     async def status() -> dict[str, Any]:
         """What the collection holds: sources by state, the current release, failed or held parses."""
-        return (await gated(fabric.status)).model_dump(mode="json")
+        return without_withheld((await gated(fabric.status)).model_dump(mode="json"))
 
     return mcp

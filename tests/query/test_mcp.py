@@ -151,3 +151,12 @@ def test_withheld_documents_move_nothing_through_http_and_mcp(homes, lang):
                         assert first_difference(ma, mb) is None, (args, first_difference(ma, mb))
 
         asyncio.run(compare())
+
+        async def statuses():
+            async with Client(f"{url_a}/mcp") as ca, Client(f"{url_b}/mcp") as cb:
+                return [(await c.call_tool("status", {})).structured_content for c in (ca, cb)]
+
+        sa, sb = asyncio.run(statuses())
+        # Named nowhere and counted nowhere (the trial of 2026-12-04 found their keys in `withheld`).
+        assert "private" not in json.dumps(sa) and sa["withheld"] == []
+        assert sa["sources_by_state"] == sb["sources_by_state"] and sa["active_sources"] == sb["active_sources"]
