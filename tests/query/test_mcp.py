@@ -156,6 +156,12 @@ def test_withheld_documents_move_nothing_through_http_and_mcp(homes, lang):
             async with Client(f"{url_a}/mcp") as ca, Client(f"{url_b}/mcp") as cb:
                 return [(await c.call_tool("status", {})).structured_content for c in (ca, cb)]
 
+        async def unknown_argument():
+            async with Client(f"{url_a}/mcp") as ca:
+                return await ca.call_tool("search", {"query": "lamp", "release_id": 1})
+
+        refused = asyncio.run(unknown_argument())
+        assert refused.is_error and "unknown argument(s) release_id" in str(refused.content)
         sa, sb = asyncio.run(statuses())
         # Named nowhere and counted nowhere (the trial of 2026-12-04 found their keys in `withheld`).
         assert "private" not in json.dumps(sa) and sa["withheld"] == []
