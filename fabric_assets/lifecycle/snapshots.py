@@ -1,3 +1,4 @@
+# Over 500 lines: create, verify, restore and delete share one manifest format, one tag convention and one lock; split, each would restate them.
 """Snapshots: one consistent point of a home, verified and restorable with no model call.
 
 ``create`` (under the activation lock, so no release is published meanwhile) pins the current
