@@ -66,6 +66,16 @@ def _restore_in_a_fresh_process(home: FabricHome, snapshot_id: int, into: Path |
     return {"models_loaded": json.loads(out.stdout.strip().splitlines()[-1])}
 
 
+def _ingested(tmp_path: Path, fabric_home: FabricHome) -> FabricHome:
+    """``DOCS`` in ``tmp_path/src``, ingested into ``fabric_home`` (reopened)."""
+    src = tmp_path / "src"
+    src.mkdir()
+    for name, text in DOCS.items():
+        (src / name).write_text(text, encoding="utf-8")
+    assert ingest(src, fabric_home).failed_runs == []
+    return FabricHome(fabric_home.root)
+
+
 def _version_file(home: FabricHome, table: str, version: int) -> Path:
     versions = Path(home.tables.uri(table)) / "_versions"
     for name in (f"{version}.manifest", f"{2**64 - 1 - version}.manifest"):
@@ -77,12 +87,7 @@ def _version_file(home: FabricHome, table: str, version: int) -> Path:
 def test_snapshot_verify_names_damage_and_restore_answers_as_before_without_models(tmp_path, fabric_home):
     """guards against: no way back after damage; verify missing a deleted table version or flipped
     index bytes; a restore that re-parses or re-embeds, or answers differently."""
-    src = tmp_path / "src"
-    src.mkdir()
-    for name, text in DOCS.items():
-        (src / name).write_text(text, encoding="utf-8")
-    assert ingest(src, fabric_home).failed_runs == []
-    home = FabricHome(fabric_home.root)
+    home = _ingested(tmp_path, fabric_home)
     before = _packs(home.root)
     assert before["lighthouse keeper"]["results"] and before["灯台守"]["results"]
 
@@ -119,6 +124,7 @@ def test_snapshot_verify_names_damage_and_restore_answers_as_before_without_mode
     assert _packs(new_home) == before
 
     # A snapshot holds the sources as they were: a purge refuses, naming it, until it is deleted.
+    src = tmp_path / "src"
     (src / "bread.md").unlink()
     ingest(src, home)
     with pytest.raises(PurgeRefused, match=f"snapshot\\(s\\) {info.snapshot_id} "):
@@ -141,12 +147,7 @@ def test_a_killed_create_a_damaged_manifest_and_restore_into_a_folder(tmp_path, 
     from fabric_assets.lifecycle import snapshots
     from fabric_assets.lifecycle.snapshots import SnapshotError, damaged_snapshots, restore
 
-    src = tmp_path / "src"
-    src.mkdir()
-    for name, text in DOCS.items():
-        (src / name).write_text(text, encoding="utf-8")
-    assert ingest(src, fabric_home).failed_runs == []
-    home = FabricHome(fabric_home.root)
+    home = _ingested(tmp_path, fabric_home)
 
     # A create killed between tagging the tables and renaming its folder into place.
     first = create(home)
