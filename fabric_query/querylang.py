@@ -1,7 +1,8 @@
 """Query language: free text, ``"exact phrases"``, ``-excluded`` terms and filters.
 
 Filters: ``path:`` (substring of the source key), ``type:`` (media type, its
-part before ``/``, a subtype part, or a file extension: :func:`media_type_matches`), ``lang:`` (document language, BCP 47 primary subtag:
+part before ``/``, a subtype part, or a file extension: :func:`media_type_matches`),
+``lang:`` (document language, BCP 47 primary subtag:
 declared by the document, e.g. an EPUB's ``dc:language``, else guessed from
 its script for ja/zh/ko/th), ``after:`` / ``before:`` (source modification time,
 ``YYYY-MM-DD``, after is inclusive, before exclusive), ``source:`` (one or
@@ -25,6 +26,7 @@ from __future__ import annotations
 import datetime as dt
 import re
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 from fabric_query.errors import EmptyQueryError, QuerySyntaxError, QueryTooLongError
 
@@ -102,11 +104,16 @@ def media_type_matches(media_type: str, wanted: str) -> bool:
     if "/" in wanted:
         return media_type == wanted
     major, _, sub = media_type.partition("/")
-    if wanted == major or wanted in sub.split("+"):
-        return True
+    return wanted == major or wanted in sub.split("+") or _type_of_extension(wanted) == media_type
+
+
+@lru_cache(maxsize=256)
+def _type_of_extension(extension: str) -> str:
+    """The media type the scan gives a file named ``file.<extension>`` (lower case); asked once per
+    filter value, not once per source and query."""
     from fabric_resources.parsing.registry import detect_media_type  # only here: ~20 ms to import
 
-    return detect_media_type(f"file.{wanted}").lower() == media_type
+    return detect_media_type(f"file.{extension}").lower()
 
 
 @dataclass(frozen=True)

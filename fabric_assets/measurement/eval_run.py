@@ -26,6 +26,7 @@ from fabric_assets.measurement.harness import (
     DEPTH, QueryVectorMemo, Split, as_free_text, in_split, is_cjk, load_beir, write_corpus,
 )
 from fabric_assets.measurement.metrics import METRICS, first_occurrence, score_run
+from fabric_assets.measurement.tuning import WINDOW_MIX
 from fabric_query import pipeline
 from fabric_query.release import release_view
 from fabric_resources.config import FabricConfig
@@ -128,10 +129,6 @@ def run_eval(
     finally:
         if work_dir is None:
             shutil.rmtree(scratch, ignore_errors=True)
-
-
-#: The window mix a ``fabric[+window]`` variant tries when the configuration has none.
-WINDOW_MIX = 0.5
 
 
 def stage_variants(config: FabricConfig, multilingual: bool = False) -> dict[str, FabricConfig]:

@@ -41,6 +41,9 @@ from fabric_resources.home import FabricHome
 from fabric_resources.models.embedder import shared_embedder
 from fabric_resources.models.multilingual import shared_multilingual_embedder
 
+#: The dense window mix tuning and ``fabric eval``'s ``fabric[+window]`` try beside off: Callan's
+#: (1994) equal mix of passage and document evidence, not a tuned value.
+WINDOW_MIX = 0.5
 #: The dense channels of each route, as the pipeline names them.
 ENGLISH_DENSE, CJK_DENSE = "dense", "dense_multilingual"
 
@@ -120,8 +123,7 @@ class Grid:
     stopwords: tuple[str, ...] = ("none", "english")
     section_guided: tuple[bool, ...] = (True, False)
     bigram_bm25: tuple[tuple[float, float] | None, ...] = ((0.5, 0.3), (0.9, 0.4), None)
-    # Off, or Callan's (1994) equal mix of passage and document evidence: not a tuned value.
-    dense_window_weight: tuple[float, ...] = (0.0, 0.5)
+    dense_window_weight: tuple[float, ...] = (0.0, WINDOW_MIX)
     rrf_k: tuple[int, ...] = (20, 60)
     dense_weight: tuple[float, ...] = (0.75, 1.0, 1.5)
     convex_lexical: tuple[float, ...] = (0.3, 0.4, 0.5)

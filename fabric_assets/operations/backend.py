@@ -194,12 +194,13 @@ class PipelineAdmin:
         """
         if kind not in WORK:
             raise ValueError(f"unknown operation {kind!r}")
-        if kind == "ingest" and not Path(params.get("path", "")).is_dir():
-            raise ValueError(f"ingest: {params.get('path')!r} is not a directory on the server's machine")
         if kind == "ingest":
-            from fabric_assets.ingest import admissible_root
+            from fabric_assets.ingest import NotADirectoryRoot, admissible_root
 
-            admissible_root(params["path"], self.home)  # RootOverlapError is a ValueError: answered 400
+            try:  # RootOverlapError (the home or inside it) is a ValueError too: answered 400
+                admissible_root(params.get("path", ""), self.home)
+            except NotADirectoryRoot:
+                raise ValueError(f"ingest: {params.get('path')!r} is not a directory on the server's machine") from None
         op = self.home.catalog.create_operation(kind, params)
         self._pool.submit(self._run, op)
         return op.operation_id
