@@ -95,6 +95,12 @@ class DenseSource(Protocol):
         mean of the window's member vectors), for chunks in a window with a vector in the table."""
         ...
 
+    def window_vectors(self, chunk_rows: list[int]) -> dict[int, np.ndarray]:
+        """The context window's vector of each of ``chunk_rows`` (``(384,) float32``, unit norm: the
+        L2-normalised mean of its members' vectors), or the chunk's own vector when it is in no window
+        with a vector; chunks with neither are left out."""
+        ...
+
 
 def _eligible_mask(parse_ids: np.ndarray, eligible: frozenset[str] | set[str]) -> np.ndarray:
     return np.fromiter((p in eligible for p in parse_ids), dtype=bool, count=len(parse_ids))
@@ -168,6 +174,18 @@ class ExactSource:
             return {}
         scores = wv.matrix[list(slots.values())] @ query.astype(np.float32)
         return {row: float(s) for row, s in zip(slots, scores)}
+
+    def window_vectors(self, chunk_rows):
+        wv = self.view.window_vectors(self.table)
+        out = {row: wv.matrix[int(wv.slot_of_chunk[row])] for row in chunk_rows
+               if 0 <= row < len(wv.slot_of_chunk) and wv.slot_of_chunk[row] >= 0}
+        vs = self.view.vector_set(self.table)
+        for row in chunk_rows:
+            if row not in out:
+                found = np.flatnonzero(vs.rows == row)
+                if found.size:
+                    out[row] = vs.matrix[int(found[0])]
+        return out
 
 
 @dataclass(frozen=True)
@@ -466,6 +484,24 @@ class AnnSource:
         scores, *_ = self._rescored_windows(window_rows, query.astype(np.float32))
         by_window = {w: float(s) for w, s in zip(window_rows, scores) if np.isfinite(s)}
         return {row: by_window[w] for row, w in of.items() if w in by_window}
+
+    def window_vectors(self, chunk_rows):
+        window_of_row = self.view.context_window_of.window_of_row
+        of = {row: int(window_of_row[row]) for row in chunk_rows if 0 <= row < len(window_of_row)}
+        window_rows = sorted({w for w in of.values() if w >= 0})
+        centroid: dict[int, np.ndarray] = {}
+        if window_rows:
+            _, _, vectors, starts = self._rescored_windows(window_rows, np.zeros(DENSE_DIM, dtype=np.float32))
+            counts = np.diff(starts)
+            good, unit = normalise_rows(window_centroids(vectors, np.arange(len(vectors)), counts))
+            centroid = dict(zip(np.asarray(window_rows)[good].tolist(), unit))
+        out = {row: centroid[w] for row, w in of.items() if w in centroid}
+        rest = [row for row in chunk_rows if row not in out and 0 <= row < len(self.ann.position)
+                and self.ann.position[row] >= 0]
+        if rest:
+            vectors = self._take(self.ann.index.vectors, np.asarray([self.ann.position[r] for r in rest], dtype=np.int64))
+            out.update(zip(rest, vectors))
+        return out
 
     def cosines(self, query, chunk_rows):
         ann = self.ann

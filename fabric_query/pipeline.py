@@ -8,7 +8,9 @@
    fallback, dense — MiniLM or e5 by the query's script, section-guided — and, when annotation
    is on, the grouped graph/annotation channel); a projection that cannot serve skips its channel;
 3. **hard constraints** — with required phrases or excluded terms, the channels that do not carry
-   them keep only chunks a carrier ranked;
+   them keep only chunks a carrier ranked; with ``query.dense_feedback_weight``, the MiniLM dense
+   channel then searches again from a query vector moved towards the first pass's best documents
+   (:mod:`fabric_query.channels.dense_feedback`);
 4. **fusion** — weighted RRF, or the method a channel that ran asks for (the e5 route's
    ``query.multilingual_fusion``) (:mod:`fabric_query.fusion`);
 5. **rescoring** — ColBERT MaxSim over the fused pool, then the reranker over passages, each when
@@ -26,6 +28,8 @@ from itertools import groupby
 from fabric_query.budget import checked_budget, spend_budget
 from fabric_query.assembly import ChannelEvidence, assemble_hits, assemble_passages
 from fabric_query.channels.base import Channel, ChannelRun
+from fabric_query.channels.dense import DENSE
+from fabric_query.channels.dense_feedback import dense_feedback
 from fabric_query.channels.registry import CHANNELS, select
 from fabric_query.context import (  # noqa: F401 - MAX_LIMIT, eligible_parses: still imported from here (latency_bench)
     MAX_LIMIT,
@@ -120,6 +124,10 @@ def search(
 
     runs, channel_skips = run_channels(ctx, CHANNELS)
     evidence = apply_hard_constraints(ctx, runs)
+    feedback = dense_feedback(ctx, evidence.rankings)
+    if feedback is not None and feedback.run is not None:
+        runs = {**runs, DENSE.name: (DENSE, feedback.run)}  # same key: the channel order is kept
+        evidence = apply_hard_constraints(ctx, runs)
     scored = {name: [(c, evidence.scores[name][c][1]) for c in ids] for name, ids in evidence.rankings.items()}
     fused = fuse(fusion_method(runs, ctx), evidence.rankings, scored, config.query)
     clock.lap("fusion")
@@ -135,6 +143,8 @@ def search(
     hits, passages = assemble_hits(ctx, final, passages, passage_of, dict(fused), evidence, stage_scores)
     clock.lap("evidence")
     windows_skip = {"context_windows": ctx.windows.skipped} if ctx.windows.skipped else {}
+    if feedback is not None and feedback.skipped is not None:
+        windows_skip["dense_feedback"] = feedback.skipped
     return spend_budget(EvidencePack(
         query=query, release_id=ctx.view.release_id, results=hits, channels_run=tuple(evidence.rankings),
         fallback_reason=next((r.fallback_reason for _, r in runs.values() if r.fallback_reason), None),
@@ -147,6 +157,7 @@ def search(
         skipped_channels={**windows_skip, **channel_skips, **stage_skips},
         stage_candidates={k: tuple(v) for k, v in candidates.items()} if debug else {},
         no_lexical_match=not any(evidence.rankings.get(name) for name in LEXICAL_CHANNELS),
+        dense_feedback=feedback.chunk_ids if feedback is not None else (),
     ), max_tokens)
 
 

@@ -153,11 +153,16 @@ class EvidencePack(_Frozen):
     units: tuple[EvidenceUnit, ...] = ()
     #: How the passages were assembled: policy, caps, tokens used, one event per hit.
     assembly: dict[str, Any] = {}
-    #: Channels that could not run for this release, with the reason (e.g. a model mismatch).
+    #: Channels that could not run for this release, with the reason (e.g. a model mismatch); also
+    #: ``context_windows`` and ``dense_feedback`` when those stages could not serve.
     skipped_channels: dict[str, str] = {}
     #: No lexical channel matched anything: every result is a dense (or graph) neighbour, none holds
     #: a query token.
     no_lexical_match: bool = False
+    #: The chunks whose context windows moved the MiniLM dense channel's query vector
+    #: (``query.dense_feedback_weight``; :mod:`fabric_query.channels.dense_feedback`), best first;
+    #: empty when no feedback ran. The ``dense`` ranking and its scores are then the second pass's.
+    dense_feedback: tuple[str, ...] = ()
     #: With ``debug=True``: per stage, its candidates in order as ``(chunk_id, score)``: each
     #: channel as ``channel:<name>`` (the list fusion saw), then ``fused``, ``maxsim``, ``reranked``.
     stage_candidates: dict[str, tuple[tuple[str, float], ...]] = {}

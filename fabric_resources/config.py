@@ -360,6 +360,16 @@ class QueryConfig(_Strict):
     # eval-tune does not try it there.
     dense_window_weight_multilingual: float = Field(
         0.0, ge=0.0, le=1.0, strict=True, allow_inf_nan=False, description="The same mix for the multilingual-e5 dense channel.")
+    # MiniLM route only: on JSQuAD's dev half the same feedback lowered the e5 route (docs/ranking.md).
+    dense_feedback_weight: float = Field(
+        0.0, ge=0.0, le=4.0, strict=True, allow_inf_nan=False,
+        description="MiniLM dense channel, second pass: the query vector q becomes q + w * the mean of the context-"
+        "window vectors of the first pass's best documents, re-normalised (Rocchio 1971's feedback on the dense "
+        "vector; 0 = off). Applies when a lexical channel matched something.")
+    dense_feedback_documents: int = Field(
+        3, gt=0, le=50, strict=True,
+        description="Documents (parses) whose best chunk's context window feeds the dense feedback: the first "
+        "ones of the plain RRF (k 60) of the first pass's channel rankings.")
     # Queries routed to e5 fuse by a min-max normalised convex combination, which beat RRF on JSQuAD
     # (docs/benchmarks.md); queries on the MiniLM route (and any the e5 channel does not serve) fuse by
     # RRF: rank-only.

@@ -102,7 +102,8 @@ def eval_tune_cmd(
         if not (d / "corpus.jsonl").exists():
             fail(f"{d} has no corpus.jsonl")
     grid = (Grid(feedback=("off", "idf"), query_term_frequency=(False,), stopwords=("none",), section_guided=(True,),
-                 bigram_bm25=((0.5, 0.3),), dense_window_weight=(0.0,), rrf_k=(60,)) if quick else Grid())
+                 bigram_bm25=((0.5, 0.3),), dense_window_weight=(0.0,), dense_feedback=(0.0,), rrf_k=(60,))
+            if quick else Grid())
     result = tune(beir_dirs, work_dir, grid, limit_queries=limit_queries)
     if json_out:
         json_out.write_text(json.dumps(result, indent=2))

@@ -26,7 +26,7 @@ from fabric_assets.measurement.harness import (
     DEPTH, QueryVectorMemo, Split, as_free_text, in_split, is_cjk, load_beir, write_corpus,
 )
 from fabric_assets.measurement.metrics import METRICS, first_occurrence, score_run
-from fabric_assets.measurement.tuning import WINDOW_MIX
+from fabric_assets.measurement.tuning import FEEDBACK_WEIGHTS, WINDOW_MIX
 from fabric_query import pipeline
 from fabric_query.release import release_view
 from fabric_resources.config import FabricConfig
@@ -135,7 +135,7 @@ def stage_variants(config: FabricConfig, multilingual: bool = False) -> dict[str
     """Query-time stage configurations scored beside the configured one, on the same home.
 
     Each flips one stage of ``config``: section-guided dense, the dense channel's window mix (off, or
-    :data:`WINDOW_MIX` when off), MaxSim (when a checkpoint is
+    :data:`WINDOW_MIX` when off), its vector feedback (off, or the first of :data:`FEEDBACK_WEIGHTS`), MaxSim (when a checkpoint is
     configured), the reranker (when one is configured); for a ``multilingual`` (CJK) collection
     also the e5 route's section-guided dense and its fusion (convex vs RRF). Ingest-time choices (chunk caps, the
     multilingual model) need their own home and are compared across runs.
@@ -147,6 +147,9 @@ def stage_variants(config: FabricConfig, multilingual: bool = False) -> dict[str
         ("fabric[-window]" if q.dense_window_weight else "fabric[+window]"):
             config.model_copy(update={"query": q.model_copy(
                 update={"dense_window_weight": 0.0 if q.dense_window_weight else WINDOW_MIX})}),
+        ("fabric[-feedback]" if q.dense_feedback_weight else "fabric[+feedback]"):
+            config.model_copy(update={"query": q.model_copy(
+                update={"dense_feedback_weight": 0.0 if q.dense_feedback_weight else FEEDBACK_WEIGHTS[0]})}),
     }
     if multilingual:
         out["fabric[+section-multilingual]" if not q.section_guided_multilingual else "fabric[-section-multilingual]"] = \

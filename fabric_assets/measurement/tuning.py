@@ -5,7 +5,7 @@ Every collection is ingested through the real pipeline into ``<work_dir>/<name>/
 ``fabric eval --work-dir <work_dir>/<name>`` uses, so a second run is a no-op scan). For each
 **pass** — the settings that change what a channel returns (:class:`PassSettings`: word-channel
 feedback, query term frequency, query stop words, section-guided dense, the dense channel's window
-mix; for a CJK collection the bigram BM25 parameters) — every dev query runs once through ``fabric_query`` and the channel
+mix and its vector feedback; for a CJK collection the bigram BM25 parameters) — every dev query runs once through ``fabric_query`` and the channel
 lists it returns are kept; each **fusion** (:class:`FusionSettings`: RRF k and the dense weight on
 the MiniLM route, the lexical weight of the e5 route's convex combination) then fuses them again
 with :func:`fabric_query.fusion.fuse`, the function a search uses.
@@ -44,6 +44,9 @@ from fabric_resources.models.multilingual import shared_multilingual_embedder
 #: The dense window mix tuning and ``fabric eval``'s ``fabric[+window]`` try beside off: Callan's
 #: (1994) equal mix of passage and document evidence, not a tuned value.
 WINDOW_MIX = 0.5
+#: The dense vector feedback weights tuning tries beside off (``query.dense_feedback_weight``), and the
+#: one ``fabric eval``'s ``fabric[+feedback]`` tries when it is off.
+FEEDBACK_WEIGHTS = (0.5, 1.0)
 #: The dense channels of each route, as the pipeline names them.
 ENGLISH_DENSE, CJK_DENSE = "dense", "dense_multilingual"
 
@@ -55,7 +58,10 @@ class PassSettings:
     ``feedback``: ``off``, ``idf`` or ``rm3`` (:class:`fabric_query.channels.lexical.Feedback`,
     with the configured docs, terms and weight); ``bigram_bm25``: (k1, b) for CJK queries or None
     for tantivy's 1.2 / 0.75; ``dense_window_weight``: the MiniLM dense channel's share of the
-    context window's cosine (``query.dense_window_weight``).
+    context window's cosine (``query.dense_window_weight``); ``dense_feedback``: the weight of the
+    feedback documents in its moved query vector (``query.dense_feedback_weight``). The feedback
+    documents come from a fixed plain RRF of the pass's channel lists, so re-fusing a pass under
+    another fusion gives what a search with both settings returns.
     """
 
     feedback: str = "idf"
@@ -64,6 +70,7 @@ class PassSettings:
     section_guided: bool = True
     bigram_bm25: tuple[float, float] | None = (0.5, 0.3)
     dense_window_weight: float = 0.0
+    dense_feedback: float = 0.0
 
     def apply(self, q: QueryConfig, cjk: bool) -> QueryConfig:
         update: dict = {"query_term_frequency": self.query_term_frequency, "stopwords": self.stopwords,
@@ -73,6 +80,7 @@ class PassSettings:
         else:
             update["section_guided"] = self.section_guided
             update["dense_window_weight"] = self.dense_window_weight
+            update["dense_feedback_weight"] = self.dense_feedback
             if self.feedback == "off":
                 update["feedback_terms"] = 0
             else:
@@ -83,11 +91,11 @@ class PassSettings:
     def relevant(self, cjk: bool) -> PassSettings:
         """These settings with those a collection's queries do not depend on at their defaults: CJK
         queries take no feedback (``query.feedback_multilingual``), no section-guided route and no
-        window mix of the MiniLM model; other queries no bigram BM25."""
+        window mix or vector feedback of the MiniLM model; other queries no bigram BM25."""
         default = PassSettings()
         if cjk:
             return replace(self, feedback=default.feedback, section_guided=default.section_guided,
-                           dense_window_weight=default.dense_window_weight)
+                           dense_window_weight=default.dense_window_weight, dense_feedback=default.dense_feedback)
         return replace(self, bigram_bm25=default.bigram_bm25)
 
 
@@ -124,6 +132,7 @@ class Grid:
     section_guided: tuple[bool, ...] = (True, False)
     bigram_bm25: tuple[tuple[float, float] | None, ...] = ((0.5, 0.3), (0.9, 0.4), None)
     dense_window_weight: tuple[float, ...] = (0.0, WINDOW_MIX)
+    dense_feedback: tuple[float, ...] = (0.0, *FEEDBACK_WEIGHTS)
     rrf_k: tuple[int, ...] = (20, 60)
     dense_weight: tuple[float, ...] = (0.75, 1.0, 1.5)
     convex_lexical: tuple[float, ...] = (0.3, 0.4, 0.5)
@@ -131,7 +140,7 @@ class Grid:
     def passes(self) -> list[PassSettings]:
         return [PassSettings(*v) for v in itertools.product(
             self.feedback, self.query_term_frequency, self.stopwords, self.section_guided, self.bigram_bm25,
-            self.dense_window_weight)]
+            self.dense_window_weight, self.dense_feedback)]
 
     def fusions(self) -> list[FusionSettings]:
         return [FusionSettings(*v) for v in itertools.product(self.rrf_k, self.dense_weight, self.convex_lexical)]
@@ -146,7 +155,7 @@ def defaults_of(config: QueryConfig) -> tuple[PassSettings, FusionSettings]:
     if abs(config.convex_weights.get(CJK_DENSE, 0.6) - (1 - lexical)) > 1e-9:
         raise ValueError("convex weights are not a lexical weight and its complement")
     return (PassSettings(feedback, config.query_term_frequency, config.stopwords, config.section_guided, bigram,
-                         config.dense_window_weight),
+                         config.dense_window_weight, config.dense_feedback_weight),
             FusionSettings(config.rrf_k, config.channel_weights.get(ENGLISH_DENSE, 1.0), lexical))
 
 

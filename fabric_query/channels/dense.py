@@ -261,6 +261,11 @@ class DenseChannel:
         qv = query_vector(ctx, self)
         if qv.skipped is not None:
             return ChannelRun.skip(qv.skipped)
+        return self.run_vector(ctx, qv)
+
+    def run_vector(self, ctx: "QueryContext", qv: "QueryVector") -> ChannelRun:
+        """The channel's ranking for ``qv`` (the query's own vector, or one moved by feedback:
+        :mod:`fabric_query.channels.dense_feedback`), under the query's filters and settings."""
         try:
             return self._ranked(ctx, qv, channel_source(ctx, self))
         except DenseIndexUnusable as exc:  # the index failed while searching: the product answers

@@ -198,6 +198,26 @@ def test_window_mix_through_the_index_equals_the_exact_mix_and_the_formula(built
             assert got and {view.chunk_parse_ids[view.chunk_index[c]] for c, _ in got} <= some
 
 
+def test_window_vectors_through_the_index_equal_the_exact_centroids(built):
+    """guards against (dense feedback's vectors): a chunk given another window's centroid, the
+    index's stored (approximate) centroid served instead of the exact one, or a centroid that is
+    not the normalised mean of the window's own members."""
+    home, manifest = built
+    view, ann, exact = _sources(home, manifest)
+    vs = view.vector_set("chunk_vectors")
+    windows = view.context_windows
+    vector_of = {view.chunks.column("chunk_id")[int(r)].as_py(): vs.matrix[i] for i, r in enumerate(vs.rows)}
+    rows = [int(r) for r in vs.rows[::7]]
+    got_exact, got_ann = exact.window_vectors(rows), ann.window_vectors(rows)
+    assert set(got_exact) == set(got_ann) == set(rows)
+    window_of = view.context_window_of.window_of_row
+    for row in rows:
+        members = windows.column("chunk_ids")[int(window_of[row])].as_py()
+        assert view.chunks.column("chunk_id")[row].as_py() in members
+        want = _unit(np.sum([vector_of[c] for c in members], axis=0))
+        assert np.allclose(got_exact[row], want, atol=1e-6) and np.allclose(got_ann[row], want, atol=1e-6)
+
+
 @settings(max_examples=25, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(eligible_idx=st.sets(st.integers(0, len(PARSES) - 1), max_size=len(PARSES)),
        hidden_idx=st.sets(st.integers(0, len(PARSES) - 1), max_size=4),
