@@ -307,15 +307,18 @@ class DenseSearchConfig(_Strict):
 class QueryConfig(_Strict):
     """Fusion and channel depths.
 
-    ``rrf_k`` = 60 is the constant of Cormack, Clarke & Büttcher (SIGIR 2009).
+    ``rrf_k``: the constant of reciprocal rank fusion (Cormack, Clarke & Büttcher, SIGIR 2009, used
+    60); 20, with the dense channel's second pass from vector feedback, is ``fabric eval-tune``'s choice
+    (docs/ranking.md, 2026-12-04 "Dense vector feedback").
     """
 
-    rrf_k: int = Field(60, gt=0)
+    rrf_k: int = Field(20, gt=0)
     # The query-time defaults below are what `fabric eval-tune` chooses on the dev halves of the five
     # collections in ../shared/eval at once, by the worst collection's margin over the best baseline or
     # channel (leximin; docs/ranking.md, "Defaults by the worst collection"): feedback 20 terms from 5
     # windows at weight 0.5 (idf method), no query term frequency, no stop words, section-guided dense
-    # off, RRF k 60 with equal weights, the e5 route's convex combination at 0.5 / 0.5.
+    # off, dense vector feedback at 0.5 from 3 documents, RRF k 20 with the MiniLM dense channel at
+    # weight 1.5, the e5 route's convex combination at 0.5 / 0.5.
     feedback_terms: int = Field(20, ge=0, description="RM3-style expansion terms for the word channel (0 = off).")
     feedback_docs: int = Field(5, gt=0)
     feedback_weight: float = Field(0.5, gt=0)
@@ -343,8 +346,9 @@ class QueryConfig(_Strict):
         description="BM25 parameters for queries with CJK (unspaced-script) text; null keeps tantivy's k1 1.2, b 0.75.",
     )
     channel_weights: dict[str, float] = Field(
-        default_factory=dict,
-        description="Weighted RRF: channel name → weight (default 1.0 each: plain RRF, what eval-tune chooses).",
+        default_factory=lambda: {"dense": 1.5},
+        description="Weighted RRF: channel name → weight (1.0 for a channel not named; eval-tune's choice: the MiniLM "
+        "dense channel 1.5, the others 1).",
     )
     channel_depth: int = Field(100, gt=0, description="Candidates each channel hands to fusion.")
     section_guided: bool = Field(False, description="Merge the section-guided dense route (windows shortlisted by the "
@@ -362,7 +366,7 @@ class QueryConfig(_Strict):
         0.0, ge=0.0, le=1.0, strict=True, allow_inf_nan=False, description="The same mix for the multilingual-e5 dense channel.")
     # MiniLM route only: on JSQuAD's dev half the same feedback lowered the e5 route (docs/ranking.md).
     dense_feedback_weight: float = Field(
-        0.0, ge=0.0, le=4.0, strict=True, allow_inf_nan=False,
+        0.5, ge=0.0, le=4.0, strict=True, allow_inf_nan=False,
         description="MiniLM dense channel, second pass: the query vector q becomes q + w * the mean of the context-"
         "window vectors of the first pass's best documents, re-normalised (Rocchio 1971's feedback on the dense "
         "vector; 0 = off). Applies when a lexical channel matched something.")

@@ -346,6 +346,9 @@ def bench_query_cmd(
     except FabricQueryError as exc:
         fail(str(exc))
     sys.stdout.write(json.dumps(result, indent=2) + "\n")
+    if json_out:  # stdout is the JSON itself here: no "wrote" line on it
+        json_out.parent.mkdir(parents=True, exist_ok=True)
+        json_out.write_text(json.dumps(result, indent=2) + "\n")
 
 
 @bench_app.command("ann")

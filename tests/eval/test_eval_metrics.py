@@ -124,7 +124,8 @@ def test_stage_variants_flip_one_stage_each():
     from fabric_assets.measurement.eval_run import stage_variants
     from fabric_resources.config import FabricConfig
 
-    base = FabricConfig.model_validate({"query": {"section_guided": True, "dense_window_weight": 0.3}})
+    base = FabricConfig.model_validate({"query": {"section_guided": True, "dense_window_weight": 0.3,
+                                                  "dense_feedback_weight": 0.0}})
     v = stage_variants(base)
     assert set(v) == {"fabric[-section]", "fabric[-window]", "fabric[+feedback]"}
     assert v["fabric[-section]"].query.section_guided is False
@@ -134,9 +135,10 @@ def test_stage_variants_flip_one_stage_each():
     on = FabricConfig.model_validate({"reranker": {"backend": "local", "checkpoint": "/x"},
                                       "query": {"section_guided": False, "dense_window_weight": 0.0}})
     v = stage_variants(on)
-    assert set(v) == {"fabric[+section]", "fabric[+window]", "fabric[+feedback]", "fabric[-rerank]"}
+    assert set(v) == {"fabric[+section]", "fabric[+window]", "fabric[-feedback]", "fabric[-rerank]"}
     assert v["fabric[-rerank]"].reranker.backend == "none" and v["fabric[+section]"].query.section_guided
-    assert v["fabric[+window]"].query.dense_window_weight > 0 and v["fabric[+feedback]"].query.dense_feedback_weight > 0
+    assert v["fabric[+window]"].query.dense_window_weight > 0
+    assert stage_variants(base)["fabric[+feedback]"].query.dense_feedback_weight > 0
     fed = FabricConfig.model_validate({"query": {"dense_feedback_weight": 0.7}})
     assert stage_variants(fed)["fabric[-feedback]"].query.model_copy(update={"dense_feedback_weight": 0.7}) == fed.query
     assert stage_variants(fed)["fabric[-feedback]"].query.dense_feedback_weight == 0.0

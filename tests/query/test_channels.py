@@ -216,8 +216,8 @@ def test_the_e5_route_fuses_by_the_configured_method(fabric):
 def test_stage_timings_keep_their_names(fabric):
     """guards against: stage names the benchmarks read (``lexical``, ``encode_query``…) changing."""
     en = [t.stage for t in fabric.search(ENGLISH[0]).timings]
-    assert en == ["pin_and_parse", "eligibility", "lexical", "encode_query", "dense", "fusion", "passages",
-                  "evidence", "total"]
+    assert en == ["pin_and_parse", "eligibility", "lexical", "encode_query", "dense", "dense_feedback", "fusion",
+                  "passages", "evidence", "total"]
     ja = [t.stage for t in fabric.search(JAPANESE[0]).timings]
     assert ja == ["pin_and_parse", "eligibility", "lexical", "encode_query_multilingual", "dense_multilingual",
                   "fusion", "passages", "evidence", "total"]

@@ -149,3 +149,20 @@ def test_the_dense_floor_still_measures_the_query_itself(home_root):
     floor_of = {h.chunk_id: h.below_dense_floor for h in plain.results}
     common = [h for h in fed.results if h.chunk_id in floor_of]
     assert common and all(h.below_dense_floor == floor_of[h.chunk_id] for h in common)
+
+
+def test_bench_query_times_the_feedback_stage_and_writes_its_json(home_root, tmp_path):
+    """guards against: the second pass's cost hidden in another stage, or ``--json-out`` ignored on
+    ``--home`` (it printed the JSON and wrote nothing)."""
+    from typer.testing import CliRunner
+
+    from fabric_assets.cli import app
+
+    _home_with(home_root, WEIGHT)
+    out = tmp_path / "bench.json"
+    result = CliRunner().invoke(app, ["bench", "query", "--home", str(home_root), "--repeat", "1",
+                                      "--json-out", str(out), "lighthouse lamp storm", "roses winter"])
+    assert result.exit_code == 0, result.output
+    written = json.loads(out.read_text())
+    assert json.loads(result.stdout) == written and written["runs"] == 2
+    assert written["stages_ms"]["dense_feedback"]["p50"] > 0

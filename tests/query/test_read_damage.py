@@ -100,6 +100,9 @@ def test_missing_windows_table_gives_one_chunk_passages(home):
     assert pack.skipped_channels["context_windows"].startswith("table-unreadable: context_windows")
     assert pack.results and all(p.window_id is None for p in pack.passages)
     assert "dense" in pack.channels_run
+    # dense feedback (on by default) reads window vectors: it says why it did not run
+    assert pack.skipped_channels["dense_feedback"].startswith("context-windows-unavailable: table-unreadable")
+    assert pack.dense_feedback == ()
 
 
 def test_missing_chunk_table_is_a_typed_error_and_resolve_says_stale(home):
