@@ -12,6 +12,7 @@ from fabric_query import pipeline
 from fabric_query.errors import HomeNotFoundError, InvalidArgumentError
 from fabric_query.resolve import resolve as resolve_citation
 from fabric_query.scope import Scope
+from fabric_query.visibility import current_sources_config
 from fabric_query.types import (Citation, EvidencePack, ParseProblem, ResolveResult,  # noqa: F401 - re-exported
                                 SourcePartition, SourcePartitions, Status)
 from fabric_resources.home import FabricHome, home_path
@@ -131,6 +132,9 @@ class Fabric:
                 for r in runs if r.status == status and r.parse_id in by_parse
             )
 
+        # As a search does: the patterns in the config file now, not when this Fabric opened (a
+        # pattern added while a server runs must hide its sources from an agent's status at once).
+        withheld_now = current_sources_config(self.home)
         return Status(
             home=str(self.home.root),
             roots=tuple(r.path for r in catalog.roots()),
@@ -148,7 +152,7 @@ class Fabric:
                 (s.source_key, s.media_type) for s in sources if s.parse_id is None and s.state == "present"
             ),
             withheld=tuple(s.source_key for s in sources
-                           if s.state == "present" and self.home.config.sources.is_withheld(s.source_key)),
+                           if s.state == "present" and withheld_now.is_withheld(s.source_key)),
             skipped=tuple(sorted((catalog.state(SCAN_SKIPPED_STATE) or {}).items())),
             partial=tuple(
                 ParseProblem(parse_id=r.parse_id, status=r.status, reason="failed-units",

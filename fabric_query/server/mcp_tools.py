@@ -29,6 +29,7 @@ from mcp.types import ToolAnnotations
 from fabric_query.api import Fabric
 from fabric_query.errors import FabricQueryError
 from fabric_query.release import pinned_view
+from fabric_query.visibility import current_sources_config
 from fabric_query.scope import Scope
 from fabric_query.server.gate import AdmissionGate, GateFull
 from fabric_query.types import EvidencePack
@@ -97,10 +98,13 @@ class _StrictArguments(MCPServer):
         return await super().call_tool(name, arguments, context)
 
 
-def without_withheld(status: dict[str, Any]) -> dict[str, Any]:
+def without_withheld(status: dict[str, Any], is_withheld: Callable[[str], bool] = lambda key: False
+                     ) -> dict[str, Any]:
     """``Fabric.status`` as an agent may see it: withheld sources are not named and not counted
     (the operator's own ``fabric status`` lists them; an agent learns nothing of them, not even
-    that they exist). ``status``: :class:`fabric_query.types.Status` as JSON."""
+    that they exist). ``status``: :class:`fabric_query.types.Status` as JSON; ``is_withheld``: the
+    home's ``sources.withheld`` patterns, for the paths the last scan skipped (too large,
+    unreadable), which are not sources and so not in the ``withheld`` list."""
     hidden = set(status.get("withheld") or ())
     out = {**status, "withheld": []}
     by_state = dict(out.get("sources_by_state") or {})
@@ -117,6 +121,7 @@ def without_withheld(status: dict[str, Any]) -> dict[str, Any]:
                 problems.append({**p, "sources": kept})
         out[key] = problems
     out["unsupported"] = [u for u in out.get("unsupported") or () if u[0] not in hidden]
+    out["skipped"] = [s for s in out.get("skipped") or () if s[0] not in hidden and not is_withheld(s[0])]
     return out
 
 
@@ -177,6 +182,7 @@ def build_mcp(fabric: Fabric, gate: AdmissionGate, is_ready: Callable[[], bool] 
     @mcp.tool(annotations=read_only)
     async def status() -> dict[str, Any]:
         """What the collection holds: sources by state, the current release, failed or held parses."""
-        return without_withheld((await gated(fabric.status)).model_dump(mode="json"))
+        withheld = current_sources_config(fabric.home)
+        return without_withheld((await gated(fabric.status)).model_dump(mode="json"), withheld.is_withheld)
 
     return mcp

@@ -92,3 +92,25 @@ def test_withholding_a_visible_source_removes_every_trace(tmp_path):
             for channel, (rank, score) in ha[2].items():
                 assert rank == hb[2][channel][0]
                 assert score == (hb[2][channel][1] if channel != "dense" else pytest.approx(hb[2][channel][1], abs=1e-5))
+
+
+def test_status_follows_a_pattern_added_while_open_and_the_agent_view_drops_skipped_paths(tmp_path):
+    """guards against: ``status`` reading the withheld patterns of when the Fabric opened (a pattern
+    added while ``fabric serve`` runs hid the sources from searches at once, but an agent's status
+    still named them), and MCP status naming a skipped file inside a withheld folder (a skipped path
+    is not a source, so the ``withheld`` list cannot hide it)."""
+    from fabric_query.server.mcp_tools import without_withheld
+    from fabric_resources.schema import SCAN_SKIPPED_STATE
+
+    home, _ = _home(tmp_path, "open", {**VISIBLE["en"], **WITHHELD["en"]})
+    fabric = Fabric(home.root)
+    assert fabric.status().withheld == ()
+    home.layout.config_file.write_text(json.dumps({"sources": {"withheld": ["corpus/private/*"]}}))
+    status = fabric.status()
+    assert status.withheld == ("fs:corpus/private/diary.txt",)
+    home.catalog.set_state(SCAN_SKIPPED_STATE, {"fs:corpus/private/huge.log": "too-large",
+                                                "fs:corpus/big.log": "too-large"})
+    agent = without_withheld(fabric.status().model_dump(mode="json"),
+                             FabricHome(home.root).config.sources.is_withheld)
+    assert agent["skipped"] == [["fs:corpus/big.log", "too-large"]] and "private" not in json.dumps(agent)
+    assert [k for k, _ in fabric.status().skipped] == ["fs:corpus/big.log", "fs:corpus/private/huge.log"]
