@@ -348,7 +348,7 @@ class QueryConfig(_Strict):
     channel_weights: dict[str, float] = Field(
         default_factory=lambda: {"dense": 1.5},
         description="Weighted RRF: channel name → weight (1.0 for a channel not named; eval-tune's choice: the MiniLM "
-        "dense channel 1.5, the others 1).",
+        "dense channel 1.5, the others 1). A configured mapping replaces this one whole: name dense too to keep 1.5.",
     )
     channel_depth: int = Field(100, gt=0, description="Candidates each channel hands to fusion.")
     section_guided: bool = Field(False, description="Merge the section-guided dense route (windows shortlisted by the "

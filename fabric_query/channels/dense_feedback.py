@@ -14,7 +14,8 @@ The first pass is every channel's ranking fused by plain RRF (k 60, weight 1 eac
 channels' evidence into the dense ranking (feedback from the dense ranking alone lowered CACM:
 docs/ranking.md) and do not depend on the fusion settings (``fabric eval-tune`` re-fuses one pass
 under many). Feedback runs only when a lexical channel matched something: with no lexical match the
-first pass is the dense channel's own neighbours. The e5 route takes none (it lowered JSQuAD).
+first pass is the dense channel's own neighbours (so at least one feedback document must be a lexical
+match with a MiniLM vector). The e5 route takes none (it lowered JSQuAD).
 """
 
 from __future__ import annotations
@@ -35,9 +36,13 @@ from fabric_resources.dense_index import DenseIndexUnusable
 
 if TYPE_CHECKING:
     from fabric_query.context import QueryContext
+    from fabric_query.dense_search import DenseSource
 
 #: RRF constant of the first pass that chooses the feedback documents (Cormack et al., SIGIR 2009).
 FEEDBACK_RRF_K = 60
+#: Candidate documents examined per feedback document wanted, so that documents with no vector in the
+#: MiniLM table (text routed to e5 only) are passed over for the next ones.
+CANDIDATES_PER_DOCUMENT = 4
 
 
 @dataclass(frozen=True)
@@ -81,13 +86,17 @@ def moved_vector(query: np.ndarray, feedback: np.ndarray, weight: float) -> np.n
 
 
 def dense_feedback(ctx: "QueryContext", rankings: Mapping[str, Sequence[str]]) -> DenseFeedback | None:
-    """The MiniLM dense channel's second pass for ``ctx``, or ``None`` when none is due (feedback
-    off, the dense channel did not rank, or no lexical channel matched).
+    """The MiniLM dense channel's second pass for ``ctx``, or ``None`` when none is due: feedback
+    off, the dense channel did not rank, or no feedback document carries lexical evidence.
 
     ``rankings``: the first pass's channel rankings as fusion sees them (after hard constraints).
-    The second pass searches under the same filters, depth and settings (window mix, section route,
-    exact product or ANN index) as the first. Without context windows (the projection cannot serve)
-    or with no vector for a feedback chunk, it is skipped with the reason.
+    The feedback documents are the first ``query.dense_feedback_documents`` of the plain RRF that
+    have a vector in the MiniLM table (a document routed to e5 only has none and is passed over, among
+    the first :data:`CANDIDATES_PER_DOCUMENT` × that many); at least one of them must be ranked by a
+    lexical channel, else they are the dense channel's own neighbours and nothing is fed back. The
+    second pass searches under the same filters, depth and settings (window mix, section route, exact
+    product or ANN index) as the first. Without context windows (the projection cannot serve) it is
+    skipped with the reason. Laps ``dense_feedback`` once it has read vectors.
     """
     q = ctx.config.query
     if q.dense_feedback_weight <= 0.0 or not rankings.get(DENSE.name):
@@ -100,23 +109,36 @@ def dense_feedback(ctx: "QueryContext", rankings: Mapping[str, Sequence[str]]) -
     found = channel_source(ctx, DENSE)
     if qv.vector is None or found.source is None:
         return None
+    try:
+        return _second_pass(ctx, rankings, qv, found.source)
+    finally:
+        ctx.clock.lap("dense_feedback")
+
+
+def _second_pass(ctx: "QueryContext", rankings: Mapping[str, Sequence[str]], qv: QueryVector,
+                 source: "DenseSource") -> DenseFeedback | None:
+    q = ctx.config.query
     index, parse_ids = ctx.view.chunk_index, ctx.view.chunk_parse_ids
-    chosen = feedback_chunks(rankings, lambda c: str(parse_ids[index[c]]) if c in index else None,
-                             q.dense_feedback_documents)
-    rows = [index[c] for c in chosen]
+
+    def parse_of(chunk_id: str) -> str | None:
+        return str(parse_ids[index[chunk_id]]) if chunk_id in index else None
+
+    candidates = feedback_chunks(rankings, parse_of, CANDIDATES_PER_DOCUMENT * q.dense_feedback_documents)
+    rows = [index[c] for c in candidates]
     try:
         try:
-            by_row = found.source.window_vectors(rows)
+            by_row = source.window_vectors(rows)
         except DenseIndexUnusable:  # the index failed: the same centroids from the table
             by_row = ExactSource(ctx.view, DENSE.table).window_vectors(rows)
     except ProjectionUnavailable as exc:
         return DenseFeedback(None, skipped=exc.describe())
-    if not by_row:
-        return DenseFeedback(None, skipped="no-feedback-vectors: no chosen chunk has a vector")
-    vectors = np.stack([by_row[r] for r in rows if r in by_row])
+    chosen = [c for c in candidates if index[c] in by_row][: q.dense_feedback_documents]
+    lexical = {parse_of(c) for name in LEXICAL_CHANNELS for c in rankings.get(name, ())}
+    if not any(parse_of(c) in lexical for c in chosen):
+        return None
+    vectors = np.stack([by_row[index[c]] for c in chosen])
     moved = QueryVector(moved_vector(qv.vector, vectors, q.dense_feedback_weight), qv.model)
     run = DENSE.run_vector(ctx, moved)
     if ctx.excluded_chunks and run.skipped is None:  # a chunk-level filter (confidence:), as the first pass
         run = replace(run, ranking=ctx.admitted(run.ranking))
-    ctx.clock.lap("dense_feedback")
-    return DenseFeedback(run, tuple(c for c in chosen if index[c] in by_row))
+    return DenseFeedback(run, tuple(chosen))

@@ -128,6 +128,30 @@ def test_no_lexical_match_means_no_feedback(home_root):
     assert fed.channel_rankings["dense"] == plain.channel_rankings["dense"]
 
 
+def test_a_lexical_match_without_a_minilm_vector_never_lets_dense_neighbours_feed_back(tmp_path):
+    """guards against (a review of 2026-12-04): an English word matched in a Japanese document (routed
+    to e5, so it has no MiniLM vector) counting as the lexical match, while the feedback vectors all
+    came from the dense channel's own neighbours; and such a document taking a feedback slot."""
+    folder = tmp_path / "corpus"
+    (folder / "ja").mkdir(parents=True)
+    (folder / "ja" / "tokyo.txt").write_text(
+        "東京の灯台守は毎晩ランプに火をともし、嵐の夜も光を絶やさなかった。港の船は Tokyo の灯りを頼りにした。\n",
+        encoding="utf-8")
+    for rel in ("bees.txt", "harbour.txt", "bread.txt"):
+        (folder / rel).write_text(FILES[rel], encoding="utf-8")
+    ingest(folder, FabricHome(tmp_path / "home"))
+    fabric = _home_with(tmp_path / "home", WEIGHT)
+    view = release_view(fabric.home, fabric.home.catalog.current_release())
+    vectors = view.vector_set("chunk_vectors")
+    with_vector = {view.chunks.column("chunk_id")[int(r)].as_py() for r in vectors.rows}
+    alone = fabric.search("Tokyo", debug=True)
+    assert alone.channel_rankings["word"] and not set(alone.channel_rankings["word"]) & with_vector
+    assert alone.dense_feedback == ()  # the only lexical match has no MiniLM vector: nothing fed back
+    both = fabric.search("Tokyo honey bees", debug=True)
+    assert both.dense_feedback and set(both.dense_feedback) <= with_vector
+    assert len(both.dense_feedback) == 3  # the Japanese document passed over, not a slot lost
+
+
 def test_filters_hold_in_the_second_pass(home_root):
     """guards against: the second pass searching the whole release (a filtered-out document brought
     back by the moved vector)."""
