@@ -120,6 +120,12 @@ def _prepare_query_encoder(home: Path) -> None:
             fail(f"ingest done, but search cannot run: {exc}", code=1)
 
 
+def sample_folder(home_dir: Path) -> Path:
+    """Where ``quickstart`` writes its sample corpus: ``<home>-sample`` beside the home
+    (``./.fabric`` → ``./.fabric-sample``)."""
+    return home_dir.parent / f"{home_dir.name}-sample"
+
+
 @pipeline_app.command()
 def quickstart(
     path: Annotated[Optional[Path], typer.Argument(help="Folder to ingest (default: a sample corpus Fabric writes).")] = None,
@@ -139,7 +145,9 @@ def quickstart(
     if path is None:
         from fabric_assets.sample_corpus import write_sample_corpus
 
-        path = write_sample_corpus(home_dir / "sample")
+        # Beside the home, never inside it: the home is never a source (its catalog and admin token
+        # would become searchable), so a sample inside it would be refused.
+        path = write_sample_corpus(sample_folder(home_dir))
         console.print(f"wrote a sample corpus to {path}")
     code = _run_ingest(path)
     console.print(f"\n[bold]fabric search {query!r}[/bold]")

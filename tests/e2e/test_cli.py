@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pytest
 from typer.testing import CliRunner
 
@@ -94,4 +97,16 @@ def test_quickstart_checks_its_query_before_it_ingests(tmp_path):
     home = tmp_path / "home"
     result = runner.invoke(app, ["quickstart", "--query", "", "--home", str(home)])
     assert result.exit_code == 2 and "EmptyQueryError" in result.output, result.output
-    assert not (home / "sample").exists(), "nothing written, nothing ingested"
+    assert not (tmp_path / "home-sample").exists() and not home.exists(), "nothing written, nothing ingested"
+
+
+def test_quickstart_with_no_folder_ingests_its_sample_and_verifies_a_citation(tmp_path, monkeypatch):
+    """guards against: the README's main job broken (the sample was written inside the home, which
+    is never a source since 2026-12-04, so `fabric quickstart` refused it and answered nothing)."""
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    home = tmp_path / "home"
+    out = subprocess.run([sys.executable, "-c", "from fabric_assets.cli import main; main()", "quickstart",
+                          "--home", str(home)], capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "resolve first citation → verified" in out.stdout, out.stdout
+    assert (tmp_path / "home-sample").is_dir() and not (home / "sample").exists()
