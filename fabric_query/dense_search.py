@@ -458,6 +458,15 @@ class AnnSource:
         from its members' stored vectors, with the function the exact path uses (a stored centroid
         only chooses candidates). Returns the scores (``-inf``: no member vector), the members'
         index positions and vectors in reading order, and each window's start among them."""
+        member_pos_arr, vectors, starts, good, unit = self._exact_centroids(window_rows)
+        scores = np.full(len(window_rows), -np.inf, dtype=np.float32)
+        scores[good] = unit @ q
+        return scores, member_pos_arr, vectors, starts
+
+    def _exact_centroids(self, window_rows: list[int]
+                         ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """The members' index positions and vectors (reading order), each window's start among them,
+        and the unit centroids of the windows that have a member vector (``good`` marks them)."""
         ann, view = self.ann, self.view
         chunk_ids = view.context_windows.column("chunk_ids")
         members = [chunk_ids[row].as_py() for row in window_rows]
@@ -468,12 +477,9 @@ class AnnSource:
         member_pos_arr, owner = positions[kept], owner[kept]
         counts_arr = np.bincount(owner, minlength=len(members)).astype(np.int64)
         vectors = self._take(ann.index.vectors, member_pos_arr)
-        sums = window_centroids(vectors, np.arange(len(member_pos_arr)), counts_arr)
-        good, unit = normalise_rows(sums)
-        scores = np.full(len(window_rows), -np.inf, dtype=np.float32)
-        scores[good] = unit @ q
+        good, unit = normalise_rows(window_centroids(vectors, np.arange(len(member_pos_arr)), counts_arr))
         starts = np.concatenate([[0], np.cumsum(counts_arr)]).astype(np.int64)
-        return scores, member_pos_arr, vectors, starts
+        return member_pos_arr, vectors, starts, good, unit
 
     def window_cosines(self, query, chunk_rows):
         window_of_row = self.view.context_window_of.window_of_row
@@ -491,9 +497,7 @@ class AnnSource:
         window_rows = sorted({w for w in of.values() if w >= 0})
         centroid: dict[int, np.ndarray] = {}
         if window_rows:
-            _, _, vectors, starts = self._rescored_windows(window_rows, np.zeros(DENSE_DIM, dtype=np.float32))
-            counts = np.diff(starts)
-            good, unit = normalise_rows(window_centroids(vectors, np.arange(len(vectors)), counts))
+            *_, good, unit = self._exact_centroids(window_rows)
             centroid = dict(zip(np.asarray(window_rows)[good].tolist(), unit))
         out = {row: centroid[w] for row, w in of.items() if w in centroid}
         rest = [row for row in chunk_rows if row not in out and 0 <= row < len(self.ann.position)

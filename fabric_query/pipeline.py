@@ -142,9 +142,9 @@ def search(
     clock.lap("passages")
     hits, passages = assemble_hits(ctx, final, passages, passage_of, dict(fused), evidence, stage_scores)
     clock.lap("evidence")
-    windows_skip = {"context_windows": ctx.windows.skipped} if ctx.windows.skipped else {}
+    stage_notes = {"context_windows": ctx.windows.skipped} if ctx.windows.skipped else {}
     if feedback is not None and feedback.skipped is not None:
-        windows_skip["dense_feedback"] = feedback.skipped
+        stage_notes["dense_feedback"] = feedback.skipped
     return spend_budget(EvidencePack(
         query=query, release_id=ctx.view.release_id, results=hits, channels_run=tuple(evidence.rankings),
         fallback_reason=next((r.fallback_reason for _, r in runs.values() if r.fallback_reason), None),
@@ -154,7 +154,7 @@ def search(
         eligible_sources=ctx.eligible_sources, timings=clock.with_total(),
         channel_rankings={k: tuple(v) for k, v in evidence.rankings.items()} if debug else {},
         passages=passages, units=tuple(units), assembly=trace,
-        skipped_channels={**windows_skip, **channel_skips, **stage_skips},
+        skipped_channels={**stage_notes, **channel_skips, **stage_skips},
         stage_candidates={k: tuple(v) for k, v in candidates.items()} if debug else {},
         no_lexical_match=not any(evidence.rankings.get(name) for name in LEXICAL_CHANNELS),
         dense_feedback=feedback.chunk_ids if feedback is not None else (),

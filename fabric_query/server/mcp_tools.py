@@ -98,8 +98,7 @@ class _StrictArguments(MCPServer):
         return await super().call_tool(name, arguments, context)
 
 
-def without_withheld(status: dict[str, Any], is_withheld: Callable[[str], bool] = lambda key: False
-                     ) -> dict[str, Any]:
+def without_withheld(status: dict[str, Any], is_withheld: Callable[[str], bool]) -> dict[str, Any]:
     """``Fabric.status`` as an agent may see it: withheld sources are not named and not counted
     (the operator's own ``fabric status`` lists them; an agent learns nothing of them, not even
     that they exist). ``status``: :class:`fabric_query.types.Status` as JSON; ``is_withheld``: the
@@ -182,7 +181,10 @@ def build_mcp(fabric: Fabric, gate: AdmissionGate, is_ready: Callable[[], bool] 
     @mcp.tool(annotations=read_only)
     async def status() -> dict[str, Any]:
         """What the collection holds: sources by state, the current release, failed or held parses."""
-        withheld = current_sources_config(fabric.home)
-        return without_withheld((await gated(fabric.status)).model_dump(mode="json"), withheld.is_withheld)
+        def agent_status() -> dict[str, Any]:  # the config file is read in the gate, as the status is
+            return without_withheld(fabric.status().model_dump(mode="json"),
+                                    current_sources_config(fabric.home).is_withheld)
+
+        return await gated(agent_status)
 
     return mcp
