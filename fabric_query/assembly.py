@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -224,11 +224,26 @@ class ChannelEvidence:
     provenance: dict[str, Mapping[str, Any]]
 
 
+def below_floor(ctx: "QueryContext", channels: ChannelEvidence) -> frozenset[str]:
+    """The chunks no lexical channel ranked whose cosine to the query's own vector (not a feedback
+    vector) is under ``query.dense_floors`` in every dense channel that ranked them: neighbours, not
+    evidence. One cosine per dense-ranked chunk, at most ``channel_depth`` per dense channel."""
+    lexical_of = {cid for name in LEXICAL_CHANNELS for cid in channels.rankings.get(name, ())}
+    below: dict[str, list[bool]] = {}
+    for name, floor in ctx.config.query.dense_floors.items():
+        neighbours = [c for c in channels.rankings.get(name, ()) if c not in lexical_of]
+        for cid, cosine in (hit_cosines(ctx, name, neighbours) if neighbours else {}).items():
+            below.setdefault(cid, []).append(cosine < floor)
+    return frozenset(cid for cid, flags in below.items() if all(flags))
+
+
 def assemble_hits(
     ctx: "QueryContext", final: list[str], passages: list[Passage], passage_of: dict[str, int],
     fused_score: Mapping[str, float], channels: ChannelEvidence, stage_scores: Mapping[str, Mapping[str, float]],
+    below: Collection[str],
 ) -> tuple[tuple[Hit, ...], tuple[Passage, ...]]:
-    """The hits for ``final`` (chunk IDs, best first) and ``passages`` with their highlights.
+    """The hits for ``final`` (chunk IDs, best first) and ``passages`` with their highlights;
+    ``below`` (:func:`below_floor`) marks hits ``below_dense_floor``.
 
     Each distinct text is highlighted once per query (a one-chunk passage has its hit's text).
     """
@@ -241,12 +256,6 @@ def assemble_hits(
         return memo[text]
 
     lexical_of = {cid for name in LEXICAL_CHANNELS for cid in channels.rankings.get(name, ())}
-    floors = ctx.config.query.dense_floors
-    below: dict[str, list[bool]] = {}
-    for name, floor in floors.items():
-        neighbours = [c for c in final if c not in lexical_of and c in channels.scores.get(name, {})]
-        for cid, cosine in (hit_cosines(ctx, name, neighbours) if neighbours else {}).items():
-            below.setdefault(cid, []).append(cosine < floor)
     located = prefetch_locations(view, [view.chunk(cid)["parse_id"] for cid in final])
     hits = []
     for rank, cid in enumerate(final, start=1):
@@ -270,7 +279,7 @@ def assemble_hits(
                 stage_scores={stage: scores[cid] for stage, scores in stage_scores.items() if cid in scores},
                 passage=passage_of.get(cid),
                 lexical=lexical,
-                below_dense_floor=bool(below.get(cid)) and all(below[cid]),
+                below_dense_floor=cid in below,
                 highlight_missing=(missing_highlight_reason(chunk["text"], ctx.parsed)
                                    if lexical and not any(seg.highlighted for seg in segments) else None),
             )

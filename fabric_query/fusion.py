@@ -6,17 +6,18 @@ minimum (:data:`LEXICAL_FLOORS`). Both break ties totally: best single rank, the
 
 :func:`fuse` applies the :class:`~fabric_resources.config.FusionMethod` a search selected (the
 method its channels ask for, :meth:`fabric_query.channels.base.Channel.fusion`; RRF otherwise)
-with the weights of ``QueryConfig``.
+with the weights of ``QueryConfig``, then moves the hits a dense floor calls unrelated after the
+rest (:func:`demote`, ``query.floor_demotion``).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 
 from fabric_resources.config import FusionMethod, QueryConfig
 
-__all__ = ["FusionMethod", "LEXICAL_FLOORS", "convex", "fuse", "rrf"]
+__all__ = ["FusionMethod", "LEXICAL_FLOORS", "convex", "demote", "fuse", "rrf"]
 
 #: The lowest score each BM25-scored channel can give. :func:`fuse`'s convex combination normalises
 #: these channels against it, so the weakest lexical match keeps a positive share: min-max gave it 0,
@@ -83,16 +84,35 @@ def convex(
     return sorted(scores.items(), key=lambda kv: (-kv[1], best[kv[0]], kv[0]))
 
 
+def demote(fused: Sequence[tuple[str, float]], below: Collection[str]) -> list[tuple[str, float]]:
+    """``fused`` with the IDs in ``below`` moved after all the others, each group in its own order
+    and every score kept (so scores no longer fall monotonically across the boundary).
+
+    ``below`` holds the hits no lexical channel matched whose every dense cosine is under its
+    channel's floor (``query.dense_floors``, :attr:`fabric_query.types.Hit.below_dense_floor`): a
+    rank-based fusion gives a dense-only neighbour at rank *r* ``w / (k + r)`` whatever its cosine,
+    so without this an unrelated neighbour outranks a lexical match the dense model cannot rank.
+
+    >>> demote([("a", 0.3), ("b", 0.2), ("c", 0.1)], {"a"})
+    [('b', 0.2), ('c', 0.1), ('a', 0.3)]
+    """
+    if not below:
+        return list(fused)
+    return [p for p in fused if p[0] not in below] + [p for p in fused if p[0] in below]
+
+
 def fuse(
     method: FusionMethod | str,
     rankings: Mapping[str, Sequence[str]],
     scored: Mapping[str, Sequence[tuple[str, float]]],
     config: QueryConfig,
+    below_floor: Collection[str] = (),
 ) -> list[tuple[str, float]]:
     """Fuse channel lists by ``method``: :func:`rrf` over ``rankings`` (IDs best first) with
     ``config.rrf_k`` and ``config.channel_weights``, or :func:`convex` over ``scored`` (the same
     lists with each channel's scores) with ``config.convex_weights``, BM25 channels against
-    :data:`LEXICAL_FLOORS`.
+    :data:`LEXICAL_FLOORS`; then, when ``config.floor_demotion``, :func:`demote` the IDs in
+    ``below_floor``.
 
     Raises
     ------
@@ -100,5 +120,7 @@ def fuse(
         ``method`` is not a :class:`FusionMethod` value.
     """
     if FusionMethod(method) is FusionMethod.CONVEX:
-        return convex(scored, config.convex_weights, floors=LEXICAL_FLOORS)
-    return rrf(rankings, config.rrf_k, config.channel_weights)
+        fused = convex(scored, config.convex_weights, floors=LEXICAL_FLOORS)
+    else:
+        fused = rrf(rankings, config.rrf_k, config.channel_weights)
+    return demote(fused, below_floor) if config.floor_demotion else fused

@@ -12,7 +12,8 @@
    channel then searches again from a query vector moved towards the first pass's best documents
    (:mod:`fabric_query.channels.dense_feedback`);
 4. **fusion** — weighted RRF, or the method a channel that ran asks for (the e5 route's
-   ``query.multilingual_fusion``) (:mod:`fabric_query.fusion`);
+   ``query.multilingual_fusion``) (:mod:`fabric_query.fusion`); hits below the dense floor with no
+   lexical match then rank after the rest (``query.floor_demotion``);
 5. **rescoring** — ColBERT MaxSim over the fused pool, then the reranker over passages, each when
    configured (:mod:`fabric_query.stages`);
 6. **evidence** — passages from context windows, citations, highlights, selected units, assembly
@@ -26,7 +27,7 @@ from dataclasses import replace
 from itertools import groupby
 
 from fabric_query.budget import checked_budget, spend_budget
-from fabric_query.assembly import ChannelEvidence, assemble_hits, assemble_passages
+from fabric_query.assembly import ChannelEvidence, assemble_hits, assemble_passages, below_floor
 from fabric_query.channels.base import Channel, ChannelRun
 from fabric_query.channels.dense import DENSE
 from fabric_query.channels.dense_feedback import dense_feedback
@@ -129,7 +130,8 @@ def search(
         runs = {**runs, DENSE.name: (DENSE, feedback.run)}  # same key: the channel order is kept
         evidence = apply_hard_constraints(ctx, runs)
     scored = {name: [(c, evidence.scores[name][c][1]) for c in ids] for name, ids in evidence.rankings.items()}
-    fused = fuse(fusion_method(runs, ctx), evidence.rankings, scored, config.query)
+    below = below_floor(ctx, evidence)
+    fused = fuse(fusion_method(runs, ctx), evidence.rankings, scored, config.query, below)
     clock.lap("fusion")
 
     candidates = {f"channel:{name}": pairs for name, pairs in scored.items()}
@@ -140,7 +142,7 @@ def search(
     passages, units, trace, passage_of = assemble_passages(
         ctx.view, final, ctx.sources_by_parse, config.passages.max_tokens, config.passages.max_units, ctx.windows.of)
     clock.lap("passages")
-    hits, passages = assemble_hits(ctx, final, passages, passage_of, dict(fused), evidence, stage_scores)
+    hits, passages = assemble_hits(ctx, final, passages, passage_of, dict(fused), evidence, stage_scores, below)
     clock.lap("evidence")
     stage_notes = {"context_windows": ctx.windows.skipped} if ctx.windows.skipped else {}
     if feedback is not None and feedback.skipped is not None:
@@ -156,6 +158,7 @@ def search(
         passages=passages, units=tuple(units), assembly=trace,
         skipped_channels={**stage_notes, **channel_skips, **stage_skips},
         stage_candidates={k: tuple(v) for k, v in candidates.items()} if debug else {},
+        below_floor_candidates=tuple(sorted(below)) if debug else (),
         no_lexical_match=not any(evidence.rankings.get(name) for name in LEXICAL_CHANNELS),
         dense_feedback=feedback.chunk_ids if feedback is not None else (),
     ), max_tokens)

@@ -166,6 +166,9 @@ class EvidencePack(_Frozen):
     #: With ``debug=True``: per stage, its candidates in order as ``(chunk_id, score)``: each
     #: channel as ``channel:<name>`` (the list fusion saw), then ``fused``, ``maxsim``, ``reranked``.
     stage_candidates: dict[str, tuple[tuple[str, float], ...]] = {}
+    #: With ``debug=True``: the channels' candidates below the dense floor with no lexical match
+    #: (what ``below_dense_floor`` marks, and ``query.floor_demotion`` ranks after the rest), in no order.
+    below_floor_candidates: tuple[str, ...] = ()
     #: The token budget asked for (``max_tokens``), or None.
     max_tokens: int | None = None
     #: Tokens of the passages returned (whole passages only; never more than ``max_tokens``).

@@ -391,6 +391,12 @@ class QueryConfig(_Strict):
         description="Dense channel → cosine floor below which a hit no lexical channel matched is marked "
         "below_dense_floor (MiniLM 0.44, multilingual-e5 0.84; recalibrate for another model).",
     )
+    # A neighbour the floor calls unrelated must not outrank evidence: with RRF k 20 and the dense
+    # weight 1.5, dense ranks 1-11 each beat a word-only rank 1 (docs/ranking.md, "Floor demotion").
+    floor_demotion: bool = Field(
+        True, strict=True,
+        description="Fused hits marked below_dense_floor (no lexical match, every dense cosine under its floor) "
+        "rank after every other hit, each group in fused order.")
     dense_search: DenseSearchConfig = DenseSearchConfig()
     section_candidate_limit: int = Field(20, gt=0, description="Context windows shortlisted by the query vector.")
     section_passages_per_window: int = Field(2, gt=0, description="Chunks each shortlisted window nominates.")

@@ -135,7 +135,8 @@ def stage_variants(config: FabricConfig, multilingual: bool = False) -> dict[str
     """Query-time stage configurations scored beside the configured one, on the same home.
 
     Each flips one stage of ``config``: section-guided dense, the dense channel's window mix (off, or
-    :data:`WINDOW_MIX` when off), its vector feedback (off, or the first of :data:`FEEDBACK_WEIGHTS`), MaxSim (when a checkpoint is
+    :data:`WINDOW_MIX` when off), its vector feedback (off, or the first of :data:`FEEDBACK_WEIGHTS`),
+    floor demotion (both routes), MaxSim (when a checkpoint is
     configured), the reranker (when one is configured); for a ``multilingual`` (CJK) collection
     also the e5 route's section-guided dense and its fusion (convex vs RRF). Ingest-time choices (chunk caps, the
     multilingual model) need their own home and are compared across runs.
@@ -151,6 +152,8 @@ def stage_variants(config: FabricConfig, multilingual: bool = False) -> dict[str
             config.model_copy(update={"query": q.model_copy(
                 update={"dense_feedback_weight": 0.0 if q.dense_feedback_weight else FEEDBACK_WEIGHTS[0]})}),
     }
+    out["fabric[-demotion]" if q.floor_demotion else "fabric[+demotion]"] = config.model_copy(
+        update={"query": q.model_copy(update={"floor_demotion": not q.floor_demotion})})
     if multilingual:
         out["fabric[+section-multilingual]" if not q.section_guided_multilingual else "fabric[-section-multilingual]"] = \
             config.model_copy(update={"query": q.model_copy(

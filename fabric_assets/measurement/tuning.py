@@ -7,8 +7,9 @@ Every collection is ingested through the real pipeline into ``<work_dir>/<name>/
 feedback, query term frequency, query stop words, section-guided dense, the dense channel's window
 mix and its vector feedback; for a CJK collection the bigram BM25 parameters) — every dev query runs once through ``fabric_query`` and the channel
 lists it returns are kept; each **fusion** (:class:`FusionSettings`: RRF k and the dense weight on
-the MiniLM route, the lexical weight of the e5 route's convex combination) then fuses them again
-with :func:`fabric_query.fusion.fuse`, the function a search uses.
+the MiniLM route, the lexical weight of the e5 route's convex combination, floor demotion on or off)
+then fuses them again with :func:`fabric_query.fusion.fuse`, the function a search uses, with the
+pass's below-floor candidates (``EvidencePack.below_floor_candidates``).
 
 A point of the grid is one pass and one fusion for each route; a collection is scored under the
 settings its queries use (an English collection ignores the bigram BM25 and the convex weight, a
@@ -102,17 +103,20 @@ class PassSettings:
 @dataclass(frozen=True)
 class FusionSettings:
     """RRF ``rrf_k`` and the dense channel's weight (MiniLM route); the lexical channels' weight
-    ``convex_lexical`` of the e5 route's convex combination (its dense channel gets 1 − that)."""
+    ``convex_lexical`` of the e5 route's convex combination (its dense channel gets 1 − that);
+    ``floor_demotion``: hits below the dense floor with no lexical match after the rest (both routes)."""
 
     rrf_k: int = 60
     dense_weight: float = 0.75
     convex_lexical: float = 0.4
+    floor_demotion: bool = True
 
     def apply(self, q: QueryConfig) -> QueryConfig:
         weights = {**q.channel_weights, ENGLISH_DENSE: self.dense_weight}
         convex = {name: self.convex_lexical for name in ("word", "substring", "scan", "graph")}
         convex[CJK_DENSE] = round(1.0 - self.convex_lexical, 4)
-        return q.model_copy(update={"rrf_k": self.rrf_k, "channel_weights": weights, "convex_weights": convex})
+        return q.model_copy(update={"rrf_k": self.rrf_k, "channel_weights": weights, "convex_weights": convex,
+                                    "floor_demotion": self.floor_demotion})
 
     def relevant(self, cjk: bool) -> FusionSettings:
         """These settings with those of the other route at their defaults."""
@@ -136,6 +140,7 @@ class Grid:
     rrf_k: tuple[int, ...] = (20, 60)
     dense_weight: tuple[float, ...] = (0.75, 1.0, 1.5)
     convex_lexical: tuple[float, ...] = (0.3, 0.4, 0.5)
+    floor_demotion: tuple[bool, ...] = (True, False)
 
     def passes(self) -> list[PassSettings]:
         return [PassSettings(*v) for v in itertools.product(
@@ -143,7 +148,8 @@ class Grid:
             self.dense_window_weight, self.dense_feedback)]
 
     def fusions(self) -> list[FusionSettings]:
-        return [FusionSettings(*v) for v in itertools.product(self.rrf_k, self.dense_weight, self.convex_lexical)]
+        return [FusionSettings(*v) for v in itertools.product(self.rrf_k, self.dense_weight, self.convex_lexical,
+                                                              self.floor_demotion)]
 
 
 def defaults_of(config: QueryConfig) -> tuple[PassSettings, FusionSettings]:
@@ -156,7 +162,7 @@ def defaults_of(config: QueryConfig) -> tuple[PassSettings, FusionSettings]:
         raise ValueError("convex weights are not a lexical weight and its complement")
     return (PassSettings(feedback, config.query_term_frequency, config.stopwords, config.section_guided, bigram,
                          config.dense_window_weight, config.dense_feedback_weight),
-            FusionSettings(config.rrf_k, config.channel_weights.get(ENGLISH_DENSE, 1.0), lexical))
+            FusionSettings(config.rrf_k, config.channel_weights.get(ENGLISH_DENSE, 1.0), lexical, config.floor_demotion))
 
 
 @dataclass
@@ -219,11 +225,13 @@ def score_collection(folder: Path, work_dir: Path, grid: Grid, split: Split = "d
         for p in dict.fromkeys(p.relevant(cjk) for p in grid.passes()):
             home.__dict__["config"] = start.model_copy(update={"query": p.apply(start.query, cjk)})
             lists: dict[str, dict[str, list[tuple[str, float]]]] = {}
+            below: dict[str, tuple[str, ...]] = {}
             for q in qids:
                 pack = pipeline.search(home, as_free_text(collection.queries[q]), embedder, limit=1, debug=True,
                                        multilingual=multilingual)
                 lists[q] = {k.split(":", 1)[1]: list(v) for k, v in pack.stage_candidates.items()
                             if k.startswith("channel:")}
+                below[q] = pack.below_floor_candidates
             channels = sorted({c for per in lists.values() for c in per})
             scores.channels[p] = {c: ndcg({q: docs(i for i, _ in lists[q].get(c, [])) for q in qids}) for c in channels}
             for f in dict.fromkeys(f.relevant(cjk) for f in grid.fusions()):
@@ -231,7 +239,8 @@ def score_collection(folder: Path, work_dir: Path, grid: Grid, split: Split = "d
                 run = {}
                 for q, per in lists.items():
                     method = config.multilingual_fusion if CJK_DENSE in per else FusionMethod.RRF
-                    run[q] = docs(c for c, _ in fuse(method, {n: [c for c, _ in v] for n, v in per.items()}, per, config))
+                    run[q] = docs(c for c, _ in fuse(method, {n: [c for c, _ in v] for n, v in per.items()}, per, config,
+                                                     below[q]))
                 scores.fused[(p, f)] = ndcg(run)
     finally:
         home.__dict__["config"] = start

@@ -127,7 +127,7 @@ def test_stage_variants_flip_one_stage_each():
     base = FabricConfig.model_validate({"query": {"section_guided": True, "dense_window_weight": 0.3,
                                                   "dense_feedback_weight": 0.0}})
     v = stage_variants(base)
-    assert set(v) == {"fabric[-section]", "fabric[-window]", "fabric[+feedback]"}
+    assert set(v) == {"fabric[-section]", "fabric[-window]", "fabric[+feedback]", "fabric[-demotion]"}
     assert v["fabric[-section]"].query.section_guided is False
     assert v["fabric[-section]"].model_copy(update={"query": base.query}) == base
     assert v["fabric[-window]"].query.dense_window_weight == 0.0
@@ -135,13 +135,18 @@ def test_stage_variants_flip_one_stage_each():
     on = FabricConfig.model_validate({"reranker": {"backend": "local", "checkpoint": "/x"},
                                       "query": {"section_guided": False, "dense_window_weight": 0.0}})
     v = stage_variants(on)
-    assert set(v) == {"fabric[+section]", "fabric[+window]", "fabric[-feedback]", "fabric[-rerank]"}
+    assert set(v) == {"fabric[+section]", "fabric[+window]", "fabric[-feedback]", "fabric[-demotion]",
+                      "fabric[-rerank]"}
     assert v["fabric[-rerank]"].reranker.backend == "none" and v["fabric[+section]"].query.section_guided
     assert v["fabric[+window]"].query.dense_window_weight > 0
     assert stage_variants(base)["fabric[+feedback]"].query.dense_feedback_weight > 0
     fed = FabricConfig.model_validate({"query": {"dense_feedback_weight": 0.7}})
     assert stage_variants(fed)["fabric[-feedback]"].query.model_copy(update={"dense_feedback_weight": 0.7}) == fed.query
     assert stage_variants(fed)["fabric[-feedback]"].query.dense_feedback_weight == 0.0
+    assert v["fabric[-demotion]"].query.floor_demotion is False
+    assert v["fabric[-demotion]"].query.model_copy(update={"floor_demotion": True}) == on.query
+    off = FabricConfig.model_validate({"query": {"floor_demotion": False}})
+    assert stage_variants(off, multilingual=True)["fabric[+demotion]"].query.floor_demotion is True
 
 
 def test_query_vector_memo_encodes_each_text_once_and_returns_the_same_vectors():
@@ -195,9 +200,10 @@ def test_eval_tune_scores_each_collection_under_its_own_route_and_chooses_by_the
                 stopwords=("none", "english"), section_guided=(passes.section_guided,),
                 bigram_bm25=(passes.bigram_bm25, None), dense_window_weight=(passes.dense_window_weight,),
                 dense_feedback=(passes.dense_feedback,), rrf_k=(fusion.rrf_k,),
-                dense_weight=(fusion.dense_weight, fusion.dense_weight + 0.5), convex_lexical=(fusion.convex_lexical,))
+                dense_weight=(fusion.dense_weight, fusion.dense_weight + 0.5), convex_lexical=(fusion.convex_lexical,),
+                floor_demotion=(True, False))
     result = tune([ja, en], tmp_path / "work", grid)
-    assert result["points"] == 2 * 2 * 2 * 2  # feedback × stop words × bigram BM25 × dense weight
+    assert result["points"] == 2 * 2 * 2 * 2 * 2  # feedback × stop words × bigram BM25 × dense weight × demotion
     by_name = {c["name"]: c for c in result["collections"]}
     assert by_name["tinyja"]["cjk"] and not by_name["tinyen"]["cjk"]
     assert set(by_name["tinyen"]["baselines"]) == {"bm25s", "flat-cosine", "lancedb-hybrid"}
@@ -216,7 +222,7 @@ def test_choose_is_leximin_then_the_current_defaults():
 
     grid = Grid(feedback=("off", "idf", "rm3"), query_term_frequency=(False,), stopwords=("none",),
                 section_guided=(True,), bigram_bm25=((0.5, 0.3),), dense_window_weight=(0.0,), dense_feedback=(0.0,),
-                rrf_k=(60,), dense_weight=(1.0,), convex_lexical=(0.4,))
+                rrf_k=(60,), dense_weight=(1.0,), convex_lexical=(0.4,), floor_demotion=(True,))
     f = FusionSettings(60, 1.0, 0.4)
     off, idf, rm3 = (PassSettings(feedback=x) for x in ("off", "idf", "rm3"))
     fused = {"a": {off: 0.50, idf: 0.70, rm3: 0.52}, "b": {off: 0.50, idf: 0.30, rm3: 0.52}}

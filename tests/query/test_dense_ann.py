@@ -218,6 +218,25 @@ def test_window_vectors_through_the_index_equal_the_exact_centroids(built):
         assert np.allclose(got_exact[row], want, atol=1e-6) and np.allclose(got_ann[row], want, atol=1e-6)
 
 
+def test_cosines_of_many_rows_equal_each_rows_own_product(built):
+    """guards against (the dense floor asks for a channel's whole depth at once): a cosine given to
+    another row, a row without a vector given one, or the index and the exact source disagreeing."""
+    home, manifest = built
+    view, ann, exact = _sources(home, manifest)
+    vs = view.vector_set("chunk_vectors")
+    q = _queries(1, seed=11)[0]
+    rows = [int(r) for r in vs.rows[::5]]
+    missing = int(max(vs.rows)) + 1
+    asked = [*rows[::-1], rows[0], missing]
+    for source in (exact, ann):
+        got = source.cosines(q, asked)
+        assert set(got) == set(rows)
+        for row in rows:
+            i = int(np.flatnonzero(vs.rows == row)[0])
+            assert got[row] == pytest.approx(float(vs.matrix[i] @ q.astype(np.float32)), abs=1e-5)
+    assert exact.cosines(q, []) == {}
+
+
 @settings(max_examples=25, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(eligible_idx=st.sets(st.integers(0, len(PARSES) - 1), max_size=len(PARSES)),
        hidden_idx=st.sets(st.integers(0, len(PARSES) - 1), max_size=4),

@@ -120,3 +120,62 @@ def test_han_folding_is_one_scalar_per_scalar():
     assert fold("桃園 頭髮 後來 認證") == fold("桃园 头发 后来 认证") == "桃园 头发 后来 认证"
     folded, origin = fold_with_map("臺灣の桃園")
     assert folded == "台湾の桃园" and origin == list(range(5))
+
+
+#: Eleven short English files and one Japanese file whose only Latin word is ``Tokyo``: its text is
+#: routed to e5, so the MiniLM dense channel (the route of a Latin query) cannot rank it at all.
+MIXED = {
+    "light.txt": "The lighthouse keeper logged the tide every evening.\n",
+    "bread.txt": "Sourdough bread needs a lively starter and patience.\n",
+    "bees.txt": "Honey bees dance to tell the hive where the flowers are.\n",
+    "roses.txt": "Roses need sun, rich soil and water at the roots.\n",
+    "harbour.txt": "The harbour master counted the fishing boats at dusk.\n",
+    "chess.txt": "A chess opening controls the centre of the board early.\n",
+    "violin.txt": "The violin maker carved the scroll from seasoned maple.\n",
+    "river.txt": "The river flooded the lower meadow after the spring rains.\n",
+    "train.txt": "The night train to the coast leaves the city station at nine.\n",
+    "clock.txt": "The clockmaker oiled the gears of the tower clock each spring.\n",
+    "tea.txt": "Green tea is steeped briefly in water below boiling.\n",
+    "tokyo.txt": "東京（Tokyo）は日本の首都で、多くの人が電車で通勤しています。\n",
+}
+
+
+@pytest.fixture(scope="module")
+def mixed_root(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("mixed")
+    for rel, text in MIXED.items():
+        (tmp / "corpus").mkdir(exist_ok=True)
+        (tmp / "corpus" / rel).write_text(text, encoding="utf-8")
+    ingest(tmp / "corpus", FabricHome(tmp / "home"))
+    return tmp / "home"
+
+
+def _mixed(root, demotion: bool) -> Fabric:
+    FabricHome(root).layout.config_file.write_text(f'{{"query": {{"floor_demotion": {str(demotion).lower()}}}}}')
+    return Fabric(root)
+
+
+def test_a_lexical_match_the_dense_model_cannot_rank_outranks_unrelated_neighbours(mixed_root):
+    """guards against: a word match losing to dense-only neighbours the floor calls unrelated (with
+    RRF k 20 and dense weight 1.5, dense ranks 1-11 each outscore a word-only rank 1: ``Tokyo`` in a
+    Japanese file fell out of the top 10 behind ten below-floor English files)."""
+    pack = _mixed(mixed_root, True).search("Tokyo")
+    assert pack.results[0].lexical and "Tokyo" in pack.results[0].text
+    assert [h.below_dense_floor for h in pack.results[1:]] == [True] * (len(pack.results) - 1)
+    # The fixture exercises the defect: without demotion the same fusion buries the match.
+    off = _mixed(mixed_root, False).search("Tokyo")
+    assert not any(h.lexical for h in off.results[:5])
+
+
+@pytest.mark.parametrize("query", ["Tokyo", "lighthouse keeper", "tea water", "spring", "東京", "clock tower Tokyo",
+                                   "zzqxv wqzzk", "night train"])
+def test_no_hit_below_the_floor_precedes_one_above_it(mixed_root, query):
+    """guards against: demotion that leaves a below-floor neighbour above evidence, or reorders
+    within a group (each group keeps its fused order)."""
+    pack = _mixed(mixed_root, True).search(query, limit=20, debug=True)
+    flags = [h.below_dense_floor for h in pack.results]
+    assert flags == sorted(flags)
+    assert set(pack.below_floor_candidates) >= {h.chunk_id for h in pack.results if h.below_dense_floor}
+    for group in (False, True):
+        scores = [h.fused_score for h in pack.results if h.below_dense_floor is group]
+        assert scores == sorted(scores, reverse=True)

@@ -259,3 +259,27 @@ def test_floors_leave_unfloored_channels_min_max():
     dense_only = {"dense_multilingual": _KEY_CASE["dense_multilingual"]}
     assert _fused(dense_only) == convex(dense_only, QueryConfig().convex_weights)
     assert set(LEXICAL_FLOORS) == {"word", "substring", "scan"}
+
+
+def test_demote_moves_the_below_floor_ids_after_the_rest_in_order():
+    """guards against: demotion that drops, duplicates or reorders IDs, or changes their scores."""
+    from fabric_query.fusion import demote
+
+    fused = [("a", 0.9), ("b", 0.8), ("c", 0.7), ("d", 0.6), ("e", 0.5)]
+    assert demote(fused, {"a", "c"}) == [("b", 0.8), ("d", 0.6), ("e", 0.5), ("a", 0.9), ("c", 0.7)]
+    assert demote(fused, set()) == fused and demote(fused, {"zz"}) == fused
+
+
+def test_fuse_demotes_only_when_configured():
+    """guards against: ``query.floor_demotion`` ignored either way, on either method (the word-only
+    match ranks below both dense-only IDs without demotion: RRF 1 / 21 < 1.5 / 22; convex 0.5 < 0.5 + tie
+    broken by ID, so checked by position)."""
+    on, off = QueryConfig(), QueryConfig(floor_demotion=False)
+    for method, dense in (("rrf", "dense"), ("convex", "dense_multilingual")):
+        rankings = {"word": ["w1"], dense: ["d1", "d2"]}
+        scored = {"word": [("w1", 3.0)], dense: [("d1", 0.9), ("d2", 0.8)]}
+        plain = [c for c, _ in fuse(method, rankings, scored, off)]
+        assert plain.index("d1") < plain.index("w1")
+        assert [c for c, _ in fuse(method, rankings, scored, off, {"d1", "d2"})] == plain
+        assert [c for c, _ in fuse(method, rankings, scored, on, {"d1", "d2"})] == \
+               ["w1"] + [c for c in plain if c != "w1"]
