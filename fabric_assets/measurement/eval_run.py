@@ -46,6 +46,9 @@ def run_eval(
 ) -> dict:
     """Ingest a BEIR collection, run its queries through Fabric and the baselines, score them all.
 
+    ``config`` (default: the embedded defaults) is written to the home's ``config.json`` before the
+    ingest, also on a reused ``work_dir``.
+
     Returns a JSON-ready dict: collection, split, queries, per-system metrics
     (``fabric`` fused, ``fabric:<channel>`` alone, baselines), ingest seconds,
     and mean query milliseconds per system.
@@ -57,8 +60,8 @@ def run_eval(
     scratch = Path(work_dir) if work_dir else Path(tempfile.mkdtemp(prefix="fabric-eval-"))
     try:
         home = FabricHome(scratch / "home")
-        if config is not None:
-            home.layout.config_file.write_text(config.model_dump_json())
+        # Written on every run: a reused --work-dir home must not keep an earlier run's --config.
+        home.layout.config_file.write_text((config or FabricConfig()).model_dump_json())
         names = write_corpus(collection, scratch / collection.name)
         t0 = time.perf_counter()
         ingest(scratch / collection.name, home)

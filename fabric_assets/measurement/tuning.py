@@ -187,13 +187,14 @@ class CollectionScores:
 def score_collection(folder: Path, work_dir: Path, grid: Grid, split: Split = "dev",
                      limit_queries: int | None = None, base: FabricConfig | None = None) -> CollectionScores:
     """Ingest ``folder`` into ``work_dir/<name>/home`` and score every relevant pass and fusion of
-    ``grid`` on its ``split`` queries (the first ``limit_queries``), with ``base``'s other settings."""
+    ``grid`` on its ``split`` queries (the first ``limit_queries``), with ``base``'s other settings
+    (default: the embedded defaults, written to the home's ``config.json``)."""
     collection = load_beir(folder)
     qids = [q for q in collection.queries if in_split(q, split) and q in collection.qrels][:limit_queries]
     scratch = Path(work_dir) / collection.name
     home = FabricHome(scratch / "home")
-    if base is not None:
-        home.layout.config_file.write_text(base.model_dump_json())
+    # Always written: a home left with another config (``fabric eval --config``) would skew every pass.
+    home.layout.config_file.write_text((base or FabricConfig()).model_dump_json())
     names = write_corpus(collection, scratch / collection.name)
     ingest(scratch / collection.name, home)
     view = release_view(home, home.catalog.current_release())

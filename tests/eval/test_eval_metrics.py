@@ -120,6 +120,23 @@ def test_run_eval_end_to_end_on_a_tiny_collection(tmp_path):
     assert table.count("\n") == len(names) + 1 and "| fabric |" in table
 
 
+def test_run_eval_on_a_reused_home_forgets_an_earlier_config(tmp_path):
+    """guards against: ``fabric eval --config F`` leaving F in the ``--work-dir`` home, so a later
+    run without ``--config`` scored F and reported it as the defaults."""
+    from fabric_assets.measurement.eval_run import run_eval
+    from fabric_resources.config import FabricConfig
+    from fabric_resources.home import FabricHome
+
+    beir = _write_beir(tmp_path / "tiny", {"d1": ("Bees", "Honey bees dance."), "d2": ("Bread", "Bread rises.")},
+                       {"2": "bee dance"}, "2\td1\t1\n")
+    other = FabricConfig.model_validate({"query": {"rrf_k": 7, "floor_demotion": False}})
+    run_eval(beir, split="test", work_dir=tmp_path / "work", config=other)
+    home = FabricHome(tmp_path / "work" / "home")
+    assert home.config.query.rrf_k == 7
+    run_eval(beir, split="test", work_dir=tmp_path / "work")
+    assert FabricHome(tmp_path / "work" / "home").config == FabricConfig()
+
+
 def test_stage_variants_flip_one_stage_each():
     from fabric_assets.measurement.eval_run import stage_variants
     from fabric_resources.config import FabricConfig
