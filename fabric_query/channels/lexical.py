@@ -10,7 +10,7 @@ release's documents, a failure while searching) leaves both to the ``scan`` chan
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from typing import TYPE_CHECKING, ClassVar
@@ -151,10 +151,12 @@ def build_query(
     parsed: ParsedQuery,
     eligible_parse_ids: set[str] | None,
     expansion: list[tuple[str, float]] = (),
+    term_weights: Mapping[str, float] | None = None,
 ) -> tantivy.Query | None:
     """Compile a parsed query for one field; user text is only ever bound as term values.
 
-    Word field: each free-text token is a SHOULD term; each phrase a MUST
+    Word field: each free-text token is a SHOULD term, boosted by its ``term_weights`` entry (the
+    query term frequency the re-scoring uses; absent: 1); each phrase a MUST
     phrase. Substring field: each free-text term and each phrase is an exact
     character sequence (phrase query), SHOULD for terms, MUST for phrases.
     Exclusions are MUST_NOT in both. Eligibility is a MUST term set on the
@@ -164,7 +166,9 @@ def build_query(
     should: list[tantivy.Query] = []
     if field == INDEX_FIELD_WORD:
         for tok in dict.fromkeys(analyze(" ".join(parsed.terms))):
-            should.append(tantivy.Query.term_query(schema, field, tok))
+            q = tantivy.Query.term_query(schema, field, tok)
+            weight = (term_weights or {}).get(tok, 1.0)
+            should.append(q if weight == 1.0 else tantivy.Query.boost_query(q, weight))
     else:
         for term in dict.fromkeys(parsed.terms):
             q = _sequence_query(schema, field, analyze(term))
@@ -300,7 +304,9 @@ def word_matches(
         return _window_stats(tuple(text_of(m) for m in members_of[wid]))
 
     def one_pass(expansion: list[tuple[str, float]]) -> ChannelResult:
-        query = build_query(index.schema, INDEX_FIELD_WORD, window_query, eligible, expansion)
+        # The candidates are chosen with the weights they are re-scored with: a window that only a
+        # repeated query word lifts would otherwise miss tantivy's top depth + 32.
+        query = build_query(index.schema, INDEX_FIELD_WORD, window_query, eligible, expansion, terms)
         if query is None:
             return []
         pairs = []

@@ -221,6 +221,27 @@ def test_query_term_frequency_weighs_a_word_written_twice_twice(tmp_path):
             {w: v for w, v in want.items() if v}, rel=1e-9)
 
 
+def test_query_term_frequency_chooses_the_candidates_it_rescores(tmp_path):
+    """guards against: tantivy's candidate query counting each query word once while the re-scoring
+    counts repeats, so a window that only the repeated word lifts is never a candidate. Forty short
+    windows hold the rarer ``gull`` and outrank ``a`` (``fog``, in sixty windows) unless ``fog``,
+    written five times, weighs five times: at depth 1 tantivy returns 33 windows."""
+    filler = " ".join(["harbour"] * 12)
+    parses = {"a" * 32: [["fog"]]}
+    parses |= {f"g{i:031d}": [["gull"]] for i in range(40)}
+    parses |= {f"f{i:031d}": [[f"fog {filler}"]] for i in range(59)}
+    opened, text, windows = _index(tmp_path, parses)
+    query = "gull fog fog fog fog fog"
+    want = _reference(query, windows, text, qtf=True)
+    best = max(want, key=want.get)
+    assert best == "a" * 32 + "-w0"
+    plain = _reference(query, windows, text)
+    assert sum(v > plain[best] for v in plain.values()) >= 33  # without the weights, out of the candidates
+    top = word_channel(opened, parse_query(query), None, 1, text_of=text.__getitem__, query_term_frequency=True)
+    assert [c for c, _ in top] == [best + "-c0"]
+    assert top[0][1] == pytest.approx(want[best], rel=1e-9)
+
+
 def test_query_stop_words_leave_the_query_not_the_index(tmp_path):
     """guards against: a window that holds only a stop word of the query matching it; stop words
     dropped from phrases (which the index keeps), or a query of stop words only answering nothing."""
