@@ -25,7 +25,7 @@ from fabric_assets.measurement.baselines import Baselines
 from fabric_assets.measurement.harness import (
     DEPTH, QueryVectorMemo, Split, as_free_text, in_split, is_cjk, load_beir, write_corpus,
 )
-from fabric_assets.measurement.metrics import METRICS, first_occurrence, score_run
+from fabric_assets.measurement.metrics import METRICS, first_occurrence, paired_bootstrap, per_query_ndcg, score_run
 from fabric_assets.measurement.tuning import FEEDBACK_WEIGHTS, WINDOW_MIX
 from fabric_query import pipeline
 from fabric_query.release import release_view
@@ -127,11 +127,28 @@ def run_eval(
             "ingest_seconds": round(ingest_s, 1),
             "ndcg_gain": "linear (trec_eval/BEIR): rel / log2(rank + 1)",
             "metrics": {name: score_run(run, collection.qrels) for name, run in sorted(runs.items())},
+            "versus_fabric": versus_fabric(runs, collection.qrels),
             "mean_query_ms": {k: round(v / max(1, len(qids)), 2) for k, v in sorted(millis.items())},
         }
     finally:
         if work_dir is None:
             shutil.rmtree(scratch, ignore_errors=True)
+
+
+def versus_fabric(runs: dict[str, dict[str, list[str]]], qrels) -> dict[str, dict]:
+    """Per system other than ``fabric``: fused nDCG@10 minus the system's, as the mean of per-query
+    differences with its 95% paired bootstrap interval (:func:`paired_bootstrap`): ``{"delta": d,
+    "ci95": [low, high]}``. Negative: the system beat Fabric on these queries; an interval holding 0:
+    these queries do not tell the two apart."""
+    fused = per_query_ndcg(runs.get("fabric", {}), qrels)
+    out = {}
+    for name, run in sorted(runs.items()):
+        if name == "fabric":
+            continue
+        other = per_query_ndcg(run, qrels)
+        delta, low, high = paired_bootstrap([fused[q] - other[q] for q in fused if q in other])
+        out[name] = {"delta": delta, "ci95": [low, high]}
+    return out
 
 
 def stage_variants(config: FabricConfig, multilingual: bool = False) -> dict[str, FabricConfig]:
@@ -176,11 +193,15 @@ def stage_variants(config: FabricConfig, multilingual: bool = False) -> dict[str
 def markdown_table(result: dict) -> str:
     """The metrics as a markdown table, Fabric first, then its channels and stage variants, then baselines."""
     rows = sorted(result["metrics"].items(), key=lambda kv: (not kv[0].startswith("fabric"), kv[0]))
-    head = f"| system ({result['collection']}, {result['split']} split, {result['queries']} queries) | " + " | ".join(METRICS) + " | ms/query |"
-    sep = "|---" * (len(METRICS) + 2) + "|"
+    versus = result.get("versus_fabric", {})
+    head = (f"| system ({result['collection']}, {result['split']} split, {result['queries']} queries) | "
+            + " | ".join(METRICS) + " | ms/query | fabric − this, nDCG@10 [95% CI] |")
+    sep = "|---" * (len(METRICS) + 3) + "|"
     lines = [head, sep]
     for name, m in rows:
         ms = result["mean_query_ms"].get(name, result["mean_query_ms"].get("fabric") if name.startswith("fabric:") else None)
         ms_text = "" if name.startswith("fabric:") else f"{ms:.1f}" if ms is not None else ""
-        lines.append(f"| {name} | " + " | ".join(f"{m[k]:.4f}" for k in METRICS) + f" | {ms_text} |")
+        v = versus.get(name)
+        v_text = f"{v['delta']:+.4f} [{v['ci95'][0]:+.4f}, {v['ci95'][1]:+.4f}]" if v else ""
+        lines.append(f"| {name} | " + " | ".join(f"{m[k]:.4f}" for k in METRICS) + f" | {ms_text} | {v_text} |")
     return "\n".join(lines)

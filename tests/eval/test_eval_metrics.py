@@ -8,7 +8,9 @@ import math
 import pytest
 
 from fabric_assets.measurement.harness import as_free_text, in_split, load_beir
-from fabric_assets.measurement.metrics import first_occurrence, mrr_at_k, ndcg_at_k, recall_at_k, score_run
+from fabric_assets.measurement.metrics import (
+    first_occurrence, mrr_at_k, ndcg_at_k, paired_bootstrap, per_query_ndcg, recall_at_k, score_run,
+)
 
 
 def test_ndcg_hand_computed_graded():
@@ -53,6 +55,36 @@ def test_score_run_means_over_judged_queries_only():
     assert m["MRR@10"] == pytest.approx((1 + 0.5) / 2)
     assert m["Recall@10"] == pytest.approx(1.0)
     assert m["nDCG@10"] == pytest.approx(round((1 + 1 / math.log2(3)) / 2, 4))
+
+
+def test_per_query_ndcg_averages_to_score_run():
+    """guards against: the per-query figures the intervals resample being other queries or another
+    metric than the mean ``fabric eval`` reports (an unjudged query left in, or out of step)."""
+    qrels = {"q1": {"a": 1}, "q2": {"b": 2, "c": 1}, "q3": {"c": 0}}
+    run = {"q1": ["x", "a"], "q2": ["c", "y", "b"], "q3": ["c"]}
+    per = per_query_ndcg(run, qrels)
+    assert set(per) == {"q1", "q2"}
+    assert round(sum(per.values()) / len(per), 4) == score_run(run, qrels)["nDCG@10"]
+
+
+def test_paired_bootstrap_interval_covers_the_mean_and_tells_noise_from_a_shift():
+    """guards against: an interval that ignores the spread (a constant shift and a coin flip told
+    apart only by their means), an unseeded (unrepeatable) interval, or one around the wrong centre."""
+    rng = __import__("random").Random(7)
+    noise = [0.31, -0.29] * 20  # a coin flip of ±0.3 around a 0.01 shift
+    rng.shuffle(noise)
+    mean, low, high = paired_bootstrap(noise)
+    assert low < 0 < high and low <= mean <= high
+    assert paired_bootstrap(noise) == (mean, low, high)  # seeded
+    shift = [0.05 + rng.uniform(-0.01, 0.01) for _ in range(40)]
+    mean, low, high = paired_bootstrap(shift)
+    assert 0.04 < low <= mean <= high < 0.06
+    narrow = paired_bootstrap(noise, level=0.5)
+    wide = paired_bootstrap(noise, level=0.99)
+    assert wide[1] < narrow[1] and narrow[2] < wide[2]
+    assert paired_bootstrap([]) == (0.0, 0.0, 0.0)
+    with pytest.raises(ValueError):
+        paired_bootstrap([0.1], level=1.0)
 
 
 def test_first_occurrence_keeps_best_rank():
@@ -118,6 +150,14 @@ def test_run_eval_end_to_end_on_a_tiny_collection(tmp_path):
     assert result["metrics"]["bm25s"]["Recall@10"] == pytest.approx(1.0)
     table = markdown_table(result)
     assert table.count("\n") == len(names) + 1 and "| fabric |" in table
+    versus = result["versus_fabric"]
+    assert set(versus) == names - {"fabric"}
+    for name, v in versus.items():  # the mean difference is the difference of the means
+        low, high = v["ci95"]
+        assert low <= v["delta"] <= high
+        assert v["delta"] == pytest.approx(result["metrics"]["fabric"]["nDCG@10"] - result["metrics"][name]["nDCG@10"],
+                                           abs=2e-4)
+    assert versus["fabric:word"]["ci95"] and f"{versus['bm25s']['delta']:+.4f} [" in table
 
 
 def test_run_eval_on_a_reused_home_forgets_an_earlier_config(tmp_path):
