@@ -109,7 +109,8 @@ def eval_tune_cmd(
         json_out.write_text(json.dumps(result, indent=2))
     names = [c["name"] for c in result["collections"]]
     rows = []
-    for label, row in [("chosen", result["chosen"]), ("current defaults", result["defaults"])] + [
+    for label, row in [("chosen", result["chosen"]), ("current defaults", result["defaults"]),
+                       ("best mean within one paired SE of chosen", result["within_noise"])] + [
             (f"chosen without {n}", result["leave_one_out"][n]) for n in names]:
         if row is None:
             continue

@@ -19,6 +19,9 @@ over the same chunks and the same dev queries) and of Fabric's own channels alon
 The chosen point maximises the smallest margin over the collections, then the second smallest and so
 on (leximin, :func:`choose`), then prefers the current defaults. Leave-one-collection-out (each collection scored by
 the point chosen on the others) says how well the choice carries to a collection it never saw.
+Beside it, :func:`within_noise` names the point with the best mean margin that the dev queries cannot
+tell from the choice on its worst-case guarantee (one paired standard error): how much of the choice
+is the noise of a few dozen queries.
 """
 
 from __future__ import annotations
@@ -33,7 +36,7 @@ from fabric_assets.measurement.baselines import Baselines
 from fabric_assets.measurement.harness import (
     DEPTH, QueryVectorMemo, Split, as_free_text, in_split, is_cjk, load_beir, write_corpus,
 )
-from fabric_assets.measurement.metrics import first_occurrence, score_run
+from fabric_assets.measurement.metrics import first_occurrence, per_query_ndcg, score_run
 from fabric_query import pipeline
 from fabric_query.fusion import fuse
 from fabric_query.release import release_view
@@ -176,6 +179,19 @@ class CollectionScores:
     baselines: dict[str, float]
     channels: dict[PassSettings, dict[str, float]] = field(default_factory=dict)
     fused: dict[tuple[PassSettings, FusionSettings], float] = field(default_factory=dict)
+    #: The same points' fused nDCG@10 per query (one order of the queries for every point).
+    per_query: dict[tuple[PassSettings, FusionSettings], tuple[float, ...]] = field(default_factory=dict)
+
+    def paired_se(self, a: tuple[PassSettings, FusionSettings], b: tuple[PassSettings, FusionSettings]) -> float:
+        """Standard error of the mean per-query difference of fused nDCG@10 between points ``a`` and
+        ``b`` (sample standard deviation / sqrt(n)); 0 with fewer than two queries or no per-query scores."""
+        x = self.per_query.get((a[0].relevant(self.cjk), a[1].relevant(self.cjk)))
+        y = self.per_query.get((b[0].relevant(self.cjk), b[1].relevant(self.cjk)))
+        if not x or not y or len(x) < 2:
+            return 0.0
+        d = [u - v for u, v in zip(x, y)]
+        mean = sum(d) / len(d)
+        return (sum((v - mean) ** 2 for v in d) / (len(d) - 1)) ** 0.5 / len(d) ** 0.5
 
     def margin(self, p: PassSettings, f: FusionSettings) -> float:
         """Fused nDCG@10 minus the best baseline or channel alone (negative: something beat Fabric)."""
@@ -210,6 +226,10 @@ def score_collection(folder: Path, work_dir: Path, grid: Grid, split: Split = "d
     def ndcg(run: dict[str, list[str]]) -> float:
         return score_run(run, collection.qrels)["nDCG@10"]
 
+    def per_query(run: dict[str, list[str]]) -> tuple[float, ...]:
+        scores = per_query_ndcg(run, collection.qrels)
+        return tuple(scores.get(q, 0.0) for q in qids)
+
     cjk = is_cjk([t for t, _ in collection.corpus.values()] or [""])
     embedder = QueryVectorMemo(shared_embedder(home.config.dense.batch_size))
     multilingual = QueryVectorMemo(shared_multilingual_embedder())
@@ -243,6 +263,7 @@ def score_collection(folder: Path, work_dir: Path, grid: Grid, split: Split = "d
                     run[q] = docs(c for c, _ in fuse(method, {n: [c for c, _ in v] for n, v in per.items()}, per, config,
                                                      below[q]))
                 scores.fused[(p, f)] = ndcg(run)
+                scores.per_query[(p, f)] = per_query(run)
     finally:
         home.__dict__["config"] = start
     return scores
@@ -280,6 +301,24 @@ def choose(collections: Sequence[CollectionScores], grid: Grid,
                                                        (t[0].passes, t[0].fusion) != prefer, t[1]))]
 
 
+def within_noise(collections: Sequence[CollectionScores], ranked: Sequence[Choice]) -> Choice:
+    """The point with the largest mean margin among those the dev queries cannot tell from the
+    leximin choice ``ranked[0]`` on its worst-case guarantee: on every collection its margin is at least
+    the choice's worst margin minus one paired standard error of the two points' fused nDCG@10 there
+    (:meth:`CollectionScores.paired_se`; the one-standard-error rule of Breiman et al. 1984, CART §3.4.3).
+    Ties keep ``ranked``'s order. The standard error is the fused run's only: a point's channels and
+    the baselines are taken as fixed."""
+    best = ranked[0]
+    key = (best.passes, best.fusion)
+
+    def admissible(c: Choice) -> bool:
+        return all(c.margins[col.name] >= best.worst - 1e-9  # the standard error only where it is needed
+                   or c.margins[col.name] >= best.worst - col.paired_se((c.passes, c.fusion), key) - 1e-9
+                   for col in collections)
+
+    return max((c for c in ranked if admissible(c)), key=lambda c: round(c.mean, 9), default=best)
+
+
 def leave_one_out(collections: Sequence[CollectionScores], grid: Grid,
                   prefer: tuple[PassSettings, FusionSettings] | None = None) -> dict[str, Choice]:
     """For each collection, the point :func:`choose` picks from the others, with its margins on all."""
@@ -309,6 +348,7 @@ def report(collections: Sequence[CollectionScores], grid: Grid, current: QueryCo
         "chosen": row(chosen),
         "defaults": row(defaults) if defaults else None,
         "defaults_reproduced": (chosen.passes, chosen.fusion) == prefer,
+        "within_noise": row(within_noise(collections, ranked)),
         "leave_one_out": {name: {**row(c), "held_out_margin": round(c.margins[name], 4)}
                           for name, c in leave_one_out(collections, grid, prefer).items()},
         "top": [row(c) for c in ranked[:10]],

@@ -298,3 +298,30 @@ def test_choose_is_leximin_then_the_current_defaults():
     fused["c"] = {off: 0.10, idf: 0.10, rm3: 0.10}
     fused["a"][idf], fused["b"][idf] = 0.70, 0.60
     assert choose([coll("a"), coll("b"), coll("c")], grid, prefer=(off, f))[0].passes == idf
+
+
+def test_within_noise_trades_a_worst_margin_the_queries_cannot_resolve_for_the_mean():
+    """guards against: the one-standard-error rule admitting a point whose worst collection lost more
+    than the noise of its queries (a real loss traded for the mean), or ignoring the per-query spread."""
+    from fabric_assets.measurement.tuning import CollectionScores, FusionSettings, Grid, PassSettings, choose, within_noise
+
+    grid = Grid(feedback=("off", "idf"), query_term_frequency=(False,), stopwords=("none",),
+                section_guided=(True,), bigram_bm25=((0.5, 0.3),), dense_window_weight=(0.0,), dense_feedback=(0.0,),
+                rrf_k=(60,), dense_weight=(1.0,), convex_lexical=(0.4,), floor_demotion=(True,))
+    f = FusionSettings(60, 1.0, 0.4)
+    off, idf = PassSettings(feedback="off"), PassSettings(feedback="idf")
+
+    def collections(b_idf: list[float]):
+        # a: idf wins by 0.2 on every query; b: off 0.5 everywhere, idf per query as given
+        a = CollectionScores("a", False, 4, {"bm25s": 0.3}, {p: {"word": 0.3} for p in (off, idf)},
+                             {(off, f): 0.5, (idf, f): 0.7}, {(off, f): (0.5,) * 4, (idf, f): (0.7,) * 4})
+        b = CollectionScores("b", False, 4, {"bm25s": 0.3}, {p: {"word": 0.3} for p in (off, idf)},
+                             {(off, f): 0.5, (idf, f): sum(b_idf) / 4}, {(off, f): (0.5,) * 4, (idf, f): tuple(b_idf)})
+        return [a, b]
+
+    noisy = collections([0.9, 0.1, 0.9, 0.06])  # b: idf 0.49 on average, one query's swing of noise
+    ranked = choose(noisy, grid)
+    assert ranked[0].passes == off  # leximin: 0.20 beats 0.19
+    assert within_noise(noisy, ranked).passes == idf  # 0.01 below, inside one paired SE (~0.2)
+    steady = collections([0.48, 0.48, 0.47, 0.47])  # the same kind of loss on every query: real
+    assert within_noise(steady, choose(steady, grid)).passes == off
