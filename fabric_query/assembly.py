@@ -13,6 +13,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
+from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -223,12 +224,17 @@ class ChannelEvidence:
     scores: dict[str, dict[str, tuple[int, float]]]
     provenance: dict[str, Mapping[str, Any]]
 
+    @cached_property
+    def lexical(self) -> frozenset[str]:
+        """The chunks some lexical channel ranked (within its ``channel_depth``): lexical evidence."""
+        return frozenset(cid for name in LEXICAL_CHANNELS for cid in self.rankings.get(name, ()))
+
 
 def below_floor(ctx: "QueryContext", channels: ChannelEvidence) -> frozenset[str]:
     """The chunks no lexical channel ranked whose cosine to the query's own vector (not a feedback
     vector) is under ``query.dense_floors`` in every dense channel that ranked them: neighbours, not
     evidence. One cosine per dense-ranked chunk, at most ``channel_depth`` per dense channel."""
-    lexical_of = {cid for name in LEXICAL_CHANNELS for cid in channels.rankings.get(name, ())}
+    lexical_of = channels.lexical
     below: dict[str, list[bool]] = {}
     for name, floor in ctx.config.query.dense_floors.items():
         neighbours = [c for c in channels.rankings.get(name, ()) if c not in lexical_of]
@@ -255,7 +261,7 @@ def assemble_hits(
             memo[text] = highlight(text, ctx.parsed)
         return memo[text]
 
-    lexical_of = {cid for name in LEXICAL_CHANNELS for cid in channels.rankings.get(name, ())}
+    lexical_of = channels.lexical
     located = prefetch_locations(view, [view.chunk(cid)["parse_id"] for cid in final])
     hits = []
     for rank, cid in enumerate(final, start=1):
