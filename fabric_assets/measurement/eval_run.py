@@ -5,7 +5,7 @@ each corpus entry one source document (``<title>\\n\\n<text>`` as UTF-8 text).
 Every query then runs through ``fabric_query`` (fused result, and each channel
 alone from the pack's debug rankings). In the same process, over the very
 same chunks: BM25 from ``bm25s``, flat cosine with the same embedder and
-vectors, and LanceDB's built-in hybrid search (FTS + vector, RRF)
+vectors, LanceDB's built-in full-text search alone and its hybrid search (FTS + vector, RRF)
 (:mod:`fabric_assets.measurement.baselines`). Chunk rankings become document
 rankings by first occurrence. Queries split into dev and test halves
 (:func:`fabric_assets.measurement.harness.in_split`).

@@ -14,7 +14,7 @@ pass's below-floor candidates (``EvidencePack.below_floor_candidates``).
 A point of the grid is one pass and one fusion for each route; a collection is scored under the
 settings its queries use (an English collection ignores the bigram BM25 and the convex weight, a
 CJK one the feedback and the MiniLM fusion). Its **margin** on a collection is Fabric's fused
-nDCG@10 minus the best of the baselines ``fabric eval`` runs (bm25s, flat cosine, LanceDB hybrid,
+nDCG@10 minus the best of the baselines ``fabric eval`` runs (bm25s, flat cosine, LanceDB FTS, LanceDB hybrid,
 over the same chunks and the same dev queries) and of Fabric's own channels alone under that pass.
 The chosen point maximises the smallest margin over the collections, then the second smallest and so
 on (leximin, :func:`choose`), then prefers the current defaults. Leave-one-collection-out (each collection scored by

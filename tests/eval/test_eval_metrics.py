@@ -143,7 +143,7 @@ def test_run_eval_end_to_end_on_a_tiny_collection(tmp_path):
     result = run_eval(beir, split="test", work_dir=tmp_path / "work")
     assert result["queries"] == 3 and result["documents"] == 4
     names = set(result["metrics"])
-    assert {"fabric", "fabric:word", "fabric:dense", "bm25s", "flat-cosine", "lancedb-hybrid",
+    assert {"fabric", "fabric:word", "fabric:dense", "bm25s", "flat-cosine", "lancedb-fts", "lancedb-hybrid",
             "fabric[+section]", "fabric[+section]:dense"} <= names  # section-guided is off by default
     assert {"fabric[+window]", "fabric[-window]"} & names  # the window mix, flipped
     assert result["metrics"]["fabric"]["MRR@10"] == pytest.approx(1.0)
@@ -263,7 +263,7 @@ def test_eval_tune_scores_each_collection_under_its_own_route_and_chooses_by_the
     assert result["points"] == 2 * 2 * 2 * 2 * 2  # feedback × stop words × bigram BM25 × dense weight × demotion
     by_name = {c["name"]: c for c in result["collections"]}
     assert by_name["tinyja"]["cjk"] and not by_name["tinyen"]["cjk"]
-    assert set(by_name["tinyen"]["baselines"]) == {"bm25s", "flat-cosine", "lancedb-hybrid"}
+    assert set(by_name["tinyen"]["baselines"]) == {"bm25s", "flat-cosine", "lancedb-fts", "lancedb-hybrid"}
     chosen = result["chosen"]
     assert chosen["worst_margin"] == min(chosen["margins"].values())
     assert all(row["worst_margin"] <= chosen["worst_margin"] for row in result["top"])
