@@ -308,17 +308,17 @@ class QueryConfig(_Strict):
     """Fusion and channel depths.
 
     ``rrf_k``: the constant of reciprocal rank fusion (Cormack, Clarke & Büttcher, SIGIR 2009, used
-    60); 20, with the dense channel's second pass from vector feedback, is ``fabric eval-tune``'s choice
-    (docs/ranking.md, 2026-12-04 "Dense vector feedback").
+    60), ``fabric eval-tune``'s choice with every channel at weight 1 (docs/ranking.md, "Choosing
+    within the noise").
     """
 
-    rrf_k: int = Field(20, gt=0)
+    rrf_k: int = Field(60, gt=0)
     # The query-time defaults below are what `fabric eval-tune` chooses on the dev halves of the five
-    # collections in ../shared/eval at once, by the worst collection's margin over the best baseline or
-    # channel (leximin; docs/ranking.md, "Defaults by the worst collection"): feedback 20 terms from 5
-    # windows at weight 0.5 (idf method), no query term frequency, no stop words, section-guided dense
-    # off, dense vector feedback at 0.5 from 3 documents, RRF k 20 with the MiniLM dense channel at
-    # weight 1.5, the e5 route's convex combination at 0.5 / 0.5.
+    # collections in ../shared/eval at once: the best mean margin over the best baseline or channel
+    # among the points within one paired standard error of the worst collection's best (docs/ranking.md,
+    # "Choosing within the noise"): feedback 20 terms from 5 windows at weight 0.5 (idf method), no
+    # query term frequency, no stop words, section-guided dense on, dense vector feedback at 0.5 from 3
+    # documents, RRF k 60 with every channel at weight 1, the e5 route's convex combination at 0.5 / 0.5.
     feedback_terms: int = Field(20, ge=0, description="RM3-style expansion terms for the word channel (0 = off).")
     feedback_docs: int = Field(5, gt=0)
     feedback_weight: float = Field(0.5, gt=0)
@@ -346,12 +346,12 @@ class QueryConfig(_Strict):
         description="BM25 parameters for queries with CJK (unspaced-script) text; null keeps tantivy's k1 1.2, b 0.75.",
     )
     channel_weights: dict[str, float] = Field(
-        default_factory=lambda: {"dense": 1.5},
-        description="Weighted RRF: channel name → weight (1.0 for a channel not named; eval-tune's choice: the MiniLM "
-        "dense channel 1.5, the others 1). A configured mapping replaces this one whole: name dense too to keep 1.5.",
+        default_factory=dict,
+        description="Weighted RRF: channel name → weight (1.0 for a channel not named; eval-tune's choice: every "
+        "channel 1).",
     )
     channel_depth: int = Field(100, gt=0, description="Candidates each channel hands to fusion.")
-    section_guided: bool = Field(False, description="Merge the section-guided dense route (windows shortlisted by the "
+    section_guided: bool = Field(True, description="Merge the section-guided dense route (windows shortlisted by the "
                                  "query vector nominate their best chunks) into the MiniLM dense channel.")
     # Off for the e5 route: on JSQuAD's dev half the section route scored 0.823 nDCG@10 against
     # 0.880 for the direct e5 ranking (documents there are single paragraphs; the windows add nothing).
@@ -391,8 +391,9 @@ class QueryConfig(_Strict):
         description="Dense channel → cosine floor below which a hit no lexical channel matched is marked "
         "below_dense_floor (MiniLM 0.44, multilingual-e5 0.84; recalibrate for another model).",
     )
-    # A neighbour the floor calls unrelated must not outrank evidence: with RRF k 20 and the dense
-    # weight 1.5, dense ranks 1-11 each beat a word-only rank 1 (docs/ranking.md, "Floor demotion").
+    # A neighbour the floor calls unrelated must not outrank evidence: under RRF a dense-only rank
+    # beats any worse word-only rank, and a dense weight above 1 widens that (with k 20 and the dense
+    # weight 1.5, dense ranks 1-11 each beat a word-only rank 1; docs/ranking.md, "Floor demotion").
     floor_demotion: bool = Field(
         True, strict=True,
         description="Fused hits marked below_dense_floor (no lexical match, every dense cosine under its floor) "

@@ -93,8 +93,9 @@ def eval_tune_cmd(
                                               "RRF k 60) for a smoke run.")] = False,
     json_out: Annotated[Optional[Path], typer.Option("--json-out")] = None,
 ) -> None:
-    """Choose the query-time defaults on the dev halves of all the collections at once, by the worst
-    collection's margin over the best baseline or channel (maximin); leave-one-collection-out beside it."""
+    """Choose the query-time defaults on the dev halves of all the collections at once: by the worst
+    collection's margin over the best baseline or channel (leximin), then the best mean margin within
+    one paired standard error of that; leave-one-collection-out beside it."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     from fabric_assets.measurement.tuning import Grid, tune
 
@@ -109,8 +110,8 @@ def eval_tune_cmd(
         json_out.write_text(json.dumps(result, indent=2))
     names = [c["name"] for c in result["collections"]]
     rows = []
-    for label, row in [("chosen", result["chosen"]), ("current defaults", result["defaults"]),
-                       ("best mean within one paired SE of chosen", result["within_noise"])] + [
+    for label, row in [("chosen", result["chosen"]), ("leximin", result["leximin"]),
+                       ("current defaults", result["defaults"])] + [
             (f"chosen without {n}", result["leave_one_out"][n]) for n in names]:
         if row is None:
             continue

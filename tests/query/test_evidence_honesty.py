@@ -151,7 +151,10 @@ def mixed_root(tmp_path_factory):
 
 
 def _mixed(root, demotion: bool) -> Fabric:
-    FabricHome(root).layout.config_file.write_text(f'{{"query": {{"floor_demotion": {str(demotion).lower()}}}}}')
+    # The fusion pinned to the one that exposed the defect (RRF k 20, dense weight 1.5): demotion must
+    # hold under any weights, and under these a dense rank beats a word-only one by the most.
+    FabricHome(root).layout.config_file.write_text(
+        f'{{"query": {{"floor_demotion": {str(demotion).lower()}, "rrf_k": 20, "channel_weights": {{"dense": 1.5}}}}}}')
     return Fabric(root)
 
 
