@@ -144,7 +144,7 @@ def test_run_eval_end_to_end_on_a_tiny_collection(tmp_path):
     assert result["queries"] == 3 and result["documents"] == 4
     names = set(result["metrics"])
     assert {"fabric", "fabric:word", "fabric:dense", "bm25s", "flat-cosine", "lancedb-fts", "lancedb-hybrid",
-            "fabric[+section]", "fabric[+section]:dense"} <= names  # section-guided is off by default
+            "fabric[-section]", "fabric[-section]:dense"} <= names  # section-guided is on by default
     assert {"fabric[+window]", "fabric[-window]"} & names  # the window mix, flipped
     assert result["metrics"]["fabric"]["MRR@10"] == pytest.approx(1.0)
     assert result["metrics"]["bm25s"]["Recall@10"] == pytest.approx(1.0)
