@@ -26,7 +26,7 @@ import numpy as np
 import psutil
 
 from fabric_query.api import Fabric
-from fabric_query.channels.dense import DENSE, DENSE_MULTILINGUAL, dense_channel, section_guided_dense
+from fabric_query.channels.dense import DENSE, DENSE_MULTILINGUAL, SECTION_RRF_K, dense_channel, section_guided_dense
 from fabric_query.dense_search import dense_source
 from fabric_query.querylang import parse_query
 from fabric_query.release import pinned_view
@@ -121,7 +121,7 @@ def measure(home_dir: str | Path, queries: list[str], repeat: int = 3, exact: di
         if channel is DENSE and qcfg.section_guided:
             merged[q] = [c for c, _ in section_guided_dense(
                 view, vector, None, 100, channel.table, qcfg.section_candidate_limit,
-                qcfg.section_passages_per_window, qcfg.rrf_k, source)[0]]
+                qcfg.section_passages_per_window, SECTION_RRF_K, source)[0]]
     out: dict = {
         "home": str(fabric.home.root), "mode": config.mode, "config": config.model_dump(mode="json"),
         "release_id": view.release_id, "chunks": view.chunks.num_rows, "repeat": repeat,

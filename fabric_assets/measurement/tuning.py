@@ -229,9 +229,12 @@ def score_collection(folder: Path, work_dir: Path, grid: Grid, split: Split = "d
     def ndcg(run: dict[str, list[str]]) -> float:
         return score_run(run, collection.qrels)["nDCG@10"]
 
+    # The queries score_run averages over (a query judged only with grade 0 has no nDCG).
+    judged = [q for q in qids if any(g > 0 for g in collection.qrels[q].values())]
+
     def per_query(run: dict[str, list[str]]) -> tuple[float, ...]:
         scores = per_query_ndcg(run, collection.qrels)
-        return tuple(scores.get(q, 0.0) for q in qids)
+        return tuple(scores[q] for q in judged)
 
     cjk = is_cjk([t for t, _ in collection.corpus.values()] or [""])
     embedder = QueryVectorMemo(shared_embedder(home.config.dense.batch_size))
@@ -286,7 +289,7 @@ class Choice:
 
     @property
     def mean(self) -> float:
-        return sum(self.margins.values()) / len(self.margins)
+        return sum(self.margins.values()) / len(self.margins) if self.margins else 0.0
 
 
 def choose(collections: Sequence[CollectionScores], grid: Grid,
@@ -312,6 +315,8 @@ def within_noise(collections: Sequence[CollectionScores], ranked: Sequence[Choic
     Ties keep ``ranked``'s order. The standard error is the fused run's only: a point's channels and
     the baselines are taken as fixed."""
     best = ranked[0]
+    if not collections:  # nothing to be noisy on (leave-one-out of a single collection)
+        return best
     key = (best.passes, best.fusion)
 
     def admissible(c: Choice) -> bool:

@@ -158,6 +158,12 @@ def section_route(
     return out
 
 
+#: The RRF constant merging the direct and section routes inside the dense channel (Cormack et al.'s
+#: 60): fixed, not ``query.rrf_k``, so the channel's list does not change with the fusion's constant and
+#: ``fabric eval-tune`` can re-fuse one pass under every fusion.
+SECTION_RRF_K = 60
+
+
 def section_guided_dense(
     view: ReleaseView,
     query_vector: np.ndarray,
@@ -166,7 +172,7 @@ def section_guided_dense(
     table: str = "chunk_vectors",
     candidate_limit: int = 20,
     per_window: int = 2,
-    rrf_k: int = 60,
+    rrf_k: int = SECTION_RRF_K,
     source: DenseSource | None = None,
     window_weight: float = 0.0,
 ) -> tuple[ChannelResult, dict[str, DenseProvenance]]:
@@ -174,7 +180,8 @@ def section_guided_dense(
     ``window_weight``; 0 is :func:`dense_channel`) and :func:`section_route`.
 
     The two chunk lists merge by equal-weight RRF (:func:`fabric_query.fusion.rrf`, constant
-    ``rrf_k``, total tie-break) and are cut to ``depth``. Defaults are ``QueryConfig``'s; both
+    ``rrf_k``, total tie-break) and are cut to ``depth``. Defaults are ``QueryConfig``'s (``rrf_k``:
+    :data:`SECTION_RRF_K`, what a search uses); both
     routes search ``source`` (default: the exact product).
 
     Returns
@@ -282,7 +289,7 @@ class DenseChannel:
         if section and ctx.windows.skipped is None:
             ranking, provenance = section_guided_dense(
                 ctx.view, qv.vector, ctx.eligible, ctx.depth, self.table, q.section_candidate_limit,
-                q.section_passages_per_window, q.rrf_k, found.source, weight)
+                q.section_passages_per_window, SECTION_RRF_K, found.source, weight)
             return ChannelRun(ranking, provenance, dense_fallback_reason=found.fallback_reason,
                               dense_search=found.source.kind)
         return ChannelRun(

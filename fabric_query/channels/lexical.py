@@ -167,7 +167,9 @@ def build_query(
     if field == INDEX_FIELD_WORD:
         for tok in dict.fromkeys(analyze(" ".join(parsed.terms))):
             q = tantivy.Query.term_query(schema, field, tok)
-            weight = (term_weights or {}).get(tok, 1.0)
+            # RM3 with a feedback weight above 1 gives the query's words a negative share: a candidate
+            # must not be chosen for lacking them, so they weigh nothing here (the re-scoring keeps RM3's).
+            weight = max((term_weights or {}).get(tok, 1.0), 0.0)
             should.append(q if weight == 1.0 else tantivy.Query.boost_query(q, weight))
     else:
         for term in dict.fromkeys(parsed.terms):
@@ -303,10 +305,11 @@ def word_matches(
     def stats_of(wid: str) -> TermStats:
         return _window_stats(tuple(text_of(m) for m in members_of[wid]))
 
-    def one_pass(expansion: list[tuple[str, float]]) -> ChannelResult:
-        # The candidates are chosen with the weights they are re-scored with: a window that only a
-        # repeated query word lifts would otherwise miss tantivy's top depth + 32.
-        query = build_query(index.schema, INDEX_FIELD_WORD, window_query, eligible, expansion, terms)
+    def one_pass(expansion: list[tuple[str, float]], query_weights: dict[str, float]) -> ChannelResult:
+        # The candidates are chosen with the weights they are re-scored with (``query_weights`` for
+        # the query's words, ``expansion`` for feedback terms): a window that only a repeated query
+        # word lifts would otherwise miss tantivy's top depth + 32.
+        query = build_query(index.schema, INDEX_FIELD_WORD, window_query, eligible, expansion, query_weights)
         if query is None:
             return []
         pairs = []
@@ -326,19 +329,19 @@ def word_matches(
         return rescore(index, [w for w, _ in pairs], weights, stats_of, params, postings)
 
     weights = dict(terms)
-    windows = one_pass([])
+    windows = one_pass([], terms)
     if feedback is not None and checked and windows:
         if feedback.method == "rm3":
             stop = _word_stopped() if stopwords else None
             weights = rm3_weights(windows, stats_of, terms, feedback,
                                   (lambda t: not stop.analyze(t)) if stop is not None else (lambda t: False))
             expansion = [(t, w) for t, w in weights.items() if t not in terms]
-            windows = one_pass(expansion)
+            windows = one_pass(expansion, {t: weights.get(t, w) for t, w in terms.items()})
         else:
             expansion = expansion_terms(index, [w for w, _ in windows], stats_of, set(query_tokens), feedback)
             if expansion:
                 weights |= {t: w for t, w in expansion if t not in terms}
-                windows = one_pass(expansion)
+                windows = one_pass(expansion, terms)
     if not checked:
         out = [(m, s) for w, s in windows for m in members_of[w]][:depth]
         return WordMatches(out, {m: w for w, _ in windows for m in members_of[w]})

@@ -157,7 +157,7 @@ def test_run_eval_end_to_end_on_a_tiny_collection(tmp_path):
         assert low <= v["delta"] <= high
         assert v["delta"] == pytest.approx(result["metrics"]["fabric"]["nDCG@10"] - result["metrics"][name]["nDCG@10"],
                                            abs=2e-4)
-    assert versus["fabric:word"]["ci95"] and f"{versus['bm25s']['delta']:+.4f} [" in table
+    assert f"{versus['bm25s']['delta']:+.4f} [" in table
 
 
 def test_run_eval_on_a_reused_home_forgets_an_earlier_config(tmp_path):
@@ -267,7 +267,10 @@ def test_eval_tune_scores_each_collection_under_its_own_route_and_chooses_by_the
     chosen, leximin = result["chosen"], result["leximin"]
     assert leximin["worst_margin"] == min(leximin["margins"].values())
     assert all(row["worst_margin"] <= leximin["worst_margin"] for row in result["top"])
-    assert chosen["mean_margin"] >= leximin["mean_margin"] - 1e-4  # within its noise, never a worse mean
+    # Admissible (a tiny collection's paired standard error is at most 1): no margin below the
+    # leximin point's worst by more than that, and never a worse mean.
+    assert min(chosen["margins"].values()) >= leximin["worst_margin"] - 1.0
+    assert chosen["mean_margin"] >= leximin["mean_margin"] - 1e-4
     assert result["defaults"] is not None and set(result["leave_one_out"]) == {"tinyja", "tinyen"}
     assert (tmp_path / "work" / "tinyja" / "home").is_dir()  # the home `fabric eval --work-dir` reuses
 
@@ -326,3 +329,21 @@ def test_within_noise_trades_a_worst_margin_the_queries_cannot_resolve_for_the_m
     assert within_noise(noisy, ranked).passes == idf  # 0.01 below, inside one paired SE (~0.2)
     steady = collections([0.48, 0.48, 0.47, 0.47])  # the same kind of loss on every query: real
     assert within_noise(steady, choose(steady, grid)).passes == off
+
+
+def test_tuning_on_one_collection_reports_and_leaves_it_out():
+    """guards against: leave-one-out of a single collection (nothing left to choose on) crashing the
+    report after every pass was scored, losing the run."""
+    from fabric_assets.measurement.tuning import CollectionScores, FusionSettings, Grid, PassSettings, report
+    from fabric_resources.config import QueryConfig
+
+    grid = Grid(feedback=("off", "idf"), query_term_frequency=(False,), stopwords=("none",),
+                section_guided=(True,), bigram_bm25=((0.5, 0.3),), dense_window_weight=(0.0,), dense_feedback=(0.5,),
+                rrf_k=(60,), dense_weight=(1.0,), convex_lexical=(0.5,), floor_demotion=(True,))
+    f = FusionSettings(60, 1.0, 0.5).relevant(cjk=False)  # an English collection: the convex weight at its default
+    off, idf = PassSettings("off", dense_feedback=0.5), PassSettings("idf", dense_feedback=0.5)
+    only = CollectionScores("a", False, 2, {"bm25s": 0.3}, {p: {"word": 0.3} for p in (off, idf)},
+                            {(off, f): 0.5, (idf, f): 0.6}, {(off, f): (0.4, 0.6), (idf, f): (0.5, 0.7)})
+    result = report([only], grid, QueryConfig())
+    assert result["chosen"]["passes"]["feedback"] == "idf"
+    assert set(result["leave_one_out"]) == {"a"}

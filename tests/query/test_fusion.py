@@ -272,14 +272,15 @@ def test_demote_moves_the_below_floor_ids_after_the_rest_in_order():
 
 def test_fuse_demotes_only_when_configured():
     """guards against: ``query.floor_demotion`` ignored either way, on either method (the word-only
-    match ranks below both dense-only IDs without demotion: RRF 1 / 21 < 1.5 / 22; convex 0.5 < 0.5 + tie
-    broken by ID, so checked by position)."""
-    on, off = QueryConfig(), QueryConfig(floor_demotion=False)
+    match ranks below both dense-only IDs without demotion: RRF k 20 with the dense weight 1.5, 1 / 21 <
+    1.5 / 22; convex 0.5 < 0.5 + tie broken by ID, so checked by position)."""
+    pinned = {"rrf_k": 20, "channel_weights": {"dense": 1.5}}
+    on, off = QueryConfig(**pinned), QueryConfig(floor_demotion=False, **pinned)
     for method, dense in (("rrf", "dense"), ("convex", "dense_multilingual")):
         rankings = {"word": ["w1"], dense: ["d1", "d2"]}
         scored = {"word": [("w1", 3.0)], dense: [("d1", 0.9), ("d2", 0.8)]}
         plain = [c for c, _ in fuse(method, rankings, scored, off)]
-        assert plain.index("d1") < plain.index("w1")
+        assert plain.index("d1") < plain.index("w1") and (method == "convex" or plain.index("d2") < plain.index("w1"))
         assert [c for c, _ in fuse(method, rankings, scored, off, {"d1", "d2"})] == plain
         assert [c for c, _ in fuse(method, rankings, scored, on, {"d1", "d2"})] == \
                ["w1"] + [c for c in plain if c != "w1"]
