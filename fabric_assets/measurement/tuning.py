@@ -182,14 +182,30 @@ class CollectionScores:
     baselines: dict[str, float]
     channels: dict[PassSettings, dict[str, float]] = field(default_factory=dict)
     fused: dict[tuple[PassSettings, FusionSettings], float] = field(default_factory=dict)
-    #: The same points' fused nDCG@10 per query (one order of the queries for every point).
+    #: The same points' fused nDCG@10 per query (one order of the judged queries for every point), and
+    #: per query the baselines' and each pass's channels' (the rivals of :meth:`margin`).
     per_query: dict[tuple[PassSettings, FusionSettings], tuple[float, ...]] = field(default_factory=dict)
+    baselines_per_query: dict[str, tuple[float, ...]] = field(default_factory=dict)
+    channels_per_query: dict[PassSettings, dict[str, tuple[float, ...]]] = field(default_factory=dict)
+
+    def margins_per_query(self, p: PassSettings, f: FusionSettings) -> list[float] | None:
+        """Per query, fused nDCG@10 minus that of the rival :meth:`margin` subtracts (the best baseline
+        or channel on the mean); None without per-query scores."""
+        p, f = p.relevant(self.cjk), f.relevant(self.cjk)
+        fused = self.per_query.get((p, f))
+        rivals = {**self.baselines, **self.channels[p]}
+        best = max(rivals, key=rivals.__getitem__)
+        rival = self.baselines_per_query.get(best) or self.channels_per_query.get(p, {}).get(best)
+        if fused is None or rival is None:
+            return None
+        return [u - v for u, v in zip(fused, rival)]
 
     def paired_se(self, a: tuple[PassSettings, FusionSettings], b: tuple[PassSettings, FusionSettings]) -> float:
-        """Standard error of the mean per-query difference of fused nDCG@10 between points ``a`` and
-        ``b`` (sample standard deviation / sqrt(n)); 0 with fewer than two queries or no per-query scores."""
-        x = self.per_query.get((a[0].relevant(self.cjk), a[1].relevant(self.cjk)))
-        y = self.per_query.get((b[0].relevant(self.cjk), b[1].relevant(self.cjk)))
+        """Standard error of the mean per-query difference of the margins of points ``a`` and ``b``
+        (:meth:`margins_per_query`: each point's fused nDCG@10 minus its own rival's, so a rival
+        channel that a pass changes counts too; sample standard deviation / sqrt(n)); 0 with fewer
+        than two queries or no per-query scores."""
+        x, y = self.margins_per_query(*a), self.margins_per_query(*b)
         if not x or not y or len(x) < 2:
             return 0.0
         d = [u - v for u, v in zip(x, y)]
@@ -243,9 +259,10 @@ def score_collection(folder: Path, work_dir: Path, grid: Grid, split: Split = "d
     qvecs = dict(zip(qids, encoder.encode_queries([collection.queries[q] for q in qids]))) if qids else {}
     baselines = Baselines(view, scratch, cjk)
     baselines.build()
-    scores = CollectionScores(collection.name, cjk, len(qids), {
-        name: ndcg({q: docs(system(collection.queries[q], qvecs[q])) for q in qids})
-        for name, system in baselines.systems.items()})
+    baseline_runs = {name: {q: docs(system(collection.queries[q], qvecs[q])) for q in qids}
+                     for name, system in baselines.systems.items()}
+    scores = CollectionScores(collection.name, cjk, len(qids), {name: ndcg(run) for name, run in baseline_runs.items()},
+                              baselines_per_query={name: per_query(run) for name, run in baseline_runs.items()})
 
     start = home.config
     try:
@@ -260,7 +277,9 @@ def score_collection(folder: Path, work_dir: Path, grid: Grid, split: Split = "d
                             if k.startswith("channel:")}
                 below[q] = pack.below_floor_candidates
             channels = sorted({c for per in lists.values() for c in per})
-            scores.channels[p] = {c: ndcg({q: docs(i for i, _ in lists[q].get(c, [])) for q in qids}) for c in channels}
+            channel_runs = {c: {q: docs(i for i, _ in lists[q].get(c, [])) for q in qids} for c in channels}
+            scores.channels[p] = {c: ndcg(run) for c, run in channel_runs.items()}
+            scores.channels_per_query[p] = {c: per_query(run) for c, run in channel_runs.items()}
             for f in dict.fromkeys(f.relevant(cjk) for f in grid.fusions()):
                 config = f.apply(home.config.query)
                 run = {}
@@ -311,9 +330,9 @@ def within_noise(collections: Sequence[CollectionScores], ranked: Sequence[Choic
     """The point with the largest mean margin among those the dev queries cannot tell from the
     leximin choice ``ranked[0]`` on its worst-case guarantee: on every collection its margin is at least
     the choice's worst margin minus one paired standard error of the two points' fused nDCG@10 there
-    (:meth:`CollectionScores.paired_se`; the one-standard-error rule of Breiman et al. 1984, CART §3.4.3).
-    Ties keep ``ranked``'s order. The standard error is the fused run's only: a point's channels and
-    the baselines are taken as fixed."""
+    (:meth:`CollectionScores.paired_se`, of the per-query margins: each point's fused run minus its own
+    rival; the one-standard-error rule of Breiman et al. 1984, CART §3.4.3). Ties keep ``ranked``'s
+    order."""
     best = ranked[0]
     if not collections:  # nothing to be noisy on (leave-one-out of a single collection)
         return best

@@ -318,9 +318,11 @@ def test_within_noise_trades_a_worst_margin_the_queries_cannot_resolve_for_the_m
     def collections(b_idf: list[float]):
         # a: idf wins by 0.2 on every query; b: off 0.5 everywhere, idf per query as given
         a = CollectionScores("a", False, 4, {"bm25s": 0.3}, {p: {"word": 0.3} for p in (off, idf)},
-                             {(off, f): 0.5, (idf, f): 0.7}, {(off, f): (0.5,) * 4, (idf, f): (0.7,) * 4})
+                             {(off, f): 0.5, (idf, f): 0.7}, {(off, f): (0.5,) * 4, (idf, f): (0.7,) * 4},
+                             {"bm25s": (0.3,) * 4})
         b = CollectionScores("b", False, 4, {"bm25s": 0.3}, {p: {"word": 0.3} for p in (off, idf)},
-                             {(off, f): 0.5, (idf, f): sum(b_idf) / 4}, {(off, f): (0.5,) * 4, (idf, f): tuple(b_idf)})
+                             {(off, f): 0.5, (idf, f): sum(b_idf) / 4}, {(off, f): (0.5,) * 4, (idf, f): tuple(b_idf)},
+                             {"bm25s": (0.3,) * 4})
         return [a, b]
 
     noisy = collections([0.9, 0.1, 0.9, 0.06])  # b: idf 0.49 on average, one query's swing of noise
@@ -329,6 +331,21 @@ def test_within_noise_trades_a_worst_margin_the_queries_cannot_resolve_for_the_m
     assert within_noise(noisy, ranked).passes == idf  # 0.01 below, inside one paired SE (~0.2)
     steady = collections([0.48, 0.48, 0.47, 0.47])  # the same kind of loss on every query: real
     assert within_noise(steady, choose(steady, grid)).passes == off
+
+
+def test_paired_se_counts_a_rival_channel_the_pass_changes():
+    """guards against: the noise of a margin measured on the fused run alone while its rival is one
+    of Fabric's own channels that the pass changes (the margin moves with both)."""
+    from fabric_assets.measurement.tuning import CollectionScores, FusionSettings, PassSettings
+
+    f = FusionSettings(60, 1.0, 0.4)
+    off, idf = PassSettings(feedback="off"), PassSettings(feedback="idf")
+    fused = (0.5, 0.6, 0.7, 0.8)
+    c = CollectionScores("a", False, 4, {"bm25s": 0.1}, {off: {"dense": 0.6}, idf: {"dense": 0.6}},
+                         {(off, f): 0.65, (idf, f): 0.65}, {(off, f): fused, (idf, f): fused}, {"bm25s": (0.1,) * 4},
+                         {off: {"dense": (0.6,) * 4}, idf: {"dense": (0.9, 0.3, 0.9, 0.3)}})
+    assert c.margin(off, f) == c.margin(idf, f)  # the same fused run, rivals equal on the mean
+    assert c.paired_se((off, f), (idf, f)) == pytest.approx(0.3464102 / 2)  # differences ±0.3: sd 0.3464, n 4
 
 
 def test_tuning_on_one_collection_reports_and_leaves_it_out():
