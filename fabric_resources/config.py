@@ -315,8 +315,8 @@ class QueryConfig(_Strict):
     rrf_k: int = Field(60, gt=0)
     # The query-time defaults below are what `fabric eval-tune` chooses on the dev halves of the five
     # collections in ../shared/eval at once: the best mean margin over the best baseline or channel
-    # among the points within one paired standard error of the worst collection's best (docs/ranking.md,
-    # "Choosing within the noise"): feedback 20 terms from 5 windows at weight 0.5 (idf method), no
+    # among the points whose margin on every collection is at least the best worst-case margin minus
+    # one paired standard error there (docs/ranking.md, "Choosing within the noise"): feedback 20 terms from 5 windows at weight 0.5 (idf method), no
     # query term frequency, no stop words, section-guided dense on, dense vector feedback at 0.5 from 3
     # documents, RRF k 60 with every channel at weight 1, the e5 route's convex combination at 0.5 / 0.5.
     feedback_terms: int = Field(20, ge=0, description="RM3-style expansion terms for the word channel (0 = off).")

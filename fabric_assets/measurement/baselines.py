@@ -3,8 +3,8 @@
 BM25 from ``bm25s`` (English stopwords; character bigrams with the eval README's
 reference k1 0.9, b 0.4 for a CJK collection), flat cosine with the same embedder
 and vectors, and LanceDB's built-in full-text search alone (BM25 over the chunks, its default English
-analysis: stop words removed from index and query, Snowball stemming, ASCII folding) and its hybrid
-search (that FTS + vector, RRF k 60).
+analysis: stop words removed from index and query, Snowball stemming, ASCII folding; character
+bigrams for a CJK collection) and its hybrid search (that FTS + vector, RRF k 60).
 """
 
 from __future__ import annotations

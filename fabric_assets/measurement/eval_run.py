@@ -50,7 +50,8 @@ def run_eval(
     ingest, also on a reused ``work_dir``.
 
     Returns a JSON-ready dict: collection, split, queries, per-system metrics
-    (``fabric`` fused, ``fabric:<channel>`` alone, baselines), ingest seconds,
+    (``fabric`` fused, ``fabric:<channel>`` alone, baselines), ``versus_fabric`` (per system, fused
+    minus it in nDCG@10 with a 95% paired bootstrap interval: :func:`versus_fabric`), ingest seconds,
     and mean query milliseconds per system.
     """
     collection = load_beir(folder)
