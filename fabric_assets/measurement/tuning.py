@@ -326,16 +326,15 @@ def choose(collections: Sequence[CollectionScores], grid: Grid,
                                                        (t[0].passes, t[0].fusion) != prefer, t[1]))]
 
 
-def within_noise(collections: Sequence[CollectionScores], ranked: Sequence[Choice]) -> Choice:
-    """The point with the largest mean margin among those the dev queries cannot tell from the
-    leximin choice ``ranked[0]`` on its worst-case guarantee: on every collection its margin is at least
-    the choice's worst margin minus one paired standard error of the two points' fused nDCG@10 there
-    (:meth:`CollectionScores.paired_se`, of the per-query margins: each point's fused run minus its own
-    rival; the one-standard-error rule of Breiman et al. 1984, CART §3.4.3). Ties keep ``ranked``'s
-    order."""
+def admitted(collections: Sequence[CollectionScores], ranked: Sequence[Choice]) -> list[Choice]:
+    """The points, in ``ranked``'s order, that the dev queries cannot tell from the leximin choice
+    ``ranked[0]`` on its worst-case guarantee: on every collection the point's margin is at least the
+    choice's worst margin minus one paired standard error of the two points' per-query margins there
+    (:meth:`CollectionScores.paired_se`: each point's fused run minus its own rival; the
+    one-standard-error rule of Breiman et al. 1984, CART §3.4.3). With no collections, ``ranked[0]``."""
     best = ranked[0]
     if not collections:  # nothing to be noisy on (leave-one-out of a single collection)
-        return best
+        return [best]
     key = (best.passes, best.fusion)
 
     def admissible(c: Choice) -> bool:
@@ -343,7 +342,15 @@ def within_noise(collections: Sequence[CollectionScores], ranked: Sequence[Choic
                    or c.margins[col.name] >= best.worst - col.paired_se((c.passes, c.fusion), key) - 1e-9
                    for col in collections)
 
-    return max((c for c in ranked if admissible(c)), key=lambda c: round(c.mean, 9), default=best)
+    return [c for c in ranked if admissible(c)]
+
+
+def within_noise(collections: Sequence[CollectionScores], ranked: Sequence[Choice],
+                 candidates: Sequence[Choice] | None = None) -> Choice:
+    """The point with the largest mean margin among :func:`admitted` (or ``candidates``, that list
+    already computed); ties keep ``ranked``'s order."""
+    pool = admitted(collections, ranked) if candidates is None else candidates
+    return max(pool, key=lambda c: round(c.mean, 9), default=ranked[0])
 
 
 def leave_one_out(collections: Sequence[CollectionScores], grid: Grid,
@@ -364,7 +371,9 @@ def report(collections: Sequence[CollectionScores], grid: Grid, current: QueryCo
     defaults' margins, leave-one-collection-out, the top points by leximin."""
     prefer = defaults_of(current)
     ranked = choose(collections, grid, prefer)
-    chosen = within_noise(collections, ranked)
+    pool = admitted(collections, ranked)
+    chosen = within_noise(collections, ranked, pool)
+    lead = (ranked[0].passes, ranked[0].fusion)
     defaults = next(c for c in ranked if (c.passes, c.fusion) == prefer) if _in_grid(prefer, grid) else None
 
     def row(c: Choice) -> dict:
@@ -376,6 +385,10 @@ def report(collections: Sequence[CollectionScores], grid: Grid, current: QueryCo
                          "baselines": {k: round(v, 4) for k, v in c.baselines.items()}} for c in collections],
         "chosen": row(chosen),
         "leximin": row(ranked[0]),
+        # How wide the noise was: the points admitted, and per collection one paired standard error
+        # of the chosen point's margins against the leximin point's.
+        "admitted_points": len(pool),
+        "standard_errors": {c.name: round(c.paired_se((chosen.passes, chosen.fusion), lead), 4) for c in collections},
         "defaults": row(defaults) if defaults else None,
         "defaults_reproduced": (chosen.passes, chosen.fusion) == prefer,
         "leave_one_out": {name: {**row(c), "held_out_margin": round(c.margins[name], 4)}

@@ -307,7 +307,9 @@ def test_choose_is_leximin_then_the_current_defaults():
 def test_within_noise_trades_a_worst_margin_the_queries_cannot_resolve_for_the_mean():
     """guards against: the one-standard-error rule admitting a point whose worst collection lost more
     than the noise of its queries (a real loss traded for the mean), or ignoring the per-query spread."""
-    from fabric_assets.measurement.tuning import CollectionScores, FusionSettings, Grid, PassSettings, choose, within_noise
+    from fabric_assets.measurement.tuning import (
+        CollectionScores, FusionSettings, Grid, PassSettings, admitted, choose, within_noise,
+    )
 
     grid = Grid(feedback=("off", "idf"), query_term_frequency=(False,), stopwords=("none",),
                 section_guided=(True,), bigram_bm25=((0.5, 0.3),), dense_window_weight=(0.0,), dense_feedback=(0.0,),
@@ -329,6 +331,7 @@ def test_within_noise_trades_a_worst_margin_the_queries_cannot_resolve_for_the_m
     ranked = choose(noisy, grid)
     assert ranked[0].passes == off  # leximin: 0.20 beats 0.19
     assert within_noise(noisy, ranked).passes == idf  # 0.01 below, inside one paired SE (~0.2)
+    assert [c.passes for c in admitted(noisy, ranked)] == [off, idf]
     steady = collections([0.48, 0.48, 0.47, 0.47])  # the same kind of loss on every query: real
     assert within_noise(steady, choose(steady, grid)).passes == off
 
@@ -363,4 +366,5 @@ def test_tuning_on_one_collection_reports_and_leaves_it_out():
                             {(off, f): 0.5, (idf, f): 0.6}, {(off, f): (0.4, 0.6), (idf, f): (0.5, 0.7)})
     result = report([only], grid, QueryConfig())
     assert result["chosen"]["passes"]["feedback"] == "idf"
+    assert result["admitted_points"] == 1 and result["standard_errors"] == {"a": 0.0}  # the leximin point itself
     assert set(result["leave_one_out"]) == {"a"}
