@@ -30,6 +30,7 @@ says how well the choice carries to a collection it never saw.
 from __future__ import annotations
 
 import itertools
+import statistics
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -195,7 +196,7 @@ class CollectionScores:
         fused = self.per_query.get((p, f))
         rivals = {**self.baselines, **self.channels[p]}
         best = max(rivals, key=rivals.__getitem__)
-        rival = self.baselines_per_query.get(best) or self.channels_per_query.get(p, {}).get(best)
+        rival = (self.baselines_per_query if best in self.baselines else self.channels_per_query.get(p, {})).get(best)
         if fused is None or rival is None:
             return None
         return [u - v for u, v in zip(fused, rival)]
@@ -208,9 +209,7 @@ class CollectionScores:
         x, y = self.margins_per_query(*a), self.margins_per_query(*b)
         if not x or not y or len(x) < 2:
             return 0.0
-        d = [u - v for u, v in zip(x, y)]
-        mean = sum(d) / len(d)
-        return (sum((v - mean) ** 2 for v in d) / (len(d) - 1)) ** 0.5 / len(d) ** 0.5
+        return statistics.stdev(u - v for u, v in zip(x, y)) / len(x) ** 0.5
 
     def margin(self, p: PassSettings, f: FusionSettings) -> float:
         """Fused nDCG@10 minus the best baseline or channel alone (negative: something beat Fabric)."""
@@ -345,12 +344,14 @@ def admitted(collections: Sequence[CollectionScores], ranked: Sequence[Choice]) 
     return [c for c in ranked if admissible(c)]
 
 
-def within_noise(collections: Sequence[CollectionScores], ranked: Sequence[Choice],
-                 candidates: Sequence[Choice] | None = None) -> Choice:
-    """The point with the largest mean margin among :func:`admitted` (or ``candidates``, that list
-    already computed); ties keep ``ranked``'s order."""
-    pool = admitted(collections, ranked) if candidates is None else candidates
-    return max(pool, key=lambda c: round(c.mean, 9), default=ranked[0])
+def best_mean(points: Sequence[Choice]) -> Choice:
+    """The point with the largest mean margin; ties keep the order of ``points``."""
+    return max(points, key=lambda c: round(c.mean, 9))
+
+
+def within_noise(collections: Sequence[CollectionScores], ranked: Sequence[Choice]) -> Choice:
+    """The point with the largest mean margin among :func:`admitted` (which holds ``ranked[0]``)."""
+    return best_mean(admitted(collections, ranked))
 
 
 def leave_one_out(collections: Sequence[CollectionScores], grid: Grid,
@@ -372,7 +373,7 @@ def report(collections: Sequence[CollectionScores], grid: Grid, current: QueryCo
     prefer = defaults_of(current)
     ranked = choose(collections, grid, prefer)
     pool = admitted(collections, ranked)
-    chosen = within_noise(collections, ranked, pool)
+    chosen = best_mean(pool)
     lead = (ranked[0].passes, ranked[0].fusion)
     defaults = next(c for c in ranked if (c.passes, c.fusion) == prefer) if _in_grid(prefer, grid) else None
 

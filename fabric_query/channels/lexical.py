@@ -305,11 +305,12 @@ def word_matches(
     def stats_of(wid: str) -> TermStats:
         return _window_stats(tuple(text_of(m) for m in members_of[wid]))
 
-    def one_pass(expansion: list[tuple[str, float]], query_weights: dict[str, float]) -> ChannelResult:
-        # The candidates are chosen with the weights they are re-scored with (``query_weights`` for
-        # the query's words, ``expansion`` for feedback terms): a window that only a repeated query
-        # word lifts would otherwise miss tantivy's top depth + 32.
-        query = build_query(index.schema, INDEX_FIELD_WORD, window_query, eligible, expansion, query_weights)
+    def one_pass(expansion: list[tuple[str, float]]) -> ChannelResult:
+        # The candidates are chosen with the weights they are re-scored with (``weights`` for the
+        # query's words, ``expansion`` for feedback terms): a window that only a repeated query word
+        # lifts would otherwise miss tantivy's top depth + 32.
+        query = build_query(index.schema, INDEX_FIELD_WORD, window_query, eligible, expansion,
+                            {t: weights[t] for t in terms})
         if query is None:
             return []
         pairs = []
@@ -329,19 +330,19 @@ def word_matches(
         return rescore(index, [w for w, _ in pairs], weights, stats_of, params, postings)
 
     weights = dict(terms)
-    windows = one_pass([], terms)
+    windows = one_pass([])
     if feedback is not None and checked and windows:
         if feedback.method == "rm3":
             stop = _word_stopped() if stopwords else None
             weights = rm3_weights(windows, stats_of, terms, feedback,
                                   (lambda t: not stop.analyze(t)) if stop is not None else (lambda t: False))
             expansion = [(t, w) for t, w in weights.items() if t not in terms]
-            windows = one_pass(expansion, {t: weights.get(t, w) for t, w in terms.items()})
+            windows = one_pass(expansion)
         else:
             expansion = expansion_terms(index, [w for w, _ in windows], stats_of, set(query_tokens), feedback)
             if expansion:
                 weights |= {t: w for t, w in expansion if t not in terms}
-                windows = one_pass(expansion, terms)
+                windows = one_pass(expansion)
     if not checked:
         out = [(m, s) for w, s in windows for m in members_of[w]][:depth]
         return WordMatches(out, {m: w for w, _ in windows for m in members_of[w]})
