@@ -65,7 +65,10 @@ def serve(
                      read_token=read_token)
     console.print(f"fabric serve: home {path}, http://{host}:{port}/v1 (admin token: {path / ADMIN_TOKEN_FILE}"
                   + (f", read token: {path / READ_TOKEN_FILE}" if read_token else "") + ")")
-    run_server(app, host, port, path, fabric_version())
+    stopped_by = run_server(app, host, port, path, fabric_version())
+    if stopped_by is not None:
+        # 128 + the signal, the shell's convention (130 for Ctrl-C, as `fabric ingest`).
+        raise typer.Exit(128 + stopped_by)
 
 
 @server_app.command()

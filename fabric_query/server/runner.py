@@ -18,6 +18,11 @@ class _AnnouncingServer(uvicorn.Server):
         self.home_root = home_root
         self.version = version
         self.announced: str | None = None
+        self.stopped_by: int | None = None
+
+    def handle_exit(self, sig: int, frame) -> None:
+        self.stopped_by = sig
+        super().handle_exit(sig, frame)
 
     async def startup(self, sockets=None) -> None:
         await super().startup(sockets)
@@ -33,8 +38,16 @@ class _AnnouncingServer(uvicorn.Server):
             remove_server_file(self.home_root)
 
 
-def serve(app, host: str, port: int, home_root: Path, version: str, log_level: str = "warning") -> None:
-    """Serve ``app`` on ``host:port`` until SIGINT / SIGTERM (uvicorn's own handling)."""
+def serve(app, host: str, port: int, home_root: Path, version: str, log_level: str = "warning") -> int | None:
+    """Serve ``app`` on ``host:port`` until SIGINT / SIGTERM (uvicorn's own handling).
+
+    Returns the number of the signal that stopped the server, or None. Uvicorn re-raises that
+    signal after shutting down, which ends the process as the signal would have; but a process
+    started with SIGINT ignored (``fabric serve &`` from a script: POSIX shells start background
+    jobs so) survives the re-raise, and the caller must exit 128 + the number itself.
+    """
     config = uvicorn.Config(app, host=host, port=port, log_level=log_level, access_log=False,
                             lifespan="on", server_header=False, timeout_graceful_shutdown=10)
-    _AnnouncingServer(config, Path(home_root), version).run()
+    server = _AnnouncingServer(config, Path(home_root), version)
+    server.run()
+    return server.stopped_by

@@ -63,9 +63,12 @@ def _outputs(home, citation_file, env_extra=None):
     return out
 
 
-def _start_server(home):
+def _start_server(home, sigint=signal.SIG_DFL):
+    # The child's SIGINT disposition set explicitly: a pytest worker's own (some libraries leave it
+    # ignored) is inherited through exec and decided what Ctrl-C did to the server.
     proc = subprocess.Popen([*FABRIC, "serve", "--port", "0", "--home", str(home)], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env={**os.environ, "HF_HUB_OFFLINE": "1"})
+                            stderr=subprocess.PIPE, text=True, env={**os.environ, "HF_HUB_OFFLINE": "1"},
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, sigint))
     deadline = time.monotonic() + 180
     while (record := read_server_file(home)) is None:
         assert proc.poll() is None, proc.communicate()
@@ -119,6 +122,17 @@ def test_cli_through_a_running_server_prints_what_in_process_prints(home, tmp_pa
     assert token_file.read_text().strip() not in out + err  # the token is never printed
     assert not (home / SERVER_FILE).exists()  # removed when the server stops
     assert _outputs(home, citation_file)[0] == in_process[0]  # in-process again, same output
+
+
+def test_a_server_started_with_sigint_ignored_still_exits_130_on_ctrl_c(home):
+    """guards against: `fabric serve &` from a script (the shell starts it with SIGINT ignored)
+    exiting 0 after SIGINT, as if it had stopped on its own: uvicorn re-raises the signal it caught,
+    and an ignored signal raised again does nothing."""
+    proc, _ = _start_server(home, sigint=signal.SIG_IGN)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, (out, err)
+    assert not (home / SERVER_FILE).exists()
 
 
 def test_a_dead_servers_file_is_ignored(home, tmp_path):
