@@ -102,6 +102,8 @@ def render_pack(pack: Mapping[str, Any], *, colour_out: bool = False, colour_err
     out: list[str] = []
     if not pack["results"]:
         out.append(f"no results (release {pack['release_id']}, {pack['eligible_sources']} eligible sources)")
+        for key, why in (pack.get("unmatched_filters") or {}).items():
+            out.append(f"  {shown(why)}" if key == "*" else f"  {shown(key)}: {shown(why)}")
     for hit in pack["results"]:
         c = hit["citation"]
         # PDFs are cited to the page (``p. 7``, ``pp. 7–8``); other formats by their structural path.

@@ -10,9 +10,11 @@ per query, on first use (:attr:`QueryContext.windows`, :meth:`QueryContext.per_q
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -20,7 +22,7 @@ from functools import cached_property
 from typing import Any, TypeVar
 
 from fabric_query.errors import InvalidArgumentError, NoReleaseError, ReleaseUnreadableError
-from fabric_query.querylang import ParsedQuery, parse_query
+from fabric_query.querylang import Filters, ParsedQuery, parse_query
 from fabric_query.release import ProjectionUnavailable, ReleaseView, guarded_read, pinned_view
 from fabric_query.scope import Scope, apply_scope
 from fabric_query.types import StageTiming
@@ -229,6 +231,57 @@ def eligible_parses(view: ReleaseView, parsed: ParsedQuery) -> tuple[set[str] | 
         if f.admits(key, meta["media_type"], meta.get("mtime_ns"), meta.get("language")):
             by_parse.setdefault(meta["parse_id"], []).append(key)
     return set(by_parse), by_parse
+
+
+#: Values of a dimension an unmatched-filter note names at most (most common first).
+_NOTE_VALUES = 8
+
+
+def unmatched_filters(view: ReleaseView, filters: Filters) -> dict[str, str]:
+    """Why active ``filters`` admit no source of ``view``: per filter dimension that admits none by
+    itself (:meth:`~fabric_query.querylang.Filters.dimensions`), a sentence naming what the release
+    has instead (``type`` and ``lang``: its values with their source counts, most common first;
+    ``after`` / ``before``: the newest / oldest modification day); ``{"*": ...}`` when each admits
+    some source and only their conjunction admits none; ``{}`` when something is admitted.
+
+    Only sources visible in ``view`` are counted or named, so a note never reveals a withheld
+    document. Costs one pass over the release's sources per dimension; asked only for an empty
+    result (``EvidencePack.unmatched_filters``).
+    """
+    sources = view.sources
+    if not filters.active or any(filters.admits(k, m["media_type"], m.get("mtime_ns"), m.get("language"))
+                                 for k, m in sources.items()):
+        return {}
+    notes: dict[str, str] = {}
+    for key, part in filters.dimensions():
+        if any(part.admits(k, m["media_type"], m.get("mtime_ns"), m.get("language")) for k, m in sources.items()):
+            continue
+        notes[key] = _unmatched_note(key, part, sources)
+    return notes or {"*": "each filter admits some source of this release; none admits a source that all "
+                          "the others admit too"}
+
+
+def _unmatched_note(key: str, part: Filters, sources: Mapping[str, Mapping[str, Any]]) -> str:
+    def counted(values) -> str:
+        common = Counter(values).most_common()
+        shown = ", ".join(f"{v} ({n})" for v, n in common[:_NOTE_VALUES])
+        return shown + (f", and {len(common) - _NOTE_VALUES} more" if len(common) > _NOTE_VALUES else "")
+
+    if not sources:
+        return "this release has no visible source"
+    if key == "type":
+        return f"no source has this media type; the release has: {counted(m['media_type'] for m in sources.values())}"
+    if key == "lang":
+        return ("no source is in this language; the release has: "
+                + counted(m.get("language") or "unknown" for m in sources.values()))
+    times = [m["mtime_ns"] for m in sources.values() if m.get("mtime_ns") is not None]
+    day = lambda ns: dt.datetime.fromtimestamp(ns / 1e9, dt.timezone.utc).date().isoformat()  # noqa: E731
+    if key == "after":
+        return "no source was modified on or after that day" + (f"; the newest on {day(max(times))}" if times else "")
+    if key == "before":
+        return "no source was modified before that day" + (f"; the oldest on {day(min(times))}" if times else "")
+    return {"source": "no visible source has that key", "path": "no source key contains that text",
+            "prefix": "no source key starts with that prefix"}[key]
 
 
 def low_confidence_chunks(view: ReleaseView, eligible: set[str] | None, min_confidence: float | None

@@ -41,6 +41,7 @@ from fabric_query.context import (  # noqa: F401 - MAX_LIMIT, eligible_parses: s
     checked_limit,
     eligible_parses,
     open_query,
+    unmatched_filters,
 )
 from fabric_query.evidence import LEXICAL_CHANNELS
 from fabric_query.fusion import FusionMethod, fuse
@@ -160,6 +161,7 @@ def search(
         stage_candidates={k: tuple(v) for k, v in candidates.items()} if debug else {},
         below_floor_candidates=tuple(sorted(below)) if debug else (),
         no_lexical_match=not any(evidence.rankings.get(name) for name in LEXICAL_CHANNELS),
+        unmatched_filters=unmatched_filters(ctx.view, ctx.parsed.filters) if ctx.eligible_sources == 0 else {},
         dense_feedback=feedback.chunk_ids if feedback is not None else (),
     ), max_tokens)
 

@@ -84,6 +84,18 @@ class Filters:
             return False
         return True
 
+    def dimensions(self) -> tuple[tuple[str, Filters], ...]:
+        """Each active filter dimension alone, as ``(key, filters)``: keys ``source``, ``path``,
+        ``prefix``, ``type`` and ``lang`` (a query's filter and a scope's list of the same dimension
+        together), ``after``, ``before``; in that order. :func:`fabric_query.context.unmatched_filters`
+        asks which of them admits no source by itself."""
+        parts = (("source", Filters(sources=self.sources)), ("path", Filters(path=self.path)),
+                 ("prefix", Filters(path_prefixes=self.path_prefixes)),
+                 ("type", Filters(media_type=self.media_type, media_types=self.media_types)),
+                 ("lang", Filters(language=self.language, languages=self.languages)),
+                 ("after", Filters(after_ns=self.after_ns)), ("before", Filters(before_ns=self.before_ns)))
+        return tuple((key, part) for key, part in parts if part.active)
+
 
 def language_matches(language: str | None, wanted: str) -> bool:
     """``lang:`` semantics: BCP 47 primary subtags compared case-insensitively; unknown never matches."""

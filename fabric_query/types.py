@@ -159,6 +159,11 @@ class EvidencePack(_Frozen):
     #: No lexical channel matched anything: every result is a dense (or graph) neighbour, none holds
     #: a query token.
     no_lexical_match: bool = False
+    #: When the filters admit no source (``eligible_sources`` 0): per filter dimension that admits
+    #: none by itself (``source``, ``path``, ``prefix``, ``type``, ``lang``, ``after``, ``before``),
+    #: what the release has instead; ``{"*": ...}`` when only their conjunction admits none
+    #: (:func:`fabric_query.context.unmatched_filters`). Empty otherwise.
+    unmatched_filters: dict[str, str] = {}
     #: The chunks whose context windows moved the MiniLM dense channel's query vector
     #: (``query.dense_feedback_weight``; :mod:`fabric_query.channels.dense_feedback`), best first;
     #: empty when no feedback ran. The ``dense`` ranking and its scores are then the second pass's.

@@ -82,6 +82,14 @@ def test_reasons_and_skipped_channels_go_to_stderr():
     assert render_pack(_pack(_hit([("x", False)], locations=[{"pages": [3, 4]}])))[0].startswith("1. a.txt pp. 3–4\n")
 
 
+def test_filters_that_admit_nothing_are_named_under_no_results():
+    notes = {"type": "no source has this media type; the release has: text/plain (2)", "*": "none together\x1b[2J"}
+    out, err = render_pack(_pack(eligible_sources=0, unmatched_filters=notes))
+    assert out.splitlines() == ["no results (release 4, 0 eligible sources)",
+                                "  type: no source has this media type; the release has: text/plain (2)",
+                                "  none together\\x1b[2J"] and err == ""
+
+
 def test_a_pack_with_no_lexical_match_and_hits_below_the_floor_says_so_in_text():
     """guards against: a punctuation-only query's dense neighbours printed as if they matched,
     while only the JSON said `no_lexical_match` and `below_dense_floor` (fresh-user trial)."""

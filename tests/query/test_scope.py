@@ -90,6 +90,36 @@ def test_prefix_is_a_prefix_not_a_substring(fabric):
     assert fabric.search("lamp prefix:deep/").eligible_sources == 0
 
 
+@pytest.mark.parametrize("query, scope, expected", [
+    ("lamp type:exe", None, {"type": "no source has this media type; the release has: text/plain (4), text/markdown (1)"}),
+    ("lamp", {"media_types": ["exe", "pdf"]}, {"type": "no source has this media type; the release has: "
+                                                       "text/plain (4), text/markdown (1)"}),
+    ("lamp lang:xx", None, {"lang": "no source is in this language; the release has: en (4), ja (1)"}),
+    (f"lamp after:{_day(20000)}", None, {"after": f"no source was modified on or after that day; the newest on {_day(19400)}"}),
+    (f"lamp before:{_day(18000)}", None, {"before": f"no source was modified before that day; the oldest on {_day(19000)}"}),
+    ("lamp path:nowhere type:exe", None, {"path": "no source key contains that text",
+                                          "type": "no source has this media type; the release has: text/plain (4), "
+                                                  "text/markdown (1)"}),
+    ("lamp prefix:notes/", None, {"prefix": "no source key starts with that prefix"}),
+    ("lamp source:fs:corpus/none.txt", None, {"source": "no visible source has that key"}),
+    # Each admits some source, together none: the note says so instead of blaming one.
+    ("lamp lang:ja type:markdown", None, {"*": "each filter admits some source of this release; none admits a "
+                                               "source that all the others admit too"}),
+])
+def test_a_filter_that_admits_nothing_says_what_the_release_has(fabric, query, scope, expected):
+    """guards against: `type:exe` or `lang:xx` answering "0 eligible sources" with no word on which
+    filter emptied the result or what values exist (a typo in a value looked like an empty corpus)."""
+    pack = fabric.search(query, scope=scope)
+    assert pack.results == () and pack.eligible_sources == 0
+    assert pack.unmatched_filters == expected
+
+
+def test_a_filter_that_admits_something_has_no_note(fabric):
+    for query in ("lamp type:markdown", "lamp lang:ja", "nonexistentword type:text"):
+        pack = fabric.search(query)
+        assert pack.eligible_sources > 0 and pack.unmatched_filters == {}, query
+
+
 @pytest.mark.parametrize("query, scope", [
     ("lamp type:text", {"media_types": ["text"]}),
     ("lamp source:fs:corpus/notes/a.txt", {"source_keys": ["fs:corpus/notes/a.txt"]}),

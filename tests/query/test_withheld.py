@@ -114,3 +114,17 @@ def test_status_follows_a_pattern_added_while_open_and_the_agent_view_drops_skip
                              FabricHome(home.root).config.sources.is_withheld)
     assert agent["skipped"] == [["fs:corpus/big.log", "too-large"]] and "private" not in json.dumps(agent)
     assert [k for k, _ in fabric.status().skipped] == ["fs:corpus/big.log", "fs:corpus/private/huge.log"]
+
+
+def test_a_filter_note_never_names_a_withheld_source(tmp_path):
+    """guards against: the note on a filter that admits nothing (``unmatched_filters``) counting or
+    naming the media types, languages or days of withheld documents."""
+    hidden = {"private/plan.md": "# Plan\n\nThe lighthouse lamp plan.\n", "private/memo.txt": WITHHELD["ja"]["private/memo.txt"]}
+    with_hidden, _ = _home(tmp_path, "a", {**VISIBLE["en"], **hidden}, withheld=["corpus/private/*"])
+    without, _ = _home(tmp_path, "b", VISIBLE["en"])
+    fa, fb = Fabric(with_hidden.root), Fabric(without.root)
+    for q in ("lamp type:markdown", "lamp lang:ja", "lamp type:exe", "lamp source:fs:corpus/private/plan.md"):
+        pa, pb = fa.search(q), fb.search(q)
+        assert pa.eligible_sources == 0 and pa.unmatched_filters, q
+        assert pa.unmatched_filters == pb.unmatched_filters, q
+        assert "markdown" not in json.dumps(pa.unmatched_filters) and "ja" not in json.dumps(pa.unmatched_filters)
