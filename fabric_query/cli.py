@@ -100,6 +100,9 @@ def search(
         help='Free text, "phrases", -excluded, path:/type:/lang:/after:/before:/source:/confidence:')],
     limit: Annotated[int, typer.Option("--limit", "-n", min=LIMIT_MIN, max=LIMIT_MAX)] = 10,
     as_json: Annotated[bool, typer.Option("--json", help="Print the whole EvidencePack as JSON.")] = False,
+    debug: Annotated[bool, typer.Option(
+        "--debug", help="Fill the pack's channel_rankings, stage_candidates and below_floor_candidates "
+        "(what each stage ranked; see them with --json).")] = False,
     home: HomeOption = None,
 ) -> None:
     """Search the current release and print the evidence (through a running `fabric serve` of
@@ -107,7 +110,7 @@ def search(
     from fabric_query.types import EvidencePack
 
     path = set_home(home)
-    answer = _remote(path, "POST", "/v1/search", {"query": query, "limit": limit})
+    answer = _remote(path, "POST", "/v1/search", {"query": query, "limit": limit, **({"debug": True} if debug else {})})
     if answer is not None:
         pack = EvidencePack.model_validate(answer)
     else:
@@ -115,7 +118,7 @@ def search(
         from fabric_resources.models.minilm_onnx import QueryModelError
 
         try:
-            pack = Fabric().search(query, limit=limit)
+            pack = Fabric().search(query, limit=limit, debug=debug)
         except (FabricQueryError, QueryModelError) as exc:
             fail(f"{type(exc).__name__}: {str(exc)}")
     # One renderer for this path and the fast path (fabric_query/cli_fast.py): the same output.

@@ -53,6 +53,17 @@ def test_the_in_process_pack_and_the_servers_json_print_the_same(tmp_path, fabri
             assert pack.results[0].citation.source_key in in_process[0]
     out, _ = render_pack(fabric.search("lamp").model_dump(mode="json"))
     assert "[bold]lamp[/bold]" in out  # printed as written: brackets are not markup
+    # --debug fills what each stage ranked (the same pack the API's debug=True gives), and only then.
+    from fabric_assets.cli import app
+
+    runner, home = CliRunner(), ["--home", str(fabric_home.root)]
+    env = {"FABRIC_USE_SERVER": "0", "HF_HUB_OFFLINE": "1"}
+    plain = json.loads(runner.invoke(app, ["search", "lighthouse", "--json", *home], env=env).stdout)
+    debug = json.loads(runner.invoke(app, ["search", "lighthouse", "--json", "--debug", *home], env=env).stdout)
+    expected = fabric.search("lighthouse", debug=True)
+    assert plain["channel_rankings"] == {} and plain["stage_candidates"] == {}
+    assert debug["channel_rankings"] == {k: list(v) for k, v in expected.channel_rankings.items()}
+    assert debug["channel_rankings"]["word"] and debug["stage_candidates"]["fused"]
 
 
 def test_document_text_cannot_drive_the_terminal():
@@ -151,7 +162,7 @@ def test_the_fast_path_takes_the_plain_search(argv, limit, query):
     ["search"], ["search", "a", "b"], ["search", "x", "--help"], ["search", "--lim", "5", "x"],
     ["search", "-excluded"], ["search", "-harbour tea"], ["search", "caf\udce9"],
     ["search", "x", "-n", str(LIMIT_MAX + 1)], ["search", "x", "-n", "0"],
-    ["search", "x", "-n", "five"], ["search", "x", "--verbose"], ["status"], ["--version"], [],
+    ["search", "x", "-n", "five"], ["search", "x", "--verbose"], ["search", "x", "--debug", "--json"], ["status"], ["--version"], [],
 ])
 def test_anything_else_goes_to_the_full_cli(argv):
     assert parse_search(argv) is None
