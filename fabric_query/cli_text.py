@@ -72,7 +72,8 @@ def render_pack(pack: Mapping[str, Any], *, colour_out: bool = False, colour_err
 
     stderr: why the release answered from its visible sources only, or why the word index was
     unusable, then one line per skipped channel, then a line when no lexical channel matched
-    anything (``no_lexical_match``). stdout: "no results (…)", or per hit a line with
+    anything (``no_lexical_match``). stdout: "no results (…)" followed by one indented line per
+    ``unmatched_filters`` entry, or per hit a line with
     its rank, source key, location label and section path, a line with its channels, parse and
     unit count (and "dense only, below the similarity floor" for ``below_dense_floor``), and its text with the matched words highlighted (the first
     :data:`HIT_TEXT_CHARS` characters, then ``…``).

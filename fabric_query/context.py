@@ -240,9 +240,11 @@ _NOTE_VALUES = 8
 def unmatched_filters(view: ReleaseView, filters: Filters) -> dict[str, str]:
     """Why active ``filters`` admit no source of ``view``: per filter dimension that admits none by
     itself (:meth:`~fabric_query.querylang.Filters.dimensions`), a sentence naming what the release
-    has instead (``type`` and ``lang``: its values with their source counts, most common first;
-    ``after`` / ``before``: the newest / oldest modification day); ``{"*": ...}`` when each admits
-    some source and only their conjunction admits none; ``{}`` when something is admitted.
+    has instead (``type`` and ``lang``: its values with their source counts, most common first, a
+    source with no identified language as "none identified", which no ``lang:`` admits; ``after`` /
+    ``before``: the newest / oldest modification day, UTC); ``{"*": ...}`` when each admits some
+    source and only their conjunction admits none, or when the release has no visible source at
+    all; ``{}`` when something is admitted.
 
     Only sources visible in ``view`` are counted or named, so a note never reveals a withheld
     document. Costs one pass over the release's sources per dimension; asked only for an empty
@@ -252,6 +254,8 @@ def unmatched_filters(view: ReleaseView, filters: Filters) -> dict[str, str]:
     if not filters.active or any(filters.admits(k, m["media_type"], m.get("mtime_ns"), m.get("language"))
                                  for k, m in sources.items()):
         return {}
+    if not sources:
+        return {"*": "this release has no visible source"}
     notes: dict[str, str] = {}
     for key, part in filters.dimensions():
         if any(part.admits(k, m["media_type"], m.get("mtime_ns"), m.get("language")) for k, m in sources.items()):
@@ -267,15 +271,14 @@ def _unmatched_note(key: str, part: Filters, sources: Mapping[str, Mapping[str, 
         shown = ", ".join(f"{v} ({n})" for v, n in common[:_NOTE_VALUES])
         return shown + (f", and {len(common) - _NOTE_VALUES} more" if len(common) > _NOTE_VALUES else "")
 
-    if not sources:
-        return "this release has no visible source"
     if key == "type":
         return f"no source has this media type; the release has: {counted(m['media_type'] for m in sources.values())}"
     if key == "lang":
         return ("no source is in this language; the release has: "
-                + counted(m.get("language") or "unknown" for m in sources.values()))
+                + counted(m.get("language") or "none identified" for m in sources.values()))
     times = [m["mtime_ns"] for m in sources.values() if m.get("mtime_ns") is not None]
-    day = lambda ns: dt.datetime.fromtimestamp(ns / 1e9, dt.timezone.utc).date().isoformat()  # noqa: E731
+    # Whole seconds: ns / 1e9 rounds 23:59:59.9999999 up into the next day, which the filter excludes.
+    day = lambda ns: dt.datetime.fromtimestamp(ns // 1_000_000_000, dt.timezone.utc).date().isoformat()  # noqa: E731
     if key == "after":
         return "no source was modified on or after that day" + (f"; the newest on {day(max(times))}" if times else "")
     if key == "before":

@@ -114,6 +114,26 @@ def test_a_filter_that_admits_nothing_says_what_the_release_has(fabric, query, s
     assert pack.unmatched_filters == expected
 
 
+def test_filter_notes_on_edge_cases_of_the_release():
+    """guards against: a modification time just before midnight rounded into the next day (a note
+    contradicting the filter), a language-less source offered as a value `lang:` could select, a
+    release with no visible source blamed on each filter."""
+    from types import SimpleNamespace
+
+    from fabric_query.context import unmatched_filters
+
+    last_ns = 1_735_689_600 * 10**9 - 100  # 2024-12-31T23:59:59.9999999Z
+    view = SimpleNamespace(sources={"fs:a": {"media_type": "text/plain", "mtime_ns": last_ns, "language": None}})
+    assert unmatched_filters(view, parse_query("x after:2025-01-01").filters) == {
+        "after": "no source was modified on or after that day; the newest on 2024-12-31"}
+    assert unmatched_filters(view, parse_query("x lang:en").filters) == {
+        "lang": "no source is in this language; the release has: none identified (1)"}
+    empty = SimpleNamespace(sources={})
+    assert unmatched_filters(empty, parse_query("x type:exe lang:en after:2020-01-01").filters) == {
+        "*": "this release has no visible source"}
+    assert unmatched_filters(empty, parse_query("x").filters) == {}  # no filter: nothing to explain
+
+
 def test_a_filter_that_admits_something_has_no_note(fabric):
     for query in ("lamp type:markdown", "lamp lang:ja", "nonexistentword type:text"):
         pack = fabric.search(query)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 from answers import first_difference
@@ -118,13 +119,33 @@ def test_status_follows_a_pattern_added_while_open_and_the_agent_view_drops_skip
 
 def test_a_filter_note_never_names_a_withheld_source(tmp_path):
     """guards against: the note on a filter that admits nothing (``unmatched_filters``) counting or
-    naming the media types, languages or days of withheld documents."""
-    hidden = {"private/plan.md": "# Plan\n\nThe lighthouse lamp plan.\n", "private/memo.txt": WITHHELD["ja"]["private/memo.txt"]}
-    with_hidden, _ = _home(tmp_path, "a", {**VISIBLE["en"], **hidden}, withheld=["corpus/private/*"])
-    without, _ = _home(tmp_path, "b", VISIBLE["en"])
-    fa, fb = Fabric(with_hidden.root), Fabric(without.root)
-    for q in ("lamp type:markdown", "lamp lang:ja", "lamp type:exe", "lamp source:fs:corpus/private/plan.md"):
+    naming the media types, languages or days of documents withheld after their release was
+    published (the release still names them; only visibility hides them)."""
+    day = 86_400
+    hidden = {"private/plan.md": ("# Plan\n\nThe lighthouse lamp plan.\n", 19500),
+              "private/memo.txt": (WITHHELD["ja"]["private/memo.txt"], 18500)}
+
+    def build(name, files):
+        folder = tmp_path / name / "corpus"
+        for rel, (text, d) in files.items():
+            (folder / rel).parent.mkdir(parents=True, exist_ok=True)
+            (folder / rel).write_text(text, encoding="utf-8")
+            os.utime(folder / rel, (d * day, d * day))
+        home = FabricHome(tmp_path / name / "home")
+        ingest(folder, home)
+        return Fabric(home.root), home
+
+    visible = {k: (v, 19000) for k, v in VISIBLE["en"].items()}
+    fa, home = build("a", {**visible, **hidden})
+    assert fa.search("lamp type:markdown").eligible_sources == 1  # the release holds it
+    home.layout.config_file.write_text(json.dumps({"sources": {"withheld": ["corpus/private/*"]}}))
+    fa = Fabric(home.root)  # no new ingest: the published release still names the withheld files
+    fb, _ = build("b", visible)
+    queries = ("lamp type:markdown", "lamp lang:ja", "lamp type:exe", "lamp source:fs:corpus/private/plan.md",
+               "lamp after:2023-01-01", "lamp before:2021-01-01")  # days 19358, 18628: between the hidden ones
+    for q in queries:
         pa, pb = fa.search(q), fb.search(q)
         assert pa.eligible_sources == 0 and pa.unmatched_filters, q
         assert pa.unmatched_filters == pb.unmatched_filters, q
-        assert "markdown" not in json.dumps(pa.unmatched_filters) and "ja" not in json.dumps(pa.unmatched_filters)
+        note = json.dumps(pa.unmatched_filters)
+        assert "markdown" not in note and "ja (" not in note and "2023-05" not in note and "2020-08" not in note, q
