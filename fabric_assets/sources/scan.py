@@ -63,6 +63,21 @@ _KNOWN: OrderedDict[str, _KnownSources] = OrderedDict()
 MAX_KNOWN_CATALOGS = 8
 
 
+
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
+
+
+def storable_mtime(mtime_ns: int) -> int:
+    """``mtime_ns`` clamped to a signed 64-bit integer, what the catalog's SQLite and PostgreSQL
+    columns hold: a file dated after 2262-04-11 or before 1677-09-21 (``touch -d @300000000000``)
+    is recorded at that bound instead of failing the scan with an ``OverflowError``.
+
+    >>> storable_mtime(300_000_000_000 * 10**9) == 2**63 - 1
+    True
+    """
+    return min(max(mtime_ns, _INT64_MIN), _INT64_MAX)
+
+
 def _known_sources(catalog: Catalog, purge_mark: list[int]) -> tuple[dict[str, SourceRow], int]:
     """Every source row by key (as :meth:`Catalog.sources` reads them) and the change number they
     are true at: the memo of the last scan plus the rows written since, when the memo still holds
@@ -273,7 +288,8 @@ def scan(home: FabricHome) -> ScanReport:
             withheld = cfg.sources.is_withheld(key)
             if withheld:
                 report.withheld.append(key)
-            unchanged = prev and prev.state == "present" and prev.mtime_ns == st.st_mtime_ns and prev.size == st.st_size
+            unchanged = (prev and prev.state == "present" and prev.mtime_ns == storable_mtime(st.st_mtime_ns)
+                         and prev.size == st.st_size)
             if unchanged and not parsers_unchanged and _repoint_if_parser_changed(
                     catalog, cfg, prev, withheld, parser_identities, now):
                 report.reparsed.append(key)
@@ -301,7 +317,7 @@ def scan(home: FabricHome) -> ScanReport:
                 report.skipped.append((key, f"unreadable: {type(exc).__name__}: {exc.strerror or exc}"))
                 lose_access(prev)
                 continue
-            digest, size, mtime_ns = stored.digest, stored.size, stored.mtime_ns
+            digest, size, mtime_ns = stored.digest, stored.size, storable_mtime(stored.mtime_ns)
             if prev and prev.state == "present" and prev.source_hash == digest and prev.media_type == media_type:
                 with catalog.transaction(immediate=True) as con:
                     # The parse ID under the parser as it is now (e.g. no longer withheld: parse it

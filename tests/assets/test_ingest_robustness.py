@@ -293,3 +293,24 @@ def test_a_fault_of_fabric_fails_the_run_loudly_and_is_retried_not_blamed_on_the
     again = ingest(src, fabric_home)
     assert parse_id in again.scan.parse_ids_to_run and again.failed_runs == [] and again.complete
     assert Fabric(fabric_home.root).search("lighthouse keeper").results[0].citation.source_key == "fs:src/keeper.txt"
+
+
+def test_a_file_dated_past_2262_is_ingested_and_then_unchanged(tmp_path, fabric_home):
+    """guards against: a modification time beyond a 64-bit count of nanoseconds (a file dated after
+    2262-04-11; ext4 keeps dates to 2446) crashing the whole scan with an OverflowError in the
+    catalog, and, once clamped, the prescreen re-hashing it on every scan."""
+    src = tmp_path / "far"
+    src.mkdir()
+    (src / "future.txt").write_text("A note from the far future about the harbour lamp.\n")
+    (src / "today.txt").write_text("A note from today about the tide.\n")
+    far = 15_000_000_000  # seconds: the year 2445
+    os.utime(src / "future.txt", (far, far))
+    if os.stat(src / "future.txt").st_mtime_ns < 2**63:
+        pytest.skip("this filesystem cannot hold a date past 2262")
+    first = ingest(src, fabric_home)
+    assert sorted(first.scan.new) == ["fs:far/future.txt", "fs:far/today.txt"]
+    assert fabric_home.catalog.source("fs:far/future.txt").mtime_ns == 2**63 - 1
+    top = Fabric(fabric_home.root).search("harbour lamp after:2262-01-01").results
+    assert [h.citation.source_key for h in top] == ["fs:far/future.txt"]
+    second = ingest(src, fabric_home)
+    assert (second.scan.new, second.scan.changed, second.scan.touched) == ([], [], [])
