@@ -35,6 +35,7 @@ from fabric_resources.lexical_index import (
     OpenIndex,
     deleted_documents,
     index_documents,
+    remove_tree,
 )
 from fabric_resources.schema import (
     INDEX_FIELD_CHUNK_ID,
@@ -224,44 +225,56 @@ def lexical_health(home: FabricHome, release: Release | None = None, sample: int
         raise ValueError("no release to check")
     chunks = canonical_chunks(home, release)
     gen = release.manifest.get("lexical_generation")
-    with tempfile.TemporaryDirectory(prefix="fabric-health-") as tmp:
-        expected = reconstruct(chunks, Path(tmp), canonical_windows(home, release))
-        expected_ids = sorted(_documents(expected))
-        try:
-            actual = home.lexical.open(gen) if gen else None
-            if actual is None:
-                raise IndexUnusable("index-missing", "release names no generation")
-        except IndexUnusable as exc:
-            return HealthReport(
-                release_id=release.release_id, generation=gen, canonical_digest=canonical_digest(chunks),
-                expected_documents=len(expected_ids), actual_documents=0,
-                expected_document_digest=_digest(expected_ids), actual_document_digest="",
-                missing_documents=tuple(expected_ids[:sample]), unexpected_documents=(), problem=exc.reason,
+    # Removed only once the scratch index is closed (the helper's frame is gone): an open tantivy
+    # index's reader threads touch its directory, and a removal racing them failed under load
+    # ("Directory not empty"); remove_tree retries as well.
+    tmp = Path(tempfile.mkdtemp(prefix="fabric-health-"))
+    try:
+        return _compare(home, release, chunks, gen, tmp, sample)
+    finally:
+        remove_tree(tmp)
+
+
+def _compare(home: FabricHome, release: Release, chunks: pa.Table, gen: str | None, tmp: Path,
+             sample: int) -> HealthReport:
+    """:func:`lexical_health`'s comparison, its reconstruction written under ``tmp``."""
+    expected = reconstruct(chunks, Path(tmp), canonical_windows(home, release))
+    expected_ids = sorted(_documents(expected))
+    try:
+        actual = home.lexical.open(gen) if gen else None
+        if actual is None:
+            raise IndexUnusable("index-missing", "release names no generation")
+    except IndexUnusable as exc:
+        return HealthReport(
+            release_id=release.release_id, generation=gen, canonical_digest=canonical_digest(chunks),
+            expected_documents=len(expected_ids), actual_documents=0,
+            expected_document_digest=_digest(expected_ids), actual_document_digest="",
+            missing_documents=tuple(expected_ids[:sample]), unexpected_documents=(), problem=exc.reason,
+        )
+    actual_ids = sorted(_documents(actual))
+    deleted = deleted_documents(actual.searcher)
+    segments = actual.searcher.num_segments
+    try:
+        record_problems = tuple(home.lexical.segment_record_problems(gen))
+    except (OSError, ValueError, RuntimeError) as exc:  # meta.json unreadable or of another shape
+        record_problems = (f"{type(exc).__name__}: {exc}",)
+    word_tokens = [ix.word_tokens_total for ix in (expected, actual)]
+    fields = []
+    for f in FIELDS:
+        want, got = _vocabulary(expected, f), _vocabulary(actual, f)
+        differing = sorted(t for t in set(want) | set(got) if want.get(t) != got.get(t))
+        # The same term on both sides: its explanation carries the field's N and avgdl.
+        probe = min(want, key=lambda t: (-want[t], t)) if want else min(got, default=None)
+        fields.append(
+            FieldComparison(
+                field=f,
+                expected_digest=_digest(f"{t}\t{n}" for t, n in sorted(want.items())),
+                actual_digest=_digest(f"{t}\t{n}" for t, n in sorted(got.items())),
+                expected_terms=len(want), actual_terms=len(got), differing_terms=tuple(differing[:sample]),
+                expected_bm25=bm25_statistics(expected, f, probe),
+                actual_bm25=bm25_statistics(actual, f, probe),
             )
-        actual_ids = sorted(_documents(actual))
-        deleted = deleted_documents(actual.searcher)
-        segments = actual.searcher.num_segments
-        try:
-            record_problems = tuple(home.lexical.segment_record_problems(gen))
-        except (OSError, ValueError, RuntimeError) as exc:  # meta.json unreadable or of another shape
-            record_problems = (f"{type(exc).__name__}: {exc}",)
-        word_tokens = [ix.word_tokens_total for ix in (expected, actual)]
-        fields = []
-        for f in FIELDS:
-            want, got = _vocabulary(expected, f), _vocabulary(actual, f)
-            differing = sorted(t for t in set(want) | set(got) if want.get(t) != got.get(t))
-            # The same term on both sides: its explanation carries the field's N and avgdl.
-            probe = min(want, key=lambda t: (-want[t], t)) if want else min(got, default=None)
-            fields.append(
-                FieldComparison(
-                    field=f,
-                    expected_digest=_digest(f"{t}\t{n}" for t, n in sorted(want.items())),
-                    actual_digest=_digest(f"{t}\t{n}" for t, n in sorted(got.items())),
-                    expected_terms=len(want), actual_terms=len(got), differing_terms=tuple(differing[:sample]),
-                    expected_bm25=bm25_statistics(expected, f, probe),
-                    actual_bm25=bm25_statistics(actual, f, probe),
-                )
-            )
+        )
     exp, act = set(expected_ids), set(actual_ids)
     return HealthReport(
         release_id=release.release_id, generation=gen, canonical_digest=canonical_digest(chunks),

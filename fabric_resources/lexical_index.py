@@ -383,8 +383,8 @@ class LexicalIndex:
             )
             os.replace(tmp, target)
         finally:
-            _remove_tree(build)
-            _remove_tree(tmp)
+            remove_tree(build)
+            remove_tree(tmp)
         self.last_write = plan.summary(pending.num_rows)
         return name
 
@@ -472,7 +472,7 @@ class LexicalIndex:
         return plan_segments(directory, index.searcher(), index_schema(), bounded, removed, n_added,
                              self.max_segment_documents)
 
-def _remove_tree(path: Path, attempts: int = 5) -> None:
+def remove_tree(path: Path, attempts: int = 5) -> None:
     """Remove ``path`` and all below it, again while something writes into it as it goes (a
     failed generation's scratch: seen left behind once under load, a file created mid-removal)."""
     for attempt in range(attempts):
