@@ -630,12 +630,20 @@ class FabricConfig(_Strict):
         Raises
         ------
         ConfigError
-            On invalid JSON, unknown keys or out-of-range values; the message names the file.
+            On invalid JSON, unknown keys or out-of-range values, a file that is not UTF-8 text or
+            cannot be read (a folder, no permission); the message names the file.
         """
         if not path.exists():
             return cls()
         try:
-            return cls.model_validate_json(path.read_text(encoding="utf-8"))
+            # utf-8-sig: a byte-order mark (Windows editors write one) is not part of the JSON.
+            text = path.read_text(encoding="utf-8-sig")
+        except UnicodeDecodeError as exc:
+            raise ConfigError(f"invalid configuration {path}: not UTF-8 text (byte {exc.start})") from None
+        except OSError as exc:
+            raise ConfigError(f"unreadable configuration {path}: {type(exc).__name__}: {exc.strerror or exc}") from None
+        try:
+            return cls.model_validate_json(text)
         except ValidationError as exc:
             problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or '(file)'}: {e['msg']}" for e in exc.errors())
             raise ConfigError(f"invalid configuration {path}: {problems}") from None

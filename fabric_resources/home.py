@@ -24,19 +24,34 @@ from fabric_resources.home_location import DEFAULT_HOME, home_path  # noqa: F401
 from fabric_resources.tables import TableStore, is_remote, load_storage_options_file
 
 
+class HomeUnusableError(Exception):
+    """The home's path cannot hold a home: it is a file, lies under one, or cannot be created."""
+
+
 class FabricHome:
-    """Opens the stores of one home lazily. Creating it makes the directories."""
+    """Opens the stores of one home lazily. Creating it makes the directories.
+
+    Raises
+    ------
+    HomeUnusableError
+        (unless ``read_only``) the home's directories cannot be made: the path is a file or lies
+        under one, or the OS refuses (permission, read-only file system).
+    """
 
     def __init__(self, root: str | os.PathLike | None = None, *, read_only: bool = False) -> None:
         self.layout = HomeLayout(home_path(root))
         self.read_only = read_only
         if not read_only:
-            if not self.layout.root.exists():
-                # Owner only: the home holds copies of private documents, their text and the
-                # server's admin token. A folder the user made beforehand keeps its own mode.
-                self.layout.root.parent.mkdir(parents=True, exist_ok=True)
-                self.layout.root.mkdir(mode=0o700, exist_ok=True)
-            self.layout.dagster_home.mkdir(parents=True, exist_ok=True)
+            try:
+                if not self.layout.root.exists():
+                    # Owner only: the home holds copies of private documents, their text and the
+                    # server's admin token. A folder the user made beforehand keeps its own mode.
+                    self.layout.root.parent.mkdir(parents=True, exist_ok=True)
+                    self.layout.root.mkdir(mode=0o700, exist_ok=True)
+                self.layout.dagster_home.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise HomeUnusableError(f"cannot use {self.layout.root} as a Fabric home: "
+                                        f"{type(exc).__name__}: {exc.strerror or exc}") from None
             try:
                 storage = self.config.storage
             except ConfigError:

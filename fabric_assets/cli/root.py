@@ -54,9 +54,9 @@ def _root(
 
 
 def run() -> None:
-    """Run the full ``fabric`` CLI; an invalid home configuration, or a catalog of a schema version
-    this Fabric cannot open (newer; older, read-only; a failed migration), is one line on stderr
-    and exit code 2."""
+    """Run the full ``fabric`` CLI; an invalid or unreadable home configuration, a home path that
+    cannot hold a home (a file, or under one), or a catalog of a schema version this Fabric cannot
+    open (newer; older, read-only; a failed migration), is one line on stderr and exit code 2."""
     try:
         app()
     except Exception as exc:
@@ -65,8 +65,9 @@ def run() -> None:
         # pydantic model building.
         config = sys.modules.get("fabric_resources.config")
         records = sys.modules.get("fabric_resources.catalog.records")
+        home = sys.modules.get("fabric_resources.home")
         known = tuple(t for t in (config and config.ConfigError, records and records.CatalogVersionError,
-                                  records and records.CatalogMigrationError) if t)
+                                  records and records.CatalogMigrationError, home and home.HomeUnusableError) if t)
         if not known or not isinstance(exc, known):
             raise
         err.print(f"error: {exc}", markup=False)

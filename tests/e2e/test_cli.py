@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
@@ -68,6 +69,42 @@ def test_invalid_config_is_a_clean_error_naming_the_file(tmp_path):
     assert out.returncode == 2
     assert "invalid configuration" in out.stderr and str(home / "config.json") in out.stderr
     assert "bogus" in out.stderr and "Traceback" not in out.stderr
+
+
+@pytest.mark.parametrize("setup, expected", [
+    (lambda c: c.write_bytes(b"\xff\xfe{}"), "not UTF-8 text (byte 0)"),
+    (lambda c: c.mkdir(), "unreadable configuration"),
+    (lambda c: c.write_bytes(b'\xef\xbb\xbf{"bogus": 1}'), "bogus"),  # a BOM is not the problem; the key is
+])
+def test_a_config_file_that_is_not_utf8_json_text_is_one_line(tmp_path, setup, expected):
+    """guards against: a UnicodeDecodeError / IsADirectoryError traceback from every command, and a
+    byte-order mark reported as invalid JSON at column 1."""
+    import subprocess
+    import sys
+
+    home = tmp_path / "home"
+    home.mkdir()
+    setup(home / "config.json")
+    for argv in (["search", "x"], ["ingest", str(tmp_path)]):
+        out = subprocess.run([sys.executable, "-c", "from fabric_assets.cli import main; main()", *argv,
+                              "--home", str(home)], capture_output=True, text=True, env={**os.environ, "HF_HUB_OFFLINE": "1"})
+        assert out.returncode == 2 and expected in out.stderr and "Traceback" not in out.stderr, (argv, out.stderr)
+
+
+@pytest.mark.parametrize("under", [False, True])
+def test_a_home_path_that_is_a_file_is_one_line(tmp_path, under):
+    """guards against: a NotADirectoryError / FileExistsError traceback from `fabric ingest` when
+    --home names a file or a path below one."""
+    (tmp_path / "notes").mkdir()
+    (tmp_path / "notes" / "a.txt").write_text("x\n")
+    (tmp_path / "file").write_text("x")
+    home = tmp_path / "file" / "sub" if under else tmp_path / "file"
+    out = subprocess.run([sys.executable, "-c", "from fabric_assets.cli import main; main()", "ingest",
+                          str(tmp_path / "notes"), "--home", str(home)], capture_output=True, text=True,
+                         env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    assert out.returncode == 2 and f"cannot use {home} as a Fabric home" in out.stderr, out.stderr
+    assert "Traceback" not in out.stderr
+    assert (tmp_path / "file").read_text() == "x"
 
 
 def test_a_catalog_from_a_newer_fabric_is_one_line_saying_upgrade(tmp_path):
