@@ -63,9 +63,11 @@ def serve(
     admin = PipelineAdmin(fabric.home, config.admin_workers)
     app = create_app(fabric, config, bind_host=host, port=port, admin=admin, admin_token=admin_token,
                      read_token=read_token)
-    console.print(f"fabric serve: home {path}, http://{host}:{port}/v1 (admin token: {path / ADMIN_TOKEN_FILE}"
-                  + (f", read token: {path / READ_TOKEN_FILE}" if read_token else "") + ")")
-    stopped_by = run_server(app, host, port, path, fabric_version())
+    def listening(url: str) -> None:  # once bound: with --port 0 the port is known only then
+        console.print(f"fabric serve: home {path}, {url}/v1 (admin token: {path / ADMIN_TOKEN_FILE}"
+                      + (f", read token: {path / READ_TOKEN_FILE}" if read_token else "") + ")")
+
+    stopped_by = run_server(app, host, port, path, fabric_version(), on_listening=listening)
     if stopped_by is not None:
         # 128 + the signal, the shell's convention (130 for Ctrl-C, as `fabric ingest`).
         raise typer.Exit(128 + stopped_by)

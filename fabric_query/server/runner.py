@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import uvicorn
@@ -13,10 +14,12 @@ class _AnnouncingServer(uvicorn.Server):
     """A uvicorn server that writes the home's server file once its socket listens and removes
     it when it stops (also when the port was 0: the file names the port the OS gave)."""
 
-    def __init__(self, config: uvicorn.Config, home_root: Path, version: str) -> None:
+    def __init__(self, config: uvicorn.Config, home_root: Path, version: str,
+                 on_listening: Callable[[str], None] | None = None) -> None:
         super().__init__(config)
         self.home_root = home_root
         self.version = version
+        self.on_listening = on_listening
         self.announced: str | None = None
         self.stopped_by: int | None = None
 
@@ -30,6 +33,8 @@ class _AnnouncingServer(uvicorn.Server):
             return
         host, port = self.servers[0].sockets[0].getsockname()[:2]
         self.announced = write_server_file(self.home_root, self.config.host or host, port, self.version).url
+        if self.on_listening is not None:
+            self.on_listening(self.announced)
 
     async def shutdown(self, sockets=None) -> None:
         try:
@@ -38,8 +43,12 @@ class _AnnouncingServer(uvicorn.Server):
             remove_server_file(self.home_root)
 
 
-def serve(app, host: str, port: int, home_root: Path, version: str, log_level: str = "warning") -> int | None:
+def serve(app, host: str, port: int, home_root: Path, version: str, log_level: str = "warning",
+          on_listening: Callable[[str], None] | None = None) -> int | None:
     """Serve ``app`` on ``host:port`` until SIGINT / SIGTERM (uvicorn's own handling).
+
+    ``on_listening(url)`` is called once the socket listens, with the URL ``server.json`` names
+    (the port the OS gave when ``port`` is 0).
 
     Returns the number of the signal that stopped the server, or None. Uvicorn re-raises that
     signal after shutting down, which ends the process as the signal would have; but a process
@@ -48,6 +57,6 @@ def serve(app, host: str, port: int, home_root: Path, version: str, log_level: s
     """
     config = uvicorn.Config(app, host=host, port=port, log_level=log_level, access_log=False,
                             lifespan="on", server_header=False, timeout_graceful_shutdown=10)
-    server = _AnnouncingServer(config, Path(home_root), version)
+    server = _AnnouncingServer(config, Path(home_root), version, on_listening)
     server.run()
     return server.stopped_by

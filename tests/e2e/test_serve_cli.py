@@ -128,10 +128,11 @@ def test_a_server_started_with_sigint_ignored_still_exits_130_on_ctrl_c(home):
     """guards against: `fabric serve &` from a script (the shell starts it with SIGINT ignored)
     exiting 0 after SIGINT, as if it had stopped on its own: uvicorn re-raises the signal it caught,
     and an ignored signal raised again does nothing."""
-    proc, _ = _start_server(home, sigint=signal.SIG_IGN)
+    proc, record = _start_server(home, sigint=signal.SIG_IGN)
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, (out, err)
+    assert f"{record.url}/v1" in out and ":0/" not in out  # --port 0: the banner names the port bound
     assert not (home / SERVER_FILE).exists()
 
 
