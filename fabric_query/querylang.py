@@ -160,7 +160,20 @@ def _date_ns(key: str, value: str) -> int:
         d = dt.date.fromisoformat(value)
     except ValueError as exc:
         raise QuerySyntaxError(f"{key}: expects a date YYYY-MM-DD, got {value!r}") from exc
-    return int(dt.datetime(d.year, d.month, d.day, tzinfo=dt.timezone.utc).timestamp() * 1_000_000_000)
+    return day_ns(d)
+
+
+def day_ns(day: dt.date) -> int:
+    """Nanoseconds since the epoch of ``day``'s UTC midnight, within a signed 64-bit integer: the
+    catalog records a file dated past 2262-04-11 (before 1677-09-21) at that bound (:func:`fabric_assets.sources.scan.storable_mtime`),
+    so ``after:2300-01-01`` admits it (and ``before:`` a later day does not). Exact integers: a
+    float product would miss midnight by up to 128 ns.
+
+    >>> day_ns(dt.date(1970, 1, 2)), day_ns(dt.date(2300, 1, 1)) == 2**63 - 1
+    (86400000000000, True)
+    """
+    seconds = (day - dt.date(1970, 1, 1)).days * 86_400
+    return min(max(seconds * 1_000_000_000, -(2**63)), 2**63 - 1)
 
 
 def _one_edit_apart(a: str, b: str) -> bool:

@@ -26,7 +26,7 @@ from typing import Annotated
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
 from fabric_query.errors import InvalidArgumentError
-from fabric_query.querylang import ParsedQuery
+from fabric_query.querylang import ParsedQuery, day_ns
 
 #: Items one scope list may hold, and the longest item (Unicode scalars): bounds for input from the network.
 MAX_SCOPE_ITEMS = 1000
@@ -51,10 +51,6 @@ class Scope(BaseModel):
     languages: _Items = ()
     modified_after: dt.date | None = None
     modified_before: dt.date | None = None
-
-
-def _day_ns(day: dt.date) -> int:
-    return int(dt.datetime(day.year, day.month, day.day, tzinfo=dt.timezone.utc).timestamp() * 1_000_000_000)
 
 
 def apply_scope(parsed: ParsedQuery, scope: Scope | dict | None) -> ParsedQuery:
@@ -96,8 +92,8 @@ def apply_scope(parsed: ParsedQuery, scope: Scope | dict | None) -> ParsedQuery:
         path_prefixes=scope.path_prefixes or f.path_prefixes,
         media_types=scope.media_types or f.media_types,
         languages=scope.languages or f.languages,
-        after_ns=_day_ns(scope.modified_after) if scope.modified_after is not None else f.after_ns,
-        before_ns=_day_ns(scope.modified_before) if scope.modified_before is not None else f.before_ns,
+        after_ns=day_ns(scope.modified_after) if scope.modified_after is not None else f.after_ns,
+        before_ns=day_ns(scope.modified_before) if scope.modified_before is not None else f.before_ns,
     )
     return dataclasses.replace(parsed, filters=merged)
 

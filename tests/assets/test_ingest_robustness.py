@@ -310,7 +310,10 @@ def test_a_file_dated_past_2262_is_ingested_and_then_unchanged(tmp_path, fabric_
     first = ingest(src, fabric_home)
     assert sorted(first.scan.new) == ["fs:far/future.txt", "fs:far/today.txt"]
     assert fabric_home.catalog.source("fs:far/future.txt").mtime_ns == 2**63 - 1
-    top = Fabric(fabric_home.root).search("harbour lamp after:2262-01-01").results
-    assert [h.citation.source_key for h in top] == ["fs:far/future.txt"]
+    fabric = Fabric(fabric_home.root)
+    for after in ("2262-01-01", "2300-01-01"):  # a day past the recorded bound still admits it
+        top = fabric.search(f"harbour lamp after:{after}").results
+        assert [h.citation.source_key for h in top] == ["fs:far/future.txt"], after
+    assert fabric.search("harbour lamp before:2262-01-01").results[0].citation.source_key == "fs:far/today.txt"
     second = ingest(src, fabric_home)
     assert (second.scan.new, second.scan.changed, second.scan.touched) == ([], [], [])
