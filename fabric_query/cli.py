@@ -110,7 +110,12 @@ def search(
     from fabric_query.types import EvidencePack
 
     path = set_home(home)
-    answer = _remote(path, "POST", "/v1/search", {"query": query, "limit": limit, **({"debug": True} if debug else {})})
+    try:
+        query.encode("utf-8")
+    except UnicodeEncodeError:  # an undecodable argument byte: in-process names it (QuerySyntaxError)
+        answer = None
+    else:
+        answer = _remote(path, "POST", "/v1/search", {"query": query, "limit": limit, **({"debug": True} if debug else {})})
     if answer is not None:
         pack = EvidencePack.model_validate(answer)
     else:

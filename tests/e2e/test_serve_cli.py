@@ -41,7 +41,8 @@ def _commands(home, citation_file):
     h = ["--home", str(home)]
     return [("search", "lighthouse keeper", *h), ("search", "認証トークン", "-n", "3", *h),
             ("search", "lamp paht:notes", *h), ("search", '"unclosed', *h), ("status", *h),
-            ("status", "--json", *h), ("resolve", str(citation_file), *h)]
+            ("status", "--json", *h), ("resolve", str(citation_file), *h),
+            ("search", "caf\udce9", *h)]  # an undecodable byte: never sent, the same QuerySyntaxError
 
 
 def _timeless(text: str) -> str:
@@ -103,8 +104,10 @@ def test_cli_through_a_running_server_prints_what_in_process_prints(home, tmp_pa
         through_server = _outputs(home, citation_file)
         after = httpx.get(f"{url}/v1/ready").json()["admitted"]
         # Every command reached the server (the two refused queries too: they were admitted and
-        # answered 400), none ran its query in-process.
-        assert after - before == len(through_server)
+        # answered 400), none ran its query in-process; but the undecodable one, which has no JSON
+        # form to send.
+        assert after - before == len(through_server) - 1
+        assert in_process[-2][:2] == ("search", 2) and "QuerySyntaxError" in in_process[-2][3]
         assert through_server == in_process
         # The plain searches above took the fast path: answered through the server with neither
         # Typer, rich, pydantic nor Arrow loaded, printing exactly what the in-process run printed.
