@@ -188,17 +188,26 @@ def resolve(
                                                  "A hit or an EvidencePack (first hit) is accepted too.")],
     home: HomeOption = None,
 ) -> None:
-    """Re-verify a citation: prints verified or stale (with what changed). Exit 1 when stale."""
-    from fabric_query.types import Citation, ResolveResult
+    """Re-verify a citation: prints verified or stale (with what changed). Exit 1 when stale.
+
+    Given a hit (or a pack: its first hit), the hit's own ``text`` must be the cited passage too
+    (its SHA-256 is the citation's ``text_hash``): a pack whose shown text was edited is stale.
+    """
+    from fabric_query.types import Citation, ResolveCheck, ResolveResult
 
     path = set_home(home)
     data = json_argument(citation)
     if not isinstance(data, dict):
         fail("expected a JSON object: a citation, a hit or an EvidencePack")
     if "results" in data:
-        if not data["results"]:
+        if not isinstance(data["results"], list) or not data["results"]:
             fail("the EvidencePack has no results")
         data = data["results"][0]
+        if not isinstance(data, dict):
+            fail("the EvidencePack's first result must be a JSON object")
+    hit_text = data.get("text") if "citation" in data else None
+    if "citation" in data and not isinstance(hit_text, (str, type(None))):
+        fail("the hit's text must be a string")
     data = data.get("citation", data)
     if not isinstance(data, dict):
         fail("the citation must be a JSON object")
@@ -217,6 +226,15 @@ def resolve(
             result = Fabric().resolve(parsed)
         except (FabricQueryError, ValueError) as exc:
             fail(f"{type(exc).__name__}: {str(exc)}")
+    if hit_text is not None:
+        from fabric_resources.identity import text_hash
+
+        same = text_hash(hit_text) == parsed.text_hash
+        result = ResolveResult(
+            status="verified" if result.status == "verified" and same else "stale", text=result.text if same else None,
+            checks=(*result.checks, ResolveCheck(check="hit-text", ok=same, detail=(
+                "the hit's text is the cited passage" if same else "the hit's text is not the cited passage "
+                "(its SHA-256 differs from the citation's text_hash): edited after the search?"))))
     colour = "green" if result.status == "verified" else "red"
     console.print(f"[{colour}]{result.status}[/{colour}]")
     for c in result.checks:

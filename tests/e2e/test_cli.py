@@ -147,3 +147,31 @@ def test_quickstart_with_no_folder_ingests_its_sample_and_verifies_a_citation(tm
     assert out.returncode == 0, out.stdout + out.stderr
     assert "resolve first citation → verified" in out.stdout, out.stdout
     assert (tmp_path / "home-sample").is_dir() and not (home / "sample").exists()
+
+
+def test_resolve_of_a_pack_whose_shown_text_was_edited_is_stale(tmp_path, fabric_home):
+    """guards against: `fabric resolve pack.json` answering verified for a pack whose hit text was
+    edited after the search (the citation alone still verifies: the text a reader sees must too)."""
+    import json
+
+    from conftest import ingest
+
+    src = tmp_path / "notes"
+    src.mkdir()
+    (src / "a.txt").write_text("The lighthouse keeper logged the tide.\n")
+    ingest(src, fabric_home)
+    env, h = {"FABRIC_USE_SERVER": "0", "HF_HUB_OFFLINE": "1"}, ["--home", str(fabric_home.root)]
+    pack = json.loads(runner.invoke(app, ["search", "lighthouse", "--json", *h], env=env).stdout)
+    genuine, edited = tmp_path / "pack.json", tmp_path / "edited.json"
+    genuine.write_text(json.dumps(pack))
+    pack["results"][0]["text"] = pack["results"][0]["text"].replace("lighthouse", "lightship")
+    edited.write_text(json.dumps(pack))
+    ok = runner.invoke(app, ["resolve", str(genuine), *h], env=env)
+    assert ok.exit_code == 0 and ok.stdout.startswith("verified") and "ok  hit-text" in ok.stdout
+    bad = runner.invoke(app, ["resolve", str(edited), *h], env=env)
+    assert bad.exit_code == 1 and bad.stdout.startswith("stale") and "NO  hit-text" in bad.stdout
+    # The citation alone carries no shown text: it verifies as before.
+    citation = tmp_path / "citation.json"
+    citation.write_text(json.dumps(pack["results"][0]["citation"]))
+    alone = runner.invoke(app, ["resolve", str(citation), *h], env=env)
+    assert alone.exit_code == 0 and "hit-text" not in alone.stdout
