@@ -29,9 +29,10 @@ def page_label(pages: Iterable[int]) -> str:
 def label_of_locations(locations: Sequence[Mapping[str, Any]]) -> str:
     """The label of locations given as mappings with keys ``pages``, ``path``, ``element_path``, ``lines``.
 
-    Pages when any location has them (the span of all of them); else the first location's
-    structural path joined by `` > `` (slide, shape or notes; headings and table cell or note), or
-    its element path; else its lines. ``""`` when nothing is known.
+    Pages when any location has them (the span of all of them); else the lines of every location
+    that has them, merged (Markdown and plain text: the heading path is the hit's section, printed
+    beside it); else the first location's structural path joined by `` > `` (slide, shape or notes;
+    table cell or note), or its element path. ``""`` when nothing is known.
 
     >>> label_of_locations([{"pages": [7]}, {"pages": [8]}])
     'pp. 7–8'
@@ -39,16 +40,38 @@ def label_of_locations(locations: Sequence[Mapping[str, Any]]) -> str:
     'slide 2 > notes'
     >>> label_of_locations([{"lines": [3, 5]}]), label_of_locations([])
     ('lines 3–5', '')
+    >>> label_of_locations([{"path": ["Notes"], "lines": [1, 2]}, {"path": ["Notes", "Tide"], "lines": [4, 4]}])
+    'lines 1–2, 4'
     """
     pages = page_label(p for loc in locations for p in (loc.get("pages") or ()))
     if pages or not locations:
         return pages
+    lines = lines_label([tuple(loc["lines"]) for loc in locations if loc.get("lines")])
+    if lines:
+        return lines
     first = locations[0]
     if first.get("path"):
         return " > ".join(first["path"])
     if first.get("element_path"):
         return first["element_path"]
-    if first.get("lines"):
-        a, b = first["lines"]
-        return f"line {a}" if a == b else f"lines {a}{RANGE_DASH}{b}"
     return ""
+
+
+def lines_label(ranges: Sequence[tuple[int, int]]) -> str:
+    """``lines 1–2, 4`` for line ranges (first and last line, inclusive): sorted, overlapping or
+    adjacent ranges merged, so every line named is cited and no cited line is left out; ``line 4``
+    for one line, ``""`` for none.
+
+    >>> lines_label([(4, 4), (1, 2), (2, 3)]), lines_label([(9, 9)]), lines_label([])
+    ('lines 1–4', 'line 9', '')
+    """
+    merged: list[list[int]] = []
+    for a, b in sorted(ranges):
+        if merged and a <= merged[-1][1] + 1:
+            merged[-1][1] = max(merged[-1][1], b)
+        else:
+            merged.append([a, b])
+    if not merged:
+        return ""
+    parts = [str(a) if a == b else f"{a}{RANGE_DASH}{b}" for a, b in merged]
+    return f"line {parts[0]}" if len(parts) == 1 and merged[0][0] == merged[0][1] else f"lines {', '.join(parts)}"

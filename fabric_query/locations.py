@@ -124,10 +124,10 @@ def _pages(loc: dict) -> Iterable[Any]:
 def location_label(locations: Sequence[CitedLocation]) -> str:
     """The short label of a citation's locations (what ``fabric search`` prints after the file).
 
-    Pages when any location has them (the span of all of them); else the first location's
-    structural path joined by `` > `` (slide, shape or notes; headings and table cell or note), or
-    its element path; else its lines (:func:`fabric_query.labels.label_of_locations`). ``""``
-    when nothing is known.
+    Pages when any location has them (the span of all of them); else every location's lines,
+    merged; else the first location's structural path joined by `` > `` (slide, shape or notes;
+    table cell or note), or its element path (:func:`fabric_query.labels.label_of_locations`).
+    ``""`` when nothing is known.
 
     >>> location_label([CitedLocation(unit_id="a", kind="paragraph", pages=(7,)),
     ...                 CitedLocation(unit_id="b", kind="paragraph", pages=(8,))])
