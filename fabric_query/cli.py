@@ -199,15 +199,20 @@ def resolve(
     data = json_argument(citation)
     if not isinstance(data, dict):
         fail("expected a JSON object: a citation, a hit or an EvidencePack")
-    if "results" in data:
-        if not isinstance(data["results"], list) or not data["results"]:
+    from_pack = "results" in data
+    if from_pack:
+        if not isinstance(data["results"], list):
+            fail("the EvidencePack's results must be a list")
+        if not data["results"]:
             fail("the EvidencePack has no results")
         data = data["results"][0]
         if not isinstance(data, dict):
             fail("the EvidencePack's first result must be a JSON object")
+    # A hit shows its text: it must be there to be checked (a blanked text would pass unseen); a
+    # bare {"citation": ...} without a text key is a citation.
     hit_text = data.get("text") if "citation" in data else None
-    if "citation" in data and not isinstance(hit_text, (str, type(None))):
-        fail("the hit's text must be a string")
+    if "citation" in data and (from_pack or "text" in data) and not isinstance(hit_text, str):
+        fail("the hit's text must be a string (the passage it shows, checked against the citation)")
     data = data.get("citation", data)
     if not isinstance(data, dict):
         fail("the citation must be a JSON object")
@@ -229,7 +234,10 @@ def resolve(
     if hit_text is not None:
         from fabric_resources.identity import text_hash
 
-        same = text_hash(hit_text) == parsed.text_hash
+        try:
+            same = text_hash(hit_text) == parsed.text_hash
+        except UnicodeEncodeError:  # a lone surrogate: no UTF-8 form, so not any cited passage
+            same = False
         result = ResolveResult(
             status="verified" if result.status == "verified" and same else "stale", text=result.text if same else None,
             checks=(*result.checks, ResolveCheck(check="hit-text", ok=same, detail=(

@@ -109,7 +109,9 @@ def render_pack(pack: Mapping[str, Any], *, colour_out: bool = False, colour_err
         c = hit["citation"]
         # PDFs are cited to the page (``p. 7``, ``pp. 7–8``); other formats by their structural path.
         where, section = label_of_locations(c.get("locations") or ()), " > ".join(hit["section_path"])
-        section = "" if section and section in where else section  # a structural path already names it
+        # A structural path that already names the section (a slide's, a table cell's) leaves it out;
+        # a lines label never does (a heading "1" is not the "1" of "lines 1, 3").
+        section = "" if section and (where == section or where.startswith(section + " > ")) else section
         head = f"{_style(str(hit['rank']) + '.', _BOLD, colour_out)} {shown(c['source_key'])}"
         head += f" {shown(where)}" if where else ""
         out.append(head + ("  " + _style(shown(section), _DIM, colour_out) if section else ""))

@@ -31,7 +31,7 @@ def label_of_locations(locations: Sequence[Mapping[str, Any]]) -> str:
 
     Pages when any location has them (the span of all of them); else the lines of every location
     that has them, merged (Markdown and plain text: the heading path is the hit's section, printed
-    beside it); else the first location's structural path joined by `` > `` (slide, shape or notes;
+    beside it; a single table cell or note adds its place from its path); else the first location's structural path joined by `` > `` (slide, shape or notes;
     table cell or note), or its element path. ``""`` when nothing is known.
 
     >>> label_of_locations([{"pages": [7]}, {"pages": [8]}])
@@ -42,14 +42,20 @@ def label_of_locations(locations: Sequence[Mapping[str, Any]]) -> str:
     ('lines 3–5', '')
     >>> label_of_locations([{"path": ["Notes"], "lines": [1, 2]}, {"path": ["Notes", "Tide"], "lines": [4, 4]}])
     'lines 1–2, 4'
+    >>> label_of_locations([{"kind": "table_cell", "path": ["Tides", "table 1, row 1, col 2"], "lines": [14, 14]}])
+    'line 14 (table 1, row 1, col 2)'
     """
     pages = page_label(p for loc in locations for p in (loc.get("pages") or ()))
     if pages or not locations:
         return pages
+    first = locations[0]
     lines = lines_label([tuple(loc["lines"]) for loc in locations if loc.get("lines")])
     if lines:
-        return lines
-    first = locations[0]
+        # What the section path cannot say: which cell of a table, which note (one cited unit only:
+        # the lines of several cells already say where they sit, and one cell's name would not).
+        one = len(locations) == 1 and first.get("kind") in ("table_cell", "note") and first.get("path")
+        cell = first["path"][-1] if one else ""
+        return f"{lines} ({cell})" if cell else lines
     if first.get("path"):
         return " > ".join(first["path"])
     if first.get("element_path"):
@@ -66,7 +72,7 @@ def lines_label(ranges: Sequence[tuple[int, int]]) -> str:
     ('lines 1–4', 'line 9', '')
     """
     merged: list[list[int]] = []
-    for a, b in sorted(ranges):
+    for a, b in sorted((min(r), max(r)) for r in ranges):
         if merged and a <= merged[-1][1] + 1:
             merged[-1][1] = max(merged[-1][1], b)
         else:

@@ -66,10 +66,12 @@ def current_sources_config(home: FabricHome) -> SourcesConfig:
         signature = (st.st_ino, st.st_size, st.st_mtime_ns)
     except FileNotFoundError:
         signature = (0, -1, 0)
+    except OSError:
+        signature = None  # a link loop, no permission: FabricConfig.load names it (ConfigError)
     key = str(path)
     with _PATTERNS_LOCK:
         cached = _PATTERNS.get(key)
-    if cached is not None and cached[0] == signature:
+    if cached is not None and signature is not None and cached[0] == signature:
         return cached[1]
     sources = FabricConfig.load(path).sources
     with _PATTERNS_LOCK:

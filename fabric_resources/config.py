@@ -12,6 +12,8 @@ from __future__ import annotations
 import fnmatch
 import hashlib
 import json
+import os
+import stat
 from enum import StrEnum
 from pathlib import Path
 from typing import Literal
@@ -630,11 +632,20 @@ class FabricConfig(_Strict):
         Raises
         ------
         ConfigError
-            On invalid JSON, unknown keys or out-of-range values, a file that is not UTF-8 text or
-            cannot be read (a folder, no permission); the message names the file.
+            On invalid JSON, unknown keys or out-of-range values, a file that is not UTF-8 text, not
+            a regular file (a folder, a FIFO) or cannot be read (no permission, a link loop or a
+            dangling link); the message names the file. Only a missing file means the default.
         """
-        if not path.exists():
+        try:
+            st = os.stat(path)
+        except FileNotFoundError:
+            if os.path.islink(path):  # a dangling link: the user meant a file; defaults would drop withheld
+                raise ConfigError(f"unreadable configuration {path}: a symbolic link to nothing") from None
             return cls()
+        except OSError as exc:  # a link loop, a path through a file, no permission
+            raise ConfigError(f"unreadable configuration {path}: {type(exc).__name__}: {exc.strerror or exc}") from None
+        if not stat.S_ISREG(st.st_mode):  # a FIFO would block the read; a folder cannot be read
+            raise ConfigError(f"unreadable configuration {path}: not a regular file")
         try:
             # utf-8-sig: a byte-order mark (Windows editors write one) is not part of the JSON.
             text = path.read_text(encoding="utf-8-sig")

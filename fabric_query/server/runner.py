@@ -34,7 +34,11 @@ class _AnnouncingServer(uvicorn.Server):
         host, port = self.servers[0].sockets[0].getsockname()[:2]
         self.announced = write_server_file(self.home_root, self.config.host or host, port, self.version).url
         if self.on_listening is not None:
-            self.on_listening(self.announced)
+            try:
+                self.on_listening(self.announced)
+            except BaseException:  # e.g. stdout a closed pipe: no shutdown will run to remove the file
+                remove_server_file(self.home_root)
+                raise
 
     async def shutdown(self, sockets=None) -> None:
         try:

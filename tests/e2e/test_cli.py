@@ -73,12 +73,16 @@ def test_invalid_config_is_a_clean_error_naming_the_file(tmp_path):
 
 @pytest.mark.parametrize("setup, expected", [
     (lambda c: c.write_bytes(b"\xff\xfe{}"), "not UTF-8 text (byte 0)"),
-    (lambda c: c.mkdir(), "unreadable configuration"),
+    (lambda c: c.mkdir(), "not a regular file"),
+    (lambda c: os.mkfifo(c), "not a regular file"),  # was a hang: the read blocked on the FIFO
+    (lambda c: c.symlink_to(c), "unreadable configuration"),  # a link loop: was silently the default
+    (lambda c: c.symlink_to(c.parent / "gone.json"), "a symbolic link to nothing"),
     (lambda c: c.write_bytes(b'\xef\xbb\xbf{"bogus": 1}'), "bogus"),  # a BOM is not the problem; the key is
 ])
 def test_a_config_file_that_is_not_utf8_json_text_is_one_line(tmp_path, setup, expected):
-    """guards against: a UnicodeDecodeError / IsADirectoryError traceback from every command, and a
-    byte-order mark reported as invalid JSON at column 1."""
+    """guards against: a UnicodeDecodeError / IsADirectoryError traceback from every command, a
+    FIFO that hangs it, a link loop or dangling link read as "no config" (dropping its withheld
+    sources), and a byte-order mark reported as invalid JSON at column 1."""
     import subprocess
     import sys
 
@@ -87,7 +91,8 @@ def test_a_config_file_that_is_not_utf8_json_text_is_one_line(tmp_path, setup, e
     setup(home / "config.json")
     for argv in (["search", "x"], ["ingest", str(tmp_path)]):
         out = subprocess.run([sys.executable, "-c", "from fabric_assets.cli import main; main()", *argv,
-                              "--home", str(home)], capture_output=True, text=True, env={**os.environ, "HF_HUB_OFFLINE": "1"})
+                              "--home", str(home)], capture_output=True, text=True, timeout=120,
+                             env={**os.environ, "HF_HUB_OFFLINE": "1"})
         assert out.returncode == 2 and expected in out.stderr and "Traceback" not in out.stderr, (argv, out.stderr)
 
 
@@ -170,6 +175,13 @@ def test_resolve_of_a_pack_whose_shown_text_was_edited_is_stale(tmp_path, fabric
     assert ok.exit_code == 0 and ok.stdout.startswith("verified") and "ok  hit-text" in ok.stdout
     bad = runner.invoke(app, ["resolve", str(edited), *h], env=env)
     assert bad.exit_code == 1 and bad.stdout.startswith("stale") and "NO  hit-text" in bad.stdout
+    for text, code in ((None, 2), (12, 2), ("\ud800", 1)):  # blanked, not text, no UTF-8 form
+        hit = {**pack["results"][0], "text": text}
+        edited.write_text(json.dumps({**pack, "results": [hit]}))
+        out = runner.invoke(app, ["resolve", str(edited), *h], env=env)
+        assert out.exit_code == code and (code == 2 or "NO  hit-text" in out.stdout), (text, out.output)
+    edited.write_text(json.dumps({**pack, "results": [{k: v for k, v in pack["results"][0].items() if k != "text"}]}))
+    assert runner.invoke(app, ["resolve", str(edited), *h], env=env).exit_code == 2  # a pack's hit without text
     # The citation alone carries no shown text: it verifies as before.
     citation = tmp_path / "citation.json"
     citation.write_text(json.dumps(pack["results"][0]["citation"]))

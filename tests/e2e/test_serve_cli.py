@@ -139,6 +139,19 @@ def test_a_server_started_with_sigint_ignored_still_exits_130_on_ctrl_c(home):
     assert not (home / SERVER_FILE).exists()
 
 
+def test_a_server_that_cannot_print_its_start_up_line_leaves_no_server_file(home):
+    """guards against: `fabric serve | true` (stdout closed before the line that names the bound
+    port) failing after server.json was written, leaving it behind with a dead pid."""
+    read, write = os.pipe()
+    os.close(read)  # the reader is gone: the first print is a broken pipe
+    proc = subprocess.Popen([*FABRIC, "serve", "--port", "0", "--home", str(home)], stdout=write,
+                            stderr=subprocess.PIPE, text=True, env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    os.close(write)
+    _, err = proc.communicate(timeout=180)
+    assert proc.returncode != 0, err
+    assert not (home / SERVER_FILE).exists(), err
+
+
 def test_a_dead_servers_file_is_ignored(home, tmp_path):
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()

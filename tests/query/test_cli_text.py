@@ -93,6 +93,14 @@ def test_reasons_and_skipped_channels_go_to_stderr():
     assert render_pack(_pack(_hit([("x", False)], locations=[{"pages": [3, 4]}])))[0].startswith("1. a.txt pp. 3–4\n")
 
 
+def test_a_heading_is_printed_beside_a_lines_label_that_happens_to_contain_it():
+    """guards against: the section hidden because its text occurs in the label (`# 1` on `lines 1, 3`)."""
+    hit = {**_hit([("x", False)], locations=[{"lines": [1, 1]}, {"lines": [3, 3]}]), "section_path": ["1"]}
+    assert render_pack(_pack(hit))[0].splitlines()[0] == "1. a.txt lines 1, 3  1"
+    slide = {**_hit([("x", False)], locations=[{"path": ["Slide 3", "Table 1"]}]), "section_path": ["Slide 3"]}
+    assert render_pack(_pack(slide))[0].splitlines()[0] == "1. a.txt Slide 3 > Table 1"  # the path names it
+
+
 def test_filters_that_admit_nothing_are_named_under_no_results():
     notes = {"type": "no source has this media type; the release has: text/plain (2)", "*": "none together\x1b[2J"}
     out, err = render_pack(_pack(eligible_sources=0, unmatched_filters=notes))
