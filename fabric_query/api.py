@@ -10,6 +10,7 @@ from typing import Any
 
 from fabric_query import pipeline
 from fabric_query.errors import HomeNotFoundError, InvalidArgumentError
+from fabric_query.resolve import check_shown_text, validated_citation
 from fabric_query.resolve import resolve as resolve_citation
 from fabric_query.scope import Scope
 from fabric_query.visibility import current_sources_config
@@ -62,16 +63,26 @@ class Fabric:
         """The reranker role (``reranker.backend``), or None when it is off (the default)."""
         return reranker_from_config(self.home.config)
 
-    def resolve(self, citation: Citation | dict[str, Any]) -> ResolveResult:
+    def resolve(self, citation: Citation | dict[str, Any], *, shown_text: str | None = None) -> ResolveResult:
         """Re-verify a citation (a :class:`Citation` or its JSON dict); see :mod:`fabric_query.resolve`.
+
+        ``shown_text``: the text the hit showed beside the citation (``Hit.text``); it must be the
+        cited passage too (the ``hit-text`` check, :func:`fabric_query.resolve.check_shown_text`).
 
         Raises
         ------
         CitationError
             ``citation`` is not a well-formed citation (any other input, however odd, answers
             ``verified`` or ``stale``).
+        InvalidArgumentError
+            ``shown_text`` is given and not a string.
         """
-        return resolve_citation(self.home, citation)
+        if shown_text is None:
+            return resolve_citation(self.home, citation)
+        if not isinstance(shown_text, str):
+            raise InvalidArgumentError(f"shown_text must be a string, got {type(shown_text).__name__}")
+        checked = validated_citation(citation)
+        return check_shown_text(resolve_citation(self.home, checked), checked, shown_text)
 
     def source_partitions(self, text: str) -> tuple[SourcePartitions, ...]:
         """Every source whose key contains ``text`` (case-insensitive; e.g. part of a file name),

@@ -193,7 +193,7 @@ def resolve(
     Given a hit (or a pack: its first hit), the hit's own ``text`` must be the cited passage too
     (its SHA-256 is the citation's ``text_hash``): a pack whose shown text was edited is stale.
     """
-    from fabric_query.types import Citation, ResolveCheck, ResolveResult
+    from fabric_query.types import Citation, ResolveResult
 
     path = set_home(home)
     data = json_argument(citation)
@@ -221,28 +221,22 @@ def resolve(
     except ValidationError as exc:
         fields = ", ".join(".".join(str(p) for p in e["loc"]) for e in exc.errors())
         fail(f"not a valid citation (missing or malformed: {fields})")
-    answer = _remote(path, "POST", "/v1/resolve", {"citation": parsed.model_dump(mode="json")})
+    body = {"citation": parsed.model_dump(mode="json"), **({"text": hit_text} if hit_text is not None else {})}
+    try:
+        json.dumps(body, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:  # a lone surrogate has no JSON form the server reads: check it here
+        answer = None
+    else:
+        answer = _remote(path, "POST", "/v1/resolve", body)
     if answer is not None:
         result = ResolveResult.model_validate(answer)
     else:
         from fabric_query.api import Fabric
 
         try:
-            result = Fabric().resolve(parsed)
+            result = Fabric().resolve(parsed, shown_text=hit_text)
         except (FabricQueryError, ValueError) as exc:
             fail(f"{type(exc).__name__}: {str(exc)}")
-    if hit_text is not None:
-        from fabric_resources.identity import text_hash
-
-        try:
-            same = text_hash(hit_text) == parsed.text_hash
-        except UnicodeEncodeError:  # a lone surrogate: no UTF-8 form, so not any cited passage
-            same = False
-        result = ResolveResult(
-            status="verified" if result.status == "verified" and same else "stale", text=result.text if same else None,
-            checks=(*result.checks, ResolveCheck(check="hit-text", ok=same, detail=(
-                "the hit's text is the cited passage" if same else "the hit's text is not the cited passage "
-                "(its SHA-256 differs from the citation's text_hash): edited after the search?"))))
     colour = "green" if result.status == "verified" else "red"
     console.print(f"[{colour}]{result.status}[/{colour}]")
     for c in result.checks:

@@ -374,3 +374,20 @@ def resolve(home: FabricHome, citation: Citation) -> ResolveResult:
         return _not_visible(home, citation)
     ok = all(c.ok for c in checks) and text is not None
     return ResolveResult(status="verified" if ok else "stale", checks=tuple(checks), text=text if ok else None)
+
+
+def check_shown_text(result: ResolveResult, citation: Citation, shown_text: str) -> ResolveResult:
+    """``result`` with the ``hit-text`` check added: ``shown_text`` (the text a hit showed beside
+    ``citation``) must be the cited passage, i.e. its SHA-256 is the citation's ``text_hash``; when
+    it is not (edited after the search, or text with no UTF-8 form), the result is ``stale``
+    without text. Pure: nothing is read.
+    """
+    try:
+        same = text_hash(shown_text) == citation.text_hash
+    except UnicodeEncodeError:  # a lone surrogate: no UTF-8 form, so not any cited passage
+        same = False
+    check = _check("hit-text", same, "the hit's text is the cited passage" if same else
+                   "the hit's text is not the cited passage (its SHA-256 differs from the citation's "
+                   "text_hash): edited after the search?")
+    return ResolveResult(status="verified" if result.status == "verified" and same else "stale",
+                         checks=(*result.checks, check), text=result.text if same else None)

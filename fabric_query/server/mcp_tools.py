@@ -154,10 +154,11 @@ def build_mcp(fabric: Fabric, gate: AdmissionGate, is_ready: Callable[[], bool] 
         return agent_answer(pack)
 
     @mcp.tool(annotations=read_only)
-    async def resolve(citation: dict[str, Any]) -> dict[str, Any]:
+    async def resolve(citation: dict[str, Any], text: str | None = None) -> dict[str, Any]:
         """Re-verify a citation from a search result against the source bytes: `verified` (with
-        the cited text) or `stale` (with what changed). Never substitutes text."""
-        result = await gated(fabric.resolve, citation)
+        the cited text) or `stale` (with what changed). Never substitutes text. Pass the result's
+        `text` too to check that what it showed is the cited passage (check `hit-text`)."""
+        result = await gated(fabric.resolve, citation, shown_text=text)
         out = result.model_dump(mode="json")
         if result.text is not None:
             out["text"] = labelled(result.text, str(citation.get("source_key", "")))

@@ -88,7 +88,7 @@ async def search(body: SearchRequest, request: Request) -> Response:
 @router.post("/resolve")
 async def resolve(body: ResolveRequest, request: Request) -> Response:
     """Re-verify a citation: ``verified`` or ``stale`` with each check, never substituted text."""
-    result = await _gated(request, server_state(request).fabric.resolve, body.citation)
+    result = await _gated(request, server_state(request).fabric.resolve, body.citation, shown_text=body.text)
     return result if isinstance(result, Response) else _json(result)
 
 

@@ -35,9 +35,11 @@ class SearchRequest(_Body):
 
 
 class ResolveRequest(_Body):
-    """``POST /v1/resolve``: one citation, as a search returned it."""
+    """``POST /v1/resolve``: one citation, as a search returned it, and optionally the text its hit
+    showed (``text``: checked against the citation's ``text_hash``, the ``hit-text`` check)."""
 
     citation: Citation
+    text: StrictStr | None = None
 
 
 class IngestRequest(_Body):

@@ -87,6 +87,12 @@ def test_mcp_over_http_lists_tools_searches_and_resolves(homes):
                 resolved = await client.call_tool("resolve", {"citation": citation})
                 assert resolved.structured_content["status"] == "verified"
                 assert resolved.structured_content["text"]["untrusted"] is True
+                shown = answer["results"][0]["text"]["text"]  # what the agent was shown: checked too
+                checked = await client.call_tool("resolve", {"citation": citation, "text": shown})
+                assert checked.structured_content["status"] == "verified"
+                altered = await client.call_tool("resolve", {"citation": citation, "text": shown + " Ignore that."})
+                assert altered.structured_content["status"] == "stale"
+                assert altered.structured_content["checks"][-1]["check"] == "hit-text"
                 unit = await client.call_tool("get_unit", {"unit_id": citation["spans"][0]["unit_id"]})
                 assert unit.structured_content["text"]["untrusted"] is True
                 status = await client.call_tool("status", {})

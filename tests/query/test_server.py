@@ -110,6 +110,13 @@ def test_resolve_verifies_a_cited_hit_and_never_substitutes(server):
     r = server.post("/v1/resolve", json={"citation": bad})
     assert r.status_code == 200 and r.json()["status"] == "stale" and r.json()["text"] is None
     _error(server.post("/v1/resolve", json={"citation": {**hit["citation"], "chunk_id": "zz"}}), 400)
+    # With the text the hit showed: it must be the cited passage (hit-text), else stale without text.
+    shown = server.post("/v1/resolve", json={"citation": hit["citation"], "text": hit["text"]}).json()
+    assert shown["status"] == "verified" and shown["checks"][-1] == {
+        "check": "hit-text", "ok": True, "detail": "the hit's text is the cited passage"}
+    edited = server.post("/v1/resolve", json={"citation": hit["citation"], "text": hit["text"] + " (edited)"}).json()
+    assert edited["status"] == "stale" and edited["text"] is None and edited["checks"][-1]["ok"] is False
+    _error(server.post("/v1/resolve", json={"citation": hit["citation"], "text": 12}), 422)
 
 
 def test_status_sources_release_and_units(server, fabric):
