@@ -221,22 +221,22 @@ def resolve(
     except ValidationError as exc:
         fields = ", ".join(".".join(str(p) for p in e["loc"]) for e in exc.errors())
         fail(f"not a valid citation (missing or malformed: {fields})")
-    body = {"citation": parsed.model_dump(mode="json"), **({"text": hit_text} if hit_text is not None else {})}
-    try:
-        json.dumps(body, ensure_ascii=False).encode("utf-8")
-    except UnicodeEncodeError:  # a lone surrogate has no JSON form the server reads: check it here
-        answer = None
-    else:
-        answer = _remote(path, "POST", "/v1/resolve", body)
+    # Only the citation travels: the hit's text is checked here, on either path (sent along, a long
+    # non-ASCII hit could pass the server's body limit, and a lone surrogate has no JSON form).
+    answer = _remote(path, "POST", "/v1/resolve", {"citation": parsed.model_dump(mode="json")})
     if answer is not None:
         result = ResolveResult.model_validate(answer)
     else:
         from fabric_query.api import Fabric
 
         try:
-            result = Fabric().resolve(parsed, shown_text=hit_text)
+            result = Fabric().resolve(parsed)
         except (FabricQueryError, ValueError) as exc:
             fail(f"{type(exc).__name__}: {str(exc)}")
+    if hit_text is not None:
+        from fabric_query.resolve import check_shown_text
+
+        result = check_shown_text(result, parsed, hit_text)
     colour = "green" if result.status == "verified" else "red"
     console.print(f"[{colour}]{result.status}[/{colour}]")
     for c in result.checks:

@@ -154,7 +154,9 @@ def build_mcp(fabric: Fabric, gate: AdmissionGate, is_ready: Callable[[], bool] 
         return agent_answer(pack)
 
     @mcp.tool(annotations=read_only)
-    async def resolve(citation: dict[str, Any], text: str | None = None) -> dict[str, Any]:
+    # ``text: str`` (not ``str | None``): the MCP SDK JSON-decodes a string argument whose declared
+    # type is not exactly str, so "null" became None (the check skipped) and "[1, 2]" a list.
+    async def resolve(citation: dict[str, Any], text: str = None) -> dict[str, Any]:  # type: ignore[assignment]
         """Re-verify a citation from a search result against the source bytes: `verified` (with
         the cited text) or `stale` (with what changed). Never substitutes text. Pass the result's
         `text` too to check that what it showed is the cited passage (check `hit-text`)."""

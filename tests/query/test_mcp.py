@@ -93,6 +93,10 @@ def test_mcp_over_http_lists_tools_searches_and_resolves(homes):
                 altered = await client.call_tool("resolve", {"citation": citation, "text": shown + " Ignore that."})
                 assert altered.structured_content["status"] == "stale"
                 assert altered.structured_content["checks"][-1]["check"] == "hit-text"
+                for odd in ("null", "[1, 2]"):  # JSON-looking text stays text: checked, never decoded
+                    decoded = await client.call_tool("resolve", {"citation": citation, "text": odd})
+                    assert decoded.structured_content["status"] == "stale", odd
+                    assert decoded.structured_content["checks"][-1]["check"] == "hit-text", odd
                 unit = await client.call_tool("get_unit", {"unit_id": citation["spans"][0]["unit_id"]})
                 assert unit.structured_content["text"]["untrusted"] is True
                 status = await client.call_tool("status", {})
