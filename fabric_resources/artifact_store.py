@@ -47,6 +47,23 @@ def sha256_hex(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
+def file_digest(path: str | os.PathLike) -> str | None:
+    """SHA-256 (hex) of a regular file's bytes, read as :meth:`ArtifactStore.put_file` reads them (no
+    symlink followed, never blocking on a FIFO), without storing them; ``None`` when the path cannot
+    be opened or read, or is not a regular file (the caller then takes the storing path and its errors)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except OSError:
+        return None
+    with os.fdopen(fd, "rb") as f:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        try:
+            return hashlib.file_digest(f, "sha256").hexdigest()
+        except OSError:
+            return None
+
+
 class ArtifactStore:
     """Write-once blobs addressed by SHA-256 of their bytes."""
 

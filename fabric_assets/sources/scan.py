@@ -26,7 +26,7 @@ from pathlib import Path
 
 from fabric_resources.parsing.registry import PARSERS, detect_media_type, parser_for
 from fabric_resources import identity
-from fabric_resources.artifact_store import ArtifactTooLarge, NotARegularFile
+from fabric_resources.artifact_store import ArtifactTooLarge, NotARegularFile, file_digest
 from fabric_resources.catalog import Catalog, SourceRow
 from fabric_resources.home import FabricHome
 from fabric_resources.schema import LAST_SCAN_STATE, SCAN_SKIPPED_STATE
@@ -290,6 +290,10 @@ def scan(home: FabricHome) -> ScanReport:
                 report.withheld.append(key)
             unchanged = (prev and prev.state == "present" and prev.mtime_ns == storable_mtime(st.st_mtime_ns)
                          and prev.size == st.st_size)
+            if unchanged and storable_mtime(st.st_mtime_ns) != st.st_mtime_ns:
+                # Every date past 2262 (or before 1677) is recorded at the same bound, so an equal
+                # date says nothing: such a file counts as unchanged only if its bytes hash the same.
+                unchanged = file_digest(file_path) == prev.source_hash
             if unchanged and not parsers_unchanged and _repoint_if_parser_changed(
                     catalog, cfg, prev, withheld, parser_identities, now):
                 report.reparsed.append(key)

@@ -298,7 +298,8 @@ def test_a_fault_of_fabric_fails_the_run_loudly_and_is_retried_not_blamed_on_the
 def test_a_file_dated_past_2262_is_ingested_and_then_unchanged(tmp_path, fabric_home):
     """guards against: a modification time beyond a 64-bit count of nanoseconds (a file dated after
     2262-04-11; ext4 keeps dates to 2446) crashing the whole scan with an OverflowError in the
-    catalog, and, once clamped, the prescreen re-hashing it on every scan."""
+    catalog; once clamped, the prescreen reporting it changed on every scan, or trusting the equal
+    (clamped) date and missing a same-size edit dated past 2262 too."""
     src = tmp_path / "far"
     src.mkdir()
     (src / "future.txt").write_text("A note from the far future about the harbour lamp.\n")
@@ -317,3 +318,10 @@ def test_a_file_dated_past_2262_is_ingested_and_then_unchanged(tmp_path, fabric_
     assert fabric.search("harbour lamp before:2262-01-01").results[0].citation.source_key == "fs:far/today.txt"
     second = ingest(src, fabric_home)
     assert (second.scan.new, second.scan.changed, second.scan.touched) == ([], [], [])
+    # Same size, another date past 2262: the recorded date is the same bound, the bytes are not.
+    (src / "future.txt").write_text("A note from the far future about the harbour bell.\n")
+    os.utime(src / "future.txt", (far + 86_400, far + 86_400))
+    third = ingest(src, fabric_home)
+    assert third.scan.changed == ["fs:far/future.txt"]
+    top = Fabric(fabric_home.root).search("harbour bell").results[0]
+    assert top.citation.source_key == "fs:far/future.txt" and "bell" in top.text
