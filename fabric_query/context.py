@@ -228,9 +228,15 @@ def eligible_parses(view: ReleaseView, parsed: ParsedQuery) -> tuple[set[str] | 
         return None, view.sources_by_parse  # no filter: every source of the release (cached per view)
     by_parse: dict[str, list[str]] = {}
     for key, meta in sorted(view.sources.items()):
-        if f.admits(key, meta["media_type"], meta.get("mtime_ns"), meta.get("language")):
+        if _admits(f, key, meta):
             by_parse.setdefault(meta["parse_id"], []).append(key)
     return set(by_parse), by_parse
+
+
+def _admits(filters: Filters, key: str, meta: Mapping[str, Any]) -> bool:
+    """Whether ``filters`` admit the source ``key`` of a release view (``meta``: its row of
+    ``ReleaseView.sources``)."""
+    return filters.admits(key, meta["media_type"], meta.get("mtime_ns"), meta.get("language"))
 
 
 #: Values of a dimension an unmatched-filter note names at most (most common first).
@@ -251,14 +257,13 @@ def unmatched_filters(view: ReleaseView, filters: Filters) -> dict[str, str]:
     result (``EvidencePack.unmatched_filters``).
     """
     sources = view.sources
-    if not filters.active or any(filters.admits(k, m["media_type"], m.get("mtime_ns"), m.get("language"))
-                                 for k, m in sources.items()):
+    if not filters.active or any(_admits(filters, k, m) for k, m in sources.items()):
         return {}
     if not sources:
         return {"*": "this release has no visible source"}
     notes: dict[str, str] = {}
     for key, part in filters.dimensions():
-        if any(part.admits(k, m["media_type"], m.get("mtime_ns"), m.get("language")) for k, m in sources.items()):
+        if any(_admits(part, k, m) for k, m in sources.items()):
             continue
         notes[key] = _unmatched_note(key, part, sources)
     return notes or {"*": "each filter admits some source of this release; none admits a source that all "
