@@ -185,16 +185,18 @@ def json_argument(argument: str) -> object:
 @read_app.command()
 def resolve(
     citation: Annotated[str, typer.Argument(help="Citation JSON, a file holding it, or - for stdin. "
-                                                 "A hit or an EvidencePack (first hit) is accepted too.")],
+                                                 "A hit or an EvidencePack (its first hit; --all: every hit) is accepted too.")],
+    every_hit: Annotated[bool, typer.Option(
+        "--all", help="Given an EvidencePack, check every hit, not only the first: one verdict per hit, "
+        "then a count. Exit 1 when any is stale.")] = False,
     home: HomeOption = None,
 ) -> None:
     """Re-verify a citation: prints verified or stale (with what changed). Exit 1 when stale.
 
-    Given a hit (or a pack: its first hit), the hit's own ``text`` must be the cited passage too
-    (its SHA-256 is the citation's ``text_hash``): a pack whose shown text was edited is stale.
+    Given a hit (or a pack: its first hit, or with ``--all`` each hit), the hit's own ``text`` must
+    be the cited passage too (its SHA-256 is the citation's ``text_hash``): a pack whose shown text
+    was edited is stale.
     """
-    from fabric_query.types import Citation, ResolveResult
-
     path = set_home(home)
     data = json_argument(citation)
     if not isinstance(data, dict):
@@ -205,22 +207,55 @@ def resolve(
             fail("the EvidencePack's results must be a list")
         if not data["results"]:
             fail("the EvidencePack has no results")
-        data = data["results"][0]
-        if not isinstance(data, dict):
-            fail("the EvidencePack's first result must be a JSON object")
+        hits = data["results"] if every_hit else data["results"][:1]
+    else:
+        hits = [data]
+    # Every hit is read before any is resolved: a malformed one exits 2 before a verdict is printed.
+    checks = [_citation_and_text(hit, i, from_pack) for i, hit in enumerate(hits, 1)]
+    fabric = []  # the in-process reader, opened once when no server answers
+    results = [_resolve_one(path, parsed, text, fabric) for parsed, text in checks]
+    stale = sum(r.status != "verified" for r in results)
+    for i, result in enumerate(results, 1):
+        colour = "green" if result.status == "verified" else "red"
+        console.print((f"hit {i}: " if every_hit and from_pack else "") + f"[{colour}]{result.status}[/{colour}]")
+        for c in result.checks:
+            console.print(f"  {'ok ' if c.ok else 'NO '} {c.check}: {c.detail}")
+    if every_hit and from_pack:
+        console.print(f"{len(results)} hit(s): {len(results) - stale} verified, {stale} stale")
+    if stale:
+        raise typer.Exit(1)
+
+
+def _citation_and_text(data: object, number: int, from_pack: bool):
+    """The citation a resolve input names and the text its hit showed (``None``: a bare citation,
+    nothing shown). Exits 2 naming what is malformed (``number``: the hit's place in a pack)."""
+    from fabric_query.types import Citation
+
+    where = f"the EvidencePack's result {number}" if from_pack else "the hit"
+    if not isinstance(data, dict):
+        fail(f"{where} must be a JSON object")
     # A hit shows its text: it must be there to be checked (a blanked text would pass unseen); a
     # bare {"citation": ...} without a text key is a citation.
     hit_text = data.get("text") if "citation" in data else None
     if "citation" in data and (from_pack or "text" in data) and not isinstance(hit_text, str):
-        fail("the hit's text must be a string (the passage it shows, checked against the citation)")
+        fail(f"{where}'s text must be a string (the passage it shows, checked against the citation)")
+    of = f" ({where})" if from_pack else ""
     data = data.get("citation", data)
     if not isinstance(data, dict):
-        fail("the citation must be a JSON object")
+        fail(f"the citation must be a JSON object{of}")
     try:
-        parsed = Citation.model_validate(data)
+        return Citation.model_validate(data), hit_text
     except ValidationError as exc:
         fields = ", ".join(".".join(str(p) for p in e["loc"]) for e in exc.errors())
-        fail(f"not a valid citation (missing or malformed: {fields})")
+        fail(f"not a valid citation{of} (missing or malformed: {fields})")
+
+
+def _resolve_one(path: Path, parsed, hit_text: str | None, fabric: list):
+    """One citation's :class:`~fabric_query.types.ResolveResult`, through the home's running server
+    or in-process (``fabric``: holds the in-process reader once opened, reused for the next hit),
+    with the check ``hit-text`` when the hit's shown text is given."""
+    from fabric_query.types import ResolveResult
+
     # Only the citation travels: the hit's text is checked here, on either path (sent along, a long
     # non-ASCII hit could pass the server's body limit, and a lone surrogate has no JSON form).
     answer = _remote(path, "POST", "/v1/resolve", {"citation": parsed.model_dump(mode="json")})
@@ -230,19 +265,16 @@ def resolve(
         from fabric_query.api import Fabric
 
         try:
-            result = Fabric().resolve(parsed)
+            if not fabric:
+                fabric.append(Fabric())
+            result = fabric[0].resolve(parsed)
         except (FabricQueryError, ValueError) as exc:
             fail(f"{type(exc).__name__}: {str(exc)}")
     if hit_text is not None:
         from fabric_query.resolve import check_shown_text
 
         result = check_shown_text(result, parsed, hit_text)
-    colour = "green" if result.status == "verified" else "red"
-    console.print(f"[{colour}]{result.status}[/{colour}]")
-    for c in result.checks:
-        console.print(f"  {'ok ' if c.ok else 'NO '} {c.check}: {c.detail}")
-    if result.status != "verified":
-        raise typer.Exit(1)
+    return result
 
 
 @read_app.command()

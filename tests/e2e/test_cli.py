@@ -154,6 +154,40 @@ def test_quickstart_with_no_folder_ingests_its_sample_and_verifies_a_citation(tm
     assert (tmp_path / "home-sample").is_dir() and not (home / "sample").exists()
 
 
+def test_resolve_all_checks_every_hit_of_a_pack(tmp_path, fabric_home):
+    """guards against: `fabric resolve --all pack.json` passing a pack whose later hit was edited
+    (only the first hit was ever checked), or printing verdicts before refusing a malformed hit."""
+    import json
+
+    from conftest import ingest
+
+    src = tmp_path / "notes"
+    src.mkdir()
+    (src / "a.txt").write_text("The lighthouse keeper logged the tide.\n")
+    (src / "b.txt").write_text("A lighthouse lamp burns oil through the night.\n")
+    ingest(src, fabric_home)
+    env, h = {"FABRIC_USE_SERVER": "0", "HF_HUB_OFFLINE": "1"}, ["--home", str(fabric_home.root)]
+    pack = json.loads(runner.invoke(app, ["search", "lighthouse", "--json", *h], env=env).stdout)
+    assert len(pack["results"]) >= 2
+    f = tmp_path / "pack.json"
+    f.write_text(json.dumps(pack))
+    ok = runner.invoke(app, ["resolve", "--all", str(f), *h], env=env)
+    n = len(pack["results"])
+    assert ok.exit_code == 0 and ok.stdout.count(": verified") == n, ok.output
+    assert f"{n} hit(s): {n} verified, 0 stale" in ok.stdout
+    pack["results"][1]["text"] = pack["results"][1]["text"].replace("lighthouse", "lightship")
+    f.write_text(json.dumps(pack))
+    assert runner.invoke(app, ["resolve", str(f), *h], env=env).exit_code == 0  # the first hit alone
+    bad = runner.invoke(app, ["resolve", "--all", str(f), *h], env=env)
+    assert bad.exit_code == 1 and "hit 2: stale" in bad.stdout and "NO  hit-text" in bad.stdout, bad.output
+    assert f"{n} hit(s): {n - 1} verified, 1 stale" in bad.stdout
+    pack["results"].append({"citation": {"source_key": "fs:notes/a.txt"}, "text": "x"})
+    f.write_text(json.dumps(pack))
+    malformed = runner.invoke(app, ["resolve", "--all", str(f), *h], env=env)
+    assert malformed.exit_code == 2 and "verified" not in malformed.stdout and "stale" not in malformed.stdout
+    assert f"result {n + 1}" in malformed.output, malformed.output
+
+
 def test_resolve_of_a_pack_whose_shown_text_was_edited_is_stale(tmp_path, fabric_home):
     """guards against: `fabric resolve pack.json` answering verified for a pack whose hit text was
     edited after the search (the citation alone still verifies: the text a reader sees must too)."""
