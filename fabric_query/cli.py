@@ -154,18 +154,21 @@ def _remote(home: Path, method: str, route: str, body: dict | None = None):
 def json_argument(argument: str) -> object:
     """The JSON an argument names: ``-`` (stdin), a file holding it, or the JSON itself.
 
-    Exits 2 with a one-line reason (never a traceback) when it is a folder, a file that cannot be
-    read or is not UTF-8 text, or not JSON."""
+    Exits 2 with a one-line reason (never a traceback) when it is a folder or another non-regular
+    file (a device, a FIFO), a file that cannot be read or is not UTF-8 text, or not JSON (nesting
+    too deep for the decoder included)."""
     if argument == "-":
         raw, where = sys.stdin.read(), "stdin"
     else:
         path = Path(argument)
         try:  # JSON given inline is no file name (and may be too long to be one: ENAMETOOLONG)
-            is_dir, is_file = path.is_dir(), path.is_file()
+            is_dir, is_file, exists = path.is_dir(), path.is_file(), path.exists()
         except OSError:
-            is_dir = is_file = False
+            is_dir = is_file = exists = False
         if is_dir:
             fail(f"{argument} is a folder: give a citation or pack JSON file, the JSON itself, or - for stdin")
+        if exists and not is_file:  # a device, FIFO or socket: never read (/dev/zero has no end)
+            fail(f"{argument} is not a regular file: give a citation or pack JSON file, the JSON itself, or - for stdin")
         if is_file:
             try:
                 raw = path.read_bytes().decode("utf-8")
@@ -180,6 +183,8 @@ def json_argument(argument: str) -> object:
         return json.loads(raw)
     except ValueError as exc:
         fail(f"not JSON: {where}: {exc}")
+    except RecursionError:  # nesting deeper than the decoder's stack: no citation is shaped so
+        fail(f"not JSON: {where} nests arrays or objects too deeply")
 
 
 @read_app.command()

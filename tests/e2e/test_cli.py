@@ -30,11 +30,15 @@ def test_resolve_rejects_bad_input_with_exit_2(tmp_path, arg, needle):
 
 @pytest.mark.parametrize("command", ["resolve", "audit"])
 def test_a_citation_file_that_is_binary_or_a_folder_is_one_line_with_exit_2(tmp_path, command):
-    """guards against: a UnicodeDecodeError traceback with exit 1 (the code of 'stale') for a
-    binary file, and a folder reported as 'not JSON … no such file' (fresh-user trial, 2026-12-04)."""
+    """guards against: a UnicodeDecodeError or RecursionError traceback with exit 1 (the code of
+    'stale') for a binary or deeply nested file, and a folder or device reported as 'not JSON … no
+    such file' (fresh-user trials, 2026-12-04 and -05)."""
     binary = tmp_path / "rand.json"
     binary.write_bytes(bytes(range(256)) * 4)
-    for arg, needle in ((str(binary), "is not UTF-8 text"), (str(tmp_path), "is a folder")):
+    deep = tmp_path / "deep.json"  # 20 KB that the decoder cannot descend: a RecursionError traceback, exit 1
+    deep.write_text('{"citation":' + "[" * 5000 + "]" * 5000 + "}")
+    for arg, needle in ((str(binary), "is not UTF-8 text"), (str(tmp_path), "is a folder"),
+                        (str(deep), "nests arrays or objects too deeply"), ("/dev/zero", "is not a regular file")):
         result = runner.invoke(app, [command, arg, "--home", str(tmp_path / "home")])
         assert result.exit_code == 2, result.output
         assert needle in result.output and "Traceback" not in result.output
