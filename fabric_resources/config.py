@@ -115,6 +115,8 @@ class HtmlParserConfig(_Strict):
     """HTML: size cap and the main-text decision (trafilatura)."""
 
     max_bytes: int = Field(64 * 1024 * 1024, gt=0, description="Refuse larger files (bytes).")
+    # libxml2 reads 256 levels and no more: a deeper page fails cap-depth there whatever this says
+    # (fabric_resources.parsing.lxml_limits); left at 512 so the parse identity stays the same.
     max_depth: int = Field(512, gt=0, description="Element nesting depth.")
     main_text: Literal["trafilatura", "all"] = Field(
         "trafilatura", description="'trafilatura' keeps the elements trafilatura finds as main text; 'all' keeps every text element.")

@@ -397,6 +397,26 @@ def test_html_keeps_main_text_with_element_paths_and_drops_scripts_and_navigatio
     assert not any(u.text in ("Main page", "Contents", "Random article") and u.kind != "heading" for u in wiki.units)
 
 
+@pytest.mark.parametrize("main_text", ["trafilatura", "all"])
+def test_html_past_libxml2_limits_fails_named_instead_of_losing_the_rest(main_text):
+    """guards against: libxml2 (recovering, as every HTML parse does) stopping at 256 nested
+    elements or at a text node past its buffer, and the page then parsing as active with every
+    later paragraph silently gone (hostile trial, 2026-12-05: `ingest` exit 0, 1 of 3 units)."""
+    from fabric_resources.parsing.html.parser import parse_html
+
+    config = HtmlParserConfig(main_text=main_text, isolation=IN_PROCESS)
+    def page(middle: str) -> bytes:
+        return (f"<html><body><p>First paragraph about the harbour.</p>{middle}"
+                "<p>After paragraph about the lighthouse keeper.</p></body></html>").encode()
+    kept = parse_html(page("<div>" * 200 + "deep text" + "</div>" * 200), config)
+    assert [u.text for u in kept.units][-1] == "After paragraph about the lighthouse keeper."
+    for middle, wanted in (("<div>" * 300 + "deep text" + "</div>" * 300, "cap-depth"),
+                           ("<p>" + "word " * 3_000_000 + "end</p>", "cap-parser-limit")):
+        with pytest.raises(ParseError) as info:
+            parse_html(page(middle), config)
+        assert info.value.reason == wanted
+
+
 def test_html_main_text_scores_on_the_labelled_pages(capsys):
     """P/R/F1 of labelled snippets (../shared/eval/html-extraction) for Fabric, a tag rule and
     trafilatura's defaults, in one run. Fabric must leak less boilerplate than the tag rule."""

@@ -5,5 +5,5 @@ each other (the spec loads the parser lazily).
 """
 
 PARSER_NAME = "epub"
-PARSER_VERSION = "2"
+PARSER_VERSION = "3"
 MEDIA_TYPE = "application/epub+zip"

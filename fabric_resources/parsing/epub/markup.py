@@ -27,6 +27,7 @@ from lxml import etree
 
 from fabric_resources.parsing.document import ParseError
 from fabric_resources.parsing.epub.archive import MemberUnusable
+from fabric_resources.parsing.lxml_limits import raise_on_resource_limit
 
 XHTML_TYPES = frozenset({"application/xhtml+xml", "text/html"})
 EPUB_TYPE = "{http://www.idpf.org/2007/ops}type"
@@ -197,14 +198,16 @@ def parse_xml(data: bytes, max_depth: int, recover: bool = False) -> etree._Elem
 
 
 def _parse_prepared_xml(data: bytes, max_depth: int, recover: bool = False) -> etree._Element:
+    parser = xml_parser(recover)
     try:
-        root = etree.fromstring(data, xml_parser(recover))
+        root = etree.fromstring(data, parser)
     except etree.XMLSyntaxError as exc:
         if "excessive depth" in str(exc).lower():
             raise ParseError("cap-depth", str(exc)) from None
         raise MemberUnusable(f"malformed-xml: {exc}") from None
     except (ValueError, etree.LxmlError) as exc:
         raise MemberUnusable(f"malformed-xml: {exc}") from None
+    raise_on_resource_limit(parser)  # recovering, libxml2 stops at its limits without failing
     return checked_depth(root, max_depth)
 
 
@@ -230,6 +233,7 @@ def parse_content(data: bytes, max_depth: int) -> ContentRoot:
         root = etree.fromstring(prepared.data, parser)
     except (ValueError, etree.LxmlError) as exc:
         raise MemberUnusable(f"malformed-xml: {exc}") from None
+    raise_on_resource_limit(parser)
     return ContentRoot(checked_depth(root, max_depth), True, prepared.decoding_repairs)
 
 

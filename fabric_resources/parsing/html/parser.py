@@ -22,6 +22,7 @@ from lxml import etree
 
 from fabric_resources.parsing.document import ParsedDocument, ParsedUnit, ParseError
 from fabric_resources.parsing.html import MEDIA_TYPE, PARSER_NAME, PARSER_VERSION
+from fabric_resources.parsing.lxml_limits import raise_on_resource_limit
 
 if TYPE_CHECKING:
     from fabric_resources.config import HtmlParserConfig
@@ -63,17 +64,20 @@ def parse_html(data: bytes, config: "HtmlParserConfig", media_type: str = MEDIA_
     ------
     ParseError
         ``empty-file``, ``too-large``, ``malformed-html`` (no document lxml can build),
-        ``cap-depth``.
+        ``cap-depth`` (deeper than ``config.max_depth``, or than the 256 libxml2 reads),
+        ``cap-parser-limit`` (another libxml2 limit: :mod:`fabric_resources.parsing.lxml_limits`).
     """
     if not data.strip():
         raise ParseError("empty-file", "no content")
     if len(data) > config.max_bytes:
         raise ParseError("too-large", f"{len(data)} bytes > max_bytes {config.max_bytes}")
     text, encoding = decode_html(data)
+    parser = lxml.html.HTMLParser()
     try:
-        root = lxml.html.document_fromstring(text)
+        root = lxml.html.document_fromstring(text, parser=parser)
     except (etree.ParserError, ValueError) as exc:
         raise ParseError("malformed-html", f"{type(exc).__name__}: {exc}") from None
+    raise_on_resource_limit(parser)  # trafilatura parses the same way: it would miss the same text
     main = main_text(text) if config.main_text == "trafilatura" else None
     walker = _Walker(root.getroottree(), main, config.max_depth)
     walker.walk(root, 0)
