@@ -354,9 +354,9 @@ def restore(home: FabricHome, snapshot_id: int, into: Path | None = None) -> Fab
     Raises
     ------
     SnapshotError
-        If there is no such snapshot (or its manifest is unreadable), ``into`` already holds a
-        home or is not an empty folder (a restore into it that fails part-way removes what it
-        wrote), or the snapshot's own files
+        If there is no such snapshot (or its manifest is unreadable), ``into`` lies inside
+        ``home``, already holds a home or is not an empty folder (a restore into it that fails
+        part-way removes what it wrote), or the snapshot's own files
         are damaged beyond what canonical rows can rebuild (a table or artifact file changed),
         or the home keeps its catalog or tables outside the directory.
     """
@@ -372,6 +372,10 @@ def restore(home: FabricHome, snapshot_id: int, into: Path | None = None) -> Fab
             _restore(home, info, m, False)
         return FabricHome(home.root)
     into = Path(into)
+    if into.resolve().is_relative_to(home.root.resolve()):
+        # Inside the home it would be the home's own files: `snapshot delete` or a purge of the
+        # home removes them (or misses the purged text in them), and a scan would not read them.
+        raise SnapshotError(f"{into} lies inside the home {home.root}; restore into a folder outside it")
     if (into / "catalog.sqlite3").exists():
         raise SnapshotError(f"{into} already holds a Fabric home; restore into an empty folder")
     if into.exists() and (not into.is_dir() or any(into.iterdir())):

@@ -29,7 +29,7 @@ from fabric_resources import identity
 from fabric_resources.artifact_store import ArtifactTooLarge, NotARegularFile, file_digest
 from fabric_resources.catalog import Catalog, SourceRow
 from fabric_resources.home import FabricHome
-from fabric_resources.schema import LAST_SCAN_STATE, SCAN_SKIPPED_STATE
+from fabric_resources.schema import LAST_SCAN_STATE, SCAN_SKIPPED_STATE, HomeLayout
 
 #: Catalog state: the parser identities (name → [name, version, config hash]) the last completed
 #: scan pointed every unchanged source at. While they hold, no unchanged file needs its parse ID
@@ -168,7 +168,8 @@ def _walk(root: Path, ignore_hidden: bool, report: ScanReport, skip: SkipCallbac
     """Yield ``(path, root-relative POSIX path, stat)`` for regular files under ``root``; never
     follows symlinks; never enters ``skip_dir`` (the Fabric home, when it lies inside a root:
     its own tables and logs are not sources). Everything else found is reported through
-    ``skip(rel_posix, reason)``: FIFOs, sockets and devices (never opened: a FIFO would block),
+    ``skip(rel_posix, reason)``: another Fabric home (not entered), FIFOs, sockets and devices
+    (never opened: a FIFO would block),
     entries that cannot be stat'ed, and folders that cannot be listed (``rel_posix`` ``""`` for
     the root itself).
 
@@ -200,13 +201,24 @@ def _walk(root: Path, ignore_hidden: bool, report: ScanReport, skip: SkipCallbac
                 skip(child, f"unreadable: {type(exc).__name__}: {exc.strerror or exc}")
                 continue
             if stat.S_ISDIR(st.st_mode):
-                if e.path != skip_dir:
-                    stack.append((e.path, child))
+                if e.path == skip_dir:
+                    continue
+                if _is_fabric_home(e.path):
+                    skip(child, "fabric-home: another Fabric home (a restored snapshot, say); its files are not sources")
+                    continue
+                stack.append((e.path, child))
             elif stat.S_ISREG(st.st_mode):
                 yield e.path, child, st
             else:
                 kind = next((name for test, name in _SPECIAL_FILES if test(st.st_mode)), "special file")
                 skip(child, f"not-a-regular-file: {kind}")
+
+
+def _is_fabric_home(folder: str) -> bool:
+    """Whether ``folder`` is a Fabric home with a local catalog (its ``catalog.sqlite3`` beside
+    its ``artifacts`` folder): its tables, logs and stored bytes are never sources."""
+    layout = HomeLayout(Path(folder))
+    return layout.catalog_file.is_file() and layout.artifacts.is_dir()
 
 
 def awaited_parse_ids(catalog: Catalog, among: Iterable[str] | None = None) -> set[str]:
@@ -274,13 +286,18 @@ def scan(home: FabricHome) -> ScanReport:
                     catalog.log_event(con, "source-access-lost", source_key=prev.source_key)
                 report.access_lost.append(prev.source_key)
 
-        # A root that is the home or lies in it (registered before ingest refused that) is not
-        # walked: the home's own files (catalog, artifacts, admin token) are never sources, and
-        # any a past scan took from it are deleted below like files that went away.
-        inside_home = root_path.resolve().is_relative_to(home_dir)
-        if inside_home:
+        # A root that is the home or lies in it (registered before ingest refused that), or that is
+        # another Fabric home, is not walked: a home's own files (catalog, artifacts, admin token)
+        # are never sources, and any a past scan took from it are deleted below like files that
+        # went away.
+        not_walked = True
+        if root_path.resolve().is_relative_to(home_dir):
             skip("", f"root-inside-home: {root_path} is the Fabric home or inside it")
-        walked = () if inside_home else _walk(root_path, cfg.sources.ignore_hidden, report, skip, home_dir)
+        elif _is_fabric_home(str(root_path)):
+            skip("", f"fabric-home: {root_path} is another Fabric home; its files are not sources")
+        else:
+            not_walked = False
+        walked = () if not_walked else _walk(root_path, cfg.sources.ignore_hidden, report, skip, home_dir)
         for file_path, rel_posix, st in walked:
             key = _key(root.label, rel_posix)
             seen.add(key)

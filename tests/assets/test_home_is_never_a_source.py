@@ -62,6 +62,28 @@ def test_a_root_that_holds_the_home_skips_the_home(tmp_path, monkeypatch):
     assert scan(home).new == ["fs:corpus/a.txt"]
 
 
+def test_another_fabric_home_in_a_source_folder_is_not_walked(tmp_path):
+    """guards against: a second home (a snapshot restored into the notes folder, say) read as
+    sources — its stored copies, catalog and tables, 64 files in the hostile trial of 2026-12-05 —
+    and the same home registered as a root itself."""
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    (corpus / "a.txt").write_text("A real source.\n")
+    other = FabricHome(corpus / "restored")
+    other.catalog.register_root(corpus)  # creates its catalog
+    other.artifacts.put(b"a stored copy of a private document\n")
+    (other.root / "planted.txt").write_text("inside the other home\n")
+    home = FabricHome(tmp_path / "home")
+    home.catalog.register_root(corpus)
+    report = scan(home)
+    assert report.new == ["fs:corpus/a.txt"]
+    assert [(k, r.split(":")[0]) for k, r in report.skipped] == [("fs:corpus/restored", "fabric-home")]
+    second = FabricHome(tmp_path / "second")
+    second.catalog.register_root(other.root)
+    report = scan(second)
+    assert report.new == [] and [(k, r.split(":")[0]) for k, r in report.skipped] == [("fs:restored/", "fabric-home")]
+
+
 def test_a_new_home_is_readable_by_its_owner_only(tmp_path):
     home = FabricHome(tmp_path / "deep" / "home")
     assert stat.S_IMODE(home.root.stat().st_mode) & 0o077 == 0

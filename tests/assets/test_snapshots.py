@@ -140,7 +140,8 @@ def test_a_killed_create_a_damaged_manifest_and_restore_into_a_folder(tmp_path, 
     that block every later create and purge with no command to clear them; a damaged manifest
     reported as "no snapshot" while its files stay; `snapshot restore --into` crashing (NameError);
     a restore into a non-empty folder writing beside the user's files, and one that fails part-way
-    leaving half a home."""
+    leaving half a home; a restore into the home itself (its snapshots folder: `snapshot delete`
+    then removed the restored home, 2026-12-05)."""
     from typer.testing import CliRunner
 
     from fabric_assets.cli import app
@@ -167,6 +168,11 @@ def test_a_killed_create_a_damaged_manifest_and_restore_into_a_folder(tmp_path, 
     with pytest.raises(SnapshotError, match="not an empty folder"):
         restore(home, second.snapshot_id, busy)
     assert sorted(p.name for p in busy.iterdir()) == ["notes.txt"]
+    # Inside the home (its snapshots folder, say), `snapshot delete` or a purge would take it along.
+    for inside in (second.path / "restored", home.root / "sub"):
+        with pytest.raises(SnapshotError, match="inside the home"):
+            restore(home, second.snapshot_id, inside)
+        assert not inside.exists()
     fresh = tmp_path / "fresh"
     result = CliRunner().invoke(app, ["snapshot", "restore", str(second.snapshot_id), "--into", str(fresh),
                                       "--home", str(home.root)])
