@@ -77,9 +77,13 @@ def _lifecycle_job(home: FabricHome, name: str, op: str, config: dict[str, Any])
                                            raise_on_error=False)
     out = {"run_id": result.run_id}
     if not result.success:
-        failures = [e.step_failure_data.error for e in result.all_events if e.is_step_failure]
-        message = failures[0].message.strip() if failures and failures[0] else "the run failed"
-        raise _Failed(f"dagster-run-failed: {message}", out)
+        failures = [e.step_failure_data for e in result.all_events if e.is_step_failure]
+        refusal = failures[0].user_failure_data if failures else None
+        if refusal is not None and refusal.description:
+            # The job's dg.Failure: a refusal, in its own words ("purge refused: ...", "no parse X").
+            raise _Failed(refusal.description, out)
+        error = failures[0].error if failures else None
+        raise _Failed(f"dagster-run-failed: {error.message.strip() if error else 'the run failed'}", out)
     return out
 
 

@@ -90,7 +90,10 @@ async def submit(kind: str, request: Request) -> Any:
     try:
         params = BODIES[kind].model_validate(raw).model_dump()
     except ValidationError as exc:
-        fields = ", ".join(".".join(map(str, e["loc"])) or "(body)" for e in exc.errors())
+        # Each field with pydantic's reason (never the value sent): "(body)" for a rule of the
+        # whole body, such as purge's "give exactly one of source_keys, root, before".
+        fields = "; ".join(f"{'.'.join(map(str, e['loc'])) or '(body)'}: {e['msg'].removeprefix('Value error, ')}"
+                           for e in exc.errors(include_url=False))
         return error_response(422, "RequestValidationError", f"invalid or unknown fields: {fields}")
     try:
         operation_id = await run_in_threadpool(admin.submit, kind, params)

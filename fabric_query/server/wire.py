@@ -6,9 +6,10 @@ syntax) are left to it, so the HTTP API and the Python API refuse exactly the sa
 
 from __future__ import annotations
 
+import datetime as dt
 from typing import Annotated
 
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr, model_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr, field_validator, model_validator
 
 from fabric_query.scope import Scope
 from fabric_query.types import Citation
@@ -82,6 +83,14 @@ class PurgeRequest(_Body):
     source_keys: Annotated[tuple[_Key, ...], Field(max_length=10_000)] = ()
     root: _Key | None = None
     before: Annotated[StrictStr, Field(min_length=10, max_length=10)] | None = None
+
+    @field_validator("before")
+    @classmethod
+    def _a_day(cls, value: str | None) -> str | None:
+        # Refused here, as `fabric purge --before` refuses it, not as a failed Dagster run later.
+        if value is not None:
+            dt.date.fromisoformat(value)  # ValueError: "day is out of range for month", ...
+        return value
 
     @model_validator(mode="after")
     def _exactly_one(self) -> "PurgeRequest":
