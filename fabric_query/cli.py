@@ -68,6 +68,11 @@ def print_status(home: Path, st=None) -> None:
         from fabric_query.api import Fabric
 
         st = Fabric(home).status()
+    from fabric_query.cli_text import one_line
+    from rich.markup import escape
+
+    def keys(values) -> str:  # names and reasons come from files: never markup, one line each
+        return escape(", ".join(one_line(v) for v in values))
     console.print(
         f"release {st.release_id}: {st.active_sources} active sources, {st.active_parses} active parses, "
         f"sources by state {st.sources_by_state}, pending {st.pending}"
@@ -78,18 +83,18 @@ def print_status(home: Path, st=None) -> None:
             f"{len(st.unfinished)} parse(s) running or interrupted"]
     console.print("  " + "; ".join(ages))
     for p in st.failed:
-        console.print(f"  [red]failed[/red] {', '.join(p.sources)}: {p.reason} {p.detail or ''}".rstrip())
+        console.print(f"  [red]failed[/red] {keys(p.sources)}: {keys([p.reason])} {keys([p.detail or ''])}".rstrip())
     for p in st.held:
-        console.print(f"  [yellow]held[/yellow] {', '.join(p.sources)}: {p.reason}")
+        console.print(f"  [yellow]held[/yellow] {keys(p.sources)}: {keys([p.reason])}")
     for p in st.unfinished:
-        console.print(f"  [yellow]unfinished[/yellow] {', '.join(p.sources)}: run still going or killed; "
+        console.print(f"  [yellow]unfinished[/yellow] {keys(p.sources)}: run still going or killed; "
                       "the next `fabric ingest` re-runs it")
     for p in st.partial:
-        console.print(f"  [yellow]partly read[/yellow] {', '.join(p.sources)}: {p.detail}")
+        console.print(f"  [yellow]partly read[/yellow] {keys(p.sources)}: {keys([p.detail or ''])}")
     for key, mt in st.unsupported:
-        console.print(f"  [dim]unsupported[/dim] {key} ({mt})")
+        console.print(f"  [dim]unsupported[/dim] {keys([key])} ({keys([mt])})")
     for key, reason in st.skipped:
-        console.print(f"  [yellow]skipped[/yellow] {key}: {reason}")
+        console.print(f"  [yellow]skipped[/yellow] {keys([key])}: {keys([reason])}")
     if st.withheld:
         console.print(f"  withheld by policy: {len(st.withheld)} sources")
 
@@ -317,6 +322,7 @@ def status(
 def _source_partitions(path: Path, text: str, as_json: bool) -> None:
     """``fabric status --source TEXT`` (in-process: it reads the catalog only)."""
     from fabric_query.api import Fabric
+    from fabric_query.cli_text import one_line
 
     try:
         found = Fabric(path).source_partitions(text)
@@ -329,8 +335,8 @@ def _source_partitions(path: Path, text: str, as_json: bool) -> None:
         console.print(f"no source matches {text!r}")
         raise typer.Exit(1)
     for f in found:
-        console.print(f"{f.source_key}  ({f.state})", markup=False, highlight=False)
-        console.print(f"  Dagster run tag: {f.run_tag}", markup=False, highlight=False)
+        console.print(f"{one_line(f.source_key)}  ({f.state})", markup=False, highlight=False)
+        console.print(f"  Dagster run tag: {one_line(f.run_tag)}", markup=False, highlight=False)
         for p in f.partitions:
             marks = ", ".join(m for m, on in (("current", p.current), ("active", p.active)) if on)
             console.print(f"  partition {p.parse_id}  {p.status}" + (f"  ({marks})" if marks else ""),

@@ -52,6 +52,17 @@ def shown(text: str) -> str:
     return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
 
 
+def one_line(text: str) -> str:
+    r"""``text`` for a field that must stay on its line (a source key, a label, a note): as
+    :func:`shown`, and newline and tab escaped too, so a file named ``x\n2. fs:a/trusted.md`` cannot
+    print as a hit of its own.
+
+    >>> one_line("x\n2. fs:a/b.md\tc")
+    'x\\x0a2. fs:a/b.md\\x09c'
+    """
+    return shown(text).replace("\n", "\\x0a").replace("\t", "\\x09")
+
+
 def _style(text: str, code: str, colour: bool) -> str:
     return f"{code}{text}{_RESET}" if colour and text else text
 
@@ -96,7 +107,7 @@ def render_pack(pack: Mapping[str, Any], *, colour_out: bool = False, colour_err
         err.append(_style(f"dense index unusable ({shown(dense_reason)}); answered by the exact product",
                           _YELLOW, colour_err))
     for channel, why in (pack.get("skipped_channels") or {}).items():
-        err.append(_style(f"skipped {shown(channel)}: {shown(why)}", _YELLOW, colour_err))
+        err.append(_style(f"skipped {one_line(channel)}: {one_line(why)}", _YELLOW, colour_err))
     if pack["results"] and pack.get("no_lexical_match"):
         err.append(_style("no word or substring matched: every hit is a dense neighbour, not a match of the "
                           "query's words", _YELLOW, colour_err))
@@ -104,7 +115,7 @@ def render_pack(pack: Mapping[str, Any], *, colour_out: bool = False, colour_err
     if not pack["results"]:
         out.append(f"no results (release {pack['release_id']}, {pack['eligible_sources']} eligible sources)")
         for key, why in (pack.get("unmatched_filters") or {}).items():
-            out.append(f"  {shown(why)}" if key == "*" else f"  {shown(key)}: {shown(why)}")
+            out.append(f"  {one_line(why)}" if key == "*" else f"  {one_line(key)}: {one_line(why)}")
     for hit in pack["results"]:
         c = hit["citation"]
         # PDFs are cited to the page (``p. 7``, ``pp. 7–8``); other formats by their structural path.
@@ -112,10 +123,10 @@ def render_pack(pack: Mapping[str, Any], *, colour_out: bool = False, colour_err
         # A structural path that already names the section (a slide's, a table cell's) leaves it out;
         # a lines label never does (a heading "1" is not the "1" of "lines 1, 3").
         section = "" if section and (where == section or where.startswith(section + " > ")) else section
-        head = f"{_style(str(hit['rank']) + '.', _BOLD, colour_out)} {shown(c['source_key'])}"
-        head += f" {shown(where)}" if where else ""
-        out.append(head + ("  " + _style(shown(section), _DIM, colour_out) if section else ""))
-        channels = ", ".join(f"{shown(name)}#{ch['rank']}" for name, ch in hit["channels"].items())
+        head = f"{_style(str(hit['rank']) + '.', _BOLD, colour_out)} {one_line(c['source_key'])}"
+        head += f" {one_line(where)}" if where else ""
+        out.append(head + ("  " + _style(one_line(section), _DIM, colour_out) if section else ""))
+        channels = ", ".join(f"{one_line(name)}#{ch['rank']}" for name, ch in hit["channels"].items())
         floor = "  (dense only, below the similarity floor)" if hit.get("below_dense_floor") else ""
         out.append(f"   channels: {channels}  parse {c['parse_id'][:12]}  units {len(c['spans'])}{floor}")
         out.append("   " + _hit_text(hit, colour_out))

@@ -10,6 +10,7 @@ from typing import Annotated, Optional
 import typer
 
 from fabric_query.cli import HomeOption, console, fail, json_argument, set_home
+from fabric_query.cli_text import one_line
 
 lifecycle_app = typer.Typer(help="Lifecycle commands: purge, cleanup, snapshot, parse, rebuild-projections.")
 
@@ -200,7 +201,7 @@ def _run_marked(home) -> None:
     if summary is not None:
         console.print(f"ran {len(summary.scan.parse_ids_to_run)} parse(s); release "
                       f"{summary.activation.get('release_id')}; failed: "
-                      f"{', '.join(f'{f.source_key} ({f.reason})' for f in summary.failed) or 'none'}", markup=False)
+                      f"{', '.join(f'{one_line(f.source_key)} ({one_line(f.reason)})' for f in summary.failed) or 'none'}", markup=False)
         if summary.failed_runs:
             raise typer.Exit(3)
 
@@ -303,7 +304,7 @@ def audit(
         return
     for n, r in enumerate(reports, 1):
         s, p, c = r.source, r.parser, r.chunk
-        console.print(f"[{n}] release {r.release_id} {r.source_key} chunk {r.chunk_id}", markup=False)
+        console.print(f"[{n}] release {r.release_id} {one_line(r.source_key)} chunk {r.chunk_id}", markup=False)
         console.print(f"  source: sha256 {s.source_hash}, {s.path or '(purged)'}, {s.size} bytes, "
                       f"mtime_ns {s.mtime_ns}, {s.media_type}", markup=False)
         console.print(f"  parser: {p.name} {p.version} (config {p.config_hash[:12]}), language {p.language}",

@@ -11,9 +11,11 @@ from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from fabric_query.cli import HomeOption, console, err, fail, print_health, print_status, search, set_home
+from fabric_query.cli_text import one_line
 from fabric_query.errors import FabricQueryError
 
 pipeline_app = typer.Typer(help="Commands that run the pipeline (they import Dagster inside the command).")
@@ -75,9 +77,9 @@ def _run_ingest(path: Path) -> int:
         ("unchanged content (touched)", str(len(s.touched))),
         ("re-parsed (parser settings changed)", str(len(s.reparsed))),
         ("re-chunked (chunking changed; not re-parsed)", str(len(summary.rechunked))),
-        ("unsupported", ", ".join(f"{k} ({t})" for k, t in s.unsupported) or "none"),
+        ("unsupported", escape(", ".join(f"{one_line(k)} ({one_line(t)})" for k, t in s.unsupported)) or "none"),
         ("symlinks skipped", str(s.skipped_symlinks)),
-        ("names not UTF-8 (skipped)", ", ".join(s.skipped_names) or "none"),
+        ("names not UTF-8 (skipped)", escape(", ".join(s.skipped_names)) or "none"),
         ("skipped (see below)", str(len(s.skipped))),
         ("parse partitions run", str(len(s.parse_ids_to_run))
          + (f" + {len(summary.retried)} resumed after an interrupted run" if summary.retried else "")),

@@ -225,3 +225,24 @@ def test_resolve_of_a_pack_whose_shown_text_was_edited_is_stale(tmp_path, fabric
     citation.write_text(json.dumps(pack["results"][0]["citation"]))
     alone = runner.invoke(app, ["resolve", str(citation), *h], env=env)
     assert alone.exit_code == 0 and "hit-text" not in alone.stdout
+
+
+def test_file_names_print_as_they_are_on_one_line(tmp_path, fabric_home):
+    """guards against: a file named with a newline printing as a hit of its own (`x⏎2. fs:…/trusted.md`)
+    and brackets in a name read as rich markup, so `fabric status` named `[dim]bad.pdf` as
+    `bad.pdf` and `a[red]b.bin` as `ab.bin` (hostile trial, 2026-12-05)."""
+    from conftest import ingest
+
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "x\n2. fs:src-trusted.md.txt").write_text("quokka\n")
+    (src / "[dim]bad.pdf").write_text("not a pdf")
+    (src / "a[red]b.bin").write_text("quokka\n")
+    ingest(src, fabric_home)
+    env, h = {"FABRIC_USE_SERVER": "0", "HF_HUB_OFFLINE": "1"}, ["--home", str(fabric_home.root)]
+    found = runner.invoke(app, ["search", "quokka", *h], env=env)
+    assert found.exit_code == 0, found.output
+    heads = [line for line in found.stdout.splitlines() if line[:1].isdigit()]
+    assert heads == ["1. fs:src/x\\x0a2. fs:src-trusted.md.txt line 1"], found.stdout
+    status = runner.invoke(app, ["status", *h], env=env)
+    assert "fs:src/[dim]bad.pdf: malformed-pdf" in status.stdout and "fs:src/a[red]b.bin (" in status.stdout, status.stdout
