@@ -606,11 +606,11 @@ class ReleaseView:
             return exc
         try:
             live = index.searcher.num_docs
+            chunk_docs = index.chunk_documents  # a term query: a corrupt term dictionary fails here
         except BaseException as exc:  # noqa: BLE001 - a corrupt segment panics in Rust
             if not is_storage_failure(exc):
                 raise
             return IndexUnusable("index-unreadable", f"{gen}: {type(exc).__name__}: {exc}")
-        chunk_docs = index.chunk_documents
         if chunk_docs != self.chunks.num_rows:
             return IndexUnusable("index-release-mismatch", f"{gen} holds {chunk_docs} chunk documents "
                                  f"({live} in all), release {self.release_id} {self.chunks.num_rows} chunks")

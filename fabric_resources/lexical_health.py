@@ -235,36 +235,54 @@ def lexical_health(home: FabricHome, release: Release | None = None, sample: int
         remove_tree(tmp)
 
 
+def _probe(want: dict, got: dict):
+    """The term whose explanation carries a field's N and avgdl: the same on both sides (the most
+    frequent expected term, else the first actual one)."""
+    return min(want, key=lambda t: (-want[t], t)) if want else min(got, default=None)
+
+
 def _compare(home: FabricHome, release: Release, chunks: pa.Table, gen: str | None, tmp: Path,
              sample: int) -> HealthReport:
     """:func:`lexical_health`'s comparison, its reconstruction written under ``tmp``."""
     expected = reconstruct(chunks, Path(tmp), canonical_windows(home, release))
     expected_ids = sorted(_documents(expected))
+    def unusable(reason: str) -> HealthReport:
+        return HealthReport(
+            release_id=release.release_id, generation=gen, canonical_digest=canonical_digest(chunks),
+            expected_documents=len(expected_ids), actual_documents=0,
+            expected_document_digest=_digest(expected_ids), actual_document_digest="",
+            missing_documents=tuple(expected_ids[:sample]), unexpected_documents=(), problem=reason,
+        )
+
     try:
         actual = home.lexical.open(gen) if gen else None
         if actual is None:
             raise IndexUnusable("index-missing", "release names no generation")
     except IndexUnusable as exc:
-        return HealthReport(
-            release_id=release.release_id, generation=gen, canonical_digest=canonical_digest(chunks),
-            expected_documents=len(expected_ids), actual_documents=0,
-            expected_document_digest=_digest(expected_ids), actual_document_digest="",
-            missing_documents=tuple(expected_ids[:sample]), unexpected_documents=(), problem=exc.reason,
-        )
-    actual_ids = sorted(_documents(actual))
-    deleted = deleted_documents(actual.searcher)
-    segments = actual.searcher.num_segments
+        return unusable(exc.reason)
+    try:
+        actual_ids = sorted(_documents(actual))
+        deleted = deleted_documents(actual.searcher)
+        segments = actual.searcher.num_segments
+        actual_vocabulary = {f: _vocabulary(actual, f) for f in FIELDS}
+        actual_bm25 = {f: bm25_statistics(actual, f, _probe(_vocabulary(expected, f), actual_vocabulary[f]))
+                       for f in FIELDS}
+        word_tokens = [ix.word_tokens_total for ix in (expected, actual)]
+    except BaseException as exc:  # noqa: BLE001 - a corrupt segment raises ValueError or panics in Rust
+        if not (isinstance(exc, (OSError, ValueError, RuntimeError)) or type(exc).__name__ == "PanicException"):
+            raise
+        # A corrupt term dictionary or store: unhealthy, and `lexical-repair` (which checks first)
+        # can still rebuild from the canonical tables.
+        return unusable(f"index-unreadable: {type(exc).__name__}: {str(exc)[:200]}")
     try:
         record_problems = tuple(home.lexical.segment_record_problems(gen))
     except (OSError, ValueError, RuntimeError) as exc:  # meta.json unreadable or of another shape
         record_problems = (f"{type(exc).__name__}: {exc}",)
-    word_tokens = [ix.word_tokens_total for ix in (expected, actual)]
     fields = []
     for f in FIELDS:
-        want, got = _vocabulary(expected, f), _vocabulary(actual, f)
+        want, got = _vocabulary(expected, f), actual_vocabulary[f]
         differing = sorted(t for t in set(want) | set(got) if want.get(t) != got.get(t))
-        # The same term on both sides: its explanation carries the field's N and avgdl.
-        probe = min(want, key=lambda t: (-want[t], t)) if want else min(got, default=None)
+        probe = _probe(want, got)
         fields.append(
             FieldComparison(
                 field=f,
@@ -272,7 +290,7 @@ def _compare(home: FabricHome, release: Release, chunks: pa.Table, gen: str | No
                 actual_digest=_digest(f"{t}\t{n}" for t, n in sorted(got.items())),
                 expected_terms=len(want), actual_terms=len(got), differing_terms=tuple(differing[:sample]),
                 expected_bm25=bm25_statistics(expected, f, probe),
-                actual_bm25=bm25_statistics(actual, f, probe),
+                actual_bm25=actual_bm25[f],
             )
         )
     exp, act = set(expected_ids), set(actual_ids)

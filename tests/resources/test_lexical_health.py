@@ -136,6 +136,44 @@ def test_unusable_index_is_reported_and_answered_by_the_scan(home, damage, reaso
     assert lexical_health(home).problem == reason
 
 
+def test_a_corrupt_term_dictionary_falls_back_and_repair_rebuilds_it(home, monkeypatch):
+    """guards against (hostile trial, 2026-12-05): a generation whose term dictionary is garbage
+    past its header (it opens and counts its documents, then every term lookup raises tantivy's
+    "An IO error occurred: 'Unsupported dictionary type …'") raising a ValueError traceback out of
+    search, out of lexical-health, and out of lexical-repair, whose health check ran first: the one
+    remedy died. Term lookups of that generation fail here as they did on the damaged file (a
+    byte-level corruption that does this depends on the dictionary's size and layout)."""
+    import fabric_resources.lexical_health as health
+    from fabric_resources.lexical_index import LexicalIndex, OpenIndex
+
+    damaged = home.catalog.current_release().manifest["lexical_generation"]
+    opened_damaged: list[OpenIndex] = []  # the home's damaged generation (a scratch one has its name too)
+    real_open = LexicalIndex.open
+    def open_(self, generation, *args, **kwargs):
+        index = real_open(self, generation, *args, **kwargs)
+        if self.root == home.lexical.root and generation == damaged:
+            opened_damaged.append(index)
+        return index
+    def corrupt(real):
+        def lookup(index, *args):
+            if any(index is d for d in opened_damaged):
+                raise ValueError("An IO error occurred: 'Unsupported dictionary type, found 1431655764'")
+            return real(index, *args)
+        return lookup
+    monkeypatch.setattr(LexicalIndex, "open", open_)
+    monkeypatch.setattr(OpenIndex, "_count", corrupt(OpenIndex._count))
+    monkeypatch.setattr(health, "_vocabulary", corrupt(health._vocabulary))
+    pack = Fabric(home.root).search("lighthouse keeper")
+    assert pack.fallback_reason == "index-unreadable" and "lighthouse" in pack.results[0].text.lower()
+    report = lexical_health(home)
+    assert not report.healthy and report.problem.startswith("index-unreadable")
+    repaired = lexical_repair(home)
+    assert not repaired.before.healthy and repaired.after.healthy and repaired.canonical_unchanged
+    assert home.catalog.current_release().manifest["lexical_generation"] != damaged
+    pack = Fabric(home.root).search("lighthouse keeper")
+    assert pack.fallback_reason is None and "word" in pack.channels_run
+
+
 def test_building_an_index_never_answers_less_than_having_none(home):
     """guards against: the index missing matches that a plain scan of canonical chunks finds."""
     from fabric_query.channels.lexical import needs_substring_channel, substring_channel, word_channel
