@@ -99,16 +99,34 @@ def _link_tree(source: Path, target: Path) -> dict[str, str]:
     return hashes
 
 
+#: What a manifest must hold, and of which type, to be read at all (else the snapshot is damaged).
+_MANIFEST_FIELDS = {"snapshot_id": int, "created_at": (int, float), "release_id": int, "files": dict,
+                    "tables": dict, "lexical_generation": str}
+
+
+def read_manifest(folder: Path) -> dict | None:
+    """A snapshot folder's manifest, or ``None`` when it is missing, unreadable, not JSON, or lacks
+    a field of :data:`_MANIFEST_FIELDS` (valid JSON of another shape crashed list, verify, cleanup
+    and the activation's retention with a KeyError)."""
+    try:
+        m = json.loads((folder / MANIFEST).read_text())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(m, dict) or not all(
+            isinstance(m.get(k), t) and not isinstance(m.get(k), bool) for k, t in _MANIFEST_FIELDS.items()):
+        return None
+    return m
+
+
 def list_snapshots(home: FabricHome) -> list[SnapshotInfo]:
     """The home's snapshots, oldest first (those whose manifest is readable)."""
     out = []
     root = _root(home)
     for d in sorted(root.iterdir(), key=lambda p: int(p.name) if p.name.isdigit() else -1) if root.exists() else ():
-        try:
-            m = json.loads((d / MANIFEST).read_text())
-        except (OSError, ValueError):
+        m = read_manifest(d)
+        if m is None:
             continue
-        out.append(SnapshotInfo(m["snapshot_id"], m["created_at"], m["release_id"], d, m.get("note", "")))
+        out.append(SnapshotInfo(m["snapshot_id"], m["created_at"], m["release_id"], d, str(m.get("note", ""))))
     return out
 
 
@@ -116,7 +134,9 @@ def pinned_by_snapshots(home: FabricHome) -> tuple[set[int], set[str]]:
     """Release IDs and index generations the home's snapshots pin (retention keeps them)."""
     releases, gens = set(), set()
     for s in list_snapshots(home):
-        m = json.loads((s.path / MANIFEST).read_text())
+        m = read_manifest(s.path)
+        if m is None:  # damaged since it was listed
+            continue
         releases.add(int(m["release_id"]))
         gens.add(m["lexical_generation"])
     return releases, gens
@@ -221,10 +241,11 @@ def _rebuildable(rel: str) -> bool:
 
 def _find(home: FabricHome, snapshot_id: int) -> tuple[SnapshotInfo, dict]:
     for s in list_snapshots(home):
-        if s.snapshot_id == snapshot_id:
-            return s, json.loads((s.path / MANIFEST).read_text())
+        m = read_manifest(s.path) if s.snapshot_id == snapshot_id else None
+        if m is not None:
+            return s, m
     if (_root(home) / str(snapshot_id)).is_dir():
-        raise SnapshotError(f"snapshot {snapshot_id} is damaged: its {MANIFEST} is missing or unreadable, so "
+        raise SnapshotError(f"snapshot {snapshot_id} is damaged: its {MANIFEST} is missing, unreadable or incomplete, so "
                             f"nothing in it can be checked; delete it (`fabric snapshot delete {snapshot_id}`)")
     raise SnapshotError(f"no snapshot {snapshot_id} (see `fabric snapshot list`)")
 

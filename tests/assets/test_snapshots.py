@@ -15,6 +15,7 @@ import pytest
 from conftest import ingest
 
 from fabric_assets.lifecycle.purge import PurgeRefused, PurgeSelector, purge
+from fabric_assets.lifecycle.retention import cleanup
 from fabric_assets.lifecycle.snapshots import create, delete, list_snapshots, verify
 from fabric_query import Fabric
 from fabric_resources.home import FabricHome
@@ -188,6 +189,18 @@ def test_a_killed_create_a_damaged_manifest_and_restore_into_a_folder(tmp_path, 
     monkeypatch.undo()
 
     # A damaged manifest: named as damaged, listed as such, blocks a purge, and can be deleted.
+    # Valid JSON of another shape is damaged too (was a KeyError / TypeError traceback from list,
+    # verify, cleanup, and the activation's retention step of every later ingest).
+    good = (second.path / "manifest.json").read_text()
+    for shape in ('{"snapshot_id": %d, "created_at": 1, "release_id": 1}' % second.snapshot_id, "[]",
+                  good.replace('"lexical_generation"', '"lexical_gen"')):
+        (second.path / "manifest.json").write_text(shape)
+        assert damaged_snapshots(home) == [second.snapshot_id] and list_snapshots(home) == []
+        with pytest.raises(SnapshotError, match="damaged"):
+            verify(home, second.snapshot_id)
+        cleanup(home)
+    (second.path / "manifest.json").write_text(good)
+    assert damaged_snapshots(home) == []
     (second.path / "manifest.json").write_text("{garbage")
     with pytest.raises(SnapshotError, match="damaged"):
         verify(home, second.snapshot_id)
