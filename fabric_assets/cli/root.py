@@ -55,8 +55,9 @@ def _root(
 
 def run() -> None:
     """Run the full ``fabric`` CLI; an invalid or unreadable home configuration, a home path that
-    cannot hold a home (a file, or under one), or a catalog of a schema version this Fabric cannot
-    open (newer; older, read-only; a failed migration), is one line on stderr and exit code 2."""
+    cannot hold a home (a file, or under one), a catalog of a schema version this Fabric cannot
+    open (newer; older, read-only; a failed migration), or a damaged SQLite catalog, is one line on
+    stderr and exit code 2."""
     try:
         app()
     except Exception as exc:
@@ -68,6 +69,14 @@ def run() -> None:
         home = sys.modules.get("fabric_resources.home")
         known = tuple(t for t in (config and config.ConfigError, records and records.CatalogVersionError,
                                   records and records.CatalogMigrationError, home and home.HomeUnusableError) if t)
+        sqlite3 = sys.modules.get("sqlite3")
+        if sqlite3 is not None and isinstance(exc, sqlite3.DatabaseError):
+            # A truncated or overwritten catalog.sqlite3 ("database disk image is malformed", "file is
+            # not a database"): every command read it and printed a traceback.
+            err.print(f"error: the home's catalog cannot be read ({type(exc).__name__}: {exc}): it is damaged "
+                      "or not a Fabric catalog; restore the home from a copy or a snapshot's catalog.sqlite3",
+                      markup=False)
+            raise SystemExit(2) from None
         if not known or not isinstance(exc, known):
             raise
         err.print(f"error: {exc}", markup=False)

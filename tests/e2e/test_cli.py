@@ -246,3 +246,23 @@ def test_file_names_print_as_they_are_on_one_line(tmp_path, fabric_home):
     assert heads == ["1. fs:src/x\\x0a2. fs:src-trusted.md.txt line 1"], found.stdout
     status = runner.invoke(app, ["status", *h], env=env)
     assert "fs:src/[dim]bad.pdf: malformed-pdf" in status.stdout and "fs:src/a[red]b.bin (" in status.stdout, status.stdout
+
+
+def test_a_damaged_catalog_is_one_line_on_every_command(tmp_path, fabric_home):
+    """guards against: a `sqlite3.DatabaseError: database disk image is malformed` traceback with
+    exit 1 (the code of 'stale' and of failed files) from search, status and lexical-health when the
+    catalog is truncated (hostile trial, 2026-12-05)."""
+    from conftest import ingest
+
+    src = tmp_path / "notes"
+    src.mkdir()
+    (src / "a.txt").write_text("The lighthouse keeper logged the tide.\n")
+    ingest(src, fabric_home)
+    catalog = fabric_home.root / "catalog.sqlite3"
+    os.truncate(catalog, catalog.stat().st_size // 2)
+    env = {**os.environ, "FABRIC_USE_SERVER": "0", "HF_HUB_OFFLINE": "1"}
+    for command in (["search", "lighthouse"], ["status"], ["lexical-health"]):
+        out = subprocess.run([sys.executable, "-c", "from fabric_assets.cli import main; main()", *command,
+                              "--home", str(fabric_home.root)], capture_output=True, text=True, env=env, timeout=300)
+        assert out.returncode == 2, (command, out.stderr[-500:])
+        assert "catalog cannot be read" in out.stderr and "Traceback" not in out.stderr, (command, out.stderr[-500:])
