@@ -19,6 +19,7 @@ from pathlib import Path
 
 import dagster as dg
 
+from fabric_assets.activation.activate import ingest_lock
 from fabric_assets.annotations.planning import parses_needing_annotation
 from fabric_assets.chunker_identity import chunker_settings, stale_chunk_partitions
 from fabric_assets.definitions import build_definitions
@@ -333,12 +334,6 @@ def admissible_root(path: str | os.PathLike, home: FabricHome) -> Path:
         raise RootOverlapError(f"{root.resolve()} is the Fabric home {home_root} or inside it: the home's own "
                                "files (catalog, artifacts, admin token) are never sources")
     return root
-
-
-def ingest_lock(home: FabricHome):
-    """One ``fabric ingest`` per catalog at a time: a second one waits (the lock of a killed
-    process is dropped; ``Catalog.exclusive``). This is what makes a ``parsed`` run with missing verdicts an interrupted one."""
-    return home.catalog.exclusive("ingest")
 
 
 def _ingest_locked(root: Path, home: FabricHome, started: float, progress: ProgressCallback | None,

@@ -810,6 +810,8 @@ def pinned_view(home: FabricHome, release_id: int | None = None) -> ReleaseView 
     ------
     fabric_resources.config.ConfigError
         The config file changed and is not valid any more (today's withheld patterns are unknown).
+    fabric_resources.catalog.CatalogDamagedError
+        The current pointer names a release the catalog lacks, or a manifest cannot be decoded.
     """
     pointer, visibility = current_visibility(home)
     rid = release_id if release_id is not None else pointer
@@ -825,8 +827,18 @@ def pinned_view(home: FabricHome, release_id: int | None = None) -> ReleaseView 
         release = _RELEASES.get(rkey)
     if release is None:
         release = home.catalog.release(rid)
+        if release is None and rid == pointer:
+            from fabric_resources.catalog import CatalogDamagedError
+
+            raise CatalogDamagedError(f"the catalog's current pointer names release {rid}, which it does not hold: "
+                                      "restore the home from a snapshot or a copy")
         if release is None:
             return None
+        if not all(isinstance(release.manifest.get(k), dict) for k in ("tables", "sources")):
+            from fabric_resources.catalog import CatalogDamagedError
+
+            raise CatalogDamagedError(f"release {rid}'s manifest in the catalog lacks its tables or sources: the "
+                                      "catalog was altered; restore the home from a snapshot or a copy")
         with _VIEWS_LOCK:
             _RELEASES[rkey] = release
             while len(_RELEASES) > 4 * MAX_CACHED_VIEWS:

@@ -58,6 +58,13 @@ def activation_lock(home: FabricHome):
     return home.catalog.exclusive("activation")
 
 
+def ingest_lock(home: FabricHome):
+    """One ``fabric ingest`` per catalog at a time: a second one waits (the lock of a killed
+    process is dropped; ``Catalog.exclusive``). This is what makes a ``parsed`` run with missing
+    verdicts an interrupted one. Purge and an in-place snapshot restore hold it too."""
+    return home.catalog.exclusive("ingest")
+
+
 def apply_gate(catalog: Catalog, required: tuple[str, ...] = REQUIRED_VERDICTS) -> None:
     """Turn ``parsed`` runs whose ``required`` verdicts are complete into ``ready`` or ``held``."""
     updates = []

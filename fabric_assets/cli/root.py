@@ -56,7 +56,7 @@ def _root(
 def run() -> None:
     """Run the full ``fabric`` CLI; an invalid or unreadable home configuration, a home path that
     cannot hold a home (a file, or under one), a catalog of a schema version this Fabric cannot
-    open (newer; older, read-only; a failed migration), or a damaged SQLite catalog, is one line on
+    open (newer; older, read-only; a failed migration), or a damaged catalog (SQLite file, or a release row), is one line on
     stderr and exit code 2."""
     try:
         app()
@@ -68,7 +68,8 @@ def run() -> None:
         records = sys.modules.get("fabric_resources.catalog.records")
         home = sys.modules.get("fabric_resources.home")
         known = tuple(t for t in (config and config.ConfigError, records and records.CatalogVersionError,
-                                  records and records.CatalogMigrationError, home and home.HomeUnusableError) if t)
+                                  records and records.CatalogMigrationError, records and records.CatalogDamagedError,
+                                  home and home.HomeUnusableError) if t)
         sqlite3 = sys.modules.get("sqlite3")
         if sqlite3 is not None and isinstance(exc, sqlite3.DatabaseError):
             # A truncated or overwritten catalog.sqlite3 ("database disk image is malformed", "file is

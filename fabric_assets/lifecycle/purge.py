@@ -32,23 +32,22 @@ a Lance tag (a snapshot) pins a table version, or while a Dagster run is in prog
 from __future__ import annotations
 
 import datetime as dt
-import os
 from dataclasses import dataclass, field
 
-from fabric_assets.activation.activate import activation_lock, pinned_index_documents
+from fabric_assets.activation.activate import activation_lock, ingest_lock, pinned_index_documents
 from fabric_assets.activation.dense_index import dense_index_records, release_digests
-from fabric_assets.annotations.assets import MEMO_FILE
+from fabric_assets.lifecycle.forgetting import delete_memo_entries, forget_partitions, memo_keys_only_of
 from fabric_assets.lifecycle.republish import republish
+from fabric_assets.lifecycle.run_history import home_instance, runs_in_progress
 from fabric_assets.lifecycle.snapshots import _create as create_snapshot, _delete as delete_snapshot
 from fabric_assets.lifecycle.snapshots import _find as find_snapshot, _restore as restore_snapshot, list_snapshots
 from fabric_assets.lifecycle.snapshots import damaged_snapshots
 from fabric_assets.source_tags import forget_source_tags
-from fabric_resources.locks import exclusive_lock
 from fabric_resources.catalog import Catalog
 from fabric_resources.dense_index import kept_generations
 from fabric_resources.home import FabricHome
 from fabric_resources.schema import TABLES
-from fabric_resources.tombstones import (Tombstone, add_tombstone, complete_tombstone, forget, scrub,
+from fabric_resources.tombstones import (Tombstone, add_tombstone, complete_tombstone, forget,
                                          source_key_hash, tombstones)
 
 class PurgeRefused(Exception):
@@ -176,30 +175,10 @@ def _refuse_if_pinned(home: FabricHome) -> None:
                            "snapshot-ID, also those a killed `snapshot create` left)")
 
 
-def _instance(home: FabricHome):
-    """The home's Dagster instance (as ``fabric_assets.ingest.dagster_instance``; not imported from
-    there: ingest imports the definitions, which import the lifecycle jobs, which import this)."""
-    import dagster as dg
-
-    os.environ["DAGSTER_HOME"] = str(home.layout.dagster_home)
-    return dg.DagsterInstance.get()
-
-
-def _ingest_lock(home: FabricHome):
-    # The lock of fabric_assets.ingest.ingest_lock (one ingest per home), same file; see _instance.
-    return exclusive_lock(home.layout.root / "ingest.lock")
-
-
 def _refuse_if_runs_in_progress(home: FabricHome, own_run_id: str | None) -> None:
-    import dagster as dg
-
-    instance = _instance(home)
-    statuses = [dg.DagsterRunStatus.STARTED, dg.DagsterRunStatus.STARTING, dg.DagsterRunStatus.QUEUED,
-                dg.DagsterRunStatus.NOT_STARTED, dg.DagsterRunStatus.CANCELING]
-    running = [r for r in instance.get_run_records(dg.RunsFilter(statuses=statuses), limit=6)
-               if r.dagster_run.run_id != own_run_id]
+    running = runs_in_progress(home_instance(home), own_run_id)
     if running:
-        raise PurgeRefused(f"Dagster run(s) in progress ({', '.join(r.dagster_run.run_id for r in running)}); "
+        raise PurgeRefused(f"Dagster run(s) in progress ({', '.join(running)}); "
                            "a purge rewrites every table: wait for them to finish")
 
 
@@ -215,7 +194,7 @@ def purge(home: FabricHome, selector: PurgeSelector, *, own_run_id: str | None =
         See :func:`plan_purge`; also when a snapshot tag pins a table version, or a run is in
         progress. Nothing is removed then.
     """
-    with _ingest_lock(home), activation_lock(home):
+    with ingest_lock(home), activation_lock(home):
         catalog = home.catalog
         plan = plan_purge(catalog, selector)
         _refuse_if_pinned(home)
@@ -237,7 +216,7 @@ def purge(home: FabricHome, selector: PurgeSelector, *, own_run_id: str | None =
 def _remove(home: FabricHome, report: PurgeReport, source_keys: set[str], parse_ids: set[str], hashes: set[str],
             root_ids: set[int], key_hashes: set[str]) -> None:
     catalog = home.catalog
-    memo_keys = _memo_keys_only_of(home, parse_ids)
+    memo_keys = memo_keys_only_of(home, parse_ids)
     # 0. A snapshot first: until the old versions go (step 3) a failed purge can be rolled back.
     snapshot = create_snapshot(home, f"before purge {report.tombstone_id}") if catalog.current_release() else None
     report.snapshot_id = snapshot.snapshot_id if snapshot else None
@@ -275,16 +254,10 @@ def _remove(home: FabricHome, report: PurgeReport, source_keys: set[str], parse_
         report.bytes_removed += home.tables.forget_versions(name)
     # 4. Raw bytes, memo entries, catalog rows, Dagster partitions and the run tags naming the sources.
     report.artifacts_removed = sum(home.artifacts.delete(h) for h in sorted(hashes))
-    memo_path = home.root / MEMO_FILE
-    if memo_keys and memo_path.exists():
-        from fabric_resources.annotator.memo import AnnotationMemo
-
-        with AnnotationMemo(memo_path) as memo:
-            report.memo_entries_removed = memo.delete(memo_keys)
-        scrub(memo_path)
+    report.memo_entries_removed = delete_memo_entries(home, memo_keys)
     forget(catalog, source_keys, parse_ids, hashes, report.releases_retired, root_ids)
-    _forget_partitions(home, parse_ids)
-    report.run_tags_removed = forget_source_tags(_instance(home), source_key_hashes=key_hashes, parse_ids=parse_ids)
+    forget_partitions(home_instance(home), parse_ids)
+    report.run_tags_removed = forget_source_tags(home_instance(home), source_key_hashes=key_hashes, parse_ids=parse_ids)
 
 
 def _verify_or_roll_back(home: FabricHome, release, snapshot) -> None:
@@ -299,28 +272,6 @@ def _verify_or_roll_back(home: FabricHome, release, snapshot) -> None:
         restore_snapshot(home, *find_snapshot(home, snapshot.snapshot_id), False)
     raise PurgeRefused(f"the release re-published without the purged sources failed its check ({health.problem}); "
                        f"the home is back at snapshot {snapshot.snapshot_id if snapshot else '-'}, nothing removed")
-
-
-def _memo_keys_only_of(home: FabricHome, parse_ids: set[str]) -> set[str]:
-    """Memo keys used by annotations of ``parse_ids`` and of no other parse (same excerpt text
-    elsewhere shares its entry, and that text stays)."""
-    if not parse_ids or not home.tables.exists("annotations"):
-        return set()
-    rows = home.tables.read("annotations", columns=["parse_id", "memo_key"]).to_pydict()
-    mine, others = set(), set()
-    for pid, key in zip(rows["parse_id"], rows["memo_key"]):
-        (mine if pid in parse_ids else others).add(key)
-    return mine - others
-
-
-def _forget_partitions(home: FabricHome, parse_ids: set[str]) -> None:
-    """Drop the purged parses' partitions from Dagster (their keys are hashes; the UI stops listing them)."""
-    if not parse_ids:
-        return
-    instance = _instance(home)
-    known = set(instance.get_dynamic_partitions("parses"))
-    for pid in sorted(parse_ids & known):
-        instance.delete_dynamic_partition("parses", pid)
 
 
 def tombstone_summary(t: Tombstone) -> dict:

@@ -109,16 +109,17 @@ def _retained(home: FabricHome, now: float | None = None, releases: list | None 
     """The releases retention keeps, of ``releases`` (default: the catalog's, read now)."""
     # A re-published release replaces the one it was re-published from (same parses and index,
     # compacted versions): it does not push an older release out of the count.
+    # A snapshot's release and the current one are kept even when replaced (a snapshot restored in
+    # place makes its release current again, and a cleanup then re-publishes it).
     releases = home.catalog.release_summaries() if releases is None else releases
     replaced = {(r.manifest.get("republished") or {}).get("from_release") for r in releases}
-    releases = [r for r in releases if r.release_id not in replaced]
+    counted = [r for r in releases if r.release_id not in replaced]
     keep_n, window = home.config.retention.releases, home.config.retention.release_days * _DAY_S
     now = time.time() if now is None else now
     pinned_ids, _ = snapshot_pins(home)
     current = home.catalog.current_release_id()
-    return [r for i, r in enumerate(releases)
-            if i >= len(releases) - keep_n or r.release_id in pinned_ids or r.release_id == current
-            or now - r.created_at < window]
+    recent = {r.release_id for i, r in enumerate(counted) if i >= len(counted) - keep_n or now - r.created_at < window}
+    return [r for r in releases if r.release_id in recent or r.release_id in pinned_ids or r.release_id == current]
 
 
 def _snapshot_releases(home: FabricHome, releases: list) -> list:

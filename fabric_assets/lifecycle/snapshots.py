@@ -19,7 +19,10 @@ artifacts are linked back from the snapshot, the catalog is copied back, and an 
 bytes changed (a hard link shares the damage) is rebuilt from the pinned canonical rows under the
 generation's own name (a dense ANN index is trained again over the pinned rows: same rows and
 scores, its candidate order may differ). The restored home answers every query exactly as the
-snapshot did.
+snapshot did. In place, it waits for a running ingest and refuses while a Dagster run is in
+progress, and what the home learnt after the snapshot is forgotten
+(:func:`fabric_assets.lifecycle.forgetting.forget_after_restore`: no row, byte or name of a
+source the restored catalog does not know stays behind); release IDs keep counting up.
 """
 
 from __future__ import annotations
@@ -33,7 +36,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from fabric_assets.activation.activate import activation_lock, pinned_index_documents
+from fabric_assets.activation.activate import activation_lock, ingest_lock, pinned_index_documents
 from fabric_assets.activation.dense_index import build_table_index
 from fabric_resources.dense_index import MANIFEST_KEY as DENSE_INDEXES, BuildSpec, DenseIndexUnusable, generation_digest
 from fabric_resources.home import FabricHome
@@ -322,18 +325,34 @@ def verify(home: FabricHome, snapshot_id: int, *, deep: bool = False) -> VerifyR
                     report.problems.append(f"dense index {table}/{dgen}: {rel.removeprefix(prefix)} bytes changed "
                                            "in the home")
     if deep and not report.problems:
-        report.problems += _deep_problems(home, m)
+        report.problems += _deep_problems(home, info.path, m)
     return report
 
 
-def _deep_problems(home: FabricHome, m: dict) -> list[str]:
+def _snapshot_release(folder: Path, release_id: int):
+    """Release ``release_id`` as the snapshot's own catalog copy holds it (read-only), or None:
+    after an earlier snapshot was restored in place the home's catalog no longer has it."""
+    from fabric_resources.catalog import Release
+
+    try:
+        con = sqlite3.connect(f"{(folder / 'catalog.sqlite3').as_uri()}?mode=ro&immutable=1", uri=True)
+        try:
+            row = con.execute("SELECT created_at, manifest FROM releases WHERE release_id = ?", (release_id,)).fetchone()
+        finally:
+            con.close()
+        return Release(release_id, row[0], json.loads(row[1])) if row else None
+    except (sqlite3.Error, ValueError):
+        return None
+
+
+def _deep_problems(home: FabricHome, folder: Path, m: dict) -> list[str]:
     from fabric_assets.projections import VECTOR_DIGEST_VERDICTS
     from fabric_resources.lexical_health import lexical_health
     from fabric_resources.vector_digest import MANIFEST_KEY, parse_digests, table_digest
 
-    release = home.catalog.release(m["release_id"])
+    release = home.catalog.release(m["release_id"]) or _snapshot_release(folder, m["release_id"])
     if release is None:
-        return [f"release {m['release_id']} is no longer in the home's catalog (restore the snapshot)"]
+        return [f"release {m['release_id']} is in neither the home's catalog nor the snapshot's"]
     problems = []
     health = lexical_health(home, release)
     if not health.healthy:
@@ -389,8 +408,8 @@ def restore(home: FabricHome, snapshot_id: int, into: Path | None = None) -> Fab
         raise SnapshotError(f"snapshot {snapshot_id} is itself damaged ({', '.join(sorted(broken)[:3])}); "
                             "restore an older snapshot")
     if into is None:
-        with activation_lock(home):
-            _restore(home, info, m, False)
+        with ingest_lock(home), activation_lock(home):
+            _restore_in_place(home, info, m)
         return FabricHome(home.root)
     into = Path(into)
     if into.resolve().is_relative_to(home.root.resolve()):
@@ -417,6 +436,57 @@ def restore(home: FabricHome, snapshot_id: int, into: Path | None = None) -> Fab
                     else child.unlink(missing_ok=True)
         raise
     return FabricHome(into)
+
+
+def _restore_in_place(home: FabricHome, info: SnapshotInfo, m: dict) -> None:
+    """The home back at the snapshot, and what it learnt after forgotten
+    (:func:`fabric_assets.lifecycle.forgetting.forget_after_restore`). Under the ingest and
+    activation locks, no Dagster run in progress."""
+    from fabric_assets.lifecycle.forgetting import forget_after_restore, known
+    from fabric_assets.lifecycle.run_history import home_instance, runs_in_progress
+    from fabric_resources.catalog.base import RELEASE_ID_FLOOR
+
+    instance = home_instance(home)
+    running = runs_in_progress(instance)
+    if running:
+        raise SnapshotError(f"Dagster run(s) in progress ({', '.join(running)}); a restore puts back every table "
+                            "and the catalog: wait for them to finish")
+    before = known(home.catalog)
+    _restore(home, info, m, False)
+    restored = FabricHome(home.root)
+    if before.last_release_id is not None:
+        floor = max(before.last_release_id, restored.catalog.state(RELEASE_ID_FLOOR) or 0)
+        restored.catalog.set_state(RELEASE_ID_FLOOR, floor)
+    lexical, dense, parse_ids, source_keys = _held_by_snapshots(restored)
+    forget_after_restore(restored, before, snapshot_lexical=lexical, snapshot_dense=dense,
+                         snapshot_parse_ids=parse_ids, snapshot_source_keys=source_keys, instance=instance)
+
+
+def _held_by_snapshots(home: FabricHome) -> tuple[set[str], dict[str, set[str]], set[str], set[str]]:
+    """The lexical and dense index generations every snapshot of ``home`` pins, and the parse IDs
+    and source keys their catalogs know (read-only: a snapshot's files are never written; a
+    damaged snapshot's catalog counts when it can be read)."""
+    lexical: set[str] = set()
+    dense: dict[str, set[str]] = {}
+    parse_ids: set[str] = set()
+    keys: set[str] = set()
+    root = _root(home)
+    for folder in (d for d in (root.iterdir() if root.exists() else ()) if d.name.isdigit()):
+        m = read_manifest(folder)
+        if m is not None:
+            lexical.add(m["lexical_generation"])
+            for table, gen in _dense_generations(m).items():
+                dense.setdefault(table, set()).add(gen)
+        try:
+            con = sqlite3.connect(f"{(folder / 'catalog.sqlite3').as_uri()}?mode=ro&immutable=1", uri=True)
+            try:
+                parse_ids.update(r[0] for r in con.execute("SELECT parse_id FROM parse_runs"))
+                keys.update(r[0] for r in con.execute("SELECT source_key FROM sources"))
+            finally:
+                con.close()
+        except sqlite3.Error:
+            continue  # no readable catalog: it names nothing
+    return lexical, dense, parse_ids, keys
 
 
 def _restore(target: FabricHome, info: SnapshotInfo, m: dict, new_home: bool) -> None:

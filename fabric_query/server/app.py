@@ -23,6 +23,7 @@ from fabric_query.server.errors import error_response, status_of
 from fabric_query.server.gate import AdmissionGate, GateFull
 from fabric_query.server.guard import Guard
 from fabric_query.server.security import OriginPolicy
+from fabric_resources.catalog import CatalogDamagedError
 from fabric_resources.config import ConfigError, ServerConfig
 
 #: What warm-up encodes: one Latin-script and one CJK query load both query models (MiniLM's
@@ -146,6 +147,12 @@ def create_app(
         # The home's configuration file was edited into something invalid while the server runs:
         # not the client's fault, and nothing can be answered until it is fixed.
         return error_response(503, "ConfigError", str(exc))
+
+    @app.exception_handler(CatalogDamagedError)
+    async def catalog_damaged(_request: Request, exc: CatalogDamagedError):
+        # A release row altered behind Fabric's back: nothing can be answered until the home is
+        # restored, and the message (which names the row) says so.
+        return error_response(503, "CatalogDamagedError", str(exc))
 
     @app.exception_handler(Exception)
     async def fault(_request: Request, exc: Exception):

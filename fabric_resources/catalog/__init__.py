@@ -12,13 +12,13 @@ from pathlib import Path
 from fabric_resources.catalog.base import Catalog, Connection, drop_verdicts, merge_verdicts
 from fabric_resources.catalog.postgres import PostgresCatalog
 from fabric_resources.catalog.migrations import LATEST_VERSION, MIGRATIONS, Migration
-from fabric_resources.catalog.records import (CatalogMigrationError, CatalogMigrationNeededError, CatalogTooNewError,
+from fabric_resources.catalog.records import (CatalogDamagedError, CatalogMigrationError, CatalogMigrationNeededError, CatalogTooNewError,
                                               CatalogUnavailableError, CatalogVersionError, Operation, ParseRun,
                                               Release, Root, RootOverlapError, SourceRow, StatusUpdate)
 from fabric_resources.catalog.sqlite import SqliteCatalog
 from fabric_resources.config import CatalogStorageConfig
 
-__all__ = ["Catalog", "CatalogMigrationError", "CatalogMigrationNeededError", "CatalogTooNewError",
+__all__ = ["Catalog", "CatalogDamagedError", "CatalogMigrationError", "CatalogMigrationNeededError", "CatalogTooNewError",
            "CatalogUnavailableError", "CatalogVersionError", "Connection", "LATEST_VERSION", "MIGRATIONS", "Migration",
            "Operation", "ParseRun", "PostgresCatalog", "Release", "Root", "RootOverlapError", "SourceRow",
            "SqliteCatalog", "StatusUpdate", "drop_verdicts", "merge_verdicts", "open_catalog"]

@@ -28,8 +28,8 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any, Protocol
 
-from fabric_resources.catalog.records import (Operation, ParseRun, ParseRunDigests, Release, Root, RootOverlapError,
-                                              SourceRow, StatusUpdate)
+from fabric_resources.catalog.records import (CatalogDamagedError, Operation, ParseRun, ParseRunDigests, Release, Root,
+                                              RootOverlapError, SourceRow, StatusUpdate)
 from fabric_resources.schema import OPERATION_STATUSES
 
 #: Bound parameters per ``IN (...)`` statement; below SQLite's oldest default limit of 999
@@ -52,6 +52,28 @@ def in_batches(values: list) -> Iterator[tuple[list, str]]:
         batch = values[i:i + _IDS_PER_STATEMENT]
         yield batch, ", ".join("?" * len(batch))
 
+def _release(release_id: int, created_at: float, text: str) -> Release:
+    """A release row decoded; its manifest (or summary) must be a JSON object: anything else was
+    written behind Fabric's back (it was a bare ``JSONDecodeError`` deep in a query).
+
+    Raises
+    ------
+    CatalogDamagedError
+        If it is not.
+    """
+    try:
+        manifest = json.loads(text)
+    except (TypeError, ValueError):
+        manifest = None
+    if not isinstance(manifest, dict):
+        raise CatalogDamagedError(f"release {release_id}'s manifest in the catalog is not a JSON object: the catalog "
+                                  "was altered; restore the home from a snapshot or a copy")
+    return Release(release_id, created_at, manifest)
+
+
+#: State: the highest release ID a catalog this one replaced had given (an in-place snapshot
+#: restore records it); the next release is numbered above it.
+RELEASE_ID_FLOOR = "release_id_floor"
 _LOCK_NAME = re.compile(r"[a-z][a-z0-9-]{0,40}")
 
 
@@ -392,12 +414,20 @@ class Catalog(abc.ABC):
 
     # -- releases ------------------------------------------------------------
     def current_release(self) -> Release | None:
+        """The release the ``current`` pointer names, or None before the first one.
+
+        Raises
+        ------
+        CatalogDamagedError
+            If the pointer names a release the catalog lacks, or its manifest cannot be decoded.
+        """
         with self.transaction() as con:
-            r = con.execute(
-                """SELECT r.* FROM pointer p JOIN releases r ON r.release_id = p.release_id
-                   WHERE p.name = 'current'"""
-            ).fetchone()
-        return Release(r["release_id"], r["created_at"], json.loads(r["manifest"])) if r else None
+            p = con.execute("SELECT release_id FROM pointer WHERE name = 'current'").fetchone()
+            r = con.execute("SELECT * FROM releases WHERE release_id = ?", (p["release_id"],)).fetchone() if p else None
+        if p is not None and r is None:
+            raise CatalogDamagedError(f"the catalog's current pointer names release {p['release_id']}, which it does "
+                                      "not hold: restore the home from a snapshot or a copy")
+        return _release(r["release_id"], r["created_at"], r["manifest"]) if r else None
 
     def current_release_id(self) -> int | None:
         """The ``current`` pointer alone (no manifest read): the query path's per-query check."""
@@ -413,7 +443,7 @@ class Catalog(abc.ABC):
     def release(self, release_id: int) -> Release | None:
         with self.transaction() as con:
             r = con.execute("SELECT * FROM releases WHERE release_id = ?", (release_id,)).fetchone()
-        return Release(r["release_id"], r["created_at"], json.loads(r["manifest"])) if r else None
+        return _release(r["release_id"], r["created_at"], r["manifest"]) if r else None
 
     def releases(self, last: int | None = None) -> list[Release]:
         """Every release, oldest first; with ``last``, only the ``last`` most recent (a manifest pins
@@ -423,7 +453,7 @@ class Catalog(abc.ABC):
                 rows = con.execute("SELECT * FROM releases ORDER BY release_id").fetchall()
             else:
                 rows = con.execute("SELECT * FROM releases ORDER BY release_id DESC LIMIT ?", (last,)).fetchall()[::-1]
-            return [Release(r["release_id"], r["created_at"], json.loads(r["manifest"])) for r in rows]
+            return [_release(r["release_id"], r["created_at"], r["manifest"]) for r in rows]
 
     def release_summaries(self, last: int | None = None) -> list[Release]:
         """:meth:`releases` with each manifest less its ``sources`` (tables, index generations,
@@ -437,14 +467,14 @@ class Catalog(abc.ABC):
                 rows = con.execute(sql).fetchall()
             else:
                 rows = con.execute(sql + " DESC LIMIT ?", (last,)).fetchall()[::-1]
-        return [Release(r[0], r[1], json.loads(r[2])) for r in rows]
+        return [_release(r[0], r[1], r[2]) for r in rows]
 
     def release_summary(self, release_id: int) -> Release | None:
         """One release as :meth:`release_summaries` reads it (its manifest less its sources)."""
         with self.transaction() as con:
             r = con.execute("SELECT r.release_id, r.created_at, s.summary FROM releases r JOIN release_summaries s "
                             "ON s.release_id = r.release_id WHERE r.release_id = ?", (release_id,)).fetchone()
-        return Release(r[0], r[1], json.loads(r[2])) if r else None
+        return _release(r[0], r[1], r[2]) if r else None
 
     def release_parse_ids(self, release_ids: Iterable[int], among: Iterable[str] | None = None) -> set[str]:
         """The parse IDs the manifests of ``release_ids`` name (their union); with ``among``, only
@@ -493,9 +523,18 @@ class Catalog(abc.ABC):
             current = r["release_id"] if r else None
             if current != expected_current:
                 raise RuntimeError(f"current release moved from {expected_current} to {current}")
-            release_id = int(con.execute(
-                "INSERT INTO releases(created_at, manifest) VALUES (?, '{}') RETURNING release_id", (now,)
-            ).fetchone()[0])
+            floor = con.execute("SELECT value FROM state WHERE name = ?", (RELEASE_ID_FLOOR,)).fetchone()
+            top = con.execute("SELECT MAX(release_id) FROM releases").fetchone()[0]
+            if floor is not None and (top is None or top < int(json.loads(floor["value"]))):
+                # A release ID is never given twice (a pack names its release): after a snapshot
+                # was restored in place, the IDs the replaced catalog had published stay used.
+                release_id = int(con.execute(
+                    "INSERT INTO releases(release_id, created_at, manifest) VALUES (?, ?, '{}') RETURNING release_id",
+                    (int(json.loads(floor["value"])) + 1, now)).fetchone()[0])
+            else:
+                release_id = int(con.execute(
+                    "INSERT INTO releases(created_at, manifest) VALUES (?, '{}') RETURNING release_id", (now,)
+                ).fetchone()[0])
             manifest = {**manifest, "release_id": release_id, "created_at": now}
             summary = {k: v for k, v in manifest.items() if k != "sources"}
             con.execute("UPDATE releases SET manifest = ? WHERE release_id = ?",

@@ -40,6 +40,12 @@ class CatalogMigrationNeededError(CatalogVersionError):
     """A read-only opener found a catalog an older Fabric wrote; a writer must migrate it first."""
 
 
+class CatalogDamagedError(RuntimeError):
+    """A catalog row cannot be what it must be (a release manifest that is not a JSON object with
+    its ``sources`` and ``tables``, the current pointer naming a release the catalog lacks): the
+    catalog was altered behind Fabric's back. The message names the row."""
+
+
 class CatalogMigrationError(RuntimeError):
     """A migration failed; its transaction was rolled back, so the catalog keeps its old version."""
 

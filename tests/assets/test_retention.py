@@ -150,3 +150,29 @@ def test_rows_of_a_parse_without_a_run_are_removed_when_written_after_any_cleanu
     for name in ("units", "chunks"):
         assert _table_parses(home, name) == {donor}, name
     assert {r.parse_id for r in home.catalog.parse_runs()} == {donor}
+
+
+def test_a_release_a_snapshot_pins_stays_when_a_cleanup_re_published_it(tmp_path, fabric_home):
+    """guards against (found by a trial on 2026-12-05): retention leaving out every re-published
+    ("replaced") release before asking whether a snapshot pins it, so the release a snapshot holds
+    left the catalog once a cleanup had re-published it (as it does after a restore in place makes
+    that release current again)."""
+    from fabric_assets.lifecycle.republish import republish
+    from fabric_assets.lifecycle.snapshots import create
+
+    home = _home(fabric_home, releases=1, superseded_days=0)
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "light.txt").write_text(VERSIONS[0])
+    assert ingest(src, home).failed_runs == []
+    home = FabricHome(home.root)
+    pinned = home.catalog.current_release()
+    create(home, "pins the first release")
+    again = republish(home, pinned, pinned.manifest["tables"], note={"cleanup": True})
+    (src / "light.txt").write_text(VERSIONS[1])
+    assert ingest(src, home).failed_runs == []
+    home = FabricHome(home.root)
+    report = cleanup(home, now=time.time() + 8 * 86_400)  # past the window: the count decides
+    assert again.release_id in report.releases_removed  # replaced, not pinned: goes
+    assert pinned.release_id not in report.releases_removed
+    assert home.catalog.release(pinned.release_id) is not None

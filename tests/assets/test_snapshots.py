@@ -212,3 +212,83 @@ def test_a_killed_create_a_damaged_manifest_and_restore_into_a_folder(tmp_path, 
     assert not [t for t in home.tables.tags("chunks") if t.startswith("snapshot-")]
     with pytest.raises(SnapshotError, match="no snapshot"):
         delete(home, second.snapshot_id)
+
+
+def test_an_in_place_restore_forgets_what_came_after_and_a_later_snapshot_gives_it_back(tmp_path, fabric_home):
+    """guards against (found by a trial on 2026-12-05): after an in-place restore the catalog forgot
+    the sources ingested after the snapshot while their raw bytes stayed in the artifact store for
+    good (retention removed their rows, never bytes it could not attribute; `fabric purge` said "no
+    such source"), and their names in Dagster's run tags; release IDs given a second time; a later
+    snapshot's deep verify calling it damaged; a restore beside a running ingest."""
+    import threading
+
+    from test_purge import _name_needles, _occurrences, _secret_files, _write
+
+    from fabric_assets.activation.activate import ingest_lock
+    from fabric_assets.lifecycle.snapshots import restore
+
+    home = _ingested(tmp_path, fabric_home)
+    src = tmp_path / "src"
+    first = create(home, "before the secrets")
+    files, needles = _secret_files(0)
+    _write(src, files)
+    assert ingest(src, home).failed_runs == []
+    home = FabricHome(home.root)
+    later = create(home, "with the secrets")
+    secret_key = "fs:src/secret/zebra-plan.txt"
+    assert Fabric(home.root).search("Quixotic zebras manifesto").results[0].citation.source_key == secret_key
+
+    # Restored to the first: the secrets are no longer served nor stored (the later snapshot keeps
+    # its own links), and both snapshots still verify.
+    restore(home, first.snapshot_id)
+    home = FabricHome(home.root)
+    assert all(h.citation.source_key != secret_key for h in Fabric(home.root).search("Quixotic zebras manifesto").results)
+    stored = _occurrences(home.root / "artifacts", needles)
+    assert stored == {}, stored
+    assert verify(home, first.snapshot_id, deep=True).ok
+    assert verify(home, later.snapshot_id, deep=True).ok, verify(home, later.snapshot_id, deep=True).problems
+    # ... and restoring the later snapshot undoes it.
+    restore(home, later.snapshot_id)
+    home = FabricHome(home.root)
+    assert Fabric(home.root).search("Quixotic zebras manifesto").results[0].citation.source_key == secret_key
+    published = max(r.release_id for r in home.catalog.release_summaries())
+
+    # The secret files deleted (only the home holds them now), the later snapshot deleted: a
+    # restore to the first leaves no byte of them, nor their names, anywhere in the home.
+    for rel in files:
+        (src / rel).unlink()
+    assert ingest(src, home).failed_runs == []
+    home = FabricHome(home.root)
+    published = max(published, *(r.release_id for r in home.catalog.release_summaries()))
+    delete(home, later.snapshot_id)
+    names = _name_needles("src")
+    assert _occurrences(home.root, needles) and _occurrences(home.root, names)  # the walk is sensitive
+    restore(home, first.snapshot_id)
+    home = FabricHome(home.root)
+    leaks = _occurrences(home.root, needles + names)
+    assert leaks == {}, {k[:40]: v for k, v in leaks.items()}
+
+    # Release IDs are never given twice: the next release is numbered above every earlier one.
+    (src / "new.txt").write_text("A harbour master counted herring boats at dawn.\n", encoding="utf-8")
+    assert ingest(src, home).failed_runs == []
+    assert FabricHome(home.root).catalog.current_release_id() > published
+
+    # A restore waits for a running ingest (it held the activation lock only).
+    held, done = threading.Event(), threading.Event()
+    release = threading.Event()
+
+    def ingesting():
+        with ingest_lock(FabricHome(home.root)):
+            held.set()
+            release.wait(30)
+
+    holder = threading.Thread(target=ingesting)
+    holder.start()
+    held.wait(30)
+    worker = threading.Thread(target=lambda: (restore(FabricHome(home.root), first.snapshot_id), done.set()))
+    worker.start()
+    assert not done.wait(1.5)
+    release.set()
+    holder.join(30)
+    worker.join(60)
+    assert done.is_set()

@@ -266,3 +266,48 @@ def test_a_damaged_catalog_is_one_line_on_every_command(tmp_path, fabric_home):
                               "--home", str(fabric_home.root)], capture_output=True, text=True, env=env, timeout=300)
         assert out.returncode == 2, (command, out.stderr[-500:])
         assert "catalog cannot be read" in out.stderr and "Traceback" not in out.stderr, (command, out.stderr[-500:])
+
+
+def test_an_altered_release_row_is_a_typed_error_on_every_command_and_the_python_api(tmp_path, fabric_home):
+    """guards against: a release manifest rewritten as non-JSON, or without its `tables`, being a
+    `JSONDecodeError` / `KeyError` traceback from search and status; the current pointer naming a
+    release the catalog lacks reported as "no activated release: run `fabric ingest` first"
+    (hostile trial, 2026-12-05)."""
+    import sqlite3
+
+    from conftest import ingest
+
+    from fabric_query import Fabric
+    from fabric_resources.catalog import CatalogDamagedError
+
+    src = tmp_path / "notes"
+    src.mkdir()
+    (src / "a.txt").write_text("The lighthouse keeper logged the tide.\n")
+    ingest(src, fabric_home)
+    current = fabric_home.catalog.current_release_id()
+    env = {**os.environ, "FABRIC_USE_SERVER": "0", "HF_HUB_OFFLINE": "1"}
+    # (status reads no table, so a manifest without its tables is only the read side's error)
+    for alter, named, commands in (
+            (f"UPDATE releases SET manifest = '{{garbage' WHERE release_id = {current}", "manifest", ("search", "status")),
+            (f"UPDATE releases SET manifest = '{{\"sources\": {{}}}}' WHERE release_id = {current}", "lacks its tables",
+             ("search",)),
+            ("UPDATE pointer SET release_id = 999", "names release 999", ("search", "status"))):
+        con = sqlite3.connect(fabric_home.root / "catalog.sqlite3")
+        saved = con.execute("SELECT manifest FROM releases WHERE release_id = ?", (current,)).fetchone()[0]
+        with con:
+            con.execute(alter)
+        con.close()
+        for command in ([c, "lighthouse"] if c == "search" else [c] for c in commands):
+            out = subprocess.run([sys.executable, "-c", "from fabric_assets.cli import main; main()", *command,
+                                  "--home", str(fabric_home.root)], capture_output=True, text=True, env=env, timeout=300)
+            assert out.returncode == 2, (alter, command, out.stderr[-500:])
+            assert named in out.stderr and "restore the home" in out.stderr and "Traceback" not in out.stderr, \
+                (alter, command, out.stderr[-500:])
+        with pytest.raises(CatalogDamagedError, match=named):
+            Fabric(fabric_home.root).search("lighthouse")
+        con = sqlite3.connect(fabric_home.root / "catalog.sqlite3")
+        with con:
+            con.execute("UPDATE releases SET manifest = ? WHERE release_id = ?", (saved, current))
+            con.execute("UPDATE pointer SET release_id = ?", (current,))
+        con.close()
+    assert Fabric(fabric_home.root).search("lighthouse").results

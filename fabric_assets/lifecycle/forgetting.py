@@ -1,0 +1,154 @@
+"""Forgetting parses: the steps a purge and an in-place snapshot restore share, and what such a
+restore forgets.
+
+An in-place restore puts the snapshot's catalog back, and that catalog does not know the
+sources, versions and parses the home acquired after the snapshot. Left in the home, their text
+could be neither served nor purged (``fabric purge`` finds sources in the catalog), and the raw
+bytes of a file deleted after the snapshot stayed for good: retention removes the rows of a parse
+no catalog names, never bytes it cannot attribute. So :func:`forget_after_restore` takes out
+what only the replaced catalog named: those parses' rows from the latest version of every table
+and every table version no restored release pins, their annotation memo entries, the raw bytes
+no restored source holds, every index generation no restored release or snapshot names, and
+the Dagster run tags and partitions that name them. What another snapshot of the home still
+holds keeps its own copy (its tags, links and catalog), so restoring that snapshot later gives
+it back; a file still in its folder is read again by the next ingest.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from fabric_resources.catalog import Catalog
+from fabric_resources.dense_index import kept_generations
+from fabric_resources.home import FabricHome
+from fabric_resources.schema import TABLES
+
+
+@dataclass(frozen=True)
+class Known:
+    """What one catalog names: its parse IDs, the content hashes of its sources' versions (every
+    acquisition and parse run), its source keys and its highest release ID."""
+
+    parse_ids: frozenset[str]
+    hashes: frozenset[str]
+    source_keys: frozenset[str]
+    last_release_id: int | None
+
+
+@dataclass
+class Forgotten:
+    """What :func:`forget_after_restore` removed."""
+
+    parse_ids: list[str] = field(default_factory=list)
+    source_keys: int = 0
+    artifacts_removed: int = 0
+    rows_removed: dict[str, int] = field(default_factory=dict)
+    bytes_removed: int = 0
+    memo_entries_removed: int = 0
+    generations_removed: list[str] = field(default_factory=list)
+    run_tags_removed: int = 0
+
+
+def known(catalog: Catalog) -> Known:
+    """What ``catalog`` names (reads it; one query per source for its acquisitions)."""
+    sources = catalog.sources()
+    hashes = {s.source_hash for s in sources if s.source_hash}
+    for s in sources:
+        hashes.update(a["source_hash"] for a in catalog.acquisitions(s.source_key))
+    runs = catalog.parse_run_states()
+    hashes.update(h for _, _, h in runs if h)
+    last = max((r.release_id for r in catalog.release_summaries()), default=None)
+    return Known(frozenset(p for p, _, _ in runs), frozenset(hashes), frozenset(s.source_key for s in sources), last)
+
+
+def memo_keys_only_of(home: FabricHome, parse_ids: set[str]) -> set[str]:
+    """Memo keys used by annotations of ``parse_ids`` and of no other parse (same excerpt text
+    elsewhere shares its entry, and that text stays); read from the latest ``annotations`` rows."""
+    if not parse_ids or not home.tables.exists("annotations"):
+        return set()
+    rows = home.tables.read("annotations", columns=["parse_id", "memo_key"]).to_pydict()
+    mine, others = set(), set()
+    for pid, key in zip(rows["parse_id"], rows["memo_key"]):
+        (mine if pid in parse_ids else others).add(key)
+    return mine - others
+
+
+def delete_memo_entries(home: FabricHome, memo_keys: set[str]) -> int:
+    """Delete ``memo_keys`` from the annotation memo and rewrite its file (no deleted entry's page
+    survives); return how many entries went."""
+    if not memo_keys:
+        return 0  # and no annotation module loaded: a restore stays free of model clients
+    from fabric_assets.annotations.assets import MEMO_FILE
+    from fabric_resources.annotator.memo import AnnotationMemo
+    from fabric_resources.tombstones import scrub
+
+    memo_path = home.root / MEMO_FILE
+    if not memo_path.exists():
+        return 0
+    with AnnotationMemo(memo_path) as memo:
+        removed = memo.delete(memo_keys)
+    scrub(memo_path)
+    return removed
+
+
+def forget_partitions(instance, parse_ids: set[str]) -> None:
+    """Drop ``parse_ids``' partitions from Dagster's ``parses`` set (their keys are hashes; the UI
+    stops listing them)."""
+    if not parse_ids:
+        return
+    known_keys = set(instance.get_dynamic_partitions("parses"))
+    for pid in sorted(parse_ids & known_keys):
+        instance.delete_dynamic_partition("parses", pid)
+
+
+def forget_after_restore(home: FabricHome, before: Known, *, snapshot_lexical: set[str],
+                         snapshot_dense: dict[str, set[str]], snapshot_parse_ids: set[str],
+                         snapshot_source_keys: set[str], instance=None) -> Forgotten:
+    """Remove from ``home`` (its catalog just restored in place) what only the catalog it replaced,
+    ``before``, named (see the module docstring). ``snapshot_*``: the index generations, parse IDs
+    and source keys the home's snapshots still hold; their Dagster run tags and partitions stay.
+    ``instance``: the home's Dagster instance (default: opened from ``<home>/dagster``).
+
+    The caller holds the ingest and activation locks and has checked that no Dagster run is in
+    progress: table files no version references are removed however young.
+    """
+    from fabric_assets.lifecycle.run_history import home_instance
+    from fabric_assets.source_tags import forget_source_tags
+    from fabric_resources.tombstones import source_key_hash
+
+    catalog = home.catalog
+    now = known(catalog)
+    out = Forgotten(parse_ids=sorted(before.parse_ids - now.parse_ids))
+    parse_ids = set(out.parse_ids)
+    memo_keys = memo_keys_only_of(home, parse_ids)
+    releases = catalog.releases()
+    for name in TABLES:
+        if not home.tables.exists(name):
+            continue
+        if parse_ids:
+            rows = home.tables.count_rows(name, home.tables.version(name))
+            home.tables.delete_partitions(name, parse_ids)
+            version = home.tables.compact(name)
+            out.rows_removed[name] = rows - (home.tables.count_rows(name, version) if version is not None else 0)
+        keep = {r.manifest.get("tables", {}).get(name) for r in releases} - {None}
+        out.bytes_removed += home.tables.forget_versions(name, keep)
+    out.memo_entries_removed = delete_memo_entries(home, memo_keys)
+    out.artifacts_removed = sum(home.artifacts.delete(h) for h in sorted(before.hashes - now.hashes))
+    out.generations_removed = home.lexical.remove_generations(
+        {r.manifest.get("lexical_generation") for r in releases} | snapshot_lexical)
+    dense = kept_generations(r.manifest for r in releases)
+    for table, gens in snapshot_dense.items():
+        dense.setdefault(table, set()).update(gens)
+    out.generations_removed += home.dense_indexes.remove_generations(dense)
+    keys = before.source_keys - now.source_keys - snapshot_source_keys
+    out.source_keys = len(keys)
+    instance = instance or home_instance(home)
+    gone = parse_ids - snapshot_parse_ids
+    forget_partitions(instance, gone)
+    out.run_tags_removed = forget_source_tags(instance, source_key_hashes={source_key_hash(k) for k in keys},
+                                             parse_ids=gone, rewrite_file=False)
+    return out
+
+
+__all__ = ["Forgotten", "Known", "delete_memo_entries", "forget_after_restore", "forget_partitions", "known",
+           "memo_keys_only_of"]
