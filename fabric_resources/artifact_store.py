@@ -43,6 +43,11 @@ class StoredFile:
     mtime_ns: int
 
 
+#: How a source file is opened to be read: no symlink followed, and never blocking (a FIFO swapped
+#: in for the file cannot hang the caller).
+_READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
+
+
 def sha256_hex(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
@@ -52,7 +57,7 @@ def file_digest(path: str | os.PathLike) -> str | None:
     symlink followed, never blocking on a FIFO), without storing them; ``None`` when the path cannot
     be opened or read, or is not a regular file (the caller then takes the storing path and its errors)."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+        fd = os.open(path, _READ_FLAGS)
     except OSError:
         return None
     with os.fdopen(fd, "rb") as f:
@@ -122,8 +127,7 @@ class ArtifactStore:
         OSError
             The file cannot be opened or read (permission, I/O error, a symlink).
         """
-        flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
-        fd = os.open(path, flags)
+        fd = os.open(path, _READ_FLAGS)
         incoming = self.root / "incoming"
         tmp: str | None = None
         try:

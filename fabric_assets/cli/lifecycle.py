@@ -122,13 +122,14 @@ def snapshot_create(note: Annotated[str, typer.Option("--note")] = "", home: Hom
 def snapshot_verify(snapshot_id: int, deep: Annotated[bool, typer.Option("--deep", help="Also rebuild the "
                     "lexical index and recompute vector digests from the pinned rows.")] = False,
                     home: HomeOption = None) -> None:
-    """Check every hash (and, with --deep, the index and vector digests). Exit 1 when damaged."""
-    from fabric_assets.lifecycle.snapshots import SnapshotError, verify
+    """Check every hash (and, with --deep, the index and vector digests). Exit 1 when damaged (its manifest
+    too), 2 when there is no such snapshot."""
+    from fabric_assets.lifecycle.snapshots import SnapshotDamagedError, SnapshotError, verify
 
     try:
         report = verify(_opened(home), snapshot_id, deep=deep)
     except SnapshotError as exc:
-        fail(str(exc))
+        fail(str(exc), 1 if isinstance(exc, SnapshotDamagedError) else 2)
     for problem in report.problems:
         console.print(f"damaged: {problem}", markup=False)
     console.print(f"snapshot {snapshot_id}: {'ok' if report.ok else 'DAMAGED'} ({report.files_checked} files"

@@ -51,6 +51,10 @@ class SnapshotError(Exception):
     """A snapshot cannot be created, found or restored; the message says why."""
 
 
+class SnapshotDamagedError(SnapshotError):
+    """The snapshot's manifest is missing, unreadable or incomplete: nothing in it can be checked."""
+
+
 @dataclass(frozen=True)
 class SnapshotInfo:
     snapshot_id: int
@@ -248,7 +252,7 @@ def _find(home: FabricHome, snapshot_id: int) -> tuple[SnapshotInfo, dict]:
         if m is not None:
             return s, m
     if (_root(home) / str(snapshot_id)).is_dir():
-        raise SnapshotError(f"snapshot {snapshot_id} is damaged: its {MANIFEST} is missing, unreadable or incomplete, so "
+        raise SnapshotDamagedError(f"snapshot {snapshot_id} is damaged: its {MANIFEST} is missing, unreadable or incomplete, so "
                             f"nothing in it can be checked; delete it (`fabric snapshot delete {snapshot_id}`)")
     raise SnapshotError(f"no snapshot {snapshot_id} (see `fabric snapshot list`)")
 

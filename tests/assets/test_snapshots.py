@@ -204,6 +204,9 @@ def test_a_killed_create_a_damaged_manifest_and_restore_into_a_folder(tmp_path, 
     (second.path / "manifest.json").write_text("{garbage")
     with pytest.raises(SnapshotError, match="damaged"):
         verify(home, second.snapshot_id)
+    # `snapshot verify`: exit 1 when damaged, as its help says (was 2, the code of "no such snapshot").
+    said = CliRunner().invoke(app, ["snapshot", "verify", str(second.snapshot_id), "--home", str(home.root)])
+    assert said.exit_code == 1 and "damaged" in said.output, said.output
     assert damaged_snapshots(home) == [second.snapshot_id]
     with pytest.raises(PurgeRefused, match="manifest unreadable"):
         purge(home, PurgeSelector(root="src"))
@@ -212,6 +215,8 @@ def test_a_killed_create_a_damaged_manifest_and_restore_into_a_folder(tmp_path, 
     assert not [t for t in home.tables.tags("chunks") if t.startswith("snapshot-")]
     with pytest.raises(SnapshotError, match="no snapshot"):
         delete(home, second.snapshot_id)
+    said = CliRunner().invoke(app, ["snapshot", "verify", str(second.snapshot_id), "--home", str(home.root)])
+    assert said.exit_code == 2 and "no snapshot" in said.output, said.output
 
 
 def test_an_in_place_restore_forgets_what_came_after_and_a_later_snapshot_gives_it_back(tmp_path, fabric_home):
