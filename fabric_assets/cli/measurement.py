@@ -196,6 +196,23 @@ def bench_retention_cmd(
     _write_json(result, json_out)
 
 
+@bench_app.command("walk")
+def bench_walk_cmd(
+    folders: Annotated[int, typer.Option(min=1, help="Folders in the scratch tree (one file each).")] = 20_000,
+    repeat: Annotated[int, typer.Option(min=1, help="Walks per variant, alternating (the best is reported).")] = 5,
+    json_out: JsonOutOption = None,
+) -> None:
+    """The scan's walk of a source tree, with and without its Fabric-home check (ratio)."""
+    from fabric_assets.measurement.bench_walk import bench_walk, walk_rows
+
+    row = walk_rows(bench_walk(folders, repeat))
+    console.print(f"{row['folders']} folders, {row['files']} files: walk {row['with_check_ms']:.0f} ms, without the "
+                  f"home check {row['without_check_ms']:.0f} ms, ratio {row['ratio']:.2f} "
+                  f"({row['per_folder_us']:.1f} µs per folder)", markup=False)
+    if json_out:
+        json_out.write_text(json.dumps(row, indent=2) + "\n")
+
+
 @bench_app.command("catalog")
 def bench_catalog_cmd(
     parses: Annotated[int, typer.Option(min=1, help="New files whose catalog writes are replayed.")] = 500,

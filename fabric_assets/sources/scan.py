@@ -184,6 +184,9 @@ def _walk(root: Path, ignore_hidden: bool, report: ScanReport, skip: SkipCallbac
         except OSError as exc:
             skip(rel, f"unreadable-folder: {type(exc).__name__}: {exc.strerror or exc}")
             continue
+        if rel and _lists_a_home(entries):
+            skip(rel, "fabric-home: another Fabric home (a restored snapshot, say); its files are not sources")
+            continue
         for e in entries:
             if ignore_hidden and e.name.startswith("."):
                 continue
@@ -203,15 +206,25 @@ def _walk(root: Path, ignore_hidden: bool, report: ScanReport, skip: SkipCallbac
             if stat.S_ISDIR(st.st_mode):
                 if e.path == skip_dir:
                     continue
-                if _is_fabric_home(e.path):
-                    skip(child, "fabric-home: another Fabric home (a restored snapshot, say); its files are not sources")
-                    continue
                 stack.append((e.path, child))
             elif stat.S_ISREG(st.st_mode):
                 yield e.path, child, st
             else:
                 kind = next((name for test, name in _SPECIAL_FILES if test(st.st_mode)), "special file")
                 skip(child, f"not-a-regular-file: {kind}")
+
+
+_HOME_MARKS = (HomeLayout(Path(".")).catalog_file.name, HomeLayout(Path(".")).artifacts.name)
+
+
+def _lists_a_home(entries: list[os.DirEntry]) -> bool:
+    """Whether a folder's entries are a Fabric home's (:func:`_is_fabric_home`), from the listing
+    the walk already holds: checking each folder with two ``stat`` calls of its own made the walk
+    1.5x slower (5.9 µs per folder, ``docs/benchmarks.md``)."""
+    catalog, artifacts = _HOME_MARKS
+    found = {e.name: e for e in entries if e.name in _HOME_MARKS}
+    return (catalog in found and artifacts in found and found[catalog].is_file(follow_symlinks=False)
+            and found[artifacts].is_dir(follow_symlinks=False))
 
 
 def _is_fabric_home(folder: str) -> bool:
