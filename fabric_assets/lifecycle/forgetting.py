@@ -11,11 +11,15 @@ and every table version no restored release pins, their annotation memo entries,
 no restored source holds, every index generation no restored release or snapshot names, and
 the Dagster run tags and partitions that name them. What another snapshot of the home still
 holds keeps its own copy (its tags, links and catalog), so restoring that snapshot later gives
-it back; a file still in its folder is read again by the next ingest.
+it back; a file still in its folder is read again by the next ingest. What the replaced catalog
+knew is written to :data:`PENDING_FILE` before the catalog is put back, so a restore killed
+part-way is finished by the next restore or purge.
 """
 
 from __future__ import annotations
 
+import json
+import os
 from dataclasses import dataclass, field
 
 from fabric_resources.catalog import Catalog
@@ -47,6 +51,42 @@ class Forgotten:
     memo_entries_removed: int = 0
     generations_removed: list[str] = field(default_factory=list)
     run_tags_removed: int = 0
+
+
+#: In the home while an in-place restore runs: what the catalog it replaces knew (a restore killed
+#: part-way is finished by the next restore or purge, which forget it then).
+PENDING_FILE = "restore-forget.json"
+
+
+def record_pending(home: FabricHome, before: Known) -> Known:
+    """Write ``before`` (joined with what an interrupted restore left pending) to
+    :data:`PENDING_FILE` atomically; return the union."""
+    left = pending(home)
+    if left is not None:
+        before = Known(before.parse_ids | left.parse_ids, before.hashes | left.hashes,
+                       before.source_keys | left.source_keys,
+                       max((x for x in (before.last_release_id, left.last_release_id) if x is not None), default=None))
+    path = home.root / PENDING_FILE
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps({"parse_ids": sorted(before.parse_ids), "hashes": sorted(before.hashes),
+                               "source_keys": sorted(before.source_keys), "last_release_id": before.last_release_id}))
+    os.replace(tmp, path)
+    return before
+
+
+def pending(home: FabricHome) -> Known | None:
+    """What an interrupted in-place restore had yet to forget, or None (no such file, or one that
+    cannot be read: then nothing can be said about it, and it is left for a person to look at)."""
+    try:
+        data = json.loads((home.root / PENDING_FILE).read_text())
+        return Known(frozenset(data["parse_ids"]), frozenset(data["hashes"]), frozenset(data["source_keys"]),
+                     data["last_release_id"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def clear_pending(home: FabricHome) -> None:
+    (home.root / PENDING_FILE).unlink(missing_ok=True)
 
 
 def known(catalog: Catalog) -> Known:
@@ -150,5 +190,5 @@ def forget_after_restore(home: FabricHome, before: Known, *, snapshot_lexical: s
     return out
 
 
-__all__ = ["Forgotten", "Known", "delete_memo_entries", "forget_after_restore", "forget_partitions", "known",
-           "memo_keys_only_of"]
+__all__ = ["Forgotten", "Known", "PENDING_FILE", "clear_pending", "delete_memo_entries", "forget_after_restore",
+           "forget_partitions", "known", "memo_keys_only_of", "pending", "record_pending"]

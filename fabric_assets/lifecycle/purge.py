@@ -37,11 +37,12 @@ from dataclasses import dataclass, field
 from fabric_assets.activation.activate import activation_lock, ingest_lock, pinned_index_documents
 from fabric_assets.activation.dense_index import dense_index_records, release_digests
 from fabric_assets.lifecycle.forgetting import delete_memo_entries, forget_partitions, memo_keys_only_of
+from fabric_assets.lifecycle.forgetting import pending as pending_forget
 from fabric_assets.lifecycle.republish import republish
 from fabric_assets.lifecycle.run_history import home_instance, runs_in_progress
 from fabric_assets.lifecycle.snapshots import _create as create_snapshot, _delete as delete_snapshot
 from fabric_assets.lifecycle.snapshots import _find as find_snapshot, _restore as restore_snapshot, list_snapshots
-from fabric_assets.lifecycle.snapshots import damaged_snapshots
+from fabric_assets.lifecycle.snapshots import damaged_snapshots, finish_forgetting
 from fabric_assets.source_tags import forget_source_tags
 from fabric_resources.catalog import Catalog
 from fabric_resources.dense_index import kept_generations
@@ -199,6 +200,9 @@ def purge(home: FabricHome, selector: PurgeSelector, *, own_run_id: str | None =
         plan = plan_purge(catalog, selector)
         _refuse_if_pinned(home)
         _refuse_if_runs_in_progress(home, own_run_id)
+        left = pending_forget(home)
+        if left is not None:  # an in-place restore killed part-way: what it had yet to forget goes first
+            finish_forgetting(home, left, home_instance(home))
         unfinished = [t for t in tombstones(catalog) if t.completed_at is None]
         tomb = add_tombstone(catalog, plan.selector, plan.source_keys, plan.source_hashes, plan.parse_ids)
         report = PurgeReport(plan, tomb, resumed=[t.tombstone_id for t in unfinished])

@@ -446,24 +446,35 @@ def _restore_in_place(home: FabricHome, info: SnapshotInfo, m: dict) -> None:
     """The home back at the snapshot, and what it learnt after forgotten
     (:func:`fabric_assets.lifecycle.forgetting.forget_after_restore`). Under the ingest and
     activation locks, no Dagster run in progress."""
-    from fabric_assets.lifecycle.forgetting import forget_after_restore, known
+    from fabric_assets.lifecycle.forgetting import known, record_pending
     from fabric_assets.lifecycle.run_history import home_instance, runs_in_progress
-    from fabric_resources.catalog.base import RELEASE_ID_FLOOR
 
     instance = home_instance(home)
     running = runs_in_progress(instance)
     if running:
         raise SnapshotError(f"Dagster run(s) in progress ({', '.join(running)}); a restore puts back every table "
                             "and the catalog: wait for them to finish")
-    before = known(home.catalog)
+    before = record_pending(home, known(home.catalog))
     _restore(home, info, m, False)
     restored = FabricHome(home.root)
+    finish_forgetting(restored, before, instance)
+
+
+def finish_forgetting(home: FabricHome, before, instance=None) -> None:
+    """After an in-place restore (or to finish one killed part-way: ``before`` from
+    :func:`fabric_assets.lifecycle.forgetting.pending`): release IDs above every one ``before``
+    gave, and what only ``before`` knew forgotten; then nothing is pending. Under the ingest and
+    activation locks, no Dagster run in progress."""
+    from fabric_assets.lifecycle.forgetting import clear_pending, forget_after_restore
+    from fabric_resources.catalog.base import RELEASE_ID_FLOOR
+
     if before.last_release_id is not None:
-        floor = max(before.last_release_id, restored.catalog.state(RELEASE_ID_FLOOR) or 0)
-        restored.catalog.set_state(RELEASE_ID_FLOOR, floor)
-    lexical, dense, parse_ids, source_keys = _held_by_snapshots(restored)
-    forget_after_restore(restored, before, snapshot_lexical=lexical, snapshot_dense=dense,
+        floor = max(before.last_release_id, home.catalog.state(RELEASE_ID_FLOOR) or 0)
+        home.catalog.set_state(RELEASE_ID_FLOOR, floor)
+    lexical, dense, parse_ids, source_keys = _held_by_snapshots(home)
+    forget_after_restore(home, before, snapshot_lexical=lexical, snapshot_dense=dense,
                          snapshot_parse_ids=parse_ids, snapshot_source_keys=source_keys, instance=instance)
+    clear_pending(home)
 
 
 def _held_by_snapshots(home: FabricHome) -> tuple[set[str], dict[str, set[str]], set[str], set[str]]:

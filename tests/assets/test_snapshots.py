@@ -219,7 +219,8 @@ def test_a_killed_create_a_damaged_manifest_and_restore_into_a_folder(tmp_path, 
     assert said.exit_code == 2 and "no snapshot" in said.output, said.output
 
 
-def test_an_in_place_restore_forgets_what_came_after_and_a_later_snapshot_gives_it_back(tmp_path, fabric_home):
+def test_an_in_place_restore_forgets_what_came_after_and_a_later_snapshot_gives_it_back(tmp_path, fabric_home,
+                                                                                         monkeypatch):
     """guards against (found by a trial on 2026-12-05): after an in-place restore the catalog forgot
     the sources ingested after the snapshot while their raw bytes stayed in the artifact store for
     good (retention removed their rows, never bytes it could not attribute; `fabric purge` said "no
@@ -268,8 +269,20 @@ def test_an_in_place_restore_forgets_what_came_after_and_a_later_snapshot_gives_
     delete(home, later.snapshot_id)
     names = _name_needles("src")
     assert _occurrences(home.root, needles) and _occurrences(home.root, names)  # the walk is sensitive
+    # Killed once the catalog is back, before anything was forgotten: the next restore finishes it.
+    from fabric_assets.lifecycle import snapshots
+    from fabric_assets.lifecycle.forgetting import PENDING_FILE
+
+    def killed(*_a, **_k):
+        raise KeyboardInterrupt
+    monkeypatch.setattr(snapshots, "_held_by_snapshots", killed)
+    with pytest.raises(KeyboardInterrupt):
+        restore(home, first.snapshot_id)
+    monkeypatch.undo()
+    assert (home.root / PENDING_FILE).exists() and _occurrences(home.root / "artifacts", needles)
     restore(home, first.snapshot_id)
     home = FabricHome(home.root)
+    assert not (home.root / PENDING_FILE).exists()
     leaks = _occurrences(home.root, needles + names)
     assert leaks == {}, {k[:40]: v for k, v in leaks.items()}
 
