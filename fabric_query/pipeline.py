@@ -139,9 +139,9 @@ def search(
     candidates["fused"] = fused[: ctx.depth]
     ranked, stage_scores, stage_skips = rescore(ctx, [cid for cid, _ in fused], candidates)
 
-    final = ranked[:limit]
+    final, membership, altered = verified_top(ctx.view, ranked, limit, ctx.windows.of)
     passages, units, trace, passage_of = assemble_passages(
-        ctx.view, final, ctx.sources_by_parse, config.passages.max_tokens, config.passages.max_units, ctx.windows.of)
+        ctx.view, final, ctx.sources_by_parse, config.passages.max_tokens, config.passages.max_units, membership)
     clock.lap("passages")
     hits, passages = assemble_hits(ctx, final, passages, passage_of, dict(fused), evidence, stage_scores, below)
     clock.lap("evidence")
@@ -163,7 +163,28 @@ def search(
         no_lexical_match=not any(evidence.rankings.get(name) for name in LEXICAL_CHANNELS),
         unmatched_filters=unmatched_filters(ctx.view, ctx.parsed.filters) if ctx.eligible_sources == 0 else {},
         dense_feedback=feedback.chunk_ids if feedback is not None else (),
+        altered_chunks=tuple(sorted(altered)),
     ), max_tokens)
+
+
+def verified_top(view, ranked: list[str], limit: int, membership) -> tuple[list[str], dict, set[str]]:
+    """The first ``limit`` of ``ranked`` whose stored text is what was cut (:meth:`ReleaseView.altered`),
+    the window membership of those (a window with an altered member gives a one-chunk passage),
+    and every altered chunk met. Only the rows the passages read anyway are read, unless some are
+    altered."""
+    final: list[str] = []
+    altered: set[str] = set()
+    start = 0
+    while len(final) < limit and start < len(ranked):
+        batch = ranked[start:start + limit]
+        start += limit
+        bad = view.altered(batch)
+        altered |= bad
+        final += [cid for cid in batch if cid not in bad][: limit - len(final)]
+    windows = {cid: membership[cid] for cid in final if cid in membership}
+    bad = view.altered([m for _, members in windows.values() for m in members])
+    altered |= bad
+    return final, {cid: w for cid, w in windows.items() if not bad.intersection(w[1])}, altered
 
 
 def run_channels(ctx: QueryContext, channels: tuple[Channel, ...]

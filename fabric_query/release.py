@@ -39,6 +39,7 @@ from fabric_query.errors import FabricQueryError, ReleaseUnreadableError
 from fabric_query.visibility import Visibility, current_visibility
 from fabric_resources.catalog import Release
 from fabric_resources.home import FabricHome
+from fabric_resources.identity import text_hash
 from fabric_resources.lexical_index import (
     SUBSTRING_TOKENIZER,
     WORD_TOKENIZER,
@@ -249,7 +250,7 @@ class ReleaseView:
         ReleaseUnreadableError
             The chunk rows cannot be read: no channel could cite anything.
         """
-        columns = [*VIEW_CHUNK_COLUMNS, *(("text", "fragments") if self.text_in_memory else ())]
+        columns = [*VIEW_CHUNK_COLUMNS, *(("text", "fragments", "text_hash") if self.text_in_memory else ())]
         try:
             t = self.read_active("chunks", columns, with_offsets=True)
         except ProjectionUnavailable as exc:
@@ -512,7 +513,8 @@ class ReleaseView:
 
     def chunk(self, chunk_id: str) -> dict:
         """One chunk row as a dict (do not mutate it: rows are cached per view): ``parse_id``,
-        ``chunk_id``, ``ordinal``, ``text``, ``fragments``, ``section_path``, ``token_count``.
+        ``chunk_id``, ``ordinal``, ``text``, ``fragments``, ``section_path``, ``token_count``, and
+        ``altered`` (its text does not hash to its recorded ``text_hash``: see :meth:`altered`).
 
         Raises
         ------
@@ -557,6 +559,8 @@ class ReleaseView:
         slim = self.chunks.take(rows)
         decoded = slim.drop_columns(["_offset"]).to_pylist() if "_offset" in slim.column_names else slim.to_pylist()
         if self.text_in_memory:
+            for row in decoded:
+                row["altered"] = row.pop("text_hash") != text_hash(row["text"])
             with self._lock:
                 for cid, row in zip(missing, decoded):
                     out[cid] = row
@@ -568,21 +572,34 @@ class ReleaseView:
         version = self._table_version("chunks")
         try:
             full = guarded_read("chunks", lambda: self.home.tables.take("chunks", version, offsets,
-                                                                       ["chunk_id", "text", "fragments"]))
+                                                                       ["chunk_id", "text", "fragments", "text_hash"]))
         except ProjectionUnavailable as exc:
             raise ReleaseUnreadableError(
                 f"release {self.release_id}: {exc.describe()}; restore the table or re-ingest") from exc
         if full.column("chunk_id").to_pylist() != missing:
             raise ReleaseUnreadableError(f"release {self.release_id}: chunks: rows moved under the pinned version")
         texts, fragments = full.column("text").to_pylist(), full.column("fragments").to_pylist()
+        recorded = full.column("text_hash").to_pylist()
         with self._lock:
             for i, (cid, row) in enumerate(zip(missing, decoded)):
-                row.update(text=texts[i], fragments=fragments[i])
+                row.update(text=texts[i], fragments=fragments[i], altered=recorded[i] != text_hash(texts[i]))
                 out[cid] = row
                 self._chunk_rows[cid] = row
             while len(self._chunk_rows) > MAX_CACHED_CHUNK_ROWS:  # least recently used first
                 self._chunk_rows.popitem(last=False)
         return out
+
+    def altered(self, chunk_ids: list[str]) -> set[str]:
+        """Those of ``chunk_ids`` whose stored text does not hash to the ``text_hash`` the chunker
+        recorded beside it: rows rewritten behind Fabric's back, never served as evidence (each
+        row is hashed once per view when :meth:`chunk_rows` first reads it, ~2 µs a chunk).
+
+        Raises
+        ------
+        KeyError, ReleaseUnreadableError
+            As :meth:`chunk`.
+        """
+        return {cid for cid, row in self.chunk_rows(chunk_ids).items() if row["altered"]}
 
     @cached_property
     def lexical(self) -> OpenIndex | IndexUnusable:

@@ -168,6 +168,10 @@ class EvidencePack(_Frozen):
     #: (``query.dense_feedback_weight``; :mod:`fabric_query.channels.dense_feedback`), best first;
     #: empty when no feedback ran. The ``dense`` ranking and its scores are then the second pass's.
     dense_feedback: tuple[str, ...] = ()
+    #: Chunks left out of the results and passages because their stored text does not hash to the
+    #: text hash recorded when they were cut (the chunks table was altered behind Fabric's back:
+    #: restore the home from a snapshot, or re-ingest); empty when nothing was.
+    altered_chunks: tuple[str, ...] = ()
     #: With ``debug=True``: per stage, its candidates in order as ``(chunk_id, score)``: each
     #: channel as ``channel:<name>`` (the list fusion saw), then ``fused``, ``maxsim``, ``reranked``.
     stage_candidates: dict[str, tuple[tuple[str, float], ...]] = {}

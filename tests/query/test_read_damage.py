@@ -136,9 +136,10 @@ def test_an_index_of_another_release_falls_back_to_the_scan(home, pristine, tmp_
     assert all(h.citation.source_key.startswith("fs:corpus/") for h in pack.results)
 
 
-def _tamper_text(home: FabricHome, old: str, new: str) -> int:
+def _tamper_text(home: FabricHome, old: str, new: str, rehash: bool = True) -> int:
     """Rewrite units, chunks and lexical documents consistently (same lengths, so every offset and
-    fragment still adds up) and publish a release that pins the altered versions."""
+    fragment still adds up; with ``rehash`` every recorded text hash too) and publish a release that
+    pins the altered versions."""
     assert len(old) == len(new)
     versions = {}
     for table, column in (("units", "text"), ("chunks", "text"), ("lexical_documents", "folded_text")):
@@ -149,7 +150,7 @@ def _tamper_text(home: FabricHome, old: str, new: str) -> int:
         replaced = pc.replace_substring(rows.column(column), old if column == "text" else old.lower(),
                                         new if column == "text" else new.lower())
         rows = rows.set_column(rows.schema.get_field_index(column), column, replaced)
-        if "text_hash" in rows.column_names:
+        if "text_hash" in rows.column_names and rehash:
             from fabric_resources.identity import text_hash
 
             rows = rows.set_column(rows.schema.get_field_index("text_hash"), "text_hash",
@@ -172,6 +173,30 @@ def test_consistently_altered_tables_resolve_stale(home):
     assert result.status == "stale" and result.text is None  # ... resolve re-derives from the bytes
     text = next(c for c in result.checks if c.check == "text")
     assert not text.ok and "differs" in text.detail
+
+
+@pytest.mark.parametrize("in_memory", [True, False])
+def test_chunk_text_that_differs_from_its_recorded_hash_is_never_served(home, in_memory):
+    """guards against (hostile trial, 2026-12-05): a chunk row whose text was rewritten behind
+    Fabric's back served as evidence, its citation hashing the altered text, with no warning; on
+    both read paths (text held in memory, text read from disk per hit). The others still answer."""
+    if not in_memory:
+        home.layout.config_file.write_text(json.dumps({"query": {"text_in_memory_max_rows": 0}}))
+        home = FabricHome(home.root)
+    before = Fabric(home.root).search("lighthouse keeper", limit=3)
+    keeper = before.results[0].chunk_id
+    assert "keeper" in before.results[0].text and not before.altered_chunks
+    _tamper_text(home, "keeper", "robber", rehash=False)
+    fabric = Fabric(home.root)
+    for query in ("lighthouse robber", "lighthouse keeper", "storm lamp"):
+        pack = fabric.search(query, limit=3, debug=True)
+        shown = [h.text for h in pack.results] + [p.text for p in pack.passages]
+        assert not any("robber" in t for t in shown), (query, shown)
+        # The next verified chunks of the fused order take the altered one's place.
+        fused = [c[0] if isinstance(c, (list, tuple)) else c for c in pack.stage_candidates["fused"]]
+        assert [h.chunk_id for h in pack.results] == [c for c in fused if c != keeper][:3], query
+    assert keeper in fabric.search("lighthouse robber", limit=3).altered_chunks
+    assert not fabric.search("sourdough starter", limit=1).altered_chunks  # the others answer as before
 
 
 def test_a_forged_chunk_id_does_not_verify(home):
