@@ -417,6 +417,35 @@ def test_html_past_libxml2_limits_fails_named_instead_of_losing_the_rest(main_te
         assert info.value.reason == wanted
 
 
+#: Characters trafilatura removes from its main text: controls (NUL, form feed, ...), format
+#: characters (soft hyphen, zero-width space / non-joiner / joiner, direction marks, BOM), private use.
+_REMOVED_BY_TRAFILATURA = [*map(chr, [0, 1, 8, 0x0B, 0x0C, 0x1C, 0x1F, 0x7F, 0x80, 0x9F]),
+                           "\u00ad", "\u200b", "\u200c", "\u200d", "\u200e", "\u202e", "\ufeff", "\ue000"]
+
+
+@pytest.mark.parametrize("char", _REMOVED_BY_TRAFILATURA, ids=lambda c: f"U+{ord(c):04X}")
+def test_an_html_paragraph_holding_a_control_or_format_character_is_kept(char):
+    """guards against (hostile trial, 2026-12-05): a paragraph, loose text or preformatted block
+    holding one character that trafilatura removes never matching its main text and being dropped,
+    with the page parsing as active — most paragraphs of a Persian page (ZWNJ), any with a soft
+    hyphen. The unit keeps its own text (a NUL is ignored, as browsers do)."""
+    from fabric_resources.parsing.html.parser import parse_html
+
+    config = HtmlParserConfig(isolation=IN_PROCESS)  # main_text: trafilatura, the default
+    for template in ("<p>Before para.</p><p>He{}llo world</p><p>After para.</p>",
+                     "<div>Before para.<p>x y z w</p>Loose He{}llo world text</div>",
+                     "<p>Before.</p><pre>def main():\n    print('He{}llo world, a longer line of code')\n</pre>",
+                     "<p>A longer paragraph that goes on for a while, He{}llo world, and ends here.</p>"):
+        doc = parse_html(f"<html><body>{template.format(char)}</body></html>".encode(), config)
+        held = [u.text for u in doc.units if "llo world" in u.text]
+        assert held, (template, [u.text for u in doc.units])
+        if not char.isspace():  # a whitespace control reads as whitespace in the unit
+            assert held[0].count("He" + ("" if char == "\x00" else char) + "llo") == 1
+    persian = ("<p>این یک متن فارسی است که می\u200cخواهیم آن را بخوانیم.</p>"
+               "<p>پاراگراف دوم با نیم\u200cفاصله\u200cهای بیشتر و کلمات بیشتر.</p>")
+    assert len(parse_html(f"<html><body>{persian}</body></html>".encode(), config).units) == 2
+
+
 def test_html_main_text_scores_on_the_labelled_pages(capsys):
     """P/R/F1 of labelled snippets (../shared/eval/html-extraction) for Fabric, a tag rule and
     trafilatura's defaults, in one run. Fabric must leak less boilerplate than the tag rule."""

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import codecs
 import re
+import unicodedata
 from collections import Counter
 from typing import TYPE_CHECKING, Any
 
@@ -72,6 +73,9 @@ def parse_html(data: bytes, config: "HtmlParserConfig", media_type: str = MEDIA_
     if len(data) > config.max_bytes:
         raise ParseError("too-large", f"{len(data)} bytes > max_bytes {config.max_bytes}")
     text, encoding = decode_html(data)
+    # NUL is ignored in a page's text (HTML's "in body" insertion mode), as browsers show it; lxml
+    # kept it as U+FFFD and trafilatura dropped it, so the paragraph holding one was lost.
+    text = text.replace("\x00", "")
     parser = lxml.html.HTMLParser()
     try:
         root = lxml.html.document_fromstring(text, parser=parser)
@@ -120,9 +124,21 @@ def main_text(text: str) -> tuple[str, Counter[str]] | None:
                                     output_format="txt", with_metadata=False)
     if not extracted:
         return None
-    lines = Counter(_WS.sub(" ", line).strip() for line in extracted.splitlines())
+    lines = Counter(_match_key(line) for line in extracted.splitlines())
     lines.pop("", None)
-    return _WS.sub(" ", extracted).strip(), lines
+    return _match_key(extracted), lines
+
+
+def _match_key(text: str) -> str:
+    """``text`` as an element is matched against trafilatura's main text: control, format,
+    private-use and unassigned characters (Unicode categories C*: the soft hyphen, zero-width
+    (non-)joiners, direction marks, a NUL) removed, since trafilatura removes them, and whitespace
+    collapsed. Without it a paragraph holding one such character never matched and was dropped —
+    most paragraphs of a Persian page (ZWNJ), any with a soft hyphen. Tab, newline, carriage return
+    and NEL count as whitespace, as on trafilatura's side. The unit keeps its text as it is."""
+    if not text.isprintable():
+        text = "".join(ch for ch in text if ch in "\t\n\r\x85" or unicodedata.category(ch)[0] != "C")
+    return _WS.sub(" ", text).strip()
 
 
 class _Walker:
@@ -140,6 +156,9 @@ class _Walker:
         if self.main is None:
             return True
         joined, lines = self.main
+        text = _match_key(text)
+        if not text:
+            return False
         if len(text) < _SHORT:
             # A short text must be a whole line of the main text, and each such line vouches for as
             # many elements as it occurs (a sidebar "Contents" does not ride on the article's heading).
@@ -182,11 +201,12 @@ class _Walker:
         return any(isinstance(d.tag, str) and d.tag.lower() in _BLOCKS for d in el.iterdescendants())
 
     def loose(self, el, run: list[str], number: int) -> int:
-        text = _WS.sub(" ", "".join(run)).strip()
+        raw = "".join(run)
+        text = _WS.sub(" ", raw).strip()
         if not text:
             return 0
         self.seen += 1
-        if not self.keep(text):
+        if not self.keep(raw):
             self.dropped += 1
             return 1
         locator = {"element_path": self.tree.getpath(el), "text_run": number}
@@ -197,13 +217,12 @@ class _Walker:
         return tuple(title for _, title in self.sections)
 
     def leaf(self, el, tag: str) -> None:
+        raw = _inline_text(el)
         if tag == "pre":
-            raw = _inline_text(el)
             text = "\n".join(line.rstrip() for line in raw.strip("\n").splitlines()).strip()
-            check = _WS.sub(" ", text)
         else:
-            text = _WS.sub(" ", _inline_text(el)).strip()
-            check = text
+            text = _WS.sub(" ", raw).strip()
+        check = raw  # matched as trafilatura saw it (_match_key), not as the unit's text reads
         if not text:
             return
         self.seen += 1
