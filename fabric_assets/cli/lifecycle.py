@@ -145,13 +145,19 @@ def snapshot_restore(snapshot_id: int, into: Annotated[Optional[str], typer.Opti
     """Put the snapshot back (no parse, no model call, no Dagster run)."""
     from pathlib import Path
 
-    from fabric_assets.lifecycle.snapshots import SnapshotError, restore
+    from fabric_assets.lifecycle.snapshots import RESTORE_EVENT, SnapshotError, restore
 
     try:
         restored = restore(_opened(home), snapshot_id, Path(into) if into else None)
     except SnapshotError as exc:
         fail(str(exc))
     console.print(f"restored snapshot {snapshot_id} into {restored.root}", markup=False)
+    if into is None:
+        last = json.loads(restored.catalog.events(RESTORE_EVENT)[-1]["detail"])
+        if last["sources_forgotten"] or last["parses_forgotten"]:
+            console.print(f"forgot what came after it: {last['sources_forgotten']} source(s), "
+                          f"{last['parses_forgotten']} parse(s), {last['artifacts_removed']} stored file(s); files "
+                          "still in their folders come back with the next ingest", markup=False)
 
 
 @snapshot_app.command("list")

@@ -180,8 +180,9 @@ def forget_after_restore(home: FabricHome, before: Known, *, snapshot_lexical: s
     for table, gens in snapshot_dense.items():
         dense.setdefault(table, set()).update(gens)
     out.generations_removed += home.dense_indexes.remove_generations(dense)
-    keys = before.source_keys - now.source_keys - snapshot_source_keys
-    out.source_keys = len(keys)
+    forgotten_keys = before.source_keys - now.source_keys
+    out.source_keys = len(forgotten_keys)
+    keys = forgotten_keys - snapshot_source_keys  # a snapshot that knows a name keeps its tags
     instance = instance or home_instance(home)
     gone = parse_ids - snapshot_parse_ids
     forget_partitions(instance, gone)

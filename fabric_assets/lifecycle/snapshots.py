@@ -43,6 +43,8 @@ from fabric_resources.home import FabricHome
 from fabric_resources.schema import TABLES
 
 TAG_PREFIX = "snapshot-"
+#: Catalog event an in-place restore logs once it has forgotten what came after (counts only).
+RESTORE_EVENT = "snapshot-restored-in-place"
 _MUTABLE = {"latest_version_hint.json", "_latest.manifest"}
 MANIFEST = "manifest.json"
 
@@ -472,8 +474,14 @@ def finish_forgetting(home: FabricHome, before, instance=None) -> None:
         floor = max(before.last_release_id, home.catalog.state(RELEASE_ID_FLOOR) or 0)
         home.catalog.set_state(RELEASE_ID_FLOOR, floor)
     lexical, dense, parse_ids, source_keys = _held_by_snapshots(home)
-    forget_after_restore(home, before, snapshot_lexical=lexical, snapshot_dense=dense,
-                         snapshot_parse_ids=parse_ids, snapshot_source_keys=source_keys, instance=instance)
+    out = forget_after_restore(home, before, snapshot_lexical=lexical, snapshot_dense=dense,
+                               snapshot_parse_ids=parse_ids, snapshot_source_keys=source_keys, instance=instance)
+    with home.catalog.transaction(immediate=True) as con:
+        # Counts only (no source key): what `fabric snapshot restore` reports, and an audit trail.
+        home.catalog.log_event(con, RESTORE_EVENT, detail={
+            "parses_forgotten": len(out.parse_ids), "sources_forgotten": out.source_keys,
+            "artifacts_removed": out.artifacts_removed, "rows_removed": sum(out.rows_removed.values()),
+            "generations_removed": len(out.generations_removed)})
     clear_pending(home)
 
 

@@ -244,9 +244,14 @@ def test_an_in_place_restore_forgets_what_came_after_and_a_later_snapshot_gives_
     secret_key = "fs:src/secret/zebra-plan.txt"
     assert Fabric(home.root).search("Quixotic zebras manifesto").results[0].citation.source_key == secret_key
 
-    # Restored to the first: the secrets are no longer served nor stored (the later snapshot keeps
-    # its own links), and both snapshots still verify.
-    restore(home, first.snapshot_id)
+    # Restored to the first (from the CLI, which says what it forgot): the secrets are no longer
+    # served nor stored (the later snapshot keeps its own links), and both snapshots still verify.
+    from typer.testing import CliRunner
+
+    from fabric_assets.cli import app
+
+    said = CliRunner().invoke(app, ["snapshot", "restore", str(first.snapshot_id), "--home", str(home.root)])
+    assert said.exit_code == 0 and f"forgot what came after it: {len(files)} source(s)" in said.output, said.output
     home = FabricHome(home.root)
     assert all(h.citation.source_key != secret_key for h in Fabric(home.root).search("Quixotic zebras manifesto").results)
     stored = _occurrences(home.root / "artifacts", needles)
