@@ -457,9 +457,27 @@ def _restore_in_place(home: FabricHome, info: SnapshotInfo, m: dict) -> None:
         raise SnapshotError(f"Dagster run(s) in progress ({', '.join(running)}); a restore puts back every table "
                             "and the catalog: wait for them to finish")
     before = record_pending(home, known(home.catalog))
+    unfinished = _unfinished_operations(home)
     _restore(home, info, m, False)
     restored = FabricHome(home.root)
+    if unfinished:
+        # The server's queued and running operations (this restore's own, when it came over HTTP)
+        # live in the catalog: without this their records vanished with it ("no such operation").
+        with restored.catalog.transaction(immediate=True) as con:
+            con.executemany(f"INSERT OR REPLACE INTO operations({', '.join(_OPERATION_COLUMNS)}) "
+                            f"VALUES ({', '.join('?' * len(_OPERATION_COLUMNS))})", unfinished)
     finish_forgetting(restored, before, instance)
+
+
+_OPERATION_COLUMNS = ("operation_id", "kind", "status", "params", "reason", "result", "created_at", "started_at",
+                      "finished_at")
+
+
+def _unfinished_operations(home: FabricHome) -> list[tuple]:
+    """Rows of the home's pending and running admin operations (``fabric serve``), as stored."""
+    with home.catalog.transaction() as con:
+        return [tuple(r) for r in con.execute(f"SELECT {', '.join(_OPERATION_COLUMNS)} FROM operations "
+                                              "WHERE status IN ('pending', 'running')").fetchall()]
 
 
 def finish_forgetting(home: FabricHome, before, instance=None) -> None:

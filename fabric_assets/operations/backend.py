@@ -14,6 +14,7 @@ Operations left ``pending`` or ``running`` by a server that stopped are marked `
 
 from __future__ import annotations
 
+import json
 import logging
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict
@@ -143,14 +144,17 @@ def _snapshot(home: FabricHome, params: dict[str, Any]) -> dict[str, Any]:
 
 
 def _restore(home: FabricHome, params: dict[str, Any]) -> dict[str, Any]:
-    from fabric_assets.lifecycle.snapshots import SnapshotError, restore
+    from fabric_assets.lifecycle.snapshots import RESTORE_EVENT, SnapshotError, restore
 
     into = Path(params["into"]) if params["into"] else None
     try:
         target = restore(home, params["snapshot_id"], into)
     except SnapshotError as exc:
         raise _Failed(f"restore-refused: {exc}", {}) from None
-    return {"home": str(target.root), "release_id": target.catalog.current_release_id()}
+    result = {"home": str(target.root), "release_id": target.catalog.current_release_id()}
+    if into is None:  # in place: what it forgot of what came after the snapshot (counts)
+        result["forgotten"] = json.loads(target.catalog.events(RESTORE_EVENT)[-1]["detail"])
+    return result
 
 
 #: Kind → work (each kind's body is ``fabric_query.server.admin.BODIES[kind]``).

@@ -109,6 +109,11 @@ def test_snapshot_and_restore_into_a_new_home_over_http(served, tmp_path):
         and "already holds a Fabric home" in again["reason"]
     missing = _op(client, token, "restore", {"snapshot_id": snapshot_id + 100})
     assert missing["status"] == "failed" and "restore-refused" in missing["reason"]
+    # In place: nothing came after the snapshot, so nothing is forgotten, and it answers the same.
+    here = _op(client, token, "restore", {"snapshot_id": snapshot_id})
+    assert here["status"] == "succeeded", here
+    assert here["result"]["forgotten"]["sources_forgotten"] == 0 and here["result"]["forgotten"]["parses_forgotten"] == 0
+    assert _texts(client.post("/v1/search", json={"query": "lighthouse tide"}).json()) == _texts(before)
 
 
 def test_purge_over_http_is_a_dagster_run_and_the_text_is_gone(served):
