@@ -338,10 +338,29 @@ def admissible_root(path: str | os.PathLike, home: FabricHome) -> Path:
 
 def _ingest_locked(root: Path, home: FabricHome, started: float, progress: ProgressCallback | None,
                    models: ModelResources) -> IngestSummary:
-    home.catalog.register_root(root)
+    home.catalog.current_release()  # a damaged release row stops here, in one line, before any scan
     instance = dagster_instance(home)
+    _finish_interrupted_restore(home, instance)
+    home.catalog.register_root(root)
     with partition_key_memo(instance), heap_frozen():
         return _ingest_with(root, home, instance, started, progress, models)
+
+
+def _finish_interrupted_restore(home: FabricHome, instance: dg.DagsterInstance) -> None:
+    """An in-place snapshot restore killed part-way left what it had yet to forget
+    (:mod:`fabric_assets.lifecycle.forgetting`): the ingest, holding the ingest lock, finishes it
+    first unless a Dagster run is in progress (then the next ingest, restore or purge does)."""
+    from fabric_assets.lifecycle.forgetting import pending
+    from fabric_assets.lifecycle.run_history import runs_in_progress
+
+    left = pending(home)
+    if left is None or runs_in_progress(instance):
+        return
+    from fabric_assets.activation.activate import activation_lock
+    from fabric_assets.lifecycle.snapshots import finish_forgetting
+
+    with activation_lock(home):
+        finish_forgetting(home, left, instance)
 
 
 @contextmanager

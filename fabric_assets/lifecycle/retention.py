@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 
 from fabric_assets.activation.activate import activation_lock
 from fabric_assets.lifecycle.republish import active_parses_unchanged, republish
+from fabric_resources.catalog import CatalogDamagedError
 from fabric_resources.dense_index import kept_generations
 from fabric_resources.home import FabricHome
 from fabric_resources.schema import TABLES
@@ -80,6 +81,12 @@ def cleanup(home: FabricHome, *, now: float | None = None, instance=None) -> Cle
     Holds the activation lock (no release is published meanwhile). ``instance``: the home's
     Dagster instance whose run history is pruned (:mod:`fabric_assets.lifecycle.run_history`;
     default: opened from ``<home>/dagster``).
+
+    Raises
+    ------
+    fabric_resources.catalog.CatalogDamagedError
+        The current pointer names a release the catalog lacks, or a release summary cannot be
+        decoded: nothing is removed.
     """
     now = time.time() if now is None else now
     with activation_lock(home):
@@ -136,6 +143,12 @@ def _cleanup(home: FabricHome, now: float) -> tuple[CleanupReport, list, set[str
     The catalog's releases, sources and parse runs are each read once: at many sources their
     manifests and rows are most of a cleanup's cost."""
     catalog, retention, report = home.catalog, home.config.retention, CleanupReport()
+    # A damaged catalog is refused before anything is removed by what it says (the summary alone:
+    # the full manifest is the costly read at many sources).
+    current = catalog.current_release_id()
+    if current is not None and catalog.release_summary(current) is None:
+        raise CatalogDamagedError(f"the catalog's current pointer names release {current}, which it does not hold: "
+                                  "restore the home from a snapshot or a copy")
     sources = catalog.source_states()
     live = [(parse_id, source_hash) for state, parse_id, source_hash in sources if state in ("present", "access_lost")]
     live_parses = {p for p, _ in live if p}

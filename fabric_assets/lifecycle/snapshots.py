@@ -191,13 +191,7 @@ def _create(home: FabricHome, note: str) -> SnapshotInfo:
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir()
     files: dict[str, str] = {}
-    src = sqlite3.connect(home.layout.catalog_file)
-    dst = sqlite3.connect(tmp / "catalog.sqlite3")
-    try:
-        src.backup(dst)  # one consistent copy, whatever else writes meanwhile
-    finally:
-        dst.close()
-        src.close()
+    _copy_database(home.layout.catalog_file, tmp / "catalog.sqlite3")  # consistent, whatever else writes
     files["catalog.sqlite3"] = _sha256(tmp / "catalog.sqlite3")
     if home.layout.config_file.exists():
         shutil.copy2(home.layout.config_file, tmp / "config.json")
@@ -450,6 +444,7 @@ def _restore_in_place(home: FabricHome, info: SnapshotInfo, m: dict) -> None:
     activation locks, no Dagster run in progress."""
     from fabric_assets.lifecycle.forgetting import known, record_pending
     from fabric_assets.lifecycle.run_history import home_instance, runs_in_progress
+    from fabric_resources.catalog.base import RELEASE_ID_FLOOR
 
     instance = home_instance(home)
     running = runs_in_progress(instance)
@@ -457,16 +452,12 @@ def _restore_in_place(home: FabricHome, info: SnapshotInfo, m: dict) -> None:
         raise SnapshotError(f"Dagster run(s) in progress ({', '.join(running)}); a restore puts back every table "
                             "and the catalog: wait for them to finish")
     before = record_pending(home, known(home.catalog))
-    unfinished = _unfinished_operations(home)
-    _restore(home, info, m, False)
-    restored = FabricHome(home.root)
-    if unfinished:
-        # The server's queued and running operations (this restore's own, when it came over HTTP)
-        # live in the catalog: without this their records vanished with it ("no such operation").
-        with restored.catalog.transaction(immediate=True) as con:
-            con.executemany(f"INSERT OR REPLACE INTO operations({', '.join(_OPERATION_COLUMNS)}) "
-                            f"VALUES ({', '.join('?' * len(_OPERATION_COLUMNS))})", unfinished)
-    finish_forgetting(restored, before, instance)
+    floor = max(before.last_release_id or 0, home.catalog.state(RELEASE_ID_FLOOR) or 0)
+    # The server's queued and running operations (this restore's own, when it came over HTTP) live
+    # in the catalog: without them their records vanished with it ("no such operation").
+    _restore(home, info, m, False, state={RELEASE_ID_FLOOR: floor} if floor else None,
+             operations=_unfinished_operations(home))
+    finish_forgetting(FabricHome(home.root), before, instance)
 
 
 _OPERATION_COLUMNS = ("operation_id", "kind", "status", "params", "reason", "result", "created_at", "started_at",
@@ -530,8 +521,22 @@ def _held_by_snapshots(home: FabricHome) -> tuple[set[str], dict[str, set[str]],
     return lexical, dense, parse_ids, keys
 
 
-def _restore(target: FabricHome, info: SnapshotInfo, m: dict, new_home: bool) -> None:
-    """:func:`restore` under the target's activation lock (held by the caller)."""
+def _copy_database(source: Path, target: Path) -> None:
+    """SQLite's online backup of ``source`` into ``target``, in one step (readers of ``target`` see
+    the old database or the new one)."""
+    src, dst = sqlite3.connect(source), sqlite3.connect(target)
+    try:
+        src.backup(dst)
+    finally:
+        dst.close()
+        src.close()
+
+
+def _restore(target: FabricHome, info: SnapshotInfo, m: dict, new_home: bool, *, state: dict | None = None,
+             operations: list[tuple] | None = None) -> None:
+    """:func:`restore` under the target's activation lock (held by the caller). ``state``
+    (catalog state name → value) and ``operations`` (rows) are written into the snapshot's
+    catalog as it is put back."""
     snapshot_id = info.snapshot_id
     for rel, digest in sorted(m["files"].items()):
         if _rebuildable(rel) or rel in ("catalog.sqlite3", "config.json"):
@@ -544,13 +549,30 @@ def _restore(target: FabricHome, info: SnapshotInfo, m: dict, new_home: bool) ->
         os.link(info.path / rel, dst)
     if "config.json" in m["files"]:
         shutil.copy2(info.path / "config.json", target.layout.config_file)
-    src = sqlite3.connect(info.path / "catalog.sqlite3")
-    dst_db = sqlite3.connect(target.layout.catalog_file)
+    copy = info.path / "catalog.sqlite3"
+    staged = target.root / ".catalog-restore.tmp" if (state or operations) else None
     try:
-        src.backup(dst_db)
+        if staged is not None:
+            # What must be in the catalog the moment it is back (the release-ID floor, the
+            # server's unfinished operations) goes into a staged copy first: a restore killed
+            # right after the swap then leaves no window where an ID could be given twice.
+            staged.unlink(missing_ok=True)
+            _copy_database(copy, staged)
+            con = sqlite3.connect(staged)
+            try:
+                with con:
+                    con.executemany("INSERT INTO state(name, value) VALUES (?, ?) ON CONFLICT(name) DO UPDATE "
+                                    "SET value = excluded.value", [(k, json.dumps(v)) for k, v in (state or {}).items()])
+                    con.executemany(f"INSERT OR REPLACE INTO operations({', '.join(_OPERATION_COLUMNS)}) "
+                                    f"VALUES ({', '.join('?' * len(_OPERATION_COLUMNS))})", operations or [])
+            finally:
+                con.close()
+            copy = staged
+        _copy_database(copy, target.layout.catalog_file)
     finally:
-        dst_db.close()
-        src.close()
+        if staged is not None:
+            for leftover in (staged, staged.with_name(staged.name + "-wal"), staged.with_name(staged.name + "-shm")):
+                leftover.unlink(missing_ok=True)
     restored = FabricHome(target.root)
     _restore_index(restored, info, m)
     _restore_dense(restored, info, m)

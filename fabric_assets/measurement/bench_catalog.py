@@ -97,7 +97,7 @@ def _write_paths(folder: Path, parses: int) -> dict[str, dict[str, list[float]]]
                 [StatusUpdate(pid, status, counts={"units": 3}) for pid in batch]))
         timed("activate", 0, lambda c, m: (
             merge_verdicts(c, {pid: {"units_cover_text": {"passed": True, "detail": ""}} for pid in ids}),
-            c.publish_release({"parse_ids": ids}, None), c.set_state("last_scan", {"at": now, "changes": parses})))
+            c.publish_release({"parse_ids": ids, "sources": {}, "tables": {}}, None), c.set_state("last_scan", {"at": now, "changes": parses})))
     finally:
         SqliteCatalog.synchronous = saved
     return samples

@@ -52,9 +52,12 @@ def in_batches(values: list) -> Iterator[tuple[list, str]]:
         batch = values[i:i + _IDS_PER_STATEMENT]
         yield batch, ", ".join("?" * len(batch))
 
-def _release(release_id: int, created_at: float, text: str) -> Release:
-    """A release row decoded; its manifest (or summary) must be a JSON object: anything else was
-    written behind Fabric's back (it was a bare ``JSONDecodeError`` deep in a query).
+def _release(release_id: int, created_at: float, text: str, *, summary: bool = False) -> Release:
+    """A release row decoded. A manifest must be a JSON object whose ``sources`` and ``tables``
+    are objects (a summary, which has no ``sources``: its ``tables``): what every release Fabric
+    publishes holds, and what every reader indexes. Anything else was written behind Fabric's back
+    (it was a bare ``JSONDecodeError``, ``KeyError`` or ``AttributeError`` traceback from status,
+    resolve, audit, lexical-health, snapshot create and ingest).
 
     Raises
     ------
@@ -65,9 +68,11 @@ def _release(release_id: int, created_at: float, text: str) -> Release:
         manifest = json.loads(text)
     except (TypeError, ValueError):
         manifest = None
-    if not isinstance(manifest, dict):
-        raise CatalogDamagedError(f"release {release_id}'s manifest in the catalog is not a JSON object: the catalog "
-                                  "was altered; restore the home from a snapshot or a copy")
+    need = ("tables",) if summary else ("sources", "tables")
+    if not isinstance(manifest, dict) or not all(isinstance(manifest.get(k), dict) for k in need):
+        raise CatalogDamagedError(f"release {release_id}'s {'summary' if summary else 'manifest'} in the catalog is "
+                                  f"not a JSON object with its {' and '.join(need)}: the catalog was altered; restore "
+                                  "the home from a snapshot or a copy")
     return Release(release_id, created_at, manifest)
 
 
@@ -467,14 +472,14 @@ class Catalog(abc.ABC):
                 rows = con.execute(sql).fetchall()
             else:
                 rows = con.execute(sql + " DESC LIMIT ?", (last,)).fetchall()[::-1]
-        return [_release(r[0], r[1], r[2]) for r in rows]
+        return [_release(r[0], r[1], r[2], summary=True) for r in rows]
 
     def release_summary(self, release_id: int) -> Release | None:
         """One release as :meth:`release_summaries` reads it (its manifest less its sources)."""
         with self.transaction() as con:
             r = con.execute("SELECT r.release_id, r.created_at, s.summary FROM releases r JOIN release_summaries s "
                             "ON s.release_id = r.release_id WHERE r.release_id = ?", (release_id,)).fetchone()
-        return _release(r[0], r[1], r[2]) if r else None
+        return _release(r[0], r[1], r[2], summary=True) if r else None
 
     def release_parse_ids(self, release_ids: Iterable[int], among: Iterable[str] | None = None) -> set[str]:
         """The parse IDs the manifests of ``release_ids`` name (their union); with ``among``, only

@@ -270,9 +270,10 @@ def test_a_damaged_catalog_is_one_line_on_every_command(tmp_path, fabric_home):
 
 def test_an_altered_release_row_is_a_typed_error_on_every_command_and_the_python_api(tmp_path, fabric_home):
     """guards against: a release manifest rewritten as non-JSON, or without its `tables`, being a
-    `JSONDecodeError` / `KeyError` traceback from search and status; the current pointer naming a
-    release the catalog lacks reported as "no activated release: run `fabric ingest` first"
-    (hostile trial, 2026-12-05)."""
+    `JSONDecodeError` / `KeyError` / `AttributeError` traceback from search, status, resolve, audit,
+    lexical-health, snapshot create and ingest; the current pointer naming a release the catalog
+    lacks reported as "no activated release: run `fabric ingest` first", and cleanup running on it
+    (hostile trials, 2026-12-05)."""
     import sqlite3
 
     from conftest import ingest
@@ -286,12 +287,14 @@ def test_an_altered_release_row_is_a_typed_error_on_every_command_and_the_python
     ingest(src, fabric_home)
     current = fabric_home.catalog.current_release_id()
     env = {**os.environ, "FABRIC_USE_SERVER": "0", "HF_HUB_OFFLINE": "1"}
-    # (status reads no table, so a manifest without its tables is only the read side's error)
+    every = ("search", "status", "lexical-health")
     for alter, named, commands in (
-            (f"UPDATE releases SET manifest = '{{garbage' WHERE release_id = {current}", "manifest", ("search", "status")),
-            (f"UPDATE releases SET manifest = '{{\"sources\": {{}}}}' WHERE release_id = {current}", "lacks its tables",
-             ("search",)),
-            ("UPDATE pointer SET release_id = 999", "names release 999", ("search", "status"))):
+            (f"UPDATE releases SET manifest = '{{garbage' WHERE release_id = {current}", "manifest", every),
+            (f"UPDATE releases SET manifest = '{{\"sources\": {{}}}}' WHERE release_id = {current}",
+             "with its sources and tables", every),
+            (f"UPDATE releases SET manifest = json_set(manifest, '$.tables', 'x') WHERE release_id = {current}",
+             "with its sources and tables", every),
+            ("UPDATE pointer SET release_id = 999", "names release 999", (*every, "cleanup"))):
         con = sqlite3.connect(fabric_home.root / "catalog.sqlite3")
         saved = con.execute("SELECT manifest FROM releases WHERE release_id = ?", (current,)).fetchone()[0]
         with con:

@@ -91,7 +91,7 @@ def test_pointer_and_hidden_sources_in_one_read(catalog, tmp_path):
         for k, state in [("fs:r/a", "present"), ("fs:r/b", "deleted"), ("fs:r/c", "access_lost")]:
             catalog.upsert_source(con, _source(k, root.root_id, state=state))
     assert catalog.pointer_and_source_keys_in(["deleted"]) == (None, {"fs:r/b"})
-    r = catalog.publish_release({"sources": {}}, None)
+    r = catalog.publish_release({"tables": {}, "sources": {}}, None)
     assert catalog.pointer_and_source_keys_in(["deleted", "access_lost"]) == (r.release_id, {"fs:r/b", "fs:r/c"})
     assert catalog.pointer_and_source_keys_in([]) == (r.release_id, set())
     assert catalog.current_release_id() == r.release_id
@@ -121,7 +121,7 @@ def test_light_reads_equal_the_full_ones(catalog):
     assert catalog.parse_run_states() == [(r.parse_id, r.status, r.source_hash) for r in catalog.parse_runs()]
     base = None
     for n in range(4):
-        base = catalog.publish_release({"n": n, "sources": {}}, base).release_id
+        base = catalog.publish_release({"tables": {}, "n": n, "sources": {}}, base).release_id
     every = catalog.releases()
     assert catalog.releases(last=2) == every[-2:] and catalog.releases(last=10) == every
     assert [r.manifest["n"] for r in every] == [0, 1, 2, 3]
@@ -283,7 +283,7 @@ def test_racing_publishers_never_share_a_base(catalog):
         for _ in range(8):
             base = catalog.current_release_id()
             try:
-                r = catalog.publish_release({"by": n}, expected_current=base)
+                r = catalog.publish_release({"sources": {}, "tables": {}, "by": n}, expected_current=base)
             except RuntimeError:
                 continue
             with lock:
@@ -486,7 +486,7 @@ def test_postgres_catalogs_in_two_schemas_are_apart(tmp_path, request):
     """guards against: two homes on one database seeing each other's releases or locks."""
     a = open_test_catalog("postgres", tmp_path, request)
     b = open_test_catalog("postgres", tmp_path, request)
-    a.publish_release({"n": 1}, None)
+    a.publish_release({"sources": {}, "tables": {}, "n": 1}, None)
     assert b.current_release() is None and a.current_release() is not None
     with a.exclusive("activation"), b.exclusive("activation"):
         pass

@@ -51,7 +51,7 @@ _ROWS = [
     "VALUES ('notes/a.txt', 'h1', 1733000000123456789, 10, 1733000000.5)",
     "INSERT INTO parse_runs VALUES ('p1', 'h1', 'text/plain', 'text', '1', 'c', 'en', 'ready', NULL, NULL, "
     "'{\"g\": {\"passed\": true}}', '{\"units\": 3}', 1733000000.5, 1733000001.5)",
-    "INSERT INTO releases(release_id, created_at, manifest) VALUES (1, 1733000002.0, '{\"release_id\": 1}')",
+    "INSERT INTO releases(release_id, created_at, manifest) VALUES (1, 1733000002.0, '{\"release_id\": 1, \"sources\": {}, \"tables\": {}}')",
     "INSERT INTO pointer(name, release_id) VALUES ('current', 1)",
     "INSERT INTO state(name, value) VALUES ('last_scan', '{\"at\": 1733000000.5}')",
     "INSERT INTO events(at, kind, source_key, parse_id, detail) "
@@ -197,7 +197,7 @@ def test_version_2_fills_each_release_summary_and_parses_from_its_manifest(raw, 
     # Release 1 is current and names no parse; release 2 (not current) names p1 and p2.
     assert sorted(raw.query("SELECT * FROM release_parses")) == [("p1", 2, 2), ("p2", 2, 2)]
     summaries = {r.release_id: r.manifest for r in catalog.release_summaries()}
-    assert summaries == {1: {"release_id": 1}, 2: {k: v for k, v in manifest.items() if k != "sources"}}
+    assert summaries == {1: {"release_id": 1, "tables": {}}, 2: {k: v for k, v in manifest.items() if k != "sources"}}
     assert catalog.release_parse_ids([1, 2]) == {"p1", "p2"}
     assert catalog.release_parse_ids([1, 2], among=["p2", "p9"]) == {"p2"}
     assert catalog.release_parse_ids([1], among=["p1"]) == set()

@@ -216,10 +216,10 @@ def test_fold_with_map_multi_char_fold():
 def test_publish_first_release_and_swap(catalog):
     """guards against: the pointer not moving, or manifests losing their identity fields."""
     assert catalog.current_release() is None
-    r1 = catalog.publish_release({"sources": {"a": 1}}, expected_current=None)
+    r1 = catalog.publish_release({"tables": {}, "sources": {"a": 1}}, expected_current=None)
     assert catalog.current_release().release_id == r1.release_id
     assert r1.manifest["release_id"] == r1.release_id
-    r2 = catalog.publish_release({"sources": {"b": 2}}, expected_current=r1.release_id)
+    r2 = catalog.publish_release({"tables": {}, "sources": {"b": 2}}, expected_current=r1.release_id)
     assert r2.release_id > r1.release_id
     cur = catalog.current_release()
     assert cur.release_id == r2.release_id
@@ -228,12 +228,12 @@ def test_publish_first_release_and_swap(catalog):
 
 def test_publish_with_stale_expected_current_raises_and_leaves_pointer(catalog):
     """guards against: a racing activation overwriting the pointer (lost update) or inserting an orphan release."""
-    r1 = catalog.publish_release({"n": 1}, expected_current=None)
-    r2 = catalog.publish_release({"n": 2}, expected_current=r1.release_id)
+    r1 = catalog.publish_release({"sources": {}, "tables": {}, "n": 1}, expected_current=None)
+    r2 = catalog.publish_release({"sources": {}, "tables": {}, "n": 2}, expected_current=r1.release_id)
     with pytest.raises(RuntimeError):
-        catalog.publish_release({"n": 3}, expected_current=r1.release_id)
+        catalog.publish_release({"sources": {}, "tables": {}, "n": 3}, expected_current=r1.release_id)
     with pytest.raises(RuntimeError):
-        catalog.publish_release({"n": 3}, expected_current=None)
+        catalog.publish_release({"sources": {}, "tables": {}, "n": 3}, expected_current=None)
     assert catalog.current_release().release_id == r2.release_id
     assert [r.release_id for r in catalog.releases()] == [r1.release_id, r2.release_id]
     assert len(catalog.events("release-published")) == 2
@@ -242,25 +242,25 @@ def test_publish_with_stale_expected_current_raises_and_leaves_pointer(catalog):
 def test_publish_expected_current_on_empty_catalog(catalog):
     """guards against: expecting a release that does not exist being accepted."""
     with pytest.raises(RuntimeError):
-        catalog.publish_release({}, expected_current=7)
+        catalog.publish_release({"sources": {}, "tables": {}}, expected_current=7)
     assert catalog.releases() == [] and catalog.current_release() is None
 
 
 def test_publish_failure_mid_transaction_rolls_back(catalog):
     """guards against: a half-published release (row inserted, pointer not moved) when publishing fails."""
-    r1 = catalog.publish_release({"n": 1}, expected_current=None)
+    r1 = catalog.publish_release({"sources": {}, "tables": {}, "n": 1}, expected_current=None)
     with pytest.raises(TypeError):
-        catalog.publish_release({"bad": object()}, expected_current=r1.release_id)  # not JSON-serialisable
+        catalog.publish_release({"sources": {}, "tables": {}, "bad": object()}, expected_current=r1.release_id)  # not JSON-serialisable
     assert [r.release_id for r in catalog.releases()] == [r1.release_id]
     assert catalog.current_release().release_id == r1.release_id
 
 
 def test_releases_are_immutable(catalog):
     """guards against: a later publish rewriting earlier manifests (e.g. UPDATE without WHERE)."""
-    r1 = catalog.publish_release({"sources": {"a": {"parse_id": "p1"}}, "lexical_generation": "gen-00000001"}, None)
+    r1 = catalog.publish_release({"tables": {}, "sources": {"a": {"parse_id": "p1"}}, "lexical_generation": "gen-00000001"}, None)
     snapshot = catalog.release(r1.release_id)
     for i in range(3):
-        catalog.publish_release({"sources": {f"x{i}": {}}, "lexical_generation": f"gen-{i + 2:08d}"},
+        catalog.publish_release({"tables": {}, "sources": {f"x{i}": {}}, "lexical_generation": f"gen-{i + 2:08d}"},
                                 catalog.current_release().release_id)
     again = catalog.release(r1.release_id)
     assert again == snapshot
@@ -278,7 +278,7 @@ def test_read_only_catalog_sees_releases(catalog):
     """guards against: a read-only connection (queries) failing to read the pointer."""
     from conftest import reopened
 
-    r1 = catalog.publish_release({"n": 1}, None)
+    r1 = catalog.publish_release({"sources": {}, "tables": {}, "n": 1}, None)
     ro = reopened(catalog, read_only=True)
     assert ro.current_release().release_id == r1.release_id
 
