@@ -203,7 +203,8 @@ def passages_in_release(home: FabricHome, release_id: int, chunk_ids: Iterable[s
     """
     release = home.catalog.release(release_id) if release_id else home.catalog.current_release()
     if release is None:
-        raise AuditError(f"release {release_id or '(current)'} is not retained (see `retention`)")
+        raise AuditError(f"release {release_id or '(current)'} is not in the catalog (retention removed it, or a "
+                         "snapshot restored in place rolled the home back to before it)")
     chunk_ids = list(dict.fromkeys(chunk_ids))
     keys: dict[str, str] = {}
     for key, entry in sorted(release.manifest["sources"].items()):
@@ -221,7 +222,12 @@ def passages_in_release(home: FabricHome, release_id: int, chunk_ids: Iterable[s
 def _pinned(home: FabricHome, table: str, version: int | None, parse_ids: list[str], columns: list[str]) -> pa.Table:
     if version is None or not home.tables.exists(table):
         return home.tables.read(table, parse_ids=[], columns=columns)
-    return home.tables.read(table, parse_ids=parse_ids, version=version, columns=columns)
+    try:
+        return home.tables.read(table, parse_ids=parse_ids, version=version, columns=columns)
+    except (OSError, ValueError) as exc:  # Lance: a version (or tag) that does not exist, unreadable files
+        raise AuditError(f"the release pins version {version!r} of table {table}, which the home cannot read "
+                         f"({type(exc).__name__}): the catalog or the table was altered; restore the home from a "
+                         "snapshot") from None
 
 
 def _tagged(rows: pa.Table, table: str) -> pa.Table:
@@ -290,7 +296,8 @@ def _audit_release(home: FabricHome, release_id: int, passages: list[CitedPassag
                    duckdb: DuckDBResource) -> list[PassageAudit]:
     release = home.catalog.release(release_id)
     if release is None:
-        raise AuditError(f"release {release_id} is not retained (see `retention`)")
+        raise AuditError(f"release {release_id} is not in the catalog (retention removed it, or a snapshot restored "
+                         "in place rolled the home back to before it)")
     runs = {}
     for p in passages:
         entry = release.manifest["sources"].get(p.source_key)

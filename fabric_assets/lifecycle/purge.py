@@ -134,8 +134,9 @@ def plan_purge(catalog: Catalog, selector: PurgeSelector) -> PurgePlan:
         alive = [k for k in keys if sources[k].state != "deleted"]
         if alive:
             raise PurgeRefused(
-                f"{', '.join(alive)}: still {sources[alive[0]].state} in its folder, so the next scan would take it "
-                "in again; delete the file (and run `fabric ingest`) first, or purge its whole root with --root")
+                f"{', '.join(alive)}: still {sources[alive[0]].state} in its folder as of the last scan, so the next "
+                "scan would take it in again; delete the file and run `fabric ingest` (which records it deleted) "
+                "first, or purge its whole root with --root")
     elif selector.root:
         roots = [r for r in catalog.roots() if r.label == selector.root]
         if not roots:

@@ -47,6 +47,8 @@ TAG_PREFIX = "snapshot-"
 RESTORE_EVENT = "snapshot-restored-in-place"
 _MUTABLE = {"latest_version_hint.json", "_latest.manifest"}
 MANIFEST = "manifest.json"
+#: In ``<home>/snapshots/``: the highest snapshot number given so far.
+LAST_ID = ".last-id"
 
 
 class SnapshotError(Exception):
@@ -182,7 +184,8 @@ def _create(home: FabricHome, note: str) -> SnapshotInfo:
     root = _root(home)
     root.mkdir(parents=True, exist_ok=True)
     _drop_half_made(home)
-    sid = max((s.snapshot_id for s in list_snapshots(home)), default=0) + 1
+    # A number is never given twice (a deleted snapshot's too: a note or a script may name it).
+    sid = max(max((s.snapshot_id for s in list_snapshots(home)), default=0), _last_id(root)) + 1
     # A damaged snapshot's folder, or a tag a restore carried into this home, keeps its number.
     taken = {t for name in TABLES for t in home.tables.tags(name)}
     while (root / str(sid)).exists() or f"{TAG_PREFIX}{sid}" in taken:
@@ -200,7 +203,13 @@ def _create(home: FabricHome, note: str) -> SnapshotInfo:
     for name, version in tables.items():
         import lance
 
-        lance.dataset(home.tables.uri(name)).tags.create(f"{TAG_PREFIX}{sid}", version)
+        try:
+            lance.dataset(home.tables.uri(name)).tags.create(f"{TAG_PREFIX}{sid}", version)
+        except (OSError, ValueError, TypeError) as exc:  # no such version: the catalog or table was altered
+            _drop_half_made(home)
+            raise SnapshotError(f"release {release.release_id} pins version {version!r} of table {name}, which the "
+                                f"home does not hold ({type(exc).__name__}): the catalog or the table was altered; "
+                                "restore an earlier snapshot") from None
         files.update({f"tables/{name}.lance/{k}": h for k, h in
                       _link_tree(Path(home.tables.uri(name)), tmp / "tables" / f"{name}.lance").items()})
     gen = release.manifest.get("lexical_generation")
@@ -224,7 +233,16 @@ def _create(home: FabricHome, note: str) -> SnapshotInfo:
                 "tables": tables, "lexical_generation": gen, "dense_indexes": dense, "files": files}
     (tmp / MANIFEST).write_text(json.dumps(manifest, sort_keys=True, indent=1))
     os.replace(tmp, root / str(sid))
+    (root / LAST_ID).write_text(str(sid))
     return SnapshotInfo(sid, now, release.release_id, root / str(sid), note)
+
+
+def _last_id(root: Path) -> int:
+    """The highest snapshot number :func:`create` gave in this home (0 when none, or unreadable)."""
+    try:
+        return int((root / LAST_ID).read_text())
+    except (OSError, ValueError):
+        return 0
 
 
 def _dense_generations(manifest: dict) -> dict[str, str]:

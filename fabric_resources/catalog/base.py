@@ -54,7 +54,8 @@ def in_batches(values: list) -> Iterator[tuple[list, str]]:
 
 def _release(release_id: int, created_at: float, text: str, *, summary: bool = False) -> Release:
     """A release row decoded. A manifest must be a JSON object whose ``sources`` and ``tables``
-    are objects (a summary, which has no ``sources``: its ``tables``): what every release Fabric
+    are objects, each table's pinned version an integer or null (a summary, which has no
+    ``sources``: its ``tables``): what every release Fabric
     publishes holds, and what every reader indexes. Anything else was written behind Fabric's back
     (it was a bare ``JSONDecodeError``, ``KeyError`` or ``AttributeError`` traceback from status,
     resolve, audit, lexical-health, snapshot create and ingest).
@@ -69,10 +70,11 @@ def _release(release_id: int, created_at: float, text: str, *, summary: bool = F
     except (TypeError, ValueError):
         manifest = None
     need = ("tables",) if summary else ("sources", "tables")
-    if not isinstance(manifest, dict) or not all(isinstance(manifest.get(k), dict) for k in need):
+    if not isinstance(manifest, dict) or not all(isinstance(manifest.get(k), dict) for k in need) or not all(
+            v is None or (isinstance(v, int) and not isinstance(v, bool)) for v in manifest["tables"].values()):
         raise CatalogDamagedError(f"release {release_id}'s {'summary' if summary else 'manifest'} in the catalog is "
-                                  f"not a JSON object with its {' and '.join(need)}: the catalog was altered; restore "
-                                  "the home from a snapshot or a copy")
+                                  f"not a JSON object with its {' and '.join(need)} (table versions integers): the "
+                                  "catalog was altered; restore the home from a snapshot or a copy")
     return Release(release_id, created_at, manifest)
 
 

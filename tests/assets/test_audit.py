@@ -53,7 +53,7 @@ def test_audit_names_the_one_run_that_wrote_the_pinned_rows(tmp_path, fabric_hom
             assert instance.get_run_by_id(chunks.run_id).status == dg.DagsterRunStatus.SUCCESS
         assert {w.run_id for w in a1.writers if w.table == "chunks"} != {w.run_id for w in a2.writers
                                                                            if w.table == "chunks"}
-        with pytest.raises(AuditError, match="not retained"):
+        with pytest.raises(AuditError, match="not in the catalog"):
             audit_citation(home, c1.model_copy(update={"release_id": 999}), instance)
     out = CliRunner().invoke(app, ["audit", c1.model_dump_json(), "--json", "--home", str(home.root)])
     assert out.exit_code == 0, out.output

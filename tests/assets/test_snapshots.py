@@ -217,6 +217,8 @@ def test_a_killed_create_a_damaged_manifest_and_restore_into_a_folder(tmp_path, 
         delete(home, second.snapshot_id)
     said = CliRunner().invoke(app, ["snapshot", "verify", str(second.snapshot_id), "--home", str(home.root)])
     assert said.exit_code == 2 and "no snapshot" in said.output, said.output
+    # Every snapshot gone, the next still gets a new number (it was 1 again, naming another release).
+    assert list_snapshots(home) == [] and create(home).snapshot_id > second.snapshot_id
 
 
 def test_an_in_place_restore_forgets_what_came_after_and_a_later_snapshot_gives_it_back(tmp_path, fabric_home,
