@@ -266,8 +266,9 @@ def _find(home: FabricHome, snapshot_id: int) -> tuple[SnapshotInfo, dict]:
         if m is not None:
             return s, m
     if (_root(home) / str(snapshot_id)).is_dir():
-        raise SnapshotDamagedError(f"snapshot {snapshot_id} is damaged: its {MANIFEST} is missing, unreadable or incomplete, so "
-                            f"nothing in it can be checked; delete it (`fabric snapshot delete {snapshot_id}`)")
+        raise SnapshotDamagedError(f"snapshot {snapshot_id} is damaged: its {MANIFEST} is missing, unreadable or "
+                                   f"incomplete, so nothing in it can be checked; delete it "
+                                   f"(`fabric snapshot delete {snapshot_id}`)")
     raise SnapshotError(f"no snapshot {snapshot_id} (see `fabric snapshot list`)")
 
 
