@@ -171,4 +171,5 @@ class Fabric:
                              sources=tuple(by_parse.get(r.parse_id, ())))
                 for r in runs if r.status == "ready" and r.counts.get("failed_units") and r.parse_id in by_parse
             ),
+            restore_pending=self.home.layout.restore_pending.exists(),
         )

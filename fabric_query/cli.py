@@ -82,6 +82,9 @@ def print_status(home: Path, st=None) -> None:
             f"release published {_age(now - st.release_created_at)} ago" if st.release_created_at else "no release",
             f"{len(st.unfinished)} parse(s) running or interrupted"]
     console.print("  " + "; ".join(ages))
+    if st.restore_pending:
+        console.print("  [yellow]restore interrupted[/yellow]: an in-place snapshot restore stopped before it had "
+                      "removed what came after the snapshot; the next `fabric ingest` (or restore) finishes it")
     for p in st.failed:
         console.print(f"  [red]failed[/red] {keys(p.sources)}: {keys([p.reason])} {keys([p.detail or ''])}".rstrip())
     for p in st.held:

@@ -285,3 +285,6 @@ class Status(BaseModel):
     #: release was published.
     last_scan_at: float | None = None
     release_created_at: float | None = None
+    #: An in-place snapshot restore was interrupted before it had forgotten what came after the
+    #: snapshot; the next ingest (or restore, or purge) finishes it.
+    restore_pending: bool = False

@@ -494,5 +494,12 @@ class HomeLayout:
     def lock_file(self) -> Path:
         return self.root / "activation.lock"
 
+    @property
+    def restore_pending(self) -> Path:
+        """Written by an in-place snapshot restore before it puts the catalog back, removed once it
+        has forgotten what came after (``fabric_assets.lifecycle.forgetting``): present, a restore
+        was interrupted."""
+        return self.root / "restore-forget.json"
+
 #: A chunk's text is its fragments' unit slices joined by this separator (the fragment contract).
 FRAGMENT_SEPARATOR = "\n\n"

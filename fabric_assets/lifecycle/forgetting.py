@@ -21,11 +21,12 @@ from __future__ import annotations
 import json
 import os
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from fabric_resources.catalog import Catalog
 from fabric_resources.dense_index import kept_generations
 from fabric_resources.home import FabricHome
-from fabric_resources.schema import TABLES
+from fabric_resources.schema import TABLES, HomeLayout
 
 
 @dataclass(frozen=True)
@@ -53,9 +54,9 @@ class Forgotten:
     run_tags_removed: int = 0
 
 
-#: In the home while an in-place restore runs: what the catalog it replaces knew (a restore killed
-#: part-way is finished by the next restore or purge, which forget it then).
-PENDING_FILE = "restore-forget.json"
+#: In the home while an in-place restore runs (``HomeLayout.restore_pending``): what the catalog
+#: it replaces knew (a restore killed part-way is finished by the next ingest, restore or purge).
+PENDING_FILE = HomeLayout(Path(".")).restore_pending.name
 
 
 def record_pending(home: FabricHome, before: Known) -> Known:

@@ -292,9 +292,10 @@ def test_an_in_place_restore_forgets_what_came_after_and_a_later_snapshot_gives_
     home = FabricHome(home.root)
     assert (home.root / PENDING_FILE).exists() and _occurrences(home.root / "artifacts", needles)
     assert home.catalog.state(RELEASE_ID_FLOOR) >= published
+    assert Fabric(home.root).status().restore_pending  # `fabric status` says so
     assert ingest(src, home).failed_runs == []
     home = FabricHome(home.root)
-    assert not (home.root / PENDING_FILE).exists()
+    assert not (home.root / PENDING_FILE).exists() and not Fabric(home.root).status().restore_pending
     leaks = _occurrences(home.root, needles + names)
     assert leaks == {}, {k[:40]: v for k, v in leaks.items()}
 
