@@ -79,6 +79,12 @@ class IngestSummary:
     seconds: float = 0.0
 
     @property
+    def rechunked_by_change(self) -> list[str]:
+        """Of :attr:`rechunked`, the parses re-chunked because the chunking changed; the others were
+        resumed after a killed run (in :attr:`retried`), which re-chunks them from their units too."""
+        return [p for p in self.rechunked if p not in set(self.retried)]
+
+    @property
     def complete(self) -> bool:
         return not (self.failed or self.scan.skipped or self.failed_runs or self.annotation_failed_runs)
 

@@ -76,7 +76,7 @@ def _run_ingest(path: Path) -> int:
         ("new / changed / deleted / moved", f"{len(s.new)} / {len(s.changed)} / {len(s.deleted)} / {len(s.moved)}"),
         ("unchanged content (touched)", str(len(s.touched))),
         ("re-parsed (parser settings changed)", str(len(s.reparsed))),
-        ("re-chunked (chunking changed; not re-parsed)", str(len(summary.rechunked))),
+        ("re-chunked (chunking changed; not re-parsed)", str(len(summary.rechunked_by_change))),
         ("unsupported", escape(", ".join(f"{one_line(k)} ({one_line(t)})" for k, t in s.unsupported)) or "none"),
         ("symlinks skipped", str(s.skipped_symlinks)),
         ("names not UTF-8 (skipped)", escape(", ".join(s.skipped_names)) or "none"),

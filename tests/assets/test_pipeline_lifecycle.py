@@ -381,6 +381,8 @@ def test_a_parse_whose_run_died_is_reported_and_run_again(tmp_path, fabric_home,
     assert _top_source(fabric, "sourdough starter") != "fs:src/bread.txt"
     summary = ingest(src, fabric_home)  # the file did not change
     assert summary.retried == [status.unfinished[0].parse_id] and not summary.failed_runs
+    # Resumed, not reported as a chunking change (it was "re-chunked (chunking changed)" too).
+    assert summary.rechunked == summary.retried and summary.rechunked_by_change == []
     assert fabric.status().unfinished == ()
     assert _top_source(fabric, "sourdough starter") == "fs:src/bread.txt"
     assert _top_source(fabric, "lighthouse") == "fs:src/light.txt"
