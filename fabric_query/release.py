@@ -847,8 +847,7 @@ def pinned_view(home: FabricHome, release_id: int | None = None) -> ReleaseView 
         if release is None and rid == pointer:
             from fabric_resources.catalog import CatalogDamagedError
 
-            raise CatalogDamagedError(f"the catalog's current pointer names release {rid}, which it does not hold: "
-                                      "restore the home from a snapshot or a copy")
+            raise CatalogDamagedError.missing_current(rid)
         if release is None:
             return None
         if not all(isinstance(release.manifest.get(k), dict) for k in ("tables", "sources")):

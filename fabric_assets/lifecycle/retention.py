@@ -147,8 +147,7 @@ def _cleanup(home: FabricHome, now: float) -> tuple[CleanupReport, list, set[str
     # the full manifest is the costly read at many sources).
     current = catalog.current_release_id()
     if current is not None and catalog.release_summary(current) is None:
-        raise CatalogDamagedError(f"the catalog's current pointer names release {current}, which it does not hold: "
-                                  "restore the home from a snapshot or a copy")
+        raise CatalogDamagedError.missing_current(current)
     sources = catalog.source_states()
     live = [(parse_id, source_hash) for state, parse_id, source_hash in sources if state in ("present", "access_lost")]
     live_parses = {p for p, _ in live if p}

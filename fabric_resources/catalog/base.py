@@ -432,8 +432,7 @@ class Catalog(abc.ABC):
             p = con.execute("SELECT release_id FROM pointer WHERE name = 'current'").fetchone()
             r = con.execute("SELECT * FROM releases WHERE release_id = ?", (p["release_id"],)).fetchone() if p else None
         if p is not None and r is None:
-            raise CatalogDamagedError(f"the catalog's current pointer names release {p['release_id']}, which it does "
-                                      "not hold: restore the home from a snapshot or a copy")
+            raise CatalogDamagedError.missing_current(p["release_id"])
         return _release(r["release_id"], r["created_at"], r["manifest"]) if r else None
 
     def current_release_id(self) -> int | None:

@@ -45,6 +45,12 @@ class CatalogDamagedError(RuntimeError):
     its ``sources`` and ``tables``, the current pointer naming a release the catalog lacks): the
     catalog was altered behind Fabric's back. The message names the row."""
 
+    @classmethod
+    def missing_current(cls, release_id: int) -> "CatalogDamagedError":
+        """The ``current`` pointer names ``release_id``, which the catalog does not hold."""
+        return cls(f"the catalog's current pointer names release {release_id}, which it does not hold: restore the "
+                   "home from a snapshot or a copy")
+
 
 class CatalogMigrationError(RuntimeError):
     """A migration failed; its transaction was rolled back, so the catalog keeps its old version."""
