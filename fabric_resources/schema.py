@@ -1,3 +1,4 @@
+# Over 500 lines: the storage contract, every table schema, catalog DDL and home path defined once; split, readers would import each from several places.
 """The storage contract: one definition of every record schema and path.
 
 Writers (``fabric_assets``) and readers (``fabric_query``) both import these
