@@ -159,10 +159,15 @@ def create(home: FabricHome, note: str = "") -> SnapshotInfo:
     Raises
     ------
     SnapshotError
-        If the home has no release yet, or keeps its catalog or tables outside the directory.
+        If the home has no release yet, keeps its catalog or tables outside the directory, or an
+        in-place restore was interrupted (what it must forget would be kept).
     """
     _local_only(home)
     with activation_lock(home):
+        if home.layout.restore_pending.exists():
+            # Its tables still hold what the restore must forget: a snapshot now would keep it.
+            raise SnapshotError("an in-place restore was interrupted before it had removed what came after its "
+                                "snapshot; run `fabric ingest` (or the restore again) first")
         return _create(home, note)
 
 

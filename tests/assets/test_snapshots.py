@@ -16,7 +16,7 @@ from conftest import ingest
 
 from fabric_assets.lifecycle.purge import PurgeRefused, PurgeSelector, purge
 from fabric_assets.lifecycle.retention import cleanup
-from fabric_assets.lifecycle.snapshots import create, delete, list_snapshots, verify
+from fabric_assets.lifecycle.snapshots import SnapshotError, create, delete, list_snapshots, verify
 from fabric_query import Fabric
 from fabric_resources.home import FabricHome
 
@@ -147,7 +147,7 @@ def test_a_killed_create_a_damaged_manifest_and_restore_into_a_folder(tmp_path, 
 
     from fabric_assets.cli import app
     from fabric_assets.lifecycle import snapshots
-    from fabric_assets.lifecycle.snapshots import SnapshotError, damaged_snapshots, restore
+    from fabric_assets.lifecycle.snapshots import damaged_snapshots, restore
 
     home = _ingested(tmp_path, fabric_home)
 
@@ -293,6 +293,9 @@ def test_an_in_place_restore_forgets_what_came_after_and_a_later_snapshot_gives_
     assert (home.root / PENDING_FILE).exists() and _occurrences(home.root / "artifacts", needles)
     assert home.catalog.state(RELEASE_ID_FLOOR) >= published
     assert Fabric(home.root).status().restore_pending  # `fabric status` says so
+    # A snapshot now would keep what the restore must forget (hostile trial, 2026-12-05).
+    with pytest.raises(SnapshotError, match="interrupted"):
+        create(home)
     assert ingest(src, home).failed_runs == []
     home = FabricHome(home.root)
     assert not (home.root / PENDING_FILE).exists() and not Fabric(home.root).status().restore_pending

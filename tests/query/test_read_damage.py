@@ -197,6 +197,16 @@ def test_chunk_text_that_differs_from_its_recorded_hash_is_never_served(home, in
         assert [h.chunk_id for h in pack.results] == [c for c in fused if c != keeper][:3], query
     assert keeper in fabric.search("lighthouse robber", limit=3).altered_chunks
     assert not fabric.search("sourdough starter", limit=1).altered_chunks  # the others answer as before
+    # Nor is the altered unit, as `/v1/units/{id}` and MCP `get_unit` read it (hostile trial, 2026-12-05).
+    from fabric_query.errors import ReleaseUnreadableError
+    from fabric_query.release import pinned_view
+    from fabric_query.units import canonical_unit
+
+    view = pinned_view(FabricHome(home.root))
+    with pytest.raises(ReleaseUnreadableError, match="differs from the hash recorded"):
+        canonical_unit(view, before.results[0].citation.spans[0].unit_id)
+    other = fabric.search("sourdough starter", limit=1).results[0].citation.spans[0].unit_id
+    assert canonical_unit(view, other).text.startswith("Sourdough")
 
 
 def test_a_forged_chunk_id_does_not_verify(home):
