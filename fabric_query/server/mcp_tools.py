@@ -72,6 +72,10 @@ def agent_answer(pack: EvidencePack) -> dict[str, Any]:
         "fallback_reason": pack.fallback_reason,
         "dense_fallback_reason": pack.dense_fallback_reason,
         "skipped_channels": pack.skipped_channels,
+        # Evidence honesty travels to agents too: a pack of dense neighbours only, and chunks left
+        # out because their stored text was altered, are said, not hidden.
+        "no_lexical_match": pack.no_lexical_match,
+        "altered_chunks": list(pack.altered_chunks),
         "eligible_sources": pack.eligible_sources,
         "max_tokens": pack.max_tokens,
         "used_tokens": pack.used_tokens,
@@ -79,6 +83,7 @@ def agent_answer(pack: EvidencePack) -> dict[str, Any]:
         "results": [{"rank": h.rank, "source_key": h.citation.source_key, "section_path": list(h.section_path),
                      "text": labelled(h.text, h.citation.source_key), "fused_score": h.fused_score,
                      "channels": {k: v.rank for k, v in h.channels.items()}, "passage": h.passage,
+                     "lexical": h.lexical, "below_dense_floor": h.below_dense_floor,
                      "citation": h.citation.model_dump(mode="json")} for h in pack.results],
         "passages": passages,
     }

@@ -195,8 +195,18 @@ def test_chunk_text_that_differs_from_its_recorded_hash_is_never_served(home, in
         # The next verified chunks of the fused order take the altered one's place.
         fused = [c[0] if isinstance(c, (list, tuple)) else c for c in pack.stage_candidates["fused"]]
         assert [h.chunk_id for h in pack.results] == [c for c in fused if c != keeper][:3], query
-    assert keeper in fabric.search("lighthouse robber", limit=3).altered_chunks
+    altered = fabric.search("lighthouse robber", limit=3)
+    assert keeper in altered.altered_chunks
     assert not fabric.search("sourdough starter", limit=1).altered_chunks  # the others answer as before
+    # Said on every surface, not only in --json and HTTP (hostile trial 2, 2026-12-05): the CLI's
+    # text output and the MCP search tool's answer.
+    from fabric_query.cli_text import render_pack
+    from fabric_query.server.mcp_tools import agent_answer
+
+    _, err = render_pack(altered.model_dump(mode="json"))
+    assert "1 chunk(s) left out: their stored text differs" in err
+    assert agent_answer(altered)["altered_chunks"] == [keeper]
+    assert "left out" not in render_pack(fabric.search("sourdough starter", limit=1).model_dump(mode="json"))[1]
     # Nor is the altered unit, as `/v1/units/{id}` and MCP `get_unit` read it (hostile trial, 2026-12-05).
     from fabric_query.errors import ReleaseUnreadableError
     from fabric_query.release import pinned_view
