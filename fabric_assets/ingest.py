@@ -104,11 +104,14 @@ def dagster_instance(home: FabricHome) -> dg.DagsterInstance:
     return dg.DagsterInstance.get()
 
 
-def _run_config(home: FabricHome) -> dict:
-    # Run logs stay in the instance (visible in the UI); the console only shows warnings.
+def _run_config(home: FabricHome, *, failures_raised: bool = False) -> dict:
+    """The run config of an in-process run for ``home``. Run logs stay in the instance (visible in
+    the UI); the console shows warnings, or nothing below CRITICAL when ``failures_raised`` (the
+    caller turns a failed step into its own error: Dagster's STEP_FAILURE stack trace on the
+    console put ~90 lines before the CLI's one-line refusal)."""
     return {
         "resources": {"fabric": {"config": {"home": str(home.root)}}},
-        "loggers": {"console": {"config": {"log_level": "WARNING"}}},
+        "loggers": {"console": {"config": {"log_level": "CRITICAL" if failures_raised else "WARNING"}}},
     }
 
 
@@ -127,7 +130,7 @@ def _execute(job: dg.JobDefinition, home: FabricHome, instance: dg.DagsterInstan
         either published its release or did not (publishing is one catalog transaction).
     """
     try:
-        result = job.execute_in_process(instance=instance, tags=tags, run_config=_run_config(home),
+        result = job.execute_in_process(instance=instance, tags=tags, run_config=_run_config(home, failures_raised=raise_on_error),
                                         raise_on_error=raise_on_error)
     except dg.DagsterExecutionInterruptedError as exc:  # re-raised as is when raise_on_error
         raise KeyboardInterrupt(f"Dagster run of {job.name} was interrupted") from exc
@@ -220,7 +223,7 @@ def run_reprojection(home: FabricHome, instance: dg.DagsterInstance,
     identities = expected_identities(home.config, models)
     # Every parse written since the last clean check carries these identities, so only a model
     # change needs the check, which reads every active parse's vector rows (it grows with the corpus).
-    if home.catalog.state(PROJECTION_MODELS) == identities:
+    if home.catalog.state(PROJECTION_MODELS, memo=True) == identities:
         return [], []
     current = home.catalog.current_release()
     active = {m["parse_id"] for m in current.manifest["sources"].values()} if current else set()
@@ -262,7 +265,7 @@ def run_rechunk(home: FabricHome, instance: dg.DagsterInstance, returning: set[s
     """
     catalog = home.catalog
     settings = chunker_settings(home.config, models)
-    changed = catalog.state(CHUNKER_SETTINGS) != settings
+    changed = catalog.state(CHUNKER_SETTINGS, memo=True) != settings
     scope = set(returning)
     if changed:
         current = catalog.current_release()

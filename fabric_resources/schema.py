@@ -448,6 +448,9 @@ SCAN_SKIPPED_STATE = "scan_skipped"
 #: Catalog ``state`` entry written by every source scan: ``{"at": unix time, "changes": n}`` (the
 #: freshness line of ``fabric status``).
 LAST_SCAN_STATE = "last_scan"
+#: What a damaged ``last_scan`` / ``scan_skipped`` entry's error tells the operator: these are
+#: reports each scan rewrites, not records.
+RESCAN_REMEDY = "the next `fabric ingest` rewrites it"
 
 # ---------------------------------------------------------------------------
 # Serving index fields (tantivy)

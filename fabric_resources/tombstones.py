@@ -14,11 +14,12 @@ import json
 import sqlite3
 import time
 from collections.abc import Iterable
+from typing import Any
 from dataclasses import dataclass
 from pathlib import Path
 
 from fabric_resources.catalog import Catalog, SqliteCatalog
-from fabric_resources.catalog.base import in_batches
+from fabric_resources.catalog.base import in_batches, json_field
 
 
 @dataclass(frozen=True)
@@ -59,8 +60,11 @@ def complete_tombstone(catalog: Catalog, tombstone_id: int) -> None:
 def tombstones(catalog: Catalog) -> list[Tombstone]:
     with catalog.transaction() as con:
         rows = con.execute("SELECT * FROM tombstones ORDER BY tombstone_id").fetchall()
-    return [Tombstone(r["tombstone_id"], r["purged_at"], r["selector"], tuple(json.loads(r["source_key_hashes"])),
-                      tuple(json.loads(r["source_hashes"])), tuple(json.loads(r["parse_ids"])), r["completed_at"])
+    def listed(r: Any, column: str) -> tuple[str, ...]:
+        return tuple(json_field(r[column], f"tombstone {r['tombstone_id']}'s {column}", list))
+
+    return [Tombstone(r["tombstone_id"], r["purged_at"], r["selector"], listed(r, "source_key_hashes"),
+                      listed(r, "source_hashes"), listed(r, "parse_ids"), r["completed_at"])
             for r in rows]
 
 

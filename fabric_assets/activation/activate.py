@@ -195,7 +195,7 @@ def _derive_sources(home: FabricHome, current: Release | None, names: tuple[str,
     catalog = home.catalog
     static = {"roots": sorted([k, v] for k, v in roots.items()), "purges": catalog.purge_mark(),
               "config_hash": config_hash(home.config)}
-    marks = catalog.state(ACTIVATION_MARKS) if current is not None else None
+    marks = catalog.state(ACTIVATION_MARKS, memo=True) if current is not None else None
     prev_sources: dict[str, dict] = current.manifest["sources"] if current else {}
     if not (from_change and isinstance(marks, dict) and marks.get("release_id") == current.release_id
             and all(marks.get(k) == v for k, v in static.items())
@@ -243,7 +243,7 @@ def _remember(home: FabricHome, release_id: int, marks: dict[str, Any], sources:
               runs: dict[str, Any]) -> None:
     """Record the marks the release ``release_id`` was derived at, for the next activation."""
     record = {**marks, "release_id": release_id}
-    if home.catalog.state(ACTIVATION_MARKS) != record:
+    if home.catalog.state(ACTIVATION_MARKS, memo=True) != record:
         home.catalog.set_state(ACTIVATION_MARKS, record)
     _DERIVED[home.catalog.describe()] = _Derived(release_id, record, sources, runs)
 

@@ -10,7 +10,6 @@ that scan at once.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 
 from fabric_assets.activation.activate import ActivationReport, activate
@@ -76,13 +75,13 @@ def discard_held(home: FabricHome, parse_id: str) -> ActionResult:
 
 
 def _to_pending(home: FabricHome, parse_ids: list[str], reason: str) -> None:
-    from fabric_resources.catalog import drop_verdicts
+    from fabric_resources.catalog import drop_verdicts, verdicts_of
 
     with home.catalog.transaction(immediate=True) as con:
         names = set()
         for pid in parse_ids:
             r = con.execute("SELECT verdicts FROM parse_runs WHERE parse_id = ?", (pid,)).fetchone()
-            names |= set(json.loads(r["verdicts"] or "{}")) if r else set()
+            names |= set(verdicts_of(r["verdicts"], pid)) if r else set()
     drop_verdicts(home.catalog, parse_ids, names)
     home.catalog.set_parse_statuses([StatusUpdate(p, "pending", reason) for p in parse_ids])
 

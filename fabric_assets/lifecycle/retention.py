@@ -163,7 +163,7 @@ def _cleanup(home: FabricHome, now: float) -> tuple[CleanupReport, list, set[str
                                                      among=(known - live_parses) | orphans)
     live_hashes = {h for _, h in live if h}
     deleted_hashes = {h for state, _, h in sources if state == "deleted" and h}
-    since = {p: t for p, t in (catalog.state(UNPINNED_SINCE) or {}).items()}
+    since = {p: t for p, t in (catalog.state(UNPINNED_SINCE, dict) or {}).items()}
     doomed: dict[str, str] = {}
     for parse_id, status, source_hash in runs:
         if parse_id in pinned:
@@ -221,7 +221,7 @@ def _orphans(home: FabricHome, known: set[str]) -> tuple[set[str], dict[str, int
     and kept (pinned): reading every ``parse_id`` of both tables grew with the corpus. A table whose
     highest fragment number went down (a version restored) is read whole.
     """
-    seen = home.catalog.state(ORPHAN_SCAN) or {}
+    seen = home.catalog.state(ORPHAN_SCAN, dict) or {}
     read = dict(seen.get("fragments") or {})
     found = set(seen.get("pending") or ())
     for name in _ORPHAN_TABLES:

@@ -476,7 +476,7 @@ def _restore_in_place(home: FabricHome, info: SnapshotInfo, m: dict) -> None:
         raise SnapshotError(f"Dagster run(s) in progress ({', '.join(running)}); a restore puts back every table "
                             "and the catalog: wait for them to finish")
     before = record_pending(home, known(home.catalog))
-    floor = max(before.last_release_id or 0, home.catalog.state(RELEASE_ID_FLOOR) or 0)
+    floor = max(before.last_release_id or 0, home.catalog.state(RELEASE_ID_FLOOR, int) or 0)
     # The server's queued and running operations (this restore's own, when it came over HTTP) live
     # in the catalog: without them their records vanished with it ("no such operation").
     _restore(home, info, m, False, state={RELEASE_ID_FLOOR: floor} if floor else None,
@@ -504,7 +504,7 @@ def finish_forgetting(home: FabricHome, before, instance=None) -> None:
     from fabric_resources.catalog.base import RELEASE_ID_FLOOR
 
     if before.last_release_id is not None:
-        floor = max(before.last_release_id, home.catalog.state(RELEASE_ID_FLOOR) or 0)
+        floor = max(before.last_release_id, home.catalog.state(RELEASE_ID_FLOOR, int) or 0)
         home.catalog.set_state(RELEASE_ID_FLOOR, floor)
     lexical, dense, parse_ids, source_keys = _held_by_snapshots(home)
     out = forget_after_restore(home, before, snapshot_lexical=lexical, snapshot_dense=dense,

@@ -73,7 +73,7 @@ def _lifecycle_job(home: FabricHome, name: str, op: str, config: dict[str, Any])
     from fabric_assets.ingest import _run_config, dagster_instance, job
 
     definition = job(home, name)
-    run_config = {**_run_config(home), "ops": {op: {"config": config}}}
+    run_config = {**_run_config(home, failures_raised=True), "ops": {op: {"config": config}}}
     result = definition.execute_in_process(instance=dagster_instance(home), run_config=run_config,
                                            raise_on_error=False)
     out = {"run_id": result.run_id}

@@ -84,7 +84,7 @@ def _known_sources(catalog: Catalog, purge_mark: list[int]) -> tuple[dict[str, S
     (same last scan, the catalog's ``purge_mark`` read now equal to the memo's, the same number of
     rows); else every row, read again."""
     memo = _KNOWN.get(catalog.describe())
-    last = catalog.state(LAST_SCAN_STATE)
+    last = catalog.state(LAST_SCAN_STATE, memo=True)  # the memo's key: this scan rewrites it
     if (memo is not None and isinstance(last, dict) and last.get("scan_id") == memo.scan_id
             and purge_mark == memo.purge_mark):
         changed, n = catalog.sources_changed_after(memo.change_seq)
@@ -266,7 +266,7 @@ def scan(home: FabricHome) -> ScanReport:
     parsers_now = _parser_identities(cfg)
     # Every unchanged source already points at its parse under these parsers (the last completed
     # scan saw to it, and changed files are given it): nothing to re-derive.
-    parsers_unchanged = catalog.state(SCAN_PARSERS_STATE) == parsers_now
+    parsers_unchanged = catalog.state(SCAN_PARSERS_STATE, memo=True) == parsers_now
     # Roots are stored resolved and the walk joins plain names, so a resolved path compares as text.
     home_dir = str(home.layout.root.resolve())
     unwalked: list[str] = []  # labels of roots that could not be observed this time
@@ -439,7 +439,7 @@ def _parser_identities(cfg) -> dict[str, list[str]]:
 def _record_skipped(catalog: Catalog, skipped: list[tuple[str, str]], unwalked: list[str]) -> None:
     """Keep this scan's skipped paths for ``fabric status`` (those of roots it could not walk
     are carried over from the last scan that could)."""
-    previous = catalog.state(SCAN_SKIPPED_STATE) or {}
+    previous = catalog.state(SCAN_SKIPPED_STATE, dict, memo=True) or {}  # a report this scan rewrites
     kept = {k: v for k, v in previous.items() if any(k.startswith(f"fs:{label}/") for label in unwalked)}
     current = {**kept, **dict(skipped)}
     if current != previous:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from fabric_resources.catalog.base import Catalog, Connection, drop_verdicts, merge_verdicts
+from fabric_resources.catalog.base import Catalog, Connection, drop_verdicts, json_field, merge_verdicts, verdicts_of
 from fabric_resources.catalog.postgres import PostgresCatalog
 from fabric_resources.catalog.migrations import LATEST_VERSION, MIGRATIONS, Migration
 from fabric_resources.catalog.records import (CatalogDamagedError, CatalogMigrationError, CatalogMigrationNeededError, CatalogTooNewError,
@@ -18,7 +18,7 @@ from fabric_resources.catalog.records import (CatalogDamagedError, CatalogMigrat
 from fabric_resources.catalog.sqlite import SqliteCatalog
 from fabric_resources.config import CatalogStorageConfig
 
-__all__ = ["Catalog", "CatalogDamagedError", "CatalogMigrationError", "CatalogMigrationNeededError", "CatalogTooNewError",
+__all__ = ["Catalog", "CatalogDamagedError", "json_field", "verdicts_of", "CatalogMigrationError", "CatalogMigrationNeededError", "CatalogTooNewError",
            "CatalogUnavailableError", "CatalogVersionError", "Connection", "LATEST_VERSION", "MIGRATIONS", "Migration",
            "Operation", "ParseRun", "PostgresCatalog", "Release", "Root", "RootOverlapError", "SourceRow",
            "SqliteCatalog", "StatusUpdate", "drop_verdicts", "merge_verdicts", "open_catalog"]

@@ -28,7 +28,7 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any, Protocol
 
-from fabric_resources.catalog.records import (CatalogDamagedError, Operation, ParseRun, ParseRunDigests, Release, Root,
+from fabric_resources.catalog.records import (RESTORE_REMEDY, CatalogDamagedError, Operation, ParseRun, ParseRunDigests, Release, Root,
                                               RootOverlapError, SourceRow, StatusUpdate)
 from fabric_resources.schema import OPERATION_STATUSES
 
@@ -341,20 +341,35 @@ class Catalog(abc.ABC):
         """Every parse run's status, language, the ``digest`` of each of ``verdict_names``
         (``None`` where absent) and its change number, oldest first: what activation decides on,
         with no verdicts decoded in Python. Only the runs written since change number
-        ``changed_after``, or those of ``parse_ids``, when given (by index)."""
+        ``changed_after``, or those of ``parse_ids``, when given (by index).
+
+        Raises
+        ------
+        CatalogDamagedError
+            A parse run's verdicts are not a JSON object (the row is named).
+        """
         names = list(dict.fromkeys(verdict_names))
         picks = "".join(f", {self._VERDICT_DIGEST_SQL} AS d{i}" for i in range(len(names)))
         sql = f"SELECT parse_id, status, language, change_seq{picks} FROM parse_runs"
         args = [self._verdict_digest_arg(n) for n in names]
-        with self.transaction() as con:
-            if parse_ids is not None:
-                rows = []
-                for batch, marks in in_batches(sorted(set(parse_ids))):
-                    rows += con.execute(sql + f" WHERE parse_id IN ({marks})", [*args, *batch]).fetchall()
-            elif changed_after is not None:
-                rows = con.execute(sql + " WHERE change_seq > ?", [*args, changed_after]).fetchall()
-            else:
-                rows = con.execute(sql + " ORDER BY created_at, parse_id", args).fetchall()
+        try:
+            with self.transaction() as con:
+                if parse_ids is not None:
+                    rows = []
+                    for batch, marks in in_batches(sorted(set(parse_ids))):
+                        rows += con.execute(sql + f" WHERE parse_id IN ({marks})", [*args, *batch]).fetchall()
+                elif changed_after is not None:
+                    rows = con.execute(sql + " WHERE change_seq > ?", [*args, changed_after]).fetchall()
+                else:
+                    rows = con.execute(sql + " ORDER BY created_at, parse_id", args).fetchall()
+        except Exception:
+            # The database's JSON functions refuse a verdicts value that is not JSON (SQLite's
+            # "malformed JSON", PostgreSQL's invalid input): name the row instead, if that is why.
+            if names:
+                with self.transaction() as con:
+                    for r in con.execute("SELECT parse_id, verdicts FROM parse_runs"):
+                        verdicts_of(r["verdicts"], r["parse_id"])
+            raise
         return [ParseRunDigests(r[0], r[1], r[2], {n: r[4 + i] for i, n in enumerate(names)}, r[3]) for r in rows]
 
     def parse_run(self, parse_id: str) -> ParseRun | None:
@@ -531,12 +546,14 @@ class Catalog(abc.ABC):
                 raise RuntimeError(f"current release moved from {expected_current} to {current}")
             floor = con.execute("SELECT value FROM state WHERE name = ?", (RELEASE_ID_FLOOR,)).fetchone()
             top = con.execute("SELECT MAX(release_id) FROM releases").fetchone()[0]
-            if floor is not None and (top is None or top < int(json.loads(floor["value"]))):
+            if floor is not None:
+                floor = json_field(floor["value"], f"state row {RELEASE_ID_FLOOR!r}", int)
+            if floor is not None and (top is None or top < floor):
                 # A release ID is never given twice (a pack names its release): after a snapshot
                 # was restored in place, the IDs the replaced catalog had published stay used.
                 release_id = int(con.execute(
                     "INSERT INTO releases(release_id, created_at, manifest) VALUES (?, ?, '{}') RETURNING release_id",
-                    (int(json.loads(floor["value"])) + 1, now)).fetchone()[0])
+                    (floor + 1, now)).fetchone()[0])
             else:
                 release_id = int(con.execute(
                     "INSERT INTO releases(created_at, manifest) VALUES (?, '{}') RETURNING release_id", (now,)
@@ -575,11 +592,28 @@ class Catalog(abc.ABC):
                         [(p, release_id) for p in sorted(named - open_)])
 
     # -- state and events ----------------------------------------------------
-    def state(self, name: str) -> Any:
-        """The JSON value stored under ``name`` by :meth:`set_state`, or None."""
+    def state(self, name: str, kind: type | None = None, *, remedy: str = RESTORE_REMEDY, memo: bool = False) -> Any:
+        """The JSON value stored under ``name`` by :meth:`set_state`, or None.
+
+        ``kind``: the type the value must have (``dict``, ``int``, …) when present; ``remedy``: what
+        the error tells the operator to do (a report the next scan rewrites needs no restore);
+        ``memo``: the value only saves work (a damaged one reads as None, so the work is redone
+        and the caller writes it again).
+
+        Raises
+        ------
+        CatalogDamagedError
+            The stored value is not JSON, or not a ``kind`` (it was written behind Fabric's back: a
+            ``JSONDecodeError`` traceback from status, ingest and the Python API before).
+        """
         with self.transaction() as con:
             r = con.execute("SELECT value FROM state WHERE name = ?", (name,)).fetchone()
-        return json.loads(r["value"]) if r else None
+        try:
+            return None if r is None else json_field(r["value"], f"state row {name!r}", kind, remedy=remedy)
+        except CatalogDamagedError:
+            if memo:
+                return None
+            raise
 
     def set_state(self, name: str, value: Any) -> None:
         with self.transaction(immediate=True) as con:
@@ -643,7 +677,8 @@ class Catalog(abc.ABC):
         if r is None:
             return None
         d = dict(r)
-        d["params"], d["result"] = json.loads(d["params"] or "{}"), json.loads(d["result"] or "{}")
+        d["params"] = json_field(d["params"] or "{}", f"operation {operation_id}'s params", dict)
+        d["result"] = json_field(d["result"] or "{}", f"operation {operation_id}'s result", dict)
         return Operation(**d)
 
     def operations(self, status: str | None = None) -> list[Operation]:
@@ -654,11 +689,44 @@ class Catalog(abc.ABC):
         return [op for r in rows if (op := self.operation(r["operation_id"])) is not None]
 
 
+def json_field(text: Any, what: str, kind: type | None = None, *, remedy: str = RESTORE_REMEDY) -> Any:
+    """``text``, a JSON column of the catalog, decoded; ``what`` names the row in the error,
+    ``remedy`` what to do about it.
+
+    Raises
+    ------
+    CatalogDamagedError
+        ``text`` is not JSON, or (``kind`` given) its value is not a ``kind`` (a bool is not an int).
+    """
+    try:
+        value = json.loads(text)
+    except (TypeError, ValueError):
+        pass
+    else:
+        if kind is None or (isinstance(value, kind) and not (kind is int and isinstance(value, bool))):
+            return value
+    named = {dict: "object", list: "array", int: "integer", str: "string"}
+    raise CatalogDamagedError(f"{what} in the catalog is not {'JSON' if kind is None else 'a JSON ' + named.get(kind, kind.__name__)}: "
+                              f"the catalog was altered; {remedy}")
+
+
+def verdicts_of(text: Any, parse_id: str) -> dict[str, Any]:
+    """A ``parse_runs.verdicts`` value decoded (raises :class:`CatalogDamagedError` as :func:`json_field`)."""
+    return json_field(text or "{}", f"parse run {parse_id}'s verdicts", dict)
+
+
 def _parse_run(r: Any) -> ParseRun:
+    """A ``parse_runs`` row decoded.
+
+    Raises
+    ------
+    CatalogDamagedError
+        Its ``verdicts`` or ``counts`` is not a JSON object.
+    """
     d = dict(r)
     d.pop("change_seq", None)  # the row's change number (catalog version 2), not part of the record
-    d["verdicts"] = json.loads(d["verdicts"] or "{}")
-    d["counts"] = json.loads(d["counts"] or "{}")
+    d["verdicts"] = verdicts_of(d["verdicts"], d["parse_id"])
+    d["counts"] = json_field(d["counts"] or "{}", f"parse run {d['parse_id']}'s counts", dict)
     return ParseRun(**d)
 
 
@@ -676,7 +744,7 @@ def merge_verdicts(catalog: Catalog, verdicts: dict[str, dict[str, Any]]) -> Non
             r = con.execute("SELECT verdicts FROM parse_runs WHERE parse_id = ?", (parse_id,)).fetchone()
             if r is None:
                 raise KeyError(parse_id)
-            merged = {**json.loads(r["verdicts"] or "{}"), **named}
+            merged = {**verdicts_of(r["verdicts"], parse_id), **named}
             con.execute(
                 f"UPDATE parse_runs SET verdicts = ?, updated_at = ?, change_seq = {_NEXT_RUN_SEQ} WHERE parse_id = ?",
                 (json.dumps(merged, sort_keys=True), now, parse_id),
@@ -693,7 +761,7 @@ def drop_verdicts(catalog: Catalog, parse_ids: Iterable[str], names: Iterable[st
             r = con.execute("SELECT verdicts FROM parse_runs WHERE parse_id = ?", (parse_id,)).fetchone()
             if r is None:
                 continue
-            kept = {k: v for k, v in json.loads(r["verdicts"] or "{}").items() if k not in names}
+            kept = {k: v for k, v in verdicts_of(r["verdicts"], parse_id).items() if k not in names}
             con.execute(
                 f"UPDATE parse_runs SET verdicts = ?, updated_at = ?, change_seq = {_NEXT_RUN_SEQ} WHERE parse_id = ?",
                 (json.dumps(kept, sort_keys=True), now, parse_id),

@@ -40,6 +40,10 @@ class CatalogMigrationNeededError(CatalogVersionError):
     """A read-only opener found a catalog an older Fabric wrote; a writer must migrate it first."""
 
 
+#: What a damaged catalog row's error tells the operator to do.
+RESTORE_REMEDY = "restore the home from a snapshot or a copy"
+
+
 class CatalogDamagedError(RuntimeError):
     """A catalog row cannot be what it must be (a release manifest that is not a JSON object with
     its ``sources`` and ``tables``, the current pointer naming a release the catalog lacks): the

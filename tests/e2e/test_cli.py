@@ -314,3 +314,66 @@ def test_an_altered_release_row_is_a_typed_error_on_every_command_and_the_python
             con.execute("UPDATE pointer SET release_id = ?", (current,))
         con.close()
     assert Fabric(fabric_home.root).search("lighthouse").results
+
+
+def test_damaged_parse_run_and_state_rows_are_one_line_or_healed(tmp_path, fabric_home):
+    """guards against (hostile trial 2, 2026-12-05): a `parse_runs.verdicts` / `counts` or `state`
+    value that is not JSON being a `JSONDecodeError` traceback from status, `parse
+    accept|discard|reparse|retry` and the Python API, or SQLite's "malformed JSON" after ~90 lines of
+    Dagster's STEP_FAILURE output from ingest; and a damaged memo (what only saves work) stopping
+    ingest instead of being redone."""
+    import sqlite3
+
+    from conftest import ingest
+
+    from fabric_query import Fabric
+    from fabric_resources.catalog import CatalogDamagedError
+
+    src = tmp_path / "notes"
+    src.mkdir()
+    (src / "a.txt").write_text("The lighthouse keeper logged the tide.\n")
+    ingest(src, fabric_home)
+    parse_id = fabric_home.catalog.parse_runs()[0].parse_id
+    env = {**os.environ, "FABRIC_USE_SERVER": "0", "HF_HUB_OFFLINE": "1"}
+
+    def fabric(*command: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-c", "from fabric_assets.cli import main; main()", *command,
+                               "--home", str(fabric_home.root)], capture_output=True, text=True, env=env, timeout=300)
+
+    def alter(sql: str, *args: str) -> None:
+        con = sqlite3.connect(fabric_home.root / "catalog.sqlite3")
+        with con:
+            con.execute(sql, args)
+        con.close()
+
+    saved = sqlite3.connect(fabric_home.root / "catalog.sqlite3").execute(
+        "SELECT verdicts, counts FROM parse_runs WHERE parse_id = ?", (parse_id,)).fetchone()
+    alter("UPDATE parse_runs SET verdicts = '{garbage'")
+    named = f"parse run {parse_id}'s verdicts in the catalog is not a JSON object"
+    for command in (["status"], ["parse", "accept", parse_id], ["parse", "discard", parse_id],
+                    ["parse", "reparse", "fs:notes/a.txt"], ["parse", "retry"], ["ingest", str(src)]):
+        out = fabric(*command)
+        assert out.returncode == 2, (command, out.stderr[-800:])
+        assert named in out.stderr and "restore the home" in out.stderr, (command, out.stderr[-800:])
+        assert "Traceback" not in out.stderr and "STEP_FAILURE" not in out.stderr, (command, out.stderr[-800:])
+    alter("UPDATE parse_runs SET verdicts = ?, counts = '[]'", saved[0])  # JSON, but not an object
+    with pytest.raises(CatalogDamagedError, match="counts in the catalog is not a JSON object"):
+        Fabric(fabric_home.root).status()
+    con = sqlite3.connect(fabric_home.root / "catalog.sqlite3")
+    with con:
+        con.execute("UPDATE parse_runs SET verdicts = ?, counts = ?", saved)
+    con.close()
+
+    # A report each scan rewrites: status says so, and the next ingest heals it.
+    alter("UPDATE state SET value = '{x' WHERE name = 'last_scan'")
+    out = fabric("status")
+    assert out.returncode == 2 and "state row 'last_scan'" in out.stderr and "fabric ingest` rewrites it" in out.stderr
+    with pytest.raises(CatalogDamagedError, match="last_scan"):
+        Fabric(fabric_home.root).status()
+    # Memos (what only saves work) read as absent: the ingest redoes the work and writes them again.
+    alter("UPDATE state SET value = '{x' WHERE name IN ('activation_marks', 'chunker_settings', "
+          "'projection_models', 'scan_parser_identities')")
+    out = fabric("ingest", str(src))
+    assert out.returncode == 0, out.stderr[-800:]
+    assert Fabric(fabric_home.root).status().last_scan_at is not None
+    assert Fabric(fabric_home.root).search("lighthouse").results
