@@ -9,6 +9,13 @@ marks distinguish words (``ガラス`` glass, ``カラス`` crow). The same
 rule applies at every term length and in every script, so ``ΑΒΓ`` and
 ``αβγ``, ``Café`` and ``cafe`` fold alike.
 
+Invisible format characters fold to nothing (:data:`IGNORABLE`: the soft hyphen, zero-width
+space / non-joiner / joiner, word joiner, BOM, direction marks and embeddings, Unicode's
+Default_Ignorable_Code_Point characters of category ``Cf``): they render as nothing inside a
+word, so ``Bundes\u00adverfassungs\u200bgericht`` is found typed plainly and Persian written
+with and without ZWNJ (``می\u200cخواهم``, ``میخواهم``) meet. Their offsets stay exact: the
+origin map skips them, and a highlight over the joined word spans them in the source.
+
 Han characters then fold traditional → simplified, one character at a time, by
 OpenCC's ``t2s`` tables (the ``opencc`` package ships them compiled; no
 download): ``桃園`` and ``桃园`` fold alike, so do Japanese ``認證`` and ``认证``.
@@ -35,7 +42,18 @@ UNSPACED = re.compile(
 )
 
 #: Enters the analyzer identity; bump when the folding rule changes (the serving index is rebuilt).
-FOLDING_VERSION = "nfkd-mn-casefold-opencc1.4.2-t2s-char-3"
+FOLDING_VERSION = "nfkd-mn-casefold-opencc1.4.2-t2s-char-ignorable-4"
+
+#: Unicode's Default_Ignorable_Code_Point characters of general category ``Cf`` (DerivedCoreProperties.txt,
+#: Unicode 15.1): invisible in rendered text, so folded to nothing. Not the other default-ignorables:
+#: variation selectors and the grapheme joiner are ``Mn`` (dropped as marks already), and the Hangul
+#: fillers are letters.
+IGNORABLE = frozenset(
+    "\u00ad\u061c\u180e\u200b\u200c\u200d\u200e\u200f\u202a\u202b\u202c\u202d\u202e"
+    "\u2060\u2061\u2062\u2063\u2064\u2066\u2067\u2068\u2069\u206a\u206b\u206c\u206d\u206e\u206f"
+    "\ufeff\U0001bca0\U0001bca1\U0001bca2\U0001bca3\U0001d173\U0001d174\U0001d175\U0001d176"
+    "\U0001d177\U0001d178\U0001d179\U0001d17a\U000e0001"
+) | frozenset(map(chr, range(0xE0020, 0xE0080)))
 
 _HAN = re.compile("[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0003134f]")
 
@@ -61,7 +79,10 @@ def _keeps_marks(ch: str) -> bool:
 
 @lru_cache(maxsize=65536)
 def fold_char(ch: str) -> str:
-    """Fold one Unicode scalar; may return ``""`` (a bare combining mark) or several chars."""
+    """Fold one Unicode scalar; may return ``""`` (a bare combining mark, an :data:`IGNORABLE`
+    format character) or several chars."""
+    if ch in IGNORABLE:
+        return ""
     if _keeps_marks(ch):
         return unicodedata.normalize("NFKC", ch).casefold()
     decomposed = unicodedata.normalize("NFKD", ch)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import random
 import re
+import unicodedata
 
 import pytest
 from conftest import ingest
@@ -14,7 +15,7 @@ from hypothesis import strategies as st
 
 from fabric_query import Fabric
 from fabric_resources.home import FabricHome
-from fabric_resources.text_folding import UNSPACED, fold, fold_char, fold_with_map
+from fabric_resources.text_folding import IGNORABLE, UNSPACED, fold, fold_char, fold_with_map
 
 FILES = {
     "light.txt": "The lighthouse keeper logged the tide every evening.\n\n"
@@ -24,6 +25,10 @@ FILES = {
     "kumo.txt": "するとその地獄の底に、陀多と云う男が一人、ほかの罪人と一しょに蠢いている姿が見えました。\n",
     "token.txt": "トークンの署名を検証してから利用者を通します。\n\n有効期限が切れたら再発行します。\n",
     "tw.txt": "桃园结义的故事发生在涿郡。刘备、关羽、张飞在桃园中结为兄弟。\n",
+    # Invisible format characters inside words: a soft hyphen and a zero-width space (German), a
+    # zero-width non-joiner (Persian "I want", written with it as the orthography asks).
+    "court.txt": "Das Bundes\u00adverfassungs\u200bgericht entschied über die Beschwerde.\n",
+    "fa.txt": "\u0645\u06cc\u200c\u062e\u0648\u0627\u0647\u0645 \u06a9\u062a\u0627\u0628 \u0628\u062e\u0648\u0627\u0646\u0645.\n",
 }
 ABSENT = ["zzqxv wqzzk", "quantum chromodynamics gluon", "曹操"]
 
@@ -103,6 +108,33 @@ def test_traditional_query_finds_simplified_text_with_exact_offsets(fabric):
     assert "桃园" in hit.text and {"word", "substring"} <= set(hit.channels)
     assert [s.text for s in hit.highlights if s.highlighted] == ["桃园", "桃园"]
     assert "".join(s.text for s in hit.highlights) == hit.text
+
+
+@pytest.mark.parametrize(("query", "file", "shown"), [
+    ("Bundesverfassungsgericht", "court.txt", "Bundes\u00adverfassungs\u200bgericht"),
+    ("bundes\u00adverfassungsgericht", "court.txt", "Bundes\u00adverfassungs\u200bgericht"),
+    ("\u0645\u06cc\u062e\u0648\u0627\u0647\u0645", "fa.txt", "\u0645\u06cc\u200c\u062e\u0648\u0627\u0647\u0645"),
+    ("\u0645\u06cc\u200c\u062e\u0648\u0627\u0647\u0645", "fa.txt", "\u0645\u06cc\u200c\u062e\u0648\u0627\u0647\u0645"),
+])
+def test_a_word_split_by_an_invisible_character_is_found_typed_plainly(fabric, query, file, shown):
+    """guards against (hostile trial 2, 2026-12-05): a word the source splits with a soft hyphen,
+    ZWSP or ZWNJ (invisible when rendered) found by no lexical channel when typed as it reads, and
+    a highlight that drops the invisible characters from the source's span."""
+    pack = fabric.search(query)
+    hit = pack.results[0]
+    assert hit.citation.source_key == f"fs:corpus/{file}" and hit.lexical and "word" in hit.channels, pack.results
+    assert [s.text for s in hit.highlights if s.highlighted] == [shown]
+    assert "".join(s.text for s in hit.highlights) == hit.text
+
+
+def test_invisible_format_characters_fold_to_nothing_with_exact_origins():
+    """guards against: a folding that drops a visible character, or an origin map that loses its
+    place after an ignorable one."""
+    assert all(unicodedata.category(c) == "Cf" for c in IGNORABLE) and len(IGNORABLE) == 138
+    folded, origin = fold_with_map("A\u00adb\u200bc\u200dD")
+    assert folded == "abcd" and origin == [0, 2, 4, 6]
+    # Visible format characters are not ignorable: the Arabic number sign is kept.
+    assert fold("\u0600") == "\u0600" and fold("x\ufeffy") == "xy"
 
 
 def test_han_folding_is_one_scalar_per_scalar():
