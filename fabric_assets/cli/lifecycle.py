@@ -162,12 +162,17 @@ def snapshot_restore(snapshot_id: int, into: Annotated[Optional[str], typer.Opti
 
 @snapshot_app.command("list")
 def snapshot_list(home: HomeOption = None) -> None:
-    """The home's snapshots (and those whose manifest is unreadable, as damaged)."""
+    """The home's snapshots, one per line: number, release, creation time (UTC, ISO 8601) and note
+    (and those whose manifest is unreadable, as damaged)."""
+    from datetime import datetime, timezone
+
     from fabric_assets.lifecycle.snapshots import damaged_snapshots, list_snapshots
 
     opened = _opened(home)
     for s in list_snapshots(opened):
-        console.print(f"{s.snapshot_id}\trelease {s.release_id}\t{s.created_at:.0f}\t{s.note}", markup=False)
+        at = datetime.fromtimestamp(s.created_at, timezone.utc).isoformat(timespec="seconds")
+        # A note can come from `POST /v1/admin/snapshot`: no terminal escapes, one line.
+        console.print(f"{s.snapshot_id}\trelease {s.release_id}\t{at}\t{one_line(s.note or '')}", markup=False)
     for sid in damaged_snapshots(opened):
         console.print(f"{sid}\tDAMAGED: manifest missing or unreadable (`fabric snapshot delete {sid}`)", markup=False)
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -156,7 +157,12 @@ def test_a_killed_create_a_damaged_manifest_and_restore_into_a_folder(tmp_path, 
     first.path.rename(first.path.with_name(f".{first.snapshot_id}.tmp"))
     (first.path.with_name(f".{first.snapshot_id}.tmp") / "manifest.json").unlink()
     assert f"snapshot-{first.snapshot_id}" in home.tables.tags("chunks")
-    second = create(home)  # no "tag already exists"
+    second = create(home, note="before\x1b[2J the move\nsecond line")  # no "tag already exists"
+    # `snapshot list`: the time as ISO 8601 UTC (was a bare number), the note on one line, no escapes.
+    listed = CliRunner().invoke(app, ["snapshot", "list", "--home", str(home.root)])
+    assert listed.exit_code == 0 and "\x1b" not in listed.output, listed.output
+    assert re.search(rf"^{second.snapshot_id}\s+release \d+\s+\d{{4}}-\d\d-\d\dT\d\d:\d\d:\d\d\+00:00\s+before",
+                     listed.output, re.M), listed.output
     assert [s.snapshot_id for s in list_snapshots(home)] == [second.snapshot_id]
     assert not any(t == f"snapshot-{first.snapshot_id}" and first.snapshot_id != second.snapshot_id
                    for t in home.tables.tags("chunks"))
