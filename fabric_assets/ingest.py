@@ -130,8 +130,8 @@ def _execute(job: dg.JobDefinition, home: FabricHome, instance: dg.DagsterInstan
         either published its release or did not (publishing is one catalog transaction).
     """
     try:
-        result = job.execute_in_process(instance=instance, tags=tags, run_config=_run_config(home, failures_raised=raise_on_error),
-                                        raise_on_error=raise_on_error)
+        result = job.execute_in_process(instance=instance, tags=tags, raise_on_error=raise_on_error,
+                                        run_config=_run_config(home, failures_raised=raise_on_error))
     except dg.DagsterExecutionInterruptedError as exc:  # re-raised as is when raise_on_error
         raise KeyboardInterrupt(f"Dagster run of {job.name} was interrupted") from exc
     failure = result.get_run_failure_event() if not result.success else None

@@ -18,10 +18,11 @@ from fabric_resources.catalog.records import (CatalogDamagedError, CatalogMigrat
 from fabric_resources.catalog.sqlite import SqliteCatalog
 from fabric_resources.config import CatalogStorageConfig
 
-__all__ = ["Catalog", "CatalogDamagedError", "json_field", "verdicts_of", "CatalogMigrationError", "CatalogMigrationNeededError", "CatalogTooNewError",
+__all__ = ["Catalog", "CatalogDamagedError", "CatalogMigrationError", "CatalogMigrationNeededError", "CatalogTooNewError",
            "CatalogUnavailableError", "CatalogVersionError", "Connection", "LATEST_VERSION", "MIGRATIONS", "Migration",
            "Operation", "ParseRun", "PostgresCatalog", "Release", "Root", "RootOverlapError", "SourceRow",
-           "SqliteCatalog", "StatusUpdate", "drop_verdicts", "merge_verdicts", "open_catalog"]
+           "SqliteCatalog", "StatusUpdate", "drop_verdicts", "json_field", "merge_verdicts", "open_catalog",
+           "verdicts_of"]
 
 
 def open_catalog(config: CatalogStorageConfig, sqlite_path: Path, *, read_only: bool = False) -> Catalog:

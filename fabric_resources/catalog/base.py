@@ -28,8 +28,8 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any, Protocol
 
-from fabric_resources.catalog.records import (RESTORE_REMEDY, CatalogDamagedError, Operation, ParseRun, ParseRunDigests, Release, Root,
-                                              RootOverlapError, SourceRow, StatusUpdate)
+from fabric_resources.catalog.records import (RESTORE_REMEDY, CatalogDamagedError, Operation, ParseRun, ParseRunDigests,
+                                              Release, Root, RootOverlapError, SourceRow, StatusUpdate)
 from fabric_resources.schema import OPERATION_STATUSES
 
 #: Bound parameters per ``IN (...)`` statement; below SQLite's oldest default limit of 999
@@ -705,9 +705,9 @@ def json_field(text: Any, what: str, kind: type | None = None, *, remedy: str = 
     else:
         if kind is None or (isinstance(value, kind) and not (kind is int and isinstance(value, bool))):
             return value
-    named = {dict: "object", list: "array", int: "integer", str: "string"}
-    raise CatalogDamagedError(f"{what} in the catalog is not {'JSON' if kind is None else 'a JSON ' + named.get(kind, kind.__name__)}: "
-                              f"the catalog was altered; {remedy}")
+    expected = "JSON" if kind is None else "a JSON " + {dict: "object", list: "array", int: "integer",
+                                                         str: "string"}.get(kind, kind.__name__)
+    raise CatalogDamagedError(f"{what} in the catalog is not {expected}: the catalog was altered; {remedy}")
 
 
 def verdicts_of(text: Any, parse_id: str) -> dict[str, Any]:
