@@ -16,13 +16,14 @@ from fabric_query.scope import Scope
 from fabric_query.visibility import current_sources_config
 from fabric_query.types import (Citation, EvidencePack, ParseProblem, ResolveResult,  # noqa: F401 - re-exported
                                 SourcePartition, SourcePartitions, Status)
+from fabric_resources.catalog import str_map
 from fabric_resources.home import FabricHome, home_path
 from fabric_resources.run_tags import source_tag_key
 from fabric_query.memory import limit_malloc_arenas
 from fabric_resources.models.embedder import Encoder
 from fabric_resources.models.http_embedder import dense_backend
 from fabric_resources.models.reranker import Reranker, reranker_from_config
-from fabric_resources.schema import LAST_SCAN_STATE, RESCAN_REMEDY, SCAN_SKIPPED_STATE
+from fabric_resources.schema import LAST_SCAN_STATE, RESCAN_REMEDY, SCAN_SKIPPED_STATE, scan_record
 
 
 class Fabric:
@@ -151,7 +152,7 @@ class Fabric:
             roots=tuple(r.path for r in catalog.roots()),
             sources_by_state=dict(Counter(s.state for s in sources)),
             release_id=release.release_id if release else None,
-            last_scan_at=(catalog.state(LAST_SCAN_STATE, dict, remedy=RESCAN_REMEDY) or {}).get("at"),
+            last_scan_at=(catalog.state(LAST_SCAN_STATE, dict, valid=scan_record, remedy=RESCAN_REMEDY) or {}).get("at"),
             release_created_at=release.created_at if release else None,
             active_sources=len(active),
             active_parses=len({m["parse_id"] for m in active.values()}),
@@ -164,7 +165,7 @@ class Fabric:
             ),
             withheld=tuple(s.source_key for s in sources
                            if s.state == "present" and withheld_now.is_withheld(s.source_key)),
-            skipped=tuple(sorted((catalog.state(SCAN_SKIPPED_STATE, dict, remedy=RESCAN_REMEDY) or {}).items())),
+            skipped=tuple(sorted((catalog.state(SCAN_SKIPPED_STATE, dict, valid=str_map, remedy=RESCAN_REMEDY) or {}).items())),
             partial=tuple(
                 ParseProblem(parse_id=r.parse_id, status=r.status, reason="failed-units",
                              detail="; ".join(f"page {f.get('page')}: {f.get('reason')}" for f in r.counts["failed_units"]),

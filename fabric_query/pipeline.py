@@ -31,6 +31,7 @@ from fabric_query.assembly import ChannelEvidence, assemble_hits, assemble_passa
 from fabric_query.channels.base import Channel, ChannelRun
 from fabric_query.channels.dense import DENSE
 from fabric_query.channels.dense_feedback import dense_feedback
+from fabric_query.channels.lexical import ALTERED_MET
 from fabric_query.channels.registry import CHANNELS, select
 from fabric_query.context import (  # noqa: F401 - MAX_LIMIT, eligible_parses: still imported from here (latency_bench)
     MAX_LIMIT,
@@ -140,6 +141,7 @@ def search(
     ranked, stage_scores, stage_skips = rescore(ctx, [cid for cid, _ in fused], candidates)
 
     final, membership, altered = verified_top(ctx.view, ranked, limit, ctx.windows.of)
+    altered |= ctx.per_query(ALTERED_MET, set)
     passages, units, trace, passage_of = assemble_passages(
         ctx.view, final, ctx.sources_by_parse, config.passages.max_tokens, config.passages.max_units, membership)
     clock.lap("passages")

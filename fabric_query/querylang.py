@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 
 from fabric_query.errors import EmptyQueryError, QuerySyntaxError, QueryTooLongError
+from fabric_resources.text_folding import IGNORABLE
 
 FILTER_KEYS = ("path", "type", "lang", "after", "before", "source", "prefix", "confidence")
 
@@ -224,6 +225,11 @@ def _confidence(value: str) -> float:
     return number
 
 
+def _visible(text: str) -> str:
+    """``text`` without the invisible format characters of :data:`IGNORABLE`."""
+    return "".join(c for c in text if c not in IGNORABLE) if not text.isascii() else text
+
+
 def parse_query(text: str, max_chars: int = 1000) -> ParsedQuery:
     """Parse ``text`` strictly.
 
@@ -254,7 +260,9 @@ def parse_query(text: str, max_chars: int = 1000) -> ParsedQuery:
     values: dict[str, str] = {}
     i, n = 0, len(text)
     while i < n:
-        if text[i].isspace():
+        # Invisible format characters (a zero-width space, a soft hyphen) are no syntax: they
+        # separate nothing, start no word, and hide no filter key; they fold away in the index.
+        if text[i].isspace() or text[i] in IGNORABLE:
             i += 1
             continue
         negate = text[i] == "-" and i + 1 < n and not text[i + 1].isspace()
@@ -262,14 +270,18 @@ def parse_query(text: str, max_chars: int = 1000) -> ParsedQuery:
         if text[start] == '"':
             content, i = _read_quoted(text, start)
             content = content.strip()
-            if content:
+            if _visible(content):
                 (excluded if negate else phrases).append(content)
             continue
         j = start
         while j < n and not text[j].isspace() and text[j] != '"':
             j += 1
         word = text[start:j]
+        if not _visible(word):  # `-` before invisible characters only
+            i = j
+            continue
         key, sep, rest = word.partition(":")
+        key = _visible(key)
         if not negate and sep and key.lower() in FILTER_KEYS:
             key = key.lower()
             if key in values:

@@ -452,6 +452,13 @@ LAST_SCAN_STATE = "last_scan"
 #: reports each scan rewrites, not records.
 RESCAN_REMEDY = "the next `fabric ingest` rewrites it"
 
+
+def scan_record(value: dict) -> bool:
+    """A ``last_scan`` value as ``fabric status`` reads it: its ``at`` a finite number (a string
+    there was a pydantic traceback from status)."""
+    at = value.get("at")
+    return isinstance(at, (int, float)) and not isinstance(at, bool) and at == at and abs(at) != float("inf")
+
 # ---------------------------------------------------------------------------
 # Serving index fields (tantivy)
 # ---------------------------------------------------------------------------

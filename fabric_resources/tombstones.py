@@ -61,7 +61,8 @@ def tombstones(catalog: Catalog) -> list[Tombstone]:
     with catalog.transaction() as con:
         rows = con.execute("SELECT * FROM tombstones ORDER BY tombstone_id").fetchall()
     def listed(r: Any, column: str) -> tuple[str, ...]:
-        return tuple(json_field(r[column], f"tombstone {r['tombstone_id']}'s {column}", list))
+        return tuple(json_field(r[column], f"tombstone {r['tombstone_id']}'s {column}", list,
+                                valid=lambda v: all(isinstance(x, str) for x in v)))
 
     return [Tombstone(r["tombstone_id"], r["purged_at"], r["selector"], listed(r, "source_key_hashes"),
                       listed(r, "source_hashes"), listed(r, "parse_ids"), r["completed_at"])

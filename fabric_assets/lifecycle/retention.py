@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 
 from fabric_assets.activation.activate import activation_lock
 from fabric_assets.lifecycle.republish import active_parses_unchanged, republish
-from fabric_resources.catalog import CatalogDamagedError
+from fabric_resources.catalog import CatalogDamagedError, number_map
 from fabric_resources.dense_index import kept_generations
 from fabric_resources.home import FabricHome
 from fabric_resources.schema import TABLES
@@ -163,7 +163,7 @@ def _cleanup(home: FabricHome, now: float) -> tuple[CleanupReport, list, set[str
                                                      among=(known - live_parses) | orphans)
     live_hashes = {h for _, h in live if h}
     deleted_hashes = {h for state, _, h in sources if state == "deleted" and h}
-    since = {p: t for p, t in (catalog.state(UNPINNED_SINCE, dict) or {}).items()}
+    since = {p: t for p, t in (catalog.state(UNPINNED_SINCE, dict, valid=number_map, memo=True) or {}).items()}
     doomed: dict[str, str] = {}
     for parse_id, status, source_hash in runs:
         if parse_id in pinned:
@@ -212,6 +212,14 @@ def _cleanup(home: FabricHome, now: float) -> tuple[CleanupReport, list, set[str
     return report, retained, pinned
 
 
+def _orphan_scan_record(value: dict) -> bool:
+    """An :data:`ORPHAN_SCAN` value: ``fragments`` a table → fragment number (or null) object,
+    ``pending`` a list of parse IDs (damaged, the next cleanup reads every fragment again)."""
+    fragments, pending = value.get("fragments") or {}, value.get("pending") or []
+    return (isinstance(fragments, dict) and isinstance(pending, list) and all(isinstance(p, str) for p in pending)
+            and all(v is None or (isinstance(v, int) and not isinstance(v, bool)) for v in fragments.values()))
+
+
 def _orphans(home: FabricHome, known: set[str]) -> tuple[set[str], dict[str, int | None]]:
     """Parses with rows in ``units`` or ``chunks`` but no parse run in ``known``, and the highest
     fragment number read per table (for :data:`ORPHAN_SCAN`).
@@ -221,7 +229,7 @@ def _orphans(home: FabricHome, known: set[str]) -> tuple[set[str], dict[str, int
     and kept (pinned): reading every ``parse_id`` of both tables grew with the corpus. A table whose
     highest fragment number went down (a version restored) is read whole.
     """
-    seen = home.catalog.state(ORPHAN_SCAN, dict) or {}
+    seen = home.catalog.state(ORPHAN_SCAN, dict, valid=_orphan_scan_record, memo=True) or {}
     read = dict(seen.get("fragments") or {})
     found = set(seen.get("pending") or ())
     for name in _ORPHAN_TABLES:

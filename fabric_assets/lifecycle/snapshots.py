@@ -116,9 +116,10 @@ _MANIFEST_FIELDS = {"snapshot_id": int, "created_at": (int, float), "release_id"
 
 
 def read_manifest(folder: Path) -> dict | None:
-    """A snapshot folder's manifest, or ``None`` when it is missing, unreadable, not JSON, or lacks
+    """A snapshot folder's manifest, or ``None`` when it is missing, unreadable, not JSON, lacks
     a field of :data:`_MANIFEST_FIELDS` (valid JSON of another shape crashed list, verify, cleanup
-    and the activation's retention with a KeyError)."""
+    and the activation's retention with a KeyError), or its ``created_at`` is not a time between
+    1970 and 9999 (NaN, ``1e300``)."""
     try:
         m = json.loads((folder / MANIFEST).read_text())
     except (OSError, ValueError):
@@ -126,7 +127,13 @@ def read_manifest(folder: Path) -> dict | None:
     if not isinstance(m, dict) or not all(
             isinstance(m.get(k), t) and not isinstance(m.get(k), bool) for k, t in _MANIFEST_FIELDS.items()):
         return None
+    if not 0 <= m["created_at"] <= _LAST_TIME:  # NaN, infinities, times no clock gave (list crashed on them)
+        return None
     return m
+
+
+#: 9999-12-31T23:59:59Z in Unix seconds: the last time a manifest may name (Python's datetime range).
+_LAST_TIME = 253402300799
 
 
 def list_snapshots(home: FabricHome) -> list[SnapshotInfo]:
@@ -353,6 +360,18 @@ def verify(home: FabricHome, snapshot_id: int, *, deep: bool = False) -> VerifyR
     return report
 
 
+def _floor(home: FabricHome) -> int:
+    """The catalog's release-ID floor, or 0. Damaged, the restore (the remedy its error names)
+    replaces it with the highest release ID the replaced catalog holds: the most that is known."""
+    from fabric_resources.catalog import CatalogDamagedError
+    from fabric_resources.catalog.base import RELEASE_ID_FLOOR, release_id_like
+
+    try:
+        return home.catalog.state(RELEASE_ID_FLOOR, int, valid=release_id_like) or 0
+    except CatalogDamagedError:
+        return 0
+
+
 def _snapshot_release(folder: Path, release_id: int):
     """Release ``release_id`` as the snapshot's own catalog copy holds it (read-only), or None:
     after an earlier snapshot was restored in place the home's catalog no longer has it."""
@@ -476,7 +495,7 @@ def _restore_in_place(home: FabricHome, info: SnapshotInfo, m: dict) -> None:
         raise SnapshotError(f"Dagster run(s) in progress ({', '.join(running)}); a restore puts back every table "
                             "and the catalog: wait for them to finish")
     before = record_pending(home, known(home.catalog))
-    floor = max(before.last_release_id or 0, home.catalog.state(RELEASE_ID_FLOOR, int) or 0)
+    floor = max(before.last_release_id or 0, _floor(home))
     # The server's queued and running operations (this restore's own, when it came over HTTP) live
     # in the catalog: without them their records vanished with it ("no such operation").
     _restore(home, info, m, False, state={RELEASE_ID_FLOOR: floor} if floor else None,
@@ -504,7 +523,7 @@ def finish_forgetting(home: FabricHome, before, instance=None) -> None:
     from fabric_resources.catalog.base import RELEASE_ID_FLOOR
 
     if before.last_release_id is not None:
-        floor = max(before.last_release_id, home.catalog.state(RELEASE_ID_FLOOR, int) or 0)
+        floor = max(before.last_release_id, _floor(home))
         home.catalog.set_state(RELEASE_ID_FLOOR, floor)
     lexical, dense, parse_ids, source_keys = _held_by_snapshots(home)
     out = forget_after_restore(home, before, snapshot_lexical=lexical, snapshot_dense=dense,

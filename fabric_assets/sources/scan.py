@@ -27,7 +27,7 @@ from pathlib import Path
 from fabric_resources.parsing.registry import PARSERS, detect_media_type, parser_for
 from fabric_resources import identity
 from fabric_resources.artifact_store import ArtifactTooLarge, NotARegularFile, file_digest
-from fabric_resources.catalog import Catalog, SourceRow
+from fabric_resources.catalog import Catalog, SourceRow, str_map
 from fabric_resources.home import FabricHome
 from fabric_resources.schema import LAST_SCAN_STATE, SCAN_SKIPPED_STATE, HomeLayout
 
@@ -439,8 +439,9 @@ def _parser_identities(cfg) -> dict[str, list[str]]:
 def _record_skipped(catalog: Catalog, skipped: list[tuple[str, str]], unwalked: list[str]) -> None:
     """Keep this scan's skipped paths for ``fabric status`` (those of roots it could not walk
     are carried over from the last scan that could)."""
-    previous = catalog.state(SCAN_SKIPPED_STATE, dict, memo=True) or {}  # a report this scan rewrites
-    kept = {k: v for k, v in previous.items() if any(k.startswith(f"fs:{label}/") for label in unwalked)}
+    # A report this scan rewrites: damaged (None), it is written again even when nothing is skipped.
+    previous = catalog.state(SCAN_SKIPPED_STATE, dict, valid=str_map, memo=True)
+    kept = {k: v for k, v in (previous or {}).items() if any(k.startswith(f"fs:{label}/") for label in unwalked)}
     current = {**kept, **dict(skipped)}
     if current != previous:
         catalog.set_state(SCAN_SKIPPED_STATE, current)

@@ -393,6 +393,11 @@ def substring_channel(index: OpenIndex, parsed: ParsedQuery, eligible: set[str] 
 # ---------------------------------------------------------------------------
 
 
+#: Per-query key (:meth:`QueryContext.per_query`) of the set of chunks whose altered text the word
+#: channel met while checking its candidates (:attr:`EvidencePack.altered_chunks` includes them).
+ALTERED_MET = "lexical-altered-met"
+
+
 @dataclass(frozen=True)
 class LexicalServing:
     """What the serving index answered for one query.
@@ -426,10 +431,18 @@ def _serve(ctx: "QueryContext") -> LexicalServing:
     if isinstance(lexical, IndexUnusable):
         return LexicalServing({}, lexical)
 
+    altered = ctx.per_query(ALTERED_MET, set)
+
     def text_of(cid: str) -> str:
         if cid not in view.chunk_index:
             raise _UnknownChunk(cid)
-        return view.chunk(cid)["text"]
+        row = view.chunk(cid)
+        if row["altered"]:
+            # Text rewritten behind Fabric's back neither matches nor scores (a phrase check on it
+            # dropped the chunk unseen: "no results", no word of the alteration); the pack names it.
+            altered.add(cid)
+            return ""
+        return row["text"]
 
     feedback = (Feedback(cfg.feedback_docs, cfg.feedback_terms, cfg.feedback_weight, cfg.feedback_method)
                 if cfg.feedback_terms and (cfg.feedback_multilingual

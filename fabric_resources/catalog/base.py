@@ -21,9 +21,10 @@ import abc
 import bisect
 import hashlib
 import json
+import math
 import re
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any, Protocol
@@ -116,6 +117,8 @@ class Catalog(abc.ABC):
     # database parses it in C instead of Python decoding all of it (every parse run's verdicts).
     #: A verdict's ``digest``; one ``?``, bound by :meth:`_verdict_digest_arg`.
     _VERDICT_DIGEST_SQL = "json_extract(NULLIF(verdicts, ''), ?)"
+    #: The JSON type of the verdicts (``object`` as written; null when empty).
+    _VERDICTS_TYPE_SQL = "json_type(NULLIF(verdicts, ''))"
 
     @staticmethod
     def _verdict_digest_arg(name: str) -> str:
@@ -350,7 +353,7 @@ class Catalog(abc.ABC):
         """
         names = list(dict.fromkeys(verdict_names))
         picks = "".join(f", {self._VERDICT_DIGEST_SQL} AS d{i}" for i in range(len(names)))
-        sql = f"SELECT parse_id, status, language, change_seq{picks} FROM parse_runs"
+        sql = f"SELECT parse_id, status, language, change_seq, {self._VERDICTS_TYPE_SQL}{picks} FROM parse_runs"
         args = [self._verdict_digest_arg(n) for n in names]
         try:
             with self.transaction() as con:
@@ -370,7 +373,10 @@ class Catalog(abc.ABC):
                     for r in con.execute("SELECT parse_id, verdicts FROM parse_runs"):
                         verdicts_of(r["verdicts"], r["parse_id"])
             raise
-        return [ParseRunDigests(r[0], r[1], r[2], {n: r[4 + i] for i, n in enumerate(names)}, r[3]) for r in rows]
+        for r in rows:
+            if r[4] not in (None, "object"):  # JSON of another type: the digests would read as absent
+                raise damaged(f"parse run {r[0]}'s verdicts", dict)
+        return [ParseRunDigests(r[0], r[1], r[2], {n: r[5 + i] for i, n in enumerate(names)}, r[3]) for r in rows]
 
     def parse_run(self, parse_id: str) -> ParseRun | None:
         with self.transaction() as con:
@@ -547,7 +553,7 @@ class Catalog(abc.ABC):
             floor = con.execute("SELECT value FROM state WHERE name = ?", (RELEASE_ID_FLOOR,)).fetchone()
             top = con.execute("SELECT MAX(release_id) FROM releases").fetchone()[0]
             if floor is not None:
-                floor = json_field(floor["value"], f"state row {RELEASE_ID_FLOOR!r}", int)
+                floor = json_field(floor["value"], f"state row {RELEASE_ID_FLOOR!r}", int, valid=release_id_like)
             if floor is not None and (top is None or top < floor):
                 # A release ID is never given twice (a pack names its release): after a snapshot
                 # was restored in place, the IDs the replaced catalog had published stay used.
@@ -592,10 +598,12 @@ class Catalog(abc.ABC):
                         [(p, release_id) for p in sorted(named - open_)])
 
     # -- state and events ----------------------------------------------------
-    def state(self, name: str, kind: type | None = None, *, remedy: str = RESTORE_REMEDY, memo: bool = False) -> Any:
+    def state(self, name: str, kind: type | None = None, *, valid: Callable[[Any], bool] | None = None,
+              remedy: str = RESTORE_REMEDY, memo: bool = False) -> Any:
         """The JSON value stored under ``name`` by :meth:`set_state`, or None.
 
-        ``kind``: the type the value must have (``dict``, ``int``, …) when present; ``remedy``: what
+        ``kind``: the type the value must have (``dict``, ``int``, …) when present, and ``valid``
+        what else it must satisfy (its members' types: :func:`str_map`, :func:`number_map`); ``remedy``: what
         the error tells the operator to do (a report the next scan rewrites needs no restore);
         ``memo``: the value only saves work (a damaged one reads as None, so the work is redone
         and the caller writes it again).
@@ -609,7 +617,8 @@ class Catalog(abc.ABC):
         with self.transaction() as con:
             r = con.execute("SELECT value FROM state WHERE name = ?", (name,)).fetchone()
         try:
-            return None if r is None else json_field(r["value"], f"state row {name!r}", kind, remedy=remedy)
+            return None if r is None else json_field(r["value"], f"state row {name!r}", kind, valid=valid,
+                                                     remedy=remedy)
         except CatalogDamagedError:
             if memo:
                 return None
@@ -689,25 +698,54 @@ class Catalog(abc.ABC):
         return [op for r in rows if (op := self.operation(r["operation_id"])) is not None]
 
 
-def json_field(text: Any, what: str, kind: type | None = None, *, remedy: str = RESTORE_REMEDY) -> Any:
+def _is(value: Any, kind: type) -> bool:
+    return isinstance(value, kind) and not (kind in (int, float) and isinstance(value, bool))
+
+
+def str_map(value: dict) -> bool:
+    """Every key and value a string (a report keyed by source key, say)."""
+    return all(isinstance(v, str) for v in value.values())
+
+
+def number_map(value: dict) -> bool:
+    """Every value a finite number (times, by key)."""
+    return all((_is(v, int) or _is(v, float)) and math.isfinite(v) for v in value.values())
+
+
+def release_id_like(value: int) -> bool:
+    """An integer a catalog's 64-bit ID column holds, with room for the next one."""
+    return 0 <= value < 2 ** 63 - 1
+
+
+def json_field(text: Any, what: str, kind: type | None = None, *, valid: Callable[[Any], bool] | None = None,
+               remedy: str = RESTORE_REMEDY) -> Any:
     """``text``, a JSON column of the catalog, decoded; ``what`` names the row in the error,
     ``remedy`` what to do about it.
 
     Raises
     ------
     CatalogDamagedError
-        ``text`` is not JSON, or (``kind`` given) its value is not a ``kind`` (a bool is not an int).
+        ``text`` is not JSON, or (``kind`` given) its value is not a ``kind`` (a bool is not an int),
+        or (``valid`` given) ``valid(value)`` is false.
     """
     try:
         value = json.loads(text)
     except (TypeError, ValueError):
         pass
     else:
-        if kind is None or (isinstance(value, kind) and not (kind is int and isinstance(value, bool))):
+        if (kind is None or _is(value, kind)) and (valid is None or valid(value)):
             return value
+    raise damaged(what, kind, shaped=valid is not None, remedy=remedy)
+
+
+def damaged(what: str, kind: type | None = None, *, shaped: bool = False,
+            remedy: str = RESTORE_REMEDY) -> CatalogDamagedError:
+    """The error for the catalog value ``what`` that is not JSON of type ``kind`` (``shaped``: of
+    its expected shape), telling the operator ``remedy``."""
     expected = "JSON" if kind is None else "a JSON " + {dict: "object", list: "array", int: "integer",
                                                          str: "string"}.get(kind, kind.__name__)
-    raise CatalogDamagedError(f"{what} in the catalog is not {expected}: the catalog was altered; {remedy}")
+    shape = " of the expected shape" if shaped else ""
+    return CatalogDamagedError(f"{what} in the catalog is not {expected}{shape}: the catalog was altered; {remedy}")
 
 
 def verdicts_of(text: Any, parse_id: str) -> dict[str, Any]:

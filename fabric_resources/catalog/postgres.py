@@ -170,6 +170,7 @@ class PostgresCatalog(Catalog):
     backend = "postgres"
 
     _VERDICT_DIGEST_SQL = "(NULLIF(verdicts, '')::json -> ? ->> 'digest')"
+    _VERDICTS_TYPE_SQL = "json_typeof(NULLIF(verdicts, '')::json)"
 
     @staticmethod
     def _verdict_digest_arg(name: str) -> str:

@@ -199,12 +199,15 @@ def test_a_killed_create_a_damaged_manifest_and_restore_into_a_folder(tmp_path, 
     # verify, cleanup, and the activation's retention step of every later ingest).
     good = (second.path / "manifest.json").read_text()
     for shape in ('{"snapshot_id": %d, "created_at": 1, "release_id": 1}' % second.snapshot_id, "[]",
-                  good.replace('"lexical_generation"', '"lexical_gen"')):
+                  good.replace('"lexical_generation"', '"lexical_gen"'),
+                  *(re.sub(r'"created_at": [^,]+', f'"created_at": {t}', good) for t in ("NaN", "1e300", "-1e15"))):
         (second.path / "manifest.json").write_text(shape)
         assert damaged_snapshots(home) == [second.snapshot_id] and list_snapshots(home) == []
         with pytest.raises(SnapshotError, match="damaged"):
             verify(home, second.snapshot_id)
         cleanup(home)
+        listed = CliRunner().invoke(app, ["snapshot", "list", "--home", str(home.root)])
+        assert listed.exit_code == 0 and "DAMAGED" in listed.output, listed.output  # was a ValueError traceback
     (second.path / "manifest.json").write_text(good)
     assert damaged_snapshots(home) == []
     (second.path / "manifest.json").write_text("{garbage")

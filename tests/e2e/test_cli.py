@@ -377,3 +377,19 @@ def test_damaged_parse_run_and_state_rows_are_one_line_or_healed(tmp_path, fabri
     assert out.returncode == 0, out.stderr[-800:]
     assert Fabric(fabric_home.root).status().last_scan_at is not None
     assert Fabric(fabric_home.root).search("lighthouse").results
+
+    # JSON of the right outer type with members of the wrong type (hostile trial 3): one line, or
+    # healed where the row only saves work; a report the scan rewrites is rewritten even when the
+    # scan skipped nothing (a damaged `scan_skipped` outlived every ingest).
+    alter("UPDATE state SET value = '{\"at\": \"x\"}' WHERE name = 'last_scan'")
+    out = fabric("status")
+    assert out.returncode == 2 and "last_scan' in the catalog is not a JSON object of the expected shape" in out.stderr
+    alter("INSERT OR REPLACE INTO state(name, value) VALUES ('scan_skipped', '[]')")
+    alter("UPDATE state SET value = '{\"fragments\": 5}' WHERE name = 'retention_orphan_scan'")
+    assert fabric("ingest", str(src)).returncode == 0 and fabric("status").returncode == 0
+    assert fabric("cleanup").returncode == 0
+    alter("INSERT OR REPLACE INTO state(name, value) VALUES ('release_id_floor', '99999999999999999999999')")
+    (src / "b.txt").write_text("A second note about the harbour.\n")
+    out = fabric("ingest", str(src))
+    assert out.returncode == 2 and "release_id_floor' in the catalog is not a JSON integer" in out.stderr, out.stderr
+    assert "Traceback" not in out.stderr and len(out.stderr.splitlines()) <= 3, out.stderr[-800:]

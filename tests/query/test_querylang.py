@@ -380,3 +380,26 @@ def test_lang_filter_matches_primary_subtag():
     assert not f.admits("fs:a", "text/plain", 1, "es")
     assert not f.admits("fs:a", "text/plain", 1, None)
     assert Filters().admits("fs:a", "text/plain", 1, None)
+
+
+@pytest.mark.parametrize(("text", "terms", "excluded", "path", "media_type"), [
+    ("lighthouse -\u200b", ("lighthouse",), (), None, None),
+    ("\u200bpath:zzz lighthouse", ("lighthouse",), (), "zzz", None),
+    ("pa\u00adth:zzz lighthouse", ("lighthouse",), (), "zzz", None),
+    ("type\u2060:pdf keeper", ("keeper",), (), None, "pdf"),
+    ('"\u200b" keeper -"\u00ad"', ("keeper",), (), None, None),
+    ("Bundes\u00adgericht", ("Bundes\u00adgericht",), (), None, None),  # a term keeps them (folded in analysis)
+])
+def test_invisible_format_characters_are_no_query_syntax(text, terms, excluded, path, media_type):
+    """guards against (hostile trial 3, 2026-12-05): a zero-width space or soft hyphen making a
+    term, an exclusion or a phrase of nothing (that dropped dense hits), or hiding a filter key so
+    the filter was searched as text and silently ignored."""
+    parsed = parse_query(text)
+    assert (parsed.terms, parsed.excluded, parsed.phrases) == (terms, excluded, ())
+    assert (parsed.filters.path, parsed.filters.media_type) == (path, media_type)
+
+
+@pytest.mark.parametrize("text", ["\u200b", "\u00ad \ufeff", "-lighthouse \u200b", '"\u200b"'])
+def test_a_query_of_invisible_characters_only_is_empty(text):
+    with pytest.raises(EmptyQueryError):
+        parse_query(text)

@@ -136,13 +136,16 @@ def test_an_index_of_another_release_falls_back_to_the_scan(home, pristine, tmp_
     assert all(h.citation.source_key.startswith("fs:corpus/") for h in pack.results)
 
 
-def _tamper_text(home: FabricHome, old: str, new: str, rehash: bool = True) -> int:
-    """Rewrite units, chunks and lexical documents consistently (same lengths, so every offset and
-    fragment still adds up; with ``rehash`` every recorded text hash too) and publish a release that
-    pins the altered versions."""
+def _tamper_text(home: FabricHome, old: str, new: str, rehash: bool = True,
+                 tables: tuple[str, ...] = ("units", "chunks", "lexical_documents")) -> int:
+    """Rewrite units, chunks and lexical documents (or only ``tables`` of them) consistently (same
+    lengths, so every offset and fragment still adds up; with ``rehash`` every recorded text hash
+    too) and publish a release that pins the altered versions."""
     assert len(old) == len(new)
     versions = {}
     for table, column in (("units", "text"), ("chunks", "text"), ("lexical_documents", "folded_text")):
+        if table not in tables:
+            continue
         t = home.tables.read(table)
         hit = pc.match_substring(t.column(column), old if column == "text" else old.lower())
         pids = sorted(set(t.filter(hit).column("parse_id").to_pylist()))
@@ -217,6 +220,21 @@ def test_chunk_text_that_differs_from_its_recorded_hash_is_never_served(home, in
         canonical_unit(view, before.results[0].citation.spans[0].unit_id)
     other = fabric.search("sourdough starter", limit=1).results[0].citation.spans[0].unit_id
     assert canonical_unit(view, other).text.startswith("Sourdough")
+
+
+def test_a_chunk_altered_under_its_index_is_named_when_a_phrase_check_drops_it(home):
+    """guards against (hostile trial 3, 2026-12-05): chunk text rewritten in the table alone (the
+    index still holds the words it was cut with) dropped by the word channel's phrase or exclusion
+    check on the altered text, unseen: "no results" and no word of the alteration. The altered
+    text neither matches nor scores; the pack names the chunk."""
+    keeper = Fabric(home.root).search("lighthouse keeper", limit=1).results[0].chunk_id
+    _tamper_text(home, "keeper", "robber", rehash=False, tables=("chunks",))
+    fabric = Fabric(home.root)
+    for query in ('"lighthouse keeper"', "lighthouse keeper -sourdough", "keeper"):
+        pack = fabric.search(query, limit=3)
+        assert keeper in pack.altered_chunks, query
+        assert keeper not in [h.chunk_id for h in pack.results] and not any("robber" in h.text for h in pack.results)
+    assert not fabric.search("sourdough starter", limit=1).altered_chunks
 
 
 def test_a_forged_chunk_id_does_not_verify(home):

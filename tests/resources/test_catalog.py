@@ -4,6 +4,7 @@ PostgreSQL schema's equivalence to SQLite's and what only a shared catalog must 
 
 from __future__ import annotations
 
+import json
 import multiprocessing as mp
 import os
 import signal
@@ -148,6 +149,20 @@ def test_reads_in_the_database_equal_decoding_in_python(catalog, tmp_path):
     assert {d.parse_id: d.digests for d in got} == {
         r.parse_id: {n: (r.verdicts.get(n) or {}).get("digest") for n in names} for r in full}
     assert got[0].digests == {"lexical": "d1", "vec": "v1", "absent": None}
+    # Verdicts rewritten behind Fabric's back, as non-JSON or as JSON of another type, name the
+    # parse on both backends (an array read as "no digest", and the activation published without
+    # it; non-JSON was SQLite's "malformed JSON").
+    from fabric_resources.catalog import CatalogDamagedError
+
+    good = full[1].verdicts
+    for bad in ("[]", "{garbage", '"x"'):
+        with catalog.transaction(immediate=True) as con:
+            con.execute("UPDATE parse_runs SET verdicts = ? WHERE parse_id = ?", (bad, "2" * 16))
+        with pytest.raises(CatalogDamagedError, match=f"parse run {'2' * 16}'s verdicts"):
+            catalog.parse_run_digests(names)
+    with catalog.transaction(immediate=True) as con:
+        con.execute("UPDATE parse_runs SET verdicts = ? WHERE parse_id = ?", (json.dumps(good), "2" * 16))
+    assert catalog.parse_run_digests(names) == got
 
     root = catalog.register_root(tmp_path)
     with catalog.transaction(immediate=True) as con:
