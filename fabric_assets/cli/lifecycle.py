@@ -132,6 +132,8 @@ def snapshot_verify(snapshot_id: int, deep: Annotated[bool, typer.Option("--deep
         fail(str(exc), 1 if isinstance(exc, SnapshotDamagedError) else 2)
     for problem in report.problems:
         console.print(f"damaged: {problem}", markup=False)
+    for note in report.notes:
+        console.print(f"not checked: {note}", markup=False)
     console.print(f"snapshot {snapshot_id}: {'ok' if report.ok else 'DAMAGED'} ({report.files_checked} files"
                   f"{', deep' if deep else ''})", markup=False)
     if not report.ok:

@@ -74,6 +74,8 @@ class VerifyReport:
     deep: bool
     problems: list[str] = field(default_factory=list)
     files_checked: int = 0
+    #: What ``deep`` could not check, and why (not damage): an index an older Fabric wrote.
+    notes: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -356,7 +358,10 @@ def verify(home: FabricHome, snapshot_id: int, *, deep: bool = False) -> VerifyR
                     report.problems.append(f"dense index {table}/{dgen}: {rel.removeprefix(prefix)} bytes changed "
                                            "in the home")
     if deep and not report.problems:
-        report.problems += _deep_problems(home, info.path, m)
+        older = _older_index(home, m["lexical_generation"])
+        if older:
+            report.notes.append(older)
+        report.problems += _deep_problems(home, info.path, m, check_index=not older)
     return report
 
 
@@ -388,7 +393,24 @@ def _snapshot_release(folder: Path, release_id: int):
         return None
 
 
-def _deep_problems(home: FabricHome, folder: Path, m: dict) -> list[str]:
+def _older_index(home: FabricHome, generation: str) -> str | None:
+    """Why ``generation`` cannot be rebuilt and compared by this Fabric, when an older one wrote it
+    (its ``meta.json`` names another schema, analyzer or layout: the folding changed, say), else
+    None. Not damage: verify's hashes already hold its files to what the snapshot recorded."""
+    from fabric_resources.lexical_index import META_FILE
+
+    try:
+        meta = json.loads((home.lexical.root / generation / META_FILE).read_text())
+    except (OSError, ValueError):
+        return None  # missing or unreadable: damage, which the reconstruction names
+    if not isinstance(meta, dict) or "analyzer" not in meta or home.lexical.is_current(generation):
+        return None
+    return (f"index {generation}: written by another index schema or analyzer ({meta.get('analyzer')}), so not "
+            "rebuilt and compared; restored, it is answered by scanning until `fabric lexical-repair` or the next "
+            "ingest rebuilds it")
+
+
+def _deep_problems(home: FabricHome, folder: Path, m: dict, check_index: bool = True) -> list[str]:
     from fabric_assets.projections import VECTOR_DIGEST_VERDICTS
     from fabric_resources.lexical_health import lexical_health
     from fabric_resources.vector_digest import MANIFEST_KEY, parse_digests, table_digest
@@ -397,8 +419,8 @@ def _deep_problems(home: FabricHome, folder: Path, m: dict) -> list[str]:
     if release is None:
         return [f"release {m['release_id']} is in neither the home's catalog nor the snapshot's"]
     problems = []
-    health = lexical_health(home, release)
-    if not health.healthy:
+    health = lexical_health(home, release) if check_index else None
+    if health is not None and not health.healthy:
         problems.append(f"index {m['lexical_generation']}: differs from a reconstruction from the pinned lexical "
                         f"documents ({health.problem or 'fields differ'})")
     active = sorted({s["parse_id"] for s in release.manifest["sources"].values()})

@@ -335,3 +335,24 @@ def test_an_in_place_restore_forgets_what_came_after_and_a_later_snapshot_gives_
     holder.join(30)
     worker.join(60)
     assert done.is_set()
+
+
+def test_deep_verify_of_a_snapshot_an_older_analyzer_indexed_says_so_and_is_not_damage(tmp_path, fabric_home,
+                                                                                       monkeypatch):
+    """guards against (hostile trial 3, 2026-12-05): every snapshot taken before an analyzer change
+    (the folding of invisible characters) called DAMAGED by `snapshot verify --deep`
+    (`index-schema-mismatch`), so a user might delete good snapshots; while real damage to that
+    index's files is still named by the hash check."""
+    from fabric_resources import lexical_index
+
+    home = _ingested(tmp_path, fabric_home)
+    info = create(home)
+    monkeypatch.setattr(lexical_index, "ANALYZER_ID", lexical_index.ANALYZER_ID + "|a-later-fabric")
+    report = verify(home, info.snapshot_id, deep=True)
+    assert report.ok, report.problems
+    assert len(report.notes) == 1 and "written by another index schema or analyzer" in report.notes[0]
+    gen = json.loads((info.path / "manifest.json").read_text())["lexical_generation"]
+    victim = next(p for p in (home.lexical.root / gen).iterdir() if p.name != "meta.json" and p.is_file())
+    victim.write_bytes(victim.read_bytes() + b"x")
+    damaged = verify(home, info.snapshot_id, deep=True)
+    assert not damaged.ok and any("bytes changed" in p for p in damaged.problems), damaged.problems
