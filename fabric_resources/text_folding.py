@@ -14,7 +14,11 @@ space / non-joiner / joiner, word joiner, BOM, direction marks and embeddings, U
 Default_Ignorable_Code_Point characters of category ``Cf``): they render as nothing inside a
 word, so ``Bundes\u00adverfassungs\u200bgericht`` is found typed plainly and Persian written
 with and without ZWNJ (``می\u200cخواهم``, ``میخواهم``) meet. Their offsets stay exact: the
-origin map skips them, and a highlight over the joined word spans them in the source.
+origin map skips them, and a highlight over the joined word spans them in the source. This is
+what Unicode's NFKC_Casefold does with every default-ignorable character (UAX #15 / the ICU
+``nfkc_cf`` normalizer that search engines' ICU analysis uses), so a zero-width space *between*
+two words joins them here too (``foo\u200bbar`` is found as ``foobar``, as it reads), although
+UAX #29 would break a word there.
 
 Han characters then fold traditional → simplified, one character at a time, by
 OpenCC's ``t2s`` tables (the ``opencc`` package ships them compiled; no

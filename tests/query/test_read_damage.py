@@ -209,6 +209,9 @@ def test_chunk_text_that_differs_from_its_recorded_hash_is_never_served(home, in
     _, err = render_pack(altered.model_dump(mode="json"))
     assert "1 chunk(s) left out: their stored text differs" in err
     assert agent_answer(altered)["altered_chunks"] == [keeper]
+    # And an agent is told why nothing was eligible, as the CLI prints it under "no results".
+    nothing = agent_answer(fabric.search("lighthouse type:exe"))
+    assert nothing["results"] == [] and "type" in nothing["unmatched_filters"]
     assert "left out" not in render_pack(fabric.search("sourdough starter", limit=1).model_dump(mode="json"))[1]
     # Nor is the altered unit, as `/v1/units/{id}` and MCP `get_unit` read it (hostile trial, 2026-12-05).
     from fabric_query.errors import ReleaseUnreadableError
