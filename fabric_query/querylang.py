@@ -267,6 +267,10 @@ def parse_query(text: str, max_chars: int = 1000) -> ParsedQuery:
             continue
         negate = text[i] == "-" and i + 1 < n and not text[i + 1].isspace()
         start = i + 1 if negate else i
+        while start < n and text[start] in IGNORABLE:  # `-\u200b"x"` excludes "x", as `-"x"` does
+            start += 1
+        if start == n:
+            break
         if text[start] == '"':
             content, i = _read_quoted(text, start)
             content = content.strip()
@@ -286,11 +290,12 @@ def parse_query(text: str, max_chars: int = 1000) -> ParsedQuery:
             key = key.lower()
             if key in values:
                 raise QuerySyntaxError(f"filter {key}: given more than once")
+            rest = _visible(rest)  # `lang:\u200ben` is `lang:en`; `path:\u200b"a b"` the quoted value
             if not rest and j < n and text[j] == '"':
                 rest, j = _read_quoted(text, j)
             if not rest.strip():
                 raise QuerySyntaxError(f"filter {key}: has no value")
-            values[key] = rest.strip()
+            values[key] = _visible(rest).strip()
             i = j
             continue
         if not negate and sep and rest and (meant := misspelt_filter_key(key)) is not None:

@@ -293,6 +293,15 @@ class ReleaseView:
         return self._chunk_column("text")
 
     @cached_property
+    def chunks_altered(self) -> frozenset[str]:
+        """Every chunk whose text (:attr:`chunk_texts`) does not hash to its recorded ``text_hash``
+        (read and hashed whole on first use, ~2 µs a chunk: the scan fallback, which reads every
+        chunk's text anyway)."""
+        hashes = self._chunk_column("text_hash")
+        return frozenset(cid for cid, text, recorded in zip(self.chunks.column("chunk_id").to_pylist(),
+                                                            self.chunk_texts, hashes) if text_hash(text) != recorded)
+
+    @cached_property
     def chunk_fragments(self) -> list[list[dict]]:
         """Every chunk's fragments, in :attr:`chunks` order (read on first use: the graph channel,
         the ``confidence:`` filter)."""

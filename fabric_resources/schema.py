@@ -454,10 +454,11 @@ RESCAN_REMEDY = "the next `fabric ingest` rewrites it"
 
 
 def scan_record(value: dict) -> bool:
-    """A ``last_scan`` value as ``fabric status`` reads it: its ``at`` a finite number (a string
-    there was a pydantic traceback from status)."""
+    """A ``last_scan`` value as ``fabric status`` reads it: its ``at`` a time between 1970 and 9999
+    in Unix seconds (a string there was a pydantic traceback from status; ``-1e300`` an age of
+    10^295 days)."""
     at = value.get("at")
-    return isinstance(at, (int, float)) and not isinstance(at, bool) and at == at and abs(at) != float("inf")
+    return isinstance(at, (int, float)) and not isinstance(at, bool) and 0 <= at <= 253402300799
 
 # ---------------------------------------------------------------------------
 # Serving index fields (tantivy)

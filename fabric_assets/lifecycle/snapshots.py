@@ -38,6 +38,7 @@ from pathlib import Path
 
 from fabric_assets.activation.activate import activation_lock, ingest_lock, pinned_index_documents
 from fabric_assets.activation.dense_index import build_table_index
+from fabric_resources.catalog.base import LAST_TIME
 from fabric_resources.dense_index import MANIFEST_KEY as DENSE_INDEXES, BuildSpec, DenseIndexUnusable, generation_digest
 from fabric_resources.home import FabricHome
 from fabric_resources.schema import TABLES
@@ -82,6 +83,12 @@ class VerifyReport:
         return not self.problems
 
 
+def _numbered(name: str) -> bool:
+    """A snapshot folder's name: ASCII digits (``str.isdigit`` admits ``²`` and ``①``, which ``int``
+    refuses: a stray folder so named crashed list, cleanup and every ingest's retention step)."""
+    return name.isascii() and name.isdigit()
+
+
 def _root(home: FabricHome) -> Path:
     return home.root / "snapshots"
 
@@ -120,8 +127,9 @@ _MANIFEST_FIELDS = {"snapshot_id": int, "created_at": (int, float), "release_id"
 def read_manifest(folder: Path) -> dict | None:
     """A snapshot folder's manifest, or ``None`` when it is missing, unreadable, not JSON, lacks
     a field of :data:`_MANIFEST_FIELDS` (valid JSON of another shape crashed list, verify, cleanup
-    and the activation's retention with a KeyError), or its ``created_at`` is not a time between
-    1970 and 9999 (NaN, ``1e300``)."""
+    and the activation's retention with a KeyError), its ``created_at`` is not a time between
+    1970 and 9999 (NaN, ``1e300``), its ``snapshot_id`` is not its folder's name, or its
+    ``dense_indexes`` is not an object."""
     try:
         m = json.loads((folder / MANIFEST).read_text())
     except (OSError, ValueError):
@@ -129,20 +137,18 @@ def read_manifest(folder: Path) -> dict | None:
     if not isinstance(m, dict) or not all(
             isinstance(m.get(k), t) and not isinstance(m.get(k), bool) for k, t in _MANIFEST_FIELDS.items()):
         return None
-    if not 0 <= m["created_at"] <= _LAST_TIME:  # NaN, infinities, times no clock gave (list crashed on them)
+    if not 0 <= m["created_at"] <= LAST_TIME:  # NaN, infinities, times no clock gave (list crashed on them)
         return None
+    if str(m["snapshot_id"]) != folder.name or not isinstance(m.get("dense_indexes") or {}, dict):
+        return None  # another folder's manifest (listed twice, acted on by either), or a list where a map goes
     return m
-
-
-#: 9999-12-31T23:59:59Z in Unix seconds: the last time a manifest may name (Python's datetime range).
-_LAST_TIME = 253402300799
 
 
 def list_snapshots(home: FabricHome) -> list[SnapshotInfo]:
     """The home's snapshots, oldest first (those whose manifest is readable)."""
     out = []
     root = _root(home)
-    for d in sorted(root.iterdir(), key=lambda p: int(p.name) if p.name.isdigit() else -1) if root.exists() else ():
+    for d in sorted(root.iterdir(), key=lambda p: int(p.name) if _numbered(p.name) else -1) if root.exists() else ():
         m = read_manifest(d)
         if m is None:
             continue
@@ -292,7 +298,7 @@ def damaged_snapshots(home: FabricHome) -> list[int]:
     root = _root(home)
     listed = {s.snapshot_id for s in list_snapshots(home)}
     return sorted(int(d.name) for d in (root.iterdir() if root.exists() else ())
-                  if d.is_dir() and d.name.isdigit() and int(d.name) not in listed)
+                  if d.is_dir() and _numbered(d.name) and int(d.name) not in listed)
 
 
 def _drop_half_made(home: FabricHome) -> None:
@@ -303,7 +309,7 @@ def _drop_half_made(home: FabricHome) -> None:
     root = _root(home)
     for tmp in sorted(root.glob(".*.tmp")) if root.exists() else ():
         sid = tmp.name[1:-len(".tmp")]
-        if sid.isdigit() and not (root / sid).exists():
+        if _numbered(sid) and not (root / sid).exists():
             for name in TABLES:
                 if f"{TAG_PREFIX}{sid}" in home.tables.tags(name):
                     lance.dataset(home.tables.uri(name)).tags.delete(f"{TAG_PREFIX}{sid}")
@@ -568,7 +574,7 @@ def _held_by_snapshots(home: FabricHome) -> tuple[set[str], dict[str, set[str]],
     parse_ids: set[str] = set()
     keys: set[str] = set()
     root = _root(home)
-    for folder in (d for d in (root.iterdir() if root.exists() else ()) if d.name.isdigit()):
+    for folder in (d for d in (root.iterdir() if root.exists() else ()) if _numbered(d.name)):
         m = read_manifest(folder)
         if m is not None:
             lexical.add(m["lexical_generation"])

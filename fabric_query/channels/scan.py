@@ -17,7 +17,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from fabric_query.channels.base import ChannelResult, ChannelRun, RunsInTurn, ranked
-from fabric_query.channels.lexical import SUBSTRING, WORD, lexical_serving, substring_tokens, word_tokens
+from fabric_query.channels.lexical import (ALTERED_MET, SUBSTRING, WORD, lexical_serving, substring_tokens,
+                                          word_tokens)
 from fabric_query.querylang import ParsedQuery
 from fabric_query.release import ProjectionUnavailable, ReleaseView
 from fabric_resources.text_folding import UNSPACED
@@ -30,7 +31,11 @@ def _compact(text: str) -> str:
     return "".join(substring_tokens(text))
 
 
-def scan_channel(view: ReleaseView, parsed: ParsedQuery, eligible: set[str] | None, depth: int) -> ChannelResult:
+def scan_channel(view: ReleaseView, parsed: ParsedQuery, eligible: set[str] | None, depth: int,
+                 altered: set[str] | None = None) -> ChannelResult:
+    """Every eligible chunk whose text matches ``parsed`` (module docstring), best first, at most
+    ``depth``. A chunk whose stored text no longer hashes to its record neither matches nor scores;
+    those are added to ``altered`` (when given) for the pack to name."""
     wanted = set(word_tokens(" ".join(parsed.terms)))
     cjk_terms = {_compact(t) for t in parsed.terms if UNSPACED.search(t)} - {""}
     required = [_compact(p) for p in parsed.phrases]
@@ -39,7 +44,9 @@ def scan_channel(view: ReleaseView, parsed: ParsedQuery, eligible: set[str] | No
     ids = view.chunks.column("chunk_id").to_pylist()
     texts = view.chunk_texts
     pids = view.chunk_parse_ids
-    found = {cid: set(word_tokens(text)) & wanted for cid, text in zip(ids, texts)} if wanted else {}
+    untrusted = view.chunks_altered
+    found = {cid: set(word_tokens(text)) & wanted for cid, text in zip(ids, texts)
+             if cid not in untrusted} if wanted else {}
     try:
         window_of = view.context_window_of
     except ProjectionUnavailable:
@@ -47,6 +54,10 @@ def scan_channel(view: ReleaseView, parsed: ParsedQuery, eligible: set[str] | No
     pairs = []
     for i, (cid, text) in enumerate(zip(ids, texts)):
         if eligible is not None and pids[i] not in eligible:
+            continue
+        if cid in untrusted:  # a phrase or exclusion check on the altered text dropped it unseen
+            if altered is not None:
+                altered.add(cid)
             continue
         tokens = set(word_tokens(text))
         compact = _compact(text)
@@ -79,7 +90,8 @@ class ScanChannel(RunsInTurn):
 
     def run(self, ctx: "QueryContext") -> ChannelRun:
         reason = lexical_serving(ctx).unusable.reason if self._instead_of_index(ctx) else None
-        return ChannelRun(scan_channel(ctx.view, ctx.parsed, ctx.eligible, ctx.depth), fallback_reason=reason)
+        return ChannelRun(scan_channel(ctx.view, ctx.parsed, ctx.eligible, ctx.depth, ctx.per_query(ALTERED_MET, set)),
+                          fallback_reason=reason)
 
     def fusion(self, config) -> None:
         return None

@@ -76,6 +76,8 @@ def _release(release_id: int, created_at: float, text: str, *, summary: bool = F
         raise CatalogDamagedError(f"release {release_id}'s {'summary' if summary else 'manifest'} in the catalog is "
                                   f"not a JSON object with its {' and '.join(need)} (table versions integers): the "
                                   "catalog was altered; restore the home from a snapshot or a copy")
+    if not (_is(created_at, int) or _is(created_at, float)) or not 0 <= created_at <= LAST_TIME:
+        raise damaged(f"release {release_id}'s created_at", float)
     return Release(release_id, created_at, manifest)
 
 
@@ -698,6 +700,11 @@ class Catalog(abc.ABC):
         return [op for r in rows if (op := self.operation(r["operation_id"])) is not None]
 
 
+#: 9999-12-31T23:59:59Z in Unix seconds: the last time a catalog or snapshot may name (Python's
+#: datetime range; a time past it crashed every reader that prints it).
+LAST_TIME = 253402300799
+
+
 def _is(value: Any, kind: type) -> bool:
     return isinstance(value, kind) and not (kind in (int, float) and isinstance(value, bool))
 
@@ -742,8 +749,8 @@ def damaged(what: str, kind: type | None = None, *, shaped: bool = False,
             remedy: str = RESTORE_REMEDY) -> CatalogDamagedError:
     """The error for the catalog value ``what`` that is not JSON of type ``kind`` (``shaped``: of
     its expected shape), telling the operator ``remedy``."""
-    expected = "JSON" if kind is None else "a JSON " + {dict: "object", list: "array", int: "integer",
-                                                         str: "string"}.get(kind, kind.__name__)
+    expected = "JSON" if kind is None else "a JSON " + {dict: "object", list: "array", int: "integer", str: "string",
+                                                         float: "number"}.get(kind, kind.__name__)
     shape = " of the expected shape" if shaped else ""
     return CatalogDamagedError(f"{what} in the catalog is not {expected}{shape}: the catalog was altered; {remedy}")
 

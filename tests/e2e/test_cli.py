@@ -384,6 +384,12 @@ def test_damaged_parse_run_and_state_rows_are_one_line_or_healed(tmp_path, fabri
     alter("UPDATE state SET value = '{\"at\": \"x\"}' WHERE name = 'last_scan'")
     out = fabric("status")
     assert out.returncode == 2 and "last_scan' in the catalog is not a JSON object of the expected shape" in out.stderr
+    alter("UPDATE state SET value = '{\"at\": -1e300}' WHERE name = 'last_scan'")  # no time a clock gave
+    assert fabric("status").returncode == 2
+    alter("UPDATE releases SET created_at = 'x'")  # hostile trial 4: a pydantic traceback from status
+    out = fabric("status")
+    assert out.returncode == 2 and "created_at in the catalog is not a JSON number" in out.stderr, out.stderr[-800:]
+    alter("UPDATE releases SET created_at = 1796000000")
     alter("INSERT OR REPLACE INTO state(name, value) VALUES ('scan_skipped', '[]')")
     alter("UPDATE state SET value = '{\"fragments\": 5}' WHERE name = 'retention_orphan_scan'")
     assert fabric("ingest", str(src)).returncode == 0 and fabric("status").returncode == 0

@@ -389,6 +389,9 @@ def test_lang_filter_matches_primary_subtag():
     ("type\u2060:pdf keeper", ("keeper",), (), None, "pdf"),
     ('"\u200b" keeper -"\u00ad"', ("keeper",), (), None, None),
     ("Bundes\u00adgericht", ("Bundes\u00adgericht",), (), None, None),  # a term keeps them (folded in analysis)
+    ('lighthouse -\u200b"storms"', ("lighthouse",), ("storms",), None, None),  # an exclusion, not a phrase
+    ('lighthouse path:\u200b"en"', ("lighthouse",), (), "en", None),  # the quoted value, not a phrase
+    ("keeper type:te\u00adxt", ("keeper",), (), None, "text"),
 ])
 def test_invisible_format_characters_are_no_query_syntax(text, terms, excluded, path, media_type):
     """guards against (hostile trial 3, 2026-12-05): a zero-width space or soft hyphen making a
@@ -397,6 +400,7 @@ def test_invisible_format_characters_are_no_query_syntax(text, terms, excluded, 
     parsed = parse_query(text)
     assert (parsed.terms, parsed.excluded, parsed.phrases) == (terms, excluded, ())
     assert (parsed.filters.path, parsed.filters.media_type) == (path, media_type)
+    assert parse_query("x lang:\u200ben after:\u200b2020-01-01").filters == parse_query("x lang:en after:2020-01-01").filters
 
 
 @pytest.mark.parametrize("text", ["\u200b", "\u00ad \ufeff", "-lighthouse \u200b", '"\u200b"'])

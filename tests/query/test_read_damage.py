@@ -234,9 +234,11 @@ def test_a_chunk_altered_under_its_index_is_named_when_a_phrase_check_drops_it(h
     _tamper_text(home, "keeper", "robber", rehash=False, tables=("chunks",))
     fabric = Fabric(home.root)
     for query in ('"lighthouse keeper"', "lighthouse keeper -sourdough", "keeper"):
-        pack = fabric.search(query, limit=3)
-        assert keeper in pack.altered_chunks, query
-        assert keeper not in [h.chunk_id for h in pack.results] and not any("robber" in h.text for h in pack.results)
+        # The word channel, and the scan that answers when the index cannot (hostile trial 4).
+        for channels in (None, ["scan", "dense"]):
+            pack = fabric.search(query, limit=3, channels=channels)
+            assert keeper in pack.altered_chunks, (query, channels)
+            assert keeper not in [h.chunk_id for h in pack.results] and not any("robber" in h.text for h in pack.results)
     assert not fabric.search("sourdough starter", limit=1).altered_chunks
 
 
