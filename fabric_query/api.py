@@ -173,4 +173,19 @@ class Fabric:
                 for r in runs if r.status == "ready" and r.counts.get("failed_units") and r.parse_id in by_parse
             ),
             restore_pending=self.home.layout.restore_pending.exists(),
+            unreadable_tables=self._unreadable_tables(release),
         )
+
+    def _unreadable_tables(self, release) -> tuple[str, ...]:
+        """The pinned table versions of ``release`` that cannot be opened (one manifest read each,
+        ~1 ms locally: 8 tables in 7.6 ms)."""
+        out = []
+        for name, version in sorted((release.manifest["tables"] if release else {}).items()):
+            if version is None:
+                continue
+            try:
+                self.home.tables.dataset(name, version)
+            except (ValueError, OSError) as exc:
+                out.append(f"{name} version {version}: "
+                           + ("not found" if "not found" in str(exc).lower() else type(exc).__name__))
+        return tuple(out)

@@ -82,6 +82,9 @@ def print_status(home: Path, st=None) -> None:
             f"release published {_age(now - st.release_created_at)} ago" if st.release_created_at else "no release",
             f"{len(st.unfinished)} parse(s) running or interrupted"]
     console.print("  " + "; ".join(ages))
+    for damaged in st.unreadable_tables:
+        console.print(f"  [red]unreadable[/red] the release pins table {keys([damaged])}: searches fail until "
+                      "`fabric snapshot restore` or the next `fabric ingest`")
     if st.restore_pending:
         console.print("  [yellow]restore interrupted[/yellow]: an in-place snapshot restore stopped before it had "
                       "removed what came after the snapshot; the next `fabric ingest` (or restore) finishes it")

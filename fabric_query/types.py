@@ -288,3 +288,7 @@ class Status(BaseModel):
     #: An in-place snapshot restore was interrupted before it had forgotten what came after the
     #: snapshot; the next ingest (or restore, or purge) finishes it.
     restore_pending: bool = False
+    #: The current release's pinned table versions the home cannot open (``"chunks version 999:
+    #: not found"``): the tables or the catalog were altered, so searches fail until a restore or
+    #: the next ingest (which publishes the versions the home holds). Empty when all open.
+    unreadable_tables: tuple[str, ...] = ()

@@ -326,3 +326,15 @@ def test_also_cited_by_must_be_cited_and_visible(home):
         result = fabric.resolve(citation.model_copy(update={"also_cited_by": (extra,)}))
         assert result.status == "stale"
         assert not next(c for c in result.checks if c.check == "release").ok
+
+
+def test_status_names_a_pinned_table_version_the_home_cannot_open(home):
+    """guards against (hostile trial 2, 2026-12-05): a release that pins a table version the home
+    does not hold reported healthy by `fabric status` (searches then failed); and a status that
+    flags a healthy home."""
+    fabric = Fabric(home.root)
+    assert fabric.status().unreadable_tables == ()
+    current = home.catalog.current_release()
+    _publish(home, tables={**current.manifest["tables"], "chunks": 999})
+    st = Fabric(home.root).status()
+    assert st.unreadable_tables == ("chunks version 999: not found",)
