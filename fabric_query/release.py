@@ -860,10 +860,10 @@ def pinned_view(home: FabricHome, release_id: int | None = None) -> ReleaseView 
         if release is None:
             return None
         if not all(isinstance(release.manifest.get(k), dict) for k in ("tables", "sources")):
-            from fabric_resources.catalog import CatalogDamagedError
+            from fabric_resources.catalog.records import RESTORE_REMEDY, CatalogDamagedError
 
             raise CatalogDamagedError(f"release {rid}'s manifest in the catalog lacks its tables or sources: the "
-                                      "catalog was altered; restore the home from a snapshot or a copy")
+                                      f"catalog was altered; {RESTORE_REMEDY}")
         with _VIEWS_LOCK:
             _RELEASES[rkey] = release
             while len(_RELEASES) > 4 * MAX_CACHED_VIEWS:

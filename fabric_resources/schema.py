@@ -453,12 +453,17 @@ LAST_SCAN_STATE = "last_scan"
 RESCAN_REMEDY = "the next `fabric ingest` rewrites it"
 
 
+#: 9999-12-31T23:59:59Z in Unix seconds: the last time a catalog row, state entry or snapshot may
+#: name (Python's datetime range; a time past it crashed every reader that prints it).
+LAST_TIME = 253402300799
+
+
 def scan_record(value: dict) -> bool:
     """A ``last_scan`` value as ``fabric status`` reads it: its ``at`` a time between 1970 and 9999
     in Unix seconds (a string there was a pydantic traceback from status; ``-1e300`` an age of
     10^295 days)."""
     at = value.get("at")
-    return isinstance(at, (int, float)) and not isinstance(at, bool) and 0 <= at <= 253402300799
+    return isinstance(at, (int, float)) and not isinstance(at, bool) and 0 <= at <= LAST_TIME
 
 # ---------------------------------------------------------------------------
 # Serving index fields (tantivy)

@@ -38,10 +38,9 @@ from pathlib import Path
 
 from fabric_assets.activation.activate import activation_lock, ingest_lock, pinned_index_documents
 from fabric_assets.activation.dense_index import build_table_index
-from fabric_resources.catalog.base import LAST_TIME
 from fabric_resources.dense_index import MANIFEST_KEY as DENSE_INDEXES, BuildSpec, DenseIndexUnusable, generation_digest
 from fabric_resources.home import FabricHome
-from fabric_resources.schema import TABLES
+from fabric_resources.schema import LAST_TIME, TABLES
 
 TAG_PREFIX = "snapshot-"
 #: Catalog event an in-place restore logs once it has forgotten what came after (counts only).

@@ -31,7 +31,7 @@ from typing import Any, Protocol
 
 from fabric_resources.catalog.records import (RESTORE_REMEDY, CatalogDamagedError, Operation, ParseRun, ParseRunDigests,
                                               Release, Root, RootOverlapError, SourceRow, StatusUpdate)
-from fabric_resources.schema import OPERATION_STATUSES
+from fabric_resources.schema import LAST_TIME, OPERATION_STATUSES
 
 #: Bound parameters per ``IN (...)`` statement; below SQLite's oldest default limit of 999
 #: (SQLITE_MAX_VARIABLE_NUMBER before 3.32), so any linked SQLite accepts it.
@@ -75,7 +75,7 @@ def _release(release_id: int, created_at: float, text: str, *, summary: bool = F
             v is None or (isinstance(v, int) and not isinstance(v, bool)) for v in manifest["tables"].values()):
         raise CatalogDamagedError(f"release {release_id}'s {'summary' if summary else 'manifest'} in the catalog is "
                                   f"not a JSON object with its {' and '.join(need)} (table versions integers): the "
-                                  "catalog was altered; restore the home from a snapshot or a copy")
+                                  f"catalog was altered; {RESTORE_REMEDY}")
     if not (_is(created_at, int) or _is(created_at, float)) or not 0 <= created_at <= LAST_TIME:
         raise damaged(f"release {release_id}'s created_at", float)
     return Release(release_id, created_at, manifest)
@@ -698,11 +698,6 @@ class Catalog(abc.ABC):
             rows = con.execute("SELECT operation_id FROM operations" + (" WHERE status = ?" if status else "")
                                + " ORDER BY created_at", (status,) if status else ()).fetchall()
         return [op for r in rows if (op := self.operation(r["operation_id"])) is not None]
-
-
-#: 9999-12-31T23:59:59Z in Unix seconds: the last time a catalog or snapshot may name (Python's
-#: datetime range; a time past it crashed every reader that prints it).
-LAST_TIME = 253402300799
 
 
 def _is(value: Any, kind: type) -> bool:

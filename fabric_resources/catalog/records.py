@@ -52,8 +52,8 @@ class CatalogDamagedError(RuntimeError):
     @classmethod
     def missing_current(cls, release_id: int) -> "CatalogDamagedError":
         """The ``current`` pointer names ``release_id``, which the catalog does not hold."""
-        return cls(f"the catalog's current pointer names release {release_id}, which it does not hold: restore the "
-                   "home from a snapshot or a copy")
+        return cls(f"the catalog's current pointer names release {release_id}, which it does not hold: "
+                   f"{RESTORE_REMEDY}")
 
 
 class CatalogMigrationError(RuntimeError):
