@@ -268,7 +268,7 @@ def test_timeout_raises_promptly_and_is_not_retried(serving):
             emb.encode_passages(["t0"])
         elapsed = time.monotonic() - start
     assert info.value.reason == "timeout" and info.value.status is None
-    assert elapsed < 1.5
+    assert elapsed < 2.5  # the reply comes after 3 s; slack for a loaded host
     assert len(srv.requests) == 1
 
 
