@@ -518,5 +518,11 @@ class HomeLayout:
         was interrupted."""
         return self.root / "restore-forget.json"
 
+    @property
+    def annotation_memo(self) -> Path:
+        """The annotation memo (:class:`fabric_resources.annotator.memo.AnnotationMemo`): grounded
+        chain outputs and the parses that used each."""
+        return self.root / "annotation_memo.sqlite3"
+
 #: A chunk's text is its fragments' unit slices joined by this separator (the fragment contract).
 FRAGMENT_SEPARATOR = "\n\n"

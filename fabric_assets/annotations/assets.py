@@ -22,6 +22,7 @@ blocked, and activation only when annotation is required (the parse then waits, 
 import time
 from collections import Counter
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import dagster as dg
@@ -35,7 +36,7 @@ from fabric_assets.partition_step import PartitionStep, optional_asset_args, spe
 from fabric_assets.partitions import PARTITIONED
 from fabric_assets.projections import ANNOTATION_VERDICT
 from fabric_resources.dagster_resources import AnnotatorResource, DenseEncoderResource, FabricHomeResource
-from fabric_resources.schema import ANNOTATION_VECTORS, ANNOTATIONS, DENSE_DIM
+from fabric_resources.schema import ANNOTATION_VECTORS, ANNOTATIONS, DENSE_DIM, HomeLayout
 
 #: Counters reported per parse and summed per run (``AnnotationStats``): HTTP requests, tokens of
 #: the replies' ``usage``, chains answered by the memo, model items dropped as ungrounded, and
@@ -44,8 +45,9 @@ PRODUCER_COUNTERS = ("calls", "prompt_tokens", "completion_tokens", "memo_hits",
                      "malformed_retries", "call_retries", "chain_failures")
 
 #: The annotation memo (content × producer identity → output) lives beside the catalog; it
-#: survives supersession, so unchanged text is never sent to the model twice.
-MEMO_FILE = "annotation_memo.sqlite3"
+#: survives supersession, so unchanged text is never sent to the model twice. An entry goes when
+#: retention, a purge or a restore removes the last parse that used it.
+MEMO_FILE = HomeLayout(Path(".")).annotation_memo.name
 
 
 def _metadata(values: dict[str, Any]) -> dict[str, dg.MetadataValue]:

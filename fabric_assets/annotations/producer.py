@@ -308,7 +308,7 @@ class _Producer:
                     grounding: ExcerptGrounding) -> list[dict[str, Any]] | ChainFailure:
         """The chain's grounded items, from the memo or fresh (then memoised)."""
         while True:
-            entry = self.memo.get(key)
+            entry = self.memo.get(key, parse_id=excerpt.parse_id)
             if entry is not None:
                 self.state.memo_hits += 1
                 return entry.payload["items"]
@@ -321,7 +321,8 @@ class _Producer:
         try:
             result = await self._run_chain(chain, excerpt, grounding)
             if not isinstance(result, ChainFailure):
-                self.memo.put(key, {"items": result}, producer=self.producer, chain=chain)
+                self.memo.put(key, {"items": result}, producer=self.producer, chain=chain,
+                              parse_id=excerpt.parse_id)
             return result
         finally:
             del self._inflight[key]

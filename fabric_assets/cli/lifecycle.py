@@ -85,7 +85,7 @@ def cleanup(
     out = {"parses_removed": {k: len(v) for k, v in report.removed.items()}, "waiting": report.waiting,
            "releases_removed": report.releases_removed, "generations_removed": report.generations_removed,
            "artifacts_removed": report.artifacts_removed, "bytes_removed": report.bytes_removed,
-           "republished_release": report.republished, "dagster_runs_removed": len(report.runs_removed)}
+           "memo_entries_removed": report.memo_entries_removed, "republished_release": report.republished, "dagster_runs_removed": len(report.runs_removed)}
     if as_json:
         console.print_json(json.dumps(out))
         return

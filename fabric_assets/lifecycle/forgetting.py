@@ -103,33 +103,64 @@ def known(catalog: Catalog) -> Known:
 
 
 def memo_keys_only_of(home: FabricHome, parse_ids: set[str]) -> set[str]:
-    """Memo keys used by annotations of ``parse_ids`` and of no other parse (same excerpt text
-    elsewhere shares its entry, and that text stays); read from the latest ``annotations`` rows."""
-    if not parse_ids or not home.tables.exists("annotations"):
+    """Memo keys used by ``parse_ids`` and by no other parse (the same excerpt text elsewhere
+    shares its entry, and that text stays). Uses are what the memo recorded (every parse that
+    stored or found an entry) and the latest ``annotations`` rows (entries memoised before uses
+    were recorded). Read before the parses' rows are deleted."""
+    memo_path = home.layout.annotation_memo
+    if not parse_ids or not memo_path.exists():
         return set()
-    rows = home.tables.read("annotations", columns=["parse_id", "memo_key"]).to_pydict()
+    from fabric_resources.annotator.memo import AnnotationMemo
+
     mine, others = set(), set()
-    for pid, key in zip(rows["parse_id"], rows["memo_key"]):
-        (mine if pid in parse_ids else others).add(key)
+    if home.tables.exists("annotations"):
+        rows = home.tables.read("annotations", columns=["parse_id", "memo_key"]).to_pydict()
+        for pid, key in zip(rows["parse_id"], rows["memo_key"]):
+            (mine if pid in parse_ids else others).add(key)
+    with AnnotationMemo(memo_path) as memo:
+        mine |= memo.keys_used_by(parse_ids)
+        others |= {k for k, users in memo.users_of(mine).items() if users - parse_ids}
     return mine - others
 
 
-def delete_memo_entries(home: FabricHome, memo_keys: set[str]) -> int:
-    """Delete ``memo_keys`` from the annotation memo and rewrite its file (no deleted entry's page
-    survives); return how many entries went."""
-    if not memo_keys:
+def delete_memo_entries(home: FabricHome, memo_keys: set[str], parse_ids: set[str] = frozenset()) -> int:
+    """Delete ``memo_keys`` and the uses ``parse_ids`` recorded from the annotation memo, and
+    rewrite its file when an entry went (no deleted entry's page survives); return how many
+    entries went."""
+    memo_path = home.layout.annotation_memo
+    if not (memo_keys or parse_ids) or not memo_path.exists():
         return 0  # and no annotation module loaded: a restore stays free of model clients
-    from fabric_assets.annotations.assets import MEMO_FILE
     from fabric_resources.annotator.memo import AnnotationMemo
     from fabric_resources.tombstones import scrub
 
-    memo_path = home.root / MEMO_FILE
+    with AnnotationMemo(memo_path) as memo:
+        removed = memo.delete(memo_keys, parse_ids=parse_ids)
+    if removed:
+        scrub(memo_path)
+    return removed
+
+
+def adopt_memo_entries(home: FabricHome) -> int:
+    """Entries memoised before the memo recorded uses get the parses whose latest ``annotations``
+    rows use them; an entry no row uses goes (its parse was removed, and with the rows went the
+    only way to find it). Returns how many went. Once every entry has a use this reads nothing
+    but the memo: call it before each cleanup."""
+    memo_path = home.layout.annotation_memo
     if not memo_path.exists():
         return 0
+    from fabric_resources.annotator.memo import AnnotationMemo
+
     with AnnotationMemo(memo_path) as memo:
-        removed = memo.delete(memo_keys)
-    scrub(memo_path)
-    return removed
+        unowned = memo.unowned_keys()
+        if not unowned:
+            return 0
+        uses = set()
+        if home.tables.exists("annotations"):
+            rows = home.tables.read("annotations", columns=["parse_id", "memo_key"]).to_pydict()
+            uses = {(k, p) for p, k in zip(rows["parse_id"], rows["memo_key"]) if k in unowned}
+        memo.record_uses(uses)
+        orphans = unowned - {k for k, _ in uses}
+    return delete_memo_entries(home, orphans)
 
 
 def forget_partitions(instance, parse_ids: set[str]) -> None:
@@ -173,7 +204,7 @@ def forget_after_restore(home: FabricHome, before: Known, *, snapshot_lexical: s
             out.rows_removed[name] = rows - (home.tables.count_rows(name, version) if version is not None else 0)
         keep = {r.manifest.get("tables", {}).get(name) for r in releases} - {None}
         out.bytes_removed += home.tables.forget_versions(name, keep)
-    out.memo_entries_removed = delete_memo_entries(home, memo_keys)
+    out.memo_entries_removed = delete_memo_entries(home, memo_keys, parse_ids)
     out.artifacts_removed = sum(home.artifacts.delete(h) for h in sorted(before.hashes - now.hashes))
     out.generations_removed = home.lexical.remove_generations(
         {r.manifest.get("lexical_generation") for r in releases} | snapshot_lexical)
@@ -192,5 +223,5 @@ def forget_after_restore(home: FabricHome, before: Known, *, snapshot_lexical: s
     return out
 
 
-__all__ = ["Forgotten", "Known", "PENDING_FILE", "clear_pending", "delete_memo_entries", "forget_after_restore",
-           "forget_partitions", "known", "memo_keys_only_of", "pending", "record_pending"]
+__all__ = ["Forgotten", "Known", "PENDING_FILE", "adopt_memo_entries", "clear_pending", "delete_memo_entries",
+           "forget_after_restore", "forget_partitions", "known", "memo_keys_only_of", "pending", "record_pending"]

@@ -259,7 +259,7 @@ def _remove(home: FabricHome, report: PurgeReport, source_keys: set[str], parse_
         report.bytes_removed += home.tables.forget_versions(name)
     # 4. Raw bytes, memo entries, catalog rows, Dagster partitions and the run tags naming the sources.
     report.artifacts_removed = sum(home.artifacts.delete(h) for h in sorted(hashes))
-    report.memo_entries_removed = delete_memo_entries(home, memo_keys)
+    report.memo_entries_removed = delete_memo_entries(home, memo_keys, parse_ids)
     forget(catalog, source_keys, parse_ids, hashes, report.releases_retired, root_ids)
     forget_partitions(home_instance(home), parse_ids)
     report.run_tags_removed = forget_source_tags(home_instance(home), source_key_hashes=key_hashes, parse_ids=parse_ids)

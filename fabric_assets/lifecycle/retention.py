@@ -13,7 +13,8 @@
   parse, ``deleted_days`` when every source that held its bytes is deleted, ``superseded_days``
   otherwise — its rows leave every table, its parse run the catalog, and its bytes the artifact
   store unless another parse or source still holds them. A parse pinned again (a file reverted)
-  starts over. The Dagster run tags that name a removed parse's sources go too
+  starts over. Annotation memo entries no remaining parse used go with the removed parses' rows.
+  The Dagster run tags that name a removed parse's sources go too
   (:mod:`fabric_assets.source_tags`), so a deleted file's name leaves Dagster with its last version.
 
 Deleted rows stay in Lance's data files until a compaction rewrites them, and the current
@@ -32,6 +33,7 @@ import time
 from dataclasses import dataclass, field
 
 from fabric_assets.activation.activate import activation_lock
+from fabric_assets.lifecycle.forgetting import adopt_memo_entries, delete_memo_entries, memo_keys_only_of
 from fabric_assets.lifecycle.republish import active_parses_unchanged, republish
 from fabric_resources.catalog import CatalogDamagedError, number_map
 from fabric_resources.dense_index import kept_generations
@@ -58,6 +60,7 @@ class CleanupReport:
     generations_removed: list[str] = field(default_factory=list)
     artifacts_removed: int = 0
     bytes_removed: int = 0
+    memo_entries_removed: int = 0
     republished: int | None = None  # the release re-published over compacted versions
     runs_removed: list[str] = field(default_factory=list)  # Dagster runs deleted (run_history)
     run_tags_removed: int = 0  # Dagster run tags naming a removed parse (fabric_assets.source_tags)
@@ -184,11 +187,17 @@ def _cleanup(home: FabricHome, now: float) -> tuple[CleanupReport, list, set[str
 
     if doomed:
         # Only then: a compaction is a new table version, and re-publishing a new release.
+        memo_keys = memo_keys_only_of(home, set(doomed))  # read while the parses' rows are there
         versions = {name: (home.tables.delete_partitions(name, doomed), _compact(home, name))[1] for name in TABLES}
+        # The memo held these parses' text (statements, quotes, names) after their rows went.
+        report.memo_entries_removed += delete_memo_entries(home, memo_keys, set(doomed))
         current = catalog.current_release()
         if current is not None and active_parses_unchanged(home, current):
             report.republished = republish(home, current, versions, note={"cleanup": True}).release_id
             releases = catalog.release_summaries()
+    # A memo written before uses were recorded: its entries are adopted by the parses whose rows
+    # use them, and those of parses already removed go (once; then this reads the memo only).
+    report.memo_entries_removed += adopt_memo_entries(home)
     # Recorded once their rows are gone: a cleanup stopped before that reads the same fragments again.
     catalog.set_state(ORPHAN_SCAN, {"fragments": fragments, "pending": sorted(orphans - set(doomed))})
     retained = _retained(home, now, releases)
