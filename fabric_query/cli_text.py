@@ -31,8 +31,11 @@ VISIBLE_SOURCES_ONLY = "visible-sources-only"
 HIT_TEXT_CHARS = 600
 
 _BOLD, _DIM, _RED, _YELLOW, _BOLD_YELLOW, _RESET = "\x1b[1m", "\x1b[2m", "\x1b[31m", "\x1b[33m", "\x1b[1;33m", "\x1b[0m"
-# C0 controls but tab and newline, DEL, and C1 controls (ESC and CSI among them).
-_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+# C0 controls but tab and newline, DEL, C1 controls (ESC and CSI among them), and the bidirectional
+# embeddings, overrides and isolates (U+202A-U+202E, U+2066-U+2069), which reorder what follows on
+# the line: `report\u202etxt.exe` shows as `reportexe.txt` ("Trojan Source", CVE-2021-42574).
+# The marks (U+200E, U+200F, U+061C) reorder nothing on their own and stay.
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
 
 
 def uses_colour(stream: TextIO) -> bool:
@@ -44,12 +47,20 @@ def uses_colour(stream: TextIO) -> bool:
 
 
 def shown(text: str) -> str:
-    r"""``text`` with its control characters (but tab and newline) as ``\xNN`` escapes.
+    r"""``text`` with its control characters (but tab and newline) as ``\xNN`` escapes, and its
+    bidirectional embeddings, overrides and isolates as ``\uNNNN``.
 
     >>> shown("a\x1b[2Jb\tc")
     'a\\x1b[2Jb\tc'
+    >>> shown("report\u202etxt.exe")
+    'report\\u202etxt.exe'
     """
-    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+    return _CONTROL.sub(_escaped, text)
+
+
+def _escaped(m: re.Match) -> str:
+    code = ord(m.group())
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
 
 
 def one_line(text: str) -> str:

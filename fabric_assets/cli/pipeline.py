@@ -71,9 +71,12 @@ def _run_ingest(path: Path) -> int:
             fail("interrupted. An interrupted parse run activates nothing; the next `fabric ingest` "
                   "finishes the interrupted work.", code=130)
     s = summary.scan
+    # The scan lists a moved file's new key as new and its old key as deleted too; a move is one change.
+    new = len(set(s.new) - {k for _, k in s.moved})
+    deleted = len(set(s.deleted) - {k for k, _ in s.moved})
     table = Table(title=f"ingest {path} → {home.root}", show_header=False)
     for label, value in [
-        ("new / changed / deleted / moved", f"{len(s.new)} / {len(s.changed)} / {len(s.deleted)} / {len(s.moved)}"),
+        ("new / changed / deleted / moved", f"{new} / {len(s.changed)} / {deleted} / {len(s.moved)}"),
         ("unchanged content (touched)", str(len(s.touched))),
         ("re-parsed (parser settings changed)", str(len(s.reparsed))),
         ("re-chunked (chunking changed; not re-parsed)", str(len(summary.rechunked_by_change))),

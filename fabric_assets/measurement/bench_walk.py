@@ -1,7 +1,7 @@
 """``fabric bench walk``: what the scan's walk of a source tree costs, and its Fabric-home check.
 
 A scratch tree of ``folders`` folders (a hundred per parent, one small file each) is walked by the
-scan's own walker (``fabric_assets.sources.scan._walk``), alternately as it is and with the
+scan's own walker (``fabric_assets.sources.walk.walk``), alternately as it is and with the
 check that skips another Fabric home inside a root replaced by a constant, ``repeat`` times each in
 one process (the machine's noise hits both alike); the best time of each is reported, and the ratio.
 A no-change rescan of a large tree is mostly this walk.
@@ -35,7 +35,7 @@ class WalkFigures:
 
 def bench_walk(folders: int = 20_000, repeat: int = 5, work_dir: Path | None = None) -> WalkFigures:
     """Build the tree under ``work_dir`` (default: a scratch folder, removed after) and time the walk."""
-    from fabric_assets.sources import scan
+    from fabric_assets.sources import walk as walker
 
     root = Path(tempfile.mkdtemp(prefix="fabric-bench-walk-", dir=work_dir))
     try:
@@ -48,22 +48,22 @@ def bench_walk(folders: int = 20_000, repeat: int = 5, work_dir: Path | None = N
             skipped_symlinks = 0
             skipped_names: list = []
 
-        def walk() -> tuple[float, int]:
+        def timed_walk() -> tuple[float, int]:
             started = time.perf_counter()
-            n = sum(1 for _ in scan._walk(root, True, Report(), lambda *_: None, str(root / "no-home")))
+            n = sum(1 for _ in walker.walk(root, True, Report(), lambda *_: None, str(root / "no-home")))
             return (time.perf_counter() - started) * 1000, n
 
-        real = scan._lists_a_home
+        real = walker._lists_a_home
         timed: dict[bool, list[float]] = {True: [], False: []}
         files = 0
         try:
             for _ in range(repeat):
                 for check in (True, False):
-                    scan._lists_a_home = real if check else (lambda _entries: False)
-                    ms, files = walk()
+                    walker._lists_a_home = real if check else (lambda _entries: False)
+                    ms, files = timed_walk()
                     timed[check].append(ms)
         finally:
-            scan._lists_a_home = real
+            walker._lists_a_home = real
         return WalkFigures(folders, files, repeat, min(timed[True]), min(timed[False]))
     finally:
         shutil.rmtree(root, ignore_errors=True)

@@ -16,31 +16,26 @@ one function.
 from __future__ import annotations
 
 import os
-import stat
 import time
 import uuid
 from collections import OrderedDict
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from fabric_assets.sources.walk import is_fabric_home, resolved, walk
 from fabric_resources.parsing.registry import PARSERS, detect_media_type, parser_for
 from fabric_resources import identity
 from fabric_resources.artifact_store import ArtifactTooLarge, NotARegularFile, file_digest
 from fabric_resources.catalog import Catalog, SourceRow, str_map
 from fabric_resources.home import FabricHome
-from fabric_resources.schema import LAST_SCAN_STATE, SCAN_SKIPPED_STATE, HomeLayout
+from fabric_resources.schema import LAST_SCAN_STATE, SCAN_SKIPPED_STATE
 
 #: Catalog state: the parser identities (name → [name, version, config hash]) the last completed
 #: scan pointed every unchanged source at. While they hold, no unchanged file needs its parse ID
 #: derived again (:func:`_repoint_if_parser_changed`, a hash per file: a quarter of a no-change
 #: scan at 10,000 files).
 SCAN_PARSERS_STATE = "scan_parser_identities"
-
-#: Why a file is not a regular file, by ``stat`` type test.
-_SPECIAL_FILES = ((stat.S_ISFIFO, "fifo"), (stat.S_ISSOCK, "socket"), (stat.S_ISCHR, "character device"),
-                  (stat.S_ISBLK, "block device"))
-
 
 @dataclass(frozen=True)
 class _KnownSources:
@@ -152,88 +147,6 @@ def _key(label: str, rel_posix: str) -> str:
     return f"fs:{label}/{rel_posix}"
 
 
-def _is_utf8(name: str) -> bool:
-    # os.scandir decodes undecodable bytes as lone surrogates (PEP 383), which UTF-8 rejects.
-    try:
-        name.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
-
-
-SkipCallback = Callable[[str, str], None]
-
-
-def _walk(root: Path, ignore_hidden: bool, report: ScanReport, skip: SkipCallback, skip_dir: str | None = None):
-    """Yield ``(path, root-relative POSIX path, stat)`` for regular files under ``root``; never
-    follows symlinks; never enters ``skip_dir`` (the Fabric home, when it lies inside a root:
-    its own tables and logs are not sources). Everything else found is reported through
-    ``skip(rel_posix, reason)``: another Fabric home (not entered), FIFOs, sockets and devices
-    (never opened: a FIFO would block),
-    entries that cannot be stat'ed, and folders that cannot be listed (``rel_posix`` ``""`` for
-    the root itself).
-
-    The relative path is built from the entry names on the way down rather than derived per file
-    with ``pathlib`` (which was two thirds of a no-change scan at 2,000 files).
-    """
-    stack = [(str(root), "")]
-    while stack:
-        d, rel = stack.pop()
-        try:
-            entries = sorted(os.scandir(d), key=lambda e: e.name)
-        except OSError as exc:
-            skip(rel, f"unreadable-folder: {type(exc).__name__}: {exc.strerror or exc}")
-            continue
-        if rel and _lists_a_home(entries):
-            skip(rel, "fabric-home: another Fabric home (a restored snapshot, say); its files are not sources")
-            continue
-        for e in entries:
-            if ignore_hidden and e.name.startswith("."):
-                continue
-            if e.is_symlink():
-                report.skipped_symlinks += 1
-                continue
-            child = f"{rel}/{e.name}" if rel else e.name
-            if not _is_utf8(e.name):
-                report.skipped_names.append(ascii(child))
-                skip(ascii(child), "name-not-utf-8")
-                continue
-            try:
-                st = e.stat(follow_symlinks=False)
-            except OSError as exc:
-                skip(child, f"unreadable: {type(exc).__name__}: {exc.strerror or exc}")
-                continue
-            if stat.S_ISDIR(st.st_mode):
-                if e.path == skip_dir:
-                    continue
-                stack.append((e.path, child))
-            elif stat.S_ISREG(st.st_mode):
-                yield e.path, child, st
-            else:
-                kind = next((name for test, name in _SPECIAL_FILES if test(st.st_mode)), "special file")
-                skip(child, f"not-a-regular-file: {kind}")
-
-
-_HOME_MARKS = (HomeLayout(Path(".")).catalog_file.name, HomeLayout(Path(".")).artifacts.name)
-
-
-def _lists_a_home(entries: list[os.DirEntry]) -> bool:
-    """Whether a folder's entries are a Fabric home's (:func:`_is_fabric_home`), from the listing
-    the walk already holds: checking each folder with two ``stat`` calls of its own made the walk
-    1.5x slower (5.9 µs per folder, ``docs/benchmarks.md``)."""
-    catalog, artifacts = _HOME_MARKS
-    found = {e.name: e for e in entries if e.name in _HOME_MARKS}
-    return (catalog in found and artifacts in found and found[catalog].is_file(follow_symlinks=False)
-            and found[artifacts].is_dir(follow_symlinks=False))
-
-
-def _is_fabric_home(folder: str) -> bool:
-    """Whether ``folder`` is a Fabric home with a local catalog (its ``catalog.sqlite3`` beside
-    its ``artifacts`` folder): its tables, logs and stored bytes are never sources."""
-    layout = HomeLayout(Path(folder))
-    return layout.catalog_file.is_file() and layout.artifacts.is_dir()
-
-
 def awaited_parse_ids(catalog: Catalog, among: Iterable[str] | None = None) -> set[str]:
     """Parse IDs some source still waits for: the current parse of a ``present`` (or
     ``access_lost``) source. A pending or unfinished parse that no such source names (its files
@@ -276,7 +189,13 @@ def scan(home: FabricHome) -> ScanReport:
         root_path = Path(root.path)
         known = {k: s for k, s in every_source.items() if s.root_id == root.root_id}
         seen: set[str] = set()
-        if not root_path.is_dir():
+        # Roots are stored resolved: one that resolves elsewhere now is, or lies under, a link made
+        # since, and walking it would take in whatever folder the link names.
+        moved = (resolved(root_path) or root_path) != root_path
+        if moved:
+            report.skipped.append((_key(root.label, ""), f"root-is-symlink: {root_path} now leads to "
+                                   f"{resolved(root_path)}; not walked (register that folder itself to ingest it)"))
+        if moved or not root_path.is_dir():
             unwalked.append(root.label)
             with catalog.transaction(immediate=True) as con:
                 for s in known.values():
@@ -306,11 +225,11 @@ def scan(home: FabricHome) -> ScanReport:
         not_walked = True
         if root_path.resolve().is_relative_to(home_dir):
             skip("", f"root-inside-home: {root_path} is the Fabric home or inside it")
-        elif _is_fabric_home(str(root_path)):
+        elif is_fabric_home(str(root_path)):
             skip("", f"fabric-home: {root_path} is another Fabric home; its files are not sources")
         else:
             not_walked = False
-        walked = () if not_walked else _walk(root_path, cfg.sources.ignore_hidden, report, skip, home_dir)
+        walked = () if not_walked else walk(root_path, cfg.sources.ignore_hidden, report, skip, home_dir)
         for file_path, rel_posix, st in walked:
             key = _key(root.label, rel_posix)
             seen.add(key)

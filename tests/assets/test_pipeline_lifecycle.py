@@ -386,3 +386,34 @@ def test_a_parse_whose_run_died_is_reported_and_run_again(tmp_path, fabric_home,
     assert fabric.status().unfinished == ()
     assert _top_source(fabric, "sourdough starter") == "fs:src/bread.txt"
     assert _top_source(fabric, "lighthouse") == "fs:src/light.txt"
+
+
+@pytest.mark.parametrize("swapped", ["root", "parent"])
+def test_a_root_swapped_for_a_symlink_is_not_walked_and_its_sources_are_kept(tmp_path, fabric_home, swapped):
+    """guards against: a registered root (or a folder above it) replaced by a symbolic link being
+    walked, so whoever can write the root's parent has any folder the Fabric user can read taken
+    in and served (the walk never follows a link inside a root); the root's sources deleted."""
+    from fabric_assets.sources.scan import scan
+
+    base = tmp_path / "base"
+    docs = base / "docs"
+    docs.mkdir(parents=True)
+    (docs / "x.txt").write_text("ok rootone\n")
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "s.txt").write_text("outsidesecretmarker\n")
+    fabric_home.catalog.register_root(docs)
+    assert scan(fabric_home).new == ["fs:docs/x.txt"]
+    if swapped == "root":
+        docs.rename(base / "docs.real")
+        docs.symlink_to(outside, target_is_directory=True)
+    else:  # the folder above the root becomes a link to a tree holding a `docs` of its own
+        (outside / "docs").mkdir()
+        (outside / "docs" / "s.txt").write_text("outsidesecretmarker\n")
+        base.rename(tmp_path / "base.real")
+        base.symlink_to(outside, target_is_directory=True)
+    report = scan(fabric_home)
+    assert report.new == [] and report.deleted == [] and report.access_lost == ["fs:docs/x.txt"]
+    ((key, reason),) = report.skipped
+    assert key == "fs:docs/" and reason.startswith("root-is-symlink: ") and str(outside) in reason
+    assert {s.source_key: s.state for s in fabric_home.catalog.sources()} == {"fs:docs/x.txt": "access_lost"}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 
@@ -57,6 +58,23 @@ def test_ingest_refuses_a_file(tmp_path):
     f.write_text("x")
     result = runner.invoke(app, ["ingest", str(f), "--home", str(tmp_path / "home")])
     assert result.exit_code == 2 and "not a directory" in result.output
+
+
+def test_a_moved_file_is_one_move_in_the_ingest_summary(tmp_path):
+    """guards against: a rename printed as a new file, a deleted file and a move (`1 / 0 / 1 / 1`)."""
+    src, home = tmp_path / "notes", str(tmp_path / "home")
+    src.mkdir()
+    (src / "before.txt").write_text("The ferry left at noon.\n")
+    (src / "other.txt").write_text("Gulls over the pier.\n")
+    assert runner.invoke(app, ["ingest", str(src), "--home", home]).exit_code == 0
+    (src / "before.txt").rename(src / "after.txt")
+    (src / "other.txt").unlink()
+    (src / "new.txt").write_text("A new note about tides.\n")
+    result = runner.invoke(app, ["ingest", str(src), "--home", home])
+    assert result.exit_code == 0, result.output
+    (line,) = [ln for ln in result.output.splitlines() if "new / changed / deleted / moved" in ln]
+    # new.txt; nothing changed; other.txt; before.txt → after.txt
+    assert re.search(r"(\d+) / (\d+) / (\d+) / (\d+)", line).groups() == ("1", "0", "1", "1"), line
 
 
 def test_invalid_config_is_a_clean_error_naming_the_file(tmp_path):

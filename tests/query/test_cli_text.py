@@ -76,6 +76,18 @@ def test_document_text_cannot_drive_the_terminal():
     assert "\x1b[" not in plain.replace("\\x1b[", "")  # no colour off a terminal
 
 
+def test_bidirectional_overrides_cannot_reorder_what_is_printed():
+    """guards against: a file named ``report\u202etxt.exe`` printed as ``reportexe.txt`` (the
+    override reverses the rest of the line: "Trojan Source"), or hit text reordered the same way;
+    Hebrew and Arabic with their plain marks (RLM) printed as they are."""
+    hit = _hit([("Amount due: \u202e0001$\u202c", True), (" \u2067isolated\u2069 שלום\u200f", False)],
+               "report\u202etxt.exe")
+    out, _ = render_pack(_pack(hit))
+    assert not any(c in out for c in "\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
+    assert "report\\u202etxt.exe" in out and "\\u202e0001$\\u202c" in out and "\\u2067isolated\\u2069" in out
+    assert "שלום\u200f" in out
+
+
 def test_hit_text_is_cut_by_characters_of_text_not_of_markup():
     long = [("w" * 10, True), (" " + "x" * (HIT_TEXT_CHARS + 50), False)]
     out, _ = render_pack(_pack(_hit(long)), colour_out=True)
