@@ -269,6 +269,7 @@ def assemble_hits(
         segments = highlight_of(chunk["text"])
         lexical = cid in lexical_of
         sources = ctx.sources_by_parse.get(chunk["parse_id"]) or view.sources_by_parse[chunk["parse_id"]]
+        newer = (view.sources.get(sources[0]) or {}).get("newer")
         hits.append(
             Hit(
                 rank=rank, chunk_id=cid, text=chunk["text"], fused_score=fused_score[cid],
@@ -288,6 +289,7 @@ def assemble_hits(
                 below_dense_floor=cid in below,
                 highlight_missing=(missing_highlight_reason(chunk["text"], ctx.parsed)
                                    if lexical and not any(seg.highlighted for seg in segments) else None),
+                source_changed=newer.get("status") if isinstance(newer, dict) else None,
             )
         )
     return tuple(hits), tuple(p.model_copy(update={"highlights": highlight_of(p.text)}) for p in passages)

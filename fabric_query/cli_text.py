@@ -27,6 +27,10 @@ from fabric_query.labels import label_of_locations
 #: ``EvidencePack.fallback_reason`` when the release names sources no longer visible
 #: (:data:`fabric_query.release.VISIBLE_SOURCES_ONLY`; tests/query/test_cli_text.py checks they agree).
 VISIBLE_SOURCES_ONLY = "visible-sources-only"
+#: What became of a changed file's new version (``Hit.source_changed``), as a hit says it.
+_NEWER = {"failed": "failed to parse (see `fabric status`)", "held": "is held by a failed check (see `fabric status`)",
+          "pending": "is not parsed yet", "parsed": "is not searchable yet",
+          "unparsed": "is not parsed (a type Fabric does not parse, or over a size cap)"}
 #: Characters of a hit's text printed before ``…``.
 HIT_TEXT_CHARS = 600
 
@@ -98,7 +102,8 @@ def render_pack(pack: Mapping[str, Any], *, colour_out: bool = False, colour_err
     stored text was altered (``altered_chunks``). stdout: "no results (…)" followed by one indented line per
     ``unmatched_filters`` entry, or per hit a line with
     its rank, source key, location label and section path, a line with its channels, parse and
-    unit count (and "dense only, below the similarity floor" for ``below_dense_floor``), and its text with the matched words highlighted (the first
+    unit count (and "dense only, below the similarity floor" for ``below_dense_floor``), a line
+    saying the hit quotes an older version when ``source_changed``, and its text with the matched words highlighted (the first
     :data:`HIT_TEXT_CHARS` characters, then ``…``).
 
     Raises
@@ -145,6 +150,10 @@ def render_pack(pack: Mapping[str, Any], *, colour_out: bool = False, colour_err
         channels = ", ".join(f"{one_line(name)}#{ch['rank']}" for name, ch in hit["channels"].items())
         floor = "  (dense only, below the similarity floor)" if hit.get("below_dense_floor") else ""
         out.append(f"   channels: {channels}  parse {c['parse_id'][:12]}  units {len(c['spans'])}{floor}")
+        changed = hit.get("source_changed")
+        if changed:
+            out.append("   " + _style(f"an older version: the file changed since, and its new version "
+                                      f"{_NEWER.get(changed, one_line(changed))}", _YELLOW, colour_out))
         out.append("   " + _hit_text(hit, colour_out))
     return "".join(line + "\n" for line in out), "".join(line + "\n" for line in err)
 

@@ -22,6 +22,9 @@ from fabric_query.types import HighlightSegment
 from fabric_resources.text_folding import fold_with_map
 
 _WORD = re.compile(r"\w+")
+#: A run of word characters in scripts with spaces: how the word index splits a word that glues
+#: Latin to Japanese (``これはpythonのコード`` holds the token ``python``).
+_SPACED_RUN = re.compile(f"(?:(?!{UNSPACED.pattern})\\w)+")
 
 #: The channels whose hits hold a query token in their own text (lexical evidence).
 LEXICAL_CHANNELS = ("word", "substring", "scan")
@@ -54,14 +57,21 @@ def match_ranges(passage: str, parsed: ParsedQuery) -> list[tuple[int, int]]:
     if not folded:
         return []
     stems = _stems(" ".join((*parsed.terms, *parsed.phrases)))
-    # Decide per distinct word, then find its occurrences: a passage repeats most of its words.
-    hits = {w for w in set(_WORD.findall(folded))
-            if not UNSPACED.search(w) and stems.intersection(_word_tokens_cached(w))}
+    # Decide per distinct word, then find its occurrences: a passage repeats most of its words. A
+    # word glued to a script without spaces is decided per run of the other script in it.
+    pieces: set[str] = set()
+    for w in set(_WORD.findall(folded)):
+        pieces.update(_SPACED_RUN.findall(w) if UNSPACED.search(w) else (w,))
+    hits = {w for w in pieces if stems.intersection(_word_tokens_cached(w))}
     ranges: list[tuple[int, int]] = []
     if hits:
         for m in _WORD.finditer(folded):
             if m.group() in hits:
                 ranges.append((origin[m.start()], origin[m.end() - 1] + 1))
+            elif UNSPACED.search(m.group()):
+                for r in _SPACED_RUN.finditer(folded, m.start(), m.end()):
+                    if r.group() in hits:
+                        ranges.append((origin[r.start()], origin[r.end() - 1] + 1))
     ranges += _bigram_ranges(folded, origin, (*parsed.terms, *parsed.phrases))
     # Scripts without spaces highlight exact occurrences of the whole term.
     needles = {"".join(substring_tokens(t)) for t in (*parsed.terms, *parsed.phrases) if UNSPACED.search(t)} - {""}

@@ -93,6 +93,11 @@ class Hit(_Frozen):
     below_dense_floor: bool = False
     #: Why a lexical hit carries no highlighted segment (None when it carries one, or is not lexical).
     highlight_missing: str | None = None
+    #: The cited file's bytes changed after the version this hit quotes, and the release still
+    #: serves that version: what became of the new bytes' parse (``failed``, ``held`` by a failed
+    #: check, ``pending`` or ``parsed`` and not ready yet, ``unparsed``: no parse is due, its type
+    #: or size). None when the hit quotes the file's latest version the scan saw.
+    source_changed: str | None = None
 
 
 class Passage(_Frozen):

@@ -175,8 +175,22 @@ def _entry(s, prev_sources: dict[str, dict], runs: dict[str, Any], roots: dict[i
         # its half-written or failing rows, so it is left out until it is ready again.
         kept_run = runs.get(kept["parse_id"])
         if kept_run is not None and kept_run.status == "ready":
-            return _with_lexical_digest(kept, kept_run.digests)
+            return _with_newer(_with_lexical_digest(kept, kept_run.digests), s, run)
     return None
+
+
+def _with_newer(entry: dict[str, Any], s, run) -> dict[str, Any]:
+    """A kept ``entry`` saying whether the file's bytes changed since its parse (``newer``: the
+    new bytes' hash, parse ID and that parse's status, ``unparsed`` when no parse is due: a type
+    Fabric does not parse, or over a cap), so every hit from the old text says it is not what the
+    file holds now. The entry itself when that is already what it says."""
+    newer = None
+    if s.state == "present" and s.source_hash and s.source_hash != entry.get("source_hash"):
+        newer = {"source_hash": s.source_hash, "parse_id": s.parse_id,
+                 "status": run.status if run is not None else ("pending" if s.parse_id else "unparsed")}
+    if entry.get("newer") == newer:
+        return entry
+    return {**{k: v for k, v in entry.items() if k != "newer"}, **({"newer": newer} if newer else {})}
 
 
 def _derive_sources(home: FabricHome, current: Release | None, names: tuple[str, ...], roots: dict[int, str],

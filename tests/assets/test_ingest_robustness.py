@@ -325,3 +325,34 @@ def test_a_file_dated_past_2262_is_ingested_and_then_unchanged(tmp_path, fabric_
     assert third.scan.changed == ["fs:far/future.txt"]
     top = Fabric(fabric_home.root).search("harbour bell").results[0]
     assert top.citation.source_key == "fs:far/future.txt" and "bell" in top.text
+
+
+def test_a_hit_from_a_version_the_file_no_longer_holds_says_so(tmp_path, fabric_home):
+    """guards against: a file overwritten with bytes that fail to parse (or a type Fabric does not
+    parse) still answering with its old text as if it were the file's content, nothing in the pack
+    or the printed hit saying otherwise (the last good version is kept on purpose; unflagged, a user
+    who overwrote a file to remove its text believed it gone)."""
+    src = tmp_path / "notes"
+    src.mkdir()
+    (src / "d.txt").write_text("Delta text with deltaunique words.\n")
+    (src / "e.txt").write_text("Echo text with echounique words.\n")
+    ingest(src, fabric_home)
+    (src / "d.txt").write_bytes(b"\x00\x01binary now\x00" * 50)  # undecodable: its parse fails
+    summary = ingest(src, FabricHome(fabric_home.root))
+    assert [f.source_key for f in summary.failed] == ["fs:notes/d.txt"]
+    fabric = Fabric(fabric_home.root)
+    (hit,) = [h for h in fabric.search("deltaunique").results if h.citation.source_key == "fs:notes/d.txt"]
+    assert hit.source_changed == "failed" and "deltaunique" in hit.text
+    assert fabric.resolve(hit.citation).status == "stale"  # the bytes on disk are the new ones
+    (echo,) = [h for h in fabric.search("echounique").results if h.citation.source_key == "fs:notes/e.txt"]
+    assert echo.source_changed is None  # an unchanged file's hit says nothing
+    printed = CliRunner().invoke(app, ["search", "deltaunique", "--home", str(fabric_home.root)])
+    assert "an older version: the file changed since, and its new version failed to parse" in printed.output
+
+    (src / "d.txt").write_text("Delta rewritten with deltafresh words.\n")  # a good version again
+    ingest(src, FabricHome(fabric_home.root))
+    fabric = Fabric(fabric_home.root)
+    assert all(h.citation.source_key != "fs:notes/d.txt" for h in fabric.search("deltaunique").results
+               if "deltaunique" in h.text)
+    (fresh,) = [h for h in fabric.search("deltafresh").results if h.citation.source_key == "fs:notes/d.txt"]
+    assert fresh.source_changed is None and fabric.resolve(fresh.citation).status == "verified"

@@ -28,6 +28,9 @@ FILES = {
     # Invisible format characters inside words: a soft hyphen and a zero-width space (German), a
     # zero-width non-joiner (Persian "I want", written with it as the orthography asks).
     "court.txt": "Das Bundes\u00adverfassungs\u200bgericht entschied über die Beschwerde.\n",
+    # Latin words glued to Japanese, as Japanese prose writes them (a hostile trial, 2026-12-05: the
+    # word channel matched `python`, the highlighter saw one word `これはpythonのコードです`).
+    "mixed.txt": "これはPythonのコードです。Dockerを使ってデプロイします。\n",
     "fa.txt": "\u0645\u06cc\u200c\u062e\u0648\u0627\u0647\u0645 \u06a9\u062a\u0627\u0628 \u0628\u062e\u0648\u0627\u0646\u0645.\n",
 }
 ABSENT = ["zzqxv wqzzk", "quantum chromodynamics gluon", "曹操"]
@@ -59,7 +62,7 @@ def _check_pack(pack):
 
 
 @pytest.mark.parametrize("query", ["犍陀多", "認証トークン", "桃園", "lighthouse keeper", "keeper -sourdough",
-                                   '"the lamp"', "陀多 地獄"])
+                                   '"the lamp"', "陀多 地獄", "python", "Docker デプロイ"])
 def test_lexical_hits_always_carry_a_highlight(fabric, query):
     """guards against: a lexical match with no highlighted evidence (issue 19: ``犍陀多`` and
     ``認証トークン`` came back from the word channel's bigrams with no highlighted segment)."""
