@@ -1,7 +1,8 @@
 """Change detection and acquisition for folder sources.
 
 A scan walks every registered root without following symlinks, prescreens
-each file by ``(mtime_ns, size)`` against the catalog, checks its size against
+each file by ``(mtime_ns, size)`` against the catalog (and hashes one whose inode
+changed since the last scan began even so), checks its size against
 the caps before reading it, confirms a change by hashing the bytes while
 streaming them into the artifact store, and records the acquisition. It
 reports new, changed, moved, deleted and unsupported sources, every file or
@@ -29,7 +30,7 @@ from fabric_resources import identity
 from fabric_resources.artifact_store import ArtifactTooLarge, NotARegularFile, file_digest
 from fabric_resources.catalog import Catalog, SourceRow, str_map
 from fabric_resources.home import FabricHome
-from fabric_resources.schema import LAST_SCAN_STATE, SCAN_SKIPPED_STATE
+from fabric_resources.schema import LAST_SCAN_STATE, LAST_TIME, SCAN_SKIPPED_STATE
 
 #: Catalog state: the parser identities (name → [name, version, config hash]) the last completed
 #: scan pointed every unchanged source at. While they hold, no unchanged file needs its parse ID
@@ -88,6 +89,18 @@ def _known_sources(catalog: Catalog, purge_mark: list[int]) -> tuple[dict[str, S
             return rows, n
     n, _ = catalog.change_marks()  # before reading: a row written meanwhile is read again next time
     return {s.source_key: s for s in catalog.sources()}, n
+
+
+def _changed_since(catalog: Catalog) -> int:
+    """Unix nanoseconds: a file whose inode changed after this (``st_ctime_ns``) is hashed even when
+    its size and modification time are as recorded. The last scan's start (its end for a record
+    from before starts were kept: a file written during that scan is then trusted, as before); no
+    last scan, or one of another shape, checks no file this way (every source is new then)."""
+    last = catalog.state(LAST_SCAN_STATE, memo=True)
+    when = last.get("started_at", last.get("at")) if isinstance(last, dict) else None
+    if not isinstance(when, (int, float)) or isinstance(when, bool) or not 0 <= when <= LAST_TIME:
+        return 2**63 - 1
+    return int(when * 1e9)
 
 
 class PathOutsideRoot(ValueError):
@@ -172,6 +185,7 @@ def scan(home: FabricHome) -> ScanReport:
     cfg = home.config
     catalog = home.catalog
     now = time.time()
+    changed_since = _changed_since(catalog)
     vanished_by_hash: dict[str, str] = {}
     new_keys_by_hash: dict[str, str] = {}
     known_runs = catalog.parse_ids()
@@ -239,9 +253,12 @@ def scan(home: FabricHome) -> ScanReport:
                 report.withheld.append(key)
             unchanged = (prev and prev.state == "present" and prev.mtime_ns == storable_mtime(st.st_mtime_ns)
                          and prev.size == st.st_size)
-            if unchanged and storable_mtime(st.st_mtime_ns) != st.st_mtime_ns:
+            if unchanged and (storable_mtime(st.st_mtime_ns) != st.st_mtime_ns or st.st_ctime_ns > changed_since):
                 # Every date past 2262 (or before 1677) is recorded at the same bound, so an equal
-                # date says nothing: such a file counts as unchanged only if its bytes hash the same.
+                # date says nothing; and a file written since the last scan began whose size and
+                # date are as recorded (`cp -p`, `rsync -t`, `tar x`, `touch -d` set the old date back;
+                # none can set the inode's change time) may hold other bytes. Such a file counts as
+                # unchanged only if its bytes hash the same.
                 unchanged = file_digest(file_path) == prev.source_hash
             if unchanged and not parsers_unchanged and _repoint_if_parser_changed(
                     catalog, cfg, prev, withheld, parser_identities, now):
@@ -332,7 +349,7 @@ def scan(home: FabricHome) -> ScanReport:
     report.parse_ids_to_run = [p for p in pending if p in awaited]
     _record_skipped(catalog, report.skipped, unwalked)
     scan_id = uuid.uuid4().hex
-    catalog.set_state(LAST_SCAN_STATE, {"at": time.time(), "scan_id": scan_id, "changes": len(report.new)
+    catalog.set_state(LAST_SCAN_STATE, {"at": time.time(), "started_at": now, "scan_id": scan_id, "changes": len(report.new)
                                         + len(report.changed) + len(report.deleted) + len(report.moved)})
     # The rows as read at the start: those this scan wrote have later change numbers, read next time.
     key = catalog.describe()

@@ -417,3 +417,29 @@ def test_a_root_swapped_for_a_symlink_is_not_walked_and_its_sources_are_kept(tmp
     ((key, reason),) = report.skipped
     assert key == "fs:docs/" and reason.startswith("root-is-symlink: ") and str(outside) in reason
     assert {s.source_key: s.state for s in fabric_home.catalog.sources()} == {"fs:docs/x.txt": "access_lost"}
+
+
+def test_a_same_size_edit_with_its_date_set_back_is_seen_and_a_chmod_changes_nothing(tmp_path, fabric_home):
+    """guards against: a file rewritten with bytes of the same size and its modification time put
+    back (`cp -p`, `rsync -t`, `tar x`, `touch -d`) passing the (mtime, size) prescreen for ever, its
+    old text served and its citations stale; and a change of the inode alone (chmod) re-parsing."""
+    import time
+
+    from fabric_assets.sources.scan import scan
+
+    src = tmp_path / "notes"
+    src.mkdir()
+    (src / "c.txt").write_text("charlieunique is here\n")
+    (src / "k.txt").write_text("kept as it is\n")
+    fabric_home.catalog.register_root(src)
+    assert sorted(scan(fabric_home).new) == ["fs:notes/c.txt", "fs:notes/k.txt"]
+    time.sleep(0.01)  # the inode change lands after the last scan began, whatever the clock's grain
+    before = os.stat(src / "c.txt")
+    (src / "c.txt").write_text("charlieswaped is here\n")  # same size
+    os.utime(src / "c.txt", ns=(before.st_atime_ns, before.st_mtime_ns))
+    after = os.stat(src / "c.txt")
+    assert (after.st_size, after.st_mtime_ns) == (before.st_size, before.st_mtime_ns)
+    os.chmod(src / "k.txt", 0o600)  # the inode changes, the bytes do not
+    report = scan(fabric_home)
+    assert report.changed == ["fs:notes/c.txt"] and report.touched == [] and report.new == []
+    assert scan(fabric_home).changed == []  # once seen, the next scan trusts (mtime, size) again
