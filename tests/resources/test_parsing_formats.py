@@ -6,6 +6,7 @@ end-to-end ingest of formats/ is part of tests/e2e/test_corpus_e2e.py.
 
 from __future__ import annotations
 
+import codecs
 import io
 import shutil
 import zlib
@@ -444,6 +445,68 @@ def test_an_html_paragraph_holding_a_control_or_format_character_is_kept(char):
     persian = ("<p>این یک متن فارسی است که می\u200cخواهیم آن را بخوانیم.</p>"
                "<p>پاراگراف دوم با نیم\u200cفاصله\u200cهای بیشتر و کلمات بیشتر.</p>")
     assert len(parse_html(f"<html><body>{persian}</body></html>".encode(), config).units) == 2
+
+
+def test_a_binary_file_named_html_fails_undecodable_by_the_text_parsers_rule():
+    """guards against (hostile trial, 2027-01): a PDF or random bytes named ``.html``/``.htm``
+    decoded as windows-1252 with replacement, NULs stripped, and parsed as active with stream
+    garbage as units. The page fails ``undecodable`` with the reason the plain-text parser gives
+    the same bytes (one rule, not a second one that could drift)."""
+    import random
+
+    from fabric_resources.parsing.html.parser import parse_html
+    from fabric_resources.parsing.text.decoding import decode_text
+
+    config = HtmlParserConfig(isolation=IN_PROCESS)
+    noise = random.Random(7).randbytes(3000)
+    for data in (_read("pdf/ja-jo.pdf"), noise, noise.replace(b"\x00", b"")):
+        with pytest.raises(ParseError) as as_html:
+            parse_html(data, config)
+        with pytest.raises(ParseError) as as_text:
+            decode_text(data)
+        assert as_html.value.reason == "undecodable" and str(as_html.value) == str(as_text.value)
+    assert "binary: NUL byte at offset" in str(as_html.value) or "tried" in str(as_html.value)
+    # A page in a legacy encoding without a declaration is still read, as the text parser reads it.
+    western = "<html><body><p>Caf\u00e9 cr\u00e8me, na\u00efve fa\u00e7ade \u2014 a Western page.</p></body></html>"
+    doc = parse_html(western.encode("cp1252"), config)
+    assert doc.encoding == "cp1252" and doc.units[0].text.startswith("Caf\u00e9 cr\u00e8me")
+
+
+_LATIN_PAGE = ("<html><head><meta charset=\"{}\"></head><body><p>htmlcharsetmarker caf\u00e9 \\u0041BC text "
+               "long enough to be main content paragraph here ok.</p></body></html>")
+
+
+@pytest.mark.parametrize("label", ["utf-16", "UTF-16LE", " utf-16be ", "unicode", "ucs-2",  # WHATWG: UTF-8
+                                   "unicode_escape", "raw_unicode_escape", "rot13", "base64", "hex", "zlib",
+                                   "utf-32", "utf-7", "punycode", "idna", "no-such-codec"])  # not WHATWG labels
+def test_a_declared_charset_is_read_by_the_whatwg_label_table_only(label):
+    """guards against (hostile trial, 2027-01): ``<meta charset="utf-16">`` on a page whose bytes
+    are not UTF-16 decoding the whole page as UTF-16 (mojibake, active, its words unsearchable),
+    and any Python codec a page names (``unicode_escape``...) being run on its bytes. A declared
+    UTF-16 means UTF-8 (HTML prescan); a name that is no WHATWG label is ignored."""
+    from fabric_resources.parsing.html.parser import parse_html
+
+    for pad in ("", " "):  # an odd length alone makes a UTF-16 reading fail
+        data = (_LATIN_PAGE.format(label) + pad).encode("cp1252")
+        doc = parse_html(data, HtmlParserConfig(isolation=IN_PROCESS))
+        assert doc.encoding == "cp1252"  # UTF-8 failed (the é byte), so the undeclared detection read it
+        assert [u.text for u in doc.units] == [
+            "htmlcharsetmarker caf\u00e9 \\u0041BC text long enough to be main content paragraph here ok."]
+
+
+def test_whatwg_labels_decode_with_the_standards_encoding_and_a_bom_still_wins():
+    from fabric_resources.parsing.html.encoding import LABELS, decode_html
+
+    assert all(codecs.lookup(codec) for codec in LABELS.values())  # no label names a missing codec
+    assert len(LABELS) >= 219 and "utf-16" in LABELS and "unicode_escape" not in LABELS
+    cyrillic = "<p>\u041f\u0440\u0438\u0432\u0435\u0442, \u043c\u0438\u0440</p>"
+    for label, codec in (("KOI8-R", "koi8_r"), ("windows-1251", "cp1251"), ("cyrillic", "iso8859_5")):
+        page = f'<meta http-equiv="Content-Type" content="text/html; charset={label}">{cyrillic}'
+        assert decode_html(page.encode(codec)) == (page, codec)
+    # latin1 is windows-1252 in the standard: 0x80 is the euro sign
+    assert decode_html(b'<meta charset=latin1><p>5 \x80</p>')[0].endswith("5 \u20ac</p>")
+    page = '<meta charset="utf-8"><p>\u00e9t\u00e9</p>'
+    assert decode_html(codecs.BOM_UTF16_LE + page.encode("utf-16-le")) == (page, "utf-16")
 
 
 def test_html_main_text_scores_on_the_labelled_pages(capsys):

@@ -12,7 +12,6 @@ element. Scripts, styles, templates and forms never yield text.
 
 from __future__ import annotations
 
-import codecs
 import re
 import unicodedata
 from collections import Counter
@@ -23,6 +22,7 @@ from lxml import etree
 
 from fabric_resources.parsing.document import ParsedDocument, ParsedUnit, ParseError
 from fabric_resources.parsing.html import MEDIA_TYPE, PARSER_NAME, PARSER_VERSION
+from fabric_resources.parsing.html.encoding import decode_html
 from fabric_resources.parsing.lxml_limits import raise_on_resource_limit
 
 if TYPE_CHECKING:
@@ -39,8 +39,6 @@ _CONTAINERS = {"html", "body", "div", "section", "article", "main", "header", "f
                "center", "font", "span"} - {"span"}
 _BLOCKS = set(_LEAF_KINDS) | _CONTAINERS
 _WS = re.compile(r"\s+")
-_CHARSET = re.compile(rb"""<meta[^>]+charset\s*=\s*["']?\s*([A-Za-z0-9._:-]+)""", re.IGNORECASE)
-_XML_DECL = re.compile(r"^\s*<\?xml[^>]*\?>")
 #: Below this many characters an element must equal a whole line of the main text (not just occur in it).
 _SHORT = 40
 
@@ -64,7 +62,9 @@ def parse_html(data: bytes, config: "HtmlParserConfig", media_type: str = MEDIA_
     Raises
     ------
     ParseError
-        ``empty-file``, ``too-large``, ``malformed-html`` (no document lxml can build),
+        ``empty-file``, ``too-large``, ``undecodable`` (binary bytes, e.g. a PDF named ``.html``:
+        :func:`~fabric_resources.parsing.html.encoding.decode_html`), ``malformed-html`` (no
+        document lxml can build),
         ``cap-depth`` (deeper than ``config.max_depth``, or than the 256 libxml2 reads),
         ``cap-parser-limit`` (another libxml2 limit: :mod:`fabric_resources.parsing.lxml_limits`).
     """
@@ -93,26 +93,6 @@ def parse_html(data: bytes, config: "HtmlParserConfig", media_type: str = MEDIA_
         language=lang.split("-")[0].lower() if lang else None, encoding=encoding,
         metadata={"main_text": config.main_text, "elements": walker.seen, "dropped_elements": walker.dropped},
     )
-
-
-def decode_html(data: bytes) -> tuple[str, str]:
-    """Bytes -> text: a BOM, else strict UTF-8, else the ``<meta charset>`` the page declares,
-    else windows-1252 (what browsers assume), replacing undecodable bytes only in that last case."""
-    for bom, name in ((codecs.BOM_UTF8, "utf-8-sig"), (codecs.BOM_UTF16_LE, "utf-16"), (codecs.BOM_UTF16_BE, "utf-16")):
-        if data.startswith(bom):
-            return data.decode(name, errors="replace"), name
-    try:
-        return _XML_DECL.sub("", data.decode("utf-8")), "utf-8"
-    except UnicodeDecodeError:
-        pass
-    declared = _CHARSET.search(data[:4096])
-    if declared:
-        try:
-            name = codecs.lookup(declared.group(1).decode("ascii")).name
-            return _XML_DECL.sub("", data.decode(name)), name
-        except (LookupError, UnicodeDecodeError, ValueError):
-            pass
-    return _XML_DECL.sub("", data.decode("cp1252", errors="replace")), "cp1252"
 
 
 def main_text(text: str) -> tuple[str, Counter[str]] | None:
