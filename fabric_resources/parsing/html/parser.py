@@ -7,7 +7,10 @@ the result depends on these bytes alone): measured on
 rule (README, "Formats"). The walk is lxml's: every block element (paragraph,
 heading, list item, table cell, preformatted, quote) whose text trafilatura
 kept becomes a unit with its element path, so a citation points at the
-element. Scripts, styles, templates and forms never yield text.
+element. A table cell, whose text trafilatura writes inside a "| a | b |" row line
+rather than as a line of its own, is kept when it is a cell of those rows and its table is one
+trafilatura kept (most of its cells are in them). Scripts, styles, templates and forms never
+yield text.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from __future__ import annotations
 import re
 import unicodedata
 from collections import Counter
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import lxml.html
@@ -39,6 +43,12 @@ _CONTAINERS = {"html", "body", "div", "section", "article", "main", "header", "f
                "center", "font", "span"} - {"span"}
 _BLOCKS = set(_LEAF_KINDS) | _CONTAINERS
 _WS = re.compile(r"\s+")
+_CELL_BAR = re.compile(r"(?<!\\)\|")  # a column bar of trafilatura's table rows; "\|" is a bar in a cell
+_RULE = re.compile(r"-*")
+#: Share of a table's cells that trafilatura's rows must hold for the table to count as kept
+#: (_Walker._main_table). A judgement, not a fit: on ../shared the one table trafilatura kept rows
+#: of is a Wikipedia sidebar (1 of its 14 cells); an article's table it keeps has all of them.
+_MAIN_TABLE_SHARE = 0.5
 #: Below this many characters an element must equal a whole line of the main text (not just occur in it).
 _SHORT = 40
 
@@ -95,9 +105,23 @@ def parse_html(data: bytes, config: "HtmlParserConfig", media_type: str = MEDIA_
     )
 
 
-def main_text(text: str) -> tuple[str, Counter[str]] | None:
-    """trafilatura's main text of the page, whitespace-collapsed, and how often each of its lines
-    occurs; ``None`` when it finds none (then every block element counts as main text)."""
+@dataclass
+class MainText:
+    """trafilatura's main text of a page, as elements are matched against it (:func:`_match_key`).
+
+    ``joined``: the whole text, whitespace-collapsed. ``lines``: how often each of its lines
+    occurs. ``cells``: how often each table cell occurs in its table rows (trafilatura writes a
+    kept table as lines ``| a | b |``, escaping a ``|`` inside a cell as ``\\|``). The counts are
+    spent as elements match, so each occurrence vouches for one element."""
+
+    joined: str
+    lines: Counter[str]
+    cells: Counter[str]
+
+
+def main_text(text: str) -> MainText | None:
+    """trafilatura's main text of the page (:class:`MainText`); ``None`` when it finds none (then
+    every block element counts as main text)."""
     import trafilatura
 
     extracted = trafilatura.extract(text, include_comments=False, include_tables=True, deduplicate=False,
@@ -106,7 +130,14 @@ def main_text(text: str) -> tuple[str, Counter[str]] | None:
         return None
     lines = Counter(_match_key(line) for line in extracted.splitlines())
     lines.pop("", None)
-    return _match_key(extracted), lines
+    cells: Counter[str] = Counter()
+    for line, count in lines.items():
+        if len(line) > 1 and line[0] == "|" and line[-1] == "|":
+            row = [_match_key(cell.replace("\\|", "|")) for cell in _CELL_BAR.split(line[1:-1])]
+            if not all(_RULE.fullmatch(cell) for cell in row):  # not the |---|---| below a head row
+                for cell in filter(None, row):
+                    cells[cell] += count
+    return MainText(_match_key(extracted), lines, cells)
 
 
 def _match_key(text: str) -> str:
@@ -122,37 +153,55 @@ def _match_key(text: str) -> str:
 
 
 class _Walker:
-    def __init__(self, tree, main: tuple[str, Counter[str]] | None, max_depth: int) -> None:
+    def __init__(self, tree, main: MainText | None, max_depth: int) -> None:
         self.tree = tree
         self.main = main
         self.max_depth = max_depth
         self.units: list[ParsedUnit] = []
         self.sections: list[tuple[int, str]] = []
         self.tables: dict[Any, int] = {}
+        self.main_tables: dict[Any, bool] = {}
         self.seen = 0
         self.dropped = 0
 
-    def keep(self, text: str) -> bool:
+    def keep(self, text: str, table=None) -> bool:
+        """Whether ``text`` (an element's; ``table``: the table whose cell holds it) is main text."""
         if self.main is None:
             return True
-        joined, lines = self.main
+        main = self.main
         text = _match_key(text)
         if not text:
             return False
+        # A cell of a table trafilatura kept is main text when one of its rows holds it: it writes
+        # rows as "| a | b |" lines, so a short cell never equals a whole line (all were dropped).
+        if table is not None and self._main_table(table) and main.cells[text] > 0:
+            main.cells[text] -= 1
+            return True
         if len(text) < _SHORT:
             # A short text must be a whole line of the main text, and each such line vouches for as
             # many elements as it occurs (a sidebar "Contents" does not ride on the article's heading).
-            if lines[text] > 0:
-                lines[text] -= 1
+            if main.lines[text] > 0:
+                main.lines[text] -= 1
                 return True
             return False
-        if text in joined:
+        if text in main.joined:
             return True
         # trafilatura rewrites some whitespace and inline markup: keep an element most of whose
         # word runs it kept.
         words = text.split(" ")
         pieces = [" ".join(words[i:i + 6]) for i in range(0, len(words), 6)]
-        return sum(piece in joined for piece in pieces) >= 0.5 * len(pieces)
+        return sum(piece in main.joined for piece in pieces) >= 0.5 * len(pieces)
+
+    def _main_table(self, table) -> bool:
+        """Whether trafilatura kept ``table``: at least half of its cells' texts are cells of its
+        rows. A sidebar or navigation box it kept one or two rows of (a title, a "venues" link
+        on a Wikipedia page) is not, so its short cells still need a whole line of their own."""
+        if table not in self.main_tables:
+            keys = Counter(k for c in table.iter("td", "th") if _cell_table(c) is table
+                           and (k := _match_key(_inline_text(c))))
+            held = sum(min(n, self.main.cells[k]) for k, n in keys.items())
+            self.main_tables[table] = held >= _MAIN_TABLE_SHARE * sum(keys.values())
+        return self.main_tables[table]
 
     def walk(self, el, depth: int) -> None:
         if depth > self.max_depth:
@@ -186,7 +235,7 @@ class _Walker:
         if not text:
             return 0
         self.seen += 1
-        if not self.keep(raw):
+        if not self.keep(raw, _cell_table(el)):
             self.dropped += 1
             return 1
         locator = {"element_path": self.tree.getpath(el), "text_run": number}
@@ -206,7 +255,7 @@ class _Walker:
         if not text:
             return
         self.seen += 1
-        if not self.keep(check):
+        if not self.keep(check, _cell_table(el)):
             self.dropped += 1
             return
         kind = _LEAF_KINDS[tag]
@@ -228,6 +277,17 @@ class _Walker:
                           "header": tag == "th"}
             locator.update({k: attributes[k] for k in ("table", "row", "col")})
         self.units.append(ParsedUnit(kind, text, locator, self.path(), attributes))
+
+
+def _cell_table(el):
+    """The table whose cell ``el`` is or is inside (the nearest one), else ``None``."""
+    in_cell = False
+    for a in (el, *el.iterancestors()):
+        tag = a.tag.lower() if isinstance(a.tag, str) else ""
+        in_cell = in_cell or tag in ("td", "th")
+        if tag == "table":
+            return a if in_cell else None
+    return None
 
 
 def _inline_text(el) -> str:
