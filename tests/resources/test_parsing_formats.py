@@ -447,6 +447,26 @@ def test_an_html_paragraph_holding_a_control_or_format_character_is_kept(char):
     assert len(parse_html(f"<html><body>{persian}</body></html>".encode(), config).units) == 2
 
 
+def test_an_element_marked_hidden_yields_no_text_and_until_found_does():
+    """guards against (hostile trial 5, 2026-12-05): text a browser never renders (the ``hidden``
+    attribute, on a block, a container or an inline element) indexed and cited from a page where no
+    reader sees it, while ``display:none`` text was dropped; ``hidden="until-found"`` text, which
+    find-in-page reveals, lost."""
+    from fabric_resources.parsing.html.parser import parse_html
+
+    body = ("<article><h1>Harbour notes</h1>"
+            "<p>The harbour master counted the herring boats at dawn and wrote the tally down.</p>"
+            "<p hidden>Hiddenblock instructions the reader never sees, long enough to be main text.</p>"
+            "<div hidden=''><p>Hiddencontainer paragraph inside a hidden division of the page.</p></div>"
+            "<p>Gulls argued over the nets <span hidden>hiddeninline</span>while lanterns swung above the quay.</p>"
+            "<p hidden='until-found'>Untilfound paragraph that find-in-page reveals to the reader.</p>"
+            "</article>")
+    doc = parse_html(f"<html><body>{body}</body></html>".encode(), HtmlParserConfig(isolation=IN_PROCESS))
+    text = " ".join(u.text for u in doc.units)
+    assert "herring" in text and "lanterns swung" in text and "Untilfound" in text
+    assert not any(w in text for w in ("Hiddenblock", "Hiddencontainer", "hiddeninline")), text
+
+
 def test_a_binary_file_named_html_fails_undecodable_by_the_text_parsers_rule():
     """guards against (hostile trial, 2027-01): a PDF or random bytes named ``.html``/``.htm``
     decoded as windows-1252 with replacement, NULs stripped, and parsed as active with stream

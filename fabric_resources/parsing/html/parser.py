@@ -9,8 +9,8 @@ heading, list item, table cell, preformatted, quote) whose text trafilatura
 kept becomes a unit with its element path, so a citation points at the
 element. A table cell, whose text trafilatura writes inside a "| a | b |" row line
 rather than as a line of its own, is kept when it is a cell of those rows and its table is one
-trafilatura kept (most of its cells are in them). Scripts, styles, templates and forms never
-yield text.
+trafilatura kept (most of its cells are in them). Scripts, styles, templates, forms and elements
+marked ``hidden`` never yield text.
 """
 
 from __future__ import annotations
@@ -207,7 +207,7 @@ class _Walker:
         if depth > self.max_depth:
             raise ParseError("cap-depth", f"elements nested deeper than {self.max_depth}")
         tag = el.tag if isinstance(el.tag, str) else None
-        if tag is None or tag.lower() in _SKIP:
+        if tag is None or tag.lower() in _SKIP or _hidden(el):
             return
         tag = tag.lower()
         if tag in _LEAF_KINDS and not self._has_block(el):
@@ -221,7 +221,7 @@ class _Walker:
                 runs += self.loose(el, run, runs)
                 run = []
                 self.walk(child, depth + 1)
-            elif ctag is not None and ctag not in _SKIP:
+            elif ctag is not None and ctag not in _SKIP and not _hidden(child):
                 run.append(_inline_text(child))
             run.append(child.tail or "")
         self.loose(el, run, runs)
@@ -279,6 +279,14 @@ class _Walker:
         self.units.append(ParsedUnit(kind, text, locator, self.path(), attributes))
 
 
+def _hidden(el) -> bool:
+    """Not rendered: an element with the ``hidden`` attribute (HTML Standard, "The hidden
+    attribute": the user agent does not render it), but ``hidden="until-found"``, which
+    find-in-page reveals. Its text would be cited from a page where no reader sees it."""
+    value = el.get("hidden")
+    return value is not None and value.strip().lower() != "until-found"
+
+
 def _cell_table(el):
     """The table whose cell ``el`` is or is inside (the nearest one), else ``None``."""
     in_cell = False
@@ -298,7 +306,7 @@ def _inline_text(el) -> str:
         tag = node.tag.lower() if isinstance(node.tag, str) else None
         if tag is None:  # comment or processing instruction
             return
-        if tag in _SKIP:
+        if tag in _SKIP or _hidden(node):
             return
         if tag == "br":
             parts.append("\n")
