@@ -168,7 +168,7 @@ class Fabric:
             skipped=tuple(sorted((catalog.state(SCAN_SKIPPED_STATE, dict, valid=str_map, remedy=RESCAN_REMEDY) or {}).items())),
             partial=tuple(
                 ParseProblem(parse_id=r.parse_id, status=r.status, reason="failed-units",
-                             detail="; ".join(f"page {f.get('page')}: {f.get('reason')}" for f in r.counts["failed_units"]),
+                             detail=unread_detail(r.counts["failed_units"]),
                              sources=tuple(by_parse.get(r.parse_id, ())))
                 for r in runs if r.status == "ready" and r.counts.get("failed_units") and r.parse_id in by_parse
             ),
@@ -189,3 +189,21 @@ class Fabric:
                 out.append(f"{name} version {version}: "
                            + ("not found" if "not found" in str(exc).lower() else type(exc).__name__))
         return tuple(out)
+
+
+def unread_detail(failed_units: list[dict[str, Any]]) -> str:
+    """``"<where>: <reason>; …"``: what a partly read parse left unread, from its catalog counts
+    (``failed_units``, written from :attr:`ParsedDocument.unread
+    <fabric_resources.parsing.document.ParsedDocument>`).
+
+    Parses stored before the parts carried ``where`` were PDFs, naming a page:
+
+    >>> unread_detail([{"where": "slide 1: Table 4", "reason": "KeyError: 'rId9'"},
+    ...                {"page": 3, "reason": "ocr-unavailable"}])
+    "slide 1: Table 4: KeyError: 'rId9'; page 3: ocr-unavailable"
+    """
+    parts = []
+    for failed in failed_units:
+        where = failed.get("where") or f"page {failed.get('page')}"
+        parts.append(f"{where}: {failed.get('reason')}")
+    return "; ".join(parts)

@@ -283,8 +283,9 @@ class Status(BaseModel):
     #: (path, reason) of what the last scan found but could not take in (too-large, unreadable,
     #: not-a-regular-file, unreadable-folder, name-not-utf-8); see ``schema.SCAN_SKIPPED_STATE``.
     skipped: tuple[tuple[str, str], ...] = ()
-    #: Parses that are searchable but left parts unread (e.g. image-only PDF pages without OCR):
-    #: reason ``failed-units``, detail lists them (``page 3: ocr-unavailable; …``).
+    #: Parses that are searchable but left parts unread (image-only PDF pages without OCR, a PPTX
+    #: shape or a DOCX part python-pptx/python-docx cannot read): reason ``failed-units``, detail
+    #: lists them (``page 3: ocr-unavailable; slide 2: Table 4: KeyError: …``).
     partial: tuple[ParseProblem, ...] = ()
     #: Freshness: when the last source scan ran (unix time; None before any) and when the current
     #: release was published.

@@ -111,8 +111,8 @@ def units_and_relationships(context: dg.AssetExecutionContext, fabric: FabricHom
         step.verdict(UNIT_IDS_ARE_UNIQUE, pk, {"passed": unique["passed"] and nonempty["passed"],
                                               "detail": f"{unique['detail']}; {nonempty['detail']}"})
         counts = {"units": units.num_rows, "relationships": rels.num_rows}
-        if doc.metadata.get("failed_units"):  # parts the parser could not read (e.g. image-only PDF pages)
-            counts["failed_units"] = doc.metadata["failed_units"][:100]
+        if doc.unread:  # parts the parser could not read (image-only PDF pages, a PPTX shape): "partly read"
+            counts["failed_units"] = [{"where": p.where, "reason": p.reason} for p in doc.unread[:100]]
         statuses.append(StatusUpdate(pk, "parsed", counts=counts, language=parsed.language.language))
         repairs = sum(u.attributes.get("decoding_repairs", 0) for u in doc.units)
         meta = {"parser": f"{doc.parser_name}/{doc.parser_version}", "encoding": doc.encoding or "",

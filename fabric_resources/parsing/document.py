@@ -15,6 +15,7 @@ end-exclusive.
 from __future__ import annotations
 
 import functools
+import re
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -79,10 +80,37 @@ ParseErrorReason = Literal[
 DETAIL_CHARS = 500
 
 
+# " at 0x7f5b30516d40" inside an object repr ("<_io.BytesIO object at 0x…>", "<Element p at 0x…>").
+_OBJECT_ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+(?=>)")
+
+
+def stable_text(text: str) -> str:
+    """``text`` without the memory addresses of the object reprs it quotes.
+
+    Library messages quote their arguments (python-pptx: ``file '<_io.BytesIO object at
+    0x7f…>' is not a PowerPoint file``); the address differs on every run, and a failure reason
+    must read the same each time the same bytes are parsed.
+
+    >>> stable_text("file '<_io.BytesIO object at 0x7f5b30516d40>' is not a PowerPoint file")
+    "file '<_io.BytesIO object>' is not a PowerPoint file"
+    """
+    return _OBJECT_ADDRESS.sub("", text)
+
+
+def exception_text(exc: BaseException) -> str:
+    """``"<Type>: <message>"`` of ``exc``, without memory addresses (:func:`stable_text`): the
+    reason given for a part of a document that could not be read."""
+    return stable_text(f"{type(exc).__name__}: {exc}")
+
+
 class ParseError(Exception):
-    """Bad input: the parse run fails with ``reason`` (a stable name) and ``detail``."""
+    """Bad input: the parse run fails with ``reason`` (a stable name) and ``detail``.
+
+    ``detail`` is kept without memory addresses (:func:`stable_text`), whoever wrote it.
+    """
 
     def __init__(self, reason: ParseErrorReason, detail: str = "") -> None:
+        detail = stable_text(detail)
         super().__init__(f"{reason}: {detail}" if detail else reason)
         self.reason = reason
         self.detail = detail
@@ -98,7 +126,7 @@ def describe_exception(exc: BaseException) -> str:
     name = kind.__qualname__ if kind.__module__ == "builtins" else f"{kind.__module__}.{kind.__qualname__}"
     frames = traceback.extract_tb(exc.__traceback__)
     where = f" (at {PurePath(frames[-1].filename).name}:{frames[-1].lineno})" if frames else ""
-    return f"{name}: {exc}"[: DETAIL_CHARS - len(where)] + where
+    return stable_text(f"{name}: {exc}")[: DETAIL_CHARS - len(where)] + where
 
 
 _P = ParamSpec("_P")
@@ -176,8 +204,33 @@ class ParsedRelationship:
 
 
 @dataclass(frozen=True)
+class UnreadPart:
+    """A part of a document its parser could not read, in a parse that still has units.
+
+    Such a parse is searchable and reported as partly read (``fabric status``, the ingest
+    summary): ``"<where>: <reason>"``.
+
+    Attributes
+    ----------
+    where : str
+        The part as a reader finds it: ``"page 3"`` (PDF), ``"slide 2: Table 4"`` (PPTX),
+        ``"table 1"`` (DOCX).
+    reason : str
+        A named reason (``ocr-unavailable``) or the library's objection
+        (:func:`exception_text`).
+    """
+
+    where: str
+    reason: str
+
+
+@dataclass(frozen=True)
 class ParsedDocument:
-    """A parser's whole output for one content object."""
+    """A parser's whole output for one content object.
+
+    ``unread`` lists the parts the parser skipped because it could not read them; each format
+    defines them once, in its parser (its ``metadata`` may describe them in more detail).
+    """
 
     parser_name: str
     parser_version: str
@@ -188,3 +241,4 @@ class ParsedDocument:
     language: str | None = None
     encoding: str | None = None
     metadata: dict[str, Any] = field(default_factory=dict)
+    unread: list[UnreadPart] = field(default_factory=list)

@@ -28,7 +28,7 @@ from typing import Any
 from types import SimpleNamespace
 from typing import TYPE_CHECKING
 
-from fabric_resources.parsing.document import ParsedDocument, ParsedRelationship, ParsedUnit, ParseError
+from fabric_resources.parsing.document import ParsedDocument, ParsedRelationship, ParsedUnit, ParseError, UnreadPart
 
 if TYPE_CHECKING:  # not imported in the child: pydantic alone costs it ~0.1-0.3 s per document
     from pydantic import BaseModel
@@ -117,8 +117,9 @@ def document_from_json(data: dict[str, Any]) -> ParsedDocument:
              for u in data["units"]]
     rels = [ParsedRelationship(r["kind"], r["source_index"], r["target_index"], r["attributes"])
             for r in data["relationships"]]
-    rest = {k: v for k, v in data.items() if k not in ("units", "relationships")}
-    return ParsedDocument(units=units, relationships=rels, **rest)
+    unread = [UnreadPart(p["where"], p["reason"]) for p in data["unread"]]
+    rest = {k: v for k, v in data.items() if k not in ("units", "relationships", "unread")}
+    return ParsedDocument(units=units, relationships=rels, unread=unread, **rest)
 
 
 def config_view(data: Any) -> Any:

@@ -1,13 +1,15 @@
-"""Admission of Office Open XML packages (DOCX, PPTX): a zip, checked under caps before any read.
+"""Office Open XML (DOCX, PPTX): admission of a package, and reading its numeric attributes.
 
-Shared by the DOCX and PPTX plug-ins. The checks mirror the EPUB archive step: member count,
-declared decompressed bytes, per-member compression ratio; a password-protected Office file is an
-OLE compound file (not a zip) and is named ``encrypted``.
+Shared by the DOCX and PPTX plug-ins. Admission: a zip, checked under caps before any read; the
+checks mirror the EPUB archive step: member count, declared decompressed bytes, per-member
+compression ratio; a password-protected Office file is an OLE compound file (not a zip) and is
+named ``encrypted``.
 """
 
 from __future__ import annotations
 
 import io
+import re
 import zipfile
 
 from fabric_resources.parsing.document import ParseError
@@ -51,3 +53,26 @@ def admit_package(data: bytes, config, kind: str) -> None:
             raise ParseError("cap-compression-ratio", f"{info.filename}: {info.file_size}/{info.compress_size}")
         if info.flag_bits & 0x1:
             raise ParseError("encrypted", f"{info.filename}: zip encryption flag")
+
+
+# ST_DecimalNumber is an xsd:int: optional sign, ASCII digits, surrounding XML whitespace. Not
+# str.isdigit (it accepts "²", which int() refuses) nor int() alone (it accepts "٣" and "1_0", and
+# refuses more than 4,300 digits): leading zeros aside, at most 9 digits, so int() never sees more.
+_DECIMAL_NUMBER = re.compile(r"[ \t\n\r]*([+-]?)0*([0-9]{1,9})[ \t\n\r]*")
+
+
+def decimal_number(value: str | None) -> int | None:
+    """The integer an OOXML ``ST_DecimalNumber`` attribute holds; None when it holds none.
+
+    A value that is not one (``"²"``, ``"x"``, ``"two"``, past 9 digits) is ignored by the
+    caller, as Word ignores it: a bad attribute is an error of that element, not of the file.
+
+    >>> decimal_number("2"), decimal_number(" -1 "), decimal_number("007"), decimal_number("²"), decimal_number(None)
+    (2, -1, 7, None, None)
+    >>> decimal_number("1" * 10), decimal_number("1_0"), decimal_number("٣")
+    (None, None, None)
+    """
+    match = _DECIMAL_NUMBER.fullmatch(value or "")
+    if match is None:
+        return None
+    return int(match.group(1) + match.group(2))

@@ -3,7 +3,8 @@
 One folder holds good documents next to every kind of bad input the hostile trial
 used: an EPUB whose package is a corrupt LZMA member, a parser that raises an
 exception of an unexpected type, a FIFO, a socket, a device node, a file the scan
-cannot open, a file over the size cap, a megabyte on one line, Latin-1 text. It
+cannot open, a file over the size cap, a megabyte on one line, Latin-1 text, a PPTX
+and a DOCX each with one part that cannot be read. It
 is ingested three times through the real CLI / in-process ingest (real Dagster
 runs, Lance tables, tantivy, MiniLM), and each test checks one promise of
 docs/reliability.md on what those ingests left.
@@ -21,6 +22,7 @@ import zipfile
 import pytest
 from conftest import ingest
 from test_parsing_epub import build_epub, xhtml
+from test_parsing_robustness import SLIDE, office_deck, office_document, with_member
 from typer.testing import CliRunner
 
 from fabric_assets.chunking.fine_chunks import MAX_TOKEN_CHARS
@@ -64,6 +66,17 @@ def corrupt_lzma_epub() -> bytes:
     return data
 
 
+def partly_read_docx() -> bytes:
+    """A readable body whose footnotes part is not well-formed XML."""
+    data = with_member(office_document(), "word/_rels/document.xml.rels", "</Relationships>",
+                       '<Relationship Id="rId990" Target="footnotes.xml" Type="http://schemas.openxmlformats.org'
+                       '/officeDocument/2006/relationships/footnotes"/></Relationships>',
+                       extra={"word/footnotes.xml": b"<w:footnotes><unclosed>"})
+    return with_member(data, "[Content_Types].xml", "</Types>",
+                       '<Override PartName="/word/footnotes.xml" ContentType="application/vnd.openxmlformats-'
+                       'officedocument.wordprocessingml.footnotes+xml"/></Types>')
+
+
 @pytest.fixture(scope="module")
 def world(tmp_path_factory):
     """The folder, the home, and what three ingests did to them (see the module docstring)."""
@@ -82,6 +95,10 @@ def world(tmp_path_factory):
     (src / "sub" / "deep.txt").write_text("The harbour master counted the herring boats at dawn.\n")
     (src / "good.epub").write_bytes(build_epub({"ch1.xhtml": xhtml("<p>The keeper wrote the tide tables.</p>")}))
     (src / "bad.epub").write_bytes(corrupt_lzma_epub())
+    # Partly read: a table frame without its table; a footnotes part that is not XML.
+    (src / "partly.pptx").write_bytes(with_member(with_member(office_deck(), SLIDE, "<a:tbl>", "<a:tblGone>"),
+                                                  SLIDE, "</a:tbl>", "</a:tblGone>"))
+    (src / "partly.docx").write_bytes(partly_read_docx())
     os.mkfifo(src / "pipe.txt")
     sock = socket.socket(socket.AF_UNIX)
     sock.bind(str(src / "sock.txt"))
@@ -165,6 +182,24 @@ def test_a_corrupt_lzma_epub_fails_alone_with_a_named_reason_and_ingest_says_so(
     assert {"fs:docs/keeper.txt", "fs:docs/good.epub", "fs:docs/gardien.txt", "fs:docs/tomoru.txt",
             "fs:docs/oneline.txt", "fs:docs/sub/deep.txt"} <= set(release.manifest["sources"])
     assert "fs:docs/bad.epub" not in release.manifest["sources"]
+
+
+def test_a_partly_read_deck_or_document_is_searchable_and_ingest_and_status_name_what_was_lost(world):
+    """guards against: a PPTX shape or a DOCX part skipped in silence — ingest's summary and
+    `fabric status` named only the unread pages of PDFs (their metadata key), so a deck missing a
+    table looked whole."""
+    partial = {s: (p.reason, p.detail) for p in world["status_1"].partial for s in p.sources}
+    reason, detail = partial["fs:docs/partly.pptx"]
+    assert reason == "failed-units" and detail.startswith("slide 1: Table 4: AttributeError: ")
+    reason, detail = partial["fs:docs/partly.docx"]
+    assert reason == "failed-units" and detail.startswith("word/footnotes.xml: XMLSyntaxError: ")
+    output = " ".join(world["first_cli"].output.split())  # the console wraps long lines
+    assert "partly read fs:docs/partly.pptx: slide 1: Table 4" in output
+    assert "partly read fs:docs/partly.docx: word/footnotes.xml" in output
+    active = world["home"].catalog.release(1).manifest["sources"]
+    assert {"fs:docs/partly.pptx", "fs:docs/partly.docx"} <= set(active)
+    assert Fabric(world["home"].root).search("High water at noon").results[0].citation.source_key == \
+        "fs:docs/partly.pptx"
 
 
 def test_any_exception_type_from_a_parser_fails_only_that_document(world):

@@ -1,7 +1,10 @@
 """Issue 13, parser side: bad input fails one document (or one cell) with a named reason, never
-leaks DTD text, never hides a decoding repair, never makes a unit longer than its cap.
+leaks DTD text, never hides a decoding repair, never makes a unit longer than its cap. DOCX and
+PPTX: one bad attribute, shape, slide or part loses at most itself, is listed, and the reason
+reads the same on every run.
 
-Synthetic EPUBs come from the builder in test_parsing_epub; real files from ../shared
+Synthetic EPUBs come from the builder in test_parsing_epub, DOCX and PPTX files from python-docx
+and python-pptx (:func:`office_deck`, :func:`office_document`); real files from ../shared
 (skipped with a reason when absent).
 """
 
@@ -16,11 +19,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_parsing_epub import build_epub, xhtml
 
-from fabric_resources.config import EpubParserConfig, ParserConfig, TextParserConfig
-from fabric_resources.parsing.document import ParseError, bad_input_net
+from fabric_resources.config import EpubParserConfig, IsolationConfig, OoxmlParserConfig, ParserConfig, TextParserConfig
+from fabric_resources.parsing.document import ParseError, UnreadPart, bad_input_net
+from fabric_resources.parsing.docx.parser import parse_docx
 from fabric_resources.parsing.epub.parser import parse_epub
 from fabric_resources.parsing.language import document_language
+from fabric_resources.parsing.isolation import document_from_json, document_to_json
 from fabric_resources.parsing.long_units import split_long_text
+from fabric_resources.parsing.pptx.parser import parse_pptx
 from fabric_resources.parsing.records import unit_rows
 from fabric_resources.parsing.registry import detect_media_type, parser_for
 from fabric_resources.parsing.spec import ParserSpec
@@ -28,6 +34,7 @@ from fabric_resources.parsing.text.parser import decode_text, parse_text
 
 EPUB = EpubParserConfig()
 TEXT = TextParserConfig()
+OOXML = OoxmlParserConfig(isolation=IsolationConfig(mode="in-process"))
 
 
 # --------------------------------------------------------------------------- the safety nets
@@ -187,16 +194,222 @@ def test_plain_text_stays_strict():
 # --------------------------------------------------------------------------- bad attribute values
 
 
-@pytest.mark.parametrize("value", ["\u00b2", "\u0663", "-2", "", "x", "99999999999999999999999"])
+@pytest.mark.parametrize("value", ["\u00b2", "\u0663", "-2", "", "x", "99999999999999999999999", "9" * 5000])
 def test_a_bad_colspan_is_an_error_of_that_cell_only(value):
     """guards against: int("²") (str.isdigit accepts superscripts) failing the whole book as
-    malformed-package."""
+    malformed-package; int() of 5,000 digits (over Python's 4,300-digit limit) failing it as
+    parser-error."""
     body = f'<table><tr><td colspan="{value}">a</td><td>b</td></tr></table><p>after the table</p>'
     doc = parse_epub(build_epub({"a.xhtml": xhtml(body)}), EPUB)
     cells = [u for u in doc.units if u.kind == "table_cell"]
     assert [c.text for c in cells] == ["a", "b"]
     assert cells[1].attributes["col"] >= 1
     assert doc.units[-1].text == "after the table"
+
+
+# --------------------------------------------------------------------------- DOCX and PPTX
+
+
+def office_deck() -> bytes:
+    """Two slides: title, body placeholder, text box and a 2x2 table on slide 1 (and its notes)."""
+    import pptx
+
+    deck = pptx.Presentation()
+    first = deck.slides.add_slide(deck.slide_layouts[1])
+    first.shapes.title.text = "Tides"
+    first.placeholders[1].text = "High water at noon"
+    first.shapes.add_textbox(100, 200, 300, 400).text = "A free text box"
+    table = first.shapes.add_table(2, 2, 0, 3_000_000, 2_000_000, 1_000_000).table
+    for r in range(2):
+        for c in range(2):
+            table.cell(r, c).text = f"cell {r}{c}"
+    first.notes_slide.notes_text_frame.text = "Speak slowly"
+    second = deck.slides.add_slide(deck.slide_layouts[1])
+    second.shapes.title.text = "Ebb"
+    second.placeholders[1].text = "Low water at six"
+    out = io.BytesIO()
+    deck.save(out)
+    return out.getvalue()
+
+
+def office_document() -> bytes:
+    """A heading, a paragraph, a numbered item, a 2x2 table and a last paragraph."""
+    import docx
+
+    document = docx.Document()
+    document.add_heading("Chapter", 1)
+    document.add_paragraph("first para")
+    document.add_paragraph("item one", style="List Number")
+    table = document.add_table(rows=2, cols=2)
+    for r in range(2):
+        for c in range(2):
+            table.cell(r, c).text = f"cell {r}{c}"
+    document.add_paragraph("last para")
+    out = io.BytesIO()
+    document.save(out)
+    return out.getvalue()
+
+
+def with_member(data: bytes, member: str, old: str, new: str, extra: dict[str, bytes] | None = None) -> bytes:
+    """``data`` with ``old`` replaced by ``new`` in ``member`` (which must hold it) and ``extra``
+    members added."""
+    src = zipfile.ZipFile(io.BytesIO(data))
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as zout:
+        for info in src.infolist():
+            body = src.read(info.filename)
+            if info.filename == member:
+                assert old.encode() in body, (member, old)
+                body = body.replace(old.encode(), new.encode(), 1)
+            zout.writestr(info.filename, body)
+        for name, body in (extra or {}).items():
+            zout.writestr(name, body)
+    return out.getvalue()
+
+
+SLIDE = "ppt/slides/slide1.xml"
+FIRST_CELL = "<a:tc><a:txBody><a:bodyPr/><a:lstStyle/><a:p><a:r><a:t>cell 00"
+SECOND_CELL = "<a:tc><a:txBody><a:bodyPr/><a:lstStyle/><a:p><a:r><a:t>cell 01"
+# Each case: a value python-pptx parses only when it is read, and rejects; each once failed the
+# whole deck (parser-error) or lost a shape or slide.
+BAD_SHAPE_ATTRIBUTES = {
+    "offset": (SLIDE, '<a:off x="100" y="200"/>', '<a:off x="abc" y="zz"/>'),
+    "extent": (SLIDE, '<a:ext cx="300" cy="400"/>', '<a:ext cx="q" cy="r"/>'),
+    "rotation": (SLIDE, '<a:xfrm><a:off x="100"', '<a:xfrm rot="bad"><a:off x="100"'),
+    "shape id": (SLIDE, 'id="3" name="Content Placeholder 2"', 'id="x3" name="Content Placeholder 2"'),
+    "placeholder idx": (SLIDE, '<p:ph idx="1"/>', '<p:ph idx="one"/>'),
+    "placeholder type": (SLIDE, '<p:ph type="title"/>', '<p:ph type="bogus"/>'),
+    "text box flag": (SLIDE, 'txBox="1"', 'txBox="yes!"'),
+    "cell gridSpan": (SLIDE, FIRST_CELL, FIRST_CELL.replace("<a:tc>", '<a:tc gridSpan="two">')),
+    "cell rowSpan": (SLIDE, FIRST_CELL, FIRST_CELL.replace("<a:tc>", '<a:tc rowSpan="\u00b2">')),
+    "cell hMerge": (SLIDE, SECOND_CELL, SECOND_CELL.replace("<a:tc>", '<a:tc hMerge="maybe">')),
+    "layout reference": ("ppt/slides/_rels/slide1.xml.rels", "slideLayout2.xml", "slideLayout99.xml"),
+}
+
+
+@pytest.mark.parametrize("case", list(BAD_SHAPE_ATTRIBUTES))
+def test_a_bad_shape_attribute_loses_nothing_of_the_deck(case):
+    """guards against: the reading-order sort (outside the per-shape net) failing the whole deck on
+    one `<a:off y="zz"/>` (parser-error); an unreadable id, placeholder kind, merge flag or layout
+    losing a shape's text, the slide, or the deck."""
+    intact = parse_pptx(office_deck(), OOXML)
+    doc = parse_pptx(with_member(office_deck(), *BAD_SHAPE_ATTRIBUTES[case]), OOXML)
+    assert sorted(u.text for u in doc.units) == sorted(u.text for u in intact.units)
+    assert doc.metadata["skipped_shapes"] == [] and doc.unread == []
+    if case == "shape id":
+        body = next(u for u in doc.units if u.text == "High water at noon")
+        assert body.locator["shape_id"] is None and body.locator["shape_name"] == "Content Placeholder 2"
+
+
+def test_an_unreadable_shape_or_slide_is_skipped_listed_and_the_rest_read():
+    """guards against: one shape python-pptx cannot read (a table frame without its table) or one
+    slide it cannot open (a dangling reference) failing the deck, or going unlisted in ``unread``
+    (what `fabric status` reports as partly read), or the list lost on the way back from the child
+    process."""
+    no_table = with_member(office_deck(), SLIDE, "<a:tbl>", "<a:tblGone>")
+    no_table = with_member(no_table, SLIDE, "</a:tbl>", "</a:tblGone>")
+    doc = parse_pptx(no_table, OOXML)
+    assert {"Tides", "High water at noon", "A free text box", "Speak slowly", "Ebb", "Low water at six"} == \
+        {u.text for u in doc.units}
+    (skipped,) = doc.metadata["skipped_shapes"]
+    assert (skipped["slide"], skipped["shape"]) == (1, "Table 4") and skipped["reason"].startswith("AttributeError: ")
+    assert doc.unread == [UnreadPart("slide 1: Table 4", skipped["reason"])]
+    assert document_from_json(document_to_json(doc)) == doc
+
+    dangling = with_member(office_deck(), "ppt/presentation.xml", 'r:id="rId7"', 'r:id="rId999"')
+    doc = parse_pptx(dangling, OOXML)
+    assert [u.text for u in doc.units] == ["Ebb", "Low water at six"]
+    assert [p.where for p in doc.unread] == ["slide 1"] and "rId999" in doc.unread[0].reason
+    assert doc.metadata["slides"] == 2
+
+
+BODY = "word/document.xml"
+BAD_NUMBERS = {
+    "outlineLvl": ("<w:p><w:r><w:t>first para",
+                   '<w:p><w:pPr><w:outlineLvl w:val="\u00b2"/></w:pPr><w:r><w:t>first para'),
+    "ilvl": ('<w:pStyle w:val="ListNumber"/>', '<w:pStyle w:val="ListNumber"/><w:numPr><w:ilvl w:val="x"/></w:numPr>'),
+    "gridSpan": ('<w:tcW w:type="dxa" w:w="4320"/></w:tcPr><w:p><w:r><w:t>cell 00',
+                 '<w:tcW w:type="dxa" w:w="4320"/><w:gridSpan w:val="two"/></w:tcPr><w:p><w:r><w:t>cell 00'),
+    "gridSpan of 5,000 digits": ('<w:tcW w:type="dxa" w:w="4320"/></w:tcPr><w:p><w:r><w:t>cell 00',
+                                 f'<w:tcW w:type="dxa" w:w="4320"/><w:gridSpan w:val="{"9" * 5000}"/></w:tcPr>'
+                                 "<w:p><w:r><w:t>cell 00"),
+}
+
+
+@pytest.mark.parametrize("case", list(BAD_NUMBERS))
+def test_a_bad_numeric_attribute_in_a_docx_is_ignored_as_word_ignores_it(case):
+    """guards against: int("²") (str.isdigit accepts it), int("x") or int() of 5,000 digits failing
+    the whole document as parser-error, where the attribute alone should be ignored."""
+    doc = parse_docx(with_member(office_document(), BODY, *BAD_NUMBERS[case]), OOXML)
+    kinds = {u.text: (u.kind, u.attributes) for u in doc.units}
+    assert list(kinds) == ["Chapter", "first para", "item one", "cell 00", "cell 01", "cell 10", "cell 11", "last para"]
+    assert kinds["first para"][0] == "paragraph" and kinds["item one"] == ("list_item", {"level": 0})
+    assert kinds["cell 01"][1]["col"] == 1 and doc.unread == []
+
+
+def test_a_valid_numeric_attribute_in_a_docx_still_counts():
+    """guards against: the tolerant reading ignoring good values too (an outline level, a list
+    level, a span)."""
+    data = with_member(office_document(), BODY, "<w:p><w:r><w:t>first para",
+                       '<w:p><w:pPr><w:outlineLvl w:val="1"/></w:pPr><w:r><w:t>first para')
+    data = with_member(data, BODY, '<w:pStyle w:val="ListNumber"/>',
+                       '<w:pStyle w:val="ListNumber"/><w:numPr><w:ilvl w:val=" 2 "/></w:numPr>')
+    data = with_member(data, BODY, '<w:tcW w:type="dxa" w:w="4320"/></w:tcPr><w:p><w:r><w:t>cell 00',
+                       '<w:tcW w:type="dxa" w:w="4320"/><w:gridSpan w:val="3"/></w:tcPr><w:p><w:r><w:t>cell 00')
+    units = {u.text: u for u in parse_docx(data, OOXML).units}
+    assert (units["first para"].kind, units["first para"].attributes) == ("heading", {"level": 2})
+    assert units["item one"].attributes == {"level": 2} and units["cell 01"].attributes["col"] == 3
+
+
+def test_an_unreadable_docx_element_or_notes_part_is_skipped_listed_and_the_rest_read(monkeypatch):
+    """guards against: a malformed footnotes part failing a readable body (malformed-docx), and an
+    exception reading one body paragraph failing the document instead of losing that paragraph,
+    listed in ``unread``."""
+    w = 'xmlns:w="http://schemas.openxmlformats.org/wordprocessingml/2006/main"'
+    data = with_member(office_document(), "word/_rels/document.xml.rels", "</Relationships>",
+                       '<Relationship Id="rId990" Target="footnotes.xml" Type="http://schemas.openxmlformats.org'
+                       '/officeDocument/2006/relationships/footnotes"/></Relationships>',
+                       extra={"word/footnotes.xml": f"<w:footnotes {w}><w:footnote w:id='1'><unclosed>".encode()})
+    data = with_member(data, "[Content_Types].xml", "</Types>",
+                       '<Override PartName="/word/footnotes.xml" ContentType="application/vnd.openxmlformats-'
+                       'officedocument.wordprocessingml.footnotes+xml"/></Types>')
+    doc = parse_docx(data, OOXML)
+    assert [u.text for u in doc.units][-1] == "last para"
+    (part,) = doc.unread
+    assert part.where == "word/footnotes.xml" and part.reason.startswith("XMLSyntaxError: ")
+
+    import fabric_resources.parsing.docx.parser as docx_parser
+
+    real = docx_parser.paragraph_text
+
+    def refusing(p):
+        text, refs = real(p)
+        if text == "first para":
+            raise ValueError("unreadable run")
+        return text, refs
+
+    monkeypatch.setattr(docx_parser, "paragraph_text", refusing)
+    doc = parse_docx(office_document(), OOXML)
+    assert [u.text for u in doc.units] == ["Chapter", "item one", "cell 00", "cell 01", "cell 10", "cell 11",
+                                           "last para"]
+    skipped = {"where": "/w:document/w:body/w:p[2]", "reason": "ValueError: unreadable run"}
+    assert doc.metadata["skipped_elements"] == [skipped] and doc.unread == [UnreadPart(**skipped)]
+
+
+@pytest.mark.parametrize("parse, other", [(parse_pptx, office_document), (parse_docx, office_deck)])
+def test_a_package_of_the_other_kind_fails_with_the_same_words_every_time(parse, other):
+    """guards against: a reason quoting python-pptx's/python-docx's "file '<_io.BytesIO object at
+    0x7f…>'", which changed from run to run."""
+    details = set()
+    for _ in range(2):
+        with pytest.raises(ParseError) as err:
+            parse(other(), OOXML)
+        assert err.value.reason in ("malformed-pptx", "malformed-docx")
+        details.add(err.value.detail)
+    (detail,) = details
+    assert " at 0x" not in detail and "<_io.BytesIO object>" in detail
+    # Whoever words a detail (a parser, the parser-error net), it is kept without addresses.
+    assert ParseError("parser-error", "bad <Element p at 0x7f5b30516d40>").detail == "bad <Element p>"
 
 
 # --------------------------------------------------------------------------- unit cap

@@ -5,6 +5,10 @@ paragraph is read from its runs here (``w:t``, tabs, breaks; deleted text of
 tracked changes and field codes skipped), so that note references keep their
 position. Footnotes and endnotes are read from their own parts (python-docx
 has no API for them) and follow the body as ``note`` units.
+
+A numeric attribute that holds no number (``w:outlineLvl w:val="²"``) is ignored, as Word
+ignores it. A body paragraph or table, or a notes part, that cannot be read all the same is
+skipped and listed; the document fails only when its package or main part cannot be opened.
 """
 
 from __future__ import annotations
@@ -16,9 +20,11 @@ from typing import TYPE_CHECKING, Any
 
 from lxml import etree
 
-from fabric_resources.parsing.document import ParsedDocument, ParsedRelationship, ParsedUnit, ParseError
+from fabric_resources.parsing.document import (
+    ParsedDocument, ParsedRelationship, ParsedUnit, ParseError, UnreadPart, exception_text,
+)
 from fabric_resources.parsing.docx import MEDIA_TYPE, PARSER_NAME, PARSER_VERSION
-from fabric_resources.parsing.ooxml import admit_package
+from fabric_resources.parsing.ooxml import admit_package, decimal_number
 
 if TYPE_CHECKING:
     from fabric_resources.config import OoxmlParserConfig
@@ -29,6 +35,9 @@ _HEADING_STYLE = re.compile(r"^(?:heading|überschrift|titre|título|kop)\s*(\d)
 _NOTE_RELS = {"footnotes": "footnote", "endnotes": "endnote"}
 _SKIP_IN_TEXT = {f"{{{W}}}delText", f"{{{W}}}instrText", f"{{{W}}}del"}
 _SPACES = re.compile(r"[ \t\u00a0]+")
+# What reading one body element or notes part may raise on XML the walk did not foresee: an error
+# of that element (skipped and listed), not of the document. ParseError (cap-units) is not one.
+_ELEMENT_ERRORS = (KeyError, ValueError, AttributeError, TypeError, IndexError, etree.LxmlError)
 
 
 def parse_docx(data: bytes, config: "OoxmlParserConfig", media_type: str = MEDIA_TYPE) -> ParsedDocument:
@@ -48,6 +57,9 @@ def parse_docx(data: bytes, config: "OoxmlParserConfig", media_type: str = MEDIA
         (``start_char`` = ``end_char`` = the reference's position in the paragraph text,
         ``label`` = the note's number in order of first reference), ``next_in_table_row``.
         Text: runs joined, tabs kept, breaks as ``"\\n"``, space runs collapsed, ends stripped.
+        ``metadata``: ``tables``, ``notes``, ``unresolved_note_refs``, ``skipped_elements``
+        (``[{"where", "reason"}]``: a body element by its ``element_path``, or a notes part by
+        name), which are also the document's ``unread`` parts.
 
     Raises
     ------
@@ -62,16 +74,21 @@ def parse_docx(data: bytes, config: "OoxmlParserConfig", media_type: str = MEDIA
     try:
         document = docx.Document(io.BytesIO(data))
     except (PackageNotFoundError, KeyError, ValueError, zipfile.BadZipFile, etree.LxmlError) as exc:
-        raise ParseError("malformed-docx", f"{type(exc).__name__}: {exc}") from None
+        raise ParseError("malformed-docx", exception_text(exc)) from None
     walker = _Walker(document, config.max_units)
     walker.body(document.element.body)
     walker.notes(document)
-    core = document.core_properties
+    try:
+        core = document.core_properties
+        title, language = (core.title or "").strip() or None, (core.language or "").strip() or None
+    except _ELEMENT_ERRORS:  # a bad docProps/core.xml: the document has no title, not no text
+        title = language = None
     return ParsedDocument(
         PARSER_NAME, PARSER_VERSION, MEDIA_TYPE, walker.units, walker.relationships,
-        title=(core.title or "").strip() or None, language=(core.language or "").strip() or None,
+        title=title, language=language,
         metadata={"tables": walker.table_count, "notes": walker.note_count,
-                  "unresolved_note_refs": walker.unresolved},
+                  "unresolved_note_refs": walker.unresolved, "skipped_elements": walker.skipped},
+        unread=[UnreadPart(s["where"], s["reason"]) for s in walker.skipped],
     )
 
 
@@ -88,18 +105,22 @@ class _Walker:
         self.unresolved: list[str] = []
         self.refs: list[tuple[int, int, str, str]] = []  # (unit index, position, note type, note id)
         self.styles: dict[str, Any] = {}
+        self.skipped: list[dict[str, str]] = []  # [{"where", "reason"}]
 
     # -- body ---------------------------------------------------------------
     def body(self, body) -> None:
         for child in body.iterchildren():
-            if child.tag == f"{{{W}}}p":
-                self.paragraph(child)
-            elif child.tag == f"{{{W}}}tbl":
-                self.table(child)
-            elif child.tag == f"{{{W}}}sdt":  # content control: its content is body content
-                content = child.find("w:sdtContent", _NS)
-                if content is not None:
-                    self.body(content)
+            try:
+                if child.tag == f"{{{W}}}p":
+                    self.paragraph(child)
+                elif child.tag == f"{{{W}}}tbl":
+                    self.table(child)
+                elif child.tag == f"{{{W}}}sdt":  # content control: its content is body content
+                    content = child.find("w:sdtContent", _NS)
+                    if content is not None:
+                        self.body(content)
+            except _ELEMENT_ERRORS as exc:
+                self.skipped.append({"where": self.tree.getpath(child), "reason": exception_text(exc)})
 
     def _add(self, unit: ParsedUnit) -> int:
         if len(self.units) >= self.max_units:
@@ -123,7 +144,7 @@ class _Walker:
             self.sections.append((level, text))
         elif p.find("w:pPr/w:numPr", _NS) is not None or style.lower().startswith("list"):
             ilvl = p.find("w:pPr/w:numPr/w:ilvl", _NS)
-            depth = int(ilvl.get(f"{{{W}}}val", "0")) if ilvl is not None else 0
+            depth = max(decimal_number(ilvl.get(f"{{{W}}}val")) or 0, 0) if ilvl is not None else 0
             index = self._add(ParsedUnit("list_item", text, locator, self.path(), {"level": depth}))
         else:
             index = self._add(ParsedUnit("paragraph", text, locator, self.path()))
@@ -138,7 +159,7 @@ class _Walker:
             for tc in tr.findall("w:tc", _NS):
                 span = tc.find("w:tcPr/w:gridSpan", _NS)
                 merged = tc.find("w:tcPr/w:vMerge", _NS)
-                width = int(span.get(f"{{{W}}}val", "1")) if span is not None else 1
+                width = max(decimal_number(span.get(f"{{{W}}}val")) or 1, 1) if span is not None else 1
                 continued = merged is not None and merged.get(f"{{{W}}}val", "continue") == "continue"
                 pieces, refs = [], []
                 for p in tc.findall("w:p", _NS):
@@ -187,8 +208,9 @@ class _Walker:
                 continue
             try:
                 root = etree.fromstring(part.blob, etree.XMLParser(resolve_entities=False, no_network=True, huge_tree=False))
-            except etree.LxmlError as exc:
-                raise ParseError("malformed-docx", f"{part.partname}: {exc}") from None
+            except etree.LxmlError as exc:  # the body is still worth reading without its notes
+                self.skipped.append({"where": str(part.partname).lstrip("/"), "reason": exception_text(exc)})
+                continue
             for note in root.findall(f"w:{note_type}", _NS):
                 if note.get(f"{{{W}}}type") in ("separator", "continuationSeparator", "continuationNotice"):
                     continue
@@ -221,10 +243,9 @@ def heading_level(style: str, p) -> int | None:
     if style.strip().lower() == "title":
         return 1
     outline = p.find("w:pPr/w:outlineLvl", _NS)
-    if outline is not None:
-        value = outline.get(f"{{{W}}}val", "9")
-        if value.isdigit() and int(value) < 6:
-            return int(value) + 1
+    level = decimal_number(outline.get(f"{{{W}}}val")) if outline is not None else None
+    if level is not None and 0 <= level < 6:  # 6-9: body text; not a number: no outline level
+        return level + 1
     return None
 
 

@@ -38,9 +38,15 @@ def column_span(value: str | None) -> int:
 
     >>> column_span("2"), column_span(" 3px"), column_span("²"), column_span(None), column_span("0"), column_span("99999")
     (2, 3, 1, 1, 1, 1000)
+    >>> column_span("0002"), column_span("9" * 5000)
+    (2, 1000)
     """
     match = _NON_NEGATIVE_INTEGER.match(value or "")
-    return min(max(int(match.group(1)), 1), 1000) if match else 1
+    if match is None:
+        return 1
+    digits = match.group(1).lstrip("0")
+    # Past 4 digits it is over the clamp anyway; int() refuses more than 4,300 digits.
+    return min(max(int(digits or "0"), 1), 1000) if len(digits) <= 4 else 1000
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,7 @@ import pypdfium2.raw as pdfium_c
 
 from typing import TYPE_CHECKING
 
-from fabric_resources.parsing.document import ParsedDocument, ParsedUnit, ParseError
+from fabric_resources.parsing.document import ParsedDocument, ParsedUnit, ParseError, UnreadPart
 from fabric_resources.parsing.pdf import MEDIA_TYPE, PARSER_NAME, PARSER_VERSION
 from fabric_resources.parsing.pdf.layout import Block, Line, blocks, clean_line, continues, join_lines
 from fabric_resources.parsing.pdf.ocr import OcrFailed, find_engine, recognise
@@ -64,7 +64,8 @@ def parse_pdf(data: bytes, config: "PdfParserConfig", media_type: str = MEDIA_TY
         ``outline_entries``, ``heading_source`` (``outline``/``fonts``), ``xref_repaired``,
         ``encrypted`` (owner password only: opened without one), ``ocr_engine``, ``ocr_pages``,
         ``blank_pages``, ``failed_units`` (``[{"page", "reason"}]``: ``ocr-unavailable``,
-        ``ocr-no-text``, ``ocr-failed``, ``cap-image-pixels``, ``unreadable-page``).
+        ``ocr-no-text``, ``ocr-failed``, ``cap-image-pixels``, ``unreadable-page``), which are
+        also the document's ``unread`` parts (``"page 3"``).
 
     Raises
     ------
@@ -156,7 +157,8 @@ def _parse(pdf: pdfium.PdfDocument, config: "PdfParserConfig") -> ParsedDocument
         "ocr_engine": f"{engine[0].version} -l {engine[0].languages}" if engine and engine[0] else None,
         "ocr_pages": ocr_pages, "blank_pages": blank, "failed_units": failed,
     }
-    return ParsedDocument(PARSER_NAME, PARSER_VERSION, MEDIA_TYPE, units, title=title, metadata=metadata)
+    return ParsedDocument(PARSER_NAME, PARSER_VERSION, MEDIA_TYPE, units, title=title, metadata=metadata,
+                          unread=[UnreadPart(f"page {f['page']}", f["reason"]) for f in failed])
 
 
 def _lines(page: pdfium.PdfPage, index: int, config: "PdfParserConfig") -> list[Line]:

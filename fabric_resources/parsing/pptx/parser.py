@@ -1,9 +1,13 @@
 """The PPTX parser: per slide its title, the text of its shapes, table cells and speaker notes.
 
 Shapes are read in reading position (top to bottom, then left to right; the
-title first), group shapes recursively. A shape that cannot be read (a
-malformed part python-pptx rejects) is skipped and listed; the deck fails only
-when the package itself cannot be opened.
+title first), group shapes recursively. python-pptx parses attributes only when
+they are read, so any read may meet a value it rejects (``<a:off y="zz"/>``,
+``<p:cNvPr id="x3"/>``): each slide and each shape is read inside its own net.
+An attribute that only places or names a shape (position, id, placeholder kind,
+a cell's merge flags) is treated as absent when unreadable; a shape whose text
+cannot be read is skipped and listed, as is a slide that cannot be opened. The
+deck fails only when the package itself cannot be opened.
 """
 
 from __future__ import annotations
@@ -15,7 +19,9 @@ from typing import TYPE_CHECKING, Any
 
 from lxml import etree
 
-from fabric_resources.parsing.document import ParsedDocument, ParsedRelationship, ParsedUnit, ParseError
+from fabric_resources.parsing.document import (
+    ParsedDocument, ParsedRelationship, ParsedUnit, ParseError, UnreadPart, exception_text,
+)
 from fabric_resources.parsing.ooxml import admit_package
 from fabric_resources.parsing.pptx import MEDIA_TYPE, PARSER_NAME, PARSER_VERSION
 
@@ -26,7 +32,19 @@ _SPACES = re.compile(r"[ \t\u00a0\u000b]+")
 # Placeholders that repeat the master's furniture rather than the slide's content.
 _FURNITURE = {"DATE", "FOOTER", "SLIDE_NUMBER", "HEADER"}
 _TITLES = {"TITLE", "CENTER_TITLE", "VERTICAL_TITLE"}
-_SHAPE_ERRORS = (KeyError, ValueError, AttributeError, TypeError, IndexError, etree.LxmlError, zipfile.BadZipFile)
+# Boolean values of an XML Schema boolean (a:tc hMerge, vMerge).
+_TRUE = {"1", "true"}
+
+
+def _shape_errors() -> tuple[type[BaseException], ...]:
+    """What python-pptx raises on XML it cannot read: its own ``InvalidXmlError`` (a
+    ``PythonPptxError``), ``ValueError`` from a number or enumeration attribute, ``KeyError`` from a
+    missing relationship, and the rest seen on malformed parts. ParseError (``cap-units``) is not
+    one of them: it must end the parse."""
+    from pptx.exc import PythonPptxError
+
+    return (PythonPptxError, KeyError, ValueError, AttributeError, TypeError, IndexError, NotImplementedError,
+            etree.LxmlError, zipfile.BadZipFile)
 
 
 def parse_pptx(data: bytes, config: "OoxmlParserConfig", media_type: str = MEDIA_TYPE) -> ParsedDocument:
@@ -38,10 +56,14 @@ def parse_pptx(data: bytes, config: "OoxmlParserConfig", media_type: str = MEDIA
         Per slide, in order: ``slide_title`` (title placeholder), ``paragraph`` (one per text
         shape: its paragraphs joined by ``"\\n"``), ``table_cell`` (``table``, ``row``, ``col``),
         ``speaker_note`` (the notes page). Locator ``{"slide": 1-based, "shape_id", "shape_name"}``
-        (shapes inside groups: ``"group_path"``), cells add ``table``/``row``/``col``, notes
-        ``{"slide", "notes": true}``. ``section_path`` = ``(slide title,)`` or ``("Slide n",)``.
-        Date, footer and slide-number placeholders are left out. ``metadata``: ``slides``,
-        ``skipped_shapes`` (``[{"slide", "shape", "reason"}]``).
+        (``shape_id`` None when unreadable; shapes inside groups: ``"group_path"``), cells add
+        ``table``/``row``/``col``, notes ``{"slide", "notes": true}``. ``section_path`` =
+        ``(slide title,)`` or ``("Slide n",)``. Date, footer and slide-number placeholders are
+        left out. A shape whose position is unreadable sorts as one without a position (top
+        left), keeping its document order. ``metadata``: ``slides``, ``tables``,
+        ``skipped_shapes`` (``[{"slide", "shape", "reason"}]``; ``shape`` is the shape's name,
+        ``"notes"``, or None for the whole slide), which are also the document's ``unread`` parts
+        (``"slide 2: Table 4"``).
 
     Raises
     ------
@@ -53,105 +75,182 @@ def parse_pptx(data: bytes, config: "OoxmlParserConfig", media_type: str = MEDIA
     import pptx
     from pptx.exc import PackageNotFoundError
 
+    errors = _shape_errors()
     try:
         deck = pptx.Presentation(io.BytesIO(data))
-        slides = list(deck.slides)
-    except (PackageNotFoundError, *_SHAPE_ERRORS) as exc:
-        raise ParseError("malformed-pptx", f"{type(exc).__name__}: {exc}") from None
-    units: list[ParsedUnit] = []
-    rels: list[ParsedRelationship] = []
-    skipped: list[dict[str, Any]] = []
-    tables = 0
-
-    def add(unit: ParsedUnit) -> int:
-        if len(units) >= config.max_units:
-            raise ParseError("cap-units", f"more than {config.max_units} units")
-        units.append(unit)
-        return len(units) - 1
-
-    for number, slide in enumerate(slides, start=1):
+        # Not deck.slides: it resolves every slide's relationship at once, so one dangling
+        # reference would fail the deck; each slide is resolved inside its own net below.
+        slide_ids = list(deck.element.sldIdLst if deck.element.sldIdLst is not None else ())
+    except (PackageNotFoundError, *errors) as exc:
+        raise ParseError("malformed-pptx", exception_text(exc)) from None
+    reader = _DeckReader(config.max_units, errors)
+    for number, slide_id in enumerate(slide_ids, start=1):
         try:
-            shapes = _flatten(slide.shapes, ())
-        except _SHAPE_ERRORS as exc:
-            skipped.append({"slide": number, "shape": None, "reason": f"{type(exc).__name__}: {exc}"})
-            continue
-        title_shapes = [s for s, _ in shapes if _placeholder(s) in _TITLES]
-        title = _text(title_shapes[0]) if title_shapes else ""
-        path = (title,) if title else (f"Slide {number}",)
-        ordered = sorted(shapes, key=lambda sg: (_placeholder(sg[0]) not in _TITLES, _top(sg[0]), _left(sg[0])))
-        for shape, group in ordered:
-            try:
-                kind = _placeholder(shape)
-                if kind in _FURNITURE:
-                    continue
-                locator: dict[str, Any] = {"slide": number, "shape_id": shape.shape_id, "shape_name": shape.name}
-                if group:
-                    locator["group_path"] = list(group)
-                if getattr(shape, "has_table", False) and shape.has_table:
-                    for r, row in enumerate(shape.table.rows):
-                        previous = None
-                        for c, cell in enumerate(row.cells):
-                            if cell.is_spanned:
-                                continue
-                            text = _clean(cell.text_frame.text)
-                            if text:
-                                index = add(ParsedUnit("table_cell", text, {**locator, "table": tables, "row": r, "col": c},
-                                                       path, {"table": tables, "row": r, "col": c, "header": r == 0}))
-                                if previous is not None:
-                                    rels.append(ParsedRelationship("next_in_table_row", previous, index))
-                                previous = index
-                    tables += 1
-                    continue
-                text = _text(shape)
-                if not text:
-                    continue
-                if kind in _TITLES and text == title:
-                    add(ParsedUnit("slide_title", text, locator, (), {"slide": number}))
-                else:
-                    add(ParsedUnit("paragraph", text, locator, path))
-            except _SHAPE_ERRORS as exc:
-                skipped.append({"slide": number, "shape": getattr(shape, "name", None),
-                                "reason": f"{type(exc).__name__}: {exc}"})
-        try:
-            notes = _clean(slide.notes_slide.notes_text_frame.text) if slide.has_notes_slide and slide.notes_slide.notes_text_frame else ""
-        except _SHAPE_ERRORS as exc:
-            skipped.append({"slide": number, "shape": "notes", "reason": f"{type(exc).__name__}: {exc}"})
-            notes = ""
-        if notes:
-            add(ParsedUnit("speaker_note", notes, {"slide": number, "notes": True}, path, {"slide": number}))
-    core = deck.core_properties
+            reader.slide(number, deck.part.related_slide(slide_id.rId))
+        except errors as exc:
+            reader.skip(number, None, exc)
+    try:
+        core = deck.core_properties
+        title, language = (core.title or "").strip() or None, (core.language or "").strip() or None
+    except errors:  # a bad docProps/core.xml: the deck has no title, not no text
+        title = language = None
     return ParsedDocument(
-        PARSER_NAME, PARSER_VERSION, MEDIA_TYPE, units, rels,
-        title=(core.title or "").strip() or None, language=(core.language or "").strip() or None,
-        metadata={"slides": len(slides), "tables": tables, "skipped_shapes": skipped},
+        PARSER_NAME, PARSER_VERSION, MEDIA_TYPE, reader.units, reader.relationships,
+        title=title, language=language,
+        metadata={"slides": len(slide_ids), "tables": reader.tables, "skipped_shapes": reader.skipped},
+        unread=[UnreadPart(f"slide {s['slide']}" + (f": {s['shape']}" if s["shape"] else ""), s["reason"])
+                for s in reader.skipped],
     )
 
 
-def _flatten(shapes, group: tuple[str, ...]) -> list[tuple[Any, tuple[str, ...]]]:
-    out = []
-    for shape in shapes:
-        if shape.shape_type is not None and shape.shape_type == 6:  # MSO_SHAPE_TYPE.GROUP
-            out.extend(_flatten(shape.shapes, (*group, shape.name)))
+class _DeckReader:
+    """The units of a deck, read slide by slide; what could not be read, listed in ``skipped``."""
+
+    def __init__(self, max_units: int, errors: tuple[type[BaseException], ...]) -> None:
+        self.max_units = max_units
+        self.errors = errors
+        self.units: list[ParsedUnit] = []
+        self.relationships: list[ParsedRelationship] = []
+        self.skipped: list[dict[str, Any]] = []
+        self.tables = 0
+
+    def add(self, unit: ParsedUnit) -> int:
+        if len(self.units) >= self.max_units:
+            raise ParseError("cap-units", f"more than {self.max_units} units")
+        self.units.append(unit)
+        return len(self.units) - 1
+
+    def skip(self, slide: int, shape: str | None, exc: BaseException) -> None:
+        self.skipped.append({"slide": slide, "shape": shape, "reason": exception_text(exc)})
+
+    def slide(self, number: int, slide) -> None:
+        from pptx.shapes.shapetree import SlideShapeFactory
+
+        shapes = [_Placed(shape, group, self.errors) for shape, group in self.flatten(number, slide.shapes, (),
+                                                                                        SlideShapeFactory)]
+        titles = [p for p in shapes if p.kind in _TITLES]
+        try:
+            title = _text(titles[0].shape) if titles else ""
+        except self.errors:  # the shape is listed when its own turn comes below
+            title = ""
+        path = (title,) if title else (f"Slide {number}",)
+        # sorted() is stable: shapes at the same (or no) position keep their document order.
+        for placed in sorted(shapes, key=lambda p: (p.kind not in _TITLES, p.top, p.left)):
+            try:
+                self.shape(number, placed, title, path)
+            except self.errors as exc:
+                self.skip(number, placed.name, exc)
+        try:
+            frame = slide.notes_slide.notes_text_frame if slide.has_notes_slide else None
+            notes = _clean(frame.text) if frame is not None else ""
+        except self.errors as exc:
+            self.skip(number, "notes", exc)
+            notes = ""
+        if notes:
+            self.add(ParsedUnit("speaker_note", notes, {"slide": number, "notes": True}, path, {"slide": number}))
+
+    def flatten(self, number: int, shapes, group: tuple[str, ...], factory) -> list[tuple[Any, tuple[str, ...]]]:
+        """The shapes of a tree in document order, groups opened; each element built in its own net.
+
+        Iterating ``shapes`` itself would build every shape at once, and one unreadable element
+        (a placeholder of an unknown type) would lose the slide. Such an element is built again
+        as a plain shape (placeholder kind ignored); one that cannot be built at all is skipped.
+        """
+        from pptx.shapes.group import GroupShape
+        from pptx.shapes.shapetree import BaseShapeFactory
+
+        out: list[tuple[Any, tuple[str, ...]]] = []
+        for element in shapes.element.iter_shape_elms():
+            try:
+                try:
+                    shape = factory(element, shapes)
+                except self.errors:
+                    shape = BaseShapeFactory(element, shapes)
+                if isinstance(shape, GroupShape):
+                    out.extend(self.flatten(number, shape.shapes, (*group, shape.name), BaseShapeFactory))
+                else:
+                    out.append((shape, group))
+            except self.errors as exc:
+                self.skip(number, _element_name(element), exc)
+        return out
+
+    def shape(self, number: int, placed: "_Placed", title: str, path: tuple[str, ...]) -> None:
+        shape, kind = placed.shape, placed.kind
+        if kind in _FURNITURE:
+            return
+        locator: dict[str, Any] = {"slide": number, "shape_id": placed.shape_id, "shape_name": placed.name}
+        if placed.group:
+            locator["group_path"] = list(placed.group)
+        if getattr(shape, "has_table", False) and shape.has_table:
+            self.table(shape.table, locator, path)
+            return
+        text = _text(shape)
+        if not text:
+            return
+        if kind in _TITLES and text == title:
+            self.add(ParsedUnit("slide_title", text, locator, (), {"slide": number}))
         else:
-            out.append((shape, group))
-    return out
+            self.add(ParsedUnit("paragraph", text, locator, path))
+
+    def table(self, table, locator: dict[str, Any], path: tuple[str, ...]) -> None:
+        rows = list(table.rows)
+        number = self.tables
+        self.tables += 1
+        for r, row in enumerate(rows):
+            previous = None
+            for c, cell in enumerate(row.cells):
+                if _spanned(cell):
+                    continue
+                text = _clean(cell.text_frame.text)
+                if text:
+                    where = {"table": number, "row": r, "col": c}
+                    index = self.add(ParsedUnit("table_cell", text, {**locator, **where}, path,
+                                                {**where, "header": r == 0}))
+                    if previous is not None:
+                        self.relationships.append(ParsedRelationship("next_in_table_row", previous, index))
+                    previous = index
+
+
+class _Placed:
+    """A shape with what places and names it, each read once and None (or 0) when unreadable:
+    these only order and label the shape's text, so a bad value must not lose it."""
+
+    def __init__(self, shape, group: tuple[str, ...], errors: tuple[type[BaseException], ...]) -> None:
+        def read(get, default=None):
+            try:
+                return get()
+            except errors:
+                return default
+
+        self.shape, self.group = shape, group
+        self.name: str | None = read(lambda: shape.name)
+        self.shape_id: int | None = read(lambda: shape.shape_id)
+        self.kind: str | None = read(lambda: _placeholder(shape))
+        # A placeholder without its own position inherits its layout's (a missing layout: None).
+        self.top: int = read(lambda: shape.top, None) or 0
+        self.left: int = read(lambda: shape.left, None) or 0
+
+
+def _element_name(element) -> str | None:
+    """The ``name`` of a shape element's ``p:cNvPr``, read without python-pptx (which failed on it)."""
+    names = element.xpath("./*[1]/*[local-name()='cNvPr']/@name")
+    return str(names[0]) if names else None
 
 
 def _placeholder(shape) -> str | None:
     if not shape.is_placeholder:
         return None
-    try:
-        return shape.placeholder_format.type.name
-    except (ValueError, AttributeError, KeyError):
-        return None
+    return shape.placeholder_format.type.name
 
 
-def _top(shape) -> int:
-    return shape.top if shape.top is not None else 0
+def _spanned(cell) -> bool:
+    """Whether a table cell is covered by a merge (its text belongs to the merge origin).
 
-
-def _left(shape) -> int:
-    return shape.left if shape.left is not None else 0
+    Read from the ``a:tc`` attributes directly: python-pptx raises on a value that is not an
+    XML boolean, and an unreadable merge flag is treated as absent (the cell is read).
+    """
+    tc = cell._tc  # python-pptx has no public accessor for the cell element
+    return tc.get("hMerge") in _TRUE or tc.get("vMerge") in _TRUE
 
 
 def _text(shape) -> str:
