@@ -207,6 +207,42 @@ def test_child_timeout_is_a_named_failure():
     assert info.value.reason == "timeout"
 
 
+def _text_pdf(lines: list[tuple[float, float, str]], media=(0, 0, 612, 792)) -> bytes:
+    """A one-page PDF drawing each ``(x, y, text)`` in Helvetica 12 (a standard font: nothing
+    embedded), its cross-reference table exact."""
+    content = "".join(f"BT /F1 12 Tf {x} {y} Td ({t}) Tj ET\n" for x, y, t in lines).encode()
+    objs = [b"<</Type/Catalog/Pages 2 0 R>>", b"<</Type/Pages/Kids[3 0 R]/Count 1>>",
+            (f"<</Type/Page/Parent 2 0 R/MediaBox[{' '.join(map(str, media))}]"
+             "/Resources<</Font<</F1 5 0 R>>>>/Contents 4 0 R>>").encode(),
+            b"<</Length %d>>stream\n" % len(content) + content + b"endstream",
+            b"<</Type/Font/Subtype/Type1/BaseFont/Helvetica>>"]
+    out, offsets = bytearray(b"%PDF-1.4\n"), []
+    for i, body in enumerate(objs, start=1):
+        offsets.append(len(out))
+        out += b"%d 0 obj\n" % i + body + b"\nendobj\n"
+    xref = len(out)
+    out += b"xref\n0 %d\n0000000000 65535 f \n" % (len(objs) + 1) + b"".join(b"%010d 00000 n \n" % o for o in offsets)
+    out += b"trailer\n<</Size %d/Root 1 0 R>>\nstartxref\n%d\n%%%%EOF\n" % (len(objs) + 1, xref)
+    return bytes(out)
+
+
+def test_pdf_text_outside_the_page_is_left_out_and_counted():
+    """guards against (hostile trial 5, 2026-12-05): text drawn wholly outside the page's crop box
+    (below it, past its right edge), which no viewer shows, indexed and cited to a page where a
+    reader finds nothing; a line only partly outside is kept whole."""
+    data = _text_pdf([(72, 700, "Visible paragraph text on the page."), (72, -200, "Offpage text below the page."),
+                      (700, 650, "Offright text beyond the right edge."),
+                      (72, 680, "Second visible line of the paragraph."),
+                      (500, 640, "Straddling words that cross the right edge")])
+    from fabric_resources.parsing.pdf.parser import parse_pdf
+
+    doc = parse_pdf(data, PDF)
+    text = " ".join(u.text for u in doc.units)
+    assert "Visible paragraph" in text and "Second visible line" in text and "Straddling words" in text
+    assert "Offpage" not in text and "Offright" not in text and doc.metadata["offpage_lines"] == 2
+    assert all(u.locator["bbox"][1] >= 0 and u.locator["bbox"][0] < 612 for u in doc.units)
+
+
 # -- PDF: OCR ---------------------------------------------------------------------------------
 
 
@@ -234,6 +270,17 @@ def _image_pdf(words: str | None, text_page: bool = False) -> bytes:
     return out.getvalue()
 
 
+def _image_then_text_pdf() -> bytes:
+    """Page 1: an image of words, no text layer; page 2: a text page."""
+    import pypdfium2 as pdfium
+
+    pdf = pdfium.PdfDocument(_image_pdf("Lighthouse keeper"))
+    pdf.import_pages(pdfium.PdfDocument(_text_pdf([(72, 700, "The harbour master counted the boats.")])))
+    out = io.BytesIO()
+    pdf.save(out)
+    return out.getvalue()
+
+
 @pytest.mark.skipif(not HAS_TESSERACT, reason="tesseract not installed (.ci/setup installs it where it runs as root)")
 def test_image_only_page_is_read_by_ocr_with_region_and_confidence():
     from fabric_resources.parsing.pdf.parser import parse_pdf
@@ -256,10 +303,13 @@ def test_without_an_ocr_engine_image_pages_fail_as_ocr_unavailable():
         parse_pdf(_image_pdf("Lighthouse keeper"), missing)
     assert info.value.reason == "ocr-unavailable"
     # Text pages and image-only pages together: the text is kept, the image pages are failed units.
-    doc = _pdf("pdf/image-only-imagemagick.pdf", missing)
-    assert [u.text for u in doc.units] == ["Background"] * 4
-    assert doc.metadata["failed_units"] == [{"page": 4, "reason": "ocr-unavailable"},
-                                            {"page": 5, "reason": "ocr-unavailable"}]
+    doc = parse_pdf(_image_then_text_pdf(), missing)
+    assert [u.text for u in doc.units] == ["The harbour master counted the boats."]
+    assert doc.metadata["failed_units"] == [{"page": 1, "reason": "ocr-unavailable"}]
+    # Its pages' only text lies outside them (ImageMagick's "Background" label): image-only pages.
+    with pytest.raises(ParseError) as info:
+        _pdf("pdf/image-only-imagemagick.pdf", missing)
+    assert info.value.reason == "ocr-unavailable" and "6 of 6 pages" in str(info.value)
 
 
 def test_ocr_engine_enters_the_parser_identity():
@@ -276,13 +326,17 @@ def test_scanned_book_text_layer_is_used_and_image_only_pages_of_it_are_ocr_cand
     doc = _pdf("pdf/scan-ocr-vicksburg.pdf")
     text = " ".join(u.text for u in doc.units)
     assert "THE SIEGE OF VICKSBURG" in text and doc.metadata["ocr_pages"] == 0  # its own text layer
-    tiny = _pdf("pdf/image-only-imagemagick.pdf")  # 16 x 16 px images: nothing to read
-    assert [f["reason"] for f in tiny.metadata["failed_units"]] == ["ocr-no-text", "ocr-no-text"]
+    with pytest.raises(ParseError) as info:  # 16 x 16 px images on every page: nothing to read
+        _pdf("pdf/image-only-imagemagick.pdf")
+    assert info.value.reason == "no-text" and str(info.value).count("'ocr-no-text'") == 5  # (five listed)
 
 
 def test_image_over_the_pixel_cap_is_a_failed_unit():
-    doc = _pdf("pdf/image-only-imagemagick.pdf", PdfParserConfig(isolation=IN_PROCESS, max_image_pixels=100))
-    assert {f["reason"] for f in doc.metadata["failed_units"]} == {"cap-image-pixels"}
+    from fabric_resources.parsing.pdf.parser import parse_pdf
+
+    doc = parse_pdf(_image_then_text_pdf(), PdfParserConfig(isolation=IN_PROCESS, max_image_pixels=100))
+    assert [f["reason"] for f in doc.metadata["failed_units"]] == ["cap-image-pixels"]
+    assert [u.text for u in doc.units] == ["The harbour master counted the boats."]
 
 
 # -- DOCX -------------------------------------------------------------------------------------

@@ -347,6 +347,19 @@ def test_a_bad_numeric_attribute_in_a_docx_is_ignored_as_word_ignores_it(case):
     assert kinds["cell 01"][1]["col"] == 1 and doc.unread == []
 
 
+def test_a_hidden_docx_run_yields_no_text_and_a_visible_one_does():
+    """guards against (hostile trial 5, 2026-12-05): text formatted hidden (``w:vanish``), which
+    Word neither shows nor prints, indexed and cited from a document where no reader sees it; and
+    ``w:vanish w:val="false"`` (shown) being dropped too."""
+    data = with_member(office_document(), BODY, "<w:p><w:r><w:t>first para",
+                       "<w:p><w:r><w:rPr><w:vanish/></w:rPr><w:t>secretrun </w:t></w:r><w:r><w:t>first para")
+    data = with_member(data, BODY, "<w:r><w:t>last para",
+                       '<w:r><w:rPr><w:vanish w:val="false"/></w:rPr><w:t>shownrun </w:t></w:r><w:r><w:t>last para')
+    texts = [u.text for u in parse_docx(data, OOXML).units]
+    assert "first para" in texts and "shownrun last para" in texts
+    assert not any("secretrun" in t for t in texts), texts
+
+
 def test_a_valid_numeric_attribute_in_a_docx_still_counts():
     """guards against: the tolerant reading ignoring good values too (an outline level, a list
     level, a span)."""

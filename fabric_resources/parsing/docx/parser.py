@@ -2,7 +2,7 @@
 
 python-docx opens the package and resolves paragraph styles; the text of each
 paragraph is read from its runs here (``w:t``, tabs, breaks; deleted text of
-tracked changes and field codes skipped), so that note references keep their
+tracked changes, field codes and hidden runs skipped), so that note references keep their
 position. Footnotes and endnotes are read from their own parts (python-docx
 has no API for them) and follow the body as ``note`` units.
 
@@ -249,6 +249,13 @@ def heading_level(style: str, p) -> int | None:
     return None
 
 
+def _hidden_run(r) -> bool:
+    """A run formatted hidden (``w:rPr/w:vanish``, ECMA-376 §17.3.2.41, ``w:val`` absent or true):
+    Word neither shows nor prints it, so its text would be cited where no reader sees it."""
+    vanish = r.find(f"{{{W}}}rPr/{{{W}}}vanish")
+    return vanish is not None and vanish.get(f"{{{W}}}val", "true").strip().lower() not in ("0", "false", "off")
+
+
 def paragraph_text(p) -> tuple[str, list[tuple[int, str, str]]]:
     """A ``w:p``'s text and its note references ``(position, note type, note id)``.
 
@@ -275,6 +282,8 @@ def paragraph_text(p) -> tuple[str, list[tuple[int, str, str]]]:
             elif tag == f"{{{W}}}p" and el is not p:
                 pieces.append("\n")
                 walk(child)
+            elif tag == f"{{{W}}}r" and _hidden_run(child):
+                continue
             else:
                 walk(child)
 

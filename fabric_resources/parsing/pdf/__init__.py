@@ -10,7 +10,7 @@ from __future__ import annotations
 from fabric_resources.parsing.spec import ParserSpec
 
 PARSER_NAME = "pdf"
-PARSER_VERSION = "1"
+PARSER_VERSION = "2"
 MEDIA_TYPE = "application/pdf"
 
 

@@ -65,7 +65,8 @@ def parse_pdf(data: bytes, config: "PdfParserConfig", media_type: str = MEDIA_TY
         ``encrypted`` (owner password only: opened without one), ``ocr_engine``, ``ocr_pages``,
         ``blank_pages``, ``failed_units`` (``[{"page", "reason"}]``: ``ocr-unavailable``,
         ``ocr-no-text``, ``ocr-failed``, ``cap-image-pixels``, ``unreadable-page``), which are
-        also the document's ``unread`` parts (``"page 3"``).
+        also the document's ``unread`` parts (``"page 3"``); ``offpage_lines`` (text lines wholly
+        outside their page's crop box, left out: no viewer shows them).
 
     Raises
     ------
@@ -115,7 +116,7 @@ def _parse(pdf: pdfium.PdfDocument, config: "PdfParserConfig") -> ParsedDocument
     placed: list[PlacedBlock] = []
     ocr_units: dict[int, list[ParsedUnit]] = {}
     failed: list[dict[str, Any]] = []
-    blank = ocr_pages = 0
+    blank = ocr_pages = offpage = 0
     for index in range(pages):
         try:
             page = pdf[index]
@@ -126,7 +127,8 @@ def _parse(pdf: pdfium.PdfDocument, config: "PdfParserConfig") -> ParsedDocument
             object_count = pdfium_c.FPDFPage_CountObjects(page.raw)
             if object_count > config.max_page_objects:
                 raise ParseError("cap-page-objects", f"page {index + 1}: {object_count} objects")
-            page_lines = _lines(page, index, config)
+            page_lines, outside = _lines(page, index, config)
+            offpage += outside
             page_blocks = blocks(page_lines)
             if page_blocks:
                 placed.extend(PlacedBlock(index, b) for b in page_blocks)
@@ -155,34 +157,41 @@ def _parse(pdf: pdfium.PdfDocument, config: "PdfParserConfig") -> ParsedDocument
         "xref_repaired": not pdfium_c.FPDF_DocumentHasValidCrossReferenceTable(pdf.raw),
         "encrypted": security != -1,
         "ocr_engine": f"{engine[0].version} -l {engine[0].languages}" if engine and engine[0] else None,
-        "ocr_pages": ocr_pages, "blank_pages": blank, "failed_units": failed,
+        "ocr_pages": ocr_pages, "blank_pages": blank, "failed_units": failed, "offpage_lines": offpage,
     }
     return ParsedDocument(PARSER_NAME, PARSER_VERSION, MEDIA_TYPE, units, title=title, metadata=metadata,
                           unread=[UnreadPart(f"page {f['page']}", f["reason"]) for f in failed])
 
 
-def _lines(page: pdfium.PdfPage, index: int, config: "PdfParserConfig") -> list[Line]:
+def _lines(page: pdfium.PdfPage, index: int, config: "PdfParserConfig") -> tuple[list[Line], int]:
+    """The page's text lines, and how many lines lie wholly outside its crop box (left out: a
+    viewer never shows them, so a citation of their text would point at nothing a reader sees)."""
     textpage = page.get_textpage()
     try:
         count = textpage.count_chars()
         if count > config.max_chars_per_page:
             raise ParseError("cap-chars", f"page {index + 1}: {count} characters > max_chars_per_page")
         if count <= 0:
-            return []
+            return [], 0
+        cx0, cy0, cx1, cy1 = page.get_cropbox()
         text = textpage.get_text_range()
         if len(text) != count:  # PDFium's text range dropped or added characters: read them one by one
             text = "".join(chr(pdfium_c.FPDFText_GetUnicode(textpage.raw, i) or 0xFFFF) for i in range(count))
-        out = []
+        out, outside = [], 0
         start = 0
         for match in [*_LINE_BREAK.finditer(text), None]:
             end = match.start() if match else len(text)
             line = _line(textpage, text, start, end)
             if line is not None:
-                out.append(line)
+                x0, y0, x1, y1 = line.bbox
+                if x1 <= cx0 or x0 >= cx1 or y1 <= cy0 or y0 >= cy1:
+                    outside += 1
+                else:
+                    out.append(line)
             if match is None:
                 break
             start = match.end()
-        return out
+        return out, outside
     finally:
         textpage.close()
 
