@@ -24,6 +24,7 @@ from fabric_assets.annotations.planning import parses_needing_annotation
 from fabric_assets.chunker_identity import chunker_settings, stale_chunk_partitions
 from fabric_assets.definitions import build_definitions
 from fabric_assets.gate import unfinished
+from fabric_assets.run_owner import owner_tags
 from fabric_assets.model_identity import expected_identities, stale_partitions
 from fabric_assets.partition_memo import partition_key_memo
 from fabric_assets.projections import RECHUNK_VERDICTS
@@ -130,7 +131,8 @@ def _execute(job: dg.JobDefinition, home: FabricHome, instance: dg.DagsterInstan
         either published its release or did not (publishing is one catalog transaction).
     """
     try:
-        result = job.execute_in_process(instance=instance, tags=tags, raise_on_error=raise_on_error,
+        result = job.execute_in_process(instance=instance, tags={**(tags or {}), **owner_tags()},
+                                        raise_on_error=raise_on_error,
                                         run_config=_run_config(home, failures_raised=raise_on_error))
     except dg.DagsterExecutionInterruptedError as exc:  # re-raised as is when raise_on_error
         raise KeyboardInterrupt(f"Dagster run of {job.name} was interrupted") from exc

@@ -180,8 +180,10 @@ def _refuse_if_pinned(home: FabricHome) -> None:
 def _refuse_if_runs_in_progress(home: FabricHome, own_run_id: str | None) -> None:
     running = runs_in_progress(home_instance(home), own_run_id)
     if running:
-        raise PurgeRefused(f"Dagster run(s) in progress ({', '.join(running)}); "
-                           "a purge rewrites every table: wait for them to finish")
+        from fabric_assets.run_owner import WAIT_REMEDY
+
+        raise PurgeRefused(f"Dagster run(s) in progress ({', '.join(running)}); a purge rewrites every table: "
+                           + WAIT_REMEDY)
 
 
 def purge(home: FabricHome, selector: PurgeSelector, *, own_run_id: str | None = None) -> PurgeReport:

@@ -519,8 +519,10 @@ def _restore_in_place(home: FabricHome, info: SnapshotInfo, m: dict) -> None:
     instance = home_instance(home)
     running = runs_in_progress(instance)
     if running:
+        from fabric_assets.run_owner import WAIT_REMEDY
+
         raise SnapshotError(f"Dagster run(s) in progress ({', '.join(running)}); a restore puts back every table "
-                            "and the catalog: wait for them to finish")
+                            "and the catalog: " + WAIT_REMEDY)
     before = record_pending(home, known(home.catalog))
     floor = max(before.last_release_id or 0, _floor(home))
     # The server's queued and running operations (this restore's own, when it came over HTTP) live

@@ -40,6 +40,8 @@ def _ingest(home: FabricHome, params: dict[str, Any]) -> dict[str, Any]:
         "run_ids": summary.run_ids, "failed_runs": summary.failed_runs,
         "activation_run_id": summary.activation_run_id, "release_id": summary.activation.get("release_id"),
         "complete": summary.complete, "failed_sources": [f.source_key for f in summary.failed],
+        # What else makes it incomplete: paths the scan found but could not take in, with why.
+        "skipped": [{"path": key, "reason": reason} for key, reason in summary.scan.skipped[:1000]],
         "seconds": round(summary.seconds, 3),
     }
     if summary.failed_runs:
@@ -71,11 +73,12 @@ def _lifecycle_job(home: FabricHome, name: str, op: str, config: dict[str, Any])
     as the UI's Launchpad would; a failed run (a refusal: the job's ``dg.Failure``) is a failed
     operation with the refusal's message."""
     from fabric_assets.ingest import _run_config, dagster_instance, job
+    from fabric_assets.run_owner import owner_tags
 
     definition = job(home, name)
     run_config = {**_run_config(home, failures_raised=True), "ops": {op: {"config": config}}}
     result = definition.execute_in_process(instance=dagster_instance(home), run_config=run_config,
-                                           raise_on_error=False)
+                                           raise_on_error=False, tags=owner_tags())
     out = {"run_id": result.run_id}
     if not result.success:
         failures = [e.step_failure_data for e in result.all_events if e.is_step_failure]

@@ -85,8 +85,8 @@ async def submit(kind: str, request: Request) -> Any:
         return error_response(404, "NotFound", f"no admin operation {kind!r}; known: {sorted(admin.kinds())}")
     try:
         raw = await request.json()
-    except ValueError:
-        return error_response(422, "RequestValidationError", "the body is not JSON")
+    except (ValueError, RecursionError):  # RecursionError: arrays or objects nested too deep
+        return error_response(422, "RequestValidationError", "the body is not JSON (or nests too deeply)")
     try:
         params = BODIES[kind].model_validate(raw).model_dump()
     except ValidationError as exc:

@@ -19,12 +19,14 @@ their blocking work runs in the server's admission gate.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections import Counter
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import ToolAnnotations
+from pydantic import StrictInt, StrictStr
 
 from fabric_query.api import Fabric
 from fabric_query.errors import FabricQueryError
@@ -105,29 +107,56 @@ class _StrictArguments(MCPServer):
         return await super().call_tool(name, arguments, context)
 
 
-def without_withheld(status: dict[str, Any], is_withheld: Callable[[str], bool]) -> dict[str, Any]:
-    """``Fabric.status`` as an agent may see it: withheld sources are not named and not counted
-    (the operator's own ``fabric status`` lists them; an agent learns nothing of them, not even
-    that they exist). ``status``: :class:`fabric_query.types.Status` as JSON; ``is_withheld``: the
-    home's ``sources.withheld`` patterns, for the paths the last scan skipped (too large,
-    unreadable), which are not sources and so not in the ``withheld`` list."""
-    hidden = set(status.get("withheld") or ())
+def agent_status(fabric: Fabric) -> dict[str, Any]:
+    """``Fabric.status`` as an agent may see it (:func:`without_withheld`), with the home's
+    ``sources.withheld`` patterns as the config file holds them now (a pattern added while the
+    server runs hides its sources at once, also from the current release's counts)."""
+    is_withheld = current_sources_config(fabric.home).is_withheld
+    status = fabric.status().model_dump(mode="json")
+    catalog = fabric.home.catalog
+    release = catalog.current_release()
+    visible = {k: m for k, m in (release.manifest["sources"] if release else {}).items() if not is_withheld(k)}
+    sources = catalog.sources()
+    owners: dict[str, list[str]] = {}
+    for s in sources:
+        if s.parse_id and s.state != "deleted":
+            owners.setdefault(s.parse_id, []).append(s.source_key)
+    hidden_pending = sum(1 for r in catalog.parse_runs(status="pending")
+                         if r.parse_id in owners and all(is_withheld(k) for k in owners[r.parse_id]))
+    return without_withheld(status, is_withheld, Counter(s.state for s in sources if is_withheld(s.source_key)),
+                            visible, hidden_pending)
+
+
+def without_withheld(status: dict[str, Any], is_withheld: Callable[[str], bool], hidden_states: Mapping[str, int],
+                     visible_active: Mapping[str, dict], hidden_pending: int = 0) -> dict[str, Any]:
+    """``status`` (:class:`fabric_query.types.Status` as JSON) with withheld sources neither named
+    nor counted (the operator's own ``fabric status`` lists them; an agent learns nothing of them,
+    not even that they exist). ``is_withheld``: the home's ``sources.withheld`` patterns, which
+    also hide the paths the last scan skipped (too large, unreadable; not sources, so in no
+    count); ``hidden_states``: how many withheld sources are in each state; ``visible_active``:
+    the current release's entries of the sources not withheld (a source withheld after the
+    release was published is still in it until the next); ``hidden_pending``: pending parses
+    only withheld sources wait for."""
     out = {**status, "withheld": []}
     by_state = dict(out.get("sources_by_state") or {})
-    if hidden and "present" in by_state:
-        by_state["present"] -= len(hidden)
-        if by_state["present"] <= 0:
-            del by_state["present"]
+    for state, n in hidden_states.items():
+        if state in by_state:
+            by_state[state] -= n
+            if by_state[state] <= 0:
+                del by_state[state]
     out["sources_by_state"] = by_state
+    out["active_sources"] = len(visible_active)
+    out["active_parses"] = len({m["parse_id"] for m in visible_active.values()})
+    out["pending"] = max(0, int(out.get("pending") or 0) - hidden_pending)
     for key in ("failed", "held", "unfinished", "partial"):
         problems = []
         for p in out.get(key) or ():
-            kept = [k for k in p.get("sources") or () if k not in hidden]
+            kept = [k for k in p.get("sources") or () if not is_withheld(k)]
             if kept or not p.get("sources"):
                 problems.append({**p, "sources": kept})
         out[key] = problems
-    out["unsupported"] = [u for u in out.get("unsupported") or () if u[0] not in hidden]
-    out["skipped"] = [s for s in out.get("skipped") or () if s[0] not in hidden and not is_withheld(s[0])]
+    out["unsupported"] = [u for u in out.get("unsupported") or () if not is_withheld(u[0])]
+    out["skipped"] = [s for s in out.get("skipped") or () if not is_withheld(s[0])]
     return out
 
 
@@ -150,8 +179,8 @@ def build_mcp(fabric: Fabric, gate: AdmissionGate, is_ready: Callable[[], bool] 
             raise ToolError(f"{type(exc).__name__}: {exc}") from None
 
     @mcp.tool(annotations=read_only)
-    async def search(query: str, limit: int | None = None, scope: Scope | None = None,
-                     max_tokens: int | None = None) -> dict[str, Any]:
+    async def search(query: StrictStr, limit: StrictInt | None = None, scope: Scope | None = None,
+                     max_tokens: StrictInt | None = None) -> dict[str, Any]:
         """Search the collection. `query`: free text, "exact phrases", -excluded terms, filters
         (path: type: lang: after: before: source: prefix:). `scope` filters by source_keys,
         path_prefixes, media_types, languages, modified_after / modified_before (YYYY-MM-DD).
@@ -191,10 +220,6 @@ def build_mcp(fabric: Fabric, gate: AdmissionGate, is_ready: Callable[[], bool] 
     @mcp.tool(annotations=read_only)
     async def status() -> dict[str, Any]:
         """What the collection holds: sources by state, the current release, failed or held parses."""
-        def agent_status() -> dict[str, Any]:  # the config file is read in the gate, as the status is
-            return without_withheld(fabric.status().model_dump(mode="json"),
-                                    current_sources_config(fabric.home).is_withheld)
-
-        return await gated(agent_status)
+        return await gated(lambda: agent_status(fabric))  # the config file is read in the gate, as the status is
 
     return mcp

@@ -10,6 +10,11 @@ import uvicorn
 from fabric_query.server.discovery import remove_server_file, write_server_file
 
 
+#: The largest request line plus headers the server reads (bytes): browsers and HTTP clients send a
+#: few KiB; this is twice what nginx's default buffers hold (4 x 8 KiB).
+MAX_HEADER_BYTES = 64 * 1024
+
+
 class _AnnouncingServer(uvicorn.Server):
     """A uvicorn server that writes the home's server file once its socket listens and removes
     it when it stops (also when the port was 0: the file names the port the OS gave)."""
@@ -59,8 +64,12 @@ def serve(app, host: str, port: int, home_root: Path, version: str, log_level: s
     started with SIGINT ignored (``fabric serve &`` from a script: POSIX shells start background
     jobs so) survives the re-raise, and the caller must exit 128 + the number itself.
     """
+    # h11, not httptools: httptools bounds no header, and one client sending an endless header
+    # slowed every other request to 10-20 s and grew the process without limit (hostile trial 6).
+    # h11 refuses a header section past MAX_HEADER_BYTES with a 400 and closes the connection.
     config = uvicorn.Config(app, host=host, port=port, log_level=log_level, access_log=False,
-                            lifespan="on", server_header=False, timeout_graceful_shutdown=10)
+                            lifespan="on", server_header=False, timeout_graceful_shutdown=10,
+                            http="h11", h11_max_incomplete_event_size=MAX_HEADER_BYTES)
     server = _AnnouncingServer(config, Path(home_root), version, on_listening)
     server.run()
     return server.stopped_by

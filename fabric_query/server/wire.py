@@ -7,6 +7,7 @@ syntax) are left to it, so the HTTP API and the Python API refuse exactly the sa
 from __future__ import annotations
 
 import datetime as dt
+import os
 from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr, field_validator, model_validator
@@ -43,10 +44,24 @@ class ResolveRequest(_Body):
     text: StrictStr | None = None
 
 
+def _absolute(value: str | None) -> str | None:
+    """A folder on the server's machine must be given absolute: a relative one would be read from
+    the server's working directory (``"."`` ingested the folder the server was started in)."""
+    if value is not None:
+        if "\x00" in value:
+            raise ValueError("a path holds no NUL character")
+        if not os.path.isabs(value):
+            raise ValueError("give an absolute path (a relative one would be read from the server's working folder)")
+    return value
+
+
 class IngestRequest(_Body):
-    """``POST /v1/admin/ingest``: a folder on the server's machine to register and ingest."""
+    """``POST /v1/admin/ingest``: a folder on the server's machine (an absolute path) to register
+    and ingest."""
 
     path: Annotated[StrictStr, Field(min_length=1, max_length=4096)]
+
+    _absolute_path = field_validator("path")(_absolute)
 
 
 class EmptyRequest(_Body):
@@ -107,7 +122,9 @@ class SnapshotRequest(_Body):
 
 class RestoreRequest(_Body):
     """``POST /v1/admin/restore``: a snapshot back into this home, or into a new home at ``into``
-    (a folder on the server's machine with no home in it)."""
+    (an absolute path to a folder on the server's machine with no home in it)."""
 
     snapshot_id: StrictInt
     into: _Key | None = None
+
+    _absolute_into = field_validator("into")(_absolute)

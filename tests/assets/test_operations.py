@@ -117,6 +117,25 @@ def test_admin_routes_need_the_admin_token(served):
     assert client.post("/v1/admin/ingest", content=b"[", headers=auth).status_code == 422
 
 
+def test_admin_bodies_that_are_not_json_or_not_absolute_are_422(served):
+    """guards against (hostile trial 6, 2026-12-05): a body nested 30,000 deep answered 500 with a
+    traceback (RecursionError is no ValueError); `{"path": "."}` ingesting the folder the server
+    was started in; `into` relative or holding a NUL byte (the Operation ended with a traceback)."""
+    client, token, fabric_home, _ = served
+    auth = {"authorization": f"Bearer {token}"}
+    deep = b"[" * 30_000 + b"]" * 30_000
+    for kind, body in (("snapshot", deep), ("snapshot", b'{"note": ' + deep + b"}")):
+        r = client.post(f"/v1/admin/{kind}", content=body, headers={**auth, "content-type": "application/json"})
+        assert r.status_code == 422 and r.json()["error"]["type"] == "RequestValidationError", r.text
+    for kind, body in (("ingest", {"path": "."}), ("ingest", {"path": "src"}), ("ingest", {"path": "/tmp/a\x00b"}),
+                       ("restore", {"snapshot_id": 1, "into": "relative-into"}),
+                       ("restore", {"snapshot_id": 1, "into": "/tmp/a\x00b"})):
+        r = client.post(f"/v1/admin/{kind}", json=body, headers=auth)
+        assert r.status_code == 422 and r.json()["error"]["type"] == "RequestValidationError", (body, r.text)
+        assert ("absolute" in r.text or "NUL" in r.text) and str(fabric_home.root) not in r.text
+    assert fabric_home.catalog.operations("pending") == [] and len(fabric_home.catalog.roots()) == 1
+
+
 def test_admin_ingest_is_a_dagster_run_whose_operation_succeeds(served):
     """guards against: admin work outside Dagster (invisible in the UI), an operation that is
     never recorded, or one whose status lies about the outcome."""
@@ -126,6 +145,7 @@ def test_admin_ingest_is_a_dagster_run_whose_operation_succeeds(served):
     new = tmp_path / "more"
     new.mkdir()
     (new / "b.txt").write_text("Sourdough needs a lively starter and patience.\n")
+    os.mkfifo(new / "pipe")  # found, never opened: skipped, which makes the ingest incomplete
     auth = {"authorization": f"Bearer {token}"}
     r = client.post("/v1/admin/ingest", json={"path": str(new)}, headers=auth)
     assert r.status_code == 202, r.text
@@ -134,6 +154,9 @@ def test_admin_ingest_is_a_dagster_run_whose_operation_succeeds(served):
     op = _poll(client, op_id, token)
     assert op["status"] == "succeeded", op
     assert op["kind"] == "ingest" and op["reason"] is None and op["started_at"] <= op["finished_at"]
+    # Incomplete, and the result says why (hostile trial 6: `complete: false`, nothing else).
+    assert op["result"]["complete"] is False
+    assert op["result"]["skipped"] == [{"path": "fs:more/pipe", "reason": "not-a-regular-file: fifo"}]
     run_ids = op["result"]["run_ids"] + [op["result"]["activation_run_id"]]
     assert op["result"]["run_ids"]
     os.environ["DAGSTER_HOME"] = str(home.layout.dagster_home)

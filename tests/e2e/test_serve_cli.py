@@ -127,6 +127,36 @@ def test_cli_through_a_running_server_prints_what_in_process_prints(home, tmp_pa
     assert _outputs(home, citation_file)[0] == in_process[0]  # in-process again, same output
 
 
+def test_a_header_past_the_bound_is_refused_and_other_clients_are_answered(home):
+    """guards against (hostile trial 6, 2026-12-05): one client sending an endless header slowing
+    every other request to 10-20 s and growing the server without limit (uvicorn's httptools
+    protocol bounds no header)."""
+    import socket
+    from urllib.parse import urlsplit
+
+    from fabric_query.server.runner import MAX_HEADER_BYTES
+
+    proc, record = _start_server(home)
+    try:
+        url = urlsplit(record.url)
+
+        def raw(header_bytes: int) -> bytes:
+            with socket.create_connection((url.hostname, url.port), timeout=30) as conn:
+                conn.sendall(f"GET /v1/health HTTP/1.1\r\nHost: {url.netloc}\r\nX-Pad: ".encode())
+                try:
+                    conn.sendall(b"a" * header_bytes + b"\r\nConnection: close\r\n\r\n")
+                except (BrokenPipeError, ConnectionResetError):  # refused before it was all sent
+                    pass
+                return conn.recv(64)
+
+        assert raw(MAX_HEADER_BYTES // 4).startswith(b"HTTP/1.1 200")  # a long header within the bound
+        assert raw(4 * MAX_HEADER_BYTES).startswith(b"HTTP/1.1 400")
+        assert httpx.get(f"{record.url}/v1/health", timeout=5).status_code == 200
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.communicate(timeout=60)
+
+
 def test_a_server_started_with_sigint_ignored_still_exits_130_on_ctrl_c(home):
     """guards against: `fabric serve &` from a script (the shell starts it with SIGINT ignored)
     exiting 0 after SIGINT, as if it had stopped on its own: uvicorn re-raises the signal it caught,

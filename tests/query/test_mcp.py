@@ -108,6 +108,10 @@ def test_mcp_over_http_lists_tools_searches_and_resolves(homes):
                 assert all(r["text"]["may_contain_instructions"] is False for r in calm)
                 bad = await client.call_tool("search", {"query": "lamp paht:x"})
                 assert bad.is_error and "did you mean path:" in bad.content[0].text
+                # Types as strict as the HTTP body's (hostile trial 6: `limit: true` searched with 1).
+                for loose in ({"limit": True}, {"limit": 2.0}, {"limit": "3"}, {"max_tokens": "30"}):
+                    refused = await client.call_tool("search", {"query": "lamp", **loose})
+                    assert refused.is_error, loose
                 budget = await _search(client, query="lamp", max_tokens=30)
                 assert budget["used_tokens"] <= 30 and budget["max_tokens"] == 30
                 scoped = await _search(client, query="lamp", scope={"path_prefixes": ["corpus/b"]})

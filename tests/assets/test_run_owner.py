@@ -1,0 +1,58 @@
+"""Runs whose process is gone: a Dagster run left ``STARTED`` by a killed process is marked failed
+and blocks no purge or restore; a live owner's run, or one whose owner cannot be told, still does."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import uuid
+
+import dagster as dg
+
+from fabric_assets.lifecycle.run_history import home_instance, runs_in_progress
+from fabric_assets.run_owner import OWNER_TAG, orphaned, owner_tags
+
+
+def _started(instance: dg.DagsterInstance, tags: dict[str, str]) -> str:
+    run = dg.DagsterRun(job_name="parse_job", run_id=str(uuid.uuid4()), status=dg.DagsterRunStatus.STARTED,
+                        tags=tags)
+    instance.add_run(run)
+    return run.run_id
+
+
+def test_a_run_whose_process_was_killed_is_failed_and_blocks_nothing(fabric_home):
+    """guards against (hostile trial 6, 2026-12-05): `fabric serve` killed with SIGKILL during an
+    ingest left its parse run STARTED for good, and every later purge and in-place restore was
+    refused ("Dagster run(s) in progress … wait for them to finish") with nothing to wait for."""
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        from fabric_assets import run_owner
+
+        owner = run_owner._owner(child.pid)
+        instance = home_instance(fabric_home)
+        killed = _started(instance, {OWNER_TAG: owner})
+        untold = _started(instance, {})  # an older Fabric's run, or the UI's: its process cannot be told
+        assert set(runs_in_progress(instance)) == {killed, untold}  # the owner lives: still in progress
+        child.kill()
+        child.wait()
+        assert runs_in_progress(instance) == [untold]
+        run = instance.get_run_by_id(killed)
+        assert run.status == dg.DagsterRunStatus.FAILURE
+        assert instance.get_run_by_id(untold).status == dg.DagsterRunStatus.STARTED
+        failure = [e for e in instance.all_logs(killed) if e.dagster_event and e.dagster_event.is_run_failure]
+        assert failure and "is gone" in failure[0].message
+    finally:
+        child.kill()
+
+
+def test_an_owner_is_this_process_only_while_it_lives_with_the_same_start():
+    """guards against: a process ID reused by another process passing for the run's owner, and a
+    run of another host being failed from here."""
+    host, pid = socket.gethostname(), os.getpid()
+    mine = dg.DagsterRun(job_name="j", run_id=str(uuid.uuid4()), tags=owner_tags())
+    reused = dg.DagsterRun(job_name="j", run_id=str(uuid.uuid4()), tags={OWNER_TAG: f"{host}|{pid}|1.00"})
+    elsewhere = dg.DagsterRun(job_name="j", run_id=str(uuid.uuid4()), tags={OWNER_TAG: f"not-{host}|1|1.00"})
+    junk = dg.DagsterRun(job_name="j", run_id=str(uuid.uuid4()), tags={OWNER_TAG: f"{host}|²|x"})
+    assert not orphaned(mine) and orphaned(reused) and not orphaned(elsewhere) and not orphaned(junk)
