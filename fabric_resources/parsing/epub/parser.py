@@ -9,7 +9,7 @@
 from __future__ import annotations
 
 from fabric_resources.config import EpubParserConfig
-from fabric_resources.parsing.document import ParsedDocument, ParseError, bad_input_net
+from fabric_resources.parsing.document import ParsedDocument, ParseError, UnreadPart, bad_input_net
 from fabric_resources.parsing.epub.identity import MEDIA_TYPE, PARSER_NAME, PARSER_VERSION
 from fabric_resources.parsing.epub.archive import Archive, MemberUnusable
 from fabric_resources.parsing.epub.content import Walker
@@ -76,7 +76,9 @@ def parse_epub(data: bytes, config: EpubParserConfig) -> ParsedDocument:
         anticipated (:func:`~fabric_resources.parsing.document.bad_input_net`).
         A single content document that cannot be read or parsed (a corrupt
         member, whatever its compression) is skipped and listed in
-        ``metadata["skipped_documents"]``.
+        ``metadata["skipped_documents"]``, and, with a spine item that names no manifest item, in
+        ``unread`` (``"chapter <href>"``: the book is reported partly read; an image or SVG page,
+        which holds no text to lose, is not).
     """
     if len(data) > config.max_bytes:
         raise ParseError("too-large", f"{len(data)} bytes > max_bytes {config.max_bytes}")
@@ -93,12 +95,14 @@ def parse_epub(data: bytes, config: EpubParserConfig) -> ParsedDocument:
     toc_source, toc, toc_errors = read_toc(arc, pkg, spine_pos)
     walker = Walker(pkg.language, config.max_unit_chars)
     skipped: list[dict[str, str]] = []
+    unread: list[UnreadPart] = []  # text the book has and the parse lost (not an image or SVG page)
     fallback: list[str] = []
     repairs: dict[str, int] = {}
     parsed = 0
     for index, item in enumerate(pkg.spine):
         if not isinstance(item, ManifestItem):
             skipped.append({"href": item, "reason": "missing-manifest-item"})
+            unread.append(UnreadPart(f"chapter {item}", "missing-manifest-item"))
             continue
         if item.media_type not in XHTML_TYPES:
             skipped.append({"href": item.href, "reason": f"not-xhtml: {item.media_type}"})
@@ -110,6 +114,7 @@ def parse_epub(data: bytes, config: EpubParserConfig) -> ParsedDocument:
             content = parse_content(arc.read(item.path), config.max_depth)
         except MemberUnusable as exc:
             skipped.append({"href": item.href, "reason": str(exc)})
+            unread.append(UnreadPart(f"chapter {item.href}", str(exc)))
             continue
         if content.used_html_fallback:
             fallback.append(item.href)
@@ -127,5 +132,5 @@ def parse_epub(data: bytes, config: EpubParserConfig) -> ParsedDocument:
     }
     return ParsedDocument(
         PARSER_NAME, PARSER_VERSION, MEDIA_TYPE, walker.units, walker.relationships,
-        title=pkg.title, language=pkg.language, metadata=metadata,
+        title=pkg.title, language=pkg.language, metadata=metadata, unread=unread,
     )
