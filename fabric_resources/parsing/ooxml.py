@@ -76,3 +76,14 @@ def decimal_number(value: str | None) -> int | None:
     if match is None:
         return None
     return int(match.group(1) + match.group(2))
+
+
+def title_and_language(document, errors: tuple[type[BaseException], ...]) -> tuple[str | None, str | None]:
+    """The ``dc:title`` and ``dc:language`` of a python-docx or python-pptx ``document``'s core
+    properties (``docProps/core.xml``), ``None`` where blank; both ``None`` when that part cannot
+    be read (one of ``errors``): a bad core part costs the title, never the text."""
+    try:
+        core = document.core_properties
+        return (core.title or "").strip() or None, (core.language or "").strip() or None
+    except errors:
+        return None, None

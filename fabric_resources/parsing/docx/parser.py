@@ -24,7 +24,7 @@ from fabric_resources.parsing.document import (
     ParsedDocument, ParsedRelationship, ParsedUnit, ParseError, UnreadPart, exception_text,
 )
 from fabric_resources.parsing.docx import MEDIA_TYPE, PARSER_NAME, PARSER_VERSION
-from fabric_resources.parsing.ooxml import admit_package, decimal_number
+from fabric_resources.parsing.ooxml import admit_package, decimal_number, title_and_language
 
 if TYPE_CHECKING:
     from fabric_resources.config import OoxmlParserConfig
@@ -78,11 +78,7 @@ def parse_docx(data: bytes, config: "OoxmlParserConfig", media_type: str = MEDIA
     walker = _Walker(document, config.max_units)
     walker.body(document.element.body)
     walker.notes(document)
-    try:
-        core = document.core_properties
-        title, language = (core.title or "").strip() or None, (core.language or "").strip() or None
-    except _ELEMENT_ERRORS:  # a bad docProps/core.xml: the document has no title, not no text
-        title = language = None
+    title, language = title_and_language(document, _ELEMENT_ERRORS)
     return ParsedDocument(
         PARSER_NAME, PARSER_VERSION, MEDIA_TYPE, walker.units, walker.relationships,
         title=title, language=language,

@@ -22,7 +22,7 @@ from lxml import etree
 from fabric_resources.parsing.document import (
     ParsedDocument, ParsedRelationship, ParsedUnit, ParseError, UnreadPart, exception_text,
 )
-from fabric_resources.parsing.ooxml import admit_package
+from fabric_resources.parsing.ooxml import admit_package, title_and_language
 from fabric_resources.parsing.pptx import MEDIA_TYPE, PARSER_NAME, PARSER_VERSION
 
 if TYPE_CHECKING:
@@ -89,11 +89,7 @@ def parse_pptx(data: bytes, config: "OoxmlParserConfig", media_type: str = MEDIA
             reader.slide(number, deck.part.related_slide(slide_id.rId))
         except errors as exc:
             reader.skip(number, None, exc)
-    try:
-        core = deck.core_properties
-        title, language = (core.title or "").strip() or None, (core.language or "").strip() or None
-    except errors:  # a bad docProps/core.xml: the deck has no title, not no text
-        title = language = None
+    title, language = title_and_language(deck, errors)
     return ParsedDocument(
         PARSER_NAME, PARSER_VERSION, MEDIA_TYPE, reader.units, reader.relationships,
         title=title, language=language,
