@@ -23,7 +23,7 @@ from typing import Any, TypeVar
 
 from fabric_query.errors import InvalidArgumentError, NoReleaseError, ReleaseUnreadableError
 from fabric_query.querylang import Filters, ParsedQuery, parse_query
-from fabric_query.release import ProjectionUnavailable, ReleaseView, guarded_read, pinned_view
+from fabric_query.release import ProjectionUnavailable, ReleaseView, citing_order, guarded_read, pinned_view
 from fabric_query.scope import Scope, apply_scope
 from fabric_query.types import StageTiming
 from fabric_resources.config import FabricConfig
@@ -227,7 +227,7 @@ def eligible_parses(view: ReleaseView, parsed: ParsedQuery) -> tuple[set[str] | 
     if not f.active:
         return None, view.sources_by_parse  # no filter: every source of the release (cached per view)
     by_parse: dict[str, list[str]] = {}
-    for key, meta in sorted(view.sources.items()):
+    for key, meta in sorted(view.sources.items(), key=citing_order):
         if _admits(f, key, meta):
             by_parse.setdefault(meta["parse_id"], []).append(key)
     return set(by_parse), by_parse

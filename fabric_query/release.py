@@ -28,7 +28,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import numpy as np
 import pyarrow as pa
@@ -138,6 +138,14 @@ class WindowVectors:
     slot_of_chunk: np.ndarray
 
 
+def citing_order(item: tuple[str, Mapping[str, Any]]) -> tuple[bool, str]:
+    """Sort key of a release's ``(source key, entry)``: sources that still hold the parse's bytes
+    first, then by key. Of two files with the same text, one since overwritten (its entry has
+    ``newer``), a citation names the one that still holds it."""
+    key, meta = item
+    return "newer" in meta, key
+
+
 @dataclass
 class ReleaseView:
     """One release as a query may see it now: its sources minus ``hidden`` (see the module docstring)."""
@@ -205,8 +213,10 @@ class ReleaseView:
 
     @cached_property
     def sources_by_parse(self) -> dict[str, list[str]]:
+        """Parse ID → the visible source keys holding it, in :func:`citing_order` (the first is
+        the one a citation names)."""
         out: dict[str, list[str]] = {}
-        for key, meta in sorted(self.sources.items()):
+        for key, meta in sorted(self.sources.items(), key=citing_order):
             out.setdefault(meta["parse_id"], []).append(key)
         return out
 

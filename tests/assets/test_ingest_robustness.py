@@ -391,3 +391,20 @@ def test_a_hit_from_a_version_the_file_no_longer_holds_says_so(tmp_path, fabric_
                if "deltaunique" in h.text)
     (fresh,) = [h for h in fabric.search("deltafresh").results if h.citation.source_key == "fs:notes/d.txt"]
     assert fresh.source_changed is None and fabric.resolve(fresh.citation).status == "verified"
+
+
+def test_of_two_files_with_one_text_a_hit_cites_the_one_that_still_holds_it(tmp_path, fabric_home):
+    """guards against: two files with the same text, one overwritten with bytes that fail to parse,
+    the hit citing the overwritten one (stale on resolve, `source_changed`) while the other still
+    holds the text and would verify."""
+    src = tmp_path / "notes"
+    src.mkdir()
+    for name in ("a.txt", "b.txt"):  # "a" sorts first: it was the one cited
+        (src / name).write_text("Foxtrot text with foxtrotunique words.\n")
+    ingest(src, fabric_home)
+    (src / "a.txt").write_bytes(b"\x00\x01binary now\x00" * 50)
+    ingest(src, FabricHome(fabric_home.root))
+    fabric = Fabric(fabric_home.root)
+    (hit,) = [h for h in fabric.search("foxtrotunique").results if "foxtrotunique" in h.text]
+    assert hit.citation.source_key == "fs:notes/b.txt" and hit.citation.also_cited_by == ("fs:notes/a.txt",)
+    assert hit.source_changed is None and fabric.resolve(hit.citation).status == "verified"
