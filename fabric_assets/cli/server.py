@@ -67,7 +67,8 @@ def serve(
         console.print(f"fabric serve: home {path}, {url}/v1 (admin token: {path / ADMIN_TOKEN_FILE}"
                       + (f", read token: {path / READ_TOKEN_FILE}" if read_token else "") + ")")
 
-    stopped_by = run_server(app, host, port, path, fabric_version(), on_listening=listening)
+    stopped_by = run_server(app, host, port, path, fabric_version(), on_listening=listening,
+                            request_read_timeout_s=config.request_read_timeout_s)
     if stopped_by is not None:
         # 128 + the signal, the shell's convention (130 for Ctrl-C, as `fabric ingest`).
         raise typer.Exit(128 + stopped_by)

@@ -8,6 +8,7 @@ from pathlib import Path
 import uvicorn
 
 from fabric_query.server.discovery import remove_server_file, write_server_file
+from fabric_query.server.protocol import REQUEST_READ_TIMEOUT_S, with_read_timeout
 
 
 #: The largest request line plus headers the server reads (bytes): browsers and HTTP clients send a
@@ -53,11 +54,13 @@ class _AnnouncingServer(uvicorn.Server):
 
 
 def serve(app, host: str, port: int, home_root: Path, version: str, log_level: str = "warning",
-          on_listening: Callable[[str], None] | None = None) -> int | None:
+          on_listening: Callable[[str], None] | None = None,
+          request_read_timeout_s: float = REQUEST_READ_TIMEOUT_S) -> int | None:
     """Serve ``app`` on ``host:port`` until SIGINT / SIGTERM (uvicorn's own handling).
 
     ``on_listening(url)`` is called once the socket listens, with the URL ``server.json`` names
-    (the port the OS gave when ``port`` is 0).
+    (the port the OS gave when ``port`` is 0). ``request_read_timeout_s``: seconds a client has to
+    send a whole request (:mod:`fabric_query.server.protocol`).
 
     Returns the number of the signal that stopped the server, or None. Uvicorn re-raises that
     signal after shutting down, which ends the process as the signal would have; but a process
@@ -66,10 +69,12 @@ def serve(app, host: str, port: int, home_root: Path, version: str, log_level: s
     """
     # h11, not httptools: httptools bounds no header, and one client sending an endless header
     # slowed every other request to 10-20 s and grew the process without limit (hostile trial 6).
-    # h11 refuses a header section past MAX_HEADER_BYTES with a 400 and closes the connection.
+    # h11 refuses a header section past MAX_HEADER_BYTES with a 400 and closes the connection; the
+    # protocol closes one that takes longer than request_read_timeout_s to send its request.
     config = uvicorn.Config(app, host=host, port=port, log_level=log_level, access_log=False,
                             lifespan="on", server_header=False, timeout_graceful_shutdown=10,
-                            http="h11", h11_max_incomplete_event_size=MAX_HEADER_BYTES)
+                            http=with_read_timeout(request_read_timeout_s),
+                            h11_max_incomplete_event_size=MAX_HEADER_BYTES)
     server = _AnnouncingServer(config, Path(home_root), version, on_listening)
     server.run()
     return server.stopped_by

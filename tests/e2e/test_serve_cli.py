@@ -127,18 +127,41 @@ def test_cli_through_a_running_server_prints_what_in_process_prints(home, tmp_pa
     assert _outputs(home, citation_file)[0] == in_process[0]  # in-process again, same output
 
 
-def test_a_header_past_the_bound_is_refused_and_other_clients_are_answered(home):
+def test_a_header_past_the_bound_or_a_request_never_finished_is_refused_and_others_are_answered(home):
     """guards against (hostile trial 6, 2026-12-05): one client sending an endless header slowing
     every other request to 10-20 s and growing the server without limit (uvicorn's httptools
-    protocol bounds no header)."""
+    protocol bounds no header); connections that begin a request and never finish it held for good
+    (20,000 of them exhausted the server's file descriptors)."""
     import socket
     from urllib.parse import urlsplit
 
     from fabric_query.server.runner import MAX_HEADER_BYTES
 
+    (home / "config.json").write_text(json.dumps({"server": {"request_read_timeout_s": 1.5}}))
     proc, record = _start_server(home)
     try:
         url = urlsplit(record.url)
+
+        def closed_after(first: bytes, wait_s: float) -> bool:
+            """Send ``first`` (a request begun, never finished) and say whether the server closed."""
+            with socket.create_connection((url.hostname, url.port), timeout=10) as conn:
+                conn.sendall(first)
+                time.sleep(wait_s)
+                conn.settimeout(2)
+                try:
+                    return conn.recv(64) == b""
+                except ConnectionResetError:
+                    return True
+                except TimeoutError:  # still open
+                    return False
+
+        # A request begun and never finished (slow headers, a body that never comes, nothing at
+        # all) is closed after the read deadline; the server held such connections for good.
+        host = f"Host: {url.netloc}\r\n".encode()
+        assert closed_after(b"GET /v1/health HTTP/1.1\r\n" + host + b"X-Slow: a", 3)
+        assert closed_after(b"POST /v1/search HTTP/1.1\r\n" + host + b"Content-Type: application/json\r\n"
+                            b"Content-Length: 100\r\n\r\n{\"query\"", 3)
+        assert closed_after(b"", 3)
 
         def raw(header_bytes: int) -> bytes:
             with socket.create_connection((url.hostname, url.port), timeout=30) as conn:
