@@ -19,7 +19,10 @@ from functools import lru_cache
 import dagster as dg
 import psutil
 
-#: Run tag: ``<host>|<pid>|<process start, Unix seconds to 0.01>`` of the process running the run.
+#: Run tag: ``<host>|<boot ID>|<pid>|<start ticks>`` of the process running the run (Linux's
+#: ``/proc/sys/kernel/random/boot_id`` and field 22 of ``/proc/<pid>/stat``: clock ticks since
+#: boot, which no wall-clock step moves, as ``psutil``'s ``create_time`` does). ``?`` where the
+#: system has no procfs: such a run's owner cannot be told, and it is never called gone.
 OWNER_TAG = "fabric/owner"
 #: What to do about unfinished runs, as a refusal that waits for them says it.
 WAIT_REMEDY = ("wait for them to finish (a run whose Fabric process was killed is marked failed by itself; one "
@@ -30,18 +33,30 @@ UNFINISHED = (dg.DagsterRunStatus.STARTED, dg.DagsterRunStatus.STARTING, dg.Dags
               dg.DagsterRunStatus.NOT_STARTED, dg.DagsterRunStatus.CANCELING)
 
 
-def _owner(pid: int) -> str | None:
-    """The owner value of process ``pid`` on this host, or ``None`` when it does not exist."""
+def _boot_id() -> str:
     try:
-        started = psutil.Process(pid).create_time()
-    except (psutil.NoSuchProcess, psutil.AccessDenied, ProcessLookupError):
+        with open("/proc/sys/kernel/random/boot_id") as f:
+            return f.read().strip() or "?"
+    except OSError:
+        return "?"
+
+
+def _owner(pid: int) -> str | None:
+    """The owner value of process ``pid`` on this host and boot, or ``None`` when it does not
+    exist; its start is ``?`` where it cannot be read (no procfs)."""
+    from fabric_query.server.discovery import start_ticks
+
+    ticks = start_ticks(pid)
+    if ticks is None:
+        if psutil.pid_exists(pid) and not os.path.exists("/proc/self/stat"):
+            return f"{socket.gethostname()}|{_boot_id()}|{pid}|?"
         return None
-    return f"{socket.gethostname()}|{pid}|{started:.2f}"
+    return f"{socket.gethostname()}|{_boot_id()}|{pid}|{ticks}"
 
 
 @lru_cache(maxsize=1)
 def _own(pid: int) -> str:
-    return _owner(pid) or f"{socket.gethostname()}|{pid}|?"
+    return _owner(pid) or f"{socket.gethostname()}|?|{pid}|?"
 
 
 def owner_tags() -> dict[str, str]:
@@ -50,15 +65,19 @@ def owner_tags() -> dict[str, str]:
 
 
 def orphaned(run: dg.DagsterRun) -> bool:
-    """Whether ``run``'s owner (its :data:`OWNER_TAG`) ran on this host and is gone: no process
-    with its ID, or one started at another time (the ID was reused). ``False`` without the tag or
-    for another host's run."""
-    value = run.tags.get(OWNER_TAG, "")
-    host, _, rest = value.partition("|")
-    pid, _, started = rest.partition("|")
-    if host != socket.gethostname() or not pid.isascii() or not pid.isdigit() or started == "?":
+    """Whether ``run``'s owner (its :data:`OWNER_TAG`) ran on this host and is gone: this host
+    rebooted since, no process has its ID, or the one that has started at another tick (the ID
+    was reused). ``False`` without the tag, for another host's run, or where its start cannot be
+    told."""
+    parts = run.tags.get(OWNER_TAG, "").split("|")
+    if len(parts) != 4:
         return False
-    return _owner(int(pid)) != value
+    host, boot, pid, ticks = parts
+    if host != socket.gethostname() or "?" in (boot, ticks) or not (pid.isascii() and pid.isdigit()):
+        return False
+    if boot != _boot_id():
+        return True  # started before this boot: no process of it is left
+    return _owner(int(pid)) != run.tags[OWNER_TAG]
 
 
 def fail_orphaned_runs(instance: dg.DagsterInstance) -> list[str]:

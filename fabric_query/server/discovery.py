@@ -45,7 +45,7 @@ def _process_started(pid: int) -> float | None:
         return None
 
 
-def _start_ticks(pid: int) -> int | None:
+def start_ticks(pid: int) -> int | None:
     """Field 22 (``starttime``) of ``/proc/<pid>/stat``, or None (no such process, or no procfs)."""
     try:
         with open(f"/proc/{pid}/stat", "rb") as f:
@@ -63,7 +63,7 @@ def write_server_file(home_root: Path, host: str, port: int, version: str) -> Se
     if host in ("0.0.0.0", "::"):  # bound to every interface: local clients use loopback
         shown = "127.0.0.1"
     record = ServerRecord(url=f"http://{shown}:{port}", pid=pid, started=_process_started(pid) or 0.0,
-                          version=version, start_ticks=_start_ticks(pid))
+                          version=version, start_ticks=start_ticks(pid))
     path = Path(home_root) / SERVER_FILE
     tmp = path.with_name(f".{SERVER_FILE}.{pid}")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
@@ -98,7 +98,7 @@ def read_server_file(home_root: Path, *, check_alive: bool = True) -> ServerReco
 def _alive(record: ServerRecord) -> bool:
     """Whether the process ``record`` names is running and is the one that wrote it."""
     if record.start_ticks is not None:
-        ticks = _start_ticks(record.pid)
+        ticks = start_ticks(record.pid)
         if ticks is not None:
             return ticks == record.start_ticks
     started = _process_started(record.pid)

@@ -47,12 +47,26 @@ def test_a_run_whose_process_was_killed_is_failed_and_blocks_nothing(fabric_home
         child.kill()
 
 
-def test_an_owner_is_this_process_only_while_it_lives_with_the_same_start():
-    """guards against: a process ID reused by another process passing for the run's owner, and a
-    run of another host being failed from here."""
-    host, pid = socket.gethostname(), os.getpid()
-    mine = dg.DagsterRun(job_name="j", run_id=str(uuid.uuid4()), tags=owner_tags())
-    reused = dg.DagsterRun(job_name="j", run_id=str(uuid.uuid4()), tags={OWNER_TAG: f"{host}|{pid}|1.00"})
-    elsewhere = dg.DagsterRun(job_name="j", run_id=str(uuid.uuid4()), tags={OWNER_TAG: f"not-{host}|1|1.00"})
-    junk = dg.DagsterRun(job_name="j", run_id=str(uuid.uuid4()), tags={OWNER_TAG: f"{host}|²|x"})
-    assert not orphaned(mine) and orphaned(reused) and not orphaned(elsewhere) and not orphaned(junk)
+def test_an_owner_is_this_process_only_while_it_lives_with_the_same_start(monkeypatch):
+    """guards against: a process ID reused by another process passing for the run's owner; a run
+    of another host, or of a process whose start cannot be told, being failed from here; a live
+    owner called gone after the wall clock steps (hostile trial 7: psutil's create_time is boot
+    time plus ticks, and boot time is recomputed from the wall clock)."""
+    import psutil
+
+    from fabric_assets.run_owner import _boot_id
+    from fabric_query.server.discovery import start_ticks
+
+    host, pid, boot = socket.gethostname(), os.getpid(), _boot_id()
+
+    def run(owner: str) -> dg.DagsterRun:
+        return dg.DagsterRun(job_name="j", run_id=str(uuid.uuid4()), tags={OWNER_TAG: owner})
+
+    mine = run(owner_tags()[OWNER_TAG])
+    assert mine.tags[OWNER_TAG] == f"{host}|{boot}|{pid}|{start_ticks(pid)}"
+    monkeypatch.setattr(psutil, "boot_time", lambda: 0.0)  # a clock step moves psutil's boot time
+    assert not orphaned(mine)
+    assert orphaned(run(f"{host}|{boot}|{pid}|1"))  # this pid, another start: reused
+    assert orphaned(run(f"{host}|another-boot|{pid}|{start_ticks(pid)}"))  # before a reboot
+    for untold in (f"not-{host}|{boot}|1|1", f"{host}|{boot}|\u00b2|x", f"{host}|?|{pid}|?", f"{host}|{pid}|1.0", ""):
+        assert not orphaned(run(untold)), untold
