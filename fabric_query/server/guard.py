@@ -1,4 +1,4 @@
-"""The ASGI middleware in front of every route: Host, Origin, the read token, bounded bodies.
+"""The ASGI middleware in front of every route: Host, Origin, the read token, bounded headers and bodies.
 
 It runs before routing, so an unknown path with a bad Host is 421 too, and no handler ever sees
 more than ``server.max_body_bytes`` of body: a larger ``Content-Length`` is refused before the
@@ -13,6 +13,10 @@ from fabric_query.server.security import OriginPolicy, bearer_matches
 
 #: Paths answered without the read token (liveness must stay cheap and unauthenticated).
 OPEN_PATHS = frozenset({"/v1/health"})
+#: The largest request line plus headers the server takes (bytes): browsers and HTTP clients send a
+#: few KiB; this is twice what nginx's default buffers hold (4 x 8 KiB). h11 refuses a header
+#: section still incomplete past it; one that arrived whole is measured here (431).
+MAX_HEADER_BYTES = 64 * 1024
 
 
 def _headers(scope) -> dict[str, str]:
@@ -59,6 +63,11 @@ class Guard:
     async def __call__(self, scope, receive, send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
+            return
+        raw_headers = scope.get("headers") or ()
+        if sum(len(k) + len(v) + 4 for k, v in raw_headers) > MAX_HEADER_BYTES:  # ": " and CRLF each
+            await _send_error(send, 431, "RequestHeaderFieldsTooLarge",
+                              f"the request's headers are over {MAX_HEADER_BYTES} bytes")
             return
         headers = _headers(scope)
         if not self.policy.host_ok(headers.get("host")):

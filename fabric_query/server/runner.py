@@ -8,12 +8,8 @@ from pathlib import Path
 import uvicorn
 
 from fabric_query.server.discovery import remove_server_file, write_server_file
+from fabric_query.server.guard import MAX_HEADER_BYTES
 from fabric_query.server.protocol import REQUEST_READ_TIMEOUT_S, with_read_timeout
-
-
-#: The largest request line plus headers the server reads (bytes): browsers and HTTP clients send a
-#: few KiB; this is twice what nginx's default buffers hold (4 x 8 KiB).
-MAX_HEADER_BYTES = 64 * 1024
 
 
 class _AnnouncingServer(uvicorn.Server):
