@@ -40,6 +40,10 @@ from fabric_resources.home import FabricHome
 ProgressCallback = Callable[[int, int], None]
 
 
+#: Folders never taken as roots (nor any folder inside them): the kernel's pseudo-file systems.
+SYSTEM_FOLDERS = (Path("/proc"), Path("/sys"), Path("/dev"))
+
+
 class NotADirectoryRoot(ValueError):
     """``fabric ingest`` was given something that is not a readable directory."""
 
@@ -315,7 +319,7 @@ def ingest(path: str | os.PathLike, home: FabricHome, progress: ProgressCallback
     Raises
     ------
     NotADirectoryRoot
-        If ``path`` is not an existing directory.
+        If ``path`` is not an existing directory, or is ``/`` or lies in :data:`SYSTEM_FOLDERS`.
     fabric_resources.catalog.RootOverlapError
         If ``path`` is the Fabric home or inside it (its catalog, artifacts and admin token are
         never sources), or overlaps a registered root.
@@ -332,7 +336,7 @@ def admissible_root(path: str | os.PathLike, home: FabricHome) -> Path:
     Raises
     ------
     NotADirectoryRoot
-        If ``path`` is not an existing directory.
+        If ``path`` is not an existing directory, or is ``/`` or lies in :data:`SYSTEM_FOLDERS`.
     fabric_resources.catalog.RootOverlapError
         If ``path`` is the home or inside it: the home's catalog, artifacts and admin token are
         never sources (a root that *holds* the home is fine: the scan never enters the home).
@@ -340,6 +344,12 @@ def admissible_root(path: str | os.PathLike, home: FabricHome) -> Path:
     root = Path(path)
     if not root.is_dir():
         raise NotADirectoryRoot(f"{path} is not a directory")
+    resolved = root.resolve()
+    if resolved == Path(resolved.anchor) or any(resolved.is_relative_to(p) for p in SYSTEM_FOLDERS):
+        # The whole file system, or the kernel's pseudo-files: no documents, and reading some
+        # (/proc/kmsg) blocks for ever.
+        raise NotADirectoryRoot(f"{path} ({resolved}) is the file system's root or a system folder "
+                                f"({', '.join(map(str, SYSTEM_FOLDERS))}): not a folder of documents")
     home_root = home.layout.root.resolve()
     if root.resolve().is_relative_to(home_root):
         raise RootOverlapError(f"{root.resolve()} is the Fabric home {home_root} or inside it: the home's own "

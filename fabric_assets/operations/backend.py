@@ -200,8 +200,8 @@ class PipelineAdmin:
         Raises
         ------
         ValueError
-            ``kind`` is not one this backend runs, or an ingest ``path`` is not a directory or is
-            the home or inside it.
+            ``kind`` is not one this backend runs, or an ingest ``path`` is not a directory, is
+            ``/`` or a system folder, or is the home or inside it.
         """
         if kind not in WORK:
             raise ValueError(f"unknown operation {kind!r}")
@@ -210,8 +210,8 @@ class PipelineAdmin:
 
             try:  # RootOverlapError (the home or inside it) is a ValueError too: answered 400
                 admissible_root(params.get("path", ""), self.home)
-            except NotADirectoryRoot:
-                raise ValueError(f"ingest: {params.get('path')!r} is not a directory on the server's machine") from None
+            except NotADirectoryRoot as exc:  # not a directory, or the file system's root or a system folder
+                raise ValueError(f"ingest: {exc} (on the server's machine)") from None
         op = self.home.catalog.create_operation(kind, params)
         self._pool.submit(self._run, op)
         return op.operation_id

@@ -90,3 +90,21 @@ def test_a_new_home_is_readable_by_its_owner_only(tmp_path):
     made = tmp_path / "made-by-user"
     made.mkdir(mode=0o755)
     assert stat.S_IMODE(FabricHome(made).root.stat().st_mode) == 0o755, "a folder the user made keeps its mode"
+
+
+def test_the_file_system_root_and_system_folders_are_refused_as_roots(fabric_home):
+    """guards against (hostile trial 7, 2026-12-05): `{"path": "/./.."}` over HTTP registering `/`
+    (every file the server can read, /proc/*/environ included), or a root in /proc, /sys or /dev,
+    where reading some pseudo-files (/proc/kmsg) blocks for ever."""
+    from fabric_assets.ingest import NotADirectoryRoot, admissible_root
+
+    for path in ("/", "/./..", "/proc", "/proc/self", "/sys/kernel", "/dev"):
+        with pytest.raises(NotADirectoryRoot, match="system folder"):
+            admissible_root(path, fabric_home)
+    assert fabric_home.catalog.roots() == []
+    admin = PipelineAdmin(fabric_home)
+    try:
+        with pytest.raises(ValueError, match="system folder"):
+            admin.submit("ingest", {"path": "/proc/self/fd"})
+    finally:
+        admin.close()
