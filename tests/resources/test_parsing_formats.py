@@ -207,12 +207,13 @@ def test_child_timeout_is_a_named_failure():
     assert info.value.reason == "timeout"
 
 
-def _text_pdf(lines: list[tuple[float, float, str]], media=(0, 0, 612, 792)) -> bytes:
+def _text_pdf(lines: list[tuple[float, float, str]], media=(0, 0, 612, 792), crop=None) -> bytes:
     """A one-page PDF drawing each ``(x, y, text)`` in Helvetica 12 (a standard font: nothing
-    embedded), its cross-reference table exact."""
+    embedded), with ``crop`` as its CropBox if given, its cross-reference table exact."""
     content = "".join(f"BT /F1 12 Tf {x} {y} Td ({t}) Tj ET\n" for x, y, t in lines).encode()
+    crop_box = f"/CropBox[{' '.join(map(str, crop))}]" if crop else ""
     objs = [b"<</Type/Catalog/Pages 2 0 R>>", b"<</Type/Pages/Kids[3 0 R]/Count 1>>",
-            (f"<</Type/Page/Parent 2 0 R/MediaBox[{' '.join(map(str, media))}]"
+            (f"<</Type/Page/Parent 2 0 R/MediaBox[{' '.join(map(str, media))}]{crop_box}"
              "/Resources<</Font<</F1 5 0 R>>>>/Contents 4 0 R>>").encode(),
             b"<</Length %d>>stream\n" % len(content) + content + b"endstream",
             b"<</Type/Font/Subtype/Type1/BaseFont/Helvetica>>"]
@@ -241,6 +242,13 @@ def test_pdf_text_outside_the_page_is_left_out_and_counted():
     assert "Visible paragraph" in text and "Second visible line" in text and "Straddling words" in text
     assert "Offpage" not in text and "Offright" not in text and doc.metadata["offpage_lines"] == 2
     assert all(u.locator["bbox"][1] >= 0 and u.locator["bbox"][0] < 612 for u in doc.units)
+    # A CropBox given by its other two corners is the same box (hostile trial 7: every line was
+    # "off the page" and the text layer thrown away); one larger than the MediaBox is clipped to it.
+    lines = [(72, 700, "Visible paragraph text on the page."), (72, -200, "Offpage text below the page.")]
+    for crop in ((612, 792, 0, 0), (-1000, -1000, 2000, 2000)):
+        doc = parse_pdf(_text_pdf(lines, crop=crop), PDF)
+        assert [u.text for u in doc.units] == ["Visible paragraph text on the page."], crop
+        assert doc.metadata["offpage_lines"] == 1, crop
 
 
 # -- PDF: OCR ---------------------------------------------------------------------------------

@@ -173,7 +173,7 @@ def _lines(page: pdfium.PdfPage, index: int, config: "PdfParserConfig") -> tuple
             raise ParseError("cap-chars", f"page {index + 1}: {count} characters > max_chars_per_page")
         if count <= 0:
             return [], 0
-        cx0, cy0, cx1, cy1 = page.get_cropbox()
+        cx0, cy0, cx1, cy1 = _shown_box(page)
         text = textpage.get_text_range()
         if len(text) != count:  # PDFium's text range dropped or added characters: read them one by one
             text = "".join(chr(pdfium_c.FPDFText_GetUnicode(textpage.raw, i) or 0xFFFF) for i in range(count))
@@ -194,6 +194,19 @@ def _lines(page: pdfium.PdfPage, index: int, config: "PdfParserConfig") -> tuple
         return out, outside
     finally:
         textpage.close()
+
+
+def _shown_box(page: pdfium.PdfPage) -> tuple[float, float, float, float]:
+    """The part of ``page`` a viewer shows, ``(x0, y0, x1, y1)`` with x0 <= x1 and y0 <= y1: its
+    crop box (any two opposite corners, ISO 32000-1 §7.9.5) intersected with its media box
+    (§14.11.2: "the crop box ... shall be clipped to the media box"). An empty intersection (a
+    broken file) falls back to the media box."""
+    m = page.get_mediabox()
+    c = page.get_cropbox()
+    mx0, mx1, my0, my1 = min(m[0], m[2]), max(m[0], m[2]), min(m[1], m[3]), max(m[1], m[3])
+    x0, x1 = max(min(c[0], c[2]), mx0), min(max(c[0], c[2]), mx1)
+    y0, y1 = max(min(c[1], c[3]), my0), min(max(c[1], c[3]), my1)
+    return (x0, y0, x1, y1) if x0 < x1 and y0 < y1 else (mx0, my0, mx1, my1)
 
 
 def _line(textpage: pdfium.PdfTextPage, text: str, start: int, end: int) -> Line | None:
