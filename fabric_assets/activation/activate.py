@@ -184,8 +184,8 @@ def _with_newer(entry: dict[str, Any], s, run) -> dict[str, Any]:
     new bytes' hash, parse ID and that parse's status, ``unparsed`` when no parse is due: a type
     Fabric does not parse, or over a cap), so every hit from the old text says it is not what the
     file holds now. The entry itself when that is already what it says."""
-    newer = None
-    if s.state == "present" and s.source_hash and s.source_hash != entry.get("source_hash"):
+    newer = None  # (an unreachable source keeps what the catalog last saw of it: hash and parse)
+    if s.state in ("present", "access_lost") and s.source_hash and s.source_hash != entry.get("source_hash"):
         newer = {"source_hash": s.source_hash, "parse_id": s.parse_id,
                  "status": run.status if run is not None else ("pending" if s.parse_id else "unparsed")}
     if entry.get("newer") == newer:

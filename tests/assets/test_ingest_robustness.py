@@ -384,6 +384,18 @@ def test_a_hit_from_a_version_the_file_no_longer_holds_says_so(tmp_path, fabric_
     printed = CliRunner().invoke(app, ["search", "deltaunique", "--home", str(fabric_home.root)])
     assert "an older version: the file changed since, and its new version failed to parse" in printed.output
 
+    # Its folder unreachable: the source is access_lost, keeps its last good version, and its
+    # hits still say the file changed (hostile trial 7: the flag was dropped).
+    src.rename(tmp_path / "away")
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "o.txt").write_text("Another root so that an ingest runs.\n")
+    ingest(other, FabricHome(fabric_home.root))
+    assert FabricHome(fabric_home.root).catalog.source("fs:notes/d.txt").state == "access_lost"
+    (hit,) = [h for h in Fabric(fabric_home.root).search("deltaunique").results
+              if h.citation.source_key == "fs:notes/d.txt"]
+    assert hit.source_changed == "failed"
+    (tmp_path / "away").rename(src)
     (src / "d.txt").write_text("Delta rewritten with deltafresh words.\n")  # a good version again
     ingest(src, FabricHome(fabric_home.root))
     fabric = Fabric(fabric_home.root)
