@@ -509,6 +509,25 @@ def test_an_html_paragraph_holding_a_control_or_format_character_is_kept(char):
     assert len(parse_html(f"<html><body>{persian}</body></html>".encode(), config).units) == 2
 
 
+def test_short_list_items_of_the_main_text_are_units_and_navigation_items_are_not():
+    """guards against (hostile trial 7, 2026-12-05): list items under 40 characters dropped
+    silently (trafilatura writes an item as "- text", and a short text had to equal a whole line),
+    while a navigation list stays out."""
+    from fabric_resources.parsing.html.parser import parse_html
+
+    body = ("<nav><ul><li>Home</li><li>About us</li></ul></nav><article><h1>Metals report</h1>"
+            "<p>This report covers the metals desk activity over the whole of last week in some detail.</p>"
+            "<ul><li>Copper volumes rose sharply.</li>"
+            "<li>Nickel volumes rose sharply across every single desk of the exchange floor.</li>"
+            "<li>Cobalt fell.</li></ul><ol><li>First step.</li><li>Second step.</li></ol>"
+            "<p>The desk expects volumes to normalise over the coming weeks as contracts roll.</p></article>")
+    doc = parse_html(f"<html><body>{body}</body></html>".encode(), HtmlParserConfig(isolation=IN_PROCESS))
+    items = [u.text for u in doc.units if u.kind == "list_item"]
+    assert items == ["Copper volumes rose sharply.",
+                     "Nickel volumes rose sharply across every single desk of the exchange floor.",
+                     "Cobalt fell.", "First step.", "Second step."]
+
+
 def test_an_element_marked_hidden_yields_no_text_and_until_found_does():
     """guards against (hostile trial 5, 2026-12-05): text a browser never renders (the ``hidden``
     attribute, on a block, a container or an inline element) indexed and cited from a page where no

@@ -110,7 +110,7 @@ class MainText:
     """trafilatura's main text of a page, as elements are matched against it (:func:`_match_key`).
 
     ``joined``: the whole text, whitespace-collapsed. ``lines``: how often each of its lines
-    occurs. ``cells``: how often each table cell occurs in its table rows (trafilatura writes a
+    occurs (a list item's without trafilatura's ``- `` marker). ``cells``: how often each table cell occurs in its table rows (trafilatura writes a
     kept table as lines ``| a | b |``, escaping a ``|`` inside a cell as ``\\|``). The counts are
     spent as elements match, so each occurrence vouches for one element."""
 
@@ -128,7 +128,9 @@ def main_text(text: str) -> MainText | None:
                                     output_format="txt", with_metadata=False)
     if not extracted:
         return None
-    lines = Counter(_match_key(line) for line in extracted.splitlines())
+    # A list item is written "- text": its text is the line less the marker (a short item never
+    # equalled a whole line and was dropped, as table cells were).
+    lines = Counter(_match_key(line[2:] if line.startswith("- ") else line) for line in extracted.splitlines())
     lines.pop("", None)
     cells: Counter[str] = Counter()
     for line, count in lines.items():
