@@ -363,6 +363,33 @@ def test_a_hidden_docx_run_yields_no_text_and_a_visible_one_does():
     assert not any("secretrun" in t for t in texts), texts
 
 
+def test_text_hidden_through_a_style_yields_no_text():
+    """guards against (hostile trial 7, 2026-12-05): runs hidden by their character style, or by
+    their paragraph's style (or a style based on one that hides), indexed where Word shows
+    nothing; a run that says ``w:vanish w:val="false"`` itself stays."""
+    import docx
+    from docx.enum.style import WD_STYLE_TYPE
+
+    document = docx.Document()
+    hidden_chars = document.styles.add_style("HiddenChars", WD_STYLE_TYPE.CHARACTER)
+    hidden_chars.font.hidden = True
+    hidden_para = document.styles.add_style("HiddenPara", WD_STYLE_TYPE.PARAGRAPH)
+    hidden_para.font.hidden = True
+    based = document.styles.add_style("BasedOnHidden", WD_STYLE_TYPE.PARAGRAPH)
+    based.base_style = hidden_para
+    p = document.add_paragraph("visible start ")
+    p.add_run("stylevanish words", style="HiddenChars")
+    document.add_paragraph("parastylevanish paragraph", style="HiddenPara")
+    document.add_paragraph("basedvanish paragraph", style="BasedOnHidden")
+    shown = document.add_paragraph("", style="HiddenPara")
+    shown.add_run("shownanyway").font.hidden = False
+    out = io.BytesIO()
+    document.save(out)
+    texts = [u.text for u in parse_docx(out.getvalue(), OOXML).units]
+    assert "visible start" in texts and "shownanyway" in texts
+    assert not any(w in t for t in texts for w in ("stylevanish", "parastylevanish", "basedvanish")), texts
+
+
 def test_a_valid_numeric_attribute_in_a_docx_still_counts():
     """guards against: the tolerant reading ignoring good values too (an outline level, a list
     level, a span)."""
@@ -398,8 +425,8 @@ def test_an_unreadable_docx_element_or_notes_part_is_skipped_listed_and_the_rest
 
     real = docx_parser.paragraph_text
 
-    def refusing(p):
-        text, refs = real(p)
+    def refusing(p, hidden=frozenset()):
+        text, refs = real(p, hidden)
         if text == "first para":
             raise ValueError("unreadable run")
         return text, refs

@@ -102,6 +102,7 @@ class _Walker:
         self.refs: list[tuple[int, int, str, str]] = []  # (unit index, position, note type, note id)
         self.styles: dict[str, Any] = {}
         self.skipped: list[dict[str, str]] = []  # [{"where", "reason"}]
+        self.hidden_styles = hidden_styles(document)
 
     # -- body ---------------------------------------------------------------
     def body(self, body) -> None:
@@ -128,7 +129,7 @@ class _Walker:
         return tuple(title for _, title in self.sections)
 
     def paragraph(self, p) -> None:
-        text, refs = paragraph_text(p)
+        text, refs = paragraph_text(p, self.hidden_styles)
         if not text:
             return
         style = self.style_name(p)
@@ -159,7 +160,7 @@ class _Walker:
                 continued = merged is not None and merged.get(f"{{{W}}}val", "continue") == "continue"
                 pieces, refs = [], []
                 for p in tc.findall("w:p", _NS):
-                    text, p_refs = paragraph_text(p)
+                    text, p_refs = paragraph_text(p, self.hidden_styles)
                     offset = sum(len(x) + 1 for x in pieces)
                     if text:
                         refs.extend((offset + pos, kind, nid) for pos, kind, nid in p_refs)
@@ -211,7 +212,8 @@ class _Walker:
                 if note.get(f"{{{W}}}type") in ("separator", "continuationSeparator", "continuationNotice"):
                     continue
                 note_id = note.get(f"{{{W}}}id", "")
-                text = "\n".join(t for t in (paragraph_text(p)[0] for p in note.iter(f"{{{W}}}p")) if t)
+                text = "\n".join(t for t in (paragraph_text(p, self.hidden_styles)[0]
+                                              for p in note.iter(f"{{{W}}}p")) if t)
                 if not text:
                     continue
                 ref = next((r for r in self.refs if r[2] == note_type and r[3] == note_id), None)
@@ -245,20 +247,60 @@ def heading_level(style: str, p) -> int | None:
     return None
 
 
-def _hidden_run(r) -> bool:
-    """A run formatted hidden (``w:rPr/w:vanish``, ECMA-376 §17.3.2.41, ``w:val`` absent or true):
-    Word neither shows nor prints it, so its text would be cited where no reader sees it."""
-    vanish = r.find(f"{{{W}}}rPr/{{{W}}}vanish")
-    return vanish is not None and vanish.get(f"{{{W}}}val", "true").strip().lower() not in ("0", "false", "off")
+def _vanish(rpr) -> bool | None:
+    """What a ``w:rPr`` says of hiding (``w:vanish``, ECMA-376 §17.3.2.41: ``w:val`` absent or true
+    hides), or ``None`` when it says nothing."""
+    vanish = rpr.find(f"{{{W}}}vanish") if rpr is not None else None
+    if vanish is None:
+        return None
+    return vanish.get(f"{{{W}}}val", "true").strip().lower() not in ("0", "false", "off")
 
 
-def paragraph_text(p) -> tuple[str, list[tuple[int, str, str]]]:
-    """A ``w:p``'s text and its note references ``(position, note type, note id)``.
+def hidden_styles(document) -> frozenset[str]:
+    """IDs of the styles whose run properties hide text, through their ``w:basedOn`` chain (a
+    style's own ``w:vanish`` wins over its base's). Empty when the styles part cannot be read."""
+    try:
+        styles = {st.get(f"{{{W}}}styleId"): st for st in document.styles.element.iterchildren(f"{{{W}}}style")}
+    except _ELEMENT_ERRORS:
+        return frozenset()
+
+    def hides(style_id: str | None, seen: frozenset[str] = frozenset()) -> bool:
+        style = styles.get(style_id)
+        if style is None or style_id in seen or len(seen) > 32:  # a loop, or absurd depth
+            return False
+        own = _vanish(style.find(f"{{{W}}}rPr"))
+        if own is not None:
+            return own
+        based = style.find(f"{{{W}}}basedOn")
+        return hides(based.get(f"{{{W}}}val") if based is not None else None, seen | {style_id})
+
+    return frozenset(sid for sid in styles if sid and hides(sid))
+
+
+def _hidden_run(r, hidden: frozenset[str], paragraph_hidden: bool) -> bool:
+    """A run Word neither shows nor prints: its own ``w:vanish`` decides; else its character
+    style's (``w:rStyle``), else its paragraph style's (``paragraph_hidden``). Its text would be
+    cited where no reader sees it."""
+    rpr = r.find(f"{{{W}}}rPr")
+    own = _vanish(rpr)
+    if own is not None:
+        return own
+    rstyle = rpr.find(f"{{{W}}}rStyle") if rpr is not None else None
+    if rstyle is not None and rstyle.get(f"{{{W}}}val") in hidden:
+        return True
+    return paragraph_hidden
+
+
+def paragraph_text(p, hidden: frozenset[str] = frozenset()) -> tuple[str, list[tuple[int, str, str]]]:
+    """A ``w:p``'s text and its note references ``(position, note type, note id)``, without runs
+    formatted hidden (``hidden``: the IDs of styles that hide, :func:`hidden_styles`).
 
     Positions are Unicode scalar offsets into the returned (cleaned) text.
     """
     pieces: list[str] = []
     refs: list[tuple[int, str, str]] = []
+    pstyle = p.find(f"{{{W}}}pPr/{{{W}}}pStyle")
+    paragraph_hidden = pstyle is not None and pstyle.get(f"{{{W}}}val") in hidden
 
     def walk(el) -> None:
         for child in el:
@@ -278,7 +320,7 @@ def paragraph_text(p) -> tuple[str, list[tuple[int, str, str]]]:
             elif tag == f"{{{W}}}p" and el is not p:
                 pieces.append("\n")
                 walk(child)
-            elif tag == f"{{{W}}}r" and _hidden_run(child):
+            elif tag == f"{{{W}}}r" and _hidden_run(child, hidden, paragraph_hidden):
                 continue
             else:
                 walk(child)
