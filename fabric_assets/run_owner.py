@@ -19,6 +19,8 @@ from functools import lru_cache
 import dagster as dg
 import psutil
 
+from fabric_resources.process_identity import boot_id, start_ticks
+
 #: Run tag: ``<host>|<boot ID>|<pid>|<start ticks>`` of the process running the run (Linux's
 #: ``/proc/sys/kernel/random/boot_id`` and field 22 of ``/proc/<pid>/stat``: clock ticks since
 #: boot, which no wall-clock step moves, as ``psutil``'s ``create_time`` does). ``?`` where the
@@ -33,25 +35,15 @@ UNFINISHED = (dg.DagsterRunStatus.STARTED, dg.DagsterRunStatus.STARTING, dg.Dags
               dg.DagsterRunStatus.NOT_STARTED, dg.DagsterRunStatus.CANCELING)
 
 
-def _boot_id() -> str:
-    try:
-        with open("/proc/sys/kernel/random/boot_id") as f:
-            return f.read().strip() or "?"
-    except OSError:
-        return "?"
-
-
 def _owner(pid: int) -> str | None:
     """The owner value of process ``pid`` on this host and boot, or ``None`` when it does not
     exist; its start is ``?`` where it cannot be read (no procfs)."""
-    from fabric_query.server.discovery import start_ticks
-
     ticks = start_ticks(pid)
     if ticks is None:
         if psutil.pid_exists(pid) and not os.path.exists("/proc/self/stat"):
-            return f"{socket.gethostname()}|{_boot_id()}|{pid}|?"
+            return f"{socket.gethostname()}|{boot_id()}|{pid}|?"
         return None
-    return f"{socket.gethostname()}|{_boot_id()}|{pid}|{ticks}"
+    return f"{socket.gethostname()}|{boot_id()}|{pid}|{ticks}"
 
 
 @lru_cache(maxsize=1)
@@ -75,7 +67,7 @@ def orphaned(run: dg.DagsterRun) -> bool:
     host, boot, pid, ticks = parts
     if host != socket.gethostname() or "?" in (boot, ticks) or not (pid.isascii() and pid.isdigit()):
         return False
-    if boot != _boot_id():
+    if boot != boot_id():
         return True  # started before this boot: no process of it is left
     return _owner(int(pid)) != run.tags[OWNER_TAG]
 

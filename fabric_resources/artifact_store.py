@@ -33,6 +33,11 @@ class NotARegularFile(Exception):
     """The path opened is not a regular file (a FIFO, socket or device swapped in after a stat)."""
 
 
+class FileReplaced(Exception):
+    """The path opened is not the file listed (another device or inode): it, or a folder above
+    it, was replaced after the listing (a folder swapped for a symbolic link, say)."""
+
+
 @dataclass(frozen=True)
 class StoredFile:
     """What :meth:`ArtifactStore.put_file` stored: the digest, the bytes read, the file's mtime
@@ -52,16 +57,18 @@ def sha256_hex(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def file_digest(path: str | os.PathLike) -> str | None:
+def file_digest(path: str | os.PathLike, listed: tuple[int, int] | None = None) -> str | None:
     """SHA-256 (hex) of a regular file's bytes, read as :meth:`ArtifactStore.put_file` reads them (no
     symlink followed, never blocking on a FIFO), without storing them; ``None`` when the path cannot
-    be opened or read, or is not a regular file (the caller then takes the storing path and its errors)."""
+    be opened or read, is not a regular file, or is not the file ``listed`` (device, inode) names
+    (the caller then takes the storing path and its errors)."""
     try:
         fd = os.open(path, _READ_FLAGS)
     except OSError:
         return None
     with os.fdopen(fd, "rb") as f:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
+        opened = os.fstat(fd)
+        if not stat.S_ISREG(opened.st_mode) or (listed is not None and (opened.st_dev, opened.st_ino) != listed):
             return None
         try:
             return hashlib.file_digest(f, "sha256").hexdigest()
@@ -111,7 +118,7 @@ class ArtifactStore:
             raise
         return digest
 
-    def put_file(self, path: str | os.PathLike, max_bytes: int) -> StoredFile:
+    def put_file(self, path: str | os.PathLike, max_bytes: int, listed: tuple[int, int] | None = None) -> StoredFile:
         """Stream a regular file into the store, hashing it on the way (memory stays bounded).
 
         Opened without following a symlink and without blocking (a FIFO swapped in for the file
@@ -124,6 +131,9 @@ class ArtifactStore:
             More than ``max_bytes`` bytes were read; nothing is stored.
         NotARegularFile
             ``path`` is not a regular file once opened.
+        FileReplaced
+            ``listed`` (device, inode: the file a folder listing showed) is given and ``path``
+            opens another file.
         OSError
             The file cannot be opened or read (permission, I/O error, a symlink).
         """
@@ -134,6 +144,8 @@ class ArtifactStore:
             opened = os.fstat(fd)
             if not stat.S_ISREG(opened.st_mode):
                 raise NotARegularFile(f"{path} is not a regular file")
+            if listed is not None and (opened.st_dev, opened.st_ino) != listed:
+                raise FileReplaced(f"{path} is not the file listed")
             incoming.mkdir(parents=True, exist_ok=True)
             out_fd, tmp = tempfile.mkstemp(dir=incoming, prefix=".tmp-")
             digest, size = hashlib.sha256(), 0

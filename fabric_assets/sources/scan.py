@@ -27,7 +27,7 @@ from pathlib import Path
 from fabric_assets.sources.walk import is_fabric_home, resolved, walk
 from fabric_resources.parsing.registry import PARSERS, detect_media_type, parser_for
 from fabric_resources import identity
-from fabric_resources.artifact_store import ArtifactTooLarge, NotARegularFile, file_digest
+from fabric_resources.artifact_store import ArtifactTooLarge, FileReplaced, NotARegularFile, file_digest
 from fabric_resources.catalog import Catalog, SourceRow, str_map
 from fabric_resources.home import FabricHome
 from fabric_resources.schema import LAST_SCAN_STATE, LAST_TIME, SCAN_SKIPPED_STATE
@@ -259,7 +259,7 @@ def scan(home: FabricHome) -> ScanReport:
                 # date are as recorded (`cp -p`, `rsync -t`, `tar x`, `touch -d` set the old date back;
                 # none can set the inode's change time) may hold other bytes. Such a file counts as
                 # unchanged only if its bytes hash the same.
-                unchanged = file_digest(file_path) == prev.source_hash
+                unchanged = file_digest(file_path, (st.st_dev, st.st_ino)) == prev.source_hash
             if unchanged and not parsers_unchanged and _repoint_if_parser_changed(
                     catalog, cfg, prev, withheld, parser_identities, now):
                 report.reparsed.append(key)
@@ -275,7 +275,10 @@ def scan(home: FabricHome) -> ScanReport:
                 report.skipped.append((key, f"too-large: {st.st_size} bytes > {cap}"))
                 continue
             try:
-                stored = home.artifacts.put_file(file_path, cap)
+                stored = home.artifacts.put_file(file_path, cap, (st.st_dev, st.st_ino))
+            except FileReplaced:  # it, or a folder above it, was swapped after the listing
+                report.skipped.append((key, "changed-while-scanned: not the file listed; read again at the next scan"))
+                continue
             except ArtifactTooLarge:  # it grew after the stat
                 report.skipped.append((key, f"too-large: more than {cap} bytes when read"))
                 continue

@@ -19,6 +19,8 @@ import os
 from pathlib import Path
 from typing import NamedTuple
 
+from fabric_resources.process_identity import start_ticks
+
 SERVER_FILE = "server.json"
 #: The read token's file in the home (required by a server bound beyond loopback); named here, not
 #: in :mod:`.security`, so the client can look for it without importing that module.
@@ -42,17 +44,6 @@ def _process_started(pid: int) -> float | None:
 
         return psutil.Process(pid).create_time()
     except Exception:  # noqa: BLE001 - no such process, or no access: not a server we can use
-        return None
-
-
-def start_ticks(pid: int) -> int | None:
-    """Field 22 (``starttime``) of ``/proc/<pid>/stat``, or None (no such process, or no procfs)."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            stat = f.read()
-        # The command name (field 2) is in parentheses and may hold spaces and ')': split after the last one.
-        return int(stat[stat.rindex(b")") + 2:].split()[19])
-    except (OSError, ValueError, IndexError):
         return None
 
 

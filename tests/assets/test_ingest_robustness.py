@@ -109,7 +109,7 @@ def world(tmp_path_factory):
     except OSError:  # no CAP_MKNOD here: the FIFO and the socket still cover the walk
         pass
 
-    real_open, real_io_open, real_scandir, opened = os.open, io.open, os.scandir, []
+    real_open, real_io_open, opened = os.open, io.open, []
     locked = str(src / "unreadable.txt")
 
     def os_open(path, flags, *args, **kwargs):  # root reads any file, so the OS's "no" is simulated here
@@ -151,12 +151,14 @@ def world(tmp_path_factory):
         out["brief_parse"] = out["home"].catalog.source("fs:docs/brief.txt").parse_id
         (src / "brief.txt").unlink()
 
-        def os_scandir(path="."):
-            if os.fsdecode(path) == str(src / "sub"):
-                raise PermissionError(13, "Permission denied", os.fsdecode(path))
-            return real_scandir(path)
+        opening = os.open  # os_open above: the unreadable file stays unreadable
 
-        mp.setattr(os, "scandir", os_scandir)
+        def os_open_listing(path, flags, *args, **kwargs):  # the walk opens each folder to list it
+            if flags & os.O_DIRECTORY and os.fsdecode(path) == str(src / "sub"):
+                raise PermissionError(13, "Permission denied", os.fsdecode(path))
+            return opening(path, flags, *args, **kwargs)
+
+        mp.setattr(os, "open", os_open_listing)
         out["third"] = ingest(src, out["home"])
         out["status_3"] = Fabric(home_dir).status()
     sock.close()

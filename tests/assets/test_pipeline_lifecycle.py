@@ -443,3 +443,61 @@ def test_a_same_size_edit_with_its_date_set_back_is_seen_and_a_chmod_changes_not
     report = scan(fabric_home)
     assert report.changed == ["fs:notes/c.txt"] and report.touched == [] and report.new == []
     assert scan(fabric_home).changed == []  # once seen, the next scan trusts (mtime, size) again
+
+
+@pytest.mark.parametrize("swap", ["symlink", "folder"])
+def test_a_folder_swapped_during_the_scan_is_not_walked_and_nothing_in_it_is_lost(tmp_path, fabric_home,
+                                                                                  monkeypatch, swap):
+    """guards against (hostile trial 7, 2026-12-05): a subfolder swapped for a symbolic link (or
+    another folder) while the scan hashes other files being listed by its path, so the link was
+    followed and a folder outside the root ingested and served; and that folder's own sources
+    being taken as deleted."""
+    import hashlib
+
+    from fabric_assets.sources.scan import scan
+
+    root = tmp_path / "docs"
+    (root / "a").mkdir(parents=True)
+    (root / "b").mkdir()
+    (root / "a" / "ok.txt").write_text("harmless\n")
+    (root / "b" / "f.txt").write_text("first\n")
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "ok.txt").write_text("TOPSECRET payroll numbers\n")  # the name the attacker knows
+    fabric_home.catalog.register_root(root)
+    assert sorted(scan(fabric_home).new) == ["fs:docs/a/ok.txt", "fs:docs/b/f.txt"]
+
+    store = fabric_home.artifacts
+    real_put = store.put_file
+
+    def put_then_swap(path, *args, **kwargs):  # `b` is walked before `a`: swap `a` while b/f.txt is read
+        out = real_put(path, *args, **kwargs)
+        if not (root / "a.real").exists():
+            (root / "a").rename(root / "a.real")
+            if swap == "symlink":
+                (root / "a").symlink_to(outside, target_is_directory=True)
+            else:
+                outside.rename(root / "a")
+        return out
+
+    monkeypatch.setattr(store, "put_file", put_then_swap)
+    (root / "b" / "f.txt").write_text("second\n")
+    report = scan(fabric_home)
+    assert report.changed == ["fs:docs/b/f.txt"] and report.new == [] and report.deleted == []
+    assert [(k, r.split(":")[0]) for k, r in report.skipped] == [("fs:docs/a", "unreadable-folder")]
+    assert fabric_home.catalog.source("fs:docs/a/ok.txt").source_hash == hashlib.sha256(b"harmless\n").hexdigest()
+
+
+def test_a_file_opened_is_the_file_listed_or_nothing_is_stored(tmp_path, fabric_home):
+    """guards against: a file opened by its path after a folder above it was swapped, its bytes
+    stored as the listed file's."""
+    from fabric_resources.artifact_store import FileReplaced, file_digest
+
+    listed, other = tmp_path / "listed.txt", tmp_path / "other.txt"
+    listed.write_text("listed\n")
+    other.write_text("other\n")
+    ident = (os.stat(listed).st_dev, os.stat(listed).st_ino)
+    assert file_digest(listed, ident) is not None and file_digest(other, ident) is None
+    with pytest.raises(FileReplaced):
+        fabric_home.artifacts.put_file(other, 1000, ident)
+    assert fabric_home.artifacts.put_file(listed, 1000, ident).size == len("listed\n")

@@ -54,10 +54,9 @@ def test_an_owner_is_this_process_only_while_it_lives_with_the_same_start(monkey
     time plus ticks, and boot time is recomputed from the wall clock)."""
     import psutil
 
-    from fabric_assets.run_owner import _boot_id
-    from fabric_query.server.discovery import start_ticks
+    from fabric_resources.process_identity import boot_id, start_ticks
 
-    host, pid, boot = socket.gethostname(), os.getpid(), _boot_id()
+    host, pid, boot = socket.gethostname(), os.getpid(), boot_id()
 
     def run(owner: str) -> dg.DagsterRun:
         return dg.DagsterRun(job_name="j", run_id=str(uuid.uuid4()), tags={OWNER_TAG: owner})
