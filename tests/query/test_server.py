@@ -261,7 +261,9 @@ def test_full_gate_answers_503_with_retry_after_at_once(fabric):
                     assert slow.entered.acquire(timeout=30)
                 started = time.perf_counter()
                 r = client.post("/v1/search", json={"query": "lamp"})
-                assert time.perf_counter() - started < 1.0
+                # At once: the admitted searches hold the gate for up to 30 s; the bound leaves a
+                # loaded CI host slack without letting a queued request pass.
+                assert time.perf_counter() - started < 5.0
                 assert _error(r, 503)["type"] == "GateFull"
                 assert r.headers["retry-after"] == "3"
                 assert client.get("/v1/health").status_code == 200  # health is never gated
