@@ -158,10 +158,10 @@ def test_a_header_past_the_bound_or_a_request_never_finished_is_refused_and_othe
         # A request begun and never finished (slow headers, a body that never comes, nothing at
         # all) is closed after the read deadline; the server held such connections for good.
         host = f"Host: {url.netloc}\r\n".encode()
-        assert closed_after(b"GET /v1/health HTTP/1.1\r\n" + host + b"X-Slow: a", 3)
+        assert closed_after(b"GET /v1/health HTTP/1.1\r\n" + host + b"X-Slow: a", 4.5)
         assert closed_after(b"POST /v1/search HTTP/1.1\r\n" + host + b"Content-Type: application/json\r\n"
-                            b"Content-Length: 100\r\n\r\n{\"query\"", 3)
-        assert closed_after(b"", 3)
+                            b"Content-Length: 100\r\n\r\n{\"query\"", 4.5)
+        assert closed_after(b"", 4.5)
 
         def raw(header_bytes: int) -> bytes:
             with socket.create_connection((url.hostname, url.port), timeout=30) as conn:
