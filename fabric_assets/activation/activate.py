@@ -25,13 +25,13 @@ from fabric_assets.activation.dense_index import dense_index_records, records_cu
 from fabric_assets.gate import gate_status, required_verdicts
 from fabric_assets.projections import (LEXICAL_VERDICT, POST_ACTIVATION_TABLES, REQUIRED_VERDICTS,
                                        VECTOR_DIGEST_VERDICTS)
-from fabric_resources.catalog import Catalog, Release, StatusUpdate
+from fabric_resources.catalog import Catalog, Release, StatusUpdate, str_map
 from fabric_resources.config import config_hash
 from fabric_resources.dense_index import MANIFEST_KEY as DENSE_INDEXES, kept_generations
 from fabric_resources.home import FabricHome
 from fabric_resources.lexical_index import ANALYZER_ID, index_documents
 from fabric_resources.text_folding import fold
-from fabric_resources.schema import SCHEMA_VERSION, TABLES
+from fabric_resources.schema import SCAN_SKIPPED_STATE, SCHEMA_VERSION, TABLES
 from fabric_resources.vector_digest import MANIFEST_KEY as VECTOR_DIGESTS, manifest_digests
 
 #: Lexical generations of this many most recent releases are kept on disk.
@@ -158,12 +158,16 @@ class _Derived:
 _DERIVED: dict[str, _Derived] = {}
 
 
-def _entry(s, prev_sources: dict[str, dict], runs: dict[str, Any], roots: dict[int, str]) -> dict | None:
+def _entry(s, prev_sources: dict[str, dict], runs: dict[str, Any], roots: dict[int, str],
+           over_cap: frozenset[str] = frozenset()) -> dict | None:
     """The release entry of source row ``s`` (None: not in the release): its newest parse when
-    ready; else, while present or unreachable, its previous entry when that parse is still ready."""
+    ready; else, while present or unreachable, its previous entry when that parse is still ready.
+    ``over_cap``: source keys whose file the last scan found over the size cap (not read)."""
     run = runs.get(s.parse_id) if s.parse_id else None
     if s.state == "present" and run is not None and run.status == "ready":
         entry = _with_lexical_digest(_source_meta(s, roots, run.language), run.digests)
+        if s.source_key in over_cap:  # the file on disk grew past the cap: this text is its last read
+            entry = _with_newer(entry, s, run, True)
         # The current release's entry when equal: one object per source, not two, at
         # 10,000 sources (fewer survivors, fewer full collections of the process's heap).
         prev = prev_sources.get(s.source_key)
@@ -175,19 +179,22 @@ def _entry(s, prev_sources: dict[str, dict], runs: dict[str, Any], roots: dict[i
         # its half-written or failing rows, so it is left out until it is ready again.
         kept_run = runs.get(kept["parse_id"])
         if kept_run is not None and kept_run.status == "ready":
-            return _with_newer(_with_lexical_digest(kept, kept_run.digests), s, run)
+            return _with_newer(_with_lexical_digest(kept, kept_run.digests), s, run, s.source_key in over_cap)
     return None
 
 
-def _with_newer(entry: dict[str, Any], s, run) -> dict[str, Any]:
+def _with_newer(entry: dict[str, Any], s, run, over_cap: bool = False) -> dict[str, Any]:
     """A kept ``entry`` saying whether the file's bytes changed since its parse (``newer``: the
     new bytes' hash, parse ID and that parse's status, ``unparsed`` when no parse is due: a type
-    Fabric does not parse, or over a cap), so every hit from the old text says it is not what the
-    file holds now. The entry itself when that is already what it says."""
+    Fabric does not parse, or a file now over the size cap, which the scan does not read), so
+    every hit from the old text says it is not what the file holds now. The entry itself when
+    that is already what it says."""
     newer = None  # (an unreachable source keeps what the catalog last saw of it: hash and parse)
     if s.state in ("present", "access_lost") and s.source_hash and s.source_hash != entry.get("source_hash"):
         newer = {"source_hash": s.source_hash, "parse_id": s.parse_id,
                  "status": run.status if run is not None else ("pending" if s.parse_id else "unparsed")}
+    elif s.state == "present" and over_cap:
+        newer = {"source_hash": None, "parse_id": None, "status": "unparsed"}
     if entry.get("newer") == newer:
         return entry
     return {**{k: v for k, v in entry.items() if k != "newer"}, **({"newer": newer} if newer else {})}
@@ -209,6 +216,9 @@ def _derive_sources(home: FabricHome, current: Release | None, names: tuple[str,
     catalog = home.catalog
     static = {"roots": sorted([k, v] for k, v in roots.items()), "purges": catalog.purge_mark(),
               "config_hash": config_hash(home.config)}
+    # Files the last scan left unread as over the size cap: their entries say their text is old.
+    over_cap = frozenset(k for k, why in (catalog.state(SCAN_SKIPPED_STATE, dict, valid=str_map, memo=True)
+                                          or {}).items() if why.startswith("too-large"))
     marks = catalog.state(ACTIVATION_MARKS, memo=True) if current is not None else None
     prev_sources: dict[str, dict] = current.manifest["sources"] if current else {}
     if not (from_change and isinstance(marks, dict) and marks.get("release_id") == current.release_id
@@ -218,7 +228,8 @@ def _derive_sources(home: FabricHome, current: Release | None, names: tuple[str,
         runs = {r.parse_id: r for r in catalog.parse_run_digests(names)}
         sources = {}
         for s in catalog.sources():
-            entry = None if home.config.sources.is_withheld(s.source_key) else _entry(s, prev_sources, runs, roots)
+            entry = (None if home.config.sources.is_withheld(s.source_key)
+                     else _entry(s, prev_sources, runs, roots, over_cap))
             if entry is not None:
                 sources[s.source_key] = entry
         return sources, runs, {**static, "sources": n, "parse_runs": m}
@@ -231,7 +242,10 @@ def _derive_sources(home: FabricHome, current: Release | None, names: tuple[str,
     else:
         runs = {r.parse_id: r for r in catalog.parse_run_digests(names)}
     runs.update((r.parse_id, r) for r in changed_runs)
-    keys = {s.source_key for s in rows}
+    # Over-cap files write no source row, and a file back under the cap is rewritten: derive
+    # again every key the scan found over the cap and every entry flagged so.
+    keys = {s.source_key for s in rows} | (over_cap & prev_sources.keys())
+    keys.update(k for k, e in prev_sources.items() if (e.get("newer") or {}).get("source_hash", 0) is None)
     changed = {r.parse_id for r in changed_runs}
     if changed:
         keys.update(k for ks in catalog.source_keys_by_parse(changed).values() for k in ks)
@@ -240,7 +254,8 @@ def _derive_sources(home: FabricHome, current: Release | None, names: tuple[str,
     found = set()
     for s in catalog.sources(keys=keys) if keys else ():
         found.add(s.source_key)
-        entry = None if home.config.sources.is_withheld(s.source_key) else _entry(s, prev_sources, runs, roots)
+        entry = (None if home.config.sources.is_withheld(s.source_key)
+                 else _entry(s, prev_sources, runs, roots, over_cap))
         if entry is None:
             sources.pop(s.source_key, None)
         else:

@@ -422,3 +422,22 @@ def test_of_two_files_with_one_text_a_hit_cites_the_one_that_still_holds_it(tmp_
     (hit,) = [h for h in fabric.search("foxtrotunique").results if "foxtrotunique" in h.text]
     assert hit.citation.source_key == "fs:notes/b.txt" and hit.citation.also_cited_by == ("fs:notes/a.txt",)
     assert hit.source_changed is None and fabric.resolve(hit.citation).status == "verified"
+
+
+def test_a_file_grown_past_the_size_cap_says_its_hits_are_an_older_version(tmp_path, fabric_home):
+    """guards against (hostile trial 7, 2026-12-05): a file rewritten past `sources.max_file_bytes`
+    (never read: skipped as too-large) serving its last text unflagged."""
+    (fabric_home.root / "config.json").write_text(json.dumps({"sources": {"max_file_bytes": 1000}}))
+    src = tmp_path / "notes"
+    src.mkdir()
+    (src / "w.txt").write_text("Text about the pangolin scales.\n")
+    ingest(src, FabricHome(fabric_home.root))
+    (src / "w.txt").write_text("x" * 5000)
+    summary = ingest(src, FabricHome(fabric_home.root))
+    assert [k for k, why in summary.scan.skipped if why.startswith("too-large")] == ["fs:notes/w.txt"]
+    (hit,) = [h for h in Fabric(fabric_home.root).search("pangolin").results if "pangolin" in h.text]
+    assert hit.source_changed == "unparsed"
+    (src / "w.txt").write_text("Text about the pangolin claws.\n")  # back under the cap
+    ingest(src, FabricHome(fabric_home.root))
+    (hit,) = [h for h in Fabric(fabric_home.root).search("pangolin claws").results if "claws" in h.text]
+    assert hit.source_changed is None and Fabric(fabric_home.root).resolve(hit.citation).status == "verified"
