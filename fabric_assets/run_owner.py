@@ -4,7 +4,7 @@ Fabric runs its jobs in-process (``execute_in_process``: ``fabric ingest``, ``fa
 operations), so a process killed mid-run (SIGKILL, a power cut) leaves its run ``STARTED`` in the
 instance for good: nothing else will ever end it, and a purge or an in-place restore, which wait
 for runs in progress, were refused for good. Each such run is tagged with its owner (host name,
-process ID and that process's start time, so a reused process ID is not taken for the owner);
+boot ID, process ID and that process's start ticks, so a reused process ID is not taken for the owner);
 :func:`fail_orphaned_runs` marks a run failed once its owner, on this host, is gone. A run without
 the tag (an older Fabric's, or one the Dagster UI launched in a run worker of its own) is left as
 it is: nothing here can tell whether its process lives.
@@ -65,7 +65,7 @@ def orphaned(run: dg.DagsterRun) -> bool:
     if len(parts) != 4:
         return False
     host, boot, pid, ticks = parts
-    if host != socket.gethostname() or "?" in (boot, ticks) or not (pid.isascii() and pid.isdigit()):
+    if host != socket.gethostname() or "?" in (boot, ticks) or not (pid.isascii() and pid.isdigit() and len(pid) <= 10):
         return False
     if boot != boot_id():
         return True  # started before this boot: no process of it is left

@@ -102,6 +102,14 @@ def known(catalog: Catalog) -> Known:
     return Known(frozenset(p for p, _, _ in runs), frozenset(hashes), frozenset(s.source_key for s in sources), last)
 
 
+def _annotation_uses(home: FabricHome) -> list[tuple[str, str]]:
+    """``(parse ID, memo key)`` of every row of the latest ``annotations`` table (none without it)."""
+    if not home.tables.exists("annotations"):
+        return []
+    rows = home.tables.read("annotations", columns=["parse_id", "memo_key"]).to_pydict()
+    return list(zip(rows["parse_id"], rows["memo_key"]))
+
+
 def memo_keys_only_of(home: FabricHome, parse_ids: set[str]) -> set[str]:
     """Memo keys used by ``parse_ids`` and by no other parse (the same excerpt text elsewhere
     shares its entry, and that text stays). Uses are what the memo recorded (every parse that
@@ -113,10 +121,8 @@ def memo_keys_only_of(home: FabricHome, parse_ids: set[str]) -> set[str]:
     from fabric_resources.annotator.memo import AnnotationMemo
 
     mine, others = set(), set()
-    if home.tables.exists("annotations"):
-        rows = home.tables.read("annotations", columns=["parse_id", "memo_key"]).to_pydict()
-        for pid, key in zip(rows["parse_id"], rows["memo_key"]):
-            (mine if pid in parse_ids else others).add(key)
+    for pid, key in _annotation_uses(home):
+        (mine if pid in parse_ids else others).add(key)
     with AnnotationMemo(memo_path) as memo:
         mine |= memo.keys_used_by(parse_ids)
         others |= {k for k, users in memo.users_of(mine).items() if users - parse_ids}
@@ -154,10 +160,7 @@ def adopt_memo_entries(home: FabricHome) -> int:
         unowned = memo.unowned_keys()
         if not unowned:
             return 0
-        uses = set()
-        if home.tables.exists("annotations"):
-            rows = home.tables.read("annotations", columns=["parse_id", "memo_key"]).to_pydict()
-            uses = {(k, p) for p, k in zip(rows["parse_id"], rows["memo_key"]) if k in unowned}
+        uses = {(k, p) for p, k in _annotation_uses(home) if k in unowned}
         memo.record_uses(uses)
         orphans = unowned - {k for k, _ in uses}
     return delete_memo_entries(home, orphans)
