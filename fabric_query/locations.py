@@ -53,7 +53,8 @@ def location_of(unit_id: str, kind: str, locator: str | dict, section_path: Sequ
     locator, attributes
         The unit's locator and attributes, as JSON text or already decoded. PDF locators give
         ``page`` (1-based), ``page_end`` and ``regions`` (a unit carried across a page break);
-        PPTX ``slide``, ``shape_name``, ``notes``, ``row``/``col``; DOCX ``element_path`` or
+        PPTX ``slide``, ``hidden`` (a slide the show skips: shown as ``"slide 2 (hidden)"``),
+        ``shape_name``, ``notes``, ``row``/``col``; DOCX ``element_path`` or
         ``note_type``/``note_id``; HTML and EPUB ``element_path``; text ``line_start``/``line_end``.
     section_path
         The unit's heading path (outline, headings, slide title).
@@ -70,6 +71,8 @@ def location_of(unit_id: str, kind: str, locator: str | dict, section_path: Sequ
     (7, 8)
     >>> location_of("u", "speaker_note", {"slide": 2, "notes": True}, ("Results",)).path
     ('slide 2', 'notes')
+    >>> location_of("u", "paragraph", {"slide": 3, "hidden": True, "shape_name": "Box"}).path
+    ('slide 3 (hidden)', 'Box')
     """
     loc = _decoded(locator)
     attrs = _decoded(attributes)
@@ -79,7 +82,7 @@ def location_of(unit_id: str, kind: str, locator: str | dict, section_path: Sequ
     path: list[str] = []
     element_path = loc.get("element_path") if isinstance(loc.get("element_path"), str) else None
     if isinstance(loc.get("slide"), int):
-        path.append(f"slide {loc['slide']}")
+        path.append(f"slide {loc['slide']}" + (" (hidden)" if loc.get("hidden") is True else ""))
         if loc.get("notes"):
             path.append("notes")
         elif isinstance(loc.get("shape_name"), str):

@@ -326,6 +326,27 @@ def test_an_unreadable_shape_or_slide_is_skipped_listed_and_the_rest_read():
     assert doc.metadata["slides"] == 2
 
 
+def test_a_hidden_pptx_shape_yields_no_text_and_a_hidden_slide_is_kept_and_marked():
+    """guards against: a shape marked hidden (``p:cNvPr hidden="1"``; shown neither in the editor
+    nor the show) indexed and cited where no reader sees it; a hidden slide (``show="0"``, shown in
+    the editor) lost, or cited with nothing saying a presenter skips it; ``hidden="0"`` read as
+    hidden."""
+    deck = with_member(office_deck(), SLIDE, 'name="TextBox 3"', 'name="TextBox 3" hidden="1"')
+    doc = parse_pptx(deck, OOXML)
+    texts = {u.text for u in doc.units}
+    assert "A free text box" not in texts and {"Tides", "High water at noon", "cell 00"} <= texts
+    assert doc.metadata["hidden_shapes"] == 1 and doc.unread == []
+    shown = parse_pptx(with_member(office_deck(), SLIDE, 'name="TextBox 3"', 'name="TextBox 3" hidden="0"'), OOXML)
+    assert "A free text box" in {u.text for u in shown.units} and shown.metadata["hidden_shapes"] == 0
+
+    skipped = parse_pptx(with_member(office_deck(), "ppt/slides/slide2.xml", "<p:sld ", '<p:sld show="0" '), OOXML)
+    assert skipped.metadata["hidden_slides"] == [2]
+    assert {u.text: u.locator.get("hidden", False) for u in skipped.units if u.locator["slide"] == 2} == \
+        {"Ebb": True, "Low water at six": True}
+    assert not any(u.locator.get("hidden") for u in skipped.units if u.locator["slide"] == 1)
+    assert document_from_json(document_to_json(skipped)) == skipped
+
+
 BODY = "word/document.xml"
 BAD_NUMBERS = {
     "outlineLvl": ("<w:p><w:r><w:t>first para",

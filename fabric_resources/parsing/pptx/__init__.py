@@ -9,7 +9,7 @@ from __future__ import annotations
 from fabric_resources.parsing.spec import ParserSpec
 
 PARSER_NAME = "pptx"
-PARSER_VERSION = "2"
+PARSER_VERSION = "3"
 MEDIA_TYPE = "application/vnd.openxmlformats-officedocument.presentationml.presentation"
 
 

@@ -32,8 +32,9 @@ _SPACES = re.compile(r"[ \t\u00a0\u000b]+")
 # Placeholders that repeat the master's furniture rather than the slide's content.
 _FURNITURE = {"DATE", "FOOTER", "SLIDE_NUMBER", "HEADER"}
 _TITLES = {"TITLE", "CENTER_TITLE", "VERTICAL_TITLE"}
-# Boolean values of an XML Schema boolean (a:tc hMerge, vMerge).
+# Values of an XML Schema boolean (a:tc hMerge, vMerge; p:cNvPr hidden; p:sld show).
 _TRUE = {"1", "true"}
+_FALSE = {"0", "false"}
 
 
 def _shape_errors() -> tuple[type[BaseException], ...]:
@@ -63,7 +64,13 @@ def parse_pptx(data: bytes, config: "OoxmlParserConfig", media_type: str = MEDIA
         left), keeping its document order. ``metadata``: ``slides``, ``tables``,
         ``skipped_shapes`` (``[{"slide", "shape", "reason"}]``; ``shape`` is the shape's name,
         ``"notes"``, or None for the whole slide), which are also the document's ``unread`` parts
-        (``"slide 2: Table 4"``).
+        (``"slide 2: Table 4"``), ``hidden_slides`` (the numbers of slides marked ``show="0"``)
+        and ``hidden_shapes`` (how many shapes were left out as hidden).
+
+        A shape marked hidden (``p:cNvPr hidden="1"``, ECMA-376 §19.3.1.12), or inside a hidden
+        group, yields no text: PowerPoint neither shows nor prints it. A hidden slide
+        (``p:sld show="0"``, §19.3.1.38) is skipped in the slide show but shown in the editor, so
+        its text is kept and every locator on it says ``"hidden": true``.
 
     Raises
     ------
@@ -93,7 +100,8 @@ def parse_pptx(data: bytes, config: "OoxmlParserConfig", media_type: str = MEDIA
     return ParsedDocument(
         PARSER_NAME, PARSER_VERSION, MEDIA_TYPE, reader.units, reader.relationships,
         title=title, language=language,
-        metadata={"slides": len(slide_ids), "tables": reader.tables, "skipped_shapes": reader.skipped},
+        metadata={"slides": len(slide_ids), "tables": reader.tables, "skipped_shapes": reader.skipped,
+                  "hidden_slides": reader.hidden_slides, "hidden_shapes": reader.hidden_shapes},
         unread=[UnreadPart(f"slide {s['slide']}" + (f": {s['shape']}" if s["shape"] else ""), s["reason"])
                 for s in reader.skipped],
     )
@@ -109,6 +117,8 @@ class _DeckReader:
         self.relationships: list[ParsedRelationship] = []
         self.skipped: list[dict[str, Any]] = []
         self.tables = 0
+        self.hidden_slides: list[int] = []
+        self.hidden_shapes = 0
 
     def add(self, unit: ParsedUnit) -> int:
         if len(self.units) >= self.max_units:
@@ -124,6 +134,10 @@ class _DeckReader:
 
         shapes = [_Placed(shape, group, self.errors) for shape, group in self.flatten(number, slide.shapes, (),
                                                                                         SlideShapeFactory)]
+        # Read from the element: python-pptx has no accessor for a slide's show flag.
+        hidden = slide.element.get("show", "1").strip().lower() in _FALSE
+        if hidden:
+            self.hidden_slides.append(number)
         titles = [p for p in shapes if p.kind in _TITLES]
         try:
             title = _text(titles[0].shape) if titles else ""
@@ -133,7 +147,7 @@ class _DeckReader:
         # sorted() is stable: shapes at the same (or no) position keep their document order.
         for placed in sorted(shapes, key=lambda p: (p.kind not in _TITLES, p.top, p.left)):
             try:
-                self.shape(number, placed, title, path)
+                self.shape(number, placed, title, path, hidden)
             except self.errors as exc:
                 self.skip(number, placed.name, exc)
         try:
@@ -143,7 +157,8 @@ class _DeckReader:
             self.skip(number, "notes", exc)
             notes = ""
         if notes:
-            self.add(ParsedUnit("speaker_note", notes, {"slide": number, "notes": True}, path, {"slide": number}))
+            where = {"slide": number, "notes": True, **({"hidden": True} if hidden else {})}
+            self.add(ParsedUnit("speaker_note", notes, where, path, {"slide": number}))
 
     def flatten(self, number: int, shapes, group: tuple[str, ...], factory) -> list[tuple[Any, tuple[str, ...]]]:
         """The shapes of a tree in document order, groups opened; each element built in its own net.
@@ -157,6 +172,9 @@ class _DeckReader:
 
         out: list[tuple[Any, tuple[str, ...]]] = []
         for element in shapes.element.iter_shape_elms():
+            if _hidden_element(element):
+                self.hidden_shapes += 1
+                continue
             try:
                 try:
                     shape = factory(element, shapes)
@@ -170,11 +188,13 @@ class _DeckReader:
                 self.skip(number, _element_name(element), exc)
         return out
 
-    def shape(self, number: int, placed: "_Placed", title: str, path: tuple[str, ...]) -> None:
+    def shape(self, number: int, placed: "_Placed", title: str, path: tuple[str, ...], hidden: bool) -> None:
         shape, kind = placed.shape, placed.kind
         if kind in _FURNITURE:
             return
         locator: dict[str, Any] = {"slide": number, "shape_id": placed.shape_id, "shape_name": placed.name}
+        if hidden:
+            locator["hidden"] = True
         if placed.group:
             locator["group_path"] = list(placed.group)
         if getattr(shape, "has_table", False) and shape.has_table:
@@ -231,6 +251,13 @@ def _element_name(element) -> str | None:
     """The ``name`` of a shape element's ``p:cNvPr``, read without python-pptx (which failed on it)."""
     names = element.xpath("./*[1]/*[local-name()='cNvPr']/@name")
     return str(names[0]) if names else None
+
+
+def _hidden_element(element) -> bool:
+    """Whether a shape element's ``p:cNvPr`` says ``hidden`` (an XML Schema boolean; absent or
+    unreadable: shown)."""
+    flags = element.xpath("./*[1]/*[local-name()='cNvPr']/@hidden")
+    return bool(flags) and str(flags[0]).strip().lower() in _TRUE
 
 
 def _placeholder(shape) -> str | None:
