@@ -17,6 +17,7 @@ lifecycle kind in ``kinds`` answers it 501.
 
 from __future__ import annotations
 
+import json
 from typing import Any, Protocol
 
 from fastapi import APIRouter, Request
@@ -27,7 +28,8 @@ from starlette.responses import JSONResponse
 from fabric_query.server.errors import error_response
 from fabric_query.server.security import bearer_matches
 from fabric_query.server.wire import (EmptyRequest, IngestRequest, ParseRequest, PurgeRequest, RestoreRequest,
-                                      RetryRequest, SnapshotRequest, SourceRequest)
+                                      RetryRequest, SnapshotRequest, SourceRequest, StrictJsonRoute,
+                                      not_json_reason)
 
 #: Operation kinds of the lifecycle actions; a backend that does not list one answers it 501.
 LIFECYCLE_KINDS = ("re-parse", "accept", "discard", "retry", "purge", "snapshot", "restore")
@@ -59,7 +61,7 @@ class AdminBackend(Protocol):
         ...
 
 
-router = APIRouter(prefix="/v1")
+router = APIRouter(prefix="/v1", route_class=StrictJsonRoute)
 
 
 def _authorised(request: Request) -> JSONResponse | AdminBackend:
@@ -85,8 +87,11 @@ async def submit(kind: str, request: Request) -> Any:
         return error_response(404, "NotFound", f"no admin operation {kind!r}; known: {sorted(admin.kinds())}")
     try:
         raw = await request.json()
-    except (ValueError, RecursionError):  # RecursionError: arrays or objects nested too deep
-        return error_response(422, "RequestValidationError", "the body is not JSON (or nests too deeply)")
+    except RecursionError:
+        return error_response(422, "RequestValidationError", "the body is not JSON: arrays or objects nest too deeply")
+    except ValueError as exc:  # json.JSONDecodeError (strict_json), or bytes that are not text
+        return error_response(422, "RequestValidationError", "the body is not JSON: " + (
+            not_json_reason(exc.msg, exc.pos) if isinstance(exc, json.JSONDecodeError) else "not UTF-8, -16 or -32 text"))
     try:
         params = BODIES[kind].model_validate(raw).model_dump()
     except ValidationError as exc:

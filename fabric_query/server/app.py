@@ -23,6 +23,7 @@ from fabric_query.server.errors import error_response, status_of
 from fabric_query.server.gate import AdmissionGate, GateFull
 from fabric_query.server.guard import Guard
 from fabric_query.server.security import OriginPolicy
+from fabric_query.server.wire import not_json_reason
 from fabric_resources.catalog import CatalogDamagedError
 from fabric_resources.config import ConfigError, ServerConfig
 
@@ -125,8 +126,14 @@ def create_app(
 
     @app.exception_handler(RequestValidationError)
     async def invalid_request(_request: Request, exc: RequestValidationError):
-        problems = [{"loc": [str(p) for p in e.get("loc", ())], "msg": str(e.get("msg", ""))}
-                    for e in exc.errors()[:20]]
+        errors = exc.errors()
+        if errors and errors[0].get("type") == "json_invalid":  # FastAPI's: the body did not decode
+            loc = errors[0].get("loc", ())
+            reason = str((errors[0].get("ctx") or {}).get("error", "JSON decode error"))
+            pos = loc[1] if len(loc) > 1 and isinstance(loc[1], int) else None
+            return error_response(422, "RequestValidationError", f"the body is not JSON: {not_json_reason(reason, pos)}",
+                                  problems=[{"loc": ["body"], "msg": reason}])
+        problems = [{"loc": [str(p) for p in e.get("loc", ())], "msg": str(e.get("msg", ""))} for e in errors[:20]]
         where = "; ".join(f"{'.'.join(p['loc'])}: {p['msg']}" for p in problems)
         return error_response(422, "RequestValidationError", f"invalid request: {where}", problems=problems)
 

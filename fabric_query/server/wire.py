@@ -7,9 +7,12 @@ syntax) are left to it, so the HTTP API and the Python API refuse exactly the sa
 from __future__ import annotations
 
 import datetime as dt
+import json
 import os
-from typing import Annotated
+from typing import Annotated, Any
 
+from fastapi import Request
+from fastapi.routing import APIRoute
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr, field_validator, model_validator
 
 from fabric_query.scope import Scope
@@ -18,6 +21,69 @@ from fabric_query.types import Citation
 #: The longest query text a body may carry; the home's ``query.max_query_chars`` is the real
 #: bound (checked by the query language), this one only keeps absurd bodies out of the parser.
 MAX_WIRE_QUERY_CHARS = 100_000
+
+
+class _DuplicateKey(Exception):
+    def __init__(self, key: str) -> None:
+        self.key = key
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    seen: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in seen:
+            raise _DuplicateKey(key)
+        seen[key] = value
+    return seen
+
+
+def strict_json(body: bytes) -> Any:
+    """A request body (UTF-8, -16 or -32, as :func:`json.loads` detects) → its JSON value, refusing
+    an object that names a key twice.
+
+    RFC 8259 §4 leaves a repeated name's meaning to the parser (Python keeps the last, others the
+    first), so a proxy that checked one value and Fabric that used the other would read two
+    different requests.
+
+    Raises
+    ------
+    json.JSONDecodeError
+        Not JSON (``msg`` says why, ``pos`` the character where), or a key repeated
+        (``msg`` ``"duplicate key 'name'"``, ``pos`` 0).
+    RecursionError
+        Arrays or objects nested deeper than the interpreter's recursion limit.
+    """
+    try:
+        return json.loads(body, object_pairs_hook=_unique_keys)
+    except _DuplicateKey as dup:
+        raise json.JSONDecodeError(f"duplicate key {dup.key!r}", "", 0) from None
+
+
+def not_json_reason(msg: str, pos: int | None) -> str:
+    """Why a body is not JSON, for a 422's message: the decoder's reason and the character
+    (0-based, into the decoded text) where it stopped; a repeated key names the key only."""
+    return msg if msg.startswith("duplicate key") or pos is None else f"{msg} at character {pos}"
+
+
+class _StrictJsonRequest(Request):
+    async def json(self) -> Any:
+        if not hasattr(self, "_json"):
+            self._json = strict_json(await self.body())
+        return self._json
+
+
+class StrictJsonRoute(APIRoute):
+    """A route whose request body is read by :func:`strict_json` (FastAPI's route-class hook:
+    ``APIRouter(route_class=...)``); a refused body is FastAPI's 422 ``json_invalid``, whose
+    ``ctx.error`` holds the reason."""
+
+    def get_route_handler(self):
+        handler = super().get_route_handler()
+
+        async def strict(request: Request):
+            return await handler(_StrictJsonRequest(request.scope, request.receive))
+
+        return strict
 
 
 class _Body(BaseModel):

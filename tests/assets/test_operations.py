@@ -119,7 +119,8 @@ def test_admin_routes_need_the_admin_token(served):
 
 def test_admin_bodies_that_are_not_json_or_not_absolute_are_422(served):
     """guards against (hostile trial 6, 2026-12-05): a body nested 30,000 deep answered 500 with a
-    traceback (RecursionError is no ValueError); `{"path": "."}` ingesting the folder the server
+    traceback (RecursionError is no ValueError); a key named twice meaning its last value;
+    `{"path": "."}` ingesting the folder the server
     was started in; `into` relative or holding a NUL byte (the Operation ended with a traceback)."""
     client, token, fabric_home, _ = served
     auth = {"authorization": f"Bearer {token}"}
@@ -127,6 +128,9 @@ def test_admin_bodies_that_are_not_json_or_not_absolute_are_422(served):
     for kind, body in (("snapshot", deep), ("snapshot", b'{"note": ' + deep + b"}")):
         r = client.post(f"/v1/admin/{kind}", content=body, headers={**auth, "content-type": "application/json"})
         assert r.status_code == 422 and r.json()["error"]["type"] == "RequestValidationError", r.text
+    r = client.post("/v1/admin/snapshot", content=b'{"note": "a", "note": "b"}',
+                    headers={**auth, "content-type": "application/json"})
+    assert r.status_code == 422 and r.json()["error"]["message"] == "the body is not JSON: duplicate key 'note'", r.text
     for kind, body in (("ingest", {"path": "."}), ("ingest", {"path": "src"}), ("ingest", {"path": "/tmp/a\x00b"}),
                        ("restore", {"snapshot_id": 1, "into": "relative-into"}),
                        ("restore", {"snapshot_id": 1, "into": "/tmp/a\x00b"})):

@@ -190,6 +190,24 @@ def test_unknown_routes_methods_and_non_json_are_json_errors(server):
     _error(server.post("/v1/search", content=b"\xff\xfe", headers={"content-type": "application/json"}), 422)
 
 
+@pytest.mark.parametrize("route, body, reason", [
+    ("/v1/search", b'{"query": "lamp", "query": "storm"}', "duplicate key 'query'"),
+    ("/v1/search", b'{"query": "lamp", "scope": {"path_prefix": ["a"], "path_prefix": ["b"]}}',
+     "duplicate key 'path_prefix'"),
+    ("/v1/resolve", b'{"citation": {}, "text": "a", "text": "b"}', "duplicate key 'text'"),
+    ("/v1/search", b'{"query": "lamp", ', "Expecting property name enclosed in double quotes at character 18"),
+])
+def test_a_body_naming_a_key_twice_or_cut_short_is_refused_with_its_reason(server, route, body, reason):
+    """guards against (hostile trial 6, left open then): a key named twice silently meaning its
+    last value (a proxy that checked the first would pass a different request than Fabric ran);
+    a truncated body answered with only ``body.18: JSON decode error``."""
+    r = server.post(route, content=body, headers={"content-type": "application/json"})
+    assert _error(r, 422)["type"] == "RequestValidationError"
+    assert r.json()["error"]["message"] == f"the body is not JSON: {reason}", r.text
+    once = server.post("/v1/search", content=b'{"query": "storm"}', headers={"content-type": "application/json"})
+    assert once.status_code == 200, once.text
+
+
 def test_bodies_are_bounded(fabric):
     config = ServerConfig(max_body_bytes=1024)
     with live_server(lambda port: create_app(fabric, config, port=port)) as url:
