@@ -336,13 +336,20 @@ def admissible_root(path: str | os.PathLike, home: FabricHome) -> Path:
     Raises
     ------
     NotADirectoryRoot
-        If ``path`` is not an existing directory, or is ``/`` or lies in :data:`SYSTEM_FOLDERS`.
+        If ``path`` is not an existing directory (unless it is a registered root: then it is
+        returned as registered, and the scan reports it ``root-unavailable``), or is ``/`` or lies
+        in :data:`SYSTEM_FOLDERS`.
     fabric_resources.catalog.RootOverlapError
         If ``path`` is the home or inside it: the home's catalog, artifacts and admin token are
         never sources (a root that *holds* the home is fine: the scan never enters the home).
     """
     root = Path(path)
     if not root.is_dir():
+        gone = Path(os.path.abspath(root))
+        if any(r.path == str(gone) for r in home.catalog.roots()):
+            # A registered root that is gone (or now a link loop): the scan still runs, so that its
+            # files are marked access_lost and the skip is reported, rather than served unflagged.
+            return gone
         raise NotADirectoryRoot(f"{path} is not a directory")
     resolved = root.resolve()
     if resolved == Path(resolved.anchor) or any(resolved.is_relative_to(p) for p in SYSTEM_FOLDERS):
@@ -362,7 +369,8 @@ def _ingest_locked(root: Path, home: FabricHome, started: float, progress: Progr
     home.catalog.current_release()  # a damaged release row stops here, in one line, before any scan
     instance = dagster_instance(home)
     _finish_interrupted_restore(home, instance)
-    home.catalog.register_root(root)
+    if root.is_dir():  # else a registered root that is gone (admissible_root)
+        home.catalog.register_root(root)
     with partition_key_memo(instance), heap_frozen():
         return _ingest_with(root, home, instance, started, progress, models)
 

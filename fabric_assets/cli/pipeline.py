@@ -46,13 +46,21 @@ EXIT_INCOMPLETE, EXIT_RUN_FAILED = 1, 3
 def _run_ingest(path: Path) -> int:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from fabric_assets.ingest import NotADirectoryRoot, ingest as run
+    from fabric_assets.ingest import NotADirectoryRoot, admissible_root, ingest as run
     from fabric_resources.catalog import RootOverlapError
     from fabric_resources.home import FabricHome
 
-    if not path.is_dir():
+    from fabric_resources.home_location import home_path
+
+    if not path.is_dir() and not home_path(None).exists():
+        # With a home, ingest decides: a registered root that is gone is still scanned (its files
+        # become access_lost), any other path is refused by it (NotADirectoryRoot).
         fail(f"{path} is not a directory")
     home = FabricHome()
+    try:  # before the progress bar: a refused path is one line
+        admissible_root(path, home)
+    except (NotADirectoryRoot, RootOverlapError) as exc:
+        fail(str(exc))
     with Progress(
         TextColumn("[bold]ingesting (2 steps per document)"), BarColumn(), MofNCompleteColumn(),
         TimeElapsedColumn(), console=err

@@ -209,6 +209,9 @@ def scan(home: FabricHome) -> ScanReport:
         if moved:
             report.skipped.append((_key(root.label, ""), f"root-is-symlink: {root_path} now leads to "
                                    f"{resolved(root_path)}; not walked (register that folder itself to ingest it)"))
+        elif not root_path.is_dir():
+            report.skipped.append((_key(root.label, ""), f"root-unavailable: {root_path} is not a folder now (gone, "
+                                   "unmounted, or a symbolic-link loop); not walked, its files kept as access_lost"))
         if moved or not root_path.is_dir():
             unwalked.append(root.label)
             with catalog.transaction(immediate=True) as con:

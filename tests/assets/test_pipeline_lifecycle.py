@@ -419,6 +419,38 @@ def test_a_root_swapped_for_a_symlink_is_not_walked_and_its_sources_are_kept(tmp
     assert {s.source_key: s.state for s in fabric_home.catalog.sources()} == {"fs:docs/x.txt": "access_lost"}
 
 
+@pytest.mark.parametrize("gone", ["removed", "link-loop"])
+def test_ingest_of_a_registered_root_that_is_gone_scans_and_says_so(tmp_path, fabric_home, gone):
+    """guards against (stop 40's note): `fabric ingest ROOT` of a registered root that is gone or
+    became a symbolic-link loop refused as "not a directory" before any scan, so its files stayed
+    served as present with nothing saying the root cannot be observed; a path never registered
+    accepted as one."""
+    from fabric_assets.ingest import NotADirectoryRoot, ingest
+
+    docs = tmp_path / "docs"
+    _write(docs / "x.txt", "ok rootone\n")
+    first = ingest(docs, fabric_home)
+    assert first.complete and first.scan.new == ["fs:docs/x.txt"]
+    docs.rename(tmp_path / "docs.away")
+    if gone == "link-loop":
+        (tmp_path / "loop").symlink_to(docs)
+        docs.symlink_to(tmp_path / "loop")
+    away = ingest(docs, fabric_home)
+    assert away.scan.access_lost == ["fs:docs/x.txt"] and not away.complete
+    ((key, reason),) = away.scan.skipped
+    assert key == "fs:docs/" and reason.startswith("root-unavailable: ")
+    assert {s.source_key: s.state for s in fabric_home.catalog.sources()} == {"fs:docs/x.txt": "access_lost"}
+    with pytest.raises(NotADirectoryRoot):
+        ingest(tmp_path / "never-registered", fabric_home)
+    assert [r.path for r in fabric_home.catalog.roots()] == [str(docs)]
+
+    docs.unlink(missing_ok=True)
+    (tmp_path / "docs.away").rename(docs)
+    back = ingest(docs, fabric_home)
+    assert back.complete and back.scan.skipped == []
+    assert {s.source_key: s.state for s in fabric_home.catalog.sources()} == {"fs:docs/x.txt": "present"}
+
+
 def test_a_same_size_edit_with_its_date_set_back_is_seen_and_a_chmod_changes_nothing(tmp_path, fabric_home):
     """guards against: a file rewritten with bytes of the same size and its modification time put
     back (`cp -p`, `rsync -t`, `tar x`, `touch -d`) passing the (mtime, size) prescreen for ever, its
