@@ -153,31 +153,35 @@ def _row_identity(row: SourceRow | None) -> tuple | None:
 
 
 def _read_source(home: FabricHome, row: SourceRow, expected_size: int | None) -> tuple[bytes | None, str]:
-    """The file's bytes (no symlink followed, regular files only), or None and why not."""
+    """The file's bytes (no symlink followed, regular files only), or None and why not.
+
+    The reason names the file by its source key, never its absolute path: a check is shown to
+    whoever asked (an HTTP or MCP client too), and the server's folder layout is not theirs."""
     roots = {r.root_id: r.path for r in home.catalog.roots()}
     if row.root_id not in roots:
         return None, "its folder is no longer registered"
     path = Path(roots[row.root_id]) / row.rel_path
+    key = row.source_key
     try:
         # O_NONBLOCK: a FIFO put in the file's place must not hang the open.
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     except FileNotFoundError:
-        return None, f"source file {path} no longer exists"
+        return None, f"source file {key} no longer exists"
     except OSError as exc:
         if os.path.islink(path):
-            return None, f"{path} is now a symlink"
-        return None, f"cannot read {path}: {exc.strerror or exc}"
+            return None, f"{key} is now a symlink"
+        return None, f"cannot read {key}: {exc.strerror or type(exc).__name__}"
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
-            return None, f"{path} is no longer a regular file"
+            return None, f"{key} is no longer a regular file"
         if expected_size is not None and st.st_size != expected_size:
             return None, "source bytes changed since the citation (another size)"
         with os.fdopen(fd, "rb", closefd=True) as fh:
             fd = -1
             return fh.read(), ""
     except OSError as exc:
-        return None, f"cannot read {path}: {exc.strerror or exc}"
+        return None, f"cannot read {key}: {exc.strerror or type(exc).__name__}"
     finally:
         if fd >= 0:
             os.close(fd)

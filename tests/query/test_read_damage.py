@@ -338,3 +338,29 @@ def test_status_names_a_pinned_table_version_the_home_cannot_open(home):
     _publish(home, tables={**current.manifest["tables"], "chunks": 999})
     st = Fabric(home.root).status()
     assert st.unreadable_tables == ("chunks version 999: not found",)
+
+
+def test_resolve_names_a_missing_or_swapped_file_by_its_source_key_not_its_path(tmp_path):
+    """guards against (stop 40's note): resolve's checks quoting the server's absolute path of a
+    source file (``source file /srv/…/a.txt no longer exists``) to whoever asked, an HTTP or MCP
+    client too; and a reason that says nothing of which file."""
+    import os
+
+    folder = tmp_path / "private-layout" / "corpus"
+    folder.mkdir(parents=True)
+    (folder / "a.txt").write_text(FILES["a.txt"], encoding="utf-8")
+    home = FabricHome(tmp_path / "home")
+    ingest(folder, home)
+    citation = Fabric(home.root).search("lighthouse keeper").results[0].citation
+    (folder / "a.txt").rename(folder / "a.moved")
+    for swap in ("removed", "symlink", "fifo"):
+        if swap == "symlink":
+            (folder / "a.txt").symlink_to(folder / "a.moved")
+        elif swap == "fifo":
+            (folder / "a.txt").unlink()
+            os.mkfifo(folder / "a.txt")
+        result = Fabric(home.root).resolve(citation)
+        assert result.status == "stale", swap
+        details = " ".join(c.detail for c in result.checks if not c.ok)
+        assert "fs:corpus/a.txt" in details and str(tmp_path) not in details and "private-layout" not in details, \
+            (swap, details)
