@@ -7,11 +7,16 @@ clients were refused (hostile trial 6). Here a client has ``read_timeout_s`` fro
 or from its first byte after a response, to send one whole request (line, headers and body, the
 body at most ``server.max_body_bytes``); past it the connection is closed. Once a request is whole
 the deadline stops: a slow search is the server's time, not the client's.
+
+A request h11 cannot read (a malformed request line or header, a bad chunk size) is answered as
+every other error of the API: JSON ``{"error": {"type": "BadRequest", "message": ...}}``, not
+uvicorn's plain text.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 
 import h11
 from uvicorn.protocols.http.h11_impl import H11Protocol
@@ -44,6 +49,18 @@ class DeadlineH11Protocol(H11Protocol):
             self._disarm()
         elif self.conn.their_state is not h11.IDLE or self.conn.trailing_data[0]:
             self._arm()  # a request begun (headers or body under way)
+
+    def send_400_response(self, msg: str) -> None:
+        """uvicorn's answer to a request h11 rejected (``msg``: uvicorn's ``Invalid HTTP request
+        received.``, or h11's reason), as the API's JSON error; the connection is then closed."""
+        body = json.dumps({"error": {"type": "BadRequest", "message": msg}}).encode()
+        for event in (h11.Response(status_code=400, reason=b"Bad Request",
+                                   headers=[(b"content-type", b"application/json"),
+                                            (b"content-length", str(len(body)).encode()),
+                                            (b"connection", b"close")]),
+                      h11.Data(data=body), h11.EndOfMessage()):
+            self.transport.write(self.conn.send(event))
+        self.transport.close()
 
     def _arm(self) -> None:
         if self._deadline is None:

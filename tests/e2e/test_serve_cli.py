@@ -181,6 +181,16 @@ def test_a_header_past_the_bound_or_a_request_never_finished_is_refused_and_othe
             conn.sendall(b"GET /v1/health HTTP/1.1\r\n" + host + many + b"Connection: close\r\n\r\n")
             assert conn.recv(64).startswith(b"HTTP/1.1 431")
         assert raw(MAX_HEADER_BYTES + 4096)[:12] in (b"HTTP/1.1 431", b"HTTP/1.1 400")
+        # A request h11 cannot read is answered in the API's JSON error shape (was uvicorn's text).
+        for bad in (b"NOT A REQUEST\r\n\r\n", b"GET /v1/health HTTP/1.1\r\n" + host + b"Bad Header\r\n\r\n"):
+            with socket.create_connection((url.hostname, url.port), timeout=30) as conn:
+                conn.sendall(bad)
+                answer = b""
+                while chunk := conn.recv(4096):
+                    answer += chunk
+            head, _, body = answer.partition(b"\r\n\r\n")
+            assert head.startswith(b"HTTP/1.1 400") and b"content-type: application/json" in head.lower(), answer
+            assert json.loads(body)["error"]["type"] == "BadRequest", answer
         assert httpx.get(f"{record.url}/v1/health", timeout=5).status_code == 200
     finally:
         proc.send_signal(signal.SIGINT)
