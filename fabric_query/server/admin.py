@@ -28,8 +28,7 @@ from starlette.responses import JSONResponse
 from fabric_query.server.errors import error_response
 from fabric_query.server.security import bearer_matches
 from fabric_query.server.wire import (EmptyRequest, IngestRequest, ParseRequest, PurgeRequest, RestoreRequest,
-                                      RetryRequest, SnapshotRequest, SourceRequest, StrictJsonRoute,
-                                      not_json_reason)
+                                      RetryRequest, SnapshotRequest, SourceRequest, not_json_reason)
 
 #: Operation kinds of the lifecycle actions; a backend that does not list one answers it 501.
 LIFECYCLE_KINDS = ("re-parse", "accept", "discard", "retry", "purge", "snapshot", "restore")
@@ -61,7 +60,7 @@ class AdminBackend(Protocol):
         ...
 
 
-router = APIRouter(prefix="/v1", route_class=StrictJsonRoute)
+router = APIRouter(prefix="/v1")
 
 
 def _authorised(request: Request) -> JSONResponse | AdminBackend:

@@ -3,6 +3,8 @@
 It runs before routing, so an unknown path with a bad Host is 421 too, and no handler ever sees
 more than ``server.max_body_bytes`` of body: a larger ``Content-Length`` is refused before the
 body is read (413), and a body sent without one is read up to the bound and refused past it.
+A JSON body that names a key twice is refused here too (:func:`~fabric_query.server.wire.strict_json`),
+for every route: 422 on the API's routes, a JSON-RPC parse error (400, code -32700) on ``/mcp``.
 """
 
 from __future__ import annotations
@@ -10,7 +12,10 @@ from __future__ import annotations
 import json
 
 from fabric_query.server.security import OriginPolicy, bearer_matches
+from fabric_query.server.wire import strict_json
 
+#: The MCP endpoint's path (its errors are JSON-RPC objects).
+MCP_PATH = "/mcp"
 #: Paths answered without the read token (liveness must stay cheap and unauthenticated).
 OPEN_PATHS = frozenset({"/v1/health"})
 #: The largest request line plus headers the server takes (bytes): browsers and HTTP clients send a
@@ -30,8 +35,27 @@ def _headers(scope) -> dict[str, str]:
     return out
 
 
+def _repeated_key(body: bytes, content_type: str | None) -> str | None:
+    """``"duplicate key 'name'"`` when a JSON body (``application/json`` or ``+json``, or no type)
+    names a key twice; else None, also for a body that is not JSON at all (its route says why)."""
+    kind = (content_type or "application/json").split(";")[0].strip().lower()
+    if not body or not (kind == "application/json" or kind.endswith("+json")):
+        return None
+    try:
+        strict_json(body)
+    except json.JSONDecodeError as exc:
+        return exc.msg if exc.msg.startswith("duplicate key") else None
+    except (ValueError, RecursionError):
+        return None
+    return None
+
+
 async def _send_error(send, status: int, kind: str, message: str, extra_headers=()) -> None:
-    body = json.dumps({"error": {"type": kind, "message": message}}).encode()
+    await _send_json(send, status, {"error": {"type": kind, "message": message}}, extra_headers)
+
+
+async def _send_json(send, status: int, answer: dict, extra_headers=()) -> None:
+    body = json.dumps(answer).encode()
     await send({"type": "http.response.start", "status": status,
                 "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
                             *extra_headers]})
@@ -107,6 +131,14 @@ class Guard:
             if not message.get("more_body", False):
                 break
         body, replayed = b"".join(chunks), False
+        repeated = _repeated_key(body, headers.get("content-type"))
+        if repeated:
+            if scope.get("path", "").rstrip("/") == MCP_PATH:
+                await _send_json(send, 400, {"jsonrpc": "2.0", "id": None,
+                                             "error": {"code": -32700, "message": f"Parse error: {repeated}"}})
+            else:
+                await _send_error(send, 422, "RequestValidationError", f"the body is not JSON: {repeated}")
+            return
 
         async def replay():
             nonlocal replayed

@@ -19,7 +19,7 @@ from fabric_query.api import Fabric
 from fabric_query.release import pinned_view
 from fabric_query.server.errors import error_response
 from fabric_query.server.gate import AdmissionGate
-from fabric_query.server.wire import ResolveRequest, SearchRequest, StrictJsonRoute
+from fabric_query.server.wire import ResolveRequest, SearchRequest
 from fabric_query.units import canonical_unit
 from fabric_query.visibility import current_sources_config
 
@@ -36,7 +36,7 @@ class ServerState:
     models: dict[str, str] = field(default_factory=dict)
 
 
-router = APIRouter(prefix="/v1", route_class=StrictJsonRoute)
+router = APIRouter(prefix="/v1")
 
 
 def server_state(request: Request) -> ServerState:

@@ -11,8 +11,6 @@ import json
 import os
 from typing import Annotated, Any
 
-from fastapi import Request
-from fastapi.routing import APIRoute
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr, field_validator, model_validator
 
 from fabric_query.scope import Scope
@@ -39,7 +37,8 @@ def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 
 def strict_json(body: bytes) -> Any:
     """A request body (UTF-8, -16 or -32, as :func:`json.loads` detects) → its JSON value, refusing
-    an object that names a key twice.
+    an object that names a key twice (the guard, :mod:`fabric_query.server.guard`, applies it to
+    every JSON body before any route, MCP's included).
 
     RFC 8259 §4 leaves a repeated name's meaning to the parser (Python keeps the last, others the
     first), so a proxy that checked one value and Fabric that used the other would read two
@@ -63,27 +62,6 @@ def not_json_reason(msg: str, pos: int | None) -> str:
     """Why a body is not JSON, for a 422's message: the decoder's reason and the character
     (0-based, into the decoded text) where it stopped; a repeated key names the key only."""
     return msg if msg.startswith("duplicate key") or pos is None else f"{msg} at character {pos}"
-
-
-class _StrictJsonRequest(Request):
-    async def json(self) -> Any:
-        if not hasattr(self, "_json"):
-            self._json = strict_json(await self.body())
-        return self._json
-
-
-class StrictJsonRoute(APIRoute):
-    """A route whose request body is read by :func:`strict_json` (FastAPI's route-class hook:
-    ``APIRouter(route_class=...)``); a refused body is FastAPI's 422 ``json_invalid``, whose
-    ``ctx.error`` holds the reason."""
-
-    def get_route_handler(self):
-        handler = super().get_route_handler()
-
-        async def strict(request: Request):
-            return await handler(_StrictJsonRequest(request.scope, request.receive))
-
-        return strict
 
 
 class _Body(BaseModel):

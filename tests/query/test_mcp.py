@@ -118,6 +118,14 @@ def test_mcp_over_http_lists_tools_searches_and_resolves(homes):
                 assert {r["source_key"] for r in scoped["results"]} == {"fs:corpus/b.txt"}
 
         asyncio.run(session())
+        # A key named twice (which value an agent's proxy checked is unknowable) is a JSON-RPC
+        # parse error before the MCP library reads it (it keeps the last, silently).
+        with httpx.Client(base_url=url, timeout=60) as http:
+            twice = http.post("/mcp", content=b'{"jsonrpc": "2.0", "id": 1, "method": "tools/list", "method": "ping"}',
+                              headers={"content-type": "application/json",
+                                       "accept": "application/json, text/event-stream"})
+        assert twice.status_code == 400 and twice.json()["error"] == {
+            "code": -32700, "message": "Parse error: duplicate key 'method'"}, twice.text
 
 
 def test_mcp_over_stdio_searches_and_resolves(homes):
