@@ -19,7 +19,7 @@ from fabric_resources.offsets import utf16_offset  # noqa: F401  (re-exported fo
 from fabric_resources.text_folding import UNSPACED
 from fabric_query.querylang import ParsedQuery
 from fabric_query.types import HighlightSegment
-from fabric_resources.text_folding import fold_with_map
+from fabric_resources.text_folding import CLUSTER_TAIL, fold_with_map
 
 _WORD = re.compile(r"\w+")
 #: A run of word characters in scripts with spaces: how the word index splits a word that glues
@@ -128,10 +128,12 @@ def _word_tokens_cached(word: str) -> tuple[str, ...]:
 
 
 def _extend_over_marks(passage: str, ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:
-    """Grow each range over the combining marks that follow it, so a letter keeps its accent."""
+    """Grow each range over the combining marks that follow it, so a letter keeps its accent, and
+    over the rest of a cluster its folding composed (a half-width ``ﾞ``, NFD Hangul's jamo)."""
     out = []
     for a, b in ranges:
-        while b < len(passage) and unicodedata.category(passage[b]) in ("Mn", "Me"):
+        while b < len(passage) and (unicodedata.category(passage[b]) in ("Mn", "Me")
+                                    or CLUSTER_TAIL.match(passage[b])):
             b += 1
         out.append((a, b))
     return out

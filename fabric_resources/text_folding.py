@@ -5,7 +5,10 @@ exactly one source character (needed for exact highlights): each scalar is
 NFKD-decomposed, combining marks (category ``Mn``) are dropped, and the rest
 is case-folded (``str.casefold``, Unicode default case folding). Hangul
 syllables and kana are NFKC-normalised instead, because their decomposed
-marks distinguish words (``ガラス`` glass, ``カラス`` crow). The same
+marks distinguish words (``ガラス`` glass, ``カラス`` crow); a kana followed by a separate voiced or
+semi-voiced mark (NFD ``か\u3099``, half-width ``ｶﾞ``) and a run of conjoining Hangul jamo (NFD
+``ᄒ ᅡ ᆫ``) fold as the one character they compose (``が``, ``ガ``, ``한``), mapped to the
+cluster's first scalar, the others folding to nothing. The same
 rule applies at every term length and in every script, so ``ΑΒΓ`` and
 ``αβγ``, ``Café`` and ``cafe`` fold alike.
 
@@ -46,7 +49,7 @@ UNSPACED = re.compile(
 )
 
 #: Enters the analyzer identity; bump when the folding rule changes (the serving index is rebuilt).
-FOLDING_VERSION = "nfkd-mn-casefold-opencc1.4.2-t2s-char-ignorable-4"
+FOLDING_VERSION = "nfkd-mn-casefold-opencc1.4.2-t2s-char-ignorable-kana-jamo-5"
 
 #: Unicode's Default_Ignorable_Code_Point characters of general category ``Cf`` (DerivedCoreProperties.txt,
 #: Unicode 15.1): invisible in rendered text, so folded to nothing. Not the other default-ignorables:
@@ -96,11 +99,34 @@ def fold_char(ch: str) -> str:
     return kept
 
 
+#: A voiced or semi-voiced sound mark written apart from its kana (NFD, half-width), or a medial
+#: or final conjoining Hangul jamo: the tail of a cluster that composes into one character.
+CLUSTER_TAIL = re.compile("[\u3099\u309a\uff9e\uff9f\u1160-\u11ff]")
+_CLUSTER = re.compile("[\u3040-\u30ff\uff66-\uff9d][\u3099\u309a\uff9e\uff9f]"
+                      "|[\u1100-\u115f][\u1160-\u11a7][\u11a8-\u11ff]?")
+
+
+def _fold_parts(text: str) -> list[str]:
+    """Each scalar of ``text`` folded (:func:`fold_char`), except that a cluster :data:`_CLUSTER`
+    finds which composes (NFKC) into one character folds as that character at its first scalar and
+    to nothing at the others: NFD or half-width ``が`` and NFC ``が`` fold alike, as do NFD and NFC
+    Hangul."""
+    parts = list(map(fold_char, text))
+    if CLUSTER_TAIL.search(text):
+        for m in _CLUSTER.finditer(text):
+            for end in range(m.end(), m.start() + 1, -1):  # a jamo syllable whose final does not compose: L V
+                composed = unicodedata.normalize("NFKC", text[m.start():end]).casefold()
+                if len(composed) == 1:
+                    parts[m.start():end] = [composed] + [""] * (end - m.start() - 1)
+                    break
+    return parts
+
+
 def fold(text: str) -> str:
     """Fold a whole string (see module docstring)."""
     if text.isascii():
         return text.lower()
-    return "".join(map(fold_char, text))
+    return "".join(_fold_parts(text))
 
 
 def fold_with_map(text: str) -> tuple[str, list[int]]:
@@ -115,7 +141,7 @@ def fold_with_map(text: str) -> tuple[str, list[int]]:
     """
     if text.isascii():
         return text.lower(), list(range(len(text)))
-    parts = list(map(fold_char, text))
+    parts = _fold_parts(text)
     lengths = list(map(len, parts))
     if lengths.count(1) == len(lengths):  # every scalar folds to one: the map is the identity
         return "".join(parts), list(range(len(text)))

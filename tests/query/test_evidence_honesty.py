@@ -31,6 +31,9 @@ FILES = {
     # Latin words glued to Japanese, as Japanese prose writes them (a hostile trial, 2026-12-05: the
     # word channel matched `python`, the highlighter saw one word `これはpythonのコードです`).
     "mixed.txt": "これはPythonのコードです。Dockerを使ってデプロイします。\n",
+    # Kana with its voiced mark written apart (half-width katakana, as Shift_JIS text has it; NFD,
+    # as macOS writes it) and NFD Hangul (conjoining jamo): hostile trial 8b, 2026-12-05.
+    "kana.txt": "ﾃﾞｰﾀﾍﾞｰｽの設定。" + unicodedata.normalize("NFD", "がぎぐの本。한국어 문서.") + "\n",
     "fa.txt": "\u0645\u06cc\u200c\u062e\u0648\u0627\u0647\u0645 \u06a9\u062a\u0627\u0628 \u0628\u062e\u0648\u0627\u0646\u0645.\n",
 }
 ABSENT = ["zzqxv wqzzk", "quantum chromodynamics gluon", "曹操"]
@@ -128,6 +131,33 @@ def test_a_word_split_by_an_invisible_character_is_found_typed_plainly(fabric, q
     assert hit.citation.source_key == f"fs:corpus/{file}" and hit.lexical and "word" in hit.channels, pack.results
     assert [s.text for s in hit.highlights if s.highlighted] == [shown]
     assert "".join(s.text for s in hit.highlights) == hit.text
+
+
+@pytest.mark.parametrize(("query", "shown"), [
+    ("データベース", "ﾃﾞｰﾀﾍﾞｰｽ"), ("ﾃﾞｰﾀﾍﾞｰｽ", "ﾃﾞｰﾀﾍﾞｰｽ"),
+    ("がぎぐ", unicodedata.normalize("NFD", "がぎぐ")), (unicodedata.normalize("NFD", "がぎぐ"), unicodedata.normalize("NFD", "がぎぐ")),
+    ("한국어", unicodedata.normalize("NFD", "한국어")),
+])
+def test_kana_with_a_separate_voiced_mark_and_nfd_hangul_are_found_typed_composed(fabric, query, shown):
+    """guards against (hostile trial 8b, 2026-12-05): ``データベース`` typed as any IME types it
+    finding nothing in half-width ``ﾃﾞｰﾀﾍﾞｰｽ`` (the mark ``ﾞ`` folded apart from its kana), NFC
+    ``がぎぐ`` / ``한국어`` nothing in NFD text; and a highlight that leaves the mark or the jamo out."""
+    pack = fabric.search(query, channels={"word", "substring"})
+    hit = next(h for h in pack.results if h.citation.source_key == "fs:corpus/kana.txt")
+    assert hit.lexical and {"word", "substring"} <= set(hit.channels), hit.channels
+    assert shown in [s.text for s in hit.highlights if s.highlighted]
+    assert "".join(s.text for s in hit.highlights) == hit.text
+    assert fabric.resolve(hit.citation, shown_text=hit.text).status == "verified"
+
+
+def test_a_separate_voiced_mark_and_conjoining_jamo_fold_with_their_character():
+    """guards against: a cluster folded apart (``ｶﾞ`` → ``カ`` + a mark) or an origin map that loses
+    its place after one; a mark that composes with nothing stays."""
+    assert fold("ｶﾞｷﾞｸﾞ") == fold("ガギグ") == fold(unicodedata.normalize("NFD", "ガギグ")) == "ガギグ"
+    assert fold_with_map("xﾃﾞｰﾀ") == ("xデータ", [0, 1, 3, 4])
+    nfd = unicodedata.normalize("NFD", "한국")
+    assert fold_with_map(nfd) == ("한국", [0, 3])
+    assert fold("あ\u3099") == "あ\u3099" and fold("ﾞ") == "\u3099"
 
 
 def test_invisible_format_characters_fold_to_nothing_with_exact_origins():
