@@ -16,7 +16,9 @@ a filter (``OR 1=1 --``, ``a:b``, ``http://x``) is plain text: user text is
 only ever bound as values, never spliced into a query string. A key one edit
 away from a filter key (``paht:``, ``typ:``, ``lnag:``; Damerau-Levenshtein
 distance 1) is a typo, reported as a :class:`QuerySyntaxError` rather than
-searched as a word; quote it (``"paht:x"``) to search it as a phrase.
+searched as a word; quote it (``"paht:x"``) to search it as a phrase. A negated filter (``-path:x``;
+``-paht:x`` is an excluded word) is a :class:`QuerySyntaxError` too: a filter cannot be negated,
+``-"path:x"`` excludes the text. A key in full-width forms (``ｐａｔｈ：x``) is the filter it reads as.
 
 The structured twin of the filters is :class:`fabric_query.scope.Scope`.
 """
@@ -25,6 +27,7 @@ from __future__ import annotations
 
 import datetime as dt
 import re
+import unicodedata
 from dataclasses import dataclass, field
 from functools import lru_cache
 
@@ -151,6 +154,8 @@ def _read_quoted(text: str, i: int) -> tuple[str, int]:
 
 
 _DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
+#: What separates a filter key from its value: the colon and its full-width and small forms.
+_COLON = re.compile("[:\uff1a\ufe55]")
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
@@ -284,8 +289,13 @@ def parse_query(text: str, max_chars: int = 1000) -> ParsedQuery:
         if not _visible(word):  # `-` before invisible characters only
             i = j
             continue
-        key, sep, rest = word.partition(":")
-        key = _visible(key)
+        colon = _COLON.search(word)
+        key, sep, rest = (word[:colon.start()], ":", word[colon.end():]) if colon else (word, "", "")
+        # Compatibility forms are the key they read as: `ｐａｔｈ：x` (an IME's full width) is `path:x`.
+        key = unicodedata.normalize("NFKC", _visible(key)) if not key.isascii() else key
+        if negate and sep and key.lower() in FILTER_KEYS:
+            raise QuerySyntaxError(f"a filter cannot be negated ({text[i:j]}); to exclude the text, quote it: "
+                                   f'-"{word}"')
         if not negate and sep and key.lower() in FILTER_KEYS:
             key = key.lower()
             if key in values:

@@ -108,11 +108,26 @@ def test_source_list_trims_and_drops_empties():
     assert p.filters.sources == ("a", "b")
 
 
-def test_negated_filter_is_an_excluded_literal():
-    """guards against: '-path:x' being applied as a (positive) filter."""
-    p = parse_query("x -path:secret")
-    assert p.filters.path is None
-    assert p.excluded == ("path:secret",)
+@pytest.mark.parametrize("text", ["x -path:secret", "x -PATH:secret", 'x -path:"a b"', "x -ｐａｔｈ：secret"])
+def test_a_negated_filter_is_a_syntax_error(text):
+    """guards against: '-path:x' applied as a (positive) filter, or (hostile trial 8b, 2026-12-05)
+    silently searched as the excluded words ``path secret``, which no text holds, so the source the
+    user meant to leave out was served with nothing said."""
+    with pytest.raises(QuerySyntaxError, match="cannot be negated"):
+        parse_query(text)
+
+
+def test_a_quoted_negated_filter_is_an_excluded_literal():
+    p = parse_query('x -"path:secret"')
+    assert p.filters.path is None and p.excluded == ("path:secret",)
+
+
+@pytest.mark.parametrize("text", ["x ｐａｔｈ:notes", "x path：notes", "x ＰＡＴＨ﹕notes", "x path\u200b：notes"])
+def test_a_filter_key_in_full_width_forms_is_the_filter(text):
+    """guards against (hostile trial 8b, 2026-12-05): a filter typed in an IME's full-width forms
+    searched as the words ``path notes`` and silently not applied."""
+    p = parse_query(text)
+    assert p.filters.path == "notes" and p.terms == ("x",)
 
 
 def test_unknown_key_value_is_a_literal_term():
