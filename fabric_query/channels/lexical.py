@@ -260,20 +260,19 @@ def word_matches(
 ) -> WordMatches:
     """BM25 over the word field's context-window documents, answered as chunks.
 
-    tantivy finds the window documents that match (its top ``depth + 32``); with ``text_of``
-    (chunk ID → text) they are re-scored exactly over the window statistics by
-    :func:`bm25_rescore` with ``bm25`` (default :data:`TANTIVY_BM25`), and with ``feedback`` a
-    second pass adds expansion terms from the first pass's top windows. Each window's score goes to
-    its **member chunks that match on their own**: a member holds at least one query token, every
-    required phrase as consecutive tokens and no excluded term, so hits, highlights and citations
-    stay per chunk. Members of one window come best chunk-level BM25 first (window idf, the
-    chunks' mean length), then reading order; windows by score, then ID. Returns at most ``depth``
-    chunks. Without ``text_of`` members cannot be checked: tantivy's scores, exclusions per window,
-    every member of a matched window. With ``query_term_frequency`` a query word's BM25 term weighs
-    its count in the query (else 1); with ``stopwords`` the query's free-text words lose tantivy's
-    English stop words (:func:`query_word_tokens`; phrases keep theirs). ``prefetch`` (chunk IDs) is
-    called once per pass with every candidate window's members before ``text_of`` is asked for them
-    (a view that keeps chunk text on disk reads them in one take).
+    tantivy finds the window documents that match (its top ``depth + 32``); with ``text_of`` (chunk ID → text)
+    they are re-scored exactly over the window statistics by :func:`bm25_rescore` with ``bm25`` (default
+    :data:`TANTIVY_BM25`), and with ``feedback`` a second pass adds expansion terms from the first pass's top
+    windows. Each window's score goes to its **member chunks that match on their own**: a member holds at
+    least one query token, every required phrase as consecutive tokens and no excluded term (text without
+    spaces: its characters), so hits, highlights and citations stay per chunk. Members of one window come best
+    chunk-level BM25 first (window idf, the chunks' mean length), then reading order; windows by score, then
+    ID. Returns at most ``depth`` chunks. Without ``text_of`` members cannot be checked: tantivy's scores,
+    exclusions per window, every member of a matched window. With ``query_term_frequency`` a query word's BM25
+    term weighs its count in the query (else 1); with ``stopwords`` the query's free-text words lose tantivy's
+    English stop words (:func:`query_word_tokens`; phrases keep theirs). ``prefetch`` (chunk IDs) is called
+    once per pass with every candidate window's members before ``text_of`` is asked for them (a view that
+    keeps chunk text on disk reads them in one take).
 
     Raises
     ------
@@ -347,8 +346,8 @@ def word_matches(
         out = [(m, s) for w, s in windows for m in members_of[w]][:depth]
         return WordMatches(out, {m: w for w, _ in windows for m in members_of[w]})
     phrases = [word_tokens(p) for p in parsed.phrases]
-    excluded = [seq for seq in (word_tokens(e) for e in parsed.excluded) if seq]
-    wanted = set(terms)
+    excluded = [seq for seq in (word_tokens(e) for e in parsed.excluded if not UNSPACED.search(e)) if seq]
+    banned, wanted = {"".join(substring_tokens(e)) for e in parsed.excluded if UNSPACED.search(e)} - {""}, set(terms)
     idf = idf_of(index, weights)
     chunk_avgdl = index.chunk_word_avgdl or 1.0
     groups: list[tuple[str, float, list[tuple[str, TermStats]]]] = []
@@ -360,9 +359,10 @@ def word_matches(
             stats = _chunk_stats(text)
             if wanted.isdisjoint(stats[0]):
                 continue
-            if phrases or excluded:  # only these need the token sequence
+            if phrases or excluded or banned:  # only these need the token sequence (`-館`: no token of 図書館)
                 toks = _chunk_word_tokens(text)
-                if not all(_contains(toks, p) for p in phrases) or any(_contains(toks, e) for e in excluded):
+                if (not all(_contains(toks, p) for p in phrases) or any(_contains(toks, e) for e in excluded)
+                        or any(b in "".join(substring_tokens(text)) for b in banned)):
                     continue
             matched.append((m, stats))
         if matched:

@@ -150,6 +150,21 @@ def test_kana_with_a_separate_voiced_mark_and_nfd_hangul_are_found_typed_compose
     assert fabric.resolve(hit.citation, shown_text=hit.text).status == "verified"
 
 
+@pytest.mark.parametrize(("query", "file"), [
+    ("罪人 -獄", "kumo.txt"), ('罪人 -"獄"', "kumo.txt"), ("罪人 -獄の底", "kumo.txt"), ("桃园 -園", "tw.txt"),
+    ("署名 -ン", "token.txt"),
+])
+def test_an_excluded_character_without_spaces_excludes_every_text_holding_it(fabric, query, file):
+    """guards against (hostile trial 8b, 2026-12-05): ``図書館 -館`` serving a text full of 館 from
+    the index (the word channel looked for the unigram 館 among the text's bigrams 図書 書館) while
+    the scan fallback excluded it: an exclusion that held or not by which path answered."""
+    positive = fabric.search(query.split(" -")[0])
+    assert any(h.citation.source_key == f"fs:corpus/{file}" and h.lexical for h in positive.results)
+    for channels in (None, {"word", "substring"}, {"scan"}):
+        pack = fabric.search(query, channels=channels)
+        assert all(h.citation.source_key != f"fs:corpus/{file}" for h in pack.results), (channels, pack.results)
+
+
 def test_a_separate_voiced_mark_and_conjoining_jamo_fold_with_their_character():
     """guards against: a cluster folded apart (``ｶﾞ`` → ``カ`` + a mark) or an origin map that loses
     its place after one; a mark that composes with nothing stays."""
