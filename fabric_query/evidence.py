@@ -14,6 +14,8 @@ import unicodedata
 from collections.abc import Iterable
 from functools import lru_cache
 
+import regex
+
 from fabric_query.channels.lexical import substring_tokens, word_tokens
 from fabric_resources.offsets import utf16_offset  # noqa: F401  (re-exported for callers)
 from fabric_resources.text_folding import UNSPACED
@@ -21,10 +23,13 @@ from fabric_query.querylang import ParsedQuery
 from fabric_query.types import HighlightSegment
 from fabric_resources.text_folding import CLUSTER_TAIL, fold_with_map
 
-_WORD = re.compile(r"\w+")
+#: A word as the word index's tokenizer reads one: word characters with their combining marks (tantivy
+#: splits at what is not alphanumeric, and the vowel signs of Devanagari, Bengali, Tamil… are
+#: alphabetic: ``\w`` alone cut ``झील`` at its ``ी``, so no query word was found in it).
+_WORD = regex.compile(r"[\w\p{M}]+")
 #: A run of word characters in scripts with spaces: how the word index splits a word that glues
 #: Latin to Japanese (``これはpythonのコード`` holds the token ``python``).
-_SPACED_RUN = re.compile(f"(?:(?!{UNSPACED.pattern})\\w)+")
+_SPACED_RUN = regex.compile(f"(?:(?!{UNSPACED.pattern})[\\w\\p{{M}}])+")
 
 #: The channels whose hits hold a query token in their own text (lexical evidence).
 LEXICAL_CHANNELS = ("word", "substring", "scan")

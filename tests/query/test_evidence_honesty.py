@@ -34,6 +34,8 @@ FILES = {
     # Kana with its voiced mark written apart (half-width katakana, as Shift_JIS text has it; NFD,
     # as macOS writes it) and NFD Hangul (conjoining jamo): hostile trial 8b, 2026-12-05.
     "kana.txt": "ﾃﾞｰﾀﾍﾞｰｽの設定。" + unicodedata.normalize("NFD", "がぎぐの本。한국어 문서.") + "\n",
+    # Indic words hold vowel signs (combining marks) that tantivy's tokenizer keeps inside a word.
+    "hi.txt": "हंस झील में तैरता है। বাংলা ভাষা সুন্দর। தமிழ் மொழி\n",
     "fa.txt": "\u0645\u06cc\u200c\u062e\u0648\u0627\u0647\u0645 \u06a9\u062a\u0627\u0628 \u0628\u062e\u0648\u0627\u0646\u0645.\n",
 }
 ABSENT = ["zzqxv wqzzk", "quantum chromodynamics gluon", "曹操"]
@@ -65,10 +67,12 @@ def _check_pack(pack):
 
 
 @pytest.mark.parametrize("query", ["犍陀多", "認証トークン", "桃園", "lighthouse keeper", "keeper -sourdough",
-                                   '"the lamp"', "陀多 地獄", "python", "Docker デプロイ"])
+                                   '"the lamp"', "陀多 地獄", "python", "Docker デプロイ", "झील", "तैरता", "ভাষা",
+                                   "தமிழ்"])
 def test_lexical_hits_always_carry_a_highlight(fabric, query):
     """guards against: a lexical match with no highlighted evidence (issue 19: ``犍陀多`` and
-    ``認証トークン`` came back from the word channel's bigrams with no highlighted segment)."""
+    ``認証トークン`` came back from the word channel's bigrams with no highlighted segment; hostile
+    trial 8b: Hindi ``झील``, Bengali ``ভাষা`` with none, the highlighter cutting words at vowel signs)."""
     pack = fabric.search(query, debug=True)
     assert any(h.lexical for h in pack.results), query
     _check_pack(pack)
