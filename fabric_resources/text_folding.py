@@ -8,8 +8,12 @@ syllables and kana are NFKC-normalised instead, because their decomposed
 marks distinguish words (``ガラス`` glass, ``カラス`` crow); a kana followed by a separate voiced or
 semi-voiced mark (NFD ``か\u3099``, half-width ``ｶﾞ``) and a run of conjoining Hangul jamo (NFD
 ``ᄒ ᅡ ᆫ``) fold as the one character they compose (``が``, ``ガ``, ``한``), mapped to the
-cluster's first scalar, the others folding to nothing. The same
-rule applies at every term length and in every script, so ``ΑΒΓ`` and
+cluster's first scalar, the others folding to nothing. In the Indic scripts (Devanagari to
+Sinhala) and Thai, Lao, Tibetan, Myanmar and Khmer the combining marks spell the word too (Hindi
+``हंस`` swan, ``हस`` laugh), so those the word tokenizer keeps inside a word (Unicode
+``Alphabetic``: vowel signs, anusvara) are kept (NFKD, as everywhere); the others (virama, nukta,
+Thai tone marks) still fold away, as tantivy would split the word at them. The same
+rule applies at every term length and in every other script, so ``ΑΒΓ`` and
 ``αβγ``, ``Café`` and ``cafe`` fold alike.
 
 Invisible format characters fold to nothing (:data:`IGNORABLE`: the soft hyphen, zero-width
@@ -40,6 +44,8 @@ import unicodedata
 from functools import lru_cache
 from itertools import chain, repeat
 
+import regex
+
 #: One character of a script written without spaces: Han, Hiragana, Katakana (incl. half-width),
 #: Hangul, Thai, Lao, Khmer, Myanmar, the prolonged sound mark and 々. Mirrors
 #: ``lexical_index.UNSPACED_SCRIPTS`` (tantivy's regex syntax) for Python's ``re``.
@@ -49,7 +55,7 @@ UNSPACED = re.compile(
 )
 
 #: Enters the analyzer identity; bump when the folding rule changes (the serving index is rebuilt).
-FOLDING_VERSION = "nfkd-mn-casefold-opencc1.4.2-t2s-char-ignorable-kana-jamo-5"
+FOLDING_VERSION = "nfkd-mn-casefold-opencc1.4.2-t2s-char-ignorable-kana-jamo-alphabetic-marks-5"
 
 #: Unicode's Default_Ignorable_Code_Point characters of general category ``Cf`` (DerivedCoreProperties.txt,
 #: Unicode 15.1): invisible in rendered text, so folded to nothing. Not the other default-ignorables:
@@ -84,6 +90,12 @@ def _keeps_marks(ch: str) -> bool:
     return 0xAC00 <= cp <= 0xD7A3 or 0x3040 <= cp <= 0x30FF or 0xFF66 <= cp <= 0xFF9F
 
 
+#: Scripts whose combining marks spell the word (Indic, Thai, Lao, Tibetan, Myanmar, Khmer), and the
+#: marks kept there: those tantivy's tokenizer counts as word characters (``char::is_alphanumeric``).
+_SPELLING_MARKS = re.compile("[\u0900-\u0fff\u1000-\u109f\u1780-\u17ff]")
+_ALPHABETIC = regex.compile(r"\p{Alphabetic}")
+
+
 @lru_cache(maxsize=65536)
 def fold_char(ch: str) -> str:
     """Fold one Unicode scalar; may return ``""`` (a bare combining mark, an :data:`IGNORABLE`
@@ -93,6 +105,8 @@ def fold_char(ch: str) -> str:
     if _keeps_marks(ch):
         return unicodedata.normalize("NFKC", ch).casefold()
     decomposed = unicodedata.normalize("NFKD", ch)
+    if _SPELLING_MARKS.match(ch):
+        return "".join(c for c in decomposed if unicodedata.category(c) != "Mn" or _ALPHABETIC.match(c))
     kept = "".join(c for c in decomposed if unicodedata.category(c) != "Mn").casefold()
     if len(kept) == 1 and _HAN.match(kept):
         return _simplified(kept)

@@ -34,8 +34,10 @@ FILES = {
     # Kana with its voiced mark written apart (half-width katakana, as Shift_JIS text has it; NFD,
     # as macOS writes it) and NFD Hangul (conjoining jamo): hostile trial 8b, 2026-12-05.
     "kana.txt": "ﾃﾞｰﾀﾍﾞｰｽの設定。" + unicodedata.normalize("NFD", "がぎぐの本。한국어 문서.") + "\n",
-    # Indic words hold vowel signs (combining marks) that tantivy's tokenizer keeps inside a word.
-    "hi.txt": "हंस झील में तैरता है। বাংলা ভাষা সুন্দর। தமிழ் மொழி\n",
+    # Indic words hold vowel signs (combining marks) that tantivy's tokenizer keeps inside a word;
+    # marks spell the word: Hindi हंस (swan) is not हस (laugh), Thai หนู (mouse) not หน.
+    "hi.txt": "हंस झील में तैरता है। वह ज़रूर आएगा। বাংলা ভাষা সুন্দর। தமிழ் மொழி\n",
+    "thai.txt": "แมวไล่หนู\n",
     "fa.txt": "\u0645\u06cc\u200c\u062e\u0648\u0627\u0647\u0645 \u06a9\u062a\u0627\u0628 \u0628\u062e\u0648\u0627\u0646\u0645.\n",
 }
 ABSENT = ["zzqxv wqzzk", "quantum chromodynamics gluon", "曹操"]
@@ -167,6 +169,34 @@ def test_an_excluded_character_without_spaces_excludes_every_text_holding_it(fab
     for channels in (None, {"word", "substring"}, {"scan"}):
         pack = fabric.search(query, channels=channels)
         assert all(h.citation.source_key != f"fs:corpus/{file}" for h in pack.results), (channels, pack.results)
+
+
+@pytest.mark.parametrize(("query", "file", "shown", "other"), [
+    ("หนู", "thai.txt", "หนู", None), ("हंस", "hi.txt", "हंस", None),
+    ("हस", "hi.txt", None, "झील"), ("जरूर", "hi.txt", "ज़रूर", None),
+])
+def test_marks_that_spell_a_word_are_kept_and_the_nukta_is_not(fabric, query, file, shown, other):
+    """guards against (hostile trial 8b, 2026-12-05): Hindi ``हस`` (laugh) found and highlighted as
+    ``हंस`` (swan), and ``झील -हस`` dropping a text about a swan, because folding dropped every
+    combining mark in every script. The nukta still folds away (``जरूर`` finds ``ज़रूर``)."""
+    key = f"fs:corpus/{file}"
+    if shown is None:  # the word is not in the file: excluding it keeps the file
+        pack = fabric.search(f"{other} -{query}", channels={"word", "substring"})
+        assert any(h.citation.source_key == key for h in pack.results), pack.results
+        assert fold(query) not in fold(FILES[file])
+        return
+    pack = fabric.search(query, channels={"word", "substring"})
+    hit = next(h for h in pack.results if h.citation.source_key == key and h.lexical)
+    assert shown in [s.text for s in hit.highlights if s.highlighted]
+
+
+def test_marks_the_word_tokenizer_splits_at_still_fold_away():
+    """guards against: a kept virama or Thai tone mark, where tantivy's tokenizer splits a word
+    (``प्रेम`` into ``प`` and ``रेम``: the fragment ``प`` would match every word it begins)."""
+    from fabric_query.channels.lexical import word_tokens
+
+    assert len(word_tokens("प्रेम प्यार தமிழ்")) == 3
+    assert fold("हंस") != fold("हस") and fold("ज़रूर") == fold("जरूर")
 
 
 def test_a_separate_voiced_mark_and_conjoining_jamo_fold_with_their_character():
