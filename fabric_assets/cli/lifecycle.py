@@ -270,15 +270,28 @@ def rebuild_projections_cmd(home: HomeOption = None) -> None:
 
 
 def _cited(data) -> list:
-    """The citations of a pack (every hit), a hit, a citation or a list of those, validated by the
-    read side's types so that a malformed one is a typed error, not a crash."""
-    from fabric_query.types import Citation, EvidencePack
+    """The citations of a pack (every hit's; the rest of the pack is not read, as by `resolve`), a
+    hit, a citation or a list of those, validated by the read side's types so that a malformed one
+    is a typed error naming the fields (one line), not a crash nor pydantic's report quoting the text."""
+    from pydantic import ValidationError
+
+    from fabric_query.types import Citation
+
+    def citation(value, where: str):
+        try:
+            return Citation.model_validate(value)
+        except ValidationError as exc:
+            fields = ", ".join(".".join(filter(None, (where, *map(str, e["loc"])))) or "(citation)" for e in exc.errors())
+            raise ValueError(f"missing or malformed: {fields}") from None
 
     if isinstance(data, list):
         return [c for item in data for c in _cited(item)]
     if isinstance(data, dict) and "results" in data:
-        return [h.citation for h in EvidencePack.model_validate(data).results]
-    return [Citation.model_validate(data.get("citation", data) if isinstance(data, dict) else data)]
+        if not isinstance(data["results"], list):
+            raise ValueError("its results are not a list")
+        return [citation(h.get("citation") if isinstance(h, dict) else h, f"results.{i}.citation")
+                for i, h in enumerate(data["results"])]
+    return [citation(data.get("citation", data) if isinstance(data, dict) else data, "")]
 
 
 @lifecycle_app.command()

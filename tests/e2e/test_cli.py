@@ -45,6 +45,25 @@ def test_a_citation_file_that_is_binary_or_a_folder_is_one_line_with_exit_2(tmp_
         assert needle in result.output and "Traceback" not in result.output
 
 
+def test_audit_reads_a_packs_citations_only_and_names_bad_fields_on_one_line(tmp_path):
+    """guards against (hostile trial 8b, 2026-12-05): `fabric audit` of a pack `resolve` reads (each
+    hit's text and citation) refused with pydantic's 40-line report, which quoted the hit's text."""
+    import json
+
+    citation = {"release_id": 1, "source_key": "fs:a.txt", "source_hash": "0" * 64, "parse_id": "0" * 32,
+                "chunk_id": "0" * 32, "spans": [{"unit_id": "0" * 32, "start_char": 0, "end_char": 1,
+                                                "start_utf16": 0, "end_utf16": 1, "text_hash": "0" * 64}],
+                "text_hash": "0" * 64}
+    home = str(tmp_path / "home")
+    ok = runner.invoke(app, ["audit", json.dumps({"results": [{"text": "secret words", "citation": citation}]}),
+                             "--home", home])
+    assert ok.exit_code == 2 and "no Fabric home" in ok.output, ok.output
+    bad = runner.invoke(app, ["audit", json.dumps({"results": [{"text": "secret words", "citation": {
+        **citation, "release_id": "x"}}]}), "--home", home])
+    assert bad.exit_code == 2 and "results.0.citation.release_id" in bad.output, bad.output
+    assert "secret words" not in bad.output and len(bad.output.strip().splitlines()) <= 2
+
+
 def test_search_errors_are_typed_and_short(tmp_path):
     """guards against: tracebacks for a missing home or a filter-only query."""
     home = str(tmp_path / "nohome")
