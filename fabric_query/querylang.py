@@ -55,6 +55,13 @@ class Filters:
     #: (``fabric_query.context.low_confidence_chunks``), so it is not part of :attr:`active`.
     min_confidence: float | None = None
 
+    def __post_init__(self) -> None:
+        # Source keys compare in NFC (as does :meth:`admits`): a file named on macOS (NFD) is found by
+        # the name as typed (NFC), and the reverse.
+        object.__setattr__(self, "path", None if self.path is None else _nfc(self.path))
+        object.__setattr__(self, "sources", tuple(map(_nfc, self.sources)))
+        object.__setattr__(self, "path_prefixes", tuple(map(_nfc, self.path_prefixes)))
+
     @property
     def active(self) -> bool:
         return (self.path is not None or self.media_type is not None or self.after_ns is not None
@@ -66,7 +73,9 @@ class Filters:
 
         ``lang:`` compares BCP 47 primary subtags case-insensitively (``lang:en`` admits
         ``en-US``); a source whose language is unknown is not admitted by a ``lang:`` filter.
+        ``source:``, ``path:`` and ``prefix:`` compare the key and the values in Unicode NFC.
         """
+        source_key = _nfc(source_key)
         if self.sources and source_key not in self.sources:
             return False
         if self.language is not None and not language_matches(language, self.language):
@@ -99,6 +108,10 @@ class Filters:
                  ("lang", Filters(language=self.language, languages=self.languages)),
                  ("after", Filters(after_ns=self.after_ns)), ("before", Filters(before_ns=self.before_ns)))
         return tuple((key, part) for key, part in parts if part.active)
+
+
+def _nfc(text: str) -> str:
+    return text if text.isascii() else unicodedata.normalize("NFC", text)
 
 
 def language_matches(language: str | None, wanted: str) -> bool:

@@ -422,3 +422,17 @@ def test_invisible_format_characters_are_no_query_syntax(text, terms, excluded, 
 def test_a_query_of_invisible_characters_only_is_empty(text):
     with pytest.raises(EmptyQueryError):
         parse_query(text)
+
+
+@pytest.mark.parametrize("form", ["NFC", "NFD"])
+def test_source_key_filters_compare_in_nfc(form):
+    """guards against (hostile trial 8b, 2026-12-05): a file named on macOS (NFD `café`) that no
+    `path:café`, `prefix:` or `source:` typed on a keyboard (NFC) admitted ("no source key contains
+    that text", beside a result list printing the same name), and the reverse."""
+    import unicodedata
+
+    key = "fs:notes/" + unicodedata.normalize(form, "café.txt")
+    other = unicodedata.normalize("NFD" if form == "NFC" else "NFC", "café")
+    for text in [f"x path:{other}", f"x prefix:notes/{other}", f"x source:fs:notes/{other}.txt"]:
+        assert parse_query(text).filters.admits(key, "text/plain", 0), text
+    assert not parse_query(f"x path:{other}s").filters.admits(key, "text/plain", 0)
