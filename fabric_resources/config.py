@@ -14,6 +14,7 @@ import hashlib
 import json
 import os
 import stat
+import unicodedata
 from enum import StrEnum
 from pathlib import Path
 from typing import Literal
@@ -451,8 +452,9 @@ class SourcesConfig(_Strict):
     def is_withheld(self, source_key: str) -> bool:
         if not self.withheld:  # asked of every source by each scan and activation
             return False
-        path = source_key.split(":", 1)[-1]
-        return any(fnmatch.fnmatchcase(path, pattern) for pattern in self.withheld)
+        # Key and patterns in NFC: a folder named on macOS (NFD) is withheld by its name as typed (NFC).
+        path = unicodedata.normalize("NFC", source_key.split(":", 1)[-1])
+        return any(fnmatch.fnmatchcase(path, unicodedata.normalize("NFC", pattern)) for pattern in self.withheld)
 
 
 class EntityMatchConfig(_Strict):

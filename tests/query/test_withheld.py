@@ -153,3 +153,22 @@ def test_a_filter_note_never_names_a_withheld_source(tmp_path):
         assert pa.unmatched_filters == pb.unmatched_filters, q
         note = json.dumps(pa.unmatched_filters)
         assert "markdown" not in note and "ja (" not in note and "2023-05" not in note and "2020-08" not in note, q
+
+
+def test_a_folder_named_in_nfd_is_withheld_by_a_pattern_typed_in_nfc(tmp_path):
+    """guards against (hostile trial 8b, 2026-12-05): ``"withheld": ["corpus/privé/*"]`` typed in a
+    config (NFC) not matching the folder as macOS names it (NFD ``prive\\u0301``): the folder's files
+    were ingested, searchable and cited. Patterns and keys compare in NFC, either way round."""
+    import unicodedata
+
+    from fabric_resources.config import SourcesConfig
+
+    nfd = unicodedata.normalize("NFD", "privé")
+    files = {f"{nfd}/salary.txt": "The director's salary is zanthoxylum ninety.\n", **VISIBLE["en"]}
+    home, _ = _home(tmp_path, "nfd", files, withheld=["corpus/privé/*"])
+    fabric = Fabric(home.root)
+    pack = fabric.search("salary zanthoxylum director")
+    assert all("salary" not in h.citation.source_key for h in pack.results), pack.results
+    assert pack.eligible_sources == len(VISIBLE["en"])
+    assert [unicodedata.normalize("NFC", k) for k in fabric.status().withheld] == ["fs:corpus/privé/salary.txt"]
+    assert SourcesConfig(withheld=(unicodedata.normalize("NFD", "a/é/*"),)).is_withheld("fs:a/é/x.txt")
