@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import unicodedata
 from collections import Counter
 from collections.abc import Collection
 from functools import cached_property
@@ -96,14 +97,14 @@ class Fabric:
         InvalidArgumentError
             If ``text`` is empty or only white space.
         """
-        needle = text.strip().casefold()
+        needle = unicodedata.normalize("NFC", text.strip()).casefold()  # a name typed (NFC) finds one made on macOS (NFD)
         if not needle:
             raise InvalidArgumentError("give part of a source key or file name")
         catalog = self.home.catalog
         release = catalog.current_release()
         active = {k: m["parse_id"] for k, m in (release.manifest["sources"] if release else {}).items()}
         runs_by_hash: dict[str, list] = {}
-        found = [s for s in catalog.sources() if needle in s.source_key.casefold()]
+        found = [s for s in catalog.sources() if needle in unicodedata.normalize("NFC", s.source_key).casefold()]
         if found:
             for r in catalog.parse_runs():
                 runs_by_hash.setdefault(r.source_hash, []).append(r)

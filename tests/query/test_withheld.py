@@ -172,3 +172,5 @@ def test_a_folder_named_in_nfd_is_withheld_by_a_pattern_typed_in_nfc(tmp_path):
     assert pack.eligible_sources == len(VISIBLE["en"])
     assert [unicodedata.normalize("NFC", k) for k in fabric.status().withheld] == ["fs:corpus/privé/salary.txt"]
     assert SourcesConfig(withheld=(unicodedata.normalize("NFD", "a/é/*"),)).is_withheld("fs:a/é/x.txt")
+    # The operator's view finds it by the name as typed too (`fabric status --source privé`).
+    assert [p.source_key for p in fabric.source_partitions("privé/salary")] == [f"fs:corpus/{nfd}/salary.txt"]
