@@ -548,6 +548,31 @@ def test_an_element_marked_hidden_yields_no_text_and_until_found_does():
     assert not any(w in text for w in ("Hiddenblock", "Hiddencontainer", "hiddeninline")), text
 
 
+def test_an_element_an_inline_style_hides_yields_no_text():
+    """guards against (hostile trial 8): text an inline style hides (``display: none`` on a block,
+    a container or a span; ``visibility: hidden``) indexed and cited from a page where no reader
+    sees it; a later or escaped declaration misread (CSS is read by tinycss2: the last declaration
+    wins unless an earlier one is ``!important``); a descendant that sets ``visibility: visible``
+    back lost, or a ``display: block`` read as hidden."""
+    from fabric_resources.parsing.html.parser import parse_html
+
+    body = ("<article><p>The harbour master counted the herring boats at dawn and wrote the tally down.</p>"
+            "<p style='display:none'>Noneblock instructions the reader never sees, long enough to be main text.</p>"
+            "<div style='DISPLAY: None !important'><p>Nonecontainer paragraph inside a hidden division.</p></div>"
+            "<p>Gulls argued over the nets <span style='display:none'>noneinline</span>while lanterns swung.</p>"
+            "<p style='visibility:hidden'>Visblock paragraph that is invisible but takes space on the page.</p>"
+            "<p style='display:none !important; display:block'>Importantnone paragraph, hidden all the same.</p>"
+            "<p style='dis\\play: none'>Escapednone paragraph hidden by an escaped property name.</p>"
+            "<p style='display:none; display:block'>Laterblock paragraph shown by the later declaration.</p>"
+            "<div style='visibility:hidden'><p style='visibility:visible'>Backvisible paragraph shown again.</p></div>"
+            "</article>")
+    doc = parse_html(f"<html><body>{body}</body></html>".encode(), HtmlParserConfig(isolation=IN_PROCESS))
+    text = " ".join(u.text for u in doc.units)
+    assert all(w in text for w in ("herring", "lanterns swung", "Laterblock", "Backvisible")), text
+    hidden = ("Noneblock", "Nonecontainer", "noneinline", "Visblock", "Importantnone", "Escapednone")
+    assert not any(w in text for w in hidden), text
+
+
 def test_a_binary_file_named_html_fails_undecodable_by_the_text_parsers_rule():
     """guards against (hostile trial, 2027-01): a PDF or random bytes named ``.html``/``.htm``
     decoded as windows-1252 with replacement, NULs stripped, and parsed as active with stream

@@ -9,7 +9,7 @@ from __future__ import annotations
 from fabric_resources.parsing.spec import ParserSpec
 
 PARSER_NAME = "html"
-PARSER_VERSION = "7"
+PARSER_VERSION = "8"
 MEDIA_TYPE = "text/html"
 
 
