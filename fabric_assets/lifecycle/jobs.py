@@ -41,7 +41,7 @@ def purge_op(context: dg.OpExecutionContext, config: PurgeConfig, fabric: Fabric
         raise dg.Failure(description=f"purge refused: {exc}") from None
     # Counts and hashes only: the event log is never purged, so it must hold no name nor text.
     return dg.Output(None, metadata={
-        "tombstone_id": report.tombstone_id, "sources": len(report.plan.source_keys),
+        "tombstone_id": report.tombstone_id or 0, "sources": len(report.plan.source_keys),
         "parse_ids": len(report.plan.parse_ids), "artifacts_removed": report.artifacts_removed,
         "rows_removed": sum(report.rows_removed.values()), "bytes_removed": report.bytes_removed,
         "release_id": report.release_id or 0, "releases_retired": len(report.releases_retired)})

@@ -42,7 +42,7 @@ from fabric_assets.lifecycle.republish import republish
 from fabric_assets.lifecycle.run_history import home_instance, runs_in_progress
 from fabric_assets.lifecycle.snapshots import _create as create_snapshot, _delete as delete_snapshot
 from fabric_assets.lifecycle.snapshots import _find as find_snapshot, _restore as restore_snapshot, list_snapshots
-from fabric_assets.lifecycle.snapshots import damaged_snapshots, finish_forgetting
+from fabric_assets.lifecycle.snapshots import _drop_half_made, damaged_snapshots, finish_forgetting
 from fabric_assets.source_tags import forget_source_tags
 from fabric_resources.catalog import Catalog
 from fabric_resources.dense_index import kept_generations
@@ -87,7 +87,7 @@ class PurgeReport:
     """What a purge did. ``release_id``: the release it published (None when the home had none)."""
 
     plan: PurgePlan
-    tombstone_id: int
+    tombstone_id: int | None  # None: nothing matched and no interrupted purge was left, nothing done
     artifacts_removed: int = 0
     rows_removed: dict[str, int] = field(default_factory=dict)
     bytes_removed: int = 0
@@ -127,7 +127,9 @@ def plan_purge(catalog: Catalog, selector: PurgeSelector) -> PurgePlan:
     sources = {s.source_key: s for s in catalog.sources()}
     root_ids: tuple[int, ...] = ()
     if selector.source_keys:
-        keys = sorted(set(selector.source_keys))
+        # A key an interrupted purge already forgot is not unknown: this purge finishes that one.
+        resumed = {h for t in tombstones(catalog) if t.completed_at is None for h in t.source_key_hashes}
+        keys = sorted(k for k in set(selector.source_keys) if k in sources or source_key_hash(k) not in resumed)
         unknown = [k for k in keys if k not in sources]
         if unknown:
             raise PurgeRefused(f"no such source: {', '.join(unknown)} (see `fabric status`)")
@@ -158,6 +160,21 @@ def plan_purge(catalog: Catalog, selector: PurgeSelector) -> PurgePlan:
     parse_ids = {r.parse_id for r in catalog.parse_runs() if r.source_hash in purged_hashes}
     return PurgePlan(selector.kind, tuple(keys), tuple(sorted(purged_hashes)), tuple(sorted(parse_ids)),
                      root_ids, tuple(sorted(shared)))
+
+
+def _snapshot_note(tombstone_id: int) -> str:
+    return f"before purge {tombstone_id}"
+
+
+def _drop_own_snapshots(home: FabricHome, unfinished: list[Tombstone]) -> None:
+    """What an interrupted purge left of its first step: a half-made snapshot (a ``.N.tmp`` folder
+    and its tags) or its whole snapshot ("before purge N", taken after its tombstone). The purge
+    that finishes it removes them (they hold the purged sources) instead of being refused by them."""
+    _drop_half_made(home)
+    started = {_snapshot_note(t.tombstone_id): t.purged_at for t in unfinished}
+    for s in list_snapshots(home):
+        if s.note in started and s.created_at >= started[s.note]:
+            delete_snapshot(home, s.snapshot_id)
 
 
 def _refuse_if_pinned(home: FabricHome) -> None:
@@ -201,12 +218,16 @@ def purge(home: FabricHome, selector: PurgeSelector, *, own_run_id: str | None =
     with ingest_lock(home), activation_lock(home):
         catalog = home.catalog
         plan = plan_purge(catalog, selector)
+        unfinished = [t for t in tombstones(catalog) if t.completed_at is None]
+        if not (plan.source_keys or plan.root_ids or unfinished):
+            # Nothing matched: nothing is removed, and no release is retired nor old version dropped.
+            return PurgeReport(plan, None)
+        _drop_own_snapshots(home, unfinished)
         _refuse_if_pinned(home)
         _refuse_if_runs_in_progress(home, own_run_id)
         left = pending_forget(home)
         if left is not None:  # an in-place restore killed part-way: what it had yet to forget goes first
             finish_forgetting(home, left, home_instance(home))
-        unfinished = [t for t in tombstones(catalog) if t.completed_at is None]
         tomb = add_tombstone(catalog, plan.selector, plan.source_keys, plan.source_hashes, plan.parse_ids)
         report = PurgeReport(plan, tomb, resumed=[t.tombstone_id for t in unfinished])
         # Finish interrupted purges first: their catalog rows may be gone, their tombstone says what.
@@ -225,7 +246,7 @@ def _remove(home: FabricHome, report: PurgeReport, source_keys: set[str], parse_
     catalog = home.catalog
     memo_keys = memo_keys_only_of(home, parse_ids)
     # 0. A snapshot first: until the old versions go (step 3) a failed purge can be rolled back.
-    snapshot = create_snapshot(home, f"before purge {report.tombstone_id}") if catalog.current_release() else None
+    snapshot = create_snapshot(home, _snapshot_note(report.tombstone_id)) if catalog.current_release() else None
     report.snapshot_id = snapshot.snapshot_id if snapshot else None
     # 1. Rows out of the latest version of every table, deleted rows out of their files.
     before = {name: home.tables.count_rows(name, home.tables.version(name)) if home.tables.exists(name) else 0

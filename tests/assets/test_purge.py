@@ -261,3 +261,49 @@ def test_purging_a_root_unregisters_it_and_keeps_content_shared_with_another_roo
     assert fabric.resolve(hit.citation).status == "verified"
     again = ingest(b, home)
     assert again.scan.new == [] and {s.source_key for s in home.catalog.sources()} == {"fs:beta/copy.txt"}
+
+
+def test_a_purge_that_matches_nothing_retires_nothing_and_an_interrupted_one_is_finished_by_its_rerun(
+        tmp_path, fabric_home, monkeypatch):
+    """guards against: ``purge --before`` matching no source still retiring every release the
+    retention policy keeps (and dropping every old table version), and a purge killed part-way
+    that its own rerun could not finish: refused by the snapshot the purge itself had taken
+    ("before purge N"), or, once the catalog rows were gone, "no such source" with the file's name
+    left in Dagster's run storage (hostile trial 8)."""
+    import fabric_assets.lifecycle.purge as purge_module
+    from fabric_assets.lifecycle.snapshots import list_snapshots
+
+    src = tmp_path / "corpus"
+    _write(src, {"lighthouse.txt": PUBLIC["lighthouse.txt"], "zebra-plan.txt": "\n\n".join(_secret_en(1)).encode()})
+    ingest(src, fabric_home)
+    (src / "zebra-plan.txt").unlink()
+    ingest(src, fabric_home)
+    releases = [r.release_id for r in fabric_home.catalog.releases()]
+    assert len(releases) == 2
+
+    nothing = purge(fabric_home, PurgeSelector(before=purge_module.parse_before("2000-01-01")))
+    assert nothing.tombstone_id is None and nothing.releases_retired == []
+    assert [r.release_id for r in fabric_home.catalog.releases()] == releases and tombstones(fabric_home.catalog) == []
+    assert Fabric(fabric_home.root).search("lighthouse keeper", release_id=releases[0]).results
+
+    selector = PurgeSelector(source_keys=("fs:corpus/zebra-plan.txt",))
+
+    def killed(*args, **kwargs):
+        raise RuntimeError("killed")
+
+    with monkeypatch.context() as m:  # killed after its snapshot and the rows' deletion, before republishing
+        m.setattr(purge_module, "republish", killed)
+        with pytest.raises(RuntimeError):
+            purge(fabric_home, selector)
+    assert [s.note for s in list_snapshots(fabric_home)] == ["before purge 1"]
+    with monkeypatch.context() as m:  # killed once the catalog rows were forgotten, before the run tags
+        m.setattr(purge_module, "forget_source_tags", killed)
+        with pytest.raises(RuntimeError):
+            purge(fabric_home, selector)
+    assert "fs:corpus/zebra-plan.txt" not in {s.source_key for s in fabric_home.catalog.sources()}
+    report = purge(fabric_home, selector)
+    assert report.resumed == [1, 2] and report.run_tags_removed > 0
+    assert list_snapshots(fabric_home) == [] and all(t.completed_at for t in tombstones(fabric_home.catalog))
+    needles = [b"zebra-plan", *(p.encode() for p in _secret_en(1))]
+    assert _occurrences(fabric_home.root, needles) == {}
+    assert Fabric(fabric_home.root).search("lighthouse keeper").results
