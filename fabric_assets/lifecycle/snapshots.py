@@ -123,12 +123,30 @@ _MANIFEST_FIELDS = {"snapshot_id": int, "created_at": (int, float), "release_id"
                     "tables": dict, "lexical_generation": str}
 
 
+def _plain_name(name: object) -> bool:
+    """One path component that stays where it is joined: not empty, ``.`` or ``..``, no separator, no NUL."""
+    return isinstance(name, str) and name not in ("", ".", "..") and not any(c in name for c in "/\\\0")
+
+
+def _confined(m: dict) -> bool:
+    """Every path the manifest names stays inside the snapshot and the home: file paths relative,
+    made of plain components; table and generation names plain. (A tampered ``files`` entry such as
+    ``tables/../../../x``, its hash set to match, passed verify, and restore replaced a file outside
+    the home with a link; a generation named ``../..`` had restore remove a folder outside it.)"""
+    dense = m.get("dense_indexes") or {}
+    return (all(isinstance(d, str) and all(_plain_name(p) for p in rel.split("/")) for rel, d in m["files"].items())
+            and all(_plain_name(name) for name in [*m["tables"], *dense])
+            and all(_plain_name(g) for g in _dense_generations(m).values())
+            and (m["lexical_generation"] == "" or _plain_name(m["lexical_generation"])))
+
+
 def read_manifest(folder: Path) -> dict | None:
     """A snapshot folder's manifest, or ``None`` when it is missing, unreadable, not JSON, lacks
     a field of :data:`_MANIFEST_FIELDS` (valid JSON of another shape crashed list, verify, cleanup
     and the activation's retention with a KeyError), its ``created_at`` is not a time between
-    1970 and 9999 (NaN, ``1e300``), its ``snapshot_id`` is not its folder's name, or its
-    ``dense_indexes`` is not an object."""
+    1970 and 9999 (NaN, ``1e300``), its ``snapshot_id`` is not its folder's name, its
+    ``dense_indexes`` is not an object, or a path it names leads out of the snapshot or the home
+    (:func:`_confined`)."""
     try:
         m = json.loads((folder / MANIFEST).read_text())
     except (OSError, ValueError):
@@ -140,6 +158,8 @@ def read_manifest(folder: Path) -> dict | None:
         return None
     if str(m["snapshot_id"]) != folder.name or not isinstance(m.get("dense_indexes") or {}, dict):
         return None  # another folder's manifest (listed twice, acted on by either), or a list where a map goes
+    if not _confined(m):
+        return None
     return m
 
 

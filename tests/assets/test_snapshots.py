@@ -364,3 +364,39 @@ def test_deep_verify_of_a_snapshot_an_older_analyzer_indexed_says_so_and_is_not_
     victim.write_bytes(victim.read_bytes() + b"x")
     damaged = verify(home, info.snapshot_id, deep=True)
     assert not damaged.ok and any("bytes changed" in p for p in damaged.problems), damaged.problems
+
+
+def test_a_manifest_naming_a_path_out_of_the_snapshot_is_damaged_and_restore_writes_nothing_outside(
+        tmp_path, fabric_home):
+    """guards against (hostile trial 8): a manifest whose ``files`` held ``tables/../../../x`` with a
+    matching hash verified ``ok`` and an in-place restore replaced the file ``x`` outside the home
+    with a hard link into it; a ``lexical_generation`` or dense generation named ``..`` led restore
+    to remove and relink a folder outside the index root."""
+    import hashlib
+
+    from fabric_assets.lifecycle.snapshots import SnapshotDamagedError, damaged_snapshots, restore
+
+    home = _ingested(tmp_path, fabric_home)
+    snap = create(home)
+    manifest_path = snap.path / "manifest.json"
+    good = json.loads(manifest_path.read_text())
+    outside = tmp_path / "outside.txt"
+    outside.write_text("the user's own file\n")
+    planted = home.root / "snapshots" / "outside.txt"  # what the tampered entry links there: its hash matches
+    planted.write_text("planted\n")
+    entry = "tables/../../outside.txt"
+    assert (snap.path / entry).resolve() == planted.resolve() and (home.root / entry).resolve() == outside.resolve()
+    tampered = [{**good, "files": {**good["files"], entry: hashlib.sha256(b"planted\n").hexdigest()}},
+                {**good, "lexical_generation": "../../../outside"},
+                {**good, "files": {**good["files"], "/etc/hostname": "0" * 64}},
+                {**good, "tables": {**good["tables"], "../chunks": 1}}]
+    for manifest in tampered:
+        manifest_path.write_text(json.dumps(manifest))
+        assert list_snapshots(home) == [] and damaged_snapshots(home) == [snap.snapshot_id]
+        with pytest.raises(SnapshotDamagedError):
+            verify(home, snap.snapshot_id)
+        with pytest.raises(SnapshotDamagedError):
+            restore(home, snap.snapshot_id)
+        assert outside.read_text() == "the user's own file\n" and outside.stat().st_nlink == 1
+    manifest_path.write_text(json.dumps(good))
+    assert verify(home, snap.snapshot_id, deep=True).ok
