@@ -56,8 +56,8 @@ def _root(
 def run() -> None:
     """Run the full ``fabric`` CLI; an invalid or unreadable home configuration, a home path that
     cannot hold a home (a file, or under one), a catalog of a schema version this Fabric cannot
-    open (newer; older, read-only; a failed migration), or a damaged catalog (SQLite file, or a release row), is one line on
-    stderr and exit code 2."""
+    open (newer; older, read-only; a failed migration), a damaged catalog (SQLite file, or a release row) or
+    a damaged Dagster SQLite database, is one line on stderr and exit code 2."""
     try:
         app()
     except Exception as exc:
@@ -76,6 +76,16 @@ def run() -> None:
             # not a database"): every command read it and printed a traceback.
             err.print(f"error: the home's catalog cannot be read ({type(exc).__name__}: {exc}): it is damaged "
                       "or not a Fabric catalog; restore the home from a copy or a snapshot's catalog.sqlite3",
+                      markup=False)
+            raise SystemExit(2) from None
+        alchemy = sys.modules.get("sqlalchemy.exc")
+        if (sqlite3 is not None and alchemy is not None and isinstance(exc, alchemy.DatabaseError)
+                and type(exc.orig) is sqlite3.DatabaseError):
+            # The same damage in Dagster's SQLite storage (runs.db, the event log): a SQLAlchemy
+            # traceback from ingest, cleanup and audit, the run-history step of every activation.
+            err.print(f"error: Dagster's storage under the home's dagster/ folder cannot be read ({exc.orig}): a "
+                      "database there is damaged or not a database; restore it from a copy, or move it aside "
+                      "(the history of Dagster's runs, and the lineage `fabric audit` reads from it, go with it)",
                       markup=False)
             raise SystemExit(2) from None
         if not known or not isinstance(exc, known):

@@ -305,6 +305,25 @@ def test_a_damaged_catalog_is_one_line_on_every_command(tmp_path, fabric_home):
         assert "catalog cannot be read" in out.stderr and "Traceback" not in out.stderr, (command, out.stderr[-500:])
 
 
+def test_a_damaged_dagster_database_is_one_line(tmp_path, fabric_home):
+    """guards against: a SQLAlchemy `DatabaseError: file is not a database` traceback (exit 1) from
+    ingest, cleanup and audit when Dagster's run database under the home is overwritten (hostile
+    trial 8)."""
+    from conftest import ingest
+
+    src = tmp_path / "notes"
+    src.mkdir()
+    (src / "a.txt").write_text("The lighthouse keeper logged the tide.\n")
+    ingest(src, fabric_home)
+    (fabric_home.layout.dagster_home / "history" / "runs.db").write_bytes(b"\x8f not a database " * 300)
+    env = {**os.environ, "FABRIC_USE_SERVER": "0", "HF_HUB_OFFLINE": "1"}
+    for command in (["cleanup"], ["ingest", str(src)]):
+        out = subprocess.run([sys.executable, "-c", "from fabric_assets.cli import main; main()", *command,
+                              "--home", str(fabric_home.root)], capture_output=True, text=True, env=env, timeout=300)
+        assert out.returncode == 2, (command, out.stderr[-500:])
+        assert "Dagster's storage" in out.stderr and "Traceback" not in out.stderr, (command, out.stderr[-500:])
+
+
 def test_an_altered_release_row_is_a_typed_error_on_every_command_and_the_python_api(tmp_path, fabric_home):
     """guards against: a release manifest rewritten as non-JSON, or without its `tables`, being a
     `JSONDecodeError` / `KeyError` / `AttributeError` traceback from search, status, resolve, audit,
