@@ -24,7 +24,8 @@ The catalog keeps a tombstone with hashes only (``fabric_resources.tombstones``)
 before anything is removed, so an interrupted purge is finished by the next one.
 
 Content shared with a source that stays (a moved file's bytes, the same file at two paths) is
-kept: the other source still holds it. A purge refuses (:class:`PurgeRefused`), removing nothing,
+kept: the other source still holds it. A deleted source holds nothing (its content goes with the
+purged one; its row stays, as retention leaves a deleted source whose parse it removed). A purge refuses (:class:`PurgeRefused`), removing nothing,
 when a selected source is still present on disk (delete the file first, or purge its root), when
 a Lance tag (a snapshot) pins a table version, or while a Dagster run is in progress.
 """
@@ -78,7 +79,7 @@ class PurgePlan:
     source_hashes: tuple[str, ...]
     parse_ids: tuple[str, ...]
     root_ids: tuple[int, ...] = ()
-    #: Content hashes of purged sources that a source which stays still holds (kept).
+    #: Content hashes of purged sources that a source which stays (not deleted) still holds (kept).
     shared_kept: tuple[str, ...] = ()
 
 
@@ -154,7 +155,12 @@ def plan_purge(catalog: Catalog, selector: PurgeSelector) -> PurgePlan:
     kept_hashes: set[str] = set()
     for key, s in sources.items():
         held = {a["source_hash"] for a in catalog.acquisitions(key)} | ({s.source_hash} if s.source_hash else set())
-        (hashes if key in chosen else kept_hashes).update(held)
+        if key in chosen:
+            hashes.update(held)
+        elif s.state != "deleted":
+            # A deleted source holds nothing: the old name a moved file left (deleted, same bytes)
+            # kept the whole text of the file purged by its current name ("shared_kept: 1").
+            kept_hashes.update(held)
     shared = hashes & kept_hashes
     purged_hashes = hashes - shared
     parse_ids = {r.parse_id for r in catalog.parse_runs() if r.source_hash in purged_hashes}

@@ -307,3 +307,26 @@ def test_a_purge_that_matches_nothing_retires_nothing_and_an_interrupted_one_is_
     needles = [b"zebra-plan", *(p.encode() for p in _secret_en(1))]
     assert _occurrences(fabric_home.root, needles) == {}
     assert Fabric(fabric_home.root).search("lighthouse keeper").results
+
+
+def test_purging_a_moved_file_by_its_current_name_removes_its_text(tmp_path, fabric_home):
+    """guards against: the old name a move leaves (a deleted source, same bytes) counting as a
+    source that still holds the content, so purging the file by its current name kept its whole
+    text in every table and the artifact store, saying only ``shared_kept: 1`` (hostile trial 8)."""
+    src = tmp_path / "corpus"
+    secret = "\n\n".join(_secret_en(3))
+    _write(src, {"lighthouse.txt": PUBLIC["lighthouse.txt"], "zebra-plan.txt": secret.encode()})
+    ingest(src, fabric_home)
+    (src / "zebra-plan.txt").rename(src / "zebra-plan-final.txt")
+    assert len(ingest(src, fabric_home).scan.moved) == 1
+    (src / "zebra-plan-final.txt").unlink()
+    ingest(src, fabric_home)
+    report = purge(fabric_home, PurgeSelector(source_keys=("fs:corpus/zebra-plan-final.txt",)))
+    assert report.plan.shared_kept == () and report.artifacts_removed == 1
+    assert _occurrences(fabric_home.root, [p.encode() for p in _secret_en(3)]) == {}
+    # The old name is still a deleted source; the file coming back under it is parsed afresh.
+    _write(src, {"zebra-plan.txt": secret.encode()})
+    ingest(src, fabric_home)
+    hit = Fabric(fabric_home.root).search("Quixotic zebras manifesto").results[0]
+    assert hit.citation.source_key == "fs:corpus/zebra-plan.txt"
+    assert Fabric(fabric_home.root).resolve(hit.citation).status == "verified"
