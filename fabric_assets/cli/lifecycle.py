@@ -350,5 +350,10 @@ def audit(
         if not r.annotations:
             console.print("  annotations: none", markup=False)
         for w in r.writers:
-            console.print(f"  {w.table} v{w.pinned_version}: written by run {w.run_id or '-'} "
+            if w.run_id is None:  # was "written by run - (materialization -, version None)", nothing said
+                console.print(f"  {w.table} v{w.pinned_version}: writer not recorded: this home's Dagster storage "
+                              "holds no materialization of that partition at or below the pinned version (a home "
+                              "restored from a snapshot starts a new one; or its event log was lost)", markup=False)
+                continue
+            console.print(f"  {w.table} v{w.pinned_version}: written by run {w.run_id} "
                           f"(materialization {w.storage_id or '-'}, version {w.written_version})", markup=False)

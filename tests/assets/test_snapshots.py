@@ -400,3 +400,25 @@ def test_a_manifest_naming_a_path_out_of_the_snapshot_is_damaged_and_restore_wri
         assert outside.read_text() == "the user's own file\n" and outside.stat().st_nlink == 1
     manifest_path.write_text(json.dumps(good))
     assert verify(home, snap.snapshot_id, deep=True).ok
+
+
+def test_audit_in_a_home_restored_into_a_new_folder_says_the_writer_is_not_recorded(tmp_path, fabric_home):
+    """guards against: `fabric audit` in a home restored from a snapshot (whose Dagster storage
+    starts empty) printing "written by run - (materialization -, version None)" for every table,
+    as if that were a lineage (hostile trial 8)."""
+    from typer.testing import CliRunner
+
+    from fabric_assets.cli import app
+    from fabric_assets.lifecycle.snapshots import restore
+
+    home = _ingested(tmp_path, fabric_home)
+    snap = create(home)
+    into = tmp_path / "restored"
+    restore(home, snap.snapshot_id, into)
+    query = next(iter(QUERIES))
+    pack = tmp_path / "pack.json"
+    pack.write_text(Fabric(into).search(query, limit=1).model_dump_json())
+    out = CliRunner().invoke(app, ["audit", str(pack), "--home", str(into)], env={"FABRIC_USE_SERVER": "0"})
+    assert out.exit_code == 0, out.output
+    assert "version None" not in out.output and "run -" not in out.output
+    assert "chunks v" in out.output and "writer not recorded" in out.output.replace("\n", " ")
