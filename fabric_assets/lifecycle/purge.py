@@ -35,7 +35,7 @@ from __future__ import annotations
 import datetime as dt
 from dataclasses import dataclass, field
 
-from fabric_assets.activation.activate import activation_lock, ingest_lock, pinned_index_documents
+from fabric_assets.activation.activate import ACTIVATION_MARKS, activation_lock, ingest_lock, pinned_index_documents
 from fabric_assets.activation.dense_index import dense_index_records, release_digests
 from fabric_assets.lifecycle.forgetting import delete_memo_entries, forget_partitions, memo_keys_only_of
 from fabric_assets.lifecycle.forgetting import pending as pending_forget
@@ -45,10 +45,10 @@ from fabric_assets.lifecycle.snapshots import _create as create_snapshot, _delet
 from fabric_assets.lifecycle.snapshots import _find as find_snapshot, _restore as restore_snapshot, list_snapshots
 from fabric_assets.lifecycle.snapshots import _drop_half_made, damaged_snapshots, finish_forgetting
 from fabric_assets.source_tags import forget_source_tags
-from fabric_resources.catalog import Catalog
+from fabric_resources.catalog import Catalog, CatalogDamagedError, str_map
 from fabric_resources.dense_index import kept_generations
 from fabric_resources.home import FabricHome
-from fabric_resources.schema import TABLES
+from fabric_resources.schema import SCAN_SKIPPED_STATE, TABLES
 from fabric_resources.tombstones import (Tombstone, add_tombstone, complete_tombstone, forget,
                                          source_key_hash, tombstones)
 
@@ -289,9 +289,33 @@ def _remove(home: FabricHome, report: PurgeReport, source_keys: set[str], parse_
     # 4. Raw bytes, memo entries, catalog rows, Dagster partitions and the run tags naming the sources.
     report.artifacts_removed = sum(home.artifacts.delete(h) for h in sorted(hashes))
     report.memo_entries_removed = delete_memo_entries(home, memo_keys, parse_ids)
+    _forget_named_in_state(catalog, source_keys, root_ids)
     forget(catalog, source_keys, parse_ids, hashes, report.releases_retired, root_ids)
     forget_partitions(home_instance(home), parse_ids)
     report.run_tags_removed = forget_source_tags(home_instance(home), source_key_hashes=key_hashes, parse_ids=parse_ids)
+
+
+def _forget_named_in_state(catalog: Catalog, source_keys: set[str], root_ids: set[int]) -> None:
+    """Catalog state rows that name a purged source or root: the last scan's skipped files (never
+    stored, so no source row: a file over the size cap, a FIFO, under a purged root) and the roots'
+    paths the activation keeps. Both survived a ``--root`` purge (``fabric status`` went on listing
+    the root's skipped files by name); rewritten before :func:`forget` scrubs the file."""
+    labels = tuple(f"fs:{r.label}/" for r in catalog.roots() if r.root_id in root_ids)
+    try:
+        skipped = catalog.state(SCAN_SKIPPED_STATE, dict, valid=str_map)
+    except CatalogDamagedError:
+        skipped = None  # a report the next scan rewrites: written again below, empty
+    kept = {k: v for k, v in (skipped or {}).items() if not (k in source_keys or (labels and k.startswith(labels)))}
+    if kept != skipped:
+        catalog.set_state(SCAN_SKIPPED_STATE, kept)
+    try:
+        marks = catalog.state(ACTIVATION_MARKS)
+    except CatalogDamagedError:
+        return
+    if root_ids and isinstance(marks, dict) and isinstance(marks.get("roots"), list):
+        roots = [r for r in marks["roots"] if not (isinstance(r, list) and r and r[0] in root_ids)]
+        if roots != marks["roots"]:
+            catalog.set_state(ACTIVATION_MARKS, {**marks, "roots": roots})
 
 
 def _verify_or_roll_back(home: FabricHome, release, snapshot) -> None:

@@ -330,3 +330,22 @@ def test_purging_a_moved_file_by_its_current_name_removes_its_text(tmp_path, fab
     hit = Fabric(fabric_home.root).search("Quixotic zebras manifesto").results[0]
     assert hit.citation.source_key == "fs:corpus/zebra-plan.txt"
     assert Fabric(fabric_home.root).resolve(hit.citation).status == "verified"
+
+
+def test_purging_a_root_leaves_no_name_of_its_skipped_files_nor_its_path(tmp_path, fabric_home):
+    """guards against: after ``purge --root``, `fabric status` still listing the root's skipped
+    files by name (a file over the size cap, a FIFO: never stored, so no source row) and the
+    catalog still holding the root's path in the activation's marks (hostile trial 8)."""
+    (fabric_home.root / "config.json").write_text(json.dumps({"sources": {"max_file_bytes": 1000}}))
+    home = FabricHome(fabric_home.root)
+    keep, gone = tmp_path / "keep", tmp_path / "okonkwo-division"
+    _write(keep, {"lighthouse.txt": PUBLIC["lighthouse.txt"]})
+    _write(gone, {"small.txt": b"Small note.\n", "layoff-plan.txt": b"Quarterly layoff plan. " * 100})
+    os.mkfifo(gone / "pipe-marmalade")
+    ingest(keep, home)
+    ingest(gone, home)
+    assert "fs:okonkwo-division/layoff-plan.txt" in Fabric(home.root).status().model_dump_json()
+    purge(home, PurgeSelector(root="okonkwo-division"))
+    assert "okonkwo" not in Fabric(home.root).status().model_dump_json()
+    assert _occurrences(home.root, [b"okonkwo", b"layoff-plan", b"pipe-marmalade"]) == {}
+    assert Fabric(home.root).search("lighthouse keeper").results
