@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import sqlite3
 import time
 from collections.abc import Iterable
@@ -81,6 +82,7 @@ def forget(catalog: Catalog, source_keys: Iterable[str], parse_ids: Iterable[str
     with catalog.transaction(immediate=True) as con:
         if isinstance(catalog, SqliteCatalog):
             con.execute("PRAGMA secure_delete=ON")
+        _redact_operations(con, keys, roots)
         for sql, values in (("DELETE FROM sources WHERE source_key IN ({})", keys),
                             ("DELETE FROM acquisitions WHERE source_key IN ({})", keys),
                             ("DELETE FROM acquisitions WHERE source_hash IN ({})", hashes),
@@ -98,6 +100,50 @@ def forget(catalog: Catalog, source_keys: Iterable[str], parse_ids: Iterable[str
     # SQLite file is rewritten here (docs/scale.md).
     if isinstance(catalog, SqliteCatalog):
         scrub(catalog.path)
+
+
+#: What an admin operation's record (``fabric serve``) says in place of a purged name.
+REDACTED = "(purged)"
+
+
+def _redact_operations(con: Any, source_keys: list[str], root_ids: list[int]) -> None:
+    """The server's operation records that name a purged source or root (a purge's own
+    ``source_keys`` or ``root``, an ingest's path, failed sources and skipped files, a re-parse's
+    key, a reason) name it no more: each such string reads :data:`REDACTED`. (A purge over HTTP
+    kept the purged keys in its own record.)"""
+    names = set(source_keys)
+    prefixes: list[str] = []
+    for batch, marks in in_batches(root_ids):
+        for r in con.execute(f"SELECT path, label FROM roots WHERE root_id IN ({marks})", batch).fetchall():
+            names |= {r["path"], r["label"]}
+            prefixes.append(f"fs:{r['label']}/")
+    if not names:
+        return
+    pattern = re.compile("|".join([*(re.escape(n) for n in sorted(names, key=len, reverse=True)),
+                                   *(re.escape(p) + r"\S*" for p in prefixes)]))
+
+    def redacted(value: Any) -> Any:
+        if isinstance(value, str):
+            return REDACTED if value in names or value.startswith(tuple(prefixes)) else value
+        if isinstance(value, list):
+            return [redacted(v) for v in value]
+        if isinstance(value, dict):
+            return {k: redacted(v) for k, v in value.items()}
+        return value
+
+    for r in con.execute("SELECT operation_id, params, result, reason FROM operations").fetchall():
+        new = []
+        for column in ("params", "result"):
+            try:
+                value = json.loads(r[column]) if r[column] is not None else None
+            except ValueError:  # a damaged record: its text, names replaced
+                new.append(pattern.sub(REDACTED, r[column]))
+                continue
+            new.append(r[column] if redacted(value) == value else json.dumps(redacted(value)))
+        new.append(pattern.sub(REDACTED, r["reason"]) if r["reason"] is not None else None)
+        if new != [r["params"], r["result"], r["reason"]]:
+            con.execute("UPDATE operations SET params = ?, result = ?, reason = ? WHERE operation_id = ?",
+                        (*new, r["operation_id"]))
 
 
 def scrub(path: Path) -> None:

@@ -141,6 +141,12 @@ def test_purge_over_http_is_a_dagster_run_and_the_text_is_gone(served):
         hits = _texts(client.post("/v1/search", json={"query": query}).json())
         assert not [t for _, t in hits if "Zanzibar" in t or "4417" in t], hits
     assert _texts(client.post("/v1/search", json={"query": "lighthouse tide"}).json())[0][0] == "fs:src/a.txt"
+    # Its own record names it no more (it kept `"source_keys": ["fs:src/secret.txt"]`, hostile trial 8),
+    # nor does any file under the home.
+    from test_purge import _occurrences
+
+    assert FabricHome(home.root).catalog.operation(op["operation_id"]).params["source_keys"] == ["(purged)"]
+    assert _occurrences(home.root, [b"secret.txt"]) == {}
 
 
 def test_accept_re_parse_and_retry_over_http(served, monkeypatch):
