@@ -20,7 +20,8 @@ bytes changed (a hard link shares the damage) is rebuilt from the pinned canonic
 generation's own name (a dense ANN index is trained again over the pinned rows: same rows and
 scores, its candidate order may differ). The restored home answers every query exactly as the
 snapshot did. In place, it waits for a running ingest and refuses while a Dagster run is in
-progress, and what the home learnt after the snapshot is forgotten
+progress, keeps the home's ``config.json`` (visibility is today's: a source withheld since stays
+withheld; a new home gets the snapshot's), and what the home learnt after the snapshot is forgotten
 (:func:`fabric_assets.lifecycle.forgetting.forget_after_restore`: no row, byte or name of a
 source the restored catalog does not know stays behind); release IDs keep counting up.
 """
@@ -639,7 +640,9 @@ def _restore(target: FabricHome, info: SnapshotInfo, m: dict, new_home: bool, *,
         dst.parent.mkdir(parents=True, exist_ok=True)
         dst.unlink(missing_ok=True)
         os.link(info.path / rel, dst)
-    if "config.json" in m["files"]:
+    if new_home and "config.json" in m["files"]:
+        # In place the home keeps its configuration: visibility is today's (a pattern added to
+        # `sources.withheld` since the snapshot was silently undone, and the source served again).
         shutil.copy2(info.path / "config.json", target.layout.config_file)
     copy = info.path / "catalog.sqlite3"
     staged = target.root / ".catalog-restore.tmp" if (state or operations) else None

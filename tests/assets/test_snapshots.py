@@ -422,3 +422,24 @@ def test_audit_in_a_home_restored_into_a_new_folder_says_the_writer_is_not_recor
     assert out.exit_code == 0, out.output
     assert "version None" not in out.output and "run -" not in out.output
     assert "chunks v" in out.output and "writer not recorded" in out.output.replace("\n", " ")
+
+
+def test_an_in_place_restore_keeps_the_homes_configuration_and_what_it_withholds(tmp_path, fabric_home):
+    """guards against: an in-place restore copying the snapshot's config.json over the home's, so
+    a source withheld since the snapshot (`sources.withheld`) was silently served again (hostile
+    trial 8). A new home still gets the snapshot's configuration."""
+    from fabric_assets.lifecycle.snapshots import restore
+
+    config = fabric_home.root / "config.json"
+    config.write_text(json.dumps({"query": {"rrf_k": 60}}))
+    home = _ingested(tmp_path, fabric_home)
+    snap = create(home)
+    withholding = json.dumps({"query": {"rrf_k": 60}, "sources": {"withheld": ["src/light.txt"]}})
+    config.write_text(withholding)
+    assert "src/light.txt" not in Fabric(home.root).search("lighthouse keeper").model_dump_json()
+    restore(home, snap.snapshot_id)
+    assert config.read_text() == withholding
+    assert "src/light.txt" not in Fabric(home.root).search("lighthouse keeper").model_dump_json()
+    into = tmp_path / "new"
+    restore(home, snap.snapshot_id, into)
+    assert json.loads((into / "config.json").read_text()) == {"query": {"rrf_k": 60}}
