@@ -511,20 +511,18 @@ def restore(home: FabricHome, snapshot_id: int, into: Path | None = None) -> Fab
         raise SnapshotError(f"{into} already holds a Fabric home; restore into an empty folder")
     if into.exists() and (not into.is_dir() or any(into.iterdir())):
         raise SnapshotError(f"{into} is not an empty folder; restore into a new or empty folder")
-    made = not into.exists()
+    # Built beside it and renamed into place last: a restore killed part-way (SIGKILL, no except)
+    # left a half home there that looked whole (status named its release, its index missing) and
+    # that a second restore into the folder refused. The next restore clears a stale stage.
+    stage = into.parent / f".{into.name}.restore-tmp"
+    stage.unlink() if stage.is_symlink() else shutil.rmtree(stage, ignore_errors=True)
     try:
-        target = FabricHome(into)
+        target = FabricHome(stage)
         with activation_lock(target):
             _restore(target, info, m, True)
+        os.rename(stage, into)  # onto a new name, or an empty folder (POSIX rename replaces it)
     except BaseException:
-        # All or nothing: the folder was new or empty, so removing what the restore wrote removes
-        # nothing of anyone else's.
-        if made:
-            shutil.rmtree(into, ignore_errors=True)
-        elif into.is_dir():
-            for child in into.iterdir():
-                shutil.rmtree(child, ignore_errors=True) if child.is_dir() and not child.is_symlink() \
-                    else child.unlink(missing_ok=True)
+        shutil.rmtree(stage, ignore_errors=True)  # all or nothing: `into` was never touched
         raise
     return FabricHome(into)
 

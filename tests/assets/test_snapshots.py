@@ -443,3 +443,29 @@ def test_an_in_place_restore_keeps_the_homes_configuration_and_what_it_withholds
     into = tmp_path / "new"
     restore(home, snap.snapshot_id, into)
     assert json.loads((into / "config.json").read_text()) == {"query": {"rrf_k": 60}}
+
+
+def test_a_restore_into_a_folder_killed_part_way_leaves_no_half_home_there(tmp_path, fabric_home):
+    """guards against: `snapshot restore --into` killed (SIGKILL: no clean-up runs) after the
+    catalog was copied and before the index was linked, leaving a half home in the folder that
+    looked whole (`fabric status` named its release; search fell back, index missing) and that a
+    second restore into the folder refused (hostile trial 8). The restore is built beside the
+    folder and renamed into place last; the next restore clears what a killed one left."""
+    home = _ingested(tmp_path, fabric_home)
+    snap = create(home)
+    into = tmp_path / "empty"
+    into.mkdir()
+    code = ("import os, signal\n"
+            "from fabric_assets.lifecycle import snapshots\n"
+            "from fabric_resources.home import FabricHome\n"
+            "snapshots._restore_index = lambda *a, **k: os.kill(os.getpid(), signal.SIGKILL)\n"
+            f"snapshots.restore(FabricHome({str(home.root)!r}), {snap.snapshot_id}, {str(into)!r})\n")
+    killed = subprocess.run([sys.executable, "-c", code], env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    assert killed.returncode == -9
+    assert list(into.iterdir()) == []  # untouched: the half home is the hidden stage beside it
+    from fabric_assets.lifecycle.snapshots import restore
+
+    restore(home, snap.snapshot_id, into)
+    assert not (tmp_path / ".empty.restore-tmp").exists()
+    pack = Fabric(into).search("lighthouse keeper")
+    assert pack.results and pack.fallback_reason is None
