@@ -203,8 +203,8 @@ def passages_in_release(home: FabricHome, release_id: int, chunk_ids: Iterable[s
     """
     release = home.catalog.release(release_id) if release_id else home.catalog.current_release()
     if release is None:
-        raise AuditError(f"release {release_id or '(current)'} is not in the catalog (retention removed it, or a "
-                         "snapshot restored in place rolled the home back to before it)")
+        raise AuditError(f"release {release_id or '(current)'} is not in the catalog (retention removed it, a purge "
+                         "retired it, or a snapshot restored in place rolled the home back to before it)")
     chunk_ids = list(dict.fromkeys(chunk_ids))
     keys: dict[str, str] = {}
     for key, entry in sorted(release.manifest["sources"].items()):
@@ -296,8 +296,8 @@ def _audit_release(home: FabricHome, release_id: int, passages: list[CitedPassag
                    duckdb: DuckDBResource) -> list[PassageAudit]:
     release = home.catalog.release(release_id)
     if release is None:
-        raise AuditError(f"release {release_id} is not in the catalog (retention removed it, or a snapshot restored "
-                         "in place rolled the home back to before it)")
+        raise AuditError(f"release {release_id} is not in the catalog (retention removed it, a purge retired it, or "
+                         "a snapshot restored in place rolled the home back to before it)")
     runs = {}
     for p in passages:
         entry = release.manifest["sources"].get(p.source_key)

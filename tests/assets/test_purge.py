@@ -307,6 +307,11 @@ def test_a_purge_that_matches_nothing_retires_nothing_and_an_interrupted_one_is_
     needles = [b"zebra-plan", *(p.encode() for p in _secret_en(1))]
     assert _occurrences(fabric_home.root, needles) == {}
     assert Fabric(fabric_home.root).search("lighthouse keeper").results
+    # An audit of a pack from before names the purge among the reasons its release is gone.
+    from fabric_assets.lifecycle.audit import AuditError, passages_in_release
+
+    with pytest.raises(AuditError, match="a purge retired it"):
+        passages_in_release(fabric_home, releases[0], ["x"])
 
 
 def test_purging_a_moved_file_by_its_current_name_removes_its_text(tmp_path, fabric_home):
