@@ -143,6 +143,9 @@ def plan_purge(catalog: Catalog, selector: PurgeSelector) -> PurgePlan:
     elif selector.root:
         roots = [r for r in catalog.roots() if r.label == selector.root]
         if not roots:
+            if any(t.completed_at is None and t.selector == "root" for t in tombstones(catalog)):
+                # The root's row went with an interrupted purge of a root: this purge finishes it.
+                return PurgePlan("root", (), (), ())
             raise PurgeRefused(f"no root labelled {selector.root!r} (labels: "
                                f"{', '.join(r.label for r in catalog.roots()) or 'none'})")
         root_ids = (roots[0].root_id,)

@@ -354,3 +354,32 @@ def test_purging_a_root_leaves_no_name_of_its_skipped_files_nor_its_path(tmp_pat
     assert "okonkwo" not in Fabric(home.root).status().model_dump_json()
     assert _occurrences(home.root, [b"okonkwo", b"layoff-plan", b"pipe-marmalade"]) == {}
     assert Fabric(home.root).search("lighthouse keeper").results
+
+
+def test_a_root_purge_killed_once_its_root_was_forgotten_is_finished_by_its_rerun(tmp_path, fabric_home,
+                                                                                   monkeypatch):
+    """guards against: rerunning ``purge --root LABEL`` after a purge of that root was killed once
+    its catalog rows (the root's among them) were gone answering "no root labelled" and leaving the
+    root's file names in Dagster's run tags (hostile trial 8)."""
+    import fabric_assets.lifecycle.purge as purge_module
+
+    keep, gone = tmp_path / "keep", tmp_path / "gone"
+    _write(keep, {"lighthouse.txt": PUBLIC["lighthouse.txt"]})
+    _write(gone, {"zebra-plan.txt": "\n\n".join(_secret_en(2)).encode()})
+    ingest(keep, fabric_home)
+    ingest(gone, fabric_home)
+
+    def killed(*args, **kwargs):
+        raise RuntimeError("killed")
+
+    with monkeypatch.context() as m:
+        m.setattr(purge_module, "forget_source_tags", killed)
+        with pytest.raises(RuntimeError):
+            purge(fabric_home, PurgeSelector(root="gone"))
+    assert [r.label for r in fabric_home.catalog.roots()] == ["keep"]
+    report = purge(fabric_home, PurgeSelector(root="gone"))
+    assert report.resumed == [1] and report.run_tags_removed > 0
+    assert all(t.completed_at for t in tombstones(fabric_home.catalog))
+    assert _occurrences(fabric_home.root, [b"zebra-plan", *(p.encode() for p in _secret_en(2))]) == {}
+    with pytest.raises(PurgeRefused, match="no root labelled"):
+        purge(fabric_home, PurgeSelector(root="gone"))
