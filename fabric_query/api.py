@@ -174,8 +174,15 @@ class Fabric:
                 for r in runs if r.status == "ready" and r.counts.get("failed_units") and r.parse_id in by_parse
             ),
             restore_pending=self.home.layout.restore_pending.exists(),
+            purges_unfinished=self._purges_unfinished(),
             unreadable_tables=self._unreadable_tables(release),
         )
+
+    def _purges_unfinished(self) -> tuple[int, ...]:
+        with self.home.catalog.transaction() as con:
+            rows = con.execute("SELECT tombstone_id FROM tombstones WHERE completed_at IS NULL "
+                               "ORDER BY tombstone_id").fetchall()
+        return tuple(int(r[0]) for r in rows)
 
     def _unreadable_tables(self, release) -> tuple[str, ...]:
         """The pinned table versions of ``release`` that cannot be opened (one manifest read each,

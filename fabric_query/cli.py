@@ -88,6 +88,10 @@ def print_status(home: Path, st=None) -> None:
     if st.restore_pending:
         console.print("  [yellow]restore interrupted[/yellow]: an in-place snapshot restore stopped before it had "
                       "removed what came after the snapshot; the next `fabric ingest` (or restore) finishes it")
+    if st.purges_unfinished:
+        console.print(f"  [yellow]purge interrupted[/yellow]: purge {', '.join(map(str, st.purges_unfinished))} "
+                      "stopped part-way, so some of what it removes may still be in the home; run the same "
+                      "`fabric purge` again (any purge finishes it)")
     for p in st.failed:
         console.print(f"  [red]failed[/red] {keys(p.sources)}: {keys([p.reason])} {keys([p.detail or ''])}".rstrip())
     for p in st.held:

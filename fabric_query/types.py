@@ -294,6 +294,9 @@ class Status(BaseModel):
     #: An in-place snapshot restore was interrupted before it had forgotten what came after the
     #: snapshot; the next ingest (or restore, or purge) finishes it.
     restore_pending: bool = False
+    #: Purges (tombstone IDs) stopped part-way: some of what they remove may still be in the home
+    #: (a snapshot taken before, rows, bytes, names); running the purge again (any purge) finishes them.
+    purges_unfinished: tuple[int, ...] = ()
     #: The current release's pinned table versions the home cannot open (``"chunks version 999:
     #: not found"``): the tables or the catalog were altered, so searches fail until a restore or
     #: the next ingest (which publishes the versions the home holds). Empty when all open.

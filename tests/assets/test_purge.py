@@ -296,6 +296,7 @@ def test_a_purge_that_matches_nothing_retires_nothing_and_an_interrupted_one_is_
         with pytest.raises(RuntimeError):
             purge(fabric_home, selector)
     assert [s.note for s in list_snapshots(fabric_home)] == ["before purge 1"]
+    assert Fabric(fabric_home.root).status().purges_unfinished == (1,)  # `fabric status` says so
     with monkeypatch.context() as m:  # killed once the catalog rows were forgotten, before the run tags
         m.setattr(purge_module, "forget_source_tags", killed)
         with pytest.raises(RuntimeError):
@@ -304,6 +305,7 @@ def test_a_purge_that_matches_nothing_retires_nothing_and_an_interrupted_one_is_
     report = purge(fabric_home, selector)
     assert report.resumed == [1, 2] and report.run_tags_removed > 0
     assert list_snapshots(fabric_home) == [] and all(t.completed_at for t in tombstones(fabric_home.catalog))
+    assert Fabric(fabric_home.root).status().purges_unfinished == ()
     needles = [b"zebra-plan", *(p.encode() for p in _secret_en(1))]
     assert _occurrences(fabric_home.root, needles) == {}
     assert Fabric(fabric_home.root).search("lighthouse keeper").results
