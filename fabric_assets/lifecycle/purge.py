@@ -25,9 +25,11 @@ before anything is removed, so an interrupted purge is finished by the next one.
 
 Content shared with a source that stays (a moved file's bytes, the same file at two paths) is
 kept: the other source still holds it. A deleted source holds nothing (its content goes with the
-purged one; its row stays, as retention leaves a deleted source whose parse it removed). A purge refuses (:class:`PurgeRefused`), removing nothing,
-when a selected source is still present on disk (delete the file first, or purge its root), when
-a Lance tag (a snapshot) pins a table version, or while a Dagster run is in progress.
+purged one; its row stays, as retention leaves a deleted source whose parse it removed). A purge
+refuses (:class:`PurgeRefused`), removing nothing, when a selected source is still present on disk
+(delete the file first, or purge its root), when a Lance tag (a snapshot) pins a table version, or
+while a Dagster run is in progress. One that matches nothing (and finds no interrupted purge to
+finish) does nothing.
 """
 
 from __future__ import annotations
