@@ -111,15 +111,18 @@ def _redact_operations(con: Any, source_keys: list[str], root_ids: list[int]) ->
     ``source_keys`` or ``root``, an ingest's path, failed sources and skipped files, a re-parse's
     key, a reason) name it no more: each such string reads :data:`REDACTED`. (A purge over HTTP
     kept the purged keys in its own record.)"""
-    names = set(source_keys)
+    in_text = set(source_keys)  # replaced inside free text too (a reason); a bare label only as a whole value
+    labels: set[str] = set()
     prefixes: list[str] = []
     for batch, marks in in_batches(root_ids):
         for r in con.execute(f"SELECT path, label FROM roots WHERE root_id IN ({marks})", batch).fetchall():
-            names |= {r["path"], r["label"]}
+            in_text.add(r["path"])
+            labels.add(r["label"])
             prefixes.append(f"fs:{r['label']}/")
+    names = in_text | labels
     if not names:
         return
-    pattern = re.compile("|".join([*(re.escape(n) for n in sorted(names, key=len, reverse=True)),
+    pattern = re.compile("|".join([*(re.escape(n) for n in sorted(in_text, key=len, reverse=True)),
                                    *(re.escape(p) + r"\S*" for p in prefixes)]))
 
     def redacted(value: Any) -> Any:
