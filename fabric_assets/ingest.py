@@ -440,8 +440,14 @@ def _ingest_with(root: Path, home: FabricHome, instance: dg.DagsterInstance, sta
     # A model change (config or weights) leaves active parses with vectors of the old model.
     summary.reproject_run_ids, reproject_failed = run_reprojection(home, instance, models)
     summary.failed_runs += reproject_failed
-    summary.activation_run_id, summary.activation = run_activation(home, instance, models)
-    if home.config.annotation.enabled:
+    if rechunk_failed:
+        # A fault of Fabric left re-chunked parses `parsed`, their rows half rewritten in place: an
+        # activation now would publish a release without their sources. The current release keeps
+        # serving them; the next ingest resumes the re-chunk, then activates.
+        summary.activation = {"release_id": home.catalog.current_release_id(), "published": False}
+    else:
+        summary.activation_run_id, summary.activation = run_activation(home, instance, models)
+    if home.config.annotation.enabled and not rechunk_failed:
         # Annotation follows activation (or, when required for activation, precedes the next one);
         # the second activation publishes the new annotation and graph table versions.
         summary.annotation_run_ids, summary.annotation_failed_runs = run_annotation(home, instance, models)

@@ -30,5 +30,9 @@ def rebuild_projections(home: FabricHome, models: ModelResources = CONFIGURED_MO
         active = sorted({m["parse_id"] for m in current.manifest["sources"].values()}) if current else []
         instance = dagster_instance(home)
         _, failed, rebuilt = run_rechunk(home, instance, resume=active, models=models)
-        run_activation(home, instance, models)
+        if not failed:
+            # A failed run left its parses `parsed`, their rows half rewritten in place: activating
+            # now published a release without them (every source, for a whole rebuild). The
+            # current release keeps serving; the next rebuild or ingest resumes them.
+            run_activation(home, instance, models)
         return rebuilt, failed
