@@ -60,6 +60,10 @@ def purge(
                    "resumed": report.resumed}
     except PurgeRefused as exc:
         fail(f"purge refused: {exc}")
+    except (OSError, ValueError) as exc:  # Lance / Arrow on a damaged table file (was a traceback)
+        fail(f"purge stopped part-way: a table or file of the home could not be read or rewritten "
+             f"({type(exc).__name__}: {one_line(str(exc))[:300]}); `fabric status` names the unfinished purge: "
+             "repair the home (`fabric snapshot restore`, or restore the file), then run the purge again")
     if as_json:
         console.print_json(json.dumps(out))
         return

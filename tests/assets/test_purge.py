@@ -385,3 +385,32 @@ def test_a_root_purge_killed_once_its_root_was_forgotten_is_finished_by_its_reru
     assert _occurrences(fabric_home.root, [b"zebra-plan", *(p.encode() for p in _secret_en(2))]) == {}
     with pytest.raises(PurgeRefused, match="no root labelled"):
         purge(fabric_home, PurgeSelector(root="gone"))
+
+
+def test_a_purge_that_cannot_rewrite_a_table_is_one_line_and_named_by_status(tmp_path, fabric_home):
+    """guards against: `fabric purge` on a home whose table file is damaged printing Lance's
+    `OSError: Invalid user input: column metadata range ...` traceback (hostile trial 8)."""
+    from typer.testing import CliRunner
+
+    from fabric_assets.cli import app
+    from fabric_resources.tables import TableStore
+
+    src = tmp_path / "corpus"
+    _write(src, {"lighthouse.txt": PUBLIC["lighthouse.txt"], "zebra-plan.txt": "\n\n".join(_secret_en(4)).encode()})
+    ingest(src, fabric_home)
+    (src / "zebra-plan.txt").unlink()
+    ingest(src, fabric_home)
+
+    def damaged(self, name, parse_ids):
+        raise OSError("Invalid user input: column metadata range for column index 4 is outside metadata region")
+
+    command = ["purge", "--source", "fs:corpus/zebra-plan.txt", "--home", str(fabric_home.root)]
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(TableStore, "delete_partitions", damaged)
+        out = CliRunner().invoke(app, command)
+    assert out.exit_code == 2 and "purge stopped part-way" in out.output, out.output
+    assert out.exception is None or isinstance(out.exception, SystemExit)
+    assert Fabric(fabric_home.root).status().purges_unfinished == (1,)
+    again = CliRunner().invoke(app, command)
+    assert again.exit_code == 0, again.output
+    assert _occurrences(fabric_home.root, [p.encode() for p in _secret_en(4)]) == {}
