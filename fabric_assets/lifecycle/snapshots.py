@@ -516,10 +516,13 @@ def restore(home: FabricHome, snapshot_id: int, into: Path | None = None) -> Fab
     # that a second restore into the folder refused. The next restore clears a stale stage.
     stage = into.parent / f".{into.name}.restore-tmp"
     stage.unlink() if stage.is_symlink() else shutil.rmtree(stage, ignore_errors=True)
+    mode = into.stat().st_mode & 0o7777 if into.is_dir() else None  # a folder the user made keeps its mode
     try:
         target = FabricHome(stage)
         with activation_lock(target):
             _restore(target, info, m, True)
+        if mode is not None:
+            os.chmod(stage, mode)
         os.rename(stage, into)  # onto a new name, or an empty folder (POSIX rename replaces it)
     except BaseException:
         shutil.rmtree(stage, ignore_errors=True)  # all or nothing: `into` was never touched

@@ -454,7 +454,8 @@ def test_a_restore_into_a_folder_killed_part_way_leaves_no_half_home_there(tmp_p
     home = _ingested(tmp_path, fabric_home)
     snap = create(home)
     into = tmp_path / "empty"
-    into.mkdir()
+    into.mkdir(mode=0o750)
+    os.chmod(into, 0o750)
     code = ("import os, signal\n"
             "from fabric_assets.lifecycle import snapshots\n"
             "from fabric_resources.home import FabricHome\n"
@@ -467,5 +468,6 @@ def test_a_restore_into_a_folder_killed_part_way_leaves_no_half_home_there(tmp_p
 
     restore(home, snap.snapshot_id, into)
     assert not (tmp_path / ".empty.restore-tmp").exists()
+    assert into.stat().st_mode & 0o777 == 0o750  # the folder the user made keeps its mode
     pack = Fabric(into).search("lighthouse keeper")
     assert pack.results and pack.fallback_reason is None
