@@ -514,6 +514,7 @@ def restore(home: FabricHome, snapshot_id: int, into: Path | None = None) -> Fab
     # Built beside it and renamed into place last: a restore killed part-way (SIGKILL, no except)
     # left a half home there that looked whole (status named its release, its index missing) and
     # that a second restore into the folder refused. The next restore clears a stale stage.
+    into = Path(os.path.abspath(into))  # "." or "x/..": a name to stage beside
     stage = into.parent / f".{into.name}.restore-tmp"
     stage.unlink() if stage.is_symlink() else shutil.rmtree(stage, ignore_errors=True)
     mode = into.stat().st_mode & 0o7777 if into.is_dir() else None  # a folder the user made keeps its mode

@@ -469,5 +469,14 @@ def test_a_restore_into_a_folder_killed_part_way_leaves_no_half_home_there(tmp_p
     restore(home, snap.snapshot_id, into)
     assert not (tmp_path / ".empty.restore-tmp").exists()
     assert into.stat().st_mode & 0o777 == 0o750  # the folder the user made keeps its mode
+    # Into the working folder, named ".": staged beside it under its real name.
+    cwd = tmp_path / "here"
+    cwd.mkdir()
+    os.chdir(cwd)
+    try:
+        restore(home, snap.snapshot_id, Path("."))
+    finally:
+        os.chdir(tmp_path)
+    assert (cwd / "catalog.sqlite3").exists() and not (tmp_path / ".here.restore-tmp").exists()
     pack = Fabric(into).search("lighthouse keeper")
     assert pack.results and pack.fallback_reason is None
