@@ -103,13 +103,15 @@ def test_retention_then_purge_leave_no_annotated_text_of_any_version(tmp_path, f
         assert "number 9" in _memo_text(fabric_home) and "herring" in _memo_text(fabric_home)
 
         (src / "secret.txt").unlink()
-        (src / "twin.txt").unlink()
         _ingest(src, fabric_home)
         home = FabricHome(fabric_home.root)
         keys = ("fs:src/secret.txt", "fs:src/twin.txt")
-        # The twin shares every memo entry with the secret: purging the secret alone keeps them.
+        # The twin, still present, shares every memo entry with the secret: purging the secret
+        # alone keeps them. (A deleted twin would hold nothing: its text would go with the secret.)
         purge(home, PurgeSelector(source_keys=keys[:1]))
         assert "number 9" in _memo_text(fabric_home)
+        (src / "twin.txt").unlink()
+        _ingest(src, fabric_home)
         report = purge(FabricHome(fabric_home.root), PurgeSelector(source_keys=keys[1:]))
         assert report.memo_entries_removed > 0
     assert _holding(fabric_home.root, _needles(0) + _needles(9)) == {}
