@@ -35,6 +35,7 @@ finish) does nothing.
 from __future__ import annotations
 
 import datetime as dt
+import unicodedata
 from dataclasses import dataclass, field
 
 from fabric_assets.activation.activate import ACTIVATION_MARKS, activation_lock, ingest_lock, pinned_index_documents
@@ -130,9 +131,10 @@ def plan_purge(catalog: Catalog, selector: PurgeSelector) -> PurgePlan:
     sources = {s.source_key: s for s in catalog.sources()}
     root_ids: tuple[int, ...] = ()
     if selector.source_keys:
+        given_keys = _as_stored(selector.source_keys, sources)
         # A key an interrupted purge already forgot is not unknown: this purge finishes that one.
         resumed = {h for t in tombstones(catalog) if t.completed_at is None for h in t.source_key_hashes}
-        keys = sorted(k for k in set(selector.source_keys) if k in sources or source_key_hash(k) not in resumed)
+        keys = sorted(k for k in given_keys if k in sources or source_key_hash(k) not in resumed)
         unknown = [k for k in keys if k not in sources]
         if unknown:
             raise PurgeRefused(f"no such source: {', '.join(unknown)} (see `fabric status`)")
@@ -171,6 +173,19 @@ def plan_purge(catalog: Catalog, selector: PurgeSelector) -> PurgePlan:
     parse_ids = {r.parse_id for r in catalog.parse_runs() if r.source_hash in purged_hashes}
     return PurgePlan(selector.kind, tuple(keys), tuple(sorted(purged_hashes)), tuple(sorted(parse_ids)),
                      root_ids, tuple(sorted(shared)))
+
+
+def _as_stored(keys: tuple[str, ...], sources: dict) -> set[str]:
+    """Each key as the catalog stores it: itself, or, for a key typed in NFC that names a file made
+    on macOS (NFD), the one source whose key reads the same in NFC (none or several: as typed)."""
+    by_nfc: dict[str, list[str]] = {}
+    for k in sources:
+        by_nfc.setdefault(unicodedata.normalize("NFC", k), []).append(k)
+    out = set()
+    for k in keys:
+        same = by_nfc.get(unicodedata.normalize("NFC", k), [])
+        out.add(same[0] if k not in sources and len(same) == 1 else k)
+    return out
 
 
 def _snapshot_note(tombstone_id: int) -> str:

@@ -414,3 +414,22 @@ def test_a_purge_that_cannot_rewrite_a_table_is_one_line_and_named_by_status(tmp
     again = CliRunner().invoke(app, command)
     assert again.exit_code == 0, again.output
     assert _occurrences(fabric_home.root, [p.encode() for p in _secret_en(4)]) == {}
+
+
+def test_a_key_typed_in_nfc_purges_a_file_named_in_nfd(tmp_path, fabric_home):
+    """guards against (hostile trial 8): `fabric purge --source fs:corpus/café.txt` typed on a
+    keyboard (NFC) answering "no such source" for the file macOS named (NFD), which `fabric status`
+    prints identically; a key that reads as two sources in NFC resolved to either."""
+    import unicodedata
+
+    src = tmp_path / "corpus"
+    nfd = unicodedata.normalize("NFD", "café-plan.txt")
+    _write(src, {"lighthouse.txt": PUBLIC["lighthouse.txt"], nfd: "\n\n".join(_secret_en(2)).encode()})
+    ingest(src, fabric_home)
+    (src / nfd).unlink()
+    ingest(src, fabric_home)
+    typed = unicodedata.normalize("NFC", "fs:corpus/café-plan.txt")
+    assert typed != f"fs:corpus/{nfd}"
+    report = purge(fabric_home, PurgeSelector(source_keys=(typed,)))
+    assert report.plan.source_keys == (f"fs:corpus/{nfd}",) and report.artifacts_removed == 1
+    assert _occurrences(fabric_home.root, [p.encode() for p in _secret_en(2)]) == {}
