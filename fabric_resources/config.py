@@ -34,6 +34,9 @@ class _Strict(BaseModel):
 # prose stays whole; what is longer is degenerate input (a file on one line) and is cut.
 _MAX_UNIT_CHARS = ("Longest unit (Unicode scalars); a longer paragraph becomes several units, cut at "
                    "sentence, then word, then character boundaries.")
+# As for DOCX / PPTX: a file of many short paragraphs (one word, then a blank line) is ~100x its
+# size in memory as units and rows, so a 9 MB one took 4.5 GB to ingest; past the cap it fails.
+_MAX_UNITS = "Units in one document; a document with more fails cap-units."
 
 
 class TextParserConfig(_Strict):
@@ -41,6 +44,7 @@ class TextParserConfig(_Strict):
 
     max_bytes: int = Field(64 * 1024 * 1024, gt=0, description="Refuse larger files (bytes).")
     max_unit_chars: int = Field(16_384, ge=256, description=_MAX_UNIT_CHARS)
+    max_units: int = Field(200_000, gt=0, description=_MAX_UNITS)
 
 
 class MarkdownParserConfig(_Strict):
@@ -53,6 +57,7 @@ class MarkdownParserConfig(_Strict):
     # markdown-it's CommonMark preset reads 20 levels of nested blocks and drops deeper text, so a
     # file that reaches the cap fails ("cap-depth") instead.
     max_nesting: int = Field(20, gt=2, le=100, description="Nested block levels read (lists, quotes).")
+    max_units: int = Field(200_000, gt=0, description=_MAX_UNITS)
 
 
 class EpubParserConfig(_Strict):

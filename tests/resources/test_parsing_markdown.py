@@ -209,3 +209,12 @@ def test_unbalanced_markup_is_kept_verbatim_in_bounded_units() -> None:
     assert "".join(u.text for u in units).count("[") == 200_000
     assert "".join(u.text for u in units).count("*a") == 50_000
     assert_exact(text, units)
+
+
+def test_many_short_blocks_fail_cap_units() -> None:
+    """As for plain text: past ``max_units`` units a Markdown file fails ``cap-units``."""
+    config = MarkdownParserConfig(max_units=50)
+    with pytest.raises(ParseError) as caught:
+        parse_markdown(b"- item\n" * 51, config)
+    assert caught.value.reason == "cap-units" and "50" in str(caught.value)
+    assert len(parse_markdown(b"para\n\n" * 50, config).units) == 50

@@ -403,3 +403,18 @@ def test_symbol_runs_are_not_western_text(data: bytes) -> None:
     with pytest.raises(ParseError) as err:
         decode_text(data)
     assert err.value.reason == "undecodable" and "cp1252" in err.value.detail
+
+
+def test_many_short_paragraphs_fail_cap_units_and_blank_lines_cost_nothing() -> None:
+    """A file of one-word paragraphs was ~100x its size in memory as units (a 9 MB one took 4.5 GB
+    to ingest); past ``max_units`` it fails ``cap-units``, naming the cap. Blank lines are read one
+    at a time, so a file of nothing but line endings makes no units and holds no line list."""
+    config = TextParserConfig(max_units=50)
+    with pytest.raises(ParseError) as caught:
+        parse_text(b"word\n\n" * 51, config)
+    assert caught.value.reason == "cap-units" and "50" in str(caught.value)
+    assert len(parse_text(b"word\n\n" * 50, config).units) == 50
+    assert parse_text(b"\n" * 100_000, config).units == []
+    # one long paragraph cut by max_unit_chars counts its pieces
+    with pytest.raises(ParseError, match="cap-units"):
+        parse_text(b"x" * (256 * 51), TextParserConfig(max_units=50, max_unit_chars=256))

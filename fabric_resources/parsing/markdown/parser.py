@@ -152,7 +152,8 @@ def markdown_units(text: str, config: MarkdownParserConfig) -> list[ParsedUnit]:
     ------
     ParseError
         ``"cap-depth"`` when blocks nest ``config.max_nesting - 1`` levels deep or more
-        (markdown-it reads no deeper, so their text would be lost).
+        (markdown-it reads no deeper, so their text would be lost); ``"cap-units"`` past
+        ``config.max_units`` units.
     """
     source = _Source(text)
     tokens = _parser(config).parse(text)
@@ -175,6 +176,8 @@ def markdown_units(text: str, config: MarkdownParserConfig) -> list[ParsedUnit]:
     def emit(made: _Block | None, *, heading_level: int | None = None) -> None:
         if made is None:
             return
+        if len(units) >= config.max_units:
+            raise ParseError("cap-units", f"more than {config.max_units} units")
         unit, pieces = made
         if heading_level is None:
             units.extend(_split(unit, pieces, cap))

@@ -19,7 +19,7 @@ from __future__ import annotations
 import bisect
 import re
 from dataclasses import dataclass, replace
-from typing import Literal
+from typing import Iterator, Literal
 
 from fabric_resources.config import TextParserConfig
 from fabric_resources.parsing.document import ParsedDocument, ParsedUnit, ParseError, bad_input_net
@@ -39,7 +39,7 @@ _ENDING_NAMES: dict[str, LineEndings] = {"\r\n": "crlf", "\r": "cr", "\n": "lf"}
 # Lines and units
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class _Line:
     """One line of the decoded text, without its line ending."""
 
@@ -52,19 +52,22 @@ class _Line:
         return not self.content.strip()
 
 
+def iter_lines(text: str) -> Iterator[_Line]:
+    """The lines of ``text`` as :func:`split_lines` gives them, one at a time."""
+    start, number = 0, 0
+    for number, match in enumerate(_LINE_BREAK.finditer(text), start=1):
+        yield _Line(number, start, text[start : match.start()])
+        start = match.end()
+    if start < len(text):
+        yield _Line(number + 1, start, text[start:])
+
+
 def split_lines(text: str) -> list[_Line]:
     """Split ``text`` at CRLF, CR and LF (only those end lines).
 
     A final line ending does not start another line; ``""`` has no lines.
     """
-    lines: list[_Line] = []
-    start = 0
-    for number, match in enumerate(_LINE_BREAK.finditer(text), start=1):
-        lines.append(_Line(number, start, text[start : match.start()]))
-        start = match.end()
-    if start < len(text):
-        lines.append(_Line(len(lines) + 1, start, text[start:]))
-    return lines
+    return list(iter_lines(text))
 
 
 def line_endings(text: str) -> LineEndings:
@@ -134,13 +137,14 @@ def split_unit(unit: ParsedUnit, lines: list[_Line], max_chars: int) -> list[Par
     return pieces
 
 
-def text_units(text: str, max_unit_chars: int | None = None) -> list[ParsedUnit]:
+def text_units(text: str, max_unit_chars: int | None = None, max_units: int | None = None) -> list[ParsedUnit]:
     """Paragraph units in reading order.
 
     Paragraphs are maximal runs of non-blank lines; a line is blank when it
     holds only whitespace. With ``max_unit_chars``, a longer paragraph becomes
-    several units (:func:`split_unit`). Markdown has its own parser
-    (:mod:`fabric_resources.parsing.markdown`).
+    several units (:func:`split_unit`). With ``max_units``, more units than that
+    raise ``ParseError("cap-units")`` as soon as they are made. Markdown has its
+    own parser (:mod:`fabric_resources.parsing.markdown`).
     """
     units: list[ParsedUnit] = []
     run: list[_Line] = []
@@ -150,8 +154,10 @@ def text_units(text: str, max_unit_chars: int | None = None) -> list[ParsedUnit]
         if run:
             units.extend(split_unit(paragraph_unit(run), run, cap))
             run.clear()
+            if max_units is not None and len(units) > max_units:
+                raise ParseError("cap-units", f"more than {max_units} units")
 
-    for line in split_lines(text):
+    for line in iter_lines(text):
         if line.is_blank:
             close_run()
         else:
@@ -192,7 +198,7 @@ def parse_text(data: bytes, config: TextParserConfig, media_type: str = "text/pl
     ------
     ParseError
         ``"too-large"`` when ``len(data) > config.max_bytes``;
-        ``"undecodable"`` as in :func:`decode_text`.
+        ``"undecodable"`` as in :func:`decode_text`; ``"cap-units"`` past ``config.max_units``.
     """
     if len(data) > config.max_bytes:
         raise ParseError("too-large", f"{len(data)} bytes > max_bytes {config.max_bytes}")
@@ -201,7 +207,7 @@ def parse_text(data: bytes, config: TextParserConfig, media_type: str = "text/pl
         parser_name=PARSER_NAME,
         parser_version=PARSER_VERSION,
         media_type=media_type,
-        units=text_units(text, max_unit_chars=config.max_unit_chars),
+        units=text_units(text, max_unit_chars=config.max_unit_chars, max_units=config.max_units),
         title=None,
         encoding=encoding,
         metadata={"line_endings": line_endings(text), "bom": bom_encoding_of(data) is not None},
