@@ -164,6 +164,10 @@ class _Walker:
         self.units: list[ParsedUnit] = []
         self.sections: list[tuple[int, str]] = []
         self.tables: dict[Any, int] = {}
+        self.table_rows: dict[Any, dict[Any, int]] = {}  # a table's rows (``iter("tr")``) by position
+        self.row_cells: dict[Any, dict[Any, int]] = {}  # a row's td/th children by position
+        self.steps: dict[Any, dict[Any, str]] = {}  # a parent's element children: their path steps
+        self.paths: dict[Any, str] = {}
         self.main_tables: dict[Any, bool] = {}
         self.seen = 0
         self.dropped = 0
@@ -242,12 +246,31 @@ class _Walker:
         if not self.keep(raw, _cell_table(el)):
             self.dropped += 1
             return 1
-        locator = {"element_path": self.tree.getpath(el), "text_run": number}
+        locator = {"element_path": self.element_path(el), "text_run": number}
         self.units.append(ParsedUnit("paragraph", text, locator, self.path()))
         return 1
 
     def path(self) -> tuple[str, ...]:
         return tuple(title for _, title in self.sections)
+
+    def element_path(self, el) -> str:
+        """``tree.getpath(el)``, the same string, without libxml2's count of the preceding
+        siblings on every call (quadratic: a page of 100,000 paragraphs took 30 s there alone).
+        A step is the tag, with its 1-based position among same-tag siblings when it has any."""
+        if el in self.paths:
+            return self.paths[el]
+        parent = el.getparent()
+        if parent is None:
+            return self.paths.setdefault(el, self.tree.getpath(el))
+        steps = self.steps.get(parent)
+        if steps is None:
+            children = [c for c in parent if isinstance(c.tag, str)]
+            total, seen = Counter(c.tag for c in children), Counter()
+            steps = self.steps[parent] = {}
+            for c in children:
+                seen[c.tag] += 1
+                steps[c] = c.tag if total[c.tag] == 1 else f"{c.tag}[{seen[c.tag]}]"
+        return self.paths.setdefault(el, f"{self.element_path(parent)}/{steps[el]}")
 
     def leaf(self, el, tag: str) -> None:
         raw = _inline_text(el)
@@ -263,7 +286,7 @@ class _Walker:
             self.dropped += 1
             return
         kind = _LEAF_KINDS[tag]
-        locator: dict[str, Any] = {"element_path": self.tree.getpath(el)}
+        locator: dict[str, Any] = {"element_path": self.element_path(el)}
         attributes: dict[str, Any] = {}
         if kind == "heading":
             level = _HEADINGS[tag]
@@ -275,10 +298,15 @@ class _Walker:
             row = el.getparent()
             table = next((a for a in el.iterancestors() if isinstance(a.tag, str) and a.tag.lower() == "table"), None)
             number = self.tables.setdefault(table, len(self.tables))
-            rows = [r for r in table.iter("tr")] if table is not None else [row]
-            attributes = {"table": number, "row": rows.index(row) if row in rows else 0,
-                          "col": [c for c in row if isinstance(c.tag, str) and c.tag.lower() in ("td", "th")].index(el),
-                          "header": tag == "th"}
+            # each table's rows and each row's cells are counted once (per cell: quadratic, a
+            # 146 kB table of 8,000 rows took 15 s)
+            if table not in self.table_rows:
+                self.table_rows[table] = {r: i for i, r in enumerate(table.iter("tr"))} if table is not None else {}
+            if row not in self.row_cells:
+                cells = (c for c in row if isinstance(c.tag, str) and c.tag.lower() in ("td", "th"))
+                self.row_cells[row] = {c: i for i, c in enumerate(cells)}
+            attributes = {"table": number, "row": self.table_rows[table].get(row, 0),
+                          "col": self.row_cells[row][el], "header": tag == "th"}
             locator.update({k: attributes[k] for k in ("table", "row", "col")})
         self.units.append(ParsedUnit(kind, text, locator, self.path(), attributes))
 
