@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from fabric_assets.sources.walk import is_fabric_home, resolved, walk
+from fabric_resources.parsing.document import machine_fault
 from fabric_resources.parsing.registry import PARSERS, detect_media_type, parser_for
 from fabric_resources import identity
 from fabric_resources.artifact_store import ArtifactTooLarge, FileReplaced, NotARegularFile, file_digest
@@ -290,6 +291,8 @@ def scan(home: FabricHome) -> ScanReport:
                 seen.discard(key)
                 continue
             except OSError as exc:
+                if machine_fault(exc):  # the home is full (or read-only): Fabric's fault, not the file's
+                    raise
                 report.skipped.append((key, f"unreadable: {type(exc).__name__}: {exc.strerror or exc}"))
                 lose_access(prev)
                 continue

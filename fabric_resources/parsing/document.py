@@ -14,6 +14,7 @@ end-exclusive.
 
 from __future__ import annotations
 
+import errno
 import functools
 import re
 import traceback
@@ -132,6 +133,17 @@ def describe_exception(exc: BaseException) -> str:
 _P = ParamSpec("_P")
 _R = TypeVar("_R")
 
+# What an OS error says about the machine, not about a file's bytes: no space or quota left, a
+# file-size limit (``ulimit -f``), a read-only file system, no file descriptors or kernel memory.
+_MACHINE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS, errno.EMFILE,
+                             errno.ENFILE, errno.ENOMEM})
+
+
+def machine_fault(exc: BaseException) -> bool:
+    """Whether ``exc`` is an ``OSError`` of the machine's resources (:data:`_MACHINE_ERRNOS`):
+    transient and Fabric's to report, never a property of the document being read or parsed."""
+    return isinstance(exc, OSError) and exc.errno in _MACHINE_ERRNOS
+
 
 def bad_input_net(parse: Callable[_P, _R]) -> Callable[_P, _R]:
     """Decorate a parser entry point: any exception but ``ParseError`` and ``MemoryError`` leaves it
@@ -142,8 +154,11 @@ def bad_input_net(parse: Callable[_P, _R]) -> Callable[_P, _R]:
     that parses it with others. ``MemoryError`` is left alone: it says more about the machine than
     about the input (the admission caps bound what an input may make a parser allocate), and
     failing a document for it would make a transient fault permanent (a failed parse of the same
-    bytes is not retried). ``BaseException`` subclasses that are not ``Exception``
-    (``KeyboardInterrupt``, ``SystemExit``) pass through as well.
+    bytes is not retried). So is an ``OSError`` of the machine's resources (:func:`machine_fault`:
+    disk full, ``ulimit -f``, no file descriptors): py3langid unpacks its model into a temporary
+    file when first used, and a full ``/tmp`` failed every document of the run as ``parser-error``,
+    for good. ``BaseException`` subclasses that are not ``Exception`` (``KeyboardInterrupt``,
+    ``SystemExit``) pass through as well.
     """
 
     @functools.wraps(parse)
@@ -153,6 +168,8 @@ def bad_input_net(parse: Callable[_P, _R]) -> Callable[_P, _R]:
         except (ParseError, MemoryError):
             raise
         except Exception as exc:
+            if machine_fault(exc):
+                raise
             raise ParseError("parser-error", describe_exception(exc)) from exc
 
     return guarded

@@ -332,6 +332,38 @@ def test_a_fault_of_fabric_fails_the_run_loudly_and_is_retried_not_blamed_on_the
     assert Fabric(fabric_home.root).search("lighthouse keeper").results[0].citation.source_key == "fs:src/keeper.txt"
 
 
+def test_a_full_disk_is_fabrics_fault_in_the_scan_and_in_the_parse_never_the_documents(tmp_path, fabric_home):
+    """guards against: a full home (or ``ulimit -f``) while the scan stored a file's bytes reported as
+    the file being `unreadable` (and a known source marked access_lost), and a full ``/tmp`` while
+    py3langid unpacked its model failing every document of the run as `parser-error` for good."""
+    from fabric_resources.artifact_store import ArtifactStore
+    from fabric_resources.parsing import language
+
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "keeper.txt").write_text(GOOD_TEXT)
+
+    def disk_full(*args, **kwargs):
+        raise OSError(28, "No space left on device")
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(ArtifactStore, "put_file", disk_full)
+        result = CliRunner().invoke(app, ["ingest", str(src), "--home", str(fabric_home.root)])
+    assert result.exit_code == 3, result.output
+    assert "No space left on device" in result.output and "unreadable" not in result.output
+    assert fabric_home.catalog.source("fs:src/keeper.txt") is None  # nothing recorded about the file
+    language._identifier.cache_clear()
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr("py3langid.langid.LanguageIdentifier.from_model_file", disk_full)
+        result = CliRunner().invoke(app, ["ingest", str(src), "--home", str(fabric_home.root)])
+    language._identifier.cache_clear()
+    assert result.exit_code == 3, result.output
+    parse_id = fabric_home.catalog.source("fs:src/keeper.txt").parse_id
+    assert fabric_home.catalog.parse_run(parse_id).status == "pending"  # not blamed on the document
+    again = ingest(src, fabric_home)
+    assert parse_id in again.scan.parse_ids_to_run and again.failed_runs == [] and again.complete
+
+
 def test_a_file_dated_past_2262_is_ingested_and_then_unchanged(tmp_path, fabric_home):
     """guards against: a modification time beyond a 64-bit count of nanoseconds (a file dated after
     2262-04-11; ext4 keeps dates to 2446) crashing the whole scan with an OverflowError in the

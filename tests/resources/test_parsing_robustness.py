@@ -59,10 +59,13 @@ def test_any_exception_leaves_a_parser_entry_point_as_parser_error_naming_it():
     assert "(at test_parsing_robustness.py:" in err.value.detail
 
 
-@pytest.mark.parametrize("exc", [MemoryError(), KeyboardInterrupt(), ParseError("not-a-zip", "junk")])
+@pytest.mark.parametrize("exc", [MemoryError(), KeyboardInterrupt(), ParseError("not-a-zip", "junk"),
+                                 OSError(28, "No space left on device"), OSError(27, "File too large"),
+                                 OSError(24, "Too many open files")])
 def test_the_net_lets_machine_faults_and_named_reasons_through(exc):
     """guards against: a transient MemoryError or a Ctrl-C turned into a permanent failed parse, or a
-    named reason rewritten as parser-error."""
+    named reason rewritten as parser-error; so an OS error of the machine's resources (a full
+    ``/tmp`` where py3langid unpacks its model failed every document of the run, for good)."""
 
     @bad_input_net
     def parse(data: bytes):
@@ -71,6 +74,15 @@ def test_the_net_lets_machine_faults_and_named_reasons_through(exc):
     with pytest.raises(type(exc)) as err:
         parse(b"x")
     assert err.value is exc
+
+
+def test_an_os_error_of_the_input_is_still_the_documents():
+    @bad_input_net
+    def parse(data: bytes):
+        raise OSError(5, "Input/output error")
+
+    with pytest.raises(ParseError, match="parser-error"):
+        parse(b"x")
 
 
 def test_a_plug_in_without_a_net_of_its_own_still_fails_one_document():
