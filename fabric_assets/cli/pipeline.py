@@ -49,7 +49,7 @@ def _run_ingest(path: Path) -> int:
     from fabric_assets.ingest import NotADirectoryRoot, admissible_root, ingest as run
     from fabric_resources.catalog import RootOverlapError
     from fabric_resources.home import FabricHome
-    from fabric_resources.parsing.document import machine_fault
+    from fabric_resources.parsing.document import machine_fault_in
 
     from fabric_resources.home_location import home_path
 
@@ -75,13 +75,16 @@ def _run_ingest(path: Path) -> int:
             summary = run(path, home, progress=update)
         except (NotADirectoryRoot, RootOverlapError) as exc:
             fail(str(exc))
-        except OSError as exc:
-            if not machine_fault(exc):
+        except Exception as exc:
+            fault = machine_fault_in(exc)
+            if fault is None:
                 raise
-            # Disk full, a file-size limit, no descriptors: the machine's, not any document's.
-            fail(f"{exc.strerror or exc} (errno {exc.errno}{f': {exc.filename}' if exc.filename else ''}): "
-                 "no document was failed for it; free the resource and run `fabric ingest` again, "
-                 "it finishes the work.", code=EXIT_RUN_FAILED)
+            # Disk full (the home, the catalog, Dagster's database), a file-size limit, no
+            # descriptors: the machine's, not any document's.
+            what = (f"{fault.strerror or fault} (errno {fault.errno}{f': {fault.filename}' if fault.filename else ''})"
+                    if isinstance(fault, OSError) else f"SQLite: {fault}")
+            fail(f"{what}: no document was failed for it; free the resource and run `fabric ingest` "
+                 "again, it finishes the work.", code=EXIT_RUN_FAILED)
         except KeyboardInterrupt:
             # 130 = 128 + SIGINT, the shell's convention for a command stopped by Ctrl-C.
             fail("interrupted. An interrupted parse run activates nothing; the next `fabric ingest` "

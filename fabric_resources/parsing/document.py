@@ -17,6 +17,7 @@ from __future__ import annotations
 import errno
 import functools
 import re
+import sqlite3
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -140,9 +141,24 @@ _MACHINE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROF
 
 
 def machine_fault(exc: BaseException) -> bool:
-    """Whether ``exc`` is an ``OSError`` of the machine's resources (:data:`_MACHINE_ERRNOS`):
-    transient and Fabric's to report, never a property of the document being read or parsed."""
+    """Whether ``exc`` is an ``OSError`` of the machine's resources (:data:`_MACHINE_ERRNOS`) or
+    SQLite's ``SQLITE_FULL`` (a catalog or Dagster database on a full disk): transient and Fabric's
+    to report, never a property of the document being read or parsed."""
+    if isinstance(exc, sqlite3.Error):
+        return (getattr(exc, "sqlite_errorcode", None) or 0) & 0xFF == sqlite3.SQLITE_FULL
     return isinstance(exc, OSError) and exc.errno in _MACHINE_ERRNOS
+
+
+def machine_fault_in(exc: BaseException) -> BaseException | None:
+    """The first :func:`machine_fault` in ``exc``'s chain of causes and contexts (SQLAlchemy and
+    Dagster wrap the error they met), or ``None``."""
+    seen: set[int] = set()
+    while exc is not None and id(exc) not in seen:
+        if machine_fault(exc):
+            return exc
+        seen.add(id(exc))
+        exc = exc.__cause__ or exc.__context__
+    return None
 
 
 def bad_input_net(parse: Callable[_P, _R]) -> Callable[_P, _R]:

@@ -364,6 +364,38 @@ def test_a_full_disk_is_fabrics_fault_in_the_scan_and_in_the_parse_never_the_doc
     assert parse_id in again.scan.parse_ids_to_run and again.failed_runs == [] and again.complete
 
 
+def test_a_full_database_during_the_ingest_is_one_line_and_exit_3(tmp_path, fabric_home):
+    """guards against: Dagster's SQLite event log (or the catalog) on a full disk ending `fabric
+    ingest` with SQLAlchemy's traceback and exit 1, the code of an ingest some documents failed."""
+    import sqlite3
+
+    import sqlalchemy.exc
+
+    import fabric_assets.ingest
+
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "keeper.txt").write_text(GOOD_TEXT)
+
+    def full(*args, **kwargs):
+        try:
+            error = sqlite3.OperationalError("database or disk is full")
+            error.sqlite_errorcode = sqlite3.SQLITE_FULL
+            raise error
+        except sqlite3.OperationalError as exc:
+            raise sqlalchemy.exc.OperationalError("INSERT INTO event_logs", {}, exc) from exc
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(fabric_assets.ingest, "ingest", full)
+        result = CliRunner().invoke(app, ["ingest", str(src), "--home", str(fabric_home.root)])
+    assert result.exit_code == 3, result.output
+    assert "database or disk is full" in result.output and "Traceback" not in result.output
+    with pytest.MonkeyPatch.context() as mp:  # any other error is not hidden behind that line
+        mp.setattr(fabric_assets.ingest, "ingest", lambda *a, **k: {}["boom"])
+        result = CliRunner().invoke(app, ["ingest", str(src), "--home", str(fabric_home.root)])
+    assert isinstance(result.exception, KeyError)
+
+
 def test_a_file_dated_past_2262_is_ingested_and_then_unchanged(tmp_path, fabric_home):
     """guards against: a modification time beyond a 64-bit count of nanoseconds (a file dated after
     2262-04-11; ext4 keeps dates to 2446) crashing the whole scan with an OverflowError in the
