@@ -418,3 +418,18 @@ def test_many_short_paragraphs_fail_cap_units_and_blank_lines_cost_nothing() -> 
     # one long paragraph cut by max_unit_chars counts its pieces
     with pytest.raises(ParseError, match="cap-units"):
         parse_text(b"x" * (256 * 51), TextParserConfig(max_units=50, max_unit_chars=256))
+
+
+def test_a_paragraph_of_very_many_lines_ends_at_a_line_end_past_64_unit_caps() -> None:
+    """A "paragraph" of millions of short lines (55 MB, one word a line) held 1.6 GB of lines until
+    its end; now a run ends at the first line end past 64 ``max_unit_chars``, every unit still
+    within the cap and its locator exact."""
+    line = "lighthouse keeper.\n"
+    data = line * 2000  # 38,000 characters, no blank line
+    doc = parse_text(data.encode(), TextParserConfig(max_unit_chars=256))
+    assert all(len(u.text) <= 256 for u in doc.units)
+    assert all(data[u.locator["char_start"]:u.locator["char_end"]] == u.text for u in doc.units)
+    # the first run ends at the line end past 64 * 256 characters: a unit ends exactly there
+    first_cut = (64 * 256 // len(line) + 1) * len(line) - 1
+    assert first_cut in {u.locator["char_end"] for u in doc.units}
+    assert "".join(u.text + "\n" for u in doc.units) == data  # nothing lost or repeated

@@ -5,5 +5,5 @@ each other (the spec loads the parser lazily).
 """
 
 PARSER_NAME = "text"
-PARSER_VERSION = "2"
+PARSER_VERSION = "3"
 TEXT_PLAIN = "text/plain"

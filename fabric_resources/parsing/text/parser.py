@@ -32,6 +32,8 @@ __all__ = ["decode_text", "parse_text", "text_units", "split_lines", "line_endin
 LineEndings = Literal["crlf", "lf", "cr", "mixed", "none"]
 
 _LINE_BREAK = re.compile(r"\r\n|\r|\n")
+# A run of non-blank lines longer than this many max_unit_chars ends at the next line end.
+_RUN_CAP_UNITS = 64
 _ENDING_NAMES: dict[str, LineEndings] = {"\r\n": "crlf", "\r": "cr", "\n": "lf"}
 
 
@@ -142,18 +144,21 @@ def text_units(text: str, max_unit_chars: int | None = None, max_units: int | No
 
     Paragraphs are maximal runs of non-blank lines; a line is blank when it
     holds only whitespace. With ``max_unit_chars``, a longer paragraph becomes
-    several units (:func:`split_unit`). With ``max_units``, more units than that
+    several units (:func:`split_unit`), and a run of lines longer than 64 times that ends at a
+    line end (its lines are held until it ends). With ``max_units``, more units than that
     raise ``ParseError("cap-units")`` as soon as they are made. Markdown has its
     own parser (:mod:`fabric_resources.parsing.markdown`).
     """
     units: list[ParsedUnit] = []
     run: list[_Line] = []
     cap = max_unit_chars if max_unit_chars is not None else float("inf")
+    run_chars = [0]
 
     def close_run() -> None:
         if run:
             units.extend(split_unit(paragraph_unit(run), run, cap))
             run.clear()
+            run_chars[0] = 0
             if max_units is not None and len(units) > max_units:
                 raise ParseError("cap-units", f"more than {max_units} units")
 
@@ -162,6 +167,11 @@ def text_units(text: str, max_unit_chars: int | None = None, max_units: int | No
             close_run()
         else:
             run.append(line)
+            run_chars[0] += len(line.content) + 1
+            if run_chars[0] > _RUN_CAP_UNITS * cap:
+                # A "paragraph" of millions of short lines (a log, a word list) held ~30x its size
+                # as lines; it is cut at a line end instead, into units of the cap as before.
+                close_run()
     close_run()
     return units
 
