@@ -70,6 +70,7 @@ class EpubParserConfig(_Strict):
     max_depth: int = Field(256, gt=0, description="Element nesting depth.")
     max_bytes: int = Field(512 * 1024 * 1024, gt=0, description="Refuse larger .epub files (bytes).")
     max_unit_chars: int = Field(16_384, ge=256, description=_MAX_UNIT_CHARS)
+    max_units: int = Field(200_000, gt=0, description=_MAX_UNITS)
 
 
 class OcrConfig(_Strict):

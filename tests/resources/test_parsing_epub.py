@@ -660,3 +660,12 @@ def test_element_paths_are_lxmls_with_each_parent_counted_once() -> None:
     got = {u.text: u.locator["element_path"] for u in doc.units if u.text in expected}
     assert got == expected and len(got) == 1504
     assert got["c"] == "/html/body/div/p[2]" and got["w1499"] == "/html/body/p[1502]"
+
+
+def test_cap_units() -> None:
+    """A book of very many short paragraphs (512 MB may inflate from the zip) fails ``cap-units``
+    as soon as it makes more than ``max_units``, as DOCX, PPTX, text and Markdown do."""
+    chapters = {f"c{i}.xhtml": xhtml("".join(f"<p>w{i} {j}</p>" for j in range(20))) for i in range(3)}
+    book = build_epub(chapters)
+    assert reason(book, EpubParserConfig(max_units=50)) == "cap-units"
+    assert len(parse_epub(book, EpubParserConfig(max_units=60)).units) == 60

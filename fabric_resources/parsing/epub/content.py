@@ -18,7 +18,7 @@ from urllib.parse import unquote
 
 from lxml import etree
 
-from fabric_resources.parsing.document import ParsedRelationship, ParsedUnit
+from fabric_resources.parsing.document import ParsedRelationship, ParsedUnit, ParseError
 from fabric_resources.parsing.epub.markup import (
     BLOCK_TAGS, HEADING_TAGS, NOTE_TYPES, NOTEREF_TYPES, NOTES_SECTION_TYPES, PAGEBREAK_TYPES, is_skipped, join_href,
     lang_of, local_name, plain_text, primary_lang, squash, type_tokens,
@@ -111,9 +111,10 @@ def _normalise(raw: str, pre: bool) -> tuple[str, list[int]]:
 class Walker:
     """Walks spine documents in order, accumulating units and relationships."""
 
-    def __init__(self, doc_lang: str | None, max_unit_chars: int | None = None) -> None:
+    def __init__(self, doc_lang: str | None, max_unit_chars: int | None = None, max_units: int | None = None) -> None:
         self.doc_lang = doc_lang
         self.max_unit_chars = max_unit_chars
+        self.max_units = max_units
         self.repaired = False
         self.units: list[ParsedUnit] = []
         self.relationships: list[ParsedRelationship] = []
@@ -330,6 +331,8 @@ class Walker:
                     piece_attrs["decoding_repairs"] = repairs
                 self.units.append(ParsedUnit(piece_kind, text[start:end], piece_locator, section,  # type: ignore[arg-type]
                                              piece_attrs))
+            if self.max_units is not None and len(self.units) > self.max_units:
+                raise ParseError("cap-units", f"more than {self.max_units} units")
             starts = [start for start, _ in pieces]
             for start, end, key, is_noteref in buf.links:
                 kept = [index[i] for i in range(start, end) if index[i] >= 0]

@@ -71,7 +71,7 @@ def parse_epub(data: bytes, config: EpubParserConfig) -> ParsedDocument:
         unparseable), ``encrypted`` (zip encryption flag, or encryption.xml
         covering text documents; font obfuscation is tolerated), and the caps
         ``cap-members``, ``cap-decompressed-bytes``,
-        ``cap-compression-ratio``, ``cap-xml-bytes``, ``cap-depth``; and
+        ``cap-compression-ratio``, ``cap-xml-bytes``, ``cap-depth``, ``cap-units``; and
         ``parser-error`` (naming the exception) for anything no step
         anticipated (:func:`~fabric_resources.parsing.document.bad_input_net`).
         A single content document that cannot be read or parsed (a corrupt
@@ -93,7 +93,7 @@ def parse_epub(data: bytes, config: EpubParserConfig) -> ParsedDocument:
         if isinstance(item, ManifestItem):
             spine_pos.setdefault(item.path, index)
     toc_source, toc, toc_errors = read_toc(arc, pkg, spine_pos)
-    walker = Walker(pkg.language, config.max_unit_chars)
+    walker = Walker(pkg.language, config.max_unit_chars, config.max_units)
     skipped: list[dict[str, str]] = []
     unread: list[UnreadPart] = []  # text the book has and the parse lost (not an image or SVG page)
     fallback: list[str] = []
