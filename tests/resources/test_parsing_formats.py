@@ -735,3 +735,24 @@ def test_html_element_paths_and_table_positions_are_libxml2s_counted_once() -> N
     assert {k: by_text["r1499b"].attributes[k] for k in ("table", "row", "col")} == {"table": 0, "row": 1499, "col": 1}
     assert by_text["r1499b"].locator["element_path"] == "/html/body/table/tr[1500]/td[2]"
     assert by_text["h2"].attributes["header"] and by_text["h2"].attributes["col"] == 1
+
+
+def test_element_paths_are_getpaths_strings_for_every_kind_of_name() -> None:
+    """``ElementPaths`` (DOCX and HTML locators) gives libxml2's ``getpath`` strings: prefixed names,
+    names in no namespace, ``*`` counted among every sibling in a default namespace, HTML tags
+    holding a colon, comments skipped. libxml2 counts the siblings on every call (60,000 DOCX
+    paragraphs: 8.7 s); this counts each parent once."""
+    import lxml.html
+    from lxml import etree
+
+    from fabric_resources.parsing.element_paths import ElementPaths
+
+    xml = etree.fromstring(b"<r xmlns:a='urn:a' xmlns:b='urn:b'><p/><a:p/><b:p/><a:p/><x xmlns='urn:d'><y/>"
+                           b"<z/><y/></x><p xmlns='urn:d'/><!--c--><p/><w:q xmlns:w='urn:a'/></r>")
+    page = lxml.html.fromstring("<html><body><o:p>x</o:p><o:p>y</o:p><p>a</p><!-- c --><p>b</p></body></html>")
+    W = "http://schemas.openxmlformats.org/wordprocessingml/2006/main"
+    body = etree.fromstring(f"<w:document xmlns:w='{W}'><w:body>{'<w:p/>' * 300}<w:tbl/></w:body></w:document>")
+    for root in (xml, page, body):
+        tree, paths = root.getroottree(), ElementPaths(root.getroottree())
+        assert [paths(el) for el in root.iter() if isinstance(el.tag, str)] == \
+            [tree.getpath(el) for el in root.iter() if isinstance(el.tag, str)]

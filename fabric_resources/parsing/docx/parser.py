@@ -23,6 +23,7 @@ from lxml import etree
 from fabric_resources.parsing.document import (
     ParsedDocument, ParsedRelationship, ParsedUnit, ParseError, UnreadPart, exception_text,
 )
+from fabric_resources.parsing.element_paths import ElementPaths
 from fabric_resources.parsing.docx import MEDIA_TYPE, PARSER_NAME, PARSER_VERSION
 from fabric_resources.parsing.ooxml import admit_package, decimal_number, title_and_language
 
@@ -92,6 +93,7 @@ class _Walker:
     def __init__(self, document, max_units: int) -> None:
         self.document = document
         self.tree = document.element.getroottree()
+        self.element_path = ElementPaths(self.tree)  # getpath once per parent (per call: quadratic)
         self.max_units = max_units
         self.units: list[ParsedUnit] = []
         self.relationships: list[ParsedRelationship] = []
@@ -117,7 +119,7 @@ class _Walker:
                     if content is not None:
                         self.body(content)
             except _ELEMENT_ERRORS as exc:
-                self.skipped.append({"where": self.tree.getpath(child), "reason": exception_text(exc)})
+                self.skipped.append({"where": self.element_path(child), "reason": exception_text(exc)})
 
     def _add(self, unit: ParsedUnit) -> int:
         if len(self.units) >= self.max_units:
@@ -133,7 +135,7 @@ class _Walker:
         if not text:
             return
         style = self.style_name(p)
-        locator = {"part": "word/document.xml", "element_path": self.tree.getpath(p)}
+        locator = {"part": "word/document.xml", "element_path": self.element_path(p)}
         level = heading_level(style, p)
         if level is not None:
             self.sections[:] = [(lvl, t) for lvl, t in self.sections if lvl < level]
@@ -167,7 +169,7 @@ class _Walker:
                         pieces.append(text)
                 text = "\n".join(pieces)
                 if text and not continued:
-                    locator = {"part": "word/document.xml", "element_path": self.tree.getpath(tc),
+                    locator = {"part": "word/document.xml", "element_path": self.element_path(tc),
                                "table": table, "row": r, "col": col}
                     index = self._add(ParsedUnit("table_cell", text, locator, self.path(),
                                                  {"table": table, "row": r, "col": col, "header": r == 0}))

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 import lxml.html
 from lxml import etree
 
+from fabric_resources.parsing.element_paths import ElementPaths
 from fabric_resources.parsing.document import ParsedDocument, ParsedUnit, ParseError
 from fabric_resources.parsing.html import MEDIA_TYPE, PARSER_NAME, PARSER_VERSION
 from fabric_resources.parsing.html.encoding import decode_html
@@ -166,8 +167,7 @@ class _Walker:
         self.tables: dict[Any, int] = {}
         self.table_rows: dict[Any, dict[Any, int]] = {}  # a table's rows (``iter("tr")``) by position
         self.row_cells: dict[Any, dict[Any, int]] = {}  # a row's td/th children by position
-        self.steps: dict[Any, dict[Any, str]] = {}  # a parent's element children: their path steps
-        self.paths: dict[Any, str] = {}
+        self.element_path = ElementPaths(tree)  # getpath's strings, each parent counted once
         self.main_tables: dict[Any, bool] = {}
         self.seen = 0
         self.dropped = 0
@@ -252,25 +252,6 @@ class _Walker:
 
     def path(self) -> tuple[str, ...]:
         return tuple(title for _, title in self.sections)
-
-    def element_path(self, el) -> str:
-        """``tree.getpath(el)``, the same string, without libxml2's count of the preceding
-        siblings on every call (quadratic: a page of 100,000 paragraphs took 30 s there alone).
-        A step is the tag, with its 1-based position among same-tag siblings when it has any."""
-        if el in self.paths:
-            return self.paths[el]
-        parent = el.getparent()
-        if parent is None:
-            return self.paths.setdefault(el, self.tree.getpath(el))
-        steps = self.steps.get(parent)
-        if steps is None:
-            children = [c for c in parent if isinstance(c.tag, str)]
-            total, seen = Counter(c.tag for c in children), Counter()
-            steps = self.steps[parent] = {}
-            for c in children:
-                seen[c.tag] += 1
-                steps[c] = c.tag if total[c.tag] == 1 else f"{c.tag}[{seen[c.tag]}]"
-        return self.paths.setdefault(el, f"{self.element_path(parent)}/{steps[el]}")
 
     def leaf(self, el, tag: str) -> None:
         raw = _inline_text(el)
