@@ -17,6 +17,7 @@ the input is trusted.
 from __future__ import annotations
 
 import dataclasses
+import errno
 import importlib
 import json
 import os
@@ -28,7 +29,8 @@ from typing import Any
 from types import SimpleNamespace
 from typing import TYPE_CHECKING
 
-from fabric_resources.parsing.document import ParsedDocument, ParsedRelationship, ParsedUnit, ParseError, UnreadPart
+from fabric_resources.parsing.document import (ParsedDocument, ParsedRelationship, ParsedUnit, ParseError, UnreadPart,
+                                               machine_fault)
 
 if TYPE_CHECKING:  # not imported in the child: pydantic alone costs it ~0.1-0.3 s per document
     from pydantic import BaseModel
@@ -64,9 +66,13 @@ def run_parser(target: str, data: bytes, config: "BaseModel", media_type: str, i
     ------
     ParseError
         The target's own reasons, and in a child: ``timeout`` (killed after ``timeout_s``),
-        ``cap-memory`` (``MemoryError`` under the address-space limit), ``parser-crashed``
+        ``cap-memory`` (``MemoryError`` or ``ENOMEM`` under the address-space limit), ``parser-crashed``
         (killed by a signal, e.g. a segfault in C code), ``parser-error`` (any other exception:
         its type and message are the detail).
+    OSError
+        A fault of the machine's resources in the child (disk full, ``ulimit -f``, no descriptors:
+        :func:`~fabric_resources.parsing.document.machine_fault`), raised again with its errno: the
+        run fails and the parse stays pending, as in-process.
     """
     if isolation.mode == "in-process":
         return _load(target)(data, config, media_type)
@@ -92,6 +98,9 @@ def run_parser(target: str, data: bytes, config: "BaseModel", media_type: str, i
         reply = json.loads(proc.stdout)
     except ValueError:
         raise ParseError("parser-crashed", f"exit {proc.returncode}, no result; {_tail(proc.stderr)}") from None
+    if "machine_fault" in reply:  # the machine's, not the document's (bad_input_net lets it through)
+        fault = reply["machine_fault"]
+        raise OSError(fault["errno"], f"{fault['strerror']} (in the parser's child process)")
     if "error" in reply:
         raise ParseError(reply["error"]["reason"], reply["error"]["detail"])
     return document_from_json(reply["document"])
@@ -129,6 +138,18 @@ def config_view(data: Any) -> Any:
     return data
 
 
+def _failure_reply(exc: Exception, limit: int) -> dict[str, Any]:
+    """The child's reply for an exception its parse raised: out of address space under the limit
+    (``ENOMEM``) is the document's ``cap-memory``; another fault of the machine's resources (disk
+    full, ``ulimit -f``, no descriptors: :func:`~fabric_resources.parsing.document.machine_fault`)
+    is the machine's, raised again in the parent; anything else is ``parser-error``."""
+    if isinstance(exc, OSError) and exc.errno == errno.ENOMEM:
+        return {"error": {"reason": "cap-memory", "detail": f"out of memory under a {limit}-byte address-space limit"}}
+    if isinstance(exc, OSError) and machine_fault(exc):
+        return {"machine_fault": {"errno": exc.errno, "strerror": exc.strerror or str(exc)}}
+    return {"error": {"reason": "parser-error", "detail": f"{type(exc).__name__}: {exc}"[:_STDERR_TAIL]}}
+
+
 def _child() -> int:
     import resource
 
@@ -149,7 +170,7 @@ def _child() -> int:
     except RecursionError as exc:
         reply = {"error": {"reason": "cap-depth", "detail": f"RecursionError: {exc}"}}
     except Exception as exc:  # bad input that a library reports with its own exception type
-        reply = {"error": {"reason": "parser-error", "detail": f"{type(exc).__name__}: {exc}"[:_STDERR_TAIL]}}
+        reply = _failure_reply(exc, limit)
     out = json.dumps(reply, ensure_ascii=False).encode("utf-8")
     sys.stdout.buffer.write(out)
     sys.stdout.flush()

@@ -76,6 +76,31 @@ def test_the_net_lets_machine_faults_and_named_reasons_through(exc):
     assert err.value is exc
 
 
+@pytest.mark.parametrize("code, reason", [(28, None), (27, None), (24, None), (12, "cap-memory"), (5, "parser-error")])
+def test_a_machine_fault_in_the_parsers_child_is_raised_again_in_the_parent(monkeypatch, code, reason):
+    """guards against: the child process's catch-all turning a full disk, ``ulimit -f`` or no
+    descriptors (the machine's: the run must fail and the parse stay pending) into a permanent
+    ``parser-error`` of the document, as the in-process net no longer does; ``ENOMEM`` under the
+    child's address-space limit is the document's ``cap-memory``; another OS error stays the
+    document's ``parser-error``."""
+    import os
+    from pathlib import Path
+
+    from fabric_resources.parsing.isolation import run_parser
+
+    here = str(Path(__file__).parent)
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(p for p in (here, os.environ.get("PYTHONPATH")) if p))
+    child = IsolationConfig(mode="subprocess", timeout_s=60)
+    if reason is None:
+        with pytest.raises(OSError) as err:
+            run_parser("raising_parser:parse", str(code).encode(), TextParserConfig(), "text/plain", child)
+        assert err.value.errno == code and "child process" in str(err.value)
+    else:
+        with pytest.raises(ParseError) as err:
+            run_parser("raising_parser:parse", str(code).encode(), TextParserConfig(), "text/plain", child)
+        assert err.value.reason == reason
+
+
 def test_an_os_error_of_the_input_is_still_the_documents():
     @bad_input_net
     def parse(data: bytes):
