@@ -129,6 +129,11 @@ class HtmlParserConfig(_Strict):
         "trafilatura", description="'trafilatura' keeps the elements trafilatura finds as main text; 'all' keeps every text element.")
     # In-process by default: trafilatura's import alone makes the child ~0.8 s per page (10x the parse).
     isolation: IsolationConfig = IsolationConfig(mode="in-process")
+    # trafilatura's time grows faster than a page's element count (hostile trial 8: 400,000
+    # paragraphs, 5.5 MB, took 210 s in-process, unstoppable); 1 MiB pages parse in ~1 s.
+    subprocess_above_bytes: int = Field(
+        1024 * 1024, gt=0, description="A larger page runs in a child process under isolation's timeout_s and "
+                                       "max_memory_bytes, even when isolation.mode is in-process (bytes).")
 
 
 class ParserConfig(_Strict):

@@ -573,6 +573,24 @@ def test_an_element_an_inline_style_hides_yields_no_text():
     assert not any(w in text for w in hidden), text
 
 
+def test_a_page_over_the_in_process_bound_runs_in_a_child_under_its_timeout():
+    """guards against (hostile trial 8): a page of very many elements parsed in-process, where
+    trafilatura's superlinear time (400,000 paragraphs: 210 s; a 64 MB page: hours) could not be
+    stopped; and a small page paying for a child process."""
+    spec = registry.parser_named("html")
+    page = b"<html><body><article>" + b"<p>The harbour master counted the herring boats at dawn.</p>" * 4 \
+        + b"</article></body></html>"
+    # A 0.05 s bound no child can meet (its interpreter and trafilatura's import take longer): the
+    # page over the bound fails `timeout`, so it ran in a child; the same page under it parses.
+    tight = IsolationConfig(mode="in-process", timeout_s=0.05)
+    over = ParserConfig(html=HtmlParserConfig(isolation=tight, subprocess_above_bytes=len(page) - 1))
+    with pytest.raises(ParseError) as info:
+        spec.run(page, over, "text/html")
+    assert info.value.reason == "timeout"
+    under = ParserConfig(html=HtmlParserConfig(isolation=tight, subprocess_above_bytes=len(page)))
+    assert "herring" in spec.run(page, under, "text/html").units[0].text
+
+
 def test_a_binary_file_named_html_fails_undecodable_by_the_text_parsers_rule():
     """guards against (hostile trial, 2027-01): a PDF or random bytes named ``.html``/``.htm``
     decoded as windows-1252 with replacement, NULs stripped, and parsed as active with stream
