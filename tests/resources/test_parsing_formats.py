@@ -528,13 +528,19 @@ def test_short_list_items_of_the_main_text_are_units_and_navigation_items_are_no
                      "Cobalt fell.", "First step.", "Second step."]
 
 
+def _page_text(body: str) -> str:
+    """The text of every unit the HTML parser makes of ``<html><body>body</body></html>``."""
+    from fabric_resources.parsing.html.parser import parse_html
+
+    doc = parse_html(f"<html><body>{body}</body></html>".encode(), HtmlParserConfig(isolation=IN_PROCESS))
+    return " ".join(u.text for u in doc.units)
+
+
 def test_an_element_marked_hidden_yields_no_text_and_until_found_does():
     """guards against (hostile trial 5, 2026-12-05): text a browser never renders (the ``hidden``
     attribute, on a block, a container or an inline element) indexed and cited from a page where no
     reader sees it, while ``display:none`` text was dropped; ``hidden="until-found"`` text, which
     find-in-page reveals, lost."""
-    from fabric_resources.parsing.html.parser import parse_html
-
     body = ("<article><h1>Harbour notes</h1>"
             "<p>The harbour master counted the herring boats at dawn and wrote the tally down.</p>"
             "<p hidden>Hiddenblock instructions the reader never sees, long enough to be main text.</p>"
@@ -542,8 +548,7 @@ def test_an_element_marked_hidden_yields_no_text_and_until_found_does():
             "<p>Gulls argued over the nets <span hidden>hiddeninline</span>while lanterns swung above the quay.</p>"
             "<p hidden='until-found'>Untilfound paragraph that find-in-page reveals to the reader.</p>"
             "</article>")
-    doc = parse_html(f"<html><body>{body}</body></html>".encode(), HtmlParserConfig(isolation=IN_PROCESS))
-    text = " ".join(u.text for u in doc.units)
+    text = _page_text(body)
     assert "herring" in text and "lanterns swung" in text and "Untilfound" in text
     assert not any(w in text for w in ("Hiddenblock", "Hiddencontainer", "hiddeninline")), text
 
@@ -554,8 +559,6 @@ def test_an_element_an_inline_style_hides_yields_no_text():
     sees it; a later or escaped declaration misread (CSS is read by tinycss2: the last declaration
     wins unless an earlier one is ``!important``); a descendant that sets ``visibility: visible``
     back lost, or a ``display: block`` read as hidden."""
-    from fabric_resources.parsing.html.parser import parse_html
-
     body = ("<article><p>The harbour master counted the herring boats at dawn and wrote the tally down.</p>"
             "<p style='display:none'>Noneblock instructions the reader never sees, long enough to be main text.</p>"
             "<div style='DISPLAY: None !important'><p>Nonecontainer paragraph inside a hidden division.</p></div>"
@@ -566,8 +569,7 @@ def test_an_element_an_inline_style_hides_yields_no_text():
             "<p style='display:none; display:block'>Laterblock paragraph shown by the later declaration.</p>"
             "<div style='visibility:hidden'><p style='visibility:visible'>Backvisible paragraph shown again.</p></div>"
             "</article>")
-    doc = parse_html(f"<html><body>{body}</body></html>".encode(), HtmlParserConfig(isolation=IN_PROCESS))
-    text = " ".join(u.text for u in doc.units)
+    text = _page_text(body)
     assert all(w in text for w in ("herring", "lanterns swung", "Laterblock", "Backvisible")), text
     hidden = ("Noneblock", "Nonecontainer", "noneinline", "Visblock", "Importantnone", "Escapednone")
     assert not any(w in text for w in hidden), text
