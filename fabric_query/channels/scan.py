@@ -4,7 +4,9 @@ It uses the index's own analyzers in Python, so it matches what the index
 would: a chunk that contains a query word token (folded, stemmed) scores one
 point per distinct query word token its context window contains (the word
 field's documents are windows; :mod:`fabric_resources.lexical_index`), and one
-per query term in a script without spaces that occurs in it exactly; required
+per query term in a script without spaces that occurs in it exactly (chunks that
+tie are ordered by how many distinct query word tokens each holds itself: a
+fraction of a point); required
 phrases must occur (folded); a chunk with an excluded term is dropped. Slower
 than the index, never silently empty.
 
@@ -68,7 +70,9 @@ def scan_channel(view: ReleaseView, parsed: ParsedQuery, eligible: set[str] | No
         words = set().union(*(found.get(m, ()) for m in window_of.get(cid, (cid, (cid,)))[1])) if tokens & wanted else ()
         score = len(words) + sum(1 for t in cjk_terms if t in compact) + len(required)
         if score:
-            pairs.append((cid, float(score)))
+            # Ties between the chunks of one window go to the chunk holding more of the words itself
+            # (a fraction under one point: it only orders what the window score leaves equal).
+            pairs.append((cid, score + len(tokens & wanted) / (len(wanted) + 1)))
     return ranked(pairs, depth)
 
 

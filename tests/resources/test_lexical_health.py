@@ -114,7 +114,9 @@ def test_health_catches_a_dropped_field_then_repair_fixes_everything(home):
 ])
 def test_unusable_index_is_reported_and_answered_by_the_scan(home, damage, reason):
     """guards against: a silent empty answer when the serving index is missing, written by
-    another schema version, or unreadable."""
+    another schema version, or unreadable; the scan ranking a chunk that holds one query word above
+    the chunk of the same window that holds both (their window scores tie: the order was the
+    chunk IDs', and a re-parse that changed the IDs put the wrong one first)."""
     path = _generation_path(home)
     if damage == "remove":
         import shutil
