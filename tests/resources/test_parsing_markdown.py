@@ -218,3 +218,25 @@ def test_many_short_blocks_fail_cap_units() -> None:
         parse_markdown(b"- item\n" * 51, config)
     assert caught.value.reason == "cap-units" and "50" in str(caught.value)
     assert len(parse_markdown(b"para\n\n" * 50, config).units) == 50
+
+
+def test_a_file_over_the_in_process_bound_runs_in_a_child_with_the_same_result():
+    """guards against (hostile trial 8): a large Markdown file parsed in the ingest's own process,
+    where markdown-it's token list of the whole file (3 MB of ``a\\n\\n``: 1.3 GB; ~3.5 GB at
+    ``max_bytes``) could take the ingest's memory; a child's parse differing from the in-process
+    one; a small file paying for a child."""
+    from fabric_resources.config import IsolationConfig
+    from fabric_resources.parsing.registry import parser_named
+
+    spec = parser_named(PARSER_NAME)
+    data = "# Tides\n\nThe keeper logged the tide.\n\n- one\n- two\n\n| a | b |\n|---|---|\n| 1 | 2 |\n".encode()
+    tight = IsolationConfig(mode="in-process", timeout_s=0.05)
+    # A 0.05 s bound no child meets (its interpreter starts slower): over the bound it fails
+    # `timeout`, so it ran in a child; under the bound it parses in-process.
+    with pytest.raises(ParseError) as info:
+        spec.run(data, ParserConfig(markdown=MarkdownParserConfig(isolation=tight, subprocess_above_bytes=10)),
+                 "text/markdown")
+    assert info.value.reason == "timeout"
+    in_process = spec.run(data, ParserConfig(markdown=MarkdownParserConfig(isolation=tight)), "text/markdown")
+    child = spec.run(data, ParserConfig(markdown=MarkdownParserConfig(subprocess_above_bytes=10)), "text/markdown")
+    assert child == in_process and [u.kind for u in child.units][:2] == ["heading", "paragraph"]

@@ -1,6 +1,9 @@
 """Markdown parser plug-in: CommonMark block structure through markdown-it-py.
 
-The parser itself is :mod:`fabric_resources.parsing.markdown.parser`.
+The parser itself is :mod:`fabric_resources.parsing.markdown.parser`. It runs in-process, except a
+file over ``parsers.markdown.subprocess_above_bytes``: markdown-it holds a token list of the whole
+file before any cap is checked, so a large file runs in a bounded child process
+(:mod:`fabric_resources.parsing.isolation`: ``isolation``'s ``timeout_s`` and ``max_memory_bytes``).
 """
 
 from __future__ import annotations
@@ -10,9 +13,12 @@ from fabric_resources.parsing.spec import ParserSpec
 
 
 def _parse(data, config, media_type):
-    from fabric_resources.parsing.markdown.parser import parse_markdown
+    from fabric_resources.parsing.isolation import run_parser
 
-    return parse_markdown(data, config, media_type)
+    isolation = config.isolation
+    if isolation.mode == "in-process" and len(data) > config.subprocess_above_bytes:
+        isolation = isolation.model_copy(update={"mode": "subprocess"})
+    return run_parser("fabric_resources.parsing.markdown.parser:parse_markdown", data, config, media_type, isolation)
 
 
 SPEC = ParserSpec(
