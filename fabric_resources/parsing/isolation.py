@@ -41,6 +41,16 @@ if TYPE_CHECKING:  # not imported in the child: pydantic alone costs it ~0.1-0.3
 _STDERR_TAIL = 600
 
 
+def isolation_for(size: int, config: Any) -> "IsolationConfig":
+    """The bounds a parse of ``size`` bytes runs under: the section's ``isolation``, made a child
+    process when it is in-process and ``size`` exceeds the section's ``subprocess_above_bytes`` (a
+    large input's cost, out of reach of an in-process timeout or memory bound)."""
+    isolation = config.isolation
+    if isolation.mode == "in-process" and size > config.subprocess_above_bytes:
+        return isolation.model_copy(update={"mode": "subprocess"})
+    return isolation
+
+
 def run_parser(target: str, data: bytes, config: "BaseModel", media_type: str, isolation: "IsolationConfig") -> ParsedDocument:
     """Run ``target(data, config, media_type)`` in-process or in a bounded child.
 

@@ -17,12 +17,9 @@ MEDIA_TYPE = "text/html"
 
 
 def _parse(data, config, media_type):
-    from fabric_resources.parsing.isolation import run_parser
+    from fabric_resources.parsing.isolation import isolation_for, run_parser
 
-    isolation = config.isolation
-    if isolation.mode == "in-process" and len(data) > config.subprocess_above_bytes:
-        isolation = isolation.model_copy(update={"mode": "subprocess"})
-    return run_parser("fabric_resources.parsing.html.parser:parse_html", data, config, media_type, isolation)
+    return run_parser("fabric_resources.parsing.html.parser:parse_html", data, config, media_type, isolation_for(len(data), config))
 
 
 SPEC = ParserSpec(
