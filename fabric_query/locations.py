@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Strict
 
 # The label itself is computed in the pydantic-free labels module: ``fabric search`` through a
 # running server prints labels without pydantic.
@@ -36,10 +36,11 @@ class CitedLocation(BaseModel):
 
     unit_id: str
     kind: str
-    pages: tuple[int, ...] = ()
+    # Strict: a citation read back from JSON must not turn ``true`` or ``"7"`` into a page or line.
+    pages: tuple[Annotated[int, Strict()], ...] = ()
     path: tuple[str, ...] = ()
     element_path: str | None = None
-    lines: tuple[int, int] | None = None
+    lines: tuple[Annotated[int, Strict()], Annotated[int, Strict()]] | None = None
 
 
 def location_of(unit_id: str, kind: str, locator: str | dict, section_path: Sequence[str] = (),

@@ -7,9 +7,9 @@ code units (JavaScript string indices).
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Strict
 
 # CitedLocation lives beside the functions that derive it; imported here with the other result types.
 from fabric_query.locations import CitedLocation, location_label
@@ -20,14 +20,19 @@ class _Frozen(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
 
+#: An integer a citation carries: ``true`` or ``"1"`` is refused, not read as 1 (a citation is
+#: re-verified, so a coerced field is no oracle, but it would be a second spelling of one citation).
+WireInt = Annotated[int, Strict()]
+
+
 class CitedSpan(_Frozen):
     """One fragment of a passage: a range of one unit's canonical text."""
 
     unit_id: str
-    start_char: int
-    end_char: int
-    start_utf16: int
-    end_utf16: int
+    start_char: WireInt
+    end_char: WireInt
+    start_utf16: WireInt
+    end_utf16: WireInt
     text_hash: str  # SHA-256 hex of unit_text[start_char:end_char]
 
 
@@ -39,7 +44,7 @@ class Citation(_Frozen):
     Citations made before locations existed carry none and are verified by their text alone.
     """
 
-    release_id: int
+    release_id: WireInt
     source_key: str
     source_hash: str
     parse_id: str

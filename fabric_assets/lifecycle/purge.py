@@ -82,6 +82,7 @@ class PurgePlan:
     source_hashes: tuple[str, ...]
     parse_ids: tuple[str, ...]
     root_ids: tuple[int, ...] = ()
+    root_labels: tuple[str, ...] = ()
     #: Content hashes of purged sources that a source which stays (not deleted) still holds (kept).
     shared_kept: tuple[str, ...] = ()
 
@@ -147,11 +148,14 @@ def plan_purge(catalog: Catalog, selector: PurgeSelector) -> PurgePlan:
     elif selector.root:
         roots = [r for r in catalog.roots() if r.label == selector.root]
         if not roots:
-            if any(t.completed_at is None and t.selector == "root" for t in tombstones(catalog)):
-                # The root's row went with an interrupted purge of a root: this purge finishes it.
+            pending = [t for t in tombstones(catalog) if t.completed_at is None and t.selector == "root"]
+            if any(source_key_hash(root_marker(selector.root)) in t.source_key_hashes for t in pending):
+                # The root's row went with an interrupted purge of this root: this purge finishes it.
                 return PurgePlan("root", (), (), ())
             raise PurgeRefused(f"no root labelled {selector.root!r} (labels: "
-                               f"{', '.join(r.label for r in catalog.roots()) or 'none'})")
+                               f"{', '.join(r.label for r in catalog.roots()) or 'none'})"
+                               + ("; an interrupted purge of another root is pending: run `fabric purge --root` "
+                                  "with that root's label (or any other purge) to finish it" if pending else ""))
         root_ids = (roots[0].root_id,)
         keys = sorted(k for k, s in sources.items() if s.root_id == roots[0].root_id)
     else:
@@ -172,7 +176,14 @@ def plan_purge(catalog: Catalog, selector: PurgeSelector) -> PurgePlan:
     purged_hashes = hashes - shared
     parse_ids = {r.parse_id for r in catalog.parse_runs() if r.source_hash in purged_hashes}
     return PurgePlan(selector.kind, tuple(keys), tuple(sorted(purged_hashes)), tuple(sorted(parse_ids)),
-                     root_ids, tuple(sorted(shared)))
+                     root_ids, (selector.root,) if root_ids else (), tuple(sorted(shared)))
+
+
+def root_marker(label: str) -> str:
+    """The key prefix of a root's sources (``fs:<label>/``). A root purge's tombstone keeps its hash
+    beside the sources' (no source key ends in ``/``), so only the same label finishes it once the
+    root's row is gone."""
+    return f"fs:{label}/"
 
 
 def _as_stored(keys: tuple[str, ...], sources: dict) -> set[str]:
@@ -254,7 +265,8 @@ def purge(home: FabricHome, selector: PurgeSelector, *, own_run_id: str | None =
         left = pending_forget(home)
         if left is not None:  # an in-place restore killed part-way: what it had yet to forget goes first
             finish_forgetting(home, left, home_instance(home))
-        tomb = add_tombstone(catalog, plan.selector, plan.source_keys, plan.source_hashes, plan.parse_ids)
+        tomb = add_tombstone(catalog, plan.selector, plan.source_keys + tuple(map(root_marker, plan.root_labels)),
+                             plan.source_hashes, plan.parse_ids)
         report = PurgeReport(plan, tomb, resumed=[t.tombstone_id for t in unfinished])
         # Finish interrupted purges first: their catalog rows may be gone, their tombstone says what.
         parse_ids = set(plan.parse_ids).union(*(t.parse_ids for t in unfinished))

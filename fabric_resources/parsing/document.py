@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import errno
 import functools
+import os
 import re
 import sqlite3
 import traceback
@@ -149,13 +150,34 @@ def machine_fault(exc: BaseException) -> bool:
     return isinstance(exc, OSError) and exc.errno in _MACHINE_ERRNOS
 
 
+# tantivy (Rust, through PyO3) raises a ValueError holding the io::Error's Debug text:
+# `... path: "/h/indexes/...", err: Os { code: 24, kind: TooManyOpenFiles, message: "..." } ...`.
+_RUST_OS_ERROR = re.compile(r'(?:path: "(?P<path>[^"]*)", err: )?Os \{ code: (?P<code>\d+), kind: ')
+
+
+def rust_os_error(exc: BaseException) -> OSError | None:
+    """The ``OSError`` a Rust library's ``ValueError`` reports in its text (tantivy's index writer
+    out of descriptors or disk), when its errno is a machine fault (:data:`_MACHINE_ERRNOS`);
+    else ``None``."""
+    if not isinstance(exc, ValueError):
+        return None
+    found = _RUST_OS_ERROR.search(str(exc))
+    if found is None or int(found["code"]) not in _MACHINE_ERRNOS:
+        return None
+    code = int(found["code"])
+    return OSError(code, os.strerror(code), *((found["path"],) if found["path"] else ()))
+
+
 def machine_fault_in(exc: BaseException) -> BaseException | None:
     """The first :func:`machine_fault` in ``exc``'s chain of causes and contexts (SQLAlchemy and
-    Dagster wrap the error they met), or ``None``."""
+    Dagster wrap the error they met), or ``None``. A Rust library's ``ValueError`` that reports
+    such an OS error (:func:`rust_os_error`) is answered as that ``OSError``."""
     seen: set[int] = set()
     while exc is not None and id(exc) not in seen:
         if machine_fault(exc):
             return exc
+        if (rust := rust_os_error(exc)) is not None:
+            return rust
         seen.add(id(exc))
         exc = exc.__cause__ or exc.__context__
     return None

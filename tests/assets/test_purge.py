@@ -379,6 +379,11 @@ def test_a_root_purge_killed_once_its_root_was_forgotten_is_finished_by_its_reru
         with pytest.raises(RuntimeError):
             purge(fabric_home, PurgeSelector(root="gone"))
     assert [r.label for r in fabric_home.catalog.roots()] == ["keep"]
+    # A mistyped label is refused, naming the pending purge, and finishes nothing (it did, as
+    # "resumed": the tombstone held no label to compare).
+    with pytest.raises(PurgeRefused, match="no root labelled 'goen'.*interrupted purge of another root"):
+        purge(fabric_home, PurgeSelector(root="goen"))
+    assert not all(t.completed_at for t in tombstones(fabric_home.catalog))
     report = purge(fabric_home, PurgeSelector(root="gone"))
     assert report.resumed == [1] and report.run_tags_removed > 0
     assert all(t.completed_at for t in tombstones(fabric_home.catalog))

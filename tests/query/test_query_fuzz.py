@@ -129,6 +129,27 @@ def test_resolve_raises_only_citation_error(fabric, real_citation, data):
         assert result.text is not None
 
 
+@pytest.mark.parametrize("where, value", [
+    ("release_id", True), ("release_id", "1"), ("release_id", 1.0),
+    ("span.start_char", False), ("span.end_char", "3"), ("location.pages", [True]),
+])
+def test_a_citation_integer_is_never_coerced(fabric, real_citation, where, value):
+    """guards against: ``release_id: true`` or ``"1"`` read as release 1 (a second spelling of one
+    citation that verifies); each field the real citation verifies with."""
+    assert fabric.resolve(real_citation).status == "verified"
+    citation = {**real_citation, "spans": [dict(s) for s in real_citation["spans"]],
+                "locations": [dict(loc) for loc in real_citation["locations"]]}
+    if where.startswith("span."):
+        citation["spans"][0][where.split(".")[1]] = value
+    elif where.startswith("location."):
+        assert citation["locations"], "the fixture's citation carries a location"
+        citation["locations"][0][where.split(".")[1]] = value
+    else:
+        citation[where] = value
+    with pytest.raises(CitationError, match="not a valid citation"):
+        fabric.resolve(citation)
+
+
 def test_limits_and_surrogates_are_typed(fabric):
     """guards against: ``limit=-1`` or ``0`` silently answering with the default; surrogates crashing."""
     from fabric_query.errors import InvalidArgumentError

@@ -611,3 +611,47 @@ def test_short_and_textless_documents():
     assert document_language(["Der Leuchtturmwärter stieg die Treppe hinauf."]).language == "de"
     assert document_language(["12 34 56 -- 7"]).language is None
     assert document_language(["12 34"], declared="fr-CA").language == "fr-CA"
+
+
+_TANTIVY_OUT_OF_DESCRIPTORS = """
+import os, resource, sys, tantivy
+from fabric_resources.parsing.document import machine_fault_in
+sb = tantivy.SchemaBuilder(); sb.add_text_field("body", stored=True)
+writer = tantivy.Index(sb.build(), path=sys.argv[1]).writer(15_000_000, 1)
+for i in range(50):
+    writer.add_document(tantivy.Document(body=f"lighthouse keeper {i}"))
+soft = len(os.listdir("/proc/self/fd")) + 2  # the commit needs more files than that
+resource.setrlimit(resource.RLIMIT_NOFILE, (soft, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
+try:
+    writer.commit()
+except ValueError as exc:
+    fault = machine_fault_in(exc)
+    print(type(fault).__name__, getattr(fault, "errno", None), getattr(fault, "filename", None))
+"""
+
+
+def test_tantivy_out_of_descriptors_is_a_machine_fault(tmp_path):
+    """guards against: tantivy's ``ValueError("... Os { code: 24, kind: TooManyOpenFiles ...")``
+    under ``ulimit -n 24`` reaching the user as an activation traceback (exit 1) instead of the
+    machine-fault line and exit 3 (hostile trial 8c). A real index writer, in a child process
+    whose descriptor limit is set just above what it holds."""
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-c", _TANTIVY_OUT_OF_DESCRIPTORS, str(tmp_path)], capture_output=True,
+                         text=True, timeout=120, check=True).stdout.split()
+    assert out[:2] == ["OSError", "24"] and out[2].startswith(str(tmp_path)), out
+
+
+@pytest.mark.parametrize("text, code", [
+    ('Failed: IoError { err: Os { code: 28, kind: StorageFull, message: "No space left on device" } }', 28),
+    ('path: "/h/x.idx", err: Os { code: 2, kind: NotFound, message: "No such file" }', None),
+    ("Os { code: 24 } without the kind", None),
+])
+def test_a_rust_value_error_is_a_machine_fault_only_for_a_machine_errno(text, code):
+    """guards against: any tantivy ValueError (a missing file: a damaged index) read as the
+    machine's fault, which would leave the run pending for ever instead of naming the damage."""
+    from fabric_resources.parsing.document import machine_fault_in
+
+    fault = machine_fault_in(ValueError(text))
+    assert (fault.errno if fault is not None else None) == code
