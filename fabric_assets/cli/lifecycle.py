@@ -360,4 +360,7 @@ def audit(
                               "restored from a snapshot starts a new one; or its event log was lost)", markup=False)
                 continue
             console.print(f"  {w.table} v{w.pinned_version}: written by run {w.run_id} "
-                          f"(materialization {w.storage_id or '-'}, version {w.written_version})", markup=False)
+                          f"(materialization {w.storage_id or '-'}, version {w.written_version})"
+                          + ("" if w.run_recorded else ": NO RUN RECORD: the event log names this run, but this "
+                             "home's Dagster run storage no longer holds it (runs.db lost or replaced); the run "
+                             "cannot be checked"), markup=False)

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import PurePath
 from typing import Any
 
@@ -131,6 +131,10 @@ class RowsWriter:
     written_version: int | None
     run_id: str | None
     storage_id: int | None
+    #: Whether the Dagster instance still holds ``run_id``'s run record (``False``: the ID comes
+    #: from the event log alone, the run storage lost it, e.g. ``runs.db`` deleted); ``None``
+    #: when no writer is recorded.
+    run_recorded: bool | None = None
 
 
 @dataclass(frozen=True)
@@ -161,7 +165,8 @@ class PassageAudit:
             "embeddings": {e.table: e.model for e in self.embeddings},
             "annotation_producers": [a.producer for a in self.annotations] or "none",
             "writers": {w.table: {"run_id": w.run_id, "storage_id": w.storage_id,
-                                  "pinned_version": w.pinned_version, "written_version": w.written_version}
+                                  "pinned_version": w.pinned_version, "written_version": w.written_version,
+                                  "run_recorded": w.run_recorded}
                         for w in self.writers},
         }
 
@@ -337,6 +342,10 @@ def _audit_release(home: FabricHome, release_id: int, passages: list[CitedPassag
         writer_rows: dict[str, list[RowsWriter]] = {}
         for table, pid, pinned_v, written, run_id, storage_id in con.execute(_WRITERS_SQL).fetchall():
             writer_rows.setdefault(pid, []).append(RowsWriter(table, pinned_v, written, run_id, storage_id))
+    recorded = {run_id: instance.has_run(run_id) for rows in writer_rows.values() for run_id in
+                {w.run_id for w in rows} - {None}}
+    writer_rows = {pid: [replace(w, run_recorded=recorded.get(w.run_id)) for w in rows]
+                   for pid, rows in writer_rows.items()}
     configured, model = _configured_producer(home)
     order = {t: n for n, t in enumerate(CITED_TABLES)}
     out = []

@@ -240,3 +240,26 @@ def test_annotation_lineage_is_the_recorded_producer_of_the_overlapping_annotati
         with dg.DagsterInstance.from_config(str(home.layout.dagster_home)) as instance:
             (moved,) = audit_citation(home, cited, instance).annotations
         assert moved.producer == lineage.producer and moved.configured_model is None
+
+
+def test_a_writer_whose_run_record_is_gone_is_flagged_not_vouched_for(tmp_path, fabric_home):
+    """guards against: with the run storage (``runs.db``) deleted, the audit naming the run IDs it
+    read from the event log exactly as it names runs the instance still holds (hostile trial 8a)."""
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "light.txt").write_text(LIGHTHOUSE)
+    ingest(src, fabric_home)
+    citation = Fabric(fabric_home.root).search("lighthouse keeper").results[0].citation
+    home = FabricHome(fabric_home.root)
+    with dg.DagsterInstance.from_config(str(home.layout.dagster_home)) as instance:
+        before = audit_citation(home, citation, instance).writers
+    assert before and all(w.run_id and w.run_recorded is True for w in before)
+    (runs_db,) = home.layout.dagster_home.rglob("runs.db")
+    runs_db.unlink()
+    with dg.DagsterInstance.from_config(str(home.layout.dagster_home)) as instance:
+        after = audit_citation(home, citation, instance).writers
+    assert [(w.table, w.run_id) for w in after] == [(w.table, w.run_id) for w in before]
+    assert all(w.run_recorded is False for w in after)
+    out = CliRunner().invoke(app, ["audit", citation.model_dump_json(), "--home", str(home.root)])
+    assert out.exit_code == 0, out.output
+    assert " ".join(out.output.split()).count("NO RUN RECORD") == len(after)
