@@ -321,6 +321,14 @@ def damaged_snapshots(home: FabricHome) -> list[int]:
                   if d.is_dir() and _numbered(d.name) and int(d.name) not in listed)
 
 
+def half_made_snapshots(home: FabricHome) -> list[int]:
+    """IDs of snapshots a killed :func:`create` left half made (a ``.N.tmp`` folder and no folder
+    N): not in :func:`list_snapshots`; the next create, delete or purge removes them."""
+    root = _root(home)
+    return sorted(int(sid) for tmp in (root.glob(".*.tmp") if root.exists() else ())
+                  if _numbered(sid := tmp.name[1:-len(".tmp")]) and not (root / sid).exists())
+
+
 def _drop_half_made(home: FabricHome) -> None:
     """Remove what a killed :func:`create` left: its ``.N.tmp`` folder and the Lance tags of that N
     (no snapshot folder N exists: the rename to it is create's last step). Under the activation lock."""

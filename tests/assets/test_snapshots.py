@@ -157,6 +157,10 @@ def test_a_killed_create_a_damaged_manifest_and_restore_into_a_folder(tmp_path, 
     first.path.rename(first.path.with_name(f".{first.snapshot_id}.tmp"))
     (first.path.with_name(f".{first.snapshot_id}.tmp") / "manifest.json").unlink()
     assert f"snapshot-{first.snapshot_id}" in home.tables.tags("chunks")
+    # Listed as incomplete until the next create removes it (was not listed at all).
+    listed = CliRunner().invoke(app, ["snapshot", "list", "--home", str(home.root)])
+    assert listed.exit_code == 0 and re.search(rf"^{first.snapshot_id}\s+INCOMPLETE", listed.output, re.M), \
+        listed.output
     second = create(home, note="before\x1b[2J the move\nsecond line")  # no "tag already exists"
     # `snapshot list`: the time as ISO 8601 UTC (was a bare number), the note on one line, no escapes.
     listed = CliRunner().invoke(app, ["snapshot", "list", "--home", str(home.root)])
@@ -166,7 +170,7 @@ def test_a_killed_create_a_damaged_manifest_and_restore_into_a_folder(tmp_path, 
     assert [s.snapshot_id for s in list_snapshots(home)] == [second.snapshot_id]
     assert not any(t == f"snapshot-{first.snapshot_id}" and first.snapshot_id != second.snapshot_id
                    for t in home.tables.tags("chunks"))
-    assert not list((home.root / "snapshots").glob(".*.tmp"))
+    assert not list((home.root / "snapshots").glob(".*.tmp")) and "INCOMPLETE" not in listed.output
 
     # Restore into: a folder with a file of the user's is refused; a new one works from the CLI.
     busy = tmp_path / "busy"
