@@ -17,10 +17,13 @@ Behaviours, per stage, are taken in order from ``script[stage]`` and then ``alwa
 ``finish_length``, ``two_choices``, ``empty_content``, ``ungrounded`` (adds
 :data:`UNGROUNDED_NAME` / :data:`UNGROUNDED_STATEMENT`; for quotes, relation 0 gets only
 :data:`UNGROUNDED_QUOTE` and every other relation gets it as an extra quote), ``not_an_entity``,
-``bad_index``, ``near_miss`` (quotes: each quote with one letter substituted — grounded only
+``bad_index``, ``lookalike`` (entities: adds :data:`LOOKALIKE_NAME`; relations: it becomes every
+relation's subject), ``near_miss`` (quotes: each quote with one letter substituted — grounded only
 by the bounded alignment), ``rate_limited`` (429 with ``Retry-After: retry_after``), ``server_error`` (500),
 ``bad_request`` (400 whose body echoes the request's ``Authorization`` header), ``slow`` (a valid
-answer after ``slow_s`` seconds). Every request is logged as a :class:`Call` with its receive and
+answer after ``slow_s`` seconds); bodies no chat server should send: ``usage_not_counts`` (a valid
+answer whose ``usage`` holds a string and an object), ``choice_not_object`` (``choices: ["…"]``),
+``choices_not_list`` (``choices: {…}``), ``body_not_json`` (HTML under a JSON content type). Every request is logged as a :class:`Call` with its receive and
 reply times (``time.perf_counter``).
 """
 
@@ -45,6 +48,9 @@ from loopback_http import LoopbackServer, Reply, Request
 UNGROUNDED_NAME = "Quetzalcoatlus Vandermeer"
 UNGROUNDED_STATEMENT = "Zebras compose symphonies beneath the frozen lake."
 UNGROUNDED_QUOTE = "the violet submarine hums at dawn over Kathmandu"
+#: A made-up name the bounded alignment would ground in :data:`TEXTS`-like prose ("Alice met Bob
+#: in Paris on …" holds a, m, a, z→?, o, n in order within its 32 free omissions).
+LOOKALIKE_NAME = "Amazon"
 
 STAGES = ("fabric_entities", "fabric_statements", "fabric_relations", "fabric_quotes", "fabric_summary")
 
@@ -171,6 +177,11 @@ class FakeChatServer:
         if behaviour == "bad_request":
             echoed = request.headers.get("authorization", "")
             return Reply(400, {"error": {"message": f"bad request; you sent {echoed}", "type": "invalid"}})
+        if behaviour == "body_not_json":
+            return Reply(200, b"<html>502 Bad Gateway</html>", headers={"Content-Type": "application/json"})
+        if behaviour in ("choice_not_object", "choices_not_list"):
+            return Reply(200, {"id": "chatcmpl-fake", "object": "chat.completion", "created": 0, "model": "fake",
+                               "choices": ["{}"] if behaviour == "choice_not_object" else {"0": {}}})
         finish = "stop"
         choices = 1
         if behaviour == "malformed_json":
@@ -186,6 +197,12 @@ class FakeChatServer:
             elif behaviour == "two_choices":
                 choices = 2
         prompt_chars = sum(len(m.get("content", "")) for m in body.get("messages", []))
+        if behaviour == "usage_not_counts":
+            return Reply(200, {
+                "id": "chatcmpl-fake", "object": "chat.completion", "created": 0, "model": "fake",
+                "choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}],
+                "usage": {"prompt_tokens": "many", "completion_tokens": {"n": 1}},
+            })
         return Reply(200, {
             "id": "chatcmpl-fake", "object": "chat.completion", "created": 0,
             "model": body.get("model", "fake"),
@@ -204,6 +221,8 @@ class FakeChatServer:
             items = [] if empty else [{"name": n, "entity_type": kind} for n in entities_of(excerpt)]
             if behaviour == "ungrounded":
                 items.append({"name": UNGROUNDED_NAME, "entity_type": "PERSON"})
+            if behaviour == "lookalike":
+                items.append({"name": LOOKALIKE_NAME, "entity_type": "ORGANIZATION"})
             return {"entities": items}
         if stage == "fabric_statements":
             items = [] if empty else statements_of(excerpt)
@@ -215,7 +234,8 @@ class FakeChatServer:
             for s in [] if empty else payload.get("statements", []):
                 words = re.findall(r"\w+", s["text"])
                 index = 99 if behaviour == "bad_index" else s["index"]
-                relations.append({"statement_index": index, "subject": words[0], "predicate": "relates to",
+                subject = LOOKALIKE_NAME if behaviour == "lookalike" else words[0]
+                relations.append({"statement_index": index, "subject": subject, "predicate": "relates to",
                                   "object": words[-1]})
             return {"relations": relations}
         if stage == "fabric_quotes":

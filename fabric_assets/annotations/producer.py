@@ -8,9 +8,11 @@ section 3.1):
 2. per excerpt, the three chains of :mod:`~.prompts` (``entities``, ``relations``, ``summary``),
    ``annotation.concurrency`` excerpts at once, the chains of one excerpt in order; later calls
    of a chain see the excerpt and the chain's prior outputs;
-3. grounding: every entity name, source statement and supporting quote must match the excerpt
-   (:class:`~.grounding.ExcerptGrounding`); ungrounded items are dropped and counted, never
-   stored; a relation with no grounded quote is dropped. Each row keeps the unit spans of its
+3. grounding: every entity name, relation subject and object, source statement and supporting
+   quote must match the excerpt (:class:`~.grounding.ExcerptGrounding`; names exactly after
+   normalisation, statements and quotes also by the bounded alignment); ungrounded items are
+   dropped and counted, never stored; a relation with an ungrounded subject or object, or with no
+   grounded quote, is dropped. Each row keeps the unit spans of its
    matches per fragment (every fragment for summaries and cross-fragment matches);
 4. reuse: before any call, the chain's :func:`memo_key` is looked up in the memo; a completed
    chain stores its grounded output there (also when it is empty), in fragment-relative offsets;
@@ -159,11 +161,14 @@ def _required(stage: Stage, what: str, value: str) -> str:
     return value
 
 
-async def _ground_all(grounding: ExcerptGrounding, selections: Sequence[str]) -> list[tuple[FragmentMatch, ...] | None]:
+async def _ground_all(grounding: ExcerptGrounding, selections: Sequence[str], *,
+                      fuzzy: bool = True) -> list[tuple[FragmentMatch, ...] | None]:
     """:meth:`ExcerptGrounding.ground` of each selection: exact matches inline, the bounded
-    alignment of the rest in a worker thread (it can take long enough to stall the event loop)."""
+    alignment of the rest in a worker thread (it can take long enough to stall the event loop).
+    ``fuzzy=False``: exact normalised matches only (names: the alignment's 32 free omissions
+    ground a made-up short name in unrelated text — "IBM" in "It became more")."""
     found = [grounding.ground(s, fuzzy=False) for s in selections]
-    rest = [i for i, m in enumerate(found) if m is None]
+    rest = [i for i, m in enumerate(found) if m is None] if fuzzy else []
     if rest:
         fuzzy = await asyncio.to_thread(lambda: [grounding.ground(selections[i]) for i in rest])
         for i, m in zip(rest, fuzzy):
@@ -207,7 +212,7 @@ class _Producer:
             if entity_type.upper() == NOT_AN_ENTITY:
                 raise MalformedOutput(f"{ENTITIES.name}: entity type {NOT_AN_ENTITY} for {name!r}")
             unique[(name, entity_type)] = None
-        found = await _ground_all(grounding, [name for name, _ in unique])
+        found = await _ground_all(grounding, [name for name, _ in unique], fuzzy=False)
         items = []
         for (name, entity_type), matches in zip(unique, found):
             if matches is None:
@@ -238,6 +243,14 @@ class _Producer:
             triple = (_required(RELATIONS, "subject", r.subject), _required(RELATIONS, "predicate", r.predicate),
                       _required(RELATIONS, "object", r.object))
             relations.setdefault(triple, r.statement_index)
+        # Subject and object are names: written as in the excerpt, or the relation is dropped (an
+        # edge on a made-up name would link this document to every document naming it).
+        names = list(dict.fromkeys(n for s, _, o in relations for n in (s, o)))
+        named = dict(zip(names, await _ground_all(grounding, names, fuzzy=False)))
+        grounded_relations = {t: si for t, si in relations.items()
+                              if named[t[0]] is not None and named[t[2]] is not None}
+        dropped["relations"] += len(relations) - len(grounded_relations)
+        relations = grounded_relations
         if not relations:
             return []
         listed = [{"index": i, "statement_index": si, "subject": s, "predicate": p, "object": o}

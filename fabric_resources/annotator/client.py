@@ -257,6 +257,9 @@ class ChatClient:
         except openai.APIError as exc:  # e.g. APIResponseValidationError: a body the SDK cannot read
             raise _AttemptFailed(self._mask(f"{type(exc).__name__}: {exc.message}"), reason="response",
                                  status=getattr(exc, "status_code", None), retryable=False) from None
+        except ValueError as exc:  # a JSON content type whose body is not JSON (or not UTF-8)
+            raise _AttemptFailed(self._mask(f"reply body is not JSON: {type(exc).__name__}"), reason="response",
+                                 status=None, retryable=False) from None
 
     def _wait_s(self, state: tenacity.RetryCallState) -> float:
         exc = state.outcome.exception() if state.outcome else None
@@ -339,23 +342,32 @@ class ChatClient:
 
     @staticmethod
     def _validated(completion: Any, attempts: int, counters: CallCounters) -> ChatReply:
+        # The SDK builds the reply objects without validating them (``construct``): every field
+        # may hold any JSON value, so each is read by type here, never trusted.
         usage = getattr(completion, "usage", None)
-        prompt_tokens = int(getattr(usage, "prompt_tokens", 0) or 0)
-        completion_tokens = int(getattr(usage, "completion_tokens", 0) or 0)
-        if usage is None:
+        prompt_tokens = _count(getattr(usage, "prompt_tokens", None))
+        completion_tokens = _count(getattr(usage, "completion_tokens", None))
+        if prompt_tokens is None and completion_tokens is None:
             counters.replies_without_usage += 1
-        counters.prompt_tokens += prompt_tokens
-        counters.completion_tokens += completion_tokens
-        choices = getattr(completion, "choices", None) or []
-        if len(choices) != 1:
-            raise MalformedOutput(f"{len(choices)} choices, expected exactly 1")
+        counters.prompt_tokens += prompt_tokens or 0
+        counters.completion_tokens += completion_tokens or 0
+        choices = getattr(completion, "choices", None)
+        if not isinstance(choices, list) or len(choices) != 1:
+            count = len(choices) if isinstance(choices, list) else 0
+            raise MalformedOutput(f"{count} choices, expected exactly 1")
         choice = choices[0]
-        if choice.finish_reason != "stop":
-            raise MalformedOutput(f"finish_reason={choice.finish_reason!r}, expected 'stop'")
-        message = choice.message
+        finish_reason = getattr(choice, "finish_reason", None)
+        if finish_reason != "stop":
+            raise MalformedOutput(f"finish_reason={finish_reason!r}, expected 'stop'"[:_DETAIL_CHARS])
+        message = getattr(choice, "message", None)
         if getattr(message, "refusal", None):
             raise MalformedOutput("the model refused")
         content = getattr(message, "content", None)
         if not isinstance(content, str) or not content.strip():
             raise MalformedOutput("empty content")
-        return ChatReply(content, prompt_tokens, completion_tokens, attempts)
+        return ChatReply(content, prompt_tokens or 0, completion_tokens or 0, attempts)
+
+
+def _count(value: Any) -> int | None:
+    """A token count of a reply's ``usage``: a non-negative int, else ``None`` (absent or not a count)."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None

@@ -22,6 +22,7 @@ from fabric_resources.models.api_key import ApiKeyFileError
 from fabric_resources.offsets import utf16_offset
 from fabric_resources.schema import ANNOTATIONS
 from fake_openai_server import (
+    LOOKALIKE_NAME,
     UNGROUNDED_NAME,
     UNGROUNDED_QUOTE,
     UNGROUNDED_STATEMENT,
@@ -178,6 +179,33 @@ def test_exhausted_malformed_retries_are_a_visible_failure(memo, stage, behaviou
 # -- call failures --------------------------------------------------------------------------------
 
 
+@pytest.mark.parametrize(("behaviour", "reason", "requests"), [
+    ("choice_not_object", "malformed-output", 3),   # malformed: the chain restarts (2 retries)
+    ("choices_not_list", "malformed-output", 3),
+    ("body_not_json", "call-failed", 1),            # a body the client cannot read: not retried
+])
+def test_a_reply_body_of_the_wrong_shape_fails_its_chain_not_the_batch(memo, behaviour, reason, requests):
+    """guards against: the SDK's unvalidated reply objects read as if valid — an AttributeError,
+    KeyError or JSONDecodeError escaped the chain and ended every excerpt's annotation."""
+    windows, units = whole_unit_windows("p", TEXTS[:2])
+    with FakeChatServer(script={"fabric_entities": [behaviour] * requests}) as srv:
+        table, stats = run(windows, make_config(srv, concurrency=1), memo)
+        assert len(srv.calls("fabric_entities")) == requests + 1
+    (failure,) = stats.failures
+    assert (failure.excerpt_ordinal, failure.chain, failure.reason) == (0, "entities", reason)
+    entities = [r["text"] for r in table.to_pylist() if r["kind"] == "entity"]
+    assert entities == entities_of(TEXTS[1]) and stats.chains_completed == 5
+    assert_spans_round_trip(table, units)
+
+
+def test_a_usage_of_the_wrong_shape_counts_as_no_usage(memo):
+    windows, _ = whole_unit_windows("p", TEXTS[:1])
+    with FakeChatServer(script={"fabric_summary": ["usage_not_counts"]}) as srv:
+        table, stats = run(windows, make_config(srv), memo)
+    assert stats.failures == () and stats.replies_without_usage == 1
+    assert [r["kind"] for r in table.to_pylist()].count("summary") == 1
+
+
 def test_rate_limit_waits_for_retry_after(memo):
     windows, _ = whole_unit_windows("p", TEXTS[:1])
     with FakeChatServer(script={"fabric_entities": ["rate_limited"]}, retry_after="0.4") as srv:
@@ -255,6 +283,24 @@ def test_ungrounded_items_are_dropped_and_counted(memo):
     for text in (UNGROUNDED_NAME, UNGROUNDED_STATEMENT, UNGROUNDED_QUOTE):
         assert text not in stored
     assert_spans_round_trip(table, units)
+
+
+def test_names_are_grounded_exactly_so_no_made_up_name_is_stored(memo):
+    """guards against: a relation's subject and object stored unchecked, and a made-up short name
+    grounded by the alignment's free omissions — graph edges and mentions on names the document
+    never holds link it to every document that does."""
+    from fabric_assets.annotations.grounding import source_text_matches
+
+    assert source_text_matches(TEXTS[0], LOOKALIKE_NAME) is not None  # the alignment alone accepts it
+    windows, units = whole_unit_windows("p", TEXTS[:1])
+    with FakeChatServer(always={"fabric_entities": "lookalike", "fabric_relations": "lookalike"}) as srv:
+        table, stats = run(windows, make_config(srv), memo)
+    rows = table.to_pylist()
+    assert LOOKALIKE_NAME not in json.dumps(rows)
+    assert {r["text"] for r in rows if r["kind"] == "entity"} == set(entities_of(TEXTS[0]))
+    assert not [r for r in rows if r["kind"] == "relation"]
+    d = stats.dropped_ungrounded
+    assert (d.entities, d.relations) == (1, len(statements_of(TEXTS[0]))) and stats.failures == ()
 
 
 def test_a_near_miss_quote_is_grounded_by_the_bounded_alignment(memo):
