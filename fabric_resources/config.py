@@ -120,9 +120,16 @@ class OoxmlParserConfig(_Strict):
     max_decompressed_bytes: int = Field(512 * 1024 * 1024, gt=0, description="Sum over all entries.")
     max_compression_ratio: float = Field(200.0, gt=1, description="Per entry, uncompressed/compressed.")
     max_units: int = Field(200_000, gt=0, description="Units in one document.")
-    # In-process by default: the child costs 0.3-0.5 s per file here, 40x the parse itself, and the
-    # zip caps above bound these inputs before lxml sees them (docs/benchmarks.md, "Formats").
+    # In-process by default: the child costs 0.3-0.5 s per file here, 40x the parse itself
+    # (docs/benchmarks.md, "Formats"). The zip caps do not bound lxml's tree: python-docx holds the
+    # whole document part, ~80 bytes of memory per byte of dense XML (hostile trial 9: a 1.3 MB
+    # DOCX of 8 million empty paragraphs, 52 MB of XML, took the ingest process to 4.1 GB and 78 s;
+    # max_decompressed_bytes allows ten times that), so a large package runs in a child.
     isolation: IsolationConfig = IsolationConfig(mode="in-process")
+    subprocess_above_bytes: int = Field(
+        8 * 1024 * 1024, gt=0, description="A package whose members declare more bytes (uncompressed, summed) "
+                                           "runs in a child process under isolation's timeout_s and "
+                                           "max_memory_bytes, even when isolation.mode is in-process (bytes).")
 
 
 class HtmlParserConfig(_Strict):

@@ -55,6 +55,16 @@ def admit_package(data: bytes, config, kind: str) -> None:
             raise ParseError("encrypted", f"{info.filename}: zip encryption flag")
 
 
+def declared_bytes(data: bytes) -> int:
+    """Uncompressed bytes the zip's members declare, summed (0 when ``data`` is no zip: admission
+    names that). ``zipfile`` never reads a member past its declared size (a lying member fails
+    its CRC), so this bounds what the parse can inflate."""
+    try:
+        return sum(info.file_size for info in zipfile.ZipFile(io.BytesIO(data)).infolist())
+    except (zipfile.BadZipFile, OSError, ValueError, EOFError):
+        return 0
+
+
 # ST_DecimalNumber is an xsd:int: optional sign, ASCII digits, surrounding XML whitespace. Not
 # str.isdigit (it accepts "²", which int() refuses) nor int() alone (it accepts "٣" and "1_0", and
 # refuses more than 4,300 digits): leading zeros aside, at most 9 digits, so int() never sees more.

@@ -1,7 +1,9 @@
 """PPTX parser plug-in (python-pptx): slide titles, shapes, tables, speaker notes.
 
-The parser is :mod:`.parser`; it runs in a bounded child process
-(:mod:`fabric_resources.parsing.isolation`) because libxml2 is C code.
+The parser is :mod:`.parser`. It runs in-process (``parsers.pptx.isolation``), except a package
+whose members declare more than ``parsers.pptx.subprocess_above_bytes`` (uncompressed): lxml
+holds the whole part's tree, many times its size, so that one runs in a bounded child process
+(:mod:`fabric_resources.parsing.isolation`: ``isolation``'s ``timeout_s`` and ``max_memory_bytes``).
 """
 
 from __future__ import annotations
@@ -14,9 +16,11 @@ MEDIA_TYPE = "application/vnd.openxmlformats-officedocument.presentationml.prese
 
 
 def _parse(data, config, media_type):
-    from fabric_resources.parsing.isolation import run_parser
+    from fabric_resources.parsing.isolation import isolation_for, run_parser
+    from fabric_resources.parsing.ooxml import declared_bytes
 
-    return run_parser("fabric_resources.parsing.pptx.parser:parse_pptx", data, config, media_type, config.isolation)
+    return run_parser("fabric_resources.parsing.pptx.parser:parse_pptx", data, config, media_type,
+                      isolation_for(declared_bytes(data), config))
 
 
 SPEC = ParserSpec(
