@@ -23,7 +23,8 @@ by the bounded alignment), ``rate_limited`` (429 with ``Retry-After: retry_after
 ``bad_request`` (400 whose body echoes the request's ``Authorization`` header), ``slow`` (a valid
 answer after ``slow_s`` seconds); bodies no chat server should send: ``usage_not_counts`` (a valid
 answer whose ``usage`` holds a string and an object), ``choice_not_object`` (``choices: ["…"]``),
-``choices_not_list`` (``choices: {…}``), ``body_not_json`` (HTML under a JSON content type). Every request is logged as a :class:`Call` with its receive and
+``choices_not_list`` (``choices: {…}``), ``body_not_json`` (HTML under a JSON content type),
+``over_long`` (statements: 40 more, each 2,000 letters — far past any ``max_tokens``). Every request is logged as a :class:`Call` with its receive and
 reply times (``time.perf_counter``).
 """
 
@@ -228,6 +229,8 @@ class FakeChatServer:
             items = [] if empty else statements_of(excerpt)
             if behaviour == "ungrounded":
                 items.append(UNGROUNDED_STATEMENT)
+            if behaviour == "over_long":
+                items += [chr(ord("a") + k % 26) * 2000 for k in range(40)]
             return {"statements": items}
         if stage == "fabric_relations":
             relations = []

@@ -14,7 +14,8 @@ Each attempt is bounded by the endpoint's ``timeout_s`` as a whole (``asyncio.ti
 only per read. Cancelling the awaiting task cancels the request in flight.
 
 A reply is accepted only with exactly one choice, ``finish_reason == "stop"``, no refusal and
-non-empty content; anything else is :class:`MalformedOutput` (the caller retries the chain at a
+non-empty content of at most ``max_tokens`` × :data:`MAX_CHARS_PER_TOKEN` characters; anything
+else is :class:`MalformedOutput` (the caller retries the chain at a
 higher temperature — a call retry would resend the same request). Token usage is counted for
 every reply that arrives, malformed or not.
 
@@ -50,6 +51,12 @@ a timeout after the last retry; a connection failure after the last retry; a 2xx
 could not read."""
 
 _DETAIL_CHARS = 200
+#: Characters of content one output token can account for, generously (English runs ~4, the longest
+#: tokens of common vocabularies are runs of spaces). A reply longer than ``max_tokens`` times this
+#: came from a server that ignored ``max_tokens``: its content is not read (grounding aligns every
+#: returned statement and quote against the excerpt: 40 junk statements of 2,700 letters, a 110 kB
+#: reply, took 320 s).
+MAX_CHARS_PER_TOKEN = 16
 _NO_KEY = "no-key"  # the SDK insists on a key; without a key file the header is omitted anyway
 
 
@@ -59,7 +66,7 @@ class AnnotatorError(Exception):
 
 class MalformedOutput(AnnotatorError):
     """A reply arrived but is unusable: not exactly one choice, ``finish_reason`` other than
-    ``"stop"``, a refusal, empty content, or (raised by the producer) content that is not JSON of
+    ``"stop"``, a refusal, empty or over-long content, or (raised by the producer) content that is not JSON of
     the stage schema or breaks a shape check. ``detail`` says which."""
 
     def __init__(self, detail: str) -> None:
@@ -338,10 +345,10 @@ class ChatClient:
             raise CallFailed(exc.detail, reason=exc.reason, status=exc.status, attempts=attempts) from None
         finally:
             counters.call_time_s += time.perf_counter() - started
-        return self._validated(completion, attempts, counters)
+        return self._validated(completion, attempts, counters, max_tokens)
 
     @staticmethod
-    def _validated(completion: Any, attempts: int, counters: CallCounters) -> ChatReply:
+    def _validated(completion: Any, attempts: int, counters: CallCounters, max_tokens: int) -> ChatReply:
         # The SDK builds the reply objects without validating them (``construct``): every field
         # may hold any JSON value, so each is read by type here, never trusted.
         usage = getattr(completion, "usage", None)
@@ -365,6 +372,9 @@ class ChatClient:
         content = getattr(message, "content", None)
         if not isinstance(content, str) or not content.strip():
             raise MalformedOutput("empty content")
+        if len(content) > max_tokens * MAX_CHARS_PER_TOKEN:
+            raise MalformedOutput(f"{len(content)} characters of content for max_tokens={max_tokens}: "
+                                  "the server did not keep to max_tokens")
         return ChatReply(content, prompt_tokens or 0, completion_tokens or 0, attempts)
 
 

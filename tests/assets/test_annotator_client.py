@@ -198,6 +198,20 @@ def test_a_reply_body_of_the_wrong_shape_fails_its_chain_not_the_batch(memo, beh
     assert_spans_round_trip(table, units)
 
 
+def test_a_reply_past_max_tokens_is_malformed_and_never_aligned(memo):
+    """guards against: a server that ignores max_tokens sending statements or quotes without end,
+    each aligned against the excerpt (40 junk statements of 2,700 letters kept one excerpt's
+    grounding busy for 320 s)."""
+    windows, _ = whole_unit_windows("p", TEXTS[:1])
+    with FakeChatServer(always={"fabric_statements": "over_long"}) as srv:
+        table, stats = run(windows, make_config(srv, max_output_tokens=1024), memo)
+        assert not srv.calls("fabric_relations")
+    (failure,) = stats.failures
+    assert (failure.chain, failure.reason) == ("relations", "malformed-output")
+    assert "did not keep to max_tokens" in failure.detail and stats.dropped_ungrounded.statements == 0
+    assert not [r for r in table.to_pylist() if r["kind"] == "relation"]
+
+
 def test_a_usage_of_the_wrong_shape_counts_as_no_usage(memo):
     windows, _ = whole_unit_windows("p", TEXTS[:1])
     with FakeChatServer(script={"fabric_summary": ["usage_not_counts"]}) as srv:
