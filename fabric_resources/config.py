@@ -87,6 +87,14 @@ class EpubParserConfig(_Strict):
     max_bytes: int = Field(512 * 1024 * 1024, gt=0, description="Refuse larger .epub files (bytes).")
     max_unit_chars: int = Field(16_384, ge=256, description=_MAX_UNIT_CHARS)
     max_units: int = Field(200_000, gt=0, description=_MAX_UNITS)
+    # In-process below the bound. The caps above let a 1.2 MB book hold a 30 MB chapter of empty
+    # paragraphs (hostile trial 9: 33 s and 1 GB in the ingest process; sixteen such chapters fit
+    # max_decompressed_bytes, ~9 minutes nothing could stop), so a large book runs in a child.
+    isolation: IsolationConfig = IsolationConfig(mode="in-process")
+    subprocess_above_bytes: int = Field(
+        8 * 1024 * 1024, gt=0, description="A book whose members declare more bytes (uncompressed, summed) runs "
+                                           "in a child process under isolation's timeout_s and max_memory_bytes, "
+                                           "even when isolation.mode is in-process (bytes).")
 
 
 class OcrConfig(_Strict):

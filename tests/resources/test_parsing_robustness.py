@@ -513,11 +513,19 @@ def test_a_package_of_the_other_kind_fails_with_the_same_words_every_time(parse,
     assert ParseError("parser-error", "bad <Element p at 0x7f5b30516d40>").detail == "bad <Element p>"
 
 
-@pytest.mark.parametrize("kind, build", [("docx", office_document), ("pptx", office_deck)])
-def test_a_package_over_the_in_process_bound_runs_in_a_child_with_the_same_result(kind, build):
-    """guards against (hostile trial 9): a DOCX/PPTX parsed in the ingest's own process whatever it
-    inflates to — a 1.3 MB DOCX of 8 million empty paragraphs (52 MB of XML, under every zip cap)
-    took it to 4.1 GB and 78 s; a child's parse differing from the in-process one; a small package
+def _book() -> bytes:
+    return build_epub({"c1.xhtml": xhtml("<h1>Tides</h1><p>The keeper logged the tide.</p>"),
+                       "c2.xhtml": xhtml("<ul><li>one</li><li>two</li></ul><p>Last.</p>")})
+
+
+@pytest.mark.parametrize("kind, section, build", [("docx", OoxmlParserConfig, office_document),
+                                                  ("pptx", OoxmlParserConfig, office_deck),
+                                                  ("epub", EpubParserConfig, _book)])
+def test_a_package_over_the_in_process_bound_runs_in_a_child_with_the_same_result(kind, section, build):
+    """guards against (hostile trial 9): a DOCX/PPTX/EPUB parsed in the ingest's own process whatever
+    it inflates to — a 1.3 MB DOCX of 8 million empty paragraphs (52 MB of XML, under every zip cap)
+    took it to 4.1 GB and 78 s, a 1.2 MB EPUB with a 30 MB chapter 1 GB and 33 s (sixteen such
+    chapters fit its caps); a child's parse differing from the in-process one; a small package
     paying for a child."""
     from fabric_resources.parsing.registry import parser_named
 
@@ -527,11 +535,10 @@ def test_a_package_over_the_in_process_bound_runs_in_a_child_with_the_same_resul
     # A 0.05 s bound no child meets (its interpreter starts slower): over the bound (the members'
     # declared bytes) it fails `timeout`, so it ran in a child; under the bound it parses in-process.
     with pytest.raises(ParseError) as info:
-        spec.run(data, ParserConfig(**{kind: OoxmlParserConfig(isolation=tight, subprocess_above_bytes=len(data))}),
-                 media_type)
+        spec.run(data, ParserConfig(**{kind: section(isolation=tight, subprocess_above_bytes=1)}), media_type)
     assert info.value.reason == "timeout"
-    in_process = spec.run(data, ParserConfig(**{kind: OoxmlParserConfig(isolation=tight)}), media_type)
-    child = spec.run(data, ParserConfig(**{kind: OoxmlParserConfig(subprocess_above_bytes=len(data))}), media_type)
+    in_process = spec.run(data, ParserConfig(**{kind: section(isolation=tight)}), media_type)
+    child = spec.run(data, ParserConfig(**{kind: section(subprocess_above_bytes=1)}), media_type)
     assert child == in_process and len(child.units) > 3
 
 

@@ -1,4 +1,7 @@
-"""EPUB 2 / EPUB 3 parser plug-in: in-process, pure, bounded by admission caps.
+"""EPUB 2 / EPUB 3 parser plug-in: pure, bounded by admission caps; in-process
+(``parsers.epub.isolation``), except a book whose members declare more than
+``parsers.epub.subprocess_above_bytes`` (uncompressed): that one runs in a bounded child
+(:mod:`fabric_resources.parsing.isolation`), where lxml's time and memory can be stopped.
 
 Four steps, one module each: :mod:`.archive` (zip admission and caps),
 :mod:`.package` (container, OPF, encryption), :mod:`.navigation` (nav / NCX),
@@ -13,9 +16,11 @@ from fabric_resources.parsing.spec import ParserSpec
 
 
 def _parse(data, config, media_type):
-    from fabric_resources.parsing.epub.parser import parse_epub
+    from fabric_resources.parsing.isolation import isolation_for, run_parser
+    from fabric_resources.parsing.ooxml import declared_bytes
 
-    return parse_epub(data, config)
+    return run_parser("fabric_resources.parsing.epub.parser:parse_epub_file", data, config, media_type,
+                      isolation_for(declared_bytes(data), config))
 
 
 SPEC = ParserSpec(

@@ -18,6 +18,11 @@ from fabric_resources.parsing.epub.navigation import read_toc
 from fabric_resources.parsing.epub.package import ManifestItem, encrypted_targets, package_path, read_package
 
 
+def parse_epub_file(data: bytes, config: EpubParserConfig, media_type: str) -> ParsedDocument:
+    """:func:`parse_epub` in the plug-ins' calling convention (the target of ``run_parser``)."""
+    return parse_epub(data, config)
+
+
 @bad_input_net
 def parse_epub(data: bytes, config: EpubParserConfig) -> ParsedDocument:
     """Parse an EPUB 2 or EPUB 3 file into units in reading order.
