@@ -17,8 +17,8 @@ Behaviours, per stage, are taken in order from ``script[stage]`` and then ``alwa
 ``finish_length``, ``two_choices``, ``empty_content``, ``ungrounded`` (adds
 :data:`UNGROUNDED_NAME` / :data:`UNGROUNDED_STATEMENT`; for quotes, relation 0 gets only
 :data:`UNGROUNDED_QUOTE` and every other relation gets it as an extra quote), ``not_an_entity``,
-``bad_index``, ``lookalike`` (entities: adds :data:`LOOKALIKE_NAME`; relations: it becomes every
-relation's subject), ``near_miss`` (quotes: each quote with one letter substituted — grounded only
+``bad_index``, ``lookalike`` (entities: adds :data:`LOOKALIKE_NAME` and :data:`SPLICED_NAME`;
+relations: they become every relation's subject and object), ``near_miss`` (quotes: each quote with one letter substituted — grounded only
 by the bounded alignment), ``rate_limited`` (429 with ``Retry-After: retry_after``), ``server_error`` (500),
 ``bad_request`` (400 whose body echoes the request's ``Authorization`` header), ``slow`` (a valid
 answer after ``slow_s`` seconds); bodies no chat server should send: ``usage_not_counts`` (a valid
@@ -52,6 +52,8 @@ UNGROUNDED_QUOTE = "the violet submarine hums at dawn over Kathmandu"
 #: A made-up name the bounded alignment would ground in :data:`TEXTS`-like prose ("Alice met Bob
 #: in Paris on …" holds a, m, a, z→?, o, n in order within its 32 free omissions).
 LOOKALIKE_NAME = "Amazon"
+#: A made-up name found in that prose only across words once spaces are ignored ("Paris on a").
+SPLICED_NAME = "Sona"
 
 STAGES = ("fabric_entities", "fabric_statements", "fabric_relations", "fabric_quotes", "fabric_summary")
 
@@ -224,6 +226,7 @@ class FakeChatServer:
                 items.append({"name": UNGROUNDED_NAME, "entity_type": "PERSON"})
             if behaviour == "lookalike":
                 items.append({"name": LOOKALIKE_NAME, "entity_type": "ORGANIZATION"})
+                items.append({"name": SPLICED_NAME, "entity_type": "PERSON"})
             return {"entities": items}
         if stage == "fabric_statements":
             items = [] if empty else statements_of(excerpt)
@@ -237,9 +240,12 @@ class FakeChatServer:
             for s in [] if empty else payload.get("statements", []):
                 words = re.findall(r"\w+", s["text"])
                 index = 99 if behaviour == "bad_index" else s["index"]
-                subject = LOOKALIKE_NAME if behaviour == "lookalike" else words[0]
-                relations.append({"statement_index": index, "subject": subject, "predicate": "relates to",
-                                  "object": words[-1]})
+                lookalike = behaviour == "lookalike"
+                relations.append({"statement_index": index, "subject": LOOKALIKE_NAME if lookalike else words[0],
+                                  "predicate": "relates to", "object": words[-1]})
+                if lookalike:
+                    relations.append({"statement_index": index, "subject": words[0], "predicate": "relates to",
+                                      "object": SPLICED_NAME})
             return {"relations": relations}
         if stage == "fabric_quotes":
             statements = {s["index"]: s["text"] for s in payload.get("statements", [])}

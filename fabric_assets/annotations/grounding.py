@@ -31,6 +31,7 @@ import numpy as np
 
 from fabric_resources.identity import text_hash
 from fabric_resources.offsets import utf16_offset
+from fabric_resources.text_folding import UNSPACED
 
 __all__ = [
     "EditBudgets",
@@ -43,6 +44,7 @@ __all__ = [
     "align",
     "edit_budgets",
     "normalise",
+    "name_matches",
     "normalise_with_origin",
     "source_text_matches",
     "support_spans",
@@ -281,6 +283,38 @@ def source_text_matches(source: str | NormalisedText, selection: str, *, fuzzy: 
     return SourceMatch(origin[s], origin[e - 1] + 1, exact=False, repairs=repairs, omissions=omissions)
 
 
+def _joined(a: str, b: str) -> bool:
+    """Whether adjacent characters ``a``, ``b`` belong to one word of a script written with spaces."""
+    return a.isalnum() and b.isalnum() and not (UNSPACED.match(a) or UNSPACED.match(b))
+
+
+def name_matches(source: str | NormalisedText, name: str) -> SourceMatch | None:
+    """The first exact normalised occurrence of ``name`` in ``source`` that neither begins nor ends
+    inside a word (a script written without spaces has no word boundary to keep), or ``None``.
+
+    Names are held to more than :func:`source_text_matches`: a made-up short name is found inside
+    other words far too often once spaces are ignored ("Ann" in "plan next").
+
+    >>> name_matches("Plan next week with Ann.", "Ann")
+    SourceMatch(start=20, end=23, exact=True, repairs=0, omissions=0)
+    >>> name_matches("Plan next week.", "Ann") is None, name_matches("東京タワーへ", "タワー") is not None
+    (True, True)
+    """
+    sel = normalise(name)
+    if not sel:
+        return None
+    prepared = source if isinstance(source, NormalisedText) else NormalisedText.of(source)
+    text, origin = prepared.text, prepared.origin
+    at = prepared.normalised.find(sel)
+    while at >= 0:
+        start, end = origin[at], origin[at + len(sel) - 1] + 1
+        if not ((start > 0 and _joined(text[start - 1], text[start]))
+                or (end < len(text) and _joined(text[end - 1], text[end]))):
+            return SourceMatch(start, end, exact=True)
+        at = prepared.normalised.find(sel, at + 1)
+    return None
+
+
 @dataclass(frozen=True)
 class ExcerptFragment:
     """One fragment of an excerpt: ``text == unit_text[unit_id][start_char:end_char]``.
@@ -383,6 +417,18 @@ class ExcerptGrounding:
             if source_text_matches(self._excerpt, selection, fuzzy=allow_fuzzy) is not None:
                 return ()
         return None
+
+    def ground_name(self, name: str) -> tuple[FragmentMatch, ...] | None:
+        """:meth:`ground`'s exact steps (1)–(2) with :func:`name_matches` in place of the
+        normalised substring: where a name stands as a whole word, or ``None``."""
+        matches = []
+        for k, prepared in enumerate(self._fragments):
+            found = name_matches(prepared, name)
+            if found is not None:
+                matches.append(FragmentMatch(k, found.start, found.end))
+        if matches:
+            return tuple(matches)
+        return () if name_matches(self._excerpt, name) is not None else None
 
 
 def support_spans(

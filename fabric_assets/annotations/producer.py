@@ -10,7 +10,7 @@ section 3.1):
    of a chain see the excerpt and the chain's prior outputs;
 3. grounding: every entity name, relation subject and object, source statement and supporting
    quote must match the excerpt (:class:`~.grounding.ExcerptGrounding`; names exactly after
-   normalisation, statements and quotes also by the bounded alignment); ungrounded items are
+   normalisation and as whole words, statements and quotes also by the bounded alignment); ungrounded items are
    dropped and counted, never stored; a relation with an ungrounded subject or object, or with no
    grounded quote, is dropped. Each row keeps the unit spans of its
    matches per fragment (every fragment for summaries and cross-fragment matches);
@@ -162,13 +162,16 @@ def _required(stage: Stage, what: str, value: str) -> str:
 
 
 async def _ground_all(grounding: ExcerptGrounding, selections: Sequence[str], *,
-                      fuzzy: bool = True) -> list[tuple[FragmentMatch, ...] | None]:
+                      names: bool = False) -> list[tuple[FragmentMatch, ...] | None]:
     """:meth:`ExcerptGrounding.ground` of each selection: exact matches inline, the bounded
     alignment of the rest in a worker thread (it can take long enough to stall the event loop).
-    ``fuzzy=False``: exact normalised matches only (names: the alignment's 32 free omissions
-    ground a made-up short name in unrelated text — "IBM" in "It became more")."""
+    ``names``: :meth:`ExcerptGrounding.ground_name` instead, whole words only and never aligned
+    (the alignment's 32 free omissions ground a made-up short name in unrelated text — "IBM" in
+    "It became more" — and so does a bare substring: "Ann" in "plan next")."""
+    if names:
+        return [grounding.ground_name(s) for s in selections]
     found = [grounding.ground(s, fuzzy=False) for s in selections]
-    rest = [i for i, m in enumerate(found) if m is None] if fuzzy else []
+    rest = [i for i, m in enumerate(found) if m is None]
     if rest:
         fuzzy = await asyncio.to_thread(lambda: [grounding.ground(selections[i]) for i in rest])
         for i, m in zip(rest, fuzzy):
@@ -212,7 +215,7 @@ class _Producer:
             if entity_type.upper() == NOT_AN_ENTITY:
                 raise MalformedOutput(f"{ENTITIES.name}: entity type {NOT_AN_ENTITY} for {name!r}")
             unique[(name, entity_type)] = None
-        found = await _ground_all(grounding, [name for name, _ in unique], fuzzy=False)
+        found = await _ground_all(grounding, [name for name, _ in unique], names=True)
         items = []
         for (name, entity_type), matches in zip(unique, found):
             if matches is None:
@@ -246,7 +249,7 @@ class _Producer:
         # Subject and object are names: written as in the excerpt, or the relation is dropped (an
         # edge on a made-up name would link this document to every document naming it).
         names = list(dict.fromkeys(n for s, _, o in relations for n in (s, o)))
-        named = dict(zip(names, await _ground_all(grounding, names, fuzzy=False)))
+        named = dict(zip(names, await _ground_all(grounding, names, names=True)))
         grounded_relations = {t: si for t, si in relations.items()
                               if named[t[0]] is not None and named[t[2]] is not None}
         dropped["relations"] += len(relations) - len(grounded_relations)

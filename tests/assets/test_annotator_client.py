@@ -23,6 +23,7 @@ from fabric_resources.offsets import utf16_offset
 from fabric_resources.schema import ANNOTATIONS
 from fake_openai_server import (
     LOOKALIKE_NAME,
+    SPLICED_NAME,
     UNGROUNDED_NAME,
     UNGROUNDED_QUOTE,
     UNGROUNDED_STATEMENT,
@@ -299,22 +300,24 @@ def test_ungrounded_items_are_dropped_and_counted(memo):
     assert_spans_round_trip(table, units)
 
 
-def test_names_are_grounded_exactly_so_no_made_up_name_is_stored(memo):
-    """guards against: a relation's subject and object stored unchecked, and a made-up short name
-    grounded by the alignment's free omissions — graph edges and mentions on names the document
-    never holds link it to every document that does."""
-    from fabric_assets.annotations.grounding import source_text_matches
+def test_names_are_grounded_exactly_as_words_so_no_made_up_name_is_stored(memo):
+    """guards against: a relation's subject and object stored unchecked, and a made-up name
+    grounded by the alignment's free omissions ("Amazon" in "Alice met Bob in Paris on") or across
+    words ("Sona" in "Paris on a") — graph edges and mentions on names the document never holds
+    link it to every document that does."""
+    from fabric_assets.annotations.grounding import normalise, source_text_matches
 
     assert source_text_matches(TEXTS[0], LOOKALIKE_NAME) is not None  # the alignment alone accepts it
+    assert normalise(SPLICED_NAME) in normalise(TEXTS[0])               # so does a bare substring
     windows, units = whole_unit_windows("p", TEXTS[:1])
     with FakeChatServer(always={"fabric_entities": "lookalike", "fabric_relations": "lookalike"}) as srv:
         table, stats = run(windows, make_config(srv), memo)
     rows = table.to_pylist()
-    assert LOOKALIKE_NAME not in json.dumps(rows)
+    assert LOOKALIKE_NAME not in json.dumps(rows) and SPLICED_NAME not in json.dumps(rows)
     assert {r["text"] for r in rows if r["kind"] == "entity"} == set(entities_of(TEXTS[0]))
     assert not [r for r in rows if r["kind"] == "relation"]
     d = stats.dropped_ungrounded
-    assert (d.entities, d.relations) == (1, len(statements_of(TEXTS[0]))) and stats.failures == ()
+    assert (d.entities, d.relations) == (2, 2 * len(statements_of(TEXTS[0]))) and stats.failures == ()
 
 
 def test_a_near_miss_quote_is_grounded_by_the_bounded_alignment(memo):

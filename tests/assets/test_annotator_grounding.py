@@ -13,6 +13,7 @@ from fabric_assets.annotations.excerpts import ExcerptError, build_excerpts
 from fabric_assets.annotations.grounding import (
     ExcerptGrounding,
     align,
+    name_matches,
     edit_budgets,
     normalise,
     normalise_with_origin,
@@ -38,6 +39,20 @@ from fake_openai_server import build_windows
 ])
 def test_normalise(text, expected):
     assert normalise(text) == expected
+
+
+@pytest.mark.parametrize(("source", "name", "found"), [
+    ("Plan next week with Ann.", "Ann", "Ann"),           # the later, whole-word occurrence
+    ("Plan next week.", "Ann", None),                      # only inside and across words
+    ("the lighthouse-keeper slept", "Lighthouse Keeper", "lighthouse-keeper"),
+    ("Lovelace's notes", "Lovelace", "Lovelace"),
+    ("Pineapple", "Apple", None),
+    ("東京タワーへ行く", "タワー", "タワー"),                # no spaces in the script: no boundary
+    ("ＡＢＣ社", "ＡＢＣ", "ＡＢＣ"),
+])
+def test_a_name_matches_only_as_whole_words(source, name, found):
+    m = name_matches(source, name)
+    assert (source[m.start:m.end] if m else None) == found
 
 
 def test_origin_maps_each_normalised_character_to_its_source_character():
