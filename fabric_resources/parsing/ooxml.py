@@ -9,6 +9,7 @@ named ``encrypted``.
 from __future__ import annotations
 
 import io
+import posixpath
 import re
 import zipfile
 
@@ -63,6 +64,52 @@ def declared_bytes(data: bytes) -> int:
         return sum(info.file_size for info in zipfile.ZipFile(io.BytesIO(data)).infolist())
     except Exception:  # zipfile raises many types on junk (NotImplementedError for a bad version): the parser names it
         return 0
+
+
+def without_dangling_relationships(data: bytes) -> tuple[bytes, list[str]]:
+    """``data`` (an admitted zip) without the internal relationships whose target part is missing,
+    and the missing part names, sorted; ``(data, [])`` when every target is there.
+
+    python-docx loads every part a relationship names and refuses the whole package on the first
+    one missing (``KeyError``), though the text is in the document part; Word opens such a file,
+    offering to recover it. Targets resolve as python-docx resolves them (relative to the source
+    part's folder, unquoted); external targets are left alone. The ``.rels`` XML is read with
+    entities unresolved and no network.
+
+    Raises
+    ------
+    lxml.etree.LxmlError
+        A ``.rels`` member that is not XML.
+    """
+    from lxml import etree
+
+    package = zipfile.ZipFile(io.BytesIO(data))
+    names = set(package.namelist())
+    parser = etree.XMLParser(resolve_entities=False, no_network=True)
+    missing: set[str] = set()
+    rewritten: dict[str, bytes] = {}
+    for name in sorted(n for n in names if n.endswith(".rels")):
+        folder = "/" + posixpath.dirname(posixpath.dirname(name))  # word/_rels/document.xml.rels -> /word
+        root = etree.fromstring(package.read(name), parser)
+        dropped = False
+        for rel in list(root):
+            target = rel.get("Target") or ""
+            if rel.get("TargetMode") == "External" or not target:
+                continue
+            part = posixpath.normpath(posixpath.join(folder, target)).lstrip("/")
+            if part not in names:
+                missing.add(part)
+                root.remove(rel)
+                dropped = True
+        if dropped:
+            rewritten[name] = etree.tostring(root, xml_declaration=True, encoding="UTF-8", standalone=True)
+    if not rewritten:
+        return data, []
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as repaired:
+        for info in package.infolist():
+            repaired.writestr(info, rewritten.get(info.filename) or package.read(info.filename))
+    return out.getvalue(), sorted(missing)
 
 
 # ST_DecimalNumber is an xsd:int: optional sign, ASCII digits, surrounding XML whitespace. Not

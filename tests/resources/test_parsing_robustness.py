@@ -497,6 +497,29 @@ def test_an_unreadable_docx_element_or_notes_part_is_skipped_listed_and_the_rest
     assert doc.metadata["skipped_elements"] == [skipped] and doc.unread == [UnreadPart(**skipped)]
 
 
+def _without(package: bytes, *names: str) -> bytes:
+    out = io.BytesIO()
+    with zipfile.ZipFile(io.BytesIO(package)) as src, zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as dst:
+        for info in src.infolist():
+            if info.filename not in names:
+                dst.writestr(info, src.read(info.filename))
+    return out.getvalue()
+
+
+def test_a_docx_missing_a_part_its_relationships_name_loses_that_part_only():
+    """guards against: python-docx refusing the whole package (``KeyError: There is no item named
+    'word/styles.xml'``) when a part a relationship names is missing, though Word opens it and the
+    text is all in the document part; the missing part not listed; the document part itself
+    missing being anything but malformed-docx."""
+    whole = parse_docx(office_document(), OOXML)
+    doc = parse_docx(_without(office_document(), "word/styles.xml", "word/numbering.xml"), OOXML)
+    assert [u.text for u in doc.units] == [u.text for u in whole.units]
+    assert doc.unread == [UnreadPart("word/numbering.xml", "missing-part"), UnreadPart("word/styles.xml", "missing-part")]
+    with pytest.raises(ParseError) as err:
+        parse_docx(_without(office_document(), "word/document.xml"), OOXML)
+    assert err.value.reason == "malformed-docx"
+
+
 @pytest.mark.parametrize("parse, other", [(parse_pptx, office_document), (parse_docx, office_deck)])
 def test_a_package_of_the_other_kind_fails_with_the_same_words_every_time(parse, other):
     """guards against: a reason quoting python-pptx's/python-docx's "file '<_io.BytesIO object at

@@ -25,7 +25,12 @@ from fabric_resources.parsing.document import (
 )
 from fabric_resources.parsing.element_paths import ElementPaths
 from fabric_resources.parsing.docx import MEDIA_TYPE, PARSER_NAME, PARSER_VERSION
-from fabric_resources.parsing.ooxml import admit_package, decimal_number, title_and_language
+from fabric_resources.parsing.ooxml import (
+    admit_package,
+    decimal_number,
+    title_and_language,
+    without_dangling_relationships,
+)
 
 if TYPE_CHECKING:
     from fabric_resources.config import OoxmlParserConfig
@@ -59,8 +64,10 @@ def parse_docx(data: bytes, config: "OoxmlParserConfig", media_type: str = MEDIA
         ``label`` = the note's number in order of first reference), ``next_in_table_row``.
         Text: runs joined, tabs kept, breaks as ``"\\n"``, space runs collapsed, ends stripped.
         ``metadata``: ``tables``, ``notes``, ``unresolved_note_refs``, ``skipped_elements``
-        (``[{"where", "reason"}]``: a body element by its ``element_path``, or a notes part by
-        name), which are also the document's ``unread`` parts.
+        (``[{"where", "reason"}]``: a body element by its ``element_path``, a notes part by
+        name, or a part a relationship names that the package lacks — ``missing-part``: Word
+        opens such a file, python-docx refused it whole), which are also the document's
+        ``unread`` parts.
 
     Raises
     ------
@@ -72,11 +79,19 @@ def parse_docx(data: bytes, config: "OoxmlParserConfig", media_type: str = MEDIA
     import docx
     from docx.opc.exceptions import PackageNotFoundError
 
+    missing: list[str] = []
     try:
-        document = docx.Document(io.BytesIO(data))
+        try:
+            document = docx.Document(io.BytesIO(data))
+        except KeyError:  # a part a relationship names is missing: read the rest, list it unread
+            repaired, missing = without_dangling_relationships(data)
+            if not missing:
+                raise
+            document = docx.Document(io.BytesIO(repaired))
     except (PackageNotFoundError, KeyError, ValueError, zipfile.BadZipFile, etree.LxmlError) as exc:
         raise ParseError("malformed-docx", exception_text(exc)) from None
     walker = _Walker(document, config.max_units)
+    walker.skipped += [{"where": part, "reason": "missing-part"} for part in missing]
     walker.body(document.element.body)
     walker.notes(document)
     title, language = title_and_language(document, _ELEMENT_ERRORS)
