@@ -8,12 +8,11 @@ section 3.1):
 2. per excerpt, the three chains of :mod:`~.prompts` (``entities``, ``relations``, ``summary``),
    ``annotation.concurrency`` excerpts at once, the chains of one excerpt in order; later calls
    of a chain see the excerpt and the chain's prior outputs;
-3. grounding: every entity name, relation subject and object, source statement and supporting
-   quote must match the excerpt (:class:`~.grounding.ExcerptGrounding`; names exactly after
-   normalisation and as whole words, statements and quotes also by the bounded alignment); ungrounded items are
-   dropped and counted, never stored; a relation with an ungrounded subject or object, or with no
-   grounded quote, is dropped. Each row keeps the unit spans of its
-   matches per fragment (every fragment for summaries and cross-fragment matches);
+3. grounding: names (entity, relation subject and object: whole words, exactly), statements and
+   quotes (also by the bounded alignment) must match the excerpt (:class:`~.grounding.ExcerptGrounding`);
+   ungrounded items, and relations with an ungrounded end or no grounded quote, are dropped and
+   counted, never stored. Rows keep the unit spans of their matches per fragment (every fragment
+   for summaries and cross-fragment matches);
 4. reuse: before any call, the chain's :func:`memo_key` is looked up in the memo; a completed
    chain stores its grounded output there (also when it is empty), in fragment-relative offsets;
    the same key in flight elsewhere in the batch is awaited, not sent twice;
@@ -163,15 +162,10 @@ def _required(stage: Stage, what: str, value: str) -> str:
 
 async def _ground_all(grounding: ExcerptGrounding, selections: Sequence[str], *,
                       names: bool = False) -> list[tuple[FragmentMatch, ...] | None]:
-    """:meth:`ExcerptGrounding.ground` of each selection: exact matches inline, the bounded
-    alignment of the rest in a worker thread (it can take long enough to stall the event loop).
-    ``names``: :meth:`ExcerptGrounding.ground_name` instead, whole words only and never aligned
-    (the alignment's 32 free omissions ground a made-up short name in unrelated text — "IBM" in
-    "It became more" — and so does a bare substring: "Ann" in "plan next")."""
-    if names:
-        return [grounding.ground_name(s) for s in selections]
-    found = [grounding.ground(s, fuzzy=False) for s in selections]
-    rest = [i for i, m in enumerate(found) if m is None]
+    """:meth:`ExcerptGrounding.ground` of each selection: exact matches inline, the bounded alignment
+    of the rest in a worker thread (it can stall the event loop); ``names``: ``ground_name``."""
+    found = [grounding.ground_name(s) if names else grounding.ground(s, fuzzy=False) for s in selections]
+    rest = [] if names else [i for i, m in enumerate(found) if m is None]
     if rest:
         fuzzy = await asyncio.to_thread(lambda: [grounding.ground(selections[i]) for i in rest])
         for i, m in zip(rest, fuzzy):
@@ -246,14 +240,12 @@ class _Producer:
             triple = (_required(RELATIONS, "subject", r.subject), _required(RELATIONS, "predicate", r.predicate),
                       _required(RELATIONS, "object", r.object))
             relations.setdefault(triple, r.statement_index)
-        # Subject and object are names: written as in the excerpt, or the relation is dropped (an
-        # edge on a made-up name would link this document to every document naming it).
+        # Subject and object are names: an edge on a made-up one would join documents on it.
         names = list(dict.fromkeys(n for s, _, o in relations for n in (s, o)))
         named = dict(zip(names, await _ground_all(grounding, names, names=True)))
-        grounded_relations = {t: si for t, si in relations.items()
-                              if named[t[0]] is not None and named[t[2]] is not None}
-        dropped["relations"] += len(relations) - len(grounded_relations)
-        relations = grounded_relations
+        grounded_ends = {t: si for t, si in relations.items() if named[t[0]] is not None and named[t[2]] is not None}
+        dropped["relations"] += len(relations) - len(grounded_ends)
+        relations = grounded_ends
         if not relations:
             return []
         listed = [{"index": i, "statement_index": si, "subject": s, "predicate": p, "object": o}
