@@ -380,6 +380,14 @@ class ExcerptGrounding:
         self._excerpt = NormalisedText.of(text)
         self._fragments = tuple(NormalisedText.of(f.text) for f in self.fragments)
 
+    def alignment_cells(self, selection: str) -> int:
+        """An upper bound of the DP cells :meth:`ground`'s alignment steps (3)–(4) fill for
+        ``selection``: its normalised length × (repair budget + 1) × the normalised characters of
+        every fragment and of the excerpt (:func:`align`'s ``O(n * repairs * m)``)."""
+        n = len(normalise(selection))
+        m = len(self._excerpt.normalised) + sum(len(f.normalised) for f in self._fragments)
+        return n * (edit_budgets(n).repairs + 1) * m
+
     def ground(self, selection: str, *, fuzzy: bool = True) -> tuple[FragmentMatch, ...] | None:
         """Where ``selection`` matches, or ``None`` when it is not grounded in the excerpt.
 

@@ -1,3 +1,4 @@
+# Over 500 lines: one batch's chains, grounding, memo reuse, retries and accounting share its state.
 """The LLM annotation producer: chains per excerpt, grounding, memo reuse, retries, accounting.
 
 :func:`annotate_parse` turns one parse's context windows (schema ``WINDOWS``) into grounded
@@ -87,6 +88,10 @@ log = logging.getLogger(__name__)
 
 #: Temperatures above this are outside the OpenAI API's range.
 MAX_TEMPERATURE = 2.0
+#: DP cells of bounded alignment spent on one reply's statements or quotes (~6 s of numpy here; 80
+#: near-miss quotes of 200 characters in a 4,000-character excerpt). Without it a reply's 16,000
+#: characters of excerpt-long junk took ~50 s to align, and a relations chain asks once per 16.
+ALIGNMENT_CELLS_PER_REPLY = 4_000_000_000  # 5 excerpt-long junk statements (14 kB): 37.6 s before, 0.15 s
 
 
 class AnnotationCancelled(Exception):
@@ -166,6 +171,12 @@ async def _ground_all(grounding: ExcerptGrounding, selections: Sequence[str], *,
     of the rest in a worker thread (it can stall the event loop); ``names``: ``ground_name``."""
     found = [grounding.ground_name(s) if names else grounding.ground(s, fuzzy=False) for s in selections]
     rest = [] if names else [i for i, m in enumerate(found) if m is None]
+    budget = ALIGNMENT_CELLS_PER_REPLY  # past it, the rest stay ungrounded (dropped and counted)
+    for k, i in enumerate(rest):
+        budget -= grounding.alignment_cells(selections[i])
+        if budget < 0:
+            rest = rest[:k]
+            break
     if rest:
         fuzzy = await asyncio.to_thread(lambda: [grounding.ground(selections[i]) for i in rest])
         for i, m in zip(rest, fuzzy):

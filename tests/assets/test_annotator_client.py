@@ -213,6 +213,20 @@ def test_a_reply_past_max_tokens_is_malformed_and_never_aligned(memo):
     assert not [r for r in table.to_pylist() if r["kind"] == "relation"]
 
 
+def test_alignment_past_a_replys_budget_leaves_the_rest_ungrounded(memo, monkeypatch):
+    """guards against: a server filling every reply (within max_tokens) with excerpt-long text that
+    matches nothing, each selection aligned for ~15 s, one quote batch per 16 relations."""
+    import fabric_assets.annotations.producer as producer
+
+    monkeypatch.setattr(producer, "ALIGNMENT_CELLS_PER_REPLY", 1)  # exact matches only
+    windows, _ = whole_unit_windows("p", TEXTS[:1])
+    with FakeChatServer(always={"fabric_quotes": "near_miss"}) as srv:
+        table, stats = run(windows, make_config(srv), memo)
+    relations = len(statements_of(TEXTS[0]))
+    assert (stats.dropped_ungrounded.quotes, stats.dropped_ungrounded.relations) == (relations, relations)
+    assert not [r for r in table.to_pylist() if r["kind"] == "relation"] and stats.failures == ()
+
+
 def test_a_usage_of_the_wrong_shape_counts_as_no_usage(memo):
     windows, _ = whole_unit_windows("p", TEXTS[:1])
     with FakeChatServer(script={"fabric_summary": ["usage_not_counts"]}) as srv:
