@@ -37,7 +37,7 @@ def purge(
     from fabric_resources.home import FabricHome
 
     path = set_home(home)
-    if not (path / "catalog.sqlite3").exists():
+    if not FabricHome(path, read_only=True).exists():  # its catalog, wherever storage.catalog puts it
         fail(f"no Fabric home at {path}")
     try:
         selector = PurgeSelector(tuple(source or ()), root, parse_before(before) if before else None)
@@ -83,7 +83,7 @@ def cleanup(
     from fabric_resources.home import FabricHome
 
     path = set_home(home)
-    if not (path / "catalog.sqlite3").exists():
+    if not FabricHome(path, read_only=True).exists():  # its catalog, wherever storage.catalog puts it
         fail(f"no Fabric home at {path}")
     report = run(FabricHome(path))
     out = {"parses_removed": {k: len(v) for k, v in report.removed.items()}, "waiting": report.waiting,
@@ -105,7 +105,7 @@ def _opened(home):
     from fabric_resources.home import FabricHome
 
     path = set_home(home)
-    if not (path / "catalog.sqlite3").exists():
+    if not FabricHome(path, read_only=True).exists():  # its catalog, wherever storage.catalog puts it
         fail(f"no Fabric home at {path}")
     return FabricHome(path)
 
@@ -325,7 +325,7 @@ def audit(
         fail(f"not a citation or pack: {exc}")
     if not cited:
         fail("the pack has no hits: nothing to audit")
-    if not (path / "catalog.sqlite3").exists():
+    if not FabricHome(path, read_only=True).exists():  # its catalog, wherever storage.catalog puts it
         fail(f"no Fabric home at {path}")
     fabric_home = FabricHome(path)
     try:

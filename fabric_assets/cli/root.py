@@ -56,8 +56,9 @@ def _root(
 def run() -> None:
     """Run the full ``fabric`` CLI; an invalid or unreadable home configuration, a home path that
     cannot hold a home (a file, or under one), a catalog of a schema version this Fabric cannot
-    open (newer; older, read-only; a failed migration), a damaged catalog (SQLite file, or a release row) or
-    a damaged Dagster SQLite database, is one line on stderr and exit code 2."""
+    open (newer; older, read-only; a failed migration), a damaged catalog (SQLite file, or a release row), a
+    PostgreSQL catalog that cannot be reached or opened (server down, no such database or role, a
+    refused password) or a damaged Dagster SQLite database, is one line on stderr and exit code 2."""
     try:
         app()
     except Exception as exc:
@@ -69,7 +70,7 @@ def run() -> None:
         home = sys.modules.get("fabric_resources.home")
         known = tuple(t for t in (config and config.ConfigError, records and records.CatalogVersionError,
                                   records and records.CatalogMigrationError, records and records.CatalogDamagedError,
-                                  home and home.HomeUnusableError) if t)
+                                  records and records.CatalogUnavailableError, home and home.HomeUnusableError) if t)
         sqlite3 = sys.modules.get("sqlite3")
         if sqlite3 is not None and isinstance(exc, sqlite3.DatabaseError):
             # A truncated or overwritten catalog.sqlite3 ("database disk image is malformed", "file is

@@ -47,6 +47,7 @@ from fabric_assets.lifecycle.run_history import home_instance, runs_in_progress
 from fabric_assets.lifecycle.snapshots import _create as create_snapshot, _delete as delete_snapshot
 from fabric_assets.lifecycle.snapshots import _find as find_snapshot, _restore as restore_snapshot, list_snapshots
 from fabric_assets.lifecycle.snapshots import _drop_half_made, damaged_snapshots, finish_forgetting
+from fabric_assets.lifecycle.snapshots import supported as snapshots_supported
 from fabric_assets.source_tags import forget_source_tags
 from fabric_resources.catalog import Catalog, CatalogDamagedError, str_map
 from fabric_resources.dense_index import kept_generations
@@ -284,7 +285,11 @@ def _remove(home: FabricHome, report: PurgeReport, source_keys: set[str], parse_
     catalog = home.catalog
     memo_keys = memo_keys_only_of(home, parse_ids)
     # 0. A snapshot first: until the old versions go (step 3) a failed purge can be rolled back.
-    snapshot = create_snapshot(home, _snapshot_note(report.tombstone_id)) if catalog.current_release() else None
+    # Shared storage (a PostgreSQL catalog, tables on S3) cannot be snapshotted: no roll-back
+    # there; the old versions still hold everything until step 3, and the tombstone lets the next
+    # purge finish this one.
+    snapshot = (create_snapshot(home, _snapshot_note(report.tombstone_id))
+                if catalog.current_release() and snapshots_supported(home) else None)
     report.snapshot_id = snapshot.snapshot_id if snapshot else None
     # 1. Rows out of the latest version of every table, deleted rows out of their files.
     before = {name: home.tables.count_rows(name, home.tables.version(name)) if home.tables.exists(name) else 0
@@ -358,10 +363,13 @@ def _verify_or_roll_back(home: FabricHome, release, snapshot) -> None:
     health = lexical_health(home, release)
     if health.healthy:
         return
-    if snapshot is not None:
-        restore_snapshot(home, *find_snapshot(home, snapshot.snapshot_id), False)
+    if snapshot is None:  # shared storage: nothing to roll back to
+        raise PurgeRefused(f"the release re-published without the purged sources failed its check "
+                           f"({health.problem}); old table versions are kept: repair the home "
+                           "(`fabric lexical-repair`), then run the purge again to finish it")
+    restore_snapshot(home, *find_snapshot(home, snapshot.snapshot_id), False)
     raise PurgeRefused(f"the release re-published without the purged sources failed its check ({health.problem}); "
-                       f"the home is back at snapshot {snapshot.snapshot_id if snapshot else '-'}, nothing removed")
+                       f"the home is back at snapshot {snapshot.snapshot_id}, nothing removed")
 
 
 def tombstone_summary(t: Tombstone) -> dict:

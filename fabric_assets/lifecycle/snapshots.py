@@ -206,13 +206,19 @@ def create(home: FabricHome, note: str = "") -> SnapshotInfo:
         return _create(home, note)
 
 
-def _local_only(home: FabricHome) -> None:
-    """Snapshots copy the SQLite catalog file and hard-link local table files; a home whose
-    catalog is on PostgreSQL or whose tables are on object storage (``storage`` in its config)
-    would get a snapshot of the wrong state, so it is refused."""
+def supported(home: FabricHome) -> bool:
+    """Whether ``home`` can be snapshotted: snapshots copy the SQLite catalog file and hard-link
+    local table files, so a home whose catalog is on PostgreSQL or whose tables are on object
+    storage (``storage`` in its config) cannot."""
     from fabric_resources.catalog import SqliteCatalog
 
-    if not isinstance(home.catalog, SqliteCatalog) or home.tables.remote:
+    return isinstance(home.catalog, SqliteCatalog) and not home.tables.remote
+
+
+def _local_only(home: FabricHome) -> None:
+    """A home that cannot be snapshotted (:func:`supported`) would get a snapshot of the wrong
+    state, so it is refused."""
+    if not supported(home):
         raise SnapshotError("snapshots need the default storage (a SQLite catalog and local tables); "
                             "this home keeps its catalog or tables elsewhere (docs/scale.md)")
 

@@ -344,3 +344,73 @@ def test_two_parse_runs_write_the_same_tables_at_once(postgres_server, moto_s3, 
     report = activate(home)
     assert report.published and len(report.activated) == 4
     assert {r.status for r in home.catalog.parse_runs()} == {"ready"}
+
+
+# ==========================================================================
+# Failures and the lifecycle on PostgreSQL and S3
+
+
+def _cli(*argv: str) -> "subprocess.CompletedProcess":
+    import subprocess
+    import sys
+
+    return subprocess.run([sys.executable, "-c", "from fabric_assets.cli import main; main()", *argv],
+                          capture_output=True, text=True, timeout=120, env={**os.environ, "HF_HUB_OFFLINE": "1"})
+
+
+def test_a_catalog_that_cannot_be_opened_is_one_line_without_the_password(postgres_server, tmp_path):
+    """guards against: a CatalogUnavailableError traceback (exit 1, the code of 'stale') from every
+    command when the PostgreSQL catalog's database does not exist or its server is down."""
+    home = tmp_path / "home"
+    home.mkdir()
+    for url, reason in ((postgres_server.url("no_such_db").replace("fabric@", "fabric:hunter2@"), "does not exist"),
+                        ("postgresql://fabric:hunter2@127.0.0.1:1/fabric", "Connection refused")):
+        (home / "config.json").write_text(json.dumps({"storage": {"catalog": {"backend": "postgres", "url": url}}}))
+        for argv in (["status"], ["search", "x"], ["cleanup"]):
+            out = _cli(*argv, "--home", str(home))
+            assert out.returncode == 2 and reason in out.stderr, (argv, out.stderr)
+            assert "Traceback" not in out.stderr and len(out.stderr.strip().splitlines()) == 1, out.stderr
+            assert "hunter2" not in out.stderr + out.stdout
+        assert not (home / "catalog.sqlite3").exists()
+
+
+def test_purge_on_postgres_and_s3_removes_the_text_from_every_version(ingested, moto_s3, tmp_path, dagster_env):
+    """guards against: the lifecycle commands answering "no Fabric home" on a home whose catalog is
+    on PostgreSQL (they looked for catalog.sqlite3), and purge then failing with a SnapshotError
+    traceback part-way (its safety snapshot needs local storage; it left an empty catalog.sqlite3
+    in the home), so a deleted file's text could never be purged there."""
+    import lance
+    import psycopg2
+
+    from fabric_assets.ingest import ingest
+
+    home_dir, corpus, _ = ingested
+    dagster_env(home_dir)
+    (corpus / "kitchen" / "bread.txt").unlink()
+    try:
+        assert ingest(corpus, FabricHome(home_dir)).complete
+        out = _cli("purge", "--source", "fs:corpus/kitchen/bread.txt", "--json", "--home", str(home_dir))
+        assert out.returncode == 0, out.stderr
+        assert json.loads(out.stdout)["sources"] == ["fs:corpus/kitchen/bread.txt"]
+        out = _cli("snapshot", "create", "--home", str(home_dir))
+        assert out.returncode == 2 and "snapshots need the default storage" in out.stderr, out.stderr
+    finally:
+        _write(corpus, {"kitchen/bread.txt": DOCUMENTS["kitchen/bread.txt"]})
+    home = FabricHome(home_dir)
+    assert not (home_dir / "catalog.sqlite3").exists()
+    storage = home.config.storage
+    bucket = storage.tables_uri.split("/")[2]
+    client = moto_s3.client()
+    for key in moto_s3.keys(bucket):
+        assert b"Sourdough" not in client.get_object(Bucket=bucket, Key=key)["Body"].read(), key
+    for name in ("units", "chunks", "lexical_documents"):
+        ds = lance.dataset(home.tables.uri(name), storage_options=home.tables.storage_options)
+        assert len(ds.versions()) == 1, name
+        assert not any("Sourdough" in str(v) for v in ds.to_table().to_pylist()), name
+    con = psycopg2.connect(storage.catalog.url)
+    try:
+        with con.cursor() as cur:
+            cur.execute("SELECT count(*) FROM fabric.sources WHERE source_key LIKE '%bread%'")
+            assert cur.fetchone()[0] == 0
+    finally:
+        con.close()
