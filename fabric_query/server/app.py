@@ -24,7 +24,7 @@ from fabric_query.server.gate import AdmissionGate, GateFull
 from fabric_query.server.guard import Guard
 from fabric_query.server.security import OriginPolicy
 from fabric_query.server.wire import not_json_reason
-from fabric_resources.catalog import CatalogDamagedError
+from fabric_resources.catalog import CatalogDamagedError, CatalogUnavailableError
 from fabric_resources.config import ConfigError, ServerConfig
 
 #: What warm-up encodes: one Latin-script and one CJK query load both query models (MiniLM's
@@ -160,6 +160,12 @@ def create_app(
         # A release row altered behind Fabric's back: nothing can be answered until the home is
         # restored, and the message (which names the row) says so.
         return error_response(503, "CatalogDamagedError", str(exc))
+
+    @app.exception_handler(CatalogUnavailableError)
+    async def catalog_unavailable(_request: Request, exc: CatalogUnavailableError):
+        # The PostgreSQL catalog is down or refuses the connection: a fault of the deployment, which
+        # may pass (a restart); the message names the catalog, never a password.
+        return error_response(503, "CatalogUnavailableError", str(exc), {"Retry-After": "5"})
 
     @app.exception_handler(Exception)
     async def fault(_request: Request, exc: Exception):

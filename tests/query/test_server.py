@@ -342,3 +342,23 @@ def test_a_config_edited_into_an_invalid_one_is_a_503_naming_it_not_a_500(server
     finally:
         path.write_text(good)
     assert server.post("/v1/search", json={"query": "lighthouse"}).status_code == 200
+
+
+def test_a_catalog_that_cannot_be_reached_is_a_503_naming_it_not_a_500(server, fabric, monkeypatch):
+    """guards against: an InternalError 500 ("see its log") while the PostgreSQL catalog is down
+    or restarting; the client is told which catalog and that it may retry."""
+    from fabric_resources.catalog import CatalogUnavailableError
+
+    class Down:
+        def __getattr__(self, name):
+            def unavailable(*args, **kwargs):
+                raise CatalogUnavailableError("catalog postgres:db:5432/fabric schema fabric: Connection refused")
+            return unavailable
+
+    monkeypatch.setattr(fabric.home, "catalog", Down())
+    r = server.post("/v1/search", json={"query": "lighthouse"})
+    err = _error(r, 503)
+    assert err["type"] == "CatalogUnavailableError" and "Connection refused" in err["message"]
+    assert r.headers["retry-after"] == "5"
+    monkeypatch.undo()
+    assert server.post("/v1/search", json={"query": "lighthouse"}).status_code == 200
