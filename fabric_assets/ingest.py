@@ -323,9 +323,13 @@ def ingest(path: str | os.PathLike, home: FabricHome, progress: ProgressCallback
     fabric_resources.catalog.RootOverlapError
         If ``path`` is the Fabric home or inside it (its catalog, artifacts and admin token are
         never sources), or overlaps a registered root.
+    fabric_resources.tables.TableStoreUnavailableError
+        If the tables are on an object store that cannot be used (bucket missing, credentials
+        refused, unreachable): before anything is scanned or run.
     """
     started = time.perf_counter()
     root = admissible_root(path, home)
+    home.tables.check_available()
     with ingest_lock(home):
         return _ingest_locked(root, home, started, progress, models)
 

@@ -63,6 +63,23 @@ class TableWriteConflict(RuntimeError):
     """A partition replace lost :data:`COMMIT_ATTEMPTS` races in a row (nothing of it was committed)."""
 
 
+class TableStoreUnavailableError(RuntimeError):
+    """The object store that holds the tables cannot be used: a fault of the deployment, not of
+    the data. ``reason`` is stable: ``bucket-missing``, ``access-denied`` (credentials refused) or
+    ``unreachable``. The message names the store's URI and the store's answer, never a credential."""
+
+    def __init__(self, message: str, *, reason: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+
+
+#: A fragment of the object store's (or the HTTP client's) answer, as Lance words its error → reason.
+_STORE_PROBLEMS = (("NoSuchBucket", "bucket-missing"), ("InvalidAccessKeyId", "access-denied"),
+                   ("SignatureDoesNotMatch", "access-denied"), ("AccessDenied", "access-denied"),
+                   ("403 Forbidden", "access-denied"), ("Connection refused", "unreachable"),
+                   ("error sending request", "unreachable"), ("timed out", "unreachable"))
+
+
 class StorageOptionsError(ValueError):
     """A ``storage.tables_storage_options_file`` that is missing, not owner-only or not a JSON
     object of strings."""
@@ -161,6 +178,27 @@ class TableStore:
             except (FileNotFoundError, NotADirectoryError):
                 continue
         return False
+
+    def check_available(self) -> None:
+        """Raise :class:`TableStoreUnavailableError` when the tables are on an object store that
+        cannot be used (one request; a store with no table yet is fine). A local store passes.
+
+        A missing bucket reads to Lance as a table never written, so without this an ingest ran
+        its whole pipeline (minutes of retried writes) before failing with a traceback.
+        """
+        if not self.remote:
+            return
+        try:
+            lance.dataset(self.uri("units"), storage_options=self.storage_options or None)
+        except (OSError, ValueError) as exc:
+            text = str(exc)
+            reason = next((r for fragment, r in _STORE_PROBLEMS if fragment in text), None)
+            if reason is not None:
+                code = re.search(r"<Code>([A-Za-z]+)</Code>", text)
+                raise TableStoreUnavailableError(
+                    f"the tables at {self.root} cannot be used: {reason}"
+                    f" ({code.group(1) if code else next(f for f, r in _STORE_PROBLEMS if f in text)}); "
+                    "check storage.tables_uri, the bucket and its credentials (docs/scale.md)", reason=reason) from None
 
     def exists(self, name: str) -> bool:
         """Whether table ``name`` was ever written (local: files in its directory, without opening it)."""

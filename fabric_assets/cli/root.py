@@ -58,7 +58,8 @@ def run() -> None:
     cannot hold a home (a file, or under one), a catalog of a schema version this Fabric cannot
     open (newer; older, read-only; a failed migration), a damaged catalog (SQLite file, or a release row), a
     PostgreSQL catalog that cannot be reached or opened (server down, no such database or role, a
-    refused password) or a damaged Dagster SQLite database, is one line on stderr and exit code 2."""
+    refused password), tables on an object store that cannot be used (bucket missing, credentials
+    refused, unreachable) or a damaged Dagster SQLite database, is one line on stderr and exit code 2."""
     try:
         app()
     except Exception as exc:
@@ -68,7 +69,9 @@ def run() -> None:
         config = sys.modules.get("fabric_resources.config")
         records = sys.modules.get("fabric_resources.catalog.records")
         home = sys.modules.get("fabric_resources.home")
+        tables = sys.modules.get("fabric_resources.tables")
         known = tuple(t for t in (config and config.ConfigError, records and records.CatalogVersionError,
+                                  tables and tables.TableStoreUnavailableError,
                                   records and records.CatalogMigrationError, records and records.CatalogDamagedError,
                                   records and records.CatalogUnavailableError, home and home.HomeUnusableError) if t)
         sqlite3 = sys.modules.get("sqlite3")

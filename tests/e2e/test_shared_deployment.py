@@ -414,3 +414,28 @@ def test_purge_on_postgres_and_s3_removes_the_text_from_every_version(ingested, 
             assert cur.fetchone()[0] == 0
     finally:
         con.close()
+
+
+def test_an_object_store_that_cannot_be_used_stops_ingest_at_once_in_one_line(postgres_server, moto_s3, tmp_path):
+    """guards against: an ingest into a missing bucket (Lance reads it as a table never written)
+    running its whole pipeline, minutes of retried writes, and ending in a traceback; and an
+    unreachable store doing the same."""
+    from fabric_resources.tables import TableStore, TableStoreUnavailableError
+
+    home_dir = _shared_home(tmp_path, postgres_server, moto_s3)
+    config = json.loads((home_dir / "config.json").read_text())
+    config["storage"]["tables_uri"] = "s3://no-such-bucket-here/tables"
+    (home_dir / "config.json").write_text(json.dumps(config))
+    corpus = _write(tmp_path / "corpus", DOCUMENTS)
+    started = time.monotonic()
+    out = _cli("ingest", str(corpus), "--home", str(home_dir))
+    assert out.returncode == 2, out.stderr
+    assert "s3://no-such-bucket-here/tables cannot be used: bucket-missing (NoSuchBucket)" in out.stderr
+    assert "Traceback" not in out.stderr and "testing" not in out.stderr  # no credential either
+    assert time.monotonic() - started < 60
+    assert FabricHome(home_dir).catalog.current_release() is None
+    down = TableStore("s3://bucket/tables", {**moto_s3.storage_options(), "endpoint": "http://127.0.0.1:1"})
+    with pytest.raises(TableStoreUnavailableError, match="unreachable") as err:
+        down.check_available()
+    assert err.value.reason == "unreachable"
+    TableStore(f"s3://{moto_s3.create_bucket()}/tables", moto_s3.storage_options()).check_available()  # new: fine
