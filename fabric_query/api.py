@@ -25,6 +25,7 @@ from fabric_resources.models.embedder import Encoder
 from fabric_resources.models.http_embedder import dense_backend
 from fabric_resources.models.reranker import Reranker, reranker_from_config
 from fabric_resources.schema import LAST_SCAN_STATE, RESCAN_REMEDY, SCAN_SKIPPED_STATE, scan_record
+from fabric_resources.object_store import TableStoreUnavailableError, store_problem
 
 
 class Fabric:
@@ -194,8 +195,16 @@ class Fabric:
             try:
                 self.home.tables.dataset(name, version)
             except (ValueError, OSError) as exc:
+                problem = store_problem(exc)  # the object store down or refusing: not the data's fault
+                if problem is not None:
+                    return (f"every table: the object store cannot be used: {problem}",)
                 out.append(f"{name} version {version}: "
                            + ("not found" if "not found" in str(exc).lower() else type(exc).__name__))
+        if out:  # a HEAD request's 404 does not say whether the bucket went: one list request does
+            try:
+                self.home.tables.check_available()
+            except TableStoreUnavailableError as exc:
+                return (f"every table: the object store cannot be used: {exc.problem}",)
         return tuple(out)
 
 

@@ -83,6 +83,10 @@ def print_status(home: Path, st=None) -> None:
             f"{len(st.unfinished)} parse(s) running or interrupted"]
     console.print("  " + "; ".join(ages))
     for damaged in st.unreadable_tables:
+        if damaged.startswith("every table: the object store"):  # a deployment fault: nothing was altered
+            console.print(f"  [red]unreadable[/red] {keys([damaged])}: searches fail until it answers again "
+                          "(check storage.tables_uri, the bucket and its credentials)")
+            continue
         console.print(f"  [red]unreadable[/red] the release pins table {keys([damaged])}: searches fail until "
                       "`fabric snapshot restore` or the next `fabric ingest`")
     if st.restore_pending:

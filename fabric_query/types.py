@@ -304,5 +304,7 @@ class Status(BaseModel):
     purges_unfinished: tuple[int, ...] = ()
     #: The current release's pinned table versions the home cannot open (``"chunks version 999:
     #: not found"``): the tables or the catalog were altered, so searches fail until a restore or
-    #: the next ingest (which publishes the versions the home holds). Empty when all open.
+    #: the next ingest (which publishes the versions the home holds). Empty when all open. When the
+    #: object store holding the tables cannot be used, one entry ``"every table: the object store
+    #: cannot be used: <reason> (<the store's word>)"`` (bucket-missing, access-denied, unreachable).
     unreadable_tables: tuple[str, ...] = ()

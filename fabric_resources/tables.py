@@ -33,6 +33,7 @@ import lance
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from fabric_resources.object_store import TableStoreUnavailableError, store_problem
 from fabric_resources.schema import TABLES
 
 _PARSE_ID = re.compile(r"[0-9a-f]{16,64}")
@@ -61,23 +62,6 @@ MERGED_FRAGMENTS = 8
 
 class TableWriteConflict(RuntimeError):
     """A partition replace lost :data:`COMMIT_ATTEMPTS` races in a row (nothing of it was committed)."""
-
-
-class TableStoreUnavailableError(RuntimeError):
-    """The object store that holds the tables cannot be used: a fault of the deployment, not of
-    the data. ``reason`` is stable: ``bucket-missing``, ``access-denied`` (credentials refused) or
-    ``unreachable``. The message names the store's URI and the store's answer, never a credential."""
-
-    def __init__(self, message: str, *, reason: str) -> None:
-        super().__init__(message)
-        self.reason = reason
-
-
-#: A fragment of the object store's (or the HTTP client's) answer, as Lance words its error → reason.
-_STORE_PROBLEMS = (("NoSuchBucket", "bucket-missing"), ("InvalidAccessKeyId", "access-denied"),
-                   ("SignatureDoesNotMatch", "access-denied"), ("AccessDenied", "access-denied"),
-                   ("403 Forbidden", "access-denied"), ("Connection refused", "unreachable"),
-                   ("error sending request", "unreachable"), ("timed out", "unreachable"))
 
 
 class StorageOptionsError(ValueError):
@@ -191,14 +175,12 @@ class TableStore:
         try:
             lance.dataset(self.uri("units"), storage_options=self.storage_options or None)
         except (OSError, ValueError) as exc:
-            text = str(exc)
-            reason = next((r for fragment, r in _STORE_PROBLEMS if fragment in text), None)
-            if reason is not None:
-                code = re.search(r"<Code>([A-Za-z]+)</Code>", text)
+            problem = store_problem(exc)
+            if problem is not None:
                 raise TableStoreUnavailableError(
-                    f"the tables at {self.root} cannot be used: {reason}"
-                    f" ({code.group(1) if code else next(f for f, r in _STORE_PROBLEMS if f in text)}); "
-                    "check storage.tables_uri, the bucket and its credentials (docs/scale.md)", reason=reason) from None
+                    f"the tables at {self.root} cannot be used: {problem}; "
+                    "check storage.tables_uri, the bucket and its credentials (docs/scale.md)",
+                    problem=problem) from None
 
     def exists(self, name: str) -> bool:
         """Whether table ``name`` was ever written (local: files in its directory, without opening it)."""

@@ -69,7 +69,7 @@ def run() -> None:
         config = sys.modules.get("fabric_resources.config")
         records = sys.modules.get("fabric_resources.catalog.records")
         home = sys.modules.get("fabric_resources.home")
-        tables = sys.modules.get("fabric_resources.tables")
+        tables = sys.modules.get("fabric_resources.object_store")
         known = tuple(t for t in (config and config.ConfigError, records and records.CatalogVersionError,
                                   tables and tables.TableStoreUnavailableError,
                                   records and records.CatalogMigrationError, records and records.CatalogDamagedError,

@@ -240,6 +240,29 @@ def test_a_second_home_directory_serves_the_same_release(ingested, tmp_path, dag
     assert Fabric(other).resolve(there.results[0].citation).status == "verified"
 
 
+@pytest.mark.parametrize("change, problem", [
+    ({"tables_uri": "s3://no-such-bucket-here/tables"}, "bucket-missing (NoSuchBucket)"),
+    ({"tables_storage_options": {"endpoint": "http://127.0.0.1:1"}}, "unreachable"),
+])
+def test_status_says_the_object_store_is_down_not_that_the_tables_were_altered(ingested, tmp_path, dagster_env,
+                                                                                change, problem):
+    """guards against: `fabric status` listing every table as "not found" or "ValueError" with the
+    remedy `fabric snapshot restore` (which shared storage cannot do) when the bucket is gone or the
+    store does not answer: a deployment fault, nothing was altered."""
+    from fabric_query import Fabric
+
+    home_dir, _, _ = ingested
+    config = json.loads((home_dir / "config.json").read_text())
+    for key, value in change.items():
+        config["storage"][key] = {**config["storage"][key], **value} if isinstance(value, dict) else value
+    other = tmp_path / "other-home"
+    other.mkdir()
+    (other / "config.json").write_text(json.dumps(config))
+    dagster_env(other)
+    (entry,) = Fabric(other).status().unreadable_tables
+    assert entry.startswith("every table: the object store cannot be used: " + problem), entry
+
+
 def test_the_instance_is_postgres_with_a_queued_run_limit(ingested, dagster_env):
     """guards against: storage.dagster writing a file Dagster does not read as meant (runs recorded
     in SQLite, or no limit on how many runs the daemon starts at once)."""
