@@ -39,6 +39,7 @@ from fabric_resources.catalog import CatalogDamagedError, number_map
 from fabric_resources.dense_index import kept_generations
 from fabric_resources.home import FabricHome
 from fabric_resources.schema import TABLES
+from fabric_resources.tombstones import tombstones
 
 #: Catalog state: ``{parse_id: unix time it was first found unpinned}``.
 UNPINNED_SINCE = "retention_unpinned_since"
@@ -218,6 +219,11 @@ def _cleanup(home: FabricHome, now: float) -> tuple[CleanupReport, list, set[str
     still_held = {h for p, _, h in runs if p not in doomed} | live_hashes
     _forget(home, sorted(doomed), report.releases_removed)
     report.artifacts_removed = sum(home.artifacts.delete(h) for h in sorted(doomed_hashes - still_held))
+    # The artifact store is this home directory's: a purge run from another one on the same shared
+    # catalog could not reach it. The bytes a finished purge names go here too, unless held again.
+    purged = {h for t in tombstones(catalog) if t.completed_at is not None for h in t.source_hashes}
+    held = still_held | {h for _, _, h in sources if h}
+    report.artifacts_removed += sum(home.artifacts.delete(h) for h in sorted(purged - held))
     return report, retained, pinned
 
 

@@ -401,26 +401,39 @@ def test_purge_on_postgres_and_s3_removes_the_text_from_every_version(ingested, 
     """guards against: the lifecycle commands answering "no Fabric home" on a home whose catalog is
     on PostgreSQL (they looked for catalog.sqlite3), and purge then failing with a SnapshotError
     traceback part-way (its safety snapshot needs local storage; it left an empty catalog.sqlite3
-    in the home), so a deleted file's text could never be purged there."""
+    in the home), so a deleted file's text could never be purged there; and a purge run from
+    another home directory on the same storage leaving the raw bytes in the ingesting home's
+    artifact store for good (its cleanup now removes what a finished purge names)."""
+    import hashlib
+
     import lance
     import psycopg2
 
     from fabric_assets.ingest import ingest
 
     home_dir, corpus, _ = ingested
+    other = tmp_path / "other-home"
+    other.mkdir()
+    (other / "config.json").write_text((home_dir / "config.json").read_text())
+    digest = hashlib.sha256(DOCUMENTS["kitchen/bread.txt"].encode()).hexdigest()
+    assert FabricHome(home_dir).artifacts.path_for(digest).exists()
     dagster_env(home_dir)
     (corpus / "kitchen" / "bread.txt").unlink()
     try:
         assert ingest(corpus, FabricHome(home_dir)).complete
-        out = _cli("purge", "--source", "fs:corpus/kitchen/bread.txt", "--json", "--home", str(home_dir))
+        out = _cli("purge", "--source", "fs:corpus/kitchen/bread.txt", "--json", "--home", str(other))
         assert out.returncode == 0, out.stderr
         assert json.loads(out.stdout)["sources"] == ["fs:corpus/kitchen/bread.txt"]
         out = _cli("snapshot", "create", "--home", str(home_dir))
         assert out.returncode == 2 and "snapshots need the default storage" in out.stderr, out.stderr
+        assert FabricHome(home_dir).artifacts.path_for(digest).exists()  # another home's: out of reach
+        out = _cli("cleanup", "--json", "--home", str(home_dir))
+        assert out.returncode == 0 and json.loads(out.stdout)["artifacts_removed"] == 1, out.stderr
     finally:
         _write(corpus, {"kitchen/bread.txt": DOCUMENTS["kitchen/bread.txt"]})
     home = FabricHome(home_dir)
-    assert not (home_dir / "catalog.sqlite3").exists()
+    assert not home.artifacts.path_for(digest).exists()
+    assert not (home_dir / "catalog.sqlite3").exists() and not (other / "catalog.sqlite3").exists()
     storage = home.config.storage
     bucket = storage.tables_uri.split("/")[2]
     client = moto_s3.client()
