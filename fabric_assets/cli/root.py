@@ -59,7 +59,8 @@ def run() -> None:
     open (newer; older, read-only; a failed migration), a damaged catalog (SQLite file, or a release row), a
     PostgreSQL catalog that cannot be reached or opened (server down, no such database or role, a
     refused password), tables on an object store that cannot be used (bucket missing, credentials
-    refused, unreachable) or a damaged Dagster SQLite database, is one line on stderr and exit code 2."""
+    refused, unreachable), a Dagster instance on PostgreSQL that cannot be used, or a damaged Dagster
+    SQLite database, is one line on stderr and exit code 2 (Dagster's own retry warnings may come first)."""
     try:
         app()
     except Exception as exc:
@@ -91,6 +92,15 @@ def run() -> None:
                       "database there is damaged or not a database; restore it from a copy, or move it aside "
                       "(the history of Dagster's runs, and the lineage `fabric audit` reads from it, go with it)",
                       markup=False)
+            raise SystemExit(2) from None
+        pg = sys.modules.get("dagster_postgres.utils")
+        if pg is not None and isinstance(exc, pg.DagsterPostgresException):
+            # The Dagster instance's PostgreSQL (storage.dagster) refused or did not answer after
+            # dagster-postgres's retries: its own message ("too many retries") hides why.
+            cause = getattr(exc.__cause__, "orig", None) or exc.__cause__ or exc
+            why = (str(cause).strip().splitlines() or [type(cause).__name__])[0]
+            err.print(f"error: the Dagster instance's PostgreSQL database cannot be used ({why}); check "
+                      "storage.dagster.url (else storage.catalog.url) and the server", markup=False)
             raise SystemExit(2) from None
         if not known or not isinstance(exc, known):
             raise

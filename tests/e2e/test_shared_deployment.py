@@ -397,6 +397,23 @@ def test_a_catalog_that_cannot_be_opened_is_one_line_without_the_password(postgr
         assert not (home / "catalog.sqlite3").exists()
 
 
+def test_a_dagster_database_that_cannot_be_used_is_one_line(postgres_server, moto_s3, tmp_path):
+    """guards against: a 200-line traceback ending in dagster-postgres's "too many retries for DB
+    connection" (exit 1), which hides the reason, when storage.dagster.url names a database that
+    does not exist, a refused password or a server that is down."""
+    home_dir = _shared_home(tmp_path, postgres_server, moto_s3)
+    config = json.loads((home_dir / "config.json").read_text())
+    config["storage"]["dagster"]["url"] = postgres_server.url("no_such_dagster_db").replace("fabric@", "fabric:hunter2@")
+    (home_dir / "config.json").write_text(json.dumps(config))
+    out = _cli("ingest", str(_write(tmp_path / "corpus", DOCUMENTS)), "--home", str(home_dir))
+    assert out.returncode == 2, out.stderr
+    last = out.stderr.strip().splitlines()[-1]
+    assert last.startswith("error: the Dagster instance's PostgreSQL database cannot be used") and \
+        'database "no_such_dagster_db" does not exist' in last, out.stderr
+    assert "Traceback" not in out.stderr and "hunter2" not in out.stderr
+    assert FabricHome(home_dir).catalog.current_release() is None
+
+
 def test_purge_on_postgres_and_s3_removes_the_text_from_every_version(ingested, moto_s3, tmp_path, dagster_env):
     """guards against: the lifecycle commands answering "no Fabric home" on a home whose catalog is
     on PostgreSQL (they looked for catalog.sqlite3), and purge then failing with a SnapshotError
