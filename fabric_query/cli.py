@@ -86,9 +86,13 @@ def print_status(home: Path, st=None) -> None:
         if damaged.startswith("every table: the object store"):  # a deployment fault: nothing was altered
             console.print(f"  [red]unreadable[/red] {keys([damaged])}: searches fail until it answers again "
                           "(check storage.tables_uri, the bucket and its credentials)")
-            continue
-        console.print(f"  [red]unreadable[/red] the release pins table {keys([damaged])}: searches fail until "
-                      "`fabric snapshot restore` or the next `fabric ingest`")
+        elif ": data file " in damaged:  # rows lost under a version the home holds: no write can replace them
+            console.print(f"  [red]unreadable[/red] the release pins table {keys([damaged])}: its channel (or, "
+                          "for chunks, every search) fails and ingests writing it fail until "
+                          "`fabric snapshot restore`")
+        else:
+            console.print(f"  [red]unreadable[/red] the release pins table {keys([damaged])}: searches fail "
+                          "until `fabric snapshot restore` or the next `fabric ingest`")
     if st.restore_pending:
         console.print("  [yellow]restore interrupted[/yellow]: an in-place snapshot restore stopped before it had "
                       "removed what came after the snapshot; the next `fabric ingest` (or restore) finishes it")

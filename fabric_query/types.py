@@ -304,7 +304,9 @@ class Status(BaseModel):
     purges_unfinished: tuple[int, ...] = ()
     #: The current release's pinned table versions the home cannot open (``"chunks version 999:
     #: not found"``): the tables or the catalog were altered, so searches fail until a restore or
-    #: the next ingest (which publishes the versions the home holds). Empty when all open. When the
-    #: object store holding the tables cannot be used, one entry ``"every table: the object store
-    #: cannot be used: <reason> (<the store's word>)"`` (bucket-missing, access-denied, unreachable).
+    #: the next ingest (which publishes the versions the home holds); or whose data file is missing
+    #: or cut short (``"chunk_vectors version 2: data file damaged"``, ``… data file missing``):
+    #: its rows are lost, and only a snapshot restore brings them back. Empty when all open. When
+    #: the object store holding the tables cannot be used, one entry ``"every table: the object
+    #: store cannot be used: <reason> (<the store's word>)"`` (bucket-missing, access-denied, unreachable).
     unreadable_tables: tuple[str, ...] = ()

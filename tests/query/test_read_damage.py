@@ -5,6 +5,7 @@ citation verified only when its text is re-derived from the source bytes (issue 
 from __future__ import annotations
 
 import json
+import os
 import shutil
 
 import numpy as np
@@ -338,6 +339,25 @@ def test_status_names_a_pinned_table_version_the_home_cannot_open(home):
     _publish(home, tables={**current.manifest["tables"], "chunks": 999})
     st = Fabric(home.root).status()
     assert st.unreadable_tables == ("chunks version 999: not found",)
+
+
+def test_status_names_a_pinned_table_whose_data_file_is_cut_short_or_missing(home):
+    """guards against (hostile trial 9): a chunk_vectors data file truncated, or the chunks data
+    file deleted, with `fabric status` reporting the home healthy (dense then skipped
+    ``table-unreadable`` and searches failed); and bytes appended past the recorded size (nothing
+    lost) flagged."""
+    vectors = _vector_file(home)
+    with vectors.open("ab") as f:
+        f.write(b"tail")
+    assert Fabric(home.root).status().unreadable_tables == ()
+    pinned = home.catalog.current_release().manifest["tables"]
+    os.truncate(vectors, 1000)
+    (chunks,) = sorted((home.layout.tables / "chunks.lance" / "data").glob("*.lance"))
+    chunks.unlink()
+    assert Fabric(home.root).status().unreadable_tables == (
+        f"chunk_vectors version {pinned['chunk_vectors']}: data file damaged",
+        f"chunks version {pinned['chunks']}: data file missing",
+    )
 
 
 def test_resolve_names_a_missing_or_swapped_file_by_its_source_key_not_its_path(tmp_path):
