@@ -9,7 +9,10 @@ fragments, committed against the version it was computed on (Lance's distributed
 race to another commit on the same fragments gets Lance's retryable conflict and recomputes the
 deletions on the newer version. So re-materializing is idempotent, and writers running at once — on
 one host or several — each land whole or not at all; a delete then an append (two commits) let two
-writers replacing the same parse both append (6 rows instead of 3). Object stores need conditional
+writers replacing the same parse both append (6 rows instead of 3). Two writers adding the same
+*new* parse touch no common fragment, so Lance sees no conflict: local writers therefore take a
+file lock per table from reading the partitions to the commit (writers of an object store on
+several hosts are not serialised, and could each add it). Object stores need conditional
 writes for this (S3 has them). Readers that must not see a write in progress read a pinned table
 version (releases record them).
 
@@ -27,12 +30,14 @@ import re
 import stat
 import time
 from collections.abc import Iterable, Iterator
+from contextlib import nullcontext
 from pathlib import Path
 
 import lance
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from fabric_resources.locks import exclusive_lock
 from fabric_resources.object_store import TableStoreUnavailableError, store_problem
 from fabric_resources.schema import TABLES
 
@@ -232,7 +237,6 @@ class TableStore:
         TableWriteConflict
             If other writers' commits won :data:`COMMIT_ATTEMPTS` times in a row.
         """
-        from lance.commit import CommitConflictError
         from lance.fragment import write_fragments
 
         ids = set(parse_ids)
@@ -247,8 +251,22 @@ class TableStore:
         base = self.dataset(name)
         # Written once, uncommitted; every attempt commits these same files.
         new = write_fragments(rows, base, schema=schema, storage_options=options) if rows.num_rows else []
+        with self._write_lock(name):
+            return self._commit_replace(name, flt, new)
+
+    def _write_lock(self, name: str):
+        """One local writer at a time between reading a table's partitions and committing their
+        replacement: two writers adding the *same new* partition modify no common fragment, so
+        Lance sees no conflict and both land (the rows doubled, seen when the daemon's parse run and
+        `fabric ingest` ran one parse at once). Writers of an object store are not serialised."""
+        return exclusive_lock(self.root / f"{name}.lance.write.lock") if not self.remote else nullcontext()
+
+    def _commit_replace(self, name: str, flt: str | None, new: list) -> int:
+        from lance.commit import CommitConflictError
+
+        options = self.storage_options or None
         for attempt in range(COMMIT_ATTEMPTS):
-            ds = base if attempt == 0 else self.dataset(name)
+            ds = self.dataset(name)  # the latest: a version read before the lock misses a writer's rows
             removed, updated = [], []
             if flt is not None:
                 # One scan finds the fragments holding the partitions' rows (row address = fragment

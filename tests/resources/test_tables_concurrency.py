@@ -133,3 +133,35 @@ def test_a_local_table_never_committed_is_absent_and_a_lost_version_is_an_error(
     assert TableStore(root).count_rows("lexical_documents", v) == len(_parse_ids(0)) * PER_PARSE
     with pytest.raises(ValueError):
         TableStore(root).read("lexical_documents", version=v + 5)
+
+
+def test_two_local_writers_adding_the_same_new_parse_land_it_once(tmp_path, monkeypatch):
+    """guards against (hostile trial 9): two writers adding a parse the table does not hold yet
+    (the daemon's parse run and `fabric ingest` running one pending parse at once) each committing
+    it: their commits touch no common fragment, so Lance saw no conflict and the rows were doubled.
+    The second writer now runs while the first is about to commit; it must wait, then replace."""
+    import threading
+
+    import lance
+
+    root = tmp_path / "tables"
+    TableStore(root).replace_partitions("lexical_documents", _parse_ids(1), _rows(_parse_ids(1), "other"))
+    new = _parse_ids(0)[:1]
+    real_commit = lance.LanceDataset.commit
+    second: list[threading.Thread] = []
+
+    def commit(*args, **kwargs):
+        if not second:  # the first writer, computed and about to commit
+            second.append(threading.Thread(target=lambda: TableStore(root).replace_partitions(
+                "lexical_documents", new, _rows(new, "second"))))
+            second[0].start()
+            second[0].join(1.0)  # unserialised, it commits now; serialised, it waits for this commit
+        return real_commit(*args, **kwargs)
+
+    monkeypatch.setattr(lance.LanceDataset, "commit", staticmethod(commit))
+    TableStore(root).replace_partitions("lexical_documents", new, _rows(new, "first"))
+    second[0].join(30)
+    table = TableStore(root).read("lexical_documents")
+    rows = [(p, t) for p, t in zip(table.column("parse_id").to_pylist(), table.column("folded_text").to_pylist())
+            if p in new]
+    assert sorted(rows) == [(new[0], "second")] * PER_PARSE
