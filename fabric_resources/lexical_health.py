@@ -43,6 +43,7 @@ from fabric_resources.schema import (
     INDEX_FIELD_WORD,
     LEXICAL_DOCUMENTS,
 )
+from fabric_resources.tantivy_meta import IndexFormatChanged, damaged_segment_files
 from fabric_resources.text_folding import fold
 
 FIELDS = (INDEX_FIELD_WORD, INDEX_FIELD_SUBSTRING)
@@ -262,6 +263,13 @@ def _compare(home: FabricHome, release: Release, chunks: pa.Table, gen: str | No
             raise IndexUnusable("index-missing", "release names no generation")
     except IndexUnusable as exc:
         return unusable(exc.reason)
+    try:
+        damaged = damaged_segment_files(home.lexical.root / gen)
+    except (OSError, ValueError, IndexFormatChanged) as exc:
+        damaged = [f"{type(exc).__name__}: {str(exc)[:200]}"]
+    if damaged:
+        # Flipped postings or positions decode without an error: answers change with no fallback.
+        return unusable(f"index-damaged: {'; '.join(damaged[:sample])}")
     try:
         actual_ids = sorted(_documents(actual))
         deleted = deleted_documents(actual.searcher)

@@ -23,6 +23,7 @@ from __future__ import annotations
 import json
 import os
 import uuid
+import zlib
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -119,3 +120,60 @@ def segment_files(directory: Path, segment: SegmentMeta, names: Iterable[str] | 
     if not any(p.suffix == ".idx" for p in found):
         raise IndexFormatChanged(f"no {prefix}idx in {directory}: segment files are not named by the simple UUID")
     return found
+
+
+#: The magic number ending every file tantivy writes for a segment (``FOOTER_MAGIC_NUMBER`` in
+#: tantivy's ``src/directory/footer.rs``), after its footer: ``{"version": …, "crc": <CRC-32 of the
+#: bytes before the footer>}`` as JSON, then the JSON's length (u32 LE), then this (u32 LE).
+FOOTER_MAGIC = 1337
+
+
+def footer_problem(path: Path) -> str | None:
+    """Why ``path``, a segment file tantivy wrote, is damaged (its footer missing or unreadable,
+    or its bytes not those its footer's CRC-32 was computed over), or None when it checks out.
+    tantivy checks these only when asked (``Index::validate_checksum``, which tantivy-py does not
+    expose); a reader decodes flipped postings or positions without noticing. Reads the whole file.
+    """
+    try:
+        with open(path, "rb") as fh:
+            size = os.fstat(fh.fileno()).st_size
+            if size < 8:
+                return "shorter than its footer"
+            fh.seek(size - 8)
+            length, magic = int.from_bytes(fh.read(4), "little"), int.from_bytes(fh.read(4), "little")
+            if magic != FOOTER_MAGIC or length > size - 8:
+                return "no tantivy footer"
+            fh.seek(size - 8 - length)
+            try:
+                crc = json.loads(fh.read(length))["crc"]
+            except (ValueError, KeyError, TypeError):
+                return "footer unreadable"
+            fh.seek(0)
+            left, actual = size - 8 - length, 0
+            while left:
+                block = fh.read(min(left, 1 << 20))
+                if not block:
+                    return "shorter than its footer says"
+                actual, left = zlib.crc32(block, actual), left - len(block)
+    except OSError as exc:
+        return f"unreadable ({type(exc).__name__})"
+    return None if actual == crc else "checksum mismatch"
+
+
+def damaged_segment_files(directory: Path) -> list[str]:
+    """``"<file>: <why>"`` for each file of the segments ``directory``'s ``meta.json`` lists that
+    :func:`footer_problem` finds damaged (or that is missing), in name order.
+
+    Raises
+    ------
+    OSError, ValueError, IndexFormatChanged
+        As :func:`load_meta` and :func:`segment_files`.
+    """
+    names = [p.name for p in Path(directory).iterdir() if p.is_file()]
+    out = []
+    for segment in segments(load_meta(directory)):
+        files = segment_files(directory, segment, names)
+        expected = {segment.file_prefix + ext for ext in ("idx", "pos", "term", "store", "fast", "fieldnorm")}
+        out += [f"{name}: missing" for name in sorted(expected - {p.name for p in files})]
+        out += [f"{p.name}: {why}" for p in files if (why := footer_problem(p)) is not None]
+    return sorted(out)

@@ -138,6 +138,32 @@ def test_unusable_index_is_reported_and_answered_by_the_scan(home, damage, reaso
     assert lexical_health(home).problem == reason
 
 
+def test_flipped_bytes_in_postings_positions_or_norms_are_unhealthy_and_repair_rebuilds(home):
+    """guards against (hostile trial 9): bytes flipped inside a segment's postings (.idx),
+    positions (.pos) or field norms (.fieldnorm) reported healthy by `fabric lexical-health` (and
+    its asset check) while tantivy decoded them without an error: answers changed with no fallback,
+    or a panic at query time fell back to the scan. tantivy's footer CRC of each file now says so."""
+    path = _generation_path(home)
+
+    def flip(f):
+        data = bytearray(f.read_bytes())
+        footer = int.from_bytes(data[-8:-4], "little") + 8
+        for i in range((len(data) - footer) // 2, (len(data) - footer) // 2 + 4):
+            data[i] ^= 0xA5
+        f.write_bytes(bytes(data))
+
+    for ext in (".idx", ".pos", ".fieldnorm"):
+        (target,) = [f for f in sorted(path.iterdir()) if f.suffix == ext][:1]
+        flip(target)
+        report = lexical_health(home)
+        assert not report.healthy and report.problem == f"index-damaged: {target.name}: checksum mismatch", ext
+        flip(target)  # back as it was
+    assert lexical_health(home).healthy
+    flip(target)
+    repaired = lexical_repair(home)
+    assert not repaired.before.healthy and repaired.after.healthy
+
+
 def test_a_corrupt_term_dictionary_falls_back_and_repair_rebuilds_it(home, monkeypatch):
     """guards against (hostile trial, 2026-12-05): a generation whose term dictionary is garbage
     past its header (it opens and counts its documents, then every term lookup raises tantivy's
