@@ -5,6 +5,7 @@ activation → annotation runs (when enabled) → activation again."""
 import hashlib
 
 import dagster as dg
+from dagster._core.storage.tags import RUN_KEY_TAG
 
 from fabric_assets.annotations.planning import parses_needing_annotation
 from fabric_assets.jobs import (RANGE_END_TAG, RANGE_START_TAG, activation_job, annotation_job, parse_job,
@@ -56,6 +57,28 @@ def plan_parse_runs(instance: dg.DagsterInstance, pending: list[str], per_run: i
     return new_keys, partition_ranges(existing + new_keys, pending, per_run)
 
 
+#: Runs the sensor requests again for one set of parses still pending after a finished run.
+RETRIES = 3
+
+
+def parse_run_key(instance: dg.DagsterInstance, home, keys: list[str]) -> str:
+    """The run key of a parse run over the pending parses ``keys``.
+
+    The daemon launches a run key once, whatever that run's outcome. So the key is the same while
+    those parses are untouched and a run of them is in progress, new when they were set pending
+    again (``retry_failed_job``: their catalog rows' ``updated_at`` enter the key), and new when the
+    last run under it finished and left them pending (a run that failed, was killed or cancelled),
+    at most :data:`RETRIES` times. One key per set of parses never ran them again unattended."""
+    stamps = sorted(r.updated_at for r in home.catalog.parse_runs(keys))
+    base = "parse:" + hashlib.sha256((",".join(keys) + f"@{stamps[-1] if stamps else ''}").encode()).hexdigest()[:24]
+    for attempt in range(RETRIES + 1):
+        key = base if attempt == 0 else f"{base}:{attempt}"
+        runs = instance.get_runs(dg.RunsFilter(tags={RUN_KEY_TAG: key}), limit=1)
+        if not runs or not runs[0].is_finished:
+            return key
+    return key
+
+
 @dg.sensor(
     jobs=[parse_job, activation_job],
     minimum_interval_seconds=30,
@@ -71,7 +94,7 @@ def source_change_sensor(context: dg.SensorEvaluationContext, fabric: FabricHome
     requests = [
         dg.RunRequest(
             job_name=parse_job.name,
-            run_key="parse:" + hashlib.sha256(",".join(keys).encode()).hexdigest()[:24],
+            run_key=parse_run_key(context.instance, home, keys),
             tags=range_tags(keys),
             run_config=steps_config(home),
         )

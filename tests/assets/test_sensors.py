@@ -52,3 +52,48 @@ def test_sensor_batches_many_partitions_per_run(tmp_path, fabric_home):
     (src / "doc3.txt").unlink()
     third = _evaluate(instance, fabric_home.root)
     assert [r.job_name for r in third.run_requests] == ["activation_job"]
+
+
+def test_parses_left_pending_by_a_finished_run_or_a_retry_get_a_run_key_the_daemon_launches(tmp_path, fabric_home):
+    """guards against (hostile trial 9): one run key per set of pending parses. The daemon launches
+    a run key once, whatever that run's outcome, so parses whose unattended run failed (a fault of
+    Fabric, the run killed) or that `retry_failed_job` set pending again after a finished run were
+    requested under a key it skipped on every tick: never run again with no command typed. A run
+    still in progress keeps its key (no second run of the same parses)."""
+    from dagster._core.storage.tags import RUN_KEY_TAG
+
+    from fabric_assets.sensors import RETRIES
+
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "a.txt").write_text("The lighthouse keeper logged the tide.\n")
+    fabric_home.catalog.register_root(src)
+    instance = dg.DagsterInstance.ephemeral()
+    first = _evaluate(instance, fabric_home.root)
+    instance.add_dynamic_partitions("parses", list(first.dynamic_partitions_requests[0].partition_keys))
+    (request,) = first.run_requests
+
+    @dg.op
+    def boom():
+        raise RuntimeError("the parse run's process ran out of disk")
+
+    @dg.job
+    def stand_in():  # stands for the parse run the daemon launched under that key
+        boom()
+
+    in_progress = instance.create_run_for_job(stand_in, tags={RUN_KEY_TAG: request.run_key})
+    assert [r.run_key for r in _evaluate(instance, fabric_home.root).run_requests] == [request.run_key]
+    instance.delete_run(in_progress.run_id)
+    seen = {request.run_key}
+    for _ in range(RETRIES):
+        stand_in.execute_in_process(instance=instance, tags={RUN_KEY_TAG: request.run_key}, raise_on_error=False)
+        (again,) = _evaluate(instance, fabric_home.root).run_requests
+        assert again.run_key not in seen  # a key the daemon has not launched: the parses run again
+        seen.add(again.run_key)
+        request = again
+    # Retried by the operator after a run under every key: a new key again.
+    (pid,) = [r.parse_id for r in fabric_home.catalog.parse_runs(status="pending")]
+    fabric_home.catalog.set_parse_status(pid, "failed", reason="ocr-unavailable")
+    fabric_home.catalog.set_parse_status(pid, "pending")
+    (retried,) = _evaluate(instance, fabric_home.root).run_requests
+    assert retried.run_key not in seen
