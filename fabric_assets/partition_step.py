@@ -50,6 +50,7 @@ from fabric_assets.source_tags import tag_run
 from fabric_assets.verdicts import live_parse_ids, record, record_and_summarise
 from fabric_resources.home import FabricHome
 from fabric_resources.schema import TABLES
+from fabric_resources.tables import TableRemovedError
 
 
 def check_specs(*keys: str) -> list[dg.AssetCheckSpec]:
@@ -234,10 +235,23 @@ class PartitionStep:
         written (the version is ``None``): the tables keep their rows and their version."""
         scope = self.keys if partitions is None else list(partitions)
         self.versions = {}
+        if scope:
+            self._refuse_removed_tables(list(self._rows))
         for key, tables in self._rows.items():
             rows = pa.concat_tables(tables) if tables else TABLES[key].empty_table()
             self.versions[key] = self.home.tables.replace_partitions(key, scope, rows) if scope else None
         return self.versions
+
+    def _refuse_removed_tables(self, names: list[str]) -> None:
+        """Raises :class:`~fabric_resources.tables.TableRemovedError` if the current release pins a
+        version of one of ``names`` that the home no longer holds any file of."""
+        release = self.home.catalog.current_release()
+        pinned = release.manifest["tables"] if release else {}
+        for name in names:
+            if pinned.get(name) is not None and not self.home.tables.exists(name):
+                raise TableRemovedError(f"table {name} holds no file but release {release.release_id} pins its "
+                                        f"version {pinned[name]}: restore it (`fabric snapshot restore`); writing "
+                                        "it afresh would drop every other parse's rows from the next release")
 
     def finish(self) -> Iterator[dg.MaterializeResult | dg.AssetCheckResult]:
         """Write (unless :meth:`write` ran), tag the run with its partitions' sources

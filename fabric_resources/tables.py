@@ -69,6 +69,12 @@ class TableWriteConflict(RuntimeError):
     """A partition replace lost :data:`COMMIT_ATTEMPTS` races in a row (nothing of it was committed)."""
 
 
+class TableRemovedError(RuntimeError):
+    """A table the current release pins holds no file (its directory was removed): writing would
+    create it afresh, and the next release would pin the new rows alone, every other parse's rows
+    silently gone from it."""
+
+
 class StorageOptionsError(ValueError):
     """A ``storage.tables_storage_options_file`` that is missing, not owner-only or not a JSON
     object of strings."""
@@ -140,9 +146,13 @@ class TableStore:
         Raises
         ------
         ValueError
-            If the table exists but not at ``version``, or cannot be opened (Lance's error).
+            If the table exists but not at ``version``, or cannot be opened (Lance's error); or a
+            ``version`` is asked of a local table that holds no file (its directory removed: a
+            release pinned it, so it was written).
         """
         if not self.remote and name not in self._known and not self._local_has_files(name):
+            if version is not None:
+                raise ValueError(f"{name} version {version} was not found: the table holds no file")
             return None
         try:
             ds = lance.dataset(self.uri(name), version=version, storage_options=self.storage_options or None)

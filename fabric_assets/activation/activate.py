@@ -33,6 +33,7 @@ from fabric_resources.lexical_index import ANALYZER_ID, index_documents
 from fabric_resources.text_folding import fold
 from fabric_resources.schema import SCAN_SKIPPED_STATE, SCHEMA_VERSION, TABLES
 from fabric_resources.vector_digest import MANIFEST_KEY as VECTOR_DIGESTS, manifest_digests
+from fabric_resources.tables import TableRemovedError
 
 #: Lexical generations of this many most recent releases are kept on disk.
 RETAINED_RELEASES = 3
@@ -314,6 +315,13 @@ def activate(home: FabricHome) -> ActivationReport:
                     report.superseded.append((k, prev_active[k]))
         report.deactivated = sorted(set(prev_active) - set(new_active))
         tables = {name: home.tables.version(name) for name in TABLES}
+        for name, pinned in (current.manifest.get("tables", {}) if current else {}).items():
+            if pinned is not None and (tables.get(name) is None or tables[name] < pinned):
+                # Removed (or removed and written afresh): a release pinning it now would serve no
+                # row, or the new rows alone, of every parse it holds.
+                raise TableRemovedError(f"table {name} is at version {tables.get(name)} but release "
+                                        f"{current.release_id} pins version {pinned}: its files were removed; "
+                                        "restore it (`fabric snapshot restore`)")
         post_changed = current is not None and any(
             tables.get(n) != current.manifest.get("tables", {}).get(n) for n in POST_ACTIVATION_TABLES)
         index_current = current is not None and home.lexical.is_current(current.manifest.get("lexical_generation") or "")

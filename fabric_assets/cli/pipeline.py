@@ -43,6 +43,18 @@ def ingest(
 EXIT_INCOMPLETE, EXIT_RUN_FAILED = 1, 3
 
 
+def _cause_of_type(exc: BaseException | None, kind: type) -> BaseException | None:
+    """The first exception of ``kind`` in ``exc``'s chain of causes and contexts (Dagster wraps
+    the error a step raised), or None."""
+    seen: set[int] = set()
+    while exc is not None and id(exc) not in seen:
+        if isinstance(exc, kind):
+            return exc
+        seen.add(id(exc))
+        exc = exc.__cause__ or exc.__context__
+    return None
+
+
 def _run_ingest(path: Path) -> int:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -50,6 +62,7 @@ def _run_ingest(path: Path) -> int:
     from fabric_resources.catalog import RootOverlapError
     from fabric_resources.home import FabricHome
     from fabric_resources.parsing.document import machine_fault_in
+    from fabric_resources.tables import TableRemovedError
 
     from fabric_resources.home_location import home_path
 
@@ -76,6 +89,9 @@ def _run_ingest(path: Path) -> int:
         except (NotADirectoryRoot, RootOverlapError) as exc:
             fail(str(exc))
         except Exception as exc:
+            removed = _cause_of_type(exc, TableRemovedError)
+            if removed is not None:
+                fail(f"{removed}: nothing was published", code=EXIT_RUN_FAILED)
             fault = machine_fault_in(exc)
             if fault is None:
                 raise

@@ -360,6 +360,33 @@ def test_status_names_a_pinned_table_whose_data_file_is_cut_short_or_missing(hom
     )
 
 
+def test_a_removed_table_stops_queries_and_is_never_written_afresh_into_a_release(home, tmp_path):
+    """guards against (hostile trial 9): the chunks table's folder removed. A fresh process read
+    the pinned version as an empty table (search: "no results" over every eligible source; status:
+    healthy), and the next ingest that parsed anything created the table afresh and published a
+    release pinning those new rows alone (or, the table still absent, ``chunks: None``): every
+    other document silently gone from search."""
+    from fabric_resources.tables import TableRemovedError
+
+    pinned = home.catalog.current_release()
+    shutil.rmtree(home.layout.tables / "chunks.lance")
+    with pytest.raises(FabricQueryError):
+        Fabric(home.root).search("lighthouse keeper")
+    assert Fabric(home.root).status().unreadable_tables == (f"chunks version {pinned.manifest['tables']['chunks']}: not found",)
+    more = tmp_path / "more"
+    more.mkdir()
+    (more / "x.txt").write_text("A new note about the harbour.\n", encoding="utf-8")
+    with pytest.raises(Exception) as raised:
+        ingest(more, home)
+    chain, exc = [], raised.value
+    while exc is not None and exc not in chain:  # causes and contexts can loop
+        chain.append(exc)
+        exc = exc.__cause__ or exc.__context__
+    assert any(isinstance(e, TableRemovedError) for e in chain)
+    assert home.catalog.current_release().release_id == pinned.release_id
+    assert not home.tables.exists("chunks")
+
+
 def test_resolve_names_a_missing_or_swapped_file_by_its_source_key_not_its_path(tmp_path):
     """guards against (stop 40's note): resolve's checks quoting the server's absolute path of a
     source file (``source file /srv/…/a.txt no longer exists``) to whoever asked, an HTTP or MCP
