@@ -1,3 +1,4 @@
+# Over 500 lines: every Lance read and write of the home goes through this one store (partition replace, compaction, versions, tags, the write lock, the removed-table guard), so the rules they share stay in one place.
 """Lance tables, one dataset per asset, every row keyed by ``parse_id``.
 
 The tables live in a directory of the home or under an object-store URI (``s3://bucket/prefix``,
