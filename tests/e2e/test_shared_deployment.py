@@ -10,6 +10,7 @@ import json
 import multiprocessing as mp
 import os
 import stat
+import subprocess
 import time
 from pathlib import Path
 
@@ -373,8 +374,7 @@ def test_two_parse_runs_write_the_same_tables_at_once(postgres_server, moto_s3, 
 # Failures and the lifecycle on PostgreSQL and S3
 
 
-def _cli(*argv: str) -> "subprocess.CompletedProcess":
-    import subprocess
+def _cli(*argv: str) -> subprocess.CompletedProcess:
     import sys
 
     return subprocess.run([sys.executable, "-c", "from fabric_assets.cli import main; main()", *argv],

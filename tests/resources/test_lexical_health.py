@@ -18,7 +18,6 @@ from fabric_resources.lexical_health import canonical_windows, lexical_health
 from fabric_resources.lexical_index import (META_FILE, _register, add_to_writer, index_documents, index_schema, word_analyzer,
                                             word_field_text)
 from fabric_resources.schema import INDEX_FIELD_CHUNK_ID, INDEX_FIELD_PARSE_ID, INDEX_FIELD_SUBSTRING, INDEX_FIELD_WORD
-from fabric_resources.text_folding import fold
 
 QUERIES = ["lighthouse keeper", "sourdough starter", "トークン", "园丁", "storm lamp", "認証"]
 
