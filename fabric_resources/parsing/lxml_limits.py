@@ -29,3 +29,9 @@ def raise_on_resource_limit(parser: Any) -> None:
             message = entry.message.strip()
             reason = "cap-depth" if "depth" in message.lower() else "cap-parser-limit"
             raise ParseError(reason, f"libxml2 stopped reading here, the rest would be lost: {message}")
+
+
+def syntax_error_reason(exc: BaseException, default: str) -> str:
+    """``cap-depth`` for libxml2's "Excessive depth in document" (elements nested deeper than the
+    256 it reads without ``huge_tree``: a limit, as HTML and EPUB name it), else ``default``."""
+    return "cap-depth" if "excessive depth" in str(exc).lower() else default

@@ -707,3 +707,40 @@ def test_a_rust_value_error_is_a_machine_fault_only_for_a_machine_errno(text, co
 
     fault = machine_fault_in(ValueError(text))
     assert (fault.errno if fault is not None else None) == code
+
+
+def _nested_too_deep(kind: str) -> bytes:
+    """A DOCX or PPTX whose main XML part nests 300 elements (libxml2 reads 256 without huge_tree)."""
+    if kind == "docx":
+        import docx
+
+        made, part = docx.Document(), "word/document.xml"
+        made.add_paragraph("lighthouse keeper")
+    else:
+        import pptx
+
+        made, part = pptx.Presentation(), "ppt/presentation.xml"
+    buf = io.BytesIO()
+    made.save(buf)
+    src, out = zipfile.ZipFile(io.BytesIO(buf.getvalue())), io.BytesIO()
+    with zipfile.ZipFile(out, "w") as dst:
+        for info in src.infolist():
+            data = src.read(info)
+            if info.filename == part:
+                text = data.decode("utf-8")
+                cut = text.rindex("</")
+                data = (text[:cut] + "<x>" * 300 + "</x>" * 300 + text[cut:]).encode("utf-8")
+            dst.writestr(info, data)
+    return out.getvalue()
+
+
+@pytest.mark.parametrize("kind", ["docx", "pptx"])
+def test_office_xml_nested_past_libxml2s_depth_is_cap_depth(kind):
+    """guards against: a DOCX or PPTX nested deeper than libxml2 reads failing as
+    ``malformed-docx`` / ``malformed-pptx`` ("Excessive depth in document") where HTML and EPUB
+    name the same limit ``cap-depth`` (hostile trial 9b)."""
+    parse = parse_docx if kind == "docx" else parse_pptx
+    config = OoxmlParserConfig()
+    with pytest.raises(ParseError) as err:
+        parse(_nested_too_deep(kind), config)
+    assert err.value.reason == "cap-depth", err.value

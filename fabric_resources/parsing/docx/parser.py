@@ -24,6 +24,7 @@ from fabric_resources.parsing.document import (
     ParsedDocument, ParsedRelationship, ParsedUnit, ParseError, UnreadPart, exception_text,
 )
 from fabric_resources.parsing.element_paths import ElementPaths
+from fabric_resources.parsing.lxml_limits import syntax_error_reason
 from fabric_resources.parsing.docx import MEDIA_TYPE, PARSER_NAME, PARSER_VERSION
 from fabric_resources.parsing.ooxml import (
     admit_package,
@@ -89,7 +90,7 @@ def parse_docx(data: bytes, config: "OoxmlParserConfig", media_type: str = MEDIA
                 raise
             document = docx.Document(io.BytesIO(repaired))
     except (PackageNotFoundError, KeyError, ValueError, zipfile.BadZipFile, etree.LxmlError) as exc:
-        raise ParseError("malformed-docx", exception_text(exc)) from None
+        raise ParseError(syntax_error_reason(exc, "malformed-docx"), exception_text(exc)) from None
     walker = _Walker(document, config.max_units)
     walker.skipped += [{"where": part, "reason": "missing-part"} for part in missing]
     walker.body(document.element.body)

@@ -23,6 +23,7 @@ from fabric_resources.parsing.document import (
     ParsedDocument, ParsedRelationship, ParsedUnit, ParseError, UnreadPart, exception_text,
 )
 from fabric_resources.parsing.ooxml import admit_package, title_and_language
+from fabric_resources.parsing.lxml_limits import syntax_error_reason
 from fabric_resources.parsing.pptx import MEDIA_TYPE, PARSER_NAME, PARSER_VERSION
 
 if TYPE_CHECKING:
@@ -89,7 +90,7 @@ def parse_pptx(data: bytes, config: "OoxmlParserConfig", media_type: str = MEDIA
         # reference would fail the deck; each slide is resolved inside its own net below.
         slide_ids = list(deck.element.sldIdLst if deck.element.sldIdLst is not None else ())
     except (PackageNotFoundError, *errors) as exc:
-        raise ParseError("malformed-pptx", exception_text(exc)) from None
+        raise ParseError(syntax_error_reason(exc, "malformed-pptx"), exception_text(exc)) from None
     reader = _DeckReader(config.max_units, errors)
     for number, slide_id in enumerate(slide_ids, start=1):
         try:
