@@ -24,7 +24,8 @@ by the bounded alignment), ``rate_limited`` (429 with ``Retry-After: retry_after
 answer after ``slow_s`` seconds); bodies no chat server should send: ``usage_not_counts`` (a valid
 answer whose ``usage`` holds a string and an object), ``choice_not_object`` (``choices: ["…"]``),
 ``choices_not_list`` (``choices: {…}``), ``body_not_json`` (HTML under a JSON content type),
-``over_long`` (statements: 40 more, each 2,000 letters — far past any ``max_tokens``). Every request is logged as a :class:`Call` with its receive and
+``over_long`` (statements: 40 more, each 2,000 letters — far past any ``max_tokens``), ``huge_body`` (a
+2 MiB JSON body). Every request is logged as a :class:`Call` with its receive and
 reply times (``time.perf_counter``).
 """
 
@@ -180,6 +181,8 @@ class FakeChatServer:
         if behaviour == "bad_request":
             echoed = request.headers.get("authorization", "")
             return Reply(400, {"error": {"message": f"bad request; you sent {echoed}", "type": "invalid"}})
+        if behaviour == "huge_body":
+            return Reply(200, b'{"id": "' + b"x" * (2 * 1024 * 1024) + b'"}', headers={"Content-Type": "application/json"})
         if behaviour == "body_not_json":
             return Reply(200, b"<html>502 Bad Gateway</html>", headers={"Content-Type": "application/json"})
         if behaviour in ("choice_not_object", "choices_not_list"):

@@ -34,6 +34,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+import httpx2
 import openai
 import tenacity
 
@@ -58,6 +59,41 @@ _DETAIL_CHARS = 200
 #: reply, took 320 s).
 MAX_CHARS_PER_TOKEN = 16
 _NO_KEY = "no-key"  # the SDK insists on a key; without a key file the header is omitted anyway
+#: Bytes of one reply body read at most. The SDK reads a whole body before Fabric sees it, so a
+#: server streaming without end held it in memory until ``timeout_s`` (loopback: gigabytes). A
+#: chat reply is a few kilobytes; even ``max_tokens`` 32,768 at :data:`MAX_CHARS_PER_TOKEN`
+#: characters, JSON-escaped (6 bytes a character), stays under it.
+MAX_REPLY_BYTES = 8 * 1024 * 1024
+
+
+class _ReplyTooLarge(Exception):
+    """A reply body past :data:`MAX_REPLY_BYTES` (raised while it is read; not retried)."""
+
+
+class _BoundedStream(httpx2.AsyncByteStream):
+    def __init__(self, inner: httpx2.AsyncByteStream, limit: int) -> None:
+        self._inner, self._limit = inner, limit
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        read = 0
+        async for chunk in self._inner:
+            read += len(chunk)
+            if read > self._limit:
+                raise _ReplyTooLarge(f"reply body past {self._limit} bytes")
+            yield chunk
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+
+class _BoundedTransport(httpx2.AsyncHTTPTransport):
+    """httpx's transport, each response body cut off (:class:`_ReplyTooLarge`) past
+    :data:`MAX_REPLY_BYTES`, read at the time it is read, not after."""
+
+    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
+        response = await super().handle_async_request(request)
+        response.stream = _BoundedStream(response.stream, MAX_REPLY_BYTES)
+        return response
 
 
 class AnnotatorError(Exception):
@@ -209,6 +245,7 @@ class ChatClient:
             self._client = openai.AsyncOpenAI(
                 base_url=self.base_url, api_key=str(self._key) if self._key else _NO_KEY,
                 max_retries=0, timeout=self.endpoint.timeout_s,
+                http_client=openai.DefaultAsyncHttpxClient(transport=_BoundedTransport()),
             )
             self._loop = loop
         return self._client
@@ -241,6 +278,8 @@ class ChatClient:
         try:
             async with asyncio.timeout(self.endpoint.timeout_s):
                 return await client.chat.completions.create(**params)
+        except _ReplyTooLarge as exc:
+            raise _AttemptFailed(str(exc), reason="response", status=None, retryable=False) from None
         except (TimeoutError, openai.APITimeoutError):
             raise _AttemptFailed(f"no reply within timeout_s={self.endpoint.timeout_s}",
                                  reason="timeout", status=None, retryable=True) from None

@@ -199,6 +199,22 @@ def test_a_reply_body_of_the_wrong_shape_fails_its_chain_not_the_batch(memo, beh
     assert_spans_round_trip(table, units)
 
 
+def test_a_reply_body_past_the_byte_bound_is_cut_off_while_read_and_not_retried(memo, monkeypatch):
+    """guards against: the SDK reading a whole reply body before Fabric sees it, so a server
+    streaming without end held the ingest's memory until ``timeout_s``; and such a reply retried."""
+    import fabric_resources.annotator.client as client_module
+
+    monkeypatch.setattr(client_module, "MAX_REPLY_BYTES", 256 * 1024)
+    windows, units = whole_unit_windows("p", TEXTS[:2])
+    with FakeChatServer(script={"fabric_entities": ["huge_body"]}) as srv:
+        table, stats = run(windows, make_config(srv, concurrency=1), memo)
+        assert len(srv.calls("fabric_entities")) == 2  # the huge one, not retried; the next excerpt's
+    (failure,) = stats.failures
+    assert (failure.excerpt_ordinal, failure.chain, failure.reason) == (0, "entities", "call-failed")
+    assert "past 262144 bytes" in failure.detail
+    assert [r["text"] for r in table.to_pylist() if r["kind"] == "entity"] == entities_of(TEXTS[1])
+
+
 def test_a_reply_past_max_tokens_is_malformed_and_never_aligned(memo):
     """guards against: a server that ignores max_tokens sending statements or quotes without end,
     each aligned against the excerpt (40 junk statements of 2,700 letters kept one excerpt's
