@@ -41,14 +41,21 @@ def source_key_hash(source_key: str) -> str:
     return hashlib.sha256(source_key.encode("utf-8")).hexdigest()
 
 
+def root_marker(label: str) -> str:
+    """``root:<SHA-256 hex of the label>``: kept among a root purge's key hashes (never a key's
+    hash: those are bare hex), so only the same label finishes it once the root's row is gone."""
+    return "root:" + source_key_hash(label)
+
+
 def add_tombstone(catalog: Catalog, selector: str, source_keys: Iterable[str], source_hashes: Iterable[str],
-                  parse_ids: Iterable[str]) -> int:
-    """Record a purge about to start (``completed_at`` NULL); return its ID."""
+                  parse_ids: Iterable[str], markers: Iterable[str] = ()) -> int:
+    """Record a purge about to start (``completed_at`` NULL); return its ID. ``markers``:
+    :func:`root_marker` of the roots it purges, stored with the key hashes."""
     with catalog.transaction(immediate=True) as con:
         row = con.execute(
             "INSERT INTO tombstones(purged_at, selector, source_key_hashes, source_hashes, parse_ids) "
             "VALUES (?,?,?,?,?) RETURNING tombstone_id",
-            (time.time(), selector, json.dumps(sorted({source_key_hash(k) for k in source_keys})),
+            (time.time(), selector, json.dumps(sorted({source_key_hash(k) for k in source_keys} | set(markers))),
              json.dumps(sorted(set(source_hashes))), json.dumps(sorted(set(parse_ids))))).fetchone()
         return int(row[0])
 

@@ -53,7 +53,7 @@ from fabric_resources.catalog import Catalog, CatalogDamagedError, str_map
 from fabric_resources.dense_index import kept_generations
 from fabric_resources.home import FabricHome
 from fabric_resources.schema import SCAN_SKIPPED_STATE, TABLES
-from fabric_resources.tombstones import (Tombstone, add_tombstone, complete_tombstone, forget,
+from fabric_resources.tombstones import (Tombstone, add_tombstone, complete_tombstone, forget, root_marker,
                                          source_key_hash, tombstones)
 
 class PurgeRefused(Exception):
@@ -150,7 +150,9 @@ def plan_purge(catalog: Catalog, selector: PurgeSelector) -> PurgePlan:
         roots = [r for r in catalog.roots() if r.label == selector.root]
         if not roots:
             pending = [t for t in tombstones(catalog) if t.completed_at is None and t.selector == "root"]
-            if any(source_key_hash(root_marker(selector.root)) in t.source_key_hashes for t in pending):
+            if any(root_marker(selector.root) in t.source_key_hashes
+                   # One made before tombstones kept a marker: any label finishes it, as then.
+                   or not any(h.startswith("root:") for h in t.source_key_hashes) for t in pending):
                 # The root's row went with an interrupted purge of this root: this purge finishes it.
                 return PurgePlan("root", (), (), ())
             raise PurgeRefused(f"no root labelled {selector.root!r} (labels: "
@@ -179,12 +181,6 @@ def plan_purge(catalog: Catalog, selector: PurgeSelector) -> PurgePlan:
     return PurgePlan(selector.kind, tuple(keys), tuple(sorted(purged_hashes)), tuple(sorted(parse_ids)),
                      root_ids, (selector.root,) if root_ids else (), tuple(sorted(shared)))
 
-
-def root_marker(label: str) -> str:
-    """The key prefix of a root's sources (``fs:<label>/``). A root purge's tombstone keeps its hash
-    beside the sources' (no source key ends in ``/``), so only the same label finishes it once the
-    root's row is gone."""
-    return f"fs:{label}/"
 
 
 def _as_stored(keys: tuple[str, ...], sources: dict) -> set[str]:
@@ -266,8 +262,8 @@ def purge(home: FabricHome, selector: PurgeSelector, *, own_run_id: str | None =
         left = pending_forget(home)
         if left is not None:  # an in-place restore killed part-way: what it had yet to forget goes first
             finish_forgetting(home, left, home_instance(home))
-        tomb = add_tombstone(catalog, plan.selector, plan.source_keys + tuple(map(root_marker, plan.root_labels)),
-                             plan.source_hashes, plan.parse_ids)
+        tomb = add_tombstone(catalog, plan.selector, plan.source_keys, plan.source_hashes, plan.parse_ids,
+                             markers=map(root_marker, plan.root_labels))
         report = PurgeReport(plan, tomb, resumed=[t.tombstone_id for t in unfinished])
         # Finish interrupted purges first: their catalog rows may be gone, their tombstone says what.
         parse_ids = set(plan.parse_ids).union(*(t.parse_ids for t in unfinished))

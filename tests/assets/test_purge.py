@@ -358,8 +358,9 @@ def test_purging_a_root_leaves_no_name_of_its_skipped_files_nor_its_path(tmp_pat
     assert Fabric(home.root).search("lighthouse keeper").results
 
 
+@pytest.mark.parametrize("legacy", [False, True])
 def test_a_root_purge_killed_once_its_root_was_forgotten_is_finished_by_its_rerun(tmp_path, fabric_home,
-                                                                                   monkeypatch):
+                                                                                   monkeypatch, legacy):
     """guards against: rerunning ``purge --root LABEL`` after a purge of that root was killed once
     its catalog rows (the root's among them) were gone answering "no root labelled" and leaving the
     root's file names in Dagster's run tags (hostile trial 8)."""
@@ -384,7 +385,15 @@ def test_a_root_purge_killed_once_its_root_was_forgotten_is_finished_by_its_reru
     with pytest.raises(PurgeRefused, match="no root labelled 'goen'.*interrupted purge of another root"):
         purge(fabric_home, PurgeSelector(root="goen"))
     assert not all(t.completed_at for t in tombstones(fabric_home.catalog))
-    report = purge(fabric_home, PurgeSelector(root="gone"))
+    label = "gone"
+    if legacy:  # a tombstone written before they kept the root's marker: any label finishes it, as then
+        (tomb,) = tombstones(fabric_home.catalog)
+        with fabric_home.catalog.transaction(immediate=True) as con:
+            con.execute("UPDATE tombstones SET source_key_hashes = ? WHERE tombstone_id = ?",
+                        (json.dumps([h for h in tomb.source_key_hashes if not h.startswith("root:")]),
+                         tomb.tombstone_id))
+        label = "goen"
+    report = purge(fabric_home, PurgeSelector(root=label))
     assert report.resumed == [1] and report.run_tags_removed > 0
     assert all(t.completed_at for t in tombstones(fabric_home.catalog))
     assert _occurrences(fabric_home.root, [b"zebra-plan", *(p.encode() for p in _secret_en(2))]) == {}
