@@ -54,6 +54,7 @@ from fabric_resources.lexical_index import (
 from fabric_query.memory import settle_after_load
 from fabric_resources.dense_index import normalise_rows, window_centroids
 from fabric_resources.schema import DENSE_DIM, SCHEMA_VERSION
+from fabric_resources.storage_errors import storage_error_text
 from fabric_resources.vector_digest import MANIFEST_KEY, parse_digests, table_digest
 
 T = TypeVar("T")
@@ -102,7 +103,7 @@ def guarded_read(table: str, read: Callable[[], T]) -> T:
     except BaseException as exc:  # noqa: BLE001 - filtered: only storage failures are converted
         if not is_storage_failure(exc):
             raise
-        raise ProjectionUnavailable(table, "table-unreadable", f"{type(exc).__name__}: {str(exc)[:300]}") from exc
+        raise ProjectionUnavailable(table, "table-unreadable", storage_error_text(exc)) from exc
 
 
 @dataclass(frozen=True)

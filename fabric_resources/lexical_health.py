@@ -43,6 +43,7 @@ from fabric_resources.schema import (
     INDEX_FIELD_WORD,
     LEXICAL_DOCUMENTS,
 )
+from fabric_resources.storage_errors import storage_error_text
 from fabric_resources.tantivy_meta import IndexFormatChanged, damaged_segment_files
 from fabric_resources.text_folding import fold
 
@@ -219,12 +220,18 @@ def lexical_health(home: FabricHome, release: Release | None = None, sample: int
     Raises
     ------
     ValueError
-        If the home has no release.
+        If the home has no release, or its canonical tables (``chunks``, ``windows``) cannot be
+        read (a damaged or missing data file: ``fabric status`` names it).
     """
     release = release or home.catalog.current_release()
     if release is None:
         raise ValueError("no release to check")
-    chunks = canonical_chunks(home, release)
+    try:
+        chunks = canonical_chunks(home, release)
+    except (OSError, ValueError, RuntimeError, pa.ArrowException) as exc:
+        raise ValueError(f"release {release.release_id}'s canonical chunks cannot be read, so there is nothing to "
+                         f"check the index against ({storage_error_text(exc)}); `fabric status` names the "
+                         "damaged table") from None
     gen = release.manifest.get("lexical_generation")
     # Removed only once the scratch index is closed (the helper's frame is gone): an open tantivy
     # index's reader threads touch its directory, and a removal racing them failed under load
@@ -266,7 +273,7 @@ def _compare(home: FabricHome, release: Release, chunks: pa.Table, gen: str | No
     try:
         damaged = damaged_segment_files(home.lexical.root / gen)
     except (OSError, ValueError, IndexFormatChanged) as exc:
-        damaged = [f"{type(exc).__name__}: {str(exc)[:200]}"]
+        damaged = [storage_error_text(exc, 200)]
     if damaged:
         # Flipped postings or positions decode without an error: answers change with no fallback.
         return unusable(f"index-damaged: {'; '.join(damaged[:sample])}")
@@ -283,11 +290,11 @@ def _compare(home: FabricHome, release: Release, chunks: pa.Table, gen: str | No
             raise
         # A corrupt term dictionary or store: unhealthy, and `lexical-repair` (which checks first)
         # can still rebuild from the canonical tables.
-        return unusable(f"index-unreadable: {type(exc).__name__}: {str(exc)[:200]}")
+        return unusable(f"index-unreadable: {storage_error_text(exc, 200)}")
     try:
         record_problems = tuple(home.lexical.segment_record_problems(gen))
     except (OSError, ValueError, RuntimeError) as exc:  # meta.json unreadable or of another shape
-        record_problems = (f"{type(exc).__name__}: {exc}",)
+        record_problems = (storage_error_text(exc),)
     fields = []
     for f in FIELDS:
         want, got = expected_vocabulary[f], actual_vocabulary[f]

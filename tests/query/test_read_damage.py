@@ -411,3 +411,35 @@ def test_resolve_names_a_missing_or_swapped_file_by_its_source_key_not_its_path(
         details = " ".join(c.detail for c in result.checks if not c.ok)
         assert "fs:corpus/a.txt" in details and str(tmp_path) not in details and "private-layout" not in details, \
             (swap, details)
+
+
+def test_a_cut_short_chunks_file_is_named_without_the_rust_build_path(home):
+    """guards against: `fabric lexical-health` printing Lance's raw error, ending in a source
+    location of the machine that built Lance (``/rustc/48a2…/function.rs:250:5``), and the same
+    in a search's ``ReleaseUnreadableError`` (hostile trial 8a)."""
+    from typer.testing import CliRunner
+
+    from fabric_query.cli import read_app
+
+    (chunks,) = sorted((home.layout.tables / "chunks.lance" / "data").glob("*.lance"))
+    os.truncate(chunks, 100)
+    with pytest.raises(FabricQueryError) as raised:
+        Fabric(home.root).search("lighthouse keeper")
+    assert "table-unreadable: chunks" in str(raised.value) and ".rs:" not in str(raised.value)
+    said = CliRunner().invoke(read_app, ["lexical-health", "--home", str(home.root)])
+    assert said.exit_code == 2, said.output
+    text = " ".join(said.output.split())
+    assert "canonical chunks cannot be read" in text and "fabric status" in text and ".rs:" not in text, text
+
+
+@pytest.mark.parametrize("message, kept", [
+    ("LanceError(IO): failed to fill whole buffer, /rustc/48a2/library/core/src/ops/function.rs:250:5",
+     "LanceError(IO): failed to fill whole buffer"),
+    ("Not found: /h/t.lance/data/a.lance, /home/runner/work/lance/rust/lance-io/src/local.rs:1:2 (x)",
+     "Not found: /h/t.lance/data/a.lance (x)"),
+    ("no location here: a.txt", "no location here: a.txt"),
+])
+def test_storage_error_text_cuts_rust_source_locations_only(message, kept):
+    from fabric_resources.storage_errors import storage_error_text
+
+    assert storage_error_text(OSError(message)) == f"OSError: {kept}"
