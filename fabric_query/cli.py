@@ -61,9 +61,10 @@ def _age(seconds: float) -> str:
     return f"{int(max(seconds, 0))} s"
 
 
-def print_status(home: Path, st=None) -> None:
+def print_status(home: Path, st=None):
     """The status lines of ``fabric status`` (also printed after ``fabric ingest``); ``st``: a
-    :class:`~fabric_query.types.Status` already read (default: read the home in-process)."""
+    :class:`~fabric_query.types.Status` already read (default: read the home in-process).
+    Returns the status printed."""
     if st is None:
         from fabric_query.api import Fabric
 
@@ -115,6 +116,7 @@ def print_status(home: Path, st=None) -> None:
         console.print(f"  [yellow]skipped[/yellow] {keys([key])}: {keys([reason])}")
     if st.withheld:
         console.print(f"  withheld by policy: {len(st.withheld)} sources")
+    return st
 
 
 @read_app.command()

@@ -30,7 +30,7 @@ def ingest(
 
     Exit codes: 0 every file found is searchable (or unsupported, or withheld by policy); 1 the
     ingest finished but some files failed to parse or were skipped (each listed with its reason),
-    or search cannot run yet; 2 bad arguments; 3 a Dagster run failed (a fault of Fabric, not of
+    or search cannot run yet (the query encoder, or a table of the release that cannot be read); 2 bad arguments; 3 a Dagster run failed (a fault of Fabric, not of
     a document: its parses are run again by the next ingest); 130 interrupted.
     """
     set_home(home)
@@ -128,7 +128,7 @@ def _run_ingest(path: Path) -> int:
     ]:
         table.add_row(label, value)
     console.print(table)
-    print_status(home.root)
+    st = print_status(home.root)
     _prepare_query_encoder(home.root)
     failed_runs = summary.failed_runs + summary.annotation_failed_runs
     if failed_runs:
@@ -136,6 +136,11 @@ def _run_ingest(path: Path) -> int:
                   "Fabric, not of a document; see the run in `fabric ui`. Its parses stay pending and the next "
                   "`fabric ingest` runs them again.")
         return EXIT_RUN_FAILED
+    if st.unreadable_tables:
+        # Nothing to write can still leave a home that cannot answer: an ingest is not "done" then.
+        err.print(f"[red]incomplete:[/red] the current release pins {len(st.unreadable_tables)} table(s) that "
+                  "cannot be read (listed above): search cannot answer in full.")
+        return EXIT_INCOMPLETE
     if not summary.complete:
         err.print(f"[yellow]incomplete:[/yellow] {len(summary.failed)} source(s) failed to parse and "
                   f"{len(s.skipped)} path(s) were skipped, each listed above with its reason.")

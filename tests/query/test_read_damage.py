@@ -443,3 +443,18 @@ def test_storage_error_text_cuts_rust_source_locations_only(message, kept):
     from fabric_resources.storage_errors import storage_error_text
 
     assert storage_error_text(OSError(message)) == f"OSError: {kept}"
+
+
+def test_an_ingest_with_nothing_to_do_on_a_home_that_cannot_answer_exits_1(home, pristine):
+    """guards against (hostile trial 9a): `fabric ingest` with no change exiting 0 ("every file
+    found is searchable") while the release it leaves pins a table whose data file is cut short,
+    the table listed in red above the exit."""
+    from typer.testing import CliRunner
+
+    from fabric_assets.cli import app
+
+    os.truncate(_vector_file(home), 1000)
+    said = CliRunner().invoke(app, ["ingest", str(pristine / "corpus"), "--home", str(home.root)])
+    text = " ".join(said.output.split())
+    assert said.exit_code == 1, text
+    assert "chunk_vectors version" in text and "search cannot answer in full" in text, text
