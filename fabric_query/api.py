@@ -195,23 +195,21 @@ class Fabric:
         for name, version in sorted((release.manifest["tables"] if release else {}).items()):
             if version is None:
                 continue
+            opened = False
             try:
                 ds = self.home.tables.dataset(name, version)
+                opened = True
+                if ds is not None:
+                    ds.validate()
             except (ValueError, OSError) as exc:
                 problem = store_problem(exc)  # the object store down or refusing: not the data's fault
                 if problem is not None:
                     return (f"every table: the object store cannot be used: {problem}",)
-                out.append(f"{name} version {version}: "
-                           + ("not found" if "not found" in str(exc).lower() else type(exc).__name__))
-                continue
-            try:
-                if ds is not None:
-                    ds.validate()
-            except (ValueError, OSError) as exc:
-                if store_problem(exc) is not None:
-                    return (f"every table: the object store cannot be used: {store_problem(exc)}",)
-                out.append(f"{name} version {version}: data file "
-                           + ("missing" if "not found" in str(exc).lower() else "damaged"))
+                missing = "not found" in str(exc).lower()
+                if opened:  # the manifest read, a data file not
+                    out.append(f"{name} version {version}: data file " + ("missing" if missing else "damaged"))
+                else:
+                    out.append(f"{name} version {version}: " + ("not found" if missing else type(exc).__name__))
         if out:  # a HEAD request's 404 does not say whether the bucket went: one list request does
             try:
                 self.home.tables.check_available()

@@ -17,4 +17,5 @@ _RUST_LOCATION = re.compile(r",?\s*[\[(]?(?:/|[A-Za-z]:\\)[^\s,;\])]*\.rs:\d+:\d
 def storage_error_text(exc: BaseException, limit: int = 300) -> str:
     """``"<type>: <message>"`` of ``exc`` without Rust source locations, at most ``limit``
     characters of message."""
-    return f"{type(exc).__name__}: {_RUST_LOCATION.sub('', str(exc)).strip()[:limit]}"
+    # Only the head is kept, so only the head is searched (the pattern scans ahead from each "/").
+    return f"{type(exc).__name__}: {_RUST_LOCATION.sub('', str(exc)[:4 * limit]).strip()[:limit]}"

@@ -33,8 +33,8 @@ class ChainFailure:
 @dataclass(frozen=True)
 class DroppedCounts:
     """Model-returned items dropped because they did not match the excerpt (calls of this batch
-    only; memo hits add nothing). ``relations`` counts relations with an ungrounded subject or object or left without a
-    grounded quote."""
+    only; memo hits add nothing). ``relations`` counts relations with an ungrounded subject or
+    object or left without a grounded quote."""
 
     entities: int = 0
     statements: int = 0

@@ -30,8 +30,9 @@ def ingest(
 
     Exit codes: 0 every file found is searchable (or unsupported, or withheld by policy); 1 the
     ingest finished but some files failed to parse or were skipped (each listed with its reason),
-    or search cannot run yet (the query encoder, or a table of the release that cannot be read); 2 bad arguments; 3 a Dagster run failed (a fault of Fabric, not of
-    a document: its parses are run again by the next ingest); 130 interrupted.
+    or search cannot run yet (the query encoder, or a table of the release that cannot be read);
+    2 bad arguments; 3 a Dagster run failed (a fault of Fabric, not of a document: its parses are
+    run again by the next ingest); 130 interrupted.
     """
     set_home(home)
     code = _run_ingest(path)
@@ -43,25 +44,13 @@ def ingest(
 EXIT_INCOMPLETE, EXIT_RUN_FAILED = 1, 3
 
 
-def _cause_of_type(exc: BaseException | None, kind: type) -> BaseException | None:
-    """The first exception of ``kind`` in ``exc``'s chain of causes and contexts (Dagster wraps
-    the error a step raised), or None."""
-    seen: set[int] = set()
-    while exc is not None and id(exc) not in seen:
-        if isinstance(exc, kind):
-            return exc
-        seen.add(id(exc))
-        exc = exc.__cause__ or exc.__context__
-    return None
-
-
 def _run_ingest(path: Path) -> int:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from fabric_assets.ingest import NotADirectoryRoot, admissible_root, ingest as run
     from fabric_resources.catalog import RootOverlapError
     from fabric_resources.home import FabricHome
-    from fabric_resources.parsing.document import machine_fault_in
+    from fabric_resources.parsing.document import exception_chain, machine_fault_in
     from fabric_resources.tables import TableRemovedError
 
     from fabric_resources.home_location import home_path
@@ -89,7 +78,8 @@ def _run_ingest(path: Path) -> int:
         except (NotADirectoryRoot, RootOverlapError) as exc:
             fail(str(exc))
         except Exception as exc:
-            removed = _cause_of_type(exc, TableRemovedError)
+            # Dagster wraps the error a step raised.
+            removed = next((e for e in exception_chain(exc) if isinstance(e, TableRemovedError)), None)
             if removed is not None:
                 fail(f"{removed}: nothing was published", code=EXIT_RUN_FAILED)
             fault = machine_fault_in(exc)

@@ -182,7 +182,6 @@ def plan_purge(catalog: Catalog, selector: PurgeSelector) -> PurgePlan:
                      root_ids, (selector.root,) if root_ids else (), tuple(sorted(shared)))
 
 
-
 def _as_stored(keys: tuple[str, ...], sources: dict) -> set[str]:
     """Each key as the catalog stores it: itself, or, for a key typed in NFC that names a file made
     on macOS (NFD), the one source whose key reads the same in NFC (none or several: as typed)."""

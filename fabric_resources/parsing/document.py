@@ -20,7 +20,7 @@ import os
 import re
 import sqlite3
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import PurePath
 from typing import Any, Literal, ParamSpec, TypeVar
@@ -168,18 +168,24 @@ def rust_os_error(exc: BaseException) -> OSError | None:
     return OSError(code, os.strerror(code), *((found["path"],) if found["path"] else ()))
 
 
+def exception_chain(exc: BaseException | None) -> Iterator[BaseException]:
+    """``exc``, then its cause (else context), and so on; each once (a chain can loop)."""
+    seen: set[int] = set()
+    while exc is not None and id(exc) not in seen:
+        yield exc
+        seen.add(id(exc))
+        exc = exc.__cause__ or exc.__context__
+
+
 def machine_fault_in(exc: BaseException) -> BaseException | None:
     """The first :func:`machine_fault` in ``exc``'s chain of causes and contexts (SQLAlchemy and
     Dagster wrap the error they met), or ``None``. A Rust library's ``ValueError`` that reports
     such an OS error (:func:`rust_os_error`) is answered as that ``OSError``."""
-    seen: set[int] = set()
-    while exc is not None and id(exc) not in seen:
-        if machine_fault(exc):
-            return exc
-        if (rust := rust_os_error(exc)) is not None:
+    for link in exception_chain(exc):
+        if machine_fault(link):
+            return link
+        if (rust := rust_os_error(link)) is not None:
             return rust
-        seen.add(id(exc))
-        exc = exc.__cause__ or exc.__context__
     return None
 
 

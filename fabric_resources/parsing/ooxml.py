@@ -58,8 +58,9 @@ def admit_package(data: bytes, config, kind: str) -> None:
 
 def declared_bytes(data: bytes) -> int:
     """Uncompressed bytes the zip's members declare, summed (0 when ``data`` is no zip: admission
-    names that); the DOCX, PPTX and EPUB plug-ins choose their bounds by it. ``zipfile`` never reads a member past its declared size (a lying member fails
-    its CRC), so this bounds what the parse can inflate."""
+    names that); the DOCX, PPTX and EPUB plug-ins choose their bounds by it. ``zipfile`` never
+    reads a member past its declared size (a lying member fails its CRC), so this bounds what the
+    parse can inflate."""
     try:
         return sum(info.file_size for info in zipfile.ZipFile(io.BytesIO(data)).infolist())
     except Exception:  # zipfile raises many types on junk (NotImplementedError for a bad version): the parser names it

@@ -19,7 +19,8 @@ MEDIA_TYPE = "text/html"
 def _parse(data, config, media_type):
     from fabric_resources.parsing.isolation import isolation_for, run_parser
 
-    return run_parser("fabric_resources.parsing.html.parser:parse_html", data, config, media_type, isolation_for(len(data), config))
+    return run_parser("fabric_resources.parsing.html.parser:parse_html", data, config, media_type,
+                      isolation_for(len(data), config))
 
 
 SPEC = ParserSpec(

@@ -15,7 +15,8 @@ from fabric_resources.parsing.spec import ParserSpec
 def _parse(data, config, media_type):
     from fabric_resources.parsing.isolation import isolation_for, run_parser
 
-    return run_parser("fabric_resources.parsing.markdown.parser:parse_markdown", data, config, media_type, isolation_for(len(data), config))
+    return run_parser("fabric_resources.parsing.markdown.parser:parse_markdown", data, config, media_type,
+                      isolation_for(len(data), config))
 
 
 SPEC = ParserSpec(
