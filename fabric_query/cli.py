@@ -89,8 +89,8 @@ def print_status(home: Path, st=None):
                           "(check storage.tables_uri, the bucket and its credentials)")
         elif ": data file " in damaged:  # rows lost under a version the home holds: no write can replace them
             console.print(f"  [red]unreadable[/red] the release pins table {keys([damaged])}: its channel (or, "
-                          "for chunks, every search) fails and ingests writing it fail until "
-                          "`fabric snapshot restore`")
+                          "for chunks, every search) fails and ingests writing it fail until `fabric repair` "
+                          "(re-derives the lost rows) or `fabric snapshot restore`")
         else:
             console.print(f"  [red]unreadable[/red] the release pins table {keys([damaged])}: searches fail "
                           "until `fabric snapshot restore` or the next `fabric ingest`")

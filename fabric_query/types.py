@@ -306,7 +306,8 @@ class Status(BaseModel):
     #: not found"``): the tables or the catalog were altered, so searches fail until a restore or
     #: the next ingest (which publishes the versions the home holds); or whose data file is missing
     #: or cut short (``"chunk_vectors version 2: data file damaged"``, ``… data file missing``):
-    #: its rows are lost, and only a snapshot restore brings them back. Empty when all open. When
+    #: its rows are lost until ``fabric repair`` re-derives them or a snapshot restore brings them
+    #: back. Empty when all open. When
     #: the object store holding the tables cannot be used, one entry ``"every table: the object
     #: store cannot be used: <reason> (<the store's word>)"`` (bucket-missing, access-denied, unreachable).
     unreadable_tables: tuple[str, ...] = ()

@@ -426,6 +426,71 @@ class TableStore:
             ds.delete(f"parse_id IN ({_in_list(ids)})")
         return int(self.dataset(name).version)
 
+    def damaged_fragments(self, name: str) -> dict[int, str]:
+        """Fragment ID → ``"missing"`` or ``"damaged"`` for each fragment of the latest version of
+        ``name`` whose data or deletion file Lance cannot read: missing, shorter than the manifest
+        records, or without a readable footer (``LanceFragment.validate``, the per-fragment form of
+        the check ``fabric status`` runs). ``{}`` when the table was never written. Bytes altered
+        inside a file are not seen (the vector digests and chunk text hashes catch those on read).
+
+        Raises
+        ------
+        TableStoreUnavailableError
+            If the object store itself cannot be used (nothing is said about the data then).
+        ValueError, OSError, RuntimeError
+            If the table's manifest cannot be read (Lance's errors; a fragment list is all this
+            can repair).
+        """
+        ds = self.dataset(name)
+        out: dict[int, str] = {}
+        for fragment in ([] if ds is None else ds.get_fragments()):
+            try:
+                fragment.validate()
+            except (OSError, ValueError, RuntimeError) as exc:  # RuntimeError: "Encountered corrupt file"
+                problem = store_problem(exc)
+                if problem is not None:
+                    raise TableStoreUnavailableError(f"the tables at {self.root} cannot be used: {problem}",
+                                                     problem=problem) from None
+                out[fragment.fragment_id] = "missing" if "not found" in str(exc).lower() else "damaged"
+        return out
+
+    def fragment_parse_ids(self, name: str, skip: Iterable[int] = ()) -> list[tuple[int, list[str]]]:
+        """``(fragment ID, parse ID of each live row in row order)`` for every fragment of the
+        latest version of ``name`` but those in ``skip``, in fragment-ID order (the order writes
+        and merges created them in). ``[]`` when the table was never written."""
+        ds = self.dataset(name)
+        skipped = set(skip)
+        out = []
+        for fragment in ([] if ds is None else ds.get_fragments()):
+            if fragment.fragment_id in skipped:
+                continue
+            column = fragment.to_table(columns=["parse_id"]).column("parse_id")
+            out.append((fragment.fragment_id, column.to_pylist()))
+        return out
+
+    def drop_fragments(self, name: str, fragment_ids: Iterable[int]) -> int:
+        """Remove the fragments ``fragment_ids`` from the latest version of ``name`` in one commit,
+        without reading them (their files may be unreadable); return the new version. Their rows
+        are gone from it; older versions keep referencing the files.
+
+        Raises
+        ------
+        KeyError
+            If a fragment ID is not one of the latest version's (nothing is committed).
+        """
+        ids = sorted(set(fragment_ids))
+        with self._write_lock(name):
+            ds = self.dataset(name)
+            present = {f.fragment_id for f in ds.get_fragments()}
+            unknown = [i for i in ids if i not in present]
+            if unknown:
+                raise KeyError(f"{name}: no fragment {unknown[0]} in version {ds.version}")
+            if not ids:
+                return int(ds.version)
+            operation = lance.LanceOperation.Update(removed_fragment_ids=ids)
+            return int(lance.LanceDataset.commit(self.uri(name), operation, read_version=ds.version,
+                                                 storage_options=self.storage_options or None).version)
+
     def index_parse_ids(self, name: str, min_rows: int | None = None) -> str | None:
         """Keep table ``name``'s BTREE index on ``parse_id`` in step with its rows, so that reading
         or replacing a few parses' rows looks them up instead of scanning every fragment's

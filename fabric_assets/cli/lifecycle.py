@@ -12,7 +12,7 @@ import typer
 from fabric_query.cli import HomeOption, console, fail, json_argument, set_home
 from fabric_query.cli_text import one_line
 
-lifecycle_app = typer.Typer(help="Lifecycle commands: purge, cleanup, snapshot, parse, rebuild-projections.")
+lifecycle_app = typer.Typer(help="Lifecycle commands: purge, cleanup, snapshot, parse, rebuild-projections, repair.")
 
 
 @lifecycle_app.command()
@@ -274,6 +274,84 @@ def rebuild_projections_cmd(home: HomeOption = None) -> None:
     console.print(f"rebuilt {len(rebuilt)} parse(s); failed runs: {', '.join(failed) or 'none'}", markup=False)
     if failed:
         raise typer.Exit(3)
+
+
+@lifecycle_app.command("repair")
+def repair_cmd(
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Say what is damaged and what would be "
+                                           "re-derived; change nothing.")] = False,
+    as_json: Annotated[bool, typer.Option("--json")] = False,
+    home: HomeOption = None,
+) -> None:
+    """Repair table data files that are lost, emptied or cut short, without a snapshot: drop the
+    damaged fragments, re-derive the rows they held from the stored bytes (re-parse), units
+    (re-chunk) or windows (annotate), then publish a release over the repaired tables.
+
+    Exit codes: 0 repaired (or nothing damaged); 1 the release left still cannot be read in full,
+    or a source failed its re-derivation (see `fabric status`); 2 refused (a table's manifest
+    cannot be read, the object store cannot be used), nothing changed; 3 a pipeline run failed (a
+    fault of Fabric; the next `fabric ingest` resumes it).
+    """
+    from fabric_assets.lifecycle.repair import RepairRefused, repair
+    from fabric_query.cli import print_status
+    from fabric_resources.object_store import TableStoreUnavailableError
+
+    fabric_home = _opened(home)
+    try:
+        report = repair(fabric_home, dry_run=dry_run)
+    except (RepairRefused, TableStoreUnavailableError) as exc:
+        fail(f"{exc}; nothing was changed")
+    tables = [{"table": d.table, "fragments": {str(k): v for k, v in sorted(d.fragments.items())},
+               "parse_ids": d.parse_ids, "rederivation": d.rederivation} for d in report.plan.tables]
+    if as_json and dry_run:
+        console.print_json(json.dumps({"dry_run": True, "tables": tables}))
+        return
+    for d in report.plan.tables:
+        frags = ", ".join(f"{k} ({v})" for k, v in sorted(d.fragments.items()))
+        console.print(f"{d.table}: fragment(s) {frags}; {len(d.parse_ids)} parse(s) to re-derive by "
+                      f"{d.rederivation}" + ("" if dry_run else f"; now version {report.versions[d.table]}"),
+                      markup=False)
+    if not report.plan.tables:
+        console.print("no damaged table data file", markup=False)
+    if dry_run:
+        return
+    summary = None
+    if report.plan.tables:
+        from fabric_assets.lifecycle.rebuild import run_marked
+        from fabric_resources.parsing.document import machine_fault_in
+
+        try:
+            summary = run_marked(fabric_home)
+        except Exception as exc:  # Dagster wraps what a step raised
+            fault = machine_fault_in(exc)
+            if fault is None:
+                raise
+            fail(f"{fault}: the damaged fragments are dropped and their parses marked; free the resource and "
+                 "run `fabric ingest`, it re-derives them", code=3)
+    from fabric_assets.lifecycle.repair import republish_damaged_pins
+
+    if not failed_runs_of(summary):
+        republished = republish_damaged_pins(fabric_home)
+        if republished is not None:
+            console.print(f"release {republished}: the current release again, over table versions that read",
+                          markup=False)
+    st = print_status(fabric_home.root)
+    failed_runs = failed_runs_of(summary)
+    if as_json:
+        console.print_json(json.dumps({"tables": tables, "release_id": st.release_id,
+                                       "failed_runs": failed_runs, "unreadable_tables": list(st.unreadable_tables),
+                                       "failed": [f.source_key for f in (summary.failed if summary else [])]}))
+    if failed_runs:
+        fail(f"{len(failed_runs)} Dagster run(s) failed ({', '.join(failed_runs)}): the marked parses stay "
+             "marked and the next `fabric ingest` re-derives them", code=3)
+    if st.unreadable_tables:
+        fail("the current release still pins table data that cannot be read (listed above)", code=1)
+    if summary is not None and summary.failed:
+        fail(f"{len(summary.failed)} source(s) failed to parse (listed above)", code=1)
+
+
+def failed_runs_of(summary) -> list[str]:
+    return (summary.failed_runs + summary.annotation_failed_runs) if summary else []
 
 
 def _cited(data) -> list:

@@ -16,6 +16,7 @@ from fabric_assets.lifecycle.audit import AuditError, audit_passages, passages_i
 from fabric_assets.lifecycle.operator import (ActionResult, OperatorError, accept_held, discard_held,
                                               force_reparse, retry_failed)
 from fabric_assets.lifecycle.purge import PurgeRefused, PurgeSelector, parse_before, purge
+from fabric_assets.lifecycle.repair import RepairRefused, repair
 from fabric_assets.lifecycle.retention import cleanup
 from fabric_resources.dagster_resources import FabricHomeResource
 
@@ -137,6 +138,31 @@ def reparse_job() -> None:
     reparse_op()
 
 
+@dg.op(description="Drop the table fragments whose data file is lost, emptied or cut short and mark the "
+                   "parses whose rows they held for re-derivation. See `fabric repair`, which also runs "
+                   "the re-derivation; here the next `fabric ingest` does (or backfills over the partitions "
+                   "listed: parse_job for reparse, rechunk_job for rechunk, annotation_job for annotate).")
+def repair_op(fabric: FabricHomeResource) -> dg.Output:
+    from fabric_resources.object_store import TableStoreUnavailableError
+
+    try:
+        report = repair(fabric.open())
+    except (RepairRefused, TableStoreUnavailableError) as exc:
+        raise dg.Failure(description=f"repair refused: {exc}; nothing was changed") from None
+    marks = report.plan.marks()
+    # Table names, fragment IDs and parse IDs only (partition keys): no source name nor text.
+    return dg.Output(None, metadata={
+        "tables": dg.MetadataValue.json({d.table: sorted(d.fragments) for d in report.plan.tables}),
+        **{f"{how}_partitions": dg.MetadataValue.json(sorted(p for p, h in marks.items() if h == how))
+           for how in ("reparse", "rechunk", "annotate")}})
+
+
+@dg.job(description="Repair damaged table data files without a snapshot: drop them, mark what they held "
+                    "for re-derivation (see `fabric repair`).")
+def repair_job() -> None:
+    repair_op()
+
+
 class AuditConfig(dg.Config):
     """Exactly one of: ``pack_path`` (an EvidencePack, hit or citation JSON file on the machine the
     run executes on: every hit), ``chunk_ids`` (chunk IDs of release ``release_id``, 0 = the
@@ -180,4 +206,5 @@ def audit_job() -> None:
     audit_op()
 
 
-JOBS = [purge_job, cleanup_job, accept_held_job, discard_held_job, retry_failed_job, reparse_job, audit_job]
+JOBS = [purge_job, cleanup_job, accept_held_job, discard_held_job, retry_failed_job, reparse_job, repair_job,
+        audit_job]

@@ -74,7 +74,9 @@ def discard_held(home: FabricHome, parse_id: str) -> ActionResult:
     return _activated(activate(home), (parse_id,), "failed")
 
 
-def _to_pending(home: FabricHome, parse_ids: list[str], reason: str) -> None:
+def to_pending(home: FabricHome, parse_ids: list[str], reason: str) -> None:
+    """Send ``parse_ids`` back to ``pending`` with every verdict removed (``reason`` recorded): the
+    next scan parses their stored bytes again under the same parse IDs."""
     from fabric_resources.catalog import drop_verdicts, verdicts_of
 
     with home.catalog.transaction(immediate=True) as con:
@@ -104,7 +106,7 @@ def retry_failed(home: FabricHome, parse_ids: list[str] | None = None) -> Action
         ids = sorted(set(parse_ids))
         for pid in ids:
             _run(home, pid, "failed")
-    _to_pending(home, ids, "retry")
+    to_pending(home, ids, "retry")
     return ActionResult(tuple(ids), "pending")
 
 
@@ -121,5 +123,5 @@ def force_reparse(home: FabricHome, source_key: str) -> ActionResult:
     source = home.catalog.source(source_key)
     if source is None or source.state != "present" or not source.parse_id:
         raise OperatorError(f"{source_key}: no present source with a parse (see `fabric status`)")
-    _to_pending(home, [source.parse_id], "reparse")
+    to_pending(home, [source.parse_id], "reparse")
     return ActionResult((source.parse_id,), "pending")

@@ -1,0 +1,219 @@
+"""Repair of damaged table data files without a snapshot (``fabric repair``).
+
+A Lance table is a list of fragments, each one data file (plus a deletion file once rows of it are
+replaced). A data file that is lost, emptied or cut short makes every scan of its table fail:
+``fabric status`` names it, search skips the channel (or, for chunks, every search fails) and every
+ingest writing the table fails. A snapshot restore brings it back; without a snapshot, the rows can
+still be re-derived, because every row of every table is a function of the source bytes the
+artifact store keeps (verified by their hash when read) and of the configuration:
+
+1. **Find** the fragments of each table's latest version whose files Lance cannot read
+   (:meth:`~fabric_resources.tables.TableStore.damaged_fragments`).
+2. **Attribute** the rows they held to parses without reading them: a parse the current release
+   serves (or a present source waits for) that has no live row left in the table once they go,
+   and the parses of the rows on either side of each damaged fragment in the readable ones — a
+   merge of small fragments cuts its output at equal row counts, so one parse's rows can straddle
+   two fragments. This can name a parse that never had a row in the table (an empty document has
+   no chunk): it is re-derived for nothing, which costs time and changes no row.
+3. **Mark** each such parse for the least re-derivation that rewrites the table: units and
+   relationships by a re-parse of the stored bytes (``pending``); chunks and every projection made
+   from them by a re-chunk (``parsed`` without the re-chunk verdicts: what an interrupted
+   re-chunk leaves, which the next ingest resumes); annotations, graph rows and annotation vectors
+   by annotating again (the annotation verdict removed; the memo spares the LLM calls it holds).
+4. **Drop** the damaged fragments in one commit per table, without reading them.
+5. **Run** the pipeline over what is marked (:func:`fabric_assets.lifecycle.rebuild.run_marked`:
+   an ingest of the registered roots), which publishes a release pinning the repaired versions.
+
+Marking comes before dropping, so a repair killed between the two leaves marked parses that the
+next ingest re-derives (writing a table whose damaged fragment is still there fails, and the next
+``fabric repair`` finds that fragment again and marks the same parses: both steps are idempotent).
+
+Not repaired here: a table whose manifest cannot be read (no fragment list to keep; a snapshot
+restore is the remedy), bytes altered inside a file that keeps its footer (the checks that read
+rows catch those), and the serving indexes (``fabric lexical-repair``, ``fabric dense-index-repair``).
+Older releases and snapshots that pin the damaged versions stay damaged; retention removes them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from fabric_assets.activation.activate import ingest_lock
+from fabric_assets.gate import unfinished
+from fabric_assets.projections import ANNOTATION_VERDICT, PROJECTIONS, RECHUNK_VERDICTS, RECHUNKED, Stage
+from fabric_assets.sources.scan import awaited_parse_ids
+from fabric_resources.catalog import StatusUpdate, drop_verdicts
+from fabric_resources.home import FabricHome
+from fabric_resources.schema import TABLES
+
+#: How each table's rows are re-derived: ``reparse`` (from the stored bytes), ``rechunk`` (from the
+#: stored units) or ``annotate`` (from the stored windows). Every table written is one of these.
+REDERIVATION: dict[str, str] = {
+    p.table: ("reparse" if p.stage is Stage.CANONICAL else
+              "annotate" if p.stage is Stage.ANNOTATIONS else
+              "rechunk" if p.key == "chunks" or p.key in RECHUNKED else "reparse")
+    for p in PROJECTIONS if p.table
+}
+#: The stronger re-derivation wins when a parse is named by several tables (a re-parse rewrites
+#: everything; a re-chunk everything made from chunks).
+_STRENGTH = {"annotate": 0, "rechunk": 1, "reparse": 2}
+
+
+class RepairRefused(RuntimeError):
+    """A table cannot be repaired this way (its manifest is unreadable); nothing was changed."""
+
+
+@dataclass
+class TableDamage:
+    """One table's damaged fragments and the parses whose rows they may have held."""
+
+    table: str
+    fragments: dict[int, str]  #: fragment ID → "missing" or "damaged"
+    parse_ids: list[str]
+    rederivation: str
+
+
+@dataclass
+class RepairPlan:
+    tables: list[TableDamage] = field(default_factory=list)
+
+    def marks(self) -> dict[str, str]:
+        """Parse ID → the re-derivation it gets (the strongest any damaged table asks)."""
+        out: dict[str, str] = {}
+        for damage in self.tables:
+            for pid in damage.parse_ids:
+                if pid not in out or _STRENGTH[damage.rederivation] > _STRENGTH[out[pid]]:
+                    out[pid] = damage.rederivation
+        return out
+
+
+def _candidates(home: FabricHome) -> set[str]:
+    """Parses whose rows must be whole: those the current release serves and those a present
+    source waits for that got past parsing (ready, held, or parsed with their units written). A
+    parse left ``parsed`` before its units were (a killed or failed parse run) is not one: the
+    next ingest parses it again whole."""
+    catalog = home.catalog
+    current = catalog.current_release()
+    served = {m["parse_id"] for m in current.manifest["sources"].values()} if current else set()
+    waited = awaited_parse_ids(catalog)
+    rechunked = set(RECHUNK_VERDICTS)
+    past_parsing = {r.parse_id for r in catalog.parse_runs(waited)
+                    if r.status in ("ready", "held") or (r.status == "parsed" and set(unfinished(r)) <= rechunked)}
+    return served | past_parsing
+
+
+def plan_repair(home: FabricHome) -> RepairPlan:
+    """What :func:`repair` would drop and re-derive; changes nothing.
+
+    Raises
+    ------
+    RepairRefused
+        If a table's manifest cannot be read.
+    fabric_resources.object_store.TableStoreUnavailableError
+        If the object store holding the tables cannot be used.
+    """
+    plan = RepairPlan()
+    candidates: set[str] | None = None
+    for name in TABLES:
+        try:
+            damaged = home.tables.damaged_fragments(name)
+        except (OSError, ValueError, RuntimeError) as exc:  # Lance: RuntimeError for a corrupt manifest
+            raise RepairRefused(f"table {name} cannot be opened ({type(exc).__name__}): its manifest is "
+                                "unreadable, so there is no fragment list to keep; restore it (`fabric "
+                                "snapshot restore`)") from None
+        if not damaged:
+            continue
+        if candidates is None:
+            candidates = _candidates(home)
+        readable = home.tables.fragment_parse_ids(name, skip=damaged)
+        live = {pid for _, ids in readable for pid in ids}
+        affected = {pid for pid in candidates if pid not in live}
+        # A parse at the edge of a damaged fragment may have rows on both sides of the cut.
+        for fragment_id in damaged:
+            before = [ids for fid, ids in readable if fid < fragment_id and ids]
+            after = [ids for fid, ids in readable if fid > fragment_id and ids]
+            affected |= {before[-1][-1]} if before else set()
+            affected |= {after[0][0]} if after else set()
+        plan.tables.append(TableDamage(name, damaged, sorted(affected & candidates), REDERIVATION[name]))
+    return plan
+
+
+def mark(home: FabricHome, marks: dict[str, str]) -> None:
+    """Mark each parse of ``marks`` for its re-derivation (see the module docstring, step 3)."""
+    catalog = home.catalog
+    reparse = sorted(p for p, how in marks.items() if how == "reparse")
+    rechunk = sorted(p for p, how in marks.items() if how == "rechunk")
+    annotate = sorted(p for p, how in marks.items() if how == "annotate")
+    if reparse:
+        from fabric_assets.lifecycle.operator import to_pending
+
+        to_pending(home, reparse, "repair")
+    if rechunk:
+        drop_verdicts(catalog, rechunk, RECHUNK_VERDICTS)
+        catalog.set_parse_statuses([StatusUpdate(p, "parsed", "repair", "rows lost with a damaged table data "
+                                                 "file are being re-derived from the stored units")
+                                    for p in rechunk])
+    if annotate:
+        drop_verdicts(catalog, annotate, [ANNOTATION_VERDICT])
+
+
+@dataclass
+class RepairReport:
+    plan: RepairPlan
+    versions: dict[str, int] = field(default_factory=dict)  #: table → version without the damaged fragments
+
+
+def republish_damaged_pins(home: FabricHome) -> int | None:
+    """Publish the current release again over the latest version of each table whose pinned
+    version cannot be read (a data file or manifest only that version references is damaged,
+    while later versions, written since, hold the same rows in other files); return the new
+    release ID, or None when every pinned version reads, or when an active parse is being
+    rewritten (then the latest versions may not hold the release's rows: the next activation
+    publishes them). Step 5's activation publishes only when something changed, which a damaged
+    old file alone is not.
+    """
+    from fabric_assets.activation.activate import activation_lock
+    from fabric_assets.lifecycle.republish import active_parses_unchanged, republish
+
+    with activation_lock(home):
+        current = home.catalog.current_release()
+        if current is None:
+            return None
+        pinned = dict(current.manifest["tables"])
+        damaged = [name for name, version in sorted(pinned.items())
+                   if version is not None and not _readable(home, name, version)]
+        if not damaged or not active_parses_unchanged(home, current):
+            return None
+        latest = {name: home.tables.version(name) for name in damaged}
+        if any(v is None or not _readable(home, name, v) for name, v in latest.items()):
+            return None
+        return republish(home, current, pinned | latest, note={"repair": damaged}).release_id
+
+
+def _readable(home: FabricHome, name: str, version: int) -> bool:
+    try:
+        home.tables.dataset(name, version).validate()
+    except (OSError, ValueError, RuntimeError):
+        return False
+    return True
+
+
+def repair(home: FabricHome, *, dry_run: bool = False) -> RepairReport:
+    """Drop the damaged fragments of every table and mark the parses whose rows they held for
+    re-derivation (steps 1–4 of the module docstring). The caller runs the pipeline then
+    (:func:`fabric_assets.lifecycle.rebuild.run_marked`). With ``dry_run``, plans only.
+
+    Raises
+    ------
+    RepairRefused, TableStoreUnavailableError
+        As :func:`plan_repair`; nothing was changed.
+    """
+    with ingest_lock(home):
+        plan = plan_repair(home)
+        report = RepairReport(plan)
+        if dry_run or not plan.tables:
+            return report
+        mark(home, plan.marks())
+        for damage in plan.tables:
+            report.versions[damage.table] = home.tables.drop_fragments(damage.table, damage.fragments)
+        return report

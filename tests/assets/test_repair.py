@@ -1,0 +1,249 @@
+"""`fabric repair`: a table data file lost, emptied or cut short is repaired without a snapshot.
+The property: after the repair, the release the home serves holds exactly the rows it held before
+the damage, in every table, and `fabric status` names nothing unreadable."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections import Counter
+
+import lance
+import pytest
+from conftest import ingest
+from typer.testing import CliRunner
+
+from fabric_assets.cli import app
+from fabric_query import Fabric
+from fabric_resources.home import FabricHome
+from fabric_resources.schema import TABLES
+
+FIRST = {
+    "a.txt": "The lighthouse keeper logged the tide.\n\nA storm broke the lamp in March.\n\n"
+             "The keeper mended it by lantern light.\n\nShips passed safely again by April.\n",
+    "b.txt": "Lighthouse lenses focus the lamp into a beam.\n\nFresnel cut the glass in rings.\n",
+    "j.txt": "認証トークンは利用者を示す文字列です。\n\n有効期限が切れたら再発行します。\n",
+}
+SECOND = {
+    "c.txt": "Sourdough needs a lively starter and patience.\n\nBake it hot, then let it rest.\n",
+    "d.txt": "Tide tables list the high and low water for each day.\n",
+}
+
+
+@pytest.fixture(scope="module")
+def pristine(tmp_path_factory):
+    """A home ingested in two passes (so its tables hold more than one fragment)."""
+    tmp = tmp_path_factory.mktemp("repair")
+    folder = tmp / "corpus"
+    folder.mkdir()
+    home = FabricHome(tmp / "home")
+    for files in (FIRST, SECOND):
+        for rel, text in files.items():
+            (folder / rel).write_text(text, encoding="utf-8")
+        ingest(folder, home)
+    return tmp
+
+
+@pytest.fixture
+def home(pristine, tmp_path, monkeypatch):
+    """A private copy of the ingested home (tests damage it)."""
+    copy = tmp_path / "home"
+    shutil.copytree(pristine / "home", copy)
+    monkeypatch.setenv("DAGSTER_HOME", str(copy / "dagster"))
+    return FabricHome(copy)
+
+
+def served_rows(home: FabricHome) -> dict[str, Counter]:
+    """Table → multiset of (parse ID, row key) at the versions the current release pins."""
+    out = {}
+    for name, version in home.catalog.current_release().manifest["tables"].items():
+        if version is None:
+            continue
+        key = TABLES[name].names[1]
+        rows = home.tables.dataset(name, version).to_table(columns=["parse_id", key]).to_pylist()
+        out[name] = Counter((r["parse_id"], str(r[key])) for r in rows)
+    return out
+
+
+def _latest_files(home: FabricHome, table: str) -> list[tuple[int, str]]:
+    ds = lance.dataset(str(home.layout.tables / f"{table}.lance"))
+    return [(f.fragment_id, f.data_files()[0].path) for f in ds.get_fragments()]
+
+
+def _damage(path, how: str) -> None:
+    if how == "delete":
+        path.unlink()
+    elif how == "empty":
+        os.truncate(path, 0)
+    else:
+        os.truncate(path, path.stat().st_size // 2)
+
+
+def _repair(home: FabricHome, *extra: str):
+    out = CliRunner().invoke(app, ["repair", "--home", str(home.root), *extra])
+    assert out.exception is None or isinstance(out.exception, SystemExit), out.output
+    return out
+
+
+@pytest.mark.parametrize("table,how", [("units", "truncate"), ("chunks", "delete"),
+                                       ("chunk_vectors", "empty"), ("context_windows", "truncate")])
+def test_a_damaged_data_file_is_repaired_to_exactly_the_rows_served_before(home, table, how):
+    """guards against: a lost data file only a snapshot could bring back (stop 42 left it), and a
+    repair that re-derives too little (rows of the damaged fragment missing from the release it
+    publishes) or too much (rows doubled)."""
+    before = served_rows(home)
+    (fragment_id, path), *_ = _latest_files(home, table)
+    _damage(home.layout.tables / f"{table}.lance" / "data" / path, how)
+    assert Fabric(home.root).status().unreadable_tables, "the damage must be visible before the repair"
+    out = _repair(home)
+    assert out.exit_code == 0, out.output
+    assert f"{table}: fragment(s) {fragment_id}" in out.output
+    assert Fabric(home.root).status().unreadable_tables == ()
+    assert served_rows(home) == before
+    hit = Fabric(home.root).search("lighthouse keeper").results[0]
+    assert "lighthouse keeper" in hit.text.lower()
+    again = _repair(home)
+    assert again.exit_code == 0 and "no damaged table data file" in again.output, again.output
+
+
+def test_a_parse_whose_rows_straddle_the_damaged_fragment_is_re_derived_whole(home):
+    """guards against: a merge cutting one parse's rows across two fragments; dropping the damaged
+    one left that parse with some of its units, and a rule that re-derives only parses with no
+    row left would serve it half."""
+    before = served_rows(home)
+    uri = str(home.layout.tables / "units.lance")
+    rows = lance.dataset(uri).to_table()
+    # Rewritten as a merge would: the same rows in order, cut every 3 rows (a.txt has 4 units).
+    lance.write_dataset(rows, uri, mode="overwrite", max_rows_per_file=3)
+    ds = lance.dataset(uri)
+    per_fragment = [(f.fragment_id, f.to_table(columns=["parse_id"]).column("parse_id").to_pylist())
+                    for f in ds.get_fragments()]
+    straddled = next(i for i in range(len(per_fragment) - 1)
+                     if per_fragment[i][1][-1] == per_fragment[i + 1][1][0])
+    fragment_id, parse_ids = per_fragment[straddled]
+    path = next(f.data_files()[0].path for f in ds.get_fragments() if f.fragment_id == fragment_id)
+    _damage(home.layout.tables / "units.lance" / "data" / path, "truncate")
+    dry = _repair(home, "--dry-run", "--json")
+    assert dry.exit_code == 0, dry.output
+    assert parse_ids[-1] in dry.output  # it keeps rows in the next fragment, yet is named
+    out = _repair(home)
+    assert out.exit_code == 0, out.output
+    assert served_rows(home) == before
+
+
+def test_a_dry_run_names_the_damage_and_changes_nothing(home):
+    (_, path), *_ = _latest_files(home, "chunks")
+    _damage(home.layout.tables / "chunks.lance" / "data" / path, "truncate")
+    versions = {name: home.tables.version(name) for name in TABLES}
+    statuses = {r.parse_id: r.status for r in home.catalog.parse_runs()}
+    out = _repair(home, "--dry-run")
+    assert out.exit_code == 0 and "chunks: fragment(s)" in out.output and "rechunk" in out.output, out.output
+    assert {name: home.tables.version(name) for name in TABLES} == versions
+    assert {r.parse_id: r.status for r in home.catalog.parse_runs()} == statuses
+    assert Fabric(home.root).status().unreadable_tables
+
+
+def test_a_repair_stopped_after_marking_is_finished_by_the_next(home):
+    """guards against: a repair killed between marking the parses and dropping the fragments
+    leaving rows that nothing would ever re-derive (marking first; both steps idempotent)."""
+    from fabric_resources.tables import TableStore
+
+    before = served_rows(home)
+    (_, path), *_ = _latest_files(home, "chunks")
+    _damage(home.layout.tables / "chunks.lance" / "data" / path, "delete")
+
+    def killed(self, name, fragment_ids):
+        raise OSError(28, "No space left on device")
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(TableStore, "drop_fragments", killed)
+        with pytest.raises(OSError):
+            from fabric_assets.lifecycle.repair import repair
+
+            repair(home)
+    out = _repair(home)
+    assert out.exit_code == 0, out.output
+    assert served_rows(home) == before
+    assert Fabric(home.root).status().unreadable_tables == ()
+
+
+def test_an_unreadable_manifest_is_refused_with_nothing_changed(home):
+    """A table whose latest manifest is damaged has no fragment list to keep: refused, exit 2, the
+    other tables untouched (a snapshot restore is the remedy)."""
+    versions = {name: home.tables.version(name) for name in TABLES if name != "chunks"}
+    latest = lance.dataset(str(home.layout.tables / "chunks.lance")).version
+    manifest = home.layout.tables / "chunks.lance" / "_versions" / f"{2**64 - 1 - latest:020d}.manifest"  # V2 paths
+    manifest.write_bytes(b"not a manifest")
+    (_, path), *_ = _latest_files(home, "context_windows")
+    _damage(home.layout.tables / "context_windows.lance" / "data" / path, "truncate")
+    out = _repair(home)
+    assert out.exit_code == 2 and "chunks cannot be opened" in out.output and "nothing was changed" in out.output
+    assert {name: home.tables.version(name) for name in TABLES if name != "chunks"} == versions
+
+
+def test_a_damaged_file_no_longer_in_the_latest_version_is_not_damage(home):
+    """A data file only an older version references (replaced since) is not read by the tables'
+    latest version: nothing to repair, and nothing re-derived."""
+    uri = str(home.layout.tables / "chunks.lance")
+    replaced = {p for _, p in _latest_files(home, "chunks")}
+    lance.write_dataset(lance.dataset(uri).to_table(), uri, mode="overwrite")  # the same rows, new files
+    for name in replaced:
+        _damage(home.layout.tables / "chunks.lance" / "data" / name, "truncate")
+    statuses = {r.parse_id: r.status for r in home.catalog.parse_runs()}
+    out = _repair(home)
+    assert out.exit_code == 0 and "no damaged table data file" in out.output, out.output
+    assert {r.parse_id: r.status for r in home.catalog.parse_runs()} == statuses
+
+
+def test_damaged_annotation_tables_are_re_derived_from_the_memo_without_calling_the_model(tmp_path, fabric_home):
+    """Annotations, graph rows and annotation vectors lost with a data file come back by annotating
+    again, and the memo answers every chain: the repair costs no LLM call."""
+    import json
+
+    from fake_openai_server import FakeChatServer
+
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "one.txt").write_text("Ada Lovelace wrote notes on the Analytical Engine with Charles Babbage.\n")
+    (src / "two.txt").write_text("Lovelace described loops for the Engine.\n")
+    with FakeChatServer() as srv:
+        config = {"annotation": {"enabled": True, "call_retries": 1,
+                                 "endpoint": {"base_url": srv.base_url, "model": "fake-model", "timeout_s": 10,
+                                              "initial_backoff_s": 0.01, "max_backoff_s": 0.05}}}
+        (fabric_home.root / "config.json").write_text(json.dumps(config))
+        home = FabricHome(fabric_home.root)
+        ingest(src, home)
+        before = served_rows(home)
+        assert before["annotations"] and before["graph_mentions"], "the fixture must annotate something"
+        calls = len(srv.calls())
+        for table in ("annotations", "graph_mentions"):
+            (_, path), *_ = _latest_files(home, table)
+            _damage(home.layout.tables / f"{table}.lance" / "data" / path, "truncate")
+        out = _repair(home)
+        assert out.exit_code == 0, out.output
+        assert "annotations: fragment(s)" in out.output and "by annotate" in out.output
+        assert served_rows(home) == before
+        assert len(srv.calls()) == calls
+
+
+def test_the_ui_job_drops_and_marks_and_the_next_ingest_re_derives(home, pristine):
+    """`repair_job` (the Dagster UI's form of the repair) names the partitions it marked in its
+    metadata; the next `fabric ingest` re-derives them and the release serves what it did."""
+    import dagster as dg
+
+    from fabric_assets.definitions import build_definitions
+
+    before = served_rows(home)
+    (fragment_id, path), *_ = _latest_files(home, "chunks")
+    _damage(home.layout.tables / "chunks.lance" / "data" / path, "truncate")
+    job = build_definitions(home.config).resolve_job_def("repair_job")
+    result = job.execute_in_process(instance=dg.DagsterInstance.get(), raise_on_error=False, run_config={
+        "resources": {"fabric": {"config": {"home": str(home.root)}}}})
+    assert result.success
+    (mat,) = [e for e in result.all_events if e.event_type_value == "STEP_OUTPUT"]
+    meta = {k: v.value for k, v in mat.event_specific_data.metadata.items()}
+    assert meta["tables"] == {"chunks": [fragment_id]} and meta["rechunk_partitions"]
+    assert fragment_id not in [f for f, _ in _latest_files(home, "chunks")]
+    ingest(pristine / "corpus", home)
+    assert served_rows(home) == before
+    assert Fabric(home.root).status().unreadable_tables == ()
