@@ -68,15 +68,16 @@ class _Failed(Exception):
         self.result = result
 
 
-def _lifecycle_job(home: FabricHome, name: str, op: str, config: dict[str, Any]) -> dict[str, Any]:
-    """Run the lifecycle job ``name`` (typed config ``config`` for ``op``) on the home's instance,
+def _lifecycle_job(home: FabricHome, name: str, op: str, config: dict[str, Any] | None) -> dict[str, Any]:
+    """Run the lifecycle job ``name`` (typed config ``config`` for ``op``; None: an op without) on the home's instance,
     as the UI's Launchpad would; a failed run (a refusal: the job's ``dg.Failure``) is a failed
     operation with the refusal's message."""
     from fabric_assets.ingest import _run_config, dagster_instance, job
     from fabric_assets.run_owner import owner_tags
 
     definition = job(home, name)
-    run_config = {**_run_config(home, failures_raised=True), "ops": {op: {"config": config}}}
+    run_config = {**_run_config(home, failures_raised=True),
+                  **({"ops": {op: {"config": config}}} if config is not None else {})}
     result = definition.execute_in_process(instance=dagster_instance(home), run_config=run_config,
                                            raise_on_error=False, tags=owner_tags())
     out = {"run_id": result.run_id}
@@ -131,6 +132,15 @@ def _retry(home: FabricHome, params: dict[str, Any]) -> dict[str, Any]:
     return _then_run_marked(home, out)
 
 
+def _repair(home: FabricHome, _params: dict[str, Any]) -> dict[str, Any]:
+    # The job drops and marks (the UI's form); the re-derivation and the release follow, as `fabric repair`.
+    from fabric_assets.lifecycle.repair import republish_damaged_pins
+
+    out = _then_run_marked(home, _lifecycle_job(home, "repair_job", "repair_op", None))
+    republished = republish_damaged_pins(home)
+    return {**out, "release_id": republished or home.catalog.current_release_id()}
+
+
 def _purge(home: FabricHome, params: dict[str, Any]) -> dict[str, Any]:
     config = {"source_keys": list(params["source_keys"]), "root": params["root"] or "",
               "before": params["before"] or ""}
@@ -171,6 +181,7 @@ WORK: dict[str, Callable[[FabricHome, dict[str, Any]], dict[str, Any]]] = {
     "purge": _purge,
     "snapshot": _snapshot,
     "restore": _restore,
+    "repair": _repair,
 }
 
 

@@ -11,7 +11,8 @@ Kinds (bodies in :mod:`fabric_query.server.wire`): ``ingest`` (``{"path": FOLDER
 ``lexical-repair`` (``{}``), and the lifecycle actions: ``accept`` / ``discard`` of a held parse
 (``{"parse_id"}``), ``re-parse`` (``{"source_key"}``, forced), ``retry`` (``{"parse_ids": [...]}``,
 empty: every failed parse), ``purge`` (one of ``source_keys``, ``root``, ``before``), ``snapshot``
-(``{"note"}``) and ``restore`` (``{"snapshot_id", "into"}``). A backend that does not list a
+(``{"note"}``), ``restore`` (``{"snapshot_id", "into"}``) and ``repair`` (``{}``: damaged table data
+files, as ``fabric repair``). A backend that does not list a
 lifecycle kind in ``kinds`` answers it 501.
 """
 
@@ -31,11 +32,11 @@ from fabric_query.server.wire import (EmptyRequest, IngestRequest, ParseRequest,
                                       RetryRequest, SnapshotRequest, SourceRequest, not_json_reason)
 
 #: Operation kinds of the lifecycle actions; a backend that does not list one answers it 501.
-LIFECYCLE_KINDS = ("re-parse", "accept", "discard", "retry", "purge", "snapshot", "restore")
+LIFECYCLE_KINDS = ("re-parse", "accept", "discard", "retry", "purge", "snapshot", "restore", "repair")
 #: Body model of each kind.
 BODIES = {"ingest": IngestRequest, "lexical-repair": EmptyRequest, "accept": ParseRequest,
           "discard": ParseRequest, "re-parse": SourceRequest, "retry": RetryRequest, "purge": PurgeRequest,
-          "snapshot": SnapshotRequest, "restore": RestoreRequest}
+          "snapshot": SnapshotRequest, "restore": RestoreRequest, "repair": EmptyRequest}
 
 
 class AdminBackend(Protocol):

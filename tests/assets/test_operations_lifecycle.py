@@ -185,3 +185,22 @@ def test_accept_re_parse_and_retry_over_http(served, monkeypatch):
 
     op = _op(client, token, "retry", {"parse_ids": []})  # nothing failed: nothing to do, no error
     assert op["status"] == "succeeded", op
+
+
+def test_repair_over_http_re_derives_a_lost_data_file(served):
+    """guards against: a home whose chunks data file is lost answering nothing through the server
+    until someone reaches a shell; the `repair` route runs `repair_job` (a Dagster run) and the
+    re-derivation, and the server answers from the repaired release."""
+    import lance
+
+    client, token, home, src = served
+    uri = home.layout.tables / "chunks.lance"
+    for fragment in lance.dataset(str(uri)).get_fragments():
+        (uri / "data" / fragment.data_files()[0].path).unlink()
+    assert Fabric(home.root).status().unreadable_tables
+    op = _op(client, token, "repair", {})
+    assert op["status"] == "succeeded", op
+    assert _run_status(home, op["result"]["run_id"]) == dg.DagsterRunStatus.SUCCESS
+    assert Fabric(home.root).status().unreadable_tables == ()
+    assert _texts(client.post("/v1/search", json={"query": "lighthouse tide"}).json())[0][0] == "fs:src/a.txt"
+    assert client.post("/v1/admin/repair", json={"extra": 1}).status_code == 422  # a body it cannot take
