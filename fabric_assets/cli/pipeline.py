@@ -122,9 +122,12 @@ def _run_ingest(path: Path) -> int:
     _prepare_query_encoder(home.root)
     failed_runs = summary.failed_runs + summary.annotation_failed_runs
     if failed_runs:
+        # A damaged data file fails every write of its table: running the ingest again cannot help.
+        then = ("Table data the release pins cannot be read (listed above): run `fabric repair`, which "
+                "re-derives the lost rows and these parses." if st.unreadable_tables else
+                "Its parses stay pending and the next `fabric ingest` runs them again.")
         err.print(f"[red]error:[/red] {len(failed_runs)} Dagster run(s) failed ({', '.join(failed_runs)}): a fault of "
-                  "Fabric, not of a document; see the run in `fabric ui`. Its parses stay pending and the next "
-                  "`fabric ingest` runs them again.")
+                  f"Fabric, not of a document; see the run in `fabric ui`. {then}")
         return EXIT_RUN_FAILED
     if st.unreadable_tables:
         # Nothing to write can still leave a home that cannot answer: an ingest is not "done" then.

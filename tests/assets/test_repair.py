@@ -247,3 +247,22 @@ def test_the_ui_job_drops_and_marks_and_the_next_ingest_re_derives(home, pristin
     ingest(pristine / "corpus", home)
     assert served_rows(home) == before
     assert Fabric(home.root).status().unreadable_tables == ()
+
+
+def test_an_ingest_failing_on_a_damaged_table_points_to_repair_which_finishes_it(home, pristine):
+    """guards against: an ingest whose writes fail on a damaged data file saying "the next `fabric
+    ingest` runs them again" (it fails the same way for ever); after `fabric repair` the new file is
+    served with the others."""
+    (_, path), *_ = _latest_files(home, "chunks")
+    _damage(home.layout.tables / "chunks.lance" / "data" / path, "truncate")
+    folder = pristine / "corpus"
+    (folder / "e.txt").write_text("The harbour pilot boarded at dawn.\n", encoding="utf-8")
+    try:
+        out = CliRunner().invoke(app, ["ingest", str(folder), "--home", str(home.root)])
+        assert out.exit_code == 3 and "run `fabric repair`" in out.output, out.output
+        repaired = _repair(home)
+        assert repaired.exit_code == 0, repaired.output
+    finally:
+        (folder / "e.txt").unlink()
+    assert Fabric(home.root).search("harbour pilot").results[0].citation.source_key == "fs:corpus/e.txt"
+    assert Fabric(home.root).status().unreadable_tables == ()
