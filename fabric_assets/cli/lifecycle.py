@@ -306,13 +306,17 @@ def repair_cmd(
     if as_json and dry_run:
         console.print_json(json.dumps({"dry_run": True, "tables": tables}))
         return
+
+    def say(text: str) -> None:  # --json prints the JSON object alone
+        if not as_json:
+            console.print(text, markup=False)
+
     for d in report.plan.tables:
         frags = ", ".join(f"{k} ({v})" for k, v in sorted(d.fragments.items()))
-        console.print(f"{d.table}: fragment(s) {frags}; {len(d.parse_ids)} parse(s) to re-derive by "
-                      f"{d.rederivation}" + ("" if dry_run else f"; now version {report.versions[d.table]}"),
-                      markup=False)
+        say(f"{d.table}: fragment(s) {frags}; {len(d.parse_ids)} parse(s) to re-derive by {d.rederivation}"
+            + ("" if dry_run else f"; now version {report.versions[d.table]}"))
     if not report.plan.tables:
-        console.print("no damaged table data file", markup=False)
+        say("no damaged table data file")
     if dry_run:
         return
     summary = None
@@ -329,25 +333,25 @@ def repair_cmd(
             fail(f"{fault}: the damaged fragments are dropped and their parses marked; free the resource and "
                  "run `fabric ingest`, it re-derives them", code=3)
     from fabric_assets.lifecycle.repair import republish_damaged_pins
+    from fabric_query.api import Fabric
 
-    if not failed_runs_of(summary):
-        republished = republish_damaged_pins(fabric_home)
-        if republished is not None:
-            console.print(f"release {republished}: the current release again, over table versions that read",
-                          markup=False)
-    st = print_status(fabric_home.root)
+    republished = None if failed_runs_of(summary) else republish_damaged_pins(fabric_home)
+    if republished is not None:
+        say(f"release {republished}: the current release again, over table versions that read")
+    st = Fabric(fabric_home.root).status() if as_json else print_status(fabric_home.root)
     failed_runs = failed_runs_of(summary)
     if as_json:
         console.print_json(json.dumps({"tables": tables, "release_id": st.release_id,
-                                       "failed_runs": failed_runs, "unreadable_tables": list(st.unreadable_tables),
+                                       "republished": republished is not None, "failed_runs": failed_runs,
+                                       "unreadable_tables": list(st.unreadable_tables),
                                        "failed": [f.source_key for f in (summary.failed if summary else [])]}))
     if failed_runs:
         fail(f"{len(failed_runs)} Dagster run(s) failed ({', '.join(failed_runs)}): the marked parses stay "
              "marked and the next `fabric ingest` re-derives them", code=3)
     if st.unreadable_tables:
-        fail("the current release still pins table data that cannot be read (listed above)", code=1)
+        fail("the current release still pins table data that cannot be read (see `fabric status`)", code=1)
     if summary is not None and summary.failed:
-        fail(f"{len(summary.failed)} source(s) failed to parse (listed above)", code=1)
+        fail(f"{len(summary.failed)} source(s) failed to parse (see `fabric status`)", code=1)
 
 
 def failed_runs_of(summary) -> list[str]:

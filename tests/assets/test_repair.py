@@ -4,6 +4,7 @@ the damage, in every table, and `fabric status` names nothing unreadable."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 from collections import Counter
@@ -102,6 +103,11 @@ def test_a_damaged_data_file_is_repaired_to_exactly_the_rows_served_before(home,
     assert served_rows(home) == before
     hit = Fabric(home.root).search("lighthouse keeper").results[0]
     assert "lighthouse keeper" in hit.text.lower()
+    again = CliRunner().invoke(app, ["repair", "--json", "--home", str(home.root)])
+    assert again.exit_code == 0, again.output
+    assert json.loads(again.output) == {"tables": [], "release_id": Fabric(home.root).status().release_id,
+                                        "republished": False, "failed_runs": [], "unreadable_tables": [],
+                                        "failed": []}
     again = _repair(home)
     assert again.exit_code == 0 and "no damaged table data file" in again.output, again.output
 
