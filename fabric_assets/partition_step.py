@@ -49,6 +49,7 @@ from fabric_assets.skips import report_skipped
 from fabric_assets.source_tags import tag_run
 from fabric_assets.verdicts import live_parse_ids, record, record_and_summarise
 from fabric_resources.home import FabricHome
+from fabric_resources.identity import is_parse_id
 from fabric_resources.schema import TABLES
 from fabric_resources.tables import TableRemovedError
 
@@ -110,6 +111,8 @@ class PartitionStep:
     ----------
     keys : list of str
         Every parse ID of the run.
+    not_parse_ids : list of str
+        The run's partition keys that are not parse IDs (added by hand), left out of everything.
     live : list of str
         Those whose parse has not failed (a failed parse is skipped by every projection); read
         from the catalog on first use.
@@ -120,7 +123,15 @@ class PartitionStep:
         self.home = home
         self.config = home.config
         self.projections = tuple(projection(k) for k in keys)
-        self.keys = list(context.partition_keys)
+        # A key of the `parses` partitions that is no parse ID (one added by hand in the UI) names no
+        # rows and no parse run: left out, so that a backfill over every partition still runs the
+        # real ones (the table filters refuse such a key, which failed the whole run).
+        self.keys = [k for k in context.partition_keys if is_parse_id(k)]
+        self.not_parse_ids = [k for k in context.partition_keys if not is_parse_id(k)]
+        if self.not_parse_ids:
+            shown = ", ".join(repr(k[:40] + ("…" if len(k) > 40 else "")) for k in self.not_parse_ids[:3])
+            context.log.warning(f"{len(self.not_parse_ids)} partition key(s) of the run are not parse IDs and name "
+                                f"nothing to compute, left out: {shown}")
         self._rows: dict[str, list[pa.Table]] = {p.key: [] for p in self.projections if p.table}
         self._verdicts: dict[str, dict[str, Verdict]] = {c.name: {} for p in self.projections for c in p.checks}
         self._run_metadata: dict[str, dict[str, Any]] = {p.key: {} for p in self.projections}

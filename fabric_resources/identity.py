@@ -3,7 +3,13 @@
 from __future__ import annotations
 
 import hashlib
+import re
 from pathlib import Path
+
+#: What a parse ID looks like (:func:`parse_id` makes 32 lowercase hex digits; IDs of 16 to 64 are
+#: accepted, as the table filters accept them). Anything else is never a parse ID, whatever a
+#: partition key says.
+_PARSE_ID_SHAPE = re.compile(r"[0-9a-f]{16,64}")
 
 
 def text_hash(text: str) -> str:
@@ -21,6 +27,17 @@ def parse_id(source_hash: str, parser_name: str, parser_version: str, parser_con
     """Deterministic parse ID from the content hash and the parser identity: the same bytes through
     the same parser always get the same partition (no re-parse, no re-embedding on return)."""
     return derived_id(source_hash, parser_name, parser_version, parser_config_hash)
+
+
+def is_parse_id(text: str) -> bool:
+    """Whether ``text`` has the shape of a parse ID (lowercase hex, 16 to 64 digits).
+
+    >>> is_parse_id(parse_id("ab" * 32, "text", "3", "c0ffee"))
+    True
+    >>> [is_parse_id(t) for t in ("", "junk", "x' OR '1'='1", "../../etc", "A" * 32)]
+    [False, False, False, False, False]
+    """
+    return _PARSE_ID_SHAPE.fullmatch(text) is not None
 
 
 def unit_id(parse_id: str, ordinal: int) -> str:

@@ -27,7 +27,6 @@ from __future__ import annotations
 import json
 import os
 import random
-import re
 import stat
 import time
 from collections.abc import Iterable, Iterator
@@ -38,11 +37,11 @@ import lance
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from fabric_resources.identity import is_parse_id
 from fabric_resources.locks import exclusive_lock
 from fabric_resources.object_store import TableStoreUnavailableError, store_problem
 from fabric_resources.schema import TABLES
 
-_PARSE_ID = re.compile(r"[0-9a-f]{16,64}")
 
 #: Attempts of one partition replace against commits of other writers on the same fragments, with a
 #: jittered backoff between them that grows to ``_MAX_BACKOFF_S``.
@@ -84,7 +83,7 @@ class StorageOptionsError(ValueError):
 def _in_list(parse_ids: Iterable[str]) -> str:
     ids = sorted(set(parse_ids))
     for p in ids:
-        if not _PARSE_ID.fullmatch(p):
+        if not is_parse_id(p):
             # Parse IDs are hex digests; anything else must never reach a filter string.
             raise ValueError(f"not a parse ID: {p!r}")
     return ", ".join(f"'{p}'" for p in ids)

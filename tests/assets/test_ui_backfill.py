@@ -130,3 +130,45 @@ def test_a_ui_backfill_of_parse_partitions_completes_successfully_with_stages_sw
         assert answer(activate_after_asset_run, run) is None
     for run in runs[by_assets.backfill_id]:
         assert answer(activate_after_asset_run, run) == "activation_job"
+
+
+def test_partition_keys_added_by_hand_that_are_no_parse_ids_do_not_fail_a_backfill_of_every_partition(
+        tmp_path, fabric_home):
+    """guards against: one key added by hand to the ``parses`` partitions from the UI (a typo, a path,
+    quote marks, 10,000 characters) failing every backfill over all partitions: the single run of
+    the backfill reached the table filters with it, which refuse anything but a parse ID
+    (``ValueError: not a parse ID``), so no real partition was re-derived either (hostile trial 10b).
+    Now such a key is left out of the run's steps, with a warning; the real partitions are
+    re-derived, once each."""
+    from fabric_assets.activation.activate import activate
+
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "coast.md").write_text("# Coast\n\nThe lighthouse keeper climbed the spiral stairs.\n")
+    (src / "bread.txt").write_text("Sourdough bread needs flour, water and a patient baker.\n")
+    assert run_ingest(src, fabric_home, models=FAKE_MODELS).complete
+    parses = sorted(s.parse_id for s in fabric_home.catalog.sources())
+    rows_before = {t: fabric_home.tables.read(t, parse_ids=parses).num_rows
+                   for t in ("units", "chunks", "chunk_vectors")}
+    instance = synchronous_instance(fabric_home.layout.dagster_home)
+    junk = ["junk", "x' OR '1'='1", "../../etc/passwd", "k" * 10_000, "A" * 32]
+    instance.add_dynamic_partitions("parses", junk)
+
+    with daemon_workspace(instance, LOCATION) as workspace:
+        context = workspace.create_request_context()
+        (location,) = context.code_location_names
+        (repository,) = context.get_code_location(location).get_repositories()
+        backfill = run_backfill(workspace, {
+            "selector": {"partitionSetName": "parse_job_partition_set",
+                         "repositorySelector": {"repositoryLocationName": location, "repositoryName": repository}},
+            "allPartitions": True, "fromFailure": False, "runConfigData": IN_PROCESS})
+
+    (run,) = instance.get_runs(filters=dg.RunsFilter(tags={"dagster/backfill": backfill.backfill_id}))
+    assert (backfill.status.value, run.status) == ("COMPLETED_SUCCESS", dg.DagsterRunStatus.SUCCESS)
+    warnings = [e.user_message for e in instance.all_logs(run.run_id) if "are not parse IDs" in (e.user_message or "")]
+    assert warnings and all("k" * 41 not in w for w in warnings)  # a 10,000-character key is cut short
+    # Every real partition was re-derived once, its rows neither doubled nor lost; the release serves both.
+    assert {t: fabric_home.tables.read(t, parse_ids=parses).num_rows for t in rows_before} == rows_before
+    activate(fabric_home)
+    assert [r.status for r in fabric_home.catalog.parse_runs(parses)] == ["ready", "ready"]
+    assert sorted(m["parse_id"] for m in fabric_home.catalog.current_release().manifest["sources"].values()) == parses
