@@ -5,14 +5,18 @@ from __future__ import annotations
 import dagster as dg
 
 from fabric_assets.gate import Verdict
+from fabric_assets.projections import REQUIRED_VERDICTS
 from fabric_resources.catalog import merge_verdicts
 from fabric_resources.home import FabricHome
 
 
 def record(home: FabricHome, check_name: str, verdicts: dict[str, Verdict]) -> None:
     """Store ``verdicts`` (parse ID → verdict) under ``check_name`` in the catalog (what activation
-    reads), merged into each parse's other verdicts."""
-    merge_verdicts(home.catalog, {parse_id: {check_name: v} for parse_id, v in verdicts.items()})
+    reads), merged into each parse's other verdicts. A gate verdict whose outcome changes sends a
+    ready or held parse back to the gate (``merge_verdicts``'s ``regated``): whichever run recorded
+    it, a failing verdict is never published as ready."""
+    merge_verdicts(home.catalog, {parse_id: {check_name: v} for parse_id, v in verdicts.items()},
+                   regated=REQUIRED_VERDICTS)
 
 
 def record_and_summarise(

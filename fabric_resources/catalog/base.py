@@ -770,25 +770,49 @@ def _parse_run(r: Any) -> ParseRun:
     return ParseRun(**d)
 
 
-def merge_verdicts(catalog: Catalog, verdicts: dict[str, dict[str, Any]]) -> None:
+def merge_verdicts(catalog: Catalog, verdicts: dict[str, dict[str, Any]], regated: Iterable[str] = ()) -> None:
     """Add gate verdicts ``{parse_id: {name: {"passed": bool, "detail": str}}}``, one transaction.
+
+    ``regated``: the verdict names the gate reads. A ``ready`` or ``held`` parse one of whose
+    ``regated`` verdicts changes outcome here (passed ↔ failed, or a first one that fails) goes back
+    to ``parsed`` in the same transaction (reason ``regate``), so the next activation gates it again
+    on the verdicts now recorded. A run that re-derives a gated parse in place without going through
+    ``fabric ingest`` (a backfill of ``rechunk_job`` or ``reproject_job``, one asset materialized from
+    the UI) would otherwise leave a newly failing parse ``ready`` and published. An outcome that
+    stays the same changes no status: a held parse an operator accepted stays accepted.
 
     Raises
     ------
     KeyError
         If a parse ID has no parse run.
     """
+    regated = set(regated)
     with catalog.transaction(immediate=True) as con:
         now = time.time()
+        events = []
         for parse_id, named in verdicts.items():
-            r = con.execute("SELECT verdicts FROM parse_runs WHERE parse_id = ?", (parse_id,)).fetchone()
+            r = con.execute("SELECT verdicts, status FROM parse_runs WHERE parse_id = ?", (parse_id,)).fetchone()
             if r is None:
                 raise KeyError(parse_id)
-            merged = {**verdicts_of(r["verdicts"], parse_id), **named}
+            before = verdicts_of(r["verdicts"], parse_id)
+            merged = {**before, **named}
+            changed = sorted(k for k in regated & named.keys()
+                             if bool(named[k].get("passed")) != bool(before.get(k, {"passed": True}).get("passed")))
+            if r["status"] in ("ready", "held") and changed:
+                detail = (f"was {r['status']}; " + ", ".join(
+                    f"{k} {'passes' if named[k].get('passed') else 'fails'}" for k in changed)
+                    + " since: the next activation gates it again")
+                con.execute(f"UPDATE parse_runs SET verdicts = ?, status = 'parsed', reason = 'regate', detail = ?, "
+                            f"updated_at = ?, change_seq = {_NEXT_RUN_SEQ} WHERE parse_id = ?",
+                            (json.dumps(merged, sort_keys=True), detail, now, parse_id))
+                events.append((now, "parse-parsed", parse_id, json.dumps({"reason": "regate", "detail": detail})))
+                continue
             con.execute(
                 f"UPDATE parse_runs SET verdicts = ?, updated_at = ?, change_seq = {_NEXT_RUN_SEQ} WHERE parse_id = ?",
                 (json.dumps(merged, sort_keys=True), now, parse_id),
             )
+        if events:
+            con.executemany("INSERT INTO events(at, kind, parse_id, detail) VALUES (?,?,?,?)", events)
 
 
 def drop_verdicts(catalog: Catalog, parse_ids: Iterable[str], names: Iterable[str]) -> None:

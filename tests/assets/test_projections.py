@@ -284,9 +284,9 @@ def test_partition_step_replaces_run_rows_then_records_verdicts(fabric_home):
 
     real_merge = verdicts_module.merge_verdicts
 
-    def merge(catalog, by_parse):
+    def merge(catalog, by_parse, **kwargs):
         order.append(("verdicts", tuple(sorted(by_parse))))
-        return real_merge(catalog, by_parse)
+        return real_merge(catalog, by_parse, **kwargs)
 
     _seed_runs(home, {p1: "parsed", p2: "parsed", p3: "failed"})
     with pytest.MonkeyPatch.context() as mp:

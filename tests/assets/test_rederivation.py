@@ -202,3 +202,66 @@ def test_an_interrupted_rechunk_resumes_without_reparsing_and_a_failing_one_is_h
     summary = ingest(src, home)
     assert summary.rechunked == [pid] and _active(home) == {key: pid}
     assert Fabric(home.root).status().held == ()
+
+
+def test_a_rederivation_launched_from_the_ui_that_fails_its_gate_is_held_not_published(tmp_path, fabric_home,
+                                                                                       monkeypatch):
+    """guards against: a re-derivation run outside ``fabric ingest`` (a partition of ``rechunk_job``
+    launched from the UI, or only the ``chunks`` asset materialized for one partition) whose new
+    verdict fails leaving the parse ``ready``, so the next activation published its failing rows:
+    only ``fabric ingest``'s own re-chunk sent a parse back to the gate (hostile trial 10b). Now a
+    gate verdict that changes outcome sends a ready or held parse back to ``parsed``; the next
+    activation holds it or makes it ready again. An operator's acceptance of a held parse survives
+    a re-run whose verdicts fail as they did when it was accepted."""
+    import dagster as dg
+
+    import fabric_assets.chunks.assets as chunk_assets
+    from fabric_assets.activation.activate import activate
+    from fabric_assets.ingest import _run_config, ingest as run_ingest, job
+    from fabric_assets.lifecycle.operator import accept_held
+    from fabric_resources.dagster_resources import FAKE_MODELS  # which model embeds is not what this is about
+
+    src = tmp_path / "docs"
+    src.mkdir()
+    (src / "keeper.txt").write_text(EN)
+    (src / "short.txt").write_text(SHORT)
+    os.environ["DAGSTER_HOME"] = str(fabric_home.layout.dagster_home)
+    assert run_ingest(src, fabric_home, models=FAKE_MODELS).complete
+    home = fabric_home
+    active = _active(home)
+    keeper, short = active["fs:docs/keeper.txt"], active["fs:docs/short.txt"]
+    rechunk_job = job(home, "rechunk_job", FAKE_MODELS)
+
+    def launch(partition: str, *assets: str) -> None:  # one partition, as the UI's launchpad runs it
+        result = rechunk_job.execute_in_process(
+            instance=dg.DagsterInstance.get(), partition_key=partition, run_config=_run_config(home),
+            asset_selection=[dg.AssetKey(a) for a in assets] or None)
+        assert result.success
+
+    def status(pid: str) -> tuple[str, str | None]:
+        (run,) = home.catalog.parse_runs([pid])
+        return run.status, run.reason
+
+    real_ids_unique = chunk_assets.ids_unique
+    monkeypatch.setattr(chunk_assets, "ids_unique", lambda table, column: {"passed": False, "detail": "forced"})
+    launch(keeper)
+    launch(short, "chunks")
+    assert status(keeper) == status(short) == ("parsed", "regate")
+    activate(home)
+    assert status(keeper)[0] == status(short)[0] == "held"
+    # Their rows were rewritten in place and failed: no release serves them.
+    assert _active(home) == {}
+    assert lexical_health(home).healthy
+
+    # The same partition re-derived again, passing: ready and served again.
+    monkeypatch.setattr(chunk_assets, "ids_unique", real_ids_unique)
+    launch(keeper)
+    activate(home)
+    assert status(keeper)[0] == "ready" and _active(home) == {"fs:docs/keeper.txt": keeper}
+
+    # Accepted as it is by an operator, then re-derived with the same failing verdict: still accepted.
+    accept_held(home, short)
+    monkeypatch.setattr(chunk_assets, "ids_unique", lambda table, column: {"passed": False, "detail": "forced"})
+    launch(short, "chunks")
+    activate(home)
+    assert status(short) == ("ready", "accepted") and _active(home)["fs:docs/short.txt"] == short
