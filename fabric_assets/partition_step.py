@@ -44,7 +44,7 @@ import pyarrow.compute as pc
 from fabric_assets.gate import Verdict
 from fabric_assets.partition_memo import partition_key_memo
 from fabric_assets.partitions import PARTITIONED
-from fabric_assets.projections import REQUIRED_VERDICTS, projection, switched_off_below
+from fabric_assets.projections import REQUIRED_VERDICTS, Stage, projection, switched_off_below
 from fabric_assets.skips import report_skipped
 from fabric_assets.source_tags import tag_run
 from fabric_assets.verdicts import live_parse_ids, record, record_and_summarise
@@ -114,8 +114,9 @@ class PartitionStep:
     not_parse_ids : list of str
         The run's partition keys that are not parse IDs (added by hand), left out of everything.
     live : list of str
-        Those whose parse has not failed (a failed parse is skipped by every projection); read
-        from the catalog on first use.
+        Those whose parse has not failed (a failed parse is skipped by every projection) and, for a
+        step made from units, whose units are written (not ``pending``); read from the catalog on
+        first use.
     """
 
     def __init__(self, context: dg.AssetExecutionContext, home: FabricHome, *keys: str) -> None:
@@ -140,7 +141,11 @@ class PartitionStep:
 
     @cached_property
     def live(self) -> list[str]:
-        return live_parse_ids(self.home, self.keys)
+        # A step made from units (every stage but the canonical one) has nothing to compute for a
+        # parse whose units are not written yet: one materialized from the UI before its upstream
+        # recorded passing verdicts over no rows, and the parse went live without a chunk.
+        made_from_units = any(p.stage is not Stage.CANONICAL for p in self.projections)
+        return live_parse_ids(self.home, self.keys, parsed_only=made_from_units)
 
     @property
     def enabled(self) -> bool:

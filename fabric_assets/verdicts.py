@@ -43,7 +43,13 @@ def record_and_summarise(
     )
 
 
-def live_parse_ids(home: FabricHome, parse_ids: list[str]) -> list[str]:
-    """The partitions of this run that have not failed (failed ones are skipped downstream)."""
+def live_parse_ids(home: FabricHome, parse_ids: list[str], *, parsed_only: bool = False) -> list[str]:
+    """The partitions of this run that have not failed (failed ones are skipped downstream).
+
+    ``parsed_only``: leave out the ``pending`` ones too, whose units are not written (never
+    parsed, or set to be parsed again): what a projection made from units would compute for them
+    is made of nothing, and its verdicts, passing on no rows, would let the parse through the gate
+    once its units alone were written."""
     status = {r.parse_id: r.status for r in home.catalog.parse_runs(parse_ids)}
-    return [p for p in parse_ids if status.get(p) not in (None, "failed")]
+    left_out = (None, "failed", "pending") if parsed_only else (None, "failed")
+    return [p for p in parse_ids if status.get(p) not in left_out]

@@ -172,3 +172,47 @@ def test_partition_keys_added_by_hand_that_are_no_parse_ids_do_not_fail_a_backfi
     activate(fabric_home)
     assert [r.status for r in fabric_home.catalog.parse_runs(parses)] == ["ready", "ready"]
     assert sorted(m["parse_id"] for m in fabric_home.catalog.current_release().manifest["sources"].values()) == parses
+
+
+def test_projections_materialized_before_their_units_do_not_let_a_parse_through_the_gate(tmp_path, fabric_home):
+    """guards against: the UI materializing the assets made from units for a new file's partition
+    before its units (a downstream asset without its upstream), then ``units`` alone: the first run
+    recorded passing verdicts over no rows (no chunk is a unique chunk), so the parse was ready once
+    its units were written and the release served a file with no chunk: "searchable", and nothing
+    in it found (hostile trial 10b). Now a step made from units computes nothing for a parse still
+    pending; the parse waits with its verdicts missing and the next ingest finishes it."""
+    from fabric_assets.activation.activate import activate
+    from fabric_assets.ingest import _run_config, job
+    from fabric_assets.sources.scan import scan
+    from fabric_query import Fabric
+
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "coast.md").write_text("# Coast\n\nThe lighthouse keeper climbed the spiral stairs.\n")
+    assert run_ingest(src, fabric_home, models=FAKE_MODELS).complete
+    (src / "late.txt").write_text("The ferry to the island left without the postman.\n")
+    (pid,) = scan(fabric_home).parse_ids_to_run
+    instance = dg.DagsterInstance.get()
+    instance.add_dynamic_partitions("parses", [pid])
+    parse_job = job(fabric_home, "parse_job", FAKE_MODELS)
+
+    def launch(*assets: str) -> None:  # one partition, the assets picked as on the asset graph
+        assert parse_job.execute_in_process(instance=instance, partition_key=pid, run_config=_run_config(fabric_home),
+                                            asset_selection=[dg.AssetKey(a) for a in assets]).success
+
+    launch("chunks", "lexical_documents", "chunk_vectors", "chunk_vectors_multilingual", "context_windows",
+           "colbert_windows")
+    (run,) = fabric_home.catalog.parse_runs([pid])
+    assert (run.status, run.verdicts) == ("pending", {})
+    launch("source_bytes", "units", "relationships")
+    activate(fabric_home)
+    (run,) = fabric_home.catalog.parse_runs([pid])
+    assert run.status == "parsed"
+    assert "fs:src/late.txt" not in fabric_home.catalog.current_release().manifest["sources"]
+
+    summary = run_ingest(src, fabric_home, models=FAKE_MODELS)
+    assert summary.complete and summary.rechunked == [pid]
+    assert fabric_home.catalog.current_release().manifest["sources"]["fs:src/late.txt"]["parse_id"] == pid
+    assert fabric_home.tables.read("chunks", parse_ids=[pid]).num_rows == 1
+    assert [h.citation.source_key for h in Fabric(fabric_home.root).search("ferry postman").results] == [
+        "fs:src/late.txt"]
