@@ -182,9 +182,15 @@ def audit_op(context: dg.OpExecutionContext, config: AuditConfig, fabric: Fabric
         if bool(config.pack_path) == bool(config.chunk_ids):
             raise AuditError("give exactly one of pack_path and chunk_ids")
         if config.pack_path:
+            path = Path(config.pack_path)
             try:
-                data = json.loads(Path(config.pack_path).read_text())
-            except (OSError, ValueError) as exc:
+                # A device or FIFO is never read, as by `fabric audit` (/dev/zero has no end and
+                # filled the run's memory; a FIFO nobody writes held the run for good).
+                if not path.is_file():
+                    raise AuditError("pack_path is not a regular file: give an EvidencePack, hit or citation "
+                                     "JSON file")
+                data = json.loads(path.read_text())
+            except (OSError, ValueError, RecursionError) as exc:  # RecursionError: nesting too deep to decode
                 raise AuditError(f"cannot read pack_path: {type(exc).__name__}") from None
             passages = passages_of(data)
         else:

@@ -466,10 +466,16 @@ class Catalog(abc.ABC):
 
     def has_release(self, release_id: int) -> bool:
         """Whether release ``release_id`` exists (not retired by retention or a purge); no manifest read."""
+        if not _storable_id(release_id):
+            return False
         with self.transaction() as con:
             return con.execute("SELECT 1 FROM releases WHERE release_id = ?", (release_id,)).fetchone() is not None
 
     def release(self, release_id: int) -> Release | None:
+        """Release ``release_id``, or None when the catalog has none of that ID (any integer: one
+        past 64 bits, typed in a job's config, names none rather than raising ``OverflowError``)."""
+        if not _storable_id(release_id):
+            return None
         with self.transaction() as con:
             r = con.execute("SELECT * FROM releases WHERE release_id = ?", (release_id,)).fetchone()
         return _release(r["release_id"], r["created_at"], r["manifest"]) if r else None
@@ -768,6 +774,12 @@ def _parse_run(r: Any) -> ParseRun:
     d["verdicts"] = verdicts_of(d["verdicts"], d["parse_id"])
     d["counts"] = json_field(d["counts"] or "{}", f"parse run {d['parse_id']}'s counts", dict)
     return ParseRun(**d)
+
+
+def _storable_id(value: int) -> bool:
+    """Whether ``value`` fits the catalog's integer columns (signed 64 bits, SQLite's and
+    PostgreSQL's BIGINT): a row ID outside them names no row."""
+    return -(2 ** 63) <= value < 2 ** 63
 
 
 def merge_verdicts(catalog: Catalog, verdicts: dict[str, dict[str, Any]], regated: Iterable[str] = ()) -> None:

@@ -195,6 +195,59 @@ def test_audit_job_runs_in_process_and_its_event_log_holds_no_document_text(tmp_
     assert not refused.success and "does not cite the passage's source" in logged and "herring" not in logged
 
 
+def test_audit_job_refuses_a_pack_path_that_is_no_regular_file_and_a_release_id_past_64_bits(tmp_path, fabric_home):
+    """guards against: ``audit_job`` reading whatever ``pack_path`` names, as the CLI does not
+    (``/dev/zero`` filled the run's memory, a FIFO nobody writes to held the run for good), and its
+    Launchpad config failing with a Python traceback where the reason belongs (a ``release_id`` past
+    64 bits: SQLite's ``OverflowError``; a pack nested too deep to decode: ``RecursionError``)
+    (hostile trial 10b). Each fails the run with one line, as a refusal."""
+    import threading
+
+    from fabric_assets.ingest import ingest as run_ingest
+    from fabric_resources.dagster_resources import FAKE_MODELS  # which model embeds is not what this is about
+
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "light.txt").write_text(LIGHTHOUSE)
+    os.environ["DAGSTER_HOME"] = str(fabric_home.layout.dagster_home)
+    assert run_ingest(src, fabric_home, models=FAKE_MODELS).complete
+
+    def refusal(config: dict) -> str:
+        result = _audit_job(fabric_home, config)
+        (failure,) = [e for e in result.all_events if e.event_type_value == "STEP_FAILURE"]
+        error = failure.event_specific_data.error
+        assert error.cls_name == "Failure", error.message  # a refusal, not a traceback
+        return error.message
+
+    fifo = tmp_path / "pack.fifo"
+    os.mkfifo(fifo)
+    stop = threading.Event()
+
+    def writer() -> None:  # what a reader of the FIFO would get: a pack, so a read does not hang the test
+        while not stop.wait(0.05):
+            try:
+                fd = os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)
+            except OSError:  # no reader yet
+                continue
+            os.write(fd, b"{}")
+            os.close(fd)
+
+    thread = threading.Thread(target=writer)
+    thread.start()
+    try:
+        assert "pack_path is not a regular file" in refusal({"pack_path": str(fifo)})
+    finally:
+        stop.set()
+        thread.join()
+    assert "pack_path is not a regular file" in refusal({"pack_path": "/dev/zero"})
+    nested = tmp_path / "nested.json"
+    nested.write_text("[" * 200_000 + "]" * 200_000)
+    assert "cannot read pack_path: RecursionError" in refusal({"pack_path": str(nested)})
+    assert "release 9223372036854775808 is not in the catalog" in refusal({"release_id": 2 ** 63,
+                                                                            "chunk_ids": ["f" * 32]})
+    assert not fabric_home.catalog.has_release(-(2 ** 70))
+
+
 def test_annotation_lineage_is_the_recorded_producer_of_the_overlapping_annotations(tmp_path, fabric_home):
     """guards against: an audit that says nothing of the prompt/LLM behind a chunk's annotations,
     or names the configured model for annotations another producer made."""
