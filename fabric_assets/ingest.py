@@ -28,8 +28,7 @@ from fabric_assets.run_owner import owner_tags
 from fabric_assets.model_identity import expected_identities, stale_partitions
 from fabric_assets.partition_memo import partition_key_memo
 from fabric_assets.projections import RECHUNK_VERDICTS
-from fabric_assets.run_planning import partition_ranges
-from fabric_assets.sensors import plan_annotation_runs, plan_parse_runs, range_tags
+from fabric_assets.sensors import plan_annotation_runs, plan_parse_runs, range_tags, runs_over
 from fabric_assets.sources.scan import ScanReport, awaited_parse_ids, scan
 from fabric_resources.catalog import RootOverlapError, StatusUpdate, drop_verdicts
 from fabric_resources.dagster_resources import CONFIGURED_MODELS, ModelResources
@@ -239,8 +238,7 @@ def run_reprojection(home: FabricHome, instance: dg.DagsterInstance,
         return [], []
     reproject_job = job(home, "reproject_job", models)
     run_ids, failed = [], []
-    for keys in partition_ranges(list(instance.get_dynamic_partitions("parses")), stale,
-                                 home.config.sources.partitions_per_run):
+    for keys in runs_over(instance, stale, home.config.sources.partitions_per_run):
         result = _execute(reproject_job, home, instance, range_tags(keys))
         run_ids.append(result.run_id)
         if not result.success:
@@ -289,8 +287,7 @@ def run_rechunk(home: FabricHome, instance: dg.DagsterInstance, returning: set[s
                                              "configured are being re-chunked") for p in stale])
     rechunk_job = job(home, "rechunk_job", models)
     run_ids, failed = [], []
-    for keys in partition_ranges(list(instance.get_dynamic_partitions("parses")), stale,
-                                 home.config.sources.partitions_per_run):
+    for keys in runs_over(instance, stale, home.config.sources.partitions_per_run):
         result = _execute(rechunk_job, home, instance, range_tags(keys))
         run_ids.append(result.run_id)
         if not result.success:

@@ -152,9 +152,27 @@ def activate_after_asset_run(context: dg.RunStatusSensorContext, fabric: FabricH
     return dg.RunRequest(run_key=f"activate-after:{run.run_id}", run_config=steps_config(home))
 
 
+def runs_over(instance: dg.DagsterInstance, wanted: list[str], per_run: int) -> list[list[str]]:
+    """The runs (contiguous ranges of ``parses`` partitions, at most ``per_run`` keys each) that
+    cover ``wanted``. A wanted parse whose partition is gone (deleted by hand in the UI) is added
+    again first, after every other key: ranges over the existing partitions alone left it out of
+    every run, and a re-chunk or re-projection that never ran kept its source out of every release
+    while the ingest said it was complete.
+
+    Raises
+    ------
+    ValueError
+        If ``per_run`` is not positive.
+    """
+    new_keys, runs = plan_parse_runs(instance, wanted, per_run)
+    if new_keys:
+        instance.add_dynamic_partitions(PARSES.name, new_keys)
+    return runs
+
+
 def plan_annotation_runs(instance: dg.DagsterInstance, wanted: list[str], per_run: int) -> list[list[str]]:
-    """Contiguous ranges of existing ``parses`` partitions that cover ``wanted``."""
-    return partition_ranges(list(instance.get_dynamic_partitions(PARSES.name)), wanted, per_run)
+    """Contiguous ranges of ``parses`` partitions that cover ``wanted`` (:func:`runs_over`)."""
+    return runs_over(instance, wanted, per_run)
 
 
 @dg.run_status_sensor(

@@ -216,3 +216,33 @@ def test_projections_materialized_before_their_units_do_not_let_a_parse_through_
     assert fabric_home.tables.read("chunks", parse_ids=[pid]).num_rows == 1
     assert [h.citation.source_key for h in Fabric(fabric_home.root).search("ferry postman").results] == [
         "fs:src/late.txt"]
+
+
+def test_a_parse_partition_deleted_by_hand_is_re_chunked_after_a_chunking_change_and_stays_served(
+        tmp_path, fabric_home):
+    """guards against: an active parse's partition deleted by hand in the UI, then a chunking change:
+    the re-chunk planned its runs over the partitions that exist, so that parse was set to be
+    re-chunked and never was; it left the release, and every ingest after said it was complete
+    while the file was not searchable (hostile trial 10b). Now a parse a run must cover gets its
+    partition back first (re-chunk, re-projection, annotation runs, as the parse runs did)."""
+    import json
+
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "coast.md").write_text("# Coast\n\nThe lighthouse keeper climbed the spiral stairs.\n")
+    (src / "bread.txt").write_text("Sourdough bread needs flour, water and a patient baker.\n")
+    assert run_ingest(src, fabric_home, models=FAKE_MODELS).complete
+    parses = sorted(s.parse_id for s in fabric_home.catalog.sources())
+    coast = next(s.parse_id for s in fabric_home.catalog.sources() if s.source_key == "fs:src/coast.md")
+    instance = dg.DagsterInstance.get()
+    instance.delete_dynamic_partition("parses", coast)
+
+    fabric_home.layout.config_file.write_text(json.dumps({"chunking": {"max_tokens": 24}}))
+    fabric_home.__dict__.pop("config", None)  # FabricHome caches its config
+    summary = run_ingest(src, fabric_home, models=FAKE_MODELS)
+    assert summary.complete and sorted(summary.rechunked) == parses
+    assert [r.status for r in fabric_home.catalog.parse_runs(parses)] == ["ready", "ready"]
+    assert sorted(m["parse_id"] for m in fabric_home.catalog.current_release().manifest["sources"].values()) == parses
+    chunkers = fabric_home.tables.read("chunks", parse_ids=[coast], columns=["chunker"]).column("chunker").to_pylist()
+    assert chunkers and all(c.endswith(":max24") for c in chunkers)
+    assert coast in instance.get_dynamic_partitions("parses")
