@@ -27,12 +27,25 @@ from typing import TYPE_CHECKING
 import dagster as dg
 
 from fabric_resources.config import FabricConfig
-from fabric_resources.home import FabricHome
+from fabric_resources.home import FabricHome, home_path
 from fabric_resources.models.embedder import Embedder, Encoder
 
 if TYPE_CHECKING:  # both import heavy or optional packages; loaded by the role that needs them
     from fabric_resources.annotator.client import ChatClient
     from fabric_resources.models.colbert import ColbertEncoder
+
+
+class HomeMissingError(dg.Failure):
+    """A home named by a Dagster run's configuration (the ``fabric`` resource's ``home``) is no
+    folder. A run never makes a home: opened as one, a mistyped path became an empty home and the
+    run succeeded with nothing done. ``fabric ingest PATH`` (or ``fabric ui``) makes one. A
+    ``dg.Failure``: the run fails with this message, as a refusal, not a traceback."""
+
+    def __init__(self, path) -> None:
+        super().__init__(description=f"no Fabric home at {path}: the fabric resource's home names no folder (a "
+                                     "mistyped path in the run's config?); runs never make a home, "
+                                     "`fabric ingest PATH` does")
+        self.path = path
 
 
 class FabricHomeResource(dg.ConfigurableResource):
@@ -42,6 +55,16 @@ class FabricHomeResource(dg.ConfigurableResource):
     home: str = ""
 
     def open(self) -> FabricHome:
+        """The home, opened.
+
+        Raises
+        ------
+        HomeMissingError
+            If ``home`` is set and names no folder (a path mistyped in the Launchpad): the run
+            fails saying so instead of making an empty home there and succeeding.
+        """
+        if self.home and not home_path(self.home).is_dir():
+            raise HomeMissingError(home_path(self.home))
         return FabricHome(self.home or None)
 
 

@@ -119,3 +119,31 @@ def test_a_failed_parse_is_retried_by_a_job_and_a_forced_reparse_runs_from_the_c
     assert _materializations(fabric_home, "units", failed.parse_id) == before[failed.parse_id]
     assert _active(fabric_home, "fs:src/bread.md") == md
     assert Fabric(fabric_home.root).search("sourdough baker").results[0].citation.source_key == "fs:src/bread.md"
+
+
+def test_a_run_whose_home_config_names_no_folder_fails_saying_so_and_makes_no_home(tmp_path, fabric_home):
+    """guards against: a Launchpad run whose ``fabric`` resource names a mistyped home (activation,
+    a parse partition, cleanup) opening it as a new home: an empty home made there (catalog, tables,
+    Dagster folder) and the run a success with nothing done (hostile trial 10b). Now the run fails
+    with one line naming the path, as a refusal (``dg.Failure``), and nothing is made there."""
+    from fabric_assets.ingest import ingest as run_ingest
+    from fabric_resources.dagster_resources import FAKE_MODELS  # which model embeds is not what this is about
+
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "light.txt").write_text(LIGHTHOUSE)
+    os.environ["DAGSTER_HOME"] = str(fabric_home.layout.dagster_home)
+    assert run_ingest(src, fabric_home, models=FAKE_MODELS).complete
+    (pid,) = [s.parse_id for s in fabric_home.catalog.sources()]
+    defs = build_definitions(fabric_home.config, FAKE_MODELS, str(fabric_home.root))
+    for name, options in (("activation_job", {}), ("parse_job", {"partition_key": pid}), ("cleanup_job", {})):
+        typo = tmp_path / f"hoem-{name}"
+        result = defs.resolve_job_def(name).execute_in_process(
+            instance=dg.DagsterInstance.get(), raise_on_error=False,
+            run_config={"resources": {"fabric": {"config": {"home": str(typo)}}}}, **options)
+        (failure,) = [e for e in result.all_events if e.event_type_value == "STEP_FAILURE"][:1]
+        error = failure.event_specific_data.error
+        assert not result.success and f"no Fabric home at {typo}" in error.message, error.message
+        assert failure.event_specific_data.user_failure_data is not None  # a refusal, not a crash
+        assert not typo.exists()
+    assert fabric_home.catalog.current_release().release_id == 1
