@@ -80,12 +80,30 @@ def required_verdicts(config) -> tuple[str, ...]:
     return REQUIRED_VERDICTS + ((ANNOTATION_VERDICT,) if ann.enabled and ann.required_for_activation else ())
 
 
+#: The verdict an operator's acceptance of a held parse records beside its others
+#: (``lifecycle.operator.accept_held``): ``accepted`` lists the failing verdicts accepted. The
+#: acceptance is of the parse, not of one run's status: a re-derivation that fails those same
+#: verdicts again (a backfill of every partition from the UI re-parses it) keeps it ready, where the
+#: re-parse's ``parsed`` status alone sent it back to ``held`` and its file out of the release. A
+#: verdict that newly fails still holds it; a retry or forced re-parse drops the acceptance.
+ACCEPTED_VERDICT = "accepted_by_operator"
+
+
+def accepted_failures(verdicts: dict[str, Verdict]) -> frozenset[str]:
+    """The failing verdicts an operator accepted for this parse (:data:`ACCEPTED_VERDICT`)."""
+    names = (verdicts.get(ACCEPTED_VERDICT) or {}).get("accepted")
+    return frozenset(n for n in names if isinstance(n, str)) if isinstance(names, list) else frozenset()
+
+
 def gate_status(
     verdicts: dict[str, Verdict], required: tuple[str, ...] = REQUIRED_VERDICTS
 ) -> tuple[str | None, list[str]]:
-    """``("ready", [])`` if every required verdict passed, ``("held", failing)`` if one failed,
-    ``(None, missing)`` while some are still missing (the parse's run has not finished)."""
-    failing = sorted(k for k, v in verdicts.items() if not v.get("passed") and k != ANNOTATION_VERDICT)
+    """``("ready", [])`` if every required verdict passed (or failed as an operator accepted,
+    :data:`ACCEPTED_VERDICT`), ``("held", failing)`` if another failed, ``(None, missing)`` while
+    some are still missing (the parse's run has not finished)."""
+    accepted = accepted_failures(verdicts)
+    failing = sorted(k for k, v in verdicts.items()
+                     if not v.get("passed") and k != ANNOTATION_VERDICT and k not in accepted)
     if failing:
         return "held", failing
     missing = [k for k in required

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fabric_assets.activation.dense_index import dense_index_records, records_current
-from fabric_assets.gate import gate_status, required_verdicts
+from fabric_assets.gate import accepted_failures, gate_status, required_verdicts
 from fabric_assets.projections import (LEXICAL_VERDICT, POST_ACTIVATION_TABLES, REQUIRED_VERDICTS,
                                        VECTOR_DIGEST_VERDICTS)
 from fabric_resources.catalog import Catalog, Release, StatusUpdate, str_map
@@ -72,7 +72,11 @@ def apply_gate(catalog: Catalog, required: tuple[str, ...] = REQUIRED_VERDICTS) 
     for run in catalog.parse_runs(status="parsed"):
         status, names = gate_status(run.verdicts, required)
         if status is not None:
-            updates.append(StatusUpdate(run.parse_id, status, "gate:" + ",".join(names) if names else None))
+            # Ready with failing verdicts an operator accepted: it stays listed as accepted.
+            accepted = status == "ready" and any(not run.verdicts[k].get("passed")
+                                                 for k in accepted_failures(run.verdicts) if k in run.verdicts)
+            reason = "gate:" + ",".join(names) if names else ("accepted" if accepted else None)
+            updates.append(StatusUpdate(run.parse_id, status, reason))
     catalog.set_parse_statuses(updates)
 
 

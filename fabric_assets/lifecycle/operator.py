@@ -13,7 +13,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from fabric_assets.activation.activate import ActivationReport, activate
-from fabric_resources.catalog import StatusUpdate
+from fabric_assets.gate import ACCEPTED_VERDICT
+from fabric_assets.projections import ANNOTATION_VERDICT
+from fabric_resources.catalog import StatusUpdate, merge_verdicts
 from fabric_resources.home import FabricHome
 
 
@@ -46,7 +48,9 @@ def _activated(report: ActivationReport, parse_ids: tuple[str, ...], status: str
 
 def accept_held(home: FabricHome, parse_id: str) -> ActionResult:
     """Accept a held parse as it is (its failing verdicts stay recorded): it becomes ``ready``
-    with reason ``accepted`` and the activation it runs makes it its sources' active parse.
+    with reason ``accepted`` and the activation it runs makes it its sources' active parse. The
+    failing verdicts accepted are recorded (``gate.ACCEPTED_VERDICT``): a re-derivation that fails
+    them again leaves it ready.
 
     Raises
     ------
@@ -54,6 +58,10 @@ def accept_held(home: FabricHome, parse_id: str) -> ActionResult:
         If the parse is unknown or not held.
     """
     run = _run(home, parse_id, "held")
+    # Recorded as a verdict too, so that a re-derivation failing the same verdicts keeps it ready.
+    failing = sorted(k for k, v in run.verdicts.items() if not v.get("passed") and k != ANNOTATION_VERDICT)
+    merge_verdicts(home.catalog, {parse_id: {ACCEPTED_VERDICT: {"passed": True, "detail": "accepted by an operator",
+                                                                "accepted": failing}}})
     home.catalog.set_parse_statuses([StatusUpdate(parse_id, "ready", "accepted",
                                                   f"accepted by an operator; was {run.reason}")])
     return _activated(activate(home), (parse_id,), "ready")

@@ -147,3 +147,41 @@ def test_a_run_whose_home_config_names_no_folder_fails_saying_so_and_makes_no_ho
         assert failure.event_specific_data.user_failure_data is not None  # a refusal, not a crash
         assert not typo.exists()
     assert fabric_home.catalog.current_release().release_id == 1
+
+
+def test_an_accepted_parse_stays_accepted_through_a_backfill_that_fails_the_same_verdicts(tmp_path, fabric_home,
+                                                                                          monkeypatch):
+    """guards against: a held parse an operator accepted going back to held, and its file out of
+    every release, when a backfill of every partition from the UI re-parsed it (the units step sets
+    a re-parsed parse ``parsed``; the gate then found the same failing verdicts and nothing said
+    they were accepted) (hostile trial 10b). Now the acceptance is recorded with the verdicts it
+    accepted: the same failures keep it ready; a verdict that newly fails holds it again."""
+    import fabric_assets.chunks.assets as chunk_assets
+    from fabric_assets.activation.activate import activate
+    from fabric_assets.ingest import _run_config, ingest as run_ingest, job
+    from fabric_assets.lifecycle.operator import accept_held
+    from fabric_resources.dagster_resources import FAKE_MODELS  # which model embeds is not what this is about
+
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "light.txt").write_text(LIGHTHOUSE)
+    os.environ["DAGSTER_HOME"] = str(fabric_home.layout.dagster_home)
+    _hold_next_parse(monkeypatch)
+    run_ingest(src, fabric_home, models=FAKE_MODELS)
+    (held,) = Fabric(fabric_home.root).status().held
+    accept_held(fabric_home, held.parse_id)
+    assert _active(fabric_home, "fs:src/light.txt") == held.parse_id
+    parse_job = job(fabric_home, "parse_job", FAKE_MODELS)
+
+    def backfill() -> tuple[str, str | None]:  # the partition re-parsed as a backfill of parse_job runs it
+        assert parse_job.execute_in_process(instance=dg.DagsterInstance.get(), partition_key=held.parse_id,
+                                            run_config=_run_config(fabric_home)).success
+        activate(fabric_home)
+        (run,) = fabric_home.catalog.parse_runs([held.parse_id])
+        return run.status, run.reason
+
+    assert backfill() == ("ready", "accepted")
+    assert _active(fabric_home, "fs:src/light.txt") == held.parse_id
+    monkeypatch.setattr(chunk_assets, "ids_unique", lambda table, column: {"passed": False, "detail": "forced"})
+    assert backfill() == ("held", "gate:chunk_ids_are_unique")
+    assert _active(fabric_home, "fs:src/light.txt") is None
