@@ -82,9 +82,9 @@ def discard_held(home: FabricHome, parse_id: str) -> ActionResult:
     return _activated(activate(home), (parse_id,), "failed")
 
 
-def to_pending(home: FabricHome, parse_ids: list[str], reason: str) -> None:
-    """Send ``parse_ids`` back to ``pending`` with every verdict removed (``reason`` recorded): the
-    next scan parses their stored bytes again under the same parse IDs."""
+def to_pending(home: FabricHome, parse_ids: list[str], reason: str, keep: tuple[str, ...] = ()) -> None:
+    """Send ``parse_ids`` back to ``pending`` with every verdict but ``keep`` removed (``reason``
+    recorded): the next scan parses their stored bytes again under the same parse IDs."""
     from fabric_resources.catalog import drop_verdicts, verdicts_of
 
     with home.catalog.transaction(immediate=True) as con:
@@ -92,7 +92,7 @@ def to_pending(home: FabricHome, parse_ids: list[str], reason: str) -> None:
         for pid in parse_ids:
             r = con.execute("SELECT verdicts FROM parse_runs WHERE parse_id = ?", (pid,)).fetchone()
             names |= set(verdicts_of(r["verdicts"], pid)) if r else set()
-    drop_verdicts(home.catalog, parse_ids, names)
+    drop_verdicts(home.catalog, parse_ids, names - set(keep))
     home.catalog.set_parse_statuses([StatusUpdate(p, "pending", reason) for p in parse_ids])
 
 

@@ -39,7 +39,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from fabric_assets.activation.activate import ingest_lock
-from fabric_assets.gate import unfinished
+from fabric_assets.gate import ACCEPTED_VERDICT, unfinished
 from fabric_assets.projections import ANNOTATION_VERDICT, PROJECTIONS, RECHUNK_VERDICTS, RECHUNKED, Stage
 from fabric_assets.sources.scan import awaited_parse_ids
 from fabric_resources.catalog import StatusUpdate, drop_verdicts
@@ -147,7 +147,8 @@ def mark(home: FabricHome, marks: dict[str, str]) -> None:
     if reparse:
         from fabric_assets.lifecycle.operator import to_pending
 
-        to_pending(home, reparse, "repair")
+        # An operator's acceptance is of the parse, and a repair re-derives the same rows: it stays.
+        to_pending(home, reparse, "repair", keep=(ACCEPTED_VERDICT,))
     if rechunk:
         drop_verdicts(catalog, rechunk, RECHUNK_VERDICTS)
         catalog.set_parse_statuses([StatusUpdate(p, "parsed", "repair", "rows lost with a damaged table data "

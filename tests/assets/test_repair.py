@@ -272,3 +272,28 @@ def test_an_ingest_failing_on_a_damaged_table_points_to_repair_which_finishes_it
         (folder / "e.txt").unlink()
     assert Fabric(home.root).search("harbour pilot").results[0].citation.source_key == "fs:corpus/e.txt"
     assert Fabric(home.root).status().unreadable_tables == ()
+
+
+def test_an_accepted_parse_re_parsed_by_a_repair_stays_accepted_and_served(tmp_path, fabric_home, monkeypatch):
+    """guards against: a repair re-parsing a held parse an operator accepted, dropping the acceptance
+    with its other verdicts, so the same failing verdict held it again and its file left every
+    release."""
+    import fabric_assets.dense.assets as dense_assets
+    from fabric_assets.lifecycle.operator import accept_held
+
+    real = dense_assets.vectors_finite_unit_norm
+    monkeypatch.setattr(dense_assets, "vectors_finite_unit_norm",
+                        lambda v: {"passed": False, "detail": "injected"} if v.shape[0] == 1 else real(v))
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "light.txt").write_text("The lighthouse keeper logged the tide.\n")
+    ingest(src, fabric_home)
+    (held,) = Fabric(fabric_home.root).status().held
+    accept_held(fabric_home, held.parse_id)
+    (_, path), *_ = _latest_files(fabric_home, "units")
+    _damage(fabric_home.layout.tables / "units.lance" / "data" / path, "delete")
+    out = _repair(fabric_home)
+    assert out.exit_code == 0 and "by reparse" in out.output, out.output
+    (run,) = fabric_home.catalog.parse_runs([held.parse_id])
+    assert (run.status, run.reason) == ("ready", "accepted")
+    assert Fabric(fabric_home.root).search("lighthouse keeper").results[0].citation.source_key == "fs:src/light.txt"
