@@ -113,6 +113,17 @@ class Guard:
             if int(length) > self.max_body_bytes:
                 await _send_error(send, 413, "PayloadTooLarge", f"the body is over {self.max_body_bytes} bytes")
                 return
+        if scope["method"] == "GET" and scope.get("path", "").rstrip("/") == MCP_PATH:
+            # The MCP app answers POSTs statelessly (one JSON answer each) and never sends a
+            # server-initiated message, yet the SDK answers a GET with an SSE stream that stays open
+            # for good: each held a connection and ~100 KB (300 streams, still open 40 s later),
+            # past every read deadline, until the process ran out of file descriptors. The MCP
+            # transport lets a server without such a stream answer 405.
+            await _send_json(send, 405, {"jsonrpc": "2.0", "id": None,
+                                         "error": {"code": -32600, "message": "Method Not Allowed: this server "
+                                                   "sends no event stream; POST each JSON-RPC message"}},
+                             [(b"allow", b"POST")])
+            return
         if scope["method"] in ("GET", "HEAD", "DELETE", "OPTIONS") and length is None \
                 and "transfer-encoding" not in headers:
             await self.app(scope, receive, send)
