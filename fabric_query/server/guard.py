@@ -5,6 +5,8 @@ more than ``server.max_body_bytes`` of body: a larger ``Content-Length`` is refu
 body is read (413), and a body sent without one is read up to the bound and refused past it.
 A JSON body that names a key twice is refused here too (:func:`~fabric_query.server.wire.strict_json`),
 for every route: 422 on the API's routes, a JSON-RPC parse error (400, code -32700) on ``/mcp``.
+Every body is JSON: one sent with another declared media type is 415, one sent with none is read
+as JSON (:func:`json_media_type`).
 """
 
 from __future__ import annotations
@@ -35,11 +37,21 @@ def _headers(scope) -> dict[str, str]:
     return out
 
 
-def _repeated_key(body: bytes, content_type: str | None) -> str | None:
-    """``"duplicate key 'name'"`` when a JSON body (``application/json`` or ``+json``, or no type)
-    names a key twice; else None, also for a body that is not JSON at all (its route says why)."""
-    kind = (content_type or "application/json").split(";")[0].strip().lower()
-    if not body or not (kind == "application/json" or kind.endswith("+json")):
+def json_media_type(content_type: str | None) -> bool:
+    """Whether a body declared ``content_type`` is read as JSON: ``application/json``, a ``+json``
+    type, or none declared (a client that forgot the header; ``curl -d`` declares a form instead).
+
+    >>> json_media_type("application/json; charset=utf-8"), json_media_type(None), json_media_type("text/plain")
+    (True, True, False)
+    """
+    kind = (content_type or "application/json").split(";")[0].strip().lower() or "application/json"
+    return kind == "application/json" or kind.endswith("+json")
+
+
+def _repeated_key(body: bytes) -> str | None:
+    """``"duplicate key 'name'"`` when a JSON body names a key twice; else None, also for a body
+    that is not JSON at all (its route says why)."""
+    if not body:
         return None
     try:
         strict_json(body)
@@ -142,9 +154,29 @@ class Guard:
             if not message.get("more_body", False):
                 break
         body, replayed = b"".join(chunks), False
-        repeated = _repeated_key(body, headers.get("content-type"))
+        is_mcp = scope.get("path", "").rstrip("/") == MCP_PATH
+        if body and scope["method"] in ("POST", "PUT", "PATCH"):
+            declared = headers.get("content-type")
+            if not json_media_type(declared):
+                # Past here a body of another type was read as no body at all: FastAPI answered a
+                # JSON object sent as a form (`curl -d` without -H) "body: Input should be a valid
+                # dictionary", and the MCP SDK a plain-text "Invalid Content-Type header", the one
+                # answer of the server that was not JSON.
+                refusal = f"the body must be JSON (Content-Type: application/json), not {declared[:100]!r}"
+                if is_mcp:
+                    await _send_json(send, 415, {"jsonrpc": "2.0", "id": None,
+                                                 "error": {"code": -32600, "message": f"Unsupported Media Type: {refusal}"}})
+                else:
+                    await _send_error(send, 415, "UnsupportedMediaType", refusal)
+                return
+            # Both readers behind the guard ignore a body without a JSON type (FastAPI) or refuse it
+            # (the MCP SDK, which takes only the exact lower-case `application/json`): the type this
+            # body is read as is declared to them so.
+            scope = {**scope, "headers": [*(h for h in raw_headers if h[0].lower() != b"content-type"),
+                                          (b"content-type", b"application/json")]}
+        repeated = _repeated_key(body)
         if repeated:
-            if scope.get("path", "").rstrip("/") == MCP_PATH:
+            if is_mcp:
                 await _send_json(send, 400, {"jsonrpc": "2.0", "id": None,
                                              "error": {"code": -32700, "message": f"Parse error: {repeated}"}})
             else:

@@ -42,3 +42,31 @@ def test_a_get_on_mcp_is_405_not_a_stream_held_open_for_good(server):
         assert r.json()["error"]["code"] == -32600 and "POST each JSON-RPC message" in r.json()["error"]["message"]
     tools = server.post("/mcp", content=LIST_TOOLS, headers=MCP_HEADERS)  # the transport MCP clients use
     assert tools.status_code == 200 and {t["name"] for t in tools.json()["result"]["tools"]} >= {"search", "resolve"}
+
+
+@pytest.mark.parametrize("content_type", ["application/x-www-form-urlencoded", "text/plain", "multipart/form-data; boundary=x"])
+def test_a_body_declared_as_another_type_is_415_in_json(server, content_type):
+    """guards against (hostile trial 10a): a JSON body sent with another type (``curl -d`` without
+    ``-H``: a form) answered ``body: Input should be a valid dictionary`` by the API, and a plain-text
+    ``Invalid Content-Type header`` (no JSON at all) by the MCP endpoint."""
+    r = server.post("/v1/search", content=b'{"query": "lamp"}', headers={"content-type": content_type})
+    assert r.status_code == 415 and r.headers["content-type"] == "application/json", r.text
+    error = r.json()["error"]
+    assert error["type"] == "UnsupportedMediaType" and "Content-Type: application/json" in error["message"]
+    r = server.post("/mcp", content=LIST_TOOLS, headers={**MCP_HEADERS, "content-type": content_type})
+    assert r.status_code == 415 and r.headers["content-type"] == "application/json", r.text
+    assert r.json()["error"]["code"] == -32600 and "Content-Type: application/json" in r.json()["error"]["message"]
+
+
+@pytest.mark.parametrize("content_type", [None, "Application/JSON", "application/json; charset=utf-8"])
+def test_a_json_body_without_a_type_or_in_another_spelling_is_read_as_json(server, content_type):
+    """guards against: a body with no Content-Type read by FastAPI as no body (422 "Field required"
+    beside the query it carried), and refused by the MCP SDK in plain text unless spelled exactly
+    ``application/json``."""
+    headers = {} if content_type is None else {"content-type": content_type}
+    r = server.post("/v1/search", content=b'{"query": "lamp"}', headers=headers)
+    assert r.status_code == 409 and r.json()["error"]["type"] == "NoReleaseError", r.text  # read: the home has none
+    r = server.post("/v1/search", content=b'{"query": "lamp", "query": "x"}', headers=headers)
+    assert r.status_code == 422 and "duplicate key 'query'" in r.json()["error"]["message"], r.text
+    r = server.post("/mcp", content=LIST_TOOLS, headers={"accept": MCP_HEADERS["accept"], **headers})
+    assert r.status_code == 200 and r.json()["result"]["tools"], r.text
