@@ -89,6 +89,9 @@ def call(home_root: Path, method: str, path: str, body: dict[str, Any] | None = 
         return data
     error = (data or {}).get("error", {}) if isinstance(data, dict) else {}
     kind = error.get("type", "")
-    if 400 <= response.status < 500 and response.status != 409 and kind not in ("", "Unauthorized"):
+    # 413 is the server's own bound on bodies (`server.max_body_bytes`), not a verdict on the request:
+    # a 12,000-character query printed "PayloadTooLarge: the body is over 65536 bytes" through the
+    # server and "QueryTooLongError: … the limit is 1000" in-process; the in-process path says why.
+    if 400 <= response.status < 500 and response.status not in (409, 413) and kind not in ("", "Unauthorized"):
         raise RemoteError(kind, str(error.get("message", "")))
-    return None  # not ready, gate full, no release, a server fault: the in-process path answers the same way
+    return None  # not ready, gate full, no release, a body over the server's bound, a server fault: in-process answers

@@ -94,3 +94,34 @@ def test_a_second_server_for_a_served_home_refuses_to_start(tmp_path):
     assert "already serves this home" in result.output and written.url in result.output
     assert read_server_file(home) == written, "the first server's record is untouched"
     assert not (home / "catalog.sqlite3").exists(), "refused before anything touched the home"
+
+
+def test_a_body_over_the_servers_bound_runs_the_command_in_process(tmp_path):
+    """guards against (hostile trial 10a): `fabric search` with a long query printing the server's
+    "PayloadTooLarge: the body is over 65536 bytes" where in-process it prints "QueryTooLongError:
+    … the limit is 1000" (the path through a server must never answer differently)."""
+    import httpx
+    from live_server import live_server, wait_ready
+
+    from fabric_query import Fabric
+    from fabric_query.cli_fast import run
+    from fabric_query.remote import RemoteError, call
+    from fabric_query.server.app import create_app
+    from fabric_resources.config import ServerConfig
+    from fabric_resources.home import FabricHome
+
+    home = FabricHome(tmp_path / "home")
+    home.catalog  # an empty catalog: a home Fabric opens
+    config = ServerConfig(max_body_bytes=1024)
+    with live_server(lambda port: create_app(Fabric(home.root), config, port=port, load_models=lambda f: {})) as url:
+        with httpx.Client(base_url=url, timeout=10) as client:
+            wait_ready(client)
+            assert client.post("/v1/search", json={"query": "x" * 2000}).status_code == 413
+        write_server_file(home.root, "127.0.0.1", int(url.rsplit(":", 1)[1]), "9.9")
+        try:
+            assert call(home.root, "POST", "/v1/search", {"query": "x" * 2000}) is None
+            assert run(["search", "x" * 2000, "--home", str(home.root)]) is None  # the full CLI answers
+            with pytest.raises(RemoteError):  # a refusal of the request itself still comes back as one
+                call(home.root, "POST", "/v1/search", {"query": "x", "limit": 0})
+        finally:
+            remove_server_file(home.root)
