@@ -32,7 +32,7 @@ from fabric_query.channels.base import Channel, ChannelRun
 from fabric_query.channels.dense import DENSE
 from fabric_query.channels.dense_feedback import dense_feedback
 from fabric_query.channels.lexical import ALTERED_MET
-from fabric_query.channels.registry import CHANNELS, select
+from fabric_query.channels.registry import CHANNELS, not_applied, select
 from fabric_query.context import (  # noqa: F401 - MAX_LIMIT, eligible_parses: still imported from here (latency_bench)
     MAX_LIMIT,
     Encoders,
@@ -126,6 +126,10 @@ def search(
                      release_id=release_id, selected=selected, clock=clock, scope=scope)
 
     runs, channel_skips = run_channels(ctx, CHANNELS)
+    if channels is not None and not runs and not channel_skips:
+        # Only named channels, and none applies to this query: its empty answer says why (it read
+        # as "nothing matches": `["substring"]` for an English query, `["dense"]` for a Japanese one).
+        channel_skips = {c.name: not_applied(c, ctx) for c in CHANNELS if c.name in set(channels)}
     evidence = apply_hard_constraints(ctx, runs)
     feedback = dense_feedback(ctx, evidence.rankings)
     if feedback is not None and feedback.run is not None:

@@ -123,6 +123,25 @@ def test_unknown_or_malformed_channel_selections_raise_the_typed_error(fabric):
     assert fabric.search("lighthouse", channels=["dense"]).channels_run == ("dense",)
 
 
+@pytest.mark.parametrize("query, named, says", [
+    ("lighthouse", "substring", "no text in a script written without spaces"),
+    ("認証トークン", "dense", "routed to dense_multilingual"),
+    ("lighthouse keeper", "dense_multilingual", "routed to dense"),
+    ("lighthouse", "graph", "annotation is off"),
+])
+def test_naming_only_channels_that_do_not_apply_says_why(fabric, query, named, says):
+    """guards against (hostile trial 10a): a search naming only channels that do not apply to its
+    query answering no results with nothing run and nothing skipped (``channels_run: []``,
+    ``skipped_channels: {}``), read as "nothing matches"; through HTTP and MCP alike."""
+    pack = fabric.search(query, channels=[named])
+    assert pack.results == () and pack.channels_run == ()
+    assert set(pack.skipped_channels) == {named} and says in pack.skipped_channels[named], pack.skipped_channels
+    # One named channel that applies answers; the others are not remarked on (the lexical pair is
+    # named together for any query, and substring applies to none in English).
+    both = fabric.search(query, channels=[named, "word"])
+    assert both.results and both.skipped_channels == {}
+
+
 @settings(max_examples=40, derandomize=True, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.one_of(st.none(), st.text(max_size=12), st.integers(), st.lists(st.one_of(st.sampled_from(CHANNEL_NAMES),
                                                                                        st.text(max_size=6), st.integers()),
