@@ -125,6 +125,12 @@ class Guard:
             if int(length) > self.max_body_bytes:
                 await _send_error(send, 413, "PayloadTooLarge", f"the body is over {self.max_body_bytes} bytes")
                 return
+        if scope["method"] == "HEAD":
+            # A server MUST answer HEAD as it answers GET, without the body (RFC 9110 9.1, 9.3.2);
+            # FastAPI routes a GET route's HEAD nowhere (405), so `curl -I /v1/health` and the
+            # monitors that probe with HEAD were told the health check does not exist. The app sees
+            # a GET; uvicorn, whose own scope still says HEAD, sends the headers only.
+            scope = {**scope, "method": "GET"}
         if scope["method"] == "GET" and scope.get("path", "").rstrip("/") == MCP_PATH:
             # The MCP app answers POSTs statelessly (one JSON answer each) and never sends a
             # server-initiated message, yet the SDK answers a GET with an SSE stream that stays open

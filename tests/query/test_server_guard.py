@@ -70,3 +70,16 @@ def test_a_json_body_without_a_type_or_in_another_spelling_is_read_as_json(serve
     assert r.status_code == 422 and "duplicate key 'query'" in r.json()["error"]["message"], r.text
     r = server.post("/mcp", content=LIST_TOOLS, headers={"accept": MCP_HEADERS["accept"], **headers})
     assert r.status_code == 200 and r.json()["result"]["tools"], r.text
+
+
+def test_head_answers_as_get_without_the_body(server):
+    """guards against (hostile trial 10a): ``HEAD /v1/health`` (``curl -I``, uptime monitors) answered
+    405 Method Not Allowed, though a server MUST answer HEAD wherever it answers GET (RFC 9110)."""
+    for path in ("/v1/health", "/v1/ready"):
+        got, head = server.get(path), server.head(path)
+        assert head.status_code == got.status_code == 200 and head.content == b""
+        assert head.headers["content-type"] == got.headers["content-type"]
+        assert head.headers["content-length"] == got.headers["content-length"]
+    assert server.head("/v1/search").status_code == 405  # POST only, as GET is
+    assert server.head("/v1/nope").status_code == 404
+    assert server.head("/mcp").status_code == 405 and server.head("/mcp").content == b""
