@@ -21,9 +21,10 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import re
 from typing import Annotated
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StringConstraints
 
 from fabric_query.errors import InvalidArgumentError
 from fabric_query.querylang import ParsedQuery, day_ns
@@ -34,6 +35,30 @@ MAX_SCOPE_ITEM_CHARS = 4096
 
 _Item = Annotated[str, StringConstraints(min_length=1, max_length=MAX_SCOPE_ITEM_CHARS)]
 _Items = Annotated[tuple[_Item, ...], Field(max_length=MAX_SCOPE_ITEMS)]
+_YYYY_MM_DD = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
+
+
+def calendar_day(value: object) -> dt.date:
+    """A scope date as ``after:`` / ``before:`` take it: a ``datetime.date`` or ``"YYYY-MM-DD"``,
+    a UTC day. Pydantic's own ``date`` also read a time, a number of seconds (or milliseconds) and
+    its string, so ``"2024-01-01T00:00:00+09:00"`` (Tokyo's midnight, 15:00 UTC the day before)
+    became the UTC day 2024-01-01 and ``0`` the day 1970-01-01: a second spelling of a day, nine
+    hours off for the first.
+
+    >>> calendar_day("2024-02-29"), calendar_day(dt.date(2024, 1, 1))
+    (datetime.date(2024, 2, 29), datetime.date(2024, 1, 1))
+    >>> calendar_day(1704067200)
+    Traceback (most recent call last):
+    ValueError: expects a calendar day YYYY-MM-DD (UTC), got 1704067200
+    """
+    if isinstance(value, dt.date) and not isinstance(value, dt.datetime):
+        return value
+    if isinstance(value, str) and _YYYY_MM_DD.fullmatch(value):
+        return dt.date.fromisoformat(value)  # ValueError for a day the month does not have
+    raise ValueError(f"expects a calendar day YYYY-MM-DD (UTC), got {value!r:.40}")
+
+
+_Day = Annotated[dt.date, BeforeValidator(calendar_day)]
 
 
 class Scope(BaseModel):
@@ -49,8 +74,8 @@ class Scope(BaseModel):
     path_prefixes: _Items = ()
     media_types: _Items = ()
     languages: _Items = ()
-    modified_after: dt.date | None = None
-    modified_before: dt.date | None = None
+    modified_after: _Day | None = None
+    modified_before: _Day | None = None
 
 
 def apply_scope(parsed: ParsedQuery, scope: Scope | dict | None) -> ParsedQuery:

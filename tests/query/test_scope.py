@@ -15,6 +15,7 @@ from live_server import live_server, wait_ready
 from fabric_query import Fabric, Scope
 from fabric_query.errors import InvalidArgumentError, QuerySyntaxError
 from fabric_query.querylang import parse_query
+from fabric_query.scope import apply_scope
 from fabric_query.server.app import create_app
 from fabric_resources.config import ServerConfig
 from fabric_resources.home import FabricHome
@@ -157,6 +158,22 @@ def test_a_dimension_given_twice_is_refused(fabric, query, scope):
 def test_bad_scopes_are_typed_errors(fabric, scope):
     with pytest.raises(InvalidArgumentError):
         fabric.search("lamp", scope=scope)
+
+
+@pytest.mark.parametrize("day", [0, 1704067200, 1704067200000, 1704067200.0, "1704067200", "2024-01-01T00:00:00",
+                                 "2024-01-01T00:00:00+09:00", dt.datetime(2024, 1, 1), "2024-1-1", "２０２４-01-01"])
+def test_a_scope_date_is_a_calendar_day_not_a_time_or_a_number(day):
+    """guards against (hostile trial 10a): pydantic's ``date`` reading a time, a number of seconds or
+    milliseconds, or such a number as a string, as a day: ``"2024-01-01T00:00:00+09:00"`` (Tokyo's
+    midnight, 15:00 UTC on Dec 31) filtered from the UTC day 2024-01-01, nine hours off, and ``0``
+    meant 1970-01-01; the query string's ``after:`` refuses all of them. Over HTTP and MCP too (the
+    body's and the tool's scope are this model)."""
+    with pytest.raises(InvalidArgumentError, match="modified_after"):
+        apply_scope(parse_query("lamp"), {"modified_after": day})
+    with pytest.raises(ValueError, match="calendar day YYYY-MM-DD"):
+        Scope.model_validate_json(json.dumps({"modified_before": day}, default=str))
+    assert Scope.model_validate_json('{"modified_after": "2024-02-29"}').modified_after == dt.date(2024, 2, 29)
+    assert Scope.model_validate({"modified_after": dt.date(2024, 1, 1)}).modified_after == dt.date(2024, 1, 1)
 
 
 @pytest.mark.parametrize("typo, meant", [("paht", "path"), ("typ", "type"), ("lnag", "lang"), ("sorce", "source"),
