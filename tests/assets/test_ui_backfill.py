@@ -132,6 +132,16 @@ def test_a_ui_backfill_of_parse_partitions_completes_successfully_with_stages_sw
         assert answer(activate_after_asset_run, run) == "activation_job"
 
 
+def _two_files_ingested(tmp_path, fabric_home):
+    """A folder of two files ingested (fake models); returns it and the parse IDs."""
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "coast.md").write_text("# Coast\n\nThe lighthouse keeper climbed the spiral stairs.\n")
+    (src / "bread.txt").write_text("Sourdough bread needs flour, water and a patient baker.\n")
+    assert run_ingest(src, fabric_home, models=FAKE_MODELS).complete
+    return src, sorted(s.parse_id for s in fabric_home.catalog.sources())
+
+
 def test_partition_keys_added_by_hand_that_are_no_parse_ids_do_not_fail_a_backfill_of_every_partition(
         tmp_path, fabric_home):
     """guards against: one key added by hand to the ``parses`` partitions from the UI (a typo, a path,
@@ -142,12 +152,7 @@ def test_partition_keys_added_by_hand_that_are_no_parse_ids_do_not_fail_a_backfi
     re-derived, once each."""
     from fabric_assets.activation.activate import activate
 
-    src = tmp_path / "src"
-    src.mkdir()
-    (src / "coast.md").write_text("# Coast\n\nThe lighthouse keeper climbed the spiral stairs.\n")
-    (src / "bread.txt").write_text("Sourdough bread needs flour, water and a patient baker.\n")
-    assert run_ingest(src, fabric_home, models=FAKE_MODELS).complete
-    parses = sorted(s.parse_id for s in fabric_home.catalog.sources())
+    src, parses = _two_files_ingested(tmp_path, fabric_home)
     rows_before = {t: fabric_home.tables.read(t, parse_ids=parses).num_rows
                    for t in ("units", "chunks", "chunk_vectors")}
     instance = synchronous_instance(fabric_home.layout.dagster_home)
@@ -227,12 +232,7 @@ def test_a_parse_partition_deleted_by_hand_is_re_chunked_after_a_chunking_change
     partition back first (re-chunk, re-projection, annotation runs, as the parse runs did)."""
     import json
 
-    src = tmp_path / "src"
-    src.mkdir()
-    (src / "coast.md").write_text("# Coast\n\nThe lighthouse keeper climbed the spiral stairs.\n")
-    (src / "bread.txt").write_text("Sourdough bread needs flour, water and a patient baker.\n")
-    assert run_ingest(src, fabric_home, models=FAKE_MODELS).complete
-    parses = sorted(s.parse_id for s in fabric_home.catalog.sources())
+    src, parses = _two_files_ingested(tmp_path, fabric_home)
     coast = next(s.parse_id for s in fabric_home.catalog.sources() if s.source_key == "fs:src/coast.md")
     instance = dg.DagsterInstance.get()
     instance.delete_dynamic_partition("parses", coast)
