@@ -306,15 +306,13 @@ def repair_cmd(
     if as_json and dry_run:
         console.print_json(json.dumps({"dry_run": True, "tables": tables}))
         return
-
-    def say(text: str) -> None:  # --json prints the JSON object alone
-        if not as_json:
-            console.print(text, markup=False)
-
+    # With --json, standard output is the one JSON document below: the lines a person reads go only
+    # to a terminal (printed before it, they made the output unparseable).
+    say = (lambda line: None) if as_json else (lambda line: console.print(line, markup=False))
     for d in report.plan.tables:
         frags = ", ".join(f"{k} ({v})" for k, v in sorted(d.fragments.items()))
-        say(f"{d.table}: fragment(s) {frags}; {len(d.parse_ids)} parse(s) to re-derive by {d.rederivation}"
-            + ("" if dry_run else f"; now version {report.versions[d.table]}"))
+        say(f"{d.table}: fragment(s) {frags}; {len(d.parse_ids)} parse(s) to re-derive by "
+            f"{d.rederivation}" + ("" if dry_run else f"; now version {report.versions[d.table]}"))
     if not report.plan.tables:
         say("no damaged table data file")
     if dry_run:
@@ -333,25 +331,32 @@ def repair_cmd(
             fail(f"{fault}: the damaged fragments are dropped and their parses marked; free the resource and "
                  "run `fabric ingest`, it re-derives them", code=3)
     from fabric_assets.lifecycle.repair import republish_damaged_pins
-    from fabric_query.api import Fabric
 
-    republished = None if failed_runs_of(summary) else republish_damaged_pins(fabric_home)
-    if republished is not None:
-        say(f"release {republished}: the current release again, over table versions that read")
-    st = Fabric(fabric_home.root).status() if as_json else print_status(fabric_home.root)
+    republished = None
+    if not failed_runs_of(summary):
+        republished = republish_damaged_pins(fabric_home)
+        if republished is not None:
+            say(f"release {republished}: the current release again, over table versions that read")
+    if as_json:
+        from fabric_query.api import Fabric
+
+        st = Fabric(fabric_home.root).status()
+    else:
+        st = print_status(fabric_home.root)
     failed_runs = failed_runs_of(summary)
     if as_json:
-        console.print_json(json.dumps({"tables": tables, "release_id": st.release_id,
-                                       "republished": republished is not None, "failed_runs": failed_runs,
-                                       "unreadable_tables": list(st.unreadable_tables),
+        for t in tables:
+            t["version"] = report.versions.get(t["table"])
+        console.print_json(json.dumps({"tables": tables, "release_id": st.release_id, "republished": republished,
+                                       "failed_runs": failed_runs, "unreadable_tables": list(st.unreadable_tables),
                                        "failed": [f.source_key for f in (summary.failed if summary else [])]}))
     if failed_runs:
         fail(f"{len(failed_runs)} Dagster run(s) failed ({', '.join(failed_runs)}): the marked parses stay "
              "marked and the next `fabric ingest` re-derives them", code=3)
     if st.unreadable_tables:
-        fail("the current release still pins table data that cannot be read (see `fabric status`)", code=1)
+        fail("the current release still pins table data that cannot be read (listed above)", code=1)
     if summary is not None and summary.failed:
-        fail(f"{len(summary.failed)} source(s) failed to parse (see `fabric status`)", code=1)
+        fail(f"{len(summary.failed)} source(s) failed to parse (listed above)", code=1)
 
 
 def failed_runs_of(summary) -> list[str]:

@@ -297,3 +297,22 @@ def test_an_accepted_parse_re_parsed_by_a_repair_stays_accepted_and_served(tmp_p
     (run,) = fabric_home.catalog.parse_runs([held.parse_id])
     assert (run.status, run.reason) == ("ready", "accepted")
     assert Fabric(fabric_home.root).search("lighthouse keeper").results[0].citation.source_key == "fs:src/light.txt"
+
+
+def test_json_output_is_one_json_document(home):
+    """guards against: `fabric repair --json` printing the per-table lines and the status block
+    before its JSON (trial 10c), so that no JSON parser could read its standard output."""
+    import json
+
+    before = served_rows(home)
+    (fragment_id, path), *_ = _latest_files(home, "chunks")
+    _damage(home.layout.tables / "chunks.lance" / "data" / path, "truncate")
+    out = _repair(home, "--json")
+    assert out.exit_code == 0, out.output
+    doc = json.loads(out.stdout)
+    (table,) = doc["tables"]
+    assert table["table"] == "chunks" and table["fragments"] == {str(fragment_id): "damaged"}
+    assert table["rederivation"] == "rechunk" and isinstance(table["version"], int)  # without the fragment
+    assert doc["unreadable_tables"] == [] and doc["failed_runs"] == [] and doc["failed"] == []
+    assert doc["release_id"] == home.catalog.current_release_id()
+    assert served_rows(home) == before
