@@ -304,7 +304,7 @@ def repair_cmd(
     tables = [{"table": d.table, "fragments": {str(k): v for k, v in sorted(d.fragments.items())},
                "parse_ids": d.parse_ids, "rederivation": d.rederivation} for d in report.plan.tables]
     if as_json and dry_run:
-        console.print_json(json.dumps({"dry_run": True, "tables": tables}))
+        console.print_json(json.dumps({"dry_run": True, "tables": tables, "resumed": report.resumed}))
         return
     # With --json, standard output is the one JSON document below: the lines a person reads go only
     # to a terminal (printed before it, they made the output unparseable).
@@ -315,10 +315,13 @@ def repair_cmd(
             f"{d.rederivation}" + ("" if dry_run else f"; now version {report.versions[d.table]}"))
     if not report.plan.tables:
         say("no damaged table data file")
+    if report.resumed:
+        say(f"{len(report.resumed)} parse(s) left marked by an earlier repair or run (killed before their "
+            "re-derivation ended): " + ("they would be re-derived" if dry_run else "re-deriving them"))
     if dry_run:
         return
     summary = None
-    if report.plan.tables:
+    if report.plan.tables or report.resumed:
         from fabric_assets.lifecycle.rebuild import run_marked
         from fabric_resources.parsing.document import machine_fault_in
 
@@ -348,6 +351,7 @@ def repair_cmd(
         for t in tables:
             t["version"] = report.versions.get(t["table"])
         console.print_json(json.dumps({"tables": tables, "release_id": st.release_id, "republished": republished,
+                                       "resumed": report.resumed,
                                        "failed_runs": failed_runs, "unreadable_tables": list(st.unreadable_tables),
                                        "failed": [f.source_key for f in (summary.failed if summary else [])]}))
     if failed_runs:

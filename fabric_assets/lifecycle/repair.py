@@ -162,6 +162,22 @@ def mark(home: FabricHome, marks: dict[str, str]) -> None:
 class RepairReport:
     plan: RepairPlan
     versions: dict[str, int] = field(default_factory=dict)  #: table → version without the damaged fragments
+    #: Parses left marked before this repair began (see :func:`left_marked`): re-derived with its own.
+    resumed: list[str] = field(default_factory=list)
+
+
+def left_marked(home: FabricHome) -> list[str]:
+    """The parses a present source waits for that the next ingest would re-derive: ``pending``,
+    ``parsed`` with a verdict missing (a run killed), or due for annotation. A repair killed after
+    dropping its fragments leaves its marks only here (the next repair's plan finds no damage), so
+    that repair must run the pipeline over them: otherwise it reported the release unreadable
+    for ever, and only an ingest, which it never ran, finished the work."""
+    from fabric_assets.annotations.planning import parses_needing_annotation
+
+    catalog = home.catalog
+    marked = {r.parse_id for r in catalog.parse_runs(status="pending")}
+    marked |= {r.parse_id for r in catalog.parse_runs(status="parsed") if unfinished(r)}
+    return sorted(awaited_parse_ids(catalog, among=marked) | set(parses_needing_annotation(home)))
 
 
 def republish_damaged_pins(home: FabricHome) -> int | None:
@@ -202,7 +218,8 @@ def _readable(home: FabricHome, name: str, version: int) -> bool:
 def repair(home: FabricHome, *, dry_run: bool = False) -> RepairReport:
     """Drop the damaged fragments of every table and mark the parses whose rows they held for
     re-derivation (steps 1–4 of the module docstring). The caller runs the pipeline then
-    (:func:`fabric_assets.lifecycle.rebuild.run_marked`). With ``dry_run``, plans only.
+    (:func:`fabric_assets.lifecycle.rebuild.run_marked`), when a table was damaged or parses were
+    left marked (``resumed``). With ``dry_run``, plans only.
 
     Raises
     ------
@@ -211,7 +228,7 @@ def repair(home: FabricHome, *, dry_run: bool = False) -> RepairReport:
     """
     with ingest_lock(home):
         plan = plan_repair(home)
-        report = RepairReport(plan)
+        report = RepairReport(plan, resumed=left_marked(home))
         if dry_run or not plan.tables:
             return report
         mark(home, plan.marks())

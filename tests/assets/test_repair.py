@@ -316,3 +316,24 @@ def test_json_output_is_one_json_document(home):
     assert doc["unreadable_tables"] == [] and doc["failed_runs"] == [] and doc["failed"] == []
     assert doc["release_id"] == home.catalog.current_release_id()
     assert served_rows(home) == before
+
+
+def test_a_repair_killed_after_dropping_is_finished_by_the_next(home):
+    """guards against: a repair killed once its fragments were dropped (during the pipeline run)
+    leaving its marks only in the catalog; the next `fabric repair` found no damage, ran nothing
+    and exited 1 on the unreadable release it still served (trial 10c: SIGKILL at 2.5–10 s)."""
+    from fabric_assets.lifecycle.repair import repair
+
+    before = served_rows(home)
+    for table, index in (("units", 0), ("chunks", -1)):
+        (_, path) = _latest_files(home, table)[index]
+        _damage(home.layout.tables / f"{table}.lance" / "data" / path, "truncate")
+    marked = repair(home)  # dropped and marked: what a repair killed before its pipeline leaves
+    assert marked.plan.tables and not marked.resumed
+    out = _repair(home)
+    assert out.exit_code == 0, out.output
+    assert "no damaged table data file" in out.output and "left marked by an earlier repair" in out.output
+    assert served_rows(home) == before
+    assert Fabric(home.root).status().unreadable_tables == ()
+    again = _repair(home, "--dry-run", "--json")
+    assert '"resumed": []' in again.stdout, again.output
