@@ -289,7 +289,8 @@ def repair_cmd(
 
     Exit codes: 0 repaired (or nothing damaged); 1 the release left still cannot be read in full,
     or a source failed its re-derivation (see `fabric status`); 2 refused (a table's manifest
-    cannot be read, the object store cannot be used), nothing changed; 3 a pipeline run failed (a
+    cannot be read, the object store cannot be used, the stored bytes a re-parse needs are lost),
+    nothing changed; 3 a pipeline run failed (a
     fault of Fabric; the next `fabric ingest` resumes it).
     """
     from fabric_assets.lifecycle.repair import RepairRefused, repair

@@ -60,7 +60,8 @@ _STRENGTH = {"annotate": 0, "rechunk": 1, "reparse": 2}
 
 
 class RepairRefused(RuntimeError):
-    """A table cannot be repaired this way (its manifest is unreadable); nothing was changed."""
+    """A table cannot be repaired this way (its manifest is unreadable, or the stored bytes a re-parse
+    would read are lost); nothing was changed."""
 
 
 @dataclass
@@ -108,7 +109,7 @@ def plan_repair(home: FabricHome) -> RepairPlan:
     Raises
     ------
     RepairRefused
-        If a table's manifest cannot be read.
+        If a table's manifest cannot be read, or the stored bytes of a parse to re-parse cannot.
     fabric_resources.object_store.TableStoreUnavailableError
         If the object store holding the tables cannot be used.
     """
@@ -135,7 +136,36 @@ def plan_repair(home: FabricHome) -> RepairPlan:
             affected |= {before[-1][-1]} if before else set()
             affected |= {after[0][0]} if after else set()
         plan.tables.append(TableDamage(name, damaged, sorted(affected & candidates), REDERIVATION[name]))
+    lost = _bytes_unreadable(home, [p for p, how in plan.marks().items() if how == "reparse"])
+    if lost:
+        # A re-parse of bytes that cannot be read fails the parse, and a failed parse leaves the
+        # release: the repair took every such source out of search (trial 10c: units damaged with
+        # the artifact store, 0 active sources after it), where leaving the damage loses nothing.
+        key, why = lost[0]
+        raise RepairRefused(f"the stored bytes of {len(lost)} parse(s) to re-parse (rows of units or relationships lost) "
+                            f"cannot be read ({key}: {why}): a re-parse would fail them and take their sources "
+                            "out of the release; restore the artifact store (`fabric snapshot restore`)")
     return plan
+
+
+def _bytes_unreadable(home: FabricHome, parse_ids: list[str]) -> list[tuple[str, str]]:
+    """``(source key, why)`` for each parse of ``parse_ids`` whose stored source bytes are missing
+    or no longer hash to their address, in source-key order (each read whole, as a re-parse
+    reads it)."""
+    from fabric_resources.artifact_store import ArtifactIntegrityError
+
+    if not parse_ids:
+        return []
+    unreadable: dict[str, str] = {}
+    for run in home.catalog.parse_runs(parse_ids):
+        try:
+            home.artifacts.get(run.source_hash)
+        except FileNotFoundError:
+            unreadable[run.parse_id] = "missing from the artifact store"
+        except ArtifactIntegrityError as exc:
+            unreadable[run.parse_id] = str(exc)
+    keys = {s.parse_id: s.source_key for s in home.catalog.sources(parse_ids=unreadable)}
+    return sorted((keys.get(pid, pid), why) for pid, why in unreadable.items())
 
 
 def mark(home: FabricHome, marks: dict[str, str]) -> None:

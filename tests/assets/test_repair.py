@@ -337,3 +337,25 @@ def test_a_repair_killed_after_dropping_is_finished_by_the_next(home):
     assert Fabric(home.root).status().unreadable_tables == ()
     again = _repair(home, "--dry-run", "--json")
     assert '"resumed": []' in again.stdout, again.output
+
+
+def test_units_lost_with_their_stored_bytes_are_refused_with_nothing_changed(home):
+    """guards against: a repair re-parsing stored bytes that cannot be read; every such parse
+    failed and its source left the release (trial 10c: units damaged and the artifact store
+    corrupt, the release after the repair served 0 of 7 sources, whose chunks still read)."""
+    served = dict(home.catalog.current_release().manifest["sources"])
+    for path in (home.layout.root / "artifacts").rglob("*"):
+        if path.is_file():
+            path.write_bytes(b"not the bytes that hash to this address")
+    (_, path), *_ = _latest_files(home, "units")
+    _damage(home.layout.tables / "units.lance" / "data" / path, "truncate")
+    versions = {name: home.tables.version(name) for name in TABLES}
+    statuses = {r.parse_id: r.status for r in home.catalog.parse_runs()}
+    for extra in (("--dry-run",), ()):
+        out = _repair(home, *extra)
+        assert out.exit_code == 2, out.output
+        assert "stored bytes of" in out.output and "nothing was changed" in out.output
+    assert {name: home.tables.version(name) for name in TABLES} == versions
+    assert {r.parse_id: r.status for r in home.catalog.parse_runs()} == statuses
+    assert home.catalog.current_release().manifest["sources"] == served
+    assert Fabric(home.root).search("lighthouse keeper").results  # the chunks still serve
