@@ -11,9 +11,9 @@ artifact store keeps (verified by their hash when read) and of the configuration
    (:meth:`~fabric_resources.tables.TableStore.damaged_fragments`).
 2. **Attribute** the rows they held to parses without reading them: a parse the current release
    serves (or a present source waits for) that has no live row left in the table once they go,
-   and the parses of the rows on either side of each damaged fragment in the readable ones — a
-   merge of small fragments cuts its output at equal row counts, so one parse's rows can straddle
-   two fragments. This can name a parse that never had a row in the table (an empty document has
+   and the first and last parse of every readable fragment — a merge of small fragments cuts its
+   output at equal row counts, so one parse's rows can straddle two fragments, and a later merge
+   appends its output after the fragments it keeps, so the two need not be neighbours. This can name a parse that never had a row in the table (an empty document has
    no chunk): it is re-derived for nothing, which costs time and changes no row.
 3. **Mark** each such parse for the least re-derivation that rewrites the table: units and
    relationships by a re-parse of the stored bytes (``pending``); chunks and every projection made
@@ -129,12 +129,12 @@ def plan_repair(home: FabricHome) -> RepairPlan:
         readable = home.tables.fragment_parse_ids(name, skip=damaged)
         live = {pid for _, ids in readable for pid in ids}
         affected = {pid for pid in candidates if pid not in live}
-        # A parse at the edge of a damaged fragment may have rows on both sides of the cut.
-        for fragment_id in damaged:
-            before = [ids for fid, ids in readable if fid < fragment_id and ids]
-            after = [ids for fid, ids in readable if fid > fragment_id and ids]
-            affected |= {before[-1][-1]} if before else set()
-            affected |= {after[0][0]} if after else set()
+        # A merge cuts its output at equal row counts, so one parse's rows can end one fragment and
+        # start another; a later merge appends its output after the fragments it keeps whole, so the
+        # other piece need not be the damaged fragment's neighbour (trial 10c: a parse cut between
+        # fragments 2 and 6, fragment 5 between them, was served with 1 of its 4 units). The first
+        # and last parse of every readable fragment are named: the only places a cut can lie.
+        affected |= {pid for _, ids in readable if ids for pid in (ids[0], ids[-1])}
         plan.tables.append(TableDamage(name, damaged, sorted(affected & candidates), REDERIVATION[name]))
     lost = _bytes_unreadable(home, [p for p, how in plan.marks().items() if how == "reparse"])
     if lost:

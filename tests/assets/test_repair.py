@@ -359,3 +359,26 @@ def test_units_lost_with_their_stored_bytes_are_refused_with_nothing_changed(hom
     assert {r.parse_id: r.status for r in home.catalog.parse_runs()} == statuses
     assert home.catalog.current_release().manifest["sources"] == served
     assert Fabric(home.root).search("lighthouse keeper").results  # the chunks still serve
+
+
+def test_a_parse_cut_by_a_merge_and_moved_apart_by_the_next_is_re_derived_whole(home):
+    """guards against: naming only the damaged fragment's neighbours. A merge cut a.txt's units
+    across two fragments; the next merge kept the first (large enough) and appended the second,
+    merged with a small one, after a fragment kept whole: a.txt's pieces are no longer neighbours,
+    and a repair of the first served a.txt with 1 of its 4 units (trial 10c)."""
+    before = served_rows(home)
+    uri = str(home.layout.tables / "units.lance")
+    rows = lance.dataset(uri).to_table()
+    first = rows.column("parse_id")[0].as_py()
+    cut = rows.column("parse_id").to_pylist().count(first) - 1  # all of the first parse's units but one
+    lance.write_dataset(rows.slice(0, cut), uri, mode="overwrite")
+    for start, end in ((cut, cut + 2), (cut + 2, cut + 3), (cut + 3, rows.num_rows)):
+        lance.write_dataset(rows.slice(start, end - start), uri, mode="append")
+    lance.dataset(uri).optimize.compact_files(target_rows_per_fragment=cut)  # as merge_fragments does
+    fragments = lance.dataset(uri).get_fragments()
+    edges = [f.to_table(columns=["parse_id"]).column("parse_id").to_pylist() for f in fragments]
+    assert edges[0] == [first] * cut and edges[-1][0] == first and edges[1][0] != first, edges
+    _damage(home.layout.tables / "units.lance" / "data" / fragments[0].data_files()[0].path, "truncate")
+    out = _repair(home)
+    assert out.exit_code == 0, out.output
+    assert served_rows(home) == before
