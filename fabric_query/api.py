@@ -188,7 +188,8 @@ class Fabric:
     def _unreadable_tables(self, release) -> tuple[str, ...]:
         """The pinned table versions of ``release`` that cannot be opened, or whose data files are
         missing, shorter than the manifest records or hold no readable footer (Lance's
-        ``validate``: one manifest read and each data file's footer, ~1 ms a table locally). Bytes
+        ``validate``: one manifest read and each data file's footer, ~1 ms a table locally), or
+        whose index files cannot be opened. Bytes
         altered inside a data file are not seen here: the vector digests and chunk text hashes
         catch those when a query reads them."""
         out = []
@@ -201,6 +202,12 @@ class Fabric:
                 opened = True
                 if ds is not None:
                     ds.validate()
+                    # validate reads no index file, yet every parse_id filter fails on a damaged one
+                    damaged = self.home.tables.damaged_indices(name, version)
+                    if damaged:
+                        out.append(f"{name} version {version}: index {', '.join(damaged)} damaged")
+            except TableStoreUnavailableError as exc:
+                return (f"every table: the object store cannot be used: {exc.problem}",)
             except (ValueError, OSError) as exc:
                 problem = store_problem(exc)  # the object store down or refusing: not the data's fault
                 if problem is not None:

@@ -91,6 +91,9 @@ def print_status(home: Path, st=None):
             console.print(f"  [red]unreadable[/red] the release pins table {keys([damaged])}: its channel (or, "
                           "for chunks, every search) fails and ingests writing it fail until `fabric repair` "
                           "(re-derives the lost rows) or `fabric snapshot restore`")
+        elif ": index " in damaged:  # an access path, no row lost: dropped, built again by the next write
+            console.print(f"  [red]unreadable[/red] the release pins table {keys([damaged])}: reads and ingests "
+                          "that select rows by parse fail until `fabric repair` (drops the index)")
         else:
             console.print(f"  [red]unreadable[/red] the release pins table {keys([damaged])}: searches fail "
                           "until `fabric snapshot restore` or the next `fabric ingest`")

@@ -453,6 +453,41 @@ class TableStore:
                 out[fragment.fragment_id] = "missing" if "not found" in str(exc).lower() else "damaged"
         return out
 
+    def damaged_indices(self, name: str, version: int | None = None) -> list[str]:
+        """The names of the indexes of ``name`` at ``version`` (default latest) whose files Lance
+        cannot read (missing, emptied, cut short). ``validate`` reads no index file, yet every
+        read or write that filters by ``parse_id`` goes through its index and fails on one. ``[]``
+        when the table was never written.
+
+        Raises
+        ------
+        TableStoreUnavailableError
+            If the object store itself cannot be used.
+        ValueError, OSError, RuntimeError
+            If the table's manifest cannot be read.
+        """
+        ds = self.dataset(name, version)
+        out = []
+        for index in ([] if ds is None else ds.list_indices()):
+            try:
+                ds.stats.index_stats(index["name"])  # opens the index's files (its pages are not read)
+            except (OSError, ValueError, RuntimeError) as exc:
+                problem = store_problem(exc)
+                if problem is not None:
+                    raise TableStoreUnavailableError(f"the tables at {self.root} cannot be used: {problem}",
+                                                     problem=problem) from None
+                out.append(index["name"])
+        return sorted(out)
+
+    def drop_indices(self, name: str, index_names: Iterable[str]) -> int:
+        """Drop the indexes ``index_names`` of the latest version of ``name`` (one commit each,
+        without reading them); return the new version. An index is an access path, never a source
+        of truth: the rows stay, and :meth:`index_parse_ids` builds the parse-ID index again."""
+        with self._write_lock(name):
+            for index_name in sorted(set(index_names)):
+                self.dataset(name).drop_index(index_name)
+            return int(self.dataset(name).version)
+
     def fragment_parse_ids(self, name: str, skip: Iterable[int] = ()) -> list[tuple[int, list[str]]]:
         """``(fragment ID, parse ID of each live row in row order)`` for every fragment of the
         latest version of ``name`` but those in ``skip``, in fragment-ID order (the order writes

@@ -303,7 +303,8 @@ def repair_cmd(
     except (RepairRefused, TableStoreUnavailableError) as exc:
         fail(f"{exc}; nothing was changed")
     tables = [{"table": d.table, "fragments": {str(k): v for k, v in sorted(d.fragments.items())},
-               "parse_ids": d.parse_ids, "rederivation": d.rederivation} for d in report.plan.tables]
+               "indices": d.indices, "parse_ids": d.parse_ids, "rederivation": d.rederivation}
+              for d in report.plan.tables]
     if as_json and dry_run:
         console.print_json(json.dumps({"dry_run": True, "tables": tables, "resumed": report.resumed}))
         return
@@ -312,8 +313,10 @@ def repair_cmd(
     say = (lambda line: None) if as_json else (lambda line: console.print(line, markup=False))
     for d in report.plan.tables:
         frags = ", ".join(f"{k} ({v})" for k, v in sorted(d.fragments.items()))
-        say(f"{d.table}: fragment(s) {frags}; {len(d.parse_ids)} parse(s) to re-derive by "
-            f"{d.rederivation}" + ("" if dry_run else f"; now version {report.versions[d.table]}"))
+        damage = ([f"fragment(s) {frags}; {len(d.parse_ids)} parse(s) to re-derive by {d.rederivation}"]
+                  if d.fragments else []) + ([f"index(es) {', '.join(d.indices)} damaged: dropped (a later write "
+                                              "builds the parse-ID index again)"] if d.indices else [])
+        say(f"{d.table}: " + "; ".join(damage) + ("" if dry_run else f"; now version {report.versions[d.table]}"))
     if not report.plan.tables:
         say("no damaged table data file")
     if report.resumed:

@@ -28,6 +28,10 @@ Marking comes before dropping, so a repair killed between the two leaves marked 
 next ingest re-derives (writing a table whose damaged fragment is still there fails, and the next
 ``fabric repair`` finds that fragment again and marks the same parses: both steps are idempotent).
 
+An index whose files cannot be read is dropped with them (an access path, not rows: the parse-ID
+index is built again by the next write); ``validate`` reads none, yet every ``parse_id`` filter
+fails on one.
+
 Not repaired here: a table whose manifest cannot be read (no fragment list to keep; a snapshot
 restore is the remedy), bytes altered inside a file that keeps its footer (the checks that read
 rows catch those), and the serving indexes (``fabric lexical-repair``, ``fabric dense-index-repair``).
@@ -72,6 +76,8 @@ class TableDamage:
     fragments: dict[int, str]  #: fragment ID → "missing" or "damaged"
     parse_ids: list[str]
     rederivation: str
+    #: Indexes whose files cannot be read: dropped (no row is lost; the parse-ID index is rebuilt).
+    indices: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -118,11 +124,14 @@ def plan_repair(home: FabricHome) -> RepairPlan:
     for name in TABLES:
         try:
             damaged = home.tables.damaged_fragments(name)
+            indices = home.tables.damaged_indices(name)
         except (OSError, ValueError, RuntimeError) as exc:  # Lance: RuntimeError for a corrupt manifest
             raise RepairRefused(f"table {name} cannot be opened ({type(exc).__name__}): its manifest is "
                                 "unreadable, so there is no fragment list to keep; restore it (`fabric "
                                 "snapshot restore`)") from None
         if not damaged:
+            if indices:  # a damaged index alone fails every parse_id filter, yet holds no row
+                plan.tables.append(TableDamage(name, {}, [], REDERIVATION[name], indices))
             continue
         if candidates is None:
             candidates = _candidates(home)
@@ -135,7 +144,7 @@ def plan_repair(home: FabricHome) -> RepairPlan:
         # fragments 2 and 6, fragment 5 between them, was served with 1 of its 4 units). The first
         # and last parse of every readable fragment are named: the only places a cut can lie.
         affected |= {pid for _, ids in readable if ids for pid in (ids[0], ids[-1])}
-        plan.tables.append(TableDamage(name, damaged, sorted(affected & candidates), REDERIVATION[name]))
+        plan.tables.append(TableDamage(name, damaged, sorted(affected & candidates), REDERIVATION[name], indices))
     lost = _bytes_unreadable(home, [p for p, how in plan.marks().items() if how == "reparse"])
     if lost:
         # A re-parse of bytes that cannot be read fails the parse, and a failed parse leaves the
@@ -212,7 +221,7 @@ def left_marked(home: FabricHome) -> list[str]:
 
 def republish_damaged_pins(home: FabricHome) -> int | None:
     """Publish the current release again over the latest version of each table whose pinned
-    version cannot be read (a data file or manifest only that version references is damaged,
+    version cannot be read (a data file, index or manifest only that version references is damaged,
     while later versions, written since, hold the same rows in other files); return the new
     release ID, or None when every pinned version reads, or when an active parse is being
     rewritten (then the latest versions may not hold the release's rows: the next activation
@@ -240,9 +249,9 @@ def republish_damaged_pins(home: FabricHome) -> int | None:
 def _readable(home: FabricHome, name: str, version: int) -> bool:
     try:
         home.tables.dataset(name, version).validate()
+        return not home.tables.damaged_indices(name, version)
     except (OSError, ValueError, RuntimeError):
         return False
-    return True
 
 
 def repair(home: FabricHome, *, dry_run: bool = False) -> RepairReport:
@@ -263,5 +272,7 @@ def repair(home: FabricHome, *, dry_run: bool = False) -> RepairReport:
             return report
         mark(home, plan.marks())
         for damage in plan.tables:
+            if damage.indices:  # first: dropping fragments rewrites the index metadata
+                home.tables.drop_indices(damage.table, damage.indices)
             report.versions[damage.table] = home.tables.drop_fragments(damage.table, damage.fragments)
         return report

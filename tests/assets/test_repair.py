@@ -382,3 +382,32 @@ def test_a_parse_cut_by_a_merge_and_moved_apart_by_the_next_is_re_derived_whole(
     out = _repair(home)
     assert out.exit_code == 0, out.output
     assert served_rows(home) == before
+
+
+def test_a_damaged_index_is_named_by_status_and_dropped_by_the_repair(home):
+    """guards against: a parse-ID index whose files are lost or emptied, which `validate` does not
+    read: `fabric status` named nothing, `fabric repair` found 'no damaged table data file', and
+    every read or write selecting rows by parse failed (trial 10c: `fabric rebuild-projections`
+    failed its run)."""
+    before = served_rows(home)
+    assert home.tables.index_parse_ids("chunks", min_rows=2) == "created"
+    from fabric_assets.lifecycle.republish import republish
+
+    current = home.catalog.current_release()
+    republish(home, current, {"chunks": home.tables.version("chunks")})  # the release pins the index
+    for path in (home.layout.tables / "chunks.lance" / "_indices").rglob("*"):
+        if path.is_file():
+            os.truncate(path, 0)
+    pinned = home.catalog.current_release().manifest["tables"]["chunks"]
+    parse_id = next(iter(before["chunks"]))[0]
+    with pytest.raises((OSError, ValueError)):
+        home.tables.read("chunks", parse_ids=[parse_id], version=pinned)
+    (damage,) = Fabric(home.root).status().unreadable_tables
+    assert damage.startswith("chunks version") and "index parse_id_idx damaged" in damage
+    out = _repair(home)
+    assert out.exit_code == 0, out.output
+    assert "chunks: index(es) parse_id_idx damaged: dropped" in out.output
+    assert Fabric(home.root).status().unreadable_tables == ()
+    assert served_rows(home) == before
+    pinned = home.catalog.current_release().manifest["tables"]["chunks"]
+    assert home.tables.read("chunks", parse_ids=[parse_id], version=pinned).num_rows
