@@ -411,3 +411,38 @@ def test_a_damaged_index_is_named_by_status_and_dropped_by_the_repair(home):
     assert served_rows(home) == before
     pinned = home.catalog.current_release().manifest["tables"]["chunks"]
     assert home.tables.read("chunks", parse_ids=[parse_id], version=pinned).num_rows
+
+
+@pytest.mark.parametrize("recorded", [True, False], ids=["accepted-now", "accepted-before-the-record"])
+def test_a_held_parse_an_operator_accepted_stays_served_after_its_re_derivation(tmp_path, fabric_home,
+                                                                               monkeypatch, recorded):
+    """guards against: re-deriving an accepted parse (re-parse and re-chunk) recording its verdicts
+    afresh, the same check failing again, and the gate holding it once more: its source left the
+    release the repair was to restore (trial 10c). An acceptance made by a Fabric that kept no
+    record of the verdicts it accepted is recorded by the repair."""
+    from test_operator import BREAD, LIGHTHOUSE, _hold_next_parse
+
+    from fabric_assets.gate import ACCEPTED_VERDICT
+    from fabric_assets.lifecycle.operator import accept_held
+    from fabric_resources.catalog import drop_verdicts
+
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "light.txt").write_text(LIGHTHOUSE)
+    (src / "bread.txt").write_text(BREAD)
+    _hold_next_parse(monkeypatch)  # stays in force: the same check fails the re-derived parse
+    ingest(src, fabric_home)
+    (held,) = Fabric(fabric_home.root).status().held
+    accept_held(fabric_home, held.parse_id)
+    if not recorded:
+        drop_verdicts(fabric_home.catalog, [held.parse_id], [ACCEPTED_VERDICT])
+    home = FabricHome(fabric_home.root)
+    before = served_rows(home)
+    for table in ("units", "chunks"):
+        for _, path in _latest_files(home, table):
+            _damage(home.layout.tables / f"{table}.lance" / "data" / path, "truncate")
+    out = _repair(home)
+    assert out.exit_code == 0, out.output
+    assert home.catalog.current_release().manifest["sources"]["fs:src/light.txt"]["parse_id"] == held.parse_id
+    assert Fabric(home.root).status().held == ()
+    assert served_rows(home) == before
