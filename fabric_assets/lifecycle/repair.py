@@ -13,8 +13,9 @@ artifact store keeps (verified by their hash when read) and of the configuration
    serves (or a present source waits for) that has no live row left in the table once they go,
    and the first and last parse of every readable fragment — a merge of small fragments cuts its
    output at equal row counts, so one parse's rows can straddle two fragments, and a later merge
-   appends its output after the fragments it keeps, so the two need not be neighbours. This can name a parse that never had a row in the table (an empty document has
-   no chunk): it is re-derived for nothing, which costs time and changes no row.
+   appends its output after the fragments it keeps, so the two need not be neighbours. This can
+   name a parse that never had a row in the table (an empty document has no chunk): it is
+   re-derived for nothing, which costs time and changes no row.
 3. **Mark** each such parse for the least re-derivation that rewrites the table: units and
    relationships by a re-parse of the stored bytes (``pending``); chunks and every projection made
    from them by a re-chunk (``parsed`` without the re-chunk verdicts: what an interrupted
@@ -144,16 +145,18 @@ def plan_repair(home: FabricHome) -> RepairPlan:
         # fragments 2 and 6, fragment 5 between them, was served with 1 of its 4 units). The first
         # and last parse of every readable fragment are named: the only places a cut can lie.
         affected |= {pid for _, ids in readable if ids for pid in (ids[0], ids[-1])}
-        plan.tables.append(TableDamage(name, damaged, sorted(affected & candidates), REDERIVATION[name], indices))
+        plan.tables.append(TableDamage(name, damaged, sorted(affected & candidates), REDERIVATION[name],
+                                       indices))
     lost = _bytes_unreadable(home, [p for p, how in plan.marks().items() if how == "reparse"])
     if lost:
         # A re-parse of bytes that cannot be read fails the parse, and a failed parse leaves the
         # release: the repair took every such source out of search (trial 10c: units damaged with
         # the artifact store, 0 active sources after it), where leaving the damage loses nothing.
         key, why = lost[0]
-        raise RepairRefused(f"the stored bytes of {len(lost)} parse(s) to re-parse (rows of units or relationships lost) "
-                            f"cannot be read ({key}: {why}): a re-parse would fail them and take their sources "
-                            "out of the release; restore the artifact store (`fabric snapshot restore`)")
+        raise RepairRefused(f"the stored bytes of {len(lost)} parse(s) to re-parse (rows of units or "
+                            f"relationships lost) cannot be read ({key}: {why}): a re-parse would fail them and "
+                            "take their sources out of the release; restore the artifact store (`fabric snapshot "
+                            "restore`)")
     return plan
 
 
