@@ -106,8 +106,8 @@ def test_a_damaged_data_file_is_repaired_to_exactly_the_rows_served_before(home,
     again = CliRunner().invoke(app, ["repair", "--json", "--home", str(home.root)])
     assert again.exit_code == 0, again.output
     assert json.loads(again.output) == {"tables": [], "release_id": Fabric(home.root).status().release_id,
-                                        "republished": False, "failed_runs": [], "unreadable_tables": [],
-                                        "failed": []}
+                                        "republished": None, "resumed": [], "failed_runs": [],
+                                        "unreadable_tables": [], "failed": []}
     again = _repair(home)
     assert again.exit_code == 0 and "no damaged table data file" in again.output, again.output
 
