@@ -177,7 +177,20 @@ class Fabric:
             restore_pending=self.home.layout.restore_pending.exists(),
             purges_unfinished=self._purges_unfinished(),
             unreadable_tables=self._unreadable_tables(release),
+            lexical_index_problem=self._lexical_index_problem(release),
         )
+
+    def _lexical_index_problem(self, release) -> str | None:
+        from fabric_query.release import open_generation
+        from fabric_resources.lexical_index import IndexUnusable
+        from fabric_resources.storage_errors import storage_error_text
+
+        if release is None or not release.manifest.get("sources"):
+            return None  # nothing to search, no index needed
+        opened = open_generation(self.home, release.manifest.get("lexical_generation"))
+        if not isinstance(opened, IndexUnusable):
+            return None
+        return storage_error_text(opened, 300).removeprefix(f"{type(opened).__name__}: ")
 
     def _purges_unfinished(self) -> tuple[int, ...]:
         with self.home.catalog.transaction() as con:

@@ -97,6 +97,9 @@ def print_status(home: Path, st=None):
         else:
             console.print(f"  [red]unreadable[/red] the release pins table {keys([damaged])}: searches fail "
                           "until `fabric snapshot restore` or the next `fabric ingest`")
+    if st.lexical_index_problem:
+        console.print(f"  [red]lexical index[/red] {keys([st.lexical_index_problem])}: word and substring searches "
+                      "scan the chunks instead (slower) until `fabric lexical-repair`")
     if st.restore_pending:
         console.print("  [yellow]restore interrupted[/yellow]: an in-place snapshot restore stopped before it had "
                       "removed what came after the snapshot; the next `fabric ingest` (or restore) finishes it")

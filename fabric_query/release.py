@@ -92,6 +92,24 @@ def is_storage_failure(exc: BaseException) -> bool:
             or type(exc).__name__ == "PanicException")
 
 
+def open_generation(home: FabricHome, gen: str | None) -> tuple[OpenIndex, int, int] | IndexUnusable:
+    """The lexical index generation ``gen`` opened, with its live documents and its chunk documents
+    counted (a term query: a corrupt term dictionary fails here, ~1 ms), or why it cannot serve
+    (``index-missing``, ``index-unreadable``, or what :meth:`LexicalIndex.open` raised)."""
+    if not gen:
+        return IndexUnusable("index-missing", "release names no lexical generation")
+    try:
+        index = home.lexical.open(gen)
+    except IndexUnusable as exc:
+        return exc
+    try:
+        return index, index.searcher.num_docs, index.chunk_documents
+    except BaseException as exc:  # noqa: BLE001 - a corrupt segment panics in Rust
+        if not is_storage_failure(exc):
+            raise
+        return IndexUnusable("index-unreadable", f"{gen}: {type(exc).__name__}: {exc}")
+
+
 def guarded_read(table: str, read: Callable[[], T]) -> T:
     """``read()``, with a failure of the storage below it (:func:`is_storage_failure`) raised as
     :class:`ProjectionUnavailable`, so the query side answers from the other projections instead
@@ -634,20 +652,11 @@ class ReleaseView:
         manifest = self.release.manifest
         if manifest.get("schema_version") != SCHEMA_VERSION:
             return IndexUnusable("index-schema-mismatch", f"release written by schema {manifest.get('schema_version')}")
+        opened = open_generation(self.home, manifest.get("lexical_generation"))
+        if isinstance(opened, IndexUnusable):
+            return opened
+        index, live, chunk_docs = opened
         gen = manifest.get("lexical_generation")
-        if not gen:
-            return IndexUnusable("index-missing", "release names no lexical generation")
-        try:
-            index = self.home.lexical.open(gen)
-        except IndexUnusable as exc:
-            return exc
-        try:
-            live = index.searcher.num_docs
-            chunk_docs = index.chunk_documents  # a term query: a corrupt term dictionary fails here
-        except BaseException as exc:  # noqa: BLE001 - a corrupt segment panics in Rust
-            if not is_storage_failure(exc):
-                raise
-            return IndexUnusable("index-unreadable", f"{gen}: {type(exc).__name__}: {exc}")
         if chunk_docs != self.chunks.num_rows:
             return IndexUnusable("index-release-mismatch", f"{gen} holds {chunk_docs} chunk documents "
                                  f"({live} in all), release {self.release_id} {self.chunks.num_rows} chunks")

@@ -311,3 +311,8 @@ class Status(BaseModel):
     #: the object store holding the tables cannot be used, one entry ``"every table: the object
     #: store cannot be used: <reason> (<the store's word>)"`` (bucket-missing, access-denied, unreachable).
     unreadable_tables: tuple[str, ...] = ()
+    #: Why the current release's lexical index generation cannot serve (``"index-unreadable:
+    #: gen-00000003: …"``; searches then fall back to scanning the chunks, ``fallback_reason``), or
+    #: None. Opening it and counting its chunk documents, ~1 ms; `fabric lexical-health` checks more
+    #: (every segment file's checksum, the statistics) and `fabric lexical-repair` rebuilds it.
+    lexical_index_problem: str | None = None

@@ -458,3 +458,19 @@ def test_an_ingest_with_nothing_to_do_on_a_home_that_cannot_answer_exits_1(home,
     text = " ".join(said.output.split())
     assert said.exit_code == 1, text
     assert "chunk_vectors version" in text and "search cannot answer in full" in text, text
+
+
+def test_status_names_a_lexical_index_that_cannot_serve(home):
+    """guards against (trial 10c): the serving index's term dictionaries cut short, every search
+    falling back to scanning the chunks (`fallback_reason: index-unreadable`), while `fabric status`
+    named nothing; and a status that flags a healthy index."""
+    assert Fabric(home.root).status().lexical_index_problem is None
+    gen = home.catalog.current_release().manifest["lexical_generation"]
+    terms = sorted((home.layout.root / "indexes" / "lexical" / gen).glob("*.term"))
+    assert terms
+    for path in terms:
+        os.truncate(path, 20)
+    fabric = Fabric(home.root)
+    problem = fabric.status().lexical_index_problem
+    assert problem.startswith("index-unreadable: ") and gen in problem and "magic" in problem, problem
+    assert fabric.search("lighthouse keeper").fallback_reason == "index-unreadable"
