@@ -25,7 +25,7 @@ from fabric_resources.models.embedder import Encoder
 from fabric_resources.models.http_embedder import dense_backend
 from fabric_resources.models.reranker import Reranker, reranker_from_config
 from fabric_resources.schema import LAST_SCAN_STATE, RESCAN_REMEDY, SCAN_SKIPPED_STATE, scan_record
-from fabric_resources.object_store import TableStoreUnavailableError, store_problem
+from fabric_resources.object_store import TableStoreUnavailableError
 
 
 class Fabric:
@@ -199,37 +199,19 @@ class Fabric:
         return tuple(int(r[0]) for r in rows)
 
     def _unreadable_tables(self, release) -> tuple[str, ...]:
-        """The pinned table versions of ``release`` that cannot be opened, or whose data files are
-        missing, shorter than the manifest records or hold no readable footer (Lance's
-        ``validate``: one manifest read and each data file's footer, ~1 ms a table locally), or
-        whose index files cannot be opened. Bytes
-        altered inside a data file are not seen here: the vector digests and chunk text hashes
-        catch those when a query reads them."""
+        """``"<table> version <v>: <problem>"`` for each pinned table version of ``release`` that
+        cannot be read (:meth:`~fabric_resources.tables.TableStore.version_problem`), or the one
+        entry saying the object store cannot be used."""
         out = []
         for name, version in sorted((release.manifest["tables"] if release else {}).items()):
             if version is None:
                 continue
-            opened = False
             try:
-                ds = self.home.tables.dataset(name, version)
-                opened = True
-                if ds is not None:
-                    ds.validate()
-                    # validate reads no index file, yet every parse_id filter fails on a damaged one
-                    damaged = self.home.tables.damaged_indices(name, version)
-                    if damaged:
-                        out.append(f"{name} version {version}: index {', '.join(damaged)} damaged")
+                problem = self.home.tables.version_problem(name, version)
             except TableStoreUnavailableError as exc:
                 return (f"every table: the object store cannot be used: {exc.problem}",)
-            except (ValueError, OSError) as exc:
-                problem = store_problem(exc)  # the object store down or refusing: not the data's fault
-                if problem is not None:
-                    return (f"every table: the object store cannot be used: {problem}",)
-                missing = "not found" in str(exc).lower()
-                if opened:  # the manifest read, a data file not
-                    out.append(f"{name} version {version}: data file " + ("missing" if missing else "damaged"))
-                else:
-                    out.append(f"{name} version {version}: " + ("not found" if missing else type(exc).__name__))
+            if problem is not None:
+                out.append(f"{name} version {version}: {problem}")
         if out:  # a HEAD request's 404 does not say whether the bucket went: one list request does
             try:
                 self.home.tables.check_available()

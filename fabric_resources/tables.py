@@ -453,6 +453,39 @@ class TableStore:
                 out[fragment.fragment_id] = "missing" if "not found" in str(exc).lower() else "damaged"
         return out
 
+    def version_problem(self, name: str, version: int) -> str | None:
+        """Why table ``name`` cannot be read at ``version``, or None: ``"not found"`` or the error's
+        type when its manifest cannot be opened; ``"data file missing"`` / ``"data file damaged"``
+        when one of its data files is missing, shorter than the manifest records or has no
+        readable footer (Lance's ``validate``, ~1 ms a table locally); ``"index <names> damaged"``
+        (:meth:`damaged_indices`). Bytes altered inside a data file are not seen here.
+
+        Raises
+        ------
+        TableStoreUnavailableError
+            If the object store itself cannot be used (nothing is said about the data then).
+        """
+        opened = False
+        try:
+            ds = self.dataset(name, version)
+            opened = True
+            if ds is None:
+                return None
+            ds.validate()
+            damaged = self.damaged_indices(name, version)
+            return f"index {', '.join(damaged)} damaged" if damaged else None
+        except TableStoreUnavailableError:
+            raise
+        except (ValueError, OSError, RuntimeError) as exc:  # RuntimeError: Lance's "Encountered corrupt file"
+            problem = store_problem(exc)
+            if problem is not None:
+                raise TableStoreUnavailableError(f"the tables at {self.root} cannot be used: {problem}",
+                                                 problem=problem) from None
+            missing = "not found" in str(exc).lower()
+            if opened:  # the manifest read, a data file not
+                return "data file " + ("missing" if missing else "damaged")
+            return "not found" if missing else type(exc).__name__
+
     def damaged_indices(self, name: str, version: int | None = None) -> list[str]:
         """The names of the indexes of ``name`` at ``version`` (default latest) whose files Lance
         cannot read (missing, emptied, cut short). ``validate`` reads no index file, yet every

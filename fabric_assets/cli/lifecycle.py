@@ -290,8 +290,8 @@ def repair_cmd(
     Exit codes: 0 repaired (or nothing damaged); 1 the release left still cannot be read in full,
     or a source failed its re-derivation (see `fabric status`); 2 refused (a table's manifest
     cannot be read, the object store cannot be used, the stored bytes a re-parse needs are lost),
-    nothing changed; 3 a pipeline run failed (a
-    fault of Fabric; the next `fabric ingest` resumes it).
+    nothing changed; 3 a pipeline run failed (a fault of Fabric; the next `fabric ingest` resumes
+    it).
     """
     from fabric_assets.lifecycle.repair import RepairRefused, repair
     from fabric_query.cli import print_status
@@ -362,9 +362,10 @@ def repair_cmd(
         fail(f"{len(failed_runs)} Dagster run(s) failed ({', '.join(failed_runs)}): the marked parses stay "
              "marked and the next `fabric ingest` re-derives them", code=3)
     if st.unreadable_tables:
-        fail("the current release still pins table data that cannot be read (listed above)", code=1)
+        # With --json nothing is listed above: `fabric status` lists them either way.
+        fail("the current release still pins table data that cannot be read (see `fabric status`)", code=1)
     if summary is not None and summary.failed:
-        fail(f"{len(summary.failed)} source(s) failed to parse (listed above)", code=1)
+        fail(f"{len(summary.failed)} source(s) failed to parse (see `fabric status`)", code=1)
 
 
 def failed_runs_of(summary) -> list[str]:

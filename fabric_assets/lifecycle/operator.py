@@ -13,8 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from fabric_assets.activation.activate import ActivationReport, activate
-from fabric_assets.gate import ACCEPTED_VERDICT
-from fabric_assets.projections import ANNOTATION_VERDICT
+from fabric_assets.gate import acceptance
 from fabric_resources.catalog import StatusUpdate, merge_verdicts
 from fabric_resources.home import FabricHome
 
@@ -59,9 +58,7 @@ def accept_held(home: FabricHome, parse_id: str) -> ActionResult:
     """
     run = _run(home, parse_id, "held")
     # Recorded as a verdict too, so that a re-derivation failing the same verdicts keeps it ready.
-    failing = sorted(k for k, v in run.verdicts.items() if not v.get("passed") and k != ANNOTATION_VERDICT)
-    merge_verdicts(home.catalog, {parse_id: {ACCEPTED_VERDICT: {"passed": True, "detail": "accepted by an operator",
-                                                                "accepted": failing}}})
+    merge_verdicts(home.catalog, {parse_id: acceptance(run.verdicts)})
     home.catalog.set_parse_statuses([StatusUpdate(parse_id, "ready", "accepted",
                                                   f"accepted by an operator; was {run.reason}")])
     return _activated(activate(home), (parse_id,), "ready")

@@ -44,11 +44,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from fabric_assets.activation.activate import ingest_lock
-from fabric_assets.gate import ACCEPTED_VERDICT, unfinished
+from fabric_assets.gate import ACCEPTED_VERDICT, acceptance, unfinished
 from fabric_assets.projections import ANNOTATION_VERDICT, PROJECTIONS, RECHUNK_VERDICTS, RECHUNKED, Stage
 from fabric_assets.sources.scan import awaited_parse_ids
 from fabric_resources.catalog import StatusUpdate, drop_verdicts, merge_verdicts
 from fabric_resources.home import FabricHome
+from fabric_resources.object_store import TableStoreUnavailableError
 from fabric_resources.schema import TABLES
 
 #: How each table's rows are re-derived: ``reparse`` (from the stored bytes), ``rechunk`` (from the
@@ -188,9 +189,7 @@ def _record_acceptances(home: FabricHome, parse_ids: list[str]) -> None:
     updates = {}
     for run in home.catalog.parse_runs(parse_ids):
         if run.status == "ready" and run.reason == "accepted" and ACCEPTED_VERDICT not in run.verdicts:
-            failing = sorted(k for k, v in run.verdicts.items() if not v.get("passed") and k != ANNOTATION_VERDICT)
-            updates[run.parse_id] = {ACCEPTED_VERDICT: {"passed": True, "detail": "accepted by an operator",
-                                                        "accepted": failing}}
+            updates[run.parse_id] = acceptance(run.verdicts)
     if updates:
         merge_verdicts(home.catalog, updates)
 
@@ -267,9 +266,8 @@ def republish_damaged_pins(home: FabricHome) -> int | None:
 
 def _readable(home: FabricHome, name: str, version: int) -> bool:
     try:
-        home.tables.dataset(name, version).validate()
-        return not home.tables.damaged_indices(name, version)
-    except (OSError, ValueError, RuntimeError):
+        return home.tables.version_problem(name, version) is None
+    except TableStoreUnavailableError:  # nothing to republish over: status says the store is down
         return False
 
 
