@@ -48,6 +48,7 @@ from fabric_assets.projections import REQUIRED_VERDICTS, Stage, projection, swit
 from fabric_assets.skips import report_skipped
 from fabric_assets.source_tags import tag_run
 from fabric_assets.verdicts import live_parse_ids, record, record_and_summarise
+from fabric_resources.catalog import record_row_counts
 from fabric_resources.home import FabricHome
 from fabric_resources.identity import is_parse_id
 from fabric_resources.schema import TABLES
@@ -174,6 +175,7 @@ class PartitionStep:
                         self._verdicts[check].setdefault(pk, {"passed": True, "detail": "disabled"})
             if p.cleared_when_off and p.table and self.home.tables.exists(p.table):
                 self.home.tables.replace_partitions(p.table, self.keys, TABLES[p.table].empty_table())
+                record_row_counts(self.home.catalog, {p.table: dict.fromkeys(self.keys, 0)})
         for check, verdicts in self._verdicts.items():
             if verdicts:
                 record(self.home, check, verdicts)
@@ -253,9 +255,12 @@ class PartitionStep:
         self.versions = {}
         if scope:
             self._refuse_removed_tables(list(self._rows))
+        counts: dict[str, dict[str, int]] = {}
         for key, tables in self._rows.items():
             rows = pa.concat_tables(tables) if tables else TABLES[key].empty_table()
             self.versions[key] = self.home.tables.replace_partitions(key, scope, rows) if scope else None
+            counts[key] = rows_per_parse(scope, rows)
+        record_row_counts(self.home.catalog, counts)
         return self.versions
 
     def _refuse_removed_tables(self, names: list[str]) -> None:
@@ -288,3 +293,12 @@ class PartitionStep:
             for c in p.checks:
                 yield record_and_summarise(self.home, c.name, p.key, self._verdicts[c.name])
         self.skip_switched_off_below()
+
+
+def rows_per_parse(parse_ids: Sequence[str], rows: pa.Table) -> dict[str, int]:
+    """How many of ``rows`` each of ``parse_ids`` has (0 for one with none), by their ``parse_id``."""
+    counts = dict.fromkeys(parse_ids, 0)
+    if rows.num_rows:
+        for entry in pc.value_counts(rows.column("parse_id")).to_pylist():
+            counts[entry["values"]] = entry["counts"]
+    return counts

@@ -9,13 +9,15 @@ artifact store keeps (verified by their hash when read) and of the configuration
 
 1. **Find** the fragments of each table's latest version whose files Lance cannot read
    (:meth:`~fabric_resources.tables.TableStore.damaged_fragments`).
-2. **Attribute** the rows they held to parses without reading them: a parse the current release
-   serves (or a present source waits for) that has no live row left in the table once they go,
-   and the first and last parse of every readable fragment — a merge of small fragments cuts its
-   output at equal row counts, so one parse's rows can straddle two fragments, and a later merge
-   appends its output after the fragments it keeps, so the two need not be neighbours. This can
-   name a parse that never had a row in the table (an empty document has no chunk): it is
-   re-derived for nothing, which costs time and changes no row.
+2. **Attribute** the rows they held to parses without reading them: of the parses the current
+   release serves (or a present source waits for), each with fewer live rows left in the table
+   once they go than its last write recorded (``parse_runs.counts["rows"]``, which every write of a
+   partition records). A parse written by an older Fabric has no count: it is named when no live
+   row of it is left, or when it holds the first or last row of a readable fragment — a merge of
+   small fragments cuts its output at equal row counts, so one parse's rows can straddle two
+   fragments, and a later merge appends its output after the fragments it keeps, so the two need
+   not be neighbours. That fallback can name a parse that never had a row in the table (an empty
+   document has no chunk): it is re-derived for nothing, which costs time and changes no row.
 3. **Mark** each such parse for the least re-derivation that rewrites the table: units and
    relationships by a re-parse of the stored bytes (``pending``); chunks and every projection made
    from them by a re-chunk (``parsed`` without the re-chunk verdicts: what an interrupted
@@ -41,13 +43,14 @@ Older releases and snapshots that pin the damaged versions stay damaged; retenti
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, field
 
 from fabric_assets.activation.activate import ingest_lock
 from fabric_assets.gate import ACCEPTED_VERDICT, acceptance, unfinished
 from fabric_assets.projections import ANNOTATION_VERDICT, PROJECTIONS, RECHUNK_VERDICTS, RECHUNKED, Stage
 from fabric_assets.sources.scan import awaited_parse_ids
-from fabric_resources.catalog import StatusUpdate, drop_verdicts, merge_verdicts
+from fabric_resources.catalog import StatusUpdate, drop_verdicts, merge_verdicts, row_counts
 from fabric_resources.home import FabricHome
 from fabric_resources.object_store import TableStoreUnavailableError
 from fabric_resources.schema import TABLES
@@ -123,6 +126,7 @@ def plan_repair(home: FabricHome) -> RepairPlan:
     """
     plan = RepairPlan()
     candidates: set[str] | None = None
+    recorded: dict[str, dict[str, int]] = {}  # parse ID → table → rows at its last write
     for name in TABLES:
         try:
             damaged = home.tables.damaged_fragments(name)
@@ -137,17 +141,19 @@ def plan_repair(home: FabricHome) -> RepairPlan:
             continue
         if candidates is None:
             candidates = _candidates(home)
+            recorded = {r.parse_id: row_counts(r) for r in home.catalog.parse_runs(candidates)}
         readable = home.tables.fragment_parse_ids(name, skip=damaged)
-        live = {pid for _, ids in readable for pid in ids}
-        affected = {pid for pid in candidates if pid not in live}
+        live = Counter(pid for _, ids in readable for pid in ids)
         # A merge cuts its output at equal row counts, so one parse's rows can end one fragment and
         # start another; a later merge appends its output after the fragments it keeps whole, so the
         # other piece need not be the damaged fragment's neighbour (trial 10c: a parse cut between
-        # fragments 2 and 6, fragment 5 between them, was served with 1 of its 4 units). The first
-        # and last parse of every readable fragment are named: the only places a cut can lie.
-        affected |= {pid for _, ids in readable if ids for pid in (ids[0], ids[-1])}
-        plan.tables.append(TableDamage(name, damaged, sorted(affected & candidates), REDERIVATION[name],
-                                       indices))
+        # fragments 2 and 6, fragment 5 between them, was served with 1 of its 4 units). Without a
+        # recorded count, the first and last parse of every readable fragment are named: the only
+        # places a cut can lie.
+        edges = {pid for _, ids in readable if ids for pid in (ids[0], ids[-1])}
+        affected = {pid for pid in candidates if _lost_rows(recorded[pid].get(name) if pid in recorded else None,
+                                                            live[pid], pid in edges)}
+        plan.tables.append(TableDamage(name, damaged, sorted(affected), REDERIVATION[name], indices))
     lost = _bytes_unreadable(home, [p for p, how in plan.marks().items() if how == "reparse"])
     if lost:
         # A re-parse of bytes that cannot be read fails the parse, and a failed parse leaves the
@@ -159,6 +165,17 @@ def plan_repair(home: FabricHome) -> RepairPlan:
                             "take their sources out of the release; restore the artifact store (`fabric snapshot "
                             "restore`)")
     return plan
+
+
+def _lost_rows(recorded: int | None, live: int, at_an_edge: bool) -> bool:
+    """Whether a parse may have lost rows of a table to its damaged fragments: with the count its
+    last write recorded (:func:`~fabric_resources.catalog.record_row_counts`), exactly when fewer
+    live rows are left (so a parse that never had a row there is not re-derived for nothing);
+    without one (a parse an older Fabric wrote), when none is left or a fragment's first or last
+    row is its own."""
+    if recorded is not None:
+        return live != recorded
+    return live == 0 or at_an_edge
 
 
 def _bytes_unreadable(home: FabricHome, parse_ids: list[str]) -> list[tuple[str, str]]:

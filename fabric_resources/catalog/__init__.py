@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from fabric_resources.catalog.base import (Catalog, Connection, drop_verdicts, json_field, merge_verdicts, number_map,
-                                           str_map, verdicts_of)
+from fabric_resources.catalog.base import (ROW_COUNTS, Catalog, Connection, drop_verdicts, json_field, merge_verdicts,
+                                           number_map, record_row_counts, row_counts, str_map, verdicts_of)
 from fabric_resources.catalog.postgres import PostgresCatalog
 from fabric_resources.catalog.migrations import LATEST_VERSION, MIGRATIONS, Migration
 from fabric_resources.catalog.records import (CatalogDamagedError, CatalogMigrationError, CatalogMigrationNeededError, CatalogTooNewError,
@@ -19,11 +19,11 @@ from fabric_resources.catalog.records import (CatalogDamagedError, CatalogMigrat
 from fabric_resources.catalog.sqlite import SqliteCatalog
 from fabric_resources.config import CatalogStorageConfig
 
-__all__ = ["Catalog", "CatalogDamagedError", "CatalogMigrationError", "CatalogMigrationNeededError", "CatalogTooNewError",
+__all__ = ["ROW_COUNTS", "Catalog", "CatalogDamagedError", "CatalogMigrationError", "CatalogMigrationNeededError", "CatalogTooNewError",
            "CatalogUnavailableError", "CatalogVersionError", "Connection", "LATEST_VERSION", "MIGRATIONS", "Migration",
            "Operation", "ParseRun", "PostgresCatalog", "Release", "Root", "RootOverlapError", "SourceRow",
            "SqliteCatalog", "StatusUpdate", "drop_verdicts", "json_field", "merge_verdicts", "number_map", "open_catalog",
-           "str_map", "verdicts_of"]
+           "record_row_counts", "row_counts", "str_map", "verdicts_of"]
 
 
 def open_catalog(config: CatalogStorageConfig, sqlite_path: Path, *, read_only: bool = False) -> Catalog:

@@ -430,8 +430,14 @@ class Catalog(abc.ABC):
                 sets = ["status = ?", "updated_at = ?", "reason = ?", "detail = ?", f"change_seq = {_NEXT_RUN_SEQ}"]
                 args = [u.status, now, u.reason, u.detail]
                 if u.counts is not None:
+                    counts = dict(u.counts)
+                    if ROW_COUNTS not in counts:  # the row counts writers recorded outlive a status change
+                        r = con.execute("SELECT counts FROM parse_runs WHERE parse_id = ?", (u.parse_id,)).fetchone()
+                        kept = counts_of(r["counts"], u.parse_id).get(ROW_COUNTS) if r is not None else None
+                        if kept is not None:
+                            counts[ROW_COUNTS] = kept
                     sets.append("counts = ?")
-                    args.append(json.dumps(u.counts, sort_keys=True))
+                    args.append(json.dumps(counts, sort_keys=True))
                 if u.language is not None:
                     sets.append("language = ?")
                     args.append(u.language)
@@ -772,7 +778,7 @@ def _parse_run(r: Any) -> ParseRun:
     d = dict(r)
     d.pop("change_seq", None)  # the row's change number (catalog version 2), not part of the record
     d["verdicts"] = verdicts_of(d["verdicts"], d["parse_id"])
-    d["counts"] = json_field(d["counts"] or "{}", f"parse run {d['parse_id']}'s counts", dict)
+    d["counts"] = counts_of(d["counts"], d["parse_id"])
     return ParseRun(**d)
 
 
@@ -825,6 +831,55 @@ def merge_verdicts(catalog: Catalog, verdicts: dict[str, dict[str, Any]], regate
             )
         if events:
             con.executemany("INSERT INTO events(at, kind, parse_id, detail) VALUES (?,?,?,?)", events)
+
+
+#: The key of ``parse_runs.counts`` under which :func:`record_row_counts` keeps each table's rows.
+ROW_COUNTS = "rows"
+
+
+def counts_of(text: Any, parse_id: str) -> dict[str, Any]:
+    """A ``parse_runs.counts`` value decoded (raises :class:`CatalogDamagedError` as :func:`json_field`)."""
+    return json_field(text or "{}", f"parse run {parse_id}'s counts", dict)
+
+
+def record_row_counts(catalog: Catalog, rows: dict[str, dict[str, int]]) -> None:
+    """Record ``{table: {parse_id: rows}}``, the number of rows each parse has in each table after a
+    write of its partitions (0 included), in ``parse_runs.counts["rows"]``, one transaction; unknown
+    parse IDs are ignored. ``fabric repair`` reads them to tell a parse whose rows a damaged data
+    file held from one that never had any (:func:`row_counts`).
+
+    Raises
+    ------
+    CatalogDamagedError
+        If a parse run's ``counts`` is not a JSON object.
+    """
+    by_parse: dict[str, dict[str, int]] = {}
+    for table, counts in rows.items():
+        for parse_id, n in counts.items():
+            by_parse.setdefault(parse_id, {})[table] = int(n)
+    if not by_parse:
+        return
+    with catalog.transaction(immediate=True) as con:
+        for parse_id in sorted(by_parse):
+            r = con.execute("SELECT counts FROM parse_runs WHERE parse_id = ?", (parse_id,)).fetchone()
+            if r is None:
+                continue
+            counts = counts_of(r["counts"], parse_id)
+            tables = counts.get(ROW_COUNTS)
+            counts[ROW_COUNTS] = {**(tables if isinstance(tables, dict) else {}), **by_parse[parse_id]}
+            # No change_seq bump: the counts change nothing activation reads.
+            con.execute("UPDATE parse_runs SET counts = ? WHERE parse_id = ?",
+                        (json.dumps(counts, sort_keys=True), parse_id))
+
+
+def row_counts(run: ParseRun) -> dict[str, int]:
+    """Table → the rows ``run`` had in it when its partition was last written
+    (:func:`record_row_counts`); a table missing was not written since Fabric began recording
+    (an older Fabric's parse), or its count is not a number."""
+    tables = run.counts.get(ROW_COUNTS)
+    if not isinstance(tables, dict):
+        return {}
+    return {t: n for t, n in tables.items() if isinstance(n, int) and not isinstance(n, bool) and n >= 0}
 
 
 def drop_verdicts(catalog: Catalog, parse_ids: Iterable[str], names: Iterable[str]) -> None:

@@ -361,11 +361,27 @@ def test_units_lost_with_their_stored_bytes_are_refused_with_nothing_changed(hom
     assert Fabric(home.root).search("lighthouse keeper").results  # the chunks still serve
 
 
-def test_a_parse_cut_by_a_merge_and_moved_apart_by_the_next_is_re_derived_whole(home):
+def _forget_row_counts(home: FabricHome) -> None:
+    """Leave the parse runs as an older Fabric wrote them: no row counts recorded."""
+    from fabric_resources.catalog import ROW_COUNTS
+
+    runs = home.catalog.parse_runs()
+    with home.catalog.transaction(immediate=True) as con:
+        for r in runs:
+            counts = {k: v for k, v in r.counts.items() if k != ROW_COUNTS}
+            con.execute("UPDATE parse_runs SET counts = ? WHERE parse_id = ?", (json.dumps(counts), r.parse_id))
+
+
+@pytest.mark.parametrize("recorded", [True, False], ids=["row-counts", "older-fabric"])
+def test_a_parse_cut_by_a_merge_and_moved_apart_by_the_next_is_re_derived_whole(home, recorded):
     """guards against: naming only the damaged fragment's neighbours. A merge cut a.txt's units
     across two fragments; the next merge kept the first (large enough) and appended the second,
     merged with a small one, after a fragment kept whole: a.txt's pieces are no longer neighbours,
-    and a repair of the first served a.txt with 1 of its 4 units (trial 10c)."""
+    and a repair of the first served a.txt with 1 of its 4 units (trial 10c). With the row counts
+    each write records, the parse is named by its missing rows; without them (an older Fabric's
+    parses), by the fragment-edge rule."""
+    if not recorded:
+        _forget_row_counts(home)
     before = served_rows(home)
     uri = str(home.layout.tables / "units.lance")
     rows = lance.dataset(uri).to_table()
@@ -445,4 +461,39 @@ def test_a_held_parse_an_operator_accepted_stays_served_after_its_re_derivation(
     assert out.exit_code == 0, out.output
     assert home.catalog.current_release().manifest["sources"]["fs:src/light.txt"]["parse_id"] == held.parse_id
     assert Fabric(home.root).status().held == ()
+    assert served_rows(home) == before
+
+
+def test_the_row_counts_recorded_are_the_rows_each_served_parse_has_in_each_table(home):
+    """guards against: a writer that does not record its rows, or records another number (a parse
+    the repair then skips though it lost rows), and a status change (the parse step's own counts)
+    dropping the row counts recorded before it."""
+    from fabric_resources.catalog import row_counts
+
+    release = home.catalog.current_release()
+    served = {m["parse_id"] for m in release.manifest["sources"].values()}
+    runs = {r.parse_id: row_counts(r) for r in home.catalog.parse_runs(served)}
+    for name, version in release.manifest["tables"].items():
+        if version is None:
+            continue
+        actual = Counter(home.tables.dataset(name, version).to_table(columns=["parse_id"]).column("parse_id")
+                         .to_pylist())
+        for parse_id in served:
+            assert runs[parse_id].get(name) == actual[parse_id], (name, parse_id)
+
+
+def test_a_sparse_table_re_derives_only_the_parses_that_had_rows_in_it(home):
+    """guards against: a damaged table that holds rows of a few parses (the multilingual vectors:
+    the Japanese file only) marking every served parse for a re-chunk, because without a recorded
+    count a parse that never had a row there looks like one that lost them (stop 43 left it)."""
+    before = served_rows(home)
+    japanese = {r.parse_id for r in home.catalog.parse_runs() if r.language == "ja"}
+    ((_, path),) = _latest_files(home, "chunk_vectors_multilingual")
+    _damage(home.layout.tables / "chunk_vectors_multilingual.lance" / "data" / path, "truncate")
+    dry = _repair(home, "--dry-run", "--json")
+    assert dry.exit_code == 0, dry.output
+    (table,) = json.loads(dry.stdout)["tables"]
+    assert table["table"] == "chunk_vectors_multilingual" and set(table["parse_ids"]) == japanese, table
+    out = _repair(home)
+    assert out.exit_code == 0, out.output
     assert served_rows(home) == before
