@@ -172,6 +172,58 @@ class ArtifactStore:
             if tmp is not None:
                 Path(tmp).unlink(missing_ok=True)
 
+    def restore(self, digest: str, path: str | os.PathLike, size: int | None = None) -> bool:
+        """Store again the artifact ``digest`` from ``path`` when the file there holds exactly those
+        bytes, replacing a stored copy that is missing or corrupt; return whether it did. Read as
+        :meth:`put_file` reads (no symlink followed, never blocking, streamed): bytes that hash to
+        ``digest`` are the bytes recorded, whatever the path now leads to. With ``size`` (the bytes
+        recorded), reading stops as soon as the file is longer.
+
+        Raises
+        ------
+        OSError
+            The store cannot be written (a path that cannot be opened or read returns False).
+        """
+        target = self.path_for(digest)
+        try:
+            fd = os.open(path, _READ_FLAGS)
+        except OSError:
+            return False
+        incoming = self.root / "incoming"
+        tmp: str | None = None
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                return False
+            incoming.mkdir(parents=True, exist_ok=True)
+            out_fd, tmp = tempfile.mkstemp(dir=incoming, prefix=".tmp-")
+            hashed, read = hashlib.sha256(), 0
+            with os.fdopen(out_fd, "wb") as out:
+                while True:
+                    try:
+                        chunk = os.read(fd, STREAM_CHUNK_BYTES)
+                    except OSError:
+                        return False
+                    if not chunk:
+                        break
+                    read += len(chunk)
+                    if size is not None and read > size:
+                        return False
+                    hashed.update(chunk)
+                    out.write(chunk)
+                if hashed.hexdigest() != digest:
+                    return False
+                out.flush()
+                os.fsync(out.fileno())
+            os.chmod(tmp, 0o444)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            os.replace(tmp, target)
+            tmp = None
+            return True
+        finally:
+            os.close(fd)
+            if tmp is not None:
+                Path(tmp).unlink(missing_ok=True)
+
     def get(self, digest: str) -> bytes:
         """Read and verify an artifact.
 

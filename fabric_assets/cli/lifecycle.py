@@ -289,8 +289,8 @@ def repair_cmd(
 
     Exit codes: 0 repaired (or nothing damaged); 1 the release left still cannot be read in full,
     or a source failed its re-derivation (see `fabric status`); 2 refused (a table's manifest
-    cannot be read, the object store cannot be used, the stored bytes a re-parse needs are lost),
-    nothing changed; 3 a pipeline run failed (a fault of Fabric; the next `fabric ingest` resumes
+    cannot be read, the object store cannot be used, the stored bytes a re-parse needs are lost and
+    no unchanged file on disk holds them), nothing changed; 3 a pipeline run failed (a fault of Fabric; the next `fabric ingest` resumes
     it).
     """
     from fabric_assets.lifecycle.repair import RepairRefused, repair
@@ -305,8 +305,10 @@ def repair_cmd(
     tables = [{"table": d.table, "fragments": {str(k): v for k, v in sorted(d.fragments.items())},
                "indices": d.indices, "parse_ids": d.parse_ids, "rederivation": d.rederivation}
               for d in report.plan.tables]
+    restored = [r.source_key for r in report.plan.restore]
     if as_json and dry_run:
-        console.print_json(json.dumps({"dry_run": True, "tables": tables, "resumed": report.resumed}))
+        console.print_json(json.dumps({"dry_run": True, "tables": tables, "restored": restored,
+                                       "resumed": report.resumed}))
         return
     # With --json, standard output is the one JSON document below: the lines a person reads go only
     # to a terminal (printed before it, they made the output unparseable).
@@ -317,6 +319,10 @@ def repair_cmd(
                   if d.fragments else []) + ([f"index(es) {', '.join(d.indices)} damaged: dropped (a later write "
                                               "builds the parse-ID index again)"] if d.indices else [])
         say(f"{d.table}: " + "; ".join(damage) + ("" if dry_run else f"; now version {report.versions[d.table]}"))
+    if restored:
+        say(f"stored bytes of {len(restored)} file(s) unreadable: " + ("they would be stored" if dry_run else "stored")
+            + f" again from the unchanged file(s) on disk ({', '.join(restored[:3])}"
+            + (", …)" if len(restored) > 3 else ")"))
     if not report.plan.tables:
         say("no damaged table data file")
     if report.resumed:
@@ -355,7 +361,7 @@ def repair_cmd(
         for t in tables:
             t["version"] = report.versions.get(t["table"])
         console.print_json(json.dumps({"tables": tables, "release_id": st.release_id, "republished": republished,
-                                       "resumed": report.resumed,
+                                       "restored": restored, "resumed": report.resumed,
                                        "failed_runs": failed_runs, "unreadable_tables": list(st.unreadable_tables),
                                        "failed": [f.source_key for f in (summary.failed if summary else [])]}))
     if failed_runs:

@@ -35,8 +35,12 @@ An index whose files cannot be read is dropped with them (an access path, not ro
 index is built again by the next write); ``validate`` reads none, yet every ``parse_id`` filter
 fails on one.
 
+Stored source bytes a re-parse needs that are missing or corrupt are first stored again from the
+source file on disk when it still hashes to their address (:meth:`ArtifactStore.restore
+<fabric_resources.artifact_store.ArtifactStore.restore>`); when no file does, the repair is refused.
+
 Not repaired here: a table whose manifest cannot be read (no fragment list to keep; a snapshot
-restore is the remedy), bytes altered inside a file that keeps its footer (the checks that read
+restore is the remedy), rows whose re-parse needs stored bytes no file holds any more, bytes altered inside a file that keeps its footer (the checks that read
 rows catch those), and the serving indexes (``fabric lexical-repair``, ``fabric dense-index-repair``).
 Older releases and snapshots that pin the damaged versions stay damaged; retention removes them.
 """
@@ -45,6 +49,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from fabric_assets.activation.activate import ingest_lock
 from fabric_assets.gate import ACCEPTED_VERDICT, acceptance, unfinished
@@ -70,7 +75,8 @@ _STRENGTH = {"annotate": 0, "rechunk": 1, "reparse": 2}
 
 class RepairRefused(RuntimeError):
     """A table cannot be repaired this way (its manifest is unreadable, or the stored bytes a re-parse
-    would read are lost); nothing was changed."""
+    would read are lost and no file on disk holds them); nothing was changed, but for stored bytes
+    put back exactly as they were recorded."""
 
 
 @dataclass
@@ -85,9 +91,22 @@ class TableDamage:
     indices: list[str] = field(default_factory=list)
 
 
+@dataclass(frozen=True)
+class BytesRestore:
+    """Stored source bytes a re-parse needs that cannot be read, and the file on disk that still
+    holds exactly them (it hashes to their address)."""
+
+    source_key: str
+    digest: str
+    path: str
+    size: int | None
+
+
 @dataclass
 class RepairPlan:
     tables: list[TableDamage] = field(default_factory=list)
+    #: Stored source bytes restored from their unchanged files before anything is re-parsed.
+    restore: list[BytesRestore] = field(default_factory=list)
 
     def marks(self) -> dict[str, str]:
         """Parse ID → the re-derivation it gets (the strongest any damaged table asks)."""
@@ -154,17 +173,45 @@ def plan_repair(home: FabricHome) -> RepairPlan:
         affected = {pid for pid in candidates if _lost_rows(recorded[pid].get(name) if pid in recorded else None,
                                                             live[pid], pid in edges)}
         plan.tables.append(TableDamage(name, damaged, sorted(affected), REDERIVATION[name], indices))
-    lost = _bytes_unreadable(home, [p for p, how in plan.marks().items() if how == "reparse"])
+    unreadable = _bytes_unreadable(home, [p for p, how in plan.marks().items() if how == "reparse"])
+    plan.restore, lost = _restorable(home, unreadable)
     if lost:
         # A re-parse of bytes that cannot be read fails the parse, and a failed parse leaves the
         # release: the repair took every such source out of search (trial 10c: units damaged with
         # the artifact store, 0 active sources after it), where leaving the damage loses nothing.
         key, why = lost[0]
         raise RepairRefused(f"the stored bytes of {len(lost)} parse(s) to re-parse (rows of units or "
-                            f"relationships lost) cannot be read ({key}: {why}): a re-parse would fail them and "
-                            "take their sources out of the release; restore the artifact store (`fabric snapshot "
-                            "restore`)")
+                            f"relationships lost) cannot be read ({key}: {why}) and no file on disk holds them "
+                            "any more: a re-parse would fail them and take their sources out of the release; "
+                            "restore the artifact store (`fabric snapshot restore`)")
     return plan
+
+
+def _restorable(home: FabricHome, unreadable: dict[str, str]) -> tuple[list[BytesRestore], list[tuple[str, str]]]:
+    """For the parses of ``unreadable`` (parse ID → why its stored bytes cannot be read): a
+    :class:`BytesRestore` from the first present source file that still hashes to the parse's
+    bytes, and ``(source key, why)`` for each parse no file holds any more, by key."""
+    from fabric_resources.artifact_store import file_digest
+
+    if not unreadable:
+        return [], []
+    roots = {r.root_id: r.path for r in home.catalog.roots()}
+    runs = {r.parse_id: r for r in home.catalog.parse_runs(unreadable)}
+    by_parse: dict[str, list] = {}
+    for source in home.catalog.sources(parse_ids=unreadable):
+        by_parse.setdefault(source.parse_id, []).append(source)
+    restore, lost = [], []
+    for parse_id, why in unreadable.items():
+        digest = runs[parse_id].source_hash
+        sources = by_parse.get(parse_id, [])
+        found = next((s for s in sources if s.state == "present" and s.source_hash == digest
+                      and s.root_id in roots and file_digest(Path(roots[s.root_id]) / s.rel_path) == digest), None)
+        if found is None:
+            lost.append((sources[0].source_key if sources else parse_id, why))
+        elif all(r.digest != digest for r in restore):  # one file per stored artifact
+            restore.append(BytesRestore(found.source_key, digest, str(Path(roots[found.root_id]) / found.rel_path),
+                                        found.size))
+    return sorted(restore, key=lambda r: r.source_key), sorted(lost)
 
 
 def _lost_rows(recorded: int | None, live: int, at_an_edge: bool) -> bool:
@@ -178,14 +225,13 @@ def _lost_rows(recorded: int | None, live: int, at_an_edge: bool) -> bool:
     return live == 0 or at_an_edge
 
 
-def _bytes_unreadable(home: FabricHome, parse_ids: list[str]) -> list[tuple[str, str]]:
-    """``(source key, why)`` for each parse of ``parse_ids`` whose stored source bytes are missing
-    or no longer hash to their address, in source-key order (each read whole, as a re-parse
-    reads it)."""
+def _bytes_unreadable(home: FabricHome, parse_ids: list[str]) -> dict[str, str]:
+    """Parse ID → why, for each parse of ``parse_ids`` whose stored source bytes are missing or no
+    longer hash to their address (each read whole, as a re-parse reads it)."""
     from fabric_resources.artifact_store import ArtifactIntegrityError
 
     if not parse_ids:
-        return []
+        return {}
     unreadable: dict[str, str] = {}
     for run in home.catalog.parse_runs(parse_ids):
         try:
@@ -194,8 +240,7 @@ def _bytes_unreadable(home: FabricHome, parse_ids: list[str]) -> list[tuple[str,
             unreadable[run.parse_id] = "missing from the artifact store"
         except ArtifactIntegrityError as exc:
             unreadable[run.parse_id] = str(exc)
-    keys = {s.parse_id: s.source_key for s in home.catalog.sources(parse_ids=unreadable)}
-    return sorted((keys.get(pid, pid), why) for pid, why in unreadable.items())
+    return unreadable
 
 
 def _record_acceptances(home: FabricHome, parse_ids: list[str]) -> None:
@@ -304,6 +349,10 @@ def repair(home: FabricHome, *, dry_run: bool = False) -> RepairReport:
         report = RepairReport(plan, resumed=left_marked(home))
         if dry_run or not plan.tables:
             return report
+        for r in plan.restore:  # before anything else changes: a refusal here leaves the damage as found
+            if not home.artifacts.restore(r.digest, r.path, r.size):
+                raise RepairRefused(f"the stored bytes of {r.source_key} cannot be read and its file changed "
+                                    "while the repair read it; run `fabric ingest`, then the repair again")
         mark(home, plan.marks())
         for damage in plan.tables:
             if damage.indices:  # first: dropping fragments rewrites the index metadata

@@ -106,7 +106,7 @@ def test_a_damaged_data_file_is_repaired_to_exactly_the_rows_served_before(home,
     again = CliRunner().invoke(app, ["repair", "--json", "--home", str(home.root)])
     assert again.exit_code == 0, again.output
     assert json.loads(again.output) == {"tables": [], "release_id": Fabric(home.root).status().release_id,
-                                        "republished": None, "resumed": [], "failed_runs": [],
+                                        "republished": None, "restored": [], "resumed": [], "failed_runs": [],
                                         "unreadable_tables": [], "failed": []}
     again = _repair(home)
     assert again.exit_code == 0 and "no damaged table data file" in again.output, again.output
@@ -339,14 +339,48 @@ def test_a_repair_killed_after_dropping_is_finished_by_the_next(home):
     assert '"resumed": []' in again.stdout, again.output
 
 
-def test_units_lost_with_their_stored_bytes_are_refused_with_nothing_changed(home):
-    """guards against: a repair re-parsing stored bytes that cannot be read; every such parse
-    failed and its source left the release (trial 10c: units damaged and the artifact store
-    corrupt, the release after the repair served 0 of 7 sources, whose chunks still read)."""
-    served = dict(home.catalog.current_release().manifest["sources"])
+def _corrupt_artifacts(home: FabricHome) -> None:
     for path in (home.layout.root / "artifacts").rglob("*"):
         if path.is_file():
+            path.chmod(0o644)
             path.write_bytes(b"not the bytes that hash to this address")
+
+
+def test_units_lost_with_their_stored_bytes_are_restored_from_the_unchanged_files(home):
+    """guards against: refusing a repair (stop 43) when the stored bytes a re-parse needs are
+    corrupt while the source files on disk still hold exactly them; and restoring bytes from a
+    file that no longer hashes to the stored address."""
+    before = served_rows(home)
+    _corrupt_artifacts(home)
+    (_, path), *_ = _latest_files(home, "units")
+    _damage(home.layout.tables / "units.lance" / "data" / path, "truncate")
+    dry = _repair(home, "--dry-run", "--json")
+    assert dry.exit_code == 0, dry.output
+    restored = json.loads(dry.stdout)["restored"]
+    assert restored and all(key.endswith(".txt") for key in restored)
+    out = _repair(home, "--json")
+    assert out.exit_code == 0, out.output
+    assert json.loads(out.stdout)["restored"] == restored
+    assert served_rows(home) == before
+    runs = {r.parse_id: r.source_hash for r in home.catalog.parse_runs()}
+    by_key = {s.source_key: runs[s.parse_id] for s in home.catalog.sources(keys=restored)}
+    for key in restored:  # put back exactly the bytes recorded: they hash to their address again
+        home.artifacts.get(by_key[key])
+
+
+def test_units_lost_with_their_stored_bytes_are_refused_with_nothing_changed(home, tmp_path):
+    """guards against: a repair re-parsing stored bytes that cannot be read while no file holds
+    them any more; every such parse failed and its source left the release (trial 10c: units
+    damaged and the artifact store corrupt, the release after the repair served 0 of 7 sources,
+    whose chunks still read)."""
+    corpus = tmp_path / "corpus"  # a private copy of the sources, edited: no file holds the bytes
+    shutil.copytree(home.catalog.roots()[0].path, corpus)
+    with home.catalog.transaction(immediate=True) as con:
+        con.execute("UPDATE roots SET path = ?", (str(corpus),))
+    for path in corpus.iterdir():
+        path.write_text(path.read_text(encoding="utf-8") + "Edited since.\n", encoding="utf-8")
+    served = dict(home.catalog.current_release().manifest["sources"])
+    _corrupt_artifacts(home)
     (_, path), *_ = _latest_files(home, "units")
     _damage(home.layout.tables / "units.lance" / "data" / path, "truncate")
     versions = {name: home.tables.version(name) for name in TABLES}
@@ -354,7 +388,8 @@ def test_units_lost_with_their_stored_bytes_are_refused_with_nothing_changed(hom
     for extra in (("--dry-run",), ()):
         out = _repair(home, *extra)
         assert out.exit_code == 2, out.output
-        assert "stored bytes of" in out.output and "nothing was changed" in out.output
+        assert "stored bytes of" in out.output and "no file on disk holds them" in out.output, out.output
+        assert "nothing was changed" in out.output
     assert {name: home.tables.version(name) for name in TABLES} == versions
     assert {r.parse_id: r.status for r in home.catalog.parse_runs()} == statuses
     assert home.catalog.current_release().manifest["sources"] == served
