@@ -153,6 +153,7 @@ def repair_op(fabric: FabricHomeResource) -> dg.Output:
     # Table names, fragment IDs and parse IDs only (partition keys): no source name nor text.
     return dg.Output(None, metadata={
         "tables": dg.MetadataValue.json({d.table: sorted(d.fragments) for d in report.plan.tables}),
+        "restored_files": dg.MetadataValue.int(len(report.plan.restore)),  # a count: source names stay out
         **{f"{how}_partitions": dg.MetadataValue.json(sorted(p for p, h in marks.items() if h == how))
            for how in ("reparse", "rechunk", "annotate")}})
 
