@@ -100,3 +100,68 @@ def test_the_daemon_ingests_a_new_file_with_no_command_typed(tmp_path):
         os.killpg(daemon.pid, 15)
         daemon.wait(timeout=60)
         log.close()
+
+
+def test_a_run_the_daemon_launched_is_failed_once_its_processes_are_killed(tmp_path):
+    """guards against: a run the daemon (or the UI) launched in a run worker of its own staying
+    STARTED for good once its processes were killed together (SIGKILL of the session, a reboot):
+    Dagster's default run launcher cannot check a worker's health, the run carried no owner tag,
+    and every later purge and in-place restore waited for it. Its first step now names the worker
+    (the pid Dagster's engine event gives) as the run's owner, which a purge then finds gone."""
+    import signal
+
+    import dagster as dg
+    import psutil
+
+    from fabric_assets.lifecycle.run_history import runs_in_progress
+    from fabric_resources.run_owner import OWNER_TAG, worker_pid
+
+    home = FabricHome(tmp_path / "home")
+    src = tmp_path / "notes"
+    src.mkdir()
+    for i in range(12):
+        (src / f"n{i:02d}.txt").write_text(f"Note {i}: the lighthouse keeper logged the tide and the fog.\n")
+    env = {**os.environ, "DAGSTER_HOME": str(home.layout.dagster_home), "FABRIC_HOME": str(home.root),
+           "HF_HUB_OFFLINE": "1"}
+    subprocess.run([str(Path(sys.executable).parent / "fabric"), "ingest", str(src), "--home", str(home.root)],
+                   env=env, check=True, capture_output=True, timeout=600)
+    keys = sorted(r.parse_id for r in home.catalog.parse_runs())
+    bin_dir = Path(sys.executable).parent
+    # Queued as the UI's Launchpad queues it (one run over every partition: long enough to be killed).
+    subprocess.run([str(bin_dir / "dagster"), "job", "launch", "-w", str(REPO / "workspace.yaml"), "-j",
+                    "rechunk_job", "--tags", json.dumps({"dagster/asset_partition_range_start": keys[0],
+                                                         "dagster/asset_partition_range_end": keys[-1]})],
+                   cwd=REPO, env=env, check=True, capture_output=True, timeout=300)
+    log = open(tmp_path / "daemon.log", "wb")
+    daemon = subprocess.Popen([str(bin_dir / "dagster-daemon"), "run", "-w", str(REPO / "workspace.yaml")],
+                              cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        with dg.DagsterInstance.from_config(str(home.layout.dagster_home)) as instance:
+            (run,) = [r for r in instance.get_runs() if r.job_name == "rechunk_job"]
+            deadline = time.monotonic() + 300
+            while time.monotonic() < deadline:
+                now = instance.get_run_by_id(run.run_id)
+                if OWNER_TAG in now.tags or now.status in (dg.DagsterRunStatus.SUCCESS, dg.DagsterRunStatus.FAILURE):
+                    break
+                time.sleep(0.5)
+            run = instance.get_run_by_id(run.run_id)
+            assert OWNER_TAG in run.tags, (tmp_path / "daemon.log").read_text(errors="replace")[-3000:]
+            worker = psutil.Process(worker_pid(instance, run.run_id))
+            assert run.tags[OWNER_TAG].split("|")[2] == str(worker.pid)
+            doomed = [worker, *worker.children(recursive=True)]
+            os.killpg(daemon.pid, signal.SIGKILL)  # the daemon, its code server: nothing left to notice
+            for process in doomed:
+                try:
+                    process.kill()
+                except psutil.NoSuchProcess:
+                    pass
+            psutil.wait_procs(doomed, timeout=30)
+            daemon.wait(timeout=30)
+            assert instance.get_run_by_id(run.run_id).status == dg.DagsterRunStatus.STARTED  # what was left
+            assert runs_in_progress(instance) == []  # what a purge or restore asks first
+            assert instance.get_run_by_id(run.run_id).status == dg.DagsterRunStatus.FAILURE
+    finally:
+        if daemon.poll() is None:
+            os.killpg(daemon.pid, signal.SIGKILL)
+            daemon.wait(timeout=60)
+        log.close()

@@ -5,9 +5,15 @@ operations), so a process killed mid-run (SIGKILL, a power cut) leaves its run `
 instance for good: nothing else will ever end it, and a purge or an in-place restore, which wait
 for runs in progress, were refused for good. Each such run is tagged with its owner (host name,
 boot ID, process ID and that process's start ticks, so a reused process ID is not taken for the owner);
-:func:`fail_orphaned_runs` marks a run failed once its owner, on this host, is gone. A run without
-the tag (an older Fabric's, or one the Dagster UI launched in a run worker of its own) is left as
-it is: nothing here can tell whether its process lives.
+:func:`fail_orphaned_runs` marks a run failed once its owner, on this host, is gone.
+
+A run the Dagster daemon or UI launched runs in a run worker process of its own, which Dagster names
+in the run's first engine event ("Started process for run (pid: N)."); :func:`adopt_run`, called as
+each step sets up the ``fabric`` resource, tags the run with that process (replacing a tag copied
+from a parent run by a re-execution). Dagster's default run launcher cannot check a run worker's
+health, so such a run killed (SIGKILL, a reboot) stayed ``STARTED`` for good too. A run without the
+tag (an older Fabric's, or one killed before its first step began) is left as it is: nothing here
+can tell whether its process lives.
 """
 
 from __future__ import annotations
@@ -27,9 +33,9 @@ from fabric_resources.process_identity import boot_id, start_ticks
 #: system has no procfs: such a run's owner cannot be told, and it is never called gone.
 OWNER_TAG = "fabric/owner"
 #: What to do about unfinished runs, as a refusal that waits for them says it.
-WAIT_REMEDY = ("wait for them to finish (a run whose Fabric process was killed is marked failed by itself; one "
-               "the Dagster UI launched, or an older Fabric's, can be ended in the UI: `fabric ui`, Runs, the run, "
-               "Terminate)")
+WAIT_REMEDY = ("wait for them to finish (a run whose Fabric process or run worker was killed is marked failed by "
+               "itself; one killed before its first step, or an older Fabric's, can be ended in the UI: `fabric ui`, "
+               "Runs, the run, Terminate)")
 #: Statuses of a run that has not ended.
 UNFINISHED = (dg.DagsterRunStatus.STARTED, dg.DagsterRunStatus.STARTING, dg.DagsterRunStatus.QUEUED,
               dg.DagsterRunStatus.NOT_STARTED, dg.DagsterRunStatus.CANCELING)
@@ -72,6 +78,44 @@ def orphaned(run: dg.DagsterRun) -> bool:
     return _owner(int(pid)) != run.tags[OWNER_TAG]
 
 
+#: How Dagster's run worker names itself in a run's event log (``dagster api execute_run`` and the
+#: code server's run subprocess both write it before the first step, with the ``pid`` as metadata).
+WORKER_STARTED = "Started process for run (pid: "
+
+
+def worker_pid(instance: dg.DagsterInstance, run_id: str) -> int | None:
+    """The process ID of the run worker that runs ``run_id`` (the last one Dagster's engine events
+    name: a resumed run names its new worker), or None for a run executed in the launching process
+    (``execute_in_process``, which writes no such event)."""
+    records = instance.get_records_for_run(run_id, of_type=dg.DagsterEventType.ENGINE_EVENT, limit=1000).records
+    pid = None
+    for record in records:
+        event = record.event_log_entry.dagster_event
+        if event is None or not (event.message or "").startswith(WORKER_STARTED):
+            continue
+        value = event.engine_event_data.metadata.get("pid") if event.engine_event_data else None
+        text = getattr(value, "value", None)
+        if isinstance(text, str) and text.isascii() and text.isdigit() and len(text) <= 10:
+            pid = int(text)
+    return pid
+
+
+def adopt_run(instance: dg.DagsterInstance | None, run_id: str | None) -> str | None:
+    """Tag run ``run_id`` with its run worker as owner (:func:`worker_pid`) when the tag names
+    another process or none; return the owner tagged, or None when nothing changed (no such run, a
+    run executed in its launching process, whose launcher tagged it, or a worker not on this host:
+    called from the run's steps, which run beside it)."""
+    if instance is None or not run_id:
+        return None
+    run = instance.get_run_by_id(run_id)
+    pid = worker_pid(instance, run_id) if run is not None else None
+    owner = _owner(pid) if pid is not None else None
+    if owner is None or run.tags.get(OWNER_TAG) == owner:
+        return None
+    instance.add_run_tags(run_id, {OWNER_TAG: owner})
+    return owner
+
+
 def fail_orphaned_runs(instance: dg.DagsterInstance) -> list[str]:
     """Mark failed every unfinished run whose owner is gone (:func:`orphaned`); return their IDs.
     Each gets a run-failure event saying why, as the Dagster UI shows it."""
@@ -85,4 +129,5 @@ def fail_orphaned_runs(instance: dg.DagsterInstance) -> list[str]:
     return failed
 
 
-__all__ = ["OWNER_TAG", "UNFINISHED", "WAIT_REMEDY", "fail_orphaned_runs", "orphaned", "owner_tags"]
+__all__ = ["OWNER_TAG", "UNFINISHED", "WAIT_REMEDY", "WORKER_STARTED", "adopt_run", "fail_orphaned_runs", "orphaned",
+           "owner_tags", "worker_pid"]

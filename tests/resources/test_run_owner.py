@@ -12,7 +12,7 @@ import uuid
 import dagster as dg
 
 from fabric_assets.lifecycle.run_history import home_instance, runs_in_progress
-from fabric_assets.run_owner import OWNER_TAG, orphaned, owner_tags
+from fabric_resources.run_owner import OWNER_TAG, orphaned, owner_tags
 
 
 def _started(instance: dg.DagsterInstance, tags: dict[str, str]) -> str:
@@ -28,7 +28,7 @@ def test_a_run_whose_process_was_killed_is_failed_and_blocks_nothing(fabric_home
     refused ("Dagster run(s) in progress … wait for them to finish") with nothing to wait for."""
     child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     try:
-        from fabric_assets import run_owner
+        from fabric_resources import run_owner
 
         owner = run_owner._owner(child.pid)
         instance = home_instance(fabric_home)
@@ -69,3 +69,33 @@ def test_an_owner_is_this_process_only_while_it_lives_with_the_same_start(monkey
     assert orphaned(run(f"{host}|another-boot|{pid}|{start_ticks(pid)}"))  # before a reboot
     for untold in (f"not-{host}|{boot}|1|1", f"{host}|{boot}|\u00b2|x", f"{host}|?|{pid}|?", f"{host}|{pid}|1.0", ""):
         assert not orphaned(run(untold)), untold
+
+
+def test_a_run_worker_named_by_dagster_becomes_the_owner_replacing_a_copied_tag(fabric_home):
+    """guards against: a re-executed run carrying its parent's owner tag (a process that may live:
+    the run would be waited for after its own worker died; or be gone: a live run failed), and a
+    run executed in its launching process being re-tagged (no worker event: its launcher's tag
+    stays)."""
+    from dagster._core.events import EngineEventData
+
+    from fabric_resources.run_owner import adopt_run, worker_pid
+
+    instance = home_instance(fabric_home)
+    worker = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        copied = _started(instance, owner_tags())  # this process: alive for the whole test
+        run = instance.get_run_by_id(copied)
+        # Exactly what `dagster api execute_run` and the code server's run subprocess write.
+        instance.report_engine_event(f"Started process for run (pid: {worker.pid}).", run,
+                                     EngineEventData.in_process(worker.pid))
+        in_process = _started(instance, owner_tags())
+        assert worker_pid(instance, copied) == worker.pid and worker_pid(instance, in_process) is None
+        assert adopt_run(instance, copied) is not None and adopt_run(instance, copied) is None  # once
+        assert adopt_run(instance, in_process) is None
+        assert instance.get_run_by_id(in_process).tags[OWNER_TAG] == owner_tags()[OWNER_TAG]
+        worker.kill()
+        worker.wait()
+        assert runs_in_progress(instance) == [in_process]
+        assert instance.get_run_by_id(copied).status == dg.DagsterRunStatus.FAILURE
+    finally:
+        worker.kill()
