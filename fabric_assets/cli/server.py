@@ -28,12 +28,15 @@ def serve(
     Admin routes need the bearer token in <home>/admin-token (created 0600 when missing). Binding
     anything but loopback needs <home>/read-token on every route too (created the same way).
     """
+    import errno
+
     from fabric_assets.operations import PipelineAdmin
     from fabric_query.api import Fabric
     from fabric_query.errors import FabricQueryError
     from fabric_query.server.app import create_app
     from fabric_query.server.app import _version as fabric_version
     from fabric_query.server.discovery import READ_TOKEN_FILE, read_server_file
+    from fabric_query.server.runner import ListenError, listen
     from fabric_query.server.runner import serve as run_server
     from fabric_query.server.security import (
         ADMIN_TOKEN_FILE,
@@ -60,6 +63,12 @@ def serve(
         read_token = None if is_loopback(host) else ensure_token(path / READ_TOKEN_FILE)
     except TokenFileError as exc:
         fail(f"refusing to start: {exc}")
+    try:  # before the app loads its models: a port in use is said at once, in one line
+        sock = listen(host, port)
+    except ListenError as exc:
+        hint = (" (another process holds the port: choose another with --port, or 0 for any free one)"
+                if exc.errno == errno.EADDRINUSE else "")
+        fail(f"refusing to start: {exc.strerror}{hint}")
     admin = PipelineAdmin(fabric.home, config.admin_workers)
     app = create_app(fabric, config, bind_host=host, port=port, admin=admin, admin_token=admin_token,
                      read_token=read_token)
@@ -68,7 +77,7 @@ def serve(
                       + (f", read token: {path / READ_TOKEN_FILE}" if read_token else "") + ")")
 
     stopped_by = run_server(app, host, port, path, fabric_version(), on_listening=listening,
-                            request_read_timeout_s=config.request_read_timeout_s)
+                            request_read_timeout_s=config.request_read_timeout_s, sock=sock)
     if stopped_by is not None:
         # 128 + the signal, the shell's convention (130 for Ctrl-C, as `fabric ingest`).
         raise typer.Exit(128 + stopped_by)

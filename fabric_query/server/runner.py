@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 from collections.abc import Callable
 from pathlib import Path
 
@@ -49,14 +50,49 @@ class _AnnouncingServer(uvicorn.Server):
             remove_server_file(self.home_root)
 
 
+class ListenError(OSError):
+    """The server's socket cannot be bound (the port is in use or not allowed, the host is not an
+    address of this machine): one line naming the address and the reason."""
+
+
+def listen(host: str, port: int) -> socket.socket:
+    """A TCP socket bound to ``host:port`` (``port`` 0: any free one), as uvicorn binds it
+    (``SO_REUSEADDR``; IPv6 when ``host`` holds a colon), for :func:`serve`.
+
+    Raises
+    ------
+    ListenError
+        If it cannot be bound. Left to uvicorn, the failure was its own log line and a
+        ``sys.exit`` inside the event loop, which aborted the process (exit 134, "FATAL:
+        exception not rethrown") once the query models' threads were running.
+    """
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    try:
+        sock = socket.socket(family, socket.SOCK_STREAM)
+    except OSError as exc:
+        raise ListenError(exc.errno, f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+    except (OSError, OverflowError) as exc:  # OverflowError: a port past 65535 from a caller
+        sock.close()
+        why = getattr(exc, "strerror", None) or str(exc)
+        raise ListenError(getattr(exc, "errno", None), f"cannot listen on {host}:{port}: {why}") from None
+    sock.set_inheritable(True)
+    return sock
+
+
 def serve(app, host: str, port: int, home_root: Path, version: str, log_level: str = "warning",
           on_listening: Callable[[str], None] | None = None,
-          request_read_timeout_s: float = REQUEST_READ_TIMEOUT_S) -> int | None:
+          request_read_timeout_s: float = REQUEST_READ_TIMEOUT_S, sock: socket.socket | None = None) -> int | None:
     """Serve ``app`` on ``host:port`` until SIGINT / SIGTERM (uvicorn's own handling).
 
     ``on_listening(url)`` is called once the socket listens, with the URL ``server.json`` names
     (the port the OS gave when ``port`` is 0). ``request_read_timeout_s``: seconds a client has to
-    send a whole request (:mod:`fabric_query.server.protocol`).
+    send a whole request (:mod:`fabric_query.server.protocol`). ``sock``: the socket
+    :func:`listen` bound (bound here when None).
+
+    Raises :class:`ListenError` when ``sock`` is None and ``host:port`` cannot be bound.
 
     Returns the number of the signal that stopped the server, or None. Uvicorn re-raises that
     signal after shutting down, which ends the process as the signal would have; but a process
@@ -72,5 +108,5 @@ def serve(app, host: str, port: int, home_root: Path, version: str, log_level: s
                             http=with_read_timeout(request_read_timeout_s),
                             h11_max_incomplete_event_size=MAX_HEADER_BYTES)
     server = _AnnouncingServer(config, Path(home_root), version, on_listening)
-    server.run()
+    server.run(sockets=[sock if sock is not None else listen(host, port)])
     return server.stopped_by

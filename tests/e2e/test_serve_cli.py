@@ -222,6 +222,26 @@ def test_a_server_that_cannot_print_its_start_up_line_leaves_no_server_file(home
     assert not (home / SERVER_FILE).exists(), err
 
 
+def test_a_port_in_use_is_refused_in_one_line_and_leaves_no_server_file(home):
+    """guards against: uvicorn's bind failure (its log line, then `sys.exit` inside the event loop)
+    aborting the process, exit 134 and "FATAL: exception not rethrown", once the query models'
+    threads ran (stop 43's trial left it)."""
+    import socket
+
+    taken = socket.socket()
+    taken.bind(("127.0.0.1", 0))
+    taken.listen()
+    try:
+        port = taken.getsockname()[1]
+        p = _fabric("serve", "--port", str(port), "--home", str(home), timeout=180)
+    finally:
+        taken.close()
+    assert p.returncode == 2, (p.returncode, p.stderr)
+    lines = [line for line in (p.stdout + p.stderr).splitlines() if line.strip()]
+    assert len(lines) == 1 and f"cannot listen on 127.0.0.1:{port}" in lines[0] and "--port" in lines[0], lines
+    assert not (home / SERVER_FILE).exists()
+
+
 def test_a_dead_servers_file_is_ignored(home, tmp_path):
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()
