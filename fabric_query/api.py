@@ -178,7 +178,35 @@ class Fabric:
             purges_unfinished=self._purges_unfinished(),
             unreadable_tables=self._unreadable_tables(release),
             lexical_index_problem=self._lexical_index_problem(release),
+            dense_index_problems=self._dense_index_problems(release),
         )
+
+    def _dense_index_problems(self, release) -> tuple[str, ...]:
+        """``"<table>: <reason>: <detail>"`` for each dense ANN index generation the release names
+        that cannot serve: its meta is not the release's record, or Lance cannot read a data file's
+        footer or the vector index's files (a few ms a table). Its rows are checked against the
+        release's digests when a search first loads it."""
+        from fabric_resources.dense_index import INDEX_NAME, MANIFEST_KEY, DenseIndexUnusable, unreadable
+
+        records = (release.manifest.get(MANIFEST_KEY) or {}) if release is not None else {}
+        out = []
+        for table, record in sorted(records.items()):
+            if not isinstance(record, dict) or not record.get("generation"):
+                continue  # none built (a table under the auto threshold): the exact product serves
+            try:
+                opened = self.home.dense_indexes.open(table, record)
+                for ds in (opened.vectors, opened.windows):
+                    if ds is None:
+                        continue
+                    try:
+                        ds.validate()
+                        if any(i.name == INDEX_NAME for i in ds.describe_indices()):
+                            ds.stats.index_stats(INDEX_NAME)  # opens the index's files
+                    except BaseException as exc:  # noqa: BLE001 - Lance panics on corrupt files
+                        raise unreadable(f"{table}/{opened.generation}", exc) from exc
+            except DenseIndexUnusable as exc:
+                out.append(f"{table}: {exc.describe()}")
+        return tuple(out)
 
     def _lexical_index_problem(self, release) -> str | None:
         from fabric_query.release import open_generation

@@ -100,6 +100,9 @@ def print_status(home: Path, st=None):
     if st.lexical_index_problem:
         console.print(f"  [red]lexical index[/red] {keys([st.lexical_index_problem])}: word and substring searches "
                       "scan the chunks instead (slower) until `fabric lexical-repair`")
+    for problem in st.dense_index_problems:
+        console.print(f"  [red]dense index[/red] {keys([problem])}: the dense channel answers with the exact "
+                      "product instead (slower at scale) until `fabric dense-index-repair`")
     if st.restore_pending:
         console.print("  [yellow]restore interrupted[/yellow]: an in-place snapshot restore stopped before it had "
                       "removed what came after the snapshot; the next `fabric ingest` (or restore) finishes it")

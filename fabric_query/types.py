@@ -316,3 +316,7 @@ class Status(BaseModel):
     #: None. Opening it and counting its chunk documents, ~1 ms; `fabric lexical-health` checks more
     #: (every segment file's checksum, the statistics) and `fabric lexical-repair` rebuilds it.
     lexical_index_problem: str | None = None
+    #: Each dense ANN index of the current release that cannot serve (``"chunk_vectors:
+    #: dense-index-unreadable: chunk_vectors/gen-…: …"``): the dense channel then answers with the
+    #: exact product (slower at scale, ``dense_fallback_reason``) until ``fabric dense-index-repair``.
+    dense_index_problems: tuple[str, ...] = ()

@@ -474,3 +474,42 @@ def test_status_names_a_lexical_index_that_cannot_serve(home):
     problem = fabric.status().lexical_index_problem
     assert problem.startswith("index-unreadable: ") and gen in problem and "magic" in problem, problem
     assert fabric.search("lighthouse keeper").fallback_reason == "index-unreadable"
+
+
+def test_status_names_a_dense_index_that_cannot_serve_and_repair_clears_it(tmp_path, monkeypatch):
+    """guards against (stop 43 left it): a dense ANN index generation whose data file is cut
+    short, the dense channel answering with the exact product (`dense_fallback_reason`) while
+    `fabric status` named nothing; and a status that flags a sound index."""
+    from typer.testing import CliRunner
+
+    from fabric_assets.cli import app
+
+    root = tmp_path / "home"
+    root.mkdir()
+    (root / "config.json").write_text(json.dumps({"query": {"dense_search": {"mode": "ann"}}}))
+    home = FabricHome(root)
+    monkeypatch.setenv("DAGSTER_HOME", str(home.layout.dagster_home))
+    src = tmp_path / "notes"
+    src.mkdir()
+    (src / "a.txt").write_text("The lighthouse keeper logged the tide.\n\nA storm broke the lamp in March.\n")
+    # An index is built from 256 vectors on (MIN_INDEX_ROWS): one long note of short chunks.
+    rng = np.random.default_rng(3)
+    words = ["tide", "lamp", "harbour", "lens", "beam", "ring", "ship", "fog", "signal", "rock", "coast", "wave"]
+    (src / "b.txt").write_text("\n\n".join(" ".join(rng.choice(words, 110)) + f" entry {i}." for i in range(300)) + "\n")
+    ingest(src, home)
+    assert home.catalog.current_release().manifest["dense_indexes"]["chunk_vectors"]["generation"]
+    assert Fabric(root).status().dense_index_problems == ()
+    record = home.catalog.current_release().manifest["dense_indexes"]["chunk_vectors"]
+    files = sorted((home.dense_indexes.path("chunk_vectors", record["generation"])).rglob("data/*.lance"))
+    assert files
+    for path in files:
+        os.truncate(path, path.stat().st_size // 2)
+    fabric = Fabric(root)
+    (problem,) = fabric.status().dense_index_problems
+    assert problem.startswith("chunk_vectors: dense-index-unreadable: ") and record["generation"] in problem, problem
+    assert fabric.search("lighthouse keeper").dense_fallback_reason.startswith("dense-index-unreadable")
+    said = CliRunner().invoke(app, ["status", "--home", str(root)])
+    assert "dense-index-repair" in " ".join(said.output.split()), said.output
+    fixed = CliRunner().invoke(app, ["dense-index-repair", "--home", str(root)])
+    assert fixed.exit_code == 0, fixed.output
+    assert Fabric(root).status().dense_index_problems == ()
