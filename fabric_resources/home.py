@@ -21,7 +21,7 @@ from fabric_resources.dense_index import DenseIndexStore
 from fabric_resources.lexical_index import LexicalIndex
 from fabric_resources.schema import HomeLayout
 from fabric_resources.home_location import DEFAULT_HOME, home_path  # noqa: F401 - re-exported
-from fabric_resources.tables import TableStore, is_remote, load_storage_options_file
+from fabric_resources.tables import TableStore, is_remote, load_storage_options_file, table_lock_name
 
 
 class HomeUnusableError(Exception):
@@ -91,7 +91,10 @@ class FabricHome:
         options = dict(storage.tables_storage_options)
         if storage.tables_storage_options_file:
             options.update(load_storage_options_file(storage.tables_storage_options_file))
-        return TableStore(root, options)
+        # Writers of a table in an object store are serialised by the catalog's named lock, which
+        # on PostgreSQL holds across hosts: two hosts' runs adding the same new parse touch no
+        # common fragment, so Lance sees no conflict and both commits landed (rows doubled).
+        return TableStore(root, options, remote_write_lock=lambda name: self.catalog.exclusive(table_lock_name(name)))
 
     @cached_property
     def lexical(self) -> LexicalIndex:

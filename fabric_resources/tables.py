@@ -29,8 +29,8 @@ import os
 import random
 import stat
 import time
-from collections.abc import Iterable, Iterator
-from contextlib import nullcontext
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 
 import lance
@@ -123,11 +123,21 @@ def load_storage_options_file(path: str | os.PathLike) -> dict[str, str]:
     return data
 
 
+def table_lock_name(name: str) -> str:
+    """The catalog lock name (``Catalog.exclusive``) that serialises writers of table ``name``."""
+    return "table-" + name.replace("_", "-")
+
+
 class TableStore:
     """The Lance datasets under ``root`` (one per name in ``schema.TABLES``): a local directory
     (created) or an object-store URI, opened with ``storage_options``."""
 
-    def __init__(self, root: str | os.PathLike, storage_options: dict[str, str] | None = None) -> None:
+    def __init__(self, root: str | os.PathLike, storage_options: dict[str, str] | None = None,
+                 remote_write_lock: Callable[[str], AbstractContextManager[None]] | None = None) -> None:
+        """``remote_write_lock(table)``: the lock that serialises writers of an object-store table
+        (the home passes the catalog's named lock, which on PostgreSQL holds across hosts); without
+        one, writers of an object store are not serialised."""
+        self.remote_write_lock = remote_write_lock
         text = str(root)
         self.remote = is_remote(text)
         self.root: Path | str = text.rstrip("/") if self.remote else Path(text.removeprefix("file://"))
@@ -268,8 +278,11 @@ class TableStore:
         """One local writer at a time between reading a table's partitions and committing their
         replacement: two writers adding the *same new* partition modify no common fragment, so
         Lance sees no conflict and both land (the rows doubled, seen when the daemon's parse run and
-        `fabric ingest` ran one parse at once). Writers of an object store are not serialised."""
-        return exclusive_lock(self.root / f"{name}.lance.write.lock") if not self.remote else nullcontext()
+        `fabric ingest` ran one parse at once). Writers of an object store hold
+        ``remote_write_lock(name)`` when the store was given one (the file lock would bind one host)."""
+        if not self.remote:
+            return exclusive_lock(self.root / f"{name}.lance.write.lock")
+        return self.remote_write_lock(name) if self.remote_write_lock is not None else nullcontext()
 
     def _commit_replace(self, name: str, flt: str | None, new: list) -> int:
         from lance.commit import CommitConflictError

@@ -165,3 +165,44 @@ def test_two_local_writers_adding_the_same_new_parse_land_it_once(tmp_path, monk
     rows = [(p, t) for p, t in zip(table.column("parse_id").to_pylist(), table.column("folded_text").to_pylist())
             if p in new]
     assert sorted(rows) == [(new[0], "second")] * PER_PARSE
+
+
+def test_two_writers_of_an_s3_table_adding_the_same_new_parse_land_it_once(tmp_path, monkeypatch, request):
+    """guards against (stop 42 left it): two hosts' runs adding a parse an S3 table does not hold
+    yet both committing it (no common fragment, so Lance saw no conflict: rows doubled); the file
+    lock serialising local writers binds one host only. Writers of an object store now hold the
+    catalog's named lock, on PostgreSQL an advisory lock every host sees."""
+    import threading
+
+    import lance
+    from conftest import open_test_catalog
+
+    from fabric_resources.tables import table_lock_name
+
+    s3 = request.getfixturevalue("moto_s3")
+    root = f"s3://{s3.create_bucket('lock')}/tables"
+    catalog = open_test_catalog("postgres", tmp_path, request)
+
+    def host() -> TableStore:  # each "host" its own store and catalog connection
+        return TableStore(root, s3.storage_options(), remote_write_lock=lambda name: catalog.exclusive(table_lock_name(name)))
+
+    host().replace_partitions("lexical_documents", _parse_ids(1), _rows(_parse_ids(1), "other"))
+    new = _parse_ids(0)[:1]
+    real_commit = lance.LanceDataset.commit
+    second: list[threading.Thread] = []
+
+    def commit(*args, **kwargs):
+        if not second:  # the first writer, computed and about to commit
+            second.append(threading.Thread(target=lambda: host().replace_partitions(
+                "lexical_documents", new, _rows(new, "second"))))
+            second[0].start()
+            second[0].join(1.0)  # unserialised, it commits now; serialised, it waits for this commit
+        return real_commit(*args, **kwargs)
+
+    monkeypatch.setattr(lance.LanceDataset, "commit", staticmethod(commit))
+    host().replace_partitions("lexical_documents", new, _rows(new, "first"))
+    second[0].join(60)
+    table = host().read("lexical_documents")
+    rows = [(p, t) for p, t in zip(table.column("parse_id").to_pylist(), table.column("folded_text").to_pylist())
+            if p in new]
+    assert sorted(rows) == [(new[0], "second")] * PER_PARSE
