@@ -31,7 +31,7 @@ from fabric_assets.model_identity import identities
 from fabric_assets.parse.assets import source_bytes, units_and_relationships
 from fabric_assets.projections import SWITCH_TAG, SWITCHED_OFF_GROUP, Identity, code_version, projection, switched_off
 from fabric_assets.sensors import (activate_after_annotation_run, activate_after_asset_run, activate_after_parse_run,
-                                   annotate_after_activation, source_change_sensor)
+                                   annotate_after_activation, rederive_after_repair, source_change_sensor)
 from fabric_assets.windows.assets import colbert_windows, context_windows
 from fabric_resources.config import FabricConfig
 from fabric_resources.dagster_resources import CONFIGURED_MODELS, FabricHomeResource, ModelResources
@@ -79,7 +79,7 @@ def _definitions(values: tuple[tuple[Identity, str], ...], off: tuple[str, ...],
             schedules=[lexical_health_schedule],
             sensors=[source_change_sensor, activate_after_parse_run, activate_after_asset_run,
                      annotate_after_activation,
-                     activate_after_annotation_run],
+                     activate_after_annotation_run, rederive_after_repair],
             # In memory: the lineage audit (audit_job) registers Arrow views in it and writes nothing.
             resources={"fabric": FabricHomeResource(home=home), "duckdb": DuckDBResource(database=":memory:"),
                        **models.resources()},

@@ -10,10 +10,11 @@ from dagster._core.storage.tags import RUN_KEY_TAG
 from fabric_assets.annotations.planning import parses_needing_annotation
 from fabric_assets.jobs import (RANGE_END_TAG, RANGE_START_TAG, activation_job, annotation_job, parse_job,
                                 rechunk_job, reproject_job)
+from fabric_assets.lifecycle.jobs import repair_job
 from fabric_assets.partitions import PARSES
 from fabric_assets.projections import PROJECTIONS
 from fabric_assets.run_planning import partition_ranges
-from fabric_assets.sources.scan import scan
+from fabric_assets.sources.scan import awaited_parse_ids, scan
 from fabric_resources.dagster_resources import FabricHomeResource
 
 #: Why a tick skips when ``sources.unattended`` is false (the sensors start running by default).
@@ -211,3 +212,30 @@ def activate_after_annotation_run(context: dg.RunStatusSensorContext, fabric: Fa
     if not home.config.sources.unattended:
         return dg.SkipReason(OFF)
     return dg.RunRequest(run_key=f"activate-after:{context.dagster_run.run_id}", run_config=steps_config(home))
+
+
+@dg.run_status_sensor(
+    run_status=dg.DagsterRunStatus.SUCCESS,
+    monitored_jobs=[repair_job],
+    request_jobs=[rechunk_job, activation_job],
+    description="Re-derives what a repair_job marked: rechunk_job runs over the parses it set to re-chunk "
+    "(the source sensor re-parses those it set pending), else an activation, which the annotation sensor "
+    "follows for parses whose annotations it marked.",
+    default_status=dg.DefaultSensorStatus.RUNNING,
+)
+def rederive_after_repair(context: dg.RunStatusSensorContext, fabric: FabricHomeResource):
+    from fabric_assets.lifecycle.repair import rechunk_marked
+
+    home = fabric.open()
+    if not home.config.sources.unattended:
+        return dg.SkipReason(OFF)
+    run_id = context.dagster_run.run_id
+    runs = runs_over(context.instance, rechunk_marked(home), home.config.sources.partitions_per_run)
+    if runs:
+        return [dg.RunRequest(job_name=rechunk_job.name, run_key=f"rechunk-after:{run_id}:{i}", tags=range_tags(keys),
+                              run_config=steps_config(home)) for i, keys in enumerate(runs)]
+    if awaited_parse_ids(home.catalog, among=[r.parse_id for r in home.catalog.parse_runs(status="pending")]):
+        # An activation now would leave the marked sources out until they are parsed again.
+        return dg.SkipReason("the source sensor re-parses what the repair set pending; its run activates")
+    return dg.RunRequest(job_name=activation_job.name, run_key=f"activate-after:{run_id}", run_config=steps_config(home))
+

@@ -299,6 +299,17 @@ def left_marked(home: FabricHome) -> list[str]:
     return sorted(awaited_parse_ids(catalog, among=marked) | set(parses_needing_annotation(home)))
 
 
+def rechunk_marked(home: FabricHome) -> list[str]:
+    """The parses a present source waits for that are ``parsed`` with only re-chunk verdicts
+    missing: what :func:`mark` sets to re-chunk (and an interrupted re-chunk leaves), which a
+    ``rechunk_job`` run over them finishes."""
+    parsed = home.catalog.parse_runs(status="parsed")
+    awaited = awaited_parse_ids(home.catalog, among=[r.parse_id for r in parsed])
+    rechunked = set(RECHUNK_VERDICTS)
+    return sorted(r.parse_id for r in parsed if r.parse_id in awaited and unfinished(r)
+                  and set(unfinished(r)) <= rechunked)
+
+
 def republish_damaged_pins(home: FabricHome) -> int | None:
     """Publish the current release again over the latest version of each table whose pinned
     version cannot be read (a data file, index or manifest only that version references is damaged,

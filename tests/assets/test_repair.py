@@ -255,6 +255,44 @@ def test_the_ui_job_drops_and_marks_and_the_next_ingest_re_derives(home, pristin
     assert Fabric(home.root).status().unreadable_tables == ()
 
 
+def test_the_ui_job_is_followed_by_the_runs_that_re_derive_what_it_marked(home):
+    """guards against (stop 43 left it): `repair_job` launched from the UI re-chunking nothing until
+    someone typed `fabric ingest` (the source sensor re-parses pending parses, not re-chunks): the
+    file stayed out of search. `rederive_after_repair` requests rechunk_job runs over what it
+    marked; their success activates (`activate_after_parse_run`), and the release serves what it did."""
+    import dagster as dg
+
+    from fabric_assets.definitions import build_definitions
+    from fabric_assets.sensors import activate_after_parse_run, rederive_after_repair
+    from fabric_resources.dagster_resources import FabricHomeResource
+
+    before = served_rows(home)
+    (_, path), *_ = _latest_files(home, "chunks")
+    _damage(home.layout.tables / "chunks.lance" / "data" / path, "truncate")
+    defs = build_definitions(home.config)
+    instance = dg.DagsterInstance.get()
+    config = {"resources": {"fabric": {"config": {"home": str(home.root)}}}}
+    resources = {"fabric": FabricHomeResource(home=str(home.root))}
+
+    def after(sensor, result):
+        run = instance.get_run_by_id(result.run_id)
+        (event,) = instance.all_logs(result.run_id, of_type=dg.DagsterEventType.RUN_SUCCESS)
+        return sensor(dg.build_run_status_sensor_context(sensor.name, dagster_instance=instance, dagster_run=run,
+                                                         dagster_event=event.dagster_event, resources=resources))
+
+    repaired = defs.resolve_job_def("repair_job").execute_in_process(instance=instance, run_config=config)
+    requests = after(rederive_after_repair, repaired)
+    assert requests and all(r.job_name == "rechunk_job" for r in requests), requests
+    for request in requests:
+        run = defs.resolve_job_def("rechunk_job").execute_in_process(instance=instance, run_config=config,
+                                                                    tags=request.tags)
+        activation = after(activate_after_parse_run, run)
+        defs.resolve_job_def("activation_job").execute_in_process(instance=instance, run_config=config)
+        assert isinstance(activation, dg.RunRequest)
+    assert served_rows(home) == before
+    assert Fabric(home.root).status().unreadable_tables == ()
+
+
 def test_an_ingest_failing_on_a_damaged_table_points_to_repair_which_finishes_it(home, pristine):
     """guards against: an ingest whose writes fail on a damaged data file saying "the next `fabric
     ingest` runs them again" (it fails the same way for ever); after `fabric repair` the new file is

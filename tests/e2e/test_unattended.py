@@ -29,7 +29,7 @@ def test_sensors_and_schedule_start_running_and_a_config_switch_skips_them(tmp_p
     assert {s.name: s.default_status for s in defs.sensors} == {
         n: dg.DefaultSensorStatus.RUNNING for n in ("source_change_sensor", "activate_after_parse_run",
                                                    "activate_after_asset_run", "annotate_after_activation",
-                                                   "activate_after_annotation_run")}
+                                                   "activate_after_annotation_run", "rederive_after_repair")}
     assert all(s.default_status == dg.DefaultScheduleStatus.RUNNING for s in defs.schedules)
     from fabric_assets.sensors import source_change_sensor
     from fabric_resources.dagster_resources import FabricHomeResource
