@@ -35,12 +35,19 @@ class Fabric:
     ------
     HomeNotFoundError
         If the home has no catalog (nothing was ever ingested there).
+    CatalogMigrationNeededError
+        If an older Fabric wrote the catalog: a reader never migrates it (the message names
+        `fabric ingest PATH`, which does).
+    CatalogTooNewError
+        If a newer Fabric wrote it.
     """
 
     def __init__(self, home: str | os.PathLike | None = None) -> None:
         path = home_path(home)
-        if not FabricHome(path, read_only=True).exists():  # its catalog, wherever storage.catalog puts it
+        reader = FabricHome(path, read_only=True)
+        if not reader.exists():  # its catalog, wherever storage.catalog puts it
             raise HomeNotFoundError(f"no Fabric home at {path}; run `fabric ingest PATH` first")
+        reader.catalog  # a read-only open checks the schema version and changes nothing
         self.home = FabricHome(path)
         limit_malloc_arenas(self.home.config.query.malloc_arena_max)
 

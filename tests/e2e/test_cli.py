@@ -175,6 +175,41 @@ def test_a_catalog_from_a_newer_fabric_is_one_line_saying_upgrade(tmp_path):
         assert "Traceback" not in out.stderr and len(out.stderr.strip().splitlines()) == 1
 
 
+def test_a_catalog_from_an_older_fabric_is_not_migrated_by_a_reader(tmp_path):
+    """guards against: `fabric status` / `search` (the read side, which opened the SQLite catalog
+    as a writer) migrating a catalog an older Fabric wrote, where a read-only open must change
+    nothing and say to run `fabric ingest PATH`; that ingest's writer open still migrates it."""
+    import sqlite3
+
+    from fabric_query import Fabric
+    from fabric_resources.catalog import CatalogMigrationNeededError, SqliteCatalog
+    from fabric_resources.schema import CATALOG_DDL
+
+    home = tmp_path / "home"
+    home.mkdir()
+    con = sqlite3.connect(home / "catalog.sqlite3")  # as a Fabric from before versioning left it
+    con.executescript(CATALOG_DDL)
+    con.close()
+
+    def tables() -> set[str]:
+        with sqlite3.connect(home / "catalog.sqlite3") as c:
+            return {r[0] for r in c.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+
+    before = tables()
+    for command in (["status"], ["search", "x"]):
+        out = subprocess.run([sys.executable, "-c", "from fabric_assets.cli import main; main()", *command,
+                              "--home", str(home)], capture_output=True, text=True)
+        assert out.returncode == 2, out.stderr
+        assert "schema version 1" in out.stderr and "`fabric ingest PATH" in out.stderr
+        assert "Traceback" not in out.stderr and len(out.stderr.strip().splitlines()) == 1
+    with pytest.raises(CatalogMigrationNeededError):
+        Fabric(home)
+    assert tables() == before and "catalog_migrations" not in before
+    SqliteCatalog(home / "catalog.sqlite3")  # a writer's open (what `fabric ingest` does) migrates
+    assert "catalog_migrations" in tables()
+    Fabric(home)
+
+
 def test_quickstart_checks_its_query_before_it_ingests(tmp_path):
     """guards against: `quickstart --query ''` ingesting everything first and only then failing."""
     home = tmp_path / "home"
