@@ -112,9 +112,39 @@ CREATE INDEX IF NOT EXISTS sources_change ON sources(change_seq);
 CREATE INDEX IF NOT EXISTS parse_runs_change ON parse_runs(change_seq);
 """
 
+#: Version 3: a parse an operator accepted before acceptances were recorded (status ``ready``,
+#: reason ``accepted``, no ``accepted_by_operator`` verdict: ``fabric_assets.gate.ACCEPTED_VERDICT``)
+#: gets the record, listing its verdicts failing now (the annotation verdict aside, as
+#: ``gate.acceptance`` writes it). Without it, the first re-derivation that records its verdicts
+#: afresh (a re-chunk after a chunking change, a re-parse backfilled from the UI) held it again
+#: on the same failing check and its file left the release. Verdicts that are not a JSON object
+#: are left as they are (SQLite; they are reported where they are read).
+_ACCEPTANCES_SQLITE = """
+UPDATE parse_runs SET verdicts = json_set(verdicts, '$.accepted_by_operator', json_object(
+        'passed', json('true'), 'detail', 'accepted by an operator',
+        'accepted', json((SELECT json_group_array(key) FROM (
+            SELECT j.key AS key FROM json_each(parse_runs.verdicts) j
+            WHERE j.key != 'annotations_are_complete'
+              AND (CASE WHEN j.type = 'object' THEN json_type(j.value, '$.passed') END) IS NOT 'true'
+            ORDER BY j.key)))))
+    WHERE status = 'ready' AND reason = 'accepted'
+      AND CASE WHEN NOT json_valid(verdicts) THEN 0 WHEN json_type(verdicts) != 'object' THEN 0
+               ELSE json_type(verdicts, '$.accepted_by_operator') IS NULL END;
+"""
+_ACCEPTANCES_POSTGRES = """
+UPDATE parse_runs SET verdicts = (verdicts::jsonb || jsonb_build_object('accepted_by_operator', jsonb_build_object(
+        'passed', true, 'detail', 'accepted by an operator',
+        'accepted', COALESCE((SELECT jsonb_agg(j.key ORDER BY j.key) FROM jsonb_each(parse_runs.verdicts::jsonb) j
+                              WHERE j.key <> 'annotations_are_complete'
+                                AND (j.value -> 'passed') IS DISTINCT FROM 'true'::jsonb), '[]'::jsonb))))::text
+    WHERE status = 'ready' AND reason = 'accepted' AND jsonb_typeof(verdicts::jsonb) = 'object'
+      AND NOT (verdicts::jsonb ? 'accepted_by_operator');
+"""
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "initial", CATALOG_DDL, CATALOG_DDL_POSTGRES),
     Migration(2, "release-index-and-change-sequence", _RELEASE_INDEX_SQLITE, _RELEASE_INDEX_POSTGRES),
+    Migration(3, "record-older-acceptances", _ACCEPTANCES_SQLITE, _ACCEPTANCES_POSTGRES),
 )
 #: The catalog schema version this Fabric reads and writes.
 LATEST_VERSION = MIGRATIONS[-1].version

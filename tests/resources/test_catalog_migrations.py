@@ -210,6 +210,42 @@ def test_version_2_fills_each_release_summary_and_parses_from_its_manifest(raw, 
         catalog.close()
 
 
+def test_version_3_records_the_acceptance_of_parses_an_older_fabric_accepted(raw, request):
+    """guards against: a parse an operator accepted before acceptances were recorded (ready, reason
+    accepted, no ``accepted_by_operator`` verdict) held again on the same failing check by the first
+    re-derivation after an upgrade (a re-chunk after a chunking change: its file left the release);
+    and the migration changing a held parse, an acceptance already recorded or another table."""
+    from fabric_assets.gate import acceptance, gate_status
+    from fabric_assets.projections import ANNOTATION_VERDICT
+
+    raw.build_version_1()
+    verdicts = {"unit_ids_are_unique": {"passed": False, "detail": "1 duplicate unit_id"},
+                "chunk_ids_are_unique": {"passed": True, "detail": "3 unique"},
+                ANNOTATION_VERDICT: {"passed": False, "detail": "not annotated"}}
+    recorded = {**verdicts, **acceptance(verdicts)}
+    rows = [("p-accepted", "ready", "accepted", verdicts), ("p-held", "held", "gate:unit_ids_are_unique", verdicts),
+            ("p-recorded", "ready", "accepted", recorded)]
+    raw.run([f"INSERT INTO parse_runs(parse_id, source_hash, media_type, parser_name, parser_version, "
+             f"parser_config_hash, status, reason, verdicts, counts, created_at, updated_at) VALUES ('{pid}', 'h', "
+             f"'text/plain', 'text', '1', 'c', '{status}', '{reason}', '{json.dumps(v)}', '{{}}', 1.0, 2.0)"
+             for pid, status, reason, v in rows])
+    before = raw.dump()
+    catalog = raw.open(migrations=MIGRATIONS, request=request)
+    assert raw.versions() == [m.version for m in MIGRATIONS]
+    runs = {r.parse_id: r for r in catalog.parse_runs([pid for pid, *_ in rows])}
+    assert runs["p-accepted"].verdicts == recorded  # as `fabric parse accept` records it today
+    assert gate_status(runs["p-accepted"].verdicts, ("unit_ids_are_unique",))[0] == "ready"
+    assert gate_status(verdicts, ("unit_ids_are_unique",))[0] == "held"  # what a re-derivation did without it
+    assert runs["p-held"].verdicts == verdicts and runs["p-held"].status == "held"
+    assert runs["p-recorded"].verdicts == recorded
+    assert runs["p-accepted"].status == "ready" and runs["p-accepted"].reason == "accepted"
+    after = raw.dump()
+    assert {t: v for t, v in after.items() if t not in ("sources", "parse_runs")} == \
+        {t: v for t, v in before.items() if t not in ("sources", "parse_runs")}
+    if raw.backend == "sqlite":
+        catalog.close()
+
+
 def test_a_newer_catalog_is_refused_naming_both_versions(raw, request):
     """guards against: a home written by a newer Fabric opening silently (for writing or reading)."""
     raw.open(request=request).close()
