@@ -685,6 +685,10 @@ def _restore(target: FabricHome, info: SnapshotInfo, m: dict, new_home: bool, *,
             for leftover in (staged, staged.with_name(staged.name + "-wal"), staged.with_name(staged.name + "-shm")):
                 leftover.unlink(missing_ok=True)
     restored = FabricHome(target.root)
+    # A writer's open: the catalog of a snapshot an older Fabric took is migrated as it comes back
+    # (a read command refuses an older catalog, and the `fabric ingest` it names would take in the
+    # folders as they are now, not as the snapshot holds them).
+    restored.catalog
     _restore_index(restored, info, m)
     _restore_dense(restored, info, m)
     if new_home:  # the new home's tables carry the tags too, so its retention keeps them

@@ -484,3 +484,34 @@ def test_a_restore_into_a_folder_killed_part_way_leaves_no_half_home_there(tmp_p
     assert (cwd / "catalog.sqlite3").exists() and not (tmp_path / ".here.restore-tmp").exists()
     pack = Fabric(into).search("lighthouse keeper")
     assert pack.results and pack.fallback_reason is None
+
+
+def test_a_snapshot_an_older_fabric_took_restores_into_a_home_this_fabric_reads(tmp_path, fabric_home):
+    """guards against (upgrade trial 11a): a snapshot whose catalog copy an older Fabric wrote
+    (an older schema version) restored into a new folder with that catalog as it was, which every
+    read command then refuses until `fabric ingest`, and that ingest takes in the folders as they
+    are now instead of the snapshot's home."""
+    import hashlib
+    import sqlite3
+
+    from fabric_assets.lifecycle.snapshots import restore
+    from fabric_resources.catalog import LATEST_VERSION
+
+    home = _ingested(tmp_path, fabric_home)
+    info = create(home)
+    before = _packs(home.root)
+    copy = info.path / "catalog.sqlite3"  # as a Fabric one catalog version older recorded it
+    con = sqlite3.connect(copy)
+    with con:
+        con.execute("DELETE FROM catalog_migrations WHERE version = ?", (LATEST_VERSION,))
+    con.close()
+    manifest = json.loads((info.path / "manifest.json").read_text())
+    manifest["files"]["catalog.sqlite3"] = hashlib.sha256(copy.read_bytes()).hexdigest()
+    (info.path / "manifest.json").write_text(json.dumps(manifest))
+    assert verify(home, info.snapshot_id).ok
+    into = tmp_path / "restored"
+    restore(home, info.snapshot_id, into)
+    con = sqlite3.connect(into / "catalog.sqlite3")
+    assert con.execute("SELECT MAX(version) FROM catalog_migrations").fetchone()[0] == LATEST_VERSION
+    con.close()
+    assert _packs(into) == before
