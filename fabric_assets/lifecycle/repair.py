@@ -52,10 +52,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from fabric_assets.activation.activate import ingest_lock
-from fabric_assets.gate import ACCEPTED_VERDICT, acceptance, unfinished
+from fabric_assets.gate import ACCEPTED_VERDICT, unfinished
 from fabric_assets.projections import ANNOTATION_VERDICT, PROJECTIONS, RECHUNK_VERDICTS, RECHUNKED, Stage
 from fabric_assets.sources.scan import awaited_parse_ids
-from fabric_resources.catalog import StatusUpdate, drop_verdicts, merge_verdicts, row_counts
+from fabric_resources.catalog import StatusUpdate, drop_verdicts, row_counts
 from fabric_resources.home import FabricHome
 from fabric_resources.object_store import TableStoreUnavailableError
 from fabric_resources.schema import TABLES
@@ -243,26 +243,12 @@ def _bytes_unreadable(home: FabricHome, parse_ids: list[str]) -> dict[str, str]:
     return unreadable
 
 
-def _record_acceptances(home: FabricHome, parse_ids: list[str]) -> None:
-    """Record :data:`~fabric_assets.gate.ACCEPTED_VERDICT` for the accepted parses among
-    ``parse_ids`` that an older Fabric accepted without it (status ``ready``, reason ``accepted``):
-    the re-derivation records their verdicts afresh, and without the record the same failing
-    check would hold them again."""
-    updates = {}
-    for run in home.catalog.parse_runs(parse_ids):
-        if run.status == "ready" and run.reason == "accepted" and ACCEPTED_VERDICT not in run.verdicts:
-            updates[run.parse_id] = acceptance(run.verdicts)
-    if updates:
-        merge_verdicts(home.catalog, updates)
-
-
 def mark(home: FabricHome, marks: dict[str, str]) -> None:
     """Mark each parse of ``marks`` for its re-derivation (see the module docstring, step 3)."""
     catalog = home.catalog
     reparse = sorted(p for p, how in marks.items() if how == "reparse")
     rechunk = sorted(p for p, how in marks.items() if how == "rechunk")
     annotate = sorted(p for p, how in marks.items() if how == "annotate")
-    _record_acceptances(home, sorted(marks))
     if reparse:
         from fabric_assets.lifecycle.operator import to_pending
 
