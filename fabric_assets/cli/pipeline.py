@@ -7,6 +7,7 @@ root app costs ``fabric search`` nothing.
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -212,7 +213,9 @@ def ui(
     FabricHome(path)  # writes dagster.yaml
     os.environ["DAGSTER_HOME"] = str(path / "dagster")
     workspace = Path(__file__).resolve().parents[2] / "workspace.yaml"
-    cmd = ["dagster", "dev", "-w", str(workspace), "-h", "127.0.0.1", "-p", str(port)]
+    # This interpreter's Dagster, not a `dagster` looked up on PATH: `.venv/bin/fabric ui` is run
+    # without the venv activated (README), where PATH holds no `dagster` (a FileNotFoundError).
+    cmd = [sys.executable, "-m", "dagster", "dev", "-w", str(workspace), "-h", "127.0.0.1", "-p", str(port)]
     console.print(f"DAGSTER_HOME={os.environ['DAGSTER_HOME']} {' '.join(cmd)}")
     raise typer.Exit(subprocess.call(cmd))
 
