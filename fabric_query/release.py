@@ -64,6 +64,13 @@ VISIBLE_SOURCES_ONLY = "visible-sources-only"
 #: Tolerance on ``| ||v|| - 1 |`` when vectors have no recorded digest (as the write-side gate).
 NORM_TOLERANCE = 1e-3
 
+#: What a ReleaseUnreadableError over unreadable chunk rows tells the user to do. The remedy depends
+#: on the damage (a data file cut short or lost: `fabric repair`; an unreadable index: `fabric
+#: repair`; other cases: a snapshot restore), which `fabric status` tells apart; a re-ingest does
+#: not repair a damaged file (ingests writing the table fail until then).
+UNREADABLE_CHUNKS_REMEDY = ("`fabric status` names the damage and what repairs it "
+                            "(`fabric repair` or a snapshot restore)")
+
 
 class ProjectionUnavailable(Exception):
     """A table of the pinned release cannot serve.
@@ -284,7 +291,7 @@ class ReleaseView:
             t = self.read_active("chunks", columns, with_offsets=True)
         except ProjectionUnavailable as exc:
             raise ReleaseUnreadableError(
-                f"release {self.release_id}: {exc.describe()}; restore the table or re-ingest") from exc
+                f"release {self.release_id}: {exc.describe()}; {UNREADABLE_CHUNKS_REMEDY}") from exc
         t = t.sort_by([("parse_id", "ascending"), ("ordinal", "ascending")])
         self._settle(t.num_rows)
         return t
@@ -298,7 +305,7 @@ class ReleaseView:
             rows = self.table_rows("chunks")
         except ProjectionUnavailable as exc:
             raise ReleaseUnreadableError(
-                f"release {self.release_id}: {exc.describe()}; restore the table or re-ingest") from exc
+                f"release {self.release_id}: {exc.describe()}; {UNREADABLE_CHUNKS_REMEDY}") from exc
         return rows <= self.home.config.query.text_in_memory_max_rows
 
     def _chunk_column(self, name: str) -> list:
@@ -310,7 +317,7 @@ class ReleaseView:
             t = self.read_active("chunks", ["chunk_id", name])
         except ProjectionUnavailable as exc:
             raise ReleaseUnreadableError(
-                f"release {self.release_id}: {exc.describe()}; restore the table or re-ingest") from exc
+                f"release {self.release_id}: {exc.describe()}; {UNREADABLE_CHUNKS_REMEDY}") from exc
         out: list = [None] * self.chunks.num_rows
         for row, value in zip(self.chunk_index.rows_of(t.column("chunk_id")).tolist(), t.column(name).to_pylist()):
             out[row] = value
@@ -613,7 +620,7 @@ class ReleaseView:
                                                                        ["chunk_id", "text", "fragments", "text_hash"]))
         except ProjectionUnavailable as exc:
             raise ReleaseUnreadableError(
-                f"release {self.release_id}: {exc.describe()}; restore the table or re-ingest") from exc
+                f"release {self.release_id}: {exc.describe()}; {UNREADABLE_CHUNKS_REMEDY}") from exc
         if full.column("chunk_id").to_pylist() != missing:
             raise ReleaseUnreadableError(f"release {self.release_id}: chunks: rows moved under the pinned version")
         texts, fragments = full.column("text").to_pylist(), full.column("fragments").to_pylist()
