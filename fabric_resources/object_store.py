@@ -22,7 +22,10 @@ class TableStoreUnavailableError(RuntimeError):
 #: A fragment of the object store's (or the HTTP client's) answer, as Lance words its error → reason.
 _STORE_PROBLEMS = (("NoSuchBucket", "bucket-missing"), ("InvalidAccessKeyId", "access-denied"),
                    ("SignatureDoesNotMatch", "access-denied"), ("AccessDenied", "access-denied"),
-                   ("403 Forbidden", "access-denied"), ("Connection refused", "unreachable"),
+                   ("403 Forbidden", "access-denied"),
+                   # no credentials at all (none configured, none in the environment): Lance's probe
+                   # fails at once, but its writes retried for minutes (hostile trial 11c)
+                   ("Failed to get AWS credentials", "access-denied"), ("Connection refused", "unreachable"),
                    ("error sending request", "unreachable"), ("timed out", "unreachable"))
 
 
