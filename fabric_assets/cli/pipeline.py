@@ -183,6 +183,9 @@ def quickstart(
         fail(f"{type(exc).__name__}: {exc}")
     if path is None:
         from fabric_assets.sample_corpus import write_sample_corpus
+        from fabric_resources.home import FabricHome
+
+        FabricHome(home_dir)  # a home that cannot be made (a file) fails now, not after the sample is written
 
         # Beside the home, never inside it: the home is never a source (its catalog and admin token
         # would become searchable), so a sample inside it would be refused.

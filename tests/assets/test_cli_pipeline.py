@@ -1,0 +1,38 @@
+"""Pipeline commands (fabric_assets/cli/pipeline.py) given what a new user types: `fabric ui` run as
+`.venv/bin/fabric ui` (the venv not activated, as the README shows it), a file as the home."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+from typer.testing import CliRunner
+
+from fabric_assets.cli import app
+from fabric_resources.home import HomeUnusableError
+
+
+def test_ui_runs_this_interpreters_dagster_without_path(tmp_path, monkeypatch):
+    """guards against: `.venv/bin/fabric ui` ending in a FileNotFoundError traceback when the venv's
+    bin folder is not on PATH (it ran `dagster` looked up on PATH)."""
+    calls = []
+    monkeypatch.setattr(subprocess, "call", lambda cmd, *a, **k: calls.append(cmd) or 0)
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    out = CliRunner().invoke(app, ["ui", "--port", "3999", "--home", str(tmp_path / "home")])
+    assert out.exit_code == 0, out.output
+    (cmd,) = calls
+    assert cmd[:4] == [sys.executable, "-m", "dagster", "dev"]
+    assert cmd[cmd.index("-p") + 1] == "3999" and cmd[cmd.index("-h") + 1] == "127.0.0.1"
+
+
+def test_quickstart_with_a_file_as_home_writes_no_sample(tmp_path):
+    """guards against (hostile trial 11c): `fabric quickstart --home notes/a.txt` writing its sample
+    corpus to `notes/a.txt-sample` (beside the "home", inside the user's folder) before failing on
+    the home."""
+    folder = tmp_path / "notes"
+    folder.mkdir()
+    (folder / "a.txt").write_text("a note\n", encoding="utf-8")
+    out = CliRunner().invoke(app, ["quickstart", "--home", str(folder / "a.txt")])
+    # The console script (fabric_assets.cli.root.run) prints this error as one line, exit 2.
+    assert isinstance(out.exception, HomeUnusableError), out.output
+    assert sorted(p.name for p in folder.iterdir()) == ["a.txt"]
