@@ -122,3 +122,15 @@ def test_benchmark_notebook_executes_in_a_real_kernel(tmp_path, monkeypatch):
     assert len([o for c in cells for o in c.outputs if "image/png" in o.get("data", {})]) == 2
     assert sorted(p.name for p in tmp_path.glob("*.png")) == ["bench_latency.png", "bench_quality.png"]
     assert notebook.read_bytes() == stored  # execute_notebook writes nothing back; main() does
+
+
+def test_benchmark_notebook_is_stored_with_the_results_it_reads():
+    """guards against (hostile trial 11c): a result added to docs/bench-results (ann.json,
+    incremental-10k.json, retention-corpus.json) without storing the plots notebook executed again,
+    so that what GitHub shows was drawn from other files than the repository holds (the README:
+    "after changing one, or the results it reads, store it executed again"). The notebook names
+    every JSON file it reads or skips."""
+    (notebook,) = [p for p in NOTEBOOKS if p.stem == "03_benchmark_plots"]
+    shown = "\n".join(t for c in _code_cells(notebook) for o in c["outputs"] for t in _texts(o))
+    missing = [p.name for p in sorted((ROOT / "docs" / "bench-results").glob("*.json")) if p.name not in shown]
+    assert not missing, f"{missing} not in the stored outputs; run .venv/bin/python notebooks/execute.py"
