@@ -22,6 +22,7 @@ from dagster_duckdb import DuckDBResource
 from fabric_assets.activation.assets import lexical_index_matches_canonical, release
 from fabric_assets.annotations.assets import annotation_vectors, annotations, graph
 from fabric_assets.chunks.assets import chunks, lexical_documents
+from fabric_assets.console_logger import console_logger
 from fabric_assets.dense.assets import chunk_vectors, chunk_vectors_multilingual
 from fabric_assets.jobs import (activation_job, annotation_job, lexical_health_job, lexical_health_schedule,
                                 parse_job, rechunk_job, reproject_job)
@@ -83,6 +84,8 @@ def _definitions(values: tuple[tuple[Identity, str], ...], off: tuple[str, ...],
             # In memory: the lineage audit (audit_job) registers Arrow views in it and writes nothing.
             resources={"fabric": FabricHomeResource(home=home), "duckdb": DuckDBResource(database=":memory:"),
                        **models.resources()},
+            # Dagster's own console logger, less an interrupt's stack traces (Ctrl-C of `fabric ingest`).
+            loggers={"console": console_logger},
         )
     return _BUILT[key]
 
