@@ -215,14 +215,21 @@ def _action(action, *args) -> None:
     return result
 
 
-def _run_marked(home) -> None:
+def _run_marked(home, parse_ids: list[str]) -> None:
+    """Run what the action on ``parse_ids`` marked; the failures named are theirs (a source that
+    failed before, untouched by the action, is counted, not listed as if this run failed it)."""
     from fabric_assets.lifecycle.rebuild import run_marked
 
     summary = run_marked(home)
     if summary is not None:
+        acted = set(parse_ids)
+        ours = [f for f in summary.failed if f.parse_id in acted]
+        others = len(summary.failed) - len(ours)
         console.print(f"ran {len(summary.scan.parse_ids_to_run)} parse(s); release "
                       f"{summary.activation.get('release_id')}; failed: "
-                      f"{', '.join(f'{one_line(f.source_key)} ({one_line(f.reason)})' for f in summary.failed) or 'none'}", markup=False)
+                      f"{', '.join(f'{one_line(f.source_key)} ({one_line(f.reason)})' for f in ours) or 'none'}"
+                      + (f" ({others} other source(s) failed earlier: see `fabric status`)" if others else ""),
+                      markup=False)
         if summary.failed_runs:
             raise typer.Exit(3)
 
@@ -250,8 +257,8 @@ def parse_retry(parse_ids: Annotated[Optional[list[str]], typer.Argument(help="F
     from fabric_assets.lifecycle.operator import retry_failed
 
     fabric_home = _opened(home)
-    _action(retry_failed, fabric_home, parse_ids or None)
-    _run_marked(fabric_home)
+    result = _action(retry_failed, fabric_home, parse_ids or None)
+    _run_marked(fabric_home, result.parse_ids)
 
 
 @parse_app.command("reparse")
@@ -260,8 +267,8 @@ def parse_reparse(source_key: str, home: HomeOption = None) -> None:
     from fabric_assets.lifecycle.operator import force_reparse
 
     fabric_home = _opened(home)
-    _action(force_reparse, fabric_home, source_key)
-    _run_marked(fabric_home)
+    result = _action(force_reparse, fabric_home, source_key)
+    _run_marked(fabric_home, result.parse_ids)
 
 
 @lifecycle_app.command("rebuild-projections")
@@ -357,21 +364,24 @@ def repair_cmd(
     else:
         st = print_status(fabric_home.root)
     failed_runs = failed_runs_of(summary)
+    # A source that failed before, untouched by the repair, is not the repair's failure.
+    rederived = set(report.plan.marks()) | set(report.resumed)
+    failed = [f.source_key for f in (summary.failed if summary else []) if f.parse_id in rederived]
     if as_json:
         for t in tables:
             t["version"] = report.versions.get(t["table"])
         console.print_json(json.dumps({"tables": tables, "release_id": st.release_id, "republished": republished,
                                        "restored": restored, "resumed": report.resumed,
                                        "failed_runs": failed_runs, "unreadable_tables": list(st.unreadable_tables),
-                                       "failed": [f.source_key for f in (summary.failed if summary else [])]}))
+                                       "failed": failed}))
     if failed_runs:
         fail(f"{len(failed_runs)} Dagster run(s) failed ({', '.join(failed_runs)}): the marked parses stay "
              "marked and the next `fabric ingest` re-derives them", code=3)
     if st.unreadable_tables:
         # With --json nothing is listed above: `fabric status` lists them either way.
         fail("the current release still pins table data that cannot be read (see `fabric status`)", code=1)
-    if summary is not None and summary.failed:
-        fail(f"{len(summary.failed)} source(s) failed to parse (see `fabric status`)", code=1)
+    if failed:
+        fail(f"{len(failed)} source(s) failed their re-derivation (see `fabric status`)", code=1)
 
 
 def failed_runs_of(summary) -> list[str]:

@@ -434,6 +434,31 @@ def test_units_lost_with_their_stored_bytes_are_refused_with_nothing_changed(hom
     assert Fabric(home.root).search("lighthouse keeper").results  # the chunks still serve
 
 
+def test_a_source_that_failed_before_is_not_the_repairs_failure(home, tmp_path):
+    """guards against (trial 11c): `fabric repair` exiting 1, "1 source(s) failed to parse", and
+    listing it in `failed`, for a file that failed long before and that the repair never touched
+    (an encrypted PDF): only the re-derivation's own failures are.
+    `fabric parse reparse` likewise names only its own source's failures."""
+    corpus = tmp_path / "corpus"  # a private copy of the sources, with a file that fails
+    shutil.copytree(home.catalog.roots()[0].path, corpus)
+    with home.catalog.transaction(immediate=True) as con:
+        con.execute("UPDATE roots SET path = ?", (str(corpus),))
+    (corpus / "broken.pdf").write_bytes(b"%PDF-1.7 not really a PDF")
+    ingest(corpus, home)
+    assert [p.sources for p in Fabric(home.root).status().failed] == [("fs:corpus/broken.pdf",)]
+    before = served_rows(home)
+    (_, path), *_ = _latest_files(home, "chunks")
+    _damage(home.layout.tables / "chunks.lance" / "data" / path, "truncate")
+    out = _repair(home, "--json")
+    assert out.exit_code == 0, out.output
+    assert json.loads(out.stdout)["failed"] == []
+    assert served_rows(home) == before
+    out = CliRunner().invoke(app, ["parse", "reparse", "fs:corpus/a.txt", "--home", str(home.root)])
+    assert out.exit_code == 0, out.output
+    said = " ".join(out.output.split())
+    assert "failed: none (1 other source(s) failed earlier" in said and "broken.pdf" not in said, said
+
+
 def _forget_row_counts(home: FabricHome) -> None:
     """Leave the parse runs as an older Fabric wrote them: no row counts recorded."""
     from fabric_resources.catalog import ROW_COUNTS
