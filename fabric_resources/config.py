@@ -682,7 +682,11 @@ class FabricConfig(_Strict):
             if os.path.islink(path):  # a dangling link: the user meant a file; defaults would drop withheld
                 raise ConfigError(f"unreadable configuration {path}: a symbolic link to nothing") from None
             return cls()
-        except OSError as exc:  # a link loop, a path through a file, no permission
+        except NotADirectoryError:  # the home given is (inside) a file: say so, not what opening inside it did
+            blocker = next((p for p in (path.parent, *path.parent.parents) if p.is_file()), path.parent)
+            raise ConfigError(f"{blocker} is a file, so {path.parent} cannot be a Fabric home folder (--home and "
+                              "FABRIC_HOME name the folder that holds config.json)") from None
+        except OSError as exc:  # a link loop, no permission
             raise ConfigError(f"unreadable configuration {path}: {type(exc).__name__}: {exc.strerror or exc}") from None
         if not stat.S_ISREG(st.st_mode):  # a FIFO would block the read; a folder cannot be read
             raise ConfigError(f"unreadable configuration {path}: not a regular file")

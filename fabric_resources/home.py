@@ -50,8 +50,11 @@ class FabricHome:
                     self.layout.root.mkdir(mode=0o700, exist_ok=True)
                 self.layout.dagster_home.mkdir(parents=True, exist_ok=True)
             except OSError as exc:
-                raise HomeUnusableError(f"cannot use {self.layout.root} as a Fabric home: "
-                                        f"{type(exc).__name__}: {exc.strerror or exc}") from None
+                root = self.layout.root
+                blocker = next((p for p in (root, *root.parents) if p.is_file()), None)
+                why = (f"{blocker} is a file, not a folder" if isinstance(exc, (FileExistsError, NotADirectoryError))
+                       and blocker is not None else f"{type(exc).__name__}: {exc.strerror or exc}")
+                raise HomeUnusableError(f"cannot use {root} as a Fabric home: {why}") from None
             try:
                 storage = self.config.storage
             except ConfigError:

@@ -137,19 +137,24 @@ def test_a_config_file_that_is_not_utf8_json_text_is_one_line(tmp_path, setup, e
         assert out.returncode == 2 and expected in out.stderr and "Traceback" not in out.stderr, (argv, out.stderr)
 
 
+@pytest.mark.parametrize("command", ["ingest", "status", "search"])
 @pytest.mark.parametrize("under", [False, True])
-def test_a_home_path_that_is_a_file_is_one_line(tmp_path, under):
+def test_a_home_path_that_is_a_file_is_one_line(tmp_path, under, command):
     """guards against: a NotADirectoryError / FileExistsError traceback from `fabric ingest` when
-    --home names a file or a path below one."""
+    --home names a file or a path below one; and (trial 11c) a read command saying "unreadable
+    configuration …/config.json: NotADirectoryError" where the mistake is the home: the line names
+    the file in the way."""
     (tmp_path / "notes").mkdir()
     (tmp_path / "notes" / "a.txt").write_text("x\n")
     (tmp_path / "file").write_text("x")
     home = tmp_path / "file" / "sub" if under else tmp_path / "file"
-    out = subprocess.run([sys.executable, "-c", "from fabric_assets.cli import main; main()", "ingest",
-                          str(tmp_path / "notes"), "--home", str(home)], capture_output=True, text=True,
+    argv = {"ingest": ["ingest", str(tmp_path / "notes")], "status": ["status"], "search": ["search", "x"]}[command]
+    out = subprocess.run([sys.executable, "-c", "from fabric_assets.cli import main; main()", *argv,
+                          "--home", str(home)], capture_output=True, text=True,
                          env={**os.environ, "HF_HUB_OFFLINE": "1"})
-    assert out.returncode == 2 and f"cannot use {home} as a Fabric home" in out.stderr, out.stderr
-    assert "Traceback" not in out.stderr
+    assert out.returncode == 2 and str(home) in out.stderr, out.stderr
+    assert f"{tmp_path / 'file'} is a file" in out.stderr and "NotADirectoryError" not in out.stderr, out.stderr
+    assert len(out.stderr.strip().splitlines()) == 1 and "Traceback" not in out.stderr
     assert (tmp_path / "file").read_text() == "x"
 
 
