@@ -83,3 +83,27 @@ def test_head_answers_as_get_without_the_body(server):
     assert server.head("/v1/search").status_code == 405  # POST only, as GET is
     assert server.head("/v1/nope").status_code == 404
     assert server.head("/mcp").status_code == 405 and server.head("/mcp").content == b""
+
+
+def test_a_request_framed_by_both_content_length_and_transfer_encoding_is_refused_and_closed(server):
+    """guards against (trial 10a named it; h11 refuses it, this pins that down across upgrades): a
+    body framed two ways (Content-Length and chunked Transfer-Encoding) answered as if one were
+    absent: where a proxy and this server pick different framings, a second request hides in the
+    first (request smuggling). RFC 9112 6.1: rejected, and the connection closed after."""
+    import socket
+    from urllib.parse import urlsplit
+
+    url = urlsplit(str(server.base_url))
+    body = b'{"query": "x"}'
+    request = (b"POST /v1/search HTTP/1.1\r\nHost: " + url.netloc.encode() + b"\r\nContent-Type: application/json\r\n"
+               b"Content-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n"
+               + f"{len(body):x}\r\n".encode() + body + b"\r\n0\r\n\r\n")
+    with socket.create_connection((url.hostname, url.port), timeout=10) as sock:
+        sock.sendall(request)
+        answer = b""
+        while chunk := sock.recv(65536):  # the server closes: recv returns b"" at the end
+            answer += chunk
+    head, _, rest = answer.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 400") and b"connection: close" in head.lower(), answer[:300]
+    assert b'"results"' not in rest  # no search ran
+    assert server.post("/v1/search", json={"query": "x"}).status_code != 400  # one framing is served
