@@ -23,7 +23,7 @@ chunks, not one of twenty million characters.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 from fabric_resources.schema import FRAGMENT_SEPARATOR
@@ -138,6 +138,30 @@ def _split_unit(text: str, spans: list[tuple[int, int]], max_tokens: int) -> lis
     return pieces
 
 
+#: Characters of unit text tokenized at once by :func:`pack_fine_chunks`. The tokenizer's output
+#: is Python lists, ~250 bytes a word piece with the counted copy: a 55 MB text file held 4.4 GB
+#: when the whole document was tokenized at once (hostile trial 11b); now a batch at a time.
+TOKENIZE_BATCH_CHARS = 1 << 20
+
+
+def _counted_spans_of(units: Sequence[ChunkInputUnit], token_spans: TokenSpans) -> Iterator[list[tuple[int, int]]]:
+    """:func:`counted_spans` of each unit's text, in order, tokenizing runs of units of at most
+    :data:`TOKENIZE_BATCH_CHARS` characters (or one longer unit) as they are reached, so the word
+    pieces held at once are bounded by the batch, not the document. A text's word pieces do not
+    depend on the texts tokenized with it, so the spans are those of one call over every text."""
+    limit = TOKENIZE_BATCH_CHARS
+    start = 0
+    while start < len(units):
+        end, size = start, 0
+        while end < len(units) and (end == start or size + len(units[end].text) <= limit):
+            size += len(units[end].text)
+            end += 1
+        batch = units[start:end]
+        for unit, spans in zip(batch, token_spans([u.text for u in batch])):
+            yield counted_spans(unit.text, spans)
+        start = end
+
+
 def pack_fine_chunks(
     units: Sequence[ChunkInputUnit], token_spans: TokenSpans, max_tokens: int
 ) -> list[FineChunk]:
@@ -161,8 +185,6 @@ def pack_fine_chunks(
     """
     if max_tokens < 1:
         raise ValueError("max_tokens must be positive")
-    raw_spans = token_spans([u.text for u in units]) if units else []
-    all_spans = [counted_spans(u.text, spans) for u, spans in zip(units, raw_spans)]
     chunks: list[FineChunk] = []
     open_frags: list[Fragment] = []
     open_texts: list[str] = []
@@ -178,7 +200,7 @@ def pack_fine_chunks(
             )
         open_frags, open_texts, open_tokens = [], [], 0
 
-    for unit, spans in zip(units, all_spans):
+    for unit, spans in zip(units, _counted_spans_of(units, token_spans)):
         n = max(len(spans), 1)
         if open_frags:
             # A heading stays glued to the text under it, whatever section that text reports.
