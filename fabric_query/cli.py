@@ -81,7 +81,7 @@ def print_status(home: Path, st=None):
     now = time.time()
     ages = [f"last scan {_age(now - st.last_scan_at)} ago" if st.last_scan_at else "no scan yet",
             f"release published {_age(now - st.release_created_at)} ago" if st.release_created_at else "no release",
-            f"{len(st.unfinished)} parse(s) running or interrupted"]
+            f"{len(st.unfinished)} parse(s) unfinished"]
     console.print("  " + "; ".join(ages))
     for damaged in st.unreadable_tables:
         if damaged.startswith("every table: the object store"):  # a deployment fault: nothing was altered
@@ -115,8 +115,10 @@ def print_status(home: Path, st=None):
     for p in st.held:
         console.print(f"  [yellow]held[/yellow] {keys(p.sources)}: {keys([p.reason])}")
     for p in st.unfinished:
-        console.print(f"  [yellow]unfinished[/yellow] {keys(p.sources)}: run still going or killed; "
-                      "the next `fabric ingest` re-runs it")
+        # Parsed, not yet gated: its run is going or was killed (re-run), or it finished and the ingest
+        # was stopped before the activation (gated then): status cannot tell the two apart.
+        console.print(f"  [yellow]unfinished[/yellow] {keys(p.sources)}: run still going or interrupted, or "
+                      "done and not yet activated; the next `fabric ingest` finishes it")
     for p in st.partial:
         console.print(f"  [yellow]partly read[/yellow] {keys(p.sources)}: {keys([p.detail or ''])}")
     for key, mt in st.unsupported:

@@ -281,7 +281,8 @@ class Status(BaseModel):
     failed: tuple[ParseProblem, ...]
     held: tuple[ParseProblem, ...]
     pending: int
-    #: Parsed but not yet gated: its run is still going, or was killed (the next ingest re-runs it).
+    #: Parsed but not yet gated: its run is still going, or was killed (the next ingest re-runs it),
+    #: or it finished and the ingest stopped before activating (the next ingest activates it).
     unfinished: tuple[ParseProblem, ...] = ()
     unsupported: tuple[tuple[str, str], ...]  # (source key, media type)
     withheld: tuple[str, ...]  # source keys kept out of every release by policy

@@ -207,3 +207,20 @@ def test_without_a_server_the_fast_path_declines_and_loads_nothing(tmp_path):
     p = subprocess.run([sys.executable, "-c", code, "search", "x", "--home", str(tmp_path)],
                        capture_output=True, text=True, timeout=60)
     assert p.stdout.strip() == "None []", p.stderr
+
+
+def test_status_does_not_promise_a_rerun_of_a_parse_that_only_waits_for_activation(capsys):
+    # An ingest stopped (Ctrl-C) between parse runs leaves the finished runs' parses `parsed` with
+    # every verdict (the next ingest activates them, re-running none): status said "run still going
+    # or killed; the next `fabric ingest` re-runs it" for 512 such parses (hostile trial 11b).
+    from fabric_query.cli import print_status
+    from fabric_query.types import ParseProblem, Status
+
+    st = Status(home="h", roots=(), sources_by_state={"present": 1}, release_id=1, active_sources=0,
+                active_parses=0, failed=(), held=(), pending=0, unsupported=(), withheld=(),
+                unfinished=(ParseProblem(parse_id="p" * 32, status="parsed", reason=None, detail=None,
+                                         sources=("fs:a.txt",)),))
+    print_status("h", st)
+    out = " ".join(capsys.readouterr().out.split())
+    assert "1 parse(s) unfinished" in out and "re-runs" not in out
+    assert "unfinished fs:a.txt: run still going or interrupted, or done and not yet activated" in out
