@@ -4,14 +4,18 @@ Each chunk goes to the model its text needs (``language_routing``): Latin-script
 text to all-MiniLM-L6-v2 (``chunk_vectors``), CJK and other non-Latin text to
 multilingual-e5-small (``chunk_vectors_multilingual``). The models come from the
 ``dense`` and ``multilingual`` resources. Rows record the model identity; a model
-change changes the asset's code version.
+change changes the asset's code version. A chunk whose model input the release
+already serves for the file's previous version, under the same model identity,
+keeps that vector (:func:`served_vectors`); only new inputs are encoded.
 """
 
+import hashlib
 import time
 
 import dagster as dg
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from fabric_assets.gate import vectors_finite_unit_norm
 from fabric_assets.partition_step import PartitionStep, asset_args
@@ -33,6 +37,35 @@ def routed_to_multilingual(home: FabricHome, text: str) -> bool:
     return home.config.dense.multilingual and needs_multilingual(text)
 
 
+def _input_key(model_input: str) -> bytes:
+    return hashlib.sha256(model_input.encode("utf-8", "surrogatepass")).digest()
+
+
+def served_vectors(home: FabricHome, table: str, parse_ids: list[str], identity: str) -> dict[bytes, np.ndarray]:
+    """The vectors the current release serves in ``table`` for the sources of ``parse_ids`` (their
+    previous versions' parses), by the SHA-256 of their model input (:func:`passage_input`), for
+    rows of model ``identity`` only: what an edit of a long file can reuse instead of encoding every
+    unchanged chunk again. Read at the versions the release pins, whose rows passed their gate."""
+    release = home.catalog.current_release()
+    if release is None or not parse_ids:
+        return {}
+    keys = {s.source_key for s in home.catalog.sources(parse_ids=parse_ids)}
+    served = {m["parse_id"] for k, m in release.manifest["sources"].items() if k in keys} - set(parse_ids)
+    pinned = release.manifest["tables"]
+    if not served or pinned.get(table) is None or pinned.get("chunks") is None:
+        return {}
+    chunks = home.tables.read("chunks", parse_ids=served, version=pinned["chunks"],
+                              columns=["chunk_id", "text", "section_path"]).to_pydict()
+    key_of = {cid: _input_key(passage_input(path, text))
+              for cid, text, path in zip(chunks["chunk_id"], chunks["text"], chunks["section_path"])}
+    rows = home.tables.read(table, parse_ids=served, version=pinned[table], columns=["chunk_id", "vector", "model"])
+    rows = rows.filter(pc.equal(rows.column("model"), identity))
+    if not rows.num_rows:
+        return {}
+    matrix = rows.column("vector").combine_chunks().flatten().to_numpy().reshape(-1, DENSE_DIM)
+    return {key_of[cid]: matrix[i] for i, cid in enumerate(rows.column("chunk_id").to_pylist()) if cid in key_of}
+
+
 def _embed_partitions(step: PartitionStep, embedder: Encoder, multilingual: bool):
     table = step.projections[0].key
     chunks = step.read("chunks", columns=["parse_id", "chunk_id", "text", "section_path"])
@@ -40,8 +73,20 @@ def _embed_partitions(step: PartitionStep, embedder: Encoder, multilingual: bool
     keep = [i for i, t in enumerate(d["text"]) if routed_to_multilingual(step.home, t) == multilingual]
     pids = [d["parse_id"][i] for i in keep]
     ids = [d["chunk_id"][i] for i in keep]
+    inputs = [passage_input(d["section_path"][i], d["text"][i]) for i in keep]
+    # An edited file's unchanged chunks keep the vectors the release serves for its previous
+    # version: the same model input under the same model identity is the same function value, and
+    # encoding every chunk of a long file again for a one-line edit cost minutes (trial 11b).
+    reusable = served_vectors(step.home, table, step.live, embedder.identity) if inputs else {}
+    reused = [reusable.get(_input_key(t)) for t in inputs]
+    todo = [j for j, v in enumerate(reused) if v is None]
     started = time.perf_counter()
-    vectors = embedder.encode_passages([passage_input(d["section_path"][i], d["text"][i]) for i in keep])
+    vectors = np.empty((len(inputs), DENSE_DIM), dtype=np.float32)
+    if todo:
+        vectors[todo] = embedder.encode_passages([inputs[j] for j in todo])
+    for j, vector in enumerate(reused):
+        if vector is not None:
+            vectors[j] = vector
     encode_s = time.perf_counter() - started
     rows = pa.table(
         {
@@ -65,9 +110,10 @@ def _embed_partitions(step: PartitionStep, embedder: Encoder, multilingual: bool
                      {**vectors_finite_unit_norm(vectors[mask]), "digest": digests.get(pk, EMPTY_PARSE_DIGEST)})
         step.partition_metadata(pk, {"rows": int(mask.sum()), "model": embedder.identity})
     step.run_metadata({
-        "texts_encoded": len(ids),
+        "texts_encoded": len(todo),
+        "vectors_reused": len(ids) - len(todo),
         "encode_seconds": round(encode_s, 3),
-        "texts_per_second": round(len(ids) / encode_s, 1) if encode_s > 0 and ids else 0.0,
+        "texts_per_second": round(len(todo) / encode_s, 1) if encode_s > 0 and todo else 0.0,
     })
     yield from step.finish()
 
