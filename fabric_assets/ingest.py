@@ -28,7 +28,7 @@ from fabric_resources.run_owner import owner_tags
 from fabric_assets.model_identity import expected_identities, stale_partitions
 from fabric_assets.partition_memo import partition_key_memo
 from fabric_assets.projections import RECHUNK_VERDICTS
-from fabric_assets.sensors import plan_annotation_runs, plan_parse_runs, range_tags, runs_over
+from fabric_assets.sensors import plan_annotation_runs, plan_parse_runs, range_tags, run_budget, runs_over
 from fabric_assets.sources.scan import ScanReport, awaited_parse_ids, scan
 from fabric_resources.catalog import RootOverlapError, StatusUpdate, drop_verdicts
 from fabric_resources.dagster_resources import CONFIGURED_MODELS, ModelResources
@@ -159,7 +159,8 @@ def run_pending(
     models: ModelResources = CONFIGURED_MODELS,
 ) -> tuple[list[str], list[str]]:
     """Materialize ``pending`` parse partitions in batched in-process runs; return (run IDs, failed)."""
-    new_keys, runs = plan_parse_runs(instance, pending, home.config.sources.partitions_per_run)
+    new_keys, runs = plan_parse_runs(instance, pending, home.config.sources.partitions_per_run,
+                                     **run_budget(home, pending))
     if new_keys:
         instance.add_dynamic_partitions("parses", new_keys)
     parse_job = job(home, "parse_job", models)
@@ -238,7 +239,7 @@ def run_reprojection(home: FabricHome, instance: dg.DagsterInstance,
         return [], []
     reproject_job = job(home, "reproject_job", models)
     run_ids, failed = [], []
-    for keys in runs_over(instance, stale, home.config.sources.partitions_per_run):
+    for keys in runs_over(instance, stale, home.config.sources.partitions_per_run, **run_budget(home, stale)):
         result = _execute(reproject_job, home, instance, range_tags(keys))
         run_ids.append(result.run_id)
         if not result.success:
@@ -287,7 +288,7 @@ def run_rechunk(home: FabricHome, instance: dg.DagsterInstance, returning: set[s
                                              "configured are being re-chunked") for p in stale])
     rechunk_job = job(home, "rechunk_job", models)
     run_ids, failed = [], []
-    for keys in runs_over(instance, stale, home.config.sources.partitions_per_run):
+    for keys in runs_over(instance, stale, home.config.sources.partitions_per_run, **run_budget(home, stale)):
         result = _execute(rechunk_job, home, instance, range_tags(keys))
         run_ids.append(result.run_id)
         if not result.success:

@@ -3,6 +3,7 @@ activation → annotation runs (when enabled) → activation again."""
 
 
 import hashlib
+from collections.abc import Mapping
 
 import dagster as dg
 from dagster._core.storage.tags import RUN_KEY_TAG
@@ -37,25 +38,37 @@ def range_tags(keys: list[str]) -> dict[str, str]:
 _LOOKUP_AT_MOST = 64
 
 
-def plan_parse_runs(instance: dg.DagsterInstance, pending: list[str], per_run: int) -> tuple[list[str], list[list[str]]]:
-    """New partition keys to add and the runs (contiguous ranges) that cover ``pending``.
+def run_budget(home, parse_ids: list[str]) -> dict:
+    """The byte bound on the runs over ``parse_ids`` (``sources.bytes_per_run``) and each parse's
+    source size in bytes, as :func:`plan_parse_runs` and :func:`runs_over` take them."""
+    sizes: dict[str, int] = {}
+    for s in home.catalog.sources(parse_ids=parse_ids) if parse_ids else ():
+        sizes[s.parse_id] = max(sizes.get(s.parse_id, 0), s.size or 0)
+    return {"sizes": sizes, "max_bytes": home.config.sources.bytes_per_run}
+
+
+def plan_parse_runs(instance: dg.DagsterInstance, pending: list[str], per_run: int,
+                    sizes: Mapping[str, int] | None = None,
+                    max_bytes: int | None = None) -> tuple[list[str], list[list[str]]]:
+    """New partition keys to add and the runs (contiguous ranges) that cover ``pending``, at most
+    ``per_run`` keys and (with ``sizes``) ``max_bytes`` each (:func:`partition_ranges`).
 
     Raises
     ------
     ValueError
-        If ``per_run`` is not positive.
+        If ``per_run`` or ``max_bytes`` is not positive.
     """
     if per_run < 1:
         raise ValueError("per_run must be positive")
     pending = list(dict.fromkeys(pending))
     if len(pending) <= _LOOKUP_AT_MOST and not any(instance.has_dynamic_partition(PARSES.name, k) for k in pending):
         # All new: they are added after every existing key, in this order, so they are contiguous
-        # (what partition_ranges would find, without reading every partition key).
-        return pending, [pending[i:i + per_run] for i in range(0, len(pending), per_run)]
+        # (what partition_ranges finds over them, without reading every partition key).
+        return pending, partition_ranges(pending, pending, per_run, sizes, max_bytes)
     existing = list(instance.get_dynamic_partitions(PARSES.name))
     known = set(existing)
     new_keys = [p for p in pending if p not in known]
-    return new_keys, partition_ranges(existing + new_keys, pending, per_run)
+    return new_keys, partition_ranges(existing + new_keys, pending, per_run, sizes, max_bytes)
 
 
 #: Runs the sensor requests again for one set of parses still pending after a finished run.
@@ -91,7 +104,8 @@ def source_change_sensor(context: dg.SensorEvaluationContext, fabric: FabricHome
     if not home.config.sources.unattended:
         return dg.SensorResult(skip_reason=OFF)
     report = scan(home)
-    new_keys, runs = plan_parse_runs(context.instance, report.parse_ids_to_run, home.config.sources.partitions_per_run)
+    new_keys, runs = plan_parse_runs(context.instance, report.parse_ids_to_run, home.config.sources.partitions_per_run,
+                                     **run_budget(home, report.parse_ids_to_run))
     requests = [
         dg.RunRequest(
             job_name=parse_job.name,
@@ -153,7 +167,8 @@ def activate_after_asset_run(context: dg.RunStatusSensorContext, fabric: FabricH
     return dg.RunRequest(run_key=f"activate-after:{run.run_id}", run_config=steps_config(home))
 
 
-def runs_over(instance: dg.DagsterInstance, wanted: list[str], per_run: int) -> list[list[str]]:
+def runs_over(instance: dg.DagsterInstance, wanted: list[str], per_run: int,
+              sizes: Mapping[str, int] | None = None, max_bytes: int | None = None) -> list[list[str]]:
     """The runs (contiguous ranges of ``parses`` partitions, at most ``per_run`` keys each) that
     cover ``wanted``. A wanted parse whose partition is gone (deleted by hand in the UI) is added
     again first, after every other key: ranges over the existing partitions alone left it out of
@@ -165,7 +180,7 @@ def runs_over(instance: dg.DagsterInstance, wanted: list[str], per_run: int) -> 
     ValueError
         If ``per_run`` is not positive.
     """
-    new_keys, runs = plan_parse_runs(instance, wanted, per_run)
+    new_keys, runs = plan_parse_runs(instance, wanted, per_run, sizes, max_bytes)
     if new_keys:
         instance.add_dynamic_partitions(PARSES.name, new_keys)
     return runs
@@ -230,7 +245,8 @@ def rederive_after_repair(context: dg.RunStatusSensorContext, fabric: FabricHome
     if not home.config.sources.unattended:
         return dg.SkipReason(OFF)
     run_id = context.dagster_run.run_id
-    runs = runs_over(context.instance, rechunk_marked(home), home.config.sources.partitions_per_run)
+    marked = rechunk_marked(home)
+    runs = runs_over(context.instance, marked, home.config.sources.partitions_per_run, **run_budget(home, marked))
     if runs:
         return [dg.RunRequest(job_name=rechunk_job.name, run_key=f"rechunk-after:{run_id}:{i}", tags=range_tags(keys),
                               run_config=steps_config(home)) for i, keys in enumerate(runs)]

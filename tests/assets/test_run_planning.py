@@ -102,3 +102,51 @@ def test_planning_few_new_parses_equals_planning_from_every_partition():
             new = [k for k in dict.fromkeys(pending) if k not in everything]
             expected = (new, partition_ranges(everything + new, pending, per_run))
             assert plan_parse_runs(instance, pending, per_run) == expected, (pending, per_run)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(st.text(alphabet="abcdefgh", min_size=1, max_size=3), unique=True, max_size=30),
+    st.lists(st.text(alphabet="abcdefghxyz", min_size=1, max_size=3), max_size=40),
+    st.integers(min_value=1, max_value=8),
+    st.dictionaries(st.text(alphabet="abcdefgh", min_size=1, max_size=3), st.integers(0, 100)),
+    st.integers(min_value=1, max_value=150),
+)
+def test_a_byte_bound_caps_each_run_but_a_lone_large_key(ordered, wanted, per_run, sizes, max_bytes):
+    """guards against (trial 11b): runs planned by key count only, so a run of a few large files held
+    them all in every step (three 20 MB files peaked at 2.5 GB); and a bound that drops or splits
+    more than it must."""
+    runs = partition_ranges(ordered, wanted, per_run, sizes, max_bytes)
+    pos = {k: i for i, k in enumerate(ordered)}
+    flat = [k for r in runs for k in r]
+    assert sorted(flat) == sorted(set(wanted) & set(ordered)) and len(flat) == len(set(flat))
+    held = [sum(sizes.get(k, 0) for k in r) for r in runs]
+    for r, total in zip(runs, held):
+        assert 1 <= len(r) <= per_run
+        assert total <= max_bytes or len(r) == 1  # over the bound only alone
+    for (a, ta), b in zip(zip(runs, held), runs[1:]):
+        # a new run starts only at a gap, a full run, or where the next key would pass the bound
+        assert pos[b[0]] != pos[a[-1]] + 1 or len(a) == per_run or ta + sizes.get(b[0], 0) > max_bytes
+    assert partition_ranges(ordered, wanted, per_run, sizes, None) == partition_ranges(ordered, wanted, per_run)
+
+
+def test_ingest_plans_runs_within_the_byte_bound(tmp_path, monkeypatch):
+    """The bound as ingest applies it: files of 3 KB under a 7 KB bound run two at a time."""
+    import dagster as dg
+    from conftest import ingest
+
+    from fabric_resources.home import FabricHome
+
+    home = FabricHome(tmp_path / "home")
+    home.layout.config_file.write_text('{"sources": {"bytes_per_run": 7000}}')
+    home = FabricHome(tmp_path / "home")
+    monkeypatch.setenv("DAGSTER_HOME", str(home.layout.dagster_home))
+    src = tmp_path / "notes"
+    src.mkdir()
+    for i in range(5):
+        (src / f"n{i}.txt").write_text(f"Note {i}. " + "The keeper logged the tide. " * 110)
+    ingest(src, home)
+    with dg.DagsterInstance.from_config(str(home.layout.dagster_home)) as instance:
+        parse_runs = [r for r in instance.get_runs() if r.job_name == "parse_job"]
+    assert len(parse_runs) == 3, [r.tags for r in parse_runs]  # 2 + 2 + 1 files
+    assert len(home.catalog.current_release().manifest["sources"]) == 5
