@@ -224,3 +224,20 @@ def test_status_does_not_promise_a_rerun_of_a_parse_that_only_waits_for_activati
     out = " ".join(capsys.readouterr().out.split())
     assert "1 parse(s) unfinished" in out and "re-runs" not in out
     assert "unfinished fs:a.txt: run still going or interrupted, or done and not yet activated" in out
+
+
+def test_status_lists_twenty_of_a_kind_and_counts_the_rest(capsys):
+    """guards against (trial 11b): a killed ingest of thousands of files printing one status line per
+    unfinished parse (1,028 lines), burying everything else; and a count that loses one."""
+    from fabric_query.cli import LISTED_AT_MOST, print_status
+    from fabric_query.types import ParseProblem, Status
+
+    unfinished = tuple(ParseProblem(parse_id=f"{i:032x}", status="parsed", reason=None, detail=None,
+                                    sources=(f"fs:n{i:04d}.txt",)) for i in range(LISTED_AT_MOST + 7))
+    failed = (ParseProblem(parse_id="f" * 32, status="failed", reason="encrypted", detail="", sources=("fs:x.pdf",)),)
+    st = Status(home="h", roots=(), sources_by_state={"present": 28}, release_id=1, active_sources=0,
+                active_parses=0, failed=failed, held=(), pending=0, unsupported=(), withheld=(), unfinished=unfinished)
+    print_status("h", st)
+    out = capsys.readouterr().out
+    assert sum("unfinished fs:n" in line for line in out.splitlines()) == LISTED_AT_MOST
+    assert "… and 7 more like these" in out and "failed fs:x.pdf: encrypted" in out
