@@ -31,11 +31,12 @@ from fabric_assets.lifecycle.jobs import JOBS as LIFECYCLE_JOBS
 from fabric_assets.model_identity import identities
 from fabric_assets.parse.assets import source_bytes, units_and_relationships
 from fabric_assets.projections import SWITCH_TAG, SWITCHED_OFF_GROUP, Identity, code_version, projection, switched_off
+from fabric_assets.run_owner import RunFabricHomeResource
 from fabric_assets.sensors import (activate_after_annotation_run, activate_after_asset_run, activate_after_parse_run,
                                    annotate_after_activation, rederive_after_repair, source_change_sensor)
 from fabric_assets.windows.assets import colbert_windows, context_windows
 from fabric_resources.config import FabricConfig
-from fabric_resources.dagster_resources import CONFIGURED_MODELS, FabricHomeResource, ModelResources
+from fabric_resources.dagster_resources import CONFIGURED_MODELS, ModelResources
 from fabric_resources.home import home_path
 
 ASSETS = (source_bytes, units_and_relationships, chunks, lexical_documents, chunk_vectors, chunk_vectors_multilingual,
@@ -82,7 +83,7 @@ def _definitions(values: tuple[tuple[Identity, str], ...], off: tuple[str, ...],
                      annotate_after_activation,
                      activate_after_annotation_run, rederive_after_repair],
             # In memory: the lineage audit (audit_job) registers Arrow views in it and writes nothing.
-            resources={"fabric": FabricHomeResource(home=home), "duckdb": DuckDBResource(database=":memory:"),
+            resources={"fabric": RunFabricHomeResource(home=home), "duckdb": DuckDBResource(database=":memory:"),
                        **models.resources()},
             # Dagster's own console logger, less an interrupt's stack traces (Ctrl-C of `fabric ingest`).
             loggers={"console": console_logger},

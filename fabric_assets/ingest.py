@@ -24,7 +24,7 @@ from fabric_assets.annotations.planning import parses_needing_annotation
 from fabric_assets.chunker_identity import chunker_settings, stale_chunk_partitions
 from fabric_assets.definitions import build_definitions
 from fabric_assets.gate import unfinished
-from fabric_resources.run_owner import owner_tags
+from fabric_assets.run_owner import owner_tags
 from fabric_assets.model_identity import expected_identities, stale_partitions
 from fabric_assets.partition_memo import partition_key_memo
 from fabric_assets.projections import RECHUNK_VERDICTS

@@ -54,14 +54,6 @@ class FabricHomeResource(dg.ConfigurableResource):
 
     home: str = ""
 
-    def setup_for_execution(self, context: dg.InitResourceContext) -> None:
-        """As each step sets up the resource, name the run's worker process as the run's owner
-        (:func:`~fabric_resources.run_owner.adopt_run`), so a run the daemon or the UI launched
-        whose worker is killed is marked failed instead of left ``STARTED`` for good."""
-        from fabric_resources.run_owner import adopt_run
-
-        adopt_run(context.instance, context.run_id)
-
     def open(self) -> FabricHome:
         """The home, opened.
 

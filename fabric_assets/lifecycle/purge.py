@@ -230,7 +230,7 @@ def _refuse_if_pinned(home: FabricHome) -> None:
 def _refuse_if_runs_in_progress(home: FabricHome, own_run_id: str | None) -> None:
     running = runs_in_progress(home_instance(home), own_run_id)
     if running:
-        from fabric_resources.run_owner import WAIT_REMEDY
+        from fabric_assets.run_owner import WAIT_REMEDY
 
         raise PurgeRefused(f"Dagster run(s) in progress ({', '.join(running)}); a purge rewrites every table: "
                            + WAIT_REMEDY)

@@ -53,8 +53,8 @@ def runs_in_progress(instance: dg.DagsterInstance, own_run_id: str | None = None
     """IDs of up to ``limit`` runs not finished (queued, starting, started, cancelling) other than
     ``own_run_id``: what a purge or an in-place restore, which rewrite every table, must wait for.
     A run whose process on this host is gone is marked failed first, not waited for
-    (:func:`fabric_resources.run_owner.fail_orphaned_runs`)."""
-    from fabric_resources.run_owner import UNFINISHED, fail_orphaned_runs
+    (:func:`fabric_assets.run_owner.fail_orphaned_runs`)."""
+    from fabric_assets.run_owner import UNFINISHED, fail_orphaned_runs
 
     fail_orphaned_runs(instance)
     return [r.dagster_run.run_id for r in instance.get_run_records(dg.RunsFilter(statuses=list(UNFINISHED)),

@@ -556,7 +556,7 @@ def _restore_in_place(home: FabricHome, info: SnapshotInfo, m: dict) -> None:
     instance = home_instance(home)
     running = runs_in_progress(instance)
     if running:
-        from fabric_resources.run_owner import WAIT_REMEDY
+        from fabric_assets.run_owner import WAIT_REMEDY
 
         raise SnapshotError(f"Dagster run(s) in progress ({', '.join(running)}); a restore puts back every table "
                             "and the catalog: " + WAIT_REMEDY)

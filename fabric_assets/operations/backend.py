@@ -73,7 +73,7 @@ def _lifecycle_job(home: FabricHome, name: str, op: str, config: dict[str, Any] 
     as the UI's Launchpad would; a failed run (a refusal: the job's ``dg.Failure``) is a failed
     operation with the refusal's message."""
     from fabric_assets.ingest import _run_config, dagster_instance, job
-    from fabric_resources.run_owner import owner_tags
+    from fabric_assets.run_owner import owner_tags
 
     definition = job(home, name)
     run_config = {**_run_config(home, failures_raised=True),

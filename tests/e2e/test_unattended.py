@@ -114,7 +114,7 @@ def test_a_run_the_daemon_launched_is_failed_once_its_processes_are_killed(tmp_p
     import psutil
 
     from fabric_assets.lifecycle.run_history import runs_in_progress
-    from fabric_resources.run_owner import OWNER_TAG, worker_pid
+    from fabric_assets.run_owner import OWNER_TAG, worker_pid
 
     home = FabricHome(tmp_path / "home")
     src = tmp_path / "notes"

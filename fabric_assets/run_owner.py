@@ -9,7 +9,7 @@ boot ID, process ID and that process's start ticks, so a reused process ID is no
 
 A run the Dagster daemon or UI launched runs in a run worker process of its own, which Dagster names
 in the run's first engine event ("Started process for run (pid: N)."); :func:`adopt_run`, called as
-each step sets up the ``fabric`` resource, tags the run with that process (replacing a tag copied
+each step sets up the ``fabric`` resource (:class:`RunFabricHomeResource`, the definitions' one), tags the run with that process (replacing a tag copied
 from a parent run by a re-execution). Dagster's default run launcher cannot check a run worker's
 health, so such a run killed (SIGKILL, a reboot) stayed ``STARTED`` for good too. A run without the
 tag (an older Fabric's, or one killed before its first step began) is left as it is: nothing here
@@ -25,6 +25,7 @@ from functools import lru_cache
 import dagster as dg
 import psutil
 
+from fabric_resources.dagster_resources import FabricHomeResource
 from fabric_resources.process_identity import boot_id, start_ticks
 
 #: Run tag: ``<host>|<boot ID>|<pid>|<start ticks>`` of the process running the run (Linux's
@@ -116,6 +117,16 @@ def adopt_run(instance: dg.DagsterInstance | None, run_id: str | None) -> str | 
     return owner
 
 
+class RunFabricHomeResource(FabricHomeResource):
+    """The ``fabric`` resource of Fabric's definitions: a :class:`FabricHomeResource` that, as each
+    step sets it up, names the run's worker process as the run's owner (:func:`adopt_run`), so a
+    run the daemon or the UI launched whose worker is killed is marked failed instead of left
+    ``STARTED`` for good."""
+
+    def setup_for_execution(self, context: dg.InitResourceContext) -> None:
+        adopt_run(context.instance, context.run_id)
+
+
 def fail_orphaned_runs(instance: dg.DagsterInstance) -> list[str]:
     """Mark failed every unfinished run whose owner is gone (:func:`orphaned`); return their IDs.
     Each gets a run-failure event saying why, as the Dagster UI shows it."""
@@ -129,5 +140,5 @@ def fail_orphaned_runs(instance: dg.DagsterInstance) -> list[str]:
     return failed
 
 
-__all__ = ["OWNER_TAG", "UNFINISHED", "WAIT_REMEDY", "WORKER_STARTED", "adopt_run", "fail_orphaned_runs", "orphaned",
+__all__ = ["OWNER_TAG", "UNFINISHED", "RunFabricHomeResource", "WAIT_REMEDY", "WORKER_STARTED", "adopt_run", "fail_orphaned_runs", "orphaned",
            "owner_tags", "worker_pid"]

@@ -12,7 +12,7 @@ import uuid
 import dagster as dg
 
 from fabric_assets.lifecycle.run_history import home_instance, runs_in_progress
-from fabric_resources.run_owner import OWNER_TAG, orphaned, owner_tags
+from fabric_assets.run_owner import OWNER_TAG, orphaned, owner_tags
 
 
 def _started(instance: dg.DagsterInstance, tags: dict[str, str]) -> str:
@@ -28,7 +28,7 @@ def test_a_run_whose_process_was_killed_is_failed_and_blocks_nothing(fabric_home
     refused ("Dagster run(s) in progress … wait for them to finish") with nothing to wait for."""
     child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     try:
-        from fabric_resources import run_owner
+        from fabric_assets import run_owner
 
         owner = run_owner._owner(child.pid)
         instance = home_instance(fabric_home)
@@ -78,7 +78,7 @@ def test_a_run_worker_named_by_dagster_becomes_the_owner_replacing_a_copied_tag(
     stays)."""
     from dagster._core.events import EngineEventData
 
-    from fabric_resources.run_owner import adopt_run, worker_pid
+    from fabric_assets.run_owner import adopt_run, worker_pid
 
     instance = home_instance(fabric_home)
     worker = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
