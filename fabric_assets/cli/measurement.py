@@ -37,6 +37,7 @@ def eval_cmd(
     """Ingest a BEIR collection through Dagster and score Fabric, its channels and baselines."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     from fabric_assets.measurement.eval_run import markdown_table, run_eval
+    from fabric_assets.measurement.harness import BeirFormatError, WorkDirError
     from fabric_resources.config import FabricConfig
 
     if split not in ("test", "dev", "all"):
@@ -44,8 +45,11 @@ def eval_cmd(
     if not (beir_dir / "corpus.jsonl").exists():
         fail(f"{beir_dir} has no corpus.jsonl")
     cfg = FabricConfig.load(config) if config else None
-    result = run_eval(beir_dir, limit_queries=limit_queries, split=split, config=cfg,  # type: ignore[arg-type]
-                      work_dir=work_dir)
+    try:
+        result = run_eval(beir_dir, limit_queries=limit_queries, split=split, config=cfg,  # type: ignore[arg-type]
+                          work_dir=work_dir)
+    except (BeirFormatError, WorkDirError) as exc:
+        fail(str(exc))
     if json_out:
         json_out.write_text(json.dumps(result, indent=2))
     console.print(markdown_table(result), markup=False)  # variant names like [rrf-multilingual] are not markup
@@ -97,6 +101,7 @@ def eval_tune_cmd(
     collection's margin over the best baseline or channel (leximin), then the best mean margin within
     one paired standard error of that; leave-one-collection-out beside it."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    from fabric_assets.measurement.harness import BeirFormatError, WorkDirError
     from fabric_assets.measurement.tuning import Grid, tune
 
     for d in beir_dirs:
@@ -105,7 +110,10 @@ def eval_tune_cmd(
     grid = (Grid(feedback=("off", "idf"), query_term_frequency=(False,), stopwords=("none",), section_guided=(True,),
                  bigram_bm25=((0.5, 0.3),), dense_window_weight=(0.0,), dense_feedback=(0.0,), rrf_k=(60,))
             if quick else Grid())
-    result = tune(beir_dirs, work_dir, grid, limit_queries=limit_queries)
+    try:
+        result = tune(beir_dirs, work_dir, grid, limit_queries=limit_queries)
+    except (BeirFormatError, WorkDirError) as exc:
+        fail(str(exc))
     if json_out:
         json_out.write_text(json.dumps(result, indent=2))
     names = [c["name"] for c in result["collections"]]

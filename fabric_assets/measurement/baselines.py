@@ -69,8 +69,10 @@ class Baselines:
                     return []
             else:
                 q = bm25s.tokenize([query], stopwords="en", show_progress=False)
-            docs, _ = bm25.retrieve(q, k=min(DEPTH, len(chunk_ids)), show_progress=False)
-            return [chunk_ids[i] for i in docs[0]]
+            docs, scores = bm25.retrieve(q, k=min(DEPTH, len(chunk_ids)), show_progress=False)
+            # bm25s fills k with chunks that share no term with the query (score 0), in the table's
+            # order: they are not BM25 results, and a reused home (another chunk order) scored otherwise.
+            return [chunk_ids[i] for i, score in zip(docs[0], scores[0]) if score > 0]
 
         def cosine_search(_query: str, qvec: np.ndarray) -> list[str]:
             scores = vectors @ qvec

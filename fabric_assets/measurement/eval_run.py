@@ -7,7 +7,8 @@ alone from the pack's debug rankings). In the same process, over the very
 same chunks: BM25 from ``bm25s``, flat cosine with the same embedder and
 vectors, LanceDB's built-in full-text search alone and its hybrid search (FTS + vector, RRF)
 (:mod:`fabric_assets.measurement.baselines`). Chunk rankings become document
-rankings by first occurrence. Queries split into dev and test halves
+rankings by first occurrence (a chunk of a text that several entries repeat ranks them all:
+:func:`~fabric_assets.measurement.harness.document_ranker`). Queries split into dev and test halves
 (:func:`fabric_assets.measurement.harness.in_split`).
 """
 
@@ -23,9 +24,9 @@ import numpy as np
 from fabric_assets.ingest import ingest
 from fabric_assets.measurement.baselines import Baselines
 from fabric_assets.measurement.harness import (
-    DEPTH, QueryVectorMemo, Split, as_free_text, in_split, is_cjk, load_beir, write_corpus,
+    DEPTH, QueryVectorMemo, Split, as_free_text, document_ranker, is_cjk, judged_queries, load_beir, write_corpus,
 )
-from fabric_assets.measurement.metrics import METRICS, first_occurrence, paired_bootstrap, per_query_ndcg, score_run
+from fabric_assets.measurement.metrics import METRICS, paired_bootstrap, per_query_ndcg, score_run
 from fabric_assets.measurement.tuning import FEEDBACK_WEIGHTS, WINDOW_MIX
 from fabric_query import pipeline
 from fabric_query.release import release_view
@@ -55,9 +56,7 @@ def run_eval(
     and mean query milliseconds per system.
     """
     collection = load_beir(folder)
-    qids = [q for q in collection.queries if in_split(q, split) and q in collection.qrels]
-    if limit_queries:
-        qids = qids[:limit_queries]
+    qids = judged_queries(collection, split)[:limit_queries]
     scratch = Path(work_dir) if work_dir else Path(tempfile.mkdtemp(prefix="fabric-eval-"))
     try:
         home = FabricHome(scratch / "home")
@@ -68,14 +67,7 @@ def run_eval(
         ingest(scratch / collection.name, home)
         ingest_s = time.perf_counter() - t0
         view = release_view(home, home.catalog.current_release())
-        label = f"fs:{collection.name}/"
-        doc_of_parse = {}
-        for key, meta in view.sources.items():
-            doc_of_parse.setdefault(meta["parse_id"], names[key[len(label):]])
-        parse_of_chunk = dict(zip(view.chunks.column("chunk_id").to_pylist(), view.chunks.column("parse_id").to_pylist()))
-
-        def docs(chunk_ids) -> list[str]:
-            return first_occurrence([doc_of_parse[parse_of_chunk[c]] for c in chunk_ids if c in parse_of_chunk])
+        docs = document_ranker(view, collection, names)
 
         embedder = QueryVectorMemo(shared_embedder(home.config.dense.batch_size))
         multilingual = QueryVectorMemo(shared_multilingual_embedder())

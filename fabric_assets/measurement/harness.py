@@ -14,13 +14,16 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
 import numpy as np
 
+from fabric_assets.measurement.metrics import first_occurrence
 from fabric_resources.config import QueryConfig
 from fabric_resources.text_folding import UNSPACED
 
@@ -41,30 +44,99 @@ class BeirCollection:
     qrels: dict[str, dict[str, int]]
 
 
+class BeirFormatError(ValueError):
+    """A BEIR folder that cannot be read as one: a missing or unreadable file, a line that is not a
+    JSON object with an ``_id``, a duplicate ID, a qrels line that is not ``query-id<TAB>corpus-id<TAB>
+    integer score``, or no document at all. The message names the file and line."""
+
+
+def _read_lines(path: Path) -> list[str]:
+    """The lines of a UTF-8 file; a byte-order mark is dropped (Windows editors write one)."""
+    try:
+        return path.read_text(encoding="utf-8-sig").splitlines()
+    except UnicodeDecodeError as exc:
+        raise BeirFormatError(f"{path}: not UTF-8 text (byte {exc.start})") from None
+    except OSError as exc:
+        raise BeirFormatError(f"{path}: {exc.strerror or exc}") from None
+
+
+def _jsonl(path: Path, text_fields: tuple[str, ...], required: tuple[str, ...]) -> dict[str, dict]:
+    """``_id`` → the JSON object of each non-blank line of ``path``, checked (see :class:`BeirFormatError`)."""
+    out: dict[str, dict] = {}
+    first_line: dict[str, int] = {}
+    for n, line in enumerate(_read_lines(path), start=1):
+        if not line.strip():
+            continue
+        try:
+            d = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise BeirFormatError(f"{path}:{n}: not JSON ({exc.msg})") from None
+        if not isinstance(d, dict):
+            raise BeirFormatError(f"{path}:{n}: not a JSON object")
+        raw = d.get("_id")
+        if isinstance(raw, bool) or not isinstance(raw, (str, int)) or raw == "":
+            raise BeirFormatError(f"{path}:{n}: _id must be a non-empty string or an integer, got {raw!r}")
+        for f in text_fields:
+            value = d.get(f)
+            if value is None and f in required:
+                raise BeirFormatError(f"{path}:{n}: no {f!r}")
+            if value is not None and not isinstance(value, str):
+                raise BeirFormatError(f"{path}:{n}: {f!r} must be a string, got {type(value).__name__}")
+        doc_id = str(raw)
+        if doc_id in out:
+            raise BeirFormatError(f"{path}:{n}: duplicate _id {doc_id!r} (first on line {first_line[doc_id]})")
+        out[doc_id], first_line[doc_id] = d, n
+    return out
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
 def load_beir(folder: Path) -> BeirCollection:
-    """Read ``corpus.jsonl``, ``queries.jsonl`` and ``qrels/test.tsv`` (header line skipped).
+    """Read ``corpus.jsonl``, ``queries.jsonl`` and ``qrels/test.tsv`` (UTF-8, a byte-order mark
+    dropped). The collection is named after the folder's absolute path (``.`` is its directory's name:
+    the corpus is written to ``<work dir>/<name>``, which for an empty name was the work dir itself).
+
+    The qrels' first line is a header when its third field is not a number; every other line is
+    ``query-id<TAB>corpus-id<TAB>score`` (more columns ignored) with an integer score. A repeated
+    judgement must repeat its score. Blank lines are skipped everywhere.
 
     Raises
     ------
-    FileNotFoundError
-        If one of the three files is missing.
+    BeirFormatError
+        A file missing or unreadable, a malformed line (named with its number), a duplicate ID, a
+        non-string title or text, a conflicting repeated judgement, or an empty corpus.
     """
-    corpus = {}
-    for line in (folder / "corpus.jsonl").read_text(encoding="utf-8").splitlines():
-        if line.strip():
-            d = json.loads(line)
-            corpus[str(d["_id"])] = (d.get("title") or "", d.get("text") or "")
-    queries = {}
-    for line in (folder / "queries.jsonl").read_text(encoding="utf-8").splitlines():
-        if line.strip():
-            d = json.loads(line)
-            queries[str(d["_id"])] = d["text"]
+    folder = Path(os.path.abspath(folder))
+    corpus = {k: (d.get("title") or "", d.get("text") or "")
+              for k, d in _jsonl(folder / "corpus.jsonl", ("title", "text"), ()).items()}
+    if not corpus:
+        raise BeirFormatError(f"{folder / 'corpus.jsonl'}: no document")
+    queries = {k: d["text"] for k, d in _jsonl(folder / "queries.jsonl", ("text",), ("text",)).items()}
     qrels: dict[str, dict[str, int]] = {}
-    for i, line in enumerate((folder / "qrels" / "test.tsv").read_text(encoding="utf-8").splitlines()):
-        parts = line.split("\t")
-        if len(parts) < 3 or (i == 0 and not parts[2].strip().lstrip("-").isdigit()):
+    path = folder / "qrels" / "test.tsv"
+    for n, line in enumerate(_read_lines(path), start=1):
+        if not line.strip():
             continue
-        qrels.setdefault(parts[0], {})[parts[1]] = int(parts[2])
+        parts = line.split("\t")
+        if n == 1 and len(parts) >= 3 and not _is_number(parts[2]):
+            continue  # the header
+        if len(parts) < 3 or not parts[0] or not parts[1]:
+            raise BeirFormatError(f"{path}:{n}: expected query-id<TAB>corpus-id<TAB>score, got {line[:80]!r}")
+        try:
+            score = int(parts[2])
+        except ValueError:
+            raise BeirFormatError(f"{path}:{n}: score {parts[2]!r} is not an integer") from None
+        judged = qrels.setdefault(parts[0], {})
+        if judged.get(parts[1], score) != score:
+            raise BeirFormatError(f"{path}:{n}: {parts[0]!r} judges {parts[1]!r} again with another score "
+                                  f"({judged[parts[1]]}, then {score})")
+        judged[parts[1]] = score
     return BeirCollection(folder.name, corpus, queries, qrels)
 
 
@@ -73,8 +145,30 @@ def in_split(query_id: str, split: Split) -> bool:
     test the rest, all every query."""
     if split == "all":
         return True
-    odd = int(query_id) % 2 == 1 if query_id.isdigit() else int(hashlib.sha256(query_id.encode()).hexdigest(), 16) % 2 == 1
+    odd = int(query_id) % 2 == 1 if query_id.isdecimal() else int(hashlib.sha256(query_id.encode()).hexdigest(), 16) % 2 == 1
     return odd if split == "dev" else not odd
+
+
+def judged_queries(collection: BeirCollection, split: Split) -> list[str]:
+    """The queries of ``split`` a run scores, in ``queries.jsonl`` order: those with at least one
+    judgement above 0 (:func:`~fabric_assets.measurement.metrics.score_run` averages over no other;
+    a query judged only 0 was run, left out of the means, and still counted in ``queries``).
+
+    Raises
+    ------
+    BeirFormatError
+        No such query (a qrels file whose IDs match no query's, or a split with none).
+    """
+    qids = [q for q in collection.queries
+            if in_split(q, split) and any(g > 0 for g in collection.qrels.get(q, {}).values())]
+    if not qids:
+        raise BeirFormatError(
+            f"{collection.name}: no query of the {split} split has a judgement above 0 in qrels/test.tsv "
+            f"({len(collection.queries)} queries in queries.jsonl, {len(collection.qrels)} query IDs in the qrels)")
+    return qids
+
+
+_FILE_NAME = re.compile(r"\d{6}-[A-Za-z0-9_.-]{0,80}\.txt")  # what _file_name writes
 
 
 def _file_name(doc_id: str, index: int) -> str:
@@ -82,7 +176,11 @@ def _file_name(doc_id: str, index: int) -> str:
 
 
 def write_corpus(collection: BeirCollection, folder: Path) -> dict[str, str]:
-    """One UTF-8 text file per corpus entry; returns file name → corpus ID."""
+    """One UTF-8 text file per corpus entry; returns file name → corpus ID.
+
+    Files of an earlier run in ``folder`` (a reused work dir) named as this function names them but
+    not in this corpus are removed, so the ingest drops them: kept, a changed corpus re-ingested its
+    removed entries (and ``fabric eval`` failed on them with a ``KeyError``)."""
     folder.mkdir(parents=True, exist_ok=True)
     names = {}
     for i, (doc_id, (title, text)) in enumerate(sorted(collection.corpus.items())):
@@ -90,7 +188,46 @@ def write_corpus(collection: BeirCollection, folder: Path) -> dict[str, str]:
         body = f"{title}\n\n{text}\n" if title else f"{text}\n"
         (folder / name).write_text(body, encoding="utf-8")
         names[name] = doc_id
+    for stale in folder.iterdir():
+        if stale.name not in names and _FILE_NAME.fullmatch(stale.name) and stale.is_file():
+            stale.unlink()
     return names
+
+
+class WorkDirError(ValueError):
+    """The home under an eval work dir holds documents that are not the collection's (another
+    collection was evaluated there): its chunks would be ranked beside the collection's."""
+
+
+def document_ranker(view, collection: BeirCollection, names: dict[str, str]) -> Callable[[Iterable[str]], list[str]]:
+    """Chunk IDs best first → corpus IDs best first (a document at its best chunk's rank), for the
+    release ``view`` of the corpus :func:`write_corpus` wrote as ``names``.
+
+    Entries of identical text share one parse and its chunks (a parse is content-addressed), so a
+    chunk stands for every entry of its parse, in corpus-ID order: one copy kept made the others
+    unfindable (CACM holds 191 such entries, 10 of them judged relevant; Cranfield's 995, relevant
+    to query 125, is 471's text).
+
+    Raises
+    ------
+    WorkDirError
+        ``view`` holds a source that is not a file of ``names``.
+    """
+    label = f"fs:{collection.name}/"
+    entries: dict[str, list[str]] = {}
+    for key, meta in view.sources.items():
+        name = key[len(label):] if key.startswith(label) else None
+        if name not in names:
+            raise WorkDirError(f"the eval home holds {key}, which is not a document of {collection.name}: "
+                               "another collection was evaluated in this work dir; use another --work-dir")
+        entries.setdefault(meta["parse_id"], []).append(names[name])
+    entries = {parse: sorted(ids) for parse, ids in entries.items()}
+    parse_of_chunk = dict(zip(view.chunks.column("chunk_id").to_pylist(), view.chunks.column("parse_id").to_pylist()))
+
+    def docs(chunk_ids: Iterable[str]) -> list[str]:
+        return first_occurrence([d for c in chunk_ids if c in parse_of_chunk for d in entries[parse_of_chunk[c]]])
+
+    return docs
 
 
 class QueryVectorMemo:

@@ -30,17 +30,19 @@ says how well the choice carries to a collection it never saw.
 from __future__ import annotations
 
 import itertools
+import os
 import statistics
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from fabric_assets.ingest import ingest
 from fabric_assets.measurement.baselines import Baselines
 from fabric_assets.measurement.harness import (
-    DEPTH, QueryVectorMemo, Split, as_free_text, in_split, is_cjk, load_beir, write_corpus,
+    DEPTH, QueryVectorMemo, Split, WorkDirError, as_free_text, document_ranker, is_cjk, judged_queries, load_beir,
+    write_corpus,
 )
-from fabric_assets.measurement.metrics import first_occurrence, per_query_ndcg, score_run
+from fabric_assets.measurement.metrics import per_query_ndcg, score_run
 from fabric_query import pipeline
 from fabric_query.fusion import fuse
 from fabric_query.release import release_view
@@ -224,7 +226,7 @@ def score_collection(folder: Path, work_dir: Path, grid: Grid, split: Split = "d
     ``grid`` on its ``split`` queries (the first ``limit_queries``), with ``base``'s other settings
     (default: the embedded defaults, written to the home's ``config.json``)."""
     collection = load_beir(folder)
-    qids = [q for q in collection.queries if in_split(q, split) and q in collection.qrels][:limit_queries]
+    qids = judged_queries(collection, split)[:limit_queries]
     scratch = Path(work_dir) / collection.name
     home = FabricHome(scratch / "home")
     # Always written: a home left with another config (``fabric eval --config``) would skew every pass.
@@ -232,24 +234,14 @@ def score_collection(folder: Path, work_dir: Path, grid: Grid, split: Split = "d
     names = write_corpus(collection, scratch / collection.name)
     ingest(scratch / collection.name, home)
     view = release_view(home, home.catalog.current_release())
-    label = f"fs:{collection.name}/"
-    doc_of_parse: dict[str, str] = {}
-    for key, meta in view.sources.items():
-        doc_of_parse.setdefault(meta["parse_id"], names[key[len(label):]])
-    parse_of_chunk = dict(zip(view.chunks.column("chunk_id").to_pylist(), view.chunks.column("parse_id").to_pylist()))
-
-    def docs(chunk_ids: Iterable[str]) -> list[str]:
-        return first_occurrence([doc_of_parse[parse_of_chunk[c]] for c in chunk_ids if c in parse_of_chunk])
+    docs = document_ranker(view, collection, names)
 
     def ndcg(run: dict[str, list[str]]) -> float:
         return score_run(run, collection.qrels)["nDCG@10"]
 
-    # The queries score_run averages over (a query judged only with grade 0 has no nDCG).
-    judged = [q for q in qids if any(g > 0 for g in collection.qrels[q].values())]
-
     def per_query(run: dict[str, list[str]]) -> tuple[float, ...]:
         scores = per_query_ndcg(run, collection.qrels)
-        return tuple(scores[q] for q in judged)
+        return tuple(scores[q] for q in qids)
 
     cjk = is_cjk([t for t, _ in collection.corpus.values()] or [""])
     embedder = QueryVectorMemo(shared_embedder(home.config.dense.batch_size))
@@ -406,6 +398,23 @@ def _in_grid(point: tuple[PassSettings, FusionSettings], grid: Grid) -> bool:
 def tune(folders: Sequence[Path], work_dir: Path, grid: Grid = Grid(), split: Split = "dev",
          limit_queries: int | None = None) -> dict:
     """Score ``grid`` on the ``split`` half of every collection in ``folders`` and choose by the worst
-    collection (:func:`report`). ``limit_queries`` caps each collection's queries (its first ones)."""
+    collection (:func:`report`). ``limit_queries`` caps each collection's queries (its first ones).
+
+    Raises
+    ------
+    BeirFormatError
+        A collection unreadable, or with no judged query in ``split`` (it took part with margin 0,
+        which as the worst margin decided the leximin choice), checked before any ingest.
+    WorkDirError
+        Two folders of one name (one work dir and one report name for both).
+    """
+    seen: dict[str, Path] = {}
+    for f in folders:  # each is ingested into <work_dir>/<its name>, and reported by name
+        name = Path(os.path.abspath(f)).name
+        if name in seen:
+            raise WorkDirError(f"{seen[name]} and {f} are both named {name!r}: they would share {Path(work_dir) / name} "
+                               "and one name in the report; give each collection its own folder name")
+        seen[name] = Path(f)
+        judged_queries(load_beir(Path(f)), split)  # a malformed or unjudged collection fails before any ingest
     collections = [score_collection(Path(f), Path(work_dir), grid, split, limit_queries) for f in folders]
     return report(collections, grid, FabricConfig().query)
