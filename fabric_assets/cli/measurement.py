@@ -44,6 +44,10 @@ def eval_cmd(
         fail("--split must be test, dev or all")
     if not (beir_dir / "corpus.jsonl").exists():
         fail(f"{beir_dir} has no corpus.jsonl")
+    if config and not (config.exists() or config.is_symlink()):
+        # FabricConfig.load reads a missing file as the defaults (a home's config.json): a mistyped
+        # --config scored the defaults and printed them as the file's figures.
+        fail(f"--config {config}: no such file")
     cfg = FabricConfig.load(config) if config else None
     try:
         result = run_eval(beir_dir, limit_queries=limit_queries, split=split, config=cfg,  # type: ignore[arg-type]

@@ -156,7 +156,8 @@ def test_a_reused_work_dir_scores_the_changed_corpus_as_a_fresh_one_does(tmp_pat
 
 
 def test_eval_and_eval_tune_refuse_bad_collections_in_one_line_before_any_ingest(tmp_path):
-    """guards against: a traceback for a malformed file; eval-tune taking part with a collection
+    """guards against: a traceback for a malformed file; a mistyped ``--config`` read as the defaults
+    and reported as the file's figures; eval-tune taking part with a collection
     that has no dev query (margin 0 everywhere: as the worst margin it decided the leximin choice),
     or with two folders of one name (one work dir, one report name)."""
     from typer.testing import CliRunner
@@ -167,6 +168,9 @@ def test_eval_and_eval_tune_refuse_bad_collections_in_one_line_before_any_ingest
     out = CliRunner().invoke(app, ["eval", str(bad), "--work-dir", str(tmp_path / "w")])
     assert out.exit_code == 2 and "corpus.jsonl:2: duplicate _id 'd1'" in out.output, out.output
     assert out.exception is None or isinstance(out.exception, SystemExit)
+    out = CliRunner().invoke(app, ["eval", str(_folder(tmp_path / "good")), "--config", str(tmp_path / "typo.json"),
+                                   "--work-dir", str(tmp_path / "w")])
+    assert out.exit_code == 2 and "typo.json: no such file" in out.output, out.output  # it scored the defaults
     even = _folder(tmp_path / "even", queries='{"_id": "2", "text": "bread"}\n', qrels="2\td2\t1\n")
     out = CliRunner().invoke(app, ["eval-tune", str(even), "--work-dir", str(tmp_path / "w"), "--quick"])
     assert out.exit_code == 2 and "no query of the dev split" in out.output, out.output
