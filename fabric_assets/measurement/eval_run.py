@@ -24,7 +24,8 @@ import numpy as np
 from fabric_assets.ingest import ingest
 from fabric_assets.measurement.baselines import Baselines
 from fabric_assets.measurement.harness import (
-    DEPTH, QueryVectorMemo, Split, as_free_text, document_ranker, is_cjk, judged_queries, load_beir, write_corpus,
+    DEPTH, QueryVectorMemo, Split, as_free_text, check_work_dir_name, document_ranker, is_cjk, judged_queries,
+    load_beir, write_corpus,
 )
 from fabric_assets.measurement.metrics import METRICS, paired_bootstrap, per_query_ndcg, score_run
 from fabric_assets.measurement.tuning import FEEDBACK_WEIGHTS, WINDOW_MIX
@@ -57,6 +58,7 @@ def run_eval(
     """
     collection = load_beir(folder)
     qids = judged_queries(collection, split)[:limit_queries]
+    check_work_dir_name(collection)
     scratch = Path(work_dir) if work_dir else Path(tempfile.mkdtemp(prefix="fabric-eval-"))
     try:
         home = FabricHome(scratch / "home")

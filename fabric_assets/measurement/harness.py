@@ -199,6 +199,24 @@ class WorkDirError(ValueError):
     collection was evaluated there): its chunks would be ranked beside the collection's."""
 
 
+#: What an eval work dir holds beside ``<work dir>/<collection name>``, the corpus :func:`write_corpus` writes.
+WORK_DIR_ENTRIES = ("home", "lancedb-baseline")
+
+
+def check_work_dir_name(collection: BeirCollection) -> None:
+    """Refuse a collection whose name is one of :data:`WORK_DIR_ENTRIES`: its corpus would be written
+    into the home (or the baseline table) and the ingest refused it as the home's own files.
+
+    Raises
+    ------
+    WorkDirError
+        The name is taken.
+    """
+    if collection.name in WORK_DIR_ENTRIES:
+        raise WorkDirError(f"a collection folder named {collection.name!r} would be written into the work dir's own "
+                           f"{collection.name}/ folder; copy or link it under another name")
+
+
 def document_ranker(view, collection: BeirCollection, names: dict[str, str]) -> Callable[[Iterable[str]], list[str]]:
     """Chunk IDs best first → corpus IDs best first (a document at its best chunk's rank), for the
     release ``view`` of the corpus :func:`write_corpus` wrote as ``names``.

@@ -39,8 +39,8 @@ from pathlib import Path
 from fabric_assets.ingest import ingest
 from fabric_assets.measurement.baselines import Baselines
 from fabric_assets.measurement.harness import (
-    DEPTH, QueryVectorMemo, Split, WorkDirError, as_free_text, document_ranker, is_cjk, judged_queries, load_beir,
-    write_corpus,
+    DEPTH, QueryVectorMemo, Split, WorkDirError, as_free_text, check_work_dir_name, document_ranker, is_cjk,
+    judged_queries, load_beir, write_corpus,
 )
 from fabric_assets.measurement.metrics import per_query_ndcg, score_run
 from fabric_query import pipeline
@@ -406,7 +406,8 @@ def tune(folders: Sequence[Path], work_dir: Path, grid: Grid = Grid(), split: Sp
         A collection unreadable, or with no judged query in ``split`` (it took part with margin 0,
         which as the worst margin decided the leximin choice), checked before any ingest.
     WorkDirError
-        Two folders of one name (one work dir and one report name for both).
+        Two folders of one name (one work dir and one report name for both), or a name the work dir
+        uses itself (:func:`~fabric_assets.measurement.harness.check_work_dir_name`).
     """
     seen: dict[str, Path] = {}
     for f in folders:  # each is ingested into <work_dir>/<its name>, and reported by name
@@ -415,6 +416,8 @@ def tune(folders: Sequence[Path], work_dir: Path, grid: Grid = Grid(), split: Sp
             raise WorkDirError(f"{seen[name]} and {f} are both named {name!r}: they would share {Path(work_dir) / name} "
                                "and one name in the report; give each collection its own folder name")
         seen[name] = Path(f)
-        judged_queries(load_beir(Path(f)), split)  # a malformed or unjudged collection fails before any ingest
+        collection = load_beir(Path(f))  # a malformed, unjudged or misnamed collection fails before any ingest
+        judged_queries(collection, split)
+        check_work_dir_name(collection)
     collections = [score_collection(Path(f), Path(work_dir), grid, split, limit_queries) for f in folders]
     return report(collections, grid, FabricConfig().query)

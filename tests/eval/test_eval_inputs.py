@@ -177,4 +177,7 @@ def test_eval_and_eval_tune_refuse_bad_collections_in_one_line_before_any_ingest
     same = [_folder(tmp_path / side / "col") for side in ("a", "b")]
     out = CliRunner().invoke(app, ["eval-tune", *map(str, same), "--work-dir", str(tmp_path / "w"), "--quick"])
     assert out.exit_code == 2 and "both named 'col'" in out.output, out.output
+    for name in ("home", "lancedb-baseline"):  # the work dir's own folders: a RootOverlapError traceback
+        out = CliRunner().invoke(app, ["eval", str(_folder(tmp_path / name)), "--work-dir", str(tmp_path / "w")])
+        assert out.exit_code == 2 and f"named {name!r}" in out.output, out.output
     assert not (tmp_path / "w").exists()  # refused before anything was written
