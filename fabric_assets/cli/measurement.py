@@ -59,6 +59,11 @@ def eval_cmd(
     console.print(markdown_table(result), markup=False)  # variant names like [rrf-multilingual] are not markup
     console.print(f"ingest {result['ingest_seconds']} s, {result['documents']} documents, {result['chunks']} chunks; "
                   f"nDCG gain: {result['ndcg_gain']}")
+    missing, untexted = result["unscorable"]["missing_documents"], result["unscorable"]["queries_without_text"]
+    if missing or untexted:
+        console.print(f"note: {missing} relevant judgements name documents absent from corpus.jsonl (counted as "
+                      f"relevant, never retrieved, as in trec_eval); {untexted} judged queries of the split have no "
+                      "text in queries.jsonl (not run)", markup=False)
 
 
 @bench_app.command("ingest")

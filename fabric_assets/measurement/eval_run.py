@@ -25,7 +25,7 @@ from fabric_assets.ingest import ingest
 from fabric_assets.measurement.baselines import Baselines
 from fabric_assets.measurement.harness import (
     DEPTH, QueryVectorMemo, Split, as_free_text, check_work_dir_name, document_ranker, is_cjk, judged_queries,
-    load_beir, write_corpus,
+    load_beir, unscorable_judgements, write_corpus,
 )
 from fabric_assets.measurement.metrics import METRICS, paired_bootstrap, per_query_ndcg, score_run
 from fabric_assets.measurement.tuning import FEEDBACK_WEIGHTS, WINDOW_MIX
@@ -51,7 +51,8 @@ def run_eval(
     ``config`` (default: the embedded defaults) is written to the home's ``config.json`` before the
     ingest, also on a reused ``work_dir``.
 
-    Returns a JSON-ready dict: collection, split, queries, per-system metrics
+    Returns a JSON-ready dict: collection, split, queries (those with a judgement above 0), documents,
+    ``unscorable`` (:func:`~fabric_assets.measurement.harness.unscorable_judgements`), per-system metrics
     (``fabric`` fused, ``fabric:<channel>`` alone, baselines), ``versus_fabric`` (per system, fused
     minus it in nDCG@10 with a 95% paired bootstrap interval: :func:`versus_fabric`), ingest seconds,
     and mean query milliseconds per system.
@@ -118,6 +119,7 @@ def run_eval(
             "split": split,
             "queries": len(qids),
             "documents": len(collection.corpus),
+            "unscorable": unscorable_judgements(collection, split, qids),
             "chunks": view.chunks.num_rows,
             "ingest_seconds": round(ingest_s, 1),
             "ndcg_gain": "linear (trec_eval/BEIR): rel / log2(rank + 1)",

@@ -168,6 +168,20 @@ def judged_queries(collection: BeirCollection, split: Split) -> list[str]:
     return qids
 
 
+def unscorable_judgements(collection: BeirCollection, split: Split, scored: list[str]) -> dict[str, int]:
+    """What the qrels of ``split`` judge relevant that no run can show, counted so a run can say so:
+    ``missing_documents``, judgements above 0 of the ``scored`` queries naming a corpus ID absent from
+    ``corpus.jsonl`` (relevant and never retrieved: they lower recall and nDCG, as in trec_eval),
+    and ``queries_without_text``, judged query IDs of ``split`` absent from ``queries.jsonl`` (not run)."""
+    return {
+        "missing_documents": sum(1 for q in scored for d, g in collection.qrels[q].items()
+                                 if g > 0 and d not in collection.corpus),
+        "queries_without_text": sum(1 for q, judged in collection.qrels.items()
+                                    if q not in collection.queries and in_split(q, split)
+                                    and any(g > 0 for g in judged.values())),
+    }
+
+
 _FILE_NAME = re.compile(r"\d{6}-[A-Za-z0-9_.-]{0,80}\.txt")  # what _file_name writes
 
 

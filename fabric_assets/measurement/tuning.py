@@ -413,8 +413,8 @@ def tune(folders: Sequence[Path], work_dir: Path, grid: Grid = Grid(), split: Sp
     for f in folders:  # each is ingested into <work_dir>/<its name>, and reported by name
         name = Path(os.path.abspath(f)).name
         if name in seen:
-            raise WorkDirError(f"{seen[name]} and {f} are both named {name!r}: they would share {Path(work_dir) / name} "
-                               "and one name in the report; give each collection its own folder name")
+            raise WorkDirError(f"{seen[name]} and {f} are both named {name!r}: they would share "
+                               f"{Path(work_dir) / name} and one name in the report; give each its own folder name")
         seen[name] = Path(f)
         collection = load_beir(Path(f))  # a malformed, unjudged or misnamed collection fails before any ingest
         judged_queries(collection, split)

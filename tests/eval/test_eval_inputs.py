@@ -10,7 +10,8 @@ import pyarrow as pa
 import pytest
 
 from fabric_assets.measurement.harness import (
-    BeirCollection, BeirFormatError, WorkDirError, document_ranker, in_split, judged_queries, load_beir, write_corpus,
+    BeirCollection, BeirFormatError, WorkDirError, document_ranker, in_split, judged_queries, load_beir,
+    unscorable_judgements, write_corpus,
 )
 
 GOOD_CORPUS = '{"_id": "d1", "title": "T", "text": "bees"}\n{"_id": "d2", "text": "bread"}\n'
@@ -82,11 +83,14 @@ def test_collection_is_named_after_the_folder_even_when_given_as_dot(tmp_path, m
 
 def test_only_queries_with_a_relevant_document_are_run_and_none_is_refused(tmp_path):
     """guards against: a query judged only 0 run and counted in ``queries`` but left out of every
-    mean, and a qrels file that matches no query (or a split with none) reported as zeros."""
+    mean, and a qrels file that matches no query (or a split with none) reported as zeros; judgements
+    no run can show (a document or a query text missing) lowering the figures unsaid."""
     c = BeirCollection("c", {"d1": ("", "x")}, {"2": "a", "4": "b", "6": "c", "\u00b2": "d"},
                        {"2": {"d1": 1}, "4": {"d1": 0}, "8": {"d1": 1}, "\u00b2": {"d1": 1}})
     assert judged_queries(c, "all") == ["2", "\u00b2"]  # a non-ASCII digit ID no longer fails in_split
     assert in_split("\u00b2", "dev") != in_split("\u00b2", "test")
+    judged = BeirCollection("c", c.corpus, c.queries, {**c.qrels, "2": {"d1": 1, "d9": 2, "d8": 0}, "10": {"d1": 1}})
+    assert unscorable_judgements(judged, "all", ["2", "\u00b2"]) == {"missing_documents": 1, "queries_without_text": 2}
     with pytest.raises(BeirFormatError, match="no query of the dev split"):
         judged_queries(BeirCollection("c", c.corpus, {"2": "a"}, {"2": {"d1": 1}}), "dev")
 
@@ -142,7 +146,8 @@ def test_a_reused_work_dir_scores_the_changed_corpus_as_a_fresh_one_does(tmp_pat
     docs = {"d1": ("Lighthouse", "The keeper lit the lamp every evening."),
             "d2": ("Bread", "Sourdough bread rises slowly."), "d3": ("Boats", "Boats came back before the storm."),
             "d4": ("Bees", "Honey bees dance to tell the hive where flowers grow.")}
-    run_eval(collection(tmp_path / "v1" / "col", docs), work_dir=tmp_path / "work")
+    first = run_eval(collection(tmp_path / "v1" / "col", docs), work_dir=tmp_path / "work")
+    assert first["unscorable"] == {"missing_documents": 1, "queries_without_text": 0}  # d5 is not in v1
     changed = {"d0": ("Kites", "Children fly kites on the beach."), **{k: v for k, v in docs.items() if k != "d1"},
                "d5": docs["d2"]}  # d5 repeats d2 (title and text): one parse for both
     beir = collection(tmp_path / "v2" / "col", changed)
