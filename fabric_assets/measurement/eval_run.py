@@ -24,8 +24,8 @@ import numpy as np
 from fabric_assets.ingest import ingest
 from fabric_assets.measurement.baselines import Baselines
 from fabric_assets.measurement.harness import (
-    DEPTH, QueryVectorMemo, Split, as_free_text, check_work_dir_name, document_ranker, is_cjk, judged_queries,
-    load_beir, unscorable_judgements, write_corpus,
+    DEPTH, QueryVectorMemo, Split, as_free_text, check_work_dir_name, collection_is_cjk, document_ranker,
+    judged_queries, load_beir, unscorable_judgements, write_corpus,
 )
 from fabric_assets.measurement.metrics import METRICS, paired_bootstrap, per_query_ndcg, score_run
 from fabric_assets.measurement.tuning import FEEDBACK_WEIGHTS, WINDOW_MIX
@@ -74,7 +74,7 @@ def run_eval(
 
         embedder = QueryVectorMemo(shared_embedder(home.config.dense.batch_size))
         multilingual = QueryVectorMemo(shared_multilingual_embedder())
-        cjk = is_cjk([t for t, _ in collection.corpus.values()] or [""])
+        cjk = collection_is_cjk(collection)
         baselines = Baselines(view, scratch, cjk)
         baselines.build()
         query_encoder = multilingual if cjk else embedder

@@ -39,7 +39,7 @@ from pathlib import Path
 from fabric_assets.ingest import ingest
 from fabric_assets.measurement.baselines import Baselines
 from fabric_assets.measurement.harness import (
-    DEPTH, QueryVectorMemo, Split, WorkDirError, as_free_text, check_work_dir_name, document_ranker, is_cjk,
+    DEPTH, QueryVectorMemo, Split, WorkDirError, as_free_text, check_work_dir_name, collection_is_cjk, document_ranker,
     judged_queries, load_beir, write_corpus,
 )
 from fabric_assets.measurement.metrics import per_query_ndcg, score_run
@@ -243,7 +243,7 @@ def score_collection(folder: Path, work_dir: Path, grid: Grid, split: Split = "d
         scores = per_query_ndcg(run, collection.qrels)
         return tuple(scores[q] for q in qids)
 
-    cjk = is_cjk([t for t, _ in collection.corpus.values()] or [""])
+    cjk = collection_is_cjk(collection)
     embedder = QueryVectorMemo(shared_embedder(home.config.dense.batch_size))
     multilingual = QueryVectorMemo(shared_multilingual_embedder())
     encoder = multilingual if cjk else embedder

@@ -10,8 +10,8 @@ import pyarrow as pa
 import pytest
 
 from fabric_assets.measurement.harness import (
-    BeirCollection, BeirFormatError, WorkDirError, document_ranker, in_split, judged_queries, load_beir,
-    unscorable_judgements, write_corpus,
+    BeirCollection, BeirFormatError, WorkDirError, collection_is_cjk, document_ranker, in_split, judged_queries,
+    load_beir, unscorable_judgements, write_corpus,
 )
 
 GOOD_CORPUS = '{"_id": "d1", "title": "T", "text": "bees"}\n{"_id": "d2", "text": "bread"}\n'
@@ -186,3 +186,14 @@ def test_eval_and_eval_tune_refuse_bad_collections_in_one_line_before_any_ingest
         out = CliRunner().invoke(app, ["eval", str(_folder(tmp_path / name)), "--work-dir", str(tmp_path / "w")])
         assert out.exit_code == 2 and f"named {name!r}" in out.output, out.output
     assert not (tmp_path / "w").exists()  # refused before anything was written
+
+
+def test_a_japanese_collection_without_japanese_titles_is_scored_as_cjk():
+    """guards against: the CJK test reading the titles only, so a Japanese collection with empty or
+    English titles got English baselines (bm25s on whitespace tokens, flat cosine over MiniLM vectors
+    its e5-routed chunks do not have) and the English stage variants."""
+    text = "梅雨は東アジアの広範囲においてみられる特有の気象現象で、5月から7月にかけて来る雨の多い期間のこと。"
+    for title in ("", "Rainy season"):
+        assert collection_is_cjk(BeirCollection("ja", {f"d{i}": (title, text) for i in range(3)}, {}, {}))
+    assert not collection_is_cjk(BeirCollection("en", {"d1": ("梅雨", "The rainy season in East Asia lasts from May "
+                                                                      "to July, with many wet and cloudy days.")}, {}, {}))
