@@ -23,10 +23,14 @@ from collections import Counter
 from collections.abc import Callable, Mapping
 from typing import Any
 
+import anyio
+import mcp_types
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.stdio import stdio_server
+from mcp.shared.message import SessionMessage
 from mcp.types import ToolAnnotations
-from pydantic import StrictInt, StrictStr
+from pydantic import StrictInt, StrictStr, ValidationError
 
 from fabric_query.api import Fabric
 from fabric_query.errors import FabricQueryError
@@ -105,6 +109,71 @@ class _StrictArguments(MCPServer):
             if unknown:
                 raise ToolError(f"{name}: unknown argument(s) {', '.join(unknown)}")
         return await super().call_tool(name, arguments, context)
+
+    async def run_stdio_async(self) -> None:
+        """``fabric mcp``: as the SDK's, but a line that is not a JSON-RPC message is answered
+        with a JSON-RPC error (:class:`_AnswerBadLines`) instead of dropped without a word."""
+        async with stdio_server() as (read_stream, write_stream):
+            await self._lowlevel_server.run(_AnswerBadLines(read_stream, write_stream), write_stream,
+                                            self._lowlevel_server.create_initialization_options())
+
+
+def bad_line_error(exc: Exception) -> mcp_types.JSONRPCError | None:
+    """The JSON-RPC error that answers a stdio line the SDK could not read as a message (``exc``,
+    its validation error): Parse error (-32700) for text that is not JSON, Invalid Request
+    (-32600) for JSON that is not a message (a batch, a request without ``jsonrpc``, an id that
+    is null or an object), with the request's id where it has a usable one, else null. None for
+    a blank line (nothing was asked)."""
+    errors = exc.errors() if isinstance(exc, ValidationError) else []
+    if errors and errors[0]["type"] == "json_invalid":
+        if not str(errors[0].get("input", "")).strip():
+            return None
+        code, message = mcp_types.PARSE_ERROR, "Parse error: the line is not JSON"
+    else:
+        code, message = mcp_types.INVALID_REQUEST, "Invalid Request: the line is not a JSON-RPC 2.0 message"
+    ids = [e["input"].get("id") for e in errors if isinstance(e.get("input"), dict)]
+    request_id = next((i for i in ids if isinstance(i, (str, int)) and not isinstance(i, bool)), None)
+    return mcp_types.JSONRPCError(jsonrpc="2.0", id=request_id, error=mcp_types.ErrorData(code=code, message=message))
+
+
+class _AnswerBadLines:
+    """The stdio read stream with each line that is not a JSON-RPC message answered on the write
+    stream (:func:`bad_line_error`): the SDK drops them without a word, so a client that sent
+    malformed JSON, a batch or a request without ``jsonrpc`` waited for an answer for ever."""
+
+    def __init__(self, inner, write_stream) -> None:
+        self._inner, self._write = inner, write_stream
+
+    @property
+    def last_context(self):  # the SDK reads each message's sender context from here
+        return getattr(self._inner, "last_context", None)
+
+    async def receive(self):
+        while True:
+            item = await self._inner.receive()
+            if not isinstance(item, Exception):
+                return item
+            error = bad_line_error(item)
+            if error is not None:
+                await self._write.send(SessionMessage(error))
+
+    def __aiter__(self):
+        return self
+
+    async def __anext__(self):
+        try:
+            return await self.receive()
+        except anyio.EndOfStream:
+            raise StopAsyncIteration from None
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+    async def __aenter__(self):
+        return self
+
+    async def __aexit__(self, *exc) -> None:
+        await self.aclose()
 
 
 def agent_status(fabric: Fabric) -> dict[str, Any]:

@@ -146,6 +146,24 @@ def test_mcp_over_stdio_searches_and_resolves(homes):
     asyncio.run(session())
 
 
+def test_mcp_over_stdio_answers_lines_that_are_not_messages(homes):
+    """Malformed JSON, a batch and a request without ``jsonrpc`` were dropped without a word (the
+    client waited for ever); each is a JSON-RPC error now, and the server serves on."""
+    import subprocess
+
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+    proc = subprocess.Popen([sys.executable, "-m", "fabric_assets.cli", "mcp", "--home", str(homes[1].root)],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)
+    lines = [b'{"jsonrpc": "2.0", "id": 1, "method": \n', b'\n', b'\xff\xfe garbage\n',
+             b'[{"jsonrpc": "2.0", "id": 2, "method": "ping"}]\n', b'{"id": 3, "method": "tools/list"}\n',
+             b'{"jsonrpc": "2.0", "id": 4, "method": "ping"}\n']
+    out, _ = proc.communicate(b"".join(lines), timeout=120)
+    answers = [json.loads(line) for line in out.splitlines()]  # stdout carries JSON-RPC only
+    assert [(a["id"], a.get("error", {}).get("code")) for a in answers] == [
+        (None, -32700), (None, -32700), (None, -32600), (3, -32600), (4, None)], answers
+    assert answers[-1]["result"] == {}
+
+
 @pytest.mark.parametrize("lang", ["en", "ja"])
 def test_withheld_documents_move_nothing_through_http_and_mcp(homes, lang):
     """guards against: withheld text, counts, ranks or budgets leaking through the server's

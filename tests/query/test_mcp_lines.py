@@ -1,0 +1,56 @@
+"""`fabric mcp` over stdio answers a line that is not a JSON-RPC message (the SDK drops it):
+Parse error or Invalid Request, with the request's id where it has a usable one."""
+
+from __future__ import annotations
+
+import anyio
+import mcp_types
+import pytest
+from mcp.shared.message import SessionMessage
+
+from fabric_query.server.mcp_tools import _AnswerBadLines, bad_line_error
+
+
+def _error(line: str):
+    try:
+        mcp_types.jsonrpc_message_adapter.validate_json(line, by_name=False)
+    except Exception as exc:  # noqa: BLE001 - what the SDK's stdio reader hands on
+        return bad_line_error(exc)
+    pytest.fail(f"{line!r} is a message")
+
+
+@pytest.mark.parametrize(("line", "code", "request_id"), [
+    ('{"jsonrpc": "2.0", "id": 3, "method": ', mcp_types.PARSE_ERROR, None),
+    ("[" * 100_000 + "]" * 100_000, mcp_types.PARSE_ERROR, None),
+    ("\ufffd\ufffd", mcp_types.PARSE_ERROR, None),
+    ('[{"jsonrpc": "2.0", "id": 4, "method": "ping"}]', mcp_types.INVALID_REQUEST, None),
+    ('{"id": 21, "method": "tools/list"}', mcp_types.INVALID_REQUEST, 21),
+    ('{"id": "a", "method": 5}', mcp_types.INVALID_REQUEST, "a"),
+    ('{"id": true, "method": "ping"}', mcp_types.INVALID_REQUEST, None),
+    ('"just a string"', mcp_types.INVALID_REQUEST, None),
+])
+def test_bad_lines_are_json_rpc_errors(line, code, request_id):
+    error = _error(line)
+    assert (error.error.code, error.id) == (code, request_id)
+
+
+def test_a_blank_line_is_not_answered():
+    assert _error("\n") is None and _error("   ") is None
+
+
+def test_the_read_stream_answers_bad_lines_and_passes_messages_on():
+    async def main():
+        inbound_send, inbound = anyio.create_memory_object_stream(10)
+        outbound, outbound_read = anyio.create_memory_object_stream(10)
+        ping = SessionMessage(mcp_types.JSONRPCRequest(jsonrpc="2.0", id=1, method="ping"))
+        try:
+            mcp_types.jsonrpc_message_adapter.validate_json("{", by_name=False)
+        except Exception as exc:  # noqa: BLE001
+            await inbound_send.send(exc)
+        await inbound_send.send(ping)
+        await inbound_send.aclose()
+        received = [item async for item in _AnswerBadLines(inbound, outbound)]
+        assert received == [ping]
+        assert outbound_read.receive_nowait().message.error.code == mcp_types.PARSE_ERROR
+
+    anyio.run(main)
