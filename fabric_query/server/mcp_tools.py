@@ -41,6 +41,8 @@ from fabric_query.scope import Scope
 from fabric_query.server.gate import AdmissionGate, GateFull
 from fabric_query.types import EvidencePack
 from fabric_query.units import canonical_unit
+from fabric_resources.catalog import CatalogDamagedError, CatalogUnavailableError
+from fabric_resources.config import ConfigError
 
 #: Phrases that address a model or try to change its instructions (case-insensitive). A match
 #: sets ``may_contain_instructions``; the list errs towards flagging.
@@ -258,7 +260,9 @@ def build_mcp(fabric: Fabric, gate: AdmissionGate, is_ready: Callable[[], bool] 
             return await gate.run(lambda: fn(*args, **kwargs))
         except GateFull as exc:
             raise ToolError(f"{exc} (retry after {exc.retry_after_s} s)") from None
-        except FabricQueryError as exc:
+        except (FabricQueryError, ConfigError, CatalogDamagedError, CatalogUnavailableError) as exc:
+            # Named as the HTTP routes name them (their 503s): a config file edited into an invalid
+            # one was a bare "Error executing tool search", the problem only in the server's log.
             raise ToolError(f"{type(exc).__name__}: {exc}") from None
 
     @mcp.tool(annotations=read_only)

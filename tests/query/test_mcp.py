@@ -202,6 +202,30 @@ def test_mcp_labels_headings_of_section_paths_as_untrusted(homes):
     assert _unlabelled(answer, heading) == [] and _unlabelled(unit, heading) == []
 
 
+def test_mcp_names_a_config_file_edited_into_an_invalid_one(homes):
+    """guards against: a bare "Error executing tool search" (the ConfigError only in the server's
+    log) where the HTTP routes answer 503 ConfigError naming the problem."""
+    from fabric_query.server.gate import AdmissionGate
+    from fabric_query.server.mcp_tools import build_mcp
+
+    home, gate = homes[1], AdmissionGate(2, 1)
+    fabric = Fabric(home.root)
+
+    async def session():
+        async with Client(build_mcp(fabric, gate)) as client:
+            return [await client.call_tool(name, arguments)
+                    for name, arguments in (("search", {"query": "lamp"}), ("status", {}))]
+
+    home.layout.config_file.write_text("{not json")
+    try:
+        answers = asyncio.run(session())
+    finally:
+        home.layout.config_file.unlink()
+        gate.close()
+    for answer in answers:
+        assert answer.is_error and "ConfigError: invalid configuration" in answer.content[0].text, answer.content
+
+
 @pytest.mark.parametrize("lang", ["en", "ja"])
 def test_withheld_documents_move_nothing_through_http_and_mcp(homes, lang):
     """guards against: withheld text, counts, ranks or budgets leaking through the server's
