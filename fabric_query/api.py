@@ -103,8 +103,10 @@ class Fabric:
         Raises
         ------
         InvalidArgumentError
-            If ``text`` is empty or only white space.
+            If ``text`` is not a string, or is empty or only white space.
         """
+        if not isinstance(text, str):  # None or a number was an AttributeError from .strip()
+            raise InvalidArgumentError(f"give part of a source key or file name as a string, got {type(text).__name__}")
         needle = unicodedata.normalize("NFC", text.strip()).casefold()  # a name typed (NFC) finds one made on macOS (NFD)
         if not needle:
             raise InvalidArgumentError("give part of a source key or file name")
