@@ -109,6 +109,6 @@ def mcp(home: HomeOption = None) -> None:
     gate = AdmissionGate(config.max_concurrent_queries, config.retry_after_s)
     print(f"fabric mcp: home {path}, stdio", file=sys.stderr)
     try:
-        build_mcp(fabric, gate, version=fabric_version()).run("stdio")
+        build_mcp(fabric, gate, version=fabric_version(), max_line_bytes=config.max_body_bytes).run("stdio")
     finally:
         gate.close()

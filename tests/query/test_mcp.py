@@ -9,6 +9,7 @@ import asyncio
 import json
 import os
 import sys
+import threading
 
 import httpx
 import pytest
@@ -149,7 +150,8 @@ def test_mcp_over_stdio_searches_and_resolves(homes):
 
 def test_mcp_over_stdio_answers_lines_that_are_not_messages(homes):
     """Malformed JSON, a batch and a request without ``jsonrpc`` were dropped without a word (the
-    client waited for ever); each is a JSON-RPC error now, and the server serves on."""
+    client waited for ever); each is a JSON-RPC error now, and the server serves on. A line past
+    ``server.max_body_bytes`` is skipped, not held whole."""
     import subprocess
 
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
@@ -157,12 +159,25 @@ def test_mcp_over_stdio_answers_lines_that_are_not_messages(homes):
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)
     lines = [b'{"jsonrpc": "2.0", "id": 1, "method": \n', b'\n', b'\xff\xfe garbage\n',
              b'[{"jsonrpc": "2.0", "id": 2, "method": "ping"}]\n', b'{"id": 3, "method": "tools/list"}\n',
-             b'{"jsonrpc": "2.0", "id": 4, "method": "ping"}\n']
-    out, _ = proc.communicate(b"".join(lines), timeout=120)
-    answers = [json.loads(line) for line in out.splitlines()]  # stdout carries JSON-RPC only
+             b'{"jsonrpc": "2.0", "id": 4, "method": "ping"}\n', b"[" * 200_000 + b"\n",
+             b'{"jsonrpc": "2.0", "id": 5, "method": "ping"}\n']
+    # stdin stays open until the last answer is in: closing it shuts the server down (the MCP
+    # stdio transport's end), and requests still in flight then go unanswered.
+    killer = threading.Timer(120, proc.kill)
+    killer.start()
+    try:
+        proc.stdin.write(b"".join(lines))
+        proc.stdin.flush()
+        answers = []
+        while not answers or answers[-1].get("id") != 5:
+            answers.append(json.loads(proc.stdout.readline()))  # stdout carries JSON-RPC only
+    finally:
+        killer.cancel()
+        proc.stdin.close()
+        proc.wait(30)
     assert [(a["id"], a.get("error", {}).get("code")) for a in answers] == [
-        (None, -32700), (None, -32700), (None, -32600), (3, -32600), (4, None)], answers
-    assert answers[-1]["result"] == {}
+        (None, -32700), (None, -32700), (None, -32600), (3, -32600), (4, None), (None, -32700), (5, None)], answers
+    assert answers[-2]["error"]["message"] == "Parse error: the line has more than 65536 bytes, the most read"
 
 
 def _unlabelled(value, heading: str, path: str = "") -> list[str]:

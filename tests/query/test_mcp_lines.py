@@ -8,7 +8,7 @@ import mcp_types
 import pytest
 from mcp.shared.message import SessionMessage
 
-from fabric_query.server.mcp_tools import _AnswerBadLines, bad_line_error
+from fabric_query.server.mcp_tools import CappedLines, _AnswerBadLines, bad_line_error
 
 
 def _error(line: str):
@@ -54,3 +54,23 @@ def test_the_read_stream_answers_bad_lines_and_passes_messages_on():
         assert outbound_read.receive_nowait().message.error.code == mcp_types.PARSE_ERROR
 
     anyio.run(main)
+
+
+def test_a_line_past_the_limit_is_skipped_to_its_end_and_answered():
+    """A line with no end was held whole (200 MB written without a newline grew `fabric mcp` by
+    170 MB); it is read in pieces and dropped now, and the next line is read as usual."""
+    import io
+
+    lines = CappedLines(io.BytesIO(b"y" * 1_000_000 + b'\n{"jsonrpc": "2.0", "id": 1, "method": "ping"}\n'), 64)
+    too_long = lines.readline()
+    assert len(too_long) < 64 and _error(too_long).error.message == (
+        "Parse error: the line has more than 64 bytes, the most read")
+    assert mcp_types.jsonrpc_message_adapter.validate_json(lines.readline(), by_name=False).id == 1
+    assert lines.readline() == ""
+
+
+def test_a_line_of_exactly_the_limit_is_read():
+    import io
+
+    line = b'{"jsonrpc": "2.0", "id": 1, "method": "ping"}\n'
+    assert CappedLines(io.BytesIO(line), len(line) - 1).readline() == line.decode()
