@@ -110,5 +110,11 @@ def mcp(home: HomeOption = None) -> None:
     print(f"fabric mcp: home {path}, stdio", file=sys.stderr)
     try:
         build_mcp(fabric, gate, version=fabric_version(), max_line_bytes=config.max_body_bytes).run("stdio")
+    except BaseExceptionGroup as group:
+        # The client closed its end of stdout (it stopped reading): the session is over, as when
+        # it closes stdin; one line instead of the SDK's task-group traceback (84 lines).
+        if group.split(BrokenPipeError)[1] is not None:
+            raise
+        print("fabric mcp: the client stopped reading (broken pipe); stopped", file=sys.stderr)
     finally:
         gate.close()

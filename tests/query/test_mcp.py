@@ -10,6 +10,7 @@ import json
 import os
 import sys
 import threading
+import time
 
 import httpx
 import pytest
@@ -178,6 +179,36 @@ def test_mcp_over_stdio_answers_lines_that_are_not_messages(homes):
     assert [(a["id"], a.get("error", {}).get("code")) for a in answers] == [
         (None, -32700), (None, -32700), (None, -32600), (3, -32600), (4, None), (None, -32700), (5, None)], answers
     assert answers[-2]["error"]["message"] == "Parse error: the line has more than 65536 bytes, the most read"
+
+
+def test_mcp_over_stdio_stops_in_one_line_when_the_client_stops_reading(homes):
+    """guards against: the SDK's 84-line task-group traceback and exit 1 when the client closed
+    its end of stdout (a broken pipe at the next answer)."""
+    import subprocess
+
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+    proc = subprocess.Popen([sys.executable, "-m", "fabric_assets.cli", "mcp", "--home", str(homes[1].root)],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    proc.stdout.close()
+    proc.stdin.write(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}).encode() + b"\n")
+    proc.stdin.flush()
+    try:
+        # The stdin reader learns of the end at its next line (a blocking read in a thread).
+        for _ in range(120):
+            if proc.poll() is not None:
+                break
+            time.sleep(1)
+            try:
+                proc.stdin.write(b'{"jsonrpc": "2.0", "id": 2, "method": "ping"}\n')
+                proc.stdin.flush()
+            except BrokenPipeError:  # it has stopped meanwhile
+                break
+        assert proc.wait(5) == 0
+    finally:
+        proc.kill()
+    err = proc.stderr.read().decode().splitlines()
+    assert err[-1] == "fabric mcp: the client stopped reading (broken pipe); stopped" and len(err) == 2, err
 
 
 def _unlabelled(value, heading: str, path: str = "") -> list[str]:
