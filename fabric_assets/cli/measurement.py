@@ -1,3 +1,4 @@
+# Over 500 lines: every measurement command (eval, eval-tune, each bench) with its typed options and one-line refusals, one Typer group.
 """The ``fabric`` measurement commands: eval, eval-tune and ``bench ...``.
 
 Each imports :mod:`fabric_assets.measurement` (and through it the write side, Dagster and the
