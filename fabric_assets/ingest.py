@@ -23,13 +23,13 @@ from fabric_assets.activation.activate import ingest_lock
 from fabric_assets.annotations.planning import parses_needing_annotation
 from fabric_assets.chunker_identity import chunker_settings, stale_chunk_partitions
 from fabric_assets.definitions import build_definitions
-from fabric_assets.gate import unfinished
-from fabric_assets.run_owner import owner_tags
+from fabric_assets.lifecycle.repair import awaited_unfinished, rechunk_only
 from fabric_assets.model_identity import expected_identities, stale_partitions
 from fabric_assets.partition_memo import partition_key_memo
 from fabric_assets.projections import RECHUNK_VERDICTS
+from fabric_assets.run_owner import owner_tags
 from fabric_assets.sensors import plan_annotation_runs, plan_parse_runs, range_tags, run_budget, runs_over
-from fabric_assets.sources.scan import ScanReport, awaited_parse_ids, scan
+from fabric_assets.sources.scan import ScanReport, scan
 from fabric_resources.catalog import RootOverlapError, StatusUpdate, drop_verdicts
 from fabric_resources.dagster_resources import CONFIGURED_MODELS, ModelResources
 from fabric_resources.home import FabricHome
@@ -424,12 +424,10 @@ def _ingest_with(root: Path, home: FabricHome, instance: dg.DagsterInstance, sta
     # A parse left `parsed` with verdicts missing was in a run that was killed (no other ingest
     # holds the lock): run it again, or its source would stay out of every release. Unless no
     # source waits for it any more (deleted since): then it is dropped, like a pending one.
-    parsed = home.catalog.parse_runs(status="parsed")
-    awaited = awaited_parse_ids(home.catalog, among=[r.parse_id for r in parsed])
-    missing = {r.parse_id: unfinished(r) for r in parsed if r.parse_id in awaited}
-    summary.retried = sorted(p for p, names in missing.items() if names)
+    missing = awaited_unfinished(home)
+    summary.retried = sorted(missing)
     # Killed after its units were written (a re-chunk, or a parse run past its parser): re-chunk only.
-    resume = [p for p in summary.retried if set(missing[p]) <= set(RECHUNK_VERDICTS)]
+    resume = [p for p in summary.retried if rechunk_only(missing[p])]
     to_run = list(dict.fromkeys([*report.parse_ids_to_run, *(p for p in summary.retried if p not in resume)]))
     summary.run_ids, summary.failed_runs = run_pending(home, instance, to_run, progress, models)
     # A chunking change leaves parses with chunks cut under the old chunker; sources that point at

@@ -341,6 +341,31 @@ class TableStore:
             return empty
         return ds.to_table(columns=columns, filter=flt)
 
+    def read_batches(
+        self,
+        name: str,
+        *,
+        parse_ids: Iterable[str],
+        version: int | None = None,
+        columns: list[str],
+        batch_rows: int = 8192,
+    ) -> Iterator[pa.RecordBatch]:
+        """:meth:`read` of ``parse_ids`` as a stream of record batches of at most ``batch_rows``
+        rows: a reader that keeps few of the rows never holds them all.
+
+        Raises
+        ------
+        ValueError
+            If a parse ID is not a hex digest.
+        """
+        flt = f"parse_id IN ({_in_list(parse_ids)})"
+        if flt == "parse_id IN ()":
+            return
+        ds = self.dataset(name, version)
+        if ds is None:
+            return
+        yield from ds.to_batches(columns=columns, filter=flt, batch_size=batch_rows)
+
     def parse_ids_written_after(self, name: str, fragment_id: int | None) -> tuple[set[str], int | None]:
         """The parse IDs of the rows of ``name`` (latest version) in data fragments numbered above
         ``fragment_id`` (None: every fragment), and the highest fragment number there now (None:

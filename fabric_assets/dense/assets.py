@@ -41,29 +41,44 @@ def _input_key(model_input: str) -> bytes:
     return hashlib.sha256(model_input.encode("utf-8", "surrogatepass")).digest()
 
 
-def served_vectors(home: FabricHome, table: str, parse_ids: list[str], identity: str) -> dict[bytes, np.ndarray]:
+def served_vectors(home: FabricHome, table: str, parse_ids: list[str], identity: str,
+                   wanted: set[bytes]) -> dict[bytes, np.ndarray]:
     """The vectors the current release serves in ``table`` for the sources of ``parse_ids`` (their
     previous versions' parses), by the SHA-256 of their model input (:func:`passage_input`), for
-    rows of model ``identity`` only: what an edit of a long file can reuse instead of encoding every
-    unchanged chunk again. Read at the versions the release pins, whose rows passed their gate."""
+    rows of model ``identity`` whose input key is in ``wanted`` only: what an edit of a long file
+    can reuse instead of encoding every unchanged chunk again. Read at the versions the release
+    pins, whose rows passed their gate, batch by batch: what is held is at most one vector per
+    wanted key, never the previous version's whole table (trial 11b's file had 135k chunks)."""
     release = home.catalog.current_release()
-    if release is None or not parse_ids:
+    if release is None or not parse_ids or not wanted:
         return {}
     keys = {s.source_key for s in home.catalog.sources(parse_ids=parse_ids)}
     served = {m["parse_id"] for k, m in release.manifest["sources"].items() if k in keys} - set(parse_ids)
     pinned = release.manifest["tables"]
     if not served or pinned.get(table) is None or pinned.get("chunks") is None:
         return {}
-    chunks = home.tables.read("chunks", parse_ids=served, version=pinned["chunks"],
-                              columns=["chunk_id", "text", "section_path"]).to_pydict()
-    key_of = {cid: _input_key(passage_input(path, text))
-              for cid, text, path in zip(chunks["chunk_id"], chunks["text"], chunks["section_path"])}
-    rows = home.tables.read(table, parse_ids=served, version=pinned[table], columns=["chunk_id", "vector", "model"])
-    rows = rows.filter(pc.equal(rows.column("model"), identity))
-    if not rows.num_rows:
+    key_of: dict[str, bytes] = {}
+    for batch in home.tables.read_batches("chunks", parse_ids=served, version=pinned["chunks"],
+                                          columns=["chunk_id", "text", "section_path"]):
+        d = batch.to_pydict()
+        for cid, text, path in zip(d["chunk_id"], d["text"], d["section_path"]):
+            key = _input_key(passage_input(path, text))
+            if key in wanted:
+                key_of[cid] = key
+    if not key_of:
         return {}
-    matrix = rows.column("vector").combine_chunks().flatten().to_numpy().reshape(-1, DENSE_DIM)
-    return {key_of[cid]: matrix[i] for i, cid in enumerate(rows.column("chunk_id").to_pylist()) if cid in key_of}
+    found: dict[bytes, np.ndarray] = {}
+    chunk_ids = pa.array(sorted(key_of), pa.string())
+    for batch in home.tables.read_batches(table, parse_ids=served, version=pinned[table],
+                                          columns=["chunk_id", "vector", "model"]):
+        batch = batch.filter(pc.and_(pc.equal(batch.column("model"), identity),
+                                     pc.is_in(batch.column("chunk_id"), chunk_ids)))
+        if not batch.num_rows:
+            continue
+        matrix = batch.column("vector").flatten().to_numpy(zero_copy_only=False).reshape(-1, DENSE_DIM)
+        for i, cid in enumerate(batch.column("chunk_id").to_pylist()):
+            found.setdefault(key_of[cid], matrix[i].copy())
+    return found
 
 
 def _embed_partitions(step: PartitionStep, embedder: Encoder, multilingual: bool):
@@ -77,8 +92,9 @@ def _embed_partitions(step: PartitionStep, embedder: Encoder, multilingual: bool
     # An edited file's unchanged chunks keep the vectors the release serves for its previous
     # version: the same model input under the same model identity is the same function value, and
     # encoding every chunk of a long file again for a one-line edit cost minutes (trial 11b).
-    reusable = served_vectors(step.home, table, step.live, embedder.identity) if inputs else {}
-    reused = [reusable.get(_input_key(t)) for t in inputs]
+    input_keys = [_input_key(t) for t in inputs]
+    reusable = served_vectors(step.home, table, step.live, embedder.identity, set(input_keys))
+    reused = [reusable.get(k) for k in input_keys]
     todo = [j for j, v in enumerate(reused) if v is None]
     started = time.perf_counter()
     vectors = np.empty((len(inputs), DENSE_DIM), dtype=np.float32)

@@ -285,15 +285,26 @@ def left_marked(home: FabricHome) -> list[str]:
     return sorted(awaited_parse_ids(catalog, among=marked) | set(parses_needing_annotation(home)))
 
 
-def rechunk_marked(home: FabricHome) -> list[str]:
-    """The parses a present source waits for that are ``parsed`` with only re-chunk verdicts
-    missing: what :func:`mark` sets to re-chunk (and an interrupted re-chunk leaves), which a
-    ``rechunk_job`` run over them finishes."""
+def awaited_unfinished(home: FabricHome) -> dict[str, list[str]]:
+    """The parses a present source waits for that are ``parsed`` with verdicts missing, each with
+    the names of its missing verdicts: what a killed run, or :func:`mark`, leaves."""
     parsed = home.catalog.parse_runs(status="parsed")
     awaited = awaited_parse_ids(home.catalog, among=[r.parse_id for r in parsed])
-    rechunked = set(RECHUNK_VERDICTS)
-    return sorted(r.parse_id for r in parsed if r.parse_id in awaited and unfinished(r)
-                  and set(unfinished(r)) <= rechunked)
+    missing = {r.parse_id: unfinished(r) for r in parsed if r.parse_id in awaited}
+    return {parse_id: names for parse_id, names in missing.items() if names}
+
+
+def rechunk_only(missing: list[str]) -> bool:
+    """Whether a parse missing the verdicts ``missing`` is finished by re-chunking from its units
+    (every missing verdict is downstream of chunks), rather than by parsing again."""
+    return set(missing) <= set(RECHUNK_VERDICTS)
+
+
+def rechunk_marked(home: FabricHome) -> list[str]:
+    """The parses of :func:`awaited_unfinished` with only re-chunk verdicts missing: what
+    :func:`mark` sets to re-chunk (and an interrupted re-chunk leaves), which a ``rechunk_job``
+    run over them finishes."""
+    return sorted(p for p, names in awaited_unfinished(home).items() if rechunk_only(names))
 
 
 def republish_damaged_pins(home: FabricHome) -> int | None:

@@ -37,6 +37,16 @@ def _read(store: TableStore, parse_ids: list[str]) -> list[tuple]:
                       t.column("folded_text").to_pylist()))
 
 
+def _read_streamed(store: TableStore, parse_ids: list[str]) -> list[tuple]:
+    """The same read as a stream of batches of at most 3 rows (``read_batches``)."""
+    rows = []
+    for batch in store.read_batches(TABLE, parse_ids=parse_ids, columns=["parse_id", "chunk_id", "folded_text"],
+                                    batch_rows=3):
+        assert batch.num_rows <= 3
+        rows += zip(*(batch.column(c).to_pylist() for c in ("parse_id", "chunk_id", "folded_text")))
+    return sorted(rows)
+
+
 def _indexed(store: TableStore) -> bool:
     return any(i["name"] == PARSE_ID_INDEX for i in store.dataset(TABLE).list_indices())
 
@@ -63,14 +73,15 @@ def test_reads_by_parse_equal_a_scan_with_the_index_at_every_stage(tmp_path):
         dropped = rng.sample(parses, 2)
         store.delete_partitions(TABLE, dropped)
         probe = rng.sample(parses, 7) + ["f" * 32]
-        assert _read(store, probe) == _scan(store, probe), step
+        assert _read(store, probe) == _scan(store, probe) == _read_streamed(store, probe), step
         if step == 5:
             assert store.index_parse_ids(TABLE, min_rows=20) == "updated"
             assert store.dataset(TABLE).stats.index_stats(PARSE_ID_INDEX)["num_unindexed_rows"] == 0
     # The index is used: Lance's plan for a read by parse names it.
     plan = store.dataset(TABLE).scanner(filter=f"parse_id = '{parses[0]}'", columns=["chunk_id"]).explain_plan()
     assert PARSE_ID_INDEX in plan
-    assert _read(store, parses) == _scan(store, parses)
+    assert _read(store, parses) == _scan(store, parses) == _read_streamed(store, parses)
+    assert _read_streamed(store, []) == []
 
 
 def test_an_older_version_read_by_parse_is_unchanged_by_a_later_index(tmp_path):
