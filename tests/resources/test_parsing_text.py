@@ -276,6 +276,34 @@ def test_bytes_invalid_in_every_candidate_are_undecodable(data: bytes) -> None:
     assert err.value.detail
 
 
+def test_a_stray_control_in_text_is_kept_and_control_dense_bytes_stay_binary() -> None:
+    """Guards against: one stray control (2 of CACM's abstracts hold U+0019 for an apostrophe; old
+    files end with SUB) failing a whole text file as binary, so it is in no search; a stray that is
+    dropped or moved (offsets must count every scalar of the source); and the allowance letting
+    binary through: random bytes read as text are ~10 % such controls, above the 1 % allowed."""
+    import random
+
+    abstract = ("A method is given for computing the coefficients of a polynomial; the author\x19s "
+                "procedure needs no division and is stable.\n\nIts cost is linear in the degree.\n")
+    assert decode_text(abstract.encode("utf-8")) == (abstract, "utf-8")
+    doc = parse_text(abstract.encode("utf-8"), CONFIG)
+    first = doc.units[0]
+    assert "\x19" in first.text and abstract[first.locator["char_start"]:first.locator["char_end"]] == first.text
+    dos = ("caf\xe9 au lait " * 10).encode("cp1252") + b"\r\n\x1a"
+    assert decode_text(dos) == (dos.decode("cp1252"), "cp1252")
+    body = "x" * 98
+    assert decode_text((body + "\x19\n").encode()) == (body + "\x19\n", "utf-8")  # 1 in 100: text
+    for dense in (body + "\x19\x19", "ab\x01\x02cd"):  # 2 in 100, 2 in 6: binary
+        with pytest.raises(ParseError) as err:
+            decode_text(dense.encode())
+        assert err.value.reason == "undecodable" and "controls that never occur in text" in err.value.detail
+    for seed in range(40):
+        noise = random.Random(seed).randbytes(2000).replace(b"\x00", b"")
+        with pytest.raises(ParseError) as err:
+            parse_text(noise, CONFIG)
+        assert err.value.reason == "undecodable", seed
+
+
 def test_undecodable_detail_names_what_was_tried() -> None:
     """Guards against: an error that does not say which encodings failed."""
     with pytest.raises(ParseError) as err:
