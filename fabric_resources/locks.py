@@ -14,12 +14,13 @@ from pathlib import Path
 
 
 @contextmanager
-def exclusive_lock(path: Path) -> Iterator[None]:
-    """Hold an exclusive ``flock`` on ``path`` (created if missing); a second holder waits, and
-    the OS drops the lock of a killed process."""
+def exclusive_lock(path: Path, *, wait: bool = True) -> Iterator[None]:
+    """Hold an exclusive ``flock`` on ``path`` (created if missing); a second holder waits (with
+    ``wait=False`` it raises ``BlockingIOError`` instead), and the OS drops the lock of a killed
+    process."""
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "a+") as fh:
-        fcntl.flock(fh, fcntl.LOCK_EX)
+        fcntl.flock(fh, fcntl.LOCK_EX if wait else fcntl.LOCK_EX | fcntl.LOCK_NB)
         try:
             yield
         finally:

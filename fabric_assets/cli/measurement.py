@@ -33,7 +33,8 @@ def eval_cmd(
     config: Annotated[Optional[Path], typer.Option(help="A Fabric config JSON to evaluate.")] = None,
     json_out: Annotated[Optional[Path], typer.Option("--json-out")] = None,
     work_dir: Annotated[Optional[Path], typer.Option(
-        "--work-dir", help="Keep the scratch home here and reuse it (re-ingest is a no-op scan).")] = None,
+        "--work-dir", help="Keep the scratch home here and reuse it (re-ingest is a no-op scan); a folder "
+        "fabric eval did not make, or one another eval is using, is refused.")] = None,
 ) -> None:
     """Ingest a BEIR collection through Dagster and score Fabric, its channels and baselines."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")

@@ -213,6 +213,9 @@ def ui(
     path = set_home(home)
     from fabric_resources.home import FabricHome
 
+    if not FabricHome(path, read_only=True).exists():  # a mistyped --home: no empty home made for it
+        fail(f"no Fabric home at {path}; run `fabric ingest PATH` first (the UI's sensor watches the folders "
+             "it registers)")
     FabricHome(path)  # writes dagster.yaml
     os.environ["DAGSTER_HOME"] = str(path / "dagster")
     workspace = Path(__file__).resolve().parents[2] / "workspace.yaml"

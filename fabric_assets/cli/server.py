@@ -35,7 +35,7 @@ def serve(
     from fabric_query.errors import FabricQueryError
     from fabric_query.server.app import create_app
     from fabric_query.server.app import _version as fabric_version
-    from fabric_query.server.discovery import READ_TOKEN_FILE, read_server_file
+    from fabric_query.server.discovery import API_PREFIX, READ_TOKEN_FILE, read_server_file
     from fabric_query.server.runner import ListenError, listen
     from fabric_query.server.runner import serve as run_server
     from fabric_query.server.security import (
@@ -73,7 +73,7 @@ def serve(
     app = create_app(fabric, config, bind_host=host, port=port, admin=admin, admin_token=admin_token,
                      read_token=read_token)
     def listening(url: str) -> None:  # once bound: with --port 0 the port is known only then
-        console.print(f"fabric serve: home {path}, {url}/v1 (admin token: {path / ADMIN_TOKEN_FILE}"
+        console.print(f"fabric serve: home {path}, {url}{API_PREFIX} (admin token: {path / ADMIN_TOKEN_FILE}"
                       + (f", read token: {path / READ_TOKEN_FILE}" if read_token else "") + ")")
 
     stopped_by = run_server(app, host, port, path, fabric_version(), on_listening=listening,

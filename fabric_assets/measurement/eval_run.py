@@ -24,7 +24,7 @@ import numpy as np
 from fabric_assets.ingest import ingest
 from fabric_assets.measurement.baselines import Baselines
 from fabric_assets.measurement.harness import (
-    DEPTH, QueryVectorMemo, Split, as_free_text, check_work_dir_name, collection_is_cjk, document_ranker,
+    DEPTH, QueryVectorMemo, Split, as_free_text, claimed_work_dir, collection_is_cjk, document_ranker,
     judged_queries, load_beir, unscorable_judgements, write_corpus,
 )
 from fabric_assets.measurement.metrics import METRICS, paired_bootstrap, per_query_ndcg, score_run
@@ -59,74 +59,74 @@ def run_eval(
     """
     collection = load_beir(folder)
     qids = judged_queries(collection, split)[:limit_queries]
-    check_work_dir_name(collection)
     scratch = Path(work_dir) if work_dir else Path(tempfile.mkdtemp(prefix="fabric-eval-"))
     try:
-        home = FabricHome(scratch / "home")
-        # Written on every run: a reused --work-dir home must not keep an earlier run's --config.
-        home.layout.config_file.write_text((config or FabricConfig()).model_dump_json())
-        names = write_corpus(collection, scratch / collection.name)
-        t0 = time.perf_counter()
-        ingest(scratch / collection.name, home)
-        ingest_s = time.perf_counter() - t0
-        view = release_view(home, home.catalog.current_release())
-        docs = document_ranker(view, collection, names)
+        with claimed_work_dir(scratch, collection):  # refuses a folder an eval did not make, or one in use
+            home = FabricHome(scratch / "home")
+            # Written on every run: a reused --work-dir home must not keep an earlier run's --config.
+            home.layout.config_file.write_text((config or FabricConfig()).model_dump_json())
+            names = write_corpus(collection, scratch / collection.name)
+            t0 = time.perf_counter()
+            ingest(scratch / collection.name, home)
+            ingest_s = time.perf_counter() - t0
+            view = release_view(home, home.catalog.current_release())
+            docs = document_ranker(view, collection, names)
 
-        embedder = QueryVectorMemo(shared_embedder(home.config.dense.batch_size))
-        multilingual = QueryVectorMemo(shared_multilingual_embedder())
-        cjk = collection_is_cjk(collection)
-        baselines = Baselines(view, scratch, cjk)
-        baselines.build()
-        query_encoder = multilingual if cjk else embedder
-        runs: dict[str, dict[str, list[str]]] = {}
-        millis: dict[str, float] = {}
-        qvecs = query_encoder.encode_queries([collection.queries[q] for q in qids]) if qids else np.zeros((0, 384))
-        reranker = reranker_from_config(home.config)
-        variants = stage_variants(home.config, multilingual=cjk)
-        base_config = home.config
-        for i, q in enumerate(qids):
-            text = collection.queries[q]
-            t = time.perf_counter()
-            pack = pipeline.search(home, as_free_text(text), embedder, limit=DEPTH, debug=True, reranker=reranker,
-                                   multilingual=multilingual)
-            millis["fabric"] = millis.get("fabric", 0.0) + (time.perf_counter() - t) * 1000
-            runs.setdefault("fabric", {})[q] = docs(h.chunk_id for h in pack.results)
-            for channel, ranking in pack.channel_rankings.items():
-                runs.setdefault(f"fabric:{channel}", {})[q] = docs(ranking)
-            for name, variant in variants.items():
-                home.__dict__["config"] = variant
-                try:
-                    t = time.perf_counter()
-                    vpack = pipeline.search(home, as_free_text(text), embedder, limit=DEPTH, debug=True,
-                                            reranker=reranker if variant.reranker.backend != "none" else None,
-                                            multilingual=multilingual)
-                    millis[name] = millis.get(name, 0.0) + (time.perf_counter() - t) * 1000
-                finally:
-                    home.__dict__["config"] = base_config
-                runs.setdefault(name, {})[q] = docs(h.chunk_id for h in vpack.results)
-                for channel, ranking in vpack.channel_rankings.items():
-                    runs.setdefault(f"{name}:{channel}", {})[q] = docs(ranking)
-            for name, system in baselines.systems.items():
+            embedder = QueryVectorMemo(shared_embedder(home.config.dense.batch_size))
+            multilingual = QueryVectorMemo(shared_multilingual_embedder())
+            cjk = collection_is_cjk(collection)
+            baselines = Baselines(view, scratch, cjk)
+            baselines.build()
+            query_encoder = multilingual if cjk else embedder
+            runs: dict[str, dict[str, list[str]]] = {}
+            millis: dict[str, float] = {}
+            qvecs = query_encoder.encode_queries([collection.queries[q] for q in qids]) if qids else np.zeros((0, 384))
+            reranker = reranker_from_config(home.config)
+            variants = stage_variants(home.config, multilingual=cjk)
+            base_config = home.config
+            for i, q in enumerate(qids):
+                text = collection.queries[q]
                 t = time.perf_counter()
-                ranking = system(text, qvecs[i])
-                millis[name] = millis.get(name, 0.0) + (time.perf_counter() - t) * 1000
-                runs.setdefault(name, {})[q] = docs(ranking)
-        for name in runs:  # a channel that did not run for a query ranks nothing for it
-            for q in qids:
-                runs[name].setdefault(q, [])
-        return {
-            "collection": collection.name,
-            "split": split,
-            "queries": len(qids),
-            "documents": len(collection.corpus),
-            "unscorable": unscorable_judgements(collection, split, qids),
-            "chunks": view.chunks.num_rows,
-            "ingest_seconds": round(ingest_s, 1),
-            "ndcg_gain": "linear (trec_eval/BEIR): rel / log2(rank + 1)",
-            "metrics": {name: score_run(run, collection.qrels) for name, run in sorted(runs.items())},
-            "versus_fabric": versus_fabric(runs, collection.qrels),
-            "mean_query_ms": {k: round(v / max(1, len(qids)), 2) for k, v in sorted(millis.items())},
-        }
+                pack = pipeline.search(home, as_free_text(text), embedder, limit=DEPTH, debug=True, reranker=reranker,
+                                       multilingual=multilingual)
+                millis["fabric"] = millis.get("fabric", 0.0) + (time.perf_counter() - t) * 1000
+                runs.setdefault("fabric", {})[q] = docs(h.chunk_id for h in pack.results)
+                for channel, ranking in pack.channel_rankings.items():
+                    runs.setdefault(f"fabric:{channel}", {})[q] = docs(ranking)
+                for name, variant in variants.items():
+                    home.__dict__["config"] = variant
+                    try:
+                        t = time.perf_counter()
+                        vpack = pipeline.search(home, as_free_text(text), embedder, limit=DEPTH, debug=True,
+                                                reranker=reranker if variant.reranker.backend != "none" else None,
+                                                multilingual=multilingual)
+                        millis[name] = millis.get(name, 0.0) + (time.perf_counter() - t) * 1000
+                    finally:
+                        home.__dict__["config"] = base_config
+                    runs.setdefault(name, {})[q] = docs(h.chunk_id for h in vpack.results)
+                    for channel, ranking in vpack.channel_rankings.items():
+                        runs.setdefault(f"{name}:{channel}", {})[q] = docs(ranking)
+                for name, system in baselines.systems.items():
+                    t = time.perf_counter()
+                    ranking = system(text, qvecs[i])
+                    millis[name] = millis.get(name, 0.0) + (time.perf_counter() - t) * 1000
+                    runs.setdefault(name, {})[q] = docs(ranking)
+            for name in runs:  # a channel that did not run for a query ranks nothing for it
+                for q in qids:
+                    runs[name].setdefault(q, [])
+            return {
+                "collection": collection.name,
+                "split": split,
+                "queries": len(qids),
+                "documents": len(collection.corpus),
+                "unscorable": unscorable_judgements(collection, split, qids),
+                "chunks": view.chunks.num_rows,
+                "ingest_seconds": round(ingest_s, 1),
+                "ndcg_gain": "linear (trec_eval/BEIR): rel / log2(rank + 1)",
+                "metrics": {name: score_run(run, collection.qrels) for name, run in sorted(runs.items())},
+                "versus_fabric": versus_fabric(runs, collection.qrels),
+                "mean_query_ms": {k: round(v / max(1, len(qids)), 2) for k, v in sorted(millis.items())},
+            }
     finally:
         if work_dir is None:
             shutil.rmtree(scratch, ignore_errors=True)

@@ -16,7 +16,8 @@ import hashlib
 import json
 import os
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -25,6 +26,7 @@ import numpy as np
 
 from fabric_assets.measurement.metrics import first_occurrence
 from fabric_resources.config import QueryConfig
+from fabric_resources.locks import exclusive_lock
 from fabric_resources.text_folding import UNSPACED
 
 Split = Literal["dev", "test", "all"]
@@ -229,6 +231,46 @@ def check_work_dir_name(collection: BeirCollection) -> None:
     if collection.name in WORK_DIR_ENTRIES:
         raise WorkDirError(f"a collection folder named {collection.name!r} would be written into the work dir's own "
                            f"{collection.name}/ folder; copy or link it under another name")
+
+
+#: The file that marks a folder as an eval work dir, and that a running eval holds locked.
+WORK_DIR_MARK = ".fabric-eval"
+
+
+@contextmanager
+def claimed_work_dir(scratch: Path, collection: BeirCollection) -> Iterator[None]:
+    """Hold ``scratch`` as ``collection``'s work dir for one eval.
+
+    An eval writes, overwrites and removes files there (:func:`write_corpus`), so a folder it did not
+    make is refused: one that holds anything but the collection's folder and
+    :data:`WORK_DIR_ENTRIES` and has no :data:`WORK_DIR_MARK` (a work dir an older Fabric made holds
+    only those, and is marked now). The mark is locked while the eval runs: a second eval there at
+    once (say with another ``--config``, which it writes into the shared home) is refused.
+
+    Raises
+    ------
+    WorkDirError
+        The collection's name is taken (:func:`check_work_dir_name`), the folder is not an eval
+        work dir, or another eval holds it.
+    """
+    check_work_dir_name(collection)
+    if scratch.exists() and not scratch.is_dir():
+        raise WorkDirError(f"the work dir {scratch} is a file; give a folder")
+    mark = scratch / WORK_DIR_MARK
+    if scratch.exists() and not mark.exists():
+        foreign = sorted(p.name for p in scratch.iterdir() if p.name not in {collection.name, *WORK_DIR_ENTRIES})
+        if foreign:
+            shown = ", ".join(foreign[:5]) + (f" and {len(foreign) - 5} more" if len(foreign) > 5 else "")
+            raise WorkDirError(f"the work dir {scratch} holds files fabric eval did not write ({shown}); it writes "
+                               "and removes files there: give an empty or new folder")
+    held = ExitStack()
+    try:
+        held.enter_context(exclusive_lock(mark, wait=False))
+    except BlockingIOError:
+        raise WorkDirError(f"another fabric eval is using the work dir {scratch}; wait for it or give another "
+                           "folder") from None
+    with held:
+        yield
 
 
 def document_ranker(view, collection: BeirCollection, names: dict[str, str]) -> Callable[[Iterable[str]], list[str]]:

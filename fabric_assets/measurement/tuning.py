@@ -39,8 +39,8 @@ from pathlib import Path
 from fabric_assets.ingest import ingest
 from fabric_assets.measurement.baselines import Baselines
 from fabric_assets.measurement.harness import (
-    DEPTH, QueryVectorMemo, Split, WorkDirError, as_free_text, check_work_dir_name, collection_is_cjk, document_ranker,
-    judged_queries, load_beir, write_corpus,
+    DEPTH, QueryVectorMemo, Split, WorkDirError, as_free_text, check_work_dir_name, claimed_work_dir,
+    collection_is_cjk, document_ranker, judged_queries, load_beir, write_corpus,
 )
 from fabric_assets.measurement.metrics import per_query_ndcg, score_run
 from fabric_query import pipeline
@@ -228,61 +228,63 @@ def score_collection(folder: Path, work_dir: Path, grid: Grid, split: Split = "d
     collection = load_beir(folder)
     qids = judged_queries(collection, split)[:limit_queries]
     scratch = Path(work_dir) / collection.name
-    home = FabricHome(scratch / "home")
-    # Always written: a home left with another config (``fabric eval --config``) would skew every pass.
-    home.layout.config_file.write_text((base or FabricConfig()).model_dump_json())
-    names = write_corpus(collection, scratch / collection.name)
-    ingest(scratch / collection.name, home)
-    view = release_view(home, home.catalog.current_release())
-    docs = document_ranker(view, collection, names)
+    with claimed_work_dir(scratch, collection):  # refuses a folder an eval did not make, or one in use
+        home = FabricHome(scratch / "home")
+        # Always written: a home left with another config (``fabric eval --config``) would skew every pass.
+        home.layout.config_file.write_text((base or FabricConfig()).model_dump_json())
+        names = write_corpus(collection, scratch / collection.name)
+        ingest(scratch / collection.name, home)
+        view = release_view(home, home.catalog.current_release())
+        docs = document_ranker(view, collection, names)
 
-    def ndcg(run: dict[str, list[str]]) -> float:
-        return score_run(run, collection.qrels)["nDCG@10"]
+        def ndcg(run: dict[str, list[str]]) -> float:
+            return score_run(run, collection.qrels)["nDCG@10"]
 
-    def per_query(run: dict[str, list[str]]) -> tuple[float, ...]:
-        scores = per_query_ndcg(run, collection.qrels)
-        return tuple(scores[q] for q in qids)
+        def per_query(run: dict[str, list[str]]) -> tuple[float, ...]:
+            scores = per_query_ndcg(run, collection.qrels)
+            return tuple(scores[q] for q in qids)
 
-    cjk = collection_is_cjk(collection)
-    embedder = QueryVectorMemo(shared_embedder(home.config.dense.batch_size))
-    multilingual = QueryVectorMemo(shared_multilingual_embedder())
-    encoder = multilingual if cjk else embedder
-    qvecs = dict(zip(qids, encoder.encode_queries([collection.queries[q] for q in qids]))) if qids else {}
-    baselines = Baselines(view, scratch, cjk)
-    baselines.build()
-    baseline_runs = {name: {q: docs(system(collection.queries[q], qvecs[q])) for q in qids}
-                     for name, system in baselines.systems.items()}
-    scores = CollectionScores(collection.name, cjk, len(qids), {name: ndcg(run) for name, run in baseline_runs.items()},
-                              baselines_per_query={name: per_query(run) for name, run in baseline_runs.items()})
+        cjk = collection_is_cjk(collection)
+        embedder = QueryVectorMemo(shared_embedder(home.config.dense.batch_size))
+        multilingual = QueryVectorMemo(shared_multilingual_embedder())
+        encoder = multilingual if cjk else embedder
+        qvecs = dict(zip(qids, encoder.encode_queries([collection.queries[q] for q in qids]))) if qids else {}
+        baselines = Baselines(view, scratch, cjk)
+        baselines.build()
+        baseline_runs = {name: {q: docs(system(collection.queries[q], qvecs[q])) for q in qids}
+                         for name, system in baselines.systems.items()}
+        scores = CollectionScores(collection.name, cjk, len(qids),
+                                  {name: ndcg(run) for name, run in baseline_runs.items()},
+                                  baselines_per_query={name: per_query(run) for name, run in baseline_runs.items()})
 
-    start = home.config
-    try:
-        for p in dict.fromkeys(p.relevant(cjk) for p in grid.passes()):
-            home.__dict__["config"] = start.model_copy(update={"query": p.apply(start.query, cjk)})
-            lists: dict[str, dict[str, list[tuple[str, float]]]] = {}
-            below: dict[str, tuple[str, ...]] = {}
-            for q in qids:
-                pack = pipeline.search(home, as_free_text(collection.queries[q]), embedder, limit=1, debug=True,
-                                       multilingual=multilingual)
-                lists[q] = {k.split(":", 1)[1]: list(v) for k, v in pack.stage_candidates.items()
-                            if k.startswith("channel:")}
-                below[q] = pack.below_floor_candidates
-            channels = sorted({c for per in lists.values() for c in per})
-            channel_runs = {c: {q: docs(i for i, _ in lists[q].get(c, [])) for q in qids} for c in channels}
-            scores.channels[p] = {c: ndcg(run) for c, run in channel_runs.items()}
-            scores.channels_per_query[p] = {c: per_query(run) for c, run in channel_runs.items()}
-            for f in dict.fromkeys(f.relevant(cjk) for f in grid.fusions()):
-                config = f.apply(home.config.query)
-                run = {}
-                for q, per in lists.items():
-                    method = config.multilingual_fusion if CJK_DENSE in per else FusionMethod.RRF
-                    run[q] = docs(c for c, _ in fuse(method, {n: [c for c, _ in v] for n, v in per.items()}, per, config,
-                                                     below[q]))
-                scores.fused[(p, f)] = ndcg(run)
-                scores.per_query[(p, f)] = per_query(run)
-    finally:
-        home.__dict__["config"] = start
-    return scores
+        start = home.config
+        try:
+            for p in dict.fromkeys(p.relevant(cjk) for p in grid.passes()):
+                home.__dict__["config"] = start.model_copy(update={"query": p.apply(start.query, cjk)})
+                lists: dict[str, dict[str, list[tuple[str, float]]]] = {}
+                below: dict[str, tuple[str, ...]] = {}
+                for q in qids:
+                    pack = pipeline.search(home, as_free_text(collection.queries[q]), embedder, limit=1, debug=True,
+                                           multilingual=multilingual)
+                    lists[q] = {k.split(":", 1)[1]: list(v) for k, v in pack.stage_candidates.items()
+                                if k.startswith("channel:")}
+                    below[q] = pack.below_floor_candidates
+                channels = sorted({c for per in lists.values() for c in per})
+                channel_runs = {c: {q: docs(i for i, _ in lists[q].get(c, [])) for q in qids} for c in channels}
+                scores.channels[p] = {c: ndcg(run) for c, run in channel_runs.items()}
+                scores.channels_per_query[p] = {c: per_query(run) for c, run in channel_runs.items()}
+                for f in dict.fromkeys(f.relevant(cjk) for f in grid.fusions()):
+                    config = f.apply(home.config.query)
+                    run = {}
+                    for q, per in lists.items():
+                        method = config.multilingual_fusion if CJK_DENSE in per else FusionMethod.RRF
+                        ranked = fuse(method, {n: [c for c, _ in v] for n, v in per.items()}, per, config, below[q])
+                        run[q] = docs(c for c, _ in ranked)
+                    scores.fused[(p, f)] = ndcg(run)
+                    scores.per_query[(p, f)] = per_query(run)
+        finally:
+            home.__dict__["config"] = start
+        return scores
 
 
 @dataclass(frozen=True)

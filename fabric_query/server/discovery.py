@@ -25,6 +25,8 @@ SERVER_FILE = "server.json"
 #: The read token's file in the home (required by a server bound beyond loopback); named here, not
 #: in :mod:`.security`, so the client can look for it without importing that module.
 READ_TOKEN_FILE = "read-token"
+#: The path every route of the HTTP API is under.
+API_PREFIX = "/v1"
 
 
 class ServerRecord(NamedTuple):
@@ -48,7 +50,8 @@ def _process_started(pid: int) -> float | None:
 
 
 def write_server_file(home_root: Path, host: str, port: int, version: str) -> ServerRecord:
-    """Record this process as the home's server."""
+    """Record this process as the home's server: the record's fields, and ``api``, the base URL of
+    the HTTP API (``url`` + :data:`API_PREFIX`)."""
     pid = os.getpid()
     shown = f"[{host}]" if ":" in host else host
     if host in ("0.0.0.0", "::"):  # bound to every interface: local clients use loopback
@@ -59,7 +62,8 @@ def write_server_file(home_root: Path, host: str, port: int, version: str) -> Se
     tmp = path.with_name(f".{SERVER_FILE}.{pid}")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w", encoding="utf-8") as f:
-        json.dump(record._asdict(), f)
+        # ``api`` is what a program calls (the start-up line names it); ``url`` stays the origin.
+        json.dump({**record._asdict(), "api": f"{record.url}{API_PREFIX}"}, f)
     os.replace(tmp, path)
     return record
 

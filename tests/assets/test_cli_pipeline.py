@@ -9,7 +9,7 @@ import sys
 from typer.testing import CliRunner
 
 from fabric_assets.cli import app
-from fabric_resources.home import HomeUnusableError
+from fabric_resources.home import FabricHome, HomeUnusableError
 
 
 def test_ui_runs_this_interpreters_dagster_without_path(tmp_path, monkeypatch):
@@ -18,11 +18,22 @@ def test_ui_runs_this_interpreters_dagster_without_path(tmp_path, monkeypatch):
     calls = []
     monkeypatch.setattr(subprocess, "call", lambda cmd, *a, **k: calls.append(cmd) or 0)
     monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    FabricHome(tmp_path / "home").catalog  # a home something was ingested into has its catalog
     out = CliRunner().invoke(app, ["ui", "--port", "3999", "--home", str(tmp_path / "home")])
     assert out.exit_code == 0, out.output
     (cmd,) = calls
     assert cmd[:4] == [sys.executable, "-m", "dagster", "dev"]
     assert cmd[cmd.index("-p") + 1] == "3999" and cmd[cmd.index("-h") + 1] == "127.0.0.1"
+
+
+def test_ui_on_a_missing_home_is_refused_and_makes_nothing(tmp_path, monkeypatch):
+    """guards against (hostile trial 11c): `fabric ui --home <typo>` making an empty home (its
+    `dagster/` folder) and opening a UI with nothing in it, where `fabric status` says there is no home."""
+    calls = []
+    monkeypatch.setattr(subprocess, "call", lambda cmd, *a, **k: calls.append(cmd) or 0)
+    out = CliRunner().invoke(app, ["ui", "--home", str(tmp_path / "typo")])
+    assert out.exit_code == 2 and "no Fabric home at" in out.output, out.output
+    assert not calls and not (tmp_path / "typo").exists()
 
 
 def test_quickstart_with_a_file_as_home_writes_no_sample(tmp_path):

@@ -100,6 +100,8 @@ def test_cli_through_a_running_server_prints_what_in_process_prints(home, tmp_pa
         assert stat.S_IMODE(token_file.stat().st_mode) == 0o600
         assert stat.S_IMODE((home / SERVER_FILE).stat().st_mode) == 0o600
         url = record.url
+        api = json.loads((home / SERVER_FILE).read_text())["api"]  # what a program calls: the API's base
+        assert api == f"{url}/v1" and httpx.get(f"{api}/ready").status_code == 200
         before = httpx.get(f"{url}/v1/ready").json()["admitted"]
         through_server = _outputs(home, citation_file)
         after = httpx.get(f"{url}/v1/ready").json()["admitted"]
@@ -123,6 +125,7 @@ def test_cli_through_a_running_server_prints_what_in_process_prints(home, tmp_pa
         out, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, err  # Ctrl-C: shut down cleanly, exit 130 as `fabric ingest` does
     assert token_file.read_text().strip() not in out + err  # the token is never printed
+    assert api in out.split()  # the start-up line names the URL server.json gives (rich may wrap it)
     assert not (home / SERVER_FILE).exists()  # removed when the server stops
     assert _outputs(home, citation_file)[0] == in_process[0]  # in-process again, same output
 

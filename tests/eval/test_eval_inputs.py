@@ -197,3 +197,38 @@ def test_a_japanese_collection_without_japanese_titles_is_scored_as_cjk():
         assert collection_is_cjk(BeirCollection("ja", {f"d{i}": (title, text) for i in range(3)}, {}, {}))
     assert not collection_is_cjk(BeirCollection("en", {"d1": ("梅雨", "The rainy season in East Asia lasts from May "
                                                                       "to July, with many wet and cloudy days.")}, {}, {}))
+
+
+def test_an_eval_holds_its_work_dir_and_refuses_a_folder_it_did_not_make(tmp_path):
+    """guards against: ``--work-dir`` pointed at a user's folder (an eval writes, overwrites and
+    removes files there: ``NNNNNN-*.txt`` of its own naming), and two evals on one work dir at once
+    (each writes its ``--config`` into the shared home: one scored the other's settings)."""
+    from typer.testing import CliRunner
+
+    from fabric_assets.cli import app
+    from fabric_assets.measurement.harness import WORK_DIR_MARK, claimed_work_dir
+
+    col = BeirCollection("col", {"d1": ("", "x")}, {}, {})
+    mine = tmp_path / "notes"
+    (mine / "col").mkdir(parents=True)
+    (mine / "col" / "000000-plan.txt").write_text("my plan")
+    (mine / "diary.txt").write_text("mine")
+    with pytest.raises(WorkDirError, match=r"did not write \(diary.txt\)"):
+        with claimed_work_dir(mine, col):
+            pass
+    out = CliRunner().invoke(app, ["eval", str(_folder(tmp_path / "col")), "--work-dir", str(mine)])
+    assert out.exit_code == 2 and "did not write (diary.txt)" in out.output, out.output
+    assert sorted(p.name for p in mine.rglob("*")) == ["000000-plan.txt", "col", "diary.txt"]
+    assert (mine / "col" / "000000-plan.txt").read_text() == "my plan"
+
+    older = tmp_path / "older"  # a work dir an older Fabric made: no mark, only its own entries
+    for name in ("col", "home", "lancedb-baseline"):
+        (older / name).mkdir(parents=True)
+    with claimed_work_dir(older, col):
+        assert (older / WORK_DIR_MARK).exists()
+        with pytest.raises(WorkDirError, match="another fabric eval is using"):
+            with claimed_work_dir(older, col):
+                pass
+    (older / "later.txt").write_text("written after it was marked")
+    with claimed_work_dir(older, col):  # released, and marked: its own again
+        pass
