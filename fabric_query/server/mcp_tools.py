@@ -19,6 +19,7 @@ their blocking work runs in the server's admission gate.
 
 from __future__ import annotations
 
+import json
 import re
 from collections import Counter
 from collections.abc import Callable, Mapping
@@ -156,6 +157,8 @@ def bad_line_error(exc: Exception) -> mcp_types.JSONRPCError | None:
         code, message = mcp_types.PARSE_ERROR, "Parse error: the line is not JSON"
         if line.startswith(CappedLines.TOO_LONG):
             message = f"Parse error: the line has more than {line.split()[-1]} bytes, the most read"
+        elif line.startswith(CappedLines.BAD_ID):
+            code, message = mcp_types.INVALID_REQUEST, "Invalid Request: an MCP request id is a string or an integer"
     else:
         code, message = mcp_types.INVALID_REQUEST, "Invalid Request: the line is not a JSON-RPC 2.0 message"
     ids = [e["input"].get("id") for e in errors if isinstance(e.get("input"), dict)]
@@ -175,6 +178,9 @@ class CappedLines:
     """
 
     TOO_LONG = "\x00line too long: more than"
+    #: Stands for an object whose ``id`` is null, a boolean, a float, an array or an object: the SDK
+    #: reads it as a notification (it ignores the id) and answers nothing, so its sender waited for ever.
+    BAD_ID = "\x00request id neither a string nor an integer"
 
     def __init__(self, raw, limit: int) -> None:
         self._raw, self._limit = raw, limit
@@ -185,7 +191,23 @@ class CappedLines:
             while line and not line.endswith(b"\n"):
                 line = self._raw.readline(1 << 16)
             return f"{self.TOO_LONG} {self._limit}\n"
-        return line.decode("utf-8", errors="replace")
+        text = line.decode("utf-8", errors="replace")
+        return f"{self.BAD_ID}\n" if _has_unusable_id(text) else text
+
+
+def _has_unusable_id(text: str) -> bool:
+    """Whether ``text`` is a JSON object with an ``id`` MCP does not allow (null, a boolean, a
+    float, an array, an object; MCP's base protocol: "a string or integer ID ... MUST NOT be null")."""
+    if not text.lstrip().startswith("{"):
+        return False
+    try:
+        message = json.loads(text)
+    except (ValueError, RecursionError):  # not JSON: the SDK answers it as a parse error
+        return False
+    if not isinstance(message, dict) or "id" not in message:
+        return False
+    request_id = message["id"]
+    return isinstance(request_id, bool) or not isinstance(request_id, (str, int))
 
 
 class _AnswerBadLines:

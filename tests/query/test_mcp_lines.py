@@ -74,3 +74,20 @@ def test_a_line_of_exactly_the_limit_is_read():
 
     line = b'{"jsonrpc": "2.0", "id": 1, "method": "ping"}\n'
     assert CappedLines(io.BytesIO(line), len(line) - 1).readline() == line.decode()
+
+
+@pytest.mark.parametrize("request_id", ["null", "true", "1.5", "[1]", '{"a": 1}'])
+def test_a_request_with_an_id_mcp_does_not_allow_is_answered_invalid_request(request_id):
+    """guards against: a request whose id is null, a boolean, a float, an array or an object read
+    by the SDK as a notification (it drops the id) and never answered: its sender waited for ever.
+    A notification (no id) and a usable id pass through unchanged."""
+    import io
+
+    bad = f'{{"jsonrpc": "2.0", "id": {request_id}, "method": "ping"}}\n'.encode()
+    good = [b'{"jsonrpc": "2.0", "method": "notifications/initialized"}\n',
+            b'{"jsonrpc": "2.0", "id": "x", "method": "ping"}\n', b'{"jsonrpc": "2.0", "id": 0, "method": "ping"}\n',
+            b"{" * 50_000 + b"\n"]
+    lines = CappedLines(io.BytesIO(bad + b"".join(good)), 1 << 20)
+    error = _error(lines.readline())
+    assert (error.error.code, error.id) == (mcp_types.INVALID_REQUEST, None)
+    assert [lines.readline() for _ in good] == [g.decode() for g in good]
