@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 
 from fabric_query.server.security import OriginPolicy, bearer_matches
-from fabric_query.server.wire import strict_json
+from fabric_query.server.wire import has_unusable_request_id, strict_json
 
 #: The MCP endpoint's path (its errors are JSON-RPC objects).
 MCP_PATH = "/mcp"
@@ -60,6 +60,13 @@ def _repeated_key(body: bytes) -> str | None:
     except (ValueError, RecursionError):
         return None
     return None
+
+
+def _has_unusable_request_id(body: bytes) -> bool:
+    try:
+        return has_unusable_request_id(strict_json(body))
+    except (ValueError, RecursionError):  # not JSON: the MCP SDK answers it as a parse error
+        return False
 
 
 async def _send_error(send, status: int, kind: str, message: str, extra_headers=()) -> None:
@@ -187,6 +194,10 @@ class Guard:
                                              "error": {"code": -32700, "message": f"Parse error: {repeated}"}})
             else:
                 await _send_error(send, 422, "RequestValidationError", f"the body is not JSON: {repeated}")
+            return
+        if is_mcp and _has_unusable_request_id(body):
+            await _send_json(send, 400, {"jsonrpc": "2.0", "id": None, "error": {
+                "code": -32600, "message": "Invalid Request: an MCP request id is a string or an integer"}})
             return
 
         async def replay():

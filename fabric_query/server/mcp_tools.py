@@ -40,6 +40,7 @@ from fabric_query.release import pinned_view
 from fabric_query.visibility import current_sources_config
 from fabric_query.scope import Scope
 from fabric_query.server.gate import AdmissionGate, GateFull
+from fabric_query.server.wire import has_unusable_request_id
 from fabric_query.types import EvidencePack
 from fabric_query.units import canonical_unit
 from fabric_resources.catalog import CatalogDamagedError, CatalogUnavailableError
@@ -196,18 +197,14 @@ class CappedLines:
 
 
 def _has_unusable_id(text: str) -> bool:
-    """Whether ``text`` is a JSON object with an ``id`` MCP does not allow (null, a boolean, a
-    float, an array, an object; MCP's base protocol: "a string or integer ID ... MUST NOT be null")."""
+    """Whether the line ``text`` is a JSON object with an id MCP does not allow
+    (:func:`~fabric_query.server.wire.has_unusable_request_id`)."""
     if not text.lstrip().startswith("{"):
         return False
     try:
-        message = json.loads(text)
+        return has_unusable_request_id(json.loads(text))
     except (ValueError, RecursionError):  # not JSON: the SDK answers it as a parse error
         return False
-    if not isinstance(message, dict) or "id" not in message:
-        return False
-    request_id = message["id"]
-    return isinstance(request_id, bool) or not isinstance(request_id, (str, int))
 
 
 class _AnswerBadLines:

@@ -58,6 +58,17 @@ def strict_json(body: bytes) -> Any:
         raise json.JSONDecodeError(f"duplicate key {dup.key!r}", "", 0) from None
 
 
+def has_unusable_request_id(message: Any) -> bool:
+    """Whether a decoded JSON-RPC message is an object whose ``id`` MCP does not allow: null, a
+    boolean, a float, an array or an object (MCP's base protocol: requests "MUST include a string
+    or integer ID", "MUST NOT be null"). The MCP SDK reads such a request as a notification, drops
+    the id and answers nothing (over stdio) or 202 (over HTTP), so its sender never learns why."""
+    if not isinstance(message, dict) or "id" not in message:
+        return False
+    request_id = message["id"]
+    return isinstance(request_id, bool) or not isinstance(request_id, (str, int))
+
+
 def not_json_reason(msg: str, pos: int | None) -> str:
     """Why a body is not JSON, for a 422's message: the decoder's reason and the character
     (0-based, into the decoded text) where it stopped; a repeated key names the key only."""

@@ -107,3 +107,13 @@ def test_a_request_framed_by_both_content_length_and_transfer_encoding_is_refuse
     assert head.startswith(b"HTTP/1.1 400") and b"connection: close" in head.lower(), answer[:300]
     assert b'"results"' not in rest  # no search ran
     assert server.post("/v1/search", json={"query": "x"}).status_code != 400  # one framing is served
+
+
+@pytest.mark.parametrize("request_id", ["null", "true", "1.5", "[1]", '{"a": 1}'])
+def test_an_mcp_request_with_an_id_mcp_does_not_allow_is_400_invalid_request(server, request_id):
+    """guards against: a request whose id is null, a boolean, a float, an array or an object taken
+    by the MCP SDK for a notification and answered 202 with no body (its sender learned nothing)."""
+    body = f'{{"jsonrpc": "2.0", "id": {request_id}, "method": "tools/list"}}'.encode()
+    r = server.post("/mcp", content=body, headers=MCP_HEADERS)
+    assert r.status_code == 400 and r.json()["id"] is None and r.json()["error"]["code"] == -32600, r.text
+    assert server.post("/mcp", content=LIST_TOOLS, headers=MCP_HEADERS).status_code == 200
