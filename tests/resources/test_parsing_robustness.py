@@ -243,7 +243,8 @@ def test_a_bad_colspan_is_an_error_of_that_cell_only(value):
     doc = parse_epub(build_epub({"a.xhtml": xhtml(body)}), EPUB)
     cells = [u for u in doc.units if u.kind == "table_cell"]
     assert [c.text for c in cells] == ["a", "b"]
-    assert cells[1].attributes["col"] >= 1
+    # span 1 as HTML parses a bad value; a huge one is clamped to 1,000 (the HTML limit)
+    assert cells[1].attributes["col"] == (1000 if value.isascii() and value.isdigit() else 1)
     assert doc.units[-1].text == "after the table"
 
 
