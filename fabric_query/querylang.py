@@ -307,8 +307,12 @@ def parse_query(text: str, max_chars: int = 1000) -> ParsedQuery:
         # Compatibility forms are the key they read as: `ｐａｔｈ：x` (an IME's full width) is `path:x`.
         key = unicodedata.normalize("NFKC", _visible(key)) if not key.isascii() else key
         if negate and sep and key.lower() in FILTER_KEYS:
+            excluded_text = word
+            if not _visible(rest) and j < n and text[j] == '"':  # `-path:"a b"`: the quoted value too
+                value, j = _read_quoted(text, j)
+                excluded_text = _visible(word) + value.strip()
             raise QuerySyntaxError(f"a filter cannot be negated ({text[i:j]}); to exclude the text, quote it: "
-                                   f'-"{word}"')
+                                   f'-"{excluded_text}"')
         if not negate and sep and key.lower() in FILTER_KEYS:
             key = key.lower()
             if key in values:

@@ -117,6 +117,19 @@ def test_a_negated_filter_is_a_syntax_error(text):
         parse_query(text)
 
 
+@pytest.mark.parametrize("text, shown, quoted", [
+    ("x -path:secret", "-path:secret", '-"path:secret"'),
+    ('x -path:"a b" y', '-path:"a b"', '-"path:a b"'),
+    ('x -lang:\u200b"en"', '-lang:\u200b"en"', '-"lang:en"'),
+])
+def test_a_negated_filter_names_itself_and_the_quoted_exclusion_that_would_work(text, shown, quoted):
+    """guards against (trial 12c): a negated filter with a quoted value (``-path:"a b"``) named as
+    ``(-path:)`` and answered with the suggestion ``-"path:"``, which excludes another text."""
+    with pytest.raises(QuerySyntaxError) as err:
+        parse_query(text)
+    assert f"({shown})" in str(err.value) and str(err.value).endswith(f"quote it: {quoted}"), str(err.value)
+
+
 def test_a_quoted_negated_filter_is_an_excluded_literal():
     p = parse_query('x -"path:secret"')
     assert p.filters.path is None and p.excluded == ("path:secret",)
