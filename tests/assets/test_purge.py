@@ -447,3 +447,18 @@ def test_a_key_typed_in_nfc_purges_a_file_named_in_nfd(tmp_path, fabric_home):
     report = purge(fabric_home, PurgeSelector(source_keys=(typed,)))
     assert report.plan.source_keys == (f"fs:corpus/{nfd}",) and report.artifacts_removed == 1
     assert _occurrences(fabric_home.root, [p.encode() for p in _secret_en(2)]) == {}
+
+
+def test_a_key_typed_in_nfc_that_reads_as_several_sources_is_taken_as_typed():
+    """guards against: a typed key that two sources read as in NFC (combining marks in either order)
+    resolved to one of them; docs/reliability.md: "several such: refused as typed"."""
+    import unicodedata
+
+    from fabric_assets.lifecycle.purge import _as_stored
+
+    one, other = "fs:corpus/e\u0323\u0302.txt", "fs:corpus/e\u0302\u0323.txt"
+    typed = unicodedata.normalize("NFC", one)
+    assert typed == unicodedata.normalize("NFC", other) and typed not in (one, other)
+    assert _as_stored((typed,), {one: None, other: None}) == {typed}
+    assert _as_stored((typed,), {one: None}) == {one}
+    assert _as_stored((other,), {one: None, other: None}) == {other}
