@@ -349,6 +349,11 @@ def test_json_output_is_one_json_document(home):
     assert out.exit_code == 0, out.output
     doc = json.loads(out.stdout)
     (table,) = doc["tables"]
+    # every field docs/reliability.md names: per table and for the repair
+    assert set(table) == {"table", "fragments", "indices", "parse_ids", "rederivation", "version"}
+    assert set(doc) == {"tables", "release_id", "republished", "restored", "resumed", "failed_runs",
+                        "unreadable_tables", "failed"}
+    assert table["parse_ids"] and table["indices"] == []
     assert table["table"] == "chunks" and table["fragments"] == {str(fragment_id): "damaged"}
     assert table["rederivation"] == "rechunk" and isinstance(table["version"], int)  # without the fragment
     assert doc["unreadable_tables"] == [] and doc["failed_runs"] == [] and doc["failed"] == []
