@@ -35,11 +35,21 @@ class Fabric:
     ------
     HomeNotFoundError
         If the home has no catalog (nothing was ever ingested there).
+    ConfigError
+        (``fabric_resources.config``) If the home's ``config.json`` cannot be read or is invalid
+        (not UTF-8 JSON, a folder, a FIFO, unknown keys), or the home path is a file. ``search``,
+        ``resolve`` and ``status`` raise it too when ``config.json`` is edited into an invalid one
+        while the home is open: they re-read ``sources.withheld``.
     CatalogMigrationNeededError
         If an older Fabric wrote the catalog: a reader never migrates it (the message names
         `fabric ingest PATH`, which does).
     CatalogTooNewError
         If a newer Fabric wrote it.
+    CatalogUnavailableError
+        If a PostgreSQL catalog (``storage.catalog``) cannot be reached or opened.
+    sqlite3.DatabaseError
+        If the SQLite catalog file is damaged (truncated or overwritten); ``fabric`` prints it as
+        one line, exit 2.
     """
 
     def __init__(self, home: str | os.PathLike | None = None) -> None:
@@ -58,8 +68,9 @@ class Fabric:
         """Search the current (or a given) release under today's visibility, with every channel that
         applies or only the named ``channels``, within ``scope`` (the structured twin of the query
         string's filters, :class:`fabric_query.scope.Scope`) and a token budget ``max_tokens``
-        (whole passages only); see :func:`fabric_query.pipeline.search` for the errors raised
-        (all in :mod:`fabric_query.errors`)."""
+        (whole passages only); see :func:`fabric_query.pipeline.search` for the errors its
+        arguments raise (all in :mod:`fabric_query.errors`; the home's own state can raise those
+        the class lists, e.g. ``ConfigError`` for a ``config.json`` edited into an invalid one)."""
         return pipeline.search(self.home, query, self.encoder, limit=limit, release_id=release_id, debug=debug,
                                reranker=self.reranker, channels=channels, scope=scope, max_tokens=max_tokens)
 
@@ -86,6 +97,8 @@ class Fabric:
             ``verified`` or ``stale``).
         InvalidArgumentError
             ``shown_text`` is given and not a string.
+        ConfigError
+            The home's ``config.json`` was edited into an invalid one (as for ``search``).
         """
         if shown_text is None:
             return resolve_citation(self.home, citation)
