@@ -400,7 +400,8 @@ def bench_ann_cmd(
         = Path(".fabric-bench"),
     shared: SharedOption = Path("../shared"),
     index_type: Annotated[Optional[list[str]], typer.Option(
-        "--index-type", help="ANN setting to measure (repeatable): IVF_PQ or IVF_HNSW_SQ (default: the config's).")]
+        "--index-type", help="ANN setting to measure (repeatable): IVF_PQ, IVF_RQ, IVF_HNSW_SQ or IVF_FLAT, "
+        "as query.dense_search.index_type (default: the config's).")]
         = None,
     setting: Annotated[Optional[list[str]], typer.Option(
         "--setting", help="A query.dense_search JSON object to measure (repeatable; overrides --index-type).")] = None,
