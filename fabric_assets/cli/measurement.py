@@ -61,6 +61,10 @@ def eval_cmd(
     console.print(markdown_table(result), markup=False)  # variant names like [rrf-multilingual] are not markup
     console.print(f"ingest {result['ingest_seconds']} s, {result['documents']} documents, {result['chunks']} chunks; "
                   f"nDCG gain: {result['ndcg_gain']}")
+    if result["chunks_without_query_model_vector"]:
+        console.print(f"note: {result['chunks_without_query_model_vector']} chunks have another model's vector (a "
+                      "mixed-language collection): flat-cosine and lancedb-hybrid cannot rank them; bm25s and "
+                      "lancedb-fts index every chunk", markup=False)
     missing, untexted = result["unscorable"]["missing_documents"], result["unscorable"]["queries_without_text"]
     if missing or untexted:
         console.print(f"note: {missing} relevant judgements name documents absent from corpus.jsonl (counted as "

@@ -121,6 +121,8 @@ def run_eval(
                 "documents": len(collection.corpus),
                 "unscorable": unscorable_judgements(collection, split, qids),
                 "chunks": view.chunks.num_rows,
+                # Chunks flat cosine and LanceDB hybrid cannot see (another model's vector): Baselines.
+                "chunks_without_query_model_vector": baselines.without_vector,
                 "ingest_seconds": round(ingest_s, 1),
                 "ndcg_gain": "linear (trec_eval/BEIR): rel / log2(rank + 1)",
                 "metrics": {name: score_run(run, collection.qrels) for name, run in sorted(runs.items())},

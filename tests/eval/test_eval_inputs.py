@@ -232,3 +232,22 @@ def test_an_eval_holds_its_work_dir_and_refuses_a_folder_it_did_not_make(tmp_pat
     (older / "later.txt").write_text("written after it was marked")
     with claimed_work_dir(older, col):  # released, and marked: its own again
         pass
+
+
+def test_lexical_baselines_index_every_chunk_of_a_mixed_language_collection(tmp_path):
+    """guards against (trial 11d): bm25s and LanceDB FTS indexing only the chunks that have a vector
+    of the query's model, so in an English collection a Japanese document (its chunks have e5
+    vectors) was out of their reach while Fabric's word channel found it: a baseline handicapped."""
+    from fabric_assets.measurement.eval_run import run_eval
+
+    docs = {"d1": ("Lighthouse", "The keeper lit the lamp every evening before the storm."),
+            "d2": ("Bread", "Sourdough bread rises slowly overnight in a cool kitchen."),
+            "d3": ("湿度計", "Zirconia センサーは東京の研究所で開発され、湿度と温度を同時に測定する装置として知られている。")}
+    beir = _folder(tmp_path / "mixed", corpus="".join(json.dumps({"_id": k, "title": t, "text": x}) + "\n"
+                                                       for k, (t, x) in docs.items()),
+                   queries='{"_id": "2", "text": "zirconia"}\n', qrels="2\td3\t1\n")
+    result = run_eval(beir, work_dir=tmp_path / "work")
+    assert result["chunks_without_query_model_vector"] == 1
+    for lexical in ("bm25s", "lancedb-fts", "fabric:word"):
+        assert result["metrics"][lexical]["MRR@10"] == pytest.approx(1.0), lexical
+    assert result["metrics"]["flat-cosine"]["Recall@100"] == 0.0  # its vector is e5's: out of reach, and said
