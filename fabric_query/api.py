@@ -59,6 +59,9 @@ class Fabric:
             raise HomeNotFoundError(f"no Fabric home at {path}; run `fabric ingest PATH` first")
         reader.catalog  # a read-only open checks the schema version and changes nothing
         self.home = FabricHome(path)
+        # Opened now, where it was found: opened first at a later call, a home moved or deleted
+        # since (under a running server) was made again there, empty, and read as "no release".
+        self.home.catalog
         limit_malloc_arenas(self.home.config.query.malloc_arena_max)
 
     def search(

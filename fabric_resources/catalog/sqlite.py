@@ -16,6 +16,7 @@ from pathlib import Path
 
 from fabric_resources.catalog import migrations as schema_migrations
 from fabric_resources.catalog.base import Catalog, checked_lock_name
+from fabric_resources.catalog.records import CatalogUnavailableError
 from fabric_resources.locks import exclusive_lock
 from fabric_resources.schema import LOCK_NAME
 
@@ -53,18 +54,25 @@ class SqliteCatalog(Catalog):
                 schema_migrations.check(self, migrations)
             return
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        con = self._connect()
+        con = self._connect(create=True)
         try:
             con.execute("PRAGMA journal_mode=WAL")  # persistent; not allowed inside a transaction
         finally:
             con.close()
         schema_migrations.migrate(self, migrations)
 
-    def _connect(self) -> sqlite3.Connection:
-        if self.read_only:
-            con = sqlite3.connect(f"file:{self.path}?mode=ro", uri=True, timeout=30.0)
-        else:
-            con = sqlite3.connect(self.path, timeout=30.0)
+    def _connect(self, *, create: bool = False) -> sqlite3.Connection:
+        # Only the opening writer creates the file: a connection made later to a catalog since
+        # moved or deleted (its home renamed under a running server) made a new, empty one in its
+        # place, and every reader then saw a home with nothing ingested.
+        mode = "ro" if self.read_only else "rwc" if create else "rw"
+        try:
+            con = sqlite3.connect(f"{self.path.absolute().as_uri()}?mode={mode}", uri=True, timeout=30.0)
+        except sqlite3.OperationalError:
+            if self.path.exists():
+                raise
+            raise CatalogUnavailableError(f"the catalog {self.path} is gone: its home was moved or deleted while "
+                                          "in use") from None
         con.row_factory = sqlite3.Row
         con.execute("PRAGMA busy_timeout=30000")
         con.execute(f"PRAGMA synchronous={self.synchronous}")  # per connection, not stored in the file

@@ -515,3 +515,21 @@ def test_status_names_a_dense_index_that_cannot_serve_and_repair_clears_it(tmp_p
     fixed = CliRunner().invoke(app, ["dense-index-repair", "--home", str(root)])
     assert fixed.exit_code == 0, fixed.output
     assert Fabric(root).status().dense_index_problems == ()
+
+
+def test_a_home_moved_under_an_open_fabric_is_named_and_never_made_again(home, tmp_path):
+    """guards against: a Fabric (a running server's, an MCP session's) whose home was moved or
+    deleted making a new, empty catalog at the old path at its next call (its first catalog open,
+    or any later connection), then answering "no activated release; run fabric ingest" and a status
+    of an empty home: the user's corpus looked gone, and a stray home was left behind."""
+    from fabric_resources.catalog.records import CatalogUnavailableError
+
+    used, fresh = Fabric(home.root), Fabric(home.root)
+    assert used.search("lighthouse").results  # its catalog open and connected once
+    home.root.rename(tmp_path / "moved")
+    for fabric in (used, fresh):
+        for call in (lambda: fabric.search("lighthouse"), fabric.status):
+            with pytest.raises(CatalogUnavailableError, match="gone: its home was moved or deleted"):
+                call()
+    assert not home.root.exists()
+    assert Fabric(tmp_path / "moved").search("lighthouse").results  # the home itself is whole
