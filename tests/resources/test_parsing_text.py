@@ -308,6 +308,26 @@ def test_a_stray_control_in_text_is_kept_and_control_dense_bytes_stay_binary() -
         assert err.value.reason == "undecodable", seed
 
 
+def test_a_short_note_with_one_stray_control_is_text() -> None:
+    """Property: the allowance is one stray control per started hundred characters, so a note
+    shorter than 100 characters may hold one (an old DOS note's closing SUB, a U+0019 apostrophe)
+    and is searchable; two in such a note are still binary.
+
+    Guards against: the ratio taken over the text's exact length (``count * 100 > len``), which
+    failed every text under 100 characters holding one stray as binary ("old DOS note\\r\\n" +
+    SUB, 15 characters, was undecodable while the same note at 100 characters was text)."""
+    for note, encoding in (("old DOS note about the armadillo shelter\r\n\x1a", "utf-8"),
+                           ("Weird \u2018quote\u2019\x1a", "cp1252"),
+                           ("The heron\x19s nest by the estuary.\n", "utf-8")):
+        assert decode_text(note.encode(encoding)) == (note, encoding)
+        doc = parse_text(note.encode(encoding), CONFIG)
+        assert [u.text for u in doc.units] == [note.replace("\r\n", "\n").rstrip()]  # the stray kept
+    for dense in ("ab\x01cd\x02", "x" * 150 + "\x1a\x1a\x1a"):  # 2 in 6; 3 in 153 (2 allowed)
+        with pytest.raises(ParseError) as err:
+            decode_text(dense.encode())
+        assert err.value.reason == "undecodable" and "controls that never occur in text" in err.value.detail
+
+
 def test_undecodable_detail_names_what_was_tried() -> None:
     """Guards against: an error that does not say which encodings failed."""
     with pytest.raises(ParseError) as err:

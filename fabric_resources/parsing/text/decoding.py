@@ -60,6 +60,8 @@ _NON_TEXT_CONTROL_RE = re.compile("[" + re.escape("".join(sorted(_NON_TEXT_CONTR
 #: end-of-file mark, an apostrophe a conversion turned into U+0019 (2 of CACM's 3,204 abstracts,
 #: which one stray kept out of every search). Binary read as text holds them at about the share of
 #: their byte values, 25 of 256 (~10 %: random bytes read as windows-1252); 1 % keeps a margin of ten.
+#: Counted per started hundred: a note shorter than 100 characters may hold one (a 15-character DOS
+#: note ending in SUB was binary while the same note at 100 characters was text; hostile trial 12a).
 _MAX_NON_TEXT_CONTROLS_PER_100 = 1
 
 # GB2312 lead bytes 0xB0-0xDF (the common Hanzi) fall in cp932's single-byte
@@ -123,9 +125,9 @@ def decode_text(data: bytes) -> tuple[str, str]:
     ParseError
         ``"undecodable"`` when a BOM-declared encoding does not decode, when
         the bytes hold NUL without a UTF-16/32 BOM, when no candidate decodes
-        to text of its kind, or when more than 1 % of the decoded text's
-        characters are controls that never occur in text (binary data; a
-        stray one is kept); ``detail`` names what was tried.
+        to text of its kind, or when the decoded text holds more than one
+        control that never occurs in text per started 100 characters (binary
+        data; a stray one is kept); ``detail`` names what was tried.
     """
     bom_encoding = bom_encoding_of(data)
     if bom_encoding is not None:
@@ -296,11 +298,12 @@ def _decode_legacy(data: bytes, encoding: str) -> str:
 
 
 def _require_text_like(text: str, encoding: str) -> str:
-    """``text``, unless more than 1 in 100 of its characters are controls that never occur in text
-    (``_MAX_NON_TEXT_CONTROLS_PER_100``): then ParseError ``"undecodable"`` naming the first. The
-    controls a text keeps stay in it, so offsets still count every scalar of the source."""
+    """``text``, unless it holds more controls that never occur in text than
+    ``_MAX_NON_TEXT_CONTROLS_PER_100`` per started 100 characters: then ParseError ``"undecodable"``
+    naming the first. The controls a text keeps stay in it, so offsets still count every scalar of
+    the source."""
     count = len(_NON_TEXT_CONTROL_RE.findall(text))
-    if count * 100 > len(text) * _MAX_NON_TEXT_CONTROLS_PER_100:
+    if count > -(-len(text) // 100) * _MAX_NON_TEXT_CONTROLS_PER_100:
         first = _NON_TEXT_CONTROL_RE.search(text).start()
         raise ParseError(
             "undecodable", f"binary: decodes as {encoding} but {count} of its {len(text)} characters are "
