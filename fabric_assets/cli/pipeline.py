@@ -15,7 +15,8 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from fabric_query.cli import HomeOption, console, err, fail, print_health, print_status, search, set_home
+from fabric_query.cli import (LISTED_AT_MOST, HomeOption, console, err, fail, print_health, print_status, search,
+                              set_home)
 from fabric_query.cli_text import one_line
 from fabric_query.errors import FabricQueryError
 
@@ -106,9 +107,9 @@ def _run_ingest(path: Path) -> int:
         ("unchanged content (touched)", str(len(s.touched))),
         ("re-parsed (parser settings changed)", str(len(s.reparsed))),
         ("re-chunked (chunking changed; not re-parsed)", str(len(summary.rechunked_by_change))),
-        ("unsupported", escape(", ".join(f"{one_line(k)} ({one_line(t)})" for k, t in s.unsupported)) or "none"),
+        ("unsupported", escape(_capped([f"{one_line(k)} ({one_line(t)})" for k, t in s.unsupported])) or "none"),
         ("symlinks skipped", str(s.skipped_symlinks)),
-        ("names not UTF-8 (skipped)", escape(", ".join(s.skipped_names)) or "none"),
+        ("names not UTF-8 (skipped)", escape(_capped(s.skipped_names)) or "none"),
         ("skipped (see below)", str(len(s.skipped))),
         ("parse partitions run", str(len(s.parse_ids_to_run))
          + (f" + {len(summary.retried)} resumed after an interrupted run" if summary.retried else "")),
@@ -140,6 +141,13 @@ def _run_ingest(path: Path) -> int:
                   f"{len(s.skipped)} path(s) were skipped, each listed above with its reason.")
         return EXIT_INCOMPLETE
     return 0
+
+
+def _capped(names: list[str]) -> str:
+    """The first ``LISTED_AT_MOST`` of ``names``, then how many more (a folder of 3,000 logs printed
+    6,000 lines of summary, each file named; hostile trial 12a)."""
+    more = len(names) - LISTED_AT_MOST
+    return ", ".join(names[:LISTED_AT_MOST]) + (f", … and {more} more" if more > 0 else "")
 
 
 def _prepare_query_encoder(home: Path) -> None:

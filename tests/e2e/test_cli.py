@@ -96,6 +96,29 @@ def test_a_moved_file_is_one_move_in_the_ingest_summary(tmp_path):
     assert re.search(r"(\d+) / (\d+) / (\d+) / (\d+)", line).groups() == ("1", "0", "1", "1"), line
 
 
+def test_an_ingest_of_many_unsupported_files_names_a_few_and_counts_the_rest(tmp_path):
+    """Property: the ingest summary names at most ``LISTED_AT_MOST`` unsupported files and says how
+    many more there are (as `fabric status` below it does), so a folder of thousands of logs or
+    photos prints a screenful, not a line or two per file.
+
+    Guards against: the summary's "unsupported" row joining every unsupported file (3,000 .log
+    files printed 6,000 lines of table before the status, which listed 20; hostile trial 12a)."""
+    from fabric_query.cli import LISTED_AT_MOST
+
+    src, home = tmp_path / "notes", str(tmp_path / "home")
+    src.mkdir()
+    (src / "note.txt").write_text("A note about the fossa.\n")
+    extra = 7
+    for i in range(LISTED_AT_MOST + extra):
+        (src / f"app_{i:03d}.log").write_text(f"log line {i}\n")
+    result = runner.invoke(app, ["ingest", str(src), "--home", home], terminal_width=200)
+    assert result.exit_code == 0, result.output
+    named = set(re.findall(r"app_\d{3}\.log", result.output))
+    mentions = len(re.findall(r"app_\d{3}\.log", result.output))
+    assert len(named) <= 2 * LISTED_AT_MOST and mentions <= 2 * LISTED_AT_MOST, result.output
+    assert f"and {extra} more" in result.output
+
+
 def test_invalid_config_is_a_clean_error_naming_the_file(tmp_path):
     """guards against: a pydantic traceback instead of one line that names the config file."""
     import subprocess
