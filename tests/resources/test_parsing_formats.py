@@ -655,6 +655,24 @@ def test_whatwg_labels_decode_with_the_standards_encoding_and_a_bom_still_wins()
     assert decode_html(codecs.BOM_UTF16_LE + page.encode("utf-16-le")) == (page, "utf-16")
 
 
+def test_a_page_that_is_utf8_but_for_one_bad_byte_reads_as_utf8_with_it_replaced():
+    """Property: an HTML page that is UTF-8 but for a flaw (one stray byte, a last character cut
+    short), declared UTF-8 or undeclared, decodes as UTF-8 with the bad bytes replaced, as browsers
+    do (and as a BOM'd page already did): every accented word as written.
+
+    Guards against: such a page read as windows-1252 ("cafÃ©" throughout, active, its accented words
+    in no search), or, once the text detection refuses damaged UTF-8, failing whole (hostile trial 12a)."""
+    from fabric_resources.parsing.html.encoding import decode_html
+
+    body = "<p>" + "Le caf\u00e9 de la for\u00eat \u00e9tait ferm\u00e9; nous avons mang\u00e9 une cr\u00eape. " * 5 + "</p>"
+    for head in ('<meta charset="utf-8">', ""):
+        page = f"<html><head>{head}</head><body>{body}</body></html>".encode()
+        for damaged in (page[:120] + b"\xff" + page[120:], page + "\u00e9".encode()[:1]):
+            text, codec = decode_html(damaged)
+            assert codec == "utf-8" and text == damaged.decode("utf-8", errors="replace")
+            assert text.count("\ufffd") == 1 and "Le caf\u00e9 de la for\u00eat" in text
+
+
 _PLANETS = ("<article><h1>Planet facts</h1>"
             "<p>This article lists a few facts about the planets of the solar system in a small table below.</p>"
             "<table><tr><th>Planet</th><th>Moons</th><th>Notes</th></tr>"

@@ -457,6 +457,41 @@ def test_symbol_runs_are_not_western_text(data: bytes) -> None:
     assert err.value.reason == "undecodable" and "cp1252" in err.value.detail
 
 
+def test_utf8_with_one_flaw_is_undecodable_not_legacy_mojibake() -> None:
+    """Property: bytes that are UTF-8 but for a flaw (the last character cut in half, one stray
+    byte) fail ``undecodable`` naming the damage; they are never read as windows-1252 or cp932,
+    whose reading would be mojibake. Legacy text still decodes as before.
+
+    Guards against: the legacy candidates taking damaged UTF-8 (French notes cut mid-character
+    read as cp1252 "cafÃ©", German ones as cp932 "Grﾃｼﾃ歹"): the file active, its accented words
+    in no search, its citations verifying the mojibake (hostile trial 12a)."""
+    french = "Le café de la forêt était fermé; nous avons mangé une crêpe à la crème.\n" * 5
+    german = "Grüße aus Köln, schöne Straße, Übermorgen in München.\n" * 5
+    for text in (french + "é", german + "ü"):
+        data = text.encode()
+        for damaged in (data[:-1], data[:40] + b"\xff" + data[40:]):
+            with pytest.raises(ParseError) as err:
+                decode_text(damaged)
+            assert err.value.reason == "undecodable" and "damaged UTF-8" in err.value.detail, damaged[:60]
+        for legacy in ("cp1252", "latin-1"):
+            assert decode_text(text.encode(legacy)) == (text, "cp1252")
+    japanese = "会議のメモです。明日は灯台守の研修を行います。\n" * 5
+    assert decode_text(japanese.encode("cp932")) == (japanese, "cp932")
+    chinese = "项目笔记：下周三讨论熊猫保护区的预算分配问题。\n" * 5
+    assert decode_text(chinese.encode("gb18030")) == (chinese, "gb18030")
+    # The check's memory is bounded by blocks: re.sub over a whole 4 MB file held ~80 MB of pieces.
+    import tracemalloc
+
+    from fabric_resources.parsing.text.decoding import looks_like_damaged_utf8
+
+    for data in ((japanese * 14000).encode("cp932"), (french * 12000 + "é").encode()[:-1]):
+        tracemalloc.start()
+        looks_like_damaged_utf8(data)
+        peak = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+        assert peak < len(data) + 8 * 2**20, (len(data), peak)
+
+
 def test_many_short_paragraphs_fail_cap_units_and_blank_lines_cost_nothing() -> None:
     """A file of one-word paragraphs was ~100x its size in memory as units (a 9 MB one took 4.5 GB
     to ingest); past ``max_units`` it fails ``cap-units``, naming the cap. Blank lines are read one

@@ -20,7 +20,7 @@ from __future__ import annotations
 import codecs
 import re
 
-from fabric_resources.parsing.text.decoding import decode_text
+from fabric_resources.parsing.text.decoding import decode_text, looks_like_damaged_utf8
 
 # The WHATWG encodings a label can name, as the Python codec that decodes each, with its labels
 # (https://encoding.spec.whatwg.org/#names-and-labels). Where the standard's decoder is a superset
@@ -101,7 +101,9 @@ def decode_html(data: bytes) -> tuple[str, str]:
     """Bytes -> (text, Python codec name).
 
     A BOM decides (UTF-8, UTF-16; undecodable bytes replaced, as browsers do); else strict UTF-8;
-    else the WHATWG encoding the page declares (:func:`declared_codec`), strictly; else the
+    else the WHATWG encoding the page declares (:func:`declared_codec`), strictly; else UTF-8 with
+    its bad bytes replaced when the bytes are UTF-8 but for a flaw
+    (:func:`~fabric_resources.parsing.text.decoding.looks_like_damaged_utf8`); else the
     plain-text parser's detection (:func:`~fabric_resources.parsing.text.decoding.decode_text`:
     cp932, GB18030, windows-1252). An XML declaration is removed (lxml refuses one in a str).
 
@@ -124,5 +126,7 @@ def decode_html(data: bytes) -> tuple[str, str]:
             return _XML_DECL.sub("", data.decode(name)), name
         except UnicodeDecodeError:
             pass
+    if looks_like_damaged_utf8(data):  # UTF-8 but for a flaw: its bad bytes replaced, as browsers do
+        return _XML_DECL.sub("", data.decode("utf-8", errors="replace")), "utf-8"
     text, name = decode_text(data)
     return _XML_DECL.sub("", text), name
