@@ -62,6 +62,25 @@ def test_headings_and_section_paths() -> None:
     assert_exact(text, units)
 
 
+def test_yaml_front_matter_is_one_searchable_block_not_a_heading() -> None:
+    """Guards against (hostile trial 12a): a note's YAML front matter (Jekyll, Hugo, Obsidian) read
+    by plain CommonMark as a setext heading (its closing `---` an underline), so 'title: … tags: …'
+    became the section path of every later unit and was merged into their hit text; and front
+    matter recognised anywhere but at the very top (a later `---` pair is a break and a heading)."""
+    text = "---\r\ntitle: Trip notes\r\ntags: [hiking, alps]\r\n---\r\n\r\n# Day one\r\nWe walked.\r\n\r\nLater\r\n---\r\n"
+    units = markdown_units(text, CONFIG)
+    assert summary(units) == [
+        ("preformatted", "title: Trip notes\ntags: [hiking, alps]", ()),
+        ("heading", "Day one", ()),
+        ("paragraph", "We walked.", ("Day one",)),
+        ("heading", "Later", ("Day one",)),
+    ]
+    assert units[0].attributes == {"front_matter": True} and units[0].locator["line_start"] == 2
+    assert_exact(text, units)
+    unclosed = markdown_units("---\ntitle: x\n\nbody\n", CONFIG)  # no closing line: no front matter
+    assert summary(unclosed) == [("paragraph", "title: x", ()), ("paragraph", "body", ())]
+
+
 def test_a_hash_line_in_a_code_fence_is_code_not_a_heading() -> None:
     """Guards against: the line rule of the plain-text parser, which made a shell comment in a
     fenced block a level-1 heading and reset every later section path (the shared README)."""

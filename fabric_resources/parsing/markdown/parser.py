@@ -24,6 +24,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from markdown_it import MarkdownIt
+from mdit_py_plugins.front_matter import front_matter_plugin
 
 from fabric_resources.config import MarkdownParserConfig
 from fabric_resources.parsing.document import ParsedDocument, ParsedUnit, ParseError, bad_input_net
@@ -129,7 +130,11 @@ def _parser(config: MarkdownParserConfig) -> MarkdownIt:
     # CommonMark plus GFM tables (the one extension nearly every README uses). Only the block
     # rules run: units keep inline markup as written, and skipping the inline pass makes
     # pathological inline input (200k '[') cost nothing instead of ~10 s.
-    md = MarkdownIt("commonmark", {"maxNesting": config.max_nesting}).enable("table")
+    # A YAML front matter block (`---` lines around it at the very top: Jekyll, Hugo, Obsidian) is
+    # read as such (mdit-py-plugins, the markdown-it-py project's own): plain CommonMark took its
+    # closing `---` for a setext underline, so the block became a heading in every later unit's
+    # section path (hostile trial 12a).
+    md = MarkdownIt("commonmark", {"maxNesting": config.max_nesting}).enable("table").use(front_matter_plugin)
     return md.disable(["inline", "text_join"])
 
 
@@ -141,7 +146,8 @@ def markdown_units(text: str, config: MarkdownParserConfig) -> list[ParsedUnit]:
     ``list_item`` (a paragraph inside a list item; attribute ``depth``, 1 for a top-level
     list), ``blockquote`` (a paragraph inside a block quote), ``preformatted`` (fenced or
     indented code, raw HTML blocks; attribute ``info`` for a fence's info string, ``html`` for
-    HTML) and ``table_cell`` (attributes ``table``, ``row``, ``col``, ``header``; 0-based).
+    HTML; ``front_matter`` for a YAML front matter block, which sets no section) and
+    ``table_cell`` (attributes ``table``, ``row``, ``col``, ``header``; 0-based).
     Thematic breaks and empty blocks make no unit. A unit longer than
     ``config.max_unit_chars`` becomes several (``part``/``parts``).
 
@@ -208,6 +214,9 @@ def markdown_units(text: str, config: MarkdownParserConfig) -> list[ParsedUnit]:
             attributes = {"depth": depth} if unit_kind == "list_item" else {}
             emit(_block(unit_kind, source.pieces(token.map[0], inline.content.split("\n")), section_path(),
                        attributes))
+        elif kind == "front_matter" and token.map:
+            emit(_block("preformatted", source.pieces(token.map[0] + 1, token.content.split("\n")), section_path(),
+                        {"front_matter": True}))
         elif kind in ("fence", "code_block", "html_block") and token.map:
             first = token.map[0] + (1 if kind == "fence" else 0)
             lines = token.content.split("\n")
