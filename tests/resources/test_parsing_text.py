@@ -328,6 +328,21 @@ def test_a_short_note_with_one_stray_control_is_text() -> None:
         assert err.value.reason == "undecodable" and "controls that never occur in text" in err.value.detail
 
 
+def test_bom_less_utf16_is_refused_with_a_hint_and_binary_gets_none() -> None:
+    """Guards against: a UTF-16 file saved without a BOM failing as plain 'binary' with no clue what
+    to do (trial 12a), and the hint given to binary data that merely holds NUL bytes."""
+    for data, order in (("Meeting notes: café at noon".encode("utf-16-le"), "LE"),
+                        ("Meeting notes".encode("utf-16-be"), "BE")):
+        with pytest.raises(ParseError) as err:
+            decode_text(data)
+        assert err.value.reason == "undecodable" and f"UTF-16 {order} without a byte-order mark" in err.value.detail
+    import random
+
+    with pytest.raises(ParseError) as err:
+        decode_text(random.Random(3).randbytes(400) + b"\x00")
+    assert "UTF-16" not in err.value.detail.replace("UTF-16/32 BOM", "")
+
+
 def test_undecodable_detail_names_what_was_tried() -> None:
     """Guards against: an error that does not say which encodings failed."""
     with pytest.raises(ParseError) as err:

@@ -158,7 +158,8 @@ def decode_text(data: bytes) -> tuple[str, str]:
 
     nul_offset = data.find(b"\x00")
     if nul_offset >= 0:
-        raise ParseError("undecodable", f"binary: NUL byte at offset {nul_offset} and no UTF-16/32 BOM")
+        raise ParseError("undecodable", f"binary: NUL byte at offset {nul_offset} and no UTF-16/32 BOM"
+                         + _utf16_hint(data))
 
     try:
         return _require_text_like(data.decode("utf-8", errors="strict"), "utf-8"), "utf-8"
@@ -187,6 +188,19 @@ def decode_text(data: bytes) -> tuple[str, str]:
     else:
         raise ParseError("undecodable", "no BOM; tried " + ", ".join(failures))
     return _require_text_like(readings[encoding], encoding), encoding
+
+
+def _utf16_hint(data: bytes) -> str:
+    """A hint for bytes with NUL that read like UTF-16 without a BOM (Latin text: every other byte
+    NUL), which is not guessed: a BOM-less UTF-16 reading of binary data is text of any script."""
+    half = len(data) // 2
+    if half < 4:
+        return ""
+    odd, even = data[1::2].count(0) / half, data[0::2].count(0) / half
+    for share, other, order in ((odd, even, "LE"), (even, odd, "BE")):
+        if share > 0.5 and other < 0.05:
+            return f" (it reads like UTF-16 {order} without a byte-order mark: save it as UTF-8, or with a BOM)"
+    return ""
 
 
 def choose_legacy_encoding(data: bytes, cp932_text: str) -> Literal["cp932", "gb18030"]:
