@@ -117,6 +117,9 @@ def test_an_ingest_of_many_unsupported_files_names_a_few_and_counts_the_rest(tmp
     mentions = len(re.findall(r"app_\d{3}\.log", result.output))
     assert len(named) <= 2 * LISTED_AT_MOST and mentions <= 2 * LISTED_AT_MOST, result.output
     assert f"and {extra} more" in result.output
+    again = runner.invoke(app, ["ingest", str(src), "--home", home], terminal_width=200)
+    # The row counts what this scan found new or changed (none now); `fabric status` lists them all.
+    assert re.search(r"unsupported \(new or changed\)[\s│|]+none", again.output), again.output
 
 
 def test_invalid_config_is_a_clean_error_naming_the_file(tmp_path):
