@@ -23,13 +23,16 @@ from fabric_query.querylang import ParsedQuery
 from fabric_query.types import HighlightSegment
 from fabric_resources.text_folding import CLUSTER_TAIL, fold_with_map
 
-#: A word as the word index's tokenizer reads one: word characters with their combining marks (tantivy
-#: splits at what is not alphanumeric, and the vowel signs of Devanagari, Bengali, Tamil… are
-#: alphabetic: ``\w`` alone cut ``झील`` at its ``ी``, so no query word was found in it).
-_WORD = regex.compile(r"[\w\p{M}]+")
+#: A word as the word index's tokenizer reads one: a run of alphanumeric characters (tantivy's simple
+#: tokenizer splits at every character that is not ``char::is_alphanumeric``: Unicode Alphabetic or
+#: Numeric). The vowel signs of Devanagari, Bengali, Tamil… are alphabetic (``\w`` alone cut ``झील``
+#: at its ``ी``, so no query word was found in it); connector punctuation is not (``\w`` took
+#: ``snake_case`` as one word, so the query ``case`` highlighted ``snake_`` too), nor is an enclosing
+#: mark such as the keycap U+20E3.
+_WORD = regex.compile(r"[\p{Alphabetic}\p{N}]+")
 #: A run of word characters in scripts with spaces: how the word index splits a word that glues
 #: Latin to Japanese (``これはpythonのコード`` holds the token ``python``).
-_SPACED_RUN = regex.compile(f"(?:(?!{UNSPACED.pattern})[\\w\\p{{M}}])+")
+_SPACED_RUN = regex.compile(f"(?:(?!{UNSPACED.pattern})[\\p{{Alphabetic}}\\p{{N}}])+")
 
 #: The channels whose hits hold a query token in their own text (lexical evidence).
 LEXICAL_CHANNELS = ("word", "substring", "scan")

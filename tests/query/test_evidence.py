@@ -181,6 +181,20 @@ def test_word_boundary_english():
     assert hl("concatenate", "cat") == []
 
 
+def test_a_word_joined_by_connector_punctuation_highlights_only_the_matched_token():
+    """Property: a highlight covers the word-index tokens the query matched and no other token —
+    the word index (tantivy's simple tokenizer) splits ``snake_case`` at ``_`` (and at ``‿``,
+    full-width ``＿``, a keycap's enclosing mark), so the query ``case`` matched the token ``case``
+    only (trial 12b).
+
+    guards against: the highlighter's word pattern admitting connector punctuation or enclosing marks
+    (``\\w``), which marked ``snake_case`` whole for ``case`` and ``ｆｏｏ＿ｂａｒ`` whole for ``bar``."""
+    assert segs("call snake_case here", "case") == [("call snake_", False), ("case", True), (" here", False)]
+    assert hl("see foo‿bar and ｆｏｏ＿ｂａｒ", "bar") == ["bar", "ｂａｒ"]
+    assert hl("press 1\u20e3x now", "x") == ["x"]
+    assert hl("read_file read", "read") == ["read", "read"]
+
+
 def test_stemmed_word_highlighted():
     """guards against: highlight using a different analyzer than the word index (which stems)."""
     assert hl("cats and dogs", "cat") == ["cats"]
