@@ -528,6 +528,35 @@ def test_short_list_items_of_the_main_text_are_units_and_navigation_items_are_no
                      "Cobalt fell.", "First step.", "Second step."]
 
 
+def test_a_short_paragraph_trafilatura_writes_over_several_lines_is_kept():
+    """Property: an element under 40 characters whose text trafilatura kept is a unit, also when
+    trafilatura wrote it over consecutive lines — a short ``<pre>`` (a line per line) and, on a
+    small page, a paragraph whose link or bold word it put on a line of its own (``Click`` /
+    ``here`` / ``to go.``, even mid-word: ``Split`` / ``gua`` / ``va``); a navigation list stays out
+    (trial 12b).
+
+    guards against: the short-text rule requiring one whole line of trafilatura's text, which
+    dropped these paragraphs (no unit, their words in no search, the page active)."""
+    from fabric_resources.parsing.html.parser import parse_html
+
+    config = HtmlParserConfig(isolation=IN_PROCESS)
+    page = ("<html><head><title>T</title></head><body><h1>Heading &amp; More</h1>"
+            "<p>Tom&nbsp;&amp;&nbsp;Jerry smile at the rambutan fishing.</p>{}</body></html>")
+    for body, text in [('<p>Click <a href="x">here</a> to go.</p>', "Click here to go."),
+                       ("<p>Some <b>bold</b> word.</p>", "Some bold word."),
+                       ('<p>Split <b>gua</b>va and <a href="x">sala</a>k.</p>', "Split guava and salak.")]:
+        units = [u.text for u in parse_html(page.format(body).encode(), config).units]
+        assert text in units, (body, units)
+    article = ("<html><body><nav><ul><li>Home</li><li>About us</li></ul></nav><article><h1>Shell notes</h1>"
+               "<p>This note explains how the certificate store is refreshed after an upgrade of the "
+               "system libraries on every host.</p><pre>rehash\nwhich openssl\nopenssl version</pre>"
+               "<p>Run the three commands in order and compare the version with the one the vendor lists.</p>"
+               "</article></body></html>")
+    doc = parse_html(article.encode(), config)
+    assert [u.text for u in doc.units if u.kind == "preformatted"] == ["rehash\nwhich openssl\nopenssl version"]
+    assert not any(u.text in ("Home", "About us") for u in doc.units)
+
+
 def _page_text(body: str) -> str:
     """The text of every unit the HTML parser makes of ``<html><body>body</body></html>``."""
     from fabric_resources.parsing.html.parser import parse_html

@@ -115,11 +115,15 @@ class MainText:
     ``joined``: the whole text, whitespace-collapsed. ``lines``: how often each of its lines
     occurs (a list item's without trafilatura's ``- `` marker). ``cells``: how often each table cell occurs in its table rows (trafilatura writes a
     kept table as lines ``| a | b |``, escaping a ``|`` inside a cell as ``\\|``). The counts are
-    spent as elements match, so each occurrence vouches for one element."""
+    spent as elements match, so each occurrence vouches for one element. ``runs``: every run of
+    two or more consecutive lines, short together, without spaces (a short ``<pre>`` block, which
+    trafilatura writes a line per line; a short paragraph whose links or bold words it writes each
+    on a line of their own, ``Split <b>gua</b>va`` as ``Split`` ``gua`` ``va``)."""
 
     joined: str
     lines: Counter[str]
     cells: Counter[str]
+    runs: frozenset[str] = frozenset()
 
 
 def main_text(text: str) -> MainText | None:
@@ -133,8 +137,12 @@ def main_text(text: str) -> MainText | None:
         return None
     # A list item is written "- text": its text is the line less the marker (a short item never
     # equalled a whole line and was dropped, as table cells were).
-    lines = Counter(_match_key(line[2:] if line.startswith("- ") else line) for line in extracted.splitlines())
+    ordered = [_match_key(line[2:] if line.startswith("- ") else line) for line in extracted.splitlines()]
+    lines = Counter(ordered)
     lines.pop("", None)
+    ordered = [line for line in ordered if line]
+    runs = frozenset("".join(ordered[i:j]).replace(" ", "") for i in range(len(ordered))
+                     for j in _run_ends(ordered, i))
     cells: Counter[str] = Counter()
     for line, count in lines.items():
         if len(line) > 1 and line[0] == "|" and line[-1] == "|":
@@ -142,7 +150,18 @@ def main_text(text: str) -> MainText | None:
             if not all(_RULE.fullmatch(cell) for cell in row):  # not the |---|---| below a head row
                 for cell in filter(None, row):
                     cells[cell] += count
-    return MainText(_match_key(extracted), lines, cells)
+    return MainText(_match_key(extracted), lines, cells, runs)
+
+
+def _run_ends(lines: list[str], start: int):
+    """The ends of the runs of two or more lines from ``start`` that are shorter than :data:`_SHORT`
+    together (only a short element needs a run: a longer one is matched in ``joined``)."""
+    size = len(lines[start])
+    for end in range(start + 1, len(lines)):
+        size += 1 + len(lines[end])
+        if size >= _SHORT:
+            return
+        yield end + 1
 
 
 def _match_key(text: str) -> str:
@@ -187,11 +206,13 @@ class _Walker:
             return True
         if len(text) < _SHORT:
             # A short text must be a whole line of the main text, and each such line vouches for as
-            # many elements as it occurs (a sidebar "Contents" does not ride on the article's heading).
+            # many elements as it occurs (a sidebar "Contents" does not ride on the article's heading);
+            # or consecutive whole lines (a short <pre>, or "Click <a>here</a> to go." that
+            # trafilatura wrote as three lines: it was dropped, its words in no search).
             if main.lines[text] > 0:
                 main.lines[text] -= 1
                 return True
-            return False
+            return text.replace(" ", "") in main.runs
         if text in main.joined:
             return True
         # trafilatura rewrites some whitespace and inline markup: keep an element most of whose
