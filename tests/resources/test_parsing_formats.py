@@ -368,6 +368,32 @@ def test_docx_footnote_and_endnote_are_units_linked_from_their_reference():
     assert {doc.units[r.target_index].text for r in refs} == {notes["footnote"].text, notes["endnote"].text}
 
 
+def test_a_docx_non_breaking_hyphen_is_kept_in_the_unit_text():
+    """Property: a paragraph's unit text holds every character Word shows; a non-breaking hyphen
+    (``w:noBreakHyphen``, ECMA-376 §17.3.3.18) is U+2011, so ``COVID‑19`` reads and is indexed as
+    the words ``covid`` ``19``, as ``COVID-19`` typed is (trial 12b).
+
+    guards against: the element being skipped, which glued the words (``COVID19``, ``email``): the
+    cited text differed from the document and the query ``COVID-19`` did not match it."""
+    import docx
+    from docx.oxml import OxmlElement
+
+    from fabric_query.channels.lexical import word_tokens
+    from fabric_resources.parsing.docx.parser import parse_docx
+
+    document = docx.Document()
+    paragraph = document.add_paragraph()
+    for piece in ("Send an e", None, "mail about COVID", None, "19 rules."):
+        run = paragraph.add_run(piece)
+        if piece is None:
+            run._r.append(OxmlElement("w:noBreakHyphen"))
+    buffer = io.BytesIO()
+    document.save(buffer)
+    doc = parse_docx(buffer.getvalue(), OoxmlParserConfig(isolation=IN_PROCESS))
+    assert [u.text for u in doc.units] == ["Send an e\u2011mail about COVID\u201119 rules."]
+    assert set(word_tokens("COVID-19 e-mail")) <= set(word_tokens(doc.units[0].text))
+
+
 def test_docx_table_cells_and_heading_paths():
     doc = _docx("docx/pandoc-tables.docx")
     cell = next(u for u in doc.units if u.kind == "table_cell" and u.text == "Lebron James")

@@ -11,7 +11,7 @@ from __future__ import annotations
 from fabric_resources.parsing.spec import ParserSpec
 
 PARSER_NAME = "docx"
-PARSER_VERSION = "4"  # 4: a part a relationship names may be missing (missing-part)
+PARSER_VERSION = "5"  # 4: a part a relationship names may be missing (missing-part); 5: w:noBreakHyphen is U+2011
 MEDIA_TYPE = "application/vnd.openxmlformats-officedocument.wordprocessingml.document"
 
 

@@ -331,6 +331,8 @@ def paragraph_text(p, hidden: frozenset[str] = frozenset()) -> tuple[str, list[t
                 pieces.append("\t")
             elif tag in (f"{{{W}}}br", f"{{{W}}}cr"):
                 pieces.append("\n")
+            elif tag == f"{{{W}}}noBreakHyphen":  # ECMA-376 §17.3.3.18: a hyphen Word shows ("COVID‑19")
+                pieces.append("\u2011")
             elif tag in (f"{{{W}}}footnoteReference", f"{{{W}}}endnoteReference"):
                 kind = "footnote" if tag.endswith("footnoteReference") else "endnote"
                 pieces.append("\x00")  # placeholder: its position survives the cleanup below
