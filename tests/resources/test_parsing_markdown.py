@@ -127,6 +127,24 @@ def test_table_cells_carry_row_col_and_exact_spans() -> None:
     assert_exact(text, units)
 
 
+def test_a_table_cell_holding_an_escaped_pipe_is_that_cell() -> None:
+    """Property: every table cell's unit is that cell's source text at its place, also when the
+    cell holds an escaped pipe (``a \\| b``, GFM's way to put a pipe in a cell), in a CRLF file
+    beside emoji and astral characters (trial 12b).
+
+    guards against: locating the cell by markdown-it's unescaped content (``a | b``), which is not
+    in the source: the cell became its whole row (``| a \\| b okapi | 😀 **gnu** |``), so the
+    next cell's text was cited twice and the cell's locator pointed at the row."""
+    text = "# T 𠮷\r\n\r\n| Name | Note |\r\n|---|---|\r\n| a \\| b okapi | 😀 **gnu** |\r\n| 𠮷 \\|\\| x | y |\r\n"
+    units = [u for u in markdown_units(text, CONFIG) if u.kind == "table_cell"]
+    assert [(u.text, u.attributes["row"], u.attributes["col"]) for u in units] == [
+        ("Name", 0, 0), ("Note", 0, 1), ("a \\| b okapi", 1, 0), ("😀 **gnu**", 1, 1),
+        ("𠮷 \\|\\| x", 2, 0), ("y", 2, 1)]
+    for u in units:
+        assert text[u.locator["char_start"]:u.locator["char_end"]] == u.text
+    assert_exact(text, units)
+
+
 def test_long_paragraph_becomes_bounded_units_with_exact_spans() -> None:
     """Guards against: a huge paragraph as one unit, or pieces whose locators drift."""
     sentence = "The keeper trimmed the wick before dusk. "

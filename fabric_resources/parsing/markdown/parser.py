@@ -240,6 +240,9 @@ def markdown_units(text: str, config: MarkdownParserConfig) -> list[ParsedUnit]:
             if content and cursor_line is not None and cursor_line < len(source.lines):
                 line = source.lines[cursor_line]
                 found = line.content.find(content, cursor)
+                if found < 0 and "|" in content:  # markdown-it reads a cell's "\|" as "|": cite the source's
+                    content = content.replace("|", "\\|")
+                    found = line.content.find(content, cursor)
                 if found >= 0:
                     cursor = found + len(content)
                     piece = _Piece(cursor_line, line.start + found, content)
