@@ -394,6 +394,34 @@ def test_a_docx_non_breaking_hyphen_is_kept_in_the_unit_text():
     assert set(word_tokens("COVID-19 e-mail")) <= set(word_tokens(doc.units[0].text))
 
 
+def test_docx_text_a_tracked_change_moved_away_is_read_as_deleted():
+    """Property: tracked changes read as accepted, as deleted text already was: text moved
+    (``w:moveFrom`` at its old place, ``w:moveTo`` at its new one, ECMA-376 §17.13.5.22) is a
+    unit's text at its new place only (trial 12b).
+
+    guards against: ``w:moveFrom`` walked like any run container (its runs hold ``w:t``, not
+    ``w:delText``): the moved sentence was cited at the place it left as well as where it is."""
+    import docx
+    from docx.oxml import parse_xml
+
+    from fabric_resources.parsing.docx.parser import parse_docx
+
+    ns = 'xmlns:w="http://schemas.openxmlformats.org/wordprocessingml/2006/main"'
+    mark = 'w:author="a" w:date="2024-01-01T00:00:00Z"'
+    moved = "<w:r><w:t>Moved sentence about gazelles.</w:t></w:r>"
+    document = docx.Document()
+    body = document.element.body
+    body.insert(0, parse_xml(f'<w:p {ns}><w:r><w:t xml:space="preserve">Second. </w:t></w:r>'
+                             f'<w:moveTo w:id="2" {mark}>{moved}</w:moveTo><w:del w:id="3" {mark}>'
+                             '<w:r><w:delText>deleted words</w:delText></w:r></w:del></w:p>'))
+    body.insert(0, parse_xml(f'<w:p {ns}><w:r><w:t xml:space="preserve">First. </w:t></w:r>'
+                             f'<w:moveFrom w:id="1" {mark}>{moved}</w:moveFrom></w:p>'))
+    buffer = io.BytesIO()
+    document.save(buffer)
+    doc = parse_docx(buffer.getvalue(), OoxmlParserConfig(isolation=IN_PROCESS))
+    assert [u.text for u in doc.units] == ["First.", "Second. Moved sentence about gazelles."]
+
+
 def test_docx_table_cells_and_heading_paths():
     doc = _docx("docx/pandoc-tables.docx")
     cell = next(u for u in doc.units if u.kind == "table_cell" and u.text == "Lebron James")

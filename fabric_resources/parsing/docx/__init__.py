@@ -11,7 +11,8 @@ from __future__ import annotations
 from fabric_resources.parsing.spec import ParserSpec
 
 PARSER_NAME = "docx"
-PARSER_VERSION = "5"  # 4: a part a relationship names may be missing (missing-part); 5: w:noBreakHyphen is U+2011
+PARSER_VERSION = "6"  # 4: a part a relationship names may be missing (missing-part); 5: w:noBreakHyphen is U+2011
+# 6: text a tracked change moved away (w:moveFrom) is skipped as deleted text is
 MEDIA_TYPE = "application/vnd.openxmlformats-officedocument.wordprocessingml.document"
 
 

@@ -40,7 +40,9 @@ W = "http://schemas.openxmlformats.org/wordprocessingml/2006/main"
 _NS = {"w": W}
 _HEADING_STYLE = re.compile(r"^(?:heading|überschrift|titre|título|kop)\s*(\d)$", re.IGNORECASE)
 _NOTE_RELS = {"footnotes": "footnote", "endnotes": "endnote"}
-_SKIP_IN_TEXT = {f"{{{W}}}delText", f"{{{W}}}instrText", f"{{{W}}}del"}
+# Tracked changes read as accepted: deleted text and text moved away (w:moveFrom, ECMA-376 §17.13.5.22: its
+# runs hold w:t, and the same text is at its w:moveTo) are not the document's text.
+_SKIP_IN_TEXT = {f"{{{W}}}delText", f"{{{W}}}instrText", f"{{{W}}}del", f"{{{W}}}moveFrom"}
 _SPACES = re.compile(r"[ \t\u00a0]+")
 # What reading one body element or notes part may raise on XML the walk did not foresee: an error
 # of that element (skipped and listed), not of the document. ParseError (cap-units) is not one.
