@@ -17,6 +17,7 @@ from functools import lru_cache
 import regex
 
 from fabric_query.channels.lexical import substring_tokens, word_tokens
+from fabric_resources.lexical_index import SUBSTRING_PATTERN
 from fabric_resources.offsets import utf16_offset  # noqa: F401  (re-exported for callers)
 from fabric_resources.text_folding import UNSPACED
 from fabric_query.querylang import ParsedQuery
@@ -33,6 +34,12 @@ _WORD = regex.compile(r"[\p{Alphabetic}\p{N}]+")
 #: A run of word characters in scripts with spaces: how the word index splits a word that glues
 #: Latin to Japanese (``これはpythonのコード`` holds the token ``python``).
 _SPACED_RUN = regex.compile(f"(?:(?!{UNSPACED.pattern})[\\p{{Alphabetic}}\\p{{N}}])+")
+
+#: A token of the substring index (its tokenizer's pattern, tantivy's ``\x{…}`` written as the character):
+#: whitespace, punctuation, symbols and controls between characters are not tokens, so the index's
+#: positions run across them and a term matches there (``京大`` in ``東京、大阪``).
+_SUBSTRING_TOKEN = regex.compile(regex.sub(r"\\x\{([0-9A-Fa-f]+)\}", lambda m: chr(int(m.group(1), 16)),
+                                           SUBSTRING_PATTERN))
 
 #: The channels whose hits hold a query token in their own text (lexical evidence).
 LEXICAL_CHANNELS = ("word", "substring", "scan")
@@ -85,7 +92,9 @@ def match_ranges(passage: str, parsed: ParsedQuery) -> list[tuple[int, int]]:
     needles = {"".join(substring_tokens(t)) for t in (*parsed.terms, *parsed.phrases) if UNSPACED.search(t)} - {""}
     if not needles:
         return _merge(_extend_over_marks(passage, ranges))
-    compact = [(i, c) for i, c in enumerate(folded) if not c.isspace()]
+    # As the substring index reads the passage: its tokens' characters, in order (was: all but
+    # whitespace, so a term the index matched across a "、" had no highlight).
+    compact = [(i, folded[i]) for m in _SUBSTRING_TOKEN.finditer(folded) for i in range(m.start(), m.end())]
     hay = "".join(c for _, c in compact)
     for needle in needles:
         start = hay.find(needle)

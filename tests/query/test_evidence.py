@@ -163,6 +163,18 @@ def test_cjk_partial_term_highlights_only_the_shared_bigrams():
     assert hl("署名付きトークンを持つ", "番組") == []
 
 
+def test_a_cjk_term_is_highlighted_across_the_punctuation_the_substring_index_skips():
+    """Property: the highlighter reads a passage as the substring index does (its tokens'
+    characters, punctuation and symbols between them skipped), so every place that index matched
+    a term is highlighted, the skipped characters between included (trial 12b).
+
+    guards against: only whitespace being skipped: ``京大`` matched ``東京、大阪`` in the index and
+    had no highlight."""
+    assert hl("これは東京、大阪の話", "京大") == ["京、大"]
+    assert hl("ソニー・ピクチャーズ", "ソニーピクチャーズ") == ["ソニー・ピクチャーズ"]
+    assert hl("東京 大阪", "京大") == ["京 大"]
+
+
 def test_cjk_single_character():
     """guards against: 1-character CJK terms not highlighting, or highlighting neighbours."""
     assert segs("日本と本日", "日") == [("日", True), ("本と本", False), ("日", True)]

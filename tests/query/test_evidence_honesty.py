@@ -80,6 +80,22 @@ def test_lexical_hits_always_carry_a_highlight(fabric, query):
     _check_pack(pack)
 
 
+def test_a_term_the_substring_index_matched_across_punctuation_is_highlighted(fabric):
+    """Property: a lexical hit carries a highlight wherever its channel matched, also where the
+    substring index's positions run across punctuation (its tokenizer keeps no token for ``、``, so
+    ``备关`` matches ``刘备、关羽``): the highlight spans the matched characters and what lies between
+    (trial 12b).
+
+    guards against: the highlighter reading the passage with only whitespace removed, so the hit
+    came back lexical with no highlighted segment (``highlight_missing``
+    ``no-query-token-found-in-text``)."""
+    pack = fabric.search("备关", debug=True)
+    hit = next(h for h in pack.results if h.citation.source_key.endswith("tw.txt"))
+    assert "substring" in hit.channels
+    assert [s.text for s in hit.highlights if s.highlighted] == ["备、关"]
+    _check_pack(pack)
+
+
 @settings(max_examples=30, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.integers(0, 2**32 - 1), st.integers(1, 4))
 def test_property_no_lexical_hit_without_highlighted_evidence(fabric, seed, length):
