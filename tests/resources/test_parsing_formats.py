@@ -422,6 +422,35 @@ def test_docx_text_a_tracked_change_moved_away_is_read_as_deleted():
     assert [u.text for u in doc.units] == ["First.", "Second. Moved sentence about gazelles."]
 
 
+def test_a_docx_text_box_word_writes_twice_is_read_once():
+    """Property: a text box's text is in the unit once. Word writes every text box inside
+    ``mc:AlternateContent`` twice — a DrawingML shape (``mc:Choice``) and its VML copy
+    (``mc:Fallback``) — and markup compatibility (ECMA-376 Part 3 §10.2) makes one branch the
+    content (trial 12b).
+
+    guards against: both branches walked, which doubled the text box's text in the cited passage."""
+    import docx
+    from docx.oxml import parse_xml
+
+    from fabric_resources.parsing.docx.parser import parse_docx
+
+    ns = ('xmlns:w="http://schemas.openxmlformats.org/wordprocessingml/2006/main" '
+          'xmlns:mc="http://schemas.openxmlformats.org/markup-compatibility/2006" '
+          'xmlns:wps="http://schemas.microsoft.com/office/word/2010/wordprocessingShape" '
+          'xmlns:v="urn:schemas-microsoft-com:vml"')
+    box = "<w:txbxContent><w:p><w:r><w:t>Text box about narwhals.</w:t></w:r></w:p></w:txbxContent>"
+    document = docx.Document()
+    document.element.body.insert(0, parse_xml(
+        f'<w:p {ns}><w:r><w:t xml:space="preserve">Anchor text. </w:t></w:r><w:r><mc:AlternateContent>'
+        f'<mc:Choice Requires="wps"><w:drawing><wps:wsp><wps:txbx>{box}</wps:txbx></wps:wsp></w:drawing></mc:Choice>'
+        f'<mc:Fallback><w:pict><v:shape><v:textbox>{box}</v:textbox></v:shape></w:pict></mc:Fallback>'
+        '</mc:AlternateContent></w:r></w:p>'))
+    buffer = io.BytesIO()
+    document.save(buffer)
+    doc = parse_docx(buffer.getvalue(), OoxmlParserConfig(isolation=IN_PROCESS))
+    assert [u.text for u in doc.units] == ["Anchor text.\nText box about narwhals."]
+
+
 def test_docx_table_cells_and_heading_paths():
     doc = _docx("docx/pandoc-tables.docx")
     cell = next(u for u in doc.units if u.kind == "table_cell" and u.text == "Lebron James")

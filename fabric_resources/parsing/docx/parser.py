@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     from fabric_resources.config import OoxmlParserConfig
 
 W = "http://schemas.openxmlformats.org/wordprocessingml/2006/main"
+MC = "http://schemas.openxmlformats.org/markup-compatibility/2006"
 _NS = {"w": W}
 _HEADING_STYLE = re.compile(r"^(?:heading|überschrift|titre|título|kop)\s*(\d)$", re.IGNORECASE)
 _NOTE_RELS = {"footnotes": "footnote", "endnotes": "endnote"}
@@ -344,6 +345,13 @@ def paragraph_text(p, hidden: frozenset[str] = frozenset()) -> tuple[str, list[t
                 walk(child)
             elif tag == f"{{{W}}}r" and _hidden_run(child, hidden, paragraph_hidden):
                 continue
+            elif tag == f"{{{MC}}}AlternateContent":
+                # One branch is the content (ECMA-376 Part 3 §10.2): Word writes each text box twice,
+                # as a DrawingML shape and its VML fallback, so reading both doubled its text.
+                branch = child.find(f"{{{MC}}}Choice")
+                branch = branch if branch is not None else child.find(f"{{{MC}}}Fallback")
+                if branch is not None:
+                    walk(branch)
             else:
                 walk(child)
 
