@@ -111,6 +111,9 @@ def retry_failed(home: FabricHome, parse_ids: list[str] | None = None) -> Action
         ids = sorted(set(parse_ids))
         for pid in ids:
             _run(home, pid, "failed")
+    from fabric_assets.lifecycle.repair import restore_unreadable_bytes
+
+    restore_unreadable_bytes(home, ids)  # a parse failed for corrupt stored bytes its file still holds
     to_pending(home, ids, "retry")
     return ActionResult(tuple(ids), "pending")
 
@@ -123,10 +126,22 @@ def force_reparse(home: FabricHome, source_key: str) -> ActionResult:
     Raises
     ------
     OperatorError
-        If the source is unknown, not present, or has no parse (unsupported).
+        If the source is unknown, not present, or has no parse (unsupported); or if its stored bytes
+        are missing or corrupt and no file holds them any more (nothing changed: it stays served).
     """
+    from fabric_assets.lifecycle.repair import restore_unreadable_bytes
+
     source = home.catalog.source(source_key)
     if source is None or source.state != "present" or not source.parse_id:
         raise OperatorError(f"{source_key}: no present source with a parse (see `fabric status`)")
+    # The re-parse reads the stored bytes: stored again from the file when they are corrupt or
+    # missing; when no file holds them, a re-parse would fail and take the source out of search
+    # (trial 12b: a tampered artifact, then `parse reparse`: the file was in no search, and neither
+    # retry nor ingest brought it back).
+    lost = restore_unreadable_bytes(home, [source.parse_id])
+    if lost:
+        raise OperatorError(f"{source_key}: its stored bytes cannot be read ({lost[0][1]}) and no file holds them "
+                            "any more: a re-parse would fail it and take it out of search; restore the artifact "
+                            "store (`fabric snapshot restore`)")
     to_pending(home, [source.parse_id], "reparse")
     return ActionResult((source.parse_id,), "pending")

@@ -214,6 +214,18 @@ def _restorable(home: FabricHome, unreadable: dict[str, str]) -> tuple[list[Byte
     return sorted(restore, key=lambda r: r.source_key), sorted(lost)
 
 
+def restore_unreadable_bytes(home: FabricHome, parse_ids: list[str]) -> list[tuple[str, str]]:
+    """Store again, from the present file that still holds exactly them, the stored source bytes of
+    ``parse_ids`` that are missing or corrupt (as :func:`repair` does before a re-parse); return
+    ``(source key, why)`` for each parse whose bytes cannot be read and that no file holds any more
+    (a re-parse would fail it)."""
+    restore, lost = _restorable(home, _bytes_unreadable(home, parse_ids))
+    for r in restore:
+        if not home.artifacts.restore(r.digest, r.path, r.size):
+            lost.append((r.source_key, "its file changed while it was read"))
+    return lost
+
+
 def _lost_rows(recorded: int | None, live: int, at_an_edge: bool) -> bool:
     """Whether a parse may have lost rows of a table to its damaged fragments: with the count its
     last write recorded (:func:`~fabric_resources.catalog.record_row_counts`), exactly when fewer

@@ -14,6 +14,7 @@ from fabric_assets.cli import app
 from fabric_assets.definitions import build_definitions
 from fabric_assets.lifecycle.rebuild import run_marked
 from fabric_query import Fabric
+from fabric_resources.catalog import StatusUpdate
 from fabric_resources.home import FabricHome
 
 LIGHTHOUSE = "The lighthouse keeper climbed the spiral stairs every evening.\n"
@@ -185,3 +186,54 @@ def test_an_accepted_parse_stays_accepted_through_a_backfill_that_fails_the_same
     monkeypatch.setattr(chunk_assets, "ids_unique", lambda table, column: {"passed": False, "detail": "forced"})
     assert backfill() == ("held", "gate:chunk_ids_are_unique")
     assert _active(fabric_home, "fs:src/light.txt") is None
+
+
+def test_a_forced_reparse_over_corrupt_stored_bytes_restores_them_or_refuses(tmp_path, fabric_home):
+    """Property: a forced re-parse never takes a source out of search for stored bytes that cannot
+    be read: bytes its file still holds exactly are stored again first and the re-parse passes;
+    when no file holds them any more it is refused (exit 2, nothing changed, the source still
+    served); a parse that already failed so is healed by ``parse retry`` (trial 12b).
+
+    guards against: the re-parse reading the tampered artifact, failing ``artifact-unavailable``
+    and leaving the file in no search, with neither ``parse retry`` nor ``fabric ingest`` bringing
+    it back while the file on disk held exactly the recorded bytes."""
+    import stat
+
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "light.txt").write_text(LIGHTHOUSE)
+    (src / "harbour.txt").write_text(HARBOUR)
+    ingest(src, fabric_home)
+    key = "fs:src/light.txt"
+    digest = FabricHome(fabric_home.root).catalog.source(key).source_hash
+    artifact = fabric_home.artifacts.path_for(digest)
+
+    def tamper() -> None:
+        artifact.chmod(artifact.stat().st_mode | stat.S_IWUSR)
+        data = bytearray(artifact.read_bytes())
+        data[4] ^= 0x20
+        artifact.write_bytes(bytes(data))
+
+    def served() -> bool:
+        hits = Fabric(fabric_home.root).search("lighthouse keeper").results
+        return bool(hits) and hits[0].citation.source_key == key and hits[0].lexical
+
+    tamper()
+    out = CliRunner().invoke(app, ["parse", "reparse", key, "--home", str(fabric_home.root)])
+    assert out.exit_code == 0, out.output
+    assert "failed: none" in out.output and served()
+    assert fabric_home.artifacts.get(digest) == LIGHTHOUSE.encode()
+
+    tamper()
+    (src / "light.txt").write_text(LIGHTHOUSE + "A later line.\n")  # no file holds the recorded bytes now
+    out = CliRunner().invoke(app, ["parse", "reparse", key, "--home", str(fabric_home.root)])
+    assert out.exit_code == 2 and "no file holds them" in out.output, out.output
+    assert served()
+
+    (src / "light.txt").write_text(LIGHTHOUSE)  # the file holds them again: a parse failed meanwhile heals
+    home = FabricHome(fabric_home.root)
+    home.catalog.set_parse_statuses([StatusUpdate(home.catalog.source(key).parse_id, "failed",
+                                                  "artifact-unavailable", "corrupt")])
+    out = CliRunner().invoke(app, ["parse", "retry", "--home", str(fabric_home.root)])
+    assert out.exit_code == 0 and "failed: none" in out.output, out.output
+    assert fabric_home.artifacts.get(digest) == LIGHTHOUSE.encode()
