@@ -31,13 +31,25 @@ API_PREFIX = "/v1"
 
 class ServerRecord(NamedTuple):
     """A running server: ``url`` (``http://host:port``), ``pid``, process start time (psutil's
-    ``create_time``), version, and the kernel's start ticks of the process (None off Linux)."""
+    ``create_time``), version, the kernel's start ticks of the process (None off Linux), and the
+    home folder it serves (``device:inode``, :func:`_home_identity`)."""
 
     url: str
     pid: int
     started: float
     version: str
     start_ticks: int | None = None
+    home: str | None = None
+
+
+def _home_identity(home_root: Path) -> str | None:
+    """The home folder as the file system names it (``device:inode``): a copy of the home (``cp -a``,
+    a backup) holds the server file too, but is another folder, which that server does not serve."""
+    try:
+        st = os.stat(home_root)
+    except OSError:
+        return None
+    return f"{st.st_dev}:{st.st_ino}"
 
 
 def _process_started(pid: int) -> float | None:
@@ -57,7 +69,7 @@ def write_server_file(home_root: Path, host: str, port: int, version: str) -> Se
     if host in ("0.0.0.0", "::"):  # bound to every interface: local clients use loopback
         shown = "127.0.0.1"
     record = ServerRecord(url=f"http://{shown}:{port}", pid=pid, started=_process_started(pid) or 0.0,
-                          version=version, start_ticks=start_ticks(pid))
+                          version=version, start_ticks=start_ticks(pid), home=_home_identity(Path(home_root)))
     path = Path(home_root) / SERVER_FILE
     tmp = path.with_name(f".{SERVER_FILE}.{pid}")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
@@ -77,13 +89,18 @@ def remove_server_file(home_root: Path) -> None:
 
 
 def read_server_file(home_root: Path, *, check_alive: bool = True) -> ServerRecord | None:
-    """The home's running server, or None (no file, a malformed one, or its process is gone)."""
+    """The home's running server, or None (no file, a malformed one, one written for another
+    folder — a copy of the home holds the original's file, and its searches were answered, and its
+    citations resolved, by the original's server — or its process is gone)."""
     try:
         data = json.loads((Path(home_root) / SERVER_FILE).read_text(encoding="utf-8"))
         ticks = data.get("start_ticks")
         record = ServerRecord(url=str(data["url"]), pid=int(data["pid"]), started=float(data["started"]),
-                              version=str(data["version"]), start_ticks=None if ticks is None else int(ticks))
+                              version=str(data["version"]), start_ticks=None if ticks is None else int(ticks),
+                              home=str(data["home"]))
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return None
+    if record.home != _home_identity(Path(home_root)):
         return None
     if check_alive and not _alive(record):
         return None

@@ -43,6 +43,32 @@ def test_a_record_without_ticks_falls_back_to_psutil(tmp_path):
     assert read_server_file(tmp_path) is None
 
 
+def test_a_copy_of_the_home_is_not_served_by_the_originals_server(tmp_path):
+    """Property: a server file is trusted only in the home folder whose server wrote it. A copy of
+    a home (``cp -a``, a backup) holds the original's ``server.json`` while that server runs; the
+    copy's commands run in-process (trial 12b).
+
+    guards against: ``fabric search --home COPY`` answered by the original's server (its release,
+    its sources: a hit citing a file the copy had seen moved), and ``fabric resolve --home COPY``
+    checked against the original; also a record without the home it serves (an older server)."""
+    import shutil
+
+    from fabric_query.remote import call
+
+    home = tmp_path / "home"
+    home.mkdir()
+    written = write_server_file(home, "127.0.0.1", 7433, "9.9")
+    copy = tmp_path / "copy"
+    shutil.copytree(home, copy)
+    assert read_server_file(home) == written
+    assert read_server_file(copy) is None and read_server_file(copy, check_alive=False) is None
+    assert call(copy, "GET", "/v1/status") is None
+    record = written._asdict()
+    del record["home"]  # as written before the home was recorded
+    (home / SERVER_FILE).write_text(json.dumps(record))
+    assert read_server_file(home) is None
+
+
 @pytest.mark.parametrize("text", ["", "{", "[]", '{"url": 1}', '{"url": "x", "pid": "a", "started": 0, "version": ""}',
                                   '{"url": "x", "pid": 1, "started": 0, "version": "", "start_ticks": "many"}'])
 def test_malformed_files_are_ignored(tmp_path, text):
