@@ -207,16 +207,25 @@ def test_child_timeout_is_a_named_failure():
     assert info.value.reason == "timeout"
 
 
-def _text_pdf(lines: list[tuple[float, float, str]], media=(0, 0, 612, 792), crop=None) -> bytes:
+def _text_pdf(lines: list[tuple[float, float, str]], media=(0, 0, 612, 792), crop=None,
+              to_unicode: dict[str, str] | None = None) -> bytes:
     """A one-page PDF drawing each ``(x, y, text)`` in Helvetica 12 (a standard font: nothing
-    embedded), with ``crop`` as its CropBox if given, its cross-reference table exact."""
+    embedded), with ``crop`` as its CropBox if given, its cross-reference table exact;
+    ``to_unicode`` (a code's character → the text it stands for) adds a ToUnicode CMap to the font."""
     content = "".join(f"BT /F1 12 Tf {x} {y} Td ({t}) Tj ET\n" for x, y, t in lines).encode()
     crop_box = f"/CropBox[{' '.join(map(str, crop))}]" if crop else ""
     objs = [b"<</Type/Catalog/Pages 2 0 R>>", b"<</Type/Pages/Kids[3 0 R]/Count 1>>",
             (f"<</Type/Page/Parent 2 0 R/MediaBox[{' '.join(map(str, media))}]{crop_box}"
              "/Resources<</Font<</F1 5 0 R>>>>/Contents 4 0 R>>").encode(),
             b"<</Length %d>>stream\n" % len(content) + content + b"endstream",
-            b"<</Type/Font/Subtype/Type1/BaseFont/Helvetica>>"]
+            b"<</Type/Font/Subtype/Type1/BaseFont/Helvetica%s>>" % (b"/ToUnicode 6 0 R" if to_unicode else b"")]
+    if to_unicode:
+        pairs = {**{chr(c): chr(c) for c in range(0x20, 0x7f)}, **to_unicode}
+        cmap = ("/CIDInit/ProcSet findresource begin 12 dict begin begincmap/CMapName/U def/CMapType 2 def "
+                "1 begincodespacerange<00><FF>endcodespacerange %d beginbfchar %s endbfchar endcmap "
+                "CMapName currentdict/CMap defineresource pop end end" % (len(pairs), " ".join(
+                    f"<{ord(code):02X}><{text.encode('utf-16-be').hex().upper()}>" for code, text in pairs.items())))
+        objs.append(b"<</Length %d>>stream\n" % len(cmap) + cmap.encode() + b"endstream")
     out, offsets = bytearray(b"%PDF-1.4\n"), []
     for i, body in enumerate(objs, start=1):
         offsets.append(len(out))
@@ -225,6 +234,22 @@ def _text_pdf(lines: list[tuple[float, float, str]], media=(0, 0, 612, 792), cro
     out += b"xref\n0 %d\n0000000000 65535 f \n" % (len(objs) + 1) + b"".join(b"%010d 00000 n \n" % o for o in offsets)
     out += b"trailer\n<</Size %d/Root 1 0 R>>\nstartxref\n%d\n%%%%EOF\n" % (len(objs) + 1, xref)
     return bytes(out)
+
+
+def test_a_pdf_character_outside_the_bmp_is_kept():
+    """Property: every character a PDF's text layer maps to is in the unit text, also one outside
+    the Basic Multilingual Plane (``𠮷``, an emoji, math letters): PDFium lists it as two characters,
+    the halves of its surrogate pair, which are one Unicode scalar in the text (trial 12b).
+
+    guards against: the halves being dropped as surrogates (``the  yak``: the character missing
+    from the text, the cited passage and every search for it)."""
+    from fabric_resources.parsing.pdf.parser import parse_pdf
+
+    data = _text_pdf([(72, 700, "the A yak and B zebu"), (72, 680, "line with AA and C")],
+                     to_unicode={"A": "\U00020bb7", "B": "\U0001f600", "C": "\U0001d465"})
+    doc = parse_pdf(data, PDF)
+    assert [u.text for u in doc.units] == ["the \U00020bb7 yak and \U0001f600 zebu line with "
+                                           "\U00020bb7\U00020bb7 and \U0001d465"]
 
 
 def test_pdf_text_outside_the_page_is_left_out_and_counted():

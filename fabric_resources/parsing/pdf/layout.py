@@ -80,9 +80,18 @@ def union(boxes) -> tuple[float, float, float, float]:
     return (min(b[0] for b in boxes), min(b[1] for b in boxes), max(b[2] for b in boxes), max(b[3] for b in boxes))
 
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
 def clean_line(text: str) -> str:
     """A line's text for reading: controls dropped (soft-hyphen marks kept at the end only),
-    space runs collapsed, spaces between two unspaced-script characters removed, ends stripped."""
+    space runs collapsed, spaces between two unspaced-script characters removed, ends stripped.
+
+    A character outside the BMP (``𠮷``, an emoji, math letters ``𝑥``) is two PDFium characters, the
+    two halves of its surrogate pair: they are joined into it (they were dropped as surrogates, so
+    the character was missing from the text); a surrogate without its other half is dropped."""
+    if _SURROGATE.search(text):
+        text = text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "surrogatepass")
     kept = []
     for index, ch in enumerate(text):
         if ch in SOFT_HYPHENS:
