@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from fabric_assets.activation.activate import ActivationReport, activate
 from fabric_assets.gate import acceptance
+from fabric_assets.lifecycle.stored_bytes import restore_unreadable_bytes
 from fabric_resources.catalog import StatusUpdate, merge_verdicts
 from fabric_resources.home import FabricHome
 
@@ -111,8 +112,6 @@ def retry_failed(home: FabricHome, parse_ids: list[str] | None = None) -> Action
         ids = sorted(set(parse_ids))
         for pid in ids:
             _run(home, pid, "failed")
-    from fabric_assets.lifecycle.repair import restore_unreadable_bytes
-
     restore_unreadable_bytes(home, ids)  # a parse failed for corrupt stored bytes its file still holds
     to_pending(home, ids, "retry")
     return ActionResult(tuple(ids), "pending")
@@ -129,8 +128,6 @@ def force_reparse(home: FabricHome, source_key: str) -> ActionResult:
         If the source is unknown, not present, or has no parse (unsupported); or if its stored bytes
         are missing or corrupt and no file holds them any more (nothing changed: it stays served).
     """
-    from fabric_assets.lifecycle.repair import restore_unreadable_bytes
-
     source = home.catalog.source(source_key)
     if source is None or source.state != "present" or not source.parse_id:
         raise OperatorError(f"{source_key}: no present source with a parse (see `fabric status`)")

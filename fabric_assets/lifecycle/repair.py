@@ -49,10 +49,10 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from fabric_assets.activation.activate import ingest_lock
 from fabric_assets.gate import ACCEPTED_VERDICT, unfinished
+from fabric_assets.lifecycle.stored_bytes import BytesRestore, bytes_unreadable, restorable
 from fabric_assets.projections import ANNOTATION_VERDICT, PROJECTIONS, RECHUNK_VERDICTS, RECHUNKED, Stage
 from fabric_assets.sources.scan import awaited_parse_ids
 from fabric_resources.catalog import StatusUpdate, drop_verdicts, row_counts
@@ -89,17 +89,6 @@ class TableDamage:
     rederivation: str
     #: Indexes whose files cannot be read: dropped (no row is lost; the parse-ID index is rebuilt).
     indices: list[str] = field(default_factory=list)
-
-
-@dataclass(frozen=True)
-class BytesRestore:
-    """Stored source bytes a re-parse needs that cannot be read, and the file on disk that still
-    holds exactly them (it hashes to their address)."""
-
-    source_key: str
-    digest: str
-    path: str
-    size: int | None
 
 
 @dataclass
@@ -173,8 +162,8 @@ def plan_repair(home: FabricHome) -> RepairPlan:
         affected = {pid for pid in candidates if _lost_rows(recorded[pid].get(name) if pid in recorded else None,
                                                             live[pid], pid in edges)}
         plan.tables.append(TableDamage(name, damaged, sorted(affected), REDERIVATION[name], indices))
-    unreadable = _bytes_unreadable(home, [p for p, how in plan.marks().items() if how == "reparse"])
-    plan.restore, lost = _restorable(home, unreadable)
+    unreadable = bytes_unreadable(home, [p for p, how in plan.marks().items() if how == "reparse"])
+    plan.restore, lost = restorable(home, unreadable)
     if lost:
         # A re-parse of bytes that cannot be read fails the parse, and a failed parse leaves the
         # release: the repair took every such source out of search (trial 10c: units damaged with
@@ -187,45 +176,6 @@ def plan_repair(home: FabricHome) -> RepairPlan:
     return plan
 
 
-def _restorable(home: FabricHome, unreadable: dict[str, str]) -> tuple[list[BytesRestore], list[tuple[str, str]]]:
-    """For the parses of ``unreadable`` (parse ID → why its stored bytes cannot be read): a
-    :class:`BytesRestore` from the first present source file that still hashes to the parse's
-    bytes, and ``(source key, why)`` for each parse no file holds any more, by key."""
-    from fabric_resources.artifact_store import file_digest
-
-    if not unreadable:
-        return [], []
-    roots = {r.root_id: r.path for r in home.catalog.roots()}
-    runs = {r.parse_id: r for r in home.catalog.parse_runs(unreadable)}
-    by_parse: dict[str, list] = {}
-    for source in home.catalog.sources(parse_ids=unreadable):
-        by_parse.setdefault(source.parse_id, []).append(source)
-    restore, lost = [], []
-    for parse_id, why in unreadable.items():
-        digest = runs[parse_id].source_hash
-        sources = by_parse.get(parse_id, [])
-        found = next((s for s in sources if s.state == "present" and s.source_hash == digest
-                      and s.root_id in roots and file_digest(Path(roots[s.root_id]) / s.rel_path) == digest), None)
-        if found is None:
-            lost.append((sources[0].source_key if sources else parse_id, why))
-        elif all(r.digest != digest for r in restore):  # one file per stored artifact
-            restore.append(BytesRestore(found.source_key, digest, str(Path(roots[found.root_id]) / found.rel_path),
-                                        found.size))
-    return sorted(restore, key=lambda r: r.source_key), sorted(lost)
-
-
-def restore_unreadable_bytes(home: FabricHome, parse_ids: list[str]) -> list[tuple[str, str]]:
-    """Store again, from the present file that still holds exactly them, the stored source bytes of
-    ``parse_ids`` that are missing or corrupt (as :func:`repair` does before a re-parse); return
-    ``(source key, why)`` for each parse whose bytes cannot be read and that no file holds any more
-    (a re-parse would fail it)."""
-    restore, lost = _restorable(home, _bytes_unreadable(home, parse_ids))
-    for r in restore:
-        if not home.artifacts.restore(r.digest, r.path, r.size):
-            lost.append((r.source_key, "its file changed while it was read"))
-    return lost
-
-
 def _lost_rows(recorded: int | None, live: int, at_an_edge: bool) -> bool:
     """Whether a parse may have lost rows of a table to its damaged fragments: with the count its
     last write recorded (:func:`~fabric_resources.catalog.record_row_counts`), exactly when fewer
@@ -235,24 +185,6 @@ def _lost_rows(recorded: int | None, live: int, at_an_edge: bool) -> bool:
     if recorded is not None:
         return live != recorded
     return live == 0 or at_an_edge
-
-
-def _bytes_unreadable(home: FabricHome, parse_ids: list[str]) -> dict[str, str]:
-    """Parse ID → why, for each parse of ``parse_ids`` whose stored source bytes are missing or no
-    longer hash to their address (each read whole, as a re-parse reads it)."""
-    from fabric_resources.artifact_store import ArtifactIntegrityError
-
-    if not parse_ids:
-        return {}
-    unreadable: dict[str, str] = {}
-    for run in home.catalog.parse_runs(parse_ids):
-        try:
-            home.artifacts.get(run.source_hash)
-        except FileNotFoundError:
-            unreadable[run.parse_id] = "missing from the artifact store"
-        except ArtifactIntegrityError as exc:
-            unreadable[run.parse_id] = str(exc)
-    return unreadable
 
 
 def mark(home: FabricHome, marks: dict[str, str]) -> None:
