@@ -617,6 +617,26 @@ def test_an_html_paragraph_holding_a_control_or_format_character_is_kept(char):
     assert len(parse_html(f"<html><body>{persian}</body></html>".encode(), config).units) == 2
 
 
+def test_html_ruby_readings_are_not_in_the_unit_text():
+    """Property: an HTML unit's text is the base text of ruby, as the EPUB parser's is (``漢字``, not
+    ``漢(かん)字じ``), so a search for the word finds it and the citation reads as the page does; the
+    element still counts as main text (trafilatura reads the readings inline) (trial 12b).
+
+    guards against: the readings (``rt``, ``rp``) kept inline, which split ``漢字`` so the substring
+    channel never matched it and the cited passage read ``漢(かん)字じ``."""
+    from fabric_resources.parsing.html.parser import parse_html
+
+    body = ("<article><h1>記事</h1><p>これは<ruby>漢<rp>(</rp><rt>かん</rt><rp>)</rp>字<rt>じ</rt></ruby>の練習です。"
+            "長い文章がここに続きます。とても長い文章です。さらに続く文章があります。</p>"
+            "<div>Loose <ruby>漢<rt>かん</rt>字<rt>じ</rt></ruby> text in a div that is long enough to count.<p>x</p></div>"
+            "<p>もう一つの段落がここにあります。これも長い文章でなければなりません。本当に長い文章です。</p></article>")
+    doc = parse_html(f"<html><body>{body}</body></html>".encode(), HtmlParserConfig(isolation=IN_PROCESS))
+    texts = [u.text for u in doc.units]
+    assert "これは漢字の練習です。長い文章がここに続きます。とても長い文章です。さらに続く文章があります。" in texts
+    assert "Loose 漢字 text in a div that is long enough to count." in texts
+    assert not any("かん" in t for t in texts)
+
+
 def test_short_list_items_of_the_main_text_are_units_and_navigation_items_are_not():
     """guards against (hostile trial 7, 2026-12-05): list items under 40 characters dropped
     silently (trafilatura writes an item as "- text", and a short text had to equal a whole line),

@@ -242,7 +242,7 @@ class _Walker:
         if tag in _LEAF_KINDS and not self._has_block(el):
             self.leaf(el, tag)
             return
-        run: list[str] = [el.text or ""]
+        run: list[tuple[str, str]] = [(el.text or "", el.text or "")]  # (as trafilatura reads it, as shown)
         runs = 0
         for child in el:
             ctag = child.tag.lower() if isinstance(child.tag, str) else None
@@ -251,16 +251,16 @@ class _Walker:
                 run = []
                 self.walk(child, depth + 1)
             elif ctag is not None and ctag not in _SKIP and not _hidden(child):
-                run.append(_inline_text(child))
-            run.append(child.tail or "")
+                run.append(_texts(child))
+            run.append((child.tail or "", child.tail or ""))
         self.loose(el, run, runs)
 
     def _has_block(self, el) -> bool:
         return any(isinstance(d.tag, str) and d.tag.lower() in _BLOCKS for d in el.iterdescendants())
 
-    def loose(self, el, run: list[str], number: int) -> int:
-        raw = "".join(run)
-        text = _WS.sub(" ", raw).strip()
+    def loose(self, el, run: list[tuple[str, str]], number: int) -> int:
+        raw = "".join(matched for matched, _ in run)
+        text = _WS.sub(" ", "".join(shown for _, shown in run)).strip()
         if not text:
             return 0
         self.seen += 1
@@ -275,12 +275,11 @@ class _Walker:
         return tuple(title for _, title in self.sections)
 
     def leaf(self, el, tag: str) -> None:
-        raw = _inline_text(el)
+        check, raw = _texts(el)  # check: matched as trafilatura saw it (_match_key), not as the unit reads
         if tag == "pre":
             text = "\n".join(line.rstrip() for line in raw.strip("\n").splitlines()).strip()
         else:
             text = _WS.sub(" ", raw).strip()
-        check = raw  # matched as trafilatura saw it (_match_key), not as the unit's text reads
         if not text:
             return
         self.seen += 1
@@ -363,15 +362,29 @@ def _cell_table(el):
     return None
 
 
-def _inline_text(el) -> str:
-    """Text of ``el`` and its descendants, skipping script/style and the like; ``<br>`` -> space."""
+#: Ruby annotations: the reading of the base text (furigana), not the text itself (as EPUB's parser).
+_RUBY_READINGS = ("rt", "rp", "rtc")
+
+
+def _texts(el) -> tuple[str, str]:
+    """``el``'s text as trafilatura reads it (ruby readings inline, ``漢(かん)字じ``) and as the unit
+    keeps it: the base text only (``漢字``, found by a search for it and cited as it reads)."""
+    matched = _inline_text(el)
+    if next(el.iter(*_RUBY_READINGS), None) is None:
+        return matched, matched
+    return matched, _inline_text(el, readings=False)
+
+
+def _inline_text(el, readings: bool = True) -> str:
+    """Text of ``el`` and its descendants, skipping script/style and the like (and, without
+    ``readings``, ruby readings); ``<br>`` -> space."""
     parts: list[str] = []
 
     def add(node) -> None:
         tag = node.tag.lower() if isinstance(node.tag, str) else None
         if tag is None:  # comment or processing instruction
             return
-        if tag in _SKIP or _hidden(node):
+        if tag in _SKIP or _hidden(node) or (not readings and tag in _RUBY_READINGS):
             return
         if tag == "br":
             parts.append("\n")
