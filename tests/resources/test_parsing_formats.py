@@ -476,6 +476,29 @@ def test_a_docx_text_box_word_writes_twice_is_read_once():
     assert [u.text for u in doc.units] == ["Anchor text.\nText box about narwhals."]
 
 
+def test_a_docx_ruby_reading_is_not_in_the_unit_text():
+    """Property: a DOCX unit's text is the base text of a ruby (Word's phonetic guide), as in the
+    EPUB and HTML parsers: ``これは漢字の練習です。`` (trial 12b).
+
+    guards against: ``w:rt`` walked like any run container, which put the reading before its base
+    (``これはかんじ漢字の練習です。``): the cited text was not the document's and ``は漢字`` not found."""
+    import docx
+    from docx.oxml import parse_xml
+
+    from fabric_resources.parsing.docx.parser import parse_docx
+
+    ns = 'xmlns:w="http://schemas.openxmlformats.org/wordprocessingml/2006/main"'
+    document = docx.Document()
+    document.element.body.insert(0, parse_xml(
+        f'<w:p {ns}><w:r><w:t>これは</w:t></w:r><w:r><w:ruby><w:rubyPr><w:hps w:val="10"/></w:rubyPr>'
+        '<w:rt><w:r><w:t>かんじ</w:t></w:r></w:rt><w:rubyBase><w:r><w:t>漢字</w:t></w:r></w:rubyBase></w:ruby></w:r>'
+        '<w:r><w:t>の練習です。</w:t></w:r></w:p>'))
+    buffer = io.BytesIO()
+    document.save(buffer)
+    doc = parse_docx(buffer.getvalue(), OoxmlParserConfig(isolation=IN_PROCESS))
+    assert [u.text for u in doc.units] == ["これは漢字の練習です。"]
+
+
 def test_docx_table_cells_and_heading_paths():
     doc = _docx("docx/pandoc-tables.docx")
     cell = next(u for u in doc.units if u.kind == "table_cell" and u.text == "Lebron James")

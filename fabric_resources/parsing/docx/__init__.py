@@ -11,9 +11,9 @@ from __future__ import annotations
 from fabric_resources.parsing.spec import ParserSpec
 
 PARSER_NAME = "docx"
-PARSER_VERSION = "7"  # 4: a part a relationship names may be missing (missing-part); 5: w:noBreakHyphen is U+2011
+PARSER_VERSION = "8"  # 4: a part a relationship names may be missing (missing-part); 5: w:noBreakHyphen is U+2011
 # 6: text a tracked change moved away (w:moveFrom) is skipped as deleted text is; 7: one branch of an
-# mc:AlternateContent is read (a text box's text was read twice)
+# mc:AlternateContent is read (a text box's text was read twice); 8: a ruby's reading (w:rt) is skipped
 MEDIA_TYPE = "application/vnd.openxmlformats-officedocument.wordprocessingml.document"
 
 

@@ -42,8 +42,9 @@ _NS = {"w": W}
 _HEADING_STYLE = re.compile(r"^(?:heading|überschrift|titre|título|kop)\s*(\d)$", re.IGNORECASE)
 _NOTE_RELS = {"footnotes": "footnote", "endnotes": "endnote"}
 # Tracked changes read as accepted: deleted text and text moved away (w:moveFrom, ECMA-376 §17.13.5.22: its
-# runs hold w:t, and the same text is at its w:moveTo) are not the document's text.
-_SKIP_IN_TEXT = {f"{{{W}}}delText", f"{{{W}}}instrText", f"{{{W}}}del", f"{{{W}}}moveFrom"}
+# runs hold w:t, and the same text is at its w:moveTo) are not the document's text; nor is a ruby's
+# reading (w:rt, §17.3.3.25: the phonetic guide above w:rubyBase), as in the EPUB and HTML parsers.
+_SKIP_IN_TEXT = {f"{{{W}}}delText", f"{{{W}}}instrText", f"{{{W}}}del", f"{{{W}}}moveFrom", f"{{{W}}}rt"}
 _SPACES = re.compile(r"[ \t\u00a0]+")
 # What reading one body element or notes part may raise on XML the walk did not foresee: an error
 # of that element (skipped and listed), not of the document. ParseError (cap-units) is not one.
