@@ -46,7 +46,8 @@ class Fabric:
     CatalogTooNewError
         If a newer Fabric wrote it.
     CatalogUnavailableError
-        If a PostgreSQL catalog (``storage.catalog``) cannot be reached or opened.
+        If a PostgreSQL catalog (``storage.catalog``) cannot be reached or opened; also from any
+        later call once the home's SQLite catalog is gone (the home moved or deleted while open).
     sqlite3.DatabaseError
         If the SQLite catalog file is damaged (truncated or overwritten); ``fabric`` prints it as
         one line, exit 2.
