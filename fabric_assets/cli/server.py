@@ -48,9 +48,11 @@ def serve(
     path = set_home(home)
     # Before anything touches the home: a second server would take over server.json (and remove
     # it when it stops, while the first still runs) and mark the first's admin operations failed.
-    running = read_server_file(path)
+    running = read_server_file(path, unbound=True)  # an older Fabric's server names no home
     if running is not None:
-        fail(f"refusing to start: {running.url} (pid {running.pid}) already serves this home; stop it first")
+        older = ("" if running.home is not None else f" (its {path / 'server.json'} is an older Fabric's, which names"
+                 " no home: if that server serves the folder this one was copied from, remove the file)")
+        fail(f"refusing to start: {running.url} (pid {running.pid}) already serves this home; stop it first{older}")
     try:
         fabric = Fabric(path)
     except FabricQueryError as exc:

@@ -88,19 +88,24 @@ def remove_server_file(home_root: Path) -> None:
         path.unlink(missing_ok=True)
 
 
-def read_server_file(home_root: Path, *, check_alive: bool = True) -> ServerRecord | None:
+def read_server_file(home_root: Path, *, check_alive: bool = True, unbound: bool = False) -> ServerRecord | None:
     """The home's running server, or None (no file, a malformed one, one written for another
     folder — a copy of the home holds the original's file, and its searches were answered, and its
-    citations resolved, by the original's server — or its process is gone)."""
+    citations resolved, by the original's server — or its process is gone).
+
+    ``unbound``: a record that names no home (written by an older Fabric's server) is taken too,
+    its ``home`` None. ``fabric serve`` asks so: a server started before an upgrade still serves
+    the home, and a second one took over its server.json (clients then ask that one only)."""
     try:
         data = json.loads((Path(home_root) / SERVER_FILE).read_text(encoding="utf-8"))
         ticks = data.get("start_ticks")
+        served = data["home"] if not unbound or "home" in data else None
         record = ServerRecord(url=str(data["url"]), pid=int(data["pid"]), started=float(data["started"]),
                               version=str(data["version"]), start_ticks=None if ticks is None else int(ticks),
-                              home=str(data["home"]))
+                              home=None if served is None else str(served))
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return None
-    if record.home != _home_identity(Path(home_root)):
+    if record.home != _home_identity(Path(home_root)) and not (unbound and record.home is None):
         return None
     if check_alive and not _alive(record):
         return None

@@ -122,6 +122,34 @@ def test_a_second_server_for_a_served_home_refuses_to_start(tmp_path):
     assert not (home / "catalog.sqlite3").exists(), "refused before anything touched the home"
 
 
+def test_a_server_started_before_the_upgrade_still_keeps_a_second_one_from_starting(tmp_path):
+    """An older Fabric's server writes server.json without ``home`` (and ``api``); after an upgrade
+    it still serves the home, so the new ``fabric serve`` refuses as it does for its own kind. Its
+    clients still run in-process (the record names no home; trial 12b's copy-of-a-home rule).
+
+    guards against: the new `fabric serve` started beside an old one still running (trial 12d: the
+    record was read as no server), taking over server.json and removing it when it stopped, while
+    the old one still served the home."""
+    from typer.testing import CliRunner
+
+    from fabric_assets.cli import app
+    from fabric_query.remote import call
+
+    home = tmp_path / "home"
+    home.mkdir()
+    record = write_server_file(home, "127.0.0.1", 7498, "0.1.0")._asdict()  # this live process
+    del record["home"]  # as an older server writes it: url, pid, started, version, start_ticks
+    (home / SERVER_FILE).write_text(json.dumps(record))
+    assert read_server_file(home) is None and call(home, "GET", "/v1/status") is None
+    result = CliRunner().invoke(app, ["serve", "--port", "0", "--home", str(home)])
+    assert result.exit_code == 2, result.output
+    assert "already serves this home" in result.output and record["url"] in result.output
+    assert "older Fabric" in result.output
+    assert read_server_file(home, unbound=True).pid == record["pid"]
+    assert json.loads((home / SERVER_FILE).read_text()) == record, "the old server's record is untouched"
+    assert not (home / "catalog.sqlite3").exists(), "refused before anything touched the home"
+
+
 def test_a_body_over_the_servers_bound_runs_the_command_in_process(tmp_path):
     """guards against (hostile trial 10a): `fabric search` with a long query printing the server's
     "PayloadTooLarge: the body is over 65536 bytes" where in-process it prints "QueryTooLongError:
