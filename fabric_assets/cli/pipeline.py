@@ -105,7 +105,7 @@ def _run_ingest(path: Path) -> int:
     for label, value in [
         ("new / changed / deleted / moved", f"{new} / {len(s.changed)} / {deleted} / {len(s.moved)}"),
         ("unchanged content (touched)", str(len(s.touched))),
-        ("re-parsed (parser settings changed)", str(len(s.reparsed))),
+        ("re-parsed (parser version or settings changed)", str(len(s.reparsed))),
         ("re-chunked (chunking changed; not re-parsed)", str(len(summary.rechunked_by_change))),
         ("unsupported (new or changed)",
          escape(_capped([f"{one_line(k)} ({one_line(t)})" for k, t in s.unsupported])) or "none"),
