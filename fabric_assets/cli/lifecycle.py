@@ -263,7 +263,8 @@ def parse_retry(parse_ids: Annotated[Optional[list[str]], typer.Argument(help="F
 
 @parse_app.command("reparse")
 def parse_reparse(source_key: str, home: HomeOption = None) -> None:
-    """Force a re-parse of a source's current bytes (same parse ID), now."""
+    """Force a re-parse of a source's current bytes, now (the same parse ID unless the parser or its settings
+    changed since: then the current parser's)."""
     from fabric_assets.lifecycle.operator import force_reparse
 
     fabric_home = _opened(home)
