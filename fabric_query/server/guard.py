@@ -62,13 +62,6 @@ def _repeated_key(body: bytes) -> str | None:
     return None
 
 
-def _has_unusable_request_id(body: bytes) -> bool:
-    try:
-        return has_unusable_request_id(strict_json(body))
-    except (ValueError, RecursionError):  # not JSON: the MCP SDK answers it as a parse error
-        return False
-
-
 async def _send_error(send, status: int, kind: str, message: str, extra_headers=()) -> None:
     await _send_json(send, status, {"error": {"type": kind, "message": message}}, extra_headers)
 
@@ -195,7 +188,7 @@ class Guard:
             else:
                 await _send_error(send, 422, "RequestValidationError", f"the body is not JSON: {repeated}")
             return
-        if is_mcp and _has_unusable_request_id(body):
+        if is_mcp and has_unusable_request_id(body):
             await _send_json(send, 400, {"jsonrpc": "2.0", "id": None, "error": {
                 "code": -32600, "message": "Invalid Request: an MCP request id is a string or an integer"}})
             return

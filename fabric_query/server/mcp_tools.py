@@ -19,7 +19,6 @@ their blocking work runs in the server's admission gate.
 
 from __future__ import annotations
 
-import json
 import re
 from collections import Counter
 from collections.abc import Callable, Mapping
@@ -193,18 +192,7 @@ class CappedLines:
                 line = self._raw.readline(1 << 16)
             return f"{self.TOO_LONG} {self._limit}\n"
         text = line.decode("utf-8", errors="replace")
-        return f"{self.BAD_ID}\n" if _has_unusable_id(text) else text
-
-
-def _has_unusable_id(text: str) -> bool:
-    """Whether the line ``text`` is a JSON object with an id MCP does not allow
-    (:func:`~fabric_query.server.wire.has_unusable_request_id`)."""
-    if not text.lstrip().startswith("{"):
-        return False
-    try:
-        return has_unusable_request_id(json.loads(text))
-    except (ValueError, RecursionError):  # not JSON: the SDK answers it as a parse error
-        return False
+        return f"{self.BAD_ID}\n" if has_unusable_request_id(text) else text
 
 
 class _AnswerBadLines:

@@ -58,11 +58,18 @@ def strict_json(body: bytes) -> Any:
         raise json.JSONDecodeError(f"duplicate key {dup.key!r}", "", 0) from None
 
 
-def has_unusable_request_id(message: Any) -> bool:
-    """Whether a decoded JSON-RPC message is an object whose ``id`` MCP does not allow: null, a
-    boolean, a float, an array or an object (MCP's base protocol: requests "MUST include a string
-    or integer ID", "MUST NOT be null"). The MCP SDK reads such a request as a notification, drops
-    the id and answers nothing (over stdio) or 202 (over HTTP), so its sender never learns why."""
+def has_unusable_request_id(raw: bytes | str) -> bool:
+    """Whether a raw JSON-RPC message (an HTTP body, a stdio line) is an object whose ``id`` MCP
+    does not allow: null, a boolean, a float, an array or an object (MCP's base protocol: requests
+    "MUST include a string or integer ID", "MUST NOT be null"). The MCP SDK reads such a request as
+    a notification, drops the id and answers nothing (over stdio) or 202 (over HTTP), so its sender
+    never learns why. False for text that is not a JSON object: the SDK answers that itself."""
+    if isinstance(raw, str) and not raw.lstrip().startswith("{"):  # a stdio line: most are not objects
+        return False
+    try:
+        message = json.loads(raw)
+    except (ValueError, RecursionError):
+        return False
     if not isinstance(message, dict) or "id" not in message:
         return False
     request_id = message["id"]
