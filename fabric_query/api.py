@@ -15,8 +15,8 @@ from fabric_query.resolve import check_shown_text, validated_citation
 from fabric_query.resolve import resolve as resolve_citation
 from fabric_query.scope import Scope
 from fabric_query.visibility import current_sources_config
-from fabric_query.types import (Citation, EvidencePack, ParseProblem, ResolveResult,  # noqa: F401 - re-exported
-                                SourcePartition, SourcePartitions, Status)
+from fabric_query.types import (Citation, EvidencePack, OutdatedParses,  # noqa: F401 - re-exported
+                                ParseProblem, ResolveResult, SourcePartition, SourcePartitions, Status)
 from fabric_resources.catalog import str_map
 from fabric_resources.home import FabricHome, home_path
 from fabric_resources.run_tags import source_tag_key
@@ -205,7 +205,36 @@ class Fabric:
             unreadable_tables=self._unreadable_tables(release),
             lexical_index_problem=self._lexical_index_problem(release),
             dense_index_problems=self._dense_index_problems(release),
+            outdated=self._outdated(active, runs),
         )
+
+    def _outdated(self, active: dict, runs) -> tuple[OutdatedParses, ...]:
+        """The active sources whose parse's recorded parser identity is not the one this Fabric's
+        registry gives their media type under the home's ``parsers`` settings (the scan's test,
+        ``fabric_assets.sources.scan``), grouped by (recorded, current) identity."""
+        from fabric_resources.parsing.registry import parser_for
+
+        by_id = {r.parse_id: r for r in runs}
+        now: dict[str, tuple[str, str, str] | None] = {}
+        groups: dict[tuple, list[str]] = {}
+        for key, meta in sorted(active.items()):
+            run = by_id.get(meta["parse_id"])
+            if run is None:
+                continue
+            if run.media_type not in now:
+                spec = parser_for(run.media_type)
+                ident = spec.identity(self.home.config.parsers) if spec is not None else None
+                now[run.media_type] = (ident.name, ident.version, ident.config_hash) if ident else None
+            current = now[run.media_type]
+            if current == (run.parser_name, run.parser_version, run.parser_config_hash):
+                continue
+            settings_only = current is not None and current[:2] == (run.parser_name, run.parser_version)
+            groups.setdefault((run.parser_name, run.parser_version, current[:2] if current else None,
+                               settings_only), []).append(key)
+        return tuple(OutdatedParses(parser=name, parsed_with=version, current_parser=cur[0] if cur else None,
+                                    current_version=cur[1] if cur else None, settings_changed=settings_only,
+                                    sources=tuple(keys))
+                     for (name, version, cur, settings_only), keys in sorted(groups.items(), key=lambda g: str(g[0])))
 
     def _dense_index_problems(self, release) -> tuple[str, ...]:
         """``"<table>: <reason>: <detail>"`` for each dense ANN index generation the release names

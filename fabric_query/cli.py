@@ -117,6 +117,19 @@ def print_status(home: Path, st=None):
     # was stopped before the activation (gated then): status cannot tell the two apart.
     _listed(st.unfinished, lambda p: f"  [yellow]unfinished[/yellow] {keys(p.sources)}: run still going or "
             "interrupted, or done and not yet activated; the next `fabric ingest` finishes it")
+    for o in st.outdated:  # one line per parser identity: an upgrade may outdate every file of a kind
+        if o.current_parser is None:
+            now, until = "this Fabric parses that type no more", ""
+        else:
+            now = ("the parser settings changed since" if o.settings_changed
+                   else f"this Fabric's is {keys([o.current_parser])} {keys([o.current_version])}")
+            until = " until the next `fabric ingest` parses them again"
+        shown = o.sources[:3]
+        more = (f", … {len(o.sources) - len(shown)} more (`fabric status --json` lists every one)"
+                if len(o.sources) > len(shown) else "")
+        console.print(f"  [yellow]outdated[/yellow] {len(o.sources)} source(s) parsed by {keys([o.parser])} "
+                      f"{keys([o.parsed_with])}, {now}: served as parsed then, their citations resolve stale "
+                      f"(parser-changed){until}: {keys(shown)}{more}")
     _listed(st.partial, lambda p: f"  [yellow]partly read[/yellow] {keys(p.sources)}: {keys([p.detail or ''])}")
     _listed(st.unsupported, lambda u: f"  [dim]unsupported[/dim] {keys([u[0]])} ({keys([u[1]])})")
     _listed(st.skipped, lambda k: f"  [yellow]skipped[/yellow] {keys([k[0]])}: {keys([k[1]])}")

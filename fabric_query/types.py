@@ -241,6 +241,24 @@ class ParseProblem(BaseModel):
     sources: tuple[str, ...]
 
 
+class OutdatedParses(BaseModel):
+    """Active sources whose parse was made by another parser identity (name, version, ``parsers``
+    settings) than the one this Fabric gives their bytes now: they are served as parsed then, their
+    citations resolve ``stale`` (``parser-changed``), and the next ``fabric ingest`` parses them
+    again (pending until then if a scan already saw them)."""
+
+    model_config = ConfigDict(frozen=True)
+    parser: str
+    parsed_with: str  # the recorded parser version
+    #: This Fabric's parser and version for the sources' media type; None when it parses it no more
+    #: (the sources then keep their old parse until deleted).
+    current_parser: str | None
+    current_version: str | None
+    #: Same parser and version, other ``parsers`` settings (the config hash differs).
+    settings_changed: bool
+    sources: tuple[str, ...]
+
+
 class SourcePartition(BaseModel):
     """One parse of one version of a source: its Dagster ``parses`` partition and its standing."""
 
@@ -321,3 +339,6 @@ class Status(BaseModel):
     #: dense-index-unreadable: chunk_vectors/gen-…: …"``): the dense channel then answers with the
     #: exact product (slower at scale, ``dense_fallback_reason``) until ``fabric dense-index-repair``.
     dense_index_problems: tuple[str, ...] = ()
+    #: Active sources parsed by an older parser (or other settings) than this Fabric's, grouped by
+    #: parser identity; see :class:`OutdatedParses`.
+    outdated: tuple[OutdatedParses, ...] = ()

@@ -283,6 +283,12 @@ def without_withheld(status: dict[str, Any], is_withheld: Callable[[str], bool],
             if kept or not p.get("sources"):
                 problems.append({**p, "sources": kept})
         out[key] = problems
+    outdated = []
+    for o in out.get("outdated") or ():
+        kept = [k for k in o.get("sources") or () if not is_withheld(k)]
+        if kept:
+            outdated.append({**o, "sources": kept})
+    out["outdated"] = outdated
     out["unsupported"] = [u for u in out.get("unsupported") or () if not is_withheld(u[0])]
     out["skipped"] = [s for s in out.get("skipped") or () if not is_withheld(s[0])]
     return out

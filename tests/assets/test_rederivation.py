@@ -265,3 +265,62 @@ def test_a_rederivation_launched_from_the_ui_that_fails_its_gate_is_held_not_pub
     launch(short, "chunks")
     activate(home)
     assert status(short) == ("ready", "accepted") and _active(home)["fs:docs/short.txt"] == short
+
+
+def test_status_names_sources_an_older_parser_made_until_the_ingest_parses_them_again(tmp_path, fabric_home,
+                                                                                      monkeypatch, capsys):
+    """guards against: after an upgrade that changes a parser (or a ``parsers`` setting), `fabric
+    status` saying nothing while every citation of those files resolves ``parser-changed``; naming
+    sources of another parser; still naming them after the ingest that re-parsed them; and an agent
+    learning the names of withheld sources from the list."""
+    from dataclasses import replace
+
+    from fabric_query.cli import print_status
+    from fabric_query.server.mcp_tools import without_withheld
+    from fabric_resources.parsing import registry
+
+    src = tmp_path / "docs"
+    src.mkdir()
+    (src / "short.txt").write_text(SHORT)
+    (src / "long.txt").write_text(LONG)
+    (src / "book.epub").write_bytes(build_epub({"c1.xhtml": xhtml("<p>The harbour master rang the bell.</p>")}))
+    ingest(src, fabric_home)
+    assert Fabric(fabric_home.root).status().outdated == ()
+
+    # An upgrade that bumps the text parser's version, as every reader of the registry sees it.
+    from fabric_assets.sources import scan
+
+    text_spec = registry.parser_for("text/plain")
+    bumped = replace(text_spec, version="99")
+    parsers = tuple(bumped if s is text_spec else s for s in registry.PARSERS)
+    monkeypatch.setattr(registry, "PARSERS", parsers)
+    monkeypatch.setattr(scan, "PARSERS", parsers)
+    for media_type in text_spec.media_types:
+        monkeypatch.setitem(registry._BY_MEDIA_TYPE, media_type, bumped)
+    status = Fabric(fabric_home.root).status()
+    [outdated] = status.outdated
+    assert (outdated.parser, outdated.parsed_with, outdated.current_parser, outdated.current_version,
+            outdated.settings_changed) == (text_spec.name, text_spec.version, text_spec.name, "99", False)
+    assert outdated.sources == ("fs:docs/long.txt", "fs:docs/short.txt")
+    print_status(fabric_home.root, status)
+    line = " ".join(capsys.readouterr().out.split())
+    assert (f"outdated 2 source(s) parsed by {text_spec.name} {text_spec.version}, this Fabric's is "
+            f"{text_spec.name} 99") in line and "parser-changed" in line, line
+    hidden = without_withheld(status.model_dump(mode="json"), lambda k: k.endswith("long.txt"), {}, {})
+    assert [o["sources"] for o in hidden["outdated"]] == [["fs:docs/short.txt"]]
+    assert without_withheld(status.model_dump(mode="json"), lambda k: k.endswith(".txt"), {}, {})["outdated"] == []
+
+    ingest(src, fabric_home)  # re-parses both under version 99
+    assert Fabric(fabric_home.root).status().outdated == ()
+    monkeypatch.undo()
+
+    # A settings change alone is named as such; back on the shipped version, the files are outdated again.
+    _configure(fabric_home, {"parsers": {"text": {"max_bytes": 1_000_000}}})
+    [outdated] = Fabric(fabric_home.root).status().outdated
+    assert (outdated.parsed_with, outdated.current_version, outdated.settings_changed) == ("99", text_spec.version,
+                                                                                           False)
+    ingest(src, fabric_home)
+    assert Fabric(fabric_home.root).status().outdated == ()
+    _configure(fabric_home, {"parsers": {"text": {"max_bytes": 2_000_000}}})
+    [outdated] = Fabric(fabric_home.root).status().outdated
+    assert outdated.settings_changed and outdated.sources == ("fs:docs/long.txt", "fs:docs/short.txt")
