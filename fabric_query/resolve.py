@@ -129,10 +129,32 @@ def _check(name: str, ok: bool, detail: str) -> ResolveCheck:
 def _not_visible(home: FabricHome, citation: Citation) -> ResolveResult:
     """The one answer about a source that is unknown, deleted or withheld: it depends on the
     citation's release and source key only, never on what the home holds for that key."""
-    return ResolveResult(status="stale", checks=(
+    elsewhere = _active_elsewhere(home, citation.parse_id)
+    moved = (f"; the cited parse (the same bytes) is active at {', '.join(elsewhere)}: search again to cite it there"
+             if elsewhere else "")
+    return ResolveResult(status="stale", active_at=elsewhere, checks=(
         _release_exists(home, citation),
-        _check("source-active", False, f"no visible source {citation.source_key} (unknown, deleted or withheld)"),
+        _check("source-active", False,
+               f"no visible source {citation.source_key} (unknown, deleted or withheld){moved}"),
     ))
+
+
+#: The most sources :func:`_active_elsewhere` names (a file copied into many folders).
+ACTIVE_AT_MOST = 10
+
+
+def _active_elsewhere(home: FabricHome, parse_id: str) -> tuple[str, ...]:
+    """The visible sources (sorted, at most :data:`ACTIVE_AT_MOST`) whose active parse in the current
+    release is ``parse_id``: where a file that was moved or renamed since the citation now is.
+    It depends on the citation's parse ID and on visible sources only, so it says the same for an
+    unknown, a deleted and a withheld cited source."""
+    current = home.catalog.current_release()
+    if current is None:
+        return ()
+    withheld = current_sources_config(home).is_withheld
+    keys = sorted(k for k, m in current.manifest["sources"].items()
+                  if m.get("parse_id") == parse_id and not withheld(k))
+    return tuple(keys[:ACTIVE_AT_MOST])
 
 
 def _release_exists(home: FabricHome, citation: Citation) -> ResolveCheck:

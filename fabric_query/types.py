@@ -208,6 +208,10 @@ class ResolveResult(_Frozen):
     status: Literal["verified", "stale"]
     checks: tuple[ResolveCheck, ...]
     text: str | None = None  # the cited canonical text, only when verified
+    #: When the cited source is not visible (deleted, moved, renamed, unknown or withheld): the visible
+    #: sources the current release serves the cited parse for (the same bytes under the same parser),
+    #: at most ten; empty otherwise. The citation stays ``stale``: it names the old source.
+    active_at: tuple[str, ...] = ()
 
 
 class CanonicalUnit(_Frozen):

@@ -150,6 +150,34 @@ def test_identical_files_share_a_partition_and_moves_reuse_it(tmp_path, fabric_h
     assert {cit.source_key, *cit.also_cited_by} == {"fs:src/a/moved.txt", "fs:src/b/light-copy.txt"}
 
 
+def test_a_citation_of_a_moved_file_is_stale_and_names_where_its_bytes_are_active(tmp_path, fabric_home):
+    """guards against: a citation of a renamed file answering only "no visible source" while the
+    same bytes are served under the new name; naming a path that is withheld or no longer active."""
+    import json
+
+    src = tmp_path / "src"
+    _write(src / "a/light.txt", LIGHTHOUSE)
+    ingest(src, fabric_home)
+    fabric = Fabric(fabric_home.root)
+    cit = fabric.search("lighthouse").results[0].citation
+    assert cit.source_key == "fs:src/a/light.txt" and fabric.resolve(cit).status == "verified"
+
+    (src / "a/light.txt").rename(src / "a/moved.txt")
+    ingest(src, fabric_home)
+    answer = fabric.resolve(cit)
+    assert answer.status == "stale" and answer.text is None and answer.active_at == ("fs:src/a/moved.txt",)
+    assert "active at fs:src/a/moved.txt" in answer.checks[-1].detail, answer.checks
+    # The name it points to resolves a citation made there.
+    assert fabric.resolve(fabric.search("lighthouse").results[0].citation).status == "verified"
+
+    fabric_home.layout.config_file.write_text(json.dumps({"sources": {"withheld": ["src/a/moved.txt"]}}))
+    assert fabric.resolve(cit).active_at == ()
+    fabric_home.layout.config_file.write_text("{}")
+    (src / "a/moved.txt").unlink()
+    ingest(src, fabric_home)
+    assert fabric.resolve(cit).active_at == ()
+
+
 def test_scan_keys_and_relative_paths_agree_with_source_key_for(tmp_path, fabric_home):
     """guards against: the walk's incremental relative paths drifting from the documented key
     (nested folders, spaces, non-ASCII and backslash names, hidden entries skipped)."""
