@@ -98,8 +98,11 @@ def print_status(home: Path, st=None):
             console.print(f"  [red]unreadable[/red] the release pins table {keys([damaged])}: searches fail "
                           "until `fabric snapshot restore` or the next `fabric ingest`")
     if st.lexical_index_problem:
+        # An index an older Fabric built (another analyzer): the next ingest's activation builds it again.
+        also = (" or the next `fabric ingest`" if st.lexical_index_problem.startswith("index-schema-mismatch")
+                else "")
         console.print(f"  [red]lexical index[/red] {keys([st.lexical_index_problem])}: word and substring searches "
-                      "scan the chunks instead (slower) until `fabric lexical-repair`")
+                      f"scan the chunks instead (slower) until `fabric lexical-repair`{also}")
     for problem in st.dense_index_problems:
         console.print(f"  [red]dense index[/red] {keys([problem])}: the dense channel answers with the exact "
                       "product instead (slower at scale) until `fabric dense-index-repair`")

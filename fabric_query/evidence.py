@@ -16,8 +16,8 @@ from functools import lru_cache
 
 import regex
 
-from fabric_query.channels.lexical import substring_tokens, word_tokens
-from fabric_resources.lexical_index import SUBSTRING_PATTERN
+from fabric_query.channels.lexical import substring_query_tokens, word_tokens
+from fabric_resources.lexical_index import SUBSTRING_TOKEN_RE
 from fabric_resources.offsets import utf16_offset  # noqa: F401  (re-exported for callers)
 from fabric_resources.text_folding import UNSPACED
 from fabric_query.querylang import ParsedQuery
@@ -35,11 +35,10 @@ _WORD = regex.compile(r"[\p{Alphabetic}\p{N}]+")
 #: Latin to Japanese (``これはpythonのコード`` holds the token ``python``).
 _SPACED_RUN = regex.compile(f"(?:(?!{UNSPACED.pattern})[\\p{{Alphabetic}}\\p{{N}}])+")
 
-#: A token of the substring index (its tokenizer's pattern, tantivy's ``\x{…}`` written as the character):
-#: whitespace, punctuation, symbols and controls between characters are not tokens, so the index's
-#: positions run across them and a term matches there (``京大`` in ``東京、大阪``).
-_SUBSTRING_TOKEN = regex.compile(regex.sub(r"\\x\{([0-9A-Fa-f]+)\}", lambda m: chr(int(m.group(1), 16)),
-                                           SUBSTRING_PATTERN))
+#: A token of the substring index (its tokenizer's own pattern): whitespace and the middle dots
+#: between characters are not tokens, so the index's positions run across them and a term matches
+#: there (``ソニーピクチャーズ`` in ``ソニー・ピクチャーズ``); other punctuation and symbols are tokens.
+_SUBSTRING_TOKEN = SUBSTRING_TOKEN_RE
 
 #: The channels whose hits hold a query token in their own text (lexical evidence).
 LEXICAL_CHANNELS = ("word", "substring", "scan")
@@ -89,7 +88,7 @@ def match_ranges(passage: str, parsed: ParsedQuery) -> list[tuple[int, int]]:
                         ranges.append((origin[r.start()], origin[r.end() - 1] + 1))
     ranges += _bigram_ranges(folded, origin, (*parsed.terms, *parsed.phrases))
     # Scripts without spaces highlight exact occurrences of the whole term.
-    needles = {"".join(substring_tokens(t)) for t in (*parsed.terms, *parsed.phrases) if UNSPACED.search(t)} - {""}
+    needles = {"".join(substring_query_tokens(t)) for t in (*parsed.terms, *parsed.phrases) if UNSPACED.search(t)} - {""}
     if not needles:
         return _merge(_extend_over_marks(passage, ranges))
     # As the substring index reads the passage: its tokens' characters, in order (was: all but

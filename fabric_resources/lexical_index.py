@@ -16,6 +16,11 @@ case and diacritics fold identically at every term length and in every script.
   words elsewhere. A query term of any length becomes an exact phrase query, so
   1- and 2-character CJK terms match exactly, with BM25 statistics, and there is
   no n-gram false positive (STACK_NOTES: ``ngram(2,3)`` puts grams at one position).
+  Each punctuation or symbol character holds a position of its own (:data:`SEPARATOR`), so a
+  term never matches across one (``京大`` is not in ``東京、大阪``, nor ``た本`` in ``した。本日``);
+  whitespace holds none (a line break inside a Japanese word, as PDF text has, is no break), nor
+  do the middle dots ``・･·``, which Japanese writes between the words of a name and queries omit
+  (``ソニーピクチャーズ`` finds ``ソニー・ピクチャーズ``).
 * ``word_length``: a fast field holding each document's word-field token count, so
   the word channel can re-score BM25 with other parameters than tantivy's fixed
   k1 1.2, b 0.75 (:attr:`OpenIndex.word_avgdl`).
@@ -58,6 +63,7 @@ from functools import cached_property
 from pathlib import Path
 
 import pyarrow as pa
+import regex
 import tantivy
 
 from fabric_resources.index_documents import (  # noqa: F401 - re-exported: the index's document kinds
@@ -104,11 +110,26 @@ UNSPACED_SCRIPTS = (
     r"\p{Han}\p{Hiragana}\p{Katakana}\p{Hangul}\p{Thai}\p{Lao}\p{Khmer}\p{Myanmar}"
     r"\x{30FC}\x{FF70}\x{3005}"  # prolonged sound marks and 々 are Common script but part of words
 )
-SUBSTRING_PATTERN = f"[{UNSPACED_SCRIPTS}]|[^\\s\\p{{P}}\\p{{S}}\\p{{C}}{UNSPACED_SCRIPTS}]+"
+#: A punctuation or symbol character that holds a substring position (Rust regex class syntax; the
+#: Python ``regex`` module reads it with its ``V1`` flag): every one but the middle dots.
+SEPARATOR = r"[\p{P}\p{S}&&[^\x{30FB}\x{FF65}\x{B7}]]"
+SUBSTRING_PATTERN = f"[{UNSPACED_SCRIPTS}]|{SEPARATOR}|[^\\s\\p{{P}}\\p{{S}}\\p{{C}}{UNSPACED_SCRIPTS}]+"
+
+
+def _python_pattern(pattern: str) -> regex.Pattern:
+    """A tantivy (Rust) ``regex`` pattern for Python's ``regex`` module: ``\\x{…}`` written as the
+    character, read with ``V1`` (class intersection ``&&``, as Rust)."""
+    return regex.compile(regex.sub(r"\\x\{([0-9A-Fa-f]+)\}", lambda m: chr(int(m.group(1), 16)), pattern), regex.V1)
+
+
+#: :data:`SUBSTRING_PATTERN` and :data:`SEPARATOR` for Python code that must read text as the
+#: substring tokenizer does (the highlighter, query analysis).
+SUBSTRING_TOKEN_RE = _python_pattern(SUBSTRING_PATTERN)
+SEPARATOR_RE = _python_pattern(SEPARATOR)
 WORD_TOKENIZER = "fabric_word"
 SUBSTRING_TOKENIZER = "fabric_substring"
 #: Identity of the analyzers; stored with every lexical document and index generation.
-ANALYZER_ID = f"{FOLDING_VERSION}|word:simple+stem-en+cjk-bigram|substring:regex-1"
+ANALYZER_ID = f"{FOLDING_VERSION}|word:simple+stem-en+cjk-bigram|substring:regex-2"  # 2: separators hold a position
 #: Identity of the index's field set; a generation written with another layout is rebuilt, never extended.
 INDEX_LAYOUT = "chunk_id,parse_id,word,substring,word_length:u64-fast,kind,members:window-word"
 META_FILE = "fabric_index.json"

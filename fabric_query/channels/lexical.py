@@ -37,6 +37,7 @@ from fabric_resources.lexical_index import (
     INDEX_FIELD_MEMBERS,
     IndexUnusable,
     OpenIndex,
+    SEPARATOR_RE,
     substring_analyzer,
     word_analyzer,
     word_field_text,
@@ -129,7 +130,25 @@ def _window_stats(texts: tuple[str, ...]) -> TermStats:
 
 
 def substring_tokens(text: str) -> list[str]:
+    """Folded substring-field tokens of ``text`` exactly as the index makes them."""
     return _substring().analyze(fold(text))
+
+
+def substring_query_tokens(text: str) -> list[str]:
+    """The substring tokens a query term, phrase or exclusion must match in sequence: :func:`substring_tokens`
+    without separators (punctuation, symbols) at either end, so ``大阪。`` asks for ``大阪`` and
+    ``「猫」`` for ``猫``, while ``猫、犬`` asks for the comma between them too.
+
+    >>> substring_query_tokens("「猫、犬」。")
+    ['猫', '、', '犬']
+    """
+    tokens = substring_tokens(text)
+    start, end = 0, len(tokens)
+    while start < end and SEPARATOR_RE.fullmatch(tokens[start]):
+        start += 1
+    while end > start and SEPARATOR_RE.fullmatch(tokens[end - 1]):
+        end -= 1
+    return tokens[start:end]
 
 
 def needs_substring_channel(parsed: ParsedQuery) -> bool:
@@ -162,7 +181,7 @@ def build_query(
     Exclusions are MUST_NOT in both. Eligibility is a MUST term set on the
     parse ID, so BM25 ranks among eligible chunks only.
     """
-    analyze = word_tokens if field == INDEX_FIELD_WORD else substring_tokens
+    analyze = word_tokens if field == INDEX_FIELD_WORD else substring_query_tokens
     should: list[tantivy.Query] = []
     if field == INDEX_FIELD_WORD:
         for tok in dict.fromkeys(analyze(" ".join(parsed.terms))):
@@ -347,7 +366,7 @@ def word_matches(
         return WordMatches(out, {m: w for w, _ in windows for m in members_of[w]})
     phrases = [word_tokens(p) for p in parsed.phrases]
     excluded = [seq for seq in (word_tokens(e) for e in parsed.excluded if not UNSPACED.search(e)) if seq]
-    banned, wanted = {"".join(substring_tokens(e)) for e in parsed.excluded if UNSPACED.search(e)} - {""}, set(terms)
+    banned, wanted = {"".join(substring_query_tokens(e)) for e in parsed.excluded if UNSPACED.search(e)} - {""}, set(terms)
     idf = idf_of(index, weights)
     chunk_avgdl = index.chunk_word_avgdl or 1.0
     groups: list[tuple[str, float, list[tuple[str, TermStats]]]] = []

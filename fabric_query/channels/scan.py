@@ -19,8 +19,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from fabric_query.channels.base import ChannelResult, ChannelRun, RunsInTurn, ranked
-from fabric_query.channels.lexical import (ALTERED_MET, SUBSTRING, WORD, lexical_serving, substring_tokens,
-                                          word_tokens)
+from fabric_query.channels.lexical import (ALTERED_MET, SUBSTRING, WORD, lexical_serving, substring_query_tokens,
+                                          substring_tokens, word_tokens)
 from fabric_query.querylang import ParsedQuery
 from fabric_query.release import ProjectionUnavailable, ReleaseView
 from fabric_resources.text_folding import UNSPACED
@@ -33,16 +33,20 @@ def _compact(text: str) -> str:
     return "".join(substring_tokens(text))
 
 
+def _compact_query(text: str) -> str:
+    return "".join(substring_query_tokens(text))
+
+
 def scan_channel(view: ReleaseView, parsed: ParsedQuery, eligible: set[str] | None, depth: int,
                  altered: set[str] | None = None) -> ChannelResult:
     """Every eligible chunk whose text matches ``parsed`` (module docstring), best first, at most
     ``depth``. A chunk whose stored text no longer hashes to its record neither matches nor scores;
     those are added to ``altered`` (when given) for the pack to name."""
     wanted = set(word_tokens(" ".join(parsed.terms)))
-    cjk_terms = {_compact(t) for t in parsed.terms if UNSPACED.search(t)} - {""}
-    required = [_compact(p) for p in parsed.phrases]
+    cjk_terms = {_compact_query(t) for t in parsed.terms if UNSPACED.search(t)} - {""}
+    required = [_compact_query(p) for p in parsed.phrases]
     banned_words = set(word_tokens(" ".join(t for t in parsed.excluded if not UNSPACED.search(t))))
-    banned_cjk = {_compact(t) for t in parsed.excluded if UNSPACED.search(t)} - {""}
+    banned_cjk = {_compact_query(t) for t in parsed.excluded if UNSPACED.search(t)} - {""}
     ids = view.chunks.column("chunk_id").to_pylist()
     texts = view.chunk_texts
     pids = view.chunk_parse_ids

@@ -163,16 +163,20 @@ def test_cjk_partial_term_highlights_only_the_shared_bigrams():
     assert hl("署名付きトークンを持つ", "番組") == []
 
 
-def test_a_cjk_term_is_highlighted_across_the_punctuation_the_substring_index_skips():
+def test_a_cjk_term_is_highlighted_where_the_substring_index_matches_it_and_never_across_punctuation():
     """Property: the highlighter reads a passage as the substring index does (its tokens'
-    characters, punctuation and symbols between them skipped), so every place that index matched
-    a term is highlighted, the skipped characters between included (trial 12b).
+    characters: whitespace and middle dots skipped, every other punctuation or symbol a token), so
+    it highlights exactly where that index matches a term (trial 12b).
 
-    guards against: only whitespace being skipped: ``京大`` matched ``東京、大阪`` in the index and
-    had no highlight."""
-    assert hl("これは東京、大阪の話", "京大") == ["京、大"]
+    guards against: a term matched and highlighted across a clause or sentence break (``京大`` in
+    ``東京、大阪`` highlighted ``京、大``; ``た本`` in ``した。本日``); only whitespace being skipped
+    (``ソニーピクチャーズ`` had no highlight in ``ソニー・ピクチャーズ``)."""
+    assert hl("これは東京、大阪の話", "京大") == []
+    assert hl("旅をした。本日は晴れ", "た本") == []
+    assert hl("これは東京、大阪の話", "京、大") == ["京、大"]
+    assert hl("これは東京、大阪の話", "「大阪」") == ["大阪"]  # separators at a term's ends ask for nothing
     assert hl("ソニー・ピクチャーズ", "ソニーピクチャーズ") == ["ソニー・ピクチャーズ"]
-    assert hl("東京 大阪", "京大") == ["京 大"]
+    assert hl("東京 大阪", "京大") == ["京 大"]  # a line break in a Japanese word (PDF text) is no break
 
 
 def test_cjk_single_character():

@@ -80,19 +80,20 @@ def test_lexical_hits_always_carry_a_highlight(fabric, query):
     _check_pack(pack)
 
 
-def test_a_term_the_substring_index_matched_across_punctuation_is_highlighted(fabric):
-    """Property: a lexical hit carries a highlight wherever its channel matched, also where the
-    substring index's positions run across punctuation (its tokenizer keeps no token for ``、``, so
-    ``备关`` matches ``刘备、关羽``): the highlight spans the matched characters and what lies between
-    (trial 12b).
+def test_a_cjk_term_never_matches_across_punctuation_and_a_term_holding_it_does(fabric):
+    """Property: the substring index gives each punctuation character a position, so a term matches
+    only where its characters stand together, and a term that holds the punctuation matches there,
+    highlighted (trial 12b left it matching across: ``备关`` in ``刘备、关羽``).
 
-    guards against: the highlighter reading the passage with only whitespace removed, so the hit
-    came back lexical with no highlighted segment (``highlight_missing``
-    ``no-query-token-found-in-text``)."""
+    guards against: a lexical hit whose evidence is two characters from different clauses (the
+    substring channel matched ``备关`` across the ``、`` and the highlight showed ``备、关``)."""
     pack = fabric.search("备关", debug=True)
+    assert all(not ({"substring", "word", "scan"} & set(h.channels)) for h in pack.results
+               if h.citation.source_key.endswith("tw.txt")), pack.results
+    pack = fabric.search("刘备、关羽", debug=True)
     hit = next(h for h in pack.results if h.citation.source_key.endswith("tw.txt"))
     assert "substring" in hit.channels
-    assert [s.text for s in hit.highlights if s.highlighted] == ["备、关"]
+    assert [s.text for s in hit.highlights if s.highlighted] == ["刘备、关羽"]
     _check_pack(pack)
 
 
