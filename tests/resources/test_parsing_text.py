@@ -223,6 +223,39 @@ def test_ambiguous_legacy_bytes_pick_the_right_encoding(text: str, encoding: str
     assert decode_text(data) == (text, encoding)
 
 
+@pytest.mark.parametrize("encoding", ["euc_jp", "iso2022_jp"])
+def test_japanese_in_euc_jp_or_iso_2022_jp_decodes_exactly(encoding: str) -> None:
+    """Property: Japanese in the two other legacy Japanese encodings (old Unix text, mail) reads as
+    written, and the Chinese and Japanese bytes that read as GB18030 and cp932 still do.
+
+    guards against: EUC-JP read as GB18030 (``吾輩は猫`` came back as unrelated Hanzi around the
+    kana, so no Japanese search found the file, and nothing said so); ISO-2022-JP read as ASCII
+    with its escapes (``$B8`GZ$OG-(B``)."""
+    data = JAPANESE.encode(encoding)
+    assert decode_text(data) == (JAPANESE, encoding)
+    assert decode_text((JAPANESE + "\n\n" + CHINESE).encode("utf-8"))[1] == "utf-8"
+    for text, own in ((JAPANESE, "cp932"), (CHINESE, "gb18030"), (SHORT_CHINESE, "gb18030")):
+        assert decode_text(text.encode(own)) == (text, own)
+    doc = parse_text(data, CONFIG)
+    assert "".join(u.text for u in doc.units) == JAPANESE
+
+
+@pytest.mark.skipif(not SHARED.exists(), reason="../shared is absent")
+@pytest.mark.parametrize("encoding", ["euc_jp", "iso2022_jp"])
+def test_aozora_files_in_the_other_japanese_encodings_decode_exactly(encoding: str) -> None:
+    """guards against: a whole novel in EUC-JP or ISO-2022-JP read as GB18030 or ASCII."""
+    checked = 0
+    for path in sorted((SHARED / "corpus" / "text" / "aozora").glob("*.txt")):
+        text = path.read_bytes().decode("cp932")
+        try:
+            data = text.encode(encoding)
+        except UnicodeEncodeError:  # a character outside JIS X 0208 (Microsoft's extensions)
+            continue
+        assert decode_text(data) == (text, encoding), path.name
+        checked += 1
+    assert checked >= 3
+
+
 @pytest.mark.parametrize(
     ("data", "expected"),
     [

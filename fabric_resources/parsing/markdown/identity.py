@@ -5,6 +5,7 @@ each other (the spec loads the parser lazily).
 """
 
 PARSER_NAME = "markdown"
-PARSER_VERSION = "4"  # 2: the text decoding of text v4 (trial 12a); 3: YAML front matter is not a heading;
-#                         4: a table cell holding an escaped pipe is the cell, not its whole row (trial 12b)
+PARSER_VERSION = "5"  # 2: the text decoding of text v4 (trial 12a); 3: YAML front matter is not a heading;
+#                         4: a table cell holding an escaped pipe is the cell, not its whole row (trial 12b);
+#                         5: the text decoding of text v5 (EUC-JP, ISO-2022-JP)
 TEXT_MARKDOWN = "text/markdown"
