@@ -88,7 +88,8 @@ def match_ranges(passage: str, parsed: ParsedQuery) -> list[tuple[int, int]]:
                         ranges.append((origin[r.start()], origin[r.end() - 1] + 1))
     ranges += _bigram_ranges(folded, origin, (*parsed.terms, *parsed.phrases))
     # Scripts without spaces highlight exact occurrences of the whole term.
-    needles = {"".join(substring_query_tokens(t)) for t in (*parsed.terms, *parsed.phrases) if UNSPACED.search(t)} - {""}
+    needles = {"".join(substring_query_tokens(t))
+               for t in (*parsed.terms, *parsed.phrases) if UNSPACED.search(t)} - {""}
     if not needles:
         return _merge(_extend_over_marks(passage, ranges))
     # As the substring index reads the passage: its tokens' characters, in order (was: all but

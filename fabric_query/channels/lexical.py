@@ -366,7 +366,8 @@ def word_matches(
         return WordMatches(out, {m: w for w, _ in windows for m in members_of[w]})
     phrases = [word_tokens(p) for p in parsed.phrases]
     excluded = [seq for seq in (word_tokens(e) for e in parsed.excluded if not UNSPACED.search(e)) if seq]
-    banned, wanted = {"".join(substring_query_tokens(e)) for e in parsed.excluded if UNSPACED.search(e)} - {""}, set(terms)
+    banned = {"".join(substring_query_tokens(e)) for e in parsed.excluded if UNSPACED.search(e)} - {""}
+    wanted = set(terms)
     idf = idf_of(index, weights)
     chunk_avgdl = index.chunk_word_avgdl or 1.0
     groups: list[tuple[str, float, list[tuple[str, TermStats]]]] = []

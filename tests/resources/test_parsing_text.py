@@ -240,6 +240,26 @@ def test_japanese_in_euc_jp_or_iso_2022_jp_decodes_exactly(encoding: str) -> Non
     assert "".join(u.text for u in doc.units) == JAPANESE
 
 
+KOREAN = ("오늘은 날씨가 좋아서 공원에 산책을 나갔다. 아이들이 뛰어놀고 있었다.\n"
+          "이 문서는 회의록입니다. 다음 회의는 월요일 오전 열 시에 열립니다.\n")
+TRADITIONAL = "臺北是中華民國的首都，人口眾多，文化豐富。\n香港的夜景很美，維多利亞港兩岸燈火通明。\n"
+
+
+@pytest.mark.parametrize(("text", "encoding"), [(KOREAN, "euc_kr"), (KOREAN, "cp949"), (TRADITIONAL, "big5")])
+def test_korean_in_euc_kr_and_traditional_chinese_in_big5_decode_exactly(text: str, encoding: str) -> None:
+    """Property: Korean (EUC-KR, Windows cp949) and traditional Chinese (Big5) files read as written.
+
+    guards against: both read as GB18030, every character an unrelated Hanzi (``오늘은`` as ``醴疵篮``),
+    the file active and in no Korean or Chinese search, nothing said; and against the signals that
+    choose them firing for Chinese in GB18030 (also checked on ../shared's Chinese texts: none moved)."""
+    data = text.encode(encoding)
+    data.decode("gb18030")  # the mojibake reading exists
+    assert decode_text(data)[0] == text
+    assert decode_text(data)[1] in ("cp949", "big5")
+    assert decode_text(CHINESE.encode("gb18030")) == (CHINESE, "gb18030")
+    assert decode_text((CHINESE * 3).encode("gb18030")) == (CHINESE * 3, "gb18030")
+
+
 @pytest.mark.skipif(not SHARED.exists(), reason="../shared is absent")
 @pytest.mark.parametrize("encoding", ["euc_jp", "iso2022_jp"])
 def test_aozora_files_in_the_other_japanese_encodings_decode_exactly(encoding: str) -> None:

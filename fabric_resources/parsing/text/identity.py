@@ -6,5 +6,5 @@ each other (the spec loads the parser lazily).
 
 PARSER_NAME = "text"
 PARSER_VERSION = "5"  # 4: damaged UTF-8 fails, a stray control per started 100 characters (trial 12a);
-#                        5: EUC-JP and ISO-2022-JP read as such (were GB18030 and ASCII mojibake)
+#                        5: EUC-JP, ISO-2022-JP, EUC-KR and Big5 read as such (were GB18030 or ASCII mojibake)
 TEXT_PLAIN = "text/plain"
