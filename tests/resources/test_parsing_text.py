@@ -260,6 +260,30 @@ def test_korean_in_euc_kr_and_traditional_chinese_in_big5_decode_exactly(text: s
     assert decode_text((CHINESE * 3).encode("gb18030")) == (CHINESE * 3, "gb18030")
 
 
+NON_LATIN = {
+    "cp1251": "Москва — столица России. Съешь же ещё этих мягких французских булок, да выпей чаю.\n",
+    "koi8_r": "Ёлка стояла в углу комнаты, и дети украшали её игрушками весь вечер.\n",
+    "cp1253": "Η Αθήνα είναι η πρωτεύουσα της Ελλάδας και η μεγαλύτερη πόλη της χώρας.\n",
+    "cp1255": "ירושלים היא בירת ישראל והעיר הגדולה ביותר בה. העיר העתיקה מוקפת חומה.\n",
+    "cp1256": "القاهرة هي عاصمة مصر وأكبر مدنها، وتقع على ضفاف نهر النيل منذ أكثر من ألف عام.\n",
+    "cp874": "กรุงเทพมหานครเป็นเมืองหลวงของประเทศไทย และเป็นเมืองที่มีประชากรมากที่สุด\n",
+}
+
+
+@pytest.mark.parametrize("encoding", sorted(NON_LATIN))
+def test_a_legacy_code_page_of_another_script_reads_as_written(encoding: str) -> None:
+    """Property: a paragraph in the Cyrillic, Greek, Hebrew, Arabic or Thai legacy code page reads
+    as written (charset-normalizer names it, and rejects the CJK reading Fabric would take).
+
+    guards against: Arabic windows-1256 active as cp932 katakana and Thai TIS-620 as GB18030 Hanzi
+    (in no search, nothing said), Russian, Greek and Hebrew failing ``undecodable`` although the
+    library names their code page."""
+    text = NON_LATIN[encoding]
+    data = text.encode(encoding)
+    assert len(data) >= 64
+    assert decode_text(data)[0] == text
+
+
 @pytest.mark.skipif(not SHARED.exists(), reason="../shared is absent")
 @pytest.mark.parametrize("encoding", ["euc_jp", "iso2022_jp"])
 def test_aozora_files_in_the_other_japanese_encodings_decode_exactly(encoding: str) -> None:

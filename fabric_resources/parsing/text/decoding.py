@@ -216,16 +216,19 @@ def decode_text(data: bytes) -> tuple[str, str]:
         western = None
     if readings:
         encoding = next(iter(readings)) if len(readings) == 1 else choose_legacy_encoding(data, readings["cp932"])
-        if encoding == "gb18030":
-            other = other_cjk_reading(data, readings["gb18030"])
-            if other is not None:
-                encoding, readings[other[0]] = other
-        if western is not None and western_beats_cjk(data, readings[encoding]):
+        other = (other_cjk_reading(data, readings["gb18030"]) if encoding == "gb18030" else None) \
+            or non_latin_reading(data, encoding)
+        if other is not None:
+            encoding, readings[other[0]] = other
+        elif western is not None and western_beats_cjk(data, readings[encoding]):
             encoding, readings[WESTERN] = WESTERN, western
     elif western is not None:
         encoding, readings[WESTERN] = WESTERN, western
     else:
-        raise ParseError("undecodable", "no BOM; tried " + ", ".join(failures))
+        other = non_latin_reading(data, None)
+        if other is None:
+            raise ParseError("undecodable", "no BOM; tried " + ", ".join(failures))
+        encoding, readings[other[0]] = other
     return _require_text_like(readings[encoding], encoding), encoding
 
 
@@ -239,12 +242,9 @@ def other_cjk_reading(data: bytes, gb18030_text: str) -> tuple[str, str] | None:
     * ``cp949`` (Korean EUC-KR and its Windows superset), on at least 64 bytes: charset-normalizer
       ranks cp949 or euc_kr first as Korean, and the reading puts an ASCII space between Hanzi at
       least 12 times per 100 Hanzi (Korean spaces its words; ``_MIN_SPACE_SHARE_FOR_KOREAN``).
-    * ``big5`` (traditional Chinese, Taiwan and Hong Kong), on at least 64 bytes: charset-normalizer
-      rejects the GB18030 reading and ranks big5, cp950 or big5hkscs first.
 
-    The charset-normalizer verdicts are read only as a second signal: alone, on the Chinese texts of
-    ../shared in GB18030, it ranked cp949 first for 12 of 739 64-character snippets and rejected
-    GB18030 for 6, never ranking big5 first among those.
+    The charset-normalizer verdict is read only as a second signal: alone, on the Chinese texts of
+    ../shared in GB18030, it ranked cp949 first for 12 of 739 64-character snippets.
     """
     candidates = []
     if kana_share(gb18030_text) >= _MIN_KANA_SHARE_FOR_EUC_JP:
@@ -255,16 +255,54 @@ def other_cjk_reading(data: bytes, gb18030_text: str) -> tuple[str, str] | None:
             hanzi = len(_HANZI.findall(gb18030_text))
             if hanzi and len(_SPACE_BETWEEN_HANZI.findall(gb18030_text)) >= _MIN_SPACE_SHARE_FOR_KOREAN * hanzi:
                 candidates.append("cp949")
-        if best is not None and best.encoding in ("big5", "cp950", "big5hkscs"):
-            kept = {m.encoding for m in charset_normalizer.from_bytes(data, cp_isolation=["gb18030"])}
-            if "gb18030" not in kept:
-                candidates.append(best.encoding)
     for encoding in candidates:
         try:
             return encoding, data.decode(encoding, errors="strict")
         except UnicodeDecodeError:
             continue
     return None
+
+
+#: Legacy code pages of scripts other than Latin, Japanese, simplified Chinese and Korean (Korean has
+#: its own test: charset-normalizer put cp949 first for a Shift_JIS snippet), as charset-normalizer
+#: names them: a file whose only readings among Fabric's own candidates are mojibake (Big5 read as
+#: GB18030, Arabic windows-1256 as cp932, Thai TIS-620 as GB18030) or none (windows-1251 Russian).
+NON_LATIN_LEGACY = frozenset({
+    "big5", "cp950", "big5hkscs",  # traditional Chinese
+    "cp1251", "koi8_r", "koi8_u", "iso8859_5", "cp866", "mac_cyrillic",  # Cyrillic
+    "cp1253", "iso8859_7",  # Greek
+    "cp1255", "iso8859_8",  # Hebrew
+    "cp1256", "iso8859_6",  # Arabic
+    "cp874", "tis_620",  # Thai
+})
+
+
+def non_latin_reading(data: bytes, chosen: str | None) -> tuple[str, str] | None:
+    """``(encoding, text)`` for bytes in a legacy code page of another script (:data:`NON_LATIN_LEGACY`),
+    or None: on at least 64 bytes, charset-normalizer ranks such a code page first, the bytes decode
+    strictly as it, and charset-normalizer rejects the reading Fabric chose (``chosen``, a CJK codec;
+    None when no candidate decoded, so nothing would be read at all) or that reading is cp932 of
+    mostly half-width katakana (KOI8-R Russian, which charset-normalizer may also keep as cp932).
+
+    On ../shared's Chinese in GB18030 and Japanese in Shift_JIS (every unit, unit pair and 8-128-character
+    snippet), charset-normalizer rejected the chosen reading for 6 of 739 and 4 of 616 64-character
+    snippets, never ranking one of these code pages first: no decision moved.
+    """
+    if len(data) < _MIN_BYTES_FOR_CHARSET_NORMALIZER_VERDICT:
+        return None
+    best = charset_normalizer.from_bytes(data).best()
+    if best is None or best.encoding not in NON_LATIN_LEGACY:
+        return None
+    # A cp932 reading that is mostly half-width katakana is another script's bytes (KOI8-R Cyrillic
+    # reads so, and charset-normalizer may keep it): real Japanese prose holds none.
+    katakana = chosen == "cp932" and halfwidth_katakana_share(data.decode("cp932")) >= _HALFWIDTH_KATAKANA_SHARE_FOR_GB
+    if chosen is not None and not katakana and chosen in {
+            m.encoding for m in charset_normalizer.from_bytes(data, cp_isolation=[chosen])}:
+        return None
+    try:
+        return best.encoding, data.decode(best.encoding, errors="strict")
+    except UnicodeDecodeError:
+        return None
 
 
 def kana_share(text: str) -> float:
