@@ -158,9 +158,25 @@ class ParsedQuery:
         return " ".join([*self.terms, *self.phrases])
 
 
+#: A Hebrew letter or point (niqqud, cantillation): the Hebrew block's letters and marks, and its
+#: presentation forms.
+_HEBREW = re.compile("[\u0591-\u05c7\u05d0-\u05f2\ufb1d-\ufb4f]")
+
+
+def _is_gershayim(text: str, i: int) -> bool:
+    """``text[i]`` is an ASCII double quote written between two Hebrew letters: the gershayim of a
+    Hebrew acronym as keyboards type it (``צה"ל``, ``ארה"ב``, ``ד"ר``), part of the word, never a
+    phrase's quote (a quote opens or closes a phrase beside a space or the query's end)."""
+    return (text[i] == '"' and 0 < i < len(text) - 1
+            and _HEBREW.match(text[i - 1]) is not None and _HEBREW.match(text[i + 1]) is not None)
+
+
 def _read_quoted(text: str, i: int) -> tuple[str, int]:
-    """``text[i] == '"'``; return the content up to the closing quote and the index after it."""
+    """``text[i] == '"'``; return the content up to the closing quote and the index after it (a
+    Hebrew acronym's gershayim inside, :func:`_is_gershayim`, closes nothing)."""
     end = text.find('"', i + 1)
+    while end >= 0 and _is_gershayim(text, end):
+        end = text.find('"', end + 1)
     if end < 0:
         raise QuerySyntaxError(f'unclosed quote starting at character {i}')
     return text[i + 1:end], end + 1
@@ -296,7 +312,7 @@ def parse_query(text: str, max_chars: int = 1000) -> ParsedQuery:
                 (excluded if negate else phrases).append(content)
             continue
         j = start
-        while j < n and not text[j].isspace() and text[j] != '"':
+        while j < n and not text[j].isspace() and (text[j] != '"' or _is_gershayim(text, j)):
             j += 1
         word = text[start:j]
         if not _visible(word):  # `-` before invisible characters only

@@ -58,6 +58,21 @@ def test_word_touching_a_quote_ends_at_the_quote():
     assert p.phrases == ("b c",)
 
 
+def test_a_hebrew_acronym_typed_with_an_ascii_quote_is_one_word():
+    """guards against (hostile trial 13a): ``צה"ל`` (the IDF), ``ארה"ב`` (the USA), ``ד"ר`` (Dr.) — Hebrew
+    acronyms, whose gershayim every keyboard types as ``"`` — refused as an unclosed quote, or read
+    as a word and a phrase. A quote between two Hebrew letters is part of the word, inside a phrase
+    too; a quote beside a space still opens or closes a phrase, in Hebrew as elsewhere."""
+    assert parse_query('צה"ל').terms == ('צה"ל',)
+    p = parse_query('ארה"ב ד"ר -עו"ד')
+    assert p.terms == ('ארה"ב', 'ד"ר') and p.excluded == ('עו"ד',)
+    assert parse_query('"צה"ל בעזה" שלום').phrases == ('צה"ל בעזה',)
+    assert parse_query('צָה"ל').terms == ('צָה"ל',)  # niqqud before the quote
+    p = parse_query('"שלום" עולם')
+    assert p.phrases == ("שלום",) and p.terms == ("עולם",)
+    assert parse_query('a"b c"d').phrases == ("b c",)
+
+
 def test_empty_phrase_is_ignored():
     """guards against: an empty '""' phrase producing a MUST clause that matches nothing (or everything)."""
     p = parse_query('x "" "   "')
