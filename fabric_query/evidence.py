@@ -9,6 +9,7 @@ and require ``"".join(seg.text) == passage``. A passage that already contains
 
 from __future__ import annotations
 
+import bisect
 import re
 import unicodedata
 from collections.abc import Iterable
@@ -144,14 +145,27 @@ def _word_tokens_cached(word: str) -> tuple[str, ...]:
     return tuple(word_tokens(word))
 
 
+#: One user-perceived character (an extended grapheme cluster, UAX #29).
+_GRAPHEME = regex.compile(r"\X")
+
+
 def _extend_over_marks(passage: str, ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:
     """Grow each range over the combining marks that follow it, so a letter keeps its accent, and
-    over the rest of a cluster its folding composed (a half-width ``ﾞ``, NFD Hangul's jamo)."""
+    over the rest of a cluster its folding composed (a half-width ``ﾞ``, NFD Hangul's jamo); then
+    to whole grapheme clusters (UAX #29) at both ends: a character bigram of a script whose vowel
+    signs are marks (Thai ``ีย`` of ``เชียงใหม่``, which the word index holds) began a highlight
+    on a vowel sign cut from its consonant (``เข[ีย]น``), drawn as a mark on a dotted circle."""
     out = []
+    starts: list[int] | None = None
     for a, b in ranges:
         while b < len(passage) and (unicodedata.category(passage[b]) in ("Mn", "Me")
                                     or CLUSTER_TAIL.match(passage[b])):
             b += 1
+        if 0 < a < len(passage) or b < len(passage):
+            if starts is None:
+                starts = [m.start() for m in _GRAPHEME.finditer(passage)] + [len(passage)]
+            a = starts[bisect.bisect_right(starts, a) - 1]
+            b = starts[bisect.bisect_left(starts, b)]
         out.append((a, b))
     return out
 

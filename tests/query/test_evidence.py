@@ -179,6 +179,25 @@ def test_a_cjk_term_is_highlighted_where_the_substring_index_matches_it_and_neve
     assert hl("東京 大阪", "京大") == ["京 大"]  # a line break in a Japanese word (PDF text) is no break
 
 
+def test_a_highlight_never_cuts_a_grapheme_cluster():
+    """Property: every highlighted segment begins and ends on an extended grapheme cluster boundary
+    (UAX #29), so no vowel sign or tone mark is drawn apart from its consonant.
+
+    guards against (hostile trial 13a): Thai ``เชียงใหม่`` highlighting the word channel's bigram
+    ``ีย`` in ``เขียน`` (write) from its vowel sign on, cut from ``ข``: ``เข[ีย]น``."""
+    import regex
+
+    passage = "เขียนโดยไม่เว้นวรรค ส่วนเสื่อเป็นของใช้ ในปี ๒๕๖๗ มานักท่องเที่ยวมาเชียงใหม่มาก"
+    bounds = {m.start() for m in regex.finditer(r"\X", passage)} | {len(passage)}
+    out = highlight(passage, parse_query("เชียงใหม่"))
+    assert "".join(s.text for s in out) == passage
+    at = 0
+    for seg in out:
+        assert at in bounds, (seg.text, [hex(ord(c)) for c in seg.text])
+        at += len(seg.text)
+    assert "ขีย" in hl(passage, "เชียงใหม่") and "เชียงใหม่" in hl(passage, "เชียงใหม่")
+
+
 def test_cjk_single_character():
     """guards against: 1-character CJK terms not highlighting, or highlighting neighbours."""
     assert segs("日本と本日", "日") == [("日", True), ("本と本", False), ("日", True)]
