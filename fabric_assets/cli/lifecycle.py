@@ -452,7 +452,7 @@ def audit(
     for n, r in enumerate(reports, 1):
         s, p, c = r.source, r.parser, r.chunk
         console.print(f"[{n}] release {r.release_id} {one_line(r.source_key)} chunk {r.chunk_id}", markup=False)
-        console.print(f"  source: sha256 {s.source_hash}, {s.path or '(purged)'}, {s.size} bytes, "
+        console.print(f"  source: sha256 {s.source_hash}, {one_line(s.path) if s.path else '(purged)'}, {s.size} bytes, "
                       f"mtime_ns {s.mtime_ns}, {s.media_type}", markup=False)
         console.print(f"  parser: {p.name} {p.version} (config {p.config_hash[:12]}), language {p.language}",
                       markup=False)

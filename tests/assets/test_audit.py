@@ -316,3 +316,20 @@ def test_a_writer_whose_run_record_is_gone_is_flagged_not_vouched_for(tmp_path, 
     out = CliRunner().invoke(app, ["audit", citation.model_dump_json(), "--home", str(home.root)])
     assert out.exit_code == 0, out.output
     assert " ".join(out.output.split()).count("NO RUN RECORD") == len(after)
+
+
+def test_audit_prints_a_file_name_with_bidirectional_overrides_escaped(tmp_path, fabric_home):
+    """guards against (hostile trial 13a): ``fabric audit`` printing the source's path raw, so a file
+    named ``invoice\u202etxt.exe`` showed as ``invoiceexe.txt`` on the line that vouches for the
+    cited bytes, while ``search`` beside it printed ``\u202e`` (the source key was escaped, its path
+    was not)."""
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "invoice\u202etxt.md").write_text(LIGHTHOUSE)
+    ingest(src, fabric_home)
+    citation = Fabric(fabric_home.root).search("lighthouse keeper").results[0].citation
+    out = CliRunner().invoke(app, ["audit", citation.model_dump_json(), "--home", str(fabric_home.root)])
+    assert out.exit_code == 0, out.output
+    assert "\u202e" not in out.output
+    text = out.output.replace("\n", "")  # the console wraps long lines
+    assert "invoice\\u202etxt.md," in text and "fs:src/invoice\\u202etxt.md" in text
