@@ -27,6 +27,24 @@ what Unicode's NFKC_Casefold does with every default-ignorable character (UAX #1
 two words joins them here too (``foo\u200bbar`` is found as ``foobar``, as it reads), although
 UAX #29 would break a word there.
 
+Three more foldings make a word typed without its diacritics, or with other digits, meet the text,
+each one scalar to one scalar (or to nothing), so origins stay exact:
+
+* a Latin letter whose diacritic Unicode does not decompose — a stroke or bar through it — folds to
+  its base letter, as ``é`` does to ``e``: Vietnamese ``đ`` → ``d`` (``Đà Nẵng`` is found as typed
+  ``Da Nang``), Polish ``ł`` → ``l``, Danish ``ø`` → ``o``, Maltese ``ħ`` → ``h``; and Turkish
+  dotless ``ı`` → ``i``, so ``KIRMIZI`` (upper case has no dot to drop) and ``kırmızı`` meet, as
+  ``İstanbul`` and ``istanbul`` already did (NFKD drops İ's dot). The pairs come from the Unicode
+  character names (``LATIN SMALL LETTER D WITH STROKE`` → ``LATIN SMALL LETTER D``), the letters
+  Lucene's ``ASCIIFoldingFilter`` and ICU's diacritic folding fold too;
+* every decimal digit (Unicode ``Nd``) folds to its ASCII digit: Arabic-Indic ``١٩٦٥``, Persian
+  ``۱۹۶۵``, Devanagari ``१९६५`` and Thai ``๑๙๖๕`` are found typed ``1965`` and the other way round
+  (Lucene's ``DecimalDigitFilter``);
+* the Arabic tatweel (kashida, U+0640), which only stretches a word (``كتـــاب`` is ``كتاب``),
+  folds to nothing, as Lucene's Arabic normalisation removes it; the Arabic yeh and kaf fold to
+  the Persian ones (``كتاب`` typed on an Arabic keyboard finds ``کتاب`` typed on a Persian one),
+  as Lucene's Persian normalisation does.
+
 Han characters then fold traditional → simplified, one character at a time, by
 OpenCC's ``t2s`` tables (the ``opencc`` package ships them compiled; no
 download): ``桃園`` and ``桃园`` fold alike, so do Japanese ``認證`` and ``认证``.
@@ -55,7 +73,7 @@ UNSPACED = re.compile(
 )
 
 #: Enters the analyzer identity; bump when the folding rule changes (the serving index is rebuilt).
-FOLDING_VERSION = "nfkd-mn-casefold-opencc1.4.2-t2s-char-ignorable-kana-jamo-alphabetic-marks-5"
+FOLDING_VERSION = "nfkd-mn-casefold-opencc1.4.2-t2s-char-ignorable-kana-jamo-alphabetic-marks-stroke-digits-tatweel-yeh-kaf-6"
 
 #: Unicode's Default_Ignorable_Code_Point characters of general category ``Cf`` (DerivedCoreProperties.txt,
 #: Unicode 15.1): invisible in rendered text, so folded to nothing. Not the other default-ignorables:
@@ -96,18 +114,47 @@ _SPELLING_MARKS = re.compile("[\u0900-\u0fff\u1000-\u109f\u1780-\u17ff]")
 _ALPHABETIC = regex.compile(r"\p{Alphabetic}")
 
 
+#: A Latin letter with a diacritic Unicode does not decompose (``LATIN SMALL LETTER D WITH STROKE``),
+#: or the Turkish dotless ``ı``: its name names the base letter (see the module docstring).
+_OVERSTRUCK = re.compile(r"LATIN (SMALL|CAPITAL) LETTER (?:([A-Z]) WITH (?:DIAGONAL )?(?:STROKE|BAR)|DOTLESS ([IJ]))")
+#: The Arabic tatweel: it stretches a word and spells nothing.
+TATWEEL = "\u0640"
+#: One letter, two code points by keyboard: Arabic yeh and kaf (``ي`` U+064A, ``ك`` U+0643) as the
+#: Persian (and Urdu) ones (``ی`` U+06CC, ``ک`` U+06A9), as Lucene's ``PersianNormalizer`` does;
+#: the alef maksura ``ى`` is another letter and stays.
+_ARABIC_VARIANTS = str.maketrans({"\u064a": "\u06cc", "\u0643": "\u06a9"})
+
+
+def _base_letter(ch: str) -> str | None:
+    """``ch``'s base letter when ``ch`` is a Latin letter with a stroke or bar, or dotless (``đ`` → ``d``,
+    ``Ø`` → ``O``, ``ı`` → ``i``); None otherwise (every letter with a decomposition included)."""
+    m = _OVERSTRUCK.fullmatch(unicodedata.name(ch, ""))
+    if m is None or unicodedata.decomposition(ch):
+        return None
+    try:
+        return unicodedata.lookup(f"LATIN {m.group(1)} LETTER {m.group(2) or m.group(3)}")
+    except KeyError:
+        return None
+
+
 @lru_cache(maxsize=65536)
 def fold_char(ch: str) -> str:
     """Fold one Unicode scalar; may return ``""`` (a bare combining mark, an :data:`IGNORABLE`
-    format character) or several chars."""
-    if ch in IGNORABLE:
+    format character, the tatweel) or several chars."""
+    if ch in IGNORABLE or ch == TATWEEL:
         return ""
+    digit = unicodedata.decimal(ch, None)
+    if digit is not None:
+        return str(digit)
+    base = _base_letter(ch) if ch.isalpha() and not ch.isascii() else None
+    if base is not None:
+        return base.casefold()
     if _keeps_marks(ch):
         return unicodedata.normalize("NFKC", ch).casefold()
     decomposed = unicodedata.normalize("NFKD", ch)
     if _SPELLING_MARKS.match(ch):
         return "".join(c for c in decomposed if unicodedata.category(c) != "Mn" or _ALPHABETIC.match(c))
-    kept = "".join(c for c in decomposed if unicodedata.category(c) != "Mn").casefold()
+    kept = "".join(c for c in decomposed if unicodedata.category(c) != "Mn").casefold().translate(_ARABIC_VARIANTS)
     if len(kept) == 1 and _HAN.match(kept):
         return _simplified(kept)
     return kept
