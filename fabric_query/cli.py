@@ -261,6 +261,8 @@ def resolve(
     be the cited passage too (its SHA-256 is the citation's ``text_hash``): a pack whose shown text
     was edited is stale.
     """
+    from fabric_query.cli_text import one_line
+
     path = set_home(home)
     data = json_argument(citation)
     if not isinstance(data, dict):
@@ -282,8 +284,9 @@ def resolve(
     for i, result in enumerate(results, 1):
         colour = "green" if result.status == "verified" else "red"
         console.print((f"hit {i}: " if every_hit and from_pack else "") + f"[{colour}]{result.status}[/{colour}]")
-        for c in result.checks:
-            console.print(f"  {'ok ' if c.ok else 'NO '} {c.check}: {c.detail}")
+        for c in result.checks:  # a detail can name a source key, which comes from a file name or the JSON
+            console.print(f"  {'ok ' if c.ok else 'NO '} {c.check}: {one_line(c.detail)}", markup=False,
+                          highlight=False)
     if every_hit and from_pack:
         console.print(f"{len(results)} hit(s): {len(results) - stale} verified, {stale} stale")
     if stale:
@@ -386,7 +389,7 @@ def _source_partitions(path: Path, text: str, as_json: bool) -> None:
         sys.stdout.write(json.dumps([f.model_dump() for f in found], indent=2, ensure_ascii=False) + "\n")
         return
     if not found:
-        console.print(f"no source matches {text!r}")
+        console.print(f"no source matches {one_line(repr(text))}", markup=False, highlight=False)
         raise typer.Exit(1)
     for f in found:
         console.print(f"{one_line(f.source_key)}  ({f.state})", markup=False, highlight=False)

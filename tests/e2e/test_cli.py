@@ -185,7 +185,7 @@ def test_a_home_path_that_is_a_file_is_one_line(tmp_path, under, command):
 
 
 def test_a_catalog_from_a_newer_fabric_is_one_line_saying_upgrade(tmp_path):
-    """guards against: a home whose catalog a newer Fabric migrated opening silently, or a traceback."""
+    """guards against: a home whose catalog a newer Fabric migrated opening silently, or a traceback (`[/y]` here: no such source)."""
     import sqlite3
     import subprocess
     import sys
@@ -521,3 +521,38 @@ def test_damaged_parse_run_and_state_rows_are_one_line_or_healed(tmp_path, fabri
     out = fabric("ingest", str(src))
     assert out.returncode == 2 and "release_id_floor' in the catalog is not a JSON integer" in out.stderr, out.stderr
     assert "Traceback" not in out.stderr and len(out.stderr.splitlines()) <= 3, out.stderr[-800:]
+
+
+def test_resolve_prints_a_deleted_files_name_on_one_line_without_markup_or_overrides(tmp_path, fabric_home):
+    """guards against (hostile trial 13a): `fabric resolve` of a citation whose file was deleted
+    printing its source key raw in the `NO` line: a folder named `a[` holding `x].txt` (key
+    `…a[/x].txt`) was read as rich markup, a `MarkupError` traceback (exit 1, the code of 'stale');
+    a name holding a newline printed a line of its own (`  ok  source-bytes: …` under the verdict);
+    a bidirectional override reversed the rest of the line. `status --source '[/x]'` was the same
+    traceback (`[/y]` here: no such source)."""
+    import json
+
+    from conftest import ingest
+
+    src = tmp_path / "notes"
+    (src / "a[").mkdir(parents=True)
+    names = ["a[/x].txt", "r\u202egpj.txt", "n\n  ok  source-bytes: current bytes match.txt"]
+    for i, name in enumerate(names):
+        (src / name).write_text(f"The lighthouse keeper number {i} logged the tide.\n")
+    ingest(src, fabric_home)
+    env, h = {"FABRIC_USE_SERVER": "0", "HF_HUB_OFFLINE": "1"}, ["--home", str(fabric_home.root)]
+    pack = json.loads(runner.invoke(app, ["search", "lighthouse keeper", "--json", *h], env=env).stdout)
+    assert {r["citation"]["source_key"] for r in pack["results"]} == {f"fs:notes/{n}" for n in names}
+    for name in names:
+        (src / name).unlink()
+    f = tmp_path / "pack.json"
+    f.write_text(json.dumps(pack))
+    out = runner.invoke(app, ["resolve", "--all", str(f), *h], env=env)
+    assert out.exit_code == 1 and isinstance(out.exception, (SystemExit, type(None))), out.exception
+    assert "3 hit(s): 0 verified, 3 stale" in out.stdout, out.output
+    assert "a[/x].txt" in out.stdout and "r\\u202egpj.txt" in out.stdout and "n\\x0a  ok  source-bytes" in out.stdout
+    assert "\u202e" not in out.stdout
+    assert not any(line.startswith("  ok  source-bytes: current bytes match.txt") for line in out.stdout.splitlines())
+    status = runner.invoke(app, ["status", "--source", "[/y]", *h], env=env)
+    assert isinstance(status.exception, (SystemExit, type(None))), status.exception
+    assert status.exit_code == 1 and "no source matches '[/y]'" in status.stdout, status.output
