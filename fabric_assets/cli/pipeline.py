@@ -201,7 +201,7 @@ def quickstart(
         path = write_sample_corpus(sample_folder(home_dir))
         console.print(f"wrote a sample corpus to {path}")
     code = _run_ingest(path)
-    console.print(f"\n[bold]fabric search {query!r}[/bold]")
+    console.print(f"\n[bold]fabric search {escape(one_line(repr(query)))}[/bold]")  # the user's text: no markup
     search(query, limit=3, as_json=False, home=home_dir)
     pack = Fabric(home_dir).search(query, limit=1)
     if pack.results:

@@ -47,3 +47,16 @@ def test_quickstart_with_a_file_as_home_writes_no_sample(tmp_path):
     # The console script (fabric_assets.cli.root.run) prints this error as one line, exit 2.
     assert isinstance(out.exception, HomeUnusableError), out.output
     assert sorted(p.name for p in folder.iterdir()) == ["a.txt"]
+
+
+def test_quickstart_prints_a_query_holding_markup_as_typed(tmp_path):
+    """guards against (hostile trial 13a): `fabric quickstart DIR --query 'lighthouse [/x]'` ingesting
+    the folder and then failing on its own heading line with a rich `MarkupError` traceback (the query
+    was printed as markup), before the search ran."""
+    folder = tmp_path / "notes"
+    folder.mkdir()
+    (folder / "a.txt").write_text("The lighthouse keeper logged the tide.\n", encoding="utf-8")
+    out = CliRunner().invoke(app, ["quickstart", str(folder), "--query", "lighthouse [/x]",
+                                   "--home", str(tmp_path / "home")], env={"HF_HUB_OFFLINE": "1"})
+    assert out.exit_code == 0 and out.exception is None, (out.exception, out.output)
+    assert "fabric search 'lighthouse [/x]'" in out.output and "verified" in out.output
