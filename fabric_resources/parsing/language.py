@@ -16,6 +16,7 @@ of the texts, so less sure answers are dropped. A book's sample is far longer th
 
 from __future__ import annotations
 
+import re
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -31,6 +32,13 @@ SAMPLE_UNITS = 64
 SAMPLE_CHARS_PER_UNIT = 300
 
 _LOCK = threading.Lock()
+
+#: Hebrew points: cantillation marks and niqqud (the Hebrew block's combining marks). They are a way
+#: of writing, not a language: py3langid's model answers ``hbo`` (Ancient Hebrew) with probability
+#: 1.0 for any pointed text (a modern children's book, a poem, ``הַיֶּלֶד הָלַךְ לְבֵית הַסֵּפֶר``), so
+#: ``lang:he`` missed it; without them modern text is ``he``, and so is the Bible (unpointed, the
+#: model reads it as ``he``; ``hbo`` came from the points alone).
+_HEBREW_POINTS = re.compile("[\u0591-\u05bd\u05bf\u05c1\u05c2\u05c4\u05c5\u05c7]")
 
 
 @dataclass(frozen=True)
@@ -70,12 +78,14 @@ def identify_language(text: str) -> tuple[str | None, float]:
     Returns
     -------
     (code, probability)
-        ISO 639-1 code, or ``(None, 0.0)`` when ``text`` has fewer than ``MIN_LETTERS`` letters.
-        Deterministic (the model is fixed; no sampling).
+        ISO 639-1 code (a few of the model's languages have only an ISO 639-3 one: ``grc``,
+        ``arz``…), or ``(None, 0.0)`` when ``text`` has fewer than ``MIN_LETTERS`` letters.
+        Deterministic (the model is fixed; no sampling). Hebrew points are not read
+        (:data:`_HEBREW_POINTS`).
     """
     if sum(1 for ch in text if ch.isalpha()) < MIN_LETTERS:
         return None, 0.0
-    code, probability = _identifier().classify(text)
+    code, probability = _identifier().classify(_HEBREW_POINTS.sub("", text))
     return code, float(probability)
 
 

@@ -667,6 +667,19 @@ def test_short_and_textless_documents():
     assert document_language(["12 34"], declared="fr-CA").language == "fr-CA"
 
 
+@pytest.mark.parametrize("text", [
+    "הַיֶּלֶד הָלַךְ לְבֵית הַסֵּפֶר עִם הַתִּיק הֶחָדָשׁ שֶׁלּוֹ",  # the boy went to school with his new bag
+    "אִמָּא קָנְתָה לִי גְּלִידָה בַּקַּיִץ",  # mum bought me ice cream in the summer
+    "הילד הלך לבית הספר עם התיק החדש שלו",
+])
+def test_modern_hebrew_with_or_without_niqqud_is_hebrew(text):
+    """guards against (hostile trial 13a): pointed modern Hebrew (children's books, poetry, learners'
+    texts) identified as ``hbo``, Ancient Hebrew, with probability 1.0, so ``lang:he`` left it out:
+    the model took the niqqud for the language."""
+    verdict = document_language([text])
+    assert (verdict.language, verdict.source) == ("he", "identified"), verdict
+
+
 _TANTIVY_OUT_OF_DESCRIPTORS = """
 import os, resource, sys, tantivy
 from fabric_resources.parsing.document import machine_fault_in
