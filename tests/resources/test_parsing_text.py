@@ -612,3 +612,28 @@ def test_a_paragraph_of_very_many_lines_ends_at_a_line_end_past_64_unit_caps() -
     first_cut = (64 * 256 // len(line) + 1) * len(line) - 1
     assert first_cut in {u.locator["char_end"] for u in doc.units}
     assert "".join(u.text + "\n" for u in doc.units) == data  # nothing lost or repeated
+
+
+@pytest.mark.parametrize("encoding", ["euc-kr", "cp949"])
+def test_legacy_korean_decodes_as_korean_not_as_chinese_mojibake(encoding) -> None:
+    """Guards against (hostile trial 13a): a Korean file in EUC-KR (or Windows' cp949) decoded as
+    GB18030, whose Hanzi mean nothing ("서울의 봄은" as "辑匡狼 航篮"), active as Chinese, no Korean
+    word in any search. Chinese and Japanese that decode as cp949 stay what they were
+    (``test_cjk_legacy_units_still_decode_as_before``)."""
+    for text in ("서울의 봄은 짧다. 벚꽃이 피면 사람들은 여의도 한강공원으로 모인다.\n",
+                 "김철수 부장님은 출장 중이시다.\n", "오늘 회의에서는 예산안을 검토하였다. 다음 주까지 보고서를 제출해야 한다.\n" * 5):
+        assert decode_text(text.encode(encoding)) == (text, "cp949")
+    chinese = "刘备、关羽、张飞在桃园中结为兄弟。君臣皆哭。"
+    assert decode_text(chinese.encode("gb18030")) == (chinese, "gb18030")
+
+
+def test_koi8r_cyrillic_is_undecodable_not_half_width_katakana() -> None:
+    """Guards against (hostile trial 13a): Russian in KOI8-R read as cp932 half-width katakana
+    (``Ёлка стояла`` as ``ｳﾌﾋﾁ ﾓﾔﾏﾑﾌﾁ``) and active, no Russian word in any search; it fails
+    ``undecodable`` as cp1251 Cyrillic does. Shift_JIS that writes half-width katakana still decodes."""
+    with pytest.raises(ParseError) as err:
+        decode_text("Ёлка стояла в углу. Всё было тихо, и мы пили чёрный чай. Москва - столица России.\n"
+                    .encode("koi8-r"))
+    assert err.value.reason == "undecodable" and "not as Japanese text" in err.value.detail
+    japanese = "ﾃﾞｰﾀﾍﾞｰｽの設定を変更しました。ｼｽﾃﾑ管理者に連絡してください。ﾛｸﾞｲﾝ画面\n"
+    assert decode_text(japanese.encode("cp932")) == (japanese, "cp932")

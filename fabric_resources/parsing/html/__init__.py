@@ -14,7 +14,7 @@ from fabric_resources.parsing.spec import ParserSpec
 PARSER_NAME = "html"
 PARSER_VERSION = "12"  # 9: UTF-8 but for a flaw reads as UTF-8, bad bytes replaced (trial 12a); 10: short elements over
 #                          several lines kept; 11: ruby readings are not unit text (trial 12b); 12: a page declaring
-#                          no charset decodes as text v5 does (EUC-JP, ISO-2022-JP, EUC-KR, Big5)
+#                          no charset decodes as text v5 does (EUC-JP, ISO-2022-JP, EUC-KR, Big5, KOI8-R, ...)
 MEDIA_TYPE = "text/html"
 
 

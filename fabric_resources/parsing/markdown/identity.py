@@ -7,5 +7,5 @@ each other (the spec loads the parser lazily).
 PARSER_NAME = "markdown"
 PARSER_VERSION = "5"  # 2: the text decoding of text v4 (trial 12a); 3: YAML front matter is not a heading;
 #                         4: a table cell holding an escaped pipe is the cell, not its whole row (trial 12b);
-#                         5: the text decoding of text v5 (EUC-JP, ISO-2022-JP, EUC-KR, Big5)
+#                         5: the text decoding of text v5 (EUC-JP, ISO-2022-JP, EUC-KR, Big5, ...; trial 13a)
 TEXT_MARKDOWN = "text/markdown"

@@ -3,9 +3,10 @@
 Decoding is always strict (no replacement characters): a file either decodes
 exactly under one candidate or fails with the named reason ``"undecodable"``.
 The candidates, in order: a BOM (UTF-32, UTF-8, UTF-16); ISO-2022-JP (7-bit bytes that
-designate JIS X 0208); strict UTF-8; the legacy CJK encodings cp932 (a Shift_JIS superset),
-GB18030, and where a GB18030 reading is another's mojibake EUC-JP, cp949 (EUC-KR) or Big5
-(:func:`other_cjk_reading`); and
+designate JIS X 0208); strict UTF-8; the Korean cp949 (EUC-KR's superset) where its reading looks
+Korean; the legacy CJK encodings cp932 (a Shift_JIS superset) and GB18030, and EUC-JP where a
+GB18030 reading is full of kana; a non-Latin code page charset-normalizer names where the CJK reading
+is mojibake or none decodes (:func:`non_latin_reading`); and
 windows-1252, the Western European legacy encoding (the WHATWG Encoding
 Standard decodes the ``iso-8859-1``/``latin1`` labels as windows-1252, so it
 reads real Latin-1 text exactly too). Legacy encodings decode almost any
@@ -43,14 +44,6 @@ _LEGACY_ENCODINGS: tuple[str, ...] = ("cp932", "gb18030")
 #: 0.0 (every unit, pair and snippet), and 192 of 211 of them do not decode as EUC-JP at all.
 _MIN_KANA_SHARE_FOR_EUC_JP = 0.1
 EUC_JP = "euc_jp"
-#: Korean in EUC-KR read as GB18030 is Hanzi with an ASCII space every few characters (words are
-#: spaced); Chinese is not. Spaces between two Hanzi per Hanzi of the GB18030 reading, measured on
-#: ../shared's Chinese in GB18030: at most 0.06 from 16-character snippets up to whole units (0.14
-#: for 8-character snippets, which are under the 64-byte floor); six Korean paragraphs written for
-#: the test: 0.16-0.30.
-_MIN_SPACE_SHARE_FOR_KOREAN = 0.12
-_HANZI = re.compile("[\u4e00-\u9fff]")
-_SPACE_BETWEEN_HANZI = re.compile("(?<=[\u4e00-\u9fff]) (?=[\u4e00-\u9fff])")
 ISO2022_JP_FORMS = ("iso2022_jp", "iso2022_jp_ext", "iso2022_jp_2")
 #: ISO-2022-JP's designations of JIS X 0208 (ESC $ B, ESC $ @), which ASCII text never holds.
 _ISO2022_JP_DESIGNATION = re.compile(rb"\x1b\$[B@]")
@@ -134,6 +127,25 @@ _HIGH_BYTES = bytes(range(0x80, 0x100))
 # most 0.54, files 0.40) and GB18030 (0.59, 0.43); random snippets of 8 CJK characters reach 0.94
 # (2 of 40,000), of 16 at most 0.89 (of 32, 0.77). UTF-8 with one flaw is about 1.0; it is told
 # apart from at least 32 non-ASCII bytes on.
+#: The Korean legacy encoding (EUC-KR and its superset UHC, Windows' code page 949). EUC-KR Korean
+#: also decodes as GB18030, into Hanzi that mean nothing ("서울의 봄은" read as "辑匡狼 航篮"), so
+#: before this candidate a Korean file was active as Chinese mojibake, no Korean word in any search
+#: (hostile trial 13a). Its reading wins only when it looks Korean (:func:`looks_korean`).
+KOREAN = "cp949"
+
+#: Share of a cp949 reading's non-ASCII, non-space characters that must be Hangul syllables of KS X
+#: 1001 (EUC-KR's 2,350, bytes B0-C8 A1-FE; modern Korean prose is all of them but for a stray
+#: symbol). Measured on the units of ../shared read as cp949 where they decode (sentences of the
+#: Aozora files and of 三国演义, alone): Shift_JIS 352 sentences, 0.0 (UHC's extended area holds
+#: their Hangul); GB18030 788 sentences, at most 0.89 (GB's common Hanzi rows are KS X 1001's Hangul
+#: rows, so GB text reads as syllables too, but with its Hanzi rows among them).
+_MIN_KS_HANGUL_SHARE_FOR_KOREAN = 0.9
+#: Korean writes a space between words (eojeol, 3-4 syllables on average): at most this many Hangul
+#: syllables per run of whitespace (plus one). Chinese and Japanese read as cp949 hold no space: the
+#: six GB18030 sentences above 0.8 of KS X 1001 Hangul were 4-9 characters without a space.
+_MAX_SYLLABLES_PER_SPACE_FOR_KOREAN = 8
+_WHITESPACE_RUN = re.compile(r"\s+")
+
 _MIN_UTF8_SHARE_FOR_DAMAGED = 0.95
 _MIN_NON_ASCII_BYTES_FOR_DAMAGED = 32
 _DAMAGE_BLOCK_BYTES = 1 << 18
@@ -144,10 +156,12 @@ def decode_text(data: bytes) -> tuple[str, str]:
 
     Order: a BOM (UTF-32, UTF-8, UTF-16) decides alone; otherwise bytes that
     contain NUL are binary; otherwise ISO-2022-JP where 7-bit bytes designate JIS X 0208;
-    otherwise strict UTF-8; otherwise the legacy encodings: cp932 and GB18030 (between
-    them :func:`choose_legacy_encoding`; a GB18030 reading may be EUC-JP, cp949 or Big5,
-    :func:`other_cjk_reading`) and windows-1252
-    (:func:`looks_western`, :func:`western_beats_cjk`).
+    otherwise strict UTF-8; otherwise cp949 when its reading looks Korean (:func:`looks_korean`);
+    otherwise the legacy encodings: cp932 and GB18030 (between them :func:`choose_legacy_encoding`;
+    a GB18030 reading full of kana is EUC-JP, :func:`euc_jp_reading`; a cp932 reading of KOI8-R
+    katakana is dropped, :func:`looks_japanese`), a non-Latin code page charset-normalizer names
+    (:func:`non_latin_reading`), and windows-1252 (:func:`looks_western`, :func:`western_beats_cjk`),
+    read as windows-1254 when that reading is Turkish (:func:`turkish_reading`).
 
     Parameters
     ----------
@@ -160,9 +174,9 @@ def decode_text(data: bytes) -> tuple[str, str]:
         The decoded text, without a BOM. Offsets into it are Unicode scalars.
     encoding : str
         Python codec name: ``"utf-8"``, ``"utf-8-sig"``, ``"utf-16"``,
-        ``"utf-32"``, ``"iso2022_jp"`` (or ``_ext``, ``_2``), ``"cp932"``, ``"gb18030"``, ``"euc_jp"``,
-        ``"cp949"``, ``"big5"`` (or ``"cp950"``, ``"big5hkscs"``) or ``"cp1252"``. Empty input
-        is ``("", "utf-8")``.
+        ``"utf-32"``, ``"iso2022_jp"`` (or ``_ext``, ``_2``), ``"cp949"``, ``"cp932"``, ``"gb18030"``,
+        ``"euc_jp"``, a code page of :data:`NON_LATIN_LEGACY` (``"big5"``, ``"cp1251"``, ...),
+        ``"cp1252"`` or ``"cp1254"``. Empty input is ``("", "utf-8")``.
 
     Raises
     ------
@@ -204,19 +218,31 @@ def decode_text(data: bytes) -> tuple[str, str]:
                              "as a legacy encoding: that reading would be mojibake)") from None
         failures = [*failures_2022, f"utf-8 ({_describe(exc)})"]
 
+    try:
+        korean = data.decode(KOREAN, errors="strict")
+    except UnicodeDecodeError as exc:
+        failures.append(f"{KOREAN} ({_describe(exc)})")
+    else:
+        if looks_korean(korean):
+            return _require_text_like(korean, KOREAN), KOREAN
+        failures.append(f"{KOREAN} (decodes, but not as Korean text)")
+
     readings: dict[str, str] = {}
     for encoding in (*_LEGACY_ENCODINGS, WESTERN):
         try:
             readings[encoding] = _decode_legacy(data, encoding)
         except UnicodeDecodeError as exc:
             failures.append(f"{encoding} ({_describe(exc)})")
+    if "cp932" in readings and "gb18030" not in readings and not looks_japanese(data, readings["cp932"]):
+        del readings["cp932"]
+        failures.append("cp932 (decodes, but not as Japanese text: half-width katakana)")
     western = readings.pop(WESTERN, None)
     if western is not None and not looks_western(western):
         failures.append(f"{WESTERN} (decodes, but not as Western European text: runs of symbols)")
         western = None
     if readings:
         encoding = next(iter(readings)) if len(readings) == 1 else choose_legacy_encoding(data, readings["cp932"])
-        other = (other_cjk_reading(data, readings["gb18030"]) if encoding == "gb18030" else None) \
+        other = (euc_jp_reading(data, readings["gb18030"]) if encoding == "gb18030" else None) \
             or non_latin_reading(data, encoding)
         if other is not None:
             encoding, readings[other[0]] = other
@@ -232,35 +258,17 @@ def decode_text(data: bytes) -> tuple[str, str]:
     return _require_text_like(readings[encoding], encoding), encoding
 
 
-def other_cjk_reading(data: bytes, gb18030_text: str) -> tuple[str, str] | None:
-    """``(encoding, text)`` of the legacy CJK encoding that bytes chosen as GB18030 are really in,
-    or None: GB18030 decodes the double-byte text of its neighbours too, as unrelated Hanzi. Each
-    candidate whose signal fires is tried in this order; the first that decodes strictly wins.
-
-    * ``euc_jp`` (Japanese): at least 10 % of the reading's non-ASCII characters are kana
-      (``_MIN_KANA_SHARE_FOR_EUC_JP``).
-    * ``cp949`` (Korean EUC-KR and its Windows superset), on at least 64 bytes: charset-normalizer
-      ranks cp949 or euc_kr first as Korean, and the reading puts an ASCII space between Hanzi at
-      least 12 times per 100 Hanzi (Korean spaces its words; ``_MIN_SPACE_SHARE_FOR_KOREAN``).
-
-    The charset-normalizer verdict is read only as a second signal: alone, on the Chinese texts of
-    ../shared in GB18030, it ranked cp949 first for 12 of 739 64-character snippets.
-    """
-    candidates = []
-    if kana_share(gb18030_text) >= _MIN_KANA_SHARE_FOR_EUC_JP:
-        candidates.append(EUC_JP)
-    if len(data) >= _MIN_BYTES_FOR_CHARSET_NORMALIZER_VERDICT:
-        best = charset_normalizer.from_bytes(data).best()
-        if best is not None and best.encoding in ("cp949", "euc_kr") and best.language == "Korean":
-            hanzi = len(_HANZI.findall(gb18030_text))
-            if hanzi and len(_SPACE_BETWEEN_HANZI.findall(gb18030_text)) >= _MIN_SPACE_SHARE_FOR_KOREAN * hanzi:
-                candidates.append("cp949")
-    for encoding in candidates:
-        try:
-            return encoding, data.decode(encoding, errors="strict")
-        except UnicodeDecodeError:
-            continue
-    return None
+def euc_jp_reading(data: bytes, gb18030_text: str) -> tuple[str, str] | None:
+    """``("euc_jp", text)`` for bytes chosen as GB18030 that are Japanese in EUC-JP, or None: GB18030
+    decodes them as unrelated Hanzi, but their kana come out as kana, so at least 10 % of the
+    reading's non-ASCII characters are kana (``_MIN_KANA_SHARE_FOR_EUC_JP``) and the bytes decode
+    strictly as EUC-JP."""
+    if kana_share(gb18030_text) < _MIN_KANA_SHARE_FOR_EUC_JP:
+        return None
+    try:
+        return EUC_JP, data.decode(EUC_JP, errors="strict")
+    except UnicodeDecodeError:
+        return None
 
 
 #: Legacy code pages of scripts other than Latin, Japanese, simplified Chinese and Korean (Korean has
@@ -319,6 +327,30 @@ def kana_share(text: str) -> float:
     return kana / total if total else 0.0
 
 
+def looks_korean(text: str) -> bool:
+    """Whether a cp949 reading is Korean text: at least 90 % of its non-ASCII, non-space characters
+    are Hangul syllables of KS X 1001, and it writes a space between words (at most 8 syllables per
+    run of whitespace, and at least one run between two characters). Measured on ../shared: no
+    Shift_JIS or GB18030 sentence that decodes as cp949 passes (constants above).
+
+    >>> looks_korean("서울의 봄은 짧다. 벚꽃이 피면 사람들은 여의도로 모인다."), looks_korean("辑匡狼 航篮")
+    (True, False)
+    >>> looks_korean("君臣皆哭。".encode("gb18030").decode("cp949"))  # KS X 1001 Hangul, but no space
+    False
+    """
+    non_ascii = syllables = 0
+    for ch in text:
+        if ch > "\x7f" and not ch.isspace():
+            non_ascii += 1
+            if "\uac00" <= ch <= "\ud7a3":
+                code = ch.encode(KOREAN)
+                syllables += 0xB0 <= code[0] <= 0xC8 and code[1] >= 0xA1
+    if not syllables or syllables < _MIN_KS_HANGUL_SHARE_FOR_KOREAN * non_ascii:
+        return False
+    spaces = len(_WHITESPACE_RUN.findall(text.strip()))
+    return spaces > 0 and syllables <= _MAX_SYLLABLES_PER_SPACE_FOR_KOREAN * (spaces + 1)
+
+
 def _utf16_hint(data: bytes) -> str:
     """A hint for bytes with NUL that read like UTF-16 without a BOM (Latin text: every other byte
     NUL), which is not guessed: a BOM-less UTF-16 reading of binary data is text of any script."""
@@ -368,6 +400,19 @@ def choose_legacy_encoding(data: bytes, cp932_text: str) -> Literal["cp932", "gb
     if normalizer_prefers_gb18030 and len(data) >= _MIN_BYTES_FOR_CHARSET_NORMALIZER_VERDICT:
         return "gb18030"
     return "cp932"
+
+
+def looks_japanese(data: bytes, cp932_text: str) -> bool:
+    """For bytes that decode as cp932 and not as GB18030, whether that reading is Japanese: not when
+    at least 20 % of its non-ASCII characters are half-width katakana (real Japanese prose: 0.0,
+    ``_HALFWIDTH_KATAKANA_SHARE_FOR_GB``) and charset-normalizer, asked about cp932 alone, rejects
+    it. Cyrillic in KOI8-R reads as cp932 half-width katakana (``Ёлка стояла`` as ``ｳﾌﾋﾁ ﾓﾔﾏﾑﾌﾁ``)
+    and was active as such, no Russian word in any search (hostile trial 13a);
+    a Shift_JIS file that writes half-width katakana (``ﾃﾞｰﾀﾍﾞｰｽの設定``) is kept by charset-normalizer.
+    """
+    if halfwidth_katakana_share(cp932_text) < _HALFWIDTH_KATAKANA_SHARE_FOR_GB:
+        return True
+    return any(m.encoding == "cp932" for m in charset_normalizer.from_bytes(data, cp_isolation=["cp932"]))
 
 
 def looks_western(text: str) -> bool:

@@ -6,5 +6,6 @@ each other (the spec loads the parser lazily).
 
 PARSER_NAME = "text"
 PARSER_VERSION = "5"  # 4: damaged UTF-8 fails, a stray control per started 100 characters (trial 12a);
-#                        5: EUC-JP, ISO-2022-JP, EUC-KR and Big5 read as such (were GB18030 or ASCII mojibake)
+#                        5: EUC-JP, ISO-2022-JP, EUC-KR (trial 13a), Big5, the non-Latin code pages and
+#                        windows-1254 (trial 13a) read as such (were mojibake or undecodable)
 TEXT_PLAIN = "text/plain"
