@@ -637,3 +637,18 @@ def test_koi8r_cyrillic_is_undecodable_not_half_width_katakana() -> None:
     assert err.value.reason == "undecodable" and "not as Japanese text" in err.value.detail
     japanese = "ﾃﾞｰﾀﾍﾞｰｽの設定を変更しました。ｼｽﾃﾑ管理者に連絡してください。ﾛｸﾞｲﾝ画面\n"
     assert decode_text(japanese.encode("cp932")) == (japanese, "cp932")
+
+
+@pytest.mark.parametrize("text", [
+    "İstanbul'da sonbahar çok güzeldir. Kırmızı yapraklar ılık rüzgârla uçuşur. Şişli, Ağrı.\n",
+    "Kırmızı elma ağaçta.\n",
+])
+def test_turkish_in_windows_1254_decodes_with_its_own_letters(text) -> None:
+    """Guards against (hostile trial 13a): Turkish in windows-1254 (or ISO-8859-9) read as windows-1252,
+    which it matches but for six letters: ``Ýstanbul``, ``Kýrmýzý``, ``aðaçta`` active, identified as
+    Turkmen, ``İstanbul`` and ``kırmızı`` in no search. Icelandic, Faroese and Spanish text holding
+    those windows-1252 letters still reads as windows-1252."""
+    assert decode_text(text.encode("cp1254")) == (text, "cp1254")
+    for western in ("Ég þakka þér fyrir. Við fórum til Reykjavíkur í gær.\n", "Føroyar eru eitt oyggjaland í Norðuratlantshavi.\n",
+                    "¿Dónde está Ýñigo? El niño comió.\n"):
+        assert decode_text(western.encode("cp1252")) == (western, "cp1252")

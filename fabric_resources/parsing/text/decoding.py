@@ -127,6 +127,10 @@ _HIGH_BYTES = bytes(range(0x80, 0x100))
 # most 0.54, files 0.40) and GB18030 (0.59, 0.43); random snippets of 8 CJK characters reach 0.94
 # (2 of 40,000), of 16 at most 0.89 (of 32, 0.77). UTF-8 with one flaw is about 1.0; it is told
 # apart from at least 32 non-ASCII bytes on.
+#: The Turkish legacy encoding, tried for a Western reading only (:func:`turkish_reading`).
+TURKISH = "cp1254"
+_TURKISH_IN_WESTERN = re.compile("[\u00d0\u00dd\u00de\u00f0\u00fd\u00fe]")
+
 #: The Korean legacy encoding (EUC-KR and its superset UHC, Windows' code page 949). EUC-KR Korean
 #: also decodes as GB18030, into Hanzi that mean nothing ("서울의 봄은" read as "辑匡狼 航篮"), so
 #: before this candidate a Korean file was active as Chinese mojibake, no Korean word in any search
@@ -255,6 +259,8 @@ def decode_text(data: bytes) -> tuple[str, str]:
         if other is None:
             raise ParseError("undecodable", "no BOM; tried " + ", ".join(failures))
         encoding, readings[other[0]] = other
+    if encoding == WESTERN and (turkish := turkish_reading(data, readings[WESTERN])) is not None:
+        encoding, readings[TURKISH] = TURKISH, turkish
     return _require_text_like(readings[encoding], encoding), encoding
 
 
@@ -413,6 +419,32 @@ def looks_japanese(data: bytes, cp932_text: str) -> bool:
     if halfwidth_katakana_share(cp932_text) < _HALFWIDTH_KATAKANA_SHARE_FOR_GB:
         return True
     return any(m.encoding == "cp932" for m in charset_normalizer.from_bytes(data, cp_isolation=["cp932"]))
+
+
+def turkish_reading(data: bytes, western_text: str) -> str | None:
+    """The windows-1254 (Turkish; ISO-8859-9 but for its C1 range) reading of bytes that read as
+    Western European text, when it is Turkish: windows-1254 differs from windows-1252 in six letters
+    only (``ĞİŞğış`` where windows-1252 has ``ÐÝÞðýþ``), so Turkish read as windows-1252 looks
+    Western but spells ``Ýstanbul`` and ``Kýrmýzý`` (active, identified as Turkmen, ``İstanbul`` and
+    ``kırmızı`` in no search: hostile trial 13a). Chosen when the windows-1252 reading holds one of
+    those six letters and the language identifier reads the windows-1254 one as Turkish (Icelandic,
+    Faroese and Spanish texts holding them stay ``is``, ``fo``, ``es`` either way); else None.
+
+    >>> turkish_reading("Kırmızı elma ağaçta.".encode("cp1254"), "Kýrmýzý elma aðaçta.")
+    'Kırmızı elma ağaçta.'
+    >>> turkish_reading("Ég þakka þér fyrir.".encode("cp1252"), "Ég þakka þér fyrir.") is None
+    True
+    """
+    if not _TURKISH_IN_WESTERN.search(western_text):
+        return None
+    try:
+        text = data.decode(TURKISH, errors="strict")
+    except UnicodeDecodeError:
+        return None
+    from fabric_resources.parsing.language import MIN_CONFIDENCE, identify_language
+
+    code, probability = identify_language(text)
+    return text if code == "tr" and probability >= MIN_CONFIDENCE else None
 
 
 def looks_western(text: str) -> bool:
