@@ -57,7 +57,8 @@ def parse_pptx(data: bytes, config: "OoxmlParserConfig", media_type: str = MEDIA
     ParsedDocument
         Per slide, in order: ``slide_title`` (title placeholder), ``paragraph`` (one per text
         shape: its paragraphs joined by ``"\\n"``), ``table_cell`` (``table``, ``row``, ``col``),
-        ``speaker_note`` (the notes page). Locator ``{"slide": 1-based, "shape_id", "shape_name"}``
+        ``speaker_note`` (the notes page). A chart's ``paragraph`` holds its title, axis titles and
+        series names; a SmartArt graphic's, the text of its nodes. Locator ``{"slide": 1-based, "shape_id", "shape_name"}``
         (``shape_id`` None when unreadable; shapes inside groups: ``"group_path"``), cells add
         ``table``/``row``/``col``, notes ``{"slide", "notes": true}``. ``section_path`` =
         ``(slide title,)`` or ``("Slide n",)``. Date, footer and slide-number placeholders are
@@ -201,7 +202,10 @@ class _DeckReader:
         if getattr(shape, "has_table", False) and shape.has_table:
             self.table(shape.table, locator, path)
             return
-        text = _text(shape)
+        if getattr(shape, "has_chart", False) and shape.has_chart:
+            text = _chart_text(shape.chart)
+        else:
+            text = _diagram_text(shape) or _text(shape)
         if not text:
             return
         if kind in _TITLES and text == title:
@@ -275,6 +279,59 @@ def _spanned(cell) -> bool:
     """
     tc = cell._tc  # python-pptx has no public accessor for the cell element
     return tc.get("hMerge") in _TRUE or tc.get("vMerge") in _TRUE
+
+
+_DGM = "http://schemas.openxmlformats.org/drawingml/2006/diagram"
+_NS = {"a": "http://schemas.openxmlformats.org/drawingml/2006/main",
+       "c": "http://schemas.openxmlformats.org/drawingml/2006/chart", "dgm": _DGM,
+       "r": "http://schemas.openxmlformats.org/officeDocument/2006/relationships"}
+
+
+# Compiled with their namespaces: python-pptx's element classes override ``xpath`` with its own map.
+_PIECES = etree.XPath("./a:r/a:t/text() | ./a:fld/a:t/text() | ./a:br", namespaces=_NS)
+_CHART_TEXTS = etree.XPath("./c:chart/c:title/c:tx | ./c:chart/c:plotArea/*/c:title/c:tx"
+                           " | ./c:chart/c:plotArea/*/c:ser/c:tx", namespaces=_NS)
+_RICH = etree.XPath("./c:rich/a:p", namespaces=_NS)
+_CACHED = etree.XPath("./c:strRef/c:strCache/c:pt/c:v/text() | ./c:v/text()", namespaces=_NS)
+_DIAGRAM_DATA = etree.XPath(f"./a:graphic/a:graphicData[@uri='{_DGM}']/dgm:relIds/@r:dm", namespaces=_NS)
+_DIAGRAM_POINTS = etree.XPath("./dgm:ptLst/dgm:pt[not(@type) or @type='node' or @type='asst']/dgm:t/a:p",
+                              namespaces=_NS)
+
+
+def _paragraph_text(paragraph) -> str:
+    """One ``a:p``'s text: its runs and fields, a line break (``a:br``) as a new line."""
+    return "".join(piece if isinstance(piece, str) else "\n" for piece in _PIECES(paragraph))
+
+
+def _chart_text(chart) -> str:
+    """The words a chart shows (ECMA-376 Part 1, §21.2): its title, its axis titles and its series
+    names, each rich text (``c:tx/c:rich``) or a cell reference's cached value
+    (``c:tx/c:strRef/c:strCache``); one per line, in the chart part's order, repeats once. Category labels and
+    values are data, not read. python-pptx reads a chart but gives it no text, so it was silently
+    missing (pptx parser v4)."""
+    space = chart._chartSpace  # python-pptx has no accessor for axis or series title elements
+    texts: list[str] = []
+    for tx in _CHART_TEXTS(space):
+        rich = _RICH(tx)
+        if rich:
+            texts.extend(_paragraph_text(p) for p in rich)
+        else:
+            texts.extend(_CACHED(tx))
+    return _clean("\n".join(dict.fromkeys(t for t in texts if t.strip())))
+
+
+def _diagram_text(shape) -> str:
+    """The text of a SmartArt graphic: the text of every content point of its data model
+    (``dgm:dataModel``, ECMA-376 Part 1, §21.4; points of type ``node``, the default, and
+    ``asst``), in the model's order, one paragraph a line. ``""`` for any other graphic frame.
+    python-pptx does not read SmartArt, so its text was silently missing (pptx parser v4)."""
+    from pptx.oxml import parse_xml
+
+    ids = _DIAGRAM_DATA(shape.element)
+    if not ids:
+        return ""
+    model = parse_xml(shape.part.related_part(str(ids[0])).blob)
+    return _clean("\n".join(_paragraph_text(p) for p in _DIAGRAM_POINTS(model)))
 
 
 def _text(shape) -> str:
