@@ -252,6 +252,39 @@ def test_a_pdf_character_outside_the_bmp_is_kept():
                                            "\U00020bb7\U00020bb7 and \U0001d465"]
 
 
+def _pages_pdf(pages: list[list[tuple[float, float, str]]]) -> bytes:
+    """One :func:`_text_pdf` page per item, joined by pypdf (a test-only dependency)."""
+    from pypdf import PdfReader, PdfWriter
+
+    writer = PdfWriter()
+    for lines in pages:
+        writer.add_page(PdfReader(io.BytesIO(_text_pdf(lines))).pages[0])
+    out = io.BytesIO()
+    writer.write(out)
+    return out.getvalue()
+
+
+def test_a_running_head_as_large_as_the_body_never_takes_the_next_pages_sentence():
+    """guards against (hostile trial 13c): a sentence carried from page 1 to page 2 under a running
+    head set in the body's size was joined to the head ("Harbour Board Annual Review 2024 on the
+    dredging budget …", cited to page 2's head) and cut from page 1's unit, so a search for the
+    phrase across the page break found nothing. The heads and page numbers keep their own units."""
+    from fabric_resources.parsing.pdf.parser import parse_pdf
+
+    head = (72, 760, "Harbour Board Annual Review 2024")
+    data = _pages_pdf([
+        [head, (72, 700, "The board met eleven times this year and the"),
+         (72, 686, "chair reported that the council will decide"), (300, 40, "1")],
+        [head, (72, 700, "on the dredging budget before the May elections."), (300, 40, "2")]])
+    doc = parse_pdf(data, PDF)
+    texts = [(u.locator["page"], u.locator.get("page_end"), u.text) for u in doc.units]
+    assert texts == [
+        (1, None, "Harbour Board Annual Review 2024"),
+        (1, 2, "The board met eleven times this year and the chair reported that the council will decide "
+               "on the dredging budget before the May elections."),
+        (1, None, "1"), (2, None, "Harbour Board Annual Review 2024"), (2, None, "2")]
+
+
 def test_pdf_text_outside_the_page_is_left_out_and_counted():
     """guards against (hostile trial 5, 2026-12-05): text drawn wholly outside the page's crop box
     (below it, past its right edge), which no viewer shows, indexed and cited to a page where a

@@ -122,6 +122,43 @@ def sections_from_fonts(placed: list[PlacedBlock]) -> tuple[dict[int, int], dict
     return headings, starts
 
 
+_DIGITS = re.compile(r"\d+")
+#: How many blocks at the top and at the foot of a page (in reading order) may be running heads.
+_EDGE_BLOCKS = 2
+
+
+def running_heads(placed: list[PlacedBlock]) -> set[int]:
+    """Indices of the blocks that are page furniture: running heads and feet, page numbers.
+
+    A block is one when it is among the first or last ``_EDGE_BLOCKS`` blocks of its page, holds at
+    most ``_MAX_HEADING_CHARS`` characters, and a block of the same text at the same edge is on
+    another page. Texts are compared case-folded, spaces collapsed and every run of digits read as
+    one digit, so ``Page 3 of 12`` repeats ``Page 4 of 12``. Such blocks keep their text (a reader
+    sees them); the parser only never lets a sentence carry on into or across one.
+
+    >>> from fabric_resources.parsing.pdf.layout import Block, Line
+    >>> def pb(page, text): return PlacedBlock(page, Block([Line(text, 0, len(text), (0, 0, 1, 1), 10.0)]))
+    >>> sorted(running_heads([pb(0, "Annual review"), pb(0, "The board met"), pb(0, "1"),
+    ...                       pb(1, "Annual review"), pb(1, "and decided"), pb(1, "2")]))
+    [0, 2, 3, 5]
+    """
+    by_page: dict[int, list[int]] = {}
+    for index, pb in enumerate(placed):
+        by_page.setdefault(pb.page_index, []).append(index)
+    seen: dict[tuple[str, str], set[int]] = {}
+    edges: list[tuple[int, tuple[str, str]]] = []
+    for page, indices in by_page.items():
+        for edge, chosen in (("head", indices[:_EDGE_BLOCKS]), ("foot", indices[-_EDGE_BLOCKS:])):
+            for index in chosen:
+                text = placed[index].block.text
+                if len(text) > _MAX_HEADING_CHARS:
+                    continue
+                key = (edge, _DIGITS.sub("0", " ".join(text.casefold().split())))
+                seen.setdefault(key, set()).add(page)
+                edges.append((index, key))
+    return {index for index, key in edges if len(seen[key]) >= 2}
+
+
 def section_paths(count: int, starts: dict[int, list[tuple[int, str]]]) -> list[tuple[str, ...]]:
     """The section path of each of ``count`` blocks: a section at level n closes those at >= n.
     A block where sections start is inside them (the parser drops a heading's own title)."""

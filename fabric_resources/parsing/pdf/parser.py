@@ -14,6 +14,7 @@ from __future__ import annotations
 import ctypes
 import io
 import re
+from itertools import islice
 from typing import Any
 
 import pypdfium2 as pdfium
@@ -26,7 +27,7 @@ from fabric_resources.parsing.pdf import MEDIA_TYPE, PARSER_NAME, PARSER_VERSION
 from fabric_resources.parsing.pdf.layout import Block, Line, blocks, clean_line, continues, join_lines
 from fabric_resources.parsing.pdf.ocr import OcrFailed, find_engine, recognise
 from fabric_resources.parsing.pdf.outline import (
-    OutlineEntry, PlacedBlock, section_paths, sections_from_fonts, sections_from_outline,
+    OutlineEntry, PlacedBlock, running_heads, section_paths, sections_from_fonts, sections_from_outline,
 )
 
 if TYPE_CHECKING:
@@ -294,9 +295,10 @@ def _text_units(pdf, placed: list[PlacedBlock], ocr_units: dict[int, list[Parsed
     entries = _outline(pdf)
     headings, starts = sections_from_outline(placed, entries) if entries else sections_from_fonts(placed)
     paths = section_paths(len(placed), starts)
+    furniture = running_heads(placed)
     groups: list[list[int]] = []
     for index, pb in enumerate(placed):
-        target = _continued_group(placed, groups, index, headings, starts)
+        target = _continued_group(placed, groups, index, headings, starts, furniture)
         if target is not None:
             target.append(index)
         else:
@@ -326,17 +328,21 @@ def _text_units(pdf, placed: list[PlacedBlock], ocr_units: dict[int, list[Parsed
 
 
 def _continued_group(placed: list[PlacedBlock], groups: list[list[int]], index: int,
-                     headings: dict[int, int], starts: dict) -> list[int] | None:
+                     headings: dict[int, int], starts: dict, furniture: set[int] = frozenset()) -> list[int] | None:
     """The group whose open sentence block ``index`` carries on, if any.
 
-    Looks back over at most two groups, skipping smaller type between them (a footnote at the foot
-    of a column, a running head or page number), within the same or the previous page.
+    Looks back over at most three groups, skipping smaller type between them (a footnote at the foot
+    of a column, a running head or page number), within the same or the previous page. Running
+    heads and feet (``furniture``, :func:`~.outline.running_heads`) are passed over whatever their
+    size, and neither carry on a sentence nor have one carried into them: a running head set as
+    large as the body took the first sentence of every page into its unit, cutting it from the
+    previous page's (pdf parser v4).
     """
     pb = placed[index]
-    if index in headings or index in starts:
+    if index in headings or index in starts or index in furniture:
         return None
-    for back in range(1, min(3, len(groups)) + 1):
-        group = groups[-back]
+    candidates = islice((group for group in reversed(groups) if group[-1] not in furniture), 3)
+    for group in candidates:
         last = placed[group[-1]]
         if group[-1] in headings or pb.page_index - last.page_index not in (0, 1):
             return None
