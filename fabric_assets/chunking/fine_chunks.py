@@ -8,7 +8,10 @@ that::
     chunk.text == SEPARATOR.join(unit_text[unit_id][s:e] for unit_id, s, e in chunk.fragments)
 
 A heading, or a change of section path, starts a new chunk so a chunk never
-spans two sections; the heading travels with the text under it.
+spans two sections; the heading travels with the text under it. So does a
+unit on another PDF page or PPTX slide than the one the open chunk ends on
+(``ChunkInputUnit.place``), so a citation names the page or slide of its text
+rather than a range of them (a unit carried over a page break still spans it).
 
 The cap holds whatever the input's shape. Tokens are counted on
 :func:`counted_spans`: the tokenizer's word pieces, except that a span longer
@@ -33,7 +36,8 @@ _SENTENCE_END = frozenset(".!?。！？；;」』")
 
 #: Enters the chunker identity (chunk IDs) and the asset's code version; bump it when the
 #: packing rule changes. v2: counted spans (the cap holds for any input), word-boundary cuts.
-CHUNKER_VERSION = "fine-v2"
+#: v3: a new page or slide starts a chunk (a PDF chunk cited "pp. 1–4" for a phrase on page 2).
+CHUNKER_VERSION = "fine-v3"
 
 #: Longest span counted as one token (Unicode scalars). Above the longest word piece of
 #: all-MiniLM-L6-v2's vocabulary (18 characters, "telecommunications"), so only spans that
@@ -43,10 +47,14 @@ MAX_TOKEN_CHARS = 32
 
 @dataclass(frozen=True)
 class ChunkInputUnit:
+    """One unit to pack. ``place``: the first and last PDF page, or the PPTX slide twice, the
+    unit sits on (its locator's ``page``/``page_end`` or ``slide``); ``None`` for other formats."""
+
     unit_id: str
     kind: str
     text: str
     section_path: tuple[str, ...]
+    place: tuple[int, int] | None = None
 
 
 @dataclass(frozen=True)
@@ -190,6 +198,7 @@ def pack_fine_chunks(
     open_texts: list[str] = []
     open_tokens = 0
     open_section: tuple[str, ...] = ()
+    open_place: int | None = None  # the page or slide the open chunk's last unit ends on
     open_only_headings = False
 
     def flush() -> None:
@@ -205,7 +214,8 @@ def pack_fine_chunks(
         if open_frags:
             # A heading stays glued to the text under it, whatever section that text reports.
             glue = open_only_headings and unit.kind != "heading" and open_tokens + n <= max_tokens
-            boundary = unit.kind == "heading" or unit.section_path != open_section
+            moved = unit.place is not None and open_place is not None and unit.place[0] != open_place
+            boundary = unit.kind == "heading" or unit.section_path != open_section or moved
             if glue:
                 open_section = unit.section_path
             elif boundary or open_tokens + n > max_tokens:
@@ -213,6 +223,8 @@ def pack_fine_chunks(
         if not open_frags:
             open_section = unit.section_path
             open_only_headings = True
+        if unit.place is not None:
+            open_place = unit.place[1]
         if n <= max_tokens:
             open_frags.append(Fragment(unit.unit_id, 0, len(unit.text)))
             open_texts.append(unit.text)

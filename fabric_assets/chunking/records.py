@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pyarrow as pa
 
 from fabric_assets.chunking.fine_chunks import ChunkInputUnit, FineChunk
@@ -14,11 +16,36 @@ from fabric_resources.text_folding import fold
 
 def chunk_inputs(units: pa.Table) -> list[ChunkInputUnit]:
     """Units of one parse (rows of ``units``) in reading order, as chunker input."""
-    d = units.sort_by("ordinal").select(["unit_id", "kind", "text", "section_path"]).to_pydict()
+    d = units.sort_by("ordinal").select(["unit_id", "kind", "text", "section_path", "locator"]).to_pydict()
     return [
-        ChunkInputUnit(uid, kind, text, tuple(sp or ()))
-        for uid, kind, text, sp in zip(d["unit_id"], d["kind"], d["text"], d["section_path"])
+        ChunkInputUnit(uid, kind, text, tuple(sp or ()), unit_place(loc))
+        for uid, kind, text, sp, loc in zip(d["unit_id"], d["kind"], d["text"], d["section_path"], d["locator"])
     ]
+
+
+def _number(value) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 1 else None
+
+
+def unit_place(locator: str | None) -> tuple[int, int] | None:
+    """The first and last page (PDF) or the slide (PPTX) a unit's locator (JSON) names, else None.
+
+    >>> unit_place('{"page": 3, "page_end": 4, "bbox": [0, 0, 1, 1]}'), unit_place('{"slide": 2, "notes": true}')
+    ((3, 4), (2, 2))
+    >>> unit_place('{"element_path": "/html/body/p"}'), unit_place("not json"), unit_place(None)
+    (None, None, None)
+    """
+    try:
+        loc = json.loads(locator) if locator else None
+    except ValueError:
+        return None
+    if not isinstance(loc, dict):
+        return None
+    first = _number(loc.get("page")) or _number(loc.get("slide"))
+    if first is None:
+        return None
+    last = _number(loc.get("page_end")) if _number(loc.get("page")) else None
+    return first, max(first, last or first)
 
 
 def chunk_rows(parse_id: str, chunks: list[FineChunk], chunker: str, unit_texts: dict[str, str]) -> pa.Table:

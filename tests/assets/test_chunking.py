@@ -405,3 +405,25 @@ def test_a_document_is_tokenized_a_bounded_batch_at_a_time(monkeypatch):
     assert pack_fine_chunks(units, counting, 32) == whole
     assert len(calls) > 10 and max(calls) == 1000  # the 1,000-character unit alone; every other call ≤ 400
     assert sorted(calls)[-2] <= 400 and sum(calls) == sum(len(u.text) for u in units)
+
+
+def test_a_new_page_or_slide_starts_a_chunk_and_a_unit_over_a_page_break_carries_on():
+    """guards against (hostile trial 13c): a chunk packing the text of pages 1 to 4 of a PDF (or
+    slides 1 to 3 of a deck), so a phrase on page 2 was cited "pp. 1–4" and one in slide 3's notes
+    "slide 1 > Subtitle 2". A heading at the foot of a page still travels with the text under it,
+    and units of formats without pages pack as before."""
+    from fabric_assets.chunking.records import unit_place
+
+    def P(uid, place, kind="paragraph"):
+        return ChunkInputUnit(uid, kind, f"words of {uid}", (), place)
+
+    units = [P("a", (1, 1)), P("b", (1, 2)), P("c", (2, 2)), P("d", (3, 3)), P("h", (3, 3), "heading"),
+             P("e", (4, 4)), P("s1", (1, 1)), P("s1n", (1, 1))]
+    chunks = pack_fine_chunks(units, word_spans, 100)
+    assert [[f.unit_id for f in c.fragments] for c in chunks] == [["a", "b", "c"], ["d"], ["h", "e"], ["s1", "s1n"]]
+    check_invariants(units, chunks, word_spans, 100)
+    plain = [U(x, f"words of {x}") for x in "abcd"]
+    assert [[f.unit_id for f in c.fragments] for c in pack_fine_chunks(plain, word_spans, 100)] == [["a", "b", "c", "d"]]
+    assert unit_place('{"page": 2, "page_end": 3, "bbox": [0, 0, 1, 1]}') == (2, 3)
+    assert unit_place('{"slide": 4, "shape_id": 2}') == (4, 4)
+    assert unit_place('{"slide": true}') is None and unit_place('{"element_path": "/html/body/p"}') is None
