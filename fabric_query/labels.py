@@ -31,8 +31,9 @@ def label_of_locations(locations: Sequence[Mapping[str, Any]]) -> str:
 
     Pages when any location has them (the span of all of them); else the lines of every location
     that has them, merged (Markdown and plain text: the heading path is the hit's section, printed
-    beside it; a single table cell or note adds its place from its path); else the first location's structural path joined by `` > `` (slide, shape or notes;
-    table cell or note), or its element path. ``""`` when nothing is known.
+    beside it; a single table cell or note adds its place from its path); else the structural path
+    every location shares joined by `` > `` (slide, shape or notes; table cell or note;
+    :func:`path_label`), or the first location's element path. ``""`` when nothing is known.
 
     >>> label_of_locations([{"pages": [7]}, {"pages": [8]}])
     'pp. 7–8'
@@ -57,10 +58,31 @@ def label_of_locations(locations: Sequence[Mapping[str, Any]]) -> str:
         cell = first["path"][-1] if one else ""
         return f"{lines} ({cell})" if cell else lines
     if first.get("path"):
-        return " > ".join(first["path"])
+        return path_label([loc.get("path") or () for loc in locations])
     if first.get("element_path"):
         return first["element_path"]
     return ""
+
+
+def path_label(paths: Sequence[Sequence[str]]) -> str:
+    """What every one of ``paths`` says: their common prefix joined by `` > ``; when they share
+    none, the distinct first steps in order (``slide 2, slide 3``). A chunk of several shapes or
+    slides was labelled by its first unit's path alone, naming a shape or slide that did not hold
+    the rest of the cited text (hostile trial 13c).
+
+    >>> path_label([["slide 2", "Title 1"]]), path_label([["slide 2", "Box"], ["slide 2", "notes"]])
+    ('slide 2 > Title 1', 'slide 2')
+    >>> path_label([["slide 1", "Box"], ["slide 2", "notes"], ["slide 2", "Box"]])
+    'slide 1, slide 2'
+    """
+    common: list[str] = []
+    for steps in zip(*paths):
+        if any(step != steps[0] for step in steps):
+            break
+        common.append(steps[0])
+    if common:
+        return " > ".join(common)
+    return ", ".join(dict.fromkeys(str(path[0]) for path in paths if path))
 
 
 def lines_label(ranges: Sequence[tuple[int, int]]) -> str:

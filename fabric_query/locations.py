@@ -129,8 +129,8 @@ def location_label(locations: Sequence[CitedLocation]) -> str:
     """The short label of a citation's locations (what ``fabric search`` prints after the file).
 
     Pages when any location has them (the span of all of them); else every location's lines,
-    merged; else the first location's structural path joined by `` > `` (slide, shape or notes;
-    table cell or note), or its element path (:func:`fabric_query.labels.label_of_locations`).
+    merged; else the structural path all of them share joined by `` > `` (slide, shape or notes;
+    table cell or note), or the first one's element path (:func:`fabric_query.labels.label_of_locations`).
     ``""`` when nothing is known.
 
     >>> location_label([CitedLocation(unit_id="a", kind="paragraph", pages=(7,)),

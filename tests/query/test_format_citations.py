@@ -102,6 +102,21 @@ def test_location_of_each_format():
     assert location_of("u", "paragraph", "not json", ()).pages == ()
 
 
+def test_the_label_of_several_shapes_or_slides_says_only_what_all_of_them_share():
+    """guards against (hostile trial 13c): a hit of a subtitle and the speaker notes labelled
+    "slide 1 > Subtitle 2" (the first unit's path), and one of slides 1 and 2 labelled "slide 1":
+    the label named a shape or slide that did not hold the cited phrase."""
+    subtitle = location_of("a", "paragraph", {"slide": 1, "shape_id": 3, "shape_name": "Subtitle 2"})
+    notes = location_of("b", "speaker_note", {"slide": 1, "notes": True})
+    other = location_of("c", "paragraph", {"slide": 2, "shape_id": 3, "shape_name": "Box"})
+    assert location_label([subtitle]) == "slide 1 > Subtitle 2"
+    assert location_label([subtitle, notes]) == "slide 1"
+    assert location_label([subtitle, notes, other]) == "slide 1, slide 2"
+    cells = [location_of(u, "table_cell", {"slide": 3, "shape_name": "Table 2", "table": 0, "row": r, "col": 0})
+             for u, r in (("d", 1), ("e", 2))]
+    assert location_label(cells) == "slide 3 > Table 2"
+
+
 # -- PDF: the page --------------------------------------------------------------------------------
 
 
