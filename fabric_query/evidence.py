@@ -71,14 +71,19 @@ def match_ranges(passage: str, parsed: ParsedQuery) -> list[tuple[int, int]]:
     folded, origin = fold_with_map(passage)
     if not folded:
         return []
-    stems = _stems(" ".join((*parsed.terms, *parsed.phrases)))
+    # A phrase of several words in a script with spaces highlights where its words run in order,
+    # as the word index's phrase query matched them, not each of its words wherever it stands (a
+    # search for "Basalt Holdings of Tarnwick" highlighted every "of"; hostile trial 13c). One
+    # without such a run in this passage highlights its words, as before.
+    phrase_ranges, found = _phrase_ranges(folded, origin, parsed.phrases)
+    stems = _stems(" ".join((*parsed.terms, *(p for p in parsed.phrases if p not in found))))
     # Decide per distinct word, then find its occurrences: a passage repeats most of its words. A
     # word glued to a script without spaces is decided per run of the other script in it.
     pieces: set[str] = set()
     for w in set(_WORD.findall(folded)):
         pieces.update(_SPACED_RUN.findall(w) if UNSPACED.search(w) else (w,))
     hits = {w for w in pieces if stems.intersection(_word_tokens_cached(w))}
-    ranges: list[tuple[int, int]] = []
+    ranges: list[tuple[int, int]] = list(phrase_ranges)
     if hits:
         for m in _WORD.finditer(folded):
             if m.group() in hits:
@@ -105,6 +110,32 @@ def match_ranges(passage: str, parsed: ParsedQuery) -> list[tuple[int, int]]:
             ranges.append((origin[a], origin[b] + 1))
             start = hay.find(needle, start + 1)
     return _merge(_extend_over_marks(passage, ranges))
+
+
+def _phrase_ranges(folded: str, origin: list[int], phrases: Iterable[str]) -> tuple[list[tuple[int, int]], set[str]]:
+    """Ranges of the passage where a phrase's word tokens occur consecutively (the first word's start
+    to the last word's end), and the phrases found so. Only phrases of two or more tokens in scripts
+    with spaces; tokens are the word index's (folded, stemmed), read per word of ``folded``."""
+    wanted = {p: tuple(_word_tokens_cached(p)) for p in phrases if not UNSPACED.search(p)}
+    wanted = {p: seq for p, seq in wanted.items() if len(seq) >= 2}
+    if not wanted:
+        return [], set()
+    tokens: list[tuple[str, int, int]] = []  # (token, start, end) in folded
+    for m in _WORD.finditer(folded):
+        if UNSPACED.search(m.group()):
+            tokens.append(("", m.start(), m.end()))  # another script: no phrase of these runs over it
+            continue
+        tokens.extend((tok, m.start(), m.end()) for tok in _word_tokens_cached(m.group()))
+    stems = [t for t, _, _ in tokens]
+    ranges: list[tuple[int, int]] = []
+    found: set[str] = set()
+    for phrase, seq in wanted.items():
+        k = len(seq)
+        for i in range(len(stems) - k + 1):
+            if tuple(stems[i:i + k]) == seq:
+                ranges.append((origin[tokens[i][1]], origin[tokens[i + k - 1][2] - 1] + 1))
+                found.add(phrase)
+    return ranges, found
 
 
 def _bigram_ranges(folded: str, origin: list[int], terms: Iterable[str]) -> list[tuple[int, int]]:

@@ -120,7 +120,19 @@ def test_excluded_terms_are_not_highlighted():
 
 def test_phrase_words_highlighted():
     """guards against: phrase content being ignored by highlighting."""
-    assert hl("a signed token here", '"signed token"') == ["signed", "token"]
+    assert hl("a signed token here", '"signed token"') == ["signed token"]
+
+
+def test_a_phrase_highlights_where_its_words_run_in_order_not_each_word_anywhere():
+    """guards against (hostile trial 13c): a search for "Basalt Holdings of Tarnwick" highlighting
+    every "of" of the passage, and "thank the depot supervisors" every "the": the highlight must be
+    the phrase the word index matched. A phrase with no such run in the passage (its words apart)
+    still highlights its words; a bare term still highlights everywhere."""
+    text = "1 Footnote: the quarry of Basalt Holdings of Tarnwick. Of course, of."
+    assert hl(text, '"Basalt Holdings of Tarnwick" quarry') == ["quarry", "Basalt Holdings of Tarnwick"]
+    assert hl("Holding the basalt, holdings, of Tarnwick", '"basalt holdings"') == ["basalt, holdings"]
+    assert hl("tele and communications apart", '"tele communications"') == ["tele", "communications"]
+    assert hl("of this and of that", "of") == ["of", "of"]
 
 
 def test_adjacent_matches_merge():
