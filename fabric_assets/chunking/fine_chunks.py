@@ -7,8 +7,8 @@ that::
 
     chunk.text == SEPARATOR.join(unit_text[unit_id][s:e] for unit_id, s, e in chunk.fragments)
 
-A heading, or a change of section path, starts a new chunk so a chunk never
-spans two sections; the heading travels with the text under it. So does a
+A heading (or a slide's title), or a change of section path, starts a new chunk so a chunk
+never spans two sections; the heading travels with the text under it. So does a
 unit on another PDF page or PPTX slide than the one the open chunk ends on
 (``ChunkInputUnit.place``), so a citation names the page or slide of its text
 rather than a range of them (a unit carried over a page break still spans it).
@@ -36,8 +36,12 @@ _SENTENCE_END = frozenset(".!?。！？；;」』")
 
 #: Enters the chunker identity (chunk IDs) and the asset's code version; bump it when the
 #: packing rule changes. v2: counted spans (the cap holds for any input), word-boundary cuts.
-#: v3: a new page or slide starts a chunk (a PDF chunk cited "pp. 1–4" for a phrase on page 2).
+#: v3: a new page or slide starts a chunk (a PDF chunk cited "pp. 1–4" for a phrase on page 2), and
+#: a slide's title travels with the slide's text as a heading does (it was a chunk of its own).
 CHUNKER_VERSION = "fine-v3"
+
+#: Unit kinds that start a chunk and travel with the text under them.
+HEADINGS = frozenset({"heading", "slide_title"})
 
 #: Longest span counted as one token (Unicode scalars). Above the longest word piece of
 #: all-MiniLM-L6-v2's vocabulary (18 characters, "telecommunications"), so only spans that
@@ -213,9 +217,9 @@ def pack_fine_chunks(
         n = max(len(spans), 1)
         if open_frags:
             # A heading stays glued to the text under it, whatever section that text reports.
-            glue = open_only_headings and unit.kind != "heading" and open_tokens + n <= max_tokens
+            glue = open_only_headings and unit.kind not in HEADINGS and open_tokens + n <= max_tokens
             moved = unit.place is not None and open_place is not None and unit.place[0] != open_place
-            boundary = unit.kind == "heading" or unit.section_path != open_section or moved
+            boundary = unit.kind in HEADINGS or unit.section_path != open_section or moved
             if glue:
                 open_section = unit.section_path
             elif boundary or open_tokens + n > max_tokens:
@@ -229,7 +233,7 @@ def pack_fine_chunks(
             open_frags.append(Fragment(unit.unit_id, 0, len(unit.text)))
             open_texts.append(unit.text)
             open_tokens += n
-            open_only_headings = open_only_headings and unit.kind == "heading"
+            open_only_headings = open_only_headings and unit.kind in HEADINGS
             continue
         flush()
         open_section = unit.section_path

@@ -9,6 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from fabric_assets.chunking.fine_chunks import (
+    HEADINGS,
     MAX_TOKEN_CHARS,
     SEPARATOR,
     ChunkInputUnit,
@@ -61,11 +62,11 @@ def check_invariants(units: list[ChunkInputUnit], chunks: list[FineChunk], spans
         # sections: only a leading heading may come from another section
         for pos, f in enumerate(c.fragments):
             u = by_id[f.unit_id]
-            if u.kind == "heading":
+            if u.kind in HEADINGS:
                 assert pos == 0, "a heading must start a new chunk"
             else:
                 assert u.section_path == c.section_path, "chunk mixes two sections"
-        if all(by_id[f.unit_id].kind == "heading" for f in c.fragments):
+        if all(by_id[f.unit_id].kind in HEADINGS for f in c.fragments):
             assert c.section_path == by_id[c.fragments[0].unit_id].section_path
     # reading order: fragments strictly increasing, non-overlapping
     flat = [f for c in chunks for f in c.fragments]
@@ -427,3 +428,17 @@ def test_a_new_page_or_slide_starts_a_chunk_and_a_unit_over_a_page_break_carries
     assert unit_place('{"page": 2, "page_end": 3, "bbox": [0, 0, 1, 1]}') == (2, 3)
     assert unit_place('{"slide": 4, "shape_id": 2}') == (4, 4)
     assert unit_place('{"slide": true}') is None and unit_place('{"element_path": "/html/body/p"}') is None
+
+
+def test_a_slide_title_travels_with_the_slides_text():
+    """guards against (hostile trial 13c): a slide's title packed as a chunk of its own (its section
+    path is empty, the slide's text has the title as its path), so a query of the title's and the
+    body's words found two halves and neither ranked as the slide."""
+    units = [ChunkInputUnit("t1", "slide_title", "Fleet review", (), (1, 1)),
+             ChunkInputUnit("b1", "paragraph", "logistics office", ("Fleet review",), (1, 1)),
+             ChunkInputUnit("n1", "speaker_note", "thank the depots", ("Fleet review",), (1, 1)),
+             ChunkInputUnit("t2", "slide_title", "Tyres", (), (2, 2)),
+             ChunkInputUnit("b2", "paragraph", "pressure", ("Tyres",), (2, 2))]
+    chunks = pack_fine_chunks(units, word_spans, 100)
+    assert [[f.unit_id for f in c.fragments] for c in chunks] == [["t1", "b1", "n1"], ["t2", "b2"]]
+    check_invariants(units, chunks, word_spans, 100)
