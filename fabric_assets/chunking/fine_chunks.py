@@ -36,9 +36,9 @@ _SENTENCE_END = frozenset(".!?。！？；;」』")
 
 #: Enters the chunker identity (chunk IDs) and the asset's code version; bump it when the
 #: packing rule changes. v2: counted spans (the cap holds for any input), word-boundary cuts.
-#: v3: a new page or slide starts a chunk (a PDF chunk cited "pp. 1–4" for a phrase on page 2), and
-#: a slide's title travels with the slide's text as a heading does (it was a chunk of its own).
-CHUNKER_VERSION = "fine-v3"
+#: v3: a new page or slide starts a chunk (a PDF chunk cited "pp. 1–4" for a phrase on page 2).
+#: v4: a slide's title travels with the slide's text as a heading does (it was a chunk of its own).
+CHUNKER_VERSION = "fine-v4"
 
 #: Unit kinds that start a chunk and travel with the text under them.
 HEADINGS = frozenset({"heading", "slide_title"})
