@@ -33,8 +33,14 @@ def tokenizer_identity(config: FabricConfig, models: ModelResources = CONFIGURED
 
 
 def chunker_settings(config: FabricConfig, models: ModelResources = CONFIGURED_MODELS) -> dict[str, Any]:
-    """Everything the chunker identity of a parse can depend on under ``config``."""
+    """Everything the chunker identity of a parse can depend on under ``config``, and the packing
+    rule's version (``CHUNKER_VERSION``): a Fabric whose chunker changed re-chunks every active
+    parse at its next ingest (it compared the settings only, so upgraded homes kept chunks cut by
+    the old rule for good; hostile trial 13c)."""
+    from fabric_assets.chunking import fine_chunks
+
     return {
+        "chunker": fine_chunks.CHUNKER_VERSION,
         "tokenizer": tokenizer_identity(config, models),
         "max_tokens": config.chunking.max_tokens,
         "multilingual_max_tokens": config.chunking.multilingual_max_tokens,

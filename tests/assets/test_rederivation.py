@@ -324,3 +324,24 @@ def test_status_names_sources_an_older_parser_made_until_the_ingest_parses_them_
     _configure(fabric_home, {"parsers": {"text": {"max_bytes": 2_000_000}}})
     [outdated] = Fabric(fabric_home.root).status().outdated
     assert outdated.settings_changed and outdated.sources == ("fs:docs/long.txt", "fs:docs/short.txt")
+
+
+def test_a_new_chunker_version_rechunks_at_the_next_ingest_without_a_settings_change(tmp_path, fabric_home,
+                                                                                    monkeypatch):
+    """guards against (hostile trial 13c): an upgraded Fabric whose packing rule changed
+    (``CHUNKER_VERSION``) re-chunking nothing, because the ingest compared only the chunking
+    settings: the home kept chunks cut by the old rule for good, under chunk IDs the new Fabric
+    would not give them."""
+    from fabric_assets.chunking import fine_chunks
+
+    src = tmp_path / "docs"
+    src.mkdir()
+    (src / "keeper.txt").write_text(EN)
+    ingest(src, fabric_home)
+    parses = set(_active(fabric_home).values())
+    monkeypatch.setattr(fine_chunks, "CHUNKER_VERSION", "fine-test")
+    monkeypatch.setattr("fabric_assets.chunks.assets.CHUNKER_VERSION", "fine-test")
+    summary = ingest(src, fabric_home)
+    assert sorted(summary.rechunked) == sorted(parses) and not summary.failed_runs
+    chunks = _pinned(fabric_home, "chunks", fabric_home.catalog.current_release(), parses, ["chunker"])
+    assert {c.split(":")[0] for c in chunks.column("chunker").to_pylist()} == {"fine-test"}
