@@ -360,6 +360,51 @@ def test_image_only_page_is_read_by_ocr_with_region_and_confidence():
     assert doc.metadata["ocr_pages"] == 1 and doc.metadata["failed_units"] == []
 
 
+def _stamped_scan_pdf() -> bytes:
+    """One letter-size page: a 150 dpi scan of two typed lines (an image covering the page) with a
+    short text-layer stamp over it, as a court's e-filing header or a Bates number is added."""
+    from PIL import Image, ImageDraw, ImageFont
+    from pypdf import PdfReader, PdfWriter
+
+    image = Image.new("L", (1275, 1650), 255)
+    draw = ImageDraw.Draw(image)
+    for k, line in enumerate(["Stamped scan: the parish council agreed", "to repair the lychgate before Easter."]):
+        draw.text((120, 260 + 60 * k), line, font=ImageFont.load_default(size=34), fill=0)
+    scan = io.BytesIO()
+    image.save(scan, format="PDF", resolution=150)
+    writer = PdfWriter()
+    page = writer.add_page(PdfReader(scan).pages[0])
+    page.merge_page(PdfReader(io.BytesIO(_text_pdf([(400, 770, "Filed 03/02/24 Doc 17")]))).pages[0])
+    out = io.BytesIO()
+    writer.write(out)
+    return out.getvalue()
+
+
+def test_a_scanned_page_under_a_short_text_stamp_is_still_read_by_ocr():
+    """guards against (hostile trial 13c): a scanned page carrying a short text-layer stamp (an
+    e-filing header, a Bates number) read as the stamp alone: every word of the scan silently
+    missing, the parse complete with nothing unread. Without an OCR engine the page is named unread
+    (``ocr-unavailable``), its stamp kept; with one, the scan's words are ``ocr_text`` units and
+    the stamp is not read twice."""
+    from fabric_resources.parsing.pdf.parser import parse_pdf
+
+    missing = PdfParserConfig(isolation=IN_PROCESS, ocr=OcrConfig(tesseract_cmd="/nonexistent/tesseract"))
+    doc = parse_pdf(_stamped_scan_pdf(), missing)
+    assert [u.text for u in doc.units] == ["Filed 03/02/24 Doc 17"]
+    assert doc.metadata["failed_units"] == [{"page": 1, "reason": "ocr-unavailable"}]
+    assert [(p.where, p.reason) for p in doc.unread] == [("page 1", "ocr-unavailable")]
+    # A page of text with a small picture is no scan: no OCR, nothing unread.
+    plain = parse_pdf(_image_then_text_pdf(), missing)
+    assert plain.metadata["ocr_pages"] == 1  # the image-only first page only
+    if not HAS_TESSERACT:
+        return
+    doc = parse_pdf(_stamped_scan_pdf(), PDF)
+    assert doc.unread == [] and doc.metadata["ocr_pages"] == 1
+    assert [u.kind for u in doc.units] == ["paragraph", "ocr_text"]
+    assert "parish council agreed to repair the lychgate" in doc.units[1].text
+    assert doc.units[1].locator["page"] == 1 and "Filed" not in doc.units[1].text
+
+
 def test_without_an_ocr_engine_image_pages_fail_as_ocr_unavailable():
     """Runs with or without tesseract: the engine points at a binary that does not exist."""
     from fabric_resources.parsing.pdf.parser import parse_pdf

@@ -2,7 +2,8 @@
 
 1. Admission: size, declared object count, opening (encryption, corruption), page count.
 2. Per page: PDFium's text layer -> :class:`~.layout.Line` s -> blocks (:mod:`.layout`);
-   a page without a text layer goes to OCR (:mod:`.ocr`) or is a failed unit.
+   a page without a text layer, or a scan under a short text stamp (:func:`scan_beside_text`),
+   goes to OCR (:mod:`.ocr`) or is a failed unit.
 3. Headings and section paths from the outline or font sizes (:mod:`.outline`); a block that
    carries on a sentence across a column or page break joins the previous unit.
 
@@ -61,7 +62,9 @@ def parse_pdf(data: bytes, config: "PdfParserConfig", media_type: str = MEDIA_TY
         expands them, line-end hyphens PDFium marks (U+FFFE) removed with the break, lines joined
         by a space (by nothing between two CJK characters), spaces between CJK characters dropped.
         ``section_path`` from the outline, else from font sizes; headings carry ``level``.
-        ``ocr_text`` carries ``confidence`` (mean word confidence, 0-1). ``metadata``: ``pages``,
+        ``ocr_text`` carries ``confidence`` (mean word confidence, 0-1); a page whose short text
+        layer lies over a page-size image (a stamped scan) has both, the OCR paragraphs that lie on
+        the text layer's lines left out. ``metadata``: ``pages``,
         ``outline_entries``, ``heading_source`` (``outline``/``fonts``), ``xref_repaired``,
         ``encrypted`` (owner password only: opened without one), ``ocr_engine``, ``ocr_pages``,
         ``blank_pages``, ``failed_units`` (``[{"page", "reason"}]``: ``ocr-unavailable``,
@@ -135,12 +138,15 @@ def _parse(pdf: pdfium.PdfDocument, config: "PdfParserConfig") -> ParsedDocument
                 placed.extend(PlacedBlock(index, b) for b in page_blocks)
             elif object_count == 0:
                 blank += 1
-            else:
+            if object_count and (not page_blocks or scan_beside_text(
+                    _image_boxes(page), _shown_box(page), sum(len(b.text) for b in page_blocks))):
                 ocr_pages += 1
                 if not engine:
                     engine.append(find_engine(config.ocr))
-                units, failure = _ocr_page(page, index, engine[0], config)
-                if failure:
+                units, failure = _ocr_page(page, index, engine[0], config, [line.bbox for line in page_lines])
+                # A picture with a caption may hold no words: only a page without a text layer
+                # whose OCR finds nothing is a page left unread.
+                if failure and (not page_blocks or failure["reason"] != "ocr-no-text"):
                     failed.append(failure)
                 ocr_units[index] = units
         finally:
@@ -235,7 +241,59 @@ def _line(textpage: pdfium.PdfTextPage, text: str, start: int, end: int) -> Line
     return Line(text[start:end], start, end, bbox, round(size, 2), vertical)
 
 
-def _ocr_page(page, index: int, engine, config: "PdfParserConfig") -> tuple[list[ParsedUnit], dict | None]:
+#: A page whose text layer holds fewer characters than this, under an image covering at least
+#: ``_SCAN_COVER`` of the page, is a scan with a stamp (a court filing's header, a Bates number, a
+#: fax line): its image is read by OCR too.
+_STAMP_CHARS = 200
+_SCAN_COVER = 0.5
+
+
+def scan_beside_text(images: list[tuple[float, float, float, float]], shown: tuple[float, float, float, float],
+                     text_chars: int) -> bool:
+    """Whether a page with a text layer is still a scanned page to OCR: its text layer is short
+    (fewer than ``_STAMP_CHARS`` characters) and one image covers at least ``_SCAN_COVER`` of the
+    shown page box. A scan with a text stamp was read as the stamp alone: every word of the scanned
+    page silently missing (pdf parser v4, hostile trial 13c). A scan with an OCR text layer (many
+    characters) is read from that layer, as before.
+
+    >>> scan_beside_text([(0, 0, 612, 792)], (0, 0, 612, 792), 35)
+    True
+    >>> scan_beside_text([(0, 0, 612, 792)], (0, 0, 612, 792), 2400), scan_beside_text([(0, 0, 100, 100)], (0, 0, 612, 792), 35)
+    (False, False)
+    """
+    if text_chars >= _STAMP_CHARS:
+        return False
+    x0, y0, x1, y1 = shown
+    area = max((x1 - x0) * (y1 - y0), 1e-9)
+    for a, b, c, d in images:
+        w = min(max(a, c), x1) - max(min(a, c), x0)
+        h = min(max(b, d), y1) - max(min(b, d), y0)
+        if w > 0 and h > 0 and w * h >= _SCAN_COVER * area:
+            return True
+    return False
+
+
+def _image_boxes(page) -> list[tuple[float, float, float, float]]:
+    """The page-space bounds ``(left, bottom, right, top)`` of the page's image objects."""
+    boxes = []
+    for obj in page.get_objects(filter=(pdfium_c.FPDF_PAGEOBJ_IMAGE,), max_depth=4):
+        try:
+            boxes.append(tuple(obj.get_bounds()))
+        except pdfium.PdfiumError:
+            continue
+    return boxes
+
+
+def _overlap(a, b) -> float:
+    w = min(a[2], b[2]) - max(a[0], b[0])
+    h = min(a[3], b[3]) - max(a[1], b[1])
+    return w * h if w > 0 and h > 0 else 0.0
+
+
+def _ocr_page(page, index: int, engine, config: "PdfParserConfig",
+              text_boxes: list[tuple[float, float, float, float]] = ()) -> tuple[list[ParsedUnit], dict | None]:
+    """OCR units of one page; a paragraph lying mostly on a text-layer line (``text_boxes``: the
+    stamp over a scan, read already) is left out, so no text is indexed twice."""
     page_no = index + 1
     if engine is None:
         return [], {"page": page_no, "reason": "ocr-unavailable"}
@@ -264,6 +322,9 @@ def _ocr_page(page, index: int, engine, config: "PdfParserConfig") -> tuple[list
         left, top, right, bottom = par.bbox
         bbox = [round(cx0 + left / scale, 2), round(cy1 - bottom / scale, 2),
                 round(cx0 + right / scale, 2), round(cy1 - top / scale, 2)]
+        area = max((bbox[2] - bbox[0]) * (bbox[3] - bbox[1]), 1e-9)
+        if sum(_overlap(bbox, box) for box in text_boxes) >= 0.5 * area:
+            continue
         units.append(ParsedUnit("ocr_text", par.text, {"page": page_no, "bbox": bbox},
                                 attributes={"confidence": par.confidence, "words": par.words}))
     return units, None
