@@ -149,7 +149,10 @@ def render_pack(pack: Mapping[str, Any], *, colour_out: bool = False, colour_err
         out.append(head + ("  " + _style(one_line(section), _DIM, colour_out) if section else ""))
         channels = ", ".join(f"{one_line(name)}#{ch['rank']}" for name, ch in hit["channels"].items())
         floor = "  (dense only, below the similarity floor)" if hit.get("below_dense_floor") else ""
-        out.append(f"   channels: {channels}  parse {c['parse_id'][:12]}  units {len(c['spans'])}{floor}")
+        # Text recognised from a page image may hold misread words: say so where the text is shown.
+        ocr = "  (OCR: read from a page image)" if any(
+            loc.get("kind") == "ocr_text" for loc in c.get("locations") or ()) else ""
+        out.append(f"   channels: {channels}  parse {c['parse_id'][:12]}  units {len(c['spans'])}{floor}{ocr}")
         changed = hit.get("source_changed")
         if changed:
             out.append("   " + _style(f"an older version: the file changed since, and its new version "

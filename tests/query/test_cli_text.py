@@ -241,3 +241,16 @@ def test_status_lists_twenty_of_a_kind_and_counts_the_rest(capsys):
     out = capsys.readouterr().out
     assert sum("unfinished fs:n" in line for line in out.splitlines()) == LISTED_AT_MOST
     assert "… and 7 more like these" in out and "failed fs:x.pdf: encrypted" in out
+
+
+def test_a_hit_holding_ocr_text_says_so():
+    """guards against (hostile trial 13c): text Tesseract read from a page image printed exactly as
+    text from a text layer, though it may hold misread words (the JSON's locations say
+    ``ocr_text``; the printed hit said nothing)."""
+    scanned = _hit([("Scanned minutes", True)], "scan.pdf",
+                   [{"unit_id": "u", "kind": "ocr_text", "pages": [2], "path": [], "element_path": None, "lines": None}])
+    typed = _hit([("Typed minutes", True)], "typed.pdf",
+                 [{"unit_id": "v", "kind": "paragraph", "pages": [1], "path": [], "element_path": None, "lines": None}])
+    out, _ = render_pack(_pack(scanned))
+    assert "scan.pdf p. 2" in out and "(OCR: read from a page image)" in out
+    assert "OCR" not in render_pack(_pack(typed))[0]
