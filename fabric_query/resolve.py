@@ -227,9 +227,13 @@ def _parse_check(home: FabricHome, citation: Citation):
                                       "Fabric"), None, None
     now = spec.identity(home.config.parsers)
     if identity.parse_id(run.source_hash, now.name, now.version, now.config_hash) != citation.parse_id:
+        # What the config hash covers besides the settings (the PDF parser's OCR engine): an OCR
+        # engine removed or upgraded since is the usual reason an OCR citation cannot be re-derived.
+        env = spec.environment(spec.section(home.config.parsers)) if spec.environment else ""
         return _check("parse", False, f"parser-changed: the parse was made by {run.parser_name} "
                                       f"{run.parser_version} (config {run.parser_config_hash}); this Fabric's is "
-                                      f"{now.version} (config {now.config_hash}), so the text cannot be re-derived "
+                                      f"{now.version} (config {now.config_hash}"
+                                      f"{'; ' + env if env else ''}), so the text cannot be re-derived "
                                       "as it was"), None, None
     return _check("parse", True, f"{run.parser_name} {run.parser_version} (config {run.parser_config_hash})"), spec, run
 

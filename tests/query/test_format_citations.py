@@ -206,3 +206,19 @@ def test_confidence_admits_only_ocr_text_that_clears_it(formats_home):
     # Before ranking: the best admitted hit is still returned at limit 1.
     top = fabric.search("lighthouse keeper confidence:1", limit=1).results
     assert [h.citation.source_key for h in top] == [NOTES]
+
+
+@pytest.mark.skipif(shutil.which("tesseract") is None, reason="Tesseract is not installed (OCR is off)")
+def test_an_ocr_citation_after_the_engine_is_gone_is_stale_and_says_so(formats_home, monkeypatch):
+    """guards against (hostile trial 13c): OCR text whose engine was removed since (or upgraded)
+    answered only "config 714434b2… ; this Fabric's is … (config adb5d518…)", nothing saying the
+    OCR engine is what changed. Never verified: the text cannot be read again."""
+    fabric = Fabric(formats_home.root)
+    hit = _hit(fabric, "lighthouse", SCAN)
+    assert "ocr_text" in {loc.kind for loc in hit.citation.locations}
+    assert fabric.resolve(hit.citation).status == "verified"
+    monkeypatch.setattr("fabric_resources.parsing.pdf.ocr._probe", lambda cmd, languages: None)
+    result = Fabric(formats_home.root).resolve(hit.citation)
+    check = {c.check: c for c in result.checks}["parse"]
+    assert result.status == "stale" and result.text is None and not check.ok
+    assert "parser-changed" in check.detail and "ocr: absent" in check.detail
