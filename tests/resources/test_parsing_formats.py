@@ -252,6 +252,27 @@ def test_a_pdf_character_outside_the_bmp_is_kept():
                                            "\U00020bb7\U00020bb7 and \U0001d465"]
 
 
+def test_two_columns_drawn_line_by_line_across_both_are_read_column_by_column():
+    """guards against (hostile trial 13c): a page that draws a left-column line, then the
+    right-column line beside it (PDFium joins one baseline into one line), read as "lantern Right
+    column discusses the harbour festival planning …": both columns mixed, every phrase cut at
+    every line. A table or a code listing with comments beside it, whose left cells leave the gutter
+    ragged, is still read row by row."""
+    from fabric_resources.parsing.pdf.parser import parse_pdf
+
+    left = ["Left column begins with the lantern", "festival planning notes for the city",
+            "of Norwich and its northern district."]
+    right = ["Right column discusses the harbour", "dredging contract awarded to the",
+             "firm of Meridian Marine last autumn."]
+    lines = [item for i in range(3) for item in ((72, 700 - 14 * i, left[i]), (290, 700 - 14 * i, right[i]))]
+    doc = parse_pdf(_text_pdf(lines), PDF)
+    assert [u.text for u in doc.units] == [" ".join(left), " ".join(right)]
+    rows = [("Austria", "8.9 million people, capital Vienna"), ("Belgium", "11.5 million people, capital Brussels"),
+            ("Denmark", "5.8 million people, capital Copenhagen")]
+    table = [item for i, (k, v) in enumerate(rows) for item in ((72, 700 - 14 * i, k), (290, 700 - 14 * i, v))]
+    assert [u.text for u in parse_pdf(_text_pdf(table), PDF).units] == [" ".join(f"{k} {v}" for k, v in rows)]
+
+
 def _pages_pdf(pages: list[list[tuple[float, float, str]]]) -> bytes:
     """One :func:`_text_pdf` page per item, joined by pypdf (a test-only dependency)."""
     from pypdf import PdfReader, PdfWriter

@@ -130,6 +130,62 @@ def join_lines(lines: list[str]) -> str:
     return out[:-1] if out.endswith("\ufffe") else out
 
 
+#: Lines cut at one gutter a page needs before its columns are read one after the other, and the
+#: visible characters a piece needs on average (table cells are shorter: a table stays row by row).
+MIN_GUTTER_LINES = 3
+MIN_PIECE_CHARS = 15
+
+
+def columns_first(lines: list[Line], gutters: list[float]) -> list[Line] | None:
+    """``lines`` (PDFium's lines cut at their gutters) in reading order when PDFium read two columns
+    line by line across both; ``None`` when the page shows no such columns (read its lines uncut).
+
+    ``gutters``: the x where the right piece begins, for every PDFium line cut in two at a gutter
+    (:func:`~fabric_resources.parsing.pdf.parser._gutter_pieces`). With at least
+    ``MIN_GUTTER_LINES`` such lines whose gutters agree (within 18 points of their median),
+    pieces of ``MIN_PIECE_CHARS`` characters on average and left lines that mostly reach the gutter
+    (within three font sizes or a fifth of the column), each run of lines not crossing the gutter
+    is read left column first, then right column, each in PDFium's order; a line across the gutter
+    (a title, a figure caption over both columns) stays where it is.
+
+    >>> def L(x, y, t): return Line(t, 0, len(t), (x, y, x + 230, y + 10), 10.0)
+    >>> rows = [L(72, 700, "left one is here now"), L(320, 700, "right one is here now"),
+    ...         L(72, 686, "left two is here now"), L(320, 686, "right two is here now"),
+    ...         L(72, 672, "left three is here now"), L(320, 672, "right three is here now")]
+    >>> [line.text.split()[0] + line.text.split()[1] for line in columns_first(rows, [320, 320, 320])]
+    ['leftone', 'lefttwo', 'leftthree', 'rightone', 'righttwo', 'rightthree']
+    >>> columns_first(rows, [320, 320]) is None
+    True
+    """
+    if len(gutters) < MIN_GUTTER_LINES:
+        return None
+    ordered = sorted(gutters)
+    gutter = ordered[len(ordered) // 2]
+    if sum(abs(g - gutter) <= 18 for g in gutters) < MIN_GUTTER_LINES:
+        return None
+    sides = [line for line in lines if line.bbox[2] <= gutter or line.bbox[0] >= gutter - 1]
+    if not sides or sum(len(clean_line(line.text)) for line in sides) / len(sides) < MIN_PIECE_CHARS:
+        return None
+    # Prose fills its column: the left lines end near the gutter. A code listing with comments
+    # beside it, or a table, leaves a ragged space there (its rows are read across, as before).
+    left = sorted(line.bbox[2] for line in sides if line.bbox[2] <= gutter)
+    margin = min((line.bbox[0] for line in sides if line.bbox[2] <= gutter), default=gutter)
+    size = sorted(line.font_size for line in sides)[len(sides) // 2]
+    if not left or left[len(left) // 2] < gutter - max(3 * size, 0.2 * (gutter - margin)):
+        return None
+    out: list[Line] = []
+    run: list[Line] = []
+    for line in [*lines, None]:
+        if line is not None and (line.bbox[2] <= gutter or line.bbox[0] >= gutter - 1):
+            run.append(line)
+            continue
+        out.extend(sorted(run, key=lambda x: x.bbox[0] >= gutter - 1))  # stable: PDFium's order within a column
+        run = []
+        if line is not None:
+            out.append(line)
+    return out
+
+
 def blocks(lines: list[Line]) -> list[Block]:
     """Group a page's lines (in PDFium's order) into blocks in reading order.
 
