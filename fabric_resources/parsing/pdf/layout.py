@@ -3,7 +3,8 @@
 Pure geometry over what PDFium reports. PDFium's text page gives characters
 in content order, which for the two-column papers here is column by column
 (measured: 96-100 % order agreement, see the README's "Formats"); this module
-keeps that order for horizontal text and only re-orders vertical CJK columns,
+keeps that order for horizontal text, except two columns a page draws line by
+line across both (:func:`columns_first`), and re-orders vertical CJK columns,
 which PDFium lists left to right although they are read right to left.
 
 Coordinates are PDF points with the origin at the page's bottom left
