@@ -454,6 +454,34 @@ def test_the_text_of_a_chart_and_of_a_smartart_graphic_is_read():
     assert diagram.text == "Collect receipts\nReconcile mileage\nApprove reimbursement"
 
 
+
+def test_a_slide_footer_typed_by_the_author_is_read_and_the_slide_number_is_not():
+    """guards against (hostile trial 13c): a slide's footer ("Project Falcon - internal only") and
+    fixed date, shown on the slide, left out of the units with nothing counted or listed; the
+    slide number (a field PowerPoint fills) is furniture and stays out."""
+    import copy
+
+    from pptx import Presentation
+    from pptx.enum.shapes import PP_PLACEHOLDER
+
+    prs = Presentation()
+    slide = prs.slides.add_slide(prs.slide_layouts[1])
+    slide.shapes.title.text = "Budget"
+    wanted = {PP_PLACEHOLDER.FOOTER: "Project Falcon - internal only", PP_PLACEHOLDER.DATE: "Board meeting, March 2024",
+              PP_PLACEHOLDER.SLIDE_NUMBER: "7"}
+    for ph in slide.slide_layout.placeholders:
+        if ph.placeholder_format.type in wanted:
+            slide.shapes._spTree.append(copy.deepcopy(ph.element))
+    for ph in slide.placeholders:
+        if ph.placeholder_format.type in wanted:
+            ph.text_frame.text = wanted[ph.placeholder_format.type]
+    out = io.BytesIO()
+    prs.save(out)
+    doc = parse_pptx(out.getvalue(), OOXML)
+    texts = {u.text: u for u in doc.units}
+    assert {"Budget", "Project Falcon - internal only", "Board meeting, March 2024"} <= set(texts)
+    assert "7" not in texts and texts["Project Falcon - internal only"].locator["slide"] == 1
+
 BODY = "word/document.xml"
 BAD_NUMBERS = {
     "outlineLvl": ("<w:p><w:r><w:t>first para",

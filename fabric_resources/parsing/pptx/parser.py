@@ -30,8 +30,10 @@ if TYPE_CHECKING:
     from fabric_resources.config import OoxmlParserConfig
 
 _SPACES = re.compile(r"[ \t\u00a0\u000b]+")
-# Placeholders that repeat the master's furniture rather than the slide's content.
-_FURNITURE = {"DATE", "FOOTER", "SLIDE_NUMBER", "HEADER"}
+# Placeholders that number the slide, or a header that a slide never shows (ECMA-376 §19.7.10: a
+# header placeholder is for notes and handouts). A footer's or date's text is typed by the deck's
+# author and shown on the slide, so it is read (it was left out silently before pptx parser v5).
+_FURNITURE = {"SLIDE_NUMBER", "HEADER"}
 _TITLES = {"TITLE", "CENTER_TITLE", "VERTICAL_TITLE"}
 # Values of an XML Schema boolean (a:tc hMerge, vMerge; p:cNvPr hidden; p:sld show).
 _TRUE = {"1", "true"}
@@ -61,8 +63,8 @@ def parse_pptx(data: bytes, config: "OoxmlParserConfig", media_type: str = MEDIA
         series names; a SmartArt graphic's, the text of its nodes. Locator ``{"slide": 1-based, "shape_id", "shape_name"}``
         (``shape_id`` None when unreadable; shapes inside groups: ``"group_path"``), cells add
         ``table``/``row``/``col``, notes ``{"slide", "notes": true}``. ``section_path`` =
-        ``(slide title,)`` or ``("Slide n",)``. Date, footer and slide-number placeholders are
-        left out. A shape whose position is unreadable sorts as one without a position (top
+        ``(slide title,)`` or ``("Slide n",)``. Slide-number and header placeholders are left
+        out; a footer's and a date's text is read like any shape's. A shape whose position is unreadable sorts as one without a position (top
         left), keeping its document order. ``metadata``: ``slides``, ``tables``,
         ``skipped_shapes`` (``[{"slide", "shape", "reason"}]``; ``shape`` is the shape's name,
         ``"notes"``, or None for the whole slide), which are also the document's ``unread`` parts
