@@ -273,6 +273,22 @@ def test_two_columns_drawn_line_by_line_across_both_are_read_column_by_column():
     assert [u.text for u in parse_pdf(_text_pdf(table), PDF).units] == [" ".join(f"{k} {v}" for k, v in rows)]
 
 
+def test_a_compounds_hyphen_at_a_line_end_is_kept_and_a_word_break_is_joined():
+    """guards against (hostile trial 13c): every hyphen at a line end removed with the break, as
+    PDFium marks them all (U+FFFE), so "state-of-the-" + "art" read "state-of-theart" and "IEEE-" +
+    "754" "IEEE754": "art" and "754" were no words of the text. A word broken by hyphenation still
+    joins ("com-" + "pile"), and so does "Trace-" + "Monkey" (TraceMonkey)."""
+    from fabric_resources.parsing.pdf.parser import parse_pdf
+
+    lines = ["The survey of the state-of-the-", "art methods reads IEEE-", "754 doubles; the com-",
+             "piler is named Trace-", "Monkey in the paper."]
+    doc = parse_pdf(_text_pdf([(72, 700 - 14 * i, line) for i, line in enumerate(lines)]), PDF)
+    assert [u.text for u in doc.units] == ["The survey of the state-of-the-art methods reads IEEE-754 doubles; "
+                                           "the compiler is named TraceMonkey in the paper."]
+    paper = " ".join(u.text for u in _pdf("pdf/tracemonkey-2col.pdf").units)
+    assert "stop-the-world" in paper and "IEEE-754" in paper and "stop-theworld" not in paper
+
+
 def _pages_pdf(pages: list[list[tuple[float, float, str]]]) -> bytes:
     """One :func:`_text_pdf` page per item, joined by pypdf (a test-only dependency)."""
     from pypdf import PdfReader, PdfWriter
