@@ -397,6 +397,21 @@ def test_image_only_page_is_read_by_ocr_with_region_and_confidence():
     assert doc.metadata["ocr_pages"] == 1 and doc.metadata["failed_units"] == []
 
 
+def test_a_word_ocr_reads_broken_at_a_line_end_is_joined():
+    """guards against (hostile trial 13c): OCR text of a scanned page read "tele- communications"
+    where the page breaks the word at a line end, so a search for "telecommunications" found
+    nothing; a compound's hyphen (state-of-the-art) is kept, a capital after the hyphen keeps it."""
+    from fabric_resources.parsing.pdf.ocr import _paragraphs
+
+    head = "level\tpage_num\tblock_num\tpar_num\tline_num\tword_num\tleft\ttop\twidth\theight\tconf\ttext\n"
+    lines = [["approved", "the", "tele-"], ["communications", "mast,", "a", "state-of-the-"], ["art", "survey", "for",
+                                                                                            "Tokyo-"], ["Osaka."]]
+    rows = [f"5\t1\t1\t1\t{n}\t{w}\t{10 * w}\t{20 * n}\t8\t10\t95\t{word}\n"
+            for n, words in enumerate(lines, start=1) for w, word in enumerate(words, start=1)]
+    [paragraph] = _paragraphs(head + "".join(rows))
+    assert paragraph.text == "approved the telecommunications mast, a state-of-the-art survey for Tokyo- Osaka."
+
+
 def _stamped_scan_pdf() -> bytes:
     """One letter-size page: a 150 dpi scan of two typed lines (an image covering the page) with a
     short text-layer stamp over it, as a court's e-filing header or a Bates number is added."""

@@ -135,7 +135,7 @@ def _paragraphs(tsv: str) -> list[OcrParagraph]:
     for key in sorted(groups):
         lines = groups[key]
         words = [w for n in sorted(lines) for w in lines[n]]
-        text = join_lines([_join_words([w["text"].strip() for w in lines[n]]) for n in sorted(lines)])
+        text = join_lines(_soft_breaks([_join_words([w["text"].strip() for w in lines[n]]) for n in sorted(lines)]))
         if not text:
             continue
         left = min(int(w["left"]) for w in words)
@@ -145,6 +145,24 @@ def _paragraphs(tsv: str) -> list[OcrParagraph]:
         confs = [float(w["conf"]) for w in words if float(w["conf"]) >= 0]
         confidence = round(sum(confs) / len(confs) / 100.0, 4) if confs else 0.0
         out.append(OcrParagraph(text, (left, top, right, bottom), confidence, len(words)))
+    return out
+
+
+def _soft_breaks(lines: list[str]) -> list[str]:
+    """Tesseract's lines with a hyphen that ends a line after a letter, before a line starting in
+    lower case, marked as PDFium marks a line-end word break (U+FFFE), so
+    :func:`~fabric_resources.parsing.pdf.layout.join_lines` joins ``tele-`` + ``communications``
+    into ``telecommunications`` and keeps a compound's hyphen (``state-of-the-`` + ``art``). It
+    read ``tele- communications``: the word was not found (pdf parser v8, hostile trial 13c).
+
+    >>> _soft_breaks(["the tele-", "communications mast", "Tokyo-", "Osaka", "a -", "b"])
+    ['the tele\ufffe', 'communications mast', 'Tokyo-', 'Osaka', 'a -', 'b']
+    """
+    out = list(lines)
+    for i in range(len(out) - 1):
+        line, following = out[i], out[i + 1]
+        if len(line) >= 2 and line.endswith("-") and line[-2].isalpha() and following[:1].islower():
+            out[i] = line[:-1] + "\ufffe"
     return out
 
 
