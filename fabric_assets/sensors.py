@@ -3,6 +3,7 @@ activation → annotation runs (when enabled) → activation again."""
 
 
 import hashlib
+import time
 from collections.abc import Mapping
 
 import dagster as dg
@@ -75,16 +76,17 @@ def plan_parse_runs(instance: dg.DagsterInstance, pending: list[str], per_run: i
 RETRIES = 3
 
 
-def parse_run_key(instance: dg.DagsterInstance, home, keys: list[str]) -> str:
+def parse_run_key(instance: dg.DagsterInstance, home, keys: list[str], prefix: str = "parse") -> str:
     """The run key of a parse run over the pending parses ``keys``.
 
     The daemon launches a run key once, whatever that run's outcome. So the key is the same while
     those parses are untouched and a run of them is in progress, new when they were set pending
     again (``retry_failed_job``: their catalog rows' ``updated_at`` enter the key), and new when the
     last run under it finished and left them pending (a run that failed, was killed or cancelled),
-    at most :data:`RETRIES` times. One key per set of parses never ran them again unattended."""
+    at most :data:`RETRIES` times. One key per set of parses never ran them again unattended.
+    ``prefix`` names the kind of run (``resume``: :func:`resume_requests`)."""
     stamps = sorted(r.updated_at for r in home.catalog.parse_runs(keys))
-    base = "parse:" + hashlib.sha256((",".join(keys) + f"@{stamps[-1] if stamps else ''}").encode()).hexdigest()[:24]
+    base = f"{prefix}:" + hashlib.sha256((",".join(keys) + f"@{stamps[-1] if stamps else ''}").encode()).hexdigest()[:24]
     for attempt in range(RETRIES + 1):
         key = base if attempt == 0 else f"{base}:{attempt}"
         runs = instance.get_runs(dg.RunsFilter(tags={RUN_KEY_TAG: key}), limit=1)
@@ -93,8 +95,54 @@ def parse_run_key(instance: dg.DagsterInstance, home, keys: list[str]) -> str:
     return key
 
 
+#: A run still ``NOT_STARTED`` this long after it was made was never launched (its launch failed,
+#: e.g. a Launchpad range naming no partition) and never will be: it is not waited for.
+_NEVER_LAUNCHED_S = 300.0
+
+
+def parse_work_in_progress(instance: dg.DagsterInstance) -> list[str]:
+    """IDs of the runs in progress (queued, starting, started, cancelling, or just made) that may be
+    writing parse partitions: every job's but the activation's. While one is, a parse ``parsed``
+    with verdicts missing may be its own work, not an interrupted run's."""
+    from fabric_assets.run_owner import UNFINISHED, fail_orphaned_runs
+
+    fail_orphaned_runs(instance)
+    now = time.time()
+    out = []
+    for r in instance.get_run_records(dg.RunsFilter(statuses=list(UNFINISHED)), limit=100):
+        run = r.dagster_run
+        if run.job_name == activation_job.name:
+            continue
+        if run.status == dg.DagsterRunStatus.NOT_STARTED and now - r.create_timestamp.timestamp() > _NEVER_LAUNCHED_S:
+            continue
+        out.append(run.run_id)
+    return out
+
+
+def resume_requests(instance: dg.DagsterInstance, home, exclude: set[str]) -> list[dg.RunRequest]:
+    """Runs that finish the parses a run left ``parsed`` with verdicts missing (a run terminated
+    from the UI, failed or killed after its units step) when no run that could be writing them is
+    in progress: ``rechunk_job`` for those missing only verdicts made from chunks, ``parse_job``
+    for the others, as ``fabric ingest`` does. Without them such parses waited for a typed
+    ``fabric ingest``: their files were in no release while the daemon ran (hostile trial 13b).
+    Each set is asked again under a new run key at most :data:`RETRIES` times after a finished run."""
+    from fabric_assets.lifecycle.repair import awaited_unfinished, rechunk_only
+
+    missing = {p: names for p, names in awaited_unfinished(home).items() if p not in exclude}
+    if not missing or parse_work_in_progress(instance):
+        return []
+    requests = []
+    per_run = home.config.sources.partitions_per_run
+    for job, wanted in ((rechunk_job, sorted(p for p, n in missing.items() if rechunk_only(n))),
+                        (parse_job, sorted(p for p, n in missing.items() if not rechunk_only(n)))):
+        for keys in runs_over(instance, wanted, per_run, **run_budget(home, wanted)) if wanted else ():
+            requests.append(dg.RunRequest(job_name=job.name, run_key=parse_run_key(instance, home, keys, "resume"),
+                                          tags=range_tags(keys), run_config=steps_config(home)))
+    return requests
+
+
 @dg.sensor(
-    jobs=[parse_job, activation_job],
+    jobs=[parse_job, rechunk_job, activation_job],
     minimum_interval_seconds=30,
     description="Scans registered roots; adds a parse partition per new content and starts batched runs.",
     default_status=dg.DefaultSensorStatus.RUNNING,
@@ -115,6 +163,7 @@ def source_change_sensor(context: dg.SensorEvaluationContext, fabric: FabricHome
         )
         for keys in runs
     ]
+    requests += resume_requests(context.instance, home, set(report.parse_ids_to_run))
     if report.needs_activation and not requests:
         # Deletions and moves need no parse, only a new release. A scan reports a change once.
         requests.append(dg.RunRequest(job_name=activation_job.name, run_config=steps_config(home)))

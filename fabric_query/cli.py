@@ -119,7 +119,8 @@ def print_status(home: Path, st=None):
     # Parsed, not yet gated: its run is going or was killed (re-run), or it finished and the ingest
     # was stopped before the activation (gated then): status cannot tell the two apart.
     _listed(st.unfinished, lambda p: f"  [yellow]unfinished[/yellow] {keys(p.sources)}: run still going or "
-            "interrupted, or done and not yet activated; the next `fabric ingest` finishes it")
+            "interrupted, or done and not yet activated; the next `fabric ingest` (or, while the Dagster daemon "
+            "runs, the source sensor) finishes it")
     for o in st.outdated:  # one line per parser identity: an upgrade may outdate every file of a kind
         if o.current_parser is None:
             now, until = "this Fabric parses that type no more", ""

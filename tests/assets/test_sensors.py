@@ -97,3 +97,66 @@ def test_parses_left_pending_by_a_finished_run_or_a_retry_get_a_run_key_the_daem
     fabric_home.catalog.set_parse_status(pid, "pending")
     (retried,) = _evaluate(instance, fabric_home.root).run_requests
     assert retried.run_key not in seen
+
+
+def test_parses_a_terminated_run_left_parsed_are_finished_by_the_sensor_not_only_by_an_ingest(tmp_path, fabric_home,
+                                                                                              monkeypatch):
+    """guards against (hostile trial 13b): a parse run terminated from the UI (or failed, or killed)
+    after its units step left its parses ``parsed`` with verdicts missing; the source sensor asked
+    for pending parses only, so with the daemon running those files stayed out of every release
+    (``fabric status``: "unfinished") until someone typed ``fabric ingest``. Now the sensor asks for
+    a ``rechunk_job`` over them (``parse_job`` when units are missing too), but never while a run
+    that may be writing them is in progress, and the run it asks for makes them searchable."""
+    from fabric_assets.activation.activate import activate
+    from fabric_assets.ingest import _run_config, job
+    from fabric_assets.ingest import ingest as run_ingest
+    from fabric_query import Fabric
+    from fabric_resources.dagster_resources import FAKE_MODELS
+
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "coast.md").write_text("# Coast\n\nThe lighthouse keeper climbed the spiral stairs.\n")
+    assert run_ingest(src, fabric_home, models=FAKE_MODELS).complete
+    (src / "late.txt").write_text("The ferry to the island left without the postman.\n")
+    instance = dg.DagsterInstance.get()
+    first = _evaluate(instance, fabric_home.root)
+    (pid,) = first.dynamic_partitions_requests[0].partition_keys
+    instance.add_dynamic_partitions("parses", [pid])
+    (request,) = first.run_requests
+    # The sensor's parse run, terminated once its units were written: what it leaves.
+    parse_job = job(fabric_home, "parse_job", FAKE_MODELS)
+    assert parse_job.execute_in_process(
+        instance=instance, partition_key=pid, run_config=_run_config(fabric_home),
+        tags={"dagster/run_key": request.run_key},
+        asset_selection=[dg.AssetKey(a) for a in ("source_bytes", "units", "relationships")]).success
+    assert fabric_home.catalog.parse_runs([pid])[0].status == "parsed"
+
+    @dg.op
+    def noop():
+        pass
+
+    @dg.job
+    def stand_in():  # a run in progress that may be writing the parse (a backfill, the UI's)
+        noop()
+
+    busy = instance.create_run_for_job(stand_in, status=dg.DagsterRunStatus.STARTED)
+    assert _evaluate(instance, fabric_home.root).run_requests == []
+    instance.delete_run(busy.run_id)
+    # A run made long ago and never launched (a Launchpad launch that failed) is not waited for.
+    never = instance.create_run_for_job(stand_in, status=dg.DagsterRunStatus.NOT_STARTED)
+    assert _evaluate(instance, fabric_home.root).run_requests == []  # just made: about to be launched
+    monkeypatch.setattr("fabric_assets.sensors._NEVER_LAUNCHED_S", -1.0, raising=False)  # ... and now made long ago
+    (resume,) = _evaluate(instance, fabric_home.root).run_requests
+    instance.delete_run(never.run_id)
+    assert resume.job_name == "rechunk_job"
+    assert (resume.tags[RANGE_START_TAG], resume.tags[RANGE_END_TAG]) == (pid, pid)
+    assert [r.run_key for r in _evaluate(instance, fabric_home.root).run_requests] == [resume.run_key]
+
+    rechunk = job(fabric_home, "rechunk_job", FAKE_MODELS)
+    assert rechunk.execute_in_process(instance=instance, partition_key=pid, run_config=_run_config(fabric_home),
+                                      tags={"dagster/run_key": resume.run_key}).success
+    activate(fabric_home)  # what activate_after_parse_run requests after a rechunk_job run
+    assert fabric_home.catalog.current_release().manifest["sources"]["fs:src/late.txt"]["parse_id"] == pid
+    assert [h.citation.source_key for h in Fabric(fabric_home.root).search("ferry postman").results] == [
+        "fs:src/late.txt"]
+    assert _evaluate(instance, fabric_home.root).run_requests == []
