@@ -44,11 +44,11 @@ import pyarrow.compute as pc
 from fabric_assets.gate import Verdict
 from fabric_assets.partition_memo import partition_key_memo
 from fabric_assets.partitions import PARTITIONED
-from fabric_assets.projections import REQUIRED_VERDICTS, Stage, projection, switched_off_below
+from fabric_assets.projections import REQUIRED_VERDICTS, Stage, downstream_of, projection, switched_off_below
 from fabric_assets.skips import report_skipped
 from fabric_assets.source_tags import tag_run
 from fabric_assets.verdicts import live_parse_ids, record, record_and_summarise
-from fabric_resources.catalog import record_row_counts
+from fabric_resources.catalog import StatusUpdate, drop_verdicts, record_row_counts
 from fabric_resources.home import FabricHome
 from fabric_resources.identity import is_parse_id
 from fabric_resources.schema import TABLES
@@ -256,12 +256,62 @@ class PartitionStep:
         if scope:
             self._refuse_removed_tables(list(self._rows))
         counts: dict[str, dict[str, int]] = {}
+        rewritten: set[str] = set()
         for key, tables in self._rows.items():
             rows = pa.concat_tables(tables) if tables else TABLES[key].empty_table()
+            rewritten |= self._ids_rewritten(key, scope, rows)
             self.versions[key] = self.home.tables.replace_partitions(key, scope, rows) if scope else None
             counts[key] = rows_per_parse(scope, rows)
         record_row_counts(self.home.catalog, counts)
+        self._send_downstream_back(rewritten)
         return self.versions
+
+    def _below(self) -> tuple[str, ...]:
+        """The gate verdicts of the projections made from this step's, not its own."""
+        own = {p.key for p in self.projections}
+        return tuple(dict.fromkeys(c for p in self.projections for q in downstream_of(p.key) if q.key not in own
+                                   for c in q.check_names))
+
+    def _ids_rewritten(self, key: str, scope: Sequence[str], rows: pa.Table) -> set[str]:
+        """The parses of ``scope`` whose rows of ``key`` (a table whose IDs the tables made from it
+        name: units, chunks, windows) get other IDs than they have now, among those with a verdict
+        of a projection made from them recorded (made from the rows being replaced)."""
+        column = ROW_IDS.get(key)
+        below = set(self._below())
+        if column is None or not scope or not below or not self.home.tables.exists(key):
+            return set()
+        made_from = [r.parse_id for r in self.home.catalog.parse_runs(list(scope))
+                     if r.status != "failed" and below & r.verdicts.keys()]
+        if not made_from:
+            return set()
+        old = self.home.tables.read(key, parse_ids=made_from, columns=["parse_id", column])
+
+        def ids(table: pa.Table, pk: str) -> set[str]:
+            return set(table.filter(pc.equal(table.column("parse_id"), pk)).column(column).to_pylist())
+
+        return {pk for pk in made_from if ids(old, pk) != ids(rows, pk)}
+
+    def _send_downstream_back(self, parse_ids: set[str]) -> None:
+        """Parses whose rows of this step got other IDs (chunks cut under another chunker, one asset
+        materialized from the UI): the verdicts of what is made from those rows go, and a gated
+        (ready or held) parse goes back to ``parsed``, so no release pins the new rows beside
+        projections made from the old ones until a run makes those again (``rechunk_job``: the
+        source sensor or the next ingest runs it). Its rows are rewritten in place, so until then
+        the current release keeps serving its old ones (hostile trial 13b: `chunks` alone
+        materialized after a chunking change left the parse ready, and the next release served new
+        chunks beside old lexical documents, vectors and windows: the index no longer the
+        release's, every query on the scan fallback)."""
+        if not parse_ids:
+            return
+        below = self._below()
+        runs = self.home.catalog.parse_runs(sorted(parse_ids))
+        drop_verdicts(self.home.catalog, parse_ids, below)
+        names = ", ".join(p.key for p in self.projections)
+        self.home.catalog.set_parse_statuses([
+            StatusUpdate(r.parse_id, "parsed", "rederive", f"{names} rewritten with other IDs: what is made from "
+                         "them is made again before it is served") for r in runs if r.status in ("ready", "held")])
+        self.context.log.warning(f"{len(parse_ids)} parse(s) got other {names} IDs than what is made from them "
+                                 f"names; they wait for {', '.join(below)} to be made again (rechunk_job)")
 
     def _refuse_removed_tables(self, names: list[str]) -> None:
         """Raises :class:`~fabric_resources.tables.TableRemovedError` if the current release pins a
@@ -293,6 +343,10 @@ class PartitionStep:
             for c in p.checks:
                 yield record_and_summarise(self.home, c.name, p.key, self._verdicts[c.name])
         self.skip_switched_off_below()
+
+
+#: The ID column of each table whose IDs the tables made from it name.
+ROW_IDS = {"units": "unit_id", "chunks": "chunk_id", "context_windows": "window_id", "colbert_windows": "window_id"}
 
 
 def rows_per_parse(parse_ids: Sequence[str], rows: pa.Table) -> dict[str, int]:

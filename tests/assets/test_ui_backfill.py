@@ -246,3 +246,59 @@ def test_a_parse_partition_deleted_by_hand_is_re_chunked_after_a_chunking_change
     chunkers = fabric_home.tables.read("chunks", parse_ids=[coast], columns=["chunker"]).column("chunker").to_pylist()
     assert chunkers and all(c.endswith(":max24") for c in chunkers)
     assert coast in instance.get_dynamic_partitions("parses")
+
+
+def test_chunks_alone_materialized_after_a_chunking_change_never_publishes_new_chunks_beside_old_projections(
+        tmp_path, fabric_home):
+    """guards against (hostile trial 13b): after a chunking change the UI shows ``chunks`` stale, and
+    ``chunks`` alone materialized for an active partition (the asset graph) cut it under the new
+    chunker (other chunk IDs) while its lexical documents, vectors and windows stayed those of the
+    old chunks. Every verdict still passed, the parse stayed ready, and the next activation (any
+    file change) published the new chunks beside the old projections: the serving index no longer
+    the release's (every query on the scan fallback), its windows naming chunks the release does
+    not hold. Now the parse goes back to ``parsed`` with the verdicts of what is made from chunks
+    dropped: the release keeps serving its old rows, the source sensor asks for a ``rechunk_job``
+    over it, and after that run the release serves the new chunks with projections made from them."""
+    import json
+
+    from fabric_assets.activation.activate import activate
+    from fabric_assets.ingest import _run_config, job
+    from fabric_assets.sensors import source_change_sensor
+    from fabric_assets.sources.scan import scan
+    from fabric_query import Fabric
+    from fabric_resources.dagster_resources import FabricHomeResource
+    from fabric_resources.lexical_health import lexical_health
+
+    src, parses = _two_files_ingested(tmp_path, fabric_home)
+    coast = next(s.parse_id for s in fabric_home.catalog.sources() if s.source_key == "fs:src/coast.md")
+    before = set(fabric_home.tables.read("chunks", parse_ids=[coast]).column("chunk_id").to_pylist())
+    fabric_home.layout.config_file.write_text(json.dumps({"chunking": {"max_tokens": 24}}))
+    fabric_home.__dict__.pop("config", None)  # FabricHome caches its config
+    instance = dg.DagsterInstance.get()
+    assert job(fabric_home, "parse_job", FAKE_MODELS).execute_in_process(
+        instance=instance, partition_key=coast, run_config=_run_config(fabric_home),
+        asset_selection=[dg.AssetKey("chunks")]).success
+    assert set(fabric_home.tables.read("chunks", parse_ids=[coast]).column("chunk_id").to_pylist()) != before
+    (run,) = fabric_home.catalog.parse_runs([coast])
+    assert (run.status, run.reason) == ("parsed", "rederive")
+
+    (src / "new.txt").write_text("The ferry to the island left without the postman.\n")
+    scan(fabric_home)
+    activate(fabric_home)  # what any activation does next: a deletion, another file, the asset-run sensor
+    health = lexical_health(fabric_home)
+    assert health.healthy, (health.problem, [f.field for f in health.fields if not f.ok])
+    assert "fs:src/coast.md" not in fabric_home.catalog.current_release().manifest["sources"]
+
+    ctx = dg.build_sensor_context(instance=instance, resources={"fabric": FabricHomeResource(home=str(fabric_home.root))})
+    resume = [r for r in source_change_sensor(ctx).run_requests if r.job_name == "rechunk_job"]
+    assert [(r.tags["dagster/asset_partition_range_start"], r.tags["dagster/asset_partition_range_end"])
+            for r in resume] == [(coast, coast)]
+    assert job(fabric_home, "rechunk_job", FAKE_MODELS).execute_in_process(
+        instance=instance, partition_key=coast, run_config=_run_config(fabric_home)).success
+    activate(fabric_home)
+    assert fabric_home.catalog.current_release().manifest["sources"]["fs:src/coast.md"]["parse_id"] == coast
+    assert lexical_health(fabric_home).healthy
+    pack = Fabric(fabric_home.root).search("lighthouse keeper")
+    assert [h.citation.source_key for h in pack.results][:1] == ["fs:src/coast.md"]
+    # (the dense channel is skipped for the fake encoder's vectors, whatever this test does)
+    assert pack.fallback_reason is None and "context_windows" not in pack.skipped_channels, pack.skipped_channels
