@@ -184,7 +184,44 @@ def activate_after_parse_run(context: dg.RunStatusSensorContext, fabric: FabricH
     home = fabric.open()
     if not home.config.sources.unattended:
         return dg.SkipReason(OFF)
+    if (why := left_in_part(context.instance, home, context.dagster_run)) is not None:
+        return dg.SkipReason(why)
     return dg.RunRequest(run_key=f"activate-after:{context.dagster_run.run_id}", run_config=steps_config(home))
+
+
+def run_partitions(instance: dg.DagsterInstance, run: dg.DagsterRun) -> list[str]:
+    """The ``parses`` partition keys of ``run`` (its partition tag, or its range's keys)."""
+    from dagster._core.storage.tags import PARTITION_NAME_TAG
+
+    if run.tags.get(PARTITION_NAME_TAG):
+        return [run.tags[PARTITION_NAME_TAG]]
+    start, end = run.tags.get(RANGE_START_TAG), run.tags.get(RANGE_END_TAG)
+    if not (start and end):
+        return []
+    keys = list(instance.get_dynamic_partitions(PARSES.name))
+    if start not in keys or end not in keys:
+        return []
+    return keys[keys.index(start):keys.index(end) + 1]
+
+
+def left_in_part(instance: dg.DagsterInstance, home, run: dg.DagsterRun) -> str | None:
+    """Why not to activate after ``run``: it left parses the current release serves re-derived in
+    part (``parsed`` with verdicts missing: ``chunks`` alone materialized after a chunking change).
+    An activation now would leave their files out of the release until they are whole; without it
+    the release keeps serving their old rows, and the run the source sensor asks for over them
+    (:func:`resume_requests`) is followed by an activation. ``None`` otherwise."""
+    from fabric_assets.lifecycle.repair import awaited_unfinished
+
+    current = home.catalog.current_release()
+    mine = set(run_partitions(instance, run)) if current is not None else set()
+    if not mine:
+        return None
+    served = {m["parse_id"] for m in current.manifest["sources"].values()}
+    part = sorted(mine & served & set(awaited_unfinished(home)))
+    if not part:
+        return None
+    return (f"the run left {len(part)} served parse(s) re-derived in part ({', '.join(part[:3])}); the release keeps "
+            "serving them, and the source sensor's run over them activates once they are whole")
 
 
 #: Dagster's hidden asset job: what a backfill or "Materialize" launched from an asset group's page or
@@ -213,6 +250,8 @@ def activate_after_asset_run(context: dg.RunStatusSensorContext, fabric: FabricH
     home = fabric.open()
     if not home.config.sources.unattended:
         return dg.SkipReason(OFF)
+    if (why := left_in_part(context.instance, home, run)) is not None:
+        return dg.SkipReason(why)
     return dg.RunRequest(run_key=f"activate-after:{run.run_id}", run_config=steps_config(home))
 
 

@@ -257,13 +257,15 @@ def test_chunks_alone_materialized_after_a_chunking_change_never_publishes_new_c
     file change) published the new chunks beside the old projections: the serving index no longer
     the release's (every query on the scan fallback), its windows naming chunks the release does
     not hold. Now the parse goes back to ``parsed`` with the verdicts of what is made from chunks
-    dropped: the release keeps serving its old rows, the source sensor asks for a ``rechunk_job``
-    over it, and after that run the release serves the new chunks with projections made from them."""
+    dropped, and no activation follows that run: the release keeps serving its old rows (an
+    activation for another reason leaves the file out meanwhile, never half of it), the source
+    sensor asks for a ``rechunk_job`` over it, and after that run the release serves the new chunks
+    with projections made from them."""
     import json
 
     from fabric_assets.activation.activate import activate
     from fabric_assets.ingest import _run_config, job
-    from fabric_assets.sensors import source_change_sensor
+    from fabric_assets.sensors import activate_after_parse_run, source_change_sensor
     from fabric_assets.sources.scan import scan
     from fabric_query import Fabric
     from fabric_resources.dagster_resources import FabricHomeResource
@@ -275,12 +277,23 @@ def test_chunks_alone_materialized_after_a_chunking_change_never_publishes_new_c
     fabric_home.layout.config_file.write_text(json.dumps({"chunking": {"max_tokens": 24}}))
     fabric_home.__dict__.pop("config", None)  # FabricHome caches its config
     instance = dg.DagsterInstance.get()
-    assert job(fabric_home, "parse_job", FAKE_MODELS).execute_in_process(
+    partial = job(fabric_home, "parse_job", FAKE_MODELS).execute_in_process(
         instance=instance, partition_key=coast, run_config=_run_config(fabric_home),
-        asset_selection=[dg.AssetKey("chunks")]).success
+        asset_selection=[dg.AssetKey("chunks")])
+    assert partial.success
     assert set(fabric_home.tables.read("chunks", parse_ids=[coast]).column("chunk_id").to_pylist()) != before
     (run,) = fabric_home.catalog.parse_runs([coast])
     assert (run.status, run.reason) == ("parsed", "rederive")
+
+    def activation_after(run_id: str) -> bool:  # what activate_after_parse_run answers to the run
+        (event,) = instance.all_logs(run_id, of_type=dg.DagsterEventType.RUN_SUCCESS)
+        ctx = dg.build_run_status_sensor_context(
+            activate_after_parse_run.name, dagster_instance=instance, dagster_run=instance.get_run_by_id(run_id),
+            dagster_event=event.dagster_event, resources={"fabric": FabricHomeResource(home=str(fabric_home.root))})
+        return isinstance(activate_after_parse_run(ctx), dg.RunRequest)
+
+    # No activation after it: one would leave the file out until the re-chunk; the release serves its old rows.
+    assert not activation_after(partial.run_id)
 
     (src / "new.txt").write_text("The ferry to the island left without the postman.\n")
     scan(fabric_home)
@@ -293,8 +306,9 @@ def test_chunks_alone_materialized_after_a_chunking_change_never_publishes_new_c
     resume = [r for r in source_change_sensor(ctx).run_requests if r.job_name == "rechunk_job"]
     assert [(r.tags["dagster/asset_partition_range_start"], r.tags["dagster/asset_partition_range_end"])
             for r in resume] == [(coast, coast)]
-    assert job(fabric_home, "rechunk_job", FAKE_MODELS).execute_in_process(
-        instance=instance, partition_key=coast, run_config=_run_config(fabric_home)).success
+    resumed = job(fabric_home, "rechunk_job", FAKE_MODELS).execute_in_process(
+        instance=instance, partition_key=coast, run_config=_run_config(fabric_home))
+    assert resumed.success and activation_after(resumed.run_id)
     activate(fabric_home)
     assert fabric_home.catalog.current_release().manifest["sources"]["fs:src/coast.md"]["parse_id"] == coast
     assert lexical_health(fabric_home).healthy
