@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import os
 import socket
+import time
 from functools import lru_cache
 
 import dagster as dg
@@ -40,6 +41,18 @@ WAIT_REMEDY = ("wait for them to finish (a run whose Fabric process or run worke
 #: Statuses of a run that has not ended.
 UNFINISHED = (dg.DagsterRunStatus.STARTED, dg.DagsterRunStatus.STARTING, dg.DagsterRunStatus.QUEUED,
               dg.DagsterRunStatus.NOT_STARTED, dg.DagsterRunStatus.CANCELING)
+#: A run still ``NOT_STARTED`` this many seconds after it was made was never launched and never will
+#: be: its launch failed after the run was made (a Launchpad partition range naming keys that do not
+#: exist), and the UI cannot terminate it ("could not be terminated due to having status NOT_STARTED").
+NEVER_LAUNCHED_S = 300.0
+
+
+def never_launched(record, now: float | None = None) -> bool:
+    """Whether run record ``record`` (``RunRecord``) is a run that was made and never launched
+    (:data:`NEVER_LAUNCHED_S`): nothing runs it, so nothing waits for it."""
+    if record.dagster_run.status != dg.DagsterRunStatus.NOT_STARTED:
+        return False
+    return (time.time() if now is None else now) - record.create_timestamp.timestamp() > NEVER_LAUNCHED_S
 
 
 def _owner(pid: int) -> str | None:

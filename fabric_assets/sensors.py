@@ -3,7 +3,6 @@ activation → annotation runs (when enabled) → activation again."""
 
 
 import hashlib
-import time
 from collections.abc import Mapping
 
 import dagster as dg
@@ -95,28 +94,15 @@ def parse_run_key(instance: dg.DagsterInstance, home, keys: list[str], prefix: s
     return key
 
 
-#: A run still ``NOT_STARTED`` this long after it was made was never launched (its launch failed,
-#: e.g. a Launchpad range naming no partition) and never will be: it is not waited for.
-_NEVER_LAUNCHED_S = 300.0
-
-
 def parse_work_in_progress(instance: dg.DagsterInstance) -> list[str]:
     """IDs of the runs in progress (queued, starting, started, cancelling, or just made) that may be
     writing parse partitions: every job's but the activation's. While one is, a parse ``parsed``
     with verdicts missing may be its own work, not an interrupted run's."""
-    from fabric_assets.run_owner import UNFINISHED, fail_orphaned_runs
+    from fabric_assets.run_owner import UNFINISHED, fail_orphaned_runs, never_launched
 
     fail_orphaned_runs(instance)
-    now = time.time()
-    out = []
-    for r in instance.get_run_records(dg.RunsFilter(statuses=list(UNFINISHED)), limit=100):
-        run = r.dagster_run
-        if run.job_name == activation_job.name:
-            continue
-        if run.status == dg.DagsterRunStatus.NOT_STARTED and now - r.create_timestamp.timestamp() > _NEVER_LAUNCHED_S:
-            continue
-        out.append(run.run_id)
-    return out
+    return [r.dagster_run.run_id for r in instance.get_run_records(dg.RunsFilter(statuses=list(UNFINISHED)))
+            if r.dagster_run.job_name != activation_job.name and not never_launched(r)]
 
 
 def resume_requests(instance: dg.DagsterInstance, home, exclude: set[str]) -> list[dg.RunRequest]:

@@ -50,16 +50,18 @@ def home_instance(home) -> dg.DagsterInstance:
 
 
 def runs_in_progress(instance: dg.DagsterInstance, own_run_id: str | None = None, limit: int = 6) -> list[str]:
-    """IDs of up to ``limit`` runs not finished (queued, starting, started, cancelling) other than
+    """IDs of up to ``limit`` runs not finished (queued, starting, started, cancelling, made and about
+    to be launched) other than
     ``own_run_id``: what a purge or an in-place restore, which rewrite every table, must wait for.
     A run whose process on this host is gone is marked failed first, not waited for
     (:func:`fabric_assets.run_owner.fail_orphaned_runs`)."""
-    from fabric_assets.run_owner import UNFINISHED, fail_orphaned_runs
+    from fabric_assets.run_owner import UNFINISHED, fail_orphaned_runs, never_launched
 
     fail_orphaned_runs(instance)
-    return [r.dagster_run.run_id for r in instance.get_run_records(dg.RunsFilter(statuses=list(UNFINISHED)),
-                                                                    limit=limit + 1)
-            if r.dagster_run.run_id != own_run_id][:limit]
+    # A run made and never launched (a failed Launchpad launch) runs nothing: it refused every purge
+    # and in-place restore for good, and the UI cannot terminate it (hostile trial 13b).
+    return [r.dagster_run.run_id for r in instance.get_run_records(dg.RunsFilter(statuses=list(UNFINISHED)))
+            if r.dagster_run.run_id != own_run_id and not never_launched(r)][:limit]
 
 
 def _records(instance: dg.DagsterInstance, records_filter) -> list:

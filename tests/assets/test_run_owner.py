@@ -99,3 +99,41 @@ def test_a_run_worker_named_by_dagster_becomes_the_owner_replacing_a_copied_tag(
         assert instance.get_run_by_id(copied).status == dg.DagsterRunStatus.FAILURE
     finally:
         worker.kill()
+
+
+def test_a_launchpad_run_that_never_launched_blocks_no_purge_or_restore(tmp_path, fabric_home, monkeypatch):
+    """guards against (hostile trial 13b): a `parse_job` launched from the Launchpad with a partition
+    range naming keys that do not exist is refused by Dagster after the run was made, which stays
+    NOT_STARTED for good; runs_in_progress counted it, so every purge and in-place restore was refused
+    ("Dagster run(s) in progress … end it in the UI: Terminate"), and the UI cannot terminate a run
+    that never started. Now such a run, older than ``NEVER_LAUNCHED_S``, is not waited for; a run
+    just made (about to be launched) still is."""
+    from dagster_ui import query, ui
+
+    from fabric_assets.ingest import ingest as run_ingest
+    from fabric_resources.dagster_resources import FAKE_MODELS
+
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "a.txt").write_text("The lighthouse keeper logged the tide.\n")
+    assert run_ingest(src, fabric_home, models=FAKE_MODELS).complete
+    instance = home_instance(fabric_home)
+    with ui(instance) as context:
+        (location,) = context.code_location_names
+        (repository,) = context.get_code_location(location).get_repositories()
+        launched = query(context, """mutation($p: ExecutionParams!) { launchPipelineExecution(executionParams: $p) {
+            __typename ... on PythonError { message } } }""", p={
+            "selector": {"repositoryLocationName": location, "repositoryName": repository, "pipelineName": "parse_job"},
+            "mode": "default", "runConfigData": {}, "executionMetadata": {"tags": [
+                {"key": "dagster/asset_partition_range_start", "value": "aaa"},
+                {"key": "dagster/asset_partition_range_end", "value": "zzz"}]}})["launchPipelineExecution"]
+        assert launched["__typename"] == "PythonError" and "Nonexistent partition keys" in launched["message"]
+        (left,) = instance.get_runs(dg.RunsFilter(statuses=[dg.DagsterRunStatus.NOT_STARTED]))
+        terminated = query(context, """mutation($id: String!) { terminateRun(runId: $id) { __typename } }""",
+                           id=left.run_id)["terminateRun"]
+        assert terminated["__typename"] != "TerminateRunSuccess"  # the remedy the refusal named cannot be applied
+    assert runs_in_progress(instance) == [left.run_id]  # just made: it may be about to be launched
+    monkeypatch.setattr("fabric_assets.run_owner.NEVER_LAUNCHED_S", -1.0)  # ... and now made long ago
+    assert runs_in_progress(instance) == []
+    started = _started(instance, {})
+    assert runs_in_progress(instance) == [started]

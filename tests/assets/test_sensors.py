@@ -145,7 +145,7 @@ def test_parses_a_terminated_run_left_parsed_are_finished_by_the_sensor_not_only
     # A run made long ago and never launched (a Launchpad launch that failed) is not waited for.
     never = instance.create_run_for_job(stand_in, status=dg.DagsterRunStatus.NOT_STARTED)
     assert _evaluate(instance, fabric_home.root).run_requests == []  # just made: about to be launched
-    monkeypatch.setattr("fabric_assets.sensors._NEVER_LAUNCHED_S", -1.0, raising=False)  # ... and now made long ago
+    monkeypatch.setattr("fabric_assets.run_owner.NEVER_LAUNCHED_S", -1.0)  # ... and now made long ago
     (resume,) = _evaluate(instance, fabric_home.root).run_requests
     instance.delete_run(never.run_id)
     assert resume.job_name == "rechunk_job"
