@@ -26,7 +26,7 @@ from fabric_assets.definitions import build_definitions
 from fabric_assets.lifecycle.repair import awaited_unfinished, rechunk_only
 from fabric_assets.model_identity import expected_identities, stale_partitions
 from fabric_assets.partition_memo import partition_key_memo
-from fabric_assets.projections import RECHUNK_VERDICTS
+from fabric_assets.projections import CHUNKER_SETTINGS, RECHUNK_VERDICTS
 from fabric_assets.run_owner import owner_tags
 from fabric_assets.sensors import plan_annotation_runs, plan_parse_runs, range_tags, run_budget, runs_over
 from fabric_assets.sources.scan import ScanReport, scan
@@ -250,7 +250,6 @@ def run_reprojection(home: FabricHome, instance: dg.DagsterInstance,
 
 
 #: Catalog state: the chunker settings every active parse's chunks were last confirmed to follow.
-CHUNKER_SETTINGS = "chunker_settings"
 
 
 def run_rechunk(home: FabricHome, instance: dg.DagsterInstance, returning: set[str] = frozenset(),

@@ -44,7 +44,8 @@ import pyarrow.compute as pc
 from fabric_assets.gate import Verdict
 from fabric_assets.partition_memo import partition_key_memo
 from fabric_assets.partitions import PARTITIONED
-from fabric_assets.projections import REQUIRED_VERDICTS, Stage, downstream_of, projection, switched_off_below
+from fabric_assets.projections import (CHUNKER_SETTINGS, REQUIRED_VERDICTS, Stage, downstream_of, projection,
+                                       switched_off_below)
 from fabric_assets.skips import report_skipped
 from fabric_assets.source_tags import tag_run
 from fabric_assets.verdicts import live_parse_ids, record, record_and_summarise
@@ -303,6 +304,11 @@ class PartitionStep:
         release's, every query on the scan fallback)."""
         if not parse_ids:
             return
+        if any(p.key == "chunks" for p in self.projections):
+            # Chunks cut here under another chunker than the one the last ingest checked for: that
+            # check is no longer clean (a chunking setting changed and changed back, with this run
+            # between: the next ingest found the settings as it left them and re-chunked nothing).
+            self.home.catalog.set_state(CHUNKER_SETTINGS, None)
         below = self._below()
         runs = self.home.catalog.parse_runs(sorted(parse_ids))
         drop_verdicts(self.home.catalog, parse_ids, below)

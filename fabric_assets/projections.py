@@ -220,6 +220,11 @@ PROJECTIONS: tuple[Projection, ...] = (
 
 _BY_KEY: dict[str, Projection] = {p.key: p for p in PROJECTIONS}
 
+#: Catalog state: the chunker settings (``chunker_identity.chunker_settings``) the last ingest found
+#: every gated parse's chunks cut under; ``None`` (or other settings) makes the next ingest check them
+#: all. A chunks step that cuts a gated parse under another chunker sets it to ``None``.
+CHUNKER_SETTINGS = "chunker_settings"
+
 
 def projection(key: str) -> Projection:
     """The projection of asset ``key``. Raises ``KeyError`` for an unknown key."""

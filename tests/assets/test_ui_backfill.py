@@ -316,3 +316,12 @@ def test_chunks_alone_materialized_after_a_chunking_change_never_publishes_new_c
     assert [h.citation.source_key for h in pack.results][:1] == ["fs:src/coast.md"]
     # (the dense channel is skipped for the fake encoder's vectors, whatever this test does)
     assert pack.fallback_reason is None and "context_windows" not in pack.skipped_channels, pack.skipped_channels
+
+    # The setting changed back: the next ingest re-chunks what the UI cut under the other one (it
+    # found the settings it had last checked under and re-chunked nothing).
+    fabric_home.layout.config_file.unlink()
+    fabric_home.__dict__.pop("config", None)
+    summary = run_ingest(src, fabric_home, models=FAKE_MODELS)
+    assert summary.complete and summary.rechunked == [coast]
+    assert {c.split(":")[-1] for c in fabric_home.tables.read("chunks", parse_ids=parses).column("chunker").to_pylist()
+            } == {"max128"}
