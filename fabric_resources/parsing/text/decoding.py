@@ -1,3 +1,4 @@
+# Over 500 lines: the one strict decoder; each candidate encoding and the measured signal that admits it stay beside the others, since their order and thresholds are one decision.
 """Strict encoding detection for plain text: ``bytes -> str`` with the codec that produced it.
 
 Decoding is always strict (no replacement characters): a file either decodes
