@@ -1,4 +1,4 @@
-# Over 500 lines: the word and substring channels share one query analysis, candidate query and exact BM25 re-scoring; split, each half would import the other.
+# Over 500 lines: the word and substring channels share one query analysis, candidate query and exact BM25 re-scoring, kept in one place so the two channels cannot drift apart.
 """The word channel (BM25 over the ``word`` field) and the substring channel (exact
 character phrases over the ``substring`` field) of the tantivy serving index.
 
