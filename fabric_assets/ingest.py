@@ -260,7 +260,9 @@ def run_rechunk(home: FabricHome, instance: dg.DagsterInstance, returning: set[s
 
     Checked are the active parses and the ready or held parses of present sources when the
     chunker settings changed since the last clean check, else only ``returning`` (parses that sources
-    point at again, e.g. a reverted file: they may predate a change). ``resume`` are re-chunks
+    point at again, e.g. a reverted file: they may predate a change); an active parse all of whose
+    sources point at a newer parsed or ready parse is left to that parse (checked again by the next
+    ingest, the settings not yet recorded as checked). ``resume`` are re-chunks
     a killed run left unfinished. Each re-chunked parse goes back to ``parsed`` with the verdicts
     of what it recomputes removed, so the next activation gates it again, a failing verdict
     holds it (``fabric status``) and a killed run is resumed by the next ingest.
@@ -271,15 +273,31 @@ def run_rechunk(home: FabricHome, instance: dg.DagsterInstance, returning: set[s
     settings = chunker_settings(home.config, models)
     changed = catalog.state(CHUNKER_SETTINGS, memo=True) != settings
     scope = set(returning)
+    deferred = False
     if changed:
         current = catalog.current_release()
-        scope |= {m["parse_id"] for m in current.manifest["sources"].values()} if current else set()
-        scope |= {s.parse_id for s in catalog.sources() if s.parse_id and s.state in ("present", "access_lost")}
+        sources = catalog.sources()
+        if current:
+            # An active parse every source of which now points at a newer parse this ingest has run
+            # (a parser upgrade re-parses them under the new chunker too) is about to be replaced:
+            # re-chunking it would double the work of an upgrade and count it as "re-chunked". It is
+            # checked again by the next ingest (the settings are not recorded as checked), in case
+            # its replacement is held at the activation and it stays active.
+            pointing = {s.source_key: s.parse_id for s in sources}
+            replacing = {r.parse_id for r in catalog.parse_runs(
+                {p for p in pointing.values() if p}) if r.status in ("parsed", "ready")}
+            for key, meta in current.manifest["sources"].items():
+                now = pointing.get(key)
+                if now and now != meta["parse_id"] and now in replacing:
+                    deferred = True
+                else:
+                    scope.add(meta["parse_id"])
+        scope |= {s.parse_id for s in sources if s.parse_id and s.state in ("present", "access_lost")}
     # Held ones too: a parse held after a re-chunk gets another chance under other settings.
     gated = {r.parse_id for r in catalog.parse_runs(scope) if r.status in ("ready", "held")} if scope else set()
     stale = sorted(set(stale_chunk_partitions(home, gated, models)) | set(resume))
     if not stale:
-        if changed:
+        if changed and not deferred:
             catalog.set_state(CHUNKER_SETTINGS, settings)
         return [], [], []
     drop_verdicts(catalog, stale, RECHUNK_VERDICTS)
@@ -301,7 +319,7 @@ def run_rechunk(home: FabricHome, instance: dg.DagsterInstance, returning: set[s
             run_ids.append(result.run_id)
             if not result.success:
                 failed.append(result.run_id)
-    if not failed:
+    if not failed and not deferred:
         catalog.set_state(CHUNKER_SETTINGS, settings)
     return run_ids, failed, stale
 

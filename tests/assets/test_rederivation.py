@@ -345,3 +345,35 @@ def test_a_new_chunker_version_rechunks_at_the_next_ingest_without_a_settings_ch
     assert sorted(summary.rechunked) == sorted(parses) and not summary.failed_runs
     chunks = _pinned(fabric_home, "chunks", fabric_home.catalog.current_release(), parses, ["chunker"])
     assert {c.split(":")[0] for c in chunks.column("chunker").to_pylist()} == {"fine-test"}
+
+
+def test_an_upgrade_that_changes_a_parser_and_the_chunker_parses_again_once_and_rechunks_nothing_twice(
+        tmp_path, fabric_home):
+    """guards against: an ingest after a change of both a parser and the chunking (an upgrade moving
+    a parser version and the chunker at once) re-parsing a file under the new chunker *and*
+    re-chunking its old active parse, which the activation then drops: the upgrade's work doubled
+    and the summary saying "re-chunked (not re-parsed)" of files it re-parsed; and against the
+    settings being recorded as checked while an old parse stays active (its re-parse held)."""
+    from fabric_assets.projections import CHUNKER_SETTINGS
+
+    src = tmp_path / "docs"
+    src.mkdir()
+    (src / "keeper.txt").write_text(EN)
+    (src / "book.epub").write_bytes(build_epub({"c1.xhtml": xhtml(f"<p>{EN}</p>")}))
+    ingest(src, fabric_home)
+    before = _active(fabric_home)
+    _configure(fabric_home, {"parsers": {"text": {"max_bytes": 1_000_000}},
+                             "chunking": {"max_tokens": 24, "multilingual_max_tokens": 32}})
+    summary = ingest(src, fabric_home)
+    after = _active(fabric_home)
+    assert summary.scan.reparsed == ["fs:docs/keeper.txt"] and after["fs:docs/keeper.txt"] != before["fs:docs/keeper.txt"]
+    # The text file was parsed again under the new chunker; only the EPUB (same parse) was re-chunked.
+    assert summary.rechunked == [before["fs:docs/book.epub"]] and not summary.failed_runs
+    release = fabric_home.catalog.current_release()
+    for parse in after.values():
+        chunks = _pinned(fabric_home, "chunks", release, [parse], ["token_count"])
+        assert chunks.num_rows and max(chunks.column("token_count").to_pylist()) <= 32
+    # The old parse was superseded, so the check is recorded clean only by the next ingest.
+    again = ingest(src, fabric_home)
+    assert again.rechunked == [] and fabric_home.catalog.state(CHUNKER_SETTINGS) is not None
+    assert ingest(src, fabric_home).rechunked == []
