@@ -36,11 +36,6 @@ _WORD = regex.compile(r"[\p{Alphabetic}\p{N}]+")
 #: Latin to Japanese (``これはpythonのコード`` holds the token ``python``).
 _SPACED_RUN = regex.compile(f"(?:(?!{UNSPACED.pattern})[\\p{{Alphabetic}}\\p{{N}}])+")
 
-#: A token of the substring index (its tokenizer's own pattern): whitespace and the middle dots
-#: between characters are not tokens, so the index's positions run across them and a term matches
-#: there (``ソニーピクチャーズ`` in ``ソニー・ピクチャーズ``); other punctuation and symbols are tokens.
-_SUBSTRING_TOKEN = SUBSTRING_TOKEN_RE
-
 #: The channels whose hits hold a query token in their own text (lexical evidence).
 LEXICAL_CHANNELS = ("word", "substring", "scan")
 
@@ -98,9 +93,10 @@ def match_ranges(passage: str, parsed: ParsedQuery) -> list[tuple[int, int]]:
                for t in (*parsed.terms, *parsed.phrases) if UNSPACED.search(t)} - {""}
     if not needles:
         return _merge(_extend_over_marks(passage, ranges))
-    # As the substring index reads the passage: its tokens' characters, in order (was: all but
+    # As the substring index reads the passage (SUBSTRING_TOKEN_RE: whitespace and middle dots are no
+    # tokens, other punctuation is): its tokens' characters, in order (was: all but
     # whitespace, so a term the index matched across a "、" had no highlight).
-    compact = [(i, folded[i]) for m in _SUBSTRING_TOKEN.finditer(folded) for i in range(m.start(), m.end())]
+    compact = [(i, folded[i]) for m in SUBSTRING_TOKEN_RE.finditer(folded) for i in range(m.start(), m.end())]
     hay = "".join(c for _, c in compact)
     for needle in needles:
         start = hay.find(needle)

@@ -151,10 +151,10 @@ def _active_elsewhere(home: FabricHome, parse_id: str) -> tuple[str, ...]:
     current = home.catalog.current_release()
     if current is None:
         return ()
-    withheld = current_sources_config(home).is_withheld
-    keys = sorted(k for k, m in current.manifest["sources"].items()
-                  if m.get("parse_id") == parse_id and not withheld(k))
-    return tuple(keys[:ACTIVE_AT_MOST])
+    # Visible as resolve counts it (not deleted nor withheld now), as a release may still list a
+    # source deleted since it was published.
+    keys = sorted(k for k, m in current.manifest["sources"].items() if m.get("parse_id") == parse_id)
+    return tuple(k for k in keys if _visible_row(home, k) is not None)[:ACTIVE_AT_MOST]
 
 
 def _release_exists(home: FabricHome, citation: Citation) -> ResolveCheck:

@@ -128,6 +128,10 @@ _HIGH_BYTES = bytes(range(0x80, 0x100))
 # most 0.54, files 0.40) and GB18030 (0.59, 0.43); random snippets of 8 CJK characters reach 0.94
 # (2 of 40,000), of 16 at most 0.89 (of 32, 0.77). UTF-8 with one flaw is about 1.0; it is told
 # apart from at least 32 non-ASCII bytes on.
+_MIN_UTF8_SHARE_FOR_DAMAGED = 0.95
+_MIN_NON_ASCII_BYTES_FOR_DAMAGED = 32
+_DAMAGE_BLOCK_BYTES = 1 << 18
+
 #: The Turkish legacy encoding, tried for a Western reading only (:func:`turkish_reading`).
 TURKISH = "cp1254"
 _TURKISH_IN_WESTERN = re.compile("[\u00d0\u00dd\u00de\u00f0\u00fd\u00fe]")
@@ -153,10 +157,6 @@ _MAX_SYLLABLES_PER_SPACE_FOR_KOREAN = 8
 #: file of a few Hanzi after ASCII and a space, ``<p> 次日``, read as Korean: 9 of 6,003 8-character
 #: snippets of ../shared's Chinese; none with this.)
 _SPACE_BETWEEN_HANGUL = re.compile("(?<=[\uac00-\ud7a3])\\s+(?=[\uac00-\ud7a3])")
-
-_MIN_UTF8_SHARE_FOR_DAMAGED = 0.95
-_MIN_NON_ASCII_BYTES_FOR_DAMAGED = 32
-_DAMAGE_BLOCK_BYTES = 1 << 18
 
 
 def decode_text(data: bytes) -> tuple[str, str]:
@@ -251,7 +251,7 @@ def decode_text(data: bytes) -> tuple[str, str]:
     if readings:
         encoding = next(iter(readings)) if len(readings) == 1 else choose_legacy_encoding(data, readings["cp932"])
         other = (euc_jp_reading(data, readings["gb18030"]) if encoding == "gb18030" else None) \
-            or non_latin_reading(data, encoding)
+            or non_latin_reading(data, encoding, readings[encoding])
         if other is not None:
             encoding, readings[other[0]] = other
         elif western is not None and western_beats_cjk(data, readings[encoding]):
@@ -259,7 +259,7 @@ def decode_text(data: bytes) -> tuple[str, str]:
     elif western is not None:
         encoding, readings[WESTERN] = WESTERN, western
     else:
-        other = non_latin_reading(data, None)
+        other = non_latin_reading(data, None, None)
         if other is None:
             raise ParseError("undecodable", "no BOM; tried " + ", ".join(failures))
         encoding, readings[other[0]] = other
@@ -295,11 +295,12 @@ NON_LATIN_LEGACY = frozenset({
 })
 
 
-def non_latin_reading(data: bytes, chosen: str | None) -> tuple[str, str] | None:
+def non_latin_reading(data: bytes, chosen: str | None, chosen_text: str | None) -> tuple[str, str] | None:
     """``(encoding, text)`` for bytes in a legacy code page of another script (:data:`NON_LATIN_LEGACY`),
     or None: on at least 64 bytes, charset-normalizer ranks such a code page first, the bytes decode
     strictly as it, and charset-normalizer rejects the reading Fabric chose (``chosen``, a CJK codec;
-    None when no candidate decoded, so nothing would be read at all) or that reading is cp932 of
+    None when no candidate decoded, so nothing would be read at all; ``chosen_text`` its reading) or
+    that reading is cp932 of
     mostly half-width katakana (KOI8-R Russian, which charset-normalizer may also keep as cp932).
 
     On ../shared's Chinese in GB18030 and Japanese in Shift_JIS (every unit, unit pair and 8-128-character
@@ -313,7 +314,7 @@ def non_latin_reading(data: bytes, chosen: str | None) -> tuple[str, str] | None
         return None
     # A cp932 reading that is mostly half-width katakana is another script's bytes (KOI8-R Cyrillic
     # reads so, and charset-normalizer may keep it): real Japanese prose holds none.
-    katakana = chosen == "cp932" and halfwidth_katakana_share(data.decode("cp932")) >= _HALFWIDTH_KATAKANA_SHARE_FOR_GB
+    katakana = chosen == "cp932" and halfwidth_katakana_share(chosen_text) >= _HALFWIDTH_KATAKANA_SHARE_FOR_GB
     if chosen is not None and not katakana and chosen in {
             m.encoding for m in charset_normalizer.from_bytes(data, cp_isolation=[chosen])}:
         return None
