@@ -28,7 +28,8 @@ from fabric_assets.model_identity import expected_identities, stale_partitions
 from fabric_assets.partition_memo import partition_key_memo
 from fabric_assets.projections import CHUNKER_SETTINGS, RECHUNK_VERDICTS
 from fabric_assets.run_owner import owner_tags
-from fabric_assets.sensors import plan_annotation_runs, plan_parse_runs, range_tags, run_budget, runs_over
+from fabric_assets.sensors import (partitions_in_progress, plan_annotation_runs, plan_parse_runs, range_tags,
+                                   run_budget, runs_over)
 from fabric_assets.sources.scan import ScanReport, scan
 from fabric_resources.catalog import RootOverlapError, StatusUpdate, drop_verdicts
 from fabric_resources.dagster_resources import CONFIGURED_MODELS, ModelResources
@@ -76,6 +77,9 @@ class IngestSummary:
     rechunked: list[str] = field(default_factory=list)
     #: Parses re-run because a killed run had left them without all their verdicts.
     retried: list[str] = field(default_factory=list)
+    #: Parse ID → the Dagster run in progress (the daemon's, the UI's) that is writing it: this
+    #: ingest left it to that run (pending, or unfinished because that run is not done).
+    left_to_runs: dict[str, str] = field(default_factory=dict)
     annotation_run_ids: list[str] = field(default_factory=list)
     annotation_failed_runs: list[str] = field(default_factory=list)
     #: After this ingest: every present source whose current version failed to parse.
@@ -442,10 +446,22 @@ def _ingest_with(root: Path, home: FabricHome, instance: dg.DagsterInstance, sta
     # holds the lock): run it again, or its source would stay out of every release. Unless no
     # source waits for it any more (deleted since): then it is dropped, like a pending one.
     missing = awaited_unfinished(home)
+    pending = report.parse_ids_to_run
+    if missing or pending:
+        # A run the daemon or the UI launched may be writing them now (trial 13b: an ingest beside the
+        # daemon's parse run ran its parses again and called them "resumed"). Leave to it what it
+        # covers; while a run over untold partitions is in progress, every unfinished parse may be its
+        # work, as the source sensor's resume rule holds (sensors.resume_requests).
+        covered, untold = partitions_in_progress(instance)
+        summary.left_to_runs = {p: covered[p] for p in [*pending, *missing] if p in covered}
+        if untold:
+            summary.left_to_runs.update({p: untold[0] for p in missing if p not in covered})
+        missing = {p: v for p, v in missing.items() if p not in summary.left_to_runs}
+        pending = [p for p in pending if p not in summary.left_to_runs]
     summary.retried = sorted(missing)
     # Killed after its units were written (a re-chunk, or a parse run past its parser): re-chunk only.
     resume = [p for p in summary.retried if rechunk_only(missing[p])]
-    to_run = list(dict.fromkeys([*report.parse_ids_to_run, *(p for p in summary.retried if p not in resume)]))
+    to_run = list(dict.fromkeys([*pending, *(p for p in summary.retried if p not in resume)]))
     summary.run_ids, summary.failed_runs = run_pending(home, instance, to_run, progress, models)
     # A chunking change leaves parses with chunks cut under the old chunker; sources that point at
     # an existing parse again may bring one back that predates a change.

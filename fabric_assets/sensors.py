@@ -105,6 +105,22 @@ def parse_work_in_progress(instance: dg.DagsterInstance) -> list[str]:
             if r.dagster_run.job_name != activation_job.name and not never_launched(r)]
 
 
+def partitions_in_progress(instance: dg.DagsterInstance) -> tuple[dict[str, str], list[str]]:
+    """What the runs of :func:`parse_work_in_progress` are writing: ``({parse ID: run ID}, [IDs of
+    the runs whose partitions cannot be told])`` — a run over no partition tag or range (a job run
+    from the UI over every partition) may be writing any parse."""
+    covered: dict[str, str] = {}
+    untold: list[str] = []
+    for run_id in parse_work_in_progress(instance):
+        run = instance.get_run_by_id(run_id)
+        keys = run_partitions(instance, run) if run is not None else []
+        if not keys:
+            untold.append(run_id)
+        for key in keys:
+            covered.setdefault(key, run_id)
+    return covered, untold
+
+
 def resume_requests(instance: dg.DagsterInstance, home, exclude: set[str]) -> list[dg.RunRequest]:
     """Runs that finish the parses a run left ``parsed`` with verdicts missing (a run terminated
     from the UI, failed or killed after its units step) when no run that could be writing them is

@@ -205,6 +205,7 @@ class Fabric:
             unreadable_tables=self._unreadable_tables(release),
             lexical_index_problem=self._lexical_index_problem(release),
             dense_index_problems=self._dense_index_problems(release),
+            rows_changed=self._rows_changed(active, runs),
             outdated=self._outdated(active, runs),
         )
 
@@ -262,6 +263,20 @@ class Fabric:
             except DenseIndexUnusable as exc:
                 out.append(f"{table}: {exc.describe()}")
         return tuple(out)
+
+    def _rows_changed(self, active: dict, runs) -> tuple[str, ...]:
+        """:attr:`Status.rows_changed`: the active parses' rows counted in every table's latest
+        version (its ``parse_id`` column only) against their recorded counts. A parse waiting for
+        its re-derivation (pending or unfinished: a repair or a run stopped part-way) is left out:
+        its rows are not whole yet, and status lists it as such."""
+        from fabric_resources.row_audit import changed_rows
+
+        whole = {r.parse_id for r in runs if r.status in ("ready", "held")}
+        try:
+            changed = changed_rows(self.home, {m["parse_id"] for m in active.values()} & whole)
+        except TableStoreUnavailableError:  # unreadable_tables says so
+            return ()
+        return tuple(c.describe() for c in changed)
 
     def _lexical_index_problem(self, release) -> str | None:
         from fabric_query.release import open_generation

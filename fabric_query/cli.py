@@ -106,6 +106,10 @@ def print_status(home: Path, st=None):
     for problem in st.dense_index_problems:
         console.print(f"  [red]dense index[/red] {keys([problem])}: the dense channel answers with the exact "
                       "product instead (slower at scale) until `fabric dense-index-repair`")
+    for changed in st.rows_changed:
+        console.print(f"  [red]rows changed[/red] {keys([changed])}: rows were deleted or added outside Fabric; "
+                      "a release over that table serves those parses with rows missing (for vectors the dense "
+                      "channel is off) until `fabric repair` re-derives them (`fabric repair --dry-run` names them)")
     if st.restore_pending:
         console.print("  [yellow]restore interrupted[/yellow]: an in-place snapshot restore stopped before it had "
                       "removed what came after the snapshot; the next `fabric ingest` (or restore) finishes it")

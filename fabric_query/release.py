@@ -414,7 +414,8 @@ class ReleaseView:
                 raise ProjectionUnavailable(
                     table, "vector-digest-mismatch",
                     f"its {at} rows of release {self.release_id}'s parses do not match the digest the release "
-                    "recorded (altered or damaged after they were written); restore the table or re-embed")
+                    "recorded (altered, damaged, deleted or added after they were written): `fabric repair` "
+                    "re-derives rows deleted or added, a snapshot restore brings back altered ones")
         keep = rows[:at] >= 0
         kept_at = np.flatnonzero(keep)
         k = len(kept_at)

@@ -343,6 +343,13 @@ class Status(BaseModel):
     #: dense-index-unreadable: chunk_vectors/gen-…: …"``): the dense channel then answers with the
     #: exact product (slower at scale, ``dense_fallback_reason``) until ``fabric dense-index-repair``.
     dense_index_problems: tuple[str, ...] = ()
+    #: Tables whose latest version holds, for some active parses, another number of rows than the
+    #: parse's last write recorded (``"chunk_vectors: 1 parse(s), 3 row(s) fewer and 0 more than
+    #: written"``; :mod:`fabric_resources.row_audit`): rows deleted or added outside Fabric, every
+    #: data file still readable. The next release (or the current one, if it pins that version)
+    #: serves those parses with rows missing — for vector rows the dense channel is then off
+    #: (``vector-digest-mismatch``) — until ``fabric repair`` re-derives them.
+    rows_changed: tuple[str, ...] = ()
     #: Active sources parsed by an older parser (or other settings) than this Fabric's, grouped by
     #: parser identity; see :class:`OutdatedParses`.
     outdated: tuple[OutdatedParses, ...] = ()

@@ -293,7 +293,8 @@ def repair_cmd(
 ) -> None:
     """Repair table data files that are lost, emptied or cut short, without a snapshot: drop the
     damaged fragments, re-derive the rows they held from the stored bytes (re-parse), units
-    (re-chunk) or windows (annotate), then publish a release over the repaired tables.
+    (re-chunk) or windows (annotate), then publish a release over the repaired tables. Rows deleted
+    or added outside Fabric (every file readable) are re-derived the same way.
 
     Exit codes: 0 repaired (or nothing damaged); 1 the release left still cannot be read in full,
     or a source failed its re-derivation (see `fabric status`); 2 refused (a table's manifest
@@ -311,7 +312,8 @@ def repair_cmd(
     except (RepairRefused, TableStoreUnavailableError) as exc:
         fail(f"{exc}; nothing was changed")
     tables = [{"table": d.table, "fragments": {str(k): v for k, v in sorted(d.fragments.items())},
-               "indices": d.indices, "parse_ids": d.parse_ids, "rederivation": d.rederivation}
+               "indices": d.indices, "parse_ids": d.parse_ids, "rederivation": d.rederivation,
+               "rows_changed": ({"missing": d.changed.missing, "extra": d.changed.extra} if d.changed else None)}
               for d in report.plan.tables]
     restored = [r.source_key for r in report.plan.restore]
     if as_json and dry_run:
@@ -324,7 +326,9 @@ def repair_cmd(
     for d in report.plan.tables:
         frags = ", ".join(f"{k} ({v})" for k, v in sorted(d.fragments.items()))
         damage = ([f"fragment(s) {frags}; {len(d.parse_ids)} parse(s) to re-derive by {d.rederivation}"]
-                  if d.fragments else []) + ([f"index(es) {', '.join(d.indices)} damaged: dropped (a later write "
+                  if d.fragments else []) + ([f"{d.changed.missing} row(s) fewer and {d.changed.extra} more than "
+                                              f"written (changed outside Fabric); {len(d.parse_ids)} parse(s) to "
+                                              f"re-derive by {d.rederivation}"] if d.changed else []) + ([f"index(es) {', '.join(d.indices)} damaged: dropped (a later write "
                                               "builds the parse-ID index again)"] if d.indices else [])
         say(f"{d.table}: " + "; ".join(damage) + ("" if dry_run else f"; now version {report.versions[d.table]}"))
     if restored:

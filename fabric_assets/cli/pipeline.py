@@ -112,8 +112,12 @@ def _run_ingest(path: Path) -> int:
         ("symlinks skipped", str(s.skipped_symlinks)),
         ("names not UTF-8 (skipped)", escape(_capped(s.skipped_names)) or "none"),
         ("skipped (see below)", str(len(s.skipped))),
-        ("parse partitions run", str(len(s.parse_ids_to_run))
+        ("parse partitions run", str(len([p for p in s.parse_ids_to_run if p not in summary.left_to_runs]))
          + (f" + {len(summary.retried)} resumed after an interrupted run" if summary.retried else "")),
+        *([("left to Dagster runs in progress",
+            f"{len(summary.left_to_runs)} parse(s), run(s) {', '.join(sorted(set(summary.left_to_runs.values()))[:3])}: "
+            "their release follows that run (the daemon's activation, or the next `fabric ingest`)")]
+          if summary.left_to_runs else []),
         ("failed to parse (see below)", f"{len(summary.failed)} ({sum(f.new for f in summary.failed)} in this ingest)"),
         ("Dagster runs", f"{len(summary.run_ids)} parse + 1 activation ({len(summary.failed_runs)} failed)"),
         ("release", f"{summary.activation.get('release_id')} (published: {summary.activation.get('published')})"),
@@ -136,6 +140,11 @@ def _run_ingest(path: Path) -> int:
         # Nothing to write can still leave a home that cannot answer: an ingest is not "done" then.
         err.print(f"[red]incomplete:[/red] the current release pins {len(st.unreadable_tables)} table(s) that "
                   "cannot be read (listed above): search cannot answer in full.")
+        return EXIT_INCOMPLETE
+    if st.rows_changed:
+        # Every file readable, so nothing above failed: yet the release answers without those rows.
+        err.print(f"[red]incomplete:[/red] {len(st.rows_changed)} table(s) hold other rows than Fabric wrote "
+                  "(listed above): run `fabric repair`, which re-derives them.")
         return EXIT_INCOMPLETE
     if not summary.complete:
         err.print(f"[yellow]incomplete:[/yellow] {len(summary.failed)} source(s) failed to parse and "

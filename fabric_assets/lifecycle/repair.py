@@ -8,7 +8,9 @@ still be re-derived, because every row of every table is a function of the sourc
 artifact store keeps (verified by their hash when read) and of the configuration:
 
 1. **Find** the fragments of each table's latest version whose files Lance cannot read
-   (:meth:`~fabric_resources.tables.TableStore.damaged_fragments`).
+   (:meth:`~fabric_resources.tables.TableStore.damaged_fragments`), and, in a table with none, the
+   parses whose live rows differ from their last write's count (rows deleted or added outside
+   Fabric, every file readable: :mod:`fabric_resources.row_audit`; nothing is dropped for them).
 2. **Attribute** the rows they held to parses without reading them: of the parses the current
    release serves (or a present source waits for), each with fewer live rows left in the table
    once they go than its last write recorded (``parse_runs.counts["rows"]``, which every write of a
@@ -58,6 +60,7 @@ from fabric_assets.sources.scan import awaited_parse_ids
 from fabric_resources.catalog import StatusUpdate, drop_verdicts, row_counts
 from fabric_resources.home import FabricHome
 from fabric_resources.object_store import TableStoreUnavailableError
+from fabric_resources.row_audit import RowsChanged, changed_rows
 from fabric_resources.schema import TABLES
 
 #: How each table's rows are re-derived: ``reparse`` (from the stored bytes), ``rechunk`` (from the
@@ -89,6 +92,9 @@ class TableDamage:
     rederivation: str
     #: Indexes whose files cannot be read: dropped (no row is lost; the parse-ID index is rebuilt).
     indices: list[str] = field(default_factory=list)
+    #: Rows deleted or added outside Fabric, every file readable (:mod:`fabric_resources.row_audit`):
+    #: the parses whose live rows differ from their last write's count, re-derived; nothing dropped.
+    changed: RowsChanged | None = None
 
 
 @dataclass
@@ -135,6 +141,7 @@ def plan_repair(home: FabricHome) -> RepairPlan:
     plan = RepairPlan()
     candidates: set[str] | None = None
     recorded: dict[str, dict[str, int]] = {}  # parse ID → table → rows at its last write
+    changed: dict[str, RowsChanged] | None = None
     for name in TABLES:
         try:
             damaged = home.tables.damaged_fragments(name)
@@ -144,7 +151,17 @@ def plan_repair(home: FabricHome) -> RepairPlan:
                                 "unreadable, so there is no fragment list to keep; restore it (`fabric "
                                 "snapshot restore`)") from None
         if not damaged:
-            if indices:  # a damaged index alone fails every parse_id filter, yet holds no row
+            if changed is None:
+                # Rows a Lance delete (or any other writer) removed leave every file readable: only
+                # the counts every write records tell (trial 13b: the next release adopted them and
+                # the dense channel was off, while status and this dry run said nothing).
+                # Parses already marked (an earlier repair killed before its pipeline ran) are
+                # re-derived as `resumed`: their rows are not whole yet, by design.
+                changed = {c.table: c for c in changed_rows(home, _candidates(home) - set(left_marked(home)))}
+            if name in changed:
+                plan.tables.append(TableDamage(name, {}, [p for p, _, _ in changed[name].parses], REDERIVATION[name],
+                                               indices, changed[name]))
+            elif indices:  # a damaged index alone fails every parse_id filter, yet holds no row
                 plan.tables.append(TableDamage(name, {}, [], REDERIVATION[name], indices))
             continue
         if candidates is None:
@@ -309,5 +326,6 @@ def repair(home: FabricHome, *, dry_run: bool = False) -> RepairReport:
         for damage in plan.tables:
             if damage.indices:  # first: dropping fragments rewrites the index metadata
                 home.tables.drop_indices(damage.table, damage.indices)
-            report.versions[damage.table] = home.tables.drop_fragments(damage.table, damage.fragments)
+            report.versions[damage.table] = (home.tables.drop_fragments(damage.table, damage.fragments)
+                                             if damage.fragments else home.tables.version(damage.table))
         return report

@@ -350,7 +350,8 @@ def test_json_output_is_one_json_document(home):
     doc = json.loads(out.stdout)
     (table,) = doc["tables"]
     # every field docs/reliability.md names: per table and for the repair
-    assert set(table) == {"table", "fragments", "indices", "parse_ids", "rederivation", "version"}
+    assert set(table) == {"table", "fragments", "indices", "parse_ids", "rederivation", "rows_changed", "version"}
+    assert table["rows_changed"] is None  # a damaged fragment, not rows changed behind Fabric's back
     assert set(doc) == {"tables", "release_id", "republished", "restored", "resumed", "failed_runs",
                         "unreadable_tables", "failed"}
     assert table["parse_ids"] and table["indices"] == []
@@ -596,3 +597,49 @@ def test_a_sparse_table_re_derives_only_the_parses_that_had_rows_in_it(home):
     out = _repair(home)
     assert out.exit_code == 0, out.output
     assert served_rows(home) == before
+
+
+@pytest.mark.parametrize("how", ["deleted", "added"])
+def test_rows_changed_outside_fabric_are_named_and_re_derived(home, pristine, how):
+    """guards against: rows of one parse deleted from (or copied into) chunk_vectors with Lance
+    itself, every file still readable: the next ingest pinned that version, the release served the
+    parse with vectors missing and the dense channel off for every query (vector-digest-mismatch),
+    while `fabric status`, the ingest and `fabric repair --dry-run` said nothing (trial 13b)."""
+    before = served_rows(home)
+    a = next(m["parse_id"] for k, m in home.catalog.current_release().manifest["sources"].items()
+             if k.endswith("a.txt"))
+    uri = str(home.layout.tables / "chunk_vectors.lance")
+    mine = lance.dataset(uri).to_table(filter=f"parse_id = '{a}'")
+    if how == "deleted":
+        lance.dataset(uri).delete(f"chunk_id = '{mine.column('chunk_id')[0].as_py()}'")
+    else:
+        lance.write_dataset(mine.slice(0, 1), uri, mode="append")
+    fewer, more = (1, 0) if how == "deleted" else (0, 1)
+    expected = f"chunk_vectors: 1 parse(s), {fewer} row(s) fewer and {more} more than written"
+    assert Fabric(home.root).status().rows_changed == (expected,)
+    versions = {name: home.tables.version(name) for name in TABLES}
+    dry = _repair(home, "--dry-run", "--json")
+    assert dry.exit_code == 0, dry.output
+    (table,) = json.loads(dry.stdout)["tables"]
+    assert (table["table"], table["parse_ids"], table["rederivation"], table["fragments"]) == \
+        ("chunk_vectors", [a], "rechunk", {}), table
+    assert table["rows_changed"] == {"missing": fewer, "extra": more}
+    assert {name: home.tables.version(name) for name in TABLES} == versions
+
+    folder = pristine / "corpus"
+    (folder / "e.txt").write_text("The harbour pilot boarded at dawn.\n", encoding="utf-8")
+    try:
+        out = CliRunner().invoke(app, ["ingest", str(folder), "--home", str(home.root)])
+        assert out.exit_code == 1 and "rows changed" in out.output and "run `fabric repair`" in out.output, \
+            out.output
+        out = _repair(home)
+        assert out.exit_code == 0 and "chunk_vectors: " in out.output, out.output
+    finally:
+        (folder / "e.txt").unlink()
+    st = Fabric(home.root).status()
+    assert st.rows_changed == () and st.unreadable_tables == ()
+    after = served_rows(home)
+    pack = Fabric(home.root).search("lighthouse keeper", debug=True)
+    assert "dense" not in pack.skipped_channels, pack.skipped_channels
+    e = {m["parse_id"] for k, m in home.catalog.current_release().manifest["sources"].items() if k.endswith("e.txt")}
+    assert {t: Counter({k: n for k, n in rows.items() if k[0] not in e}) for t, rows in after.items()} == before
