@@ -651,3 +651,97 @@ def test_turkish_in_windows_1254_decodes_with_its_own_letters(text) -> None:
     for western in ("Ég þakka þér fyrir. Við fórum til Reykjavíkur í gær.\n", "Føroyar eru eitt oyggjaland í Norðuratlantshavi.\n",
                     "¿Dónde está Ýñigo? El niño comió.\n"):
         assert decode_text(western.encode("cp1252")) == (western, "cp1252")
+
+
+# Latin code pages of Central and Eastern Europe (hostile trial 14a)
+
+CENTRAL_EUROPEAN_TEXTS = {
+    "pl": "Pchnąć w tę łódź jeża lub ośm skrzyń fig. W Łodzi źdźbło trawy rośnie między płytami chodnika.\n",
+    "cs": "Příliš žluťoučký kůň úpěl ďábelské ódy. Praha je hlavní město České republiky a leží na Vltavě.\n",
+    "sk": "Kŕdeľ šťastných ďatľov učí pri ústí Váhu mĺkveho koňa obhrýzať kôru a žrať čerstvé mäso.\n",
+    "hu": "Árvíztűrő tükörfúrógép. Budapest Magyarország fővárosa, a Duna két partján fekszik.\n",
+    "sl": "Včeraj smo šli v gledališče, kjer smo si ogledali novo predstavo, ki nam je bila zelo všeč.\n",
+    "hr": "Jučer smo išli u kazalište gdje smo gledali novu predstavu koja nam se jako svidjela.\n",
+    "ro": "Bucureşti este capitala României şi cel mai mare oraş al ţării. Înţelepciunea îşi are rădăcinile"
+          " în răbdare.\n",
+}
+
+
+@pytest.mark.parametrize("encoding", ["cp1250", "iso8859_2"])
+@pytest.mark.parametrize("language", sorted(CENTRAL_EUROPEAN_TEXTS))
+def test_central_european_text_in_windows_1250_or_iso_8859_2_decodes_exactly(language, encoding) -> None:
+    """Guards against (hostile trial 14a): Polish, Czech, Slovak, Hungarian, Slovenian, Croatian or
+    Romanian in windows-1250 or ISO-8859-2 read as windows-1252 (``¼d¼b³o``, ``pøíli¹ ¾lu»ouèký``:
+    active, those words in no search), or failing undecodable. Where the two pages give the text the
+    same letters (Hungarian, Romanian) either label reads it exactly; Polish and Czech name their page."""
+    text = CENTRAL_EUROPEAN_TEXTS[language]
+    decoded, detected = decode_text(text.encode(encoding))
+    assert decoded == text
+    if language in ("pl", "cs", "sk", "sl"):
+        assert detected == encoding
+    else:
+        assert detected in ("cp1250", encoding)
+
+
+@pytest.mark.parametrize("text", [
+    "Vilnius yra Lietuvos sostinė ir didžiausias šalies miestas, įsikūręs prie Neries upės.\n",
+    "Rīga ir Latvijas galvaspilsēta un lielākā pilsēta, kas atrodas pie Daugavas upes.\n",
+])
+def test_baltic_text_in_windows_1257_decodes_exactly(text) -> None:
+    """Guards against (hostile trial 14a): Lithuanian and Latvian in windows-1257 / ISO-8859-13 read as
+    windows-1252 (``sostinë``, ``didþiausias``, ``Rîga``)."""
+    for encoding in ("cp1257", "iso8859_13"):
+        assert decode_text(text.encode(encoding)) == (text, "cp1257")
+
+
+WESTERN_GUARDS = [
+    "Le cœur a ses raisons que la raison ne connaît point. «Bonjour», dit-il à l'élève.\n",
+    "Où est la bibliothèque? Là-bas, à côté du café, après l'église. Noël à Besançon.\n",
+    "Der Bürgermeister begrüßte die Gäste im großen Saal. »Nein«, sagte er, »das weiß ich nicht.«\n",
+    "Größe, Maß, Fuß, Öl, Ärger, Übermut: süße Äpfel.\n",
+    "¿Dónde está la biblioteca? ¡Está allí! El niño comió una piña.\n",
+    "Mezcle ¼ taza de azúcar, ½ taza de harina y ¾ de cucharadita de sal. Nº 5, 1ª edición.\n",
+    "Add ¼ cup of sugar and ½ cup of flour, then bake at 180°C for ¾ hour.\n",
+    "¼ cup\n",
+    "O governo anunciou que as pensões vão aumentar, informações da imprensa. Não, irmãs.\n",
+    "Perché la città è così bella? Perché è antica: caffè, però, più.\n",
+    "Hé, ik heb één idee: coördinatie, reünie, financiële, geïnteresseerd.\n",
+    "Räksmörgås och blåbärssylt på Åland, sa hon.\n",
+    "Ærøskøbing ligger på Ærø, og søen er blå. Rødgrød med fløde.\n",
+    "Blåbærsyltetøy og brunost på Bodø, sa bestemoren.\n",
+    "Ég þakka þér fyrir, Þórður og Guðrún.\n",
+    "Hyvää päivää, mitä kuuluu? Äiti ja isä ovat kotona.\n",
+    "Ahir vam anar al teatre. Col·legi, què, però.\n",
+    "Tallinn on Eesti pealinn. Šokolaad ja žürii. Eile õhtul käisime teatris.\n",
+    "Microsoft®Word und Apple©Pages, © 2024 Müller & Søn, µm, ±3.\n",
+    "Nous avons visité Cracovie et Lodz l'été dernier; c'était très agréable. Où êtes-vous allés?\n",
+]
+
+
+@pytest.mark.parametrize("text", WESTERN_GUARDS)
+def test_western_text_keeps_its_windows_1252_reading(text) -> None:
+    """Guards against (hostile trial 14a): the Central European or Baltic reading taking over Western
+    European text, whose windows-1250 reading (``trčs``, ``pĺ``, ``ŤBonjourť`` in ISO-8859-2) is
+    still French or Swedish to the language identifier, and Estonian, which windows-1252 holds whole.
+    Fractions (``¼ cup``), ``ß``, guillemets and ``®`` between two letters stay as written."""
+    for encoding in ("cp1252", "latin-1", "iso8859_15"):
+        try:
+            data = text.encode(encoding)
+        except UnicodeEncodeError:
+            continue
+        if data.decode("cp1252", errors="replace") != text:
+            continue  # ISO-8859-15 puts œ, Š, Ž where windows-1252 has other characters
+        assert decode_text(data) == (text, "cp1252")
+
+
+def test_mixed_polish_and_french_and_lone_high_bytes() -> None:
+    """Hostile trial 14a's attacks: a Polish text quoting French and a French text naming Polish towns,
+    both in windows-1250, read exactly (the identifier calls the second French; the windows-1252
+    reading's ``£ódŸ`` puts a capital after a small letter, which windows-1250 repairs); a file of
+    digits and one high byte, and a recipe's fractions, keep reading as windows-1252."""
+    polish = "Wczoraj w Paryżu zjedliśmy croissanty i wypiliśmy café au lait. Pani Dubois powiedziała: «Ça va bien».\n"
+    assert decode_text(polish.encode("cp1250")) == (polish, "cp1250")
+    french = "Hier, je suis allé voir Łódź; c'était génial, et Kraków aussi. Le musée était fermé, hélas.\n"
+    assert decode_text(french.encode("cp1250")) == (french, "cp1250")
+    for data in (b"12345\xb3678", b"2024\xb9", b"\xb3", b"Tel. 123\xbc45\r\n", "1¼ c. sugar".encode("cp1252")):
+        assert decode_text(data) == (data.decode("cp1252"), "cp1252")

@@ -10,8 +10,9 @@ GB18030 reading is full of kana; a non-Latin code page charset-normalizer names 
 is mojibake or none decodes (:func:`non_latin_reading`); and
 windows-1252, the Western European legacy encoding (the WHATWG Encoding
 Standard decodes the ``iso-8859-1``/``latin1`` labels as windows-1252, so it
-reads real Latin-1 text exactly too). Legacy encodings decode almost any
-bytes, so each reading must also look like text of its kind; the signals and
+reads real Latin-1 text exactly too), or the Central European and Baltic Latin
+code pages where their reading is such text (:mod:`~fabric_resources.parsing.text.latin_pages`).
+Legacy encodings decode almost any bytes, so each reading must also look like text of its kind; the signals and
 their thresholds were measured on ../shared (the figures are next to each
 constant).
 """
@@ -25,6 +26,7 @@ from typing import Literal
 import charset_normalizer
 
 from fabric_resources.parsing.document import ParseError
+from fabric_resources.parsing.text.latin_pages import latin_page_reading
 
 # Longest BOMs first: the UTF-32 LE BOM starts with the UTF-16 LE BOM.
 _BOMS: tuple[tuple[bytes, str], ...] = (
@@ -169,7 +171,10 @@ def decode_text(data: bytes) -> tuple[str, str]:
     a GB18030 reading full of kana is EUC-JP, :func:`euc_jp_reading`; a cp932 reading of KOI8-R
     katakana is dropped, :func:`looks_japanese`), a non-Latin code page charset-normalizer names
     (:func:`non_latin_reading`), and windows-1252 (:func:`looks_western`, :func:`western_beats_cjk`),
-    read as windows-1254 when that reading is Turkish (:func:`turkish_reading`).
+    read as windows-1250, ISO-8859-2, windows-1257 or ISO-8859-13 when that reading is Central European
+    or Baltic text (:func:`~fabric_resources.parsing.text.latin_pages.latin_page_reading`; also where
+    windows-1252 does not decode or look Western and no other candidate does, or the CJK reading is
+    odd, :func:`cjk_odd_share`), or as windows-1254 when it is Turkish (:func:`turkish_reading`).
 
     Parameters
     ----------
@@ -184,7 +189,8 @@ def decode_text(data: bytes) -> tuple[str, str]:
         Python codec name: ``"utf-8"``, ``"utf-8-sig"``, ``"utf-16"``,
         ``"utf-32"``, ``"iso2022_jp"`` (or ``_ext``, ``_2``), ``"cp949"``, ``"cp932"``, ``"gb18030"``,
         ``"euc_jp"``, a code page of :data:`NON_LATIN_LEGACY` (``"big5"``, ``"cp1251"``, ...),
-        ``"cp1252"`` or ``"cp1254"``. Empty input is ``("", "utf-8")``.
+        ``"cp1252"``, ``"cp1254"``, ``"cp1250"``, ``"iso8859_2"``, ``"cp1257"`` or ``"iso8859_13"``.
+        Empty input is ``("", "utf-8")``.
 
     Raises
     ------
@@ -244,7 +250,7 @@ def decode_text(data: bytes) -> tuple[str, str]:
     if "cp932" in readings and "gb18030" not in readings and not looks_japanese(data, readings["cp932"]):
         del readings["cp932"]
         failures.append("cp932 (decodes, but not as Japanese text: half-width katakana)")
-    western = readings.pop(WESTERN, None)
+    western = raw_western = readings.pop(WESTERN, None)
     if western is not None and not looks_western(western):
         failures.append(f"{WESTERN} (decodes, but not as Western European text: runs of symbols)")
         western = None
@@ -256,15 +262,23 @@ def decode_text(data: bytes) -> tuple[str, str]:
             encoding, readings[other[0]] = other
         elif western is not None and western_beats_cjk(data, readings[encoding]):
             encoding, readings[WESTERN] = WESTERN, western
+        elif cjk_odd_share(readings[encoding]) >= _MIN_CJK_ODD_SHARE_FOR_WESTERN \
+                and (latin := latin_page_reading(data, raw_western)) is not None:
+            # Latin bytes the CJK codec happened to decode: windows-1252 leaves ť (0x9D in windows-1250)
+            # undefined, and Polish runs such as "żółć" do not look Western.
+            encoding, readings[latin[0]] = latin
     elif western is not None:
         encoding, readings[WESTERN] = WESTERN, western
     else:
-        other = non_latin_reading(data, None, None)
+        other = non_latin_reading(data, None, None) or latin_page_reading(data, raw_western)
         if other is None:
             raise ParseError("undecodable", "no BOM; tried " + ", ".join(failures))
         encoding, readings[other[0]] = other
-    if encoding == WESTERN and (turkish := turkish_reading(data, readings[WESTERN])) is not None:
-        encoding, readings[TURKISH] = TURKISH, turkish
+    if encoding == WESTERN:
+        if (latin := latin_page_reading(data, readings[WESTERN])) is not None:
+            encoding, readings[latin[0]] = latin
+        elif (turkish := turkish_reading(data, readings[WESTERN])) is not None:
+            encoding, readings[TURKISH] = TURKISH, turkish
     return _require_text_like(readings[encoding], encoding), encoding
 
 
@@ -492,6 +506,23 @@ def western_beats_cjk(data: bytes, cjk_text: str) -> bool:
     >>> western_beats_cjk("Geschäftsführer".encode("cp1252"), "Gesch\u4000tsf\u4000rer")
     True
     """
+    if cjk_odd_share(cjk_text) >= _MIN_CJK_ODD_SHARE_FOR_WESTERN:
+        return True
+    if len(data) < _MIN_BYTES_FOR_CHARSET_NORMALIZER_VERDICT:
+        return False
+    best = charset_normalizer.from_bytes(data, cp_isolation=[*_LEGACY_ENCODINGS, WESTERN]).best()
+    return best is not None and best.encoding == WESTERN
+
+
+def cjk_odd_share(cjk_text: str) -> float:
+    """Share of a CJK reading's non-ASCII characters that are odd for CJK text: at the edge of their run
+    of non-ASCII characters and touching an ASCII letter, or a lone half-width katakana (0.0 without
+    non-ASCII characters). Real Japanese and Chinese measured at most 0.16; Latin text's bytes read as
+    CJK, about 1 (``_MIN_CJK_ODD_SHARE_FOR_WESTERN``).
+
+    >>> cjk_odd_share("Gesch\u4000tsf\u4000rer"), cjk_odd_share("桃园结义")
+    (1.0, 0.0)
+    """
     total = odd = 0
     for match in _CJK_RUN.finditer(cjk_text):
         start, end = match.start(), match.end()
@@ -502,12 +533,7 @@ def western_beats_cjk(data: bytes, cjk_text: str) -> bool:
             odd += left or right or "\uff61" <= cjk_text[start] <= "\uff9f"
         else:
             odd += left + right
-    if total and odd >= _MIN_CJK_ODD_SHARE_FOR_WESTERN * total:
-        return True
-    if len(data) < _MIN_BYTES_FOR_CHARSET_NORMALIZER_VERDICT:
-        return False
-    best = charset_normalizer.from_bytes(data, cp_isolation=[*_LEGACY_ENCODINGS, WESTERN]).best()
-    return best is not None and best.encoding == WESTERN
+    return odd / total if total else 0.0
 
 
 def looks_like_damaged_utf8(data: bytes) -> bool:
