@@ -745,3 +745,14 @@ def test_mixed_polish_and_french_and_lone_high_bytes() -> None:
     assert decode_text(french.encode("cp1250")) == (french, "cp1250")
     for data in (b"12345\xb3678", b"2024\xb9", b"\xb3", b"Tel. 123\xbc45\r\n", "1¼ c. sugar".encode("cp1252")):
         assert decode_text(data) == (data.decode("cp1252"), "cp1252")
+
+
+def test_a_short_line_of_another_script_is_not_read_as_a_latin_page() -> None:
+    """Guards against (hostile trial 14a): Ukrainian in windows-1251 read as windows-1250 (``Ęčżâ —
+    ńňîëč`` for ``Київ — столи``) by the letters signal (its windows-1252 reading ``Êè¿â`` puts ``¿``
+    between two letters): that signal needs a third of the letters to be ASCII, as Latin text's are."""
+    for text in ("Київ — столи", "Київ — с", " України"):
+        try:
+            assert decode_text(text.encode("cp1251"))[1] not in ("cp1250", "iso8859_2", "cp1257", "iso8859_13")
+        except ParseError:
+            pass

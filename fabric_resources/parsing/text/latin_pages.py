@@ -88,6 +88,10 @@ _MIN_LETTER_SHARE = 0.8
 #: page: the sentences of every language measured (trial 14a) at most 0.2; 10-16-byte snippets of
 #: ../shared's Chinese in Big5 that the signal took for ISO-8859-2 (``ĽXĄC</p><p``), 0.67 and more.
 _MAX_CAPITAL_SHARE_FOR_LETTERS = 0.5
+#: The least share of a short text's letters that must be ASCII for the letters signal alone to read it
+#: in another page: Latin text writes most letters without accents (the pangram ``Zażółć gęślą
+#: jaźń``, 0.4); Ukrainian in windows-1251 read as windows-1250 (``Ęčżâ — ńňîëč``) has none.
+_MIN_ASCII_LETTER_SHARE_FOR_LETTERS = 1 / 3
 _NON_ASCII = re.compile("[^\x00-\x7f]")
 _HIGH_BYTE = re.compile(rb"[\x80-\xff]")
 
@@ -172,6 +176,7 @@ def latin_page_reading(data: bytes, western_text: str | None) -> tuple[str, str]
             western is None or language_probability(western, page.languages) >= _MIN_PROBABILITY)
         by_letters = misplaced == 0 and western_misplaced is not None and western_misplaced > 0 \
             and capital_share(reading) <= _MAX_CAPITAL_SHARE_FOR_LETTERS \
+            and ascii_letter_share(reading) >= _MIN_ASCII_LETTER_SHARE_FOR_LETTERS \
             and (not foreign or page.letters_outweigh_language)
         if not (by_language or by_letters):
             continue
@@ -208,6 +213,16 @@ def letter_share(text: str) -> float:
     """
     chars = [ch for ch in _NON_ASCII.findall(text) if unicodedata.category(ch)[0] not in "PZ"]
     return sum(map(_is_letter, chars)) / len(chars) if chars else 1.0
+
+
+def ascii_letter_share(text: str) -> float:
+    """Share of ``text``'s letters that are ASCII (0.0 without letters).
+
+    >>> ascii_letter_share("Zażółć gęślą jaźń."), ascii_letter_share("Ęčżâ — ńňîëč")
+    (0.4, 0.0)
+    """
+    letters = [ch for ch in text if ch.isalpha()]
+    return sum(ch.isascii() for ch in letters) / len(letters) if letters else 0.0
 
 
 def capital_share(text: str) -> float:
