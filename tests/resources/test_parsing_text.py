@@ -747,6 +747,38 @@ def test_mixed_polish_and_french_and_lone_high_bytes() -> None:
         assert decode_text(data) == (data.decode("cp1252"), "cp1252")
 
 
+@pytest.mark.parametrize(("text", "encoding"), [
+    ("Москва — столица России.\n", "cp1251"),
+    ("София е столицата на България.\n", "cp1251"),
+    ("Київ — столиця України.\n", "cp1251"),
+    ("Вчера мы ходили в театр.\n", "koi8_r"),
+    ("Ёлка стояла в углу.\n", "koi8_r"),
+    ("Χθες πήγαμε στο θέατρο.\n", "cp1253"),
+    ("مرحبا بالعالم\n", "cp1256"),
+])
+def test_a_short_line_in_another_script_reads_as_written(text, encoding) -> None:
+    """Guards against (hostile trials 13a, 14a): a line under 64 bytes, where charset-normalizer gives
+    no verdict, of Russian in windows-1251, Greek in windows-1253 or Arabic in windows-1256 failing
+    undecodable, and of KOI8-R read as cp932 half-width katakana. It reads in the page whose reading is
+    one script and identified as a language of it (``short_script_reading``)."""
+    data = text.encode(encoding)
+    assert len(data) < 64
+    assert decode_text(data) == (text, encoding)
+
+
+def test_short_bytes_two_scripts_read_alike_are_never_read_in_the_wrong_one() -> None:
+    """A short Hebrew line in windows-1255 is also a plausible Cyrillic and Greek line (unpointed Hebrew
+    letters sit where windows-1251 has small letters): it reads as Hebrew or stays undecodable (today,
+    as before), never as Russian. Random bytes that repeat a few letters stay undecodable."""
+    hebrew = "שלום, מה שלומך?\n"
+    try:
+        assert decode_text(hebrew.encode("cp1255")) == (hebrew, "cp1255")
+    except ParseError:
+        pass
+    with pytest.raises(ParseError):
+        decode_text(b"ok " + b"\xff\xfe\xfd" * 4)
+
+
 def test_a_short_line_of_another_script_is_not_read_as_a_latin_page() -> None:
     """Guards against (hostile trial 14a): Ukrainian in windows-1251 read as windows-1250 (``Ęčżâ —
     ńňîëč`` for ``Київ — столи``) by the letters signal (its windows-1252 reading ``Êè¿â`` puts ``¿``

@@ -27,6 +27,7 @@ import charset_normalizer
 
 from fabric_resources.parsing.document import ParseError
 from fabric_resources.parsing.text.latin_pages import latin_page_reading
+from fabric_resources.parsing.text.script_pages import short_script_reading
 
 # Longest BOMs first: the UTF-32 LE BOM starts with the UTF-16 LE BOM.
 _BOMS: tuple[tuple[bytes, str], ...] = (
@@ -316,19 +317,23 @@ def non_latin_reading(data: bytes, chosen: str | None, chosen_text: str | None) 
     None when no candidate decoded, so nothing would be read at all; ``chosen_text`` its reading) or
     that reading is cp932 of
     mostly half-width katakana (KOI8-R Russian, which charset-normalizer may also keep as cp932).
+    Under 64 bytes, where charset-normalizer gives no verdict, in those two cases (nothing decoded, or
+    cp932 katakana) the page whose reading is one script and identified as its language
+    (:func:`~fabric_resources.parsing.text.script_pages.short_script_reading`; a line of Russian in
+    windows-1251 was undecodable, one in KOI8-R katakana: hostile trial 14a).
 
     On ../shared's Chinese in GB18030 and Japanese in Shift_JIS (every unit, unit pair and 8-128-character
     snippet), charset-normalizer rejected the chosen reading for 6 of 739 and 4 of 616 64-character
     snippets, never ranking one of these code pages first: no decision moved.
     """
-    if len(data) < _MIN_BYTES_FOR_CHARSET_NORMALIZER_VERDICT:
-        return None
-    best = charset_normalizer.from_bytes(data).best()
-    if best is None or best.encoding not in NON_LATIN_LEGACY:
-        return None
     # A cp932 reading that is mostly half-width katakana is another script's bytes (KOI8-R Cyrillic
     # reads so, and charset-normalizer may keep it): real Japanese prose holds none.
     katakana = chosen == "cp932" and halfwidth_katakana_share(chosen_text) >= _HALFWIDTH_KATAKANA_SHARE_FOR_GB
+    if len(data) < _MIN_BYTES_FOR_CHARSET_NORMALIZER_VERDICT:
+        return short_script_reading(data) if chosen is None or katakana else None
+    best = charset_normalizer.from_bytes(data).best()
+    if best is None or best.encoding not in NON_LATIN_LEGACY:
+        return None
     if chosen is not None and not katakana and chosen in {
             m.encoding for m in charset_normalizer.from_bytes(data, cp_isolation=[chosen])}:
         return None
