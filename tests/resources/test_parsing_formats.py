@@ -929,6 +929,23 @@ def test_a_binary_file_named_html_fails_undecodable_by_the_text_parsers_rule():
     assert doc.encoding == "cp1252" and doc.units[0].text.startswith("Caf\u00e9 cr\u00e8me")
 
 
+def test_undeclared_central_european_html_and_markdown_read_as_plain_text_does():
+    """guards against (hostile trial 14a): a Czech page without a charset in ISO-8859-2, or Polish
+    Markdown in windows-1250, read as windows-1252 mojibake (``pøíli¹``, ``Za¿ó³æ``): both share the
+    plain-text decoding, so they read with their own letters (html v13, markdown v6)."""
+    from fabric_resources.config import MarkdownParserConfig
+    from fabric_resources.parsing.html.parser import parse_html
+    from fabric_resources.parsing.markdown.parser import parse_markdown
+
+    czech = "Příliš žluťoučký kůň úpěl ďábelské ódy. Praha je hlavní město České republiky."
+    doc = parse_html(f"<html><body><p>{czech}</p></body></html>".encode("iso8859_2"),
+                     HtmlParserConfig(isolation=IN_PROCESS))
+    assert (doc.encoding, [u.text for u in doc.units]) == ("iso8859_2", [czech])
+    polish = "Zażółć gęślą jaźń. Pchnąć w tę łódź jeża lub ośm skrzyń fig."
+    doc = parse_markdown(f"# Nagłówek\n\n{polish}\n".encode("cp1250"), MarkdownParserConfig())
+    assert (doc.encoding, [u.text for u in doc.units]) == ("cp1250", ["Nagłówek", polish])
+
+
 _LATIN_PAGE = ("<html><head><meta charset=\"{}\"></head><body><p>htmlcharsetmarker caf\u00e9 \\u0041BC text "
                "long enough to be main content paragraph here ok.</p></body></html>")
 
