@@ -375,6 +375,15 @@ class QueryConfig(_Strict):
     stopwords: Literal["none", "english"] = Field(
         "none", description="Word channel: english drops tantivy's English stop words (Lucene's 33) from the query's "
         "free-text words (never from phrases; all kept when nothing else is left). The index keeps them.")
+    # Off since stop 47: a chunk matching only `what`/`to`/`do`/`about` of a question was lexical
+    # evidence on a small home. Measured on the four English collections (docs/ranking.md, "Function
+    # words are no evidence"): fused nDCG@10 within 0.005 on every half, the worst dev margin (NPL) up,
+    # the word channel's Recall@100 up on every half.
+    function_word_matches: bool = Field(
+        False, strict=True,
+        description="Word channel: a chunk whose only query words are English function words (NLTK's 179, as "
+        "bm25s ships them: what, to, do, about, ...) is a word match; false asks it to hold another query word "
+        "(or a quoted phrase's) when the query has one. Scores are the same either way.")
     # Queries with text in scripts written without spaces are matched on character bigrams, where
     # tantivy's fixed k1 1.2, b 0.75 saturate too late; the word channel re-scores its candidates
     # with these (chosen on JSQuAD's dev half; the complete `fabric eval-tune` grid finds the region flat,

@@ -155,7 +155,8 @@ def stage_variants(config: FabricConfig, multilingual: bool = False) -> dict[str
 
     Each flips one stage of ``config``: section-guided dense, the dense channel's window mix (off, or
     :data:`WINDOW_MIX` when off), its vector feedback (off, or the first of :data:`FEEDBACK_WEIGHTS`),
-    floor demotion (both routes), MaxSim (when a checkpoint is
+    floor demotion (both routes), function words as word matches (``+function-words``: a chunk holding
+    only `what`, `to`, ... of the query matches), MaxSim (when a checkpoint is
     configured), the reranker (when one is configured); for a ``multilingual`` (CJK) collection
     also the e5 route's section-guided dense and its fusion (convex vs RRF). Ingest-time choices (chunk caps, the
     multilingual model) need their own home and are compared across runs.
@@ -173,6 +174,8 @@ def stage_variants(config: FabricConfig, multilingual: bool = False) -> dict[str
     }
     out["fabric[-demotion]" if q.floor_demotion else "fabric[+demotion]"] = config.model_copy(
         update={"query": q.model_copy(update={"floor_demotion": not q.floor_demotion})})
+    out["fabric[+function-words]" if not q.function_word_matches else "fabric[-function-words]"] = config.model_copy(
+        update={"query": q.model_copy(update={"function_word_matches": not q.function_word_matches})})
     if multilingual:
         out["fabric[+section-multilingual]" if not q.section_guided_multilingual else "fabric[-section-multilingual]"] = \
             config.model_copy(update={"query": q.model_copy(

@@ -31,6 +31,7 @@ from fabric_query.channels.bm25 import (  # noqa: F401 - Bm25, bm25_rescore: the
     rescore,
 )
 from fabric_query.channels.feedback import Feedback, expansion_terms, rm3_weights  # noqa: F401 - the channel's API
+from fabric_query.channels.function_words import content_tokens, function_word_tokens
 from fabric_query.querylang import ParsedQuery
 from fabric_query.release import VISIBLE_SOURCES_ONLY, is_storage_failure
 from fabric_resources.language_routing import needs_multilingual
@@ -74,6 +75,11 @@ def word_tokens(text: str) -> list[str]:
 @lru_cache(maxsize=1)
 def _word_stopped() -> tantivy.TextAnalyzer:
     return word_analyzer(stopwords=True)
+
+
+@lru_cache(maxsize=1)
+def _function_words() -> frozenset[str]:
+    return function_word_tokens(word_tokens)
 
 
 def query_word_tokens(terms: Sequence[str], stopwords: bool = False) -> list[str]:
@@ -259,10 +265,12 @@ def word_channel(
     *,
     query_term_frequency: bool = False,
     stopwords: bool = False,
+    function_words: frozenset[str] | None = None,
 ) -> ChannelResult:
     """The chunk ranking of :func:`word_matches`."""
     return word_matches(index, parsed, eligible, depth, feedback, text_of, bm25,
-                        query_term_frequency=query_term_frequency, stopwords=stopwords).ranking
+                        query_term_frequency=query_term_frequency, stopwords=stopwords,
+                        function_words=function_words).ranking
 
 
 def word_matches(
@@ -277,6 +285,7 @@ def word_matches(
     *,
     query_term_frequency: bool = False,
     stopwords: bool = False,
+    function_words: frozenset[str] | None = None,
 ) -> WordMatches:
     """BM25 over the word field's context-window documents, answered as chunks.
 
@@ -290,7 +299,9 @@ def word_matches(
     ID. Returns at most ``depth`` chunks. Without ``text_of`` members cannot be checked: tantivy's scores,
     exclusions per window, every member of a matched window. With ``query_term_frequency`` a query word's BM25
     term weighs its count in the query (else 1); with ``stopwords`` the query's free-text words lose tantivy's
-    English stop words (:func:`query_word_tokens`; phrases keep theirs). ``prefetch`` (chunk IDs) is called
+    English stop words (:func:`query_word_tokens`; phrases keep theirs). With ``function_words`` (index tokens,
+    :mod:`fabric_query.channels.function_words`) a member must also hold a query token that is not one of them,
+    or a phrase's, when the query has one; scores are unchanged. ``prefetch`` (chunk IDs) is called
     once per pass with every candidate window's members before ``text_of`` is asked for them (a view that
     keeps chunk text on disk reads them in one take).
 
@@ -369,6 +380,8 @@ def word_matches(
     excluded = [seq for seq in (word_tokens(e) for e in parsed.excluded if not UNSPACED.search(e)) if seq]
     banned = {"".join(substring_query_tokens(e)) for e in parsed.excluded if UNSPACED.search(e)} - {""}
     wanted = set(terms)
+    evidence = (content_tokens(query_tokens, [t for p in phrases for t in p], function_words)
+                if function_words is not None else wanted)
     idf = idf_of(index, weights)
     chunk_avgdl = index.chunk_word_avgdl or 1.0
     groups: list[tuple[str, float, list[tuple[str, TermStats]]]] = []
@@ -378,7 +391,7 @@ def word_matches(
         for m in members_of[wid]:
             text = text_of(m)
             stats = _chunk_stats(text)
-            if wanted.isdisjoint(stats[0]):
+            if evidence.isdisjoint(stats[0]):
                 continue
             if phrases or excluded or banned:  # only these need the token sequence (`-館`: no token of 図書館)
                 toks = _chunk_word_tokens(text)
@@ -476,7 +489,8 @@ def _serve(ctx: "QueryContext") -> LexicalServing:
             matches = word_matches(lexical, parsed, ctx.eligible, ctx.depth, feedback, text_of, bm25,
                                    prefetch=lambda ids: view.chunk_rows(view.known_chunks(ids)),
                                    query_term_frequency=cfg.query_term_frequency,
-                                   stopwords=cfg.stopwords == "english")
+                                   stopwords=cfg.stopwords == "english",
+                                   function_words=None if cfg.function_word_matches else _function_words())
             found[WORD.name] = matches.ranking
             provenance[WORD.name] = {c: {"window_id": w} for c, w in matches.window_of.items()}
         if unspaced and SUBSTRING.name in ctx.selected:

@@ -184,7 +184,10 @@ def test_stage_variants_flip_one_stage_each():
     base = FabricConfig.model_validate({"query": {"section_guided": True, "dense_window_weight": 0.3,
                                                   "dense_feedback_weight": 0.0}})
     v = stage_variants(base)
-    assert set(v) == {"fabric[-section]", "fabric[-window]", "fabric[+feedback]", "fabric[-demotion]"}
+    assert set(v) == {"fabric[-section]", "fabric[-window]", "fabric[+feedback]", "fabric[-demotion]",
+                      "fabric[+function-words]"}
+    assert v["fabric[+function-words]"].query.function_word_matches is True
+    assert v["fabric[+function-words]"].query.model_copy(update={"function_word_matches": False}) == base.query
     assert v["fabric[-section]"].query.section_guided is False
     assert v["fabric[-section]"].model_copy(update={"query": base.query}) == base
     assert v["fabric[-window]"].query.dense_window_weight == 0.0
@@ -193,7 +196,7 @@ def test_stage_variants_flip_one_stage_each():
                                       "query": {"section_guided": False, "dense_window_weight": 0.0}})
     v = stage_variants(on)
     assert set(v) == {"fabric[+section]", "fabric[+window]", "fabric[-feedback]", "fabric[-demotion]",
-                      "fabric[-rerank]"}
+                      "fabric[+function-words]", "fabric[-rerank]"}
     assert v["fabric[-rerank]"].reranker.backend == "none" and v["fabric[+section]"].query.section_guided
     assert v["fabric[+window]"].query.dense_window_weight > 0
     assert stage_variants(base)["fabric[+feedback]"].query.dense_feedback_weight > 0

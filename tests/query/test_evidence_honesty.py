@@ -313,3 +313,34 @@ def test_no_hit_below_the_floor_precedes_one_above_it(mixed_root, query):
     for group in (False, True):
         scores = [h.fused_score for h in pack.results if h.below_dense_floor is group]
         assert scores == sorted(scores, reverse=True)
+
+
+#: A natural-language question whose only words in the home, but the answer's, are function words.
+QUESTION_HOME = {
+    "tyre.txt": "Fixing a flat tyre: lever the tyre off the rim, find the hole and patch the inner tube.\n",
+    "meeting.txt": "What we talked about at the meeting: nothing to do before May.\n",
+    "garden.txt": "What to do about aphids? Spray the roses with soapy water.\n",
+    "boiler.txt": "What to do when the boiler stops: check the pilot light.\n",
+    "letters.txt": "Write to me about what you do all day.\n",
+}
+
+
+def test_a_question_matching_only_function_words_is_no_lexical_match(tmp_path):
+    """guards against: `what to do about a punctured tire` ranking four files that share only `what`,
+    `to`, `do` and `about` with it as word matches — lexical evidence, so floor demotion put them
+    above the one note about tyres, which no query word matches (docs/ranking.md, "Floor demotion",
+    limits) — and the pack claiming a lexical match."""
+    for rel, text in QUESTION_HOME.items():
+        (tmp_path / "corpus").mkdir(exist_ok=True)
+        (tmp_path / "corpus" / rel).write_text(text, encoding="utf-8")
+    home = FabricHome(tmp_path / "home")
+    ingest(tmp_path / "corpus", home)
+    question = "what to do about a punctured tire"
+    pack = Fabric(home.root).search(question)
+    assert pack.no_lexical_match and not any(h.lexical for h in pack.results)
+    assert pack.results[0].citation.source_key == "fs:corpus/tyre.txt"
+    # The home exercises the defect: counted as matches, function words rank above the answer.
+    home.layout.config_file.write_text('{"query": {"function_word_matches": true}}')
+    old = Fabric(home.root).search(question)
+    assert not old.no_lexical_match and old.results[0].lexical
+    assert [h.citation.source_key for h in old.results].index("fs:corpus/tyre.txt") > 0

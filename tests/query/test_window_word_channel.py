@@ -286,3 +286,30 @@ def test_rm3_feedback_scores_with_the_relevance_model_of_the_first_pass(tmp_path
     want = _reference("", windows, text, weights=weights)
     assert {c.rsplit("-c", 1)[0]: s for c, s in second} == pytest.approx(
         {w: want[w] for w in ("a" * 32 + "-w0", "b" * 32 + "-w0", "d" * 32 + "-w0")}, rel=1e-9)
+
+
+def test_function_words_alone_are_no_word_match_and_move_no_score(tmp_path):
+    """guards against: a chunk holding only `what`, `to`, `do`, `about` of a natural-language question
+    ranking as a word match (lexical evidence, exempt from floor demotion, a dense feedback document)
+    on a small home where their idf is high; the rule changing any score; a quoted phrase of function
+    words, or a query of nothing else, answering nothing."""
+    from fabric_query.channels.lexical import _function_words
+
+    opened, text, _ = _index(tmp_path, {
+        "a" * 32: [["What we do about the weather is talk about it."]],
+        "b" * 32: [["What to do when the boiler stops: check the pilot light."]],
+        "c" * 32: [["A punctured tire is patched from the inside once the wheel is off."]],
+        "d" * 32: [["Sourdough needs a lively starter."]],
+    })
+    fw = _function_words()
+    assert {"what", "to", "do", "about", "a"} <= fw and "tire" not in fw
+
+    def ranking(q, **kw):
+        return {c[0]: s for c, s in word_channel(opened, parse_query(q), None, 10, text_of=text.__getitem__, **kw)}
+
+    question = "what to do about a punctured tire"
+    plain, ruled = ranking(question), ranking(question, function_words=fw)
+    assert set(plain) == {"a", "b", "c", "d"} and set(ruled) == {"c"}  # d holds "a" and nothing else
+    assert ruled["c"] == plain["c"]  # the function words still score
+    assert set(ranking("what to do", function_words=fw)) == {"a", "b"}  # nothing else asked: they match
+    assert set(ranking('"what we do" tire', function_words=fw)) == {"a"}  # the phrase is asked for on purpose
