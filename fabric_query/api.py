@@ -273,7 +273,7 @@ class Fabric:
 
         whole = {r.parse_id for r in runs if r.status in ("ready", "held")}
         try:
-            changed = changed_rows(self.home, {m["parse_id"] for m in active.values()} & whole)
+            changed = changed_rows(self.home, {m["parse_id"] for m in active.values()} & whole, runs=runs)
         except TableStoreUnavailableError:  # unreadable_tables says so
             return ()
         return tuple(c.describe() for c in changed)
