@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import threading
 import unicodedata
 from collections import Counter
 from collections.abc import Collection
@@ -68,15 +69,18 @@ class Fabric:
     def search(
         self, query: str, *, limit: int | None = None, release_id: int | None = None, debug: bool = False,
         channels: Collection[str] | None = None, scope: Scope | dict | None = None, max_tokens: int | None = None,
+        cancel: threading.Event | None = None,
     ) -> EvidencePack:
         """Search the current (or a given) release under today's visibility, with every channel that
         applies or only the named ``channels``, within ``scope`` (the structured twin of the query
         string's filters, :class:`fabric_query.scope.Scope`) and a token budget ``max_tokens``
-        (whole passages only); see :func:`fabric_query.pipeline.search` for the errors its
+        (whole passages only); ``cancel``, set from another thread, stops it at its next stage
+        boundary (``QueryCancelled``); see :func:`fabric_query.pipeline.search` for the errors its
         arguments raise (all in :mod:`fabric_query.errors`; the home's own state can raise those
         the class lists, e.g. ``ConfigError`` for a ``config.json`` edited into an invalid one)."""
         return pipeline.search(self.home, query, self.encoder, limit=limit, release_id=release_id, debug=debug,
-                               reranker=self.reranker, channels=channels, scope=scope, max_tokens=max_tokens)
+                               reranker=self.reranker, channels=channels, scope=scope, max_tokens=max_tokens,
+                               cancel=cancel)
 
     @cached_property
     def encoder(self) -> Encoder:

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, TypeVar
 
-from fabric_query.errors import InvalidArgumentError, NoReleaseError, ReleaseUnreadableError
+from fabric_query.errors import InvalidArgumentError, NoReleaseError, QueryCancelled, ReleaseUnreadableError
 from fabric_query.querylang import Filters, ParsedQuery, parse_query
 from fabric_query.release import ProjectionUnavailable, ReleaseView, citing_order, guarded_read, pinned_view
 from fabric_query.scope import Scope, apply_scope
@@ -86,6 +86,21 @@ class Stopwatch:
         return (*self.timings, StageTiming(stage="total", ms=round((time.perf_counter() - self.started) * 1000, 3)))
 
 
+def stop_if_cancelled(cancel: threading.Event | None) -> None:
+    """A stage boundary of a query: raises :class:`~fabric_query.errors.QueryCancelled` once
+    ``cancel`` is set (the caller stopped waiting), so a query nobody will read stops here instead
+    of running to its end. ``None``: the query cannot be cancelled.
+
+    >>> stop_if_cancelled(None); stop_if_cancelled(threading.Event())
+    >>> done = threading.Event(); done.set(); stop_if_cancelled(done)
+    Traceback (most recent call last):
+    ...
+    fabric_query.errors.QueryCancelled: the query was cancelled: its caller stopped waiting
+    """
+    if cancel is not None and cancel.is_set():
+        raise QueryCancelled("the query was cancelled: its caller stopped waiting")
+
+
 @dataclass(frozen=True)
 class WindowMembership:
     """Chunk → (its context window's ID, that window's chunk IDs in reading order).
@@ -128,6 +143,8 @@ class QueryContext:
         channel that ranks chunk by chunk still hands fusion its ``query.channel_depth`` admitted ones.
     clock
         The query's stage timings.
+    cancel
+        Set by the caller to stop the query at its next stage boundary (:meth:`checkpoint`).
     """
 
     home: FabricHome
@@ -142,6 +159,7 @@ class QueryContext:
     selected: frozenset[str]
     excluded_chunks: frozenset[str] = frozenset()
     clock: Stopwatch = field(default_factory=Stopwatch, compare=False, repr=False)
+    cancel: threading.Event | None = field(default=None, compare=False, repr=False)
     _memo: dict[Any, Any] = field(default_factory=dict, compare=False, repr=False)
     _background: dict[Any, Future] = field(default_factory=dict, compare=False, repr=False)
 
@@ -158,6 +176,11 @@ class QueryContext:
                 return self._memo[key]
             return value.result()
         return value
+
+    def checkpoint(self) -> None:
+        """A stage boundary: raises :class:`~fabric_query.errors.QueryCancelled` once
+        :attr:`cancel` is set (:func:`stop_if_cancelled`)."""
+        stop_if_cancelled(self.cancel)
 
     def in_background(self, key: Any, compute: Callable[[], Any], stage: str | None = None) -> None:
         """Start ``compute()`` on a worker thread now; :meth:`per_query` of ``key`` waits for it.
@@ -372,12 +395,13 @@ def check_arguments(release_id, debug) -> None:
 
 def open_query(home: FabricHome, config: FabricConfig, query: str, encoders: Encoders, *, limit: int,
                release_id: int | None, selected: frozenset[str], clock: Stopwatch,
-               scope: "Scope | dict | None" = None) -> QueryContext:
+               scope: "Scope | dict | None" = None, cancel: threading.Event | None = None) -> QueryContext:
     """Parse ``query``, pin the release (default: the current one) and apply the filters.
 
     Laps ``pin_and_parse`` and ``eligibility`` on ``clock``. ``limit`` and ``release_id`` are
     already checked (:func:`checked_limit`, :func:`check_arguments`); ``scope`` adds the structured
-    filters (:func:`fabric_query.scope.apply_scope`).
+    filters (:func:`fabric_query.scope.apply_scope`); ``cancel``: :attr:`QueryContext.cancel`,
+    checked here once the release is pinned.
 
     Raises
     ------
@@ -387,6 +411,8 @@ def open_query(home: FabricHome, config: FabricConfig, query: str, encoders: Enc
         A bad ``scope``, or one that filters a dimension the query string filters too.
     NoReleaseError
         Nothing has been activated yet, or ``release_id`` does not exist.
+    QueryCancelled
+        ``cancel`` was set.
     """
     parsed = apply_scope(parse_query(query, config.query.max_query_chars), scope)
     view = pinned_view(home, release_id)
@@ -394,6 +420,7 @@ def open_query(home: FabricHome, config: FabricConfig, query: str, encoders: Enc
         raise NoReleaseError("no activated release in this home; run `fabric ingest PATH` first"
                              if release_id is None else f"release {release_id} does not exist")
     clock.lap("pin_and_parse")
+    stop_if_cancelled(cancel)
     eligible, sources_by_parse = eligible_parses(view, parsed)
     excluded = low_confidence_chunks(view, eligible, parsed.filters.min_confidence)
     clock.lap("eligibility")
@@ -401,5 +428,5 @@ def open_query(home: FabricHome, config: FabricConfig, query: str, encoders: Enc
         home=home, config=config, parsed=parsed, view=view,
         eligible=None if eligible is None else frozenset(eligible), sources_by_parse=sources_by_parse,
         depth=max(config.query.channel_depth, limit) + len(excluded), limit=limit, encoders=encoders,
-        selected=selected, excluded_chunks=excluded, clock=clock,
+        selected=selected, excluded_chunks=excluded, clock=clock, cancel=cancel,
     )

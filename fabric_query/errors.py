@@ -44,3 +44,8 @@ class ReleaseUnreadableError(FabricQueryError):
     """The pinned release's canonical chunk rows cannot be read (a damaged or missing table), so no
     channel can answer. Projections that cannot be read are skipped instead
     (``EvidencePack.skipped_channels``)."""
+
+
+class QueryCancelled(FabricQueryError):
+    """The caller asked the query to stop (``cancel`` set: over HTTP, the client disconnected); it
+    stopped at the next stage boundary and its partial work was dropped."""

@@ -18,10 +18,15 @@
    configured (:mod:`fabric_query.stages`);
 6. **evidence** — passages from context windows, citations, highlights, selected units, assembly
    trace: the EvidencePack (:mod:`fabric_query.assembly`).
+
+Between stages (and between the channel stages and the rescoring stages), a query whose
+``cancel`` event is set stops with :class:`~fabric_query.errors.QueryCancelled`
+(:meth:`~fabric_query.context.QueryContext.checkpoint`): a stage under way is not interrupted.
 """
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Collection
 from dataclasses import replace
 from itertools import groupby
@@ -42,6 +47,7 @@ from fabric_query.context import (  # noqa: F401 - MAX_LIMIT, eligible_parses: s
     checked_limit,
     eligible_parses,
     open_query,
+    stop_if_cancelled,
     unmatched_filters,
 )
 from fabric_query.evidence import LEXICAL_CHANNELS
@@ -72,6 +78,7 @@ def search(
     channels: Collection[str] | None = None,
     scope: Scope | dict | None = None,
     max_tokens: int | None = None,
+    cancel: threading.Event | None = None,
 ) -> EvidencePack:
     """Answer ``query`` from one pinned release, under today's visibility.
 
@@ -97,6 +104,15 @@ def search(
     max_tokens
         A token budget: whole passages, best first, while they fit (:mod:`fabric_query.budget`);
         ``used_tokens`` and ``dropped_for_budget`` say what it cost. Default: no budget.
+    cancel
+        Set it (from another thread) to stop the query at its next stage boundary: the search
+        raises :class:`~fabric_query.errors.QueryCancelled` there. What the stages computed so far
+        is dropped; caches they filled on the way (the pinned release view, an opened index, a
+        memoised query vector) stay, as after any query, and nothing is written (the read side
+        writes nothing). A stage under way runs to its end first (a channel search, the reranker);
+        a channel started beside the others (:func:`run_channels`) that has not begun is
+        cancelled, one already running finishes on its worker thread and its ranking is dropped.
+        Default: the query cannot be cancelled.
 
     A projection that cannot serve (unreadable table, vector rows that do not match the release's
     digest, a model mismatch) skips its channel with a named reason in ``skipped_channels``; an
@@ -115,7 +131,10 @@ def search(
         Nothing has been activated yet, or ``release_id`` does not exist.
     ReleaseUnreadableError
         The release's chunk rows cannot be read.
+    QueryCancelled
+        ``cancel`` was set before the query ended.
     """
+    stop_if_cancelled(cancel)  # cancelled while queued behind other work: nothing is started
     clock = Stopwatch()
     config = home.config
     limit = checked_limit(limit, config.query.default_limit)
@@ -123,7 +142,7 @@ def search(
     max_tokens = checked_budget(max_tokens)
     selected = select(channels)
     ctx = open_query(home, config, query, Encoders(embedder, multilingual, reranker), limit=limit,
-                     release_id=release_id, selected=selected, clock=clock, scope=scope)
+                     release_id=release_id, selected=selected, clock=clock, scope=scope, cancel=cancel)
 
     runs, channel_skips = run_channels(ctx, CHANNELS)
     if channels is not None and not runs and not channel_skips:
@@ -131,6 +150,7 @@ def search(
         # as "nothing matches": `["substring"]` for an English query, `["dense"]` for a Japanese one).
         channel_skips = {c.name: not_applied(c, ctx) for c in CHANNELS if c.name in set(channels)}
     evidence = apply_hard_constraints(ctx, runs)
+    ctx.checkpoint()
     feedback = dense_feedback(ctx, evidence.rankings)
     if feedback is not None and feedback.run is not None:
         runs = {**runs, DENSE.name: (DENSE, feedback.run)}  # same key: the channel order is kept
@@ -139,16 +159,19 @@ def search(
     below = below_floor(ctx, evidence)
     fused = fuse(fusion_method(runs, ctx), evidence.rankings, scored, config.query, below)
     clock.lap("fusion")
+    ctx.checkpoint()
 
     candidates = {f"channel:{name}": pairs for name, pairs in scored.items()}
     candidates["fused"] = fused[: ctx.depth]
     ranked, stage_scores, stage_skips = rescore(ctx, [cid for cid, _ in fused], candidates)
 
+    ctx.checkpoint()
     final, membership, altered = verified_top(ctx.view, ranked, limit, ctx.windows.of)
     altered |= ctx.per_query(ALTERED_MET, set)
     passages, units, trace, passage_of = assemble_passages(
         ctx.view, final, ctx.sources_by_parse, config.passages.max_tokens, config.passages.max_units, membership)
     clock.lap("passages")
+    ctx.checkpoint()
     hits, passages = assemble_hits(ctx, final, passages, passage_of, dict(fused), evidence, stage_scores, below)
     clock.lap("evidence")
     stage_notes = {"context_windows": ctx.windows.skipped} if ctx.windows.skipped else {}
@@ -226,6 +249,7 @@ def run_channels(ctx: QueryContext, channels: tuple[Channel, ...]
                 # A stage that ran on a worker thread lapped there; here the query waited for it.
                 beside = all(ctx.ran_beside(("channel-run", name)) for name in applied)
                 ctx.clock.lap(f"{stage}_wait" if beside else stage)
+                ctx.checkpoint()  # raised inside the try: channels not yet begun are cancelled
     except BaseException:
         ctx.cancel_background()  # the query has failed: work not yet started is not wanted
         raise
@@ -269,6 +293,7 @@ def rescore(ctx: QueryContext, ranked: list[str], candidates: dict[str, list[tup
     for stage in RESCORING:
         if not ranked or not stage.applies(ctx):
             continue
+        ctx.checkpoint()
         result = stage.run(ctx, ranked)
         if result.skipped is not None:
             skipped[stage.name] = result.skipped

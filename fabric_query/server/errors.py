@@ -16,6 +16,7 @@ from fabric_query.errors import (
     HomeNotFoundError,
     InvalidArgumentError,
     NoReleaseError,
+    QueryCancelled,
     QuerySyntaxError,
     ReleaseUnreadableError,
 )
@@ -28,6 +29,9 @@ STATUS_OF: tuple[tuple[type[Exception], int], ...] = (
     (NoReleaseError, 409),
     (HomeNotFoundError, 503),
     (ReleaseUnreadableError, 503),
+    # nginx's "client closed request": the client that asked is gone, so nobody reads it; the
+    # server's own log and the Python API see the type.
+    (QueryCancelled, 499),
     (FabricQueryError, 400),
 )
 

@@ -4,7 +4,11 @@ Blocking query work runs in a thread pool of exactly that many threads. A reques
 every slot taken is refused at once (:class:`GateFull`, answered 503 with ``Retry-After``),
 never queued: a queue would only turn overload into timeouts (the Data Store's admission rule).
 A slot is released when the work itself ends, not when its request goes away, so a client that
-disconnects cannot let more work run than the gate admits.
+disconnects cannot let more work run than the gate admits. What a disconnect does instead is ask
+the work to stop: the task awaiting :meth:`AdmissionGate.run` is cancelled (the HTTP routes cancel
+it when their client disconnects, :func:`fabric_query.server.protocol.unless_disconnected`; the MCP
+SDK when a client cancels its request), the gate sets the work's ``cancel`` event, and a search
+stops at its next stage boundary (:func:`fabric_query.pipeline.search`), freeing its slot then.
 """
 
 from __future__ import annotations
@@ -59,8 +63,12 @@ class AdmissionGate:
         with self._lock:
             self._in_flight -= 1
 
-    async def run(self, fn: Callable[..., T], *args) -> T:
+    async def run(self, fn: Callable[..., T], *args, cancel: threading.Event | None = None) -> T:
         """Run ``fn(*args)`` in the pool when a slot is free.
+
+        ``cancel``: the event ``fn`` checks to stop early (a search's ``cancel``). When the task
+        awaiting this call is cancelled, ``cancel`` is set and the cancellation goes on at once;
+        the slot stays taken until ``fn`` has returned or raised (its result is dropped).
 
         Raises
         ------
@@ -79,7 +87,13 @@ class AdmissionGate:
             self._release(None)
             raise
         future.add_done_callback(self._release)
-        return await asyncio.wrap_future(future)
+        try:
+            # Cancelled, it cancels the pool's future too: work not yet begun never runs.
+            return await asyncio.wrap_future(future)
+        except asyncio.CancelledError:  # anyio's cancellation, on the asyncio backend
+            if cancel is not None:
+                cancel.set()
+            raise
 
     def close(self) -> None:
         """Stop taking work; running work finishes."""

@@ -7,12 +7,14 @@ A JSON body that names a key twice is refused here too (:func:`~fabric_query.ser
 for every route: 422 on the API's routes, a JSON-RPC parse error (400, code -32700) on ``/mcp``.
 Every body is JSON: one sent with another declared media type is 415, one sent with none is read
 as JSON (:func:`json_media_type`).
+A client that disconnects from ``/mcp`` before its answer cancels its call.
 """
 
 from __future__ import annotations
 
 import json
 
+from fabric_query.server.protocol import Disconnected, unless_disconnected
 from fabric_query.server.security import OriginPolicy, bearer_matches
 from fabric_query.server.wire import has_unusable_request_id, strict_json
 
@@ -200,4 +202,15 @@ class Guard:
                 return {"type": "http.request", "body": body, "more_body": False}
             return await receive()  # after the body: the client's disconnect, as the server reports it
 
+        if is_mcp:
+            # The MCP SDK runs a tool call to its end whether or not its POST is still open: a
+            # search whose client hung up (or whose SDK client abandoned it: on HTTP it aborts the
+            # POST instead of sending notifications/cancelled) held its gate slot to the end (trial
+            # 14b). Cancelled here, the SDK ends the request's transport and with it the tool,
+            # whose search the gate then stops (the read routes do the same for themselves).
+            try:
+                await unless_disconnected(receive, lambda: self.app(scope, replay, send))
+            except Disconnected:
+                pass  # nobody is left to answer
+            return
         await self.app(scope, replay, send)

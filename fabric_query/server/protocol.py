@@ -11,15 +11,23 @@ the deadline stops: a slow search is the server's time, not the client's.
 A request h11 cannot read (a malformed request line or header, a bad chunk size) is answered as
 every other error of the API: JSON ``{"error": {"type": "BadRequest", "message": ...}}``, not
 uvicorn's plain text.
+
+A client that closes its connection before its answer cancels the work it asked for
+(:func:`unless_disconnected`), so the server does not go on with a search nobody will read.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
 
+import anyio
 import h11
 from uvicorn.protocols.http.h11_impl import H11Protocol
+
+T = TypeVar("T")
 
 #: ``server.request_read_timeout_s``'s default: seconds to send one whole request.
 REQUEST_READ_TIMEOUT_S = 30.0
@@ -77,9 +85,52 @@ class DeadlineH11Protocol(H11Protocol):
             self.transport.close()
 
 
+class Disconnected(Exception):
+    """The client closed its connection before the answer was ready; the work was cancelled."""
+
+
+async def unless_disconnected(receive: Callable[[], Awaitable[dict[str, Any]]],
+                              work: Callable[[], Awaitable[T]]) -> T:
+    """``await work()``, cancelled (anyio cancellation) if the client disconnects first.
+
+    ``receive``: the request's ASGI ``receive``, once its body has been read whole: uvicorn then
+    answers it only with ``http.disconnect``, when the connection closes (Starlette's streaming
+    responses listen so). Awaiting it also resumes reading the socket, which is what lets the
+    server notice the close while the work runs (uvicorn stops reading a connection once its
+    request is whole). Work in the admission gate stops as
+    :meth:`~fabric_query.server.gate.AdmissionGate.run` says.
+
+    Raises
+    ------
+    Disconnected
+        The client disconnected before ``work`` ended; nothing can be answered.
+    """
+    result: Any = None
+    failure: Exception | None = None
+    finished = False
+    async with anyio.create_task_group() as tasks:
+        async def cancel_on_disconnect() -> None:
+            while (await receive())["type"] != "http.disconnect":
+                pass  # a GET's empty body, still to be taken
+            tasks.cancel_scope.cancel()
+
+        tasks.start_soon(cancel_on_disconnect)
+        try:
+            result, finished = await work(), True
+        except Exception as exc:  # noqa: BLE001 - raised below as it is: a task group would wrap it in a group
+            failure = exc
+        tasks.cancel_scope.cancel()  # the answer is ready: stop listening
+    if failure is not None:
+        raise failure
+    if not finished:
+        raise Disconnected("the client disconnected before the answer")
+    return result
+
+
 def with_read_timeout(seconds: float) -> type[DeadlineH11Protocol]:
     """:class:`DeadlineH11Protocol` with ``read_timeout_s`` = ``seconds``."""
     return type("DeadlineH11Protocol", (DeadlineH11Protocol,), {"read_timeout_s": float(seconds)})
 
 
-__all__ = ["DeadlineH11Protocol", "REQUEST_READ_TIMEOUT_S", "with_read_timeout"]
+__all__ = ["DeadlineH11Protocol", "Disconnected", "REQUEST_READ_TIMEOUT_S", "unless_disconnected",
+           "with_read_timeout"]

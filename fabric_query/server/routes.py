@@ -3,6 +3,9 @@
 Every route that touches storage or models runs its work in the admission gate's pool
 (:mod:`fabric_query.server.gate`); health and readiness do not. Answers are the read side's own
 models as JSON (an EvidencePack is the same JSON the Python API's ``model_dump_json`` gives).
+A client that disconnects while its work runs cancels it
+(:func:`~fabric_query.server.protocol.unless_disconnected`): a search
+stops at its next stage boundary and frees its gate slot then.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from fabric_query.api import Fabric
 from fabric_query.release import pinned_view
 from fabric_query.server.errors import error_response
 from fabric_query.server.gate import AdmissionGate
+from fabric_query.server.protocol import Disconnected, unless_disconnected
 from fabric_query.server.wire import ResolveRequest, SearchRequest
 from fabric_query.units import canonical_unit
 from fabric_query.visibility import current_sources_config
@@ -69,11 +73,25 @@ async def ready(request: Request) -> Any:
             "admitted": st.gate.admitted, "refused": st.gate.refused}
 
 
-async def _gated(request: Request, fn, *args, **kwargs) -> Any:
+#: What a route answers to a client that disconnected (a status nobody receives; nginx's "client
+#: closed request").
+_GONE = 499
+
+
+async def _gated(request: Request, fn, *args, cancellable: bool = False, **kwargs) -> Any:
+    """``fn(*args, **kwargs)`` in the gate, unless the client disconnects first (a 499 then). With
+    ``cancellable``, ``fn`` takes ``cancel`` (a search), which a disconnect sets."""
     st = server_state(request)
     if not st.ready.is_set():
         return _not_ready(st)
-    return await st.gate.run(partial(fn, *args, **kwargs))
+    cancel = threading.Event()
+    if cancellable:
+        kwargs["cancel"] = cancel
+    try:
+        return await unless_disconnected(request.receive, lambda: st.gate.run(partial(fn, *args, **kwargs),
+                                                                              cancel=cancel))
+    except Disconnected:
+        return error_response(_GONE, "ClientDisconnected", "the client disconnected before the answer")
 
 
 @router.post("/search")
@@ -81,7 +99,8 @@ async def search(body: SearchRequest, request: Request) -> Response:
     """One query (the query string, plus the structured request) → EvidencePack."""
     fabric = server_state(request).fabric
     pack = await _gated(request, fabric.search, body.query, limit=body.limit, release_id=body.release_id,
-                        debug=body.debug, channels=body.channels, scope=body.scope, max_tokens=body.max_tokens)
+                        debug=body.debug, channels=body.channels, scope=body.scope, max_tokens=body.max_tokens,
+                        cancellable=True)
     return pack if isinstance(pack, Response) else _json(pack)
 
 

@@ -17,6 +17,7 @@ import pytest
 from answers import first_difference
 from conftest import ingest
 from live_server import live_server, wait_ready
+from slow_stages import SlowStages
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 
@@ -270,6 +271,49 @@ def test_mcp_names_a_config_file_edited_into_an_invalid_one(homes):
         gate.close()
     for answer in answers:
         assert answer.is_error and "ConfigError: invalid configuration" in answer.content[0].text, answer.content
+
+
+@pytest.mark.parametrize("transport", ["memory", "http"])
+def test_a_search_the_client_abandons_stops_and_frees_its_slot(homes, monkeypatch, transport):
+    """guards against: an MCP search the client gave up on running to its end in the gate's thread
+    (20 s here), holding its slot all that while. The SDK's client abandons a call on its timeout
+    (or a cancelled task): in memory or over stdio it sends ``notifications/cancelled`` and the SDK
+    cancels the tool; over HTTP it aborts the POST, which the SDK ignored (was: either way the
+    tool's await was cancelled or orphaned, the search was not)."""
+    from fabric_query import pipeline
+    from fabric_query.server.gate import AdmissionGate
+    from fabric_query.server.mcp_tools import build_mcp
+
+    slow = SlowStages()
+    monkeypatch.setattr(pipeline, "RESCORING", (slow,) * 100)
+    fabric = Fabric(homes[1].root)
+
+    async def session(target, in_flight):
+        async with Client(target) as client:
+            with pytest.raises(Exception) as abandoned:
+                await client.call_tool("search", {"query": "lamp slowly"}, read_timeout_seconds=2.0)
+            assert "timed out" in str(abandoned.value).lower(), abandoned.value
+            deadline = time.monotonic() + 5
+            while in_flight() and time.monotonic() < deadline:
+                await asyncio.sleep(0.05)
+            assert in_flight() == 0, "the abandoned search kept its slot"
+            runs = slow.runs
+            assert not (await client.call_tool("search", {"query": "lamp"})).is_error  # admitted at once
+            await asyncio.sleep(0.5)
+            assert slow.runs == runs and runs < 50, "the abandoned search went on running"
+
+    if transport == "memory":
+        gate = AdmissionGate(1, 1)
+        try:
+            asyncio.run(session(build_mcp(fabric, gate), lambda: gate.in_flight))
+        finally:
+            gate.close()
+        return
+    config = ServerConfig(max_concurrent_queries=1)
+    with live_server(lambda port: create_app(fabric, config, port=port)) as url:
+        with httpx.Client(base_url=url, timeout=60) as http:
+            wait_ready(http)
+            asyncio.run(session(f"{url}/mcp", lambda: http.get("/v1/ready").json()["in_flight"]))
 
 
 @pytest.mark.parametrize("lang", ["en", "ja"])

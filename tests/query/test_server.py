@@ -4,6 +4,7 @@ gate, Host / Origin checks, bounded bodies, JSON errors, and a seeded fuzz that 
 from __future__ import annotations
 
 import json
+import socket
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -14,6 +15,7 @@ from conftest import ingest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from live_server import live_server, wait_ready
+from slow_stages import SlowStages
 
 from fabric_query import Fabric
 from fabric_query.server.app import create_app
@@ -288,6 +290,60 @@ def test_full_gate_answers_503_with_retry_after_at_once(fabric):
                 slow.release.set()
                 assert [f.result().status_code for f in running] == [200, 200]
             assert client.post("/v1/search", json={"query": "lamp"}).status_code == 200
+
+
+def _post_search(port: int, query: str) -> socket.socket:
+    """A raw connection that has sent one whole ``POST /v1/search`` (the caller hangs up on it)."""
+    body = json.dumps({"query": query}).encode()
+    sock = socket.create_connection(("127.0.0.1", port), timeout=10)
+    sock.sendall(b"POST /v1/search HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nContent-Type: application/json\r\n"
+                 b"Content-Length: %d\r\n\r\n%s" % (port, len(body), body))
+    return sock
+
+
+def _until(predicate, timeout_s: float) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while not predicate():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
+def test_a_client_that_disconnects_stops_its_search_and_frees_its_slot(fabric, monkeypatch):
+    """guards against: a search whose client hung up running to its end (20 s here), holding its
+    gate slot and a thread all that while, so a few impatient clients refused everyone with 503s
+    (was: the slot freed only when the query ended). Now the search stops at its next stage
+    boundary: after 6 disconnected clients the gate is empty within a second or so, a new query is
+    admitted at once, and no stage of theirs runs after that."""
+    from fabric_query import pipeline
+
+    slow = SlowStages()
+    monkeypatch.setattr(pipeline, "RESCORING", (slow,) * 100)
+    config = ServerConfig(max_concurrent_queries=2, retry_after_s=1)
+    with live_server(lambda port: create_app(fabric, config, port=port)) as url:
+        port = int(url.rsplit(":", 1)[1])
+        with httpx.Client(base_url=url, timeout=60) as client:
+            wait_ready(client)
+            in_flight = lambda: client.get("/v1/ready").json()["in_flight"]  # noqa: E731
+            for _ in range(3):
+                slow.threads.clear()
+                socks = [_post_search(port, "lamp slowly") for _ in range(2)]
+                assert _until(lambda: len(slow.threads) == 2, 30), "the slow searches did not start"
+                assert _error(client.post("/v1/search", json={"query": "lamp"}), 503)["type"] == "GateFull"
+                for sock in socks:
+                    sock.close()
+                assert _until(lambda: in_flight() == 0, 5), "a disconnected client's search kept its slot"
+            runs = slow.runs
+            started = time.perf_counter()
+            r = client.post("/v1/search", json={"query": "lamp"})
+            assert r.status_code == 200 and time.perf_counter() - started < 5.0
+            time.sleep(0.5)
+            assert slow.runs == runs, "a disconnected client's search went on running"
+            assert runs < 6 * 100 // 4  # each stopped within the first quarter of its stages
+            # A client that waits gets its answer (cancellation only follows a disconnect).
+            monkeypatch.setattr(pipeline, "RESCORING", (slow,) * 3)
+            assert client.post("/v1/search", json={"query": "lamp slowly"}).status_code == 200
 
 
 def test_bearer_comparison_is_exact():
