@@ -6,7 +6,7 @@ body is read (413), and a body sent without one is read up to the bound and refu
 A JSON body that names a key twice is refused here too (:func:`~fabric_query.server.wire.strict_json`),
 for every route: 422 on the API's routes, a JSON-RPC parse error (400, code -32700) on ``/mcp``.
 Every body is JSON: one sent with another declared media type is 415, one sent with none is read
-as JSON (:func:`json_media_type`).
+as JSON (:func:`json_media_type`). On ``/mcp`` every refusal is a JSON-RPC error (:func:`_refuse`).
 A client that disconnects from ``/mcp`` before its answer cancels its call.
 """
 
@@ -68,6 +68,18 @@ async def _send_error(send, status: int, kind: str, message: str, extra_headers=
     await _send_json(send, status, {"error": {"type": kind, "message": message}}, extra_headers)
 
 
+async def _refuse(send, scope, status: int, kind: str, message: str, extra_headers=()) -> None:
+    """A refusal before any route: the API's JSON error, or on ``/mcp`` a JSON-RPC error (Invalid
+    Request, id null) at the same status. The MCP SDK's client surfaces a JSON-RPC error body and
+    reads any other as "Server returned an error response", so an agent whose call was over the
+    body bound, or whose Host or token the server refused, was never told which (trial 14b)."""
+    if scope.get("path", "").rstrip("/") == MCP_PATH:
+        await _send_json(send, status, {"jsonrpc": "2.0", "id": None, "error": {
+            "code": -32600, "message": f"Invalid Request: {kind}: {message}"}}, extra_headers)
+    else:
+        await _send_error(send, status, kind, message, extra_headers)
+
+
 async def _send_json(send, status: int, answer: dict, extra_headers=()) -> None:
     body = json.dumps(answer).encode()
     await send({"type": "http.response.start", "status": status,
@@ -104,28 +116,28 @@ class Guard:
             return
         raw_headers = scope.get("headers") or ()
         if sum(len(k) + len(v) + 4 for k, v in raw_headers) > MAX_HEADER_BYTES:  # ": " and CRLF each
-            await _send_error(send, 431, "RequestHeaderFieldsTooLarge",
+            await _refuse(send, scope, 431, "RequestHeaderFieldsTooLarge",
                               f"the request's headers are over {MAX_HEADER_BYTES} bytes")
             return
         headers = _headers(scope)
         if not self.policy.host_ok(headers.get("host")):
-            await _send_error(send, 421, "MisdirectedRequest", "the Host header does not name this server")
+            await _refuse(send, scope, 421, "MisdirectedRequest", "the Host header does not name this server")
             return
         if not self.policy.origin_ok(headers.get("origin")):
-            await _send_error(send, 403, "ForbiddenOrigin", "requests from this Origin are not accepted")
+            await _refuse(send, scope, 403, "ForbiddenOrigin", "requests from this Origin are not accepted")
             return
         if self.read_token and scope.get("path") not in OPEN_PATHS \
                 and not bearer_matches(headers.get("authorization"), self.read_token, self.admin_token):
-            await _send_error(send, 401, "Unauthorized", "this server needs a bearer token (read or admin)",
+            await _refuse(send, scope, 401, "Unauthorized", "this server needs a bearer token (read or admin)",
                               [(b"www-authenticate", b"Bearer")])
             return
         length = headers.get("content-length")
         if length is not None:
             if not length.isdigit():
-                await _send_error(send, 400, "BadRequest", "Content-Length is not a number")
+                await _refuse(send, scope, 400, "BadRequest", "Content-Length is not a number")
                 return
             if int(length) > self.max_body_bytes:
-                await _send_error(send, 413, "PayloadTooLarge", f"the body is over {self.max_body_bytes} bytes")
+                await _refuse(send, scope, 413, "PayloadTooLarge", f"the body is over {self.max_body_bytes} bytes")
                 return
         if scope["method"] == "HEAD":
             # A server MUST answer HEAD as it answers GET, without the body (RFC 9110 9.1, 9.3.2);
@@ -156,7 +168,7 @@ class Guard:
             chunk = message.get("body", b"")
             size += len(chunk)
             if size > self.max_body_bytes:
-                await _send_error(send, 413, "PayloadTooLarge", f"the body is over {self.max_body_bytes} bytes")
+                await _refuse(send, scope, 413, "PayloadTooLarge", f"the body is over {self.max_body_bytes} bytes")
                 return
             chunks.append(chunk)
             if not message.get("more_body", False):

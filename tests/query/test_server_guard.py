@@ -117,3 +117,28 @@ def test_an_mcp_request_with_an_id_mcp_does_not_allow_is_400_invalid_request(ser
     r = server.post("/mcp", content=body, headers=MCP_HEADERS)
     assert r.status_code == 400 and r.json()["id"] is None and r.json()["error"]["code"] == -32600, r.text
     assert server.post("/mcp", content=LIST_TOOLS, headers=MCP_HEADERS).status_code == 200
+
+
+def test_a_refusal_on_mcp_is_a_json_rpc_error_the_agent_is_shown(server):
+    """guards against (trial 14b): the guard's refusals on ``/mcp`` (a body over the bound: an agent
+    pasting a document into ``query``; a Host or Origin the server does not accept) answered in the
+    API's ``{"error": {"type"}}`` shape, which the MCP SDK's client does not read: the agent was told
+    only "Server returned an error response". As JSON-RPC errors, the SDK hands it the reason."""
+    import asyncio
+
+    from mcp import Client
+
+    async def call():
+        async with Client(str(server.base_url.join("/mcp"))) as client:
+            with pytest.raises(Exception) as refused:
+                await client.call_tool("search", {"query": "lamp " * 20_000})
+            return str(refused.value)
+
+    assert "PayloadTooLarge: the body is over 65536 bytes" in asyncio.run(call())
+    for headers, status, kind in (({"host": "evil.example"}, 421, "MisdirectedRequest"),
+                                  ({"origin": "https://evil.example"}, 403, "ForbiddenOrigin")):
+        r = server.post("/mcp", content=LIST_TOOLS, headers={**MCP_HEADERS, **headers})
+        assert r.status_code == status and r.json()["jsonrpc"] == "2.0", r.text
+        assert r.json()["error"]["code"] == -32600 and kind in r.json()["error"]["message"], r.text
+    r = server.post("/v1/search", content=b'{"query": "lamp"}', headers={"origin": "https://evil.example"})
+    assert r.status_code == 403 and r.json()["error"]["type"] == "ForbiddenOrigin"  # the API keeps its shape
