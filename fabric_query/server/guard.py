@@ -3,8 +3,9 @@
 It runs before routing, so an unknown path with a bad Host is 421 too, and no handler ever sees
 more than ``server.max_body_bytes`` of body: a larger ``Content-Length`` is refused before the
 body is read (413), and a body sent without one is read up to the bound and refused past it.
-A JSON body that names a key twice is refused here too (:func:`~fabric_query.server.wire.strict_json`),
-for every route: 422 on the API's routes, a JSON-RPC parse error (400, code -32700) on ``/mcp``.
+A JSON body that names a key twice, or nests past the recursion limit, is refused here too
+(:func:`~fabric_query.server.wire.strict_json`), for every route: 422 on the API's routes, a
+JSON-RPC parse error (400, code -32700) on ``/mcp``.
 Every body is JSON: one sent with another declared media type is 415, one sent with none is read
 as JSON (:func:`json_media_type`). On ``/mcp`` every refusal is a JSON-RPC error (:func:`_refuse`).
 A client that disconnects from ``/mcp`` before its answer cancels its call.
@@ -50,16 +51,27 @@ def json_media_type(content_type: str | None) -> bool:
     return kind == "application/json" or kind.endswith("+json")
 
 
-def _repeated_key(body: bytes) -> str | None:
-    """``"duplicate key 'name'"`` when a JSON body names a key twice; else None, also for a body
-    that is not JSON at all (its route says why)."""
+#: Why a body nested past the interpreter's recursion limit is refused (the admin routes' words).
+TOO_DEEP = "arrays or objects nest too deeply"
+
+
+def _unreadable_json(body: bytes) -> str | None:
+    """``"duplicate key 'name'"`` when a JSON body names a key twice, :data:`TOO_DEEP` when it
+    nests past the recursion limit; else None, also for a body that is not JSON at all (its route
+    says why, with the character where).
+
+    Nesting is refused here because FastAPI reads a ``RecursionError`` as "There was an error
+    parsing the body" (a 400 of type ``HTTPError`` on the read routes, trial 14b), the admin routes
+    said 422 ``RequestValidationError`` and why, and the MCP SDK's parser gives up far sooner."""
     if not body:
         return None
     try:
         strict_json(body)
     except json.JSONDecodeError as exc:
         return exc.msg if exc.msg.startswith("duplicate key") else None
-    except (ValueError, RecursionError):
+    except RecursionError:
+        return TOO_DEEP
+    except ValueError:
         return None
     return None
 
@@ -194,13 +206,13 @@ class Guard:
             # body is read as is declared to them so.
             scope = {**scope, "headers": [*(h for h in raw_headers if h[0].lower() != b"content-type"),
                                           (b"content-type", b"application/json")]}
-        repeated = _repeated_key(body)
-        if repeated:
+        unreadable = _unreadable_json(body)
+        if unreadable:
             if is_mcp:
                 await _send_json(send, 400, {"jsonrpc": "2.0", "id": None,
-                                             "error": {"code": -32700, "message": f"Parse error: {repeated}"}})
+                                             "error": {"code": -32700, "message": f"Parse error: {unreadable}"}})
             else:
-                await _send_error(send, 422, "RequestValidationError", f"the body is not JSON: {repeated}")
+                await _send_error(send, 422, "RequestValidationError", f"the body is not JSON: {unreadable}")
             return
         if is_mcp and has_unusable_request_id(body):
             await _send_json(send, 400, {"jsonrpc": "2.0", "id": None, "error": {

@@ -198,11 +198,16 @@ def test_unknown_routes_methods_and_non_json_are_json_errors(server):
      "duplicate key 'path_prefix'"),
     ("/v1/resolve", b'{"citation": {}, "text": "a", "text": "b"}', "duplicate key 'text'"),
     ("/v1/search", b'{"query": "lamp", ', "Expecting property name enclosed in double quotes at character 18"),
+    ("/v1/search", b'{"query": "lamp", "scope": ' + b"[" * 30_000 + b"]" * 30_000 + b"}",
+     "arrays or objects nest too deeply"),
+    ("/v1/resolve", b'{"citation": ' + b'{"a": ' * 9_000 + b"1" + b"}" * 9_000 + b"}", "arrays or objects nest too deeply"),
 ])
 def test_a_body_naming_a_key_twice_or_cut_short_is_refused_with_its_reason(server, route, body, reason):
     """guards against (hostile trial 6, left open then): a key named twice silently meaning its
     last value (a proxy that checked the first would pass a different request than Fabric ran);
-    a truncated body answered with only ``body.18: JSON decode error``."""
+    a truncated body answered with only ``body.18: JSON decode error``. And (trial 14b) a body
+    nested 30,000 deep on a read route: 400 ``HTTPError`` "There was an error parsing the body"
+    (FastAPI's words for a ``RecursionError``), where the admin routes said 422 and why."""
     r = server.post(route, content=body, headers={"content-type": "application/json"})
     assert _error(r, 422)["type"] == "RequestValidationError"
     assert r.json()["error"]["message"] == f"the body is not JSON: {reason}", r.text
