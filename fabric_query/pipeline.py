@@ -134,7 +134,7 @@ def search(
     QueryCancelled
         ``cancel`` was set before the query ended.
     """
-    stop_if_cancelled(cancel)  # cancelled while queued behind other work: nothing is started
+    stop_if_cancelled(cancel)  # already set (the caller gave up before the work began): nothing starts
     clock = Stopwatch()
     config = home.config
     limit = checked_limit(limit, config.query.default_limit)
