@@ -17,7 +17,7 @@ import json
 
 from fabric_query.server.protocol import Disconnected, unless_disconnected
 from fabric_query.server.security import OriginPolicy, bearer_matches
-from fabric_query.server.wire import has_unusable_request_id, strict_json
+from fabric_query.server.wire import has_unusable_request_id, lone_surrogate, lone_surrogate_message, strict_json
 
 #: The MCP endpoint's path (its errors are JSON-RPC objects).
 MCP_PATH = "/mcp"
@@ -217,6 +217,13 @@ class Guard:
         if is_mcp and has_unusable_request_id(body):
             await _send_json(send, 400, {"jsonrpc": "2.0", "id": None, "error": {
                 "code": -32600, "message": "Invalid Request: an MCP request id is a string or an integer"}})
+            return
+        if is_mcp and (half := lone_surrogate(body)) is not None:
+            # The SDK's reader calls it "Parse error: unexpected end of hex escape"; the API's routes
+            # name the field ("unable to parse raw data as a unicode string") themselves.
+            escape, request_id = half
+            await _send_json(send, 400, {"jsonrpc": "2.0", "id": request_id, "error": {
+                "code": -32600, "message": lone_surrogate_message(escape)}})
             return
 
         async def replay():

@@ -43,7 +43,7 @@ from fabric_query.release import pinned_view
 from fabric_query.visibility import current_sources_config
 from fabric_query.scope import Scope
 from fabric_query.server.gate import AdmissionGate, GateFull
-from fabric_query.server.wire import has_unusable_request_id
+from fabric_query.server.wire import has_unusable_request_id, lone_surrogate, lone_surrogate_message
 from fabric_query.types import EvidencePack
 from fabric_query.units import canonical_unit
 from fabric_resources.catalog import CatalogDamagedError, CatalogUnavailableError
@@ -151,8 +151,9 @@ def bad_line_error(exc: Exception) -> mcp_types.JSONRPCError | None:
     """The JSON-RPC error that answers a stdio line the SDK could not read as a message (``exc``,
     its validation error): Parse error (-32700) for text that is not JSON, Invalid Request
     (-32600) for JSON that is not a message (a batch, a request without ``jsonrpc``, an id that
-    is null or an object), with the request's id where it has a usable one, else null. None for
-    a blank line (nothing was asked)."""
+    is null or an object) or whose strings hold half a character (:func:`~fabric_query.server.wire.lone_surrogate`),
+    with the request's id where it has a usable one, else null. None for a blank line (nothing
+    was asked)."""
     errors = exc.errors() if isinstance(exc, ValidationError) else []
     if errors and errors[0]["type"] == "json_invalid":
         line = str(errors[0].get("input", ""))
@@ -163,6 +164,12 @@ def bad_line_error(exc: Exception) -> mcp_types.JSONRPCError | None:
             message = f"Parse error: the line has more than {line.split()[-1]} bytes, the most read"
         elif line.startswith(CappedLines.BAD_ID):
             code, message = mcp_types.INVALID_REQUEST, "Invalid Request: an MCP request id is a string or an integer"
+        elif (half := lone_surrogate(line)) is not None:
+            # The SDK's reader refuses it as "unexpected end of hex escape"; answered with the
+            # request's id, or its sender would wait for ever.
+            escape, request_id = half
+            return mcp_types.JSONRPCError(jsonrpc="2.0", id=request_id, error=mcp_types.ErrorData(
+                code=mcp_types.INVALID_REQUEST, message=lone_surrogate_message(escape)))
     else:
         code, message = mcp_types.INVALID_REQUEST, "Invalid Request: the line is not a JSON-RPC 2.0 message"
     ids = [e["input"].get("id") for e in errors if isinstance(e.get("input"), dict)]

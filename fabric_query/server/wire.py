@@ -9,6 +9,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
+import re
 from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr, field_validator, model_validator
@@ -74,6 +75,50 @@ def has_unusable_request_id(raw: bytes | str) -> bool:
         return False
     request_id = message["id"]
     return isinstance(request_id, bool) or not isinstance(request_id, (str, int))
+
+
+#: A JSON escape of a surrogate code point (U+D800-U+DFFF), in text or in bytes.
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+_SURROGATE_ESCAPE_BYTES = re.compile(rb"\\u[dD][89a-fA-F]")
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def lone_surrogate(raw: bytes | str) -> tuple[str, str | int | None] | None:
+    r"""For a JSON-RPC message (an HTTP body, a stdio line) one of whose strings is not Unicode
+    text: ``(escape, id)``, the first lone surrogate's escape (``\ud83d``) and the message's id
+    where usable (a string or an integer, else None). None for a message without one, and for
+    text that is not JSON.
+
+    A lone surrogate is half a character: what a client sends that cut a string by UTF-16 units
+    (a JavaScript ``slice`` through an emoji; ``JSON.stringify`` escapes the half). JSON's grammar
+    takes the escape; the MCP SDK's reader refuses the whole message as "unexpected end of hex
+    escape", with no id, so a stdio client waited for an answer for ever.
+
+    >>> lone_surrogate('{"id": 7, "params": {"text": "ok \\ud83d"}}')
+    ('\\ud83d', 7)
+    >>> lone_surrogate('{"id": 7, "params": {"text": "ok \\ud83d\\ude00"}}') is None  # a whole pair
+    True
+    """
+    pattern = _SURROGATE_ESCAPE_BYTES if isinstance(raw, bytes) else _SURROGATE_ESCAPE
+    if not pattern.search(raw):  # almost every message: no escape, nothing decoded
+        return None
+    try:
+        message = json.loads(raw)
+    except (ValueError, RecursionError):
+        return None
+    # A valid pair decodes to one character; a surrogate left in the decoded text is a lone one.
+    found = _SURROGATE.search(json.dumps(message, ensure_ascii=False))
+    if found is None:
+        return None
+    request_id = message.get("id") if isinstance(message, dict) else None
+    usable = isinstance(request_id, (str, int)) and not isinstance(request_id, bool)
+    return f"\\u{ord(found.group()):04x}", request_id if usable else None
+
+
+def lone_surrogate_message(escape: str) -> str:
+    """The JSON-RPC error message for a message holding the lone surrogate ``escape``."""
+    return (f"Invalid Request: a string holds {escape}, half of a character (a lone surrogate), which is "
+            "not Unicode text; send each character whole")
 
 
 def not_json_reason(msg: str, pos: int | None) -> str:

@@ -28,10 +28,16 @@ def _error(line: str):
     ('{"id": "a", "method": 5}', mcp_types.INVALID_REQUEST, "a"),
     ('{"id": true, "method": "ping"}', mcp_types.INVALID_REQUEST, None),
     ('"just a string"', mcp_types.INVALID_REQUEST, None),
+    # Half a character (trial 14b): was Parse error with id null, so the client waited for ever.
+    ('{"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": "search", '
+     '"arguments": {"query": "lamp \\ud83d"}}}', mcp_types.INVALID_REQUEST, 7),
+    ('{"jsonrpc": "2.0", "id": "r", "method": "ping", "params": {"x": ["\\udfff"]}}', mcp_types.INVALID_REQUEST, "r"),
 ])
 def test_bad_lines_are_json_rpc_errors(line, code, request_id):
     error = _error(line)
     assert (error.error.code, error.id) == (code, request_id)
+    if "\\ud" in line:
+        assert "half of a character (a lone surrogate)" in error.error.message, error.error.message
 
 
 def test_a_blank_line_is_not_answered():

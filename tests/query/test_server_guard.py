@@ -142,3 +142,17 @@ def test_a_refusal_on_mcp_is_a_json_rpc_error_the_agent_is_shown(server):
         assert r.json()["error"]["code"] == -32600 and kind in r.json()["error"]["message"], r.text
     r = server.post("/v1/search", content=b'{"query": "lamp"}', headers={"origin": "https://evil.example"})
     assert r.status_code == 403 and r.json()["error"]["type"] == "ForbiddenOrigin"  # the API keeps its shape
+
+
+def test_an_mcp_message_holding_half_a_character_is_answered_with_its_id(server):
+    """guards against (trial 14b): a tool call one of whose strings holds a lone surrogate (a client
+    that cut a hit's text by UTF-16 units, through an emoji, and sent it to ``resolve``) answered
+    "Parse error: unexpected end of hex escape at line 1 column 106" with id null, though the body
+    is JSON. A whole pair still passes."""
+    call = ('{"jsonrpc": "2.0", "id": 7, "method": "tools/call", '
+            '"params": {"name": "search", "arguments": {"query": "%s"}}}')
+    r = server.post("/mcp", content=(call % "lamp \\ud83d").encode(), headers=MCP_HEADERS)
+    assert r.status_code == 400 and r.json()["id"] == 7, r.text
+    assert r.json()["error"]["code"] == -32600 and "\\ud83d, half of a character" in r.json()["error"]["message"]
+    r = server.post("/mcp", content=(call % "lamp \\ud83d\\ude00").encode(), headers=MCP_HEADERS)
+    assert r.status_code == 200 and r.json()["id"] == 7, r.text  # answered by the tool (this home has no release)
