@@ -4,8 +4,8 @@ Every route that touches storage or models runs its work in the admission gate's
 (:mod:`fabric_query.server.gate`); health and readiness do not. Answers are the read side's own
 models as JSON (an EvidencePack is the same JSON the Python API's ``model_dump_json`` gives).
 A client that disconnects while its work runs cancels it
-(:func:`~fabric_query.server.protocol.unless_disconnected`): a search
-stops at its next stage boundary and frees its gate slot then.
+(:func:`~fabric_query.server.protocol.unless_disconnected`): a search stops at its next stage
+boundary and frees its gate slot then.
 """
 
 from __future__ import annotations
