@@ -7,8 +7,10 @@ A JSON body that names a key twice, or nests past the recursion limit, is refuse
 (:func:`~fabric_query.server.wire.strict_json`), for every route: 422 on the API's routes, a
 JSON-RPC parse error (400, code -32700) on ``/mcp``.
 Every body is JSON: one sent with another declared media type is 415, one sent with none is read
-as JSON (:func:`json_media_type`). On ``/mcp`` every refusal is a JSON-RPC error (:func:`_refuse`).
-A client that disconnects from ``/mcp`` before its answer cancels its call.
+as JSON (:func:`json_media_type`). On ``/mcp`` every refusal is a JSON-RPC error (:func:`_refuse`),
+a message whose strings hold half a character is Invalid Request with its id
+(:func:`~fabric_query.server.wire.lone_surrogate`), and a client that disconnects before its
+answer cancels its call.
 """
 
 from __future__ import annotations
