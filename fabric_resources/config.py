@@ -632,7 +632,9 @@ class ServerConfig(_Strict):
     max_body_bytes: int = Field(65536, gt=0, le=16 * 1024 * 1024, description="Largest request body accepted.")
     request_read_timeout_s: float = Field(
         30.0, ge=0.5, le=3600, description="Seconds a client has to send one whole request (line, headers, body) "
-                                           "from its connection or its first byte; past it the connection is closed.")
+                                           "from its connection or its first byte; past it the connection is closed. "
+                                           "Also how long the server's write buffer may stay full (a client not "
+                                           "taking its answer) before the connection is cut off.")
     allowed_hosts: tuple[str, ...] = Field(
         (), description="Host names accepted besides loopback ones (127.0.0.1, localhost, ::1) and the bound host.")
     allowed_origins: tuple[str, ...] = Field(

@@ -17,13 +17,14 @@ import uvicorn
 
 
 @contextlib.contextmanager
-def live_server(make_app, timeout_s: float = 30.0):
+def live_server(make_app, timeout_s: float = 30.0, **config):
+    """``config``: more ``uvicorn.Config`` arguments (``http=`` a protocol class, ...)."""
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
     config = uvicorn.Config(make_app(port), host="127.0.0.1", port=port, log_level="warning", access_log=False,
-                            lifespan="on")
+                            lifespan="on", **config)
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()

@@ -6,7 +6,11 @@ few seconds (or a chunked body that never ends) held the server's file descripto
 clients were refused (hostile trial 6). Here a client has ``read_timeout_s`` from the connection,
 or from its first byte after a response, to send one whole request (line, headers and body, the
 body at most ``server.max_body_bytes``); past it the connection is closed. Once a request is whole
-the deadline stops: a slow search is the server's time, not the client's.
+the deadline stops: a slow search is the server's time, not the client's. The same deadline holds
+for taking the answer: once the server's write buffer is full, a client that does not take enough
+of it for writing to resume within ``read_timeout_s`` is cut off and the buffer freed (was: a
+client that stopped reading held its answer, megabytes for a search of ``limit`` 1000, for good;
+uvicorn bounds no write, and closing a connection waits for its buffer to drain).
 
 A request h11 cannot read (a malformed request line or header, a bad chunk size) is answered as
 every other error of the API: JSON ``{"error": {"type": "BadRequest", "message": ...}}``, not
@@ -42,6 +46,7 @@ class DeadlineH11Protocol(H11Protocol):
 
     read_timeout_s: float = REQUEST_READ_TIMEOUT_S
     _deadline: asyncio.TimerHandle | None = None
+    _write_deadline: asyncio.TimerHandle | None = None
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
@@ -49,7 +54,19 @@ class DeadlineH11Protocol(H11Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._disarm()
+        self._disarm_write()
         super().connection_lost(exc)
+
+    def pause_writing(self) -> None:
+        """The transport's buffer is over its high-water mark: the client has ``read_timeout_s`` to
+        take enough of it for writing to resume."""
+        super().pause_writing()
+        if self._write_deadline is None:
+            self._write_deadline = self.loop.call_later(self.read_timeout_s, self._write_expired)
+
+    def resume_writing(self) -> None:
+        self._disarm_write()
+        super().resume_writing()
 
     def data_received(self, data: bytes) -> None:
         super().data_received(data)
@@ -78,6 +95,16 @@ class DeadlineH11Protocol(H11Protocol):
         if self._deadline is not None:
             self._deadline.cancel()
             self._deadline = None
+
+    def _disarm_write(self) -> None:
+        if self._write_deadline is not None:
+            self._write_deadline.cancel()
+            self._write_deadline = None
+
+    def _write_expired(self) -> None:
+        self._write_deadline = None
+        # abort, not close: close waits for the buffer to drain, which is what never happens here.
+        self.transport.abort()
 
     def _expire(self) -> None:
         self._deadline = None
