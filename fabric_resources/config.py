@@ -388,6 +388,9 @@ class QueryConfig(_Strict):
     # tantivy's fixed k1 1.2, b 0.75 saturate too late; the word channel re-scores its candidates
     # with these (chosen on JSQuAD's dev half; the complete `fabric eval-tune` grid finds the region flat,
     # docs/benchmarks.md).
+    word_bm25: Bm25Config | None = Field(
+        None, description="BM25 parameters the word channel re-scores queries without CJK text with; null keeps "
+        "tantivy's k1 1.2, b 0.75.")
     bigram_bm25: Bm25Config | None = Field(
         default_factory=lambda: Bm25Config(k1=0.5, b=0.3),
         description="BM25 parameters for queries with CJK (unspaced-script) text; null keeps tantivy's k1 1.2, b 0.75.",

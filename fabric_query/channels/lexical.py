@@ -482,7 +482,8 @@ def _serve(ctx: "QueryContext") -> LexicalServing:
                 if cfg.feedback_terms and (cfg.feedback_multilingual
                                            or not needs_multilingual(parsed.positive_text)) else None)
     unspaced = needs_substring_channel(parsed)
-    bm25 = Bm25(cfg.bigram_bm25.k1, cfg.bigram_bm25.b) if unspaced and cfg.bigram_bm25 else None
+    chosen = cfg.bigram_bm25 if unspaced else cfg.word_bm25
+    bm25 = Bm25(chosen.k1, chosen.b) if chosen else None
     try:
         found, provenance = {}, {}
         if WORD.name in ctx.selected:

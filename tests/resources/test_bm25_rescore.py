@@ -139,3 +139,42 @@ def test_cjk_query_fuses_the_rescored_word_list(tmp_path, fabric_home):
     again = dict(bm25_rescore(opened, sorted(set(window_of.values())), dict.fromkeys(word_tokens("東京の都市"), 1.0),
                               lambda w: [t for m in members[w] for t in word_tokens(text[m])], Bm25(params.k1, params.b)))
     assert scores == pytest.approx([again[window_of[c]] for c, _ in word])
+
+
+def test_an_english_query_is_rescored_with_the_configured_word_bm25(tmp_path, fabric_home):
+    """guards against: `query.word_bm25` read by nothing (the word channel re-scoring English with
+    tantivy's 1.2 / 0.75 whatever is configured)."""
+    corpus = tmp_path / "docs"
+    corpus.mkdir()
+    notes = {"a": "The lighthouse keeper lit the lamp at dusk and logged the tide in the ledger every night.",
+             "b": "Lighthouse lamp.", "c": "A keeper of bees.", "d": "Sourdough needs a lively starter."}
+    for name, text in notes.items():
+        (corpus / f"{name}.txt").write_text(text + "\n")
+    ingest(corpus, fabric_home)
+    release = fabric_home.catalog.current_release()
+    opened = fabric_home.lexical.open(release.manifest["lexical_generation"])
+    chunks = fabric_home.tables.read("chunks", version=release.manifest["tables"]["chunks"])
+    text = dict(zip(chunks.column("chunk_id").to_pylist(), chunks.column("text").to_pylist()))
+    windows = fabric_home.tables.read("context_windows", version=release.manifest["tables"]["context_windows"])
+    members = dict(zip(windows.column("window_id").to_pylist(), windows.column("chunk_ids").to_pylist()))
+    query = "lighthouse keeper lamp"
+
+    def word_scores(config: dict) -> dict[str, tuple[str, float]]:
+        """chunk ID -> (its window, the word channel's score), feedback off (one pass)."""
+        fabric_home.layout.config_file.write_text(json.dumps({"query": {"feedback_terms": 0, **config}}))
+        pack = Fabric(fabric_home.root).search(query, debug=True)
+        word = dict(pack.stage_candidates["channel:word"])
+        return {h.chunk_id: (h.provenance["word"]["window_id"], word[h.chunk_id])
+                for h in pack.results if "word" in h.channels}
+
+    def exact(found: dict[str, tuple[str, float]], k1: float, b: float) -> list[float]:
+        wids = sorted({w for w, _ in found.values()})
+        again = dict(bm25_rescore(opened, wids, dict.fromkeys(word_tokens(query), 1.0),
+                                  lambda w: [t for m in members[w] for t in word_tokens(text[m])], Bm25(k1, b)))
+        return [again[w] for w, _ in found.values()]
+
+    low, default = word_scores({"word_bm25": {"k1": 0.9, "b": 0.4}}), word_scores({})
+    assert len(low) == len(default) == 3  # a, b, c
+    assert [s for _, s in low.values()] == pytest.approx(exact(low, 0.9, 0.4))
+    assert [s for _, s in default.values()] == pytest.approx(exact(default, 1.2, 0.75))
+    assert exact(low, 0.9, 0.4) != pytest.approx(exact(low, 1.2, 0.75))  # the parameters matter here
