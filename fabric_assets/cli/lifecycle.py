@@ -355,6 +355,9 @@ def repair_cmd(
                 raise
             fail(f"{fault}: the damaged fragments are dropped and their parses marked; free the resource and "
                  "run `fabric ingest`, it re-derives them", code=3)
+    also = ingested_beside(summary)
+    if also:
+        say(also)
     from fabric_assets.lifecycle.repair import republish_damaged_pins
 
     republished = None
@@ -387,6 +390,24 @@ def repair_cmd(
         fail("the current release still pins table data that cannot be read (see `fabric status`)", code=1)
     if failed:
         fail(f"{len(failed)} source(s) failed their re-derivation (see `fabric status`)", code=1)
+
+
+def ingested_beside(summary) -> str | None:
+    """What the repair's pipeline run (an ingest of the registered roots) took in beyond the repair:
+    the roots' changes since the last ingest and the sources an older parser made (an upgraded
+    Fabric re-parses them), or None. A repair said nothing of them (stop 45 left it open)."""
+    if summary is None:
+        return None
+    s = summary.scan
+    moved = {k for pair in s.moved for k in pair}
+    parts = [f"{n} {what}" for n, what in ((len(set(s.new) - moved), "new"), (len(s.changed), "changed"),
+                                            (len(set(s.deleted) - moved), "deleted"), (len(s.moved), "moved"),
+                                            (len(s.reparsed), "re-parsed by this Fabric's parsers (parser version "
+                                             "or settings changed)")) if n]
+    if not parts:
+        return None
+    return ("the repair's ingest of the registered roots also took in source(s): " + ", ".join(parts)
+            + " (what `fabric ingest` would have done)")
 
 
 def failed_runs_of(summary) -> list[str]:

@@ -643,3 +643,20 @@ def test_rows_changed_outside_fabric_are_named_and_re_derived(home, pristine, ho
     assert "dense" not in pack.skipped_channels, pack.skipped_channels
     e = {m["parse_id"] for k, m in home.catalog.current_release().manifest["sources"].items() if k.endswith("e.txt")}
     assert {t: Counter({k: n for k, n in rows.items() if k[0] not in e}) for t, rows in after.items()} == before
+
+
+def test_a_repair_says_what_its_ingest_took_in_beside_the_repair(home, pristine):
+    """guards against: a repair whose pipeline run (an ingest of the registered roots) also took in a
+    new file, or re-parsed what an older parser made, with nothing said (stop 45 left it open)."""
+    (_, path), *_ = _latest_files(home, "chunks")
+    _damage(home.layout.tables / "chunks.lance" / "data" / path, "truncate")
+    folder = pristine / "corpus"
+    (folder / "e.txt").write_text("The harbour pilot boarded at dawn.\n", encoding="utf-8")
+    try:
+        out = _repair(home)
+    finally:
+        (folder / "e.txt").unlink()
+    assert out.exit_code == 0, out.output
+    assert "also took in source(s): 1 new" in " ".join(out.output.split()), out.output
+    quiet = _repair(home)  # nothing damaged, nothing run: nothing to say
+    assert "also took in" not in quiet.output
