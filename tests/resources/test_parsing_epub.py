@@ -319,7 +319,7 @@ def test_mutated_bytes_raise_only_parse_error() -> None:
 def test_metadata_identity_and_missing_mimetype() -> None:
     """Guards against failing on a missing mimetype member or losing title/language/version."""
     doc = parse_epub(build_epub(SIMPLE, mimetype=False, title="My Book", lang="fr-CA"), CONFIG)
-    assert (doc.parser_name, doc.parser_version) == (PARSER_NAME, PARSER_VERSION) == ("epub", "3")
+    assert (doc.parser_name, doc.parser_version) == (PARSER_NAME, PARSER_VERSION) == ("epub", "4")
     assert doc.media_type == "application/epub+zip"
     assert (doc.title, doc.language) == ("My Book", "fr-CA")
     assert doc.metadata["mimetype_missing"] is True
@@ -387,6 +387,16 @@ def test_tables_cells_rows_and_caption() -> None:
     assert pairs == [("Item", "Cost"), ("Tea", "2 gold"), ("2 gold", "x")]
     caption_of = [r for r in doc.relationships if r.kind == "caption_of"]
     assert [(r.source_index, doc.units[r.target_index].text) for r in caption_of] == [(0, "Item")]
+
+
+def test_a_cell_under_a_rowspan_starts_past_the_column_it_covers() -> None:
+    """guards against: rowspan ignored, the cells of the row below one that spans two rows cited a
+    column to the left (the HTML parser shares the grid: table_grid)."""
+    table = ("<table><tr><td rowspan=\"2\">Mon</td><td>high</td></tr><tr><td>low</td></tr>"
+             "<tr><td>Tue</td><td>calm</td></tr></table>")
+    doc = parse_epub(build_epub({"a.xhtml": xhtml(table)}), CONFIG)
+    at = {u.text: (u.attributes["row"], u.attributes["col"]) for u in doc.units if u.kind == "table_cell"}
+    assert at == {"Mon": (0, 0), "high": (0, 1), "low": (1, 1), "Tue": (2, 0), "calm": (2, 1)}
 
 
 def test_figure_caption_attributes() -> None:

@@ -1103,6 +1103,26 @@ def test_html_element_paths_and_table_positions_are_libxml2s_counted_once() -> N
     assert by_text["h2"].attributes["header"] and by_text["h2"].attributes["col"] == 1
 
 
+def test_html_table_cells_are_placed_in_the_grid_colspan_and_rowspan_counted() -> None:
+    """guards against (stop 45 left it open): a cell's col being its position in its row, so the cell
+    after a colspan="2" and the cells under a rowspan="2" were cited one column off; a nested
+    table's rows counted among the outer table's."""
+    from fabric_resources.parsing.html.parser import parse_html
+
+    table = ("<table><tr><th>Day</th><th colspan='2'>Tide</th><th>Moon</th></tr>"
+             "<tr><td rowspan='2'>Mon</td><td>high</td><td>low</td><td>new</td></tr>"
+             "<tr><td>high2</td><td>low2</td><td><table><tr><td>in0</td></tr><tr><td>in1</td></tr></table></td></tr>"
+             "<tr><td>Tue</td><td colspan='0'>calm</td><td>full</td></tr></table>")
+    doc = parse_html(f"<html><body>{table}</body></html>".encode(),
+                     HtmlParserConfig(main_text="all", isolation=IN_PROCESS))
+    at = {u.text: (u.attributes["table"], u.attributes["row"], u.attributes["col"])
+          for u in doc.units if u.kind == "table_cell"}
+    assert at["Moon"] == (0, 0, 3)  # after a cell two columns wide
+    assert at["high2"] == (0, 2, 1) and at["low2"] == (0, 2, 2)  # beside Mon, which spans two rows
+    assert at["in1"] == (1, 1, 0)  # the nested table's own rows
+    assert at["Tue"] == (0, 3, 0) and at["calm"] == (0, 3, 1) and at["full"] == (0, 3, 2)  # colspan 0 reads 1
+
+
 def test_element_paths_are_getpaths_strings_for_every_kind_of_name() -> None:
     """``ElementPaths`` (DOCX and HTML locators) gives libxml2's ``getpath`` strings: prefixed names,
     names in no namespace, ``*`` counted among every sibling in a default namespace, HTML tags

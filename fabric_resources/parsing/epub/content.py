@@ -25,29 +25,8 @@ from fabric_resources.parsing.epub.markup import (
 )
 from fabric_resources.parsing.epub.package import ManifestItem
 from fabric_resources.parsing.long_units import split_long_text
+from fabric_resources.parsing.table_grid import cell_columns, column_span, row_span
 
-# HTML's "rules for parsing non-negative integers": optional whitespace and "+", then ASCII
-# digits, anything after them ignored ("2px" is 2); colspan is clamped to 1..1000 (HTML
-# Standard, "Processing model" of tables). Other values ("²", "", "x") leave the span at 1.
-_NON_NEGATIVE_INTEGER = re.compile(r"[\t\n\f\r ]*\+?([0-9]+)")
-
-
-def column_span(value: str | None) -> int:
-    """The columns a cell spans by its ``colspan`` value, as HTML parses it; 1 when invalid.
-
-    A bad value is an error of that one cell's markup, not of the book.
-
-    >>> column_span("2"), column_span(" 3px"), column_span("²"), column_span(None), column_span("0"), column_span("99999")
-    (2, 3, 1, 1, 1, 1000)
-    >>> column_span("0002"), column_span("9" * 5000)
-    (2, 1000)
-    """
-    match = _NON_NEGATIVE_INTEGER.match(value or "")
-    if match is None:
-        return 1
-    digits = match.group(1).lstrip("0")
-    # Past 4 digits it is over the clamp anyway; int() refuses more than 4,300 digits.
-    return min(max(int(digits or "0"), 1), 1000) if len(digits) <= 4 else 1000
 
 
 @dataclass(frozen=True)
@@ -214,27 +193,30 @@ class Walker:
         table = self.tables
         self.tables += 1
         caption, first_cell, row = None, None, 0
+        grid: list[tuple[etree._Element, str]] = []  # (tr, its group's tag), in document order
         for part in el:
             tag = local_name(part)
             if tag == "caption":
                 caption = self._flat("figure_caption", part, self._with_lang(part, ctx), {"table_id": table})
                 continue
-            rows = [part] if tag == "tr" else [r for r in part if local_name(r) == "tr"]
             if tag not in ("tr", "thead", "tbody", "tfoot"):
                 continue
-            for tr in rows:
-                self._mark(tr)
-                col, previous = 0, None
-                for cell in (c for c in tr if local_name(c) in ("td", "th")):
-                    attrs = {"table": table, "row": row, "col": col, "header": local_name(cell) == "th" or tag == "thead"}
-                    current = self._flat("table_cell", cell, self._with_lang(cell, ctx), attrs)
-                    col += column_span(cell.get("colspan"))
-                    if current is not None:
-                        if previous is not None:
-                            self.relationships.append(ParsedRelationship("next_in_table_row", previous, current))
-                        previous = current
-                        first_cell = current if first_cell is None else first_cell
-                row += 1
+            grid.extend((tr, tag) for tr in ([part] if tag == "tr" else [r for r in part if local_name(r) == "tr"]))
+        cells_of = [[c for c in tr if local_name(c) in ("td", "th")] for tr, _ in grid]
+        columns = cell_columns([[(column_span(c.get("colspan")), row_span(c.get("rowspan"))) for c in cells]
+                                for cells in cells_of])
+        for (tr, tag), cells, starts in zip(grid, cells_of, columns):
+            self._mark(tr)
+            previous = None
+            for cell, col in zip(cells, starts):
+                attrs = {"table": table, "row": row, "col": col, "header": local_name(cell) == "th" or tag == "thead"}
+                current = self._flat("table_cell", cell, self._with_lang(cell, ctx), attrs)
+                if current is not None:
+                    if previous is not None:
+                        self.relationships.append(ParsedRelationship("next_in_table_row", previous, current))
+                    previous = current
+                    first_cell = current if first_cell is None else first_cell
+            row += 1
         if caption is not None and first_cell is not None:
             self.relationships.append(ParsedRelationship("caption_of", caption, first_cell, {"table_id": table}))
 

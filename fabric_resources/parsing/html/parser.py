@@ -31,6 +31,7 @@ from fabric_resources.parsing.document import ParsedDocument, ParsedUnit, ParseE
 from fabric_resources.parsing.html import MEDIA_TYPE, PARSER_NAME, PARSER_VERSION
 from fabric_resources.parsing.html.encoding import decode_html
 from fabric_resources.parsing.lxml_limits import raise_on_resource_limit
+from fabric_resources.parsing.table_grid import cell_columns, column_span, row_span
 
 if TYPE_CHECKING:
     from fabric_resources.config import HtmlParserConfig
@@ -184,8 +185,8 @@ class _Walker:
         self.units: list[ParsedUnit] = []
         self.sections: list[tuple[int, str]] = []
         self.tables: dict[Any, int] = {}
-        self.table_rows: dict[Any, dict[Any, int]] = {}  # a table's rows (``iter("tr")``) by position
-        self.row_cells: dict[Any, dict[Any, int]] = {}  # a row's td/th children by position
+        self.table_rows: dict[Any, dict[Any, int]] = {}  # a table's own rows (not a nested table's) by position
+        self.cell_cols: dict[Any, int] = {}  # a td/th -> the grid column it starts in (table_grid)
         self.element_path = ElementPaths(tree)  # getpath's strings, each parent counted once
         self.main_tables: dict[Any, bool] = {}
         self.seen = 0
@@ -271,6 +272,21 @@ class _Walker:
         self.units.append(ParsedUnit("paragraph", text, locator, self.path()))
         return 1
 
+    def _grid(self, table) -> None:
+        """Number ``table``'s own rows (a nested table's are its own) and place each of their cells
+        in the table's grid, colspan and rowspan counted (:func:`cell_columns`); once per table: per
+        cell it was quadratic (a 146 kB table of 8,000 rows took 15 s)."""
+        if table is None:
+            self.table_rows[table] = {}
+            return
+        rows = [tr for tr in table.iter("tr") if _nearest_table(tr) is table]
+        self.table_rows[table] = {r: i for i, r in enumerate(rows)}
+        cells = [[c for c in tr if isinstance(c.tag, str) and c.tag.lower() in ("td", "th")] for tr in rows]
+        columns = cell_columns([[(column_span(c.get("colspan")), row_span(c.get("rowspan"))) for c in row]
+                                for row in cells])
+        for row, starts in zip(cells, columns):
+            self.cell_cols.update(zip(row, starts))
+
     def path(self) -> tuple[str, ...]:
         return tuple(title for _, title in self.sections)
 
@@ -297,19 +313,18 @@ class _Walker:
             return
         if kind == "table_cell":
             row = el.getparent()
-            table = next((a for a in el.iterancestors() if isinstance(a.tag, str) and a.tag.lower() == "table"), None)
+            table = _nearest_table(el)
             number = self.tables.setdefault(table, len(self.tables))
-            # each table's rows and each row's cells are counted once (per cell: quadratic, a
-            # 146 kB table of 8,000 rows took 15 s)
             if table not in self.table_rows:
-                self.table_rows[table] = {r: i for i, r in enumerate(table.iter("tr"))} if table is not None else {}
-            if row not in self.row_cells:
-                cells = (c for c in row if isinstance(c.tag, str) and c.tag.lower() in ("td", "th"))
-                self.row_cells[row] = {c: i for i, c in enumerate(cells)}
+                self._grid(table)
             attributes = {"table": number, "row": self.table_rows[table].get(row, 0),
-                          "col": self.row_cells[row][el], "header": tag == "th"}
+                          "col": self.cell_cols.get(el, 0), "header": tag == "th"}
             locator.update({k: attributes[k] for k in ("table", "row", "col")})
         self.units.append(ParsedUnit(kind, text, locator, self.path(), attributes))
+
+
+def _nearest_table(el):
+    return next((a for a in el.iterancestors() if isinstance(a.tag, str) and a.tag.lower() == "table"), None)
 
 
 def _hidden(el) -> bool:
