@@ -549,6 +549,30 @@ def test_a_docx_non_breaking_hyphen_is_kept_in_the_unit_text():
     assert set(word_tokens("COVID-19 e-mail")) <= set(word_tokens(doc.units[0].text))
 
 
+def test_a_docx_absolute_position_tab_separates_the_words_it_stands_between():
+    """guards against (stop 45 left it open): ``w:ptab`` (ECMA-376 §17.3.3.23, the tab Word sets a
+    header's left, centre and right text apart with) read as nothing: ``Contoso Ltd`` and
+    ``Page 2`` became ``LtdPage``, a word no query finds."""
+    import docx
+    from docx.oxml import parse_xml
+
+    from fabric_query.channels.lexical import word_tokens
+    from fabric_resources.parsing.docx.parser import parse_docx
+
+    document = docx.Document()
+    paragraph = document.add_paragraph()
+    paragraph.add_run("Contoso Ltd")
+    ptab = parse_xml('<w:ptab xmlns:w="http://schemas.openxmlformats.org/wordprocessingml/2006/main" '
+                     'w:relativeTo="margin" w:alignment="right" w:leader="none"/>')
+    paragraph.add_run()._r.append(ptab)
+    paragraph.add_run("Page 2")
+    buffer = io.BytesIO()
+    document.save(buffer)
+    doc = parse_docx(buffer.getvalue(), OoxmlParserConfig(isolation=IN_PROCESS))
+    assert [u.text for u in doc.units] == ["Contoso Ltd Page 2"]  # a tab reads as a space, as w:tab does
+    assert {"ltd", "page"} <= set(word_tokens(doc.units[0].text))
+
+
 def test_docx_text_a_tracked_change_moved_away_is_read_as_deleted():
     """Property: tracked changes read as accepted, as deleted text already was: text moved
     (``w:moveFrom`` at its old place, ``w:moveTo`` at its new one, ECMA-376 §17.13.5.22) is a

@@ -331,7 +331,9 @@ def paragraph_text(p, hidden: frozenset[str] = frozenset()) -> tuple[str, list[t
                 continue
             if tag == f"{{{W}}}t":
                 pieces.append(child.text or "")
-            elif tag == f"{{{W}}}tab":
+            elif tag in (f"{{{W}}}tab", f"{{{W}}}ptab"):
+                # ptab: an absolute position tab (ECMA-376 §17.3.3.23), what a header's left / centre /
+                # right text is set apart by; read as nothing, "Contoso Ltd" + "Page 2" were one word.
                 pieces.append("\t")
             elif tag in (f"{{{W}}}br", f"{{{W}}}cr"):
                 pieces.append("\n")
