@@ -246,6 +246,28 @@ def _contains(tokens: Sequence[str], seq: Sequence[str]) -> bool:
     return any(tokens[i] == first and tuple(tokens[i:i + n]) == tuple(seq) for i in range(len(tokens) - n + 1))
 
 
+def _crosses(before: Sequence[str], after: Sequence[str], seq: Sequence[str]) -> bool:
+    """``seq`` runs from the end of ``before`` into the start of ``after`` (at least one token on
+    each side)."""
+    n = len(seq)
+    return any(len(before) >= k and len(after) >= n - k and tuple(before[len(before) - k:]) == tuple(seq[:k])
+               and tuple(after[:n - k]) == tuple(seq[k:]) for k in range(1, n))
+
+
+def _holds_phrase(members: Sequence[str], i: int, tokens: Sequence[str], seq: Sequence[str],
+                  text_of: Callable[[str], str]) -> bool:
+    """Member ``i`` of a window holds phrase ``seq``: alone, or across its seam with the member
+    before or after it in reading order (the word field indexes the window's tokens in order, so
+    its phrase query matches there: trial 13c, a phrase cut by a chunk boundary found nothing).
+    Both chunks of the seam match; each holds part of the phrase."""
+    if _contains(tokens, seq):
+        return True
+    if len(seq) < 2:
+        return False
+    return ((i > 0 and _crosses(_chunk_word_tokens(text_of(members[i - 1])), tokens, seq))
+            or (i + 1 < len(members) and _crosses(tokens, _chunk_word_tokens(text_of(members[i + 1])), seq)))
+
+
 @dataclass(frozen=True)
 class WordMatches:
     """The word channel's answer: chunks best first, and the window document each one scored in."""
@@ -388,14 +410,16 @@ def word_matches(
     found = 0
     for wid, score in windows:
         matched = []
-        for m in members_of[wid]:
+        members = members_of[wid]
+        for i, m in enumerate(members):
             text = text_of(m)
             stats = _chunk_stats(text)
             if evidence.isdisjoint(stats[0]):
                 continue
             if phrases or excluded or banned:  # only these need the token sequence (`-館`: no token of 図書館)
                 toks = _chunk_word_tokens(text)
-                if (not all(_contains(toks, p) for p in phrases) or any(_contains(toks, e) for e in excluded)
+                if (not all(_holds_phrase(members, i, toks, p, text_of) for p in phrases)
+                        or any(_contains(toks, e) for e in excluded)
                         or any(b in "".join(substring_tokens(text)) for b in banned)):
                     continue
             matched.append((m, stats))

@@ -344,3 +344,24 @@ def test_a_question_matching_only_function_words_is_no_lexical_match(tmp_path):
     old = Fabric(home.root).search(question)
     assert not old.no_lexical_match and old.results[0].lexical
     assert [h.citation.source_key for h in old.results].index("fs:corpus/tyre.txt") > 0
+
+
+def test_a_quoted_phrase_cut_by_a_chunk_boundary_is_found_in_both_chunks(tmp_path):
+    """guards against (trial 13c left it open): a quoted phrase of the document that a chunk boundary
+    cuts found nothing and said nothing; its two chunks are hits now, each highlighting its part."""
+    words = ("The survey crew counted seabirds on the northern cliffs before dawn and wrote each "
+             "tally in pencil while the keeper lit the lamp above them and the tide turned slowly "
+             "against the rocks of the harbour wall where fishing boats waited for the morning light").split()
+    (tmp_path / "corpus").mkdir()
+    (tmp_path / "corpus" / "long.txt").write_text(" ".join(words) + ".\n", encoding="utf-8")
+    home = FabricHome(tmp_path / "home")
+    home.layout.config_file.write_text('{"chunking": {"max_tokens": 16}}')
+    ingest(tmp_path / "corpus", home)
+    chunks = [t for t in home.tables.read("chunks", columns=["text"]).column("text").to_pylist()]
+    cut = next(i for i in range(len(chunks) - 1)
+               if len(chunks[i].split()) >= 2 and len(chunks[i + 1].split()) >= 2)
+    phrase = " ".join(chunks[cut].split()[-2:] + chunks[cut + 1].split()[:2]).rstrip(".")
+    assert phrase in " ".join(words) and not any(phrase in c for c in chunks)  # the boundary cuts it
+    pack = Fabric(home.root).search(f'"{phrase}"')
+    assert sorted(h.text for h in pack.results if h.lexical) == sorted(chunks[cut:cut + 2])
+    assert all(h.highlights for h in pack.results if h.lexical)

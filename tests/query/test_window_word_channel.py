@@ -109,15 +109,19 @@ def test_every_hit_holds_a_query_token_and_scores_its_windows_bm25(tmp_path_fact
 
 
 def test_exclusions_and_phrases_hold_per_chunk_not_per_window(tmp_path):
-    """guards against: a phrase matched across the join of two member chunks (no chunk holds it), and
-    an excluded term in one member dropping the window's other members."""
+    """guards against: a phrase matched across the join of two member chunks admitting every member
+    of the window (only the two chunks of the seam hold it: stop 47; before, none matched), and an
+    excluded term in one member dropping the window's other members."""
     opened, text, _ = _index(tmp_path, {"a" * 32: [["The lamp in the storm", "the lamp and the tide lighthouse"],
                                                    ["keeper of the light"]]})
     hits = [c for c, _ in word_channel(opened, parse_query("lamp -storm"), None, 10, text_of=text.__getitem__)]
     assert hits == ["a" * 32 + "-w0-c1"]
-    # The window's text holds "lighthouse keeper" across the join of its members; no chunk holds it.
-    joined, jtext, _ = _index(tmp_path / "j", {"b" * 32: [["the lamp lighthouse", "keeper of the lamp"]]})
-    assert word_channel(joined, parse_query('"lighthouse keeper"'), None, 10, text_of=jtext.__getitem__) == []
+    # The window's text holds "lighthouse keeper" across the join of two of its members; the third
+    # member holds its words apart.
+    joined, jtext, _ = _index(tmp_path / "j", {"b" * 32: [["the lamp lighthouse", "keeper of the lamp",
+                                                           "a keeper by the lighthouse"]]})
+    hits = word_channel(joined, parse_query('"lighthouse keeper"'), None, 10, text_of=jtext.__getitem__)
+    assert sorted(c for c, _ in hits) == ["b" * 32 + "-w0-c0", "b" * 32 + "-w0-c1"]
 
 
 FILES = {
@@ -313,3 +317,22 @@ def test_function_words_alone_are_no_word_match_and_move_no_score(tmp_path):
     assert ruled["c"] == plain["c"]  # the function words still score
     assert set(ranking("what to do", function_words=fw)) == {"a", "b"}  # nothing else asked: they match
     assert set(ranking('"what we do" tire', function_words=fw)) == {"a"}  # the phrase is asked for on purpose
+
+
+def test_a_phrase_across_the_seam_of_two_chunks_matches_both(tmp_path):
+    """guards against (trial 13c left it open): a quoted phrase that runs from the end of one chunk
+    into the next found nothing, with no reason given, though the word index matched its window;
+    a seam rule that admits a chunk holding only the phrase's words apart, or one not beside the seam."""
+    opened, text, _ = _index(tmp_path, {
+        "a" * 32: [["The lighthouse keeper", "lit the lamp at dusk.", "Gulls cried over the rocks."]],
+        "b" * 32: [["A keeper lit fires.", "The lamp was lit."]],
+    })
+
+    def ids(q):
+        return sorted(c for c, _ in word_channel(opened, parse_query(q), None, 10, text_of=text.__getitem__))
+
+    assert ids('"keeper lit the lamp"') == ["a" * 32 + "-w0-c0", "a" * 32 + "-w0-c1"]
+    assert ids('"keeper lit the lamp" gulls') == ["a" * 32 + "-w0-c0", "a" * 32 + "-w0-c1"]  # c2: no phrase
+    assert ids('"lamp at dusk"') == ["a" * 32 + "-w0-c1"]  # inside one chunk: that chunk alone
+    assert ids('"fires the lamp"') == ["b" * 32 + "-w0-c0", "b" * 32 + "-w0-c1"]
+    assert ids('"lighthouse lamp"') == []  # the words apart: no phrase anywhere
