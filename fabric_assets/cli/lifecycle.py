@@ -313,7 +313,8 @@ def repair_cmd(
         fail(f"{exc}; nothing was changed")
     tables = [{"table": d.table, "fragments": {str(k): v for k, v in sorted(d.fragments.items())},
                "indices": d.indices, "parse_ids": d.parse_ids, "rederivation": d.rederivation,
-               "rows_changed": ({"missing": d.changed.missing, "extra": d.changed.extra} if d.changed else None)}
+               "rows_changed": ({"missing": d.changed.missing, "extra": d.changed.extra} if d.changed else None),
+               "altered": d.altered}
               for d in report.plan.tables]
     restored = [r.source_key for r in report.plan.restore]
     if as_json and dry_run:
@@ -326,10 +327,16 @@ def repair_cmd(
     for d in report.plan.tables:
         frags = ", ".join(f"{k} ({v})" for k, v in sorted(d.fragments.items()))
         damage = ([f"fragment(s) {frags}; {len(d.parse_ids)} parse(s) to re-derive by {d.rederivation}"]
-                  if d.fragments else []) + ([f"{d.changed.missing} row(s) fewer and {d.changed.extra} more than "
-                                              f"written (changed outside Fabric); {len(d.parse_ids)} parse(s) to "
-                                              f"re-derive by {d.rederivation}"] if d.changed else []) + ([f"index(es) {', '.join(d.indices)} damaged: dropped (a later write "
-                                              "builds the parse-ID index again)"] if d.indices else [])
+                  if d.fragments else [])
+        if d.changed:
+            damage.append(f"{d.changed.missing} row(s) fewer and {d.changed.extra} more than written (changed outside "
+                          f"Fabric); {len(d.parse_ids)} parse(s) to re-derive by {d.rederivation}")
+        if d.altered:
+            damage.append(f"{len(d.altered)} parse(s) whose vectors no longer match the digest written with them "
+                          f"(altered); re-derive by {d.rederivation}")
+        if d.indices:
+            damage.append(f"index(es) {', '.join(d.indices)} damaged: dropped (a later write builds the parse-ID "
+                          "index again)")
         say(f"{d.table}: " + "; ".join(damage) + ("" if dry_run else f"; now version {report.versions[d.table]}"))
     if restored:
         say(f"stored bytes of {len(restored)} file(s) unreadable: " + ("they would be stored" if dry_run else "stored")

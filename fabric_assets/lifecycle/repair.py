@@ -41,9 +41,13 @@ Stored source bytes a re-parse needs that are missing or corrupt are first store
 source file on disk when it still hashes to their address (:meth:`ArtifactStore.restore
 <fabric_resources.artifact_store.ArtifactStore.restore>`); when no file does, the repair is refused.
 
+Vector rows whose bytes were altered inside a file that still reads are found by the digest their
+write recorded (:func:`altered_vectors`) and re-derived the same way (re-embedded).
+
 Not repaired here: a table whose manifest cannot be read (no fragment list to keep; a snapshot
-restore is the remedy), rows whose re-parse needs stored bytes no file holds any more, bytes altered inside a file that keeps its footer (the checks that read
-rows catch those), and the serving indexes (``fabric lexical-repair``, ``fabric dense-index-repair``).
+restore is the remedy), rows whose re-parse needs stored bytes no file holds any more, bytes altered
+inside a file of another table that keeps its footer (the checks that read rows catch those: chunk
+text hashes), and the serving indexes (``fabric lexical-repair``, ``fabric dense-index-repair``).
 Older releases and snapshots that pin the damaged versions stay damaged; retention removes them.
 """
 
@@ -52,16 +56,20 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from fabric_assets.activation.activate import ingest_lock
 from fabric_assets.gate import ACCEPTED_VERDICT, unfinished
 from fabric_assets.lifecycle.stored_bytes import BytesRestore, bytes_unreadable, restorable
-from fabric_assets.projections import ANNOTATION_VERDICT, PROJECTIONS, RECHUNK_VERDICTS, RECHUNKED, Stage
+from fabric_assets.projections import (ANNOTATION_VERDICT, PROJECTIONS, RECHUNK_VERDICTS, RECHUNKED,
+                                       VECTOR_DIGEST_VERDICTS, Stage)
 from fabric_assets.sources.scan import awaited_parse_ids
 from fabric_resources.catalog import StatusUpdate, drop_verdicts, row_counts
 from fabric_resources.home import FabricHome
 from fabric_resources.object_store import TableStoreUnavailableError
 from fabric_resources.row_audit import RowsChanged, changed_rows
 from fabric_resources.schema import TABLES
+from fabric_resources.vector_digest import EMPTY_PARSE_DIGEST, parse_digests
 
 #: How each table's rows are re-derived: ``reparse`` (from the stored bytes), ``rechunk`` (from the
 #: stored units) or ``annotate`` (from the stored windows). Every table written is one of these.
@@ -95,6 +103,10 @@ class TableDamage:
     #: Rows deleted or added outside Fabric, every file readable (:mod:`fabric_resources.row_audit`):
     #: the parses whose live rows differ from their last write's count, re-derived; nothing dropped.
     changed: RowsChanged | None = None
+    #: Vector tables: parses whose rows (values, chunk or model) no longer give the digest their
+    #: write recorded (:mod:`fabric_resources.vector_digest`): bytes altered inside a file that still
+    #: reads. Re-derived (re-embedded); nothing dropped.
+    altered: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -157,10 +169,13 @@ def plan_repair(home: FabricHome) -> RepairPlan:
                 # the dense channel was off, while status and this dry run said nothing).
                 # Parses already marked (an earlier repair killed before its pipeline ran) are
                 # re-derived as `resumed`: their rows are not whole yet, by design.
-                changed = {c.table: c for c in changed_rows(home, _candidates(home) - set(left_marked(home)))}
-            if name in changed:
-                plan.tables.append(TableDamage(name, {}, [p for p, _, _ in changed[name].parses], REDERIVATION[name],
-                                               indices, changed[name]))
+                whole = _candidates(home) - set(left_marked(home))
+                changed = {c.table: c for c in changed_rows(home, whole)}
+            altered = altered_vectors(home, name, whole)
+            if name in changed or altered:
+                named = {p for p, _, _ in changed[name].parses} if name in changed else set()
+                plan.tables.append(TableDamage(name, {}, sorted(named | set(altered)), REDERIVATION[name],
+                                               indices, changed.get(name), altered))
             elif indices:  # a damaged index alone fails every parse_id filter, yet holds no row
                 plan.tables.append(TableDamage(name, {}, [], REDERIVATION[name], indices))
             continue
@@ -191,6 +206,30 @@ def plan_repair(home: FabricHome) -> RepairPlan:
                             "any more: a re-parse would fail them and take their sources out of the release; "
                             "restore the artifact store (`fabric snapshot restore`)")
     return plan
+
+
+def altered_vectors(home: FabricHome, table: str, parse_ids: set[str]) -> list[str]:
+    """Of ``parse_ids``, those whose rows in vector table ``table`` (latest version) no longer give
+    the parse digest their write recorded with its gate verdict (``[]`` for a table that holds no
+    digests). Reads every vector of those parses: ~150 MB at 100k chunks, a repair's price, not a
+    status check's."""
+    verdict = VECTOR_DIGEST_VERDICTS.get(table)
+    if verdict is None or not parse_ids or home.tables.version(table) is None:
+        return []
+    recorded = {r.parse_id: r.digests.get(verdict)
+                for r in home.catalog.parse_run_digests([verdict], parse_ids=sorted(parse_ids))}
+    judged = {p for p, d in recorded.items() if isinstance(d, str)}  # an older Fabric's write has none
+    if not judged:
+        return []
+    pids, cids, models, vectors = [], [], [], []
+    for batch in home.tables.read_active_batches(table, home.tables.version(table), judged,
+                                                 ["parse_id", "chunk_id", "model", "vector"]):
+        pids += batch.column("parse_id").to_pylist()
+        cids += batch.column("chunk_id").to_pylist()
+        models += batch.column("model").to_pylist()
+        vectors.append(batch.column("vector").flatten().to_numpy(zero_copy_only=False).reshape(batch.num_rows, -1))
+    found = parse_digests(pids, cids, models, np.concatenate(vectors)) if vectors else {}
+    return sorted(p for p in judged if found.get(p, EMPTY_PARSE_DIGEST) != recorded[p])
 
 
 def _lost_rows(recorded: int | None, live: int, at_an_edge: bool) -> bool:

@@ -350,7 +350,8 @@ def test_json_output_is_one_json_document(home):
     doc = json.loads(out.stdout)
     (table,) = doc["tables"]
     # every field docs/reliability.md names: per table and for the repair
-    assert set(table) == {"table", "fragments", "indices", "parse_ids", "rederivation", "rows_changed", "version"}
+    assert set(table) == {"table", "fragments", "indices", "parse_ids", "rederivation", "rows_changed", "altered",
+                          "version"}
     assert table["rows_changed"] is None  # a damaged fragment, not rows changed behind Fabric's back
     assert set(doc) == {"tables", "release_id", "republished", "restored", "resumed", "failed_runs",
                         "unreadable_tables", "failed"}
@@ -660,3 +661,33 @@ def test_a_repair_says_what_its_ingest_took_in_beside_the_repair(home, pristine)
     assert "also took in source(s): 1 new" in " ".join(out.output.split()), out.output
     quiet = _repair(home)  # nothing damaged, nothing run: nothing to say
     assert "also took in" not in quiet.output
+
+
+def test_vector_bytes_altered_in_a_file_that_reads_are_re_embedded(home):
+    """guards against: one bit of one stored vector flipped inside its data file (still finite, the
+    file still reads): the dense channel was off for every query (vector-digest-mismatch) and the
+    repair found nothing to do, a snapshot restore the only remedy (the repair now compares each
+    parse's rows with the digest its write recorded)."""
+    import numpy as np
+
+    before = served_rows(home)
+    first = home.tables.read("chunk_vectors", columns=["parse_id", "vector"]).slice(0, 1).to_pylist()[0]
+    vec = np.asarray(first["vector"], dtype="<f4").tobytes()
+    ((_, path),) = [f for f in _latest_files(home, "chunk_vectors")
+                    if vec[:64] in (home.layout.tables / "chunk_vectors.lance" / "data" / f[1]).read_bytes()]
+    file = home.layout.tables / "chunk_vectors.lance" / "data" / path
+    data = bytearray(file.read_bytes())
+    data[data.find(vec[:64]) + 5] ^= 0x01
+    file.write_bytes(bytes(data))
+    assert Fabric(home.root).search("lighthouse keeper").skipped_channels["dense"].startswith("vector-digest-mismatch")
+    dry = _repair(home, "--dry-run", "--json")
+    assert dry.exit_code == 0, dry.output
+    (table,) = json.loads(dry.stdout)["tables"]
+    assert (table["table"], table["altered"], table["parse_ids"], table["fragments"]) == \
+        ("chunk_vectors", [first["parse_id"]], [first["parse_id"]], {}), table
+    out = _repair(home)
+    assert out.exit_code == 0 and "(altered)" in out.output, out.output
+    pack = Fabric(home.root).search("lighthouse keeper", debug=True)
+    assert "dense" not in pack.skipped_channels and "dense" in pack.channels_run
+    assert served_rows(home) == before
+    assert json.loads(_repair(home, "--dry-run", "--json").stdout)["tables"] == []
