@@ -33,7 +33,8 @@ def label_of_locations(locations: Sequence[Mapping[str, Any]]) -> str:
     that has them, merged (Markdown and plain text: the heading path is the hit's section, printed
     beside it; a single table cell or note adds its place from its path); else the structural path
     every location shares joined by `` > `` (slide, shape or notes; table cell or note;
-    :func:`path_label`), or the first location's element path. ``""`` when nothing is known.
+    :func:`path_label`; a leading top-level heading, which has none, left out), or the first
+    location's element path. ``""`` when nothing is known.
 
     >>> label_of_locations([{"pages": [7]}, {"pages": [8]}])
     'pp. 7–8'
@@ -57,6 +58,12 @@ def label_of_locations(locations: Sequence[Mapping[str, Any]]) -> str:
         one = len(locations) == 1 and first.get("kind") in ("table_cell", "note") and first.get("path")
         cell = first["path"][-1] if one else ""
         return f"{lines} ({cell})" if cell else lines
+    # A top-level heading has no section path (it is the section the rest sit in): when it leads
+    # and every other location has a path, those paths say where the hit is; its element path
+    # alone would name the heading and none of what follows it (hostile trial 14c).
+    pathed = locations[1:] if first.get("kind") == "heading" and not first.get("path") else locations
+    if pathed and all(loc.get("path") for loc in pathed):
+        return path_label([loc["path"] for loc in pathed])
     if first.get("path"):
         return path_label([loc.get("path") or () for loc in locations])
     if first.get("element_path"):

@@ -117,6 +117,24 @@ def test_the_label_of_several_shapes_or_slides_says_only_what_all_of_them_share(
     assert location_label(cells) == "slide 3 > Table 2"
 
 
+def test_a_hit_that_starts_at_a_top_level_heading_is_labelled_by_what_follows_it():
+    """guards against (hostile trial 14c): a DOCX hit of a document's title heading and the three
+    tables under it, searched for "Steroids" (table 1, row 3), labelled `/w:document/w:body/w:p[1]`:
+    the title's own element path, which holds none of the tables. A top-level heading has no
+    section path of its own, so the label fell through to the first location's element path."""
+    title = location_of("h", "heading", {"element_path": "/w:document/w:body/w:p[1]"}, ())
+    cells = [location_of(u, "table_cell", {"element_path": f"/w:document/w:body/w:tbl[{t + 1}]/w:tr[1]/w:tc[1]",
+                                           "table": t, "row": 0, "col": 0}, ("Tables",))
+             for u, t in (("a", 0), ("b", 1))]
+    assert location_label([title, *cells]) == "Tables"
+    assert location_label([title, cells[0]]) == "Tables > table 1, row 1, col 1"
+    # An HTML page's h1 and its first paragraph, both under no heading: the element path as before.
+    h1 = location_of("h", "heading", {"element_path": "/html/body/h1"}, ())
+    para = location_of("p", "paragraph", {"element_path": "/html/body/p[1]"}, ())
+    assert location_label([h1, para]) == "/html/body/h1"
+    assert location_label([title]) == "/w:document/w:body/w:p[1]"
+
+
 # -- PDF: the page --------------------------------------------------------------------------------
 
 
