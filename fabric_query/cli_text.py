@@ -103,6 +103,7 @@ def render_pack(pack: Mapping[str, Any], *, colour_out: bool = False, colour_err
     ``unmatched_filters`` entry, or per hit a line with
     its rank, source key, location label and section path, a line with its channels, parse and
     unit count (and "dense only, below the similarity floor" for ``below_dense_floor``), a line
+    naming the other files that hold the same bytes (``also_cited_by``), a line
     saying the hit quotes an older version when ``source_changed``, and its text with the matched words highlighted (the first
     :data:`HIT_TEXT_CHARS` characters, then ``…``).
 
@@ -153,6 +154,11 @@ def render_pack(pack: Mapping[str, Any], *, colour_out: bool = False, colour_err
         ocr = "  (OCR: read from a page image)" if any(
             loc.get("kind") == "ocr_text" for loc in c.get("locations") or ()) else ""
         out.append(f"   channels: {channels}  parse {c['parse_id'][:12]}  units {len(c['spans'])}{floor}{ocr}")
+        # Other files holding the same bytes: the hit cites one of them (the first by key), and a
+        # reader looking for another would take it for not indexed.
+        also = c.get("also_cited_by") or ()
+        if also:
+            out.append(f"   also in: {', '.join(one_line(k) for k in also)} (the same bytes)")
         changed = hit.get("source_changed")
         if changed:
             out.append("   " + _style(f"an older version: the file changed since, and its new version "

@@ -254,3 +254,14 @@ def test_a_hit_holding_ocr_text_says_so():
     out, _ = render_pack(_pack(scanned))
     assert "scan.pdf p. 2" in out and "(OCR: read from a page image)" in out
     assert "OCR" not in render_pack(_pack(typed))[0]
+
+
+def test_a_hit_whose_bytes_other_files_hold_too_names_them():
+    """guards against (hostile trial 14c): a report kept in reports/ and a copy in archive/copies/
+    searched: every hit printed the copy only (the first key), so the reader took the report for
+    not indexed; the other files holding the same bytes were in the JSON's ``also_cited_by`` only."""
+    hit = _hit([("native code", True)], "fs:lib/archive/copies/paper copy.pdf")
+    hit["citation"]["also_cited_by"] = ["fs:lib/reports/paper.pdf", "fs:lib/x\n2. fs:lib/evil.pdf"]
+    out, _ = render_pack(_pack(hit))
+    assert "   also in: fs:lib/reports/paper.pdf, fs:lib/x\\x0a2. fs:lib/evil.pdf (the same bytes)\n" in out
+    assert "also in" not in render_pack(_pack(_hit([("native code", True)])))[0]
