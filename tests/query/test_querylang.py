@@ -241,6 +241,17 @@ def test_empty_query(text):
         parse_query(text)
 
 
+def test_a_query_of_excluded_terms_only_is_told_so():
+    """guards against (hostile trial 14c): `fabric search -- -budget` answered "filters alone are
+    not a query", though the query held no filter: an excluded term only narrows what a search term
+    finds."""
+    with pytest.raises(EmptyQueryError, match=r"an excluded term \(-budget\) only narrows"):
+        parse_query("-budget")
+    with pytest.raises(EmptyQueryError, match="filters alone") as ei:
+        parse_query("path:x")
+    assert "excluded" not in str(ei.value)
+
+
 def test_empty_query_error_is_a_syntax_error():
     """guards against: the error hierarchy being flattened (callers catch QuerySyntaxError)."""
     assert issubclass(EmptyQueryError, QuerySyntaxError)
