@@ -128,11 +128,24 @@ def test_a_hit_that_starts_at_a_top_level_heading_is_labelled_by_what_follows_it
              for u, t in (("a", 0), ("b", 1))]
     assert location_label([title, *cells]) == "Tables"
     assert location_label([title, cells[0]]) == "Tables > table 1, row 1, col 1"
-    # An HTML page's h1 and its first paragraph, both under no heading: the element path as before.
+    # An HTML page's h1 and its first paragraph, both under no heading: their element paths.
     h1 = location_of("h", "heading", {"element_path": "/html/body/h1"}, ())
     para = location_of("p", "paragraph", {"element_path": "/html/body/p[1]"}, ())
-    assert location_label([h1, para]) == "/html/body/h1"
+    assert location_label([h1, para]) == "/html/body/h1, p[1]"
     assert location_label([title]) == "/w:document/w:body/w:p[1]"
+
+
+def test_a_hit_of_several_elements_under_no_heading_names_every_one():
+    """guards against (hostile trial 14c): a DOCX hit of three paragraphs under no heading
+    (w:p[19], w:p[23], w:p[25] of a handbook) labelled `/w:document/w:body/w:p[19]`, the first one's
+    element path alone: the label named a paragraph that did not hold the rest of the cited text."""
+    paras = [location_of(u, "paragraph", {"element_path": f"/w:document/w:body/w:p[{i}]"}, ())
+             for u, i in (("a", 19), ("b", 23), ("c", 25))]
+    assert location_label(paras) == "/w:document/w:body/w:p[19], w:p[23], w:p[25]"
+    assert location_label(paras[:1]) == "/w:document/w:body/w:p[19]"
+    spread = [location_of("p", "paragraph", {"element_path": "/html/body/div[2]/p[1]"}, ()),
+              location_of("q", "list_item", {"element_path": "/html/body/div[2]/ul/li[2]"}, ())]
+    assert location_label(spread) == "/html/body/div[2] (2 elements)"
 
 
 # -- PDF: the page --------------------------------------------------------------------------------
