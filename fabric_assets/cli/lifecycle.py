@@ -1,3 +1,4 @@
+# Over 500 lines: every lifecycle command (purge, cleanup, snapshots, parse actions, repair, audit) with its typed options and what it prints, one Typer group.
 """The ``fabric`` lifecycle commands: purge (and, as they land, retention, snapshots, operator
 actions). Each calls the plain function in :mod:`fabric_assets.lifecycle` that its Dagster job
 calls too, and imports it inside its body."""
