@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import sys
 import time
 from pathlib import Path
@@ -21,6 +22,7 @@ import typer
 from pydantic import ValidationError
 from rich.console import Console
 from rich.table import Table
+from typer.core import TyperCommand
 
 from fabric_query.cli_fast import LIMIT_MAX, LIMIT_MIN
 from fabric_query.errors import FabricQueryError
@@ -158,7 +160,26 @@ def _listed(items, line, at_most: int = LISTED_AT_MOST) -> None:
         console.print(f"  … and {len(items) - at_most} more like these (`fabric status --json` lists every one)")
 
 
-@read_app.command()
+class _SearchCommand(TyperCommand):
+    """``fabric search``: an argument that starts with ``-`` and is no option is a query the shell
+    passed as it is (``'-draft notes'``); the error says how to search it (``--`` before it)."""
+
+    def parse_args(self, ctx, args: list[str]) -> list[str]:
+        given = list(args)  # the parser consumes the list it is given
+        try:
+            return super().parse_args(ctx, args)
+        except Exception as exc:
+            # Click's NoSuchOption, by name: Typer 0.29 raises the one of the Click it vendors.
+            name = getattr(exc, "option_name", None)
+            if type(exc).__name__ == "NoSuchOption" and isinstance(name, str) and not name.startswith("--"):
+                word = next((a for a in given if not a.startswith("--") and a.startswith(name)), None)
+                if word is not None:
+                    exc.message += (f" (a query that starts with '-' needs '--' before it: "
+                                    f"fabric search -- {shlex.quote(word)})")
+            raise
+
+
+@read_app.command(cls=_SearchCommand)
 def search(
     query: Annotated[str, typer.Argument(
         help='Free text, "phrases", -excluded, path:/type:/lang:/after:/before:/source:/confidence:')],

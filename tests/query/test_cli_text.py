@@ -265,3 +265,16 @@ def test_a_hit_whose_bytes_other_files_hold_too_names_them():
     out, _ = render_pack(_pack(hit))
     assert "   also in: fs:lib/reports/paper.pdf, fs:lib/x\\x0a2. fs:lib/evil.pdf (the same bytes)\n" in out
     assert "also in" not in render_pack(_pack(_hit([("native code", True)])))[0]
+
+
+def test_a_query_that_starts_with_a_dash_is_told_to_follow_a_double_dash(tmp_path):
+    """guards against (hostile trial 14c): `fabric search '-draft notes'` answered only "No such
+    option: -d" (the query read as options); the README's `--` was nowhere in the error."""
+    from fabric_assets.cli import app
+
+    home = ["--home", str(tmp_path / "none")]
+    result = CliRunner().invoke(app, ["search", "-draft notes", *home])
+    assert result.exit_code == 2 and "No such option: -d" in result.output
+    assert "fabric search -- '-draft notes'" in " ".join(result.output.replace("│", " ").split())
+    typo = CliRunner().invoke(app, ["search", "x", "--jsn", *home])
+    assert typo.exit_code == 2 and "No such option: --jsn" in typo.output and "needs '--'" not in typo.output
