@@ -102,7 +102,11 @@ def _run_ingest(path: Path) -> int:
     new = len(set(s.new) - {k for _, k in s.moved})
     deleted = len(set(s.deleted) - {k for k, _ in s.moved})
     table = Table(title=f"ingest {path} → {home.root}", show_header=False)
+    # The folder's key prefix: a second folder of the same name is `notes-<6 hex>`, which
+    # `path:notes/` and `prefix:notes/` do not name.
+    root = next((r for r in home.catalog.roots() if r.path == str(path.resolve())), None)
     for label, value in [
+        *([("source keys", escape(one_line(f"fs:{root.label}/…")))] if root is not None else []),
         ("new / changed / deleted / moved", f"{new} / {len(s.changed)} / {deleted} / {len(s.moved)}"),
         ("unchanged content (touched)", str(len(s.touched))),
         ("re-parsed (parser version or settings changed)", str(len(s.reparsed))),

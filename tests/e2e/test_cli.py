@@ -96,6 +96,23 @@ def test_a_moved_file_is_one_move_in_the_ingest_summary(tmp_path):
     assert re.search(r"(\d+) / (\d+) / (\d+) / (\d+)", line).groups() == ("1", "0", "1", "1"), line
 
 
+def test_the_ingest_summary_names_the_folders_source_keys(tmp_path):
+    """guards against (hostile trial 14c): a second folder named like a registered one (`b/notes`
+    beside `a/notes`) keyed `fs:notes-<6 hex>/…` with nothing saying so: the summary named the path
+    only, and `path:notes/` or `prefix:notes/` then missed it."""
+    import hashlib
+
+    home = str(tmp_path / "home")
+    for side in ("a", "b"):
+        (tmp_path / side / "notes").mkdir(parents=True)
+        (tmp_path / side / "notes" / "x.txt").write_text(f"A note kept in folder {side}.\n")
+    first = runner.invoke(app, ["ingest", str(tmp_path / "a" / "notes"), "--home", home], terminal_width=200)
+    assert first.exit_code == 0 and "fs:notes/…" in first.output, first.output
+    second = runner.invoke(app, ["ingest", str(tmp_path / "b" / "notes"), "--home", home], terminal_width=200)
+    label = "notes-" + hashlib.sha256(str((tmp_path / "b" / "notes").resolve()).encode()).hexdigest()[:6]
+    assert second.exit_code == 0 and f"fs:{label}/…" in second.output, second.output
+
+
 def test_an_ingest_of_many_unsupported_files_names_a_few_and_counts_the_rest(tmp_path):
     """Property: the ingest summary names at most ``LISTED_AT_MOST`` unsupported files and says how
     many more there are (as `fabric status` below it does), so a folder of thousands of logs or
