@@ -139,7 +139,10 @@ def plan_purge(catalog: Catalog, selector: PurgeSelector) -> PurgePlan:
         keys = sorted(k for k in given_keys if k in sources or source_key_hash(k) not in resumed)
         unknown = [k for k in keys if k not in sources]
         if unknown:
-            raise PurgeRefused(f"no such source: {', '.join(unknown)} (see `fabric status`)")
+            # A key typed as the path `fabric search` prints after `fs:` (source keys start with it).
+            meant = [f"fs:{k}" for k in unknown if f"fs:{k}" in sources]
+            hint = f"did you mean {', '.join(meant)}? source keys start with fs:; " if meant else ""
+            raise PurgeRefused(f"no such source: {', '.join(unknown)} ({hint}see `fabric status`)")
         alive = [k for k in keys if sources[k].state != "deleted"]
         if alive:
             raise PurgeRefused(

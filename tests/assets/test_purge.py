@@ -242,6 +242,20 @@ def test_purge_refuses_a_present_source_and_an_unknown_one_removing_nothing(tmp_
     assert Fabric(fabric_home.root).search("lighthouse keeper").results
 
 
+def test_a_source_named_without_its_fs_prefix_is_answered_with_the_key_it_means(tmp_path, fabric_home):
+    """guards against (hostile trial 14c): `fabric purge --source library/notes/reise-de.txt`, the
+    path as `fabric search` prints it but for `fs:`, refused with "no such source" and no word of
+    the key it meant."""
+    src = tmp_path / "corpus"
+    _write(src, {"lighthouse.txt": PUBLIC["lighthouse.txt"]})
+    ingest(src, fabric_home)
+    with pytest.raises(PurgeRefused, match=r"no such source: corpus/lighthouse\.txt \(did you mean "
+                                           r"fs:corpus/lighthouse\.txt\?"):
+        plan_purge(fabric_home.catalog, PurgeSelector(source_keys=("corpus/lighthouse.txt",)))
+    with pytest.raises(PurgeRefused, match=r"no such source: fs:corpus/nope\.txt \(see"):
+        plan_purge(fabric_home.catalog, PurgeSelector(source_keys=("fs:corpus/nope.txt",)))
+
+
 def test_purging_a_root_unregisters_it_and_keeps_content_shared_with_another_root(tmp_path, fabric_home):
     """guards against: a root purge leaving the root registered (the next ingest would take every
     file in again) or removing bytes another source still holds."""
