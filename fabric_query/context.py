@@ -311,8 +311,12 @@ def _unmatched_note(key: str, part: Filters, sources: Mapping[str, Mapping[str, 
         return "no source was modified on or after that day" + (f"; the newest on {day(max(times))}" if times else "")
     if key == "before":
         return "no source was modified before that day" + (f"; the oldest on {day(min(times))}" if times else "")
-    return {"source": "no visible source has that key", "path": "no source key contains that text",
-            "prefix": "no source key starts with that prefix"}[key]
+    if key == "source":
+        # A key typed as the path `fabric search` prints after `fs:` (visible sources only).
+        meant = [f"fs:{k}" for k in part.sources if f"fs:{k}" in sources]
+        return "no visible source has that key" + (
+            f" (did you mean {', '.join(meant)}? source keys start with fs:)" if meant else "")
+    return {"path": "no source key contains that text", "prefix": "no source key starts with that prefix"}[key]
 
 
 def low_confidence_chunks(view: ReleaseView, eligible: set[str] | None, min_confidence: float | None

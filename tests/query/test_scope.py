@@ -135,6 +135,20 @@ def test_filter_notes_on_edge_cases_of_the_release():
     assert unmatched_filters(empty, parse_query("x").filters) == {}  # no filter: nothing to explain
 
 
+def test_a_source_filter_without_its_fs_prefix_names_the_key_it_means():
+    """guards against (hostile trial 14c): `budget source:library/notes/meeting-2024-03.md` (the key
+    without `fs:`) answered "no visible source has that key" and nothing of the key it meant."""
+    from types import SimpleNamespace
+
+    from fabric_query.context import unmatched_filters
+
+    view = SimpleNamespace(sources={"fs:notes/a.md": {"media_type": "text/markdown", "mtime_ns": 0, "language": "en"}})
+    assert unmatched_filters(view, parse_query("x source:notes/a.md,notes/b.md").filters) == {
+        "source": "no visible source has that key (did you mean fs:notes/a.md? source keys start with fs:)"}
+    assert unmatched_filters(view, parse_query("x source:fs:notes/b.md").filters) == {
+        "source": "no visible source has that key"}
+
+
 def test_a_filter_that_admits_something_has_no_note(fabric):
     for query in ("lamp type:markdown", "lamp lang:ja", "nonexistentword type:text"):
         pack = fabric.search(query)
