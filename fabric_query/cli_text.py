@@ -33,6 +33,8 @@ _NEWER = {"failed": "failed to parse (see `fabric status`)", "held": "is held by
           "unparsed": "is not parsed (a type Fabric does not parse, or over a size cap)"}
 #: Characters of a hit's text printed before ``…``.
 HIT_TEXT_CHARS = 600
+#: Other files holding a hit's bytes named under it (``also in:``); the rest are counted (``--json`` lists all).
+ALSO_IN_SHOWN = 3
 
 _BOLD, _DIM, _RED, _YELLOW, _BOLD_YELLOW, _RESET = "\x1b[1m", "\x1b[2m", "\x1b[31m", "\x1b[33m", "\x1b[1;33m", "\x1b[0m"
 # C0 controls but tab and newline, DEL, C1 controls (ESC and CSI among them), and the bidirectional
@@ -158,7 +160,8 @@ def render_pack(pack: Mapping[str, Any], *, colour_out: bool = False, colour_err
         # reader looking for another would take it for not indexed.
         also = c.get("also_cited_by") or ()
         if also:
-            out.append(f"   also in: {', '.join(one_line(k) for k in also)} (the same bytes)")
+            more = f" and {len(also) - ALSO_IN_SHOWN} more" if len(also) > ALSO_IN_SHOWN else ""
+            out.append(f"   also in: {', '.join(one_line(k) for k in also[:ALSO_IN_SHOWN])}{more} (the same bytes)")
         changed = hit.get("source_changed")
         if changed:
             out.append("   " + _style(f"an older version: the file changed since, and its new version "

@@ -265,6 +265,9 @@ def test_a_hit_whose_bytes_other_files_hold_too_names_them():
     out, _ = render_pack(_pack(hit))
     assert "   also in: fs:lib/reports/paper.pdf, fs:lib/x\\x0a2. fs:lib/evil.pdf (the same bytes)\n" in out
     assert "also in" not in render_pack(_pack(_hit([("native code", True)])))[0]
+    hit["citation"]["also_cited_by"] = [f"fs:lib/copy{i}.pdf" for i in range(50)]
+    out, _ = render_pack(_pack(hit))
+    assert "   also in: fs:lib/copy0.pdf, fs:lib/copy1.pdf, fs:lib/copy2.pdf and 47 more (the same bytes)\n" in out
 
 
 def test_a_query_that_starts_with_a_dash_is_told_to_follow_a_double_dash(tmp_path):
