@@ -112,6 +112,16 @@ def test_an_index_of_an_older_layout_is_rebuilt_not_extended(tmp_path, fabric_ho
     assert pack.fallback_reason is None and "word" in pack.channels_run and pack.results
 
 
+def _served(fabric_home):
+    """The current release's index, chunk ID -> text and window ID -> member chunk IDs."""
+    release = fabric_home.catalog.current_release()
+    opened = fabric_home.lexical.open(release.manifest["lexical_generation"])
+    chunks = fabric_home.tables.read("chunks", version=release.manifest["tables"]["chunks"])
+    text = dict(zip(chunks.column("chunk_id").to_pylist(), chunks.column("text").to_pylist()))
+    windows = fabric_home.tables.read("context_windows", version=release.manifest["tables"]["context_windows"])
+    return opened, text, dict(zip(windows.column("window_id").to_pylist(), windows.column("chunk_ids").to_pylist()))
+
+
 def test_cjk_query_fuses_the_rescored_word_list(tmp_path, fabric_home):
     """guards against: the pipeline fusing tantivy's own scores for a CJK query when bigram
     parameters are configured (the list fusion sees must be the re-scored one)."""
@@ -127,12 +137,7 @@ def test_cjk_query_fuses_the_rescored_word_list(tmp_path, fabric_home):
     assert params is not None
     scores = [s for _, s in word]
     assert scores == sorted(scores, reverse=True)
-    release = fabric_home.catalog.current_release()
-    opened = fabric_home.lexical.open(release.manifest["lexical_generation"])
-    chunks = fabric_home.tables.read("chunks", version=release.manifest["tables"]["chunks"])
-    text = dict(zip(chunks.column("chunk_id").to_pylist(), chunks.column("text").to_pylist()))
-    windows = fabric_home.tables.read("context_windows", version=release.manifest["tables"]["context_windows"])
-    members = dict(zip(windows.column("window_id").to_pylist(), windows.column("chunk_ids").to_pylist()))
+    opened, text, members = _served(fabric_home)
     window_of = {h.chunk_id: h.provenance["word"]["window_id"] for h in pack.results if "word" in h.channels}
     assert set(window_of) == {c for c, _ in word}
     # The word field's documents are context windows: each hit carries its window's re-scored BM25.
@@ -151,12 +156,7 @@ def test_an_english_query_is_rescored_with_the_configured_word_bm25(tmp_path, fa
     for name, text in notes.items():
         (corpus / f"{name}.txt").write_text(text + "\n")
     ingest(corpus, fabric_home)
-    release = fabric_home.catalog.current_release()
-    opened = fabric_home.lexical.open(release.manifest["lexical_generation"])
-    chunks = fabric_home.tables.read("chunks", version=release.manifest["tables"]["chunks"])
-    text = dict(zip(chunks.column("chunk_id").to_pylist(), chunks.column("text").to_pylist()))
-    windows = fabric_home.tables.read("context_windows", version=release.manifest["tables"]["context_windows"])
-    members = dict(zip(windows.column("window_id").to_pylist(), windows.column("chunk_ids").to_pylist()))
+    opened, text, members = _served(fabric_home)
     query = "lighthouse keeper lamp"
 
     def word_scores(config: dict) -> dict[str, tuple[str, float]]:
