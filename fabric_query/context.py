@@ -271,7 +271,8 @@ def unmatched_filters(view: ReleaseView, filters: Filters) -> dict[str, str]:
     itself (:meth:`~fabric_query.querylang.Filters.dimensions`), a sentence naming what the release
     has instead (``type`` and ``lang``: its values with their source counts, most common first, a
     source with no identified language as "none identified", which no ``lang:`` admits; ``after`` /
-    ``before``: the newest / oldest modification day, UTC); ``{"*": ...}`` when each admits some
+    ``before``: the newest / oldest modification day, UTC; ``path`` and ``prefix``: the first folder
+    of its source keys, after ``fs:``, with counts); ``{"*": ...}`` when each admits some
     source and only their conjunction admits none, or when the release has no visible source at
     all; ``{}`` when something is admitted.
 
@@ -316,7 +317,11 @@ def _unmatched_note(key: str, part: Filters, sources: Mapping[str, Mapping[str, 
         meant = [f"fs:{k}" for k in part.sources if f"fs:{k}" in sources]
         return "no visible source has that key" + (
             f" (did you mean {', '.join(meant)}? source keys start with fs:)" if meant else "")
-    return {"path": "no source key contains that text", "prefix": "no source key starts with that prefix"}[key]
+    # The folders the keys start with (what `prefix:` matches after `fs:`): a second folder named like
+    # a registered one is keyed `notes-<hash>/`, which a user typing `notes/` cannot guess (trial 14c).
+    tops = counted(k.split(":", 1)[-1].split("/", 1)[0] + "/" for k in sources)
+    return {"path": "no source key contains that text", "prefix": "no source key starts with that prefix"}[key] + (
+        f"; the release's keys start with: {tops}")
 
 
 def low_confidence_chunks(view: ReleaseView, eligible: set[str] | None, min_confidence: float | None

@@ -98,10 +98,12 @@ def test_prefix_is_a_prefix_not_a_substring(fabric):
     ("lamp lang:xx", None, {"lang": "no source is in this language; the release has: en (4), ja (1)"}),
     (f"lamp after:{_day(20000)}", None, {"after": f"no source was modified on or after that day; the newest on {_day(19400)}"}),
     (f"lamp before:{_day(18000)}", None, {"before": f"no source was modified before that day; the oldest on {_day(19000)}"}),
-    ("lamp path:nowhere type:exe", None, {"path": "no source key contains that text",
+    ("lamp path:nowhere type:exe", None, {"path": "no source key contains that text; the release's keys start "
+                                                  "with: corpus/ (5)",
                                           "type": "no source has this media type; the release has: text/plain (4), "
                                                   "text/markdown (1)"}),
-    ("lamp prefix:notes/", None, {"prefix": "no source key starts with that prefix"}),
+    ("lamp prefix:notes/", None, {"prefix": "no source key starts with that prefix; the release's keys start "
+                                            "with: corpus/ (5)"}),
     ("lamp source:fs:corpus/none.txt", None, {"source": "no visible source has that key"}),
     # Each admits some source, together none: the note says so instead of blaming one.
     ("lamp lang:ja type:markdown", None, {"*": "each filter admits some source of this release; none admits a "
