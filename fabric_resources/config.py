@@ -378,7 +378,7 @@ class QueryConfig(_Strict):
     # Off since stop 47: a chunk matching only `what`/`to`/`do`/`about` of a question was lexical
     # evidence on a small home. Measured on the four English collections (docs/ranking.md, "Function
     # words are no evidence"): fused nDCG@10 within 0.005 on every half, the worst dev margin (NPL) up,
-    # the word channel's Recall@100 up on every half.
+    # the word channel's Recall@100 up on seven halves, unchanged on NPL test.
     function_word_matches: bool = Field(
         False, strict=True,
         description="Word channel: a chunk whose only query words are English function words (NLTK's 179, as "
