@@ -746,6 +746,31 @@ def test_html_keeps_main_text_with_element_paths_and_drops_scripts_and_navigatio
     assert not any(u.text in ("Main page", "Contents", "Random article") and u.kind != "heading" for u in wiki.units)
 
 
+
+@pytest.mark.parametrize("main_text", ["trafilatura", "all"])
+def test_a_mediawiki_edit_link_is_not_heading_text(main_text):
+    """guards against (trial 14c): a saved Wikipedia page's headings read "Details[edit]", and every
+    unit's section path below carried the link (its chunks' dense input too). The heading is still
+    kept as main text (trafilatura's line holds the link: matched with it, kept without it)."""
+    from fabric_resources.parsing.html.parser import parse_html
+
+    wiki = _html("html/wikipedia-tsne.html", main_text)
+    headings = [u.text for u in wiki.units if u.kind == "heading"]
+    assert {"Details", "Software", "References", "External links"} <= set(headings)
+    assert not any("[edit]" in title for u in wiki.units for title in (u.text, *u.section_path))
+    page = ('<html><body><h1>Lighthouses</h1><p>A lighthouse is a tower that emits light to guide ships at '
+            'sea, and keepers tended the lamps.</p><h2><span class="mw-headline">History</span>'
+            '<span class="mw-editsection"><span class="mw-editsection-bracket">[</span><a href="?action=edit">'
+            'edit</a><span class="mw-editsection-bracket">]</span></span></h2><p>The Pharos of Alexandria '
+            'was the most famous lighthouse of the ancient world for many centuries.</p>'
+            '<h2>Repairs <span class="editsection">[edit]</span></h2><p>Keepers repaired the lamps every '
+            'winter with oil and brass fittings from the mainland harbour.</p></body></html>').encode()
+    # trafilatura keeps no heading of so short a page: every element is read here. Only MediaWiki's
+    # class is page chrome; another site's "[edit]" is its own text.
+    doc = parse_html(page, HtmlParserConfig(main_text="all", isolation=IN_PROCESS))
+    assert [u.text for u in doc.units if u.kind == "heading"] == ["Lighthouses", "History", "Repairs [edit]"]
+    assert doc.units[3].section_path == ("Lighthouses", "History")  # the Pharos paragraph
+
 @pytest.mark.parametrize("main_text", ["trafilatura", "all"])
 def test_html_past_libxml2_limits_fails_named_instead_of_losing_the_rest(main_text):
     """guards against: libxml2 (recovering, as every HTML parse does) stopping at 256 nested

@@ -381,25 +381,36 @@ def _cell_table(el):
 _RUBY_READINGS = ("rt", "rp", "rtc")
 
 
+#: MediaWiki's "[edit]" link beside each section heading (Wikipedia, Fandom, any MediaWiki site): its
+#: skins render it as ``<span class="mw-editsection">`` inside the heading, so a saved page's heading
+#: read "Details[edit]" and every section path below it carried the link.
+_EDIT_SECTION = "mw-editsection"
+
+
 def _texts(el) -> tuple[str, str]:
-    """``el``'s text as trafilatura reads it (ruby readings inline, ``漢(かん)字じ``) and as the unit
-    keeps it: the base text only (``漢字``, found by a search for it and cited as it reads)."""
+    """``el``'s text as trafilatura reads it (ruby readings inline, ``漢(かん)字じ``; a MediaWiki
+    heading with its ``[edit]`` link) and as the unit keeps it: the base text only (``漢字``, found
+    by a search for it and cited as it reads), no edit link (:data:`_EDIT_SECTION`)."""
     matched = _inline_text(el)
-    if next(el.iter(*_RUBY_READINGS), None) is None:
+    if next(el.iter(*_RUBY_READINGS), None) is None and not any(map(_edit_link, el.iter("span"))):
         return matched, matched
-    return matched, _inline_text(el, readings=False)
+    return matched, _inline_text(el, shown=True)
 
 
-def _inline_text(el, readings: bool = True) -> str:
-    """Text of ``el`` and its descendants, skipping script/style and the like (and, without
-    ``readings``, ruby readings); ``<br>`` -> space."""
+def _edit_link(el) -> bool:
+    return _EDIT_SECTION in (el.get("class") or "").split()
+
+
+def _inline_text(el, shown: bool = False) -> str:
+    """Text of ``el`` and its descendants, skipping script/style and the like (and, with ``shown``,
+    ruby readings and MediaWiki's edit links: what the unit keeps); ``<br>`` -> space."""
     parts: list[str] = []
 
     def add(node) -> None:
         tag = node.tag.lower() if isinstance(node.tag, str) else None
         if tag is None:  # comment or processing instruction
             return
-        if tag in _SKIP or _hidden(node) or (not readings and tag in _RUBY_READINGS):
+        if tag in _SKIP or _hidden(node) or (shown and (tag in _RUBY_READINGS or _edit_link(node))):
             return
         if tag == "br":
             parts.append("\n")
