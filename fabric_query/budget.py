@@ -4,7 +4,9 @@ A passage is never cut to fit: one that would exceed what is left of the budget 
 every hit it carries (``dropped_for_budget`` counts those hits), and lower-ranked hits whose
 passage still fits are kept (greedy by rank, the way Theurian's ``maxTokens`` spends a budget).
 Hits keep their rank, so a gap shows where something was dropped. Token counts are those of the
-passages (the chunker's tokenizer, :attr:`fabric_query.types.Passage.token_count`). Pure.
+passages (the chunker's tokenizer, :attr:`fabric_query.types.Passage.token_count`). Under a budget
+the pipeline grows each passage to the budget at most (``min(passages.max_tokens, max_tokens)``), so
+the best hit is dropped only when its own chunk does not fit. Pure.
 """
 
 from __future__ import annotations

@@ -102,7 +102,8 @@ def search(
         The structured twin of the query string's filters (:class:`fabric_query.scope.Scope`, or
         its dict); a dimension is given in the scope or in the query string, not both.
     max_tokens
-        A token budget: whole passages, best first, while they fit (:mod:`fabric_query.budget`);
+        A token budget: whole passages, best first, while they fit (:mod:`fabric_query.budget`),
+        each grown around its hit to ``min(passages.max_tokens, max_tokens)`` at most;
         ``used_tokens`` and ``dropped_for_budget`` say what it cost. Default: no budget.
     cancel
         Set it (from another thread) to stop the query at its next stage boundary: the search
@@ -168,8 +169,11 @@ def search(
     ctx.checkpoint()
     final, membership, altered = verified_top(ctx.view, ranked, limit, ctx.windows.of)
     altered |= ctx.per_query(ALTERED_MET, set)
+    # Under a budget a passage grows to the budget at most: grown to the configured cap first, the best
+    # hit's passage could outgrow a budget its own chunk fits, and be dropped for a lower hit's.
+    passage_tokens = config.passages.max_tokens if max_tokens is None else min(config.passages.max_tokens, max_tokens)
     passages, units, trace, passage_of = assemble_passages(
-        ctx.view, final, ctx.sources_by_parse, config.passages.max_tokens, config.passages.max_units, membership)
+        ctx.view, final, ctx.sources_by_parse, passage_tokens, config.passages.max_units, membership)
     clock.lap("passages")
     ctx.checkpoint()
     hits, passages = assemble_hits(ctx, final, passages, passage_of, dict(fused), evidence, stage_scores, below)

@@ -245,9 +245,17 @@ def test_a_budget_never_truncates_and_spends_greedily_by_rank(fabric):
         pack = fabric.search("lamp lighthouse tide", limit=10, max_tokens=budget)
         assert pack.max_tokens == budget and pack.used_tokens <= budget
         assert pack.used_tokens == sum(p.token_count for p in pack.passages)
-        whole = {p.model_dump_json() for p in full.passages}
-        assert all(p.model_dump_json() in whole for p in pack.passages)  # whole passages, unchanged
         assert len(pack.results) + pack.dropped_for_budget == len(full.results)
+        assert [h.chunk_id for h in pack.results] == [h.chunk_id for h in full.results
+                                                      if h.chunk_id in {k.chunk_id for k in pack.results}]
+        for p in pack.passages:  # whole chunks, re-verified against the source as cited
+            result = fabric.resolve(p.citation)
+            assert result.status == "verified" and result.text == p.text
+        if budget < max(costs):
+            continue  # passages grow to the budget at most: smaller than the unbudgeted ones
+        # A budget every unbudgeted passage fits leaves them as they were: whole, unchanged ...
+        whole = {p.model_dump_json() for p in full.passages}
+        assert all(p.model_dump_json() in whole for p in pack.passages)
         # The greedy rule, recomputed from the unbudgeted answer.
         used, kept, expect = 0, set(), []
         for hit in full.results:
@@ -279,3 +287,43 @@ def test_scope_documents_twins_in_json(fabric):
     """The scope's JSON form is what the HTTP API takes."""
     scope = Scope(path_prefixes=("corpus/notes/",), modified_after=dt.date(2022, 1, 1))
     assert json.loads(scope.model_dump_json())["modified_after"] == "2022-01-01"
+
+
+@pytest.fixture(scope="module")
+def long_note(tmp_path_factory):
+    """A long note whose one paragraph about a sextant sits among seven about other things (one
+    context window of several chunks), and a short note that names the sextant in passing."""
+    root = tmp_path_factory.mktemp("budget")
+    folder = root / "corpus"
+    folder.mkdir()
+    filler = ("The harbour master counted the fishing boats, wrote the weather in the log book, mended "
+              "the nets with twine from the chandlery and sent the boys to fetch bread and salted fish. ")
+    paragraphs = [filler * 2] * 3 + [
+        "The navigator took the brass sextant from its case at noon and measured the sun's altitude "
+        "above the horizon to fix the ship's latitude, then checked the reading against the almanac."
+    ] + [filler * 2] * 4
+    (folder / "logbook.txt").write_text("\n\n".join(paragraphs) + "\n", encoding="utf-8")
+    (folder / "inventory.txt").write_text("Stores: rope, lamp oil, a sextant, canvas, nails.\n", encoding="utf-8")
+    home = FabricHome(root / "home")
+    ingest(folder, home)
+    return Fabric(home.root)
+
+
+def test_a_budget_the_best_hit_fits_keeps_it(long_note):
+    """guards against (trial 14c): passages grown to the configured cap before the budget was spent,
+    so the best hit's passage (its chunk and the chunks around it) outgrew a budget its own chunk
+    fits, and the pack kept only a lower, one-line hit. Under a budget a passage grows to the budget
+    at most; the greedy spend is unchanged."""
+    query = "the navigator measured the sun's altitude to fix the ship's latitude"
+    full = long_note.search(query, limit=5)
+    best = full.results[0]
+    passage = full.passages[best.passage]
+    assert best.citation.source_key.endswith("logbook.txt") and len(passage.chunk_ids) > 1  # the case exists
+    others = [h for h in full.results if h.citation.source_key.endswith("inventory.txt")]
+    assert others and full.passages[others[0].passage].token_count < passage.token_count
+    budget = passage.token_count - 1
+    pack = long_note.search(query, limit=5, max_tokens=budget)
+    assert pack.results and pack.results[0].chunk_id == best.chunk_id
+    kept = pack.passages[pack.results[0].passage]
+    assert best.chunk_id in kept.chunk_ids and kept.token_count <= budget and kept.truncated
+    assert long_note.resolve(kept.citation).status == "verified"
