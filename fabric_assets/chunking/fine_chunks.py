@@ -26,8 +26,11 @@ chunks, not one of twenty million characters.
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+
+import regex
 
 from fabric_resources.schema import FRAGMENT_SEPARATOR
 
@@ -38,7 +41,8 @@ _SENTENCE_END = frozenset(".!?。！？；;」』")
 #: packing rule changes. v2: counted spans (the cap holds for any input), word-boundary cuts.
 #: v3: a new page or slide starts a chunk (a PDF chunk cited "pp. 1–4" for a phrase on page 2).
 #: v4: a slide's title travels with the slide's text as a heading does (it was a chunk of its own).
-CHUNKER_VERSION = "fine-v4"
+#: v5: a cut inside a long unit never falls inside a grapheme cluster (Thai, emoji, NFD Hangul).
+CHUNKER_VERSION = "fine-v5"
 
 #: Unit kinds that start a chunk and travel with the text under them.
 HEADINGS = frozenset({"heading", "slide_title"})
@@ -96,9 +100,11 @@ def counted_spans(text: str, spans: list[tuple[int, int]], max_chars: int = MAX_
     -------
     list of (start_char, end_char)
         Every word piece of at most ``max_chars`` characters as it is; a longer one cut into
-        ``ceil(length / max_chars)`` spans; and every run of at least ``max_chars`` characters
-        outside all pieces cut the same way. Each span holds at most ``max_chars`` characters
-        and fewer than ``max_chars`` characters lie between two consecutive spans.
+        consecutive spans of at most ``max_chars`` characters, each ending at the last grapheme
+        cluster boundary (UAX #29) within reach (at ``max_chars`` when a cluster is longer);
+        and every run of at least ``max_chars`` characters outside all pieces cut the same way.
+        Each span holds at most ``max_chars`` characters and fewer than ``max_chars`` characters
+        lie between two consecutive spans.
 
     >>> counted_spans("ab " + "x" * 70, [(0, 2), (3, 73)], 32)
     [(0, 2), (3, 35), (35, 67), (67, 73)]
@@ -106,7 +112,16 @@ def counted_spans(text: str, spans: list[tuple[int, int]], max_chars: int = MAX_
     out: list[tuple[int, int]] = []
 
     def cut(start: int, end: int) -> None:
-        out.extend((s, min(s + max_chars, end)) for s in range(start, end, max_chars))
+        bounds = [m.end() for m in _GRAPHEME.finditer(text, start, end)]
+        s = start
+        while s < end:
+            e = min(s + max_chars, end)
+            if e < end:
+                k = bisect.bisect_right(bounds, e) - 1
+                if k >= 0 and bounds[k] > s:  # else a cluster longer than max_chars: cut where it must be
+                    e = bounds[k]
+            out.append((s, e))
+            s = e
 
     position = 0
     for start, end in [*spans, (len(text), len(text))]:
@@ -125,7 +140,8 @@ def _split_unit(text: str, spans: list[tuple[int, int]], max_tokens: int) -> lis
 
     ``spans`` are :func:`counted_spans`. Cuts after the last sentence end in the second half
     of a window, else at the last word boundary (whitespace before a token) there, else at a
-    token boundary; pieces are trimmed of surrounding whitespace and never empty.
+    token boundary; a cut never falls inside a grapheme cluster (:func:`_grapheme_cut`); pieces
+    are trimmed of surrounding whitespace and never empty.
     """
     pieces: list[tuple[int, int, int]] = []
     i = 0
@@ -137,7 +153,7 @@ def _split_unit(text: str, spans: list[tuple[int, int]], max_tokens: int) -> lis
                              if spans[k][1] > 0 and text[spans[k][1] - 1] in _SENTENCE_END), None)
             word = next((k for k in range(j, max(half, i + 1) - 1, -1)
                          if spans[k][0] > 0 and text[spans[k][0] - 1].isspace()), None)
-            j = sentence or word or j
+            j = _grapheme_cut(text, spans, i, sentence or word or j)
         start = spans[i][0] if i > 0 else 0
         end = spans[j][0] if j < len(spans) else len(text)
         while end > start and text[end - 1].isspace():
@@ -148,6 +164,24 @@ def _split_unit(text: str, spans: list[tuple[int, int]], max_tokens: int) -> lis
             pieces.append((start, end, j - i))
         i = j
     return pieces
+
+
+#: One user-perceived character: an extended grapheme cluster (UAX #29, as the ``regex`` module's ``\X``).
+_GRAPHEME = regex.compile(r"\X")
+
+
+def _grapheme_cut(text: str, spans: list[tuple[int, int]], i: int, j: int) -> int:
+    """The last cut ``k`` in ``(i, j]`` whose token starts a grapheme cluster; ``j`` when none does
+    (a whole window inside one cluster) or ``j`` ends the text. A word piece may start inside a
+    cluster — a Thai vowel sign (Thai is written without spaces between words), a syllable of
+    decomposed Hangul, an emoji's skin tone or joined person — and a cut there left a mark at the
+    head of the next chunk, cut from its letter. Clusters are found from the piece's start (a cut,
+    so a boundary) to the cut: a cluster that runs past the cut is still seen to."""
+    if j >= len(spans):
+        return j
+    lo, hi = spans[i][0], spans[j][0]
+    starts = {m.start() for m in _GRAPHEME.finditer(text, lo, hi + 1)}
+    return next((k for k in range(j, i, -1) if spans[k][0] in starts), j)
 
 
 #: Characters of unit text tokenized at once by :func:`pack_fine_chunks`. The tokenizer's output

@@ -323,6 +323,67 @@ def test_real_tokenizer_leading_untokenized_char_kept(real_spans):
     assert 0 in covered
 
 
+#: Grapheme clusters of several code points: a Thai syllable with its vowel sign and tone mark, a
+#: decomposed Hangul syllable, a family emoji joined by ZWJ, a thumb with a skin tone, a flag (two
+#: regional indicators), an e with three combining accents, a Devanagari conjunct.
+_CLUSTERS = ["เที่ย", "ที่", "\u1112\u1161\u11ab", "👨\u200d👩\u200d👧", "👍🏽", "🇯🇵",
+             "e\u0301\u0302\u0303", "क्ष", "a", "b"]
+
+
+def _grapheme_starts(text: str) -> set[int]:
+    import regex
+
+    return {m.start() for m in regex.finditer(r"\X", text)} | {len(text)}
+
+
+def test_a_long_unit_is_never_cut_inside_a_grapheme(real_spans):
+    """guards against (left open since trial 13a): a long unit cut at a word piece that starts
+    inside a cluster — Thai, written without spaces between words; decomposed Hangul; a joined or
+    skin-toned emoji — so the next chunk began with a vowel sign or a joiner cut from its letter
+    (13 of the 19 cuts of these four texts before chunker fine-v5)."""
+    import unicodedata
+
+    texts = ["เชียงใหม่เป็นเมืองที่มีประวัติศาสตร์ยาวนานและมีวัดวาอารามมากมายผู้คนเดินทางมาท่องเที่ยวทุกปี" * 200,
+             "हिन्दीभाषाकीलिपिदेवनागरीहैऔरयहबहुतपुरानीहै" * 400, "👨\u200d👩\u200d👧\u200d👦🏳️\u200d🌈👍🏽" * 2000,
+             unicodedata.normalize("NFD", "한국어문장입니다띄어쓰기없이길게" * 600)]
+    units = [U(f"u{i}", text) for i, text in enumerate(texts)]
+    chunks = pack_fine_chunks(units, real_spans, 128)
+    assert len(chunks) >= 2 * len(texts)  # every text is cut
+    # check_invariants counts raw word pieces, and these texts are counted in 32-character spans:
+    # the pieces are checked here instead (in order, nothing lost, under the cap).
+    for u in units:
+        pieces = [(f.start_char, f.end_char) for c in chunks for f in c.fragments if f.unit_id == u.unit_id]
+        assert "".join(u.text[a:b] for a, b in pieces) == u.text
+        starts = _grapheme_starts(u.text)
+        assert all(a in starts and b in starts for a, b in pieces), u.unit_id
+    assert all(c.token_count <= 128 and c.text == u.text[c.fragments[0].start_char:c.fragments[0].end_char]
+               for c in chunks for u in units if u.unit_id == c.fragments[0].unit_id)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.sampled_from(_CLUSTERS + [" "]), min_size=1, max_size=120),
+       st.integers(min_value=1, max_value=12), st.sampled_from(sorted(TOKENIZERS)))
+def test_cuts_fall_on_grapheme_boundaries_property(clusters, max_tokens, tok):
+    """guards against: a cut inside a cluster with either fake tokenizer — the per-character one
+    puts a token boundary inside every cluster, the per-word one makes words of over 32 characters
+    that the counting cuts — while a window wholly inside one cluster still advances."""
+    import regex
+
+    text = "".join(clusters)
+    if not text.strip():
+        return
+    units = [U("u", text)]
+    spans_fn = TOKENIZERS[tok]
+    chunks = pack_fine_chunks(units, spans_fn, max_tokens)
+    starts = _grapheme_starts(text)
+    # A cluster of more tokens than the cap (one per character) cannot be kept whole.
+    unavoidable = tok == "char" and max(len(m.group()) for m in regex.finditer(r"\X", text)) > max_tokens
+    pieces = [(f.start_char, f.end_char) for c in chunks for f in c.fragments]
+    assert all(b <= a2 for (_, b), (a2, _) in zip(pieces, pieces[1:]))  # in order, no overlap
+    assert "".join("".join(text[a:b].split()) for a, b in pieces) == "".join(text.split())  # only spaces left out
+    assert all(c.token_count <= max_tokens for c in chunks)
+    assert unavoidable or all(a in starts and b in starts for a, b in pieces), (pieces, text)
+
 def test_chunk_cap_follows_the_documents_routing():
     from fabric_assets.chunks.assets import chunk_cap
     from fabric_resources.config import FabricConfig
