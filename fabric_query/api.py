@@ -179,6 +179,7 @@ class Fabric:
         # As a search does: the patterns in the config file now, not when this Fabric opened (a
         # pattern added while a server runs must hide its sources from an agent's status at once).
         withheld_now = current_sources_config(self.home)
+        ready = {r.parse_id for r in runs if r.status == "ready"}
         return Status(
             home=str(self.home.root),
             roots=tuple(r.path for r in catalog.roots()),
@@ -192,6 +193,10 @@ class Fabric:
             held=problems("held"),
             pending=sum(1 for r in runs if r.status == "pending" and r.parse_id in by_parse),
             unfinished=problems("parsed"),
+            unpublished=tuple(sorted(
+                s.source_key for s in sources
+                if s.state == "present" and s.parse_id in ready and not withheld_now.is_withheld(s.source_key)
+                and (active.get(s.source_key) or {}).get("parse_id") != s.parse_id)),
             unsupported=tuple(
                 (s.source_key, s.media_type) for s in sources if s.parse_id is None and s.state == "present"
             ),

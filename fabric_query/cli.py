@@ -127,6 +127,13 @@ def print_status(home: Path, st=None):
     _listed(st.unfinished, lambda p: f"  [yellow]unfinished[/yellow] {keys(p.sources)}: run still going or "
             "interrupted, or done and not yet activated; the next `fabric ingest` (or, while the Dagster daemon "
             "runs, the source sensor) finishes it")
+    if st.unpublished:
+        shown = st.unpublished[:3]
+        more = f", … {len(st.unpublished) - len(shown)} more" if len(st.unpublished) > len(shown) else ""
+        console.print(f"  [yellow]not published[/yellow] {len(st.unpublished)} source(s) parsed and checked but "
+                      "not in the current release (no activation since, or it failed): searches serve the "
+                      f"release's version, or nothing for a new file, until the next `fabric ingest` publishes "
+                      f"them: {keys(shown)}{more}")
     for o in st.outdated:  # one line per parser identity: an upgrade may outdate every file of a kind
         if o.current_parser is None:
             now, until = "this Fabric parses that type no more", ""

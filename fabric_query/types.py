@@ -306,6 +306,11 @@ class Status(BaseModel):
     #: Parsed but not yet gated: its run is still going, or was killed (the next ingest re-runs it),
     #: or it finished and the ingest stopped before activating (the next ingest activates it).
     unfinished: tuple[ParseProblem, ...] = ()
+    #: Source keys (present, not withheld) whose parse passed its checks (``ready``) but that the
+    #: current release does not serve in that version: an activation has not run since, or it
+    #: failed (a full disk while writing the index); the next ingest or activation publishes them.
+    #: A search meanwhile serves the version the release holds, or nothing for a new file.
+    unpublished: tuple[str, ...] = ()
     unsupported: tuple[tuple[str, str], ...]  # (source key, media type)
     withheld: tuple[str, ...]  # source keys kept out of every release by policy
     #: (path, reason) of what the last scan found but could not take in (too-large, unreadable,

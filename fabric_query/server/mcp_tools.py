@@ -300,6 +300,7 @@ def without_withheld(status: dict[str, Any], is_withheld: Callable[[str], bool],
         if kept:
             outdated.append({**o, "sources": kept})
     out["outdated"] = outdated
+    out["unpublished"] = [k for k in out.get("unpublished") or () if not is_withheld(k)]
     out["unsupported"] = [u for u in out.get("unsupported") or () if not is_withheld(u[0])]
     out["skipped"] = [s for s in out.get("skipped") or () if not is_withheld(s[0])]
     return out

@@ -151,8 +151,11 @@ def machine_fault(exc: BaseException) -> bool:
 
 
 # tantivy (Rust, through PyO3) raises a ValueError holding the io::Error's Debug text:
-# `... path: "/h/indexes/...", err: Os { code: 24, kind: TooManyOpenFiles, message: "..." } ...`.
-_RUST_OS_ERROR = re.compile(r'(?:path: "(?P<path>[^"]*)", err: )?Os \{ code: (?P<code>\d+), kind: ')
+# `... path: "/h/indexes/...", err: Os { code: 24, kind: TooManyOpenFiles, message: "..." } ...`,
+# or its Display text, which ends in the errno: a commit on a full disk raised
+# `An IO error occurred: 'No space left on device (os error 28)'` (trial 15, stop 48).
+_RUST_OS_ERROR = re.compile(r'(?:path: "(?P<path>[^"]*)", err: )?Os \{ code: (?P<code>\d+), kind: '
+                            r"|\(os error (?P<display_code>\d+)\)")
 
 
 def rust_os_error(exc: BaseException) -> OSError | None:
@@ -162,9 +165,9 @@ def rust_os_error(exc: BaseException) -> OSError | None:
     if not isinstance(exc, ValueError):
         return None
     found = _RUST_OS_ERROR.search(str(exc))
-    if found is None or int(found["code"]) not in _MACHINE_ERRNOS:
+    code = int(found["code"] or found["display_code"]) if found is not None else None
+    if code not in _MACHINE_ERRNOS:
         return None
-    code = int(found["code"])
     return OSError(code, os.strerror(code), *((found["path"],) if found["path"] else ()))
 
 

@@ -332,6 +332,39 @@ def test_a_fault_of_fabric_fails_the_run_loudly_and_is_retried_not_blamed_on_the
     assert Fabric(fabric_home.root).search("lighthouse keeper").results[0].citation.source_key == "fs:src/keeper.txt"
 
 
+def test_a_full_disk_while_the_activation_writes_the_index_is_one_line_and_status_names_the_unpublished(
+        tmp_path, fabric_home):
+    """guards against (trial 15, stop 48, a real 60 MB tmpfs home): tantivy's commit on a full disk
+    raising ``ValueError("An IO error occurred: 'No space left on device (os error 28)'")`` (the
+    io::Error's Display text, not the ``Os { code: 28, … }`` the fault check read) — `fabric ingest`
+    ended with a 125-line traceback and exit 1 — and `fabric status` then saying nothing of the
+    parsed, checked files the release does not serve ("pending 0; 0 parse(s) unfinished")."""
+    import fabric_resources.lexical_index
+
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "keeper.txt").write_text(GOOD_TEXT)
+    ingest(src, fabric_home)
+    (src / "reef.txt").write_text("The coral reef beyond the harbour wall shelters parrotfish at low tide.\n")
+
+    def disk_full(*args, **kwargs):
+        raise ValueError("An IO error occurred: 'No space left on device (os error 28)'")
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(fabric_resources.lexical_index, "build_segments", disk_full)
+        result = CliRunner().invoke(app, ["ingest", str(src), "--home", str(fabric_home.root)])
+    assert result.exit_code == 3, result.output
+    assert "No space left on device (errno 28)" in result.output and "Traceback" not in result.output
+    status = Fabric(fabric_home.root).status()
+    assert status.unpublished == ("fs:src/reef.txt",) and status.release_id == 1
+    shown = CliRunner().invoke(app, ["status", "--home", str(fabric_home.root)]).output
+    assert "not published" in shown and "fs:src/reef.txt" in shown
+    pack = Fabric(fabric_home.root).search("parrotfish")
+    assert all(h.citation.source_key != "fs:src/reef.txt" for h in pack.results)
+    again = ingest(src, fabric_home)
+    assert again.complete and Fabric(fabric_home.root).status().unpublished == ()
+    assert Fabric(fabric_home.root).search("parrotfish").results[0].citation.source_key == "fs:src/reef.txt"
+
 def test_a_full_disk_is_fabrics_fault_in_the_scan_and_in_the_parse_never_the_documents(tmp_path, fabric_home):
     """guards against: a full home (or ``ulimit -f``) while the scan stored a file's bytes reported as
     the file being `unreadable` (and a known source marked access_lost), and a full ``/tmp`` while

@@ -811,6 +811,9 @@ def test_tantivy_out_of_descriptors_is_a_machine_fault(tmp_path):
     ('Failed: IoError { err: Os { code: 28, kind: StorageFull, message: "No space left on device" } }', 28),
     ('path: "/h/x.idx", err: Os { code: 2, kind: NotFound, message: "No such file" }', None),
     ("Os { code: 24 } without the kind", None),
+    # The Display form: tantivy's commit on a full disk during an activation (trial 15, stop 48).
+    ("An IO error occurred: 'No space left on device (os error 28)'", 28),
+    ("An IO error occurred: 'No such file or directory (os error 2)'", None),
 ])
 def test_a_rust_value_error_is_a_machine_fault_only_for_a_machine_errno(text, code):
     """guards against: any tantivy ValueError (a missing file: a damaged index) read as the
