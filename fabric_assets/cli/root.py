@@ -19,6 +19,7 @@ Each command imports its side inside its body, so ``fabric search`` loads neithe
 
 from __future__ import annotations
 
+import os
 import sys
 
 import typer
@@ -59,8 +60,9 @@ def run() -> None:
     open (newer; older, read-only; a failed migration), a damaged catalog (SQLite file, or a release row), a
     PostgreSQL catalog that cannot be reached or opened (server down, no such database or role, a
     refused password), tables on an object store that cannot be used (bucket missing, credentials
-    refused, unreachable), a Dagster instance on PostgreSQL that cannot be used, or a damaged Dagster
-    SQLite database, is one line on stderr and exit code 2 (Dagster's own retry warnings may come first)."""
+    refused, unreachable), a Dagster instance on PostgreSQL that cannot be used, a damaged Dagster
+    SQLite database, or a SQLite database the storage fails (a full disk: named as such, never as
+    damage), is one line on stderr and exit code 2 (Dagster's own retry warnings may come first)."""
     try:
         app()
     except Exception as exc:
@@ -76,6 +78,16 @@ def run() -> None:
                                   records and records.CatalogMigrationError, records and records.CatalogDamagedError,
                                   records and records.CatalogUnavailableError, home and home.HomeUnusableError) if t)
         sqlite3 = sys.modules.get("sqlite3")
+        alchemy = sys.modules.get("sqlalchemy.exc")
+        database = exc.orig if alchemy is not None and isinstance(exc, alchemy.DatabaseError) else exc
+        if sqlite3 is not None and isinstance(database, sqlite3.DatabaseError):
+            # A full disk or a failing one is not a damaged file (the catalog's or Dagster's).
+            from fabric_resources.storage_errors import sqlite_storage_fault
+
+            fault = sqlite_storage_fault(database, os.environ.get("FABRIC_HOME") or ".")
+            if fault is not None:
+                err.print(f"error: {fault}", markup=False)
+                raise SystemExit(2) from None
         if sqlite3 is not None and isinstance(exc, sqlite3.DatabaseError):
             # A truncated or overwritten catalog.sqlite3 ("database disk image is malformed", "file is
             # not a database"): every command read it and printed a traceback.
@@ -83,7 +95,6 @@ def run() -> None:
                       "or not a Fabric catalog; restore the home from a copy or a snapshot's catalog.sqlite3",
                       markup=False)
             raise SystemExit(2) from None
-        alchemy = sys.modules.get("sqlalchemy.exc")
         if (sqlite3 is not None and alchemy is not None and isinstance(exc, alchemy.DatabaseError)
                 and type(exc.orig) is sqlite3.DatabaseError):
             # The same damage in Dagster's SQLite storage (runs.db, the event log): a SQLAlchemy

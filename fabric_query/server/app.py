@@ -97,6 +97,9 @@ def create_app(
     async def lifespan(app: FastAPI):
         threading.Thread(target=warm_up, name="fabric-warm-up", daemon=True).start()
         async with contextlib.AsyncExitStack() as stack:
+            held = getattr(fabric.home.catalog, "held_open", None)  # SQLite's; PostgreSQL needs none
+            if held is not None:
+                stack.enter_context(held())
             if mcp_server is not None:
                 await stack.enter_async_context(mcp_server.session_manager.run())
             try:

@@ -19,6 +19,7 @@ from fabric_resources.catalog.base import Catalog, checked_lock_name
 from fabric_resources.catalog.records import CatalogUnavailableError
 from fabric_resources.locks import exclusive_lock
 from fabric_resources.schema import LOCK_NAME
+from fabric_resources.storage_errors import sqlite_storage_fault
 
 
 class SqliteCatalog(Catalog):
@@ -74,9 +75,36 @@ class SqliteCatalog(Catalog):
             raise CatalogUnavailableError(f"the catalog {self.path} is gone: its home was moved or deleted while "
                                           "in use") from None
         con.row_factory = sqlite3.Row
-        con.execute("PRAGMA busy_timeout=30000")
-        con.execute(f"PRAGMA synchronous={self.synchronous}")  # per connection, not stored in the file
+        try:
+            con.execute("PRAGMA busy_timeout=30000")
+            con.execute(f"PRAGMA synchronous={self.synchronous}")  # per connection, not stored in the file
+        except sqlite3.OperationalError as exc:
+            con.close()
+            # The first statement reads the file and maps its WAL index (-shm), which a full disk
+            # cannot hold: that is the storage's fault, not damage (trial 15, stop 48).
+            fault = sqlite_storage_fault(exc, self.path.parent)
+            if fault is None:
+                raise
+            raise CatalogUnavailableError(fault) from exc
         return con
+
+    @contextmanager
+    def held_open(self) -> Iterator[None]:
+        """Hold one idle connection for the block (a server's lifetime). SQLite removes a WAL
+        database's index file (``-shm``) when its last connection closes, and every request of
+        a server opens its own: on a full disk the next one could not make it again, and every
+        search failed although a read writes nothing (trial 15, stop 48). An idle connection
+        holds no read transaction, so it never blocks a checkpoint. A catalog that cannot be
+        opened now is left to the requests to report."""
+        try:
+            con = self._connect()
+        except (sqlite3.Error, CatalogUnavailableError):
+            con = None
+        try:
+            yield
+        finally:
+            if con is not None:
+                con.close()
 
     def _table_names(self, con: sqlite3.Connection) -> set[str]:
         return {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
