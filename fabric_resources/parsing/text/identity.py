@@ -5,10 +5,12 @@ each other (the spec loads the parser lazily).
 """
 
 PARSER_NAME = "text"
-PARSER_VERSION = "6"  # 4: damaged UTF-8 fails, a stray control per started 100 characters (trial 12a);
+PARSER_VERSION = "7"  # 4: damaged UTF-8 fails, a stray control per started 100 characters (trial 12a);
 #                        5: EUC-JP, ISO-2022-JP, EUC-KR (trial 13a), Big5, the non-Latin code pages and
 #                        windows-1254 (trial 13a) read as such (were mojibake or undecodable);
 #                        6: windows-1250 / ISO-8859-2 and windows-1257 / ISO-8859-13 (trial 14a; were
 #                        windows-1252 or GB18030 mojibake, or undecodable), and a line under 64 bytes
-#                        in a Cyrillic, Greek, Hebrew or Arabic page (was undecodable or katakana)
+#                        in a Cyrillic, Greek, Hebrew or Arabic page (was undecodable or katakana);
+#                        7: such a line must be written and spelt like words (trial 15a: random bytes
+#                        read as Russian or Greek)
 TEXT_PLAIN = "text/plain"
