@@ -77,3 +77,35 @@ def test_real_short_lines_still_read_in_their_script(language) -> None:
             assert len(data) < 64
             reading = short_script_reading(data)
             assert reading is not None and reading[1] == text, (text, encoding, reading)
+
+
+@pytest.mark.parametrize("text", [
+    "Tallinn on Eesti pealinn. Šokolaad ja žürii. Eile õhtul käisime teatris.\n",
+    "Tööpäeval on poes järjekord, aga šokolaadi ja žürii üle ei vaielda.\n",
+    "ŠOKOLAAD ja Žürii on siin.\n",
+    "Šiandien labai šalta.\n",  # Lithuanian whose only letters outside windows-1252's bytes are š
+    "Žurnāls un šampūns.\n",  # Latvian
+])
+def test_estonian_and_baltic_text_whose_windows_1252_reading_looks_icelandic_reads_as_windows_1257(text) -> None:
+    """Guards against (hostile trial 15a): Estonian in windows-1257 or ISO-8859-13 read as windows-1252,
+    which holds ``õ ä ö ü`` at the same bytes, so the file looked Western and spelt ``Ðokolaad ja þürii``
+    (``šokolaad`` in no search); Lithuanian and Latvian lines whose other letters were too few for the
+    Baltic page's own test. Catches dropping the windows-1257 row of ``_ICELANDIC_LOOKALIKES``.
+    Estonian in windows-1252 (``š`` at 0x9A) keeps windows-1252."""
+    for encoding in ("cp1257", "iso8859_13"):
+        assert decode_text(text.encode(encoding)) == (text, "cp1257")
+    if text.isascii() or all(ch.isascii() or ch in "šžŠŽõäöüÕÄÖÜ" for ch in text):
+        assert decode_text(text.encode("cp1252")) == (text, "cp1252")
+
+
+@pytest.mark.parametrize("text", [
+    "Þetta er góður dagur.\n", "Það var einu sinni maður.\n", "Þórður og Guðrún\n", "Sigurður Þórðarson\n",
+    "Reykjavík, Ísafjörður, Akureyri, Seyðisfjörður og Þingvellir.\n", "Tallinn er höfuðborg Eistlands.\n",
+    "Eg eri føddur í Havn. Tað er gott veður í dag.\n",
+    "Hwæt! We Gardena in geardagum, þeodcyninga þrym gefrunon.\n",
+])
+def test_icelandic_faroese_and_old_english_keep_windows_1252(text) -> None:
+    """The letters ``ð þ`` that send a reading to windows-1257 are Icelandic, Faroese and Old English
+    letters: such texts stay windows-1252 (their windows-1257 readings, ``Žetta``, ``Tallinn er
+    höfušborg``, are never identified as Estonian, Lithuanian or Latvian)."""
+    assert decode_text(text.encode("cp1252")) == (text, "cp1252")

@@ -135,9 +135,20 @@ _MIN_UTF8_SHARE_FOR_DAMAGED = 0.95
 _MIN_NON_ASCII_BYTES_FOR_DAMAGED = 32
 _DAMAGE_BLOCK_BYTES = 1 << 18
 
-#: The Turkish legacy encoding, tried for a Western reading only (:func:`turkish_reading`).
+#: The Turkish legacy encoding, tried for a Western reading only (:func:`lookalike_page_reading`).
 TURKISH = "cp1254"
-_TURKISH_IN_WESTERN = re.compile("[\u00d0\u00dd\u00de\u00f0\u00fd\u00fe]")
+#: The Baltic legacy encoding, tried for a Western reading that is Estonian, Lithuanian or Latvian
+#: (:func:`lookalike_page_reading`).
+BALTIC = "cp1257"
+#: Pages that windows-1252 reads right but for a few letters it reads as Icelandic ones, those letters
+#: (of the windows-1252 reading) and the languages whose page it is: Turkish ``ĞİŞğış`` (``ÐÝÞðýþ``);
+#: Estonian, Lithuanian and Latvian ``ŠŽšž`` (``ÐÞðþ``: windows-1257 and ISO-8859-13 hold ``õ ä ö ü``
+#: where windows-1252 does, so Estonian in them read as windows-1252 looked Western and spelt
+#: ``ðokolaad``, ``þürii``; so did Lithuanian whose other letters were few, ``Ðiandien labai ðalta``).
+_ICELANDIC_LOOKALIKES: tuple[tuple[str, re.Pattern[str], frozenset[str]], ...] = (
+    (TURKISH, re.compile("[\u00d0\u00dd\u00de\u00f0\u00fd\u00fe]"), frozenset({"tr"})),
+    (BALTIC, re.compile("[\u00d0\u00de\u00f0\u00fe]"), frozenset({"et", "lt", "lv", "ltg"})),
+)
 
 #: The Korean legacy encoding (EUC-KR and its superset UHC, Windows' code page 949). EUC-KR Korean
 #: also decodes as GB18030, into Hanzi that mean nothing ("서울의 봄은" read as "辑匡狼 航篮"), so
@@ -175,7 +186,8 @@ def decode_text(data: bytes) -> tuple[str, str]:
     read as windows-1250, ISO-8859-2, windows-1257 or ISO-8859-13 when that reading is Central European
     or Baltic text (:func:`~fabric_resources.parsing.text.latin_pages.latin_page_reading`; also where
     windows-1252 does not decode or look Western and no other candidate does, or the CJK reading is
-    odd, :func:`cjk_odd_share`), or as windows-1254 when it is Turkish (:func:`turkish_reading`).
+    odd, :func:`cjk_odd_share`), or as windows-1254 or windows-1257 when it is Turkish or Estonian, Lithuanian, Latvian
+    (:func:`lookalike_page_reading`).
 
     Parameters
     ----------
@@ -278,8 +290,8 @@ def decode_text(data: bytes) -> tuple[str, str]:
     if encoding == WESTERN:
         if (latin := latin_page_reading(data, readings[WESTERN])) is not None:
             encoding, readings[latin[0]] = latin
-        elif (turkish := turkish_reading(data, readings[WESTERN])) is not None:
-            encoding, readings[TURKISH] = TURKISH, turkish
+        elif (own := lookalike_page_reading(data, readings[WESTERN])) is not None:
+            encoding, readings[own[0]] = own
     return _require_text_like(readings[encoding], encoding), encoding
 
 
@@ -445,30 +457,41 @@ def looks_japanese(data: bytes, cp932_text: str) -> bool:
     return any(m.encoding == "cp932" for m in charset_normalizer.from_bytes(data, cp_isolation=["cp932"]))
 
 
-def turkish_reading(data: bytes, western_text: str) -> str | None:
-    """The windows-1254 (Turkish; ISO-8859-9 but for its C1 range) reading of bytes that read as
-    Western European text, when it is Turkish: windows-1254 differs from windows-1252 in six letters
-    only (``ĞİŞğış`` where windows-1252 has ``ÐÝÞðýþ``), so Turkish read as windows-1252 looks
-    Western but spells ``Ýstanbul`` and ``Kýrmýzý`` (active, identified as Turkmen, ``İstanbul`` and
-    ``kırmızı`` in no search: hostile trial 13a). Chosen when the windows-1252 reading holds one of
-    those six letters and the language identifier reads the windows-1254 one as Turkish (Icelandic,
-    Faroese and Spanish texts holding them stay ``is``, ``fo``, ``es`` either way); else None.
+def lookalike_page_reading(data: bytes, western_text: str) -> tuple[str, str] | None:
+    """``(encoding, text)``: the windows-1254 (Turkish; ISO-8859-9 but for its C1 range) or windows-1257
+    (Estonian, Lithuanian, Latvian) reading of bytes that read as Western European text, when it is text of that language;
+    else None.
 
-    >>> turkish_reading("Kırmızı elma ağaçta.".encode("cp1254"), "Kýrmýzý elma aðaçta.")
-    'Kırmızı elma ağaçta.'
-    >>> turkish_reading("Ég þakka þér fyrir.".encode("cp1252"), "Ég þakka þér fyrir.") is None
+    windows-1254 differs from windows-1252 in six letters only (``ĞİŞğış`` where windows-1252 has
+    ``ÐÝÞðýþ``), so Turkish read as windows-1252 looks Western but spells ``Ýstanbul`` and ``Kýrmýzý``
+    (active, identified as Turkmen, ``İstanbul`` and ``kırmızı`` in no search: hostile trial 13a).
+    Estonian writes ``õ ä ö ü`` at windows-1252's bytes in windows-1257 too, and ``š ž`` where
+    windows-1252 has ``ð þ`` (``Ðokolaad ja þürii``: hostile trial 15a). A page is chosen when the
+    windows-1252 reading holds one of those letters (:data:`_ICELANDIC_LOOKALIKES`) and the language
+    identifier names one of the page's languages for its reading, with at least 0.5 (Icelandic, Faroese
+    and Spanish texts holding them stay ``is``, ``fo``, ``es`` either way; 17 Icelandic, Faroese and Old
+    English texts read as windows-1257 were never ``et``, ``lt`` or ``lv`` above 0.22).
+
+    >>> lookalike_page_reading("Kırmızı elma ağaçta.".encode("cp1254"), "Kýrmýzý elma aðaçta.")
+    ('cp1254', 'Kırmızı elma ağaçta.')
+    >>> lookalike_page_reading("Šokolaad ja žürii.".encode("cp1257"), "Ðokolaad ja þürii.")
+    ('cp1257', 'Šokolaad ja žürii.')
+    >>> lookalike_page_reading("Ég þakka þér fyrir.".encode("cp1252"), "Ég þakka þér fyrir.") is None
     True
     """
-    if not _TURKISH_IN_WESTERN.search(western_text):
-        return None
-    try:
-        text = data.decode(TURKISH, errors="strict")
-    except UnicodeDecodeError:
-        return None
     from fabric_resources.parsing.language import MIN_CONFIDENCE, identify_language
 
-    code, probability = identify_language(text)
-    return text if code == "tr" and probability >= MIN_CONFIDENCE else None
+    for encoding, letters, languages in _ICELANDIC_LOOKALIKES:
+        if not letters.search(western_text):
+            continue
+        try:
+            text = data.decode(encoding, errors="strict")
+        except UnicodeDecodeError:
+            continue
+        code, probability = identify_language(text)
+        if code in languages and probability >= MIN_CONFIDENCE:
+            return encoding, text
+    return None
 
 
 def looks_western(text: str) -> bool:

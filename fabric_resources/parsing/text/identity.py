@@ -12,5 +12,6 @@ PARSER_VERSION = "7"  # 4: damaged UTF-8 fails, a stray control per started 100 
 #                        windows-1252 or GB18030 mojibake, or undecodable), and a line under 64 bytes
 #                        in a Cyrillic, Greek, Hebrew or Arabic page (was undecodable or katakana);
 #                        7: such a line must be written and spelt like words (trial 15a: random bytes
-#                        read as Russian or Greek)
+#                        read as Russian or Greek); Estonian, Lithuanian, Latvian whose windows-1252
+#                        reading holds ð þ read as windows-1257
 TEXT_PLAIN = "text/plain"
