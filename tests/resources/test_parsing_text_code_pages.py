@@ -109,3 +109,24 @@ def test_icelandic_faroese_and_old_english_keep_windows_1252(text) -> None:
     letters: such texts stay windows-1252 (their windows-1257 readings, ``Žetta``, ``Tallinn er
     höfušborg``, are never identified as Estonian, Lithuanian or Latvian)."""
     assert decode_text(text.encode("cp1252")) == (text, "cp1252")
+
+
+def test_romanian_reads_its_comma_letters_where_the_bytes_are_iso_8859_16_and_the_cedilla_ones_where_they_match() -> None:
+    """Guards against (hostile trial 15a): Romanian in ISO-8859-16, the one legacy page with the comma
+    letters ``ș ț``, read as windows-1250 with its quotation marks as letters (``ĄÎnţelepciunea …
+    răbdare.µ``) or as ISO-8859-2 (``Ťmunţiť``). Where the bytes are ISO-8859-16's own (``„ ”`` at
+    0xA5 0xB5) they read as it, comma letters and quotes exact; where they are the same in windows-1250
+    (Romanian's letters and ``« »`` are), they read as windows-1250 defines them, ``ş ţ``, as they did:
+    which page such a file is in is not in its bytes, and search folds ``ş``, ``ș`` and ``s`` alike.
+    Catches dropping the ISO-8859-16 page or Romanian's quotation marks (the windows-1250 reading
+    ``Ą…µ`` then ties and the identifier's probability decides), and reading cedilla bytes as
+    ISO-8859-16 when both pages read them alike."""
+    quoted = "El a spus: „Înțelepciunea își are rădăcinile în răbdare.”\n"
+    assert decode_text(quoted.encode("iso8859_16")) == (quoted, "iso8859_16")
+    guillemets = "Țara noastră are «munți» și râuri frumoase.\n"
+    cedilla = guillemets.replace("ș", "ş").replace("ț", "ţ").replace("Ț", "Ţ")
+    assert decode_text(guillemets.encode("iso8859_16")) == (cedilla, "cp1250")
+    plain = "București este capitala României și cel mai mare oraș al țării.\n"
+    assert decode_text(plain.encode("iso8859_16")) == (plain.replace("ș", "ş").replace("ț", "ţ"), "cp1250")
+    for text in (cedilla, quoted.replace("ș", "ş").replace("ț", "ţ")):
+        assert decode_text(text.encode("cp1250")) == (text, "cp1250")

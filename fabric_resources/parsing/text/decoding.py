@@ -202,7 +202,8 @@ def decode_text(data: bytes) -> tuple[str, str]:
         Python codec name: ``"utf-8"``, ``"utf-8-sig"``, ``"utf-16"``,
         ``"utf-32"``, ``"iso2022_jp"`` (or ``_ext``, ``_2``), ``"cp949"``, ``"cp932"``, ``"gb18030"``,
         ``"euc_jp"``, a code page of :data:`NON_LATIN_LEGACY` (``"big5"``, ``"cp1251"``, ...),
-        ``"cp1252"``, ``"cp1254"``, ``"cp1250"``, ``"iso8859_2"``, ``"cp1257"`` or ``"iso8859_13"``.
+        ``"cp1252"``, ``"cp1254"``, ``"cp1250"``, ``"iso8859_2"``, ``"cp1257"``, ``"iso8859_13"`` or
+        ``"iso8859_16"``.
         Empty input is ``("", "utf-8")``.
 
     Raises

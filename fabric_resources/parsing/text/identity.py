@@ -13,5 +13,6 @@ PARSER_VERSION = "7"  # 4: damaged UTF-8 fails, a stray control per started 100 
 #                        in a Cyrillic, Greek, Hebrew or Arabic page (was undecodable or katakana);
 #                        7: such a line must be written and spelt like words (trial 15a: random bytes
 #                        read as Russian or Greek); Estonian, Lithuanian, Latvian whose windows-1252
-#                        reading holds ð þ read as windows-1257
+#                        reading holds ð þ read as windows-1257; Romanian in ISO-8859-16 where its
+#                        bytes say so (its „ ” were read as windows-1250 letters Ą µ)
 TEXT_PLAIN = "text/plain"

@@ -16,6 +16,10 @@ before). No Western text moved: 0 of 87,738 texts and snippets (../shared's Prid
 Spanish EPUB, the html-extraction sentences, sentences in 13 Western languages; in windows-1252,
 Latin-1 and ISO-8859-15) read in these pages, nor 0 of 38,706 units and snippets of ../shared's
 Japanese and Chinese in Shift_JIS, EUC-JP, GB18030 and Big5.
+
+Romanian in ISO-8859-16 (trial 15a) reads as it where its bytes are its own (:data:`ROMANIAN`); the
+same 11,833 Western texts and snippets of ../shared (html-extraction lines, Pride and Prejudice) in
+windows-1252, Latin-1 and ISO-8859-15 still read as windows-1252, none moved.
 """
 
 from __future__ import annotations
@@ -29,8 +33,19 @@ from dataclasses import dataclass
 CENTRAL_EUROPEAN = frozenset({"pl", "cs", "sk", "hu", "sl", "hr", "bs", "sr", "ro"})
 #: Languages written in windows-1257 / ISO-8859-13 but not in windows-1252 (``ltg``: Latgalian).
 #: Estonian is left out: windows-1252 holds all its letters (``õ``, ``š``, ``ž``), so a windows-1252
-#: Estonian file must not be read as windows-1257.
+#: Estonian file must not be read as windows-1257 (Estonian in windows-1257 is told by its ``š ž``, which
+#: windows-1252 reads as ``ð þ``: :func:`~fabric_resources.parsing.text.decoding.lookalike_page_reading`).
 BALTIC = frozenset({"lt", "lv", "ltg"})
+#: ISO-8859-16 (Latin-10), the one legacy page that holds Romanian's comma letters ``Ș ș Ț ț``, is tried
+#: for Romanian alone. Romanian's letters ``ă â î`` and ``ș ț`` / ``ş ţ`` have the same bytes in it,
+#: windows-1250 and ISO-8859-2, which define 0xAA 0xBA 0xDE 0xFE as the cedilla forms ``Ş ş Ţ ţ`` (the
+#: stand-ins Romanian text was written with where the comma forms were missing): bytes holding only
+#: those read as windows-1250, the common page, exactly as it defines them (search folds ``ş``,
+#: ``ș`` and ``s`` alike, so ``București`` finds ``Bucureşti``). ISO-8859-16 wins only where the bytes
+#: say so: its ``„ ” « »`` stand where windows-1250 and ISO-8859-2 have letters (``Ą µ``, ``Ť ť``).
+ROMANIAN = frozenset({"ro"})
+#: ISO-8859-16's comma letters as windows-1250 and ISO-8859-2 read their bytes.
+_COMMA_AS_CEDILLA = str.maketrans("\u0218\u0219\u021a\u021b", "\u015e\u015f\u0162\u0163")
 
 
 #: Each language's letters beyond ASCII, small: CLDR's main exemplar characters (Unicode CLDR,
@@ -43,6 +58,13 @@ ALPHABETS: dict[str, str] = {
     "sl": "čšž", "hr": "čćđšž", "bs": "čćđšž", "sr": "čćđšž", "ro": "ăâîșțşţ",
     "lt": "ąčęėįšųūž", "lv": "āčēģīķļņšūž", "ltg": "āčēģīķļņōšūž",
 }
+
+
+#: Quotation marks beyond ASCII that a language writes and that one of these pages reads as a letter in
+#: another (``« »``: windows-1250's 0xAB 0xBB are ISO-8859-2's ``Ť ť``; ``„ ”``: ISO-8859-16's 0xA5 0xB5
+#: are windows-1250's ``Ą µ``): CLDR's quotation delimiters (``common/main/<lang>.xml``), Romanian and
+#: Polish ``„ ” « »``, Hungarian ``„ ” » «``. A page reading them as letters reads that many foreign letters.
+QUOTATION_MARKS: dict[str, str] = {"ro": "„”«»", "pl": "„”«»", "hu": "„”»«"}
 
 
 @dataclass(frozen=True)
@@ -60,12 +82,14 @@ class LatinPage:
 
 
 #: The candidates, in the order that breaks a tie (a file whose readings are the same text under
-#: both pages of a pair, such as Hungarian or Romanian, is labelled with the Windows page).
+#: both pages of a pair, such as Hungarian or Romanian, is labelled with the Windows page; Romanian
+#: that reads alike in ISO-8859-16 but for ``ş``/``ș`` stays windows-1250, :data:`ROMANIAN`).
 LATIN_PAGES: tuple[LatinPage, ...] = (
     LatinPage("cp1250", CENTRAL_EUROPEAN, letters_outweigh_language=True),
     LatinPage("iso8859_2", CENTRAL_EUROPEAN),
     LatinPage("cp1257", BALTIC, letters_outweigh_language=True),
     LatinPage("iso8859_13", BALTIC),
+    LatinPage("iso8859_16", ROMANIAN),
 )
 
 #: The normalised probability (summed over a page's languages) at and above which an identification
@@ -161,6 +185,7 @@ def latin_page_reading(data: bytes, western_text: str | None) -> tuple[str, str]
     western_misplaced = misplaced_characters(western) if western is not None else None
     best: tuple[int, float, int] | None = None
     chosen = None
+    readings: set[str] = set()
     for order, page in enumerate(LATIN_PAGES):
         try:
             reading = sample.decode(page.encoding, errors="strict")
@@ -168,6 +193,9 @@ def latin_page_reading(data: bytes, western_text: str | None) -> tuple[str, str]
             continue
         if reading == western or _C1_CONTROL.search(reading) or letter_share(reading) < _MIN_LETTER_SHARE:
             continue
+        if page.languages is ROMANIAN and reading.translate(_COMMA_AS_CEDILLA) in readings:
+            continue  # the bytes read alike in windows-1250 or ISO-8859-2: their page (ROMANIAN)
+        readings.add(reading)
         misplaced = misplaced_characters(reading)
         code, p = identify_language(reading)
         foreign = code is not None and code not in page.languages and p >= MIN_CONFIDENCE
@@ -193,15 +221,19 @@ def latin_page_reading(data: bytes, western_text: str | None) -> tuple[str, str]
 
 
 def foreign_letters(text: str, language: str | None, page: LatinPage) -> int:
-    """How many of ``text``'s non-ASCII, non-space characters are not letters of ``language`` (of
-    :data:`ALPHABETS`; None: of any of ``page``'s languages), capitals counted as small letters.
+    """How many of ``text``'s non-ASCII, non-space characters are neither letters of ``language`` (of
+    :data:`ALPHABETS`; None: of any of ``page``'s languages), capitals counted as small letters, nor
+    its quotation marks (:data:`QUOTATION_MARKS`).
 
     >>> foreign_letters("i kdyľ bylo", "cs", LATIN_PAGES[0]), foreign_letters("«uhýk", "cs", LATIN_PAGES[0])
     (1, 1)
+    >>> foreign_letters("«munţi» şi", "ro", LATIN_PAGES[0]), foreign_letters("Ťmunţiť şi", "ro", LATIN_PAGES[1])
+    (0, 2)
     """
-    letters = ALPHABETS[language] if language else "".join(ALPHABETS[code] for code in page.languages)
+    codes = (language,) if language else tuple(page.languages)
+    allowed = "".join(ALPHABETS[code] + QUOTATION_MARKS.get(code, "") for code in codes)
     return sum(1 for match in _NON_ASCII.finditer(text)
-               if not match.group().isspace() and match.group().lower() not in letters)
+               if not match.group().isspace() and match.group().lower() not in allowed)
 
 
 def letter_share(text: str) -> float:
