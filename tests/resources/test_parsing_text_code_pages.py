@@ -130,3 +130,16 @@ def test_romanian_reads_its_comma_letters_where_the_bytes_are_iso_8859_16_and_th
     assert decode_text(plain.encode("iso8859_16")) == (plain.replace("ș", "ş").replace("ț", "ţ"), "cp1250")
     for text in (cedilla, quoted.replace("ș", "ş").replace("ț", "ţ")):
         assert decode_text(text.encode("cp1250")) == (text, "cp1250")
+
+
+@pytest.mark.parametrize("encoding", ["cp1250", "iso8859_2"])
+def test_a_polish_word_alone_reads_in_its_page(encoding) -> None:
+    """Guards against (hostile trial 15a): ``Łódź`` alone in windows-1250 or ISO-8859-2 read as
+    windows-1252, ``£ódŸ`` / ``£ód¼``: the capital ``Ÿ`` after a small letter went uncounted at the
+    text's end, ``¼`` against a letter was no misplaced character, and a word with 1 ASCII letter in 4
+    fell under the letters signal's share (it needed a third; Cyrillic read as windows-1250 has none).
+    Catches restoring any of the three. A fraction after a digit or alone stays windows-1252."""
+    for text in ("Łódź", "Łódź\n"):
+        assert decode_text(text.encode(encoding)) == (text, encoding)
+    for western in ("1¼ c. sugar", "¼ cup\n", "Add ½ cup of flour.\n"):
+        assert decode_text(western.encode("cp1252")) == (western, "cp1252")

@@ -14,5 +14,6 @@ PARSER_VERSION = "7"  # 4: damaged UTF-8 fails, a stray control per started 100 
 #                        7: such a line must be written and spelt like words (trial 15a: random bytes
 #                        read as Russian or Greek); Estonian, Lithuanian, Latvian whose windows-1252
 #                        reading holds ð þ read as windows-1257; Romanian in ISO-8859-16 where its
-#                        bytes say so (its „ ” were read as windows-1250 letters Ą µ)
+#                        bytes say so (its „ ” were read as windows-1250 letters Ą µ); a word alone
+#                        such as Łódź in windows-1250 / ISO-8859-2 (was windows-1252 £ódŸ, £ód¼)
 TEXT_PLAIN = "text/plain"

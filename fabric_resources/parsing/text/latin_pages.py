@@ -114,17 +114,22 @@ _MIN_LETTER_SHARE = 0.8
 _MAX_CAPITAL_SHARE_FOR_LETTERS = 0.5
 #: The least share of a short text's letters that must be ASCII for the letters signal alone to read it
 #: in another page: Latin text writes most letters without accents (the pangram ``Zażółć gęślą
-#: jaźń``, 0.4); Ukrainian in windows-1251 read as windows-1250 (``Ęčżâ — ńňîëč``) has none.
-_MIN_ASCII_LETTER_SHARE_FOR_LETTERS = 1 / 3
+#: jaźń``, 0.4; the word ``Łódź`` alone, 0.25: a third kept it out, trial 15a); Ukrainian in
+#: windows-1251 read as windows-1250 (``Ęčżâ — ńňîëč``) has none.
+_MIN_ASCII_LETTER_SHARE_FOR_LETTERS = 1 / 4
 _NON_ASCII = re.compile("[^\x00-\x7f]")
+#: windows-1252's fractions, written after a digit or alone (``1½``, ``¼ cup``), never against a letter;
+#: windows-1250 and ISO-8859-2 put letters at their bytes (``Ľ ľ``, ``ź ž``: ``Łódź`` reads ``£ód¼``).
+_VULGAR_FRACTIONS = frozenset("¼½¾")
 _HIGH_BYTE = re.compile(rb"[\x80-\xff]")
 
 
 def misplaced_characters(text: str) -> int:
     """How many of ``text``'s characters no text in any language would hold where they stand: C1
     controls, a non-ASCII character that is not a letter between two letters (``Pchn¹æ``, ``je¿a``,
-    ``¾lu»ou``), a non-ASCII capital right after a small letter (``dŸ``, ``ĽdĽbło``) and a non-ASCII
-    small letter right before a capital, after a letter (``ľM``). A page that
+    ``¾lu»ou``), a fraction ``¼ ½ ¾`` against a letter (``£ód¼``), a non-ASCII capital right after a
+    small letter (``dŸ``, ``ĽdĽbło``; at the text's end too) and a non-ASCII small letter right before
+    a capital, after a letter (``ľM``). A page that
     reads a text's bytes right gives none of them but for a rare ``Col·legi`` (Catalan, read alike
     by every page here); the wrong page gives one for about every other misread letter.
 
@@ -132,15 +137,20 @@ def misplaced_characters(text: str) -> int:
     (3, 0)
     >>> misplaced_characters("¼ cup, 1½ cups, «Bonjour», ¿Qué?, Müller & Søn, µm")
     0
+    >>> misplaced_characters("£ódŸ"), misplaced_characters("£ód¼"), misplaced_characters("Łódź")
+    (1, 1, 0)
     """
     count = len(_C1_CONTROL.findall(text))
     for match in _NON_ASCII.finditer(text):
         i = match.start()
-        if i == 0 or i + 1 >= len(text) or not text[i - 1].isalpha():
+        before, ch, after = text[i - 1:i], text[i], text[i + 1:i + 2]  # "" at the text's edges
+        if ch in _VULGAR_FRACTIONS and (before.isalpha() or after.isalpha()):
+            count += 1
             continue
-        ch = text[i]
-        if (not _is_letter(ch) and text[i + 1].isalpha()) or (ch.isupper() and text[i - 1].islower()) \
-                or (ch.islower() and text[i + 1].isupper()):
+        if not before.isalpha():
+            continue
+        if (not _is_letter(ch) and after.isalpha()) or (ch.isupper() and before.islower()) \
+                or (ch.islower() and after.isupper()):
             count += 1
     return count
 
