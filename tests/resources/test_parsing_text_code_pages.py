@@ -43,6 +43,23 @@ def test_random_high_letter_bytes_are_not_read_as_a_cyrillic_or_greek_line() -> 
     assert read == {}
 
 
+def test_random_high_letter_files_that_charset_normalizer_calls_cyrillic_are_not_read_so() -> None:
+    """Guards against (hostile trial 15a): 64-400 random bytes C0-FF with spaces, which
+    charset-normalizer ranks as windows-1251, KOI8-R or ISO-8859-5 (57 of 300 seeds), read as that page
+    (``Рилгш хЖ эгР ярГв``). A reading in a Cyrillic, Greek, Hebrew or Arabic page must be written as
+    words (``written_as_words``) on this path too. Catches dropping that test in ``non_latin_reading``."""
+    read = {}
+    for seed in range(120):
+        r = random.Random(seed)
+        data = bytes(0x20 if r.random() < 0.15 else r.randint(0xC0, 0xFF) for _ in range(r.randint(64, 400)))
+        if (encoding := _decoded_encoding(data)) is not None:
+            read[seed] = encoding
+    assert read == {}
+    paragraph = " ".join(SHORT_LINES["ru"]) + "\n"
+    assert len(paragraph.encode("cp1251")) >= 64
+    assert decode_text(paragraph.encode("cp1251")) == (paragraph, "cp1251")
+
+
 def test_random_small_letters_are_rarely_read_as_a_line_of_words() -> None:
     """Bytes 0xE0-0xFF (windows-1251's small letters) with spaces pass the case test; their letter pairs
     are still unlike any language's (1,535 of 2,000 read as windows-1251 after trial 14a, 10 of 2,000

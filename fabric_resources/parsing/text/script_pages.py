@@ -18,7 +18,7 @@ Random letter bytes C0-FF with spaces (not text at all) then read as one of thes
 2,000 seeds (the language identifier's probability is normalised over languages: it says which
 language letters are most like, not that they are one). Since trial 15a a reading must also be
 written as words are (:func:`capitals_inside_words`) and spelt like one of its languages
-(:func:`spelt_like_its_language`): 1 of those 2,000 reads so (an Arabic-page reading with Urdu
+(:func:`spelt_like_its_language`), together :func:`written_as_words`: 1 of those 2,000 reads so (an Arabic-page reading with Urdu
 letters), and of 5,004 real lines (sentence pieces and lists of CLDR names in eight languages, every
 page of each) 4,388 read exactly where 3,867 did: with implausible rivals gone, fewer are ambiguous.
 """
@@ -102,9 +102,9 @@ def short_script_reading(data: bytes) -> tuple[str, str] | None:
     A page's reading qualifies when it decodes strictly and (:func:`_all_of_script`) every non-ASCII
     character but punctuation and spaces (Unicode categories P, Z) is of the page's script (its Unicode
     name starts so: letters and Hebrew points alike), two thirds of its letters are, six different
-    ones or more; at most half its letters are capitals, none right after a small letter
-    (:func:`capitals_inside_words`); it is spelt like one of the script's languages
-    (:func:`spelt_like_its_language`); a Cyrillic reading's letters all belong to one
+    ones or more; at most half its letters are capitals, none right after a small letter, and it is
+    spelt like one of the script's languages (:func:`written_as_words`); a Cyrillic reading's letters
+    all belong to one
     Cyrillic alphabet (:func:`foreign_letters`: Bulgarian in windows-1251 read as ISO-8859-5 spells
     ``бюєшџ``); and the language identifier gives it at least 0.5 probability summed over the script's
     languages (which needs 10 letters, :data:`~fabric_resources.parsing.language.MIN_LETTERS`). Of
@@ -130,10 +130,10 @@ def short_script_reading(data: bytes) -> tuple[str, str] | None:
         except UnicodeDecodeError:
             continue
         if not _all_of_script(reading, page.script) or capital_share(reading) > _MAX_CAPITAL_SHARE \
-                or foreign_letters(reading) or capitals_inside_words(reading):
+                or foreign_letters(reading):
             continue
         probability = language_probability(reading, page.languages)
-        if probability < _MIN_PROBABILITY or not spelt_like_its_language(reading, page):
+        if probability < _MIN_PROBABILITY or not written_as_words(reading, page):
             continue
         key = (misplaced_characters(reading) + misplaced_marks(reading), -probability, order)
         candidates.append((key, page, reading))
@@ -168,6 +168,31 @@ def foreign_letters(text: str) -> int:
     """
     cyrillic = [ch.lower() for ch in text if "\u0400" <= ch <= "\u04ff" and ch.isalpha()]
     return min(sum(1 for ch in cyrillic if ch not in letters) for letters in CYRILLIC_ALPHABETS.values())
+
+
+#: A longer text is judged on its first this many characters (the letter pairs cost a few microseconds
+#: each; 4,096 characters hold far more pairs than a line).
+_WORDS_SAMPLE_CHARS = 4096
+#: The most capitals right after a small letter per 100 letters (:func:`capitals_inside_words`): none in
+#: a line of fewer than 100 letters; a longer text may hold a name such as ``МакДональдс``. Measured
+#: (trial 15a): real texts 0 (565 texts of 2-8 sentences or 6-30 CLDR names joined, every page);
+#: random bytes C0-FF that charset-normalizer read as a Cyrillic page, at least 7.7 per 100.
+_MAX_CAPITALS_INSIDE_WORDS_PER_100_LETTERS = 1
+
+
+def written_as_words(text: str, page: ScriptPage) -> bool:
+    """Whether ``text`` (its first 4,096 characters) is written as words of ``page``'s script are: at most
+    one capital right after a small letter per started 100 letters (:func:`capitals_inside_words`; none
+    in a short line) and spelt like one of its languages (:func:`spelt_like_its_language`). Random bytes
+    read in these pages are neither (module docstring); every real text measured is both.
+
+    >>> written_as_words("Москва — столица России.", SCRIPT_PAGES[0]), written_as_words("сНХИА нмПТм", SCRIPT_PAGES[0])
+    (True, False)
+    """
+    text = text[:_WORDS_SAMPLE_CHARS]
+    letters = sum(1 for ch in text if ch.isalpha())
+    allowed = -(-letters // 100) * _MAX_CAPITALS_INSIDE_WORDS_PER_100_LETTERS if letters >= 100 else 0
+    return capitals_inside_words(text) <= allowed and spelt_like_its_language(text, page)
 
 
 def spelt_like_its_language(text: str, page: ScriptPage) -> bool:
@@ -234,3 +259,7 @@ def _all_of_script(text: str, script: str) -> bool:
             in_script += 1
             distinct.add(ch.lower())
     return len(distinct) >= _MIN_DISTINCT_LETTERS and in_script >= _MIN_SCRIPT_LETTER_SHARE * letters
+
+
+#: The pages of :data:`SCRIPT_PAGES` by codec name.
+SCRIPT_PAGE_BY_ENCODING: dict[str, ScriptPage] = {page.encoding: page for page in SCRIPT_PAGES}
