@@ -160,3 +160,28 @@ def test_a_polish_word_alone_reads_in_its_page(encoding) -> None:
         assert decode_text(text.encode(encoding)) == (text, encoding)
     for western in ("1¼ c. sugar", "¼ cup\n", "Add ½ cup of flour.\n"):
         assert decode_text(western.encode("cp1252")) == (western, "cp1252")
+
+
+def test_a_file_of_one_long_line_is_judged_on_a_bounded_sample(monkeypatch) -> None:
+    """Guards against (hostile trial 15a): a file of one 8 MB line in windows-1252 or windows-1250 took
+    21 s / 10 s to decode (170 s at the 64 MiB cap, in-process): the Latin-page test's sample kept
+    lines whole, so the language identifier and the misplaced-character count read the whole file
+    four times. The sample now cuts a long line; the identifier reads at most 16 KiB and a bit, and
+    the text still decodes exactly. Catches keeping a long line whole."""
+    import fabric_resources.parsing.language as language
+
+    read: list[int] = []
+    for name in ("identify_language", "language_probability"):
+        original = getattr(language, name)
+
+        def recording(text, *args, _original=original):
+            read.append(len(text))
+            return _original(text, *args)
+
+        monkeypatch.setattr(language, name, recording)
+    polish = "Pchnąć w tę łódź jeża lub ośm skrzyń fig. W Łodzi źdźbło trawy rośnie. " * 4000
+    french = "Où est la bibliothèque? Là-bas, à côté du café, après l'église. Noël à Besançon. " * 4000
+    for text, encoding in ((polish, "cp1250"), (french, "cp1252")):
+        read.clear()
+        assert decode_text(text.encode(encoding)) == (text, encoding)
+        assert read and max(read) <= (1 << 14) + 256, max(read)
