@@ -185,3 +185,25 @@ def test_a_file_of_one_long_line_is_judged_on_a_bounded_sample(monkeypatch) -> N
         read.clear()
         assert decode_text(text.encode(encoding)) == (text, encoding)
         assert read and max(read) <= (1 << 14) + 256, max(read)
+
+
+def test_a_long_turkish_or_estonian_line_is_identified_on_a_bounded_sample(monkeypatch) -> None:
+    """The Turkish and Estonian test (``lookalike_page_reading``) identified the whole file: 4 s for a
+    line of 8 MB, and on a sentence repeated 10,000 times py3langid's probability for Turkish fell
+    under 0.5 (0.40 at 64,000 characters), so the file read as windows-1252 (``Kýrmýzý``). It now reads
+    the same 16 KiB sample as the Latin pages. Catches identifying the whole text."""
+    import fabric_resources.parsing.language as language
+
+    read: list[int] = []
+    original = language.identify_language
+
+    def recording(text):
+        read.append(len(text))
+        return original(text)
+
+    monkeypatch.setattr(language, "identify_language", recording)
+    for text, encoding in (("Kırmızı elma ağaçta. İstanbul çok güzel. " * 10000, "cp1254"),
+                           ("Šokolaad ja žürii. Eile õhtul käisime teatris. " * 10000, "cp1257")):
+        read.clear()
+        assert decode_text(text.encode(encoding)) == (text, encoding)
+        assert max(read) <= (1 << 14) + 256

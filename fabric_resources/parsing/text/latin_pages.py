@@ -192,7 +192,7 @@ def latin_page_reading(data: bytes, western_text: str | None) -> tuple[str, str]
     """
     from fabric_resources.parsing.language import MIN_CONFIDENCE, identify_language, language_probability
 
-    sample = _sample(data)
+    sample = high_byte_sample(data)
     western = sample.decode("cp1252", errors="strict") if western_text is not None else None
     western_misplaced = misplaced_characters(western) if western is not None else None
     best: tuple[int, float, int] | None = None
@@ -284,7 +284,7 @@ def _is_letter(ch: str) -> bool:
     return ch.isalpha() and not ("\u02b0" <= ch <= "\u02ff")
 
 
-def _sample(data: bytes) -> bytes:
+def high_byte_sample(data: bytes) -> bytes:
     """``data``, or for a larger file its lines holding a byte above 0x7F, joined, up to
     ``_SAMPLE_BYTES``; a line longer than what is left is cut to it, from a word before its first such
     byte to a space (these pages are single-byte: any cut is between characters). Whole lines made a
