@@ -207,3 +207,20 @@ def test_a_long_turkish_or_estonian_line_is_identified_on_a_bounded_sample(monke
         read.clear()
         assert decode_text(text.encode(encoding)) == (text, encoding)
         assert max(read) <= (1 << 14) + 256
+
+
+def test_8_bit_text_after_a_utf16_bom_is_undecodable_not_cjk_mojibake() -> None:
+    """Guards against (hostile trial 15a): ASCII or UTF-8 text behind a UTF-16 BOM (a tool's stray
+    BOM) read as UTF-16, ``效汬\\u206f潷汲…``: active, no word of it in any search. It fails
+    ``undecodable`` naming why; real UTF-16 text with its BOM, Latin or CJK without a space, still reads.
+    Catches dropping ``looks_8_bit_after_utf16_bom``."""
+    import codecs
+
+    for data in (codecs.BOM_UTF16_LE + b"Hello world, this is plain ASCII text.\r\n",
+                 codecs.BOM_UTF16_BE + "Grüße aus Köln, schön hier!\n".encode("utf-8")):
+        with pytest.raises(ParseError) as caught:
+            decode_text(data)
+        assert caught.value.reason == "undecodable" and "8-bit text" in caught.value.detail
+    for text in ("Hello world, this is UTF-16.\n", "、この男には欠けていた", "けしきがない。そこ"):
+        for bom, encoding in ((codecs.BOM_UTF16_LE, "utf-16-le"), (codecs.BOM_UTF16_BE, "utf-16-be")):
+            assert decode_text(bom + text.encode(encoding)) == (text, "utf-16")

@@ -11,9 +11,9 @@ PARSER_VERSION = "7"  # 4: damaged UTF-8 fails, a stray control per started 100 
 #                        6: windows-1250 / ISO-8859-2 and windows-1257 / ISO-8859-13 (trial 14a; were
 #                        windows-1252 or GB18030 mojibake, or undecodable), and a line under 64 bytes
 #                        in a Cyrillic, Greek, Hebrew or Arabic page (was undecodable or katakana);
-#                        7: such a line must be written and spelt like words (trial 15a: random bytes
-#                        read as Russian or Greek); Estonian, Lithuanian, Latvian whose windows-1252
-#                        reading holds ð þ read as windows-1257; Romanian in ISO-8859-16 where its
-#                        bytes say so (its „ ” were read as windows-1250 letters Ą µ); a word alone
-#                        such as Łódź in windows-1250 / ISO-8859-2 (was windows-1252 £ódŸ, £ód¼)
+#                        7 (trial 15a): a Cyrillic, Greek, Hebrew or Arabic page is read only where its
+#                        reading is written and spelt as words (random bytes read as Russian or Greek);
+#                        Estonian, Lithuanian, Latvian whose windows-1252 reading holds ð þ read as
+#                        windows-1257; Romanian in ISO-8859-16 where its bytes say so; a word alone such
+#                        as Łódź in windows-1250 / ISO-8859-2; 8-bit text behind a UTF-16 BOM is undecodable
 TEXT_PLAIN = "text/plain"
