@@ -240,3 +240,12 @@ def test_a_short_line_that_also_decodes_as_cjk_reads_in_its_script(text, encodin
     data = text.encode(encoding)
     assert len(data) < 64
     assert decode_text(data) == (text, encoding)
+
+
+def test_a_short_dos_cyrillic_line_is_not_read_as_windows_1252() -> None:
+    """Guards against (hostile trial 15a): Russian in cp866 (DOS), whose small letters а-п are bytes
+    A0-AF, windows-1252's symbols, read as windows-1252 (``Œ\\xa0¬\\xa0 ¬ë«\\xa0``): the short-line rule
+    was not consulted once windows-1252 had read a line. It is, after the Latin pages; no Western text
+    or snippet of ../shared moved (12,397). Catches not consulting it there."""
+    for text in ("Мама мыла раму, а папа\n", "Я не знаю, где он\n"):
+        assert decode_text(text.encode("cp866")) == (text, "cp866")

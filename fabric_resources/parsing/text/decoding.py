@@ -187,7 +187,8 @@ def decode_text(data: bytes) -> tuple[str, str]:
     or Baltic text (:func:`~fabric_resources.parsing.text.latin_pages.latin_page_reading`; also where
     windows-1252 does not decode or look Western and no other candidate does, or the CJK reading is
     odd, :func:`cjk_odd_share`), or as windows-1254 or windows-1257 when it is Turkish or Estonian, Lithuanian, Latvian
-    (:func:`lookalike_page_reading`).
+    (:func:`lookalike_page_reading`), or, under 64 bytes, in a Cyrillic, Greek, Hebrew or Arabic page
+    (:func:`~fabric_resources.parsing.text.script_pages.short_script_reading`: cp866 reads as symbols).
 
     Parameters
     ----------
@@ -297,6 +298,8 @@ def decode_text(data: bytes) -> tuple[str, str]:
             encoding, readings[latin[0]] = latin
         elif (own := lookalike_page_reading(data, readings[WESTERN])) is not None:
             encoding, readings[own[0]] = own
+        elif len(data) < _MIN_BYTES_FOR_CHARSET_NORMALIZER_VERDICT and (line := short_script_reading(data)):
+            encoding, readings[line[0]] = line
     return _require_text_like(readings[encoding], encoding), encoding
 
 
