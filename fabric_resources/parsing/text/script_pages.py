@@ -24,6 +24,10 @@ names in eight languages, every page of each) 4,388 read exactly where 3,867 did
 rivals gone, fewer are ambiguous. A line that decodes as GB18030 or cp932 too is now read so as well
 (Chinese and Japanese bytes read in these pages mix capitals and small letters inside words): 4,956
 of the 5,004, and none of 11,598 short Chinese and Japanese snippets moved.
+Hebrew lines, no longer ambiguous once their Cyrillic and Greek readings fail those tests, mostly read
+as Hebrew: of 381 lines under 64 bytes (sentences and CLDR names in windows-1255 and ISO-8859-8), 330
+exact where 33 were (undecodable 303 -> 37; 4 transliterated names, ``סרנאן טונגו``, read as
+windows-1251 where 2 did).
 """
 
 from __future__ import annotations
@@ -116,8 +120,8 @@ def short_script_reading(data: bytes) -> tuple[str, str] | None:
     :func:`misplaced_marks`: KOI8-R read as windows-1251 is ``лПУЛЧБ``, Russian read as windows-1255
     opens words with Hebrew points), then the highest probability, then the first in
     :data:`SCRIPT_PAGES`. When a reading in another script has as few misplaced characters as that
-    one, the bytes are ambiguous and None is returned (a Hebrew line also reads as plausible Cyrillic
-    and Greek).
+    one, the bytes are ambiguous and None is returned (a Hebrew line could read as plausible Cyrillic
+    and Greek before those had to be spelt as words).
 
     >>> short_script_reading("Москва — столица России.".encode("cp1251"))
     ('cp1251', 'Москва — столица России.')
