@@ -36,7 +36,7 @@ from fabric_query.assembly import ChannelEvidence, assemble_hits, assemble_passa
 from fabric_query.channels.base import Channel, ChannelRun
 from fabric_query.channels.dense import DENSE
 from fabric_query.channels.dense_feedback import dense_feedback
-from fabric_query.channels.lexical import ALTERED_MET
+from fabric_query.channels.lexical import ALTERED_MET, UNCHECKED_SEAMS
 from fabric_query.channels.registry import CHANNELS, not_applied, select
 from fabric_query.context import (  # noqa: F401 - MAX_LIMIT, eligible_parses: still imported from here (latency_bench)
     MAX_LIMIT,
@@ -197,6 +197,7 @@ def search(
         unmatched_filters=unmatched_filters(ctx.view, ctx.parsed.filters) if ctx.eligible_sources == 0 else {},
         dense_feedback=feedback.chunk_ids if feedback is not None else (),
         altered_chunks=tuple(sorted(altered)),
+        unchecked_phrase_seams=tuple(sorted(ctx.per_query(UNCHECKED_SEAMS, set))),
     ), max_tokens)
 
 

@@ -182,6 +182,11 @@ class EvidencePack(_Frozen):
     #: text hash recorded when they were cut (the chunks table was altered behind Fabric's back:
     #: restore the home from a snapshot, or re-ingest); empty when nothing was.
     altered_chunks: tuple[str, ...] = ()
+    #: Quoted phrases (as their folded, stemmed word tokens) the word channel did not look for across
+    #: every boundary between two context windows: their rarest word is in more windows than it reads
+    #: (``fabric_query.channels.window_seams.SEAM_WINDOWS_CHECKED``), so an occurrence cut by such a
+    #: boundary may be missing; empty when every phrase was looked for everywhere.
+    unchecked_phrase_seams: tuple[str, ...] = ()
     #: With ``debug=True``: per stage, its candidates in order as ``(chunk_id, score)``: each
     #: channel as ``channel:<name>`` (the list fusion saw), then ``fused``, ``maxsim``, ``reranked``.
     stage_candidates: dict[str, tuple[tuple[str, float], ...]] = {}

@@ -31,7 +31,9 @@ from fabric_query.channels.bm25 import (  # noqa: F401 - Bm25, bm25_rescore: the
     rescore,
 )
 from fabric_query.channels.feedback import Feedback, expansion_terms, rm3_weights  # noqa: F401 - the channel's API
-from fabric_query.channels.function_words import content_tokens, function_word_tokens
+from fabric_query.channels.chunk_rule import ChunkRule, ReadingOrder
+from fabric_query.channels.function_words import function_word_tokens
+from fabric_query.channels.window_seams import SeamWindows, ViewReading, seam_windows
 from fabric_query.querylang import ParsedQuery
 from fabric_query.release import VISIBLE_SOURCES_ONLY, is_storage_failure
 from fabric_resources.language_routing import needs_multilingual
@@ -237,43 +239,15 @@ def search_field(
     return ranked(pairs, depth)
 
 
-def _contains(tokens: Sequence[str], seq: Sequence[str]) -> bool:
-    """``seq`` occurs in ``tokens`` as consecutive tokens (a phrase query over one chunk)."""
-    n = len(seq)
-    if not n:
-        return True
-    first = seq[0]
-    return any(tokens[i] == first and tuple(tokens[i:i + n]) == tuple(seq) for i in range(len(tokens) - n + 1))
-
-
-def _crosses(before: Sequence[str], after: Sequence[str], seq: Sequence[str]) -> bool:
-    """``seq`` runs from the end of ``before`` into the start of ``after`` (at least one token on
-    each side)."""
-    n = len(seq)
-    return any(len(before) >= k and len(after) >= n - k and tuple(before[len(before) - k:]) == tuple(seq[:k])
-               and tuple(after[:n - k]) == tuple(seq[k:]) for k in range(1, n))
-
-
-def _holds_phrase(members: Sequence[str], i: int, tokens: Sequence[str], seq: Sequence[str],
-                  text_of: Callable[[str], str]) -> bool:
-    """Member ``i`` of a window holds phrase ``seq``: alone, or across its seam with the member
-    before or after it in reading order (the word field indexes the window's tokens in order, so
-    its phrase query matches there: trial 13c, a phrase cut by a chunk boundary found nothing).
-    Both chunks of the seam match; each holds part of the phrase."""
-    if _contains(tokens, seq):
-        return True
-    if len(seq) < 2:
-        return False
-    return ((i > 0 and _crosses(_chunk_word_tokens(text_of(members[i - 1])), tokens, seq))
-            or (i + 1 < len(members) and _crosses(tokens, _chunk_word_tokens(text_of(members[i + 1])), seq)))
-
-
 @dataclass(frozen=True)
 class WordMatches:
-    """The word channel's answer: chunks best first, and the window document each one scored in."""
+    """The word channel's answer: chunks best first, and the window document each one scored in;
+    ``unchecked_seams``: quoted phrases (word tokens) not looked for across every window seam
+    (:class:`~fabric_query.channels.window_seams.SeamWindows`)."""
 
     ranking: ChannelResult
     window_of: dict[str, str]
+    unchecked_seams: tuple[str, ...] = ()
 
 
 def word_channel(
@@ -288,11 +262,12 @@ def word_channel(
     query_term_frequency: bool = False,
     stopwords: bool = False,
     function_words: frozenset[str] | None = None,
+    reading: ReadingOrder | None = None,
 ) -> ChannelResult:
     """The chunk ranking of :func:`word_matches`."""
     return word_matches(index, parsed, eligible, depth, feedback, text_of, bm25,
                         query_term_frequency=query_term_frequency, stopwords=stopwords,
-                        function_words=function_words).ranking
+                        function_words=function_words, reading=reading).ranking
 
 
 def word_matches(
@@ -308,6 +283,7 @@ def word_matches(
     query_term_frequency: bool = False,
     stopwords: bool = False,
     function_words: frozenset[str] | None = None,
+    reading: ReadingOrder | None = None,
 ) -> WordMatches:
     """BM25 over the word field's context-window documents, answered as chunks.
 
@@ -325,7 +301,11 @@ def word_matches(
     :mod:`fabric_query.channels.function_words`) a member must also hold a query token that is not one of them,
     or a phrase's, when the query has one; scores are unchanged. ``prefetch`` (chunk IDs) is called
     once per pass with every candidate window's members before ``text_of`` is asked for them (a view that
-    keeps chunk text on disk reads them in one take).
+    keeps chunk text on disk reads them in one take). The per-chunk rule is
+    :class:`~fabric_query.channels.chunk_rule.ChunkRule`, which the scan fallback applies too. With
+    ``reading`` (where each chunk stands in its document) a phrase cut by the boundary of two windows is
+    held by both chunks of that seam, whose windows :func:`~fabric_query.channels.window_seams.seam_windows`
+    adds to the candidates (scored by their own BM25); without it, a member's seams inside its window only.
 
     Raises
     ------
@@ -368,19 +348,30 @@ def word_matches(
         pairs = []
         # Over-fetch so that ties at the cut are broken by ID, not by doc address.
         for score, addr in searcher.search(query, limit=depth + 32).hits:
-            key = (addr.segment_ord, addr.doc)
-            stored = stored_windows.get(key)
-            if stored is None:  # a stored-document read per hit: kept for the next pass and query
-                doc = searcher.doc(addr)
-                stored = stored_windows[key] = (doc[INDEX_FIELD_CHUNK_ID][0], tuple(doc[INDEX_FIELD_MEMBERS]))
-            wid, members_of[wid] = stored
+            wid, members_of[wid] = members_at(addr)
             pairs.append((wid, float(score)))
         if not checked:
             return ranked(pairs, depth)
+        for wid, members in seams.windows.items():  # a phrase across a window seam: no window holds it
+            if wid not in members_of:
+                members_of[wid] = members
+                pairs.append((wid, 0.0))
         if prefetch is not None:  # one read of every member's text, not one per member
             prefetch([m for wid, _ in pairs for m in members_of[wid]])
         return rescore(index, [w for w, _ in pairs], weights, stats_of, params, postings)
 
+    def members_at(addr: tantivy.DocAddress) -> tuple[str, tuple[str, ...]]:
+        key = (addr.segment_ord, addr.doc)
+        stored = stored_windows.get(key)
+        if stored is None:  # a stored-document read per hit: kept for the next pass and query
+            doc = searcher.doc(addr)
+            stored = stored_windows[key] = (doc[INDEX_FIELD_CHUNK_ID][0], tuple(doc[INDEX_FIELD_MEMBERS]))
+        return stored
+
+    rule = ChunkRule.of(parsed, query_tokens, function_words, word_tokens, substring_query_tokens)
+    seams = (seam_windows(index, rule.phrases, eligible, reading, members_at,
+                          lambda c: _chunk_word_tokens(text_of(c)))
+             if checked and reading is not None and rule.phrases else SeamWindows({}))
     weights = dict(terms)
     windows = one_pass([])
     if feedback is not None and checked and windows:
@@ -398,12 +389,6 @@ def word_matches(
     if not checked:
         out = [(m, s) for w, s in windows for m in members_of[w]][:depth]
         return WordMatches(out, {m: w for w, _ in windows for m in members_of[w]})
-    phrases = [word_tokens(p) for p in parsed.phrases]
-    excluded = [seq for seq in (word_tokens(e) for e in parsed.excluded if not UNSPACED.search(e)) if seq]
-    banned = {"".join(substring_query_tokens(e)) for e in parsed.excluded if UNSPACED.search(e)} - {""}
-    wanted = set(terms)
-    evidence = (content_tokens(query_tokens, [t for p in phrases for t in p], function_words)
-                if function_words is not None else wanted)
     idf = idf_of(index, weights)
     chunk_avgdl = index.chunk_word_avgdl or 1.0
     groups: list[tuple[str, float, list[tuple[str, TermStats]]]] = []
@@ -414,15 +399,10 @@ def word_matches(
         for i, m in enumerate(members):
             text = text_of(m)
             stats = _chunk_stats(text)
-            if evidence.isdisjoint(stats[0]):
-                continue
-            if phrases or excluded or banned:  # only these need the token sequence (`-館`: no token of 図書館)
-                toks = _chunk_word_tokens(text)
-                if (not all(_holds_phrase(members, i, toks, p, text_of) for p in phrases)
-                        or any(_contains(toks, e) for e in excluded)
-                        or any(b in "".join(substring_tokens(text)) for b in banned)):
-                    continue
-            matched.append((m, stats))
+            if rule.admits(stats[0], lambda: _chunk_word_tokens(text), lambda: "".join(substring_tokens(text)),
+                           lambda: _beside(members, i, -1, reading, text_of),
+                           lambda: _beside(members, i, 1, reading, text_of)):
+                matched.append((m, stats))
         if matched:
             groups.append((wid, score, matched))
             found += len(matched)
@@ -439,7 +419,18 @@ def word_matches(
         for m, _ in sorted(matched, key=lambda p: -member_score.get(p[0], 0.0)):
             out.append((m, score))
             window_of[m] = wid
-    return WordMatches(out[:depth], {m: window_of[m] for m, _ in out[:depth]})
+    return WordMatches(out[:depth], {m: window_of[m] for m, _ in out[:depth]}, seams.unchecked)
+
+
+def _beside(members: Sequence[str], i: int, step: int, reading: ReadingOrder | None,
+            text_of: Callable[[str], str]) -> tuple[str, ...] | None:
+    """Word tokens of the chunk ``step`` from member ``i`` in reading order: the window's member
+    beside it, or across the window's boundary through ``reading``; None where there is none."""
+    j = i + step
+    if 0 <= j < len(members):
+        return _chunk_word_tokens(text_of(members[j]))
+    other = reading.beside(members[i], step) if reading is not None else None
+    return None if other is None else _chunk_word_tokens(text_of(other))
 
 
 def substring_channel(index: OpenIndex, parsed: ParsedQuery, eligible: set[str] | None, depth: int) -> ChannelResult:
@@ -454,6 +445,11 @@ def substring_channel(index: OpenIndex, parsed: ParsedQuery, eligible: set[str] 
 #: Per-query key (:meth:`QueryContext.per_query`) of the set of chunks whose altered text the word
 #: channel met while checking its candidates (:attr:`EvidencePack.altered_chunks` includes them).
 ALTERED_MET = "lexical-altered-met"
+
+
+#: Per-query key of the quoted phrases the word channel did not look for across every window seam
+#: (:attr:`EvidencePack.unchecked_phrase_seams`).
+UNCHECKED_SEAMS = "lexical-unchecked-seams"
 
 
 @dataclass(frozen=True)
@@ -515,8 +511,10 @@ def _serve(ctx: "QueryContext") -> LexicalServing:
                                    prefetch=lambda ids: view.chunk_rows(view.known_chunks(ids)),
                                    query_term_frequency=cfg.query_term_frequency,
                                    stopwords=cfg.stopwords == "english",
-                                   function_words=None if cfg.function_word_matches else _function_words())
+                                   function_words=None if cfg.function_word_matches else _function_words(),
+                                   reading=ViewReading(view))
             found[WORD.name] = matches.ranking
+            ctx.per_query(UNCHECKED_SEAMS, set).update(matches.unchecked_seams)
             provenance[WORD.name] = {c: {"window_id": w} for c, w in matches.window_of.items()}
         if unspaced and SUBSTRING.name in ctx.selected:
             found[SUBSTRING.name] = substring_channel(lexical, parsed, ctx.eligible, ctx.depth)

@@ -1,14 +1,21 @@
 """The defined fallback when the serving index is unusable: a scan of canonical chunks.
 
-It uses the index's own analyzers in Python, so it matches what the index
-would: a chunk that contains a query word token (folded, stemmed) scores one
-point per distinct query word token its context window contains (the word
-field's documents are windows; :mod:`fabric_resources.lexical_index`), and one
-per query term in a script without spaces that occurs in it exactly (chunks that
-tie are ordered by how many distinct query word tokens each holds itself: a
-fraction of a point); required
-phrases must occur (folded); a chunk with an excluded term is dropped. Slower
-than the index, never silently empty.
+It uses the index's own analyzers in Python and the word channel's per-chunk rule
+(:class:`~fabric_query.channels.chunk_rule.ChunkRule`: an evidence token, the function-word rule,
+phrases held alone or across a seam with the chunk before or after in reading order, inside a
+context window or between two, exclusions), and for a query with text in a script without spaces
+the substring channel's (:func:`~fabric_query.channels.chunk_rule.substring_admits`), so it matches
+the chunks the index's word and substring channels match together (trial 15b: it held phrases as
+characters with spaces dropped, so ``"house keeper"`` matched ``lighthouse keeper``; it had no seam
+nor function-word rule; an excluded phrase dropped every chunk holding any of its words; a
+phrase of punctuation matched every chunk).
+
+Its scores are its own, by design (no BM25 statistics without the index): a matching chunk scores
+one point per distinct query word token its context window contains (the word field's documents
+are windows; :mod:`fabric_resources.lexical_index`), one per query term in a script without spaces
+that occurs in it exactly and one per quoted phrase; chunks that tie are ordered by how many
+distinct query word tokens each holds itself (a fraction of a point). Slower than the index,
+never silently empty.
 
 As a channel (``scan``) it runs in place of ``word`` and ``substring`` when the index cannot serve
 (their ``fallback``), or on its own when a search names it without them.
@@ -19,7 +26,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from fabric_query.channels.base import ChannelResult, ChannelRun, RunsInTurn, ranked
-from fabric_query.channels.lexical import (ALTERED_MET, SUBSTRING, WORD, lexical_serving, substring_query_tokens,
+from fabric_query.channels.chunk_rule import ChunkRule, substring_admits
+from fabric_query.channels.lexical import (ALTERED_MET, SUBSTRING, WORD, _function_words, lexical_serving,
+                                          needs_substring_channel, query_word_tokens, substring_query_tokens,
                                           substring_tokens, word_tokens)
 from fabric_query.querylang import ParsedQuery
 from fabric_query.release import ProjectionUnavailable, ReleaseView
@@ -29,54 +38,74 @@ if TYPE_CHECKING:
     from fabric_query.context import QueryContext
 
 
-def _compact(text: str) -> str:
-    return "".join(substring_tokens(text))
-
-
 def _compact_query(text: str) -> str:
     return "".join(substring_query_tokens(text))
 
 
+def _sequences(texts) -> list[list[str]]:
+    return [seq for seq in (substring_query_tokens(t) for t in dict.fromkeys(texts)) if seq]
+
+
 def scan_channel(view: ReleaseView, parsed: ParsedQuery, eligible: set[str] | None, depth: int,
-                 altered: set[str] | None = None) -> ChannelResult:
+                 altered: set[str] | None = None, *, stopwords: bool = False,
+                 function_words: frozenset[str] | None = None) -> ChannelResult:
     """Every eligible chunk whose text matches ``parsed`` (module docstring), best first, at most
-    ``depth``. A chunk whose stored text no longer hashes to its record neither matches nor scores;
-    those are added to ``altered`` (when given) for the pack to name."""
-    wanted = set(word_tokens(" ".join(parsed.terms)))
+    ``depth``. ``stopwords`` and ``function_words`` as the word channel's
+    (:func:`fabric_query.channels.lexical.word_matches`). A chunk whose stored text no longer
+    hashes to its record neither matches nor scores (nor holds a phrase's part for the chunk beside
+    it, as the word channel reads it); those are added to ``altered`` (when given) for the pack to name."""
+    query_tokens = query_word_tokens(parsed.terms, stopwords)
+    rule = ChunkRule.of(parsed, query_tokens, function_words, word_tokens, substring_query_tokens)
+    wanted = set(query_tokens)
     cjk_terms = {_compact_query(t) for t in parsed.terms if UNSPACED.search(t)} - {""}
-    required = [_compact_query(p) for p in parsed.phrases]
-    banned_words = set(word_tokens(" ".join(t for t in parsed.excluded if not UNSPACED.search(t))))
-    banned_cjk = {_compact_query(t) for t in parsed.excluded if UNSPACED.search(t)} - {""}
+    substring = needs_substring_channel(parsed)
+    sub_terms, sub_phrases, sub_excluded = (_sequences(parsed.terms), _sequences(parsed.phrases),
+                                            _sequences(parsed.excluded))
     ids = view.chunks.column("chunk_id").to_pylist()
-    texts = view.chunk_texts
-    pids = view.chunk_parse_ids
     untrusted = view.chunks_altered
-    found = {cid: set(word_tokens(text)) & wanted for cid, text in zip(ids, texts)
-             if cid not in untrusted} if wanted else {}
+    texts = ["" if cid in untrusted else text for cid, text in zip(ids, view.chunk_texts)]
+    pids = view.chunk_parse_ids
+    tokens = [word_tokens(text) for text in texts]
+    sets = [set(t) for t in tokens]
     try:
         window_of = view.context_window_of
     except ProjectionUnavailable:
         window_of = {}  # each chunk its own window, as the index builds it without windows
+    row_of = {cid: i for i, cid in enumerate(ids)}
+    n = len(ids)
+
+    def beside(i: int, step: int) -> list[str] | None:
+        j = i + step
+        return tokens[j] if 0 <= j < n and pids[j] == pids[i] else None
+
     pairs = []
-    for i, (cid, text) in enumerate(zip(ids, texts)):
+    for i, cid in enumerate(ids):
         if eligible is not None and pids[i] not in eligible:
             continue
         if cid in untrusted:  # a phrase or exclusion check on the altered text dropped it unseen
             if altered is not None:
                 altered.add(cid)
             continue
-        tokens = set(word_tokens(text))
-        compact = _compact(text)
-        if tokens & banned_words or any(b in compact for b in banned_cjk):
+        text = texts[i]
+        compact = None
+
+        def compact_of() -> str:
+            nonlocal compact
+            if compact is None:
+                compact = "".join(substring_tokens(text))
+            return compact
+
+        matched = rule.admits(sets[i], lambda: tokens[i], compact_of, lambda: beside(i, -1), lambda: beside(i, 1))
+        if not matched and substring:
+            matched = substring_admits(substring_tokens(text), sub_terms, sub_phrases, sub_excluded)
+        if not matched:
             continue
-        if not all(r in compact for r in required):
-            continue
-        words = set().union(*(found.get(m, ()) for m in window_of.get(cid, (cid, (cid,)))[1])) if tokens & wanted else ()
-        score = len(words) + sum(1 for t in cjk_terms if t in compact) + len(required)
-        if score:
-            # Ties between the chunks of one window go to the chunk holding more of the words itself
-            # (a fraction under one point: it only orders what the window score leaves equal).
-            pairs.append((cid, score + len(tokens & wanted) / (len(wanted) + 1)))
+        members = window_of.get(cid, (cid, (cid,)))[1]
+        words = set().union(*(sets[row_of[m]] & wanted for m in members if m in row_of))
+        score = len(words) + sum(1 for t in cjk_terms if t in compact_of()) + len(parsed.phrases)
+        # Ties between the chunks of one window go to the chunk holding more of the words itself
+        # (a fraction under one point: it only orders what the window score leaves equal).
+        pairs.append((cid, score + len(sets[i] & wanted) / (len(wanted) + 1)))
     return ranked(pairs, depth)
 
 
@@ -98,8 +127,11 @@ class ScanChannel(RunsInTurn):
 
     def run(self, ctx: "QueryContext") -> ChannelRun:
         reason = lexical_serving(ctx).unusable.reason if self._instead_of_index(ctx) else None
-        return ChannelRun(scan_channel(ctx.view, ctx.parsed, ctx.eligible, ctx.depth, ctx.per_query(ALTERED_MET, set)),
-                          fallback_reason=reason)
+        cfg = ctx.config.query
+        ranking = scan_channel(ctx.view, ctx.parsed, ctx.eligible, ctx.depth, ctx.per_query(ALTERED_MET, set),
+                               stopwords=cfg.stopwords == "english",
+                               function_words=None if cfg.function_word_matches else _function_words())
+        return ChannelRun(ranking, fallback_reason=reason)
 
     def fusion(self, config) -> None:
         return None

@@ -336,3 +336,59 @@ def test_a_phrase_across_the_seam_of_two_chunks_matches_both(tmp_path):
     assert ids('"lamp at dusk"') == ["a" * 32 + "-w0-c1"]  # inside one chunk: that chunk alone
     assert ids('"fires the lamp"') == ["b" * 32 + "-w0-c0", "b" * 32 + "-w0-c1"]
     assert ids('"lighthouse lamp"') == []  # the words apart: no phrase anywhere
+
+
+class _Reading:
+    """Reading order of ``_index``'s parses: their windows' chunks in order."""
+
+    def __init__(self, windows: dict[str, list[str]]) -> None:
+        self._window = {c: (w, tuple(ids)) for w, ids in windows.items() for c in ids}
+        order: dict[str, list[str]] = {}
+        for w, ids in windows.items():
+            order.setdefault(w.split("-")[0], []).extend(ids)
+        self._at = {c: (ids, i) for ids in order.values() for i, c in enumerate(ids)}
+
+    def beside(self, chunk_id, step):
+        ids, i = self._at[chunk_id]
+        return ids[i + step] if 0 <= i + step < len(ids) else None
+
+    def window(self, chunk_id):
+        return self._window[chunk_id]
+
+
+def test_a_phrase_across_the_seam_of_two_windows_matches_both(tmp_path):
+    """guards against (trial 15b): a quoted phrase that runs from the last chunk of one context window
+    into the first chunk of the next found nothing and said nothing (neither window document holds
+    it); the seam search admitting a chunk that holds the words apart, a window of a parse the
+    filters leave out, or a phrase it could not check for lack of reading order reported as checked."""
+    from fabric_query.channels.window_seams import seam_windows
+
+    a, b = "a" * 32, "b" * 32
+    opened, text, windows = _index(tmp_path, {
+        a: [["The lighthouse keeper"], ["lit the lamp at dusk.", "Gulls cried over the rocks."]],
+        b: [["A keeper lit fires."], ["The lamp was lit by a keeper."]],
+    })
+    reading = _Reading(windows)
+
+    def ids(q, eligible=None, **kw):
+        return sorted(c for c, _ in word_channel(opened, parse_query(q), eligible, 10, text_of=text.__getitem__, **kw))
+
+    assert ids('"keeper lit the lamp"') == []  # without reading order: inside a window only
+    assert ids('"keeper lit the lamp"', reading=reading) == [f"{a}-w0-c0", f"{a}-w1-c0"]
+    assert ids('"keeper lit the lamp" gulls', reading=reading) == [f"{a}-w0-c0", f"{a}-w1-c0"]
+    assert ids('"fires the lamp"', reading=reading) == [f"{b}-w0-c0", f"{b}-w1-c0"]
+    assert ids('"keeper lit the lamp"', {b}, reading=reading) == []
+    assert ids('"lighthouse lamp"', reading=reading) == []  # the words apart: no phrase anywhere
+    assert ids('"lit the lamp" -gulls', reading=reading) == [f"{a}-w1-c0"]  # inside a chunk, as before
+    # A phrase whose rarest word is in more windows than are read is reported, never silently missed.
+    searcher = opened.searcher
+
+    def members_at(addr):
+        doc = searcher.doc(addr)
+        return doc["chunk_id"][0], tuple(doc["members"])
+
+    tokens = lambda c: word_tokens(text[c])  # noqa: E731
+    found = seam_windows(opened, [("keeper", "lit", "the", "lamp")], None, reading, members_at, tokens, cap=1)
+    assert found.unchecked == ("keeper lit the lamp",)
+    found = seam_windows(opened, [("keeper", "lit", "the", "lamp")], None, reading, members_at, tokens)
+    assert found.unchecked == () and set(found.windows) == {f"{a}-w0", f"{a}-w1"}
