@@ -69,7 +69,8 @@ def match_ranges(passage: str, parsed: ParsedQuery) -> list[tuple[int, int]]:
     # A phrase of several words in a script with spaces highlights where its words run in order,
     # as the word index's phrase query matched them, not each of its words wherever it stands (a
     # search for "Basalt Holdings of Tarnwick" highlighted every "of"; hostile trial 13c). One
-    # without such a run in this passage highlights its words, as before.
+    # without such a run in this passage highlights the part a chunk seam cut off at the passage's
+    # end or start (the word channel matched it across that seam); with neither, its words, as before.
     phrase_ranges, found = _phrase_ranges(folded, origin, parsed.phrases)
     stems = _stems(" ".join((*parsed.terms, *(p for p in parsed.phrases if p not in found))))
     # Decide per distinct word, then find its occurrences: a passage repeats most of its words. A
@@ -87,23 +88,47 @@ def match_ranges(passage: str, parsed: ParsedQuery) -> list[tuple[int, int]]:
                 for r in _SPACED_RUN.finditer(folded, m.start(), m.end()):
                     if r.group() in hits:
                         ranges.append((origin[r.start()], origin[r.end() - 1] + 1))
-    ranges += _bigram_ranges(folded, origin, (*parsed.terms, *parsed.phrases))
-    # Scripts without spaces highlight exact occurrences of the whole term.
-    needles = {"".join(substring_query_tokens(t))
-               for t in (*parsed.terms, *parsed.phrases) if UNSPACED.search(t)} - {""}
+    unspaced = [p for p in parsed.phrases if UNSPACED.search(p)]
+    needles = {"".join(substring_query_tokens(t)) for t in (*parsed.terms, *unspaced) if UNSPACED.search(t)} - {""}
     if not needles:
+        ranges += _bigram_ranges(folded, origin, (*parsed.terms, *parsed.phrases))
         return _merge(_extend_over_marks(passage, ranges))
     # As the substring index reads the passage (SUBSTRING_TOKEN_RE: whitespace and middle dots are no
     # tokens, other punctuation is): its tokens' characters, in order (was: all but
     # whitespace, so a term the index matched across a "、" had no highlight).
     compact = [(i, folded[i]) for m in SUBSTRING_TOKEN_RE.finditer(folded) for i in range(m.start(), m.end())]
     hay = "".join(c for _, c in compact)
+
+    def add(start: int, length: int) -> None:
+        ranges.append((origin[compact[start][0]], origin[compact[start + length - 1][0]] + 1))
+
+    # Scripts without spaces highlight exact occurrences of the whole term; a phrase that is not in
+    # the passage whole highlights its part that a seam cut off at the passage's end or start, and
+    # none of its bigrams elsewhere (trial 15b: the chunk after the seam had no highlight).
+    parts = set()
+    for phrase in unspaced:
+        needle = "".join(substring_query_tokens(phrase))
+        if len(needle) < 2 or needle in hay:
+            continue
+        if hay and hay in needle[1:-1]:  # a middle piece of a phrase longer than the passage
+            parts.add(phrase)
+            needles.discard(needle)
+            add(0, len(hay))
+            continue
+        head = next((j for j in range(len(needle) - 1, 0, -1) if hay.endswith(needle[:j])), 0)
+        tail = next((j for j in range(len(needle) - 1, 0, -1) if hay.startswith(needle[-j:])), 0)
+        if head or tail:
+            parts.add(phrase)
+            needles.discard(needle)
+            if head:
+                add(len(hay) - head, head)
+            if tail:
+                add(0, tail)
+    ranges += _bigram_ranges(folded, origin, (*parsed.terms, *(p for p in parsed.phrases if p not in parts)))
     for needle in needles:
         start = hay.find(needle)
         while start >= 0:
-            a = compact[start][0]
-            b = compact[start + len(needle) - 1][0]
-            ranges.append((origin[a], origin[b] + 1))
+            add(start, len(needle))
             start = hay.find(needle, start + 1)
     return _merge(_extend_over_marks(passage, ranges))
 
@@ -125,12 +150,33 @@ def _phrase_ranges(folded: str, origin: list[int], phrases: Iterable[str]) -> tu
     stems = [t for t, _, _ in tokens]
     ranges: list[tuple[int, int]] = []
     found: set[str] = set()
+
+    def add(i: int, k: int) -> None:
+        ranges.append((origin[tokens[i][1]], origin[tokens[i + k - 1][2] - 1] + 1))
+
     for phrase, seq in wanted.items():
         k = len(seq)
         for i in range(len(stems) - k + 1):
             if tuple(stems[i:i + k]) == seq:
-                ranges.append((origin[tokens[i][1]], origin[tokens[i + k - 1][2] - 1] + 1))
+                add(i, k)
                 found.add(phrase)
+        if phrase in found:
+            continue
+        # Not here whole: the part a seam cut off, at the passage's end (the phrase's first words)
+        # or its start (its last words), as the word channel matched it (chunk_rule.ChunkRule).
+        n = len(stems)
+        if 0 < n < k and any(tuple(seq[i:i + n]) == tuple(stems) for i in range(1, k - n)):
+            add(0, n)  # a middle piece of a phrase longer than the passage
+            found.add(phrase)
+            continue
+        head = next((j for j in range(k - 1, 0, -1) if n >= j and tuple(stems[n - j:]) == seq[:j]), 0)
+        tail = next((j for j in range(k - 1, 0, -1) if n >= j and tuple(stems[:j]) == seq[k - j:]), 0)
+        if head:
+            add(n - head, head)
+        if tail:
+            add(0, tail)
+        if head or tail:
+            found.add(phrase)
     return ranges, found
 
 

@@ -53,9 +53,64 @@ def crosses(before: Sequence[str], after: Sequence[str], seq: Sequence[str]) -> 
                and tuple(after[:n - k]) == tuple(seq[k:]) for k in range(1, n))
 
 
-#: Chunk ID → its word tokens (:func:`fabric_query.channels.lexical.word_tokens`), or ``None``
-#: where there is no such chunk.
-TokensOf = Callable[[str | None], Sequence[str] | None]
+def gather(tokens_at: Callable[[int], Sequence[str] | None], need: int, direction: int) -> list[tuple[int, Sequence[str]]]:
+    """The chunks at steps ``direction``, ``2 * direction``, … of ``tokens_at`` (``None``: no such
+    chunk) until they hold ``need`` tokens or none is left, as (step, tokens) in reading order."""
+    out, got, step = [], 0, direction
+    while got < need:
+        tokens = tokens_at(step)
+        if tokens is None:
+            break
+        out.append((step, tokens))
+        got += len(tokens)
+        step += direction
+    return out if direction > 0 else out[::-1]
+
+
+def spanning(items: Sequence[tuple[object, Sequence[str]]], seq: Sequence[str], start: int, end: int) -> set[object]:
+    """The keys of ``items`` (key, tokens), read as one token sequence in order, touched by an
+    occurrence of ``seq`` that overlaps positions ``[start, end)`` of that sequence.
+
+    >>> sorted(spanning([("a", ["x", "keeper"]), ("b", ["lit"]), ("c", ["the", "lamp"])],
+    ...                 ["keeper", "lit", "the"], 2, 3))
+    ['a', 'b', 'c']
+    """
+    flat: list[str] = []
+    owner: list[object] = []
+    for key, tokens in items:
+        flat += tokens
+        owner += [key] * len(tokens)
+    n = len(seq)
+    touched: set[object] = set()
+    for p in range(max(0, start - n + 1), min(end, len(flat) - n + 1)):
+        if flat[p] == seq[0] and tuple(flat[p:p + n]) == tuple(seq):
+            touched.update(owner[p:p + n])
+    return touched
+
+
+def held_here(tokens_at: Callable[[int], Sequence[str] | None], seq: Sequence[str]) -> bool:
+    """The chunk at step 0 of ``tokens_at`` holds a part of an occurrence of ``seq`` that runs from
+    it into the chunk before or after it, or on through several (a phrase longer than a chunk)."""
+    here = tokens_at(0)
+    if not here or len(seq) < 2:
+        return False
+    left = gather(tokens_at, len(seq) - 1, -1)
+    right = gather(tokens_at, len(seq) - 1, 1)
+    if not left and not right:
+        return False
+    start = sum(len(t) for _, t in left)
+    return 0 in spanning([*left, (0, here), *right], seq, start, start + len(here))
+
+
+class Neighbourhood(Protocol):
+    """A chunk's tokens and those of the chunks beside it in its document's reading order, read on
+    demand: ``step`` 0 is the chunk, -1 the one before, +1 the one after (``None``: no such chunk)."""
+
+    def words(self, step: int) -> Sequence[str] | None:
+        """Word tokens (``fabric_query.channels.lexical.word_tokens``)."""
+
+    def substrings(self, step: int) -> Sequence[str] | None:
+        """Substring tokens (``fabric_query.channels.lexical.substring_tokens``)."""
 
 
 @dataclass(frozen=True)
@@ -64,13 +119,17 @@ class ChunkRule:
 
     ``evidence``: tokens a chunk must hold one of; ``phrases``: each quoted phrase's word tokens
     (phrases without any, ``"..."``, ask for nothing: the index has no query for them);
-    ``excluded``: word-token sequences (a chunk holding one is dropped; an exclusion in a script
-    without spaces is in ``banned`` instead); ``banned``: excluded text in a script without spaces,
-    as its substring tokens joined (a chunk whose joined substring tokens hold it is dropped).
+    ``characters``: per phrase, its substring tokens where it has text in a script without spaces
+    (else ``None``): such a phrase cut by a seam is held as characters, since the word field's
+    bigrams stop at every chunk's end; ``excluded``: word-token sequences (a chunk holding one is
+    dropped; an exclusion in a script without spaces is in ``banned`` instead); ``banned``:
+    excluded text in a script without spaces, as its substring tokens joined (a chunk whose joined
+    substring tokens hold it is dropped).
     """
 
     evidence: frozenset[str]
     phrases: tuple[tuple[str, ...], ...]
+    characters: tuple[tuple[str, ...] | None, ...]
     excluded: tuple[tuple[str, ...], ...]
     banned: frozenset[str]
 
@@ -79,52 +138,51 @@ class ChunkRule:
            word_tokens: Callable[[str], list[str]], substring_query_tokens: Callable[[str], list[str]]) -> "ChunkRule":
         """The rule of ``parsed`` whose free-text word tokens are ``query_tokens`` (stop words
         already dropped where configured); ``function_words`` ``None``: every query token is evidence."""
-        phrases = tuple(seq for seq in (tuple(word_tokens(p)) for p in parsed.phrases) if seq)
+        kept = [(p, tuple(word_tokens(p))) for p in parsed.phrases]
+        kept = [(p, seq) for p, seq in kept if seq]
+        phrases = tuple(seq for _, seq in kept)
+        characters = tuple(tuple(substring_query_tokens(p)) if UNSPACED.search(p) else None for p, _ in kept)
         evidence = (content_tokens(query_tokens, [t for p in phrases for t in p], function_words)
                     if function_words is not None else set(query_tokens) | {t for p in phrases for t in p})
         excluded = tuple(seq for seq in (tuple(word_tokens(e)) for e in parsed.excluded if not UNSPACED.search(e))
                          if seq)
         banned = frozenset("".join(substring_query_tokens(e)) for e in parsed.excluded if UNSPACED.search(e)) - {""}
-        return cls(frozenset(evidence), phrases, excluded, banned)
+        return cls(frozenset(evidence), phrases, characters, excluded, banned)
 
-    @property
-    def needs_sequence(self) -> bool:
-        """Whether :meth:`admits` reads the chunk's token sequence (else its token set suffices)."""
-        return bool(self.phrases or self.excluded or self.banned)
-
-    def holds_phrase(self, tokens: Sequence[str], seq: Sequence[str], before: Callable[[], Sequence[str] | None],
-                     after: Callable[[], Sequence[str] | None]) -> bool:
-        """A chunk of ``tokens`` holds phrase ``seq``: alone, or across its seam with the chunk
-        ``before()`` or ``after()`` it in reading order (``None``: no such chunk). Both chunks of a
-        seam hold it; each holds a part (trial 13c: a phrase cut by a chunk boundary found nothing)."""
-        if contains(tokens, seq):
+    def holds_phrase(self, k: int, chunk: Neighbourhood) -> bool:
+        """The chunk holds phrase ``k``: alone, or across its seam with the chunk before or after
+        it in reading order, or through several chunks (a phrase longer than one). Every chunk the
+        phrase runs through holds it; each holds a part (trial 13c: a phrase cut by a chunk boundary
+        found nothing; trial 15b: one cut by a window boundary, one in a script without spaces cut
+        anywhere, or one longer than a chunk)."""
+        seq = self.phrases[k]
+        if contains(chunk.words(0), seq):
             return True
-        if len(seq) < 2:
+        chars = self.characters[k]
+        if chars is not None:  # as characters: the seam cuts the bigram that spans it
+            return held_here(chunk.substrings, chars)
+        return held_here(chunk.words, seq)
+
+    def admits(self, token_set: frozenset[str] | set[str] | Sequence[str], chunk: Neighbourhood,
+               compact: Callable[[], str]) -> bool:
+        """Whether a chunk is a word match: ``token_set`` its word tokens (any container), ``chunk``
+        its tokens and its neighbours' (asked only when needed), ``compact()`` its substring tokens
+        joined. A chunk holding every phrase is evidence enough (a phrase is asked for on purpose;
+        a part cut by a seam in a script without spaces may hold none of the phrase's bigrams)."""
+        if self.evidence.isdisjoint(token_set) and not any(c is not None for c in self.characters):
             return False
-        prev = before()
-        if prev is not None and crosses(prev, tokens, seq):
+        if not (self.phrases or self.excluded or self.banned):
             return True
-        nxt = after()
-        return nxt is not None and crosses(tokens, nxt, seq)
-
-    def admits(self, token_set: frozenset[str] | set[str] | Sequence[str], tokens: Callable[[], Sequence[str]],
-               compact: Callable[[], str], before: Callable[[], Sequence[str] | None],
-               after: Callable[[], Sequence[str] | None]) -> bool:
-        """Whether a chunk is a word match: ``token_set`` its word tokens (any container),
-        ``tokens()`` their sequence, ``compact()`` its substring tokens joined, ``before()`` and
-        ``after()`` the word tokens of the chunks beside it in reading order (asked only when needed)."""
-        if self.evidence.isdisjoint(token_set):
-            return False
-        if not self.needs_sequence:
-            return True
-        seq = tokens()
+        seq = chunk.words(0)
         if any(contains(seq, e) for e in self.excluded):
             return False
         if self.banned:
             text = compact()
             if any(b in text for b in self.banned):
                 return False
-        return all(self.holds_phrase(seq, p, before, after) for p in self.phrases)
+        if not self.phrases:
+            return True
+        return all(self.holds_phrase(k, chunk) for k in range(len(self.phrases)))
 
 
 def substring_admits(tokens: Sequence[str], terms: Sequence[Sequence[str]], phrases: Sequence[Sequence[str]],

@@ -116,6 +116,12 @@ def _chunk_word_tokens(text: str) -> tuple[str, ...]:
     return tuple(word_tokens(text))
 
 
+@lru_cache(maxsize=2048)
+def _chunk_substring_tokens(text: str) -> tuple[str, ...]:
+    # Only a phrase in a script without spaces cut by a seam needs them (chunk_rule.ChunkRule).
+    return tuple(substring_tokens(text))
+
+
 @lru_cache(maxsize=16384)
 def _chunk_stats(text: str) -> TermStats:
     # Tokenizing a chunk costs ~0.1 ms; re-scoring needs every candidate's counts on every pass,
@@ -356,8 +362,11 @@ def word_matches(
             if wid not in members_of:
                 members_of[wid] = members
                 pairs.append((wid, 0.0))
-        if prefetch is not None:  # one read of every member's text, not one per member
-            prefetch([m for wid, _ in pairs for m in members_of[wid]])
+        if prefetch is not None:  # one read of every member's text (and the chunks beside), not one per member
+            beside = ([c for wid, _ in pairs for c in (reading.beside(members_of[wid][0], -1),
+                                                        reading.beside(members_of[wid][-1], 1)) if c is not None]
+                      if reading is not None and rule.phrases else [])
+            prefetch([m for wid, _ in pairs for m in members_of[wid]] + beside)
         return rescore(index, [w for w, _ in pairs], weights, stats_of, params, postings)
 
     def members_at(addr: tantivy.DocAddress) -> tuple[str, tuple[str, ...]]:
@@ -369,8 +378,8 @@ def word_matches(
         return stored
 
     rule = ChunkRule.of(parsed, query_tokens, function_words, word_tokens, substring_query_tokens)
-    seams = (seam_windows(index, rule.phrases, eligible, reading, members_at,
-                          lambda c: _chunk_word_tokens(text_of(c)))
+    seams = (seam_windows(index, rule, eligible, reading, members_at, lambda c: _chunk_word_tokens(text_of(c)),
+                          lambda c: _chunk_substring_tokens(text_of(c)), prefetch=prefetch)
              if checked and reading is not None and rule.phrases else SeamWindows({}))
     weights = dict(terms)
     windows = one_pass([])
@@ -399,9 +408,7 @@ def word_matches(
         for i, m in enumerate(members):
             text = text_of(m)
             stats = _chunk_stats(text)
-            if rule.admits(stats[0], lambda: _chunk_word_tokens(text), lambda: "".join(substring_tokens(text)),
-                           lambda: _beside(members, i, -1, reading, text_of),
-                           lambda: _beside(members, i, 1, reading, text_of)):
+            if rule.admits(stats[0], _Member(members, i, reading, text_of), lambda: "".join(substring_tokens(text))):
                 matched.append((m, stats))
         if matched:
             groups.append((wid, score, matched))
@@ -422,15 +429,28 @@ def word_matches(
     return WordMatches(out[:depth], {m: window_of[m] for m, _ in out[:depth]}, seams.unchecked)
 
 
-def _beside(members: Sequence[str], i: int, step: int, reading: ReadingOrder | None,
-            text_of: Callable[[str], str]) -> tuple[str, ...] | None:
-    """Word tokens of the chunk ``step`` from member ``i`` in reading order: the window's member
-    beside it, or across the window's boundary through ``reading``; None where there is none."""
-    j = i + step
-    if 0 <= j < len(members):
-        return _chunk_word_tokens(text_of(members[j]))
-    other = reading.beside(members[i], step) if reading is not None else None
-    return None if other is None else _chunk_word_tokens(text_of(other))
+class _Member:
+    """Member ``i`` of a window and the chunks beside it (:class:`~fabric_query.channels.chunk_rule.Neighbourhood`):
+    the window's members, and across its ends the chunks ``reading`` names (none without it)."""
+
+    def __init__(self, members: Sequence[str], i: int, reading: ReadingOrder | None,
+                 text_of: Callable[[str], str]) -> None:
+        self._members, self._i, self._reading, self._text_of = members, i, reading, text_of
+
+    def _text(self, step: int) -> str | None:
+        j = self._i + step
+        if 0 <= j < len(self._members):
+            return self._text_of(self._members[j])
+        other = self._reading.beside(self._members[self._i], step) if self._reading is not None else None
+        return None if other is None else self._text_of(other)
+
+    def words(self, step: int) -> tuple[str, ...] | None:
+        text = self._text(step)
+        return None if text is None else _chunk_word_tokens(text)
+
+    def substrings(self, step: int) -> tuple[str, ...] | None:
+        text = self._text(step)
+        return None if text is None else _chunk_substring_tokens(text)
 
 
 def substring_channel(index: OpenIndex, parsed: ParsedQuery, eligible: set[str] | None, depth: int) -> ChannelResult:

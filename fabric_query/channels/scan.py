@@ -74,9 +74,13 @@ def scan_channel(view: ReleaseView, parsed: ParsedQuery, eligible: set[str] | No
     row_of = {cid: i for i, cid in enumerate(ids)}
     n = len(ids)
 
-    def beside(i: int, step: int) -> list[str] | None:
-        j = i + step
-        return tokens[j] if 0 <= j < n and pids[j] == pids[i] else None
+    substrings: dict[int, list[str]] = {}
+
+    def substrings_at(i: int) -> list[str]:
+        found = substrings.get(i)
+        if found is None:
+            found = substrings[i] = substring_tokens(texts[i])
+        return found
 
     pairs = []
     for i, cid in enumerate(ids):
@@ -86,27 +90,40 @@ def scan_channel(view: ReleaseView, parsed: ParsedQuery, eligible: set[str] | No
             if altered is not None:
                 altered.add(cid)
             continue
-        text = texts[i]
-        compact = None
-
-        def compact_of() -> str:
-            nonlocal compact
-            if compact is None:
-                compact = "".join(substring_tokens(text))
-            return compact
-
-        matched = rule.admits(sets[i], lambda: tokens[i], compact_of, lambda: beside(i, -1), lambda: beside(i, 1))
+        row = _Row(i, n, pids, tokens, substrings_at)
+        matched = rule.admits(sets[i], row, lambda: "".join(row.substrings(0)))
         if not matched and substring:
-            matched = substring_admits(substring_tokens(text), sub_terms, sub_phrases, sub_excluded)
+            matched = substring_admits(row.substrings(0), sub_terms, sub_phrases, sub_excluded)
         if not matched:
             continue
         members = window_of.get(cid, (cid, (cid,)))[1]
         words = set().union(*(sets[row_of[m]] & wanted for m in members if m in row_of))
-        score = len(words) + sum(1 for t in cjk_terms if t in compact_of()) + len(parsed.phrases)
+        compact = "".join(row.substrings(0)) if cjk_terms else ""
+        score = len(words) + sum(1 for t in cjk_terms if t in compact) + len(parsed.phrases)
         # Ties between the chunks of one window go to the chunk holding more of the words itself
         # (a fraction under one point: it only orders what the window score leaves equal).
         pairs.append((cid, score + len(sets[i] & wanted) / (len(wanted) + 1)))
     return ranked(pairs, depth)
+
+
+class _Row:
+    """Chunk row ``i`` of the scan and the rows beside it in its parse's reading order (the view's
+    chunks are sorted by parse, then ordinal): :class:`~fabric_query.channels.chunk_rule.Neighbourhood`."""
+
+    def __init__(self, i: int, n: int, pids, tokens: list[list[str]], substrings_at) -> None:
+        self._i, self._n, self._pids, self._tokens, self._substrings_at = i, n, pids, tokens, substrings_at
+
+    def _row(self, step: int) -> int | None:
+        j = self._i + step
+        return j if 0 <= j < self._n and self._pids[j] == self._pids[self._i] else None
+
+    def words(self, step: int) -> list[str] | None:
+        j = self._row(step)
+        return None if j is None else self._tokens[j]
+
+    def substrings(self, step: int) -> list[str] | None:
+        j = self._row(step)
+        return None if j is None else self._substrings_at(j)
 
 
 class ScanChannel(RunsInTurn):

@@ -11,6 +11,12 @@ holding that token are searched, and the seams at their two ends checked token b
 The search reads at most ``cap`` windows per phrase; a phrase whose rarest token is in more
 (every token of it common: ``"to be or not to be"``) is reported unchecked, with the windows
 it did check.
+
+A phrase in a script without spaces (``"灯して潮"``) cut by any seam, inside a window or
+between two, is the same problem at another grain: the word field's bigrams stop at every
+chunk's end (the window joins its members with a blank line), so the bigram spanning the seam
+exists nowhere. Such a phrase is looked for through the substring field's chunk documents
+(one position per character), by its rarest character, and held as characters.
 """
 
 from __future__ import annotations
@@ -20,14 +26,14 @@ from dataclasses import dataclass
 
 import tantivy
 
-from fabric_query.channels.chunk_rule import ReadingOrder, crosses
+from fabric_query.channels.chunk_rule import ChunkRule, ReadingOrder, spanning
 from fabric_query.release import ProjectionUnavailable
 from fabric_resources.lexical_index import OpenIndex
-from fabric_resources.schema import INDEX_FIELD_PARSE_ID, INDEX_FIELD_WORD
+from fabric_resources.schema import INDEX_FIELD_CHUNK_ID, INDEX_FIELD_PARSE_ID, INDEX_FIELD_SUBSTRING, INDEX_FIELD_WORD
 
 #: Windows read per phrase when looking for it across window seams (each costs a stored-document
 #: read, memoized per generation, and the word tokens of its two end chunks).
-SEAM_WINDOWS_CHECKED = 2000
+SEAM_WINDOWS_CHECKED = 1000
 
 
 @dataclass(frozen=True)
@@ -40,44 +46,94 @@ class SeamWindows:
     unchecked: tuple[str, ...] = ()
 
 
-def seam_windows(index: OpenIndex, phrases: Sequence[Sequence[str]], eligible: set[str] | None,
-                 reading: ReadingOrder, members_at: Callable[[tantivy.DocAddress], tuple[str, tuple[str, ...]]],
-                 tokens_of: Callable[[str], Sequence[str]], cap: int = SEAM_WINDOWS_CHECKED) -> SeamWindows:
-    """The windows of eligible parses that hold a phrase of ``phrases`` (word-token sequences, two
-    tokens or more) only across a window seam, both windows of each such seam.
+def _eligible(index: OpenIndex, query: tantivy.Query, eligible: set[str] | None) -> tantivy.Query:
+    if eligible is None:
+        return query
+    return tantivy.Query.boolean_query([
+        (tantivy.Occur.Must, query),
+        (tantivy.Occur.Must, tantivy.Query.term_set_query(index.schema, INDEX_FIELD_PARSE_ID, sorted(eligible)))])
 
-    ``members_at``: a window document's (ID, members) by its address; ``tokens_of``: a chunk's word
-    tokens. Windows are checked in tantivy's order of the rarest token's BM25 (a stable order)."""
+
+def seam_windows(index: OpenIndex, rule: ChunkRule, eligible: set[str] | None, reading: ReadingOrder,
+                 members_at: Callable[[tantivy.DocAddress], tuple[str, tuple[str, ...]]],
+                 tokens_of: Callable[[str], Sequence[str]], substrings_of: Callable[[str], Sequence[str]],
+                 cap: int = SEAM_WINDOWS_CHECKED,
+                 prefetch: Callable[[list[str]], object] | None = None) -> SeamWindows:
+    """The windows of eligible parses where a phrase of ``rule`` may be held only across a seam
+    that no window document's phrase query sees: both windows of a window seam (word tokens), and
+    the windows of both chunks of any seam where a phrase in a script without spaces is cut (its
+    characters: the word field's bigram across the seam does not exist).
+
+    ``members_at``: a window document's (ID, members) by its address; ``tokens_of`` and
+    ``substrings_of``: a chunk's word and substring tokens; ``prefetch`` (chunk IDs) is called with
+    the chunks of every seam before they are read (a view keeping text on disk reads them at once).
+    Documents are read in tantivy's order of the rarest token's BM25 (a stable order)."""
     searcher = index.searcher
     found: dict[str, tuple[str, ...]] = {}
     unchecked: list[str] = []
-    for seq in phrases:
+
+    def add(*chunk_ids: str) -> None:
+        for c in chunk_ids:
+            w, m = reading.window(c)
+            found[w] = m
+
+    for seq, chars in zip(rule.phrases, rule.characters):
+        if chars is not None:  # chunk documents holding the rarest character, each seam of theirs checked
+            if len(chars) < 2:
+                continue
+            rarest = min(sorted(set(chars)), key=lambda t: searcher.doc_freq(INDEX_FIELD_SUBSTRING, t))
+            query = tantivy.Query.term_query(index.schema, INDEX_FIELD_SUBSTRING, rarest)
+            hits = searcher.search(_eligible(index, query, eligible), limit=cap + 1).hits
+            if len(hits) > cap:
+                unchecked.append("".join(chars))
+            seams = []
+            for _, addr in hits[:cap]:
+                c = searcher.doc(addr)[INDEX_FIELD_CHUNK_ID][0]
+                prev, nxt = reading.beside(c, -1), reading.beside(c, 1)
+                seams += [(prev, c)] if prev is not None else []
+                seams += [(c, nxt)] if nxt is not None else []
+            if prefetch is not None:
+                prefetch(list(dict.fromkeys(c for pair in seams for c in pair)))
+            for left, right in seams:
+                add(*_across(left, right, chars, substrings_of, reading))
+            continue
         if len(seq) < 2:
             continue
         rarest = min(sorted(set(seq)), key=index.word_doc_freq)
         query = tantivy.Query.term_query(index.schema, INDEX_FIELD_WORD, rarest)
-        if eligible is not None:
-            query = tantivy.Query.boolean_query([
-                (tantivy.Occur.Must, query),
-                (tantivy.Occur.Must, tantivy.Query.term_set_query(index.schema, INDEX_FIELD_PARSE_ID, sorted(eligible)))])
-        hits = searcher.search(query, limit=cap + 1).hits
+        hits = searcher.search(_eligible(index, query, eligible), limit=cap + 1).hits
         if len(hits) > cap:
             unchecked.append(" ".join(seq))
-            hits = hits[:cap]
-        for _, addr in hits:
-            wid, members = members_at(addr)
-            first, last = members[0], members[-1]
-            prev = reading.beside(first, -1)
-            if prev is not None and crosses(tokens_of(prev), tokens_of(first), seq):
-                pw, pm = reading.window(prev)
-                found[pw] = pm
-                found[wid] = members
-            nxt = reading.beside(last, 1)
-            if nxt is not None and crosses(tokens_of(last), tokens_of(nxt), seq):
-                nw, nm = reading.window(nxt)
-                found[wid] = members
-                found[nw] = nm
+        seams = []  # (left chunk, right chunk) at each end of each window found
+        for _, addr in hits[:cap]:
+            _, members = members_at(addr)
+            prev, nxt = reading.beside(members[0], -1), reading.beside(members[-1], 1)
+            seams += [(prev, members[0])] if prev is not None else []
+            seams += [(members[-1], nxt)] if nxt is not None else []
+        if prefetch is not None:  # one read of every chunk checked, not one per chunk
+            prefetch(list(dict.fromkeys(c for pair in seams for c in pair)))
+        for left, right in seams:
+            add(*_across(left, right, seq, tokens_of, reading))
     return SeamWindows(found, tuple(unchecked))
+
+
+def _across(left: str, right: str, seq: Sequence[str], tokens_of: Callable[[str], Sequence[str]],
+            reading: ReadingOrder) -> set[str]:
+    """The chunks an occurrence of ``seq`` runs through where it spans the seam between chunk
+    ``left`` and chunk ``right`` (reading ``seq``'s length less one tokens on each side, through as
+    many chunks as that takes: a phrase longer than a chunk)."""
+    def side(start: str, direction: int) -> list[tuple[str, Sequence[str]]]:
+        out, got, c = [], 0, start
+        while c is not None and got < len(seq) - 1:
+            tokens = tokens_of(c)
+            out.append((c, tokens))
+            got += len(tokens)
+            c = reading.beside(c, direction)
+        return out
+
+    before = side(left, -1)[::-1]
+    boundary = sum(len(t) for _, t in before)
+    return spanning([*before, *side(right, 1)], seq, boundary, boundary)
 
 
 class ViewReading:

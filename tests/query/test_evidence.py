@@ -135,6 +135,20 @@ def test_a_phrase_highlights_where_its_words_run_in_order_not_each_word_anywhere
     assert hl("of this and of that", "of") == ["of", "of"]
 
 
+def test_a_phrase_cut_by_a_seam_highlights_only_its_part_at_the_passages_edge():
+    """guards against (trial 15b): a chunk that holds a quoted phrase's part across a chunk seam
+    highlighting each of the phrase's words wherever it stands (every "the" of the chunk), or, for
+    a phrase without spaces, nothing at all in the chunk after the seam (its part has no bigram of
+    the phrase); and the middle chunk of a phrase longer than a chunk left unhighlighted."""
+    query = '"keeper lit the lamp"'
+    assert hl("The keeper saw the lighthouse keeper", query) == ["keeper"]  # the phrase's first word, at the end
+    assert hl("lit the lamp at dusk, and the tide", query) == ["lit the lamp"]  # its last words, at the start
+    assert hl("lit the", '"keeper lit the lamp"') == ["lit the"]  # a middle piece: the whole passage
+    assert hl("潮の満ち引きを記録した。", '"灯して潮"') == ["潮"]
+    assert hl("ランプを灯して", '"灯して潮"') == ["灯して"]
+    assert hl("してランプを灯して", '"灯して潮"') == ["灯して"]  # not the phrase's bigram "して" elsewhere
+
+
 def test_adjacent_matches_merge():
     """guards against: overlapping/adjacent ranges producing nested or empty highlights."""
     assert match_ranges("トークントークン", parse_query("トークン")) == [(0, 8)]

@@ -70,6 +70,15 @@ def _seams(home: FabricHome):
             for a, b in zip(chunks, chunks[1:]) if a["parse_id"] == b["parse_id"]]
 
 
+def _runs(home: FabricHome) -> list[tuple[str, str, str]]:
+    """Three chunks that follow each other in a document of words, the middle one of two words or more."""
+    chunks = home.tables.read("chunks", columns=["parse_id", "ordinal", "text"]).to_pylist()
+    chunks.sort(key=lambda r: (r["parse_id"], r["ordinal"]))
+    return [(a["text"], b["text"], c["text"]) for a, b, c in zip(chunks, chunks[1:], chunks[2:])
+            if a["parse_id"] == c["parse_id"] and a["text"].isascii() and len(_words(b["text"])) >= 2
+            and len(_words(a["text"])) >= 2 and len(_words(c["text"])) >= 2]
+
+
 def _words(text: str) -> list[str]:
     return [w.strip(".!?,") for w in text.split() if w.strip(".!?,")]
 
@@ -135,6 +144,27 @@ def _lexical_sets(fabric: Fabric, query: str):
     return ids, set(scanned.channel_rankings.get("scan", ())), indexed
 
 
+def _check_phrase_parts(query: str, hit) -> None:
+    """For a query that is one quoted phrase of words, a hit that does not hold it whole highlights
+    only the part a seam cut off: the phrase's first words ending the chunk, or its last words
+    starting it (never each of its words wherever it stands)."""
+    if not (query.startswith('"') and query.endswith('"') and query.count('"') == 2 and query.isascii()):
+        return
+    seq = word_tokens(query)
+    if len(seq) < 2 or " ".join(seq) in " ".join(word_tokens(hit.text)):
+        return
+    segs = hit.highlights
+    for i, seg in enumerate(segs):
+        if not seg.highlighted:
+            continue
+        part = word_tokens(seg.text)
+        before = word_tokens("".join(s.text for s in segs[:i]))
+        after = word_tokens("".join(s.text for s in segs[i + 1:]))
+        middle = not before and not after and " ".join(part) in " ".join(seq[1:-1])
+        assert ((part == seq[:len(part)] and not after) or (part == seq[len(seq) - len(part):] and not before)
+                or middle), (query, hit.text, seg.text)
+
+
 def test_the_index_and_the_scan_match_the_same_chunks_and_highlights_are_exact(home):
     """guards against (trial 15b): the scan fallback answering other chunks than the index for the
     same query over the same release — no seam rule (a phrase across two chunks found by the index,
@@ -168,6 +198,7 @@ def test_the_index_and_the_scan_match_the_same_chunks_and_highlights_are_exact(h
             assert marked, (query, h.text)
             for seg in marked:  # every highlighted segment is query text: a query word, or CJK characters
                 assert set(word_tokens(seg)) & wanted or not seg.isascii(), (query, seg)
+            _check_phrase_parts(query, h)
     for a, b, same in _seams(home):
         if not same and a.isascii() and b.isascii() and len(_words(a)) >= 2 and len(_words(b)) >= 2:
             phrase = '"' + " ".join(_words(a)[-2:] + _words(b)[:2]) + '"'
@@ -176,5 +207,21 @@ def test_the_index_and_the_scan_match_the_same_chunks_and_highlights_are_exact(h
             across_found += 1
             if across_found >= 3:
                 break
+    # A phrase without spaces cut by a seam, inside a window or between two: both chunks, both paths.
+    cut = [(a, b, same) for a, b, same in _seams(home) if not a.isascii() and not b.isascii()]
+    assert {same for *_, same in cut} == {True, False}
+    for a, b, _ in cut[:4]:
+        phrase = f'"{a[-2:]}{b[:2]}"'
+        ids, scanned, pack = _lexical_sets(fabric, phrase)
+        assert ids == scanned and len(ids) >= 2, phrase
+        assert {texts[h.chunk_id] for h in pack.results if h.lexical} >= {a, b}, phrase
+    # A phrase longer than a chunk (a pasted passage): every chunk it runs through, both paths.
+    runs = _runs(home)
+    for run in runs[:: max(1, len(runs) // 4)][:4]:
+        phrase = '"' + " ".join(_words(run[0])[-2:] + _words(run[1]) + _words(run[2])[:2]) + '"'
+        ids, scanned, pack = _lexical_sets(fabric, phrase)
+        assert ids == scanned and {texts[c] for c in ids} >= set(run), phrase
+        for h in pack.results:
+            _check_phrase_parts(phrase, h)
     assert found_any > len(queries) // 2 and across_found
     assert time.monotonic() - started < 60

@@ -361,6 +361,8 @@ def test_a_phrase_across_the_seam_of_two_windows_matches_both(tmp_path):
     into the first chunk of the next found nothing and said nothing (neither window document holds
     it); the seam search admitting a chunk that holds the words apart, a window of a parse the
     filters leave out, or a phrase it could not check for lack of reading order reported as checked."""
+    from fabric_query.channels.chunk_rule import ChunkRule
+    from fabric_query.channels.lexical import substring_tokens
     from fabric_query.channels.window_seams import seam_windows
 
     a, b = "a" * 32, "b" * 32
@@ -387,8 +389,46 @@ def test_a_phrase_across_the_seam_of_two_windows_matches_both(tmp_path):
         doc = searcher.doc(addr)
         return doc["chunk_id"][0], tuple(doc["members"])
 
+    rule = ChunkRule(frozenset(), (("keeper", "lit", "the", "lamp"),), (None,), (), frozenset())
     tokens = lambda c: word_tokens(text[c])  # noqa: E731
-    found = seam_windows(opened, [("keeper", "lit", "the", "lamp")], None, reading, members_at, tokens, cap=1)
+    found = seam_windows(opened, rule, None, reading, members_at, tokens, substring_tokens, cap=1)
     assert found.unchecked == ("keeper lit the lamp",)
-    found = seam_windows(opened, [("keeper", "lit", "the", "lamp")], None, reading, members_at, tokens)
+    found = seam_windows(opened, rule, None, reading, members_at, tokens, substring_tokens)
     assert found.unchecked == () and set(found.windows) == {f"{a}-w0", f"{a}-w1"}
+
+
+def test_a_phrase_without_spaces_cut_by_any_seam_matches_both_chunks(tmp_path):
+    """guards against (trial 15b): a Japanese or Chinese phrase cut by a chunk boundary, inside a
+    window or between two, found by neither lexical channel (the word field's bigrams stop at each
+    chunk's end, so the bigram spanning the seam exists nowhere; the substring field holds chunks);
+    a seam admitting characters that stand apart, or across a punctuation mark the phrase lacks."""
+    a = "a" * 32
+    opened, text, windows = _index(tmp_path, {a: [["ランプを灯して", "潮の満ち引きを記録した。"], ["嵐の夜に灯台"]],
+                                              "b" * 32: [["潮が灯して"]]})
+    reading = _Reading(windows)
+
+    def ids(q):
+        return sorted(c for c, _ in word_channel(opened, parse_query(q), None, 10, text_of=text.__getitem__,
+                                                 reading=reading))
+
+    assert ids('"灯して潮"') == [f"{a}-w0-c0", f"{a}-w0-c1"]  # a seam inside the window
+    assert ids('"した。嵐"') == [f"{a}-w0-c1", f"{a}-w1-c0"]  # a seam between two windows
+    assert ids('"した嵐"') == []  # the phrase lacks the full stop the text has there
+    assert ids('"灯して"') == [f"{a}-w0-c0", "b" * 32 + "-w0-c0"]  # inside a chunk, as before
+
+
+def test_a_phrase_longer_than_a_chunk_matches_every_chunk_it_runs_through(tmp_path):
+    """guards against (trial 15b): a quoted phrase (a pasted sentence) that runs through a whole
+    chunk from the one before into the one after found nothing: the seam rule looked at two chunks
+    only; and a window seam inside such a phrase left out of the seam search."""
+    a = "a" * 32
+    opened, text, windows = _index(tmp_path, {a: [["The lighthouse keeper", "lit"], ["the lamp at dusk.", "Gulls."]]})
+    reading = _Reading(windows)
+
+    def ids(q):
+        return sorted(c for c, _ in word_channel(opened, parse_query(q), None, 10, text_of=text.__getitem__,
+                                                 reading=reading))
+
+    assert ids('"lighthouse keeper lit the lamp"') == [f"{a}-w0-c0", f"{a}-w0-c1", f"{a}-w1-c0"]
+    assert ids('"keeper lit the lamp at dusk gulls"') == [f"{a}-w0-c0", f"{a}-w0-c1", f"{a}-w1-c0", f"{a}-w1-c1"]
+    assert ids('"keeper lit lamp"') == []
