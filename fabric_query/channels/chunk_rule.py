@@ -163,6 +163,15 @@ class ChunkRule:
             return held_here(chunk.substrings, chars)
         return held_here(chunk.words, seq)
 
+    def excludes(self, tokens: Sequence[str], compact: Callable[[], str]) -> bool:
+        """A chunk of word ``tokens`` (and substring tokens joined, ``compact()``) holds an excluded
+        word sequence or excluded text without spaces. The substring channel's hits answer to it too,
+        so ``守り人 keeper -keepers`` never brings back a chunk holding ``keeper`` through the
+        substring channel that the word channel dropped for it (trial 15b)."""
+        if any(contains(tokens, e) for e in self.excluded):
+            return True
+        return bool(self.banned) and any(b in compact() for b in self.banned)
+
     def admits(self, token_set: frozenset[str] | set[str] | Sequence[str], chunk: Neighbourhood,
                compact: Callable[[], str]) -> bool:
         """Whether a chunk is a word match: ``token_set`` its word tokens (any container), ``chunk``
@@ -173,13 +182,8 @@ class ChunkRule:
             return False
         if not (self.phrases or self.excluded or self.banned):
             return True
-        seq = chunk.words(0)
-        if any(contains(seq, e) for e in self.excluded):
+        if self.excludes(chunk.words(0), compact):
             return False
-        if self.banned:
-            text = compact()
-            if any(b in text for b in self.banned):
-                return False
         if not self.phrases:
             return True
         return all(self.holds_phrase(k, chunk) for k in range(len(self.phrases)))

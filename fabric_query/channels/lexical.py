@@ -537,7 +537,14 @@ def _serve(ctx: "QueryContext") -> LexicalServing:
             ctx.per_query(UNCHECKED_SEAMS, set).update(matches.unchecked_seams)
             provenance[WORD.name] = {c: {"window_id": w} for c, w in matches.window_of.items()}
         if unspaced and SUBSTRING.name in ctx.selected:
-            found[SUBSTRING.name] = substring_channel(lexical, parsed, ctx.eligible, ctx.depth)
+            ranking = substring_channel(lexical, parsed, ctx.eligible, ctx.depth)
+            if parsed.excluded:  # the word channel's exclusions hold for every lexical hit (chunk_rule)
+                rule = ChunkRule.of(parsed, (), None, word_tokens, substring_query_tokens)
+                known = [c for c, _ in ranking if c in view.chunk_index]
+                view.chunk_rows(known)
+                ranking = [(c, s) for c, s in ranking if c not in view.chunk_index or not rule.excludes(
+                    _chunk_word_tokens(text_of(c)), lambda c=c: "".join(substring_tokens(text_of(c))))]
+            found[SUBSTRING.name] = ranking
         unknown = [c for pairs in found.values() for c, _ in pairs if c not in view.chunk_index]
         if unknown:
             raise _UnknownChunk(unknown[0])

@@ -93,7 +93,8 @@ def scan_channel(view: ReleaseView, parsed: ParsedQuery, eligible: set[str] | No
         row = _Row(i, n, pids, tokens, substrings_at)
         matched = rule.admits(sets[i], row, lambda: "".join(row.substrings(0)))
         if not matched and substring:
-            matched = substring_admits(row.substrings(0), sub_terms, sub_phrases, sub_excluded)
+            matched = (substring_admits(row.substrings(0), sub_terms, sub_phrases, sub_excluded)
+                       and not rule.excludes(tokens[i], lambda: "".join(row.substrings(0))))
         if not matched:
             continue
         members = window_of.get(cid, (cid, (cid,)))[1]

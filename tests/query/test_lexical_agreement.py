@@ -15,8 +15,10 @@ import pytest
 from conftest import ingest
 
 from fabric_query import Fabric
+from fabric_query.channels.chunk_rule import contains
 from fabric_query.channels.lexical import word_tokens
 from fabric_query.errors import FabricQueryError
+from fabric_query.querylang import parse_query
 from fabric_resources.home import FabricHome
 
 SEED = 1515
@@ -105,7 +107,7 @@ def _queries(home: FabricHome, rng: random.Random) -> list[str]:
         # hostile
         '"..."', '"!!! ???"', "lamp lamp lamp lamp", '"the of and"', "the of and", "what about",
         '"of the"', '"to the"', "-lamp keeper", '"house keeper"', 'keeper -"the lamp"', '"' + " ".join(_words(across[0][0]) + _words(across[0][1])) + '"',
-        '"灯して潮"', '"灯台"', "灯台 -レンズ", '"東京から"', "守り人 keeper", '"した。嵐"', "港 -\"倉庫\"",
+        '"灯して潮"', '"灯台"', "灯台 -レンズ", '"東京から"', "守り人 keeper", '"した。嵐"', "港 -\"倉庫\"", "守り人 keeper -keepers",
     ]
     # CJK phrases across every seam of the Japanese document (the text repeats: every seam's parts).
     jp = [(a, b) for a, b, _ in seams if not a.isascii() and not b.isascii()]
@@ -199,6 +201,9 @@ def test_the_index_and_the_scan_match_the_same_chunks_and_highlights_are_exact(h
             for seg in marked:  # every highlighted segment is query text: a query word, or CJK characters
                 assert set(word_tokens(seg)) & wanted or not seg.isascii(), (query, seg)
             _check_phrase_parts(query, h)
+            for excluded in parse_query(query).excluded:  # no lexical hit holds what the query excludes
+                assert not contains(word_tokens(h.text), word_tokens(excluded)) or not word_tokens(excluded), (
+                    query, h.text)
     for a, b, same in _seams(home):
         if not same and a.isascii() and b.isascii() and len(_words(a)) >= 2 and len(_words(b)) >= 2:
             phrase = '"' + " ".join(_words(a)[-2:] + _words(b)[:2]) + '"'
