@@ -57,7 +57,7 @@ def _eligible(index: OpenIndex, query: tantivy.Query, eligible: set[str] | None)
 def seam_windows(index: OpenIndex, rule: ChunkRule, eligible: set[str] | None, reading: ReadingOrder,
                  members_at: Callable[[tantivy.DocAddress], tuple[str, tuple[str, ...]]],
                  tokens_of: Callable[[str], Sequence[str]], substrings_of: Callable[[str], Sequence[str]],
-                 cap: int = SEAM_WINDOWS_CHECKED,
+                 cap: int | None = None,
                  prefetch: Callable[[list[str]], object] | None = None) -> SeamWindows:
     """The windows of eligible parses where a phrase of ``rule`` may be held only across a seam
     that no window document's phrase query sees: both windows of a window seam (word tokens), and
@@ -68,6 +68,7 @@ def seam_windows(index: OpenIndex, rule: ChunkRule, eligible: set[str] | None, r
     ``substrings_of``: a chunk's word and substring tokens; ``prefetch`` (chunk IDs) is called with
     the chunks of every seam before they are read (a view keeping text on disk reads them at once).
     Documents are read in tantivy's order of the rarest token's BM25 (a stable order)."""
+    cap = SEAM_WINDOWS_CHECKED if cap is None else cap
     searcher = index.searcher
     found: dict[str, tuple[str, ...]] = {}
     unchecked: list[str] = []

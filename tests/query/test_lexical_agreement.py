@@ -230,3 +230,24 @@ def test_the_index_and_the_scan_match_the_same_chunks_and_highlights_are_exact(h
             _check_phrase_parts(phrase, h)
     assert found_any > len(queries) // 2 and across_found
     assert time.monotonic() - started < 60
+
+
+def test_a_phrase_not_looked_for_across_every_window_boundary_is_named(home, monkeypatch):
+    """guards against: the seam search's bound on the windows it reads per phrase dropping an
+    occurrence cut by a window boundary silently: the pack, the agents' answer and ``fabric
+    search`` name the phrase, and the scan (which reads every chunk) still finds it."""
+    from fabric_query.channels import window_seams
+    from fabric_query.cli_text import render_pack
+    from fabric_query.server.mcp_tools import agent_answer
+
+    fabric = Fabric(home.root)
+    a, b, _ = next(s for s in _seams(home) if not s[2] and s[0].isascii() and len(_words(s[0])) >= 2
+                   and len(_words(s[1])) >= 2)
+    phrase = '"' + " ".join(_words(a)[-2:] + _words(b)[:2]) + '"'
+    assert not fabric.search(phrase).unchecked_phrase_seams
+    monkeypatch.setattr(window_seams, "SEAM_WINDOWS_CHECKED", 0)
+    pack = fabric.search(phrase)
+    assert pack.unchecked_phrase_seams == (" ".join(word_tokens(phrase)),)
+    assert agent_answer(pack)["unchecked_phrase_seams"] == list(pack.unchecked_phrase_seams)
+    assert "not looked for across context-window boundaries" in render_pack(pack.model_dump(mode="json"))[1]
+    assert {texts for texts in (h.text for h in fabric.search(phrase, channels=["scan"]).results)} >= {a, b}
