@@ -4,15 +4,22 @@ over the same release matches the same chunks whether the index serves or not.
 
 A chunk matches when it holds at least one evidence token (a query word that is not a function
 word, or a token of a quoted phrase: :func:`fabric_query.channels.function_words.content_tokens`),
-every quoted phrase (:meth:`ChunkRule.holds_phrase`: alone, or across its seam with the chunk
-before or after it in its document's reading order), no excluded word sequence and no excluded
-text in a script without spaces. A phrase whose words are cut by a seam is held by both chunks of
-the seam, whether the seam is inside one context window or between two (the word channel finds
-the second kind by :func:`seam_windows`).
+every quoted phrase (:meth:`ChunkRule.holds_phrase`: alone, or running from it into the chunk
+before or after it in its document's reading order, through several chunks if the phrase is
+longer than one), no excluded word sequence and no excluded text in a script without spaces
+(:meth:`ChunkRule.excludes`). A phrase cut by a seam is held by every chunk it runs through,
+whether the seam is inside one context window or between two (the word channel finds the second
+kind, and phrases without spaces cut anywhere, by
+:func:`fabric_query.channels.window_seams.seam_windows`); a phrase without spaces is held across
+a seam as characters (its substring tokens), since the word field's bigrams stop at each chunk's end.
 
 :func:`substring_admits` is the substring channel's rule for one chunk (exact character
 sequences, per chunk document), which the scan applies for a query with text in a script without
-spaces, as the index runs that channel beside the word channel.
+spaces, as the index runs that channel beside the word channel; the exclusions of
+:meth:`ChunkRule.excludes` hold for its hits too.
+
+By design the rule is per chunk and exact: an exclusion drops a chunk that holds it itself (a
+seam never excludes), and scores are the channels' own (the scan has no BM25 statistics).
 """
 
 from __future__ import annotations
@@ -37,20 +44,6 @@ def contains(tokens: Sequence[str], seq: Sequence[str]) -> bool:
         return True
     first = seq[0]
     return any(tokens[i] == first and tuple(tokens[i:i + n]) == tuple(seq) for i in range(len(tokens) - n + 1))
-
-
-def crosses(before: Sequence[str], after: Sequence[str], seq: Sequence[str]) -> bool:
-    """``seq`` runs from the end of ``before`` into the start of ``after`` (at least one token on
-    each side).
-
-    >>> crosses(["x", "keeper"], ["lit", "the", "y"], ["keeper", "lit", "the"])
-    True
-    >>> crosses(["keeper", "x"], ["lit"], ["keeper", "lit"])
-    False
-    """
-    n = len(seq)
-    return any(len(before) >= k and len(after) >= n - k and tuple(before[len(before) - k:]) == tuple(seq[:k])
-               and tuple(after[:n - k]) == tuple(seq[k:]) for k in range(1, n))
 
 
 def gather(tokens_at: Callable[[int], Sequence[str] | None], need: int, direction: int) -> list[tuple[int, Sequence[str]]]:
