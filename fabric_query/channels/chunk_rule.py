@@ -33,6 +33,11 @@ from fabric_query.querylang import ParsedQuery
 from fabric_resources.text_folding import UNSPACED
 
 
+#: An empty position of the word field: a word of 255 bytes or more, which its ``remove_long``
+#: filter drops while keeping its position (``fabric_query.channels.lexical.sequence_tokens``).
+GAP = "\x00"
+
+
 def contains(tokens: Sequence[str], seq: Sequence[str]) -> bool:
     """``seq`` occurs in ``tokens`` as consecutive tokens (a phrase query over one chunk).
 
@@ -130,13 +135,16 @@ class ChunkRule:
     def of(cls, parsed: ParsedQuery, query_tokens: Sequence[str], function_words: frozenset[str] | None,
            word_tokens: Callable[[str], list[str]], substring_query_tokens: Callable[[str], list[str]]) -> "ChunkRule":
         """The rule of ``parsed`` whose free-text word tokens are ``query_tokens`` (stop words
-        already dropped where configured); ``function_words`` ``None``: every query token is evidence."""
+        already dropped where configured); ``function_words`` ``None``: every query token is evidence.
+        ``word_tokens`` gives a phrase's or exclusion's token sequence as the index holds it, an
+        empty position as :data:`GAP` (``fabric_query.channels.lexical.phrase_tokens``)."""
         kept = [(p, tuple(word_tokens(p))) for p in parsed.phrases]
         kept = [(p, seq) for p, seq in kept if seq]
         phrases = tuple(seq for _, seq in kept)
         characters = tuple(tuple(substring_query_tokens(p)) if UNSPACED.search(p) else None for p, _ in kept)
-        evidence = (content_tokens(query_tokens, [t for p in phrases for t in p], function_words)
-                    if function_words is not None else set(query_tokens) | {t for p in phrases for t in p})
+        held = [t for p in phrases for t in p if t != GAP]
+        evidence = (content_tokens(query_tokens, held, function_words)
+                    if function_words is not None else set(query_tokens) | set(held))
         excluded = tuple(seq for seq in (tuple(word_tokens(e)) for e in parsed.excluded if not UNSPACED.search(e))
                          if seq)
         banned = frozenset("".join(substring_query_tokens(e)) for e in parsed.excluded if UNSPACED.search(e)) - {""}

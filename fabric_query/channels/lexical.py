@@ -16,6 +16,7 @@ from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from typing import TYPE_CHECKING, ClassVar
 
+import regex
 import tantivy
 
 from fabric_query.channels.base import ChannelResult, ChannelRun, RunsInTurn, ranked
@@ -31,7 +32,7 @@ from fabric_query.channels.bm25 import (  # noqa: F401 - Bm25, bm25_rescore: the
     rescore,
 )
 from fabric_query.channels.feedback import Feedback, expansion_terms, rm3_weights  # noqa: F401 - the channel's API
-from fabric_query.channels.chunk_rule import ChunkRule, ReadingOrder
+from fabric_query.channels.chunk_rule import GAP, ChunkRule, ReadingOrder
 from fabric_query.channels.function_words import function_word_tokens
 from fabric_query.channels.window_seams import SeamWindows, ViewReading, seam_windows
 from fabric_query.querylang import ParsedQuery
@@ -74,6 +75,44 @@ def word_tokens(text: str) -> list[str]:
     return _word().analyze(word_field_text(fold(text)))
 
 
+#: A run of word characters that may be such a word (at most 4 bytes a character).
+_MAYBE_LONG = regex.compile(r"[\p{Alphabetic}\p{N}]{64,}")
+
+
+@lru_cache(maxsize=1)
+def _surface() -> tantivy.TextAnalyzer:
+    return tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.simple()).build()
+
+
+def sequence_tokens(text: str) -> list[str]:
+    """:func:`word_tokens` with ``GAP`` (:data:`fabric_query.channels.chunk_rule.GAP`) where the index holds an empty position: a word of 255
+    bytes or more (a long hash, a base64 run) is dropped from the word field but keeps its position,
+    so a phrase query never runs across it (trial 15b: the scan held ``"keeper lamp"`` across one,
+    the index did not). The phrase and exclusion checks compare these sequences.
+
+    >>> sequence_tokens("keeper " + "x" * 300 + " lamps") == ["keeper", GAP, "lamp"]
+    True
+    """
+    folded = word_field_text(fold(text))
+    if not _MAYBE_LONG.search(folded):
+        return _word().analyze(folded)
+    out: list[str] = []
+    for surface in _surface().analyze(folded):
+        out += [GAP] if len(surface.encode()) >= 255 else _word().analyze(surface)
+    return out
+
+
+def phrase_tokens(text: str) -> list[str]:
+    """:func:`sequence_tokens` of a quoted phrase or exclusion, without gaps at its ends (they ask for nothing)."""
+    tokens = sequence_tokens(text)
+    start, end = 0, len(tokens)
+    while start < end and tokens[start] == GAP:
+        start += 1
+    while end > start and tokens[end - 1] == GAP:
+        end -= 1
+    return tokens[start:end]
+
+
 @lru_cache(maxsize=1)
 def _word_stopped() -> tantivy.TextAnalyzer:
     return word_analyzer(stopwords=True)
@@ -113,7 +152,7 @@ def content_terms(terms: Sequence[str], stopwords: bool) -> tuple[str, ...]:
 def _chunk_word_tokens(text: str) -> tuple[str, ...]:
     # Only phrase and exclusion checks need the token sequence; keyed by the text itself (a view's
     # cached row hands over the same str object, whose hash Python keeps).
-    return tuple(word_tokens(text))
+    return tuple(sequence_tokens(text))
 
 
 @lru_cache(maxsize=2048)
@@ -176,6 +215,8 @@ def _sequence_query(schema: tantivy.Schema, field: str, tokens: list[str]) -> ta
         return None
     if len(tokens) == 1:
         return tantivy.Query.term_query(schema, field, tokens[0])
+    if GAP in tokens:  # an empty position of the index (sequence_tokens): the offsets skip it
+        return tantivy.Query.phrase_query(schema, field, [(i, t) for i, t in enumerate(tokens) if t != GAP])
     return tantivy.Query.phrase_query(schema, field, tokens)
 
 
@@ -210,7 +251,8 @@ def build_query(
             q = _sequence_query(schema, field, analyze(term))
             if q is not None:
                 should.append(q)
-    must = [q for q in (_sequence_query(schema, field, analyze(p)) for p in parsed.phrases) if q is not None]
+    sequence = phrase_tokens if field == INDEX_FIELD_WORD else substring_query_tokens
+    must = [q for q in (_sequence_query(schema, field, sequence(p)) for p in parsed.phrases) if q is not None]
     if not should and not must:
         return None
     should += [tantivy.Query.boost_query(tantivy.Query.term_query(schema, field, t), w) for t, w in expansion]
@@ -222,7 +264,7 @@ def build_query(
         # filter) tantivy treats top-level SHOULD clauses as optional: every eligible chunk would match.
         clauses.append((tantivy.Occur.Must, tantivy.Query.boolean_query([(tantivy.Occur.Should, q) for q in should])))
     for ex in parsed.excluded:
-        q = _sequence_query(schema, field, analyze(ex))
+        q = _sequence_query(schema, field, sequence(ex))
         if q is not None:
             clauses.append((tantivy.Occur.MustNot, q))
     if eligible_parse_ids is not None:
@@ -377,7 +419,7 @@ def word_matches(
             stored = stored_windows[key] = (doc[INDEX_FIELD_CHUNK_ID][0], tuple(doc[INDEX_FIELD_MEMBERS]))
         return stored
 
-    rule = ChunkRule.of(parsed, query_tokens, function_words, word_tokens, substring_query_tokens)
+    rule = ChunkRule.of(parsed, query_tokens, function_words, phrase_tokens, substring_query_tokens)
     seams = (seam_windows(index, rule, eligible, reading, members_at, lambda c: _chunk_word_tokens(text_of(c)),
                           lambda c: _chunk_substring_tokens(text_of(c)), prefetch=prefetch)
              if checked and reading is not None and rule.phrases else SeamWindows({}))
@@ -539,7 +581,7 @@ def _serve(ctx: "QueryContext") -> LexicalServing:
         if unspaced and SUBSTRING.name in ctx.selected:
             ranking = substring_channel(lexical, parsed, ctx.eligible, ctx.depth)
             if parsed.excluded:  # the word channel's exclusions hold for every lexical hit (chunk_rule)
-                rule = ChunkRule.of(parsed, (), None, word_tokens, substring_query_tokens)
+                rule = ChunkRule.of(parsed, (), None, phrase_tokens, substring_query_tokens)
                 known = [c for c, _ in ranking if c in view.chunk_index]
                 view.chunk_rows(known)
                 ranking = [(c, s) for c, s in ranking if c not in view.chunk_index or not rule.excludes(

@@ -26,10 +26,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from fabric_query.channels.base import ChannelResult, ChannelRun, RunsInTurn, ranked
-from fabric_query.channels.chunk_rule import ChunkRule, substring_admits
+from fabric_query.channels.chunk_rule import GAP, ChunkRule, substring_admits
 from fabric_query.channels.lexical import (ALTERED_MET, SUBSTRING, WORD, _function_words, lexical_serving,
-                                          needs_substring_channel, query_word_tokens, substring_query_tokens,
-                                          substring_tokens, word_tokens)
+                                          needs_substring_channel, phrase_tokens, query_word_tokens,
+                                          sequence_tokens, substring_query_tokens, substring_tokens)
 from fabric_query.querylang import ParsedQuery
 from fabric_query.release import ProjectionUnavailable, ReleaseView
 from fabric_resources.text_folding import UNSPACED
@@ -55,7 +55,7 @@ def scan_channel(view: ReleaseView, parsed: ParsedQuery, eligible: set[str] | No
     hashes to its record neither matches nor scores (nor holds a phrase's part for the chunk beside
     it, as the word channel reads it); those are added to ``altered`` (when given) for the pack to name."""
     query_tokens = query_word_tokens(parsed.terms, stopwords)
-    rule = ChunkRule.of(parsed, query_tokens, function_words, word_tokens, substring_query_tokens)
+    rule = ChunkRule.of(parsed, query_tokens, function_words, phrase_tokens, substring_query_tokens)
     wanted = set(query_tokens)
     cjk_terms = {_compact_query(t) for t in parsed.terms if UNSPACED.search(t)} - {""}
     substring = needs_substring_channel(parsed)
@@ -65,8 +65,8 @@ def scan_channel(view: ReleaseView, parsed: ParsedQuery, eligible: set[str] | No
     untrusted = view.chunks_altered
     texts = ["" if cid in untrusted else text for cid, text in zip(ids, view.chunk_texts)]
     pids = view.chunk_parse_ids
-    tokens = [word_tokens(text) for text in texts]
-    sets = [set(t) for t in tokens]
+    tokens = [sequence_tokens(text) for text in texts]  # as the index's positions hold them (GAP: a long word)
+    sets = [set(t) - {GAP} for t in tokens]
     try:
         window_of = view.context_window_of
     except ProjectionUnavailable:

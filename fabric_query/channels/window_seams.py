@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 import tantivy
 
-from fabric_query.channels.chunk_rule import ChunkRule, ReadingOrder, spanning
+from fabric_query.channels.chunk_rule import GAP, ChunkRule, ReadingOrder, spanning
 from fabric_query.release import ProjectionUnavailable
 from fabric_resources.lexical_index import OpenIndex
 from fabric_resources.schema import INDEX_FIELD_CHUNK_ID, INDEX_FIELD_PARSE_ID, INDEX_FIELD_SUBSTRING, INDEX_FIELD_WORD
@@ -100,7 +100,7 @@ def seam_windows(index: OpenIndex, rule: ChunkRule, eligible: set[str] | None, r
             continue
         if len(seq) < 2:
             continue
-        rarest = min(sorted(set(seq)), key=index.word_doc_freq)
+        rarest = min(sorted(set(seq) - {GAP}), key=index.word_doc_freq)
         query = tantivy.Query.term_query(index.schema, INDEX_FIELD_WORD, rarest)
         hits = searcher.search(_eligible(index, query, eligible), limit=cap + 1).hits
         if len(hits) > cap:

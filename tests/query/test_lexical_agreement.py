@@ -22,6 +22,7 @@ from fabric_query.querylang import parse_query
 from fabric_resources.home import FabricHome
 
 SEED = 1515
+LONG = "x" * 300
 CONTENT = ["lighthouse", "keeper", "lamp", "tide", "storm", "harbour", "rope", "gull", "ledger", "beacon",
            "pilot", "anchor"]
 FUNCTION = ["the", "of", "and", "to", "a", "in", "what", "about", "over", "was"]
@@ -42,6 +43,8 @@ def _corpus(rng: random.Random) -> dict[str, str]:
             i += n
         files[f"{'ab'[d % 2]}/doc{d}.txt"] = " ".join(sentences) + "\n"
     files["ja/kumo.txt"] = "".join(CJK * 3) + "\n"
+    # A word of 300 bytes: the word field drops it and keeps its position empty.
+    files["c/long.txt"] = f"The keeper read {LONG} lamp notes by the harbour.\n"
     return files
 
 
@@ -108,6 +111,7 @@ def _queries(home: FabricHome, rng: random.Random) -> list[str]:
         '"..."', '"!!! ???"', "lamp lamp lamp lamp", '"the of and"', "the of and", "what about",
         '"of the"', '"to the"', "-lamp keeper", '"house keeper"', 'keeper -"the lamp"', '"' + " ".join(_words(across[0][0]) + _words(across[0][1])) + '"',
         '"灯して潮"', '"灯台"', "灯台 -レンズ", '"東京から"', "守り人 keeper", '"した。嵐"', "港 -\"倉庫\"", "守り人 keeper -keepers",
+        f'"keeper read {LONG} lamp"', '"read lamp"', f'"{"y" * 300} lamp"', f'keeper -"read {LONG}"',
     ]
     # CJK phrases across every seam of the Japanese document (the text repeats: every seam's parts).
     jp = [(a, b) for a, b, _ in seams if not a.isascii() and not b.isascii()]

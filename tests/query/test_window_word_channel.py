@@ -432,3 +432,20 @@ def test_a_phrase_longer_than_a_chunk_matches_every_chunk_it_runs_through(tmp_pa
     assert ids('"lighthouse keeper lit the lamp"') == [f"{a}-w0-c0", f"{a}-w0-c1", f"{a}-w1-c0"]
     assert ids('"keeper lit the lamp at dusk gulls"') == [f"{a}-w0-c0", f"{a}-w0-c1", f"{a}-w1-c0", f"{a}-w1-c1"]
     assert ids('"keeper lit lamp"') == []
+
+
+def test_a_phrase_runs_over_a_dropped_long_word_only_as_the_text_does(tmp_path):
+    """guards against (trial 15b): a word of 255 bytes or more (dropped by the word field, its
+    position kept empty) joining the words on either side: the scan held ``"keeper lamp"`` in
+    ``keeper <300 x> lamp`` where the index did not, and the index missed the phrase as written."""
+    long = "x" * 300
+    opened, text, windows = _index(tmp_path, {"a" * 32: [[f"The keeper {long} lamp here.", "Gulls."]]})
+
+    def ids(q):
+        return [c for c, _ in word_channel(opened, parse_query(q), None, 10, text_of=text.__getitem__,
+                                           reading=_Reading(windows))]
+
+    assert ids(f'"keeper {long} lamp"') == ["a" * 32 + "-w0-c0"]
+    assert ids(f'"keeper {"y" * 300} lamp"') == ["a" * 32 + "-w0-c0"]  # any dropped word, as the index reads it
+    assert ids('"keeper lamp"') == []
+    assert ids(f'lamp -"{long} lamp"') == []
