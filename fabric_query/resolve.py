@@ -28,6 +28,12 @@ the unlocked read of the file. Checks, in order:
     Only for a citation that carries ``locations``: the units re-derived from the bytes sit where the
     citation says (pages, slide, heading path, table cell, element path), computed by the same
     :func:`fabric_query.locations.location_of` as at search time.
+``text-now``
+    Only when the file's bytes changed since the citation: whether the cited text (each cited
+    span, in order) is in the file's current bytes, re-parsed by the parser of the cited parse,
+    and where (``lines 3, 5``; pages, slide, element path). Never ``verified`` either way — the
+    citation names other bytes — but it tells "the text moved" from "the text is gone"; the new
+    text itself is never returned.
 ``catalog-recheck``
     After the read: the source's catalog row, its visibility and the current release's entry for
     it are what they were before.
@@ -336,6 +342,65 @@ def _rederived_text(spec, run, home: FabricHome, data: bytes, citation: Citation
                                 "match at the cited offsets"), passage, units
 
 
+def _cited_pieces(home: FabricHome, cited: Release, citation: Citation) -> list[str] | None:
+    """The cited spans' texts from the units the cited release pins, or None when they cannot be
+    read or do not rebuild the cited passage's hash (then nothing is looked for)."""
+    version = cited.manifest["tables"].get("units")
+    if version is None:
+        return None
+    try:
+        t = guarded_read("units", lambda: home.tables.read(
+            "units", parse_ids=[citation.parse_id], version=version, columns=["unit_id", "text"]))
+    except ProjectionUnavailable:
+        return None
+    text_of = dict(zip(t.column("unit_id").to_pylist(), t.column("text").to_pylist()))
+    pieces = []
+    for span in citation.spans:
+        unit = text_of.get(span.unit_id)
+        if unit is None or span.end_char > len(unit):
+            return None
+        pieces.append(unit[span.start_char:span.end_char])
+    return pieces if text_hash(FRAGMENT_SEPARATOR.join(pieces)) == citation.text_hash else None
+
+
+def _text_now_check(home: FabricHome, cited: Release, citation: Citation, row: SourceRow) -> ResolveCheck | None:
+    """The ``text-now`` check (module docstring), or None when it cannot be made: the file cannot
+    be read, the cited parse's parser is not this Fabric's, or the cited text is not in the tables."""
+    from fabric_query.locations import location_label, location_of
+    from fabric_resources.parsing.document import ParseError
+    from fabric_resources.parsing.records import unit_rows
+
+    pieces = _cited_pieces(home, cited, citation)
+    parse_check, spec, run = _parse_check(home, citation)
+    data, _ = _read_source(home, row, None)
+    if pieces is None or spec is None or data is None:
+        return None
+    try:
+        doc = spec.run(data, home.config.parsers, run.media_type)
+    except ParseError as exc:
+        return _check("text-now", False, f"the file's current bytes do not parse ({exc.reason}): the cited "
+                                         "text cannot be looked for in them")
+    units, _ = unit_rows(citation.parse_id, doc)
+    rows = list(zip(*(units.column(c).to_pylist()
+                      for c in ("unit_id", "kind", "locator", "section_path", "attributes", "text"))))
+    # Each span in order, a later span in the same unit after the earlier one or in a later unit.
+    at, start, found = 0, 0, []
+    for piece in pieces:
+        while at < len(rows):
+            pos = rows[at][5].find(piece, start)
+            if pos >= 0:
+                found.append(at)
+                start = pos + len(piece)
+                break
+            at, start = at + 1, 0
+        else:
+            return _check("text-now", False, "the cited text is not in the file's current bytes (edited or "
+                                             "removed since the citation)")
+    where = location_label([location_of(*rows[i][:5]) for i in dict.fromkeys(found)])
+    return _check("text-now", True, f"the cited text is in the file's current bytes{f', at {where}' if where else ''} "
+                                    "(a version other than the cited one)")
+
+
 def resolve(home: FabricHome, citation: Citation) -> ResolveResult:
     """Verify ``citation``; ``verified`` carries the re-derived cited text, ``stale`` says why not.
 
@@ -384,6 +449,10 @@ def resolve(home: FabricHome, citation: Citation) -> ResolveResult:
         if data is not None and hashlib.sha256(data).hexdigest() != citation.source_hash:
             data, why = None, "source bytes changed since the citation"
         checks.append(_check("source-bytes", data is not None, why or "current bytes match the cited hash"))
+        if data is None and why.startswith("source bytes changed"):
+            moved = _text_now_check(home, cited, citation, before)
+            if moved is not None:
+                checks.append(moved)
     text = None
     if data is not None and bound:
         parse_check, spec, run = _parse_check(home, citation)

@@ -178,6 +178,34 @@ def test_a_citation_of_a_moved_file_is_stale_and_names_where_its_bytes_are_activ
     assert fabric.resolve(cit).active_at == ()
 
 
+def test_a_citation_of_an_edited_file_says_whether_its_text_is_still_there_and_where(tmp_path, fabric_home):
+    """guards against (stop 48): a citation whose file was edited since answering only "source
+    bytes changed" — the user could not tell a preface added above the cited paragraph from the
+    paragraph rewritten — and against any of the new text reaching the answer. Stale either way."""
+    src = tmp_path / "src"
+    _write(src / "log.txt", "The keeper logged the tide.\n\nA storm broke the lamp in March.\n")
+    ingest(src, fabric_home)
+    fabric = Fabric(fabric_home.root)
+    cit = next(h.citation for h in fabric.search('"storm broke the lamp"').results)
+    assert fabric.resolve(cit).status == "verified" and [loc.lines for loc in cit.locations] == [(1, 1), (3, 3)]
+
+    def text_now(answer):
+        assert answer.status == "stale" and answer.text is None
+        assert not any("Preface" in c.detail or "May" in c.detail for c in answer.checks)  # no new text shown
+        return next(c for c in answer.checks if c.check == "text-now")
+
+    _write(src / "log.txt", "Preface of the log.\n\nThe keeper logged the tide.\n\nA storm broke the lamp in March.\n")
+    moved = text_now(fabric.resolve(cit))
+    assert moved.ok and "at lines 3, 5" in moved.detail, moved
+    _write(src / "log.txt", "Preface of the log.\n\nA storm broke the lamp in May.\n")
+    gone = text_now(fabric.resolve(cit))
+    assert not gone.ok and "not in the file's current bytes" in gone.detail
+    _write(src / "log.txt", "The keeper logged the tide.\n\nA storm broke the lamp in March.\n")  # back as cited
+    back = fabric.resolve(cit)
+    assert back.status == "verified" and all(c.check != "text-now" for c in back.checks)
+    (src / "log.txt").unlink()
+    assert all(c.check != "text-now" for c in fabric.resolve(cit).checks)  # nothing to look in
+
 def test_scan_keys_and_relative_paths_agree_with_source_key_for(tmp_path, fabric_home):
     """guards against: the walk's incremental relative paths drifting from the documented key
     (nested folders, spaces, non-ASCII and backslash names, hidden entries skipped)."""
