@@ -711,6 +711,34 @@ def test_pptx_titles_shapes_tables_and_speaker_notes():
     assert shape.locator["slide"] == 2 and shape.locator["shape_name"] == "Rectangle 3"
 
 
+def test_pptx_side_by_side_shapes_are_read_left_column_first():
+    """guards against (left open since stop 46): shapes sorted by top, then left, so a box a little
+    higher on the right was read before the left column, and a row of five text boxes at 2.66" and
+    2.69" was read first, fifth, second, third, fourth. Bands of vertically overlapping shapes are
+    read left to right; shapes that only touch stay rows (a grid reads row by row)."""
+    import io
+
+    from pptx import Presentation
+    from pptx.util import Inches
+
+    from fabric_resources.parsing.pptx.parser import parse_pptx
+
+    real = _pptx("pptx/docling-powerpoint_sample.pptx")
+    on = lambda n: [u.locator["shape_name"] for u in real.units if u.locator.get("slide") == n  # noqa: E731
+                    and u.kind == "paragraph"]
+    assert on(2) == ["Content Placeholder 2", "Rectangle 3"]  # the rectangle starts 0.5" higher, on the right
+    assert on(3) == [f"TextBox {n}" for n in range(3, 8)]
+    deck = Presentation()
+    slide = deck.slides.add_slide(deck.slide_layouts[6])
+    for name, top, left in [("right-col", 1.95, 5), ("left-col", 2, 0.5), ("r1c2", 5.05, 5), ("r1c1", 5.05, 0.5),
+                            ("r2c1", 5.55, 0.5), ("r2c2", 5.55, 5)]:
+        box = slide.shapes.add_textbox(Inches(left), Inches(top), Inches(4), Inches(0.5 if top > 5 else 3))
+        box.text_frame.text, box.name = f"text of {name}", name
+    data = io.BytesIO()
+    deck.save(data)
+    doc = parse_pptx(data.getvalue(), OoxmlParserConfig(isolation=IN_PROCESS))
+    assert [u.locator["shape_name"] for u in doc.units] == ["left-col", "right-col", "r1c1", "r1c2", "r2c1", "r2c2"]
+
 def test_malformed_deck_keeps_what_it_can_read_and_bad_zip_fails():
     doc = _pptx("pptx/unst-malformed.pptx")
     # The slide's own date placeholder holds typed text, shown on the slide: read since pptx v5.

@@ -1,7 +1,8 @@
 """The PPTX parser: per slide its title, the text of its shapes, table cells and speaker notes.
 
-Shapes are read in reading position (top to bottom, then left to right; the
-title first), group shapes recursively. python-pptx parses attributes only when
+Shapes are read in reading position (the title first, then bands of shapes whose
+vertical extents overlap, top to bottom, each left to right: :func:`reading_order`),
+group shapes recursively. python-pptx parses attributes only when
 they are read, so any read may meet a value it rejects (``<a:off y="zz"/>``,
 ``<p:cNvPr id="x3"/>``): each slide and each shape is read inside its own net.
 An attribute that only places or names a shape (position, id, placeholder kind,
@@ -148,8 +149,7 @@ class _DeckReader:
         except self.errors:  # the shape is listed when its own turn comes below
             title = ""
         path = (title,) if title else (f"Slide {number}",)
-        # sorted() is stable: shapes at the same (or no) position keep their document order.
-        for placed in sorted(shapes, key=lambda p: (p.kind not in _TITLES, p.top, p.left)):
+        for placed in reading_order(shapes):
             try:
                 self.shape(number, placed, title, path, hidden)
             except self.errors as exc:
@@ -252,6 +252,40 @@ class _Placed:
         # A placeholder without its own position inherits its layout's (a missing layout: None).
         self.top: int = read(lambda: shape.top, None) or 0
         self.left: int = read(lambda: shape.left, None) or 0
+        self.height: int = max(read(lambda: shape.height, None) or 0, 0)
+
+
+def reading_order(shapes: list) -> list:
+    """``shapes`` (each with ``kind``, ``top``, ``left``, ``height`` in EMU) in reading order: the
+    title first, then bands top to bottom, each band's shapes left to right (then top to bottom).
+
+    A band is a run of shapes (by top) whose vertical extents overlap: side-by-side boxes of a
+    two-column slide are one band, so the left column is read before the right one even where
+    the right box starts a little higher (a caption over it, a nudge): sorting by top then left
+    read the right column's first box before the left column. Shapes that only touch (one ends
+    where the next begins) start a new band, so a grid of boxes reads row by row as before. A
+    shape whose position or size is unreadable counts as 0 (top left, no height); the sort is
+    stable, so shapes at the same place keep their document order.
+
+    >>> from types import SimpleNamespace as S
+    >>> boxes = [S(name="right", kind=None, top=95, left=500, height=300),
+    ...          S(name="left", kind=None, top=100, left=50, height=300),
+    ...          S(name="footer", kind=None, top=450, left=50, height=20)]
+    >>> [b.name for b in reading_order(boxes)]
+    ['left', 'right', 'footer']
+    """
+    titles = [p for p in shapes if p.kind in _TITLES]
+    rest = sorted((p for p in shapes if p.kind not in _TITLES), key=lambda p: p.top)
+    bands: list[list] = []
+    bottom = None
+    for p in rest:
+        if bottom is not None and p.top < bottom:
+            bands[-1].append(p)
+            bottom = max(bottom, p.top + p.height)
+        else:
+            bands.append([p])
+            bottom = p.top + p.height
+    return titles + [p for band in bands for p in sorted(band, key=lambda p: (p.left, p.top))]
 
 
 def _element_name(element) -> str | None:
