@@ -59,6 +59,7 @@ ParseErrorReason = Literal[
     "cap-compression-ratio",
     "cap-xml-bytes",
     "cap-depth",
+    "cap-table-grid",  # tables whose rowspans cover more grid slots than a document may (table_grid)
     "unsupported-media-type",
     # formats beyond text and EPUB (pdf, docx, pptx, html)
     "malformed-pdf",  # not a PDF, truncated or corrupt past what PDFium repairs

@@ -25,7 +25,7 @@ from fabric_resources.parsing.epub.markup import (
 )
 from fabric_resources.parsing.epub.package import ManifestItem
 from fabric_resources.parsing.long_units import split_long_text
-from fabric_resources.parsing.table_grid import cell_columns, column_span, row_span
+from fabric_resources.parsing.table_grid import GridBudget, cell_columns, column_span, row_span
 
 
 
@@ -103,6 +103,7 @@ class Walker:
         self.toc_path: tuple[str, ...] | None = None
         self.headings: list[tuple[int, str]] = []
         self.tables = self.figures = 0
+        self.grid_budget = GridBudget()  # the book's tables share it
         self.doc_toc: dict[str, tuple[str, ...]] = {}
 
     def walk(self, root: etree._Element, spine_index: int, item: ManifestItem, toc: dict[str, tuple[str, ...]],
@@ -204,7 +205,7 @@ class Walker:
             grid.extend((tr, tag) for tr in ([part] if tag == "tr" else [r for r in part if local_name(r) == "tr"]))
         cells_of = [[c for c in tr if local_name(c) in ("td", "th")] for tr, _ in grid]
         columns = cell_columns([[(column_span(c.get("colspan")), row_span(c.get("rowspan"))) for c in cells]
-                                for cells in cells_of])
+                                for cells in cells_of], self.grid_budget)
         for (tr, tag), cells, starts in zip(grid, cells_of, columns):
             self._mark(tr)
             previous = None

@@ -76,7 +76,7 @@ def parse_epub(data: bytes, config: EpubParserConfig) -> ParsedDocument:
         unparseable), ``encrypted`` (zip encryption flag, or encryption.xml
         covering text documents; font obfuscation is tolerated), and the caps
         ``cap-members``, ``cap-decompressed-bytes``,
-        ``cap-compression-ratio``, ``cap-xml-bytes``, ``cap-depth``, ``cap-units``; and
+        ``cap-compression-ratio``, ``cap-xml-bytes``, ``cap-depth``, ``cap-units``, ``cap-table-grid``; and
         ``parser-error`` (naming the exception) for anything no step
         anticipated (:func:`~fabric_resources.parsing.document.bad_input_net`).
         A single content document that cannot be read or parsed (a corrupt

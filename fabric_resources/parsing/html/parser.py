@@ -31,7 +31,8 @@ from fabric_resources.parsing.document import ParsedDocument, ParsedUnit, ParseE
 from fabric_resources.parsing.html import MEDIA_TYPE, PARSER_NAME, PARSER_VERSION
 from fabric_resources.parsing.html.encoding import decode_html
 from fabric_resources.parsing.lxml_limits import raise_on_resource_limit
-from fabric_resources.parsing.table_grid import cell_columns, column_span, row_span
+from fabric_resources.parsing import table_grid
+from fabric_resources.parsing.table_grid import GridBudget, cell_columns, column_span, row_span
 
 if TYPE_CHECKING:
     from fabric_resources.config import HtmlParserConfig
@@ -80,7 +81,9 @@ def parse_html(data: bytes, config: "HtmlParserConfig", media_type: str = MEDIA_
         :func:`~fabric_resources.parsing.html.encoding.decode_html`), ``malformed-html`` (no
         document lxml can build),
         ``cap-depth`` (deeper than ``config.max_depth``, or than the 256 libxml2 reads),
-        ``cap-parser-limit`` (another libxml2 limit: :mod:`fabric_resources.parsing.lxml_limits`).
+        ``cap-parser-limit`` (another libxml2 limit: :mod:`fabric_resources.parsing.lxml_limits`),
+        ``cap-table-grid`` (tables whose rowspans or rows cost more than the page's
+        :class:`~fabric_resources.parsing.table_grid.GridBudget`, checked before trafilatura reads it).
     """
     if not data.strip():
         raise ParseError("empty-file", "no content")
@@ -96,8 +99,9 @@ def parse_html(data: bytes, config: "HtmlParserConfig", media_type: str = MEDIA_
     except (etree.ParserError, ValueError) as exc:
         raise ParseError("malformed-html", f"{type(exc).__name__}: {exc}") from None
     raise_on_resource_limit(parser)  # trafilatura parses the same way: it would miss the same text
-    main = main_text(text) if config.main_text == "trafilatura" else None
-    walker = _Walker(root.getroottree(), main, config.max_depth)
+    walker = _Walker(root.getroottree(), None, config.max_depth)
+    walker.place_tables(root)  # before trafilatura, which takes minutes over a table this refuses
+    walker.main = main_text(text) if config.main_text == "trafilatura" else None
     walker.walk(root, 0)
     title_el = root.find(".//title")
     title = _WS.sub(" ", title_el.text_content()).strip() if title_el is not None else ""
@@ -187,6 +191,7 @@ class _Walker:
         self.tables: dict[Any, int] = {}
         self.table_rows: dict[Any, dict[Any, int]] = {}  # a table's own rows (not a nested table's) by position
         self.cell_cols: dict[Any, int] = {}  # a td/th -> the grid column it starts in (table_grid)
+        self.grid_budget = GridBudget(layout_slots=table_grid.MAX_LAYOUT_SLOTS)  # the page's tables share it
         self.element_path = ElementPaths(tree)  # getpath's strings, each parent counted once
         self.main_tables: dict[Any, bool] = {}
         self.seen = 0
@@ -272,6 +277,12 @@ class _Walker:
         self.units.append(ParsedUnit("paragraph", text, locator, self.path()))
         return 1
 
+    def place_tables(self, root) -> None:
+        """Place every table's cells in its grid (:meth:`_grid`); raises ``cap-table-grid`` for
+        tables that cost more than the page's :class:`GridBudget`, trafilatura's layout counted."""
+        for table in root.iter("table"):
+            self._grid(table)
+
     def _grid(self, table) -> None:
         """Number ``table``'s own rows (a nested table's are its own) and place each of their cells
         in the table's grid, colspan and rowspan counted (:func:`cell_columns`); once per table: per
@@ -283,7 +294,7 @@ class _Walker:
         self.table_rows[table] = {r: i for i, r in enumerate(rows)}
         cells = [[c for c in tr if isinstance(c.tag, str) and c.tag.lower() in ("td", "th")] for tr in rows]
         columns = cell_columns([[(column_span(c.get("colspan")), row_span(c.get("rowspan"))) for c in row]
-                                for row in cells])
+                                for row in cells], self.grid_budget)
         for row, starts in zip(cells, columns):
             self.cell_cols.update(zip(row, starts))
 

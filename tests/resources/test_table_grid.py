@@ -1,0 +1,105 @@
+"""What a table's grid may cost (``fabric_resources/parsing/table_grid.py``), in the HTML and EPUB
+parsers that share it: hostile spans and rows fail ``cap-table-grid`` fast, before trafilatura reads
+the page, and real tables are placed as before (hostile trial 15c)."""
+
+from __future__ import annotations
+
+import random
+import time
+
+import pytest
+
+from fabric_resources.config import HtmlParserConfig, IsolationConfig
+from fabric_resources.parsing import table_grid
+from fabric_resources.parsing.document import ParseError
+from fabric_resources.parsing.epub.parser import parse_epub
+from fabric_resources.parsing.html import parser as html_parser
+from fabric_resources.parsing.table_grid import cell_columns
+
+from test_parsing_epub import CONFIG as EPUB, build_epub, xhtml
+
+HTML = HtmlParserConfig(isolation=IsolationConfig(mode="in-process"))
+INTRO = "<p>" + "A paragraph long enough to be the main text of this page. " * 3 + "</p>"
+
+
+def _page(tables: str) -> bytes:
+    return f"<html><body>{INTRO}{tables}</body></html>".encode()
+
+
+def _reference_columns(rows):
+    """The grid placement as stop 47 wrote it (a dict of covered columns), to compare with."""
+    last_row: dict[int, int] = {}
+    out = []
+    for r, cells in enumerate(rows):
+        starts, col = [], 0
+        for span, down in cells:
+            while last_row.get(col, -1) >= r:
+                col += 1
+            starts.append(col)
+            if down > 1:
+                for c in range(col, col + span):
+                    last_row[c] = r + down - 1
+            col += span
+        out.append(starts)
+    return out
+
+
+def test_cells_are_placed_as_the_reference_places_them() -> None:
+    """guards against: the budgeted placement moving a cell of a real table (seeded tables of
+    random spans, overlapping ones included, against the placement before the budget)."""
+    rng = random.Random(15)
+    for _ in range(2_000):
+        rows = [[(rng.choice((1, 1, 1, 2, 3)), rng.choice((1, 1, 1, 2, 3, 65534)))
+                 for _ in range(rng.randrange(0, 6))] for _ in range(rng.randrange(1, 8))]
+        assert cell_columns(rows) == _reference_columns(rows), rows
+
+
+def test_rowspans_covering_too_many_slots_fail_before_trafilatura_reads_the_page(monkeypatch) -> None:
+    """guards against: one row of cells ``colspan=1000 rowspan=2`` (10,000 of them, 400 kB: over
+    120 s in-process, trafilatura padding each row and counting it for every cell, then 10^7
+    dictionary writes and 650 MB here) parsed for minutes; now 1,100 of them fail ``cap-table-grid``
+    in well under a second, and trafilatura never sees the page."""
+    read = []
+    monkeypatch.setattr(html_parser, "main_text", lambda text: read.append(text))
+    page = _page("<table><tr>" + '<td colspan="1000" rowspan="2">c</td>' * 1_100 + "</tr><tr><td>x</td></tr></table>")
+    started = time.monotonic()
+    with pytest.raises(ParseError) as caught:
+        html_parser.parse_html(page, HTML)
+    assert caught.value.reason == "cap-table-grid" and "rowspans" in caught.value.detail
+    assert time.monotonic() - started < 5 and read == []
+
+
+def test_a_row_of_very_many_cells_fails_on_its_layout_and_a_long_table_does_not(monkeypatch) -> None:
+    """guards against: trafilatura's table layout, quadratic in a row's cells (one row of 100,000
+    plain ``<td>x``, 500 kB: 65 s in-process; 10,000 cells ``colspan=100``: 44 s), run unbounded;
+    and empty rows under a wide ``rowspan`` costing nothing though trafilatura fills each."""
+    monkeypatch.setattr(html_parser, "main_text", lambda text: None)
+    started = time.monotonic()
+    with pytest.raises(ParseError) as caught:
+        html_parser.parse_html(_page("<table><tr>" + "<td>x" * 25_000 + "</table>"), HTML)
+    assert caught.value.reason == "cap-table-grid" and time.monotonic() - started < 5
+    monkeypatch.setattr(table_grid, "MAX_LAYOUT_SLOTS", 10_000)
+    long_table = "<table>" + "<tr><td>a<td>b<td>c<td>d" * 400 + "</table>"  # 400 x (4 + 1) x 4 = 8,000
+    assert len([u for u in html_parser.parse_html(_page(long_table), HTML).units if u.kind == "table_cell"]) == 1_600
+    with pytest.raises(ParseError, match="cap-table-grid"):
+        html_parser.parse_html(_page(long_table + "<table><tr>" + "<td>x" * 50 + "</table>"), HTML)
+    covered = "<table><tr><td colspan=1000 rowspan=0>wide</td></tr>{}</table>"  # 2 x 1000, then 1000 a row
+    html_parser.parse_html(_page(covered.format("<tr></tr>" * 7)), HTML)
+    with pytest.raises(ParseError, match="cap-table-grid"):
+        html_parser.parse_html(_page(covered.format("<tr></tr>" * 9)), HTML)
+
+
+def test_a_pages_tables_share_one_budget_and_a_books_chapters_do_too(monkeypatch) -> None:
+    """guards against: a budget per table (or per chapter), which a page of many tables each just
+    under it multiplies without bound."""
+    monkeypatch.setattr(table_grid, "MAX_GRID_SLOTS", 150)  # the table: 60 covered, 60 moved past
+    monkeypatch.setattr(html_parser, "main_text", lambda text: None)
+    table = "<table><tr><td colspan=60 rowspan=2>a</td><td>b</td></tr><tr><td>c</td></tr></table>"
+    cols = {u.text: u.attributes["col"] for u in html_parser.parse_html(_page(table), HTML).units
+            if u.kind == "table_cell"}
+    assert cols == {"a": 0, "b": 60, "c": 60}
+    with pytest.raises(ParseError, match="cap-table-grid"):
+        html_parser.parse_html(_page(table * 2), HTML)
+    assert len(parse_epub(build_epub({"a.xhtml": xhtml(table)}), EPUB).units) == 3
+    with pytest.raises(ParseError, match="cap-table-grid"):
+        parse_epub(build_epub({"a.xhtml": xhtml(table), "b.xhtml": xhtml(table)}), EPUB)
