@@ -5,10 +5,15 @@ its limits — elements nested 256 deep, a text node past its buffer limit: it l
 ``ERR_RESOURCE_LIMIT`` and stops building the tree there, so everything after that point (later
 sibling paragraphs included) is silently missing from a parse that otherwise looks whole. A parse
 that lost text that way must fail with a named reason instead (README, "Formats").
+
+libxml2's HTML parser also checks each attribute of a start tag against every earlier one, in C
+where nothing stops it: a page is refused before it reads a tag of more than
+:data:`MAX_TAG_ATTRIBUTES` (:func:`raise_on_attribute_flood`).
 """
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from fabric_resources.parsing.document import ParseError
@@ -35,3 +40,44 @@ def syntax_error_reason(exc: BaseException, default: str) -> str:
     """``cap-depth`` for libxml2's "Excessive depth in document" (elements nested deeper than the
     256 it reads without ``huge_tree``: a limit, as HTML and EPUB name it), else ``default``."""
     return "cap-depth" if "excessive depth" in str(exc).lower() else default
+
+
+#: Attributes one start tag may hold before libxml2's HTML parser reads the page. Its check for a
+#: repeated name is quadratic (one tag of 20,000 attributes: 0.65 s; 100,000, an 890 kB page: over
+#: 90 s in-process); a real element holds tens.
+MAX_TAG_ATTRIBUTES = 10_000
+
+# One pass, HTML's tokens as far as they matter here: a comment, a raw-text element (its text is no
+# markup: a JSON blob in a <script> is no tag) with its start tag's attributes (group 2), another
+# start tag's attributes (group 3). Quoted values may hold ">"; an unclosed one runs to the end.
+_QUOTED = r"\"[^\"]*\"|'[^']*'"
+_TOKENS = re.compile(
+    r"<!--.*?(?:-->|\Z)"
+    rf"|<(script|style|xmp|iframe|noembed|noframes|textarea|title|plaintext)\b((?:[^>\"']|{_QUOTED})*)>?.*?(?:</\1|\Z)"
+    rf"|<[A-Za-z][^\s/>]*((?:[^>\"']|{_QUOTED})*)",
+    re.IGNORECASE | re.DOTALL)
+_ATTRIBUTE_NAME = re.compile(r"[\s/][^\s/=>]")  # a name starts after a space or "/" (values dropped)
+
+
+def raise_on_attribute_flood(text: str) -> None:
+    """Raise when a start tag of the HTML ``text`` holds more than :data:`MAX_TAG_ATTRIBUTES`
+    attributes (counted generously: an unquoted value after ``= `` counts as a name).
+
+    >>> raise_on_attribute_flood('<p class="a b" id=x>' + "<i " + " ".join(f"a{i}" for i in range(20_001)) + ">")
+    Traceback (most recent call last):
+    ...
+    fabric_resources.parsing.document.ParseError: cap-parser-limit: a start tag of more than 10000 attributes (libxml2 compares each with every other)
+    >>> raise_on_attribute_flood("<script>" + "x, " * 30_000 + "</script><p a=1 b='>'>")
+
+    Raises
+    ------
+    ParseError
+        ``cap-parser-limit``.
+    """
+    for match in _TOKENS.finditer(text):
+        attributes = match.group(2) or match.group(3)
+        if attributes and len(attributes) > 2 * MAX_TAG_ATTRIBUTES:  # each takes 2 characters at least
+            names = len(_ATTRIBUTE_NAME.findall(re.sub(_QUOTED, " ", attributes)))
+            if names > MAX_TAG_ATTRIBUTES:
+                raise ParseError("cap-parser-limit", f"a start tag of more than {MAX_TAG_ATTRIBUTES} attributes "
+                                                     "(libxml2 compares each with every other)")

@@ -27,7 +27,7 @@ from lxml import etree
 
 from fabric_resources.parsing.document import ParseError
 from fabric_resources.parsing.epub.archive import MemberUnusable
-from fabric_resources.parsing.lxml_limits import raise_on_resource_limit
+from fabric_resources.parsing.lxml_limits import raise_on_attribute_flood, raise_on_resource_limit
 
 XHTML_TYPES = frozenset({"application/xhtml+xml", "text/html"})
 EPUB_TYPE = "{http://www.idpf.org/2007/ops}type"
@@ -227,6 +227,7 @@ def parse_content(data: bytes, max_depth: int) -> ContentRoot:
         return ContentRoot(_parse_prepared_xml(prepared.data, max_depth), False, prepared.decoding_repairs)
     except MemberUnusable:
         pass
+    raise_on_attribute_flood(prepared.data.decode("latin-1"))  # its markup is ASCII in any encoding read here
     try:
         parser = lxml.html.HTMLParser(no_network=True, huge_tree=False, encoding="utf-8" if prepared.utf8 else None,
                                       remove_comments=True, remove_pis=True)

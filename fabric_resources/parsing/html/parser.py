@@ -30,7 +30,7 @@ from fabric_resources.parsing.element_paths import ElementPaths
 from fabric_resources.parsing.document import ParsedDocument, ParsedUnit, ParseError
 from fabric_resources.parsing.html import MEDIA_TYPE, PARSER_NAME, PARSER_VERSION
 from fabric_resources.parsing.html.encoding import decode_html
-from fabric_resources.parsing.lxml_limits import raise_on_resource_limit
+from fabric_resources.parsing.lxml_limits import raise_on_attribute_flood, raise_on_resource_limit
 from fabric_resources.parsing import table_grid
 from fabric_resources.parsing.table_grid import GridBudget, cell_columns, column_span, row_span
 
@@ -81,7 +81,8 @@ def parse_html(data: bytes, config: "HtmlParserConfig", media_type: str = MEDIA_
         :func:`~fabric_resources.parsing.html.encoding.decode_html`), ``malformed-html`` (no
         document lxml can build),
         ``cap-depth`` (deeper than ``config.max_depth``, or than the 256 libxml2 reads),
-        ``cap-parser-limit`` (another libxml2 limit: :mod:`fabric_resources.parsing.lxml_limits`),
+        ``cap-parser-limit`` (another libxml2 limit, or a tag of more attributes than it reads in
+        good time: :mod:`fabric_resources.parsing.lxml_limits`),
         ``cap-table-grid`` (tables whose rowspans or rows cost more than the page's
         :class:`~fabric_resources.parsing.table_grid.GridBudget`, checked before trafilatura reads it).
     """
@@ -93,6 +94,7 @@ def parse_html(data: bytes, config: "HtmlParserConfig", media_type: str = MEDIA_
     # NUL is ignored in a page's text (HTML's "in body" insertion mode), as browsers show it; lxml
     # kept it as U+FFFD and trafilatura dropped it, so the paragraph holding one was lost.
     text = text.replace("\x00", "")
+    raise_on_attribute_flood(text)  # before libxml2, which would take minutes over such a tag
     parser = lxml.html.HTMLParser()
     try:
         root = lxml.html.document_fromstring(text, parser=parser)

@@ -1,6 +1,7 @@
-"""What a table's grid may cost (``fabric_resources/parsing/table_grid.py``), in the HTML and EPUB
-parsers that share it: hostile spans and rows fail ``cap-table-grid`` fast, before trafilatura reads
-the page, and real tables are placed as before (hostile trial 15c)."""
+"""What a document's structure may cost the HTML and EPUB parsers (hostile trial 15c): a table's
+grid (``fabric_resources/parsing/table_grid.py``: hostile spans and rows fail ``cap-table-grid``
+fast, before trafilatura reads the page, and real tables are placed as before) and a start tag's
+attributes (``lxml_limits.py``: ``cap-parser-limit`` before libxml2 reads the page)."""
 
 from __future__ import annotations
 
@@ -103,3 +104,27 @@ def test_a_pages_tables_share_one_budget_and_a_books_chapters_do_too(monkeypatch
     assert len(parse_epub(build_epub({"a.xhtml": xhtml(table)}), EPUB).units) == 3
     with pytest.raises(ParseError, match="cap-table-grid"):
         parse_epub(build_epub({"a.xhtml": xhtml(table), "b.xhtml": xhtml(table)}), EPUB)
+
+
+def test_a_start_tag_of_very_many_attributes_is_refused_before_libxml2_reads_it(monkeypatch) -> None:
+    """guards against: libxml2's HTML parser, which compares each attribute of a tag with every
+    earlier one (one ``<p>`` of 100,000 attributes, an 890 kB page: over 90 s in-process, nothing
+    able to stop it), reading such a page or a malformed EPUB chapter (read by lxml.html); a long
+    script or a tag of a few attributes is no such tag."""
+    from fabric_resources.parsing import lxml_limits
+
+    monkeypatch.setattr(lxml_limits, "MAX_TAG_ATTRIBUTES", 500)
+    flood = "<p " + " ".join(f"a{i}=1" for i in range(600)) + ">flooded</p>"
+    with pytest.raises(ParseError) as caught:
+        html_parser.parse_html(_page(flood), HTML)
+    assert caught.value.reason == "cap-parser-limit" and "attributes" in caught.value.detail
+    with pytest.raises(ParseError, match="cap-parser-limit"):
+        parse_epub(build_epub({"a.xhtml": xhtml(f"<p>unclosed {flood}<br>")}), EPUB)
+    fine = "<script>" + "var x = [" + "1, " * 5_000 + "];</script><p a='>' b=\"x y\" " + "c " * 400 + ">kept</p>"
+    monkeypatch.setattr(html_parser, "main_text", lambda text: None)
+    assert "kept" in [u.text for u in html_parser.parse_html(_page(fine), HTML).units]
+    monkeypatch.setattr(lxml_limits, "MAX_TAG_ATTRIBUTES", 10_000)
+    started = time.monotonic()
+    with pytest.raises(ParseError, match="cap-parser-limit"):
+        html_parser.parse_html(_page("<p " + " ".join(f"a{i}=1" for i in range(60_000)) + ">x</p>"), HTML)
+    assert time.monotonic() - started < 5
