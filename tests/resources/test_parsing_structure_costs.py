@@ -6,6 +6,7 @@ attributes (``lxml_limits.py``: ``cap-parser-limit`` before libxml2 reads the pa
 from __future__ import annotations
 
 import random
+import re
 import time
 
 import pytest
@@ -128,3 +129,42 @@ def test_a_start_tag_of_very_many_attributes_is_refused_before_libxml2_reads_it(
     with pytest.raises(ParseError, match="cap-parser-limit"):
         html_parser.parse_html(_page("<p " + " ".join(f"a{i}=1" for i in range(60_000)) + ">x</p>"), HTML)
     assert time.monotonic() - started < 5
+
+
+def _reference_text_units(text: str, cap: int, max_units: int | None = None):
+    """Plain text's units as stop 47 made them (a line object per line, blank ones too)."""
+    from fabric_resources.parsing.text.parser import _RUN_CAP_UNITS, iter_lines, paragraph_unit, split_unit
+
+    units, run, chars = [], [], 0
+    for line in list(iter_lines(text)) + [None]:
+        if line is None or line.is_blank or chars > _RUN_CAP_UNITS * cap:
+            if run:
+                units.extend(split_unit(paragraph_unit(run), run, cap))
+            run, chars = [], 0
+        if line is not None and not line.is_blank:
+            run.append(line)
+            chars += len(line.content) + 1
+    return units
+
+
+def test_blank_lines_cost_no_line_objects_and_units_are_as_before() -> None:
+    """guards against: a line object made per blank line (50 MB of newlines: 75 s in-process, no
+    child, nothing able to stop it); and the walk that skips them moving a unit, a locator or a
+    line number (seeded texts of every line ending, Unicode spaces and separators, indentation)."""
+    from fabric_resources.parsing.text.parser import _RUN_CAP_UNITS, line_endings, text_units
+
+    started = time.monotonic()
+    assert text_units("\n" * 5_000_000 + "  last\r\n" + "\r\n \t\u3000\r" * 500_000) != []
+    assert time.monotonic() - started < 2  # 6.6 s before
+    rng = random.Random(47)
+    pieces = ["a", "word ", " ", "\t", "\n", "\r", "\r\n", "\u3000", "\x1c", "\u2028", "\xa0", "\x0b", "é"]
+    for _ in range(3_000):
+        text = "".join(rng.choice(pieces) for _ in range(rng.randrange(0, 60)))
+        assert text_units(text, 256) == _reference_text_units(text, 256), repr(text)
+    long_run = "ab\ncd \r\n" * 5_000  # a run past _RUN_CAP_UNITS x 256 characters, cut at a line end
+    assert len(long_run) > _RUN_CAP_UNITS * 256
+    assert text_units(long_run, 256) == _reference_text_units(long_run, 256)
+    for text in ("", "a", "a\r\n", "a\r\r\n", "a\n\r", "\r", "a\nb\n"):
+        kinds = {"\r\n": "crlf", "\r": "cr", "\n": "lf"}
+        found = {kinds[m.group()] for m in re.finditer(r"\r\n|\r|\n", text)}
+        assert line_endings(text) == ("none" if not found else found.pop() if len(found) == 1 else "mixed")
