@@ -147,23 +147,30 @@ def _reference_text_units(text: str, cap: int, max_units: int | None = None):
     return units
 
 
-def test_blank_lines_cost_no_line_objects_and_units_are_as_before() -> None:
+def test_blank_lines_and_plain_runs_cost_no_line_objects_and_units_are_as_before() -> None:
     """guards against: a line object made per blank line (50 MB of newlines: 75 s in-process, no
-    child, nothing able to stop it); and the walk that skips them moving a unit, a locator or a
-    line number (seeded texts of every line ending, Unicode spaces and separators, indentation)."""
+    child, nothing able to stop it) or per line of a run (20 MB of ``a\\r``: 22 s); and the walks
+    that skip them moving a unit, a locator or a line number (seeded texts of every line ending,
+    Unicode spaces and separators, indentation; runs cut at the cap and split)."""
     from fabric_resources.parsing.text.parser import _RUN_CAP_UNITS, line_endings, text_units
 
     started = time.monotonic()
     assert text_units("\n" * 5_000_000 + "  last\r\n" + "\r\n \t\u3000\r" * 500_000) != []
-    assert time.monotonic() - started < 2  # 6.6 s before
+    assert len(text_units("a\r" * 2_000_000, 16_384)) == 248
+    assert time.monotonic() - started < 3  # 6.6 s and 5 s before
     rng = random.Random(47)
     pieces = ["a", "word ", " ", "\t", "\n", "\r", "\r\n", "\u3000", "\x1c", "\u2028", "\xa0", "\x0b", "é"]
     for _ in range(3_000):
         text = "".join(rng.choice(pieces) for _ in range(rng.randrange(0, 60)))
         assert text_units(text, 256) == _reference_text_units(text, 256), repr(text)
-    long_run = "ab\ncd \r\n" * 5_000  # a run past _RUN_CAP_UNITS x 256 characters, cut at a line end
-    assert len(long_run) > _RUN_CAP_UNITS * 256
-    assert text_units(long_run, 256) == _reference_text_units(long_run, 256)
+    plain = ["a", "word", " ", "\n", "\r", "é", "x y", "\n\n", "\n \r"]  # no CRLF, no space before a line end
+    for size in [5_000] * 20 + [60] * 2_000:  # runs past _RUN_CAP_UNITS x 256 characters, cut at a line end
+        text = "".join(rng.choice(plain) for _ in range(size))
+        assert text_units(text, 256) == _reference_text_units(text, 256), repr(text[:200])
+    for long_run in ("ab\ncd \r\n" * 5_000, "ab\rcd\n" * 5_000, "x" * 40_000 + "\ny" * 9_000):
+        assert len(long_run) > _RUN_CAP_UNITS * 256
+        assert text_units(long_run, 256) == _reference_text_units(long_run, 256)
+        assert text_units(long_run) == _reference_text_units(long_run, float("inf"))
     for text in ("", "a", "a\r\n", "a\r\r\n", "a\n\r", "\r", "a\nb\n"):
         kinds = {"\r\n": "crlf", "\r": "cr", "\n": "lf"}
         found = {kinds[m.group()] for m in re.finditer(r"\r\n|\r|\n", text)}
