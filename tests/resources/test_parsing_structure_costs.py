@@ -156,16 +156,17 @@ def test_blank_lines_and_plain_runs_cost_no_line_objects_and_units_are_as_before
 
     started = time.monotonic()
     assert text_units("\n" * 5_000_000 + "  last\r\n" + "\r\n \t\u3000\r" * 500_000) != []
-    assert len(text_units("a\r" * 2_000_000, 16_384)) == 248
+    assert len(text_units("a\r" * 2_000_000, 16_384)) == 248 and len(text_units("a\r\n" * 1_000_000, 16_384)) == 124
     assert time.monotonic() - started < 3  # 6.6 s and 5 s before
     rng = random.Random(47)
     pieces = ["a", "word ", " ", "\t", "\n", "\r", "\r\n", "\u3000", "\x1c", "\u2028", "\xa0", "\x0b", "é"]
     for _ in range(3_000):
         text = "".join(rng.choice(pieces) for _ in range(rng.randrange(0, 60)))
         assert text_units(text, 256) == _reference_text_units(text, 256), repr(text)
-    plain = ["a", "word", " ", "\n", "\r", "é", "x y", "\n\n", "\n \r"]  # no CRLF, no space before a line end
-    for size in [5_000] * 20 + [60] * 2_000:  # runs past _RUN_CAP_UNITS x 256 characters, cut at a line end
-        text = "".join(rng.choice(plain) for _ in range(size))
+    plain = ["a", "word", " ", "\n", "\r", "é", "x y", "\n\n", "\n \r"]  # no space before a line end
+    crlf = ["a", "word", " ", "\r\n", "é", "x y", "\r\n\r\n", "\r\n \r\n", "\r\n\u3000\r\n"]
+    for size, pieces in [(5_000, plain), (5_000, crlf)] * 10 + [(60, plain), (60, crlf)] * 1_000:
+        text = "".join(rng.choice(pieces) for _ in range(size))  # runs past _RUN_CAP_UNITS x 256, cut at a line end
         assert text_units(text, 256) == _reference_text_units(text, 256), repr(text[:200])
     for long_run in ("ab\ncd \r\n" * 5_000, "ab\rcd\n" * 5_000, "x" * 40_000 + "\ny" * 9_000):
         assert len(long_run) > _RUN_CAP_UNITS * 256

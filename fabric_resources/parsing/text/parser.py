@@ -35,8 +35,9 @@ _LINE_BREAK = re.compile(r"\r\n|\r|\n")
 _INK = re.compile(r"\S")  # not whitespace as str.strip() reads it (both: str.isspace)
 # A line end and a blank line after it (or the text's end); a CRLF is one line end.
 _BLANK_LINE_AFTER = re.compile(r"(?>\r\n|\r|\n)[^\S\r\n]*+(?:\r\n|\r|\n|\Z)")
-# What makes a line's unit text differ from its source text: a CRLF, whitespace before a line end.
-_NOT_PLAIN = re.compile(r"\r\n|[^\S\r\n](?:[\r\n]|\Z)")
+# Whitespace before a line end (the unit text drops it); a CR or LF that is no part of a CRLF.
+_SPACE_BEFORE_END = re.compile(r"[^\S\r\n](?:[\r\n]|\Z)")
+_LONE_BREAK = re.compile(r"\r(?!\n)|(?<!\r)\n")
 # A run of non-blank lines longer than this many max_unit_chars ends at the next line end.
 _RUN_CAP_UNITS = 64
 
@@ -99,39 +100,48 @@ def _next_line(text: str, pos: int, number: int) -> tuple[_Line, int, int] | Non
     return None
 
 
-def _plain_block(text: str, line: _Line) -> int | None:
-    """Where the run of non-blank lines from ``line`` ends (the end of its last line's text), when
-    each of its lines reads as written: no CRLF, no whitespace before a line end; else ``None``."""
+def _plain_block(text: str, line: _Line) -> tuple[int, bool] | None:
+    """Where the run of non-blank lines from ``line`` ends (the end of its last line's text) and
+    whether its lines end in CRLF, when each of its lines reads as written: no whitespace before a
+    line end, and CRLF ends all of its lines or none; else ``None``."""
     blank = _BLANK_LINE_AFTER.search(text, line.start)
     end = blank.start() if blank else len(text)
-    return None if _NOT_PLAIN.search(text, line.start, end) else end
+    if _SPACE_BEFORE_END.search(text, line.start, end):
+        return None
+    crlf = text.find("\r\n", line.start, end) != -1
+    return None if crlf and _LONE_BREAK.search(text, line.start, end) else (end, crlf)
 
 
-def _plain_units(text: str, line: _Line, end: int, cap: float) -> Iterator[list[ParsedUnit]]:
+def _plain_units(text: str, line: _Line, end: int, crlf: bool, cap: float) -> Iterator[list[ParsedUnit]]:
     """The units of the plain run from ``line`` to ``end`` (:func:`_plain_block`), a run's at a
     time, as :func:`paragraph_unit` and :func:`split_unit` make them from its lines, without a
-    line object each: its text is the source's with each line end read as ``"\n"``, so a unit's
-    offsets are the source's (10 million lines of ``a\r``, 20 MB: 22 s in lines).
+    line object each: its text is the source's with each line end read as ``"\n"``, and an
+    offset in it is the source's plus one per CRLF before it (10 million lines of ``a\r``, 20 MB:
+    22 s in lines).
     """
-    counted, number = line.start, line.number  # line ``number`` holds offset ``counted``
+    block = text[line.start : end]
+    block = block.replace("\r\n", "\n") if crlf else block.replace("\r", "\n")
+    counted, ends = 0, 0  # the line ends in block[:counted]
 
-    def line_at(offset: int) -> int:
-        nonlocal counted, number
-        number += text.count("\n", counted, offset) + text.count("\r", counted, offset)
+    def where(offset: int) -> tuple[int, int]:  # block offset -> (source offset, line number)
+        nonlocal counted, ends
+        ends += block.count("\n", counted, offset)
         counted = offset
-        return number
+        return line.start + offset + (ends if crlf else 0), line.number + ends
 
-    start = line.start
-    while start < end:
-        ink = _INK.search(text, start, end).start()
-        cut = _LINE_BREAK.search(text, start + _RUN_CAP_UNITS * cap, end) if cap != float("inf") else None
-        stop = cut.start() if cut else end
-        body = text[ink:stop].replace("\r", "\n")
+    start, size = 0, len(block)
+    while start < size:
+        ink = _INK.search(block, start).start()
+        # A run longer than _RUN_CAP_UNITS x cap ends at the first line end past that.
+        cut = block.find("\n", start + _RUN_CAP_UNITS * cap) if start + _RUN_CAP_UNITS * cap < size else -1
+        stop = size if cut == -1 else cut
+        body = block[ink:stop]
         spans = split_long_text(body, cap) if len(body) > cap else [(0, len(body))]
         units = []
         for part, (a, b) in enumerate(spans):
-            locator = {"char_start": ink + a, "char_end": ink + b, "line_start": line_at(ink + a),
-                       "line_end": line_at(ink + b - 1)}
+            (char_start, line_start), (last_char, line_end) = where(ink + a), where(ink + b - 1)
+            locator = {"char_start": char_start, "char_end": last_char + 1, "line_start": line_start,
+                       "line_end": line_end}
             attributes = {"part": part, "parts": len(spans)} if len(spans) > 1 else {}
             units.append(ParsedUnit("paragraph", body[a:b], locator, attributes=attributes))
         yield units
@@ -239,14 +249,16 @@ def text_units(text: str, max_unit_chars: int | None = None, max_units: int | No
         line, pos, number = found
         if run and line.number != run[-1].number + 1:  # a blank line between closes the run
             close_run()
-        if not run and (end := _plain_block(text, line)) is not None:
-            for pieces in _plain_units(text, line, end, cap):
+        if not run and (plain := _plain_block(text, line)) is not None:
+            end, crlf = plain
+            for pieces in _plain_units(text, line, end, crlf, cap):
                 units.extend(pieces)
                 if max_units is not None and len(units) > max_units:
                     raise ParseError("cap-units", f"more than {max_units} units")
             after = _LINE_BREAK.match(text, end)  # the line end after the run's last line, if any
             pos = after.end() if after else end
-            number = line.number + text.count("\n", line.start, end) + text.count("\r", line.start, end) + 1
+            ends = text.count("\n", line.start, end) + (0 if crlf else text.count("\r", line.start, end))
+            number = line.number + ends + 1
             found = _next_line(text, pos, number)
             continue
         run.append(line)
