@@ -5,15 +5,18 @@ attributes (``lxml_limits.py``: ``cap-parser-limit`` before libxml2 reads the pa
 
 from __future__ import annotations
 
+import bisect
 import random
 import re
 import time
+from dataclasses import replace
 
 import pytest
 
 from fabric_resources.config import HtmlParserConfig, IsolationConfig
 from fabric_resources.parsing import table_grid
-from fabric_resources.parsing.document import ParseError
+from fabric_resources.parsing.document import ParsedUnit, ParseError
+from fabric_resources.parsing.long_units import split_long_text
 from fabric_resources.parsing.epub.parser import parse_epub
 from fabric_resources.parsing.html import parser as html_parser
 from fabric_resources.parsing.table_grid import cell_columns
@@ -131,15 +134,74 @@ def test_a_start_tag_of_very_many_attributes_is_refused_before_libxml2_reads_it(
     assert time.monotonic() - started < 5
 
 
+def _reference_paragraph(lines, section_path: tuple[str, ...] = ()):
+    """One paragraph unit from consecutive non-blank lines.
+
+    The text runs from the first non-whitespace character to the last
+    character kept; each line loses its trailing whitespace and the lines are
+    joined with ``"\\n"``. The locator's ``char_start``/``char_end`` (Unicode
+    scalars, end-exclusive) cover exactly that span of the decoded text.
+    """
+    first, last = lines[0], lines[-1]
+    kept = [line.content.rstrip() for line in lines]
+    leading = len(kept[0]) - len(kept[0].lstrip())
+    kept[0] = kept[0][leading:]
+    return ParsedUnit(
+        kind="paragraph",
+        text="\n".join(kept),
+        locator={
+            "char_start": first.start + leading,
+            "char_end": last.start + len(last.content.rstrip()),
+            "line_start": first.number,
+            "line_end": last.number,
+        },
+        section_path=section_path,
+    )
+
+
+def _reference_split(unit: ParsedUnit, lines, max_chars: int):
+    """``unit`` (built from ``lines`` by :func:`_reference_paragraph`) as
+    pieces of at most ``max_chars`` characters (:func:`~fabric_resources.parsing.long_units.split_long_text`).
+
+    Each piece is a unit whose locator covers exactly its own span of the decoded text, with
+    ``part``/``parts`` attributes; a unit within the cap is returned alone and unchanged.
+    """
+    if len(unit.text) <= max_chars:
+        return [unit]
+    # Where each kept line starts, in the unit's text and in the decoded text.
+    unit_starts, decoded_starts, position = [], [], 0
+    for index, line in enumerate(lines):
+        skipped = unit.locator["char_start"] - line.start if index == 0 else 0  # indentation
+        unit_starts.append(position)
+        decoded_starts.append(line.start + skipped)
+        position += len(line.content.rstrip()) - skipped + 1  # + the "\n" joining kept lines
+
+    def where(offset: int) -> tuple[int, int]:
+        j = bisect.bisect_right(unit_starts, offset) - 1
+        return decoded_starts[j] + offset - unit_starts[j], lines[j].number
+
+    spans = split_long_text(unit.text, max_chars)
+    pieces = []
+    for part, (start, end) in enumerate(spans):
+        (char_start, line_start), (last_char, line_end) = where(start), where(end - 1)
+        attributes = {**unit.attributes, "part": part, "parts": len(spans)}
+        pieces.append(replace(
+            unit, text=unit.text[start:end], attributes=attributes,
+            locator={"char_start": char_start, "char_end": last_char + 1, "line_start": line_start,
+                     "line_end": line_end},
+        ))
+    return pieces
+
+
 def _reference_text_units(text: str, cap: int, max_units: int | None = None):
     """Plain text's units as stop 47 made them (a line object per line, blank ones too)."""
-    from fabric_resources.parsing.text.parser import _RUN_CAP_UNITS, iter_lines, paragraph_unit, split_unit
+    from fabric_resources.parsing.text.parser import _RUN_CAP_UNITS, iter_lines
 
     units, run, chars = [], [], 0
     for line in list(iter_lines(text)) + [None]:
         if line is None or line.is_blank or chars > _RUN_CAP_UNITS * cap:
             if run:
-                units.extend(split_unit(paragraph_unit(run), run, cap))
+                units.extend(_reference_split(_reference_paragraph(run), run, cap))
             run, chars = [], 0
         if line is not None and not line.is_blank:
             run.append(line)
@@ -157,18 +219,23 @@ def test_blank_lines_and_plain_runs_cost_no_line_objects_and_units_are_as_before
     started = time.monotonic()
     assert text_units("\n" * 5_000_000 + "  last\r\n" + "\r\n \t\u3000\r" * 500_000) != []
     assert len(text_units("a\r" * 2_000_000, 16_384)) == 248 and len(text_units("a\r\n" * 1_000_000, 16_384)) == 124
-    assert time.monotonic() - started < 3  # 6.6 s and 5 s before
+    assert len(text_units("a \n" * 1_000_000 + "b\r\nc \r" * 500_000, 16_384)) == 247
+    assert time.monotonic() - started < 4  # 6.6 s, 5 s, 2.4 s and 5.6 s before
+    started = time.monotonic()
+    assert len(text_units("word " * 4_000_000, 16_384)) == 1_221  # one line of 20 MB
+    assert time.monotonic() - started < 4  # 1.5 s before; 7.5 s counting each piece's line from the start
     rng = random.Random(47)
     pieces = ["a", "word ", " ", "\t", "\n", "\r", "\r\n", "\u3000", "\x1c", "\u2028", "\xa0", "\x0b", "é"]
     for _ in range(3_000):
         text = "".join(rng.choice(pieces) for _ in range(rng.randrange(0, 60)))
         assert text_units(text, 256) == _reference_text_units(text, 256), repr(text)
-    plain = ["a", "word", " ", "\n", "\r", "é", "x y", "\n\n", "\n \r"]  # no space before a line end
+    plain = ["a", "word", " ", "\n", "\r", "é", "x y", "\n\n", "\n \r"]
     crlf = ["a", "word", " ", "\r\n", "é", "x y", "\r\n\r\n", "\r\n \r\n", "\r\n\u3000\r\n"]
     for size, pieces in [(5_000, plain), (5_000, crlf)] * 10 + [(60, plain), (60, crlf)] * 1_000:
         text = "".join(rng.choice(pieces) for _ in range(size))  # runs past _RUN_CAP_UNITS x 256, cut at a line end
         assert text_units(text, 256) == _reference_text_units(text, 256), repr(text[:200])
-    for long_run in ("ab\ncd \r\n" * 5_000, "ab\rcd\n" * 5_000, "x" * 40_000 + "\ny" * 9_000):
+    for long_run in ("ab\ncd \r\n" * 5_000, "ab\rcd\n" * 5_000, "x" * 40_000 + "\ny" * 9_000,
+                     " a\u3000\r\n\x0bb\t\r" * 4_000, ("word " * 3_000 + "\r\n") * 8):
         assert len(long_run) > _RUN_CAP_UNITS * 256
         assert text_units(long_run, 256) == _reference_text_units(long_run, 256)
         assert text_units(long_run) == _reference_text_units(long_run, float("inf"))

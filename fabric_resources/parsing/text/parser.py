@@ -16,9 +16,8 @@ end-exclusive; line numbers are 1-based and inclusive.
 
 from __future__ import annotations
 
-import bisect
 import re
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Iterator, Literal
 
 from fabric_resources.config import TextParserConfig
@@ -35,9 +34,9 @@ _LINE_BREAK = re.compile(r"\r\n|\r|\n")
 _INK = re.compile(r"\S")  # not whitespace as str.strip() reads it (both: str.isspace)
 # A line end and a blank line after it (or the text's end); a CRLF is one line end.
 _BLANK_LINE_AFTER = re.compile(r"(?>\r\n|\r|\n)[^\S\r\n]*+(?:\r\n|\r|\n|\Z)")
-# Whitespace before a line end (the unit text drops it); a CR or LF that is no part of a CRLF.
-_SPACE_BEFORE_END = re.compile(r"[^\S\r\n](?:[\r\n]|\Z)")
-_LONE_BREAK = re.compile(r"\r(?!\n)|(?<!\r)\n")
+# Whitespace before a line end of a run read with "\n" ends (a unit drops it); 2^i source lines.
+_TRAILING_SPACE = re.compile(r"[^\S\n]+(?=\n|\Z)")
+_LINES = [re.compile(r"(?:[^\r\n]*+(?>\r\n|\r|\n)){%d}" % (1 << i)) for i in range(32)]
 # A run of non-blank lines longer than this many max_unit_chars ends at the next line end.
 _RUN_CAP_UNITS = 64
 
@@ -100,46 +99,56 @@ def _next_line(text: str, pos: int, number: int) -> tuple[_Line, int, int] | Non
     return None
 
 
-def _plain_block(text: str, line: _Line) -> tuple[int, bool] | None:
-    """Where the run of non-blank lines from ``line`` ends (the end of its last line's text) and
-    whether its lines end in CRLF, when each of its lines reads as written: no whitespace before a
-    line end, and CRLF ends all of its lines or none; else ``None``."""
+def _run_units(text: str, line: _Line, cap: float) -> tuple[Iterator[list[ParsedUnit]], int, int]:
+    """The units of the run of non-blank lines from ``line`` (a list per piece of at most
+    :data:`_RUN_CAP_UNITS` x ``cap`` characters), where the line after the run starts, and its
+    number, without a line object each (10 million lines of ``a\r``, 20 MB: 22 s as lines; the
+    units are those a walk of line objects made: tests/resources/test_parsing_structure_costs.py).
+    """
     blank = _BLANK_LINE_AFTER.search(text, line.start)
     end = blank.start() if blank else len(text)
-    if _SPACE_BEFORE_END.search(text, line.start, end):
-        return None
-    crlf = text.find("\r\n", line.start, end) != -1
-    return None if crlf and _LONE_BREAK.search(text, line.start, end) else (end, crlf)
+    flat = _LINE_BREAK.sub("\n", text[line.start : end])  # the run, each line end one "\n"
+    after = _LINE_BREAK.match(text, end)
+    return _flat_units(text, line, flat, cap), (after.end() if after else end), line.number + flat.count("\n") + 1
 
 
-def _plain_units(text: str, line: _Line, end: int, crlf: bool, cap: float) -> Iterator[list[ParsedUnit]]:
-    """The units of the plain run from ``line`` to ``end`` (:func:`_plain_block`), a run's at a
-    time, as :func:`paragraph_unit` and :func:`split_unit` make them from its lines, without a
-    line object each: its text is the source's with each line end read as ``"\n"``, and an
-    offset in it is the source's plus one per CRLF before it (10 million lines of ``a\r``, 20 MB:
-    22 s in lines).
+def _flat_units(text: str, line: _Line, flat: str, cap: float) -> Iterator[list[ParsedUnit]]:
+    """:func:`_run_units`' units. In ``flat`` an offset counts each line as its characters and one
+    line end, as the run's length is counted; a unit drops each line's trailing whitespace, so a
+    unit offset is placed by the line it is on, its start in the source found by regular
+    expressions of 2^i lines (in C).
     """
-    block = text[line.start : end]
-    block = block.replace("\r\n", "\n") if crlf else block.replace("\r", "\n")
-    counted, ends = 0, 0  # the line ends in block[:counted]
-
-    def where(offset: int) -> tuple[int, int]:  # block offset -> (source offset, line number)
-        nonlocal counted, ends
-        ends += block.count("\n", counted, offset)
-        counted = offset
-        return line.start + offset + (ends if crlf else 0), line.number + ends
-
-    start, size = 0, len(block)
+    size, start = len(flat), 0
+    source, index = line.start, 0  # where line ``index`` of the run starts in the source
+    counted, ends = 0, 0  # the line ends in flat[:counted]
     while start < size:
-        ink = _INK.search(block, start).start()
-        # A run longer than _RUN_CAP_UNITS x cap ends at the first line end past that.
-        cut = block.find("\n", start + _RUN_CAP_UNITS * cap) if start + _RUN_CAP_UNITS * cap < size else -1
-        stop = size if cut == -1 else cut
-        body = block[ink:stop]
+        ink = _INK.search(flat, start).start()
+        cut = flat.find("\n", start + _RUN_CAP_UNITS * cap) if start + _RUN_CAP_UNITS * cap < size else -1
+        stop = size if cut == -1 else cut  # a run past _RUN_CAP_UNITS x cap ends at a line end
+        body = _TRAILING_SPACE.sub("", flat[ink:stop])
+        ends += flat.count("\n", counted, ink)
+        counted, first = ink, ends  # the unit's first line, in the run
+        ink_column = ink - (flat.rfind("\n", 0, ink) + 1)
+        cursor = [0, 0, 0]  # a line of the unit, where it starts in body, how far body is counted
+
+        def where(offset: int) -> tuple[int, int]:  # body offset -> (source offset, line number)
+            nonlocal source, index
+            k = cursor[0] + body.count("\n", cursor[2], offset)
+            if k != cursor[0]:
+                cursor[:2] = [k, body.rfind("\n", 0, offset) + 1]
+            cursor[2] = offset
+            left = first + k - index
+            for i in range(left.bit_length() - 1, -1, -1):  # skip ``left`` lines of the source
+                if left >> i & 1:
+                    source = _LINES[i].match(text, source).end()
+            index = first + k
+            column = offset - cursor[1] + (ink_column if k == 0 else 0)
+            return source + column, line.number + index
+
         spans = split_long_text(body, cap) if len(body) > cap else [(0, len(body))]
         units = []
         for part, (a, b) in enumerate(spans):
-            (char_start, line_start), (last_char, line_end) = where(ink + a), where(ink + b - 1)
+            (char_start, line_start), (last_char, line_end) = where(a), where(b - 1)
             locator = {"char_start": char_start, "char_end": last_char + 1, "line_start": line_start,
                        "line_end": line_end}
             attributes = {"part": part, "parts": len(spans)} if len(spans) > 1 else {}
@@ -162,113 +171,29 @@ def line_endings(text: str) -> LineEndings:
     return kinds[0] if len(kinds) == 1 else "mixed"
 
 
-def paragraph_unit(lines: list[_Line], section_path: tuple[str, ...] = ()) -> ParsedUnit:
-    """One paragraph unit from consecutive non-blank lines.
-
-    The text runs from the first non-whitespace character to the last
-    character kept; each line loses its trailing whitespace and the lines are
-    joined with ``"\\n"``. The locator's ``char_start``/``char_end`` (Unicode
-    scalars, end-exclusive) cover exactly that span of the decoded text.
-    """
-    first, last = lines[0], lines[-1]
-    kept = [line.content.rstrip() for line in lines]
-    leading = len(kept[0]) - len(kept[0].lstrip())
-    kept[0] = kept[0][leading:]
-    return ParsedUnit(
-        kind="paragraph",
-        text="\n".join(kept),
-        locator={
-            "char_start": first.start + leading,
-            "char_end": last.start + len(last.content.rstrip()),
-            "line_start": first.number,
-            "line_end": last.number,
-        },
-        section_path=section_path,
-    )
-
-
-def split_unit(unit: ParsedUnit, lines: list[_Line], max_chars: int) -> list[ParsedUnit]:
-    """``unit`` (built from ``lines`` by :func:`paragraph_unit`) as
-    pieces of at most ``max_chars`` characters (:func:`~fabric_resources.parsing.long_units.split_long_text`).
-
-    Each piece is a unit whose locator covers exactly its own span of the decoded text, with
-    ``part``/``parts`` attributes; a unit within the cap is returned alone and unchanged.
-    """
-    if len(unit.text) <= max_chars:
-        return [unit]
-    # Where each kept line starts, in the unit's text and in the decoded text.
-    unit_starts, decoded_starts, position = [], [], 0
-    for index, line in enumerate(lines):
-        skipped = unit.locator["char_start"] - line.start if index == 0 else 0  # indentation
-        unit_starts.append(position)
-        decoded_starts.append(line.start + skipped)
-        position += len(line.content.rstrip()) - skipped + 1  # + the "\n" joining kept lines
-
-    def where(offset: int) -> tuple[int, int]:
-        j = bisect.bisect_right(unit_starts, offset) - 1
-        return decoded_starts[j] + offset - unit_starts[j], lines[j].number
-
-    spans = split_long_text(unit.text, max_chars)
-    pieces = []
-    for part, (start, end) in enumerate(spans):
-        (char_start, line_start), (last_char, line_end) = where(start), where(end - 1)
-        attributes = {**unit.attributes, "part": part, "parts": len(spans)}
-        pieces.append(replace(
-            unit, text=unit.text[start:end], attributes=attributes,
-            locator={"char_start": char_start, "char_end": last_char + 1, "line_start": line_start,
-                     "line_end": line_end},
-        ))
-    return pieces
-
-
 def text_units(text: str, max_unit_chars: int | None = None, max_units: int | None = None) -> list[ParsedUnit]:
     """Paragraph units in reading order.
 
     Paragraphs are maximal runs of non-blank lines; a line is blank when it
-    holds only whitespace. With ``max_unit_chars``, a longer paragraph becomes
-    several units (:func:`split_unit`), and a run of lines longer than 64 times that ends at a
-    line end (its lines are held until it ends). With ``max_units``, more units than that
-    raise ``ParseError("cap-units")`` as soon as they are made. Markdown has its
-    own parser (:mod:`fabric_resources.parsing.markdown`).
+    holds only whitespace. A unit's text is its lines' (the first without its indentation) less
+    each line's trailing whitespace, joined by ``"\n"``; its locator covers exactly that span of
+    ``text``. With ``max_unit_chars``, a longer paragraph becomes several units
+    (:func:`~fabric_resources.parsing.long_units.split_long_text`, ``part``/``parts``
+    attributes), and a run of lines longer than 64 times that ends at a line end. With
+    ``max_units``, more units than that raise ``ParseError("cap-units")`` as soon as they are
+    made. Markdown has its own parser (:mod:`fabric_resources.parsing.markdown`).
+    Blank lines and a run's lines cost no line object each (:func:`_run_units`).
     """
     units: list[ParsedUnit] = []
-    run: list[_Line] = []
     cap = max_unit_chars if max_unit_chars is not None else float("inf")
-    run_chars = [0]
-
-    def close_run() -> None:
-        if run:
-            units.extend(split_unit(paragraph_unit(run), run, cap))
-            run.clear()
-            run_chars[0] = 0
-            if max_units is not None and len(units) > max_units:
-                raise ParseError("cap-units", f"more than {max_units} units")
-
     found = _next_line(text, 0, 1)
     while found is not None:
-        line, pos, number = found
-        if run and line.number != run[-1].number + 1:  # a blank line between closes the run
-            close_run()
-        if not run and (plain := _plain_block(text, line)) is not None:
-            end, crlf = plain
-            for pieces in _plain_units(text, line, end, crlf, cap):
-                units.extend(pieces)
-                if max_units is not None and len(units) > max_units:
-                    raise ParseError("cap-units", f"more than {max_units} units")
-            after = _LINE_BREAK.match(text, end)  # the line end after the run's last line, if any
-            pos = after.end() if after else end
-            ends = text.count("\n", line.start, end) + (0 if crlf else text.count("\r", line.start, end))
-            number = line.number + ends + 1
-            found = _next_line(text, pos, number)
-            continue
-        run.append(line)
-        run_chars[0] += len(line.content) + 1
-        if run_chars[0] > _RUN_CAP_UNITS * cap:
-            # A "paragraph" of millions of short lines (a log, a word list) held ~30x its size
-            # as lines; it is cut at a line end instead, into units of the cap as before.
-            close_run()
+        pieces, pos, number = _run_units(text, found[0], cap)
+        for piece in pieces:
+            units.extend(piece)
+            if max_units is not None and len(units) > max_units:
+                raise ParseError("cap-units", f"more than {max_units} units")
         found = _next_line(text, pos, number)
-    close_run()
     return units
 
 
