@@ -107,7 +107,8 @@ def _run_units(text: str, line: _Line, cap: float) -> tuple[Iterator[list[Parsed
     """
     blank = _BLANK_LINE_AFTER.search(text, line.start)
     end = blank.start() if blank else len(text)
-    flat = _LINE_BREAK.sub("\n", text[line.start : end])  # the run, each line end one "\n"
+    # The run, each line end one "\n" (str.replace: re.sub held a piece per line, 1.9 GB at 63 MB).
+    flat = text[line.start : end].replace("\r\n", "\n").replace("\r", "\n")
     after = _LINE_BREAK.match(text, end)
     return _flat_units(text, line, flat, cap), (after.end() if after else end), line.number + flat.count("\n") + 1
 
