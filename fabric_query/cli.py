@@ -99,7 +99,12 @@ def print_status(home: Path, st=None):
         else:
             console.print(f"  [red]unreadable[/red] the release pins table {keys([damaged])}: searches fail "
                           "until `fabric snapshot restore` or the next `fabric ingest`")
-    if st.lexical_index_problem:
+    if st.lexical_index_problem and "ReadOnlyFilesystem" in st.lexical_index_problem:
+        # tantivy takes a lock file to open an index: on read-only media it cannot, and nothing is wrong.
+        console.print("  lexical index: the home is on a read-only file system, where tantivy cannot take the "
+                      "lock file it opens an index with: word and substring searches scan the chunks (same "
+                      "matches, slower)")
+    elif st.lexical_index_problem:
         # An index an older Fabric built (another analyzer): the next ingest's activation builds it again.
         also = (" or the next `fabric ingest`" if st.lexical_index_problem.startswith("index-schema-mismatch")
                 else "")

@@ -16,3 +16,12 @@ DEFAULT_HOME = ".fabric"
 def home_path(explicit: str | os.PathLike | None = None) -> Path:
     """The home directory: ``explicit``, else ``$FABRIC_HOME``, else ``./.fabric`` (absolute)."""
     return Path(explicit or os.environ.get("FABRIC_HOME") or DEFAULT_HOME).resolve()
+
+
+def read_only_file_system(path: str | os.PathLike) -> bool:
+    """Whether ``path`` (a folder, or a file's folder when it is no folder) is on a file system
+    mounted read-only (``statvfs``'s ``ST_RDONLY``); False when it cannot be told (no such path)."""
+    try:
+        return bool(os.statvfs(path).f_flag & os.ST_RDONLY)
+    except (OSError, AttributeError):  # missing (reported where it is used), or no statvfs here
+        return False

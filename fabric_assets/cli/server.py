@@ -46,6 +46,12 @@ def serve(
     )
 
     path = set_home(home)
+    from fabric_resources.home_location import read_only_file_system
+
+    if read_only_file_system(path):
+        fail(f"refusing to start: {path} is on a read-only file system, and a server writes its address "
+             "(server.json) and its admin token there; `fabric search`, `fabric status`, `fabric resolve` and "
+             "the Python API read such a home as it is")
     # Before anything touches the home: a second server would take over server.json (and remove
     # it when it stops, while the first still runs) and mark the first's admin operations failed.
     running = read_server_file(path, unbound=True)  # an older Fabric's server names no home

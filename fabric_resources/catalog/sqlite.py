@@ -17,6 +17,7 @@ from pathlib import Path
 from fabric_resources.catalog import migrations as schema_migrations
 from fabric_resources.catalog.base import Catalog, checked_lock_name
 from fabric_resources.catalog.records import CatalogUnavailableError
+from fabric_resources.home_location import read_only_file_system
 from fabric_resources.locks import exclusive_lock
 from fabric_resources.schema import LOCK_NAME
 from fabric_resources.storage_errors import sqlite_storage_fault
@@ -67,8 +68,12 @@ class SqliteCatalog(Catalog):
         # moved or deleted (its home renamed under a running server) made a new, empty one in its
         # place, and every reader then saw a home with nothing ingested.
         mode = "ro" if self.read_only else "rwc" if create else "rw"
+        # A home on read-only media (a read-only mount of a copy, a snapshot's file system): SQLite
+        # cannot make the WAL index a reader needs there, and nothing can write the file either,
+        # so it is read as immutable (SQLite docs, "URI filenames": immutable=1).
+        fixed = "&immutable=1" if self.read_only and read_only_file_system(self.path.parent) else ""
         try:
-            con = sqlite3.connect(f"{self.path.absolute().as_uri()}?mode={mode}", uri=True, timeout=30.0)
+            con = sqlite3.connect(f"{self.path.absolute().as_uri()}?mode={mode}{fixed}", uri=True, timeout=30.0)
         except sqlite3.OperationalError:
             if self.path.exists():
                 raise
@@ -141,3 +146,4 @@ class SqliteCatalog(Catalog):
 
     def describe(self) -> str:
         return f"sqlite:{self.path}"
+

@@ -1,4 +1,4 @@
-"""A home on a full disk: reads are the storage's fault, never "damaged", and a server keeps answering.
+"""A home on a full disk, or on read-only media: reads are the storage's fault, never "damaged".
 
 Trial 15 (stop 48) put a home on a 60 MB tmpfs and filled it. Every read command then said the
 catalog was damaged and should be restored from a copy (SQLite's reader could not make its WAL
@@ -109,3 +109,32 @@ def test_a_full_disk_is_named_as_such_and_a_running_server_keeps_answering(tmp_p
                 answer = client.post("/v1/search", json={"query": "tide keeper"})
                 assert answer.status_code == 200, answer.text
                 assert answer.json()["results"][0]["citation"]["source_key"] == "fs:src/keeper.txt"
+
+
+def test_a_home_on_read_only_media_is_searched_and_resolved_as_it_is(tmp_path, monkeypatch):
+    """guards against (stop 48): a home on a read-only mount (a copy on read-only media, a snapshot's
+    file system) where every read command failed: SQLite could not make its WAL index there
+    (``SQLITE_CANTOPEN``), and opening the API rewrote ``dagster.yaml``. It is read as it is: the
+    catalog as immutable (nothing can write it), the lexical channels by scanning the chunks (tantivy
+    cannot take its lock file), and `fabric serve`, which writes its address and token, refuses."""
+    disk = tmp_path / "disk"
+    with _small_tmpfs(disk, 64):
+        home = FabricHome(disk / "home")
+        monkeypatch.setenv("DAGSTER_HOME", str(home.root / "dagster"))
+        src = tmp_path / "src"
+        src.mkdir()
+        (src / "keeper.txt").write_text("The lighthouse keeper logged the tide and lit the lamp at dusk.\n")
+        ingest(src, home)
+        remounted = subprocess.run(["mount", "-o", "remount,ro", str(disk)], capture_output=True, text=True)
+        if remounted.returncode != 0:
+            pytest.skip(f"cannot remount the tmpfs read-only: {remounted.stderr.strip()}")
+        fabric = Fabric(home.root)
+        pack = fabric.search("keeper lamp")
+        assert pack.results[0].citation.source_key == "fs:src/keeper.txt" and pack.fallback_reason
+        assert fabric.resolve(pack.results[0].citation).status == "verified"
+        status = fabric.status()
+        assert status.active_sources == 1 and "ReadOnlyFilesystem" in (status.lexical_index_problem or "")
+        out = subprocess.run([sys.executable, "-c", "from fabric_assets.cli import main; main()", "serve",
+                              "--home", str(home.root), "--port", "0"], capture_output=True, text=True, timeout=300,
+                             env={**os.environ, "HF_HUB_OFFLINE": "1"})
+        assert out.returncode == 2 and "read-only file system" in out.stderr, out.stderr
