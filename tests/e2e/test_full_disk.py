@@ -76,15 +76,21 @@ def _fill(folder) -> list:
     return files
 
 
+def _keeper_home(disk, tmp_path, monkeypatch) -> FabricHome:
+    """A home on ``disk`` holding one ingested note (fs:src/keeper.txt)."""
+    home = FabricHome(disk / "home")
+    monkeypatch.setenv("DAGSTER_HOME", str(home.root / "dagster"))
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "keeper.txt").write_text("The lighthouse keeper logged the tide and lit the lamp at dusk.\n")
+    ingest(src, home)
+    return home
+
+
 def test_a_full_disk_is_named_as_such_and_a_running_server_keeps_answering(tmp_path, monkeypatch):
     disk = tmp_path / "disk"
     with _small_tmpfs(disk, 64):
-        home = FabricHome(disk / "home")
-        monkeypatch.setenv("DAGSTER_HOME", str(home.root / "dagster"))
-        src = tmp_path / "src"
-        src.mkdir()
-        (src / "keeper.txt").write_text("The lighthouse keeper logged the tide and lit the lamp at dusk.\n")
-        ingest(src, home)
+        home = _keeper_home(disk, tmp_path, monkeypatch)
         # The ingest's last connection removed the WAL index: a reader must make it anew, which a
         # full disk cannot hold.
         filler = _fill(disk)
@@ -119,12 +125,7 @@ def test_a_home_on_read_only_media_is_searched_and_resolved_as_it_is(tmp_path, m
     cannot take its lock file), and `fabric serve`, which writes its address and token, refuses."""
     disk = tmp_path / "disk"
     with _small_tmpfs(disk, 64):
-        home = FabricHome(disk / "home")
-        monkeypatch.setenv("DAGSTER_HOME", str(home.root / "dagster"))
-        src = tmp_path / "src"
-        src.mkdir()
-        (src / "keeper.txt").write_text("The lighthouse keeper logged the tide and lit the lamp at dusk.\n")
-        ingest(src, home)
+        home = _keeper_home(disk, tmp_path, monkeypatch)
         remounted = subprocess.run(["mount", "-o", "remount,ro", str(disk)], capture_output=True, text=True)
         if remounted.returncode != 0:
             pytest.skip(f"cannot remount the tmpfs read-only: {remounted.stderr.strip()}")
