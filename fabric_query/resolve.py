@@ -370,10 +370,12 @@ def _text_now_check(home: FabricHome, cited: Release, citation: Citation, row: S
     from fabric_resources.parsing.document import ParseError
     from fabric_resources.parsing.records import unit_rows
 
-    pieces = _cited_pieces(home, cited, citation)
-    parse_check, spec, run = _parse_check(home, citation)
+    _, spec, run = _parse_check(home, citation)
+    if spec is None:
+        return None
     data, _ = _read_source(home, row, None)
-    if pieces is None or spec is None or data is None:
+    pieces = _cited_pieces(home, cited, citation) if data is not None else None
+    if pieces is None:
         return None
     try:
         doc = spec.run(data, home.config.parsers, run.media_type)

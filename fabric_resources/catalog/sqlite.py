@@ -146,4 +146,3 @@ class SqliteCatalog(Catalog):
 
     def describe(self) -> str:
         return f"sqlite:{self.path}"
-
