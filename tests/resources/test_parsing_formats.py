@@ -289,6 +289,22 @@ def test_a_compounds_hyphen_at_a_line_end_is_kept_and_a_word_break_is_joined():
     assert "stop-the-world" in paper and "IEEE-754" in paper and "stop-theworld" not in paper
 
 
+def test_a_compound_the_document_writes_whole_keeps_its_hyphen_at_a_line_end():
+    """guards against (left open since hostile trial 13c): "Tokyo-" + "Osaka" at a line end read
+    "TokyoOsaka", so a search for Osaka did not find that line. The document is its own dictionary:
+    a compound it writes whole on another line keeps its hyphen when broken (pdf parser v9); a word
+    it writes joined, or one it never writes whole, still joins (TraceMonkey, SunSpider)."""
+    from fabric_resources.parsing.pdf.parser import parse_pdf
+
+    lines = ["The Tokyo-Osaka line is a well-known route.", "", "Trains of the Tokyo-", "Osaka line are",
+             "well-", "known, and Trace-", "Monkey runs SunSpider; TraceMonkey runs Sun-", "Spider too."]
+    doc = parse_pdf(_text_pdf([(72, 700 - 14 * i, line) for i, line in enumerate(lines) if line]), PDF)
+    text = " ".join(u.text for u in doc.units)
+    assert "Trains of the Tokyo-Osaka line are well-known, and TraceMonkey runs SunSpider; TraceMonkey runs " \
+           "SunSpider too." in text, text
+    assert "TokyoOsaka" not in text and "wellknown" not in text
+
+
 def _pages_pdf(pages: list[list[tuple[float, float, str]]]) -> bytes:
     """One :func:`_text_pdf` page per item, joined by pypdf (a test-only dependency)."""
     from pypdf import PdfReader, PdfWriter

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 from fabric_resources.parsing.document import ParsedDocument, ParsedUnit, ParseError, UnreadPart
 from fabric_resources.parsing.pdf import MEDIA_TYPE, PARSER_NAME, PARSER_VERSION
 from fabric_resources.parsing.pdf.layout import (
-    MIN_GUTTER_LINES, Block, Line, blocks, clean_line, columns_first, continues, join_lines,
+    MIN_GUTTER_LINES, Block, Line, blocks, clean_line, columns_first, continues, join_lines, written_words,
 )
 from fabric_resources.parsing.pdf.ocr import OcrFailed, find_engine, recognise
 from fabric_resources.parsing.pdf.outline import (
@@ -407,9 +407,10 @@ def _text_units(pdf, placed: list[PlacedBlock], ocr_units: dict[int, list[Parsed
         else:
             groups.append([index])
     by_page: dict[int, list[ParsedUnit]] = {}
+    written = written_words(line.text for pb in placed for line in pb.block.lines)
     for group in groups:
         first = group[0]
-        text = join_lines([line.text for i in group for line in placed[i].block.lines])
+        text = join_lines([line.text for i in group for line in placed[i].block.lines], written)
         if not text:
             continue
         regions = [_region(placed[i]) for i in group]
