@@ -495,7 +495,7 @@ class SourcesConfig(_Strict):
         "step in the run's process, each model loaded once per run: less CPU on a small machine).")
     withheld: tuple[str, ...] = Field(
         (),
-        description="Glob patterns (fnmatch, '*' crosses '/') over source keys without 'fs:', e.g. "
+        description="Glob patterns (fnmatch, '*' crosses '/') over source keys, with or without 'fs:', e.g. "
         "'notes/drafts/*' or 'private/*' for a whole root. Withheld sources are parsed but never "
         "activated: not searchable and absent from every index and statistic.",
     )
@@ -504,8 +504,11 @@ class SourcesConfig(_Strict):
         if not self.withheld:  # asked of every source by each scan and activation
             return False
         # Key and patterns in NFC: a folder named on macOS (NFD) is withheld by its name as typed (NFC).
+        # A pattern copied from a key as Fabric prints it (`fs:private/*`) withholds what it names: it
+        # matched nothing, and the files the user meant to hide stayed searchable.
         path = unicodedata.normalize("NFC", source_key.split(":", 1)[-1])
-        return any(fnmatch.fnmatchcase(path, unicodedata.normalize("NFC", pattern)) for pattern in self.withheld)
+        return any(fnmatch.fnmatchcase(path, unicodedata.normalize("NFC", pattern.removeprefix("fs:")))
+                   for pattern in self.withheld)
 
 
 class EntityMatchConfig(_Strict):

@@ -174,3 +174,22 @@ def test_a_folder_named_in_nfd_is_withheld_by_a_pattern_typed_in_nfc(tmp_path):
     assert SourcesConfig(withheld=(unicodedata.normalize("NFD", "a/é/*"),)).is_withheld("fs:a/é/x.txt")
     # The operator's view finds it by the name as typed too (`fabric status --source privé`).
     assert [p.source_key for p in fabric.source_partitions("privé/salary")] == [f"fs:corpus/{nfd}/salary.txt"]
+
+
+def test_a_pattern_copied_from_a_printed_key_withholds_what_it_names(tmp_path):
+    """guards against: ``"withheld": ["fs:corpus/private/*"]``, the key as ``fabric search`` and
+    ``fabric status`` print it, matching nothing (patterns were compared with the key's path only):
+    the files the user meant to hide stayed searchable and cited, and nothing said so."""
+    from fabric_resources.config import SourcesConfig
+
+    files = {"private/salary.txt": "The director's salary is zanthoxylum ninety.\n", **VISIBLE["en"]}
+    home, _ = _home(tmp_path, "fs-prefix", files, withheld=["fs:corpus/private/*"])
+    fabric = Fabric(home.root)
+    pack = fabric.search("salary zanthoxylum director")
+    assert all("salary" not in h.citation.source_key for h in pack.results), pack.results
+    assert pack.eligible_sources == len(VISIBLE["en"])
+    assert fabric.status().withheld == ("fs:corpus/private/salary.txt",)
+    # Both spellings name the same sources, and the prefix is no wildcard for another scheme's keys.
+    assert SourcesConfig(withheld=("fs:a/*",)).is_withheld("fs:a/x.txt")
+    assert SourcesConfig(withheld=("a/*",)).is_withheld("fs:a/x.txt")
+    assert not SourcesConfig(withheld=("fs:b/*",)).is_withheld("fs:a/x.txt")
