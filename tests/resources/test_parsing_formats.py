@@ -305,6 +305,21 @@ def test_a_compound_the_document_writes_whole_keeps_its_hyphen_at_a_line_end():
     assert "TokyoOsaka" not in text and "wellknown" not in text
 
 
+def test_a_line_pdfium_broke_at_a_raised_character_is_one_line_again():
+    """guards against (left open since stop 45): PDFium ends a line where the baseline moves, so the
+    TraceMonkey paper's author list was 16 units ("Andreas Gal∗+, Brendan Eich∗", ", Mike Shaver∗",
+    ",", …) and a table's "Area (km2)" header was cut into two units at the superscript. A page
+    printed rotated (each line as tall as it is long, side by side) keeps its lines apart."""
+    paper = [u.text for u in _pdf("pdf/tracemonkey-2col.pdf").units]
+    assert any(t.startswith("Andreas Gal∗+, Brendan Eich∗, Mike Shaver∗, David Anderson∗, David Mandelin∗, "
+                            "Mohammad R. Haghighat$, Blake Kaplan∗") for t in paper), paper[:5]
+    assert "," not in paper and ", Mike Shaver∗" not in paper
+    table = [u.text for u in _pdf("pdf/latex-multicolumn.pdf").units]
+    assert any("Area (km2) Capital Official Language Austria 8.9 83,879 Vienna" in t for t in table), table
+    zen = [u.text for u in _pdf("pdf/bad-zen-corrupted.pdf").units]
+    assert "Errors should never pass silently." in zen and "Readability counts." in zen
+
+
 def _pages_pdf(pages: list[list[tuple[float, float, str]]]) -> bytes:
     """One :func:`_text_pdf` page per item, joined by pypdf (a test-only dependency)."""
     from pypdf import PdfReader, PdfWriter

@@ -77,6 +77,54 @@ class Block:
         return join_lines([line.text for line in self.lines])
 
 
+#: Two PDFium lines on one row closer than this many font sizes are one line PDFium broke at a
+#: raised or lowered character (an author's affiliation mark ``Gal∗``, a footnote number): a space
+#: between words is about a third of one, a column gutter more than 1.5, a table's cell padding more.
+JOIN_GAP_SIZES = 0.3
+#: A gap wider than this many font sizes between the two is a space between words.
+JOIN_SPACE_SIZES = 0.15
+
+
+def rejoin_row_breaks(lines: list[Line]) -> list[Line]:
+    """``lines`` with each run of consecutive lines that continue one another on one row joined:
+    neither vertical nor taller than two font sizes (rotated text), the next starting within
+    :data:`JOIN_GAP_SIZES` font sizes of where the previous ends (and not before its start), their
+    heights overlapping by half the smaller. The
+    joined line's text is the two lines' texts, with one space between them where a visible gap
+    separates them; its character range spans both (PDFium's line break between them included).
+
+    PDFium ends a line where the baseline moves, so a superscript split the author line of a paper
+    into ``Andreas Gal∗+, Brendan Eich∗`` | ``, Mike Shaver∗`` | ``, David Anderson∗``, each its own
+    unit (pdf parser v9)."""
+    out: list[Line] = []
+    for line in lines:
+        prev = out[-1] if out else None
+        if prev is not None and not prev.vertical and not line.vertical and _continues_row(prev, line):
+            # A visible gap is a space PDFium's line break took the place of; touching pieces join as one.
+            gap = line.bbox[0] - prev.bbox[2]
+            spaced = gap > JOIN_SPACE_SIZES * max(prev.font_size, 1.0) and not prev.text[-1:].isspace() \
+                and not line.text[:1].isspace()
+            out[-1] = Line(prev.text + (" " if spaced else "") + line.text, prev.char_start, line.char_end,
+                           union([prev.bbox, line.bbox]), prev.font_size, False)
+        else:
+            out.append(line)
+    return out
+
+
+def _continues_row(a: Line, b: Line) -> bool:
+    if b.char_start < a.char_end:
+        return False
+    size = max(a.font_size, b.font_size, 1.0)
+    gap = b.bbox[0] - a.bbox[2]
+    overlap = min(a.bbox[3], b.bbox[3]) - max(a.bbox[1], b.bbox[1])
+    height = min(a.bbox[3] - a.bbox[1], b.bbox[3] - b.bbox[1])
+    # A line taller than two font sizes runs across the page's y axis (a page printed rotated: its
+    # lines stand side by side, each as tall as it is long), so "beside" is the next line down.
+    flat = max(a.bbox[3] - a.bbox[1], b.bbox[3] - b.bbox[1]) <= 2 * size
+    return flat and b.bbox[0] >= a.bbox[0] and -0.1 * size <= gap <= JOIN_GAP_SIZES * size and height > 0 \
+        and overlap >= 0.5 * height
+
+
 def union(boxes) -> tuple[float, float, float, float]:
     boxes = list(boxes)
     return (min(b[0] for b in boxes), min(b[1] for b in boxes), max(b[2] for b in boxes), max(b[3] for b in boxes))

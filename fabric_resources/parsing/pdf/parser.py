@@ -26,7 +26,8 @@ from typing import TYPE_CHECKING
 from fabric_resources.parsing.document import ParsedDocument, ParsedUnit, ParseError, UnreadPart
 from fabric_resources.parsing.pdf import MEDIA_TYPE, PARSER_NAME, PARSER_VERSION
 from fabric_resources.parsing.pdf.layout import (
-    MIN_GUTTER_LINES, Block, Line, blocks, clean_line, columns_first, continues, join_lines, written_words,
+    MIN_GUTTER_LINES, Block, Line, blocks, clean_line, columns_first, continues, join_lines, rejoin_row_breaks,
+    written_words,
 )
 from fabric_resources.parsing.pdf.ocr import OcrFailed, find_engine, recognise
 from fabric_resources.parsing.pdf.outline import (
@@ -203,7 +204,7 @@ def _lines(page: pdfium.PdfPage, index: int, config: "PdfParserConfig") -> tuple
         if pieces_read is None:  # no columns read line by line across both: PDFium's lines as they are
             pieces_read = [line for pieces in ranges if (line := _line(textpage, text, pieces[0][0], pieces[-1][1]))]
         out, outside = [], 0
-        for line in pieces_read:
+        for line in rejoin_row_breaks(pieces_read):
             x0, y0, x1, y1 = line.bbox
             if x1 <= cx0 or x0 >= cx1 or y1 <= cy0 or y0 >= cy1:
                 outside += 1
