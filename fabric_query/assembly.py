@@ -129,6 +129,34 @@ def prefetch_locations(view: ReleaseView, parse_ids: list[str]) -> dict[str, Map
     return {**found, **read}
 
 
+#: Copies of a hit's text cited under it at most (:attr:`~fabric_query.types.Hit.same_text`); more are
+#: counted (``same_text_omitted``): a paragraph every file of a folder repeats (a licence, a footer)
+#: would otherwise make one result hold hundreds of citations.
+SAME_TEXT_SHOWN = 20
+
+
+#: Counted tokens (the chunker's) a chunk needs before its copies collapse under it. A title or
+#: heading that several documents share is a label, not a copy of a passage: what follows it differs,
+#: and each chunk ranks by its own document's evidence (every text shared in the five eval
+#: collections is such a title, 2 to 23 tokens: JSQuAD's 310 article titles of one to twelve characters,
+#: Cranfield's and CACM's repeated paper titles; collapsing them under the best one moved
+#: JSQuAD test from 0.9489 to 0.9456 nDCG@10, docs/ranking.md). A sentence or more repeated word for word is a copy.
+SAME_TEXT_MIN_TOKENS = 24
+
+
+def same_text_key(text: str) -> str:
+    """What two chunks share when a reader sees the same text: the SHA-256 of ``text`` with every run
+    of whitespace one space and none at either end (a copy re-wrapped, or saved with other line ends,
+    is the same text; a changed letter, case or punctuation mark is not).
+
+    >>> same_text_key("The keeper\\r\\nlit the lamp. ") == same_text_key("The keeper lit  the lamp.")
+    True
+    >>> same_text_key("The keeper lit the lamp.") == same_text_key("The keeper lit the lamps.")
+    False
+    """
+    return text_hash(" ".join(text.split()))
+
+
 def locations_of(spans: tuple[CitedSpan, ...], located: Mapping[str, CitedLocation]) -> tuple[CitedLocation, ...]:
     """One location per distinct cited unit, in span order; ``()`` if any unit is not located (a
     citation names every unit's location or none)."""
@@ -246,13 +274,17 @@ def below_floor(ctx: "QueryContext", channels: ChannelEvidence) -> frozenset[str
 def assemble_hits(
     ctx: "QueryContext", final: list[str], passages: list[Passage], passage_of: dict[str, int],
     fused_score: Mapping[str, float], channels: ChannelEvidence, stage_scores: Mapping[str, Mapping[str, float]],
-    below: Collection[str],
+    below: Collection[str], copies: Mapping[str, list[str]] | None = None,
 ) -> tuple[tuple[Hit, ...], tuple[Passage, ...]]:
     """The hits for ``final`` (chunk IDs, best first) and ``passages`` with their highlights;
-    ``below`` (:func:`below_floor`) marks hits ``below_dense_floor``.
+    ``below`` (:func:`below_floor`) marks hits ``below_dense_floor``; ``copies``: a hit's chunk ID →
+    the chunks of its text ranked below it (:func:`~fabric_query.pipeline.verified_top`), cited in
+    its ``same_text`` (the first :data:`SAME_TEXT_SHOWN`).
 
     Each distinct text is highlighted once per query (a one-chunk passage has its hit's text).
     """
+    copies = copies or {}
+    cited_copies = {cid: found[:SAME_TEXT_SHOWN] for cid, found in copies.items()}
     view = ctx.view
     memo: dict[str, tuple[HighlightSegment, ...]] = {}
 
@@ -262,7 +294,15 @@ def assemble_hits(
         return memo[text]
 
     lexical_of = channels.lexical
-    located = prefetch_locations(view, [view.chunk(cid)["parse_id"] for cid in final])
+    located = prefetch_locations(view, [view.chunk(cid)["parse_id"]
+                                        for cid in (*final, *(c for found in cited_copies.values() for c in found))])
+
+    def citation_of(cid: str) -> Citation:
+        chunk = view.chunk(cid)
+        sources = ctx.sources_by_parse.get(chunk["parse_id"]) or view.sources_by_parse[chunk["parse_id"]]
+        return citation_for(view, chunk["parse_id"], cid, [chunk["text"]], [chunk["fragments"]], sources,
+                            located.get(chunk["parse_id"], {}))
+
     hits = []
     for rank, cid in enumerate(final, start=1):
         chunk = view.chunk(cid)
@@ -279,8 +319,7 @@ def assemble_hits(
                     if cid in channels.scores.get(name, {}) and cid in channels.rankings[name]
                 },
                 section_path=tuple(chunk["section_path"] or ()),
-                citation=citation_for(view, chunk["parse_id"], cid, [chunk["text"]], [chunk["fragments"]], sources,
-                                      located.get(chunk["parse_id"], {})),
+                citation=citation_of(cid),
                 highlights=segments,
                 provenance={name: prov[cid] for name, prov in channels.provenance.items() if cid in prov},
                 stage_scores={stage: scores[cid] for stage, scores in stage_scores.items() if cid in scores},
@@ -290,6 +329,8 @@ def assemble_hits(
                 highlight_missing=(missing_highlight_reason(chunk["text"], ctx.parsed)
                                    if lexical and not any(seg.highlighted for seg in segments) else None),
                 source_changed=newer.get("status") if isinstance(newer, dict) else None,
+                same_text=tuple(citation_of(c) for c in cited_copies.get(cid, ())),
+                same_text_omitted=len(copies.get(cid, ())) - len(cited_copies.get(cid, ())),
             )
         )
     return tuple(hits), tuple(p.model_copy(update={"highlights": highlight_of(p.text)}) for p in passages)

@@ -106,7 +106,8 @@ def render_pack(pack: Mapping[str, Any], *, colour_out: bool = False, colour_err
     ``unmatched_filters`` entry, or per hit a line with
     its rank, source key, location label and section path, a line with its channels, parse and
     unit count (and "dense only, below the similarity floor" for ``below_dense_floor``), a line
-    naming the other files that hold the same bytes (``also_cited_by``), a line
+    naming the other files that hold the same bytes (``also_cited_by``), a line naming where the
+    same text is too (``same_text``: other versions, copies), a line
     saying the hit quotes an older version when ``source_changed``, and its text with the matched words highlighted (the first
     :data:`HIT_TEXT_CHARS` characters, then ``…``).
 
@@ -167,6 +168,14 @@ def render_pack(pack: Mapping[str, Any], *, colour_out: bool = False, colour_err
         if also:
             more = f" and {len(also) - ALSO_IN_SHOWN} more" if len(also) > ALSO_IN_SHOWN else ""
             out.append(f"   also in: {', '.join(one_line(k) for k in also[:ALSO_IN_SHOWN])}{more} (the same bytes)")
+        # Copies of this text ranked below it (another version of the file, a copy elsewhere) take no
+        # place of their own: where they are is said here, each citable from the JSON.
+        copies = hit.get("same_text") or ()
+        if copies:
+            shown_copies = [one_line(s["source_key"]) + (f" {one_line(w)}" if (w := label_of_locations(
+                s.get("locations") or ())) else "") for s in copies[:ALSO_IN_SHOWN]]
+            more = len(copies) - len(shown_copies) + int(hit.get("same_text_omitted") or 0)
+            out.append(f"   same text in: {', '.join(shown_copies)}{f' and {more} more' if more else ''}")
         changed = hit.get("source_changed")
         if changed:
             out.append("   " + _style(f"an older version: the file changed since, and its new version "

@@ -32,7 +32,9 @@ from dataclasses import replace
 from itertools import groupby
 
 from fabric_query.budget import checked_budget, spend_budget
-from fabric_query.assembly import ChannelEvidence, assemble_hits, assemble_passages, below_floor
+from fabric_query.assembly import (
+    SAME_TEXT_MIN_TOKENS, ChannelEvidence, assemble_hits, assemble_passages, below_floor, same_text_key,
+)
 from fabric_query.channels.base import Channel, ChannelRun
 from fabric_query.channels.dense import DENSE
 from fabric_query.channels.dense_feedback import dense_feedback
@@ -167,7 +169,8 @@ def search(
     ranked, stage_scores, stage_skips = rescore(ctx, [cid for cid, _ in fused], candidates)
 
     ctx.checkpoint()
-    final, membership, altered = verified_top(ctx.view, ranked, limit, ctx.windows.of)
+    final, membership, altered, copies = verified_top(ctx.view, ranked, limit, ctx.windows.of,
+                                                      config.query.collapse_same_text)
     altered |= ctx.per_query(ALTERED_MET, set)
     # Under a budget a passage grows to the budget at most: grown to the configured cap first, the best
     # hit's passage could outgrow a budget its own chunk fits, and be dropped for a lower hit's.
@@ -176,7 +179,8 @@ def search(
         ctx.view, final, ctx.sources_by_parse, passage_tokens, config.passages.max_units, membership)
     clock.lap("passages")
     ctx.checkpoint()
-    hits, passages = assemble_hits(ctx, final, passages, passage_of, dict(fused), evidence, stage_scores, below)
+    hits, passages = assemble_hits(ctx, final, passages, passage_of, dict(fused), evidence, stage_scores, below,
+                                   copies)
     clock.lap("evidence")
     stage_notes = {"context_windows": ctx.windows.skipped} if ctx.windows.skipped else {}
     if feedback is not None and feedback.skipped is not None:
@@ -201,24 +205,41 @@ def search(
     ), max_tokens)
 
 
-def verified_top(view, ranked: list[str], limit: int, membership) -> tuple[list[str], dict, set[str]]:
+def verified_top(view, ranked: list[str], limit: int, membership, collapse: bool = False
+                 ) -> tuple[list[str], dict, set[str], dict[str, list[str]]]:
     """The first ``limit`` of ``ranked`` whose stored text is what was cut (:meth:`ReleaseView.altered`),
     the window membership of those (a window with an altered member gives a one-chunk passage),
-    and every altered chunk met. Only the rows the passages read anyway are read, unless some are
-    altered."""
+    every altered chunk met, and with ``collapse`` each kept chunk's copies: chunks ranked below it
+    whose text is its own (:func:`~fabric_query.assembly.same_text_key`), which take no place in the
+    ``limit`` (a chunk under :data:`~fabric_query.assembly.SAME_TEXT_MIN_TOKENS` never collapses). Only
+    the rows the passages read anyway are read, unless some are altered or copies."""
     final: list[str] = []
     altered: set[str] = set()
+    copies: dict[str, list[str]] = {}
+    kept_by_text: dict[str, str] = {}
     start = 0
     while len(final) < limit and start < len(ranked):
         batch = ranked[start:start + limit]
         start += limit
         bad = view.altered(batch)
         altered |= bad
-        final += [cid for cid in batch if cid not in bad][: limit - len(final)]
+        for cid in batch:
+            if cid in bad:
+                continue
+            row = view.chunk(cid)
+            if collapse and int(row.get("token_count") or 0) >= SAME_TEXT_MIN_TOKENS:
+                key = same_text_key(row["text"])
+                first = kept_by_text.setdefault(key, cid)
+                if first != cid:
+                    copies.setdefault(first, []).append(cid)
+                    continue
+            final.append(cid)
+            if len(final) == limit:
+                break
     windows = {cid: membership[cid] for cid in final if cid in membership}
     bad = view.altered([m for _, members in windows.values() for m in members])
     altered |= bad
-    return final, {cid: w for cid, w in windows.items() if not bad.intersection(w[1])}, altered
+    return final, {cid: w for cid, w in windows.items() if not bad.intersection(w[1])}, altered, copies
 
 
 def run_channels(ctx: QueryContext, channels: tuple[Channel, ...]

@@ -98,6 +98,14 @@ class Hit(_Frozen):
     below_dense_floor: bool = False
     #: Why a lexical hit carries no highlighted segment (None when it carries one, or is not lexical).
     highlight_missing: str | None = None
+    #: Chunks ranked below this hit (and above the last result) whose text is this hit's, whitespace
+    #: aside (another version of the file, a
+    #: copy elsewhere, a paragraph the file repeats), best first, at most :data:`fabric_query.assembly.SAME_TEXT_SHOWN`; each
+    #: with its own citation. They take no place in the results (``query.collapse_same_text``); a chunk
+    #: shorter than :data:`fabric_query.assembly.SAME_TEXT_MIN_TOKENS` (a shared title) never collapses.
+    same_text: tuple[Citation, ...] = ()
+    #: Copies found beyond those (counted, not cited).
+    same_text_omitted: int = 0
     #: The cited file's bytes changed after the version this hit quotes, and the release still
     #: serves that version: what became of the new bytes' parse (``failed``, ``held`` by a failed
     #: check, ``pending`` or ``parsed`` and not ready yet, ``unparsed``: no parse is due, its type

@@ -384,6 +384,13 @@ class QueryConfig(_Strict):
         description="Word channel: a chunk whose only query words are English function words (NLTK's 179, as "
         "bm25s ships them: what, to, do, about, ...) is a word match; false asks it to hold another query word "
         "(or a quoted phrase's) when the query has one. Scores are the same either way.")
+    # Several versions of one document (report.docx, report-v2.docx, report-final.docx) hold the
+    # same paragraphs: each copy took a result slot, and ten results could be one paragraph ten times.
+    collapse_same_text: bool = Field(
+        True, strict=True,
+        description="A result whose text (whitespace aside) is that of a result above it takes no place in the "
+        "results: it is listed under that result (Hit.same_text, each copy with its own citation); texts under 24 "
+        "tokens (a title several documents share) are never collapsed. false gives every copy its own place.")
     # Queries with text in scripts written without spaces are matched on character bigrams, where
     # tantivy's fixed k1 1.2, b 0.75 saturate too late; the word channel re-scores its candidates
     # with these (chosen on JSQuAD's dev half; the complete `fabric eval-tune` grid finds the region flat,

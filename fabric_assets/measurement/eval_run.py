@@ -90,7 +90,7 @@ def run_eval(
                 pack = pipeline.search(home, as_free_text(text), embedder, limit=DEPTH, debug=True, reranker=reranker,
                                        multilingual=multilingual)
                 millis["fabric"] = millis.get("fabric", 0.0) + (time.perf_counter() - t) * 1000
-                runs.setdefault("fabric", {})[q] = docs(h.chunk_id for h in pack.results)
+                runs.setdefault("fabric", {})[q] = docs(shown_chunks(pack))
                 for channel, ranking in pack.channel_rankings.items():
                     runs.setdefault(f"fabric:{channel}", {})[q] = docs(ranking)
                 for name, variant in variants.items():
@@ -103,7 +103,7 @@ def run_eval(
                         millis[name] = millis.get(name, 0.0) + (time.perf_counter() - t) * 1000
                     finally:
                         home.__dict__["config"] = base_config
-                    runs.setdefault(name, {})[q] = docs(h.chunk_id for h in vpack.results)
+                    runs.setdefault(name, {})[q] = docs(shown_chunks(vpack))
                     for channel, ranking in vpack.channel_rankings.items():
                         runs.setdefault(f"{name}:{channel}", {})[q] = docs(ranking)
                 for name, system in baselines.systems.items():
@@ -132,6 +132,12 @@ def run_eval(
     finally:
         if work_dir is None:
             shutil.rmtree(scratch, ignore_errors=True)
+
+
+def shown_chunks(pack) -> list[str]:
+    """The chunk IDs a reader of ``pack`` is shown, best first: each hit, then the copies of its text
+    listed under it (``Hit.same_text``), which take no place of their own (``query.collapse_same_text``)."""
+    return [cid for h in pack.results for cid in (h.chunk_id, *(c.chunk_id for c in h.same_text))]
 
 
 def versus_fabric(runs: dict[str, dict[str, list[str]]], qrels) -> dict[str, dict]:

@@ -115,7 +115,9 @@ def agent_answer(pack: EvidencePack) -> dict[str, Any]:
                      "text": labelled(h.text, h.citation.source_key), "fused_score": h.fused_score,
                      "channels": {k: v.rank for k, v in h.channels.items()}, "passage": h.passage,
                      "lexical": h.lexical, "below_dense_floor": h.below_dense_floor,
-                     "source_changed": h.source_changed, "citation": h.citation.model_dump(mode="json")} for h in pack.results],
+                     "source_changed": h.source_changed, "citation": h.citation.model_dump(mode="json"),
+                     "same_text": [c.model_dump(mode="json") for c in h.same_text],
+                     "same_text_omitted": h.same_text_omitted} for h in pack.results],
         "passages": passages,
     }
 
