@@ -170,7 +170,7 @@ class Fabric:
         for key, meta in sorted(active.items()):
             if key not in by_parse.setdefault(meta["parse_id"], []):
                 by_parse[meta["parse_id"]].append(key)
-        runs = catalog.parse_runs()
+        runs = catalog.parse_run_overview()  # no verdicts decoded: status prints none
 
         def problems(status: str) -> tuple[ParseProblem, ...]:
             return tuple(

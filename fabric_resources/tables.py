@@ -584,14 +584,21 @@ class TableStore:
             As any scan of the table (its store cannot be used, a data file cannot be read).
         """
         ds = self.dataset(name, version)
-        counts: dict[str, int] = {}
         if ds is None:
-            return counts
-        for batch in ds.to_batches(columns=["parse_id"], batch_size=65536):
-            vc = pc.value_counts(batch.column("parse_id"))
-            for pid, n in zip(vc.field("values").to_pylist(), vc.field("counts").to_pylist()):
-                counts[pid] = counts.get(pid, 0) + n
-        return counts
+            return {}
+        # Streamed (the column of a million chunks stays out of memory); each batch's counts are
+        # summed in Arrow and turned into Python objects once: merging them parse by parse in
+        # Python was most of this at 100k parses.
+        parts = [pc.value_counts(batch.column("parse_id"))
+                 for batch in ds.to_batches(columns=["parse_id"], batch_size=65536) if batch.num_rows]
+        if not parts:
+            return {}
+        vc = pa.Table.from_arrays([pa.concat_arrays([p.field("values") for p in parts]),
+                                   pa.concat_arrays([p.field("counts") for p in parts])], names=["parse_id", "n"])
+        n = "n"
+        if len(parts) > 1:  # a parse's rows may lie in several batches
+            vc, n = vc.group_by("parse_id").aggregate([("n", "sum")]), "n_sum"
+        return dict(zip(vc.column("parse_id").to_pylist(), vc.column(n).to_pylist()))
 
     def drop_fragments(self, name: str, fragment_ids: Iterable[int]) -> int:
         """Remove the fragments ``fragment_ids`` from the latest version of ``name`` in one commit,

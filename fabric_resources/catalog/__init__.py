@@ -15,13 +15,13 @@ from fabric_resources.catalog.postgres import PostgresCatalog
 from fabric_resources.catalog.migrations import LATEST_VERSION, MIGRATIONS, Migration
 from fabric_resources.catalog.records import (CatalogDamagedError, CatalogMigrationError, CatalogMigrationNeededError, CatalogTooNewError,
                                               CatalogUnavailableError, CatalogVersionError, Operation, ParseRun,
-                                              Release, Root, RootOverlapError, SourceRow, StatusUpdate)
+                                              ParseRunOverview, Release, Root, RootOverlapError, SourceRow, StatusUpdate)
 from fabric_resources.catalog.sqlite import SqliteCatalog
 from fabric_resources.config import CatalogStorageConfig
 
 __all__ = ["ROW_COUNTS", "Catalog", "CatalogDamagedError", "CatalogMigrationError", "CatalogMigrationNeededError", "CatalogTooNewError",
            "CatalogUnavailableError", "CatalogVersionError", "Connection", "LATEST_VERSION", "MIGRATIONS", "Migration",
-           "Operation", "ParseRun", "PostgresCatalog", "Release", "Root", "RootOverlapError", "SourceRow",
+           "Operation", "ParseRun", "ParseRunOverview", "PostgresCatalog", "Release", "Root", "RootOverlapError", "SourceRow",
            "SqliteCatalog", "StatusUpdate", "drop_verdicts", "json_field", "merge_verdicts", "number_map", "open_catalog",
            "record_row_counts", "row_counts", "str_map", "verdicts_of"]
 

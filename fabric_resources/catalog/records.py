@@ -115,6 +115,21 @@ class ParseRun:
     updated_at: float
 
 
+class ParseRunOverview(NamedTuple):
+    """What ``fabric status`` reads of every parse run (:meth:`Catalog.parse_run_overview`): no
+    verdicts, source hash, language or times. A named tuple: status reads one per parse run."""
+
+    parse_id: str
+    media_type: str
+    parser_name: str
+    parser_version: str
+    parser_config_hash: str
+    status: str
+    reason: str | None
+    detail: str | None
+    counts: dict[str, Any]
+
+
 @dataclass(frozen=True)
 class StatusUpdate:
     parse_id: str

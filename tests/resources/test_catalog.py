@@ -193,6 +193,43 @@ def test_reads_in_the_database_equal_decoding_in_python(catalog, tmp_path):
             assert catalog.release_parse_ids(ids, among=among) == named & set(among), (ids, len(among))
 
 
+def test_the_parse_run_overview_is_the_parse_runs_without_verdicts_and_names_damage_alike(catalog):
+    """guards against: fabric status's read of every parse run (verdicts checked by the database,
+    not decoded in Python) reading another row than parse_runs(), or letting verdicts or counts
+    through that parse_runs() refuses (status named them; hostile trial 2), on either backend."""
+    from fabric_resources.catalog import CatalogDamagedError, ParseRunOverview
+
+    for i, p in enumerate(("1" * 16, "2" * 16, "3" * 16)):
+        _parse_run(catalog, p)
+        merge_verdicts(catalog, {p: {"gate": {"passed": bool(i), "detail": "d", "digest": f"x{i}"}}})
+    catalog.set_parse_statuses([StatusUpdate("1" * 16, "ready", counts={"failed_units": 2, "rows": {"chunks": 3}}),
+                                StatusUpdate("2" * 16, "failed", reason="r", detail="why")])
+
+    def expected():
+        return [ParseRunOverview(*(getattr(r, f) for f in ParseRunOverview._fields)) for r in catalog.parse_runs()]
+
+    assert catalog.parse_run_overview() == expected() and len(expected()) == 3
+    # What Python reads and the database's JSON functions may not (NaN; SQLite 3.42+ reads JSON5,
+    # which Python refuses) is decided by Python, as parse_runs() decides it; the empty verdicts too.
+    for odd in ('{"gate": {"passed": NaN}}', ""):
+        with catalog.transaction(immediate=True) as con:
+            con.execute("UPDATE parse_runs SET verdicts = ? WHERE parse_id = ?", (odd, "3" * 16))
+        assert catalog.parse_run_overview() == expected()
+    for column, bad in (("verdicts", "{garbage"), ("verdicts", "[]"), ("verdicts", '"x"'), ("verdicts", "{a: 1}"),
+                        ("counts", "{garbage"), ("counts", "[]")):
+        good = {"verdicts": '{"gate": {"passed": true}}', "counts": "{}"}[column]
+        with catalog.transaction(immediate=True) as con:
+            con.execute(f"UPDATE parse_runs SET {column} = ? WHERE parse_id = ?", (bad, "2" * 16))
+        with pytest.raises(CatalogDamagedError, match=f"parse run {'2' * 16}'s {column} in the catalog") as got:
+            catalog.parse_run_overview()
+        with pytest.raises(CatalogDamagedError) as want:
+            catalog.parse_runs()
+        assert str(got.value) == str(want.value)
+        with catalog.transaction(immediate=True) as con:
+            con.execute(f"UPDATE parse_runs SET {column} = ? WHERE parse_id = ?", (good, "2" * 16))
+    assert catalog.parse_run_overview() == expected()
+
+
 def test_every_write_of_a_source_or_parse_run_gets_a_higher_change_number(catalog, tmp_path):
     """guards against: a write of a source or parse run (insert, update, status, verdicts merged or
     dropped) that keeps its old change number, which activation from the change would never read
