@@ -208,9 +208,8 @@ class Fabric:
             skipped=tuple(sorted((catalog.state(SCAN_SKIPPED_STATE, dict, valid=str_map, remedy=RESCAN_REMEDY) or {}).items())),
             partial=tuple(
                 ParseProblem(parse_id=r.parse_id, status=r.status, reason="failed-units",
-                             detail=unread_detail(r.counts["failed_units"]),
-                             sources=tuple(by_parse.get(r.parse_id, ())))
-                for r in runs if r.status == "ready" and r.counts.get("failed_units") and r.parse_id in by_parse
+                             detail=unread_detail(r.failed_units), sources=tuple(by_parse.get(r.parse_id, ())))
+                for r in runs if r.status == "ready" and r.parse_id in by_parse and r.failed_units
             ),
             restore_pending=self.home.layout.restore_pending.exists(),
             purges_unfinished=self._purges_unfinished(),
@@ -281,11 +280,11 @@ class Fabric:
         version (its ``parse_id`` column only) against their recorded counts. A parse waiting for
         its re-derivation (pending or unfinished: a repair or a run stopped part-way) is left out:
         its rows are not whole yet, and status lists it as such."""
-        from fabric_resources.row_audit import changed_rows
+        from fabric_resources.row_audit import audited_rows
 
         whole = {r.parse_id for r in runs if r.status in ("ready", "held")}
         try:
-            changed = changed_rows(self.home, {m["parse_id"] for m in active.values()} & whole, runs=runs)
+            changed = audited_rows(self.home, {m["parse_id"] for m in active.values()} & whole, runs)
         except TableStoreUnavailableError:  # unreadable_tables says so
             return ()
         return tuple(c.describe() for c in changed)

@@ -524,5 +524,11 @@ class HomeLayout:
         chain outputs and the parses that used each."""
         return self.root / "annotation_memo.sqlite3"
 
+    @property
+    def row_audit_cache(self) -> Path:
+        """The last row audit ``fabric status`` made, under a digest of everything it read
+        (:func:`fabric_resources.row_audit.audited_rows`); only saves work."""
+        return self.root / "row_audit_cache.json"
+
 #: A chunk's text is its fragments' unit slices joined by this separator (the fragment contract).
 FRAGMENT_SEPARATOR = "\n\n"

@@ -122,13 +122,12 @@ class Catalog(abc.ABC):
     _VERDICT_DIGEST_SQL = "json_extract(NULLIF(verdicts, ''), ?)"
     #: The JSON type of the verdicts (``object`` as written; null when empty).
     _VERDICTS_TYPE_SQL = "json_type(NULLIF(verdicts, ''))"
-    #: Null where the verdicts are a JSON object, else the verdicts' text (to be decoded in Python,
-    #: which raises for it or, for a value Python reads and the database does not, accepts it).
+    #: True where a text column (``{column}``) holds a JSON object, as Python's ``json`` reads it;
+    #: false (or an error, on PostgreSQL) may still be one Python reads (NaN), or the empty text.
     #: ``json_valid`` first: SQLite's ``json_type`` raises for malformed JSON, and from 3.42 reads
     #: JSON5, which Python refuses; ``json_valid`` with no flags is RFC 8259 only. CASE evaluates
     #: lazily, so ``json_type`` never sees a value ``json_valid`` refused.
-    _VERDICTS_UNCHECKED_SQL = ("CASE WHEN json_valid(verdicts) THEN (CASE WHEN json_type(verdicts) = 'object' "
-                               "THEN NULL ELSE verdicts END) ELSE verdicts END")
+    _IS_JSON_OBJECT_SQL = "(CASE WHEN json_valid({column}) THEN json_type({column}) = 'object' ELSE 0 END)"
 
     @staticmethod
     def _verdict_digest_arg(name: str) -> str:
@@ -413,34 +412,39 @@ class Catalog(abc.ABC):
         return sorted((_parse_run(r) for r in rows), key=lambda r: (r.created_at, r.parse_id))
 
     def parse_run_overview(self) -> list[ParseRunOverview]:
-        """Every parse run's identity, parser, status and counts (decoded), oldest first (as
+        """Every parse run's identity, parser, status and counts (as JSON text), oldest first (as
         :meth:`parse_runs`): what ``fabric status`` reads.
 
-        The verdicts (~1 kB of JSON a run, nothing status prints) are checked by the database to be
-        a JSON object instead of being decoded in Python (that decoding was 1.5 s of status's 7.5 s
-        at 100k runs); a value the database does not take for one is decoded in Python, so a damaged
-        row raises exactly as :meth:`parse_runs` would, the same row first.
+        The verdicts (~1 kB of JSON a run, nothing status prints) and the counts are checked by the
+        database to be JSON objects instead of being decoded in Python (decoding them was 4 s of
+        status's 7.5 s at 100k runs); a value the database does not take for one is decoded in
+        Python, so a damaged row raises exactly as :meth:`parse_runs` would, the same row first.
 
         Raises
         ------
         CatalogDamagedError
             A parse run's verdicts or counts are not a JSON object (the oldest such run).
         """
-        columns = ParseRunOverview._fields
-        sql = (f"SELECT {', '.join(columns)}, {self._VERDICTS_UNCHECKED_SQL} FROM parse_runs "
-               "ORDER BY created_at, parse_id")
+        columns = ParseRunOverview._fields[:-1]
+        verdicts_ok = self._IS_JSON_OBJECT_SQL.format(column="verdicts")
+        sql = (f"SELECT {', '.join(columns)}, counts, CASE WHEN {verdicts_ok} THEN NULL ELSE verdicts END, "
+               f"{self._IS_JSON_OBJECT_SQL.format(column='counts')} FROM parse_runs ORDER BY created_at, parse_id")
         try:
             with self.transaction() as con:
                 rows = con.execute(sql).fetchall()
         except Exception:
-            # PostgreSQL's cast refuses verdicts that are not JSON (and NaN, which Python reads):
-            # decode every row as parse_runs() does, which names the damaged one or reads them all.
-            return [ParseRunOverview(*(getattr(r, c) for c in columns)) for r in self.parse_runs()]
+            # PostgreSQL's cast refuses text that is not JSON (and NaN, which Python reads): decode
+            # every row as parse_runs() does, which names the damaged one or reads them all.
+            return [ParseRunOverview(*(getattr(r, c) for c in columns), json.dumps(r.counts)) for r in self.parse_runs()]
         out = []
-        for *fields, counts, unchecked in rows:
-            if unchecked is not None:
-                verdicts_of(unchecked, fields[0])  # raises as _parse_run would; a value it reads is fine
-            out.append(ParseRunOverview(*fields, counts_of(counts, fields[0])))
+        for *fields, counts, verdicts_unchecked, counts_ok in rows:
+            # What the database did not take for a JSON object is decoded as _parse_run decodes it,
+            # verdicts first: it raises for the same row and column, or reads the value (NaN, "").
+            if verdicts_unchecked is not None:
+                verdicts_of(verdicts_unchecked, fields[0])
+            if not counts_ok:
+                counts = json.dumps(counts_of(counts, fields[0]))
+            out.append(ParseRunOverview(*fields, counts))
         return out
 
     def parse_ids(self) -> set[str]:

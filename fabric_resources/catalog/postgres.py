@@ -172,7 +172,7 @@ class PostgresCatalog(Catalog):
     _VERDICT_DIGEST_SQL = "(NULLIF(verdicts, '')::json -> ? ->> 'digest')"
     _VERDICTS_TYPE_SQL = "json_typeof(NULLIF(verdicts, '')::json)"
     # Text that is not JSON fails the statement: Catalog.parse_run_overview then decodes in Python.
-    _VERDICTS_UNCHECKED_SQL = "CASE WHEN json_typeof(NULLIF(verdicts, '')::json) = 'object' THEN NULL ELSE verdicts END"
+    _IS_JSON_OBJECT_SQL = "COALESCE(json_typeof(NULLIF({column}, '')::json) = 'object', false)"
 
     @staticmethod
     def _verdict_digest_arg(name: str) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -117,7 +118,9 @@ class ParseRun:
 
 class ParseRunOverview(NamedTuple):
     """What ``fabric status`` reads of every parse run (:meth:`Catalog.parse_run_overview`): no
-    verdicts, source hash, language or times. A named tuple: status reads one per parse run."""
+    verdicts, source hash, language or times; the counts as their JSON text, known to be a JSON
+    object, decoded when asked for (the row audit's cache needs only the text). A named tuple:
+    status reads one per parse run."""
 
     parse_id: str
     media_type: str
@@ -127,7 +130,19 @@ class ParseRunOverview(NamedTuple):
     status: str
     reason: str | None
     detail: str | None
-    counts: dict[str, Any]
+    counts_json: str
+
+    @property
+    def counts(self) -> dict[str, Any]:
+        """The counts decoded (a JSON object: the catalog checked it when it read the row)."""
+        return json.loads(self.counts_json)
+
+    @property
+    def failed_units(self) -> Any:
+        """``counts["failed_units"]``, None when absent, decoding only counts that can hold it: the
+        key's name or a JSON escape (that could spell it) appears in their text."""
+        text = self.counts_json
+        return self.counts.get("failed_units") if "failed_units" in text or "\\" in text else None
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,95 @@
+"""The row audit's cache (``fabric_resources.row_audit.audited_rows``): ``fabric status`` answers
+from it only while nothing the audit reads has changed. Homes fabricated through the catalog's and
+table store's write functions (``bench_status.fabricate_home``: no Dagster run, a second each)."""
+
+from __future__ import annotations
+
+import shutil
+
+import lance
+import pytest
+
+from fabric_assets.measurement.bench_status import fabricate_home
+from fabric_query import Fabric
+from fabric_resources.catalog import record_row_counts
+from fabric_resources.home import FabricHome
+from fabric_resources.tables import TableStore
+
+P1, P2 = f"{1:032x}", f"{2:032x}"
+
+
+@pytest.fixture
+def home(tmp_path, monkeypatch) -> FabricHome:
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "home" / "dagster"))
+    return fabricate_home(tmp_path / "home", 6, log=lambda _: None)
+
+
+@pytest.fixture
+def scans(monkeypatch) -> list[str]:
+    """The tables whose ``parse_id`` column the audit reads, call by call."""
+    seen: list[str] = []
+    real = TableStore.parse_row_counts
+
+    def counted(self, name, version=None):
+        seen.append(name)
+        return real(self, name, version)
+
+    monkeypatch.setattr(TableStore, "parse_row_counts", counted)
+    return seen
+
+
+def _delete(home: FabricHome, table: str, where: str) -> None:
+    lance.dataset(str(home.layout.tables / f"{table}.lance")).delete(where)
+
+
+def test_an_unchanged_home_is_not_audited_again(home, scans):
+    """guards against: every status call at 100k parses decoding every parse's counts and scanning
+    every table again (~1.5 s) when nothing changed since the last one."""
+    assert Fabric(home.root).status().rows_changed == ()
+    assert len(scans) == 8 and home.layout.row_audit_cache.exists()
+    scans.clear()
+    assert Fabric(home.root).status().rows_changed == ()
+    assert scans == []
+
+
+def test_rows_changed_at_the_same_table_version_are_audited_again(home, scans):
+    """guards against: a cache keyed by table versions answering for another table with the same
+    version number (a table folder put back from a copy, then altered otherwise)."""
+    folder = home.layout.tables / "chunks.lance"
+    shutil.copytree(folder, home.root / "chunks-copy")
+    first = lance.dataset(str(folder)).to_table(columns=["chunk_id"], filter=f"parse_id = '{P1}'")["chunk_id"][0]
+    _delete(home, "chunks", f"chunk_id = '{first}'")
+    assert Fabric(home.root).status().rows_changed == ("chunks: 1 parse(s), 1 row(s) fewer and 0 more than written",)
+    version = home.tables.version("chunks")
+    shutil.rmtree(folder)
+    shutil.copytree(home.root / "chunks-copy", folder)
+    _delete(home, "chunks", f"parse_id = '{P2}'")  # both of its rows, at the same version number
+    assert home.tables.version("chunks") == version
+    scans.clear()
+    assert Fabric(home.root).status().rows_changed == ("chunks: 1 parse(s), 2 row(s) fewer and 0 more than written",)
+    assert "chunks" in scans
+    shutil.rmtree(folder)
+    shutil.copytree(home.root / "chunks-copy", folder)
+    assert Fabric(home.root).status().rows_changed == ()
+
+
+def test_counts_recorded_anew_are_audited_again(home, scans):
+    """guards against: a cache keyed by the tables alone missing a write's new record (a record
+    changes no change number) or a parse that became active or left."""
+    assert Fabric(home.root).status().rows_changed == ()
+    record_row_counts(home.catalog, {"chunks": {P1: 5}})
+    assert Fabric(home.root).status().rows_changed == ("chunks: 1 parse(s), 3 row(s) fewer and 0 more than written",)
+    record_row_counts(home.catalog, {"chunks": {P1: 2}})
+    assert Fabric(home.root).status().rows_changed == ()
+    scans.clear()
+    assert Fabric(home.root).status().rows_changed == () and scans == []
+
+
+def test_a_damaged_or_foreign_cache_file_is_audited_again(home, scans):
+    """guards against: a cache file cut short, or another home's, being read as this one's answer."""
+    _delete(home, "units", f"parse_id = '{P1}'")
+    expected = ("units: 1 parse(s), 3 row(s) fewer and 0 more than written",)
+    assert Fabric(home.root).status().rows_changed == expected
+    for text in ("{", '{"key": "0", "changed": []}', "[]"):
+        home.layout.row_audit_cache.write_text(text)
+        assert Fabric(home.root).status().rows_changed == expected
