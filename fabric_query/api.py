@@ -157,12 +157,12 @@ class Fabric:
 
     def status(self) -> Status:
         catalog = self.home.catalog
-        sources = catalog.sources()
+        sources = catalog.source_overview()  # (key, state, media type, parse ID), by key
         by_parse: dict[str, list[str]] = {}
-        for s in sources:
+        for key, state, _, parse_id in sources:
             # A deleted source's parse is nobody's problem any more (and is never run again).
-            if s.parse_id and s.state != "deleted":
-                by_parse.setdefault(s.parse_id, []).append(s.source_key)
+            if parse_id and state != "deleted":
+                by_parse.setdefault(parse_id, []).append(key)
         release = catalog.current_release()
         active = release.manifest["sources"] if release else {}
         # An active parse re-derived in place (a chunking change) reports its problems too, also
@@ -182,11 +182,13 @@ class Fabric:
         # As a search does: the patterns in the config file now, not when this Fabric opened (a
         # pattern added while a server runs must hide its sources from an agent's status at once).
         withheld_now = current_sources_config(self.home)
+        withheld = tuple(key for key, state, _, _ in sources if state == "present" and withheld_now.is_withheld(key))
+        withheld_keys = set(withheld)  # asked once a source: 100k pattern matches are not free
         ready = {r.parse_id for r in runs if r.status == "ready"}
         return Status(
             home=str(self.home.root),
             roots=tuple(r.path for r in catalog.roots()),
-            sources_by_state=dict(Counter(s.state for s in sources)),
+            sources_by_state=dict(Counter(state for _, state, _, _ in sources)),
             release_id=release.release_id if release else None,
             last_scan_at=(catalog.state(LAST_SCAN_STATE, dict, valid=scan_record, remedy=RESCAN_REMEDY) or {}).get("at"),
             release_created_at=release.created_at if release else None,
@@ -197,14 +199,14 @@ class Fabric:
             pending=sum(1 for r in runs if r.status == "pending" and r.parse_id in by_parse),
             unfinished=problems("parsed"),
             unpublished=tuple(sorted(
-                s.source_key for s in sources
-                if s.state == "present" and s.parse_id in ready and not withheld_now.is_withheld(s.source_key)
-                and (active.get(s.source_key) or {}).get("parse_id") != s.parse_id)),
+                key for key, state, _, parse_id in sources
+                if state == "present" and parse_id in ready and key not in withheld_keys
+                and (active.get(key) or {}).get("parse_id") != parse_id)),
             unsupported=tuple(
-                (s.source_key, s.media_type) for s in sources if s.parse_id is None and s.state == "present"
+                (key, media_type) for key, state, media_type, parse_id in sources
+                if parse_id is None and state == "present"
             ),
-            withheld=tuple(s.source_key for s in sources
-                           if s.state == "present" and withheld_now.is_withheld(s.source_key)),
+            withheld=withheld,
             skipped=tuple(sorted((catalog.state(SCAN_SKIPPED_STATE, dict, valid=str_map, remedy=RESCAN_REMEDY) or {}).items())),
             partial=tuple(
                 ParseProblem(parse_id=r.parse_id, status=r.status, reason="failed-units",
@@ -226,20 +228,26 @@ class Fabric:
         ``fabric_assets.sources.scan``), grouped by (recorded, current) identity."""
         from fabric_resources.parsing.registry import parser_for
 
-        by_id = {r.parse_id: r for r in runs}
+        active_ids = {meta["parse_id"] for meta in active.values()}
         now: dict[str, tuple[str, str, str] | None] = {}
-        groups: dict[tuple, list[str]] = {}
-        for key, meta in sorted(active.items()):
-            run = by_id.get(meta["parse_id"])
-            if run is None:
+        # The active runs parsed otherwise than this Fabric would parse them now, found run by run
+        # first: usually none, and then the 100k active sources need no look-up each.
+        stale = {}
+        for run in runs:
+            if run.parse_id not in active_ids:
                 continue
             if run.media_type not in now:
                 spec = parser_for(run.media_type)
                 ident = spec.identity(self.home.config.parsers) if spec is not None else None
                 now[run.media_type] = (ident.name, ident.version, ident.config_hash) if ident else None
-            current = now[run.media_type]
-            if current == (run.parser_name, run.parser_version, run.parser_config_hash):
+            if now[run.media_type] != (run.parser_name, run.parser_version, run.parser_config_hash):
+                stale[run.parse_id] = run
+        groups: dict[tuple, list[str]] = {}
+        for key, meta in sorted(active.items()) if stale else ():
+            run = stale.get(meta["parse_id"])
+            if run is None:
                 continue
+            current = now[run.media_type]
             settings_only = current is not None and current[:2] == (run.parser_name, run.parser_version)
             groups.setdefault((run.parser_name, run.parser_version, current[:2] if current else None,
                                settings_only), []).append(key)

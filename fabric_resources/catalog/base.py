@@ -219,6 +219,14 @@ class Catalog(abc.ABC):
                 rows += con.execute(sql + f" AND {column} IN ({marks})", [*args, *batch]).fetchall()
         return sorted((SourceRow(*r) for r in rows), key=lambda s: s.source_key)
 
+    def source_overview(self) -> list[tuple[str, str, str, str | None]]:
+        """``(source key, state, media type, parse ID)`` of every source, by key (as
+        :meth:`sources`): what ``fabric status`` reads, without building the whole row (about
+        half the cost of :meth:`sources` at 100k sources)."""
+        with self.transaction() as con:
+            return [(r[0], r[1], r[2], r[3]) for r in con.execute(
+                "SELECT source_key, state, media_type, parse_id FROM sources ORDER BY source_key").fetchall()]
+
     def source_count(self) -> int:
         """The number of source rows (any state)."""
         with self.transaction() as con:

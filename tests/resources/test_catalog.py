@@ -236,6 +236,19 @@ def test_the_parse_run_overview_is_the_parse_runs_without_verdicts_and_names_dam
     assert str(overview()) == str(expected())
 
 
+def test_the_source_overview_is_the_sources_four_columns_in_their_order(catalog, tmp_path):
+    """guards against: fabric status's light read of every source (key, state, media type, parse
+    ID) reading other rows or another order than sources() on either backend."""
+    root = catalog.register_root(tmp_path)
+    _parse_run(catalog, "1" * 16)
+    with catalog.transaction(immediate=True) as con:
+        for key, state, pid in (("b", "present", "1" * 16), ("a", "deleted", None), ("Z", "access_lost", "1" * 16),
+                                ("é", "present", None)):
+            catalog.upsert_source(con, _source(f"fs:x/{key}", root.root_id, state=state, parse_id=pid))
+    assert catalog.source_overview() == [(s.source_key, s.state, s.media_type, s.parse_id) for s in catalog.sources()]
+    assert [k for k, *_ in catalog.source_overview()] == ["fs:x/Z", "fs:x/a", "fs:x/b", "fs:x/é"]
+
+
 def test_every_write_of_a_source_or_parse_run_gets_a_higher_change_number(catalog, tmp_path):
     """guards against: a write of a source or parse run (insert, update, status, verdicts merged or
     dropped) that keeps its old change number, which activation from the change would never read
