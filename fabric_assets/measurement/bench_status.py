@@ -13,7 +13,10 @@ shape and size of a real text file's (copied from an ingested home); its rows ar
 missing: a few ms).
 
 Timing: :meth:`fabric_query.api.Fabric.status` on a fresh :class:`Fabric` per call (as each CLI
-call opens one), the median of ``repeat`` calls, first call separately.
+call opens one), the median of ``repeat`` calls, against the same call on the code path status
+had before it was made to scale (:func:`reference_path`: every parse run decoded with its
+verdicts, the row audit's per-parse lookups), the two alternating in one process so that load
+from elsewhere on the machine slows both alike; the ratio is reference / now.
 """
 
 from __future__ import annotations
@@ -26,9 +29,12 @@ import pstats
 import statistics
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from fabric_resources.catalog import SourceRow, StatusUpdate, merge_verdicts, record_row_counts
 from fabric_resources.home import FabricHome
@@ -138,16 +144,131 @@ def fabricate_home(root: Path, parses: int, log=print) -> FabricHome:
     return home
 
 
+# -- the code path before (commit 395a9fb), kept verbatim as the reference -----------------------
+
+def _row_counts_before(run) -> dict[str, int]:
+    tables = run.counts.get("rows")
+    if not isinstance(tables, dict):
+        return {}
+    return {t: n for t, n in tables.items() if isinstance(n, int) and not isinstance(n, bool) and n >= 0}
+
+
+def _parse_row_counts_before(self, name: str, version: int | None = None) -> dict[str, int]:
+    ds = self.dataset(name, version)
+    counts: dict[str, int] = {}
+    if ds is None:
+        return counts
+    for batch in ds.to_batches(columns=["parse_id"], batch_size=65536):
+        vc = pc.value_counts(batch.column("parse_id"))
+        for pid, n in zip(vc.field("values").to_pylist(), vc.field("counts").to_pylist()):
+            counts[pid] = counts.get(pid, 0) + n
+    return counts
+
+
+def _changed_rows_before(home, parse_ids, tables=None, runs=None):
+    from fabric_resources.object_store import TableStoreUnavailableError
+    from fabric_resources.row_audit import RowsChanged
+
+    def recorded(ids):
+        return {r.parse_id: _row_counts_before(r) for r in home.catalog.parse_runs(ids)}
+
+    wanted = sorted(set(parse_ids))
+    if not wanted:
+        return []
+    if runs is None:
+        before = recorded(wanted)
+    else:
+        keep = set(wanted)
+        before = {r.parse_id: _row_counts_before(r) for r in runs if r.parse_id in keep}
+    live = {}
+    for name in (tables if tables is not None else TABLES):
+        try:
+            if home.tables.exists(name):
+                live[name] = home.tables.parse_row_counts(name)
+        except TableStoreUnavailableError:
+            raise
+        except (OSError, ValueError, RuntimeError):
+            continue
+    suspects = {pid for name, counts in live.items() for pid in wanted
+                if (n := before.get(pid, {}).get(name)) is not None and counts.get(pid, 0) != n}
+    after = recorded(sorted(suspects)) if suspects else {}
+    out = []
+    for name, counts in live.items():
+        parses = []
+        for pid in sorted(suspects):
+            rec = after.get(pid, {}).get(name)
+            if rec is None or before.get(pid, {}).get(name) != rec:
+                continue
+            n = counts.get(pid, 0)
+            if n != rec:
+                parses.append((pid, rec, n))
+        if parses:
+            out.append(RowsChanged(name, tuple(parses)))
+    return out
+
+
+@contextmanager
+def reference_path() -> Iterator[None]:
+    """While the block runs, ``Fabric.status`` takes the code path it had before in what costs at
+    scale: every parse run read with :meth:`Catalog.parse_runs` (verdicts and counts decoded in
+    Python; a run's ``failed_units`` read from its decoded counts, as status did), every source
+    with :meth:`Catalog.sources` (whole rows; cut to the four columns status now takes, ~20 ms at
+    100k), each table's ``parse_id`` counts merged parse by parse in Python, the audit's
+    per-parse, per-table lookups, on every call (no cache). Status's own loops (the withheld
+    patterns asked once a source, outdated parses found run by run) run as they are now on both
+    paths, so the ratio leaves their gain out."""
+    from fabric_resources import row_audit
+    from fabric_resources.catalog import Catalog, ParseRun
+    from fabric_resources.tables import TableStore
+
+    saved = Catalog.parse_run_overview, Catalog.source_overview, TableStore.parse_row_counts, row_audit.audited_rows
+    Catalog.parse_run_overview = Catalog.parse_runs  # type: ignore[method-assign, assignment]
+    Catalog.source_overview = lambda self: [(s.source_key, s.state, s.media_type, s.parse_id)  # type: ignore[method-assign]
+                                            for s in self.sources()]
+    ParseRun.failed_units = property(lambda r: r.counts.get("failed_units"))  # type: ignore[attr-defined]
+    TableStore.parse_row_counts = _parse_row_counts_before  # type: ignore[method-assign]
+    row_audit.audited_rows = lambda home, ids, runs: _changed_rows_before(home, ids, runs=runs)  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        (Catalog.parse_run_overview, Catalog.source_overview, TableStore.parse_row_counts,  # type: ignore[method-assign]
+         row_audit.audited_rows) = saved
+        del ParseRun.failed_units  # type: ignore[attr-defined]
+
+
 def time_status(home: FabricHome, repeat: int) -> dict:
-    """Seconds of :meth:`Fabric.status` on a fresh :class:`Fabric` each call: the first, and the median of the rest."""
+    """Seconds of :meth:`Fabric.status` on a fresh :class:`Fabric` each call, the three paths
+    alternating (after one warm-up call of each): ``now`` (the row audit answered from its cache,
+    as on a home nothing changed in since the last status), ``uncached`` (the cache file removed
+    first: the first status after a write) and ``reference`` (:func:`reference_path`); medians,
+    and the ratios reference / now and reference / uncached. All must say the same."""
     from fabric_query.api import Fabric
 
-    times = []
-    for _ in range(repeat + 1):
+    def once() -> tuple[float, object]:
         t = time.perf_counter()
         st = Fabric(home.root).status()
-        times.append(time.perf_counter() - t)
-    return {"first_s": times[0], "median_s": statistics.median(times[1:]), "active_sources": st.active_sources}
+        return time.perf_counter() - t, st
+
+    paths = ("now", "uncached", "reference")
+    times: dict[str, list[float]] = {p: [] for p in paths}
+    said = {}
+    for i in range(repeat + 1):
+        for path in paths:
+            if path == "reference":
+                with reference_path():
+                    s, said[path] = once()
+            else:
+                if path == "uncached":
+                    home.layout.row_audit_cache.unlink(missing_ok=True)
+                s, said[path] = once()
+            if i:
+                times[path].append(s)
+    if len({repr(st) for st in said.values()}) != 1:
+        raise AssertionError("status says something else on another path")
+    med = {p: statistics.median(times[p]) for p in paths}
+    return {"status_s": round(med["now"], 3), "uncached_s": round(med["uncached"], 3),
+            "reference_s": round(med["reference"], 3), "ratio": round(med["reference"] / med["now"], 2),
+            "ratio_uncached": round(med["reference"] / med["uncached"], 2), "active_sources": said["now"].active_sources}
 
 
 def profile_status(home: FabricHome, top: int = 25) -> str:
