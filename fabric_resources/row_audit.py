@@ -25,6 +25,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import threading
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -220,7 +221,8 @@ def _load(path: Path, key: str) -> list[RowsChanged] | None:
 
 
 def _store(path: Path, key: str, changed: list[RowsChanged]) -> None:
-    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+    # One temporary file per thread: `fabric serve` answers status in several threads of one process.
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
     try:
         tmp.write_text(json.dumps({"key": key, "changed": [[c.table, c.parses] for c in changed]}), encoding="utf-8")
         os.replace(tmp, path)  # whole or not at all, for a status running beside this one
