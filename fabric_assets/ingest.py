@@ -364,7 +364,8 @@ def admissible_root(path: str | os.PathLike, home: FabricHome) -> Path:
         in :data:`SYSTEM_FOLDERS`.
     fabric_resources.catalog.RootOverlapError
         If ``path`` is the home or inside it: the home's catalog, artifacts and admin token are
-        never sources (a root that *holds* the home is fine: the scan never enters the home).
+        never sources (a root that *holds* the home is fine: the scan never enters the home); or
+        if it lies inside a registered root or holds one (before any work: the CLI's one line).
     """
     root = Path(path)
     if not root.is_dir():
@@ -384,6 +385,10 @@ def admissible_root(path: str | os.PathLike, home: FabricHome) -> Path:
     if root.resolve().is_relative_to(home_root):
         raise RootOverlapError(f"{root.resolve()} is the Fabric home {home_root} or inside it: the home's own "
                                "files (catalog, artifacts, admin token) are never sources")
+    for registered in home.catalog.roots():  # checked again when registered; here before any work starts
+        other = Path(registered.path)
+        if resolved != other and (resolved.is_relative_to(other) or other.is_relative_to(resolved)):
+            raise RootOverlapError(f"{resolved} overlaps the registered root {other}")
     return root
 
 

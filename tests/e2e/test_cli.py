@@ -79,6 +79,32 @@ def test_ingest_refuses_a_file(tmp_path):
     assert result.exit_code == 2 and "not a directory" in result.output
 
 
+def test_ingest_of_a_folder_overlapping_a_registered_root_is_one_line(tmp_path):
+    """guards against (fresh-user trial 16c): `fabric ingest docs/notes` after `fabric ingest docs`
+    printing the refusal and then the progress bar it had already started (two lines, not one),
+    and the server's admin ingest accepting the path (202) to fail the Operation later."""
+    from fabric_assets.operations import PipelineAdmin
+    from fabric_resources.home import FabricHome
+
+    docs, home = tmp_path / "docs", tmp_path / "home"
+    (docs / "notes").mkdir(parents=True)
+    fabric_home = FabricHome(home)
+    fabric_home.catalog.register_root(docs)
+    for path in (docs / "notes", tmp_path):  # inside the registered root; holding it
+        result = runner.invoke(app, ["ingest", str(path), "--home", str(home)], terminal_width=400)
+        assert result.exit_code == 2, result.output
+        assert "overlaps the registered root" in result.output
+        assert [ln for ln in result.output.splitlines() if ln.strip()] == [result.output.strip()], result.output
+    admin = PipelineAdmin(fabric_home)
+    try:
+        with pytest.raises(ValueError, match="overlaps the registered root"):
+            admin.submit("ingest", {"path": str(docs / "notes")})
+        assert fabric_home.catalog.operations("pending") == []
+    finally:
+        admin.close()
+    assert [r.path for r in fabric_home.catalog.roots()] == [str(docs.resolve())]
+
+
 def test_a_moved_file_is_one_move_in_the_ingest_summary(tmp_path):
     """guards against: a rename printed as a new file, a deleted file and a move (`1 / 0 / 1 / 1`)."""
     src, home = tmp_path / "notes", str(tmp_path / "home")
