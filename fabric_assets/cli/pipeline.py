@@ -123,7 +123,13 @@ def _run_ingest(path: Path) -> int:
             "their release follows that run (the daemon's activation, or the next `fabric ingest`)")]
           if summary.left_to_runs else []),
         ("failed to parse (see below)", f"{len(summary.failed)} ({sum(f.new for f in summary.failed)} in this ingest)"),
-        ("Dagster runs", f"{len(summary.run_ids)} parse + 1 activation ({len(summary.failed_runs)} failed)"),
+        ("Dagster runs", " + ".join([f"{len(summary.run_ids)} parse",
+                                     *(f"{len(ids)} {kind}" for kind, ids in (
+                                         ("re-chunk", summary.rechunk_run_ids),
+                                         ("re-projection", summary.reproject_run_ids),
+                                         ("annotation", summary.annotation_run_ids)) if ids),
+                                     "1 activation"])
+         + f" ({len(summary.failed_runs) + len(summary.annotation_failed_runs)} failed)"),
         ("release", f"{summary.activation.get('release_id')} (published: {summary.activation.get('published')})"),
         ("wall time", f"{summary.seconds:.1f} s"),
     ]:

@@ -122,6 +122,25 @@ def test_a_moved_file_is_one_move_in_the_ingest_summary(tmp_path):
     assert re.search(r"(\d+) / (\d+) / (\d+) / (\d+)", line).groups() == ("1", "0", "1", "1"), line
 
 
+def test_the_ingest_summarys_dagster_runs_row_counts_the_re_chunk_runs(tmp_path):
+    """guards against (fresh-user trial 16c): after a `chunking` change (or resuming a killed run)
+    the summary said `re-chunked … 1` but `Dagster runs  0 parse + 1 activation`, leaving out the
+    `rechunk_job` run the ingest had just made (whose failures the `failed` count did include)."""
+    import json
+
+    src, home = tmp_path / "notes", tmp_path / "home"
+    src.mkdir()
+    (src / "a.txt").write_text("The ferry left at noon.\n")
+    assert runner.invoke(app, ["ingest", str(src), "--home", str(home)]).exit_code == 0
+    (home / "config.json").write_text(json.dumps({"chunking": {"max_tokens": 64}}))
+    result = runner.invoke(app, ["ingest", str(src), "--home", str(home)], terminal_width=200)
+    assert result.exit_code == 0, result.output
+    (rechunked,) = [ln for ln in result.output.splitlines() if "re-chunked (chunking changed" in ln]
+    assert re.search(r"│\s*1\s*│", rechunked), rechunked
+    (runs,) = [ln for ln in result.output.splitlines() if "Dagster runs" in ln]
+    assert "0 parse + 1 re-chunk + 1 activation" in runs, runs
+
+
 def test_the_ingest_summary_names_the_folders_source_keys(tmp_path):
     """guards against (hostile trial 14c): a second folder named like a registered one (`b/notes`
     beside `a/notes`) keyed `fs:notes-<6 hex>/…` with nothing saying so: the summary named the path
