@@ -194,7 +194,7 @@ class _SearchCommand(TyperCommand):
 @read_app.command(cls=_SearchCommand)
 def search(
     query: Annotated[str, typer.Argument(
-        help='Free text, "phrases", -excluded, path:/type:/lang:/after:/before:/source:/confidence:')],
+        help='Free text, "phrases", -excluded, path:/type:/lang:/after:/before:/source:/prefix:/confidence:')],
     limit: Annotated[int, typer.Option("--limit", "-n", min=LIMIT_MIN, max=LIMIT_MAX)] = 10,
     as_json: Annotated[bool, typer.Option("--json", help="Print the whole EvidencePack as JSON.")] = False,
     debug: Annotated[bool, typer.Option(

@@ -9,6 +9,7 @@ import subprocess
 import sys
 
 import pytest
+import typer
 from conftest import ingest
 from typer.testing import CliRunner
 
@@ -32,6 +33,19 @@ def test_the_visible_sources_reason_is_the_release_modules():
     from fabric_query.release import VISIBLE_SOURCES_ONLY as defined
 
     assert VISIBLE_SOURCES_ONLY == defined
+
+
+def test_search_help_names_every_query_filter():
+    """guards against (fresh-user trial 16c): `fabric search --help` listing the filters without
+    `prefix:`, which the README and the query parser have."""
+    import click
+
+    from fabric_query.cli import read_app
+    from fabric_query.querylang import FILTER_KEYS
+
+    command = typer.main.get_command(read_app).get_command(click.Context(click.Group()), "search")
+    (query,) = [p for p in command.params if p.name == "query"]
+    assert [k for k in FILTER_KEYS if f"{k}:" not in query.help] == [], query.help
 
 
 def test_the_in_process_pack_and_the_servers_json_print_the_same(tmp_path, fabric_home):
