@@ -22,6 +22,7 @@ from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 
 from fabric_query import Fabric
+from fabric_query.querylang import FILTER_KEYS
 from fabric_query.server.app import create_app
 from fabric_resources.config import ServerConfig
 from fabric_resources.home import FabricHome
@@ -84,6 +85,9 @@ def test_mcp_over_http_lists_tools_searches_and_resolves(homes):
                 tools = await client.list_tools()
                 assert {t.name for t in tools.tools} == TOOLS
                 assert all(t.annotations.read_only_hint for t in tools.tools)
+                # Every filter the query language has is named to the agent (trial 16c: not confidence:).
+                (described,) = [t.description for t in tools.tools if t.name == "search"]
+                assert [k for k in FILTER_KEYS if f"{k}:" not in described] == [], described
                 answer = await _search(client, query="lighthouse keeper", limit=5)
                 assert answer["results"] and "fallback_reason" in answer
                 assert all(t["untrusted"] is True and t["origin"].startswith("fs:") for t in _texts(answer))
