@@ -73,7 +73,9 @@ def run() -> None:
         records = sys.modules.get("fabric_resources.catalog.records")
         home = sys.modules.get("fabric_resources.home")
         tables = sys.modules.get("fabric_resources.object_store")
+        ocr = sys.modules.get("fabric_resources.parsing.pdf.ocr")
         known = tuple(t for t in (config and config.ConfigError, records and records.CatalogVersionError,
+                                  ocr and ocr.OcrProbeFailed,
                                   tables and tables.TableStoreUnavailableError,
                                   records and records.CatalogMigrationError, records and records.CatalogDamagedError,
                                   records and records.CatalogUnavailableError, home and home.HomeUnusableError) if t)

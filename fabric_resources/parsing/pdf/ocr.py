@@ -54,9 +54,27 @@ class OcrFailed(Exception):
     """Tesseract ran but did not produce a result (timeout, non-zero exit)."""
 
 
+class OcrProbeFailed(Exception):
+    """The installed Tesseract could not be asked its version and languages just now: it did not
+    answer within :data:`PROBE_TIMEOUT_S`, or a signal ended it (a Ctrl-C to the process group).
+    Nothing is known about the engine, so no PDF parser identity can be made: the scan that asked
+    stops, and the next one asks again (never cached)."""
+
+
+#: Seconds ``tesseract --version`` and ``--list-langs`` get each.
+PROBE_TIMEOUT_S = 10
+
+
 def find_engine(config: "OcrConfig") -> OcrEngine | None:
-    """The engine ``config`` names, or ``None`` when OCR is off, the binary is missing or no
-    configured language pack is installed."""
+    """The engine ``config`` names, or ``None`` when OCR is off, the binary is missing, cannot run
+    (it exits with an error every time) or no configured language pack is installed.
+
+    Raises
+    ------
+    OcrProbeFailed
+        Tesseract is installed but did not answer (a timeout, a signal). Answering "absent" there
+        changed the PDF parser's identity, so a scan re-parsed every PDF without OCR (found by
+        hostile trial 16c: a Ctrl-C to ``fabric ui`` during its first scan)."""
     if not config.enabled:
         return None
     return _probe(config.tesseract_cmd, config.languages)
@@ -68,10 +86,19 @@ def _probe(cmd: str, languages: str) -> OcrEngine | None:
     if path is None:
         return None
     try:
-        version = subprocess.run([path, "--version"], capture_output=True, timeout=10, check=True)
-        listed = subprocess.run([path, "--list-langs"], capture_output=True, timeout=10, check=True)
-    except (OSError, subprocess.SubprocessError):
-        return None
+        version = subprocess.run([path, "--version"], capture_output=True, timeout=PROBE_TIMEOUT_S)
+        listed = subprocess.run([path, "--list-langs"], capture_output=True, timeout=PROBE_TIMEOUT_S)
+    except subprocess.TimeoutExpired as exc:
+        raise OcrProbeFailed(f"{path} {' '.join(exc.cmd[1:])} did not answer within {PROBE_TIMEOUT_S} s; "
+                             "run the command again") from None
+    except OSError:
+        return None  # not executable (a broken install): unusable every time
+    for run in (version, listed):
+        if run.returncode < 0:
+            raise OcrProbeFailed(f"{path} {' '.join(run.args[1:])} was ended by signal {-run.returncode}; "
+                                 "run the command again")
+        if run.returncode != 0:
+            return None
     first = (version.stdout or version.stderr).decode("utf-8", "replace").splitlines()
     installed = set(listed.stdout.decode("utf-8", "replace").split()[1:]) if listed.stdout else set()
     wanted = [lang for lang in languages.split("+") if lang in installed]

@@ -29,7 +29,7 @@ from fabric_resources.parsing.pdf.layout import (
     MIN_GUTTER_LINES, Block, Line, blocks, clean_line, columns_first, continues, join_lines, rejoin_row_breaks,
     written_words,
 )
-from fabric_resources.parsing.pdf.ocr import OcrFailed, find_engine, recognise
+from fabric_resources.parsing.pdf.ocr import OcrFailed, OcrProbeFailed, find_engine, recognise
 from fabric_resources.parsing.pdf.outline import (
     OutlineEntry, PlacedBlock, running_heads, section_paths, sections_from_fonts, sections_from_outline,
 )
@@ -145,7 +145,10 @@ def _parse(pdf: pdfium.PdfDocument, config: "PdfParserConfig") -> ParsedDocument
                     _image_boxes(page), _shown_box(page), sum(len(b.text) for b in page_blocks))):
                 ocr_pages += 1
                 if not engine:
-                    engine.append(find_engine(config.ocr))
+                    try:
+                        engine.append(find_engine(config.ocr))
+                    except OcrProbeFailed as exc:  # the machine's moment, not the file: named as OCR's
+                        raise ParseError("ocr-unavailable", str(exc)) from None
                 units, failure = _ocr_page(page, index, engine[0], config, [line.bbox for line in page_lines])
                 # A picture with a caption may hold no words: only a page without a text layer
                 # whose OCR finds nothing is a page left unread.
