@@ -16,6 +16,7 @@ a document cannot move the cursor or rewrite the screen of whoever reads the res
 
 from __future__ import annotations
 
+import codecs
 import json
 import os
 import re
@@ -187,6 +188,39 @@ def render_pack(pack: Mapping[str, Any], *, colour_out: bool = False, colour_err
 def error_line(message: str, *, colour: bool = False) -> str:
     """``error: message`` and a newline (``error:`` in red on a terminal), as every ``fabric`` command fails."""
     return f"{_style('error:', _RED, colour)} {shown(message)}\n"
+
+
+#: The encoding error handler :func:`escape_what_streams_cannot_encode` installs.
+ESCAPE_ERRORS = "fabric-json-escape"
+
+
+def _json_escape(exc: UnicodeError) -> tuple[str, int]:
+    # ``\uXXXX`` (a UTF-16 surrogate pair past U+FFFF) is what JSON itself writes for a character
+    # (RFC 8259 §7), so ``--json`` stays valid JSON of the same strings; ``backslashreplace``
+    # writes ``\xe9`` and ``\U0001f600``, which JSON does not read.
+    if not isinstance(exc, UnicodeEncodeError):
+        raise exc
+    # Only characters the codec lacks are here: never ASCII, so never a quote or backslash to escape.
+    return json.dumps(exc.object[exc.start:exc.end])[1:-1], exc.end
+
+
+codecs.register_error(ESCAPE_ERRORS, _json_escape)
+
+
+def escape_what_streams_cannot_encode(*streams: TextIO) -> None:
+    """Have ``streams`` (stdout, stderr) write a character their encoding lacks as ``\\uXXXX``.
+
+    A terminal or pipe whose locale is not UTF-8 (``PYTHONIOENCODING=ascii``, a Latin-1 locale,
+    a Windows code page) cannot encode a Japanese hit or file name: Python's default ``strict``
+    handler raised ``UnicodeEncodeError`` in the middle of the output, a traceback after half a
+    result. Escaped, every line is printed and ``--json`` stays valid JSON of the same text. Also
+    covers a lone surrogate (an undecodable byte of a name, PEP 383) on a UTF-8 stream. A stream
+    that is no ``TextIOWrapper`` (a test's capture) is left as it is.
+    """
+    for stream in streams:
+        reconfigure = getattr(stream, "reconfigure", None)
+        if reconfigure is not None:
+            reconfigure(errors=ESCAPE_ERRORS)
 
 
 def pack_json(pack: Mapping[str, Any]) -> str:

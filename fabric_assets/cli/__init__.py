@@ -17,6 +17,9 @@ from typing import Any
 def main() -> None:
     """Run ``fabric``: the fast path for a search a running server can answer, else the full CLI."""
     from fabric_query.cli_fast import run as run_fast
+    from fabric_query.cli_text import escape_what_streams_cannot_encode
+
+    escape_what_streams_cannot_encode(sys.stdout, sys.stderr)
 
     code = run_fast(sys.argv[1:])
     if code is not None:

@@ -1,0 +1,47 @@
+"""The `fabric` CLI under the process environment a user's machine gives it: the locale's
+encoding, the umask, the clock (hostile trial 16a)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+
+def _fabric(*argv: str, env: dict[str, str], stdin: str | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", "from fabric_assets.cli import main; main()", *argv],
+                          capture_output=True, env=env, input=stdin.encode() if stdin else None, timeout=300)
+
+
+def test_a_stream_that_cannot_encode_the_text_gets_escapes_and_every_line(tmp_path, fabric_home):
+    """guards against: a `UnicodeEncodeError` traceback (exit 1) from search, resolve and ingest when
+    stdout's encoding is not UTF-8 (`PYTHONIOENCODING=ascii`, a Latin-1 locale, a Windows code page)
+    and a hit, a file name or the summary's `→` holds a character it lacks; the ingest's work was
+    done, its summary cut off (hostile trial 16a)."""
+    from conftest import ingest
+
+    src = tmp_path / "メモ"
+    src.mkdir()
+    (src / "灯台.txt").write_text("灯台守は潮を見ていた。\n")
+    (src / "emoji.txt").write_text("lighthouse 🗼 keeper\n")
+    ingest(src, fabric_home)
+    home = ["--home", str(fabric_home.root)]
+    utf8 = {**os.environ, "FABRIC_USE_SERVER": "0", "HF_HUB_OFFLINE": "1", "PYTHONIOENCODING": "utf-8"}
+    reference = json.loads(_fabric("search", "灯台", "--json", *home, env=utf8).stdout)["results"]
+    for encoding in ("ascii", "latin-1"):
+        env = {**utf8, "PYTHONIOENCODING": encoding}
+        for argv in (["search", "灯台"], ["search", "keeper"], ["status"], ["ingest", str(src)]):
+            out = _fabric(*argv, *home, env=env)
+            assert out.returncode == 0, (encoding, argv, out.stderr[-800:])
+            assert b"Traceback" not in out.stderr, (encoding, argv, out.stderr[-800:])
+            out.stdout.decode("ascii")  # every character the stream lacks was escaped
+        shown = _fabric("search", "灯台", *home, env=env).stdout.decode("ascii")
+        assert "\\u706f\\u53f0" in shown, shown  # 灯台, as the escapes a reader can decode
+        assert "\\ud83d\\uddfc" in _fabric("search", "keeper", *home, env=env).stdout.decode("ascii")
+        packed = _fabric("search", "灯台", "--json", *home, env=env)
+        assert json.loads(packed.stdout)["results"] == reference  # still JSON, of the same text
+        Path(tmp_path / "pack.json").write_bytes(packed.stdout)
+        verdict = _fabric("resolve", str(tmp_path / "pack.json"), *home, env=env)
+        assert verdict.returncode == 0 and b"verified" in verdict.stdout, verdict.stderr[-800:]
