@@ -92,15 +92,22 @@ def _known_sources(catalog: Catalog, purge_mark: list[int]) -> tuple[dict[str, S
     return {s.source_key: s for s in catalog.sources()}, n
 
 
-def _changed_since(catalog: Catalog) -> int:
+def _changed_since(catalog: Catalog, now: float) -> int:
     """Unix nanoseconds: a file whose inode changed after this (``st_ctime_ns``) is hashed even when
     its size and modification time are as recorded. The last scan's start (its end for a record
     from before starts were kept: a file written during that scan is then trusted, as before); no
-    last scan, or one of another shape, checks no file this way (every source is new then)."""
+    last scan, or one of another shape, checks no file this way (every source is new then).
+
+    A last scan that started after ``now`` (this scan's start) ran while the clock was ahead: it
+    has been set back since (NTP correcting a wrong hardware clock, a VM resumed from a snapshot).
+    A file written since then has a change time before that start, so no change time can tell it
+    from one written before: every file whose size and date are as recorded is hashed, once."""
     last = catalog.state(LAST_SCAN_STATE, memo=True)
     when = last.get("started_at", last.get("at")) if isinstance(last, dict) else None
     if not isinstance(when, (int, float)) or isinstance(when, bool) or not 0 <= when <= LAST_TIME:
         return 2**63 - 1
+    if when > now:
+        return _INT64_MIN
     return int(when * 1e9)
 
 
@@ -186,7 +193,7 @@ def scan(home: FabricHome) -> ScanReport:
     cfg = home.config
     catalog = home.catalog
     now = time.time()
-    changed_since = _changed_since(catalog)
+    changed_since = _changed_since(catalog, now)
     vanished_by_hash: dict[str, str] = {}
     new_keys_by_hash: dict[str, str] = {}
     known_runs = catalog.parse_ids()

@@ -45,3 +45,31 @@ def test_a_stream_that_cannot_encode_the_text_gets_escapes_and_every_line(tmp_pa
         Path(tmp_path / "pack.json").write_bytes(packed.stdout)
         verdict = _fabric("resolve", str(tmp_path / "pack.json"), *home, env=env)
         assert verdict.returncode == 0 and b"verified" in verdict.stdout, verdict.stderr[-800:]
+
+
+def test_a_same_size_edit_after_the_clock_went_back_is_seen(tmp_path, fabric_home, monkeypatch):
+    """guards against: an ingest run while the clock was a day ahead (a wrong hardware clock that
+    NTP then set back, a VM resumed from a snapshot) hiding every later edit that keeps the file's
+    size and date (`cp -p`, `rsync -t`, `touch -d`): the edit's inode change time fell before that
+    scan's recorded start, so the prescreen trusted it; ingest said nothing changed and search kept
+    serving the old text for good (hostile trial 16a)."""
+    import time
+
+    from conftest import ingest
+    from fabric_query.api import Fabric
+
+    src = tmp_path / "notes"
+    src.mkdir()
+    note = src / "ledger.txt"
+    note.write_text("the ledger says walrus\n")
+    real = time.time
+    monkeypatch.setattr(time, "time", lambda: real() + 86400)  # the clock a day ahead
+    ingest(src, fabric_home)
+    monkeypatch.setattr(time, "time", real)  # set back to the true time
+    before = note.stat()
+    note.write_text("the ledger says narwal\n")  # same size
+    os.utime(note, ns=(before.st_atime_ns, before.st_mtime_ns))
+    assert ingest(src, fabric_home).scan.changed == ["fs:notes/ledger.txt"]
+    hits = Fabric(fabric_home.root).search("narwal").results
+    assert [(h.citation.source_key, h.lexical, h.text) for h in hits] == [
+        ("fs:notes/ledger.txt", True, "the ledger says narwal")]
