@@ -63,6 +63,18 @@ def _age(seconds: float) -> str:
     return f"{int(max(seconds, 0))} s"
 
 
+#: How far in the future a recorded time may lie and still be read as now (clock grain, NTP slew).
+FUTURE_SLACK_S = 60
+
+
+def _ago(seconds: float) -> str:
+    """``7 min ago``; a time more than :data:`FUTURE_SLACK_S` ahead of the clock says so: it was
+    recorded while the clock was ahead and set back since (it printed as ``0 s ago``)."""
+    if seconds < -FUTURE_SLACK_S:
+        return f"{_age(-seconds)} in the future (the clock was set back since)"
+    return f"{_age(seconds)} ago"
+
+
 def print_status(home: Path, st=None):
     """The status lines of ``fabric status`` (also printed after ``fabric ingest``); ``st``: a
     :class:`~fabric_query.types.Status` already read (default: read the home in-process).
@@ -81,8 +93,8 @@ def print_status(home: Path, st=None):
         f"sources by state {st.sources_by_state}, pending {st.pending}"
     )
     now = time.time()
-    ages = [f"last scan {_age(now - st.last_scan_at)} ago" if st.last_scan_at else "no scan yet",
-            f"release published {_age(now - st.release_created_at)} ago" if st.release_created_at else "no release",
+    ages = [f"last scan {_ago(now - st.last_scan_at)}" if st.last_scan_at else "no scan yet",
+            f"release published {_ago(now - st.release_created_at)}" if st.release_created_at else "no release",
             f"{len(st.unfinished)} parse(s) unfinished"]
     console.print("  " + "; ".join(ages))
     for damaged in st.unreadable_tables:

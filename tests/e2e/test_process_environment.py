@@ -73,3 +73,29 @@ def test_a_same_size_edit_after_the_clock_went_back_is_seen(tmp_path, fabric_hom
     hits = Fabric(fabric_home.root).search("narwal").results
     assert [(h.citation.source_key, h.lexical, h.text) for h in hits] == [
         ("fs:notes/ledger.txt", True, "the ledger says narwal")]
+
+
+def test_status_says_a_scan_and_release_recorded_while_the_clock_was_ahead_are_in_the_future(
+        tmp_path, fabric_home, monkeypatch):
+    """guards against: `fabric status` printing "last scan 0 s ago; release published 0 s ago" for a
+    day when both were recorded while the clock was a day ahead (a negative age was printed as 0 s)
+    (hostile trial 16a)."""
+    import time
+
+    from typer.testing import CliRunner
+
+    from conftest import ingest
+    from fabric_assets.cli import app
+
+    src = tmp_path / "notes"
+    src.mkdir()
+    (src / "a.txt").write_text("a note\n")
+    real = time.time
+    monkeypatch.setattr(time, "time", lambda: real() + 86400)
+    ingest(src, fabric_home)
+    monkeypatch.setattr(time, "time", real)
+    out = CliRunner().invoke(app, ["status", "--home", str(fabric_home.root)], env={"FABRIC_USE_SERVER": "0"})
+    assert out.exit_code == 0, out.output
+    line = " ".join(out.stdout.split())
+    assert "last scan 23 h in the future" in line and "release published 23 h in the future" in line, line
+    assert "0 s ago" not in line, line
