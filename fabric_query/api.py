@@ -11,6 +11,7 @@ from functools import cached_property
 from typing import Any
 
 from fabric_query import pipeline
+from fabric_query.cli_text import one_line
 from fabric_query.errors import HomeNotFoundError, InvalidArgumentError
 from fabric_query.resolve import check_shown_text, validated_citation
 from fabric_query.resolve import resolve as resolve_citation
@@ -138,7 +139,10 @@ class Fabric:
         release = catalog.current_release()
         active = {k: m["parse_id"] for k, m in (release.manifest["sources"] if release else {}).items()}
         runs_by_hash: dict[str, list] = {}
-        found = [s for s in catalog.sources() if needle in unicodedata.normalize("NFC", s.source_key).casefold()]
+        # Also as `fabric` prints the key (one_line: a control character as ``\xNN``), so a name
+        # copied from its output finds the file whose name holds the character itself.
+        found = [s for s in catalog.sources()
+                 if any(needle in unicodedata.normalize("NFC", k).casefold() for k in (s.source_key, one_line(s.source_key)))]
         if found:
             for r in catalog.parse_runs():
                 runs_by_hash.setdefault(r.source_hash, []).append(r)

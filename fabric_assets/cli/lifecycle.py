@@ -16,6 +16,22 @@ from fabric_query.cli_text import one_line
 lifecycle_app = typer.Typer(help="Lifecycle commands: purge, cleanup, snapshot, parse, rebuild-projections, repair.")
 
 
+def _as_printed(typed: list[str], keys: list[str]) -> list[str]:
+    r"""Each typed key, or the one source key that ``fabric`` prints as it (:func:`one_line`).
+
+    A file named with a control character (``ok[5m.txt``, a newline) is printed with it
+    escaped, ``fs:n/ok\x1b[5m.txt``, and a key copied from that output named no source. A key
+    that is a source's own, or that several sources print as, is left as typed.
+
+    >>> _as_printed(["fs:n/ok\\x1b[5m.txt", "fs:n/a.txt"], ["fs:n/ok\x1b[5m.txt", "fs:n/a.txt"])
+    ['fs:n/ok\x1b[5m.txt', 'fs:n/a.txt']
+    """
+    stored, printed = set(keys), {}
+    for k in keys:
+        printed.setdefault(one_line(k), []).append(k)
+    return [k if k in stored or len(printed.get(k, ())) != 1 else printed[k][0] for k in typed]
+
+
 @lifecycle_app.command()
 def purge(
     source: Annotated[Optional[list[str]], typer.Option("--source", help="A deleted source's key (repeatable), "
@@ -38,8 +54,11 @@ def purge(
     from fabric_resources.home import FabricHome
 
     path = set_home(home)
-    if not FabricHome(path, read_only=True).exists():  # its catalog, wherever storage.catalog puts it
+    reader = FabricHome(path, read_only=True)
+    if not reader.exists():  # its catalog, wherever storage.catalog puts it
         fail(f"no Fabric home at {path}")
+    if source:
+        source = _as_printed(source, [s.source_key for s in reader.catalog.sources()])
     try:
         selector = PurgeSelector(tuple(source or ()), root, parse_before(before) if before else None)
     except ValueError as exc:

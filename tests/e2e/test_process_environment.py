@@ -99,3 +99,35 @@ def test_status_says_a_scan_and_release_recorded_while_the_clock_was_ahead_are_i
     line = " ".join(out.stdout.split())
     assert "last scan 23 h in the future" in line and "release published 23 h in the future" in line, line
     assert "0 s ago" not in line, line
+
+
+def test_a_key_copied_from_the_output_names_a_file_whose_name_holds_a_control_character(tmp_path, fabric_home):
+    """guards against: `fabric purge --source` and `fabric status --source` given a key as `fabric`
+    prints it (`fs:notes/ok\\x1b[5m.txt`: control characters escaped, so a name cannot drive the
+    terminal) answering "no such source" / "no source matches": the file could be purged only by
+    typing the escape character itself (hostile trial 16a)."""
+    from typer.testing import CliRunner
+
+    from conftest import ingest
+    from fabric_assets.cli import app
+
+    src = tmp_path / "notes"
+    src.mkdir()
+    (src / "ok\x1b[5m.txt").write_text("otters hold hands\n")
+    (src / "two\nlines.txt").write_text("seals sleep\n")
+    (src / "kept.txt").write_text("kept note\n")
+    ingest(src, fabric_home)
+    runner, home = CliRunner(), ["--home", str(fabric_home.root)]
+    env = {"FABRIC_USE_SERVER": "0"}
+    found = runner.invoke(app, ["status", "--source", "ok\\x1b[5m", *home], env=env)
+    assert found.exit_code == 0 and "fs:notes/ok\\x1b[5m.txt  (present)" in found.stdout, found.output
+    (src / "ok\x1b[5m.txt").unlink()
+    (src / "two\nlines.txt").unlink()
+    ingest(src, fabric_home)
+    out = runner.invoke(app, ["purge", "--source", "fs:notes/ok\\x1b[5m.txt", "--source", "fs:notes/two\\x0alines.txt",
+                              *home], env=env)
+    assert out.exit_code == 0, out.output
+    assert {s.source_key for s in fabric_home.catalog.sources()} == {"fs:notes/kept.txt"}
+    # A key no source prints as is still unknown.
+    out = runner.invoke(app, ["purge", "--source", "fs:notes/ok\\x1b[6m.txt", *home], env=env)
+    assert out.exit_code == 2 and "no such source" in out.output, out.output
