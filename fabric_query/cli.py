@@ -218,7 +218,10 @@ def search(
     the home when one is up, else in-process; the output is the same)."""
     from fabric_query.types import EvidencePack
 
+    from fabric_query.cli_text import typed
+
     path = set_home(home)
+    query = typed(query)
     try:
         query.encode("utf-8")
     except UnicodeEncodeError:  # an undecodable argument byte: in-process names it (QuerySyntaxError)

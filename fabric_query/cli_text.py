@@ -190,6 +190,24 @@ def error_line(message: str, *, colour: bool = False) -> str:
     return f"{_style('error:', _RED, colour)} {shown(message)}\n"
 
 
+def typed(text: str) -> str:
+    r"""``text`` from the command line as the terminal wrote it.
+
+    ``fabric`` runs in Python's UTF-8 mode (:func:`fabric_assets.cli.main`), so an argument
+    typed on a terminal of another encoding (``café`` in Latin-1) arrives with its bytes as lone
+    surrogates (PEP 383); decoded in the locale's own encoding it is the text typed. Text valid in
+    neither is left as it is (a search names it as text that is not valid Unicode).
+    """
+    if not any("\udc80" <= c <= "\udcff" for c in text):
+        return text
+    import locale
+
+    try:
+        return os.fsencode(text).decode(locale.getencoding())
+    except UnicodeError:
+        return text
+
+
 #: The encoding error handler :func:`escape_what_streams_cannot_encode` installs.
 ESCAPE_ERRORS = "fabric-json-escape"
 

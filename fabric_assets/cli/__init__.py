@@ -14,8 +14,30 @@ import sys
 from typing import Any
 
 
+def _restart_in_utf8_mode() -> None:
+    """Run this command again in Python's UTF-8 mode (PEP 540) when file names decode otherwise.
+
+    Under a locale whose encoding is not UTF-8 (``LC_ALL=en_US.ISO-8859-1``) Python decodes file
+    names in that encoding: the file ``日本語.txt`` was scanned as ``fs:notes/æ\x97¥æ\x9c¬èª\x9e.txt``
+    (a move to a key no filter, citation or later UTF-8 run agrees with) and a name that is not
+    UTF-8 was taken in rather than skipped. Source keys are UTF-8 whatever the locale. The terminal
+    keeps its own encoding (``PYTHONIOENCODING``); processes the command starts (``fabric ui``'s
+    Dagster) inherit both settings.
+    """
+    if sys.flags.utf8_mode or sys.getfilesystemencoding().lower().replace("-", "") == "utf8":
+        return
+    import os
+
+    os.environ["PYTHONUTF8"] = "1"
+    if sys.stdout is not None and not os.environ.get("PYTHONIOENCODING"):
+        os.environ["PYTHONIOENCODING"] = sys.stdout.encoding
+    sys.stdout.flush() if sys.stdout is not None else None
+    os.execv(sys.executable, [sys.executable, "-X", "utf8", *sys.orig_argv[1:]])
+
+
 def main() -> None:
     """Run ``fabric``: the fast path for a search a running server can answer, else the full CLI."""
+    _restart_in_utf8_mode()
     from fabric_query.cli_fast import run as run_fast
     from fabric_query.cli_text import escape_what_streams_cannot_encode
 

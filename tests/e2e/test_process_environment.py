@@ -131,3 +131,53 @@ def test_a_key_copied_from_the_output_names_a_file_whose_name_holds_a_control_ch
     # A key no source prints as is still unknown.
     out = runner.invoke(app, ["purge", "--source", "fs:notes/ok\\x1b[6m.txt", *home], env=env)
     assert out.exit_code == 2 and "no such source" in out.output, out.output
+
+
+def _latin1_locale(tmp_path: Path) -> dict[str, str]:
+    """The environment of a shell whose locale is en_US.ISO-8859-1 (built with localedef)."""
+    import shutil
+
+    import pytest
+
+    if shutil.which("localedef") is None or not Path("/usr/share/i18n/locales/en_US").exists():
+        pytest.skip("localedef and the en_US locale source are needed to build a Latin-1 locale")
+    folder = tmp_path / "locale"
+    folder.mkdir()
+    subprocess.run(["localedef", "-i", "en_US", "-f", "ISO-8859-1", str(folder / "en_US.ISO-8859-1")],
+                   check=True, capture_output=True, timeout=120)
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONUTF8", "PYTHONIOENCODING", "LANG", "LC_CTYPE")}
+    return {**env, "LOCPATH": str(folder), "LC_ALL": "en_US.ISO-8859-1", "FABRIC_USE_SERVER": "0", "HF_HUB_OFFLINE": "1"}
+
+
+def test_source_keys_do_not_depend_on_the_locale(tmp_path, fabric_home):
+    """guards against: an ingest under a Latin-1 locale (a cron job's or ssh session's `LC_ALL`)
+    decoding UTF-8 file names in Latin-1: `日本語.txt` moved to the key `æ\\x97¥æ\\x9c¬èª\\x9e.txt`,
+    which `path:` filters and citations made under UTF-8 do not name, and a name that is not UTF-8
+    taken in rather than skipped; `fabric resolve` of a Japanese file's citation was
+    "error: UnicodeEncodeError" (hostile trial 16a)."""
+    from conftest import ingest
+
+    env = _latin1_locale(tmp_path)
+    src = tmp_path / "notes"
+    src.mkdir()
+    (src / "日本語.txt").write_text("灯台守は潮を見ていた。\n")
+    (src / "menu.txt").write_text("café au lait\n")
+    Path(os.fsdecode(os.fsencode(src) + b"/caf\xe9.txt")).write_text("latin one name\n")
+    ingest(src, fabric_home)
+    keys = {s.source_key: s.state for s in fabric_home.catalog.sources()}
+    assert keys == {"fs:notes/日本語.txt": "present", "fs:notes/menu.txt": "present"}
+    home = ["--home", str(fabric_home.root)]
+    pack = _fabric("search", "灯台", "--json", *home, env={**env, "LC_ALL": "C.UTF-8"})
+    (tmp_path / "pack.json").write_bytes(pack.stdout)
+
+    out = _fabric("ingest", str(src), *home, env=env)
+    assert out.returncode == 1, out.stderr[-800:]  # 1: the Latin-1 name is skipped, as under UTF-8
+    assert {s.source_key: s.state for s in fabric_home.catalog.sources()} == keys
+    assert b"name-not-utf-8" in out.stdout, out.stdout[-800:]
+    verdict = _fabric("resolve", str(tmp_path / "pack.json"), *home, env=env)
+    assert verdict.returncode == 0 and b"verified" in verdict.stdout, (verdict.stdout[-500:], verdict.stderr[-500:])
+    # A query typed on that terminal (`café` as Latin-1 bytes) is the text typed.
+    found = _fabric("search", os.fsdecode(b"caf\xe9"), "--json", *home, env=env)
+    assert found.returncode == 0, found.stderr[-500:]
+    data = json.loads(found.stdout.decode("latin-1"))
+    assert data["query"] == "café" and data["results"][0]["citation"]["source_key"] == "fs:notes/menu.txt"
