@@ -17,6 +17,7 @@ one function.
 from __future__ import annotations
 
 import os
+import sys
 import time
 import uuid
 from collections import OrderedDict
@@ -115,6 +116,22 @@ class PathOutsideRoot(ValueError):
     """A path that does not lie inside any registered root."""
 
 
+class FileNameEncodingError(RuntimeError):
+    """This process decodes file names in an encoding other than UTF-8 (a Latin-1 locale, not in
+    Python's UTF-8 mode): its scan would key files by other names than every other scan."""
+
+
+def _refuse_other_file_name_encodings() -> None:
+    # `fabric` restarts itself in UTF-8 mode (fabric_assets.cli.main); a Dagster daemon or a Python
+    # process started under such a locale by other means would record `日本語.txt` under a mojibake
+    # key and take in names that are not UTF-8: refused before anything is recorded.
+    encoding = sys.getfilesystemencoding()
+    if encoding.lower().replace("-", "") != "utf8":
+        raise FileNameEncodingError(
+            f"this process reads file names as {encoding} (its locale), not UTF-8, so it would record "
+            "them under other keys: run it with PYTHONUTF8=1 (Python's UTF-8 mode) or a UTF-8 locale")
+
+
 @dataclass
 class ScanReport:
     """What one scan found. Source keys are ``fs:<root-relative POSIX path>``."""
@@ -188,7 +205,14 @@ def size_cap(cfg, spec) -> int:
 
 
 def scan(home: FabricHome) -> ScanReport:
-    """Scan every registered root once and record what changed in the catalog."""
+    """Scan every registered root once and record what changed in the catalog.
+
+    Raises
+    ------
+    FileNameEncodingError
+        If this process does not decode file names as UTF-8.
+    """
+    _refuse_other_file_name_encodings()
     report = ScanReport()
     cfg = home.config
     catalog = home.catalog

@@ -181,3 +181,19 @@ def test_source_keys_do_not_depend_on_the_locale(tmp_path, fabric_home):
     assert found.returncode == 0, found.stderr[-500:]
     data = json.loads(found.stdout.decode("latin-1"))
     assert data["query"] == "café" and data["results"][0]["citation"]["source_key"] == "fs:notes/menu.txt"
+
+
+def test_a_scan_in_a_process_that_reads_file_names_as_latin1_is_refused(tmp_path, fabric_home):
+    """guards against: a process other than `fabric` (a Dagster daemon, a Python script calling the
+    pipeline) started under a Latin-1 locale recording `日本語.txt` as a mojibake key (hostile trial 16a)."""
+    env = _latin1_locale(tmp_path)
+    src = tmp_path / "notes"
+    src.mkdir()
+    (src / "日本語.txt").write_text("灯台守は潮を見ていた。\n")
+    fabric_home.catalog.register_root(src)
+    code = ("from fabric_resources.home import FabricHome\nfrom fabric_assets.sources.scan import scan\n"
+            f"scan(FabricHome({str(fabric_home.root)!r}))\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
+    assert out.returncode == 1 and "FileNameEncodingError: this process reads file names as iso8859-1" in out.stderr, \
+        out.stderr[-800:]
+    assert list(fabric_home.catalog.sources()) == []
