@@ -116,6 +116,18 @@ def _prune_runs(home: FabricHome, now: float, instance, retained: list, pinned: 
                       home.config.retention.runs_days * _DAY_S, now)
 
 
+def _published_at(releases: list, now: float) -> dict[int, float]:
+    """Each release's publication time for its age: no later than ``now`` nor than any release
+    published after it (``releases`` by ID). A release stamped while the clock was ahead (set back
+    since) has a time past ``now``: a negative age is inside any window, so it was kept until the
+    clock caught up, a year for a clock a year ahead; it now ages from the next release's time."""
+    out, bound = {}, now
+    for r in reversed(releases):
+        bound = min(bound, r.created_at)
+        out[r.release_id] = bound
+    return out
+
+
 def _retained(home: FabricHome, now: float | None = None, releases: list | None = None) -> list:
     """The releases retention keeps, of ``releases`` (default: the catalog's, read now)."""
     # A re-published release replaces the one it was re-published from (same parses and index,
@@ -129,7 +141,8 @@ def _retained(home: FabricHome, now: float | None = None, releases: list | None 
     now = time.time() if now is None else now
     pinned_ids, _ = snapshot_pins(home)
     current = home.catalog.current_release_id()
-    recent = {r.release_id for i, r in enumerate(counted) if i >= len(counted) - keep_n or now - r.created_at < window}
+    published = _published_at(counted, now)
+    recent = {r.release_id for i, r in enumerate(counted) if i >= len(counted) - keep_n or now - published[r.release_id] < window}
     return [r for r in releases if r.release_id in recent or r.release_id in pinned_ids or r.release_id == current]
 
 
@@ -173,7 +186,9 @@ def _cleanup(home: FabricHome, now: float) -> tuple[CleanupReport, list, set[str
         if parse_id in pinned:
             since.pop(parse_id, None)
             continue
-        first = since.setdefault(parse_id, now)
+        # Found unpinned while the clock was ahead (set back since): counted from now, not kept
+        # until the clock reaches that time.
+        first = since[parse_id] = min(since.get(parse_id, now), now)
         kind = ("failed" if status == "failed" else
                 "deleted" if source_hash in deleted_hashes and source_hash not in live_hashes else "superseded")
         if now - first >= getattr(retention, f"{kind}_days") * _DAY_S:

@@ -176,3 +176,29 @@ def test_a_release_a_snapshot_pins_stays_when_a_cleanup_re_published_it(tmp_path
     assert again.release_id in report.releases_removed  # replaced, not pinned: goes
     assert pinned.release_id not in report.releases_removed
     assert home.catalog.release(pinned.release_id) is not None
+
+
+def test_releases_and_parses_stamped_while_the_clock_was_ahead_age_once_it_is_set_back(tmp_path, fabric_home,
+                                                                                     monkeypatch):
+    """guards against (hostile trial 16a): a release published, or a parse first found unpinned,
+    while the clock was a year ahead (a hardware clock that NTP later set back) being kept by every
+    cleanup until the clock caught up, whatever `retention` says: a negative age is inside any
+    window, so with `releases: 1`, days 0 the old release, its parse's rows and bytes stayed."""
+    home = _home(fabric_home, releases=1, release_days=0, superseded_days=0, deleted_days=0, failed_days=0)
+    src = tmp_path / "src"
+    src.mkdir()
+    real = time.time
+    monkeypatch.setattr(time, "time", lambda: real() + 365 * 86400)  # a year ahead
+    (src / "light.txt").write_text(VERSIONS[0])
+    ingest(src, home)
+    (src / "light.txt").write_text(VERSIONS[1])
+    ingest(src, home)  # its cleanup finds the first version's parse unpinned, a year ahead
+    monkeypatch.setattr(time, "time", real)  # set back
+    (src / "light.txt").write_text(VERSIONS[2])
+    ingest(src, home)
+    home = FabricHome(home.root)
+    release = home.catalog.current_release()
+    active = {m["parse_id"] for m in release.manifest["sources"].values()}
+    assert [r.release_id for r in home.catalog.releases()] == [release.release_id]
+    assert {r.parse_id for r in home.catalog.parse_runs()} == active
+    assert home.artifacts.digests() == {s.source_hash for s in home.catalog.sources()}
