@@ -178,13 +178,13 @@ def _prepare_query_encoder(home: Path) -> None:
     from fabric_resources.models.minilm_onnx import QueryModelError, ensure_exported, exported_path
 
     encoder = dense_backend(FabricHome(home).config)
-    if not isinstance(encoder, MiniLMEmbedder) or exported_path(encoder.identity).exists():
-        return
-    with err.status("preparing the query encoder (ONNX export of MiniLM, once per machine)"):
-        try:
+    try:
+        if not isinstance(encoder, MiniLMEmbedder) or exported_path(encoder.identity).exists():
+            return
+        with err.status("preparing the query encoder (ONNX export of MiniLM, once per machine)"):
             ensure_exported(encoder.identity, encoder.max_seq_length)
-        except QueryModelError as exc:
-            fail(f"ingest done, but search cannot run: {exc}", code=1)
+    except QueryModelError as exc:  # the export failed, or there is no cache folder to put it in
+        fail(f"ingest done, but search cannot run: {exc}", code=1)
 
 
 def sample_folder(home_dir: Path) -> Path:

@@ -57,11 +57,25 @@ class QueryModelError(RuntimeError):
 
 
 def model_cache_dir() -> Path:
-    """``$FABRIC_MODEL_CACHE``, else ``$XDG_CACHE_HOME/fabric/models``, else ``~/.cache/fabric/models``."""
+    """``$FABRIC_MODEL_CACHE``, else ``$XDG_CACHE_HOME/fabric/models``, else ``~/.cache/fabric/models``.
+
+    Raises
+    ------
+    QueryModelError
+        If none is set and the user has no home folder (``HOME`` unset and the user ID has no
+        passwd entry, as a container run under an arbitrary ID): pathlib's bare ``RuntimeError``
+        was a traceback from every search.
+    """
     if os.environ.get("FABRIC_MODEL_CACHE"):
         return Path(os.environ["FABRIC_MODEL_CACHE"])
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "fabric" / "models"
+    if os.environ.get("XDG_CACHE_HOME"):
+        return Path(os.environ["XDG_CACHE_HOME"]) / "fabric" / "models"
+    try:
+        home = Path.home()
+    except (RuntimeError, KeyError) as exc:
+        raise QueryModelError(f"no folder to cache the query model in: {exc} (HOME is not set and user ID "
+                              f"{os.getuid()} has no passwd entry); set FABRIC_MODEL_CACHE or HOME") from exc
+    return home / ".cache" / "fabric" / "models"
 
 
 def exported_path(identity: str) -> Path:

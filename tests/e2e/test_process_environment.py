@@ -197,3 +197,27 @@ def test_a_scan_in_a_process_that_reads_file_names_as_latin1_is_refused(tmp_path
     assert out.returncode == 1 and "FileNameEncodingError: this process reads file names as iso8859-1" in out.stderr, \
         out.stderr[-800:]
     assert list(fabric_home.catalog.sources()) == []
+
+
+def test_no_home_folder_for_the_model_cache_is_one_line(tmp_path, fabric_home):
+    """guards against: `RuntimeError: Could not determine home directory.` tracebacks from search
+    and at the end of ingest when HOME is unset and the user ID has no passwd entry (a container
+    run under an arbitrary ID) and no FABRIC_MODEL_CACHE or XDG_CACHE_HOME names the query model's
+    cache (hostile trial 16a)."""
+    from conftest import ingest
+
+    src = tmp_path / "notes"
+    src.mkdir()
+    (src / "a.txt").write_text("puffins nest on cliffs\n")
+    ingest(src, fabric_home)
+    (src / "b.txt").write_text("gannets dive\n")
+    env = {k: v for k, v in os.environ.items() if k not in ("HOME", "XDG_CACHE_HOME", "FABRIC_MODEL_CACHE")}
+    env.update(FABRIC_USE_SERVER="0", HF_HUB_OFFLINE="1")
+    no_passwd = ("import pwd\ndef no_entry(uid):\n    raise KeyError(f'getpwuid(): uid not found: {uid}')\n"
+                 "pwd.getpwuid = no_entry\nfrom fabric_assets.cli import main\nmain()\n")
+    for argv, code, said in ((["search", "puffins"], 2, "error: QueryModelError: no folder to cache the query model in"),
+                             (["ingest", str(src)], 1, "error: ingest done, but search cannot run: no folder")):
+        out = subprocess.run([sys.executable, "-c", no_passwd, *argv, "--home", str(fabric_home.root)],
+                             capture_output=True, text=True, env=env, timeout=300)
+        assert out.returncode == code and said in out.stderr, (argv, out.stderr[-800:])
+        assert "Traceback" not in out.stderr and "set FABRIC_MODEL_CACHE or HOME" in out.stderr, out.stderr[-800:]
