@@ -28,6 +28,23 @@ class HomeUnusableError(Exception):
     """The home's path cannot hold a home: it is a file, lies under one, or cannot be created."""
 
 
+def _refuse_unnameable_path(root: Path) -> None:
+    """Raise :class:`HomeUnusableError` for a home path the stores cannot name, before anything is
+    made there. Lance's object store refuses a path segment holding an ASCII control character
+    (a newline, a tab, ESC: "illegal character sequence"), and tantivy one that is not UTF-8 (an
+    undecodable byte, PEP 383): the home was made, then every parse run failed, or a
+    ``UnicodeEncodeError`` traceback ended the ingest."""
+    text = str(root)
+    if any(c < " " or c == "\x7f" for c in text):
+        raise HomeUnusableError(f"cannot use {text!r} as a Fabric home: its path holds a control character, "
+                                "which Lance cannot name its tables under; choose another folder")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise HomeUnusableError(f"cannot use {text!r} as a Fabric home: its path is not valid UTF-8, which the "
+                                "word index (tantivy) cannot open; choose another folder") from None
+
+
 class FabricHome:
     """Opens the stores of one home lazily. Creating it makes the directories.
 
@@ -35,12 +52,14 @@ class FabricHome:
     ------
     HomeUnusableError
         (unless ``read_only``) the home's directories cannot be made: the path is a file or lies
-        under one, or the OS refuses (permission, read-only file system).
+        under one, or the OS refuses (permission, read-only file system); (always) the path holds
+        a control character or is not valid UTF-8.
     """
 
     def __init__(self, root: str | os.PathLike | None = None, *, read_only: bool = False) -> None:
         self.layout = HomeLayout(home_path(root))
         self.read_only = read_only
+        _refuse_unnameable_path(self.layout.root)
         if not read_only:
             try:
                 if not self.layout.root.exists():

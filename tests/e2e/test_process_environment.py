@@ -221,3 +221,23 @@ def test_no_home_folder_for_the_model_cache_is_one_line(tmp_path, fabric_home):
                              capture_output=True, text=True, env=env, timeout=300)
         assert out.returncode == code and said in out.stderr, (argv, out.stderr[-800:])
         assert "Traceback" not in out.stderr and "set FABRIC_MODEL_CACHE or HOME" in out.stderr, out.stderr[-800:]
+
+
+def test_a_home_path_with_a_control_character_or_not_utf8_is_one_line_and_nothing_is_made(tmp_path):
+    """guards against: `fabric ingest --home` a folder whose name holds a newline or ESC making the
+    home, then every parse run failing in Lance ("illegal character sequence", exit 3, the files
+    pending for ever), and one whose name is not UTF-8 ending the ingest in a tantivy
+    `UnicodeEncodeError` traceback (hostile trial 16a)."""
+    src = tmp_path / "notes"
+    src.mkdir()
+    (src / "a.txt").write_text("puffins nest on cliffs\n")
+    env = {**os.environ, "FABRIC_USE_SERVER": "0", "HF_HUB_OFFLINE": "1"}
+    for name, why in (("new\nline", "holds a control character"), ("esc\x1b[2J", "holds a control character"),
+                      (os.fsdecode(b"caf\xe9"), "is not valid UTF-8")):
+        home = tmp_path / name / "home"
+        for argv in (["ingest", str(src)], ["search", "puffins"], ["status"]):
+            out = _fabric(*argv, "--home", str(home), env=env)
+            assert out.returncode == 2, (name, argv, out.stderr[-800:])
+            line = out.stderr.decode()
+            assert line.count("\n") == 1 and f"as a Fabric home: its path {why}" in line, (name, argv, line)
+        assert not (tmp_path / name).exists()
