@@ -361,7 +361,7 @@ def admissible_root(path: str | os.PathLike, home: FabricHome) -> Path:
     NotADirectoryRoot
         If ``path`` is not an existing directory (unless it is a registered root: then it is
         returned as registered, and the scan reports it ``root-unavailable``), or is ``/`` or lies
-        in :data:`SYSTEM_FOLDERS`.
+        in :data:`SYSTEM_FOLDERS`, or its path is not valid UTF-8.
     fabric_resources.catalog.RootOverlapError
         If ``path`` is the home or inside it: the home's catalog, artifacts and admin token are
         never sources (a root that *holds* the home is fine: the scan never enters the home); or
@@ -376,6 +376,13 @@ def admissible_root(path: str | os.PathLike, home: FabricHome) -> Path:
             return gone
         raise NotADirectoryRoot(f"{path} is not a directory")
     resolved = root.resolve()
+    try:
+        str(resolved).encode("utf-8")
+    except UnicodeEncodeError:
+        # The catalog stores roots as UTF-8 text (SQLite refused it: a UnicodeEncodeError traceback);
+        # a folder inside a root with such a name is skipped as `name-not-utf-8`, as a file is.
+        raise NotADirectoryRoot(f"{str(resolved)!r}: its path is not valid UTF-8, so its files cannot be "
+                                "keyed; rename the folder") from None
     if resolved == Path(resolved.anchor) or any(resolved.is_relative_to(p) for p in SYSTEM_FOLDERS):
         # The whole file system, or the kernel's pseudo-files: no documents, and reading some
         # (/proc/kmsg) blocks for ever.

@@ -241,3 +241,17 @@ def test_a_home_path_with_a_control_character_or_not_utf8_is_one_line_and_nothin
             line = out.stderr.decode()
             assert line.count("\n") == 1 and f"as a Fabric home: its path {why}" in line, (name, argv, line)
         assert not (tmp_path / name).exists()
+
+
+def test_a_folder_whose_path_is_not_utf8_is_refused_as_a_root_in_one_line(tmp_path, fabric_home):
+    """guards against: `fabric ingest` of a folder named in Latin-1 (`caf\\xe9 notes`) ending in a
+    `UnicodeEncodeError: surrogates not allowed` traceback from the catalog's INSERT of the root
+    (hostile trial 16a)."""
+    folder = Path(os.fsdecode(os.fsencode(tmp_path) + b"/caf\xe9 notes"))
+    folder.mkdir()
+    (folder / "a.txt").write_text("walrus\n")
+    env = {**os.environ, "FABRIC_USE_SERVER": "0", "HF_HUB_OFFLINE": "1"}
+    out = _fabric("ingest", str(folder), "--home", str(fabric_home.root), env=env)
+    line = out.stderr.decode()
+    assert out.returncode == 2 and line.count("\n") == 1 and "its path is not valid UTF-8" in line, line[-800:]
+    assert fabric_home.catalog.roots() == []
