@@ -21,6 +21,15 @@ from pathlib import Path
 STREAM_CHUNK_BYTES = 1 << 20
 
 
+def read_only_mode() -> int:
+    """The mode of a stored file: read-only (the store is content-addressed: bytes never change)
+    and within the process's umask. A fixed 0o444 made every stored copy of a document readable by
+    all under ``umask 077``, wherever the home's folder lets others in (one the user made)."""
+    mask = os.umask(0o077)  # no getter before Python 3.13's os.getumask(); 0o077 meanwhile errs private
+    os.umask(mask)
+    return 0o444 & ~mask
+
+
 class ArtifactIntegrityError(Exception):
     """Stored bytes do not hash to their address (corruption or a bad write)."""
 
@@ -111,7 +120,7 @@ class ArtifactStore:
                 fh.write(data)
                 fh.flush()
                 os.fsync(fh.fileno())
-            os.chmod(tmp, 0o444)
+            os.chmod(tmp, read_only_mode())
             os.replace(tmp, target)
         except BaseException:
             Path(tmp).unlink(missing_ok=True)
@@ -162,7 +171,7 @@ class ArtifactStore:
                     out.flush()
                     os.fsync(out.fileno())
             if not target.exists():
-                os.chmod(tmp, 0o444)
+                os.chmod(tmp, read_only_mode())
                 target.parent.mkdir(parents=True, exist_ok=True)
                 os.replace(tmp, target)
                 tmp = None
@@ -214,7 +223,7 @@ class ArtifactStore:
                     return False
                 out.flush()
                 os.fsync(out.fileno())
-            os.chmod(tmp, 0o444)
+            os.chmod(tmp, read_only_mode())
             target.parent.mkdir(parents=True, exist_ok=True)
             os.replace(tmp, target)
             tmp = None

@@ -255,3 +255,31 @@ def test_a_folder_whose_path_is_not_utf8_is_refused_as_a_root_in_one_line(tmp_pa
     line = out.stderr.decode()
     assert out.returncode == 2 and line.count("\n") == 1 and "its path is not valid UTF-8" in line, line[-800:]
     assert fabric_home.catalog.roots() == []
+
+
+def test_under_umask_077_no_stored_copy_of_a_document_is_readable_by_others(tmp_path, fabric_home):
+    """guards against: the artifact store's copies of the documents made 0o444 whatever the umask,
+    so under `umask 077` in a home folder the user made (0755, kept: Fabric makes only new homes
+    owner-only) every other local user could read them (hostile trial 16a)."""
+    import stat
+
+    from conftest import ingest
+    from fabric_resources.home import FabricHome
+
+    src = tmp_path / "notes"
+    src.mkdir()
+    (src / "diary.txt").write_text("a private diary entry\n")
+    made = tmp_path / "made"
+    made.mkdir(mode=0o755)
+    home = FabricHome(made)
+    old = os.umask(0o077)
+    try:
+        ingest(src, home)
+    finally:
+        os.umask(old)
+    stored = [p for p in home.layout.artifacts.rglob("*") if p.is_file()]
+    assert stored, "the diary's bytes are in the artifact store"
+    assert {oct(stat.S_IMODE(p.stat().st_mode)) for p in stored} == {oct(0o400)}
+    # dagster.yaml (the instance's own path, no document, no password) is left world-readable.
+    others = [p for p in made.rglob("*") if p.is_file() and p.stat().st_mode & 0o044 and p.name != "dagster.yaml"]
+    assert others == []
