@@ -14,8 +14,14 @@ DEFAULT_HOME = ".fabric"
 
 
 def home_path(explicit: str | os.PathLike | None = None) -> Path:
-    """The home directory: ``explicit``, else ``$FABRIC_HOME``, else ``./.fabric`` (absolute)."""
-    return Path(explicit or os.environ.get("FABRIC_HOME") or DEFAULT_HOME).resolve()
+    """The home directory: ``explicit``, else ``$FABRIC_HOME``, else ``./.fabric`` (absolute).
+
+    A leading ``~`` is the user's home folder: a shell expands it only where it starts a word
+    unquoted, and systemd's ``Environment=``, Docker's ``--env-file`` or ``--home '~/x'`` pass it
+    as it is, so the home was made in a folder named ``~`` under whatever the working folder was.
+    """
+    chosen = os.fspath(explicit or os.environ.get("FABRIC_HOME") or DEFAULT_HOME)
+    return Path(os.path.expanduser(chosen)).resolve()
 
 
 def read_only_file_system(path: str | os.PathLike) -> bool:

@@ -283,3 +283,27 @@ def test_under_umask_077_no_stored_copy_of_a_document_is_readable_by_others(tmp_
     # dagster.yaml (the instance's own path, no document, no password) is left world-readable.
     others = [p for p in made.rglob("*") if p.is_file() and p.stat().st_mode & 0o044 and p.name != "dagster.yaml"]
     assert others == []
+
+
+def test_a_home_named_with_a_leading_tilde_is_in_the_users_home_folder(tmp_path):
+    """guards against: `FABRIC_HOME=~/fabric` from systemd's `Environment=` or an env file (no shell
+    to expand it), or `--home '~/fabric'`, making the home in a folder literally named `~` under the
+    working folder, where the next command run from elsewhere does not find it (hostile trial 16a)."""
+    user, work = tmp_path / "user", tmp_path / "work"
+    user.mkdir()
+    work.mkdir()
+    src = tmp_path / "notes"
+    src.mkdir()
+    (src / "a.txt").write_text("puffins nest on cliffs\n")
+    from fabric_resources.models.minilm_onnx import model_cache_dir
+
+    env = {**os.environ, "HOME": str(user), "FABRIC_HOME": "~/fabric", "FABRIC_USE_SERVER": "0", "HF_HUB_OFFLINE": "1",
+           "FABRIC_MODEL_CACHE": str(model_cache_dir())}  # the query model exported once, not again for this HOME
+    out = subprocess.run([sys.executable, "-c", "from fabric_assets.cli import main; main()", "ingest", str(src)],
+                         capture_output=True, env=env, cwd=work, timeout=300)
+    assert out.returncode == 0, out.stderr[-800:]
+    assert list(work.iterdir()) == [] and (user / "fabric" / "catalog.sqlite3").exists()
+    env.pop("FABRIC_HOME")
+    found = subprocess.run([sys.executable, "-c", "from fabric_assets.cli import main; main()", "search", "puffins",
+                            "--home", "~/fabric"], capture_output=True, env=env, cwd=tmp_path, timeout=300)
+    assert found.returncode == 0 and b"fs:notes/a.txt" in found.stdout, found.stderr[-800:]
