@@ -410,7 +410,9 @@ def status(
 
     path = set_home(home)
     if source is not None:
-        _source_partitions(path, source, as_json)
+        from fabric_query.cli_text import typed
+
+        _source_partitions(path, typed(source), as_json)
         return
     answer = _remote(path, "GET", "/v1/status")
     try:

@@ -11,7 +11,7 @@ from typing import Annotated, Optional
 import typer
 
 from fabric_query.cli import HomeOption, console, fail, json_argument, set_home
-from fabric_query.cli_text import one_line
+from fabric_query.cli_text import one_line, typed
 
 lifecycle_app = typer.Typer(help="Lifecycle commands: purge, cleanup, snapshot, parse, rebuild-projections, repair.")
 
@@ -57,8 +57,9 @@ def purge(
     reader = FabricHome(path, read_only=True)
     if not reader.exists():  # its catalog, wherever storage.catalog puts it
         fail(f"no Fabric home at {path}")
-    if source:
-        source = _as_printed(source, [s.source_key for s in reader.catalog.sources()])
+    if source:  # as the terminal wrote them (a Latin-1 one), then as `fabric` prints keys
+        source = _as_printed([typed(k) for k in source], [s.source_key for s in reader.catalog.sources()])
+    root = typed(root) if root else root
     try:
         selector = PurgeSelector(tuple(source or ()), root, parse_before(before) if before else None)
     except ValueError as exc:

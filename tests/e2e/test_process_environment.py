@@ -162,10 +162,11 @@ def test_source_keys_do_not_depend_on_the_locale(tmp_path, fabric_home):
     src.mkdir()
     (src / "日本語.txt").write_text("灯台守は潮を見ていた。\n")
     (src / "menu.txt").write_text("café au lait\n")
+    (src / "crème.txt").write_text("brûlée\n")
     Path(os.fsdecode(os.fsencode(src) + b"/caf\xe9.txt")).write_text("latin one name\n")
     ingest(src, fabric_home)
     keys = {s.source_key: s.state for s in fabric_home.catalog.sources()}
-    assert keys == {"fs:notes/日本語.txt": "present", "fs:notes/menu.txt": "present"}
+    assert keys == {"fs:notes/日本語.txt": "present", "fs:notes/menu.txt": "present", "fs:notes/crème.txt": "present"}
     home = ["--home", str(fabric_home.root)]
     pack = _fabric("search", "灯台", "--json", *home, env={**env, "LC_ALL": "C.UTF-8"})
     (tmp_path / "pack.json").write_bytes(pack.stdout)
@@ -181,6 +182,8 @@ def test_source_keys_do_not_depend_on_the_locale(tmp_path, fabric_home):
     assert found.returncode == 0, found.stderr[-500:]
     data = json.loads(found.stdout.decode("latin-1"))
     assert data["query"] == "café" and data["results"][0]["citation"]["source_key"] == "fs:notes/menu.txt"
+    named = _fabric("status", "--source", os.fsdecode("crème".encode("latin-1")), *home, env=env)
+    assert named.returncode == 0 and "fs:notes/crème.txt  (present)" in named.stdout.decode("latin-1"), named.stdout
 
 
 def test_a_scan_in_a_process_that_reads_file_names_as_latin1_is_refused(tmp_path, fabric_home):
