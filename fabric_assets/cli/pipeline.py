@@ -17,7 +17,7 @@ from rich.table import Table
 
 from fabric_query.cli import (LISTED_AT_MOST, HomeOption, console, err, fail, print_health, print_status, search,
                               set_home)
-from fabric_query.cli_text import one_line
+from fabric_query.cli_text import one_line, typed
 from fabric_query.errors import FabricQueryError
 
 pipeline_app = typer.Typer(help="Commands that run the pipeline (they import Dagster inside the command).")
@@ -205,6 +205,7 @@ def quickstart(
     from fabric_query.querylang import parse_query
 
     home_dir = set_home(home)
+    query = typed(query)  # as the terminal wrote it (a Latin-1 one), as `fabric search` reads it
     try:  # before the ingest, not after it: a query that cannot run is known now
         parse_query(query)
     except QuerySyntaxError as exc:

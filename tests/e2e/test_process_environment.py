@@ -184,6 +184,11 @@ def test_source_keys_do_not_depend_on_the_locale(tmp_path, fabric_home):
     assert data["query"] == "café" and data["results"][0]["citation"]["source_key"] == "fs:notes/menu.txt"
     named = _fabric("status", "--source", os.fsdecode("crème".encode("latin-1")), *home, env=env)
     assert named.returncode == 0 and "fs:notes/crème.txt  (present)" in named.stdout.decode("latin-1"), named.stdout
+    menu = tmp_path / "menu"
+    menu.mkdir()
+    (menu / "menu.txt").write_text("café au lait\n")
+    quick = _fabric("quickstart", str(menu), "--home", str(tmp_path / "quick"), "--query", os.fsdecode(b"caf\xe9"), env=env)
+    assert quick.returncode == 0 and "fabric search 'café'" in quick.stdout.decode("latin-1"), quick.stderr[-800:]
 
 
 def test_a_scan_in_a_process_that_reads_file_names_as_latin1_is_refused(tmp_path, fabric_home):
