@@ -25,6 +25,7 @@ from rich.table import Table
 from typer.core import TyperCommand
 
 from fabric_query.cli_fast import LIMIT_MAX, LIMIT_MIN
+from fabric_query.cli_text import typed  # the standard library only, as cli_fast
 from fabric_query.errors import FabricQueryError
 
 read_app = typer.Typer(help="Read commands: search, resolve, status, lexical-health (no Dagster).")
@@ -218,8 +219,6 @@ def search(
     the home when one is up, else in-process; the output is the same)."""
     from fabric_query.types import EvidencePack
 
-    from fabric_query.cli_text import typed
-
     path = set_home(home)
     query = typed(query)
     try:
@@ -410,8 +409,6 @@ def status(
 
     path = set_home(home)
     if source is not None:
-        from fabric_query.cli_text import typed
-
         _source_partitions(path, typed(source), as_json)
         return
     answer = _remote(path, "GET", "/v1/status")
