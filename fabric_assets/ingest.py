@@ -376,16 +376,13 @@ def admissible_root(path: str | os.PathLike, home: FabricHome) -> Path:
             return gone
         raise NotADirectoryRoot(f"{path} is not a directory")
     resolved = root.resolve()
-    try:
-        str(resolved).encode("utf-8")
+    try:  # roots are stored as UTF-8 text (SQLite refused this one: a traceback); a folder inside a
+        str(resolved).encode("utf-8")  # root with such a name is skipped as `name-not-utf-8`, as a file is
     except UnicodeEncodeError:
-        # The catalog stores roots as UTF-8 text (SQLite refused it: a UnicodeEncodeError traceback);
-        # a folder inside a root with such a name is skipped as `name-not-utf-8`, as a file is.
         raise NotADirectoryRoot(f"{str(resolved)!r}: its path is not valid UTF-8, so its files cannot be "
                                 "keyed; rename the folder") from None
     if resolved == Path(resolved.anchor) or any(resolved.is_relative_to(p) for p in SYSTEM_FOLDERS):
-        # The whole file system, or the kernel's pseudo-files: no documents, and reading some
-        # (/proc/kmsg) blocks for ever.
+        # The whole file system, or the kernel's pseudo-files: no documents (reading /proc/kmsg blocks).
         raise NotADirectoryRoot(f"{path} ({resolved}) is the file system's root or a system folder "
                                 f"({', '.join(map(str, SYSTEM_FOLDERS))}): not a folder of documents")
     home_root = home.layout.root.resolve()
