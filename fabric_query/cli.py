@@ -365,8 +365,9 @@ def _citation_and_text(data: object, number: int, from_pack: bool):
     try:
         return Citation.model_validate(data), hit_text
     except ValidationError as exc:
-        fields = ", ".join(".".join(str(p) for p in e["loc"]) for e in exc.errors())
-        fail(f"not a valid citation{of} (missing or malformed: {fields})")
+        from fabric_query.resolve import citation_problems
+
+        fail(f"not a valid citation{of} ({citation_problems(exc)})")
 
 
 def _resolve_one(path: Path, parsed, hit_text: str | None, fabric: list):

@@ -78,6 +78,30 @@ MAX_SPANS = 10_000
 MAX_SOURCE_KEY_CHARS = 4096
 
 
+def citation_problems(exc: ValidationError) -> str:
+    """What a citation that failed validation lacks or has wrong, field by field:
+    ``missing: release_id; unknown: foo; malformed: spans.0.start_char``. An unknown key was listed
+    among the missing ones ("missing or malformed: …, foo"), as if the citation needed it.
+
+    >>> from pydantic import BaseModel, ConfigDict
+    >>> class M(BaseModel):
+    ...     model_config = ConfigDict(extra="forbid")
+    ...     a: int
+    ...     b: int
+    >>> try:
+    ...     M.model_validate({"b": "x", "foo": 1})
+    ... except ValidationError as e:
+    ...     citation_problems(e)
+    'missing: a; unknown: foo; malformed: b'
+    """
+    groups: dict[str, list[str]] = {"missing": [], "unknown": [], "malformed": []}
+    for e in exc.errors():
+        where = ".".join(str(p) for p in e["loc"]) or "(citation)"
+        kind = {"missing": "missing", "extra_forbidden": "unknown"}.get(e["type"], "malformed")
+        groups[kind].append(where)
+    return "; ".join(f"{kind}: {', '.join(fields)}" for kind, fields in groups.items() if fields)
+
+
 def validated_citation(citation: Any) -> Citation:
     """``citation`` (a :class:`Citation` or its JSON dict) checked for shape and ranges.
 
@@ -94,8 +118,7 @@ def validated_citation(citation: Any) -> Citation:
         # A Citation is validated again: model_construct() or model_copy(update=...) skip validation.
         citation = Citation.model_validate(citation.model_dump() if isinstance(citation, Citation) else citation)
     except ValidationError as exc:
-        fields = ", ".join(".".join(str(p) for p in e["loc"]) or "(citation)" for e in exc.errors())
-        raise CitationError(f"not a valid citation (missing or malformed: {fields})") from None
+        raise CitationError(f"not a valid citation ({citation_problems(exc)})") from None
     except Exception as exc:  # noqa: BLE001 - model_dump of an unvalidated model with foreign values
         raise CitationError(f"not a valid citation ({type(exc).__name__})") from None
     problems = []

@@ -21,6 +21,9 @@ runner = CliRunner()
     ("{not json", "not JSON"),
     ("/nonexistent/citation.json", "no such file"),
     ("{}", "not a valid citation"),
+    # An unknown key is named as unknown, not among the missing fields (trial 16c).
+    ('{"foo": 1}', "not a valid citation (missing: release_id, source_key, source_hash, parse_id, chunk_id, "
+                   "spans, text_hash; unknown: foo)"),
 ])
 def test_resolve_rejects_bad_input_with_exit_2(tmp_path, arg, needle):
     """guards against: a crash (exit 1, same as 'stale') on valid JSON that is not an object."""
