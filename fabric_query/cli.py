@@ -365,7 +365,7 @@ def _citation_and_text(data: object, number: int, from_pack: bool):
     try:
         return Citation.model_validate(data), hit_text
     except ValidationError as exc:
-        from fabric_query.resolve import citation_problems
+        from fabric_query.errors import citation_problems
 
         fail(f"not a valid citation{of} ({citation_problems(exc)})")
 

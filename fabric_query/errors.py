@@ -40,6 +40,31 @@ class CitationError(FabricQueryError):
     """A citation is malformed (missing fields, wrong types, bad offsets or identifiers)."""
 
 
+def citation_problems(exc) -> str:
+    """What a citation that failed validation (``exc``, pydantic's ``ValidationError``) lacks or has
+    wrong, field by field: ``missing: release_id; unknown: foo; malformed: spans.0.start_char``. An
+    unknown key was listed among the missing ones ("missing or malformed: …, foo"), as if the
+    citation needed it.
+
+    >>> from pydantic import BaseModel, ConfigDict, ValidationError
+    >>> class M(BaseModel):
+    ...     model_config = ConfigDict(extra="forbid")
+    ...     a: int
+    ...     b: int
+    >>> try:
+    ...     M.model_validate({"b": "x", "foo": 1})
+    ... except ValidationError as e:
+    ...     citation_problems(e)
+    'missing: a; unknown: foo; malformed: b'
+    """
+    groups: dict[str, list[str]] = {"missing": [], "unknown": [], "malformed": []}
+    for e in exc.errors():
+        where = ".".join(str(p) for p in e["loc"]) or "(citation)"
+        kind = {"missing": "missing", "extra_forbidden": "unknown"}.get(e["type"], "malformed")
+        groups[kind].append(where)
+    return "; ".join(f"{kind}: {', '.join(fields)}" for kind, fields in groups.items() if fields)
+
+
 class ReleaseUnreadableError(FabricQueryError):
     """The pinned release's canonical chunk rows cannot be read (a damaged or missing table), so no
     channel can answer. Projections that cannot be read are skipped instead

@@ -55,7 +55,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from fabric_query.errors import CitationError
+from fabric_query.errors import CitationError, citation_problems
 from fabric_query.release import ProjectionUnavailable, guarded_read
 from fabric_query.types import Citation, ResolveCheck, ResolveResult
 from fabric_query.visibility import VISIBLE_STATES, current_sources_config
@@ -76,30 +76,6 @@ _MAX_RELEASE_ID = 2**63 - 1
 #: bound leaves room for any configuration without letting a citation make resolve do unbounded work).
 MAX_SPANS = 10_000
 MAX_SOURCE_KEY_CHARS = 4096
-
-
-def citation_problems(exc: ValidationError) -> str:
-    """What a citation that failed validation lacks or has wrong, field by field:
-    ``missing: release_id; unknown: foo; malformed: spans.0.start_char``. An unknown key was listed
-    among the missing ones ("missing or malformed: …, foo"), as if the citation needed it.
-
-    >>> from pydantic import BaseModel, ConfigDict
-    >>> class M(BaseModel):
-    ...     model_config = ConfigDict(extra="forbid")
-    ...     a: int
-    ...     b: int
-    >>> try:
-    ...     M.model_validate({"b": "x", "foo": 1})
-    ... except ValidationError as e:
-    ...     citation_problems(e)
-    'missing: a; unknown: foo; malformed: b'
-    """
-    groups: dict[str, list[str]] = {"missing": [], "unknown": [], "malformed": []}
-    for e in exc.errors():
-        where = ".".join(str(p) for p in e["loc"]) or "(citation)"
-        kind = {"missing": "missing", "extra_forbidden": "unknown"}.get(e["type"], "malformed")
-        groups[kind].append(where)
-    return "; ".join(f"{kind}: {', '.join(fields)}" for kind, fields in groups.items() if fields)
 
 
 def validated_citation(citation: Any) -> Citation:
