@@ -137,10 +137,10 @@ SAME_TEXT_SHOWN = 20
 
 #: Counted tokens (the chunker's) a chunk needs before its copies collapse under it. A title or
 #: heading that several documents share is a label, not a copy of a passage: what follows it differs,
-#: and each chunk ranks by its own document's evidence (every text shared in the five eval
-#: collections is such a title, 2 to 23 tokens: JSQuAD's 310 article titles of one to twelve characters,
-#: Cranfield's and CACM's repeated paper titles; collapsing them under the best one moved
-#: JSQuAD test from 0.9489 to 0.9456 nDCG@10, docs/ranking.md). A sentence or more repeated word for word is a copy.
+#: and each chunk ranks by its own document's evidence (the texts Cranfield, CACM and JSQuAD share are
+#: such titles, 2 to 23 tokens: JSQuAD's 310 article-title chunks, repeated paper titles; collapsing them
+#: under the best one moved JSQuAD test from 0.9489 to 0.9456 nDCG@10, docs/ranking.md). A sentence or
+#: more repeated word for word is a copy (MED's one shared text, 85 tokens, collapses).
 SAME_TEXT_MIN_TOKENS = 24
 
 
