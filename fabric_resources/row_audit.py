@@ -132,7 +132,7 @@ def _audit(home: FabricHome, wanted: set[str], tables: Iterable[str] | None,
 
 
 #: What the cache file holds and how its key is made: change it with either.
-CACHE_FORMAT = 1
+CACHE_FORMAT = 2
 
 
 def audited_rows(home: FabricHome, parse_ids: Iterable[str], runs: Sequence[ParseRunOverview]) -> list[RowsChanged]:
@@ -181,7 +181,7 @@ def _cache_key(home: FabricHome, wanted: set[str], runs: Sequence[ParseRunOvervi
 
 def _table_state(home: FabricHome, name: str) -> str | None:
     """Table ``name``'s latest version as the files on disk make it: its version, each fragment's
-    metadata (data files, deletion file, row counts) and the size, mtime and inode of each data
+    metadata (data files, deletion file, row counts) and the size, mtime, ctime and inode of each data
     file, manifest and deletion file. Anything that changes the rows without a Lance commit (a
     file replaced, a table folder copied in from elsewhere, even at the same version number)
     changes one of them. None when it cannot be read (no cache)."""
@@ -206,7 +206,9 @@ def _table_state(home: FabricHome, name: str) -> str | None:
 
 def _stat(path: Path) -> str:
     st = path.stat()
-    return f"{path.name} {st.st_size} {st.st_mtime_ns} {st.st_ino}"
+    # The inode change time too: an edit in place whose mtime was set back (``touch -r``) keeps
+    # size, mtime and inode, but no call can set ctime back.
+    return f"{path.name} {st.st_size} {st.st_mtime_ns} {st.st_ctime_ns} {st.st_ino}"
 
 
 def _load(path: Path, key: str) -> list[RowsChanged] | None:

@@ -4,6 +4,7 @@ table store's write functions (``bench_status.fabricate_home``: no Dagster run, 
 
 from __future__ import annotations
 
+import os
 import shutil
 
 import lance
@@ -93,3 +94,23 @@ def test_a_damaged_or_foreign_cache_file_is_audited_again(home, scans):
     for text in ("{", '{"key": "0", "changed": []}', "[]"):
         home.layout.row_audit_cache.write_text(text)
         assert Fabric(home.root).status().rows_changed == expected
+
+
+def test_a_same_size_byte_edit_with_its_mtime_put_back_is_audited_again(home, scans):
+    """guards against: a data file edited in place to the same size, its mtime then reset
+    (``touch -r``, ``os.utime``), answered from the cache as if unchanged (size, mtime and inode
+    match; the inode change time cannot be set back)."""
+    assert Fabric(home.root).status().rows_changed == ()
+    (data,) = (home.layout.tables / "chunks.lance" / "data").iterdir()
+    before = data.stat()
+    edited = data.read_bytes().replace(P1.encode(), P2.encode())
+    assert len(edited) == before.st_size and edited != data.read_bytes()
+    with open(data, "r+b") as f:  # in place: same inode
+        f.write(edited)
+    os.utime(data, ns=(before.st_atime_ns, before.st_mtime_ns))
+    assert (data.stat().st_size, data.stat().st_mtime_ns, data.stat().st_ino) == (
+        before.st_size, before.st_mtime_ns, before.st_ino)
+    scans.clear()
+    changed = Fabric(home.root).status().rows_changed
+    assert "chunks" in scans
+    assert changed and changed[0].startswith("chunks: 2 parse(s)")
