@@ -49,10 +49,12 @@ NEVER_LAUNCHED_S = 300.0
 
 def never_launched(record, now: float | None = None) -> bool:
     """Whether run record ``record`` (``RunRecord``) is a run that was made and never launched
-    (:data:`NEVER_LAUNCHED_S`): nothing runs it, so nothing waits for it."""
+    (:data:`NEVER_LAUNCHED_S`): nothing runs it, so nothing waits for it. A run made more than that
+    *after* now was made while the clock ran ahead and has been set back since: its age cannot be
+    told, and waiting for the clock to catch up could take months."""
     if record.dagster_run.status != dg.DagsterRunStatus.NOT_STARTED:
         return False
-    return (time.time() if now is None else now) - record.create_timestamp.timestamp() > NEVER_LAUNCHED_S
+    return abs((time.time() if now is None else now) - record.create_timestamp.timestamp()) > NEVER_LAUNCHED_S
 
 
 def _owner(pid: int) -> str | None:

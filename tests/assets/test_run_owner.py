@@ -137,3 +137,26 @@ def test_a_launchpad_run_that_never_launched_blocks_no_purge_or_restore(tmp_path
     assert runs_in_progress(instance) == []
     started = _started(instance, {})
     assert runs_in_progress(instance) == [started]
+
+
+def test_a_run_made_while_the_clock_ran_ahead_is_not_waited_for_after_it_is_set_back():
+    """guards against (hostile trial 16a): a run made and never launched while the clock ran a day
+    ahead, then the clock set back, refused every purge and in-place restore until the clock caught up
+    (its age read as negative). A run just made, or made seconds ahead (clock skew), is still waited for."""
+    from datetime import datetime, timezone
+    from types import SimpleNamespace
+
+    from fabric_assets.run_owner import NEVER_LAUNCHED_S, never_launched
+
+    now = 1_800_000_000.0
+
+    def made(at: float, status=dg.DagsterRunStatus.NOT_STARTED):
+        return SimpleNamespace(dagster_run=SimpleNamespace(status=status),
+                               create_timestamp=datetime.fromtimestamp(at, timezone.utc))
+
+    assert never_launched(made(now - NEVER_LAUNCHED_S - 1), now)
+    assert never_launched(made(now + 86_400), now)
+    assert not never_launched(made(now), now)
+    assert not never_launched(made(now + 10), now)
+    assert not never_launched(made(now - 10), now)
+    assert not never_launched(made(now + 86_400, dg.DagsterRunStatus.STARTED), now)
