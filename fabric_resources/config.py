@@ -400,7 +400,8 @@ class QueryConfig(_Strict):
         "tantivy's k1 1.2, b 0.75.")
     bigram_bm25: Bm25Config | None = Field(
         default_factory=lambda: Bm25Config(k1=0.5, b=0.3),
-        description="BM25 parameters for queries with CJK (unspaced-script) text; null keeps tantivy's k1 1.2, b 0.75.",
+        description="BM25 parameters for queries with text the word field reads as character bigrams (CJK and the "
+        "other scripts without spaces, not Thai, which it reads as words); null keeps tantivy's k1 1.2, b 0.75.",
     )
     channel_weights: dict[str, float] = Field(
         default_factory=dict,

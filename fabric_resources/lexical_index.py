@@ -87,24 +87,39 @@ from fabric_resources.schema import (
     SCHEMA_VERSION,
 )
 from fabric_resources.text_folding import FOLDING_VERSION, UNSPACED
+from fabric_resources.thai_segmentation import THAI_RUN, thai_words
 
 _UNSPACED_RUN = re.compile(f"(?:{UNSPACED.pattern})+")
 
 
 def word_field_text(folded: str) -> str:
-    """``folded`` with every run of unspaced-script characters replaced by its bigrams.
+    """``folded`` with every run of unspaced-script characters replaced by its bigrams, except that
+    a run of Thai is replaced by its words (:mod:`fabric_resources.thai_segmentation`).
 
     >>> word_field_text("tokens 認証トークン ok 猫")
     'tokens  認証 証ト トー ーク クン  ok  猫 '
+    >>> word_field_text("เมืองเชียงใหม")
+    ' เมือง เชียงใหม '
     """
 
-    def bigrams(m: re.Match) -> str:
-        run = m.group()
+    def bigrams(run: str) -> str:
         if len(run) == 1:
             return f" {run} "
         return " " + " ".join(run[i:i + 2] for i in range(len(run) - 1)) + " "
 
-    return _UNSPACED_RUN.sub(bigrams, folded)
+    def words(m: re.Match) -> str:
+        run = m.group()
+        if not THAI_RUN.search(run):
+            return bigrams(run)
+        out, at = [], 0
+        for t in THAI_RUN.finditer(run):
+            out.append(bigrams(run[at:t.start()]) if t.start() > at else "")
+            out.append(" " + " ".join(thai_words(t.group())) + " ")
+            at = t.end()
+        out.append(bigrams(run[at:]) if at < len(run) else "")
+        return "".join(out)
+
+    return _UNSPACED_RUN.sub(words, folded)
 
 UNSPACED_SCRIPTS = (
     r"\p{Han}\p{Hiragana}\p{Katakana}\p{Hangul}\p{Thai}\p{Lao}\p{Khmer}\p{Myanmar}"
@@ -129,7 +144,8 @@ SEPARATOR_RE = _python_pattern(SEPARATOR)
 WORD_TOKENIZER = "fabric_word"
 SUBSTRING_TOKENIZER = "fabric_substring"
 #: Identity of the analyzers; stored with every lexical document and index generation.
-ANALYZER_ID = f"{FOLDING_VERSION}|word:simple+stem-en+cjk-bigram|substring:regex-2"  # 2: separators hold a position
+ANALYZER_ID = (f"{FOLDING_VERSION}|word:simple+stem-en+cjk-bigram+thai-newmm-pythainlp5.4.0"  # Thai words since stop 50
+               "|substring:regex-2")  # 2: separators hold a position
 #: Identity of the index's field set; a generation written with another layout is rebuilt, never extended.
 INDEX_LAYOUT = "chunk_id,parse_id,word,substring,word_length:u64-fast,kind,members:window-word"
 META_FILE = "fabric_index.json"

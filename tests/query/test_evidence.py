@@ -210,7 +210,8 @@ def test_a_highlight_never_cuts_a_grapheme_cluster():
     (UAX #29), so no vowel sign or tone mark is drawn apart from its consonant.
 
     guards against (hostile trial 13a): Thai ``เชียงใหม่`` highlighting the word channel's bigram
-    ``ีย`` in ``เขียน`` (write) from its vowel sign on, cut from ``ข``: ``เข[ีย]น``."""
+    ``ีย`` in ``เขียน`` (write) from its vowel sign on, cut from ``ข``: ``เข[ีย]น``. The passage's
+    clusters are checked whatever is highlighted."""
     import regex
 
     passage = "เขียนโดยไม่เว้นวรรค ส่วนเสื่อเป็นของใช้ ในปี ๒๕๖๗ มานักท่องเที่ยวมาเชียงใหม่มาก"
@@ -221,7 +222,8 @@ def test_a_highlight_never_cuts_a_grapheme_cluster():
     for seg in out:
         assert at in bounds, (seg.text, [hex(ord(c)) for c in seg.text])
         at += len(seg.text)
-    assert "ขีย" in hl(passage, "เชียงใหม่") and "เชียงใหม่" in hl(passage, "เชียงใหม่")
+    # Thai is read as words since stop 50: the bigram ``ีย`` of ``เขียน`` is no match any more.
+    assert hl(passage, "เชียงใหม่") == ["เชียงใหม่"]
 
 
 def test_cjk_single_character():

@@ -1,0 +1,79 @@
+"""Thai in the word channel: runs of Thai are words (``fabric_resources.thai_segmentation``), not
+character bigrams. Thai's alphabet is small, so a bigram of a Thai query stood in nearly every Thai
+passage: each was a word match, lexical evidence, and the pack never said "no lexical match"
+(hostile trial 13a, left open until stop 50)."""
+
+from __future__ import annotations
+
+import pytest
+from conftest import ingest
+
+from fabric_query import Fabric
+from fabric_query.channels.lexical import word_tokens
+from fabric_resources.home import FabricHome
+from fabric_resources.text_folding import fold
+
+FILES = {
+    # A cat likes to sleep on the sofa in our house.
+    "cat.txt": "แมวชอบนอนบนโซฟาในบ้านของเรา\n",
+    # The sky train runs from Bangkok to Chiang Mai every day, between the provinces.
+    "train.txt": "รถไฟฟ้าวิ่งจากกรุงเทพไปเชียงใหม่ทุกวันระหว่างจังหวัด\n",
+    # Heavy rain in the monsoon season floods many provinces.
+    "rain.txt": "ฝนตกหนักในฤดูมรสุมทำให้น้ำท่วมหลายจังหวัด\n",
+    # The floating market has plenty of fruit and food for tourists to choose from.
+    "market.txt": "ตลาดน้ำมีผลไม้และอาหารมากมายให้นักท่องเที่ยวเลือกซื้อ\n",
+}
+#: Query words: (word, the files holding it). ``ช้าง`` (elephant) is in none; its bigram ``าง``
+#: (folded) is in ``ระหว่าง``, and ``ตลาด``'s ``ลา`` is in ``หลาย``. ``ตลาด`` (market) stands inside
+#: ``ตลาดน้ำ`` (floating market), one word of the word list: the substring channel finds it there.
+WORDS = [("มรสุม", {"rain.txt"}), ("ตลาด", {"market.txt"}), ("แมว", {"cat.txt"}),
+         ("จังหวัด", {"train.txt", "rain.txt"}), ("ช้าง", set()), ("นักท่องเที่ยว", {"market.txt"})]
+
+
+@pytest.fixture(scope="module")
+def fabric(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("thai")
+    folder = tmp / "corpus"
+    folder.mkdir()
+    for name, text in FILES.items():
+        (folder / name).write_text(text, encoding="utf-8")
+    ingest(folder, FabricHome(tmp / "home"))
+    return Fabric(tmp / "home")
+
+
+def test_thai_text_is_read_as_words_that_join_back_to_it():
+    """guards against: a cut that drops or alters characters (the word field would then hold text
+    the chunk does not), or Thai read as bigrams again."""
+    for text in FILES.values():
+        tokens = word_tokens(text)
+        assert "".join(tokens) == fold(text).strip()
+        assert max(len(t) for t in tokens) > 2
+    assert word_tokens("ฤดูมรสุม") == ["ฤดู", "มรสุม"]
+
+
+@pytest.mark.parametrize("word, holders", WORDS)
+def test_a_thai_word_is_lexical_evidence_only_where_it_stands(fabric, word, holders):
+    """Property: the lexical hits for a Thai word are exactly the files that hold it, the word
+    channel's among them; each is highlighted on the word, and a word no file holds leaves the pack
+    saying ``no_lexical_match``.
+
+    guards against: Thai read as character bigrams, where ``ตลาด`` (market) matched ``หลาย`` (many)
+    by ``ลา``, and ``ช้าง`` (elephant), in no file, matched ``ระหว่าง`` by ``าง``."""
+    assert holders == {n for n, t in FILES.items() if fold(word) in fold(t)}
+    pack = fabric.search(word, debug=True)
+    lexical = {h.citation.source_key.rsplit("/", 1)[-1] for h in pack.results if h.lexical}
+    by_word = {h.citation.source_key.rsplit("/", 1)[-1] for h in pack.results if "word" in h.channels}
+    assert lexical == holders and by_word <= holders
+    assert pack.no_lexical_match == (not holders)
+    for hit in pack.results:
+        if hit.lexical:
+            assert [s.text for s in hit.highlights if s.highlighted] == [word], hit.text
+
+
+def test_a_thai_sentence_query_ranks_the_file_it_paraphrases_first(fabric):
+    """guards against: a query's words lost to the cut: ``ฝนตก`` (rain falls) and ``น้ำท่วม`` (flood)
+    find the rain file first, by the word channel."""
+    pack = fabric.search("ฝนตกแล้วน้ำท่วม", debug=True)
+    assert pack.channel_rankings["word"]
+    first = pack.results[0]
+    assert first.citation.source_key.endswith("rain.txt") and "word" in first.channels
