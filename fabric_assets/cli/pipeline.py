@@ -237,7 +237,7 @@ def ui(
     home: HomeOption = None,
 ) -> None:
     """Start the Dagster UI on this home's instance (same runs as `fabric ingest`)."""
-    import subprocess
+    from fabric_assets.cli.supervise import run_until_stopped
 
     path = set_home(home)
     from fabric_resources.home import FabricHome
@@ -252,7 +252,7 @@ def ui(
     # without the venv activated (README), where PATH holds no `dagster` (a FileNotFoundError).
     cmd = [sys.executable, "-m", "dagster", "dev", "-w", str(workspace), "-h", "127.0.0.1", "-p", str(port)]
     console.print(f"DAGSTER_HOME={os.environ['DAGSTER_HOME']} {' '.join(cmd)}")
-    raise typer.Exit(subprocess.call(cmd))
+    raise typer.Exit(run_until_stopped(cmd))
 
 
 @pipeline_app.command("lexical-repair")

@@ -3,8 +3,13 @@
 
 from __future__ import annotations
 
+import os
+import signal
 import subprocess
 import sys
+import time
+
+import pytest
 
 from typer.testing import CliRunner
 
@@ -16,7 +21,7 @@ def test_ui_runs_this_interpreters_dagster_without_path(tmp_path, monkeypatch):
     """guards against: `.venv/bin/fabric ui` ending in a FileNotFoundError traceback when the venv's
     bin folder is not on PATH (it ran `dagster` looked up on PATH)."""
     calls = []
-    monkeypatch.setattr(subprocess, "call", lambda cmd, *a, **k: calls.append(cmd) or 0)
+    monkeypatch.setattr("fabric_assets.cli.supervise.run_until_stopped", lambda cmd, *a, **k: calls.append(cmd) or 0)
     monkeypatch.setenv("PATH", str(tmp_path / "empty"))
     FabricHome(tmp_path / "home").catalog  # a home something was ingested into has its catalog
     out = CliRunner().invoke(app, ["ui", "--port", "3999", "--home", str(tmp_path / "home")])
@@ -30,7 +35,7 @@ def test_ui_on_a_missing_home_is_refused_and_makes_nothing(tmp_path, monkeypatch
     """guards against (hostile trial 11c): `fabric ui --home <typo>` making an empty home (its
     `dagster/` folder) and opening a UI with nothing in it, where `fabric status` says there is no home."""
     calls = []
-    monkeypatch.setattr(subprocess, "call", lambda cmd, *a, **k: calls.append(cmd) or 0)
+    monkeypatch.setattr("fabric_assets.cli.supervise.run_until_stopped", lambda cmd, *a, **k: calls.append(cmd) or 0)
     out = CliRunner().invoke(app, ["ui", "--home", str(tmp_path / "typo")])
     assert out.exit_code == 2 and "no Fabric home at" in out.output, out.output
     assert not calls and not (tmp_path / "typo").exists()
@@ -60,3 +65,81 @@ def test_quickstart_prints_a_query_holding_markup_as_typed(tmp_path):
                                    "--home", str(tmp_path / "home")], env={"HF_HUB_OFFLINE": "1"})
     assert out.exit_code == 0 and out.exception is None, (out.exception, out.output)
     assert "fabric search 'lighthouse [/x]'" in out.output and "verified" in out.output
+
+
+#: Stands in for `dagster dev`: a Python server that starts a service of its own (in its process
+#: group), stops both on KeyboardInterrupt, and maps SIGTERM to what SIGINT does, as Dagster does.
+CHILD = """
+import os, signal, subprocess, sys, time
+signal.signal(signal.SIGTERM, signal.getsignal(signal.SIGINT))
+service = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+open(sys.argv[1], "w").write(f"{os.getpid()} {service.pid} {signal.getsignal(signal.SIGINT) is signal.SIG_IGN}")
+try:
+    time.sleep(600)
+except KeyboardInterrupt:
+    service.terminate()
+    service.wait()
+    open(sys.argv[1] + ".stopped", "w").write("SIGINT")
+"""
+
+#: `fabric ui` as a script starts it (`fabric ui &`: SIGINT ignored), running the child above.
+PARENT = """
+import signal, sys
+from fabric_assets.cli.supervise import run_until_stopped
+if sys.argv[3] == "ignore-sigint":
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+sys.exit(run_until_stopped([sys.executable, sys.argv[1], sys.argv[2]], grace_s=20))
+"""
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+@pytest.mark.parametrize("sigint", ["ignore-sigint", "default"])
+@pytest.mark.parametrize("signo", [signal.SIGTERM, signal.SIGHUP])
+def test_ui_stops_dagster_dev_and_its_services_when_it_is_told_to_stop(tmp_path, sigint, signo):
+    """guards against (trial 16c, left open until stop 50): `kill <fabric ui>` leaving `dagster dev`
+    and every service it started running (the parent died at once; nothing told the child), and
+    `fabric ui &` from a script, where SIGINT is ignored and Dagster maps SIGTERM to SIGINT's
+    ignored disposition, leaving a `dagster dev` nothing but SIGKILL could stop."""
+    (tmp_path / "child.py").write_text(CHILD)
+    ready = tmp_path / "ready"
+    parent = subprocess.Popen([sys.executable, "-c", PARENT, str(tmp_path / "child.py"), str(ready), sigint],
+                              env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+    try:
+        deadline = time.monotonic() + 60
+        while not (ready.exists() and ready.read_text()) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        child_pid, service_pid, ignored = ready.read_text().split()
+        assert ignored == "False"  # the child starts with SIGINT at its default
+        parent.send_signal(signo)
+        assert parent.wait(timeout=30) == 128 + signo
+        assert (tmp_path / "ready.stopped").read_text() == "SIGINT"  # a graceful stop, not a kill
+        assert not _alive(int(child_pid)) and not _alive(int(service_pid))
+    finally:
+        parent.kill()
+
+
+def test_a_child_that_ignores_the_stop_has_its_group_killed_after_the_grace_time(tmp_path):
+    """guards against: a child that never stops on SIGINT keeping `fabric ui` (and itself) up for good."""
+    child = ("import os, signal, sys, time; signal.signal(signal.SIGINT, signal.SIG_IGN); "
+             "open(sys.argv[1], 'w').write(str(os.getpid())); time.sleep(600)")
+    (tmp_path / "child.py").write_text(child)
+    parent_code = PARENT.replace("grace_s=20", "grace_s=1")
+    ready = tmp_path / "ready"
+    parent = subprocess.Popen([sys.executable, "-c", parent_code, str(tmp_path / "child.py"), str(ready), "default"],
+                              env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+    try:
+        deadline = time.monotonic() + 60
+        while not (ready.exists() and ready.read_text()) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        parent.send_signal(signal.SIGTERM)
+        assert parent.wait(timeout=30) == 128 + signal.SIGTERM
+        assert not _alive(int(ready.read_text()))
+    finally:
+        parent.kill()
