@@ -25,12 +25,12 @@ from rich.table import Table
 from typer.core import TyperCommand
 
 from fabric_query.cli_fast import LIMIT_MAX, LIMIT_MIN
-from fabric_query.cli_text import typed  # the standard library only, as cli_fast
+from fabric_query.cli_text import stdout_closed, typed  # the standard library only, as cli_fast
 from fabric_query.errors import FabricQueryError
 
 read_app = typer.Typer(help="Read commands: search, resolve, status, lexical-health (no Dagster).")
-console = Console()
-err = Console(stderr=True, soft_wrap=True)
+console, err = Console(), Console(stderr=True, soft_wrap=True)
+console.on_broken_pipe = stdout_closed  # rich's own exits 1, `resolve`'s "stale" (its documented hook)
 
 HomeOption = Annotated[
     Optional[Path], typer.Option("--home", envvar="FABRIC_HOME", help="Fabric home (default ./.fabric).")

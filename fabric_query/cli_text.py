@@ -20,8 +20,10 @@ import codecs
 import json
 import os
 import re
+import signal
+import sys
 from collections.abc import Mapping
-from typing import Any, TextIO
+from typing import Any, NoReturn, TextIO
 
 from fabric_query.labels import label_of_locations
 
@@ -188,6 +190,27 @@ def render_pack(pack: Mapping[str, Any], *, colour_out: bool = False, colour_err
 def error_line(message: str, *, colour: bool = False) -> str:
     """``error: message`` and a newline (``error:`` in red on a terminal), as every ``fabric`` command fails."""
     return f"{_style('error:', _RED, colour)} {shown(message)}\n"
+
+
+#: The exit status of a command whose reader closed stdout before it had printed everything
+#: (``fabric resolve --all pack.json | head -1``): 128 + SIGPIPE, 141, what a shell reports for a
+#: command the signal ends (``cat`` in the same pipe). Click's and rich's own handling exited 1,
+#: which ``resolve`` says for "stale" and ``ingest`` and ``status`` for "incomplete".
+BROKEN_PIPE_EXIT = 128 + signal.SIGPIPE
+
+
+def stdout_closed() -> NoReturn:
+    """End the command quietly because its reader closed stdout (``BrokenPipeError``): exit
+    :data:`BROKEN_PIPE_EXIT`, no traceback and no message (nobody reads stdout; stderr is the
+    shell's). stdout is pointed at ``/dev/null`` first, so the interpreter's final flush of what is
+    still buffered cannot fail again (Python's "Exception ignored ... BrokenPipeError", exit 120).
+    """
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):  # no file descriptor behind it (a test's capture)
+        pass
+    raise SystemExit(BROKEN_PIPE_EXIT)
 
 
 def typed(text: str) -> str:

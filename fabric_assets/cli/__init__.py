@@ -39,11 +39,14 @@ def main() -> None:
     """Run ``fabric``: the fast path for a search a running server can answer, else the full CLI."""
     _restart_in_utf8_mode()
     from fabric_query.cli_fast import run as run_fast
-    from fabric_query.cli_text import escape_what_streams_cannot_encode
+    from fabric_query.cli_text import escape_what_streams_cannot_encode, stdout_closed
 
     escape_what_streams_cannot_encode(sys.stdout, sys.stderr)
 
-    code = run_fast(sys.argv[1:])
+    try:
+        code = run_fast(sys.argv[1:])
+    except BrokenPipeError:  # `fabric search … | head -1` through a server: as the full CLI ends it
+        stdout_closed()
     if code is not None:
         raise SystemExit(code)
     from fabric_assets.cli.root import run

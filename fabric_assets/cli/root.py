@@ -23,14 +23,29 @@ import os
 import sys
 
 import typer
+from typer.core import TyperGroup
 
 from fabric_assets.cli.lifecycle import lifecycle_app
 from fabric_assets.cli.measurement import measurement_app
 from fabric_assets.cli.pipeline import pipeline_app
 from fabric_assets.cli.server import server_app
 from fabric_query.cli import err, read_app
+from fabric_query.cli_text import stdout_closed
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
+
+class _Commands(TyperGroup):
+    """The root group: a command whose reader closed stdout (``fabric status | head -1``) ends as
+    :func:`~fabric_query.cli_text.stdout_closed` says (exit 141), not as Click ends it (exit 1,
+    ``resolve``'s "stale"). It is caught here, inside Click's own handler."""
+
+    def invoke(self, ctx):
+        try:
+            return super().invoke(ctx)
+        except BrokenPipeError:
+            stdout_closed()
+
+
+app = typer.Typer(cls=_Commands, add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="Fabric: retrieval with verifiable evidence.")
 app.add_typer(pipeline_app)
 app.add_typer(read_app)

@@ -395,6 +395,35 @@ def test_resolve_of_a_pack_whose_shown_text_was_edited_is_stale(tmp_path, fabric
     assert alone.exit_code == 0 and "hit-text" not in alone.stdout
 
 
+def test_a_reader_that_closes_stdout_early_is_exit_141_never_a_verdict(tmp_path, fabric_home):
+    """guards against (trial 17): `fabric resolve --all pack.json | head -1` exiting 1, the code of
+    'stale', when `head` closed the pipe (rich's and Click's own broken-pipe handling both exit 1,
+    also `ingest`'s and `status`'s 'incomplete'). A closed stdout is 128 + SIGPIPE, silently."""
+    import json
+
+    from conftest import ingest
+
+    src = tmp_path / "notes"
+    src.mkdir()
+    (src / "a.txt").write_text("The lighthouse keeper logged the tide.\n")
+    ingest(src, fabric_home)
+    env = {**os.environ, "FABRIC_USE_SERVER": "0", "HF_HUB_OFFLINE": "1"}
+    h = ["--home", str(fabric_home.root)]
+    pack = json.loads(runner.invoke(app, ["search", "lighthouse", "--json", *h], env=env).stdout)
+    f = tmp_path / "pack.json"
+    f.write_text(json.dumps(pack))
+    for command in (["resolve", str(f)], ["resolve", "--all", str(f)], ["search", "lighthouse"],
+                    ["search", "lighthouse", "--json"], ["status"], ["status", "--json"]):
+        read, write = os.pipe()
+        os.close(read)  # the reader is gone before the first line: every write is a broken pipe
+        try:
+            out = subprocess.run([sys.executable, "-c", "from fabric_assets.cli import main; main()", *command, *h],
+                                 stdout=write, stderr=subprocess.PIPE, text=True, env=env, timeout=300)
+        finally:
+            os.close(write)
+        assert (out.returncode, out.stderr) == (141, ""), (command, out.returncode, out.stderr[-800:])
+
+
 def test_file_names_print_as_they_are_on_one_line(tmp_path, fabric_home):
     """guards against: a file named with a newline printing as a hit of its own (`x⏎2. fs:…/trusted.md`)
     and brackets in a name read as rich markup, so `fabric status` named `[dim]bad.pdf` as

@@ -120,6 +120,19 @@ def test_cli_through_a_running_server_prints_what_in_process_prints(home, tmp_pa
             assert last == f"{in_process[i][1]} []", probe.stderr
             assert (_timeless("\n".join(printed) + "\n" if printed else ""), probe.stderr) == \
                 (in_process[i][2], in_process[i][3])
+        # A reader that closed stdout early (`| head -1`): the fast path ends as the full CLI does,
+        # silently with 141 (tests/e2e/test_cli.py), not a BrokenPipeError traceback and exit 1.
+        read, write = os.pipe()
+        os.close(read)
+        before = httpx.get(f"{url}/v1/ready").json()["admitted"]
+        try:
+            closed = subprocess.run([*FABRIC, "search", "lighthouse", "--home", str(home)], stdout=write,
+                                    stderr=subprocess.PIPE, text=True, timeout=120,
+                                    env={**os.environ, "HF_HUB_OFFLINE": "1"})
+        finally:
+            os.close(write)
+        assert (closed.returncode, closed.stderr) == (141, ""), (closed.returncode, closed.stderr[-800:])
+        assert httpx.get(f"{url}/v1/ready").json()["admitted"] == before + 1  # answered by the server
     finally:
         proc.send_signal(signal.SIGINT)
         out, err = proc.communicate(timeout=60)
