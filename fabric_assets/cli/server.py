@@ -35,7 +35,7 @@ def serve(
     from fabric_query.errors import FabricQueryError
     from fabric_query.server.app import create_app
     from fabric_query.server.app import _version as fabric_version
-    from fabric_query.server.discovery import API_PREFIX, READ_TOKEN_FILE, read_server_file
+    from fabric_query.server.discovery import API_PREFIX, EVERY_INTERFACE, READ_TOKEN_FILE, read_server_file
     from fabric_query.server.runner import ListenError, listen
     from fabric_query.server.runner import serve as run_server
     from fabric_query.server.security import (
@@ -81,7 +81,12 @@ def serve(
     app = create_app(fabric, config, bind_host=host, port=port, admin=admin, admin_token=admin_token,
                      read_token=read_token)
     def listening(url: str) -> None:  # once bound: with --port 0 the port is known only then
-        console.print(f"fabric serve: home {path}, {url}{API_PREFIX} (admin token: {path / ADMIN_TOKEN_FILE}"
+        where = f"{url}{API_PREFIX}"
+        if host in EVERY_INTERFACE:  # server.json's url is loopback, this machine's: the line says both
+            bound = f"[{host}]" if ":" in host else host
+            where = (f"listening on {bound}:{url.rsplit(':', 1)[1]} (every interface; other machines use a name "
+                     f"in server.allowed_hosts), on this machine {where}")
+        console.print(f"fabric serve: home {path}, {where} (admin token: {path / ADMIN_TOKEN_FILE}"
                       + (f", read token: {path / READ_TOKEN_FILE}" if read_token else "") + ")")
 
     stopped_by = run_server(app, host, port, path, fabric_version(), on_listening=listening,

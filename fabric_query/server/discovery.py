@@ -27,6 +27,9 @@ SERVER_FILE = "server.json"
 READ_TOKEN_FILE = "read-token"
 #: The path every route of the HTTP API is under.
 API_PREFIX = "/v1"
+#: Hosts that bind every interface: no client can connect to them portably, so the server file
+#: names loopback for them (the address this machine's clients, the CLI among them, use).
+EVERY_INTERFACE = ("0.0.0.0", "::")
 
 
 class ServerRecord(NamedTuple):
@@ -66,7 +69,7 @@ def write_server_file(home_root: Path, host: str, port: int, version: str) -> Se
     the HTTP API (``url`` + :data:`API_PREFIX`)."""
     pid = os.getpid()
     shown = f"[{host}]" if ":" in host else host
-    if host in ("0.0.0.0", "::"):  # bound to every interface: local clients use loopback
+    if host in EVERY_INTERFACE:  # local clients use loopback
         shown = "127.0.0.1"
     record = ServerRecord(url=f"http://{shown}:{port}", pid=pid, started=_process_started(pid) or 0.0,
                           version=version, start_ticks=start_ticks(pid), home=_home_identity(Path(home_root)))

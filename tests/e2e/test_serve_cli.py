@@ -225,6 +225,33 @@ def test_a_server_started_with_sigint_ignored_still_exits_130_on_ctrl_c(home):
     assert not (home / SERVER_FILE).exists()
 
 
+def test_a_server_bound_to_every_interface_says_so_and_records_a_loopback_url(home):
+    """guards against (trial 17): `fabric serve --host 0.0.0.0` starting with the line
+    `fabric serve: home …, http://127.0.0.1:PORT/v1`, as if it listened on loopback only. server.json
+    keeps the loopback URL (what the CLI on this machine connects to: 0.0.0.0 is no portable
+    destination); the line names the address listened on as well."""
+    proc = subprocess.Popen([*FABRIC, "serve", "--host", "0.0.0.0", "--port", "0", "--home", str(home)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    try:
+        deadline = time.monotonic() + 180
+        while (record := read_server_file(home)) is None:
+            assert proc.poll() is None and time.monotonic() < deadline, "no server.json"
+            time.sleep(0.1)
+        token = {"Authorization": f"Bearer {(home / 'read-token').read_text().strip()}"}  # beyond loopback
+        while httpx.get(f"{record.url}/v1/ready", headers=token, timeout=30).status_code != 200:  # the CLI's URL
+            assert time.monotonic() < deadline, "server never ready"
+            time.sleep(0.1)
+    finally:
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    port = record.url.rsplit(":", 1)[1]
+    assert record.url == f"http://127.0.0.1:{port}"
+    assert f"listening on 0.0.0.0:{port} (every interface" in " ".join(out.split()), out  # rich wraps lines
+    assert f"{record.url}/v1" in out.split(), out
+
+
 def test_a_server_that_cannot_print_its_start_up_line_leaves_no_server_file(home):
     """guards against: `fabric serve | true` (stdout closed before the line that names the bound
     port) failing after server.json was written, leaving it behind with a dead pid."""
