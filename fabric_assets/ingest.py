@@ -36,7 +36,7 @@ from fabric_resources.dagster_resources import CONFIGURED_MODELS, ModelResources
 from fabric_resources.home import FabricHome
 
 #: Called with (steps done, steps in all) while runs execute: two steps per parse — parsed,
-#: then its run (chunks, embeddings, checks) finished.
+#: then its run (chunks, embeddings, checks) finished. Never called when there is nothing to parse.
 ProgressCallback = Callable[[int, int], None]
 
 
@@ -191,7 +191,7 @@ def run_pending(
         stop.set()
         if watcher:
             watcher.join()
-    if progress:
+    if progress and pending:  # nothing to parse (a re-chunk alone, say) is no count of 0 of 0
         progress(2 * len(pending), 2 * len(pending))
     return run_ids, failed
 

@@ -66,37 +66,41 @@ def _run_ingest(path: Path) -> int:
         admissible_root(path, home)
     except (NotADirectoryRoot, RootOverlapError) as exc:
         fail(str(exc))
-    with Progress(
-        TextColumn("[bold]ingesting (2 steps per document)"), BarColumn(), MofNCompleteColumn(),
-        TimeElapsedColumn(), console=err
-    ) as progress:
-        task = progress.add_task("parse", total=None)
+    progress = Progress(TextColumn("[bold]ingesting (2 steps per document)"), BarColumn(), MofNCompleteColumn(),
+                        TimeElapsedColumn(), console=err)
+    task = progress.add_task("parse", total=None)
 
-        def update(done: int, total: int) -> None:
-            progress.update(task, completed=done, total=total)
+    def update(done: int, total: int) -> None:
+        progress.update(task, completed=done, total=total)
+        # Shown from the first count on (start is idempotent): with nothing to parse (a re-chunk, or an
+        # activation alone) there is no bar, where one of `0/0` stood while the re-chunk ran.
+        progress.start()
 
-        try:
-            summary = run(path, home, progress=update)
-        except (NotADirectoryRoot, RootOverlapError) as exc:
-            fail(str(exc))
-        except Exception as exc:
-            # Dagster wraps the error a step raised.
-            removed = next((e for e in exception_chain(exc) if isinstance(e, TableRemovedError)), None)
-            if removed is not None:
-                fail(f"{removed}: nothing was published", code=EXIT_RUN_FAILED)
-            fault = machine_fault_in(exc)
-            if fault is None:
-                raise
-            # Disk full (the home, the catalog, Dagster's database), a file-size limit, no
-            # descriptors: the machine's, not any document's.
-            what = (f"{fault.strerror or fault} (errno {fault.errno}{f': {fault.filename}' if fault.filename else ''})"
-                    if isinstance(fault, OSError) else f"SQLite: {fault}")
-            fail(f"{what}: no document was failed for it; free the resource and run `fabric ingest` "
-                 "again, it finishes the work.", code=EXIT_RUN_FAILED)
-        except KeyboardInterrupt:
-            # 130 = 128 + SIGINT, the shell's convention for a command stopped by Ctrl-C.
-            fail("interrupted. An interrupted parse run activates nothing; the next `fabric ingest` "
-                  "finishes the interrupted work.", code=130)
+    try:
+        summary = run(path, home, progress=update)
+    except (NotADirectoryRoot, RootOverlapError) as exc:
+        fail(str(exc))
+    except Exception as exc:
+        # Dagster wraps the error a step raised.
+        removed = next((e for e in exception_chain(exc) if isinstance(e, TableRemovedError)), None)
+        if removed is not None:
+            fail(f"{removed}: nothing was published", code=EXIT_RUN_FAILED)
+        fault = machine_fault_in(exc)
+        if fault is None:
+            raise
+        # Disk full (the home, the catalog, Dagster's database), a file-size limit, no
+        # descriptors: the machine's, not any document's.
+        what = (f"{fault.strerror or fault} (errno {fault.errno}{f': {fault.filename}' if fault.filename else ''})"
+                if isinstance(fault, OSError) else f"SQLite: {fault}")
+        fail(f"{what}: no document was failed for it; free the resource and run `fabric ingest` "
+             "again, it finishes the work.", code=EXIT_RUN_FAILED)
+    except KeyboardInterrupt:
+        # 130 = 128 + SIGINT, the shell's convention for a command stopped by Ctrl-C.
+        fail("interrupted. An interrupted parse run activates nothing; the next `fabric ingest` "
+              "finishes the interrupted work.", code=130)
+    finally:
+        if progress.live.is_started:  # stopping one never started prints an empty line
+            progress.stop()
     s = summary.scan
     # The scan lists a moved file's new key as new and its old key as deleted too; a move is one change.
     new = len(set(s.new) - {k for _, k in s.moved})

@@ -128,16 +128,22 @@ def test_a_moved_file_is_one_move_in_the_ingest_summary(tmp_path):
 def test_the_ingest_summarys_dagster_runs_row_counts_the_re_chunk_runs(tmp_path):
     """guards against (fresh-user trial 16c): after a `chunking` change (or resuming a killed run)
     the summary said `re-chunked … 1` but `Dagster runs  0 parse + 1 activation`, leaving out the
-    `rechunk_job` run the ingest had just made (whose failures the `failed` count did include)."""
+    `rechunk_job` run the ingest had just made (whose failures the `failed` count did include); and
+    (trial 17) a progress bar of `0/0` standing while the re-chunk ran (nothing to parse, counted as
+    0 steps of 0): a bar shows a count of parses or is not shown."""
     import json
 
     src, home = tmp_path / "notes", tmp_path / "home"
     src.mkdir()
     (src / "a.txt").write_text("The ferry left at noon.\n")
-    assert runner.invoke(app, ["ingest", str(src), "--home", str(home)]).exit_code == 0
+    first = runner.invoke(app, ["ingest", str(src), "--home", str(home)], terminal_width=200)
+    assert first.exit_code == 0 and "ingesting (2 steps per document)" in first.output, first.output
+    assert re.search(r" 2/2 ", first.output), first.output
     (home / "config.json").write_text(json.dumps({"chunking": {"max_tokens": 64}}))
     result = runner.invoke(app, ["ingest", str(src), "--home", str(home)], terminal_width=200)
     assert result.exit_code == 0, result.output
+    assert "ingesting" not in result.output and "0/0" not in result.output, result.output
+    assert not result.output.startswith("\n"), result.output  # nor the empty line of a bar never shown
     (rechunked,) = [ln for ln in result.output.splitlines() if "re-chunked (chunking changed" in ln]
     assert re.search(r"│\s*1\s*│", rechunked), rechunked
     (runs,) = [ln for ln in result.output.splitlines() if "Dagster runs" in ln]
