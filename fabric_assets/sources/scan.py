@@ -145,13 +145,14 @@ class ScanReport:
     unsupported: list[tuple[str, str]] = field(default_factory=list)  # (key, media type)
     parse_ids_to_run: list[str] = field(default_factory=list)
     skipped_symlinks: int = 0
-    #: Root-relative paths (as ``ascii()``) of files and folders whose names are not valid UTF-8;
-    #: a source key must be text, so they are skipped (a folder with all it holds) and reported.
+    #: Root-relative paths of files and folders whose names are not valid UTF-8, as printed
+    #: (:func:`~fabric_assets.sources.walk.shown_name`: ``b\xff.txt``); a source key must be text,
+    #: so they are skipped (a folder with all it holds) and reported.
     skipped_names: list[str] = field(default_factory=list)
     withheld: list[str] = field(default_factory=list)  # present but withheld by policy (not parsed)
     #: ``(path, reason)`` of what the walk found but did not take in: ``too-large``, ``unreadable``,
     #: ``not-a-regular-file`` (FIFO, socket, device), ``unreadable-folder``, ``name-not-utf-8``. The
-    #: path is a source key (``fs:<root>/<path>``; ``ascii()`` of the path for non-UTF-8 names).
+    #: path is a source key (``fs:<root>/<path>``; its ``shown_name`` for non-UTF-8 names).
     skipped: list[tuple[str, str]] = field(default_factory=list)
     #: Unchanged bytes whose parse ID changed because their parser's identity did (version or
     #: ``parsers`` settings): re-parsed, and the new parse supersedes the old once it is ready.

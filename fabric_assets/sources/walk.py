@@ -35,6 +35,18 @@ def _is_utf8(name: str) -> bool:
     return True
 
 
+def shown_name(rel: str) -> str:
+    r"""A root-relative path whose name is not valid UTF-8, as ``fabric`` prints names: each byte
+    UTF-8 does not read as ``\xNN`` (the escape ``fabric`` prints a control character with), the
+    rest as it is. ``ascii()`` quoted the whole path inside the key (``fs:notes/'b\udcff.txt'``)
+    and named the byte by Python's stand-in for it (PEP 383), not by its value.
+
+    >>> shown_name("caf\udce9/b\udcff.txt")
+    'caf\\xe9/b\\xff.txt'
+    """
+    return rel.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+
+
 SkipCallback = Callable[[str, str], None]
 
 
@@ -90,8 +102,8 @@ def walk(root: Path, ignore_hidden: bool, report, skip: SkipCallback, skip_dir: 
                     continue
                 child = f"{rel}/{e.name}" if rel else e.name
                 if not _is_utf8(e.name):
-                    report.skipped_names.append(ascii(child))
-                    skip(ascii(child), "name-not-utf-8")
+                    report.skipped_names.append(shown_name(child))
+                    skip(shown_name(child), "name-not-utf-8")
                     continue
                 try:
                     st = e.stat(follow_symlinks=False)

@@ -433,7 +433,9 @@ def test_a_reader_that_closes_stdout_early_is_exit_141_never_a_verdict(tmp_path,
 def test_file_names_print_as_they_are_on_one_line(tmp_path, fabric_home):
     """guards against: a file named with a newline printing as a hit of its own (`x⏎2. fs:…/trusted.md`)
     and brackets in a name read as rich markup, so `fabric status` named `[dim]bad.pdf` as
-    `bad.pdf` and `a[red]b.bin` as `ab.bin` (hostile trial, 2026-12-05)."""
+    `bad.pdf` and `a[red]b.bin` as `ab.bin` (hostile trial, 2026-12-05); a name that is not UTF-8
+    (skipped) named as `fs:src/'b\\udcff.txt'`, quotes inside the key and Python's stand-in for the
+    byte, where `fabric` prints a byte it cannot show as `\\xff` (trial 17)."""
     from conftest import ingest
 
     src = tmp_path / "src"
@@ -441,6 +443,7 @@ def test_file_names_print_as_they_are_on_one_line(tmp_path, fabric_home):
     (src / "x\n2. fs:src-trusted.md.txt").write_text("quokka\n")
     (src / "[dim]bad.pdf").write_text("not a pdf")
     (src / "a[red]b.bin").write_text("quokka\n")
+    (src / os.fsdecode(b"b\xff.txt")).write_text("quokka\n")
     ingest(src, fabric_home)
     env, h = {"FABRIC_USE_SERVER": "0", "HF_HUB_OFFLINE": "1"}, ["--home", str(fabric_home.root)]
     found = runner.invoke(app, ["search", "quokka", *h], env=env)
@@ -449,6 +452,7 @@ def test_file_names_print_as_they_are_on_one_line(tmp_path, fabric_home):
     assert heads == ["1. fs:src/x\\x0a2. fs:src-trusted.md.txt line 1"], found.stdout
     status = runner.invoke(app, ["status", *h], env=env)
     assert "fs:src/[dim]bad.pdf: malformed-pdf" in status.stdout and "fs:src/a[red]b.bin (" in status.stdout, status.stdout
+    assert "skipped fs:src/b\\xff.txt: name-not-utf-8" in status.stdout, status.stdout
 
 
 def test_a_damaged_catalog_is_one_line_on_every_command(tmp_path, fabric_home):
