@@ -632,6 +632,53 @@ def test_docx_text_a_tracked_change_moved_away_is_read_as_deleted():
     assert [u.text for u in doc.units] == ["First.", "Second. Moved sentence about gazelles."]
 
 
+def test_docx_text_in_content_controls_and_custom_xml_of_a_table_or_the_body_is_read():
+    """Property: a table's rows, cells and cell paragraphs are read wherever a content control
+    (``w:sdt``: a form's repeating section of rows, a cell-level control, a control inside a cell)
+    or custom XML markup (``w:customXml``) holds them, and a body paragraph in custom XML is read;
+    a cell the legacy ``w:hMerge`` continues is read once, as a ``w:vMerge`` one is (trial 17c).
+
+    guards against: ``findall("w:tr")`` / ``("w:tc")`` / ``("w:p")`` and a body walk that knew only
+    ``w:sdt``: Word shows that text, and every word of it was silently missing from the index (a
+    filled-in form's answers); an ``hMerge`` cell's copy of the text cited as a second cell."""
+    import docx
+    from docx.oxml import parse_xml
+
+    from fabric_resources.parsing.docx.parser import parse_docx
+
+    ns = 'xmlns:w="http://schemas.openxmlformats.org/wordprocessingml/2006/main"'
+
+    def cell(text: str, props: str = "") -> str:
+        return f"<w:tc><w:tcPr>{props}</w:tcPr><w:p><w:r><w:t>{text}</w:t></w:r></w:p></w:tc>"
+
+    def control(inner: str) -> str:
+        return f"<w:sdt><w:sdtPr/><w:sdtContent>{inner}</w:sdtContent></w:sdt>"
+
+    restart = '<w:hMerge w:val="restart"/>'
+    in_cell = f"<w:tc>{control('<w:p><w:r><w:t>Bartholomew Quince</w:t></w:r></w:p>')}</w:tc>"
+    table = (f"<w:tbl {ns}><w:tblGrid><w:gridCol/><w:gridCol/></w:tblGrid>"
+             f"<w:tr>{cell('Applicant')}{in_cell}</w:tr>"
+             f"{control('<w:tr>' + cell('Repeated row aardvark') + cell('yak') + '</w:tr>')}"
+             f"<w:tr>{cell('Label')}{control(cell('Cell control ibis'))}</w:tr>"
+             f"<w:customXml w:element='row'><w:tr>{cell('Custom row heron')}"
+             f"<w:customXml w:element='c'>{cell('Custom cell egret')}</w:customXml></w:tr></w:customXml>"
+             f"<w:tr>{cell('Wide lemur', restart)}{cell('Wide lemur', '<w:hMerge/>')}</w:tr>"
+             "</w:tbl>")
+    document = docx.Document()
+    body = document.element.body
+    body.insert(0, parse_xml(table))
+    body.insert(0, parse_xml(f"<w:customXml {ns} w:element='clause'>"
+                             "<w:p><w:r><w:t>Clause on the narwhal indemnity.</w:t></w:r></w:p></w:customXml>"))
+    buffer = io.BytesIO()
+    document.save(buffer)
+    doc = parse_docx(buffer.getvalue(), OoxmlParserConfig(isolation=IN_PROCESS))
+    assert [u.text for u in doc.units] == ["Clause on the narwhal indemnity.", "Applicant", "Bartholomew Quince",
+                                           "Repeated row aardvark", "yak", "Label", "Cell control ibis",
+                                           "Custom row heron", "Custom cell egret", "Wide lemur"]
+    cells = [(u.attributes["row"], u.attributes["col"]) for u in doc.units if u.kind == "table_cell"]
+    assert cells == [(0, 0), (0, 1), (1, 0), (1, 1), (2, 0), (2, 1), (3, 0), (3, 1), (4, 0)]
+
+
 def test_a_docx_text_box_word_writes_twice_is_read_once():
     """Property: a text box's text is in the unit once. Word writes every text box inside
     ``mc:AlternateContent`` twice — a DrawingML shape (``mc:Choice``) and its VML copy

@@ -546,6 +546,39 @@ def test_text_hidden_through_a_style_yields_no_text():
     assert not any(w in t for t in texts for w in ("stylevanish", "parastylevanish", "basedvanish")), texts
 
 
+def test_text_hidden_by_the_default_paragraph_style_or_the_document_defaults_yields_no_text():
+    """guards against (hostile trial 17c): text hidden by the style a paragraph without
+    ``w:pStyle`` has (the default paragraph style, ``Normal``) or by the document defaults
+    (``w:docDefaults``), which Word shows nowhere, indexed and cited; a character style or a
+    paragraph style that says ``w:vanish w:val="false"`` shows its text again, as in Word."""
+    import docx
+    from docx.enum.style import WD_STYLE_TYPE
+
+    from fabric_resources.parsing.docx.parser import W
+
+    def texts(document) -> list[str]:
+        out = io.BytesIO()
+        document.save(out)
+        return [u.text for u in parse_docx(out.getvalue(), OOXML).units]
+
+    document = docx.Document()
+    document.styles["Normal"].font.hidden = True
+    shown_chars = document.styles.add_style("ShownChars", WD_STYLE_TYPE.CHARACTER)
+    shown_chars.font.hidden = False
+    document.add_paragraph("normalvanish paragraph")
+    document.add_paragraph("").add_run("charstyleshown words", style="ShownChars")
+    assert texts(document) == ["charstyleshown words"]
+
+    document = docx.Document()
+    defaults = document.styles.element.find(f"{{{W}}}docDefaults/{{{W}}}rPrDefault/{{{W}}}rPr")
+    defaults.append(defaults.makeelement(f"{{{W}}}vanish", {}))
+    shown_para = document.styles.add_style("ShownPara", WD_STYLE_TYPE.PARAGRAPH)
+    shown_para.font.hidden = False
+    document.add_paragraph("defaultsvanish paragraph")
+    document.add_paragraph("parastyleshown paragraph", style="ShownPara")
+    assert texts(document) == ["parastyleshown paragraph"]
+
+
 def test_a_valid_numeric_attribute_in_a_docx_still_counts():
     """guards against: the tolerant reading ignoring good values too (an outline level, a list
     level, a span)."""

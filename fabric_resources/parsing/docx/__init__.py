@@ -11,10 +11,12 @@ from __future__ import annotations
 from fabric_resources.parsing.spec import ParserSpec
 
 PARSER_NAME = "docx"
-PARSER_VERSION = "9"  # 4: a part a relationship names may be missing (missing-part); 5: w:noBreakHyphen is U+2011
+PARSER_VERSION = "10"  # 4: a part a relationship names may be missing (missing-part); 5: w:noBreakHyphen is U+2011
 # 6: text a tracked change moved away (w:moveFrom) is skipped as deleted text is; 7: one branch of an
 # mc:AlternateContent is read (a text box's text was read twice); 8: a ruby's reading (w:rt) is skipped;
-# 9: an absolute position tab (w:ptab) is a tab, not nothing
+# 9: an absolute position tab (w:ptab) is a tab, not nothing; 10: rows, cells and paragraphs inside content
+# controls or custom XML are read, a w:hMerge continuation cell once, and text the default paragraph style
+# or the document defaults hide is skipped (trial 17c)
 MEDIA_TYPE = "application/vnd.openxmlformats-officedocument.wordprocessingml.document"
 
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 import io
 import re
 import zipfile
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from lxml import etree
 
@@ -46,6 +46,10 @@ _NOTE_RELS = {"footnotes": "footnote", "endnotes": "endnote"}
 # reading (w:rt, §17.3.3.25: the phonetic guide above w:rubyBase), as in the EPUB and HTML parsers.
 _SKIP_IN_TEXT = {f"{{{W}}}delText", f"{{{W}}}instrText", f"{{{W}}}del", f"{{{W}}}moveFrom", f"{{{W}}}rt"}
 _SPACES = re.compile(r"[ \t\u00a0]+")
+# What holds body, row or cell content in place of the element itself: a content control (w:sdt, its
+# w:sdtContent: a form's repeating section of rows, a cell-level or in-cell control), custom XML
+# markup (w:customXml, ECMA-376 §17.5.1) and alternate content (one branch: ECMA-376 Part 3 §10.2).
+_WRAPPERS = {f"{{{W}}}sdt", f"{{{W}}}customXml", f"{{{MC}}}AlternateContent"}
 # What reading one body element or notes part may raise on XML the walk did not foresee: an error
 # of that element (skipped and listed), not of the document. ParseError (cap-units) is not one.
 _ELEMENT_ERRORS = (KeyError, ValueError, AttributeError, TypeError, IndexError, etree.LxmlError)
@@ -134,8 +138,8 @@ class _Walker:
                     self.paragraph(child)
                 elif child.tag == f"{{{W}}}tbl":
                     self.table(child)
-                elif child.tag == f"{{{W}}}sdt":  # content control: its content is body content
-                    content = child.find("w:sdtContent", _NS)
+                elif child.tag in _WRAPPERS:  # a content control, custom XML, alternate content: its content is body content
+                    content = _wrapped(child)
                     if content is not None:
                         self.body(content)
             except _ELEMENT_ERRORS as exc:
@@ -172,16 +176,17 @@ class _Walker:
     def table(self, tbl) -> None:
         table = self.table_count
         self.table_count += 1
-        for r, tr in enumerate(tbl.findall("w:tr", _NS)):
+        for r, tr in enumerate(_children(tbl, "tr")):
             previous = None
             col = 0
-            for tc in tr.findall("w:tc", _NS):
+            for tc in _children(tr, "tc"):
                 span = tc.find("w:tcPr/w:gridSpan", _NS)
-                merged = tc.find("w:tcPr/w:vMerge", _NS)
                 width = max(decimal_number(span.get(f"{{{W}}}val")) or 1, 1) if span is not None else 1
-                continued = merged is not None and merged.get(f"{{{W}}}val", "continue") == "continue"
+                # The cell a merge continues (vertically, or by the legacy w:hMerge) shows nothing of its own.
+                continued = any(m is not None and m.get(f"{{{W}}}val", "continue") == "continue"
+                                for m in (tc.find("w:tcPr/w:vMerge", _NS), tc.find("w:tcPr/w:hMerge", _NS)))
                 pieces, refs = [], []
-                for p in tc.findall("w:p", _NS):
+                for p in _children(tc, "p"):
                     text, p_refs = paragraph_text(p, self.hidden_styles)
                     offset = sum(len(x) + 1 for x in pieces)
                     if text:
@@ -197,7 +202,7 @@ class _Walker:
                     if previous is not None:
                         self.relationships.append(ParsedRelationship("next_in_table_row", previous, index))
                     previous = index
-                for nested in tc.findall("w:tbl", _NS):
+                for nested in _children(tc, "tbl"):
                     self.table(nested)
                 col += width
 
@@ -255,6 +260,32 @@ class _Walker:
                 "note_ref", unit_index, target, {"start_char": pos, "end_char": pos, "label": str(label)}))
 
 
+def _wrapped(el):
+    """The element holding a wrapper's content (:data:`_WRAPPERS`), or ``None`` when it holds none."""
+    if el.tag == f"{{{W}}}sdt":
+        return el.find("w:sdtContent", _NS)
+    if el.tag == f"{{{MC}}}AlternateContent":
+        branch = el.find(f"{{{MC}}}Choice")
+        return branch if branch is not None else el.find(f"{{{MC}}}Fallback")
+    return el
+
+
+def _children(el, name: str) -> list:
+    """``el``'s ``w:<name>`` children in order, those inside wrappers (:data:`_WRAPPERS`) included:
+    a table row in a repeating-section content control, a cell in a cell-level one, a paragraph in
+    a content control inside a cell (``findall("w:tr")`` and the like lost them, with their text)."""
+    tag = f"{{{W}}}{name}"
+    found = []
+    for child in el.iterchildren():
+        if child.tag == tag:
+            found.append(child)
+        elif child.tag in _WRAPPERS:
+            content = _wrapped(child)
+            if content is not None:
+                found.extend(_children(content, name))
+    return found
+
+
 def heading_level(style: str, p) -> int | None:
     """1-6 for a heading paragraph (style ``Heading n``, ``Title`` = 1, or an outline level)."""
     match = _HEADING_STYLE.match(style.strip())
@@ -278,51 +309,70 @@ def _vanish(rpr) -> bool | None:
     return vanish.get(f"{{{W}}}val", "true").strip().lower() not in ("0", "false", "off")
 
 
-def hidden_styles(document) -> frozenset[str]:
-    """IDs of the styles whose run properties hide text, through their ``w:basedOn`` chain (a
-    style's own ``w:vanish`` wins over its base's). Empty when the styles part cannot be read."""
-    try:
-        styles = {st.get(f"{{{W}}}styleId"): st for st in document.styles.element.iterchildren(f"{{{W}}}style")}
-    except _ELEMENT_ERRORS:
-        return frozenset()
+class Hiding(NamedTuple):
+    """What the styles part says of hiding (``w:vanish``), as Word resolves a run's properties:
+    document defaults, then the paragraph's style (its own, else the default paragraph style),
+    then the run's character style, then the run's own formatting; the last that says wins."""
 
-    def hides(style_id: str | None, seen: frozenset[str] = frozenset()) -> bool:
+    says: dict[str, bool]  # style ID -> what its w:basedOn chain says (only the styles that say)
+    default_paragraph: str | None = None  # the ID of the style a paragraph without w:pStyle has
+    default: bool = False  # w:docDefaults/w:rPrDefault
+
+
+NOTHING_HIDES = Hiding({})
+
+
+def hidden_styles(document) -> Hiding:
+    """What the styles hide, through their ``w:basedOn`` chains (a style's own ``w:vanish`` wins over
+    its base's), the default paragraph style and the document defaults; :data:`NOTHING_HIDES`
+    when the styles part cannot be read."""
+    try:
+        element = document.styles.element
+        styles = {st.get(f"{{{W}}}styleId"): st for st in element.iterchildren(f"{{{W}}}style")}
+        defaults = element.find(f"{{{W}}}docDefaults/{{{W}}}rPrDefault/{{{W}}}rPr")
+    except _ELEMENT_ERRORS:
+        return NOTHING_HIDES
+
+    def says(style_id: str | None, seen: frozenset[str] = frozenset()) -> bool | None:
         style = styles.get(style_id)
         if style is None or style_id in seen or len(seen) > 32:  # a loop, or absurd depth
-            return False
+            return None
         own = _vanish(style.find(f"{{{W}}}rPr"))
         if own is not None:
             return own
         based = style.find(f"{{{W}}}basedOn")
-        return hides(based.get(f"{{{W}}}val") if based is not None else None, seen | {style_id})
+        return says(based.get(f"{{{W}}}val") if based is not None else None, seen | {style_id})
 
-    return frozenset(sid for sid in styles if sid and hides(sid))
+    default_paragraph = next((sid for sid, st in styles.items() if st.get(f"{{{W}}}type") == "paragraph"
+                              and (st.get(f"{{{W}}}default") or "").lower() in ("1", "true", "on")), None)
+    said = {sid: v for sid in styles if sid and (v := says(sid)) is not None}
+    return Hiding(said, default_paragraph, bool(_vanish(defaults)))
 
 
-def _hidden_run(r, hidden: frozenset[str], paragraph_hidden: bool) -> bool:
+def _hidden_run(r, hiding: Hiding, paragraph_hidden: bool) -> bool:
     """A run Word neither shows nor prints: its own ``w:vanish`` decides; else its character
-    style's (``w:rStyle``), else its paragraph style's (``paragraph_hidden``). Its text would be
-    cited where no reader sees it."""
+    style's (``w:rStyle``), else its paragraph's (``paragraph_hidden``: its style's, else the
+    document defaults'). Its text would be cited where no reader sees it."""
     rpr = r.find(f"{{{W}}}rPr")
     own = _vanish(rpr)
     if own is not None:
         return own
     rstyle = rpr.find(f"{{{W}}}rStyle") if rpr is not None else None
-    if rstyle is not None and rstyle.get(f"{{{W}}}val") in hidden:
-        return True
-    return paragraph_hidden
+    said = hiding.says.get(rstyle.get(f"{{{W}}}val")) if rstyle is not None else None
+    return paragraph_hidden if said is None else said
 
 
-def paragraph_text(p, hidden: frozenset[str] = frozenset()) -> tuple[str, list[tuple[int, str, str]]]:
+def paragraph_text(p, hidden: Hiding = NOTHING_HIDES) -> tuple[str, list[tuple[int, str, str]]]:
     """A ``w:p``'s text and its note references ``(position, note type, note id)``, without runs
-    formatted hidden (``hidden``: the IDs of styles that hide, :func:`hidden_styles`).
+    formatted hidden (``hidden``: what the styles hide, :func:`hidden_styles`).
 
     Positions are Unicode scalar offsets into the returned (cleaned) text.
     """
     pieces: list[str] = []
     refs: list[tuple[int, str, str]] = []
     pstyle = p.find(f"{{{W}}}pPr/{{{W}}}pStyle")
-    paragraph_hidden = pstyle is not None and pstyle.get(f"{{{W}}}val") in hidden
+    said = hidden.says.get(pstyle.get(f"{{{W}}}val") if pstyle is not None else hidden.default_paragraph)
+    paragraph_hidden = hidden.default if said is None else said
 
     def walk(el) -> None:
         for child in el:
