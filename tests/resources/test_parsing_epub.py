@@ -319,7 +319,7 @@ def test_mutated_bytes_raise_only_parse_error() -> None:
 def test_metadata_identity_and_missing_mimetype() -> None:
     """Guards against failing on a missing mimetype member or losing title/language/version."""
     doc = parse_epub(build_epub(SIMPLE, mimetype=False, title="My Book", lang="fr-CA"), CONFIG)
-    assert (doc.parser_name, doc.parser_version) == (PARSER_NAME, PARSER_VERSION) == ("epub", "4")
+    assert (doc.parser_name, doc.parser_version) == (PARSER_NAME, PARSER_VERSION) == ("epub", "5")
     assert doc.media_type == "application/epub+zip"
     assert (doc.title, doc.language) == ("My Book", "fr-CA")
     assert doc.metadata["mimetype_missing"] is True
@@ -353,6 +353,24 @@ def test_block_kinds_and_whitespace() -> None:
     assert items == [{"depth": 1, "ordered": False}, {"depth": 2, "ordered": True}]
     assert doc.units[0].attributes == {"level": 2}
     assert not any("hidden" in t or "color" in t for t in texts(doc))
+
+
+def test_an_element_hidden_by_its_inline_style_yields_no_text() -> None:
+    """guards against (hostile trial 17c): a chapter's element whose inline style hides it
+    (``display: none``; ``visibility: hidden`` unless a descendant sets it back), a block or a
+    span, indexed and cited where no reader sees it (the HTML parser read the style, the EPUB
+    parser only the ``hidden`` attribute); ``hidden="until-found"`` text is kept, as in HTML."""
+    body = (
+        "<p>Visible heron paragraph.</p>"
+        '<p style="display:none">Display none shrew paragraph.</p>'
+        '<p>Kept <span style="DISPLAY: None !important">secretspan </span>stoat words.</p>'
+        '<div style="visibility: hidden"><p>Invisible vole paragraph.</p></div>'
+        '<div style="visibility:hidden"><p style="visibility:visible">Shown again marten.</p></div>'
+        '<p hidden="until-found">Until found ermine.</p>'
+    )
+    doc = parse_epub(build_epub({"c.xhtml": xhtml(body)}), CONFIG)
+    assert texts(doc) == ["Visible heron paragraph.", "Kept stoat words.", "Shown again marten.",
+                          "Until found ermine."]
 
 
 def test_locator_element_path_is_readable() -> None:

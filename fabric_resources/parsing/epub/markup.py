@@ -27,6 +27,7 @@ from lxml import etree
 
 from fabric_resources.parsing.document import ParseError
 from fabric_resources.parsing.epub.archive import MemberUnusable
+from fabric_resources.parsing.inline_style import hidden_element
 from fabric_resources.parsing.lxml_limits import raise_on_attribute_flood, raise_on_resource_limit
 
 XHTML_TYPES = frozenset({"application/xhtml+xml", "text/html"})
@@ -259,8 +260,9 @@ def local_name(el: Any) -> str | None:
 
 
 def is_skipped(el: Any, tag: str | None) -> bool:
-    """Not text: comments/entities, script/style/head, ruby readings, ``hidden`` elements."""
-    return tag is None or tag in SKIPPED_TAGS or el.get("hidden") is not None
+    """Not text: comments/entities, script/style/head, ruby readings, elements marked ``hidden`` or
+    hidden by their inline style (:func:`~fabric_resources.parsing.inline_style.hidden_element`)."""
+    return tag is None or tag in SKIPPED_TAGS or hidden_element(el)
 
 
 def by_name(root: etree._Element, name: str) -> list[etree._Element]:

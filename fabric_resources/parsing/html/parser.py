@@ -20,7 +20,6 @@ import re
 import unicodedata
 from collections import Counter
 from dataclasses import dataclass
-from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
 import lxml.html
@@ -30,6 +29,7 @@ from fabric_resources.parsing.element_paths import ElementPaths
 from fabric_resources.parsing.document import ParsedDocument, ParsedUnit, ParseError
 from fabric_resources.parsing.html import MEDIA_TYPE, PARSER_NAME, PARSER_VERSION
 from fabric_resources.parsing.html.encoding import decode_html
+from fabric_resources.parsing.inline_style import hidden_element as _hidden
 from fabric_resources.parsing.lxml_limits import raise_on_attribute_flood, raise_on_resource_limit
 from fabric_resources.parsing import table_grid
 from fabric_resources.parsing.table_grid import GridBudget, cell_columns, column_span, row_span
@@ -338,45 +338,6 @@ class _Walker:
 
 def _nearest_table(el):
     return next((a for a in el.iterancestors() if isinstance(a.tag, str) and a.tag.lower() == "table"), None)
-
-
-def _hidden(el) -> bool:
-    """Not rendered: an element with the ``hidden`` attribute (HTML Standard, "The hidden
-    attribute": the user agent does not render it), but ``hidden="until-found"``, which
-    find-in-page reveals; or whose inline ``style`` hides it (:func:`_style_hides`). Its text would
-    be cited from a page where no reader sees it."""
-    value = el.get("hidden")
-    if value is not None and value.strip().lower() != "until-found":
-        return True
-    style = el.get("style")
-    if not style:
-        return False
-    display, visibility = _style_hides(style)
-    # visibility is inherited and a descendant may set it back (CSS 2.1 §11.2): then the subtree is
-    # read, the hidden element's own text included (rare, and text lost is worse than text kept).
-    return display or (visibility and not any("visib" in (d.get("style") or "").lower()
-                                               for d in el.iterdescendants() if isinstance(d.tag, str)))
-
-
-@lru_cache(maxsize=4096)
-def _style_hides(style: str) -> tuple[bool, bool]:
-    """``(display: none, visibility: hidden or collapse)`` as an inline ``style`` declares them:
-    the last declaration of each property wins unless an earlier one is ``!important`` (CSS
-    Cascade 4 §6.4). Read by tinycss2 (comments, escapes, case as CSS Syntax 3 reads them).
-    Stylesheets and classes are not read: Fabric has no CSS engine."""
-    import tinycss2
-
-    found: dict[str, tuple[str, bool]] = {}
-    for decl in tinycss2.parse_blocks_contents(style, skip_comments=True, skip_whitespace=True):
-        if decl.type != "declaration" or decl.lower_name not in ("display", "visibility"):
-            continue
-        if found.get(decl.lower_name, ("", False))[1] and not decl.important:
-            continue
-        tokens = [t for t in decl.value if t.type not in ("whitespace", "comment")]
-        value = tokens[0].lower_value if len(tokens) == 1 and tokens[0].type == "ident" else ""
-        found[decl.lower_name] = (value, decl.important)
-    return (found.get("display", ("", False))[0] == "none",
-            found.get("visibility", ("", False))[0] in ("hidden", "collapse"))
 
 
 def _cell_table(el):
