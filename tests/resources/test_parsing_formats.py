@@ -679,6 +679,53 @@ def test_docx_text_in_content_controls_and_custom_xml_of_a_table_or_the_body_is_
     assert cells == [(0, 0), (0, 1), (1, 0), (1, 1), (2, 0), (2, 1), (3, 0), (3, 1), (4, 0)]
 
 
+def test_a_docx_field_nested_in_a_fields_code_is_not_shown_text():
+    """Property: a complex field reads as its result, as Word shows it: the result of a field nested
+    in another field's code (``{ IF { MERGEFIELD Gender } = "M" "Mr." "Ms." }``) is code, not text;
+    a field's result, a nested field in a result, and a field whose code spans a hidden run keep
+    their place (trial 17c).
+
+    guards against: only ``w:instrText`` skipped, so the nested field's cached result (``w:t``)
+    was read: "Dear «Gender»Ms. Quagga" indexed and cited where Word shows "Dear Ms. Quagga"."""
+    import docx
+    from docx.oxml import parse_xml
+
+    from fabric_resources.parsing.docx.parser import parse_docx
+
+    ns = 'xmlns:w="http://schemas.openxmlformats.org/wordprocessingml/2006/main"'
+
+    def run(text: str, props: str = "") -> str:
+        return f'<w:r>{props}<w:t xml:space="preserve">{text}</w:t></w:r>'
+
+    def char(kind: str, props: str = "") -> str:
+        return f'<w:r>{props}<w:fldChar w:fldCharType="{kind}"/></w:r>'
+
+    def code(text: str) -> str:
+        return f'<w:r><w:instrText xml:space="preserve">{text}</w:instrText></w:r>'
+
+    hidden = "<w:rPr><w:vanish/></w:rPr>"
+    paragraphs = [
+        run("Dear ") + char("begin") + code(" IF ") + char("begin") + code(" MERGEFIELD Gender ")
+        + char("separate") + run("«Gender»") + char("end") + code(' = "M" "Mr." "Ms." ') + char("separate")
+        + run("Ms.") + char("end") + run(" Quagga, welcome."),
+        run("Total ") + char("begin") + code(" = ") + char("begin", hidden) + code(" PAGE ")
+        + char("separate", hidden) + run("7", hidden) + char("end", hidden) + code(" * 2 ") + char("separate")
+        + run("14") + char("end") + run(" pages."),
+        run("See ") + char("begin") + code(" REF x ") + char("separate") + run("section ") + char("begin")
+        + code(" PAGE ") + char("separate") + run("3") + char("end") + char("end") + run(" below."),
+        run("Unopened ") + char("separate") + run("result ") + char("end") + run("still read."),
+    ]
+    document = docx.Document()
+    body = document.element.body
+    for inner in reversed(paragraphs):
+        body.insert(0, parse_xml(f"<w:p {ns}>{inner}</w:p>"))
+    buffer = io.BytesIO()
+    document.save(buffer)
+    doc = parse_docx(buffer.getvalue(), OoxmlParserConfig(isolation=IN_PROCESS))
+    assert [u.text for u in doc.units] == ["Dear Ms. Quagga, welcome.", "Total 14 pages.", "See section 3 below.",
+                                           "Unopened result still read."]
+
+
 def test_a_docx_text_box_word_writes_twice_is_read_once():
     """Property: a text box's text is in the unit once. Word writes every text box inside
     ``mc:AlternateContent`` twice — a DrawingML shape (``mc:Choice``) and its VML copy

@@ -2,8 +2,8 @@
 
 python-docx opens the package and resolves paragraph styles; the text of each
 paragraph is read from its runs here (``w:t``, tabs, breaks; deleted text of
-tracked changes, field codes and hidden runs skipped), so that note references keep their
-position. Footnotes and endnotes are read from their own parts (python-docx
+tracked changes, field codes (a field nested in a code included) and hidden runs skipped), so
+that note references keep their position. Footnotes and endnotes are read from their own parts (python-docx
 has no API for them) and follow the body as ``note`` units.
 
 A numeric attribute that holds no number (``w:outlineLvl w:val="²"``) is ignored, as Word
@@ -45,6 +45,9 @@ _NOTE_RELS = {"footnotes": "footnote", "endnotes": "endnote"}
 # runs hold w:t, and the same text is at its w:moveTo) are not the document's text; nor is a ruby's
 # reading (w:rt, §17.3.3.25: the phonetic guide above w:rubyBase), as in the EPUB and HTML parsers.
 _SKIP_IN_TEXT = {f"{{{W}}}delText", f"{{{W}}}instrText", f"{{{W}}}del", f"{{{W}}}moveFrom", f"{{{W}}}rt"}
+# What a run shows (text, tabs, breaks, hyphens, note references): none of it is shown in a field's code.
+_SHOWN = {f"{{{W}}}{name}" for name in ("t", "tab", "ptab", "br", "cr", "noBreakHyphen", "footnoteReference",
+                                         "endnoteReference")}
 _SPACES = re.compile(r"[ \t\u00a0]+")
 # What holds body, row or cell content in place of the element itself: a content control (w:sdt, its
 # w:sdtContent: a form's repeating section of rows, a cell-level or in-cell control), custom XML
@@ -374,12 +377,30 @@ def paragraph_text(p, hidden: Hiding = NOTHING_HIDES) -> tuple[str, list[tuple[i
     said = hidden.says.get(pstyle.get(f"{{{W}}}val") if pstyle is not None else hidden.default_paragraph)
     paragraph_hidden = hidden.default if said is None else said
 
+    # A complex field (ECMA-376 §17.16.18): w:fldChar begin, its code, separate, its result, end. Word
+    # shows the result; the code holds w:instrText, and the result of a field nested in the code (the
+    # MERGEFIELD of { IF { MERGEFIELD Gender } = "M" "Mr." "Ms." }) as w:t, which is no shown text.
+    fields: list[bool] = []  # per open field: still in its code
+
+    def field_char(fld) -> None:
+        kind = fld.get(f"{{{W}}}fldCharType")
+        if kind == "begin":
+            fields.append(True)
+        elif kind == "separate" and fields:
+            fields[-1] = False
+        elif kind == "end" and fields:
+            fields.pop()
+
     def walk(el) -> None:
         for child in el:
             tag = child.tag
             if not isinstance(tag, str) or tag in _SKIP_IN_TEXT:
                 continue
-            if tag == f"{{{W}}}t":
+            if tag == f"{{{W}}}fldChar":
+                field_char(child)
+            elif True in fields and tag in _SHOWN:
+                continue
+            elif tag == f"{{{W}}}t":
                 pieces.append(child.text or "")
             elif tag in (f"{{{W}}}tab", f"{{{W}}}ptab"):
                 # ptab: an absolute position tab (ECMA-376 §17.3.3.23), what a header's left / centre /
@@ -397,7 +418,8 @@ def paragraph_text(p, hidden: Hiding = NOTHING_HIDES) -> tuple[str, list[tuple[i
                 pieces.append("\n")
                 walk(child)
             elif tag == f"{{{W}}}r" and _hidden_run(child, hidden, paragraph_hidden):
-                continue
+                for fld in child.iter(f"{{{W}}}fldChar"):  # a hidden field character still opens or closes
+                    field_char(fld)
             elif tag == f"{{{MC}}}AlternateContent":
                 # One branch is the content (ECMA-376 Part 3 §10.2): Word writes each text box twice,
                 # as a DrawingML shape and its VML fallback, so reading both doubled its text.
