@@ -836,6 +836,47 @@ def test_pptx_titles_shapes_tables_and_speaker_notes():
     assert shape.locator["slide"] == 2 and shape.locator["shape_name"] == "Rectangle 3"
 
 
+def test_a_pptx_shape_inside_alternate_content_is_read_once():
+    """Property: a shape inside ``mc:AlternateContent`` on a slide or in a group (PowerPoint wraps a
+    text box holding an equation so, its fallback a picture of the text) is read, from one branch
+    only: the ``mc:Choice`` (trial 17c).
+
+    guards against: python-pptx's shape tree skips the wrapper, so the box's text was silently
+    missing (nothing in ``unread``)."""
+    import copy
+
+    from pptx import Presentation
+    from pptx.oxml import parse_xml
+    from pptx.util import Inches
+
+    from fabric_resources.parsing.pptx.parser import parse_pptx
+
+    deck = Presentation()
+    slide = deck.slides.add_slide(deck.slide_layouts[6])
+    slide.shapes.add_textbox(Inches(1), Inches(1), Inches(4), Inches(1)).text_frame.text = "Plain okapi box"
+    slide.shapes.add_textbox(Inches(1), Inches(3), Inches(4), Inches(1)).text_frame.text = "Equation dugong box"
+    group = slide.shapes.add_group_shape()
+    group.shapes.add_textbox(Inches(1), Inches(5), Inches(4), Inches(1)).text_frame.text = "Grouped tapir box"
+    boxes = [e for e in slide.shapes._spTree.iter("{*}sp")
+             if "".join(t.text for t in e.iter("{*}t")) in ("Equation dugong box", "Grouped tapir box")]
+    assert len(boxes) == 2
+    for box in boxes:
+        wrapper = parse_xml(
+            '<mc:AlternateContent xmlns:mc="http://schemas.openxmlformats.org/markup-compatibility/2006">'
+            '<mc:Choice xmlns:a14="http://schemas.microsoft.com/office/drawing/2010/main" Requires="a14"/>'
+            "<mc:Fallback/></mc:AlternateContent>")
+        fallback = copy.deepcopy(box)
+        next(fallback.iter("{*}t")).text = "fallback picture"
+        box.addprevious(wrapper)
+        wrapper[0].append(box)
+        wrapper[1].append(fallback)
+    buffer = io.BytesIO()
+    deck.save(buffer)
+    doc = parse_pptx(buffer.getvalue(), OoxmlParserConfig(isolation=IN_PROCESS))
+    assert [u.text for u in doc.units] == ["Plain okapi box", "Equation dugong box", "Grouped tapir box"]
+    assert doc.units[2].locator["group_path"] == ["Group 3"] and not doc.unread
+
+
 def test_pptx_side_by_side_shapes_are_read_left_column_first():
     """guards against (left open since stop 46): shapes sorted by top, then left, so a box a little
     higher on the right was read before the left column, and a row of five text boxes at 2.66" and

@@ -11,7 +11,8 @@ from __future__ import annotations
 from fabric_resources.parsing.spec import ParserSpec
 
 PARSER_NAME = "pptx"
-PARSER_VERSION = "6"  # 6: side-by-side shapes are read left column first (reading_order);
+PARSER_VERSION = "7"  # 7: a shape inside mc:AlternateContent (an equation's text box) is read, from its
+#                         mc:Choice (trial 17c); 6: side-by-side shapes are read left column first (reading_order);
 #                         5: a footer's and a date placeholder's text is read; 4: the text of charts
 #                         (titles, axis titles, series names) and SmartArt graphics
 MEDIA_TYPE = "application/vnd.openxmlformats-officedocument.presentationml.presentation"

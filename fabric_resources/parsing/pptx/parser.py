@@ -175,7 +175,7 @@ class _DeckReader:
         from pptx.shapes.shapetree import BaseShapeFactory
 
         out: list[tuple[Any, tuple[str, ...]]] = []
-        for element in shapes.element.iter_shape_elms():
+        for element in _shape_elements(shapes.element):
             if _hidden_element(element):
                 self.hidden_shapes += 1
                 continue
@@ -286,6 +286,29 @@ def reading_order(shapes: list) -> list:
             bands.append([p])
             bottom = p.top + p.height
     return titles + [p for band in bands for p in sorted(band, key=lambda p: (p.left, p.top))]
+
+
+_MC = "http://schemas.openxmlformats.org/markup-compatibility/2006"
+_ALTERNATE = f"{{{_MC}}}AlternateContent"
+
+
+def _shape_elements(tree) -> list:
+    """The shape elements of a ``p:spTree`` or ``p:grpSp`` in document order, as python-pptx's
+    ``iter_shape_elms`` gives them, and those of one branch of each ``mc:AlternateContent`` among
+    them (ECMA-376 Part 3 §10.2: the ``mc:Choice``, else the ``mc:Fallback``). PowerPoint wraps a
+    text box holding an equation so (its fallback is a picture of the text): python-pptx skips
+    the wrapper, and the box's text was silently missing."""
+    tags = tree._shape_tags
+    out = []
+    for child in tree.iterchildren():
+        if child.tag in tags:
+            out.append(child)
+        elif child.tag == _ALTERNATE:
+            branch = child.find(f"{{{_MC}}}Choice")
+            branch = branch if branch is not None else child.find(f"{{{_MC}}}Fallback")
+            if branch is not None:
+                out.extend(e for e in branch.iterchildren() if e.tag in tags)
+    return out
 
 
 def _element_name(element) -> str | None:
