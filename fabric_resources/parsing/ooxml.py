@@ -113,6 +113,51 @@ def without_dangling_relationships(data: bytes) -> tuple[bytes, list[str]]:
     return out.getvalue(), sorted(missing)
 
 
+def without_unreadable_parts(data: bytes) -> tuple[bytes, list[tuple[str, str]]]:
+    """``data`` (an admitted zip) without its XML parts that are not well-formed, but the package's
+    main part and ``[Content_Types].xml``, then without the relationships whose target is missing
+    (:func:`without_dangling_relationships`); and what went, ``(part, reason)`` sorted by part:
+    the parser's error for a malformed part, ``missing-part`` for a missing one. ``(data, [])``
+    when nothing is unreadable but the main part, which is the caller's to refuse.
+
+    python-docx and python-pptx parse every XML part they load when the package opens, so one
+    malformed part of no text (``docProps/core.xml``, ``word/settings.xml``, a notes slide, a
+    slide master) failed the whole document; Word and PowerPoint offer to repair such a file.
+
+    Raises
+    ------
+    lxml.etree.LxmlError
+        A ``.rels`` member that is not XML.
+    """
+    from lxml import etree
+
+    package = zipfile.ZipFile(io.BytesIO(data))
+    names = set(package.namelist())
+    parser = etree.XMLParser(resolve_entities=False, no_network=True)
+    main = {"[Content_Types].xml"}
+    if "_rels/.rels" in names:
+        for rel in etree.fromstring(package.read("_rels/.rels"), parser):
+            if (rel.get("Type") or "").endswith("/officeDocument"):
+                main.add(posixpath.normpath((rel.get("Target") or "").lstrip("/")))
+    broken: dict[str, str] = {}
+    for name in sorted(names - main):
+        if name.endswith(".xml"):
+            try:
+                etree.fromstring(package.read(name), parser)
+            except etree.LxmlError as exc:
+                broken[name] = f"{type(exc).__name__}: {exc}"
+    if broken:
+        out = io.BytesIO()
+        with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as kept:
+            for info in package.infolist():
+                if info.filename not in broken:
+                    kept.writestr(info, package.read(info.filename))
+        data = out.getvalue()
+    data, missing = without_dangling_relationships(data)
+    lost = {**{part: "missing-part" for part in missing}, **broken}
+    return data, sorted(lost.items())
+
+
 # ST_DecimalNumber is an xsd:int: optional sign, ASCII digits, surrounding XML whitespace. Not
 # str.isdigit (it accepts "²", which int() refuses) nor int() alone (it accepts "٣" and "1_0", and
 # refuses more than 4,300 digits): leading zeros aside, at most 9 digits, so int() never sees more.

@@ -651,6 +651,48 @@ def test_a_docx_missing_a_part_its_relationships_name_loses_that_part_only():
     assert err.value.reason == "malformed-docx"
 
 
+def _replaced(package: bytes, name: str, content: bytes) -> bytes:
+    out = io.BytesIO()
+    with zipfile.ZipFile(io.BytesIO(package)) as src, zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as dst:
+        for info in src.infolist():
+            dst.writestr(info, content if info.filename == name else src.read(info.filename))
+    return out.getvalue()
+
+
+def test_a_malformed_part_of_no_text_loses_that_part_only():
+    """guards against (hostile trial 17c): python-docx and python-pptx parse every XML part at open,
+    so one malformed part that holds no text of the document (``docProps/core.xml``,
+    ``word/settings.xml``, a notes slide, a slide master) failed the whole file as
+    ``malformed-docx`` / ``malformed-pptx``, and a malformed slide the whole deck; Word and
+    PowerPoint offer to repair such a file. The part is left out and listed; a malformed main
+    part still fails the file."""
+    junk = b"<junk"
+    whole = [u.text for u in parse_docx(office_document(), OOXML).units]
+    for part in ("docProps/core.xml", "word/settings.xml"):
+        doc = parse_docx(_replaced(office_document(), part, junk), OOXML)
+        assert [u.text for u in doc.units] == whole
+        assert [p.where for p in doc.unread] == [part] and doc.unread[0].reason.startswith("XMLSyntaxError: ")
+    with pytest.raises(ParseError) as err:
+        parse_docx(_replaced(office_document(), "word/document.xml", junk), OOXML)
+    assert err.value.reason == "malformed-docx"
+
+    deck = office_deck()
+    whole = [u.text for u in parse_pptx(deck, OOXML).units]
+    doc = parse_pptx(_replaced(deck, "ppt/notesSlides/notesSlide1.xml", junk), OOXML)
+    assert [u.text for u in doc.units] == [t for t in whole if t != "Speak slowly"]
+    assert [p.where for p in doc.unread] == ["ppt/notesSlides/notesSlide1.xml"]
+    doc = parse_pptx(_replaced(deck, "ppt/slideMasters/slideMaster1.xml", junk), OOXML)
+    # Every text kept; placeholders whose position the master gave now sort as unplaced (top left).
+    assert sorted(u.text for u in doc.units) == sorted(whole)
+    assert [p.where for p in doc.unread] == ["ppt/slideMasters/slideMaster1.xml"]
+    doc = parse_pptx(_replaced(deck, "ppt/slides/slide2.xml", junk), OOXML)
+    assert {u.locator["slide"] for u in doc.units} == {1}
+    assert [p.where for p in doc.unread] == ["ppt/slides/slide2.xml", "slide 2"] and doc.units
+    with pytest.raises(ParseError) as err:
+        parse_pptx(_replaced(deck, "ppt/presentation.xml", junk), OOXML)
+    assert err.value.reason == "malformed-pptx"
+
+
 @pytest.mark.parametrize("parse, other, reason", [(parse_pptx, office_document, "malformed-pptx"),
                                                    (parse_docx, office_deck, "malformed-docx")])
 def test_a_package_of_the_other_kind_fails_with_the_same_words_every_time(parse, other, reason):

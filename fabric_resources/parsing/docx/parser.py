@@ -30,7 +30,7 @@ from fabric_resources.parsing.ooxml import (
     admit_package,
     decimal_number,
     title_and_language,
-    without_dangling_relationships,
+    without_unreadable_parts,
 )
 
 if TYPE_CHECKING:
@@ -77,9 +77,9 @@ def parse_docx(data: bytes, config: "OoxmlParserConfig", media_type: str = MEDIA
         Text: runs joined, tabs kept, breaks as ``"\\n"``, space runs collapsed, ends stripped.
         ``metadata``: ``tables``, ``notes``, ``unresolved_note_refs``, ``skipped_elements``
         (``[{"where", "reason"}]``: a body element by its ``element_path``, a notes part by
-        name, or a part a relationship names that the package lacks — ``missing-part``: Word
-        opens such a file, python-docx refused it whole), which are also the document's
-        ``unread`` parts.
+        name, a part a relationship names that the package lacks — ``missing-part`` — or a
+        malformed XML part but the document part — the parser's error —: Word opens such a
+        file, python-docx refused it whole), which are also the document's ``unread`` parts.
 
     Raises
     ------
@@ -91,19 +91,19 @@ def parse_docx(data: bytes, config: "OoxmlParserConfig", media_type: str = MEDIA
     import docx
     from docx.opc.exceptions import PackageNotFoundError
 
-    missing: list[str] = []
+    lost: list[tuple[str, str]] = []
     try:
         try:
             document = docx.Document(io.BytesIO(data))
-        except KeyError:  # a part a relationship names is missing: read the rest, list it unread
-            repaired, missing = without_dangling_relationships(data)
-            if not missing:
+        except (KeyError, etree.XMLSyntaxError):  # a part missing or malformed: read the rest, list it unread
+            repaired, lost = without_unreadable_parts(data)
+            if not lost:
                 raise
             document = docx.Document(io.BytesIO(repaired))
     except (PackageNotFoundError, KeyError, ValueError, zipfile.BadZipFile, etree.LxmlError) as exc:
         raise ParseError(syntax_error_reason(exc, "malformed-docx"), exception_text(exc)) from None
     walker = _Walker(document, config.max_units)
-    walker.skipped += [{"where": part, "reason": "missing-part"} for part in missing]
+    walker.skipped += [{"where": part, "reason": reason} for part, reason in lost]
     walker.body(document.element.body)
     walker.notes(document)
     title, language = title_and_language(document, _ELEMENT_ERRORS)

@@ -12,7 +12,9 @@ from fabric_resources.parsing.spec import ParserSpec
 
 PARSER_NAME = "pptx"
 PARSER_VERSION = "7"  # 7: a shape inside mc:AlternateContent (an equation's text box) is read, from its
-#                         mc:Choice (trial 17c); 6: side-by-side shapes are read left column first (reading_order);
+#                         mc:Choice, and a malformed part but the presentation part (a notes slide, a
+#                         master, a slide) is left out and listed, not the deck failed (trial 17c);
+#                         6: side-by-side shapes are read left column first (reading_order);
 #                         5: a footer's and a date placeholder's text is read; 4: the text of charts
 #                         (titles, axis titles, series names) and SmartArt graphics
 MEDIA_TYPE = "application/vnd.openxmlformats-officedocument.presentationml.presentation"

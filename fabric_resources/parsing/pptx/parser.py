@@ -23,7 +23,7 @@ from lxml import etree
 from fabric_resources.parsing.document import (
     ParsedDocument, ParsedRelationship, ParsedUnit, ParseError, UnreadPart, exception_text,
 )
-from fabric_resources.parsing.ooxml import admit_package, title_and_language
+from fabric_resources.parsing.ooxml import admit_package, title_and_language, without_unreadable_parts
 from fabric_resources.parsing.lxml_limits import syntax_error_reason
 from fabric_resources.parsing.pptx import MEDIA_TYPE, PARSER_NAME, PARSER_VERSION
 
@@ -69,7 +69,10 @@ def parse_pptx(data: bytes, config: "OoxmlParserConfig", media_type: str = MEDIA
         left), keeping its document order. ``metadata``: ``slides``, ``tables``,
         ``skipped_shapes`` (``[{"slide", "shape", "reason"}]``; ``shape`` is the shape's name,
         ``"notes"``, or None for the whole slide), which are also the document's ``unread`` parts
-        (``"slide 2: Table 4"``), ``hidden_slides`` (the numbers of slides marked ``show="0"``)
+        (``"slide 2: Table 4"``), ``skipped_parts`` (``[{"part", "reason"}]``: a malformed XML
+        part but the presentation part, or a part a relationship names that the package lacks,
+        ``missing-part``; left out so that the rest opens, and also ``unread``),
+        ``hidden_slides`` (the numbers of slides marked ``show="0"``)
         and ``hidden_shapes`` (how many shapes were left out as hidden).
 
         A shape marked hidden (``p:cNvPr hidden="1"``, ECMA-376 §19.3.1.12), or inside a hidden
@@ -88,8 +91,15 @@ def parse_pptx(data: bytes, config: "OoxmlParserConfig", media_type: str = MEDIA
     from pptx.exc import PackageNotFoundError
 
     errors = _shape_errors()
+    lost: list[tuple[str, str]] = []
     try:
-        deck = pptx.Presentation(io.BytesIO(data))
+        try:
+            deck = pptx.Presentation(io.BytesIO(data))
+        except (KeyError, etree.XMLSyntaxError):  # a part missing or malformed: read the rest, list it unread
+            data, lost = without_unreadable_parts(data)
+            if not lost:
+                raise
+            deck = pptx.Presentation(io.BytesIO(data))
         # Not deck.slides: it resolves every slide's relationship at once, so one dangling
         # reference would fail the deck; each slide is resolved inside its own net below.
         slide_ids = list(deck.element.sldIdLst if deck.element.sldIdLst is not None else ())
@@ -106,9 +116,11 @@ def parse_pptx(data: bytes, config: "OoxmlParserConfig", media_type: str = MEDIA
         PARSER_NAME, PARSER_VERSION, MEDIA_TYPE, reader.units, reader.relationships,
         title=title, language=language,
         metadata={"slides": len(slide_ids), "tables": reader.tables, "skipped_shapes": reader.skipped,
-                  "hidden_slides": reader.hidden_slides, "hidden_shapes": reader.hidden_shapes},
-        unread=[UnreadPart(f"slide {s['slide']}" + (f": {s['shape']}" if s["shape"] else ""), s["reason"])
-                for s in reader.skipped],
+                  "hidden_slides": reader.hidden_slides, "hidden_shapes": reader.hidden_shapes,
+                  "skipped_parts": [{"part": part, "reason": reason} for part, reason in lost]},
+        unread=[UnreadPart(part, reason) for part, reason in lost]
+        + [UnreadPart(f"slide {s['slide']}" + (f": {s['shape']}" if s["shape"] else ""), s["reason"])
+           for s in reader.skipped],
     )
 
 
