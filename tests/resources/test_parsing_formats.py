@@ -726,6 +726,51 @@ def test_a_docx_field_nested_in_a_fields_code_is_not_shown_text():
                                            "Unopened result still read."]
 
 
+def test_a_docx_note_no_shown_reference_marks_is_not_read():
+    """Property: a footnote or endnote is read only where a shown reference marks it, as Word shows
+    it: a note whose reference is deleted (a tracked change, read as accepted) or hidden, and a
+    note nothing references, yield no unit and are listed in ``unreferenced_notes`` (trial 17c).
+
+    guards against: every note of ``word/footnotes.xml`` read as a ``note`` unit, so text no reader
+    of the document sees was indexed and cited as its footnote."""
+    import zipfile
+
+    import docx
+    from docx.oxml import parse_xml
+
+    from fabric_resources.parsing.docx.parser import parse_docx
+
+    ns = 'xmlns:w="http://schemas.openxmlformats.org/wordprocessingml/2006/main"'
+    mark = 'w:id="9" w:author="a" w:date="2024-01-01T00:00:00Z"'
+    document = docx.Document()
+    body = document.element.body
+    for inner in reversed([
+        '<w:r><w:t>Kept reference</w:t></w:r><w:r><w:footnoteReference w:id="1"/></w:r>',
+        f'<w:r><w:t>Deleted reference</w:t></w:r><w:del {mark}><w:r><w:footnoteReference w:id="2"/></w:r></w:del>',
+        '<w:r><w:t>Hidden reference</w:t></w:r><w:r><w:rPr><w:vanish/></w:rPr><w:footnoteReference w:id="4"/></w:r>',
+    ]):
+        body.insert(0, parse_xml(f"<w:p {ns}>{inner}</w:p>"))
+    buffer = io.BytesIO()
+    document.save(buffer)
+    notes = "".join(f'<w:footnote w:id="{i}"><w:p><w:r><w:t>{text}</w:t></w:r></w:p></w:footnote>' for i, text in
+                    [(1, "Live quoll note."), (2, "Deleted dunnart note."), (3, "Orphan antechinus note."),
+                     (4, "Hidden phascogale note.")])
+    out = io.BytesIO()
+    with zipfile.ZipFile(io.BytesIO(buffer.getvalue())) as src, zipfile.ZipFile(out, "w") as dst:
+        for info in src.infolist():
+            data = src.read(info.filename)
+            if info.filename == "word/_rels/document.xml.rels":
+                data = data.replace(b"</Relationships>", b'<Relationship Id="rId99" Target="footnotes.xml" Type='
+                                    b'"http://schemas.openxmlformats.org/officeDocument/2006/relationships/footnotes"/>'
+                                    b"</Relationships>")
+            dst.writestr(info, data)
+        dst.writestr("word/footnotes.xml", f"<w:footnotes {ns}>{notes}</w:footnotes>")
+    doc = parse_docx(out.getvalue(), OoxmlParserConfig(isolation=IN_PROCESS))
+    assert [u.text for u in doc.units] == ["Kept reference", "Deleted reference", "Hidden reference", "Live quoll note."]
+    assert doc.metadata["unreferenced_notes"] == ["footnote:2", "footnote:3", "footnote:4"]
+    assert [r.kind for r in doc.relationships] == ["note_ref"]
+
+
 def test_a_docx_text_box_word_writes_twice_is_read_once():
     """Property: a text box's text is in the unit once. Word writes every text box inside
     ``mc:AlternateContent`` twice — a DrawingML shape (``mc:Choice``) and its VML copy

@@ -75,7 +75,9 @@ def parse_docx(data: bytes, config: "OoxmlParserConfig", media_type: str = MEDIA
         (``start_char`` = ``end_char`` = the reference's position in the paragraph text,
         ``label`` = the note's number in order of first reference), ``next_in_table_row``.
         Text: runs joined, tabs kept, breaks as ``"\\n"``, space runs collapsed, ends stripped.
-        ``metadata``: ``tables``, ``notes``, ``unresolved_note_refs``, ``skipped_elements``
+        ``metadata``: ``tables``, ``notes``, ``unresolved_note_refs``, ``unreferenced_notes``
+        (``"footnote:3"``: notes no shown reference marks — deleted, hidden or none — left out, as
+        Word shows none of them), ``skipped_elements``
         (``[{"where", "reason"}]``: a body element by its ``element_path``, a notes part by
         name, a part a relationship names that the package lacks — ``missing-part`` — or a
         malformed XML part but the document part — the parser's error —: Word opens such a
@@ -111,7 +113,8 @@ def parse_docx(data: bytes, config: "OoxmlParserConfig", media_type: str = MEDIA
         PARSER_NAME, PARSER_VERSION, MEDIA_TYPE, walker.units, walker.relationships,
         title=title, language=language,
         metadata={"tables": walker.table_count, "notes": walker.note_count,
-                  "unresolved_note_refs": walker.unresolved, "skipped_elements": walker.skipped},
+                  "unresolved_note_refs": walker.unresolved, "unreferenced_notes": walker.unreferenced,
+                  "skipped_elements": walker.skipped},
         unread=[UnreadPart(s["where"], s["reason"]) for s in walker.skipped],
     )
 
@@ -128,6 +131,7 @@ class _Walker:
         self.table_count = 0
         self.note_count = 0
         self.unresolved: list[str] = []
+        self.unreferenced: list[str] = []  # notes no shown reference marks: "footnote:3"
         self.refs: list[tuple[int, int, str, str]] = []  # (unit index, position, note type, note id)
         self.styles: dict[str, Any] = {}
         self.skipped: list[dict[str, str]] = []  # [{"where", "reason"}]
@@ -229,6 +233,10 @@ class _Walker:
             if name in _NOTE_RELS and not rel.is_external:
                 parts[_NOTE_RELS[name]] = rel.target_part
         targets: dict[tuple[str, str], int] = {}
+        # Word shows a note only where a shown reference marks it: one whose reference was deleted
+        # (a tracked change read as accepted) or hidden, or that nothing references, is no text of
+        # the document (it was indexed and cited as a note).
+        referenced = {(kind, note_id) for _, _, kind, note_id in self.refs}
         for note_type in ("footnote", "endnote"):
             part = parts.get(note_type)
             if part is None:
@@ -242,6 +250,9 @@ class _Walker:
                 if note.get(f"{{{W}}}type") in ("separator", "continuationSeparator", "continuationNotice"):
                     continue
                 note_id = note.get(f"{{{W}}}id", "")
+                if (note_type, note_id) not in referenced:
+                    self.unreferenced.append(f"{note_type}:{note_id}")
+                    continue
                 text = "\n".join(t for t in (paragraph_text(p, self.hidden_styles)[0]
                                               for p in note.iter(f"{{{W}}}p")) if t)
                 if not text:
