@@ -208,11 +208,13 @@ def test_child_timeout_is_a_named_failure():
 
 
 def _text_pdf(lines: list[tuple[float, float, str]], media=(0, 0, 612, 792), crop=None,
-              to_unicode: dict[str, str] | None = None) -> bytes:
+              to_unicode: dict[str, str] | None = None, paint: tuple[str, str] = ("", "")) -> bytes:
     """A one-page PDF drawing each ``(x, y, text)`` in Helvetica 12 (a standard font: nothing
     embedded), with ``crop`` as its CropBox if given, its cross-reference table exact;
-    ``to_unicode`` (a code's character → the text it stands for) adds a ToUnicode CMap to the font."""
-    content = "".join(f"BT /F1 12 Tf {x} {y} Td ({t}) Tj ET\n" for x, y, t in lines).encode()
+    ``to_unicode`` (a code's character → the text it stands for) adds a ToUnicode CMap to the font;
+    ``paint``: content operators painted before and after the text."""
+    text = "".join(f"BT /F1 12 Tf {x} {y} Td ({t}) Tj ET\n" for x, y, t in lines)
+    content = f"{paint[0]}\n{text}{paint[1]}\n".encode()
     crop_box = f"/CropBox[{' '.join(map(str, crop))}]" if crop else ""
     objs = [b"<</Type/Catalog/Pages 2 0 R>>", b"<</Type/Pages/Kids[3 0 R]/Count 1>>",
             (f"<</Type/Page/Parent 2 0 R/MediaBox[{' '.join(map(str, media))}]{crop_box}"
@@ -375,6 +377,33 @@ def test_pdf_text_outside_the_page_is_left_out_and_counted():
         doc = parse_pdf(_text_pdf(lines, crop=crop), PDF)
         assert [u.text for u in doc.units] == ["Visible paragraph text on the page."], crop
         assert doc.metadata["offpage_lines"] == 1, crop
+
+
+def test_pdf_text_a_box_drawn_over_it_hides_is_left_out_and_counted():
+    """guards against (hostile trial 17c): a redaction done by drawing a box over the text (a black
+    bar over a name, a white-out over a line) leaves the text in the content stream, and it was
+    indexed and cited where a reader sees a box: "Informant Zanzibar Quillfeather met the agent".
+    The hidden characters read as spaces (counted: ``covered_chars``); a box painted before the
+    text (a shaded cell), a thin rule through it (a strike-through) and a box that is not opaque
+    hide nothing."""
+    from fabric_resources.parsing.pdf.parser import parse_pdf
+
+    lines = [(72, 700, "Informant Zanzibar Quillfeather met the agent."),
+             (72, 670, "Struck text about the galago remains readable."),
+             (72, 640, "Shaded background sentence about the bushbaby stays."),
+             (72, 610, "Whited out sentence about the potto is gone."),
+             (72, 580, "Closing sentence about the loris is read.")]
+    bar = "0 0 0 rg 125 696 113 16 re f"  # over "Zanzibar Quillfeather"
+    doc = parse_pdf(_text_pdf(lines, paint=("0.8 0.8 1 rg 70 636 300 16 re f",
+                                            f"{bar} 70 673 250 1 re f 1 1 1 rg 70 606 300 16 re f")), PDF)
+    text = " ".join(u.text for u in doc.units)
+    assert "Informant met the agent." in text and "Zanzibar" not in text and "Quillfeather" not in text
+    assert "galago remains readable" in text and "bushbaby stays" in text and "loris is read" in text
+    assert "potto" not in text and doc.metadata["covered_chars"] == len("Zanzibar Quillfeather") + len(lines[3][2])
+    # A box painted before the text, or with a stroke only, hides nothing.
+    for paint in ((bar, ""), ("", "0 0 0 RG 125 696 113 16 re S")):
+        doc = parse_pdf(_text_pdf(lines[:1], paint=paint), PDF)
+        assert [u.text for u in doc.units] == [lines[0][2]] and doc.metadata["covered_chars"] == 0
 
 
 # -- PDF: OCR ---------------------------------------------------------------------------------

@@ -10,7 +10,7 @@ from __future__ import annotations
 from fabric_resources.parsing.spec import ParserSpec
 
 PARSER_NAME = "pdf"
-PARSER_VERSION = "9"  # 9: a hyphen at a line end is kept where the document writes the compound whole elsewhere (Tokyo-Osaka), and a line PDFium broke at a raised character (an author list, km², O(nᵏ)) is one line again; 8: OCR text joins a word Tesseract read broken at a line end; 7: a compound's hyphen at a line end is kept (state-of-the-art, IEEE-754); 6: two columns drawn line by line across both are read column by column; 5: a scanned page under a short text stamp is read by OCR too; 4: a running head or foot never carries on a sentence across a page break; 3: a character outside the BMP (two PDFium characters, a surrogate pair) is kept
+PARSER_VERSION = "10"  # 10: a character an opaque box drawn over it hides (a redaction bar, a white-out) is read as a space (covered.py; trial 17c); 9: a hyphen at a line end is kept where the document writes the compound whole elsewhere (Tokyo-Osaka), and a line PDFium broke at a raised character (an author list, km², O(nᵏ)) is one line again; 8: OCR text joins a word Tesseract read broken at a line end; 7: a compound's hyphen at a line end is kept (state-of-the-art, IEEE-754); 6: two columns drawn line by line across both are read column by column; 5: a scanned page under a short text stamp is read by OCR too; 4: a running head or foot never carries on a sentence across a page break; 3: a character outside the BMP (two PDFium characters, a surrogate pair) is kept
 MEDIA_TYPE = "application/pdf"
 
 

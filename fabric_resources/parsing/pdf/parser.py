@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING
 
 from fabric_resources.parsing.document import ParsedDocument, ParsedUnit, ParseError, UnreadPart
 from fabric_resources.parsing.pdf import MEDIA_TYPE, PARSER_NAME, PARSER_VERSION
+from fabric_resources.parsing.pdf.covered import covered_chars
 from fabric_resources.parsing.pdf.layout import (
     MIN_GUTTER_LINES, Block, Line, blocks, clean_line, columns_first, continues, join_lines, rejoin_row_breaks,
     written_words,
@@ -73,7 +74,9 @@ def parse_pdf(data: bytes, config: "PdfParserConfig", media_type: str = MEDIA_TY
         ``blank_pages``, ``failed_units`` (``[{"page", "reason"}]``: ``ocr-unavailable``,
         ``ocr-no-text``, ``ocr-failed``, ``cap-image-pixels``, ``unreadable-page``), which are
         also the document's ``unread`` parts (``"page 3"``); ``offpage_lines`` (text lines wholly
-        outside their page's crop box, left out: no viewer shows them).
+        outside their page's crop box, left out: no viewer shows them); ``covered_chars``
+        (characters a box drawn over them hides, a redaction bar or a white-out, read as spaces:
+        :mod:`.covered`).
 
     Raises
     ------
@@ -123,7 +126,7 @@ def _parse(pdf: pdfium.PdfDocument, config: "PdfParserConfig") -> ParsedDocument
     placed: list[PlacedBlock] = []
     ocr_units: dict[int, list[ParsedUnit]] = {}
     failed: list[dict[str, Any]] = []
-    blank = ocr_pages = offpage = 0
+    blank = ocr_pages = offpage = covered = 0
     for index in range(pages):
         try:
             page = pdf[index]
@@ -134,8 +137,9 @@ def _parse(pdf: pdfium.PdfDocument, config: "PdfParserConfig") -> ParsedDocument
             object_count = pdfium_c.FPDFPage_CountObjects(page.raw)
             if object_count > config.max_page_objects:
                 raise ParseError("cap-page-objects", f"page {index + 1}: {object_count} objects")
-            page_lines, outside = _lines(page, index, config)
+            page_lines, outside, hidden = _lines(page, index, config)
             offpage += outside
+            covered += hidden
             page_blocks = blocks(page_lines)
             if page_blocks:
                 placed.extend(PlacedBlock(index, b) for b in page_blocks)
@@ -171,25 +175,29 @@ def _parse(pdf: pdfium.PdfDocument, config: "PdfParserConfig") -> ParsedDocument
         "encrypted": security != -1,
         "ocr_engine": f"{engine[0].version} -l {engine[0].languages}" if engine and engine[0] else None,
         "ocr_pages": ocr_pages, "blank_pages": blank, "failed_units": failed, "offpage_lines": offpage,
+        "covered_chars": covered,
     }
     return ParsedDocument(PARSER_NAME, PARSER_VERSION, MEDIA_TYPE, units, title=title, metadata=metadata,
                           unread=[UnreadPart(f"page {f['page']}", f["reason"]) for f in failed])
 
 
-def _lines(page: pdfium.PdfPage, index: int, config: "PdfParserConfig") -> tuple[list[Line], int]:
-    """The page's text lines, and how many lines lie wholly outside its crop box (left out: a
-    viewer never shows them, so a citation of their text would point at nothing a reader sees)."""
+def _lines(page: pdfium.PdfPage, index: int, config: "PdfParserConfig") -> tuple[list[Line], int, int]:
+    """The page's text lines, how many lines lie wholly outside its crop box (left out: a viewer
+    never shows them, so a citation of their text would point at nothing a reader sees), and how
+    many characters a box drawn over them hides (read as spaces: :mod:`.covered`)."""
     textpage = page.get_textpage()
     try:
         count = textpage.count_chars()
         if count > config.max_chars_per_page:
             raise ParseError("cap-chars", f"page {index + 1}: {count} characters > max_chars_per_page")
         if count <= 0:
-            return [], 0
+            return [], 0, 0
         cx0, cy0, cx1, cy1 = _shown_box(page)
         text = textpage.get_text_range()
         if len(text) != count:  # PDFium's text range dropped or added characters: read them one by one
             text = "".join(chr(pdfium_c.FPDFText_GetUnicode(textpage.raw, i) or 0xFFFF) for i in range(count))
+        if hidden := covered_chars(page, textpage, count):  # a redaction box over the text: no reader sees it
+            text = "".join(" " if i in hidden else ch for i, ch in enumerate(text))
         ranges: list[list[tuple[int, int, float]]] = []  # per PDFium line: its pieces at gutters
         start = 0
         for match in [*_LINE_BREAK.finditer(text), None]:
@@ -213,7 +221,7 @@ def _lines(page: pdfium.PdfPage, index: int, config: "PdfParserConfig") -> tuple
                 outside += 1
             else:
                 out.append(line)
-        return out, outside
+        return out, outside, len(hidden)
     finally:
         textpage.close()
 
