@@ -1164,6 +1164,24 @@ def _page_text(body: str) -> str:
     return " ".join(u.text for u in doc.units)
 
 
+def test_html_content_after_the_closing_html_tag_is_read_as_a_browser_shows_it():
+    """guards against (hostile trial 17c): libxml2 parses what follows ``</html>`` into a second
+    root element, which neither the walk nor trafilatura read, so paragraphs every browser shows
+    at the end of the body were silently missing from the index."""
+    from fabric_resources.parsing.html.parser import parse_html
+
+    page = ("<html><head><title>t</title></head><body><main><h1>Trailing page</h1>"
+            "<p>First visible paragraph about the sloth, which is long enough to be main text here.</p>"
+            "</main></body></html>\n"
+            "<p>Content after the closing html tag about the petrel, which browsers show as body text.</p>\n"
+            "<p>Another trailing paragraph about the albatross chick that browsers show too, long enough.</p>\n")
+    doc = parse_html(page.encode(), HtmlParserConfig(isolation=IN_PROCESS))
+    assert [u.text for u in doc.units][-2:] == [
+        "Content after the closing html tag about the petrel, which browsers show as body text.",
+        "Another trailing paragraph about the albatross chick that browsers show too, long enough."]
+    assert doc.units[-1].locator["element_path"].endswith("/body/p[2]")
+
+
 def test_an_element_marked_hidden_yields_no_text_and_until_found_does():
     """guards against (hostile trial 5, 2026-12-05): text a browser never renders (the ``hidden``
     attribute, on a block, a container or an inline element) indexed and cited from a page where no

@@ -101,6 +101,8 @@ def parse_html(data: bytes, config: "HtmlParserConfig", media_type: str = MEDIA_
     except (etree.ParserError, ValueError) as exc:
         raise ParseError("malformed-html", f"{type(exc).__name__}: {exc}") from None
     raise_on_resource_limit(parser)  # trafilatura parses the same way: it would miss the same text
+    if _absorb_trailing(root):  # trafilatura reads the page as the walk does: with that content in its body
+        text = lxml.html.tostring(root, encoding="unicode")
     walker = _Walker(root.getroottree(), None, config.max_depth)
     walker.place_tables(root)  # before trafilatura, which takes minutes over a table this refuses
     walker.main = main_text(text) if config.main_text == "trafilatura" else None
@@ -113,6 +115,25 @@ def parse_html(data: bytes, config: "HtmlParserConfig", media_type: str = MEDIA_
         language=lang.split("-")[0].lower() if lang else None, encoding=encoding,
         metadata={"main_text": config.main_text, "elements": walker.seen, "dropped_elements": walker.dropped},
     )
+
+
+def _absorb_trailing(root) -> bool:
+    """Move what libxml2 put after the document's ``html`` element (content after ``</html>``, which
+    it parses into a second root that the walk never saw) to the end of the body, where a browser
+    puts it (HTML's "after after body" insertion mode); whether there was any. It was lost unsaid."""
+    body = root.find("body")
+    body = body if body is not None else root
+    moved = False
+    extra = root.getnext()
+    while extra is not None:  # siblings of the document element: emptied, left in place (nothing walks them)
+        if isinstance(extra.tag, str):
+            holder = extra.find("body")
+            for child in list(holder if holder is not None else extra):
+                if not (isinstance(child.tag, str) and child.tag.lower() == "head"):
+                    body.append(child)
+                    moved = True
+        extra = extra.getnext()
+    return moved
 
 
 @dataclass
