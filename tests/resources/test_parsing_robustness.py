@@ -659,6 +659,23 @@ def _replaced(package: bytes, name: str, content: bytes) -> bytes:
     return out.getvalue()
 
 
+def test_an_imported_docx_chunk_is_listed_unread():
+    """guards against (hostile trial 17c): a ``w:altChunk`` (an HTML, RTF or document part Word
+    renders in place; what html-docx converters write the whole document as) skipped in silence:
+    its text missing from the index, the document reported wholly read."""
+    r = "http://schemas.openxmlformats.org/officeDocument/2006/relationships"
+    data = with_member(office_document(), BODY, "<w:p><w:r><w:t>first para",
+                       f'<w:altChunk xmlns:r="{r}" r:id="rIdChunk"/><w:p><w:r><w:t>first para',
+                       extra={"word/afchunk.htm": b"<html><body><p>Imported tamarin text.</p></body></html>"})
+    data = with_member(data, "word/_rels/document.xml.rels", "</Relationships>",
+                       f'<Relationship Id="rIdChunk" Type="{r}/aFChunk" Target="afchunk.htm"/></Relationships>')
+    data = with_member(data, "[Content_Types].xml", "</Types>",
+                       '<Default Extension="htm" ContentType="text/html"/></Types>')
+    doc = parse_docx(data, OOXML)
+    assert [u.text for u in doc.units] == [u.text for u in parse_docx(office_document(), OOXML).units]
+    assert doc.unread == [UnreadPart("word/afchunk.htm", "alt-chunk: imported content (text/html) not read")]
+
+
 def test_a_malformed_part_of_no_text_loses_that_part_only():
     """guards against (hostile trial 17c): python-docx and python-pptx parse every XML part at open,
     so one malformed part that holds no text of the document (``docProps/core.xml``,

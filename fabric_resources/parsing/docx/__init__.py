@@ -18,7 +18,7 @@ PARSER_VERSION = "10"  # 4: a part a relationship names may be missing (missing-
 # controls or custom XML are read, a w:hMerge continuation cell once, and text the default paragraph style
 # or the document defaults hide is skipped, a field nested in a field's code is no text, a malformed part but
 # the document part (docProps/core.xml, word/settings.xml) is left out and listed, not the file failed, and a
-# note no shown reference marks (deleted, hidden, none) is not read (trial 17c)
+# note no shown reference marks (deleted, hidden, none) is not read, an imported w:altChunk is listed unread (trial 17c)
 MEDIA_TYPE = "application/vnd.openxmlformats-officedocument.wordprocessingml.document"
 
 

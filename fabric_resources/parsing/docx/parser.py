@@ -145,6 +145,8 @@ class _Walker:
                     self.paragraph(child)
                 elif child.tag == f"{{{W}}}tbl":
                     self.table(child)
+                elif child.tag == f"{{{W}}}altChunk":
+                    self.alt_chunk(child)
                 elif child.tag in _WRAPPERS:  # a content control, custom XML, alternate content: its content is body content
                     content = _wrapped(child)
                     if content is not None:
@@ -209,9 +211,22 @@ class _Walker:
                     if previous is not None:
                         self.relationships.append(ParsedRelationship("next_in_table_row", previous, index))
                     previous = index
+                for chunk in _children(tc, "altChunk"):
+                    self.alt_chunk(chunk)
                 for nested in _children(tc, "tbl"):
                     self.table(nested)
                 col += width
+
+    def alt_chunk(self, chunk) -> None:
+        """List an imported part (``w:altChunk``, ECMA-376 §17.17.2.1: HTML, RTF, another document
+        that Word renders in place) as unread: its text is not read here, and it went unsaid."""
+        rid = chunk.get("{http://schemas.openxmlformats.org/officeDocument/2006/relationships}id", "")
+        try:
+            part = self.document.part.rels[rid].target_part
+            where, kind = str(part.partname).lstrip("/"), part.content_type
+        except (KeyError, AttributeError):
+            where, kind = self.element_path(chunk), "a missing part"
+        self.skipped.append({"where": where, "reason": f"alt-chunk: imported content ({kind}) not read"})
 
     def style_name(self, p) -> str:
         style = p.find("w:pPr/w:pStyle", _NS)
