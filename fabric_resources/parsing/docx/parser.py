@@ -147,7 +147,7 @@ class _Walker:
                     self.table(child)
                 elif child.tag == f"{{{W}}}altChunk":
                     self.alt_chunk(child)
-                elif child.tag in _WRAPPERS:  # a content control, custom XML, alternate content: its content is body content
+                elif child.tag in _WRAPPERS:  # a content control, custom XML, alternate content: body content
                     content = _wrapped(child)
                     if content is not None:
                         self.body(content)
