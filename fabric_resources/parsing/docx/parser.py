@@ -74,7 +74,7 @@ def parse_docx(data: bytes, config: "OoxmlParserConfig", media_type: str = MEDIA
         Relationships: ``note_ref`` from the paragraph holding a reference to its note
         (``start_char`` = ``end_char`` = the reference's position in the paragraph text,
         ``label`` = the note's number in order of first reference), ``next_in_table_row``.
-        Text: runs joined, tabs kept, breaks as ``"\\n"``, space runs collapsed, ends stripped.
+        Text: runs joined, breaks as ``"\\n"``, runs of spaces, tabs and no-break spaces one space, ends stripped.
         ``metadata``: ``tables``, ``notes``, ``unresolved_note_refs``, ``unreferenced_notes``
         (``"footnote:3"``: notes no shown reference marks — deleted, hidden or none — left out, as
         Word shows none of them), ``skipped_elements``
