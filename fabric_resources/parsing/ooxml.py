@@ -12,8 +12,12 @@ import io
 import posixpath
 import re
 import zipfile
+from collections.abc import Callable
+from typing import TypeVar
 
 from fabric_resources.parsing.document import ParseError
+
+T = TypeVar("T")
 
 #: The first bytes of an OLE compound file: what Office writes for a password-protected DOCX/PPTX.
 OLE_MAGIC = b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1"
@@ -106,11 +110,17 @@ def without_dangling_relationships(data: bytes) -> tuple[bytes, list[str]]:
             rewritten[name] = etree.tostring(root, xml_declaration=True, encoding="UTF-8", standalone=True)
     if not rewritten:
         return data, []
+    return _repackaged(package, rewritten), sorted(missing)
+
+
+def _repackaged(package: zipfile.ZipFile, replaced: dict[str, bytes], dropped: frozenset[str] = frozenset()) -> bytes:
+    """``package`` written again, each member in ``replaced`` with its new bytes, those in ``dropped`` left out."""
     out = io.BytesIO()
-    with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as repaired:
+    with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as written:
         for info in package.infolist():
-            repaired.writestr(info, rewritten.get(info.filename) or package.read(info.filename))
-    return out.getvalue(), sorted(missing)
+            if info.filename not in dropped:
+                written.writestr(info, replaced.get(info.filename) or package.read(info.filename))
+    return out.getvalue()
 
 
 def without_unreadable_parts(data: bytes) -> tuple[bytes, list[tuple[str, str]]]:
@@ -147,15 +157,32 @@ def without_unreadable_parts(data: bytes) -> tuple[bytes, list[tuple[str, str]]]
             except etree.LxmlError as exc:
                 broken[name] = f"{type(exc).__name__}: {exc}"
     if broken:
-        out = io.BytesIO()
-        with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as kept:
-            for info in package.infolist():
-                if info.filename not in broken:
-                    kept.writestr(info, package.read(info.filename))
-        data = out.getvalue()
+        data = _repackaged(package, {}, frozenset(broken))
     data, missing = without_dangling_relationships(data)
     lost = {**{part: "missing-part" for part in missing}, **broken}
     return data, sorted(lost.items())
+
+
+def opened_or_repaired(data: bytes, open_package: Callable[[io.BytesIO], T]) -> tuple[T, list[tuple[str, str]]]:
+    """``open_package`` (python-docx's ``Document``, python-pptx's ``Presentation``) of ``data``,
+    and ``[]``; where a part is missing or malformed, of ``data`` without its unreadable parts
+    (:func:`without_unreadable_parts`), and those parts with their reasons, for the caller to
+    list as unread.
+
+    Raises
+    ------
+    KeyError, lxml.etree.XMLSyntaxError
+        The package cannot be opened and no part but the main one is unreadable.
+    """
+    from lxml import etree
+
+    try:
+        return open_package(io.BytesIO(data)), []
+    except (KeyError, etree.XMLSyntaxError):
+        repaired, lost = without_unreadable_parts(data)
+        if not lost:
+            raise
+        return open_package(io.BytesIO(repaired)), lost
 
 
 # ST_DecimalNumber is an xsd:int: optional sign, ASCII digits, surrounding XML whitespace. Not

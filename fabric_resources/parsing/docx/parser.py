@@ -13,7 +13,6 @@ skipped and listed; the document fails only when its package or main part cannot
 
 from __future__ import annotations
 
-import io
 import re
 import zipfile
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -30,7 +29,7 @@ from fabric_resources.parsing.ooxml import (
     admit_package,
     decimal_number,
     title_and_language,
-    without_unreadable_parts,
+    opened_or_repaired,
 )
 
 if TYPE_CHECKING:
@@ -93,15 +92,9 @@ def parse_docx(data: bytes, config: "OoxmlParserConfig", media_type: str = MEDIA
     import docx
     from docx.opc.exceptions import PackageNotFoundError
 
-    lost: list[tuple[str, str]] = []
     try:
-        try:
-            document = docx.Document(io.BytesIO(data))
-        except (KeyError, etree.XMLSyntaxError):  # a part missing or malformed: read the rest, list it unread
-            repaired, lost = without_unreadable_parts(data)
-            if not lost:
-                raise
-            document = docx.Document(io.BytesIO(repaired))
+        # A part missing or malformed: the rest is read, that part listed unread.
+        document, lost = opened_or_repaired(data, docx.Document)
     except (PackageNotFoundError, KeyError, ValueError, zipfile.BadZipFile, etree.LxmlError) as exc:
         raise ParseError(syntax_error_reason(exc, "malformed-docx"), exception_text(exc)) from None
     walker = _Walker(document, config.max_units)

@@ -13,7 +13,6 @@ deck fails only when the package itself cannot be opened.
 
 from __future__ import annotations
 
-import io
 import re
 import zipfile
 from typing import TYPE_CHECKING, Any
@@ -23,7 +22,7 @@ from lxml import etree
 from fabric_resources.parsing.document import (
     ParsedDocument, ParsedRelationship, ParsedUnit, ParseError, UnreadPart, exception_text,
 )
-from fabric_resources.parsing.ooxml import admit_package, title_and_language, without_unreadable_parts
+from fabric_resources.parsing.ooxml import admit_package, title_and_language, opened_or_repaired
 from fabric_resources.parsing.lxml_limits import syntax_error_reason
 from fabric_resources.parsing.pptx import MEDIA_TYPE, PARSER_NAME, PARSER_VERSION
 
@@ -91,15 +90,9 @@ def parse_pptx(data: bytes, config: "OoxmlParserConfig", media_type: str = MEDIA
     from pptx.exc import PackageNotFoundError
 
     errors = _shape_errors()
-    lost: list[tuple[str, str]] = []
     try:
-        try:
-            deck = pptx.Presentation(io.BytesIO(data))
-        except (KeyError, etree.XMLSyntaxError):  # a part missing or malformed: read the rest, list it unread
-            data, lost = without_unreadable_parts(data)
-            if not lost:
-                raise
-            deck = pptx.Presentation(io.BytesIO(data))
+        # A part missing or malformed: the rest is read, that part listed unread.
+        deck, lost = opened_or_repaired(data, pptx.Presentation)
         # Not deck.slides: it resolves every slide's relationship at once, so one dangling
         # reference would fail the deck; each slide is resolved inside its own net below.
         slide_ids = list(deck.element.sldIdLst if deck.element.sldIdLst is not None else ())
