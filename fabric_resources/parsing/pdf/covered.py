@@ -26,6 +26,7 @@ _MAX_PIXELS = 4_000_000  # the page render that confirms a cover: at most 2x, at
 _TOLERANCE = 24  # a pixel within this of the cover's colour (each channel, 0-255) shows the cover
 _STRAY = 0.02  # the share of a box's pixels that may differ (anti-aliased edges of the cover)
 _MAX_SEGMENTS = 6  # a rectangle: a move, three or four lines, perhaps a close
+_BLOCK = 256  # characters compared at once with the boxes near them
 
 
 def covered_chars(page, textpage, count: int) -> set[int]:
@@ -42,19 +43,56 @@ def covered_chars(page, textpage, count: int) -> set[int]:
             boxes.append((z, *box))
     if not boxes or page.get_rotation() % 360:  # a rotated page: its pixels are not mapped here
         return set()
-    candidates: dict[int, tuple[tuple[float, float, float, float], tuple[int, int, int]]] = {}
+    chars: list[tuple[int, int, float, float, float, float]] = []  # index, paint order, left, bottom, right, top
     left, bottom, right, top = ctypes.c_double(), ctypes.c_double(), ctypes.c_double(), ctypes.c_double()
     for i in range(count):
         obj = pdfium_c.FPDFText_GetTextObject(textpage.raw, i)
         z = order.get(ctypes.cast(obj, ctypes.c_void_p).value) if obj else None
         if z is None or not pdfium_c.FPDFText_GetCharBox(textpage.raw, i, left, right, bottom, top):
             continue
-        cx, cy, height = (left.value + right.value) / 2, (bottom.value + top.value) / 2, top.value - bottom.value
-        cover = next((colour for bz, x0, y0, x1, y1, colour in boxes if bz > z and x0 <= cx <= x1 and y0 <= cy <= y1
-                      and min(y1, top.value) - max(y0, bottom.value) >= MIN_COVER * height), None)
-        if cover is not None and right.value > left.value and height > 0:
-            candidates[i] = ((left.value, bottom.value, right.value, top.value), cover)
+        if right.value > left.value and top.value > bottom.value:
+            chars.append((i, z, left.value, bottom.value, right.value, top.value))
+    candidates = {chars[c][0]: (chars[c][2:], boxes[b][5]) for c, b in first_covers(chars, boxes)}
     return _unseen(page, candidates) if candidates else set()
+
+
+def first_covers(chars, boxes) -> list[tuple[int, int]]:
+    """(character position in ``chars``, box position in ``boxes``) for each character that a box
+    painted after it covers (its centre inside, :data:`MIN_COVER` of its height spanned), the
+    first such box in paint order. ``chars``: ``(index, paint order, left, bottom, right, top)``;
+    ``boxes``: ``(paint order, x0, y0, x1, y1, colour)`` in paint order.
+
+    One NumPy comparison per block of characters against the boxes near it: a generated report paints a
+    cell's background after the text of the cells before it, so a table page holds thousands of
+    candidate boxes, and a Python loop over (character, box) pairs cost 1.9 s on a page of 1,400
+    cells (0.2 s before the check existed).
+
+    >>> first_covers([(0, 1, 0, 0, 10, 10), (1, 3, 0, 0, 10, 10), (2, 1, 50, 0, 60, 10)],
+    ...              [(2, -1, -1, 11, 11, (0, 0, 0)), (4, -1, 5, 11, 11, (0, 0, 0))])
+    [(0, 0)]
+    """
+    if not chars or not boxes:
+        return []
+    import numpy as np  # here: the PDF parse child imports this module for every file, few have boxes
+
+    boxes_at = np.array([b[:5] for b in boxes], dtype=np.float64)
+    c = np.array([ch[1:] for ch in chars], dtype=np.float64)
+    out: list[tuple[int, int]] = []
+    for at in range(0, len(c), _BLOCK):
+        z, left, bottom, right, top = (c[at:at + _BLOCK, k, None] for k in range(5))
+        # Characters come in reading order, so a block spans part of the page: only boxes meeting
+        # its bounds can hold one of its centres.
+        near = np.flatnonzero((boxes_at[:, 3] >= left.min()) & (boxes_at[:, 1] <= right.max())
+                              & (boxes_at[:, 4] >= bottom.min()) & (boxes_at[:, 2] <= top.max()))
+        if not len(near):
+            continue
+        bz, x0, y0, x1, y1 = (boxes_at[near, k] for k in range(5))
+        cx, cy = (left + right) / 2, (bottom + top) / 2
+        covers = ((bz > z) & (x0 <= cx) & (cx <= x1) & (y0 <= cy) & (cy <= y1)
+                  & (np.minimum(y1, top) - np.maximum(y0, bottom) >= MIN_COVER * (top - bottom)))
+        hit = covers.any(axis=1)
+        out += [(at + int(r), int(near[b])) for r, b in zip(np.flatnonzero(hit), covers[hit].argmax(axis=1))]
+    return out
 
 
 def _unseen(page, candidates) -> set[int]:
