@@ -856,9 +856,11 @@ def pinned_view(home: FabricHome, release_id: int | None = None) -> ReleaseView 
     """The view of ``release_id`` (default: the current release) under today's visibility, or None
     when nothing is activated or the release does not exist.
 
-    Per query: the pointer, the catalog's hidden source keys and a ``stat`` of the config file, and
-    for a release other than the current one whether it still exists; a release's manifest is
-    parsed once per process (releases are immutable, but retention and purges retire them).
+    Per query: the pointer, the catalog's hidden source keys, a ``stat`` of the config file and
+    the release's publication time (for a release other than the current one: whether it still
+    exists; for any: that it is the release cached under its ID, not one of a home deleted and made
+    again at the same path); a release's manifest is parsed once per process (releases are
+    immutable, but retention and purges retire them).
 
     Raises
     ------
@@ -872,13 +874,19 @@ def pinned_view(home: FabricHome, release_id: int | None = None) -> ReleaseView 
     if rid is None:
         return None
     rkey = (str(home.root), rid)
-    if rid != pointer and not home.catalog.has_release(rid):
+    published = home.catalog.release_created_at(rid)
+    if rid != pointer and published is None:
         # Retired since this process cached it (retention, or a purge, which retires every release
         # that named what it removed): its cached rows may hold purged text, so they go too.
         _forget_release(rkey)
         return None
     with _VIEWS_LOCK:
         release = _RELEASES.get(rkey)
+    if release is not None and release.created_at != published:
+        # Another home's release of this ID at this path (the home deleted, or moved away, and made
+        # again: its IDs start at 1 again): the cached one names other files, rows and text.
+        _forget_release(rkey)
+        release = None
     if release is None:
         release = home.catalog.release(rid)
         if release is None and rid == pointer:

@@ -528,6 +528,16 @@ class Catalog(abc.ABC):
         with self.transaction() as con:
             return con.execute("SELECT 1 FROM releases WHERE release_id = ?", (release_id,)).fetchone() is not None
 
+    def release_created_at(self, release_id: int) -> float | None:
+        """When release ``release_id`` was published, or None when the catalog has no such release
+        (no manifest read): with the ID it names one release, also across a home deleted and made
+        again at the same path (whose IDs start at 1 again)."""
+        if not _storable_id(release_id):
+            return None
+        with self.transaction() as con:
+            r = con.execute("SELECT created_at FROM releases WHERE release_id = ?", (release_id,)).fetchone()
+        return None if r is None else r[0]
+
     def release(self, release_id: int) -> Release | None:
         """Release ``release_id``, or None when the catalog has none of that ID (any integer: one
         past 64 bits, typed in a job's config, names none rather than raising ``OverflowError``)."""

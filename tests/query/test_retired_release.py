@@ -36,3 +36,27 @@ def test_a_purged_text_is_not_served_from_a_release_cached_before_the_purge(tmp_
         fabric.search("Quixotic zebras manifesto", release_id=old)
     current = fabric.search("Quixotic zebras manifesto")
     assert current.release_id != old and not any("Quixotic" in h.text for h in current.results)
+
+
+def test_a_home_made_again_at_the_same_path_is_not_answered_from_the_old_homes_release(tmp_path, fabric_home):
+    """guards against (trial 17d): a process that searched a home, which was then deleted and made
+    again at the same path (its release IDs start at 1 again), answering a new ``Fabric`` of that
+    path from the old home's cached release 1: the old files' text, citations that resolve stale."""
+    import shutil
+
+    old, new = tmp_path / "old", tmp_path / "new"
+    old.mkdir()
+    new.mkdir()
+    (old / "a.txt").write_text(SECRET + "\n")
+    (new / "b.txt").write_text("The lighthouse keeper logged the tide at the harbour.\n")
+    ingest(old, fabric_home)
+    first = Fabric(fabric_home.root).search("harbour")
+    assert first.results[0].text.startswith("Quixotic")
+    shutil.rmtree(fabric_home.root)
+    ingest(new, FabricHome(fabric_home.root))
+    fabric = Fabric(fabric_home.root)
+    again = fabric.search("harbour")
+    assert again.release_id == first.release_id  # the same ID, another release
+    assert [h.citation.source_key for h in again.results] == ["fs:new/b.txt"]
+    assert again.results[0].text.startswith("The lighthouse keeper")
+    assert fabric.resolve(again.results[0].citation).status == "verified"
