@@ -12,7 +12,7 @@ from typing import Any
 
 from fabric_query import pipeline
 from fabric_query.cli_text import one_line
-from fabric_query.errors import HomeNotFoundError, InvalidArgumentError
+from fabric_query.errors import ForkedProcessError, HomeNotFoundError, InvalidArgumentError
 from fabric_query.resolve import check_shown_text, validated_citation
 from fabric_query.resolve import resolve as resolve_citation
 from fabric_query.scope import Scope
@@ -31,11 +31,32 @@ from fabric_resources.schema import LAST_SCAN_STATE, RESCAN_REMEDY, SCAN_SKIPPED
 from fabric_resources.object_store import TableStoreUnavailableError
 
 
+#: The process that opened a :class:`Fabric` first (None: none has); a child forked from it
+#: inherits the value, which is then not its own PID.
+_OPENED_IN: int | None = None
+
+
+def _refuse_after_fork(opened_in: int | None) -> None:
+    """Raises :class:`ForkedProcessError` when this process is not ``opened_in`` (a fork of it)."""
+    if opened_in is not None and opened_in != os.getpid():
+        raise ForkedProcessError(
+            f"this process was forked from process {opened_in}, which had opened a Fabric home: Lance and "
+            "the read side's locks are not fork-safe, so a read here could hang; open the home in a process "
+            "started with multiprocessing's 'spawn' or 'forkserver' method")
+
+
 class Fabric:
     """A Fabric home opened for reading.
 
+    Not fork-safe: a ``Fabric`` is used in the process that opened it, and a process forked from
+    one that opened a ``Fabric`` opens none (both raise :class:`ForkedProcessError`; a search there
+    hung in Lance or on a lock another thread held at the fork). Threads may share one ``Fabric``.
+
     Raises
     ------
+    ForkedProcessError
+        In a process forked from one that had opened a ``Fabric`` (here, or by any later call of a
+        ``Fabric`` carried across the fork).
     HomeNotFoundError
         If the home has no catalog (nothing was ever ingested there).
     ConfigError
@@ -56,7 +77,13 @@ class Fabric:
         one line, exit 2.
     """
 
+    _pid: int | None = None  # the process that opened it
+
+
     def __init__(self, home: str | os.PathLike | None = None) -> None:
+        global _OPENED_IN
+        _refuse_after_fork(_OPENED_IN)
+        _OPENED_IN = self._pid = os.getpid()
         path = home_path(home)
         reader = FabricHome(path, read_only=True)
         if not reader.exists():  # its catalog, wherever storage.catalog puts it
@@ -82,6 +109,7 @@ class Fabric:
         boundary (``QueryCancelled``); see :func:`fabric_query.pipeline.search` for the errors its
         arguments raise (all in :mod:`fabric_query.errors`; the home's own state can raise those
         the class lists, e.g. ``ConfigError`` for a ``config.json`` edited into an invalid one)."""
+        _refuse_after_fork(self._pid)
         return pipeline.search(self.home, query, self.encoder, limit=limit, release_id=release_id, debug=debug,
                                reranker=self.reranker, channels=channels, scope=scope, max_tokens=max_tokens,
                                cancel=cancel)
@@ -112,6 +140,7 @@ class Fabric:
         ConfigError
             The home's ``config.json`` was edited into an invalid one (as for ``search``).
         """
+        _refuse_after_fork(self._pid)
         if shown_text is None:
             return resolve_citation(self.home, citation)
         if not isinstance(shown_text, str):
@@ -130,6 +159,7 @@ class Fabric:
         InvalidArgumentError
             If ``text`` is not a string, or is empty or only white space.
         """
+        _refuse_after_fork(self._pid)
         if not isinstance(text, str):  # None or a number was an AttributeError from .strip()
             raise InvalidArgumentError(f"give part of a source key or file name as a string, got {type(text).__name__}")
         needle = unicodedata.normalize("NFC", text.strip()).casefold()  # a name typed (NFC) finds one made on macOS (NFD)
@@ -160,6 +190,8 @@ class Fabric:
         return tuple(out)
 
     def status(self) -> Status:
+        """What the home holds (:class:`Status`); raises as the class does."""
+        _refuse_after_fork(self._pid)
         catalog = self.home.catalog
         sources = catalog.source_overview()  # (key, state, media type, parse ID), by key
         by_parse: dict[str, list[str]] = {}

@@ -24,7 +24,8 @@ class QueryTooLongError(QuerySyntaxError):
 
 class InvalidArgumentError(FabricQueryError, ValueError):
     """An argument other than the query text is out of its range or of the wrong type
-    (``limit``, ``release_id``, ``debug``)."""
+    (``limit``, ``release_id``, ``debug``, ``channels``, ``scope``, ``max_tokens``, ``cancel``;
+    ``resolve``'s ``shown_text``, ``source_partitions``' text)."""
 
 
 class NoReleaseError(FabricQueryError):
@@ -69,6 +70,13 @@ class ReleaseUnreadableError(FabricQueryError):
     """The pinned release's canonical chunk rows cannot be read (a damaged or missing table), so no
     channel can answer. Projections that cannot be read are skipped instead
     (``EvidencePack.skipped_channels``)."""
+
+
+class ForkedProcessError(FabricQueryError):
+    """The process was forked (``os.fork``, multiprocessing's ``fork`` start method) from one that
+    had opened a :class:`fabric_query.Fabric`: Lance's runtime and the read side's locks are not
+    fork-safe (a lock another thread held at the fork is held for ever in the child), so a read
+    there could hang. Open the home in a process started with ``spawn`` or ``forkserver``."""
 
 
 class QueryCancelled(FabricQueryError):

@@ -14,3 +14,31 @@ def test_source_partitions_refuses_a_text_that_is_not_a_string(text):
     fabric = object.__new__(Fabric)  # the check comes before the home is read
     with pytest.raises(InvalidArgumentError, match=f"as a string, got {type(text).__name__}"):
         fabric.source_partitions(text)
+
+
+def test_a_forked_child_is_refused_a_fabric_rather_than_left_to_hang(tmp_path, monkeypatch):
+    """guards against (trial 17d): a process forked from one that had opened a ``Fabric``, using it
+    or opening another, hanging for ever (Lance's runtime, or a read-side lock another thread held
+    at the fork: 9 of 15 forked children hung while the parent searched on a thread)."""
+    import os
+
+    from fabric_query import api
+    from fabric_query.errors import ForkedProcessError
+
+    carried = object.__new__(Fabric)
+    carried._pid = os.getpid()  # as Fabric() records it
+    monkeypatch.setattr(api, "_OPENED_IN", os.getpid())
+    calls = [lambda: Fabric(tmp_path / "home"), lambda: carried.search("lighthouse"),
+             lambda: carried.resolve({}), lambda: carried.status(), lambda: carried.source_partitions("a")]
+    for call in calls:
+        pid = os.fork()
+        if pid == 0:  # the child only ever reaches the check, before any lock or Lance call
+            try:
+                call()
+            except ForkedProcessError:
+                os._exit(0)
+            except BaseException:  # noqa: BLE001 - any other outcome fails the test
+                os._exit(1)
+            os._exit(2)
+        assert os.waitpid(pid, 0)[1] == 0
+    assert object.__new__(Fabric)._pid is None  # a Fabric never opened checks nothing
