@@ -96,7 +96,13 @@ def stop_if_cancelled(cancel: threading.Event | None) -> None:
     Traceback (most recent call last):
     ...
     fabric_query.errors.QueryCancelled: the query was cancelled: its caller stopped waiting
+
+    Anything else than None or an event (an object with ``is_set()``: ``threading.Event``,
+    ``multiprocessing.Event``) is an :class:`~fabric_query.errors.InvalidArgumentError` (``True``
+    was an ``AttributeError`` from deep inside the search).
     """
+    if cancel is not None and not callable(getattr(cancel, "is_set", None)):
+        raise InvalidArgumentError(f"cancel must be a threading.Event (or None), got {type(cancel).__name__}")
     if cancel is not None and cancel.is_set():
         raise QueryCancelled("the query was cancelled: its caller stopped waiting")
 

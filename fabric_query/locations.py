@@ -34,12 +34,13 @@ class CitedLocation(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    unit_id: str
-    kind: str
-    # Strict: a citation read back from JSON must not turn ``true`` or ``"7"`` into a page or line.
+    # Strict: a citation read back from JSON must not turn ``true`` or ``"7"`` into a page or line,
+    # nor bytes into text.
+    unit_id: Annotated[str, Strict()]
+    kind: Annotated[str, Strict()]
     pages: tuple[Annotated[int, Strict()], ...] = ()
-    path: tuple[str, ...] = ()
-    element_path: str | None = None
+    path: tuple[Annotated[str, Strict()], ...] = ()
+    element_path: Annotated[str, Strict()] | None = None
     lines: tuple[Annotated[int, Strict()], Annotated[int, Strict()]] | None = None
 
 

@@ -128,8 +128,8 @@ def search(
         From the query language (also: a query that is not a ``str`` or not valid Unicode).
     InvalidArgumentError
         ``limit``, ``release_id``, ``debug``, ``channels``, ``scope`` or ``max_tokens`` out of
-        range or of the wrong type, an unknown channel name, or a scope field that the query string
-        also filters on.
+        range or of the wrong type, a ``cancel`` that is not an event (no ``is_set()``), an unknown
+        channel name, or a scope field that the query string also filters on.
     NoReleaseError
         Nothing has been activated yet, or ``release_id`` does not exist.
     ReleaseUnreadableError

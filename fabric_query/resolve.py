@@ -490,4 +490,5 @@ def check_shown_text(result: ResolveResult, citation: Citation, shown_text: str)
                    "the hit's text is not the cited passage (its SHA-256 differs from the citation's "
                    "text_hash): edited after the search?")
     return ResolveResult(status="verified" if result.status == "verified" and same else "stale",
-                         checks=(*result.checks, check), text=result.text if same else None)
+                         checks=(*result.checks, check), text=result.text if same else None,
+                         active_at=result.active_at)

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Strict
+from pydantic import BaseModel, ConfigDict, Strict, field_validator
+from pydantic_core import to_jsonable_python
 
 # CitedLocation lives beside the functions that derive it; imported here with the other result types.
 from fabric_query.locations import CitedLocation, location_label
@@ -23,17 +24,20 @@ class _Frozen(BaseModel):
 #: An integer a citation carries: ``true`` or ``"1"`` is refused, not read as 1 (a citation is
 #: re-verified, so a coerced field is no oracle, but it would be a second spelling of one citation).
 WireInt = Annotated[int, Strict()]
+#: A string a citation carries: ``b"fs:a.txt"`` is refused, not decoded into the key (pydantic's lax
+#: mode read bytes as UTF-8 text: a second spelling of one citation, which verified).
+WireStr = Annotated[str, Strict()]
 
 
 class CitedSpan(_Frozen):
     """One fragment of a passage: a range of one unit's canonical text."""
 
-    unit_id: str
+    unit_id: WireStr
     start_char: WireInt
     end_char: WireInt
     start_utf16: WireInt
     end_utf16: WireInt
-    text_hash: str  # SHA-256 hex of unit_text[start_char:end_char]
+    text_hash: WireStr  # SHA-256 hex of unit_text[start_char:end_char]
 
 
 class Citation(_Frozen):
@@ -45,13 +49,13 @@ class Citation(_Frozen):
     """
 
     release_id: WireInt
-    source_key: str
-    source_hash: str
-    parse_id: str
-    chunk_id: str
+    source_key: WireStr
+    source_hash: WireStr
+    parse_id: WireStr
+    chunk_id: WireStr
     spans: tuple[CitedSpan, ...]
-    text_hash: str  # SHA-256 hex of the passage text
-    also_cited_by: tuple[str, ...] = ()  # other active sources with identical bytes
+    text_hash: WireStr  # SHA-256 hex of the passage text
+    also_cited_by: tuple[WireStr, ...] = ()  # other active sources with identical bytes
     locations: tuple[CitedLocation, ...] = ()
 
     @property
@@ -111,6 +115,14 @@ class Hit(_Frozen):
     #: check, ``pending`` or ``parsed`` and not ready yet, ``unparsed``: no parse is due, its type
     #: or size). None when the hit quotes the file's latest version the scan saw.
     source_changed: str | None = None
+
+    @field_validator("provenance")
+    @classmethod
+    def _json_native(cls, value: dict[str, Any]) -> dict[str, Any]:
+        """Held as its JSON form reads back (lists, not tuples), so a hit equals itself after a
+        JSON round trip (``model_validate_json(hit.model_dump_json()) == hit``; was unequal: the
+        dense routes were tuples)."""
+        return to_jsonable_python(value)
 
 
 class Passage(_Frozen):

@@ -150,6 +150,47 @@ def test_a_citation_integer_is_never_coerced(fabric, real_citation, where, value
         fabric.resolve(citation)
 
 
+@pytest.mark.parametrize("where", ["source_key", "parse_id", "text_hash", "also_cited_by", "span.unit_id",
+                                   "span.text_hash", "location.kind", "location.path"])
+def test_a_citation_string_given_as_bytes_is_refused(fabric, real_citation, where):
+    """guards against (trial 17d): ``source_key: b"fs:corpus/a.txt"`` decoded by pydantic's lax mode
+    into the key, a second spelling of one citation that verified."""
+    citation = {**real_citation, "spans": [dict(s) for s in real_citation["spans"]],
+                "locations": [dict(loc) for loc in real_citation["locations"]]}
+    if where == "also_cited_by":
+        citation[where] = [real_citation["source_key"].encode()]
+    elif where == "location.path":
+        citation["locations"][0]["path"] = [b"x"]
+    elif "." in where:
+        part, field = where.split(".")
+        target = citation["spans" if part == "span" else "locations"][0]
+        target[field] = target[field].encode()
+    else:
+        citation[where] = citation[where].encode()
+    with pytest.raises(CitationError, match="not a valid citation"):
+        fabric.resolve(citation)
+
+
+@pytest.mark.parametrize("cancel", [True, 1, "stop", object()])
+def test_a_cancel_that_is_not_an_event_is_an_invalid_argument(fabric, cancel):
+    """guards against (trial 17d): ``cancel=True`` an ``AttributeError`` ('bool' object has no
+    attribute 'is_set') from inside the search."""
+    from fabric_query.errors import InvalidArgumentError
+
+    with pytest.raises(InvalidArgumentError, match="cancel"):
+        fabric.search("lighthouse", cancel=cancel)
+
+
+def test_resolve_with_shown_text_keeps_where_the_cited_bytes_are_active(fabric, real_citation):
+    """guards against (trial 17d): ``resolve(citation, shown_text=...)`` dropping ``active_at`` (the
+    visible sources serving the cited parse) that ``resolve(citation)`` gives for a moved file."""
+    moved = {**real_citation, "source_key": "fs:corpus/renamed.txt"}
+    plain = fabric.resolve(moved)
+    assert plain.status == "stale" and plain.active_at == (real_citation["source_key"],)
+    shown = fabric.resolve(moved, shown_text="whatever the hit showed")
+    assert shown.status == "stale" and shown.active_at == plain.active_at
+
+
 def test_limits_and_surrogates_are_typed(fabric):
     """guards against: ``limit=-1`` or ``0`` silently answering with the default; surrogates crashing."""
     from fabric_query.errors import InvalidArgumentError
@@ -185,3 +226,14 @@ def test_e5_query_encoding_is_bounded(fabric):
     full, truncated = e5.encode_queries([long_query, cut])
     assert math.isclose(float(full @ truncated), 1.0, abs_tol=1e-6)
     assert fabric.search(long_query).results
+
+
+def test_a_pack_equals_itself_after_a_json_round_trip(fabric):
+    """guards against (trial 17d): ``EvidencePack.model_validate_json(pack.model_dump_json()) != pack``
+    (a hit's dense provenance held tuples, which JSON reads back as lists)."""
+    from fabric_query.types import EvidencePack
+
+    for query in ("lighthouse keeper", "認証トークン", '"the lamp"'):
+        pack = fabric.search(query, debug=True, max_tokens=300)
+        assert pack.results and any(h.provenance for h in pack.results)
+        assert EvidencePack.model_validate_json(pack.model_dump_json()) == pack
