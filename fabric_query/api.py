@@ -45,6 +45,21 @@ def _refuse_after_fork(opened_in: int | None) -> None:
             "started with multiprocessing's 'spawn' or 'forkserver' method")
 
 
+def _checked_home(home: object) -> str | os.PathLike | None:
+    """``home`` as ``Fabric()`` takes it: None (``$FABRIC_HOME``, else ``./.fabric``) or a folder's
+    path as ``str`` or ``os.PathLike``; anything else is an :class:`InvalidArgumentError` (bytes or a
+    number were a ``TypeError`` from ``pathlib``, a NUL a ``ValueError``, and ``""`` opened
+    ``$FABRIC_HOME`` or ``./.fabric`` in its place: another home, with nothing said)."""
+    if home is None:
+        return None
+    path = os.fspath(home) if isinstance(home, (str, os.PathLike)) else None
+    if not isinstance(path, str):
+        raise InvalidArgumentError(f"home must be a folder's path (str or os.PathLike), got {type(home).__name__}")
+    if not path.strip() or "\x00" in path:
+        raise InvalidArgumentError(f"home must name a folder, got {path!r:.80} (None: $FABRIC_HOME, else ./.fabric)")
+    return home
+
+
 class Fabric:
     """A Fabric home opened for reading.
 
@@ -57,8 +72,13 @@ class Fabric:
     ForkedProcessError
         In a process forked from one that had opened a ``Fabric`` (here, or by any later call of a
         ``Fabric`` carried across the fork).
+    InvalidArgumentError
+        ``home`` is not None, a ``str`` or an ``os.PathLike`` of one, or is empty or holds a NUL.
     HomeNotFoundError
         If the home has no catalog (nothing was ever ingested there).
+    HomeUnusableError
+        (``fabric_resources.home``) If the path cannot hold a home (it lies under a file, or is not
+        valid UTF-8, which the word index cannot open).
     ConfigError
         (``fabric_resources.config``) If the home's ``config.json`` cannot be read or is invalid
         (not UTF-8 JSON, a folder, a FIFO, unknown keys), or the home path is a file. ``search``,
@@ -84,7 +104,7 @@ class Fabric:
         global _OPENED_IN
         _refuse_after_fork(_OPENED_IN)
         _OPENED_IN = self._pid = os.getpid()
-        path = home_path(home)
+        path = home_path(_checked_home(home))
         reader = FabricHome(path, read_only=True)
         if not reader.exists():  # its catalog, wherever storage.catalog puts it
             raise HomeNotFoundError(f"no Fabric home at {path}; run `fabric ingest PATH` first")

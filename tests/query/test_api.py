@@ -42,3 +42,12 @@ def test_a_forked_child_is_refused_a_fabric_rather_than_left_to_hang(tmp_path, m
             os._exit(2)
         assert os.waitpid(pid, 0)[1] == 0
     assert object.__new__(Fabric)._pid is None  # a Fabric never opened checks nothing
+
+
+@pytest.mark.parametrize("home", [b"/tmp/home", 5, ["/tmp/home"], "", "   ", "/tmp/ho\x00me"])
+def test_a_home_that_is_no_folder_path_is_an_invalid_argument(home, tmp_path, monkeypatch):
+    """guards against (trial 17d): ``Fabric(b"...")`` or ``Fabric(5)`` a ``TypeError`` from pathlib, a
+    NUL a ``ValueError``, and ``Fabric("")`` opening ``$FABRIC_HOME`` (another home) in its place."""
+    monkeypatch.setenv("FABRIC_HOME", str(tmp_path / "not-this-one"))
+    with pytest.raises(InvalidArgumentError, match="home must"):
+        Fabric(home)
