@@ -24,7 +24,7 @@ import datetime as dt
 import re
 from typing import Annotated
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StringConstraints
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, Strict, StringConstraints
 
 from fabric_query.errors import InvalidArgumentError
 from fabric_query.querylang import ParsedQuery, day_ns
@@ -33,7 +33,8 @@ from fabric_query.querylang import ParsedQuery, day_ns
 MAX_SCOPE_ITEMS = 1000
 MAX_SCOPE_ITEM_CHARS = 4096
 
-_Item = Annotated[str, StringConstraints(min_length=1, max_length=MAX_SCOPE_ITEM_CHARS)]
+#: Strict: ``b"notes/"`` is refused, not decoded into a prefix (pydantic's lax mode read bytes as text).
+_Item = Annotated[str, Strict(), StringConstraints(min_length=1, max_length=MAX_SCOPE_ITEM_CHARS)]
 _Items = Annotated[tuple[_Item, ...], Field(max_length=MAX_SCOPE_ITEMS)]
 _YYYY_MM_DD = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
 

@@ -176,6 +176,15 @@ def test_bad_scopes_are_typed_errors(fabric, scope):
         fabric.search("lamp", scope=scope)
 
 
+@pytest.mark.parametrize("field", ["source_keys", "path_prefixes", "media_types", "languages"])
+def test_a_scope_item_given_as_bytes_is_refused(field):
+    """guards against (trial 17d): ``{"path_prefixes": [b"notes/"]}`` decoded by pydantic's lax mode
+    into a prefix, the one scope input of the wrong type that was read (a number is refused)."""
+    with pytest.raises(InvalidArgumentError, match=field):
+        apply_scope(parse_query("lamp"), {field: [b"text"]})
+    assert apply_scope(parse_query("lamp"), {field: ["text"]}) is not None
+
+
 @pytest.mark.parametrize("day", [0, 1704067200, 1704067200000, 1704067200.0, "1704067200", "2024-01-01T00:00:00",
                                  "2024-01-01T00:00:00+09:00", dt.datetime(2024, 1, 1), "2024-1-1", "２０２４-01-01"])
 def test_a_scope_date_is_a_calendar_day_not_a_time_or_a_number(day):
