@@ -117,6 +117,13 @@ class Fabric:
         self.home.catalog
         limit_malloc_arenas(self.home.config.query.malloc_arena_max)
 
+    def __reduce__(self):
+        """Pickled as its home's path: unpickling opens that home again, in whatever process (a
+        ``Fabric`` passed to a ``spawn`` pool's worker; pickled after a search it was an
+        ``AttributeError``, "Can't pickle local object", and before one it carried its opener's
+        process, and its caches' state, with it)."""
+        return (Fabric, (str(self.home.root),))
+
     def search(
         self, query: str, *, limit: int | None = None, release_id: int | None = None, debug: bool = False,
         channels: Collection[str] | None = None, scope: Scope | dict | None = None, max_tokens: int | None = None,

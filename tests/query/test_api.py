@@ -51,3 +51,29 @@ def test_a_home_that_is_no_folder_path_is_an_invalid_argument(home, tmp_path, mo
     monkeypatch.setenv("FABRIC_HOME", str(tmp_path / "not-this-one"))
     with pytest.raises(InvalidArgumentError, match="home must"):
         Fabric(home)
+
+
+def test_a_fabric_pickles_as_its_home_and_opens_it_again_in_a_spawned_process(tmp_path):
+    """guards against (trial 17d): ``pickle.dumps(fabric)`` after a search an ``AttributeError``
+    ("Can't pickle local object 'FabricHome.tables.<locals>.<lambda>'"), so a ``Fabric`` could not
+    be handed to a ``spawn`` pool's worker."""
+    import multiprocessing as mp
+    import pickle
+
+    from conftest import ingest
+    from fabric_resources.home import FabricHome
+
+    folder = tmp_path / "notes"
+    folder.mkdir()
+    (folder / "a.txt").write_text("The lighthouse keeper logged the tide.\n")
+    ingest(folder, FabricHome(tmp_path / "home"))
+    fabric = Fabric(tmp_path / "home")
+    pack = fabric.search("lighthouse")
+    again = pickle.loads(pickle.dumps(fabric))
+    assert again.home.root == fabric.home.root and again.search("lighthouse").results == pack.results
+    with mp.get_context("spawn").Pool(1) as pool:
+        assert pool.apply(_resolve_in_child, (fabric, pack.results[0].citation)) == "verified"
+
+
+def _resolve_in_child(fabric, citation) -> str:
+    return fabric.resolve(citation).status
