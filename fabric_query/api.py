@@ -99,11 +99,9 @@ class Fabric:
 
     _pid: int | None = None  # the process that opened it
 
-
     def __init__(self, home: str | os.PathLike | None = None) -> None:
         global _OPENED_IN
         _refuse_after_fork(_OPENED_IN)
-        _OPENED_IN = self._pid = os.getpid()
         path = home_path(_checked_home(home))
         reader = FabricHome(path, read_only=True)
         if not reader.exists():  # its catalog, wherever storage.catalog puts it
@@ -116,6 +114,7 @@ class Fabric:
         # since (under a running server) was made again there, empty, and read as "no release".
         self.home.catalog
         limit_malloc_arenas(self.home.config.query.malloc_arena_max)
+        _OPENED_IN = self._pid = os.getpid()  # opened: a process forked from this one opens none
 
     def __reduce__(self):
         """Pickled as its home's path: unpickling opens that home again, in whatever process (a
