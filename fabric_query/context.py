@@ -410,13 +410,16 @@ def check_arguments(release_id, debug) -> None:
 
 def open_query(home: FabricHome, config: FabricConfig, query: str, encoders: Encoders, *, limit: int,
                release_id: int | None, selected: frozenset[str], clock: Stopwatch,
-               scope: "Scope | dict | None" = None, cancel: threading.Event | None = None) -> QueryContext:
+               scope: "Scope | dict | None" = None, cancel: threading.Event | None = None,
+               pinned: list[int] | None = None) -> QueryContext:
     """Parse ``query``, pin the release (default: the current one) and apply the filters.
 
     Laps ``pin_and_parse`` and ``eligibility`` on ``clock``. ``limit`` and ``release_id`` are
     already checked (:func:`checked_limit`, :func:`check_arguments`); ``scope`` adds the structured
     filters (:func:`fabric_query.scope.apply_scope`); ``cancel``: :attr:`QueryContext.cancel`,
-    checked here once the release is pinned.
+    checked here once the release is pinned; ``pinned``, when given, gets the pinned release's ID
+    as soon as it is pinned (before its rows are read: :func:`fabric_query.pipeline.search` asks
+    whether it was retired while the query read it).
 
     Raises
     ------
@@ -434,6 +437,8 @@ def open_query(home: FabricHome, config: FabricConfig, query: str, encoders: Enc
     if view is None:
         raise NoReleaseError("no activated release in this home; run `fabric ingest PATH` first"
                              if release_id is None else f"release {release_id} does not exist")
+    if pinned is not None:
+        pinned.append(view.release_id)
     clock.lap("pin_and_parse")
     stop_if_cancelled(cancel)
     eligible, sources_by_parse = eligible_parses(view, parsed)

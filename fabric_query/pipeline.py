@@ -52,8 +52,10 @@ from fabric_query.context import (  # noqa: F401 - MAX_LIMIT, eligible_parses: s
     stop_if_cancelled,
     unmatched_filters,
 )
+from fabric_query.errors import NoReleaseError, ReleaseUnreadableError
 from fabric_query.evidence import LEXICAL_CHANNELS
 from fabric_query.fusion import FusionMethod, fuse
+from fabric_query.release import _forget_release
 from fabric_query.scope import Scope
 from fabric_query.stages.base import RescoringStage
 from fabric_query.stages.maxsim import MAXSIM
@@ -131,12 +133,59 @@ def search(
         range or of the wrong type, a ``cancel`` that is not an event (no ``is_set()``), an unknown
         channel name, or a scope field that the query string also filters on.
     NoReleaseError
-        Nothing has been activated yet, or ``release_id`` does not exist.
+        Nothing has been activated yet, or ``release_id`` does not exist (or was retired, by
+        retention or a purge, while the query ran).
     ReleaseUnreadableError
         The release's chunk rows cannot be read.
     QueryCancelled
         ``cancel`` was set before the query ended.
+
+    A query of the current release that retention or a purge retired while it ran (its table
+    versions and index generation may go part-way through; a cleanup retires a release before it
+    removes a file of it) is answered again, whole, from the release current then, up to
+    :data:`RETIRED_RETRIES` times: never an answer that a removed file cut short or a damage
+    reported for files a cleanup removed.
     """
+    for attempt in range(RETIRED_RETRIES + 1):
+        pinned: list[int] = []
+        try:
+            pack = _answer(home, query, embedder, limit=limit, release_id=release_id, debug=debug,
+                           multilingual=multilingual, reranker=reranker, channels=channels, scope=scope,
+                           max_tokens=max_tokens, cancel=cancel, pinned=pinned)
+        except ReleaseUnreadableError:
+            if not _retired_meanwhile(home, pinned, release_id) or attempt == RETIRED_RETRIES:
+                raise
+            continue
+        if (pack.skipped_channels or pack.fallback_reason or pack.dense_fallback_reason) and attempt < RETIRED_RETRIES \
+                and _retired_meanwhile(home, pinned, release_id):
+            continue  # a projection read failed: its files may be what the retirement removed
+        return pack
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+#: Times a query of the current release is asked again when the release it pinned was retired while
+#: it ran (each retry pins the release current then: a second retirement needs a second activation).
+RETIRED_RETRIES = 2
+
+
+def _retired_meanwhile(home: FabricHome, pinned: list[int], release_id: int | None) -> bool:
+    """Whether the release the query pinned (``pinned``: its ID, once pinned) has left the catalog
+    since: True means ask again. A release pinned by its ID (``release_id``) is not swapped for
+    another: that raises :class:`NoReleaseError`, as for a release retired before the query."""
+    if not pinned or home.catalog.has_release(pinned[0]):
+        return False
+    _forget_release((str(home.root), pinned[0]))  # its cached view may hold failures (or purged text)
+    if release_id is not None:
+        raise NoReleaseError(f"release {release_id} was retired (by retention or a purge) while the query ran; "
+                             "ask again without a release ID for the current one")
+    return True
+
+
+def _answer(home: FabricHome, query: str, embedder: Encoder, *, limit: int | None, release_id: int | None,
+            debug: bool, multilingual: Encoder | None, reranker: Reranker | None,
+            channels: Collection[str] | None, scope: Scope | dict | None, max_tokens: int | None,
+            cancel: threading.Event | None, pinned: list[int]) -> EvidencePack:
+    """:func:`search` once; the ID of the release it pinned goes into ``pinned``."""
     stop_if_cancelled(cancel)  # already set (the caller gave up before the work began): nothing starts
     clock = Stopwatch()
     config = home.config
@@ -145,7 +194,8 @@ def search(
     max_tokens = checked_budget(max_tokens)
     selected = select(channels)
     ctx = open_query(home, config, query, Encoders(embedder, multilingual, reranker), limit=limit,
-                     release_id=release_id, selected=selected, clock=clock, scope=scope, cancel=cancel)
+                     release_id=release_id, selected=selected, clock=clock, scope=scope, cancel=cancel,
+                     pinned=pinned)
 
     runs, channel_skips = run_channels(ctx, CHANNELS)
     if channels is not None and not runs and not channel_skips:

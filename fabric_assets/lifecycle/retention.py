@@ -219,6 +219,13 @@ def _cleanup(home: FabricHome, now: float) -> tuple[CleanupReport, list, set[str
     retained = _retained(home, now, releases)
     retained_ids = {r.release_id for r in retained}
     report.releases_removed = [r.release_id for r in releases if r.release_id not in retained_ids]
+    # Out of the catalog before any file of theirs goes: a query that pinned one of them and finds
+    # it still there once it has answered read only whole files (fabric_query.pipeline.search asks
+    # again otherwise). A cleanup killed after this leaves their files to the next one.
+    _forget(home, sorted(doomed), report.releases_removed)
+    doomed_hashes = {h for p, _, h in runs if p in doomed}
+    still_held = {h for p, _, h in runs if p not in doomed} | live_hashes
+    report.artifacts_removed = sum(home.artifacts.delete(h) for h in sorted(doomed_hashes - still_held))
     _, pinned_gens = snapshot_pins(home)
     keep_gens = {r.manifest.get("lexical_generation") for r in retained} | pinned_gens
     report.generations_removed = home.lexical.remove_generations(keep_gens)
@@ -230,10 +237,6 @@ def _cleanup(home: FabricHome, now: float) -> tuple[CleanupReport, list, set[str
     for name in TABLES:
         keep = {r.manifest.get("tables", {}).get(name) for r in retained} - {None}
         report.bytes_removed += home.tables.forget_versions(name, keep, delete_unverified=False)
-    doomed_hashes = {h for p, _, h in runs if p in doomed}
-    still_held = {h for p, _, h in runs if p not in doomed} | live_hashes
-    _forget(home, sorted(doomed), report.releases_removed)
-    report.artifacts_removed = sum(home.artifacts.delete(h) for h in sorted(doomed_hashes - still_held))
     # The artifact store is this home directory's: a purge run from another one on the same shared
     # catalog could not reach it. The bytes a finished purge names go here too, unless held again.
     purged = {h for t in tombstones(catalog) if t.completed_at is not None for h in t.source_hashes}

@@ -7,6 +7,7 @@ import json
 import time
 
 import lance
+import pytest
 from conftest import ingest
 
 from fabric_assets.lifecycle.retention import UNPINNED_SINCE, cleanup
@@ -202,3 +203,69 @@ def test_releases_and_parses_stamped_while_the_clock_was_ahead_age_once_it_is_se
     assert [r.release_id for r in home.catalog.releases()] == [release.release_id]
     assert {r.parse_id for r in home.catalog.parse_runs()} == active
     assert home.artifacts.digests() == {s.source_hash for s in home.catalog.sources()}
+
+
+def _retire_mid_query(tmp_path, fabric_home, monkeypatch, module, name: str):
+    """A home keeping one release (chunk text read from the table per query, as past
+    ``query.text_in_memory_max_rows``), and ``module.name`` wrapped so that, the first time the query
+    reaches it, the file is edited, a neighbour deleted and another renamed, and an ingest activates
+    them: its cleanup retires the release the query pinned and removes its versions and index."""
+    fabric_home.layout.config_file.write_text(json.dumps({
+        "retention": {"releases": 1, "release_days": 0, "superseded_days": 0, "deleted_days": 0, "failed_days": 0},
+        "query": {"text_in_memory_max_rows": 0}}))
+    home = FabricHome(fabric_home.root)
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "light.txt").write_text(VERSIONS[0])
+    (src / "bread.txt").write_text(BREAD)
+    (src / "gone.txt").write_text("The lighthouse keeper's ghostly lamp burnt blue.\n")
+    ingest(src, home)
+    first = home.catalog.current_release_id()
+    real, fired = getattr(module, name), []
+
+    def activate_then(*args, **kwargs):
+        if not fired:
+            fired.append(True)
+            (src / "light.txt").write_text(VERSIONS[1])
+            (src / "gone.txt").unlink()
+            (src / "bread.txt").rename(src / "loaf.txt")
+            ingest(src, FabricHome(home.root))
+            assert not FabricHome(home.root).catalog.has_release(first)  # retired, its files gone
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(module, name, activate_then)
+    return home, first, fired
+
+
+def test_a_query_whose_release_a_cleanup_retires_mid_flight_answers_whole_from_the_next(
+        tmp_path, fabric_home, monkeypatch):
+    """guards against (trial 17b): a query that pinned the release a cleanup then retired (`releases:
+    1`; also the current release a cleanup re-publishes, whatever the retention) read its removed
+    table versions part-way: `ReleaseUnreadableError` "`fabric status` names the damage ... `fabric
+    repair`" for a home with no damage. The release is pinned and nothing of it read yet (a view loaded cold:
+    at many chunks a load takes seconds); a query that had read its rows before answers whole from
+    it (held in the trial, as `test_pipeline_lifecycle.py`'s activation during a query)."""
+    import fabric_query.context as context
+
+    home, first, fired = _retire_mid_query(tmp_path, fabric_home, monkeypatch, context, "eligible_parses")
+    fabric = Fabric(home.root)
+    during = fabric.search("lighthouse keeper storm")
+    assert fired
+    monkeypatch.undo()
+    after = Fabric(home.root).search("lighthouse keeper storm")
+    assert during.release_id == after.release_id != first
+    assert not during.skipped_channels and during.fallback_reason is None
+    assert during.model_dump(exclude={"timings"}) == after.model_dump(exclude={"timings"})
+    assert "fs:src/gone.txt" not in {h.citation.source_key for h in during.results}
+    assert fabric.resolve(during.results[0].citation).status == "verified"
+
+
+def test_a_query_pinned_by_id_whose_release_is_retired_mid_flight_says_so(tmp_path, fabric_home, monkeypatch):
+    """guards against (trial 17b): the same query pinned by its release ID answering a damage (and
+    `fabric repair`) for a release retention retired: it is a release that no longer exists."""
+    import fabric_query.context as context
+    from fabric_query.errors import NoReleaseError
+
+    home, first, _ = _retire_mid_query(tmp_path, fabric_home, monkeypatch, context, "eligible_parses")
+    with pytest.raises(NoReleaseError, match=f"release {first} was retired"):
+        Fabric(home.root).search("lighthouse keeper", release_id=first)
