@@ -313,6 +313,9 @@ def _remove(home: FabricHome, report: PurgeReport, source_keys: set[str], parse_
         _verify_or_roll_back(home, release, snapshot)
         report.release_id = release.release_id
         report.releases_retired = [r.release_id for r in catalog.releases() if r.release_id != release.release_id]
+        # Out of the catalog before their generations and versions go: a query that pinned one then
+        # finds it retired and asks again (fabric_query.pipeline.search); `forget` scrubs the rest.
+        _retire(catalog, report.releases_retired)
         report.generations_removed = home.lexical.remove_generations({gen})
         report.generations_removed += home.dense_indexes.remove_generations(kept_generations([release.manifest]))
     # 3. The snapshot holds the purged sources too: it goes, then every old version (the retired
@@ -328,6 +331,16 @@ def _remove(home: FabricHome, report: PurgeReport, source_keys: set[str], parse_
     forget(catalog, source_keys, parse_ids, hashes, report.releases_retired, root_ids)
     forget_partitions(home_instance(home), parse_ids)
     report.run_tags_removed = forget_source_tags(home_instance(home), source_key_hashes=key_hashes, parse_ids=parse_ids)
+
+
+def _retire(catalog: Catalog, release_ids: list[int]) -> None:
+    """The releases ``release_ids`` out of the catalog (their rows; :func:`forget` scrubs the file)."""
+    from fabric_resources.catalog.base import in_batches
+
+    with catalog.transaction(immediate=True) as con:
+        for table in ("release_summaries", "releases"):
+            for batch, marks in in_batches(release_ids):
+                con.execute(f"DELETE FROM {table} WHERE release_id IN ({marks})", batch)
 
 
 def _forget_named_in_state(catalog: Catalog, source_keys: set[str], root_ids: set[int]) -> None:

@@ -476,3 +476,33 @@ def test_a_key_typed_in_nfc_that_reads_as_several_sources_is_taken_as_typed():
     assert _as_stored((typed,), {one: None, other: None}) == {typed}
     assert _as_stored((typed,), {one: None}) == {one}
     assert _as_stored((other,), {one: None, other: None}) == {other}
+
+
+def test_a_query_whose_release_a_purge_retires_mid_flight_answers_from_the_purged_release(
+        tmp_path, fabric_home, monkeypatch):
+    """guards against (trial 17b): a query that pinned the release a purge then retired (the purge
+    re-publishes the current release without the source and removes every older version and index
+    generation before it forgets the retired releases) read the removed files: a
+    `ReleaseUnreadableError` naming damage and `fabric repair` on a sound home."""
+    import fabric_query.context as context
+
+    src = tmp_path / "corpus"
+    _write(src, {"lighthouse.txt": PUBLIC["lighthouse.txt"], "zebra-plan.txt": "\n\n".join(_secret_en(3)).encode()})
+    ingest(src, fabric_home)
+    (src / "zebra-plan.txt").unlink()
+    ingest(src, fabric_home)
+    pinned = fabric_home.catalog.current_release_id()
+    real, fired = context.eligible_parses, []
+
+    def purge_then(*args, **kwargs):
+        if not fired:
+            fired.append(purge(fabric_home, PurgeSelector(source_keys=("fs:corpus/zebra-plan.txt",))).release_id)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(context, "eligible_parses", purge_then)
+    during = Fabric(fabric_home.root).search("lighthouse keeper")
+    assert fired and fired[0] != pinned and not fabric_home.catalog.has_release(pinned)
+    monkeypatch.undo()
+    assert during.model_dump(exclude={"timings"}) == \
+        Fabric(fabric_home.root).search("lighthouse keeper").model_dump(exclude={"timings"})
+    assert during.release_id == fired[0] and during.results and not during.skipped_channels
