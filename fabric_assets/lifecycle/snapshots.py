@@ -101,20 +101,33 @@ def _sha256(path: Path) -> str:
     return h.hexdigest()
 
 
-def _link_tree(source: Path, target: Path) -> dict[str, str]:
-    """Hard-link every regular file under ``source`` into ``target``; return {relative path: sha256}."""
+def _link_tree(source: Path, target: Path, *, table: bool = False) -> dict[str, str]:
+    """Hard-link every regular file under ``source`` into ``target``; return {relative path: sha256}.
+
+    ``table``: ``source`` is a Lance table, which a parse run may be writing meanwhile (``create``
+    holds the activation lock only): Lance writes each new file under a hidden staging name
+    (``data/.tmpXXXXXX``) and renames it once whole, so hidden files are no version's and are left
+    out (linked, one was hashed half-written: the snapshot then read as damaged to verify and
+    restore); a file gone before it was linked (a staging name renamed) was no pinned version's
+    either (nothing removes those while the activation lock is held)."""
     hashes = {}
     for dirpath, _, names in os.walk(source):
         for name in names:
             src = Path(dirpath) / name
             # Lock files and Lance's latest-version hint are rewritten in place of themselves: not
             # part of any version, and restoring an old hint would hide newer versions.
-            if src.is_symlink() or not src.is_file() or name.endswith(".lock") or name in _MUTABLE:
+            if ((table and name.startswith(".")) or src.is_symlink() or not src.is_file() or name.endswith(".lock")
+                    or name in _MUTABLE):
                 continue
             rel = src.relative_to(source)
             dst = target / rel
             dst.parent.mkdir(parents=True, exist_ok=True)
-            os.link(src, dst)
+            try:
+                os.link(src, dst)
+            except FileNotFoundError:
+                if not table:
+                    raise
+                continue
             hashes[str(rel)] = _sha256(dst)
     return hashes
 
@@ -257,7 +270,7 @@ def _create(home: FabricHome, note: str) -> SnapshotInfo:
                                 f"home does not hold ({type(exc).__name__}): the catalog or the table was altered; "
                                 "restore an earlier snapshot") from None
         files.update({f"tables/{name}.lance/{k}": h for k, h in
-                      _link_tree(Path(home.tables.uri(name)), tmp / "tables" / f"{name}.lance").items()})
+                      _link_tree(Path(home.tables.uri(name)), tmp / "tables" / f"{name}.lance", table=True).items()})
     gen = release.manifest.get("lexical_generation")
     if gen and (home.lexical.root / gen).is_dir():
         files.update({f"lexical/{gen}/{k}": h for k, h in _link_tree(home.lexical.root / gen, tmp / "lexical" / gen).items()})
