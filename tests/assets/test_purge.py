@@ -500,6 +500,9 @@ def test_a_query_whose_release_a_purge_retires_mid_flight_answers_from_the_purge
         return real(*args, **kwargs)
 
     monkeypatch.setattr(context, "eligible_parses", purge_then)
+    from test_retention import _files_go_after_their_release
+
+    _files_go_after_their_release(monkeypatch, fabric_home, pinned)
     during = Fabric(fabric_home.root).search("lighthouse keeper")
     assert fired and fired[0] != pinned and not fabric_home.catalog.has_release(pinned)
     monkeypatch.undo()

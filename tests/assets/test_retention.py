@@ -234,7 +234,34 @@ def _retire_mid_query(tmp_path, fabric_home, monkeypatch, module, name: str):
         return real(*args, **kwargs)
 
     monkeypatch.setattr(module, name, activate_then)
+    _files_go_after_their_release(monkeypatch, home, first)
     return home, first, fired
+
+
+def _files_go_after_their_release(monkeypatch, home: FabricHome, release_id: int) -> None:
+    """A removal of the index generation or a table version release ``release_id`` pins asserts
+    that the release has left the catalog already (a query that pinned it and still finds it there
+    read whole files)."""
+    from fabric_resources.lexical_index import LexicalIndex
+    from fabric_resources.tables import TableStore
+
+    manifest = home.catalog.release(release_id).manifest
+    real_generations, real_versions = LexicalIndex.remove_generations, TableStore.forget_versions
+
+    def retired() -> bool:
+        return not FabricHome(home.root).catalog.has_release(release_id)
+
+    def remove_generations(self, keep, *args, **kwargs):
+        assert manifest["lexical_generation"] in set(keep) or retired(), "its index generation went first"
+        return real_generations(self, keep, *args, **kwargs)
+
+    def forget_versions(self, name, keep=(), *args, **kwargs):
+        keep = set(keep)
+        assert manifest["tables"].get(name) in keep | {None, self.version(name)} or retired(), f"{name} went first"
+        return real_versions(self, name, keep, *args, **kwargs)
+
+    monkeypatch.setattr(LexicalIndex, "remove_generations", remove_generations)
+    monkeypatch.setattr(TableStore, "forget_versions", forget_versions)
 
 
 def test_a_query_whose_release_a_cleanup_retires_mid_flight_answers_whole_from_the_next(
