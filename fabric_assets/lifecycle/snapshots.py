@@ -527,17 +527,29 @@ def restore(home: FabricHome, snapshot_id: int, into: Path | None = None) -> Fab
         or the home keeps its catalog or tables outside the directory.
     """
     _local_only(home)
+    if into is None:
+        with ingest_lock(home), activation_lock(home):
+            _restore_in_place(home, *_whole(home, snapshot_id))
+        return FabricHome(home.root)
+    # `snapshot delete` (and a purge) remove a snapshot under the home's activation lock: held while
+    # the snapshot is checked and read, so it cannot go part-way (an `OSError` traceback).
+    with activation_lock(home):
+        return _restore_into(home, *_whole(home, snapshot_id), Path(into))
+
+
+def _whole(home: FabricHome, snapshot_id: int) -> tuple[SnapshotInfo, dict]:
+    """The snapshot's info and manifest, its own files checked (:func:`restore`'s errors)."""
     info, m = _find(home, snapshot_id)
     broken = [rel for rel, digest in m["files"].items() if not _rebuildable(rel) and not _staging(rel)
               and (not (info.path / rel).exists() or _sha256(info.path / rel) != digest)]
     if broken:
         raise SnapshotError(f"snapshot {snapshot_id} is itself damaged ({', '.join(sorted(broken)[:3])}); "
                             "restore an older snapshot")
-    if into is None:
-        with ingest_lock(home), activation_lock(home):
-            _restore_in_place(home, info, m)
-        return FabricHome(home.root)
-    into = Path(into)
+    return info, m
+
+
+def _restore_into(home: FabricHome, info: SnapshotInfo, m: dict, into: Path) -> FabricHome:
+    """:func:`restore` into a new home at ``into``, under ``home``'s activation lock."""
     if into.resolve().is_relative_to(home.root.resolve()):
         # Inside the home it would be the home's own files: `snapshot delete` or a purge of the
         # home removes them (or misses the purged text in them), and a scan would not read them.

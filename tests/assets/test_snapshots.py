@@ -549,3 +549,34 @@ def test_a_snapshot_taken_while_a_parse_run_writes_a_table_verifies_and_restores
     (folder / "tables/chunks.lance/data/.tmpOld123").write_bytes(b"whole now")
     (folder / "manifest.json").write_text(json.dumps(manifest))
     assert verify(home, info.snapshot_id).ok
+
+
+def test_a_snapshot_deleted_while_it_is_restored_into_a_folder_waits_for_the_restore(tmp_path, fabric_home,
+                                                                                     monkeypatch):
+    """guards against (trial 17b): `snapshot delete` (the home's activation lock) beside `snapshot
+    restore --into` (the new home's lock only) removed the snapshot's files while the restore
+    checked and linked them: an `OSError` traceback, or a restore of a half-gone snapshot."""
+    import threading
+    import time
+
+    import fabric_assets.lifecycle.snapshots as snapshots
+    from fabric_assets.lifecycle.snapshots import restore
+
+    home = _ingested(tmp_path, fabric_home)
+    before = _packs(home.root)
+    info = create(home, "to be deleted")
+    real_sha, deleter = snapshots._sha256, []
+
+    def delete_meanwhile(path):
+        if not deleter:  # the restore is checking the snapshot's files: a delete starts now
+            deleter.append(threading.Thread(target=delete, args=(FabricHome(home.root), info.snapshot_id)))
+            deleter[0].start()
+            time.sleep(1.0)
+        return real_sha(path)
+
+    monkeypatch.setattr(snapshots, "_sha256", delete_meanwhile)
+    restored = restore(home, info.snapshot_id, into=tmp_path / "copy")
+    deleter[0].join(timeout=60)
+    monkeypatch.undo()
+    assert not deleter[0].is_alive() and info.snapshot_id not in {s.snapshot_id for s in list_snapshots(home)}
+    assert _packs(restored.root) == before
