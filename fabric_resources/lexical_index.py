@@ -9,8 +9,9 @@ case and diacritics fold identically at every term length and in every script.
   written without spaces are rewritten to their overlapping character bigrams
   first (:func:`word_field_text`), so a Japanese or Chinese question ranks
   passages by BM25 over shared bigrams — the CJK baseline of
-  ../shared/eval/README.md. This is a ranking signal; exact matching is the
-  substring field's job.
+  ../shared/eval/README.md; runs of Thai, whose small alphabet puts any bigram
+  in most passages, to their words (:mod:`fabric_resources.thai_segmentation`).
+  This is a ranking signal; exact matching is the substring field's job.
 * ``substring``: one positional token per character of scripts written without
   spaces (Han, Hiragana, Katakana, Hangul, Thai, Lao, Khmer, Myanmar) and whole
   words elsewhere. A query term of any length becomes an exact phrase query, so
