@@ -165,9 +165,9 @@ def test_the_checker_fails_on_a_deliberate_bad_import(tmp_path, path, code, expe
         assert "fabric_resources.text_folding" in import_graph(tmp_path)["fabric_resources.lexical_index"]
         target.write_text(target.read_text(encoding="utf-8") + code, encoding="utf-8")
         found = violations(import_graph(tmp_path))
-        # thai_segmentation (imported by lexical_index, importing text_folding) closes the same circle.
+        # word_segmentation (imported by lexical_index, importing text_folding) closes the same circle.
         assert found == ["import circle: fabric_resources.lexical_index ↔ fabric_resources.text_folding ↔ "
-                         "fabric_resources.thai_segmentation"], found
+                         "fabric_resources.word_segmentation"], found
     else:
         target.write_text(code, encoding="utf-8")
         assert violations(import_graph(tmp_path)) == [expected]

@@ -48,7 +48,7 @@ from fabric_resources.lexical_index import (
     word_field_text,
 )
 from fabric_resources.text_folding import UNSPACED
-from fabric_resources.thai_segmentation import THAI_RUN
+from fabric_resources.word_segmentation import SEGMENTED_RUN
 from fabric_resources.schema import (
     INDEX_FIELD_CHUNK_ID,
     INDEX_FIELD_PARSE_ID,
@@ -213,8 +213,8 @@ def needs_substring_channel(parsed: ParsedQuery) -> bool:
 
 def reads_as_bigrams(parsed: ParsedQuery) -> bool:
     """Whether the word field reads some of the query as character bigrams: text in a script written
-    without spaces other than Thai (:func:`~fabric_resources.lexical_index.word_field_text`)."""
-    return any(UNSPACED.search(THAI_RUN.sub("", t)) for t in (*parsed.terms, *parsed.phrases))
+    without spaces other than Thai and Lao (:func:`~fabric_resources.lexical_index.word_field_text`)."""
+    return any(UNSPACED.search(SEGMENTED_RUN.sub("", t)) for t in (*parsed.terms, *parsed.phrases))
 
 
 def _sequence_query(schema: tantivy.Schema, field: str, tokens: list[str]) -> tantivy.Query | None:
@@ -571,7 +571,7 @@ def _serve(ctx: "QueryContext") -> LexicalServing:
                 if cfg.feedback_terms and (cfg.feedback_multilingual
                                            or not needs_multilingual(parsed.positive_text)) else None)
     unspaced = needs_substring_channel(parsed)
-    # Thai is cut into words, not bigrams: it is scored as words are (no Thai collection measured
+    # Thai and Lao are cut into words, not bigrams: scored as words are (no such collection measured
     # the bigram parameters; they were chosen on JSQuAD).
     chosen = cfg.bigram_bm25 if reads_as_bigrams(parsed) else cfg.word_bm25
     bm25 = Bm25(chosen.k1, chosen.b) if chosen else None

@@ -1,7 +1,7 @@
-"""Thai in the word channel: runs of Thai are words (``fabric_resources.thai_segmentation``), not
-character bigrams. Thai's alphabet is small, so a bigram of a Thai query stood in nearly every Thai
+"""Thai and Lao in the word channel: runs of them are words (``fabric_resources.word_segmentation``),
+not character bigrams. Their alphabets are small, so a bigram of a query stood in nearly every
 passage: each was a word match, lexical evidence, and the pack never said "no lexical match"
-(hostile trial 13a, left open until stop 50)."""
+(hostile trial 13a; Thai left open until stop 50, Lao until stop 51)."""
 
 from __future__ import annotations
 
@@ -22,12 +22,26 @@ FILES = {
     "rain.txt": "ฝนตกหนักในฤดูมรสุมทำให้น้ำท่วมหลายจังหวัด\n",
     # The floating market has plenty of fruit and food for tourists to choose from.
     "market.txt": "ตลาดน้ำมีผลไม้และอาหารมากมายให้นักท่องเที่ยวเลือกซื้อ\n",
+    # Lao: the cat likes to sleep on the sofa in our house.
+    "lao-cat.txt": "ແມວມັກນອນເທິງໂຊຟາໃນເຮືອນຂອງພວກເຮົາ\n",
+    # Heavy rain in the rainy season floods many provinces.
+    "lao-rain.txt": "ຝົນຕົກໜັກໃນລະດູຝົນເຮັດໃຫ້ນ້ຳຖ້ວມຫຼາຍແຂວງ\n",
+    # The morning market has many kinds of fruit for tourists to choose from.
+    "lao-market.txt": "ຕະຫຼາດເຊົ້າມີໝາກໄມ້ຫຼາຍຊະນິດໃຫ້ນັກທ່ອງທ່ຽວເລືອກຊື້\n",
+    # The train runs from Vientiane to Luang Prabang every day.
+    "lao-train.txt": "ລົດໄຟແລ່ນຈາກວຽງຈັນໄປຫຼວງພະບາງທຸກມື້\n",
 }
 #: Query words: (word, the files holding it). ``ช้าง`` (elephant) is in none; its bigram ``าง``
 #: (folded) is in ``ระหว่าง``, and ``ตลาด``'s ``ลา`` is in ``หลาย``. ``ตลาด`` (market) stands inside
 #: ``ตลาดน้ำ`` (floating market), one word of the word list: the substring channel finds it there.
+#: Lao: ``ຊ້າງ`` (elephant), ``ຄວາຍ`` (buffalo) and ``ເມືອງ`` (town) are in no file, but their folded
+#: bigrams are (``າງ`` in ``ຫຼວງພະບາງ``, ``ວາ`` and ``າຍ`` in ``ຫຼາຍ``, ``ອງ`` in ``ຂອງ``); ``ໝາ`` (dog)
+#: stands only inside ``ໝາກໄມ້`` (fruit), where the substring channel finds it.
 WORDS = [("มรสุม", {"rain.txt"}), ("ตลาด", {"market.txt"}), ("แมว", {"cat.txt"}),
-         ("จังหวัด", {"train.txt", "rain.txt"}), ("ช้าง", set()), ("นักท่องเที่ยว", {"market.txt"})]
+         ("จังหวัด", {"train.txt", "rain.txt"}), ("ช้าง", set()), ("นักท่องเที่ยว", {"market.txt"}),
+         ("ແຂວງ", {"lao-rain.txt"}), ("ຕະຫຼາດ", {"lao-market.txt"}), ("ແມວ", {"lao-cat.txt"}),
+         ("ວຽງຈັນ", {"lao-train.txt"}), ("ນັກທ່ອງທ່ຽວ", {"lao-market.txt"}), ("ໝາ", {"lao-market.txt"}),
+         ("ຊ້າງ", set()), ("ຄວາຍ", set()), ("ເມືອງ", set())]
 
 
 @pytest.fixture(scope="module")
@@ -41,7 +55,7 @@ def fabric(tmp_path_factory):
     return Fabric(tmp / "home")
 
 
-def test_thai_text_is_read_as_words_that_join_back_to_it():
+def test_thai_and_lao_text_is_read_as_words_that_join_back_to_it():
     """guards against: a cut that drops or alters characters (the word field would then hold text
     the chunk does not), or Thai read as bigrams again."""
     for text in FILES.values():
@@ -49,16 +63,17 @@ def test_thai_text_is_read_as_words_that_join_back_to_it():
         assert "".join(tokens) == fold(text).strip()
         assert max(len(t) for t in tokens) > 2
     assert word_tokens("ฤดูมรสุม") == ["ฤดู", "มรสุม"]
+    assert word_tokens("ລົດໄຟແລ່ນຈາກວຽງຈັນ") == ["ລົດໄຟ", "ແລນ", "ຈາກ", "ວຽງຈັນ"]  # folded: no tone mark
 
 
 @pytest.mark.parametrize("word, holders", WORDS)
-def test_a_thai_word_is_lexical_evidence_only_where_it_stands(fabric, word, holders):
+def test_a_thai_or_lao_word_is_lexical_evidence_only_where_it_stands(fabric, word, holders):
     """Property: the lexical hits for a Thai word are exactly the files that hold it, the word
     channel's among them; each is highlighted on the word, and a word no file holds leaves the pack
     saying ``no_lexical_match``.
 
-    guards against: Thai read as character bigrams, where ``ตลาด`` (market) matched ``หลาย`` (many)
-    by ``ลา``, and ``ช้าง`` (elephant), in no file, matched ``ระหว่าง`` by ``าง``."""
+    guards against: Thai or Lao read as character bigrams, where ``ตลาด`` (market) matched ``หลาย``
+    (many) by ``ลา``, and ``ช้าง`` (elephant), in no file, matched ``ระหว่าง`` by ``าง``."""
     assert holders == {n for n, t in FILES.items() if fold(word) in fold(t)}
     pack = fabric.search(word, debug=True)
     lexical = {h.citation.source_key.rsplit("/", 1)[-1] for h in pack.results if h.lexical}
@@ -76,4 +91,13 @@ def test_a_thai_sentence_query_ranks_the_file_it_paraphrases_first(fabric):
     pack = fabric.search("ฝนตกแล้วน้ำท่วม", debug=True)
     assert pack.channel_rankings["word"]
     first = pack.results[0]
-    assert first.citation.source_key.endswith("rain.txt") and "word" in first.channels
+    assert first.citation.source_key.endswith("/rain.txt") and "word" in first.channels
+
+
+def test_a_lao_sentence_query_ranks_the_file_it_paraphrases_first(fabric):
+    """guards against: Lao read as bigrams or left out of the cut: ``ຝົນຕົກ`` (rain falls) and
+    ``ນ້ຳຖ້ວມ`` (flood) find the Lao rain file first, by the word channel."""
+    pack = fabric.search("ຝົນຕົກແລ້ວນ້ຳຖ້ວມ", debug=True)
+    assert pack.channel_rankings["word"]
+    first = pack.results[0]
+    assert first.citation.source_key.endswith("/lao-rain.txt") and "word" in first.channels

@@ -1,0 +1,96 @@
+"""Word segmentation of Thai and Lao for the word field (:func:`fabric_resources.lexical_index.word_field_text`).
+
+Thai and Lao are written without spaces between words. Read as overlapping character bigrams, as
+Han and kana are, nearly every passage in them shares a bigram with any query in them: the alphabets
+are small, so pairs such as Thai ``าร`` or ``อง`` stand in most sentences. Each such passage was a
+word-channel match, counted as lexical evidence and exempt from floor demotion (hostile trial 13a;
+Thai until stop 50, Lao until stop 51). Runs of each script are cut into words instead, by
+PyThaiNLP's ``newmm`` maximal matching (Phatthiyaphaibun et al., "PyThaiNLP: Thai Natural Language
+Processing in Python", NLP-OSS 2023) over a word list its script's package ships: PyThaiNLP's Thai
+list (62,106 words in 5.4.0) and LaoNLP's Lao lists (34,036 words in 1.3.0: the Lao-English
+dictionary of Laos' E-Government Center, a spell-check list and Wiktionary's; LaoNLP's own
+segmenter is a fork of the same maximal matching).
+
+The cut runs on *folded* text (the index holds nothing else): each word list is folded as the text
+is (:func:`~fabric_resources.text_folding.fold`: tone marks dropped, Thai ``ำ`` decomposed), so both
+meet. ``safe_mode`` bounds the time of a long ambiguous run. A part of a compound the list holds
+whole (``น้ำ`` in ``น้ำท่วม``) is no word of its own here; the substring field keeps every
+character, so it is still found there. Khmer and Myanmar are still read as bigrams: no packaged word
+list or segmenter for them works on folded text (their folded form has lost the coeng and asat
+signs the segmenters read; docs/reliability.md).
+"""
+
+from __future__ import annotations
+
+import os
+from functools import lru_cache
+
+import regex
+
+from fabric_resources.text_folding import fold
+
+# PyThaiNLP makes a data folder under the home directory when it is first imported, unless told it
+# is read-only: Fabric reads only the word lists inside the wheels, and may run with no home folder.
+os.environ.setdefault("PYTHAINLP_READ_ONLY", "1")
+
+#: A run of one script whose words are cut by a word list: Thai or Lao letters, vowel signs,
+#: digits, repetition and abbreviation marks (``ๆ``, ``ฯ``, ``ໆ``, ``ຯ``).
+SEGMENTED_RUN = regex.compile(r"\p{Thai}+|\p{Lao}+")
+
+#: Package versions of the word lists, part of the index's analyzer identity.
+WORD_LISTS = "thai-newmm-pythainlp5.4.0+lao-laonlp1.3.0"
+
+
+def _thai_words() -> list[str]:
+    from pythainlp.corpus import thai_words
+
+    return list(thai_words())
+
+
+def _lao_words() -> list[str]:
+    from laonlp.corpus import lao_words  # imports LaoNLP whole: ~0.3 s, once, when Lao text is met
+
+    return lao_words()
+
+
+_LISTS = {"Thai": _thai_words, "Lao": _lao_words}
+
+
+@lru_cache(maxsize=2)
+def _dictionary(script: str):
+    # ~0.9 s (Thai) or ~0.5 s (Lao) once per process, building PyThaiNLP's trie, and only when
+    # text of that script is met.
+    from pythainlp.util import Trie
+
+    return Trie({fold(w) for w in _LISTS[script]()} - {""})
+
+
+def segmented_words(run: str) -> tuple[str, ...]:
+    """The words of ``run``, a :data:`SEGMENTED_RUN` of folded text (one script), in order; they
+    join back to ``run``. About 0.4 million characters a second on one core (docs/benchmarks.md,
+    "Thai words"), linear in the run's length.
+
+    >>> segmented_words(fold("ฝนตกหนักในฤดูมรสุม"))  # rain falls heavily in the monsoon season
+    ('ฝน', 'ตกหนัก', 'ใน', 'ฤดู', 'มรสุม')
+    >>> segmented_words(fold("ພາສາລາວໃນປັດຈຸບັນ"))  # the Lao language today
+    ('ພາສາລາວ', 'ໃນ', 'ປັດຈຸບັນ')
+    """
+    # Queries re-read the same candidate chunks; runs are short in prose, and a long one (a table
+    # cell without a space) is cut again rather than kept.
+    return _cut_short(run) if len(run) <= CACHED_RUN_CHARS else _cut(run)
+
+
+#: Runs up to this many characters keep their cut in a bounded cache.
+CACHED_RUN_CHARS = 256
+
+
+def _cut(run: str) -> tuple[str, ...]:
+    from pythainlp.tokenize.newmm import segment
+
+    script = "Lao" if regex.match(r"\p{Lao}", run) else "Thai"
+    return tuple(w for w in segment(run, custom_dict=_dictionary(script), safe_mode=True) if w)
+
+
+@lru_cache(maxsize=32768)
+def _cut_short(run: str) -> tuple[str, ...]:
+    return _cut(run)
