@@ -26,7 +26,8 @@ def run_until_stopped(cmd: Sequence[str], grace_s: float = GRACE_S) -> int:
     stop; a child still running ``grace_s`` seconds later has its group killed (SIGKILL).
 
     The child starts with SIGINT at its default disposition whatever this process inherited, so a
-    Python child turns it into ``KeyboardInterrupt``.
+    Python child turns it into ``KeyboardInterrupt``. SIGTSTP (Ctrl-Z) stops the child's group
+    with this process, and the group goes on when this process is continued.
 
     Returns
     -------
@@ -55,8 +56,23 @@ def run_until_stopped(cmd: Sequence[str], grace_s: float = GRACE_S) -> int:
         except ProcessLookupError:
             pass
 
+    def suspend(_signo: int, _frame) -> None:
+        # Ctrl-Z reaches the terminal's foreground group, which the child's own group is not: stop
+        # the child's group with this process, and let it go on when this process does (`fg`, `bg`).
+        try:
+            os.killpg(child.pid, signal.SIGSTOP)
+        except ProcessLookupError:
+            return
+        os.kill(os.getpid(), signal.SIGSTOP)
+        try:
+            os.killpg(child.pid, signal.SIGCONT)
+        except ProcessLookupError:
+            pass
+
     watched = [signal.SIGTERM, signal.SIGHUP] + ([signal.SIGINT] if inherited is not signal.SIG_IGN else [])
     previous = {s: signal.signal(s, pass_on) for s in watched}
+    if signal.getsignal(signal.SIGTSTP) is not signal.SIG_IGN:
+        previous[signal.SIGTSTP] = signal.signal(signal.SIGTSTP, suspend)
     deadline = None
     try:
         while True:

@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -141,5 +142,41 @@ def test_a_child_that_ignores_the_stop_has_its_group_killed_after_the_grace_time
         parent.send_signal(signal.SIGTERM)
         assert parent.wait(timeout=30) == 128 + signal.SIGTERM
         assert not _alive(int(ready.read_text()))
+    finally:
+        parent.kill()
+
+
+def _state(pid: int) -> str:
+    """The process state letter of ``pid`` (``T``: stopped), from ``/proc/<pid>/stat``."""
+    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+
+
+def _wait_state(pid: int, wanted: set[str], timeout: float = 30.0) -> str:
+    deadline = time.monotonic() + timeout
+    while (state := _state(pid)) not in wanted and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return state
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads process states from /proc")
+def test_ctrl_z_stops_dagster_dev_with_ui_and_fg_lets_both_go_on(tmp_path):
+    """guards against (stop 50's note): Ctrl-Z stopping `fabric ui` alone while `dagster dev`, in its
+    own process group (not the terminal's foreground group), and its services kept running."""
+    (tmp_path / "child.py").write_text(CHILD)
+    ready = tmp_path / "ready"
+    parent = subprocess.Popen([sys.executable, "-c", PARENT, str(tmp_path / "child.py"), str(ready), "default"],
+                              env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+    try:
+        deadline = time.monotonic() + 60
+        while not (ready.exists() and ready.read_text()) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        pids = [parent.pid] + [int(p) for p in ready.read_text().split()[:2]]
+        parent.send_signal(signal.SIGTSTP)
+        assert [_wait_state(p, {"T"}) for p in pids] == ["T", "T", "T"]
+        parent.send_signal(signal.SIGCONT)
+        assert all(_wait_state(p, {"S", "R"}) in {"S", "R"} for p in pids)
+        parent.send_signal(signal.SIGTERM)
+        assert parent.wait(timeout=30) == 128 + signal.SIGTERM
+        assert not _alive(pids[1]) and not _alive(pids[2])
     finally:
         parent.kill()
