@@ -666,14 +666,15 @@ def test_an_imported_docx_chunk_is_listed_unread():
     r = "http://schemas.openxmlformats.org/officeDocument/2006/relationships"
     data = with_member(office_document(), BODY, "<w:p><w:r><w:t>first para",
                        f'<w:altChunk xmlns:r="{r}" r:id="rIdChunk"/><w:p><w:r><w:t>first para',
-                       extra={"word/afchunk.htm": b"<html><body><p>Imported tamarin text.</p></body></html>"})
+                       extra={"word/afchunk.rtf": rb"{\rtf1 Imported tamarin text.}"})
     data = with_member(data, "word/_rels/document.xml.rels", "</Relationships>",
-                       f'<Relationship Id="rIdChunk" Type="{r}/aFChunk" Target="afchunk.htm"/></Relationships>')
+                       f'<Relationship Id="rIdChunk" Type="{r}/aFChunk" Target="afchunk.rtf"/></Relationships>')
     data = with_member(data, "[Content_Types].xml", "</Types>",
-                       '<Default Extension="htm" ContentType="text/html"/></Types>')
+                       '<Default Extension="rtf" ContentType="application/rtf"/></Types>')
     doc = parse_docx(data, OOXML)
     assert [u.text for u in doc.units] == [u.text for u in parse_docx(office_document(), OOXML).units]
-    assert doc.unread == [UnreadPart("word/afchunk.htm", "alt-chunk: imported content (text/html) not read")]
+    # An HTML or plain-text chunk is read (trial 18b: test_parsing_docx_text); RTF is not.
+    assert doc.unread == [UnreadPart("word/afchunk.rtf", "alt-chunk: imported content (application/rtf) not read")]
 
 
 def test_a_malformed_part_of_no_text_loses_that_part_only():

@@ -1,9 +1,11 @@
 """The DOCX parser: body paragraphs, headings, list items, table cells, footnotes and endnotes.
 
 python-docx opens the package and resolves paragraph styles; the text of each
-paragraph is read from its runs here (``w:t``, tabs, breaks; deleted text of
+paragraph is read from its runs here (``w:t``, tabs, breaks, symbols (``w:sym``), an equation's
+text (OMML ``m:t``, in its order: no fraction bar or superscript is written); deleted text of
 tracked changes, field codes (a field nested in a code included) and hidden runs skipped), so
-that note references keep their position. Footnotes and endnotes are read from their own parts (python-docx
+that note references keep their position. A part the document imports (``w:altChunk``) is read
+in place when it is HTML or plain text (:mod:`.imported`). Footnotes and endnotes are read from their own parts (python-docx
 has no API for them) and follow the body as ``note`` units.
 
 A numeric attribute that holds no number (``w:outlineLvl w:val="²"``) is ignored, as Word
@@ -14,8 +16,10 @@ skipped and listed; the document fails only when its package or main part cannot
 from __future__ import annotations
 
 import re
+import unicodedata
 import zipfile
-from typing import TYPE_CHECKING, Any, NamedTuple
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
 
 from lxml import etree
 
@@ -25,6 +29,10 @@ from fabric_resources.parsing.document import (
 from fabric_resources.parsing.element_paths import ElementPaths
 from fabric_resources.parsing.lxml_limits import syntax_error_reason
 from fabric_resources.parsing.docx import MEDIA_TYPE, PARSER_NAME, PARSER_VERSION
+from fabric_resources.parsing.docx.imported import imported_reader
+from fabric_resources.parsing.docx.styles import (
+    NOTHING_HIDES, Hiding, hidden_styles, recovered_styles, style_names, vanish,
+)
 from fabric_resources.parsing.ooxml import (
     admit_package,
     decimal_number,
@@ -37,6 +45,7 @@ if TYPE_CHECKING:
 
 W = "http://schemas.openxmlformats.org/wordprocessingml/2006/main"
 MC = "http://schemas.openxmlformats.org/markup-compatibility/2006"
+M = "http://schemas.openxmlformats.org/officeDocument/2006/math"  # OMML: Word's equations
 _NS = {"w": W}
 _HEADING_STYLE = re.compile(r"^(?:heading|überschrift|titre|título|kop)\s*(\d)$", re.IGNORECASE)
 _NOTE_RELS = {"footnotes": "footnote", "endnotes": "endnote"}
@@ -44,9 +53,12 @@ _NOTE_RELS = {"footnotes": "footnote", "endnotes": "endnote"}
 # runs hold w:t, and the same text is at its w:moveTo) are not the document's text; nor is a ruby's
 # reading (w:rt, §17.3.3.25: the phonetic guide above w:rubyBase), as in the EPUB and HTML parsers.
 _SKIP_IN_TEXT = {f"{{{W}}}delText", f"{{{W}}}instrText", f"{{{W}}}del", f"{{{W}}}moveFrom", f"{{{W}}}rt"}
-# What a run shows (text, tabs, breaks, hyphens, note references): none of it is shown in a field's code.
-_SHOWN = {f"{{{W}}}{name}" for name in ("t", "tab", "ptab", "br", "cr", "noBreakHyphen", "footnoteReference",
-                                         "endnoteReference")}
+# What a run shows (text, tabs, breaks, hyphens, symbols, note references, an equation's text): none of
+# it is shown in a field's code.
+_SHOWN = {f"{{{W}}}{name}" for name in ("t", "tab", "ptab", "br", "cr", "noBreakHyphen", "sym", "footnoteReference",
+                                         "endnoteReference")} | {f"{{{M}}}t"}
+# An equation where a paragraph may stand (ECMA-376 §22.1.2.77/78: m:oMathPara, m:oMath in w:body).
+_BODY_MATH = {f"{{{M}}}oMathPara", f"{{{M}}}oMath"}
 _SPACES = re.compile(r"[ \t\u00a0]+")
 # What holds body, row or cell content in place of the element itself: a content control (w:sdt, its
 # w:sdtContent: a form's repeating section of rows, a cell-level or in-cell control), custom XML
@@ -74,13 +86,18 @@ def parse_docx(data: bytes, config: "OoxmlParserConfig", media_type: str = MEDIA
         (``start_char`` = ``end_char`` = the reference's position in the paragraph text,
         ``label`` = the note's number in order of first reference), ``next_in_table_row``.
         Text: runs joined, breaks as ``"\\n"``, runs of spaces, tabs and no-break spaces one space, ends stripped.
+        Units of an imported HTML or text part (``w:altChunk``) are the HTML or text parser's, in
+        place, their locators with ``"part"`` (``word/afchunk.htm``) added.
         ``metadata``: ``tables``, ``notes``, ``unresolved_note_refs``, ``unreferenced_notes``
         (``"footnote:3"``: notes no shown reference marks — deleted, hidden or none — left out, as
         Word shows none of them), ``skipped_elements``
         (``[{"where", "reason"}]``: a body element by its ``element_path``, a notes part by
         name, a part a relationship names that the package lacks — ``missing-part`` — or a
         malformed XML part but the document part — the parser's error —: Word opens such a
-        file, python-docx refused it whole), which are also the document's ``unread`` parts.
+        file, python-docx refused it whole; a malformed styles part's reason also says whether
+        what lxml recovered of it was applied, :func:`~.styles.recovered_styles` — or an imported
+        part not read, ``alt-chunk: …``), which are also the document's ``unread`` parts;
+        ``unmapped_symbols``: ``w:sym`` codes of a symbol font read as nothing (:func:`symbol_char`).
 
     Raises
     ------
@@ -97,9 +114,12 @@ def parse_docx(data: bytes, config: "OoxmlParserConfig", media_type: str = MEDIA
         document, lost = opened_or_repaired(data, docx.Document)
     except (PackageNotFoundError, KeyError, ValueError, zipfile.BadZipFile, etree.LxmlError) as exc:
         raise ParseError(syntax_error_reason(exc, "malformed-docx"), exception_text(exc)) from None
-    walker = _Walker(document, config.max_units)
+    # A malformed styles part was left out to open the package: what lxml recovers of it still hides.
+    recovered, lost = recovered_styles(data, str(document.part.partname).lstrip("/"), lost)
+    walker = _Walker(document, config.max_units, recovered)
     walker.skipped += [{"where": part, "reason": reason} for part, reason in lost]
     walker.body(document.element.body)
+    walker.count_unmapped_symbols(document.element.body)
     walker.notes(document)
     title, language = title_and_language(document, _ELEMENT_ERRORS)
     return ParsedDocument(
@@ -107,13 +127,13 @@ def parse_docx(data: bytes, config: "OoxmlParserConfig", media_type: str = MEDIA
         title=title, language=language,
         metadata={"tables": walker.table_count, "notes": walker.note_count,
                   "unresolved_note_refs": walker.unresolved, "unreferenced_notes": walker.unreferenced,
-                  "skipped_elements": walker.skipped},
+                  "skipped_elements": walker.skipped, "unmapped_symbols": walker.unmapped_symbols},
         unread=[UnreadPart(s["where"], s["reason"]) for s in walker.skipped],
     )
 
 
 class _Walker:
-    def __init__(self, document, max_units: int) -> None:
+    def __init__(self, document, max_units: int, recovered_styles=None) -> None:
         self.document = document
         self.tree = document.element.getroottree()
         self.element_path = ElementPaths(self.tree)  # getpath once per parent (per call: quadratic)
@@ -126,15 +146,22 @@ class _Walker:
         self.unresolved: list[str] = []
         self.unreferenced: list[str] = []  # notes no shown reference marks: "footnote:3"
         self.refs: list[tuple[int, int, str, str]] = []  # (unit index, position, note type, note id)
-        self.styles: dict[str, Any] = {}
         self.skipped: list[dict[str, str]] = []  # [{"where", "reason"}]
-        self.hidden_styles = hidden_styles(document)
+        # Style ID -> name; from a recovered styles part (styles.recovered_styles) when one was malformed.
+        self.styles: dict[str, Any] = style_names(recovered_styles) if recovered_styles is not None else {}
+        self.recovered = recovered_styles is not None
+        try:
+            element = recovered_styles if self.recovered else document.styles.element
+            self.hidden_styles = hidden_styles(element)
+        except _ELEMENT_ERRORS:
+            self.hidden_styles = NOTHING_HIDES
+        self.unmapped_symbols = 0  # w:sym codes read as nothing (symbol_char): counted, not silent
 
     # -- body ---------------------------------------------------------------
     def body(self, body) -> None:
         for child in body.iterchildren():
             try:
-                if child.tag == f"{{{W}}}p":
+                if child.tag == f"{{{W}}}p" or child.tag in _BODY_MATH:
                     self.paragraph(child)
                 elif child.tag == f"{{{W}}}tbl":
                     self.table(child)
@@ -146,6 +173,9 @@ class _Walker:
                         self.body(content)
             except _ELEMENT_ERRORS as exc:
                 self.skipped.append({"where": self.element_path(child), "reason": exception_text(exc)})
+
+    def count_unmapped_symbols(self, root) -> None:
+        self.unmapped_symbols += sum(1 for sym in root.iter(f"{{{W}}}sym") if symbol_char(sym) is None)
 
     def _add(self, unit: ParsedUnit) -> int:
         if len(self.units) >= self.max_units:
@@ -211,27 +241,47 @@ class _Walker:
                 col += width
 
     def alt_chunk(self, chunk) -> None:
-        """List an imported part (``w:altChunk``, ECMA-376 §17.17.2.1: HTML, RTF, another document
-        that Word renders in place) as unread: its text is not read here, and it went unsaid."""
+        """Read an imported part (``w:altChunk``, ECMA-376 §17.17.2.1, that Word renders in place)
+        where it stands: HTML by the HTML parser (every text element: it is the author's content,
+        no page to take a main text from), plain text by the text parser, each unit's locator
+        naming the part. Another kind (RTF, MHTML, another document), or a part those parsers
+        refuse, is listed unread, not skipped in silence."""
         rid = chunk.get("{http://schemas.openxmlformats.org/officeDocument/2006/relationships}id", "")
         try:
             part = self.document.part.rels[rid].target_part
             where, kind = str(part.partname).lstrip("/"), part.content_type
         except (KeyError, AttributeError):
             where, kind = self.element_path(chunk), "a missing part"
-        self.skipped.append({"where": where, "reason": f"alt-chunk: imported content ({kind}) not read"})
+        reason = f"alt-chunk: imported content ({kind}) not read"
+        read = imported_reader(kind)
+        if read is None:
+            self.skipped.append({"where": where, "reason": reason})
+            return
+        try:
+            imported = read(part.blob)
+        except ParseError as exc:
+            self.skipped.append({"where": where, "reason": f"{reason}: {exc.reason} ({exc.detail})"})
+            return
+        first = len(self.units)
+        for unit in imported.units:
+            self._add(replace(unit, locator={"part": where, **unit.locator},
+                              section_path=self.path() + unit.section_path))
+        self.relationships += [replace(rel, source_index=rel.source_index + first,
+                                       target_index=rel.target_index + first)
+                               for rel in imported.relationships]
+        self.skipped += [{"where": f"{where}: {u.where}", "reason": u.reason} for u in imported.unread]
 
     def style_name(self, p) -> str:
         style = p.find("w:pPr/w:pStyle", _NS)
         style_id = style.get(f"{{{W}}}val") if style is not None else None
         if not style_id:
             return ""
-        if style_id not in self.styles:
+        if style_id not in self.styles and not self.recovered:
             try:
                 self.styles[style_id] = self.document.styles.get_by_id(style_id, 1).name or style_id
             except (KeyError, ValueError, AttributeError):
                 self.styles[style_id] = style_id
-        return self.styles[style_id]
+        return self.styles.get(style_id, style_id)
 
     # -- notes --------------------------------------------------------------
     def notes(self, document) -> None:
@@ -254,6 +304,7 @@ class _Walker:
             except etree.LxmlError as exc:  # the body is still worth reading without its notes
                 self.skipped.append({"where": str(part.partname).lstrip("/"), "reason": exception_text(exc)})
                 continue
+            self.count_unmapped_symbols(root)
             for note in root.findall(f"w:{note_type}", _NS):
                 if note.get(f"{{{W}}}type") in ("separator", "continuationSeparator", "continuationNotice"):
                     continue
@@ -322,53 +373,29 @@ def heading_level(style: str, p) -> int | None:
     return None
 
 
-def _vanish(rpr) -> bool | None:
-    """What a ``w:rPr`` says of hiding (``w:vanish``, ECMA-376 §17.3.2.41: ``w:val`` absent or true
-    hides), or ``None`` when it says nothing."""
-    vanish = rpr.find(f"{{{W}}}vanish") if rpr is not None else None
-    if vanish is None:
-        return None
-    return vanish.get(f"{{{W}}}val", "true").strip().lower() not in ("0", "false", "off")
+def symbol_char(sym) -> str | None:
+    """The character a ``w:sym`` shows (ECMA-376 §17.3.3.30: ``w:char``, a hex code in ``w:font``), or
+    ``None`` when it has none to read.
 
+    A code in U+F000-U+F0FF is a symbol font's own code (Word writes Symbol's alpha as F061,
+    Wingdings' arrows as F0E0): no library here maps a symbol font to Unicode (Wingdings has no
+    mapping at all), and the private-use character itself is no text, so it is not read (the
+    parse counts it, ``unmapped_symbols``); nor is a code that is no hex, a surrogate, a control
+    or an unassigned character.
 
-class Hiding(NamedTuple):
-    """What the styles part says of hiding (``w:vanish``), as Word resolves a run's properties:
-    document defaults, then the paragraph's style (its own, else the default paragraph style),
-    then the run's character style, then the run's own formatting; the last that says wins."""
-
-    says: dict[str, bool]  # style ID -> what its w:basedOn chain says (only the styles that say)
-    default_paragraph: str | None = None  # the ID of the style a paragraph without w:pStyle has
-    default: bool = False  # w:docDefaults/w:rPrDefault
-
-
-NOTHING_HIDES = Hiding({})
-
-
-def hidden_styles(document) -> Hiding:
-    """What the styles hide, through their ``w:basedOn`` chains (a style's own ``w:vanish`` wins over
-    its base's), the default paragraph style and the document defaults; :data:`NOTHING_HIDES`
-    when the styles part cannot be read."""
+    >>> from lxml import etree
+    >>> [symbol_char(etree.fromstring(f'<sym xmlns="{W}" xmlns:w="{W}" w:char="{c}"/>'))
+    ...  for c in ("00B0", "2192", "F061", "zz", "D800", "0007")]
+    ['°', '→', None, None, None, None]
+    """
     try:
-        element = document.styles.element
-        styles = {st.get(f"{{{W}}}styleId"): st for st in element.iterchildren(f"{{{W}}}style")}
-        defaults = element.find(f"{{{W}}}docDefaults/{{{W}}}rPrDefault/{{{W}}}rPr")
-    except _ELEMENT_ERRORS:
-        return NOTHING_HIDES
-
-    def says(style_id: str | None, seen: frozenset[str] = frozenset()) -> bool | None:
-        style = styles.get(style_id)
-        if style is None or style_id in seen or len(seen) > 32:  # a loop, or absurd depth
-            return None
-        own = _vanish(style.find(f"{{{W}}}rPr"))
-        if own is not None:
-            return own
-        based = style.find(f"{{{W}}}basedOn")
-        return says(based.get(f"{{{W}}}val") if based is not None else None, seen | {style_id})
-
-    default_paragraph = next((sid for sid, st in styles.items() if st.get(f"{{{W}}}type") == "paragraph"
-                              and (st.get(f"{{{W}}}default") or "").lower() in ("1", "true", "on")), None)
-    said = {sid: v for sid in styles if sid and (v := says(sid)) is not None}
-    return Hiding(said, default_paragraph, bool(_vanish(defaults)))
+        code = int((sym.get(f"{{{W}}}char") or "").strip(), 16)
+        char = chr(code)
+    except (ValueError, OverflowError):
+        return None
+    if 0xF000 <= code <= 0xF0FF or unicodedata.category(char) in ("Cc", "Cs", "Co", "Cn"):
+        return None
+    return char
 
 
 def _hidden_run(r, hiding: Hiding, paragraph_hidden: bool) -> bool:
@@ -376,7 +403,7 @@ def _hidden_run(r, hiding: Hiding, paragraph_hidden: bool) -> bool:
     style's (``w:rStyle``), else its paragraph's (``paragraph_hidden``: its style's, else the
     document defaults'). Its text would be cited where no reader sees it."""
     rpr = r.find(f"{{{W}}}rPr")
-    own = _vanish(rpr)
+    own = vanish(rpr)
     if own is not None:
         return own
     rstyle = rpr.find(f"{{{W}}}rStyle") if rpr is not None else None
@@ -419,8 +446,14 @@ def paragraph_text(p, hidden: Hiding = NOTHING_HIDES) -> tuple[str, list[tuple[i
                 field_char(child)
             elif True in fields and tag in _SHOWN:
                 continue
-            elif tag == f"{{{W}}}t":
+            elif tag in (f"{{{W}}}t", f"{{{M}}}t"):  # m:t: an equation's text, read in its order
                 pieces.append(child.text or "")
+            elif tag == f"{{{W}}}sym":
+                pieces.append(symbol_char(child) or "")
+            elif tag == f"{{{M}}}oMathPara":  # a display equation's equations, one per line as Word shows them
+                for number, equation in enumerate(child.iterchildren(f"{{{M}}}oMath")):
+                    pieces.append("\n" if number else "")
+                    walk(equation)
             elif tag in (f"{{{W}}}tab", f"{{{W}}}ptab"):
                 # ptab: an absolute position tab (ECMA-376 §17.3.3.23), what a header's left / centre /
                 # right text is set apart by; read as nothing, "Contoso Ltd" + "Page 2" were one word.
@@ -436,7 +469,7 @@ def paragraph_text(p, hidden: Hiding = NOTHING_HIDES) -> tuple[str, list[tuple[i
             elif tag == f"{{{W}}}p" and el is not p:
                 pieces.append("\n")
                 walk(child)
-            elif tag == f"{{{W}}}r" and _hidden_run(child, hidden, paragraph_hidden):
+            elif tag in (f"{{{W}}}r", f"{{{M}}}r") and _hidden_run(child, hidden, paragraph_hidden):
                 for fld in child.iter(f"{{{W}}}fldChar"):  # a hidden field character still opens or closes
                     field_char(fld)
             elif tag == f"{{{MC}}}AlternateContent":

@@ -1,0 +1,41 @@
+"""Reading a part a DOCX imports (``w:altChunk``, ECMA-376 §17.17.2.1) by the project's own parsers.
+
+Word renders such a part in place, as if its content were typed there; HTML-to-DOCX converters
+write a whole document as one. HTML is read by the HTML parser with every text element kept
+(``main_text = "all"``: it is the author's content, no web page to take a main text from, and
+trafilatura's choice would drop short paragraphs), plain text by the text parser. Their other
+settings are their defaults: the part is bounded by the package's caps already.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from fabric_resources.parsing.document import ParsedDocument
+
+
+def _html(data: bytes) -> ParsedDocument:
+    from fabric_resources.config import HtmlParserConfig
+    from fabric_resources.parsing.html.parser import parse_html
+
+    return parse_html(data, HtmlParserConfig(main_text="all"))
+
+
+def _text(data: bytes) -> ParsedDocument:
+    from fabric_resources.config import TextParserConfig
+    from fabric_resources.parsing.text.parser import parse_text
+
+    return parse_text(data, TextParserConfig())
+
+
+_READERS = {"text/html": _html, "application/xhtml+xml": _html, "text/plain": _text}
+
+
+def imported_reader(content_type: str) -> Callable[[bytes], ParsedDocument] | None:
+    """The parse of an imported part of ``content_type`` (parameters ignored), or ``None`` for a
+    kind no parser here reads (RTF, MHTML, another WordprocessingML document).
+
+    >>> imported_reader("text/html; charset=utf-8") is _html, imported_reader("application/rtf")
+    (True, None)
+    """
+    return _READERS.get(content_type.split(";")[0].strip().lower())

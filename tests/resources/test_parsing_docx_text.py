@@ -1,0 +1,135 @@
+"""DOCX text the parser dropped or could not hide (trial 18b): equations (OMML), ``w:sym``
+symbols, imported ``w:altChunk`` parts, and a malformed styles part whose hiding was lost.
+
+Files are python-docx's default document edited in place (:func:`office_document`,
+:func:`with_member` of test_parsing_robustness).
+"""
+
+from __future__ import annotations
+
+import io
+
+from test_parsing_robustness import BODY, OOXML, _replaced, office_document, with_member
+
+from fabric_resources.parsing.document import UnreadPart
+from fabric_resources.parsing.docx.parser import parse_docx
+
+M = "http://schemas.openxmlformats.org/officeDocument/2006/math"
+R = "http://schemas.openxmlformats.org/officeDocument/2006/relationships"
+FIRST = "<w:p><w:r><w:t>first para"
+
+
+def _texts(data: bytes) -> list[str]:
+    return [u.text for u in parse_docx(data, OOXML).units]
+
+
+def test_an_equation_reads_its_text_in_place():
+    """guards against (trial 18b): a Word equation (``m:oMath`` in a paragraph, ``m:oMathPara`` as a
+    display equation, its text in ``m:t``) dropped: "The area is  for radius r." was indexed; an
+    equation's hidden run (``w:vanish`` in ``m:r``) is not read, as a hidden ``w:r`` is not."""
+    inline = (f'<w:p xmlns:m="{M}"><w:r><w:t xml:space="preserve">The area is </w:t></w:r>'
+              '<m:oMath><m:r><m:t>A=π</m:t></m:r><m:sSup><m:e><m:r><m:t>r</m:t></m:r></m:e>'
+              '<m:sup><m:r><m:t>2</m:t></m:r></m:sup></m:sSup>'
+              '<m:r><w:rPr><w:vanish/></w:rPr><m:t>hiddenterm</m:t></m:r></m:oMath>'
+              '<w:r><w:t xml:space="preserve"> for radius r.</w:t></w:r></w:p>')
+    display = (f'<w:p xmlns:m="{M}"><m:oMathPara><m:oMath><m:r><m:t>E=m</m:t></m:r>'
+               '<m:sSup><m:e><m:r><m:t>c</m:t></m:r></m:e><m:sup><m:r><m:t>2</m:t></m:r></m:sup></m:sSup></m:oMath>'
+               '<m:oMath><m:r><m:t>F=ma</m:t></m:r></m:oMath></m:oMathPara></w:p>')
+    body_level = f'<m:oMathPara xmlns:m="{M}"><m:oMath><m:r><m:t>x+y=z</m:t></m:r></m:oMath></m:oMathPara>'
+    data = with_member(office_document(), BODY, FIRST, inline + display + body_level + FIRST)
+    doc = parse_docx(data, OOXML)
+    texts = [u.text for u in doc.units]
+    assert texts[1:5] == ["The area is A=πr2 for radius r.", "E=mc2\nF=ma", "x+y=z", "first para"]
+    assert doc.unread == []
+
+
+def test_a_symbol_reads_as_its_character_and_a_symbol_font_code_is_counted_not_guessed():
+    """guards against (trial 18b): ``w:sym`` (Insert > Symbol) dropped: "Temperature 20 C" for
+    "20 °C". A code in U+F000-U+F0FF (a symbol font's own code: Symbol, Wingdings) has no Unicode
+    character no library here maps (Wingdings has none at all), so it is left out and counted in
+    ``unmapped_symbols``, never read as a private-use character; a bad code costs nothing else."""
+    syms = ('<w:p><w:r><w:t xml:space="preserve">Temperature 20 </w:t></w:r>'
+            '<w:r><w:sym w:font="Times New Roman" w:char="00B0"/><w:t>C</w:t></w:r>'
+            '<w:r><w:t xml:space="preserve"> </w:t><w:sym w:font="Symbol" w:char="F061"/>'
+            '<w:sym w:font="Wingdings" w:char="F0E0"/><w:sym w:font="Arial" w:char="zz"/>'
+            '<w:sym w:font="Arial" w:char="D800"/><w:sym w:font="Arial" w:char="2192"/><w:t>done</w:t></w:r></w:p>')
+    doc = parse_docx(with_member(office_document(), BODY, FIRST, syms + FIRST), OOXML)
+    assert [u.text for u in doc.units][1] == "Temperature 20 °C →done"
+    assert doc.metadata["unmapped_symbols"] == 4
+
+
+def _with_chunk(target: str, content_type: str, blob: bytes, *, in_cell: bool = False) -> bytes:
+    chunk = f'<w:altChunk xmlns:r="{R}" r:id="rIdChunk"/>'
+    if in_cell:
+        data = with_member(office_document(), BODY, "<w:t>cell 11</w:t></w:r></w:p>",
+                           "<w:t>cell 11</w:t></w:r></w:p>" + chunk)
+    else:
+        data = with_member(office_document(), BODY, FIRST, chunk + FIRST)
+    data = with_member(data, "word/_rels/document.xml.rels", "</Relationships>",
+                       f'<Relationship Id="rIdChunk" Type="{R}/aFChunk" Target="{target}"/></Relationships>',
+                       extra={f"word/{target}": blob})
+    return with_member(data, "[Content_Types].xml", "</Types>",
+                       f'<Override PartName="/word/{target}" ContentType="{content_type}"/></Types>')
+
+
+def test_an_imported_html_or_text_chunk_is_read_in_place():
+    """guards against (trial 18b): an HTML or plain-text ``w:altChunk`` (what HTML-to-DOCX
+    converters write the whole document as) only listed unread, its text not indexed. It is read by
+    the HTML parser (every text element: the author's content, no main-text choice) or the text
+    parser, in place, its locators naming the part; another kind (RTF) stays listed unread."""
+    html = b"<html><body><h2>Imported</h2><p>Tamarin text.</p><!-- a note --><p hidden>secret</p></body></html>"
+    doc = parse_docx(_with_chunk("afchunk.htm", "text/html", html), OOXML)
+    units = [(u.kind, u.text, u.section_path) for u in doc.units]
+    assert units[:5] == [("heading", "Chapter", ()), ("heading", "Imported", ("Chapter",)),
+                         ("paragraph", "Tamarin text.", ("Chapter", "Imported")),
+                         ("paragraph", "first para", ("Chapter",)), ("list_item", "item one", ("Chapter",))]
+    assert doc.units[2].locator == {"part": "word/afchunk.htm", "element_path": "/html/body/p[1]"}
+    assert doc.unread == [] and "secret" not in str(units)
+
+    doc = parse_docx(_with_chunk("chunk.txt", "text/plain", b"Plain imported line.\r\n\r\nSecond one.\r\n",
+                                 in_cell=True), OOXML)
+    texts = [u.text for u in doc.units]
+    assert texts[texts.index("cell 11") + 1:][:2] == ["Plain imported line.", "Second one."]
+    assert doc.units[texts.index("Second one.")].locator["part"] == "word/chunk.txt"
+
+    doc = parse_docx(_with_chunk("chunk.rtf", "application/rtf", rb"{\rtf1 Rich}"), OOXML)
+    assert _texts(office_document()) == [u.text for u in doc.units]
+    assert doc.unread == [UnreadPart("word/chunk.rtf", "alt-chunk: imported content (application/rtf) not read")]
+
+    doc = parse_docx(_with_chunk("empty.htm", "text/html", b"  "), OOXML)
+    assert doc.unread == [UnreadPart("word/empty.htm", "alt-chunk: imported content (text/html) not read: "
+                                                       "empty-file (no content)")]
+
+
+def test_a_malformed_styles_part_still_hides_what_its_styles_hide_or_says_it_could_not():
+    """guards against (trial 18b): a malformed ``word/styles.xml`` left out whole (listed unread),
+    so text its styles hide (``w:vanish``) was indexed and cited where Word shows nothing. lxml's
+    recovering parser reads what it can of the part: the hiding and heading styles it recovers are
+    applied, and the unread entry says so; when nothing can be recovered, the entry says that text
+    hidden by a style may have been read."""
+    import docx
+    from docx.enum.style import WD_STYLE_TYPE
+
+    document = docx.Document()
+    hidden = document.styles.add_style("HiddenPara", WD_STYLE_TYPE.PARAGRAPH)
+    hidden.font.hidden = True
+    document.add_heading("Chapter", 1)
+    document.add_paragraph("parastylevanish paragraph", style="HiddenPara")
+    document.add_paragraph("shown paragraph")
+    out = io.BytesIO()
+    document.save(out)
+    good = out.getvalue()
+    import zipfile
+
+    styles = zipfile.ZipFile(io.BytesIO(good)).read("word/styles.xml")
+    broken = _replaced(good, "word/styles.xml", styles.replace(b"</w:styles>", b"<w:unclosed></w:styles>"))
+    doc = parse_docx(broken, OOXML)
+    assert [(u.kind, u.text) for u in doc.units] == [("heading", "Chapter"), ("paragraph", "shown paragraph")]
+    (part,) = doc.unread
+    assert part.where == "word/styles.xml" and part.reason.startswith("XMLSyntaxError: ")
+    assert part.reason.endswith("; read by lxml's recovering parser: its styles applied as far as recovered")
+
+    doc = parse_docx(_replaced(good, "word/styles.xml", b"\x00\x01 not xml"), OOXML)
+    assert "parastylevanish paragraph" in [u.text for u in doc.units]
+    (part,) = doc.unread
+    assert part.reason.endswith("; nothing recovered: text a style hides may have been read")
