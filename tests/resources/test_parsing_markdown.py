@@ -62,23 +62,73 @@ def test_headings_and_section_paths() -> None:
     assert_exact(text, units)
 
 
-def test_yaml_front_matter_is_one_searchable_block_not_a_heading() -> None:
+def test_front_matter_is_metadata_not_a_heading_nor_unit_text() -> None:
     """Guards against (hostile trial 12a): a note's YAML front matter (Jekyll, Hugo, Obsidian) read
     by plain CommonMark as a setext heading (its closing `---` an underline), so 'title: … tags: …'
     became the section path of every later unit and was merged into their hit text; and front
-    matter recognised anywhere but at the very top (a later `---` pair is a break and a heading)."""
+    matter recognised anywhere but at the very top (a later `---` pair is a break and a heading).
+
+    guards against (trial 18b): front matter, which renderers do not show, indexed and cited as a
+    ``preformatted`` unit (packed into the first heading's hit), and TOML front matter (Hugo's
+    ``+++``) read as a paragraph. It is no unit; its place is the parse's ``front_matter``."""
     text = "---\r\ntitle: Trip notes\r\ntags: [hiking, alps]\r\n---\r\n\r\n# Day one\r\nWe walked.\r\n\r\nLater\r\n---\r\n"
-    units = markdown_units(text, CONFIG)
-    assert summary(units) == [
-        ("preformatted", "title: Trip notes\ntags: [hiking, alps]", ()),
+    doc = parse_markdown(text.encode(), CONFIG)
+    assert summary(doc.units) == [
         ("heading", "Day one", ()),
         ("paragraph", "We walked.", ("Day one",)),
         ("heading", "Later", ("Day one",)),
     ]
-    assert units[0].attributes == {"front_matter": True} and units[0].locator["line_start"] == 2
+    found = doc.metadata["front_matter"]
+    assert found == {"format": "yaml", "char_start": 0, "char_end": 49, "line_start": 1, "line_end": 4}
+    assert text[found["char_start"]:found["char_end"]].endswith("alps]\r\n---")
+    assert_exact(text, doc.units)
+
+    toml = '+++\ntitle = "Trip"\ntags = ["alps"]\n+++\n\n# Day one\n+++ not a delimiter here\n'
+    doc = parse_markdown(toml.encode(), CONFIG)
+    assert summary(doc.units) == [("heading", "Day one", ()), ("paragraph", "+++ not a delimiter here", ("Day one",))]
+    assert doc.metadata["front_matter"] == {"format": "toml", "char_start": 0, "char_end": 38, "line_start": 1,
+                                            "line_end": 4}
+    assert_exact(toml, doc.units)
+
+    unclosed = parse_markdown(b"---\ntitle: x\n\nbody\n", CONFIG)  # no closing line: no front matter
+    assert summary(unclosed.units) == [("paragraph", "title: x", ()), ("paragraph", "body", ())]
+    assert "front_matter" not in unclosed.metadata
+    assert summary(markdown_units("+++\ntitle = 1\n\nbody\n", CONFIG)) == [("paragraph", "+++\ntitle = 1", ()),
+                                                                          ("paragraph", "body", ())]
+
+
+def test_html_comments_are_no_unit_text_and_the_rest_stays_exact() -> None:
+    """Guards against (trial 18b): HTML comments, which no renderer shows (a markdownlint directive,
+    an editor's TODO, a commented-out paragraph), indexed and cited: as a ``preformatted`` unit, or
+    inside a paragraph, heading or cell. A unit is cut where its comment stood and every remaining
+    line is still its source text at its place; a comment inside a code span or fence is code,
+    shown as written, and stays; text after a block comment's end on its line is shown, and stays."""
+    text = ("<!-- markdownlint-disable MD013 -->\n"
+            "# Title <!-- draft -->\n\n"
+            "Shown start <!-- secret\nover lines --> shown end\nnext line.\n\n"
+            "> quoted <!--x--> words\n\n"
+            "Code `<!-- kept -->` and \\<!-- escaped --> stays.\n\n"
+            "<!--\nA whole commented-out\nparagraph.\n-->\n\n"
+            "<!-- note --> after the comment\n\n"
+            "```html\n<!-- in a fence -->\n```\n\n"
+            "| A | B <!-- c --> |\n|---|---|\n| 1 | 2 |\n")
+    units = markdown_units(text, CONFIG)
+    assert [(u.kind, u.text) for u in units] == [
+        ("heading", "Title"),
+        ("paragraph", "Shown start"),
+        ("paragraph", "shown end\nnext line."),
+        ("blockquote", "quoted"),
+        ("blockquote", "words"),
+        ("paragraph", "Code `<!-- kept -->` and \\<!-- escaped --> stays."),
+        ("preformatted", "after the comment"),
+        ("preformatted", "<!-- in a fence -->"),
+        ("table_cell", "A"), ("table_cell", "B"), ("table_cell", "1"), ("table_cell", "2"),
+    ]
+    assert units[1].section_path == ("Title",) and units[9].attributes["col"] == 1
+    assert not any("secret" in u.text or "draft" in u.text or "markdownlint" in u.text for u in units)
     assert_exact(text, units)
-    unclosed = markdown_units("---\ntitle: x\n\nbody\n", CONFIG)  # no closing line: no front matter
-    assert summary(unclosed) == [("paragraph", "title: x", ()), ("paragraph", "body", ())]
+    for u in units:
+        assert text[u.locator["char_start"]:u.locator["char_end"]].replace("\n> ", "\n") == u.text
 
 
 def test_a_hash_line_in_a_code_fence_is_code_not_a_heading() -> None:
@@ -236,6 +286,26 @@ def test_any_markdownish_text_parses_to_exact_units(text: str) -> None:
     else:
         assert_exact(text, units)
 
+
+
+_COMMENTISH = st.lists(st.sampled_from([*"#>-`| \n\r1a日\\", "<!--", "-->", "<!-->", "+++\n", "---\n", "``"]),
+                       max_size=80).map("".join)
+
+
+@settings(derandomize=True, max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_COMMENTISH)
+def test_text_with_comments_and_front_matter_parses_to_exact_units(text: str) -> None:
+    """Property (trial 18b): cutting HTML comments out of units and leaving front matter out keeps
+    every remaining unit mapped onto its source, in order, and no unit starts inside the front matter."""
+    try:
+        doc = parse_markdown(text.encode(), CONFIG)
+    except ParseError as err:
+        assert err.reason == "cap-depth"
+        return
+    assert_exact(text, doc.units)
+    front = doc.metadata.get("front_matter")
+    if front and doc.units:
+        assert doc.units[0].locator["char_start"] > front["char_end"]
 
 def test_unbalanced_markup_is_kept_verbatim_in_bounded_units() -> None:
     """Guards against: units that lose the characters of unbalanced inline markup, and one unit

@@ -20,8 +20,9 @@ numbers are 1-based and inclusive.
 from __future__ import annotations
 
 import bisect
+import re
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, NamedTuple
 
 from markdown_it import MarkdownIt
 from mdit_py_plugins.front_matter import front_matter_plugin
@@ -33,7 +34,7 @@ from fabric_resources.parsing.markdown.identity import PARSER_NAME, PARSER_VERSI
 from fabric_resources.parsing.text.decoding import bom_encoding_of, decode_text
 from fabric_resources.parsing.text.parser import line_endings, split_lines
 
-__all__ = ["markdown_units", "parse_markdown"]
+__all__ = ["markdown_units", "parse_markdown", "read_markdown"]
 
 
 @dataclass(frozen=True)
@@ -126,6 +127,101 @@ def _split(unit: ParsedUnit, pieces: list[_Piece], max_chars: int) -> list[Parse
     return out
 
 
+# An HTML comment as a browser ends it (HTML's comment states: "<!-->" and "<!--->" are empty ones,
+# "--!>" also closes, an unclosed one runs to the end): inside a raw HTML block.
+_HTML_COMMENT = re.compile(r"<!--(?:-?>|[\s\S]*?(?:--!?>|\Z))")
+# What CommonMark reads at a "<!--" in running text (spec 0.31, 6.6): an escaped character, a code
+# span's backtick run (its content is code, shown as written), else the start of an inline comment.
+_INLINE = re.compile(r"\\[\s\S]|(`+)|<!--")
+_TICKS = re.compile(r"`+")
+
+
+def _comments(text: str, html: bool) -> list[tuple[int, int]]:
+    """The spans of ``text`` (a unit's text) that are HTML comments, which no renderer shows:
+    every comment of a raw HTML block (``html``), else the closed inline comments outside code
+    spans. Linear in ``text``: each search starts where the last ended (a closing backtick run
+    is found by bisection among the runs of its length, found once)."""
+    if "<!--" not in text:
+        return []
+    if html:
+        return [m.span() for m in _HTML_COMMENT.finditer(text)]
+    runs: dict[int, list[int]] = {}  # backtick run length -> the runs' starts, in order
+    for run in _TICKS.finditer(text):
+        runs.setdefault(run.end() - run.start(), []).append(run.start())
+    spans, pos = [], 0
+    while (m := _INLINE.search(text, pos)) is not None:
+        pos = m.end()
+        if m.group(1):  # a code span runs to the next backtick run of the same length; unmatched: literal
+            ticks = len(m.group(1))
+            starts = runs.get(ticks, [])
+            after = bisect.bisect_left(starts, m.end())
+            if after < len(starts):
+                pos = starts[after] + ticks
+        elif m.group(0) == "<!--":
+            short = re.compile(r"-?>").match(text, pos)  # "<!-->", "<!--->": empty comments
+            end = short.end() if short else text.find("-->", pos) + 3
+            if end < 3:  # never closed: no later comment closes either
+                break
+            spans.append((m.start(), end))
+            pos = end
+    return spans
+
+
+def _uncommented(made: _Block | None, html: bool = False) -> list[_Block]:
+    """``made`` without its HTML comments: the unit cut where each comment stood into the units of
+    the text between (each exact: its lines still pieces of their source lines), none left for a
+    block of comments only. A unit without a comment is returned alone and unchanged."""
+    if made is None:
+        return []
+    unit, pieces = made
+    spans = _comments(unit.text, html)
+    if not spans:
+        return [made]
+    fragments: list[list[_Piece]] = [[]]
+    offset = 0
+    for piece in pieces:
+        low, high = offset, offset + len(piece.text)
+        at = low
+        for start, end in spans:
+            if end <= at or start >= high:
+                continue
+            if start > at:
+                fragments[-1].append(_Piece(piece.line, piece.start + at - low, piece.text[at - low:start - low]))
+            fragments.append([])
+            at = min(max(at, end), high)
+        if at < high or (at == low and not any(s < low < e for s, e in spans)):
+            fragments[-1].append(_Piece(piece.line, piece.start + at - low, piece.text[at - low:]))
+        offset = high + 1  # + the "\n" joining lines
+    out = []
+    for fragment in fragments:
+        trimmed = [_Piece(p.line, p.start, p.text.rstrip()) for p in fragment]
+        block = _block(unit.kind, trimmed, unit.section_path, unit.attributes,
+                       {k: v for k, v in unit.locator.items() if k not in _SPAN_KEYS})
+        if block is not None:
+            out.append(block)
+    return out
+
+
+_SPAN_KEYS = frozenset({"char_start", "char_end", "line_start", "line_end"})
+
+
+def _front_matter(kind: str, source: _Source, closing: int) -> dict[str, Any]:
+    """Where a front matter block is: its lines from the opening delimiter (line 0) to the
+    ``closing`` one (0-based), both included."""
+    end = source.lines[closing]
+    return {"format": kind, "char_start": 0, "char_end": end.start + len(end.content),
+            "line_start": 1, "line_end": closing + 1}
+
+
+def _toml_front_matter(source: _Source) -> dict[str, Any] | None:
+    """A TOML front matter block (Hugo, Zola: ``+++`` lines around it at the very top), or ``None``."""
+    lines = source.lines
+    if not lines or lines[0].content.rstrip() != "+++":
+        return None
+    closing = next((i for i in range(1, len(lines)) if lines[i].content.rstrip() == "+++"), None)
+    return None if closing is None else _front_matter("toml", source, closing)
+
+
 def _parser(config: MarkdownParserConfig) -> MarkdownIt:
     # CommonMark plus GFM tables (the one extension nearly every README uses). Only the block
     # rules run: units keep inline markup as written, and skipping the inline pass makes
@@ -139,17 +235,39 @@ def _parser(config: MarkdownParserConfig) -> MarkdownIt:
 
 
 def markdown_units(text: str, config: MarkdownParserConfig) -> list[ParsedUnit]:
-    """Units of a Markdown text in reading order.
+    """Units of a Markdown text in reading order (:func:`read_markdown`'s units)."""
+    return read_markdown(text, config).units
+
+
+class MarkdownRead(NamedTuple):
+    units: list[ParsedUnit]
+    front_matter: dict[str, Any] | None  # {"format", "char_start", "char_end", "line_start", "line_end"}
+
+
+def read_markdown(text: str, config: MarkdownParserConfig) -> MarkdownRead:
+    """Units of a Markdown text in reading order, and where its front matter is.
 
     Kinds: ``heading`` (ATX or setext; attribute ``level``; it closes open sections of level
     >= its own and sets the ``section_path`` of the units after it), ``paragraph``,
     ``list_item`` (a paragraph inside a list item; attribute ``depth``, 1 for a top-level
     list), ``blockquote`` (a paragraph inside a block quote), ``preformatted`` (fenced or
     indented code, raw HTML blocks; attribute ``info`` for a fence's info string, ``html`` for
-    HTML; ``front_matter`` for a YAML front matter block, which sets no section) and
-    ``table_cell`` (attributes ``table``, ``row``, ``col``, ``header``; 0-based).
+    HTML) and ``table_cell`` (attributes ``table``, ``row``, ``col``, ``header``; 0-based).
     Thematic breaks and empty blocks make no unit. A unit longer than
     ``config.max_unit_chars`` becomes several (``part``/``parts``).
+
+    What a rendered page never shows is no unit text, so nothing is cited from it:
+
+    - HTML comments (``<!-- … -->``: in a raw HTML block, or inline outside code spans). A unit
+      holding one is cut where it stood into the units of the text around it, each exact; a
+      heading's title is its text before the comment, the text after one a paragraph.
+    - Front matter (at the very top: YAML between ``---`` lines, mdit-py-plugins; TOML between
+      ``+++`` lines, Hugo's and Zola's). It is the page's metadata, which Jekyll, Hugo and
+      MkDocs do not render; it is not a unit because every unit is body text the chunker packs
+      with its neighbours (a metadata unit became part of the first heading's hit, and no unit
+      kind says "metadata"). Its place is ``front_matter`` (``{"format": "yaml"|"toml",
+      "char_start", "char_end", "line_start", "line_end"}``, delimiters included), in the
+      parse's ``metadata``; it sets no section.
 
     Locators are ``{"char_start", "char_end", "line_start", "line_end"}`` into ``text``;
     table cells add ``table``, ``row``, ``col`` (rows count from the header row, 0).
@@ -162,7 +280,12 @@ def markdown_units(text: str, config: MarkdownParserConfig) -> list[ParsedUnit]:
         ``config.max_units`` units.
     """
     source = _Source(text)
-    tokens = _parser(config).parse(text)
+    front_matter = _toml_front_matter(source)
+    # markdown-it reads TOML front matter lines as blank ones: the lines, so every map, stay the same.
+    if front_matter is not None:
+        rest = front_matter["line_end"]
+        text_read = "\n" * rest + (text[source.lines[rest].start:] if rest < len(source.lines) else "")
+    tokens = _parser(config).parse(text if front_matter is None else text_read)
     # markdown-it stops at max_nesting and drops the text of deeper blocks; failing the parse
     # keeps that loss visible (the EPUB parser's depth cap answers the same way).
     if tokens and max(token.level for token in tokens) >= config.max_nesting - 1:
@@ -206,26 +329,33 @@ def markdown_units(text: str, config: MarkdownParserConfig) -> list[ParsedUnit]:
             inline = tokens[index + 1]
             level = int(token.tag[1])
             lines = inline.content.split("\n")
-            emit(_block("heading", source.pieces(token.map[0], lines), (), {"level": level}), heading_level=level)
+            blocks = _uncommented(_block("heading", source.pieces(token.map[0], lines), (), {"level": level}))
+            if blocks:  # the title is what is left before a comment; the text after one, a paragraph
+                emit(blocks[0], heading_level=level)
+                for unit, pieces in blocks[1:]:
+                    emit((replace(unit, kind="paragraph", attributes={}, section_path=section_path()), pieces))
         elif kind == "paragraph_open" and token.map:
             inline = tokens[index + 1]
             depth = containers.count("list")
             unit_kind = ("list_item" if containers[-1] == "list" else "blockquote") if containers else "paragraph"
             attributes = {"depth": depth} if unit_kind == "list_item" else {}
-            emit(_block(unit_kind, source.pieces(token.map[0], inline.content.split("\n")), section_path(),
-                       attributes))
+            for block in _uncommented(_block(unit_kind, source.pieces(token.map[0], inline.content.split("\n")),
+                                             section_path(), attributes)):
+                emit(block)
         elif kind == "front_matter" and token.map:
-            emit(_block("preformatted", source.pieces(token.map[0] + 1, token.content.split("\n")), section_path(),
-                        {"front_matter": True}))
+            front_matter = _front_matter("yaml", source, token.map[1] - 1)
         elif kind in ("fence", "code_block", "html_block") and token.map:
             first = token.map[0] + (1 if kind == "fence" else 0)
             lines = token.content.split("\n")
             if lines and lines[-1] == "":
                 lines.pop()
             attributes = {"info": token.info.strip()} if kind == "fence" and token.info.strip() else {}
-            if kind == "html_block":
-                attributes = {"html": True}
-            emit(_block("preformatted", source.pieces(first, lines), section_path(), attributes))
+            if kind == "html_block":  # its comments are shown nowhere: not unit text
+                for block in _uncommented(_block("preformatted", source.pieces(first, lines), section_path(),
+                                                 {"html": True}), html=True):
+                    emit(block)
+            else:
+                emit(_block("preformatted", source.pieces(first, lines), section_path(), attributes))
         elif kind == "table_open":
             table, row = table + 1, -1
         elif kind in ("thead_open", "tbody_open"):
@@ -249,9 +379,11 @@ def markdown_units(text: str, config: MarkdownParserConfig) -> list[ParsedUnit]:
                 else:  # escaped pipes etc.: the cell is located by its row
                     piece = source.piece(cursor_line, line.content.strip())
                 cell = {"table": table, "row": row, "col": col}
-                emit(_block("table_cell", [piece], section_path(), {**cell, "header": in_header}, cell))
+                for block in _uncommented(_block("table_cell", [piece], section_path(), {**cell, "header": in_header},
+                                                 cell)):
+                    emit(block)
             col += 1
-    return units
+    return MarkdownRead(units, front_matter)
 
 
 @bad_input_net
@@ -273,7 +405,8 @@ def parse_markdown(data: bytes, config: MarkdownParserConfig, media_type: str = 
     ParsedDocument
         Units in reading order; zero units for an empty or whitespace-only file. Locators are
         Unicode scalar offsets into the decoded text after BOM removal and before line-ending
-        normalisation. ``metadata`` is ``{"line_endings", "bom"}`` as for plain text.
+        normalisation. ``metadata`` is ``{"line_endings", "bom"}`` as for plain text, and
+        ``front_matter`` (its place: :func:`read_markdown`) for a file that has one.
 
     Raises
     ------
@@ -285,12 +418,14 @@ def parse_markdown(data: bytes, config: MarkdownParserConfig, media_type: str = 
     if len(data) > config.max_bytes:
         raise ParseError("too-large", f"{len(data)} bytes > max_bytes {config.max_bytes}")
     text, encoding = decode_text(data)
+    read = read_markdown(text, config)
     return ParsedDocument(
         parser_name=PARSER_NAME,
         parser_version=PARSER_VERSION,
         media_type=media_type,
-        units=markdown_units(text, config),
+        units=read.units,
         title=None,
         encoding=encoding,
-        metadata={"line_endings": line_endings(text), "bom": bom_encoding_of(data) is not None},
+        metadata={"line_endings": line_endings(text), "bom": bom_encoding_of(data) is not None,
+                  **({"front_matter": read.front_matter} if read.front_matter else {})},
     )
