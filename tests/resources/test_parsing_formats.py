@@ -207,13 +207,14 @@ def test_child_timeout_is_a_named_failure():
     assert info.value.reason == "timeout"
 
 
-def _text_pdf(lines: list[tuple[float, float, str]], media=(0, 0, 612, 792), crop=None,
+def _text_pdf(lines: list[tuple], media=(0, 0, 612, 792), crop=None,
               to_unicode: dict[str, str] | None = None, paint: tuple[str, str] = ("", "")) -> bytes:
     """A one-page PDF drawing each ``(x, y, text)`` in Helvetica 12 (a standard font: nothing
     embedded), with ``crop`` as its CropBox if given, its cross-reference table exact;
     ``to_unicode`` (a code's character → the text it stands for) adds a ToUnicode CMap to the font;
-    ``paint``: content operators painted before and after the text."""
-    text = "".join(f"BT /F1 12 Tf {x} {y} Td ({t}) Tj ET\n" for x, y, t in lines)
+    ``paint``: content operators painted before and after the text. A line ``(x, y, text, ops)``
+    is drawn after the operators ``ops`` (a colour, ``"1 1 1 rg"``), in its own graphics state."""
+    text = "".join(f"q BT {ops[0] if ops else ''} /F1 12 Tf {x} {y} Td ({t}) Tj ET Q\n" for x, y, t, *ops in lines)
     content = f"{paint[0]}\n{text}{paint[1]}\n".encode()
     crop_box = f"/CropBox[{' '.join(map(str, crop))}]" if crop else ""
     objs = [b"<</Type/Catalog/Pages 2 0 R>>", b"<</Type/Pages/Kids[3 0 R]/Count 1>>",
@@ -405,6 +406,27 @@ def test_pdf_text_a_box_drawn_over_it_hides_is_left_out_and_counted():
         doc = parse_pdf(_text_pdf(lines[:1], paint=paint), PDF)
         assert [u.text for u in doc.units] == [lines[0][2]] and doc.metadata["covered_chars"] == 0
 
+
+
+def test_pdf_text_drawn_white_where_the_page_is_white_is_left_out_and_counted():
+    """guards against (trial 18b): text filled white (or nearly) on the white page, which no reader
+    sees (hidden keywords, a title meant for a banner that is not there: the shared IBM manual's
+    "DB2 for i Center of Excellence"), indexed and cited. Its characters read as spaces, counted in
+    ``covered_chars``; white text on a dark box painted before it shows, and is kept, as is black
+    text and text in render mode 3 (invisible: an OCR layer over a scan's image)."""
+    from fabric_resources.parsing.pdf.parser import parse_pdf
+
+    lines = [(72, 700, "Visible opening sentence about the aardvark."),
+             (72, 670, "Hidden keywords numbat quokka", "1 1 1 rg"),
+             (72, 640, "Nearly white words about the dugong", "0.97 0.97 0.97 rg"),
+             (72, 610, "White on a dark band about the pangolin", "1 1 1 rg"),
+             (72, 580, "Invisible layer about the tapir", "3 Tr"),
+             (72, 550, "Closing sentence about the kinkajou.")]
+    doc = parse_pdf(_text_pdf(lines, paint=("0.1 0.1 0.3 rg 70 606 300 16 re f", "")), PDF)
+    text = " ".join(u.text for u in doc.units)
+    assert "aardvark" in text and "pangolin" in text and "tapir" in text and "kinkajou" in text
+    assert "numbat" not in text and "dugong" not in text
+    assert doc.metadata["covered_chars"] == len(lines[1][2]) + len(lines[2][2])
 
 # -- PDF: OCR ---------------------------------------------------------------------------------
 

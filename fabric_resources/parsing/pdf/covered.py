@@ -9,9 +9,15 @@ strike-through rule or an underline does not hide the letters), and the rendered
 box's colour alone over the character (only pages with such a box are rendered): where the same
 words are drawn again over the box as outlines, they are seen, and the text kept.
 
+Text drawn white (or nearly: within :data:`_TOLERANCE` of white) is hidden the same way when the
+rendered page shows its characters' boxes in its own colour alone: white on the white page, a
+white box under it, so no reader sees a glyph there (only pages with such text are rendered;
+white on a dark box or an image shows, and is kept). Text in render mode 3 (invisible) is kept: it
+is how an OCR layer lies over a scanned page's image, which the reader sees as that text.
+
 What this does not see, and leaves as text: a box in an annotation (not page content), an image
-or a non-rectangular path over the text, a box or text inside a form XObject, text in the
-background colour (white on white: the background is not known without rendering), transparency.
+or a non-rectangular path over the text, a box or text inside a form XObject, text in another
+colour drawn on a background of that colour, transparency.
 """
 
 from __future__ import annotations
@@ -30,18 +36,22 @@ _BLOCK = 256  # characters compared at once with the boxes near them
 
 
 def covered_chars(page, textpage, count: int) -> set[int]:
-    """Indices (PDFium's character indices) of the characters of ``page`` a box drawn later hides."""
+    """Indices (PDFium's character indices) of the characters of ``page`` a box drawn later hides,
+    or that are drawn white where the page shows only white."""
     raw = page.raw
     order: dict[int, int] = {}  # text object address -> paint order
+    pale: dict[int, tuple[int, int, int]] = {}  # paint order of a text object drawn white -> its colour
     boxes: list[tuple[int, float, float, float, float, tuple[int, int, int]]] = []
     for z in range(pdfium_c.FPDFPage_CountObjects(raw)):
         obj = pdfium_c.FPDFPage_GetObject(raw, z)
         kind = pdfium_c.FPDFPageObj_GetType(obj)
         if kind == pdfium_c.FPDF_PAGEOBJ_TEXT:
             order[ctypes.cast(obj, ctypes.c_void_p).value] = z
+            if (colour := _white_text(obj)) is not None:
+                pale[z] = colour
         elif kind == pdfium_c.FPDF_PAGEOBJ_PATH and order and (box := _opaque_rectangle(obj)) is not None:
             boxes.append((z, *box))
-    if not boxes or page.get_rotation() % 360:  # a rotated page: its pixels are not mapped here
+    if not (boxes or pale) or page.get_rotation() % 360:  # a rotated page: its pixels are not mapped here
         return set()
     chars: list[tuple[int, int, float, float, float, float]] = []  # index, paint order, left, bottom, right, top
     left, bottom, right, top = ctypes.c_double(), ctypes.c_double(), ctypes.c_double(), ctypes.c_double()
@@ -53,6 +63,9 @@ def covered_chars(page, textpage, count: int) -> set[int]:
         if right.value > left.value and top.value > bottom.value:
             chars.append((i, z, left.value, bottom.value, right.value, top.value))
     candidates = {chars[c][0]: (chars[c][2:], boxes[b][5]) for c, b in first_covers(chars, boxes)}
+    for i, z, *box in chars:  # white text: hidden where its boxes show its own colour alone
+        if z in pale and i not in candidates:
+            candidates[i] = (tuple(box), pale[z])
     return _unseen(page, candidates) if candidates else set()
 
 
@@ -115,6 +128,26 @@ def _unseen(page, candidates) -> set[int]:
                 <= _STRAY * len(pixels):
             hidden.add(i)
     return hidden
+
+
+_FILLED = {pdfium_c.FPDF_TEXTRENDERMODE_FILL, pdfium_c.FPDF_TEXTRENDERMODE_FILL_CLIP}
+_FILLED_STROKED = {pdfium_c.FPDF_TEXTRENDERMODE_FILL_STROKE, pdfium_c.FPDF_TEXTRENDERMODE_FILL_STROKE_CLIP}
+
+
+def _white_text(obj) -> tuple[int, int, int] | None:
+    """The colour of a text object drawn white or nearly (filled, and stroked too if it is stroked,
+    every channel within :data:`_TOLERANCE` of 255), else None."""
+    mode = pdfium_c.FPDFTextObj_GetTextRenderMode(obj)
+    if mode not in _FILLED and mode not in _FILLED_STROKED:
+        return None
+    r, g, b, a = (ctypes.c_uint() for _ in range(4))
+    if not pdfium_c.FPDFPageObj_GetFillColor(obj, r, g, b, a) or min(r.value, g.value, b.value) < 255 - _TOLERANCE:
+        return None
+    colour = (r.value, g.value, b.value)
+    if mode in _FILLED_STROKED and (not pdfium_c.FPDFPageObj_GetStrokeColor(obj, r, g, b, a)
+                                    or min(r.value, g.value, b.value) < 255 - _TOLERANCE):
+        return None
+    return colour
 
 
 def _opaque_rectangle(obj) -> tuple[float, float, float, float, tuple[int, int, int]] | None:

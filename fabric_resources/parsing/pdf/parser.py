@@ -75,8 +75,8 @@ def parse_pdf(data: bytes, config: "PdfParserConfig", media_type: str = MEDIA_TY
         ``ocr-no-text``, ``ocr-failed``, ``cap-image-pixels``, ``unreadable-page``), which are
         also the document's ``unread`` parts (``"page 3"``); ``offpage_lines`` (text lines wholly
         outside their page's crop box, left out: no viewer shows them); ``covered_chars``
-        (characters a box drawn over them hides, a redaction bar or a white-out, read as spaces:
-        :mod:`.covered`).
+        (characters a box drawn over them hides, a redaction bar or a white-out, or drawn white
+        where the page shows only white, read as spaces: :mod:`.covered`).
 
     Raises
     ------
