@@ -4,7 +4,9 @@ Word renders such a part in place, as if its content were typed there; HTML-to-D
 write a whole document as one. HTML is read by the HTML parser with every text element kept
 (``main_text = "all"``: it is the author's content, no web page to take a main text from, and
 trafilatura's choice would drop short paragraphs), plain text by the text parser. Their other
-settings are their defaults: the part is bounded by the package's caps already.
+settings are their defaults (not the ``parsers.html`` / ``parsers.text`` sections): the part is
+bounded by the package's caps already. Their output is the DOCX parser's output here, so a change
+of either parser's version that changes it needs a DOCX version too (as Markdown's follows text's).
 """
 
 from __future__ import annotations
