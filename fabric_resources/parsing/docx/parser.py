@@ -133,7 +133,7 @@ def parse_docx(data: bytes, config: "OoxmlParserConfig", media_type: str = MEDIA
 
 
 class _Walker:
-    def __init__(self, document, max_units: int, recovered_styles=None) -> None:
+    def __init__(self, document, max_units: int, recovered=None) -> None:
         self.document = document
         self.tree = document.element.getroottree()
         self.element_path = ElementPaths(self.tree)  # getpath once per parent (per call: quadratic)
@@ -148,10 +148,10 @@ class _Walker:
         self.refs: list[tuple[int, int, str, str]] = []  # (unit index, position, note type, note id)
         self.skipped: list[dict[str, str]] = []  # [{"where", "reason"}]
         # Style ID -> name; from a recovered styles part (styles.recovered_styles) when one was malformed.
-        self.styles: dict[str, Any] = style_names(recovered_styles) if recovered_styles is not None else {}
-        self.recovered = recovered_styles is not None
+        self.styles: dict[str, Any] = style_names(recovered) if recovered is not None else {}
+        self.recovered = recovered is not None
         try:
-            element = recovered_styles if self.recovered else document.styles.element
+            element = recovered if self.recovered else document.styles.element
             self.hidden_styles = hidden_styles(element)
         except _ELEMENT_ERRORS:
             self.hidden_styles = NOTHING_HIDES
