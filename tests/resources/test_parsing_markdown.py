@@ -62,22 +62,24 @@ def test_headings_and_section_paths() -> None:
     assert_exact(text, units)
 
 
-def test_front_matter_is_metadata_not_a_heading_nor_unit_text() -> None:
+def test_front_matter_is_one_searchable_unit_not_a_heading() -> None:
     """Guards against (hostile trial 12a): a note's YAML front matter (Jekyll, Hugo, Obsidian) read
     by plain CommonMark as a setext heading (its closing `---` an underline), so 'title: … tags: …'
     became the section path of every later unit and was merged into their hit text; and front
     matter recognised anywhere but at the very top (a later `---` pair is a break and a heading).
 
-    guards against (trial 18b): front matter, which renderers do not show, indexed and cited as a
-    ``preformatted`` unit (packed into the first heading's hit), and TOML front matter (Hugo's
-    ``+++``) read as a paragraph. It is no unit; its place is the parse's ``front_matter``."""
+    guards against (trial 18b): TOML front matter (Hugo's ``+++``) read as a paragraph. Both are one
+    ``preformatted`` unit (``front_matter``: a note's tags are what its owner searches by) that sets
+    no section, their place also in the parse's ``front_matter``."""
     text = "---\r\ntitle: Trip notes\r\ntags: [hiking, alps]\r\n---\r\n\r\n# Day one\r\nWe walked.\r\n\r\nLater\r\n---\r\n"
     doc = parse_markdown(text.encode(), CONFIG)
     assert summary(doc.units) == [
+        ("preformatted", "title: Trip notes\ntags: [hiking, alps]", ()),
         ("heading", "Day one", ()),
         ("paragraph", "We walked.", ("Day one",)),
         ("heading", "Later", ("Day one",)),
     ]
+    assert doc.units[0].attributes == {"front_matter": True}
     found = doc.metadata["front_matter"]
     assert found == {"format": "yaml", "char_start": 0, "char_end": 49, "line_start": 1, "line_end": 4}
     assert text[found["char_start"]:found["char_end"]].endswith("alps]\r\n---")
@@ -85,7 +87,9 @@ def test_front_matter_is_metadata_not_a_heading_nor_unit_text() -> None:
 
     toml = '+++\ntitle = "Trip"\ntags = ["alps"]\n+++\n\n# Day one\n+++ not a delimiter here\n'
     doc = parse_markdown(toml.encode(), CONFIG)
-    assert summary(doc.units) == [("heading", "Day one", ()), ("paragraph", "+++ not a delimiter here", ("Day one",))]
+    assert summary(doc.units) == [("preformatted", 'title = "Trip"\ntags = ["alps"]', ()), ("heading", "Day one", ()),
+                                  ("paragraph", "+++ not a delimiter here", ("Day one",))]
+    assert doc.units[0].attributes == {"front_matter": True}
     assert doc.metadata["front_matter"] == {"format": "toml", "char_start": 0, "char_end": 38, "line_start": 1,
                                             "line_end": 4}
     assert_exact(toml, doc.units)
@@ -295,8 +299,9 @@ _COMMENTISH = st.lists(st.sampled_from([*"#>-`| \n\r1a日\\", "<!--", "-->", "<!
 @settings(derandomize=True, max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(_COMMENTISH)
 def test_text_with_comments_and_front_matter_parses_to_exact_units(text: str) -> None:
-    """Property (trial 18b): cutting HTML comments out of units and leaving front matter out keeps
-    every remaining unit mapped onto its source, in order, and no unit starts inside the front matter."""
+    """Property (trial 18b): cutting HTML comments out of units keeps every remaining unit mapped
+    onto its source, in order; the front matter's unit lies inside it, marked, and every other unit
+    after it."""
     try:
         doc = parse_markdown(text.encode(), CONFIG)
     except ParseError as err:
@@ -304,8 +309,11 @@ def test_text_with_comments_and_front_matter_parses_to_exact_units(text: str) ->
         return
     assert_exact(text, doc.units)
     front = doc.metadata.get("front_matter")
-    if front and doc.units:
-        assert doc.units[0].locator["char_start"] > front["char_end"]
+    for unit in doc.units if front else ():
+        inside = unit.locator["char_end"] <= front["char_end"]
+        assert inside == bool(unit.attributes.get("front_matter"))
+        assert inside or unit.locator["char_start"] > front["char_end"]
+
 
 def test_unbalanced_markup_is_kept_verbatim_in_bounded_units() -> None:
     """Guards against: units that lose the characters of unbalanced inline markup, and one unit

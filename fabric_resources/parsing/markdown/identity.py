@@ -10,6 +10,6 @@ PARSER_VERSION = "8"  # 2: the text decoding of text v4 (trial 12a); 3: YAML fro
 #                         5: the text decoding of text v5 (EUC-JP, ISO-2022-JP, EUC-KR, Big5, ...; trial 13a);
 #                         6: the text decoding of text v6 (windows-1250, ISO-8859-2, windows-1257; trial 14a);
 #                         7: the text decoding of text v7 (trial 15a)
-#                         8: front matter (YAML ---, TOML +++) is no unit but its place in metadata, HTML comments are
-#                            no unit text (trial 18b)
+#                         8: TOML front matter (+++) is a front matter unit as YAML's is, both placed in metadata;
+#                            HTML comments are no unit text (trial 18b)
 TEXT_MARKDOWN = "text/markdown"

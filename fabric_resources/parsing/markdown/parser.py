@@ -252,22 +252,22 @@ def read_markdown(text: str, config: MarkdownParserConfig) -> MarkdownRead:
     ``list_item`` (a paragraph inside a list item; attribute ``depth``, 1 for a top-level
     list), ``blockquote`` (a paragraph inside a block quote), ``preformatted`` (fenced or
     indented code, raw HTML blocks; attribute ``info`` for a fence's info string, ``html`` for
-    HTML) and ``table_cell`` (attributes ``table``, ``row``, ``col``, ``header``; 0-based).
+    HTML; ``front_matter`` for a front matter block, which sets no section) and ``table_cell``
+    (attributes ``table``, ``row``, ``col``, ``header``; 0-based).
     Thematic breaks and empty blocks make no unit. A unit longer than
     ``config.max_unit_chars`` becomes several (``part``/``parts``).
 
-    What a rendered page never shows is no unit text, so nothing is cited from it:
+    HTML comments (``<!-- … -->``: in a raw HTML block, or inline outside code spans), which no
+    rendered page shows, are no unit text, so nothing is cited from them: a unit holding one is cut
+    where it stood into the units of the text around it, each exact; a heading's title is its text
+    before the comment, the text after one a paragraph.
 
-    - HTML comments (``<!-- … -->``: in a raw HTML block, or inline outside code spans). A unit
-      holding one is cut where it stood into the units of the text around it, each exact; a
-      heading's title is its text before the comment, the text after one a paragraph.
-    - Front matter (at the very top: YAML between ``---`` lines, mdit-py-plugins; TOML between
-      ``+++`` lines, Hugo's and Zola's). It is the page's metadata, which Jekyll, Hugo and
-      MkDocs do not render; it is not a unit because every unit is body text the chunker packs
-      with its neighbours (a metadata unit became part of the first heading's hit, and no unit
-      kind says "metadata"). Its place is ``front_matter`` (``{"format": "yaml"|"toml",
-      "char_start", "char_end", "line_start", "line_end"}``, delimiters included), in the
-      parse's ``metadata``; it sets no section.
+    Front matter (at the very top: YAML between ``---`` lines, mdit-py-plugins; TOML between
+    ``+++`` lines, Hugo's and Zola's) is one ``preformatted`` unit of the lines between its
+    delimiters, attribute ``front_matter``: renderers do not show it, but a note's title, tags and
+    aliases are what its owner searches by (Obsidian, Jekyll), and it is shown as written in the
+    file a hit cites (hostile trial 12a). Its place is also ``front_matter`` (``{"format":
+    "yaml"|"toml", "char_start", "char_end", "line_start", "line_end"}``, delimiters included).
 
     Locators are ``{"char_start", "char_end", "line_start", "line_end"}`` into ``text``;
     table cells add ``table``, ``row``, ``col`` (rows count from the header row, 0).
@@ -317,6 +317,10 @@ def read_markdown(text: str, config: MarkdownParserConfig) -> MarkdownRead:
         sections.append((heading_level, parts[0].text))
         units.extend(replace(p, section_path=section_path()) for p in parts[1:])
 
+    if front_matter is not None:  # TOML: markdown-it read its lines as blank ones
+        inner = front_matter["line_end"] - 2
+        emit(_block("preformatted", source.pieces(1, [source.lines[i].content for i in range(1, 1 + inner)]),
+                    (), {"front_matter": True}))
     for index, token in enumerate(tokens):
         kind = token.type
         if kind in ("list_item_close", "blockquote_close"):
@@ -344,6 +348,8 @@ def read_markdown(text: str, config: MarkdownParserConfig) -> MarkdownRead:
                 emit(block)
         elif kind == "front_matter" and token.map:
             front_matter = _front_matter("yaml", source, token.map[1] - 1)
+            emit(_block("preformatted", source.pieces(token.map[0] + 1, token.content.split("\n")), (),
+                        {"front_matter": True}))
         elif kind in ("fence", "code_block", "html_block") and token.map:
             first = token.map[0] + (1 if kind == "fence" else 0)
             lines = token.content.split("\n")
