@@ -11,7 +11,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from fabric_query.cli import HomeOption, console, fail, set_home
+from fabric_query.cli import HomeOption, console, err, fail, set_home
 
 server_app = typer.Typer(help="The server commands (HTTP API, MCP).")
 
@@ -78,8 +78,13 @@ def serve(
                 if exc.errno == errno.EADDRINUSE else "")
         fail(f"refusing to start: {exc.strerror}{hint}")
     admin = PipelineAdmin(fabric.home, config.admin_workers)
+
+    def stopping_while_loading() -> None:  # Ctrl-C during warm-up: say why the exit is not at once
+        err.print("fabric serve: stopping once the query models have loaded (a load cannot be interrupted)",
+                  markup=False)
+
     app = create_app(fabric, config, bind_host=host, port=port, admin=admin, admin_token=admin_token,
-                     read_token=read_token)
+                     read_token=read_token, on_stop_while_loading=stopping_while_loading)
     def listening(url: str) -> None:  # once bound: with --port 0 the port is known only then
         where = f"{url}{API_PREFIX}"
         if host in EVERY_INTERFACE:  # server.json's url is loopback, this machine's: the line says both

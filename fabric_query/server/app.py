@@ -7,6 +7,7 @@ and so do the query routes) and closes the gate and the admin backend at shutdow
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import threading
 from collections.abc import Callable
@@ -26,6 +27,9 @@ from fabric_query.server.security import OriginPolicy
 from fabric_query.server.wire import not_json_reason
 from fabric_resources.catalog import CatalogDamagedError, CatalogUnavailableError
 from fabric_resources.config import ConfigError, ServerConfig
+
+#: Seconds a server stopped during warm-up waits for the models to finish loading before it exits.
+WARM_UP_WAIT_S = 120.0
 
 #: What warm-up encodes: one Latin-script and one CJK query load both query models (MiniLM's
 #: ONNX export and e5), the two routes of ``fabric_resources.language_routing``.
@@ -56,6 +60,7 @@ def create_app(
     read_token: str | None = None,
     load_models: Callable[[Fabric], dict[str, str]] = load_query_models,
     mcp: bool = True,
+    on_stop_while_loading: Callable[[], None] | None = None,
 ) -> Guard:
     """The ASGI app of one server.
 
@@ -76,6 +81,9 @@ def create_app(
         Warm-up run in a thread at start-up; the server is ready when it returns.
     mcp
         Serve the MCP tools at ``/mcp`` (streamable HTTP, :mod:`fabric_query.server.mcp_tools`).
+    on_stop_while_loading
+        Called when the server stops before warm-up has ended, before it waits (at most
+        :data:`WARM_UP_WAIT_S`) for the load to end (``fabric serve`` says so on stderr).
     """
     gate = AdmissionGate(config.max_concurrent_queries, config.retry_after_s)
     state = routes.ServerState(fabric=fabric, gate=gate)
@@ -91,6 +99,8 @@ def create_app(
         except Exception as exc:  # noqa: BLE001 - reported by /v1/ready, never a dead server
             state.load_error = f"{type(exc).__name__}: {exc}"
             return
+        finally:
+            state.warmed.set()
         state.ready.set()
 
     @contextlib.asynccontextmanager
@@ -105,6 +115,14 @@ def create_app(
             try:
                 yield
             finally:
+                if not state.warmed.is_set():
+                    # Stopped (Ctrl-C) while the models load in native code (ONNX Runtime, torch):
+                    # a process that exits under that thread is aborted by the C++ runtime
+                    # ("terminate called without an active exception", exit 134); the load
+                    # cannot be interrupted, so it is let finish (bounded) and the exit is clean.
+                    if on_stop_while_loading is not None:
+                        on_stop_while_loading()
+                    await asyncio.to_thread(state.warmed.wait, WARM_UP_WAIT_S)
                 gate.close()
                 if admin is not None:
                     admin.close()

@@ -35,6 +35,8 @@ class ServerState:
     fabric: Fabric
     gate: AdmissionGate
     ready: threading.Event = field(default_factory=threading.Event)
+    #: Set when the warm-up ends, loaded or failed: the server waits for it before it stops.
+    warmed: threading.Event = field(default_factory=threading.Event)
     #: Why the query models could not load (the server stays unready), or None.
     load_error: str | None = None
     models: dict[str, str] = field(default_factory=dict)

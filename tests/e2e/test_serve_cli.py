@@ -297,3 +297,54 @@ def test_a_dead_servers_file_is_ignored(home, tmp_path):
 def test_version():
     p = _fabric("--version")
     assert p.returncode == 0 and p.stdout.startswith("fabric ")
+
+
+_SLOW_LOAD = """
+import sys
+from pathlib import Path
+
+import fabric_query.server.app as server_app
+
+marks, real = Path(sys.argv[1]), server_app.load_query_models
+
+
+def load(fabric):  # the real models, with marks for the test: when the load began, when it ended
+    (marks / "loading").touch()
+    models = real(fabric)
+    (marks / "loaded").touch()
+    return models
+
+
+server_app.create_app.__kwdefaults__["load_models"] = load
+from fabric_assets.cli.root import run
+
+sys.argv = ["fabric", *sys.argv[2:]]
+run()
+"""
+
+
+def test_ctrl_c_while_the_models_load_exits_130_in_one_line_after_the_load(home, tmp_path):
+    """guards against (trial 18a): Ctrl-C while `fabric serve` still loaded its query models
+    aborting the process ("terminate called without an active exception", SIGABRT, exit 134): the
+    process exited under the warm-up thread, inside ONNX Runtime / torch. The server now lets the
+    load end, says so in one line and exits 130."""
+    proc = subprocess.Popen([sys.executable, "-c", _SLOW_LOAD, str(tmp_path), "serve", "--port", "0", "--home",
+                             str(home)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "HF_HUB_OFFLINE": "1"},
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    try:
+        deadline = time.monotonic() + 180
+        while not (tmp_path / "loading").exists():
+            assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+            time.sleep(0.01)
+        assert not (tmp_path / "loaded").exists()  # the signal comes while the models load
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=180)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert (proc.returncode, (tmp_path / "loaded").exists()) == (130, True), (proc.returncode, err[-2000:])
+    assert err.splitlines() == ["fabric serve: stopping once the query models have loaded (a load cannot be "
+                                "interrupted)"], err
+    assert not (home / SERVER_FILE).exists()
