@@ -28,7 +28,8 @@ READ_TOKEN_FILE = "read-token"
 #: The path every route of the HTTP API is under.
 API_PREFIX = "/v1"
 #: Hosts that bind every interface: no client can connect to them portably, so the server file
-#: names loopback for them (the address this machine's clients, the CLI among them, use).
+#: names loopback of the same family for them (the address this machine's clients, the CLI among
+#: them, use): ``127.0.0.1`` for ``0.0.0.0``, ``[::1]`` for ``::``.
 EVERY_INTERFACE = ("0.0.0.0", "::")
 
 
@@ -69,8 +70,10 @@ def write_server_file(home_root: Path, host: str, port: int, version: str) -> Se
     the HTTP API (``url`` + :data:`API_PREFIX`)."""
     pid = os.getpid()
     shown = f"[{host}]" if ":" in host else host
-    if host in EVERY_INTERFACE:  # local clients use loopback
-        shown = "127.0.0.1"
+    if host in EVERY_INTERFACE:  # local clients use loopback, of the family bound: an IPv6 socket
+        # takes IPv4 connections only where the system maps them (not with IPV6_V6ONLY, the
+        # default of Windows and the BSDs), so `::` recorded as 127.0.0.1 could not be reached.
+        shown = "[::1]" if ":" in host else "127.0.0.1"
     record = ServerRecord(url=f"http://{shown}:{port}", pid=pid, started=_process_started(pid) or 0.0,
                           version=version, start_ticks=start_ticks(pid), home=_home_identity(Path(home_root)))
     path = Path(home_root) / SERVER_FILE

@@ -24,6 +24,31 @@ def test_this_process_is_found_and_then_removed(tmp_path):
     assert not (tmp_path / SERVER_FILE).exists()
 
 
+@pytest.mark.parametrize(("host", "family", "recorded"), [("0.0.0.0", "AF_INET", "127.0.0.1"),
+                                                        ("::", "AF_INET6", "[::1]")])
+def test_a_server_bound_to_every_interface_records_a_loopback_url_that_reaches_it(tmp_path, host, family, recorded):
+    """guards against (trial 18a): `fabric serve --host ::` recording http://127.0.0.1:PORT, which
+    reaches an IPv6 socket only where the system maps IPv4 onto it (not with IPV6_V6ONLY, the
+    default of Windows and the BSDs): the CLI then ran every command in-process."""
+    import socket
+    from urllib.parse import urlsplit
+
+    try:
+        server = socket.socket(getattr(socket, family), socket.SOCK_STREAM)
+    except OSError:
+        pytest.skip(f"no {family} sockets here")
+    with server:
+        if family == "AF_INET6":
+            server.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)  # no IPv4 mapped onto it
+        server.bind((host, 0))
+        server.listen()
+        port = server.getsockname()[1]
+        url = write_server_file(tmp_path, host, port, "9.9").url
+        assert url == f"http://{recorded}:{port}"
+        with socket.create_connection((urlsplit(url).hostname, port), timeout=5):
+            pass  # the recorded URL reaches the socket as bound
+
+
 @pytest.mark.skipif(not LINUX, reason="needs /proc (Linux)")
 def test_a_live_pid_with_other_start_ticks_is_not_the_server(tmp_path):
     """guards against: a pid reused by another process being taken for the server (the start time
