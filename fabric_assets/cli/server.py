@@ -77,6 +77,9 @@ def serve(
         hint = (" (another process holds the port: choose another with --port, or 0 for any free one)"
                 if exc.errno == errno.EADDRINUSE else "")
         fail(f"refusing to start: {exc.strerror}{hint}")
+    # The port bound (the OS's choice for --port 0): the Host and Origin checks compare a browser's
+    # origin with it, and with 0 refused every origin of the server itself.
+    port = sock.getsockname()[1]
     admin = PipelineAdmin(fabric.home, config.admin_workers)
 
     def stopping_while_loading() -> None:  # Ctrl-C during warm-up: say why the exit is not at once

@@ -348,3 +348,19 @@ def test_ctrl_c_while_the_models_load_exits_130_in_one_line_after_the_load(home,
     assert err.splitlines() == ["fabric serve: stopping once the query models have loaded (a load cannot be "
                                 "interrupted)"], err
     assert not (home / SERVER_FILE).exists()
+
+
+def test_with_port_0_a_browser_origin_of_the_port_bound_is_accepted_and_a_foreign_one_refused(home):
+    """guards against (trial 18a): `fabric serve --port 0` checking Origin against port 0, not the
+    port the OS gave: every browser request from the server's own origin was refused (403)."""
+    proc, record = _start_server(home)
+    try:
+        port = record.url.rsplit(":", 1)[1]
+        answers = {origin: httpx.get(f"{record.url}/v1/health", headers={"Origin": origin}, timeout=30).status_code
+                   for origin in (f"http://127.0.0.1:{port}", f"http://localhost:{port}", "http://evil.example",
+                                  "http://127.0.0.1:0")}
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.communicate(timeout=60)
+    assert answers == {f"http://127.0.0.1:{port}": 200, f"http://localhost:{port}": 200, "http://evil.example": 403,
+                       "http://127.0.0.1:0": 403}
