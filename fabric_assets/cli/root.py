@@ -44,6 +44,17 @@ class _Commands(TyperGroup):
         except BrokenPipeError:
             stdout_closed()
 
+    def main(self, *args, **kwargs):
+        # Help (`fabric --help | true`, `fabric search --help | head -1`) is printed while Click
+        # parses the arguments, before ``invoke``: rich's console and Click end a broken pipe
+        # there with exit 1, raised while handling the BrokenPipeError (its ``__context__``).
+        try:
+            return super().main(*args, **kwargs)
+        except SystemExit as exc:
+            if exc.code == 1 and isinstance(exc.__context__, BrokenPipeError):
+                stdout_closed()
+            raise
+
 
 app = typer.Typer(cls=_Commands, add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="Fabric: retrieval with verifiable evidence.")

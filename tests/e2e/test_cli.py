@@ -430,6 +430,25 @@ def test_a_reader_that_closes_stdout_early_is_exit_141_never_a_verdict(tmp_path,
         assert (out.returncode, out.stderr) == (141, ""), (command, out.returncode, out.stderr[-800:])
 
 
+
+def test_help_to_a_reader_that_closed_stdout_is_exit_141_too():
+    """guards against (trial 18a): `fabric --help | true` and `fabric search --help | head -1`
+    exiting 1: help is printed while Click parses the arguments, before the root group's own
+    broken-pipe handling, and rich's console and Click end a broken pipe there with 1."""
+    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    for command in ([], ["--help"], ["search", "--help"], ["snapshot", "restore", "--help"], ["--version"]):
+        read, write = os.pipe()
+        os.close(read)  # the reader is gone before the first line: every write is a broken pipe
+        try:
+            out = subprocess.run([sys.executable, "-c", "from fabric_assets.cli import main; main()", *command],
+                                 stdout=write, stderr=subprocess.PIPE, text=True, env=env, timeout=120)
+        finally:
+            os.close(write)
+        assert (out.returncode, out.stderr) == (141, ""), (command, out.returncode, out.stderr[-800:])
+    shown = subprocess.run([sys.executable, "-c", "from fabric_assets.cli import main; main()", "search", "--help"],
+                           capture_output=True, text=True, env=env, timeout=120)
+    assert shown.returncode == 0 and "Usage" in shown.stdout  # a reader that reads: help as before
+
 def test_file_names_print_as_they_are_on_one_line(tmp_path, fabric_home):
     """guards against: a file named with a newline printing as a hit of its own (`x⏎2. fs:…/trusted.md`)
     and brackets in a name read as rich markup, so `fabric status` named `[dim]bad.pdf` as
