@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import numbers
+import operator
 import threading
 import time
 from collections import Counter
@@ -389,8 +391,10 @@ def checked_limit(limit, default: int) -> int:
     """
     if limit is None:
         return default
-    if isinstance(limit, bool) or not isinstance(limit, int):
+    # Any integer type (``numpy.int64(5)`` from an array), as a plain int; a bool is no count.
+    if isinstance(limit, bool) or not isinstance(limit, numbers.Integral):
         raise InvalidArgumentError(f"limit must be an integer, got {type(limit).__name__}")
+    limit = operator.index(limit)
     if not 1 <= limit <= MAX_LIMIT:
         raise InvalidArgumentError(f"limit must be between 1 and {MAX_LIMIT}, got {limit}")
     return limit

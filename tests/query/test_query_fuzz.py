@@ -19,7 +19,7 @@ from typer.testing import CliRunner
 
 from fabric_query import Fabric
 from fabric_assets.cli import app
-from fabric_query.errors import CitationError, FabricQueryError, QuerySyntaxError
+from fabric_query.errors import CitationError, FabricQueryError, InvalidArgumentError, QuerySyntaxError
 from fabric_resources.home import FabricHome
 
 FILES = {
@@ -89,6 +89,21 @@ def test_search_arguments_raise_only_typed_errors(fabric, limit, release_id, deb
         assert (limit is None or (isinstance(limit, int) and not isinstance(limit, bool) and 1 <= limit <= 1000))
         assert len(pack.results) <= (limit or 10)
 
+
+
+def test_a_numpy_integer_limit_is_taken_as_the_integer_and_bools_floats_and_text_are_not(fabric):
+    """guards against (trial 18a): ``limit=numpy.int64(2)`` (a count from an array) refused as "not
+    an integer"; any integer type but bool is one."""
+    import numpy as np
+
+    as_int = [hit.citation for hit in fabric.search("lighthouse 認証", limit=2).results]
+    for limit in (np.int64(2), np.uint8(2), np.int32(2)):
+        assert [hit.citation for hit in fabric.search("lighthouse 認証", limit=limit).results] == as_int
+    for bad in (True, np.bool_(True), 2.0, np.float64(2), "2"):
+        with pytest.raises(InvalidArgumentError, match="limit must be an integer"):
+            fabric.search("lighthouse", limit=bad)
+    with pytest.raises(InvalidArgumentError, match="between 1 and"):
+        fabric.search("lighthouse", limit=np.int64(0))
 
 def _mutations():
     scalar = st.one_of(st.none(), st.booleans(), st.integers(-(2**70), 2**70), st.floats(allow_nan=True),
