@@ -78,6 +78,31 @@ class Scope(BaseModel):
     modified_after: _Day | None = None
     modified_before: _Day | None = None
 
+    def __init__(self, **fields: object) -> None:
+        """Raises :class:`InvalidArgumentError` (a ``ValueError``, as pydantic's own error) for an
+        unknown field or a value of the wrong type or form, naming each: built directly, a scope
+        is an argument of the Python API, which raises only its typed errors."""
+        from pydantic import ValidationError
+
+        try:
+            super().__init__(**fields)
+        except ValidationError as exc:
+            raise InvalidArgumentError(f"Scope: {scope_problems(exc)}") from None
+
+    # Pydantic's own mark (RootModel's __init__ bears it too): validation as a field of another
+    # model (the HTTP API's request body, MCP's arguments) skips this __init__ and keeps its error
+    # locations (``scope.foo``) in the 422 it answers; only a direct construction is translated.
+    __init__.__pydantic_base_init__ = True  # type: ignore[attr-defined]
+
+
+def scope_problems(exc) -> str:
+    """What a scope that failed validation (``exc``, pydantic's ``ValidationError``) has wrong, field
+    by field and in one line: ``media_types: Input should be a valid tuple; foo: unknown field``."""
+    def problem(e) -> str:
+        where = ".".join(str(p) for p in e["loc"]) or "(scope)"
+        return f"{where}: {'unknown field' if e['type'] == 'extra_forbidden' else e['msg'].removeprefix('Value error, ')}"
+    return "; ".join(problem(e) for e in exc.errors())
+
 
 def apply_scope(parsed: ParsedQuery, scope: Scope | dict | None) -> ParsedQuery:
     """``parsed`` with the scope's filters added.
@@ -96,8 +121,7 @@ def apply_scope(parsed: ParsedQuery, scope: Scope | dict | None) -> ParsedQuery:
         try:
             scope = Scope.model_validate(scope)
         except ValidationError as exc:
-            fields = ", ".join(".".join(map(str, e["loc"])) or "(scope)" for e in exc.errors())
-            raise InvalidArgumentError(f"scope: invalid or unknown fields: {fields}") from None
+            raise InvalidArgumentError(f"scope: {scope_problems(exc)}") from None
     if not isinstance(scope, Scope):
         raise InvalidArgumentError(f"scope must be a Scope or a dict, got {type(scope).__name__}")
     f = parsed.filters
@@ -124,4 +148,4 @@ def apply_scope(parsed: ParsedQuery, scope: Scope | dict | None) -> ParsedQuery:
     return dataclasses.replace(parsed, filters=merged)
 
 
-__all__ = ["Scope", "apply_scope", "MAX_SCOPE_ITEMS", "MAX_SCOPE_ITEM_CHARS"]
+__all__ = ["Scope", "apply_scope", "scope_problems", "MAX_SCOPE_ITEMS", "MAX_SCOPE_ITEM_CHARS"]

@@ -176,6 +176,31 @@ def test_bad_scopes_are_typed_errors(fabric, scope):
         fabric.search("lamp", scope=scope)
 
 
+
+@pytest.mark.parametrize(("fields", "message"), [
+    ({"media_types": "text"}, "Scope: media_types: Input should be a valid tuple"),
+    ({"paths": ["a"]}, "Scope: paths: unknown field"),
+    ({"source_keys": ["a", 5]}, "Scope: source_keys.1: Input should be a valid string"),
+    ({"modified_after": "2024-13-01"}, "Scope: modified_after: month must be in 1..12"),
+    ({"modified_before": 0}, "Scope: modified_before: expects a calendar day YYYY-MM-DD (UTC), got 0"),
+])
+def test_a_scope_built_directly_with_bad_fields_is_an_invalid_argument(fields, message):
+    """guards against (trial 18a): ``Scope(media_types="text")`` raising pydantic's
+    ``ValidationError`` (a multi-line dump with a URL) where the Python API raises only its typed
+    errors. Validated as part of a request body it stays pydantic's, with the field's location,
+    as the HTTP API's 422 and MCP's argument errors name it."""
+    from pydantic import ValidationError
+
+    from fabric_query.server.wire import SearchRequest
+
+    with pytest.raises(InvalidArgumentError) as caught:
+        Scope(**fields)
+    assert str(caught.value) == message and isinstance(caught.value, ValueError)
+    with pytest.raises(ValidationError) as nested:
+        SearchRequest.model_validate({"query": "lamp", "scope": fields})
+    assert nested.value.errors()[0]["loc"][0] == "scope" and len(nested.value.errors()[0]["loc"]) > 1
+    assert Scope(media_types=["text"]) == Scope.model_validate({"media_types": ("text",)})
+
 @pytest.mark.parametrize("field", ["source_keys", "path_prefixes", "media_types", "languages"])
 def test_a_scope_item_given_as_bytes_is_refused(field):
     """guards against (trial 17d): ``{"path_prefixes": [b"notes/"]}`` decoded by pydantic's lax mode
