@@ -97,11 +97,14 @@ class Scope(BaseModel):
 
 def scope_problems(exc) -> str:
     """What a scope that failed validation (``exc``, pydantic's ``ValidationError``) has wrong, field
-    by field and in one line: ``media_types: Input should be a valid tuple; foo: unknown field``."""
+    by field (the first five) and in one line: ``media_types: Input should be a valid tuple; foo:
+    unknown field``."""
     def problem(e) -> str:
         where = ".".join(str(p) for p in e["loc"]) or "(scope)"
         return f"{where}: {'unknown field' if e['type'] == 'extra_forbidden' else e['msg'].removeprefix('Value error, ')}"
-    return "; ".join(problem(e) for e in exc.errors())
+    errors = exc.errors()
+    more = f"; and {len(errors) - 5} more" if len(errors) > 5 else ""  # 1000 bad items: one line still
+    return "; ".join(problem(e) for e in errors[:5]) + more
 
 
 def apply_scope(parsed: ParsedQuery, scope: Scope | dict | None) -> ParsedQuery:

@@ -201,6 +201,12 @@ def test_a_scope_built_directly_with_bad_fields_is_an_invalid_argument(fields, m
     assert nested.value.errors()[0]["loc"][0] == "scope" and len(nested.value.errors()[0]["loc"]) > 1
     assert Scope(media_types=["text"]) == Scope.model_validate({"media_types": ("text",)})
 
+
+def test_a_scope_with_many_bad_items_is_named_in_one_bounded_line():
+    with pytest.raises(InvalidArgumentError) as caught:
+        Scope(source_keys=[5] * 1000)
+    assert str(caught.value).endswith("source_keys.4: Input should be a valid string; and 995 more")
+
 @pytest.mark.parametrize("field", ["source_keys", "path_prefixes", "media_types", "languages"])
 def test_a_scope_item_given_as_bytes_is_refused(field):
     """guards against (trial 17d): ``{"path_prefixes": [b"notes/"]}`` decoded by pydantic's lax mode
