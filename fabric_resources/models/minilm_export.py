@@ -60,6 +60,8 @@ def _export(out: Path, identity: str, max_seq_length: int) -> None:
         diff = float(np.abs(onnx.encode(texts) - embedder.encode_passages(texts)).max())
         if not diff <= MAX_ABS_DIFF:
             raise QueryModelError(f"ONNX vectors differ from sentence-transformers by {diff:.2e}")
+        # torch writes it with the umask's mode (0o666 under umask 000): only its owner may change it.
+        os.chmod(tmp, 0o644)
         os.replace(tmp, out)
     finally:
         tmp.unlink(missing_ok=True)

@@ -78,6 +78,30 @@ def model_cache_dir() -> Path:
     return home / ".cache" / "fabric" / "models"
 
 
+def ensure_model_cache_dir() -> Path:
+    """:func:`model_cache_dir`, each missing folder of it made ``0o700`` whatever the umask.
+
+    ``mkdir -p`` makes the parents with the umask's permissions: under ``umask 000`` the cache was
+    world-writable, so another local user could swap the ONNX file every search loads. A folder
+    that exists already is left as it is (it may be shared on purpose: ``FABRIC_MODEL_CACHE``).
+
+    Raises
+    ------
+    QueryModelError
+        As :func:`model_cache_dir`, or if a folder cannot be made.
+    """
+    path = model_cache_dir()
+    missing = [p for p in (path, *path.parents) if not p.exists()]
+    for folder in reversed(missing):
+        try:
+            os.mkdir(folder, 0o700)  # the umask can only take bits away from 0o700
+        except FileExistsError:
+            pass  # another process made it meanwhile, with the same mode
+        except OSError as exc:
+            raise QueryModelError(f"cannot make the model cache {folder} ({exc}); set FABRIC_MODEL_CACHE") from exc
+    return path
+
+
 def exported_path(identity: str) -> Path:
     """Where the export of the model ``identity`` lives: keyed by it and the exporter's versions."""
     versions = "|".join(f"{p}={importlib.metadata.version(p)}" for p in ("torch", "onnx", "sentence-transformers"))
@@ -96,6 +120,7 @@ def ensure_exported(identity: str, max_seq_length: int) -> Path:
     path = exported_path(identity)
     if path.exists():
         return path
+    ensure_model_cache_dir()
     try:
         with exclusive_lock(path.with_suffix(".lock")):
             if path.exists():  # another process exported it while this one waited

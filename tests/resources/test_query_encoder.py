@@ -99,3 +99,26 @@ def test_model_modules_import_no_circle():
     circles = sorted(m for m in graph if reaches(m, m, {m}))
     assert circles == [], circles
     assert "fabric_resources.models.embedder" not in graph["fabric_resources.models.minilm_onnx"]
+
+
+def test_model_cache_is_not_writable_by_others_under_umask_000(tmp_path):
+    """guards against (trial 18c): under ``umask 000`` the model cache's folders and the exported
+    ONNX file were made world-writable, so another local user could swap the model every search
+    loads. A fresh process with umask 0 exports into a cache three folders deep."""
+    import os
+    import stat
+    import subprocess
+    import sys
+
+    cache = tmp_path / "a" / "b" / "models"
+    code = ("import os; os.umask(0); from fabric_resources.models.embedder import MiniLMEmbedder; "
+            "from fabric_resources.models.minilm_onnx import ensure_exported; e = MiniLMEmbedder(); "
+            "print(ensure_exported(e.identity, e.max_seq_length))")
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                       env={**os.environ, "FABRIC_MODEL_CACHE": str(cache), "HF_HUB_OFFLINE": "1"})
+    assert p.returncode == 0, p.stderr[-2000:]
+    exported = cache / p.stdout.strip().rsplit("/", 1)[-1]
+    for path in (tmp_path / "a", tmp_path / "a" / "b", cache, exported):
+        mode = stat.S_IMODE(path.stat().st_mode)
+        assert not mode & (stat.S_IWGRP | stat.S_IWOTH), f"{path} is {oct(mode)}"
+    assert stat.S_IMODE(cache.stat().st_mode) == 0o700
