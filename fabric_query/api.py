@@ -27,7 +27,7 @@ from fabric_query.memory import limit_malloc_arenas
 from fabric_resources.models.embedder import Encoder
 from fabric_resources.models.http_embedder import dense_backend
 from fabric_resources.models.reranker import Reranker, reranker_from_config
-from fabric_resources.schema import LAST_SCAN_STATE, RESCAN_REMEDY, SCAN_SKIPPED_STATE, scan_record
+from fabric_resources.schema import INGEST_LOCK, LAST_SCAN_STATE, RESCAN_REMEDY, SCAN_SKIPPED_STATE, scan_record
 from fabric_resources.object_store import TableStoreUnavailableError
 
 
@@ -215,6 +215,13 @@ class Fabric:
                                         partitions=parts))
         return tuple(out)
 
+    def _ingest_running(self) -> bool | None:
+        """Whether a live process holds the ingest lock (``Status.ingest_running``)."""
+        try:
+            return self.home.catalog.lock_held(INGEST_LOCK)
+        except OSError:  # a lock file this user may not open: unknown, not "interrupted"
+            return None
+
     def status(self) -> Status:
         """What the home holds (:class:`Status`); raises as the class does."""
         _refuse_after_fork(self._pid)
@@ -260,6 +267,7 @@ class Fabric:
             held=problems("held"),
             pending=sum(1 for r in runs if r.status == "pending" and r.parse_id in by_parse),
             unfinished=problems("parsed"),
+            ingest_running=self._ingest_running(),
             unpublished=tuple(sorted(
                 key for key, state, _, parse_id in sources
                 if state == "present" and parse_id in ready and key not in withheld_keys

@@ -25,7 +25,7 @@ from rich.table import Table
 from typer.core import TyperCommand
 
 from fabric_query.cli_fast import LIMIT_MAX, LIMIT_MIN
-from fabric_query.cli_text import stdout_closed, typed  # the standard library only, as cli_fast
+from fabric_query.cli_text import stdout_closed, typed, unfinished_reason  # the standard library only
 from fabric_query.errors import FabricQueryError
 
 read_app = typer.Typer(help="Read commands: search, resolve, status, lexical-health (no Dagster).")
@@ -140,11 +140,9 @@ def print_status(home: Path, st=None):
     _listed(st.failed, lambda p: f"  [red]failed[/red] {keys(p.sources)}: {keys([p.reason])} "
             f"{keys([p.detail or ''])}".rstrip())
     _listed(st.held, lambda p: f"  [yellow]held[/yellow] {keys(p.sources)}: {keys([p.reason])}")
-    # Parsed, not yet gated: its run is going or was killed (re-run), or it finished and the ingest
-    # was stopped before the activation (gated then): status cannot tell the two apart.
-    _listed(st.unfinished, lambda p: f"  [yellow]unfinished[/yellow] {keys(p.sources)}: run still going or "
-            "interrupted, or done and not yet activated; the next `fabric ingest` (or, while the Dagster daemon "
-            "runs, the source sensor) finishes it")
+    # Parsed, not yet gated: the ingest lock tells a running `fabric ingest` from an interrupted one.
+    why = unfinished_reason(st.ingest_running)
+    _listed(st.unfinished, lambda p: f"  [yellow]unfinished[/yellow] {keys(p.sources)}: {why}")
     if st.unpublished:
         shown = st.unpublished[:3]
         more = f", … {len(st.unpublished) - len(shown)} more" if len(st.unpublished) > len(shown) else ""

@@ -267,3 +267,15 @@ def escape_what_streams_cannot_encode(*streams: TextIO) -> None:
 def pack_json(pack: Mapping[str, Any]) -> str:
     """``fabric search --json``: the whole pack, indented by 2, non-ASCII kept, ending in a newline."""
     return json.dumps(pack, indent=2, ensure_ascii=False) + "\n"
+
+
+def unfinished_reason(ingest_running: bool | None) -> str:
+    """What ``fabric status`` says of a parse that is parsed but not yet gated, told by whether a
+    live process holds the home's ingest lock (``Status.ingest_running``; ``None``: not known)."""
+    if ingest_running:
+        return "a `fabric ingest` is running now (it holds the home's ingest lock) and finishes it"
+    then = ("the next `fabric ingest` (or, while the Dagster daemon runs, the source sensor) finishes it")
+    if ingest_running is None:
+        return f"run still going or interrupted, or done and not yet activated; {then}"
+    return (f"no `fabric ingest` is running (none holds the home's ingest lock): interrupted, or done and not "
+            f"yet activated, or a Dagster daemon run still going; {then}")

@@ -331,6 +331,10 @@ class Status(BaseModel):
     #: Parsed but not yet gated: its run is still going, or was killed (the next ingest re-runs it),
     #: or it finished and the ingest stopped before activating (the next ingest activates it).
     unfinished: tuple[ParseProblem, ...] = ()
+    #: Whether a ``fabric ingest`` is running now (a live process holds the home's ingest lock):
+    #: it finishes the unfinished parses; ``False``: none is, so they were interrupted (or wait
+    #: for an activation, or a Dagster daemon's run). ``None``: the lock could not be asked.
+    ingest_running: bool | None = None
     #: Source keys (present, not withheld) whose parse passed its checks (``ready``) but that the
     #: current release does not serve in that version: an activation has not run since, or it
     #: failed (a full disk while writing the index); the next ingest or activation publishes them.

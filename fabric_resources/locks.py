@@ -25,3 +25,21 @@ def exclusive_lock(path: Path, *, wait: bool = True) -> Iterator[None]:
             yield
         finally:
             fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def lock_held(path: Path) -> bool:
+    """Whether a live process holds ``path``'s :func:`exclusive_lock` now. Takes nothing a holder
+    would wait on for longer than the probe (a shared ``flock`` tried without waiting, let go at
+    once) and creates nothing: a missing file has no holder. A killed holder holds nothing (the OS
+    dropped its lock), so ``False`` with work left undone means it was interrupted."""
+    try:
+        fh = open(path, "rb")
+    except FileNotFoundError:
+        return False
+    with fh:
+        try:
+            fcntl.flock(fh, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        fcntl.flock(fh, fcntl.LOCK_UN)
+        return False

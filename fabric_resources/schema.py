@@ -377,6 +377,8 @@ CREATE INDEX IF NOT EXISTS sources_state ON sources(state);
 #: File name of a named catalog lock beside a SQLite catalog (``Catalog.exclusive``): the
 #: activation's is ``<home>/activation.lock``.
 LOCK_NAME = "{name}.lock"
+#: The catalog lock one ``fabric ingest`` holds while it runs (``ingest.lock`` beside a SQLite catalog).
+INGEST_LOCK = "ingest"
 
 #: Admin operations of ``fabric serve`` (``POST /v1/admin/<kind>``): one row each, polled by ID.
 OPERATIONS_DDL = """

@@ -31,7 +31,7 @@ from fabric_resources.dense_index import MANIFEST_KEY as DENSE_INDEXES, kept_gen
 from fabric_resources.home import FabricHome
 from fabric_resources.lexical_index import ANALYZER_ID, index_documents
 from fabric_resources.text_folding import fold
-from fabric_resources.schema import SCAN_SKIPPED_STATE, SCHEMA_VERSION, TABLES
+from fabric_resources.schema import INGEST_LOCK, SCAN_SKIPPED_STATE, SCHEMA_VERSION, TABLES
 from fabric_resources.vector_digest import MANIFEST_KEY as VECTOR_DIGESTS, manifest_digests
 from fabric_resources.tables import TableRemovedError
 
@@ -63,7 +63,7 @@ def ingest_lock(home: FabricHome):
     """One ``fabric ingest`` per catalog at a time: a second one waits (the lock of a killed
     process is dropped; ``Catalog.exclusive``). This is what makes a ``parsed`` run with missing
     verdicts an interrupted one. Purge and an in-place snapshot restore hold it too."""
-    return home.catalog.exclusive("ingest")
+    return home.catalog.exclusive(INGEST_LOCK)
 
 
 def apply_gate(catalog: Catalog, required: tuple[str, ...] = REQUIRED_VERDICTS) -> None:

@@ -150,6 +150,12 @@ class Catalog(abc.ABC):
         transaction stays open meanwhile."""
 
     @abc.abstractmethod
+    def lock_held(self, name: str) -> bool:
+        """Whether a live process holds the lock ``name`` (:meth:`exclusive`) now; waits for
+        nothing and leaves the lock free. ``fabric status`` tells a running ingest from an
+        interrupted one by it."""
+
+    @abc.abstractmethod
     def initialized(self) -> bool:
         """True once the catalog's tables exist (something opened it for writing)."""
 

@@ -295,6 +295,19 @@ class PostgresCatalog(Catalog):
                 pass  # a dead connection holds no lock any more
             con.close()
 
+    def lock_held(self, name: str) -> bool:
+        key = _key(self.schema, "lock", checked_lock_name(name))
+        con = self._connect()
+        try:
+            with con.cursor() as cur:
+                cur.execute("SELECT pg_try_advisory_lock(%s)", (key,))
+                free = cur.fetchone()[0]
+                if free:
+                    cur.execute("SELECT pg_advisory_unlock(%s)", (key,))
+            return not free
+        finally:
+            con.close()
+
     def initialized(self) -> bool:
         with self.transaction() as con:
             return con.execute("SELECT to_regclass(?)", (f'"{self.schema}".releases',)).fetchone()[0] is not None

@@ -18,7 +18,7 @@ from fabric_resources.catalog import migrations as schema_migrations
 from fabric_resources.catalog.base import Catalog, checked_lock_name
 from fabric_resources.catalog.records import CatalogUnavailableError
 from fabric_resources.home_location import read_only_file_system
-from fabric_resources.locks import exclusive_lock
+from fabric_resources.locks import exclusive_lock, lock_held
 from fabric_resources.schema import LOCK_NAME
 from fabric_resources.storage_errors import sqlite_storage_fault
 
@@ -140,6 +140,9 @@ class SqliteCatalog(Catalog):
 
     def exclusive(self, name: str):
         return exclusive_lock(self.path.parent / LOCK_NAME.format(name=checked_lock_name(name)))
+
+    def lock_held(self, name: str) -> bool:
+        return lock_held(self.path.parent / LOCK_NAME.format(name=checked_lock_name(name)))
 
     def initialized(self) -> bool:
         return self.path.exists()

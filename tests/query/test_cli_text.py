@@ -295,3 +295,47 @@ def test_a_query_that_starts_with_a_dash_is_told_to_follow_a_double_dash(tmp_pat
     assert "fabric search -- '-draft notes'" in " ".join(result.output.replace("│", " ").split())
     typo = CliRunner().invoke(app, ["search", "x", "--jsn", *home])
     assert typo.exit_code == 2 and "No such option: --jsn" in typo.output and "needs '--'" not in typo.output
+
+
+_HOLD_INGEST = """
+import sys, time
+from fabric_resources.home import FabricHome
+with FabricHome(sys.argv[1]).catalog.exclusive("ingest"):
+    print("held", flush=True)
+    time.sleep(600)
+"""
+
+
+def test_status_tells_a_running_ingest_from_an_interrupted_one(fabric_home, capsys):
+    """guards against (trial 18c): status saying "run still going or interrupted" of a parse a live
+    ``fabric ingest`` was working on, although its ingest lock told which. A child process holds
+    the home's ingest lock as an ingest does; then it is killed, as an interrupted ingest is."""
+    import signal
+    import subprocess
+
+    from fabric_query.api import Fabric
+    from fabric_query.cli import print_status
+    from fabric_query.types import ParseProblem
+
+    unfinished = (ParseProblem(parse_id="p" * 32, status="parsed", reason=None, detail=None, sources=("fs:a.txt",)),)
+
+    def printed() -> str:
+        st = Fabric(fabric_home.root).status()
+        print_status("h", st.model_copy(update={"unfinished": unfinished}))
+        return " ".join(capsys.readouterr().out.split())
+
+    proc = subprocess.Popen([sys.executable, "-c", _HOLD_INGEST, str(fabric_home.root)], stdout=subprocess.PIPE,
+                            text=True)
+    try:
+        assert proc.stdout.readline().strip() == "held"
+        assert Fabric(fabric_home.root).status().ingest_running is True
+        assert "unfinished fs:a.txt: a `fabric ingest` is running now" in printed()
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(20)
+        assert Fabric(fabric_home.root).status().ingest_running is False
+        out = printed()
+        assert "unfinished fs:a.txt: no `fabric ingest` is running" in out and "interrupted" in out
+        assert "running now" not in out
+    finally:
+        proc.kill()
+        proc.wait()

@@ -593,3 +593,28 @@ def test_sqlite_activation_lock_is_the_homes_file(tmp_path):
         with open(tmp_path / "activation.lock", "a+") as fh, pytest.raises(BlockingIOError):
             fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
     assert os.path.exists(tmp_path / "activation.lock")
+
+
+_HOLD_INGEST = _HOLD.replace('"activation"', '"ingest"')
+
+
+def test_lock_held_tells_a_live_holder_from_a_killed_one(catalog):
+    """guards against (trial 18c): ``fabric status`` unable to tell a running ingest from an
+    interrupted one. A child process holds the ingest lock: ``lock_held`` says so (and takes
+    nothing: the lock stays the child's); killed, it holds nothing."""
+    args = (["sqlite", str(catalog.path), ""] if isinstance(catalog, SqliteCatalog)
+            else ["postgres", catalog.url, catalog.schema])
+    assert catalog.lock_held("ingest") is False  # never taken (no lock file yet: none is made)
+    proc = subprocess.Popen([sys.executable, "-c", _HOLD_INGEST, *args], stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout.readline().strip() == "held"
+        assert catalog.lock_held("ingest") is True and catalog.lock_held("ingest") is True
+        assert catalog.lock_held("activation") is False
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(20)
+        assert catalog.lock_held("ingest") is False
+        with catalog.exclusive("ingest"):  # the probe left it free
+            pass
+    finally:
+        proc.kill()
+        proc.wait()
