@@ -2,6 +2,8 @@
 
 Activation, ``fabric ingest`` and the ONNX query-model export each serialise on a lock file
 (the home's ``activation.lock``, ``ingest.lock``, the export's ``.lock`` beside its cache file).
+Snapshot readers share one (:func:`shared_lock`) that whatever removes or rewrites a snapshot holds
+exclusively.
 ``flock`` is advisory and local: it assumes the locked path is on one machine's file system.
 """
 
@@ -21,6 +23,34 @@ def exclusive_lock(path: Path, *, wait: bool = True) -> Iterator[None]:
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "a+") as fh:
         fcntl.flock(fh, fcntl.LOCK_EX if wait else fcntl.LOCK_EX | fcntl.LOCK_NB)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+@contextmanager
+def shared_lock(path: Path) -> Iterator[None]:
+    """Hold a shared ``flock`` on ``path``: any number of shared holders at once, none while an
+    :func:`exclusive_lock` holder has it (a shared holder waits for it, and it for them).
+
+    The file is created if missing, where it can be; where it cannot (a read-only file system or
+    folder) it is opened for reading, and a file that is not there has no exclusive holder to wait
+    for, so the block runs at once.
+    """
+    fh = None
+    try:
+        fh = open(path, "a+")
+    except OSError:
+        try:
+            fh = open(path, "rb")
+        except FileNotFoundError:
+            pass  # no lock file: no exclusive holder
+    if fh is None:
+        yield
+        return
+    with fh:
+        fcntl.flock(fh, fcntl.LOCK_SH)
         try:
             yield
         finally:

@@ -193,16 +193,16 @@ def snapshot_list(home: HomeOption = None) -> None:
     (and those whose manifest is unreadable, as damaged)."""
     from datetime import datetime, timezone
 
-    from fabric_assets.lifecycle.snapshots import damaged_snapshots, half_made_snapshots, list_snapshots
+    from fabric_assets.lifecycle.snapshots import listing
 
-    opened = _opened(home)
-    for s in list_snapshots(opened):
+    listed, damaged, half_made = listing(_opened(home))
+    for s in listed:
         at = datetime.fromtimestamp(s.created_at, timezone.utc).isoformat(timespec="seconds")
         # A note can come from `POST /v1/admin/snapshot`: no terminal escapes, one line.
         console.print(f"{s.snapshot_id}\trelease {s.release_id}\t{at}\t{one_line(s.note or '')}", markup=False)
-    for sid in damaged_snapshots(opened):
+    for sid in damaged:
         console.print(f"{sid}\tDAMAGED: manifest missing or unreadable (`fabric snapshot delete {sid}`)", markup=False)
-    for sid in half_made_snapshots(opened):
+    for sid in half_made:
         console.print(f"{sid}\tINCOMPLETE: stopped while it was made; the next `fabric snapshot create` or "
                       "`delete`, or `fabric purge`, removes it", markup=False)
 

@@ -34,6 +34,8 @@ import os
 import shutil
 import sqlite3
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -41,6 +43,7 @@ from fabric_assets.activation.activate import activation_lock, ingest_lock, pinn
 from fabric_assets.activation.dense_index import build_table_index
 from fabric_resources.dense_index import MANIFEST_KEY as DENSE_INDEXES, BuildSpec, DenseIndexUnusable, generation_digest
 from fabric_resources.home import FabricHome
+from fabric_resources.locks import exclusive_lock, shared_lock
 from fabric_resources.schema import LAST_TIME, TABLES
 
 TAG_PREFIX = "snapshot-"
@@ -50,6 +53,10 @@ _MUTABLE = {"latest_version_hint.json", "_latest.manifest"}
 MANIFEST = "manifest.json"
 #: In ``<home>/snapshots/``: the highest snapshot number given so far.
 LAST_ID = ".last-id"
+#: In ``<home>/snapshots/``: held exclusively (under the activation lock) while a snapshot's files
+#: are removed (delete, purge) or rewritten (a restore that rebuilds its index), shared by verify
+#: and list, so that these never see a snapshot part-way through either (:func:`reading`).
+LOCK = ".lock"
 
 
 class SnapshotError(Exception):
@@ -91,6 +98,22 @@ def _numbered(name: str) -> bool:
 
 def _root(home: FabricHome) -> Path:
     return home.root / "snapshots"
+
+
+@contextmanager
+def reading(home: FabricHome) -> Iterator[None]:
+    """Hold the snapshots' shared :data:`LOCK`: no snapshot is deleted or rewritten meanwhile (a
+    delete waits for the block; the block waits for a delete under way). Verify and list run under
+    it: a snapshot being deleted was listed, or verified as damaged (files missing, tags gone), or
+    hashed as its files went (a traceback). A home with no snapshot folder has nothing to wait for."""
+    root = _root(home)
+    with shared_lock(root / LOCK) if root.is_dir() else nullcontext():
+        yield
+
+
+def _writing(root: Path):
+    """The exclusive :data:`LOCK` of the snapshots in ``root`` (none to take when there is no such folder)."""
+    return exclusive_lock(root / LOCK) if root.is_dir() else nullcontext()
 
 
 def _sha256(path: Path) -> str:
@@ -354,6 +377,14 @@ def half_made_snapshots(home: FabricHome) -> list[int]:
                   if _numbered(sid := tmp.name[1:-len(".tmp")]) and not (root / sid).exists())
 
 
+def listing(home: FabricHome) -> tuple[list[SnapshotInfo], list[int], list[int]]:
+    """What ``fabric snapshot list`` shows, read at one point (:func:`reading`): the snapshots
+    (:func:`list_snapshots`), the damaged ones and the half-made ones. A snapshot a delete is
+    removing is in none of them: the delete finishes first."""
+    with reading(home):
+        return list_snapshots(home), damaged_snapshots(home), half_made_snapshots(home)
+
+
 def _drop_half_made(home: FabricHome) -> None:
     """Remove what a killed :func:`create` left: its ``.N.tmp`` folder and the Lance tags of that N
     (no snapshot folder N exists: the rename to it is create's last step). Under the activation lock."""
@@ -376,8 +407,13 @@ def verify(home: FabricHome, snapshot_id: int, *, deep: bool = False) -> VerifyR
     Raises
     ------
     SnapshotError
-        If there is no such snapshot.
+        If there is no such snapshot (also one deleted while this waited for the delete).
     """
+    with reading(home):
+        return _verify(home, snapshot_id, deep)
+
+
+def _verify(home: FabricHome, snapshot_id: int, deep: bool) -> VerifyReport:
     info, m = _find(home, snapshot_id)
     report = VerifyReport(snapshot_id, deep)
     for rel, digest in sorted(m["files"].items()):
@@ -722,8 +758,9 @@ def _restore(target: FabricHome, info: SnapshotInfo, m: dict, new_home: bool, *,
     # (a read command refuses an older catalog, and the `fabric ingest` it names would take in the
     # folders as they are now, not as the snapshot holds them).
     restored.catalog
-    _restore_index(restored, info, m)
-    _restore_dense(restored, info, m)
+    with _writing(info.path.parent):  # they may rewrite the snapshot's index files and manifest
+        _restore_index(restored, info, m)
+        _restore_dense(restored, info, m)
     if new_home:  # the new home's tables carry the tags too, so its retention keeps them
         for name, version in m["tables"].items():
             if f"{TAG_PREFIX}{snapshot_id}" not in restored.tables.tags(name):
@@ -812,10 +849,11 @@ def _delete(home: FabricHome, snapshot_id: int) -> None:
     _drop_half_made(home)
     folder = _root(home) / str(snapshot_id)
     tag = f"{TAG_PREFIX}{snapshot_id}"
-    tagged = [name for name in TABLES if tag in home.tables.tags(name)]
-    if not folder.is_dir() and not tagged:
-        raise SnapshotError(f"no snapshot {snapshot_id} (see `fabric snapshot list`)")
-    # Every table's tag, not only those the manifest names: a damaged manifest names none.
-    for name in tagged:
-        lance.dataset(home.tables.uri(name)).tags.delete(tag)
-    shutil.rmtree(folder, ignore_errors=True)
+    with _writing(_root(home)):  # verify and list wait: they see the snapshot whole, or not at all
+        tagged = [name for name in TABLES if tag in home.tables.tags(name)]
+        if not folder.is_dir() and not tagged:
+            raise SnapshotError(f"no snapshot {snapshot_id} (see `fabric snapshot list`)")
+        # Every table's tag, not only those the manifest names: a damaged manifest names none.
+        for name in tagged:
+            lance.dataset(home.tables.uri(name)).tags.delete(tag)
+        shutil.rmtree(folder, ignore_errors=True)

@@ -580,3 +580,58 @@ def test_a_snapshot_deleted_while_it_is_restored_into_a_folder_waits_for_the_res
     monkeypatch.undo()
     assert not deleter[0].is_alive() and info.snapshot_id not in {s.snapshot_id for s in list_snapshots(home)}
     assert _packs(restored.root) == before
+
+
+def test_verify_and_list_beside_a_delete_wait_for_it_and_never_see_it_half_gone(tmp_path, fabric_home, monkeypatch):
+    """guards against (trial 18c): `snapshot verify` and `snapshot list` took no lock, so beside a
+    `snapshot delete` (tags removed, then the folder) verify reported the snapshot being deleted
+    as damaged (tags gone, files missing) or hashed a file as it went (a traceback), and list
+    listed it. The delete is held half-way (tags and the lexical files gone, the manifest still
+    there) in a thread; verify and list, in threads of their own, must wait for it to finish and
+    then find no such snapshot."""
+    import threading
+
+    import fabric_assets.lifecycle.snapshots as snapshots
+    from fabric_assets.lifecycle.snapshots import listing
+
+    home = _ingested(tmp_path, fabric_home)
+    info = create(home, "to be deleted")
+    kept = create(home, "stays")
+    real_rmtree, half_gone, go_on = snapshots.shutil.rmtree, threading.Event(), threading.Event()
+
+    def rmtree_in_two_steps(path, *args, **kwargs):
+        if Path(path) == info.path:
+            real_rmtree(info.path / "lexical")
+            half_gone.set()
+            assert go_on.wait(60)
+        return real_rmtree(path, *args, **kwargs)
+
+    monkeypatch.setattr(snapshots.shutil, "rmtree", rmtree_in_two_steps)
+    deleter = threading.Thread(target=delete, args=(FabricHome(home.root), info.snapshot_id))
+    deleter.start()
+    assert half_gone.wait(60)
+    seen: dict[str, object] = {}
+
+    def run(name, fn):
+        try:
+            seen[name] = fn()
+        except Exception as exc:  # noqa: BLE001 - what it raised is the observation
+            seen[name] = exc
+
+    readers = [threading.Thread(target=run, args=("verify", lambda: verify(FabricHome(home.root), info.snapshot_id))),
+               threading.Thread(target=run, args=("list", lambda: listing(FabricHome(home.root))))]
+    for t in readers:
+        t.start()
+    for t in readers:
+        t.join(2.0)
+    waited = [t.is_alive() for t in readers]
+    go_on.set()
+    deleter.join(60)
+    for t in readers:
+        t.join(60)
+    monkeypatch.undo()
+    assert waited == [True, True], seen  # without the lock they answered from the half-gone snapshot
+    assert isinstance(seen["verify"], SnapshotError) and "no snapshot" in str(seen["verify"]), seen["verify"]
+    listed, damaged, half_made = seen["list"]
+    assert [s.snapshot_id for s in listed] == [kept.snapshot_id] and damaged == half_made == []
+    assert verify(home, kept.snapshot_id).ok
