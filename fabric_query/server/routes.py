@@ -120,13 +120,25 @@ async def status(request: Request) -> Response:
     return result if isinstance(result, Response) else _json(result)
 
 
+#: Tries of ``/v1/sources`` whose release was retired between its catalog read and its view.
+SOURCES_TRIES = 3
+
+
 def _sources(fabric: Fabric) -> dict[str, Any]:
     home = fabric.home
-    view = pinned_view(home)
+    # The release it names and the sources' states and hashes from one catalog read: read apart, an
+    # ingest between them paired the release's parse IDs with the next version's hashes and states.
+    for _ in range(SOURCES_TRIES):
+        release_id, sources = home.catalog.sources_at_current()
+        view = pinned_view(home, release_id) if release_id is not None else None
+        if release_id is None or view is not None:
+            break
+    else:  # retired under it each time (retention, a purge): answered as the catalog is busy
+        raise CatalogUnavailableError(f"release {release_id} was retired while /v1/sources read it; try again")
     active = view.sources if view is not None else {}
     withheld = current_sources_config(home)  # today's patterns, re-read when config.json changes
     out = []
-    for s in home.catalog.sources():
+    for s in sources:
         if s.state == "deleted":
             continue
         if withheld.is_withheld(s.source_key):

@@ -225,6 +225,15 @@ class Catalog(abc.ABC):
                 rows += con.execute(sql + f" AND {column} IN ({marks})", [*args, *batch]).fetchall()
         return sorted((SourceRow(*r) for r in rows), key=lambda s: s.source_key)
 
+    def sources_at_current(self) -> tuple[int | None, list[SourceRow]]:
+        """The ``current`` pointer and every source (by key), read in one transaction: one
+        snapshot on both backends, so a scan or an activation cannot fall between the two (the
+        sources are as they were when that release was current)."""
+        with self.transaction() as con:
+            r = con.execute("SELECT release_id FROM pointer WHERE name = 'current'").fetchone()
+            rows = con.execute(f"SELECT {', '.join(_SOURCE_COLUMNS)} FROM sources ORDER BY source_key").fetchall()
+        return (r["release_id"] if r else None), list(map(SourceRow._make, rows))
+
     def source_overview(self) -> list[tuple[str, str, str, str | None]]:
         """``(source key, state, media type, parse ID)`` of every source, by key (as
         :meth:`sources`): what ``fabric status`` reads, without building the whole row (about

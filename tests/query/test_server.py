@@ -423,3 +423,37 @@ def test_a_catalog_that_cannot_be_reached_is_a_503_naming_it_not_a_500(server, f
     assert r.headers["retry-after"] == "5"
     monkeypatch.undo()
     assert server.post("/v1/search", json={"query": "lighthouse"}).status_code == 200
+
+
+def test_sources_is_one_read_an_activation_between_its_reads_changes_nothing(tmp_path, monkeypatch):
+    """guards against (trial 18c): /v1/sources read the pinned release's parse IDs, then the
+    catalog's sources apart: an ingest between the two (a changed file scanned and activated)
+    answered the old release's ID and parse ID with the new version's hash. A real ingest of the
+    changed file is run just after the release is pinned; the answer must be the one before."""
+    import fabric_query.server.routes as routes
+
+    folder = tmp_path / "corpus"
+    folder.mkdir()
+    (folder / "tide.txt").write_text("The tide table was written in green ink.\n", encoding="utf-8")
+    home = FabricHome(tmp_path / "home")
+    ingest(folder, home)
+    fabric = Fabric(home.root)
+    before = routes._sources(fabric)
+    real_view, ingested = routes.pinned_view, []
+
+    def view_then_ingest(*args, **kwargs):
+        view = real_view(*args, **kwargs)
+        if not ingested:  # between the release read and whatever the route reads after it
+            (folder / "tide.txt").write_text("The tide table was rewritten in red ink.\n", encoding="utf-8")
+            ingested.append(ingest(folder, FabricHome(home.root)))
+        return view
+
+    monkeypatch.setattr(routes, "pinned_view", view_then_ingest)
+    during = routes._sources(fabric)
+    monkeypatch.undo()
+    assert ingested and FabricHome(home.root).catalog.current_release_id() != before["release_id"]
+    assert during == before
+    after = routes._sources(fabric)  # the next answer is the new release's, as one read too
+    [old], [new] = before["sources"], after["sources"]
+    assert after["release_id"] != before["release_id"]
+    assert new["source_hash"] != old["source_hash"] and new["active_parse_id"] != old["active_parse_id"]
