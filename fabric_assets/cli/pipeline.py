@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -76,6 +77,7 @@ def _run_ingest(path: Path) -> int:
         # activation alone) there is no bar, where one of `0/0` stood while the re-chunk ran.
         progress.start()
 
+    started_at = time.time()
     try:
         summary = run(path, home, progress=update)
     except (NotADirectoryRoot, RootOverlapError) as exc:
@@ -134,7 +136,7 @@ def _run_ingest(path: Path) -> int:
                                          ("annotation", summary.annotation_run_ids)) if ids),
                                      "1 activation"])
          + f" ({len(summary.failed_runs) + len(summary.annotation_failed_runs)} failed)"),
-        ("release", f"{summary.activation.get('release_id')} (published: {summary.activation.get('published')})"),
+        ("release", _release_row(home, summary.activation, started_at)),
         ("wall time", f"{summary.seconds:.1f} s"),
     ]:
         table.add_row(label, value)
@@ -165,6 +167,25 @@ def _run_ingest(path: Path) -> int:
                   f"{len(s.skipped)} path(s) were skipped, each listed above with its reason.")
         return EXIT_INCOMPLETE
     return 0
+
+
+def _release_row(home, activation: dict, started_at: float) -> str:
+    """The summary's release row: the release this ingest activated and, where another replaced it
+    before the summary is printed, that it is not current any more and which is. A `fabric snapshot
+    restore` run beside the ingest waits for the ingest's lock and goes the moment it is free:
+    the summary named a release the restore had replaced (and forgotten) as if searches served it."""
+    from fabric_assets.lifecycle.snapshots import RESTORE_EVENT
+
+    rid = activation.get("release_id")
+    row = f"{rid} (published: {activation.get('published')})"
+    current = home.catalog.current_release_id()
+    if rid is None or current == rid:
+        return row
+    if any(e["at"] >= started_at for e in home.catalog.events(RESTORE_EVENT)):
+        return (f"{row}; not current any more: a `fabric snapshot restore` that waited for this ingest put "
+                f"release {current} back since and forgot what came after its snapshot, this ingest's work "
+                "included (files still in their folders come back with the next `fabric ingest`)")
+    return f"{row}; not current any more: release {current} replaced it since (another activation)"
 
 
 def _capped(names: list[str]) -> str:

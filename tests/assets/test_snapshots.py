@@ -635,3 +635,50 @@ def test_verify_and_list_beside_a_delete_wait_for_it_and_never_see_it_half_gone(
     listed, damaged, half_made = seen["list"]
     assert [s.snapshot_id for s in listed] == [kept.snapshot_id] and damaged == half_made == []
     assert verify(home, kept.snapshot_id).ok
+
+
+def test_an_ingest_summary_after_a_restore_that_waited_for_it_says_its_release_is_not_current(
+        tmp_path, fabric_home, monkeypatch):
+    """guards against (trial 18c): `fabric snapshot restore` (in place) run beside `fabric ingest`
+    waits for the ingest's lock and puts its snapshot back the moment the lock is free; the ingest's
+    summary, printed after, named the release it had activated as if searches served it. The
+    restore starts in a thread while the ingest holds its lock (so it waits on it for real), and
+    the summary is printed once the restore is done."""
+    import threading
+
+    from typer.testing import CliRunner
+
+    import fabric_assets.ingest as ingest_module
+    from fabric_assets.cli import app
+    from fabric_assets.lifecycle.snapshots import restore
+
+    home = _ingested(tmp_path, fabric_home)
+    snap = create(home, "before the new file")
+    (tmp_path / "src" / "new.txt").write_text("A new note about the harbour master.\n", encoding="utf-8")
+    real_locked, real_ingest, restorer, failures = ingest_module._ingest_locked, ingest_module.ingest, [], []
+
+    def restore_beside(*args, **kwargs):
+        def go():
+            try:
+                restore(FabricHome(home.root), snap.snapshot_id)
+            except Exception as exc:  # noqa: BLE001 - reported by the assert below
+                failures.append(exc)
+
+        restorer.append(threading.Thread(target=go))
+        restorer[0].start()  # it waits for the ingest lock this ingest holds
+        return real_locked(*args, **kwargs)
+
+    def ingest_then_restored(*args, **kwargs):
+        summary = real_ingest(*args, **kwargs)
+        restorer[0].join(120)  # the lock is free: the restore goes before the summary is printed
+        return summary
+
+    monkeypatch.setattr(ingest_module, "_ingest_locked", restore_beside)
+    monkeypatch.setattr(ingest_module, "ingest", ingest_then_restored)
+    out = CliRunner().invoke(app, ["ingest", str(tmp_path / "src")])
+    assert restorer and not restorer[0].is_alive() and not failures, failures
+    text = re.sub(r"[│\s]+", " ", out.output)  # the summary table's cells, unwrapped
+    current = FabricHome(home.root).catalog.current_release_id()
+    assert current == snap.release_id
+    assert (f"not current any more: a `fabric snapshot restore` that waited for this ingest put release "
+            f"{current} back" in text), out.output
