@@ -171,9 +171,9 @@ def _run_ingest(path: Path) -> int:
 
 def _release_row(home, activation: dict, started_at: float) -> str:
     """The summary's release row: the release this ingest activated and, where another replaced it
-    before the summary is printed, that it is not current any more and which is. A `fabric snapshot
-    restore` run beside the ingest waits for the ingest's lock and goes the moment it is free:
-    the summary named a release the restore had replaced (and forgotten) as if searches served it."""
+    before the summary is printed, that it is not current any more and which is: a `fabric snapshot
+    restore` run beside the ingest waits for the ingest's lock and goes the moment it is free, so
+    the release this ingest published may already be replaced (and forgotten) by then."""
     from fabric_assets.lifecycle.snapshots import RESTORE_EVENT
 
     rid = activation.get("release_id")

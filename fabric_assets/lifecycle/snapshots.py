@@ -104,8 +104,8 @@ def _root(home: FabricHome) -> Path:
 def reading(home: FabricHome) -> Iterator[None]:
     """Hold the snapshots' shared :data:`LOCK`: no snapshot is deleted or rewritten meanwhile (a
     delete waits for the block; the block waits for a delete under way). Verify and list run under
-    it: a snapshot being deleted was listed, or verified as damaged (files missing, tags gone), or
-    hashed as its files went (a traceback). A home with no snapshot folder has nothing to wait for."""
+    it, so a snapshot being deleted is neither listed nor verified as damaged (tags gone, files
+    missing) nor hashed as its files go. A home with no snapshot folder has nothing to wait for."""
     root = _root(home)
     with shared_lock(root / LOCK) if root.is_dir() else nullcontext():
         yield
