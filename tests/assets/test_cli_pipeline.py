@@ -101,6 +101,19 @@ def _alive(pid: int) -> bool:
     return True
 
 
+def _started(tmp_path, child: str, sigint: str = "default", parent_code: str = PARENT):
+    """`fabric ui`'s stand-in (``parent_code``) running ``child``, once the child wrote its ready file:
+    ``(parent process, ready file)``."""
+    (tmp_path / "child.py").write_text(child)
+    ready = tmp_path / "ready"
+    parent = subprocess.Popen([sys.executable, "-c", parent_code, str(tmp_path / "child.py"), str(ready), sigint],
+                              env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+    deadline = time.monotonic() + 60
+    while not (ready.exists() and ready.read_text()) and time.monotonic() < deadline and parent.poll() is None:
+        time.sleep(0.1)
+    return parent, ready
+
+
 @pytest.mark.parametrize("sigint", ["ignore-sigint", "default"])
 @pytest.mark.parametrize("signo", [signal.SIGTERM, signal.SIGHUP])
 def test_ui_stops_dagster_dev_and_its_services_when_it_is_told_to_stop(tmp_path, sigint, signo):
@@ -108,14 +121,8 @@ def test_ui_stops_dagster_dev_and_its_services_when_it_is_told_to_stop(tmp_path,
     and every service it started running (the parent died at once; nothing told the child), and
     `fabric ui &` from a script, where SIGINT is ignored and Dagster maps SIGTERM to SIGINT's
     ignored disposition, leaving a `dagster dev` nothing but SIGKILL could stop."""
-    (tmp_path / "child.py").write_text(CHILD)
-    ready = tmp_path / "ready"
-    parent = subprocess.Popen([sys.executable, "-c", PARENT, str(tmp_path / "child.py"), str(ready), sigint],
-                              env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+    parent, ready = _started(tmp_path, CHILD, sigint)
     try:
-        deadline = time.monotonic() + 60
-        while not (ready.exists() and ready.read_text()) and time.monotonic() < deadline:
-            time.sleep(0.1)
         child_pid, service_pid, ignored = ready.read_text().split()
         assert ignored == "False"  # the child starts with SIGINT at its default
         parent.send_signal(signo)
@@ -130,15 +137,8 @@ def test_a_child_that_ignores_the_stop_has_its_group_killed_after_the_grace_time
     """guards against: a child that never stops on SIGINT keeping `fabric ui` (and itself) up for good."""
     child = ("import os, signal, sys, time; signal.signal(signal.SIGINT, signal.SIG_IGN); "
              "open(sys.argv[1], 'w').write(str(os.getpid())); time.sleep(600)")
-    (tmp_path / "child.py").write_text(child)
-    parent_code = PARENT.replace("grace_s=20", "grace_s=1")
-    ready = tmp_path / "ready"
-    parent = subprocess.Popen([sys.executable, "-c", parent_code, str(tmp_path / "child.py"), str(ready), "default"],
-                              env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+    parent, ready = _started(tmp_path, child, parent_code=PARENT.replace("grace_s=20", "grace_s=1"))
     try:
-        deadline = time.monotonic() + 60
-        while not (ready.exists() and ready.read_text()) and time.monotonic() < deadline:
-            time.sleep(0.1)
         parent.send_signal(signal.SIGTERM)
         assert parent.wait(timeout=30) == 128 + signal.SIGTERM
         assert not _alive(int(ready.read_text()))
@@ -162,14 +162,8 @@ def _wait_state(pid: int, wanted: set[str], timeout: float = 30.0) -> str:
 def test_ctrl_z_stops_dagster_dev_with_ui_and_fg_lets_both_go_on(tmp_path):
     """guards against (stop 50's note): Ctrl-Z stopping `fabric ui` alone while `dagster dev`, in its
     own process group (not the terminal's foreground group), and its services kept running."""
-    (tmp_path / "child.py").write_text(CHILD)
-    ready = tmp_path / "ready"
-    parent = subprocess.Popen([sys.executable, "-c", PARENT, str(tmp_path / "child.py"), str(ready), "default"],
-                              env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+    parent, ready = _started(tmp_path, CHILD)
     try:
-        deadline = time.monotonic() + 60
-        while not (ready.exists() and ready.read_text()) and time.monotonic() < deadline:
-            time.sleep(0.1)
         pids = [parent.pid] + [int(p) for p in ready.read_text().split()[:2]]
         parent.send_signal(signal.SIGTSTP)
         assert [_wait_state(p, {"T"}) for p in pids] == ["T", "T", "T"]
