@@ -101,6 +101,54 @@ def test_entity_match_classes_follow_config():
     assert [m.key for m in entity_matches("東京タワーの高さ", {"東京タワー", "大阪"}, off)] == ["東京タワー"]
 
 
+def _token_prefix_reference(query_text: str, keys: set[str], min_prefix_chars: int) -> set[str]:
+    """The token-prefix class as first written: every key tried at every query position."""
+    qt = tuple(normalise_entity_name(query_text).split())
+    out = set()
+    for k in keys:
+        kt = tuple(k.split(" "))
+        for i in range(len(qt) - len(kt) + 1):
+            window = qt[i:i + len(kt)]
+            if window != kt and all((len(a) >= min_prefix_chars and b.startswith(a)) or a == b
+                                    for a, b in zip(window, kt)):
+                out.add(k)
+                break
+    return out
+
+
+def test_token_prefix_matches_the_reference_and_a_long_query_stays_fast():
+    """guards against: the token-prefix class trying every stored key at every query position
+    (100,000 keys and a 1,000-character query of short tokens took 64 s in the graph channel);
+    its indexed lookup matching other keys than the exhaustive rule."""
+    import random
+    import string
+    import time
+
+    from fabric_query.channels.graph import MAX_FUZZY_CANDIDATES, acronym_table, first_token_index
+
+    rng = random.Random(18)
+    stems = ["".join(rng.choices("abcde", k=rng.randint(1, 7))) for _ in range(400)]
+    keys = {" ".join(rng.choices(stems, k=rng.randint(1, 3))) for _ in range(3000)}
+    for mpc in (1, 2, 4):
+        cfg = EntityMatchConfig(token_prefix=True, min_prefix_chars=mpc)
+        for _ in range(60):
+            q = " ".join(s[:rng.randint(1, len(s))] for s in rng.choices(stems, k=rng.randint(1, 8)))
+            exact = {m.key for m in entity_matches(q, keys, EntityMatchConfig())}
+            want = sorted(_token_prefix_reference(q, keys, mpc) - exact, key=lambda k: (-len(k), k))
+            got = [m for m in entity_matches(q, keys, cfg, first_tokens=first_token_index(keys | {"zz top"}))
+                   if m.match == "token_prefix"]
+            assert [m.key for m in got] == want[:MAX_FUZZY_CANDIDATES], q
+
+    words = ["".join(rng.choices(string.ascii_lowercase, k=rng.randint(3, 9))) for _ in range(20000)]
+    big = {" ".join(rng.choices(words, k=rng.randint(1, 4))) for _ in range(100_000)}
+    on = EntityMatchConfig(acronyms=True, token_prefix=True)
+    tables = acronym_table(big), first_token_index(big)
+    for q in ("a b c d e " * 100, " ".join(w[:4] for w in rng.choices(words, k=250))):
+        started = time.perf_counter()
+        entity_matches(q[:1000], big, on, *tables)
+        assert time.perf_counter() - started < 5.0  # was 20-64 s; now well under a second
+
+
 def test_support_spans_reach_exactly_the_overlapping_chunks():
     """guards against: off-by-one overlap (end-exclusive ranges), spans reaching another parse's
     chunk with the same unit ID, empty spans lost."""
