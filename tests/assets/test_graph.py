@@ -565,3 +565,43 @@ sys.exit(1 if bad else 0)
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600,
                           env={**__import__("os").environ, "HF_HUB_OFFLINE": "1"})
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+
+
+def test_a_source_withheld_or_deleted_while_it_waits_for_annotation_is_never_sent(tmp_path, fabric_home):
+    """guards against: a parse waiting for annotation (``required_for_activation``) whose source
+    was then withheld (``sources.withheld``) or deleted being sent to the endpoint by the next
+    ingest — the withheld (or deleted) text reached the model and its annotations were written."""
+    from fake_openai_server import STAGES, FakeChatServer
+
+    from fabric_assets.annotations.planning import parses_needing_annotation
+    from fabric_resources.home import FabricHome
+
+    src = tmp_path / "src"
+    (src / "pub").mkdir(parents=True)
+    (src / "private").mkdir()
+    (src / "pub" / "one.txt").write_text("Ada Lovelace worked on the engine with Charles Babbage.\n")
+    (src / "private" / "two.txt").write_text("Zorblax Quimby guarded the vault of Hunterstone.\n")
+    (src / "pub" / "gone.txt").write_text("Wilbur Fenwick sold the lighthouse at Tarrowby.\n")
+    with FakeChatServer(always={s: "server_error" for s in STAGES}) as srv:
+        _configure(fabric_home.root, srv.base_url, required_for_activation=True)
+        home = FabricHome(fabric_home.root)
+        ingest(src, home)
+        secret = _parse_of(home, "fs:src/private/two.txt")
+        assert home.catalog.parse_run(secret).status == "parsed"  # waits for its annotation
+        gone = _parse_of(home, "fs:src/pub/gone.txt")
+        assert home.catalog.parse_run(gone).status == "parsed"
+        assert any("Quimby" in json.dumps(c.payload) for c in srv.calls())  # sent while they were visible
+        assert any("Fenwick" in json.dumps(c.payload) for c in srv.calls())
+
+        cfg = json.loads((fabric_home.root / "config.json").read_text())
+        (fabric_home.root / "config.json").write_text(json.dumps({**cfg, "sources": {"withheld": ["src/private/*"]}}))
+        (src / "pub" / "gone.txt").unlink()
+        srv.always = {}  # the endpoint recovers
+        sent = len(srv.calls())
+        home = FabricHome(fabric_home.root)
+        ingest(src, home)
+        later = srv.calls()[sent:]
+        assert later and not any(n in json.dumps(c.payload) for c in later for n in ("Quimby", "Fenwick"))
+        assert list(home.catalog.current_release().manifest["sources"]) == ["fs:src/pub/one.txt"]
+        assert graph_channel(_view(home), "Lovelace", None, None, 50, home.config)[0]
+        assert {secret, gone}.isdisjoint(parses_needing_annotation(home, retry_failed=True))
