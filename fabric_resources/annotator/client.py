@@ -8,7 +8,9 @@ a tenacity policy here so that they are counted and bounded by ``annotation.call
   seconds when it sends one, else exponential backoff — both capped at the endpoint's
   ``max_backoff_s``; :class:`~fabric_resources.models.http_retry.RetryPolicy`), HTTP 5xx,
   timeouts and connection failures;
-* failed at once: every other 4xx, and a 2xx body the SDK cannot read.
+* failed at once: every other 4xx, and a 2xx body the SDK cannot read;
+* not sent: every call after :data:`UNREACHABLE_AFTER_CALLS` calls in a row timed out or could
+  not connect (after their retries) — the endpoint is down or hangs.
 
 Each attempt is bounded by the endpoint's ``timeout_s`` as a whole (``asyncio.timeout``), not
 only per read. Cancelling the awaiting task cancels the request in flight.
@@ -46,10 +48,19 @@ __all__ = ["AnnotatorError", "CallCounters", "CallFailed", "ChatClient", "ChatRe
 
 log = logging.getLogger(__name__)
 
-FailureReason = Literal["status", "rate-limited", "server-error", "timeout", "transport", "response"]
+FailureReason = Literal["status", "rate-limited", "server-error", "timeout", "transport", "response", "unreachable"]
 """Why a call failed: a 4xx other than 429; 429 after the last retry; 5xx after the last retry;
 a timeout after the last retry; a connection failure after the last retry; a 2xx body the SDK
-could not read."""
+could not read; not sent, the endpoint being unreachable (:data:`UNREACHABLE_AFTER_CALLS`)."""
+
+#: Calls in a row that ended in a timeout or a connection failure after all their retries, after
+#: which a client sends no more: each later call fails at once (``unreachable``). A client serves
+#: one annotation run, and a run's parses are annotated one after another: against an endpoint
+#: that accepts connections and never answers, every chain of every excerpt waited
+#: (1 + ``call_retries``) × ``timeout_s`` (defaults: ~2 minutes a chain, three chains an excerpt),
+#: so a run of 1,000 small documents would hold ``fabric ingest`` for days. Any reply resets it;
+#: the next run (``fabric ingest`` retries failed annotations) tries the endpoint again.
+UNREACHABLE_AFTER_CALLS = 3
 
 _DETAIL_CHARS = 200
 #: Characters of content one output token can account for, generously (English runs ~4, the longest
@@ -220,6 +231,7 @@ class ChatClient:
         self._client: openai.AsyncOpenAI | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._sessions = 0
+        self._unreachable_calls = 0  # calls in a row that timed out or could not connect
 
     @classmethod
     def from_config(cls, annotation: AnnotationConfig) -> "ChatClient":
@@ -348,6 +360,10 @@ class ChatClient:
             When the awaiting task is cancelled (nothing is retried or counted as failed).
         """
         counters = counters if counters is not None else CallCounters()
+        if self._unreachable_calls >= UNREACHABLE_AFTER_CALLS:
+            raise CallFailed(f"endpoint unreachable: {self._unreachable_calls} calls in a row timed out or could "
+                             "not connect after their retries; not called again in this run",
+                             reason="unreachable", status=None, attempts=0)
         params = {
             "model": self.model, "messages": list(messages), "response_format": response_format,
             "temperature": temperature, "max_tokens": max_tokens,
@@ -381,9 +397,14 @@ class ChatClient:
         try:
             completion = await retrying(attempt)
         except _AttemptFailed as exc:
+            if exc.reason in ("timeout", "transport"):
+                self._unreachable_calls += 1
+            else:  # the endpoint answered
+                self._unreachable_calls = 0
             raise CallFailed(exc.detail, reason=exc.reason, status=exc.status, attempts=attempts) from None
         finally:
             counters.call_time_s += time.perf_counter() - started
+        self._unreachable_calls = 0
         return self._validated(completion, attempts, counters, max_tokens)
 
     @staticmethod

@@ -311,6 +311,41 @@ def test_timeouts_exhaust_the_call_budget(memo):
     assert (failure.chain, failure.reason) == ("summary", "call-failed") and "timeout" in failure.detail
 
 
+
+def test_an_endpoint_that_never_answers_is_given_up_after_a_few_calls_not_per_chain(memo):
+    """guards against: an endpoint that accepts connections and never answers (or refuses them)
+    costing every chain of every excerpt its (1 + call_retries) timeouts — a run of 1,000 small
+    documents held ``fabric ingest`` for days; and the give-up surviving into the next run."""
+    from fabric_resources.annotator.client import UNREACHABLE_AFTER_CALLS
+
+    texts = [f"Alice met Bob number {i} in Paris. Carol watched the harbour." for i in range(8)]
+    windows, _ = whole_unit_windows("p", texts)
+    hang = {s: "slow" for s in ("fabric_entities", "fabric_statements", "fabric_summary")}
+    with FakeChatServer(always=hang, slow_s=1.0) as srv:
+        config = make_config(srv, endpoint={"timeout_s": 0.2}, call_retries=1, concurrency=1)
+        client = ChatClient.from_config(config.annotation)
+        started = time.perf_counter()
+        rows, stats = annotate_parse(windows, config, memo, client)
+        elapsed = time.perf_counter() - started
+        sent = len(srv.calls())
+    assert sent == UNREACHABLE_AFTER_CALLS * 2  # each call and its one retry, then nothing
+    assert elapsed < 5.0  # 24 chains × 2 timeouts would take 9.6 s
+    assert rows.num_rows == 0 and len(stats.failures) == len(texts) * 3
+    assert all("timeout" in f.detail for f in stats.failures[:UNREACHABLE_AFTER_CALLS])
+    assert all("endpoint unreachable" in f.detail for f in stats.failures[UNREACHABLE_AFTER_CALLS:])
+
+    # A reply in between resets the count: a flaky endpoint is not given up on.
+    with FakeChatServer(script={"fabric_entities": ["slow", "slow"] * 4}, slow_s=1.0) as srv:
+        config = make_config(srv, endpoint={"timeout_s": 0.2}, call_retries=0, concurrency=1)
+        _, stats = run(windows, config, memo)
+    assert not any("unreachable" in f.detail for f in stats.failures)
+
+    # The next run (a new client) calls the recovered endpoint and completes.
+    with FakeChatServer() as srv:
+        rows, stats = run(windows, make_config(srv), memo)
+    assert stats.failures == () and rows.num_rows > 0 and srv.calls()
+
+
 # -- grounding ------------------------------------------------------------------------------------
 
 
