@@ -92,6 +92,12 @@ MAX_TEMPERATURE = 2.0
 #: near-miss quotes of 200 characters in a 4,000-character excerpt). Without it a reply's 16,000
 #: characters of excerpt-long junk took ~50 s to align, and a relations chain asks once per 16.
 ALIGNMENT_CELLS_PER_REPLY = 4_000_000_000  # 5 excerpt-long junk statements (14 kB): 37.6 s before, 0.15 s
+#: A relation's predicate is the model's own words (no span of the excerpt need hold it) and is shown
+#: in a hit's graph provenance: past these bounds it is not the "short verb phrase" the prompt asks
+#: for but text the document never said (a hostile or injected reply stored 1,000 characters of
+#: instructions as an edge's predicate), and the relation is dropped like an ungrounded item.
+MAX_PREDICATE_WORDS = 8
+MAX_PREDICATE_CHARS = 64
 
 
 class AnnotationCancelled(Exception):
@@ -251,6 +257,10 @@ class _Producer:
             triple = (_required(RELATIONS, "subject", r.subject), _required(RELATIONS, "predicate", r.predicate),
                       _required(RELATIONS, "object", r.object))
             relations.setdefault(triple, r.statement_index)
+        short = {t: si for t, si in relations.items()
+                 if len(t[1]) <= MAX_PREDICATE_CHARS and len(t[1].split()) <= MAX_PREDICATE_WORDS}
+        dropped["relations"] += len(relations) - len(short)
+        relations = short
         # Subject and object are names: an edge on a made-up one would join documents on it.
         names = list(dict.fromkeys(n for s, _, o in relations for n in (s, o)))
         named = dict(zip(names, await _ground_all(grounding, names, names=True)))

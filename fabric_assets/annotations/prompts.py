@@ -56,7 +56,8 @@ __all__ = [
 ]
 
 #: Bump when the chain logic changes in a way the prompts and schemas do not show.
-PRODUCER_VERSION = "2"  # 2: names (entities, relation subject and object) grounded exactly, as whole words
+PRODUCER_VERSION = "3"  # 2: names (entities, relation subject and object) grounded exactly, as whole words;
+# 3: a relation whose predicate is not a short phrase (producer.MAX_PREDICATE_WORDS / _CHARS) is dropped
 
 #: Relations per supporting-quotation request ("bounded candidate batches", seed 003 §3.1).
 QUOTE_BATCH = 16

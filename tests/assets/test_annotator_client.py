@@ -22,6 +22,7 @@ from fabric_resources.models.api_key import ApiKeyFileError
 from fabric_resources.offsets import utf16_offset
 from fabric_resources.schema import ANNOTATIONS
 from fake_openai_server import (
+    INJECTED_PREDICATE,
     LOOKALIKE_NAME,
     SPLICED_NAME,
     UNGROUNDED_NAME,
@@ -363,6 +364,25 @@ def test_ungrounded_items_are_dropped_and_counted(memo):
     for text in (UNGROUNDED_NAME, UNGROUNDED_STATEMENT, UNGROUNDED_QUOTE):
         assert text not in stored
     assert_spans_round_trip(table, units)
+
+
+def test_a_predicate_that_is_no_short_phrase_drops_its_relation(memo):
+    """guards against: a relation whose ends and quote are grounded carrying any text the reply
+    chose as its predicate (never checked against the excerpt) into the graph edges and a hit's
+    graph provenance — 1,000 characters of injected instructions were stored as one."""
+    from fabric_assets.annotations.producer import MAX_PREDICATE_CHARS, MAX_PREDICATE_WORDS
+    from fabric_assets.graph.build import graph_rows
+
+    assert len(INJECTED_PREDICATE) > MAX_PREDICATE_CHARS and len(INJECTED_PREDICATE.split()) > MAX_PREDICATE_WORDS
+    windows, _ = whole_unit_windows("p", TEXTS[:1])
+    with FakeChatServer(always={"fabric_relations": "injected_predicate"}) as srv:
+        table, stats = run(windows, make_config(srv), memo)
+    relations = [r for r in table.to_pylist() if r["kind"] == "relation"]
+    assert stats.failures == () and stats.dropped_ungrounded.relations == 1
+    assert len(relations) == len(statements_of(TEXTS[0])) - 1  # the others are kept
+    assert "OVERRIDE" not in json.dumps(table.to_pylist())
+    edges = graph_rows(table)[1].to_pylist()
+    assert edges and {e["predicate"] for e in edges} == {"relates to"}
 
 
 def test_names_are_grounded_exactly_as_words_so_no_made_up_name_is_stored(memo):
