@@ -134,7 +134,7 @@ def entity_matches(query_text: str, keys: set[str], entity_match: EntityMatchCon
         for t in set(qt):
             if len(t) >= 2:
                 for k in table.get(t, ()):
-                    if k not in found:
+                    if k in keys and k not in found:  # the table may hold keys a filter excludes
                         fuzzy.setdefault(k, "acronym")
     if entity_match.token_prefix and qt:
         # Only keys whose first token the query token at i is a prefix of can match at i: looked up

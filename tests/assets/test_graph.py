@@ -149,6 +149,22 @@ def test_token_prefix_matches_the_reference_and_a_long_query_stays_fast():
         assert time.perf_counter() - started < 5.0  # was 20-64 s; now well under a second
 
 
+def test_fuzzy_classes_match_only_the_eligible_keys_given_the_whole_releases_tables():
+    """guards against: the acronym class, handed the release's acronym table (the keys of every
+    parse, as the channel passes it), matching keys of parses a filter excludes — they took the
+    fuzzy cap's slots ahead of the in-scope key, so a filtered query's entity route depended on
+    documents outside its scope."""
+    from fabric_query.channels.graph import MAX_FUZZY_CANDIDATES, acronym_table, first_token_index
+
+    eligible = {"analytical engine", "charles babbage"}
+    outside = {f"a{'x' * 20}{i:02d} e{i:02d}" for i in range(MAX_FUZZY_CANDIDATES + 8)}  # "ae", longer
+    outside |= {f"charles{'x' * 20} babbage{i:02d}" for i in range(MAX_FUZZY_CANDIDATES + 8)}
+    every = eligible | outside
+    on = EntityMatchConfig(acronyms=True, token_prefix=True)
+    got = entity_matches("the AE of charles babbag", eligible, on, acronym_table(every), first_token_index(every))
+    assert [(m.key, m.match) for m in got] == [("analytical engine", "acronym"), ("charles babbage", "token_prefix")]
+
+
 def test_support_spans_reach_exactly_the_overlapping_chunks():
     """guards against: off-by-one overlap (end-exclusive ranges), spans reaching another parse's
     chunk with the same unit ID, empty spans lost."""
