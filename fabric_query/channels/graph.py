@@ -44,6 +44,7 @@ import pyarrow.compute as pc
 
 from fabric_query.channels.base import ChannelResult, ChannelRun, RunsInTurn
 from fabric_query.channels.dense import DENSE, query_vector
+from fabric_query.channels.function_words import english_function_words
 from fabric_query.fusion import rrf
 from fabric_query.release import ProjectionUnavailable, ReleaseView
 from fabric_resources.config import EntityMatchConfig, FabricConfig
@@ -96,9 +97,11 @@ def entity_matches(query_text: str, keys: set[str], entity_match: EntityMatchCon
     * exact (always): the key's tokens occur as consecutive tokens of the normalised query
       (:func:`~fabric_resources.text_folding.normalise_entity_name`); a key written in a script
       without spaces (``UNSPACED``) of at least ``MIN_UNSPACED_NAME_CHARS`` characters matches
-      as a substring of the normalised query;
-    * acronym (``entity_match.acronyms``): one query token (>= 2 characters) equals the
-      first-letter acronym of a key of >= ``ACRONYM_MIN_NAME_TOKENS`` tokens;
+      as a substring of the normalised query; a key of English function words only
+      (:func:`~fabric_query.channels.function_words.english_function_words`) only when it is
+      the whole normalised query;
+    * acronym (``entity_match.acronyms``): one query token (>= 2 characters, no function word)
+      equals the first-letter acronym of a key of >= ``ACRONYM_MIN_NAME_TOKENS`` tokens;
     * token_prefix (``entity_match.token_prefix``): consecutive query tokens, as many as the
       key has, each a leading prefix of the key token in the same position — tokens shorter
       than ``entity_match.min_prefix_chars`` must be equal — and not all equal.
@@ -128,11 +131,18 @@ def entity_matches(query_text: str, keys: set[str], entity_match: EntityMatchCon
         for k in keys:
             if k not in found and len(k) >= MIN_UNSPACED_NAME_CHARS and UNSPACED.search(k) and k in q:
                 found[k] = "exact"
+    # A name of function words only ("the", "what", "of it") is grounded in almost any English text
+    # and named by almost any English question: a reply (or a document's text steering the model)
+    # listing them made one document an entity match for every question. Such a name matches only
+    # a query that is exactly it; no function word is an acronym either ("is": "internet service").
+    function = english_function_words()
+    for k in [k for k in found if k != q and all(t in function for t in _tokens(k))]:
+        del found[k]
     fuzzy: dict[str, MatchClass] = {}
     if entity_match.acronyms and qt:
         table = acronyms if acronyms is not None else acronym_table(keys)
         for t in set(qt):
-            if len(t) >= 2:
+            if len(t) >= 2 and t not in function:
                 for k in table.get(t, ()):
                     if k in keys and k not in found:  # the table may hold keys a filter excludes
                         fuzzy.setdefault(k, "acronym")

@@ -165,6 +165,19 @@ def test_fuzzy_classes_match_only_the_eligible_keys_given_the_whole_releases_tab
     assert [(m.key, m.match) for m in got] == [("analytical engine", "acronym"), ("charles babbage", "token_prefix")]
 
 
+def test_names_of_function_words_only_match_no_question():
+    """guards against: an entity the model listed as "the" or "what" (grounded in almost any
+    English text; a document can steer the model into listing them) making its document an entity
+    match for every English question, and a function word matching as an acronym ("is" for
+    "internet service")."""
+    keys = {"the", "what", "of it", "france", "internet service", "the who"}
+    on = EntityMatchConfig(acronyms=True, token_prefix=True)
+    assert [m.key for m in entity_matches("What is the capital of France?", keys, on)] == ["france"]
+    assert [m.key for m in entity_matches("the IS team", keys, on)] == []
+    assert [m.key for m in entity_matches("IS", keys, on)] == []  # not even alone
+    assert [m.key for m in entity_matches("The Who", keys, EntityMatchConfig())] == ["the who"]  # named whole
+
+
 def test_support_spans_reach_exactly_the_overlapping_chunks():
     """guards against: off-by-one overlap (end-exclusive ranges), spans reaching another parse's
     chunk with the same unit ID, empty spans lost."""
