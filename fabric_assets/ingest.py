@@ -20,7 +20,7 @@ from pathlib import Path
 import dagster as dg
 
 from fabric_assets.activation.activate import ingest_lock
-from fabric_assets.annotations.planning import parses_needing_annotation
+from fabric_assets.annotations.planning import parses_needing_annotation, visible_parses
 from fabric_assets.chunker_identity import chunker_settings, stale_chunk_partitions
 from fabric_assets.definitions import build_definitions
 from fabric_assets.lifecycle.repair import awaited_unfinished, rechunk_only
@@ -318,7 +318,7 @@ def run_rechunk(home: FabricHome, instance: dg.DagsterInstance, returning: set[s
     if ann.enabled and ann.required_for_activation:
         # Otherwise the re-chunked parses would wait for annotation, out of the next release.
         annotation_job = job(home, "annotation_job", models)
-        for keys in plan_annotation_runs(instance, stale, home.config.sources.partitions_per_run):
+        for keys in plan_annotation_runs(instance, visible_parses(home, stale), home.config.sources.partitions_per_run):
             result = _execute(annotation_job, home, instance, range_tags(keys))
             run_ids.append(result.run_id)
             if not result.success:

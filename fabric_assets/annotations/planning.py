@@ -8,6 +8,8 @@ when annotation is enabled.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from fabric_assets.gate import gate_status
 from fabric_assets.projections import ANNOTATION_VERDICT, REQUIRED_VERDICTS
 from fabric_resources.config import FabricConfig
@@ -28,37 +30,43 @@ def parses_needing_annotation(home: FabricHome, *, retry_failed: bool = False) -
 
     Candidates are the parses active in the current release and, with
     ``annotation.required_for_activation``, ``parsed`` parses whose every other required verdict
-    passed (their projections are complete) — in both cases only for a source present and not
-    withheld now (``sources.withheld``): a withheld document's text never reaches the endpoint. A candidate is returned when it has no
-    ``annotations_are_complete`` verdict yet, or one of another producer, or (``retry_failed``) its
-    last attempt failed.
+    passed (their projections are complete); of them, the :func:`visible_parses`. A candidate is
+    returned when it has no ``annotations_are_complete`` verdict yet, or one of another producer,
+    or (``retry_failed``) its last attempt failed.
     """
     cfg = home.config.annotation
     if not cfg.enabled:
         return []
     producer = current_producer(home.config)
-    withheld = home.config.sources.is_withheld
     release = home.catalog.current_release()
-    # A parse is sent to the model only for a source that may be seen now: a source withheld (or
-    # deleted) after it was parsed, or after the release that still names it, keeps its text
-    # from the endpoint (it was sent once the parse waited for annotation under
-    # required_for_activation, or the release named it when annotation was turned on).
-    active = ({m["parse_id"] for k, m in release.manifest["sources"].items() if not withheld(k)}
-              if release else set())
-    shown: set[str] | None = None  # parse IDs of present, visible sources: read only if one waits
+    active = {m["parse_id"] for m in release.manifest["sources"].values()} if release else set()
     out = []
     for run in home.catalog.parse_runs():
         waiting = (cfg.required_for_activation and run.status == "parsed"
                    and gate_status(run.verdicts, REQUIRED_VERDICTS) == ("ready", []))
-        if waiting and run.parse_id not in active:
-            if shown is None:
-                shown = {pid for key, state, _, pid in home.catalog.source_overview()
-                         if pid and state == "present" and not withheld(key)}
-            waiting = run.parse_id in shown
         if run.parse_id not in active and not waiting:
             continue
         verdict = run.verdicts.get(ANNOTATION_VERDICT)
         if (verdict is None or verdict.get("producer") != producer
                 or (retry_failed and not verdict.get("passed"))):
             out.append(run.parse_id)
-    return out
+    return visible_parses(home, out)
+
+
+def visible_parses(home: FabricHome, parse_ids: Iterable[str]) -> list[str]:
+    """Those of ``parse_ids`` (in order) that a source not withheld now (``sources.withheld``)
+    holds: named by the current release under such a key, or pointed at by such a present source.
+
+    Only these are sent to the model. A source withheld (or deleted) after it was parsed, or after
+    the release that still names it, was sent once its parse waited for annotation under
+    ``required_for_activation`` or was re-chunked under it: the withheld text reached the endpoint.
+    """
+    wanted = list(parse_ids)
+    if not wanted:
+        return []
+    withheld = home.config.sources.is_withheld
+    release = home.catalog.current_release()
+    shown = {m["parse_id"] for k, m in (release.manifest["sources"] if release else {}).items() if not withheld(k)}
+    shown |= {pid for key, state, _, pid in home.catalog.source_overview()
+              if pid and state == "present" and not withheld(key)}
+    return [p for p in wanted if p in shown]

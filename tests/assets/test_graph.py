@@ -634,3 +634,34 @@ def test_a_source_withheld_or_deleted_while_it_waits_for_annotation_is_never_sen
         assert list(home.catalog.current_release().manifest["sources"]) == ["fs:src/pub/one.txt"]
         assert graph_channel(_view(home), "Lovelace", None, None, 50, home.config)[0]
         assert {secret, gone}.isdisjoint(parses_needing_annotation(home, retry_failed=True))
+
+
+def test_a_withheld_source_is_not_sent_when_a_chunker_change_rechunks_it(tmp_path, fabric_home):
+    """guards against: a chunker change under ``required_for_activation`` re-chunking the parse of
+    a source withheld since it was published and annotating it at once (``run_rechunk`` sent every
+    re-chunked parse): the withheld text reached the endpoint."""
+    from fake_openai_server import FakeChatServer
+
+    from fabric_resources.home import FabricHome
+
+    src = tmp_path / "src"
+    (src / "pub").mkdir(parents=True)
+    (src / "private").mkdir()
+    (src / "pub" / "one.txt").write_text("Ada Lovelace worked on the engine with Charles Babbage.\n")
+    # Long enough that a smaller chunk size cuts it otherwise: new excerpts, which the memo lacks.
+    (src / "private" / "two.txt").write_text(
+        " ".join(f"Zorblax Quimby guarded vault number {i} of Hunterstone." for i in range(40)) + "\n")
+    with FakeChatServer() as srv:
+        _configure(fabric_home.root, srv.base_url, required_for_activation=True)
+        ingest(src, FabricHome(fabric_home.root))
+        assert any("Quimby" in json.dumps(c.payload) for c in srv.calls())  # annotated while visible
+
+        cfg = json.loads((fabric_home.root / "config.json").read_text())
+        (fabric_home.root / "config.json").write_text(json.dumps(
+            {**cfg, "sources": {"withheld": ["src/private/*"]}, "chunking": {"max_tokens": 64}}))
+        sent = len(srv.calls())
+        home = FabricHome(fabric_home.root)
+        summary = ingest(src, home)
+        assert summary.rechunked  # the chunker change re-chunked the parses
+        assert not any("Quimby" in json.dumps(c.payload) for c in srv.calls()[sent:])
+        assert list(home.catalog.current_release().manifest["sources"]) == ["fs:src/pub/one.txt"]
