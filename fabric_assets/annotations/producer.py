@@ -100,6 +100,11 @@ MAX_PREDICATE_WORDS = 8
 MAX_PREDICATE_CHARS = 64
 
 
+def short_predicate(predicate: str) -> bool:
+    """Whether a relation's predicate is within :data:`MAX_PREDICATE_WORDS` and :data:`MAX_PREDICATE_CHARS`."""
+    return len(predicate) <= MAX_PREDICATE_CHARS and len(predicate.split()) <= MAX_PREDICATE_WORDS
+
+
 class AnnotationCancelled(Exception):
     """:func:`annotate_parse` was cancelled; nothing of the batch is returned (chains completed
     before the cancellation stay in the memo)."""
@@ -257,8 +262,7 @@ class _Producer:
             triple = (_required(RELATIONS, "subject", r.subject), _required(RELATIONS, "predicate", r.predicate),
                       _required(RELATIONS, "object", r.object))
             relations.setdefault(triple, r.statement_index)
-        short = {t: si for t, si in relations.items()
-                 if len(t[1]) <= MAX_PREDICATE_CHARS and len(t[1].split()) <= MAX_PREDICATE_WORDS}
+        short = {t: si for t, si in relations.items() if short_predicate(t[1])}
         dropped["relations"] += len(relations) - len(short)
         relations = short
         # Subject and object are names: an edge on a made-up one would join documents on it.
@@ -340,7 +344,10 @@ class _Producer:
             entry = self.memo.get(key, parse_id=excerpt.parse_id)
             if entry is not None:
                 self.state.memo_hits += 1
-                return entry.payload["items"]
+                # Entries memoised before the predicate bound are filtered as they are read, so the
+                # bound did not have to change the producer identity (which re-annotates every home).
+                return [i for i in entry.payload["items"]
+                        if i.get("kind") != "relation" or short_predicate(i["predicate"])]
             pending = self._inflight.get(key)
             if pending is None:
                 break

@@ -56,8 +56,9 @@ __all__ = [
 ]
 
 #: Bump when the chain logic changes in a way the prompts and schemas do not show.
-PRODUCER_VERSION = "3"  # 2: names (entities, relation subject and object) grounded exactly, as whole words;
-# 3: a relation whose predicate is not a short phrase (producer.MAX_PREDICATE_WORDS / _CHARS) is dropped
+PRODUCER_VERSION = "2"  # 2: names (entities, relation subject and object) grounded exactly, as whole words
+# (the bound on a relation's predicate, producer.short_predicate, is applied to memo entries as they are
+# read, so it did not need a new version: no home is re-annotated for it)
 
 #: Relations per supporting-quotation request ("bounded candidate batches", seed 003 §3.1).
 QUOTE_BATCH = 16

@@ -385,6 +385,25 @@ def test_a_predicate_that_is_no_short_phrase_drops_its_relation(memo):
     assert edges and {e["predicate"] for e in edges} == {"relates to"}
 
 
+def test_a_memoised_relation_whose_predicate_is_no_short_phrase_is_dropped_as_it_is_read(memo, monkeypatch):
+    """guards against: the predicate bound applied only to fresh replies, so a memo entry made before
+    it (or the bound raised the producer version instead, re-annotating every home with real LLM
+    calls) kept serving the injected predicate."""
+    from fabric_assets.annotations import producer
+
+    windows, _ = whole_unit_windows("p", TEXTS[:1])
+    with FakeChatServer(always={"fabric_relations": "injected_predicate"}) as srv:
+        monkeypatch.setattr(producer, "short_predicate", lambda predicate: True)  # the rule before stop 51
+        before, _ = run(windows, make_config(srv), memo)
+        monkeypatch.undo()
+        calls = len(srv.calls())
+        after, stats = run(windows, make_config(srv), memo)
+        assert len(srv.calls()) == calls and stats.memo_hits > 0  # read from the memo, no new call
+    assert "OVERRIDE" in json.dumps(before.to_pylist()) and "OVERRIDE" not in json.dumps(after.to_pylist())
+    kinds = [r["kind"] for r in after.to_pylist()]
+    assert kinds.count("relation") == [r["kind"] for r in before.to_pylist()].count("relation") - 1
+
+
 def test_names_are_grounded_exactly_as_words_so_no_made_up_name_is_stored(memo):
     """guards against: a relation's subject and object stored unchecked, and a made-up name
     grounded by the alignment's free omissions ("Amazon" in "Alice met Bob in Paris on") or across
