@@ -133,3 +133,26 @@ def test_a_malformed_styles_part_still_hides_what_its_styles_hide_or_says_it_cou
     assert "parastylevanish paragraph" in [u.text for u in doc.units]
     (part,) = doc.unread
     assert part.reason.endswith("; nothing recovered: text a style hides may have been read")
+
+
+def test_an_imported_part_named_by_many_alt_chunks_is_parsed_once(monkeypatch):
+    """guards against (hostile trial 18e): each ``w:altChunk`` parsed its part again, in the ingest
+    process (a small package runs in-process, no timeout): a 250 kB package naming one megabyte of
+    empty ``div`` (no unit, so the units cap never stops it) 100 times took 21 s, a few thousand
+    times hours. The part is parsed once; its units still stand at every place that names it."""
+    from fabric_resources.parsing.docx import imported
+
+    calls = []
+    html_reader = imported._READERS["text/html"]
+    monkeypatch.setitem(imported._READERS, "text/html", lambda blob: calls.append(1) or html_reader(blob))
+    data = _with_chunk("afchunk.htm", "text/html", b"<p>Tamarin text.</p>")
+    chunk = f'<w:altChunk xmlns:r="{R}" r:id="rIdChunk"/>'
+    data = with_member(data, BODY, FIRST, chunk * 49 + FIRST)
+    texts = _texts(data)
+    assert texts.count("Tamarin text.") == 50 and len(calls) == 1
+
+    calls.clear()
+    bad = with_member(_with_chunk("empty.htm", "text/html", b"  "), BODY, FIRST, chunk * 9 + FIRST)
+    doc = parse_docx(bad, OOXML)
+    assert len(calls) == 1 and len(doc.unread) == 10
+    assert {u.reason for u in doc.unread} == {"alt-chunk: imported content (text/html) not read: empty-file (no content)"}

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from fabric_resources.parsing.document import ParsedDocument
+from fabric_resources.parsing.document import ParsedDocument, ParseError
 
 
 def _html(data: bytes) -> ParsedDocument:
@@ -41,3 +41,27 @@ def imported_reader(content_type: str) -> Callable[[bytes], ParsedDocument] | No
     (True, None)
     """
     return _READERS.get(content_type.split(";")[0].strip().lower())
+
+
+class ImportedParts:
+    """The parses of one document's imported parts, each part parsed once however many ``w:altChunk``
+    name it. Read again per reference, a part that yields no units (a megabyte of empty ``div``) named
+    by a few thousand ``w:altChunk`` (distinct relationships to the same part, or one reused) cost
+    that many parses in the ingest process, where no timeout reaches (hostile trial 18e: a 250 kB
+    package naming one such part 100 times took 21 s); the units cap does not bound what adds no
+    unit. Parsed once, the cost is bounded by the package's own (capped) bytes."""
+
+    def __init__(self) -> None:
+        self._done: dict[str, ParsedDocument | ParseError] = {}
+
+    def parse(self, where: str, read: Callable[[bytes], ParsedDocument], blob: bytes) -> ParsedDocument:
+        """``read(blob)``, or what it gave (or raised) the first time part ``where`` was read."""
+        if where not in self._done:
+            try:
+                self._done[where] = read(blob)
+            except ParseError as exc:
+                self._done[where] = exc
+        done = self._done[where]
+        if isinstance(done, ParseError):
+            raise done
+        return done

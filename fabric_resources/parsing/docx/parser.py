@@ -29,7 +29,7 @@ from fabric_resources.parsing.document import (
 from fabric_resources.parsing.element_paths import ElementPaths
 from fabric_resources.parsing.lxml_limits import syntax_error_reason
 from fabric_resources.parsing.docx import MEDIA_TYPE, PARSER_NAME, PARSER_VERSION
-from fabric_resources.parsing.docx.imported import imported_reader
+from fabric_resources.parsing.docx.imported import ImportedParts, imported_reader
 from fabric_resources.parsing.docx.styles import (
     NOTHING_HIDES, Hiding, hidden_styles, recovered_styles, style_names, vanish,
 )
@@ -141,8 +141,7 @@ class _Walker:
         self.units: list[ParsedUnit] = []
         self.relationships: list[ParsedRelationship] = []
         self.sections: list[tuple[int, str]] = []
-        self.table_count = 0
-        self.note_count = 0
+        self.table_count = self.note_count = 0
         self.unresolved: list[str] = []
         self.unreferenced: list[str] = []  # notes no shown reference marks: "footnote:3"
         self.refs: list[tuple[int, int, str, str]] = []  # (unit index, position, note type, note id)
@@ -156,6 +155,7 @@ class _Walker:
         except _ELEMENT_ERRORS:
             self.hidden_styles = NOTHING_HIDES
         self.unmapped_symbols = 0  # w:sym codes read as nothing (symbol_char): counted, not silent
+        self.imported = ImportedParts()  # each imported part parsed once, however many w:altChunk name it
 
     # -- body ---------------------------------------------------------------
     def body(self, body) -> None:
@@ -258,7 +258,7 @@ class _Walker:
             self.skipped.append({"where": where, "reason": reason})
             return
         try:
-            imported = read(part.blob)
+            imported = self.imported.parse(where, read, part.blob)
         except ParseError as exc:
             self.skipped.append({"where": where, "reason": f"{reason}: {exc.reason} ({exc.detail})"})
             return
