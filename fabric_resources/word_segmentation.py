@@ -38,7 +38,7 @@ os.environ.setdefault("PYTHAINLP_READ_ONLY", "1")
 SEGMENTED_RUN = regex.compile(r"\p{Thai}+|\p{Lao}+")
 
 #: Package versions of the word lists, part of the index's analyzer identity.
-WORD_LISTS = "thai-newmm-pythainlp5.4.0+lao-laonlp1.3.0"
+WORD_LISTS = "thai-newmm-pythainlp5.4.0+lao-laonlp1.3.0-skip"  # -skip: an unlisted Lao stretch ends where a listed word starts
 
 
 def _thai_words() -> list[str]:
@@ -88,7 +88,30 @@ def _cut(run: str) -> tuple[str, ...]:
     from pythainlp.tokenize.newmm import segment
 
     script = "Lao" if regex.match(r"\p{Lao}", run) else "Thai"
-    return tuple(w for w in segment(run, custom_dict=_dictionary(script), safe_mode=True) if w)
+    words = [w for w in segment(run, custom_dict=_dictionary(script), safe_mode=True) if w]
+    return tuple(_lao_skips(words, _dictionary(script), segment) if script == "Lao" else words)
+
+
+def _lao_skips(words: list[str], trie, segment) -> list[str]:
+    """``words`` of a Lao run with each unlisted stretch ended where a listed word starts.
+
+    newmm reads Lao letters as it reads Latin ones, as no Thai: where no listed word starts it took
+    the rest of the run (or of its ``safe_mode`` piece, ~120 characters) as one word, so every word
+    after a name, a typo or a stray sign (``ຂຂຂພາສາລາວໃນປັດຈຸບັນ``) was lost to the word field
+    (hostile trial 18e). Such a stretch now ends where the next listed word starts, as LaoNLP's own
+    segmenter ends it, and the rest is cut again; the pieces are at most ``safe_mode``'s, so this
+    stays linear in the run."""
+    out: list[str] = []
+    for word in words:
+        while len(word) > 1 and word not in trie:  # only newmm's "non-Thai" skip makes such a word
+            at = next((i for i in range(1, len(word)) if trie.prefixes(word, i)), len(word))
+            out.append(word[:at])
+            rest = [w for w in segment(word[at:], custom_dict=trie, safe_mode=True) if w] or [""]
+            out += rest[:-1]
+            word = rest[-1]
+        if word:
+            out.append(word)
+    return out
 
 
 @lru_cache(maxsize=32768)

@@ -66,6 +66,19 @@ def test_thai_and_lao_text_is_read_as_words_that_join_back_to_it():
     assert word_tokens("ລົດໄຟແລ່ນຈາກວຽງຈັນ") == ["ລົດໄຟ", "ແລນ", "ຈາກ", "ວຽງຈັນ"]  # folded: no tone mark
 
 
+def test_lao_words_after_an_unlisted_stretch_are_still_words():
+    """guards against (hostile trial 18e): newmm reads Lao letters as no Thai, so where no listed word
+    started (a name, a typo, a stray sign) it took the rest of the run as one word: every Lao word
+    after ``ຂຂຂ`` or ``ຯ`` was lost to the word field. The stretch ends where a listed word starts."""
+    language_today = ["ພາສາລາວ", "ໃນ", "ປັດຈຸບັນ"]  # the Lao language today
+    assert word_tokens("ຂຂຂພາສາລາວໃນປັດຈຸບັນ") == ["ຂຂຂ", *language_today]
+    assert word_tokens("ຯພາສາລາວໃນປັດຈຸບັນ") == ["ຯ", *language_today]
+    assert word_tokens("ພາສາລາວຂຂຂໃນປັດຈຸບັນ") == ["ພາສາລາວ", "ຂຂຂ", *language_today[1:]]
+    long_run = "ຂຂ".join(["ພາສາລາວໃນປັດຈຸບັນ"] * 40)  # past safe_mode's ~120-character pieces
+    tokens = word_tokens(long_run)  # (a piece's edge may still cut a word, as in Thai)
+    assert "".join(tokens) == long_run and max(map(len, tokens)) <= len("ປັດຈຸບັນ")
+
+
 @pytest.mark.parametrize("word, holders", WORDS)
 def test_a_thai_or_lao_word_is_lexical_evidence_only_where_it_stands(fabric, word, holders):
     """Property: the lexical hits for a Thai word are exactly the files that hold it, the word
