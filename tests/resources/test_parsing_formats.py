@@ -428,6 +428,24 @@ def test_pdf_text_drawn_white_where_the_page_is_white_is_left_out_and_counted():
     assert "numbat" not in text and "dugong" not in text
     assert doc.metadata["covered_chars"] == len(lines[1][2]) + len(lines[2][2])
 
+def test_pdf_cover_checks_stop_after_a_bounded_number_of_pages_and_say_so(monkeypatch):
+    """guards against (trial 18e): the white-text check reading every character's box and rendering
+    every page that holds white text (~30 ms a page), so a 5,000-page file with white text on each
+    page took ~205 s, past the PDF child's 120 s timeout, and a file that parsed before failed whole.
+    Past ``covered.MAX_CHECKED_PAGES`` pages the rest are read as they are and counted."""
+    from fabric_resources.parsing.pdf import covered
+    from fabric_resources.parsing.pdf.parser import parse_pdf
+
+    data = _text_pdf([(72, 700, "Visible sentence about the aardvark."), (72, 670, "Hidden numbat", "1 1 1 rg")])
+    checked = parse_pdf(data, PDF)
+    assert "numbat" not in " ".join(u.text for u in checked.units)
+    assert checked.metadata["cover_unchecked_pages"] == 0
+    monkeypatch.setattr(covered, "MAX_CHECKED_PAGES", 0)
+    over = parse_pdf(data, PDF)
+    assert "numbat" in " ".join(u.text for u in over.units) and "aardvark" in " ".join(u.text for u in over.units)
+    assert over.metadata["cover_unchecked_pages"] == 1 and over.metadata["covered_chars"] == 0
+
+
 # -- PDF: OCR ---------------------------------------------------------------------------------
 
 

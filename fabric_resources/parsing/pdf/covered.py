@@ -23,6 +23,7 @@ colour drawn on a background of that colour, transparency.
 from __future__ import annotations
 
 import ctypes
+from dataclasses import dataclass, field
 
 import pypdfium2.raw as pdfium_c
 
@@ -35,9 +36,27 @@ _MAX_SEGMENTS = 6  # a rectangle: a move, three or four lines, perhaps a close
 _BLOCK = 256  # characters compared at once with the boxes near them
 
 
-def covered_chars(page, textpage, count: int) -> set[int]:
+#: Pages of one document the check looks at closely (reads every character's box, renders the page:
+#: ~30 ms a page). A 5,000-page file with white text on every page took ~205 s, past the PDF child's
+#: 120 s timeout, so a file that parsed before the white-text check failed whole (trial 18e); past
+#: this many pages the rest are read as they are and counted (``metadata.cover_unchecked_pages``).
+MAX_CHECKED_PAGES = 200
+
+
+@dataclass
+class CoverBudget:
+    """The pages of one document :func:`covered_chars` may still look at closely, and how many it
+    could not (pages that hold a cover or white text past :data:`MAX_CHECKED_PAGES`)."""
+
+    pages_left: int = field(default_factory=lambda: MAX_CHECKED_PAGES)
+    unchecked: int = 0
+
+
+def covered_chars(page, textpage, count: int, budget: CoverBudget | None = None) -> set[int]:
     """Indices (PDFium's character indices) of the characters of ``page`` a box drawn later hides,
-    or that are drawn white where the page shows only white."""
+    or that are drawn white where the page shows only white. A page that holds such a box or text
+    spends one page of ``budget``; with none left it is not looked at (empty set, counted in
+    ``budget.unchecked``)."""
     raw = page.raw
     order: dict[int, int] = {}  # text object address -> paint order
     pale: dict[int, tuple[int, int, int]] = {}  # paint order of a text object drawn white -> its colour
@@ -53,6 +72,11 @@ def covered_chars(page, textpage, count: int) -> set[int]:
             boxes.append((z, *box))
     if not (boxes or pale) or page.get_rotation() % 360:  # a rotated page: its pixels are not mapped here
         return set()
+    if budget is not None:
+        if budget.pages_left <= 0:
+            budget.unchecked += 1
+            return set()
+        budget.pages_left -= 1
     chars: list[tuple[int, int, float, float, float, float]] = []  # index, paint order, left, bottom, right, top
     left, bottom, right, top = ctypes.c_double(), ctypes.c_double(), ctypes.c_double(), ctypes.c_double()
     for i in range(count):

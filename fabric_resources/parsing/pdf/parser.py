@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 
 from fabric_resources.parsing.document import ParsedDocument, ParsedUnit, ParseError, UnreadPart
 from fabric_resources.parsing.pdf import MEDIA_TYPE, PARSER_NAME, PARSER_VERSION
-from fabric_resources.parsing.pdf.covered import covered_chars
+from fabric_resources.parsing.pdf.covered import CoverBudget, covered_chars
 from fabric_resources.parsing.pdf.layout import (
     MIN_GUTTER_LINES, Block, Line, blocks, clean_line, columns_first, continues, join_lines, rejoin_row_breaks,
     written_words,
@@ -76,7 +76,9 @@ def parse_pdf(data: bytes, config: "PdfParserConfig", media_type: str = MEDIA_TY
         also the document's ``unread`` parts (``"page 3"``); ``offpage_lines`` (text lines wholly
         outside their page's crop box, left out: no viewer shows them); ``covered_chars``
         (characters a box drawn over them hides, a redaction bar or a white-out, or drawn white
-        where the page shows only white, read as spaces: :mod:`.covered`).
+        where the page shows only white, read as spaces: :mod:`.covered`); ``cover_unchecked_pages``
+        (pages holding such a box or white text past the first ``covered.MAX_CHECKED_PAGES``, read
+        as they are).
 
     Raises
     ------
@@ -127,6 +129,7 @@ def _parse(pdf: pdfium.PdfDocument, config: "PdfParserConfig") -> ParsedDocument
     ocr_units: dict[int, list[ParsedUnit]] = {}
     failed: list[dict[str, Any]] = []
     blank = ocr_pages = offpage = covered = 0
+    cover_budget = CoverBudget()
     for index in range(pages):
         try:
             page = pdf[index]
@@ -137,7 +140,7 @@ def _parse(pdf: pdfium.PdfDocument, config: "PdfParserConfig") -> ParsedDocument
             object_count = pdfium_c.FPDFPage_CountObjects(page.raw)
             if object_count > config.max_page_objects:
                 raise ParseError("cap-page-objects", f"page {index + 1}: {object_count} objects")
-            page_lines, outside, hidden = _lines(page, index, config)
+            page_lines, outside, hidden = _lines(page, index, config, cover_budget)
             offpage += outside
             covered += hidden
             page_blocks = blocks(page_lines)
@@ -175,13 +178,14 @@ def _parse(pdf: pdfium.PdfDocument, config: "PdfParserConfig") -> ParsedDocument
         "encrypted": security != -1,
         "ocr_engine": f"{engine[0].version} -l {engine[0].languages}" if engine and engine[0] else None,
         "ocr_pages": ocr_pages, "blank_pages": blank, "failed_units": failed, "offpage_lines": offpage,
-        "covered_chars": covered,
+        "covered_chars": covered, "cover_unchecked_pages": cover_budget.unchecked,
     }
     return ParsedDocument(PARSER_NAME, PARSER_VERSION, MEDIA_TYPE, units, title=title, metadata=metadata,
                           unread=[UnreadPart(f"page {f['page']}", f["reason"]) for f in failed])
 
 
-def _lines(page: pdfium.PdfPage, index: int, config: "PdfParserConfig") -> tuple[list[Line], int, int]:
+def _lines(page: pdfium.PdfPage, index: int, config: "PdfParserConfig",
+           cover_budget: CoverBudget | None = None) -> tuple[list[Line], int, int]:
     """The page's text lines, how many lines lie wholly outside its crop box (left out: a viewer
     never shows them, so a citation of their text would point at nothing a reader sees), and how
     many characters a box drawn over them hides (read as spaces: :mod:`.covered`)."""
@@ -196,7 +200,7 @@ def _lines(page: pdfium.PdfPage, index: int, config: "PdfParserConfig") -> tuple
         text = textpage.get_text_range()
         if len(text) != count:  # PDFium's text range dropped or added characters: read them one by one
             text = "".join(chr(pdfium_c.FPDFText_GetUnicode(textpage.raw, i) or 0xFFFF) for i in range(count))
-        if hidden := covered_chars(page, textpage, count):  # a redaction box over the text: no reader sees it
+        if hidden := covered_chars(page, textpage, count, cover_budget):  # a redaction box over the text: no reader sees it
             text = "".join(" " if i in hidden else ch for i, ch in enumerate(text))
         ranges: list[list[tuple[int, int, float]]] = []  # per PDFium line: its pieces at gutters
         start = 0
