@@ -26,6 +26,7 @@ from fabric_query.server.protocol import Disconnected, unless_disconnected
 from fabric_query.server.wire import ResolveRequest, SearchRequest
 from fabric_query.units import canonical_unit
 from fabric_query.visibility import current_sources_config
+from fabric_resources.catalog import CatalogUnavailableError
 
 
 @dataclass
