@@ -11,6 +11,7 @@ the best hit is dropped only when its own chunk does not fit. Pure.
 
 from __future__ import annotations
 
+from fabric_query.context import plain_integer
 from fabric_query.errors import InvalidArgumentError
 from fabric_query.types import EvidencePack
 
@@ -28,8 +29,7 @@ def checked_budget(max_tokens) -> int | None:
     """
     if max_tokens is None:
         return None
-    if isinstance(max_tokens, bool) or not isinstance(max_tokens, int):
-        raise InvalidArgumentError(f"max_tokens must be an integer, got {type(max_tokens).__name__}")
+    max_tokens = plain_integer(max_tokens, "max_tokens")
     if not 1 <= max_tokens <= MAX_BUDGET_TOKENS:
         raise InvalidArgumentError(f"max_tokens must be between 1 and {MAX_BUDGET_TOKENS}, got {max_tokens}")
     return max_tokens

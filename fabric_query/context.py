@@ -381,6 +381,14 @@ def _confidence_at_least(attributes: str, threshold: float) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and value >= threshold
 
 
+def plain_integer(value, name: str) -> int:
+    """``value`` as a plain ``int``: any integer type (``numpy.int64(5)`` from an array) but ``bool``,
+    which is no count. Raises :class:`InvalidArgumentError` naming ``name`` for anything else."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise InvalidArgumentError(f"{name} must be an integer, got {type(value).__name__}")
+    return operator.index(value)
+
+
 def checked_limit(limit, default: int) -> int:
     """``limit``, or ``default`` when it is ``None``.
 
@@ -391,25 +399,23 @@ def checked_limit(limit, default: int) -> int:
     """
     if limit is None:
         return default
-    # Any integer type (``numpy.int64(5)`` from an array), as a plain int; a bool is no count.
-    if isinstance(limit, bool) or not isinstance(limit, numbers.Integral):
-        raise InvalidArgumentError(f"limit must be an integer, got {type(limit).__name__}")
-    limit = operator.index(limit)
+    limit = plain_integer(limit, "limit")
     if not 1 <= limit <= MAX_LIMIT:
         raise InvalidArgumentError(f"limit must be between 1 and {MAX_LIMIT}, got {limit}")
     return limit
 
 
-def check_arguments(release_id, debug) -> None:
-    """Raises :class:`InvalidArgumentError` for a ``release_id`` that is not a positive 64-bit
-    integer or a ``debug`` that is not a bool."""
+def check_arguments(release_id, debug) -> int | None:
+    """``release_id`` as a plain ``int`` (:func:`plain_integer`), or ``None``. Raises
+    :class:`InvalidArgumentError` for a ``release_id`` that is not a positive 64-bit integer or a
+    ``debug`` that is not a bool."""
     if release_id is not None:
-        if isinstance(release_id, bool) or not isinstance(release_id, int):
-            raise InvalidArgumentError(f"release_id must be an integer, got {type(release_id).__name__}")
+        release_id = plain_integer(release_id, "release_id")
         if not 1 <= release_id <= _MAX_RELEASE_ID:
             raise InvalidArgumentError(f"release_id must be a positive release number, got {release_id}")
     if not isinstance(debug, bool):
         raise InvalidArgumentError(f"debug must be True or False, got {type(debug).__name__}")
+    return release_id
 
 
 def open_query(home: FabricHome, config: FabricConfig, query: str, encoders: Encoders, *, limit: int,

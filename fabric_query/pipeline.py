@@ -190,7 +190,7 @@ def _answer(home: FabricHome, query: str, embedder: Encoder, *, limit: int | Non
     clock = Stopwatch()
     config = home.config
     limit = checked_limit(limit, config.query.default_limit)
-    check_arguments(release_id, debug)
+    release_id = check_arguments(release_id, debug)
     max_tokens = checked_budget(max_tokens)
     selected = select(channels)
     ctx = open_query(home, config, query, Encoders(embedder, multilingual, reranker), limit=limit,

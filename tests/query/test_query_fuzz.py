@@ -104,6 +104,14 @@ def test_a_numpy_integer_limit_is_taken_as_the_integer_and_bools_floats_and_text
             fabric.search("lighthouse", limit=bad)
     with pytest.raises(InvalidArgumentError, match="between 1 and"):
         fabric.search("lighthouse", limit=np.int64(0))
+    # release_id and max_tokens the same way (trial 18a left them refusing numpy integers)
+    release = fabric.search("lighthouse").release_id
+    assert fabric.search("lighthouse", release_id=np.int64(release)).release_id == release
+    assert fabric.search("lighthouse", max_tokens=np.int32(500)).used_tokens <= 500
+    for name in ("release_id", "max_tokens"):
+        with pytest.raises(InvalidArgumentError, match=f"{name} must be an integer"):
+            fabric.search("lighthouse", **{name: np.float64(2)})
+
 
 def _mutations():
     scalar = st.one_of(st.none(), st.booleans(), st.integers(-(2**70), 2**70), st.floats(allow_nan=True),
