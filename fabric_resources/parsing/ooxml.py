@@ -88,9 +88,7 @@ def without_dangling_relationships(data: bytes) -> tuple[bytes, list[str]]:
     """
     from lxml import etree
 
-    package = zipfile.ZipFile(io.BytesIO(data))
-    names = set(package.namelist())
-    parser = etree.XMLParser(resolve_entities=False, no_network=True)
+    package, names, parser = _opened(data)
     missing: set[str] = set()
     rewritten: dict[str, bytes] = {}
     for name in sorted(n for n in names if n.endswith(".rels")):
@@ -111,6 +109,15 @@ def without_dangling_relationships(data: bytes) -> tuple[bytes, list[str]]:
     if not rewritten:
         return data, []
     return _repackaged(package, rewritten), sorted(missing)
+
+
+def _opened(data: bytes):
+    """``data`` (an admitted zip) opened: the package, its member names, and the XML parser its
+    parts are read with (entities unresolved, no network)."""
+    from lxml import etree
+
+    package = zipfile.ZipFile(io.BytesIO(data))
+    return package, set(package.namelist()), etree.XMLParser(resolve_entities=False, no_network=True)
 
 
 def _repackaged(package: zipfile.ZipFile, replaced: dict[str, bytes], dropped: frozenset[str] = frozenset()) -> bytes:
@@ -141,9 +148,7 @@ def without_unreadable_parts(data: bytes) -> tuple[bytes, list[tuple[str, str]]]
     """
     from lxml import etree
 
-    package = zipfile.ZipFile(io.BytesIO(data))
-    names = set(package.namelist())
-    parser = etree.XMLParser(resolve_entities=False, no_network=True)
+    package, names, parser = _opened(data)
     main = {"[Content_Types].xml"}
     if "_rels/.rels" in names:
         for rel in etree.fromstring(package.read("_rels/.rels"), parser):

@@ -431,8 +431,9 @@ def test_pdf_text_drawn_white_where_the_page_is_white_is_left_out_and_counted():
 def test_pdf_cover_checks_stop_after_a_bounded_number_of_pages_and_say_so(monkeypatch):
     """guards against (trial 18e): the white-text check reading every character's box and rendering
     every page that holds white text (~30 ms a page), so a 5,000-page file with white text on each
-    page took ~205 s, past the PDF child's 120 s timeout, and a file that parsed before failed whole.
-    Past ``covered.MAX_CHECKED_PAGES`` pages the rest are read as they are and counted."""
+    page would take ~205 s (300 pages measured), past the PDF child's 120 s timeout, failing a file
+    that parsed before. Past ``covered.MAX_CHECKED_PAGES`` pages the rest are read as they are and
+    counted."""
     from fabric_resources.parsing.pdf import covered
     from fabric_resources.parsing.pdf.parser import parse_pdf
 

@@ -37,9 +37,10 @@ _BLOCK = 256  # characters compared at once with the boxes near them
 
 
 #: Pages of one document the check looks at closely (reads every character's box, renders the page:
-#: ~30 ms a page). A 5,000-page file with white text on every page took ~205 s, past the PDF child's
-#: 120 s timeout, so a file that parsed before the white-text check failed whole (trial 18e); past
-#: this many pages the rest are read as they are and counted (``metadata.cover_unchecked_pages``).
+#: ~30 ms a page). A 5,000-page file with white text on every page would take ~205 s (300 pages
+#: measured), past the PDF child's 120 s timeout, failing a file that parsed before the white-text
+#: check (trial 18e); past this many pages the rest are read as they are and counted
+#: (``metadata.cover_unchecked_pages``).
 MAX_CHECKED_PAGES = 200
 
 
