@@ -21,7 +21,7 @@ from fabric_query.channels.lexical import substring_query_tokens, word_tokens
 from fabric_resources.lexical_index import SUBSTRING_TOKEN_RE
 from fabric_resources.offsets import utf16_offset  # noqa: F401  (re-exported for callers)
 from fabric_resources.text_folding import UNSPACED
-from fabric_resources.word_segmentation import SEGMENTED_RUN, segmented_words
+from fabric_resources.word_segmentation import SEGMENTED_RUN, segmented_words, word_token
 from fabric_query.querylang import ParsedQuery
 from fabric_query.types import HighlightSegment
 from fabric_resources.text_folding import CLUSTER_TAIL, fold_with_map
@@ -184,8 +184,9 @@ def _phrase_ranges(folded: str, origin: list[int], phrases: Iterable[str]) -> tu
 def _bigram_ranges(folded: str, origin: list[int], terms: Iterable[str]) -> list[tuple[int, int]]:
     """Ranges of ``folded``'s word-field tokens in scripts without spaces that the query's terms
     share: any two adjacent such characters are one of the index's bigrams; a single character
-    is a token only where it stands alone (``word_field_text``); a Thai or Lao token is a word where
-    the passage's own run is cut into that word (so ``ไล`` is not marked inside ``ไลน``)."""
+    is a token only where it stands alone (``word_field_text``); a Thai, Lao, Khmer or Myanmar token
+    is a word where the passage's own run is cut into that word (so ``ไล`` is not marked inside
+    ``ไลน``), compared as its token (a Khmer word's coeng signs dropped) and marked whole."""
     grams = {t for t in _stems(" ".join(terms)) if UNSPACED.search(t)}
     words = {g for g in grams if SEGMENTED_RUN.fullmatch(g)}
     grams -= words
@@ -194,7 +195,7 @@ def _bigram_ranges(folded: str, origin: list[int], terms: Iterable[str]) -> list
         for run in SEGMENTED_RUN.finditer(folded):
             at = run.start()
             for word in segmented_words(run.group()):
-                if word in words:
+                if word_token(word) in words:
                     out.append((origin[at], origin[at + len(word) - 1] + 1))
                 at += len(word)
     for g in grams:

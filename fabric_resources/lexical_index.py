@@ -9,7 +9,7 @@ case and diacritics fold identically at every term length and in every script.
   written without spaces are rewritten to their overlapping character bigrams
   first (:func:`word_field_text`), so a Japanese or Chinese question ranks
   passages by BM25 over shared bigrams — the CJK baseline of
-  ../shared/eval/README.md; runs of Thai and Lao, whose small alphabets put any
+  ../shared/eval/README.md; runs of Thai, Lao, Khmer and Myanmar, whose small alphabets put any
   bigram in most passages, to their words (:mod:`fabric_resources.word_segmentation`).
   This is a ranking signal; exact matching is the substring field's job.
 * ``substring``: one positional token per character of scripts written without
@@ -88,14 +88,15 @@ from fabric_resources.schema import (
     SCHEMA_VERSION,
 )
 from fabric_resources.text_folding import FOLDING_VERSION, UNSPACED
-from fabric_resources.word_segmentation import SEGMENTED_RUN, WORD_LISTS, segmented_words
+from fabric_resources.word_segmentation import SEGMENTED_RUN, WORD_LISTS, segmented_words, word_token
 
 _UNSPACED_RUN = re.compile(f"(?:{UNSPACED.pattern})+")
 
 
 def word_field_text(folded: str) -> str:
     """``folded`` with every run of unspaced-script characters replaced by its bigrams, except that
-    a run of Thai or Lao is replaced by its words (:mod:`fabric_resources.word_segmentation`).
+    a run of Thai, Lao, Khmer or Myanmar is replaced by its words
+    (:mod:`fabric_resources.word_segmentation`; each :func:`~fabric_resources.word_segmentation.word_token`).
 
     >>> word_field_text("tokens 認証トークン ok 猫")
     'tokens  認証 証ト トー ーク クン  ok  猫 '
@@ -115,7 +116,7 @@ def word_field_text(folded: str) -> str:
         out, at = [], 0
         for t in SEGMENTED_RUN.finditer(run):
             out.append(bigrams(run[at:t.start()]) if t.start() > at else "")
-            out.append(" " + " ".join(segmented_words(t.group())) + " ")
+            out.append(" " + " ".join(map(word_token, segmented_words(t.group()))) + " ")
             at = t.end()
         out.append(bigrams(run[at:]) if at < len(run) else "")
         return "".join(out)
@@ -145,7 +146,7 @@ SEPARATOR_RE = _python_pattern(SEPARATOR)
 WORD_TOKENIZER = "fabric_word"
 SUBSTRING_TOKENIZER = "fabric_substring"
 #: Identity of the analyzers; stored with every lexical document and index generation.
-ANALYZER_ID = (f"{FOLDING_VERSION}|word:simple+stem-en+cjk-bigram+{WORD_LISTS}"  # Thai words since stop 50, Lao 51
+ANALYZER_ID = (f"{FOLDING_VERSION}|word:simple+stem-en+cjk-bigram+{WORD_LISTS}"  # Thai words since stop 50, Lao 51, Khmer and Myanmar 52
                "|substring:regex-2")  # 2: separators hold a position
 #: Identity of the index's field set; a generation written with another layout is rebuilt, never extended.
 INDEX_LAYOUT = "chunk_id,parse_id,word,substring,word_length:u64-fast,kind,members:window-word"

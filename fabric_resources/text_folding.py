@@ -12,7 +12,11 @@ cluster's first scalar, the others folding to nothing. In the Indic scripts (Dev
 Sinhala) and Thai, Lao, Tibetan, Myanmar and Khmer the combining marks spell the word too (Hindi
 ``हंस`` swan, ``हस`` laugh), so those the word tokenizer keeps inside a word (Unicode
 ``Alphabetic``: vowel signs, anusvara) are kept (NFKD, as everywhere); the others (virama, nukta,
-Thai tone marks) still fold away, as tantivy would split the word at them. The same
+Thai tone marks) still fold away, as tantivy would split the word at them. In Khmer and Myanmar
+every mark is kept (:data:`KEPT_MARKS`: the Khmer coeng that writes a subscript consonant, the
+Myanmar asat and virama, ``ខ្មែរ`` and ``မြန်မာ``): their word segmenter reads them
+(:mod:`fabric_resources.word_segmentation`), the substring field holds each as a character, and
+the word field drops them from the words it makes, where the tokenizer would split. The same
 rule applies at every term length and in every other script, so ``ΑΒΓ`` and
 ``αβγ``, ``Café`` and ``cafe`` fold alike.
 
@@ -73,7 +77,7 @@ UNSPACED = re.compile(
 )
 
 #: Enters the analyzer identity; bump when the folding rule changes (the serving index is rebuilt).
-FOLDING_VERSION = "nfkd-mn-casefold-opencc1.4.2-t2s-char-ignorable-kana-jamo-alphabetic-marks-stroke-digits-tatweel-yeh-kaf-6"
+FOLDING_VERSION = "nfkd-mn-casefold-opencc1.4.2-t2s-char-ignorable-kana-jamo-alphabetic-marks-stroke-digits-tatweel-yeh-kaf-khmer-myanmar-marks-7"
 
 #: Unicode's Default_Ignorable_Code_Point characters of general category ``Cf`` (DerivedCoreProperties.txt,
 #: Unicode 15.1): invisible in rendered text, so folded to nothing. Not the other default-ignorables:
@@ -112,6 +116,10 @@ def _keeps_marks(ch: str) -> bool:
 #: marks kept there: those tantivy's tokenizer counts as word characters (``char::is_alphanumeric``).
 _SPELLING_MARKS = re.compile("[\u0900-\u0fff\u1000-\u109f\u1780-\u17ff]")
 _ALPHABETIC = regex.compile(r"\p{Alphabetic}")
+#: Khmer and Myanmar (their blocks and extensions), where every combining mark is kept, but Khmer's
+#: two deprecated inherent vowels (U+17B4, U+17B5: invisible, Default_Ignorable, which Unicode
+#: advises against using).
+KEPT_MARKS = regex.compile("[\u1000-\u109f\u1780-\u17b3\u17b6-\u17ff\u19e0-\u19ff\ua9e0-\ua9ff\uaa60-\uaa7f]")
 
 
 #: A Latin letter with a diacritic Unicode does not decompose (``LATIN SMALL LETTER D WITH STROKE``),
@@ -152,6 +160,8 @@ def fold_char(ch: str) -> str:
     if _keeps_marks(ch):
         return unicodedata.normalize("NFKC", ch).casefold()
     decomposed = unicodedata.normalize("NFKD", ch)
+    if KEPT_MARKS.match(ch):
+        return decomposed
     if _SPELLING_MARKS.match(ch):
         return "".join(c for c in decomposed if unicodedata.category(c) != "Mn" or _ALPHABETIC.match(c))
     kept = "".join(c for c in decomposed if unicodedata.category(c) != "Mn").casefold().translate(_ARABIC_VARIANTS)

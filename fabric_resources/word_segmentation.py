@@ -1,23 +1,29 @@
-"""Word segmentation of Thai and Lao for the word field (:func:`fabric_resources.lexical_index.word_field_text`).
+"""Word segmentation of Thai, Lao, Khmer and Myanmar for the word field (:func:`fabric_resources.lexical_index.word_field_text`).
 
-Thai and Lao are written without spaces between words. Read as overlapping character bigrams, as
-Han and kana are, nearly every passage in them shares a bigram with any query in them: the alphabets
-are small, so pairs such as Thai ``าร`` or ``อง`` stand in most sentences. Each such passage was a
-word-channel match, counted as lexical evidence and exempt from floor demotion (hostile trial 13a;
-Thai until stop 50, Lao until stop 51). Runs of each script are cut into words instead, by
-PyThaiNLP's ``newmm`` maximal matching (Phatthiyaphaibun et al., "PyThaiNLP: Thai Natural Language
-Processing in Python", NLP-OSS 2023) over a word list its script's package ships: PyThaiNLP's Thai
-list (62,106 words in 5.4.0) and LaoNLP's Lao lists (34,036 words in 1.3.0: the Lao-English
-dictionary of Laos' E-Government Center, a spell-check list and Wiktionary's; LaoNLP's own
-segmenter is a fork of the same maximal matching).
+These four scripts are written without spaces between words. Read as overlapping character bigrams,
+as Han and kana are, nearly every passage in them shares a bigram with any query in them: the
+alphabets are small, so pairs such as Thai ``าร`` or ``อง`` stand in most sentences. Each such
+passage was a word-channel match, counted as lexical evidence and exempt from floor demotion
+(hostile trial 13a; Thai until stop 50, Lao until stop 51, Khmer and Myanmar until stop 52). Runs of
+each script are cut into words instead:
 
-The cut runs on *folded* text (the index holds nothing else): each word list is folded as the text
-is (:func:`~fabric_resources.text_folding.fold`: tone marks dropped, Thai ``ำ`` decomposed), so both
-meet. ``safe_mode`` bounds the time of a long ambiguous run. A part of a compound the list holds
-whole (``น้ำ`` in ``น้ำท่วม``) is no word of its own here; the substring field keeps every
-character, so it is still found there. Khmer and Myanmar are still read as bigrams: no packaged word
-list or segmenter for them works on folded text (their folded form has lost the coeng and asat
-signs the segmenters read; docs/reliability.md).
+* Thai and Lao by PyThaiNLP's ``newmm`` maximal matching (Phatthiyaphaibun et al., "PyThaiNLP: Thai
+  Natural Language Processing in Python", NLP-OSS 2023) over a word list its script's package
+  ships: PyThaiNLP's Thai list (62,106 words in 5.4.0) and LaoNLP's Lao lists (34,036 words in
+  1.3.0: the Lao-English dictionary of Laos' E-Government Center, a spell-check list and
+  Wiktionary's; LaoNLP's own segmenter is a fork of the same maximal matching). The cut runs on
+  *folded* text (the index holds nothing else): each word list is folded as the text is
+  (:func:`~fabric_resources.text_folding.fold`: tone marks dropped, Thai ``ำ`` decomposed), so both
+  meet. ``safe_mode`` bounds the time of a long ambiguous run.
+* Khmer and Myanmar by ICU's word break iterator (UAX #29 with ICU's dictionary-based break engine
+  for these scripts: the Khmer and Burmese dictionaries of ICU 78, which the ``icu4py`` wheel
+  bundles), which reads the coeng, asat and virama signs; folding keeps every mark of these two
+  scripts for it (:data:`~fabric_resources.text_folding.KEPT_MARKS`).
+
+A part of a compound a list holds whole (``น้ำ`` in ``น้ำท่วม``) is no word of its own here; the
+substring field keeps every character, so it is still found there. Myanmar text in the Zawgyi
+encoding (a font hack that reuses Unicode's Myanmar code points in another order) is cut as if it
+were Unicode, so poorly; it is still found in the substring field.
 """
 
 from __future__ import annotations
@@ -33,12 +39,18 @@ from fabric_resources.text_folding import fold
 # is read-only: Fabric reads only the word lists inside the wheels, and may run with no home folder.
 os.environ.setdefault("PYTHAINLP_READ_ONLY", "1")
 
-#: A run of one script whose words are cut by a word list: Thai or Lao letters, vowel signs,
-#: digits, repetition and abbreviation marks (``ๆ``, ``ฯ``, ``ໆ``, ``ຯ``).
-SEGMENTED_RUN = regex.compile(r"\p{Thai}+|\p{Lao}+")
+#: A run of one script whose words are cut: Thai, Lao, Khmer or Myanmar letters, vowel signs and
+#: marks, digits, repetition and abbreviation marks (``ๆ``, ``ฯ``, ``ໆ``, ``ຯ``).
+SEGMENTED_RUN = regex.compile(r"\p{Thai}+|\p{Lao}+|\p{Khmer}+|\p{Myanmar}+")
 
-#: Package versions of the word lists, part of the index's analyzer identity.
-WORD_LISTS = "thai-newmm-pythainlp5.4.0+lao-laonlp1.3.0-skip"  # -skip: an unlisted Lao stretch ends where a listed word starts
+#: Package versions of the word lists and segmenters, part of the index's analyzer identity.
+WORD_LISTS = ("thai-newmm-pythainlp5.4.0+lao-laonlp1.3.0-skip"  # -skip: an unlisted Lao stretch ends where a listed word starts
+              "+khmer-myanmar-icu4py1.2.0-icu78.3")
+
+#: A character the word field's tokenizer splits a word at (tantivy's simple tokenizer keeps
+#: ``char::is_alphanumeric`` characters: Unicode ``Alphabetic`` or a number): the Khmer and Myanmar
+#: marks folding keeps for the segmenter. :func:`word_token` drops them from a word.
+TOKEN_BREAK = regex.compile(r"[^\p{Alphabetic}\p{N}]")
 
 
 def _thai_words() -> list[str]:
@@ -54,6 +66,9 @@ def _lao_words() -> list[str]:
 
 
 _LISTS = {"Thai": _thai_words, "Lao": _lao_words}
+#: ICU locale of each script read by ICU's dictionaries (the dictionary follows the script of the
+#: text; the locale only names it).
+_ICU_LOCALES = {"Khmer": "km", "Myanmar": "my"}
 
 
 @lru_cache(maxsize=2)
@@ -67,13 +82,17 @@ def _dictionary(script: str):
 
 def segmented_words(run: str) -> tuple[str, ...]:
     """The words of ``run``, a :data:`SEGMENTED_RUN` of folded text (one script), in order; they
-    join back to ``run``. About 0.4 million characters a second on one core (docs/benchmarks.md,
+    join back to ``run``. Thai about 0.4 million characters a second on one core (docs/benchmarks.md,
     "Thai words"), linear in the run's length.
 
     >>> segmented_words(fold("ฝนตกหนักในฤดูมรสุม"))  # rain falls heavily in the monsoon season
     ('ฝน', 'ตกหนัก', 'ใน', 'ฤดู', 'มรสุม')
     >>> segmented_words(fold("ພາສາລາວໃນປັດຈຸບັນ"))  # the Lao language today
     ('ພາສາລາວ', 'ໃນ', 'ປັດຈຸບັນ')
+    >>> segmented_words(fold("ខ្ញុំចូលចិត្តញ៉ាំបាយ"))  # I like to eat rice
+    ('ខ្ញុំ', 'ចូលចិត្ត', 'ញ៉ាំបាយ')
+    >>> segmented_words(fold("ကျွန်တော်စာအုပ်ဖတ်နေသည်"))  # I am reading a book
+    ('ကျွန်တော်', 'စာအုပ်', 'ဖတ်', 'နေသည်')
     """
     # Queries re-read the same candidate chunks; runs are short in prose, and a long one (a table
     # cell without a space) is cut again rather than kept.
@@ -84,10 +103,25 @@ def segmented_words(run: str) -> tuple[str, ...]:
 CACHED_RUN_CHARS = 256
 
 
+def word_token(word: str) -> str:
+    """``word`` (one of :func:`segmented_words`) as the word field's token: without the marks the
+    tokenizer would split it at (:data:`TOKEN_BREAK`); ``""`` where it is only such marks.
+
+    >>> word_token(fold("ខ្មែរ"))  # the coeng goes, the word stays whole
+    'ខមែរ'
+    """
+    return TOKEN_BREAK.sub("", word)
+
+
 def _cut(run: str) -> tuple[str, ...]:
+    script = next(s for s in ("Thai", "Lao", "Khmer", "Myanmar") if regex.match(rf"\p{{{s}}}", run))
+    if script in _ICU_LOCALES:
+        from icu4py.breakers import WordBreaker
+
+        # Offsets are in Unicode scalars (a run is of one BMP script, so UTF-16 units alike).
+        return tuple(run[start:end] for start, end in WordBreaker(run, _ICU_LOCALES[script]).segments())
     from pythainlp.tokenize.newmm import segment
 
-    script = "Lao" if regex.match(r"\p{Lao}", run) else "Thai"
     words = [w for w in segment(run, custom_dict=_dictionary(script), safe_mode=True) if w]
     return tuple(_lao_skips(words, _dictionary(script), segment) if script == "Lao" else words)
 

@@ -213,7 +213,7 @@ def needs_substring_channel(parsed: ParsedQuery) -> bool:
 
 def reads_as_bigrams(parsed: ParsedQuery) -> bool:
     """Whether the word field reads some of the query as character bigrams: text in a script written
-    without spaces other than Thai and Lao (:func:`~fabric_resources.lexical_index.word_field_text`)."""
+    without spaces other than Thai, Lao, Khmer and Myanmar (:func:`~fabric_resources.lexical_index.word_field_text`)."""
     return any(UNSPACED.search(SEGMENTED_RUN.sub("", t)) for t in (*parsed.terms, *parsed.phrases))
 
 

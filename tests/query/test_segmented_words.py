@@ -1,7 +1,8 @@
-"""Thai and Lao in the word channel: runs of them are words (``fabric_resources.word_segmentation``),
-not character bigrams. Their alphabets are small, so a bigram of a query stood in nearly every
-passage: each was a word match, lexical evidence, and the pack never said "no lexical match"
-(hostile trial 13a; Thai left open until stop 50, Lao until stop 51)."""
+"""Thai, Lao, Khmer and Myanmar in the word channel: runs of them are words
+(``fabric_resources.word_segmentation``), not character bigrams. Their alphabets are small, so a
+bigram of a query stood in nearly every passage: each was a word match, lexical evidence, and the
+pack never said "no lexical match" (hostile trial 13a; Thai left open until stop 50, Lao until stop
+51, Khmer and Myanmar until stop 52)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from fabric_query import Fabric
 from fabric_query.channels.lexical import word_tokens
 from fabric_resources.home import FabricHome
 from fabric_resources.text_folding import fold
+from fabric_resources.word_segmentation import segmented_words, word_token
 
 FILES = {
     # A cat likes to sleep on the sofa in our house.
@@ -30,6 +32,22 @@ FILES = {
     "lao-market.txt": "ຕະຫຼາດເຊົ້າມີໝາກໄມ້ຫຼາຍຊະນິດໃຫ້ນັກທ່ອງທ່ຽວເລືອກຊື້\n",
     # The train runs from Vientiane to Luang Prabang every day.
     "lao-train.txt": "ລົດໄຟແລ່ນຈາກວຽງຈັນໄປຫຼວງພະບາງທຸກມື້\n",
+    # Khmer: the cat likes to sleep on the sofa in our house.
+    "km-cat.txt": "ឆ្មាចូលចិត្តដេកលើសាឡុងនៅក្នុងផ្ទះរបស់យើង\n",
+    # Heavy rain in the rainy season floods many provinces.
+    "km-rain.txt": "ភ្លៀងធ្លាក់ខ្លាំងនៅរដូវវស្សាធ្វើឱ្យទឹកជំនន់ច្រើនខេត្ត\n",
+    # The morning market has many kinds of fruit for tourists to choose from.
+    "km-market.txt": "ផ្សារព្រឹកមានផ្លែឈើច្រើនប្រភេទសម្រាប់ភ្ញៀវទេសចរជ្រើសរើស\n",
+    # The train runs from Phnom Penh to Battambang every day.
+    "km-train.txt": "រថភ្លើងរត់ពីភ្នំពេញទៅបាត់ដំបងរៀងរាល់ថ្ងៃ\n",
+    # Myanmar: the cat likes to sleep on the sofa in our house.
+    "my-cat.txt": "ကြောင်သည်ကျွန်ုပ်တို့အိမ်ရှိဆိုဖာပေါ်တွင်အိပ်ရသည်ကိုကြိုက်သည်\n",
+    # In the rainy season it rains heavily, so many states flood.
+    "my-rain.txt": "မိုးရာသီတွင်မိုးသည်းထန်စွာရွာသဖြင့်ပြည်နယ်များစွာတွင်ရေကြီးသည်\n",
+    # The morning market has many kinds of fruit for travellers to choose from.
+    "my-market.txt": "မနက်ဈေးတွင်ခရီးသွားများရွေးချယ်ရန်သစ်သီးအမျိုးမျိုးရှိသည်\n",
+    # The train runs from Yangon to Mandalay every day.
+    "my-train.txt": "ရထားသည်ရန်ကုန်မှမန္တလေးသို့နေ့တိုင်းပြေးသည်\n",
 }
 #: Query words: (word, the files holding it). ``ช้าง`` (elephant) is in none; its bigram ``าง``
 #: (folded) is in ``ระหว่าง``, and ``ตลาด``'s ``ลา`` is in ``หลาย``. ``ตลาด`` (market) stands inside
@@ -37,11 +55,18 @@ FILES = {
 #: Lao: ``ຊ້າງ`` (elephant), ``ຄວາຍ`` (buffalo) and ``ເມືອງ`` (town) are in no file, but their folded
 #: bigrams are (``າງ`` in ``ຫຼວງພະບາງ``, ``ວາ`` and ``າຍ`` in ``ຫຼາຍ``, ``ອງ`` in ``ຂອງ``); ``ໝາ`` (dog)
 #: stands only inside ``ໝາກໄມ້`` (fruit), where the substring channel finds it.
+#: Khmer: ``ដំរី`` (elephant) and ``ក្របី`` (buffalo) are in no file, but their bigrams were (``ដំ`` in
+#: ``ដំបង``; ``រប`` in ``របស់``, the coeng folded away). Myanmar: ``ဆင်`` (elephant) and ``ကျွဲ``
+#: (buffalo) are in no file; ``ကျ`` is in ``ကျွန်ုပ်`` (we).
 WORDS = [("มรสุม", {"rain.txt"}), ("ตลาด", {"market.txt"}), ("แมว", {"cat.txt"}),
          ("จังหวัด", {"train.txt", "rain.txt"}), ("ช้าง", set()), ("นักท่องเที่ยว", {"market.txt"}),
          ("ແຂວງ", {"lao-rain.txt"}), ("ຕະຫຼາດ", {"lao-market.txt"}), ("ແມວ", {"lao-cat.txt"}),
          ("ວຽງຈັນ", {"lao-train.txt"}), ("ນັກທ່ອງທ່ຽວ", {"lao-market.txt"}), ("ໝາ", {"lao-market.txt"}),
-         ("ຊ້າງ", set()), ("ຄວາຍ", set()), ("ເມືອງ", set())]
+         ("ຊ້າງ", set()), ("ຄວາຍ", set()), ("ເມືອງ", set()),
+         ("ខេត្ត", {"km-rain.txt"}), ("ផ្សារ", {"km-market.txt"}), ("ទេសចរ", {"km-market.txt"}),
+         ("ឆ្មា", {"km-cat.txt"}), ("ដំរី", set()), ("ក្របី", set()),
+         ("ဈေး", {"my-market.txt"}), ("ကြောင်", {"my-cat.txt"}), ("ခရီးသွား", {"my-market.txt"}),
+         ("ဆင်", set()), ("ကျွဲ", set())]
 
 
 @pytest.fixture(scope="module")
@@ -58,7 +83,9 @@ def fabric(tmp_path_factory):
 def test_thai_and_lao_text_is_read_as_words_that_join_back_to_it():
     """guards against: a cut that drops or alters characters (the word field would then hold text
     the chunk does not), or Thai read as bigrams again."""
-    for text in FILES.values():
+    for name, text in FILES.items():
+        if name[:3] in ("km-", "my-"):
+            continue
         tokens = word_tokens(text)
         assert "".join(tokens) == fold(text).strip()
         assert max(len(t) for t in tokens) > 2
@@ -80,13 +107,14 @@ def test_lao_words_after_an_unlisted_stretch_are_still_words():
 
 
 @pytest.mark.parametrize("word, holders", WORDS)
-def test_a_thai_or_lao_word_is_lexical_evidence_only_where_it_stands(fabric, word, holders):
+def test_a_word_is_lexical_evidence_only_where_it_stands(fabric, word, holders):
     """Property: the lexical hits for a Thai word are exactly the files that hold it, the word
     channel's among them; each is highlighted on the word, and a word no file holds leaves the pack
     saying ``no_lexical_match``.
 
-    guards against: Thai or Lao read as character bigrams, where ``ตลาด`` (market) matched ``หลาย``
-    (many) by ``ลา``, and ``ช้าง`` (elephant), in no file, matched ``ระหว่าง`` by ``าง``."""
+    guards against: Thai, Lao, Khmer or Myanmar read as character bigrams, where ``ตลาด`` (market)
+    matched ``หลาย`` (many) by ``ลา``, and ``ช้าง`` (elephant), in no file, matched ``ระหว่าง`` by
+    ``าง``; a Khmer word split by the tokenizer at its coeng sign."""
     assert holders == {n for n, t in FILES.items() if fold(word) in fold(t)}
     pack = fabric.search(word, debug=True)
     lexical = {h.citation.source_key.rsplit("/", 1)[-1] for h in pack.results if h.lexical}
@@ -114,3 +142,41 @@ def test_a_lao_sentence_query_ranks_the_file_it_paraphrases_first(fabric):
     assert pack.channel_rankings["word"]
     first = pack.results[0]
     assert first.citation.source_key.endswith("/lao-rain.txt") and "word" in first.channels
+
+
+def test_khmer_and_myanmar_text_is_read_as_words_that_keep_their_marks():
+    """guards against: folding that drops the coeng, asat and virama signs (ICU's segmenter then
+    reads another text), a cut that drops or alters characters, Khmer or Myanmar read as bigrams
+    again, or a word token split at a coeng (``ខ``, ``មែរ``)."""
+    assert fold("ខ្មែរ") == "ខ្មែរ" and fold("မြန်မာ") == "မြန်မာ"
+    for name, text in FILES.items():
+        if name[:3] not in ("km-", "my-"):
+            continue
+        words = segmented_words(fold(text).strip())
+        assert "".join(words) == fold(text).strip()
+        assert word_tokens(text) == [t for t in map(word_token, words) if t]
+        assert sum(len(w) > 2 for w in words) >= len(words) // 2, words
+    assert word_tokens("ភ្លៀងធ្លាក់ខ្លាំង") == ["ភលៀង", "ធលាក", "ខលាំង"]  # rain falls heavily
+    assert word_tokens("မနက်ဈေး") == ["မနက", "ဈေး"]  # morning market
+
+
+def test_a_khmer_word_inside_a_compound_is_found_and_highlighted_by_its_characters(fabric):
+    """guards against: a kept coeng breaking the substring field (``ជំនន់`` inside ``ទឹកជំនន់``
+    flood, and ``ភ្លើង`` fire inside ``រថភ្លើង`` train, are no words of their own: found only
+    there), or a highlight that misses the sign."""
+    pack = fabric.search("ជំនន់")
+    assert {h.citation.source_key.rsplit("/", 1)[-1] for h in pack.results if h.lexical} == {"km-rain.txt"}
+    assert [s.text for s in pack.results[0].highlights if s.highlighted] == ["ជំនន់"]
+    pack = fabric.search("ភ្លើង")  # coeng + lo
+    assert {h.citation.source_key.rsplit("/", 1)[-1] for h in pack.results if h.lexical} == {"km-train.txt"}
+    assert [s.text for s in pack.results[0].highlights if s.highlighted] == ["ភ្លើង"]
+
+
+@pytest.mark.parametrize("query, file", [("ភ្លៀងធ្លាក់ធ្វើឱ្យទឹកជំនន់", "km-rain.txt"),  # rain falls, causing floods
+                                         ("မိုးရွာပြီးရေကြီးသည်", "my-rain.txt")])  # it rained and flooded
+def test_a_khmer_or_myanmar_sentence_query_ranks_the_file_it_paraphrases_first(fabric, query, file):
+    """guards against: a Khmer or Myanmar query's words lost to the cut or to folding."""
+    pack = fabric.search(query, debug=True)
+    assert pack.channel_rankings["word"]
+    first = pack.results[0]
+    assert first.citation.source_key.endswith("/" + file) and "word" in first.channels
