@@ -11,7 +11,7 @@ from __future__ import annotations
 from fabric_resources.parsing.spec import ParserSpec
 
 PARSER_NAME = "docx"
-PARSER_VERSION = "11"  # 4: a part a relationship names may be missing (missing-part); 5: w:noBreakHyphen is U+2011
+PARSER_VERSION = "12"  # 4: a part a relationship names may be missing (missing-part); 5: w:noBreakHyphen is U+2011
 # 6: text a tracked change moved away (w:moveFrom) is skipped as deleted text is; 7: one branch of an
 # mc:AlternateContent is read (a text box's text was read twice); 8: a ruby's reading (w:rt) is skipped;
 # 9: an absolute position tab (w:ptab) is a tab, not nothing; 10: rows, cells and paragraphs inside content
@@ -21,6 +21,7 @@ PARSER_VERSION = "11"  # 4: a part a relationship names may be missing (missing-
 # note no shown reference marks (deleted, hidden, none) is not read, an imported w:altChunk is listed unread (trial 17c)
 # 11: an equation's text (OMML m:t) and a symbol (w:sym) are read, an imported HTML or text part (w:altChunk) is read
 # in place, a malformed styles part is read by lxml's recovering parser so its hiding and headings apply (trial 18b)
+# 12: a style hides through a w:basedOn chain of any length (it stopped after 32 steps) (trial 19b)
 MEDIA_TYPE = "application/vnd.openxmlformats-officedocument.wordprocessingml.document"
 
 
