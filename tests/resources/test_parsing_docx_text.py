@@ -191,3 +191,19 @@ def test_a_long_based_on_chain_resolves_each_style_once_and_a_loop_ends(monkeypa
     looped = styles.hidden_styles(_styles(("a", "b", None), ("b", "c", None), ("c", "a", None), ("d", "a", None),
                                           ("x", "y", None), ("y", "x", "true"), ("self", "self", None)))
     assert looped.says == {"x": True, "y": True}
+
+
+def test_an_external_alt_chunk_is_listed_with_its_target_not_a_library_error():
+    """guards against (trial 19b): an ``w:altChunk`` whose relationship is external
+    (``TargetMode="External"``: Word fetches it, nothing here does) listed unread as python-docx's
+    ``ValueError: target_part property on _Relationship is undefined…``. It is listed by its element
+    with a reason of the parser's own naming the target; the rest of the document is read."""
+    chunk = f'<w:altChunk xmlns:r="{R}" r:id="rIdChunk"/>'
+    data = with_member(office_document(), BODY, FIRST, chunk + FIRST)
+    data = with_member(data, "word/_rels/document.xml.rels", "</Relationships>",
+                       f'<Relationship Id="rIdChunk" Type="{R}/aFChunk" Target="http://example.invalid/a.htm" '
+                       'TargetMode="External"/></Relationships>')
+    doc = parse_docx(data, OOXML)
+    assert [u.text for u in doc.units] == _texts(office_document())
+    assert doc.unread == [UnreadPart("/w:document/w:body/w:altChunk",
+                                     "alt-chunk: external target not read: http://example.invalid/a.htm")]

@@ -21,7 +21,8 @@ PARSER_VERSION = "12"  # 4: a part a relationship names may be missing (missing-
 # note no shown reference marks (deleted, hidden, none) is not read, an imported w:altChunk is listed unread (trial 17c)
 # 11: an equation's text (OMML m:t) and a symbol (w:sym) are read, an imported HTML or text part (w:altChunk) is read
 # in place, a malformed styles part is read by lxml's recovering parser so its hiding and headings apply (trial 18b)
-# 12: a style hides through a w:basedOn chain of any length (it stopped after 32 steps) (trial 19b)
+# 12: a style hides through a w:basedOn chain of any length (it stopped after 32 steps), an external w:altChunk
+# is listed with its target, not python-docx's error (trial 19b)
 MEDIA_TYPE = "application/vnd.openxmlformats-officedocument.wordprocessingml.document"
 
 

@@ -16,7 +16,6 @@ skipped and listed; the document fails only when its package or main part cannot
 from __future__ import annotations
 
 import re
-import unicodedata
 import zipfile
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
@@ -30,9 +29,8 @@ from fabric_resources.parsing.element_paths import ElementPaths
 from fabric_resources.parsing.lxml_limits import syntax_error_reason
 from fabric_resources.parsing.docx import MEDIA_TYPE, PARSER_NAME, PARSER_VERSION
 from fabric_resources.parsing.docx.imported import ImportedParts, imported_reader
-from fabric_resources.parsing.docx.styles import (
-    NOTHING_HIDES, Hiding, hidden_styles, recovered_styles, style_names, vanish,
-)
+from fabric_resources.parsing.docx.runs import paragraph_text, symbol_char
+from fabric_resources.parsing.docx.styles import NOTHING_HIDES, hidden_styles, recovered_styles, style_names
 from fabric_resources.parsing.ooxml import (
     admit_package,
     decimal_number,
@@ -46,20 +44,12 @@ if TYPE_CHECKING:
 W = "http://schemas.openxmlformats.org/wordprocessingml/2006/main"
 MC = "http://schemas.openxmlformats.org/markup-compatibility/2006"
 M = "http://schemas.openxmlformats.org/officeDocument/2006/math"  # OMML: Word's equations
+_R = "http://schemas.openxmlformats.org/officeDocument/2006/relationships"
 _NS = {"w": W}
 _HEADING_STYLE = re.compile(r"^(?:heading|überschrift|titre|título|kop)\s*(\d)$", re.IGNORECASE)
 _NOTE_RELS = {"footnotes": "footnote", "endnotes": "endnote"}
-# Tracked changes read as accepted: deleted text and text moved away (w:moveFrom, ECMA-376 §17.13.5.22: its
-# runs hold w:t, and the same text is at its w:moveTo) are not the document's text; nor is a ruby's
-# reading (w:rt, §17.3.3.25: the phonetic guide above w:rubyBase), as in the EPUB and HTML parsers.
-_SKIP_IN_TEXT = {f"{{{W}}}delText", f"{{{W}}}instrText", f"{{{W}}}del", f"{{{W}}}moveFrom", f"{{{W}}}rt"}
-# What a run shows (text, tabs, breaks, hyphens, symbols, note references, an equation's text): none of
-# it is shown in a field's code.
-_SHOWN = {f"{{{W}}}{name}" for name in ("t", "tab", "ptab", "br", "cr", "noBreakHyphen", "sym", "footnoteReference",
-                                         "endnoteReference")} | {f"{{{M}}}t"}
 # An equation where a paragraph may stand (ECMA-376 §22.1.2.77/78: m:oMathPara, m:oMath in w:body).
 _BODY_MATH = {f"{{{M}}}oMathPara", f"{{{M}}}oMath"}
-_SPACES = re.compile(r"[ \t\u00a0]+")
 # What holds body, row or cell content in place of the element itself: a content control (w:sdt, its
 # w:sdtContent: a form's repeating section of rows, a cell-level or in-cell control), custom XML
 # markup (w:customXml, ECMA-376 §17.5.1) and alternate content (one branch: ECMA-376 Part 3 §10.2).
@@ -246,9 +236,13 @@ class _Walker:
         no page to take a main text from), plain text by the text parser, each unit's locator
         naming the part. Another kind (RTF, MHTML, another document), or a part those parsers
         refuse, is listed unread, not skipped in silence."""
-        rid = chunk.get("{http://schemas.openxmlformats.org/officeDocument/2006/relationships}id", "")
+        rel = self.document.part.rels.get(chunk.get(f"{{{_R}}}id", ""))
+        if rel is not None and rel.is_external:  # python-docx raises on its target_part; no network here
+            self.skipped.append({"where": self.element_path(chunk),
+                                 "reason": f"alt-chunk: external target not read: {rel.target_ref[:300]}"})
+            return
         try:
-            part = self.document.part.rels[rid].target_part
+            part = rel.target_part
             where, kind = str(part.partname).lstrip("/"), part.content_type
         except (KeyError, AttributeError):
             where, kind = self.element_path(chunk), "a missing part"
@@ -371,130 +365,3 @@ def heading_level(style: str, p) -> int | None:
     if level is not None and 0 <= level < 6:  # 6-9: body text; not a number: no outline level
         return level + 1
     return None
-
-
-def symbol_char(sym) -> str | None:
-    """The character a ``w:sym`` shows (ECMA-376 §17.3.3.30: ``w:char``, a hex code in ``w:font``), or
-    ``None`` when it has none to read.
-
-    A code in U+F000-U+F0FF is a symbol font's own code (Word writes Symbol's alpha as F061,
-    Wingdings' arrows as F0E0): no library here maps a symbol font to Unicode (Wingdings has no
-    mapping at all), and the private-use character itself is no text, so it is not read (the
-    parse counts it, ``unmapped_symbols``); nor is a code that is no hex, a surrogate, a control
-    or an unassigned character.
-
-    >>> from lxml import etree
-    >>> [symbol_char(etree.fromstring(f'<sym xmlns="{W}" xmlns:w="{W}" w:char="{c}"/>'))
-    ...  for c in ("00B0", "2192", "F061", "zz", "D800", "0007")]
-    ['°', '→', None, None, None, None]
-    """
-    try:
-        code = int((sym.get(f"{{{W}}}char") or "").strip(), 16)
-        char = chr(code)
-    except (ValueError, OverflowError):
-        return None
-    if 0xF000 <= code <= 0xF0FF or unicodedata.category(char) in ("Cc", "Cs", "Co", "Cn"):
-        return None
-    return char
-
-
-def _hidden_run(r, hiding: Hiding, paragraph_hidden: bool) -> bool:
-    """A run Word neither shows nor prints: its own ``w:vanish`` decides; else its character
-    style's (``w:rStyle``), else its paragraph's (``paragraph_hidden``: its style's, else the
-    document defaults'). Its text would be cited where no reader sees it."""
-    rpr = r.find(f"{{{W}}}rPr")
-    own = vanish(rpr)
-    if own is not None:
-        return own
-    rstyle = rpr.find(f"{{{W}}}rStyle") if rpr is not None else None
-    said = hiding.says.get(rstyle.get(f"{{{W}}}val")) if rstyle is not None else None
-    return paragraph_hidden if said is None else said
-
-
-def paragraph_text(p, hidden: Hiding = NOTHING_HIDES) -> tuple[str, list[tuple[int, str, str]]]:
-    """A ``w:p``'s text and its note references ``(position, note type, note id)``, without runs
-    formatted hidden (``hidden``: what the styles hide, :func:`hidden_styles`).
-
-    Positions are Unicode scalar offsets into the returned (cleaned) text.
-    """
-    pieces: list[str] = []
-    refs: list[tuple[int, str, str]] = []
-    pstyle = p.find(f"{{{W}}}pPr/{{{W}}}pStyle")
-    said = hidden.says.get(pstyle.get(f"{{{W}}}val") if pstyle is not None else hidden.default_paragraph)
-    paragraph_hidden = hidden.default if said is None else said
-
-    # A complex field (ECMA-376 §17.16.18): w:fldChar begin, its code, separate, its result, end. Word
-    # shows the result; the code holds w:instrText, and the result of a field nested in the code (the
-    # MERGEFIELD of { IF { MERGEFIELD Gender } = "M" "Mr." "Ms." }) as w:t, which is no shown text.
-    fields: list[bool] = []  # per open field: still in its code
-
-    def field_char(fld) -> None:
-        kind = fld.get(f"{{{W}}}fldCharType")
-        if kind == "begin":
-            fields.append(True)
-        elif kind == "separate" and fields:
-            fields[-1] = False
-        elif kind == "end" and fields:
-            fields.pop()
-
-    def walk(el) -> None:
-        for child in el:
-            tag = child.tag
-            if not isinstance(tag, str) or tag in _SKIP_IN_TEXT:
-                continue
-            if tag == f"{{{W}}}fldChar":
-                field_char(child)
-            elif True in fields and tag in _SHOWN:
-                continue
-            elif tag in (f"{{{W}}}t", f"{{{M}}}t"):  # m:t: an equation's text, read in its order
-                pieces.append(child.text or "")
-            elif tag == f"{{{W}}}sym":
-                pieces.append(symbol_char(child) or "")
-            elif tag == f"{{{M}}}oMathPara":  # a display equation's equations, one per line as Word shows them
-                for number, equation in enumerate(child.iterchildren(f"{{{M}}}oMath")):
-                    pieces.append("\n" if number else "")
-                    walk(equation)
-            elif tag in (f"{{{W}}}tab", f"{{{W}}}ptab"):
-                # ptab: an absolute position tab (ECMA-376 §17.3.3.23), what a header's left / centre /
-                # right text is set apart by; read as nothing, "Contoso Ltd" + "Page 2" were one word.
-                pieces.append("\t")
-            elif tag in (f"{{{W}}}br", f"{{{W}}}cr"):
-                pieces.append("\n")
-            elif tag == f"{{{W}}}noBreakHyphen":  # ECMA-376 §17.3.3.18: a hyphen Word shows ("COVID‑19")
-                pieces.append("\u2011")
-            elif tag in (f"{{{W}}}footnoteReference", f"{{{W}}}endnoteReference"):
-                kind = "footnote" if tag.endswith("footnoteReference") else "endnote"
-                pieces.append("\x00")  # placeholder: its position survives the cleanup below
-                refs.append((-1, kind, child.get(f"{{{W}}}id", "")))
-            elif tag == f"{{{W}}}p" and el is not p:
-                pieces.append("\n")
-                walk(child)
-            elif tag in (f"{{{W}}}r", f"{{{M}}}r") and _hidden_run(child, hidden, paragraph_hidden):
-                for fld in child.iter(f"{{{W}}}fldChar"):  # a hidden field character still opens or closes
-                    field_char(fld)
-            elif tag == f"{{{MC}}}AlternateContent":
-                # One branch is the content (ECMA-376 Part 3 §10.2): Word writes each text box twice,
-                # as a DrawingML shape and its VML fallback, so reading both doubled its text.
-                branch = child.find(f"{{{MC}}}Choice")
-                branch = branch if branch is not None else child.find(f"{{{MC}}}Fallback")
-                if branch is not None:
-                    walk(branch)
-            else:
-                walk(child)
-
-    walk(p)
-    raw = "".join(pieces)
-    lines = [_SPACES.sub(" ", line).strip(" ") for line in raw.split("\n")]
-    text = "\n".join(line for line in lines if line.replace("\x00", "").strip())
-    text = text.strip()
-    positions = []
-    out = []
-    for ch in text:
-        if ch == "\x00":
-            positions.append(len(out))
-        else:
-            out.append(ch)
-    cleaned = "".join(out).strip()
-    if not cleaned:
-        return "", []
-    return cleaned, [(min(pos, len(cleaned)), kind, nid) for pos, (_, kind, nid) in zip(positions, refs)]
