@@ -14,6 +14,7 @@ from test_parsing_robustness import BODY, OOXML, _replaced, office_document, wit
 from fabric_resources.parsing.document import UnreadPart
 from fabric_resources.parsing.docx.parser import parse_docx
 
+W = "http://schemas.openxmlformats.org/wordprocessingml/2006/main"
 M = "http://schemas.openxmlformats.org/officeDocument/2006/math"
 R = "http://schemas.openxmlformats.org/officeDocument/2006/relationships"
 FIRST = "<w:p><w:r><w:t>first para"
@@ -162,8 +163,6 @@ def _styles(*styles: tuple[str, str | None, str | None]):
     """A ``w:styles`` element of ``(style ID, w:basedOn, w:vanish w:val or None)`` paragraph styles."""
     from lxml import etree
 
-    from fabric_resources.parsing.docx.styles import W
-
     xml = "".join(f'<w:style w:type="paragraph" w:styleId="{sid}">'
                   + (f'<w:basedOn w:val="{base}"/>' if base else "")
                   + (f'<w:rPr><w:vanish w:val="{hide}"/></w:rPr>' if hide else "") + "</w:style>"
@@ -207,3 +206,38 @@ def test_an_external_alt_chunk_is_listed_with_its_target_not_a_library_error():
     assert [u.text for u in doc.units] == _texts(office_document())
     assert doc.unread == [UnreadPart("/w:document/w:body/w:altChunk",
                                      "alt-chunk: external target not read: http://example.invalid/a.htm")]
+
+
+def _with_notes(body: str, footnote: str, endnote: str) -> bytes:
+    """The office document with ``body`` before its first paragraph, footnote 1 and endnote 1
+    holding ``footnote`` and ``endnote`` (block-level XML)."""
+    ns = f'xmlns:w="{W}" xmlns:m="{M}" xmlns:v="urn:schemas-microsoft-com:vml"'
+    data = with_member(office_document(), BODY, FIRST, body + FIRST)
+    rels = "".join(f'<Relationship Id="rId9{i}" Type="{R}/{kind}s" Target="{kind}s.xml"/>'
+                   for i, kind in enumerate(("footnote", "endnote")))
+    return with_member(data, "word/_rels/document.xml.rels", "</Relationships>", rels + "</Relationships>",
+                       extra={f"word/{kind}s.xml": f'<w:{kind}s {ns}><w:{kind} w:id="1">{xml}</w:{kind}></w:{kind}s>'
+                              .encode() for kind, xml in (("footnote", footnote), ("endnote", endnote))})
+
+
+def test_an_equation_in_a_table_cell_or_a_note_is_read_and_a_text_box_in_a_note_once():
+    """guards against (trial 19b): an equation standing where a paragraph may (``m:oMathPara`` or
+    ``m:oMath`` as a child of ``w:tc``, ``w:footnote``, ``w:endnote``, as trial 18b read it in the
+    body) dropped: the cell read "cell 11" without "a+b=c", a note without its formula. A note's
+    paragraph inside a text box (a ``w:p`` in a ``w:p``) was also read twice: once with its
+    paragraph, once alone."""
+    cell = f'<m:oMathPara xmlns:m="{M}"><m:oMath><m:r><m:t>a+b=c</m:t></m:r></m:oMath></m:oMathPara>'
+    data = with_member(office_document(), BODY, "<w:t>cell 11</w:t></w:r></w:p>",
+                       "<w:t>cell 11</w:t></w:r></w:p>" + cell + cell.replace("a+b=c", "d=e"))
+    assert "cell 11\na+b=c\nd=e" in _texts(data)
+
+    refs = '<w:p><w:r><w:t>Noted</w:t></w:r><w:r><w:footnoteReference w:id="1"/><w:endnoteReference w:id="1"/></w:r></w:p>'
+    footnote = ('<w:p><w:r><w:t>Footnote words</w:t></w:r></w:p>'
+                '<m:oMathPara><m:oMath><m:r><m:t>x=1</m:t></m:r></m:oMath></m:oMathPara>'
+                '<w:p><w:r><w:t>Box holder</w:t></w:r><w:r><w:pict><v:shape><v:textbox><w:txbxContent>'
+                '<w:p><w:r><w:t>boxed</w:t></w:r></w:p></w:txbxContent></v:textbox></v:shape></w:pict></w:r></w:p>')
+    endnote = '<m:oMath><m:r><m:t>y=2</m:t></m:r></m:oMath>'
+    doc = parse_docx(_with_notes(refs, footnote, endnote), OOXML)
+    notes = {u.attributes["note_type"]: u.text for u in doc.units if u.kind == "note"}
+    assert notes == {"footnote": "Footnote words\nx=1\nBox holder\nboxed", "endnote": "y=2"}
+    assert doc.unread == []

@@ -22,7 +22,8 @@ PARSER_VERSION = "12"  # 4: a part a relationship names may be missing (missing-
 # 11: an equation's text (OMML m:t) and a symbol (w:sym) are read, an imported HTML or text part (w:altChunk) is read
 # in place, a malformed styles part is read by lxml's recovering parser so its hiding and headings apply (trial 18b)
 # 12: a style hides through a w:basedOn chain of any length (it stopped after 32 steps), an external w:altChunk
-# is listed with its target, not python-docx's error (trial 19b)
+# is listed with its target, not python-docx's error, an equation where a table cell's or a note's paragraph may
+# stand is read, a note's text-box paragraph once (trial 19b)
 MEDIA_TYPE = "application/vnd.openxmlformats-officedocument.wordprocessingml.document"
 
 

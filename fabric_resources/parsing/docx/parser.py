@@ -208,7 +208,7 @@ class _Walker:
                 continued = any(m is not None and m.get(f"{{{W}}}val", "continue") == "continue"
                                 for m in (tc.find("w:tcPr/w:vMerge", _NS), tc.find("w:tcPr/w:hMerge", _NS)))
                 pieces, refs = [], []
-                for p in _children(tc, "p"):
+                for p in _children(tc, "p", _BODY_MATH):  # an equation where a cell's paragraph may stand
                     text, p_refs = paragraph_text(p, self.hidden_styles)
                     offset = sum(len(x) + 1 for x in pieces)
                     if text:
@@ -306,8 +306,7 @@ class _Walker:
                 if (note_type, note_id) not in referenced:
                     self.unreferenced.append(f"{note_type}:{note_id}")
                     continue
-                text = "\n".join(t for t in (paragraph_text(p, self.hidden_styles)[0]
-                                              for p in note.iter(f"{{{W}}}p")) if t)
+                text = "\n".join(t for t in (paragraph_text(p, self.hidden_styles)[0] for p in _note_blocks(note)) if t)
                 if not text:
                     continue
                 ref = next((r for r in self.refs if r[2] == note_type and r[3] == note_id), None)
@@ -337,20 +336,29 @@ def _wrapped(el):
     return el
 
 
-def _children(el, name: str) -> list:
-    """``el``'s ``w:<name>`` children in order, those inside wrappers (:data:`_WRAPPERS`) included:
-    a table row in a repeating-section content control, a cell in a cell-level one, a paragraph in
-    a content control inside a cell (``findall("w:tr")`` and the like lost them, with their text)."""
-    tag = f"{{{W}}}{name}"
+def _children(el, name: str, also: frozenset[str] | set[str] = frozenset()) -> list:
+    """``el``'s ``w:<name>`` children (and those whose tag is in ``also``) in order, those inside
+    wrappers (:data:`_WRAPPERS`) included: a table row in a repeating-section content control, a
+    cell in a cell-level one, a paragraph in a content control inside a cell (``findall("w:tr")``
+    and the like lost them, with their text)."""
+    tags = {f"{{{W}}}{name}"} | set(also)
     found = []
     for child in el.iterchildren():
-        if child.tag == tag:
+        if child.tag in tags:
             found.append(child)
         elif child.tag in _WRAPPERS:
             content = _wrapped(child)
             if content is not None:
-                found.extend(_children(content, name))
+                found.extend(_children(content, name, also))
     return found
+
+
+def _note_blocks(note) -> list:
+    """A note's paragraphs and equations (``m:oMathPara``, ``m:oMath`` where a paragraph may stand:
+    they were not read) at any depth (in its tables too), in order; not one inside another, which
+    :func:`paragraph_text` reads with it (a text box's paragraph was read twice)."""
+    tags = (f"{{{W}}}p", *_BODY_MATH)
+    return [el for el in note.iter(*tags) if next(el.iterancestors(*tags), None) is None]
 
 
 def heading_level(style: str, p) -> int | None:
