@@ -208,18 +208,20 @@ def test_child_timeout_is_a_named_failure():
 
 
 def _text_pdf(lines: list[tuple], media=(0, 0, 612, 792), crop=None,
-              to_unicode: dict[str, str] | None = None, paint: tuple[str, str] = ("", "")) -> bytes:
+              to_unicode: dict[str, str] | None = None, paint: tuple[str, str] = ("", ""),
+              states: str = "") -> bytes:
     """A one-page PDF drawing each ``(x, y, text)`` in Helvetica 12 (a standard font: nothing
     embedded), with ``crop`` as its CropBox if given, its cross-reference table exact;
     ``to_unicode`` (a code's character → the text it stands for) adds a ToUnicode CMap to the font;
     ``paint``: content operators painted before and after the text. A line ``(x, y, text, ops)``
-    is drawn after the operators ``ops`` (a colour, ``"1 1 1 rg"``), in its own graphics state."""
+    is drawn after the operators ``ops`` (a colour, ``"1 1 1 rg"``), in its own graphics state;
+    ``states``: the page's ExtGState entries (``"/T0<</ca 0>>"``, for ``ops`` ``"/T0 gs"``)."""
     text = "".join(f"q BT {ops[0] if ops else ''} /F1 12 Tf {x} {y} Td ({t}) Tj ET Q\n" for x, y, t, *ops in lines)
     content = f"{paint[0]}\n{text}{paint[1]}\n".encode()
     crop_box = f"/CropBox[{' '.join(map(str, crop))}]" if crop else ""
     objs = [b"<</Type/Catalog/Pages 2 0 R>>", b"<</Type/Pages/Kids[3 0 R]/Count 1>>",
             (f"<</Type/Page/Parent 2 0 R/MediaBox[{' '.join(map(str, media))}]{crop_box}"
-             "/Resources<</Font<</F1 5 0 R>>>>/Contents 4 0 R>>").encode(),
+             f"/Resources<</Font<</F1 5 0 R>>/ExtGState<<{states}>>>>/Contents 4 0 R>>").encode(),
             b"<</Length %d>>stream\n" % len(content) + content + b"endstream",
             b"<</Type/Font/Subtype/Type1/BaseFont/Helvetica%s>>" % (b"/ToUnicode 6 0 R" if to_unicode else b"")]
     if to_unicode:
@@ -427,6 +429,32 @@ def test_pdf_text_drawn_white_where_the_page_is_white_is_left_out_and_counted():
     assert "aardvark" in text and "pangolin" in text and "tapir" in text and "kinkajou" in text
     assert "numbat" not in text and "dugong" not in text
     assert doc.metadata["covered_chars"] == len(lines[1][2]) + len(lines[2][2])
+
+def test_pdf_text_drawn_fully_transparent_where_nothing_shows_through_it_is_left_out_and_counted():
+    """guards against (trial 19b): black text filled at alpha 0 (an ExtGState ``ca 0``: PDFium paints
+    nothing of it), which no reader sees, indexed and cited, though white text on white was left
+    out (trial 18b). Such text reads as spaces, counted in ``covered_chars``, where the rendered page
+    shows one colour alone in its boxes (the white page, a box under it); also stroked text at
+    ``CA 0``. Text at half alpha shows, and is kept; so is clear text over something that is not
+    one colour (stripes here, a scan's image: the text layer of what the reader sees)."""
+    from fabric_resources.parsing.pdf.parser import parse_pdf
+
+    lines = [(72, 700, "Visible opening sentence about the aardvark."),
+             (72, 670, "Clear keywords numbat quokka", "/T0 gs 0 0 0 rg"),
+             (72, 640, "Half shown words about the dugong", "/T5 gs"),
+             (72, 610, "Clear on a dark band about the pangolin", "/T0 gs"),
+             (72, 580, "Stroked clear words about the tapir", "/T0 gs 1 Tr"),
+             (72, 550, "Clear over stripes about the kinkajou", "/T0 gs"),
+             (72, 520, "Closing sentence about the okapi.")]
+    stripes = " ".join(f"{x / 2} 546 0.5 16 re f" for x in range(140, 740, 2))  # finer than any letter
+    data = _text_pdf(lines, paint=(f"0.1 0.1 0.3 rg 70 606 300 16 re f 0 0 0 rg {stripes}", ""),
+                     states="/T0<</ca 0/CA 0>>/T5<</ca 0.5>>")
+    doc = parse_pdf(data, PDF)
+    text = " ".join(u.text for u in doc.units)
+    assert "aardvark" in text and "dugong" in text and "kinkajou" in text and "okapi" in text
+    assert "numbat" not in text and "pangolin" not in text and "tapir" not in text
+    assert doc.metadata["covered_chars"] == sum(len(lines[i][2]) for i in (1, 3, 4))
+
 
 def test_pdf_cover_checks_stop_after_a_bounded_number_of_pages_and_say_so(monkeypatch):
     """guards against (trial 18e): the white-text check reading every character's box and rendering

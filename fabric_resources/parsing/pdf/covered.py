@@ -12,17 +12,23 @@ words are drawn again over the box as outlines, they are seen, and the text kept
 Text drawn white (or nearly: within :data:`_TOLERANCE` of white) is hidden the same way when the
 rendered page shows its characters' boxes in its own colour alone: white on the white page, a
 white box under it, so no reader sees a glyph there (only pages with such text are rendered;
-white on a dark box or an image shows, and is kept). Text in render mode 3 (invisible) is kept: it
-is how an OCR layer lies over a scanned page's image, which the reader sees as that text.
+white on a dark box or an image shows, and is kept). So is text drawn fully transparent (or nearly:
+its fill alpha, the ExtGState's ``ca``, and its stroke alpha ``CA`` if it is stroked, at most
+:data:`_TOLERANCE` of 255) where the rendered page shows one colour alone in its characters' boxes:
+nothing of it is drawn, so a reader sees the page or a box there; over an image (a scan it may be the
+text layer of) it is kept. Text in render mode 3 (invisible) is kept: it is how an OCR layer lies over
+a scanned page's image, which the reader sees as that text.
 
 What this does not see, and leaves as text: a box in an annotation (not page content), an image
 or a non-rectangular path over the text, a box or text inside a form XObject, text in another
-colour drawn on a background of that colour, transparency.
+colour drawn on a background of that colour, partial transparency (a soft mask, a blend mode, an
+alpha above :data:`_TOLERANCE`).
 """
 
 from __future__ import annotations
 
 import ctypes
+from collections import Counter
 from dataclasses import dataclass, field
 
 import pypdfium2.raw as pdfium_c
@@ -55,19 +61,21 @@ class CoverBudget:
 
 def covered_chars(page, textpage, count: int, budget: CoverBudget | None = None) -> set[int]:
     """Indices (PDFium's character indices) of the characters of ``page`` a box drawn later hides,
-    or that are drawn white where the page shows only white. A page that holds such a box or text
+    or that are drawn white where the page shows only white, or transparent where it shows one colour
+    alone. A page that holds such a box or text
     spends one page of ``budget``; with none left it is not looked at (empty set, counted in
     ``budget.unchecked``)."""
     raw = page.raw
     order: dict[int, int] = {}  # text object address -> paint order
-    pale: dict[int, tuple[int, int, int]] = {}  # paint order of a text object drawn white -> its colour
+    # paint order of a text object drawn white -> its colour; drawn clear (transparent) -> None
+    pale: dict[int, tuple[int, int, int] | None] = {}
     boxes: list[tuple[int, float, float, float, float, tuple[int, int, int]]] = []
     for z in range(pdfium_c.FPDFPage_CountObjects(raw)):
         obj = pdfium_c.FPDFPage_GetObject(raw, z)
         kind = pdfium_c.FPDFPageObj_GetType(obj)
         if kind == pdfium_c.FPDF_PAGEOBJ_TEXT:
             order[ctypes.cast(obj, ctypes.c_void_p).value] = z
-            if (colour := _white_text(obj)) is not None:
+            if (colour := _white_text(obj)) is not None or _clear_text(obj):
                 pale[z] = colour
         elif kind == pdfium_c.FPDF_PAGEOBJ_PATH and order and (box := _opaque_rectangle(obj)) is not None:
             boxes.append((z, *box))
@@ -88,7 +96,7 @@ def covered_chars(page, textpage, count: int, budget: CoverBudget | None = None)
         if right.value > left.value and top.value > bottom.value:
             chars.append((i, z, left.value, bottom.value, right.value, top.value))
     candidates = {chars[c][0]: (chars[c][2:], boxes[b][5]) for c, b in first_covers(chars, boxes)}
-    for i, z, *box in chars:  # white text: hidden where its boxes show its own colour alone
+    for i, z, *box in chars:  # white (clear) text: hidden where its boxes show its own colour (one colour) alone
         if z in pale and i not in candidates:
             candidates[i] = (tuple(box), pale[z])
     return _unseen(page, candidates) if candidates else set()
@@ -136,7 +144,8 @@ def first_covers(chars, boxes) -> list[tuple[int, int]]:
 def _unseen(page, candidates) -> set[int]:
     """The candidates whose box the rendered page shows as their cover's colour alone: where a
     glyph shows there (the same words drawn again as outlines over the box, a letter's descender
-    below a cell's fill), the character is seen, and kept."""
+    below a cell's fill), the character is seen, and kept. A candidate whose colour is ``None``
+    (clear text) takes its box's most common pixel as that colour: whatever lies under it, alone."""
     cx0, cy0, cx1, cy1 = page.get_cropbox()
     scale = min(2.0, (_MAX_PIXELS / max((cx1 - cx0) * (cy1 - cy0), 1.0)) ** 0.5)
     bitmap = page.render(scale=scale, rotation=0)
@@ -149,6 +158,8 @@ def _unseen(page, candidates) -> set[int]:
         box = (int((x0 - cx0) * scale), int((cy1 - y1) * scale), int((x1 - cx0) * scale) + 1,
                int((cy1 - y0) * scale) + 1)
         pixels = list(image.crop(box).getdata())
+        if pixels and colour is None:
+            colour = Counter(pixels).most_common(1)[0][0]
         if pixels and sum(max(abs(a - b) for a, b in zip(px, colour)) > _TOLERANCE for px in pixels) \
                 <= _STRAY * len(pixels):
             hidden.add(i)
@@ -157,6 +168,7 @@ def _unseen(page, candidates) -> set[int]:
 
 _FILLED = {pdfium_c.FPDF_TEXTRENDERMODE_FILL, pdfium_c.FPDF_TEXTRENDERMODE_FILL_CLIP}
 _FILLED_STROKED = {pdfium_c.FPDF_TEXTRENDERMODE_FILL_STROKE, pdfium_c.FPDF_TEXTRENDERMODE_FILL_STROKE_CLIP}
+_STROKED = {pdfium_c.FPDF_TEXTRENDERMODE_STROKE, pdfium_c.FPDF_TEXTRENDERMODE_STROKE_CLIP}
 
 
 def _white_text(obj) -> tuple[int, int, int] | None:
@@ -173,6 +185,21 @@ def _white_text(obj) -> tuple[int, int, int] | None:
                                     or min(r.value, g.value, b.value) < 255 - _TOLERANCE):
         return None
     return colour
+
+
+def _clear_text(obj) -> bool:
+    """Whether a text object is drawn fully transparent or nearly: every alpha it paints with (fill,
+    stroke: ``ca``, ``CA`` of its graphics state, PDFium's colour alpha) at most :data:`_TOLERANCE`.
+    Render mode 3 (invisible: an OCR layer) and 7 (clipping alone) are not this: they paint nothing at all."""
+    mode = pdfium_c.FPDFTextObj_GetTextRenderMode(obj)
+    fills = mode in _FILLED or mode in _FILLED_STROKED
+    strokes = mode in _FILLED_STROKED or mode in _STROKED
+    if not (fills or strokes):
+        return False
+    r, g, b, a = (ctypes.c_uint() for _ in range(4))
+    if fills and (not pdfium_c.FPDFPageObj_GetFillColor(obj, r, g, b, a) or a.value > _TOLERANCE):
+        return False
+    return not strokes or bool(pdfium_c.FPDFPageObj_GetStrokeColor(obj, r, g, b, a)) and a.value <= _TOLERANCE
 
 
 def _opaque_rectangle(obj) -> tuple[float, float, float, float, tuple[int, int, int]] | None:

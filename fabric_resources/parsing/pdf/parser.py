@@ -76,8 +76,9 @@ def parse_pdf(data: bytes, config: "PdfParserConfig", media_type: str = MEDIA_TY
         also the document's ``unread`` parts (``"page 3"``); ``offpage_lines`` (text lines wholly
         outside their page's crop box, left out: no viewer shows them); ``covered_chars``
         (characters a box drawn over them hides, a redaction bar or a white-out, or drawn white
-        where the page shows only white, read as spaces: :mod:`.covered`); ``cover_unchecked_pages``
-        (pages holding such a box or white text past the first ``covered.MAX_CHECKED_PAGES``, read
+        where the page shows only white, or fully transparent where it shows one colour alone,
+        read as spaces: :mod:`.covered`); ``cover_unchecked_pages``
+        (pages holding such a box or white or transparent text past the first ``covered.MAX_CHECKED_PAGES``, read
         as they are).
 
     Raises
