@@ -241,3 +241,32 @@ def test_an_equation_in_a_table_cell_or_a_note_is_read_and_a_text_box_in_a_note_
     notes = {u.attributes["note_type"]: u.text for u in doc.units if u.kind == "note"}
     assert notes == {"footnote": "Footnote words\nx=1\nBox holder\nboxed", "endnote": "y=2"}
     assert doc.unread == []
+
+
+MHT = (b'MIME-Version: 1.0\r\nContent-Type: multipart/related; boundary="=_b"; type="text/html"; start="<root@x>"\r\n'
+       b"\r\n--=_b\r\nContent-Type: text/css\r\nContent-ID: <css@x>\r\n\r\np { color: red }\r\n"
+       b"--=_b\r\nContent-Type: text/html\r\nContent-ID: <other@x>\r\n\r\n<p>Not the root page.</p>\r\n"
+       b'--=_b\r\nContent-Type: text/html; charset="windows-1251"\r\nContent-ID: <root@x>\r\n'
+       b"Content-Transfer-Encoding: quoted-printable\r\n\r\n<html><body><h2>Saved page</h2><p>=CF=F0=E8=E2=E5=F2 =\r\n"
+       b"tamarin.</p></body></html>\r\n--=_b\r\nContent-Type: image/png\r\nContent-Transfer-Encoding: base64\r\n\r\n"
+       b"iVBORw0KGgo=\r\n--=_b--\r\n")
+
+
+def test_an_imported_mhtml_chunk_is_read_from_its_root_html_part():
+    """guards against (trial 19b): an MHTML ``w:altChunk`` (Word's ``.mht`` chunk: a web page saved as
+    one MIME message, ``message/rfc822``) listed unread, its text not indexed. The root HTML part
+    (RFC 2557: the one ``start`` names, else the first) is read by the HTML parser, decoded from its
+    transfer encoding (quoted-printable: a soft line break is no break) in its MIME charset
+    (windows-1251 here, with no ``<meta>``: no detection would guess it); its stylesheet, image and
+    other pages are no text. One with no HTML part is listed unread with a reason of the parser's own."""
+    doc = parse_docx(_with_chunk("afchunk.mht", "message/rfc822", MHT), OOXML)
+    units = [(u.kind, u.text) for u in doc.units]
+    assert units[1:4] == [("heading", "Saved page"), ("paragraph", "Привет tamarin."), ("paragraph", "first para")]
+    assert doc.units[2].locator == {"part": "word/afchunk.mht", "element_path": "/html/body/p"}
+    assert doc.unread == [] and "Not the root" not in str(units) and "color" not in str(units)
+
+    no_html = b'Content-Type: multipart/related; boundary="b"\r\n\r\n--b\r\nContent-Type: image/png\r\n\r\nxx\r\n--b--\r\n'
+    doc = parse_docx(_with_chunk("afchunk.mht", "message/rfc822", no_html), OOXML)
+    assert [u.text for u in doc.units] == _texts(office_document())
+    assert doc.unread == [UnreadPart("word/afchunk.mht", "alt-chunk: imported content (message/rfc822) not read: "
+                                                          "malformed-mhtml (no text/html part)")]

@@ -5,7 +5,7 @@ paragraph is read from its runs here (``w:t``, tabs, breaks, symbols (``w:sym``)
 text (OMML ``m:t``, in its order: no fraction bar or superscript is written); deleted text of
 tracked changes, field codes (a field nested in a code included) and hidden runs skipped), so
 that note references keep their position. A part the document imports (``w:altChunk``) is read
-in place when it is HTML or plain text (:mod:`.imported`). Footnotes and endnotes are read from their own parts (python-docx
+in place when it is HTML, MHTML or plain text (:mod:`.imported`). Footnotes and endnotes are read from their own parts (python-docx
 has no API for them) and follow the body as ``note`` units.
 
 A numeric attribute that holds no number (``w:outlineLvl w:val="²"``) is ignored, as Word
@@ -233,9 +233,9 @@ class _Walker:
     def alt_chunk(self, chunk) -> None:
         """Read an imported part (``w:altChunk``, ECMA-376 §17.17.2.1, that Word renders in place)
         where it stands: HTML by the HTML parser (every text element: it is the author's content,
-        no page to take a main text from), plain text by the text parser, each unit's locator
-        naming the part. Another kind (RTF, MHTML, another document), or a part those parsers
-        refuse, is listed unread, not skipped in silence."""
+        no page to take a main text from), MHTML by it from its root HTML part, plain text by the
+        text parser, each unit's locator naming the part. Another kind (RTF, another document), an
+        external target, or a part those parsers refuse, is listed unread, not skipped in silence."""
         rel = self.document.part.rels.get(chunk.get(f"{{{_R}}}id", ""))
         if rel is not None and rel.is_external:  # python-docx raises on its target_part; no network here
             self.skipped.append({"where": self.element_path(chunk),
