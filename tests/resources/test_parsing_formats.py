@@ -1020,6 +1020,37 @@ def test_a_pptx_shape_inside_alternate_content_is_read_once():
     assert doc.units[2].locator["group_path"] == ["Group 3"] and not doc.unread
 
 
+def test_a_pptx_equation_in_a_paragraph_is_read_in_place_once():
+    """guards against (trial 19b): an equation typed in a text box, a table cell or the speaker
+    notes (PowerPoint writes it inside the paragraph as ``mc:AlternateContent``: the ``mc:Choice``
+    holds it as OMML, ``a14:m`` with its text in ``m:t``; the ``mc:Fallback`` a picture of it)
+    dropped, as python-pptx reads only runs, breaks and fields: "Area is A=πr² here" read "Area is
+    here". One branch is read (the fallback's text never)."""
+    from test_parsing_robustness import office_deck, with_member
+
+    from fabric_resources.parsing.pptx.parser import parse_pptx
+
+    ns = ('xmlns:mc="http://schemas.openxmlformats.org/markup-compatibility/2006" '
+          'xmlns:a14="http://schemas.microsoft.com/office/drawing/2010/main" '
+          'xmlns:m="http://schemas.openxmlformats.org/officeDocument/2006/math"')
+
+    def equation(text: str) -> str:
+        return (f'<mc:AlternateContent {ns}><mc:Choice Requires="a14"><a14:m><m:oMathPara><m:oMath>'
+                f'<m:r><m:t>{text}</m:t></m:r></m:oMath></m:oMathPara></a14:m></mc:Choice>'
+                '<mc:Fallback><a:r><a:t>fallback picture</a:t></a:r></mc:Fallback></mc:AlternateContent>')
+
+    data = with_member(office_deck(), "ppt/slides/slide1.xml", "<a:r><a:t>A free text box</a:t></a:r>",
+                       f"<a:r><a:t>Area is </a:t></a:r>{equation('A=πr²')}<a:r><a:t> here</a:t></a:r>")
+    data = with_member(data, "ppt/slides/slide1.xml", "<a:r><a:t>cell 11</a:t></a:r>",
+                       f"<a:r><a:t>cell 11 </a:t></a:r>{equation('x+y')}")
+    data = with_member(data, "ppt/notesSlides/notesSlide1.xml", "<a:r><a:t>Speak slowly</a:t></a:r>",
+                       f"<a:r><a:t>Speak slowly of </a:t></a:r>{equation('E=mc²')}")
+    texts = [u.text for u in parse_pptx(data, OoxmlParserConfig(isolation=IN_PROCESS)).units]
+    assert texts[:8] == ["Tides", "Area is A=πr² here", "cell 00", "cell 01", "cell 10", "cell 11 x+y",
+                         "High water at noon", "Speak slowly of E=mc²"]
+    assert "fallback" not in str(texts)
+
+
 def test_pptx_side_by_side_shapes_are_read_left_column_first():
     """guards against (left open since stop 46): shapes sorted by top, then left, so a box a little
     higher on the right was read before the left column, and a row of five text boxes at 2.66" and

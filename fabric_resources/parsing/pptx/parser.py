@@ -161,7 +161,7 @@ class _DeckReader:
                 self.skip(number, placed.name, exc)
         try:
             frame = slide.notes_slide.notes_text_frame if slide.has_notes_slide else None
-            notes = _clean(frame.text) if frame is not None else ""
+            notes = _clean(_frame_text(frame)) if frame is not None else ""
         except self.errors as exc:
             self.skip(number, "notes", exc)
             notes = ""
@@ -229,7 +229,7 @@ class _DeckReader:
             for c, cell in enumerate(row.cells):
                 if _spanned(cell):
                     continue
-                text = _clean(cell.text_frame.text)
+                text = _clean(_frame_text(cell.text_frame))
                 if text:
                     where = {"table": number, "row": r, "col": c}
                     index = self.add(ParsedUnit("table_cell", text, {**locator, **where}, path,
@@ -346,7 +346,8 @@ def _spanned(cell) -> bool:
 
 
 _DGM = "http://schemas.openxmlformats.org/drawingml/2006/diagram"
-_NS = {"a": "http://schemas.openxmlformats.org/drawingml/2006/main",
+_A = "http://schemas.openxmlformats.org/drawingml/2006/main"
+_NS = {"a": _A, "m": "http://schemas.openxmlformats.org/officeDocument/2006/math",
        "c": "http://schemas.openxmlformats.org/drawingml/2006/chart", "dgm": _DGM,
        "r": "http://schemas.openxmlformats.org/officeDocument/2006/relationships"}
 
@@ -355,6 +356,7 @@ _NS = {"a": "http://schemas.openxmlformats.org/drawingml/2006/main",
 _PIECES = etree.XPath("./a:r/a:t/text() | ./a:fld/a:t/text() | ./a:br", namespaces=_NS)
 _CHART_TEXTS = etree.XPath("./c:chart/c:title/c:tx | ./c:chart/c:plotArea/*/c:title/c:tx"
                            " | ./c:chart/c:plotArea/*/c:ser/c:tx", namespaces=_NS)
+_BRANCH_TEXT = etree.XPath(".//a:t/text() | .//m:t/text()", namespaces=_NS)  # in document order
 _RICH = etree.XPath("./c:rich/a:p", namespaces=_NS)
 _CACHED = etree.XPath("./c:strRef/c:strCache/c:pt/c:v/text() | ./c:v/text()", namespaces=_NS)
 _DIAGRAM_DATA = etree.XPath(f"./a:graphic/a:graphicData[@uri='{_DGM}']/dgm:relIds/@r:dm", namespaces=_NS)
@@ -399,7 +401,30 @@ def _diagram_text(shape) -> str:
 
 
 def _text(shape) -> str:
-    return _clean(shape.text_frame.text) if getattr(shape, "has_text_frame", False) and shape.has_text_frame else ""
+    return _clean(_frame_text(shape.text_frame)) if getattr(shape, "has_text_frame", False) and shape.has_text_frame else ""
+
+
+def _frame_text(frame) -> str:
+    """A text frame's text as python-pptx's ``TextFrame.text`` gives it (paragraphs joined by
+    ``"\\n"``, a line break ``"\\v"``, runs' and fields' text), and the text of one branch of each
+    ``mc:AlternateContent`` in a paragraph (ECMA-376 Part 3 §10.2: the ``mc:Choice``, else the
+    ``mc:Fallback``): PowerPoint writes an equation typed in a text so, the ``mc:Choice`` holding
+    it as OMML (``a14:m``, its text in ``m:t``), the fallback a picture. python-pptx reads only
+    ``a:r``, ``a:br`` and ``a:fld``, so "Area is A=πr² here" read "Area is here"."""
+    paragraphs = []
+    for p in frame._txBody.iterchildren(f"{{{_A}}}p"):  # python-pptx has no accessor for the wrapper
+        pieces = []
+        for child in p.iterchildren():
+            if child.tag in (f"{{{_A}}}r", f"{{{_A}}}fld"):
+                pieces.append(child.findtext(f"{{{_A}}}t") or "")
+            elif child.tag == f"{{{_A}}}br":
+                pieces.append("\v")
+            elif child.tag == _ALTERNATE:
+                branch = child.find(f"{{{_MC}}}Choice")
+                branch = branch if branch is not None else child.find(f"{{{_MC}}}Fallback")
+                pieces.extend(_BRANCH_TEXT(branch) if branch is not None else ())
+        paragraphs.append("".join(pieces))
+    return "\n".join(paragraphs)
 
 
 def _clean(text: str) -> str:
