@@ -1,4 +1,5 @@
-"""What an element's markup says of its rendering: the ``hidden`` attribute and the inline ``style``.
+"""What an element's markup says of its rendering: the ``hidden`` attribute, a closed ``dialog`` and the
+inline ``style``.
 
 Shared by the HTML parser and the EPUB parser (its chapters are XHTML): an element no reader sees
 yields no text, or it would be cited from a page where nobody finds it. Stylesheets and classes
@@ -13,10 +14,14 @@ from functools import lru_cache
 def hidden_element(el) -> bool:
     """Not rendered: an element with the ``hidden`` attribute (HTML Standard, "The hidden
     attribute": the user agent does not render it), but ``hidden="until-found"``, which
-    find-in-page reveals; or whose inline ``style`` hides it (:func:`style_hides`). Its text would
+    find-in-page reveals; a ``dialog`` without ``open``; or whose inline ``style`` hides it (:func:`style_hides`). Its text would
     be cited from a page where no reader sees it."""
     value = el.get("hidden")
     if value is not None and value.strip().lower() != "until-found":
+        return True
+    # A dialog not open (HTML Standard, Rendering, "Hidden elements": dialog:not([open]) { display: none }): a
+    # modal's text until a script opens it. The tag may be XHTML's, namespaced (EPUB).
+    if isinstance(el.tag, str) and el.tag.rpartition("}")[2].lower() == "dialog" and el.get("open") is None:
         return True
     style = el.get("style")
     if not style:

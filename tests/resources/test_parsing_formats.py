@@ -1321,6 +1321,30 @@ def test_an_element_an_inline_style_hides_yields_no_text():
     assert not any(w in text for w in hidden), text
 
 
+def test_a_closed_dialog_and_what_browsers_never_render_yield_no_text():
+    """guards against (trial 19b): text the HTML Standard's rendering rules hide ("Hidden elements":
+    ``dialog:not([open])``, ``noframes``, ``noembed``, ``datalist``) indexed and cited from a page
+    where no reader sees it: a closed modal's text, and ``noframes`` read by libxml2 as raw text,
+    its markup as words ("<p>Noframes …"), also where every element is read (``main_text = "all"``:
+    a DOCX's imported HTML). An open dialog is read there."""
+    from fabric_resources.parsing.html.parser import parse_html
+
+    body = ("<article><p>The harbour master counted the herring boats at dawn and wrote the tally down.</p>"
+            "<dialog><p>Closeddialog text of a modal the reader never opens, long enough to be main text.</p></dialog>"
+            "<dialog open><p>Opendialog text the page shows to the reader, long enough to be main text.</p></dialog>"
+            "<noframes><p>Noframes content for browsers without frames, long enough to be main text.</p></noframes>"
+            "<noembed>Noembed content for browsers without plugins</noembed>"
+            "<datalist id='d'><option>Datalistoption</option>Datalistloose</datalist>"
+            "<p>Gulls argued over the nets while lanterns swung above the quay all night long.</p></article>")
+    for mode in ("trafilatura", "all"):
+        doc = parse_html(f"<html><body>{body}</body></html>".encode(),
+                         HtmlParserConfig(main_text=mode, isolation=IN_PROCESS))
+        text = " ".join(u.text for u in doc.units)
+        assert "herring" in text and "lanterns swung" in text, (mode, text)
+        assert "Opendialog" in text or mode == "trafilatura", text  # trafilatura takes no dialog as main text
+        assert not any(w in text for w in ("Closeddialog", "Noframes", "Noembed", "Datalist", "<p>")), (mode, text)
+
+
 def test_a_page_over_the_in_process_bound_runs_in_a_child_under_its_timeout():
     """guards against (hostile trial 8): a page of very many elements parsed in-process, where
     trafilatura's superlinear time (400,000 paragraphs: 210 s; a 64 MB page: hours) could not be

@@ -10,8 +10,8 @@ kept becomes a unit with its element path, so a citation points at the
 element. A table cell, whose text trafilatura writes inside a "| a | b |" row line
 rather than as a line of its own, is kept when it is a cell of those rows and its table is one
 trafilatura kept (most of its cells are in them). Scripts, styles, templates, forms, elements
-marked ``hidden`` and elements whose inline style says ``display: none`` or ``visibility: hidden``
-never yield text.
+marked ``hidden``, a ``dialog`` not open, and elements whose inline style says ``display: none`` or
+``visibility: hidden`` never yield text.
 """
 
 from __future__ import annotations
@@ -37,8 +37,11 @@ from fabric_resources.parsing.table_grid import GridBudget, cell_columns, column
 if TYPE_CHECKING:
     from fabric_resources.config import HtmlParserConfig
 
+# noembed, noframes, datalist: display: none in the HTML Standard's rendering rules ("Hidden elements");
+# libxml2 reads noframes as raw text, so its markup was read as words ("<p>Noframes …</p>").
 _SKIP = {"script", "style", "noscript", "template", "head", "title", "meta", "link", "svg", "math", "iframe",
-         "object", "embed", "canvas", "button", "select", "option", "textarea", "input", "map"}
+         "object", "embed", "canvas", "button", "select", "option", "textarea", "input", "map", "noembed",
+         "noframes", "datalist"}
 _HEADINGS = {f"h{n}": n for n in range(1, 7)}
 _LEAF_KINDS = {"p": "paragraph", "li": "list_item", "dt": "paragraph", "dd": "paragraph", "td": "table_cell",
                "th": "table_cell", "pre": "preformatted", "blockquote": "blockquote", "figcaption": "figure_caption",
