@@ -1345,6 +1345,32 @@ def test_a_closed_dialog_and_what_browsers_never_render_yield_no_text():
         assert not any(w in text for w in ("Closeddialog", "Noframes", "Noembed", "Datalist", "<p>")), (mode, text)
 
 
+def test_an_html_equation_is_read_in_its_paragraph():
+    """guards against (trial 19b): MathML (an equation browsers render) skipped like a script: "The
+    area is A=πr2 for radius r." read "The area is for radius r.", and, trafilatura writing the
+    equation as its TeX annotation (``\\(A=\\pi r^2\\)``), a short paragraph holding one matched no
+    line of the main text and was dropped whole. The unit reads what the equation shows (its
+    tokens in order; not the TeX annotation, nor MathML an inline style hides), in a paragraph and
+    in a container's loose text."""
+    from fabric_resources.parsing.html.parser import parse_html
+
+    equation = ('<math><semantics><mrow><mi>A</mi><mo>=</mo><mi>π</mi><msup><mi>r</mi><mn>2</mn></msup></mrow>'
+                '<annotation encoding="application/x-tex">A=\\pi r^2</annotation></semantics></math>')
+    body = ("<article><p>The harbour master counted the herring boats at dawn and wrote the tally down.</p>"
+            f"<p>The area is {equation} for radius r.</p>"
+            "<div>Loose text with <math display='block' alttext='y+1'><mi>y</mi><mo>+</mo><mn>1</mn></math> "
+            "in a division, long enough to be read as the main text of the page.</div>"
+            "<p>Hidden <span style='display:none'><math><mi>hiddenmath</mi></math></span>formula here.</p>"
+            "<p>Gulls argued over the nets while lanterns swung above the quay all night long.</p></article>")
+    for mode in ("trafilatura", "all"):
+        doc = parse_html(f"<html><body>{body}</body></html>".encode(),
+                         HtmlParserConfig(main_text=mode, isolation=IN_PROCESS))
+        texts = [u.text for u in doc.units]
+        assert "The area is A=πr2 for radius r." in texts, (mode, texts)
+        assert any(t.startswith("Loose text with y+1 in a division") for t in texts), (mode, texts)
+        assert "hiddenmath" not in str(texts) and "pi r^2" not in str(texts), (mode, texts)
+
+
 def test_a_page_over_the_in_process_bound_runs_in_a_child_under_its_timeout():
     """guards against (hostile trial 8): a page of very many elements parsed in-process, where
     trafilatura's superlinear time (400,000 paragraphs: 210 s; a 64 MB page: hours) could not be

@@ -24,7 +24,7 @@ PARSER_VERSION = "12"  # 4: a part a relationship names may be missing (missing-
 # 12: a style hides through a w:basedOn chain of any length (it stopped after 32 steps), an external w:altChunk
 # is listed with its target, not python-docx's error, an equation where a table cell's or a note's paragraph may
 # stand is read, a note's text-box paragraph once, an MHTML w:altChunk is read from its root HTML part (trial 19b)
-# (and an HTML w:altChunk reads as html parser 18 reads it: no closed dialog, noframes, noembed, datalist)
+# (and an HTML w:altChunk reads as html parser 18 reads it: no closed dialog, noframes, noembed, datalist; MathML read)
 MEDIA_TYPE = "application/vnd.openxmlformats-officedocument.wordprocessingml.document"
 
 

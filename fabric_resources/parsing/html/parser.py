@@ -11,7 +11,7 @@ element. A table cell, whose text trafilatura writes inside a "| a | b |" row li
 rather than as a line of its own, is kept when it is a cell of those rows and its table is one
 trafilatura kept (most of its cells are in them). Scripts, styles, templates, forms, elements
 marked ``hidden``, a ``dialog`` not open, and elements whose inline style says ``display: none`` or
-``visibility: hidden`` never yield text.
+``visibility: hidden`` never yield text. An equation (MathML) is read in the unit's text.
 """
 
 from __future__ import annotations
@@ -38,10 +38,18 @@ if TYPE_CHECKING:
     from fabric_resources.config import HtmlParserConfig
 
 # noembed, noframes, datalist: display: none in the HTML Standard's rendering rules ("Hidden elements");
-# libxml2 reads noframes as raw text, so its markup was read as words ("<p>Noframes …</p>").
+# libxml2 reads noframes as raw text, so its markup was read as words ("<p>Noframes …</p>"). math: its
+# text is read apart (_MATH).
 _SKIP = {"script", "style", "noscript", "template", "head", "title", "meta", "link", "svg", "math", "iframe",
          "object", "embed", "canvas", "button", "select", "option", "textarea", "input", "map", "noembed",
          "noframes", "datalist"}
+# MathML (an equation in the page, which browsers render): its text is in the unit, in order (no
+# fraction bar or superscript is written, as the DOCX parser reads OMML), but not what a <semantics>
+# holds after its first child (annotations: the TeX source, not shown). In the text matched against
+# trafilatura's it is what trafilatura writes of it (:func:`_math_tex`): a short paragraph holding
+# an equation never matched, and was dropped.
+_MATH = "math"
+_MATH_UNSHOWN = {"annotation", "annotation-xml"}
 _HEADINGS = {f"h{n}": n for n in range(1, 7)}
 _LEAF_KINDS = {"p": "paragraph", "li": "list_item", "dt": "paragraph", "dd": "paragraph", "td": "table_cell",
                "th": "table_cell", "pre": "preformatted", "blockquote": "blockquote", "figcaption": "figure_caption",
@@ -282,7 +290,7 @@ class _Walker:
                 runs += self.loose(el, run, runs)
                 run = []
                 self.walk(child, depth + 1)
-            elif ctag is not None and ctag not in _SKIP and not _hidden(child):
+            elif ctag is not None and (ctag not in _SKIP or ctag == _MATH) and not _hidden(child):
                 run.append(_texts(child))
             run.append((child.tail or "", child.tail or ""))
         self.loose(el, run, runs)
@@ -387,10 +395,11 @@ _EDIT_SECTION = "mw-editsection"
 
 def _texts(el) -> tuple[str, str]:
     """``el``'s text as trafilatura reads it (ruby readings inline, ``漢(かん)字じ``; a MediaWiki
-    heading with its ``[edit]`` link) and as the unit keeps it: the base text only (``漢字``, found
-    by a search for it and cited as it reads), no edit link (:data:`_EDIT_SECTION`)."""
+    heading with its ``[edit]`` link; an equation as its TeX, :func:`_math_tex`) and as the unit
+    keeps it: the base text only (``漢字``, found by a search for it and cited as it reads), no edit
+    link (:data:`_EDIT_SECTION`), an equation's shown text (:data:`_MATH`)."""
     matched = _inline_text(el)
-    if next(el.iter(*_RUBY_READINGS), None) is None and not any(map(_edit_link, el.iter("span"))):
+    if next(el.iter(*_RUBY_READINGS, _MATH), None) is None and not any(map(_edit_link, el.iter("span"))):
         return matched, matched
     return matched, _inline_text(el, shown=True)
 
@@ -401,12 +410,16 @@ def _edit_link(el) -> bool:
 
 def _inline_text(el, shown: bool = False) -> str:
     """Text of ``el`` and its descendants, skipping script/style and the like (and, with ``shown``,
-    ruby readings and MediaWiki's edit links: what the unit keeps); ``<br>`` -> space."""
+    ruby readings and MediaWiki's edit links: what the unit keeps), an equation (MathML) as its text
+    with ``shown``, else as trafilatura writes it; ``<br>`` -> space."""
     parts: list[str] = []
 
     def add(node) -> None:
         tag = node.tag.lower() if isinstance(node.tag, str) else None
         if tag is None:  # comment or processing instruction
+            return
+        if tag == _MATH and not _hidden(node):
+            parts.append(_math_text(node) if shown else _math_tex(node))
             return
         if tag in _SKIP or _hidden(node) or (shown and (tag in _RUBY_READINGS or _edit_link(node))):
             return
@@ -419,3 +432,35 @@ def _inline_text(el, shown: bool = False) -> str:
 
     add(el)
     return "".join(parts)
+
+
+def _math_text(math) -> str:
+    """What a MathML ``math`` element shows, as text in document order: its tokens' text, not a
+    ``semantics``' annotations (:data:`_MATH_UNSHOWN`) nor what an inline style or ``hidden`` hides."""
+    parts: list[str] = []
+
+    def add(node) -> None:
+        for child in node:
+            tag = child.tag.lower() if isinstance(child.tag, str) else None
+            if tag is not None and tag not in _MATH_UNSHOWN and not _hidden(child):
+                parts.append(child.text or "")
+                add(child)
+            parts.append(child.tail or "")
+
+    parts.append(math.text or "")
+    add(math)
+    return "".join(parts)
+
+
+_TEX = etree.XPath('.//*[local-name()="annotation"][@encoding="application/x-tex"]')
+
+
+def _math_tex(math) -> str:
+    """What trafilatura writes of a MathML ``math`` element (its ``recover_math``): its TeX
+    annotation, else its ``alttext``, trimmed, as ``\\(…\\)`` (``\\[…\\]`` for ``display="block"``);
+    nothing when it has neither."""
+    annotation = _TEX(math)
+    tex = _WS.sub(" ", (annotation[0].text or "") if annotation else (math.get("alttext") or "")).strip()
+    if not tex:
+        return ""
+    return f"\\[{tex}\\]" if math.get("display") == "block" else f"\\({tex}\\)"
