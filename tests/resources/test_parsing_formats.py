@@ -1468,6 +1468,21 @@ def test_whatwg_labels_decode_with_the_standards_encoding_and_a_bom_still_wins()
     assert decode_html(codecs.BOM_UTF16_LE + page.encode("utf-16-le")) == (page, "utf-16")
 
 
+def test_an_iso_2022_jp_page_reads_as_japanese_declared_or_not():
+    """guards against (trial 19b): an ISO-2022-JP page (7-bit: its Japanese is ESC-shifted ASCII)
+    read as UTF-8, which accepts those bytes, before its ``<meta charset="iso-2022-jp">`` was
+    looked at: "\\x1b$BF|K\\8l$N…" indexed, no Japanese search found it. Bytes holding ISO-2022-JP
+    escapes decode as ISO-2022-JP (as browsers detect it, declared or not); a UTF-8 page holding
+    such bytes beside non-ASCII ones is still UTF-8."""
+    from fabric_resources.parsing.html.encoding import decode_html
+
+    for head in ('<meta charset="iso-2022-jp">', ""):
+        page = f"<html><head>{head}</head><body><p>日本語のテキストです。</p></body></html>"
+        assert decode_html(page.encode("iso2022_jp")) == (page, "iso2022_jp")
+    page = "<p>caf\u00e9 \x1b$B and \x1b(B</p>"
+    assert decode_html(page.encode()) == (page, "utf-8")
+
+
 def test_a_page_that_is_utf8_but_for_one_bad_byte_reads_as_utf8_with_it_replaced():
     """Property: an HTML page that is UTF-8 but for a flaw (one stray byte, a last character cut
     short), declared UTF-8 or undeclared, decodes as UTF-8 with the bad bytes replaced, as browsers

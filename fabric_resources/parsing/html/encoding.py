@@ -81,6 +81,9 @@ LABELS: dict[str, str] = {label: codec for codec, labels in _LABELS_BY_CODEC.ite
 _BOMS = ((codecs.BOM_UTF8, "utf-8-sig"), (codecs.BOM_UTF16_LE, "utf-16"), (codecs.BOM_UTF16_BE, "utf-16"))
 _CHARSET = re.compile(rb"""<meta[^>]+charset\s*=\s*["']?\s*([^\s"'>;/]+)""", re.IGNORECASE)
 _XML_DECL = re.compile(r"^\s*<\?xml[^>]*\?>")
+# An ISO-2022-JP escape sequence (RFC 1468: to JIS X 0208, to ASCII or to JIS X 0201 Roman). Its bytes
+# are 7-bit, so strict UTF-8 took them and the page read as "\x1b$BF|K\8l…" (its meta declaration unread).
+_ISO2022JP_ESCAPE = re.compile(rb"\x1b(?:\$[@B]|\([BJ])")
 
 
 def declared_codec(data: bytes) -> str | None:
@@ -100,7 +103,9 @@ def declared_codec(data: bytes) -> str | None:
 def decode_html(data: bytes) -> tuple[str, str]:
     """Bytes -> (text, Python codec name).
 
-    A BOM decides (UTF-8, UTF-16; undecodable bytes replaced, as browsers do); else strict UTF-8;
+    A BOM decides (UTF-8, UTF-16; undecodable bytes replaced, as browsers do); else ISO-2022-JP,
+    strictly, when the bytes hold its escape sequences (declared or not, as browsers detect it);
+    else strict UTF-8;
     else the WHATWG encoding the page declares (:func:`declared_codec`), strictly; else UTF-8 with
     its bad bytes replaced when the bytes are UTF-8 but for a flaw
     (:func:`~fabric_resources.parsing.text.decoding.looks_like_damaged_utf8`); else the
@@ -116,6 +121,11 @@ def decode_html(data: bytes) -> tuple[str, str]:
     for bom, name in _BOMS:
         if data.startswith(bom):
             return data.decode(name, errors="replace"), name
+    if _ISO2022JP_ESCAPE.search(data):
+        try:
+            return _XML_DECL.sub("", data.decode("iso2022_jp")), "iso2022_jp"
+        except UnicodeDecodeError:
+            pass
     try:
         return _XML_DECL.sub("", data.decode("utf-8")), "utf-8"
     except UnicodeDecodeError:
