@@ -1051,6 +1051,31 @@ def test_a_pptx_equation_in_a_paragraph_is_read_in_place_once():
     assert "fallback" not in str(texts)
 
 
+def test_a_text_box_added_on_a_pptx_notes_page_is_read_with_the_notes():
+    """guards against (trial 19b): only the notes placeholder of a notes page read, so a text box a
+    presenter added on the page (Notes Page view; printed with the notes) was silently missing, also
+    where the page has no notes placeholder. Its text follows the notes' in the ``speaker_note``;
+    a hidden box is not read, nor the page's slide image or number placeholders."""
+    from test_parsing_robustness import office_deck, with_member
+
+    from fabric_resources.parsing.pptx.parser import parse_pptx
+
+    def box(name: str, text: str, hidden: str = "") -> str:
+        return (f'<p:sp><p:nvSpPr><p:cNvPr id="{len(name)}" name="{name}"{hidden}/><p:cNvSpPr txBox="1"/><p:nvPr/>'
+                f'</p:nvSpPr><p:spPr/><p:txBody><a:bodyPr/><a:p><a:r><a:t>{text}</a:t></a:r></a:p></p:txBody></p:sp>')
+
+    notes = "ppt/notesSlides/notesSlide1.xml"
+    added = box("TextBox 8", "Added box about the okapi") + box("TextBox 90", "Hidden box", ' hidden="1"')
+    data = with_member(office_deck(), notes, "</p:spTree>", added + "</p:spTree>")
+    doc = parse_pptx(data, OoxmlParserConfig(isolation=IN_PROCESS))
+    assert [u.text for u in doc.units if u.kind == "speaker_note"] == ["Speak slowly\nAdded box about the okapi"]
+    assert not doc.unread
+
+    without_placeholder = with_member(data, notes, '<p:ph type="body" idx="3" sz="quarter"/>', "")
+    doc = parse_pptx(without_placeholder, OoxmlParserConfig(isolation=IN_PROCESS))
+    assert [u.text for u in doc.units if u.kind == "speaker_note"] == ["Speak slowly\nAdded box about the okapi"]
+
+
 def test_pptx_side_by_side_shapes_are_read_left_column_first():
     """guards against (left open since stop 46): shapes sorted by top, then left, so a box a little
     higher on the right was read before the left column, and a row of five text boxes at 2.66" and

@@ -12,7 +12,8 @@ from fabric_resources.parsing.spec import ParserSpec
 
 PARSER_NAME = "pptx"
 PARSER_VERSION = "8"  # 8: an equation in a paragraph (mc:AlternateContent, OMML in its mc:Choice) of a
-#                         shape, a table cell or the notes is read in place (trial 19b);
+#                         shape, a table cell or the notes is read in place, a text box added on a notes
+#                         page is read with the notes (trial 19b);
 #                         7: a shape inside mc:AlternateContent (an equation's text box) is read, from its
 #                         mc:Choice, and a malformed part but the presentation part (a notes slide, a
 #                         master, a slide) is left out and listed, not the deck failed (trial 17c);

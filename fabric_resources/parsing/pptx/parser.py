@@ -63,7 +63,8 @@ def parse_pptx(data: bytes, config: "OoxmlParserConfig", media_type: str = MEDIA
         series names; a SmartArt graphic's, the text of its nodes. Locator ``{"slide": 1-based, "shape_id", "shape_name"}``
         (``shape_id`` None when unreadable; shapes inside groups: ``"group_path"``), cells add
         ``table``/``row``/``col``, notes ``{"slide", "notes": true}``. ``section_path`` =
-        ``(slide title,)`` or ``("Slide n",)``. Slide-number and header placeholders are left
+        ``(slide title,)`` or ``("Slide n",)``. A ``speaker_note`` holds the notes placeholder's text, then that of
+        text boxes added on the notes page. Slide-number and header placeholders are left
         out; a footer's and a date's text is read like any shape's. A shape whose position is unreadable sorts as one without a position (top
         left), keeping its document order. ``metadata``: ``slides``, ``tables``,
         ``skipped_shapes`` (``[{"slide", "shape", "reason"}]``; ``shape`` is the shape's name,
@@ -160,14 +161,31 @@ class _DeckReader:
             except self.errors as exc:
                 self.skip(number, placed.name, exc)
         try:
-            frame = slide.notes_slide.notes_text_frame if slide.has_notes_slide else None
-            notes = _clean(_frame_text(frame)) if frame is not None else ""
+            notes = self.notes(number, slide.notes_slide) if slide.has_notes_slide else ""
         except self.errors as exc:
             self.skip(number, "notes", exc)
             notes = ""
         if notes:
             where = {"slide": number, "notes": True, **({"hidden": True} if hidden else {})}
             self.add(ParsedUnit("speaker_note", notes, where, path, {"slide": number}))
+
+    def notes(self, number: int, notes_slide) -> str:
+        """The text of a notes page: its notes placeholder's, then that of each text box or shape a
+        presenter added on the page (Notes Page view; printed with the notes), in document order.
+        Only the placeholder was read: the added boxes' text was silently missing. The page's other
+        placeholders (the slide image, its number, the notes master's header and footer) are not
+        read; a shape that cannot be read is listed as ``notes: <name>``."""
+        from pptx.shapes.shapetree import BaseShapeFactory
+
+        frame = notes_slide.notes_text_frame
+        texts = [_frame_text(frame) if frame is not None else ""]
+        for shape, _ in self.flatten(number, notes_slide.shapes, (), BaseShapeFactory):
+            try:
+                if not shape.is_placeholder:
+                    texts.append(_diagram_text(shape) or _text(shape))
+            except self.errors as exc:
+                self.skip(number, f"notes: {_element_name(shape.element)}", exc)
+        return _clean("\n".join(texts))
 
     def flatten(self, number: int, shapes, group: tuple[str, ...], factory) -> list[tuple[Any, tuple[str, ...]]]:
         """The shapes of a tree in document order, groups opened; each element built in its own net.
