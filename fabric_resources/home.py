@@ -9,6 +9,7 @@ S3 (``docs/scale.md``); the artifacts and the serving indexes (lexical, dense AN
 
 from __future__ import annotations
 
+import errno
 import os
 from functools import cached_property
 from pathlib import Path
@@ -20,12 +21,23 @@ from fabric_resources.dagster_instance import write_instance_yaml
 from fabric_resources.dense_index import DenseIndexStore
 from fabric_resources.lexical_index import LexicalIndex
 from fabric_resources.schema import HomeLayout
-from fabric_resources.home_location import DEFAULT_HOME, home_path  # noqa: F401 - re-exported
+from fabric_resources.home_location import DEFAULT_HOME, home_path, read_only_file_system  # noqa: F401 - re-exported
 from fabric_resources.tables import TableStore, is_remote, load_storage_options_file, table_lock_name
 
 
 class HomeUnusableError(Exception):
     """The home's path cannot hold a home: it is a file, lies under one, or cannot be created."""
+
+
+class HomeReadOnlyError(HomeUnusableError):
+    """The home cannot be written: it is on a file system mounted read-only, or its folders refuse
+    this user's writes. Read commands open it with ``read_only=True`` instead."""
+
+
+def _read_only(root: Path, why: str) -> HomeReadOnlyError:
+    return HomeReadOnlyError(f"the Fabric home {root} is read-only ({why}): this command writes to the home and "
+                             "cannot run on it; the read commands (search, resolve, status, snapshot list, snapshot "
+                             "verify) can; copy the home to writable storage to change it")
 
 
 def _refuse_unnameable_path(root: Path) -> None:
@@ -52,8 +64,12 @@ class FabricHome:
     ------
     HomeUnusableError
         (unless ``read_only``) the home's directories cannot be made: the path is a file or lies
-        under one, or the OS refuses (permission, read-only file system); (always) the path holds
-        a control character or is not valid UTF-8.
+        under one, or the OS refuses (permission); (always) the path holds a control character or
+        is not valid UTF-8.
+    HomeReadOnlyError
+        (unless ``read_only``; a :class:`HomeUnusableError`) the home is on a read-only file
+        system, or its ``dagster.yaml`` cannot be rewritten (a home opened at another path than
+        where it was made, on media this user cannot write).
     """
 
     def __init__(self, root: str | os.PathLike | None = None, *, read_only: bool = False) -> None:
@@ -61,6 +77,10 @@ class FabricHome:
         self.read_only = read_only
         _refuse_unnameable_path(self.layout.root)
         if not read_only:
+            if read_only_file_system(self.layout.root):
+                # Opened as a writer there, its catalog failed as a "storage fault" (SQLite cannot
+                # make its WAL files) and a moved home's dagster.yaml rewrite raised a traceback.
+                raise _read_only(self.layout.root, "its file system is mounted read-only")
             try:
                 if not self.layout.root.exists():
                     # Owner only: the home holds copies of private documents, their text and the
@@ -79,7 +99,13 @@ class FabricHome:
             except ConfigError:
                 pass  # raised again where the configuration is used, with the file named
             else:
-                write_instance_yaml(self.layout.dagster_home, storage)
+                try:
+                    write_instance_yaml(self.layout.dagster_home, storage)
+                except OSError as exc:
+                    if exc.errno not in (errno.EROFS, errno.EACCES, errno.EPERM):
+                        raise
+                    raise _read_only(self.layout.root, f"dagster/dagster.yaml cannot be rewritten: "
+                                     f"{exc.strerror or exc}") from None
 
     @property
     def root(self) -> Path:

@@ -122,13 +122,22 @@ snapshot_app = typer.Typer(no_args_is_help=True, help="Snapshots: create, verify
 lifecycle_app.add_typer(snapshot_app, name="snapshot")
 
 
-def _opened(home):
-    from fabric_resources.home import FabricHome
+def _opened(home, *, writes: bool = True):
+    """The home at ``--home`` (exit 2 when there is none). A command that only reads it
+    (``writes=False``) gets it read-only where it cannot be written; a writer is refused there with
+    :class:`~fabric_resources.home.HomeReadOnlyError` (one line, exit 2)."""
+    from fabric_resources.home import FabricHome, HomeReadOnlyError
 
     path = set_home(home)
-    if not FabricHome(path, read_only=True).exists():  # its catalog, wherever storage.catalog puts it
+    reader = FabricHome(path, read_only=True)
+    if not reader.exists():  # its catalog, wherever storage.catalog puts it
         fail(f"no Fabric home at {path}")
-    return FabricHome(path)
+    try:
+        return FabricHome(path)
+    except HomeReadOnlyError:
+        if writes:
+            raise
+        return reader
 
 
 @snapshot_app.command("create")
@@ -152,7 +161,7 @@ def snapshot_verify(snapshot_id: int, deep: Annotated[bool, typer.Option("--deep
     from fabric_assets.lifecycle.snapshots import SnapshotDamagedError, SnapshotError, verify
 
     try:
-        report = verify(_opened(home), snapshot_id, deep=deep)
+        report = verify(_opened(home, writes=False), snapshot_id, deep=deep)
     except SnapshotError as exc:
         fail(str(exc), 1 if isinstance(exc, SnapshotDamagedError) else 2)
     for problem in report.problems:
@@ -195,7 +204,7 @@ def snapshot_list(home: HomeOption = None) -> None:
 
     from fabric_assets.lifecycle.snapshots import listing
 
-    listed, damaged, half_made = listing(_opened(home))
+    listed, damaged, half_made = listing(_opened(home, writes=False))
     for s in listed:
         at = datetime.fromtimestamp(s.created_at, timezone.utc).isoformat(timespec="seconds")
         # A note can come from `POST /v1/admin/snapshot`: no terminal escapes, one line.

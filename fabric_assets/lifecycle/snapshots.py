@@ -43,6 +43,7 @@ from fabric_assets.activation.activate import activation_lock, ingest_lock, pinn
 from fabric_assets.activation.dense_index import build_table_index
 from fabric_resources.dense_index import MANIFEST_KEY as DENSE_INDEXES, BuildSpec, DenseIndexUnusable, generation_digest
 from fabric_resources.home import FabricHome
+from fabric_resources.home_location import read_only_file_system
 from fabric_resources.locks import exclusive_lock, shared_lock
 from fabric_resources.schema import LAST_TIME, TABLES
 
@@ -455,7 +456,7 @@ def _verify(home: FabricHome, snapshot_id: int, deep: bool) -> VerifyReport:
                     report.problems.append(f"dense index {table}/{dgen}: {rel.removeprefix(prefix)} bytes changed "
                                            "in the home")
     if deep and not report.problems:
-        older = _older_index(home, m["lexical_generation"])
+        older = _older_index(home, m["lexical_generation"]) or _unopenable_index(home, m["lexical_generation"])
         if older:
             report.notes.append(older)
         report.problems += _deep_problems(home, info.path, m, check_index=not older)
@@ -505,6 +506,16 @@ def _older_index(home: FabricHome, generation: str) -> str | None:
     return (f"index {generation}: written by another index schema or analyzer ({meta.get('analyzer')}), so not "
             "rebuilt and compared; restored, it is answered by scanning until `fabric lexical-repair` or the next "
             "ingest rebuilds it")
+
+
+def _unopenable_index(home: FabricHome, generation: str | None) -> str | None:
+    """Why ``generation`` cannot be opened to compare it, when the home is on a read-only file system
+    (tantivy takes a lock file to open an index: it was reported "index-unreadable", damage), else
+    None. Its files' hashes, checked before, hold it to what the snapshot recorded."""
+    if not generation or not read_only_file_system(home.lexical.root):
+        return None
+    return (f"index {generation}: the home is on a read-only file system, where tantivy cannot open an index "
+            "(it takes a lock file), so not rebuilt and compared; its files' hashes were checked")
 
 
 def _deep_problems(home: FabricHome, folder: Path, m: dict, check_index: bool = True) -> list[str]:

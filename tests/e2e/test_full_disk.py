@@ -139,3 +139,63 @@ def test_a_home_on_read_only_media_is_searched_and_resolved_as_it_is(tmp_path, m
                               "--home", str(home.root), "--port", "0"], capture_output=True, text=True, timeout=300,
                              env={**os.environ, "HF_HUB_OFFLINE": "1"})
         assert out.returncode == 2 and "read-only file system" in out.stderr, out.stderr
+
+
+def _fabric(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", "from fabric_assets.cli import main; main()", *args],
+                          capture_output=True, text=True, timeout=300, env={**os.environ, "HF_HUB_OFFLINE": "1"})
+
+
+def test_snapshots_of_a_read_only_home_are_listed_and_verified_and_writers_say_read_only(tmp_path, monkeypatch):
+    """guards against (trial 19a): on a read-only mount, `fabric snapshot list` and `verify` of a home
+    copied to another path ended in a traceback (opening it rewrote dagster.yaml, which names the
+    path), `verify --deep` at its own path and every writer (delete, purge) said the storage failed
+    a SQLite write ("check the disk"), and a deep verify that could open no index (tantivy takes a
+    lock file) called the index damaged. Reads answer as on a writable home; a writer is one line
+    naming the read-only home, exit 2, and the snapshot is still there."""
+    disk = tmp_path / "disk"
+    with _small_tmpfs(disk, 64):
+        home = _keeper_home(disk, tmp_path, monkeypatch)
+        from fabric_assets.lifecycle.snapshots import create
+
+        create(home)
+        moved = disk / "moved höme"  # a copy on the same media, opened at another path
+        shutil.copytree(home.root, moved, symlinks=True)
+        remounted = subprocess.run(["mount", "-o", "remount,ro", str(disk)], capture_output=True, text=True)
+        if remounted.returncode != 0:
+            pytest.skip(f"cannot remount the tmpfs read-only: {remounted.stderr.strip()}")
+        for root in (home.root, moved):
+            listed = _fabric("snapshot", "list", "--home", str(root))
+            assert listed.returncode == 0 and listed.stdout.split()[:3] == ["1", "release", "1"], listed.stderr
+            deep = _fabric("snapshot", "verify", "1", "--deep", "--home", str(root))
+            assert deep.returncode == 0 and "snapshot 1: ok" in deep.stdout, deep.stdout + deep.stderr
+            assert "read-only file system" in deep.stdout and "damaged" not in deep.stdout
+            for writer in (["snapshot", "delete", "1"], ["purge", "--source", "fs:src/keeper.txt"]):
+                out = _fabric(*writer, "--home", str(root))
+                assert out.returncode == 2 and "Traceback" not in out.stderr, out.stderr
+                assert "is read-only" in out.stderr and "SQLite" not in out.stderr, out.stderr
+                assert len(out.stderr.strip().splitlines()) == 1
+            assert (root / "snapshots" / "1" / "manifest.json").is_file()
+
+
+def test_a_home_whose_dagster_yaml_this_user_cannot_rewrite_is_named_read_only(tmp_path, monkeypatch):
+    """guards against (trial 19a): a home copied to another path on media this user cannot write
+    (``chmod -R a-w``, not root) raised the PermissionError of the dagster.yaml rewrite as a
+    traceback; it is a HomeReadOnlyError (one line, exit 2), and the snapshot readers open it read-only."""
+    import errno
+
+    from fabric_assets.cli.lifecycle import _opened
+    from fabric_resources.home import HomeReadOnlyError
+
+    home = FabricHome(tmp_path / "home")
+    home.catalog  # a catalog: the home exists
+
+    def refused(*args, **kwargs):
+        raise PermissionError(errno.EACCES, "Permission denied")
+
+    monkeypatch.setattr("fabric_resources.home.write_instance_yaml", refused)
+    with pytest.raises(HomeReadOnlyError, match="is read-only .*dagster.yaml cannot be rewritten"):
+        FabricHome(home.root)
+    assert _opened(home.root, writes=False).read_only
+    with pytest.raises(HomeReadOnlyError):
+        _opened(home.root)
