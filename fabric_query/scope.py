@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import inspect
 import re
 from typing import Annotated
 
@@ -78,12 +79,19 @@ class Scope(BaseModel):
     modified_after: _Day | None = None
     modified_before: _Day | None = None
 
-    def __init__(self, **fields: object) -> None:
+    def __init__(self, *positional: object, **fields: object) -> None:
         """Raises :class:`InvalidArgumentError` (a ``ValueError``, as pydantic's own error) for an
-        unknown field or a value of the wrong type or form, naming each: built directly, a scope
-        is an argument of the Python API, which raises only its typed errors."""
+        unknown field or a value of the wrong type or form, naming each, and for a value given
+        without its field's name (``Scope("notes/")``, which was Python's bare ``TypeError``,
+        "takes 1 positional argument"): built directly, a scope is an argument of the Python API,
+        which raises only its typed errors."""
         from pydantic import ValidationError
 
+        if positional:
+            raise InvalidArgumentError(
+                f"Scope takes its fields by name, got {len(positional)} value(s) without one "
+                f"({positional[0]!r:.40}): e.g. Scope(path_prefixes=(\"notes/\",)); the fields are "
+                f"{', '.join(type(self).model_fields)}")
         try:
             super().__init__(**fields)
         except ValidationError as exc:
@@ -93,6 +101,11 @@ class Scope(BaseModel):
     # model (the HTTP API's request body, MCP's arguments) skips this __init__ and keeps its error
     # locations (``scope.foo``) in the 422 it answers; only a direct construction is translated.
     __init__.__pydantic_base_init__ = True  # type: ignore[attr-defined]
+
+
+# `help(Scope)` and editors show the fields by name only: ``*positional`` is there to be refused.
+Scope.__signature__ = inspect.signature(Scope).replace(parameters=[  # type: ignore[misc]
+    p for p in inspect.signature(Scope).parameters.values() if p.kind is not p.VAR_POSITIONAL])
 
 
 def scope_problems(exc) -> str:

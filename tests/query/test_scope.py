@@ -202,6 +202,20 @@ def test_a_scope_built_directly_with_bad_fields_is_an_invalid_argument(fields, m
     assert Scope(media_types=["text"]) == Scope.model_validate({"media_types": ("text",)})
 
 
+@pytest.mark.parametrize("positional", [("notes/",), (("fs:a.txt",),), ({"media_types": ("text",)},), ("a", "b")])
+def test_a_scope_given_values_without_field_names_says_how_to_call_it(positional):
+    """guards against (trial 19a): ``Scope("notes/")`` raising Python's bare ``TypeError`` ("takes 1
+    positional argument but 2 were given"), which names neither the fields nor how to give them,
+    where the Python API raises only its typed errors. Its signature still shows the fields by name only."""
+    import inspect
+
+    with pytest.raises(InvalidArgumentError, match=r"Scope takes its fields by name.*path_prefixes=") as caught:
+        Scope(*positional)
+    assert "source_keys, path_prefixes, media_types" in str(caught.value)
+    assert all(p.kind is p.KEYWORD_ONLY for p in inspect.signature(Scope).parameters.values())
+    assert Scope(path_prefixes=("notes/",)).path_prefixes == ("notes/",)
+
+
 def test_a_scope_with_many_bad_items_is_named_in_one_bounded_line():
     with pytest.raises(InvalidArgumentError) as caught:
         Scope(source_keys=[5] * 1000)
