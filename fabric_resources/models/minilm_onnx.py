@@ -22,6 +22,7 @@ from __future__ import annotations
 import hashlib
 import importlib.metadata
 import os
+import stat
 import subprocess
 import sys
 import threading
@@ -82,8 +83,12 @@ def ensure_model_cache_dir() -> Path:
     """:func:`model_cache_dir`, each missing folder of it made ``0o700`` whatever the umask.
 
     ``mkdir -p`` makes the parents with the umask's permissions: under ``umask 000`` the cache was
-    world-writable, so another local user could swap the ONNX file every search loads. A folder
-    that exists already is left as it is (it may be shared on purpose: ``FABRIC_MODEL_CACHE``).
+    world-writable, so another local user could swap the ONNX file every search loads. Fabric's
+    own default folders (``<cache>/fabric`` and its ``models``), made before they were made
+    ``0o700`` (``0o755``, or ``0o777`` under ``umask 000``), lose their group and other bits when
+    this user owns them (left as they are where that fails: not an error). Any other folder that
+    exists already is left as it is (it may be shared on purpose: ``FABRIC_MODEL_CACHE``, or the
+    user's own ``~/.cache``).
 
     Raises
     ------
@@ -99,7 +104,21 @@ def ensure_model_cache_dir() -> Path:
             pass  # another process made it meanwhile, with the same mode
         except OSError as exc:
             raise QueryModelError(f"cannot make the model cache {folder} ({exc}); set FABRIC_MODEL_CACHE") from exc
+    if not os.environ.get("FABRIC_MODEL_CACHE"):
+        for folder in (path.parent, path):
+            _owner_only(folder)
     return path
+
+
+def _owner_only(folder: Path) -> None:
+    """Take the group and other bits off ``folder`` when it is a folder (not a link to one: that
+    is the user's choice of place) that this user owns; nothing where that cannot be done."""
+    try:
+        st = os.lstat(folder)
+        if stat.S_ISDIR(st.st_mode) and st.st_uid == os.geteuid() and st.st_mode & 0o077:
+            os.chmod(folder, stat.S_IMODE(st.st_mode) & 0o700)
+    except OSError:
+        pass  # a read-only file system, a folder gone meanwhile: the cache still works as it is
 
 
 def exported_path(identity: str) -> Path:
@@ -117,10 +136,10 @@ def ensure_exported(identity: str, max_seq_length: int) -> Path:
     QueryModelError
         If the export or its verification fails; the message carries the subprocess's error.
     """
+    ensure_model_cache_dir()  # before the cached file is used: an older Fabric's folders are tightened
     path = exported_path(identity)
     if path.exists():
         return path
-    ensure_model_cache_dir()
     try:
         with exclusive_lock(path.with_suffix(".lock")):
             if path.exists():  # another process exported it while this one waited

@@ -122,3 +122,53 @@ def test_model_cache_is_not_writable_by_others_under_umask_000(tmp_path):
         mode = stat.S_IMODE(path.stat().st_mode)
         assert not mode & (stat.S_IWGRP | stat.S_IWOTH), f"{path} is {oct(mode)}"
     assert stat.S_IMODE(cache.stat().st_mode) == 0o700
+
+
+def test_an_older_fabrics_model_cache_folders_are_made_owner_only_when_the_model_is_loaded(tmp_path, monkeypatch):
+    """guards against (trial 19a): a model cache made before its folders were made ``0o700`` kept its
+    old modes (``0o755``, ``0o777`` under ``umask 000``) for good: the folders exist, so nothing
+    made them again, and a cached export returned before any folder was looked at. Fabric's own
+    folders (``fabric``, ``models``) lose their group and other bits; the user's cache root, a
+    ``FABRIC_MODEL_CACHE`` (may be shared on purpose) and a folder of another user are left as they are,
+    and a chmod that fails is no error."""
+    import os
+    import stat
+
+    from fabric_resources.models import minilm_onnx
+
+    def mode(path):
+        return stat.S_IMODE(path.stat().st_mode)
+
+    xdg = tmp_path / "xdg"
+    models = xdg / "fabric" / "models"
+    models.mkdir(parents=True)
+    for folder, old in ((xdg, 0o755), (xdg / "fabric", 0o777), (models, 0o755)):
+        folder.chmod(old)
+    monkeypatch.delenv("FABRIC_MODEL_CACHE", raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(xdg))
+    exported = exported_path("an-identity")
+    exported.write_bytes(b"onnx")
+    assert ensure_exported("an-identity", 128) == exported  # the cached file: no export ran
+    assert (mode(xdg), mode(xdg / "fabric"), mode(models)) == (0o755, 0o700, 0o700)
+
+    models.chmod(0o755)
+    monkeypatch.setattr(os, "geteuid", lambda: os.getuid() + 1)  # another user's folder
+    minilm_onnx.ensure_model_cache_dir()
+    assert mode(models) == 0o755
+    monkeypatch.undo()
+    monkeypatch.delenv("FABRIC_MODEL_CACHE", raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(xdg))
+
+    def refused(*args, **kwargs):
+        raise PermissionError(1, "Operation not permitted")
+
+    monkeypatch.setattr(os, "chmod", refused)
+    assert minilm_onnx.ensure_model_cache_dir() == models and mode(models) == 0o755
+    monkeypatch.undo()
+
+    shared = tmp_path / "shared"
+    shared.mkdir(mode=0o755)
+    shared.chmod(0o755)
+    monkeypatch.setenv("FABRIC_MODEL_CACHE", str(shared))
+    minilm_onnx.ensure_model_cache_dir()
+    assert mode(shared) == 0o755
