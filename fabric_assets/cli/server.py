@@ -29,13 +29,23 @@ def serve(
     anything but loopback needs <home>/read-token on every route too (created the same way).
     """
     import errno
+    import os
+    import signal
+    import sys
+    import threading
 
     from fabric_assets.operations import PipelineAdmin
     from fabric_query.api import Fabric
     from fabric_query.errors import FabricQueryError
     from fabric_query.server.app import create_app
     from fabric_query.server.app import _version as fabric_version
-    from fabric_query.server.discovery import API_PREFIX, EVERY_INTERFACE, READ_TOKEN_FILE, read_server_file
+    from fabric_query.server.discovery import (
+        API_PREFIX,
+        EVERY_INTERFACE,
+        READ_TOKEN_FILE,
+        read_server_file,
+        remove_server_file,
+    )
     from fabric_query.server.runner import ListenError, listen
     from fabric_query.server.runner import serve as run_server
     from fabric_query.server.security import (
@@ -83,8 +93,20 @@ def serve(
     admin = PipelineAdmin(fabric.home, config.admin_workers)
 
     def stopping_while_loading() -> None:  # Ctrl-C during warm-up: say why the exit is not at once
-        err.print("fabric serve: stopping once the query models have loaded (a load cannot be interrupted)",
-                  markup=False)
+        err.print("fabric serve: stopping once the query models have loaded (a load cannot be interrupted; "
+                  "Ctrl-C again to stop now)", markup=False)
+        if threading.current_thread() is threading.main_thread():  # where signal handlers can be set
+            # Uvicorn's own second Ctrl-C (force_exit) skips waiting for connections, not this wait
+            # of the lifespan's (up to WARM_UP_WAIT_S). Exiting normally under the loading thread
+            # aborts in the C++ runtime (exit 134); _exit runs no C++ static destructor, so none does.
+            signal.signal(signal.SIGINT, stop_now)
+
+    def stop_now(sig, frame) -> None:
+        remove_server_file(path)
+        err.print("fabric serve: stopped without waiting for the query models' load", markup=False)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(128 + signal.SIGINT)  # 130, the shell's convention for Ctrl-C
 
     app = create_app(fabric, config, bind_host=host, port=port, admin=admin, admin_token=admin_token,
                      read_token=read_token, on_stop_while_loading=stopping_while_loading)

@@ -345,8 +345,66 @@ def test_ctrl_c_while_the_models_load_exits_130_in_one_line_after_the_load(home,
             proc.kill()
             proc.communicate()
     assert (proc.returncode, (tmp_path / "loaded").exists()) == (130, True), (proc.returncode, err[-2000:])
-    assert err.splitlines() == ["fabric serve: stopping once the query models have loaded (a load cannot be "
-                                "interrupted)"], err
+    assert err.splitlines() == [_STOPPING_WHILE_LOADING], err
+    assert not (home / SERVER_FILE).exists()
+
+
+_STOPPING_WHILE_LOADING = ("fabric serve: stopping once the query models have loaded (a load cannot be interrupted; "
+                           "Ctrl-C again to stop now)")
+
+_STUCK_LOAD = """
+import sys
+import time
+from pathlib import Path
+
+import fabric_query.server.app as server_app
+
+marks = Path(sys.argv[1])
+server_app.WARM_UP_WAIT_S = 3600.0  # the first Ctrl-C's wait outlasts the test: only the second ends it
+
+
+def load(fabric):  # a load that ends only when the test says so (a slow download, a stuck native call)
+    (marks / "loading").touch()
+    while not (marks / "release").exists():
+        time.sleep(0.05)
+    (marks / "loaded").touch()
+    return {}
+
+
+server_app.create_app.__kwdefaults__["load_models"] = load
+from fabric_assets.cli.root import run
+
+sys.argv = ["fabric", *sys.argv[2:]]
+run()
+"""
+
+
+def test_a_second_ctrl_c_while_the_models_load_exits_130_at_once(home, tmp_path):
+    """guards against (trial 19a): a second Ctrl-C during `fabric serve`'s wait for the models' load
+    did nothing (uvicorn's own second-signal exit skips waiting for connections, not its lifespan),
+    so the server could be stopped only by waiting out the load or by SIGKILL, which left its
+    server.json behind. It ends the process while the load is still under way: exit 130 (no abort,
+    134), one line more, and no server.json."""
+    proc = subprocess.Popen([sys.executable, "-c", _STUCK_LOAD, str(tmp_path), "serve", "--port", "0", "--home",
+                             str(home)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "HF_HUB_OFFLINE": "1"},
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    try:
+        deadline = time.monotonic() + 180
+        while not (tmp_path / "loading").exists() or read_server_file(home) is None:
+            assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+            time.sleep(0.01)
+        proc.send_signal(signal.SIGINT)
+        assert proc.stderr.readline().rstrip("\n") == _STOPPING_WHILE_LOADING  # waiting for the load now
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=120)
+    finally:
+        (tmp_path / "release").touch()
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert (proc.returncode, (tmp_path / "loaded").exists()) == (130, False), (proc.returncode, err[-2000:])
+    assert err.splitlines() == ["fabric serve: stopped without waiting for the query models' load"], err
     assert not (home / SERVER_FILE).exists()
 
 
