@@ -77,8 +77,8 @@ class Fabric:
     HomeNotFoundError
         If the home has no catalog (nothing was ever ingested there).
     HomeUnusableError
-        (``fabric_resources.home``) If the path cannot hold a home (it lies under a file, or is not
-        valid UTF-8, which the word index cannot open).
+        (``fabric_resources.home``) If the path cannot hold a home (it lies under a file, is a
+        symbolic link loop, or is not valid UTF-8, which the word index cannot open).
     ConfigError
         (``fabric_resources.config``) If the home's ``config.json`` cannot be read or is invalid
         (not UTF-8 JSON, a folder, a FIFO, unknown keys), or the home path is a file. ``search``,

@@ -77,10 +77,14 @@ def run(argv: Sequence[str]) -> int | None:
         return None
     from fabric_query.cli_text import error_line, pack_json, render_pack, uses_colour
     from fabric_query.remote import RemoteError, call
-    from fabric_resources.home_location import home_path
+    from fabric_resources.home_location import HomeUnusableError, home_path
 
     try:
-        pack = call(home_path(args.home), "POST", "/v1/search", {"query": args.query, "limit": args.limit})
+        home = home_path(args.home)
+    except HomeUnusableError:
+        return None  # the full CLI says why, as for every other command
+    try:
+        pack = call(home, "POST", "/v1/search", {"query": args.query, "limit": args.limit})
     except RemoteError as exc:
         sys.stderr.write(error_line(f"{exc.kind}: {exc}", colour=uses_colour(sys.stderr)))
         return 2

@@ -21,12 +21,13 @@ from fabric_resources.dagster_instance import write_instance_yaml
 from fabric_resources.dense_index import DenseIndexStore
 from fabric_resources.lexical_index import LexicalIndex
 from fabric_resources.schema import HomeLayout
-from fabric_resources.home_location import DEFAULT_HOME, home_path, read_only_file_system  # noqa: F401 - re-exported
+from fabric_resources.home_location import (  # noqa: F401 - DEFAULT_HOME, HomeUnusableError re-exported
+    DEFAULT_HOME,
+    HomeUnusableError,
+    home_path,
+    read_only_file_system,
+)
 from fabric_resources.tables import TableStore, is_remote, load_storage_options_file, table_lock_name
-
-
-class HomeUnusableError(Exception):
-    """The home's path cannot hold a home: it is a file, lies under one, or cannot be created."""
 
 
 class HomeReadOnlyError(HomeUnusableError):

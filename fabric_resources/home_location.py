@@ -13,15 +13,28 @@ from pathlib import Path
 DEFAULT_HOME = ".fabric"
 
 
+class HomeUnusableError(Exception):
+    """The home's path cannot hold a home: it is a file, lies under one, cannot be created, or is
+    a symbolic link loop. (Here, beside :func:`home_path`, which raises it before anything heavy is
+    imported; :mod:`fabric_resources.home` re-exports it.)"""
+
+
 def home_path(explicit: str | os.PathLike | None = None) -> Path:
     """The home directory: ``explicit``, else ``$FABRIC_HOME``, else ``./.fabric`` (absolute).
 
     A leading ``~`` is the user's home folder: a shell expands it only where it starts a word
     unquoted, and systemd's ``Environment=``, Docker's ``--env-file`` or ``--home '~/x'`` pass it
     as it is, so the home was made in a folder named ``~`` under whatever the working folder was.
+
+    Raises :class:`HomeUnusableError` when the path is a symbolic link loop (``a -> b -> a``):
+    pathlib's ``RuntimeError`` ("Symlink loop") was a traceback from every command.
     """
     chosen = os.fspath(explicit or os.environ.get("FABRIC_HOME") or DEFAULT_HOME)
-    return Path(os.path.expanduser(chosen)).resolve()
+    try:
+        return Path(os.path.expanduser(chosen)).resolve()
+    except (RuntimeError, OSError) as exc:  # the loop: RuntimeError to Python 3.12, OSError (ELOOP) after
+        raise HomeUnusableError(f"cannot use {chosen} as a Fabric home: it is a symbolic link loop, or lies under "
+                                f"one ({exc}); choose another folder") from None
 
 
 def read_only_file_system(path: str | os.PathLike) -> bool:

@@ -97,7 +97,7 @@ def run() -> None:
         # pydantic model building.
         config = sys.modules.get("fabric_resources.config")
         records = sys.modules.get("fabric_resources.catalog.records")
-        home = sys.modules.get("fabric_resources.home")
+        home = sys.modules.get("fabric_resources.home_location")  # HomeUnusableError's, loaded by every command
         tables = sys.modules.get("fabric_resources.object_store")
         ocr = sys.modules.get("fabric_resources.parsing.pdf.ocr")
         known = tuple(t for t in (config and config.ConfigError, records and records.CatalogVersionError,

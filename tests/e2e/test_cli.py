@@ -255,6 +255,27 @@ def test_a_home_path_that_is_a_file_is_one_line(tmp_path, under, command):
     assert (tmp_path / "file").read_text() == "x"
 
 
+@pytest.mark.parametrize("argv", [["snapshot", "list"], ["purge", "--source", "fs:a.txt"], ["status"], ["search", "x"]])
+def test_a_home_path_that_is_a_symlink_loop_is_one_line(tmp_path, argv):
+    """guards against (trial 19a): --home naming a symbolic link loop (``loop1 -> loop2 -> loop1``),
+    or a path under one, ending every command (the lifecycle ones, status, search's fast path) in
+    pathlib's ``RuntimeError: Symlink loop`` traceback, exit 1."""
+    from fabric_query import Fabric
+    from fabric_resources.home import HomeUnusableError
+
+    (tmp_path / "loop1").symlink_to(tmp_path / "loop2")
+    (tmp_path / "loop2").symlink_to(tmp_path / "loop1")
+    for home in (tmp_path / "loop1", tmp_path / "loop1" / "sub"):
+        out = subprocess.run([sys.executable, "-c", "from fabric_assets.cli import main; main()", *argv,
+                              "--home", str(home)], capture_output=True, text=True,
+                             env={**os.environ, "HF_HUB_OFFLINE": "1"})
+        assert out.returncode == 2 and "symbolic link loop" in out.stderr and "Traceback" not in out.stderr, out.stderr
+        assert len(out.stderr.strip().splitlines()) == 1
+    with pytest.raises(HomeUnusableError, match="symbolic link loop"):
+        Fabric(tmp_path / "loop1")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["loop1", "loop2"]
+
+
 def test_a_catalog_from_a_newer_fabric_is_one_line_saying_upgrade(tmp_path):
     """guards against: a home whose catalog a newer Fabric migrated opening silently, or a traceback (`[/y]` here: no such source)."""
     import sqlite3
