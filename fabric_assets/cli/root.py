@@ -88,7 +88,8 @@ def run() -> None:
     refused password), tables on an object store that cannot be used (bucket missing, credentials
     refused, unreachable), a Dagster instance on PostgreSQL that cannot be used, a damaged Dagster
     SQLite database, or a SQLite database the storage fails (a full disk: named as such, never as
-    damage), is one line on stderr and exit code 2 (Dagster's own retry warnings may come first)."""
+    damage), or a home whose snapshots folder is not a folder (a file, a broken or looping link), is
+    one line on stderr and exit code 2 (Dagster's own retry warnings may come first)."""
     try:
         app()
     except Exception as exc:
@@ -100,8 +101,9 @@ def run() -> None:
         home = sys.modules.get("fabric_resources.home_location")  # HomeUnusableError's, loaded by every command
         tables = sys.modules.get("fabric_resources.object_store")
         ocr = sys.modules.get("fabric_resources.parsing.pdf.ocr")
+        snapshots = sys.modules.get("fabric_assets.lifecycle.snapshots")
         known = tuple(t for t in (config and config.ConfigError, records and records.CatalogVersionError,
-                                  ocr and ocr.OcrProbeFailed,
+                                  ocr and ocr.OcrProbeFailed, snapshots and snapshots.SnapshotError,
                                   tables and tables.TableStoreUnavailableError,
                                   records and records.CatalogMigrationError, records and records.CatalogDamagedError,
                                   records and records.CatalogUnavailableError, home and home.HomeUnusableError) if t)

@@ -98,7 +98,21 @@ def _numbered(name: str) -> bool:
 
 
 def _root(home: FabricHome) -> Path:
-    return home.root / "snapshots"
+    """``<home>/snapshots``.
+
+    Raises
+    ------
+    SnapshotError
+        If something other than a folder is there (a file; a link to none, broken or a loop). A
+        loop read as "no snapshots": cleanup then removed releases the unseen snapshots pin and a
+        purge left its sources' text in them; a file was a ``NotADirectoryError`` traceback.
+    """
+    root = home.root / "snapshots"
+    if os.path.lexists(root) and not root.is_dir():
+        raise SnapshotError(f"{root} is not a folder (a file, or a link that leads to none: broken or a loop), so "
+                            "the home's snapshots cannot be read or kept, nor what they pin be known; move it aside "
+                            "or mend the link, then run the command again")
+    return root
 
 
 @contextmanager

@@ -682,3 +682,51 @@ def test_an_ingest_summary_after_a_restore_that_waited_for_it_says_its_release_i
     assert current == snap.release_id
     assert (f"not current any more: a `fabric snapshot restore` that waited for this ingest put release "
             f"{current} back" in text), out.output
+
+
+def test_a_snapshots_path_that_is_no_folder_is_refused_never_read_as_no_snapshots(tmp_path, fabric_home):
+    """guards against (trial 19a): ``<home>/snapshots`` a file ended list, verify, create and cleanup
+    in a NotADirectoryError / FileExistsError traceback, and `snapshot delete` said "deleted"; a
+    link loop (or a broken link: the snapshots on media not mounted) read as "no snapshots", so
+    cleanup would remove releases the unseen snapshots pin and a purge would leave its sources'
+    text in them. Each is a SnapshotError naming the path (one line, exit 2), and nothing is removed."""
+    from fabric_assets.lifecycle.retention import snapshot_pins
+    from fabric_assets.lifecycle.snapshots import listing
+
+    home = _ingested(tmp_path, fabric_home)
+    create(home)
+    (tmp_path / "src" / "bread.md").unlink()
+    assert ingest(tmp_path / "src", home).failed_runs == []
+    snapshots, away = home.root / "snapshots", home.root / "elsewhere"
+    snapshots.rename(away)
+    sources = sorted(s.source_key for s in home.catalog.sources())
+
+    def a_file():
+        snapshots.write_text("x")
+
+    def a_loop():
+        snapshots.symlink_to(home.root / "loop")
+        (home.root / "loop").symlink_to(snapshots)
+
+    def a_broken_link():
+        snapshots.symlink_to(tmp_path / "unmounted" / "snapshots")
+
+    for make in (a_file, a_loop, a_broken_link):
+        make()
+        for call in (lambda: listing(home), lambda: snapshot_pins(home), lambda: create(home),
+                     lambda: delete(home, 1), lambda: verify(home, 1),
+                     lambda: purge(FabricHome(home.root), PurgeSelector(source_keys=("fs:src/bread.md",)))):
+            with pytest.raises(SnapshotError, match="snapshots is not a folder"):
+                call()
+        if make is a_loop:
+            for argv in (["snapshot", "list"], ["snapshot", "delete", "1"], ["cleanup"]):
+                out = subprocess.run([sys.executable, "-c", "from fabric_assets.cli import main; main()", *argv,
+                                      "--home", str(home.root)], capture_output=True, text=True,
+                                     env={**os.environ, "HF_HUB_OFFLINE": "1"})
+                assert out.returncode == 2 and "Traceback" not in out.stderr, out.stderr
+                assert "snapshots is not a folder" in out.stderr and len(out.stderr.strip().splitlines()) == 1
+        snapshots.unlink()
+        (home.root / "loop").unlink(missing_ok=True)
+    assert sorted(s.source_key for s in home.catalog.sources()) == sources  # the purge removed nothing
+    away.rename(snapshots)
+    assert [s.snapshot_id for s in list_snapshots(home)] == [1] and verify(home, 1).ok
