@@ -183,8 +183,13 @@ def snapshot_restore(snapshot_id: int, into: Annotated[Optional[str], typer.Opti
 
     from fabric_assets.lifecycle.snapshots import RESTORE_EVENT, SnapshotError, restore
 
+    if into == "":
+        # `--into "$DEST"` with DEST unset: read as no --into, it restored this home in place and
+        # forgot everything ingested since the snapshot.
+        fail("--into names no folder (an empty argument: an unset shell variable?); give the new home's folder, "
+             "or leave --into out to restore this home in place")
     try:
-        restored = restore(_opened(home), snapshot_id, Path(into) if into else None)
+        restored = restore(_opened(home), snapshot_id, Path(into) if into is not None else None)
     except SnapshotError as exc:
         fail(str(exc))
     console.print(f"restored snapshot {snapshot_id} into {restored.root}", markup=False)

@@ -583,7 +583,7 @@ def restore(home: FabricHome, snapshot_id: int, into: Path | None = None) -> Fab
     SnapshotError
         If there is no such snapshot (or its manifest is unreadable), ``into`` lies inside
         ``home``, already holds a home or is not an empty folder (a restore into it that fails
-        part-way removes what it wrote), or the snapshot's own files
+        part-way removes what it wrote) or is a symbolic link loop, or the snapshot's own files
         are damaged beyond what canonical rows can rebuild (a table or artifact file changed),
         or the home keeps its catalog or tables outside the directory.
     """
@@ -611,7 +611,12 @@ def _whole(home: FabricHome, snapshot_id: int) -> tuple[SnapshotInfo, dict]:
 
 def _restore_into(home: FabricHome, info: SnapshotInfo, m: dict, into: Path) -> FabricHome:
     """:func:`restore` into a new home at ``into``, under ``home``'s activation lock."""
-    if into.resolve().is_relative_to(home.root.resolve()):
+    try:
+        resolved = into.resolve()
+    except (RuntimeError, OSError) as exc:  # a symlink loop: RuntimeError to Python 3.12, OSError (ELOOP) after
+        raise SnapshotError(f"{into} is a symbolic link loop, or lies under one ({exc}); restore into another "
+                            "folder") from None
+    if resolved.is_relative_to(home.root.resolve()):
         # Inside the home it would be the home's own files: `snapshot delete` or a purge of the
         # home removes them (or misses the purged text in them), and a scan would not read them.
         raise SnapshotError(f"{into} lies inside the home {home.root}; restore into a folder outside it")

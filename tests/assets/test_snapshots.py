@@ -730,3 +730,28 @@ def test_a_snapshots_path_that_is_no_folder_is_refused_never_read_as_no_snapshot
     assert sorted(s.source_key for s in home.catalog.sources()) == sources  # the purge removed nothing
     away.rename(snapshots)
     assert [s.snapshot_id for s in list_snapshots(home)] == [1] and verify(home, 1).ok
+
+
+def test_restore_into_an_empty_argument_or_a_link_loop_is_refused_and_the_home_kept(tmp_path, fabric_home):
+    """guards against (trial 19a): `fabric snapshot restore 1 --into "$DEST"` with DEST unset (``--into
+    ""``) read as no --into: the home itself was restored in place, forgetting every source taken
+    in since the snapshot; and --into naming a symbolic link loop ended in pathlib's RuntimeError
+    traceback. Both are one line, exit 2, and the home keeps what it learnt after the snapshot."""
+    from typer.testing import CliRunner
+
+    from fabric_assets.cli import app
+
+    home = _ingested(tmp_path, fabric_home)
+    create(home)
+    (tmp_path / "src" / "later.txt").write_text("The ferry left at noon for the northern islands.\n")
+    assert ingest(tmp_path / "src", home).failed_runs == []
+    keys = sorted(s.source_key for s in home.catalog.sources())
+    assert "fs:src/later.txt" in keys
+    (tmp_path / "loop1").symlink_to(tmp_path / "loop2")
+    (tmp_path / "loop2").symlink_to(tmp_path / "loop1")
+    for into, said in (("", "--into names no folder"), (str(tmp_path / "loop1"), "symbolic link loop"),
+                       (str(tmp_path / "loop1" / "x"), "symbolic link loop")):
+        out = CliRunner().invoke(app, ["snapshot", "restore", "1", "--into", into, "--home", str(home.root)])
+        assert out.exit_code == 2 and said in out.output, (into, out.output, out.exception)
+    assert sorted(s.source_key for s in FabricHome(home.root).catalog.sources()) == keys
+    assert not list(tmp_path.glob(".*restore-tmp"))
