@@ -16,7 +16,11 @@ Thai tone marks) still fold away, as tantivy would split the word at them. In Kh
 every mark is kept (:data:`KEPT_MARKS`: the Khmer coeng that writes a subscript consonant, the
 Myanmar asat and virama, ``ខ្មែរ`` and ``မြန်မာ``): their word segmenter reads them
 (:mod:`fabric_resources.word_segmentation`), the substring field holds each as a character, and
-the word field drops them from the words it makes, where the tokenizer would split. The same
+the word field drops them from the words it makes, where the tokenizer would split. Adjacent marks
+of theirs that Unicode orders by combining class (the Myanmar dot below before the asat or virama:
+``မုန့်`` typed ``န`` + asat + dot below, as keyboards let one, is canonically the same word) are
+put in that canonical order (:data:`ORDERED_MARKS`), as NFC would: folding is per scalar, so it
+did not, and a word typed in one order missed its text in the other. The same
 rule applies at every term length and in every other script, so ``ΑΒΓ`` and
 ``αβγ``, ``Café`` and ``cafe`` fold alike.
 
@@ -77,7 +81,7 @@ UNSPACED = re.compile(
 )
 
 #: Enters the analyzer identity; bump when the folding rule changes (the serving index is rebuilt).
-FOLDING_VERSION = "nfkd-mn-casefold-opencc1.4.2-t2s-char-ignorable-kana-jamo-alphabetic-marks-stroke-digits-tatweel-yeh-kaf-khmer-myanmar-marks-7"
+FOLDING_VERSION = "nfkd-mn-casefold-opencc1.4.2-t2s-char-ignorable-kana-jamo-alphabetic-marks-stroke-digits-tatweel-yeh-kaf-khmer-myanmar-marks-ordered-8"
 
 #: Unicode's Default_Ignorable_Code_Point characters of general category ``Cf`` (DerivedCoreProperties.txt,
 #: Unicode 15.1): invisible in rendered text, so folded to nothing. Not the other default-ignorables:
@@ -120,6 +124,10 @@ _ALPHABETIC = regex.compile(r"\p{Alphabetic}")
 #: two deprecated inherent vowels (U+17B4, U+17B5: invisible, Default_Ignorable, which Unicode
 #: advises against using).
 KEPT_MARKS = regex.compile("[\u1000-\u109f\u1780-\u17b3\u17b6-\u17ff\u19e0-\u19ff\ua9e0-\ua9ff\uaa60-\uaa7f]")
+#: Two or more adjacent :data:`KEPT_MARKS` of a nonzero canonical combining class (Myanmar dot below
+#: 7, virama and asat 9, Shan council emphatic tone 220; Khmer coeng 9, atthacan 230): Unicode's
+#: canonical ordering sorts such a run by class.
+ORDERED_MARKS = re.compile("[\u1037\u1039\u103a\u108d\u17d2\u17dd]{2,}")
 
 
 #: A Latin letter with a diacritic Unicode does not decompose (``LATIN SMALL LETTER D WITH STROKE``),
@@ -181,8 +189,11 @@ def _fold_parts(text: str) -> list[str]:
     """Each scalar of ``text`` folded (:func:`fold_char`), except that a cluster :data:`_CLUSTER`
     finds which composes (NFKC) into one character folds as that character at its first scalar and
     to nothing at the others: NFD or half-width ``が`` and NFC ``が`` fold alike, as do NFD and NFC
-    Hangul."""
+    Hangul. A run of :data:`ORDERED_MARKS` is put in canonical order (its scalars fold to themselves,
+    so each folded character still maps to one of the run's)."""
     parts = list(map(fold_char, text))
+    for m in ORDERED_MARKS.finditer(text):  # each folds to itself: the map stays one to one
+        parts[m.start():m.end()] = sorted(parts[m.start():m.end()], key=unicodedata.combining)
     if CLUSTER_TAIL.search(text):
         for m in _CLUSTER.finditer(text):
             for end in range(m.end(), m.start() + 1, -1):  # a jamo syllable whose final does not compose: L V

@@ -6,6 +6,8 @@ pack never said "no lexical match" (hostile trial 13a; Thai left open until stop
 
 from __future__ import annotations
 
+import unicodedata
+
 import pytest
 from conftest import ingest
 
@@ -48,6 +50,8 @@ FILES = {
     "my-market.txt": "မနက်ဈေးတွင်ခရီးသွားများရွေးချယ်ရန်သစ်သီးအမျိုးမျိုးရှိသည်\n",
     # The train runs from Yangon to Mandalay every day.
     "my-train.txt": "ရထားသည်ရန်ကုန်မှမန္တလေးသို့နေ့တိုင်းပြေးသည်\n",
+    # I want to eat mohinga, its snack (mont) typed asat before dot below: canonically the NFC word.
+    "my-snack.txt": "ကျွန်တော်\u1019\u102f\u1014\u103a\u1037ဟင်းခါးစားချင်တယ်\n",
 }
 #: Query words: (word, the files holding it). ``ช้าง`` (elephant) is in none; its bigram ``าง``
 #: (folded) is in ``ระหว่าง``, and ``ตลาด``'s ``ลา`` is in ``หลาย``. ``ตลาด`` (market) stands inside
@@ -180,3 +184,33 @@ def test_a_khmer_or_myanmar_sentence_query_ranks_the_file_it_paraphrases_first(f
     assert pack.channel_rankings["word"]
     first = pack.results[0]
     assert first.citation.source_key.endswith("/" + file) and "word" in first.channels
+
+
+#: Myanmar ``မုန့်`` (mont, snack), NFC (dot below, then asat) and as typed in my-snack.txt.
+MONT_NFC, MONT_TYPED = "\u1019\u102f\u1014\u1037\u103a", "\u1019\u102f\u1014\u103a\u1037"
+
+
+def test_canonically_equivalent_khmer_and_myanmar_fold_alike():
+    """guards against: folding per scalar keeping the marks in the order typed, so a word and its
+    canonical equivalent (Unicode orders the dot below, class 7, before the asat, 9) were two
+    words to the segmenter and two strings to the substring field; or a reordering that moves marks
+    of one class (the kinzi's asat + virama) or drops one."""
+    assert unicodedata.normalize("NFC", MONT_TYPED) == MONT_NFC
+    assert fold(MONT_TYPED) == fold(MONT_NFC) == MONT_NFC
+    assert word_tokens("ကျွန်တော်" + MONT_TYPED) == word_tokens("ကျွန်တော်" + MONT_NFC)
+    kinzi = "သင်္ချိုင်း"  # cemetery: asat then virama, one class, kept in order
+    assert fold(kinzi) == kinzi
+    coeng_atthacan = "\u1780\u17dd\u17d2\u1780"  # atthacan (230) after coeng (9)
+    assert fold(coeng_atthacan) == unicodedata.normalize("NFC", coeng_atthacan)
+
+
+@pytest.mark.parametrize("mont", [MONT_NFC, MONT_TYPED])
+def test_a_myanmar_word_finds_its_canonical_equivalent(fabric, mont):
+    """guards against: ``မုန့်ဟင်းခါး`` (mohinga, one word to ICU) typed in NFC missing the file that
+    holds it typed asat first (and the other way round), in both lexical fields, or left without a
+    highlight."""
+    pack = fabric.search(mont + "ဟင်းခါး", debug=True)
+    hits = [h for h in pack.results if h.lexical]
+    assert [h.citation.source_key.rsplit("/", 1)[-1] for h in hits] == ["my-snack.txt"]
+    assert {"word", "substring"} <= set(hits[0].channels)
+    assert [s.text for s in hits[0].highlights if s.highlighted] == [MONT_TYPED + "ဟင်းခါး"]
