@@ -40,8 +40,13 @@ from fabric_resources.text_folding import fold
 os.environ.setdefault("PYTHAINLP_READ_ONLY", "1")
 
 #: A run of one script whose words are cut: Thai, Lao, Khmer or Myanmar letters, vowel signs and
-#: marks, digits, repetition and abbreviation marks (``ๆ``, ``ฯ``, ``ໆ``, ``ຯ``).
-SEGMENTED_RUN = regex.compile(r"\p{Thai}+|\p{Lao}+|\p{Khmer}+|\p{Myanmar}+")
+#: marks, digits, repetition and abbreviation marks (``ๆ``, ``ฯ``, ``ໆ``, ``ຯ``); only in the four
+#: blocks the word field reads as unspaced (:data:`~fabric_resources.text_folding.UNSPACED`). The
+#: Khmer Symbols and Myanmar Extended-A, B and C blocks are not: the tokenizer reads their letters as
+#: words of their own, and a highlight that cut them into a run cut it otherwise than the index
+#: did (Extended-C, beyond the BMP, shifted ICU's UTF-16 offsets besides).
+SEGMENTED_RUN = regex.compile(r"[\p{Thai}&&\u0e00-\u0e7f]+|[\p{Lao}&&\u0e80-\u0eff]+"
+                              r"|[\p{Khmer}&&\u1780-\u17ff]+|[\p{Myanmar}&&\u1000-\u109f]+", regex.V1)
 
 #: Package versions of the word lists and segmenters, part of the index's analyzer identity.
 WORD_LISTS = ("thai-newmm-pythainlp5.4.0+lao-laonlp1.3.0-skip"  # -skip: an unlisted Lao stretch ends where a listed word starts

@@ -12,6 +12,8 @@ import pytest
 from conftest import ingest
 
 from fabric_query import Fabric
+from fabric_query.evidence import match_ranges
+from fabric_query.querylang import parse_query
 from fabric_query.channels.lexical import word_tokens
 from fabric_resources.home import FabricHome
 from fabric_resources.text_folding import fold
@@ -214,3 +216,18 @@ def test_a_myanmar_word_finds_its_canonical_equivalent(fabric, mont):
     assert [h.citation.source_key.rsplit("/", 1)[-1] for h in hits] == ["my-snack.txt"]
     assert {"word", "substring"} <= set(hits[0].channels)
     assert [s.text for s in hits[0].highlights if s.highlighted] == [MONT_TYPED + "ဟင်းခါး"]
+
+
+@pytest.mark.parametrize("passage", ["စာအုပ်\U000116d1 ဖတ်",  # a Myanmar Extended-C digit (beyond the BMP)
+                                     "စာအုပ်\ua9e0 ဖတ်",  # a Myanmar Extended-B letter (Shan gha)
+                                     "ផ្សារ\u19e1 ព្រឹក"])  # a Khmer lunar date symbol
+def test_the_highlighter_cuts_a_run_as_the_index_does(passage):
+    """Property: a word the word field holds and the query asks for is highlighted. guards against:
+    the highlighter cutting a run that took in a letter of the Khmer Symbols or Myanmar Extended
+    blocks, which the index leaves out of its runs, so the cut differed (and ICU's UTF-16 offsets
+    shifted past an Extended-C digit): ``စာအုပ်`` (book) was no highlight in ``စာအုပ်𑛑 ဖတ်``."""
+    first, second = passage.split(" ")
+    first = first[:-1]
+    query = first + second  # read (the two words without the gap, so no substring match spans them)
+    assert set(word_tokens(query)) <= set(word_tokens(passage))
+    assert [passage[a:b] for a, b in match_ranges(passage, parse_query(query))] == [first, second]
