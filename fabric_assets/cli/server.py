@@ -93,19 +93,21 @@ def serve(
     admin = PipelineAdmin(fabric.home, config.admin_workers)
 
     def stopping_while_loading() -> None:  # Ctrl-C during warm-up: say why the exit is not at once
-        err.print("fabric serve: stopping once the query models have loaded (a load cannot be interrupted; "
-                  "Ctrl-C again to stop now)", markup=False)
         if threading.current_thread() is threading.main_thread():  # where signal handlers can be set
             # Uvicorn's own second Ctrl-C (force_exit) skips waiting for connections, not this wait
             # of the lifespan's (up to WARM_UP_WAIT_S). Exiting normally under the loading thread
             # aborts in the C++ runtime (exit 134); _exit runs no C++ static destructor, so none does.
+            # Set before the line that invites the second Ctrl-C, so that one always finds it.
             signal.signal(signal.SIGINT, stop_now)
+        err.print("fabric serve: stopping once the query models have loaded (a load cannot be interrupted; "
+                  "Ctrl-C again to stop now)", markup=False)
 
     def stop_now(sig, frame) -> None:
         remove_server_file(path)
-        err.print("fabric serve: stopped without waiting for the query models' load", markup=False)
         sys.stdout.flush()
-        sys.stderr.flush()
+        # Straight to the descriptor: this handler may run inside the first line's err.print, and the
+        # console's buffer, which that print has not cleared yet, would print that line again.
+        os.write(2, b"fabric serve: stopped without waiting for the query models' load\n")
         os._exit(128 + signal.SIGINT)  # 130, the shell's convention for Ctrl-C
 
     app = create_app(fabric, config, bind_host=host, port=port, admin=admin, admin_token=admin_token,
