@@ -21,6 +21,7 @@ from typing import Annotated, Optional
 import typer
 from pydantic import ValidationError
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 from typer.core import TyperCommand
 
@@ -85,7 +86,6 @@ def print_status(home: Path, st=None):
 
         st = Fabric(home).status()
     from fabric_query.cli_text import one_line
-    from rich.markup import escape
 
     def keys(values) -> str:  # names and reasons come from files: never markup, one line each
         return escape(", ".join(one_line(v) for v in values))
@@ -462,13 +462,14 @@ def print_health(report, title: str) -> None:
     table.add_row("documents", str(report.expected_documents), str(report.actual_documents),
                   "yes" if report.expected_document_digest == report.actual_document_digest else "NO")
     table.add_row("document set digest", report.expected_document_digest[:16], report.actual_document_digest[:16], "")
+    # Escaped: rich read `[word]` in a label as a style tag and dropped it ("vocabulary" twice).
     for f in report.fields:
-        table.add_row(f"vocabulary[{f.field}]", f"{f.expected_terms} terms {f.expected_digest[:12]}",
+        table.add_row(escape(f"vocabulary[{f.field}]"), f"{f.expected_terms} terms {f.expected_digest[:12]}",
                       f"{f.actual_terms} terms {f.actual_digest[:12]}", "yes" if f.ok else "NO")
     table.add_row("word-field tokens (BM25 lengths)", str(report.expected_word_tokens), str(report.actual_word_tokens),
                   "yes" if report.expected_word_tokens == report.actual_word_tokens else "NO")
     for f in report.fields:
-        table.add_row(f"BM25 N, avgdl[{f.field}]", str(f.expected_bm25), str(f.actual_bm25),
+        table.add_row(escape(f"BM25 N, avgdl[{f.field}]"), str(f.expected_bm25), str(f.actual_bm25),
                       "yes" if f.expected_bm25 == f.actual_bm25 else "NO")
     table.add_row("deleted documents still counted", "0", str(report.deleted_documents),
                   "yes" if report.deleted_documents == 0 else "NO")

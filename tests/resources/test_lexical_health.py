@@ -289,3 +289,28 @@ def test_health_catches_a_deleted_but_unmerged_document(home):
     for f in report.fields:
         assert f.actual_bm25[0] == f.expected_bm25[0] + 1, f  # N as BM25 counts it
     assert lexical_repair(home).after.healthy
+
+
+def test_the_health_table_names_the_field_of_each_vocabulary_and_bm25_row(monkeypatch):
+    """guards against (found by a trial on 2026-12-07): `fabric lexical-health` printed two rows
+    "vocabulary" and two "BM25 N, avgdl" with no field name: rich read `[word]` and `[substring]`
+    in the labels as style tags and dropped them."""
+    import io
+
+    from rich.console import Console
+
+    import fabric_query.cli as cli
+    from fabric_resources.lexical_health import FieldComparison, HealthReport
+
+    fields = tuple(FieldComparison(field=f, expected_digest="ab" * 8, actual_digest="ab" * 8, expected_terms=3,
+                                   actual_terms=3, differing_terms=(), expected_bm25=(2, 1.5), actual_bm25=(2, 1.5))
+                   for f in (INDEX_FIELD_WORD, INDEX_FIELD_SUBSTRING))
+    report = HealthReport(release_id=1, generation="gen-00000001", canonical_digest="cd" * 8, expected_documents=2,
+                          actual_documents=2, expected_document_digest="ef" * 8, actual_document_digest="ef" * 8,
+                          missing_documents=(), unexpected_documents=(), fields=fields)
+    out = io.StringIO()
+    monkeypatch.setattr(cli, "console", Console(file=out, width=200))
+    cli.print_health(report, "lexical health")
+    text = out.getvalue()
+    for f in (INDEX_FIELD_WORD, INDEX_FIELD_SUBSTRING):
+        assert f"vocabulary[{f}]" in text and f"BM25 N, avgdl[{f}]" in text, text
