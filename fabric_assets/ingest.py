@@ -31,6 +31,7 @@ from fabric_assets.run_owner import owner_tags
 from fabric_assets.sensors import (partitions_in_progress, plan_annotation_runs, plan_parse_runs, range_tags,
                                    run_budget, runs_over)
 from fabric_assets.sources.scan import ScanReport, scan
+from fabric_assets.sources.walk import not_a_folder
 from fabric_resources.catalog import RootOverlapError, StatusUpdate, drop_verdicts
 from fabric_resources.dagster_resources import CONFIGURED_MODELS, ModelResources
 from fabric_resources.home import FabricHome
@@ -38,7 +39,6 @@ from fabric_resources.home import FabricHome
 #: Called with (steps done, steps in all) while runs execute: two steps per parse — parsed,
 #: then its run (chunks, embeddings, checks) finished. Never called when there is nothing to parse.
 ProgressCallback = Callable[[int, int], None]
-
 
 #: Folders never taken as roots (nor any folder inside them): the kernel's pseudo-file systems.
 SYSTEM_FOLDERS = (Path("/proc"), Path("/sys"), Path("/dev"))
@@ -374,7 +374,7 @@ def admissible_root(path: str | os.PathLike, home: FabricHome) -> Path:
             # A registered root that is gone (or now a link loop): the scan still runs, so that its
             # files are marked access_lost and the skip is reported, rather than served unflagged.
             return gone
-        raise NotADirectoryRoot(f"{path} is not a directory")
+        raise NotADirectoryRoot(not_a_folder(path))
     resolved = root.resolve()
     try:  # roots are stored as UTF-8 text (SQLite refused this one: a traceback); a folder inside a
         str(resolved).encode("utf-8")  # root with such a name is skipped as `name-not-utf-8`, as a file is

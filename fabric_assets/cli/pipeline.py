@@ -51,6 +51,7 @@ def _run_ingest(path: Path) -> int:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from fabric_assets.ingest import NotADirectoryRoot, admissible_root, ingest as run
+    from fabric_assets.sources.walk import not_a_folder
     from fabric_resources.catalog import RootOverlapError
     from fabric_resources.home import FabricHome
     from fabric_resources.parsing.document import exception_chain, machine_fault_in
@@ -61,7 +62,7 @@ def _run_ingest(path: Path) -> int:
     if not path.is_dir() and not home_path(None).exists():
         # With a home, ingest decides: a registered root that is gone is still scanned (its files
         # become access_lost), any other path is refused by it (NotADirectoryRoot).
-        fail(f"{path} is not a directory")
+        fail(not_a_folder(path))
     home = FabricHome()
     try:  # before the progress bar: a refused path is one line
         admissible_root(path, home)

@@ -153,3 +153,13 @@ def is_fabric_home(folder: str) -> bool:
 
 
 __all__ = ["SkipCallback", "is_fabric_home", "resolved", "walk"]
+
+
+def not_a_folder(path: str | os.PathLike) -> str:
+    """Why ``path`` (not a directory) cannot be an ingest root, in one line: nothing is there (a
+    typo read as "is not a directory" sent users looking for a file), or it is not a folder."""
+    if not os.path.lexists(path):
+        return f"{path}: no such folder"
+    if os.path.isfile(path):
+        return f"{path} is a file, not a directory: `fabric ingest` takes a folder (the one holding it, say)"
+    return f"{path} is not a directory"

@@ -79,7 +79,19 @@ def test_ingest_refuses_a_file(tmp_path):
     f = tmp_path / "file.txt"
     f.write_text("x")
     result = runner.invoke(app, ["ingest", str(f), "--home", str(tmp_path / "home")])
-    assert result.exit_code == 2 and "not a directory" in result.output
+    assert result.exit_code == 2 and "is a file, not a directory" in result.output
+
+
+def test_ingest_of_a_path_that_does_not_exist_says_so(tmp_path, fabric_home):
+    """guards against (fresh-user trial 19c): a mistyped folder answered "is not a directory", which
+    sent the user looking for a file of that name; with a home or without, one line: no such folder."""
+    missing = tmp_path / "notse"
+    result = runner.invoke(app, ["ingest", str(missing), "--home", str(tmp_path / "new-home")])
+    assert result.exit_code == 2 and result.output.strip() == f"error: {missing}: no such folder", result.output
+    fabric_home.catalog  # a home that exists: the refusal comes from the ingest's own check
+    assert fabric_home.root.is_dir()
+    result = runner.invoke(app, ["ingest", str(missing), "--home", str(fabric_home.root)])
+    assert result.exit_code == 2 and result.output.strip() == f"error: {missing}: no such folder", result.output
 
 
 def test_ingest_of_a_folder_overlapping_a_registered_root_is_one_line(tmp_path):
