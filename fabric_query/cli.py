@@ -89,10 +89,12 @@ def print_status(home: Path, st=None):
 
     def keys(values) -> str:  # names and reasons come from files: never markup, one line each
         return escape(", ".join(one_line(v) for v in values))
+    # Words, not Python reprs (it said "release None" and "sources by state {'present': 6}").
+    states = ", ".join(f"{n} {state}" for state, n in sorted(st.sources_by_state.items())) or "none"
     console.print(
-        f"release {st.release_id}: {st.active_sources} active sources, {st.active_parses} active parses, "
-        f"sources by state {st.sources_by_state}, pending {st.pending}"
-    )
+        f"{f'release {st.release_id}' if st.release_id is not None else 'no release yet'}: "
+        f"{st.active_sources} active sources, {st.active_parses} active parses; sources: {states}; "
+        f"pending {st.pending}", markup=False)
     now = time.time()
     ages = [f"last scan {_ago(now - st.last_scan_at)}" if st.last_scan_at else "no scan yet",
             f"release published {_ago(now - st.release_created_at)}" if st.release_created_at else "no release",

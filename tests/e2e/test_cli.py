@@ -712,3 +712,24 @@ def test_resolve_prints_a_deleted_files_name_on_one_line_without_markup_or_overr
     status = runner.invoke(app, ["status", "--source", "[/y]", *h], env=env)
     assert isinstance(status.exception, (SystemExit, type(None))), status.exception
     assert status.exit_code == 1 and "no source matches '[/y]'" in status.stdout, status.output
+
+
+def test_status_line_before_the_first_release_is_words_not_python_reprs(monkeypatch):
+    """guards against (fresh-user trial 19c): after an ingest interrupted before its first release,
+    `fabric status` began "release None: …, sources by state {'present': 6}"."""
+    import io
+
+    from rich.console import Console
+
+    import fabric_query.cli as cli
+    from fabric_query.types import Status
+
+    for release_id, head in ((None, "no release yet:"), (3, "release 3:")):
+        st = Status(home="/h", roots=("/r",), sources_by_state={"present": 6, "deleted": 1}, release_id=release_id,
+                    active_sources=0, active_parses=0, failed=(), held=(), pending=0, unsupported=(), withheld=())
+        out = io.StringIO()
+        monkeypatch.setattr(cli, "console", Console(file=out, width=300))
+        cli.print_status("/h", st)
+        first = out.getvalue().splitlines()[0]
+        assert first.startswith(head) and "None" not in first and "{" not in first, first
+        assert "sources: 1 deleted, 6 present" in first, first
