@@ -386,6 +386,30 @@ class TableStore:
         ids = ds.scanner(columns=["parse_id"], fragments=fresh).to_table().column("parse_id")
         return set(pc.unique(ids).to_pylist()), newest
 
+    def parse_ids_rewritten_since(self, name: str, version: int) -> set[str]:
+        """The parse IDs with rows at ``version`` of ``name`` whose rows in the latest version are
+        not those: some sit in a fragment ``version`` does not have (written again since, e.g. a
+        re-parse of the same bytes, whose re-encoded vectors may differ in the last bit), or their
+        count differs (rows deleted since). Reads the ``parse_id`` column of both versions.
+
+        Raises
+        ------
+        TableStoreUnavailableError, OSError, ValueError, RuntimeError
+            As any scan of the table.
+        """
+        then = self.parse_row_counts(name, version)
+        if not then:
+            return set()
+        old = {f.fragment_id for f in self.dataset(name, version).get_fragments()}
+        latest = self.dataset(name)
+        fresh = [f for f in latest.get_fragments() if f.fragment_id not in old]
+        written = set()
+        if fresh:
+            ids = latest.scanner(columns=["parse_id"], fragments=fresh).to_table().column("parse_id")
+            written = set(pc.unique(ids).to_pylist())
+        now = self.parse_row_counts(name)
+        return {p for p, n in then.items() if p in written or now.get(p) != n}
+
     def count_rows(self, name: str, version: int) -> int:
         """Rows of ``name`` at ``version`` (all parses; from the manifest, no data read)."""
         ds = self.dataset(name, version)

@@ -9,8 +9,9 @@ no catalog names, never bytes it cannot attribute. So :func:`forget_after_restor
 what only the replaced catalog named: those parses' rows from the latest version of every table
 and every table version no restored release pins, their annotation memo entries, the raw bytes
 no restored source holds, every index generation no restored release or snapshot names, and
-the Dagster run tags and partitions that name them. What another snapshot of the home still
-holds keeps its own copy (its tags, links and catalog), so restoring that snapshot later gives
+the Dagster run tags and partitions that name them. A parse both catalogs name that was written
+again after the snapshot gets back the rows the restored release pins. What another snapshot of
+the home still holds keeps its own copy (its tags, links and catalog), so restoring that snapshot later gives
 it back; a file still in its folder is read again by the next ingest. What the replaced catalog
 knew is written to :data:`PENDING_FILE` before the catalog is put back, so a restore killed
 part-way is finished by the next restore or purge.
@@ -52,6 +53,9 @@ class Forgotten:
     memo_entries_removed: int = 0
     generations_removed: list[str] = field(default_factory=list)
     run_tags_removed: int = 0
+    #: Table → parse IDs whose rows were written again after the snapshot and were put back as
+    #: the restored release pins them.
+    rows_put_back: dict[str, list[str]] = field(default_factory=dict)
 
 
 #: In the home while an in-place restore runs (``HomeLayout.restore_pending``): what the catalog
@@ -197,14 +201,27 @@ def forget_after_restore(home: FabricHome, before: Known, *, snapshot_lexical: s
     parse_ids = set(out.parse_ids)
     memo_keys = memo_keys_only_of(home, parse_ids)
     releases = catalog.releases()
+    current = catalog.current_release()
     for name in TABLES:
         if not home.tables.exists(name):
             continue
-        if parse_ids:
+        pinned = current.manifest.get("tables", {}).get(name) if current is not None else None
+        # A parse both catalogs know may have been written again after the snapshot (`parse
+        # reparse`, a re-derivation): its rows in the latest version are then not the ones the
+        # restored release pins and its catalog records (row counts, vector digests), and the next
+        # write on top of them published a release whose dense channel was off
+        # (vector-digest-mismatch). Those parses get the pinned rows back.
+        rewritten = home.tables.parse_ids_rewritten_since(name, pinned) - parse_ids if pinned is not None else set()
+        if rewritten:
+            home.tables.replace_partitions(name, rewritten,
+                                           home.tables.read(name, parse_ids=rewritten, version=pinned))
+            out.rows_put_back[name] = sorted(rewritten)
+        if parse_ids or rewritten:
             rows = home.tables.count_rows(name, home.tables.version(name))
             home.tables.delete_partitions(name, parse_ids)
             version = home.tables.compact(name)
-            out.rows_removed[name] = rows - (home.tables.count_rows(name, version) if version is not None else 0)
+            if parse_ids:
+                out.rows_removed[name] = rows - (home.tables.count_rows(name, version) if version is not None else 0)
         keep = {r.manifest.get("tables", {}).get(name) for r in releases} - {None}
         out.bytes_removed += home.tables.forget_versions(name, keep)
     out.memo_entries_removed = delete_memo_entries(home, memo_keys, parse_ids)
