@@ -289,11 +289,11 @@ def json_argument(argument: str) -> object:
                 fail(f"not JSON: {argument} is not UTF-8 text")
             where = "the file"
         else:
-            raw, where = argument, "the argument (and there is no such file)"
+            raw, where = argument, "the argument" if argument.lstrip()[:1] in ("{", "[") else None
     try:
         return json.loads(raw)
-    except ValueError as exc:
-        fail(f"not JSON: {where}: {exc}")
+    except ValueError as exc:  # no JSON look and no such file: a mistyped file name, not a JSON error
+        fail(f"not JSON: {where}: {exc}" if where else f"{argument}: no such file (nor citation or pack JSON)")
     except RecursionError:  # nesting deeper than the decoder's stack: no citation is shaped so
         fail(f"not JSON: {where} nests arrays or objects too deeply")
 

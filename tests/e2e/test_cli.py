@@ -733,3 +733,17 @@ def test_status_line_before_the_first_release_is_words_not_python_reprs(monkeypa
         first = out.getvalue().splitlines()[0]
         assert first.startswith(head) and "None" not in first and "{" not in first, first
         assert "sources: 1 deleted, 6 present" in first, first
+
+
+def test_resolve_and_audit_of_a_mistyped_pack_file_say_no_such_file(tmp_path, fabric_home):
+    """guards against (fresh-user trial 19c): `fabric resolve pakc.json` answered "not JSON: the
+    argument (and there is no such file): Expecting value: line 1 column 1 (char 0)", a JSON
+    decoder's position for what is a file name that does not exist; inline JSON that is broken
+    still gets the decoder's reason."""
+    missing = tmp_path / "pakc.json"
+    for command in ("resolve", "audit"):
+        said = runner.invoke(app, [command, str(missing), "--home", str(fabric_home.root)])
+        assert said.exit_code == 2, said.output
+        assert said.output.strip() == f"error: {missing}: no such file (nor citation or pack JSON)", said.output
+        broken = runner.invoke(app, [command, '{"results": [', "--home", str(fabric_home.root)])
+        assert broken.exit_code == 2 and broken.output.startswith("error: not JSON: the argument: "), broken.output
