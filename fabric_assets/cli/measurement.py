@@ -53,7 +53,7 @@ def eval_cmd(
     cfg = FabricConfig.load(config) if config else None
     try:
         result = run_eval(beir_dir, limit_queries=limit_queries, split=split, config=cfg,  # type: ignore[arg-type]
-                          work_dir=work_dir)
+                          work_dir=work_dir, progress=lambda line: err.print(line, markup=False, highlight=False))
     except (BeirFormatError, WorkDirError) as exc:
         fail(str(exc))
     if json_out:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import shutil
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -45,8 +46,12 @@ def run_eval(
     split: Split = "test",
     config: FabricConfig | None = None,
     work_dir: Path | None = None,
+    progress: Callable[[str], None] | None = None,
 ) -> dict:
     """Ingest a BEIR collection, run its queries through Fabric and the baselines, score them all.
+
+    ``progress`` is called with one line as each step begins (the ingest, the baselines, the
+    queries): ``fabric eval`` prints them, where it printed nothing for minutes.
 
     ``config`` (default: the embedded defaults) is written to the home's ``config.json`` before the
     ingest, also on a reused ``work_dir``.
@@ -57,6 +62,7 @@ def run_eval(
     minus it in nDCG@10 with a 95% paired bootstrap interval: :func:`versus_fabric`), ingest seconds,
     and mean query milliseconds per system.
     """
+    say = progress or (lambda _line: None)
     collection = load_beir(folder)
     qids = judged_queries(collection, split)[:limit_queries]
     scratch = Path(work_dir) if work_dir else Path(tempfile.mkdtemp(prefix="fabric-eval-"))
@@ -66,6 +72,8 @@ def run_eval(
             # Written on every run: a reused --work-dir home must not keep an earlier run's --config.
             home.layout.config_file.write_text((config or FabricConfig()).model_dump_json())
             names = write_corpus(collection, scratch / collection.name)
+            say(f"ingesting {len(collection.corpus)} documents of {collection.name} through Dagster into "
+                f"{home.root} (the longest step)")
             t0 = time.perf_counter()
             ingest(scratch / collection.name, home)
             ingest_s = time.perf_counter() - t0
@@ -75,6 +83,7 @@ def run_eval(
             embedder = QueryVectorMemo(shared_embedder(home.config.dense.batch_size))
             multilingual = QueryVectorMemo(shared_multilingual_embedder())
             cjk = collection_is_cjk(collection)
+            say(f"building the baselines over {view.chunks.num_rows} chunks")
             baselines = Baselines(view, scratch, cjk)
             baselines.build()
             query_encoder = multilingual if cjk else embedder
@@ -84,6 +93,8 @@ def run_eval(
             reranker = reranker_from_config(home.config)
             variants = stage_variants(home.config, multilingual=cjk)
             base_config = home.config
+            say(f"running {len(qids)} queries through Fabric, {len(variants)} stage variants and "
+                f"{len(baselines.systems)} baselines")
             for i, q in enumerate(qids):
                 text = collection.queries[q]
                 t = time.perf_counter()

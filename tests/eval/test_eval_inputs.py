@@ -251,3 +251,31 @@ def test_lexical_baselines_index_every_chunk_of_a_mixed_language_collection(tmp_
     for lexical in ("bm25s", "lancedb-fts", "fabric:word"):
         assert result["metrics"][lexical]["MRR@10"] == pytest.approx(1.0), lexical
     assert result["metrics"]["flat-cosine"]["Recall@100"] == 0.0  # its vector is e5's: out of reach, and said
+
+
+def test_eval_says_each_step_as_it_begins(tmp_path, monkeypatch):
+    """guards against (fresh-user trial 19c): `fabric eval ../shared/eval/cranfield` printed nothing
+    for minutes while it ingested, so it read as hung. The ingest is announced before it runs,
+    naming the document count and the scratch home; then the baselines and the queries."""
+    from typer.testing import CliRunner
+
+    import fabric_assets.measurement.eval_run as eval_run
+    from fabric_assets.cli import app
+
+    seen_at_ingest: list[str] = []
+    real_ingest = eval_run.ingest
+
+    def ingest(path, home, *args, **kwargs):
+        seen_at_ingest.extend(said)
+        return real_ingest(path, home, *args, **kwargs)
+
+    said: list[str] = []
+    monkeypatch.setattr(eval_run, "ingest", ingest)
+    eval_run.run_eval(_folder(tmp_path / "col"), work_dir=tmp_path / "work", progress=said.append)
+    assert len(seen_at_ingest) == 1 and "ingesting 2 documents of col" in seen_at_ingest[0], seen_at_ingest
+    assert str(tmp_path / "work") in seen_at_ingest[0]
+    assert [line.split()[0] for line in said] == ["ingesting", "building", "running"], said
+    assert " queries through Fabric, " in said[2] and "baselines" in said[2], said
+
+    out = CliRunner().invoke(app, ["eval", str(tmp_path / "col"), "--work-dir", str(tmp_path / "work")])
+    assert out.exit_code == 0 and "ingesting 2 documents of col" in out.output, out.output
