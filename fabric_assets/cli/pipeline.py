@@ -80,7 +80,13 @@ def _run_ingest(path: Path) -> int:
 
     started_at = time.time()
     try:
-        summary = run(path, home, progress=update)
+        try:
+            summary = run(path, home, progress=update)
+        finally:
+            # Stopped before any error is printed: stopping draws the bar once more, and below the
+            # error ("interrupted") it read as an ingest still running, stuck at its last count.
+            if progress.live.is_started:  # stopping one never started prints an empty line
+                progress.stop()
     except (NotADirectoryRoot, RootOverlapError) as exc:
         fail(str(exc))
     except Exception as exc:
@@ -101,9 +107,6 @@ def _run_ingest(path: Path) -> int:
         # 130 = 128 + SIGINT, the shell's convention for a command stopped by Ctrl-C.
         fail("interrupted. An interrupted parse run activates nothing; the next `fabric ingest` "
               "finishes the interrupted work.", code=130)
-    finally:
-        if progress.live.is_started:  # stopping one never started prints an empty line
-            progress.stop()
     s = summary.scan
     # The scan lists a moved file's new key as new and its old key as deleted too; a move is one change.
     new = len(set(s.new) - {k for _, k in s.moved})

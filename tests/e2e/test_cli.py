@@ -747,3 +747,23 @@ def test_resolve_and_audit_of_a_mistyped_pack_file_say_no_such_file(tmp_path, fa
         assert said.output.strip() == f"error: {missing}: no such file (nor citation or pack JSON)", said.output
         broken = runner.invoke(app, [command, '{"results": [', "--home", str(fabric_home.root)])
         assert broken.exit_code == 2 and broken.output.startswith("error: not JSON: the argument: "), broken.output
+
+
+def test_an_interrupted_ingest_ends_with_its_error_line_not_the_progress_bar(tmp_path, monkeypatch):
+    """guards against (fresh-user trial 19c): Ctrl-C during `fabric ingest` printed "error:
+    interrupted …" and then the progress bar once more ("ingesting … 6/12"), as its last line,
+    which read as an ingest still running and stuck. The bar is drawn first; the error is last."""
+    import fabric_assets.ingest as ingest_module
+
+    def interrupted(path, home, progress=None, **kwargs):
+        progress(1, 4)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(ingest_module, "ingest", interrupted)
+    src = tmp_path / "notes"
+    src.mkdir()
+    (src / "a.txt").write_text("tide tables\n")
+    result = runner.invoke(app, ["ingest", str(src), "--home", str(tmp_path / "home")])
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert result.exit_code == 130, result.output
+    assert "1/4" in result.output and lines[-1].startswith("error: interrupted."), result.output
