@@ -58,7 +58,9 @@ def eval_cmd(
         fail(str(exc))
     if json_out:
         json_out.write_text(json.dumps(result, indent=2))
-    console.print(markdown_table(result), markup=False)  # variant names like [rrf-multilingual] are not markup
+    # Variant names like [rrf-multilingual] are not markup; soft_wrap: a Markdown row cut at the
+    # terminal's (or a file's 80-column) width is no table row any more.
+    console.print(markdown_table(result), markup=False, soft_wrap=True)
     console.print(f"ingest {result['ingest_seconds']} s, {result['documents']} documents, {result['chunks']} chunks; "
                   f"nDCG gain: {result['ndcg_gain']}")
     if result["chunks_without_query_model_vector"]:

@@ -256,7 +256,8 @@ def test_lexical_baselines_index_every_chunk_of_a_mixed_language_collection(tmp_
 def test_eval_says_each_step_as_it_begins(tmp_path, monkeypatch):
     """guards against (fresh-user trial 19c): `fabric eval ../shared/eval/cranfield` printed nothing
     for minutes while it ingested, so it read as hung. The ingest is announced before it runs,
-    naming the document count and the scratch home; then the baselines and the queries."""
+    naming the document count and the scratch home; then the baselines and the queries. And its
+    Markdown table, written to a file, had rows cut across lines."""
     from typer.testing import CliRunner
 
     import fabric_assets.measurement.eval_run as eval_run
@@ -279,3 +280,8 @@ def test_eval_says_each_step_as_it_begins(tmp_path, monkeypatch):
 
     out = CliRunner().invoke(app, ["eval", str(tmp_path / "col"), "--work-dir", str(tmp_path / "work")])
     assert out.exit_code == 0 and "ingesting 2 documents of col" in out.output, out.output
+    # The table is Markdown whatever the width: each row whole on its line (rows of 90 and more
+    # characters were cut at 80 where stdout is no terminal).
+    rows = [line for line in out.output.splitlines() if line.startswith("|")]
+    assert rows and all(line.endswith("|") and line.count("|") == rows[0].count("|") for line in rows), out.output
+    assert max(map(len, rows)) > 80
