@@ -20,7 +20,10 @@ the word field drops them from the words it makes, where the tokenizer would spl
 of theirs that Unicode orders by combining class (the Myanmar dot below before the asat or virama:
 ``မုန့်`` typed ``န`` + asat + dot below, as keyboards let one, is canonically the same word) are
 put in that canonical order (:data:`ORDERED_MARKS`), as NFC would: folding is per scalar, so it
-did not, and a word typed in one order missed its text in the other. The same
+did not, and a word typed in one order missed its text in the other. Khmer writers also type the parts of a
+syllable in orders Unicode does not call equivalent, though they render alike: the subscript ro
+before another subscript (``ស្រ្តី`` for ``ស្ត្រី``, woman), a vowel before the register shifter
+(``ប៊ី``); those are put in the order the Unicode Standard gives (:data:`KHMER_CLUSTER`). The same
 rule applies at every term length and in every other script, so ``ΑΒΓ`` and
 ``αβγ``, ``Café`` and ``cafe`` fold alike.
 
@@ -81,7 +84,7 @@ UNSPACED = re.compile(
 )
 
 #: Enters the analyzer identity; bump when the folding rule changes (the serving index is rebuilt).
-FOLDING_VERSION = "nfkd-mn-casefold-opencc1.4.2-t2s-char-ignorable-kana-jamo-alphabetic-marks-stroke-digits-tatweel-yeh-kaf-khmer-myanmar-marks-ordered-8"
+FOLDING_VERSION = "nfkd-mn-casefold-opencc1.4.2-t2s-char-ignorable-kana-jamo-alphabetic-marks-stroke-digits-tatweel-yeh-kaf-khmer-myanmar-marks-ordered-khmer-clusters-9"
 
 #: Unicode's Default_Ignorable_Code_Point characters of general category ``Cf`` (DerivedCoreProperties.txt,
 #: Unicode 15.1): invisible in rendered text, so folded to nothing. Not the other default-ignorables:
@@ -128,6 +131,19 @@ KEPT_MARKS = regex.compile("[\u1000-\u109f\u1780-\u17b3\u17b6-\u17ff\u19e0-\u19f
 #: 7, virama and asat 9, Shan council emphatic tone 220; Khmer coeng 9, atthacan 230): Unicode's
 #: canonical ordering sorts such a run by class.
 ORDERED_MARKS = re.compile("[\u1037\u1039\u103a\u108d\u17d2\u17dd]{2,}")
+#: Two or more adjacent parts of a Khmer syllable that writers type in either order, each a
+#: subscript (coeng + consonant), a register shifter (muusikatoan, triisap) or a dependent vowel.
+KHMER_CLUSTER = re.compile("(?:\u17d2[\u1780-\u17b3]|[\u17c9\u17ca\u17b6-\u17c5]){2,}")
+_KHMER_PART = re.compile("\u17d2.|.", re.S)
+
+
+def _khmer_rank(part: str) -> int:
+    """The place of a :data:`KHMER_CLUSTER` part in the order the Unicode Standard gives for a Khmer
+    syllable (§16.4, "Khmer": subscript consonants, the subscript ro last among them, then a register
+    shifter, then the dependent vowel)."""
+    if part[0] == "\u17d2":
+        return 1 if part == "\u17d2\u179a" else 0
+    return 2 if part in "\u17c9\u17ca" else 3
 
 
 #: A Latin letter with a diacritic Unicode does not decompose (``LATIN SMALL LETTER D WITH STROKE``),
@@ -189,11 +205,15 @@ def _fold_parts(text: str) -> list[str]:
     """Each scalar of ``text`` folded (:func:`fold_char`), except that a cluster :data:`_CLUSTER`
     finds which composes (NFKC) into one character folds as that character at its first scalar and
     to nothing at the others: NFD or half-width ``が`` and NFC ``が`` fold alike, as do NFD and NFC
-    Hangul. A run of :data:`ORDERED_MARKS` is put in canonical order (its scalars fold to themselves,
-    so each folded character still maps to one of the run's)."""
+    Hangul. A run of :data:`ORDERED_MARKS` is put in canonical order, and the parts of a Khmer
+    syllable in the Unicode Standard's (:data:`KHMER_CLUSTER`): their scalars fold to themselves, so
+    each folded character still maps to one of the run's."""
     parts = list(map(fold_char, text))
     for m in ORDERED_MARKS.finditer(text):  # each folds to itself: the map stays one to one
         parts[m.start():m.end()] = sorted(parts[m.start():m.end()], key=unicodedata.combining)
+    for m in KHMER_CLUSTER.finditer(text):  # also scalars that fold to themselves, moved as a whole
+        ordered = sorted(_KHMER_PART.findall(m.group()), key=_khmer_rank)
+        parts[m.start():m.end()] = list("".join(ordered))
     if CLUSTER_TAIL.search(text):
         for m in _CLUSTER.finditer(text):
             for end in range(m.end(), m.start() + 1, -1):  # a jamo syllable whose final does not compose: L V

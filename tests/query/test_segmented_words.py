@@ -54,6 +54,8 @@ FILES = {
     "my-train.txt": "ရထားသည်ရန်ကုန်မှမန္တလေးသို့နေ့တိုင်းပြေးသည်\n",
     # I want to eat mohinga, its snack (mont) typed asat before dot below: canonically the NFC word.
     "my-snack.txt": "ကျွန်တော်\u1019\u102f\u1014\u103a\u1037ဟင်းခါးစားချင်တယ်\n",
+    # Khmer: a woman reads a book at school (ស្ត្រី typed as the Unicode Standard orders it).
+    "km-woman.txt": "ស្ត្រីម្នាក់អានសៀវភៅនៅសាលារៀន\n",
 }
 #: Query words: (word, the files holding it). ``ช้าง`` (elephant) is in none; its bigram ``าง``
 #: (folded) is in ``ระหว่าง``, and ``ตลาด``'s ``ลา`` is in ``หลาย``. ``ตลาด`` (market) stands inside
@@ -231,3 +233,37 @@ def test_the_highlighter_cuts_a_run_as_the_index_does(passage):
     query = first + second  # read (the two words without the gap, so no substring match spans them)
     assert set(word_tokens(query)) <= set(word_tokens(passage))
     assert [passage[a:b] for a, b in match_ranges(passage, parse_query(query))] == [first, second]
+
+
+#: Khmer written with the parts of a syllable in another order than the Unicode Standard's, as
+#: writers type them (they render alike): (typed, standard). The subscript ro before another
+#: subscript (woman; science), a vowel before the register shifter (soup; B).
+KHMER_ORDERS = [("ស្រ្តី", "ស្ត្រី"), ("សាស្រ្ត", "សាស្ត្រ"), ("ស\u17bb\u17ca\u1794", "ស\u17ca\u17bb\u1794"),
+                ("\u1794\u17b8\u17ca", "\u1794\u17ca\u17b8")]
+
+
+def test_khmer_syllable_parts_typed_in_another_order_fold_alike():
+    """guards against: ``ស្រ្តី`` (coeng ro typed first, common in real text) missing ``ស្ត្រី`` in both
+    lexical fields (trial 19d), or a reordering that changes text already in the standard order,
+    changes its length (every folded character maps to one source character) or moves a part past
+    a sign that ends the run."""
+    for typed, standard in KHMER_ORDERS:
+        assert fold(typed) == fold(standard) == standard
+        assert len(fold(typed)) == len(typed)
+        assert word_tokens(typed + "ម្នាក់") == word_tokens(standard + "ម្នាក់")
+    for name, text in FILES.items():
+        if name[:3] in ("km-", "my-") and name != "my-snack.txt":
+            assert fold(text) == text, name
+    assert fold("\u1780\u17b6\u17c6\u17d2\u179a") == "\u1780\u17b6\u17c6\u17d2\u179a"  # a sign between: left as typed
+
+
+@pytest.mark.parametrize("typed, standard", KHMER_ORDERS[:1])
+def test_khmer_typed_in_another_order_finds_the_standard_spelling(fabric, typed, standard):
+    """Property: the same Khmer word typed in either order finds the file, by both lexical fields,
+    highlighted on the file's own characters."""
+    for query in (typed, standard):
+        pack = fabric.search(query, debug=True)
+        hits = [h for h in pack.results if h.lexical]
+        assert [h.citation.source_key.rsplit("/", 1)[-1] for h in hits] == ["km-woman.txt"], query
+        assert {"word", "substring"} <= set(hits[0].channels)
+        assert [s.text for s in hits[0].highlights if s.highlighted] == [standard]
