@@ -19,6 +19,7 @@ Each command imports its side inside its body, so ``fabric search`` loads neithe
 
 from __future__ import annotations
 
+import inspect
 import os
 import sys
 
@@ -36,7 +37,12 @@ from fabric_query.cli_text import stdout_closed
 class _Commands(TyperGroup):
     """The root group: a command whose reader closed stdout (``fabric status | head -1``) ends as
     :func:`~fabric_query.cli_text.stdout_closed` says (exit 141), not as Click ends it (exit 1,
-    ``resolve``'s "stale"). It is caught here, inside Click's own handler."""
+    ``resolve``'s "stale"). It is caught here, inside Click's own handler. Its commands' summaries
+    are one paragraph each (:func:`_summaries`)."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        _summaries(self)
 
     def invoke(self, ctx):
         try:
@@ -54,6 +60,17 @@ class _Commands(TyperGroup):
             if exc.code == 1 and isinstance(exc.__context__, BrokenPipeError):
                 stdout_closed()
             raise
+
+
+def _summaries(group: TyperGroup) -> None:
+    """Give each command of ``group`` (and of its groups) the first paragraph of its help, on one
+    line, as the summary a group's help lists: Typer's rich help keeps a docstring's line breaks
+    there, which cut the summaries of `fabric --help` mid-sentence (trial 19c)."""
+    for command in group.commands.values():
+        if command.short_help is None and command.help:
+            command.short_help = " ".join(inspect.cleandoc(command.help).split("\n\n")[0].split())
+        if isinstance(command, TyperGroup):  # snapshot, parse, bench
+            _summaries(command)
 
 
 app = typer.Typer(cls=_Commands, add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,

@@ -482,6 +482,32 @@ def test_help_to_a_reader_that_closed_stdout_is_exit_141_too():
                            capture_output=True, text=True, env=env, timeout=120)
     assert shown.returncode == 0 and "Usage" in shown.stdout  # a reader that reads: help as before
 
+
+def test_every_command_summary_in_a_groups_help_is_one_unbroken_paragraph():
+    """guards against (trial 19c): `fabric --help` cutting summaries mid-sentence (`… through a running
+    `fabric serve` of⏎the home …`): Typer's rich help keeps a docstring's line breaks. On a terminal
+    wide enough, each command's summary is one line holding its help's whole first paragraph."""
+    import typer.main
+    from typer.core import TyperGroup
+
+    from fabric_assets.cli.root import app
+
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "COLUMNS": "2000", "TERMINAL_WIDTH": "2000"}
+    groups = [([], typer.main.get_command(app))]
+    checked = []
+    while groups:
+        path, group = groups.pop()
+        shown = subprocess.run([sys.executable, "-c", "from fabric_assets.cli import main; main()", *path, "--help"],
+                               capture_output=True, text=True, env=env, timeout=120)
+        lines = shown.stdout.splitlines()
+        for name, command in group.commands.items():
+            first = " ".join(command.help.split("\n\n")[0].split()) if command.help else ""
+            assert any(name in line and first in line for line in lines), (path, name, first)
+            checked.append(name)
+            if isinstance(command, TyperGroup):
+                groups.append(([*path, name], command))
+    assert {"search", "repair", "snapshot", "restore", "bench", "ann"} <= set(checked)
+
 def test_file_names_print_as_they_are_on_one_line(tmp_path, fabric_home):
     """guards against: a file named with a newline printing as a hit of its own (`x⏎2. fs:…/trusted.md`)
     and brackets in a name read as rich markup, so `fabric status` named `[dim]bad.pdf` as
