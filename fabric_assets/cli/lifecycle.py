@@ -88,8 +88,28 @@ def purge(
     if as_json:
         console.print_json(json.dumps(out))
         return
-    for k, v in out.items():
-        console.print(f"{k}: {v}", markup=False)
+    _report(out)
+
+
+def _report(out: dict) -> None:
+    """``out`` (what ``--json`` prints) as ``name: value`` lines in words (trial 19c; they were Python
+    reprs: ``{'chunks': 3}``, ``['fs:…']``, ``None``): no value, or an empty list or mapping, is
+    ``none``; a list is comma-joined, each item as `fabric` prints keys; a mapping ``key value``
+    pairs; a flag ``yes`` or ``no``; each on one line, however long."""
+
+    def words(v) -> str:
+        if v is None or v == [] or v == {} or v == ():
+            return "none"
+        if isinstance(v, bool):
+            return "yes" if v else "no"
+        if isinstance(v, dict):
+            return ", ".join(f"{one_line(str(k))} {words(x)}" for k, x in v.items())
+        if isinstance(v, (list, tuple, set)):
+            return ", ".join(words(x) for x in v)
+        return one_line(str(v))
+
+    for k, v in out.items():  # one line each, unwrapped, for grep and cut
+        console.print(f"{k}: {words(v)}", markup=False, soft_wrap=True)
 
 
 @lifecycle_app.command()
@@ -114,8 +134,7 @@ def cleanup(
     if as_json:
         console.print_json(json.dumps(out))
         return
-    for k, v in out.items():
-        console.print(f"{k}: {v}", markup=False)
+    _report(out)
 
 
 snapshot_app = typer.Typer(no_args_is_help=True, help="Snapshots: create, verify, restore, list, delete.")

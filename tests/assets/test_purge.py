@@ -509,3 +509,31 @@ def test_a_query_whose_release_a_purge_retires_mid_flight_answers_from_the_purge
     assert during.model_dump(exclude={"timings"}) == \
         Fabric(fabric_home.root).search("lighthouse keeper").model_dump(exclude={"timings"})
     assert during.release_id == fired[0] and during.results and not during.skipped_channels
+
+
+def test_purge_and_cleanup_print_their_reports_in_words(tmp_path, fabric_home):
+    """guards against (trial 19c): `fabric purge` and `fabric cleanup` printing Python reprs
+    (``sources: ['fs:…']``, ``rows_removed: {'chunks': 3, …}``, ``republished_release: None``);
+    ``--json`` keeps the values as they are."""
+    from typer.testing import CliRunner
+
+    from fabric_assets.cli.root import app
+
+    src = tmp_path / "corpus"
+    _write(src, {"lighthouse.txt": PUBLIC["lighthouse.txt"], "zebra-plan.txt": "\n\n".join(_secret_en(2)).encode()})
+    ingest(src, fabric_home)
+    (src / "zebra-plan.txt").unlink()
+    ingest(src, fabric_home)
+    home = ["--home", str(fabric_home.root)]
+    purged = CliRunner().invoke(app, ["purge", "--source", "fs:corpus/zebra-plan.txt", *home])
+    cleaned = CliRunner().invoke(app, ["cleanup", *home])
+    for out in (purged, cleaned):
+        assert out.exit_code == 0, out.output
+        for line in out.output.splitlines():
+            name, _, value = line.partition(": ")
+            assert name.isidentifier() and not any(r in value for r in ("{", "[", "'", "None", "True", "False")), line
+    lines = dict(line.split(": ", 1) for line in purged.output.splitlines())
+    assert lines["sources"] == "fs:corpus/zebra-plan.txt"
+    assert "chunks " in lines["rows_removed"]
+    as_json = CliRunner().invoke(app, ["cleanup", "--json", *home])
+    assert isinstance(json.loads(as_json.output)["parses_removed"], dict)
