@@ -392,7 +392,7 @@ def admissible_root(path: str | os.PathLike, home: FabricHome) -> Path:
     for registered in home.catalog.roots():  # checked again when registered; here before any work starts
         other = Path(registered.path)
         if resolved != other and (resolved.is_relative_to(other) or other.is_relative_to(resolved)):
-            raise RootOverlapError(f"{resolved} overlaps the registered root {other}")
+            raise RootOverlapError.between(resolved, other, registered.label)
     return root
 
 

@@ -184,7 +184,7 @@ class Catalog(abc.ABC):
             for r in rows:
                 other = Path(r["path"])
                 if resolved.is_relative_to(other) or other.is_relative_to(resolved):
-                    raise RootOverlapError(f"{resolved} overlaps the registered root {other}")
+                    raise RootOverlapError.between(resolved, other, r["label"])
             label = resolved.name or "root"
             if any(r["label"] == label for r in rows):
                 label = f"{label}-{hashlib.sha256(str(resolved).encode()).hexdigest()[:6]}"

@@ -3,12 +3,27 @@
 from __future__ import annotations
 
 import json
+import shlex
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, NamedTuple
 
 
 class RootOverlapError(ValueError):
     """A new root lies inside a registered root, or contains one (files would get two keys)."""
+
+    @classmethod
+    def between(cls, path: Path, registered: Path, label: str) -> "RootOverlapError":
+        """The error for ``path`` overlapping the registered root ``registered`` (labelled ``label``),
+        saying what to do instead: ingest the root that holds ``path``, or purge the root ``path``
+        holds before making ``path`` the root (trial 19c: the message named no way out)."""
+        if path.is_relative_to(registered):
+            todo = f"ingest {registered}, which holds it (its new and changed files are found there)"
+        else:
+            todo = (f"to make {path} the root instead, run `fabric purge --root {shlex.quote(label)}` first "
+                    f"(its sources are removed, then read again under {path})")
+        return cls(f"{path} overlaps the registered root {registered} (a file under both would be two sources): "
+                   f"{todo}")
 
 
 class CatalogUnavailableError(RuntimeError):

@@ -105,10 +105,12 @@ def test_ingest_of_a_folder_overlapping_a_registered_root_is_one_line(tmp_path):
     (docs / "notes").mkdir(parents=True)
     fabric_home = FabricHome(home)
     fabric_home.catalog.register_root(docs)
-    for path in (docs / "notes", tmp_path):  # inside the registered root; holding it
+    todo = {docs / "notes": f"ingest {docs}, which holds it",  # inside the registered root; holding it
+            tmp_path: f"to make {tmp_path} the root instead, run `fabric purge --root docs` first"}
+    for path in (docs / "notes", tmp_path):
         result = runner.invoke(app, ["ingest", str(path), "--home", str(home)], terminal_width=400)
         assert result.exit_code == 2, result.output
-        assert "overlaps the registered root" in result.output
+        assert "overlaps the registered root" in result.output and todo[path] in result.output, result.output
         assert [ln for ln in result.output.splitlines() if ln.strip()] == [result.output.strip()], result.output
     admin = PipelineAdmin(fabric_home)
     try:
