@@ -135,6 +135,8 @@ ORDERED_MARKS = re.compile("[\u1037\u1039\u103a\u108d\u17d2\u17dd]{2,}")
 #: subscript (coeng + consonant), a register shifter (muusikatoan, triisap) or a dependent vowel.
 KHMER_CLUSTER = re.compile("(?:\u17d2[\u1780-\u17b3]|[\u17c9\u17ca\u17b6-\u17c5]){2,}")
 _KHMER_PART = re.compile("\u17d2.|.", re.S)
+#: A character either reordering starts with (a Myanmar or Khmer mark, a Khmer vowel sign).
+_REORDERED = re.compile("[\u1037\u1039\u103a\u108d\u17b6-\u17c5\u17c9\u17ca\u17d2\u17dd]")
 
 
 def _khmer_rank(part: str) -> int:
@@ -209,11 +211,12 @@ def _fold_parts(text: str) -> list[str]:
     syllable in the Unicode Standard's (:data:`KHMER_CLUSTER`): their scalars fold to themselves, so
     each folded character still maps to one of the run's."""
     parts = list(map(fold_char, text))
-    for m in ORDERED_MARKS.finditer(text):  # each folds to itself: the map stays one to one
-        parts[m.start():m.end()] = sorted(parts[m.start():m.end()], key=unicodedata.combining)
-    for m in KHMER_CLUSTER.finditer(text):  # also scalars that fold to themselves, moved as a whole
-        ordered = sorted(_KHMER_PART.findall(m.group()), key=_khmer_rank)
-        parts[m.start():m.end()] = list("".join(ordered))
+    if _REORDERED.search(text):  # one scan where neither script is (most text)
+        for m in ORDERED_MARKS.finditer(text):  # each folds to itself: the map stays one to one
+            parts[m.start():m.end()] = sorted(parts[m.start():m.end()], key=unicodedata.combining)
+        for m in KHMER_CLUSTER.finditer(text):  # also scalars that fold to themselves, moved as a whole
+            ordered = sorted(_KHMER_PART.findall(m.group()), key=_khmer_rank)
+            parts[m.start():m.end()] = list("".join(ordered))
     if CLUSTER_TAIL.search(text):
         for m in _CLUSTER.finditer(text):
             for end in range(m.end(), m.start() + 1, -1):  # a jamo syllable whose final does not compose: L V
