@@ -323,20 +323,33 @@ run()
 """
 
 
+def _serve_until_loading(script: str, home, tmp_path, ready=lambda: True) -> subprocess.Popen:
+    """`fabric serve --port 0` of ``home`` run by ``script`` (a stand-in load writing its marks in
+    ``tmp_path``), returned once the load has begun and ``ready()`` holds (killed if it never does)."""
+    proc = subprocess.Popen([sys.executable, "-c", script, str(tmp_path), "serve", "--port", "0", "--home",
+                             str(home)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "HF_HUB_OFFLINE": "1"},
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    deadline = time.monotonic() + 180
+    try:
+        while not ((tmp_path / "loading").exists() and ready()):
+            assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+            time.sleep(0.01)
+    except BaseException:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+        raise
+    return proc
+
+
 def test_ctrl_c_while_the_models_load_exits_130_in_one_line_after_the_load(home, tmp_path):
     """guards against (trial 18a): Ctrl-C while `fabric serve` still loaded its query models
     aborting the process ("terminate called without an active exception", SIGABRT, exit 134): the
     process exited under the warm-up thread, inside ONNX Runtime / torch. The server now lets the
     load end, says so in one line and exits 130."""
-    proc = subprocess.Popen([sys.executable, "-c", _SLOW_LOAD, str(tmp_path), "serve", "--port", "0", "--home",
-                             str(home)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env={**os.environ, "HF_HUB_OFFLINE": "1"},
-                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    proc = _serve_until_loading(_SLOW_LOAD, home, tmp_path)
     try:
-        deadline = time.monotonic() + 180
-        while not (tmp_path / "loading").exists():
-            assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
-            time.sleep(0.01)
         assert not (tmp_path / "loaded").exists()  # the signal comes while the models load
         proc.send_signal(signal.SIGINT)
         out, err = proc.communicate(timeout=180)
@@ -385,15 +398,8 @@ def test_a_second_ctrl_c_while_the_models_load_exits_130_at_once(home, tmp_path)
     so the server could be stopped only by waiting out the load or by SIGKILL, which left its
     server.json behind. It ends the process while the load is still under way: exit 130 (no abort,
     134), one line more, and no server.json."""
-    proc = subprocess.Popen([sys.executable, "-c", _STUCK_LOAD, str(tmp_path), "serve", "--port", "0", "--home",
-                             str(home)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env={**os.environ, "HF_HUB_OFFLINE": "1"},
-                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    proc = _serve_until_loading(_STUCK_LOAD, home, tmp_path, ready=lambda: read_server_file(home) is not None)
     try:
-        deadline = time.monotonic() + 180
-        while not (tmp_path / "loading").exists() or read_server_file(home) is None:
-            assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
-            time.sleep(0.01)
         proc.send_signal(signal.SIGINT)
         assert proc.stderr.readline().rstrip("\n") == _STOPPING_WHILE_LOADING  # waiting for the load now
         proc.send_signal(signal.SIGINT)
