@@ -16,6 +16,7 @@ answer cancels its call.
 from __future__ import annotations
 
 import json
+import sys
 
 from fabric_query.server.protocol import Disconnected, unless_disconnected
 from fabric_query.server.security import OriginPolicy, bearer_matches
@@ -59,12 +60,15 @@ TOO_DEEP = "arrays or objects nest too deeply"
 
 def _unreadable_json(body: bytes) -> str | None:
     """``"duplicate key 'name'"`` when a JSON body names a key twice, :data:`TOO_DEEP` when it
-    nests past the recursion limit; else None, also for a body that is not JSON at all (its route
-    says why, with the character where).
+    nests past the recursion limit, why when its bytes are not Unicode text (``"not UTF-8, -16 or
+    -32 text: invalid start byte at byte 12"``) or one of its numbers has more digits than Python
+    converts (:func:`sys.get_int_max_str_digits`); else None, also for a body that is not JSON at
+    all (its route says why, with the character where).
 
-    Nesting is refused here because FastAPI reads a ``RecursionError`` as "There was an error
-    parsing the body" (a 400 of type ``HTTPError`` on the read routes, trial 14b), the admin routes
-    said 422 ``RequestValidationError`` and why, and the MCP SDK's parser gives up far sooner."""
+    These are refused here because FastAPI reads each as "There was an error parsing the body" (a
+    400 of type ``HTTPError`` on the read routes, trials 14b and 20d), the admin routes called a
+    number too long "not UTF-8, -16 or -32 text", and the MCP SDK's parser gives up on nesting far
+    sooner."""
     if not body:
         return None
     try:
@@ -73,7 +77,11 @@ def _unreadable_json(body: bytes) -> str | None:
         return exc.msg if exc.msg.startswith("duplicate key") else None
     except RecursionError:
         return TOO_DEEP
-    except ValueError:
+    except UnicodeDecodeError as exc:
+        return f"not UTF-8, -16 or -32 text: {exc.reason} at byte {exc.start}"
+    except ValueError as exc:
+        if "integer string conversion" in str(exc):  # int()'s guard against quadratic conversion
+            return f"a number has more than {sys.get_int_max_str_digits()} digits"
         return None
     return None
 

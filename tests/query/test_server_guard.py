@@ -156,3 +156,27 @@ def test_an_mcp_message_holding_half_a_character_is_answered_with_its_id(server)
     assert r.json()["error"]["code"] == -32600 and "\\ud83d, half of a character" in r.json()["error"]["message"]
     r = server.post("/mcp", content=(call % "lamp \\ud83d\\ude00").encode(), headers=MCP_HEADERS)
     assert r.status_code == 200 and r.json()["id"] == 7, r.text  # answered by the tool (this home has no release)
+
+
+@pytest.mark.parametrize("body, reason", [
+    (b'{"query": "caf\xe9"}', "not UTF-8, -16 or -32 text: invalid continuation byte at byte 14"),  # Latin-1
+    (b'{"query": "\xff"}', "not UTF-8, -16 or -32 text: invalid start byte at byte 11"),
+    (b'{"query": "lamp", "limit": ' + b"1" * 5000 + b"}", "a number has more than 4300 digits"),
+])
+def test_a_body_that_is_not_text_or_holds_a_number_too_long_is_refused_with_its_reason(server, body, reason):
+    """guards against (hostile trial 20d): a body whose bytes are not UTF-8 (a client that sent
+    Latin-1, whatever charset it declared) or that holds a number of 5,000 digits answered 400
+    ``HTTPError`` "There was an error parsing the body" on the read routes (FastAPI's words for any
+    decoding failure but a JSONDecodeError), and the admin routes called the number "not UTF-8, -16
+    or -32 text". Each is now the API's 422 naming why, and a JSON-RPC parse error on ``/mcp``."""
+    for route in ("/v1/search", "/v1/resolve"):
+        for content_type in ("application/json", "application/json; charset=latin-1"):
+            r = server.post(route, content=body, headers={"content-type": content_type})
+            assert r.status_code == 422 and r.json()["error"]["type"] == "RequestValidationError", r.text
+            assert r.json()["error"]["message"] == f"the body is not JSON: {reason}"
+    call = (b'{"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": "search", "arguments": '
+            + body + b"}}")
+    r = server.post("/mcp", content=call, headers=MCP_HEADERS)
+    assert r.status_code == 400 and r.json()["error"]["code"] == -32700, r.text
+    assert r.json()["error"]["message"].startswith(f"Parse error: {reason.split(' at byte')[0]}"), r.text  # its own offset
+    assert server.post("/v1/search", content=b'{"query": "lamp"}').status_code != 422
