@@ -461,3 +461,42 @@ def test_sources_is_one_read_an_activation_between_its_reads_changes_nothing(tmp
     monkeypatch.setattr(routes, "pinned_view", lambda *a, **k: None)
     with pytest.raises(CatalogUnavailableError, match="retired while /v1/sources read it"):
         routes._sources(fabric)
+
+
+class _RecordingAdmin:
+    """An admin backend that records what it was asked and runs nothing."""
+
+    def __init__(self) -> None:
+        self.submitted: list[tuple[str, dict]] = []
+
+    def kinds(self) -> tuple[str, ...]:
+        return ("snapshot",)
+
+    def submit(self, kind: str, params: dict) -> str:
+        self.submitted.append((kind, params))
+        return "0" * 32
+
+    def operation(self, operation_id: str) -> dict | None:
+        return {"operation_id": operation_id, "status": "succeeded"}
+
+    def close(self) -> None:
+        pass
+
+
+def test_an_admin_request_with_two_authorizations_is_refused_whichever_comes_first(fabric):
+    """guards against (hostile trial 20d): an admin request carrying two Authorization headers, the
+    admin token first and anything second, ran the operation (202), though the guard calls a
+    repeated Authorization ambiguous and refuses it for the read token: a proxy or audit log that
+    reads the last value saw other credentials than the ones Fabric checked."""
+    token = "t" * 43
+    admin = _RecordingAdmin()
+    with live_server(lambda port: create_app(fabric, ServerConfig(), port=port, admin=admin, admin_token=token)) as url:
+        with httpx.Client(base_url=url, timeout=30) as client:
+            good, other = ("authorization", f"Bearer {token}"), ("authorization", "Bearer someone-else")
+            for headers in ([good, other], [other, good], [good, good]):
+                _error(client.post("/v1/admin/snapshot", json={}, headers=headers), 401)
+                _error(client.get("/v1/operations/" + "0" * 32, headers=headers), 401)
+            assert admin.submitted == []
+            r = client.post("/v1/admin/snapshot", json={}, headers=[good])  # one is enough
+            assert r.status_code == 202 and admin.submitted == [("snapshot", {"note": ""})], r.text
+            assert client.get("/v1/operations/" + "0" * 32, headers=[good]).status_code == 200
