@@ -31,7 +31,8 @@ _TOKEN_BYTES = 32  # 256 bits from secrets.token_urlsafe: far beyond guessing ov
 
 class TokenFileError(Exception):
     """A token file that is unsafe (readable by group or others, another owner, not a regular
-    file) or unreadable; the server does not start."""
+    file), unreadable, or whose token no header carries (not printable ASCII); the server does
+    not start."""
 
 
 def is_loopback(host: str) -> bool:
@@ -98,7 +99,8 @@ def ensure_token(path: Path) -> str:
     Raises
     ------
     TokenFileError
-        The file is not a regular file of this user, group or others may read it, or it is empty.
+        The file is not a regular file of this user, group or others may read it, it is empty, or
+        its token holds a character other than printable ASCII.
     """
     path = Path(path)
     token = secrets.token_urlsafe(_TOKEN_BYTES)
@@ -129,6 +131,12 @@ def load_token(path: Path) -> str:
         token = f.read(4096).strip()
     if len(token) < 16:
         raise TokenFileError(f"{path}: holds no token (at least 16 characters)")
+    if not all(" " <= c <= "~" for c in token):
+        # A header carries bytes a client encodes as it likes: a token with other characters (a
+        # passphrase with umlauts, read here as U+FFFD) could never match, and each request with
+        # a bearer made the comparison raise (a 500).
+        raise TokenFileError(f"{path}: the token holds a character other than printable ASCII "
+                             "(letters, digits, punctuation, spaces); write one of those only")
     return token
 
 
@@ -143,5 +151,5 @@ def bearer_matches(authorization: str | None, *tokens: str | None) -> bool:
     ok = False
     for token in tokens:
         if token:  # every token is compared, so the time does not say which one matched
-            ok |= hmac.compare_digest(given_b, token.encode("ascii"))
+            ok |= hmac.compare_digest(given_b, token.encode("utf-8", "surrogateescape"))
     return ok

@@ -500,3 +500,32 @@ def test_an_admin_request_with_two_authorizations_is_refused_whichever_comes_fir
             r = client.post("/v1/admin/snapshot", json={}, headers=[good])  # one is enough
             assert r.status_code == 202 and admin.submitted == [("snapshot", {"note": ""})], r.text
             assert client.get("/v1/operations/" + "0" * 32, headers=[good]).status_code == 200
+
+
+def test_a_token_file_holding_other_than_printable_ascii_is_refused_and_never_a_500(fabric, tmp_path):
+    """guards against (hostile trial 20d): an admin or read token file an operator wrote by hand
+    with a non-ASCII passphrase (``pässwörd…``) was read with U+FFFD in place of each byte and
+    accepted; every request that then carried a bearer made the comparison raise
+    ``UnicodeEncodeError``: a 500 on the admin routes, and with a read token a plain-text 500 from
+    the guard on every route. The server now refuses to start with such a file, and a token given
+    to the app directly is compared without raising."""
+    import os
+
+    from fabric_query.server.security import TokenFileError, load_token
+
+    path = tmp_path / "read-token"
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    os.write(fd, "pässwörd-correct-horse-battery\n".encode())
+    os.close(fd)
+    with pytest.raises(TokenFileError, match="printable ASCII"):
+        load_token(path)
+    path.write_text("correct horse battery staple 42\n")  # spaces and punctuation are fine
+    assert load_token(path) == "correct horse battery staple 42"
+
+    token = "pässwörd-correct-horse-battery"
+    with live_server(lambda port: create_app(fabric, ServerConfig(), port=port, read_token=token,
+                                             admin=_RecordingAdmin(), admin_token=token)) as url:
+        with httpx.Client(base_url=url, timeout=30) as client:
+            for headers in ({"authorization": "Bearer wrong-token-of-some-length"}, {}):
+                _error(client.get("/v1/status", headers=headers), 401)
+                _error(client.post("/v1/admin/snapshot", json={}, headers=headers), 401)
