@@ -4,7 +4,7 @@ It runs before routing, so an unknown path with a bad Host is 421 too, and no ha
 more than ``server.max_body_bytes`` of body: a larger ``Content-Length`` is refused before the
 body is read (413), and a body sent without one is read up to the bound and refused past it.
 A JSON body that names a key twice, or nests past the recursion limit, is refused here too
-(:func:`~fabric_query.server.wire.strict_json`), for every route: 422 on the API's routes, a
+(:func:`~fabric_query.server.wire.unreadable_json`), for every route: 422 on the API's routes, a
 JSON-RPC parse error (400, code -32700) on ``/mcp``.
 Every body is JSON: one sent with another declared media type is 415, one sent with none is read
 as JSON (:func:`json_media_type`). On ``/mcp`` every refusal is a JSON-RPC error (:func:`_refuse`),
@@ -16,11 +16,10 @@ answer cancels its call.
 from __future__ import annotations
 
 import json
-import sys
 
 from fabric_query.server.protocol import Disconnected, unless_disconnected
 from fabric_query.server.security import OriginPolicy, bearer_matches
-from fabric_query.server.wire import has_unusable_request_id, lone_surrogate, lone_surrogate_message, strict_json
+from fabric_query.server.wire import has_unusable_request_id, lone_surrogate, lone_surrogate_message, unreadable_json
 
 #: The MCP endpoint's path (its errors are JSON-RPC objects).
 MCP_PATH = "/mcp"
@@ -52,38 +51,6 @@ def json_media_type(content_type: str | None) -> bool:
     """
     kind = (content_type or "application/json").split(";")[0].strip().lower() or "application/json"
     return kind == "application/json" or kind.endswith("+json")
-
-
-#: Why a body nested past the interpreter's recursion limit is refused (the admin routes' words).
-TOO_DEEP = "arrays or objects nest too deeply"
-
-
-def _unreadable_json(body: bytes) -> str | None:
-    """``"duplicate key 'name'"`` when a JSON body names a key twice, :data:`TOO_DEEP` when it
-    nests past the recursion limit, why when its bytes are not Unicode text (``"not UTF-8, -16 or
-    -32 text: invalid start byte at byte 12"``) or one of its numbers has more digits than Python
-    converts (:func:`sys.get_int_max_str_digits`); else None, also for a body that is not JSON at
-    all (its route says why, with the character where).
-
-    These are refused here because FastAPI reads each as "There was an error parsing the body" (a
-    400 of type ``HTTPError`` on the read routes, trials 14b and 20d), the admin routes called a
-    number too long "not UTF-8, -16 or -32 text", and the MCP SDK's parser gives up on nesting far
-    sooner."""
-    if not body:
-        return None
-    try:
-        strict_json(body)
-    except json.JSONDecodeError as exc:
-        return exc.msg if exc.msg.startswith("duplicate key") else None
-    except RecursionError:
-        return TOO_DEEP
-    except UnicodeDecodeError as exc:
-        return f"not UTF-8, -16 or -32 text: {exc.reason} at byte {exc.start}"
-    except ValueError as exc:
-        if "integer string conversion" in str(exc):  # int()'s guard against quadratic conversion
-            return f"a number has more than {sys.get_int_max_str_digits()} digits"
-        return None
-    return None
 
 
 async def _send_error(send, status: int, kind: str, message: str, extra_headers=()) -> None:
@@ -216,7 +183,7 @@ class Guard:
             # body is read as is declared to them so.
             scope = {**scope, "headers": [*(h for h in raw_headers if h[0].lower() != b"content-type"),
                                           (b"content-type", b"application/json")]}
-        unreadable = _unreadable_json(body)
+        unreadable = unreadable_json(body)
         if unreadable:
             if is_mcp:
                 await _send_json(send, 400, {"jsonrpc": "2.0", "id": None,

@@ -43,7 +43,7 @@ from fabric_query.release import pinned_view
 from fabric_query.visibility import current_sources_config
 from fabric_query.scope import Scope
 from fabric_query.server.gate import AdmissionGate, GateFull
-from fabric_query.server.wire import has_unusable_request_id, lone_surrogate, lone_surrogate_message
+from fabric_query.server.wire import has_unusable_request_id, lone_surrogate, lone_surrogate_message, unreadable_json
 from fabric_query.types import EvidencePack
 from fabric_query.units import canonical_unit
 from fabric_resources.catalog import CatalogDamagedError, CatalogUnavailableError
@@ -166,6 +166,8 @@ def bad_line_error(exc: Exception) -> mcp_types.JSONRPCError | None:
         code, message = mcp_types.PARSE_ERROR, "Parse error: the line is not JSON"
         if line.startswith(CappedLines.TOO_LONG):
             message = f"Parse error: the line has more than {line.split()[-1]} bytes, the most read"
+        elif line.startswith(CappedLines.UNREADABLE):
+            message = f"Parse error: {line.removeprefix(CappedLines.UNREADABLE).strip()}"
         elif line.startswith(CappedLines.BAD_ID):
             code, message = mcp_types.INVALID_REQUEST, "Invalid Request: an MCP request id is a string or an integer"
         elif (half := lone_surrogate(line)) is not None:
@@ -193,6 +195,11 @@ class CappedLines:
     """
 
     TOO_LONG = "\x00line too long: more than"
+    #: Stands for JSON that ``/mcp`` refuses before the SDK reads it, followed by why
+    #: (:func:`~fabric_query.server.wire.unreadable_json`): a key named twice (the SDK took the last
+    #: ``id``), bytes that are not UTF-8 (read with U+FFFD in their place and searched), nesting too
+    #: deep or a number too long (both "the line is not JSON").
+    UNREADABLE = "\x00unreadable: "
     #: Stands for an object whose ``id`` is null, a boolean, a float, an array or an object: the SDK
     #: reads it as a notification (it ignores the id) and answers nothing, so its sender waited for ever.
     BAD_ID = "\x00request id neither a string nor an integer"
@@ -206,6 +213,10 @@ class CappedLines:
             while line and not line.endswith(b"\n"):
                 line = self._raw.readline(1 << 16)
             return f"{self.TOO_LONG} {self._limit}\n"
+        if line.lstrip()[:1] in (b"{", b"["):  # other lines are no JSON-RPC message at all
+            why = unreadable_json(line)
+            if why is not None:
+                return f"{self.UNREADABLE}{why}\n"
         text = line.decode("utf-8", errors="replace")
         return f"{self.BAD_ID}\n" if has_unusable_request_id(text) else text
 

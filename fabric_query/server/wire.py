@@ -10,6 +10,7 @@ import datetime as dt
 import json
 import os
 import re
+import sys
 from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr, field_validator, model_validator
@@ -57,6 +58,39 @@ def strict_json(body: bytes) -> Any:
         return json.loads(body, object_pairs_hook=_unique_keys)
     except _DuplicateKey as dup:
         raise json.JSONDecodeError(f"duplicate key {dup.key!r}", "", 0) from None
+
+
+#: Why a body nested past the interpreter's recursion limit is refused (the admin routes' words).
+TOO_DEEP = "arrays or objects nest too deeply"
+
+
+def unreadable_json(body: bytes) -> str | None:
+    """``"duplicate key 'name'"`` when a JSON body names a key twice, :data:`TOO_DEEP` when it
+    nests past the recursion limit, why when its bytes are not Unicode text (``"not UTF-8, -16 or
+    -32 text: invalid start byte at byte 12"``) or one of its numbers has more digits than Python
+    converts (:func:`sys.get_int_max_str_digits`); else None, also for a body that is not JSON at
+    all (its route says why, with the character where).
+
+    These are refused here because FastAPI reads each as "There was an error parsing the body" (a
+    400 of type ``HTTPError`` on the read routes, trials 14b and 20d), the admin routes called a
+    number too long "not UTF-8, -16 or -32 text", and the MCP SDK's parser gives up on nesting far
+    sooner. ``fabric mcp`` refuses the same stdio lines
+    (:class:`~fabric_query.server.mcp_tools.CappedLines`), so both transports answer alike."""
+    if not body:
+        return None
+    try:
+        strict_json(body)
+    except json.JSONDecodeError as exc:
+        return exc.msg if exc.msg.startswith("duplicate key") else None
+    except RecursionError:
+        return TOO_DEEP
+    except UnicodeDecodeError as exc:
+        return f"not UTF-8, -16 or -32 text: {exc.reason} at byte {exc.start}"
+    except ValueError as exc:
+        if "integer string conversion" in str(exc):  # int()'s guard against quadratic conversion
+            return f"a number has more than {sys.get_int_max_str_digits()} digits"
+        return None
+    return None
 
 
 def has_unusable_request_id(raw: bytes | str) -> bool:

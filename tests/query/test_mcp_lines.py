@@ -97,3 +97,31 @@ def test_a_request_with_an_id_mcp_does_not_allow_is_answered_invalid_request(req
     error = _error(lines.readline())
     assert (error.error.code, error.id) == (mcp_types.INVALID_REQUEST, None)
     assert [lines.readline() for _ in good] == [g.decode() for g in good]
+
+
+@pytest.mark.parametrize(("line", "reason"), [
+    (b'{"jsonrpc": "2.0", "id": 13, "id": 14, "method": "ping"}', "duplicate key 'id'"),
+    (b'{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "search", '
+     b'"arguments": {"query": "caf\xe9", "query": "x"}}}', "not UTF-8, -16 or -32 text: invalid continuation byte at byte {at}"),
+    (b'{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "search", '
+     b'"arguments": {"query": "\xff lamp"}}}', "not UTF-8, -16 or -32 text: invalid start byte at byte {at}"),
+    (b'{"jsonrpc": "2.0", "id": 1, "method": "ping", "params": {"n": ' + b"1" * 5000 + b"}}",
+     "a number has more than 4300 digits"),
+    (b'{"jsonrpc": "2.0", "id": 1, "method": "ping", "params": {"n": ' + b"[" * 5000 + b"]" * 5000 + b"}}",
+     "arrays or objects nest too deeply"),
+])
+def test_a_line_the_http_endpoint_refuses_is_refused_over_stdio_with_the_same_reason(line, reason):
+    """guards against (hostile trial 20d): ``fabric mcp`` reading lines that ``/mcp`` refuses
+    (its guard, :func:`~fabric_query.server.wire.unreadable_json`) as something else: a request
+    naming ``id`` twice answered under its last id, a query holding bytes that are not UTF-8
+    searched with U+FFFD in their place, and a number of 5,000 digits or nesting 5,000 deep answered
+    "the line is not JSON". Each is now the Parse error naming why, as over HTTP; the next line is
+    read as usual."""
+    import io
+
+    lines = CappedLines(io.BytesIO(line + b'\n{"jsonrpc": "2.0", "id": 2, "method": "ping"}\n'), 1 << 20)
+    error = _error(lines.readline())
+    assert (error.error.code, error.id) == (mcp_types.PARSE_ERROR, None)
+    at = next((i for i, b in enumerate(line) if b > 0x7F), None)  # the first byte that is not ASCII
+    assert error.error.message == f"Parse error: {reason.format(at=at)}"
+    assert mcp_types.jsonrpc_message_adapter.validate_json(lines.readline(), by_name=False).id == 2
