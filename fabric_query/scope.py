@@ -126,20 +126,23 @@ def apply_scope(parsed: ParsedQuery, scope: Scope | dict | None) -> ParsedQuery:
     Raises
     ------
     InvalidArgumentError
-        ``scope`` is not a :class:`Scope` (or its dict), or sets a dimension the query string
-        already filters on (``type:`` and ``media_types``, ...).
+        ``scope`` is not a :class:`Scope` (or its dict), holds a value its field does not take
+        (also a Scope changed by ``model_copy(update=...)``, which pydantic does not validate), or
+        sets a dimension the query string already filters on (``type:`` and ``media_types``, ...).
     """
     if scope is None:
         return parsed
-    if isinstance(scope, dict):
-        from pydantic import ValidationError
-
-        try:
-            scope = Scope.model_validate(scope)
-        except ValidationError as exc:
-            raise InvalidArgumentError(f"scope: {scope_problems(exc)}") from None
-    if not isinstance(scope, Scope):
+    if not isinstance(scope, (Scope, dict)):
         raise InvalidArgumentError(f"scope must be a Scope or a dict, got {type(scope).__name__}")
+    from pydantic import ValidationError
+
+    try:
+        # A Scope is validated again (as a citation is): model_copy(update=...) and model_construct()
+        # skip validation, so ``source_keys="fs:a.txt"`` filtered by its characters (no answer, no
+        # error) and a date given as a string raised TypeError (trial 20d).
+        scope = Scope.model_validate(dict(scope))
+    except ValidationError as exc:
+        raise InvalidArgumentError(f"scope: {scope_problems(exc)}") from None
     f = parsed.filters
     given = {
         "source_keys": (bool(scope.source_keys), bool(f.sources), "source:"),

@@ -381,3 +381,26 @@ def test_a_budget_the_best_hit_fits_keeps_it(long_note):
     kept = pack.passages[pack.results[0].passage]
     assert best.chunk_id in kept.chunk_ids and kept.token_count <= budget and kept.truncated
     assert long_note.resolve(kept.citation).status == "verified"
+
+
+@pytest.mark.parametrize(("update", "message"), [
+    ({"source_keys": "fs:corpus/notes/a.txt"}, "scope: source_keys: Input should be a valid tuple"),
+    ({"path_prefixes": ("",)}, "scope: path_prefixes.0: String should have at least 1 character"),
+    ({"modified_after": "2024-01-01"}, None),  # the form the field takes: read as that day
+    ({"modified_after": "soon"}, "scope: modified_after: expects a calendar day YYYY-MM-DD (UTC), got 'soon'"),
+    ({"languages": None}, "scope: languages: Input should be a valid tuple"),
+])
+def test_a_scope_changed_without_validation_is_validated_by_the_search(fabric, update, message):
+    """guards against (hostile trial 20d): a Scope changed by ``model_copy(update=...)`` (or built
+    by ``model_construct``), which pydantic does not validate, searched as it was: a source key
+    given as a string instead of a tuple filtered by its characters (no results and no error), a
+    date given as text raised Python's ``TypeError``. A scope is validated again, as a citation is."""
+    changed = Scope(media_types=("text",)).model_copy(update=update)
+    if message is None:
+        assert _same(fabric.search("lamp", scope=changed), fabric.search("lamp", scope=Scope(media_types=("text",), **update)))
+        return
+    with pytest.raises(InvalidArgumentError) as caught:
+        fabric.search("lamp", scope=changed)
+    assert str(caught.value) == message
+    with pytest.raises(InvalidArgumentError):
+        fabric.search("lamp", scope=Scope.model_construct(**{**dict(Scope()), **update}))
