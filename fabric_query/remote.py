@@ -36,17 +36,20 @@ class RemoteError(Exception):
         self.kind = kind
 
 
-def _token(home_root: Path) -> str | None:
+def _token(home_root: Path, host: str) -> str | None:
+    """The bearer a command on this home sends to a server at ``host``: the admin token when this
+    user can read it and ``host`` is loopback (the operator: ``/v1/status`` and ``/v1/sources`` then
+    name withheld sources, as in-process; never sent off the machine, whatever server.json names),
+    else the read token when there is one, else None."""
     from fabric_query.server.discovery import READ_TOKEN_FILE
+    from fabric_query.server.security import ADMIN_TOKEN_FILE, TokenFileError, is_loopback, load_token
 
-    if not (home_root / READ_TOKEN_FILE).exists():
-        return None
-    from fabric_query.server.security import TokenFileError, load_token
-
-    try:
-        return load_token(home_root / READ_TOKEN_FILE)
-    except TokenFileError:
-        return None
+    for name in ((ADMIN_TOKEN_FILE,) if is_loopback(host) else ()) + (READ_TOKEN_FILE,):
+        try:
+            return load_token(home_root / name)
+        except (TokenFileError, OSError):
+            continue
+    return None
 
 
 def call(home_root: Path, method: str, path: str, body: dict[str, Any] | None = None) -> Any | None:
@@ -70,7 +73,7 @@ def call(home_root: Path, method: str, path: str, body: dict[str, Any] | None = 
     except ValueError:  # a damaged server.json (bad port, unclosed bracket): run in-process
         return None
     headers = {"content-type": "application/json", "accept": "application/json"}
-    token = _token(home_root)
+    token = _token(home_root, host or "")
     if token:
         headers["authorization"] = f"Bearer {token}"
     payload = None if body is None else json.dumps(body).encode("utf-8")

@@ -20,9 +20,11 @@ from starlette.responses import JSONResponse, Response
 
 from fabric_query.api import Fabric
 from fabric_query.release import pinned_view
+from fabric_query.server.client_view import client_status
 from fabric_query.server.errors import error_response
 from fabric_query.server.gate import AdmissionGate
 from fabric_query.server.protocol import Disconnected, unless_disconnected
+from fabric_query.server.security import is_admin
 from fabric_query.server.wire import ResolveRequest, SearchRequest
 from fabric_query.units import canonical_unit
 from fabric_query.visibility import current_sources_config
@@ -114,18 +116,29 @@ async def resolve(body: ResolveRequest, request: Request) -> Response:
     return result if isinstance(result, Response) else _json(result)
 
 
+def _operator(request: Request) -> bool:
+    """Whether the request carries the admin token: the operator, who sees withheld sources by name
+    (:mod:`fabric_query.server.client_view`)."""
+    return is_admin(request.headers.getlist("authorization"), request.app.state.admin_token)
+
+
 @router.get("/status")
 async def status(request: Request) -> Response:
-    """Sources by state, the current release, failed / held / unfinished parses with reasons."""
-    result = await _gated(request, server_state(request).fabric.status)
-    return result if isinstance(result, Response) else _json(result)
+    """Sources by state, the current release, failed / held / unfinished parses with reasons; with
+    the admin token the operator's whole status, else withheld sources neither named nor counted."""
+    fabric = server_state(request).fabric
+    if _operator(request):
+        result = await _gated(request, fabric.status)
+        return result if isinstance(result, Response) else _json(result)
+    result = await _gated(request, client_status, fabric)
+    return result if isinstance(result, Response) else JSONResponse(result)
 
 
 #: Tries of ``/v1/sources`` whose release was retired between its catalog read and its view.
 SOURCES_TRIES = 3
 
 
-def _sources(fabric: Fabric) -> dict[str, Any]:
+def _sources(fabric: Fabric, operator: bool = False) -> dict[str, Any]:
     home = fabric.home
     # The release it names and the sources' states and hashes from one catalog read: read apart, an
     # ingest between them paired the release's parse IDs with the next version's hashes and states.
@@ -143,7 +156,8 @@ def _sources(fabric: Fabric) -> dict[str, Any]:
         if s.state == "deleted":
             continue
         if withheld.is_withheld(s.source_key):
-            out.append({"source_key": s.source_key, "state": "withheld"})  # nothing more about it
+            if operator:  # by key and state only; to any other client it does not exist
+                out.append({"source_key": s.source_key, "state": "withheld"})
             continue
         out.append({"source_key": s.source_key, "state": s.state, "media_type": s.media_type,
                     "mtime_ns": s.mtime_ns, "size": s.size, "source_hash": s.source_hash,
@@ -153,8 +167,9 @@ def _sources(fabric: Fabric) -> dict[str, Any]:
 
 @router.get("/sources")
 async def sources(request: Request) -> Any:
-    """Every known source that is not deleted; withheld ones by key and state only."""
-    return await _gated(request, _sources, server_state(request).fabric)
+    """Every known source that is not deleted; withheld ones by key and state only, and only to the
+    operator (the admin token)."""
+    return await _gated(request, _sources, server_state(request).fabric, _operator(request))
 
 
 def _unit(fabric: Fabric, unit_id: str):

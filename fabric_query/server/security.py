@@ -153,3 +153,10 @@ def bearer_matches(authorization: str | None, *tokens: str | None) -> bool:
         if token:  # every token is compared, so the time does not say which one matched
             ok |= hmac.compare_digest(given_b, token.encode("utf-8", "surrogateescape"))
     return ok
+
+
+def is_admin(authorizations: list[str], token: str | None) -> bool:
+    """Whether a request's ``Authorization`` headers (all of them, in order) carry the admin token:
+    exactly one header, ``Bearer <token>``. Two are refused whichever holds the token: a proxy or
+    log that reads the other saw other credentials (trial 20d)."""
+    return token is not None and len(authorizations) == 1 and bearer_matches(authorizations[0], token)

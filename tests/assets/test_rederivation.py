@@ -276,7 +276,7 @@ def test_status_names_sources_an_older_parser_made_until_the_ingest_parses_them_
     from dataclasses import replace
 
     from fabric_query.cli import print_status
-    from fabric_query.server.mcp_tools import without_withheld
+    from fabric_query.server.client_view import without_withheld
     from fabric_resources.parsing import registry
 
     src = tmp_path / "docs"

@@ -123,11 +123,13 @@ def test_resolve_verifies_a_cited_hit_and_never_substitutes(server):
 
 
 def test_status_sources_release_and_units(server, fabric):
+    from fabric_query.server.client_view import client_status
+
     status = server.get("/v1/status").json()
-    assert status == json.loads(fabric.status().model_dump_json())
+    assert status == client_status(fabric)  # no admin token: a client's view
     sources = server.get("/v1/sources").json()
     by_key = {s["source_key"]: s for s in sources["sources"]}
-    assert by_key["fs:corpus/private/diary.txt"] == {"source_key": "fs:corpus/private/diary.txt", "state": "withheld"}
+    assert "fs:corpus/private/diary.txt" not in by_key
     assert by_key["fs:corpus/a.txt"]["active_parse_id"]
     release = server.get("/v1/releases/current").json()
     assert release["release_id"] == sources["release_id"] == status["release_id"]
@@ -162,7 +164,7 @@ def test_a_unit_withheld_since_is_answered_as_one_that_never_existed(tmp_path):
             r = client.get(f"/v1/units/{unit_id}")
             assert _error(r, 404) == _error(client.get("/v1/units/" + "0" * 32), 404)
             listed = {s["source_key"]: s for s in client.get("/v1/sources").json()["sources"]}
-            assert listed["fs:corpus/secret.txt"] == {"source_key": "fs:corpus/secret.txt", "state": "withheld"}
+            assert "fs:corpus/secret.txt" not in listed and "secret" not in client.get("/v1/status").text
             assert client.get("/v1/releases/current").json()["sources"] == 1
 
 
@@ -500,6 +502,61 @@ def test_an_admin_request_with_two_authorizations_is_refused_whichever_comes_fir
             r = client.post("/v1/admin/snapshot", json={}, headers=[good])  # one is enough
             assert r.status_code == 202 and admin.submitted == [("snapshot", {"note": ""})], r.text
             assert client.get("/v1/operations/" + "0" * 32, headers=[good]).status_code == 200
+
+
+def test_withheld_sources_are_named_only_to_the_operator(fabric):
+    """guards against (hostile trial 20d): ``/v1/status`` and ``/v1/sources`` naming withheld
+    sources to every client — with the read token, to everyone it is handed to when the server
+    binds another interface than loopback — while the MCP ``status`` tool, the same audience,
+    neither names nor counts them. A file's name can be the secret. Only the admin token (the
+    operator, whose ``fabric status`` goes through the server with it) sees them, as in-process."""
+    from fabric_query.server.client_view import client_status
+
+    admin_token, read_token = "a" * 43, "r" * 43
+    withheld = "fs:corpus/private/diary.txt"
+    assert withheld in fabric.status().withheld  # the fixture withholds it
+    with live_server(lambda port: create_app(fabric, ServerConfig(), port=port, read_token=read_token,
+                                             admin=_RecordingAdmin(), admin_token=admin_token)) as url:
+        reader = {"authorization": f"Bearer {read_token}"}
+        with httpx.Client(base_url=url, timeout=60, headers=reader) as client:
+            wait_ready(client)
+            status, sources = client.get("/v1/status"), client.get("/v1/sources")
+            assert status.json() == client_status(fabric)
+            assert "private" not in status.text and "private" not in sources.text
+            assert {s["source_key"] for s in sources.json()["sources"]} >= {"fs:corpus/a.txt"}
+            operator = {"authorization": f"Bearer {admin_token}"}
+            assert client.get("/v1/status", headers=operator).json() == json.loads(fabric.status().model_dump_json())
+            listed = {s["source_key"]: s for s in client.get("/v1/sources", headers=operator).json()["sources"]}
+            assert listed[withheld] == {"source_key": withheld, "state": "withheld"}
+            _error(client.get("/v1/sources", headers={"authorization": f"Bearer {admin_token}x"}), 401)
+
+
+def test_the_operators_commands_through_the_server_see_what_they_see_in_process(home, fabric):
+    """guards against: ``fabric status`` through a running server losing the withheld sources it
+    lists in-process, now that ``/v1/status`` names them only to the admin token; and the admin
+    token going anywhere but loopback, whatever a server.json names."""
+    from fabric_query.remote import _token, call
+    from fabric_query.server.discovery import remove_server_file, write_server_file
+    from fabric_query.server.security import ADMIN_TOKEN_FILE, ensure_token
+
+    token_file = home.root / ADMIN_TOKEN_FILE
+    token = ensure_token(token_file)
+    try:
+        with live_server(lambda port: create_app(fabric, ServerConfig(), port=port, admin=_RecordingAdmin(),
+                                                 admin_token=token)) as url:
+            with httpx.Client(base_url=url, timeout=60) as client:
+                wait_ready(client)
+            write_server_file(home.root, "127.0.0.1", int(url.rsplit(":", 1)[1]), "9.9")
+            try:
+                answer = call(home.root, "GET", "/v1/status")
+            finally:
+                remove_server_file(home.root)
+        assert answer == json.loads(fabric.status().model_dump_json())
+        assert "fs:corpus/private/diary.txt" in answer["withheld"]
+        assert _token(home.root, "127.0.0.1") == _token(home.root, "localhost") == token
+        assert _token(home.root, "192.0.2.7") is None  # no read token here; never the admin token
+    finally:
+        token_file.unlink()
 
 
 def test_a_token_file_holding_other_than_printable_ascii_is_refused_and_never_a_500(fabric, tmp_path):

@@ -100,7 +100,7 @@ def test_status_follows_a_pattern_added_while_open_and_the_agent_view_drops_skip
     added while ``fabric serve`` runs hid the sources from searches at once, but an agent's status
     still named them), and MCP status naming a skipped file inside a withheld folder (a skipped path
     is not a source, so the ``withheld`` list cannot hide it)."""
-    from fabric_query.server.mcp_tools import agent_status
+    from fabric_query.server.client_view import client_status as agent_status
     from fabric_resources.schema import SCAN_SKIPPED_STATE
 
     home, _ = _home(tmp_path, "open", {**VISIBLE["en"], **WITHHELD["en"]})
