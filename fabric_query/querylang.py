@@ -354,7 +354,10 @@ def parse_query(text: str, max_chars: int = 1000) -> ParsedQuery:
             shown = f'-"{excluded[0]}"' if any(c.isspace() for c in excluded[0]) else f"-{excluded[0]}"
             raise EmptyQueryError(f"the query needs at least one search term: an excluded term ({shown}) only "
                                   "narrows what a search term finds")
-        raise EmptyQueryError("the query needs at least one search term (filters alone are not a query)")
+        if values:
+            raise EmptyQueryError("the query needs at least one search term (filters alone are not a query)")
+        raise EmptyQueryError("the query needs at least one search term (it holds only spaces, quotes or "
+                              "invisible characters)")
     sources = tuple(s for s in (v.strip() for v in values.get("source", "").split(",")) if s)
     if "source" in values and not sources:
         raise QuerySyntaxError("filter source: names no source key")

@@ -252,6 +252,15 @@ def test_a_query_of_excluded_terms_only_is_told_so():
     assert "excluded" not in str(ei.value)
 
 
+@pytest.mark.parametrize("text", ['""', '"  "', "   ", "\u200b", '"\u200b"'])
+def test_a_query_with_neither_term_nor_filter_is_not_told_about_filters(text):
+    """guards against (hostile trial 20d): a query of quotes only (``""``) answered "filters alone are
+    not a query", though it held no filter."""
+    with pytest.raises(EmptyQueryError, match="only spaces, quotes or invisible characters") as ei:
+        parse_query(text)
+    assert "filter" not in str(ei.value)
+
+
 def test_empty_query_error_is_a_syntax_error():
     """guards against: the error hierarchy being flattened (callers catch QuerySyntaxError)."""
     assert issubclass(EmptyQueryError, QuerySyntaxError)
