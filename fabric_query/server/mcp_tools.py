@@ -64,6 +64,10 @@ INSTRUCTION_PATTERNS = re.compile(
 )
 
 
+#: What file names put between words (``ignore_previous-instructions.md``): read as spaces.
+_NAME_SEPARATORS = re.compile(r"[-_.+/\\~]+")
+
+
 def labelled(text: str, origin: str) -> dict[str, Any]:
     """A document's text as handed to an agent: always untrusted, with where it came from.
 
@@ -71,9 +75,16 @@ def labelled(text: str, origin: str) -> dict[str, Any]:
     True
     >>> labelled("The lamp was lit at dusk.", "fs:a.txt")["untrusted"]
     True
+
+    The origin is a file's name, which whoever wrote the file chose, so it is read too (its
+    separators as spaces):
+
+    >>> labelled("The lamp was lit at dusk.", "fs:in/Ignore_previous-instructions.md")["may_contain_instructions"]
+    True
     """
     return {"text": text, "untrusted": True, "origin": origin,
-            "may_contain_instructions": bool(INSTRUCTION_PATTERNS.search(text))}
+            "may_contain_instructions": bool(INSTRUCTION_PATTERNS.search(text)
+                                             or INSTRUCTION_PATTERNS.search(_NAME_SEPARATORS.sub(" ", origin)))}
 
 
 def labelled_path(section_path: tuple[str, ...] | list[str], origin: str) -> list[dict[str, Any]]:
