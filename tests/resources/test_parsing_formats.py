@@ -1396,6 +1396,63 @@ def test_an_html_equation_is_read_in_its_paragraph():
         assert "hiddenmath" not in str(texts) and "pi r^2" not in str(texts), (mode, texts)
 
 
+def test_a_declarative_shadow_root_is_read_and_a_plain_template_is_not():
+    """guards against (trial 20b): ``<template shadowrootmode="open">`` (a declarative shadow root,
+    which browsers attach and render: a server-rendered web component's text) skipped like an inert
+    ``<template>``, its paragraphs in no search; trafilatura drops every template, so it is given
+    the shadow root as a plain container. A plain template, or one of a mode browsers do not know,
+    stays unread; the unit's element path still names the template in the saved page."""
+    from fabric_resources.parsing.html.parser import parse_html
+
+    body = ("<article><p>The harbour master counted the herring boats at dawn and wrote the tally down.</p>"
+            "<div><template shadowrootmode='open'><p>Shadowopen paragraph a browser renders from the "
+            "component's shadow root, long enough to be main text.</p></template></div>"
+            "<div><template shadowrootmode='closed'><p>Shadowclosed paragraph a browser renders all the "
+            "same, long enough to be main text of the page.</p></template></div>"
+            "<template><p>Inerttemplate paragraph a script may clone later, never rendered as it stands.</p></template>"
+            "<template shadowrootmode='sideways'><p>Badmode paragraph of an inert template, never rendered.</p></template>"
+            "<p>Gulls argued over the nets while lanterns swung above the quay all night long.</p></article>")
+    for mode in ("trafilatura", "all"):
+        doc = parse_html(f"<html><body>{body}</body></html>".encode(),
+                         HtmlParserConfig(main_text=mode, isolation=IN_PROCESS))
+        text = " ".join(u.text for u in doc.units)
+        assert "Shadowopen" in text and "Shadowclosed" in text and "lanterns" in text, (mode, text)
+        assert "Inerttemplate" not in text and "Badmode" not in text, (mode, text)
+        shadow = next(u for u in doc.units if u.text.startswith("Shadowopen"))
+        assert shadow.locator["element_path"] == "/html/body/article/div[1]/template/p", shadow.locator
+
+
+def test_an_object_fallback_a_textarea_and_svg_text_a_browser_shows_are_read():
+    """guards against (trial 20b): text every reader of the page saw skipped with the element
+    holding it: an ``<object>``'s fallback content (shown when the browser does not display the
+    data itself: a plug-in's, or none), a ``<textarea>``'s default text, the words an inline
+    ``<svg>`` draws (``<text>``, ``<tspan>``). Not read: the fallback of an object showing an image,
+    an SVG's ``<title>``/``<desc>`` (a tooltip) or what its ``<defs>`` only defines, an SVG text a
+    ``display="none"`` attribute hides; markup typed in a textarea stays text."""
+    from fabric_resources.parsing.html.parser import parse_html
+
+    body = ("<article><p>The harbour master counted the herring boats at dawn and wrote the tally down.</p>"
+            "<object data='tides.swf' type='application/x-shockwave-flash'><p>Flashfallback table of the "
+            "tides for the harbour, shown since no browser runs the plug-in.</p></object>"
+            "<object data='chart.png'><p>Imagefallback text a browser never shows, since it shows the image.</p></object>"
+            "<object><p>Nodatafallback paragraph of an object that names no data, shown to the reader.</p></object>"
+            "<p>Paste the tally here: <textarea>Textareadefault 12 boats <b>landed</b></textarea> and send it.</p>"
+            "<p>The chart <svg><title>Svgtooltip</title><desc>Svgdesc</desc><defs><text id='t'>Svgdefined</text></defs>"
+            "<text x='0'>Svgtextlabel</text><text><tspan>Svgtspan</tspan> tonnes</text>"
+            "<text display='none'>Svgnotshown</text></svg> shows the catch by month for the year.</p>"
+            "<p>Gulls argued over the nets while lanterns swung above the quay all night long.</p></article>")
+    for mode in ("trafilatura", "all"):
+        doc = parse_html(f"<html><body>{body}</body></html>".encode(),
+                         HtmlParserConfig(main_text=mode, isolation=IN_PROCESS))
+        texts = [u.text for u in doc.units]
+        text = " ".join(texts)
+        assert "Flashfallback" in text and "Nodatafallback" in text, (mode, texts)
+        assert "Paste the tally here: Textareadefault 12 boats <b>landed</b> and send it." in texts, (mode, texts)
+        assert "The chart Svgtextlabel Svgtspan tonnes shows the catch by month for the year." in texts, (mode, texts)
+        assert not any(w in text for w in ("Imagefallback", "Svgtooltip", "Svgdesc", "Svgdefined", "Svgnotshown")), (
+            mode, texts)
+
+
 def test_a_page_over_the_in_process_bound_runs_in_a_child_under_its_timeout():
     """guards against (hostile trial 8): a page of very many elements parsed in-process, where
     trafilatura's superlinear time (400,000 paragraphs: 210 s; a 64 MB page: hours) could not be

@@ -9,9 +9,11 @@ heading, list item, table cell, preformatted, quote) whose text trafilatura
 kept becomes a unit with its element path, so a citation points at the
 element. A table cell, whose text trafilatura writes inside a "| a | b |" row line
 rather than as a line of its own, is kept when it is a cell of those rows and its table is one
-trafilatura kept (most of its cells are in them). Scripts, styles, templates, forms, elements
-marked ``hidden``, a ``dialog`` not open, and elements whose inline style says ``display: none`` or
-``visibility: hidden`` never yield text. An equation (MathML) is read in the unit's text.
+trafilatura kept (most of its cells are in them). Scripts, styles, inert templates, form controls
+but a textarea, elements marked ``hidden``, a ``dialog`` not open, and elements whose inline style
+says ``display: none`` or ``visibility: hidden`` never yield text. An equation (MathML) is read in
+the unit's text, and so is what :mod:`.rendered` lists (a declarative shadow root, an object's
+shown fallback, a textarea's default text, the words an inline SVG draws).
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from fabric_resources.parsing.element_paths import ElementPaths
 from fabric_resources.parsing.document import ParsedDocument, ParsedUnit, ParseError
 from fabric_resources.parsing.html import MEDIA_TYPE, PARSER_NAME, PARSER_VERSION
 from fabric_resources.parsing.html.encoding import decode_html
+from fabric_resources.parsing.html.rendered import svg_text, trafilatura_view, transparent
 from fabric_resources.parsing.inline_style import hidden_element as _hidden
 from fabric_resources.parsing.lxml_limits import raise_on_attribute_flood, raise_on_resource_limit
 from fabric_resources.parsing import table_grid
@@ -50,6 +53,9 @@ _SKIP = {"script", "style", "noscript", "template", "head", "title", "meta", "li
 # an equation never matched, and was dropped.
 _MATH = "math"
 _MATH_UNSHOWN = {"annotation", "annotation-xml"}
+#: Skipped tags whose text is read inline all the same (:mod:`.rendered`: an equation, the words an
+#: inline SVG draws, a textarea's default text).
+_READ_INLINE = {_MATH, "svg", "textarea"}
 _HEADINGS = {f"h{n}": n for n in range(1, 7)}
 _LEAF_KINDS = {"p": "paragraph", "li": "list_item", "dt": "paragraph", "dd": "paragraph", "td": "table_cell",
                "th": "table_cell", "pre": "preformatted", "blockquote": "blockquote", "figcaption": "figure_caption",
@@ -114,6 +120,8 @@ def parse_html(data: bytes, config: "HtmlParserConfig", media_type: str = MEDIA_
     raise_on_resource_limit(parser)  # trafilatura parses the same way: it would miss the same text
     if _absorb_trailing(root):  # trafilatura reads the page as the walk does: with that content in its body
         text = lxml.html.tostring(root, encoding="unicode")
+    view = trafilatura_view(root)  # rendered text trafilatura would drop (shadow roots, SVG text, ...)
+    text = text if view is None else view
     walker = _Walker(root.getroottree(), None, config.max_depth)
     walker.place_tables(root)  # before trafilatura, which takes minutes over a table this refuses
     walker.main = main_text(text) if config.main_text == "trafilatura" else None
@@ -275,10 +283,9 @@ class _Walker:
     def walk(self, el, depth: int) -> None:
         if depth > self.max_depth:
             raise ParseError("cap-depth", f"elements nested deeper than {self.max_depth}")
-        tag = el.tag if isinstance(el.tag, str) else None
-        if tag is None or tag.lower() in _SKIP or _hidden(el):
+        tag = el.tag.lower() if isinstance(el.tag, str) else None
+        if tag is None or _skipped(el, tag):
             return
-        tag = tag.lower()
         if tag in _LEAF_KINDS and not self._has_block(el):
             self.leaf(el, tag)
             return
@@ -286,11 +293,12 @@ class _Walker:
         runs = 0
         for child in el:
             ctag = child.tag.lower() if isinstance(child.tag, str) else None
-            if ctag in _BLOCKS and ctag not in _SKIP:
+            if (ctag in _BLOCKS and ctag not in _SKIP) or (ctag in _SKIP and transparent(child)
+                                                           and self._has_block(child)):
                 runs += self.loose(el, run, runs)
                 run = []
                 self.walk(child, depth + 1)
-            elif ctag is not None and (ctag not in _SKIP or ctag == _MATH) and not _hidden(child):
+            elif ctag is not None and (ctag in _READ_INLINE or not _skipped(child, ctag)) and not _hidden(child):
                 run.append(_texts(child))
             run.append((child.tail or "", child.tail or ""))
         self.loose(el, run, runs)
@@ -404,6 +412,12 @@ def _texts(el) -> tuple[str, str]:
     return matched, _inline_text(el, shown=True)
 
 
+def _skipped(el, tag: str) -> bool:
+    """Whether the walk reads nothing of ``el`` (its lower-case ``tag``): a tag of :data:`_SKIP` but a
+    rendered one (:func:`~fabric_resources.parsing.html.rendered.transparent`), or hidden."""
+    return (tag in _SKIP and not transparent(el)) or _hidden(el)
+
+
 def _edit_link(el) -> bool:
     return _EDIT_SECTION in (el.get("class") or "").split()
 
@@ -418,10 +432,11 @@ def _inline_text(el, shown: bool = False) -> str:
         tag = node.tag.lower() if isinstance(node.tag, str) else None
         if tag is None:  # comment or processing instruction
             return
-        if tag == _MATH and not _hidden(node):
-            parts.append(_math_text(node) if shown else _math_tex(node))
+        if tag in _READ_INLINE and not _hidden(node):
+            parts.append((node.text or "") if tag == "textarea" else svg_text(node) if tag == "svg"
+                         else _math_text(node) if shown else _math_tex(node))
             return
-        if tag in _SKIP or _hidden(node) or (shown and (tag in _RUBY_READINGS or _edit_link(node))):
+        if _skipped(node, tag) or (shown and (tag in _RUBY_READINGS or _edit_link(node))):
             return
         if tag == "br":
             parts.append("\n")

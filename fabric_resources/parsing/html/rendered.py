@@ -1,0 +1,126 @@
+"""Elements whose text a browser renders although the HTML parser's tag rules would skip them.
+
+Four kinds, each skipped whole before (their text lost from the index, though every reader saw it):
+
+- ``<template shadowrootmode="open|closed">``: a declarative shadow root (HTML Standard, "The
+  template element"), which the browser attaches to its parent and renders. A plain ``<template>``
+  is inert and stays unread.
+- ``<object>`` whose fallback content the browser shows: Fabric never renders an object's data, and
+  a browser shows the fallback unless the data is a kind it displays itself (:func:`object_shows_fallback`).
+- ``<textarea>``: its default text is in the box on the page (libxml2 reads it as text, as browsers do).
+- inline ``<svg>``: its ``<text>`` elements (a chart's labels, a diagram's words), not its ``<title>``
+  or ``<desc>`` (a tooltip, a description) nor what ``<defs>`` and the like only define.
+
+trafilatura drops all four before it decides the main text (its ``MANUALLY_CLEANED``), so it is
+given the page with them rewritten as plain elements (:func:`trafilatura_view`); the walk reads
+the unchanged tree, so an element path still names the element in the saved page.
+"""
+
+from __future__ import annotations
+
+import copy
+import mimetypes
+import re
+
+import lxml.html
+
+from fabric_resources.parsing.inline_style import hidden_element
+
+#: ``shadowrootmode`` values that attach a shadow root; any other leaves an inert template.
+_SHADOW_MODES = ("open", "closed")
+#: Media types a browser displays in an ``<object>`` itself (then the fallback is not shown).
+_DISPLAYED = ("image/", "text/", "application/pdf", "application/xhtml+xml", "application/xml")
+#: SVG elements whose content is never drawn where it stands (defined for reuse, or metadata).
+_SVG_UNDRAWN = {"title", "desc", "metadata", "defs", "symbol", "clippath", "mask", "pattern", "marker",
+                "lineargradient", "radialgradient", "filter", "style", "script"}
+_SVG_HIDES = re.compile(r"\s*(none|hidden|collapse)\s*", re.I)
+_WS = re.compile(r"\s+")
+
+
+def _local(el) -> str:
+    return el.tag.rpartition("}")[2].lower() if isinstance(el.tag, str) else ""
+
+
+def shadow_root(el) -> bool:
+    """Whether ``el`` is a ``template`` that declares a shadow root (rendered), not an inert one."""
+    return _local(el) == "template" and (el.get("shadowrootmode") or "").strip().lower() in _SHADOW_MODES
+
+
+def object_shows_fallback(el) -> bool:
+    """Whether a browser shows ``el``'s (an ``object``'s) fallback content: it names no data, or data
+    whose type (``type``, else guessed from the ``data`` URL's extension) is not one a browser
+    displays itself (an image, a page, text, a PDF). A plug-in's data (Flash, a Java applet) and a
+    type that cannot be told are taken as not displayed: the fallback is the only text there is."""
+    data = (el.get("data") or "").strip()
+    if not data:
+        return True
+    kind = (el.get("type") or "").strip().lower() or (mimetypes.guess_type(data.split("?")[0])[0] or "")
+    return not kind or not kind.startswith(_DISPLAYED)
+
+
+def transparent(el) -> bool:
+    """A skipped tag whose content is rendered as if it were a plain container (a shadow root, an
+    object's shown fallback)."""
+    tag = _local(el)
+    return shadow_root(el) if tag == "template" else tag == "object" and object_shows_fallback(el)
+
+
+def svg_text(svg) -> str:
+    """The words an inline ``svg`` draws: its ``text`` elements' text in document order, one text
+    element apart from the next by a space; not what :data:`_SVG_UNDRAWN` holds, nor an element a
+    ``display``/``visibility`` attribute or inline style hides."""
+    parts: list[str] = []
+
+    def add(node, in_text: bool) -> None:
+        for child in node:
+            tag = _local(child)
+            if not tag or tag in _SVG_UNDRAWN or hidden_element(child) or _svg_hidden(child):
+                continue
+            inner = in_text or tag == "text"
+            if inner:
+                parts.append(child.text or "")
+            add(child, inner)
+            if tag == "text":
+                parts.append(" ")
+            elif in_text:
+                parts.append(child.tail or "")
+
+    add(svg, False)
+    return _WS.sub(" ", "".join(parts)).strip()
+
+
+def _svg_hidden(el) -> bool:
+    return any(_SVG_HIDES.fullmatch(el.get(a) or "x") for a in ("display", "visibility"))
+
+
+def trafilatura_view(root) -> str | None:
+    """The page as trafilatura should read it: a copy of ``root`` where a shadow root and an
+    object's shown fallback are plain containers (``div``, or ``span`` around inline content), a
+    textarea is a ``span`` of its text and an inline ``svg`` a ``span`` of :func:`svg_text`;
+    ``None`` when the page holds none of them (trafilatura reads the page's own text)."""
+    if next((el for el in root.iter("template", "object", "textarea", "svg")
+             if el.tag != "template" or shadow_root(el)), None) is None:
+        return None
+    view = copy.deepcopy(root)
+    for el in list(view.iter("template", "object", "textarea", "svg")):
+        if el.tag in ("template", "object"):
+            if transparent(el):
+                el.tag = "div" if any(isinstance(d.tag, str) and d.tag in _BLOCK_HINTS
+                                      for d in el.iterdescendants()) else "span"
+                for name in list(el.attrib):
+                    del el.attrib[name]
+            continue
+        span = lxml.html.Element("span")
+        span.text = el.text if el.tag == "textarea" else svg_text(el)
+        span.tail = el.tail
+        if el.get("style") is not None:
+            span.set("style", el.get("style"))
+        el.getparent().replace(el, span)
+    return lxml.html.tostring(view, encoding="unicode")
+
+
+#: Descendants that make a shadow root or a fallback a ``div`` in :func:`trafilatura_view` (a
+#: ``span`` around a paragraph would be split by libxml2 when trafilatura parses the view).
+_BLOCK_HINTS = {"p", "div", "section", "article", "main", "header", "footer", "nav", "aside", "ul", "ol", "li",
+                "dl", "dt", "dd", "table", "pre", "blockquote", "figure", "form", "fieldset", "details",
+                "h1", "h2", "h3", "h4", "h5", "h6", "address", "hr"}
