@@ -52,3 +52,39 @@ def style_hides(style: str) -> tuple[bool, bool]:
         found[decl.lower_name] = (value, decl.important)
     return (found.get("display", ("", False))[0] == "none",
             found.get("visibility", ("", False))[0] in ("hidden", "collapse"))
+
+
+#: font-size values relative to the parent's size: under a zero-size parent they are zero too.
+_RELATIVE_UNITS = {"em", "ex", "ch", "cap", "ic", "lh"}
+_RELATIVE_KEYWORDS = {"inherit", "larger", "smaller", "unset", "revert", "revert-layer"}
+
+
+@lru_cache(maxsize=4096)
+def font_size_zero(style: str) -> bool | None:
+    """What an inline ``style`` says of the text's size: ``True`` when its ``font-size`` is zero
+    (``0``, ``0px``, ``0%``, any zero length: the text is drawn but takes no space and shows
+    nothing), ``False`` when it sets a size that is not zero nor relative to the parent's (``12px``,
+    ``1rem``, ``medium``: text under a zero-size parent shows again), ``None`` when it sets none or
+    one relative to the parent (``1em``, ``50%``, ``larger``: zero under a zero-size parent).
+    Precedence as :func:`style_hides`; a value tinycss2 cannot read as one token (``calc()``)
+    counts as a size that is not zero, since text lost is worse than text kept."""
+    import tinycss2
+
+    found: tuple[bool | None, bool] | None = None
+    for decl in tinycss2.parse_blocks_contents(style, skip_comments=True, skip_whitespace=True):
+        if decl.type != "declaration" or decl.lower_name != "font-size":
+            continue
+        if found is not None and found[1] and not decl.important:
+            continue
+        tokens = [t for t in decl.value if t.type not in ("whitespace", "comment")]
+        token = tokens[0] if len(tokens) == 1 else None
+        if token is not None and token.type in ("number", "dimension", "percentage") and token.value == 0:
+            value: bool | None = True
+        elif token is not None and ((token.type == "dimension" and token.lower_unit in _RELATIVE_UNITS)
+                                    or token.type == "percentage"
+                                    or (token.type == "ident" and token.lower_value in _RELATIVE_KEYWORDS)):
+            value = None
+        else:
+            value = False
+        found = (value, decl.important)
+    return found[0] if found is not None else None

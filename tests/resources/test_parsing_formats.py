@@ -1346,6 +1346,37 @@ def test_an_element_an_inline_style_hides_yields_no_text():
     assert not any(w in text for w in hidden), text
 
 
+def test_text_an_inline_zero_font_size_makes_invisible_yields_no_text_and_opacity_or_aria_hidden_does():
+    """guards against (trial 20b): words an inline ``font-size:0`` (any zero length) draws in no
+    space (keywords stuffed into a page) indexed and cited where nobody saw them; and against the
+    mutations that would lose seen text: the gap-removal idiom (``font-size:0`` on a row whose
+    children a stylesheet, by class, or their own inline style size again) must be read, two such
+    children stay two words, a later ``font-size`` declaration wins. ``1em`` under a zero size is
+    zero. ``opacity:0`` and ``aria-hidden`` text stays read: scroll-reveal pages start content at
+    ``opacity:0`` for a script to show it, and ``aria-hidden`` hides from screen readers only."""
+    from fabric_resources.parsing.html.parser import parse_html
+
+    body = ("<article><p>The harbour master counted the herring boats at dawn and wrote the tally down.</p>"
+            "<p>Visible words <span style='font-size:0'>Fontzero <b>Boldzero</b></span> and "
+            "<span style='FONT-SIZE: 0px !important'>Fontzeropx</span> and <span style='font-size:0%'>Pctzero</span> "
+            "end of this sentence about the nets and the tide.</p>"
+            "<div style='font-size:0'><span class='cell'>Classcell</span> <span style='font-size:14px'>Inlinecell</span>"
+            "<span style='font-size:1em'>Emzero</span></div>"
+            "<p style='font-size:0; font-size:12px'>Laterdecl paragraph shown by the later declaration here.</p>"
+            "<p style='opacity:0'>Opacityzero paragraph a scroll animation reveals to the reader.</p>"
+            "<p>Gulls argued over the nets <span aria-hidden='true'>Ariahidden</span> while lanterns swung above.</p>"
+            "</article>")
+    for mode in ("trafilatura", "all"):
+        doc = parse_html(f"<html><body>{body}</body></html>".encode(),
+                         HtmlParserConfig(main_text=mode, isolation=IN_PROCESS))
+        texts = [u.text for u in doc.units]
+        text = " ".join(texts)
+        assert "Visible words and and end of this sentence about the nets and the tide." in texts, (mode, texts)
+        assert "Classcell Inlinecell" in text and "Laterdecl" in text, (mode, texts)
+        assert "Opacityzero" in text and "Ariahidden" in text, (mode, texts)
+        assert not any(w in text for w in ("Fontzero", "Boldzero", "Fontzeropx", "Pctzero", "Emzero")), (mode, texts)
+
+
 def test_a_closed_dialog_and_what_browsers_never_render_yield_no_text():
     """guards against (trial 19b): text the HTML Standard's rendering rules hide ("Hidden elements":
     ``dialog:not([open])``, ``noframes``, ``noembed``, ``datalist``) indexed and cited from a page

@@ -11,7 +11,7 @@ from __future__ import annotations
 from fabric_resources.parsing.spec import ParserSpec
 
 PARSER_NAME = "docx"
-PARSER_VERSION = "12"  # 4: a part a relationship names may be missing (missing-part); 5: w:noBreakHyphen is U+2011
+PARSER_VERSION = "13"  # 4: a part a relationship names may be missing (missing-part); 5: w:noBreakHyphen is U+2011
 # 6: text a tracked change moved away (w:moveFrom) is skipped as deleted text is; 7: one branch of an
 # mc:AlternateContent is read (a text box's text was read twice); 8: a ruby's reading (w:rt) is skipped;
 # 9: an absolute position tab (w:ptab) is a tab, not nothing; 10: rows, cells and paragraphs inside content
@@ -25,6 +25,8 @@ PARSER_VERSION = "12"  # 4: a part a relationship names may be missing (missing-
 # is listed with its target, not python-docx's error, an equation where a table cell's or a note's paragraph may
 # stand is read, a note's text-box paragraph once, an MHTML w:altChunk is read from its root HTML part (trial 19b)
 # (and an HTML w:altChunk reads as html parser 18 reads it: no closed dialog, noframes, noembed, datalist; MathML read)
+# 13: an HTML w:altChunk reads as html parser 20 reads it (a shadow root, an object's fallback, a textarea, SVG text
+# read; text under font-size 0 not; trial 20b)
 MEDIA_TYPE = "application/vnd.openxmlformats-officedocument.wordprocessingml.document"
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from fabric_resources.parsing.spec import ParserSpec
 
 PARSER_NAME = "html"
-PARSER_VERSION = "19"  # 19: a declarative shadow root (template shadowrootmode), an object's shown fallback, a textarea's default text and an inline SVG's text are read (trial 20b); 18: a dialog not open, noframes, noembed and datalist yield no text, an equation (MathML) is read in its unit, bytes holding ISO-2022-JP escapes decode as ISO-2022-JP (trial 19b); 17: content after </html> is read at the end of the body, as browsers show it (trial 17c); 9: UTF-8 but for a flaw reads as UTF-8, bad bytes replaced (trial 12a); 10: short elements over
+PARSER_VERSION = "20"  # 20: text an inline font-size of zero makes invisible is not read (trial 20b); 19: a declarative shadow root (template shadowrootmode), an object's shown fallback, a textarea's default text and an inline SVG's text are read (trial 20b); 18: a dialog not open, noframes, noembed and datalist yield no text, an equation (MathML) is read in its unit, bytes holding ISO-2022-JP escapes decode as ISO-2022-JP (trial 19b); 17: content after </html> is read at the end of the body, as browsers show it (trial 17c); 9: UTF-8 but for a flaw reads as UTF-8, bad bytes replaced (trial 12a); 10: short elements over
 #                          several lines kept; 11: ruby readings are not unit text (trial 12b); 12: a page declaring
 #                          no charset decodes as text v5 does (EUC-JP, ISO-2022-JP, EUC-KR, Big5, KOI8-R, ...);
 #                          13: ... as text v6 does (windows-1250, ISO-8859-2, windows-1257; trial 14a);

@@ -31,7 +31,7 @@ from fabric_resources.parsing.element_paths import ElementPaths
 from fabric_resources.parsing.document import ParsedDocument, ParsedUnit, ParseError
 from fabric_resources.parsing.html import MEDIA_TYPE, PARSER_NAME, PARSER_VERSION
 from fabric_resources.parsing.html.encoding import decode_html
-from fabric_resources.parsing.html.rendered import svg_text, trafilatura_view, transparent
+from fabric_resources.parsing.html.rendered import blank_zero_size_text, svg_text, trafilatura_view, transparent
 from fabric_resources.parsing.inline_style import hidden_element as _hidden
 from fabric_resources.parsing.lxml_limits import raise_on_attribute_flood, raise_on_resource_limit
 from fabric_resources.parsing import table_grid
@@ -118,7 +118,9 @@ def parse_html(data: bytes, config: "HtmlParserConfig", media_type: str = MEDIA_
     except (etree.ParserError, ValueError) as exc:
         raise ParseError("malformed-html", f"{type(exc).__name__}: {exc}") from None
     raise_on_resource_limit(parser)  # trafilatura parses the same way: it would miss the same text
-    if _absorb_trailing(root):  # trafilatura reads the page as the walk does: with that content in its body
+    # trafilatura reads the page as the walk does: with content after </html> in its body (so that
+    # content is main text), without text a zero font size hides (the rest of its paragraph matches).
+    if _absorb_trailing(root) | blank_zero_size_text(root):
         text = lxml.html.tostring(root, encoding="unicode")
     view = trafilatura_view(root)  # rendered text trafilatura would drop (shadow roots, SVG text, ...)
     text = text if view is None else view

@@ -11,6 +11,11 @@ Four kinds, each skipped whole before (their text lost from the index, though ev
 - inline ``<svg>``: its ``<text>`` elements (a chart's labels, a diagram's words), not its ``<title>``
   or ``<desc>`` (a tooltip, a description) nor what ``<defs>`` and the like only define.
 
+And the reverse: text an inline ``font-size`` of zero draws in no space is emptied
+(:func:`blank_zero_size_text`). ``opacity: 0`` and ``aria-hidden="true"`` are not read as hiding:
+scroll-reveal pages start content at ``opacity: 0`` for a script to show it, and ``aria-hidden``
+hides from screen readers only (on ``../shared`` neither occurs inline on main text: 2026-12-07).
+
 trafilatura drops all four before it decides the main text (its ``MANUALLY_CLEANED``), so it is
 given the page with them rewritten as plain elements (:func:`trafilatura_view`); the walk reads
 the unchanged tree, so an element path still names the element in the saved page.
@@ -24,7 +29,7 @@ import re
 
 import lxml.html
 
-from fabric_resources.parsing.inline_style import hidden_element
+from fabric_resources.parsing.inline_style import font_size_zero, hidden_element
 
 #: ``shadowrootmode`` values that attach a shadow root; any other leaves an inert template.
 _SHADOW_MODES = ("open", "closed")
@@ -124,3 +129,43 @@ def trafilatura_view(root) -> str | None:
 _BLOCK_HINTS = {"p", "div", "section", "article", "main", "header", "footer", "nav", "aside", "ul", "ol", "li",
                 "dl", "dt", "dd", "table", "pre", "blockquote", "figure", "form", "fieldset", "details",
                 "h1", "h2", "h3", "h4", "h5", "h6", "address", "hr"}
+
+
+def blank_zero_size_text(root) -> bool:
+    """Empty the text an inline ``font-size`` of zero makes invisible (:func:`~fabric_resources.
+    parsing.inline_style.font_size_zero`: ``<span style="font-size:0">keywords</span>``, drawn in
+    no space, a search hit on words nobody saw); whether any text was emptied. The element's own
+    text and that of descendants inheriting the size are emptied; a descendant that sets a size of
+    its own, or has a ``class`` or ``id`` a stylesheet may size it by (Fabric reads no stylesheet),
+    keeps its text: a row of inline blocks under ``font-size:0`` (the gap-removal idiom, HTML
+    e-mail's ``<td style="font-size:0">``) is read. The tree's elements stay, so element paths do."""
+    emptied = False
+    for el in root.iter():
+        style = el.get("style") if isinstance(el.tag, str) else None
+        if style and "font-size" in style.lower() and font_size_zero(style):
+            emptied = _blank(el) or emptied
+    return emptied
+
+
+def _blank(el) -> bool:
+    emptied = bool(el.text and el.text.strip())
+    el.text = _gap(el.text)
+    for child in el:
+        if isinstance(child.tag, str) and not _sized_again(child):
+            emptied = _blank(child) or emptied
+        emptied = emptied or bool(child.tail and child.tail.strip())
+        child.tail = _gap(child.tail)
+    return emptied
+
+
+def _gap(text: str | None) -> str | None:
+    """A space for emptied text that held one: two inline blocks the zero-size gap stood between
+    stay two words ("Tides" "Winds", not "TidesWinds")."""
+    return " " if text and any(ch.isspace() for ch in text) else None
+
+
+def _sized_again(el) -> bool:
+    """Whether ``el`` may show text under a zero-size parent: its inline style sets a size that is
+    not zero nor relative, or a stylesheet may (a ``class`` or ``id``)."""
+    style = el.get("style")
+    return (style is not None and font_size_zero(style) is False) or bool(el.get("class") or el.get("id"))
