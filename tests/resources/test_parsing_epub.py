@@ -319,7 +319,7 @@ def test_mutated_bytes_raise_only_parse_error() -> None:
 def test_metadata_identity_and_missing_mimetype() -> None:
     """Guards against failing on a missing mimetype member or losing title/language/version."""
     doc = parse_epub(build_epub(SIMPLE, mimetype=False, title="My Book", lang="fr-CA"), CONFIG)
-    assert (doc.parser_name, doc.parser_version) == (PARSER_NAME, PARSER_VERSION) == ("epub", "6")
+    assert (doc.parser_name, doc.parser_version) == (PARSER_NAME, PARSER_VERSION) == ("epub", "7")
     assert doc.media_type == "application/epub+zip"
     assert (doc.title, doc.language) == ("My Book", "fr-CA")
     assert doc.metadata["mimetype_missing"] is True
@@ -371,6 +371,21 @@ def test_an_element_hidden_by_its_inline_style_yields_no_text() -> None:
     doc = parse_epub(build_epub({"c.xhtml": xhtml(body)}), CONFIG)
     assert texts(doc) == ["Visible heron paragraph.", "Kept stoat words.", "Shown again marten.",
                           "Until found ermine."]
+
+
+def test_a_mathml_equation_is_read_once_without_its_annotations() -> None:
+    """guards against (trial 20b): a MathML ``<semantics>``' annotations (the TeX source in
+    ``<annotation>``, a content-MathML copy in ``<annotation-xml>``), which no reading system
+    shows, read as body text after the equation ("The area is A=πr2A=\\pi r^2Aarea ..."), in a
+    paragraph, in loose text and in a heading; the equation's shown tokens stay read, as the HTML
+    parser reads them."""
+    math = ('<math xmlns="http://www.w3.org/1998/Math/MathML"><semantics><mrow><mi>A</mi><mo>=</mo><mi>π</mi>'
+            '<msup><mi>r</mi><mn>2</mn></msup></mrow><annotation encoding="application/x-tex">A=\\pi r^2</annotation>'
+            '<annotation-xml encoding="MathML-Content"><apply><eq/><ci>A</ci><ci>Contentcopy</ci></apply>'
+            '</annotation-xml></semantics></math>')
+    body = f"<h1>Circle {math}</h1><p>The area is {math} for radius r.</p><div>Loose {math} text.</div>"
+    doc = parse_epub(build_epub({"c1.xhtml": xhtml(body)}), CONFIG)
+    assert texts(doc) == ["Circle A=πr2", "The area is A=πr2 for radius r.", "Loose A=πr2 text."], texts(doc)
 
 
 def test_locator_element_path_is_readable() -> None:

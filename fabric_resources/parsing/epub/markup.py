@@ -38,7 +38,11 @@ NOTE_TYPES = frozenset({"footnote", "endnote", "rearnote", "note", "doc-footnote
 NOTES_SECTION_TYPES = frozenset({"footnotes", "endnotes", "rearnotes", "doc-endnotes", "doc-footnotes"})
 NOTEREF_TYPES = frozenset({"noteref", "doc-noteref"})
 PAGEBREAK_TYPES = frozenset({"pagebreak", "doc-pagebreak"})
-SKIPPED_TAGS = frozenset({"head", "script", "style", "template", "rt", "rp", "rtc", "svg", "noscript"})
+# annotation, annotation-xml: what a MathML <semantics> holds after its first child (the TeX source, a
+# content-MathML copy), which a reading system does not show; the equation was read twice, "A=πr2A=\pi r^2".
+# They occur only there (MathML), so their local name is enough (the HTML parser alike: _MATH_UNSHOWN).
+SKIPPED_TAGS = frozenset({"head", "script", "style", "template", "rt", "rp", "rtc", "svg", "noscript",
+                          "annotation", "annotation-xml"})
 HEADING_TAGS = frozenset({"h1", "h2", "h3", "h4", "h5", "h6"})
 BLOCK_TAGS = frozenset(
     "address article aside blockquote body caption center dd details dialog dir div dl dt fieldset "
