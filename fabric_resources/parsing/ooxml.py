@@ -16,6 +16,7 @@ from collections.abc import Callable
 from typing import TypeVar
 
 from fabric_resources.parsing.document import ParseError
+from fabric_resources.parsing.lxml_limits import syntax_error_reason
 
 T = TypeVar("T")
 
@@ -111,6 +112,39 @@ def without_dangling_relationships(data: bytes) -> tuple[bytes, list[str]]:
     return _repackaged(package, rewritten), sorted(missing)
 
 
+def _unreadable(exc: BaseException) -> str:
+    """Why a part is left out: ``cap-depth`` for libxml2's depth limit, named as HTML and EPUB name
+    it (its own words advise an option Fabric does not take), else lxml's error."""
+    if syntax_error_reason(exc, "") == "cap-depth":
+        return f"cap-depth: elements nested deeper than the 256 levels libxml2 reads (line {getattr(exc, 'lineno', '?')})"
+    return f"{type(exc).__name__}: {exc}"
+
+
+def relationship_targets(data: bytes, part: str) -> dict[str, str]:
+    """The internal relationships of ``part`` (a member name, ``ppt/presentation.xml``) in the
+    package ``data`` (an admitted zip): rId -> target member name, resolved as
+    :func:`without_dangling_relationships` resolves them; ``{}`` when the part has no ``.rels``.
+
+    Raises
+    ------
+    lxml.etree.LxmlError
+        Its ``.rels`` member is not XML.
+    """
+    from lxml import etree
+
+    package, names, parser = _opened(data)
+    folder, base = posixpath.split(part)
+    rels = posixpath.join(folder, "_rels", base + ".rels")
+    if rels not in names:
+        return {}
+    targets = {}
+    for rel in etree.fromstring(package.read(rels), parser):
+        target = rel.get("Target") or ""
+        if rel.get("TargetMode") != "External" and target and rel.get("Id"):
+            targets[rel.get("Id")] = posixpath.normpath(posixpath.join("/" + folder, target)).lstrip("/")
+    return targets
+
+
 def _opened(data: bytes):
     """``data`` (an admitted zip) opened: the package, its member names, and the XML parser its
     parts are read with (entities unresolved, no network)."""
@@ -160,7 +194,7 @@ def without_unreadable_parts(data: bytes) -> tuple[bytes, list[tuple[str, str]]]
             try:
                 etree.fromstring(package.read(name), parser)
             except etree.LxmlError as exc:
-                broken[name] = f"{type(exc).__name__}: {exc}"
+                broken[name] = _unreadable(exc)
     if broken:
         data = _repackaged(package, {}, frozenset(broken))
     data, missing = without_dangling_relationships(data)

@@ -705,7 +705,9 @@ def test_a_malformed_part_of_no_text_loses_that_part_only():
     assert [p.where for p in doc.unread] == ["ppt/slideMasters/slideMaster1.xml"]
     doc = parse_pptx(_replaced(deck, "ppt/slides/slide2.xml", junk), OOXML)
     assert {u.locator["slide"] for u in doc.units} == {1}
-    assert [p.where for p in doc.unread] == ["ppt/slides/slide2.xml", "slide 2"] and doc.units
+    # Listed once, as its slide, with the part's reason (not python-pptx's KeyError for its relationship).
+    assert [p.where for p in doc.unread] == ["slide 2"] and doc.units
+    assert doc.unread[0].reason.startswith("XMLSyntaxError: ") and doc.unread[0].reason.endswith("(ppt/slides/slide2.xml)")
     with pytest.raises(ParseError) as err:
         parse_pptx(_replaced(deck, "ppt/presentation.xml", junk), OOXML)
     assert err.value.reason == "malformed-pptx"
@@ -940,6 +942,37 @@ def _nested_too_deep(kind: str) -> bytes:
                 data = (text[:cut] + "<x>" * 300 + "</x>" * 300 + text[cut:]).encode("utf-8")
             dst.writestr(info, data)
     return out.getvalue()
+
+
+def test_a_pptx_slide_of_groups_nested_past_libxml2s_depth_is_listed_once_as_cap_depth():
+    """guards against (trial 20b): a slide of group shapes nested 300 deep (libxml2 reads 256)
+    listed twice, as its part ("XMLSyntaxError: Excessive depth ... use XML_PARSE_HUGE option")
+    and as its slide with python-pptx's ``KeyError: "no relationship with key 'rId7'"`` (the
+    relationship went with the part): one entry, the slide, named ``cap-depth`` with its part. The
+    other slides are read; 200 deep the innermost shape's text is read."""
+    import pptx
+    from pptx.util import Inches
+
+    def deck(depth: int) -> bytes:
+        made = pptx.Presentation()
+        made.slides.add_slide(made.slide_layouts[6]).shapes.add_textbox(0, 0, Inches(2), Inches(1)).text = "Harbour"
+        made.slides.add_slide(made.slide_layouts[6]).shapes.add_textbox(0, 0, Inches(2), Inches(1)).text = "Innermost"
+        buf = io.BytesIO()
+        made.save(buf)
+        part = "ppt/slides/slide2.xml"
+        text = zipfile.ZipFile(io.BytesIO(buf.getvalue())).read(part).decode("utf-8")
+        start, end = text.index("<p:sp>"), text.rindex("</p:sp>") + len("</p:sp>")
+        group = ('<p:grpSp><p:nvGrpSpPr><p:cNvPr id="{n}" name="Group {n}"/><p:cNvGrpSpPr/><p:nvPr/></p:nvGrpSpPr>'
+                 '<p:grpSpPr/>')
+        nested = "".join(group.format(n=100 + n) for n in range(depth)) + text[start:end] + "</p:grpSp>" * depth
+        return _replaced(buf.getvalue(), part, (text[:start] + nested + text[end:]).encode("utf-8"))
+
+    doc = parse_pptx(deck(300), OOXML)
+    assert [u.text for u in doc.units] == ["Harbour"]
+    assert [p.where for p in doc.unread] == ["slide 2"], doc.unread
+    assert doc.unread[0].reason.startswith("cap-depth: ") and doc.unread[0].reason.endswith("(ppt/slides/slide2.xml)")
+    assert "Error" not in doc.unread[0].reason and "XML_PARSE_HUGE" not in doc.unread[0].reason
+    assert [u.text for u in parse_pptx(deck(200), OOXML).units] == ["Harbour", "Innermost"]
 
 
 @pytest.mark.parametrize("kind", ["docx", "pptx"])

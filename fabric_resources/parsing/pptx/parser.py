@@ -22,7 +22,7 @@ from lxml import etree
 from fabric_resources.parsing.document import (
     ParsedDocument, ParsedRelationship, ParsedUnit, ParseError, UnreadPart, exception_text,
 )
-from fabric_resources.parsing.ooxml import admit_package, title_and_language, opened_or_repaired
+from fabric_resources.parsing.ooxml import admit_package, relationship_targets, title_and_language, opened_or_repaired
 from fabric_resources.parsing.lxml_limits import syntax_error_reason
 from fabric_resources.parsing.pptx import MEDIA_TYPE, PARSER_NAME, PARSER_VERSION
 
@@ -70,8 +70,10 @@ def parse_pptx(data: bytes, config: "OoxmlParserConfig", media_type: str = MEDIA
         ``skipped_shapes`` (``[{"slide", "shape", "reason"}]``; ``shape`` is the shape's name,
         ``"notes"``, or None for the whole slide), which are also the document's ``unread`` parts
         (``"slide 2: Table 4"``), ``skipped_parts`` (``[{"part", "reason"}]``: a malformed XML
-        part but the presentation part, or a part a relationship names that the package lacks,
-        ``missing-part``; left out so that the rest opens, and also ``unread``),
+        part but the presentation part, ``cap-depth`` for one nested past libxml2's 256 levels, or
+        a part a relationship names that the package lacks, ``missing-part``; left out so that the
+        rest opens, and also ``unread``, a slide's part as that slide: ``"slide 2"``, the reason
+        ending with the part's name),
         ``hidden_slides`` (the numbers of slides marked ``show="0"``)
         and ``hidden_shapes`` (how many shapes were left out as hidden).
 
@@ -100,7 +102,18 @@ def parse_pptx(data: bytes, config: "OoxmlParserConfig", media_type: str = MEDIA
     except (PackageNotFoundError, *errors) as exc:
         raise ParseError(syntax_error_reason(exc, "malformed-pptx"), exception_text(exc)) from None
     reader = _DeckReader(config.max_units, errors)
+    # A slide whose part was left out (malformed, too deep for libxml2, missing) is listed as that
+    # slide with the part's reason, once: its relationship went with it, and python-pptx's KeyError
+    # for it ("no relationship with key 'rId7'") was listed as a second, misleading reason.
+    lost_reasons = dict(lost)
+    slide_parts = _slide_parts(data, deck.part.partname, errors) if lost else {}
+    listed: set[str] = set()
     for number, slide_id in enumerate(slide_ids, start=1):
+        part = slide_parts.get(slide_id.rId)
+        if part in lost_reasons and slide_id.rId not in deck.part.rels:
+            reader.skipped.append({"slide": number, "shape": None, "reason": f"{lost_reasons[part]} ({part})"})
+            listed.add(part)
+            continue
         try:
             reader.slide(number, deck.part.related_slide(slide_id.rId))
         except errors as exc:
@@ -112,10 +125,20 @@ def parse_pptx(data: bytes, config: "OoxmlParserConfig", media_type: str = MEDIA
         metadata={"slides": len(slide_ids), "tables": reader.tables, "skipped_shapes": reader.skipped,
                   "hidden_slides": reader.hidden_slides, "hidden_shapes": reader.hidden_shapes,
                   "skipped_parts": [{"part": part, "reason": reason} for part, reason in lost]},
-        unread=[UnreadPart(part, reason) for part, reason in lost]
+        unread=[UnreadPart(part, reason) for part, reason in lost if part not in listed]
         + [UnreadPart(f"slide {s['slide']}" + (f": {s['shape']}" if s["shape"] else ""), s["reason"])
            for s in reader.skipped],
     )
+
+
+def _slide_parts(data: bytes, presentation: str, errors: tuple[type[BaseException], ...]) -> dict[str, str]:
+    """rId -> member name of the presentation part's relationships in the package as it came
+    (``presentation``: python-pptx's partname, ``/ppt/presentation.xml``); ``{}`` when unreadable
+    (then a lost slide is listed as python-pptx words it)."""
+    try:
+        return relationship_targets(data, str(presentation).lstrip("/"))
+    except errors:
+        return {}
 
 
 class _DeckReader:
