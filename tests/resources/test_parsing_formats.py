@@ -1377,6 +1377,25 @@ def test_text_an_inline_zero_font_size_makes_invisible_yields_no_text_and_opacit
         assert not any(w in text for w in ("Fontzero", "Boldzero", "Fontzeropx", "Pctzero", "Emzero")), (mode, texts)
 
 
+@pytest.mark.parametrize("html_attrs, body_attrs", [
+    ("", " style='display:none'"), (" hidden", ""), (" style='visibility: hidden'", ""),
+    ("", " style='font-size:0'"), ("", " hidden style='display:none'")])
+def test_a_page_hidden_whole_until_a_script_reveals_it_is_read(html_attrs, body_attrs):
+    """guards against (hostile trial 20b): a page whose ``html`` or ``body`` an inline style or the
+    ``hidden`` attribute hides (an anti-flicker or loading pattern: a script shows the page, so its
+    reader saw it) read as no text at all, in silence. Hiding inside such a page still applies."""
+    from fabric_resources.parsing.html.parser import parse_html
+
+    body = ("<article><p>The harbour master counted the herring boats at dawn and wrote the tally down.</p>"
+            "<p style='display:none'>Innerhidden paragraph the script never shows, long enough to be main text.</p>"
+            "<p>Gulls argued over the nets while lanterns swung above the quay all night long.</p></article>")
+    for mode in ("trafilatura", "all"):
+        doc = parse_html(f"<html{html_attrs}><body{body_attrs}>{body}</body></html>".encode(),
+                         HtmlParserConfig(main_text=mode, isolation=IN_PROCESS))
+        text = " ".join(u.text for u in doc.units)
+        assert "herring" in text and "lanterns swung" in text and "Innerhidden" not in text, (mode, text)
+
+
 def test_a_closed_dialog_and_what_browsers_never_render_yield_no_text():
     """guards against (trial 19b): text the HTML Standard's rendering rules hide ("Hidden elements":
     ``dialog:not([open])``, ``noframes``, ``noembed``, ``datalist``) indexed and cited from a page
@@ -1459,7 +1478,7 @@ def test_an_object_fallback_a_textarea_and_svg_text_a_browser_shows_are_read():
     data itself: a plug-in's, or none), a ``<textarea>``'s default text, the words an inline
     ``<svg>`` draws (``<text>``, ``<tspan>``). Not read: the fallback of an object showing an image,
     an SVG's ``<title>``/``<desc>`` (a tooltip) or what its ``<defs>`` only defines, an SVG text a
-    ``display="none"`` attribute hides; markup typed in a textarea stays text."""
+    ``display="none"`` or zero ``font-size`` attribute hides; markup typed in a textarea stays text."""
     from fabric_resources.parsing.html.parser import parse_html
 
     body = ("<article><p>The harbour master counted the herring boats at dawn and wrote the tally down.</p>"
@@ -1470,7 +1489,8 @@ def test_an_object_fallback_a_textarea_and_svg_text_a_browser_shows_are_read():
             "<p>Paste the tally here: <textarea>Textareadefault 12 boats <b>landed</b></textarea> and send it.</p>"
             "<p>The chart <svg><title>Svgtooltip</title><desc>Svgdesc</desc><defs><text id='t'>Svgdefined</text></defs>"
             "<text x='0'>Svgtextlabel</text><text><tspan>Svgtspan</tspan> tonnes</text>"
-            "<text display='none'>Svgnotshown</text></svg> shows the catch by month for the year.</p>"
+            "<text display='none'>Svgnotshown</text><text font-size='0px'>Svgzerosize</text></svg> shows the catch "
+            "by month for the year.</p>"
             "<p>Gulls argued over the nets while lanterns swung above the quay all night long.</p></article>")
     for mode in ("trafilatura", "all"):
         doc = parse_html(f"<html><body>{body}</body></html>".encode(),
@@ -1480,7 +1500,8 @@ def test_an_object_fallback_a_textarea_and_svg_text_a_browser_shows_are_read():
         assert "Flashfallback" in text and "Nodatafallback" in text, (mode, texts)
         assert "Paste the tally here: Textareadefault 12 boats <b>landed</b> and send it." in texts, (mode, texts)
         assert "The chart Svgtextlabel Svgtspan tonnes shows the catch by month for the year." in texts, (mode, texts)
-        assert not any(w in text for w in ("Imagefallback", "Svgtooltip", "Svgdesc", "Svgdefined", "Svgnotshown")), (
+        assert not any(w in text for w in ("Imagefallback", "Svgtooltip", "Svgdesc", "Svgdefined", "Svgnotshown",
+                                           "Svgzerosize")), (
             mode, texts)
 
 

@@ -32,7 +32,7 @@ from fabric_resources.parsing.document import ParsedDocument, ParsedUnit, ParseE
 from fabric_resources.parsing.html import MEDIA_TYPE, PARSER_NAME, PARSER_VERSION
 from fabric_resources.parsing.html.encoding import decode_html
 from fabric_resources.parsing.html.rendered import blank_zero_size_text, svg_text, trafilatura_view, transparent
-from fabric_resources.parsing.inline_style import hidden_element as _hidden
+from fabric_resources.parsing.inline_style import font_size_zero, hidden_element as _hidden, style_hides
 from fabric_resources.parsing.lxml_limits import raise_on_attribute_flood, raise_on_resource_limit
 from fabric_resources.parsing import table_grid
 from fabric_resources.parsing.table_grid import GridBudget, cell_columns, column_span, row_span
@@ -118,6 +118,7 @@ def parse_html(data: bytes, config: "HtmlParserConfig", media_type: str = MEDIA_
     except (etree.ParserError, ValueError) as exc:
         raise ParseError("malformed-html", f"{type(exc).__name__}: {exc}") from None
     raise_on_resource_limit(parser)  # trafilatura parses the same way: it would miss the same text
+    _unhide_page(root)
     # trafilatura reads the page as the walk does: with content after </html> in its body (so that
     # content is main text), without text a zero font size hides (the rest of its paragraph matches).
     if _absorb_trailing(root) | blank_zero_size_text(root):
@@ -136,6 +137,19 @@ def parse_html(data: bytes, config: "HtmlParserConfig", media_type: str = MEDIA_
         language=lang.split("-")[0].lower() if lang else None, encoding=encoding,
         metadata={"main_text": config.main_text, "elements": walker.seen, "dropped_elements": walker.dropped},
     )
+
+
+def _unhide_page(root) -> None:
+    """Drop what hides the whole page (a ``hidden`` attribute or a hiding inline style on ``html`` or
+    ``body``: ``display: none``, ``visibility: hidden``, ``font-size: 0``): a page that shows
+    nothing until a script reveals it (an anti-flicker or loading pattern), which its reader saw
+    revealed. It was read as no text at all, in silence. Hiding inside the page still applies."""
+    body = root.find("body")
+    for el in (root, body) if body is not None else (root,):
+        el.attrib.pop("hidden", None)
+        style = el.get("style")
+        if style and (any(style_hides(style)) or font_size_zero(style)):
+            del el.attrib["style"]
 
 
 def _absorb_trailing(root) -> bool:

@@ -95,7 +95,10 @@ def svg_text(svg) -> str:
 
 
 def _svg_hidden(el) -> bool:
-    return any(_SVG_HIDES.fullmatch(el.get(a) or "x") for a in ("display", "visibility"))
+    """Hidden by an SVG presentation attribute: ``display``, ``visibility``, a zero ``font-size``."""
+    size = el.get("font-size")
+    return (any(_SVG_HIDES.fullmatch(el.get(a) or "x") for a in ("display", "visibility"))
+            or (size is not None and bool(font_size_zero(f"font-size:{size}"))))
 
 
 def trafilatura_view(root) -> str | None:
