@@ -1350,7 +1350,7 @@ def test_text_an_inline_zero_font_size_makes_invisible_yields_no_text_and_opacit
     """guards against (trial 20b): words an inline ``font-size:0`` (any zero length) draws in no
     space (keywords stuffed into a page) indexed and cited where nobody saw them; and against the
     mutations that would lose seen text: the gap-removal idiom (``font-size:0`` on a row whose
-    children a stylesheet, by class, or their own inline style size again) must be read, two such
+    children a stylesheet, by class or by a block's tag, or their own inline style size again) must be read, two such
     children stay two words, a later ``font-size`` declaration wins. ``1em`` under a zero size is
     zero. ``opacity:0`` and ``aria-hidden`` text stays read: scroll-reveal pages start content at
     ``opacity:0`` for a script to show it, and ``aria-hidden`` hides from screen readers only."""
@@ -1362,6 +1362,7 @@ def test_text_an_inline_zero_font_size_makes_invisible_yields_no_text_and_opacit
             "end of this sentence about the nets and the tide.</p>"
             "<div style='font-size:0'><span class='cell'>Classcell</span> <span style='font-size:14px'>Inlinecell</span>"
             "<span style='font-size:1em'>Emzero</span></div>"
+            "<ul style='font-size:0'><li>Tagsized list item a stylesheet sizes by its tag, long enough here.</li></ul>"
             "<p style='font-size:0; font-size:12px'>Laterdecl paragraph shown by the later declaration here.</p>"
             "<p style='opacity:0'>Opacityzero paragraph a scroll animation reveals to the reader.</p>"
             "<p>Gulls argued over the nets <span aria-hidden='true'>Ariahidden</span> while lanterns swung above.</p>"
@@ -1372,7 +1373,7 @@ def test_text_an_inline_zero_font_size_makes_invisible_yields_no_text_and_opacit
         texts = [u.text for u in doc.units]
         text = " ".join(texts)
         assert "Visible words and and end of this sentence about the nets and the tide." in texts, (mode, texts)
-        assert "Classcell Inlinecell" in text and "Laterdecl" in text, (mode, texts)
+        assert "Classcell Inlinecell" in text and "Laterdecl" in text and "Tagsized" in text, (mode, texts)
         assert "Opacityzero" in text and "Ariahidden" in text, (mode, texts)
         assert not any(w in text for w in ("Fontzero", "Boldzero", "Fontzeropx", "Pctzero", "Emzero")), (mode, texts)
 

@@ -127,20 +127,23 @@ def trafilatura_view(root) -> str | None:
     return lxml.html.tostring(view, encoding="unicode")
 
 
-#: Descendants that make a shadow root or a fallback a ``div`` in :func:`trafilatura_view` (a
-#: ``span`` around a paragraph would be split by libxml2 when trafilatura parses the view).
+#: Block elements: descendants that make a shadow root or a fallback a ``div`` in
+#: :func:`trafilatura_view` (a ``span`` around a paragraph would be split by libxml2 when
+#: trafilatura parses the view); under a zero font size, elements a stylesheet may size by tag.
 _BLOCK_HINTS = {"p", "div", "section", "article", "main", "header", "footer", "nav", "aside", "ul", "ol", "li",
                 "dl", "dt", "dd", "table", "pre", "blockquote", "figure", "form", "fieldset", "details",
-                "h1", "h2", "h3", "h4", "h5", "h6", "address", "hr"}
+                "h1", "h2", "h3", "h4", "h5", "h6", "address", "hr", "table", "tbody", "thead", "tfoot", "tr",
+                "td", "th", "caption", "figcaption", "summary"}
 
 
 def blank_zero_size_text(root) -> bool:
     """Empty the text an inline ``font-size`` of zero makes invisible (:func:`~fabric_resources.
     parsing.inline_style.font_size_zero`: ``<span style="font-size:0">keywords</span>``, drawn in
     no space, a search hit on words nobody saw); whether any text was emptied. The element's own
-    text and that of descendants inheriting the size are emptied; a descendant that sets a size of
-    its own, or has a ``class`` or ``id`` a stylesheet may size it by (Fabric reads no stylesheet),
-    keeps its text: a row of inline blocks under ``font-size:0`` (the gap-removal idiom, HTML
+    text and that of inline descendants inheriting the size are emptied; a descendant that sets a
+    size of its own, has a ``class`` or ``id`` a stylesheet may size it by, or is a block a
+    stylesheet may size by its tag (Fabric reads no stylesheet: text lost is worse than text
+    kept), keeps its text: a row of items under ``font-size:0`` (the gap-removal idiom, HTML
     e-mail's ``<td style="font-size:0">``) is read. The tree's elements stay, so element paths do."""
     emptied = False
     for el in root.iter():
@@ -169,6 +172,8 @@ def _gap(text: str | None) -> str | None:
 
 def _sized_again(el) -> bool:
     """Whether ``el`` may show text under a zero-size parent: its inline style sets a size that is
-    not zero nor relative, or a stylesheet may (a ``class`` or ``id``)."""
+    not zero nor relative, or a stylesheet may: by a ``class`` or ``id``, or by its tag when it is a
+    block (``ul { font-size: 0 } li { font-size: 1rem }``: the gap idiom sizes its items so)."""
     style = el.get("style")
-    return (style is not None and font_size_zero(style) is False) or bool(el.get("class") or el.get("id"))
+    return ((style is not None and font_size_zero(style) is False) or bool(el.get("class") or el.get("id"))
+            or (isinstance(el.tag, str) and el.tag.lower() in _BLOCK_HINTS))
