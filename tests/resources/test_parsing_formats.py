@@ -1473,6 +1473,40 @@ def test_a_declarative_shadow_root_is_read_and_a_plain_template_is_not():
         assert shadow.locator["element_path"] == "/html/body/article/div[1]/template/p", shadow.locator
 
 
+def test_what_a_shadow_root_keeps_off_the_page_yields_no_text():
+    """guards against (hostile trial 20b): text under a shadow root's host that no browser renders
+    read for search: the host's children no ``<slot>`` takes (no slot of their name, or no
+    default slot for text and unnamed elements), a slot's fallback once content is assigned to it,
+    a declarative shadow root on an element that may not host one (``li``: an inert template) or
+    a host's second one. Slotted content and a shadow root's own text are read."""
+    from fabric_resources.parsing.html.parser import parse_html
+
+    body = ("<article><p>The harbour master counted the herring boats at dawn and wrote the tally down.</p>"
+            "<div><template shadowrootmode='open'><p>Shadowonly paragraph rendered from the shadow root of "
+            "this host.</p></template><p>Unslottedlight paragraph no slot takes, so no browser renders it.</p>"
+            "Looseunslotted</div>"
+            "<div><template shadowrootmode='open'><p>Shadowfirst paragraph of the host's one shadow root, read.</p>"
+            "</template><template shadowrootmode='open'><p>Shadowsecond paragraph of an inert template.</p>"
+            "</template></div>"
+            "<my-card><template shadowrootmode='open'><h2><slot name='title'>Fallbacktitle</slot></h2>"
+            "<slot>Fallbackdefault</slot><slot name='empty'>Fallbackshown caption</slot></template>"
+            "<span slot='title'>Slottedtitle</span><p>Defaultslotted paragraph the default slot takes and shows.</p>"
+            "<p slot='nowhere'>Wrongslot paragraph for a slot the shadow root does not have at all.</p></my-card>"
+            "<ul><li><template shadowrootmode='open'><p>Badhost paragraph: a list item hosts no shadow root.</p>"
+            "</template>Listed item text shown in the list as it stands.</li></ul>"
+            "<p>Gulls argued over the nets while lanterns swung above the quay all night long.</p></article>")
+    for mode in ("trafilatura", "all"):
+        doc = parse_html(f"<html><body>{body}</body></html>".encode(),
+                         HtmlParserConfig(main_text=mode, isolation=IN_PROCESS))
+        text = " ".join(u.text for u in doc.units)
+        assert all(w in text for w in ("Shadowonly", "Shadowfirst", "Slottedtitle", "Defaultslotted", "lanterns")), (
+            mode, text)
+        assert "Fallbackshown" in text or mode == "trafilatura", text  # a short caption of its own
+        hidden = ("Unslottedlight", "Looseunslotted", "Shadowsecond", "Fallbacktitle", "Fallbackdefault",
+                  "Wrongslot", "Badhost")
+        assert not any(w in text for w in hidden), (mode, text)
+
+
 def test_an_object_fallback_a_textarea_and_svg_text_a_browser_shows_are_read():
     """guards against (trial 20b): text every reader of the page saw skipped with the element
     holding it: an ``<object>``'s fallback content (shown when the browser does not display the

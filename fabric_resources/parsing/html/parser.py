@@ -31,7 +31,9 @@ from fabric_resources.parsing.element_paths import ElementPaths
 from fabric_resources.parsing.document import ParsedDocument, ParsedUnit, ParseError
 from fabric_resources.parsing.html import MEDIA_TYPE, PARSER_NAME, PARSER_VERSION
 from fabric_resources.parsing.html.encoding import decode_html
-from fabric_resources.parsing.html.rendered import blank_zero_size_text, svg_text, trafilatura_view, transparent
+from fabric_resources.parsing.html.rendered import (
+    blank_zero_size_text, hide_unslotted, svg_text, trafilatura_view, transparent,
+)
 from fabric_resources.parsing.inline_style import font_size_zero, hidden_element as _hidden, style_hides
 from fabric_resources.parsing.lxml_limits import raise_on_attribute_flood, raise_on_resource_limit
 from fabric_resources.parsing import table_grid
@@ -120,8 +122,9 @@ def parse_html(data: bytes, config: "HtmlParserConfig", media_type: str = MEDIA_
     raise_on_resource_limit(parser)  # trafilatura parses the same way: it would miss the same text
     _unhide_page(root)
     # trafilatura reads the page as the walk does: with content after </html> in its body (so that
-    # content is main text), without text a zero font size hides (the rest of its paragraph matches).
-    if _absorb_trailing(root) | blank_zero_size_text(root):
+    # content is main text), without text a zero font size or a shadow root hides (the rest of its
+    # paragraph matches).
+    if _absorb_trailing(root) | blank_zero_size_text(root) | hide_unslotted(root):
         text = lxml.html.tostring(root, encoding="unicode")
     view = trafilatura_view(root)  # rendered text trafilatura would drop (shadow roots, SVG text, ...)
     text = text if view is None else view

@@ -3,8 +3,9 @@
 Four kinds, each skipped whole before (their text lost from the index, though every reader saw it):
 
 - ``<template shadowrootmode="open|closed">``: a declarative shadow root (HTML Standard, "The
-  template element"), which the browser attaches to its parent and renders. A plain ``<template>``
-  is inert and stays unread.
+  template element"), which the browser attaches to its parent and renders, with what its
+  ``<slot>``s take of the host's children (:func:`hide_unslotted`: the rest is not shown). A plain
+  ``<template>`` is inert and stays unread.
 - ``<object>`` whose fallback content the browser shows: Fabric never renders an object's data, and
   a browser shows the fallback unless the data is a kind it displays itself (:func:`object_shows_fallback`).
 - ``<textarea>``: its default text is in the box on the page (libxml2 reads it as text, as browsers do).
@@ -46,9 +47,70 @@ def _local(el) -> str:
     return el.tag.rpartition("}")[2].lower() if isinstance(el.tag, str) else ""
 
 
+#: Elements a shadow root may be attached to (DOM Standard, attachShadow), and custom elements (a
+#: name with a hyphen). A declarative shadow root on another element stays an inert template.
+_SHADOW_HOSTS = {"article", "aside", "blockquote", "body", "div", "footer", "h1", "h2", "h3", "h4", "h5", "h6",
+                 "header", "main", "nav", "p", "section", "span"}
+
+
 def shadow_root(el) -> bool:
-    """Whether ``el`` is a ``template`` that declares a shadow root (rendered), not an inert one."""
-    return _local(el) == "template" and (el.get("shadowrootmode") or "").strip().lower() in _SHADOW_MODES
+    """Whether ``el`` is a ``template`` that declares a shadow root (rendered), not an inert one: a
+    known ``shadowrootmode``, on an element that may host one, the first such template there (a
+    host has one shadow root; a later declaration stays an inert template)."""
+    if _local(el) != "template" or (el.get("shadowrootmode") or "").strip().lower() not in _SHADOW_MODES:
+        return False
+    host = el.getparent()
+    if host is None or not (_local(host) in _SHADOW_HOSTS or "-" in _local(host)):
+        return False
+    first = next(c for c in host if _local(c) == "template"
+                 and (c.get("shadowrootmode") or "").strip().lower() in _SHADOW_MODES)
+    return first is el
+
+
+def hide_unslotted(root) -> bool:
+    """Hide what a shadow root keeps off the page (DOM Standard, "Shadow tree" slots): its host's
+    other children that no ``<slot>`` of it takes (an element with ``slot="x"`` needs a
+    ``<slot name="x">``; text and an element without ``slot``, a slot without a name), and a
+    slot's fallback content once something is assigned to it. An element is marked ``hidden``;
+    loose text is emptied (:func:`_gap`). Whether any text was emptied. Such text was read, though
+    no browser shows it: a page could carry words for search under a shadow root of its own."""
+    emptied = False
+    for template in [t for t in root.iter("template") if shadow_root(t)]:
+        host = template.getparent()
+        slots = list(template.iter("slot"))
+        names = {(s.get("name") or "").strip() for s in slots}
+        assigned: set[str] = set()
+        for child in host:
+            if child is template or not isinstance(child.tag, str):
+                continue
+            name = (child.get("slot") or "").strip()
+            if name in names:
+                assigned.add(name)
+            else:
+                child.set("hidden", "")
+        loose = [host.text, *(c.tail for c in host)]
+        if any(t and t.strip() for t in loose):
+            if "" in names:
+                assigned.add("")
+            else:
+                emptied = True
+                host.text = _gap(host.text)
+                for child in host:
+                    child.tail = _gap(child.tail)
+        for slot in slots:
+            if (slot.get("name") or "").strip() in assigned:
+                emptied = _hide_content(slot) or emptied
+    return emptied
+
+
+def _hide_content(el) -> bool:
+    emptied = bool(el.text and el.text.strip()) or any(c.tail and c.tail.strip() for c in el)
+    el.text = _gap(el.text)
+    for child in el:
+        if isinstance(child.tag, str):
+            child.set("hidden", "")
+        child.tail = _gap(child.tail)
+    return emptied
 
 
 def object_shows_fallback(el) -> bool:
