@@ -1540,6 +1540,33 @@ def test_an_object_fallback_a_textarea_and_svg_text_a_browser_shows_are_read():
             mode, texts)
 
 
+def test_blocks_inside_a_custom_element_are_units_of_their_own():
+    """guards against (trial 20b): a custom element (``<my-card>``, a web component's tag; on
+    ../shared EnBW's ``<eop-in-viewport>`` around a whole article) read as inline text: its
+    paragraphs and heading ran together into one unit cited at the element above
+    ("…the harbour.Second paragraph…Card heading"), the heading no heading. Each block is a unit
+    with its own path now. A heading inside a link stays none: a teaser card's title would head
+    the article's next paragraphs."""
+    from fabric_resources.parsing.html.parser import parse_html
+
+    body = ("<article><h1>Harbour notes</h1>"
+            "<p>The harbour master counted the herring boats at dawn and wrote the tally down.</p>"
+            "<my-card><h2>Tide tables</h2><p>First custom paragraph about the tide tables of the harbour.</p>"
+            "<p>Second custom paragraph about the nets and the gulls at the quay.</p></my-card>"
+            "<a href='/other'><h3>Teaserheading of another story entirely</h3></a>"
+            "<p>Gulls argued over the nets while lanterns swung above the quay all night long.</p></article>")
+    for mode in ("trafilatura", "all"):
+        doc = parse_html(f"<html><body>{body}</body></html>".encode(),
+                         HtmlParserConfig(main_text=mode, isolation=IN_PROCESS))
+        units = [(u.kind, u.text, u.locator["element_path"]) for u in doc.units]
+        assert ("heading", "Tide tables", "/html/body/article/my-card/h2") in units, (mode, units)
+        assert ("paragraph", "Second custom paragraph about the nets and the gulls at the quay.",
+                "/html/body/article/my-card/p[2]") in units, (mode, units)
+        assert not any(kind == "heading" and "Teaserheading" in text for kind, text, _ in units), (mode, units)
+        last = doc.units[-1]
+        assert last.text.startswith("Gulls") and last.section_path == ("Harbour notes", "Tide tables"), (mode, last)
+
+
 def test_a_page_over_the_in_process_bound_runs_in_a_child_under_its_timeout():
     """guards against (hostile trial 8): a page of very many elements parsed in-process, where
     trafilatura's superlinear time (400,000 paragraphs: 210 s; a 64 MB page: hours) could not be

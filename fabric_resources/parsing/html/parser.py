@@ -32,9 +32,9 @@ from fabric_resources.parsing.document import ParsedDocument, ParsedUnit, ParseE
 from fabric_resources.parsing.html import MEDIA_TYPE, PARSER_NAME, PARSER_VERSION
 from fabric_resources.parsing.html.encoding import decode_html
 from fabric_resources.parsing.html.rendered import (
-    blank_zero_size_text, hide_unslotted, svg_text, trafilatura_view, transparent,
+    blank_zero_size_text, hide_unslotted, svg_text, trafilatura_view, transparent, unhide_page,
 )
-from fabric_resources.parsing.inline_style import font_size_zero, hidden_element as _hidden, style_hides
+from fabric_resources.parsing.inline_style import hidden_element as _hidden
 from fabric_resources.parsing.lxml_limits import raise_on_attribute_flood, raise_on_resource_limit
 from fabric_resources.parsing import table_grid
 from fabric_resources.parsing.table_grid import GridBudget, cell_columns, column_span, row_span
@@ -120,7 +120,7 @@ def parse_html(data: bytes, config: "HtmlParserConfig", media_type: str = MEDIA_
     except (etree.ParserError, ValueError) as exc:
         raise ParseError("malformed-html", f"{type(exc).__name__}: {exc}") from None
     raise_on_resource_limit(parser)  # trafilatura parses the same way: it would miss the same text
-    _unhide_page(root)
+    unhide_page(root)
     # trafilatura reads the page as the walk does: with content after </html> in its body (so that
     # content is main text), without text a zero font size or a shadow root hides (the rest of its
     # paragraph matches).
@@ -140,19 +140,6 @@ def parse_html(data: bytes, config: "HtmlParserConfig", media_type: str = MEDIA_
         language=lang.split("-")[0].lower() if lang else None, encoding=encoding,
         metadata={"main_text": config.main_text, "elements": walker.seen, "dropped_elements": walker.dropped},
     )
-
-
-def _unhide_page(root) -> None:
-    """Drop what hides the whole page (a ``hidden`` attribute or a hiding inline style on ``html`` or
-    ``body``: ``display: none``, ``visibility: hidden``, ``font-size: 0``): a page that shows
-    nothing until a script reveals it (an anti-flicker or loading pattern), which its reader saw
-    revealed. It was read as no text at all, in silence. Hiding inside the page still applies."""
-    body = root.find("body")
-    for el in (root, body) if body is not None else (root,):
-        el.attrib.pop("hidden", None)
-        style = el.get("style")
-        if style and (any(style_hides(style)) or font_size_zero(style)):
-            del el.attrib["style"]
 
 
 def _absorb_trailing(root) -> bool:
@@ -312,8 +299,13 @@ class _Walker:
         runs = 0
         for child in el:
             ctag = child.tag.lower() if isinstance(child.tag, str) else None
-            if (ctag in _BLOCKS and ctag not in _SKIP) or (ctag in _SKIP and transparent(child)
-                                                           and self._has_block(child)):
+            # An element of another tag holding blocks (a custom element, <my-card><h2>…</h2><p>…)
+            # is walked as a container: read inline, its blocks' texts ran together ("…the
+            # harbour.Second paragraph…Card heading") and a heading was no heading. Not a link: a
+            # heading inside one is a teaser's title (stern.de's cards inside an article), which
+            # as a heading would head the article's next paragraphs.
+            if (ctag in _BLOCKS and ctag not in _SKIP) or (ctag is not None and ctag != "a" and self._has_block(child)
+                                                           and (ctag not in _SKIP or transparent(child))):
                 runs += self.loose(el, run, runs)
                 run = []
                 self.walk(child, depth + 1)

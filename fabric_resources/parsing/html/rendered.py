@@ -13,7 +13,7 @@ Four kinds, each skipped whole before (their text lost from the index, though ev
   or ``<desc>`` (a tooltip, a description) nor what ``<defs>`` and the like only define.
 
 And the reverse: text an inline ``font-size`` of zero draws in no space is emptied
-(:func:`blank_zero_size_text`). ``opacity: 0`` and ``aria-hidden="true"`` are not read as hiding:
+(:func:`blank_zero_size_text`), but not a whole page's (:func:`unhide_page`). ``opacity: 0`` and ``aria-hidden="true"`` are not read as hiding:
 scroll-reveal pages start content at ``opacity: 0`` for a script to show it, and ``aria-hidden``
 hides from screen readers only (on ``../shared`` neither occurs inline on main text: 2026-12-07).
 
@@ -30,7 +30,7 @@ import re
 
 import lxml.html
 
-from fabric_resources.parsing.inline_style import font_size_zero, hidden_element
+from fabric_resources.parsing.inline_style import font_size_zero, hidden_element, style_hides
 
 #: ``shadowrootmode`` values that attach a shadow root; any other leaves an inert template.
 _SHADOW_MODES = ("open", "closed")
@@ -45,6 +45,19 @@ _WS = re.compile(r"\s+")
 
 def _local(el) -> str:
     return el.tag.rpartition("}")[2].lower() if isinstance(el.tag, str) else ""
+
+
+def unhide_page(root) -> None:
+    """Drop what hides the whole page (a ``hidden`` attribute or a hiding inline style on ``html`` or
+    ``body``: ``display: none``, ``visibility: hidden``, ``font-size: 0``): a page that shows
+    nothing until a script reveals it (an anti-flicker or loading pattern), which its reader saw
+    revealed. It was read as no text at all, in silence. Hiding inside the page still applies."""
+    body = root.find("body")
+    for el in (root, body) if body is not None else (root,):
+        el.attrib.pop("hidden", None)
+        style = el.get("style")
+        if style and (any(style_hides(style)) or font_size_zero(style)):
+            del el.attrib["style"]
 
 
 #: Elements a shadow root may be attached to (DOM Standard, attachShadow), and custom elements (a
@@ -101,6 +114,29 @@ def hide_unslotted(root) -> bool:
             if (slot.get("name") or "").strip() in assigned:
                 emptied = _hide_content(slot) or emptied
     return emptied
+
+
+def _compose(template) -> None:
+    """Move the elements of a shadow root's host that its named slots take into those slots, in
+    place of their fallback (the page as a browser lays it out); their tails stay in the host."""
+    host = template.getparent()
+    for slot in list(template.iter("slot")):
+        name = (slot.get("name") or "").strip()
+        taken = [c for c in host if c is not template and isinstance(c.tag, str) and name
+                 and (c.get("slot") or "").strip() == name]
+        if not taken:
+            continue
+        slot.text = None
+        for child in list(slot):
+            slot.remove(child)  # fallback, shown only while nothing is assigned; its tail, fallback too, goes with it
+        for child in taken:
+            tail, child.tail = child.tail, None
+            before = child.getprevious()
+            if before is not None:
+                before.tail = (before.tail or "") + (tail or "")
+            else:
+                host.text = (host.text or "") + (tail or "")
+            slot.append(child)
 
 
 def _hide_content(el) -> bool:
@@ -165,21 +201,24 @@ def _svg_hidden(el) -> bool:
 
 def trafilatura_view(root) -> str | None:
     """The page as trafilatura should read it: a copy of ``root`` where a shadow root and an
-    object's shown fallback are plain containers (``div``, or ``span`` around inline content), a
-    textarea is a ``span`` of its text and an inline ``svg`` a ``span`` of :func:`svg_text`;
-    ``None`` when the page holds none of them (trafilatura reads the page's own text)."""
+    object's shown fallback are plain containers (``div``, or ``span`` around inline content), the
+    host's children a shadow root's slots take moved into them (a title slotted into the shadow
+    root's heading is a heading there), a textarea is a ``span`` of its text and an inline ``svg``
+    a ``span`` of :func:`svg_text`; ``None`` when the page holds none of them (trafilatura reads the
+    page's own text)."""
     if next((el for el in root.iter("template", "object", "textarea", "svg")
              if el.tag != "template" or shadow_root(el)), None) is None:
         return None
     view = copy.deepcopy(root)
-    for el in list(view.iter("template", "object", "textarea", "svg")):
-        if el.tag in ("template", "object"):
-            if transparent(el):
-                el.tag = "div" if any(isinstance(d.tag, str) and d.tag in _BLOCK_HINTS
-                                      for d in el.iterdescendants()) else "span"
-                for name in list(el.attrib):
-                    del el.attrib[name]
-            continue
+    shown = [el for el in view.iter("template", "object") if transparent(el)]  # before any is renamed
+    for el in shown:
+        if el.tag == "template":
+            _compose(el)
+    for el in shown:
+        el.tag = "div" if any(isinstance(d.tag, str) and d.tag in _BLOCK_HINTS for d in el.iterdescendants()) else "span"
+        for name in list(el.attrib):
+            del el.attrib[name]
+    for el in list(view.iter("textarea", "svg")):
         span = lxml.html.Element("span")
         span.text = el.text if el.tag == "textarea" else svg_text(el)
         span.tail = el.tail
