@@ -1511,7 +1511,8 @@ def test_an_object_fallback_a_textarea_and_svg_text_a_browser_shows_are_read():
     """guards against (trial 20b): text every reader of the page saw skipped with the element
     holding it: an ``<object>``'s fallback content (shown when the browser does not display the
     data itself: a plug-in's, or none), a ``<textarea>``'s default text, the words an inline
-    ``<svg>`` draws (``<text>``, ``<tspan>``). Not read: the fallback of an object showing an image,
+    ``<svg>`` draws (``<text>``, ``<tspan>``, the HTML of a ``<foreignObject>``: a Mermaid diagram's
+    labels). Not read: the fallback of an object showing an image,
     an SVG's ``<title>``/``<desc>`` (a tooltip) or what its ``<defs>`` only defines, an SVG text a
     ``display="none"`` or zero ``font-size`` attribute hides; markup typed in a textarea stays text."""
     from fabric_resources.parsing.html.parser import parse_html
@@ -1526,6 +1527,8 @@ def test_an_object_fallback_a_textarea_and_svg_text_a_browser_shows_are_read():
             "<text x='0'>Svgtextlabel</text><text><tspan>Svgtspan</tspan> tonnes</text>"
             "<text display='none'>Svgnotshown</text><text font-size='0px'>Svgzerosize</text></svg> shows the catch "
             "by month for the year.</p>"
+            "<p>The flow <svg><g><foreignObject><div><span>Nodelabel</span><span>Secondlabel</span>"
+            "<span style='display:none'>Foreignhidden</span></div></foreignObject></g></svg> runs from the quay.</p>"
             "<p>Gulls argued over the nets while lanterns swung above the quay all night long.</p></article>")
     for mode in ("trafilatura", "all"):
         doc = parse_html(f"<html><body>{body}</body></html>".encode(),
@@ -1535,8 +1538,9 @@ def test_an_object_fallback_a_textarea_and_svg_text_a_browser_shows_are_read():
         assert "Flashfallback" in text and "Nodatafallback" in text, (mode, texts)
         assert "Paste the tally here: Textareadefault 12 boats <b>landed</b> and send it." in texts, (mode, texts)
         assert "The chart Svgtextlabel Svgtspan tonnes shows the catch by month for the year." in texts, (mode, texts)
+        assert "The flow Nodelabel Secondlabel runs from the quay." in texts, (mode, texts)
         assert not any(w in text for w in ("Imagefallback", "Svgtooltip", "Svgdesc", "Svgdefined", "Svgnotshown",
-                                           "Svgzerosize")), (
+                                           "Svgzerosize", "Foreignhidden")), (
             mode, texts)
 
 

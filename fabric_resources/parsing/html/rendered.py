@@ -169,15 +169,19 @@ def transparent(el) -> bool:
 
 
 def svg_text(svg) -> str:
-    """The words an inline ``svg`` draws: its ``text`` elements' text in document order, one text
-    element apart from the next by a space; not what :data:`_SVG_UNDRAWN` holds, nor an element a
-    ``display``/``visibility`` attribute or inline style hides."""
+    """The words an inline ``svg`` draws: its ``text`` elements' text and the text of the HTML its
+    ``foreignObject``s hold, in document order, each apart from the next by a space; not what
+    :data:`_SVG_UNDRAWN` holds, nor an element a ``display``/``visibility``/``font-size``
+    attribute or inline style hides."""
     parts: list[str] = []
 
     def add(node, in_text: bool) -> None:
         for child in node:
             tag = _local(child)
             if not tag or tag in _SVG_UNDRAWN or hidden_element(child) or _svg_hidden(child):
+                continue
+            if tag == "foreignobject":  # HTML drawn in the picture (a Mermaid or draw.io diagram's labels)
+                parts.extend((" ", _html_text(child), " "))
                 continue
             inner = in_text or tag == "text"
             if inner:
@@ -190,6 +194,18 @@ def svg_text(svg) -> str:
 
     add(svg, False)
     return _WS.sub(" ", "".join(parts)).strip()
+
+
+def _html_text(el) -> str:
+    """The text of the HTML in an SVG ``foreignObject``, its elements a space apart (a diagram's
+    labels are boxes of their own), not what scripts, styles or hiding hold."""
+    parts: list[str] = []
+    for child in el:
+        tag = _local(child)
+        if tag and tag not in ("script", "style", "template") and not hidden_element(child):
+            parts.extend((child.text or "", " ", _html_text(child), " "))
+        parts.append(child.tail or "")
+    return "".join(parts)
 
 
 def _svg_hidden(el) -> bool:
