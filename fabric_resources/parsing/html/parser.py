@@ -32,7 +32,7 @@ from fabric_resources.parsing.document import ParsedDocument, ParsedUnit, ParseE
 from fabric_resources.parsing.html import MEDIA_TYPE, PARSER_NAME, PARSER_VERSION
 from fabric_resources.parsing.html.encoding import decode_html
 from fabric_resources.parsing.html.rendered import (
-    blank_zero_size_text, hide_unslotted, svg_text, trafilatura_view, transparent, unhide_page,
+    blank_zero_size_text, hide_unslotted, settle_shadow_roots, svg_text, trafilatura_view, transparent, unhide_page,
 )
 from fabric_resources.parsing.inline_style import hidden_element as _hidden
 from fabric_resources.parsing.lxml_limits import raise_on_attribute_flood, raise_on_resource_limit
@@ -121,6 +121,7 @@ def parse_html(data: bytes, config: "HtmlParserConfig", media_type: str = MEDIA_
         raise ParseError("malformed-html", f"{type(exc).__name__}: {exc}") from None
     raise_on_resource_limit(parser)  # trafilatura parses the same way: it would miss the same text
     unhide_page(root)
+    settle_shadow_roots(root)
     # trafilatura reads the page as the walk does: with content after </html> in its body (so that
     # content is main text), without text a zero font size or a shadow root hides (the rest of its
     # paragraph matches).
