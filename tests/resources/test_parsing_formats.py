@@ -1571,6 +1571,51 @@ def test_blocks_inside_a_custom_element_are_units_of_their_own():
         assert last.text.startswith("Gulls") and last.section_path == ("Harbour notes", "Tide tables"), (mode, last)
 
 
+def test_a_frames_document_inlined_as_srcdoc_is_read_where_the_frame_stands():
+    """guards against (hostile trial 20b): the document an ``<iframe srcdoc>`` shows (a page saved
+    with its frames inlined, as SingleFile saves them) skipped with the iframe, its text in no
+    search though the reader saw it. Read where the frame stands (paths through the iframe), a
+    frame in the frame too; its headings head none of the page's paragraphs. Not read: what the
+    iframe element held (never rendered), a frame hidden or sized zero (a tracking frame), frames
+    past the cap (listed unread, ``cap-frames``); a frame nested past libxml2's depth fails
+    ``cap-depth`` as the page's own markup would."""
+    import html
+
+    from fabric_resources.parsing.html.parser import parse_html
+    from fabric_resources.parsing.html.rendered import MAX_FRAMES
+
+    def frame(doc: str, attrs: str = "") -> str:
+        return f"<iframe {attrs} srcdoc='{html.escape(doc)}'><p>Iframechild never rendered</p></iframe>"
+
+    nested = frame("<p>Nestedframe paragraph inside the frame inside the frame, shown as well.</p>")
+    framed = ("<html><head><title>Frame</title></head><body><h2>Framedheading</h2><p>Framed paragraph the "
+              f"frame shows to the reader, long enough to be main text.</p>{nested}</body></html>")
+    body = ("<article><h1>Harbour notes</h1>"
+            "<p>The harbour master counted the herring boats at dawn and wrote the tally down.</p>"
+            + frame(framed) + frame("<p>Trackingframe text nobody sees at all here.</p>", "width=0 height=0")
+            + frame("<p>Hiddenframe text nobody sees at all here.</p>", "style='display:none'")
+            + "<p>Gulls argued over the nets while lanterns swung above the quay all night long.</p></article>")
+    for mode in ("trafilatura", "all"):
+        doc = parse_html(f"<html><body>{body}</body></html>".encode(),
+                         HtmlParserConfig(main_text=mode, isolation=IN_PROCESS))
+        units = {u.text.split(" ")[0]: u for u in doc.units}
+        assert units["Framedheading"].locator["element_path"] == "/html/body/article/iframe[1]/h2", (mode, units)
+        assert units["Nestedframe"].locator["element_path"] == "/html/body/article/iframe[1]/iframe/p", (mode, units)
+        assert units["Gulls"].section_path == ("Harbour notes",), units["Gulls"]
+        text = " ".join(units)
+        assert not any(w in text for w in ("Iframechild", "Trackingframe", "Hiddenframe")), (mode, text)
+
+    many = "".join(frame(f"<p>Frame{n}</p>") for n in range(MAX_FRAMES + 2))
+    doc = parse_html(f"<html><body>{many}</body></html>".encode(), HtmlParserConfig(main_text="all", isolation=IN_PROCESS))
+    assert len(doc.units) == MAX_FRAMES and [p.reason.split(":")[0] for p in doc.unread] == ["cap-frames"] * 2
+    deep = "<p>Deepframe</p>"
+    for _ in range(5):
+        deep = "<div>" * 60 + frame(deep) + "</div>" * 60
+    with pytest.raises(ParseError) as err:
+        parse_html(f"<html><body>{deep}</body></html>".encode(), HtmlParserConfig(main_text="all", isolation=IN_PROCESS))
+    assert err.value.reason == "cap-depth"
+
+
 def test_a_page_over_the_in_process_bound_runs_in_a_child_under_its_timeout():
     """guards against (hostile trial 8): a page of very many elements parsed in-process, where
     trafilatura's superlinear time (400,000 paragraphs: 210 s; a 64 MB page: hours) could not be

@@ -25,7 +25,7 @@ PARSER_VERSION = "13"  # 4: a part a relationship names may be missing (missing-
 # is listed with its target, not python-docx's error, an equation where a table cell's or a note's paragraph may
 # stand is read, a note's text-box paragraph once, an MHTML w:altChunk is read from its root HTML part (trial 19b)
 # (and an HTML w:altChunk reads as html parser 18 reads it: no closed dialog, noframes, noembed, datalist; MathML read)
-# 13: an HTML w:altChunk reads as html parser 25 reads it (a shadow root, an object's fallback, a textarea, SVG text
+# 13: an HTML w:altChunk reads as html parser 26 reads it (a shadow root, an object's fallback, a textarea, SVG text
 # read; text under font-size 0 not), a part nested past libxml2's depth is listed cap-depth (trial 20b)
 MEDIA_TYPE = "application/vnd.openxmlformats-officedocument.wordprocessingml.document"
 

@@ -13,7 +13,7 @@ trafilatura kept (most of its cells are in them). Scripts, styles, inert templat
 but a textarea, elements marked ``hidden``, a ``dialog`` not open, and elements whose inline style
 says ``display: none`` or ``visibility: hidden`` never yield text. An equation (MathML) is read in
 the unit's text, and so is what :mod:`.rendered` lists (a declarative shadow root, an object's
-shown fallback, a textarea's default text, the words an inline SVG draws).
+shown fallback, a frame's ``srcdoc`` document, a textarea's text, the words an inline SVG draws).
 """
 
 from __future__ import annotations
@@ -31,9 +31,8 @@ from fabric_resources.parsing.element_paths import ElementPaths
 from fabric_resources.parsing.document import ParsedDocument, ParsedUnit, ParseError
 from fabric_resources.parsing.html import MEDIA_TYPE, PARSER_NAME, PARSER_VERSION
 from fabric_resources.parsing.html.encoding import decode_html
-from fabric_resources.parsing.html.rendered import (
-    blank_zero_size_text, hide_unslotted, settle_shadow_roots, svg_text, trafilatura_view, transparent, unhide_page,
-)
+from fabric_resources.parsing.html.rendered import (blank_zero_size_text, graft_frames, hide_unslotted,
+    settle_shadow_roots, svg_text, trafilatura_view, transparent, unhide_page)
 from fabric_resources.parsing.inline_style import hidden_element as _hidden
 from fabric_resources.parsing.lxml_limits import raise_on_attribute_flood, raise_on_resource_limit
 from fabric_resources.parsing import table_grid
@@ -91,7 +90,7 @@ def parse_html(data: bytes, config: "HtmlParserConfig", media_type: str = MEDIA_
         "trafilatura"`` only elements whose text trafilatura kept as main content are units.
         ``section_path``: the h1-h6 titles above. ``encoding``: how the bytes were decoded.
         ``metadata``: ``main_text`` (the mode), ``elements`` (block elements seen),
-        ``dropped_elements`` (not main text).
+        ``dropped_elements`` (not main text). ``unread``: frames past the cap (``cap-frames``).
 
     Raises
     ------
@@ -120,12 +119,13 @@ def parse_html(data: bytes, config: "HtmlParserConfig", media_type: str = MEDIA_
     except (etree.ParserError, ValueError) as exc:
         raise ParseError("malformed-html", f"{type(exc).__name__}: {exc}") from None
     raise_on_resource_limit(parser)  # trafilatura parses the same way: it would miss the same text
+    # trafilatura reads the page as the walk does: content after </html> in its body, frames' documents
+    # in them (a frame may hold shadow roots), no text a zero font size or a shadow root hides.
+    moved = _absorb_trailing(root)
     unhide_page(root)
+    unread = graft_frames(root)
     settle_shadow_roots(root)
-    # trafilatura reads the page as the walk does: with content after </html> in its body (so that
-    # content is main text), without text a zero font size or a shadow root hides (the rest of its
-    # paragraph matches).
-    if _absorb_trailing(root) | blank_zero_size_text(root) | hide_unslotted(root):
+    if moved | blank_zero_size_text(root) | hide_unslotted(root):
         text = lxml.html.tostring(root, encoding="unicode")
     view = trafilatura_view(root)  # rendered text trafilatura would drop (shadow roots, SVG text, ...)
     text = text if view is None else view
@@ -140,6 +140,7 @@ def parse_html(data: bytes, config: "HtmlParserConfig", media_type: str = MEDIA_
         PARSER_NAME, PARSER_VERSION, MEDIA_TYPE, walker.units, title=title or None,
         language=lang.split("-")[0].lower() if lang else None, encoding=encoding,
         metadata={"main_text": config.main_text, "elements": walker.seen, "dropped_elements": walker.dropped},
+        unread=unread,
     )
 
 
@@ -296,6 +297,12 @@ class _Walker:
         if tag in _LEAF_KINDS and not self._has_block(el):
             self.leaf(el, tag)
             return
+        sections = list(self.sections)
+        self._walk_children(el, depth)
+        if tag == "iframe":  # a frame's document: its headings head none of the page's paragraphs
+            self.sections[:] = sections
+
+    def _walk_children(self, el, depth: int) -> None:
         run: list[tuple[str, str]] = [(el.text or "", el.text or "")]  # (as trafilatura reads it, as shown)
         runs = 0
         for child in el:

@@ -1,6 +1,6 @@
 """Elements whose text a browser renders although the HTML parser's tag rules would skip them.
 
-Four kinds, each skipped whole before (their text lost from the index, though every reader saw it):
+Five kinds, each skipped whole before (their text lost from the index, though every reader saw it):
 
 - ``<template shadowrootmode="open|closed">``: a declarative shadow root (HTML Standard, "The
   template element"), which the browser attaches to its parent and renders, with what its
@@ -8,6 +8,7 @@ Four kinds, each skipped whole before (their text lost from the index, though ev
   ``<template>`` is inert and stays unread.
 - ``<object>`` whose fallback content the browser shows: Fabric never renders an object's data, and
   a browser shows the fallback unless the data is a kind it displays itself (:func:`object_shows_fallback`).
+- ``<iframe srcdoc="…">``: the document the frame shows, read into it (:func:`graft_frames`).
 - ``<textarea>``: its default text is in the box on the page (libxml2 reads it as text, as browsers do).
 - inline ``<svg>``: its ``<text>`` elements (a chart's labels, a diagram's words), not its ``<title>``
   or ``<desc>`` (a tooltip, a description) nor what ``<defs>`` and the like only define.
@@ -17,7 +18,7 @@ And the reverse: text an inline ``font-size`` of zero draws in no space is empti
 scroll-reveal pages start content at ``opacity: 0`` for a script to show it, and ``aria-hidden``
 hides from screen readers only (on ``../shared`` neither occurs inline on main text: 2026-12-07).
 
-trafilatura drops all four before it decides the main text (its ``MANUALLY_CLEANED``), so it is
+trafilatura drops all five before it decides the main text (its ``MANUALLY_CLEANED``), so it is
 given the page with them rewritten as plain elements (:func:`trafilatura_view`); the walk reads
 the unchanged tree, so an element path still names the element in the saved page.
 """
@@ -29,8 +30,11 @@ import mimetypes
 import re
 
 import lxml.html
+from lxml import etree
 
+from fabric_resources.parsing.document import ParseError, UnreadPart
 from fabric_resources.parsing.inline_style import font_size_zero, hidden_element, style_hides
+from fabric_resources.parsing.lxml_limits import raise_on_attribute_flood, raise_on_resource_limit
 
 #: ``shadowrootmode`` values that attach a shadow root; any other leaves an inert template.
 _SHADOW_MODES = ("open", "closed")
@@ -175,9 +179,81 @@ def object_shows_fallback(el) -> bool:
 
 def transparent(el) -> bool:
     """A skipped tag whose content is rendered as if it were a plain container (a shadow root, an
-    object's shown fallback)."""
+    object's shown fallback, a frame's document :func:`graft_frames` read into it)."""
     tag = _local(el)
+    if tag == "iframe":
+        return el.get(_FRAME) is not None
     return shadow_root(el) if tag == "template" else tag == "object" and object_shows_fallback(el)
+
+
+#: Marks an iframe whose ``srcdoc`` document :func:`graft_frames` read into it (an attribute no
+#: page uses: the tree is the parse's own).
+_FRAME = "data-fabric-srcdoc"
+#: Frames read per page; past it the rest stay unread (a page of frames in frames is built to cost).
+MAX_FRAMES = 200
+#: The depth libxml2 reads without ``huge_tree``: a frame read deeper would be lost to trafilatura.
+_LIBXML2_DEPTH = 255
+
+
+def graft_frames(root) -> list[UnreadPart]:
+    """Read the document each ``<iframe srcdoc="…">`` shows (a page saved with its frames inlined,
+    as SingleFile saves them) into the iframe, as its children: its body's text and elements, so
+    the walk and trafilatura read them where the frame stands (element paths run through the
+    iframe: ``/html/body/iframe/p[2]``). What the iframe held before is never rendered and goes.
+    Not read: a frame hidden by ``hidden`` or an inline style, or sized zero (``width="0"`` or
+    ``height="0"``: a tracking frame nobody sees), nor frames past :data:`MAX_FRAMES`: returned,
+    each as ``cap-frames`` at its element path, for the parse to list unread.
+
+    Raises
+    ------
+    ParseError
+        As the page's own parse (``cap-parser-limit``, ``cap-depth``): a frame's document libxml2
+        stops reading, or one that nested where the frame stands is deeper than libxml2 reads.
+    """
+    pending = [el for el in root.iter("iframe") if el.get("srcdoc")]
+    read = 0
+    while pending and read < MAX_FRAMES:
+        frame = pending.pop(0)
+        if any(hidden_element(a) for a in (frame, *frame.iterancestors())) or "0" in (
+                (frame.get("width") or "").strip(), (frame.get("height") or "").strip()):
+            continue
+        source = frame.get("srcdoc") or ""
+        raise_on_attribute_flood(source)
+        parser = lxml.html.HTMLParser()
+        try:
+            document = lxml.html.document_fromstring(source, parser=parser)
+        except (etree.ParserError, ValueError):
+            continue  # no document (blank): the frame shows nothing
+        raise_on_resource_limit(parser)
+        body = document.find("body")
+        body = body if body is not None else document
+        if _depth(frame) + _depth_below(body) > _LIBXML2_DEPTH:
+            raise ParseError("cap-depth", "a frame's document (iframe srcdoc) read where the frame stands "
+                                          f"nests deeper than the {_LIBXML2_DEPTH} levels libxml2 reads")
+        for child in list(frame):
+            frame.remove(child)
+        frame.text = body.text
+        for child in list(body):
+            frame.append(child)
+        frame.set(_FRAME, "")
+        del frame.attrib["srcdoc"]
+        read += 1
+        pending.extend(el for el in frame.iter("iframe") if el.get("srcdoc"))
+    tree = root.getroottree()  # the paths ElementPaths writes: later changes add no element before these
+    return [UnreadPart(tree.getpath(frame), f"cap-frames: more than {MAX_FRAMES} frames (iframe srcdoc)")
+            for frame in pending]
+
+
+def _depth(el) -> int:
+    return sum(1 for _ in el.iterancestors())
+
+
+def _depth_below(el) -> int:
+    depth = deepest = 0
+    for event, _ in etree.iterwalk(el, events=("start", "end")):
+        depth += 1 if event == "start" else -1
+        deepest = max(deepest, depth)
+    return deepest
 
 
 def svg_text(svg) -> str:
@@ -234,11 +310,11 @@ def trafilatura_view(root) -> str | None:
     root's heading is a heading there), a textarea is a ``span`` of its text and an inline ``svg``
     a ``span`` of :func:`svg_text`; ``None`` when the page holds none of them (trafilatura reads the
     page's own text)."""
-    if next((el for el in root.iter("template", "object", "textarea", "svg")
-             if el.tag != "template" or shadow_root(el)), None) is None:
+    if next((el for el in root.iter("template", "object", "textarea", "svg", "iframe")
+             if el.tag not in ("template", "iframe") or transparent(el)), None) is None:
         return None
     view = copy.deepcopy(root)
-    shown = [el for el in view.iter("template", "object") if transparent(el)]  # before any is renamed
+    shown = [el for el in view.iter("template", "object", "iframe") if transparent(el)]  # before any is renamed
     for el in shown:
         if el.tag == "template":
             _compose(el)
