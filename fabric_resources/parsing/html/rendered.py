@@ -14,13 +14,16 @@ Five kinds, each skipped whole before (their text lost from the index, though ev
   or ``<desc>`` (a tooltip, a description) nor what ``<defs>`` and the like only define.
 
 And the reverse: text an inline ``font-size`` of zero draws in no space is emptied
-(:func:`blank_zero_size_text`), but not a whole page's (:func:`unhide_page`). ``opacity: 0`` and ``aria-hidden="true"`` are not read as hiding:
-scroll-reveal pages start content at ``opacity: 0`` for a script to show it, and ``aria-hidden``
-hides from screen readers only (on ``../shared`` neither occurs inline on main text: 2026-12-07).
+(:func:`blank_zero_size_text`), but not a whole page's (:func:`unhide_page`). ``opacity: 0`` and
+``aria-hidden="true"`` are not read as hiding: scroll-reveal pages start content at ``opacity: 0``
+for a script to show it, and ``aria-hidden`` hides from screen readers only (on ``../shared``
+neither occurs inline on main text: 2026-12-07).
 
 trafilatura drops all five before it decides the main text (its ``MANUALLY_CLEANED``), so it is
-given the page with them rewritten as plain elements (:func:`trafilatura_view`); the walk reads
-the unchanged tree, so an element path still names the element in the saved page.
+given the page with them rewritten as plain elements (:func:`trafilatura_view`). The walk reads
+the page's own tree, where no element of the page moves (hidden ones are marked, invisible text
+emptied, a frame's document added inside its iframe), so an element path still names the
+element in the saved page.
 """
 
 from __future__ import annotations
