@@ -100,7 +100,12 @@ class Guard:
         self.admin_token = admin_token
 
     async def __call__(self, scope, receive, send) -> None:
-        if scope["type"] != "http":
+        if scope["type"] == "websocket":
+            # The API has no WebSocket route; refusing every handshake here (403) keeps one added
+            # later from being served without the Host, Origin and token checks above HTTP.
+            await send({"type": "websocket.close", "code": 1008})
+            return
+        if scope["type"] != "http":  # lifespan
             await self.app(scope, receive, send)
             return
         raw_headers = scope.get("headers") or ()

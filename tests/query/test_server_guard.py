@@ -180,3 +180,38 @@ def test_a_body_that_is_not_text_or_holds_a_number_too_long_is_refused_with_its_
     assert r.status_code == 400 and r.json()["error"]["code"] == -32700, r.text
     assert r.json()["error"]["message"].startswith(f"Parse error: {reason.split(' at byte')[0]}"), r.text  # its own offset
     assert server.post("/v1/search", content=b'{"query": "lamp"}').status_code != 422
+
+
+def test_a_websocket_handshake_is_refused_before_any_route_even_one_that_would_accept_it():
+    """guards against (hostile trial 20d): the guard passed WebSocket connections through unchecked
+    (no Host, Origin or token check), so a WebSocket route added to the app would answer any page
+    or DNS-rebound host. Every handshake is refused at the guard: the app below accepts one."""
+    import base64
+    import os
+    import socket
+
+    from fabric_query.server.guard import Guard
+    from fabric_query.server.security import OriginPolicy
+
+    accepted = []
+
+    async def app(scope, receive, send):
+        if scope["type"] == "websocket":
+            await receive()
+            accepted.append(scope["path"])
+            await send({"type": "websocket.accept"})
+            await send({"type": "websocket.close", "code": 1000})
+        elif scope["type"] == "lifespan":
+            while (await receive())["type"] != "lifespan.shutdown":
+                await send({"type": "lifespan.startup.complete"})
+            await send({"type": "lifespan.shutdown.complete"})
+
+    with live_server(lambda port: Guard(app, OriginPolicy("127.0.0.1", port), 65536)) as url:
+        host, port = url.removeprefix("http://").split(":")
+        key = base64.b64encode(os.urandom(16)).decode()
+        with socket.create_connection((host, int(port)), timeout=10) as sock:
+            sock.sendall((f"GET /ws HTTP/1.1\r\nHost: {host}:{port}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+                          f"Sec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n\r\n").encode())
+            status_line = sock.recv(4096).split(b"\r\n", 1)[0]
+    assert status_line.startswith(b"HTTP/1.1 403"), status_line
+    assert accepted == []
