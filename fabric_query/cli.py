@@ -26,6 +26,7 @@ from rich.table import Table
 from typer.core import TyperCommand
 
 from fabric_query.cli_fast import LIMIT_MAX, LIMIT_MIN
+from fabric_query.cli_input import ArgumentError, read_json_argument
 from fabric_query.cli_text import stdout_closed, typed, unfinished_reason  # the standard library only
 from fabric_query.errors import FabricQueryError
 
@@ -263,39 +264,12 @@ def _remote(home: Path, method: str, route: str, body: dict | None = None):
 
 
 def json_argument(argument: str) -> object:
-    """The JSON an argument names: ``-`` (stdin), a file holding it, or the JSON itself.
-
-    Exits 2 with a one-line reason (never a traceback) when it is a folder or another non-regular
-    file (a device, a FIFO), a file that cannot be read or is not UTF-8 text, or not JSON (nesting
-    too deep for the decoder included)."""
-    if argument == "-":
-        raw, where = sys.stdin.read(), "stdin"
-    else:
-        path = Path(argument)
-        try:  # JSON given inline is no file name (and may be too long to be one: ENAMETOOLONG)
-            is_dir, is_file, exists = path.is_dir(), path.is_file(), path.exists()
-        except OSError:
-            is_dir = is_file = exists = False
-        if is_dir:
-            fail(f"{argument} is a folder: give a citation or pack JSON file, the JSON itself, or - for stdin")
-        if exists and not is_file:  # a device, FIFO or socket: never read (/dev/zero has no end)
-            fail(f"{argument} is not a regular file: give a citation or pack JSON file, the JSON itself, or - for stdin")
-        if is_file:
-            try:
-                raw = path.read_bytes().decode("utf-8")
-            except OSError as exc:
-                fail(f"cannot read {argument}: {exc.strerror or exc}")
-            except UnicodeDecodeError:
-                fail(f"not JSON: {argument} is not UTF-8 text")
-            where = "the file"
-        else:
-            raw, where = argument, "the argument" if argument.lstrip()[:1] in ("{", "[") else None
+    """The JSON ``argument`` names (:func:`~fabric_query.cli_input.read_json_argument`); exits 2
+    with the reason when it names none."""
     try:
-        return json.loads(raw)
-    except ValueError as exc:  # no JSON look and no such file: a mistyped file name, not a JSON error
-        fail(f"not JSON: {where}: {exc}" if where else f"{argument}: no such file (nor citation or pack JSON)")
-    except RecursionError:  # nesting deeper than the decoder's stack: no citation is shaped so
-        fail(f"not JSON: {where} nests arrays or objects too deeply")
+        return read_json_argument(argument)
+    except ArgumentError as exc:
+        fail(str(exc))
 
 
 @read_app.command()
@@ -426,7 +400,6 @@ def status(
             print_status(path, st)
     except FabricQueryError as exc:
         fail(str(exc))
-
 
 
 def _source_partitions(path: Path, text: str, as_json: bool) -> None:

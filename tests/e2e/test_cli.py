@@ -20,6 +20,9 @@ runner = CliRunner()
     ("null", "expected a JSON object"),
     ("{not json", "not JSON"),
     ("/nonexistent/citation.json", "no such file"),
+    # pathlib reads "" as the working folder: it said " is a folder" (trial 20a)
+    ("", "the citation argument is empty"),
+    (" ", "the citation argument is empty"),
     ("{}", "not a valid citation"),
     # An unknown key is named as unknown, not among the missing fields (trial 16c).
     ('{"foo": 1}', "not a valid citation (missing: release_id, source_key, source_hash, parse_id, chunk_id, "
@@ -42,7 +45,8 @@ def test_a_citation_file_that_is_binary_or_a_folder_is_one_line_with_exit_2(tmp_
     deep = tmp_path / "deep.json"  # 20 KB that the decoder cannot descend: a RecursionError traceback, exit 1
     deep.write_text('{"citation":' + "[" * 5000 + "]" * 5000 + "}")
     for arg, needle in ((str(binary), "is not UTF-8 text"), (str(tmp_path), "is a folder"),
-                        (str(deep), "nests arrays or objects too deeply"), ("/dev/zero", "is not a regular file")):
+                        (str(deep), "nests arrays or objects too deeply"), ("/dev/zero", "is not a regular file"),
+                        ("", "the citation argument is empty")):
         result = runner.invoke(app, [command, arg, "--home", str(tmp_path / "home")])
         assert result.exit_code == 2, result.output
         assert needle in result.output and "Traceback" not in result.output
