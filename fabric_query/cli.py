@@ -34,9 +34,22 @@ read_app = typer.Typer(help="Read commands: search, resolve, status, lexical-hea
 console, err = Console(), Console(stderr=True, soft_wrap=True)
 console.on_broken_pipe = stdout_closed  # rich's own exits 1, `resolve`'s "stale" (its documented hook)
 
-HomeOption = Annotated[
-    Optional[Path], typer.Option("--home", envvar="FABRIC_HOME", help="Fabric home (default ./.fabric).")
-]
+
+def home_option(value: str) -> Path:
+    """``--home VALUE`` as typed (Typer's ``parser`` for the option): the path, unresolved.
+
+    Raises ``typer.BadParameter`` (a usage error, exit 2) for ``""``: Click's path conversion made
+    it ``.``, so ``--home "$UNSET_VARIABLE"`` used the working folder as the home. An empty
+    ``FABRIC_HOME`` is unset instead (Click never passes it here), as an empty ``XDG_*_HOME`` is.
+    """
+    if not value:
+        raise typer.BadParameter("the path is empty (an unset shell variable?): name a folder, or leave --home out "
+                                 "for the default")
+    return Path(value)
+
+
+HomeOption = Annotated[Optional[Path], typer.Option(
+    "--home", envvar="FABRIC_HOME", parser=home_option, metavar="<path>", help="Fabric home (default ./.fabric).")]
 
 
 def set_home(home: Optional[Path]) -> Path:

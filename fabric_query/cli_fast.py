@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
-from pathlib import Path
 
 #: ``fabric search --limit``'s bounds; the full CLI declares its option with these same constants.
 LIMIT_MIN, LIMIT_MAX = 1, 1000
@@ -39,7 +38,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("query")
     p.add_argument("--limit", "-n", type=int, default=10)
     p.add_argument("--json", action="store_true", dest="as_json")
-    p.add_argument("--home", type=Path, default=None)
+    p.add_argument("--home", default=None)  # a str: Path("") is ".", and the full CLI refuses ""
     return p
 
 
@@ -50,8 +49,8 @@ def parse_search(argv: Sequence[str]) -> argparse.Namespace | None:
     3
     >>> parse_search(["search", "x", "--help"]) is None, parse_search(["status"]) is None
     (True, True)
-    >>> parse_search(["search", "x", "--limit", "0"]) is None
-    True
+    >>> parse_search(["search", "x", "--limit", "0"]) is None, parse_search(["search", "x", "--home", ""]) is None
+    (True, True)
     """
     if not argv or argv[0] != "search":
         return None
@@ -59,7 +58,7 @@ def parse_search(argv: Sequence[str]) -> argparse.Namespace | None:
         args = _parser().parse_args(list(argv[1:]))
     except (_NotMine, ValueError):
         return None
-    if not LIMIT_MIN <= args.limit <= LIMIT_MAX:
+    if not LIMIT_MIN <= args.limit <= LIMIT_MAX or args.home == "":
         return None
     if any("\ud800" <= c <= "\udfff" for c in args.query):
         return None  # an undecodable byte (PEP 383): the full CLI names it as the in-process search does

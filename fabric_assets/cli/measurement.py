@@ -17,7 +17,7 @@ from typing import Annotated, Optional
 import typer
 from rich.table import Table
 
-from fabric_query.cli import HomeOption, console, err, fail, set_home
+from fabric_query.cli import HomeOption, console, err, fail, home_option, set_home
 from fabric_query.errors import FabricQueryError
 
 measurement_app = typer.Typer(help="Evaluation and benchmarks (each imports fabric_assets.measurement in its body).")
@@ -400,7 +400,8 @@ def bench_ann_cmd(
     target_rows: Annotated[int, typer.Option("--target-rows", min=1000, help="Chunk vectors to grow to.")] = 1_000_000,
     chunks: Annotated[int, typer.Option("--chunks", min=10, help="Size of the scaling home grown from "
                                         "(built through the real pipeline once, as `bench query --chunks`).")] = 100_000,
-    home: Annotated[Optional[Path], typer.Option("--home", help="Grow this home's release instead of a scaling home.")]
+    home: Annotated[Optional[Path], typer.Option(
+        "--home", parser=home_option, metavar="<path>", help="Grow this home's release instead of a scaling home.")]
         = None,
     cache_dir: Annotated[Path, typer.Option("--cache-dir", help="Where scaling and grown homes are kept and reused.")]
         = Path(".fabric-bench"),

@@ -79,6 +79,36 @@ def test_search_errors_are_typed_and_short(tmp_path):
     assert "Traceback" not in result.output
 
 
+def _home_options(command, path=()):
+    """(command path, its --home parameter) for every command of the Click tree under ``command``."""
+    for name, sub in getattr(command, "commands", {}).items():  # a group (Typer's own Click)
+        yield from _home_options(sub, (*path, name))
+    for param in command.params:
+        if "--home" in getattr(param, "opts", ()):
+            yield path, param
+
+
+def test_an_empty_home_path_is_a_usage_error_on_every_command(tmp_path, monkeypatch):
+    """guards against (trial 20a): ``--home ""`` (an unset shell variable) meaning the working
+    folder, since Click's path conversion makes ``""`` into ``.``: ``fabric status --home ""`` said
+    "no Fabric home at <cwd>", and an ingest would have made the working folder a home. An empty
+    FABRIC_HOME is unset, as an empty XDG_*_HOME is: the default ./.fabric."""
+    import typer
+
+    found = list(_home_options(typer.main.get_command(app)))
+    assert {("status",), ("search",), ("ingest",), ("mcp",), ("snapshot", "list"), ("bench", "ann")} <= {
+        p for p, _ in found}
+    monkeypatch.chdir(tmp_path)
+    # Click converts the options given before it checks for missing arguments: none is needed here.
+    for argv in [[*path, "--home", ""] for path, _ in found] + [["search", "lighthouse", "--home="]]:
+        result = runner.invoke(app, argv)
+        assert result.exit_code == 2 and "the path is empty" in result.output, (argv, result.output)
+        assert "no Fabric home" not in result.output and "Traceback" not in result.output
+    unset = runner.invoke(app, ["status"], env={"FABRIC_HOME": ""})
+    assert unset.exit_code == 2 and f"no Fabric home at {tmp_path / '.fabric'}" in unset.output, unset.output
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_ingest_refuses_a_file(tmp_path):
     f = tmp_path / "file.txt"
     f.write_text("x")
