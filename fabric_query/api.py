@@ -21,7 +21,7 @@ from fabric_query.types import (Citation, EvidencePack, OutdatedParses,  # noqa:
                                 ParseProblem, ResolveResult, SourcePartition, SourcePartitions, Status)
 from fabric_resources.catalog import str_map
 from fabric_resources.home import FabricHome, home_path
-from fabric_resources.home_location import read_only_file_system
+from fabric_resources.home_location import no_home_message, read_only_file_system
 from fabric_resources.run_tags import source_tag_key
 from fabric_query.memory import limit_malloc_arenas
 from fabric_resources.models.embedder import Encoder
@@ -105,7 +105,7 @@ class Fabric:
         path = home_path(_checked_home(home))
         reader = FabricHome(path, read_only=True)
         if not reader.exists():  # its catalog, wherever storage.catalog puts it
-            raise HomeNotFoundError(f"no Fabric home at {path}; run `fabric ingest PATH` first")
+            raise HomeNotFoundError(no_home_message(path))
         reader.catalog  # a read-only open checks the schema version and changes nothing
         # On read-only media (a read-only mount of a home, or of a copy of one) nothing can be
         # written: the home is opened as the reader above is, and its catalog read as immutable.

@@ -37,6 +37,19 @@ def home_path(explicit: str | os.PathLike | None = None) -> Path:
                                 f"one ({exc}); choose another folder") from None
 
 
+def no_home_message(path: str | os.PathLike) -> str:
+    """Why a command that needs a home found none at ``path``: a path that does not exist is
+    named as such (a mistyped ``--home``), before the way to make a home there (``fabric ingest``).
+
+    >>> no_home_message("/nonexistent/home")  # doctest: +ELLIPSIS
+    'no Fabric home at /nonexistent/home: no such folder (is --home, else $FABRIC_HOME, mistyped?); ...'
+    """
+    if not os.path.exists(path):  # a link to nothing too
+        return (f"no Fabric home at {path}: no such folder (is --home, else $FABRIC_HOME, mistyped?); "
+                "`fabric ingest PATH` makes a home there")
+    return f"no Fabric home at {path}; run `fabric ingest PATH` first"
+
+
 def read_only_file_system(path: str | os.PathLike) -> bool:
     """Whether ``path`` (a folder, or a file's folder when it is no folder) is on a file system
     mounted read-only (``statvfs``'s ``ST_RDONLY``); False when it cannot be told (no such path)."""

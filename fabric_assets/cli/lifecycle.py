@@ -12,6 +12,7 @@ import typer
 
 from fabric_query.cli import HomeOption, console, fail, json_argument, set_home
 from fabric_query.cli_text import one_line, typed
+from fabric_resources.home_location import no_home_message
 
 lifecycle_app = typer.Typer(help="Lifecycle commands: purge, cleanup, snapshot, parse, rebuild-projections, repair.")
 
@@ -56,7 +57,7 @@ def purge(
     path = set_home(home)
     reader = FabricHome(path, read_only=True)
     if not reader.exists():  # its catalog, wherever storage.catalog puts it
-        fail(f"no Fabric home at {path}")
+        fail(no_home_message(path))
     if source:  # as the terminal wrote them (a Latin-1 one), then as `fabric` prints keys
         source = _as_printed([typed(k) for k in source], [s.source_key for s in reader.catalog.sources()])
     root = typed(root) if root else root
@@ -125,7 +126,7 @@ def cleanup(
 
     path = set_home(home)
     if not FabricHome(path, read_only=True).exists():  # its catalog, wherever storage.catalog puts it
-        fail(f"no Fabric home at {path}")
+        fail(no_home_message(path))
     report = run(FabricHome(path))
     out = {"parses_removed": {k: len(v) for k, v in report.removed.items()}, "waiting": report.waiting,
            "releases_removed": report.releases_removed, "generations_removed": report.generations_removed,
@@ -150,7 +151,7 @@ def _opened(home, *, writes: bool = True):
     path = set_home(home)
     reader = FabricHome(path, read_only=True)
     if not reader.exists():  # its catalog, wherever storage.catalog puts it
-        fail(f"no Fabric home at {path}")
+        fail(no_home_message(path))
     try:
         return FabricHome(path)
     except HomeReadOnlyError:
@@ -525,7 +526,7 @@ def audit(
     if not cited:
         fail("the pack has no hits: nothing to audit")
     if not FabricHome(path, read_only=True).exists():  # its catalog, wherever storage.catalog puts it
-        fail(f"no Fabric home at {path}")
+        fail(no_home_message(path))
     fabric_home = FabricHome(path)
     try:
         passages = passages_of([json.loads(c.model_dump_json()) for c in cited])

@@ -20,6 +20,7 @@ from fabric_query.cli import (LISTED_AT_MOST, HomeOption, console, err, fail, pr
                               set_home)
 from fabric_query.cli_text import one_line, typed
 from fabric_query.errors import FabricQueryError
+from fabric_resources.home_location import no_home_message
 
 pipeline_app = typer.Typer(help="Commands that run the pipeline (they import Dagster inside the command).")
 
@@ -272,8 +273,7 @@ def ui(
     from fabric_resources.home import FabricHome
 
     if not FabricHome(path, read_only=True).exists():  # a mistyped --home: no empty home made for it
-        fail(f"no Fabric home at {path}; run `fabric ingest PATH` first (the UI's sensor watches the folders "
-             "it registers)")
+        fail(f"{no_home_message(path)} (the UI's sensor watches the folders it registers)")
     FabricHome(path)  # writes dagster.yaml
     os.environ["DAGSTER_HOME"] = str(path / "dagster")
     workspace = Path(__file__).resolve().parents[2] / "workspace.yaml"

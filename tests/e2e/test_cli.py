@@ -109,6 +109,24 @@ def test_an_empty_home_path_is_a_usage_error_on_every_command(tmp_path, monkeypa
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.parametrize("argv", [["status"], ["search", "lighthouse"], ["resolve", "{}"]])
+def test_a_home_path_that_does_not_exist_is_named_as_mistyped_not_sent_to_ingest(tmp_path, argv):
+    """guards against (trial 20a): a mistyped --home told only to `fabric ingest` there, as if the
+    folder held no home yet; an existing folder without a home is still sent to ingest."""
+    if argv[0] == "resolve":  # a valid citation, so that the home is what is refused
+        argv = ["resolve", '{"release_id": 1, "source_key": "fs:a.txt", "source_hash": "' + "0" * 64 + '", '
+                '"parse_id": "' + "0" * 32 + '", "chunk_id": "' + "0" * 32 + '", "spans": [], "text_hash": "'
+                + "0" * 64 + '"}']
+    missing = runner.invoke(app, [*argv, "--home", str(tmp_path / "typo")])
+    assert missing.exit_code == 2, missing.output
+    assert f"no Fabric home at {tmp_path / 'typo'}: no such folder" in missing.output and "mistyped" in missing.output
+    assert "fabric ingest PATH" in missing.output and not (tmp_path / "typo").exists()
+    (tmp_path / "empty").mkdir()
+    empty = runner.invoke(app, [*argv, "--home", str(tmp_path / "empty")])
+    assert empty.exit_code == 2 and "no such folder" not in empty.output, empty.output
+    assert "run `fabric ingest PATH` first" in empty.output
+
+
 def test_ingest_refuses_a_file(tmp_path):
     f = tmp_path / "file.txt"
     f.write_text("x")
