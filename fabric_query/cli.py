@@ -142,6 +142,8 @@ def print_status(home: Path, st=None):
     for problem in st.dense_index_problems:
         console.print(f"  [red]dense index[/red] {keys([problem])}: the dense channel answers with the exact "
                       "product instead (slower at scale) until `fabric dense-index-repair`")
+    for off in st.dense_channels_off:  # the reason's detail names what brings it back
+        console.print(f"  [red]dense channel off[/red]: {keys([off])}; the other channels answer its queries")
     for changed in st.rows_changed:
         console.print(f"  [red]rows changed[/red] {keys([changed])}: rows were deleted or added outside Fabric; "
                       "a release over that table serves those parses with rows missing (for vectors the dense "

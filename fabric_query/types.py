@@ -377,6 +377,12 @@ class Status(BaseModel):
     #: dense-index-unreadable: chunk_vectors/gen-…: …"``): the dense channel then answers with the
     #: exact product (slower at scale, ``dense_fallback_reason``) until ``fabric dense-index-repair``.
     dense_index_problems: tuple[str, ...] = ()
+    #: Each dense channel that is off for every query of the current release, and why, as a search
+    #: finds it before encoding the query (``"dense: vector-digest-mismatch: chunk_vectors: …"``:
+    #: rows altered, damaged, deleted or added after the release recorded their digest; also
+    #: ``table-unreadable``, ``vector-values-invalid``). Found by loading the table's vectors (or its
+    #: ANN index) into the view searches share, as the first search does.
+    dense_channels_off: tuple[str, ...] = ()
     #: Tables whose latest version holds, for some active parses, another number of rows than the
     #: parse's last write recorded (``"chunk_vectors: 1 parse(s), 3 row(s) fewer and 0 more than
     #: written"``; :mod:`fabric_resources.row_audit`): rows deleted or added outside Fabric, every

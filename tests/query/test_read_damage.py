@@ -76,6 +76,27 @@ def test_a_flipped_vector_value_skips_dense_with_a_reason(home):
     assert pack.results and pack.results[0].citation.source_key in ("fs:corpus/a.txt", "fs:corpus/b.txt")
 
 
+def test_status_says_the_dense_channel_is_off_and_why(pristine, home):
+    """guards against (trial 20a): a release whose vector rows no longer match their digest
+    (vector-digest-mismatch) turning the dense channel off for every query while `fabric status`
+    named nothing; a sound release names no channel off."""
+    from typer.testing import CliRunner
+
+    from fabric_assets.cli import app
+
+    assert Fabric(pristine / "home").status().dense_channels_off == ()
+    vec = home.tables.read("chunk_vectors", columns=["vector"]).column("vector")[0].values.to_numpy()
+    path = _vector_file(home)
+    data = bytearray(path.read_bytes())
+    at = data.find(np.asarray(vec, dtype="<f4").tobytes()[:64])
+    data[at + 5] ^= 0x01
+    path.write_bytes(bytes(data))
+    (off,) = Fabric(home.root).status().dense_channels_off
+    assert off.startswith("dense: vector-digest-mismatch: chunk_vectors: ") and "`fabric repair`" in off
+    out = CliRunner().invoke(app, ["status", "--home", str(home.root)], env={"COLUMNS": "500"})
+    assert out.exit_code == 0 and "dense channel off: dense: vector-digest-mismatch" in out.output, out.output
+
+
 def test_flipped_bytes_in_a_vector_file_skip_dense_not_crash(home):
     """guards against: ArrowInvalid from every English query when a vector file is corrupt."""
     path = _vector_file(home)
