@@ -29,9 +29,14 @@ def release(context: dg.AssetExecutionContext, fabric: FabricHomeResource) -> dg
     if report.published and home.config.retention.after_activation:
         from fabric_assets.lifecycle.retention import cleanup
 
-        done = cleanup(home, instance=context.instance)
+        # The release stands whatever the snapshots folder is: a broken link there keeps every
+        # release and generation (what the snapshots pin is unknown) and is reported, not raised.
+        done = cleanup(home, instance=context.instance, without_snapshots=True)
         cleaned = {"cleanup_parses_removed": done.parses_removed, "cleanup_releases_removed": len(done.releases_removed),
                    "cleanup_bytes_removed": done.bytes_removed, "cleanup_runs_removed": len(done.runs_removed)}
+        if done.snapshots_problem is not None:
+            context.log.warning(f"cleanup kept every release and index generation: {done.snapshots_problem}")
+            cleaned["cleanup_snapshots_problem"] = done.snapshots_problem
         if done.republished:  # the release re-published over compacted table versions
             report.release_id = done.republished
     return dg.MaterializeResult(metadata={

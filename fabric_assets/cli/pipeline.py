@@ -148,6 +148,9 @@ def _run_ingest(path: Path) -> int:
     console.print(table)
     st = print_status(home.root)
     _prepare_query_encoder(home.root)
+    if summary.activation.get("cleanup_snapshots_problem"):  # the release stands; the retention is held back
+        err.print("[yellow]warning:[/yellow] the cleanup after the activation kept every release and index "
+                  f"generation: {escape(one_line(summary.activation['cleanup_snapshots_problem']))}")
     failed_runs = summary.failed_runs + summary.annotation_failed_runs
     if failed_runs:
         # A damaged data file fails every write of its table: running the ingest again cannot help.

@@ -65,6 +65,9 @@ class CleanupReport:
     republished: int | None = None  # the release re-published over compacted versions
     runs_removed: list[str] = field(default_factory=list)  # Dagster runs deleted (run_history)
     run_tags_removed: int = 0  # Dagster run tags naming a removed parse (fabric_assets.source_tags)
+    #: Why the snapshots could not be read (a cleanup after an activation: every release and index
+    #: generation was kept, the rest of the retention applied); None when they were.
+    snapshots_problem: str | None = None
 
     @property
     def parses_removed(self) -> int:
@@ -79,22 +82,28 @@ def snapshot_pins(home: FabricHome) -> tuple[set[int], set[str]]:
     return pinned_by_snapshots(home)
 
 
-def cleanup(home: FabricHome, *, now: float | None = None, instance=None) -> CleanupReport:
+def cleanup(home: FabricHome, *, now: float | None = None, instance=None,
+            without_snapshots: bool = False) -> CleanupReport:
     """Apply ``home.config.retention`` once (see the module docstring); return what it did.
 
     Holds the activation lock (no release is published meanwhile). ``instance``: the home's
     Dagster instance whose run history is pruned (:mod:`fabric_assets.lifecycle.run_history`;
-    default: opened from ``<home>/dagster``).
+    default: opened from ``<home>/dagster``). ``without_snapshots`` (the cleanup after an
+    activation): when the snapshots cannot be read, what they pin is unknown, so every release and
+    index generation is kept and the rest applied; ``snapshots_problem`` in the report says why.
 
     Raises
     ------
     fabric_resources.catalog.CatalogDamagedError
         The current pointer names a release the catalog lacks, or a release summary cannot be
         decoded: nothing is removed.
+    fabric_assets.lifecycle.snapshots.SnapshotError
+        The home's ``snapshots`` is no folder (a file, a broken link or a loop) and not
+        ``without_snapshots``: nothing is removed.
     """
     now = time.time() if now is None else now
     with activation_lock(home):
-        report, retained, pinned = _cleanup(home, now)
+        report, retained, pinned = _cleanup(home, now, without_snapshots)
         report.runs_removed = _prune_runs(home, now, instance, retained, pinned)
         removed = [p for parses in report.removed.values() for p in parses]
         if removed:
@@ -128,8 +137,10 @@ def _published_at(releases: list, now: float) -> dict[int, float]:
     return out
 
 
-def _retained(home: FabricHome, now: float | None = None, releases: list | None = None) -> list:
-    """The releases retention keeps, of ``releases`` (default: the catalog's, read now)."""
+def _retained(home: FabricHome, now: float | None = None, releases: list | None = None,
+              pins: tuple[set[int], set[str]] | None = None) -> list:
+    """The releases retention keeps, of ``releases`` (default: the catalog's, read now); ``pins``:
+    :func:`snapshot_pins` (default: read now)."""
     # A re-published release replaces the one it was re-published from (same parses and index,
     # compacted versions): it does not push an older release out of the count.
     # A snapshot's release and the current one are kept even when replaced (a snapshot restored in
@@ -139,21 +150,21 @@ def _retained(home: FabricHome, now: float | None = None, releases: list | None 
     counted = [r for r in releases if r.release_id not in replaced]
     keep_n, window = home.config.retention.releases, home.config.retention.release_days * _DAY_S
     now = time.time() if now is None else now
-    pinned_ids, _ = snapshot_pins(home)
+    pinned_ids, _ = snapshot_pins(home) if pins is None else pins
     current = home.catalog.current_release_id()
     published = _published_at(counted, now)
     recent = {r.release_id for i, r in enumerate(counted) if i >= len(counted) - keep_n or now - published[r.release_id] < window}
     return [r for r in releases if r.release_id in recent or r.release_id in pinned_ids or r.release_id == current]
 
 
-def _snapshot_releases(home: FabricHome, releases: list) -> list:
-    """Of ``releases``, those the home's snapshots pin (retained releases, by :func:`_retained`;
-    listed again so their dense indexes are kept even if that changes)."""
-    pinned, _ = snapshot_pins(home)
+def _snapshot_releases(releases: list, pins: tuple[set[int], set[str]]) -> list:
+    """Of ``releases``, those the home's snapshots pin (``pins``: :func:`snapshot_pins`; retained
+    releases, by :func:`_retained`; listed again so their dense indexes are kept even if that changes)."""
+    pinned, _ = pins
     return [r for r in releases if r.release_id in pinned]
 
 
-def _cleanup(home: FabricHome, now: float) -> tuple[CleanupReport, list, set[str]]:
+def _cleanup(home: FabricHome, now: float, without_snapshots: bool = False) -> tuple[CleanupReport, list, set[str]]:
     """Apply the retention of parses, releases, generations, table versions and artifacts; return
     the report, the releases it retains and the parses those releases and the live sources pin (for
     the run history; a re-publication names the same parses as the release it replaces).
@@ -171,12 +182,23 @@ def _cleanup(home: FabricHome, now: float) -> tuple[CleanupReport, list, set[str
     # Manifests without their sources (parsed by the database, not decoded here); the retained
     # releases are asked only about the parses that could be unpinned, below.
     releases = catalog.release_summaries()
+    from fabric_assets.lifecycle.snapshots import SnapshotError  # as snapshot_pins imports it
+
+    try:
+        pins = snapshot_pins(home)
+    except SnapshotError as exc:
+        if not without_snapshots:
+            raise
+        # What the snapshots pin is unknown: every release stays (so do its parses, versions and
+        # generations), and every index generation; parses no release names still go.
+        report.snapshots_problem = str(exc)
+        pins = ({r.release_id for r in releases}, None)
     runs = catalog.parse_run_states()
     known = {parse_id for parse_id, _, _ in runs}
     # Rows whose parse run is gone (a run was still writing a parse an earlier cleanup removed).
     orphans, fragments = _orphans(home, known)
     # Only parses no live source points at can be unpinned: ask the retained releases about those.
-    pinned = live_parses | catalog.release_parse_ids((r.release_id for r in _retained(home, now, releases)),
+    pinned = live_parses | catalog.release_parse_ids((r.release_id for r in _retained(home, now, releases, pins)),
                                                      among=(known - live_parses) | orphans)
     live_hashes = {h for _, h in live if h}
     deleted_hashes = {h for state, _, h in sources if state == "deleted" and h}
@@ -216,7 +238,9 @@ def _cleanup(home: FabricHome, now: float) -> tuple[CleanupReport, list, set[str
     report.memo_entries_removed += adopt_memo_entries(home)
     # Recorded once their rows are gone: a cleanup stopped before that reads the same fragments again.
     catalog.set_state(ORPHAN_SCAN, {"fragments": fragments, "pending": sorted(orphans - set(doomed))})
-    retained = _retained(home, now, releases)
+    if report.snapshots_problem is not None:  # a re-publication since: its release is new, kept too
+        pins = ({r.release_id for r in releases}, None)
+    retained = _retained(home, now, releases, pins)
     retained_ids = {r.release_id for r in retained}
     report.releases_removed = [r.release_id for r in releases if r.release_id not in retained_ids]
     # Out of the catalog before any file of theirs goes: a query that pinned one of them and finds
@@ -226,14 +250,14 @@ def _cleanup(home: FabricHome, now: float) -> tuple[CleanupReport, list, set[str
     doomed_hashes = {h for p, _, h in runs if p in doomed}
     still_held = {h for p, _, h in runs if p not in doomed} | live_hashes
     report.artifacts_removed = sum(home.artifacts.delete(h) for h in sorted(doomed_hashes - still_held))
-    _, pinned_gens = snapshot_pins(home)
-    keep_gens = {r.manifest.get("lexical_generation") for r in retained} | pinned_gens
-    report.generations_removed = home.lexical.remove_generations(keep_gens)
-    # Dense ANN indexes hold copies of their release's active rows only: they go with the releases
-    # that name them (the current one, re-published over compacted versions, keeps its own).
-    snapshot_releases = _snapshot_releases(home, releases)
-    report.generations_removed += home.dense_indexes.remove_generations(
-        kept_generations([*(r.manifest for r in retained), *(r.manifest for r in snapshot_releases)]))
+    if pins[1] is not None:  # else the snapshots' generations are unknown: none goes
+        keep_gens = {r.manifest.get("lexical_generation") for r in retained} | pins[1]
+        report.generations_removed = home.lexical.remove_generations(keep_gens)
+        # Dense ANN indexes hold copies of their release's active rows only: they go with the releases
+        # that name them (the current one, re-published over compacted versions, keeps its own).
+        snapshot_releases = _snapshot_releases(releases, pins)
+        report.generations_removed += home.dense_indexes.remove_generations(
+            kept_generations([*(r.manifest for r in retained), *(r.manifest for r in snapshot_releases)]))
     for name in TABLES:
         keep = {r.manifest.get("tables", {}).get(name) for r in retained} - {None}
         report.bytes_removed += home.tables.forget_versions(name, keep, delete_unverified=False)

@@ -153,6 +153,45 @@ def test_rows_of_a_parse_without_a_run_are_removed_when_written_after_any_cleanu
     assert {r.parse_id for r in home.catalog.parse_runs()} == {donor}
 
 
+def test_a_broken_snapshots_link_keeps_the_activation_and_every_release_and_is_reported(tmp_path, fabric_home):
+    """guards against (trial 20a): with retention.after_activation, a home whose `snapshots` is a
+    broken link (snapshots on media not mounted) failing each activation's run after its release
+    was published (SnapshotError: the ingest exited 2) and stopping the whole cleanup; and the
+    opposite mutation, the cleanup reading it as "no snapshots" and removing releases they may pin.
+    What needs no snapshot still goes (rows of a parse with no run); `fabric cleanup` still refuses."""
+    from typer.testing import CliRunner
+
+    from fabric_assets.cli import app
+    from fabric_assets.lifecycle.snapshots import SnapshotError
+
+    home = _home(fabric_home, releases=1, release_days=0, superseded_days=0, deleted_days=0, failed_days=0)
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "light.txt").write_text(VERSIONS[0])
+    assert ingest(src, home).failed_runs == []
+    donor = next(iter(home.catalog.current_release().manifest["sources"].values()))["parse_id"]
+    (home.root / "snapshots").symlink_to(tmp_path / "unmounted" / "snapshots")
+    _write_orphan(home, donor, "a" * 32)
+    generations = home.lexical.generations()
+    (src / "light.txt").write_text(VERSIONS[1])
+    summary = ingest(src, home)
+    assert summary.failed_runs == [] and summary.activation["published"] is True
+    assert "snapshots is not a folder" in summary.activation["cleanup_snapshots_problem"]
+    home = FabricHome(home.root)
+    # 1 and 2 kept (with the link whole only 3 stays: 2 re-published over compacted versions as 3)
+    releases = [r.release_id for r in home.catalog.releases()]
+    assert releases == [1, 2, 3] and home.catalog.current_release_id() == summary.activation["release_id"] == 3
+    assert set(generations) <= set(home.lexical.generations()) and donor in _table_parses(home, "chunks")
+    assert "a" * 32 not in _table_parses(home, "chunks")  # the orphan's rows went all the same
+    with pytest.raises(SnapshotError, match="snapshots is not a folder"):
+        cleanup(home)
+    assert [r.release_id for r in home.catalog.releases()] == releases
+    (src / "light.txt").write_text(VERSIONS[2])
+    out = CliRunner().invoke(app, ["ingest", str(src), "--home", str(home.root)], env={"COLUMNS": "2000"})
+    assert out.exit_code == 0, out.output
+    assert "warning: the cleanup after the activation kept every release and index generation: " in out.output
+
+
 def test_a_release_a_snapshot_pins_stays_when_a_cleanup_re_published_it(tmp_path, fabric_home):
     """guards against (found by a trial on 2026-12-05): retention leaving out every re-published
     ("replaced") release before asking whether a snapshot pins it, so the release a snapshot holds
