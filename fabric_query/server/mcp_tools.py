@@ -158,7 +158,8 @@ class _StrictArguments(MCPServer):
 
         stdin = anyio.wrap_file(CappedLines(sys.stdin.buffer, self.max_line_bytes))
         async with stdio_server(stdin=stdin) as (read_stream, write_stream):
-            await self._lowlevel_server.run(_AnswerBadLines(read_stream, write_stream), write_stream,
+            reads = _AnswerBadLines(read_stream, write_stream)
+            await self._lowlevel_server.run(reads, _WatchedWrites(write_stream, reads),
                                             self._lowlevel_server.create_initialization_options())
 
 
@@ -235,10 +236,29 @@ class CappedLines:
 class _AnswerBadLines:
     """The stdio read stream with each line that is not a JSON-RPC message answered on the write
     stream (:func:`bad_line_error`): the SDK drops them without a word, so a client that sent
-    malformed JSON, a batch or a request without ``jsonrpc`` waited for an answer for ever."""
+    malformed JSON, a batch or a request without ``jsonrpc`` waited for an answer for ever.
+
+    Its end (stdin closed) is passed on only once every request read has been answered (or
+    cancelled by the client): the SDK's dispatcher cancels the handlers still running when its
+    read stream ends, so `printf '<initialize>…<tools/call>' | fabric mcp` got "Connection closed"
+    for a call it had started. :class:`_WatchedWrites` reports the answers."""
 
     def __init__(self, inner, write_stream) -> None:
         self._inner, self._write = inner, write_stream
+        self._unanswered: set[str | int] = set()
+        self._answered = anyio.Event()
+
+    def answered(self, message) -> None:
+        """``message`` went out: an answer (or error) takes its request off the unanswered ones."""
+        if isinstance(message, (mcp_types.JSONRPCResponse, mcp_types.JSONRPCError)):
+            self._unanswered.discard(message.id)
+            self._answered.set()
+
+    def _read(self, message) -> None:
+        if isinstance(message, mcp_types.JSONRPCRequest):
+            self._unanswered.add(message.id)
+        elif isinstance(message, mcp_types.JSONRPCNotification) and message.method == "notifications/cancelled":
+            self._unanswered.discard((message.params or {}).get("requestId"))  # the SDK answers none
 
     @property
     def last_context(self):  # the SDK reads each message's sender context from here
@@ -246,8 +266,15 @@ class _AnswerBadLines:
 
     async def receive(self):
         while True:
-            item = await self._inner.receive()
+            try:
+                item = await self._inner.receive()
+            except anyio.EndOfStream:
+                while self._unanswered:
+                    self._answered = anyio.Event()
+                    await self._answered.wait()
+                raise
             if not isinstance(item, Exception):
+                self._read(item.message)
                 return item
             error = bad_line_error(item)
             if error is not None:
@@ -270,6 +297,29 @@ class _AnswerBadLines:
 
     async def __aexit__(self, *exc) -> None:
         await self.aclose()
+
+
+class _WatchedWrites:
+    """The stdio write stream, telling ``reads`` (:class:`_AnswerBadLines`) each message sent."""
+
+    def __init__(self, inner, reads: _AnswerBadLines) -> None:
+        self._inner, self._reads = inner, reads
+
+    async def send(self, item) -> None:
+        try:
+            await self._inner.send(item)
+        finally:  # an answer that cannot be written (stdout gone) is waited for no longer either
+            self._reads.answered(getattr(item, "message", None))
+
+    def __getattr__(self, name):  # the rest of the stream (aclose, clone, …) as it is
+        return getattr(self._inner, name)
+
+    async def __aenter__(self):
+        await self._inner.__aenter__()
+        return self
+
+    async def __aexit__(self, *exc):
+        return await self._inner.__aexit__(*exc)
 
 
 def build_mcp(fabric: Fabric, gate: AdmissionGate, is_ready: Callable[[], bool] = lambda: True,

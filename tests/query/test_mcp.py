@@ -167,8 +167,7 @@ def test_mcp_over_stdio_answers_lines_that_are_not_messages(homes):
              b'[{"jsonrpc": "2.0", "id": 2, "method": "ping"}]\n', b'{"id": 3, "method": "tools/list"}\n',
              b'{"jsonrpc": "2.0", "id": 4, "method": "ping"}\n', b"[" * 200_000 + b"\n",
              b'{"jsonrpc": "2.0", "id": 5, "method": "ping"}\n']
-    # stdin stays open until the last answer is in: closing it shuts the server down (the MCP
-    # stdio transport's end), and requests still in flight then go unanswered.
+    # stdin stays open until the last answer is in: it is the order of the answers that is checked.
     killer = threading.Timer(120, proc.kill)
     killer.start()
     try:
@@ -184,6 +183,26 @@ def test_mcp_over_stdio_answers_lines_that_are_not_messages(homes):
     assert [(a["id"], a.get("error", {}).get("code")) for a in answers] == [
         (None, -32700), (None, -32700), (None, -32600), (3, -32600), (4, None), (None, -32700), (5, None)], answers
     assert answers[-2]["error"]["message"] == "Parse error: the line has more than 65536 bytes, the most read"
+
+
+def test_mcp_over_stdio_answers_a_call_still_running_when_stdin_closes(homes):
+    """guards against (trial 20a): `printf '<initialize>…<tools/call search>' | fabric mcp`: the
+    SDK's loop cancelled the call in flight when stdin ended, so the answer was "Connection
+    closed" (-32000); every request read is answered before the server exits."""
+    import subprocess
+
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+    messages = [{"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+                    "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}},
+                {"jsonrpc": "2.0", "method": "notifications/initialized"},
+                {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
+                    "name": "search", "arguments": {"query": "lamp"}}}]
+    out = subprocess.run([sys.executable, "-m", "fabric_assets.cli", "mcp", "--home", str(homes[1].root)],
+                         input="".join(json.dumps(m) + "\n" for m in messages).encode(), capture_output=True,
+                         env=env, timeout=180)
+    answers = {a["id"]: a for a in map(json.loads, out.stdout.decode().splitlines())}
+    assert out.returncode == 0 and set(answers) == {1, 2}, out.stderr
+    assert "error" not in answers[2] and answers[2]["result"]["structuredContent"]["results"], answers[2]
 
 
 def test_mcp_over_stdio_stops_in_one_line_when_the_client_stops_reading(homes):

@@ -48,7 +48,7 @@ def test_the_read_stream_answers_bad_lines_and_passes_messages_on():
     async def main():
         inbound_send, inbound = anyio.create_memory_object_stream(10)
         outbound, outbound_read = anyio.create_memory_object_stream(10)
-        ping = SessionMessage(mcp_types.JSONRPCRequest(jsonrpc="2.0", id=1, method="ping"))
+        ping = SessionMessage(mcp_types.JSONRPCNotification(jsonrpc="2.0", method="notifications/initialized"))
         try:
             mcp_types.jsonrpc_message_adapter.validate_json("{", by_name=False)
         except Exception as exc:  # noqa: BLE001
@@ -58,6 +58,39 @@ def test_the_read_stream_answers_bad_lines_and_passes_messages_on():
         received = [item async for item in _AnswerBadLines(inbound, outbound)]
         assert received == [ping]
         assert outbound_read.receive_nowait().message.error.code == mcp_types.PARSE_ERROR
+
+    anyio.run(main)
+
+
+def test_the_end_of_stdin_is_passed_on_once_every_request_read_is_answered():
+    """guards against (trial 20a): stdin closed while a tool call ran ending the SDK's loop at once,
+    which cancels the calls in flight: the client got "Connection closed", not its answer. A
+    request the client cancelled is answered by no one: it must not hold the end back."""
+    async def main():
+        inbound_send, inbound = anyio.create_memory_object_stream(10)
+        outbound, _ = anyio.create_memory_object_stream(10)
+        reads = _AnswerBadLines(inbound, outbound)
+        for message in (mcp_types.JSONRPCRequest(jsonrpc="2.0", id=1, method="tools/call"),
+                        mcp_types.JSONRPCRequest(jsonrpc="2.0", id="c", method="tools/call"),
+                        mcp_types.JSONRPCNotification(jsonrpc="2.0", method="notifications/cancelled",
+                                                      params={"requestId": "c"})):
+            await inbound_send.send(SessionMessage(message))
+        await inbound_send.aclose()
+        assert [(await reads.receive()).message.method for _ in range(3)] == [
+            "tools/call", "tools/call", "notifications/cancelled"]
+        ended = []
+
+        async def read_to_the_end():
+            with pytest.raises(anyio.EndOfStream):
+                await reads.receive()
+            ended.append(True)
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(read_to_the_end)
+            await anyio.wait_all_tasks_blocked()
+            assert ended == []  # request 1 is still running
+            reads.answered(mcp_types.JSONRPCResponse(jsonrpc="2.0", id=1, result={}))
+        assert ended == [True]
 
     anyio.run(main)
 
