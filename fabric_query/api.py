@@ -12,7 +12,8 @@ from typing import Any
 
 from fabric_query import pipeline
 from fabric_query.cli_text import one_line
-from fabric_query.errors import FabricQueryError, ForkedProcessError, HomeNotFoundError, InvalidArgumentError
+from fabric_query.dense_health import dense_channels_off
+from fabric_query.errors import ForkedProcessError, HomeNotFoundError, InvalidArgumentError
 from fabric_query.resolve import check_shown_text, validated_citation
 from fabric_query.resolve import resolve as resolve_citation
 from fabric_query.scope import Scope
@@ -288,7 +289,7 @@ class Fabric:
             unreadable_tables=self._unreadable_tables(release),
             lexical_index_problem=self._lexical_index_problem(release),
             dense_index_problems=self._dense_index_problems(release),
-            dense_channels_off=self._dense_channels_off(release),
+            dense_channels_off=dense_channels_off(self.home, release),
             rows_changed=self._rows_changed(active, runs),
             outdated=self._outdated(active, runs),
         )
@@ -352,31 +353,6 @@ class Fabric:
                         raise unreadable(f"{table}/{opened.generation}", exc) from exc
             except DenseIndexUnusable as exc:
                 out.append(f"{table}: {exc.describe()}")
-        return tuple(out)
-
-    def _dense_channels_off(self, release) -> tuple[str, ...]:
-        """:attr:`Status.dense_channels_off`: each dense channel whose table the current release
-        pins, asked what its search asks before it encodes a query (the source it would search,
-        then the models of that source's vectors), in the view searches share."""
-        from fabric_query.channels.dense import DENSE_CHANNELS, vector_models
-        from fabric_query.dense_search import dense_source
-        from fabric_query.release import ProjectionUnavailable, pinned_view
-
-        if release is None or not any(release.manifest["tables"].get(c.table) is not None
-                                      for c in DENSE_CHANNELS.values()):
-            return ()
-        view = pinned_view(self.home, release.release_id)
-        out = []
-        for name, channel in DENSE_CHANNELS.items():
-            if view is None or release.manifest["tables"].get(channel.table) is None:
-                continue  # no vectors of that model pinned (a corpus with no Japanese: no e5 table)
-            try:
-                source, _ = dense_source(view, channel.table, self.home.config.query.dense_search)
-                vector_models(view, channel.table, source)
-            except ProjectionUnavailable as exc:
-                out.append(f"{name}: {exc.describe()}")
-            except (TableStoreUnavailableError, FabricQueryError):  # no search answers: unreadable_tables says so
-                return ()
         return tuple(out)
 
     def _rows_changed(self, active: dict, runs) -> tuple[str, ...]:

@@ -140,7 +140,7 @@ def audited_rows(home: FabricHome, parse_ids: Iterable[str], runs: Sequence[Pars
     (:meth:`~fabric_resources.catalog.Catalog.parse_run_overview`, as ``fabric status`` has them),
     answered from the home's cache file when nothing the audit reads has changed since the answer
     was stored: its key is a digest of the parse IDs audited with their counts' text, and of each
-    table's latest version as it lies on disk (:func:`_table_state`: version, fragments with their
+    table's latest version as it lies on disk (:func:`table_state`: version, fragments with their
     data and deletion files, the stat of every file they and the manifests are made of). A table
     on an object store, one that cannot be opened, or an audit that left a table out (unreadable)
     is never cached: the audit runs each call, as before.
@@ -169,7 +169,7 @@ def _cache_key(home: FabricHome, wanted: set[str], runs: Sequence[ParseRunOvervi
         return None  # a stat per data file would be a request each
     digest = hashlib.sha256(f"row audit {CACHE_FORMAT}\n".encode())
     for name in TABLES:
-        state = _table_state(home, name)
+        state = table_state(home, name)
         if state is None:
             return None
         digest.update(state.encode())
@@ -179,15 +179,15 @@ def _cache_key(home: FabricHome, wanted: set[str], runs: Sequence[ParseRunOvervi
     return digest.hexdigest()
 
 
-def _table_state(home: FabricHome, name: str) -> str | None:
-    """Table ``name``'s latest version as the files on disk make it: its version, each fragment's
-    metadata (data files, deletion file, row counts) and the size, mtime, ctime and inode of each data
-    file, manifest and deletion file. Anything that changes the rows without a Lance commit (a
-    file replaced, a table folder copied in from elsewhere, even at the same version number)
-    changes one of them. None when it cannot be read (no cache)."""
+def table_state(home: FabricHome, name: str, version: int | None = None) -> str | None:
+    """Table ``name`` at ``version`` (default its latest) as the files on disk make it: its version,
+    each fragment's metadata (data files, deletion file, row counts) and the size, mtime, ctime and
+    inode of each data file, manifest and deletion file. Anything that changes the rows without a
+    Lance commit (a file replaced, a table folder copied in from elsewhere, even at the same version
+    number) changes one of them. None when it cannot be read (no cache)."""
     tables = home.tables
     try:
-        ds = tables.dataset(name) if tables.exists(name) else None
+        ds = tables.dataset(name, version) if tables.exists(name) else None
         if ds is None:
             return f"{name} absent\n"
         root = Path(tables.uri(name))
@@ -202,6 +202,16 @@ def _table_state(home: FabricHome, name: str) -> str | None:
     except (OSError, ValueError, RuntimeError):
         return None
     return "\n".join(parts) + "\n"
+
+
+def folder_state(folder: Path) -> str | None:
+    """Every file under ``folder`` by relative path with its size, mtime, ctime and inode (as
+    :func:`table_state` states a file); None when it cannot be read."""
+    try:
+        return "\n".join(sorted(f"{path.relative_to(folder)} {_stat(path)}"
+                                for path in folder.rglob("*") if path.is_file())) + "\n"
+    except (OSError, ValueError):
+        return None
 
 
 def _stat(path: Path) -> str:

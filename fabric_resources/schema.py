@@ -532,5 +532,11 @@ class HomeLayout:
         (:func:`fabric_resources.row_audit.audited_rows`); only saves work."""
         return self.root / "row_audit_cache.json"
 
+    @property
+    def dense_check_cache(self) -> Path:
+        """The last dense-channel check ``fabric status`` made, under a digest of everything it read
+        (:func:`fabric_query.dense_health.dense_channels_off`); only saves work."""
+        return self.root / "dense_check_cache.json"
+
 #: A chunk's text is its fragments' unit slices joined by this separator (the fragment contract).
 FRAGMENT_SEPARATOR = "\n\n"

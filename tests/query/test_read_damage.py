@@ -85,6 +85,11 @@ def test_status_says_the_dense_channel_is_off_and_why(pristine, home):
     from fabric_assets.cli import app
 
     assert Fabric(pristine / "home").status().dense_channels_off == ()
+    # A sound answer kept in the home (the check reads every vector) must not outlive the damage.
+    assert Fabric(home.root).status().dense_channels_off == () and home.layout.dense_check_cache.exists()
+    from fabric_query import release as views
+
+    views._VIEWS.clear()  # the next status as a new process makes it (this one keeps its loaded view)
     vec = home.tables.read("chunk_vectors", columns=["vector"]).column("vector")[0].values.to_numpy()
     path = _vector_file(home)
     data = bytearray(path.read_bytes())
@@ -95,6 +100,30 @@ def test_status_says_the_dense_channel_is_off_and_why(pristine, home):
     assert off.startswith("dense: vector-digest-mismatch: chunk_vectors: ") and "`fabric repair`" in off
     out = CliRunner().invoke(app, ["status", "--home", str(home.root)], env={"COLUMNS": "500"})
     assert out.exit_code == 0 and "dense channel off: dense: vector-digest-mismatch" in out.output, out.output
+
+
+def test_the_dense_check_is_kept_while_nothing_it_read_changes(pristine, monkeypatch):
+    """guards against: every ``fabric status`` reading every vector again (~0.33 s per 100k rows)
+    on a home nothing was written to; and a kept answer surviving a change it should not (another
+    release, other dense search settings, a table file touched)."""
+    from fabric_query import dense_health
+
+    home = FabricHome(pristine / "home")
+    home.layout.dense_check_cache.unlink(missing_ok=True)
+    assert Fabric(home.root).status().dense_channels_off == ()
+    checks = []
+    real = dense_health._check
+    monkeypatch.setattr(dense_health, "_check", lambda h, r: checks.append(r.release_id) or real(h, r))
+    assert Fabric(home.root).status().dense_channels_off == () and checks == []  # kept
+    release = home.catalog.current_release()
+    table = "chunk_vectors"
+    key = dense_health._cache_key(home, release, [table])
+    assert key is not None
+    data = home.tables.uri(table) + "/data"
+    some = sorted(os.listdir(data))[0]
+    os.utime(f"{data}/{some}", ns=(1, 1))  # a file's time set back: ctime still moves
+    assert dense_health._cache_key(home, release, [table]) != key
+    assert Fabric(home.root).status().dense_channels_off == () and len(checks) == 1
 
 
 def test_flipped_bytes_in_a_vector_file_skip_dense_not_crash(home):
