@@ -35,7 +35,7 @@ import shutil
 import sqlite3
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager, nullcontext
+from contextlib import ExitStack, contextmanager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -126,9 +126,30 @@ def reading(home: FabricHome) -> Iterator[None]:
         yield
 
 
-def _writing(root: Path):
-    """The exclusive :data:`LOCK` of the snapshots in ``root`` (none to take when there is no such folder)."""
-    return exclusive_lock(root / LOCK) if root.is_dir() else nullcontext()
+def _writing(root: Path, *, wait: bool = True):
+    """The exclusive :data:`LOCK` of the snapshots in ``root`` (none to take when there is no such folder);
+    ``wait=False``: ``BlockingIOError`` when a reader or writer holds it."""
+    return exclusive_lock(root / LOCK, wait=wait) if root.is_dir() else nullcontext()
+
+
+@contextmanager
+def _activation_and_writing(home: FabricHome) -> Iterator[None]:
+    """Hold the home's activation lock and the snapshots' exclusive :data:`LOCK` (in that order, as
+    purge and restore take them) without ever waiting for the second while holding the first: a
+    `snapshot delete` behind a `snapshot verify --deep` (the shared LOCK, minutes) held the
+    activation lock as it waited, and every activation in the home waited the whole verify."""
+    root = _root(home)
+    while True:
+        with activation_lock(home), ExitStack() as held:
+            try:
+                held.enter_context(_writing(root, wait=False))
+            except BlockingIOError:
+                pass  # readers (or a writer) hold it: wait below, the activation lock let go
+            else:
+                yield
+                return
+        with _writing(root):
+            pass  # free now; take both again from the first (a release may have come meanwhile)
 
 
 def _sha256(path: Path) -> str:
@@ -869,17 +890,19 @@ def delete(home: FabricHome, snapshot_id: int) -> None:
     SnapshotError
         If there is no such snapshot, folder or tag.
     """
-    with activation_lock(home):
-        _delete(home, snapshot_id)
+    with _activation_and_writing(home):
+        _delete(home, snapshot_id, writing=True)
 
 
-def _delete(home: FabricHome, snapshot_id: int) -> None:
+def _delete(home: FabricHome, snapshot_id: int, *, writing: bool = False) -> None:
+    """Under the activation lock; ``writing``: the caller holds the snapshots' exclusive LOCK too
+    (a second ``flock`` of it in this process would wait for the first for ever)."""
     import lance
 
     _drop_half_made(home)
     folder = _root(home) / str(snapshot_id)
     tag = f"{TAG_PREFIX}{snapshot_id}"
-    with _writing(_root(home)):  # verify and list wait: they see the snapshot whole, or not at all
+    with nullcontext() if writing else _writing(_root(home)):  # verify and list see it whole, or not at all
         tagged = [name for name in TABLES if tag in home.tables.tags(name)]
         if not folder.is_dir() and not tagged:
             raise SnapshotError(f"no snapshot {snapshot_id} (see `fabric snapshot list`)")

@@ -637,6 +637,42 @@ def test_verify_and_list_beside_a_delete_wait_for_it_and_never_see_it_half_gone(
     assert verify(home, kept.snapshot_id).ok
 
 
+def test_a_delete_waiting_for_a_verify_lets_go_of_the_activation_lock_while_it_waits(tmp_path, fabric_home,
+                                                                                    monkeypatch):
+    """guards against (trial 20c): `snapshot delete` took the activation lock, then waited for the
+    snapshots' lock that a running `snapshot verify --deep` shares (minutes), so every activation
+    of the home waited the whole verify. A verify is held (the shared lock) while a delete runs in
+    a thread: when the delete starts to wait for it, the activation lock is free; once the verify
+    ends, the snapshot is gone and the other one kept."""
+    import threading
+
+    import fabric_assets.lifecycle.snapshots as snapshots
+    from fabric_assets.lifecycle.snapshots import reading
+
+    home = _ingested(tmp_path, fabric_home)
+    info = create(home, "to be deleted")
+    kept = create(home, "stays")
+    real_writing, waiting, activation_held = snapshots._writing, threading.Event(), []
+
+    def writing(root, *, wait=True):
+        if wait:  # about to wait for the snapshots' lock: is the activation lock held meanwhile?
+            activation_held.append(FabricHome(home.root).catalog.lock_held("activation"))
+            waiting.set()
+        return real_writing(root, wait=wait)
+
+    monkeypatch.setattr(snapshots, "_writing", writing)
+    with reading(home):  # a deep verify under way
+        deleter = threading.Thread(target=delete, args=(FabricHome(home.root), info.snapshot_id))
+        deleter.start()
+        assert waiting.wait(60)
+        free_meanwhile = not home.catalog.lock_held("activation")
+    deleter.join(60)
+    monkeypatch.undo()
+    assert not deleter.is_alive()
+    assert activation_held == [False] and free_meanwhile, activation_held
+    assert [s.snapshot_id for s in list_snapshots(home)] == [kept.snapshot_id]
+
+
 def test_an_ingest_summary_after_a_restore_that_waited_for_it_says_its_release_is_not_current(
         tmp_path, fabric_home, monkeypatch):
     """guards against (trial 18c): `fabric snapshot restore` (in place) run beside `fabric ingest`
