@@ -3,7 +3,9 @@
 The default: telemetry off; SQLite run, event-log and schedule storage in that folder, the event
 log through :class:`fabric_assets.event_log.FabricSqliteEventLogStorage` (Dagster's
 SQLite event log on the same files, with batched writes; named by module path, so this module
-still imports no Dagster). ``storage.dagster`` in ``config.json`` can put the instance on
+still imports no Dagster), and step output captured by
+:class:`fabric_assets.compute_logs.FabricComputeLogManager` (Dagster's local one, whose children a
+Ctrl-C leaves to it). ``storage.dagster`` in ``config.json`` can put the instance on
 PostgreSQL (every host that runs a daemon, a webserver or run workers for the home points at the
 same database) and turn on the queued run coordinator with a limit, so runs launched by sensors,
 backfills or the UI go several at once. No Dagster import here: this only writes YAML (JSON
@@ -45,6 +47,10 @@ def instance_yaml(storage: StorageConfig, dagster_home: Path) -> str:
         lines += ["storage:", "  postgres:", f"    postgres_url: {json.dumps(sqlalchemy_url(storage.dagster_url))}"]
     else:
         lines += _sqlite_event_log(dagster_home)
+    # Dagster's default compute-log folder, through a manager whose `tail` children a Ctrl-C does
+    # not end with a traceback (fabric_assets.compute_logs).
+    lines += ["compute_logs:", "  module: fabric_assets.compute_logs", "  class: FabricComputeLogManager",
+              "  config:", f"    base_dir: {json.dumps(str(Path(dagster_home).resolve() / 'storage'))}"]
     if dagster.max_concurrent_runs is not None:
         # The queued coordinator (Dagster 1.13's default, named so it stays so) takes its limit from
         # `concurrency > runs`; the daemon dequeues runs up to it.

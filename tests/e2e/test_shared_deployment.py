@@ -59,7 +59,8 @@ def dagster_env(monkeypatch):
 
 def todays_dagster_yaml(dagster_home) -> str:
     """The default dagster.yaml: as before storage was configurable, plus the batched SQLite event
-    log (Dagster's default shard folder under this instance's folder)."""
+    log (Dagster's default shard folder under this instance's folder) and the compute-log manager
+    whose children a Ctrl-C leaves alone (Dagster's default folder too)."""
     return f"""\
 # Written by Fabric. The instance lives under the Fabric home.
 telemetry:
@@ -71,6 +72,11 @@ event_log_storage:
   class: FabricSqliteEventLogStorage
   config:
     dagster_home: "{dagster_home.resolve()}"
+compute_logs:
+  module: fabric_assets.compute_logs
+  class: FabricComputeLogManager
+  config:
+    base_dir: "{dagster_home.resolve() / 'storage'}"
 """
 
 
