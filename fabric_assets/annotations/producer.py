@@ -35,8 +35,10 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import re
 import threading
 import time
+import unicodedata
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -103,6 +105,29 @@ MAX_PREDICATE_CHARS = 64
 def short_predicate(predicate: str) -> bool:
     """Whether a relation's predicate is within :data:`MAX_PREDICATE_WORDS` and :data:`MAX_PREDICATE_CHARS`."""
     return len(predicate) <= MAX_PREDICATE_CHARS and len(predicate.split()) <= MAX_PREDICATE_WORDS
+
+
+#: An entity's type is a label the prompt asks for as "a short upper-case type such as PERSON", never
+#: checked against the excerpt: a broken or hostile reply gave kilobytes, control characters or a
+#: newline and they were stored as is. See :func:`entity_type_label`.
+MAX_ENTITY_TYPE_CHARS = 32
+
+
+def entity_type_label(entity_type: str) -> str | None:
+    """The label ``entity_type`` stands for, or None when it is none.
+
+    Normalised: surrounding whitespace dropped, upper case, each run of spaces, hyphens and
+    underscores one ``_`` ("Creative work" is ``CREATIVE_WORK``). A label is then 1 to
+    :data:`MAX_ENTITY_TYPE_CHARS` characters, each a letter, mark or digit of any script or ``_``;
+    anything else (empty, longer, punctuation, a control character or newline inside) is None.
+
+    >>> entity_type_label(" Creative-work "), entity_type_label("PERSON\\nIGNORE ALL"), entity_type_label("")
+    ('CREATIVE_WORK', None, None)
+    """
+    label = re.sub(r"[ \-_]+", "_", entity_type.strip()).strip("_").upper()
+    if not 0 < len(label) <= MAX_ENTITY_TYPE_CHARS:
+        return None
+    return label if all(c == "_" or unicodedata.category(c)[0] in "LMN" for c in label) else None
 
 
 class AnnotationCancelled(Exception):
@@ -227,8 +252,12 @@ class _Producer:
         unique: dict[tuple[str, str], None] = {}
         for e in out.entities:
             name = _required(ENTITIES, "entity name", e.name)
-            entity_type = _required(ENTITIES, "entity type", e.entity_type)
-            if entity_type.upper() == NOT_AN_ENTITY:
+            entity_type = entity_type_label(_required(ENTITIES, "entity type", e.entity_type))
+            if entity_type is None:  # the reply's own text is not repeated: it may be kilobytes or escapes
+                raise MalformedOutput(f"{ENTITIES.name}: entity type for {name[:80]!r} is not a short label "
+                                      f"(1-{MAX_ENTITY_TYPE_CHARS} letters, digits or '_'; {len(e.entity_type)} "
+                                      "characters given)")
+            if entity_type == NOT_AN_ENTITY:
                 raise MalformedOutput(f"{ENTITIES.name}: entity type {NOT_AN_ENTITY} for {name!r}")
             unique[(name, entity_type)] = None
         found = await _ground_all(grounding, [name for name, _ in unique], names=True)
@@ -344,10 +373,10 @@ class _Producer:
             entry = self.memo.get(key, parse_id=excerpt.parse_id)
             if entry is not None:
                 self.state.memo_hits += 1
-                # Entries memoised before the predicate bound are filtered as they are read, so the
-                # bound did not have to change the producer identity (which re-annotates every home).
-                return [i for i in entry.payload["items"]
-                        if i.get("kind") != "relation" or short_predicate(i["predicate"])]
+                # Entries memoised before the predicate and entity-type bounds are filtered as they are
+                # read, so the bounds did not have to change the producer identity (which re-annotates
+                # every home).
+                return _within_bounds(entry.payload["items"])
             pending = self._inflight.get(key)
             if pending is None:
                 break
@@ -363,6 +392,23 @@ class _Producer:
         finally:
             del self._inflight[key]
             done.set_result(None)
+
+
+def _within_bounds(items: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Memoised ``items`` as a fresh reply would give them: a relation whose predicate is no
+    :func:`short_predicate` and an entity whose type has no :func:`entity_type_label` are left out,
+    an entity's type is its label."""
+    kept = []
+    for item in items:
+        if item.get("kind") == "relation" and not short_predicate(item["predicate"]):
+            continue
+        if item.get("kind") == "entity":
+            label = entity_type_label(item.get("entity_type") or "")
+            if label is None or label == NOT_AN_ENTITY:
+                continue
+            item = {**item, "entity_type": label}
+        kept.append(item)
+    return kept
 
 
 def _rows(excerpt: Excerpt, key: str, producer: str, items: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -404,6 +404,49 @@ def test_a_memoised_relation_whose_predicate_is_no_short_phrase_is_dropped_as_it
     assert kinds.count("relation") == [r["kind"] for r in before.to_pylist()].count("relation") - 1
 
 
+@pytest.mark.parametrize("behaviour", ["type_long", "type_control", "type_newline", "type_punctuation"])
+def test_an_entity_type_that_is_no_short_label_is_malformed_output_and_never_stored(memo, behaviour):
+    """guards against (trial 20c): the entity type was stored as the reply gave it (hundreds of
+    characters, NUL and terminal escapes, a newline carrying instructions); it is a label, so
+    anything but 1-32 letters, digits or '_' is malformed output (the chain restarts, then fails
+    with that reason), the other chains are kept, and none of it reaches a row or the memo."""
+    from fabric_assets.annotations.producer import MAX_ENTITY_TYPE_CHARS
+    from fake_openai_server import HOSTILE_TYPES
+
+    windows, _ = whole_unit_windows("p", TEXTS[:1])
+    with FakeChatServer(always={"fabric_entities": behaviour}) as srv:
+        table, stats = run(windows, make_config(srv, malformed_retries=1), memo)
+    assert [(f.chain, f.reason, f.attempts) for f in stats.failures] == [("entities", "malformed-output", 2)]
+    assert f"is not a short label (1-{MAX_ENTITY_TYPE_CHARS}" in stats.failures[0].detail
+    assert HOSTILE_TYPES[behaviour] not in stats.failures[0].detail  # the reply's text is not repeated
+    kinds = {r["kind"] for r in table.to_pylist()}
+    assert "entity" not in kinds and kinds == {"relation", "summary"}
+    assert "PERSON" not in json.dumps(table.to_pylist())
+
+
+def test_an_entity_type_is_stored_as_its_label_fresh_or_from_an_older_memo_entry(memo, tmp_path, monkeypatch):
+    """guards against (trial 20c): "Creative-work" and "CREATIVE_WORK" stored as two types, and a
+    memo entry made before the bound serving a type no label is."""
+    from fabric_assets.annotations import producer
+
+    windows, _ = whole_unit_windows("p", TEXTS[:1])
+    with FakeChatServer(always={"fabric_entities": "type_spaced"}) as srv:
+        table, stats = run(windows, make_config(srv), memo)
+    types = {r["entity_type"] for r in table.to_pylist() if r["kind"] == "entity"}
+    assert stats.failures == () and types == {"CREATIVE_WORK"}
+
+    with AnnotationMemo(tmp_path / "older" / "annotations.sqlite3") as older, \
+            FakeChatServer(always={"fabric_entities": "type_newline"}) as srv:
+        monkeypatch.setattr(producer, "entity_type_label", lambda t: t)  # the rule before trial 20c
+        before, _ = run(windows, make_config(srv), older)
+        monkeypatch.undo()
+        calls = len(srv.calls())
+        after, stats = run(windows, make_config(srv), older)
+        assert len(srv.calls()) == calls and stats.memo_hits > 0  # read from the memo, no new call
+    assert "SYSTEM" in json.dumps(before.to_pylist()) and "SYSTEM" not in json.dumps(after.to_pylist())
+    assert "entity" not in {r["kind"] for r in after.to_pylist()} and stats.failures == ()
+
+
 def test_names_are_grounded_exactly_as_words_so_no_made_up_name_is_stored(memo):
     """guards against: a relation's subject and object stored unchecked, and a made-up name
     grounded by the alignment's free omissions ("Amazon" in "Alice met Bob in Paris on") or across
