@@ -23,6 +23,12 @@ section 3.1):
    becomes a :class:`ChainFailure` in the stats — its partial output is discarded and no other
    chain or excerpt is affected.
 
+What one excerpt can cost is bounded, whatever the server replies: per attempt of its chains, one
+request each for entities, statements, relations and the summary and at most
+:data:`MAX_QUOTED_RELATIONS` / ``QUOTE_BATCH`` (8) for quotes; at most
+``annotation.malformed_retries + 1`` attempts per chain; each request sent at most
+``annotation.call_retries + 1`` times. With the defaults (2, 3): (4 + 8) × 3 × 4 = 144 requests.
+
 Departures from the seed, on purpose: an empty chain output is memoised too (so a re-run makes
 no calls at all); a token-limit stop (``finish_reason="length"``) counts as malformed output,
 not as a call failure (the chain restarts at a higher temperature); call failures are retried
@@ -100,6 +106,13 @@ ALIGNMENT_CELLS_PER_REPLY = 4_000_000_000  # 5 excerpt-long junk statements (14 
 #: instructions as an edge's predicate), and the relation is dropped like an ungrounded item.
 MAX_PREDICATE_WORDS = 8
 MAX_PREDICATE_CHARS = 64
+#: Relations of one excerpt sent for supporting quotations, in reply order (the rest are dropped and
+#: counted), so a relations chain makes at most ``MAX_QUOTED_RELATIONS / QUOTE_BATCH`` (8) quote
+#: requests per attempt. Without it the count was bounded only by the reply's size and the excerpt's
+#: length: a reply of distinct made-up predicates between grounded names asked 12 quote requests at
+#: the default ``max_output_tokens`` and 48 at 4,096 for a 3,400-character excerpt, each attempt.
+#: An honest ~1,000-token excerpt holds a few dozen relations.
+MAX_QUOTED_RELATIONS = 8 * QUOTE_BATCH
 
 
 def short_predicate(predicate: str) -> bool:
@@ -299,7 +312,8 @@ class _Producer:
         named = dict(zip(names, await _ground_all(grounding, names, names=True)))
         grounded_ends = {t: si for t, si in relations.items() if named[t[0]] is not None and named[t[2]] is not None}
         dropped["relations"] += len(relations) - len(grounded_ends)
-        relations = grounded_ends
+        relations = dict(list(grounded_ends.items())[:MAX_QUOTED_RELATIONS])
+        dropped["relations"] += len(grounded_ends) - len(relations)
         if not relations:
             return []
         listed = [{"index": i, "statement_index": si, "subject": s, "predicate": p, "object": o}

@@ -385,6 +385,31 @@ def test_a_predicate_that_is_no_short_phrase_drops_its_relation(memo):
     assert edges and {e["predicate"] for e in edges} == {"relates to"}
 
 
+def test_a_reply_flooding_relations_gets_a_bounded_number_of_quote_requests(memo):
+    """guards against (trial 20c): the relations sent for quotes were bounded only by the reply's
+    size and the excerpt's length, so a reply of made-up predicates between grounded names made a
+    quote request per 16 of them (12 at the default max_tokens, 48 at 4,096). Past
+    MAX_QUOTED_RELATIONS the rest are dropped and counted; the first ones are kept."""
+    from collections import Counter
+
+    from fabric_assets.annotations.producer import MAX_QUOTED_RELATIONS
+    from fabric_assets.annotations.prompts import QUOTE_BATCH
+    from fake_openai_server import FLOOD_RELATIONS
+
+    text = " ".join(TEXTS[:2] * 2)  # longer than the relations a reply may give (seed 003's bound)
+    windows, _ = whole_unit_windows("p", [text])
+    honest = len(set(statements_of(text)))  # one relation each
+    assert honest + FLOOD_RELATIONS > MAX_QUOTED_RELATIONS and len(text) > honest + FLOOD_RELATIONS
+    with FakeChatServer(always={"fabric_relations": "flood"}) as srv:
+        table, stats = run(windows, make_config(srv), memo)
+    assert stats.failures == ()
+    assert Counter(c.stage for c in srv.calls())["fabric_quotes"] == MAX_QUOTED_RELATIONS // QUOTE_BATCH
+    relations = [r for r in table.to_pylist() if r["kind"] == "relation"]
+    assert len(relations) == MAX_QUOTED_RELATIONS
+    assert stats.dropped_ungrounded.relations == honest + FLOOD_RELATIONS - MAX_QUOTED_RELATIONS
+    assert {r["predicate"] for r in relations} >= {"relates to", "p0"}  # the first of the reply are kept
+
+
 def test_a_memoised_relation_whose_predicate_is_no_short_phrase_is_dropped_as_it_is_read(memo, monkeypatch):
     """guards against: the predicate bound applied only to fresh replies, so a memo entry made before
     it (or the bound raised the producer version instead, re-annotating every home with real LLM
