@@ -141,14 +141,29 @@ class Fabric:
                                reranker=self.reranker, channels=channels, scope=scope, max_tokens=max_tokens,
                                cancel=cancel)
 
-    @cached_property
+    # The models are properties checked on every read, not cached ones: once loaded, a cached
+    # property is an instance attribute that a forked child read past the fork guard, and its ONNX
+    # session (or the embedder's lock) hung there while the parent was encoding on a thread.
+    @property
     def encoder(self) -> Encoder:
-        """The query encoder of the dense role (``dense.backend``: local MiniLM or HTTP, no fallback)."""
+        """The query encoder of the dense role (``dense.backend``: local MiniLM or HTTP, no fallback),
+        loaded on first use; :class:`ForkedProcessError` in a forked child."""
+        _refuse_after_fork(self._pid)
+        return self._encoder
+
+    @property
+    def reranker(self) -> Reranker | None:
+        """The reranker role (``reranker.backend``), or None when it is off (the default), loaded on
+        first use; :class:`ForkedProcessError` in a forked child."""
+        _refuse_after_fork(self._pid)
+        return self._reranker
+
+    @cached_property
+    def _encoder(self) -> Encoder:
         return dense_backend(self.home.config)
 
     @cached_property
-    def reranker(self) -> Reranker | None:
-        """The reranker role (``reranker.backend``), or None when it is off (the default)."""
+    def _reranker(self) -> Reranker | None:
         return reranker_from_config(self.home.config)
 
     def resolve(self, citation: Citation | dict[str, Any], *, shown_text: str | None = None) -> ResolveResult:

@@ -44,6 +44,36 @@ def test_a_forked_child_is_refused_a_fabric_rather_than_left_to_hang(tmp_path, m
     assert object.__new__(Fabric)._pid is None  # a Fabric never opened checks nothing
 
 
+def test_a_forked_child_is_refused_the_models_a_fabric_loaded_rather_than_left_to_hang(tmp_path):
+    """guards against (trial 20c): ``Fabric.encoder`` and ``Fabric.reranker`` were cached
+    properties, so once loaded in the parent a forked child read them past the fork guard, and its
+    ``encoder.encode_queries`` hung in 3 of 4 children while the parent encoded on threads (the
+    ONNX session, or the embedder's lock, held at the fork). The child only reaches the check."""
+    import os
+
+    from conftest import ingest
+    from fabric_query.errors import ForkedProcessError
+    from fabric_resources.home import FabricHome
+
+    folder = tmp_path / "notes"
+    folder.mkdir()
+    (folder / "a.txt").write_text("The lighthouse keeper logged the tide.\n")
+    ingest(folder, FabricHome(tmp_path / "home"))
+    fabric = Fabric(tmp_path / "home")
+    assert fabric.encoder is fabric.encoder and fabric.reranker is None  # loaded in the parent
+    for name in ("encoder", "reranker"):
+        pid = os.fork()
+        if pid == 0:
+            try:
+                getattr(fabric, name)
+            except ForkedProcessError:
+                os._exit(0)
+            except BaseException:  # noqa: BLE001 - any other outcome fails the test
+                os._exit(1)
+            os._exit(2)
+        assert os.waitpid(pid, 0)[1] == 0, name
+
+
 @pytest.mark.parametrize("home", [b"/tmp/home", 5, ["/tmp/home"], "", "   ", "/tmp/ho\x00me"])
 def test_a_home_that_is_no_folder_path_is_an_invalid_argument(home, tmp_path, monkeypatch):
     """guards against (trial 17d): ``Fabric(b"...")`` or ``Fabric(5)`` a ``TypeError`` from pathlib, a

@@ -86,7 +86,7 @@ def test_the_lexical_only_benchmark_path_is_the_pipeline_without_encoding(pristi
         encode_queries = encode_passages = encode_query
 
     fab = Fabric(pristine / "home")
-    fab.__dict__["encoder"] = NeverEncode()  # the cached_property's slot: every search uses it
+    fab.__dict__["_encoder"] = NeverEncode()  # the cached slot behind Fabric.encoder: every search uses it
     for q in ENGLISH:
         pack = fab.search(q, channels=LEXICAL_CHANNELS)
         answer = lexical_only_search(fab, q)
