@@ -39,7 +39,7 @@ import unicodedata
 from dataclasses import dataclass, field
 
 from fabric_assets.activation.activate import ACTIVATION_MARKS, activation_lock, ingest_lock, pinned_index_documents
-from fabric_assets.activation.dense_index import dense_index_records, release_digests
+from fabric_assets.activation.dense_index import dense_index_records
 from fabric_assets.lifecycle.forgetting import delete_memo_entries, forget_partitions, memo_keys_only_of
 from fabric_assets.lifecycle.forgetting import pending as pending_forget
 from fabric_assets.lifecycle.republish import republish
@@ -48,6 +48,7 @@ from fabric_assets.lifecycle.snapshots import _create as create_snapshot, _delet
 from fabric_assets.lifecycle.snapshots import _find as find_snapshot, _restore as restore_snapshot, list_snapshots
 from fabric_assets.lifecycle.snapshots import _drop_half_made, damaged_snapshots, finish_forgetting
 from fabric_assets.lifecycle.snapshots import supported as snapshots_supported
+from fabric_assets.projections import VECTOR_DIGEST_VERDICTS
 from fabric_assets.source_tags import forget_source_tags
 from fabric_resources.catalog import Catalog, CatalogDamagedError, str_map
 from fabric_resources.dense_index import kept_generations
@@ -55,6 +56,7 @@ from fabric_resources.home import FabricHome
 from fabric_resources.schema import SCAN_SKIPPED_STATE, TABLES
 from fabric_resources.tombstones import (Tombstone, add_tombstone, complete_tombstone, forget, root_marker,
                                          source_key_hash, tombstones)
+from fabric_resources.vector_digest import manifest_digests
 
 class PurgeRefused(Exception):
     """The purge cannot run as asked; nothing was removed. The message says why and what to do."""
@@ -305,11 +307,18 @@ def _remove(home: FabricHome, report: PurgeReport, source_keys: set[str], parse_
                    if k not in source_keys and m["parse_id"] not in parse_ids}
         active = sorted({m["parse_id"] for m in sources.values()})
         gen = home.lexical.build_fresh(pinned_index_documents(home, active, versions))
+        # A table's vector digest covers every active parse: with fewer active (a purged source was
+        # present) the one recorded no longer matched the rows, and the dense channel was skipped
+        # ("vector-digest-mismatch") in every query until the next activation. Recombined from the
+        # digests recorded per parse, as activation does.
+        recorded = {r.parse_id: r.digests for r in
+                    catalog.parse_run_digests(VECTOR_DIGEST_VERDICTS.values(), parse_ids=active)}
+        digests = manifest_digests(recorded, active, VECTOR_DIGEST_VERDICTS)
         # Rows were removed: every dense index is rebuilt from the rows that remain (an index built
         # before may hold a purged vector in its files), and every other generation goes below.
-        dense = dense_index_records(home, versions, active, release_digests(current.manifest), rebuild=True)
+        dense = dense_index_records(home, versions, active, digests, rebuild=True)
         release = republish(home, current, versions, sources=sources, lexical_generation=gen, dense_indexes=dense,
-                            note={"purge_tombstone": report.tombstone_id})
+                            vector_digests=digests, note={"purge_tombstone": report.tombstone_id})
         _verify_or_roll_back(home, release, snapshot)
         report.release_id = release.release_id
         report.releases_retired = [r.release_id for r in catalog.releases() if r.release_id != release.release_id]

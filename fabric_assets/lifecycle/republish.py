@@ -17,6 +17,7 @@ from typing import Any
 from fabric_resources.catalog import Release
 from fabric_resources.dense_index import MANIFEST_KEY as DENSE_INDEXES
 from fabric_resources.home import FabricHome
+from fabric_resources.vector_digest import MANIFEST_KEY as VECTOR_DIGESTS
 
 
 def active_parses_unchanged(home: FabricHome, release: Release) -> bool:
@@ -28,9 +29,12 @@ def active_parses_unchanged(home: FabricHome, release: Release) -> bool:
 
 def republish(home: FabricHome, current: Release, tables: dict[str, int | None], *,
               sources: dict[str, Any] | None = None, lexical_generation: str | None = None,
-              dense_indexes: dict[str, Any] | None = None, note: dict[str, Any] | None = None) -> Release:
+              dense_indexes: dict[str, Any] | None = None, vector_digests: dict[str, str | None] | None = None,
+              note: dict[str, Any] | None = None) -> Release:
     """Publish ``current`` again with ``tables`` (and ``sources`` / ``lexical_generation`` /
-    ``dense_indexes`` when given), recording ``note`` under ``republished``; return the new release.
+    ``dense_indexes`` / ``vector_digests`` when given), recording ``note`` under ``republished``;
+    return the new release. A caller that changes the active parses (``sources``) gives their
+    ``vector_digests``: a table's digest covers every active parse.
 
     Without ``dense_indexes`` the release keeps ``current``'s dense index records: an index holds
     copies of the active parses' vectors only, so rewriting the tables under the same active
@@ -49,5 +53,7 @@ def republish(home: FabricHome, current: Release, tables: dict[str, int | None],
         manifest["lexical_generation"] = lexical_generation
     if dense_indexes is not None:
         manifest[DENSE_INDEXES] = dense_indexes
+    if vector_digests is not None:
+        manifest[VECTOR_DIGESTS] = dict(vector_digests)
     manifest["republished"] = {"from_release": current.release_id, **(note or {})}
     return home.catalog.publish_release(manifest, expected_current=current.release_id)
