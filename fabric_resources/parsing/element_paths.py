@@ -32,11 +32,22 @@ class ElementPaths:
         self.paths: dict[Any, str] = {}
 
     def __call__(self, el: Any) -> str:
-        if el in self.paths:
-            return self.paths[el]
-        parent = el.getparent()
-        if parent is None:
-            return self.paths.setdefault(el, self.tree.getpath(el))
+        # Up to the nearest ancestor whose path is known, then down: no recursion, so a page nested
+        # as deep as libxml2 reads (255) costs no stack frame per level on top of the walk's.
+        chain = []
+        while el not in self.paths:
+            parent = el.getparent()
+            if parent is None:
+                self.paths[el] = self.tree.getpath(el)
+                break
+            chain.append((el, parent))
+            el = parent
+        for child, parent in reversed(chain):
+            self.paths[child] = f"{self.paths[parent]}/{self._steps(parent)[child]}"
+        return self.paths[child] if chain else self.paths[el]
+
+    def _steps(self, parent: Any) -> dict[Any, str]:
+        """Each element child of ``parent`` -> its step in a path (``p``, ``p[2]``, ``*[3]``)."""
         steps = self.steps.get(parent)
         if steps is None:
             children = [c for c in parent if isinstance(c.tag, str)]
@@ -49,4 +60,4 @@ class ElementPaths:
                     steps[child] = "*" if len(children) == 1 else f"*[{position}]"
                 else:
                     steps[child] = name if total[name] == 1 else f"{name}[{seen[name]}]"
-        return self.paths.setdefault(el, f"{self(parent)}/{steps[el]}")
+        return steps
