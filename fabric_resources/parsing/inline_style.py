@@ -88,3 +88,26 @@ def font_size_zero(style: str) -> bool | None:
             value = False
         found = (value, decl.important)
     return found[0] if found is not None else None
+
+
+_ZERO_BOX = ("width", "height", "max-width", "max-height")
+
+
+@lru_cache(maxsize=4096)
+def zero_box(style: str) -> bool:
+    """Whether an inline ``style`` sizes the element's box to nothing: its ``width``, ``height``,
+    ``max-width`` or ``max-height`` is a zero length or percentage (``width:0;height:0``, a
+    tracking frame's). Precedence as :func:`style_hides`."""
+    import tinycss2
+
+    found: dict[str, tuple[bool, bool]] = {}
+    for decl in tinycss2.parse_blocks_contents(style, skip_comments=True, skip_whitespace=True):
+        if decl.type != "declaration" or decl.lower_name not in _ZERO_BOX:
+            continue
+        if found.get(decl.lower_name, (False, False))[1] and not decl.important:
+            continue
+        tokens = [t for t in decl.value if t.type not in ("whitespace", "comment")]
+        zero = (len(tokens) == 1 and tokens[0].type in ("number", "dimension", "percentage")
+                and tokens[0].value == 0)
+        found[decl.lower_name] = (zero, decl.important)
+    return any(zero for zero, _ in found.values())

@@ -1619,6 +1619,31 @@ def test_a_frames_document_inlined_as_srcdoc_is_read_where_the_frame_stands():
     assert err.value.reason == "cap-depth"
 
 
+@pytest.mark.parametrize("size", ["width='0px' height='0px'", "width='0.0'", "height='00'", "width=' 0%'",
+                                  "style='width:0;height:0;border:0'", "style='max-height: 0'"])
+def test_a_frame_or_svg_sized_to_nothing_is_not_read(size):
+    """guards against (hostile trial 20e): a tracking-sized ``<iframe srcdoc>`` or ``<svg>`` whose
+    words nobody sees read into search, when its zero size was written ``0px``, ``0.0``, ``00``,
+    ``0%`` (HTML reads each as zero) or by an inline style: only the exact ``"0"`` was caught. A
+    frame or SVG of one pixel, or with a size that is not a number, is read."""
+    import html
+
+    from fabric_resources.parsing.html.parser import parse_html
+
+    def page(attrs: str) -> bytes:
+        return ("<html><body><p>The harbour master counted the herring boats at dawn and wrote it down.</p>"
+                f"<iframe {attrs} srcdoc='{html.escape('<p>Framespam cheap pills</p>')}'></iframe>"
+                f"<p>Chart: <svg {attrs}><text>Svgspam cheap pills</text></svg></p></body></html>").encode()
+
+    for mode in ("trafilatura", "all"):
+        config = HtmlParserConfig(main_text=mode, isolation=IN_PROCESS)
+        text = " ".join(u.text for u in parse_html(page(size), config).units)
+        assert "Framespam" not in text and "Svgspam" not in text, (mode, text)
+    for shown in ("width='1' height='1'", "width='.0'", "width='auto'", "style='width:0.5px'"):
+        text = " ".join(u.text for u in parse_html(page(shown), HtmlParserConfig(main_text="all", isolation=IN_PROCESS)).units)
+        assert "Framespam" in text and "Svgspam" in text, (shown, text)
+
+
 def test_a_page_over_the_in_process_bound_runs_in_a_child_under_its_timeout():
     """guards against (hostile trial 8): a page of very many elements parsed in-process, where
     trafilatura's superlinear time (400,000 paragraphs: 210 s; a 64 MB page: hours) could not be

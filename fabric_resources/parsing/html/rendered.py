@@ -36,7 +36,7 @@ import lxml.html
 from lxml import etree
 
 from fabric_resources.parsing.document import ParseError, UnreadPart
-from fabric_resources.parsing.inline_style import font_size_zero, hidden_element, style_hides
+from fabric_resources.parsing.inline_style import font_size_zero, hidden_element, style_hides, zero_box
 from fabric_resources.parsing.lxml_limits import raise_on_attribute_flood, raise_on_resource_limit
 
 #: ``shadowrootmode`` values that attach a shadow root; any other leaves an inert template.
@@ -217,8 +217,7 @@ def graft_frames(root) -> list[UnreadPart]:
     read = 0
     while pending and read < MAX_FRAMES:
         frame = pending.pop(0)
-        if any(hidden_element(a) for a in (frame, *frame.iterancestors())) or "0" in (
-                (frame.get("width") or "").strip(), (frame.get("height") or "").strip()):
+        if any(hidden_element(a) for a in (frame, *frame.iterancestors())) or zero_sized(frame):
             continue
         source = frame.get("srcdoc") or ""
         raise_on_attribute_flood(source)
@@ -247,6 +246,24 @@ def graft_frames(root) -> list[UnreadPart]:
             for frame in pending]
 
 
+#: How HTML reads a ``width``/``height`` attribute (its "rules for parsing dimension values"): the
+#: leading number, whatever follows (``0px``, ``0.0``, ``00``, ``0%`` are all zero).
+_DIMENSION = re.compile(r"\s*(\d+(?:\.\d*)?)")
+
+
+def zero_sized(el) -> bool:
+    """Whether ``el`` (an ``iframe`` or ``svg``) is sized to nothing, so nothing in it shows: a
+    ``width`` or ``height`` attribute that reads as zero (:data:`_DIMENSION`) or an inline style
+    (:func:`~fabric_resources.parsing.inline_style.zero_box`). A frame's and an SVG's content is
+    clipped to their box."""
+    for name in ("width", "height"):
+        number = _DIMENSION.match(el.get(name) or "")
+        if number and float(number.group(1)) == 0:
+            return True
+    style = el.get("style")
+    return bool(style) and zero_box(style)
+
+
 def _depth(el) -> int:
     return sum(1 for _ in el.iterancestors())
 
@@ -263,13 +280,17 @@ def svg_text(svg) -> str:
     """The words an inline ``svg`` draws: its ``text`` elements' text and the text of the HTML its
     ``foreignObject``s hold, in document order, each apart from the next by a space; not what
     :data:`_SVG_UNDRAWN` holds, nor an element a ``display``/``visibility``/``font-size``
-    attribute or inline style hides."""
+    attribute or inline style hides, nor what an ``svg`` sized to nothing clips (:func:`zero_sized`:
+    ``<svg width="0" height="0">``, which a sprite sheet uses for its symbols and spam for words)."""
+    if zero_sized(svg):
+        return ""
     parts: list[str] = []
 
     def add(node, in_text: bool) -> None:
         for child in node:
             tag = _local(child)
-            if not tag or tag in _SVG_UNDRAWN or hidden_element(child) or _svg_hidden(child):
+            if (not tag or tag in _SVG_UNDRAWN or hidden_element(child) or _svg_hidden(child)
+                    or (tag == "svg" and zero_sized(child))):
                 continue
             if tag == "foreignobject":  # HTML drawn in the picture (a Mermaid or draw.io diagram's labels)
                 parts.extend((" ", _html_text(child), " "))
