@@ -1510,6 +1510,28 @@ def test_what_a_shadow_root_keeps_off_the_page_yields_no_text():
         assert not any(w in text for w in hidden), (mode, text)
 
 
+def test_what_a_hidden_slot_takes_yields_no_text():
+    """guards against (hostile trial 20e): a page's own shadow root hiding a slot (``<slot hidden>``,
+    a slot inside a ``display:none`` element) while the host's children it takes, which no
+    browser shows, were read for search as slotted. A shown slot's content is read."""
+    from fabric_resources.parsing.html.parser import parse_html
+
+    body = ("<article><p>The harbour master counted the herring boats at dawn and wrote the tally down.</p>"
+            "<div><template shadowrootmode='open'><slot hidden></slot><slot name='a'></slot>"
+            "<div style='display:none'><slot name='b'></slot></div></template>"
+            "Loosespam cheap pills in the hidden default slot"
+            "<p>Defaultspam paragraph the hidden default slot takes and nobody sees at all.</p>"
+            "<p slot='a'>Shownslot paragraph the named slot takes, shown on the page as it stands.</p>"
+            "<p slot='b'>Namedspam paragraph a slot inside a display none box takes, unseen.</p></div>"
+            "<p>Gulls argued over the nets while lanterns swung above the quay all night long.</p></article>")
+    for mode in ("trafilatura", "all"):
+        doc = parse_html(f"<html><body>{body}</body></html>".encode(),
+                         HtmlParserConfig(main_text=mode, isolation=IN_PROCESS))
+        text = " ".join(u.text for u in doc.units)
+        assert "Shownslot" in text and "lanterns" in text, (mode, text)
+        assert not any(w in text for w in ("Loosespam", "Defaultspam", "Namedspam")), (mode, text)
+
+
 def test_an_object_fallback_a_textarea_and_svg_text_a_browser_shows_are_read():
     """guards against (trial 20b): text every reader of the page saw skipped with the element
     holding it: an ``<object>``'s fallback content (shown when the browser does not display the

@@ -108,7 +108,13 @@ def hide_unslotted(root) -> bool:
     for template in [t for t in root.iter("template") if shadow_root(t)]:
         host = template.getparent()
         slots = list(template.iter("slot"))
-        names = {(s.get("name") or "").strip() for s in slots}
+        first: dict[str, object] = {}
+        for slot in slots:
+            first.setdefault((slot.get("name") or "").strip(), slot)  # a name's first slot takes them
+        # A slot the shadow root hides (``<slot hidden>``, one inside a display:none element) shows
+        # nothing assigned to it: what it takes is hidden with it, not read as shown.
+        names = {name for name, slot in first.items()
+                 if not any(hidden_element(a) for a in (slot, *_up_to(slot, template)))}
         assigned: set[str] = set()
         for child in host:
             if child is template or not isinstance(child.tag, str):
@@ -131,6 +137,14 @@ def hide_unslotted(root) -> bool:
             if (slot.get("name") or "").strip() in assigned:
                 emptied = _hide_content(slot) or emptied
     return emptied
+
+
+def _up_to(el, top):
+    """``el``'s ancestors below ``top``."""
+    for a in el.iterancestors():
+        if a is top:
+            return
+        yield a
 
 
 def _compose(template) -> None:
