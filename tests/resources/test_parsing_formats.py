@@ -1532,6 +1532,26 @@ def test_what_a_hidden_slot_takes_yields_no_text():
         assert not any(w in text for w in ("Loosespam", "Defaultspam", "Namedspam")), (mode, text)
 
 
+def test_the_html_of_an_svg_foreign_object_is_read_as_the_page_is():
+    """guards against (hostile trial 20e): the HTML in an SVG ``foreignObject`` read by a rule of its
+    own, looser than the walk's: a ``noscript``, an image ``object``'s fallback, a ``select``'s
+    options, a nested svg's ``title``, ruby readings and a TeX annotation were read as the diagram's
+    words (text nobody sees), and a declarative shadow root there was dropped (text everyone sees)."""
+    from fabric_resources.parsing.html.parser import parse_html
+
+    drawn = ("<div><template shadowrootmode='open'><b>Shadowlabel</b></template></div>"
+             "<noscript>Noscriptspam</noscript><object data='chart.png'>Objectspam</object>"
+             "<select><option>Optionspam</option></select><svg><title>Titlespam</title><text>Innerlabel</text></svg>"
+             "<ruby>Rubybase<rt>Readingspam</rt></ruby><textarea>Textarealabel</textarea>"
+             "<math><mi>x</mi><annotation encoding='application/x-tex'>Texspam</annotation></math>")
+    page = ("<html><body><p>The harbour master counted the herring boats at dawn and wrote the tally down.</p>"
+            f"<p>The flow <svg><foreignObject>{drawn}</foreignObject></svg> runs from the quay.</p></body></html>")
+    for mode in ("trafilatura", "all"):
+        text = " ".join(u.text for u in parse_html(page.encode(), HtmlParserConfig(main_text=mode, isolation=IN_PROCESS)).units)
+        assert all(w in text for w in ("Shadowlabel", "Innerlabel", "Rubybase", "Textarealabel")), (mode, text)
+        assert "spam" not in text, (mode, text)
+
+
 def test_an_object_fallback_a_textarea_and_svg_text_a_browser_shows_are_read():
     """guards against (trial 20b): text every reader of the page saw skipped with the element
     holding it: an ``<object>``'s fallback content (shown when the browser does not display the

@@ -322,14 +322,29 @@ def svg_text(svg) -> str:
     return _WS.sub(" ", "".join(parts)).strip()
 
 
+#: HTML elements whose content is not drawn (the walk's tag rule, less what is read apart below):
+#: in a ``foreignObject`` too, a ``noscript``'s or an image ``object``'s fallback, a ``select``'s
+#: options, ruby readings and MathML annotations were read as the diagram's words.
+_HTML_UNDRAWN = {"script", "style", "noscript", "template", "head", "title", "meta", "link", "iframe", "object",
+                 "embed", "canvas", "button", "select", "option", "input", "map", "noembed", "noframes",
+                 "datalist", "rt", "rp", "rtc", "annotation", "annotation-xml"}
+
+
 def _html_text(el) -> str:
     """The text of the HTML in an SVG ``foreignObject``, its elements a space apart (a diagram's
-    labels are boxes of their own), not what scripts, styles or hiding hold."""
+    labels are boxes of their own), not what :data:`_HTML_UNDRAWN` or hiding holds; a shadow root,
+    a shown fallback or a frame's document (:func:`transparent`), a textarea's text and a nested
+    ``svg``'s words (:func:`svg_text`) are read."""
     parts: list[str] = []
     for child in el:
         tag = _local(child)
-        if tag and tag not in ("script", "style", "template") and not hidden_element(child):
-            parts.extend((child.text or "", " ", _html_text(child), " "))
+        if tag and not hidden_element(child):
+            if tag == "svg":
+                parts.extend((" ", svg_text(child), " "))
+            elif tag == "textarea":
+                parts.extend((" ", child.text or "", " "))
+            elif tag not in _HTML_UNDRAWN or transparent(child):
+                parts.extend((child.text or "", " ", _html_text(child), " "))
         parts.append(child.tail or "")
     return "".join(parts)
 
