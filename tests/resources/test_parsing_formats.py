@@ -1532,6 +1532,30 @@ def test_what_a_hidden_slot_takes_yields_no_text():
         assert not any(w in text for w in ("Loosespam", "Defaultspam", "Namedspam")), (mode, text)
 
 
+def test_a_nested_shadow_roots_slots_take_none_of_the_outer_hosts_children():
+    """guards against (hostile trial 20e): the slots of a shadow root nested in a shadow root (or of
+    an inert template in one) counted as the outer root's, so the outer host's children and text
+    they "took" were read, though no browser shows them. A slot of the outer root forwarded into
+    the inner one shows what it takes."""
+    from fabric_resources.parsing.html.parser import parse_html
+
+    inner = "<template shadowrootmode='open'><slot name='x'></slot><slot></slot></template>"
+    body = ("<article><p>The harbour master counted the herring boats at dawn and wrote the tally down.</p>"
+            f"<div><template shadowrootmode='open'><my-b>{inner}</my-b><template><slot name='y'></slot></template>"
+            "</template><p slot='x'>Innerspam paragraph for the nested root's named slot, unseen.</p>"
+            "<p slot='y'>Inertspam paragraph for an inert template's slot, unseen by all.</p>Loosespam words</div>"
+            "<div><template shadowrootmode='open'><my-b><template shadowrootmode='open'><slot name='in'></slot>"
+            "</template><slot name='out' slot='in'></slot></my-b></template>"
+            "<p slot='out'>Forwarded paragraph the outer slot takes and the inner one shows.</p></div>"
+            "<p>Gulls argued over the nets while lanterns swung above the quay all night long.</p></article>")
+    for mode in ("trafilatura", "all"):
+        doc = parse_html(f"<html><body>{body}</body></html>".encode(),
+                         HtmlParserConfig(main_text=mode, isolation=IN_PROCESS))
+        text = " ".join(u.text for u in doc.units)
+        assert "Forwarded" in text and "lanterns" in text, (mode, text)
+        assert "spam" not in text, (mode, text)
+
+
 def test_the_html_of_an_svg_foreign_object_is_read_as_the_page_is():
     """guards against (hostile trial 20e): the HTML in an SVG ``foreignObject`` read by a rule of its
     own, looser than the walk's: a ``noscript``, an image ``object``'s fallback, a ``select``'s

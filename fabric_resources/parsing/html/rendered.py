@@ -105,9 +105,10 @@ def hide_unslotted(root) -> bool:
     loose text is emptied (:func:`_gap`). Whether any text was emptied. Such text was read, though
     no browser shows it: a page could carry words for search under a shadow root of its own."""
     emptied = False
+    owned = _own_slots(root)
     for template in [t for t in root.iter("template") if shadow_root(t)]:
         host = template.getparent()
-        slots = list(template.iter("slot"))
+        slots = owned.get(template, [])
         first: dict[str, object] = {}
         for slot in slots:
             first.setdefault((slot.get("name") or "").strip(), slot)  # a name's first slot takes them
@@ -139,6 +140,17 @@ def hide_unslotted(root) -> bool:
     return emptied
 
 
+def _own_slots(root) -> dict:
+    """Each template in ``root`` -> the ``slot`` elements of its shadow tree, in document order: not
+    one inside a template within it (a nested shadow root's slots take its own host's children;
+    an inert template's are never rendered). Counted as the outer root's, they showed its host's
+    children that no browser shows. One pass over the page's slots."""
+    owners: dict = {}
+    for slot in root.iter("slot"):
+        owners.setdefault(next(slot.iterancestors("template"), None), []).append(slot)
+    return owners
+
+
 def _up_to(el, top):
     """``el``'s ancestors below ``top``."""
     for a in el.iterancestors():
@@ -147,7 +159,7 @@ def _up_to(el, top):
         yield a
 
 
-def _compose(template) -> None:
+def _compose(template, slots: list) -> None:
     """Move the elements of a shadow root's host that its named slots take into those slots, in
     place of their fallback (the page as a browser lays it out); their tails stay in the host."""
     host = template.getparent()
@@ -155,7 +167,7 @@ def _compose(template) -> None:
     for child in host:
         if child is not template and isinstance(child.tag, str) and (child.get("slot") or "").strip():
             assigned.setdefault(child.get("slot").strip(), []).append(child)
-    for slot in list(template.iter("slot")):
+    for slot in slots:
         taken = assigned.pop((slot.get("name") or "").strip(), None)  # a name's first slot takes them
         if not taken:
             continue
@@ -368,9 +380,10 @@ def trafilatura_view(root) -> str | None:
         return None
     view = copy.deepcopy(root)
     shown = [el for el in view.iter("template", "object", "iframe") if transparent(el)]  # before any is renamed
+    owned = _own_slots(view)
     for el in shown:
         if el.tag == "template":
-            _compose(el)
+            _compose(el, owned.get(el, []))
     for el in shown:
         el.tag = "div" if any(isinstance(d.tag, str) and d.tag in _BLOCK_HINTS for d in el.iterdescendants()) else "span"
         for name in list(el.attrib):
