@@ -1710,6 +1710,24 @@ def test_a_frame_or_svg_sized_to_nothing_is_not_read(size):
         assert "Framespam" in text and "Svgspam" in text, (shown, text)
 
 
+def test_content_after_a_frame_documents_closing_html_tag_is_read():
+    """guards against (hostile trial 20e): what a frame's ``srcdoc`` document holds after its
+    ``</html>`` (which a browser shows at the end of the frame's body, as the page's own) lost
+    unsaid: libxml2 parses it into a second root that was never read into the frame."""
+    import html
+
+    from fabric_resources.parsing.html.parser import parse_html
+
+    framed = ("<html><body><p>Framed paragraph the frame shows, long enough to be main text here.</p></body></html>"
+              "<p>Afterhtml paragraph the frame shows below the first one, as browsers place it.</p>")
+    page = ("<html><body><article><p>The harbour master counted the herring boats at dawn and wrote it down.</p>"
+            f"<iframe srcdoc='{html.escape(framed)}'></iframe></article></body></html>")
+    for mode in ("trafilatura", "all"):
+        doc = parse_html(page.encode(), HtmlParserConfig(main_text=mode, isolation=IN_PROCESS))
+        paths = {u.text.split(" ")[0]: u.locator["element_path"] for u in doc.units}
+        assert paths.get("Afterhtml") == "/html/body/article/iframe/p[2]", (mode, paths)
+
+
 def test_frames_past_the_cap_are_listed_at_their_element_paths():
     """The frames past :data:`MAX_FRAMES` are listed at ``getpath``'s strings (counted once per
     parent since trial 20e: ``getpath`` per frame made 40,000 frames past the cap take 6 s, 10,000

@@ -31,8 +31,8 @@ from fabric_resources.parsing.element_paths import ElementPaths
 from fabric_resources.parsing.document import ParsedDocument, ParsedUnit, ParseError
 from fabric_resources.parsing.html import MEDIA_TYPE, PARSER_NAME, PARSER_VERSION
 from fabric_resources.parsing.html.encoding import decode_html
-from fabric_resources.parsing.html.rendered import (blank_zero_size_text, graft_frames, hide_unslotted,
-    settle_shadow_roots, svg_text, trafilatura_view, transparent, unhide_page)
+from fabric_resources.parsing.html.rendered import (absorb_trailing, blank_zero_size_text, graft_frames,
+    hide_unslotted, settle_shadow_roots, svg_text, trafilatura_view, transparent, unhide_page)
 from fabric_resources.parsing.inline_style import hidden_element as _hidden
 from fabric_resources.parsing.lxml_limits import raise_on_attribute_flood, raise_on_resource_limit
 from fabric_resources.parsing import table_grid
@@ -121,7 +121,7 @@ def parse_html(data: bytes, config: "HtmlParserConfig", media_type: str = MEDIA_
     raise_on_resource_limit(parser)  # trafilatura parses the same way: it would miss the same text
     # trafilatura reads the page as the walk does: content after </html> in its body, frames' documents
     # in them (a frame may hold shadow roots), no text a zero font size or a shadow root hides.
-    moved = _absorb_trailing(root)
+    moved = absorb_trailing(root)
     unhide_page(root)
     unread = graft_frames(root)
     settle_shadow_roots(root)
@@ -142,25 +142,6 @@ def parse_html(data: bytes, config: "HtmlParserConfig", media_type: str = MEDIA_
         metadata={"main_text": config.main_text, "elements": walker.seen, "dropped_elements": walker.dropped},
         unread=unread,
     )
-
-
-def _absorb_trailing(root) -> bool:
-    """Move what libxml2 put after the document's ``html`` element (content after ``</html>``, which
-    it parses into a second root that the walk never saw) to the end of the body, where a browser
-    puts it (HTML's "after after body" insertion mode); whether there was any. It was lost unsaid."""
-    body = root.find("body")
-    body = body if body is not None else root
-    moved = False
-    extra = root.getnext()
-    while extra is not None:  # siblings of the document element: emptied, left in place (nothing walks them)
-        if isinstance(extra.tag, str):
-            holder = extra.find("body")
-            for child in list(holder if holder is not None else extra):
-                if not (isinstance(child.tag, str) and child.tag.lower() == "head"):
-                    body.append(child)
-                    moved = True
-        extra = extra.getnext()
-    return moved
 
 
 @dataclass

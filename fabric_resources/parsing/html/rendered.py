@@ -69,6 +69,25 @@ def unhide_page(root) -> None:
             del el.attrib["style"]
 
 
+def absorb_trailing(root) -> bool:
+    """Move what libxml2 put after the document's ``html`` element (content after ``</html>``, which
+    it parses into a second root that the walk never saw) to the end of the body, where a browser
+    puts it (HTML's "after after body" insertion mode); whether there was any. It was lost unsaid."""
+    body = root.find("body")
+    body = body if body is not None else root
+    moved = False
+    extra = root.getnext()
+    while extra is not None:  # siblings of the document element: emptied, left in place (nothing walks them)
+        if isinstance(extra.tag, str):
+            holder = extra.find("body")
+            for child in list(holder if holder is not None else extra):
+                if not (isinstance(child.tag, str) and child.tag.lower() == "head"):
+                    body.append(child)
+                    moved = True
+        extra = extra.getnext()
+    return moved
+
+
 #: Elements a shadow root may be attached to (DOM Standard, attachShadow), and custom elements (a
 #: name with a hyphen). A declarative shadow root on another element stays an inert template.
 _SHADOW_HOSTS = {"article", "aside", "blockquote", "body", "div", "footer", "h1", "h2", "h3", "h4", "h5", "h6",
@@ -255,6 +274,7 @@ def graft_frames(root) -> list[UnreadPart]:
         except (etree.ParserError, ValueError):
             continue  # no document (blank): the frame shows nothing
         raise_on_resource_limit(parser)
+        absorb_trailing(document)  # content after the frame document's </html>, as the page's own
         body = document.find("body")
         body = body if body is not None else document
         if _depth(frame) + _depth_below(body) > _LIBXML2_DEPTH:
