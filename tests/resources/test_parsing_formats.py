@@ -1728,6 +1728,35 @@ def test_content_after_a_frame_documents_closing_html_tag_is_read():
         assert paths.get("Afterhtml") == "/html/body/article/iframe/p[2]", (mode, paths)
 
 
+def test_frames_never_shown_take_none_of_the_cap_and_a_frames_body_may_host_a_shadow_root():
+    """guards against (hostile trial 20e): frames inside an inert template, a noscript or a shadow
+    host's child no slot takes (never shown) read into the tree and counted against the
+    :data:`MAX_FRAMES` cap, so 200 of them left the page's one shown frame unread; and a shadow
+    root on a frame document's body, made inert once the iframe held it, so its text was lost."""
+    import html
+
+    from fabric_resources.parsing.html.parser import parse_html
+    from fabric_resources.parsing.html.rendered import MAX_FRAMES
+
+    def frame(doc: str) -> str:
+        return f"<iframe srcdoc='{html.escape(doc)}'></iframe>"
+
+    unseen = frame("<p>Unseenframe text</p>") * MAX_FRAMES
+    hosted = ("<body><template shadowrootmode='open'><p>Bodyshadow paragraph the frame's body shows from its "
+              "shadow root.</p><slot></slot></template><p>Lightslotted paragraph the default slot of the body "
+              "takes.</p></body>")
+    body = (f"<template>{unseen}</template><noscript>{unseen}</noscript>"
+            f"<div><template shadowrootmode='open'><b>Shadowbold</b></template>{unseen}</div>"
+            "<article><p>The harbour master counted the herring boats at dawn and wrote the tally down.</p>"
+            f"{frame(hosted)}</article>")
+    for mode in ("trafilatura", "all"):
+        doc = parse_html(f"<html><body>{body}</body></html>".encode(),
+                         HtmlParserConfig(main_text=mode, isolation=IN_PROCESS))
+        text = " ".join(u.text for u in doc.units)
+        assert "Bodyshadow" in text and "Lightslotted" in text and "Unseenframe" not in text, (mode, text)
+        assert doc.unread == [], doc.unread[:2]
+
+
 def test_frames_past_the_cap_are_listed_at_their_element_paths():
     """The frames past :data:`MAX_FRAMES` are listed at ``getpath``'s strings (counted once per
     parent since trial 20e: ``getpath`` per frame made 40,000 frames past the cap take 6 s, 10,000

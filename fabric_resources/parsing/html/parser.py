@@ -123,9 +123,10 @@ def parse_html(data: bytes, config: "HtmlParserConfig", media_type: str = MEDIA_
     # in them (a frame may hold shadow roots), no text a zero font size or a shadow root hides.
     moved = absorb_trailing(root)
     unhide_page(root)
-    unread = graft_frames(root)
     settle_shadow_roots(root)
-    if moved | blank_zero_size_text(root) | hide_unslotted(root):
+    unslotted = hide_unslotted(root)  # before frames are read: a frame no slot takes is not (graft_frames)
+    unread = graft_frames(root)
+    if moved | blank_zero_size_text(root) | unslotted:
         text = lxml.html.tostring(root, encoding="unicode")
     view = trafilatura_view(root)  # rendered text trafilatura would drop (shadow roots, SVG text, ...)
     text = text if view is None else view

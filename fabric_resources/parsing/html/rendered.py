@@ -250,9 +250,12 @@ def graft_frames(root) -> list[UnreadPart]:
     as SingleFile saves them) into the iframe, as its children: its body's text and elements, so
     the walk and trafilatura read them where the frame stands (element paths run through the
     iframe: ``/html/body/iframe/p[2]``). What the iframe held before is never rendered and goes.
-    Not read: a frame hidden by ``hidden`` or an inline style, or sized zero (``width="0"`` or
-    ``height="0"``: a tracking frame nobody sees), nor frames past :data:`MAX_FRAMES`: returned,
-    each as ``cap-frames`` at its element path, for the parse to list unread.
+    Not read: a frame hidden by ``hidden`` or an inline style, or sized zero (:func:`zero_sized`:
+    a tracking frame nobody sees), or inside what is not rendered (an inert ``template``, a
+    ``noscript``, an ``object`` showing its data, a shadow host's child no slot takes: marked by
+    :func:`hide_unslotted`, run on the page first and here on each frame's document); nor frames
+    past :data:`MAX_FRAMES`: returned, each as ``cap-frames`` at its element path, for the parse
+    to list unread. Frames never shown take none of the cap.
 
     Raises
     ------
@@ -264,7 +267,8 @@ def graft_frames(root) -> list[UnreadPart]:
     read = 0
     while pending and read < MAX_FRAMES:
         frame = pending.popleft()
-        if any(hidden_element(a) for a in (frame, *frame.iterancestors())) or zero_sized(frame):
+        if hidden_element(frame) or zero_sized(frame) or any(
+                hidden_element(a) or (_local(a) in _HTML_UNDRAWN and not transparent(a)) for a in frame.iterancestors()):
             continue
         source = frame.get("srcdoc") or ""
         raise_on_attribute_flood(source)
@@ -275,6 +279,8 @@ def graft_frames(root) -> list[UnreadPart]:
             continue  # no document (blank): the frame shows nothing
         raise_on_resource_limit(parser)
         absorb_trailing(document)  # content after the frame document's </html>, as the page's own
+        settle_shadow_roots(document)  # its body may host a shadow root; the iframe, once it holds the body, may not
+        hide_unslotted(document)  # so that a frame in it no slot takes is not read
         body = document.find("body")
         body = body if body is not None else document
         if _depth(frame) + _depth_below(body) > _LIBXML2_DEPTH:
