@@ -265,10 +265,10 @@ def graft_frames(root) -> list[UnreadPart]:
     """
     pending = deque(el for el in root.iter("iframe") if el.get("srcdoc"))  # popped from the left: a list was n²
     read = 0
+    unshown: dict = {}  # element -> whether it or an ancestor is not rendered (_in_unshown)
     while pending and read < MAX_FRAMES:
         frame = pending.popleft()
-        if hidden_element(frame) or zero_sized(frame) or any(
-                hidden_element(a) or (_local(a) in _HTML_UNDRAWN and not transparent(a)) for a in frame.iterancestors()):
+        if hidden_element(frame) or zero_sized(frame) or _in_unshown(frame, unshown):
             continue
         source = frame.get("srcdoc") or ""
         raise_on_attribute_flood(source)
@@ -300,6 +300,28 @@ def graft_frames(root) -> list[UnreadPart]:
     path = ElementPaths(root.getroottree())
     return [UnreadPart(path(frame), f"cap-frames: more than {MAX_FRAMES} frames (iframe srcdoc)")
             for frame in pending]
+
+
+def _in_unshown(el, known: dict) -> bool:
+    """Whether an ancestor of ``el`` is not rendered: hidden, or an element whose content is not
+    drawn (:data:`_HTML_UNDRAWN`, not :func:`transparent`). ``known`` holds the verdicts found, so
+    that each ancestor is looked at once: per frame, 80,000 frames 200 levels under an inert
+    template took 17 s."""
+    chain = []
+    verdict = False
+    node = el.getparent()
+    while node is not None:
+        if node in known:
+            verdict = known[node]
+            break
+        chain.append(node)
+        if hidden_element(node) or (_local(node) in _HTML_UNDRAWN and not transparent(node)):
+            verdict = True
+            break
+        node = node.getparent()
+    for node in chain:
+        known[node] = verdict
+    return verdict
 
 
 #: How HTML reads a ``width``/``height`` attribute (its "rules for parsing dimension values"): the
