@@ -1710,6 +1710,23 @@ def test_a_frame_or_svg_sized_to_nothing_is_not_read(size):
         assert "Framespam" in text and "Svgspam" in text, (shown, text)
 
 
+def test_text_after_an_embed_is_read():
+    """guards against (hostile trial 20e): libxml2 reads ``embed`` (a void element) as holding what
+    follows it up to its parent's end, and the walk skips an embed: the rest of a paragraph after
+    one, and an object's fallback after its Flash ``embed`` (the classic markup), were lost."""
+    from fabric_resources.parsing.html.parser import parse_html
+
+    page = ("<html><body><article><p>The harbour master counted the herring boats at dawn and wrote it down.</p>"
+            "<p>Watch <embed src='clip.swf'> the clip of the <b>herring</b> boats leaving the quay at dawn.</p>"
+            "<object data='movie.swf'><param name='movie' value='movie.swf'><embed src='movie.swf'>"
+            "Install Flash to see the film of the lighthouse keeper at work on the lamp.</object>"
+            "</article></body></html>")
+    for mode in ("trafilatura", "all"):
+        text = " | ".join(u.text for u in parse_html(page.encode(), HtmlParserConfig(main_text=mode, isolation=IN_PROCESS)).units)
+        assert "Watch the clip of the herring boats leaving the quay at dawn." in text, (mode, text)
+        assert "Install Flash to see the film" in text or mode == "trafilatura", (mode, text)  # loose text
+
+
 def test_content_after_a_frame_documents_closing_html_tag_is_read():
     """guards against (hostile trial 20e): what a frame's ``srcdoc`` document holds after its
     ``</html>`` (which a browser shows at the end of the frame's body, as the page's own) lost

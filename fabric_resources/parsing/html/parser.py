@@ -32,7 +32,7 @@ from fabric_resources.parsing.document import ParsedDocument, ParsedUnit, ParseE
 from fabric_resources.parsing.html import MEDIA_TYPE, PARSER_NAME, PARSER_VERSION
 from fabric_resources.parsing.html.encoding import decode_html
 from fabric_resources.parsing.html.rendered import (absorb_trailing, blank_zero_size_text, graft_frames,
-    hide_unslotted, settle_shadow_roots, svg_text, trafilatura_view, transparent, unhide_page)
+    hide_unslotted, settle_shadow_roots, svg_text, trafilatura_view, transparent, unhide_page, unvoid_embeds)
 from fabric_resources.parsing.inline_style import hidden_element as _hidden
 from fabric_resources.parsing.lxml_limits import raise_on_attribute_flood, raise_on_resource_limit
 from fabric_resources.parsing import table_grid
@@ -119,9 +119,10 @@ def parse_html(data: bytes, config: "HtmlParserConfig", media_type: str = MEDIA_
     except (etree.ParserError, ValueError) as exc:
         raise ParseError("malformed-html", f"{type(exc).__name__}: {exc}") from None
     raise_on_resource_limit(parser)  # trafilatura parses the same way: it would miss the same text
-    # trafilatura reads the page as the walk does: content after </html> in its body, frames' documents
+    # trafilatura reads the page as the walk does: content after </html> in its body, what follows an
+    # embed out of it (libxml2 reads embed as a container), frames' documents
     # in them (a frame may hold shadow roots), no text a zero font size or a shadow root hides.
-    moved = absorb_trailing(root)
+    moved = absorb_trailing(root) | unvoid_embeds(root)
     unhide_page(root)
     settle_shadow_roots(root)
     unslotted = hide_unslotted(root)  # before frames are read: a frame no slot takes is not (graft_frames)

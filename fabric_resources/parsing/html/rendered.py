@@ -88,6 +88,29 @@ def absorb_trailing(root) -> bool:
     return moved
 
 
+def unvoid_embeds(root) -> bool:
+    """Move what libxml2 put inside an ``embed`` out after it, where a browser has it; whether
+    anything moved. ``embed`` is a void element (it never has content), but libxml2 reads it as
+    a container of whatever follows up to its parent's end: the walk skips an embed, so the text
+    after one (``<p>Watch <embed src="clip.swf"> the clip above.</p>``, an object's fallback
+    ``<object><embed …>Get Flash to see it</object>``) was lost."""
+    moved = False
+    for embed in list(root.iter("embed")):
+        children = list(embed)
+        if not (children or embed.text):
+            continue
+        parent = embed.getparent()
+        at = parent.index(embed)
+        text, tail = embed.text, embed.tail
+        embed.text, embed.tail = None, text
+        for offset, child in enumerate(children, start=1):
+            parent.insert(at + offset, child)
+        last = children[-1] if children else embed
+        last.tail = ((last.tail or "") + (tail or "")) or None
+        moved = True
+    return moved
+
+
 #: Elements a shadow root may be attached to (DOM Standard, attachShadow), and custom elements (a
 #: name with a hyphen). A declarative shadow root on another element stays an inert template.
 _SHADOW_HOSTS = {"article", "aside", "blockquote", "body", "div", "footer", "h1", "h2", "h3", "h4", "h5", "h6",
@@ -279,6 +302,7 @@ def graft_frames(root) -> list[UnreadPart]:
             continue  # no document (blank): the frame shows nothing
         raise_on_resource_limit(parser)
         absorb_trailing(document)  # content after the frame document's </html>, as the page's own
+        unvoid_embeds(document)
         settle_shadow_roots(document)  # its body may host a shadow root; the iframe, once it holds the body, may not
         hide_unslotted(document)  # so that a frame in it no slot takes is not read
         body = document.find("body")
