@@ -1690,7 +1690,8 @@ def test_a_frames_document_inlined_as_srcdoc_is_read_where_the_frame_stands():
 def test_a_frame_or_svg_sized_to_nothing_is_not_read(size):
     """guards against (hostile trial 20e): a tracking-sized ``<iframe srcdoc>`` or ``<svg>`` whose
     words nobody sees read into search, when its zero size was written ``0px``, ``0.0``, ``00``,
-    ``0%`` (HTML reads each as zero) or by an inline style: only the exact ``"0"`` was caught. A
+    ``0%`` (HTML reads each as zero) or by an inline style: only the exact ``"0"`` was caught; nor an
+    ``<svg>`` its own ``visibility``/``display`` attribute hides (only its children's were read). A
     frame or SVG of one pixel, or with a size that is not a number, is read."""
     import html
 
@@ -1705,6 +1706,9 @@ def test_a_frame_or_svg_sized_to_nothing_is_not_read(size):
         config = HtmlParserConfig(main_text=mode, isolation=IN_PROCESS)
         text = " ".join(u.text for u in parse_html(page(size), config).units)
         assert "Framespam" not in text and "Svgspam" not in text, (mode, text)
+    for unseen in ("visibility='hidden'", "display='none'"):  # an svg's own presentation attributes
+        text = " ".join(u.text for u in parse_html(page(unseen), HtmlParserConfig(main_text="all", isolation=IN_PROCESS)).units)
+        assert "Svgspam" not in text, (unseen, text)
     for shown in ("width='1' height='1'", "width='.0'", "width='auto'", "style='width:0.5px'"):
         text = " ".join(u.text for u in parse_html(page(shown), HtmlParserConfig(main_text="all", isolation=IN_PROCESS)).units)
         assert "Framespam" in text and "Svgspam" in text, (shown, text)

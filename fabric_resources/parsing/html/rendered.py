@@ -384,7 +384,7 @@ def svg_text(svg) -> str:
     :data:`_SVG_UNDRAWN` holds, nor an element a ``display``/``visibility``/``font-size``
     attribute or inline style hides, nor what an ``svg`` sized to nothing clips (:func:`zero_sized`:
     ``<svg width="0" height="0">``, which a sprite sheet uses for its symbols and spam for words)."""
-    if zero_sized(svg):
+    if zero_sized(svg) or _svg_hidden(svg):  # the svg's own display/visibility attributes too
         return ""
     parts: list[str] = []
 
