@@ -31,8 +31,9 @@ from fabric_resources.parsing.element_paths import ElementPaths
 from fabric_resources.parsing.document import ParsedDocument, ParsedUnit, ParseError
 from fabric_resources.parsing.html import MEDIA_TYPE, PARSER_NAME, PARSER_VERSION
 from fabric_resources.parsing.html.encoding import decode_html
-from fabric_resources.parsing.html.rendered import (absorb_trailing, blank_zero_size_text, graft_frames,
-    hide_unslotted, settle_shadow_roots, svg_text, trafilatura_view, transparent, unhide_page, unvoid_embeds)
+from fabric_resources.parsing.html.rendered import (blank_zero_size_text, graft_frames, hide_unslotted,
+    settle_shadow_roots, svg_text, trafilatura_view, transparent, unhide_page)
+from fabric_resources.parsing.html.tree_repairs import absorb_trailing, unvoid_embeds
 from fabric_resources.parsing.inline_style import hidden_element as _hidden
 from fabric_resources.parsing.lxml_limits import raise_on_attribute_flood, raise_on_resource_limit
 from fabric_resources.parsing import table_grid
