@@ -237,38 +237,26 @@ def graft_frames(root) -> list[UnreadPart]:
     ``noscript``, an ``object`` showing its data, a shadow host's child no slot takes: marked by
     :func:`hide_unslotted`, run on the page first and here on each frame's document); nor frames
     past :data:`MAX_FRAMES`: returned, each as ``cap-frames`` at its element path, for the parse
-    to list unread. Frames never shown take none of the cap.
-
-    Raises
-    ------
-    ParseError
-        As the page's own parse (``cap-parser-limit``, ``cap-depth``): a frame's document libxml2
-        stops reading, or one that nested where the frame stands is deeper than libxml2 reads.
+    to list unread. Frames never shown take none of the cap. A frame whose document cannot be read
+    (:func:`_frame_body`) is returned with its reason and the rest of the page read: one hostile
+    frame keeps no page out of the index.
     """
     pending = deque(el for el in root.iter("iframe") if el.get("srcdoc"))  # popped from the left: a list was n²
     read = 0
     unshown: dict = {}  # element -> whether it or an ancestor is not rendered (_in_unshown)
+    failed: list[tuple[object, ParseError]] = []
     while pending and read < MAX_FRAMES:
         frame = pending.popleft()
         if hidden_element(frame) or zero_sized(frame) or _in_unshown(frame, unshown):
             continue
-        source = frame.get("srcdoc") or ""
-        raise_on_attribute_flood(source)
-        parser = lxml.html.HTMLParser()
         try:
-            document = lxml.html.document_fromstring(source, parser=parser)
-        except (etree.ParserError, ValueError):
+            body = _frame_body(frame)
+        except ParseError as exc:
+            read += 1  # a frame tried costs its parse: failing ones count toward the cap too
+            failed.append((frame, exc))
+            continue
+        if body is None:
             continue  # no document (blank): the frame shows nothing
-        raise_on_resource_limit(parser)
-        absorb_trailing(document)  # content after the frame document's </html>, as the page's own
-        unvoid_embeds(document)
-        settle_shadow_roots(document)  # its body may host a shadow root; the iframe, once it holds the body, may not
-        hide_unslotted(document)  # so that a frame in it no slot takes is not read
-        body = document.find("body")
-        body = body if body is not None else document
-        if _depth(frame) + _depth_below(body) > _LIBXML2_DEPTH:
-            raise ParseError("cap-depth", "a frame's document (iframe srcdoc) read where the frame stands "
-                                          f"nests deeper than the {_LIBXML2_DEPTH} levels libxml2 reads")
         for child in list(frame):
             frame.remove(child)
         frame.text = body.text
@@ -281,8 +269,33 @@ def graft_frames(root) -> list[UnreadPart]:
     # The paths the walk writes: later changes add no element before these. ElementPaths, as the
     # walk's: getpath per frame counts its siblings each time (40,000 frames past the cap: 6 s).
     path = ElementPaths(root.getroottree())
-    return [UnreadPart(path(frame), f"cap-frames: more than {MAX_FRAMES} frames (iframe srcdoc)")
-            for frame in pending]
+    return ([UnreadPart(path(frame), f"{exc.reason}: {exc.detail} (iframe srcdoc)") for frame, exc in failed]
+            + [UnreadPart(path(frame), f"cap-frames: more than {MAX_FRAMES} frames (iframe srcdoc)")
+               for frame in pending])
+
+
+def _frame_body(frame):
+    """The body of the document ``frame``'s ``srcdoc`` holds, ready to stand in the frame; None for
+    a blank one. Raises ParseError ``cap-parser-limit`` or ``cap-depth``, as the page's own parse
+    (libxml2 stopped reading it, or it would nest deeper than libxml2 reads where the frame stands)."""
+    source = frame.get("srcdoc") or ""
+    raise_on_attribute_flood(source)
+    parser = lxml.html.HTMLParser()
+    try:
+        document = lxml.html.document_fromstring(source, parser=parser)
+    except (etree.ParserError, ValueError):
+        return None
+    raise_on_resource_limit(parser)
+    absorb_trailing(document)  # content after the frame document's </html>, as the page's own
+    unvoid_embeds(document)
+    settle_shadow_roots(document)  # its body may host a shadow root; the iframe, once it holds the body, may not
+    hide_unslotted(document)  # so that a frame in it no slot takes is not read
+    body = document.find("body")
+    body = body if body is not None else document
+    if _depth(frame) + _depth_below(body) > _LIBXML2_DEPTH:
+        raise ParseError("cap-depth", "a frame's document read where the frame stands nests deeper than the "
+                                      f"{_LIBXML2_DEPTH} levels libxml2 reads")
+    return body
 
 
 def _in_unshown(el, known: dict) -> bool:
