@@ -233,6 +233,11 @@ class CappedLines:
         return f"{self.BAD_ID}\n" if has_unusable_request_id(text) else text
 
 
+#: Seconds the stdio server still waits, once stdin has closed, for answers to requests it read
+#: (a search that must first load the query models takes up to about two minutes).
+EOF_ANSWER_WAIT_S = 300.0
+
+
 class _AnswerBadLines:
     """The stdio read stream with each line that is not a JSON-RPC message answered on the write
     stream (:func:`bad_line_error`): the SDK drops them without a word, so a client that sent
@@ -269,9 +274,11 @@ class _AnswerBadLines:
             try:
                 item = await self._inner.receive()
             except anyio.EndOfStream:
-                while self._unanswered:
-                    self._answered = anyio.Event()
-                    await self._answered.wait()
+                # Bounded: a request the SDK never answers must not keep the process alive for good.
+                with anyio.move_on_after(EOF_ANSWER_WAIT_S):
+                    while self._unanswered:
+                        self._answered = anyio.Event()
+                        await self._answered.wait()
                 raise
             if not isinstance(item, Exception):
                 self._read(item.message)

@@ -95,6 +95,27 @@ def test_the_end_of_stdin_is_passed_on_once_every_request_read_is_answered():
     anyio.run(main)
 
 
+def test_a_request_never_answered_holds_the_end_of_stdin_back_only_so_long(monkeypatch):
+    """guards against: a request the SDK never answers keeping ``fabric mcp`` alive for good after
+    its client closed stdin (the wait for answers is bounded by ``EOF_ANSWER_WAIT_S``)."""
+    from fabric_query.server import mcp_tools
+
+    monkeypatch.setattr(mcp_tools, "EOF_ANSWER_WAIT_S", 0.05)
+
+    async def main():
+        inbound_send, inbound = anyio.create_memory_object_stream(10)
+        outbound, _ = anyio.create_memory_object_stream(10)
+        reads = _AnswerBadLines(inbound, outbound)
+        await inbound_send.send(SessionMessage(mcp_types.JSONRPCRequest(jsonrpc="2.0", id=7, method="tools/call")))
+        await inbound_send.aclose()
+        await reads.receive()
+        with anyio.fail_after(30):  # the bound, not this, must end the wait
+            with pytest.raises(anyio.EndOfStream):
+                await reads.receive()
+
+    anyio.run(main)
+
+
 def test_a_line_past_the_limit_is_skipped_to_its_end_and_answered():
     """A line with no end was held whole (200 MB written without a newline grew `fabric mcp` by
     170 MB); it is read in pieces and dropped now, and the next line is read as usual."""
