@@ -70,7 +70,8 @@ def _authorised(request: Request) -> JSONResponse | AdminBackend:
     if admin is None or token is None:
         return error_response(404, "NotFound", "this server runs no admin operations")
     if not is_admin(request.headers.getlist("authorization"), token):
-        return error_response(401, "Unauthorized", "admin routes need Authorization: Bearer <admin token>",
+        return error_response(401, "Unauthorized", "admin routes need Authorization: Bearer <admin token>, the "
+                              "token being the content of the file admin-token in the served home",
                               {"WWW-Authenticate": "Bearer"})
     return admin
 

@@ -115,10 +115,17 @@ class Guard:
             return
         headers = _headers(scope)
         if not self.policy.host_ok(headers.get("host")):
-            await _refuse(send, scope, 421, "MisdirectedRequest", "the Host header does not name this server")
+            # The operator reads the remedy here (trial 20g): the name goes into config.json, not a flag.
+            await _refuse(send, scope, 421, "MisdirectedRequest",
+                          "the Host header does not name this server: it answers loopback names and its "
+                          "bound host; add another name to server.allowed_hosts in the home's config.json "
+                          "and restart the server")
             return
         if not self.policy.origin_ok(headers.get("origin")):
-            await _refuse(send, scope, 403, "ForbiddenOrigin", "requests from this Origin are not accepted")
+            await _refuse(send, scope, 403, "ForbiddenOrigin",
+                          "requests from this Origin are not accepted: only this server's own loopback origin "
+                          "is; add another to server.allowed_origins in the home's config.json and restart the "
+                          "server")
             return
         if self.read_token and scope.get("path") not in OPEN_PATHS \
                 and not bearer_matches(headers.get("authorization"), self.read_token, self.admin_token):

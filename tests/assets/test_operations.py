@@ -105,6 +105,8 @@ def test_admin_routes_need_the_admin_token(served):
                     {"authorization": token}):
         r = client.post("/v1/admin/ingest", json=body, headers=headers)
         assert r.status_code == 401 and r.json()["error"]["type"] == "Unauthorized", headers
+        # where the token is (trial 20g: the message named none)
+        assert "admin-token" in r.json()["error"]["message"], r.text
         assert client.get("/v1/operations/" + "0" * 32, headers=headers).status_code == 401
     auth = {"authorization": f"Bearer {token}"}
     assert client.get("/v1/operations/" + "0" * 32, headers=auth).status_code == 404

@@ -144,6 +144,18 @@ def test_a_refusal_on_mcp_is_a_json_rpc_error_the_agent_is_shown(server):
     assert r.status_code == 403 and r.json()["error"]["type"] == "ForbiddenOrigin"  # the API keeps its shape
 
 
+def test_a_host_or_origin_refusal_names_the_setting_that_admits_it(server):
+    """guards against (trial 20g): a 421 said only "the Host header does not name this server" and a
+    403 "requests from this Origin are not accepted", so an operator who reached the server by a LAN
+    name was not told what admits it: the setting, in the home's config.json, read at start-up."""
+    for headers, setting in (({"host": "evil.example"}, "server.allowed_hosts"),
+                             ({"origin": "https://evil.example"}, "server.allowed_origins")):
+        for r in (server.get("/v1/status", headers=headers),  # the API's error, and MCP's JSON-RPC one
+                  server.post("/mcp", content=LIST_TOOLS, headers={**MCP_HEADERS, **headers})):
+            message = r.json()["error"]["message"]
+            assert setting in message and "config.json" in message and "restart" in message, r.text
+
+
 def test_an_mcp_message_holding_half_a_character_is_answered_with_its_id(server):
     """guards against (trial 14b): a tool call one of whose strings holds a lone surrogate (a client
     that cut a hit's text by UTF-16 units, through an emoji, and sent it to ``resolve``) answered
