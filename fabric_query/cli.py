@@ -155,8 +155,10 @@ def print_status(home: Path, st=None):
         console.print(f"  [yellow]purge interrupted[/yellow]: purge {', '.join(map(str, st.purges_unfinished))} "
                       "stopped part-way, so some of what it removes may still be in the home; run the same "
                       "`fabric purge` again (any purge finishes it)")
-    _listed(st.failed, lambda p: f"  [red]failed[/red] {keys(p.sources)}: {keys([p.reason])} "
-            f"{keys([p.detail or ''])}".rstrip())
+    # A colon between the reason's name and its words, as other lines chain them (trial 20g: "encrypted a
+    # password is needed" read as one phrase).
+    _listed(st.failed, lambda p: f"  [red]failed[/red] {keys(p.sources)}: {keys([p.reason])}"
+            + (f": {keys([p.detail])}" if p.detail else ""))
     _listed(st.held, lambda p: f"  [yellow]held[/yellow] {keys(p.sources)}: {keys([p.reason])}")
     # Parsed, not yet gated: the ingest lock tells a running `fabric ingest` from an interrupted one.
     why = unfinished_reason(st.ingest_running)

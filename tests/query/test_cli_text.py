@@ -257,6 +257,24 @@ def test_status_lists_twenty_of_a_kind_and_counts_the_rest(capsys):
     assert "… and 7 more like these" in out and "failed fs:x.pdf: encrypted" in out
 
 
+def test_a_failed_parse_line_sets_its_reason_apart_from_the_detail(capsys):
+    """guards against (trial 20g): ``failed fs:x.pdf: encrypted a password is needed to open it``, the
+    reason's name and its words run together as one phrase; a failure with no detail ends at its
+    reason (no dangling separator)."""
+    from fabric_query.cli import print_status
+    from fabric_query.types import ParseProblem, Status
+
+    failed = (ParseProblem(parse_id="f" * 32, status="failed", reason="encrypted",
+                           detail="a password is needed to open it", sources=("fs:x.pdf",)),
+              ParseProblem(parse_id="e" * 32, status="failed", reason="timeout", detail=None, sources=("fs:y.pdf",)))
+    st = Status(home="h", roots=(), sources_by_state={"present": 2}, release_id=1, active_sources=0,
+                active_parses=0, failed=failed, held=(), pending=0, unsupported=(), withheld=(), unfinished=())
+    print_status("h", st)
+    lines = [" ".join(line.split()) for line in capsys.readouterr().out.splitlines()]
+    assert "failed fs:x.pdf: encrypted: a password is needed to open it" in " ".join(lines)
+    assert "failed fs:y.pdf: timeout" in lines
+
+
 def test_a_hit_holding_ocr_text_says_so():
     """guards against (hostile trial 13c): text Tesseract read from a page image printed exactly as
     text from a text layer, though it may hold misread words (the JSON's locations say
