@@ -127,6 +127,12 @@ def validated_citation(citation: Any) -> Citation:
     return citation
 
 
+#: Why a cited release may be missing, what to do (trial 20g: "release 2 unknown" read like a damaged
+#: citation); it names the release alone, as the answer about a source that is not visible must.
+RELEASE_GONE = ("is not in the catalog (removed by the retention cleanup or a purge, rolled back by a snapshot "
+                "restore, or never published here): search again to cite the current release")
+
+
 def _check(name: str, ok: bool, detail: str) -> ResolveCheck:
     return ResolveCheck(check=name, ok=ok, detail=detail)
 
@@ -164,7 +170,7 @@ def _active_elsewhere(home: FabricHome, parse_id: str) -> tuple[str, ...]:
 
 def _release_exists(home: FabricHome, citation: Citation) -> ResolveCheck:
     exists = home.catalog.release(citation.release_id) is not None
-    return _check("release", exists, f"release {citation.release_id} " + ("exists" if exists else "unknown"))
+    return _check("release", exists, f"release {citation.release_id} " + ("exists" if exists else RELEASE_GONE))
 
 
 def _visible_row(home: FabricHome, source_key: str) -> SourceRow | None:
@@ -424,7 +430,7 @@ def resolve(home: FabricHome, citation: Citation) -> ResolveResult:
         ((cited.manifest["sources"].get(k) or {}).get("parse_id") == citation.parse_id and _visible_row(home, k))
         for k in citation.also_cited_by) if cited is not None else False
     if cited is None:
-        checks.append(_check("release", False, f"release {citation.release_id} unknown"))
+        checks.append(_check("release", False, f"release {citation.release_id} {RELEASE_GONE}"))
     elif not bound:
         checks.append(_check("release", False, f"release {citation.release_id} does not cite this parse and source "
                                                "hash for this source"))

@@ -60,3 +60,28 @@ def test_a_home_made_again_at_the_same_path_is_not_answered_from_the_old_homes_r
     assert [h.citation.source_key for h in again.results] == ["fs:new/b.txt"]
     assert again.results[0].text.startswith("The lighthouse keeper")
     assert fabric.resolve(again.results[0].citation).status == "verified"
+
+
+def test_a_citation_of_a_release_no_longer_kept_says_why_and_what_to_do(tmp_path, fabric_home):
+    """guards against (trial 20g): ``resolve`` of a pack whose release a purge had retired answered
+    ``NO release: release 2 unknown``, which read like a damaged citation and named no next step; the
+    same words for a source that is not visible (deleted), whose answer must not depend on it."""
+    from fabric_query.resolve import RELEASE_GONE
+
+    src = tmp_path / "c"
+    src.mkdir()
+    (src / "public.txt").write_text("The lighthouse keeper logged the tide.\n")
+    (src / "gone.txt").write_text("The harbour pilot boarded at dawn.\n")
+    ingest(src, fabric_home)
+    fabric = Fabric(fabric_home.root)
+    kept = fabric.search("lighthouse keeper").results[0].citation
+    gone = fabric.search("harbour pilot").results[0].citation
+    (src / "gone.txt").unlink()
+    ingest(src, fabric_home)
+    purge(FabricHome(fabric_home.root), PurgeSelector(source_keys=("fs:c/gone.txt",)))
+    for citation in (kept, gone):
+        result = fabric.resolve(citation)
+        release = [c for c in result.checks if c.check == "release"]
+        assert result.status == "stale" and release and not release[0].ok
+        assert release[0].detail == f"release {citation.release_id} {RELEASE_GONE}"
+        assert "search again" in release[0].detail
