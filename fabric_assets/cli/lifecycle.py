@@ -51,7 +51,8 @@ def purge(
     Exit codes: 0 purged (or nothing matched); 2 refused (a source still present, unknown, a
     snapshot pins old versions, a run in progress), nothing removed.
     """
-    from fabric_assets.lifecycle.purge import PurgeRefused, PurgeSelector, parse_before, plan_purge, purge as run
+    from fabric_assets.lifecycle.purge import (PurgeRefused, PurgeSelector, check_purge, parse_before, plan_purge,
+                                               purge as run)
     from fabric_resources.home import FabricHome
 
     path = set_home(home)
@@ -69,6 +70,7 @@ def purge(
     try:
         if dry_run:
             plan = plan_purge(fabric_home.catalog, selector)
+            check_purge(fabric_home, plan)  # refused as the purge would be: not "0, it would go"
             out = {"dry_run": True, "sources": list(plan.source_keys), "parse_ids": len(plan.parse_ids),
                    "source_hashes": len(plan.source_hashes), "shared_kept": len(plan.shared_kept)}
         else:

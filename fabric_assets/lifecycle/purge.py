@@ -46,7 +46,8 @@ from fabric_assets.lifecycle.republish import republish
 from fabric_assets.lifecycle.run_history import home_instance, runs_in_progress
 from fabric_assets.lifecycle.snapshots import _create as create_snapshot, _delete as delete_snapshot
 from fabric_assets.lifecycle.snapshots import _find as find_snapshot, _restore as restore_snapshot, list_snapshots
-from fabric_assets.lifecycle.snapshots import _drop_half_made, damaged_snapshots, finish_forgetting
+from fabric_assets.lifecycle.snapshots import TAG_PREFIX, _drop_half_made, damaged_snapshots, finish_forgetting
+from fabric_assets.lifecycle.snapshots import half_made_snapshots
 from fabric_assets.lifecycle.snapshots import supported as snapshots_supported
 from fabric_assets.projections import VECTOR_DIGEST_VERDICTS
 from fabric_assets.source_tags import forget_source_tags
@@ -204,19 +205,43 @@ def _snapshot_note(tombstone_id: int) -> str:
     return f"before purge {tombstone_id}"
 
 
+def _own_snapshots(home: FabricHome, unfinished: list[Tombstone]) -> list[int]:
+    """The whole snapshots interrupted purges took as their first step ("before purge N", taken
+    after its tombstone)."""
+    started = {_snapshot_note(t.tombstone_id): t.purged_at for t in unfinished}
+    return [s.snapshot_id for s in list_snapshots(home) if s.note in started and s.created_at >= started[s.note]]
+
+
 def _drop_own_snapshots(home: FabricHome, unfinished: list[Tombstone]) -> None:
     """What an interrupted purge left of its first step: a half-made snapshot (a ``.N.tmp`` folder
-    and its tags) or its whole snapshot ("before purge N", taken after its tombstone). The purge
-    that finishes it removes them (they hold the purged sources) instead of being refused by them."""
+    and its tags) or its whole snapshot (:func:`_own_snapshots`). The purge that finishes it removes
+    them (they hold the purged sources) instead of being refused by them."""
     _drop_half_made(home)
-    started = {_snapshot_note(t.tombstone_id): t.purged_at for t in unfinished}
-    for s in list_snapshots(home):
-        if s.note in started and s.created_at >= started[s.note]:
-            delete_snapshot(home, s.snapshot_id)
+    for snapshot_id in _own_snapshots(home, unfinished):
+        delete_snapshot(home, snapshot_id)
 
 
-def _refuse_if_pinned(home: FabricHome) -> None:
-    snaps = list_snapshots(home)
+def check_purge(home: FabricHome, plan: PurgePlan) -> None:
+    """Refuse ``plan`` as :func:`purge` would, changing nothing (``fabric purge --dry-run``; trial
+    20g: a dry run exited 0 while a snapshot made the purge itself refuse).
+
+    Raises
+    ------
+    PurgeRefused
+        A snapshot or a Lance tag pins a table version, or a Dagster run is in progress. What an
+        interrupted purge left of its own snapshot does not count: the purge removes it.
+    """
+    unfinished = [t for t in tombstones(home.catalog) if t.completed_at is None]
+    if not (plan.source_keys or plan.root_ids or unfinished):
+        return  # the purge does nothing: nothing to refuse
+    own = set(_own_snapshots(home, unfinished)) | set(half_made_snapshots(home))
+    _refuse_if_pinned(home, ignore=own)
+    _refuse_if_runs_in_progress(home, None)
+
+
+def _refuse_if_pinned(home: FabricHome, ignore: set[int] = frozenset()) -> None:
+    """``ignore``: snapshot IDs the caller removes first (only :func:`check_purge` names any)."""
+    snaps = [s for s in list_snapshots(home) if s.snapshot_id not in ignore]
     if snaps:
         named = ", ".join(f"{s.snapshot_id} (release {s.release_id})" for s in snaps)
         raise PurgeRefused(f"snapshot(s) {named} hold the home as it was, purged sources included; a purge must "
@@ -225,7 +250,7 @@ def _refuse_if_pinned(home: FabricHome) -> None:
     if damaged:
         raise PurgeRefused(f"snapshot folder(s) {', '.join(map(str, damaged))} (manifest unreadable) may hold purged "
                            "text: delete them first (`fabric snapshot delete ID`)")
-    tagged = sorted({t for name in TABLES for t in home.tables.tags(name)})
+    tagged = sorted({t for name in TABLES for t in home.tables.tags(name)} - {f"{TAG_PREFIX}{i}" for i in ignore})
     if tagged:
         raise PurgeRefused(f"Lance tags pin old table versions ({', '.join(tagged)}); a purge must remove every "
                            "old version: delete those tags first (`fabric snapshot delete ID` removes the tags "
@@ -399,5 +424,5 @@ def tombstone_summary(t: Tombstone) -> dict:
             "parse_ids": list(t.parse_ids), "completed": t.completed_at is not None}
 
 
-__all__ = ["PurgePlan", "PurgeRefused", "PurgeReport", "PurgeSelector", "parse_before", "plan_purge", "purge",
-           "tombstone_summary"]
+__all__ = ["PurgePlan", "PurgeRefused", "PurgeReport", "PurgeSelector", "check_purge", "parse_before", "plan_purge",
+           "purge", "tombstone_summary"]

@@ -542,3 +542,38 @@ def test_purge_and_cleanup_print_their_reports_in_words(tmp_path, fabric_home):
     assert "chunks " in lines["rows_removed"]
     as_json = CliRunner().invoke(app, ["cleanup", "--json", *home])
     assert isinstance(json.loads(as_json.output)["parses_removed"], dict)
+
+
+def test_a_dry_run_is_refused_where_the_purge_would_be_and_only_there(tmp_path, fabric_home, monkeypatch):
+    """guards against (trial 20g): ``fabric purge --dry-run`` exiting 0 with the plan while a snapshot
+    made the purge itself refuse (exit 2), so the dry run promised what the purge would not do. The
+    snapshot an interrupted purge took of its own, which the purge removes, refuses neither."""
+    from typer.testing import CliRunner
+
+    import fabric_assets.lifecycle.purge as purge_module
+    from fabric_assets.cli.root import app
+    from fabric_assets.lifecycle.snapshots import create, list_snapshots
+
+    src = tmp_path / "corpus"
+    _write(src, {"lighthouse.txt": PUBLIC["lighthouse.txt"], "zebra-plan.txt": "\n\n".join(_secret_en(3)).encode()})
+    ingest(src, fabric_home)
+    (src / "zebra-plan.txt").unlink()
+    ingest(src, fabric_home)
+    args = ["purge", "--source", "fs:corpus/zebra-plan.txt", "--home", str(fabric_home.root)]
+    create(fabric_home)
+    dry = CliRunner().invoke(app, [*args, "--dry-run"])
+    real = CliRunner().invoke(app, args)
+    assert dry.exit_code == real.exit_code == 2, dry.output + real.output
+    assert "snapshot(s) 1 (release 2)" in dry.output and "delete them first" in dry.output
+    assert [s.snapshot_id for s in list_snapshots(fabric_home)] == [1]  # the dry run removed nothing
+    CliRunner().invoke(app, ["snapshot", "delete", "1", "--home", str(fabric_home.root)])
+
+    selector = PurgeSelector(source_keys=("fs:corpus/zebra-plan.txt",))
+    with monkeypatch.context() as m:  # killed after its own snapshot, before republishing
+        m.setattr(purge_module, "republish", lambda *a, **k: (_ for _ in ()).throw(RuntimeError("killed")))
+        with pytest.raises(RuntimeError):
+            purge(fabric_home, selector)
+    assert [s.note for s in list_snapshots(fabric_home)] == ["before purge 1"]
+    dry = CliRunner().invoke(app, [*args, "--dry-run"])
+    assert dry.exit_code == 0, dry.output  # that snapshot is the purge's own: it would be removed, not refuse
+    assert CliRunner().invoke(app, args).exit_code == 0 and list_snapshots(fabric_home) == []
