@@ -10,7 +10,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from fabric_query.cli import HomeOption, console, fail, json_argument, set_home
+from fabric_query.cli import HomeOption, console, err, fail, json_argument, set_home
 from fabric_query.cli_text import one_line, typed
 from fabric_resources.home_location import no_home_message
 
@@ -232,6 +232,8 @@ def snapshot_list(home: HomeOption = None) -> None:
     from fabric_assets.lifecycle.snapshots import listing
 
     listed, damaged, half_made = listing(_opened(home, writes=False))
+    if not (listed or damaged or half_made):  # it printed nothing (trial 20g); stdout stays one line a snapshot
+        err.print("no snapshots (`fabric snapshot create` makes one)", markup=False)
     for s in listed:
         at = datetime.fromtimestamp(s.created_at, timezone.utc).isoformat(timespec="seconds")
         # A note can come from `POST /v1/admin/snapshot`: no terminal escapes, one line.

@@ -826,3 +826,16 @@ def test_an_in_place_restore_puts_back_the_rows_of_a_parse_written_again_after_t
     assert ingest(tmp_path / "src", home).failed_runs == []
     pack = Fabric(home.root).search("lighthouse keeper")
     assert "dense" not in pack.skipped_channels and "dense" in pack.channels_run, pack.skipped_channels
+
+def test_snapshot_list_of_a_home_with_none_says_so_on_stderr(tmp_path):
+    """guards against (trial 20g): ``fabric snapshot list`` with no snapshot printed nothing at all,
+    which reads like a command that did not run; stdout stays one line per snapshot for scripts."""
+    from typer.testing import CliRunner
+
+    from fabric_assets.cli.root import app
+
+    home = FabricHome(tmp_path / "home")
+    home.catalog  # a home with no snapshot (nor release)
+    listed = CliRunner().invoke(app, ["snapshot", "list", "--home", str(home.root)])
+    assert listed.exit_code == 0, listed.output
+    assert listed.stdout == "" and "no snapshots" in listed.stderr and "fabric snapshot create" in listed.stderr
