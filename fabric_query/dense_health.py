@@ -36,7 +36,8 @@ def dense_channels_off(home: FabricHome, release) -> tuple[str, ...]:
 
     Answered from ``<home>/dense_check_cache.json`` when nothing it reads has changed; never
     cached for tables on an object store, a release that recorded no vector digest (its check then
-    depends on which chunks are visible), a read-only home, or a check a write landed in."""
+    depends on which chunks are visible), a read-only home, a check a write landed in, or one this
+    process's view answered from vectors it read before (:func:`~fabric_query.release.vectors_held`)."""
     from fabric_query.channels.dense import DENSE_CHANNELS
 
     if release is None:
@@ -44,6 +45,12 @@ def dense_channels_off(home: FabricHome, release) -> tuple[str, ...]:
     tables = [c.table for c in DENSE_CHANNELS.values() if release.manifest["tables"].get(c.table) is not None]
     if not tables:
         return ()
+    from fabric_query.release import vectors_held
+
+    # A view this process read the vectors into before (a running server's) answers from the files
+    # as they were then: under the key of the files as they are now, that answer would be kept for
+    # every later status, which a new process's search contradicts (trial 20h).
+    held = vectors_held(home, release.release_id, tables)
     key = _cache_key(home, release, tables)
     path = home.layout.dense_check_cache
     if key is not None:
@@ -51,7 +58,8 @@ def dense_channels_off(home: FabricHome, release) -> tuple[str, ...]:
         if cached is not None:
             return cached
     found = _check(home, release)
-    if found is not None and key is not None and not home.read_only and _cache_key(home, release, tables) == key:
+    if (found is not None and key is not None and not held and not home.read_only
+            and _cache_key(home, release, tables) == key):
         _store(path, key, found)
     return () if found is None else found
 

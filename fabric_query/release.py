@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, TypeVar
@@ -203,6 +203,15 @@ class ReleaseView:
         if kind == "failed":
             raise value  # type: ignore[misc]
         return value  # type: ignore[return-value]
+
+    def holds_vectors(self, table: str) -> bool:
+        """Whether this view already read ``table``'s vectors or its ANN index (or remembers that
+        it could not): it answers from what the files held then, not from what they hold now."""
+        with self._lock:
+            if table in self._vector_sets or table in self._failures:
+                return True
+        with self._memo_lock:
+            return ("ann-index", table) in self._memo
 
     def table_rows(self, table: str) -> int:
         """Rows of ``table`` at the release's version, every parse's (Lance's manifest count: no
@@ -905,6 +914,15 @@ def pinned_view(home: FabricHome, release_id: int | None = None) -> ReleaseView 
             while len(_RELEASES) > 4 * MAX_CACHED_VIEWS:
                 _RELEASES.pop(next(iter(_RELEASES)))
     return release_view(home, release, hidden_sources(home, release, visibility))
+
+
+def vectors_held(home: FabricHome, release_id: int, tables: Iterable[str]) -> bool:
+    """Whether a view of ``release_id`` this process keeps has read the vectors (or ANN index) of
+    one of ``tables`` (:meth:`ReleaseView.holds_vectors`); a check answered by such a view is not
+    an answer about the files as they lie now (a running server's view, loaded before they changed)."""
+    with _VIEWS_LOCK:
+        views = [v for k, v in _VIEWS.items() if k[:2] == (str(home.root), release_id)]
+    return any(v.holds_vectors(t) for v in views for t in tables)
 
 
 def _forget_release(rkey: tuple[str, int]) -> None:

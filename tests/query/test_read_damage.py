@@ -583,3 +583,37 @@ def test_a_home_moved_under_an_open_fabric_is_named_and_never_made_again(home, t
                 call()
     assert not home.root.exists()
     assert Fabric(tmp_path / "moved").search("lighthouse").results  # the home itself is whole
+
+
+def test_a_check_answered_by_vectors_loaded_before_the_damage_is_not_kept(home):
+    """guards against (trial 20h): a process that loaded the vectors before they were damaged (a
+    running ``fabric serve``) answering the check from memory and keeping that answer under the
+    damaged files' key: every later ``fabric status`` said the channel serves while each new
+    process's search skipped it (vector-digest-mismatch); and the reverse, a failure remembered from
+    before a repair kept under the repaired files' key."""
+    from fabric_query import release as views
+
+    home.layout.dense_check_cache.unlink(missing_ok=True)
+    fabric = Fabric(home.root)
+    assert "dense" in fabric.search("lighthouse keeper").channels_run  # vectors loaded, as a server's
+    path = _vector_file(home)
+    sound = path.read_bytes()
+    vec = home.tables.read("chunk_vectors", columns=["vector"]).column("vector")[0].values.to_numpy()
+    data = bytearray(sound)
+    at = data.find(np.asarray(vec, dtype="<f4").tobytes()[:64])
+    data[at + 5] ^= 0x01
+    path.write_bytes(bytes(data))
+    fabric.status()  # answered from the vectors this process loaded before
+    views._VIEWS.clear()  # a new process
+    assert Fabric(home.root).search("lighthouse keeper").skipped_channels["dense"].startswith("vector-digest-mismatch")
+    views._VIEWS.clear()
+    assert Fabric(home.root).status().dense_channels_off[0].startswith("dense: vector-digest-mismatch")
+    # Repaired by hand with the same process's failure remembered: not kept either.
+    fabric = Fabric(home.root)
+    assert fabric.status().dense_channels_off
+    path.write_bytes(sound)
+    fabric.status()
+    views._VIEWS.clear()
+    assert "dense" in Fabric(home.root).search("lighthouse keeper").channels_run
+    views._VIEWS.clear()
+    assert Fabric(home.root).status().dense_channels_off == ()
