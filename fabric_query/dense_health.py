@@ -21,7 +21,7 @@ from pathlib import Path
 
 from fabric_resources.dense_index import MANIFEST_KEY as INDEX_RECORDS
 from fabric_resources.home import FabricHome
-from fabric_resources.row_audit import folder_state, table_state
+from fabric_resources.row_audit import folder_state, read_cache_file, table_state
 from fabric_resources.vector_digest import MANIFEST_KEY as VECTOR_DIGESTS
 
 #: Bumped when what the cache holds, or what its key covers, changes.
@@ -124,12 +124,15 @@ def _cache_key(home: FabricHome, release, tables: list[str]) -> str | None:
 
 
 def _load(path: Path, key: str) -> tuple[str, ...] | None:
+    text = read_cache_file(path)
+    if text is None:
+        return None
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(text)
         if not isinstance(data, dict) or data.get("key") != key or not isinstance(data.get("off"), list):
             return None
         return tuple(str(reason) for reason in data["off"])
-    except (OSError, ValueError, TypeError):
+    except (OSError, ValueError, TypeError, RecursionError):  # RecursionError: JSON nested past Python's depth
         return None  # absent or unreadable: only saves work
 
 

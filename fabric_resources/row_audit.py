@@ -25,6 +25,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import stat
 import threading
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -221,14 +222,44 @@ def _stat(path: Path) -> str:
     return f"{path.name} {st.st_size} {st.st_mtime_ns} {st.st_ctime_ns} {st.st_ino}"
 
 
-def _load(path: Path, key: str) -> list[RowsChanged] | None:
+#: A cache file larger than this is not read (a row audit naming 100k changed parses is ~6 MB).
+MAX_CACHE_BYTES = 64 * 1024 * 1024
+
+
+def read_cache_file(path: Path) -> str | None:
+    """The text of the cache file at ``path``, or None when it is absent, unreadable, not a regular
+    file (a FIFO put in its place would hang the read, a link to ``/dev/zero`` never end it), or
+    over :data:`MAX_CACHE_BYTES`. A cache only saves work: anything else is a miss."""
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except OSError:
+        return None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_size > MAX_CACHE_BYTES:
+            return None
+        with os.fdopen(fd, "rb", closefd=True) as fh:
+            fd = -1
+            data = fh.read(MAX_CACHE_BYTES + 1)  # a file that grew since the fstat is read no further
+        return None if len(data) > MAX_CACHE_BYTES else data.decode("utf-8")
+    except (OSError, UnicodeDecodeError):
+        return None
+    finally:
+        if fd >= 0:
+            os.close(fd)
+
+
+def _load(path: Path, key: str) -> list[RowsChanged] | None:
+    text = read_cache_file(path)
+    if text is None:
+        return None
+    try:
+        data = json.loads(text)
         if not isinstance(data, dict) or data.get("key") != key:
             return None
         return [RowsChanged(str(table), tuple((str(p), int(rec), int(live)) for p, rec, live in parses))
                 for table, parses in data["changed"]]
-    except (OSError, ValueError, TypeError, KeyError):
+    except (OSError, ValueError, TypeError, KeyError, RecursionError):  # RecursionError: JSON nested too deep
         return None  # absent or unreadable: only saves work
 
 

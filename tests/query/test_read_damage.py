@@ -617,3 +617,53 @@ def test_a_check_answered_by_vectors_loaded_before_the_damage_is_not_kept(home):
     assert "dense" in Fabric(home.root).search("lighthouse keeper").channels_run
     views._VIEWS.clear()
     assert Fabric(home.root).status().dense_channels_off == ()
+
+
+@pytest.mark.parametrize("which", ["dense_check_cache", "row_audit_cache"])
+def test_a_cache_file_that_is_not_a_plain_small_json_file_is_a_miss(home, which):
+    """guards against (trial 20h): ``fabric status`` hanging on a FIFO put in place of a cache file
+    (or reading a link to /dev/zero without end, or a huge file whole), trusting what a FIFO's
+    writer hands it, and a RecursionError traceback from JSON nested past Python's depth."""
+    import threading
+
+    from fabric_query import dense_health
+    from fabric_query import release as views
+    from fabric_resources import row_audit
+
+    path = getattr(home.layout, which)
+    release = home.catalog.current_release()
+    tables = [t for t in ("chunk_vectors", "chunk_vectors_multilingual") if release.manifest["tables"].get(t) is not None]
+    if which == "dense_check_cache":
+        key, forged = dense_health._cache_key(home, release, tables), {"off": ["dense: forged"]}
+    else:
+        runs = home.catalog.parse_run_overview()
+        active = {m["parse_id"] for m in release.manifest["sources"].values()}
+        key, forged = row_audit._cache_key(home, active, runs), {"changed": [["chunks", [["f" * 32, 1, 2]]]]}
+    assert key is not None
+    path.unlink(missing_ok=True)
+    path.write_text("[" * 200_000, encoding="utf-8")
+    status = Fabric(home.root).status()
+    assert status.dense_channels_off == () and status.rows_changed == ()
+    path.unlink()
+    os.mkfifo(path)
+    payload = json.dumps({"key": key, **forged}).encode()
+
+    def writer():
+        try:
+            with open(path, "wb") as fifo:  # blocks until a reader opens it
+                fifo.write(payload)
+        except OSError:
+            pass
+
+    thread = threading.Thread(target=writer, daemon=True)
+    thread.start()
+    views._VIEWS.clear()
+    status = Fabric(home.root).status()
+    assert status.dense_channels_off == () and status.rows_changed == (), status
+    if thread.is_alive():  # the FIFO was never opened: let the writer go
+        os.close(os.open(path, os.O_RDONLY | os.O_NONBLOCK))
+    thread.join()
+    path.unlink()
+    with open(path, "wb") as fh:
+        fh.truncate(row_audit.MAX_CACHE_BYTES + 1)  # sparse: no disk used
+    assert row_audit.read_cache_file(path) is None
