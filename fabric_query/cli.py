@@ -269,13 +269,13 @@ def search(
     sys.stdout.write(out)
 
 
-def _remote(home: Path, method: str, route: str, body: dict | None = None):
+def _remote(home: Path, method: str, route: str, body: dict | None = None, *, operator: bool = False):
     """The running server's answer (:func:`fabric_query.remote.call`), or None to run in-process;
     a request the server refuses fails the command as the in-process path would."""
     from fabric_query.remote import RemoteError, call
 
     try:
-        return call(home, method, route, body)
+        return call(home, method, route, body, operator=operator)
     except RemoteError as exc:
         fail(f"{exc.kind}: {str(exc)}")
 
@@ -403,7 +403,7 @@ def status(
     if source is not None:
         _source_partitions(path, typed(source), as_json)
         return
-    answer = _remote(path, "GET", "/v1/status")
+    answer = _remote(path, "GET", "/v1/status", operator=True)
     try:
         if answer is not None:
             st = Status.model_validate(answer)

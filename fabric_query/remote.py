@@ -52,8 +52,12 @@ def _token(home_root: Path, host: str) -> str | None:
     return None
 
 
-def call(home_root: Path, method: str, path: str, body: dict[str, Any] | None = None) -> Any | None:
+def call(home_root: Path, method: str, path: str, body: dict[str, Any] | None = None, *,
+         operator: bool = False) -> Any | None:
     """The server's JSON answer to ``method path``, or None when the command should run in-process.
+    With ``operator`` (``fabric status``), None too unless the server says it answered as to the
+    operator (the admin token: ``fabric_query.server.routes.VIEW_HEADER``): a client's view names no
+    withheld source, which the operator's command lists in-process.
 
     Raises
     ------
@@ -89,6 +93,9 @@ def call(home_root: Path, method: str, path: str, body: dict[str, Any] | None = 
     finally:
         conn.close()
     if response.status < 400:
+        # The header's name as routes.VIEW_HEADER spells it (not imported: this client loads no server code).
+        if operator and response.getheader("fabric-view") != "operator":
+            return None  # no admin token sent (not loopback, not readable) or not this server's
         return data
     error = (data or {}).get("error", {}) if isinstance(data, dict) else {}
     kind = error.get("type", "")

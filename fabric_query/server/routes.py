@@ -122,16 +122,27 @@ def _operator(request: Request) -> bool:
     return is_admin(request.headers.getlist("authorization"), request.app.state.admin_token)
 
 
+#: Response header naming whose view ``/v1/status`` answered: ``operator`` (the admin token's, as
+#: in-process) or ``client``. ``fabric status`` prints only the operator's (a client's view, given
+#: when its admin token was not sent or not this server's, would show the operator no withheld source).
+VIEW_HEADER = "fabric-view"
+
+
 @router.get("/status")
 async def status(request: Request) -> Response:
     """Sources by state, the current release, failed / held / unfinished parses with reasons; with
-    the admin token the operator's whole status, else withheld sources neither named nor counted."""
+    the admin token the operator's whole status, else withheld sources neither named nor counted
+    (:data:`VIEW_HEADER` says which)."""
     fabric = server_state(request).fabric
     if _operator(request):
         result = await _gated(request, fabric.status)
-        return result if isinstance(result, Response) else _json(result)
+        if isinstance(result, Response):
+            return result
+        answer = _json(result)
+        answer.headers[VIEW_HEADER] = "operator"
+        return answer
     result = await _gated(request, client_status, fabric)
-    return result if isinstance(result, Response) else JSONResponse(result)
+    return result if isinstance(result, Response) else JSONResponse(result, headers={VIEW_HEADER: "client"})
 
 
 #: Tries of ``/v1/sources`` whose release was retired between its catalog read and its view.

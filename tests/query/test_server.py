@@ -559,6 +559,47 @@ def test_the_operators_commands_through_the_server_see_what_they_see_in_process(
         token_file.unlink()
 
 
+def test_fabric_status_never_prints_a_clients_view_as_the_operators(home, fabric):
+    """guards against (trial 20h): ``fabric status`` through a running server printing the view
+    the server gives a client (no withheld source named or counted) whenever its admin token was
+    not sent (the server bound to an address that is not loopback, the admin-token file unreadable)
+    or was not this server's: the operator was shown no withheld source at all."""
+    from typer.testing import CliRunner
+
+    from fabric_assets.cli import app
+    from fabric_query.remote import call
+    from fabric_query.server.discovery import remove_server_file, write_server_file
+    from fabric_query.server.security import ADMIN_TOKEN_FILE, ensure_token
+
+    withheld = "fs:corpus/private/diary.txt"
+    token_file = home.root / ADMIN_TOKEN_FILE
+    token = ensure_token(token_file)
+    try:
+        with live_server(lambda port: create_app(fabric, ServerConfig(), port=port, admin=_RecordingAdmin(),
+                                                 admin_token="o" * 43)) as url:  # not the file's token
+            with httpx.Client(base_url=url, timeout=60) as client:
+                wait_ready(client)
+            write_server_file(home.root, "127.0.0.1", int(url.rsplit(":", 1)[1]), "9.9")
+            try:
+                assert call(home.root, "GET", "/v1/status")["withheld"] == []  # a client's view
+                assert call(home.root, "GET", "/v1/status", operator=True) is None  # so: in-process
+                out = CliRunner().invoke(app, ["status", "--json", "--home", str(home.root)])
+            finally:
+                remove_server_file(home.root)
+        assert out.exit_code == 0 and withheld in json.loads(out.output)["withheld"], out.output
+        with live_server(lambda port: create_app(fabric, ServerConfig(), port=port, admin=_RecordingAdmin(),
+                                                 admin_token=token)) as url:
+            with httpx.Client(base_url=url, timeout=60) as client:
+                wait_ready(client)
+            write_server_file(home.root, "127.0.0.1", int(url.rsplit(":", 1)[1]), "9.9")
+            try:
+                assert withheld in call(home.root, "GET", "/v1/status", operator=True)["withheld"]
+            finally:
+                remove_server_file(home.root)
+    finally:
+        token_file.unlink()
+
+
 def test_a_token_file_holding_other_than_printable_ascii_is_refused_and_never_a_500(fabric, tmp_path):
     """guards against (hostile trial 20d): an admin or read token file an operator wrote by hand
     with a non-ASCII passphrase (``pässwörd…``) was read with U+FFFD in place of each byte and
