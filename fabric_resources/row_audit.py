@@ -207,12 +207,24 @@ def table_state(home: FabricHome, name: str, version: int | None = None) -> str 
 
 def folder_state(folder: Path) -> str | None:
     """Every file under ``folder`` by relative path with its size, mtime, ctime and inode (as
-    :func:`table_state` states a file); None when it cannot be read."""
+    :func:`table_state` states a file); None when it cannot be read, or when a folder inside it is
+    a symbolic link: the walk does not follow one (a link to a parent would never end it), so the
+    files behind it, which Lance reads, would change unseen."""
+    def failed(exc: OSError) -> None:
+        raise exc
+
+    parts = []
     try:
-        return "\n".join(sorted(f"{path.relative_to(folder)} {_stat(path)}"
-                                for path in folder.rglob("*") if path.is_file())) + "\n"
+        for at, folders, files in os.walk(folder, onerror=failed):
+            if any(os.path.islink(os.path.join(at, name)) for name in folders):
+                return None
+            for name in files:
+                path = Path(at, name)
+                if path.is_file():
+                    parts.append(f"{path.relative_to(folder)} {_stat(path)}")
     except (OSError, ValueError):
         return None
+    return "\n".join(sorted(parts)) + "\n"
 
 
 def _stat(path: Path) -> str:

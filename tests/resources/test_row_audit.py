@@ -114,3 +114,24 @@ def test_a_same_size_byte_edit_with_its_mtime_put_back_is_audited_again(home, sc
     changed = Fabric(home.root).status().rows_changed
     assert "chunks" in scans
     assert changed and changed[0].startswith("chunks: 2 parse(s)")
+
+
+def test_a_folders_state_never_misses_a_file_behind_a_linked_folder(tmp_path):
+    """guards against (trial 20h): ``folder_state`` (the dense check's key for an ANN index
+    generation) not walking into a folder that is a symbolic link, so a file Lance reads through
+    it could be altered under the same key, and the kept check outlive it."""
+    from fabric_resources.row_audit import folder_state
+
+    gen, elsewhere = tmp_path / "gen-00000001", tmp_path / "elsewhere"
+    (gen / "vectors.lance").mkdir(parents=True)
+    elsewhere.mkdir()
+    (gen / "fabric_dense_index.json").write_text("{}")
+    (elsewhere / "part.lance").write_bytes(b"\x00" * 64)
+    plain = folder_state(gen)
+    assert plain is not None and "fabric_dense_index.json" in plain
+    (gen / "vectors.lance" / "data").symlink_to(elsewhere, target_is_directory=True)
+    before = folder_state(gen)
+    (elsewhere / "part.lance").write_bytes(b"\x01" * 64)
+    assert before is None or folder_state(gen) != before
+    (gen / "vectors.lance" / "loop").symlink_to(gen, target_is_directory=True)  # never walked without end
+    assert folder_state(gen) is None
