@@ -35,12 +35,22 @@ def client_status(fabric: Fabric) -> dict[str, Any]:
             owners.setdefault(s.parse_id, []).append(s.source_key)
     hidden_pending = sum(1 for r in catalog.parse_runs(status="pending")
                          if r.parse_id in owners and all(is_withheld(k) for k in owners[r.parse_id]))
+    # A root is a folder the operator named: one whose every source is withheld (or the patterns
+    # withhold its whole label, `payroll/*`) names withheld files by its path (trial 20h).
+    under: dict[str, list[str]] = {}
+    for s in sources:
+        if s.state != "deleted":
+            under.setdefault(s.source_key.split(":", 1)[-1].split("/", 1)[0], []).append(s.source_key)
+    hidden_roots = frozenset(r.path for r in catalog.roots()
+                             if is_withheld(f"fs:{r.label}/")
+                             or (under.get(r.label) and all(is_withheld(k) for k in under[r.label])))
     return without_withheld(status, is_withheld, Counter(s.state for s in sources if is_withheld(s.source_key)),
-                            visible, hidden_pending)
+                            visible, hidden_pending, hidden_roots)
 
 
 def without_withheld(status: dict[str, Any], is_withheld: Callable[[str], bool], hidden_states: Mapping[str, int],
-                     visible_active: Mapping[str, dict], hidden_pending: int = 0) -> dict[str, Any]:
+                     visible_active: Mapping[str, dict], hidden_pending: int = 0,
+                     hidden_roots: frozenset[str] = frozenset()) -> dict[str, Any]:
     """``status`` (:class:`fabric_query.types.Status` as JSON) with withheld sources neither named
     nor counted (the operator's own ``fabric status`` lists them; a client learns nothing of them,
     not even that they exist). ``is_withheld``: the home's ``sources.withheld`` patterns, which
@@ -48,8 +58,9 @@ def without_withheld(status: dict[str, Any], is_withheld: Callable[[str], bool],
     count); ``hidden_states``: how many withheld sources are in each state; ``visible_active``:
     the current release's entries of the sources not withheld (a source withheld after the
     release was published is still in it until the next); ``hidden_pending``: pending parses
-    only withheld sources wait for."""
-    out = {**status, "withheld": []}
+    only withheld sources wait for; ``hidden_roots``: the paths of roots whose sources are all
+    withheld (left out of ``roots``)."""
+    out = {**status, "withheld": [], "roots": [r for r in status.get("roots") or () if r not in hidden_roots]}
     by_state = dict(out.get("sources_by_state") or {})
     for state, n in hidden_states.items():
         if state in by_state:

@@ -559,6 +559,28 @@ def test_the_operators_commands_through_the_server_see_what_they_see_in_process(
         token_file.unlink()
 
 
+def test_a_root_whose_every_source_is_withheld_is_not_named_to_a_client(home, fabric):
+    """guards against (trial 20h): ``/v1/status`` (and the MCP status tool) naming, in ``roots``,
+    the folder of a root whose every file is withheld (``sources.withheld: ["corpus/*"]``): its
+    path names what is withheld (``/home/me/layoffs-2027``). The operator still sees it."""
+    from fabric_query.server.client_view import client_status
+
+    config = home.layout.config_file
+    kept = config.read_text()
+    root = fabric.status().roots[0]
+    assert root.endswith("/corpus") and root in client_status(fabric)["roots"]  # a visible file under it
+    try:
+        config.write_text(json.dumps({"sources": {"withheld": ["corpus/*"]}}))
+        seen = client_status(fabric)
+        assert seen["roots"] == [] and "corpus" not in json.dumps(seen), seen
+        config.write_text(json.dumps({"sources": {"withheld": ["corpus/*.txt", "corpus/*.md"]}}))
+        assert client_status(fabric)["roots"] == []  # each file withheld, by other patterns
+        assert root in fabric.status().roots
+    finally:
+        config.write_text(kept)
+    assert root in client_status(fabric)["roots"]
+
+
 def test_fabric_status_never_prints_a_clients_view_as_the_operators(home, fabric):
     """guards against (trial 20h): ``fabric status`` through a running server printing the view
     the server gives a client (no withheld source named or counted) whenever its admin token was
