@@ -133,14 +133,15 @@ def _writing(root: Path, *, wait: bool = True):
 
 
 @contextmanager
-def _activation_and_writing(home: FabricHome) -> Iterator[None]:
-    """Hold the home's activation lock and the snapshots' exclusive :data:`LOCK` (in that order, as
-    purge and restore take them) without ever waiting for the second while holding the first: a
-    `snapshot delete` behind a `snapshot verify --deep` (the shared LOCK, minutes) held the
-    activation lock as it waited, and every activation in the home waited the whole verify."""
+def _activation_and_writing(home: FabricHome, *, ingest: bool = False) -> Iterator[None]:
+    """Hold the home's activation lock (``ingest``: its ingest lock before it) and the snapshots'
+    exclusive :data:`LOCK` (in that order, as purge takes them) without ever waiting for the last
+    while holding the others: a `snapshot delete` or `snapshot restore` behind a `snapshot verify
+    --deep` (the shared LOCK, minutes) held the activation lock as it waited, and every activation
+    in the home waited the whole verify."""
     root = _root(home)
     while True:
-        with activation_lock(home), ExitStack() as held:
+        with ingest_lock(home) if ingest else nullcontext(), activation_lock(home), ExitStack() as held:
             try:
                 held.enter_context(_writing(root, wait=False))
             except BlockingIOError:
@@ -609,13 +610,15 @@ def restore(home: FabricHome, snapshot_id: int, into: Path | None = None) -> Fab
         or the home keeps its catalog or tables outside the directory.
     """
     _local_only(home)
+    # The snapshots' exclusive LOCK is taken with the others, never waited for under them (a deep
+    # verify holds it shared for minutes): the restore may rewrite the snapshot's index files.
     if into is None:
-        with ingest_lock(home), activation_lock(home):
+        with _activation_and_writing(home, ingest=True):
             _restore_in_place(home, *_whole(home, snapshot_id))
         return FabricHome(home.root)
     # `snapshot delete` (and a purge) remove a snapshot under the home's activation lock: held while
     # the snapshot is checked and read, so it cannot go part-way (an `OSError` traceback).
-    with activation_lock(home):
+    with _activation_and_writing(home):
         return _restore_into(home, *_whole(home, snapshot_id), Path(into))
 
 
@@ -631,7 +634,8 @@ def _whole(home: FabricHome, snapshot_id: int) -> tuple[SnapshotInfo, dict]:
 
 
 def _restore_into(home: FabricHome, info: SnapshotInfo, m: dict, into: Path) -> FabricHome:
-    """:func:`restore` into a new home at ``into``, under ``home``'s activation lock."""
+    """:func:`restore` into a new home at ``into``, under ``home``'s activation lock and its snapshots' exclusive
+    :data:`LOCK`."""
     try:
         resolved = into.resolve()
     except (RuntimeError, OSError) as exc:  # a symlink loop: RuntimeError to Python 3.12, OSError (ELOOP) after
@@ -655,7 +659,7 @@ def _restore_into(home: FabricHome, info: SnapshotInfo, m: dict, into: Path) -> 
     try:
         target = FabricHome(stage)
         with activation_lock(target):
-            _restore(target, info, m, True)
+            _restore(target, info, m, True, writing=True)
         if mode is not None:
             os.chmod(stage, mode)
         os.rename(stage, into)  # onto a new name, or an empty folder (POSIX rename replaces it)
@@ -685,7 +689,7 @@ def _restore_in_place(home: FabricHome, info: SnapshotInfo, m: dict) -> None:
     # The server's queued and running operations (this restore's own, when it came over HTTP) live
     # in the catalog: without them their records vanished with it ("no such operation").
     _restore(home, info, m, False, state={RELEASE_ID_FLOOR: floor} if floor else None,
-             operations=_unfinished_operations(home))
+             operations=_unfinished_operations(home), writing=True)
     finish_forgetting(FabricHome(home.root), before, instance)
 
 
@@ -762,10 +766,12 @@ def _copy_database(source: Path, target: Path) -> None:
 
 
 def _restore(target: FabricHome, info: SnapshotInfo, m: dict, new_home: bool, *, state: dict | None = None,
-             operations: list[tuple] | None = None) -> None:
+             operations: list[tuple] | None = None, writing: bool = False) -> None:
     """:func:`restore` under the target's activation lock (held by the caller). ``state``
     (catalog state name → value) and ``operations`` (rows) are written into the snapshot's
-    catalog as it is put back."""
+    catalog as it is put back. ``writing``: the caller holds the snapshots' exclusive LOCK (a
+    second ``flock`` of it in this process would wait for the first for ever); else it is
+    waited for here (a purge rolling back, which holds every lock of the home already)."""
     snapshot_id = info.snapshot_id
     for rel, digest in sorted(m["files"].items()):
         if _rebuildable(rel) or _staging(rel) or rel in ("catalog.sqlite3", "config.json"):
@@ -809,7 +815,7 @@ def _restore(target: FabricHome, info: SnapshotInfo, m: dict, new_home: bool, *,
     # (a read command refuses an older catalog, and the `fabric ingest` it names would take in the
     # folders as they are now, not as the snapshot holds them).
     restored.catalog
-    with _writing(info.path.parent):  # they may rewrite the snapshot's index files and manifest
+    with nullcontext() if writing else _writing(info.path.parent):  # they may rewrite the snapshot's index files and manifest
         _restore_index(restored, info, m)
         _restore_dense(restored, info, m)
     if new_home:  # the new home's tables carry the tags too, so its retention keeps them

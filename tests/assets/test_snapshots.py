@@ -673,6 +673,55 @@ def test_a_delete_waiting_for_a_verify_lets_go_of_the_activation_lock_while_it_w
     assert [s.snapshot_id for s in list_snapshots(home)] == [kept.snapshot_id]
 
 
+@pytest.mark.parametrize("into", [False, True], ids=["in-place", "into-a-folder"])
+def test_a_restore_waiting_for_a_verify_lets_go_of_the_activation_and_ingest_locks_while_it_waits(
+        tmp_path, fabric_home, monkeypatch, into):
+    """guards against (trial 20f): `snapshot restore` (in place: under the ingest lock too; `--into`:
+    the home's activation lock) waited for the snapshots' lock that a running `snapshot verify
+    --deep` shares (minutes) while holding those, so every activation (and, in place, every ingest)
+    of the home waited the whole verify. A verify is held (the shared lock) while a restore runs in
+    a thread: when it starts to wait for the lock, neither lock of the home is held; once the verify
+    ends, the restore finishes (the home, or the new one, back at the snapshot)."""
+    import threading
+
+    import fabric_assets.lifecycle.snapshots as snapshots
+    from fabric_assets.lifecycle.snapshots import reading, restore
+
+    from fabric_assets.activation.activate import INGEST_LOCK
+    from fabric_assets.lifecycle.snapshots import RESTORE_EVENT
+
+    home = _ingested(tmp_path, fabric_home)
+    info = create(home, "to restore")
+    real_writing, waiting, held, failures = snapshots._writing, threading.Event(), [], []
+
+    def writing(root, *, wait=True):
+        if wait:  # about to wait for the snapshots' lock: which of the home's locks are held meanwhile?
+            catalog = FabricHome(home.root).catalog
+            held.append((catalog.lock_held("activation"), catalog.lock_held(INGEST_LOCK)))
+            waiting.set()
+        return real_writing(root, wait=wait)
+
+    def go():
+        try:
+            restore(FabricHome(home.root), info.snapshot_id, tmp_path / "copy" if into else None)
+        except Exception as exc:  # noqa: BLE001 - reported by the assert below
+            failures.append(exc)
+
+    monkeypatch.setattr(snapshots, "_writing", writing)
+    with reading(home):  # a deep verify under way
+        restorer = threading.Thread(target=go)
+        restorer.start()
+        assert waiting.wait(60)
+        free_meanwhile = not home.catalog.lock_held("activation") and not home.catalog.lock_held(INGEST_LOCK)
+    restorer.join(60)
+    monkeypatch.undo()
+    assert not restorer.is_alive() and not failures, failures
+    assert held == [(False, False)] and free_meanwhile, held
+    restored = FabricHome(tmp_path / "copy") if into else FabricHome(home.root)
+    assert restored.catalog.current_release_id() == info.release_id
+    assert bool(restored.catalog.events(RESTORE_EVENT)) is not into  # in place: it forgot, and said so
+
+
 def test_an_ingest_summary_after_a_restore_that_waited_for_it_says_its_release_is_not_current(
         tmp_path, fabric_home, monkeypatch):
     """guards against (trial 18c): `fabric snapshot restore` (in place) run beside `fabric ingest`
