@@ -39,16 +39,54 @@ def ingest(
     run again by the next ingest); 130 interrupted.
     """
     set_home(home)
-    code = _run_ingest(path)
+    code = _ingest_saying_interrupts(path)
     if code:
         raise typer.Exit(code)
+
+
+def _ingest_saying_interrupts(path: Path) -> int:
+    """:func:`_run_ingest`; a Ctrl-C anywhere in it (its imports take seconds; the summary and the
+    query encoder's preparation come after the release) is one line saying what it left
+    (:func:`_interrupted_ingest`) and exit code 130 (128 + SIGINT, the shell's convention). Typer
+    ended most of them with 130 and no word, and the one message there said "activates nothing"
+    even after the release was published."""
+    started, finished = time.time(), []
+    try:
+        return _run_ingest(path, finished)
+    except KeyboardInterrupt:
+        fail(_interrupted_ingest(started, bool(finished)), code=130)
+
+
+def _interrupted_ingest(started: float, finished: bool) -> str:
+    """What an ingest interrupted by Ctrl-C leaves, in one line. ``started``: the command's start
+    (``time.time()``); ``finished``: whether the ingest itself had returned (the summary was being
+    printed). Whether a release was published since ``started`` is read from the catalog: an
+    interrupted activation published its release or did not (one catalog transaction)."""
+    from fabric_resources.home import FabricHome
+
+    try:
+        reader = FabricHome(read_only=True)
+        release = reader.catalog.current_release() if reader.exists() else None
+    except Exception:  # noqa: BLE001 - a home that cannot be read now: status says why
+        return "interrupted; `fabric status` says what the home serves now."
+    if finished:
+        return (f"interrupted after the ingest finished (release {release.release_id if release else 'none'} is "
+                "current); its summary was cut short: `fabric status` shows the home.")
+    if release is not None and release.created_at >= started:
+        return (f"interrupted after release {release.release_id} was published: it is active and searches serve it; "
+                "the next `fabric ingest` finishes any work left.")
+    serving = f"release {release.release_id} as before" if release is not None else "nothing yet (no release)"
+    return (f"interrupted before a release was published: an interrupted ingest activates nothing, searches "
+            f"serve {serving}; the next `fabric ingest` finishes the interrupted work.")
 
 
 #: ``fabric ingest`` exit codes (README, "Everyday use").
 EXIT_INCOMPLETE, EXIT_RUN_FAILED = 1, 3
 
 
-def _run_ingest(path: Path) -> int:
+def _run_ingest(path: Path, finished: list) -> int:
+    """Ingest ``path`` and print its summary; return the exit code. ``finished`` gets an item once
+    the ingest itself has returned."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from fabric_assets.ingest import NotADirectoryRoot, admissible_root, ingest as run
@@ -83,6 +121,7 @@ def _run_ingest(path: Path) -> int:
     try:
         try:
             summary = run(path, home, progress=update)
+            finished.append(summary)
         finally:
             # Stopped before any error is printed: stopping draws the bar once more, and below the
             # error ("interrupted") it read as an ingest still running, stuck at its last count.
@@ -104,10 +143,6 @@ def _run_ingest(path: Path) -> int:
                 if isinstance(fault, OSError) else f"SQLite: {fault}")
         fail(f"{what}: no document was failed for it; free the resource and run `fabric ingest` "
              "again, it finishes the work.", code=EXIT_RUN_FAILED)
-    except KeyboardInterrupt:
-        # 130 = 128 + SIGINT, the shell's convention for a command stopped by Ctrl-C.
-        fail("interrupted. An interrupted parse run activates nothing; the next `fabric ingest` "
-              "finishes the interrupted work.", code=130)
     s = summary.scan
     # The scan lists a moved file's new key as new and its old key as deleted too; a move is one change.
     new = len(set(s.new) - {k for _, k in s.moved})
@@ -253,7 +288,7 @@ def quickstart(
         # would become searchable), so a sample inside it would be refused.
         path = write_sample_corpus(sample_folder(home_dir))
         console.print(f"wrote a sample corpus to {path}")
-    code = _run_ingest(path)
+    code = _ingest_saying_interrupts(path)
     console.print(f"\n[bold]fabric search {escape(one_line(repr(query)))}[/bold]")  # the user's text: no markup
     search(query, limit=3, as_json=False, home=home_dir)
     pack = Fabric(home_dir).search(query, limit=1)

@@ -846,4 +846,44 @@ def test_an_interrupted_ingest_ends_with_its_error_line_not_the_progress_bar(tmp
     result = runner.invoke(app, ["ingest", str(src), "--home", str(tmp_path / "home")])
     lines = [line for line in result.output.splitlines() if line.strip()]
     assert result.exit_code == 130, result.output
-    assert "1/4" in result.output and lines[-1].startswith("error: interrupted."), result.output
+    assert "1/4" in result.output and lines[-1].startswith("error: interrupted before a release was published"), \
+        result.output
+
+
+def _interrupt(*args, **kwargs):
+    raise KeyboardInterrupt
+
+
+def test_an_interrupted_ingest_says_whether_its_release_was_published(tmp_path, fabric_home, monkeypatch):
+    """guards against (trial 20f): a Ctrl-C of `fabric ingest` after its release was published said
+    "An interrupted parse run activates nothing" (the release was active), and one in the summary
+    (after the ingest) ended with exit 130 and no word. Each moment gets one line that is true of it."""
+    import fabric_assets.cli.pipeline as pipeline
+    import fabric_assets.ingest as ingest_module
+    from fabric_resources.home import FabricHome
+
+    src = tmp_path / "notes"
+    src.mkdir()
+    (src / "a.txt").write_text("tide tables for the harbour\n")
+
+    def said(patched: tuple) -> tuple[int | None, str]:
+        with monkeypatch.context() as m:
+            m.setattr(*patched)
+            result = runner.invoke(app, ["ingest", str(src)])
+        assert result.exit_code == 130, result.output
+        lines = [line for line in result.output.splitlines() if line.strip()]
+        assert lines[-1].startswith("error: interrupted") and "Traceback" not in result.output, result.output
+        return FabricHome(fabric_home.root).catalog.current_release_id(), lines[-1]
+
+    # After the activation published release 1 (failed sources are read after it).
+    assert said((ingest_module, "failed_sources", _interrupt)) == (1, "error: interrupted after release 1 was "
+                                                                   "published: it is active and searches serve it; "
+                                                                   "the next `fabric ingest` finishes any work left.")
+    (src / "b.txt").write_text("the lighthouse keeper's log\n")
+    current, line = said((ingest_module, "run_activation", _interrupt))  # parsed, not activated
+    assert current == 1 and line.startswith("error: interrupted before a release was published"), line
+    assert "serve release 1 as before" in line
+    # The summary, after the ingest (it activated release 2): was exit 130 and not a word.
+    assert said((pipeline, "_release_row", _interrupt)) == (2, "error: interrupted after the ingest finished (release "
+                                                               "2 is current); its summary was cut short: `fabric "
+                                                               "status` shows the home.")
