@@ -36,7 +36,41 @@ def _restart_in_utf8_mode() -> None:
 
 
 def main() -> None:
-    """Run ``fabric``: the fast path for a search a running server can answer, else the full CLI."""
+    """Run ``fabric``: the fast path for a search a running server can answer, else the full CLI.
+
+    A Ctrl-C before a command's own code runs (the imports, Typer building the commands: a second
+    or more) is one line and exit code 130, never a ``KeyboardInterrupt`` traceback; a command says
+    what an interrupt left where it matters (``fabric ingest``, ``fabric purge``)."""
+    try:
+        _main()
+    except KeyboardInterrupt:
+        sys.stderr.write("error: interrupted before the command changed anything.\n")
+        raise SystemExit(130) from None
+    finally:
+        _interrupts_at_exit_said()
+
+
+def _interrupts_at_exit_said() -> None:
+    """From here the command has ended: a Ctrl-C while Python exits (its atexit callbacks, two dozen
+    after an ingest) was an ``Exception ignored in atexit callback`` traceback. It is one line now,
+    and exit code 130; the callbacks left undone free only what the process's end frees."""
+    import os
+    import signal
+
+    def said(signum: int, frame: Any) -> None:
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except (OSError, ValueError):  # a closed pipe, a closed stream: nothing more to say there
+                pass
+        os.write(2, b"error: interrupted as fabric exited, after the command had ended: what it printed stands.\n")
+        os._exit(130)
+
+    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:  # not ignored (`fabric ... &` in a script)
+        signal.signal(signal.SIGINT, said)
+
+
+def _main() -> None:
     _restart_in_utf8_mode()
     from fabric_query.cli_fast import run as run_fast
     from fabric_query.cli_text import escape_what_streams_cannot_encode, stdout_closed

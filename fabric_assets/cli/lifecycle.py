@@ -6,6 +6,7 @@ calls too, and imports it inside its body."""
 from __future__ import annotations
 
 import json
+import time
 from typing import Annotated, Optional
 
 import typer
@@ -49,13 +50,50 @@ def purge(
     every index generation, memo entries, catalog rows (a tombstone with hashes only remains).
 
     Exit codes: 0 purged (or nothing matched); 2 refused (a source still present, unknown, a
-    snapshot pins old versions, a run in progress), nothing removed.
+    snapshot pins old versions, a run in progress), nothing removed; 130 interrupted (one line says
+    whether the purge removed nothing, stopped part-way or had finished).
     """
+    path = set_home(home)
+    started, finished = time.time(), []
+    try:
+        _purge(path, source, root, before, dry_run, as_json, finished)
+    except KeyboardInterrupt:
+        # Anywhere in the command (its imports take seconds; the report comes after the purge):
+        # Typer ended it with 130 and no word of what the purge had done.
+        fail(_interrupted_purge(path, started, bool(finished)), code=130)
+
+
+def _interrupted_purge(path, started: float, finished: bool) -> str:
+    """What a purge interrupted by Ctrl-C leaves, in one line, from the home's tombstones.
+    ``started``: the command's start (``time.time()``); ``finished``: whether the purge (or the
+    dry run) had returned (its report was being printed)."""
+    from fabric_resources.home import FabricHome
+    from fabric_resources.tombstones import tombstones
+
+    try:
+        reader = FabricHome(path, read_only=True)
+        tombs = tombstones(reader.catalog) if reader.exists() else []
+    except Exception:  # noqa: BLE001 - a home that cannot be read now: status says why
+        return "interrupted; `fabric status` says whether a purge was left unfinished."
+    unfinished = [str(t.tombstone_id) for t in tombs if t.completed_at is None]
+    if unfinished:
+        return (f"interrupted: purge {', '.join(unfinished)} stopped part-way, so some of what it removes may still "
+                "be in the home; run the same `fabric purge` again (any purge finishes it).")
+    done = [t.tombstone_id for t in tombs if t.completed_at >= started]
+    if finished or done:
+        return (f"interrupted after the purge had ended{f' (purge {done[-1]}: what it removed is gone)' if done else ''}"
+                "; its report was cut short: `fabric status` shows the home.")
+    return "interrupted before the purge removed anything: nothing was removed."
+
+
+def _purge(path, source: list[str] | None, root: str | None, before: str | None, dry_run: bool, as_json: bool,
+           finished: list) -> None:
+    """:func:`purge`'s work for the home at ``path``; ``finished`` gets an item once the purge (or
+    the dry run) has returned."""
     from fabric_assets.lifecycle.purge import (PurgeRefused, PurgeSelector, check_purge, parse_before, plan_purge,
                                                purge as run)
     from fabric_resources.home import FabricHome
 
-    path = set_home(home)
     reader = FabricHome(path, read_only=True)
     if not reader.exists():  # its catalog, wherever storage.catalog puts it
         fail(no_home_message(path))
@@ -71,10 +109,12 @@ def purge(
         if dry_run:
             plan = plan_purge(fabric_home.catalog, selector)
             check_purge(fabric_home, plan)  # refused as the purge would be: not "0, it would go"
+            finished.append(plan)
             out = {"dry_run": True, "sources": list(plan.source_keys), "parse_ids": len(plan.parse_ids),
                    "source_hashes": len(plan.source_hashes), "shared_kept": len(plan.shared_kept)}
         else:
             report = run(fabric_home, selector)
+            finished.append(report)
             plan = report.plan
             out = {"sources": list(plan.source_keys), "parse_ids": len(plan.parse_ids),
                    "artifacts_removed": report.artifacts_removed, "rows_removed": report.rows_removed,

@@ -19,6 +19,7 @@ Each command imports its side inside its body, so ``fabric search`` loads neithe
 
 from __future__ import annotations
 
+import functools
 import inspect
 import os
 import sys
@@ -34,15 +35,20 @@ from fabric_query.cli import err, read_app
 from fabric_query.cli_text import stdout_closed
 
 
+#: Set once a command's own code runs (:func:`_marked`): a Ctrl-C Typer caught before it changed nothing.
+_began: list[bool] = []
+
+
 class _Commands(TyperGroup):
     """The root group: a command whose reader closed stdout (``fabric status | head -1``) ends as
     :func:`~fabric_query.cli_text.stdout_closed` says (exit 141), not as Click ends it (exit 1,
     ``resolve``'s "stale"). It is caught here, inside Click's own handler. Its commands' summaries
-    are one paragraph each (:func:`_summaries`)."""
+    are one paragraph each (:func:`_summaries`). A Ctrl-C no command said anything of is one line."""
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         _summaries(self)
+        _marked(self)
 
     def invoke(self, ctx):
         try:
@@ -54,11 +60,19 @@ class _Commands(TyperGroup):
         # Help (`fabric --help | true`, `fabric search --help | head -1`) is printed while Click
         # parses the arguments, before ``invoke``: rich's console and Click end a broken pipe
         # there with exit 1, raised while handling the BrokenPipeError (its ``__context__``).
+        _began.clear()  # one command a process; tests run many
         try:
             return super().main(*args, **kwargs)
         except SystemExit as exc:
             if exc.code == 1 and isinstance(exc.__context__, BrokenPipeError):
                 stdout_closed()
+            if exc.code == 130 and isinstance(getattr(exc.__context__, "__cause__", None), KeyboardInterrupt):
+                # Typer ends a Ctrl-C it catches (`raise Exit(130) from` it) with no word: one in its
+                # parsing of the arguments (it imports pydantic there, a second), or in a command
+                # that does not say what an interrupt left (`fabric ingest` and `purge` do).
+                err.print("error: " + ("interrupted while the command ran: `fabric status` says what state the home "
+                                       "is in." if _began else "interrupted before the command changed anything."),
+                          markup=False)
             raise
 
 
@@ -71,6 +85,20 @@ def _summaries(group: TyperGroup) -> None:
             command.short_help = " ".join(inspect.cleandoc(command.help).split("\n\n")[0].split())
         if isinstance(command, TyperGroup):  # snapshot, parse, bench
             _summaries(command)
+
+
+def _marked(group: TyperGroup) -> None:
+    """Wrap each command's callback of ``group`` (and of its groups) to set :data:`_began` first."""
+    for command in group.commands.values():
+        if isinstance(command, TyperGroup):
+            _marked(command)
+        elif command.callback is not None:
+            command.callback = functools.partial(_begin, command.callback)
+
+
+def _begin(callback, *args, **kwargs):
+    _began.append(True)
+    return callback(*args, **kwargs)
 
 
 app = typer.Typer(cls=_Commands, add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,

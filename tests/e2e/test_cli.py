@@ -887,3 +887,74 @@ def test_an_interrupted_ingest_says_whether_its_release_was_published(tmp_path, 
     assert said((pipeline, "_release_row", _interrupt)) == (2, "error: interrupted after the ingest finished (release "
                                                                "2 is current); its summary was cut short: `fabric "
                                                                "status` shows the home.")
+
+
+def test_an_interrupted_purge_says_whether_it_removed_nothing_stopped_part_way_or_ended(tmp_path, fabric_home,
+                                                                                      monkeypatch):
+    """guards against (trial 20f): a Ctrl-C of `fabric purge` ended with exit 130 and no word, whether
+    nothing was removed yet, the purge stopped part-way (what it removes partly still there) or its
+    report was being printed."""
+    from conftest import ingest
+
+    import fabric_assets.cli.lifecycle as lifecycle
+    import fabric_assets.lifecycle.purge as purge_module
+    from fabric_resources.home import FabricHome
+    from fabric_resources.tombstones import tombstones
+
+    src = tmp_path / "notes"
+    src.mkdir()
+    (src / "a.txt").write_text("tide tables for the harbour\n")
+    (src / "gone.txt").write_text("a note to purge\n")
+    ingest(src, fabric_home)
+    (src / "gone.txt").unlink()
+    ingest(src, FabricHome(fabric_home.root))
+    argv = ["purge", "--source", f"fs:{src.name}/gone.txt"]
+
+    def said(patched: tuple) -> tuple[list, str]:
+        with monkeypatch.context() as m:
+            m.setattr(*patched)
+            result = runner.invoke(app, argv)
+        assert result.exit_code == 130, result.output
+        lines = [line for line in result.output.splitlines() if line.strip()]
+        assert len(lines) == 1 and "Traceback" not in result.output, result.output
+        return [(t.tombstone_id, t.completed_at is not None) for t in tombstones(FabricHome(fabric_home.root).catalog)], \
+            lines[0]
+
+    assert said((purge_module, "plan_purge", _interrupt)) == (
+        [], "error: interrupted before the purge removed anything: nothing was removed.")
+    assert said((purge_module, "_remove", _interrupt)) == (
+        [(1, False)], "error: interrupted: purge 1 stopped part-way, so some of what it removes may still be in the "
+                      "home; run the same `fabric purge` again (any purge finishes it).")
+    assert said((lifecycle, "_report", _interrupt)) == (
+        [(1, True), (2, True)], "error: interrupted after the purge had ended (purge 2: what it removed is gone); "
+                                "its report was cut short: `fabric status` shows the home.")
+
+
+def test_a_ctrl_c_before_a_command_begins_or_as_fabric_exits_is_one_line_and_exit_130(tmp_path, monkeypatch):
+    """guards against (trial 20f): a Ctrl-C while `fabric` imports (before Typer runs) was a
+    KeyboardInterrupt traceback; one while Typer parses the arguments (it imports pydantic there)
+    was exit 130 and no word; one while Python exits (its atexit callbacks) an "Exception ignored"
+    traceback and exit 0. Each is one line now, and exit 130."""
+    import fabric_assets.cli.root as root
+
+    monkeypatch.setattr(root._Commands, "resolve_command", _interrupt)  # Typer's part, before the command
+    parsing = runner.invoke(app, ["status", "--home", str(tmp_path)])
+    assert (parsing.exit_code, parsing.output) == (130, "error: interrupted before the command changed anything.\n")
+    monkeypatch.undo()
+    prelude = {
+        "importing": "import fabric_query.cli_fast as fast\n"
+                     "def run(argv):\n    raise KeyboardInterrupt\n"
+                     "fast.run = run\n",
+        "exiting": "import atexit, os, signal\n"
+                   "atexit.register(lambda: os.kill(os.getpid(), signal.SIGINT))\n",
+    }
+    said = {}
+    for moment, code in prelude.items():
+        out = subprocess.run([sys.executable, "-c", code + "import sys\nfrom fabric_assets.cli import main\nmain()",
+                              "status", "--home", str(tmp_path / "none")], capture_output=True, text=True,
+                             env={**os.environ, "HF_HUB_OFFLINE": "1"})
+        said[moment] = (out.returncode, out.stderr.strip().splitlines()[-1:], "Traceback" in out.stderr)
+    assert said == {
+        "importing": (130, ["error: interrupted before the command changed anything."], False),
+        "exiting": (130, ["error: interrupted as fabric exited, after the command had ended: what it printed stands."],
+                    False)}, said
