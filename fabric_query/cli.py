@@ -41,10 +41,11 @@ def home_option(value: str) -> Path:
     Raises ``typer.BadParameter`` (a usage error, exit 2) for ``""``: Click's path conversion made
     it ``.``, so ``--home "$UNSET_VARIABLE"`` used the working folder as the home. An empty
     ``FABRIC_HOME`` is unset instead (Click never passes it here), as an empty ``XDG_*_HOME`` is.
+    Spaces only (``--home " "``, or ``FABRIC_HOME``) too: it was a home in a folder named " ".
     """
-    if not value:
-        raise typer.BadParameter("the path is empty (an unset shell variable?): name a folder, or leave --home out "
-                                 "for the default")
+    if not value.strip():
+        raise typer.BadParameter(f"the path is {'only spaces' if value else 'empty'} (an unset shell variable?): "
+                                 "name a folder, or leave --home out for the default")
     return Path(value)
 
 

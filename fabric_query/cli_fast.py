@@ -51,6 +51,8 @@ def parse_search(argv: Sequence[str]) -> argparse.Namespace | None:
     (True, True)
     >>> parse_search(["search", "x", "--limit", "0"]) is None, parse_search(["search", "x", "--home", ""]) is None
     (True, True)
+    >>> parse_search(["search", "x", "--home", "  "]) is None  # spaces only: the full CLI refuses it
+    True
     """
     if not argv or argv[0] != "search":
         return None
@@ -58,7 +60,7 @@ def parse_search(argv: Sequence[str]) -> argparse.Namespace | None:
         args = _parser().parse_args(list(argv[1:]))
     except (_NotMine, ValueError):
         return None
-    if not LIMIT_MIN <= args.limit <= LIMIT_MAX or args.home == "":
+    if not LIMIT_MIN <= args.limit <= LIMIT_MAX or (args.home is not None and not args.home.strip()):
         return None
     if any("\ud800" <= c <= "\udfff" for c in args.query):
         return None  # an undecodable byte (PEP 383): the full CLI names it as the in-process search does

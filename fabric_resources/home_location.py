@@ -12,6 +12,10 @@ from pathlib import Path
 
 DEFAULT_HOME = ".fabric"
 
+#: Each path :func:`home_path` gave, by it, as it was given (absolute) where a link made them
+#: differ: :func:`no_home_message` names the path the user typed, not only the link's target.
+_AS_GIVEN: dict[Path, Path] = {}
+
 
 class HomeUnusableError(Exception):
     """The home's path cannot hold a home: it is a file, lies under one, cannot be created, or is
@@ -31,10 +35,14 @@ def home_path(explicit: str | os.PathLike | None = None) -> Path:
     """
     chosen = os.fspath(explicit or os.environ.get("FABRIC_HOME") or DEFAULT_HOME)
     try:
-        return Path(os.path.expanduser(chosen)).resolve()
+        resolved = Path(os.path.expanduser(chosen)).resolve()
     except (RuntimeError, OSError) as exc:  # the loop: RuntimeError to Python 3.12, OSError (ELOOP) after
         raise HomeUnusableError(f"cannot use {chosen} as a Fabric home: it is a symbolic link loop, or lies under "
                                 f"one ({exc}); choose another folder") from None
+    given = Path(os.path.abspath(os.path.expanduser(chosen)))
+    if given != resolved:
+        _AS_GIVEN[resolved] = given
+    return resolved
 
 
 def no_home_message(path: str | os.PathLike) -> str:
@@ -44,10 +52,13 @@ def no_home_message(path: str | os.PathLike) -> str:
     >>> no_home_message("/nonexistent/home")  # doctest: +ELLIPSIS
     'no Fabric home at /nonexistent/home: no such folder (is --home, else $FABRIC_HOME, mistyped?); ...'
     """
+    given = _AS_GIVEN.get(Path(path))
+    # A link to nothing named its target alone: not the path the user typed (trial 20f).
+    where = f"{given} (which leads to {path})" if given is not None else f"{path}"
     if not os.path.exists(path):  # a link to nothing too
-        return (f"no Fabric home at {path}: no such folder (is --home, else $FABRIC_HOME, mistyped?); "
-                "`fabric ingest PATH` makes a home there")
-    return f"no Fabric home at {path}; run `fabric ingest PATH` first"
+        return (f"no Fabric home at {where}: no such folder (is --home, else $FABRIC_HOME, mistyped"
+                f"{', or its link broken' if given is not None else ''}?); `fabric ingest PATH` makes a home there")
+    return f"no Fabric home at {where}; run `fabric ingest PATH` first"
 
 
 def read_only_file_system(path: str | os.PathLike) -> bool:

@@ -109,6 +109,38 @@ def test_an_empty_home_path_is_a_usage_error_on_every_command(tmp_path, monkeypa
     assert list(tmp_path.iterdir()) == []
 
 
+def test_a_home_path_of_spaces_only_is_a_usage_error_on_every_command(tmp_path, monkeypatch):
+    """guards against (trial 20f): ``--home " "`` (or ``FABRIC_HOME`` of spaces) was taken for a
+    folder named " " in the working folder: "no Fabric home at <cwd>/ ", and an ingest would have
+    made a home there. It is refused as ``--home ""`` is."""
+    import typer
+
+    from fabric_query.cli_fast import parse_search
+
+    monkeypatch.chdir(tmp_path)
+    for argv in [[*path, "--home", " "] for path, _ in _home_options(typer.main.get_command(app))] + [
+            ["search", "lighthouse", "--home=   "], ["ingest", str(tmp_path), "--home", "\t "]]:
+        result = runner.invoke(app, argv)
+        assert result.exit_code == 2 and "the path is only spaces" in result.output, (argv, result.output)
+        assert "no Fabric home" not in result.output and "Traceback" not in result.output
+    spaces = runner.invoke(app, ["status"], env={"FABRIC_HOME": "  "})
+    assert spaces.exit_code == 2 and "the path is only spaces" in spaces.output, spaces.output
+    assert parse_search(["search", "lighthouse", "--home", " "]) is None  # the fast path leaves it to the CLI
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("argv", [["status"], ["purge", "--before", "2000-01-01"]])
+def test_a_home_path_that_is_a_link_to_nothing_is_named_as_typed(tmp_path, argv):
+    """guards against (trial 20f): ``--home LINK`` where LINK leads to nothing said "no Fabric home at
+    <the link's target>", a path the user never typed; it names LINK (and where it leads)."""
+    link, target = tmp_path / "home-link", tmp_path / "gone" / "home"
+    link.symlink_to(target)
+    said = runner.invoke(app, [*argv, "--home", str(link)])
+    assert said.exit_code == 2, said.output
+    assert f"no Fabric home at {link} (which leads to {target}): no such folder" in said.output, said.output
+    assert "link broken" in said.output and not target.exists()
+
+
 @pytest.mark.parametrize("argv", [["status"], ["search", "lighthouse"], ["resolve", "{}"]])
 def test_a_home_path_that_does_not_exist_is_named_as_mistyped_not_sent_to_ingest(tmp_path, argv):
     """guards against (trial 20a): a mistyped --home told only to `fabric ingest` there, as if the
