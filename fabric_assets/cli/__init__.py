@@ -11,7 +11,6 @@ imports nothing heavy at load time.
 from __future__ import annotations
 
 import sys
-from typing import Any
 
 
 def _restart_in_utf8_mode() -> None:
@@ -57,7 +56,7 @@ def _interrupts_at_exit_said() -> None:
     import os
     import signal
 
-    def said(signum: int, frame: Any) -> None:
+    def said(signum: int, frame: object) -> None:
         for stream in (sys.stdout, sys.stderr):
             try:
                 stream.flush()
@@ -88,7 +87,7 @@ def _main() -> None:
     run()
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> object:
     # ``from fabric_assets.cli import app`` (the Typer app, as tests and CliRunner use it) loads the
     # full CLI on first use, so the console script's own import stays cheap (PEP 562).
     if name == "app":
