@@ -43,7 +43,7 @@ class _Commands(TyperGroup):
     """The root group: a command whose reader closed stdout (``fabric status | head -1``) ends as
     :func:`~fabric_query.cli_text.stdout_closed` says (exit 141), not as Click ends it (exit 1,
     ``resolve``'s "stale"). It is caught here, inside Click's own handler. Its commands' summaries
-    are one paragraph each (:func:`_summaries`). A Ctrl-C no command said anything of is one line."""
+    are one paragraph each (:func:`_summaries`). A Ctrl-C before a command's code runs is one line."""
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
@@ -66,13 +66,13 @@ class _Commands(TyperGroup):
         except SystemExit as exc:
             if exc.code == 1 and isinstance(exc.__context__, BrokenPipeError):
                 stdout_closed()
-            if exc.code == 130 and isinstance(getattr(exc.__context__, "__cause__", None), KeyboardInterrupt):
+            if (exc.code == 130 and not _began
+                    and isinstance(getattr(exc.__context__, "__cause__", None), KeyboardInterrupt)):
                 # Typer ends a Ctrl-C it catches (`raise Exit(130) from` it) with no word: one in its
-                # parsing of the arguments (it imports pydantic there, a second), or in a command
-                # that does not say what an interrupt left (`fabric ingest` and `purge` do).
-                err.print("error: " + ("interrupted while the command ran: `fabric status` says what state the home "
-                                       "is in." if _began else "interrupted before the command changed anything."),
-                          markup=False)
+                # parsing of the arguments (it imports pydantic there, a second) came before any
+                # command's code. Within it, a command says what an interrupt left where it matters
+                # (`fabric ingest`, `purge`; `serve` says it stops), or Typer's silence stands.
+                err.print("error: interrupted before the command changed anything.", markup=False)
             raise
 
 
