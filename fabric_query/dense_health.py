@@ -15,13 +15,11 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import threading
 from pathlib import Path
 
 from fabric_resources.dense_index import MANIFEST_KEY as INDEX_RECORDS
 from fabric_resources.home import FabricHome
-from fabric_resources.row_audit import folder_state, read_cache_file, table_state
+from fabric_resources.row_audit import folder_state, load_cached, store_cached, table_state
 from fabric_resources.vector_digest import MANIFEST_KEY as VECTOR_DIGESTS
 
 #: Bumped when what the cache holds, or what its key covers, changes.
@@ -124,23 +122,11 @@ def _cache_key(home: FabricHome, release, tables: list[str]) -> str | None:
 
 
 def _load(path: Path, key: str) -> tuple[str, ...] | None:
-    text = read_cache_file(path)
-    if text is None:
+    data = load_cached(path, key)
+    if data is None or not isinstance(data.get("off"), list):
         return None
-    try:
-        data = json.loads(text)
-        if not isinstance(data, dict) or data.get("key") != key or not isinstance(data.get("off"), list):
-            return None
-        return tuple(str(reason) for reason in data["off"])
-    except (OSError, ValueError, TypeError, RecursionError):  # RecursionError: JSON nested past Python's depth
-        return None  # absent or unreadable: only saves work
+    return tuple(str(reason) for reason in data["off"])
 
 
 def _store(path: Path, key: str, off: tuple[str, ...]) -> None:
-    # One temporary file per thread: `fabric serve` answers status in several threads of one process.
-    tmp = path.with_name(f"{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
-    try:
-        tmp.write_text(json.dumps({"key": key, "off": list(off)}), encoding="utf-8")
-        os.replace(tmp, path)  # whole or not at all, for a status running beside this one
-    except OSError:
-        tmp.unlink(missing_ok=True)
+    store_cached(path, {"key": key, "off": list(off)})

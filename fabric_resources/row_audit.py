@@ -26,7 +26,7 @@ import hashlib
 import json
 import os
 import stat
-import threading
+import tempfile
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -261,25 +261,45 @@ def read_cache_file(path: Path) -> str | None:
             os.close(fd)
 
 
-def _load(path: Path, key: str) -> list[RowsChanged] | None:
+def load_cached(path: Path, key: str) -> dict | None:
+    """The JSON object a cache file at ``path`` holds under ``key`` (:func:`store_cached`), or None:
+    absent, unreadable (:func:`read_cache_file`), not such an object, or kept under another key."""
     text = read_cache_file(path)
     if text is None:
         return None
     try:
         data = json.loads(text)
-        if not isinstance(data, dict) or data.get("key") != key:
-            return None
-        return [RowsChanged(str(table), tuple((str(p), int(rec), int(live)) for p, rec, live in parses))
-                for table, parses in data["changed"]]
-    except (OSError, ValueError, TypeError, KeyError, RecursionError):  # RecursionError: JSON nested too deep
-        return None  # absent or unreadable: only saves work
+    except (ValueError, RecursionError):  # RecursionError: JSON nested past Python's depth
+        return None
+    return data if isinstance(data, dict) and data.get("key") == key else None
+
+
+def store_cached(path: Path, data: dict) -> None:
+    """Write ``data`` (holding its ``key``) as the cache file at ``path``, whole or not at all (a
+    status may run beside this one); a write that fails only leaves the cache as it was."""
+    # A temporary name of its own (O_EXCL): several threads of `fabric serve` answer status at once,
+    # and a name that can be guessed could be taken by a FIFO put there first.
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    except OSError:
+        return
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(json.dumps(data))
+        os.replace(tmp, path)
+    except OSError:
+        Path(tmp).unlink(missing_ok=True)
+
+
+def _load(path: Path, key: str) -> list[RowsChanged] | None:
+    data = load_cached(path, key)
+    try:
+        return None if data is None else [
+            RowsChanged(str(table), tuple((str(p), int(rec), int(live)) for p, rec, live in parses))
+            for table, parses in data["changed"]]
+    except (ValueError, TypeError, KeyError):
+        return None  # a cache only saves work
 
 
 def _store(path: Path, key: str, changed: list[RowsChanged]) -> None:
-    # One temporary file per thread: `fabric serve` answers status in several threads of one process.
-    tmp = path.with_name(f"{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
-    try:
-        tmp.write_text(json.dumps({"key": key, "changed": [[c.table, c.parses] for c in changed]}), encoding="utf-8")
-        os.replace(tmp, path)  # whole or not at all, for a status running beside this one
-    except OSError:
-        tmp.unlink(missing_ok=True)
+    store_cached(path, {"key": key, "changed": [[c.table, c.parses] for c in changed]})

@@ -3,6 +3,7 @@ gate, Host / Origin checks, bounded bodies, JSON errors, and a seeded fuzz that 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import socket
 import threading
@@ -531,26 +532,36 @@ def test_withheld_sources_are_named_only_to_the_operator(fabric):
             _error(client.get("/v1/sources", headers={"authorization": f"Bearer {admin_token}x"}), 401)
 
 
+@contextlib.contextmanager
+def _announced_server(home, fabric, admin_token: str):
+    """A live server of ``fabric`` with ``admin_token``, ready and announced in the home's
+    server.json (as ``fabric serve`` announces itself) while the block runs: the CLI's and
+    :func:`fabric_query.remote.call`'s requests go to it."""
+    from fabric_query.server.discovery import remove_server_file, write_server_file
+
+    with live_server(lambda port: create_app(fabric, ServerConfig(), port=port, admin=_RecordingAdmin(),
+                                             admin_token=admin_token)) as url:
+        with httpx.Client(base_url=url, timeout=60) as client:
+            wait_ready(client)
+        write_server_file(home.root, "127.0.0.1", int(url.rsplit(":", 1)[1]), "9.9")
+        try:
+            yield url
+        finally:
+            remove_server_file(home.root)
+
+
 def test_the_operators_commands_through_the_server_see_what_they_see_in_process(home, fabric):
     """guards against: ``fabric status`` through a running server losing the withheld sources it
     lists in-process, now that ``/v1/status`` names them only to the admin token; and the admin
     token going anywhere but loopback, whatever a server.json names."""
     from fabric_query.remote import _token, call
-    from fabric_query.server.discovery import remove_server_file, write_server_file
     from fabric_query.server.security import ADMIN_TOKEN_FILE, ensure_token
 
     token_file = home.root / ADMIN_TOKEN_FILE
     token = ensure_token(token_file)
     try:
-        with live_server(lambda port: create_app(fabric, ServerConfig(), port=port, admin=_RecordingAdmin(),
-                                                 admin_token=token)) as url:
-            with httpx.Client(base_url=url, timeout=60) as client:
-                wait_ready(client)
-            write_server_file(home.root, "127.0.0.1", int(url.rsplit(":", 1)[1]), "9.9")
-            try:
-                answer = call(home.root, "GET", "/v1/status")
-            finally:
-                remove_server_file(home.root)
+        with _announced_server(home, fabric, token):
+            answer = call(home.root, "GET", "/v1/status")
         assert answer == json.loads(fabric.status().model_dump_json())
         assert "fs:corpus/private/diary.txt" in answer["withheld"]
         assert _token(home.root, "127.0.0.1") == _token(home.root, "localhost") == token
@@ -590,34 +601,19 @@ def test_fabric_status_never_prints_a_clients_view_as_the_operators(home, fabric
 
     from fabric_assets.cli import app
     from fabric_query.remote import call
-    from fabric_query.server.discovery import remove_server_file, write_server_file
     from fabric_query.server.security import ADMIN_TOKEN_FILE, ensure_token
 
     withheld = "fs:corpus/private/diary.txt"
     token_file = home.root / ADMIN_TOKEN_FILE
     token = ensure_token(token_file)
     try:
-        with live_server(lambda port: create_app(fabric, ServerConfig(), port=port, admin=_RecordingAdmin(),
-                                                 admin_token="o" * 43)) as url:  # not the file's token
-            with httpx.Client(base_url=url, timeout=60) as client:
-                wait_ready(client)
-            write_server_file(home.root, "127.0.0.1", int(url.rsplit(":", 1)[1]), "9.9")
-            try:
-                assert call(home.root, "GET", "/v1/status")["withheld"] == []  # a client's view
-                assert call(home.root, "GET", "/v1/status", operator=True) is None  # so: in-process
-                out = CliRunner().invoke(app, ["status", "--json", "--home", str(home.root)])
-            finally:
-                remove_server_file(home.root)
+        with _announced_server(home, fabric, "o" * 43):  # not the file's token
+            assert call(home.root, "GET", "/v1/status")["withheld"] == []  # a client's view
+            assert call(home.root, "GET", "/v1/status", operator=True) is None  # so: in-process
+            out = CliRunner().invoke(app, ["status", "--json", "--home", str(home.root)])
         assert out.exit_code == 0 and withheld in json.loads(out.output)["withheld"], out.output
-        with live_server(lambda port: create_app(fabric, ServerConfig(), port=port, admin=_RecordingAdmin(),
-                                                 admin_token=token)) as url:
-            with httpx.Client(base_url=url, timeout=60) as client:
-                wait_ready(client)
-            write_server_file(home.root, "127.0.0.1", int(url.rsplit(":", 1)[1]), "9.9")
-            try:
-                assert withheld in call(home.root, "GET", "/v1/status", operator=True)["withheld"]
-            finally:
-                remove_server_file(home.root)
+        with _announced_server(home, fabric, token):
+            assert withheld in call(home.root, "GET", "/v1/status", operator=True)["withheld"]
     finally:
         token_file.unlink()
 

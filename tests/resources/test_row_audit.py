@@ -135,3 +135,30 @@ def test_a_folders_state_never_misses_a_file_behind_a_linked_folder(tmp_path):
     assert before is None or folder_state(gen) != before
     (gen / "vectors.lance" / "loop").symlink_to(gen, target_is_directory=True)  # never walked without end
     assert folder_state(gen) is None
+
+
+def test_cache_files_are_written_whole_under_names_of_their_own(tmp_path):
+    """guards against (trial 20h): a cache written under a temporary name anyone could guess
+    (``<file>.<pid>.<thread>.tmp``: a FIFO put there first hung the write), and a half-written
+    cache read by a status running beside the writer. Threads storing at once leave one whole
+    answer and no temporary file."""
+    import threading
+
+    from fabric_resources.row_audit import load_cached, store_cached
+
+    path = tmp_path / "cache.json"
+    payloads = [{"key": "k", "n": i, "pad": "x" * 100_000} for i in range(8)]
+    threads = [threading.Thread(target=store_cached, args=(path, p)) for p in payloads]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert load_cached(path, "k") in payloads and load_cached(path, "other") is None
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["cache.json"]
+    # What stood at the name the write used before (a folder there made it raise) is no matter now.
+    import os
+
+    guessed = tmp_path / f"cache.json.{os.getpid()}.{threading.get_ident()}.tmp"
+    guessed.mkdir()
+    store_cached(path, {"key": "k2"})
+    assert load_cached(path, "k2") == {"key": "k2"} and guessed.is_dir()
