@@ -38,7 +38,7 @@ import datetime as dt
 import unicodedata
 from dataclasses import dataclass, field
 
-from fabric_assets.activation.activate import ACTIVATION_MARKS, activation_lock, ingest_lock, pinned_index_documents
+from fabric_assets.activation.activate import ACTIVATION_MARKS, pinned_index_documents
 from fabric_assets.activation.dense_index import dense_index_records
 from fabric_assets.lifecycle.forgetting import delete_memo_entries, forget_partitions, memo_keys_only_of
 from fabric_assets.lifecycle.forgetting import pending as pending_forget
@@ -47,6 +47,7 @@ from fabric_assets.lifecycle.run_history import home_instance, runs_in_progress
 from fabric_assets.lifecycle.snapshots import _create as create_snapshot, _delete as delete_snapshot
 from fabric_assets.lifecycle.snapshots import _find as find_snapshot, _restore as restore_snapshot, list_snapshots
 from fabric_assets.lifecycle.snapshots import TAG_PREFIX, _drop_half_made, damaged_snapshots, finish_forgetting
+from fabric_assets.lifecycle.snapshots import _activation_and_writing, _root as snapshots_root
 from fabric_assets.lifecycle.snapshots import half_made_snapshots
 from fabric_assets.lifecycle.snapshots import supported as snapshots_supported
 from fabric_assets.projections import VECTOR_DIGEST_VERDICTS
@@ -218,10 +219,10 @@ def _drop_own_snapshots(home: FabricHome, unfinished: list[Tombstone]) -> None:
     them (they hold the purged sources) instead of being refused by them."""
     _drop_half_made(home)
     for snapshot_id in _own_snapshots(home, unfinished):
-        delete_snapshot(home, snapshot_id)
+        delete_snapshot(home, snapshot_id, writing=True)
 
 
-def check_purge(home: FabricHome, plan: PurgePlan) -> None:
+def check_purge(home: FabricHome, plan: PurgePlan, *, own_run_id: str | None = None) -> None:
     """Refuse ``plan`` as :func:`purge` would, changing nothing (``fabric purge --dry-run``; trial
     20g: a dry run exited 0 while a snapshot made the purge itself refuse).
 
@@ -236,7 +237,7 @@ def check_purge(home: FabricHome, plan: PurgePlan) -> None:
         return  # the purge does nothing: nothing to refuse
     own = set(_own_snapshots(home, unfinished)) | set(half_made_snapshots(home))
     _refuse_if_pinned(home, ignore=own)
-    _refuse_if_runs_in_progress(home, None)
+    _refuse_if_runs_in_progress(home, own_run_id)
 
 
 def _refuse_if_pinned(home: FabricHome, ignore: set[int] = frozenset()) -> None:
@@ -269,8 +270,11 @@ def _refuse_if_runs_in_progress(home: FabricHome, own_run_id: str | None) -> Non
 def purge(home: FabricHome, selector: PurgeSelector, *, own_run_id: str | None = None) -> PurgeReport:
     """Purge what ``selector`` names (see the module docstring); return what was removed.
 
-    Holds the ingest and activation locks for its whole length. ``own_run_id``: the Dagster run
-    calling it (``purge_job``), which is not counted as a run in progress.
+    Holds the ingest and activation locks and the snapshots' exclusive lock for its whole length,
+    taken as `snapshot restore` takes them (never waiting for the last while holding the others:
+    a `snapshot verify --deep` under way would otherwise hold every activation of the home back).
+    ``own_run_id``: the Dagster run calling it (``purge_job``), which is not counted as a run in
+    progress.
 
     Raises
     ------
@@ -278,7 +282,14 @@ def purge(home: FabricHome, selector: PurgeSelector, *, own_run_id: str | None =
         See :func:`plan_purge`; also when a snapshot tag pins a table version, or a run is in
         progress. Nothing is removed then.
     """
-    with ingest_lock(home), activation_lock(home):
+    # Refused at once where it would be under the locks, not after waiting for them (a snapshot's
+    # `verify --deep` holds the snapshots' lock for minutes, and its snapshot refuses the purge).
+    check_purge(home, plan_purge(home.catalog, selector), own_run_id=own_run_id)
+    if snapshots_supported(home):
+        # The lock lives in the snapshots' folder, which the purge's own first snapshot would make:
+        # made first, so the lock is held from the start.
+        snapshots_root(home).mkdir(parents=True, exist_ok=True)
+    with _activation_and_writing(home, ingest=True):
         catalog = home.catalog
         plan = plan_purge(catalog, selector)
         unfinished = [t for t in tombstones(catalog) if t.completed_at is None]
@@ -355,7 +366,7 @@ def _remove(home: FabricHome, report: PurgeReport, source_keys: set[str], parse_
     # 3. The snapshot holds the purged sources too: it goes, then every old version (the retired
     # releases pinned them) and the files only they held.
     if snapshot is not None:
-        delete_snapshot(home, snapshot.snapshot_id)
+        delete_snapshot(home, snapshot.snapshot_id, writing=True)
     for name in TABLES:
         report.bytes_removed += home.tables.forget_versions(name)
     # 4. Raw bytes, memo entries, catalog rows, Dagster partitions and the run tags naming the sources.
@@ -412,7 +423,7 @@ def _verify_or_roll_back(home: FabricHome, release, snapshot) -> None:
         raise PurgeRefused(f"the release re-published without the purged sources failed its check "
                            f"({health.problem}); old table versions are kept: repair the home "
                            "(`fabric lexical-repair`), then run the purge again to finish it")
-    restore_snapshot(home, *find_snapshot(home, snapshot.snapshot_id), False)
+    restore_snapshot(home, *find_snapshot(home, snapshot.snapshot_id), False, writing=True)
     raise PurgeRefused(f"the release re-published without the purged sources failed its check ({health.problem}); "
                        f"the home is back at snapshot {snapshot.snapshot_id}, nothing removed")
 

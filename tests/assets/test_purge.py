@@ -577,3 +577,59 @@ def test_a_dry_run_is_refused_where_the_purge_would_be_and_only_there(tmp_path, 
     dry = CliRunner().invoke(app, [*args, "--dry-run"])
     assert dry.exit_code == 0, dry.output  # that snapshot is the purge's own: it would be removed, not refuse
     assert CliRunner().invoke(app, args).exit_code == 0 and list_snapshots(fabric_home) == []
+
+
+def test_a_purge_waiting_for_a_snapshot_reader_holds_none_of_the_homes_locks_meanwhile(tmp_path, fabric_home,
+                                                                                      monkeypatch):
+    """guards against (left open by trial 20f): purge took the ingest and activation locks, then
+    waited for the snapshots' lock (which `snapshot list` and `snapshot verify` share) to delete
+    its own snapshot, so every ingest and activation of the home waited for the reader too. A
+    reader holds the shared lock while a purge runs in a thread: when the purge starts to wait for
+    it, neither lock of the home is held; once the reader lets go, the purge finishes and its
+    snapshot is gone. A snapshot that refuses the purge refuses it at once, not after the wait."""
+    import threading
+
+    import fabric_assets.lifecycle.snapshots as snapshots
+    from fabric_assets.activation.activate import INGEST_LOCK
+    from fabric_assets.lifecycle.snapshots import create, delete, list_snapshots, reading
+
+    src = tmp_path / "corpus"
+    _write(src, {"lighthouse.txt": PUBLIC["lighthouse.txt"], "zebra-plan.txt": "\n\n".join(_secret_en(4)).encode()})
+    ingest(src, fabric_home)
+    (src / "zebra-plan.txt").unlink()
+    ingest(src, fabric_home)
+    selector = PurgeSelector(source_keys=("fs:corpus/zebra-plan.txt",))
+    pinned = create(fabric_home, "kept by hand")
+    with reading(fabric_home):  # a reader that would never let go: the refusal must not wait for it
+        with pytest.raises(PurgeRefused, match="delete them first"):
+            purge(FabricHome(fabric_home.root), selector)
+    delete(fabric_home, pinned.snapshot_id)
+
+    real_writing, waiting, held, failures = snapshots._writing, threading.Event(), [], []
+
+    def writing(root, *, wait=True):
+        if wait:  # about to wait for the snapshots' lock: which of the home's locks are held meanwhile?
+            catalog = FabricHome(fabric_home.root).catalog
+            held.append((catalog.lock_held("activation"), catalog.lock_held(INGEST_LOCK)))
+            waiting.set()
+        return real_writing(root, wait=wait)
+
+    def go():
+        try:
+            purge(FabricHome(fabric_home.root), selector)
+        except Exception as exc:  # noqa: BLE001 - reported by the assert below
+            failures.append(exc)
+
+    monkeypatch.setattr(snapshots, "_writing", writing)
+    with reading(fabric_home):  # a `snapshot list` or `verify` under way
+        purger = threading.Thread(target=go)
+        purger.start()
+        assert waiting.wait(60)
+        free_meanwhile = not fabric_home.catalog.lock_held("activation") and not fabric_home.catalog.lock_held(
+            INGEST_LOCK)
+    purger.join(120)
+    monkeypatch.undo()
+    assert not purger.is_alive() and not failures, failures
+    assert held and all(h == (False, False) for h in held) and free_meanwhile, held
+    assert list_snapshots(fabric_home) == [] and all(t.completed_at for t in tombstones(fabric_home.catalog))
+    assert _occurrences(fabric_home.root, [p.encode() for p in _secret_en(4)]) == {}
