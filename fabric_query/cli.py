@@ -27,6 +27,7 @@ from typer.core import TyperCommand
 
 from fabric_query.cli_fast import LIMIT_MAX, LIMIT_MIN
 from fabric_query.cli_input import ArgumentError, read_json_argument
+from fabric_query.cli_interrupt import READS, on_interrupt
 from fabric_query.cli_text import stdout_closed, typed, unfinished_reason  # the standard library only
 from fabric_query.errors import FabricQueryError
 
@@ -224,6 +225,7 @@ class _SearchCommand(TyperCommand):
 
 
 @read_app.command(cls=_SearchCommand)
+@on_interrupt(READS)
 def search(
     query: Annotated[str, typer.Argument(
         help='Free text, "phrases", -excluded, path:/type:/lang:/after:/before:/source:/prefix:/confidence:')],
@@ -291,6 +293,7 @@ def json_argument(argument: str) -> object:
 
 
 @read_app.command()
+@on_interrupt(READS)
 def resolve(
     citation: Annotated[str, typer.Argument(help="Citation JSON, a file holding it, or - for stdin. "
                                                  "A hit or an EvidencePack (its first hit; --all: every hit) is accepted too.")],
@@ -390,6 +393,7 @@ def _resolve_one(path: Path, parsed, hit_text: str | None, fabric: list):
 
 
 @read_app.command()
+@on_interrupt(READS)
 def status(
     as_json: Annotated[bool, typer.Option("--json")] = False,
     source: Annotated[Optional[str], typer.Option(
@@ -476,6 +480,7 @@ def print_health(report, title: str) -> None:
 
 
 @read_app.command("lexical-health")
+@on_interrupt(READS)
 def lexical_health_cmd(home: HomeOption = None) -> None:
     """Compare the serving index with an independent reconstruction from canonical chunks. Exit 1 if unhealthy."""
     from fabric_query.api import Fabric

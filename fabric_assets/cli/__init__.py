@@ -38,8 +38,8 @@ def main() -> None:
     """Run ``fabric``: the fast path for a search a running server can answer, else the full CLI.
 
     A Ctrl-C before a command's own code runs (the imports, Typer building the commands: a second
-    or more) is one line and exit code 130, never a ``KeyboardInterrupt`` traceback; a command says
-    what an interrupt left where it matters (``fabric ingest``, ``fabric purge``)."""
+    or more) is one line and exit code 130, never a ``KeyboardInterrupt`` traceback; within a
+    command, the command says what the interrupt left (:mod:`fabric_query.cli_interrupt`)."""
     try:
         _main()
     except KeyboardInterrupt:

@@ -12,6 +12,7 @@ from typing import Annotated, Optional
 import typer
 
 from fabric_query.cli import HomeOption, console, err, fail, json_argument, set_home
+from fabric_query.cli_interrupt import PIPELINE_RUN, READS, on_interrupt
 from fabric_query.cli_text import one_line, typed
 from fabric_resources.home_location import no_home_message
 
@@ -156,6 +157,8 @@ def _report(out: dict) -> None:
 
 
 @lifecycle_app.command()
+@on_interrupt("what it had removed is gone and the rest waits for the next `fabric cleanup` (it removes only "
+               "what no retained release or snapshot pins)")
 def cleanup(
     as_json: Annotated[bool, typer.Option("--json")] = False,
     home: HomeOption = None,
@@ -202,7 +205,39 @@ def _opened(home, *, writes: bool = True):
         return reader
 
 
+def _interrupted_snapshot(started: float, params: dict) -> str:
+    """What ``fabric snapshot create`` interrupted leaves (:mod:`fabric_query.cli_interrupt`)."""
+    from fabric_assets.lifecycle.snapshots import half_made_snapshots, list_snapshots
+    from fabric_resources.home import FabricHome
+
+    home = FabricHome(set_home(params.get("home")), read_only=True)
+    made = [s.snapshot_id for s in list_snapshots(home) if s.created_at >= started]
+    if made:
+        return f"snapshot {made[-1]} had been made: it is complete (`fabric snapshot list`)"
+    part = (" (the part made is listed as INCOMPLETE until the next `fabric snapshot create` or `delete` removes it)"
+            if half_made_snapshots(home) else "")
+    return f"the snapshot was not made{part}; the home itself is unchanged"
+
+
+def _interrupted_restore(started: float, params: dict) -> str:
+    """What ``fabric snapshot restore`` interrupted leaves (:mod:`fabric_query.cli_interrupt`)."""
+    from fabric_assets.lifecycle.snapshots import RESTORE_EVENT
+    from fabric_resources.home import FabricHome
+
+    sid, into = params.get("snapshot_id"), params.get("into")
+    if into:  # built beside the folder and renamed into place last; an interrupt removes the stage
+        return f"nothing was restored into {into} (a restore into a folder is all or nothing); the home is unchanged"
+    home = FabricHome(set_home(params.get("home")), read_only=True)
+    if home.layout.restore_pending.exists():
+        return (f"the in-place restore stopped part-way: run the same `fabric snapshot restore {sid}` again to "
+                "finish it")
+    if any(e["at"] >= started for e in home.catalog.events(RESTORE_EVENT)):
+        return f"the home had been restored to snapshot {sid}: the restore is complete"
+    return "the restore had not changed the home yet: it is as it was"
+
+
 @snapshot_app.command("create")
+@on_interrupt(_interrupted_snapshot)
 def snapshot_create(note: Annotated[str, typer.Option("--note")] = "", home: HomeOption = None) -> None:
     """Snapshot the current release: catalog copy, Lance tags, hard links of the index and artifacts."""
     from fabric_assets.lifecycle.snapshots import SnapshotError, create
@@ -215,6 +250,7 @@ def snapshot_create(note: Annotated[str, typer.Option("--note")] = "", home: Hom
 
 
 @snapshot_app.command("verify")
+@on_interrupt(READS)
 def snapshot_verify(snapshot_id: int, deep: Annotated[bool, typer.Option("--deep", help="Also rebuild the "
                     "lexical index and recompute vector digests from the pinned rows.")] = False,
                     home: HomeOption = None) -> None:
@@ -237,6 +273,7 @@ def snapshot_verify(snapshot_id: int, deep: Annotated[bool, typer.Option("--deep
 
 
 @snapshot_app.command("restore")
+@on_interrupt(_interrupted_restore)
 def snapshot_restore(snapshot_id: int, into: Annotated[Optional[str], typer.Option(
                      "--into", help="A new home to restore into (default: this home).")] = None,
                      home: HomeOption = None) -> None:
@@ -264,6 +301,7 @@ def snapshot_restore(snapshot_id: int, into: Annotated[Optional[str], typer.Opti
 
 
 @snapshot_app.command("list")
+@on_interrupt(READS)
 def snapshot_list(home: HomeOption = None) -> None:
     """The home's snapshots, one per line: number, release, creation time (UTC, ISO 8601) and note
     (and those whose manifest is unreadable, as damaged)."""
@@ -286,6 +324,8 @@ def snapshot_list(home: HomeOption = None) -> None:
 
 
 @snapshot_app.command("delete")
+@on_interrupt("the snapshot may be partly deleted: run the same `fabric snapshot delete` again (the home's "
+               "own files are not touched)")
 def snapshot_delete(snapshot_id: int, home: HomeOption = None) -> None:
     """Remove a snapshot (its tags and links; the home's own files stay)."""
     from fabric_assets.lifecycle.snapshots import SnapshotError, delete
@@ -334,6 +374,7 @@ def _run_marked(home, parse_ids: list[str]) -> None:
 
 
 @parse_app.command("accept")
+@on_interrupt(PIPELINE_RUN)
 def parse_accept(parse_id: str, home: HomeOption = None) -> None:
     """Accept a held parse as it is: it becomes its sources' active parse (an activation runs)."""
     from fabric_assets.lifecycle.operator import accept_held
@@ -342,6 +383,7 @@ def parse_accept(parse_id: str, home: HomeOption = None) -> None:
 
 
 @parse_app.command("discard")
+@on_interrupt(PIPELINE_RUN)
 def parse_discard(parse_id: str, home: HomeOption = None) -> None:
     """Discard a held parse: failed with reason `discarded`; its sources keep their previous parse."""
     from fabric_assets.lifecycle.operator import discard_held
@@ -350,6 +392,7 @@ def parse_discard(parse_id: str, home: HomeOption = None) -> None:
 
 
 @parse_app.command("retry")
+@on_interrupt(PIPELINE_RUN)
 def parse_retry(parse_ids: Annotated[Optional[list[str]], typer.Argument(help="Failed parse IDs (default: all "
                 "that a present source waits for).")] = None, home: HomeOption = None) -> None:
     """Clear failures: failed parses go back to pending and are parsed again now."""
@@ -361,6 +404,7 @@ def parse_retry(parse_ids: Annotated[Optional[list[str]], typer.Argument(help="F
 
 
 @parse_app.command("reparse")
+@on_interrupt(PIPELINE_RUN)
 def parse_reparse(source_key: str, home: HomeOption = None) -> None:
     """Force a re-parse of a source's current bytes, now (the same parse ID unless the parser or its settings
     changed since: then the current parser's)."""
@@ -372,6 +416,7 @@ def parse_reparse(source_key: str, home: HomeOption = None) -> None:
 
 
 @lifecycle_app.command("rebuild-projections")
+@on_interrupt(PIPELINE_RUN)
 def rebuild_projections_cmd(home: HomeOption = None) -> None:
     """Rebuild chunks and every projection made from them for every active parse, from the stored
     units (no re-parse), then activate. From the UI: a backfill of `rechunk_job`."""
@@ -384,6 +429,8 @@ def rebuild_projections_cmd(home: HomeOption = None) -> None:
 
 
 @lifecycle_app.command("repair")
+@on_interrupt("run `fabric repair` again: it finds what is still damaged (a release is published whole or "
+               "not at all; `fabric status` shows which is current)")
 def repair_cmd(
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Say what is damaged and what would be "
                                            "re-derived; change nothing.")] = False,
@@ -546,6 +593,7 @@ def _cited(data) -> list:
 
 
 @lifecycle_app.command()
+@on_interrupt(READS)
 def audit(
     citation: Annotated[str, typer.Argument(help="Citation, hit or EvidencePack JSON, a file holding it, or "
                                                  "`-` for standard input (a pack: every hit).")],

@@ -18,14 +18,20 @@ import typer
 from rich.table import Table
 
 from fabric_query.cli import HomeOption, console, err, fail, home_option, set_home
+from fabric_query.cli_interrupt import on_interrupt
 from fabric_query.errors import FabricQueryError
 
 measurement_app = typer.Typer(help="Evaluation and benchmarks (each imports fabric_assets.measurement in its body).")
+#: A bench interrupted: it reports its figures only at its end.
+MEASURED = ("no figures were printed or written; the next run measures again, reusing what a --work-dir or "
+            "--cache-dir holds")
 bench_app = typer.Typer(no_args_is_help=True, help="Benchmarks that print figures and ratios.")
 measurement_app.add_typer(bench_app, name="bench")
 
 
 @measurement_app.command("eval")
+@on_interrupt("no scores were printed or written; its scratch home is removed (a --work-dir "
+               "keeps it for the next run)")
 def eval_cmd(
     beir_dir: Annotated[Path, typer.Argument(help="A BEIR folder: corpus.jsonl, queries.jsonl, qrels/test.tsv.")],
     limit_queries: Annotated[Optional[int], typer.Option("--limit-queries", min=1)] = None,
@@ -75,6 +81,7 @@ def eval_cmd(
 
 
 @bench_app.command("ingest")
+@on_interrupt(MEASURED)
 def bench_ingest_cmd(
     path: Annotated[Path, typer.Argument(help="Folder to ingest into a scratch home.")],
     split: Annotated[Optional[int], typer.Option(help="Cut the folder's text into N files of 2–8 KB first.")] = None,
@@ -104,6 +111,7 @@ def bench_ingest_cmd(
 
 
 @measurement_app.command("eval-tune")
+@on_interrupt("no scores were printed or written; the --work-dir homes are kept for the next run")
 def eval_tune_cmd(
     beir_dirs: Annotated[list[Path], typer.Argument(help="BEIR folders (every retrieval collection to choose on).")],
     work_dir: Annotated[Path, typer.Option("--work-dir", help="Scratch homes: <work-dir>/<collection>/home, as "
@@ -174,6 +182,7 @@ def _skipped(exc: Exception) -> None:
 
 
 @bench_app.command("incremental")
+@on_interrupt(MEASURED)
 def bench_incremental_cmd(
     path: Annotated[Path, typer.Argument(help="Folder whose text files supply the documents.")],
     sizes: Annotated[str, typer.Option(help="Comma-separated corpus sizes.")] = "1000,2000",
@@ -200,6 +209,7 @@ def bench_incremental_cmd(
 
 
 @bench_app.command("retention")
+@on_interrupt(MEASURED)
 def bench_retention_cmd(
     path: Annotated[Path, typer.Argument(help="A corpus folder (its .txt and .md files are edited).")],
     edits: Annotated[int, typer.Option(min=1, help="Rounds of edits, each followed by an ingest.")] = 5,
@@ -222,6 +232,7 @@ def bench_retention_cmd(
 
 
 @bench_app.command("walk")
+@on_interrupt(MEASURED)
 def bench_walk_cmd(
     folders: Annotated[int, typer.Option(min=1, help="Folders in the scratch tree (one file each).")] = 20_000,
     repeat: Annotated[int, typer.Option(min=1, help="Walks per variant, alternating (the best is reported).")] = 5,
@@ -239,6 +250,7 @@ def bench_walk_cmd(
 
 
 @bench_app.command("catalog")
+@on_interrupt(MEASURED)
 def bench_catalog_cmd(
     parses: Annotated[int, typer.Option(min=1, help="New files whose catalog writes are replayed.")] = 500,
     repeat: Annotated[int, typer.Option(min=1, help="Rounds per mode, alternating (medians reported).")] = 3,
@@ -270,6 +282,7 @@ def bench_catalog_cmd(
 
 
 @bench_app.command("scale")
+@on_interrupt(MEASURED)
 def bench_scale_cmd(
     documents: Annotated[int, typer.Option(min=2, help="Tiny distinct documents = parse partitions.")] = 10_000,
     shared: SharedOption = Path("../shared"),
@@ -298,6 +311,7 @@ def bench_scale_cmd(
 
 
 @bench_app.command("lexical")
+@on_interrupt(MEASURED)
 def bench_lexical_cmd(
     corpus: Annotated[Path, typer.Argument(help="Folder whose .txt files supply real text (e.g. ../shared/corpus).")],
     chunks: Annotated[int, typer.Option(min=100)] = 100_000,
@@ -313,6 +327,7 @@ def bench_lexical_cmd(
 
 
 @bench_app.command("lexical-update")
+@on_interrupt(MEASURED)
 def bench_lexical_update_cmd(
     corpus: Annotated[Path, typer.Argument(help="Folder whose .txt files supply real text (e.g. ../shared/corpus).")],
     sizes: Annotated[str, typer.Option(help="Comma-separated chunk counts.")] = "4000,20000",
@@ -330,6 +345,7 @@ def bench_lexical_update_cmd(
 
 
 @bench_app.command("storage")
+@on_interrupt(MEASURED)
 def bench_storage_cmd(
     path: Annotated[Optional[Path], typer.Argument(help="Folder to ingest (default: the sample corpus).")] = None,
     repeat: Annotated[int, typer.Option(min=1)] = 1,
@@ -341,6 +357,7 @@ def bench_storage_cmd(
 
 
 @bench_app.command("query")
+@on_interrupt(MEASURED)
 def bench_query_cmd(
     queries: Annotated[Optional[list[str]], typer.Argument(help="Queries (default: a fixed mixed-language set; "
                                                                 "with --chunks: Cranfield + JSQuAD questions).")] = None,
@@ -396,6 +413,7 @@ def bench_query_cmd(
 
 
 @bench_app.command("ann")
+@on_interrupt(MEASURED)
 def bench_ann_cmd(
     target_rows: Annotated[int, typer.Option("--target-rows", min=1000, help="Chunk vectors to grow to.")] = 1_000_000,
     chunks: Annotated[int, typer.Option("--chunks", min=10, help="Size of the scaling home grown from "
@@ -458,6 +476,7 @@ def bench_ann_cmd(
 
 
 @bench_app.command("annotate")
+@on_interrupt(MEASURED)
 def bench_annotate_cmd(
     excerpts: Annotated[int, typer.Option(min=1, help="Excerpts of the synthetic parse (Cranfield text).")] = 1_000,
     delay: Annotated[float, typer.Option(min=0.0, help="The stub server's time per call, seconds.")] = 0.05,
@@ -492,6 +511,7 @@ def bench_annotate_cmd(
 
 
 @bench_app.command("serve")
+@on_interrupt(MEASURED)
 def bench_serve_cmd(
     queries: Annotated[Optional[list[str]], typer.Argument(help="Queries (default: the fixed mixed-language set).")] = None,
     requests: Annotated[int, typer.Option(min=1, help="Searches per concurrency level and path.")] = 200,

@@ -18,6 +18,7 @@ from rich.table import Table
 
 from fabric_query.cli import (LISTED_AT_MOST, HomeOption, console, err, fail, print_health, print_status, search,
                               set_home)
+from fabric_query.cli_interrupt import on_interrupt
 from fabric_query.cli_text import one_line, typed
 from fabric_query.errors import FabricQueryError
 from fabric_resources.home_location import no_home_message
@@ -262,6 +263,7 @@ def sample_folder(home_dir: Path) -> Path:
 
 
 @pipeline_app.command()
+@on_interrupt(lambda started, params: _interrupted_ingest(started, False))
 def quickstart(
     path: Annotated[Optional[Path], typer.Argument(help="Folder to ingest (default: a sample corpus Fabric writes).")] = None,
     query: Annotated[str, typer.Option("--query", "-q")] = "lighthouse keeper",
@@ -300,6 +302,7 @@ def quickstart(
 
 
 @pipeline_app.command()
+@on_interrupt("nothing was changed (the Dagster UI had not started)")
 def ui(
     port: Annotated[int, typer.Option("--port")] = 3000,
     home: HomeOption = None,
@@ -323,6 +326,8 @@ def ui(
 
 
 @pipeline_app.command("lexical-repair")
+@on_interrupt("a release is published whole or not at all (`fabric status` shows which is current); run it "
+               "again to finish the repair")
 def lexical_repair_cmd(home: HomeOption = None) -> None:
     """Rebuild the serving index from canonical tables only (no re-parse, no re-embedding)."""
     from fabric_assets.activation.repair import lexical_repair
@@ -341,6 +346,8 @@ def lexical_repair_cmd(home: HomeOption = None) -> None:
 
 
 @pipeline_app.command("dense-index-repair")
+@on_interrupt("a release is published whole or not at all (`fabric status` shows which is current); run it "
+               "again to finish the repair")
 def dense_index_repair_cmd(home: HomeOption = None) -> None:
     """Rebuild the current release's dense ANN indexes from its pinned vector rows (no re-embedding)."""
     from fabric_assets.activation.repair import dense_index_repair

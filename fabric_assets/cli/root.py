@@ -23,6 +23,7 @@ import functools
 import inspect
 import os
 import sys
+import time
 
 import typer
 from typer.core import TyperGroup
@@ -31,7 +32,8 @@ from fabric_assets.cli.lifecycle import lifecycle_app
 from fabric_assets.cli.measurement import measurement_app
 from fabric_assets.cli.pipeline import pipeline_app
 from fabric_assets.cli.server import server_app
-from fabric_query.cli import err, read_app
+from fabric_query.cli import err, fail, read_app
+from fabric_query.cli_interrupt import interrupted_line
 from fabric_query.cli_text import stdout_closed
 
 
@@ -48,7 +50,7 @@ class _Commands(TyperGroup):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         _summaries(self)
-        _marked(self)
+        _marked(self, "")
 
     def invoke(self, ctx):
         try:
@@ -70,8 +72,7 @@ class _Commands(TyperGroup):
                     and isinstance(getattr(exc.__context__, "__cause__", None), KeyboardInterrupt)):
                 # Typer ends a Ctrl-C it catches (`raise Exit(130) from` it) with no word: one in its
                 # parsing of the arguments (it imports pydantic there, a second) came before any
-                # command's code. Within it, a command says what an interrupt left where it matters
-                # (`fabric ingest`, `purge`; `serve` says it stops), or Typer's silence stands.
+                # command's code. Within it, the command's own line was said (_begin).
                 err.print("error: interrupted before the command changed anything.", markup=False)
             raise
 
@@ -87,18 +88,26 @@ def _summaries(group: TyperGroup) -> None:
             _summaries(command)
 
 
-def _marked(group: TyperGroup) -> None:
-    """Wrap each command's callback of ``group`` (and of its groups) to set :data:`_began` first."""
-    for command in group.commands.values():
+def _marked(group: TyperGroup, prefix: str) -> None:
+    """Wrap each command's callback of ``group`` (and of its groups; ``prefix``: their names so
+    far, as typed) in :func:`_begin`."""
+    for name, command in group.commands.items():
         if isinstance(command, TyperGroup):
-            _marked(command)
+            _marked(command, f"{prefix}{name} ")
         elif command.callback is not None:
-            command.callback = functools.partial(_begin, command.callback)
+            command.callback = functools.partial(_begin, f"{prefix}{name}", command.callback)
 
 
-def _begin(callback, *args, **kwargs):
+def _begin(name: str, callback, *args, **kwargs):
+    """Run a command's ``callback``, :data:`_began` set first. A Ctrl-C in it is the one line the
+    command declared (:mod:`fabric_query.cli_interrupt`) and exit 130: Typer ended it with 130 and
+    no word of what the command had done."""
     _began.append(True)
-    return callback(*args, **kwargs)
+    started = time.time()
+    try:
+        return callback(*args, **kwargs)
+    except KeyboardInterrupt:
+        fail(interrupted_line(name, callback, started, kwargs), code=130)
 
 
 app = typer.Typer(cls=_Commands, add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,

@@ -12,11 +12,13 @@ from typing import Annotated, Optional
 import typer
 
 from fabric_query.cli import HomeOption, console, err, fail, set_home
+from fabric_query.cli_interrupt import READS, on_interrupt
 
 server_app = typer.Typer(help="The server commands (HTTP API, MCP).")
 
 
 @server_app.command()
+@on_interrupt("nothing was changed (it stopped before it was serving)")
 def serve(
     host: Annotated[Optional[str], typer.Option("--host", help="Interface to bind (default server.host: 127.0.0.1).")] = None,
     port: Annotated[Optional[int], typer.Option("--port", min=0, max=65535,
@@ -121,14 +123,20 @@ def serve(
         console.print(f"fabric serve: home {path}, {where} (admin token: {path / ADMIN_TOKEN_FILE}"
                       + (f", read token: {path / READ_TOKEN_FILE}" if read_token else "") + ")")
 
-    stopped_by = run_server(app, host, port, path, fabric_version(), on_listening=listening,
-                            request_read_timeout_s=config.request_read_timeout_s, sock=sock)
+    try:
+        stopped_by = run_server(app, host, port, path, fabric_version(), on_listening=listening,
+                                request_read_timeout_s=config.request_read_timeout_s, sock=sock)
+    except KeyboardInterrupt:
+        # Uvicorn re-raises the SIGINT it stopped on, after its shutdown: the stop that was asked
+        # for, not an interrupted start (the line root's wrapper would print).
+        raise typer.Exit(128 + signal.SIGINT) from None
     if stopped_by is not None:
         # 128 + the signal, the shell's convention (130 for Ctrl-C, as `fabric ingest`).
         raise typer.Exit(128 + stopped_by)
 
 
 @server_app.command()
+@on_interrupt(READS)
 def mcp(home: HomeOption = None) -> None:
     """Serve the read-only MCP tools over stdio (for an agent that starts its own server).
 

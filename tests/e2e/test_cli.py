@@ -990,3 +990,81 @@ def test_a_ctrl_c_before_a_command_begins_or_as_fabric_exits_is_one_line_and_exi
         "importing": (130, ["error: interrupted before the command changed anything."], False),
         "exiting": (130, ["error: interrupted as fabric exited, after the command had ended: what it printed stands."],
                     False)}, said
+
+
+#: Run `fabric` with a real SIGINT sent to itself where ``sys.argv[1]`` (module:attribute) is
+#: called: a deterministic moment, as Ctrl-C in the terminal would deliver it.
+_SIGINT_AT = """
+import importlib, os, signal, sys, time
+
+module, _, name = sys.argv.pop(1).partition(":")
+owner = importlib.import_module(module)
+*path, name = name.split(".")
+for part in path:
+    owner = getattr(owner, part)
+
+def interrupted(*args, **kwargs):
+    os.kill(os.getpid(), signal.SIGINT)
+    time.sleep(60)  # the handler raises KeyboardInterrupt here
+
+setattr(owner, name, interrupted)
+from fabric_assets.cli import main
+main()
+"""
+
+
+def _sigint_at(where: str, *argv: str) -> tuple[int, list[str]]:
+    out = subprocess.run([sys.executable, "-c", _SIGINT_AT, where, *argv], capture_output=True, text=True,
+                         timeout=300, env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    assert "Traceback" not in out.stderr, out.stderr
+    return out.returncode, [line for line in out.stderr.splitlines() if line.strip()]
+
+
+def test_a_ctrl_c_of_any_command_is_one_line_saying_what_it_left_and_exit_130(tmp_path, fabric_home):
+    """guards against (trial 21b): a Ctrl-C of every command but `fabric ingest` and `purge` (status,
+    snapshot create and restore, eval, cleanup, …) ended with exit 130 and no word: whether the
+    snapshot was made, or a restore into a folder left half a home there, was not said. Each
+    moment gets one line true of it."""
+    from conftest import ingest
+
+    src = tmp_path / "notes"
+    src.mkdir()
+    (src / "a.txt").write_text("tide tables for the harbour\n")
+    ingest(src, fabric_home)
+    home = ["--home", str(fabric_home.root)]
+    snapshots = "fabric_assets.lifecycle.snapshots"
+    assert _sigint_at("fabric_query.cli:print_status", "status", *home) == (
+        130, ["error: `fabric status` interrupted: nothing was changed (it only reads)."])
+    assert _sigint_at(f"{snapshots}:_copy_database", "snapshot", "create", *home) == (
+        130, ["error: `fabric snapshot create` interrupted: the snapshot was not made (the part made is listed as "
+              "INCOMPLETE until the next `fabric snapshot create` or `delete` removes it); the home itself is "
+              "unchanged."])
+    # After the snapshot was made, while its line is printed.
+    assert _sigint_at("fabric_assets.cli.lifecycle:console.print", "snapshot", "create", *home) == (
+        130, ["error: `fabric snapshot create` interrupted: snapshot 1 had been made: it is complete (`fabric "
+              "snapshot list`)."])
+    into = tmp_path / "restored"
+    assert _sigint_at(f"{snapshots}:_restore", "snapshot", "restore", "1", "--into", str(into), *home) == (
+        130, [f"error: `fabric snapshot restore` interrupted: nothing was restored into {into} (a restore into a "
+              "folder is all or nothing); the home is unchanged."])
+    assert not into.exists() and not list(tmp_path.glob(".restored*"))
+
+
+def test_every_command_declares_what_a_ctrl_c_of_it_leaves():
+    """guards against: a command added without a line of its own for Ctrl-C getting the generic one
+    (or Typer's silent exit 130). `ingest` and `purge` say theirs inside the command."""
+    import typer
+    from typer.core import TyperGroup
+
+    from fabric_query.cli_interrupt import ATTRIBUTE
+
+    def leaves(group: TyperGroup, prefix: str):
+        for name, command in group.commands.items():
+            if isinstance(command, TyperGroup):
+                yield from leaves(command, f"{prefix}{name} ")
+            else:
+                yield f"{prefix}{name}", getattr(command.callback.args[1], ATTRIBUTE, None)
+
+    declared = dict(leaves(typer.main.get_command(app), ""))
+    assert len(declared) > 30 and "snapshot restore" in declared and "bench serve" in declared
+    assert sorted(name for name, said in declared.items() if said is None) == ["ingest", "purge"]
