@@ -649,6 +649,11 @@ class ServerConfig(_Strict):
                                            "from its connection or its first byte; past it the connection is closed. "
                                            "Also how long the server's write buffer may stay full (a client not "
                                            "taking its answer) before the connection is cut off.")
+    max_waiting_connections: int = Field(
+        128, ge=1, le=4096, description="Connections that owe a request (silent since connecting, still sending "
+                                         "one, or kept alive after an answer) held at once; past it the oldest is "
+                                         "closed, so held connections cannot use up the file descriptors a new "
+                                         "client needs. One being answered is not counted.")
     allowed_hosts: tuple[str, ...] = Field(
         (), description="Host names accepted besides loopback ones (127.0.0.1, localhost, ::1) and the bound host.")
     allowed_origins: tuple[str, ...] = Field(

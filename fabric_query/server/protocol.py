@@ -12,6 +12,13 @@ of it for writing to resume within ``read_timeout_s`` is cut off and the buffer 
 client that stopped reading held its answer, megabytes for a search of ``limit`` 1000, for good;
 uvicorn bounds no write, and closing a connection waits for its buffer to drain).
 
+Connections that owe the server a request (connected and silent, sending one, or kept alive after
+an answer) are bounded too: past ``max_waiting`` of them the oldest is closed (was: a local process
+holding a few hundred silent connections for their 30 s exhausted the server's file descriptors,
+and a fresh client got no answer). uvicorn's own ``limit_concurrency`` does not answer it: it
+counts those connections and answers the fresh client's request 503, where the silent ones are
+what should go. A connection whose request is whole (being answered) is never closed for it.
+
 A request h11 cannot read (a malformed request line or header, a bad chunk size) is answered as
 every other error of the API: JSON ``{"error": {"type": "BadRequest", "message": ...}}``, not
 uvicorn's plain text.
@@ -35,6 +42,9 @@ T = TypeVar("T")
 
 #: ``server.request_read_timeout_s``'s default: seconds to send one whole request.
 REQUEST_READ_TIMEOUT_S = 30.0
+#: ``server.max_waiting_connections``'s default: connections that owe a request, at most. Far under
+#: a process's usual 1024 file descriptors, which the query models and tables share.
+MAX_WAITING_CONNECTIONS = 128
 #: h11 states in which the client has sent all it will of the current request.
 _WHOLE = (h11.DONE, h11.MUST_CLOSE, h11.CLOSED, h11.ERROR)
 
@@ -42,20 +52,45 @@ _WHOLE = (h11.DONE, h11.MUST_CLOSE, h11.CLOSED, h11.ERROR)
 class DeadlineH11Protocol(H11Protocol):
     """:class:`uvicorn.protocols.http.h11_impl.H11Protocol` with a request-read deadline
     (:data:`read_timeout_s` seconds; see the module docstring). Pass a subclass with another
-    value as uvicorn's ``http`` (:func:`with_read_timeout`)."""
+    value as uvicorn's ``http`` (:func:`with_read_timeout`), which also bounds the connections
+    waiting for a request to :data:`max_waiting` (the oldest closed first)."""
 
     read_timeout_s: float = REQUEST_READ_TIMEOUT_S
+    max_waiting: int = MAX_WAITING_CONNECTIONS
+    #: The connections of this class (one server's: :func:`with_read_timeout` makes a class a
+    #: server) that owe a request, oldest first; touched only on the event loop's thread.
+    _waiting: dict["DeadlineH11Protocol", None] = {}
     _deadline: asyncio.TimerHandle | None = None
     _write_deadline: asyncio.TimerHandle | None = None
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
         self._arm()
+        self._wait()
 
     def connection_lost(self, exc: Exception | None) -> None:
+        self._waiting.pop(self, None)
         self._disarm()
         self._disarm_write()
         super().connection_lost(exc)
+
+    def on_response_complete(self) -> None:
+        super().on_response_complete()
+        # Kept alive with nothing more sent yet: it owes a request again (a pipelined one already
+        # under way does not).
+        if (not self.transport.is_closing() and self.conn.their_state is h11.IDLE
+                and not self.conn.trailing_data[0]):
+            self._wait()
+
+    def _wait(self) -> None:
+        """Count this connection as owing a request (the newest); close the oldest past the bound."""
+        waiting = self._waiting
+        waiting.pop(self, None)
+        waiting[self] = None
+        while len(waiting) > self.max_waiting:
+            oldest = next(iter(waiting))
+            del waiting[oldest]
+            oldest.transport.close()
 
     def pause_writing(self) -> None:
         """The transport's buffer is over its high-water mark: the client has ``read_timeout_s`` to
@@ -72,6 +107,7 @@ class DeadlineH11Protocol(H11Protocol):
         super().data_received(data)
         if self.conn.their_state in _WHOLE:
             self._disarm()
+            self._waiting.pop(self, None)  # the server's turn: never closed for the bound
         elif self.conn.their_state is not h11.IDLE or self.conn.trailing_data[0]:
             self._arm()  # a request begun (headers or body under way)
 
@@ -154,10 +190,14 @@ async def unless_disconnected(receive: Callable[[], Awaitable[dict[str, Any]]],
     return result
 
 
-def with_read_timeout(seconds: float) -> type[DeadlineH11Protocol]:
-    """:class:`DeadlineH11Protocol` with ``read_timeout_s`` = ``seconds``."""
-    return type("DeadlineH11Protocol", (DeadlineH11Protocol,), {"read_timeout_s": float(seconds)})
+def with_read_timeout(seconds: float, max_waiting: int = MAX_WAITING_CONNECTIONS) -> type[DeadlineH11Protocol]:
+    """:class:`DeadlineH11Protocol` with ``read_timeout_s`` = ``seconds`` and at most
+    ``max_waiting`` (>= 1) connections owing a request: a class for one server."""
+    if max_waiting < 1:
+        raise ValueError(f"max_waiting must be at least 1, not {max_waiting}")
+    return type("DeadlineH11Protocol", (DeadlineH11Protocol,),
+                {"read_timeout_s": float(seconds), "max_waiting": int(max_waiting), "_waiting": {}})
 
 
-__all__ = ["DeadlineH11Protocol", "Disconnected", "REQUEST_READ_TIMEOUT_S", "unless_disconnected",
-           "with_read_timeout"]
+__all__ = ["DeadlineH11Protocol", "Disconnected", "MAX_WAITING_CONNECTIONS", "REQUEST_READ_TIMEOUT_S",
+           "unless_disconnected", "with_read_timeout"]

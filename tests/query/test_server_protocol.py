@@ -55,3 +55,76 @@ def test_a_client_that_stops_reading_its_answer_is_cut_off_and_one_that_reads_ge
         assert got < BIG, "the stalled client's answer was still held for it"
     else:
         assert got > BIG  # the headers and the whole body
+
+
+def _ok_app(_port: int) -> Starlette:
+    async def ok(_request):
+        return Response(b"ok")
+
+    return Starlette(routes=[Route("/", ok)])
+
+
+def _answer(sock: socket.socket) -> bytes:
+    """The whole answer of :func:`_ok_app` on ``sock`` (its headers and body may come apart)."""
+    sock.settimeout(10)
+    got = b""
+    while not got.endswith(b"ok") and (chunk := sock.recv(4096)):
+        got += chunk
+    return got
+
+
+def _closed_by_server(sock: socket.socket) -> bool:
+    """Whether the server closed ``sock`` (end of file), waiting for its FIN at most 10 s: a hang guard."""
+    sock.settimeout(10)
+    try:
+        return sock.recv(1) == b""
+    except ConnectionResetError:
+        return True
+    except socket.timeout:
+        return False
+
+
+def test_connections_that_owe_a_request_are_bounded_the_oldest_closed_and_a_fresh_client_answered():
+    """guards against (trial 21b): no bound on connections that send nothing: each was held for
+    request_read_timeout_s (30 s), and a local process holding a few hundred of them used up the
+    server's file descriptors, so a fresh client got no answer. Past the bound the oldest silent
+    ones are closed (here the read deadline and keep-alive, an hour, close none), the newest kept, and a fresh
+    client is answered; a connection whose answer is under way is not counted."""
+    with live_server(_ok_app, http=with_read_timeout(3600.0, max_waiting=4), timeout_keep_alive=3600) as url:
+        port = int(url.rsplit(":", 1)[1])
+        kept_alive = socket.create_connection(("127.0.0.1", port))
+        kept_alive.sendall(b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+        assert _answer(kept_alive).startswith(b"HTTP/1.1 200")  # answered, kept alive: owes a request again
+        silent = [socket.create_connection(("127.0.0.1", port)) for _ in range(10)]
+        fresh = socket.create_connection(("127.0.0.1", port))
+        fresh.settimeout(10)
+        fresh.sendall(b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
+        answer = _answer(fresh)
+        # The kept-alive one and the seven oldest silent ones went; the three newest silent ones stay
+        # (with the fresh one, four owed a request when it came).
+        closed = [_closed_by_server(kept_alive)] + [_closed_by_server(s) for s in silent[:7]]
+        for s in silent[7:]:
+            s.setblocking(False)
+        still_open = []
+        for s in silent[7:]:
+            try:
+                still_open.append(s.recv(1) != b"")
+            except BlockingIOError:
+                still_open.append(True)
+        for s in [kept_alive, fresh, *silent]:
+            s.close()
+    assert answer.startswith(b"HTTP/1.1 200") and answer.endswith(b"ok"), answer
+    assert closed == [True] * 8 and still_open == [True] * 3, (closed, still_open)
+
+
+def test_the_bound_on_waiting_connections_is_a_setting_with_a_sane_default():
+    """``server.max_waiting_connections``: far under a process's usual 1024 descriptors, at least 1."""
+    from pydantic import ValidationError
+
+    from fabric_resources.config import ServerConfig
+
+    assert ServerConfig().max_waiting_connections == 128
+    with pytest.raises(ValidationError):
+        ServerConfig(max_waiting_connections=0)
+    with pytest.raises(ValueError):
+        with_read_timeout(30.0, max_waiting=0)
