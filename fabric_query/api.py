@@ -13,7 +13,7 @@ from typing import Any
 from fabric_query import pipeline
 from fabric_query.cli_text import one_line
 from fabric_query.dense_health import dense_channels_off
-from fabric_query.errors import ForkedProcessError, HomeNotFoundError, InvalidArgumentError
+from fabric_query.errors import ForkedProcessError, HomeNotFoundError, HomeUnusableError, InvalidArgumentError
 from fabric_query.resolve import check_shown_text, validated_citation
 from fabric_query.resolve import resolve as resolve_citation
 from fabric_query.scope import Scope
@@ -22,6 +22,7 @@ from fabric_query.types import (Citation, EvidencePack, OutdatedParses,  # noqa:
                                 ParseProblem, ResolveResult, SourcePartition, SourcePartitions, Status)
 from fabric_resources.catalog import str_map
 from fabric_resources.home import FabricHome, home_path
+from fabric_resources.home_location import HomeUnusableError as ResourcesHomeUnusableError
 from fabric_resources.home_location import no_home_message, read_only_file_system
 from fabric_resources.run_tags import source_tag_key
 from fabric_query.memory import limit_malloc_arenas
@@ -61,6 +62,38 @@ def _checked_home(home: object) -> str | os.PathLike | None:
     return home
 
 
+def _home_folder(home: str | os.PathLike | None) -> FabricHome:
+    """The home at ``home`` (``Fabric()``'s argument), opened read-only, its path checked first.
+
+    Raises :class:`InvalidArgumentError` (see :func:`_checked_home`), :class:`HomeUnusableError`
+    for a file or a path under one, a folder that cannot be read, a symbolic link loop or a name
+    the stores cannot open (a file was a ``ConfigError``, as if its config were wrong, and an
+    unreadable folder a bare ``PermissionError``), :class:`HomeNotFoundError` for no such path
+    or a folder that holds no home."""
+    try:
+        path = home_path(_checked_home(home))
+        try:  # inside the folder, as every read of the home is: a file there, or no permission, is said now
+            os.stat(path / "config.json")
+        except FileNotFoundError:
+            pass  # no such folder, or no config (the defaults): the catalog decides below
+        except NotADirectoryError:
+            blocker = next((p for p in (path, *path.parents) if p.is_file()), path)
+            what = f"{path} is a file" if blocker == path else f"{blocker} is a file, so {path} cannot be a folder"
+            raise HomeUnusableError(f"{what}: a Fabric home is a folder (the one `fabric ingest` made, holding "
+                                    "config.json and the catalog)") from None
+        except PermissionError as exc:
+            raise HomeUnusableError(f"the Fabric home folder {path} cannot be read ({exc.strerror}): give this user "
+                                    "read and search permission on it, or open the home as its owner") from None
+        reader = FabricHome(path, read_only=True)
+        if not reader.exists():  # its catalog, wherever storage.catalog puts it
+            raise HomeNotFoundError(no_home_message(path))
+    except ResourcesHomeUnusableError as exc:  # a link loop, a name the stores cannot open: the read side's type
+        if isinstance(exc, HomeUnusableError):
+            raise
+        raise HomeUnusableError(str(exc)) from None
+    return reader
+
+
 class Fabric:
     """A Fabric home opened for reading.
 
@@ -76,13 +109,14 @@ class Fabric:
     InvalidArgumentError
         ``home`` is not None, a ``str`` or an ``os.PathLike`` of one, or is empty or holds a NUL.
     HomeNotFoundError
-        If the home has no catalog (nothing was ever ingested there).
+        If there is no such path, or the folder has no catalog (nothing was ever ingested there).
     HomeUnusableError
-        (``fabric_resources.home``) If the path cannot hold a home (it lies under a file, is a
-        symbolic link loop, or is not valid UTF-8, which the word index cannot open).
+        If the path cannot hold a home (it is a file or lies under one, is a symbolic link loop,
+        or is not valid UTF-8, which the word index cannot open), or its folder cannot be read (no
+        permission). Also a ``fabric_resources.home.HomeUnusableError``.
     ConfigError
         (``fabric_resources.config``) If the home's ``config.json`` cannot be read or is invalid
-        (not UTF-8 JSON, a folder, a FIFO, unknown keys), or the home path is a file. ``search``,
+        (not UTF-8 JSON, a folder, a FIFO, unknown keys). ``search``,
         ``resolve`` and ``status`` raise it too when ``config.json`` is edited into an invalid one
         while the home is open: they re-read ``sources.withheld``.
     CatalogMigrationNeededError
@@ -103,10 +137,8 @@ class Fabric:
     def __init__(self, home: str | os.PathLike | None = None) -> None:
         global _OPENED_IN
         _refuse_after_fork(_OPENED_IN)
-        path = home_path(_checked_home(home))
-        reader = FabricHome(path, read_only=True)
-        if not reader.exists():  # its catalog, wherever storage.catalog puts it
-            raise HomeNotFoundError(no_home_message(path))
+        reader = _home_folder(home)
+        path = reader.root
         reader.catalog  # a read-only open checks the schema version and changes nothing
         # On read-only media (a read-only mount of a home, or of a copy of one) nothing can be
         # written: the home is opened as the reader above is, and its catalog read as immutable.

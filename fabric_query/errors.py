@@ -4,6 +4,8 @@ These are the only exceptions :class:`fabric_query.Fabric` raises on purpose for
 ``search`` and ``resolve`` (a query fuzz test holds the public API to that).
 """
 
+from fabric_resources.home_location import HomeUnusableError as _ResourcesHomeUnusableError
+
 
 class FabricQueryError(Exception):
     """Base class of every error ``fabric_query`` raises on purpose."""
@@ -35,6 +37,12 @@ class NoReleaseError(FabricQueryError):
 
 class HomeNotFoundError(FabricQueryError):
     """The Fabric home does not exist or holds no catalog."""
+
+
+class HomeUnusableError(FabricQueryError, _ResourcesHomeUnusableError):
+    """The path given as the home cannot be one, or cannot be read: a file (or a path under one),
+    a symbolic link loop, a name the stores cannot open, or a folder this process may not read (no
+    permission). Also a :class:`fabric_resources.home.HomeUnusableError`, which it was before."""
 
 
 class CitationError(FabricQueryError):

@@ -107,3 +107,56 @@ def test_a_fabric_pickles_as_its_home_and_opens_it_again_in_a_spawned_process(tm
 
 def _resolve_in_child(fabric, citation) -> str:
     return fabric.resolve(citation).status
+
+
+def test_a_path_that_holds_no_usable_home_is_a_typed_read_error_and_a_bad_config_stays_a_config_error(
+        tmp_path, monkeypatch):
+    """guards against (trial 21b): ``Fabric("/etc/passwd")`` (a file) raised ``ConfigError``, as if a
+    home's config were wrong, and an unreadable folder a bare ``PermissionError``: the read side's
+    own typed errors (``FabricQueryError``) name each case; a config.json really wrong inside a home
+    stays a ``ConfigError``."""
+    import errno
+    import os
+
+    from fabric_query.errors import FabricQueryError, HomeNotFoundError, HomeUnusableError
+    from fabric_resources.config import ConfigError
+    from fabric_resources.home import FabricHome
+    from fabric_resources.home import HomeUnusableError as ResourcesHomeUnusableError
+
+    a_file = tmp_path / "notes.txt"
+    a_file.write_text("not a home\n")
+    (tmp_path / "plain").mkdir()
+    cases = {
+        "a file": (a_file, HomeUnusableError, f"{a_file} is a file: a Fabric home is a folder"),
+        "under a file": (a_file / "home", HomeUnusableError, f"{a_file} is a file, so {a_file / 'home'} cannot be"),
+        "no such path": (tmp_path / "missing", HomeNotFoundError, "no such folder"),
+        "not a home": (tmp_path / "plain", HomeNotFoundError, "run `fabric ingest PATH` first"),
+    }
+    for case, (path, kind, said) in cases.items():
+        with pytest.raises(FabricQueryError) as raised:
+            Fabric(path)
+        assert type(raised.value) is kind and said in str(raised.value), (case, raised.value)
+    assert isinstance(HomeUnusableError("x"), ResourcesHomeUnusableError)  # what it was before, for its callers
+
+    locked = tmp_path / "locked"
+    FabricHome(locked).catalog  # a home, then unreadable to this user
+    locked.chmod(0)
+    try:
+        if os.geteuid() == 0:  # root reads any folder: the refusal an unprivileged user gets, inside it
+            real_stat = os.stat
+
+            def stat(path, *args, **kwargs):
+                if str(path).startswith(f"{locked}{os.sep}"):
+                    raise PermissionError(errno.EACCES, "Permission denied", str(path))
+                return real_stat(path, *args, **kwargs)
+
+            monkeypatch.setattr(os, "stat", stat)
+        with pytest.raises(HomeUnusableError, match=f"the Fabric home folder {locked} cannot be read "
+                                                    r"\(Permission denied\)"):
+            Fabric(locked)
+    finally:
+        monkeypatch.undo()
+        locked.chmod(0o700)
+    (locked / "config.json").write_text('{"no_such_section": 1}')
+    with pytest.raises(ConfigError):
+        Fabric(locked)
