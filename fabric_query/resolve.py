@@ -12,7 +12,9 @@ the unlocked read of the file. Checks, in order:
     The source's active parse in the *current* release is still the cited one.
 ``source-bytes``
     The file's current bytes (read without following a symlink, regular files only) hash to the
-    cited ``source_hash``. No digest of the current bytes is ever printed.
+    cited ``source_hash``. No digest of the current bytes is ever printed. A citation of a release
+    no longer kept (retention, a purge) gets it too, when the home still records the cited hash
+    (:func:`fabric_query.source_bytes.retired_release_bytes`), or says why it cannot be made.
 ``parse``
     The parse run is ready for those bytes, its recorded parser identity hashes to the cited
     parse ID, and this Fabric's parser of that name has the same identity (``parser-changed``
@@ -47,16 +49,14 @@ Any failure answers ``stale`` with what changed; the new text is never substitut
 from __future__ import annotations
 
 import hashlib
-import os
 import re
-import stat
-from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
 
 from fabric_query.errors import CitationError, citation_problems
 from fabric_query.release import ProjectionUnavailable, guarded_read
+from fabric_query.source_bytes import read_source, retired_release_bytes
 from fabric_query.types import Citation, ResolveCheck, ResolveResult
 from fabric_query.visibility import VISIBLE_STATES, current_sources_config
 from fabric_resources import identity
@@ -183,41 +183,6 @@ def _visible_row(home: FabricHome, source_key: str) -> SourceRow | None:
 def _row_identity(row: SourceRow | None) -> tuple | None:
     """What the verification relied on (not ``last_seen``, which every scan touches)."""
     return None if row is None else (row.root_id, row.rel_path, row.state, row.source_hash, row.parse_id)
-
-
-def _read_source(home: FabricHome, row: SourceRow, expected_size: int | None) -> tuple[bytes | None, str]:
-    """The file's bytes (no symlink followed, regular files only), or None and why not.
-
-    The reason names the file by its source key, never its absolute path: a check is shown to
-    whoever asked (an HTTP or MCP client too), and the server's folder layout is not theirs."""
-    roots = {r.root_id: r.path for r in home.catalog.roots()}
-    if row.root_id not in roots:
-        return None, "its folder is no longer registered"
-    path = Path(roots[row.root_id]) / row.rel_path
-    key = row.source_key
-    try:
-        # O_NONBLOCK: a FIFO put in the file's place must not hang the open.
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
-    except FileNotFoundError:
-        return None, f"source file {key} no longer exists"
-    except OSError as exc:
-        if os.path.islink(path):
-            return None, f"{key} is now a symlink"
-        return None, f"cannot read {key}: {exc.strerror or type(exc).__name__}"
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            return None, f"{key} is no longer a regular file"
-        if expected_size is not None and st.st_size != expected_size:
-            return None, "source bytes changed since the citation (another size)"
-        with os.fdopen(fd, "rb", closefd=True) as fh:
-            fd = -1
-            return fh.read(), ""
-    except OSError as exc:
-        return None, f"cannot read {key}: {exc.strerror or type(exc).__name__}"
-    finally:
-        if fd >= 0:
-            os.close(fd)
 
 
 def _parse_check(home: FabricHome, citation: Citation):
@@ -378,7 +343,7 @@ def _text_now_check(home: FabricHome, cited: Release, citation: Citation, row: S
     _, spec, run = _parse_check(home, citation)
     if spec is None:
         return None
-    data, _ = _read_source(home, row, None)
+    data, _ = read_source(home, row, None)
     pieces = _cited_pieces(home, cited, citation) if data is not None else None
     if pieces is None:
         return None
@@ -452,7 +417,7 @@ def resolve(home: FabricHome, citation: Citation) -> ResolveResult:
     if bound:
         # Only a hash the cited release published is ever compared with the file: resolve confirms
         # no guess about bytes that no release showed.
-        data, why = _read_source(home, before, named.get("size"))
+        data, why = read_source(home, before, named.get("size"))
         if data is not None and hashlib.sha256(data).hexdigest() != citation.source_hash:
             data, why = None, "source bytes changed since the citation"
         checks.append(_check("source-bytes", data is not None, why or "current bytes match the cited hash"))
@@ -460,6 +425,8 @@ def resolve(home: FabricHome, citation: Citation) -> ResolveResult:
             moved = _text_now_check(home, cited, citation, before)
             if moved is not None:
                 checks.append(moved)
+    elif cited is None:  # retired: its hash is still compared when the home recorded it
+        checks.append(retired_release_bytes(home, citation, before, active))
     text = None
     if data is not None and bound:
         parse_check, spec, run = _parse_check(home, citation)

@@ -85,3 +85,41 @@ def test_a_citation_of_a_release_no_longer_kept_says_why_and_what_to_do(tmp_path
         assert result.status == "stale" and release and not release[0].ok
         assert release[0].detail == f"release {citation.release_id} {RELEASE_GONE}"
         assert "search again" in release[0].detail
+
+
+def test_a_citation_of_a_release_no_longer_kept_still_has_its_bytes_checked_when_the_hash_is_recorded(
+        tmp_path, fabric_home):
+    """guards against (trial 21b): ``resolve`` of a citation whose release was retired said why and
+    stopped, never reading the file: a user could not tell "the cited bytes are still there, search
+    again" from "the file changed". The bytes are compared now (the citation stays stale: its
+    text cannot be re-derived through a release that is gone); a hash the home never recorded
+    (a made-up citation) is not compared, and the check says why."""
+    from fabric_query.types import Citation
+
+    src = tmp_path / "c"
+    src.mkdir()
+    (src / "public.txt").write_text("The lighthouse keeper logged the tide.\n")
+    (src / "gone.txt").write_text("The harbour pilot boarded at dawn.\n")
+    ingest(src, fabric_home)
+    fabric = Fabric(fabric_home.root)
+    kept = fabric.search("lighthouse keeper").results[0].citation
+    (src / "gone.txt").unlink()
+    ingest(src, fabric_home)
+    purge(FabricHome(fabric_home.root), PurgeSelector(source_keys=("fs:c/gone.txt",)))  # retires kept's release
+
+    def checks(citation: Citation) -> tuple[str, dict[str, tuple[bool, str]]]:
+        result = fabric.resolve(citation)
+        return result.status, {c.check: (c.ok, c.detail) for c in result.checks}
+
+    status, said = checks(kept)
+    assert status == "stale" and said["release"][0] is False
+    assert said["source-bytes"] == (True, f"current bytes match the cited hash (release {kept.release_id} is gone: "
+                                          "search again to cite them)"), said
+    made_up = Citation.model_validate({**kept.model_dump(), "source_hash": "0" * 64})
+    status, said = checks(made_up)
+    assert status == "stale" and said["source-bytes"] == (
+        False, f"cannot be checked: release {kept.release_id} is gone and this home no longer records the cited "
+               "source hash (its parse was removed too)"), said
+    (src / "public.txt").write_text("The lighthouse keeper logged the storm.\n")  # edited, not ingested again
+    status, said = checks(kept)
+    assert status == "stale" and said["source-bytes"] == (False, "source bytes changed since the citation"), said
