@@ -12,7 +12,7 @@ from typing import Any
 
 from fabric_query import pipeline
 from fabric_query.cli_text import one_line
-from fabric_query.dense_health import dense_channels_off
+from fabric_query.dense_health import dense_check
 from fabric_query.errors import ForkedProcessError, HomeNotFoundError, HomeUnusableError, InvalidArgumentError
 from fabric_query.resolve import check_shown_text, validated_citation
 from fabric_query.resolve import resolve as resolve_citation
@@ -302,6 +302,7 @@ class Fabric:
         withheld = tuple(key for key, state, _, _ in sources if state == "present" and withheld_now.is_withheld(key))
         withheld_keys = set(withheld)  # asked once a source: 100k pattern matches are not free
         ready = {r.parse_id for r in runs if r.status == "ready"}
+        dense = dense_check(self.home, release, self._query_encoders())
         return Status(
             home=str(self.home.root),
             roots=tuple(r.path for r in catalog.roots()),
@@ -336,7 +337,8 @@ class Fabric:
             unreadable_tables=self._unreadable_tables(release),
             lexical_index_problem=self._lexical_index_problem(release),
             dense_index_problems=self._dense_index_problems(release),
-            dense_channels_off=dense_channels_off(self.home, release),
+            dense_channels_off=dense.off,
+            dense_index_fallback=dense.index_fallback,
             rows_changed=self._rows_changed(active, runs),
             outdated=self._outdated(active, runs),
         )
@@ -374,6 +376,24 @@ class Fabric:
                                     current_version=cur[1] if cur else None, settings_changed=settings_only,
                                     sources=tuple(keys))
                      for (name, version, cur, settings_only), keys in sorted(groups.items(), key=lambda g: str(g[0])))
+
+    def _query_encoders(self) -> dict[str, str | None]:
+        """Dense channel name → the identity of the query encoder this Fabric's searches use for it
+        (None: it cannot be made, which a search raises; the multilingual channel is left out when
+        ``dense.multilingual`` is off). Makes no model: an identity reads 1 MiB of weights at most."""
+        from fabric_resources.models.api_key import ApiKeyFileError
+        from fabric_resources.models.multilingual import shared_multilingual_embedder
+
+        out: dict[str, str | None] = {}
+        for name, encoder in (("dense", lambda: self.encoder),
+                              ("dense_multilingual", shared_multilingual_embedder)):
+            if name == "dense_multilingual" and not self.home.config.dense.multilingual:
+                continue
+            try:
+                out[name] = encoder().identity
+            except (ApiKeyFileError, OSError, ImportError):
+                out[name] = None
+        return out
 
     def _dense_index_problems(self, release) -> tuple[str, ...]:
         """``"<table>: <reason>: <detail>"`` for each dense ANN index generation the release names

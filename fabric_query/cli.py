@@ -146,6 +146,13 @@ def print_status(home: Path, st=None):
                       "product instead (slower at scale) until `fabric dense-index-repair`")
     for off in st.dense_channels_off:  # the reason's detail names what brings it back
         console.print(f"  [red]dense channel off[/red]: {keys([off])}; the other channels answer its queries")
+    named = {p.split(": ", 1)[0] for p in st.dense_index_problems}
+    for fallback in st.dense_index_fallback:
+        # "<channel>: <reason>: <table>[/<generation>]: …": an index whose files were named above is not named twice.
+        detail = fallback.split(": ", 2)[-1]
+        if detail.split(":", 1)[0].split("/", 1)[0] not in named:
+            console.print(f"  [red]dense index not used[/red]: {keys([fallback])}: the channel answers with the "
+                          "exact product instead (slower at scale) until `fabric dense-index-repair`")
     for changed in st.rows_changed:
         console.print(f"  [red]rows changed[/red] {keys([changed])}: rows were deleted or added outside Fabric; "
                       "a release over that table serves those parses with rows missing (for vectors the dense "

@@ -3,18 +3,26 @@
 A dense channel is off for every query of a release when its vectors cannot be read or do not
 give the digest the release recorded (``vector-digest-mismatch``: rows altered, damaged, deleted
 or added after they were written). A search finds that when it first loads the vectors (or the
-ANN index) into its view; :func:`dense_channels_off` asks the same questions in the same view.
+ANN index) into its view; :func:`dense_check` asks the same questions in the same view.
 That reads every vector once (~0.33 s per 100,000 rows, ``docs/benchmarks.md``, "Read-side
 checks"), so the answer is kept in the home under a digest of everything it read — the release's
 records of those tables, the dense search settings, and the files of the pinned table versions
 and index generations as they lie on disk — and a status on an unchanged home does not read the
 vectors again (as :func:`fabric_resources.row_audit.audited_rows` keeps the row audit).
+
+The same pass finds the two other things a search finds there: an ANN index the settings want that
+it would not use (``dense-index-release-mismatch``: bytes flipped inside a file that still reads;
+the exact product then answers), and the model identities of the vectors, which are compared with
+the query encoder's outside the cache (``model-mismatch``: the channel is skipped), so that another
+encoder never makes a status read the vectors again.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
 from fabric_resources.dense_index import MANIFEST_KEY as INDEX_RECORDS
@@ -23,26 +31,68 @@ from fabric_resources.row_audit import folder_state, load_cached, store_cached, 
 from fabric_resources.vector_digest import MANIFEST_KEY as VECTOR_DIGESTS
 
 #: Bumped when what the cache holds, or what its key covers, changes.
-CACHE_FORMAT = 1
+CACHE_FORMAT = 2
 
 
-def dense_channels_off(home: FabricHome, release) -> tuple[str, ...]:
-    """Each dense channel whose table ``release`` pins and whose search would be skipped for every
-    query, as ``"<channel>: <reason>: <table>: <detail>"`` (``()`` when all serve, or when no search
-    answers at all: :attr:`~fabric_query.types.Status.unreadable_tables` says so). ``release``: the
-    catalog's current release record, or None.
+@dataclass(frozen=True)
+class DenseCheck:
+    """What a search of a release finds of each dense channel before it encodes a query.
+
+    ``off``: ``"<channel>: <reason>: <detail>"`` for each channel skipped for every query (its
+    vectors cannot serve; or they are another model's than its query encoder, ``model-mismatch``).
+    ``index_fallback``: the same for each channel whose ANN index the dense search settings want
+    but a search would not use (``dense-index-missing``, ``-unreadable``, ``-release-mismatch``,
+    ``-schema-mismatch``): it answers with the exact product (slower at scale)."""
+
+    off: tuple[str, ...] = ()
+    index_fallback: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class _Found:
+    """One channel as the check found it: why it is off, why its index is not used, its models."""
+
+    off: str | None = None
+    fallback: str | None = None
+    models: tuple[str, ...] = ()
+
+
+def dense_check(home: FabricHome, release, encoders: Mapping[str, str | None]) -> DenseCheck:
+    """:class:`DenseCheck` of each dense channel whose table ``release`` pins (empty when none, or
+    when no search answers at all: :attr:`~fabric_query.types.Status.unreadable_tables` says so).
+    ``release``: the catalog's current release record, or None; ``encoders``: channel name → the
+    identity of the query encoder a search uses for it (a channel missing or None is not compared:
+    it does not apply, or its encoder cannot be made, which a search then raises).
 
     Answered from ``<home>/dense_check_cache.json`` when nothing it reads has changed; never
     cached for tables on an object store, a release that recorded no vector digest (its check then
     depends on which chunks are visible), a read-only home, a check a write landed in, or one this
     process's view answered from vectors it read before (:func:`~fabric_query.release.vectors_held`)."""
+    from fabric_query.channels.dense import DENSE_CHANNELS, model_mismatch
+
+    found = _found(home, release)
+    off, fallback = [], []
+    for name, channel in DENSE_CHANNELS.items():
+        f = found.get(name)
+        if f is None:
+            continue
+        identity = encoders.get(name)
+        mismatch = model_mismatch(channel.table, frozenset(f.models), identity) if identity else None
+        if f.off is not None or mismatch is not None:
+            off.append(f"{name}: {f.off or mismatch}")
+        if f.fallback is not None:
+            fallback.append(f"{name}: {f.fallback}")
+    return DenseCheck(tuple(off), tuple(fallback))
+
+
+def _found(home: FabricHome, release) -> dict[str, _Found]:
     from fabric_query.channels.dense import DENSE_CHANNELS
 
     if release is None:
-        return ()
+        return {}
     tables = [c.table for c in DENSE_CHANNELS.values() if release.manifest["tables"].get(c.table) is not None]
     if not tables:
-        return ()
+        return {}
     from fabric_query.release import vectors_held
 
     # A view this process read the vectors into before (a running server's) answers from the files
@@ -59,10 +109,10 @@ def dense_channels_off(home: FabricHome, release) -> tuple[str, ...]:
     if (found is not None and key is not None and not held and not home.read_only
             and _cache_key(home, release, tables) == key):
         _store(path, key, found)
-    return () if found is None else found
+    return {} if found is None else found
 
 
-def _check(home: FabricHome, release) -> tuple[str, ...] | None:
+def _check(home: FabricHome, release) -> dict[str, _Found] | None:
     """What a search finds before it encodes a query (the source it would search, then the models
     of that source's vectors); None when no search answers (nothing to cache)."""
     from fabric_query.channels.dense import DENSE_CHANNELS, vector_models
@@ -77,18 +127,19 @@ def _check(home: FabricHome, release) -> tuple[str, ...] | None:
         return None
     if view is None:
         return None
-    out = []
+    out = {}
     for name, channel in DENSE_CHANNELS.items():
         if release.manifest["tables"].get(channel.table) is None:
             continue  # no vectors of that model pinned (a corpus with no Japanese: no e5 table)
+        fallback = None
         try:
-            source, _ = dense_source(view, channel.table, home.config.query.dense_search)
-            vector_models(view, channel.table, source)
+            source, fallback = dense_source(view, channel.table, home.config.query.dense_search)
+            out[name] = _Found(fallback=fallback, models=tuple(sorted(vector_models(view, channel.table, source))))
         except ProjectionUnavailable as exc:
-            out.append(f"{name}: {exc.describe()}")
+            out[name] = _Found(off=exc.describe(), fallback=fallback)
         except (TableStoreUnavailableError, FabricQueryError):
             return None
-    return tuple(out)
+    return out
 
 
 def _cache_key(home: FabricHome, release, tables: list[str]) -> str | None:
@@ -121,12 +172,26 @@ def _cache_key(home: FabricHome, release, tables: list[str]) -> str | None:
     return digest.hexdigest()
 
 
-def _load(path: Path, key: str) -> tuple[str, ...] | None:
+def _load(path: Path, key: str) -> dict[str, _Found] | None:
     data = load_cached(path, key)
-    if data is None or not isinstance(data.get("off"), list):
+    channels = data.get("channels") if data is not None else None
+    if not isinstance(channels, dict):
         return None
-    return tuple(str(reason) for reason in data["off"])
+    try:
+        return {str(name): _Found(None if f["off"] is None else str(f["off"]),
+                                  None if f["fallback"] is None else str(f["fallback"]),
+                                  tuple(str(m) for m in _listed(f["models"])))
+                for name, f in channels.items()}
+    except (TypeError, KeyError):
+        return None  # a cache only saves work
 
 
-def _store(path: Path, key: str, off: tuple[str, ...]) -> None:
-    store_cached(path, {"key": key, "off": list(off)})
+def _listed(value) -> list:
+    if not isinstance(value, list):
+        raise TypeError("not a list")
+    return value
+
+
+def _store(path: Path, key: str, found: dict[str, _Found]) -> None:
+    store_cached(path, {"key": key, "channels": {name: {"off": f.off, "fallback": f.fallback, "models": list(f.models)}
+                                                 for name, f in found.items()}})

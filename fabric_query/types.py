@@ -380,9 +380,17 @@ class Status(BaseModel):
     #: Each dense channel that is off for every query of the current release, and why, as a search
     #: finds it before encoding the query (``"dense: vector-digest-mismatch: chunk_vectors: …"``:
     #: rows altered, damaged, deleted or added after the release recorded their digest; also
-    #: ``table-unreadable``, ``vector-values-invalid``). Found by loading the table's vectors (or its
-    #: ANN index) into the view searches share, as the first search does.
+    #: ``table-unreadable``, ``vector-values-invalid``; ``model-mismatch``: the vectors are another
+    #: model's than the query encoder's, until ``fabric ingest`` re-embeds them). Found by loading
+    #: the table's vectors (or its ANN index) into the view searches share, as the first search does.
     dense_channels_off: tuple[str, ...] = ()
+    #: Each dense channel whose ANN index the dense search settings want but a search of the
+    #: current release would not use, and why (``"dense: dense-index-release-mismatch:
+    #: chunk_vectors/gen-…: its rows' digest is not release 3's …"``: bytes altered inside a file
+    #: that still reads; also ``dense-index-missing``, ``-unreadable``, ``-schema-mismatch``): the
+    #: channel answers with the exact product (slower at scale, ``dense_fallback_reason``) until
+    #: ``fabric dense-index-repair``. Found in the same pass as ``dense_channels_off``.
+    dense_index_fallback: tuple[str, ...] = ()
     #: Tables whose latest version holds, for some active parses, another number of rows than the
     #: parse's last write recorded (``"chunk_vectors: 1 parse(s), 3 row(s) fewer and 0 more than
     #: written"``; :mod:`fabric_resources.row_audit`): rows deleted or added outside Fabric, every

@@ -324,6 +324,16 @@ def _source(ctx: "QueryContext", channel: DenseChannel) -> FoundSource:
     return FoundSource(source, reason)
 
 
+def model_mismatch(table: str, stored: frozenset[str], identity: str) -> str | None:
+    """Why a dense channel over ``table`` is skipped when its rows hold vectors of ``stored`` (model
+    identities) and its query encoder is ``identity`` (``"model-mismatch: …"``), or None when they
+    agree (or the table holds no vector): a search and ``fabric status`` give the same words."""
+    if not stored or stored == {identity}:
+        return None
+    return (f"model-mismatch: {table} holds vectors of {sorted(stored)}, the query encoder is "
+            f"{identity}; re-run the projection (fabric ingest re-embeds stale partitions)")
+
+
 def query_vector(ctx: "QueryContext", channel: DenseChannel) -> QueryVector:
     """``channel``'s query vector for ``ctx`` (checked and encoded once per query, on first use).
 
@@ -343,10 +353,9 @@ def _encode(ctx: "QueryContext", channel: DenseChannel) -> QueryVector:
         stored = vector_models(ctx.view, channel.table, found.source)
     except ProjectionUnavailable as exc:
         return QueryVector(None, None, exc.describe())
-    if stored and stored != {encoder.identity}:
-        return QueryVector(None, None, (
-            f"model-mismatch: {channel.table} holds vectors of {sorted(stored)}, the query encoder is "
-            f"{encoder.identity}; re-run the projection (fabric ingest re-embeds stale partitions)"))
+    mismatch = model_mismatch(channel.table, stored, encoder.identity)
+    if mismatch is not None:
+        return QueryVector(None, None, mismatch)
     vector = encoder.encode_queries([ctx.parsed.positive_text])[0]
     ctx.clock.lap("encode_query_multilingual" if channel.multilingual else "encode_query")
     return QueryVector(vector, encoder.identity)

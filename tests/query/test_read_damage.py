@@ -667,3 +667,91 @@ def test_a_cache_file_that_is_not_a_plain_small_json_file_is_a_miss(home, which)
     with open(path, "wb") as fh:
         fh.truncate(row_audit.MAX_CACHE_BYTES + 1)  # sparse: no disk used
     assert row_audit.read_cache_file(path) is None
+
+
+@pytest.fixture(scope="module")
+def ann_pristine(tmp_path_factory):
+    """A home whose release has a dense ANN index (``dense_search.mode: ann``) over 301 chunks."""
+    tmp = tmp_path_factory.mktemp("ann-damage")
+    root = tmp / "home"
+    root.mkdir()
+    (root / "config.json").write_text(json.dumps({"query": {"dense_search": {"mode": "ann"}}}))
+    src = tmp / "notes"
+    src.mkdir()
+    (src / "a.txt").write_text("The lighthouse keeper logged the tide.\n\nA storm broke the lamp in March.\n")
+    # An index is built from 256 vectors on (MIN_INDEX_ROWS): one long note of short chunks.
+    rng = np.random.default_rng(3)
+    words = ["tide", "lamp", "harbour", "lens", "beam", "ring", "ship", "fog", "signal", "rock", "coast", "wave"]
+    (src / "b.txt").write_text("\n\n".join(" ".join(rng.choice(words, 110)) + f" entry {i}." for i in range(300)) + "\n")
+    ingest(src, FabricHome(root))
+    return root
+
+
+def test_status_names_an_ann_index_a_search_would_not_use(ann_pristine, tmp_path, monkeypatch):
+    """guards against (trial 21a): one bit flipped inside the ANN index's vector file (every file
+    still reads, so ``dense_index_problems`` is empty): each search answered with the exact product
+    (``dense-index-release-mismatch``) while ``fabric status`` looked healthy; a kept check that
+    outlives the damage (its key must cover the index's files) or forgets the fallback it found."""
+    import lance
+    from typer.testing import CliRunner
+
+    from fabric_assets.cli import app
+    from fabric_query import dense_health
+    from fabric_query import release as views
+
+    shutil.copytree(ann_pristine, tmp_path / "home")
+    home = FabricHome(tmp_path / "home")
+    status = Fabric(home.root).status()
+    assert status.dense_index_fallback == () and status.dense_index_problems == ()
+    assert home.layout.dense_check_cache.exists()  # a sound answer kept: the damage must not reuse it
+    views._VIEWS.clear()
+    record = home.catalog.current_release().manifest["dense_indexes"]["chunk_vectors"]
+    folder = home.dense_indexes.path("chunk_vectors", record["generation"]) / "vectors.lance"
+    vec = lance.dataset(str(folder)).to_table(columns=["vector"]).column("vector")[0].values.to_numpy()
+    (path,) = sorted(folder.glob("data/*.lance"))
+    data = bytearray(path.read_bytes())
+    at = data.find(np.asarray(vec, dtype="<f4").tobytes()[:64])
+    assert at >= 0
+    data[at + 5] ^= 0x01
+    path.write_bytes(bytes(data))
+
+    status = Fabric(home.root).status()
+    assert status.dense_index_problems == () and status.dense_channels_off == ()  # every file reads
+    (fallback,) = status.dense_index_fallback
+    assert fallback.startswith(f"dense: dense-index-release-mismatch: chunk_vectors/{record['generation']}: ")
+    views._VIEWS.clear()
+    pack = Fabric(home.root).search("lighthouse keeper")
+    assert "dense" in pack.channels_run and fallback == f"dense: {pack.dense_fallback_reason}"
+    # Kept as found: a later status answers from the cache, the fallback with it.
+    views._VIEWS.clear()
+    monkeypatch.setattr(dense_health, "_check", lambda h, r: pytest.fail("checked again on an unchanged home"))
+    assert Fabric(home.root).status().dense_index_fallback == (fallback,)
+    out = CliRunner().invoke(app, ["status", "--home", str(home.root)], env={"COLUMNS": "500"})
+    assert out.exit_code == 0 and "dense index not used: dense: dense-index-release-mismatch" in out.output, out.output
+
+
+def test_status_says_a_dense_channel_whose_vectors_are_another_models_is_off(home, monkeypatch):
+    """guards against (trial 21a): a query encoder other than the one that wrote the vectors (the
+    dense backend switched to HTTP) skipping the dense channel for every query (``model-mismatch``)
+    while ``fabric status`` named nothing; the comparison must not be kept in the dense check's
+    cache (its key does not cover the encoder), and an encoder that cannot be made (a missing key
+    file, which a search raises) must not fail the status."""
+    from fabric_query import dense_health
+    from fabric_query import release as views
+
+    assert Fabric(home.root).status().dense_channels_off == () and home.layout.dense_check_cache.exists()
+    views._VIEWS.clear()
+    http = {"base_url": "http://127.0.0.1:9/v1", "model": "other-embed"}
+    home.layout.config_file.write_text(json.dumps({"dense": {"backend": "http", "http": http}}))
+    monkeypatch.setattr(dense_health, "_check", lambda h, r: pytest.fail("checked again on unchanged files"))
+    (off,) = Fabric(home.root).status().dense_channels_off  # e5's channel still matches its vectors
+    assert off.startswith("dense: model-mismatch: chunk_vectors holds vectors of ['all-MiniLM-L6-v2@") and \
+        "the query encoder is http:other-embed@http://127.0.0.1:9/v1:dim384" in off and "fabric ingest" in off, off
+    monkeypatch.undo()
+    pack = Fabric(home.root).search("lighthouse keeper")
+    assert off == f"dense: {pack.skipped_channels['dense']}"
+    home.layout.config_file.write_text(json.dumps({"dense": {"backend": "http", "http": {
+        **http, "api_key_file": str(home.root / "no-such-key")}}}))
+    assert Fabric(home.root).status().dense_channels_off == ()  # not compared: the search raises instead
+    home.layout.config_file.write_text("{}")
+    assert Fabric(home.root).status().dense_channels_off == ()
