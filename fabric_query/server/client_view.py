@@ -6,10 +6,20 @@ sources by name, with their states. Every other client — an MCP tool call, an 
 no token or the read token — learns nothing of them, not even that they exist: a file's name can
 itself be the secret (``layoffs-2027.md``), and the read token is handed to other people when the
 server binds an interface other than loopback.
+
+Nor does such a client learn where the home lies: the home's and the roots' absolute paths (a
+user name, a folder's name) are the operator's. A client sees each root by its label (the name
+its source keys begin with, ``fs:<label>/…``) and no ``home``; a path of the home, a root or a
+local table folder quoted inside a reason's text reads ``<home>``, the root's label or
+``<tables>``. The operator's diagnostics whose details count rows over every parse of the release,
+withheld ones too (``rows_changed``, the dense check's ``its 301 rows of release 3's parses``), or
+quote a library's error with file paths, reach a client cut to what is affected and why.
 """
 
 from __future__ import annotations
 
+import os
+import re
 from collections import Counter
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -22,7 +32,12 @@ def client_status(fabric: Fabric) -> dict[str, Any]:
     """``Fabric.status`` as JSON, as a client that is not the operator may see it (the MCP tool,
     ``/v1/status`` without the admin token): :func:`without_withheld` with the home's
     ``sources.withheld`` patterns as the config file holds them now (a pattern added while the
-    server runs hides its sources at once, also from the current release's counts)."""
+    server runs hides its sources at once, also from the current release's counts), then
+    :func:`without_paths`: no ``home`` key; ``roots`` by label (``["corpus"]``; ``"root-<id>"``
+    for one without a label); ``rows_changed`` by table name only (``["chunk_vectors"]``: its
+    counts take in withheld parses); ``dense_channels_off``, ``dense_index_fallback`` and
+    ``dense_index_problems`` as ``"<channel or table>: <reason>"``; ``lexical_index_problem`` as
+    its reason; any other text with the home's, roots' and local tables' paths replaced."""
     is_withheld = current_sources_config(fabric.home).is_withheld
     status = fabric.status().model_dump(mode="json")
     catalog = fabric.home.catalog
@@ -41,11 +56,55 @@ def client_status(fabric: Fabric) -> dict[str, Any]:
     for s in sources:
         if s.state != "deleted":
             under.setdefault(s.source_key.split(":", 1)[-1].split("/", 1)[0], []).append(s.source_key)
-    hidden_roots = frozenset(r.path for r in catalog.roots()
+    roots = catalog.roots()
+    hidden_roots = frozenset(r.path for r in roots
                              if is_withheld(f"fs:{r.label}/")
                              or (under.get(r.label) and all(is_withheld(k) for k in under[r.label])))
-    return without_withheld(status, is_withheld, Counter(s.state for s in sources if is_withheld(s.source_key)),
+    seen = without_withheld(status, is_withheld, Counter(s.state for s in sources if is_withheld(s.source_key)),
                             visible, hidden_pending, hidden_roots)
+    names = {r.path: r.label or f"root-{r.root_id}" for r in roots}
+    places = {str(fabric.home.root): "<home>", **names}
+    if not fabric.home.tables.remote:
+        places[str(fabric.home.tables.root)] = "<tables>"
+    return without_paths(seen, names, places)
+
+
+def without_paths(status: dict[str, Any], names: Mapping[str, str], places: Mapping[str, str]) -> dict[str, Any]:
+    """``status`` (:class:`fabric_query.types.Status` as JSON) as :func:`client_status` documents:
+    ``names`` maps each root's path to its label; ``places`` each absolute path to what a text
+    says in its place (the home, roots, local tables; also as they resolve through links)."""
+    out = {k: v for k, v in status.items() if k != "home"}
+    out["roots"] = [names.get(p, f"root-{i}") for i, p in enumerate(out.get("roots") or (), 1)]
+    out["rows_changed"] = [_cut(r, 1) for r in out.get("rows_changed") or ()]
+    for key in ("dense_channels_off", "dense_index_fallback", "dense_index_problems"):
+        out[key] = [_cut(r, 2) for r in out.get(key) or ()]
+    if out.get("lexical_index_problem"):
+        out["lexical_index_problem"] = _cut(out["lexical_index_problem"], 1)
+    pairs = {**places, **{os.path.realpath(p): said for p, said in places.items()}}
+    pairs = {p.rstrip("/"): said for p, said in pairs.items() if p.rstrip("/")}  # "/" itself: nothing to hide
+    if not pairs:
+        return out
+    # Longest first: a root inside the home is named by its label, not as "<home>/…". A path only
+    # where a text quotes one (after a space, a quote, ':' or '='; ending at a separator): a source
+    # key's own folders ("fs:corpus/data/x") are never taken for the root "/data".
+    pattern = re.compile(r"(?:(?<=^)|(?<=[\s'\"(\[<:=,]))(" + "|".join(
+        re.escape(p) for p in sorted(pairs, key=len, reverse=True)) + r")(?=$|[/\s'\"),\]>:;])")
+    return _replaced(out, lambda text: pattern.sub(lambda m: pairs[m.group(1)], text))
+
+
+def _cut(text: str, parts: int) -> str:
+    """The first ``parts`` ``": "``-separated parts of ``text`` (``"dense: vector-digest-mismatch"``)."""
+    return ": ".join(text.split(": ")[:parts])
+
+
+def _replaced(value: Any, replace: Callable[[str], str]) -> Any:
+    if isinstance(value, str):
+        return replace(value)
+    if isinstance(value, dict):
+        return {k: _replaced(v, replace) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_replaced(v, replace) for v in value]
+    return value
 
 
 def without_withheld(status: dict[str, Any], is_withheld: Callable[[str], bool], hidden_states: Mapping[str, int],

@@ -532,6 +532,59 @@ def test_withheld_sources_are_named_only_to_the_operator(fabric):
             _error(client.get("/v1/sources", headers={"authorization": f"Bearer {admin_token}x"}), 401)
 
 
+def test_a_clients_status_names_no_absolute_path_and_no_count_over_withheld_rows(home, monkeypatch):
+    """guards against (trial 21a): ``/v1/status`` with the read token (and the MCP status tool)
+    carrying the home's and the roots' absolute paths (a user name, a folder's name: the
+    operator's), also quoted inside a reason's text, and the operator's row counts, which take in
+    the rows of withheld parses (``rows_changed``; the dense check's ``its 9 rows of release 1's
+    parses``). The admin token's view and the in-process one stay complete."""
+    import os
+
+    from fabric_query.server.client_view import client_status
+    from fabric_query.types import ParseProblem
+
+    fabric = Fabric(home.root)
+    sound = fabric.status()
+    (root,) = sound.roots
+    assert sound.home == str(home.root) and root.endswith("/corpus")
+    text = json.dumps(client_status(fabric))
+    assert client_status(fabric)["roots"] == ["corpus"] and "home" not in client_status(fabric)
+    assert str(home.root.parent) not in text and os.path.realpath(home.root.parent) not in text, text
+    # The diagnostics a damaged home gives the operator (each as Fabric.status words it).
+    damaged = sound.model_copy(update={
+        "rows_changed": ("chunk_vectors: 2 parse(s), 3 row(s) fewer and 0 more than written",),
+        "dense_channels_off": ("dense: vector-digest-mismatch: chunk_vectors: its 9 rows of release 1's parses do "
+                               "not match the digest the release recorded",),
+        "dense_index_fallback": ("dense: dense-index-release-mismatch: chunk_vectors/gen-00000001: 9 rows, the "
+                                 "release recorded 8",),
+        "dense_index_problems": (f"chunk_vectors: dense-index-unreadable: chunk_vectors/gen-00000001: OSError: "
+                                 f"{home.root}/indexes/dense/chunk_vectors/gen-00000001/vectors.lance: bad",),
+        "lexical_index_problem": f"index-unreadable: gen-00000001: {home.root}/indexes/lexical/meta.json: bad",
+        "unreadable_tables": (f"chunks version 2: {home.tables.root}/chunks.lance/data/x.lance: cut short",),
+        "failed": (ParseProblem(parse_id="f" * 32, status="failed", reason="unreadable",
+                                detail=f"PermissionError: '{root}/b.md'", sources=("fs:corpus/b.md",)),),
+    })
+    monkeypatch.setattr(fabric, "status", lambda: damaged)
+    admin_token, read_token = "a" * 43, "r" * 43
+    with live_server(lambda port: create_app(fabric, ServerConfig(), port=port, read_token=read_token,
+                                             admin=_RecordingAdmin(), admin_token=admin_token)) as url:
+        with httpx.Client(base_url=url, timeout=60, headers={"authorization": f"Bearer {read_token}"}) as client:
+            wait_ready(client)
+            seen = client.get("/v1/status")
+            operator = client.get("/v1/status", headers={"authorization": f"Bearer {admin_token}"}).json()
+    assert operator == json.loads(damaged.model_dump_json())
+    client = seen.json()
+    assert str(home.root.parent) not in seen.text and "home" not in client, seen.text
+    assert client["roots"] == ["corpus"] and client["rows_changed"] == ["chunk_vectors"]
+    assert client["dense_channels_off"] == ["dense: vector-digest-mismatch"]
+    assert client["dense_index_fallback"] == ["dense: dense-index-release-mismatch"]
+    assert client["dense_index_problems"] == ["chunk_vectors: dense-index-unreadable"]
+    assert client["lexical_index_problem"] == "index-unreadable"
+    assert client["unreadable_tables"] == ["chunks version 2: <tables>/chunks.lance/data/x.lance: cut short"]
+    assert client["failed"][0]["detail"] == "PermissionError: 'corpus/b.md'"
+    assert client["failed"][0]["sources"] == ["fs:corpus/b.md"]  # a source key is not a path
+
+
 @contextlib.contextmanager
 def _announced_server(home, fabric, admin_token: str):
     """A live server of ``fabric`` with ``admin_token``, ready and announced in the home's
@@ -579,7 +632,7 @@ def test_a_root_whose_every_source_is_withheld_is_not_named_to_a_client(home, fa
     config = home.layout.config_file
     kept = config.read_text()
     root = fabric.status().roots[0]
-    assert root.endswith("/corpus") and root in client_status(fabric)["roots"]  # a visible file under it
+    assert root.endswith("/corpus") and client_status(fabric)["roots"] == ["corpus"]  # a visible file under it
     try:
         config.write_text(json.dumps({"sources": {"withheld": ["corpus/*"]}}))
         seen = client_status(fabric)
@@ -589,7 +642,7 @@ def test_a_root_whose_every_source_is_withheld_is_not_named_to_a_client(home, fa
         assert root in fabric.status().roots
     finally:
         config.write_text(kept)
-    assert root in client_status(fabric)["roots"]
+    assert client_status(fabric)["roots"] == ["corpus"]
 
 
 def test_fabric_status_never_prints_a_clients_view_as_the_operators(home, fabric):
