@@ -302,7 +302,7 @@ class Fabric:
         withheld = tuple(key for key, state, _, _ in sources if state == "present" and withheld_now.is_withheld(key))
         withheld_keys = set(withheld)  # asked once a source: 100k pattern matches are not free
         ready = {r.parse_id for r in runs if r.status == "ready"}
-        dense = dense_check(self.home, release, self._query_encoders())
+        dense = dense_check(self.home, release, self._query_encoder)
         return Status(
             home=str(self.home.root),
             roots=tuple(r.path for r in catalog.roots()),
@@ -377,23 +377,22 @@ class Fabric:
                                     sources=tuple(keys))
                      for (name, version, cur, settings_only), keys in sorted(groups.items(), key=lambda g: str(g[0])))
 
-    def _query_encoders(self) -> dict[str, str | None]:
-        """Dense channel name → the identity of the query encoder this Fabric's searches use for it
-        (None: it cannot be made, which a search raises; the multilingual channel is left out when
-        ``dense.multilingual`` is off). Makes no model: an identity reads 1 MiB of weights at most."""
+    def _query_encoder(self, channel: str) -> str | None:
+        """The identity of the query encoder this Fabric's searches use for dense channel
+        ``channel``, or None: the channel does not apply (``dense_multilingual`` with
+        ``dense.multilingual`` off), or its encoder cannot be made (a search raises that). Loads no
+        model: an identity reads 1 MiB of weights at most, once a process."""
         from fabric_resources.models.api_key import ApiKeyFileError
         from fabric_resources.models.multilingual import shared_multilingual_embedder
 
-        out: dict[str, str | None] = {}
-        for name, encoder in (("dense", lambda: self.encoder),
-                              ("dense_multilingual", shared_multilingual_embedder)):
-            if name == "dense_multilingual" and not self.home.config.dense.multilingual:
-                continue
-            try:
-                out[name] = encoder().identity
-            except (ApiKeyFileError, OSError, ImportError):
-                out[name] = None
-        return out
+        try:
+            if channel == "dense":
+                return self.encoder.identity
+            if channel == "dense_multilingual" and self.home.config.dense.multilingual:
+                return shared_multilingual_embedder().identity
+        except (ApiKeyFileError, OSError, ImportError):
+            pass
+        return None
 
     def _dense_index_problems(self, release) -> tuple[str, ...]:
         """``"<table>: <reason>: <detail>"`` for each dense ANN index generation the release names

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -57,12 +57,13 @@ class _Found:
     models: tuple[str, ...] = ()
 
 
-def dense_check(home: FabricHome, release, encoders: Mapping[str, str | None]) -> DenseCheck:
+def dense_check(home: FabricHome, release, encoder: Callable[[str], str | None]) -> DenseCheck:
     """:class:`DenseCheck` of each dense channel whose table ``release`` pins (empty when none, or
     when no search answers at all: :attr:`~fabric_query.types.Status.unreadable_tables` says so).
-    ``release``: the catalog's current release record, or None; ``encoders``: channel name → the
-    identity of the query encoder a search uses for it (a channel missing or None is not compared:
-    it does not apply, or its encoder cannot be made, which a search then raises).
+    ``release``: the catalog's current release record, or None; ``encoder``: channel name → the
+    identity of the query encoder a search uses for it, asked only for a channel whose table
+    holds vectors (None: not compared; the channel does not apply, or its encoder cannot be made,
+    which a search then raises).
 
     Answered from ``<home>/dense_check_cache.json`` when nothing it reads has changed; never
     cached for tables on an object store, a release that recorded no vector digest (its check then
@@ -76,7 +77,7 @@ def dense_check(home: FabricHome, release, encoders: Mapping[str, str | None]) -
         f = found.get(name)
         if f is None:
             continue
-        identity = encoders.get(name)
+        identity = encoder(name) if f.models else None
         mismatch = model_mismatch(channel.table, frozenset(f.models), identity) if identity else None
         if f.off is not None or mismatch is not None:
             off.append(f"{name}: {f.off or mismatch}")
