@@ -151,8 +151,9 @@ def print_status(home: Path, st=None):
         # "<channel>: <reason>: <table>[/<generation>]: …": an index whose files were named above is not named twice.
         detail = fallback.split(": ", 2)[-1]
         if detail.split(":", 1)[0].split("/", 1)[0] not in named:
+            until = "" if "dense-index-repair" in fallback else " until `fabric dense-index-repair`"  # most say it
             console.print(f"  [red]dense index not used[/red]: {keys([fallback])}: the channel answers with the "
-                          "exact product instead (slower at scale) until `fabric dense-index-repair`")
+                          f"exact product instead (slower at scale){until}")
     for changed in st.rows_changed:
         console.print(f"  [red]rows changed[/red] {keys([changed])}: rows were deleted or added outside Fabric; "
                       "a release over that table serves those parses with rows missing (for vectors the dense "
