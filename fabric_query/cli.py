@@ -28,7 +28,7 @@ from typer.core import TyperCommand
 from fabric_query.cli_fast import LIMIT_MAX, LIMIT_MIN
 from fabric_query.cli_input import ArgumentError, read_json_argument
 from fabric_query.cli_interrupt import READS, on_interrupt
-from fabric_query.cli_text import stdout_closed, typed, unfinished_reason  # the standard library only
+from fabric_query.cli_text import ago, stdout_closed, typed, unfinished_reason  # the standard library only
 from fabric_query.errors import FabricQueryError
 
 read_app = typer.Typer(help="Read commands: search, resolve, status, lexical-health (no Dagster).")
@@ -73,26 +73,6 @@ def fail(message: str, code: int = 2) -> None:
     raise typer.Exit(code)
 
 
-def _age(seconds: float) -> str:
-    """``seconds`` as the largest whole unit: ``42 s``, ``7 min``, ``3 h``, ``2 d``."""
-    for unit, size in (("d", 86400), ("h", 3600), ("min", 60)):
-        if seconds >= size:
-            return f"{int(seconds // size)} {unit}"
-    return f"{int(max(seconds, 0))} s"
-
-
-#: How far in the future a recorded time may lie and still be read as now (clock grain, NTP slew).
-FUTURE_SLACK_S = 60
-
-
-def _ago(seconds: float) -> str:
-    """``7 min ago``; a time more than :data:`FUTURE_SLACK_S` ahead of the clock says so: it was
-    recorded while the clock was ahead and set back since (it printed as ``0 s ago``)."""
-    if seconds < -FUTURE_SLACK_S:
-        return f"{_age(-seconds)} in the future (the clock was set back since)"
-    return f"{_age(seconds)} ago"
-
-
 def print_status(home: Path, st=None):
     """The status lines of ``fabric status`` (also printed after ``fabric ingest``); ``st``: a
     :class:`~fabric_query.types.Status` already read (default: read the home in-process).
@@ -112,8 +92,8 @@ def print_status(home: Path, st=None):
         f"{st.active_sources} active sources, {st.active_parses} active parses; sources: {states}; "
         f"pending {st.pending}", markup=False)
     now = time.time()
-    ages = [f"last scan {_ago(now - st.last_scan_at)}" if st.last_scan_at else "no scan yet",
-            f"release published {_ago(now - st.release_created_at)}" if st.release_created_at else "no release",
+    ages = [f"last scan {ago(now - st.last_scan_at)}" if st.last_scan_at else "no scan yet",
+            f"release published {ago(now - st.release_created_at)}" if st.release_created_at else "no release",
             f"{len(st.unfinished)} parse(s) unfinished"]
     console.print("  " + "; ".join(ages))
     for damaged in st.unreadable_tables:

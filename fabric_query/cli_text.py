@@ -279,3 +279,23 @@ def unfinished_reason(ingest_running: bool | None) -> str:
         return f"run still going or interrupted, or done and not yet activated; {then}"
     return (f"no `fabric ingest` is running (none holds the home's ingest lock): interrupted, or done and not "
             f"yet activated, or a Dagster daemon run still going; {then}")
+
+
+def age(seconds: float) -> str:
+    """``seconds`` as the largest whole unit: ``42 s``, ``7 min``, ``3 h``, ``2 d``."""
+    for unit, size in (("d", 86400), ("h", 3600), ("min", 60)):
+        if seconds >= size:
+            return f"{int(seconds // size)} {unit}"
+    return f"{int(max(seconds, 0))} s"
+
+
+#: How far in the future a recorded time may lie and still be read as now (clock grain, NTP slew).
+FUTURE_SLACK_S = 60
+
+
+def ago(seconds: float) -> str:
+    """``7 min ago``; a time more than :data:`FUTURE_SLACK_S` ahead of the clock says so: it was
+    recorded while the clock was ahead and set back since (it printed as ``0 s ago``)."""
+    if seconds < -FUTURE_SLACK_S:
+        return f"{age(-seconds)} in the future (the clock was set back since)"
+    return f"{age(seconds)} ago"
