@@ -23,7 +23,11 @@ put in that canonical order (:data:`ORDERED_MARKS`), as NFC would: folding is pe
 did not, and a word typed in one order missed its text in the other. Khmer writers also type the parts of a
 syllable in orders Unicode does not call equivalent, though they render alike: the subscript ro
 before another subscript (``ស្រ្តី`` for ``ស្ត្រី``, woman), a vowel before the register shifter
-(``ប៊ី``); those are put in the order the Unicode Standard gives (:data:`KHMER_CLUSTER`). The same
+(``ប៊ី``); those are put in the order the Unicode Standard gives (:data:`KHMER_CLUSTER`). Khmer
+spellings the Standard names as variants of one letter fold to it (:data:`KHMER_VARIANTS`: the
+deprecated independent vowels ``ឣ`` and ``ឤ`` as ``អ`` and ``អា``, ``ឲ`` as ``ឱ``, so ``ឲ្យ`` and
+``ឱ្យ`` meet), and a two-part vowel typed as its two parts as the one vowel sign (``េ`` + ``ី`` as
+``ើ``, ``េ`` + ``ា`` as ``ោ``: :data:`KHMER_SPLIT_VOWELS`). The same
 rule applies at every term length and in every other script, so ``ΑΒΓ`` and
 ``αβγ``, ``Café`` and ``cafe`` fold alike.
 
@@ -84,7 +88,7 @@ UNSPACED = re.compile(
 )
 
 #: Enters the analyzer identity; bump when the folding rule changes (the serving index is rebuilt).
-FOLDING_VERSION = "nfkd-mn-casefold-opencc1.4.2-t2s-char-ignorable-kana-jamo-alphabetic-marks-stroke-digits-tatweel-yeh-kaf-khmer-myanmar-marks-ordered-khmer-clusters-9"
+FOLDING_VERSION = "nfkd-mn-casefold-opencc1.4.2-t2s-char-ignorable-kana-jamo-alphabetic-marks-stroke-digits-tatweel-yeh-kaf-khmer-myanmar-marks-ordered-khmer-clusters-khmer-variants-10"
 
 #: Unicode's Default_Ignorable_Code_Point characters of general category ``Cf`` (DerivedCoreProperties.txt,
 #: Unicode 15.1): invisible in rendered text, so folded to nothing. Not the other default-ignorables:
@@ -135,6 +139,14 @@ ORDERED_MARKS = re.compile("[\u1037\u1039\u103a\u108d\u17d2\u17dd]{2,}")
 #: subscript (coeng + consonant), a register shifter (muusikatoan, triisap) or a dependent vowel.
 KHMER_CLUSTER = re.compile("(?:\u17d2[\u1780-\u17b3]|[\u17c9\u17ca\u17b6-\u17c5]){2,}")
 _KHMER_PART = re.compile("\u17d2.|.", re.S)
+#: Khmer letters the Unicode Standard names as another spelling of one (its code charts: U+17A3 and
+#: U+17A4 are deprecated, "use 17A2" and "use 17A2 17B6"; U+17B2 is "a variant of 17B1, used in only
+#: a few words", chiefly ``ឲ្យ``, written ``ឱ្យ`` as often).
+KHMER_VARIANTS = {"\u17a3": "\u17a2", "\u17a4": "\u17a2\u17b6", "\u17b2": "\u17b1"}
+#: A Khmer two-part vowel typed as its two parts, in either order (they render as the one sign; the
+#: Standard says not to encode them so): the parts and the vowel sign they make.
+KHMER_SPLIT_VOWELS = {"\u17c1\u17b8": "\u17be", "\u17b8\u17c1": "\u17be",
+                      "\u17c1\u17b6": "\u17c4", "\u17b6\u17c1": "\u17c4"}
 #: A character either reordering starts with (a Myanmar or Khmer mark, a Khmer vowel sign).
 _REORDERED = re.compile("[\u1037\u1039\u103a\u108d\u17b6-\u17c5\u17c9\u17ca\u17d2\u17dd]")
 
@@ -185,6 +197,8 @@ def fold_char(ch: str) -> str:
         return base.casefold()
     if _keeps_marks(ch):
         return unicodedata.normalize("NFKC", ch).casefold()
+    if ch in KHMER_VARIANTS:
+        return KHMER_VARIANTS[ch]
     decomposed = unicodedata.normalize("NFKD", ch)
     if KEPT_MARKS.match(ch):
         return decomposed
@@ -217,6 +231,8 @@ def _fold_parts(text: str) -> list[str]:
         for m in KHMER_CLUSTER.finditer(text):  # also scalars that fold to themselves, moved as a whole
             ordered = sorted(_KHMER_PART.findall(m.group()), key=_khmer_rank)
             parts[m.start():m.end()] = list("".join(ordered))
+        if "\u17c1" in text:
+            _join_split_vowels(parts)
     if CLUSTER_TAIL.search(text):
         for m in _CLUSTER.finditer(text):
             for end in range(m.end(), m.start() + 1, -1):  # a jamo syllable whose final does not compose: L V
@@ -225,6 +241,22 @@ def _fold_parts(text: str) -> list[str]:
                     parts[m.start():end] = [composed] + [""] * (end - m.start() - 1)
                     break
     return parts
+
+
+def _join_split_vowels(parts: list[str]) -> None:
+    """Each :data:`KHMER_SPLIT_VOWELS` pair of adjacent ``parts`` (after reordering) as its vowel
+    sign at the first part's place and nothing at the second's (the kana rule: one source scalar
+    per folded character)."""
+    at = -1
+    while True:
+        try:
+            at = parts.index("\u17c1", at + 1)
+        except ValueError:
+            return
+        for first in (at - 1, at):  # the other part before or after the e
+            if first >= 0 and first + 1 < len(parts) and parts[first] + parts[first + 1] in KHMER_SPLIT_VOWELS:
+                parts[first:first + 2] = [KHMER_SPLIT_VOWELS[parts[first] + parts[first + 1]], ""]
+                break
 
 
 def fold(text: str) -> str:
