@@ -186,7 +186,8 @@ def _bigram_ranges(folded: str, origin: list[int], terms: Iterable[str]) -> list
     share: any two adjacent such characters are one of the index's bigrams; a single character
     is a token only where it stands alone (``word_field_text``); a Thai, Lao, Khmer or Myanmar token
     is a word where the passage's own run is cut into that word (so ``ไล`` is not marked inside
-    ``ไลน``), compared as its token (a Khmer word's coeng signs dropped) and marked whole."""
+    ``ไลน``), compared as its token (``word_token``: a Khmer word's coeng signs dropped, other marks
+    coded) and marked whole."""
     grams = {t for t in _stems(" ".join(terms)) if UNSPACED.search(t)}
     words = {g for g in grams if SEGMENTED_RUN.fullmatch(g)}
     grams -= words

@@ -16,7 +16,8 @@ Thai tone marks) still fold away, as tantivy would split the word at them. In Kh
 every mark is kept (:data:`KEPT_MARKS`: the Khmer coeng that writes a subscript consonant, the
 Myanmar asat and virama, ``ខ្មែរ`` and ``မြန်မာ``): their word segmenter reads them
 (:mod:`fabric_resources.word_segmentation`), the substring field holds each as a character, and
-the word field drops them from the words it makes, where the tokenizer would split. Adjacent marks
+the word field writes them as codes in the words it makes, where the tokenizer would split
+(:data:`~fabric_resources.word_segmentation.MARK_CODES`; the Khmer coeng it drops). Adjacent marks
 of theirs that Unicode orders by combining class (the Myanmar dot below before the asat or virama:
 ``မုန့်`` typed ``န`` + asat + dot below, as keyboards let one, is canonically the same word) are
 put in that canonical order (:data:`ORDERED_MARKS`), as NFC would: folding is per scalar, so it

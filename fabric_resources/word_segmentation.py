@@ -50,11 +50,11 @@ SEGMENTED_RUN = regex.compile(r"[\p{Thai}&&\u0e00-\u0e7f]+|[\p{Lao}&&\u0e80-\u0e
 
 #: Package versions of the word lists and segmenters, part of the index's analyzer identity.
 WORD_LISTS = ("thai-newmm-pythainlp5.4.0+lao-laonlp1.3.0-skip"  # -skip: an unlisted Lao stretch ends where a listed word starts
-              "+khmer-myanmar-icu4py1.2.0-icu78.3")
+              "+khmer-myanmar-icu4py1.2.0-icu78.3-marks-coded")  # -marks-coded: MARK_CODES
 
 #: A character the word field's tokenizer splits a word at (tantivy's simple tokenizer keeps
 #: ``char::is_alphanumeric`` characters: Unicode ``Alphabetic`` or a number): the Khmer and Myanmar
-#: marks folding keeps for the segmenter. :func:`word_token` drops them from a word.
+#: marks folding keeps for the segmenter. :func:`word_token` codes them (:data:`MARK_CODES`).
 TOKEN_BREAK = regex.compile(r"[^\p{Alphabetic}\p{N}]")
 
 
@@ -108,14 +108,29 @@ def segmented_words(run: str) -> tuple[str, ...]:
 CACHED_RUN_CHARS = 256
 
 
+#: The Khmer and Myanmar marks the tokenizer would split a word at (:data:`TOKEN_BREAK`), each
+#: written in the word field's token as digits of its script: folding turns every decimal digit of
+#: the text into an ASCII one, so these digits stand in no token but as such a code, and a word's
+#: marks stay part of its token (``နေ့`` day is not ``နေ`` live, ``កាត់`` cut not ``កាត`` card). The
+#: codes are of one length per script, so no sequence of them reads as another. The Khmer coeng is
+#: no mark here: it goes, so a word typed without it (``ខមែរ``, as people type) keeps its token.
+MARK_CODES = str.maketrans(
+    {"\u1037": "\u1040", "\u1039": "\u1041", "\u103a": "\u1042"}  # Myanmar dot below, virama, asat
+    | {mark: "\u17e0" + chr(0x17E0 + i) if i < 10 else "\u17e1\u17e0"  # Khmer: two digits each
+       for i, mark in enumerate("\u17c9\u17ca\u17cb\u17cc\u17cd\u17ce\u17cf\u17d0\u17d1\u17d3\u17dd")})
+
+
 def word_token(word: str) -> str:
-    """``word`` (one of :func:`segmented_words`) as the word field's token: without the marks the
-    tokenizer would split it at (:data:`TOKEN_BREAK`); ``""`` where it is only such marks.
+    """``word`` (one of :func:`segmented_words`) as the word field's token: its marks the tokenizer
+    would split it at written as their :data:`MARK_CODES`, the Khmer coeng and any other character
+    of :data:`TOKEN_BREAK` dropped; ``""`` where only such characters remain.
 
     >>> word_token(fold("ខ្មែរ"))  # the coeng goes, the word stays whole
     'ខមែរ'
+    >>> word_token(fold("နေ့")), word_token(fold("နေ"))  # day, live: the dot below is coded
+    ('နေ၀', 'နေ')
     """
-    return TOKEN_BREAK.sub("", word)
+    return TOKEN_BREAK.sub("", word.translate(MARK_CODES))
 
 
 def _cut(run: str) -> tuple[str, ...]:

@@ -9,7 +9,9 @@ from conftest import ingest
 
 from fabric_query import Fabric
 from fabric_resources.home import FabricHome
+from fabric_query.channels.lexical import word_tokens
 from fabric_resources.text_folding import fold, fold_with_map
+from fabric_resources.word_segmentation import MARK_CODES, word_token
 
 FILES = {
     # I want to eat Khmer food (food, អាហារ, written with the deprecated U+17A4 for អា).
@@ -22,6 +24,12 @@ FILES = {
     "km-sew.txt": "ម្ដាយដេរខោអាវ\n",
     # His house is big (ផ្ទះ house, followed by the invisible inherent vowel U+17B4).
     "km-house.txt": "ផ្ទះ\u17b4របស់គាត់ធំ\n",
+    # Myanmar: it is hot today (နေ့ day); I live in Yangon (နေ live: no dot below).
+    "my-day.txt": "ဒီနေ့ပူတယ်\n",
+    "my-live.txt": "ကျွန်တော်ရန်ကုန်မှာနေတယ်\n",
+    # Khmer: mother cuts paper (កាត់ cut); I lost my bank card (កាត card: no bantoc).
+    "km-cut.txt": "ម្ដាយកាត់ក្រដាស\n",
+    "km-card.txt": "ខ្ញុំបាត់កាតធនាគារ\n",
 }
 
 
@@ -81,3 +89,37 @@ def test_a_folded_vowel_does_not_make_sew_find_walk(fabric):
     """guards against: folding too much: ``ដេរ`` (sew) finds the file that holds it, not the one
     holding ``ដើរ`` (walk) typed as ``េ`` + ``ី``."""
     assert _lexical(fabric.search("ដេរ")) == [("km-sew.txt", ["ដេរ"])]
+
+
+#: (the word with a mark, its file; the word without it, its file): Myanmar day / live (dot below),
+#: Khmer cut / card (bantoc).
+MARKED_PAIRS = [("နေ့", "my-day.txt", "နေ", "my-live.txt"), ("កាត់", "km-cut.txt", "កាត", "km-card.txt")]
+
+
+def test_a_mark_the_tokenizer_splits_at_stays_in_the_word_token():
+    """guards against: the word field dropping a mark (dot below, asat, bantoc, register shifter)
+    from a word's token, so two words differing only by it shared one token; a code that reads as
+    another mark's or as a digit of the text; or the coeng kept (a word typed without it, as people
+    do, would no longer share its token)."""
+    assert word_tokens("နေ့") != word_tokens("နေ") and word_tokens("កាត់") != word_tokens("កាត")
+    assert word_tokens("တယ်") != word_tokens("တယ") and word_tokens("ប៊ី") != word_tokens("ប៉ី") != word_tokens("បី")
+    assert word_token(fold("ខ្មែរ")) == word_token("ខមែរ")
+    assert word_tokens("ម៉ោង ១២") == ["ម០០ោង", "12"]  # the text's digits fold to ASCII: no code
+    for block in (range(0x1000, 0x10A0), range(0x1780, 0x1800)):  # Myanmar, Khmer
+        codes = [code for mark, code in MARK_CODES.items() if mark in block]
+        assert len(set(codes)) == len(codes) and len({len(c) for c in codes}) == 1
+        assert all(ord(c) in block and fold(c).isascii() for c in "".join(codes))
+
+
+@pytest.mark.parametrize("marked, marked_file, plain, plain_file", MARKED_PAIRS)
+def test_a_word_differing_only_by_a_mark_is_no_word_match(fabric, marked, marked_file, plain, plain_file):
+    """Property: a Khmer or Myanmar query word is a lexical match only where it stands, mark and all:
+    ``နေ့`` (day) no longer finds ``နေ`` (live) by the word field, nor ``កាត់`` (cut) ``កាត`` (card),
+    and each still finds its own file by the word field, highlighted on it. The plain word finds the
+    marked one only as the characters it is made of (the substring field), never as a word."""
+    pack = fabric.search(marked, debug=True)
+    assert _lexical(pack) == [(marked_file, [marked])]
+    assert "word" in pack.results[0].channels
+    pack = fabric.search(plain, debug=True)
+    by_word = {h.citation.source_key.rsplit("/", 1)[-1] for h in pack.results if "word" in h.channels}
+    assert by_word == {plain_file} and (plain_file, [plain]) in _lexical(pack)
