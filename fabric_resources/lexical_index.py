@@ -21,7 +21,9 @@ case and diacritics fold identically at every term length and in every script.
   term never matches across one (``京大`` is not in ``東京、大阪``, nor ``た本`` in ``した。本日``);
   whitespace holds none (a line break inside a Japanese word, as PDF text has, is no break), nor
   do the middle dots ``・･·``, which Japanese writes between the words of a name and queries omit
-  (``ソニーピクチャーズ`` finds ``ソニー・ピクチャーズ``).
+  (``ソニーピクチャーズ`` finds ``ソニー・ピクチャーズ``), nor does the Khmer coeng (U+17D2,
+  which writes the next consonant as a subscript), which informal typing leaves out: ``ខមែរ`` finds
+  ``ខ្មែរ`` and the other way round, highlighted over the coeng (:data:`UNCOUNTED`).
 * ``word_length``: a fast field holding each document's word-field token count, so
   the word channel can re-score BM25 with other parameters than tantivy's fixed
   k1 1.2, b 0.75 (:attr:`OpenIndex.word_avgdl`).
@@ -130,7 +132,11 @@ UNSPACED_SCRIPTS = (
 #: A punctuation or symbol character that holds a substring position (Rust regex class syntax; the
 #: Python ``regex`` module reads it with its ``V1`` flag): every one but the middle dots.
 SEPARATOR = r"[\p{P}\p{S}&&[^\x{30FB}\x{FF65}\x{B7}]]"
-SUBSTRING_PATTERN = f"[{UNSPACED_SCRIPTS}]|{SEPARATOR}|[^\\s\\p{{P}}\\p{{S}}\\p{{C}}{UNSPACED_SCRIPTS}]+"
+#: A character of those scripts that holds no substring position: the Khmer coeng, which people
+#: typing informally leave out (the word field drops it too: ``word_segmentation.word_token``).
+UNCOUNTED = r"\x{17D2}"
+SUBSTRING_PATTERN = (f"[[{UNSPACED_SCRIPTS}]&&[^{UNCOUNTED}]]|{SEPARATOR}"
+                     f"|[^\\s\\p{{P}}\\p{{S}}\\p{{C}}{UNSPACED_SCRIPTS}]+")
 
 
 def _python_pattern(pattern: str) -> regex.Pattern:
@@ -147,7 +153,7 @@ WORD_TOKENIZER = "fabric_word"
 SUBSTRING_TOKENIZER = "fabric_substring"
 #: Identity of the analyzers; stored with every lexical document and index generation.
 ANALYZER_ID = (f"{FOLDING_VERSION}|word:simple+stem-en+cjk-bigram+{WORD_LISTS}"  # Thai words since stop 50, Lao 51, Khmer and Myanmar 52
-               "|substring:regex-2")  # 2: separators hold a position
+               "|substring:regex-3")  # 2: separators hold a position; 3: the Khmer coeng holds none
 #: Identity of the index's field set; a generation written with another layout is rebuilt, never extended.
 INDEX_LAYOUT = "chunk_id,parse_id,word,substring,word_length:u64-fast,kind,members:window-word"
 META_FILE = "fabric_index.json"

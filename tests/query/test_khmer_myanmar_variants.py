@@ -4,12 +4,14 @@ field's tokenizer would split at; a Khmer word typed without its coeng."""
 
 from __future__ import annotations
 
+import unicodedata
+
 import pytest
 from conftest import ingest
 
 from fabric_query import Fabric
 from fabric_resources.home import FabricHome
-from fabric_query.channels.lexical import word_tokens
+from fabric_query.channels.lexical import substring_query_tokens, word_tokens
 from fabric_resources.text_folding import fold, fold_with_map
 from fabric_resources.word_segmentation import MARK_CODES, word_token
 
@@ -30,6 +32,10 @@ FILES = {
     # Khmer: mother cuts paper (កាត់ cut); I lost my bank card (កាត card: no bantoc).
     "km-cut.txt": "ម្ដាយកាត់ក្រដាស\n",
     "km-card.txt": "ខ្ញុំបាត់កាតធនាគារ\n",
+    # I learn Khmer at school (ខ្មែរ, with its coeng); we go to the market every day (ផ្សារ market
+    # typed without its coeng, ផសារ).
+    "km-khmer.txt": "ខ្ញុំរៀនភាសាខ្មែរនៅសាលា\n",
+    "km-informal.txt": "យើងទៅផសាររាល់ថ្ងៃ\n",
 }
 
 
@@ -123,3 +129,25 @@ def test_a_word_differing_only_by_a_mark_is_no_word_match(fabric, marked, marked
     pack = fabric.search(plain, debug=True)
     by_word = {h.citation.source_key.rsplit("/", 1)[-1] for h in pack.results if "word" in h.channels}
     assert by_word == {plain_file} and (plain_file, [plain]) in _lexical(pack)
+
+
+@pytest.mark.parametrize("query, files, highlighted", [("ខមែរ", {"km-khmer.txt", "km-food.txt"}, "ខ្មែរ"),
+                                                       ("ផ្សារ", {"km-informal.txt"}, "ផសារ")])
+def test_a_khmer_word_typed_without_its_coeng_finds_the_text(fabric, query, files, highlighted):
+    """Property: a Khmer query and the text differing only by a coeng (U+17D2) match each other, in
+    either direction, and the highlight covers exactly the text's own characters, its coeng
+    included (was: ``no_lexical_match``: the substring field held the coeng as a character)."""
+    hits = _lexical(fabric.search(query))
+    assert {name for name, _ in hits} == files and all(marked == [highlighted] for _, marked in hits)
+
+
+def test_only_the_coeng_holds_no_substring_position():
+    """guards against: folding too much: every other Khmer or Myanmar mark (bantoc, register
+    shifters, the Myanmar asat, virama and dot below) still spells the substring (``កាត់`` cut is
+    not ``កាត`` card there either), and the coeng still spells the word field's cut."""
+    assert substring_query_tokens("ខ្មែរ") == substring_query_tokens("ខមែរ") == list("ខមែរ")
+    for block in (range(0x1780, 0x1800), range(0x1000, 0x10A0)):
+        for mark in map(chr, block):
+            if unicodedata.category(mark) == "Mn" and mark not in "\u17d2\u17b4\u17b5":  # the inherent vowels fold away
+                assert substring_query_tokens("\u1780" + mark + "\u1780") == ["\u1780", fold(mark), "\u1780"], hex(ord(mark))
+    assert substring_query_tokens("កាត់") != substring_query_tokens("កាត")
