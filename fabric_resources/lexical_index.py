@@ -90,7 +90,7 @@ from fabric_resources.schema import (
     SCHEMA_VERSION,
 )
 from fabric_resources.text_folding import FOLDING_VERSION, UNSPACED
-from fabric_resources.word_segmentation import SEGMENTED_RUN, WORD_LISTS, segmented_words, word_token
+from fabric_resources.word_segmentation import SEGMENTED_RUN, WORD_LISTS, segmented_words, word_tokens_line
 
 _UNSPACED_RUN = re.compile(f"(?:{UNSPACED.pattern})+")
 
@@ -98,7 +98,8 @@ _UNSPACED_RUN = re.compile(f"(?:{UNSPACED.pattern})+")
 def word_field_text(folded: str) -> str:
     """``folded`` with every run of unspaced-script characters replaced by its bigrams, except that
     a run of Thai, Lao, Khmer or Myanmar is replaced by its words
-    (:mod:`fabric_resources.word_segmentation`; each :func:`~fabric_resources.word_segmentation.word_token`).
+    (:mod:`fabric_resources.word_segmentation`; each :func:`~fabric_resources.word_segmentation.word_token`,
+    :func:`~fabric_resources.word_segmentation.word_tokens_line`).
 
     >>> word_field_text("tokens 認証トークン ok 猫")
     'tokens  認証 証ト トー ーク クン  ok  猫 '
@@ -118,7 +119,7 @@ def word_field_text(folded: str) -> str:
         out, at = [], 0
         for t in SEGMENTED_RUN.finditer(run):
             out.append(bigrams(run[at:t.start()]) if t.start() > at else "")
-            out.append(" " + " ".join(map(word_token, segmented_words(t.group()))) + " ")
+            out.append(" " + word_tokens_line(segmented_words(t.group())) + " ")
             at = t.end()
         out.append(bigrams(run[at:]) if at < len(run) else "")
         return "".join(out)

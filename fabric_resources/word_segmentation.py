@@ -29,6 +29,7 @@ were Unicode, so poorly; it is still found in the substring field.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 from functools import lru_cache
 
 import regex
@@ -131,6 +132,15 @@ def word_token(word: str) -> str:
     ('နေ၀', 'နေ')
     """
     return TOKEN_BREAK.sub("", word.translate(MARK_CODES))
+
+
+_BREAK_BUT_SPACE = regex.compile(r"[^\p{Alphabetic}\p{N} ]")
+
+
+def word_tokens_line(words: Iterable[str]) -> str:
+    """``" ".join(map(word_token, words))`` for :func:`segmented_words` (which hold no space), in one
+    pass over the line rather than one call a word (about three times as fast)."""
+    return _BREAK_BUT_SPACE.sub("", " ".join(words).translate(MARK_CODES))
 
 
 def _cut(run: str) -> tuple[str, ...]:
