@@ -47,6 +47,20 @@ def ingest(path: Path, home):
     return run(path, home)
 
 
+def ingested_files(parent: Path, files: dict[str, str]):
+    """Write ``files`` (name to UTF-8 text) into ``<parent>/corpus``, ingest it into
+    ``<parent>/home`` and return that home (a :class:`~fabric_resources.home.FabricHome`)."""
+    from fabric_resources.home import FabricHome
+
+    folder = parent / "corpus"
+    folder.mkdir()
+    for name, text in files.items():
+        (folder / name).write_text(text, encoding="utf-8")
+    home = FabricHome(parent / "home")
+    ingest(folder, home)
+    return home
+
+
 # --------------------------------------------------------------------------
 # Services (PostgreSQL, moto's S3) for the storage backends; started once per session.
 

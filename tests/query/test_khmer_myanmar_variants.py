@@ -7,10 +7,9 @@ from __future__ import annotations
 import unicodedata
 
 import pytest
-from conftest import ingest
+from conftest import ingested_files
 
 from fabric_query import Fabric
-from fabric_resources.home import FabricHome
 from fabric_query.channels.lexical import substring_query_tokens, word_tokens
 from fabric_resources.text_folding import fold, fold_with_map
 from fabric_resources.word_segmentation import MARK_CODES, word_token
@@ -41,13 +40,7 @@ FILES = {
 
 @pytest.fixture(scope="module")
 def fabric(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("khmer-myanmar")
-    folder = tmp / "corpus"
-    folder.mkdir()
-    for name, text in FILES.items():
-        (folder / name).write_text(text, encoding="utf-8")
-    ingest(folder, FabricHome(tmp / "home"))
-    return Fabric(tmp / "home")
+    return Fabric(ingested_files(tmp_path_factory.mktemp("khmer-myanmar"), FILES).root)
 
 
 def _lexical(pack) -> list[tuple[str, list[str]]]:

@@ -9,13 +9,12 @@ from __future__ import annotations
 import unicodedata
 
 import pytest
-from conftest import ingest
+from conftest import ingested_files
 
 from fabric_query import Fabric
 from fabric_query.evidence import match_ranges
 from fabric_query.querylang import parse_query
 from fabric_query.channels.lexical import word_tokens
-from fabric_resources.home import FabricHome
 from fabric_resources.text_folding import fold
 from fabric_resources.word_segmentation import segmented_words, word_token
 
@@ -79,13 +78,7 @@ WORDS = [("มรสุม", {"rain.txt"}), ("ตลาด", {"market.txt"}), ("
 
 @pytest.fixture(scope="module")
 def fabric(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("thai")
-    folder = tmp / "corpus"
-    folder.mkdir()
-    for name, text in FILES.items():
-        (folder / name).write_text(text, encoding="utf-8")
-    ingest(folder, FabricHome(tmp / "home"))
-    return Fabric(tmp / "home")
+    return Fabric(ingested_files(tmp_path_factory.mktemp("thai"), FILES).root)
 
 
 def test_thai_and_lao_text_is_read_as_words_that_join_back_to_it():
