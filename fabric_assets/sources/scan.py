@@ -39,6 +39,10 @@ from fabric_resources.schema import LAST_SCAN_STATE, LAST_TIME, SCAN_SKIPPED_STA
 #: derived again (:func:`_repoint_if_parser_changed`, a hash per file: a quarter of a no-change
 #: scan at 10,000 files).
 SCAN_PARSERS_STATE = "scan_parser_identities"
+#: Catalog state: the IDs of the roots that were mount points when last walked. Such a root that
+#: is no mount point now and lists nothing is a drive unmounted from under it (its mount point
+#: left empty), not a folder whose files were all deleted.
+SCAN_MOUNTED_STATE = "scan_mounted_roots"
 
 @dataclass(frozen=True)
 class _KnownSources:
@@ -232,7 +236,11 @@ def scan(home: FabricHome) -> ScanReport:
     unwalked: list[str] = []  # labels of roots that could not be observed this time
     purge_mark = catalog.purge_mark()
     every_source, change_seq = _known_sources(catalog, purge_mark)
-    for root in catalog.roots():
+    # A damaged record only loses the unmount check for one scan: read as none, written again.
+    was_mounted = set(catalog.state(SCAN_MOUNTED_STATE, list, valid=_int_list, memo=True) or ())
+    roots = catalog.roots()
+    mounted = was_mounted & {r.root_id for r in roots}  # a purged root's ID may be given again
+    for root in roots:
         root_path = Path(root.path)
         known = {k: s for k, s in every_source.items() if s.root_id == root.root_id}
         seen: set[str] = set()
@@ -245,7 +253,12 @@ def scan(home: FabricHome) -> ScanReport:
         elif not root_path.is_dir():
             report.skipped.append((_key(root.label, ""), f"root-unavailable: {root_path} is not a folder now (gone, "
                                    "unmounted, or a symbolic-link loop); not walked, its files kept as access_lost"))
-        if moved or not root_path.is_dir():
+        unmounted = not moved and root.root_id in was_mounted and _empty_unmounted(root_path)
+        if unmounted:
+            report.skipped.append((_key(root.label, ""), f"root-unavailable: {root_path} was a mount point at the last "
+                                   "scan and is an empty folder now (unmounted?); not walked, its files kept as "
+                                   "access_lost"))
+        if moved or unmounted or not root_path.is_dir():
             unwalked.append(root.label)
             with catalog.transaction(immediate=True) as con:
                 for s in known.values():
@@ -280,6 +293,8 @@ def scan(home: FabricHome) -> ScanReport:
         else:
             not_walked = False
         walked = () if not_walked else walk(root_path, cfg.sources.ignore_hidden, report, skip, home_dir)
+        if not not_walked:
+            (mounted.add if os.path.ismount(root_path) else mounted.discard)(root.root_id)
         for file_path, rel_posix, st in walked:
             key = _key(root.label, rel_posix)
             seen.add(key)
@@ -400,7 +415,23 @@ def scan(home: FabricHome) -> ScanReport:
         _KNOWN.popitem(last=False)
     if not parsers_unchanged:
         catalog.set_state(SCAN_PARSERS_STATE, parsers_now)
+    if mounted != was_mounted:
+        catalog.set_state(SCAN_MOUNTED_STATE, sorted(mounted))
     return report
+
+
+def _int_list(value) -> bool:
+    return all(isinstance(v, int) for v in value)
+
+
+def _empty_unmounted(path: Path) -> bool:
+    """``path`` is no mount point and lists no entry (one it cannot list is walked, and skipped
+    as an unreadable folder there)."""
+    try:
+        with os.scandir(path) as entries:
+            return not os.path.ismount(path) and next(entries, None) is None
+    except OSError:
+        return False
 
 
 def _parser_identities(cfg) -> dict[str, list[str]]:

@@ -511,6 +511,41 @@ def test_ingest_of_a_registered_root_that_is_gone_scans_and_says_so(tmp_path, fa
     assert {s.source_key: s.state for s in fabric_home.catalog.sources()} == {"fs:docs/x.txt": "present"}
 
 
+def test_a_root_whose_drive_was_unmounted_keeps_its_files(tmp_path, fabric_home, monkeypatch):
+    """guards against (trial 21c): a root that is a mount point, its drive unmounted, leaves its
+    mount point as an empty folder: the scan recorded every file deleted and published a release
+    without them (a real tmpfs, `umount`: "sources: 2 deleted", no result). Files deleted from a
+    mounted drive, and a folder that simply is empty, are still deleted."""
+    from fabric_assets.sources.scan import scan
+
+    docs = tmp_path / "drive"
+    _write(docs / "x.txt", "on the drive\n")
+    _write(docs / "y.txt", "also on the drive\n")
+    is_mount = {"now": True}
+    real_ismount = os.path.ismount
+    monkeypatch.setattr(os.path, "ismount", lambda p: is_mount["now"] if os.fspath(p) == str(docs) else real_ismount(p))
+    fabric_home.catalog.register_root(docs)
+    assert sorted(scan(fabric_home).new) == ["fs:drive/x.txt", "fs:drive/y.txt"]
+    (docs / "y.txt").unlink()  # deleted on the mounted drive: a deletion
+    assert scan(fabric_home).deleted == ["fs:drive/y.txt"]
+
+    (docs / "x.txt").unlink()
+    is_mount["now"] = False  # unmounted: the mount point is left, empty
+    for _ in range(2):  # and stays so: the next scan does not take it as an empty folder either
+        away = scan(fabric_home)
+        assert away.deleted == [] and away.access_lost in ([], ["fs:drive/x.txt"])
+        ((key, reason),) = away.skipped
+        assert key == "fs:drive/" and reason.startswith("root-unavailable: ") and "unmounted" in reason
+        assert {s.source_key: s.state for s in fabric_home.catalog.sources()} == {
+            "fs:drive/x.txt": "access_lost", "fs:drive/y.txt": "deleted"}
+
+    _write(docs / "z.txt", "written into the bare folder\n")  # no drive: the folder is what it holds
+    bare = scan(fabric_home)
+    assert bare.new == ["fs:drive/z.txt"] and bare.deleted == ["fs:drive/x.txt"] and bare.skipped == []
+    (docs / "z.txt").unlink()  # and a plain folder emptied is a deletion
+    assert scan(fabric_home).deleted == ["fs:drive/z.txt"]
+
+
 def test_a_same_size_edit_with_its_date_set_back_is_seen_and_a_chmod_changes_nothing(tmp_path, fabric_home):
     """guards against: a file rewritten with bytes of the same size and its modification time put
     back (`cp -p`, `rsync -t`, `tar x`, `touch -d`) passing the (mtime, size) prescreen for ever, its
