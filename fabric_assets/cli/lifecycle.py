@@ -126,6 +126,13 @@ def _purge(path, source: list[str] | None, root: str | None, before: str | None,
     except PurgeRefused as exc:
         fail(f"purge refused: {exc}")
     except (OSError, ValueError) as exc:  # Lance / Arrow on a damaged table file (was a traceback)
+        from fabric_resources.parsing.document import machine_fault_in
+
+        if (fault := machine_fault_in(exc)) is not None:  # a full disk damages nothing: no restore to advise
+            what = (f"{fault.strerror or fault} (errno {fault.errno})" if isinstance(fault, OSError)
+                    else f"SQLite: {fault}")
+            fail(f"purge stopped part-way: {what}; nothing is known to be damaged: free the resource and run "
+                 "the same `fabric purge` again, it finishes the purge")
         fail(f"purge stopped part-way: a table or file of the home could not be read or rewritten "
              f"({type(exc).__name__}: {one_line(str(exc))[:300]}); `fabric status` names the unfinished purge: "
              "repair the home (`fabric snapshot restore`, or restore the file), then run the purge again")

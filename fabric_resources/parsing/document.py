@@ -161,9 +161,10 @@ _RUST_OS_ERROR = re.compile(r'(?:path: "(?P<path>[^"]*)", err: )?Os \{ code: (?P
 
 def rust_os_error(exc: BaseException) -> OSError | None:
     """The ``OSError`` a Rust library's ``ValueError`` reports in its text (tantivy's index writer
-    out of descriptors or disk), when its errno is a machine fault (:data:`_MACHINE_ERRNOS`);
-    else ``None``."""
-    if not isinstance(exc, ValueError):
+    out of descriptors or disk), or its ``OSError`` with no errno of its own (Lance's
+    ``LanceError(IO): … (os error 28)``: a purge rewriting a table on a full disk, trial 21c), when
+    that errno is a machine fault (:data:`_MACHINE_ERRNOS`); else ``None``."""
+    if not (isinstance(exc, ValueError) or (isinstance(exc, OSError) and exc.errno is None)):
         return None
     found = _RUST_OS_ERROR.search(str(exc))
     code = int(found["code"] or found["display_code"]) if found is not None else None

@@ -420,9 +420,18 @@ def test_a_root_purge_killed_once_its_root_was_forgotten_is_finished_by_its_reru
         purge(fabric_home, PurgeSelector(root="gone"))
 
 
-def test_a_purge_that_cannot_rewrite_a_table_is_one_line_and_named_by_status(tmp_path, fabric_home):
+@pytest.mark.parametrize("error, says", [
+    ("Invalid user input: column metadata range for column index 4 is outside metadata region",
+     "repair the home"),
+    # Lance on a full disk (a 40 MB tmpfs, trial 21c): it said to restore a snapshot, for nothing damaged.
+    ("LanceError(IO): Generic LocalFileSystem error: Unable to copy data to file: No space left on device "
+     "(os error 28), rust/lance-table/src/io/commit.rs:1663:50",
+     "No space left on device (errno 28); nothing is known to be damaged: free the resource"),
+])
+def test_a_purge_that_cannot_rewrite_a_table_is_one_line_and_named_by_status(tmp_path, fabric_home, error, says):
     """guards against: `fabric purge` on a home whose table file is damaged printing Lance's
-    `OSError: Invalid user input: column metadata range ...` traceback (hostile trial 8)."""
+    `OSError: Invalid user input: column metadata range ...` traceback (hostile trial 8); on a full
+    disk, telling the operator to restore a snapshot (trial 21c)."""
     from typer.testing import CliRunner
 
     from fabric_assets.cli import app
@@ -435,13 +444,14 @@ def test_a_purge_that_cannot_rewrite_a_table_is_one_line_and_named_by_status(tmp
     ingest(src, fabric_home)
 
     def damaged(self, name, parse_ids):
-        raise OSError("Invalid user input: column metadata range for column index 4 is outside metadata region")
+        raise OSError(error)
 
     command = ["purge", "--source", "fs:corpus/zebra-plan.txt", "--home", str(fabric_home.root)]
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(TableStore, "delete_partitions", damaged)
         out = CliRunner().invoke(app, command)
     assert out.exit_code == 2 and "purge stopped part-way" in out.output, out.output
+    assert says in " ".join(out.output.split()) and ("restore" in out.output) == (says == "repair the home")
     assert out.exception is None or isinstance(out.exception, SystemExit)
     assert Fabric(fabric_home.root).status().purges_unfinished == (1,)
     again = CliRunner().invoke(app, command)

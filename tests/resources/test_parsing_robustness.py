@@ -919,6 +919,23 @@ def test_a_rust_value_error_is_a_machine_fault_only_for_a_machine_errno(text, co
     assert (fault.errno if fault is not None else None) == code
 
 
+@pytest.mark.parametrize("text, code", [
+    # Lance rewriting a table on a full disk (a purge on a 40 MB tmpfs, trial 21c).
+    ("LanceError(IO): Generic LocalFileSystem error: Unable to copy data to file: No space left on device "
+     "(os error 28), /home/runner/work/lance/lance/rust/lance-table/src/io/commit.rs:1663:50", 28),
+    ("LanceError(IO): Not found: /h/tables/chunks.lance/data/x.lance (os error 2)", None),
+    ("Invalid user input: column metadata range for column index 4 is outside metadata region", None),
+])
+def test_a_lance_os_error_is_a_machine_fault_only_for_a_machine_errno(text, code):
+    """guards against: Lance's IO error (an ``OSError`` with no errno, the errno in its text) on a
+    full disk read as damage, so a purge told the operator to restore a snapshot."""
+    from fabric_resources.parsing.document import machine_fault_in
+
+    fault = machine_fault_in(OSError(text))
+    assert (fault.errno if fault is not None else None) == code
+    assert machine_fault_in(OSError(2, "No such file or directory", "(os error 28)")) is None
+
+
 def _nested_too_deep(kind: str) -> bytes:
     """A DOCX or PPTX whose main XML part nests 300 elements (libxml2 reads 256 without huge_tree)."""
     if kind == "docx":
