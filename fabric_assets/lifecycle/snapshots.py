@@ -28,6 +28,7 @@ source the restored catalog does not know stays behind); release IDs keep counti
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
@@ -161,6 +162,28 @@ def _sha256(path: Path) -> str:
     return h.hexdigest()
 
 
+#: Why ``os.link`` may refuse where a copy works: another file system (a restore ``--into`` a
+#: folder on another disk), one without hard links, or a file already at its link limit.
+_NO_LINK = frozenset({errno.EXDEV, errno.EPERM, errno.EMLINK, errno.ENOTSUP, errno.EOPNOTSUPP})
+
+
+def _link(src: Path, dst: Path) -> None:
+    """Hard-link ``src`` at ``dst``, or copy it where no link can be made (:data:`_NO_LINK`): the
+    bytes are what a snapshot needs, a link only saves them (restore ``--into`` another disk was
+    an ``EXDEV`` traceback, trial 21c).
+
+    Raises
+    ------
+    OSError
+        ``src`` is missing, or ``dst`` cannot be written (a full disk)."""
+    try:
+        os.link(src, dst)
+    except OSError as exc:
+        if exc.errno not in _NO_LINK:
+            raise
+        shutil.copy2(src, dst)
+
+
 def _link_tree(source: Path, target: Path, *, table: bool = False) -> dict[str, str]:
     """Hard-link every regular file under ``source`` into ``target``; return {relative path: sha256}.
 
@@ -183,7 +206,7 @@ def _link_tree(source: Path, target: Path, *, table: bool = False) -> dict[str, 
             dst = target / rel
             dst.parent.mkdir(parents=True, exist_ok=True)
             try:
-                os.link(src, dst)
+                _link(src, dst)
             except FileNotFoundError:
                 if not table:
                     raise
@@ -345,7 +368,7 @@ def _create(home: FabricHome, note: str) -> SnapshotInfo:
         if path.exists():
             rel = path.relative_to(home.layout.artifacts)
             (tmp / "artifacts" / rel).parent.mkdir(parents=True, exist_ok=True)
-            os.link(path, tmp / "artifacts" / rel)
+            _link(path, tmp / "artifacts" / rel)
             files[f"artifacts/{rel}"] = digest
     now = time.time()
     manifest = {"snapshot_id": sid, "created_at": now, "release_id": release.release_id, "note": note,
@@ -781,7 +804,7 @@ def _restore(target: FabricHome, info: SnapshotInfo, m: dict, new_home: bool, *,
             continue
         dst.parent.mkdir(parents=True, exist_ok=True)
         dst.unlink(missing_ok=True)
-        os.link(info.path / rel, dst)
+        _link(info.path / rel, dst)
     if new_home and "config.json" in m["files"]:
         # In place the home keeps its configuration: visibility is today's (a pattern added to
         # `sources.withheld` since the snapshot was silently undone, and the source served again).

@@ -888,3 +888,31 @@ def test_snapshot_list_of_a_home_with_none_says_so_on_stderr(tmp_path):
     listed = CliRunner().invoke(app, ["snapshot", "list", "--home", str(home.root)])
     assert listed.exit_code == 0, listed.output
     assert listed.stdout == "" and "no snapshots" in listed.stderr and "fabric snapshot create" in listed.stderr
+
+
+def test_a_restore_into_another_disk_copies_what_it_cannot_link(tmp_path, fabric_home, monkeypatch):
+    """guards against (trial 21c): `snapshot restore --into` a folder on another file system (a
+    tmpfs, a backup disk) ending in an `OSError: [Errno 18] Invalid cross-device link` traceback,
+    as every file was hard-linked. Where no link can be made the file is copied."""
+    import errno
+
+    from fabric_assets.lifecycle.snapshots import restore
+
+    home = _ingested(tmp_path, fabric_home)
+    snap = create(home)
+    into = tmp_path / "other-disk"
+    real_link = os.link
+
+    def link(src, dst, *args, **kwargs):
+        if str(dst).startswith(str(tmp_path / ".other-disk.restore-tmp")):
+            raise OSError(errno.EXDEV, "Invalid cross-device link", str(src), None, str(dst))
+        return real_link(src, dst, *args, **kwargs)
+
+    monkeypatch.setattr(os, "link", link)
+    restored = restore(home, snap.snapshot_id, into)
+    assert restored.root == into
+    copies = [p for p in into.rglob("*") if p.is_file()]
+    assert copies and all(p.stat().st_nlink == 1 for p in copies)  # nothing shared with the home
+    pack = Fabric(into).search("lighthouse keeper")
+    assert pack.results and pack.fallback_reason is None
+    assert Fabric(into).resolve(pack.results[0].citation).status == "verified"
