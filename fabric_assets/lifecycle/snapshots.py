@@ -686,8 +686,16 @@ def _restore_into(home: FabricHome, info: SnapshotInfo, m: dict, into: Path) -> 
         if mode is not None:
             os.chmod(stage, mode)
         os.rename(stage, into)  # onto a new name, or an empty folder (POSIX rename replaces it)
-    except BaseException:
+    except BaseException as exc:
         shutil.rmtree(stage, ignore_errors=True)  # all or nothing: `into` was never touched
+        from fabric_resources.parsing.document import machine_fault_in
+
+        # Its disk full: the home restored from is sound (SQLite's error read as its damaged catalog).
+        if isinstance(exc, Exception) and (fault := machine_fault_in(exc)) is not None:
+            what = (f"{fault.strerror or fault} (errno {fault.errno})" if isinstance(fault, OSError)
+                    else f"SQLite: {fault}")
+            raise SnapshotError(f"restore into {into} stopped: {what}; nothing was left there and the home is "
+                                "unchanged: free space on the disk holding it and restore again") from exc
         raise
     return FabricHome(into)
 

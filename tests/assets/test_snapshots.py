@@ -916,3 +916,40 @@ def test_a_restore_into_another_disk_copies_what_it_cannot_link(tmp_path, fabric
     pack = Fabric(into).search("lighthouse keeper")
     assert pack.results and pack.fallback_reason is None
     assert Fabric(into).resolve(pack.results[0].citation).status == "verified"
+
+
+def test_a_restore_into_a_full_disk_says_so_and_leaves_nothing(tmp_path, fabric_home, monkeypatch):
+    """guards against (trial 21c): `snapshot restore --into` a folder on a full disk (a 200 KB
+    tmpfs) said the home's catalog was damaged and should be restored from a copy: SQLite's
+    `database or disk is full` copying the catalog there, masked by `cannot rollback`."""
+    import errno
+    import sqlite3
+
+    from fabric_assets.lifecycle import snapshots
+
+    home = _ingested(tmp_path, fabric_home)
+    snap = create(home)
+    into = tmp_path / "full-disk"
+    real_link = os.link
+
+    def link(src, dst, *args, **kwargs):
+        if str(dst).startswith(str(tmp_path / ".full-disk.restore-tmp")):
+            raise OSError(errno.ENOSPC, "No space left on device", str(src), None, str(dst))
+        return real_link(src, dst, *args, **kwargs)
+
+    def copy_database(source, target):
+        if str(target).startswith(str(tmp_path / ".full-disk.restore-tmp")):
+            full = sqlite3.OperationalError("database or disk is full")
+            full.sqlite_errorcode, full.sqlite_errorname = sqlite3.SQLITE_FULL, "SQLITE_FULL"
+            raise full
+        return real_copy(source, target)
+
+    real_copy = snapshots._copy_database
+    for fake in ({"link": link}, {"_copy_database": copy_database}):
+        with pytest.MonkeyPatch.context() as mp:
+            for name, value in fake.items():
+                mp.setattr(os if name == "link" else snapshots, name, value)
+            with pytest.raises(SnapshotError, match="restore into .*full-disk stopped: .*the home is unchanged"):
+                snapshots.restore(home, snap.snapshot_id, into)
+        assert not into.exists() and not (tmp_path / ".full-disk.restore-tmp").exists()
+    assert verify(home, snap.snapshot_id).ok
