@@ -133,7 +133,10 @@ class SqliteCatalog(Catalog):
             yield con
             con.execute("COMMIT")
         except BaseException:
-            con.execute("ROLLBACK")
+            # SQLite ends the transaction itself on some errors (SQLITE_FULL): a ROLLBACK then raised
+            # "cannot rollback - no transaction is active" in place of the full disk (trial 21c).
+            if con.in_transaction:
+                con.execute("ROLLBACK")
             raise
         finally:
             con.close()

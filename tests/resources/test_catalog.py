@@ -618,3 +618,23 @@ def test_lock_held_tells_a_live_holder_from_a_killed_one(catalog):
     finally:
         proc.kill()
         proc.wait()
+
+
+def test_an_error_after_sqlite_ended_the_transaction_is_raised_as_it_is(tmp_path):
+    """guards against (trial 21c): SQLite ends a transaction itself on some errors (a full disk,
+    SQLITE_FULL); the catalog's ROLLBACK then raised `cannot rollback - no transaction is active`
+    in its place, which the CLI named a damaged catalog. Rows of a transaction that fails still
+    do not land."""
+    import sqlite3
+
+    catalog = SqliteCatalog(tmp_path / "catalog.sqlite3")
+    full = sqlite3.OperationalError("database or disk is full")
+    with pytest.raises(sqlite3.OperationalError, match="database or disk is full"):
+        with catalog.transaction(immediate=True) as con:
+            con.execute("ROLLBACK")  # as SQLite does on SQLITE_FULL
+            raise full
+    with pytest.raises(ValueError, match="body failed"):
+        with catalog.transaction(immediate=True) as con:
+            con.execute("INSERT INTO state(name, value) VALUES ('t21c', '1')")
+            raise ValueError("body failed")
+    assert catalog.state("t21c") is None
