@@ -10,9 +10,44 @@ exclusively.
 from __future__ import annotations
 
 import fcntl
+import os
+import stat
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import IO
+
+from fabric_resources.home_location import HomeUnusableError
+
+
+class LockFileUnusableError(HomeUnusableError):
+    """A lock file's path holds something other than a regular file (a folder, a FIFO, a device):
+    no lock can be taken there. Opening a FIFO to probe it waited for a writer for ever (`fabric
+    status`), and a folder or FIFO made every writer's open a traceback (trial 21c)."""
+
+
+def _open(path: Path, create: bool) -> IO[bytes]:
+    """``path`` opened for ``flock``: read-write and created if missing (``create``), else read-only;
+    never blocking on a FIFO.
+
+    Raises
+    ------
+    LockFileUnusableError
+        ``path`` is not a regular file.
+    OSError
+        It cannot be opened (``FileNotFoundError`` when missing and not ``create``)."""
+    flags = (os.O_RDWR | os.O_CREAT if create else os.O_RDONLY) | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
+    try:
+        fd = os.open(path, flags, 0o644)
+    except IsADirectoryError:
+        fd = None
+    if fd is None or not stat.S_ISREG(os.fstat(fd).st_mode):
+        if fd is not None:
+            os.close(fd)
+        raise LockFileUnusableError(f"{path} is not a regular file (a folder, FIFO or device stands there), so "
+                                    "Fabric cannot take its lock: remove it (Fabric makes it again) and run the "
+                                    "command again")
+    return os.fdopen(fd, "r+b" if create else "rb")
 
 
 @contextmanager
@@ -21,7 +56,7 @@ def exclusive_lock(path: Path, *, wait: bool = True) -> Iterator[None]:
     ``wait=False`` it raises ``BlockingIOError`` instead), and the OS drops the lock of a killed
     process."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "a+") as fh:
+    with _open(path, create=True) as fh:
         fcntl.flock(fh, fcntl.LOCK_EX if wait else fcntl.LOCK_EX | fcntl.LOCK_NB)
         try:
             yield
@@ -40,10 +75,12 @@ def shared_lock(path: Path) -> Iterator[None]:
     """
     fh = None
     try:
-        fh = open(path, "a+")
+        fh = _open(path, create=True)
+    except LockFileUnusableError:
+        raise
     except OSError:
         try:
-            fh = open(path, "rb")
+            fh = _open(path, create=False)
         except FileNotFoundError:
             pass  # no lock file: no exclusive holder
     if fh is None:
@@ -63,7 +100,7 @@ def lock_held(path: Path) -> bool:
     once) and creates nothing: a missing file has no holder. A killed holder holds nothing (the OS
     dropped its lock), so ``False`` with work left undone means it was interrupted."""
     try:
-        fh = open(path, "rb")
+        fh = _open(path, create=False)
     except FileNotFoundError:
         return False
     with fh:
