@@ -34,6 +34,7 @@ import json
 import os
 import shutil
 import sqlite3
+import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager, nullcontext
@@ -46,6 +47,7 @@ from fabric_resources.dense_index import MANIFEST_KEY as DENSE_INDEXES, BuildSpe
 from fabric_resources.home import FabricHome
 from fabric_resources.home_location import read_only_file_system
 from fabric_resources.locks import exclusive_lock, shared_lock
+from fabric_resources.row_audit import read_cache_file
 from fabric_resources.schema import LAST_TIME, TABLES
 
 TAG_PREFIX = "snapshot-"
@@ -244,9 +246,10 @@ def read_manifest(folder: Path) -> dict | None:
     1970 and 9999 (NaN, ``1e300``), its ``snapshot_id`` is not its folder's name, its
     ``dense_indexes`` is not an object, or a path it names leads out of the snapshot or the home
     (:func:`_confined`)."""
+    text = read_cache_file(folder / MANIFEST)  # a regular file only: a FIFO's read hung `snapshot list`
     try:
-        m = json.loads((folder / MANIFEST).read_text())
-    except (OSError, ValueError):
+        m = json.loads(text) if text is not None else None
+    except (ValueError, RecursionError):
         return None
     if not isinstance(m, dict) or not all(
             isinstance(m.get(k), t) and not isinstance(m.get(k), bool) for k, t in _MANIFEST_FIELDS.items()):
@@ -375,15 +378,20 @@ def _create(home: FabricHome, note: str) -> SnapshotInfo:
                 "tables": tables, "lexical_generation": gen, "dense_indexes": dense, "files": files}
     (tmp / MANIFEST).write_text(json.dumps(manifest, sort_keys=True, indent=1))
     os.replace(tmp, root / str(sid))
-    (root / LAST_ID).write_text(str(sid))
+    # Under a name of its own, then renamed: opening a FIFO put at `.last-id` to write waited for
+    # a reader for ever (trial 21c).
+    fd, last = tempfile.mkstemp(prefix=f"{LAST_ID}-", dir=root)
+    with os.fdopen(fd, "w") as fh:
+        fh.write(str(sid))
+    os.replace(last, root / LAST_ID)
     return SnapshotInfo(sid, now, release.release_id, root / str(sid), note)
 
 
 def _last_id(root: Path) -> int:
     """The highest snapshot number :func:`create` gave in this home (0 when none, or unreadable)."""
     try:
-        return int((root / LAST_ID).read_text())
-    except (OSError, ValueError):
+        return int(read_cache_file(root / LAST_ID) or 0)  # never a FIFO's read, waiting for ever
+    except ValueError:
         return 0
 
 

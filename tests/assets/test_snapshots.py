@@ -953,3 +953,31 @@ def test_a_restore_into_a_full_disk_says_so_and_leaves_nothing(tmp_path, fabric_
                 snapshots.restore(home, snap.snapshot_id, into)
         assert not into.exists() and not (tmp_path / ".full-disk.restore-tmp").exists()
     assert verify(home, snap.snapshot_id).ok
+
+
+_FIFO_SNAPSHOTS = ("import json, sys\n"
+                   "from fabric_assets.lifecycle.snapshots import create, damaged_snapshots, list_snapshots\n"
+                   "from fabric_resources.home import FabricHome\n"
+                   "home = FabricHome(sys.argv[1])\n"
+                   "print(json.dumps([[s.snapshot_id for s in list_snapshots(home)], damaged_snapshots(home)]))\n"
+                   "print(json.dumps(create(home).snapshot_id))\n")
+
+
+def test_a_fifo_for_a_manifest_or_the_last_snapshot_number_is_never_waited_on(tmp_path, fabric_home):
+    """guards against (trial 21c): a FIFO at `snapshots/.last-id` hung `snapshot create` for ever
+    (read, then written, each open waiting for the other end), one at a snapshot's `manifest.json`
+    hung `snapshot list`. The manifest reads as damaged; the next number is still never given twice."""
+    home = _ingested(tmp_path, fabric_home)
+    first, second = create(home), create(home)
+    root = first.path.parent
+    (root / ".last-id").unlink()
+    os.mkfifo(root / ".last-id")
+    (second.path / "manifest.json").unlink()
+    os.mkfifo(second.path / "manifest.json")
+    # In a child, so that a read waiting for a writer ends the test instead of hanging it.
+    out = subprocess.run([sys.executable, "-c", _FIFO_SNAPSHOTS, str(home.root)], capture_output=True, text=True,
+                         timeout=120, env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    assert out.returncode == 0, out.stderr[-2000:]
+    listed, made = [json.loads(line) for line in out.stdout.strip().splitlines()[-2:]]
+    assert listed == [[first.snapshot_id], [second.snapshot_id]]
+    assert made == 3 and (root / ".last-id").read_text() == "3"
