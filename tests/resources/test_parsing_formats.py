@@ -358,6 +358,59 @@ def test_a_running_head_as_large_as_the_body_never_takes_the_next_pages_sentence
         (1, None, "1"), (2, None, "Harbour Board Annual Review 2024"), (2, None, "2")]
 
 
+def _objects_pdf(objs: list[bytes]) -> bytes:
+    """A PDF of the given object bodies (object 1 the catalog), its cross-reference table exact."""
+    out, offsets = bytearray(b"%PDF-1.7\n"), []
+    for i, body in enumerate(objs, start=1):
+        offsets.append(len(out))
+        out += b"%d 0 obj\n" % i + body + b"\nendobj\n"
+    xref = len(out)
+    out += b"xref\n0 %d\n0000000000 65535 f \n" % (len(objs) + 1) + b"".join(b"%010d 00000 n \n" % o for o in offsets)
+    out += b"trailer\n<</Size %d/Root 1 0 R>>\nstartxref\n%d\n%%%%EOF\n" % (len(objs) + 1, xref)
+    return bytes(out)
+
+
+def _stream(content: str, dictionary: str = "") -> bytes:
+    return b"<<%s/Length %d>>stream\n" % (dictionary.encode(), len(content)) + content.encode() + b"\nendstream"
+
+
+def _annotated_pdf(annots: list[tuple[str, int, str]]) -> bytes:
+    """A page drawing ``Name of applicant:`` with each ``(subtype, flags F, text)`` annotation 100
+    points below the last, its appearance stream drawing the text (a Widget is an AcroForm text
+    field whose value ``V`` is the text)."""
+    n = len(annots)
+    objs = [f"<</Type/Catalog/Pages 2 0 R/AcroForm<</Fields[{' '.join(f'{6 + 2 * i} 0 R' for i, a in enumerate(annots) if a[0] == 'Widget')}]>>>>".encode(),
+            b"<</Type/Pages/Kids[3 0 R]/Count 1>>",
+            (f"<</Type/Page/Parent 2 0 R/MediaBox[0 0 612 792]/Resources<</Font<</F1 5 0 R>>>>/Contents 4 0 R"
+             f"/Annots[{' '.join(f'{6 + 2 * i} 0 R' for i in range(n))}]>>").encode(),
+            _stream("BT /F1 12 Tf 72 700 Td (Name of applicant:) Tj ET"),
+            b"<</Type/Font/Subtype/Type1/BaseFont/Helvetica>>"]
+    for i, (subtype, flags, text) in enumerate(annots):
+        y = 690 - 100 * i
+        field = f"/FT/Tx/T(f{i})/V({text})" if subtype == "Widget" else f"/Contents({text})"
+        objs.append(f"<</Type/Annot/Subtype/{subtype}{field}/Rect[200 {y} 400 {y + 20}]/F {flags}/P 3 0 R"
+                    f"/AP<</N {7 + 2 * i} 0 R>>>>".encode())
+        objs.append(_stream(f"BT /F1 12 Tf 2 5 Td ({text}) Tj ET",
+                            "/Type/XObject/Subtype/Form/BBox[0 0 200 20]/Resources<</Font<</F1 5 0 R>>>>"))
+    return _objects_pdf(objs)
+
+
+def test_what_a_pdfs_annotations_show_is_read_and_what_none_shows_is_not():
+    """guards against (hostile trial 21e): a filled form's answers (an AcroForm field's value) and
+    a free-text comment, which a viewer shows and prints, lost in silence (PDFium's text layer holds
+    page content only); and, reading them, text no viewer shows: a Hidden annotation (flag 2), a
+    NoView one that does not print (32); NoView that prints (36) is on paper, so read."""
+    from fabric_resources.parsing.pdf.parser import parse_pdf
+
+    doc = parse_pdf(_annotated_pdf([("Widget", 4, "Quokka filled answer"), ("FreeText", 4, "Numbat freetext remark"),
+                                    ("FreeText", 2, "Wombat hidden remark"), ("FreeText", 32, "Dingo unshown remark"),
+                                    ("FreeText", 36, "Bilby printed remark")]), PDF)
+    text = " ".join(u.text for u in doc.units)
+    assert "Name of applicant:" in text
+    assert "Quokka filled answer" in text and "Numbat freetext remark" in text and "Bilby printed remark" in text
+    assert "Wombat" not in text and "Dingo" not in text
+
+
 def test_pdf_text_outside_the_page_is_left_out_and_counted():
     """guards against (hostile trial 5, 2026-12-05): text drawn wholly outside the page's crop box
     (below it, past its right edge), which no viewer shows, indexed and cited to a page where a

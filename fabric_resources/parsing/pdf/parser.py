@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING
 
 from fabric_resources.parsing.document import ParsedDocument, ParsedUnit, ParseError, UnreadPart
 from fabric_resources.parsing.pdf import MEDIA_TYPE, PARSER_NAME, PARSER_VERSION
+from fabric_resources.parsing.pdf.annotations import flatten_annotations
 from fabric_resources.parsing.pdf.covered import CoverBudget, covered_chars
 from fabric_resources.parsing.pdf.layout import (
     MIN_GUTTER_LINES, Block, Line, blocks, clean_line, columns_first, continues, join_lines, rejoin_row_breaks,
@@ -64,7 +65,9 @@ def parse_pdf(data: bytes, config: "PdfParserConfig", media_type: str = MEDIA_TY
         page, end-exclusive)}``; a unit that carries a sentence across a column or page break also
         has ``"regions"`` (one such dict per part) and ``"page_end"``. Text: ligatures as PDFium
         expands them, line-end hyphens PDFium marks (U+FFFE) removed with the break, lines joined
-        by a space (by nothing between two CJK characters), spaces between CJK characters dropped.
+        by a space (by nothing between two CJK characters), spaces between CJK characters dropped;
+        what the page's annotations show (a form field's value, a free-text comment) is the page's
+        text (:func:`~.annotations.flatten_annotations`).
         ``section_path`` from the outline, else from font sizes; headings carry ``level``.
         ``ocr_text`` carries ``confidence`` (mean word confidence, 0-1); a page whose short text
         layer lies over a page-size image (a stamped scan) has both, the OCR paragraphs that lie on
@@ -137,6 +140,9 @@ def _parse(pdf: pdfium.PdfDocument, config: "PdfParserConfig") -> ParsedDocument
         except pdfium.PdfiumError as exc:
             failed.append({"page": index + 1, "reason": "unreadable-page", "detail": str(exc)})
             continue
+        if flatten_annotations(page):  # the page's handles are stale after flattening: load it again
+            page.close()
+            page = pdf[index]
         try:
             object_count = pdfium_c.FPDFPage_CountObjects(page.raw)
             if object_count > config.max_page_objects:
