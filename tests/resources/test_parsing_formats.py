@@ -411,6 +411,34 @@ def test_what_a_pdfs_annotations_show_is_read_and_what_none_shows_is_not():
     assert "Wombat" not in text and "Dingo" not in text
 
 
+def test_text_of_form_xobjects_drawn_one_after_another_is_read_where_each_stands():
+    """guards against (hostile trial 21e): PDFium runs the text of consecutive form XObjects (a
+    letterhead drawn on every page, a stamp, a flattened annotation) into one line wherever they
+    stand, so blocks 100 points apart were one unit cited by a box over all of them. Property: each
+    drawing is its own unit with its own box, a form drawn twice read at each place; a line printed
+    rotated 90° in a monospaced font (its spaces 0.6 of a font size, one above the other) stays one."""
+    from fabric_resources.parsing.pdf.parser import parse_pdf
+
+    def form(text: str) -> bytes:
+        return _stream(f"BT /F1 12 Tf 0 0 Td ({text}) Tj ET",
+                       "/Type/XObject/Subtype/Form/BBox[0 0 300 20]/Resources<</Font<</F1 5 0 R>>>>")
+
+    content = ("BT /F1 12 Tf 72 700 Td (Body line one here.) Tj ET q 1 0 0 1 72 600 cm /X1 Do Q "
+               "q 1 0 0 1 72 500 cm /X2 Do Q q 1 0 0 1 72 400 cm /X1 Do Q "
+               "BT /F2 10 Tf 0 1 -1 0 500 100 Tm (Rotated words in Courier stay together) Tj ET")
+    data = _objects_pdf([
+        b"<</Type/Catalog/Pages 2 0 R>>", b"<</Type/Pages/Kids[3 0 R]/Count 1>>",
+        b"<</Type/Page/Parent 2 0 R/MediaBox[0 0 612 792]/Resources<</Font<</F1 5 0 R/F2 8 0 R>>"
+        b"/XObject<</X1 6 0 R/X2 7 0 R>>>>/Contents 4 0 R>>",
+        _stream(content), b"<</Type/Font/Subtype/Type1/BaseFont/Helvetica>>",
+        form("Letterhead Acme Ltd"), form("Second form text"), b"<</Type/Font/Subtype/Type1/BaseFont/Courier>>"])
+    doc = parse_pdf(data, PDF)
+    assert [u.text for u in doc.units] == ["Body line one here.", "Letterhead Acme Ltd", "Second form text",
+                                           "Letterhead Acme Ltd", "Rotated words in Courier stay together"]
+    for unit, bottom in zip(doc.units[1:4], (600, 500, 400)):
+        assert bottom - 5 < unit.locator["bbox"][1] < unit.locator["bbox"][3] < bottom + 15, unit
+
+
 def test_pdf_text_outside_the_page_is_left_out_and_counted():
     """guards against (hostile trial 5, 2026-12-05): text drawn wholly outside the page's crop box
     (below it, past its right edge), which no viewer shows, indexed and cited to a page where a

@@ -35,6 +35,7 @@ from fabric_resources.parsing.pdf.ocr import OcrFailed, OcrProbeFailed, find_eng
 from fabric_resources.parsing.pdf.outline import (
     OutlineEntry, PlacedBlock, running_heads, section_paths, sections_from_fonts, sections_from_outline,
 )
+from fabric_resources.parsing.pdf.pieces import gutter_pieces, rows
 
 if TYPE_CHECKING:
     from fabric_resources.config import PdfParserConfig
@@ -213,7 +214,7 @@ def _lines(page: pdfium.PdfPage, index: int, config: "PdfParserConfig",
         start = 0
         for match in [*_LINE_BREAK.finditer(text), None]:
             end = match.start() if match else len(text)
-            ranges.append(_gutter_pieces(textpage, text, start, end))
+            ranges += [gutter_pieces(textpage, text, a, b) for a, b in rows(textpage, text, start, end)]
             if match is None:
                 break
             start = match.end()
@@ -235,37 +236,6 @@ def _lines(page: pdfium.PdfPage, index: int, config: "PdfParserConfig",
         return out, outside, len(hidden)
     finally:
         textpage.close()
-
-
-#: A space PDFium put between two characters further apart than this many font sizes, on one text
-#: line, is a column gutter: the two columns of a page drawn line by line across both.
-GUTTER_SIZES = 1.5
-
-
-def _gutter_pieces(textpage: pdfium.PdfTextPage, text: str, start: int, end: int) -> list[tuple[int, int, float]]:
-    """``text[start:end]`` (one PDFium line) cut at its column gutters: ``(start, end, x)`` per
-    piece, ``x`` the left edge of the piece's first character (that of the line for the first).
-
-    PDFium joins the characters of one baseline into one line in content order, so a page that
-    draws a left-column line, then the right-column line beside it, reads "lantern Right column …
-    festival": both columns mixed, every sentence cut at every line (hostile trial 13c).
-    """
-    cuts = []
-    for i in range(start + 1, end - 1):
-        if text[i] != " " or text[i - 1].isspace() or text[i + 1].isspace():
-            continue
-        before, after = textpage.get_charbox(i - 1), textpage.get_charbox(i + 1)
-        size = float(pdfium_c.FPDFText_GetFontSize(textpage.raw, i - 1)) or (before[3] - before[1])
-        if size > 0 and after[0] - before[2] > GUTTER_SIZES * size:
-            cuts.append((i, after[0]))
-    if not cuts:
-        return [(start, end, 0.0)]
-    pieces, a, x = [], start, 0.0
-    for i, next_x in cuts:
-        pieces.append((a, i, x))
-        a, x = i + 1, next_x
-    pieces.append((a, end, x))
-    return pieces
 
 
 def _shown_box(page: pdfium.PdfPage) -> tuple[float, float, float, float]:
