@@ -439,6 +439,51 @@ def test_text_of_form_xobjects_drawn_one_after_another_is_read_where_each_stands
         assert bottom - 5 < unit.locator["bbox"][1] < unit.locator["bbox"][3] < bottom + 15, unit
 
 
+def _cid_pdf(content: str) -> bytes:
+    """A page drawing ``content`` with ``/F1`` Helvetica, ``/F2`` a Type 0 font of Identity-H
+    encoding with no ToUnicode (nothing embedded): PDFium reads its codes, glyph numbers, as text;
+    ``/F3`` a Type 3 font of glyphs ``A``-``Z`` (squares) and no ToUnicode, which PDFium never maps."""
+    glyphs = "".join(f"/{chr(c)} 10 0 R" for c in range(65, 91))
+    return _objects_pdf([
+        b"<</Type/Catalog/Pages 2 0 R>>", b"<</Type/Pages/Kids[3 0 R]/Count 1>>",
+        b"<</Type/Page/Parent 2 0 R/MediaBox[0 0 612 792]/Resources<</Font<</F1 5 0 R/F2 6 0 R/F3 9 0 R>>>>"
+        b"/Contents 4 0 R>>",
+        _stream(content), b"<</Type/Font/Subtype/Type1/BaseFont/Helvetica>>",
+        b"<</Type/Font/Subtype/Type0/BaseFont/Arial/Encoding/Identity-H/DescendantFonts[7 0 R]>>",
+        b"<</Type/Font/Subtype/CIDFontType2/BaseFont/Arial/CIDSystemInfo<</Registry(Adobe)/Ordering(Identity)"
+        b"/Supplement 0>>/FontDescriptor 8 0 R/DW 600>>",
+        b"<</Type/FontDescriptor/FontName/Arial/Flags 32/FontBBox[0 0 1000 1000]/ItalicAngle 0/Ascent 900"
+        b"/Descent -200/CapHeight 700/StemV 80>>",
+        (f"<</Type/Font/Subtype/Type3/FontBBox[0 0 750 750]/FontMatrix[0.001 0 0 0.001 0 0]/CharProcs<<{glyphs}>>"
+         f"/Encoding<</Type/Encoding/Differences[65{''.join(f'/{chr(c)}' for c in range(65, 91))}]>>"
+         f"/FirstChar 65/LastChar 90/Widths[{' '.join(['800'] * 26)}]>>").encode(),
+        _stream("1000 0 0 0 750 750 d1 0 0 750 750 re f")])
+
+
+def test_pdf_text_without_a_unicode_mapping_is_left_out_and_said_not_indexed_as_junk():
+    """guards against (hostile trial 21e): a CID font without ToUnicode, whose glyph numbers PDFium
+    reads as codes (``ABCDE`` as ``$%&'(``), indexed and cited as that junk in silence. Property: a
+    line whose characters are mostly unmapped is left out and counted, the page's mapped text read
+    and the page listed ``unmapped-text``; a page with nothing else is a page for OCR (here none:
+    ``ocr-unavailable``); a line of mapped text is read whole, and so is a Type 3 font's (PDFium maps
+    none, so its codes, most often ASCII as in matplotlib's labels, are read as before)."""
+    from fabric_resources.parsing.pdf.parser import parse_pdf
+
+    garbled = "BT /F2 12 Tf 72 650 Td <002400250026002700280003002400250026> Tj ET"
+    stray = "BT /F1 12 Tf 72 600 Td (Mapped list entry with a stray) Tj /F2 12 Tf <0024> Tj ET"
+    type3 = "BT /F3 12 Tf 72 500 Td (TYPE THREE LABEL) Tj ET"
+    doc = parse_pdf(_cid_pdf(f"BT /F1 12 Tf 72 700 Td (Mapped heading words here.) Tj ET {garbled} {stray} {type3}"),
+                    PDF)
+    assert [u.text for u in doc.units] == ["Mapped heading words here.", "Mapped list entry with a stray$",
+                                           "TYPE THREE LABEL"]
+    assert doc.metadata["unmapped_lines"] == 1
+    assert [(p.where, p.reason) for p in doc.unread] == [("page 1", "unmapped-text")]
+    no_ocr = PdfParserConfig(isolation=IN_PROCESS, ocr=OcrConfig(tesseract_cmd="/nonexistent/tesseract"))
+    with pytest.raises(ParseError) as info:
+        parse_pdf(_cid_pdf(garbled), no_ocr)
+    assert info.value.reason == "ocr-unavailable"
+
+
 def test_pdf_text_outside_the_page_is_left_out_and_counted():
     """guards against (hostile trial 5, 2026-12-05): text drawn wholly outside the page's crop box
     (below it, past its right edge), which no viewer shows, indexed and cited to a page where a

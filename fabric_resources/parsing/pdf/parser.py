@@ -76,14 +76,15 @@ def parse_pdf(data: bytes, config: "PdfParserConfig", media_type: str = MEDIA_TY
         ``outline_entries``, ``heading_source`` (``outline``/``fonts``), ``xref_repaired``,
         ``encrypted`` (owner password only: opened without one), ``ocr_engine``, ``ocr_pages``,
         ``blank_pages``, ``failed_units`` (``[{"page", "reason"}]``: ``ocr-unavailable``,
-        ``ocr-no-text``, ``ocr-failed``, ``cap-image-pixels``, ``unreadable-page``), which are
+        ``ocr-no-text``, ``ocr-failed``, ``cap-image-pixels``, ``unreadable-page``, ``unmapped-text``), which are
         also the document's ``unread`` parts (``"page 3"``); ``offpage_lines`` (text lines wholly
         outside their page's crop box, left out: no viewer shows them); ``covered_chars``
         (characters a box drawn over them hides, a redaction bar or a white-out, or drawn white
         where the page shows only white, or fully transparent where it shows one colour alone,
         read as spaces: :mod:`.covered`); ``cover_unchecked_pages``
         (pages holding such a box or white or transparent text past the first ``covered.MAX_CHECKED_PAGES``, read
-        as they are).
+        as they are); ``unmapped_lines`` (lines whose characters are mostly without a Unicode
+        mapping, left out: a page with nothing else goes to OCR).
 
     Raises
     ------
@@ -133,7 +134,7 @@ def _parse(pdf: pdfium.PdfDocument, config: "PdfParserConfig") -> ParsedDocument
     placed: list[PlacedBlock] = []
     ocr_units: dict[int, list[ParsedUnit]] = {}
     failed: list[dict[str, Any]] = []
-    blank = ocr_pages = offpage = covered = 0
+    blank = ocr_pages = offpage = covered = unmapped_lines = 0
     cover_budget = CoverBudget()
     for index in range(pages):
         try:
@@ -148,9 +149,10 @@ def _parse(pdf: pdfium.PdfDocument, config: "PdfParserConfig") -> ParsedDocument
             object_count = pdfium_c.FPDFPage_CountObjects(page.raw)
             if object_count > config.max_page_objects:
                 raise ParseError("cap-page-objects", f"page {index + 1}: {object_count} objects")
-            page_lines, outside, hidden = _lines(page, index, config, cover_budget)
+            page_lines, outside, hidden, unmapped = _lines(page, index, config, cover_budget)
             offpage += outside
             covered += hidden
+            unmapped_lines += unmapped
             page_blocks = blocks(page_lines)
             if page_blocks:
                 placed.extend(PlacedBlock(index, b) for b in page_blocks)
@@ -170,6 +172,9 @@ def _parse(pdf: pdfium.PdfDocument, config: "PdfParserConfig") -> ParsedDocument
                 if failure and (not page_blocks or failure["reason"] != "ocr-no-text"):
                     failed.append(failure)
                 ocr_units[index] = units
+            if unmapped and index not in ocr_units:  # the page's other text read: say what was not
+                failed.append({"page": index + 1, "reason": "unmapped-text",
+                               "detail": f"{unmapped} lines whose characters have no Unicode mapping left out"})
         finally:
             page.close()
     units, heading_source = _text_units(pdf, placed, ocr_units)
@@ -177,7 +182,8 @@ def _parse(pdf: pdfium.PdfDocument, config: "PdfParserConfig") -> ParsedDocument
         if any(f["reason"] == "ocr-unavailable" for f in failed):
             raise ParseError("ocr-unavailable", f"{ocr_pages} of {pages} pages have no text layer and no OCR engine "
                                                 f"({config.ocr.tesseract_cmd!r} with {config.ocr.languages}) is available")
-        raise ParseError("no-text", f"{pages} pages, {blank} blank, failed: {failed[:5]}")
+        unmapped_note = f", {unmapped_lines} lines without Unicode mapping left out" if unmapped_lines else ""
+        raise ParseError("no-text", f"{pages} pages, {blank} blank{unmapped_note}, failed: {failed[:5]}")
     title = (pdf.get_metadata_dict().get("Title") or "").strip() or None
     security = pdfium_c.FPDF_GetSecurityHandlerRevision(pdf.raw)
     metadata = {
@@ -186,24 +192,25 @@ def _parse(pdf: pdfium.PdfDocument, config: "PdfParserConfig") -> ParsedDocument
         "encrypted": security != -1,
         "ocr_engine": f"{engine[0].version} -l {engine[0].languages}" if engine and engine[0] else None,
         "ocr_pages": ocr_pages, "blank_pages": blank, "failed_units": failed, "offpage_lines": offpage,
-        "covered_chars": covered, "cover_unchecked_pages": cover_budget.unchecked,
+        "covered_chars": covered, "cover_unchecked_pages": cover_budget.unchecked, "unmapped_lines": unmapped_lines,
     }
     return ParsedDocument(PARSER_NAME, PARSER_VERSION, MEDIA_TYPE, units, title=title, metadata=metadata,
                           unread=[UnreadPart(f"page {f['page']}", f["reason"]) for f in failed])
 
 
 def _lines(page: pdfium.PdfPage, index: int, config: "PdfParserConfig",
-           cover_budget: CoverBudget | None = None) -> tuple[list[Line], int, int]:
+           cover_budget: CoverBudget | None = None) -> tuple[list[Line], int, int, int]:
     """The page's text lines, how many lines lie wholly outside its crop box (left out: a viewer
-    never shows them, so a citation of their text would point at nothing a reader sees), and how
-    many characters a box drawn over them hides (read as spaces: :mod:`.covered`)."""
+    never shows them, so a citation of their text would point at nothing a reader sees), how
+    many characters a box drawn over them hides (read as spaces: :mod:`.covered`), and how many
+    lines are left out as text with no Unicode mapping (:func:`_unmapped`)."""
     textpage = page.get_textpage()
     try:
         count = textpage.count_chars()
         if count > config.max_chars_per_page:
             raise ParseError("cap-chars", f"page {index + 1}: {count} characters > max_chars_per_page")
         if count <= 0:
-            return [], 0, 0
+            return [], 0, 0, 0
         cx0, cy0, cx1, cy1 = _shown_box(page)
         text = textpage.get_text_range()
         if len(text) != count:  # PDFium's text range dropped or added characters: read them one by one
@@ -226,16 +233,42 @@ def _lines(page: pdfium.PdfPage, index: int, config: "PdfParserConfig",
             pieces_read = columns_first(cut, gutters)
         if pieces_read is None:  # no columns read line by line across both: PDFium's lines as they are
             pieces_read = [line for pieces in ranges if (line := _line(textpage, text, pieces[0][0], pieces[-1][1]))]
-        out, outside = [], 0
+        out, outside, unmapped = [], 0, 0
         for line in rejoin_row_breaks(pieces_read):
             x0, y0, x1, y1 = line.bbox
             if x1 <= cx0 or x0 >= cx1 or y1 <= cy0 or y0 >= cy1:
                 outside += 1
+            elif _unmapped(textpage, text, line):
+                unmapped += 1
             else:
                 out.append(line)
-        return out, outside, len(hidden)
+        return out, outside, len(hidden), unmapped
     finally:
         textpage.close()
+
+
+def _unmapped(textpage: pdfium.PdfTextPage, text: str, line: Line) -> bool:
+    """Whether at least half the visible characters of ``line`` have no Unicode mapping (PDFium's
+    ``FPDFText_HasUnicodeMapError``, where it reads the character code as the character: a CID font
+    without ToUnicode, its glyph numbers read as ``$%&'(`` for ``ABCDE``; a subset font's codes
+    1, 2, 3 ...). Such text was indexed as junk in silence (hostile trial 21e); left out, its page is
+    read by OCR when nothing else is on it, else listed unread (``unmapped-text``). A stray unmapped
+    bullet in a line of mapped text keeps the line. A Type 3 font (embedded, no font program) is
+    never mapped by PDFium, glyph names or not, and its codes are most often ASCII (matplotlib's
+    labels, old TeX bitmap fonts): its characters count as mapped, read as before."""
+    visible = [i for i in range(line.char_start, line.char_end) if not text[i].isspace()]
+    errors = sum(1 for i in visible if pdfium_c.FPDFText_HasUnicodeMapError(textpage.raw, i) == 1
+                 and not _type3(pdfium_c.FPDFTextObj_GetFont(pdfium_c.FPDFText_GetTextObject(textpage.raw, i))))
+    return bool(visible) and 2 * errors >= len(visible)
+
+
+def _type3(font) -> bool:
+    """Whether ``font`` (an ``FPDF_FONT``) is a Type 3 font: PDFium calls it embedded, yet it has no
+    font program to give."""
+    if not font or not pdfium_c.FPDFFont_GetIsEmbedded(font):
+        return False
+    size = ctypes.c_size_t(0)
+    return not pdfium_c.FPDFFont_GetFontData(font, None, 0, ctypes.byref(size)) or size.value == 0
 
 
 def _shown_box(page: pdfium.PdfPage) -> tuple[float, float, float, float]:
