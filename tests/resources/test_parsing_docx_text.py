@@ -270,3 +270,25 @@ def test_an_imported_mhtml_chunk_is_read_from_its_root_html_part():
     assert [u.text for u in doc.units] == _texts(office_document())
     assert doc.unread == [UnreadPart("word/afchunk.mht", "alt-chunk: imported content (message/rfc822) not read: "
                                                           "malformed-mhtml (no text/html part)")]
+
+
+def test_a_body_units_locator_names_the_main_part_by_its_own_name():
+    """guards against (hostile trial 21e): a package whose main part is not ``word/document.xml``
+    (any name its relationships give, ECMA-376 Part 2; python-docx finds it by them) read whole,
+    but every body unit's locator named ``word/document.xml``, a part the package lacks."""
+    import zipfile
+
+    src = zipfile.ZipFile(io.BytesIO(office_document()))
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as dst:
+        for info in src.infolist():
+            body = src.read(info.filename)
+            name = {BODY: "word/main.xml", "word/_rels/document.xml.rels": "word/_rels/main.xml.rels"}.get(
+                info.filename, info.filename)
+            if info.filename in ("[Content_Types].xml", "_rels/.rels"):
+                body = body.replace(b"word/document.xml", b"word/main.xml")
+            dst.writestr(name, body)
+    doc = parse_docx(out.getvalue(), OOXML)
+    assert "first para" in [u.text for u in doc.units] and doc.unread == []
+    assert {u.locator["part"] for u in doc.units} == {"word/main.xml"}
+    assert {u.locator["part"] for u in parse_docx(office_document(), OOXML).units} == {BODY}

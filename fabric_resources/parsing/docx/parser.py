@@ -69,7 +69,8 @@ def parse_docx(data: bytes, config: "OoxmlParserConfig", media_type: str = MEDIA
         ``level``), ``list_item`` (numbered or bulleted paragraphs, ``level``), ``paragraph``,
         ``table_cell`` (``table``, ``row``, ``col``: 0-based; merged cells once) — then one
         ``note`` per footnote and endnote (``note_id``, ``note_type``). Locators: body
-        ``{"part": "word/document.xml", "element_path"}`` (lxml path of the ``w:p`` or ``w:tc``),
+        ``{"part": "word/document.xml" (the main part's own name), "element_path"}`` (lxml path of
+        the ``w:p`` or ``w:tc``),
         cells also ``table``/``row``/``col``; notes ``{"part", "note_type", "note_id"}``.
         ``section_path``: the heading titles above the unit (for notes: of their reference).
         Relationships: ``note_ref`` from the paragraph holding a reference to its note
@@ -126,6 +127,9 @@ class _Walker:
     def __init__(self, document, max_units: int, recovered=None) -> None:
         self.document = document
         self.tree = document.element.getroottree()
+        # The main part's own name: a package may call it anything its relationships name (ECMA-376
+        # Part 2), and a locator naming word/document.xml there pointed at no part.
+        self.part_name = str(document.part.partname).lstrip("/")
         self.element_path = ElementPaths(self.tree)  # getpath once per parent (per call: quadratic)
         self.max_units = max_units
         self.units: list[ParsedUnit] = []
@@ -181,7 +185,7 @@ class _Walker:
         if not text:
             return
         style = self.style_name(p)
-        locator = {"part": "word/document.xml", "element_path": self.element_path(p)}
+        locator = {"part": self.part_name, "element_path": self.element_path(p)}
         level = heading_level(style, p)
         if level is not None:
             self.sections[:] = [(lvl, t) for lvl, t in self.sections if lvl < level]
@@ -216,7 +220,7 @@ class _Walker:
                         pieces.append(text)
                 text = "\n".join(pieces)
                 if text and not continued:
-                    locator = {"part": "word/document.xml", "element_path": self.element_path(tc),
+                    locator = {"part": self.part_name, "element_path": self.element_path(tc),
                                "table": table, "row": r, "col": col}
                     index = self._add(ParsedUnit("table_cell", text, locator, self.path(),
                                                  {"table": table, "row": r, "col": col, "header": r == 0}))
