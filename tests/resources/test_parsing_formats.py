@@ -484,6 +484,34 @@ def test_pdf_text_without_a_unicode_mapping_is_left_out_and_said_not_indexed_as_
     assert info.value.reason == "ocr-unavailable"
 
 
+def test_the_files_a_pdf_carries_are_counted_and_listed_unread():
+    """guards against (hostile trial 21e): a PDF's embedded files (a portfolio's documents, a
+    contract attached to its cover letter) lost in silence, the parse reading as whole. Property:
+    each is an unread part naming it (controls dropped), the first 100 listed and all counted; the
+    cover page is still read."""
+    from fabric_resources.parsing.pdf.parser import parse_pdf
+
+    def carrying(names: list[str]) -> bytes:
+        tree = " ".join(f"({name}) 6 0 R" for name in names)
+        return _objects_pdf([
+            f"<</Type/Catalog/Pages 2 0 R/Names<</EmbeddedFiles<</Names[{tree}]>>>>>>".encode(),
+            b"<</Type/Pages/Kids[3 0 R]/Count 1>>",
+            b"<</Type/Page/Parent 2 0 R/MediaBox[0 0 612 792]/Resources<</Font<</F1 5 0 R>>>>/Contents 4 0 R>>",
+            _stream("BT /F1 12 Tf 72 700 Td (This portfolio holds the signed contract.) Tj ET"),
+            b"<</Type/Font/Subtype/Type1/BaseFont/Helvetica>>",
+            b"<</Type/Filespec/F(contract.pdf)/UF(contract\\007.pdf)/EF<</F 7 0 R>>>>",  # named by its UF
+            _stream("%PDF-1.4 the attached contract's bytes", "/Type/EmbeddedFile")])
+
+    doc = parse_pdf(carrying(["contract.pdf"]), PDF)
+    assert [u.text for u in doc.units] == ["This portfolio holds the signed contract."]
+    assert [(p.where, p.reason) for p in doc.unread] == [("attachment contract.pdf", "embedded-file")]
+    assert doc.metadata["attachments"] == 1
+    many = parse_pdf(carrying([f"file{i:03d}.xml" for i in range(150)]), PDF)
+    assert many.metadata["attachments"] == 150 and len(many.unread) == 100
+    assert many.unread[99].where == "attachment contract.pdf"
+    assert parse_pdf(carrying([]), PDF).unread == []
+
+
 def test_pdf_text_outside_the_page_is_left_out_and_counted():
     """guards against (hostile trial 5, 2026-12-05): text drawn wholly outside the page's crop box
     (below it, past its right edge), which no viewer shows, indexed and cited to a page where a

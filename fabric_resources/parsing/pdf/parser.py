@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 
 from fabric_resources.parsing.document import ParsedDocument, ParsedUnit, ParseError, UnreadPart
 from fabric_resources.parsing.pdf import MEDIA_TYPE, PARSER_NAME, PARSER_VERSION
-from fabric_resources.parsing.pdf.annotations import flatten_annotations
+from fabric_resources.parsing.pdf.annotations import attachments, flatten_annotations
 from fabric_resources.parsing.pdf.covered import CoverBudget, covered_chars
 from fabric_resources.parsing.pdf.layout import (
     MIN_GUTTER_LINES, Block, Line, blocks, clean_line, columns_first, continues, join_lines, rejoin_row_breaks,
@@ -84,7 +84,9 @@ def parse_pdf(data: bytes, config: "PdfParserConfig", media_type: str = MEDIA_TY
         read as spaces: :mod:`.covered`); ``cover_unchecked_pages``
         (pages holding such a box or white or transparent text past the first ``covered.MAX_CHECKED_PAGES``, read
         as they are); ``unmapped_lines`` (lines whose characters are mostly without a Unicode
-        mapping, left out: a page with nothing else goes to OCR).
+        mapping, left out: a page with nothing else goes to OCR); ``attachments`` (files the document
+        carries, not read: each of the first 100 is an ``unread`` part ``"attachment <name>"``,
+        ``embedded-file``, :func:`~.annotations.attachments`).
 
     Raises
     ------
@@ -178,11 +180,13 @@ def _parse(pdf: pdfium.PdfDocument, config: "PdfParserConfig") -> ParsedDocument
         finally:
             page.close()
     units, heading_source = _text_units(pdf, placed, ocr_units)
+    attached, attached_names = attachments(pdf)
     if not units:
         if any(f["reason"] == "ocr-unavailable" for f in failed):
             raise ParseError("ocr-unavailable", f"{ocr_pages} of {pages} pages have no text layer and no OCR engine "
                                                 f"({config.ocr.tesseract_cmd!r} with {config.ocr.languages}) is available")
         unmapped_note = f", {unmapped_lines} lines without Unicode mapping left out" if unmapped_lines else ""
+        unmapped_note += f", {attached} attached files not read" if attached else ""
         raise ParseError("no-text", f"{pages} pages, {blank} blank{unmapped_note}, failed: {failed[:5]}")
     title = (pdf.get_metadata_dict().get("Title") or "").strip() or None
     security = pdfium_c.FPDF_GetSecurityHandlerRevision(pdf.raw)
@@ -193,9 +197,11 @@ def _parse(pdf: pdfium.PdfDocument, config: "PdfParserConfig") -> ParsedDocument
         "ocr_engine": f"{engine[0].version} -l {engine[0].languages}" if engine and engine[0] else None,
         "ocr_pages": ocr_pages, "blank_pages": blank, "failed_units": failed, "offpage_lines": offpage,
         "covered_chars": covered, "cover_unchecked_pages": cover_budget.unchecked, "unmapped_lines": unmapped_lines,
+        "attachments": attached,
     }
     return ParsedDocument(PARSER_NAME, PARSER_VERSION, MEDIA_TYPE, units, title=title, metadata=metadata,
-                          unread=[UnreadPart(f"page {f['page']}", f["reason"]) for f in failed])
+                          unread=[UnreadPart(f"page {f['page']}", f["reason"]) for f in failed]
+                          + [UnreadPart(f"attachment {name}", "embedded-file") for name in attached_names])
 
 
 def _lines(page: pdfium.PdfPage, index: int, config: "PdfParserConfig",
