@@ -512,6 +512,31 @@ def test_the_files_a_pdf_carries_are_counted_and_listed_unread():
     assert parse_pdf(carrying([]), PDF).unread == []
 
 
+def test_pdf_text_a_clip_keeps_wholly_out_of_sight_is_left_out_and_counted():
+    """guards against (hostile trial 21e): text drawn under a clipping path that lets none of it
+    through (``0 0 1 1 re W n``, on the page or inside a form XObject) indexed and cited where a
+    reader sees nothing. Property: such text is read as spaces and counted in ``covered_chars``;
+    text partly inside its clip, or inside a clip as large as the page, is read; the text after the
+    hidden words on PDFium's line is still cut where it jumps to another row."""
+    from fabric_resources.parsing.pdf.parser import parse_pdf
+
+    form = _stream("BT /F1 12 Tf 0 5 Td (Form shown wording) Tj ET "
+                   "q 0 0 1 1 re W n BT /F1 12 Tf 0 5 Td (Formclipped wording) Tj ET Q",
+                   "/Type/XObject/Subtype/Form/BBox[0 0 300 20]/Resources<</Font<</F1 5 0 R>>>>")
+    content = ("q 0 0 612 792 re W n BT /F1 12 Tf 72 700 Td (Visible sentence on the page.) Tj ET Q "
+               "q 0 0 1 1 re W n BT /F1 12 Tf 72 600 Td (Clippedaway hidden wording.) Tj ET Q "
+               "q 72 500 40 5 re W n BT /F1 12 Tf 72 500 Td (Partly clipped words show.) Tj ET Q "
+               "q 1 0 0 1 72 400 cm /X1 Do Q q 1 0 0 1 72 350 cm /X1 Do Q BT /F1 12 Tf 72 300 Td (Last line here.) Tj ET")
+    doc = parse_pdf(_objects_pdf([
+        b"<</Type/Catalog/Pages 2 0 R>>", b"<</Type/Pages/Kids[3 0 R]/Count 1>>",
+        b"<</Type/Page/Parent 2 0 R/MediaBox[0 0 612 792]/Resources<</Font<</F1 5 0 R>>/XObject<</X1 6 0 R>>>>"
+        b"/Contents 4 0 R>>", _stream(content), b"<</Type/Font/Subtype/Type1/BaseFont/Helvetica>>", form]), PDF)
+    assert [u.text for u in doc.units] == ["Visible sentence on the page.", "Partly clipped words show.",
+                                           "Form shown wording", "Form shown wording", "Last line here."]
+    assert doc.metadata["covered_chars"] == len("Clippedaway hidden wording.") + 2 * len("Formclipped wording")
+    assert doc.units[2].locator["bbox"][1] > 395 and doc.units[3].locator["bbox"][3] < 380
+
+
 def test_pdf_text_outside_the_page_is_left_out_and_counted():
     """guards against (hostile trial 5, 2026-12-05): text drawn wholly outside the page's crop box
     (below it, past its right edge), which no viewer shows, indexed and cited to a page where a

@@ -19,7 +19,13 @@ nothing of it is drawn, so a reader sees the page or a box there; over an image 
 text layer of) it is kept. Text in render mode 3 (invisible) is kept: it is how an OCR layer lies over
 a scanned page's image, which the reader sees as that text.
 
-What this does not see, and leaves as text: a box in an annotation (not page content), an image
+Text a clipping path keeps wholly out of sight (drawn after ``0 0 1 1 re W n``: hidden text, or
+text a layout tool clipped out of a frame) is hidden too (:func:`clipped_chars`): the box of each
+path of its clip (an upper bound of what that path lets through) is compared with the text object's,
+in the space both are given in (the page's, or the form XObject's holding them).
+
+What this does not see, and leaves as text: a clip set around a whole form XObject (its text objects
+carry none of it), a box in an annotation (not page content), an image
 or a non-rectangular path over the text, a box or text inside a form XObject, text in another
 colour drawn on a background of that colour, partial transparency (a soft mask, a blend mode, an
 alpha above :data:`_TOLERANCE`).
@@ -233,3 +239,45 @@ def _opaque_rectangle(obj) -> tuple[float, float, float, float, tuple[int, int, 
     if not pdfium_c.FPDFPageObj_GetBounds(obj, x0, y0, x1, y1):
         return None
     return x0.value, y0.value, x1.value, y1.value, (r.value, g.value, b.value)
+
+
+def clipped_chars(textpage, count: int) -> set[int]:
+    """Indices (PDFium's character indices) of the characters whose text object lies wholly outside
+    one of the paths of its clipping path (ISO 32000-1 §8.5.4: what is drawn shows only inside every
+    path of the clip), so that nothing of it is drawn: such text was indexed and cited where a
+    reader sees nothing (hostile trial 21e). A path's box is that of its points, control points
+    included (a Bézier curve lies within them), so the test only ever errs towards keeping text; a
+    text object partly inside is kept whole."""
+    hidden: set[int] = set()
+    verdict: dict[int, bool] = {}  # text object address -> wholly clipped
+    for i in range(count):
+        obj = pdfium_c.FPDFText_GetTextObject(textpage.raw, i)
+        if not obj:
+            continue
+        key = ctypes.cast(obj, ctypes.c_void_p).value
+        if key not in verdict:
+            verdict[key] = _clipped_away(obj)
+        if verdict[key]:
+            hidden.add(i)
+    return hidden
+
+
+def _clipped_away(obj) -> bool:
+    clip = pdfium_c.FPDFPageObj_GetClipPath(obj)
+    if not clip:
+        return False
+    bounds = [ctypes.c_float() for _ in range(4)]
+    if not pdfium_c.FPDFPageObj_GetBounds(obj, *(ctypes.byref(b) for b in bounds)):
+        return False
+    left, bottom, right, top = (b.value for b in bounds)
+    x, y = ctypes.c_float(), ctypes.c_float()
+    for k in range(pdfium_c.FPDFClipPath_CountPaths(clip)):
+        xs, ys = [], []
+        for j in range(pdfium_c.FPDFClipPath_CountPathSegments(clip, k)):
+            segment = pdfium_c.FPDFClipPath_GetPathSegment(clip, k, j)
+            if segment and pdfium_c.FPDFPathSegment_GetPoint(segment, ctypes.byref(x), ctypes.byref(y)):
+                xs.append(x.value)
+                ys.append(y.value)
+        if xs and (max(xs) <= left or min(xs) >= right or max(ys) <= bottom or min(ys) >= top):
+            return True
+    return False

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 from fabric_resources.parsing.document import ParsedDocument, ParsedUnit, ParseError, UnreadPart
 from fabric_resources.parsing.pdf import MEDIA_TYPE, PARSER_NAME, PARSER_VERSION
 from fabric_resources.parsing.pdf.annotations import attachments, flatten_annotations
-from fabric_resources.parsing.pdf.covered import CoverBudget, covered_chars
+from fabric_resources.parsing.pdf.covered import CoverBudget, clipped_chars, covered_chars
 from fabric_resources.parsing.pdf.layout import (
     MIN_GUTTER_LINES, Block, Line, blocks, clean_line, columns_first, continues, join_lines, rejoin_row_breaks,
     written_words,
@@ -81,7 +81,7 @@ def parse_pdf(data: bytes, config: "PdfParserConfig", media_type: str = MEDIA_TY
         outside their page's crop box, left out: no viewer shows them); ``covered_chars``
         (characters a box drawn over them hides, a redaction bar or a white-out, or drawn white
         where the page shows only white, or fully transparent where it shows one colour alone,
-        read as spaces: :mod:`.covered`); ``cover_unchecked_pages``
+        or clipped wholly out of sight, read as spaces: :mod:`.covered`); ``cover_unchecked_pages``
         (pages holding such a box or white or transparent text past the first ``covered.MAX_CHECKED_PAGES``, read
         as they are); ``unmapped_lines`` (lines whose characters are mostly without a Unicode
         mapping, left out: a page with nothing else goes to OCR); ``attachments`` (files the document
@@ -221,7 +221,8 @@ def _lines(page: pdfium.PdfPage, index: int, config: "PdfParserConfig",
         text = textpage.get_text_range()
         if len(text) != count:  # PDFium's text range dropped or added characters: read them one by one
             text = "".join(chr(pdfium_c.FPDFText_GetUnicode(textpage.raw, i) or 0xFFFF) for i in range(count))
-        if hidden := covered_chars(page, textpage, count, cover_budget):  # a redaction box over the text: no reader sees it
+        # A redaction box over the text, or a clip that keeps it out of sight: no reader sees it.
+        if hidden := covered_chars(page, textpage, count, cover_budget) | clipped_chars(textpage, count):
             text = "".join(" " if i in hidden else ch for i, ch in enumerate(text))
         ranges: list[list[tuple[int, int, float]]] = []  # per PDFium line: its pieces at gutters
         start = 0

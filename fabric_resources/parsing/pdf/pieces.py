@@ -5,8 +5,14 @@
 
 from __future__ import annotations
 
+import re
+
 import pypdfium2 as pdfium
 import pypdfium2.raw as pdfium_c
+
+# Spaces between two other characters of a line: PDFium's one between text objects, or the run a
+# hidden text object left (its characters read as spaces, :mod:`.covered`).
+_SPACES = re.compile(r"(?<=\S) +(?=\S)")
 
 #: A space PDFium put between two characters further apart than this many font sizes, on one text
 #: line, is a column gutter: the two columns of a page drawn line by line across both.
@@ -14,23 +20,22 @@ GUTTER_SIZES = 1.5
 
 
 def rows(textpage: pdfium.PdfTextPage, text: str, start: int, end: int) -> list[tuple[int, int]]:
-    """``text[start:end]`` (one PDFium line) cut at each space where the text jumps to another row:
-    the characters either side of it (their loose boxes) are further apart up or down than half a
-    font size, and side by side (no x in common). PDFium runs the text of consecutive form XObjects
+    """``text[start:end]`` (one PDFium line) cut at each run of spaces where the text jumps to
+    another row: the characters either side of it (their loose boxes) are further apart up or down
+    than half a font size, and side by side (no x in common). PDFium runs the text of consecutive form XObjects
     (a letterhead, a stamp, each annotation flattened into the page) into one line wherever they
     stand, so blocks far apart were one unit, cited by a box over all of them (hostile trial 21e).
     The words of a line printed rotated 90° lie one above the other, a space apart (0.6 of a font
     size in a monospaced font), in one column of x; a superscript overlaps its line."""
-    cuts = []
-    for i in range(start + 1, end - 1):
-        if text[i] != " " or text[i - 1].isspace() or text[i + 1].isspace():
-            continue
-        before, after = textpage.get_charbox(i - 1, loose=True), textpage.get_charbox(i + 1, loose=True)
-        size = float(pdfium_c.FPDFText_GetFontSize(textpage.raw, i - 1)) or (before[3] - before[1])
+    cuts = []  # (first space, first character after the spaces)
+    for run in _SPACES.finditer(text, start, end):
+        a, b = run.start() - 1, run.end()
+        before, after = textpage.get_charbox(a, loose=True), textpage.get_charbox(b, loose=True)
+        size = float(pdfium_c.FPDFText_GetFontSize(textpage.raw, a)) or (before[3] - before[1])
         apart_y = max(before[1] - after[3], after[1] - before[3])
         if size > 0 and apart_y > 0.5 * size and (after[2] <= before[0] or after[0] >= before[2]):
-            cuts.append(i)
-    return list(zip([start] + [i + 1 for i in cuts], cuts + [end]))
+            cuts.append((run.start(), b))
+    return list(zip([start] + [b for _, b in cuts], [a for a, _ in cuts] + [end]))
 
 
 def gutter_pieces(textpage: pdfium.PdfTextPage, text: str, start: int, end: int) -> list[tuple[int, int, float]]:
