@@ -379,7 +379,8 @@ def _annotated_pdf(annots: list[tuple[str, int, str]]) -> bytes:
     points below the last, its appearance stream drawing the text (a Widget is an AcroForm text
     field whose value ``V`` is the text)."""
     n = len(annots)
-    objs = [f"<</Type/Catalog/Pages 2 0 R/AcroForm<</Fields[{' '.join(f'{6 + 2 * i} 0 R' for i, a in enumerate(annots) if a[0] == 'Widget')}]>>>>".encode(),
+    fields = " ".join(f"{6 + 2 * i} 0 R" for i, a in enumerate(annots) if a[0] == "Widget")
+    objs = [f"<</Type/Catalog/Pages 2 0 R/AcroForm<</Fields[{fields}]>>>>".encode(),
             b"<</Type/Pages/Kids[3 0 R]/Count 1>>",
             (f"<</Type/Page/Parent 2 0 R/MediaBox[0 0 612 792]/Resources<</Font<</F1 5 0 R>>>>/Contents 4 0 R"
              f"/Annots[{' '.join(f'{6 + 2 * i} 0 R' for i in range(n))}]>>").encode(),
@@ -526,7 +527,8 @@ def test_pdf_text_a_clip_keeps_wholly_out_of_sight_is_left_out_and_counted():
     content = ("q 0 0 612 792 re W n BT /F1 12 Tf 72 700 Td (Visible sentence on the page.) Tj ET Q "
                "q 0 0 1 1 re W n BT /F1 12 Tf 72 600 Td (Clippedaway hidden wording.) Tj ET Q "
                "q 72 500 40 5 re W n BT /F1 12 Tf 72 500 Td (Partly clipped words show.) Tj ET Q "
-               "q 1 0 0 1 72 400 cm /X1 Do Q q 1 0 0 1 72 350 cm /X1 Do Q BT /F1 12 Tf 72 300 Td (Last line here.) Tj ET")
+               "q 1 0 0 1 72 400 cm /X1 Do Q q 1 0 0 1 72 350 cm /X1 Do Q "
+               "BT /F1 12 Tf 72 300 Td (Last line here.) Tj ET")
     doc = parse_pdf(_objects_pdf([
         b"<</Type/Catalog/Pages 2 0 R>>", b"<</Type/Pages/Kids[3 0 R]/Count 1>>",
         b"<</Type/Page/Parent 2 0 R/MediaBox[0 0 612 792]/Resources<</Font<</F1 5 0 R>>/XObject<</X1 6 0 R>>>>"
