@@ -292,3 +292,72 @@ def test_a_body_units_locator_names_the_main_part_by_its_own_name():
     assert "first para" in [u.text for u in doc.units] and doc.unread == []
     assert {u.locator["part"] for u in doc.units} == {"word/main.xml"}
     assert {u.locator["part"] for u in parse_docx(office_document(), OOXML).units} == {BODY}
+
+
+A = "http://schemas.openxmlformats.org/drawingml/2006/main"
+DGM = "http://schemas.openxmlformats.org/drawingml/2006/diagram"
+CHART = "http://schemas.openxmlformats.org/drawingml/2006/chart"
+
+
+def _graphic(uri: str, inner: str) -> str:
+    wp = "http://schemas.openxmlformats.org/drawingml/2006/wordprocessingDrawing"
+    return (f'<w:r><w:drawing><wp:inline xmlns:wp="{wp}">'
+            f'<wp:extent cx="5486400" cy="3200400"/><wp:docPr id="1" name="Graphic 1"/>'
+            f'<a:graphic xmlns:a="{A}"><a:graphicData uri="{uri}">{inner}</a:graphicData></a:graphic>'
+            f'</wp:inline></w:drawing></w:r>')
+
+
+def _with_graphics(paragraphs: str) -> bytes:
+    """python-docx's default document with ``paragraphs`` before its first paragraph, a SmartArt
+    data part (``rIdDgm``: steps Plan, Build, Ship) and a chart part (``rIdChart``: title Quarterly
+    revenue, series Widgets as a cached cell value)."""
+    import zipfile
+
+    data = (f'<dgm:dataModel xmlns:dgm="{DGM}" xmlns:a="{A}"><dgm:ptLst>'
+            '<dgm:pt modelId="0" type="doc"><dgm:t><a:p><a:r><a:t>DocPoint</a:t></a:r></a:p></dgm:t></dgm:pt>'
+            + "".join(f'<dgm:pt modelId="{i}"><dgm:t><a:p><a:r><a:t>{step}</a:t></a:r></a:p></dgm:t></dgm:pt>'
+                      for i, step in enumerate(("Plan", "Build", "Ship"), start=1))
+            + '<dgm:pt modelId="9" type="parTrans"><dgm:t><a:p><a:r><a:t>Transition</a:t></a:r></a:p></dgm:t></dgm:pt>'
+            '</dgm:ptLst></dgm:dataModel>').encode()
+    chart = (f'<c:chartSpace xmlns:c="{CHART}" xmlns:a="{A}"><c:chart><c:title><c:tx><c:rich><a:p><a:r>'
+             '<a:t>Quarterly revenue</a:t></a:r></a:p></c:rich></c:tx></c:title><c:plotArea><c:barChart><c:ser>'
+             '<c:tx><c:strRef><c:f>Sheet1!$B$1</c:f><c:strCache><c:pt idx="0"><c:v>Widgets</c:v></c:pt></c:strCache>'
+             '</c:strRef></c:tx></c:ser></c:barChart></c:plotArea></c:chart></c:chartSpace>').encode()
+    rels = ('<Relationship Id="rIdDgm" Type="http://schemas.openxmlformats.org/officeDocument/2006/relationships/'
+            'diagramData" Target="diagrams/data1.xml"/><Relationship Id="rIdChart" '
+            'Type="http://schemas.openxmlformats.org/officeDocument/2006/relationships/chart" '
+            'Target="charts/chart1.xml"/></Relationships>')
+    types = ('<Override PartName="/word/diagrams/data1.xml" ContentType="application/vnd.openxmlformats-officedocument.'
+             'drawingml.diagramData+xml"/><Override PartName="/word/charts/chart1.xml" ContentType="application/'
+             'vnd.openxmlformats-officedocument.drawingml.chart+xml"/></Types>')
+    package = with_member(office_document(), BODY, FIRST, paragraphs + FIRST,
+                          {"word/diagrams/data1.xml": data, "word/charts/chart1.xml": chart})
+    src = zipfile.ZipFile(io.BytesIO(package))
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as dst:
+        for info in src.infolist():
+            body = src.read(info.filename)
+            if info.filename == "word/_rels/document.xml.rels":
+                body = body.replace(b"</Relationships>", rels.encode())
+            elif info.filename == "[Content_Types].xml":
+                body = body.replace(b"</Types>", types.encode())
+            dst.writestr(info, body)
+    return out.getvalue()
+
+
+def test_the_words_of_a_smartart_graphic_or_a_chart_in_a_docx_are_read():
+    """guards against (hostile trial 21e): a SmartArt graphic's steps (an org chart's names) and a
+    chart's title and series names, which stand in a paragraph as a drawing naming their own part,
+    lost in silence (the PPTX parser reads them). Property: each shown graphic is a unit after its
+    paragraph's text, its locator naming its part; its content points are read, not the document
+    or transition points; a graphic a tracked change deleted is not read."""
+    smartart = _graphic(DGM, f'<dgm:relIds xmlns:dgm="{DGM}" r:dm="rIdDgm" r:lo="" r:qs="" r:cs=""/>')
+    chart = _graphic(CHART, f'<c:chart xmlns:c="{CHART}" r:id="rIdChart"/>')
+    doc = parse_docx(_with_graphics(f'<w:p><w:r><w:t>Our process:</w:t></w:r>{smartart}</w:p><w:p>{chart}</w:p>'),
+                     OOXML)
+    units = [(u.text, u.locator["part"]) for u in doc.units[1:5]]
+    assert units == [("Our process:", BODY), ("Plan\nBuild\nShip", "word/diagrams/data1.xml"),
+                     ("Quarterly revenue\nWidgets", "word/charts/chart1.xml"), ("first para", BODY)]
+    assert doc.units[2].locator["element_path"] == doc.units[1].locator["element_path"]
+    deleted = f'<w:p><w:del w:id="1" w:author="a">{smartart}</w:del><w:r><w:t>Kept words</w:t></w:r></w:p>'
+    assert _texts(_with_graphics(deleted))[1:3] == ["Kept words", "first para"]

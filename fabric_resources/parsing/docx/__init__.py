@@ -11,7 +11,7 @@ from __future__ import annotations
 from fabric_resources.parsing.spec import ParserSpec
 
 PARSER_NAME = "docx"
-PARSER_VERSION = "14"  # 4: a part a relationship names may be missing (missing-part); 5: w:noBreakHyphen is U+2011
+PARSER_VERSION = "15"  # 4: a part a relationship names may be missing (missing-part); 5: w:noBreakHyphen is U+2011
 # 6: text a tracked change moved away (w:moveFrom) is skipped as deleted text is; 7: one branch of an
 # mc:AlternateContent is read (a text box's text was read twice); 8: a ruby's reading (w:rt) is skipped;
 # 9: an absolute position tab (w:ptab) is a tab, not nothing; 10: rows, cells and paragraphs inside content
@@ -28,6 +28,8 @@ PARSER_VERSION = "14"  # 4: a part a relationship names may be missing (missing-
 # 13: an HTML w:altChunk reads as html parser 26 reads it (a shadow root, an object's fallback, a textarea, SVG text
 # read; text under font-size 0 not), a part nested past libxml2's depth is listed cap-depth (trial 20b)
 # 14: a body unit's locator names the main part by its own name (a package may call it word/main.xml) (trial 21e)
+# 15: the words of a SmartArt graphic or a chart in a body paragraph are a unit after it, located by its part
+# (trial 21e)
 MEDIA_TYPE = "application/vnd.openxmlformats-officedocument.wordprocessingml.document"
 
 

@@ -28,6 +28,7 @@ from fabric_resources.parsing.document import (
 from fabric_resources.parsing.element_paths import ElementPaths
 from fabric_resources.parsing.lxml_limits import syntax_error_reason
 from fabric_resources.parsing.docx import MEDIA_TYPE, PARSER_NAME, PARSER_VERSION
+from fabric_resources.parsing.docx.graphics import graphic_parts, graphic_text
 from fabric_resources.parsing.docx.imported import ImportedParts, imported_reader
 from fabric_resources.parsing.docx.runs import paragraph_text, symbol_char
 from fabric_resources.parsing.docx.styles import NOTHING_HIDES, hidden_styles, recovered_styles, style_names
@@ -77,6 +78,8 @@ def parse_docx(data: bytes, config: "OoxmlParserConfig", media_type: str = MEDIA
         (``start_char`` = ``end_char`` = the reference's position in the paragraph text,
         ``label`` = the note's number in order of first reference), ``next_in_table_row``.
         Text: runs joined, breaks as ``"\\n"``, runs of spaces, tabs and no-break spaces one space, ends stripped.
+        A SmartArt graphic or chart in a body paragraph is a ``paragraph`` after it, its words
+        (:mod:`.graphics`), its locator ``{"part": "word/charts/chart1.xml", "element_path"}``.
         Units of an imported HTML or text part (``w:altChunk``) are the HTML or text parser's, in
         place, their locators with ``"part"`` (``word/afchunk.htm``) added.
         ``metadata``: ``tables``, ``notes``, ``unresolved_note_refs``, ``unreferenced_notes``
@@ -182,8 +185,25 @@ class _Walker:
 
     def paragraph(self, p) -> None:
         text, refs = paragraph_text(p, self.hidden_styles)
-        if not text:
-            return
+        if text:
+            self._paragraph(p, text, refs)
+        self.graphics(p)
+
+    def graphics(self, p) -> None:
+        """A unit per SmartArt graphic or chart shown in ``p`` (:mod:`.graphics`), after its text:
+        ``paragraph``, its locator naming the graphic's part and ``p``; a malformed part is listed."""
+        for part, kind in graphic_parts(p, self.document.part):
+            name = str(part.partname).lstrip("/")
+            try:
+                text = graphic_text(part.blob, kind)
+            except etree.LxmlError as exc:
+                self.skipped.append({"where": name, "reason": exception_text(exc)})
+                continue
+            if text:
+                self._add(ParsedUnit("paragraph", text, {"part": name, "element_path": self.element_path(p)},
+                                     self.path()))
+
+    def _paragraph(self, p, text: str, refs) -> None:
         style = self.style_name(p)
         locator = {"part": self.part_name, "element_path": self.element_path(p)}
         level = heading_level(style, p)
