@@ -350,7 +350,7 @@ def test_the_words_of_a_smartart_graphic_or_a_chart_in_a_docx_are_read():
     chart's title and series names, which stand in a paragraph as a drawing naming their own part,
     lost in silence (the PPTX parser reads them). Property: each shown graphic is a unit after its
     paragraph's text, its locator naming its part; its content points are read, not the document
-    or transition points; a graphic a tracked change deleted is not read."""
+    or transition points; a graphic a tracked change deleted, or in a hidden run, is not read."""
     smartart = _graphic(DGM, f'<dgm:relIds xmlns:dgm="{DGM}" r:dm="rIdDgm" r:lo="" r:qs="" r:cs=""/>')
     chart = _graphic(CHART, f'<c:chart xmlns:c="{CHART}" r:id="rIdChart"/>')
     doc = parse_docx(_with_graphics(f'<w:p><w:r><w:t>Our process:</w:t></w:r>{smartart}</w:p><w:p>{chart}</w:p>'),
@@ -361,3 +361,6 @@ def test_the_words_of_a_smartart_graphic_or_a_chart_in_a_docx_are_read():
     assert doc.units[2].locator["element_path"] == doc.units[1].locator["element_path"]
     deleted = f'<w:p><w:del w:id="1" w:author="a">{smartart}</w:del><w:r><w:t>Kept words</w:t></w:r></w:p>'
     assert _texts(_with_graphics(deleted))[1:3] == ["Kept words", "first para"]
+    hidden = smartart.replace("<w:r><w:drawing>", "<w:r><w:rPr><w:vanish/></w:rPr><w:drawing>")
+    assert _texts(_with_graphics(f"<w:p><w:r><w:t>Kept words</w:t></w:r>{hidden}</w:p>"))[1:3] == [
+        "Kept words", "first para"]

@@ -10,6 +10,9 @@ from __future__ import annotations
 
 from lxml import etree
 
+from fabric_resources.parsing.docx.runs import hidden_run
+from fabric_resources.parsing.docx.styles import NOTHING_HIDES, Hiding
+
 W = "http://schemas.openxmlformats.org/wordprocessingml/2006/main"
 MC = "http://schemas.openxmlformats.org/markup-compatibility/2006"
 DGM = "http://schemas.openxmlformats.org/drawingml/2006/diagram"
@@ -27,15 +30,17 @@ _RUNS = etree.XPath("./a:r/a:t/text() | ./a:fld/a:t/text()", namespaces=_NS)
 _PARSER = etree.XMLParser(resolve_entities=False, no_network=True, huge_tree=False)
 
 
-def graphic_parts(p, document_part) -> list[tuple[object, str]]:
+def graphic_parts(p, document_part, hiding: Hiding = NOTHING_HIDES) -> list[tuple[object, str]]:
     """The parts of the SmartArt graphics and charts shown in paragraph ``p``, in order, each with
     its kind (``"diagram"``, ``"chart"``): python-docx parts. One under a tracked deletion or move,
-    or in an ``mc:Fallback`` beside an ``mc:Choice`` (the branch read), is not shown; an external
-    or missing target has nothing to read."""
+    in an ``mc:Fallback`` beside an ``mc:Choice`` (the branch read), or in a run formatted hidden
+    (``hiding``: what the styles hide) is not shown; an external or missing target has nothing to
+    read."""
     parts = []
     for rid in _GRAPHICS(p):
         holder = rid.getparent()
-        if _unshown(holder):
+        run = next(holder.iterancestors(f"{{{W}}}r"), None)
+        if _unshown(holder) or (run is not None and hidden_run(run, p, hiding)):
             continue
         rel = document_part.rels.get(str(rid))
         if rel is None or rel.is_external:

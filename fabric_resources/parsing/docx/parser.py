@@ -192,7 +192,7 @@ class _Walker:
     def graphics(self, p) -> None:
         """A unit per SmartArt graphic or chart shown in ``p`` (:mod:`.graphics`), after its text:
         ``paragraph``, its locator naming the graphic's part and ``p``; a malformed part is listed."""
-        for part, kind in graphic_parts(p, self.document.part):
+        for part, kind in graphic_parts(p, self.document.part, self.hidden_styles):
             name = str(part.partname).lstrip("/")
             try:
                 text = graphic_text(part.blob, kind)

@@ -63,6 +63,19 @@ def _hidden_run(r, hiding: Hiding, paragraph_hidden: bool) -> bool:
     return paragraph_hidden if said is None else said
 
 
+def hidden_run(r, p, hidden: Hiding = NOTHING_HIDES) -> bool:
+    """Whether run ``r`` of paragraph ``p`` is hidden (``w:vanish``: its own, its character
+    style's, else its paragraph's style's or the document defaults'), as :func:`paragraph_text`
+    decides it."""
+    return _hidden_run(r, hidden, _paragraph_hidden(p, hidden))
+
+
+def _paragraph_hidden(p, hidden: Hiding) -> bool:
+    pstyle = p.find(f"{{{W}}}pPr/{{{W}}}pStyle")
+    said = hidden.says.get(pstyle.get(f"{{{W}}}val") if pstyle is not None else hidden.default_paragraph)
+    return hidden.default if said is None else said
+
+
 def paragraph_text(p, hidden: Hiding = NOTHING_HIDES) -> tuple[str, list[tuple[int, str, str]]]:
     """A ``w:p``'s text and its note references ``(position, note type, note id)``, without runs
     formatted hidden (``hidden``: what the styles hide, :func:`hidden_styles`).
@@ -71,9 +84,7 @@ def paragraph_text(p, hidden: Hiding = NOTHING_HIDES) -> tuple[str, list[tuple[i
     """
     pieces: list[str] = []
     refs: list[tuple[int, str, str]] = []
-    pstyle = p.find(f"{{{W}}}pPr/{{{W}}}pStyle")
-    said = hidden.says.get(pstyle.get(f"{{{W}}}val") if pstyle is not None else hidden.default_paragraph)
-    paragraph_hidden = hidden.default if said is None else said
+    paragraph_hidden = _paragraph_hidden(p, hidden)
 
     # A complex field (ECMA-376 §17.16.18): w:fldChar begin, its code, separate, its result, end. Word
     # shows the result; the code holds w:instrText, and the result of a field nested in the code (the
