@@ -539,6 +539,39 @@ def test_pdf_text_a_clip_keeps_wholly_out_of_sight_is_left_out_and_counted():
     assert doc.units[2].locator["bbox"][1] > 395 and doc.units[3].locator["bbox"][3] < 380
 
 
+def test_a_page_turned_a_quarter_is_read_in_its_contents_order():
+    """guards against (hostile trial 21e): on a page with ``/Rotate 90`` whose text is upright in
+    the page's own space (an OCR layer over a scan turned that way, a portrait page printed
+    sideways), PDFium listed the lines from the bottom up, and two paragraphs' ends were joined into
+    one unit (``Gamma third one and ends now.``). Property: each paragraph is one unit, in order, at
+    every page rotation; a page whose text is drawn turned against its rotation (a landscape
+    table shown upright, a printed header of three pieces) still reads in order."""
+    from fabric_resources.parsing.pdf.parser import parse_pdf
+
+    lines = ["Alpha one first line of the first", "paragraph ends here.", "Beta second paragraph starts",
+             "and ends now.", "Gamma third one", "finishes it."]
+    upright = " ".join(f"BT /F1 12 Tf 72 {y} Td ({t}) Tj ET" for y, t in zip((700, 686, 640, 626, 580, 566), lines))
+    turned = " ".join(f"BT /F1 12 Tf 0 1 -1 0 {x} 72 Tm ({t}) Tj ET"
+                      for x, t in zip((100, 114, 160, 174, 220, 234), lines))
+    # A printed header of three pieces on one turned line, the middle one larger: read unturned,
+    # PDFium put the middle piece last (``../shared``'s bad-zen-corrupted.pdf).
+    header = "Mai 30, 18 13:27 zen_of_python.txt Page 1/1"
+    turned += (" BT /F1 10 Tf 0 1 -1 0 50 30 Tm (Mai 30, 18 13:27) Tj ET"
+               " BT /F1 10 Tf 0 1 -1 0 50 380 Tm (Page 1/1) Tj ET"
+               " BT /F1 14 Tf 0 1 -1 0 52 200 Tm (zen_of_python.txt) Tj ET")
+    expected = ["Alpha one first line of the first paragraph ends here.", "Beta second paragraph starts and ends now.",
+                "Gamma third one finishes it."]
+    for content, rotations in ((upright, (0, 90, 180, 270)), (turned, (90,))):
+        for rotation in rotations:
+            data = _objects_pdf([
+                b"<</Type/Catalog/Pages 2 0 R>>", b"<</Type/Pages/Kids[3 0 R]/Count 1>>",
+                b"<</Type/Page/Parent 2 0 R/MediaBox[0 0 612 792]/Resources<</Font<</F1 5 0 R>>>>/Contents 4 0 R"
+                b"/Rotate %d>>" % rotation, _stream(content), b"<</Type/Font/Subtype/Type1/BaseFont/Helvetica>>"])
+            texts = [u.text for u in parse_pdf(data, PDF).units]
+            assert [t for t in texts if t != header] == expected, (rotation, content[:20])
+            assert content is upright or header in texts, texts
+
+
 def test_pdf_text_outside_the_page_is_left_out_and_counted():
     """guards against (hostile trial 5, 2026-12-05): text drawn wholly outside the page's crop box
     (below it, past its right edge), which no viewer shows, indexed and cited to a page where a

@@ -35,7 +35,7 @@ from fabric_resources.parsing.pdf.ocr import OcrFailed, OcrProbeFailed, find_eng
 from fabric_resources.parsing.pdf.outline import (
     OutlineEntry, PlacedBlock, running_heads, section_paths, sections_from_fonts, sections_from_outline,
 )
-from fabric_resources.parsing.pdf.pieces import gutter_pieces, rows
+from fabric_resources.parsing.pdf.pieces import gutter_pieces, rows, unrotated_textpage
 
 if TYPE_CHECKING:
     from fabric_resources.config import PdfParserConfig
@@ -210,7 +210,7 @@ def _lines(page: pdfium.PdfPage, index: int, config: "PdfParserConfig",
     never shows them, so a citation of their text would point at nothing a reader sees), how
     many characters a box drawn over them hides (read as spaces: :mod:`.covered`), and how many
     lines are left out as text with no Unicode mapping (:func:`_unmapped`)."""
-    textpage = page.get_textpage()
+    textpage = unrotated_textpage(page)
     try:
         count = textpage.count_chars()
         if count > config.max_chars_per_page:

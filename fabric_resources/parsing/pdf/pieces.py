@@ -1,10 +1,12 @@
 """One PDFium text line cut into the pieces the parser reads as lines: at jumps to another row
-(:func:`rows`) and at column gutters (:func:`gutter_pieces`). Moved out of :mod:`.parser`
-(trial 21e) to keep that module under 500 lines.
+(:func:`rows`) and at column gutters (:func:`gutter_pieces`); and the text page those lines come
+from (:func:`unrotated_textpage`). Moved out of :mod:`.parser` (trial 21e) to keep that module
+under 500 lines.
 """
 
 from __future__ import annotations
 
+import math
 import re
 
 import pypdfium2 as pdfium
@@ -62,3 +64,33 @@ def gutter_pieces(textpage: pdfium.PdfTextPage, text: str, start: int, end: int)
         a, x = i + 1, next_x
     pieces.append((a, end, x))
     return pieces
+
+
+def unrotated_textpage(page: pdfium.PdfPage) -> pdfium.PdfTextPage:
+    """``page``'s text page; on a page turned a quarter clockwise (``/Rotate 90``) whose text stands
+    upright in the page's own space, made as if the page were not turned (its turn then restored).
+    PDFium orders the lines of such a page from the bottom of its content up (an OCR layer over a
+    scan turned that way, a portrait page printed sideways): three paragraphs came last first, and
+    the block builder joined the ends of two into one unit (hostile trial 21e). Text drawn turned
+    against the page's turn (a landscape page shown upright) is read in order as it is, and so are
+    pages turned 180 or 270. Character boxes are in the page's own space either way."""
+    textpage = page.get_textpage()
+    rotation = page.get_rotation()
+    if rotation != 90:
+        return textpage
+    count = min(textpage.count_chars(), _SAMPLE)
+    angles = [pdfium_c.FPDFText_GetCharAngle(textpage.raw, i) for i in range(count)
+              if not chr(pdfium_c.FPDFText_GetUnicode(textpage.raw, i) or 32).isspace()]
+    upright = sum(1 for angle in angles if min(abs(angle), abs(angle - 2 * math.pi)) < 0.1)
+    if 2 * upright <= len(angles):
+        return textpage
+    textpage.close()
+    page.set_rotation(0)
+    try:
+        return page.get_textpage()
+    finally:
+        page.set_rotation(rotation)
+
+
+#: Characters whose angle decides how a turned page's text stands (the first of the page).
+_SAMPLE = 2000
