@@ -1002,3 +1002,32 @@ def test_office_xml_nested_past_libxml2s_depth_is_cap_depth(kind):
     with pytest.raises(ParseError) as err:
         parse(_nested_too_deep(kind), config)
     assert err.value.reason == "cap-depth", err.value
+
+
+def test_a_huge_section_title_is_stored_bounded_in_every_unit_under_it_and_whole_in_its_own_unit():
+    """guards against (trial 21e): a section title has no length cap in any parser, and its path is
+    copied into every unit under it (then into chunks, windows and model inputs): a 200,000-character
+    PDF outline title over 29 units stored 5.8 million characters. The rows keep at most
+    MAX_SECTION_TITLE_CHARS of each title and MAX_SECTION_DEPTH titles (the outermost, then the
+    innermost); the heading's own unit, which is what search and citations read, is not cut by it,
+    and a path within the bounds is stored as it is."""
+    from fabric_resources.config import ParserConfig
+    from fabric_resources.parsing.document import ParsedDocument, ParsedUnit
+    from fabric_resources.parsing.records import MAX_SECTION_DEPTH, MAX_SECTION_TITLE_CHARS
+
+    spec = parser_for("text/markdown")
+    md = ("# " + "Tide " * 40_000 + "\n\n" + "\n\n".join(f"Paragraph {i} on the lamp." for i in range(29))).encode()
+    doc = spec.parse(md, spec.section(ParserConfig()), "text/markdown")
+    heading_chars = sum(len(u.text) for u in doc.units if u.kind == "heading")
+    units, _ = unit_rows("f" * 32, doc)
+    paths = units.column("section_path").to_pylist()
+    assert max(len(t) for p in paths for t in p) == MAX_SECTION_TITLE_CHARS + 1  # cut, then "…"
+    assert sum(len(t) for p in paths for t in p) <= len(paths) * (MAX_SECTION_TITLE_CHARS + 1)
+    assert sum(len(t) for k, t in zip(units.column("kind").to_pylist(), units.column("text").to_pylist())
+               if k == "heading") == heading_chars > MAX_SECTION_TITLE_CHARS
+    deep = tuple(f"level {i}" for i in range(MAX_SECTION_DEPTH + 5))
+    plain = ("Book", "Chapter 1", "x" * MAX_SECTION_TITLE_CHARS)
+    units, _ = unit_rows("f" * 32, ParsedDocument("t", "1", "text/plain", [
+        ParsedUnit("paragraph", "a", {}, deep), ParsedUnit("paragraph", "b", {}, plain)]))
+    deep_row, plain_row = units.column("section_path").to_pylist()
+    assert deep_row == [deep[0], *deep[-(MAX_SECTION_DEPTH - 1):]] and plain_row == list(plain)
