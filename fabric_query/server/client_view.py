@@ -85,11 +85,21 @@ def without_paths(status: dict[str, Any], names: Mapping[str, str], places: Mapp
     if not pairs:
         return out
     # Longest first: a root inside the home is named by its label, not as "<home>/…". A path only
-    # where a text quotes one (after a space, a quote, ':' or '='; ending at a separator): a source
-    # key's own folders ("fs:corpus/data/x") are never taken for the root "/data".
-    pattern = re.compile(r"(?:(?<=^)|(?<=[\s'\"(\[<:=,]))(" + "|".join(
-        re.escape(p) for p in sorted(pairs, key=len, reverse=True)) + r")(?=$|[/\s'\"),\]>:;])")
-    return _replaced(out, lambda text: pattern.sub(lambda m: pairs[m.group(1)], text))
+    # where a text quotes one (after a space, a quote, ':', '=' or a URI's "file://"; ending at a
+    # separator or a sentence's end): a source key's own folders ("fs:corpus/data/x") are never
+    # taken for the root "/data". Lance quotes a local path without its leading "/" ("Dataset at
+    # path home/u/fab/tables/chunks.lance was not found"): that form too, only after a space or a
+    # quote, and only of two folders or more (a source key's label is one).
+    bare = {p.lstrip("/"): said for p, said in pairs.items() if "/" in p.lstrip("/")}
+    end = r"(?=$|[/\s'\"),\]>:;!?]|\.(?!\w))"
+    pattern = re.compile(r"(?:(?<=^)|(?<=[\s'\"(\[<:=,])|(?<=file://))(" + _longest_first(pairs) + ")" + end
+                         + ((r"|(?:(?<=^)|(?<=[\s'\"(\[]))(" + _longest_first(bare) + ")" + end) if bare else ""))
+    return _replaced(out, lambda text: pattern.sub(
+        lambda m: pairs[m.group(1)] if m.group(1) is not None else bare[m.group(2)], text))
+
+
+def _longest_first(paths: Mapping[str, str]) -> str:
+    return "|".join(re.escape(p) for p in sorted(paths, key=len, reverse=True))
 
 
 def _cut(text: str, parts: int) -> str:

@@ -585,6 +585,30 @@ def test_a_clients_status_names_no_absolute_path_and_no_count_over_withheld_rows
     assert client["failed"][0]["sources"] == ["fs:corpus/b.md"]  # a source key is not a path
 
 
+def test_a_path_a_reason_quotes_at_a_sentences_end_in_a_uri_or_as_lance_writes_it_reaches_no_client():
+    """guards against (trial 21f): the replacement missed a path followed by a full stop
+    (``cannot read /home/u/fab.``), quoted as a ``file://`` URI, or as Lance quotes a local one,
+    without its leading ``/`` (``Dataset at path home/u/fab/tables/chunks.lance was not found``):
+    each reached a client whole. Still untouched: a source key's folders, a longer path sharing the
+    home's as a prefix, a file named like the home with a suffix."""
+    from fabric_query.server.client_view import without_paths
+
+    names = {"/srv/data/corpus": "corpus"}
+    places = {"/home/u/fab": "<home>", **names, "/home/u/fab/tables": "<tables>"}
+    texts = {
+        "cannot read /home/u/fab.": "cannot read <home>.",
+        "see file:///home/u/fab/tables/chunks.lance: gone": "see file://<tables>/chunks.lance: gone",
+        "Dataset at path home/u/fab/tables/chunks.lance was not found: Not found: home/u/fab/x":
+            "Dataset at path <tables>/chunks.lance was not found: Not found: <home>/x",
+        "at /srv/data/corpus/b.md!": "at corpus/b.md!",
+        "fs:corpus/data/x /home/u/fab2/y /home/u/fab.bak": "fs:corpus/data/x /home/u/fab2/y /home/u/fab.bak",
+    }
+    status = {"home": "/home/u/fab", "roots": ["/srv/data/corpus"],
+              "failed": [{"reason": t, "sources": ["fs:corpus/b.md"]} for t in texts]}
+    seen = [p["reason"] for p in without_paths(status, names, places)["failed"]]
+    assert seen == list(texts.values())
+
+
 @contextlib.contextmanager
 def _announced_server(home, fabric, admin_token: str):
     """A live server of ``fabric`` with ``admin_token``, ready and announced in the home's
