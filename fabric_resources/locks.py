@@ -33,7 +33,7 @@ def _open(path: Path, create: bool) -> IO[bytes]:
     Raises
     ------
     LockFileUnusableError
-        ``path`` is not a regular file.
+        ``path`` is not a regular file, or is a link to where none can be made (a loop).
     OSError
         It cannot be opened (``FileNotFoundError`` when missing and not ``create``)."""
     flags = (os.O_RDWR | os.O_CREAT if create else os.O_RDONLY) | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
@@ -41,6 +41,15 @@ def _open(path: Path, create: bool) -> IO[bytes]:
         fd = os.open(path, flags, 0o644)
     except IsADirectoryError:
         fd = None
+    except OSError as exc:
+        # A link at the lock path into a missing folder, or a link loop: no lock file can be made
+        # through it, and the open's own error names the link as if it were a missing file. (A
+        # dangling link only read through holds no lock: missing, as a missing file.)
+        if not os.path.islink(path) or (not create and isinstance(exc, FileNotFoundError)):
+            raise
+        raise LockFileUnusableError(f"{path} is a link Fabric cannot open or create a lock file through "
+                                    f"({exc.strerror}), so Fabric cannot take its lock: remove it (Fabric "
+                                    "makes the file again) and run the command again") from None
     if fd is None or not stat.S_ISREG(os.fstat(fd).st_mode):
         if fd is not None:
             os.close(fd)

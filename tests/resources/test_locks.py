@@ -45,3 +45,27 @@ def test_a_lock_path_holding_a_folder_or_fifo_is_refused_in_one_line_never_waite
         out = subprocess.run([sys.executable, "-c", _PROBE, str(path)], capture_output=True, text=True,
                              timeout=120, env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
         assert out.stdout.count("refused") == 2, out.stdout + out.stderr
+
+
+def test_a_dangling_link_or_link_loop_at_a_lock_path_is_refused_in_one_line(tmp_path):
+    """guards against (trial 21f): `ingest.lock` made a link into a missing folder (or a link
+    loop) made `fabric ingest` a `FileNotFoundError` traceback naming the lock path as missing.
+    A link to a regular file still locks it; a dangling link whose folder exists gets its file."""
+    missing = tmp_path / "missing.lock"
+    missing.symlink_to(tmp_path / "gone" / "x.lock")
+    loop = tmp_path / "loop.lock"
+    loop.symlink_to(loop)
+    for path in (missing, loop):
+        for take in (exclusive_lock, shared_lock):
+            with pytest.raises(LockFileUnusableError, match="is a link Fabric cannot open"):
+                with take(path):
+                    pass
+    assert not lock_held(missing)  # read only: no file, no holder
+    with pytest.raises(LockFileUnusableError, match="is a link Fabric cannot open"):
+        lock_held(loop)
+    target = tmp_path / "target.lock"
+    linked = tmp_path / "linked.lock"
+    linked.symlink_to(target)
+    with exclusive_lock(linked):
+        assert lock_held(target)
+    assert target.is_file()
