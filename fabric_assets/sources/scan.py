@@ -25,7 +25,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from fabric_assets.sources.walk import is_fabric_home, resolved, walk
+from fabric_assets.sources.walk import is_fabric_home, is_mount_point, resolved, walk
 from fabric_resources.parsing.document import machine_fault
 from fabric_resources.parsing.registry import PARSERS, detect_media_type, parser_for
 from fabric_resources import identity
@@ -294,7 +294,7 @@ def scan(home: FabricHome) -> ScanReport:
             not_walked = False
         walked = () if not_walked else walk(root_path, cfg.sources.ignore_hidden, report, skip, home_dir)
         if not not_walked:
-            (mounted.add if os.path.ismount(root_path) else mounted.discard)(root.root_id)
+            (mounted.add if is_mount_point(root_path) else mounted.discard)(root.root_id)
         for file_path, rel_posix, st in walked:
             key = _key(root.label, rel_posix)
             seen.add(key)
@@ -429,7 +429,7 @@ def _empty_unmounted(path: Path) -> bool:
     as an unreadable folder there)."""
     try:
         with os.scandir(path) as entries:
-            return not os.path.ismount(path) and next(entries, None) is None
+            return not is_mount_point(path) and next(entries, None) is None
     except OSError:
         return False
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import errno
 import os
+import re
 import stat
 from collections.abc import Callable
 from pathlib import Path
@@ -163,3 +164,27 @@ def not_a_folder(path: str | os.PathLike) -> str:
     if os.path.isfile(path):
         return f"{path} is a file, not a directory: `fabric ingest` takes a folder (the one holding it, say)"
     return f"{path} is not a directory"
+
+
+#: Linux's table of the mount points this process sees (absent elsewhere: ``os.path.ismount`` alone).
+MOUNT_TABLE = "/proc/self/mountinfo"
+
+
+def is_mount_point(path: str | os.PathLike) -> bool:
+    """Whether ``path`` is a mount point: ``os.path.ismount``, or listed in :data:`MOUNT_TABLE`.
+    ``os.path.ismount`` compares the folder's device with its parent's, so it misses a bind mount
+    of a folder from the same file system (``mount --bind /data/docs /srv/docs``): the table
+    names every mount point, as its own path (octal escapes for space, tab, newline, ``\\``)."""
+    if os.path.ismount(path):
+        return True
+    try:
+        with open(MOUNT_TABLE, "rb") as fh:
+            table = fh.read()
+    except OSError:
+        return False
+    real = os.fsencode(os.path.realpath(path))
+    for line in table.splitlines():
+        fields = line.split(b" ")  # ID, parent ID, major:minor, root, mount point, …
+        if len(fields) > 4 and re.sub(rb"\\([0-7]{3})", lambda m: bytes([int(m.group(1), 8)]), fields[4]) == real:
+            return True
+    return False

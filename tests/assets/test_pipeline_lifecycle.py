@@ -546,6 +546,32 @@ def test_a_root_whose_drive_was_unmounted_keeps_its_files(tmp_path, fabric_home,
     assert scan(fabric_home).deleted == ["fs:drive/z.txt"]
 
 
+def test_a_root_bind_mounted_from_the_same_file_system_keeps_its_files_when_unmounted(tmp_path, fabric_home,
+                                                                                       monkeypatch):
+    """guards against (trial 21f): `os.path.ismount` compares a folder's device with its parent's,
+    so a root bind-mounted from the same file system (`mount --bind /tmp/t21/bs /tmp/t21/bd`) was
+    never recorded as a mount point; unmounted, its empty folder was a deletion of every file (a
+    real bind mount: "1 deleted"). The mount table names it (its escapes read as the path)."""
+    from fabric_assets.sources import walk
+    from fabric_assets.sources.scan import scan
+
+    docs = tmp_path / "bound drive"
+    _write(docs / "x.txt", "on the bound drive\n")
+    table = tmp_path / "mountinfo"
+    escaped = os.path.realpath(docs).replace(" ", "\\040")
+    table.write_text(f"22 1 0:21 / / rw - ext4 /dev/sda1 rw\n99 22 0:21 /src {escaped} rw - ext4 /dev/sda1 rw\n")
+    monkeypatch.setattr(walk, "MOUNT_TABLE", str(table))
+    fabric_home.catalog.register_root(docs)
+    assert scan(fabric_home).new == ["fs:bound drive/x.txt"]
+
+    (docs / "x.txt").unlink()
+    table.write_text("22 1 0:21 / / rw - ext4 /dev/sda1 rw\n")  # unmounted
+    away = scan(fabric_home)
+    assert away.deleted == [] and away.access_lost == ["fs:bound drive/x.txt"]
+    ((key, reason),) = away.skipped
+    assert reason.startswith("root-unavailable: ") and "unmounted" in reason
+
+
 def test_a_same_size_edit_with_its_date_set_back_is_seen_and_a_chmod_changes_nothing(tmp_path, fabric_home):
     """guards against: a file rewritten with bytes of the same size and its modification time put
     back (`cp -p`, `rsync -t`, `tar x`, `touch -d`) passing the (mtime, size) prescreen for ever, its
