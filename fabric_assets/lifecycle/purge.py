@@ -51,6 +51,7 @@ from fabric_assets.lifecycle.snapshots import _activation_and_writing, _root as 
 from fabric_assets.lifecycle.snapshots import half_made_snapshots
 from fabric_assets.lifecycle.snapshots import supported as snapshots_supported
 from fabric_assets.projections import VECTOR_DIGEST_VERDICTS
+from fabric_assets.sources.scan import SCAN_MOUNTED_STATE
 from fabric_assets.source_tags import forget_source_tags
 from fabric_resources.catalog import Catalog, CatalogDamagedError, str_map
 from fabric_resources.dense_index import kept_generations
@@ -392,7 +393,9 @@ def _forget_named_in_state(catalog: Catalog, source_keys: set[str], root_ids: se
     """Catalog state rows that name a purged source or root: the last scan's skipped files (never
     stored, so no source row: a file over the size cap, a FIFO, under a purged root) and the roots'
     paths the activation keeps. Both survived a ``--root`` purge (``fabric status`` went on listing
-    the root's skipped files by name); rewritten before :func:`forget` scrubs the file."""
+    the root's skipped files by name); rewritten before :func:`forget` scrubs the file. Also the
+    roots the last scan found mounted: a root registered next may be given the purged one's ID,
+    and an empty new folder was then taken for that drive unmounted (trial 21f)."""
     labels = tuple(f"fs:{r.label}/" for r in catalog.roots() if r.root_id in root_ids)
     try:
         skipped = catalog.state(SCAN_SKIPPED_STATE, dict, valid=str_map)
@@ -401,6 +404,14 @@ def _forget_named_in_state(catalog: Catalog, source_keys: set[str], root_ids: se
     kept = {k: v for k, v in (skipped or {}).items() if not (k in source_keys or (labels and k.startswith(labels)))}
     if kept != skipped:
         catalog.set_state(SCAN_SKIPPED_STATE, kept)
+    try:
+        mounted = catalog.state(SCAN_MOUNTED_STATE)
+    except CatalogDamagedError:
+        mounted = None  # the scan reads it as none and writes it again
+    if root_ids and isinstance(mounted, list):
+        still = [r for r in mounted if not (isinstance(r, int) and r in root_ids)]
+        if still != mounted:
+            catalog.set_state(SCAN_MOUNTED_STATE, still)
     try:
         marks = catalog.state(ACTIVATION_MARKS)
     except CatalogDamagedError:

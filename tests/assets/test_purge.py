@@ -643,3 +643,31 @@ def test_a_purge_waiting_for_a_snapshot_reader_holds_none_of_the_homes_locks_mea
     assert held and all(h == (False, False) for h in held) and free_meanwhile, held
     assert list_snapshots(fabric_home) == [] and all(t.completed_at for t in tombstones(fabric_home.catalog))
     assert _occurrences(fabric_home.root, [p.encode() for p in _secret_en(4)]) == {}
+
+
+def test_a_purged_roots_mount_record_does_not_pass_to_a_root_given_its_id(tmp_path, fabric_home, monkeypatch):
+    """guards against (trial 21f): `purge --root` left the purged root's ID among the roots the
+    last scan found mounted; SQLite gives the next root registered the same ID, so an empty new
+    folder was `root-unavailable: … was a mount point at the last scan … (unmounted?)` and its
+    ingest incomplete. A root whose drive is unmounted is still purged."""
+    from fabric_assets.sources.scan import scan
+
+    drive = tmp_path / "drive"
+    _write(drive, {"note.txt": b"Kept on a drive.\n"})
+    mounted = {"now": True}
+    real_ismount = os.path.ismount
+    monkeypatch.setattr(os.path, "ismount", lambda p: mounted["now"] if os.fspath(p) == str(drive) else real_ismount(p))
+    ingest(drive, fabric_home)
+    (drive / "note.txt").unlink()
+    mounted["now"] = False  # unmounted: the mount point is left, empty
+    assert scan(fabric_home).access_lost == ["fs:drive/note.txt"]
+    (old_id,) = [r.root_id for r in fabric_home.catalog.roots()]
+    purge(fabric_home, PurgeSelector(root="drive"))
+    assert fabric_home.catalog.roots() == [] and fabric_home.catalog.sources() == []
+
+    fresh = tmp_path / "fresh"
+    fresh.mkdir()
+    home = FabricHome(fabric_home.root)
+    home.catalog.register_root(fresh)
+    assert [r.root_id for r in home.catalog.roots()] == [old_id]  # the ID is given again
+    assert scan(home).skipped == []
