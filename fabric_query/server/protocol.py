@@ -76,11 +76,15 @@ class DeadlineH11Protocol(H11Protocol):
 
     def on_response_complete(self) -> None:
         super().on_response_complete()
-        # Kept alive with nothing more sent yet: it owes a request again (a pipelined one already
-        # under way does not).
-        if (not self.transport.is_closing() and self.conn.their_state is h11.IDLE
-                and not self.conn.trailing_data[0]):
+        # Kept alive: it owes a request again, unless a pipelined one came whole (uvicorn took it
+        # up just now). One sent in part behind the answered one (its headers, or its body, cut
+        # short) is owed as one under way is: counted, and given the read deadline, which no
+        # data_received armed for it (a client sending a whole request and half of another held
+        # its connection for ever, uncounted; trial 21f).
+        if not self.transport.is_closing() and self.conn.their_state not in _WHOLE:
             self._wait()
+            if self.conn.their_state is not h11.IDLE or self.conn.trailing_data[0]:
+                self._arm()
 
     def _wait(self) -> None:
         """Count this connection as owing a request (the newest); close the oldest past the bound."""

@@ -128,3 +128,38 @@ def test_the_bound_on_waiting_connections_is_a_setting_with_a_sane_default():
         ServerConfig(max_waiting_connections=0)
     with pytest.raises(ValueError):
         with_read_timeout(30.0, max_waiting=0)
+
+
+def _echo_app(_port: int) -> Starlette:
+    async def ok(request):
+        await request.body()
+        return Response(b"ok")
+
+    return Starlette(routes=[Route("/", ok, methods=["GET", "POST"])])
+
+
+#: A whole request, then part of a second: its headers cut short, or its body.
+_WHOLE_AND_PART = {"headers": b"GET / HTTP/1.1\r\nHost: x\r\n\r\nGET / HTTP/1.1\r\nHo",
+                   "body": b"GET / HTTP/1.1\r\nHost: x\r\n\r\nPOST / HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\nabc"}
+
+
+@pytest.mark.parametrize("cut", sorted(_WHOLE_AND_PART))
+@pytest.mark.parametrize("by", ["bound", "read deadline"])
+def test_a_request_sent_in_part_behind_an_answered_one_is_owed_as_any_other(cut, by):
+    """guards against (trial 21f): a client that pipelines a whole request and part of another
+    (headers or body cut short), then goes silent, was neither counted among the connections that
+    owe a request nor given the read deadline once its first answer went: the part-sent body held
+    the connection for ever (uvicorn's keep-alive timer stops at the request's headers), and any
+    number of them escaped max_waiting_connections. Its first request is still answered."""
+    bound = by == "bound"
+    with live_server(_echo_app, http=with_read_timeout(3600.0 if bound else 0.5, max_waiting=2),
+                     timeout_keep_alive=3600) as url:
+        port = int(url.rsplit(":", 1)[1])
+        sock = socket.create_connection(("127.0.0.1", port))
+        sock.sendall(_WHOLE_AND_PART[cut])
+        assert _answer(sock).startswith(b"HTTP/1.1 200")
+        newer = [socket.create_connection(("127.0.0.1", port)) for _ in range(3 if bound else 0)]
+        closed = _closed_by_server(sock)
+        for s in [sock, *newer]:
+            s.close()
+    assert closed
