@@ -233,6 +233,16 @@ def _interrupted_restore(started: float, params: dict) -> str:
 
     sid, into = params.get("snapshot_id"), params.get("into")
     if into:  # built beside the folder and renamed into place last; an interrupt removes the stage
+        from pathlib import Path
+
+        from fabric_resources.schema import HomeLayout
+
+        try:  # renamed into place already (a catalog written since the start: not one refused as there)
+            done = HomeLayout(Path(into)).catalog_file.stat().st_mtime >= started
+        except OSError:
+            done = False
+        if done:
+            return f"snapshot {sid} had been restored into {into}: it is complete; the home is unchanged"
         return f"nothing was restored into {into} (a restore into a folder is all or nothing); the home is unchanged"
     home = FabricHome(set_home(params.get("home")), read_only=True)
     if home.layout.restore_pending.exists():

@@ -1048,6 +1048,11 @@ def test_a_ctrl_c_of_any_command_is_one_line_saying_what_it_left_and_exit_130(tm
         130, [f"error: `fabric snapshot restore` interrupted: nothing was restored into {into} (a restore into a "
               "folder is all or nothing); the home is unchanged."])
     assert not into.exists() and not list(tmp_path.glob(".restored*"))
+    # After it was renamed into place, while its line is printed (trial 21f: "nothing was restored").
+    assert _sigint_at("fabric_assets.cli.lifecycle:console.print", "snapshot", "restore", "1", "--into", str(into),
+                      *home) == (130, [f"error: `fabric snapshot restore` interrupted: snapshot 1 had been restored "
+                                       f"into {into}: it is complete; the home is unchanged."])
+    assert (into / "catalog.sqlite3").is_file()
 
 
 def test_every_command_declares_what_a_ctrl_c_of_it_leaves():
