@@ -1053,6 +1053,13 @@ def test_a_ctrl_c_of_any_command_is_one_line_saying_what_it_left_and_exit_130(tm
                       *home) == (130, [f"error: `fabric snapshot restore` interrupted: snapshot 1 had been restored "
                                        f"into {into}: it is complete; the home is unchanged."])
     assert (into / "catalog.sqlite3").is_file()
+    # A delete interrupted before it began leaves the snapshot; one that had ended says so (trial
+    # 21f: "run the same delete again", which answered "no snapshot 1").
+    assert _sigint_at("fabric_assets.lifecycle.snapshots:_drop_half_made", "snapshot", "delete", "1", *home) == (
+        130, ["error: `fabric snapshot delete` interrupted: the snapshot may be partly deleted: run the same "
+              "`fabric snapshot delete` again (the home's own files are not touched)."])
+    assert _sigint_at("fabric_assets.cli.lifecycle:console.print", "snapshot", "delete", "1", *home) == (
+        130, ["error: `fabric snapshot delete` interrupted: snapshot 1 had been deleted: it is gone."])
 
 
 def test_every_command_declares_what_a_ctrl_c_of_it_leaves():
