@@ -60,7 +60,11 @@ def client_status(fabric: Fabric) -> dict[str, Any]:
     hidden_roots = frozenset(r.path for r in roots
                              if is_withheld(f"fs:{r.label}/")
                              or (under.get(r.label) and all(is_withheld(k) for k in under[r.label])))
-    seen = without_withheld(status, is_withheld, Counter(s.state for s in sources if is_withheld(s.source_key)),
+    # Nor does what the scan says of such a root's folder name it: its `root-unavailable` entry
+    # (`fs:payroll/`, its drive unmounted) or a file skipped under it (trial 21f).
+    hidden_labels = {r.label for r in roots if r.path in hidden_roots}
+    hidden = (lambda key: is_withheld(key) or key.split(":", 1)[-1].split("/", 1)[0] in hidden_labels)
+    seen = without_withheld(status, hidden, Counter(s.state for s in sources if is_withheld(s.source_key)),
                             visible, hidden_pending, hidden_roots)
     names = {r.path: r.label or f"root-{r.root_id}" for r in roots}
     places = {str(fabric.home.root): "<home>", **names}

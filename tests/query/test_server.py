@@ -669,6 +669,28 @@ def test_a_root_whose_every_source_is_withheld_is_not_named_to_a_client(home, fa
     assert client_status(fabric)["roots"] == ["corpus"]
 
 
+def test_a_withheld_roots_folder_is_not_named_by_what_the_scan_says_of_it(home, fabric, monkeypatch):
+    """guards against (trial 21f): a root left out of a client's ``roots`` (its every file withheld,
+    each by its own pattern) was still named in ``skipped``: its ``root-unavailable`` entry
+    (``fs:corpus/``, its drive unmounted; its path read as its label) and a file skipped under it."""
+    from fabric_query.server.client_view import client_status
+
+    config = home.layout.config_file
+    kept = config.read_text()
+    sound = fabric.status()
+    (root,) = sound.roots
+    monkeypatch.setattr(fabric, "status", lambda: sound.model_copy(update={"skipped": (
+        ("fs:corpus/", f"root-unavailable: {root} is not a folder now (gone, unmounted, or a symbolic-link loop)"),
+        ("fs:corpus/huge.bin", "too-large"))}))
+    assert [k for k, _ in client_status(fabric)["skipped"]] == ["fs:corpus/", "fs:corpus/huge.bin"]  # visible
+    try:
+        config.write_text(json.dumps({"sources": {"withheld": ["corpus/*.txt", "corpus/*.md"]}}))
+        seen = client_status(fabric)
+        assert seen["roots"] == [] and seen["skipped"] == [] and "corpus" not in json.dumps(seen), seen
+    finally:
+        config.write_text(kept)
+
+
 def test_fabric_status_never_prints_a_clients_view_as_the_operators(home, fabric):
     """guards against (trial 20h): ``fabric status`` through a running server printing the view
     the server gives a client (no withheld source named or counted) whenever its admin token was
