@@ -84,6 +84,8 @@ def _home_folder(home: str | os.PathLike | None) -> FabricHome:
         except PermissionError as exc:
             raise HomeUnusableError(f"the Fabric home folder {path} cannot be read ({exc.strerror}): give this user "
                                     "read and search permission on it, or open the home as its owner") from None
+        except OSError:
+            pass  # a link loop (config.json itself, or the home's path): the config's reader or the home's names it
         reader = FabricHome(path, read_only=True)
         if not reader.exists():  # its catalog, wherever storage.catalog puts it
             raise HomeNotFoundError(no_home_message(path))
