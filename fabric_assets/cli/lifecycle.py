@@ -342,16 +342,13 @@ def snapshot_list(home: HomeOption = None) -> None:
 
 def _interrupted_delete(started: float, params: dict) -> str:
     """What ``fabric snapshot delete`` interrupted leaves (:mod:`fabric_query.cli_interrupt`)."""
-    from fabric_assets.lifecycle.snapshots import TAG_PREFIX, _root
+    from fabric_assets.lifecycle.snapshots import snapshot_present
     from fabric_resources.home import FabricHome
-    from fabric_resources.schema import TABLES
 
     sid = params.get("snapshot_id")
-    home = FabricHome(set_home(params.get("home")), read_only=True)
-    # As `delete` sees it: gone once neither its folder nor a table's tag is left (a second delete
-    # then says "no snapshot", which the line must not send the user to).
-    if not (_root(home) / str(sid)).is_dir() and not any(f"{TAG_PREFIX}{sid}" in home.tables.tags(name)
-                                                         for name in TABLES):
+    # As `delete` sees it (a second delete of a gone snapshot says "no snapshot", which the line
+    # must not send the user to).
+    if not snapshot_present(FabricHome(set_home(params.get("home")), read_only=True), sid):
         return f"snapshot {sid} had been deleted: it is gone"
     return ("the snapshot may be partly deleted: run the same `fabric snapshot delete` again (the home's own files "
             "are not touched)")

@@ -939,6 +939,13 @@ def delete(home: FabricHome, snapshot_id: int) -> None:
         _delete(home, snapshot_id, writing=True)
 
 
+def snapshot_present(home: FabricHome, snapshot_id: object) -> bool:
+    """Whether anything of snapshot ``snapshot_id`` is left: its folder or a table's tag (a
+    snapshot is gone only when neither is; ``delete`` then says "no snapshot")."""
+    tag = f"{TAG_PREFIX}{snapshot_id}"
+    return (_root(home) / str(snapshot_id)).is_dir() or any(tag in home.tables.tags(name) for name in TABLES)
+
+
 def _delete(home: FabricHome, snapshot_id: int, *, writing: bool = False) -> None:
     """Under the activation lock; ``writing``: the caller holds the snapshots' exclusive LOCK too
     (a second ``flock`` of it in this process would wait for the first for ever)."""
@@ -948,10 +955,9 @@ def _delete(home: FabricHome, snapshot_id: int, *, writing: bool = False) -> Non
     folder = _root(home) / str(snapshot_id)
     tag = f"{TAG_PREFIX}{snapshot_id}"
     with nullcontext() if writing else _writing(_root(home)):  # verify and list see it whole, or not at all
-        tagged = [name for name in TABLES if tag in home.tables.tags(name)]
-        if not folder.is_dir() and not tagged:
+        if not snapshot_present(home, snapshot_id):
             raise SnapshotError(f"no snapshot {snapshot_id} (see `fabric snapshot list`)")
         # Every table's tag, not only those the manifest names: a damaged manifest names none.
-        for name in tagged:
+        for name in [name for name in TABLES if tag in home.tables.tags(name)]:
             lance.dataset(home.tables.uri(name)).tags.delete(tag)
         shutil.rmtree(folder, ignore_errors=True)
