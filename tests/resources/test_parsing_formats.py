@@ -1638,6 +1638,29 @@ def test_a_closed_dialog_and_what_browsers_never_render_yield_no_text():
         assert not any(w in text for w in ("Closeddialog", "Noframes", "Noembed", "Datalist", "<p>")), (mode, text)
 
 
+def test_the_fallback_text_of_a_video_or_audio_element_yields_no_text():
+    """guards against (hostile trial 22c): the content of ``<video>`` and ``<audio>`` is fallback for
+    browsers without media support, which the HTML Standard says user agents should not show;
+    "Your browser does not support the video tag." was indexed and cited as a paragraph where every
+    element is read (``main_text = "all"``: a DOCX's imported HTML), and a frame or object in it
+    was read too. The text around the player is read."""
+    from fabric_resources.parsing.html.parser import parse_html
+
+    body = ("<article><p>The harbour master counted the herring boats at dawn and wrote the tally down.</p>"
+            "<video controls src='clip.mp4'><track src='c.vtt'>Videofallback: your browser does not support the "
+            "video tag, so please upgrade it.<p>Videoparagraph fallback</p>"
+            "<iframe srcdoc='<p>Videoframe fallback document</p>'></iframe></video>"
+            "<div>Before the player <audio src='a.mp3'>Audiofallback download</audio> after the player.</div>"
+            "<p>Gulls argued over the nets while lanterns swung above the quay all night long.</p></article>")
+    for mode in ("trafilatura", "all"):
+        doc = parse_html(f"<html><body>{body}</body></html>".encode(),
+                         HtmlParserConfig(main_text=mode, isolation=IN_PROCESS))
+        text = " ".join(u.text for u in doc.units)
+        assert "herring" in text and "lanterns swung" in text, (mode, text)
+        assert "Before the player after the player." in text or mode == "trafilatura", text
+        assert not any(w in text for w in ("Videofallback", "Videoparagraph", "Videoframe", "Audiofallback")), (mode, text)
+
+
 def test_an_html_equation_is_read_in_its_paragraph():
     """guards against (trial 19b): MathML (an equation browsers render) skipped like a script: "The
     area is A=πr2 for radius r." read "The area is for radius r.", and, trafilatura writing the

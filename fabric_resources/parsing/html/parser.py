@@ -43,11 +43,13 @@ if TYPE_CHECKING:
     from fabric_resources.config import HtmlParserConfig
 
 # noembed, noframes, datalist: display: none in the HTML Standard's rendering rules ("Hidden elements");
+# video, audio: their content is fallback for browsers without media support, which the Standard says
+# user agents should not show ("Your browser does not support the video tag." was read as a paragraph);
 # libxml2 reads noframes as raw text, so its markup was read as words ("<p>Noframes …</p>"). math: its
 # text is read apart (_MATH).
 _SKIP = {"script", "style", "noscript", "template", "head", "title", "meta", "link", "svg", "math", "iframe",
          "object", "embed", "canvas", "button", "select", "option", "textarea", "input", "map", "noembed",
-         "noframes", "datalist"}
+         "noframes", "datalist", "video", "audio"}
 # MathML (an equation in the page, which browsers render): its text is in the unit, in order (no
 # fraction bar or superscript is written, as the DOCX parser reads OMML), but not what a <semantics>
 # holds after its first child (annotations: the TeX source, not shown). In the text matched against

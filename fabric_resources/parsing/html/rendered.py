@@ -387,7 +387,7 @@ def svg_text(svg) -> str:
 #: options, ruby readings and MathML annotations were read as the diagram's words.
 _HTML_UNDRAWN = {"script", "style", "noscript", "template", "head", "title", "meta", "link", "iframe", "object",
                  "embed", "canvas", "button", "select", "option", "input", "map", "noembed", "noframes",
-                 "datalist", "rt", "rp", "rtc", "annotation", "annotation-xml"}
+                 "datalist", "video", "audio", "rt", "rp", "rtc", "annotation", "annotation-xml"}
 
 
 def _html_text(el) -> str:
