@@ -1661,6 +1661,28 @@ def test_the_fallback_text_of_a_video_or_audio_element_yields_no_text():
         assert not any(w in text for w in ("Videofallback", "Videoparagraph", "Videoframe", "Audiofallback")), (mode, text)
 
 
+def test_words_either_side_of_a_rule_or_an_unsplit_block_are_not_glued():
+    """guards against (hostile trial 22c): a ``<hr>``, a ``<legend>`` or an ``<xmp>`` inside a
+    container's text, which a browser shows on lines of their own, added nothing between the words
+    either side: "…the quay<hr>Second…" was read "quaySecond", neither word found by a search."""
+    from fabric_resources.parsing.html.parser import parse_html
+
+    body = ("<article><p>The harbour master counted the herring boats at dawn and wrote the tally down.</p>"
+            "<div>Gulls argued over the nets while lanterns swung above the quay<hr>Second watch began "
+            "when the tide turned and the boats came home heavy with the night's catch of herring.</div>"
+            "<form><fieldset><legend>Harbourdues</legend>Every boat paid its dues to the harbour master "
+            "before the market opened on the quay.</fieldset></form>"
+            "<div>Example of the ledger<xmp>Ledgerline 1</xmp>as kept by the clerk of the harbour office.</div>"
+            "</article>")
+    for mode in ("trafilatura", "all"):
+        doc = parse_html(f"<html><body>{body}</body></html>".encode(),
+                         HtmlParserConfig(main_text=mode, isolation=IN_PROCESS))
+        words = {w for u in doc.units for w in u.text.split()}
+        assert {"quay", "Second"} <= words, (mode, words)
+        assert {"Harbourdues", "Every"} <= words or mode == "trafilatura", (mode, words)
+        assert {"ledger", "Ledgerline", "1", "as"} <= words or mode == "trafilatura", (mode, words)
+
+
 def test_an_html_equation_is_read_in_its_paragraph():
     """guards against (trial 19b): MathML (an equation browsers render) skipped like a script: "The
     area is A=πr2 for radius r." read "The area is for radius r.", and, trafilatura writing the

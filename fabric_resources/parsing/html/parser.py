@@ -68,6 +68,9 @@ _CONTAINERS = {"html", "body", "div", "section", "article", "main", "header", "f
                "dl", "table", "thead", "tbody", "tfoot", "tr", "figure", "form", "fieldset", "details", "summary",
                "center", "font", "span"} - {"span"}
 _BLOCKS = set(_LEAF_KINDS) | _CONTAINERS
+#: Elements the HTML Standard's rendering rules display as blocks (§15.3.3) that are neither units nor
+#: containers here: their text is read inline, a line apart from the text around it.
+_BLOCK_DISPLAY = {"hr", "legend", "hgroup", "menu", "dir", "search", "xmp", "listing", "plaintext"}
 _WS = re.compile(r"\s+")
 _CELL_BAR = re.compile(r"(?<!\\)\|")  # a column bar of trafilatura's table rows; "\|" is a bar in a cell
 _RULE = re.compile(r"-*")
@@ -430,7 +433,8 @@ def _edit_link(el) -> bool:
 def _inline_text(el, shown: bool = False) -> str:
     """Text of ``el`` and its descendants, skipping script/style and the like (and, with ``shown``,
     ruby readings and MediaWiki's edit links: what the unit keeps), an equation (MathML) as its text
-    with ``shown``, else as trafilatura writes it; ``<br>`` -> space."""
+    with ``shown``, else as trafilatura writes it; ``<br>``, and a rule or block of
+    :data:`_BLOCK_DISPLAY` around its text, -> a line end."""
     parts: list[str] = []
 
     def add(node) -> None:
@@ -443,12 +447,17 @@ def _inline_text(el, shown: bool = False) -> str:
             return
         if _skipped(node, tag) or (shown and (tag in _RUBY_READINGS or _edit_link(node))):
             return
-        if tag == "br":
+        # A rule or a block the walk does not split at (a legend, an xmp) ends a line where it stands:
+        # "<div>first part<hr>second part</div>" read "first partsecond part", neither word found.
+        block = tag in _BLOCK_DISPLAY
+        if tag == "br" or block:
             parts.append("\n")
         parts.append(node.text or "")
         for child in node:
             add(child)
             parts.append(child.tail or "")
+        if block:
+            parts.append("\n")
 
     add(el)
     return "".join(parts)
