@@ -51,6 +51,17 @@ def admit_package(data: bytes, config, kind: str) -> None:
         raise ParseError(f"malformed-{kind}", f"not a zip: {exc}") from None
     if len(infos) > config.max_members:
         raise ParseError("cap-members", f"{len(infos)} members")
+    seen: set[bytes] = set()
+    for info in infos:
+        # Part names are equal as case-insensitive ASCII (bytes.lower folds only A-Z), and OPC says a
+        # package holding two equal ones is not to be recognized (ECMA-376 Part 2, M1.12): zipfile
+        # reads the last of them, another reader the first, so the text indexed is not the one
+        # PowerPoint or Word would show.
+        folded = info.filename.encode("utf-8", "surrogateescape").lower()
+        if folded in seen:
+            raise ParseError(f"malformed-{kind}", f"two parts named {info.filename!r}: part names must be unique "
+                                                  "(Open Packaging Conventions, ECMA-376 Part 2, M1.12)")
+        seen.add(folded)
     declared = sum(info.file_size for info in infos)
     if declared > config.max_decompressed_bytes:
         raise ParseError("cap-decompressed-bytes", f"{declared} bytes declared")

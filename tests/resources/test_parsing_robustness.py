@@ -713,6 +713,25 @@ def test_a_malformed_part_of_no_text_loses_that_part_only():
     assert err.value.reason == "malformed-pptx"
 
 
+@pytest.mark.parametrize("parse, build, reason", [(parse_pptx, office_deck, "malformed-pptx"),
+                                                  (parse_docx, office_document, "malformed-docx")])
+@pytest.mark.parametrize("spelled", [str, str.upper])
+@pytest.mark.filterwarnings("ignore:Duplicate name")
+def test_a_package_holding_two_parts_of_one_name_fails_by_name(parse, build, reason, spelled):
+    """guards against (hostile trial 22c): a zip holding two members of one part name (compared as
+    case-insensitive ASCII) was read by zipfile's choice, the last one, where another reader takes
+    the first: the text indexed need not be the text PowerPoint or Word shows. OPC says such a
+    package is not to be recognized (ECMA-376 Part 2, M1.12)."""
+    package = build()
+    main = "ppt/presentation.xml" if parse is parse_pptx else "word/document.xml"
+    out = io.BytesIO(package)
+    with zipfile.ZipFile(out, "a") as zout:
+        zout.writestr(spelled(main), zipfile.ZipFile(io.BytesIO(package)).read(main))
+    with pytest.raises(ParseError) as err:
+        parse(out.getvalue(), OOXML)
+    assert err.value.reason == reason and "M1.12" in err.value.detail
+
+
 @pytest.mark.parametrize("parse, other, reason", [(parse_pptx, office_document, "malformed-pptx"),
                                                    (parse_docx, office_deck, "malformed-docx")])
 def test_a_package_of_the_other_kind_fails_with_the_same_words_every_time(parse, other, reason):
