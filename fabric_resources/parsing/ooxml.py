@@ -123,6 +123,35 @@ def without_dangling_relationships(data: bytes) -> tuple[bytes, list[str]]:
     return _repackaged(package, rewritten), sorted(missing)
 
 
+#: "<!DOCTYPE" in each encoding a part may be written in (UTF-8, UTF-16: OPC M1.17).
+_DOCTYPE_MARKS = tuple("<!DOCTYPE".encode(codec) for codec in ("utf-8", "utf-16-le", "utf-16-be"))
+#: Why a part declaring a DTD is not read.
+DTD_REASON = ("a DTD declaration, which the Open Packaging Conventions forbid a package's XML "
+              "(ECMA-376 Part 2, M1.18)")
+
+
+class DtdDeclared(ValueError):
+    """The package's main part, its content types or its package relationships declare a DTD: the
+    package is not to be read (OPC M1.18); the caller names it ``malformed-<kind>``."""
+
+
+def _declares_dtd(xml: bytes, parser) -> bool:
+    """Whether the XML member ``xml`` declares a DTD. python-docx and python-pptx parse parts with
+    entities unresolved, so a reference to one the DTD declares cut the text where it stood
+    (``<a:t>bullet &x; kiwi</a:t>`` read ``bullet``) and nothing said so; PowerPoint and Word
+    refuse such a part, as OPC tells a consumer to. A member that is not well-formed is not
+    counted here: the malformed-part check names it (an entity expansion past libxml2's limit too)."""
+    if not any(mark in xml for mark in _DOCTYPE_MARKS):
+        return False
+    from lxml import etree
+
+    try:
+        docinfo = etree.fromstring(xml, parser).getroottree().docinfo
+    except etree.LxmlError:
+        return False
+    return bool(docinfo.doctype) or docinfo.internalDTD is not None or docinfo.externalDTD is not None
+
+
 def _unreadable(exc: BaseException) -> str:
     """Why a part is left out: ``cap-depth`` for libxml2's depth limit, named as HTML and EPUB name
     it (its own words advise an option Fabric does not take), else lxml's error."""
@@ -176,8 +205,9 @@ def _repackaged(package: zipfile.ZipFile, replaced: dict[str, bytes], dropped: f
 
 
 def without_unreadable_parts(data: bytes) -> tuple[bytes, list[tuple[str, str]]]:
-    """``data`` (an admitted zip) without its XML parts that are not well-formed, but the package's
-    main part and ``[Content_Types].xml``, then without the relationships whose target is missing
+    """``data`` (an admitted zip) without its XML parts (and relationship parts) that are not
+    well-formed or declare a DTD (:data:`DTD_REASON`), but the package's main part,
+    ``[Content_Types].xml`` and ``_rels/.rels``, then without the relationships whose target is missing
     (:func:`without_dangling_relationships`); and what went, ``(part, reason)`` sorted by part:
     the parser's error for a malformed part, ``missing-part`` for a missing one. ``(data, [])``
     when nothing is unreadable but the main part, which is the caller's to refuse.
@@ -190,6 +220,8 @@ def without_unreadable_parts(data: bytes) -> tuple[bytes, list[tuple[str, str]]]
     ------
     lxml.etree.LxmlError
         A ``.rels`` member that is not XML.
+    DtdDeclared
+        The main part, ``[Content_Types].xml`` or ``_rels/.rels`` declares a DTD.
     """
     from lxml import etree
 
@@ -199,13 +231,21 @@ def without_unreadable_parts(data: bytes) -> tuple[bytes, list[tuple[str, str]]]
         for rel in etree.fromstring(package.read("_rels/.rels"), parser):
             if (rel.get("Type") or "").endswith("/officeDocument"):
                 main.add(posixpath.normpath((rel.get("Target") or "").lstrip("/")))
+    for name in sorted(main | {"_rels/.rels"}):
+        if name in names and _declares_dtd(package.read(name), parser):
+            raise DtdDeclared(f"{name}: {DTD_REASON}")
     broken: dict[str, str] = {}
-    for name in sorted(names - main):
-        if name.endswith(".xml"):
+    for name in sorted(names - main - {"_rels/.rels"}):
+        if name.endswith((".xml", ".rels")):
+            xml = package.read(name)
             try:
-                etree.fromstring(package.read(name), parser)
+                etree.fromstring(xml, parser)
             except etree.LxmlError as exc:
-                broken[name] = _unreadable(exc)
+                if name.endswith(".xml"):  # a malformed .rels is the relationships step's to refuse
+                    broken[name] = _unreadable(exc)
+                continue
+            if _declares_dtd(xml, parser):
+                broken[name] = DTD_REASON
     if broken:
         data = _repackaged(package, {}, frozenset(broken))
     data, missing = without_dangling_relationships(data)
@@ -219,20 +259,36 @@ def opened_or_repaired(data: bytes, open_package: Callable[[io.BytesIO], T]) -> 
     (:func:`without_unreadable_parts`), and those parts with their reasons, for the caller to
     list as unread.
 
+    A part declaring a DTD is unreadable (:data:`DTD_REASON`).
+
     Raises
     ------
     KeyError, lxml.etree.XMLSyntaxError
         The package cannot be opened and no part but the main one is unreadable.
+    DtdDeclared
+        The main part, ``[Content_Types].xml`` or ``_rels/.rels`` declares a DTD.
     """
     from lxml import etree
 
-    try:
-        return open_package(io.BytesIO(data)), []
-    except (KeyError, etree.XMLSyntaxError):
-        repaired, lost = without_unreadable_parts(data)
-        if not lost:
-            raise
-        return open_package(io.BytesIO(repaired)), lost
+    if not _any_dtd(data):
+        try:
+            return open_package(io.BytesIO(data)), []
+        except (KeyError, etree.XMLSyntaxError):
+            repaired, lost = without_unreadable_parts(data)
+            if not lost:
+                raise
+            return open_package(io.BytesIO(repaired)), lost
+    repaired, lost = without_unreadable_parts(data)
+    return open_package(io.BytesIO(repaired)), lost
+
+
+def _any_dtd(data: bytes) -> bool:
+    """Whether an XML member of ``data`` (an admitted zip) may declare a DTD (holds ``<!DOCTYPE``):
+    then the package is opened only without the parts that do (:func:`without_unreadable_parts`).
+    One read of each member, bounded by the admission caps; python-pptx and python-docx read them all."""
+    package = zipfile.ZipFile(io.BytesIO(data))
+    return any(name.endswith((".xml", ".rels")) and any(m in package.read(name) for m in _DOCTYPE_MARKS)
+               for name in package.namelist())
 
 
 # ST_DecimalNumber is an xsd:int: optional sign, ASCII digits, surrounding XML whitespace. Not

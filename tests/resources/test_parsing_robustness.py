@@ -713,6 +713,43 @@ def test_a_malformed_part_of_no_text_loses_that_part_only():
     assert err.value.reason == "malformed-pptx"
 
 
+def _with_dtd(data: bytes, member: str, old: str, new: str) -> bytes:
+    """``data`` with ``member`` declaring a DTD of one internal entity ``x`` after its XML
+    declaration, and ``old`` replaced by ``new`` in it."""
+    xml = zipfile.ZipFile(io.BytesIO(data)).read(member).decode()
+    declaration_end = xml.index("?>") + 2
+    xml = xml[:declaration_end] + '<!DOCTYPE root [<!ENTITY x "tidal">]>' + xml[declaration_end:]
+    return _replaced(data, member, xml.replace(old, new).encode())
+
+
+def test_an_ooxml_part_declaring_a_dtd_is_left_out_and_listed_never_cut_at_an_entity():
+    """guards against (hostile trial 22c): python-pptx and python-docx parse parts with entities
+    unresolved, so on a slide declaring ``<!ENTITY x "tidal">``, ``<a:t>High &x; water at
+    noon</a:t>`` read "High" and nothing said the rest was lost. The Open Packaging Conventions
+    forbid a DTD in a package and tell a consumer to treat one as an error (ECMA-376 Part 2,
+    M1.18), as PowerPoint and Word do: the part is left out and listed as any unreadable part, the
+    rest read; a main part declaring one fails the file by name."""
+    deck = office_deck()
+    whole = [u.text for u in parse_pptx(deck, OOXML).units]
+    doc = parse_pptx(_with_dtd(deck, "ppt/slides/slide1.xml", "High water", "High &x; water"), OOXML)
+    assert [u.text for u in doc.units] == [u.text for u in parse_pptx(deck, OOXML).units if u.locator["slide"] == 2]
+    assert [p.where for p in doc.unread] == ["slide 1"] and "M1.18" in doc.unread[0].reason
+    # A notes page (not a slide) declaring one is listed as its part; a DTD without entities counts too.
+    doc = parse_pptx(_with_dtd(deck, "ppt/notesSlides/notesSlide1.xml", "", ""), OOXML)
+    assert [u.text for u in doc.units] == [t for t in whole if t != "Speak slowly"]
+    assert [p.where for p in doc.unread] == ["ppt/notesSlides/notesSlide1.xml"]
+    for parse, package, main, reason in ((parse_pptx, deck, "ppt/presentation.xml", "malformed-pptx"),
+                                         (parse_docx, office_document(), "word/document.xml", "malformed-docx"),
+                                         (parse_docx, office_document(), "_rels/.rels", "malformed-docx")):
+        with pytest.raises(ParseError) as err:
+            parse(_with_dtd(package, main, "", ""), OOXML)
+        assert err.value.reason == reason and main in err.value.detail and "M1.18" in err.value.detail
+    # The words "<!DOCTYPE" in a comment declare nothing: the deck reads whole.
+    doc = parse_pptx(_replaced(deck, "ppt/slides/slide2.xml", zipfile.ZipFile(io.BytesIO(deck)).read(
+        "ppt/slides/slide2.xml").replace(b"?>", b"?><!-- <!DOCTYPE -->", 1)), OOXML)
+    assert [u.text for u in doc.units] == whole and not doc.unread
+
+
 @pytest.mark.parametrize("parse, build, reason", [(parse_pptx, office_deck, "malformed-pptx"),
                                                   (parse_docx, office_document, "malformed-docx")])
 @pytest.mark.parametrize("spelled", [str, str.upper])

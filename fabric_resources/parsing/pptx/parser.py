@@ -70,7 +70,7 @@ def parse_pptx(data: bytes, config: "OoxmlParserConfig", media_type: str = MEDIA
         ``skipped_shapes`` (``[{"slide", "shape", "reason"}]``; ``shape`` is the shape's name,
         ``"notes"``, or None for the whole slide), which are also the document's ``unread`` parts
         (``"slide 2: Table 4"``), ``skipped_parts`` (``[{"part", "reason"}]``: a malformed XML
-        part but the presentation part, ``cap-depth`` for one nested past libxml2's 256 levels, or
+        part but the presentation part, or one declaring a DTD (OPC forbids it), ``cap-depth`` for one nested past libxml2's 256 levels, or
         a part a relationship names that the package lacks, ``missing-part``; left out so that the
         rest opens, and also ``unread``, a slide's part as that slide: ``"slide 2"``, the reason
         ending with the part's name),
