@@ -750,6 +750,22 @@ def test_an_ooxml_part_declaring_a_dtd_is_left_out_and_listed_never_cut_at_an_en
     assert [u.text for u in doc.units] == whole and not doc.unread
 
 
+def test_a_comment_inside_a_pptx_text_run_cuts_none_of_its_text():
+    """guards against (hostile trial 22c): an XML comment or processing instruction inside a run's
+    ``a:t`` (which PowerPoint skips) cut the run there: ``High <!-- draft --> water at noon`` read
+    "High", in a shape, a table cell and the notes alike, and nothing said the rest was lost."""
+    deck = office_deck()
+    whole = [u.text for u in parse_pptx(deck, OOXML).units]
+    slide = zipfile.ZipFile(io.BytesIO(deck)).read("ppt/slides/slide1.xml").decode()
+    slide = slide.replace("High water", "High <!-- draft --> water").replace("cell 01", "cell<?pi x?> 01")
+    notes = zipfile.ZipFile(io.BytesIO(deck)).read("ppt/notesSlides/notesSlide1.xml").decode()
+    changed = _replaced(_replaced(deck, "ppt/slides/slide1.xml", slide.encode()), "ppt/notesSlides/notesSlide1.xml",
+                        notes.replace("Speak slowly", "Speak<!-- -->slowly").encode())
+    doc = parse_pptx(changed, OOXML)
+    assert [u.text for u in doc.units] == [t.replace("Speak slowly", "Speakslowly") for t in whole]
+    assert not doc.unread
+
+
 @pytest.mark.parametrize("parse, build, reason", [(parse_pptx, office_deck, "malformed-pptx"),
                                                   (parse_docx, office_document, "malformed-docx")])
 @pytest.mark.parametrize("spelled", [str, str.upper])

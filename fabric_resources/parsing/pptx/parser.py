@@ -457,7 +457,10 @@ def _frame_text(frame) -> str:
         pieces = []
         for child in p.iterchildren():
             if child.tag in (f"{{{_A}}}r", f"{{{_A}}}fld"):
-                pieces.append(child.findtext(f"{{{_A}}}t") or "")
+                # All of a:t's text: an XML comment or processing instruction inside it splits it,
+                # and .text (findtext) is only what comes before the first ("High <!-- --> water": "High").
+                t = child.find(f"{{{_A}}}t")
+                pieces.append("".join(t.itertext()) if t is not None else "")
             elif child.tag == f"{{{_A}}}br":
                 pieces.append("\v")
             elif child.tag == _ALTERNATE:
