@@ -135,6 +135,40 @@ def test_html_comments_are_no_unit_text_and_the_rest_stays_exact() -> None:
         assert text[u.locator["char_start"]:u.locator["char_end"]].replace("\n> ", "\n") == u.text
 
 
+def test_scripts_styles_and_templates_are_no_unit_text_and_the_rest_stays_exact() -> None:
+    """Guards against (hostile trial 22c): the content of a ``<script>``, ``<style>`` or
+    ``<template>`` in Markdown, which no renderer shows (a browser runs or applies it; GitHub strips
+    it), indexed and cited: a notebook exported to Markdown writes ``<style scoped> .dataframe …``
+    before each table, and its CSS was a searchable unit, as was an inline ``<script>``'s code. A
+    unit is cut around the element as around a comment, each remaining piece exact; an element in a
+    code span or fence is code, shown as written, and stays; an unclosed inline start tag is text."""
+    text = ("<div>\n<style scoped>\n    .dataframe tbody tr th:only-of-type {\n        vertical-align: middle;\n"
+            "    }\n</style>\n<table class=\"dataframe\"><tr><td>walrus</td></tr></table>\n</div>\n\n"
+            "<SCRIPT type=\"module\">\nimport secretModule from './x.js';\n</Script>\n"
+            "Shown after the script.\n\n"
+            "Inline <script>trackVisit()</script> shown, `<style>kept</style>` as code.\n\n"
+            "<template>\n<p>Inert template text</p>\n</template>\n\n"
+            "A <script without its end is text.\n\n"
+            "```html\n<script>inFence()</script>\n```\n")
+    units = markdown_units(text, CONFIG)
+    assert [(u.kind, u.text) for u in units] == [
+        ("preformatted", "<div>"),
+        ("preformatted", '<table class="dataframe"><tr><td>walrus</td></tr></table>\n</div>'),
+        ("paragraph", "Shown after the script."),
+        ("paragraph", "Inline"),
+        ("paragraph", "shown, `<style>kept</style>` as code."),
+        ("paragraph", "A <script without its end is text."),
+        ("preformatted", "<script>inFence()</script>"),
+    ]
+    assert_exact(text, units)
+    import time  # start tags that never close are looked past once, not once per later start tag
+
+    for flood in ("x <script " * 50_000 + "\n", "<div>\n" + "<script " * 50_000 + "\n"):
+        started = time.perf_counter()
+        assert_exact(flood, markdown_units(flood, CONFIG))
+        assert time.perf_counter() - started < 8.0
+
+
 def test_a_hash_line_in_a_code_fence_is_code_not_a_heading() -> None:
     """Guards against: the line rule of the plain-text parser, which made a shell comment in a
     fenced block a level-1 heading and reset every later section path (the shared README)."""
@@ -308,7 +342,8 @@ def test_a_block_with_a_comment_on_every_line_is_cut_in_linear_time() -> None:
         assert_exact(text, units)
 
 
-_COMMENTISH = st.lists(st.sampled_from([*"#>-`| \n\r1a日\\", "<!--", "-->", "<!-->", "+++\n", "---\n", "``"]),
+_COMMENTISH = st.lists(st.sampled_from([*"#>-`| \n\r1a日\\", "<!--", "-->", "<!-->", "+++\n", "---\n", "``",
+                                        "<script>", "</script>", "<Style x>", "</style>", "<template"]),
                        max_size=80).map("".join)
 
 

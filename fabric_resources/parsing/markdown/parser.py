@@ -128,20 +128,27 @@ def _split(unit: ParsedUnit, pieces: list[_Piece], max_chars: int) -> list[Parse
 
 
 # An HTML comment as a browser ends it (HTML's comment states: "<!-->" and "<!--->" are empty ones,
-# "--!>" also closes, an unclosed one runs to the end): inside a raw HTML block.
-_HTML_COMMENT = re.compile(r"<!--(?:-?>|[\s\S]*?(?:--!?>|\Z))")
+# "--!>" also closes, an unclosed one runs to the end), or an element whose content a browser never
+# shows (a script, a stylesheet, an inert template: what a notebook exported to Markdown writes
+# before each table, "<style scoped> .dataframe tbody tr th …"), to its end tag or the end of the
+# text (a browser shows nothing after an unclosed one): inside a raw HTML block. Group 2 is the start
+# tag's ">", empty where it never closes.
+_UNSHOWN = r"<(script|style|template)(?=[\s/>])[^>]*(>|\Z)[\s\S]*?(?:</\1\s*>|\Z)"
+_HTML_COMMENT = re.compile(r"<!--(?:-?>|[\s\S]*?(?:--!?>|\Z))|" + _UNSHOWN, re.IGNORECASE)
 # What CommonMark reads at a "<!--" in running text (spec 0.31, 6.6): an escaped character, a code
-# span's backtick run (its content is code, shown as written), else the start of an inline comment.
-_INLINE = re.compile(r"\\[\s\S]|(`+)|<!--")
+# span's backtick run (its content is code, shown as written), else the start of an inline comment,
+# or of an inline element whose content is never shown (group 2).
+_INLINE = re.compile(r"\\[\s\S]|(`+)|<!--|(?=<(?:script|style|template)[\s/>])", re.IGNORECASE)
+_INLINE_UNSHOWN = re.compile(_UNSHOWN, re.IGNORECASE)
 _TICKS = re.compile(r"`+")
 
 
 def _comments(text: str, html: bool) -> list[tuple[int, int]]:
-    """The spans of ``text`` (a unit's text) that are HTML comments, which no renderer shows:
-    every comment of a raw HTML block (``html``), else the closed inline comments outside code
-    spans. Linear in ``text``: each search starts where the last ended (a closing backtick run
+    """The spans of ``text`` (a unit's text) that no renderer shows: HTML comments, and script,
+    style and template elements with their content (:data:`_UNSHOWN`): each in a raw HTML block
+    (``html``), else the closed inline comments and elements outside code spans. Linear in ``text``: each search starts where the last ended (a closing backtick run
     is found by bisection among the runs of its length, found once)."""
-    if "<!--" not in text:
+    if "<" not in text:
         return []
     if html:
         return [m.span() for m in _HTML_COMMENT.finditer(text)]
@@ -157,6 +164,12 @@ def _comments(text: str, html: bool) -> list[tuple[int, int]]:
             after = bisect.bisect_left(starts, m.end())
             if after < len(starts):
                 pos = starts[after] + ticks
+        elif m.group(0) == "":  # a script, style or template: its content is not shown
+            element = _INLINE_UNSHOWN.match(text, m.start())
+            if element is None or not element.group(2):  # a start tag never closed is text, and no ">"
+                break  # follows, so none after it closes either
+            spans.append(element.span())
+            pos = element.end()
         elif m.group(0) == "<!--":
             short = re.compile(r"-?>").match(text, pos)  # "<!-->", "<!--->": empty comments
             end = short.end() if short else text.find("-->", pos) + 3
