@@ -1683,6 +1683,26 @@ def test_words_either_side_of_a_rule_or_an_unsplit_block_are_not_glued():
         assert {"ledger", "Ledgerline", "1", "as"} <= words or mode == "trafilatura", (mode, words)
 
 
+def test_a_font_element_inside_a_paragraph_is_read_inline():
+    """guards against (hostile trial 22c): ``<font>`` was walked as a block container, so a
+    paragraph holding one was cut into units at it, "wo<font color=red>rld</font>" into "wo" and
+    "rld" (the word found nowhere, a phrase across the font never matched); a ``font`` holding
+    paragraphs (an old page's) still yields them as units of their own."""
+    from fabric_resources.parsing.html.parser import parse_html
+
+    body = ("<article><p>The harbour master counted the herring boats at dawn and wrote the tally down.</p>"
+            "<p>An <font color='red'>urgent</font> notice: the har<font face='Arial'>bour</font> closes at dusk "
+            "when the storm comes in from the west.</p>"
+            "<font size='2'><p>Gulls argued over the nets while lanterns swung above the quay all night.</p>"
+            "<p>The keeper lit the lamp at six and watched the boats come home with the tide.</p></font></article>")
+    for mode in ("trafilatura", "all"):
+        doc = parse_html(f"<html><body>{body}</body></html>".encode(),
+                         HtmlParserConfig(main_text=mode, isolation=IN_PROCESS))
+        texts = [u.text for u in doc.units]
+        assert "An urgent notice: the harbour closes at dusk when the storm comes in from the west." in texts, (mode, texts)
+        assert any(t.startswith("Gulls") for t in texts) and any(t.startswith("The keeper") for t in texts), texts
+
+
 def test_an_html_equation_is_read_in_its_paragraph():
     """guards against (trial 19b): MathML (an equation browsers render) skipped like a script: "The
     area is A=πr2 for radius r." read "The area is for radius r.", and, trafilatura writing the

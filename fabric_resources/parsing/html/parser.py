@@ -64,9 +64,11 @@ _HEADINGS = {f"h{n}": n for n in range(1, 7)}
 _LEAF_KINDS = {"p": "paragraph", "li": "list_item", "dt": "paragraph", "dd": "paragraph", "td": "table_cell",
                "th": "table_cell", "pre": "preformatted", "blockquote": "blockquote", "figcaption": "figure_caption",
                "caption": "figure_caption", "address": "paragraph", **{h: "heading" for h in _HEADINGS}}
+# Not font: it is inline ("wo<font color=red>rld</font>" is one word); one holding blocks (an old page's
+# <font><p>…</p></font>) is walked as a container all the same, as any element holding blocks is.
 _CONTAINERS = {"html", "body", "div", "section", "article", "main", "header", "footer", "nav", "aside", "ul", "ol",
                "dl", "table", "thead", "tbody", "tfoot", "tr", "figure", "form", "fieldset", "details", "summary",
-               "center", "font", "span"} - {"span"}
+               "center"}
 _BLOCKS = set(_LEAF_KINDS) | _CONTAINERS
 #: Elements the HTML Standard's rendering rules display as blocks (§15.3.3) that are neither units nor
 #: containers here: their text is read inline, a line apart from the text around it.
