@@ -435,8 +435,8 @@ def _edit_link(el) -> bool:
 def _inline_text(el, shown: bool = False) -> str:
     """Text of ``el`` and its descendants, skipping script/style and the like (and, with ``shown``,
     ruby readings and MediaWiki's edit links: what the unit keeps), an equation (MathML) as its text
-    with ``shown``, else as trafilatura writes it; ``<br>``, and a rule or block of
-    :data:`_BLOCK_DISPLAY` around its text, -> a line end."""
+    with ``shown``, else as trafilatura writes it; ``<br>``, and a rule or block (:data:`_BLOCKS`,
+    :data:`_BLOCK_DISPLAY`) around its text, -> a line end."""
     parts: list[str] = []
 
     def add(node) -> None:
@@ -449,9 +449,10 @@ def _inline_text(el, shown: bool = False) -> str:
             return
         if _skipped(node, tag) or (shown and (tag in _RUBY_READINGS or _edit_link(node))):
             return
-        # A rule or a block the walk does not split at (a legend, an xmp) ends a line where it stands:
-        # "<div>first part<hr>second part</div>" read "first partsecond part", neither word found.
-        block = tag in _BLOCK_DISPLAY
+        # A rule or a block read inline (a legend, an xmp; a link's paragraphs, a teaser card's) ends a
+        # line where it stands: "<div>first part<hr>second part</div>" read "first partsecond part",
+        # "<a><p>one</p><p>two</p></a>" "onetwo", neither word found.
+        block = tag in _BLOCK_DISPLAY or tag in _BLOCKS
         if tag == "br" or block:
             parts.append("\n")
         parts.append(node.text or "")
