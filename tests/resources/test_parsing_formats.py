@@ -2193,6 +2193,27 @@ def test_a_declared_charset_is_read_by_the_whatwg_label_table_only(label):
             "htmlcharsetmarker caf\u00e9 \\u0041BC text long enough to be main content paragraph here ok."]
 
 
+def test_a_page_declaring_latin_1_with_a_byte_cp1252_leaves_undefined_reads_as_browsers_read_it():
+    """guards against (hostile trial 22c): the WHATWG windows-1252 decoder (what ``iso-8859-1``,
+    ``latin1``, ``us-ascii`` and ``windows-1252`` all name) maps every byte, the five Python's cp1252
+    leaves undefined (0x81, 0x8D, 0x8F, 0x90, 0x9D) to C1 controls; decoded strictly, one such
+    byte failed the whole page ``undecodable``, though every browser shows it. 0x9D is the last
+    byte of a right quote's UTF-8 read as windows-1252 and saved again (``â€\x9d``), common in
+    re-saved pages. A page declaring nothing still goes to the text parser's detection."""
+    from fabric_resources.parsing.html.parser import parse_html
+
+    for label in ("iso-8859-1", "windows-1252", "US-ASCII"):
+        page = (f'<html><head><meta charset="{label}"></head><body><article>'.encode()
+                + b"<p>Caf\xe9 au lait and croissants were served each morning at the harbour caf\xe9.</p>"
+                + b"<p>He called it \xe2\x80\x9dthe best\x9d breakfast on the coast\x81\x8d\x8f\x90.</p>"
+                + b"</article></body></html>")
+        doc = parse_html(page, HtmlParserConfig(main_text="all", isolation=IN_PROCESS))
+        assert doc.encoding == "cp1252", label
+        assert [u.text for u in doc.units] == [
+            "Café au lait and croissants were served each morning at the harbour café.",
+            "He called it \u00e2\u20ac\x9dthe best\x9d breakfast on the coast\x81\x8d\x8f\x90."]
+
+
 def test_whatwg_labels_decode_with_the_standards_encoding_and_a_bom_still_wins():
     from fabric_resources.parsing.html.encoding import LABELS, decode_html
 

@@ -78,6 +78,24 @@ _LABELS_BY_CODEC: dict[str, str] = {
 #: WHATWG label (lower case) -> Python codec name.
 LABELS: dict[str, str] = {label: codec for codec, labels in _LABELS_BY_CODEC.items() for label in labels.split()}
 
+#: The bytes Python's cp1252 leaves undefined. The standard's windows-1252 (what every Latin-1 and
+#: ASCII label names too) decodes each as the C1 control of its number, so a browser never fails on
+#: it; strict cp1252 did, and a page declaring iso-8859-1 that held one (0x9D, the last byte of a
+#: right quote's UTF-8 read as windows-1252 and saved again: "â€\x9d") failed ``undecodable`` whole.
+_CP1252_UNDEFINED = frozenset(b"\x81\x8d\x8f\x90\x9d")
+_WINDOWS_1252_ERRORS = "fabric-whatwg-windows-1252"
+
+
+def _c1_control(error: UnicodeDecodeError) -> tuple[str, int]:
+    """The WHATWG windows-1252 decoding of the bytes strict cp1252 refused: C1 controls."""
+    refused = error.object[error.start:error.end]
+    if not all(byte in _CP1252_UNDEFINED for byte in refused):
+        raise error
+    return "".join(map(chr, refused)), error.end
+
+
+codecs.register_error(_WINDOWS_1252_ERRORS, _c1_control)
+
 _BOMS = ((codecs.BOM_UTF8, "utf-8-sig"), (codecs.BOM_UTF16_LE, "utf-16"), (codecs.BOM_UTF16_BE, "utf-16"))
 _CHARSET = re.compile(rb"""<meta[^>]+charset\s*=\s*["']?\s*([^\s"'>;/]+)""", re.IGNORECASE)
 _XML_DECL = re.compile(r"^\s*<\?xml[^>]*\?>")
@@ -106,7 +124,8 @@ def decode_html(data: bytes) -> tuple[str, str]:
     A BOM decides (UTF-8, UTF-16; undecodable bytes replaced, as browsers do); else ISO-2022-JP,
     strictly, when the bytes hold its escape sequences (declared or not, as browsers detect it);
     else strict UTF-8;
-    else the WHATWG encoding the page declares (:func:`declared_codec`), strictly; else UTF-8 with
+    else the WHATWG encoding the page declares (:func:`declared_codec`), strictly (windows-1252 as
+    the standard decodes it: its five bytes undefined in cp1252 are C1 controls); else UTF-8 with
     its bad bytes replaced when the bytes are UTF-8 but for a flaw
     (:func:`~fabric_resources.parsing.text.decoding.looks_like_damaged_utf8`); else the
     plain-text parser's detection (:func:`~fabric_resources.parsing.text.decoding.decode_text`:
@@ -133,7 +152,7 @@ def decode_html(data: bytes) -> tuple[str, str]:
     name = declared_codec(data)
     if name is not None and name != "utf-8":  # a declared UTF-8 has just failed
         try:
-            return _XML_DECL.sub("", data.decode(name)), name
+            return _XML_DECL.sub("", data.decode(name, _WINDOWS_1252_ERRORS if name == "cp1252" else "strict")), name
         except UnicodeDecodeError:
             pass
     if looks_like_damaged_utf8(data):  # UTF-8 but for a flaw: its bad bytes replaced, as browsers do
