@@ -169,6 +169,31 @@ def test_scripts_styles_and_templates_are_no_unit_text_and_the_rest_stays_exact(
         assert time.perf_counter() - started < 8.0
 
 
+def test_a_footnote_definition_is_a_note_unit_where_it_stands() -> None:
+    """Guards against (hostile trial 22c): a footnote definition, which GitHub, GitLab, Obsidian,
+    MkDocs and Pandoc render, read by plain CommonMark as a link reference definition (rendering
+    nothing) when its text is one word, a URL, or a word and a quoted title: its text silently
+    missing. Each paragraph of a definition is a ``note`` unit (attribute ``label``) where it
+    stands, its marker not in the text, exact; a longer one was a paragraph holding the marker."""
+    text = ("Tides follow the moon.[^1] Walruses haul out.[^src]\n\n"
+            "[^1]: https://example.org/tides.pdf\n"
+            "[^src]: Walrusology \"Field Guide\"\n\n"
+            "[^long]: The survey of 2020.\n    Continued on a second line.\n\n"
+            "    - a list in the note\n\n"
+            "After the notes.\n\n"
+            "[ref]: https://example.org/not-shown\n")
+    units = markdown_units(text, CONFIG)
+    assert [(u.kind, u.text, u.attributes.get("label")) for u in units] == [
+        ("paragraph", "Tides follow the moon.[^1] Walruses haul out.[^src]", None),
+        ("note", "https://example.org/tides.pdf", "1"),
+        ("note", 'Walrusology "Field Guide"', "src"),
+        ("note", "The survey of 2020.\nContinued on a second line.", "long"),
+        ("list_item", "a list in the note", None),
+        ("paragraph", "After the notes.", None),
+    ]
+    assert_exact(text, units)
+
+
 def test_a_hash_line_in_a_code_fence_is_code_not_a_heading() -> None:
     """Guards against: the line rule of the plain-text parser, which made a shell comment in a
     fenced block a level-1 heading and reset every later section path (the shared README)."""
@@ -343,7 +368,8 @@ def test_a_block_with_a_comment_on_every_line_is_cut_in_linear_time() -> None:
 
 
 _COMMENTISH = st.lists(st.sampled_from([*"#>-`| \n\r1a日\\", "<!--", "-->", "<!-->", "+++\n", "---\n", "``",
-                                        "<script>", "</script>", "<Style x>", "</style>", "<template"]),
+                                        "<script>", "</script>", "<Style x>", "</style>", "<template", "[^1]: ",
+                                        "[^", "]:", "    "]),
                        max_size=80).map("".join)
 
 

@@ -5,7 +5,7 @@ each other (the spec loads the parser lazily).
 """
 
 PARSER_NAME = "markdown"
-PARSER_VERSION = "9"  # 2: the text decoding of text v4 (trial 12a); 3: YAML front matter is not a heading;
+PARSER_VERSION = "10"  # 2: the text decoding of text v4 (trial 12a); 3: YAML front matter is not a heading;
 #                         4: a table cell holding an escaped pipe is the cell, not its whole row (trial 12b);
 #                         5: the text decoding of text v5 (EUC-JP, ISO-2022-JP, EUC-KR, Big5, ...; trial 13a);
 #                         6: the text decoding of text v6 (windows-1250, ISO-8859-2, windows-1257; trial 14a);
@@ -13,4 +13,6 @@ PARSER_VERSION = "9"  # 2: the text decoding of text v4 (trial 12a); 3: YAML fro
 #                         8: TOML front matter (+++) is a front matter unit as YAML's is, both placed in metadata;
 #                            HTML comments are no unit text (trial 18b)
 #                         9: nor is what a script, style or template element holds (trial 22c)
+#                         10: a footnote definition is a note unit where it stands, not lost as a link
+#                             reference definition nor a paragraph holding its marker (trial 22c)
 TEXT_MARKDOWN = "text/markdown"

@@ -25,6 +25,7 @@ from dataclasses import dataclass, replace
 from typing import Any, NamedTuple
 
 from markdown_it import MarkdownIt
+from mdit_py_plugins.footnote import footnote_plugin
 from mdit_py_plugins.front_matter import front_matter_plugin
 
 from fabric_resources.config import MarkdownParserConfig
@@ -250,7 +251,12 @@ def _parser(config: MarkdownParserConfig) -> MarkdownIt:
     # read as such (mdit-py-plugins, the markdown-it-py project's own): plain CommonMark took its
     # closing `---` for a setext underline, so the block became a heading in every later unit's
     # section path (hostile trial 12a).
-    md = MarkdownIt("commonmark", {"maxNesting": config.max_nesting}).enable("table").use(front_matter_plugin)
+    # A footnote definition (`[^1]: text`: GitHub, GitLab, Obsidian, MkDocs and Pandoc render it) is
+    # read as one, where it stands (mdit-py-plugins' block rule only): plain CommonMark took one
+    # whose text is a word, a URL, or a word and a quoted title for a link reference definition,
+    # which renders nothing, and its text was silently missing (hostile trial 22c).
+    md = (MarkdownIt("commonmark", {"maxNesting": config.max_nesting}).enable("table").use(front_matter_plugin)
+          .use(footnote_plugin, inline=False, move_to_end=False))
     return md.disable(["inline", "text_join"])
 
 
@@ -270,7 +276,8 @@ def read_markdown(text: str, config: MarkdownParserConfig) -> MarkdownRead:
     Kinds: ``heading`` (ATX or setext; attribute ``level``; it closes open sections of level
     >= its own and sets the ``section_path`` of the units after it), ``paragraph``,
     ``list_item`` (a paragraph inside a list item; attribute ``depth``, 1 for a top-level
-    list), ``blockquote`` (a paragraph inside a block quote), ``preformatted`` (fenced or
+    list), ``blockquote`` (a paragraph inside a block quote), ``note`` (a paragraph of a footnote
+    definition, ``[^label]: text``, where it stands; attribute ``label``), ``preformatted`` (fenced or
     indented code, raw HTML blocks; attribute ``info`` for a fence's info string, ``html`` for
     HTML; ``front_matter`` for a front matter block, which sets no section) and ``table_cell``
     (attributes ``table``, ``row``, ``col``, ``header``; 0-based).
@@ -343,12 +350,14 @@ def read_markdown(text: str, config: MarkdownParserConfig) -> MarkdownRead:
                     (), {"front_matter": True}))
     for index, token in enumerate(tokens):
         kind = token.type
-        if kind in ("list_item_close", "blockquote_close"):
+        if kind in ("list_item_close", "blockquote_close", "footnote_reference_close"):
             containers.pop()
         elif kind == "list_item_open":
             containers.append("list")
         elif kind == "blockquote_open":
             containers.append("quote")
+        elif kind == "footnote_reference_open":
+            containers.append(f"note:{token.meta.get('label', '')}")
         elif kind == "heading_open" and token.map:
             inline = tokens[index + 1]
             level = int(token.tag[1])
@@ -361,8 +370,10 @@ def read_markdown(text: str, config: MarkdownParserConfig) -> MarkdownRead:
         elif kind == "paragraph_open" and token.map:
             inline = tokens[index + 1]
             depth = containers.count("list")
-            unit_kind = ("list_item" if containers[-1] == "list" else "blockquote") if containers else "paragraph"
-            attributes = {"depth": depth} if unit_kind == "list_item" else {}
+            inner = containers[-1] if containers else ""
+            unit_kind = {"list": "list_item", "quote": "blockquote", "": "paragraph"}.get(inner, "note")
+            attributes = ({"depth": depth} if unit_kind == "list_item"
+                          else {"label": inner.removeprefix("note:")} if unit_kind == "note" else {})
             for block in _uncommented(_block(unit_kind, source.pieces(token.map[0], inline.content.split("\n")),
                                              section_path(), attributes)):
                 emit(block)
