@@ -8,7 +8,9 @@ that lost text that way must fail with a named reason instead (README, "Formats"
 
 libxml2's HTML parser also checks each attribute of a start tag against every earlier one, in C
 where nothing stops it: a page is refused before it reads a tag of more than
-:data:`MAX_TAG_ATTRIBUTES` (:func:`raise_on_attribute_flood`).
+:data:`MAX_TAG_ATTRIBUTES` (:func:`raise_on_attribute_flood`). A ``data:`` URL past its limit for
+an attribute value (an image a saved page carries) is cut to its header first
+(:func:`without_long_data_urls`).
 """
 
 from __future__ import annotations
@@ -57,6 +59,41 @@ _TOKENS = re.compile(
     rf"|<[A-Za-z][^\s/>]*((?:[^>\"']|{_QUOTED})*)",
     re.IGNORECASE | re.DOTALL)
 _ATTRIBUTE_NAME = re.compile(r"[\s/][^\s/=>]")  # a name starts after a space or "/" (values dropped)
+
+
+#: Characters of a ``data:`` URL's payload in an attribute past which it is cut before libxml2 reads
+#: the page. libxml2 stops at an attribute value of 10,000,000 bytes (XML_MAX_TEXT_LENGTH, without
+#: ``huge_tree``, which would lift its depth limit too), and a page saved whole (SingleFile, a mail
+#: client) carries each image as one: a 7.5 MB photo failed the whole page ``cap-parser-limit``,
+#: though a browser shows it. A payload this long is an image or a font, never text.
+MAX_DATA_URL_PAYLOAD = 65_536
+# A data: URL's header (media type and parameters up to the comma, kept so the type still reads) and
+# a payload of at least MAX_DATA_URL_PAYLOAD characters (to a quote, space, ">", a CSS url()'s ")" or
+# an "&": in a frame's srcdoc the image's own quotes are written "&quot;", and they must stay).
+_LONG_DATA_URL = re.compile(rf"""(data:[^,"'\s>&]{{0,256}},)[^"'\s>)&]{{{MAX_DATA_URL_PAYLOAD},}}""", re.IGNORECASE)
+
+
+def without_long_data_urls(text: str) -> str:
+    """``text`` (HTML) with the payload of each ``data:`` URL in a start tag's attributes (``src``,
+    ``href``, an inline style's ``url(…)``) longer than :data:`MAX_DATA_URL_PAYLOAD` characters
+    removed, its header kept (``data:image/jpeg;base64,``); the text, comments and raw-text
+    elements' content as they were. ``text`` itself when no such payload is in it.
+
+    >>> page = '<p>data:x,' + 'A' * 70_000 + '</p><img alt="a" src="data:image/png;base64,' + 'A' * 70_000 + '">'
+    >>> cut = without_long_data_urls(page)
+    >>> cut.startswith(page[:70_010]), cut.endswith('</p><img alt="a" src="data:image/png;base64,">')
+    (True, True)
+    """
+    if _LONG_DATA_URL.search(text) is None:
+        return text
+    pieces, done = [], 0
+    for match in _TOKENS.finditer(text):
+        group = 2 if match.group(2) is not None else 3
+        if match.group(group) and _LONG_DATA_URL.search(match.group(group)):
+            start, end = match.span(group)
+            pieces += [text[done:start], _LONG_DATA_URL.sub(r"\1", match.group(group))]
+            done = end
+    return "".join(pieces) + text[done:]
 
 
 def raise_on_attribute_flood(text: str) -> None:

@@ -1723,6 +1723,32 @@ def test_the_blocks_of_a_link_read_inline_are_a_line_apart():
     assert not any(u.kind == "heading" for u in doc.units)
 
 
+def test_a_page_carrying_an_image_past_libxml2s_attribute_limit_is_read():
+    """guards against (hostile trial 22c): a page saved whole (SingleFile, a mail client) carries
+    each image as a ``data:`` URL, and one past libxml2's 10,000,000-byte attribute limit (a 7.5 MB
+    photo) failed the whole page ``cap-parser-limit``, though a browser shows it. The payload of
+    such a URL (in ``src``, in an inline style's ``url()``, in a frame's ``srcdoc``) is cut before
+    libxml2 reads the page, its header kept (an image ``object`` still hides its fallback); the
+    same characters in the page's text are text."""
+    from fabric_resources.parsing.html.parser import parse_html
+
+    payload = "QUJD" * 2_750_000  # 11 MB of base64
+    frame = ("<p>Framed text the frame shows to the reader.</p><img src=&quot;data:image/png;base64,"
+             + payload + "&quot;><p>Framed after the image.</p>")
+    body = ("<article><p>The harbour master counted the herring boats at dawn and wrote the tally down.</p>"
+            f"<img alt='photo' src='data:image/jpeg;base64,{payload}'>"
+            f"<div style='background:url(data:image/png;base64,{payload})'>Styled box text over its picture.</div>"
+            f"<object type='image/png' data='data:image/png;base64,{payload}'>Objectfallback text</object>"
+            f'<iframe srcdoc="{frame}"></iframe>'
+            "<p>Gulls argued over the nets while lanterns swung above the quay all night long.</p></article>")
+    doc = parse_html(f"<html><body>{body}</body></html>".encode(),
+                     HtmlParserConfig(main_text="all", isolation=IN_PROCESS))
+    texts = [u.text for u in doc.units]
+    for expected in ("The harbour master", "Styled box text", "Framed text", "Framed after", "Gulls argued"):
+        assert any(t.startswith(expected) for t in texts), (expected, texts)
+    assert not any("Objectfallback" in t for t in texts) and not doc.unread
+
+
 def test_an_html_equation_is_read_in_its_paragraph():
     """guards against (trial 19b): MathML (an equation browsers render) skipped like a script: "The
     area is A=πr2 for radius r." read "The area is for radius r.", and, trafilatura writing the
