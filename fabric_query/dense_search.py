@@ -361,8 +361,7 @@ def _guarded(table: str, generation: str, run):
     except BaseException as exc:  # noqa: BLE001 - filtered: only storage failures are converted
         if not is_storage_failure(exc):
             raise
-        raise DenseIndexUnusable("dense-index-unreadable", f"{table}/{generation}: while searching: "
-                                 f"{type(exc).__name__}: {str(exc)[:300]}") from exc
+        raise unreadable(f"{table}/{generation}: while searching", exc) from exc
 
 
 def search_failures(view: ReleaseView) -> dict[str, str]:

@@ -44,6 +44,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from fabric_resources.schema import DENSE_DIM
+from fabric_resources.storage_errors import storage_error_text
 
 #: Release-manifest key: ``{table: record}`` (:meth:`DenseIndexStore.build`'s record, or one with
 #: ``generation`` None and the reason none was built).
@@ -374,10 +375,13 @@ def _create_index(ds, spec: BuildSpec) -> None:
 
 def unreadable(where: str, exc: BaseException) -> DenseIndexUnusable:
     """``exc``, a failure while reading the index at ``where``, as ``dense-index-unreadable`` (Lance
-    panics with a BaseException on a corrupt file); an interrupt or a MemoryError is raised as is."""
+    panics with a BaseException on a corrupt file); an interrupt or a MemoryError is raised as is.
+    The reason (``fabric status``'s ``dense_index_problems``, a pack's ``dense_fallback_reason``)
+    quotes Lance's message without the Rust source location it ends with (a path of the machine
+    that built Lance: :func:`~fabric_resources.storage_errors.storage_error_text`)."""
     if isinstance(exc, (KeyboardInterrupt, SystemExit, MemoryError)):
         raise exc
-    return DenseIndexUnusable("dense-index-unreadable", f"{where}: {type(exc).__name__}: {str(exc)[:300]}")
+    return DenseIndexUnusable("dense-index-unreadable", f"{where}: {storage_error_text(exc, 300)}")
 
 
 def kept_generations(manifests: Iterable[Mapping[str, Any]]) -> dict[str, set[str]]:

@@ -1,9 +1,11 @@
 """How a storage library's error reads to a user.
 
 Lance, Arrow and tantivy are Rust: their messages end with the source location of the Rust code
-that raised (``…, /rustc/48a2…/library/core/src/ops/function.rs:250:5`` or a path of the build
-machine's checkout). That location names nothing on the user's machine and changes with every
-build, so it is cut; the message itself is kept.
+that raised (``…, /rustc/48a2…/library/core/src/ops/function.rs:250:5``, a path of the build
+machine's checkout or Cargo registry, ``/home/runner/.cargo/registry/src/…/scalar.rs:133:42``, or
+one relative to it, ``rust/lance-io/src/utils.rs:172:20``; a panic says ``panicked at <location>:``).
+That location names nothing on the user's machine and changes with every build, so it is cut; the
+message itself is kept.
 """
 
 from __future__ import annotations
@@ -12,14 +14,18 @@ import os
 import re
 import shutil
 
-# ", /any/path/file.rs:LINE:COL" (optionally wrapped in brackets or parentheses), wherever it occurs.
-_RUST_LOCATION = re.compile(r",?\s*[\[(]?(?:/|[A-Za-z]:\\)[^\s,;\])]*\.rs:\d+:\d+[\])]?")
+# "<joint><path>file.rs:LINE:COL", the joint being ", ", " at " or a bracket (the location wrapped
+# in brackets or parentheses) and the path absolute, relative or none. A location starts a word
+# (after a space, ",", "[" or "("), so the scan is linear and "fs:code/main.rs:1:2" is left alone;
+# a path's folders hold no separator, so no folder can be read two ways (no backtracking).
+_RUST_LOCATION = re.compile(r"(?:,\s*|\s+at\s+|\s*(?=[\[(]))?[\[(]?(?<![^\s,\[(])(?:[A-Za-z]:\\|/)?"
+                            r"(?:[^\s,;:\[\]()/\\]+[/\\])*[^\s,;:\[\]()/\\]+\.rs:\d+:\d+[\])]?")
 
 
 def storage_error_text(exc: BaseException, limit: int = 300) -> str:
     """``"<type>: <message>"`` of ``exc`` without Rust source locations, at most ``limit``
     characters of message."""
-    # Only the head is kept, so only the head is searched (the pattern scans ahead from each "/").
+    # Only the head is kept, so only the head is searched.
     return f"{type(exc).__name__}: {_RUST_LOCATION.sub('', str(exc)[:4 * limit]).strip()[:limit]}"
 
 

@@ -445,3 +445,25 @@ def test_an_index_failing_while_searching_answers_exactly_from_then_on(built, mo
     assert run.ranking == dense_channel(view, q, None, 50, source=ExactSource(view, "chunk_vectors"))
     assert search_failures(view)["chunk_vectors"] == run.dense_fallback_reason
     assert dense_source(view, "chunk_vectors", home.config.query.dense_search)[0].kind == "exact"
+
+
+def test_a_damaged_index_is_named_without_the_rust_build_paths_of_lance(home):
+    """guards against (trial 22b): ``fabric status``'s ``dense_index_problems`` and a search's
+    ``dense_fallback_reason`` quoting Lance's error whole, with the Rust source location of the
+    machine that built Lance (``…, /home/runner/work/lance/lance/rust/lance-io/src/utils.rs:172:20``):
+    the reason keeps Lance's words (what failed) and drops the location."""
+    from fabric_query import Fabric
+
+    home, manifest = home
+    home.catalog.publish_release(manifest, None)
+    record = manifest["dense_indexes"]["chunk_vectors"]
+    versions = home.dense_indexes.path("chunk_vectors", record["generation"]) / VECTORS_DATASET / "_versions"
+    for path in versions.glob("*.manifest"):
+        with open(path, "r+b") as f:
+            f.truncate(path.stat().st_size // 3)
+    why, kind = _reason(home, manifest, release_id=2)
+    (problem,) = Fabric(home.root).status().dense_index_problems
+    for text in (why, problem):
+        assert "dense-index-unreadable" in text and "LanceError(IO)" in text, text  # Lance's words kept
+        assert ".rs:" not in text and "/home/runner" not in text and "/rustc/" not in text, text
+    assert kind == "exact"
