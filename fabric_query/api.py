@@ -424,18 +424,11 @@ class Fabric:
         return tuple(out)
 
     def _rows_changed(self, active: dict, runs) -> tuple[str, ...]:
-        """:attr:`Status.rows_changed`: the active parses' rows counted in every table's latest
-        version (its ``parse_id`` column only) against their recorded counts. A parse waiting for
-        its re-derivation (pending or unfinished: a repair or a run stopped part-way) is left out:
-        its rows are not whole yet, and status lists it as such."""
-        from fabric_resources.row_audit import audited_rows
+        """:attr:`Status.rows_changed` (:func:`~fabric_resources.row_audit.release_rows_changed`)."""
+        from fabric_resources.row_audit import release_rows_changed
 
-        whole = {r.parse_id for r in runs if r.status in ("ready", "held")}
-        try:
-            changed = audited_rows(self.home, {m["parse_id"] for m in active.values()} & whole, runs)
-        except TableStoreUnavailableError:  # unreadable_tables says so
-            return ()
-        return tuple(c.describe() for c in changed)
+        return tuple(c.describe() for c in release_rows_changed(self.home, {m["parse_id"] for m in active.values()},
+                                                                 runs))
 
     def _lexical_index_problem(self, release) -> str | None:
         from fabric_query.release import open_generation

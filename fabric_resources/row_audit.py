@@ -165,6 +165,21 @@ def audited_rows(home: FabricHome, parse_ids: Iterable[str], runs: Sequence[Pars
     return changed
 
 
+def release_rows_changed(home: FabricHome, active_parse_ids: Iterable[str],
+                         runs: Sequence[ParseRunOverview]) -> list[RowsChanged]:
+    """What ``fabric status`` names as rows changed (``Status.rows_changed``): :func:`audited_rows`
+    of the release's ``active_parse_ids`` whose rows are whole (a parse waiting for its
+    re-derivation, pending or unfinished after a repair or a run stopped part-way, is left out:
+    its rows are not whole yet, and status lists it as such); ``[]`` when the object store cannot
+    be used (``Status.unreadable_tables`` says so). Asked again with the same runs on an unchanged
+    home, it answers from the cache (a client's status filters the operator's by parse)."""
+    whole = {r.parse_id for r in runs if r.status in ("ready", "held")}
+    try:
+        return audited_rows(home, set(active_parse_ids) & whole, runs)
+    except TableStoreUnavailableError:
+        return []
+
+
 def _cache_key(home: FabricHome, wanted: set[str], runs: Sequence[ParseRunOverview]) -> str | None:
     if home.tables.remote:
         return None  # a stat per data file would be a request each

@@ -64,6 +64,9 @@ def client_status(fabric: Fabric) -> dict[str, Any]:
     # (`fs:payroll/`, its drive unmounted) or a file skipped under it (trial 21f).
     hidden_labels = {r.label for r in roots if r.path in hidden_roots}
     hidden = (lambda key: is_withheld(key) or key.split(":", 1)[-1].split("/", 1)[0] in hidden_labels)
+    if status.get("rows_changed") and release is not None:
+        status["rows_changed"] = _rows_changed_seen(fabric, status["rows_changed"], release.manifest["sources"],
+                                                    visible)
     seen = without_withheld(status, hidden, Counter(s.state for s in sources if is_withheld(s.source_key)),
                             visible, hidden_pending, hidden_roots)
     names = {r.path: r.label or f"root-{r.root_id}" for r in roots}
@@ -71,6 +74,24 @@ def client_status(fabric: Fabric) -> dict[str, Any]:
     if not fabric.home.tables.remote:
         places[str(fabric.home.tables.root)] = "<tables>"
     return without_paths(seen, names, places)
+
+
+def _rows_changed_seen(fabric: Fabric, rows_changed: list[str], active: Mapping[str, dict],
+                       visible: Mapping[str, dict]) -> list[str]:
+    """The operator's ``rows_changed`` entries (``"<table>: …"``) for the tables where a parse of a
+    visible source changed: a table where only withheld parses did (a source withheld after the
+    release was published is still active in it) would tell a client that something about withheld
+    documents changed (trial 22b). The row audit is asked again as the status asked it, so it
+    answers from its cache, per parse."""
+    from fabric_resources.row_audit import release_rows_changed
+
+    shown = {m["parse_id"] for m in visible.values()}
+    if {m["parse_id"] for m in active.values()} <= shown:
+        return rows_changed  # no active parse is hidden: every entry is about visible documents
+    changed = release_rows_changed(fabric.home, {m["parse_id"] for m in active.values()},
+                                   fabric.home.catalog.parse_run_overview())
+    tables = {c.table for c in changed if any(pid in shown for pid, _, _ in c.parses)}
+    return [r for r in rows_changed if _cut(r, 1) in tables]
 
 
 def without_paths(status: dict[str, Any], names: Mapping[str, str], places: Mapping[str, str]) -> dict[str, Any]:

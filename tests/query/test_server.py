@@ -585,6 +585,41 @@ def test_a_clients_status_names_no_absolute_path_and_no_count_over_withheld_rows
     assert client["failed"][0]["sources"] == ["fs:corpus/b.md"]  # a source key is not a path
 
 
+def test_a_table_where_only_withheld_parses_changed_is_not_named_to_a_client(tmp_path, monkeypatch):
+    """guards against (trial 22b): a client's status (``/v1/status`` without the admin token, MCP
+    ``status``) naming in ``rows_changed`` a table whose rows changed behind Fabric's back only for
+    withheld documents (withheld after the release that still serves them was published): a
+    client learned that something about withheld documents changed. A table where a visible
+    document's rows changed is still named to it; the operator sees both."""
+    import lance
+
+    from fabric_assets.measurement.bench_status import fabricate_home
+    from fabric_query.server.client_view import client_status
+
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "home" / "dagster"))
+    home = fabricate_home(tmp_path / "home", 3, log=lambda _: None)
+    active = home.catalog.current_release().manifest["sources"]
+    hidden, shown = sorted(active)[:2]
+    home.layout.config_file.write_text(json.dumps({"sources": {"withheld": [hidden]}}))
+
+    def delete(table: str, key: str) -> None:
+        lance.dataset(str(home.layout.tables / f"{table}.lance")).delete(f"parse_id = '{active[key]['parse_id']}'")
+
+    delete("chunks", hidden)
+    fabric = Fabric(home.root)
+    assert [r.split(":")[0] for r in fabric.status().rows_changed] == ["chunks"]  # the operator's view
+    assert client_status(fabric)["rows_changed"] == [], client_status(fabric)
+    delete("units", shown)
+    delete("lexical_documents", hidden)
+    delete("lexical_documents", shown)
+    assert [r.split(":")[0] for r in fabric.status().rows_changed] == ["units", "chunks", "lexical_documents"]
+    with live_server(lambda port: create_app(fabric, ServerConfig(), port=port)) as url:
+        with httpx.Client(base_url=url, timeout=60) as client:
+            wait_ready(client)
+            seen = client.get("/v1/status").json()
+    assert seen["rows_changed"] == ["units", "lexical_documents"] and seen["withheld"] == [], seen
+
+
 def test_a_path_a_reason_quotes_at_a_sentences_end_in_a_uri_or_as_lance_writes_it_reaches_no_client():
     """guards against (trial 21f): the replacement missed a path followed by a full stop
     (``cannot read /home/u/fab.``), quoted as a ``file://`` URI, or as Lance quotes a local one,
