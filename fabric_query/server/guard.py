@@ -114,6 +114,14 @@ class Guard:
                               f"the request's headers are over {MAX_HEADER_BYTES} bytes")
             return
         headers = _headers(scope)
+        if "content-length" in headers and "transfer-encoding" in headers:
+            # A body framed two ways: where a proxy in front reads the other framing, a second
+            # request hides in this one (request smuggling). RFC 9112 6.1 lets a server refuse it
+            # and requires the connection closed after. httptools refuses it itself; h11, which
+            # `fabric serve` runs, reads the chunks and kept the connection open (trial 22b).
+            await _refuse(send, scope, 400, "BadRequest", "the body is framed both by Content-Length and by "
+                          "Transfer-Encoding (RFC 9112 6.1); send one of them", [(b"connection", b"close")])
+            return
         if not self.policy.host_ok(headers.get("host")):
             # The operator reads the remedy here (trial 20g): the name goes into config.json, not a flag.
             await _refuse(send, scope, 421, "MisdirectedRequest",

@@ -85,28 +85,40 @@ def test_head_answers_as_get_without_the_body(server):
     assert server.head("/mcp").status_code == 405 and server.head("/mcp").content == b""
 
 
-def test_a_request_framed_by_both_content_length_and_transfer_encoding_is_refused_and_closed(server):
-    """guards against (trial 10a named it; h11 refuses it, this pins that down across upgrades): a
-    body framed two ways (Content-Length and chunked Transfer-Encoding) answered as if one were
-    absent: where a proxy and this server pick different framings, a second request hides in the
-    first (request smuggling). RFC 9112 6.1: rejected, and the connection closed after."""
+@pytest.mark.parametrize("protocol", ["httptools", "fabric-serve-h11"])
+def test_a_request_framed_by_both_content_length_and_transfer_encoding_is_refused_and_closed(protocol, tmp_path):
+    """guards against (trial 10a named it; trial 22b: the test ran on uvicorn's default httptools,
+    which refuses it, while ``fabric serve`` runs h11, which read the chunks, answered 200 and kept
+    the connection open for the request behind): a body framed two ways (Content-Length and chunked
+    Transfer-Encoding) answered as if one were absent: where a proxy and this server pick different
+    framings, a second request hides in the first (request smuggling). RFC 9112 6.1: rejected, and
+    the connection closed after, with the protocol ``fabric serve`` runs too."""
     import socket
     from urllib.parse import urlsplit
 
-    url = urlsplit(str(server.base_url))
-    body = b'{"query": "x"}'
-    request = (b"POST /v1/search HTTP/1.1\r\nHost: " + url.netloc.encode() + b"\r\nContent-Type: application/json\r\n"
-               b"Content-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n"
-               + f"{len(body):x}\r\n".encode() + body + b"\r\n0\r\n\r\n")
-    with socket.create_connection((url.hostname, url.port), timeout=10) as sock:
-        sock.sendall(request)
-        answer = b""
-        while chunk := sock.recv(65536):  # the server closes: recv returns b"" at the end
-            answer += chunk
-    head, _, rest = answer.partition(b"\r\n\r\n")
-    assert head.startswith(b"HTTP/1.1 400") and b"connection: close" in head.lower(), answer[:300]
-    assert b'"results"' not in rest  # no search ran
-    assert server.post("/v1/search", json={"query": "x"}).status_code != 400  # one framing is served
+    from fabric_query.server.protocol import with_read_timeout
+
+    home = FabricHome(tmp_path / "home")
+    home.catalog  # an empty catalog: a home Fabric opens, with no release
+    config = {"http": with_read_timeout(30.0)} if protocol == "fabric-serve-h11" else {"http": "httptools"}
+    with live_server(lambda port: create_app(Fabric(home.root), ServerConfig(), port=port, load_models=lambda f: {}),
+                     **config) as base, httpx.Client(base_url=base, timeout=10) as server:
+        wait_ready(server)
+        url = urlsplit(str(server.base_url))
+        body = b'{"query": "x"}'
+        request = (b"POST /v1/search HTTP/1.1\r\nHost: " + url.netloc.encode() + b"\r\nContent-Type: application/json\r\n"
+                   b"Content-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n"
+                   + f"{len(body):x}\r\n".encode() + body + b"\r\n0\r\n\r\n")
+        behind = b"GET /v1/health HTTP/1.1\r\nHost: " + url.netloc.encode() + b"\r\n\r\n"
+        with socket.create_connection((url.hostname, url.port), timeout=10) as sock:
+            sock.sendall(request + behind)
+            answer = b""
+            while chunk := sock.recv(65536):  # the server closes: recv returns b"" at the end
+                answer += chunk
+        head, _, rest = answer.partition(b"\r\n\r\n")
+        assert head.startswith(b"HTTP/1.1 400") and b"connection: close" in head.lower(), answer[:300]
+        assert b'"results"' not in rest and answer.count(b"HTTP/1.1 ") == 1, answer  # no search, nothing behind
+        assert server.post("/v1/search", json={"query": "x"}).status_code != 400  # one framing is served
 
 
 @pytest.mark.parametrize("request_id", ["null", "true", "1.5", "[1]", '{"a": 1}'])
