@@ -122,8 +122,8 @@ def render_pack(pack: Mapping[str, Any], *, colour_out: bool = False, colour_err
     err: list[str] = []
     reason = pack.get("fallback_reason")
     if reason == VISIBLE_SOURCES_ONLY:
-        err.append(_style(f"release {pack['release_id']} names sources that are no longer visible (deleted or "
-                          "withheld); answered from its visible sources only", _YELLOW, colour_err))
+        err.append(_style(f"release {pack['release_id']} names sources deleted since; answered from its visible "
+                          "sources only", _YELLOW, colour_err))
     elif reason:
         err.append(_style(f"lexical index unusable ({shown(reason)}); answered by scanning chunks",
                           _YELLOW, colour_err))

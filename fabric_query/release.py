@@ -13,7 +13,10 @@ since (``hidden``) is *restricted*: its rows are read for its visible parses onl
 and substring channels run on an index built in memory from the release's lexical documents of
 those parses, so BM25 document frequencies, counts and lengths are those of the visible
 documents alone (``fallback_reason`` ``visible-sources-only``); the release's own index
-generation, which counts the hidden documents, is never opened.
+generation, which counts the hidden documents, is never opened. The answer names that restriction
+only when a source is hidden because it is deleted now (``gone``): a source withheld since moves
+nothing an answer shows, not even the reason (a client would learn that something was withheld
+after the release was published).
 
 A projection that cannot be read (a missing or corrupt Lance file, vector rows whose digest is
 not the one the release recorded, an index whose documents are not the release's chunks) raises
@@ -180,6 +183,9 @@ class ReleaseView:
     release: Release
     #: Source keys the release names that are not visible now (deleted, withheld or unknown).
     hidden: frozenset[str] = frozenset()
+    #: Of ``hidden``, those not withheld now (deleted, or in another hidden state): the only
+    #: restriction an answer names (:attr:`visible_sources_only`).
+    gone: frozenset[str] = frozenset()
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     _vector_sets: dict[str, "VectorSet"] = field(default_factory=dict, repr=False)
     _chunk_rows: OrderedDict[str, dict] = field(default_factory=OrderedDict, repr=False)
@@ -234,6 +240,14 @@ class ReleaseView:
     def restricted(self) -> bool:
         """True when the release names sources that are not visible now."""
         return bool(self.hidden)
+
+    @property
+    def visible_sources_only(self) -> bool:
+        """Whether an answer says it was read from the release's visible sources only
+        (``fallback_reason`` ``visible-sources-only``): the release names a source deleted since.
+        A view restricted only by withheld sources says nothing: its answers equal those of a home
+        that never held them, reasons included."""
+        return bool(self.gone)
 
     @property
     def cache_key(self) -> tuple[str, int, frozenset[str]]:
@@ -829,7 +843,7 @@ SETTLE_MIN_ROWS = 20_000
 #: re-scores every member of its ~130 candidate windows: ~500 rows a pass). ~1.2 KB a row.
 MAX_CACHED_CHUNK_ROWS = 50_000
 
-_VIEWS: dict[tuple[str, int, frozenset[str]], ReleaseView] = {}
+_VIEWS: dict[tuple[str, int, frozenset[str], frozenset[str]], ReleaseView] = {}
 _VIEWS_LOCK = threading.Lock()
 #: Views kept per process (the current and the one before it, typically).
 MAX_CACHED_VIEWS = 4
@@ -839,16 +853,18 @@ _RELEASES: dict[tuple[str, int], Release] = {}
 _WITHHELD: dict[tuple[str, int, tuple[str, ...]], frozenset[str]] = {}
 
 
-def hidden_sources(home: FabricHome, release: Release, visibility: Visibility) -> frozenset[str]:
-    """The source keys ``release`` names that ``visibility`` does not admit.
+def hidden_sources(home: FabricHome, release: Release,
+                   visibility: Visibility) -> tuple[frozenset[str], frozenset[str]]:
+    """The source keys ``release`` names that ``visibility`` does not admit, and those of them that
+    are not withheld (:attr:`ReleaseView.gone`).
 
     Per query this is a set intersection with the catalog's hidden keys; the pattern match over
     the release's keys is done once per (release, patterns).
     """
     named = release.manifest["sources"]
-    deleted = {k for k in visibility.hidden_keys if k in named}
+    deleted = frozenset(k for k in visibility.hidden_keys if k in named)
     if not visibility.withheld:
-        return frozenset(deleted)
+        return deleted, deleted
     key = (str(home.root), release.release_id, visibility.withheld)
     with _VIEWS_LOCK:
         withheld = _WITHHELD.get(key)
@@ -858,7 +874,7 @@ def hidden_sources(home: FabricHome, release: Release, visibility: Visibility) -
             _WITHHELD[key] = withheld
             while len(_WITHHELD) > 4 * MAX_CACHED_VIEWS:
                 _WITHHELD.pop(next(iter(_WITHHELD)))
-    return frozenset(deleted) | withheld
+    return deleted | withheld, deleted - withheld
 
 
 def pinned_view(home: FabricHome, release_id: int | None = None) -> ReleaseView | None:
@@ -913,7 +929,7 @@ def pinned_view(home: FabricHome, release_id: int | None = None) -> ReleaseView 
             _RELEASES[rkey] = release
             while len(_RELEASES) > 4 * MAX_CACHED_VIEWS:
                 _RELEASES.pop(next(iter(_RELEASES)))
-    return release_view(home, release, hidden_sources(home, release, visibility))
+    return release_view(home, release, *hidden_sources(home, release, visibility))
 
 
 def vectors_held(home: FabricHome, release_id: int, tables: Iterable[str]) -> bool:
@@ -934,17 +950,19 @@ def _forget_release(rkey: tuple[str, int]) -> None:
                 del cache[key]
 
 
-def release_view(home: FabricHome, release: Release, hidden: frozenset[str] = frozenset()) -> ReleaseView:
-    """The (cached) view of ``release`` without the sources in ``hidden``.
+def release_view(home: FabricHome, release: Release, hidden: frozenset[str] = frozenset(),
+                 gone: frozenset[str] = frozenset()) -> ReleaseView:
+    """The (cached) view of ``release`` without the sources in ``hidden`` (``gone``: those of them
+    not withheld, :attr:`ReleaseView.gone`).
 
     Callers that serve users go through :func:`pinned_view`, which applies today's visibility;
     this entry point is for tools that read a release as it was published (evaluation, benchmarks).
     """
-    key = (str(home.root), release.release_id, frozenset(hidden))
+    key = (str(home.root), release.release_id, frozenset(hidden), frozenset(gone))
     with _VIEWS_LOCK:
         view = _VIEWS.get(key)
         if view is None:
-            view = ReleaseView(home, release, frozenset(hidden))
+            view = ReleaseView(home, release, frozenset(hidden), frozenset(gone))
             _VIEWS[key] = view
             while len(_VIEWS) > MAX_CACHED_VIEWS:
                 _VIEWS.pop(next(iter(_VIEWS)))

@@ -622,10 +622,11 @@ class IndexFieldChannel(RunsInTurn):
         return self.name in lexical_serving(ctx).rankings
 
     def run(self, ctx: "QueryContext") -> ChannelRun:
-        # A restricted view is searched through an in-memory index of its visible sources.
+        # A restricted view is searched through an in-memory index of its visible sources; the
+        # answer says so only for a source deleted since, never for one withheld (trial 22b).
         serving = lexical_serving(ctx)
         return ChannelRun(serving.rankings[self.name], provenance=serving.provenance.get(self.name, {}),
-                          fallback_reason=VISIBLE_SOURCES_ONLY if ctx.view.restricted else None)
+                          fallback_reason=VISIBLE_SOURCES_ONLY if ctx.view.visible_sources_only else None)
 
     def fusion(self, config) -> None:
         return None

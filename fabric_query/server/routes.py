@@ -206,7 +206,7 @@ def _current_release(fabric: Fabric) -> dict[str, Any] | None:
     manifest = view.release.manifest
     return {"release_id": view.release_id, "created_at": view.release.created_at,
             "sources": len(view.sources), "parses": len(view.sources_by_parse),
-            "visible_sources_only": view.restricted, "tables": manifest.get("tables", {}),
+            "visible_sources_only": view.visible_sources_only, "tables": manifest.get("tables", {}),
             "lexical_generation": manifest.get("lexical_generation")}
 
 

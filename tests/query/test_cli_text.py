@@ -114,8 +114,8 @@ def test_hit_text_is_cut_by_characters_of_text_not_of_markup():
 def test_reasons_and_skipped_channels_go_to_stderr():
     out, err = render_pack(_pack(fallback_reason=VISIBLE_SOURCES_ONLY, skipped_channels={"dense": "digest mismatch"}))
     assert out == "no results (release 4, 2 eligible sources)\n"
-    assert err.splitlines() == ["release 4 names sources that are no longer visible (deleted or withheld); "
-                                "answered from its visible sources only", "skipped dense: digest mismatch"]
+    assert err.splitlines() == ["release 4 names sources deleted since; answered from its visible sources only",
+                                "skipped dense: digest mismatch"]
     assert render_pack(_pack(_hit([("x", False)], locations=[{"pages": [3, 4]}])))[0].startswith("1. a.txt pp. 3–4\n")
 
 

@@ -131,7 +131,7 @@ def test_withholding_applies_to_the_next_query_without_ingest(homes, tmp_path):
     try:
         config.write_text(json.dumps({"sources": {"withheld": ["corpus/private/*", victim.split(":", 1)[1]]}}))
         after = fa.search(QUERIES[lang][0], limit=10)
-        assert after.fallback_reason == VISIBLE_SOURCES_ONLY
+        assert after.fallback_reason is None  # withheld, not deleted: nothing says something was (trial 22b)
         assert all(h.citation.source_key != victim for h in after.results)
         assert after.eligible_sources == before.eligible_sources - 1
         assert fa.resolve(before.results[0].citation).status == "stale"

@@ -193,3 +193,22 @@ def test_a_pattern_copied_from_a_printed_key_withholds_what_it_names(tmp_path):
     assert SourcesConfig(withheld=("fs:a/*",)).is_withheld("fs:a/x.txt")
     assert SourcesConfig(withheld=("a/*",)).is_withheld("fs:a/x.txt")
     assert not SourcesConfig(withheld=("fs:b/*",)).is_withheld("fs:a/x.txt")
+
+
+def test_a_source_withheld_since_the_current_release_was_published_is_not_even_named_as_a_restriction(tmp_path):
+    """guards against (trial 22b): a source withheld in ``config.json`` after the current release was
+    published (no ingest since) made every search say ``fallback_reason: visible-sources-only``,
+    and ``/v1/releases/current`` ``visible_sources_only: true``, also to a client over HTTP or MCP:
+    it learned that something had been withheld since the last ingest. The pack now equals that of
+    a home that never had the source, reasons included; a deleted source is still named."""
+    from fabric_query.server.routes import _current_release
+
+    home, _ = _home(tmp_path, "a", {**VISIBLE["en"], **WITHHELD["en"]})
+    home.layout.config_file.write_text(json.dumps({"sources": {"withheld": ["corpus/private/*"]}}))
+    reference, _ = _home(tmp_path, "b", VISIBLE["en"])
+    fa, fb = Fabric(home.root), Fabric(reference.root)
+    for q in QUERIES["en"]:
+        pa, pb = fa.search(q, limit=10), fb.search(q, limit=10)
+        assert first_difference(pa.model_dump(exclude={"timings"}), pb.model_dump(exclude={"timings"})) is None, q
+    assert _current_release(fa)["visible_sources_only"] is False
+    # A source deleted since is still named: tests/query/test_read_visibility.py::test_past_release_applies_todays_visibility
