@@ -20,10 +20,11 @@ from fabric_query.api import Fabric
 from fabric_query.errors import FabricQueryError
 from fabric_query.server import admin as admin_routes
 from fabric_query.server import routes
+from fabric_query.server.client_view import client_text
 from fabric_query.server.errors import error_response, status_of
 from fabric_query.server.gate import AdmissionGate, GateFull
 from fabric_query.server.guard import Guard
-from fabric_query.server.security import OriginPolicy
+from fabric_query.server.security import OriginPolicy, is_admin
 from fabric_query.server.wire import not_json_reason
 from fabric_resources.catalog import CatalogDamagedError, CatalogUnavailableError
 from fabric_resources.config import ConfigError, ServerConfig
@@ -166,27 +167,34 @@ def create_app(
     async def gate_full(_request: Request, exc: GateFull):
         return error_response(503, "GateFull", str(exc), {"Retry-After": str(exc.retry_after_s)})
 
+    def said(request: Request, exc: Exception, roots: bool = True) -> str:
+        """``exc``'s message as the asker may read it: whole to the operator (the admin token),
+        else without the home's, roots' and tables' paths (:func:`client_view.client_text`)."""
+        if is_admin(request.headers.getlist("authorization"), admin_token):
+            return str(exc)
+        return client_text(fabric, str(exc), roots=roots)
+
     @app.exception_handler(FabricQueryError)
-    async def query_error(_request: Request, exc: FabricQueryError):
-        return error_response(status_of(exc), type(exc).__name__, str(exc))
+    async def query_error(request: Request, exc: FabricQueryError):
+        return error_response(status_of(exc), type(exc).__name__, said(request, exc))
 
     @app.exception_handler(ConfigError)
-    async def config_error(_request: Request, exc: ConfigError):
+    async def config_error(request: Request, exc: ConfigError):
         # The home's configuration file was edited into something invalid while the server runs:
         # not the client's fault, and nothing can be answered until it is fixed.
-        return error_response(503, "ConfigError", str(exc))
+        return error_response(503, "ConfigError", said(request, exc))
 
     @app.exception_handler(CatalogDamagedError)
-    async def catalog_damaged(_request: Request, exc: CatalogDamagedError):
+    async def catalog_damaged(request: Request, exc: CatalogDamagedError):
         # A release row altered behind Fabric's back: nothing can be answered until the home is
         # restored, and the message (which names the row) says so.
-        return error_response(503, "CatalogDamagedError", str(exc))
+        return error_response(503, "CatalogDamagedError", said(request, exc, roots=False))
 
     @app.exception_handler(CatalogUnavailableError)
-    async def catalog_unavailable(_request: Request, exc: CatalogUnavailableError):
+    async def catalog_unavailable(request: Request, exc: CatalogUnavailableError):
         # The PostgreSQL catalog is down or refuses the connection: a fault of the deployment, which
         # may pass (a restart); the message names the catalog, never a password.
-        return error_response(503, "CatalogUnavailableError", str(exc), {"Retry-After": "5"})
+        return error_response(503, "CatalogUnavailableError", said(request, exc, roots=False), {"Retry-After": "5"})
 
     @app.exception_handler(Exception)
     async def fault(_request: Request, exc: Exception):

@@ -70,10 +70,33 @@ def client_status(fabric: Fabric) -> dict[str, Any]:
     seen = without_withheld(status, hidden, Counter(s.state for s in sources if is_withheld(s.source_key)),
                             visible, hidden_pending, hidden_roots)
     names = {r.path: r.label or f"root-{r.root_id}" for r in roots}
+    return without_paths(seen, names, _places(fabric, names))
+
+
+def _places(fabric: Fabric, names: Mapping[str, str]) -> dict[str, str]:
+    """Each absolute path a client does not see → what it reads instead: the home, the roots
+    (``names``: path → label), the local tables."""
     places = {str(fabric.home.root): "<home>", **names}
     if not fabric.home.tables.remote:
         places[str(fabric.home.tables.root)] = "<tables>"
-    return without_paths(seen, names, places)
+    return places
+
+
+def client_text(fabric: Fabric, text: str, roots: bool = True) -> str:
+    """``text`` (an error's message, a channel's skip reason) as a client that is not the operator
+    may read it: the home's, roots' and local tables' paths replaced as :func:`client_status`
+    replaces them (``<home>``, the root's label, ``<tables>``), also as Lance quotes a path (without
+    its leading ``/``). A search's error over HTTP or MCP quoted the home's path whole
+    (``Not found: home/u/fab/tables/chunks.lance/data/….lance``; trial 22b). The roots are read from
+    the catalog (not with ``roots`` False: the error is the catalog's, and asking it again could
+    wait for a database that is down); where it cannot be read, the home and tables alone."""
+    names = {}
+    if roots:
+        try:
+            names = {r.path: r.label or f"root-{r.root_id}" for r in fabric.home.catalog.roots()}
+        except Exception:  # noqa: BLE001 - a catalog gone or damaged: the paths known without it still go
+            names = {}
+    return _path_replacer(_places(fabric, names))(text)
 
 
 def _rows_changed_seen(fabric: Fabric, rows_changed: list[str], active: Mapping[str, dict],
@@ -105,10 +128,16 @@ def without_paths(status: dict[str, Any], names: Mapping[str, str], places: Mapp
         out[key] = [_cut(r, 2) for r in out.get(key) or ()]
     if out.get("lexical_index_problem"):
         out["lexical_index_problem"] = _cut(out["lexical_index_problem"], 1)
+    return _replaced(out, _path_replacer(places))
+
+
+def _path_replacer(places: Mapping[str, str]) -> Callable[[str], str]:
+    """text → text with each path of ``places`` (also as it resolves through links) replaced by
+    what ``places`` says in its place."""
     pairs = {**places, **{os.path.realpath(p): said for p, said in places.items()}}
     pairs = {p.rstrip("/"): said for p, said in pairs.items() if p.rstrip("/")}  # "/" itself: nothing to hide
     if not pairs:
-        return out
+        return lambda text: text
     # Longest first: a root inside the home is named by its label, not as "<home>/…". A path only
     # where a text quotes one (after a space, a quote, ':', '=' or a URI's "file://"; ending at a
     # separator or a sentence's end): a source key's own folders ("fs:corpus/data/x") are never
@@ -119,8 +148,7 @@ def without_paths(status: dict[str, Any], names: Mapping[str, str], places: Mapp
     end = r"(?=$|[/\s'\"),\]>:;!?]|\.(?!\w))"
     pattern = re.compile(r"(?:(?<=^)|(?<=[\s'\"(\[<:=,])|(?<=file://))(" + _longest_first(pairs) + ")" + end
                          + ((r"|(?:(?<=^)|(?<=[\s'\"(\[]))(" + _longest_first(bare) + ")" + end) if bare else ""))
-    return _replaced(out, lambda text: pattern.sub(
-        lambda m: pairs[m.group(1)] if m.group(1) is not None else bare[m.group(2)], text))
+    return lambda text: pattern.sub(lambda m: pairs[m.group(1)] if m.group(1) is not None else bare[m.group(2)], text)
 
 
 def _longest_first(paths: Mapping[str, str]) -> str:
@@ -182,3 +210,15 @@ def without_withheld(status: dict[str, Any], is_withheld: Callable[[str], bool],
     out["unsupported"] = [u for u in out.get("unsupported") or () if not is_withheld(u[0])]
     out["skipped"] = [s for s in out.get("skipped") or () if not is_withheld(s[0])]
     return out
+
+
+def client_pack(fabric: Fabric, pack: Any) -> Any:
+    """An EvidencePack as a client that is not the operator receives it: its channels' skip and
+    fallback reasons through :func:`client_text` (a storage error quoted there names files under
+    the home); documents' text and citations untouched."""
+    if not pack.skipped_channels and not pack.dense_fallback_reason and not pack.fallback_reason:
+        return pack
+    return pack.model_copy(update={
+        "skipped_channels": {k: client_text(fabric, v) for k, v in pack.skipped_channels.items()},
+        "dense_fallback_reason": pack.dense_fallback_reason and client_text(fabric, pack.dense_fallback_reason),
+        "fallback_reason": pack.fallback_reason and client_text(fabric, pack.fallback_reason)})

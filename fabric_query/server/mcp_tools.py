@@ -41,7 +41,7 @@ from fabric_query.api import Fabric
 from fabric_query.errors import FabricQueryError
 from fabric_query.release import pinned_view
 from fabric_query.scope import Scope
-from fabric_query.server.client_view import client_status
+from fabric_query.server.client_view import client_pack, client_status, client_text
 from fabric_query.server.gate import AdmissionGate, GateFull
 from fabric_query.server.wire import has_unusable_request_id, lone_surrogate, lone_surrogate_message, unreadable_json
 from fabric_query.types import EvidencePack
@@ -351,7 +351,9 @@ def build_mcp(fabric: Fabric, gate: AdmissionGate, is_ready: Callable[[], bool] 
         except (FabricQueryError, ConfigError, CatalogDamagedError, CatalogUnavailableError) as exc:
             # Named as the HTTP routes name them (their 503s): a config file edited into an invalid
             # one was a bare "Error executing tool search", the problem only in the server's log.
-            raise ToolError(f"{type(exc).__name__}: {exc}") from None
+            # An agent is a client, never the operator: no path of the home in the message (trial 22b).
+            roots = not isinstance(exc, (CatalogDamagedError, CatalogUnavailableError))
+            raise ToolError(f"{type(exc).__name__}: {client_text(fabric, str(exc), roots=roots)}") from None
 
     @mcp.tool(annotations=read_only)
     async def search(query: StrictStr, limit: StrictInt | None = None, scope: Scope | None = None,
@@ -364,7 +366,7 @@ def build_mcp(fabric: Fabric, gate: AdmissionGate, is_ready: Callable[[], bool] 
         cancel = threading.Event()  # set by the gate when the client abandons the call
         pack = await gated(fabric.search, query, limit=limit, scope=scope, max_tokens=max_tokens,
                            cancel=cancel)
-        return agent_answer(pack)
+        return agent_answer(client_pack(fabric, pack))
 
     @mcp.tool(annotations=read_only)
     # ``text: str`` (not ``str | None``): the MCP SDK JSON-decodes a string argument whose declared

@@ -20,7 +20,7 @@ from starlette.responses import JSONResponse, Response
 
 from fabric_query.api import Fabric
 from fabric_query.release import pinned_view
-from fabric_query.server.client_view import client_status
+from fabric_query.server.client_view import client_pack, client_status
 from fabric_query.server.errors import error_response
 from fabric_query.server.gate import AdmissionGate
 from fabric_query.server.protocol import Disconnected, unless_disconnected
@@ -106,7 +106,9 @@ async def search(body: SearchRequest, request: Request) -> Response:
     pack = await _gated(request, fabric.search, body.query, limit=body.limit, release_id=body.release_id,
                         debug=body.debug, channels=body.channels, scope=body.scope, max_tokens=body.max_tokens,
                         cancellable=True)
-    return pack if isinstance(pack, Response) else _json(pack)
+    if isinstance(pack, Response):
+        return pack
+    return _json(pack if _operator(request) else client_pack(fabric, pack))
 
 
 @router.post("/resolve")

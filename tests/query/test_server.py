@@ -620,6 +620,51 @@ def test_a_table_where_only_withheld_parses_changed_is_not_named_to_a_client(tmp
     assert seen["rows_changed"] == ["units", "lexical_documents"] and seen["withheld"] == [], seen
 
 
+def test_a_search_error_or_skip_reason_quoting_the_homes_path_reaches_a_client_without_it(home, fabric, monkeypatch):
+    """guards against (trial 22b): a search over HTTP (read token or none) or MCP whose chunks data
+    file was gone answered ``ReleaseUnreadableError: … Not found: home/u/fab/tables/chunks.lance/
+    data/….lance`` (and a dense channel's skip reason quoted its file the same way): the home's
+    path, which a client's status never names (trial 21a). The operator (admin token) still reads
+    it whole; the documents' text and citations are untouched."""
+    from fabric_query.errors import ReleaseUnreadableError
+
+    tables = str(home.tables.root)
+    where = f"Not found: {tables.lstrip('/')}/chunks.lance/data/x.lance"  # as Lance writes a local path
+    real = fabric.search
+    sound = real("lighthouse keeper")
+    skipped = sound.model_copy(update={"skipped_channels": {"dense": f"table-unreadable: chunk_vectors: {where}"}})
+    damaged = {"on": True}
+
+    def search(*args, **kwargs):
+        if damaged["on"]:
+            raise ReleaseUnreadableError(f"release 1: table-unreadable: chunks: {where}; `fabric status` names it")
+        return skipped
+
+    monkeypatch.setattr(fabric, "search", search)
+    admin_token = "a" * 43
+    mcp_call = {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                "params": {"name": "search", "arguments": {"query": "lighthouse keeper"}}}
+    mcp_headers = {"accept": "application/json, text/event-stream"}
+    with live_server(lambda port: create_app(fabric, ServerConfig(), port=port, admin=_RecordingAdmin(),
+                                             admin_token=admin_token)) as url:
+        with httpx.Client(base_url=url, timeout=60) as client:
+            wait_ready(client)
+            answers = [client.post("/v1/search", json={"query": "lighthouse keeper"}),
+                       client.post("/mcp", json=mcp_call, headers=mcp_headers)]
+            operator = client.post("/v1/search", json={"query": "lighthouse keeper"},
+                                   headers={"authorization": f"Bearer {admin_token}"})
+            damaged["on"] = False
+            answers += [client.post("/v1/search", json={"query": "lighthouse keeper"}),
+                        client.post("/mcp", json=mcp_call, headers=mcp_headers)]
+    assert answers[0].status_code == 503 and "<tables>/chunks.lance/data/x.lance" in answers[0].text, answers[0].text
+    assert where in operator.json()["error"]["message"]
+    for answer in answers:
+        assert tables.lstrip("/") not in answer.text and "<tables>/chunks.lance" in answer.text, answer.text
+    pack = answers[2].json()
+    assert pack["skipped_channels"] == {"dense": "table-unreadable: chunk_vectors: Not found: <tables>/chunks.lance/data/x.lance"}
+    assert [h["citation"] for h in pack["results"]] == [json.loads(h.citation.model_dump_json()) for h in sound.results]
+
+
 def test_a_path_a_reason_quotes_at_a_sentences_end_in_a_uri_or_as_lance_writes_it_reaches_no_client():
     """guards against (trial 21f): the replacement missed a path followed by a full stop
     (``cannot read /home/u/fab.``), quoted as a ``file://`` URI, or as Lance quotes a local one,
