@@ -212,6 +212,12 @@ def without_withheld(status: dict[str, Any], is_withheld: Callable[[str], bool],
     return out
 
 
+def client_search(fabric: Fabric, *args: Any, **kwargs: Any) -> Any:
+    """``fabric.search(*args, **kwargs)`` as a client receives it (:func:`client_pack`); run in the
+    admission gate, as the search is, so the catalog read of the roots is not the event loop's."""
+    return client_pack(fabric, fabric.search(*args, **kwargs))
+
+
 def client_pack(fabric: Fabric, pack: Any) -> Any:
     """An EvidencePack as a client that is not the operator receives it: its channels' skip and
     fallback reasons through :func:`client_text` (a storage error quoted there names files under

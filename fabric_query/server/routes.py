@@ -20,7 +20,7 @@ from starlette.responses import JSONResponse, Response
 
 from fabric_query.api import Fabric
 from fabric_query.release import pinned_view
-from fabric_query.server.client_view import client_pack, client_status
+from fabric_query.server.client_view import client_search, client_status
 from fabric_query.server.errors import error_response
 from fabric_query.server.gate import AdmissionGate
 from fabric_query.server.protocol import Disconnected, unless_disconnected
@@ -103,12 +103,12 @@ async def _gated(request: Request, fn, *args, cancellable: bool = False, **kwarg
 async def search(body: SearchRequest, request: Request) -> Response:
     """One query (the query string, plus the structured request) → EvidencePack."""
     fabric = server_state(request).fabric
-    pack = await _gated(request, fabric.search, body.query, limit=body.limit, release_id=body.release_id,
+    # A client's pack without the home's paths in its reasons; the operator's (admin token) whole.
+    run = fabric.search if _operator(request) else partial(client_search, fabric)
+    pack = await _gated(request, run, body.query, limit=body.limit, release_id=body.release_id,
                         debug=body.debug, channels=body.channels, scope=body.scope, max_tokens=body.max_tokens,
                         cancellable=True)
-    if isinstance(pack, Response):
-        return pack
-    return _json(pack if _operator(request) else client_pack(fabric, pack))
+    return pack if isinstance(pack, Response) else _json(pack)
 
 
 @router.post("/resolve")
