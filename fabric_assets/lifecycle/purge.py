@@ -51,6 +51,7 @@ from fabric_assets.lifecycle.snapshots import _activation_and_writing, _root as 
 from fabric_assets.lifecycle.snapshots import half_made_snapshots
 from fabric_assets.lifecycle.snapshots import supported as snapshots_supported
 from fabric_assets.projections import VECTOR_DIGEST_VERDICTS
+from fabric_assets.sources.inner_mounts import SCAN_INNER_MOUNTS_STATE
 from fabric_assets.sources.scan import SCAN_MOUNTED_STATE
 from fabric_assets.source_tags import forget_source_tags
 from fabric_resources.catalog import Catalog, CatalogDamagedError, str_map
@@ -395,7 +396,8 @@ def _forget_named_in_state(catalog: Catalog, source_keys: set[str], root_ids: se
     paths the activation keeps. Both survived a ``--root`` purge (``fabric status`` went on listing
     the root's skipped files by name); rewritten before :func:`forget` scrubs the file. Also the
     roots the last scan found mounted: a root registered next may be given the purged one's ID,
-    and an empty new folder was then taken for that drive unmounted (trial 21f)."""
+    and an empty new folder was then taken for that drive unmounted (trial 21f); and the mount points
+    found inside them."""
     labels = tuple(f"fs:{r.label}/" for r in catalog.roots() if r.root_id in root_ids)
     try:
         skipped = catalog.state(SCAN_SKIPPED_STATE, dict, valid=str_map)
@@ -412,6 +414,13 @@ def _forget_named_in_state(catalog: Catalog, source_keys: set[str], root_ids: se
         still = [r for r in mounted if not (isinstance(r, int) and r in root_ids)]
         if still != mounted:
             catalog.set_state(SCAN_MOUNTED_STATE, still)
+    try:
+        inner = catalog.state(SCAN_INNER_MOUNTS_STATE)
+    except CatalogDamagedError:
+        inner = None  # likewise
+    purged = {str(r) for r in root_ids}  # its keys are root IDs as text (JSON object keys)
+    if isinstance(inner, dict) and purged & inner.keys():
+        catalog.set_state(SCAN_INNER_MOUNTS_STATE, {k: v for k, v in inner.items() if k not in purged})
     try:
         marks = catalog.state(ACTIVATION_MARKS)
     except CatalogDamagedError:

@@ -25,7 +25,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from fabric_assets.sources.walk import is_fabric_home, is_mount_point, resolved, walk
+from fabric_assets.sources.inner_mounts import SCAN_INNER_MOUNTS_STATE, empty_unmounted, observe, valid_record
+from fabric_assets.sources.walk import is_fabric_home, is_mount_point, mount_points, resolved, walk
 from fabric_resources.parsing.document import machine_fault
 from fabric_resources.parsing.registry import PARSERS, detect_media_type, parser_for
 from fabric_resources import identity
@@ -240,6 +241,9 @@ def scan(home: FabricHome) -> ScanReport:
     was_mounted = set(catalog.state(SCAN_MOUNTED_STATE, list, valid=_int_list, memo=True) or ())
     roots = catalog.roots()
     mounted = was_mounted & {r.root_id for r in roots}  # a purged root's ID may be given again
+    inner_was = catalog.state(SCAN_INNER_MOUNTS_STATE, dict, valid=valid_record, memo=True) or {}
+    inner = {k: v for k, v in inner_was.items() if k in {str(r.root_id) for r in roots}}
+    table = mount_points()  # read once: every root and recorded mount point is checked against it
     for root in roots:
         root_path = Path(root.path)
         known = {k: s for k, s in every_source.items() if s.root_id == root.root_id}
@@ -253,7 +257,7 @@ def scan(home: FabricHome) -> ScanReport:
         elif not root_path.is_dir():
             report.skipped.append((_key(root.label, ""), f"root-unavailable: {root_path} is not a folder now (gone, "
                                    "unmounted, or a symbolic-link loop); not walked, its files kept as access_lost"))
-        unmounted = not moved and root.root_id in was_mounted and _empty_unmounted(root_path)
+        unmounted = not moved and root.root_id in was_mounted and empty_unmounted(root_path, table)
         if unmounted:
             report.skipped.append((_key(root.label, ""), f"root-unavailable: {root_path} was a mount point at the last "
                                    "scan and is an empty folder now (unmounted?); not walked, its files kept as "
@@ -294,7 +298,13 @@ def scan(home: FabricHome) -> ScanReport:
             not_walked = False
         walked = () if not_walked else walk(root_path, cfg.sources.ignore_hidden, report, skip, home_dir)
         if not not_walked:
-            (mounted.add if is_mount_point(root_path) else mounted.discard)(root.root_id)
+            (mounted.add if is_mount_point(root_path, table) else mounted.discard)(root.root_id)
+            # A drive unmounted from a folder inside the root leaves it empty: what it held is not
+            # observed (kept, access_lost), as in a folder that cannot be listed. Still recorded.
+            away, inner[str(root.root_id)] = observe(root_path, inner.get(str(root.root_id), ()), table, (
+                s.rel_path for s in known.values() if s.state in ("present", "access_lost")), cfg.sources.ignore_hidden)
+            report.skipped.extend((_key(root.label, rel), reason) for rel, reason in away)
+            unlisted.extend(rel for rel, _ in away)
         for file_path, rel_posix, st in walked:
             key = _key(root.label, rel_posix)
             seen.add(key)
@@ -417,21 +427,13 @@ def scan(home: FabricHome) -> ScanReport:
         catalog.set_state(SCAN_PARSERS_STATE, parsers_now)
     if mounted != was_mounted:
         catalog.set_state(SCAN_MOUNTED_STATE, sorted(mounted))
+    if (inner := {k: v for k, v in inner.items() if v}) != inner_was:
+        catalog.set_state(SCAN_INNER_MOUNTS_STATE, inner)
     return report
 
 
 def _int_list(value) -> bool:
     return all(isinstance(v, int) for v in value)
-
-
-def _empty_unmounted(path: Path) -> bool:
-    """``path`` is no mount point and lists no entry (one it cannot list is walked, and skipped
-    as an unreadable folder there)."""
-    try:
-        with os.scandir(path) as entries:
-            return not is_mount_point(path) and next(entries, None) is None
-    except OSError:
-        return False
 
 
 def _parser_identities(cfg) -> dict[str, list[str]]:

@@ -170,21 +170,28 @@ def not_a_folder(path: str | os.PathLike) -> str:
 MOUNT_TABLE = "/proc/self/mountinfo"
 
 
-def is_mount_point(path: str | os.PathLike) -> bool:
-    """Whether ``path`` is a mount point: ``os.path.ismount``, or listed in :data:`MOUNT_TABLE`.
+def mount_points() -> set[bytes]:
+    r"""Every mount point :data:`MOUNT_TABLE` names, as its path's bytes (its octal escapes for
+    space, tab, newline and ``\`` read back); empty where there is no table (not Linux)."""
+    try:
+        with open(MOUNT_TABLE, "rb") as fh:
+            table = fh.read()
+    except OSError:
+        return set()
+    found = set()
+    for line in table.splitlines():
+        fields = line.split(b" ")  # ID, parent ID, major:minor, root, mount point, …
+        if len(fields) > 4:
+            found.add(re.sub(rb"\\([0-7]{3})", lambda m: bytes([int(m.group(1), 8)]), fields[4]))
+    return found
+
+
+def is_mount_point(path: str | os.PathLike, table: set[bytes] | None = None) -> bool:
+    """Whether ``path`` is a mount point: ``os.path.ismount``, or listed in :data:`MOUNT_TABLE`
+    (``table``: :func:`mount_points` read once by the caller).
     ``os.path.ismount`` compares the folder's device with its parent's, so it misses a bind mount
     of a folder from the same file system (``mount --bind /data/docs /srv/docs``): the table
     names every mount point, as its own path (octal escapes for space, tab, newline, ``\\``)."""
     if os.path.ismount(path):
         return True
-    try:
-        with open(MOUNT_TABLE, "rb") as fh:
-            table = fh.read()
-    except OSError:
-        return False
-    real = os.fsencode(os.path.realpath(path))
-    for line in table.splitlines():
-        fields = line.split(b" ")  # ID, parent ID, major:minor, root, mount point, …
-        if len(fields) > 4 and re.sub(rb"\\([0-7]{3})", lambda m: bytes([int(m.group(1), 8)]), fields[4]) == real:
-            return True
-    return False
+    return os.fsencode(os.path.realpath(path)) in (mount_points() if table is None else table)

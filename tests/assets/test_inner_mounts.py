@@ -1,0 +1,142 @@
+"""A drive mounted on a folder inside a root, unmounted between two scans (trial 22a).
+
+The real tests mount a tmpfs or bind-mount a folder, which needs root (and a kernel that lets
+the test mount); elsewhere they are skipped with the reason. The mount-table test runs anywhere.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import subprocess
+
+import pytest
+
+from fabric_assets.sources import walk
+from fabric_assets.sources.inner_mounts import MAX_INNER_MOUNTS, mount_points_under
+from fabric_assets.sources.scan import scan
+
+
+def _states(home) -> dict[str, str]:
+    return {s.source_key: s.state for s in home.catalog.sources()}
+
+
+def _mount(how: str, source, target) -> None:
+    if os.geteuid() != 0:
+        pytest.skip("mounting a tmpfs or a bind mount inside a root needs root")
+    args = ["mount", "-t", "tmpfs", "-o", "size=4M", "tmpfs", str(target)] if how == "tmpfs" else [
+        "mount", "--bind", str(source), str(target)]
+    done = subprocess.run(args, capture_output=True, text=True)
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount ({how}) here: {done.stderr.strip() or done.returncode}")
+
+
+@contextlib.contextmanager
+def _mounts():
+    """Every target mounted inside the block is unmounted after it, whatever the test did."""
+    targets: list = []
+    try:
+        yield targets
+    finally:
+        for target in reversed(targets):
+            subprocess.run(["umount", "-l", str(target)], capture_output=True)
+
+
+@pytest.mark.parametrize("how", ["tmpfs", "bind"])
+def test_a_drive_unmounted_from_a_folder_inside_a_root_keeps_its_files(tmp_path, fabric_home, how):
+    """guards against (trial 22a): a real tmpfs on `docs/inner`, unmounted, left `docs/inner` an
+    empty folder; the scan recorded the drive's file deleted and `fabric ingest` published a release
+    without it ("0 / 0 / 1 / 0"). Now it is `access_lost` (still searchable) with a
+    `mount-unavailable` skip, scan after scan; once remounted nothing was lost. A file deleted
+    on the mounted drive, or from the bare folder, is still a deletion."""
+    docs, inner, elsewhere = tmp_path / "docs", tmp_path / "docs" / "inner", tmp_path / "elsewhere"
+    parked = tmp_path / "parked"  # where the tmpfs waits while unmounted from the root (its files kept)
+    for folder in (inner, elsewhere, parked):
+        folder.mkdir(parents=True)
+
+    def unmount():
+        if how == "tmpfs":
+            subprocess.run(["mount", "--move", str(inner), str(parked)], check=True)
+            targets.append(parked)
+        else:
+            subprocess.run(["umount", str(inner)], check=True)
+        targets.remove(inner)
+
+    def remount():
+        if how == "tmpfs":
+            subprocess.run(["mount", "--move", str(parked), str(inner)], check=True)
+            targets.remove(parked)
+        else:
+            _mount(how, elsewhere, inner)
+        targets.append(inner)
+
+    (docs / "top.txt").write_text("at the top of the root\n")
+    with _mounts() as targets:
+        _mount(how, elsewhere, inner)
+        targets.append(inner)
+        (inner / "x.txt").write_text("on the drive\n")
+        (inner / "y.txt").write_text("also on the drive\n")
+        fabric_home.catalog.register_root(docs)
+        assert sorted(scan(fabric_home).new) == ["fs:docs/inner/x.txt", "fs:docs/inner/y.txt", "fs:docs/top.txt"]
+        (inner / "y.txt").unlink()  # deleted on the mounted drive: a deletion, as before
+        assert scan(fabric_home).deleted == ["fs:docs/inner/y.txt"]
+
+        unmount()
+        for _ in range(2):  # and it stays unmounted: not read as an empty folder the next time either
+            away = scan(fabric_home)
+            assert away.deleted == []
+            ((key, reason),) = away.skipped
+            assert key == "fs:docs/inner" and reason.startswith("mount-unavailable: ") and "unmounted" in reason
+            assert _states(fabric_home) == {"fs:docs/inner/x.txt": "access_lost", "fs:docs/inner/y.txt": "deleted",
+                                            "fs:docs/top.txt": "present"}
+
+        remount()  # back: nothing was lost
+        back = scan(fabric_home)
+        assert back.skipped == [] and back.deleted == []
+        assert _states(fabric_home)["fs:docs/inner/x.txt"] == "present"
+
+        unmount()
+        (inner / "z.txt").write_text("written into the bare folder\n")  # no drive: the folder is what it holds
+        bare = scan(fabric_home)
+        assert bare.new == ["fs:docs/inner/z.txt"] and bare.deleted == ["fs:docs/inner/x.txt"] and bare.skipped == []
+        (inner / "z.txt").unlink()  # and the plain folder emptied is a deletion
+        assert scan(fabric_home).deleted == ["fs:docs/inner/z.txt"]
+
+
+def test_only_the_mount_points_under_a_root_are_recorded_and_boundedly(tmp_path):
+    """guards against: recording mount points that lie outside the root, the root itself, a
+    sibling sharing its name's prefix (`/r/docs2` is not under `/r/docs`), names the walk never
+    takes in (hidden, when hidden files are ignored; not UTF-8), or a root over a container's
+    hundreds of mounts recorded without bound."""
+    root = tmp_path / "docs"
+    base = os.fsencode(os.path.realpath(root))
+    table = {b"/", base, base + b"2", base + b"2/x", base + b"/usb", base + b"/a/b c", base + b"/.snap/1",
+             base + b"/caf\xe9"}
+    assert mount_points_under(root, table, ignore_hidden=True) == ["a/b c", "usb"]
+    assert mount_points_under(root, table, ignore_hidden=False) == [".snap/1", "a/b c", "usb"]
+    many = {base + f"/m{i:04d}".encode() for i in range(MAX_INNER_MOUNTS + 50)}
+    assert len(mount_points_under(root, many, ignore_hidden=True)) == MAX_INNER_MOUNTS
+
+
+def test_an_inner_mount_point_named_by_the_mount_table_alone_keeps_its_files(tmp_path, fabric_home, monkeypatch):
+    """guards against: the check resting on `os.path.ismount` (a bind mount from the same file
+    system is the same device), and an unmounted folder that held no file being reported at
+    every scan. Runs without root: the mount table is a file the test writes."""
+    docs = tmp_path / "docs"
+    (docs / "bound").mkdir(parents=True)
+    (docs / "empty drive").mkdir()
+    (docs / "bound" / "x.txt").write_text("on the bound folder\n")
+    table = tmp_path / "mountinfo"
+    real = os.path.realpath(docs)
+    table.write_text("22 1 0:21 / / rw - ext4 /dev/sda1 rw\n"
+                     f"99 22 0:21 /src {real}/bound rw - ext4 /dev/sda1 rw\n"
+                     f"98 22 0:30 / {real}/empty\\040drive rw - tmpfs tmpfs rw\n")
+    monkeypatch.setattr(walk, "MOUNT_TABLE", str(table))
+    fabric_home.catalog.register_root(docs)
+    assert scan(fabric_home).new == ["fs:docs/bound/x.txt"]
+
+    (docs / "bound" / "x.txt").unlink()
+    table.write_text("22 1 0:21 / / rw - ext4 /dev/sda1 rw\n")  # both unmounted
+    away = scan(fabric_home)
+    assert away.deleted == [] and away.access_lost == ["fs:docs/bound/x.txt"]
+    assert [key for key, _ in away.skipped] == ["fs:docs/bound"]  # the empty drive held nothing to keep
