@@ -474,7 +474,7 @@ def _ingest_with(root: Path, home: FabricHome, instance: dg.DagsterInstance, sta
     summary.run_ids, summary.failed_runs = run_pending(home, instance, to_run, progress, models)
     # A chunking change leaves parses with chunks cut under the old chunker; sources that point at
     # an existing parse again may bring one back that predates a change.
-    keys = {*report.new, *report.changed, *report.touched, *report.reparsed, *(new for _, new in report.moved)}
+    keys = {*report.new, *report.changed, *report.returned, *report.touched, *report.reparsed, *dict(report.moved).values()}
     returning = {s.parse_id for s in home.catalog.sources(keys=keys) if s.parse_id} if keys else set()
     summary.rechunk_run_ids, rechunk_failed, summary.rechunked = run_rechunk(home, instance, returning, resume,
                                                                              models)

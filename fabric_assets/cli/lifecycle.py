@@ -584,6 +584,7 @@ def ingested_beside(summary) -> str | None:
     s = summary.scan
     moved = {k for pair in s.moved for k in pair}
     parts = [f"{n} {what}" for n, what in ((len(set(s.new) - moved), "new"), (len(s.changed), "changed"),
+                                            (len(set(s.returned) - moved), "came back unchanged"),
                                             (len(set(s.deleted) - moved), "deleted"), (len(s.moved), "moved"),
                                             (len(s.reparsed), "re-parsed by this Fabric's parsers (parser version "
                                              "or settings changed)")) if n]

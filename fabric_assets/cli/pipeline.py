@@ -156,6 +156,7 @@ def _run_ingest(path: Path, finished: list) -> int:
         *([("source keys", escape(one_line(f"fs:{root.label}/…")))] if root is not None else []),
         ("new / changed / deleted / moved", f"{new} / {len(s.changed)} / {deleted} / {len(s.moved)}"),
         ("unchanged content (touched)", str(len(s.touched))),
+        ("came back unchanged (parse reused)", str(len(set(s.returned) - {k for _, k in s.moved}))),
         ("re-parsed (parser version or settings changed)", str(len(s.reparsed))),
         ("re-chunked (chunking changed; not re-parsed)", str(len(summary.rechunked_by_change))),
         ("unsupported (new or changed)",

@@ -51,8 +51,7 @@ from fabric_assets.lifecycle.snapshots import _activation_and_writing, _root as 
 from fabric_assets.lifecycle.snapshots import half_made_snapshots
 from fabric_assets.lifecycle.snapshots import supported as snapshots_supported
 from fabric_assets.projections import VECTOR_DIGEST_VERDICTS
-from fabric_assets.sources.inner_mounts import SCAN_INNER_MOUNTS_STATE
-from fabric_assets.sources.scan import SCAN_MOUNTED_STATE
+from fabric_assets.sources.mounts import SCAN_INNER_MOUNTS_STATE, SCAN_MOUNTED_STATE
 from fabric_assets.source_tags import forget_source_tags
 from fabric_resources.catalog import Catalog, CatalogDamagedError, str_map
 from fabric_resources.dense_index import kept_generations

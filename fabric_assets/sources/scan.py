@@ -25,7 +25,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from fabric_assets.sources.inner_mounts import SCAN_INNER_MOUNTS_STATE, empty_unmounted, observe, valid_record
+from fabric_assets.sources.mounts import (SCAN_INNER_MOUNTS_STATE, SCAN_MOUNTED_STATE, empty_unmounted, int_list,
+                                          observe, valid_record)
 from fabric_assets.sources.walk import is_fabric_home, is_mount_point, mount_points, resolved, walk
 from fabric_resources.parsing.document import machine_fault
 from fabric_resources.parsing.registry import PARSERS, detect_media_type, parser_for
@@ -40,10 +41,6 @@ from fabric_resources.schema import LAST_SCAN_STATE, LAST_TIME, SCAN_SKIPPED_STA
 #: derived again (:func:`_repoint_if_parser_changed`, a hash per file: a quarter of a no-change
 #: scan at 10,000 files).
 SCAN_PARSERS_STATE = "scan_parser_identities"
-#: Catalog state: the IDs of the roots that were mount points when last walked. Such a root that
-#: is no mount point now and lists nothing is a drive unmounted from under it (its mount point
-#: left empty), not a folder whose files were all deleted.
-SCAN_MOUNTED_STATE = "scan_mounted_roots"
 
 @dataclass(frozen=True)
 class _KnownSources:
@@ -144,6 +141,7 @@ class ScanReport:
     new: list[str] = field(default_factory=list)
     changed: list[str] = field(default_factory=list)
     touched: list[str] = field(default_factory=list)  # mtime changed, bytes did not
+    returned: list[str] = field(default_factory=list)  # back (deleted or unreachable since) with its last bytes
     moved: list[tuple[str, str]] = field(default_factory=list)  # (old key, new key)
     deleted: list[str] = field(default_factory=list)
     access_lost: list[str] = field(default_factory=list)
@@ -165,7 +163,7 @@ class ScanReport:
 
     @property
     def needs_activation(self) -> bool:
-        return bool(self.new or self.changed or self.moved or self.deleted)
+        return bool(self.new or self.changed or self.returned or self.moved or self.deleted)
 
 
 def source_key_for(root: Path, path: Path, label: str) -> str:
@@ -238,7 +236,7 @@ def scan(home: FabricHome) -> ScanReport:
     purge_mark = catalog.purge_mark()
     every_source, change_seq = _known_sources(catalog, purge_mark)
     # A damaged record only loses the unmount check for one scan: read as none, written again.
-    was_mounted = set(catalog.state(SCAN_MOUNTED_STATE, list, valid=_int_list, memo=True) or ())
+    was_mounted = set(catalog.state(SCAN_MOUNTED_STATE, list, valid=int_list, memo=True) or ())
     roots = catalog.roots()
     mounted = was_mounted & {r.root_id for r in roots}  # a purged root's ID may be given again
     inner_was = catalog.state(SCAN_INNER_MOUNTS_STATE, dict, valid=valid_record, memo=True) or {}
@@ -365,6 +363,10 @@ def scan(home: FabricHome) -> ScanReport:
                 report.touched.append(key)
                 continue
             parse_id = None
+            # A file back with the bytes it held when last seen (deleted or unreachable since) reuses
+            # its parse: not new.
+            status = ("changed" if prev and prev.state == "present" else
+                      "returned" if prev and prev.source_hash == digest else "new")
             with catalog.transaction(immediate=True) as con:
                 if spec is not None:
                     # A withheld source is acquired but not parsed: nothing of it is computed
@@ -378,11 +380,11 @@ def scan(home: FabricHome) -> ScanReport:
                 )
                 catalog.upsert_source(con, row)
                 catalog.record_acquisition(con, key, digest, mtime_ns, size)
-                kind = "source-changed" if prev and prev.state == "present" else "source-new"
-                catalog.log_event(con, kind, source_key=key, parse_id=parse_id, detail={"source_hash": digest})
+                catalog.log_event(con, f"source-{status}", source_key=key, parse_id=parse_id,
+                                  detail={"source_hash": digest})
             if spec is None:
                 report.unsupported.append((key, media_type))
-            (report.changed if prev and prev.state == "present" else report.new).append(key)
+            getattr(report, status).append(key)
             new_keys_by_hash.setdefault(digest, key)
         # Files under a folder that could not be listed were not observed, so they are not deleted.
         for rel in unlisted:
@@ -415,8 +417,8 @@ def scan(home: FabricHome) -> ScanReport:
     report.parse_ids_to_run = [p for p in pending if p in awaited]
     _record_skipped(catalog, report.skipped, unwalked)
     scan_id = uuid.uuid4().hex
-    catalog.set_state(LAST_SCAN_STATE, {"at": time.time(), "started_at": now, "scan_id": scan_id, "changes": len(report.new)
-                                        + len(report.changed) + len(report.deleted) + len(report.moved)})
+    catalog.set_state(LAST_SCAN_STATE, {"at": time.time(), "started_at": now, "scan_id": scan_id, "changes": len(
+        report.new) + len(report.changed) + len(report.returned) + len(report.deleted) + len(report.moved)})
     # The rows as read at the start: those this scan wrote have later change numbers, read next time.
     key = catalog.describe()
     _KNOWN[key] = _KnownSources(scan_id, change_seq, purge_mark, every_source)
@@ -430,10 +432,6 @@ def scan(home: FabricHome) -> ScanReport:
     if (inner := {k: v for k, v in inner.items() if v}) != inner_was:
         catalog.set_state(SCAN_INNER_MOUNTS_STATE, inner)
     return report
-
-
-def _int_list(value) -> bool:
-    return all(isinstance(v, int) for v in value)
 
 
 def _parser_identities(cfg) -> dict[str, list[str]]:

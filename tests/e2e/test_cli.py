@@ -223,6 +223,24 @@ def test_a_moved_file_is_one_move_in_the_ingest_summary(tmp_path):
     assert re.search(r"(\d+) / (\d+) / (\d+) / (\d+)", line).groups() == ("1", "0", "1", "1"), line
 
 
+def test_a_file_back_with_the_same_bytes_is_counted_as_come_back_not_new(tmp_path):
+    """guards against (trial 22a): a file deleted, ingested, then put back with the same bytes was
+    `1 / 0 / 0 / 0` (new) in the summary, beside "parse partitions run 0": its parse is reused."""
+    src, home = tmp_path / "notes", str(tmp_path / "home")
+    src.mkdir()
+    (src / "a.txt").write_text("The ferry left at noon.\n")
+    assert runner.invoke(app, ["ingest", str(src), "--home", home]).exit_code == 0
+    (src / "a.txt").rename(tmp_path / "a.txt")
+    assert runner.invoke(app, ["ingest", str(src), "--home", home]).exit_code == 0
+    (tmp_path / "a.txt").rename(src / "a.txt")
+    result = runner.invoke(app, ["ingest", str(src), "--home", home], terminal_width=200)
+    assert result.exit_code == 0, result.output
+    rows = {ln.split("│")[1].strip(): ln.split("│")[2].strip() for ln in result.output.splitlines() if ln.count("│") == 3}
+    assert rows["new / changed / deleted / moved"] == "0 / 0 / 0 / 0", result.output
+    assert rows["came back unchanged (parse reused)"] == "1", result.output
+    assert rows["parse partitions run"] == "0", result.output
+
+
 def test_the_ingest_summarys_dagster_runs_row_counts_the_re_chunk_runs(tmp_path):
     """guards against (fresh-user trial 16c): after a `chunking` change (or resuming a killed run)
     the summary said `re-chunked … 1` but `Dagster runs  0 parse + 1 activation`, leaving out the

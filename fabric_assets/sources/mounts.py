@@ -1,11 +1,11 @@
-"""Mount points inside a root: which the scan saw, and which are unmounted since.
+"""Mount points: the roots, and the folders inside them, the scan saw mounted; which are unmounted since.
 
 A drive mounted on a folder inside a root (``~/docs/usb``), unmounted, leaves that folder empty;
 walked as it is, every file that was on the drive would be taken as deleted and a release
 published without it. The scan records the mount points the mount table (:data:`~fabric_assets.
 sources.walk.MOUNT_TABLE`) names under each root it walks, and a recorded one found empty and no
 mount point is read as unmounted: its files stay, ``access_lost`` (as a root that was itself a
-mount point does, :data:`~fabric_assets.sources.scan.SCAN_MOUNTED_STATE`). Only the table's mount
+mount point does, :data:`SCAN_MOUNTED_STATE`). Only the table's mount
 points are recorded, never the folders walked: a home of many folders costs nothing more.
 """
 
@@ -17,12 +17,21 @@ from pathlib import Path
 
 from fabric_assets.sources.walk import is_mount_point
 
+#: Catalog state: the IDs of the roots that were mount points when last walked. Such a root that
+#: is no mount point now and lists nothing is a drive unmounted from under it (its mount point
+#: left empty), not a folder whose files were all deleted.
+SCAN_MOUNTED_STATE = "scan_mounted_roots"
 #: Catalog state: root ID (as text) → the root-relative POSIX paths of the mount points under it
 #: when it was last walked.
 SCAN_INNER_MOUNTS_STATE = "scan_inner_mounts"
 #: The most mount points recorded per root: a root over a container's or snap's tree of hundreds
 #: of mounts keeps the first by path (the rest are walked as plain folders, as before).
 MAX_INNER_MOUNTS = 256
+
+
+def int_list(value: list) -> bool:
+    """The shape :data:`SCAN_MOUNTED_STATE` is written in: root IDs."""
+    return all(isinstance(v, int) for v in value)
 
 
 def valid_record(value: dict) -> bool:

@@ -1,7 +1,8 @@
-"""A drive mounted on a folder inside a root, unmounted between two scans (trial 22a).
+"""What a scan says of files that go away and come back (trial 22a): a drive mounted on a folder
+inside a root, unmounted between two scans; a file deleted, or unreachable, that returns.
 
-The real tests mount a tmpfs or bind-mount a folder, which needs root (and a kernel that lets
-the test mount); elsewhere they are skipped with the reason. The mount-table test runs anywhere.
+The real mount tests mount a tmpfs or bind-mount a folder, which needs root (and a kernel that
+lets the test mount); elsewhere they are skipped with the reason. The others run anywhere.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import subprocess
 import pytest
 
 from fabric_assets.sources import walk
-from fabric_assets.sources.inner_mounts import MAX_INNER_MOUNTS, mount_points_under
+from fabric_assets.sources.mounts import MAX_INNER_MOUNTS, mount_points_under
 from fabric_assets.sources.scan import scan
 
 
@@ -140,3 +141,48 @@ def test_an_inner_mount_point_named_by_the_mount_table_alone_keeps_its_files(tmp
     away = scan(fabric_home)
     assert away.deleted == [] and away.access_lost == ["fs:docs/bound/x.txt"]
     assert [key for key, _ in away.skipped] == ["fs:docs/bound"]  # the empty drive held nothing to keep
+
+
+def test_a_file_back_with_its_last_bytes_is_counted_as_returned_not_new(tmp_path, fabric_home):
+    """guards against (trial 22a): a file deleted (or its folder unreachable) and then back with the
+    same bytes was counted `new` in the ingest summary ("1 / 0 / 0 / 0", "parse partitions run 0")
+    though its parse was reused; it is `returned`. Back with other bytes it is new, and a file
+    never seen is new."""
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "a.txt").write_text("the ferry left at noon\n")
+    (docs / "b.txt").write_text("gulls over the pier\n")
+    fabric_home.catalog.register_root(docs)
+    assert sorted(scan(fabric_home).new) == ["fs:docs/a.txt", "fs:docs/b.txt"]
+    (docs / "a.txt").rename(tmp_path / "a.txt")
+    (docs / "b.txt").unlink()
+    assert sorted(scan(fabric_home).deleted) == ["fs:docs/a.txt", "fs:docs/b.txt"]
+
+    (tmp_path / "a.txt").rename(docs / "a.txt")  # the same bytes back
+    (docs / "b.txt").write_text("other words now\n")  # the name back, other bytes
+    (docs / "c.txt").write_text("never seen before\n")
+    back = scan(fabric_home)
+    assert back.returned == ["fs:docs/a.txt"] and back.new == ["fs:docs/b.txt", "fs:docs/c.txt"]
+    assert back.needs_activation  # a is in the release again
+
+
+def test_a_file_back_from_an_unmounted_drive_is_counted_as_returned(tmp_path, fabric_home, monkeypatch):
+    """guards against (trial 22a): a file kept `access_lost` while its drive was unmounted, back
+    with the same bytes once remounted, was counted `new` (the summary "1 new", nothing parsed)."""
+    docs = tmp_path / "docs"
+    (docs / "drive").mkdir(parents=True)
+    (docs / "drive" / "a.txt").write_text("the ferry left at noon\n")
+    table = tmp_path / "mountinfo"
+    mounted = f"22 1 0:21 / / rw - ext4 /dev/sda1 rw\n98 22 0:30 / {os.path.realpath(docs)}/drive rw - tmpfs tmpfs rw\n"
+    table.write_text(mounted)
+    monkeypatch.setattr(walk, "MOUNT_TABLE", str(table))
+    fabric_home.catalog.register_root(docs)
+    assert scan(fabric_home).new == ["fs:docs/drive/a.txt"]
+    (docs / "drive" / "a.txt").rename(tmp_path / "a.txt")  # the drive unmounted: its folder left empty
+    table.write_text("22 1 0:21 / / rw - ext4 /dev/sda1 rw\n")
+    assert scan(fabric_home).access_lost == ["fs:docs/drive/a.txt"]
+
+    (tmp_path / "a.txt").rename(docs / "drive" / "a.txt")  # remounted
+    table.write_text(mounted)
+    back = scan(fabric_home)
+    assert back.returned == ["fs:docs/drive/a.txt"] and back.new == [] and back.deleted == []
