@@ -78,6 +78,7 @@ ParseErrorReason = Literal[
     "parser-error",  # a library raised something other than a named reason on this input
     "ocr-unavailable",  # no text layer anywhere and no OCR engine
     "no-text",  # a PDF whose pages hold neither text nor images
+    "unreadable-pages",  # a PDF none of whose pages could be read, some failing (PDFium, OCR)
 ]
 
 #: Characters of a ``ParseError`` detail kept in the catalog.

@@ -152,6 +152,40 @@ def test_junk_fails_with_a_named_reason(data, reason):
     assert info.value.reason == reason
 
 
+def _pdf_of(pages: list[bytes]) -> bytes:
+    """A PDF whose page tree's kids are ``pages`` (object bodies): ``b"42"`` is no page dictionary,
+    so PDFium counts it and cannot load it."""
+    objects = [b"<< /Type /Catalog /Pages 2 0 R >>",
+               b"<< /Type /Pages /Kids [" + b" ".join(f"{i + 3} 0 R".encode() for i in range(len(pages)))
+               + b"] /Count " + str(len(pages)).encode() + b" >>", *pages]
+    out, offsets = b"%PDF-1.4\n", []
+    for number, body in enumerate(objects, 1):
+        offsets.append(len(out))
+        out += f"{number} 0 obj\n".encode() + body + b"\nendobj\n"
+    xref = len(out)
+    out += f"xref\n0 {len(objects) + 1}\n0000000000 65535 f \n".encode()
+    out += b"".join(f"{o:010d} 00000 n \n".encode() for o in offsets)
+    return out + f"trailer\n<< /Size {len(objects) + 1} /Root 1 0 R >>\nstartxref\n{xref}\n%%EOF\n".encode()
+
+
+def test_a_pdf_whose_pages_all_fail_to_load_is_unreadable_pages_naming_them_in_a_line():
+    """guards against (trial 22a): a PDF none of whose pages PDFium could load failed `no-text`, as
+    if it held no words, its detail a Python list of dicts (`failed: [{'page': 1, 'reason': …}]`).
+    It is `unreadable-pages`, naming the pages and why in a bounded line; blank pages alone are
+    still `no-text`."""
+    from fabric_resources.parsing.pdf.parser import parse_pdf
+
+    blank = b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] >>"
+    with pytest.raises(ParseError) as info:
+        parse_pdf(_pdf_of([blank] + [b"42"] * 300 + [blank] + [b"(text)"]), PDF)
+    assert info.value.reason == "unreadable-pages"
+    assert info.value.detail == ("no page could be read: 303 pages, 2 blank; pages 2-301, 303: unreadable-page "
+                                 "(Failed to load page.)")
+    with pytest.raises(ParseError) as info:
+        parse_pdf(_pdf_of([blank, blank]), PDF)
+    assert info.value.reason == "no-text" and info.value.detail == "2 pages, 2 blank"
+
+
 @pytest.mark.parametrize("cap, reason", [({"max_pages": 2}, "cap-pages"), ({"max_objects": 10}, "cap-objects"),
                                          ({"max_chars_per_page": 100}, "cap-chars"),
                                          ({"max_page_objects": 5}, "cap-page-objects"),

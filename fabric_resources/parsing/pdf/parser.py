@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING
 
 from fabric_resources.parsing.document import ParsedDocument, ParsedUnit, ParseError, UnreadPart
 from fabric_resources.parsing.pdf import MEDIA_TYPE, PARSER_NAME, PARSER_VERSION
+from fabric_resources.parsing.pdf.unread_pages import nothing_read
 from fabric_resources.parsing.pdf.annotations import attachments, flatten_annotations
 from fabric_resources.parsing.pdf.covered import CoverBudget, clipped_chars, covered_chars
 from fabric_resources.parsing.pdf.layout import (
@@ -94,7 +95,8 @@ def parse_pdf(data: bytes, config: "PdfParserConfig", media_type: str = MEDIA_TY
         ``empty-file``, ``too-large``, ``cap-objects``, ``encrypted`` (a user password is
         needed), ``malformed-pdf`` (not a PDF, truncated or corrupt past PDFium's repair),
         ``cap-pages``, ``cap-page-objects``, ``cap-chars``; ``ocr-unavailable`` when no page has a
-        text layer, some need OCR and there is no engine; ``no-text`` when nothing readable is left.
+        text layer, some need OCR and there is no engine; ``unreadable-pages`` when no page could be
+        read and some failed (the detail names which and why); ``no-text`` when nothing readable is left.
     """
     if not data:
         raise ParseError("empty-file", "zero bytes")
@@ -182,12 +184,7 @@ def _parse(pdf: pdfium.PdfDocument, config: "PdfParserConfig") -> ParsedDocument
     units, heading_source = _text_units(pdf, placed, ocr_units)
     attached, attached_names = attachments(pdf)
     if not units:
-        if any(f["reason"] == "ocr-unavailable" for f in failed):
-            raise ParseError("ocr-unavailable", f"{ocr_pages} of {pages} pages have no text layer and no OCR engine "
-                                                f"({config.ocr.tesseract_cmd!r} with {config.ocr.languages}) is available")
-        unmapped_note = f", {unmapped_lines} lines without Unicode mapping left out" if unmapped_lines else ""
-        unmapped_note += f", {attached} attached files not read" if attached else ""
-        raise ParseError("no-text", f"{pages} pages, {blank} blank{unmapped_note}, failed: {failed[:5]}")
+        raise nothing_read(pages, blank, ocr_pages, unmapped_lines, attached, failed, config.ocr)
     title = (pdf.get_metadata_dict().get("Title") or "").strip() or None
     security = pdfium_c.FPDF_GetSecurityHandlerRevision(pdf.raw)
     metadata = {
