@@ -11,7 +11,7 @@ from functools import cached_property
 from typing import Any
 
 from fabric_query import pipeline
-from fabric_query.cli_text import one_line
+from fabric_query.cli_text import one_line, shown_key
 from fabric_query.dense_health import dense_check
 from fabric_query.errors import ForkedProcessError, HomeNotFoundError, HomeUnusableError, InvalidArgumentError
 from fabric_query.resolve import check_shown_text, validated_citation
@@ -245,10 +245,11 @@ class Fabric:
         release = catalog.current_release()
         active = {k: m["parse_id"] for k, m in (release.manifest["sources"] if release else {}).items()}
         runs_by_hash: dict[str, list] = {}
-        # Also as `fabric` prints the key (one_line: a control character as ``\xNN``), so a name
+        # Also as `fabric` prints the key (a control character as ``\xNN``, quoted: shown_key), so a name
         # copied from its output finds the file whose name holds the character itself.
         found = [s for s in catalog.sources()
-                 if any(needle in unicodedata.normalize("NFC", k).casefold() for k in (s.source_key, one_line(s.source_key)))]
+                 if any(needle in unicodedata.normalize("NFC", k).casefold()
+                        for k in (s.source_key, one_line(s.source_key), shown_key(s.source_key)))]
         if found:
             for r in catalog.parse_runs():
                 runs_by_hash.setdefault(r.source_hash, []).append(r)

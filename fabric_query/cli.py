@@ -81,10 +81,13 @@ def print_status(home: Path, st=None):
         from fabric_query.api import Fabric
 
         st = Fabric(home).status()
-    from fabric_query.cli_text import one_line
+    from fabric_query.cli_text import one_line, shown_key
 
     def keys(values) -> str:  # names and reasons come from files: never markup, one line each
         return escape(", ".join(one_line(v) for v in values))
+
+    def names(values) -> str:  # source keys: a name's edge spaces shown (quoted), as every file line shows them
+        return escape(", ".join(shown_key(v) for v in values))
     # Words, not Python reprs (it said "release None" and "sources by state {'present': 6}").
     states = ", ".join(f"{n} {state}" for state, n in sorted(st.sources_by_state.items())) or "none"
     console.print(
@@ -147,19 +150,19 @@ def print_status(home: Path, st=None):
                       "`fabric purge` again (any purge finishes it)")
     # A colon between the reason's name and its words, as other lines chain them (trial 20g: "encrypted a
     # password is needed" read as one phrase).
-    _listed(st.failed, lambda p: f"  [red]failed[/red] {keys(p.sources)}: {keys([p.reason])}"
+    _listed(st.failed, lambda p: f"  [red]failed[/red] {names(p.sources)}: {keys([p.reason])}"
             + (f": {keys([p.detail])}" if p.detail else ""))
-    _listed(st.held, lambda p: f"  [yellow]held[/yellow] {keys(p.sources)}: {keys([p.reason])}")
+    _listed(st.held, lambda p: f"  [yellow]held[/yellow] {names(p.sources)}: {keys([p.reason])}")
     # Parsed, not yet gated: the ingest lock tells a running `fabric ingest` from an interrupted one.
     why = unfinished_reason(st.ingest_running)
-    _listed(st.unfinished, lambda p: f"  [yellow]unfinished[/yellow] {keys(p.sources)}: {why}")
+    _listed(st.unfinished, lambda p: f"  [yellow]unfinished[/yellow] {names(p.sources)}: {why}")
     if st.unpublished:
         shown = st.unpublished[:3]
         more = f", … {len(st.unpublished) - len(shown)} more" if len(st.unpublished) > len(shown) else ""
         console.print(f"  [yellow]not published[/yellow] {len(st.unpublished)} source(s) parsed and checked but "
                       "not in the current release (no activation since, or it failed): searches serve the "
                       f"release's version, or nothing for a new file, until the next `fabric ingest` publishes "
-                      f"them: {keys(shown)}{more}")
+                      f"them: {names(shown)}{more}")
     for o in st.outdated:  # one line per parser identity: an upgrade may outdate every file of a kind
         if o.current_parser is None:
             now, until = "this Fabric parses that type no more", ""
@@ -172,10 +175,10 @@ def print_status(home: Path, st=None):
                 if len(o.sources) > len(shown) else "")
         console.print(f"  [yellow]outdated[/yellow] {len(o.sources)} source(s) parsed by {keys([o.parser])} "
                       f"{keys([o.parsed_with])}, {now}: served as parsed then, their citations resolve stale "
-                      f"(parser-changed){until}: {keys(shown)}{more}")
-    _listed(st.partial, lambda p: f"  [yellow]partly read[/yellow] {keys(p.sources)}: {keys([p.detail or ''])}")
-    _listed(st.unsupported, lambda u: f"  [dim]unsupported[/dim] {keys([u[0]])} ({keys([u[1]])})")
-    _listed(st.skipped, lambda k: f"  [yellow]skipped[/yellow] {keys([k[0]])}: {keys([k[1]])}")
+                      f"(parser-changed){until}: {names(shown)}{more}")
+    _listed(st.partial, lambda p: f"  [yellow]partly read[/yellow] {names(p.sources)}: {keys([p.detail or ''])}")
+    _listed(st.unsupported, lambda u: f"  [dim]unsupported[/dim] {names([u[0]])} ({keys([u[1]])})")
+    _listed(st.skipped, lambda k: f"  [yellow]skipped[/yellow] {names([k[0]])}: {keys([k[1]])}")
     if st.withheld:
         console.print(f"  withheld by policy: {len(st.withheld)} sources")
     return st
@@ -415,7 +418,7 @@ def status(
 def _source_partitions(path: Path, text: str, as_json: bool) -> None:
     """``fabric status --source TEXT`` (in-process: it reads the catalog only)."""
     from fabric_query.api import Fabric
-    from fabric_query.cli_text import one_line
+    from fabric_query.cli_text import one_line, shown_key
 
     try:
         found = Fabric(path).source_partitions(text)
@@ -428,8 +431,8 @@ def _source_partitions(path: Path, text: str, as_json: bool) -> None:
         console.print(f"no source matches {one_line(repr(text))}", markup=False, highlight=False)
         raise typer.Exit(1)
     for f in found:
-        console.print(f"{one_line(f.source_key)}  ({f.state})", markup=False, highlight=False)
-        console.print(f"  Dagster run tag: {one_line(f.run_tag)}", markup=False, highlight=False)
+        console.print(f"{shown_key(f.source_key)}  ({f.state})", markup=False, highlight=False)
+        console.print(f"  Dagster run tag: {shown_key(f.run_tag)}", markup=False, highlight=False)
         for p in f.partitions:
             marks = ", ".join(m for m, on in (("current", p.current), ("active", p.active)) if on)
             console.print(f"  partition {p.parse_id}  {p.status}" + (f"  ({marks})" if marks else ""),

@@ -83,6 +83,31 @@ def one_line(text: str) -> str:
     return shown(text).replace("\n", "\\x0a").replace("\t", "\\x09")
 
 
+# Characters that show nothing on a terminal: zero-width space, word joiner, BOM (ZWJ and ZWNJ join
+# or part letters, in emoji sequences and Persian names, and stay).
+_INVISIBLE = re.compile("[\u200b\u2060\ufeff]")
+
+
+def shown_key(key: str) -> str:
+    r"""A source key or path as every line that names a file prints it: :func:`one_line` (control
+    characters escaped), and in double quotes when a name in it begins or ends with white space
+    (``"fs:notes/draft.txt "``: the space was invisible at a line's end or before ``: reason``)
+    or holds a zero-width character (escaped as ``\uNNNN``). Other names print as they are; a
+    shell reads the quoted form back as the key (``fabric status --source "fs:notes/draft.txt "``).
+    ``--json`` values are the keys themselves.
+
+    >>> shown_key("fs:notes/a b.txt"), shown_key("fs:notes/draft.txt "), shown_key("fs:notes/ a/x.txt")
+    ('fs:notes/a b.txt', '"fs:notes/draft.txt "', '"fs:notes/ a/x.txt"')
+    >>> shown_key("fs:notes/x\u200b.txt"), shown_key("fs:notes/\u00a0.txt"), shown_key("fs:n/\x01.txt")
+    ('"fs:notes/x\\u200b.txt"', '"fs:notes/\xa0.txt"', 'fs:n/\\x01.txt')
+    """
+    line = one_line(key)
+    text = _INVISIBLE.sub(_escaped, line)
+    if text != line or any(n and (n[0].isspace() or n[-1].isspace()) for n in key.split("/")):
+        return f'"{text}"'
+    return text
+
+
 def _style(text: str, code: str, colour: bool) -> str:
     return f"{code}{text}{_RESET}" if colour and text else text
 
@@ -156,7 +181,7 @@ def render_pack(pack: Mapping[str, Any], *, colour_out: bool = False, colour_err
         # A structural path that already names the section (a slide's, a table cell's) leaves it out;
         # a lines label never does (a heading "1" is not the "1" of "lines 1, 3").
         section = "" if section and (where == section or where.startswith(section + " > ")) else section
-        head = f"{_style(str(hit['rank']) + '.', _BOLD, colour_out)} {one_line(c['source_key'])}"
+        head = f"{_style(str(hit['rank']) + '.', _BOLD, colour_out)} {shown_key(c['source_key'])}"
         head += f" {one_line(where)}" if where else ""
         out.append(head + ("  " + _style(one_line(section), _DIM, colour_out) if section else ""))
         channels = ", ".join(f"{one_line(name)}#{ch['rank']}" for name, ch in hit["channels"].items())
@@ -170,12 +195,12 @@ def render_pack(pack: Mapping[str, Any], *, colour_out: bool = False, colour_err
         also = c.get("also_cited_by") or ()
         if also:
             more = f" and {len(also) - ALSO_IN_SHOWN} more" if len(also) > ALSO_IN_SHOWN else ""
-            out.append(f"   also in: {', '.join(one_line(k) for k in also[:ALSO_IN_SHOWN])}{more} (the same bytes)")
+            out.append(f"   also in: {', '.join(shown_key(k) for k in also[:ALSO_IN_SHOWN])}{more} (the same bytes)")
         # Copies of this text ranked below it (another version of the file, a copy elsewhere) take no
         # place of their own: where they are is said here, each citable from the JSON.
         copies = hit.get("same_text") or ()
         if copies:
-            shown_copies = [one_line(s["source_key"]) + (f" {one_line(w)}" if (w := label_of_locations(
+            shown_copies = [shown_key(s["source_key"]) + (f" {one_line(w)}" if (w := label_of_locations(
                 s.get("locations") or ())) else "") for s in copies[:ALSO_IN_SHOWN]]
             more = len(copies) - len(shown_copies) + int(hit.get("same_text_omitted") or 0)
             out.append(f"   same text in: {', '.join(shown_copies)}{f' and {more} more' if more else ''}")

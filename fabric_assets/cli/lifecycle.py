@@ -13,7 +13,7 @@ import typer
 
 from fabric_query.cli import HomeOption, console, err, fail, json_argument, set_home
 from fabric_query.cli_interrupt import PIPELINE_RUN, READS, on_interrupt
-from fabric_query.cli_text import one_line, typed
+from fabric_query.cli_text import one_line, shown_key, typed
 from fabric_resources.home_location import no_home_message
 
 lifecycle_app = typer.Typer(help="Lifecycle commands: purge, cleanup, snapshot, parse, rebuild-projections, repair.")
@@ -31,7 +31,8 @@ def _as_printed(typed: list[str], keys: list[str]) -> list[str]:
     """
     stored, printed = set(keys), {}
     for k in keys:
-        printed.setdefault(one_line(k), []).append(k)
+        for form in {one_line(k), shown_key(k)}:  # as status printed it, or before names were quoted
+            printed.setdefault(form, []).append(k)
     return [k if k in stored or len(printed.get(k, ())) != 1 else printed[k][0] for k in typed]
 
 
@@ -396,7 +397,7 @@ def _run_marked(home, parse_ids: list[str]) -> None:
         others = len(summary.failed) - len(ours)
         console.print(f"ran {len(summary.scan.parse_ids_to_run)} parse(s); release "
                       f"{summary.activation.get('release_id')}; failed: "
-                      f"{', '.join(f'{one_line(f.source_key)} ({one_line(f.reason)})' for f in ours) or 'none'}"
+                      f"{', '.join(f'{shown_key(f.source_key)} ({one_line(f.reason)})' for f in ours) or 'none'}"
                       + (f" ({others} other source(s) failed earlier: see `fabric status`)" if others else ""),
                       markup=False)
         if summary.failed_runs:
@@ -661,8 +662,8 @@ def audit(
         return
     for n, r in enumerate(reports, 1):
         s, p, c = r.source, r.parser, r.chunk
-        console.print(f"[{n}] release {r.release_id} {one_line(r.source_key)} chunk {r.chunk_id}", markup=False)
-        console.print(f"  source: sha256 {s.source_hash}, {one_line(s.path) if s.path else '(purged)'}, {s.size} bytes, "
+        console.print(f"[{n}] release {r.release_id} {shown_key(r.source_key)} chunk {r.chunk_id}", markup=False)
+        console.print(f"  source: sha256 {s.source_hash}, {shown_key(s.path) if s.path else '(purged)'}, {s.size} bytes, "
                       f"mtime_ns {s.mtime_ns}, {s.media_type}", markup=False)
         console.print(f"  parser: {p.name} {p.version} (config {p.config_hash[:12]}), language {p.language}",
                       markup=False)

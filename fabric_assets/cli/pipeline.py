@@ -19,7 +19,7 @@ from rich.table import Table
 from fabric_query.cli import (LISTED_AT_MOST, HomeOption, console, err, fail, print_health, print_status, search,
                               set_home)
 from fabric_query.cli_interrupt import on_interrupt
-from fabric_query.cli_text import one_line, typed
+from fabric_query.cli_text import one_line, shown_key, typed
 from fabric_query.errors import FabricQueryError
 from fabric_resources.home_location import no_home_message
 
@@ -153,16 +153,16 @@ def _run_ingest(path: Path, finished: list) -> int:
     # `path:notes/` and `prefix:notes/` do not name.
     root = next((r for r in home.catalog.roots() if r.path == str(path.resolve())), None)
     for label, value in [
-        *([("source keys", escape(one_line(f"fs:{root.label}/…")))] if root is not None else []),
+        *([("source keys", escape(shown_key(f"fs:{root.label}/…")))] if root is not None else []),
         ("new / changed / deleted / moved", f"{new} / {len(s.changed)} / {deleted} / {len(s.moved)}"),
         ("unchanged content (touched)", str(len(s.touched))),
         ("came back unchanged (parse reused)", str(len(set(s.returned) - {k for _, k in s.moved}))),
         ("re-parsed (parser version or settings changed)", str(len(s.reparsed))),
         ("re-chunked (chunking changed; not re-parsed)", str(len(summary.rechunked_by_change))),
         ("unsupported (new or changed)",
-         escape(_capped([f"{one_line(k)} ({one_line(t)})" for k, t in s.unsupported])) or "none"),
+         escape(_capped([f"{shown_key(k)} ({one_line(t)})" for k, t in s.unsupported])) or "none"),
         ("symlinks skipped", str(s.skipped_symlinks)),
-        ("names not UTF-8 (skipped)", escape(_capped(s.skipped_names)) or "none"),
+        ("names not UTF-8 (skipped)", escape(_capped([shown_key(n) for n in s.skipped_names])) or "none"),
         ("skipped (see below)", str(len(s.skipped))),
         ("parse partitions run", str(len([p for p in s.parse_ids_to_run if p not in summary.left_to_runs]))
          + (f" + {len(summary.retried)} resumed after an interrupted run" if summary.retried else "")),

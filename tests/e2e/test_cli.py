@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -635,6 +636,40 @@ def test_file_names_print_as_they_are_on_one_line(tmp_path, fabric_home):
     status = runner.invoke(app, ["status", *h], env=env)
     assert "fs:src/[dim]bad.pdf: malformed-pdf" in status.stdout and "fs:src/a[red]b.bin (" in status.stdout, status.stdout
     assert "skipped fs:src/b\\xff.txt: name-not-utf-8" in status.stdout, status.stdout
+
+
+def test_a_name_with_a_space_at_its_edge_or_a_zero_width_character_is_quoted_where_a_line_names_it(
+        tmp_path, fabric_home):
+    """guards against (trial 22a): `fabric status` printed `unsupported fs:names/trail.txt  (…)`,
+    `skipped fs:names/fifo : not-a-regular-file`, `failed fs:names/ bad.pdf: …`: a name's trailing
+    space invisible, a leading one read as a gap, so the file could not be told from `trail.txt` or
+    found. Such keys are quoted in every line that names a file (status, search, `status --source`);
+    other names print as before; `--json` keeps the key itself."""
+    from conftest import ingest
+
+    src = tmp_path / "names"
+    src.mkdir()
+    (src / " lead.txt").write_text("quokka on the left\n")
+    (src / "trail.txt ").write_text("not parsed: no known extension\n")
+    (src / "plain name.txt").write_text("quokka in the middle\n")
+    (src / "zero\u200bwidth.txt").write_text("quokka unseen\n")
+    os.mkfifo(src / "fifo ")
+    (src / "bad.pdf ").write_bytes(b"%PDF-1.4 junk")
+    ingest(src, fabric_home)
+    env, h = {"FABRIC_USE_SERVER": "0", "HF_HUB_OFFLINE": "1"}, ["--home", str(fabric_home.root)]
+    status = runner.invoke(app, ["status", *h], env=env, terminal_width=300)
+    lines = [ln.strip() for ln in status.stdout.splitlines()]
+    assert 'skipped "fs:names/fifo ": not-a-regular-file: fifo' in lines, status.stdout
+    assert 'unsupported "fs:names/trail.txt " (application/octet-stream)' in lines, status.stdout
+    assert 'unsupported "fs:names/bad.pdf " (application/octet-stream)' in lines, status.stdout
+    found = runner.invoke(app, ["search", "quokka", *h], env=env)
+    heads = sorted(ln.split(" ", 1)[1] for ln in found.stdout.splitlines() if ln[:1].isdigit())
+    assert heads == ['"fs:names/ lead.txt" line 1', '"fs:names/zero\\u200bwidth.txt" line 1',
+                     "fs:names/plain name.txt line 1"], found.stdout
+    one = runner.invoke(app, ["status", "--source", "trail.txt ", *h], env=env)
+    assert one.stdout.splitlines()[0] == '"fs:names/trail.txt "  (present)', one.stdout
+    as_json = json.loads(runner.invoke(app, ["status", "--json", *h], env=env).stdout)
+    assert "fs:names/trail.txt " in json.dumps(as_json) and '\\"fs:names' not in json.dumps(as_json)
 
 
 def test_a_damaged_catalog_is_one_line_on_every_command(tmp_path, fabric_home):
