@@ -142,11 +142,17 @@ class ArtifactStore:
             ``path`` is not a regular file once opened.
         FileReplaced
             ``listed`` (device, inode: the file a folder listing showed) is given and ``path``
-            opens another file.
+            opens another file, or none (deleted or renamed since the listing).
         OSError
             The file cannot be opened or read (permission, I/O error, a symlink).
         """
-        fd = os.open(path, _READ_FLAGS)
+        try:
+            fd = os.open(path, _READ_FLAGS)
+        except FileNotFoundError:
+            if listed is None:
+                raise
+            # Gone since the listing: not a file that cannot be read, and not yet known to be deleted.
+            raise FileReplaced(f"{path} is gone since it was listed (deleted or renamed)") from None
         incoming = self.root / "incoming"
         tmp: str | None = None
         try:

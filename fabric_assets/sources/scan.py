@@ -336,7 +336,8 @@ def scan(home: FabricHome) -> ScanReport:
             try:
                 stored = home.artifacts.put_file(file_path, cap, (st.st_dev, st.st_ino))
             except FileReplaced:  # it, or a folder above it, was swapped after the listing
-                report.skipped.append((key, "changed-while-scanned: not the file listed; read again at the next scan"))
+                report.skipped.append((key, "changed-while-scanned: not the file listed (replaced, renamed or "
+                                       "deleted); read again at the next scan"))
                 continue
             except ArtifactTooLarge:  # it grew after the stat
                 report.skipped.append((key, f"too-large: more than {cap} bytes when read"))

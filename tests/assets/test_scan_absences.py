@@ -186,3 +186,36 @@ def test_a_file_back_from_an_unmounted_drive_is_counted_as_returned(tmp_path, fa
     table.write_text(mounted)
     back = scan(fabric_home)
     assert back.returned == ["fs:docs/drive/a.txt"] and back.new == [] and back.deleted == []
+
+
+def test_a_file_renamed_between_the_listing_and_its_reading_is_changed_while_scanned(tmp_path, fabric_home):
+    """guards against (trial 22a): a file renamed (or deleted) after the walk listed it and before
+    it was read was skipped as `unreadable: FileNotFoundError`, as if it could not be read, and its
+    known version marked access_lost. It is `changed-while-scanned`, its last version left as it was;
+    the next scan reads the file under its new name."""
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "a.txt").write_text("alpha\n")
+    fabric_home.catalog.register_root(docs)
+    assert scan(fabric_home).new == ["fs:docs/a.txt"]
+    (docs / "a.txt").write_text("alpha, edited\n")
+    store = fabric_home.artifacts
+    real_put_file = store.put_file
+
+    def renamed_first(path, *args, **kwargs):
+        if os.path.basename(path) == "a.txt":
+            os.rename(path, docs / "z.txt")  # renamed by another program just after the listing
+        return real_put_file(path, *args, **kwargs)
+
+    store.put_file = renamed_first
+    try:
+        raced = scan(fabric_home)
+    finally:
+        store.put_file = real_put_file
+    ((key, reason),) = raced.skipped
+    assert key == "fs:docs/a.txt" and reason.startswith("changed-while-scanned: "), reason
+    assert raced.access_lost == [] and raced.deleted == []
+    assert _states(fabric_home) == {"fs:docs/a.txt": "present"}
+    after = scan(fabric_home)
+    assert after.moved == [] and after.new == ["fs:docs/z.txt"] and after.deleted == ["fs:docs/a.txt"]
+    assert after.skipped == []
