@@ -20,8 +20,8 @@ from fabric_resources.schema import HomeLayout
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
 #: A folder that is not, when opened, the one its parent's listing showed. Worded as an unlisted
 #: folder: what it held is not observed this time, so nothing in it is taken as deleted.
-_CHANGED = ("unreadable-folder: changed while scanned (became a symbolic link or another folder); "
-            "read again at the next scan")
+_CHANGED = ("unreadable-folder: changed while scanned (renamed, removed, or became a symbolic link or "
+            "another folder); read again at the next scan")
 #: Why a file is not a regular file, by ``stat`` type test.
 _SPECIAL_FILES = ((stat.S_ISFIFO, "fifo"), (stat.S_ISSOCK, "socket"), (stat.S_ISCHR, "character device"),
                   (stat.S_ISBLK, "block device"))
@@ -79,7 +79,8 @@ def walk(root: Path, ignore_hidden: bool, report, skip: SkipCallback, skip_dir: 
         try:
             fd = os.open(d, _DIR_FLAGS)
         except OSError as exc:
-            swapped = exc.errno in (errno.ELOOP, errno.ENOTDIR)
+            # ENOENT: listed by its parent a moment ago, so renamed or removed since, not unreadable.
+            swapped = exc.errno in (errno.ELOOP, errno.ENOTDIR) or (exc.errno == errno.ENOENT and listed is not None)
             skip(rel, _CHANGED if swapped else f"unreadable-folder: {type(exc).__name__}: {exc.strerror or exc}")
             continue
         try:

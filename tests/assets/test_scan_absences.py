@@ -219,3 +219,29 @@ def test_a_file_renamed_between_the_listing_and_its_reading_is_changed_while_sca
     after = scan(fabric_home)
     assert after.moved == [] and after.new == ["fs:docs/z.txt"] and after.deleted == ["fs:docs/a.txt"]
     assert after.skipped == []
+
+
+def test_a_folder_renamed_between_the_listing_and_its_walk_is_changed_while_scanned(tmp_path, fabric_home,
+                                                                                    monkeypatch):
+    """guards against (trial 22a): a folder renamed after its parent was listed and before it was
+    walked was skipped as `unreadable-folder: FileNotFoundError`; it changed while scanned. Its files
+    are kept (not observed), and the next scan sees them moved."""
+    docs = tmp_path / "docs"
+    (docs / "sub").mkdir(parents=True)
+    (docs / "sub" / "a.txt").write_text("alpha\n")
+    fabric_home.catalog.register_root(docs)
+    assert scan(fabric_home).new == ["fs:docs/sub/a.txt"]
+    real_open = os.open
+
+    def renamed_first(path, flags, *args, **kwargs):
+        if str(path) == str(docs / "sub") and os.path.isdir(path):
+            os.rename(path, docs / "moved")  # renamed by another program just after the listing
+        return real_open(path, flags, *args, **kwargs)
+
+    monkeypatch.setattr(walk.os, "open", renamed_first)
+    raced = scan(fabric_home)
+    monkeypatch.undo()
+    ((key, reason),) = raced.skipped
+    assert key == "fs:docs/sub" and reason.startswith("unreadable-folder: changed while scanned (renamed"), reason
+    assert raced.deleted == [] and _states(fabric_home) == {"fs:docs/sub/a.txt": "access_lost"}
+    assert scan(fabric_home).moved == [("fs:docs/sub/a.txt", "fs:docs/moved/a.txt")]
