@@ -671,3 +671,21 @@ def test_a_purged_roots_mount_record_does_not_pass_to_a_root_given_its_id(tmp_pa
     home.catalog.register_root(fresh)
     assert [r.root_id for r in home.catalog.roots()] == [old_id]  # the ID is given again
     assert scan(home).skipped == []
+
+
+def test_a_purged_roots_inner_mount_points_are_forgotten(tmp_path, fabric_home, monkeypatch):
+    """guards against (trial 22a): the mount points the scan found inside a root (catalog state
+    `scan_inner_mounts`) outliving `purge --root`, to be read against the next root given its ID."""
+    from fabric_assets.sources import walk
+    from fabric_assets.sources.mounts import SCAN_INNER_MOUNTS_STATE
+
+    docs = tmp_path / "docs"
+    _write(docs, {"usb/note.txt": b"Kept on a drive.\n", "other.txt": b"At the top.\n"})
+    table = tmp_path / "mountinfo"
+    table.write_text(f"22 1 0:21 / / rw - ext4 /dev/sda1 rw\n98 22 0:30 / {os.path.realpath(docs)}/usb rw - tmpfs t rw\n")
+    monkeypatch.setattr(walk, "MOUNT_TABLE", str(table))
+    ingest(docs, fabric_home)
+    (root_id,) = [r.root_id for r in fabric_home.catalog.roots()]
+    assert fabric_home.catalog.state(SCAN_INNER_MOUNTS_STATE) == {str(root_id): ["usb"]}
+    purge(fabric_home, PurgeSelector(root="docs"))
+    assert fabric_home.catalog.state(SCAN_INNER_MOUNTS_STATE) == {}
