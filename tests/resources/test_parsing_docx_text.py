@@ -364,3 +364,43 @@ def test_the_words_of_a_smartart_graphic_or_a_chart_in_a_docx_are_read():
     hidden = smartart.replace("<w:r><w:drawing>", "<w:r><w:rPr><w:vanish/></w:rPr><w:drawing>")
     assert _texts(_with_graphics(f"<w:p><w:r><w:t>Kept words</w:t></w:r>{hidden}</w:p>"))[1:3] == [
         "Kept words", "first para"]
+
+
+def _field(code: str, result: str) -> str:
+    """A complex field of one paragraph: begin, ``code`` as instruction text, separate, ``result``, end."""
+    return (f'<w:r><w:fldChar w:fldCharType="begin"/></w:r><w:r><w:instrText xml:space="preserve">{code}</w:instrText>'
+            f'</w:r><w:r><w:fldChar w:fldCharType="separate"/></w:r><w:r><w:t>{result}</w:t></w:r>'
+            '<w:r><w:fldChar w:fldCharType="end"/></w:r>')
+
+
+def test_a_fields_code_that_runs_into_the_next_paragraph_is_not_read():
+    """guards against (trial 22d): a field whose code holds a paragraph mark (an ``IF`` field's text
+    argument, ``{ IF { MERGEFIELD Gender } = "M" "Dear Sir,¶…" }``) read from its second paragraph
+    on as the document's text: the nested fields' results and any text of the code (``Doctor``,
+    ``CODEWORDS``) were indexed, where Word shows only the field's result. Property: what a field's
+    code holds is never text, in the body, a table cell or a note; a result that spans paragraphs
+    (a table of contents) is read whole; a field nothing ends hides no more than the rest of its
+    own paragraph, so the document's later text is still read."""
+    begin, sep, end = (f'<w:r><w:fldChar w:fldCharType="{k}"/></w:r>' for k in ("begin", "separate", "end"))
+    code = (f'<w:p><w:r><w:t xml:space="preserve">Dear </w:t></w:r>{begin}<w:r><w:instrText>IF </w:instrText></w:r>'
+            f'{_field("MERGEFIELD Gender", "M")}<w:r><w:instrText> = "M" "Sir</w:instrText></w:r></w:p>'
+            f'<w:p>{_field("MERGEFIELD Title", "Doctor")}<w:r><w:instrText>" "Madam"</w:instrText></w:r>'
+            f'<w:r><w:t>CODEWORDS</w:t></w:r>{sep}<w:r><w:t>Sir</w:t></w:r>{end}'
+            '<w:r><w:t xml:space="preserve"> and friends</w:t></w:r></w:p>')
+    toc = (f'<w:p>{begin}<w:r><w:instrText>TOC \\o "1-3"</w:instrText></w:r>{sep}<w:r><w:t>Contents entry one</w:t>'
+           f'</w:r></w:p><w:p><w:r><w:t>Contents entry two</w:t></w:r>{end}</w:p>')
+    unended = (f'<w:p><w:r><w:t xml:space="preserve">Stray </w:t></w:r>{begin}<w:r><w:t>in a code</w:t></w:r></w:p>'
+               '<w:p><w:r><w:t>Later words</w:t></w:r></w:p>')
+    texts = _texts(with_member(office_document(), BODY, FIRST, code + toc + unended + FIRST))
+    assert texts[1:8] == ["Dear", "Sir and friends", "Contents entry one", "Contents entry two", "Stray",
+                          "Later words", "first para"]
+
+    in_cell = code.replace("<w:p>", '<w:p><w:pPr><w:pStyle w:val="Normal"/></w:pPr>')
+    cells = _texts(with_member(office_document(), BODY, "<w:t>cell 11</w:t></w:r></w:p>",
+                               "<w:t>cell 11</w:t></w:r></w:p>" + in_cell))
+    assert "cell 11\nDear\nSir and friends" in cells and not any("Doctor" in t or "CODE" in t for t in cells)
+
+    refs = '<w:p><w:r><w:t>Noted</w:t></w:r><w:r><w:footnoteReference w:id="1"/><w:endnoteReference w:id="1"/></w:r></w:p>'
+    doc = parse_docx(_with_notes(refs, code, "<w:p><w:r><w:t>End words</w:t></w:r></w:p>"), OOXML)
+    notes = {u.attributes["note_type"]: u.text for u in doc.units if u.kind == "note"}
+    assert notes == {"footnote": "Dear\nSir and friends", "endnote": "End words"}

@@ -28,6 +28,7 @@ from fabric_resources.parsing.document import (
 from fabric_resources.parsing.element_paths import ElementPaths
 from fabric_resources.parsing.lxml_limits import syntax_error_reason
 from fabric_resources.parsing.docx import MEDIA_TYPE, PARSER_NAME, PARSER_VERSION
+from fabric_resources.parsing.docx.fields import open_fields
 from fabric_resources.parsing.docx.graphics import graphic_parts, graphic_text
 from fabric_resources.parsing.docx.imported import ImportedParts, imported_reader
 from fabric_resources.parsing.docx.runs import paragraph_text, symbol_char
@@ -112,6 +113,7 @@ def parse_docx(data: bytes, config: "OoxmlParserConfig", media_type: str = MEDIA
     recovered, lost = recovered_styles(data, str(document.part.partname).lstrip("/"), lost)
     walker = _Walker(document, config.max_units, recovered)
     walker.skipped += [{"where": part, "reason": reason} for part, reason in lost]
+    walker.fields = open_fields(document.element.body)
     walker.body(document.element.body)
     walker.count_unmapped_symbols(document.element.body)
     walker.notes(document)
@@ -153,6 +155,7 @@ class _Walker:
             self.hidden_styles = NOTHING_HIDES
         self.unmapped_symbols = 0  # w:sym codes read as nothing (symbol_char): counted, not silent
         self.imported = ImportedParts()  # each imported part parsed once, however many w:altChunk name it
+        self.fields: dict = {}  # w:p -> the fields open at its start (fields.open_fields), of the story read
 
     # -- body ---------------------------------------------------------------
     def body(self, body) -> None:
@@ -184,7 +187,7 @@ class _Walker:
         return tuple(title for _, title in self.sections)
 
     def paragraph(self, p) -> None:
-        text, refs = paragraph_text(p, self.hidden_styles)
+        text, refs = paragraph_text(p, self.hidden_styles, self.fields.get(p, ()))
         if text:
             self._paragraph(p, text, refs)
         self.graphics(p)
@@ -233,7 +236,7 @@ class _Walker:
                                 for m in (tc.find("w:tcPr/w:vMerge", _NS), tc.find("w:tcPr/w:hMerge", _NS)))
                 pieces, refs = [], []
                 for p in _children(tc, "p", _BODY_MATH):  # an equation where a cell's paragraph may stand
-                    text, p_refs = paragraph_text(p, self.hidden_styles)
+                    text, p_refs = paragraph_text(p, self.hidden_styles, self.fields.get(p, ()))
                     offset = sum(len(x) + 1 for x in pieces)
                     if text:
                         refs.extend((offset + pos, kind, nid) for pos, kind, nid in p_refs)
@@ -330,7 +333,9 @@ class _Walker:
                 if (note_type, note_id) not in referenced:
                     self.unreferenced.append(f"{note_type}:{note_id}")
                     continue
-                text = "\n".join(t for t in (paragraph_text(p, self.hidden_styles)[0] for p in _note_blocks(note)) if t)
+                fields = open_fields(note)  # a note is a story of its own: no field runs into it
+                text = "\n".join(t for t in (paragraph_text(p, self.hidden_styles, fields.get(p, ()))[0]
+                                             for p in _note_blocks(note)) if t)
                 if not text:
                     continue
                 ref = next((r for r in self.refs if r[2] == note_type and r[3] == note_id), None)

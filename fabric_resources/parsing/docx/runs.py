@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 import unicodedata
 
+from fabric_resources.parsing.docx.fields import read_field_chars
 from fabric_resources.parsing.docx.styles import NOTHING_HIDES, Hiding, vanish
 
 W = "http://schemas.openxmlformats.org/wordprocessingml/2006/main"
@@ -76,9 +77,11 @@ def _paragraph_hidden(p, hidden: Hiding) -> bool:
     return hidden.default if said is None else said
 
 
-def paragraph_text(p, hidden: Hiding = NOTHING_HIDES) -> tuple[str, list[tuple[int, str, str]]]:
+def paragraph_text(p, hidden: Hiding = NOTHING_HIDES,
+                   open_fields: tuple[bool, ...] = ()) -> tuple[str, list[tuple[int, str, str]]]:
     """A ``w:p``'s text and its note references ``(position, note type, note id)``, without runs
-    formatted hidden (``hidden``: what the styles hide, :func:`hidden_styles`).
+    formatted hidden (``hidden``: what the styles hide, :func:`hidden_styles`) or a field's code
+    (``open_fields``: the fields open at its start, :func:`~.fields.open_fields`).
 
     Positions are Unicode scalar offsets into the returned (cleaned) text.
     """
@@ -89,7 +92,7 @@ def paragraph_text(p, hidden: Hiding = NOTHING_HIDES) -> tuple[str, list[tuple[i
     # A complex field (ECMA-376 §17.16.18): w:fldChar begin, its code, separate, its result, end. Word
     # shows the result; the code holds w:instrText, and the result of a field nested in the code (the
     # MERGEFIELD of { IF { MERGEFIELD Gender } = "M" "Mr." "Ms." }) as w:t, which is no shown text.
-    fields: list[bool] = []  # per open field: still in its code
+    fields: list[bool] = list(open_fields)  # per open field: still in its code
 
     def field_char(fld) -> None:
         kind = fld.get(f"{{{W}}}fldCharType")
@@ -133,7 +136,7 @@ def paragraph_text(p, hidden: Hiding = NOTHING_HIDES) -> tuple[str, list[tuple[i
                 pieces.append("\n")
                 walk(child)
             elif tag in (f"{{{W}}}r", f"{{{M}}}r") and _hidden_run(child, hidden, paragraph_hidden):
-                for fld in child.iter(f"{{{W}}}fldChar"):  # a hidden field character still opens or closes
+                for fld in read_field_chars(child):  # a hidden field character still opens or closes
                     field_char(fld)
             elif tag == f"{{{MC}}}AlternateContent":
                 # One branch is the content (ECMA-376 Part 3 §10.2): Word writes each text box twice,
