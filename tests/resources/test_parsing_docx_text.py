@@ -208,11 +208,11 @@ def test_an_external_alt_chunk_is_listed_with_its_target_not_a_library_error():
                                      "alt-chunk: external target not read: http://example.invalid/a.htm")]
 
 
-def _with_notes(body: str, footnote: str, endnote: str) -> bytes:
-    """The office document with ``body`` before its first paragraph, footnote 1 and endnote 1
-    holding ``footnote`` and ``endnote`` (block-level XML)."""
-    ns = f'xmlns:w="{W}" xmlns:m="{M}" xmlns:v="urn:schemas-microsoft-com:vml"'
-    data = with_member(office_document(), BODY, FIRST, body + FIRST)
+def _with_notes(body: str, footnote: str, endnote: str, base: bytes | None = None) -> bytes:
+    """The office document (or ``base``) with ``body`` before its first paragraph, footnote 1 and
+    endnote 1 holding ``footnote`` and ``endnote`` (block-level XML)."""
+    ns = f'xmlns:w="{W}" xmlns:m="{M}" xmlns:v="urn:schemas-microsoft-com:vml" xmlns:r="{R}"'
+    data = with_member(base or office_document(), BODY, FIRST, body + FIRST)
     rels = "".join(f'<Relationship Id="rId9{i}" Type="{R}/{kind}s" Target="{kind}s.xml"/>'
                    for i, kind in enumerate(("footnote", "endnote")))
     return with_member(data, "word/_rels/document.xml.rels", "</Relationships>", rels + "</Relationships>",
@@ -404,3 +404,42 @@ def test_a_fields_code_that_runs_into_the_next_paragraph_is_not_read():
     doc = parse_docx(_with_notes(refs, code, "<w:p><w:r><w:t>End words</w:t></w:r></w:p>"), OOXML)
     notes = {u.attributes["note_type"]: u.text for u in doc.units if u.kind == "note"}
     assert notes == {"footnote": "Dear\nSir and friends", "endnote": "End words"}
+
+
+def test_a_graphic_in_a_table_cell_or_a_note_is_read_where_its_text_is():
+    """guards against (trial 22d): a SmartArt graphic or a chart in a table cell or a footnote lost
+    in silence (since DOCX v15 only a body paragraph's were read). Property: each is a unit after
+    its cell's or note's text, its locator naming its part, its paragraph's element path and the
+    cell (``table``, ``row``, ``col``) or the note (``note_type``, ``note_id``); a note's graphic is
+    named by the notes part's own relationships; a graphic in a cell a merge continues is not read."""
+    smartart = _graphic(DGM, f'<dgm:relIds xmlns:dgm="{DGM}" r:dm="rIdDgm" r:lo="" r:qs="" r:cs=""/>')
+    chart = _graphic(CHART, f'<c:chart xmlns:c="{CHART}" r:id="rIdNoteChart"/>')
+    cell = "<w:t>cell 11</w:t></w:r></w:p>"
+    data = with_member(_with_graphics(""), BODY, cell, f"<w:t>cell 11</w:t></w:r>{smartart}</w:p>")
+    doc = parse_docx(data, OOXML)
+    (at,) = [i for i, u in enumerate(doc.units) if u.text == "cell 11"]
+    graphic = doc.units[at + 1]
+    assert (graphic.kind, graphic.text) == ("paragraph", "Plan\nBuild\nShip")
+    assert graphic.locator == {"part": "word/diagrams/data1.xml", "table": 0, "row": 1, "col": 1,
+                               "element_path": doc.units[at].locator["element_path"] + "/w:p"}
+
+    refs = '<w:p><w:r><w:t>Noted</w:t></w:r><w:r><w:footnoteReference w:id="1"/><w:endnoteReference w:id="1"/></w:r></w:p>'
+    rels = (f'<Relationships xmlns="http://schemas.openxmlformats.org/package/2006/relationships"><Relationship '
+            f'Id="rIdNoteChart" Type="{R}/chart" Target="charts/chart1.xml"/></Relationships>').encode()
+    data = _with_notes(refs, f"<w:p><w:r><w:t>See the chart</w:t></w:r></w:p><w:p>{chart}</w:p>",
+                       f"<w:p>{chart}</w:p>", _with_graphics(""))
+    data = with_member(data, BODY, FIRST, FIRST, {"word/_rels/footnotes.xml.rels": rels,
+                                                   "word/_rels/endnotes.xml.rels": rels})
+    doc = parse_docx(data, OOXML)
+    tail = [(u.kind, u.text, u.locator) for u in doc.units if u.locator["part"] != BODY]
+    assert tail == [
+        ("note", "See the chart", {"part": "word/footnotes.xml", "note_type": "footnote", "note_id": "1"}),
+        ("paragraph", "Quarterly revenue\nWidgets", {"part": "word/charts/chart1.xml", "note_type": "footnote",
+                                                     "note_id": "1", "element_path": "/w:footnotes/w:footnote/w:p[2]"}),
+        ("paragraph", "Quarterly revenue\nWidgets", {"part": "word/charts/chart1.xml", "note_type": "endnote",
+                                                     "note_id": "1", "element_path": "/w:endnotes/w:endnote/w:p"})]
+    assert doc.unread == []
+
+    merged = with_member(data, BODY, cell, f"<w:t>cell 11</w:t></w:r></w:p></w:tc><w:tc><w:tcPr><w:hMerge/>"
+                                           f"</w:tcPr><w:p>{smartart}</w:p>")
+    assert "Plan\nBuild\nShip" not in [u.text for u in parse_docx(merged, OOXML).units]

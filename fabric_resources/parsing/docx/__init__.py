@@ -11,7 +11,7 @@ from __future__ import annotations
 from fabric_resources.parsing.spec import ParserSpec
 
 PARSER_NAME = "docx"
-PARSER_VERSION = "18"  # 18: a field's code that runs into later paragraphs is no text there either (trial 22d); 17: a part declaring a DTD is left out and listed, the main part failing the document, not read with its entity references cut (OPC M1.18; trial 22c); 16: a package holding two parts of one name fails malformed-docx (OPC M1.12; trial 22c); 4: a part a relationship names may be missing (missing-part); 5: w:noBreakHyphen is U+2011
+PARSER_VERSION = "19"  # 19: SmartArt and charts in table cells and foot/endnotes are read (trial 22d); 18: a field's code that runs into later paragraphs is no text there either (trial 22d); 17: a part declaring a DTD is left out and listed, the main part failing the document, not read with its entity references cut (OPC M1.18; trial 22c); 16: a package holding two parts of one name fails malformed-docx (OPC M1.12; trial 22c); 4: a part a relationship names may be missing (missing-part); 5: w:noBreakHyphen is U+2011
 # 6: text a tracked change moved away (w:moveFrom) is skipped as deleted text is; 7: one branch of an
 # mc:AlternateContent is read (a text box's text was read twice); 8: a ruby's reading (w:rt) is skipped;
 # 9: an absolute position tab (w:ptab) is a tab, not nothing; 10: rows, cells and paragraphs inside content
@@ -32,6 +32,8 @@ PARSER_VERSION = "18"  # 18: a field's code that runs into later paragraphs is n
 # (trial 21e)
 # 16: a field's code that runs into later paragraphs (an IF field's text holding a paragraph mark) is not read
 # there either: the fields open at each paragraph's start are settled over the story (fields.py) (trial 22d)
+# 17: the words of a SmartArt graphic or a chart in a table cell or a footnote / endnote are a unit after the
+# cell's or the note's text, located by its part, its paragraph and the cell or note (trial 22d)
 MEDIA_TYPE = "application/vnd.openxmlformats-officedocument.wordprocessingml.document"
 
 

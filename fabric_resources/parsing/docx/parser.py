@@ -79,8 +79,10 @@ def parse_docx(data: bytes, config: "OoxmlParserConfig", media_type: str = MEDIA
         (``start_char`` = ``end_char`` = the reference's position in the paragraph text,
         ``label`` = the note's number in order of first reference), ``next_in_table_row``.
         Text: runs joined, breaks as ``"\\n"``, runs of spaces, tabs and no-break spaces one space, ends stripped.
-        A SmartArt graphic or chart in a body paragraph is a ``paragraph`` after it, its words
-        (:mod:`.graphics`), its locator ``{"part": "word/charts/chart1.xml", "element_path"}``.
+        A SmartArt graphic or chart in a body paragraph, a table cell or a note is a ``paragraph``
+        after its text, its words (:mod:`.graphics`), its locator ``{"part": "word/charts/chart1.xml",
+        "element_path"}`` (of its ``w:p``, in its own part), a cell's with ``table``/``row``/``col``,
+        a note's with ``note_type``/``note_id``.
         Units of an imported HTML or text part (``w:altChunk``) are the HTML or text parser's, in
         place, their locators with ``"part"`` (``word/afchunk.htm``) added.
         ``metadata``: ``tables``, ``notes``, ``unresolved_note_refs``, ``unreferenced_notes``
@@ -192,10 +194,13 @@ class _Walker:
             self._paragraph(p, text, refs)
         self.graphics(p)
 
-    def graphics(self, p) -> None:
+    def graphics(self, p, owner=None, place=None, element_path=None, section_path=None) -> None:
         """A unit per SmartArt graphic or chart shown in ``p`` (:mod:`.graphics`), after its text:
-        ``paragraph``, its locator naming the graphic's part and ``p``; a malformed part is listed."""
-        for part, kind in graphic_parts(p, self.document.part, self.hidden_styles):
+        ``paragraph``, its locator naming the graphic's part, ``p`` (``element_path``: in the main
+        part, else ``element_path(p)``) and ``place`` (the table cell's ``table``, ``row``, ``col``,
+        or the note's ``note_type``, ``note_id``); ``owner``: the part whose relationships name the
+        graphics (the notes part's for a note); a malformed part is listed."""
+        for part, kind in graphic_parts(p, owner or self.document.part, self.hidden_styles):
             name = str(part.partname).lstrip("/")
             try:
                 text = graphic_text(part.blob, kind)
@@ -203,8 +208,9 @@ class _Walker:
                 self.skipped.append({"where": name, "reason": exception_text(exc)})
                 continue
             if text:
-                self._add(ParsedUnit("paragraph", text, {"part": name, "element_path": self.element_path(p)},
-                                     self.path()))
+                locator = {"part": name, "element_path": (element_path or self.element_path)(p), **(place or {})}
+                self._add(ParsedUnit("paragraph", text, locator,
+                                     self.path() if section_path is None else section_path))
 
     def _paragraph(self, p, text: str, refs) -> None:
         style = self.style_name(p)
@@ -251,6 +257,9 @@ class _Walker:
                     if previous is not None:
                         self.relationships.append(ParsedRelationship("next_in_table_row", previous, index))
                     previous = index
+                if not continued:  # a cell's graphics after its text, as a body paragraph's
+                    for p in _children(tc, "p"):
+                        self.graphics(p, place={"table": table, "row": r, "col": col})
                 for chunk in _children(tc, "altChunk"):
                     self.alt_chunk(chunk)
                 for nested in _children(tc, "tbl"):
@@ -326,6 +335,7 @@ class _Walker:
                 self.skipped.append({"where": str(part.partname).lstrip("/"), "reason": exception_text(exc)})
                 continue
             self.count_unmapped_symbols(root)
+            paths = ElementPaths(root.getroottree())
             for note in root.findall(f"w:{note_type}", _NS):
                 if note.get(f"{{{W}}}type") in ("separator", "continuationSeparator", "continuationNotice"):
                     continue
@@ -334,16 +344,19 @@ class _Walker:
                     self.unreferenced.append(f"{note_type}:{note_id}")
                     continue
                 fields = open_fields(note)  # a note is a story of its own: no field runs into it
+                blocks = _note_blocks(note)
                 text = "\n".join(t for t in (paragraph_text(p, self.hidden_styles, fields.get(p, ()))[0]
-                                             for p in _note_blocks(note)) if t)
-                if not text:
-                    continue
+                                             for p in blocks) if t)
                 ref = next((r for r in self.refs if r[2] == note_type and r[3] == note_id), None)
                 path = self.units[ref[0]].section_path if ref else ()
-                locator = {"part": str(part.partname).lstrip("/"), "note_type": note_type, "note_id": note_id}
-                targets[(note_type, note_id)] = self._add(ParsedUnit(
-                    "note", text, locator, path, {"note_id": note_id, "note_type": note_type}))
-                self.note_count += 1
+                place = {"note_type": note_type, "note_id": note_id}
+                if text:
+                    targets[(note_type, note_id)] = self._add(ParsedUnit(
+                        "note", text, {"part": str(part.partname).lstrip("/"), **place}, path,
+                        {"note_id": note_id, "note_type": note_type}))
+                    self.note_count += 1
+                for p in blocks:  # its graphics after its text, named by the notes part's relationships
+                    self.graphics(p, part, place, paths, path)
         labels: dict[tuple[str, str], int] = {}
         for unit_index, pos, note_type, note_id in self.refs:
             target = targets.get((note_type, note_id))
