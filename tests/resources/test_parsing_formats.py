@@ -573,6 +573,47 @@ def test_pdf_text_a_clip_keeps_wholly_out_of_sight_is_left_out_and_counted():
     assert doc.units[2].locator["bbox"][1] > 395 and doc.units[3].locator["bbox"][3] < 380
 
 
+def test_pdf_text_a_clip_around_a_whole_form_hides_is_left_out_and_counted():
+    """guards against (trial 22d, left open by 21e): a form XObject drawn under a clipping path that
+    lets none of its text through (``q 0 0 1 1 re W n … /X1 Do Q``) indexed and cited where a reader
+    sees nothing: PDFium gives the clip to the form object, none to the text objects inside it.
+    Property: the text of a form a clip hides wholly is read as spaces and counted in
+    ``covered_chars``, under a scaled page, and for a form nested in another that is drawn under
+    the clip; the line of a form the clip keeps in sight is read, and so is every form under a
+    clip as large as the page."""
+    from fabric_resources.parsing.pdf.parser import parse_pdf
+
+    def form(content: str) -> bytes:
+        return _stream(content, "/Type/XObject/Subtype/Form/BBox[0 0 300 100]"
+                                "/Resources<</Font<</F1 5 0 R>>/XObject<</X4 9 0 R/X7 12 0 R>>>>")
+
+    def lines(lower: str, upper: str) -> str:
+        return f"BT /F1 12 Tf 0 5 Td ({lower}) Tj ET BT /F1 12 Tf 0 50 Td ({upper}) Tj ET"
+
+    content = ("BT /F1 12 Tf 72 700 Td (Visible sentence on the page.) Tj ET "
+               "q 0 0 1 1 re W n 1 0 0 1 72 600 cm /X1 Do Q "  # wholly clipped
+               "q 72 540 300 30 re W n 1 0 0 1 72 500 cm /X2 Do Q "  # the upper line inside, the lower out
+               "q 2 0 0 2 0 0 cm 0 0 1 1 re W n 1 0 0 1 36 200 cm /X3 Do Q "  # a scaled page: hidden
+               "q 1 0 0 1 72 300 cm /X5 Do Q "  # a form drawing another under a clip
+               "q 0 0 1 1 re W n 1 0 0 1 72 100 cm /X6 Do Q "  # a form under a clip drawing another
+               "q 0 0 612 792 re W n 1 0 0 1 72 200 cm /X1 Do Q")  # the page's size: shown
+    doc = parse_pdf(_objects_pdf([
+        b"<</Type/Catalog/Pages 2 0 R>>", b"<</Type/Pages/Kids[3 0 R]/Count 1>>",
+        b"<</Type/Page/Parent 2 0 R/MediaBox[0 0 612 792]/Resources<</Font<</F1 5 0 R>>"
+        b"/XObject<</X1 6 0 R/X2 7 0 R/X3 8 0 R/X5 10 0 R/X6 11 0 R>>>>/Contents 4 0 R>>",
+        _stream(content), b"<</Type/Font/Subtype/Type1/BaseFont/Helvetica>>",
+        form(lines("Alpha hidden lower", "Alpha hidden upper")), form(lines("Bravo outside", "Bravo kept in sight")),
+        form(lines("Charlie scaled lower", "Charlie scaled upper")), form(lines("Delta nested lower", "Delta nested upper")),
+        form("BT /F1 12 Tf 0 30 Td (Echo outer words) Tj ET q 0 0 1 1 re W n 1 0 0 1 0 0 cm /X4 Do Q"),
+        form("q 1 0 0 1 0 10 cm /X7 Do Q"), form(lines("Foxtrot inner lower", "Foxtrot inner upper"))]), PDF)
+    assert [u.text for u in doc.units] == ["Visible sentence on the page.", "Bravo kept in sight", "Echo outer words",
+                                           "Alpha hidden lower", "Alpha hidden upper"]
+    hidden = ("Alpha hidden lower", "Alpha hidden upper", "Bravo outside", "Charlie scaled lower",
+              "Charlie scaled upper", "Delta nested lower", "Delta nested upper", "Foxtrot inner lower",
+              "Foxtrot inner upper")
+    assert doc.metadata["covered_chars"] == sum(len(t) for t in hidden)
+
+
 def test_a_page_turned_a_quarter_is_read_in_its_contents_order():
     """guards against (hostile trial 21e): on a page with ``/Rotate 90`` whose text is upright in
     the page's own space (an OCR layer over a scan turned that way, a portrait page printed

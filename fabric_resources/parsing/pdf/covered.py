@@ -24,8 +24,11 @@ text a layout tool clipped out of a frame) is hidden too (:func:`clipped_chars`)
 path of its clip (an upper bound of what that path lets through) is compared with the text object's,
 in the space both are given in (the page's, or the form XObject's holding them).
 
-What this does not see, and leaves as text: a clip set around a whole form XObject (its text objects
-carry none of it), a box in an annotation (not page content), an image
+A clip a whole form XObject is drawn under counts for the text inside it (PDFium gives it to the
+form object alone): its paths are compared with the text object's box carried into their space.
+
+What this does not see, and leaves as text: a form XObject's own ``/BBox`` (PDFium clips by it when
+drawing, but gives no object that clip), a box in an annotation (not page content), an image
 or a non-rectangular path over the text, a box or text inside a form XObject, text in another
 colour drawn on a background of that colour, partial transparency (a soft mask, a blend mode, an
 alpha above :data:`_TOLERANCE`).
@@ -241,25 +244,124 @@ def _opaque_rectangle(obj) -> tuple[float, float, float, float, tuple[int, int, 
     return x0.value, y0.value, x1.value, y1.value, (r.value, g.value, b.value)
 
 
-def clipped_chars(textpage, count: int) -> set[int]:
+def clipped_chars(textpage, count: int, page=None) -> set[int]:
     """Indices (PDFium's character indices) of the characters whose text object lies wholly outside
     one of the paths of its clipping path (ISO 32000-1 §8.5.4: what is drawn shows only inside every
     path of the clip), so that nothing of it is drawn: such text was indexed and cited where a
     reader sees nothing (hostile trial 21e). A path's box is that of its points, control points
     included (a Bézier curve lies within them), so the test only ever errs towards keeping text; a
-    text object partly inside is kept whole."""
+    text object partly inside is kept whole.
+
+    With ``page``, the clip a form XObject is drawn under (``q … W n … /X1 Do Q``) counts for the
+    text inside it too (:func:`form_clips`): PDFium gives it to the form object alone, not to its
+    text objects, so a letterhead clipped out of sight whole was indexed (trial 22d)."""
     hidden: set[int] = set()
     verdict: dict[int, bool] = {}  # text object address -> wholly clipped
+    outer = form_clips(page) if page is not None else {}
     for i in range(count):
         obj = pdfium_c.FPDFText_GetTextObject(textpage.raw, i)
         if not obj:
             continue
         key = ctypes.cast(obj, ctypes.c_void_p).value
         if key not in verdict:
-            verdict[key] = _clipped_away(obj)
+            verdict[key] = _clipped_away(obj) or _outside_form_clips(obj, outer.get(key, ()))
         if verdict[key]:
             hidden.add(i)
     return hidden
+
+
+#: Objects inside form XObjects :func:`form_clips` looks at on one page, at most: a form of many
+#: objects drawn many times is as many PDFium objects; past this the rest keep their text.
+MAX_FORM_OBJECTS = 200_000
+
+_Matrix = tuple[float, float, float, float, float, float]  # (a, b, c, d, e, f), ISO 32000-1 §8.3.4
+
+
+def form_clips(page) -> dict[int, list[tuple[list[tuple[float, float, float, float]], _Matrix]]]:
+    """For each text object inside a form XObject that is drawn under a clipping path, the clips of
+    its enclosing form objects: ``address -> [(the boxes of a clip's paths, the matrix from the text
+    object's space to the clip's)]``. A form object's clip is in the space of what holds it (the
+    page's, or the outer form's); its matrix maps its own space there. Text objects of forms under
+    no clip are absent."""
+    out: dict[int, list] = {}
+    seen = 0
+    raw = page.raw
+    todo = [(pdfium_c.FPDFPage_GetObject(raw, z), []) for z in range(pdfium_c.FPDFPage_CountObjects(raw))]
+    todo = [(obj, clips) for obj, clips in todo if pdfium_c.FPDFPageObj_GetType(obj) == pdfium_c.FPDF_PAGEOBJ_FORM]
+    while todo and seen < MAX_FORM_OBJECTS:
+        form, clips = todo.pop()
+        matrix = pdfium_c.FS_MATRIX()
+        if not pdfium_c.FPDFPageObj_GetMatrix(form, matrix):
+            continue
+        m = (matrix.a, matrix.b, matrix.c, matrix.d, matrix.e, matrix.f)
+        inner = [(boxes, _compose(to_clip, m)) for boxes, to_clip in clips]
+        if boxes := _clip_boxes(pdfium_c.FPDFPageObj_GetClipPath(form)):
+            inner.append((boxes, m))
+        for k in range(pdfium_c.FPDFFormObj_CountObjects(form)):
+            seen += 1
+            child = pdfium_c.FPDFFormObj_GetObject(form, k)
+            kind = pdfium_c.FPDFPageObj_GetType(child)
+            if kind == pdfium_c.FPDF_PAGEOBJ_FORM:
+                todo.append((child, inner))
+            elif kind == pdfium_c.FPDF_PAGEOBJ_TEXT and inner:
+                out[ctypes.cast(child, ctypes.c_void_p).value] = inner
+    return out
+
+
+def _compose(outer: _Matrix, inner: _Matrix) -> _Matrix:
+    """The matrix applying ``inner``, then ``outer`` (ISO 32000-1 §8.3.4: ``inner × outer``).
+
+    >>> _compose((2, 0, 0, 2, 0, 0), (1, 0, 0, 1, 10, 5))  # move, then scale: the move doubles
+    (2, 0, 0, 2, 20, 10)
+    >>> _compose((1, 0, 0, 1, 72, 400), (0, 1, -1, 0, 0, 0))  # turn a quarter, then move
+    (0, 1, -1, 0, 72, 400)
+    """
+    a, b, c, d, e, f = inner
+    A, B, C, D, E, F = outer
+    return (a * A + b * C, a * B + b * D, c * A + d * C, c * B + d * D, e * A + f * C + E, e * B + f * D + F)
+
+
+def _outside_form_clips(obj, clips) -> bool:
+    """Whether text object ``obj``'s box, carried into each enclosing form's clip space (the box of
+    its four corners: an upper bound, so the test errs towards keeping text), lies wholly outside
+    one path's box of that clip."""
+    if not clips:
+        return False
+    bounds = [ctypes.c_float() for _ in range(4)]
+    if not pdfium_c.FPDFPageObj_GetBounds(obj, *(ctypes.byref(b) for b in bounds)):
+        return False
+    x0, y0, x1, y1 = (b.value for b in bounds)
+    for boxes, (a, b, c, d, e, f) in clips:
+        xs = [a * x + c * y + e for x in (x0, x1) for y in (y0, y1)]
+        ys = [b * x + d * y + f for x in (x0, x1) for y in (y0, y1)]
+        if any(_apart((min(xs), min(ys), max(xs), max(ys)), box) for box in boxes):
+            return True
+    return False
+
+
+def _apart(box, path) -> bool:
+    left, bottom, right, top = box
+    px0, py0, px1, py1 = path
+    return px1 <= left or px0 >= right or py1 <= bottom or py0 >= top
+
+
+def _clip_boxes(clip) -> list[tuple[float, float, float, float]]:
+    """The box of each path of ``clip`` (an ``FPDF_CLIPPATH``, or null): that of its points,
+    control points included."""
+    if not clip:
+        return []
+    x, y = ctypes.c_float(), ctypes.c_float()
+    boxes = []
+    for k in range(pdfium_c.FPDFClipPath_CountPaths(clip)):
+        xs, ys = [], []
+        for j in range(pdfium_c.FPDFClipPath_CountPathSegments(clip, k)):
+            segment = pdfium_c.FPDFClipPath_GetPathSegment(clip, k, j)
+            if segment and pdfium_c.FPDFPathSegment_GetPoint(segment, ctypes.byref(x), ctypes.byref(y)):
+                xs.append(x.value)
+                ys.append(y.value)
+        if xs:
+            boxes.append((min(xs), min(ys), max(xs), max(ys)))
+    return boxes
 
 
 def _clipped_away(obj) -> bool:
@@ -269,15 +371,5 @@ def _clipped_away(obj) -> bool:
     bounds = [ctypes.c_float() for _ in range(4)]
     if not pdfium_c.FPDFPageObj_GetBounds(obj, *(ctypes.byref(b) for b in bounds)):
         return False
-    left, bottom, right, top = (b.value for b in bounds)
-    x, y = ctypes.c_float(), ctypes.c_float()
-    for k in range(pdfium_c.FPDFClipPath_CountPaths(clip)):
-        xs, ys = [], []
-        for j in range(pdfium_c.FPDFClipPath_CountPathSegments(clip, k)):
-            segment = pdfium_c.FPDFClipPath_GetPathSegment(clip, k, j)
-            if segment and pdfium_c.FPDFPathSegment_GetPoint(segment, ctypes.byref(x), ctypes.byref(y)):
-                xs.append(x.value)
-                ys.append(y.value)
-        if xs and (max(xs) <= left or min(xs) >= right or max(ys) <= bottom or min(ys) >= top):
-            return True
-    return False
+    box = tuple(b.value for b in bounds)
+    return any(_apart(box, path) for path in _clip_boxes(clip))

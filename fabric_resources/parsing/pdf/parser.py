@@ -219,7 +219,7 @@ def _lines(page: pdfium.PdfPage, index: int, config: "PdfParserConfig",
         if len(text) != count:  # PDFium's text range dropped or added characters: read them one by one
             text = "".join(chr(pdfium_c.FPDFText_GetUnicode(textpage.raw, i) or 0xFFFF) for i in range(count))
         # A redaction box over the text, or a clip that keeps it out of sight: no reader sees it.
-        if hidden := covered_chars(page, textpage, count, cover_budget) | clipped_chars(textpage, count):
+        if hidden := covered_chars(page, textpage, count, cover_budget) | clipped_chars(textpage, count, page):
             text = "".join(" " if i in hidden else ch for i, ch in enumerate(text))
         ranges: list[list[tuple[int, int, float]]] = []  # per PDFium line: its pieces at gutters
         start = 0
