@@ -519,6 +519,58 @@ def test_pdf_text_without_a_unicode_mapping_is_left_out_and_said_not_indexed_as_
     assert info.value.reason == "ocr-unavailable"
 
 
+def _type3_pdf(content: str, fonts: dict[str, list[str]], form: str = "") -> bytes:
+    """A page drawing ``content`` with ``/F1`` Helvetica and a Type 3 font per ``fonts`` entry (its
+    resource name -> the glyph names of codes 65 ... ``A`` ..., no ToUnicode: PDFium maps none of its
+    characters, reading each code as the character), and a form XObject ``/X1`` drawing ``form``."""
+    objs = [b"<</Type/Catalog/Pages 2 0 R>>", b"<</Type/Pages/Kids[3 0 R]/Count 1>>", b"", _stream(content),
+            b"<</Type/Font/Subtype/Type1/BaseFont/Helvetica>>", _stream("1000 0 0 0 750 750 d1 0 0 750 750 re f")]
+    refs = []
+    for name, glyphs in fonts.items():
+        procs = "".join(f"/{g} 6 0 R" for g in glyphs)
+        objs.append((f"<</Type/Font/Subtype/Type3/FontBBox[0 0 750 750]/FontMatrix[0.001 0 0 0.001 0 0]"
+                     f"/CharProcs<<{procs}>>/Encoding<</Type/Encoding/Differences[65{''.join('/' + g for g in glyphs)}]>>"
+                     f"/FirstChar 65/LastChar {64 + len(glyphs)}/Widths[{' '.join(['800'] * len(glyphs))}]>>").encode())
+        refs.append(f"/{name} {len(objs)} 0 R")
+    fonts_dict = f"<</F1 5 0 R{''.join(refs)}>>"
+    objs.append(_stream(form, f"/Type/XObject/Subtype/Form/BBox[0 0 612 792]/Resources<</Font{fonts_dict}>>"))
+    objs[2] = (f"<</Type/Page/Parent 2 0 R/MediaBox[0 0 612 792]/Resources<</Font<</F1 5 0 R>>"
+               f"/XObject<</X1 {len(objs)} 0 R>>>>/Contents 4 0 R>>").encode()
+    return _objects_pdf(objs)
+
+
+def test_a_type3_fonts_made_up_glyph_names_count_as_unmapped_not_read_as_their_codes():
+    """guards against (trial 22d, left by 21e): a Type 3 font whose glyphs have made-up names
+    (``/g1``, ``/a23``: no ToUnicode, and names no glyph list knows), whose codes PDFium reads as the
+    characters, indexed as that junk. Property: a line mostly of such characters is left out and
+    counted (``unmapped_lines``), the page listed ``unmapped-text``, or read by OCR when nothing else
+    is on it; a glyph named for another character than its code (``/a`` at ``B``) is no mapping
+    either; a Type 3 font named by the glyph list (matplotlib's ``/A``) is read as before, and so
+    is a code one of the page's Type 3 fonts names well (PDFium does not say which drew it)."""
+    from fabric_resources.parsing.pdf.parser import parse_pdf
+
+    letters = [chr(c) for c in range(65, 91)]
+    made_up = [f"g{i}" for i in range(1, 27)]
+    shifted = [chr(c) for c in range(97, 123)]  # /a at code 65 (PDFium reads A), /b at 66 ...
+    form = ("BT /F1 12 Tf 72 700 Td (Mapped heading words here.) Tj ET "
+            "BT /F4 12 Tf 72 600 Td (JUNK CODES) Tj ET BT /F5 12 Tf 72 550 Td (SHIFTED) Tj ET")
+    doc = parse_pdf(_type3_pdf("q /X1 Do Q", {"F4": made_up, "F5": shifted}, form), PDF)
+    assert [u.text for u in doc.units] == ["Mapped heading words here."]
+    assert doc.metadata["unmapped_lines"] == 2
+    assert [(p.where, p.reason) for p in doc.unread] == [("page 1", "unmapped-text")]
+    named = parse_pdf(_type3_pdf("q /X1 Do Q", {"F3": letters}, "BT /F3 12 Tf 72 650 Td (NAMED WELL) Tj ET"), PDF)
+    assert [u.text for u in named.units] == ["NAMED WELL"] and named.unread == []
+
+    either = parse_pdf(_type3_pdf("BT /F1 12 Tf 72 700 Td (Words.) Tj ET q /X1 Do Q", {"F3": letters, "F4": made_up},
+                                  "BT /F4 12 Tf 72 600 Td (AMBIGUOUS) Tj ET"), PDF)
+    assert [u.text for u in either.units] == ["Words.", "AMBIGUOUS"] and either.metadata["unmapped_lines"] == 0
+
+    no_ocr = PdfParserConfig(isolation=IN_PROCESS, ocr=OcrConfig(tesseract_cmd="/nonexistent/tesseract"))
+    with pytest.raises(ParseError) as info:
+        parse_pdf(_type3_pdf("q /X1 Do Q", {"F4": made_up}, "BT /F4 12 Tf 72 600 Td (JUNK CODES) Tj ET"), no_ocr)
+    assert info.value.reason == "ocr-unavailable"
+
+
 def test_the_files_a_pdf_carries_are_counted_and_listed_unread():
     """guards against (hostile trial 21e): a PDF's embedded files (a portfolio's documents, a
     contract attached to its cover letter) lost in silence, the parse reading as whole. Property:

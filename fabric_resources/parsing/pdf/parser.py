@@ -37,6 +37,7 @@ from fabric_resources.parsing.pdf.outline import (
     OutlineEntry, PlacedBlock, running_heads, section_paths, sections_from_fonts, sections_from_outline,
 )
 from fabric_resources.parsing.pdf.pieces import gutter_pieces, rows, unrotated_textpage
+from fabric_resources.parsing.pdf.unmapped import Type3Names, unmapped
 
 if TYPE_CHECKING:
     from fabric_resources.config import PdfParserConfig
@@ -107,7 +108,7 @@ def parse_pdf(data: bytes, config: "PdfParserConfig", media_type: str = MEDIA_TY
         raise ParseError("cap-objects", f"{objects} objects declared > max_objects {config.max_objects}")
     pdf = _open(data)
     try:
-        return _parse(pdf, config)
+        return _parse(pdf, config, Type3Names(data))
     finally:
         pdf.close()
 
@@ -130,7 +131,7 @@ def _open(data: bytes) -> pdfium.PdfDocument:
         raise ParseError("malformed-pdf", message) from None
 
 
-def _parse(pdf: pdfium.PdfDocument, config: "PdfParserConfig") -> ParsedDocument:
+def _parse(pdf: pdfium.PdfDocument, config: "PdfParserConfig", names: Type3Names | None = None) -> ParsedDocument:
     pages = len(pdf)
     if pages > config.max_pages:
         raise ParseError("cap-pages", f"{pages} pages > max_pages {config.max_pages}")
@@ -153,10 +154,10 @@ def _parse(pdf: pdfium.PdfDocument, config: "PdfParserConfig") -> ParsedDocument
             object_count = pdfium_c.FPDFPage_CountObjects(page.raw)
             if object_count > config.max_page_objects:
                 raise ParseError("cap-page-objects", f"page {index + 1}: {object_count} objects")
-            page_lines, outside, hidden, unmapped = _lines(page, index, config, cover_budget)
+            page_lines, outside, hidden, unmapped_here = _lines(page, index, config, cover_budget, names)
             offpage += outside
             covered += hidden
-            unmapped_lines += unmapped
+            unmapped_lines += unmapped_here
             page_blocks = blocks(page_lines)
             if page_blocks:
                 placed.extend(PlacedBlock(index, b) for b in page_blocks)
@@ -176,9 +177,9 @@ def _parse(pdf: pdfium.PdfDocument, config: "PdfParserConfig") -> ParsedDocument
                 if failure and (not page_blocks or failure["reason"] != "ocr-no-text"):
                     failed.append(failure)
                 ocr_units[index] = units
-            if unmapped and index not in ocr_units:  # the page's other text read: say what was not
+            if unmapped_here and index not in ocr_units:  # the page's other text read: say what was not
                 failed.append({"page": index + 1, "reason": "unmapped-text",
-                               "detail": f"{unmapped} lines whose characters have no Unicode mapping left out"})
+                               "detail": f"{unmapped_here} lines whose characters have no Unicode mapping left out"})
         finally:
             page.close()
     units, heading_source = _text_units(pdf, placed, ocr_units)
@@ -202,11 +203,12 @@ def _parse(pdf: pdfium.PdfDocument, config: "PdfParserConfig") -> ParsedDocument
 
 
 def _lines(page: pdfium.PdfPage, index: int, config: "PdfParserConfig",
-           cover_budget: CoverBudget | None = None) -> tuple[list[Line], int, int, int]:
+           cover_budget: CoverBudget | None = None, names: Type3Names | None = None) -> tuple[list[Line], int, int, int]:
     """The page's text lines, how many lines lie wholly outside its crop box (left out: a viewer
     never shows them, so a citation of their text would point at nothing a reader sees), how
     many characters a box drawn over them hides (read as spaces: :mod:`.covered`), and how many
-    lines are left out as text with no Unicode mapping (:func:`_unmapped`)."""
+    lines are left out as text with no Unicode mapping (:func:`~.unmapped.unmapped`; ``names``: the
+    document's Type 3 glyph names)."""
     textpage = unrotated_textpage(page)
     try:
         count = textpage.count_chars()
@@ -237,42 +239,18 @@ def _lines(page: pdfium.PdfPage, index: int, config: "PdfParserConfig",
             pieces_read = columns_first(cut, gutters)
         if pieces_read is None:  # no columns read line by line across both: PDFium's lines as they are
             pieces_read = [line for pieces in ranges if (line := _line(textpage, text, pieces[0][0], pieces[-1][1]))]
-        out, outside, unmapped = [], 0, 0
+        out, outside, junk = [], 0, 0
         for line in rejoin_row_breaks(pieces_read):
             x0, y0, x1, y1 = line.bbox
             if x1 <= cx0 or x0 >= cx1 or y1 <= cy0 or y0 >= cy1:
                 outside += 1
-            elif _unmapped(textpage, text, line):
-                unmapped += 1
+            elif unmapped(textpage, text, line.char_start, line.char_end, names, index):
+                junk += 1
             else:
                 out.append(line)
-        return out, outside, len(hidden), unmapped
+        return out, outside, len(hidden), junk
     finally:
         textpage.close()
-
-
-def _unmapped(textpage: pdfium.PdfTextPage, text: str, line: Line) -> bool:
-    """Whether at least half the visible characters of ``line`` have no Unicode mapping (PDFium's
-    ``FPDFText_HasUnicodeMapError``, where it reads the character code as the character: a CID font
-    without ToUnicode, its glyph numbers read as ``$%&'(`` for ``ABCDE``; a subset font's codes
-    1, 2, 3 ...). Such text was indexed as junk in silence (hostile trial 21e); left out, its page is
-    read by OCR when nothing else is on it, else listed unread (``unmapped-text``). A stray unmapped
-    bullet in a line of mapped text keeps the line. A Type 3 font (embedded, no font program) is
-    never mapped by PDFium, glyph names or not, and its codes are most often ASCII (matplotlib's
-    labels, old TeX bitmap fonts): its characters count as mapped, read as before."""
-    visible = [i for i in range(line.char_start, line.char_end) if not text[i].isspace()]
-    errors = sum(1 for i in visible if pdfium_c.FPDFText_HasUnicodeMapError(textpage.raw, i) == 1
-                 and not _type3(pdfium_c.FPDFTextObj_GetFont(pdfium_c.FPDFText_GetTextObject(textpage.raw, i))))
-    return bool(visible) and 2 * errors >= len(visible)
-
-
-def _type3(font) -> bool:
-    """Whether ``font`` (an ``FPDF_FONT``) is a Type 3 font: PDFium calls it embedded, yet it has no
-    font program to give."""
-    if not font or not pdfium_c.FPDFFont_GetIsEmbedded(font):
-        return False
-    size = ctypes.c_size_t(0)
-    return not pdfium_c.FPDFFont_GetFontData(font, None, 0, ctypes.byref(size)) or size.value == 0
 
 
 def _shown_box(page: pdfium.PdfPage) -> tuple[float, float, float, float]:
