@@ -19,6 +19,7 @@ W = "http://schemas.openxmlformats.org/wordprocessingml/2006/main"
 MC = "http://schemas.openxmlformats.org/markup-compatibility/2006"
 _FLD_CHAR = f"{{{W}}}fldChar"
 _P = f"{{{W}}}p"
+_FALLBACK = f"{{{MC}}}Fallback"
 # What paragraph_text does not read (a tracked deletion or move away, a ruby's reading): a field
 # character there opens or closes nothing.
 _UNREAD = {f"{{{W}}}del", f"{{{W}}}moveFrom", f"{{{W}}}rt", f"{{{W}}}delText", f"{{{W}}}instrText"}
@@ -28,10 +29,12 @@ def read_field_chars(el) -> list:
     """The ``w:fldChar`` elements under ``el`` (``el`` included) that :func:`~.runs.paragraph_text`
     reads, in document order: not under a tracked deletion or move away, a ruby's reading, or an
     ``mc:Fallback`` beside an ``mc:Choice`` (the branch read)."""
+    if next(el.iter(*_UNREAD, _FALLBACK), None) is None:  # most stories: nothing to look up per character
+        return list(el.iter(_FLD_CHAR))
     found = []
     for fld in el.iter(_FLD_CHAR):
         for a in fld.iterancestors():
-            if a.tag in _UNREAD or (a.tag == f"{{{MC}}}Fallback" and a.getparent() is not None
+            if a.tag in _UNREAD or (a.tag == _FALLBACK and a.getparent() is not None
                                     and a.getparent().find(f"{{{MC}}}Choice") is not None):
                 break
             if a is el:
