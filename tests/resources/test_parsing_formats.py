@@ -560,6 +560,10 @@ def test_a_type3_fonts_made_up_glyph_names_count_as_unmapped_not_read_as_their_c
     assert [(p.where, p.reason) for p in doc.unread] == [("page 1", "unmapped-text")]
     named = parse_pdf(_type3_pdf("q /X1 Do Q", {"F3": letters}, "BT /F3 12 Tf 72 650 Td (NAMED WELL) Tj ET"), PDF)
     assert [u.text for u in named.units] == ["NAMED WELL"] and named.unread == []
+    # dvips's names for TeX's bitmap fonts, /a<code> at that code: PDFium's reading kept (old papers).
+    dvips = parse_pdf(_type3_pdf("q /X1 Do Q", {"F3": [f"a{c}" for c in range(65, 91)]},
+                                 "BT /F3 12 Tf 72 650 Td (BITMAP FONT WORDS) Tj ET"), PDF)
+    assert [u.text for u in dvips.units] == ["BITMAP FONT WORDS"] and dvips.unread == []
 
     either = parse_pdf(_type3_pdf("BT /F1 12 Tf 72 700 Td (Words.) Tj ET q /X1 Do Q", {"F3": letters, "F4": made_up},
                                   "BT /F4 12 Tf 72 600 Td (AMBIGUOUS) Tj ET"), PDF)

@@ -69,7 +69,10 @@ class Type3Names:
         annotations' appearances) that names ``code`` names it by a glyph name the Adobe Glyph List
         does not give ``chr(code)``. PDFium does not say which of a page's Type 3 fonts drew a
         character, so one font naming the code well keeps it (as before); so does a code no font
-        names, or a file pypdf cannot read."""
+        names, or a file pypdf cannot read. ``/a<code>`` at its own code says nothing against the
+        code: dvips names the glyphs of TeX's bitmap (PK) fonts so (``/a65`` at 65), and PDFium's
+        reading of such old papers is mostly right, where calling them unmapped sent every page to
+        OCR, or left it unread without Tesseract."""
         if page not in self._pages:
             self._pages[page] = self._names(page)
         names = self._pages[page].get(code)
@@ -77,7 +80,7 @@ class Type3Names:
             return False
         from pypdf._codecs import adobe_glyphs
 
-        return all(_glyph_char(name, adobe_glyphs) != chr(code) for name in names)
+        return all(_glyph_char(name, adobe_glyphs) != chr(code) and name != f"/a{code}" for name in names)
 
     def _names(self, page: int) -> dict[int, set[str]]:
         # Imported here: pypdf costs ~0.5 s to import, and the PDF child imports this module for every file.
