@@ -179,8 +179,9 @@ def print_status(home: Path, st=None):
     _listed(st.partial, lambda p: f"  [yellow]partly read[/yellow] {names(p.sources)}: {keys([p.detail or ''])}")
     _listed(st.unsupported, lambda u: f"  [dim]unsupported[/dim] {names([u[0]])} ({keys([u[1]])})")
     _listed(st.skipped, lambda k: f"  [yellow]skipped[/yellow] {names([k[0]])}: {keys([k[1]])}")
-    if st.withheld:
-        console.print(f"  withheld by policy: {len(st.withheld)} sources")
+    # Named, as the README promises and the other kinds are: a count alone left the operator to guess
+    # which files a `sources.withheld` pattern caught (trial 22e).
+    _listed(st.withheld, lambda k: f"  [dim]withheld[/dim] {names([k])} (sources.withheld)")
     return st
 
 

@@ -257,6 +257,23 @@ def test_status_lists_twenty_of_a_kind_and_counts_the_rest(capsys):
     assert "… and 7 more like these" in out and "failed fs:x.pdf: encrypted" in out
 
 
+def test_status_names_each_withheld_source(capsys):
+    """guards against (trial 22e): ``withheld by policy: 1 sources``, a count where the README says
+    `fabric status` lists the withheld sources, leaving the operator to guess what a pattern caught;
+    past twenty they are counted like every other kind."""
+    from fabric_query.cli import LISTED_AT_MOST, print_status
+    from fabric_query.types import Status
+
+    withheld = ("fs:notes/drafts/secret.txt",) + tuple(f"fs:private/p{i:02d}.txt" for i in range(LISTED_AT_MOST + 2))
+    st = Status(home="h", roots=(), sources_by_state={"present": 30}, release_id=1, active_sources=0,
+                active_parses=0, failed=(), held=(), pending=0, unsupported=(), withheld=withheld, unfinished=())
+    print_status("h", st)
+    lines = [" ".join(line.split()) for line in capsys.readouterr().out.splitlines()]
+    assert "withheld fs:notes/drafts/secret.txt (sources.withheld)" in lines
+    assert sum(line.startswith("withheld fs:") for line in lines) == LISTED_AT_MOST
+    assert "… and 3 more like these (`fabric status --json` lists every one)" in lines
+
+
 def test_a_failed_parse_line_sets_its_reason_apart_from_the_detail(capsys):
     """guards against (trial 20g): ``failed fs:x.pdf: encrypted a password is needed to open it``, the
     reason's name and its words run together as one phrase; a failure with no detail ends at its
