@@ -137,8 +137,12 @@ class Guard:
             return
         if self.read_token and scope.get("path") not in OPEN_PATHS \
                 and not bearer_matches(headers.get("authorization"), self.read_token, self.admin_token):
-            await _refuse(send, scope, 401, "Unauthorized", "this server needs a bearer token (read or admin)",
-                              [(b"www-authenticate", b"Bearer")])
+            # Where the token is, as the admin routes say (trial 22e: "needs a bearer token (read or
+            # admin)" left a new client to find which token, and where, in the README).
+            await _refuse(send, scope, 401, "Unauthorized",
+                          "this server needs Authorization: Bearer <token>, the token being the content of the "
+                          "file read-token (or admin-token) in the served home",
+                          [(b"www-authenticate", b"Bearer")])
             return
         length = headers.get("content-length")
         if length is not None:

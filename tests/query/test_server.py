@@ -797,6 +797,17 @@ def test_fabric_status_never_prints_a_clients_view_as_the_operators(home, fabric
         token_file.unlink()
 
 
+def test_a_request_without_the_read_token_is_told_which_token_and_where(fabric):
+    """guards against (trial 22e): a server bound to every interface answering a client that sent no
+    token "this server needs a bearer token (read or admin)", which names neither the header nor the
+    file a new user takes the token from (the admin routes' refusal names both)."""
+    with live_server(lambda port: create_app(fabric, ServerConfig(), port=port, read_token="r" * 43,
+                                             admin=_RecordingAdmin(), admin_token="a" * 43)) as url:
+        with httpx.Client(base_url=url, timeout=30) as client:
+            said = _error(client.post("/v1/search", json={"query": "x"}), 401)["message"]
+    assert "Authorization: Bearer" in said and "read-token" in said and "admin-token" in said, said
+
+
 def test_a_token_file_holding_other_than_printable_ascii_is_refused_and_never_a_500(fabric, tmp_path):
     """guards against (hostile trial 20d): an admin or read token file an operator wrote by hand
     with a non-ASCII passphrase (``pässwörd…``) was read with U+FFFD in place of each byte and
