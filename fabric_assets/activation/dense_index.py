@@ -50,6 +50,25 @@ def skip_reason(config: DenseSearchConfig, rows: int) -> str | None:
     return None
 
 
+def skip_words(config: DenseSearchConfig, record: Mapping[str, Any]) -> str:
+    """``record``'s ``skipped`` reason in words for the operator, with what answers instead
+    (``fabric dense-index-repair`` printed the bare code: ``chunk_vectors: - -> none (too-few-rows)``)."""
+    why, rows = record.get("skipped"), record.get("rows")
+    count = f"{rows:,} rows" if isinstance(rows, int) else "its rows"
+    if why == SKIP_MODE_EXACT:
+        said = "query.dense_search.mode is exact"
+    elif why == SKIP_TOO_FEW:
+        said = f"{count}, fewer than the {MIN_INDEX_ROWS:,} an index is built from"
+    elif why == SKIP_BELOW_AUTO:
+        said = f"{count}, under query.dense_search.auto_min_rows ({config.auto_min_rows:,}) with mode auto"
+    elif why == SKIP_DIGEST:
+        return (f"no index ({why}: the vectors are not those the release's digest names): the channel is off "
+                "until `fabric repair` re-embeds them")
+    else:
+        said = str(why)
+    return f"no index ({said}): the exact product over every vector answers"
+
+
 def _spec(config: DenseSearchConfig, rows: int) -> dict[str, Any]:
     return build_spec(config.index_type, rows, config.partition_rows, config.pq_sub_vectors, config.rq_bits).as_dict()
 

@@ -351,17 +351,21 @@ def lexical_repair_cmd(home: HomeOption = None) -> None:
                "again to finish the repair")
 def dense_index_repair_cmd(home: HomeOption = None) -> None:
     """Rebuild the current release's dense ANN indexes from its pinned vector rows (no re-embedding)."""
+    from fabric_assets.activation.dense_index import skip_words
     from fabric_assets.activation.repair import dense_index_repair
     from fabric_query.api import Fabric
 
     path = set_home(home)
     try:
-        report = dense_index_repair(Fabric(path).home)
+        fabric_home = Fabric(path).home
+        report = dense_index_repair(fabric_home)
     except (FabricQueryError, ValueError) as exc:
         fail(str(exc))
+    config = fabric_home.config.query.dense_search
     for table, record in sorted(report.after.items()):
-        old = (report.before.get(table) or {}).get("generation") or "-"
-        new = record.get("generation") or f"none ({record.get('skipped')})"
-        built = f", {record['rows']:,} rows, {record['build_seconds']} s" if record.get("generation") else ""
-        console.print(f"{table}: {old} -> {new}{built}")
+        if not record.get("generation"):  # none built: say why and what answers, not a bare code
+            console.print(f"{table}: {escape(skip_words(config, record))}")
+            continue
+        old = (report.before.get(table) or {}).get("generation") or "none"
+        console.print(f"{table}: {old} -> {record['generation']}, {record['rows']:,} rows, {record['build_seconds']} s")
     console.print(f"published release {report.release_id}")

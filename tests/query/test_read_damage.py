@@ -571,6 +571,12 @@ def test_status_names_a_dense_index_that_cannot_serve_and_repair_clears_it(tmp_p
     fixed = CliRunner().invoke(app, ["dense-index-repair", "--home", str(root)])
     assert fixed.exit_code == 0, fixed.output
     assert Fabric(root).status().dense_index_problems == ()
+    # A table with no index is told why and what answers instead (trial 22e: the repair printed
+    # `chunk_vectors_multilingual: - -> none (too-few-rows)`); the rebuilt one, old and new generation.
+    said = " ".join(fixed.output.split())
+    assert ("chunk_vectors_multilingual: no index (0 rows, fewer than the 256 an index is built from): the exact "
+            "product over every vector answers") in said, said
+    assert f"chunk_vectors: {record['generation']} -> " in said and " rows, " in said, said
 
 
 def test_a_home_moved_under_an_open_fabric_is_named_and_never_made_again(home, tmp_path):
