@@ -130,7 +130,8 @@ def force_reparse(home: FabricHome, source_key: str) -> ActionResult:
     """
     source = home.catalog.source(source_key)
     if source is None or source.state != "present" or not source.parse_id:
-        raise OperatorError(f"{source_key}: no present source with a parse (see `fabric status`)")
+        raise OperatorError(f"{source_key}: no present source with a parse ({_meant(home, source_key)}see "
+                            "`fabric status`)")
     # The re-parse reads the stored bytes: stored again from the file when they are corrupt or
     # missing; when no file holds them, a re-parse would fail and take the source out of search
     # (trial 12b: a tampered artifact, then `parse reparse`: the file was in no search, and neither
@@ -142,3 +143,16 @@ def force_reparse(home: FabricHome, source_key: str) -> ActionResult:
                             "store (`fabric snapshot restore`)")
     to_pending(home, [source.parse_id], "reparse")
     return ActionResult((source.parse_id,), "pending")
+
+
+def _meant(home: FabricHome, typed: str) -> str:
+    """The keys of present sources a mistyped ``typed`` names: the key without its ``fs:`` (the
+    path `fabric search` prints after it) or a file's name or path inside its folder (trial 22e:
+    ``fabric parse reparse tide.md`` answered only "no present source with a parse"), as purge says."""
+    if typed.startswith("fs:"):
+        return ""
+    meant = sorted(s.source_key for s in home.catalog.sources()
+                   if s.state == "present" and s.parse_id
+                   and (s.source_key == f"fs:{typed}" or s.source_key.endswith(f"/{typed}")))
+    shown = ", ".join(meant[:3]) + (f" or {len(meant) - 3} more" if len(meant) > 3 else "")
+    return f"did you mean {shown}? source keys start with fs:; " if meant else "source keys start with fs:; "

@@ -237,3 +237,20 @@ def test_a_forced_reparse_over_corrupt_stored_bytes_restores_them_or_refuses(tmp
     out = CliRunner().invoke(app, ["parse", "retry", "--home", str(fabric_home.root)])
     assert out.exit_code == 0 and "failed: none" in out.output, out.output
     assert fabric_home.artifacts.get(digest) == LIGHTHOUSE.encode()
+
+
+def test_a_reparse_of_a_name_that_is_no_source_key_says_which_key_is_meant(tmp_path, fabric_home):
+    """guards against (trial 22e): ``fabric parse reparse light.txt`` (the file's name, as ``fabric
+    status --source`` takes it) or ``src/light.txt`` (the path search prints after ``fs:``) answering
+    only "no present source with a parse", leaving the user to find that a key starts with ``fs:``."""
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "light.txt").write_text(LIGHTHOUSE)
+    (src / "harbour.txt").write_text(HARBOUR)
+    ingest(src, fabric_home)
+    for typed in ("light.txt", "src/light.txt"):
+        out = CliRunner().invoke(app, ["parse", "reparse", typed, "--home", str(fabric_home.root)])
+        said = " ".join(out.output.split())
+        assert out.exit_code == 2 and "did you mean fs:src/light.txt? source keys start with fs:" in said, said
+    out = CliRunner().invoke(app, ["parse", "reparse", "nothing.txt", "--home", str(fabric_home.root)])
+    assert out.exit_code == 2 and "did you mean" not in out.output and "start with fs:" in out.output, out.output
