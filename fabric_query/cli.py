@@ -213,6 +213,13 @@ class _SearchCommand(TyperCommand):
                 if word is not None:
                     exc.message += (f" (a query that starts with '-' needs '--' before it: "
                                     f"fabric search -- {shlex.quote(word)})")
+            elif (str(getattr(exc, "message", "")).startswith("Got unexpected extra argument") and "--" in given
+                  and any(a.startswith("-") for a in given[given.index("--") + 2:])):
+                # `fabric search -- '-draft notes' -n 3`: after `--` nothing is an option (trial 22e).
+                cut = given.index("--")
+                before, after = given[:cut] + given[cut + 2:], given[cut + 1:cut + 2]
+                exc.message += (" (options go before '--', which ends them: fabric search "
+                                f"{shlex.join(before + ['--'] + after)})")
             raise
 
 

@@ -330,6 +330,13 @@ def test_a_query_that_starts_with_a_dash_is_told_to_follow_a_double_dash(tmp_pat
     assert "fabric search -- '-draft notes'" in " ".join(result.output.replace("│", " ").split())
     typo = CliRunner().invoke(app, ["search", "x", "--jsn", *home])
     assert typo.exit_code == 2 and "No such option: --jsn" in typo.output and "needs '--'" not in typo.output
+    # The options after that `--` are arguments too: told where they go (trial 22e).
+    late = CliRunner().invoke(app, ["search", *home, "--", "-draft notes", "-n", "3"])
+    said = " ".join(late.output.replace("│", " ").split())
+    assert late.exit_code == 2 and "options go before '--'" in said, said
+    assert f"fabric search --home {home[1]} -n 3 -- '-draft notes'" in said, said
+    words = CliRunner().invoke(app, ["search", *home, "--", "-draft", "notes"])  # unquoted words: no such hint
+    assert words.exit_code == 2 and "options go before" not in words.output, words.output
 
 
 _HOLD_INGEST = """
