@@ -496,6 +496,9 @@ def test_resolve_all_checks_every_hit_of_a_pack(tmp_path, fabric_home):
     assert runner.invoke(app, ["resolve", str(f), *h], env=env).exit_code == 0  # the first hit alone
     bad = runner.invoke(app, ["resolve", "--all", str(f), *h], env=env)
     assert bad.exit_code == 1 and "hit 2: stale" in bad.stdout and "NO  hit-text" in bad.stdout, bad.output
+    # Each verdict names the source its hit cites (trial 22e: a bare "verified" / "stale").
+    keys = [r["citation"]["source_key"] for r in pack["results"]]
+    assert f"hit 1: verified {keys[0]}\n" in bad.stdout and f"hit 2: stale {keys[1]}\n" in bad.stdout, bad.stdout
     assert f"{n} hit(s): {n - 1} verified, 1 stale" in bad.stdout
     pack["results"].append({"citation": {"source_key": "fs:notes/a.txt"}, "text": "x"})
     f.write_text(json.dumps(pack))
