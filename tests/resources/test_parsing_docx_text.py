@@ -443,3 +443,32 @@ def test_a_graphic_in_a_table_cell_or_a_note_is_read_where_its_text_is():
     merged = with_member(data, BODY, cell, f"<w:t>cell 11</w:t></w:r></w:p></w:tc><w:tc><w:tcPr><w:hMerge/>"
                                            f"</w:tcPr><w:p>{smartart}</w:p>")
     assert "Plan\nBuild\nShip" not in [u.text for u in parse_docx(merged, OOXML).units]
+
+
+def test_a_comment_inside_a_docx_runs_text_cuts_none_of_it():
+    """guards against (trial 22g): an XML comment or processing instruction inside a ``w:t`` or an
+    equation's ``m:t`` (which Word skips) cut the text there, as it did in PPTX before trial 22c:
+    ``first <!-- x --> para`` read "first", in a body paragraph, a table cell, a footnote, a text box
+    in it and an equation alike, and nothing said the rest was lost; a chart's cached series name
+    so split was read as two lines. Property: the text read is the text without the comments."""
+    refs = '<w:p><w:r><w:t>Noted</w:t></w:r><w:r><w:footnoteReference w:id="1"/></w:r></w:p>'
+    footnote = ('<w:p><w:r><w:t>Footnote words</w:t></w:r></w:p>'
+                '<m:oMathPara><m:oMath><m:r><m:t>x=1</m:t></m:r></m:oMath></m:oMathPara>'
+                '<w:p><w:r><w:t>Box holder</w:t></w:r><w:r><w:pict><v:shape><v:textbox><w:txbxContent>'
+                '<w:p><w:r><w:t>boxed words</w:t></w:r></w:p></w:txbxContent></v:textbox></v:shape></w:pict></w:r></w:p>')
+    chart = _graphic(CHART, f'<c:chart xmlns:c="{CHART}" r:id="rIdChart"/>')
+    plain = _with_notes(refs + f"<w:p>{chart}</w:p>", footnote, "<w:p><w:r><w:t>End words</w:t></w:r></w:p>",
+                        _with_graphics(""))
+    commented = _with_notes(refs + f"<w:p>{chart}</w:p>",
+                            footnote.replace("Footnote words", "Footnote <!-- c --> words")
+                            .replace("x=1", "x=<!-- c -->1").replace("boxed words", "boxed<?pi c?> words"),
+                            "<w:p><w:r><w:t>End words</w:t></w:r></w:p>",
+                            _with_graphics(""))
+    commented = with_member(commented, BODY, "first para", "first <!-- reviewer --> para")
+    commented = with_member(commented, BODY, "cell 11", "cell<?pi x?> 11")
+    commented = with_member(commented, "word/charts/chart1.xml", "Widgets", "Wid<!-- c -->gets")
+    whole = _texts(plain)
+    assert "first para" in whole and "cell 11" in whole and "Quarterly revenue\nWidgets" in whole
+    assert "Footnote words\nx=1\nBox holder\nboxed words" in whole
+    doc = parse_docx(commented, OOXML)
+    assert [u.text for u in doc.units] == whole and doc.unread == []

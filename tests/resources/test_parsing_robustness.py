@@ -766,6 +766,29 @@ def test_a_comment_inside_a_pptx_text_run_cuts_none_of_its_text():
     assert not doc.unread
 
 
+def test_a_comment_inside_a_pptx_charts_cached_series_name_does_not_split_it():
+    """guards against (trial 22g): a chart's series name read from its cached cell value
+    (``c:strCache/c:pt/c:v``) as the value's text nodes, so a comment inside it (``Wid<!-- x -->gets``)
+    made two lines, "Wid" and "gets", neither the word shown in the legend."""
+    import pptx
+    from pptx.chart.data import CategoryChartData
+    from pptx.enum.chart import XL_CHART_TYPE
+
+    deck = pptx.Presentation()
+    slide = deck.slides.add_slide(deck.slide_layouts[6])
+    data = CategoryChartData()
+    data.categories = ["Q1", "Q2"]
+    data.add_series("Widgets", (1, 2))
+    slide.shapes.add_chart(XL_CHART_TYPE.COLUMN_CLUSTERED, 0, 0, 4_000_000, 3_000_000, data)
+    out = io.BytesIO()
+    deck.save(out)
+    plain = out.getvalue()
+    assert [u.text for u in parse_pptx(plain, OOXML).units] == ["Widgets"]
+    chart = next(n for n in zipfile.ZipFile(io.BytesIO(plain)).namelist() if n.startswith("ppt/charts/chart"))
+    changed = with_member(plain, chart, "<c:v>Widgets</c:v>", "<c:v>Wid<!-- x -->gets</c:v>")
+    assert [u.text for u in parse_pptx(changed, OOXML).units] == ["Widgets"]
+
+
 @pytest.mark.parametrize("parse, build, reason", [(parse_pptx, office_deck, "malformed-pptx"),
                                                   (parse_docx, office_document, "malformed-docx")])
 @pytest.mark.parametrize("spelled", [str, str.upper])

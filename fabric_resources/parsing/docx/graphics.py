@@ -12,6 +12,7 @@ from lxml import etree
 
 from fabric_resources.parsing.docx.runs import hidden_run
 from fabric_resources.parsing.docx.styles import NOTHING_HIDES, Hiding
+from fabric_resources.parsing.ooxml import element_text
 
 W = "http://schemas.openxmlformats.org/wordprocessingml/2006/main"
 MC = "http://schemas.openxmlformats.org/markup-compatibility/2006"
@@ -25,7 +26,8 @@ _POINTS = etree.XPath("./dgm:ptLst/dgm:pt[not(@type) or @type='node' or @type='a
 _CHART_TEXTS = etree.XPath("./c:chart/c:title/c:tx | ./c:chart/c:plotArea/*/c:title/c:tx"
                            " | ./c:chart/c:plotArea/*/c:ser/c:tx", namespaces=_NS)
 _RICH = etree.XPath("./c:rich/a:p", namespaces=_NS)
-_CACHED = etree.XPath("./c:strRef/c:strCache/c:pt/c:v/text() | ./c:v/text()", namespaces=_NS)
+# The c:v elements, not their text() nodes: a comment inside one splits it into two nodes, read as two lines.
+_CACHED = etree.XPath("./c:strRef/c:strCache/c:pt/c:v | ./c:v", namespaces=_NS)
 _RUNS = etree.XPath("./a:r/a:t/text() | ./a:fld/a:t/text()", namespaces=_NS)
 _PARSER = etree.XMLParser(resolve_entities=False, no_network=True, huge_tree=False)
 
@@ -72,5 +74,5 @@ def graphic_text(blob: bytes, kind: str) -> str:
         texts = []
         for tx in _CHART_TEXTS(root):
             rich = _RICH(tx)
-            texts.extend(["".join(_RUNS(p)) for p in rich] if rich else _CACHED(tx))
+            texts.extend(["".join(_RUNS(p)) for p in rich] if rich else [element_text(v) for v in _CACHED(tx)])
     return "\n".join(dict.fromkeys(" ".join(t.split()) for t in texts if t.strip()))

@@ -11,6 +11,7 @@ import unicodedata
 
 from fabric_resources.parsing.docx.fields import read_field_chars
 from fabric_resources.parsing.docx.styles import NOTHING_HIDES, Hiding, vanish
+from fabric_resources.parsing.ooxml import element_text
 
 W = "http://schemas.openxmlformats.org/wordprocessingml/2006/main"
 MC = "http://schemas.openxmlformats.org/markup-compatibility/2006"
@@ -113,7 +114,7 @@ def paragraph_text(p, hidden: Hiding = NOTHING_HIDES,
             elif True in fields and tag in _SHOWN:
                 continue
             elif tag in (f"{{{W}}}t", f"{{{M}}}t"):  # m:t: an equation's text, read in its order
-                pieces.append(child.text or "")
+                pieces.append(element_text(child))  # a comment inside it cuts none of it
             elif tag == f"{{{W}}}sym":
                 pieces.append(symbol_char(child) or "")
             elif tag == f"{{{M}}}oMathPara":  # a display equation's equations, one per line as Word shows them

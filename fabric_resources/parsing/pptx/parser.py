@@ -22,7 +22,9 @@ from lxml import etree
 from fabric_resources.parsing.document import (
     ParsedDocument, ParsedRelationship, ParsedUnit, ParseError, UnreadPart, exception_text,
 )
-from fabric_resources.parsing.ooxml import admit_package, relationship_targets, title_and_language, opened_or_repaired
+from fabric_resources.parsing.ooxml import (
+    admit_package, element_text, relationship_targets, title_and_language, opened_or_repaired,
+)
 from fabric_resources.parsing.lxml_limits import syntax_error_reason
 from fabric_resources.parsing.pptx import MEDIA_TYPE, PARSER_NAME, PARSER_VERSION
 
@@ -399,7 +401,8 @@ _CHART_TEXTS = etree.XPath("./c:chart/c:title/c:tx | ./c:chart/c:plotArea/*/c:ti
                            " | ./c:chart/c:plotArea/*/c:ser/c:tx", namespaces=_NS)
 _BRANCH_TEXT = etree.XPath(".//a:t/text() | .//m:t/text()", namespaces=_NS)  # in document order
 _RICH = etree.XPath("./c:rich/a:p", namespaces=_NS)
-_CACHED = etree.XPath("./c:strRef/c:strCache/c:pt/c:v/text() | ./c:v/text()", namespaces=_NS)
+# The c:v elements, not their text() nodes: a comment inside one splits it into two nodes, read as two lines.
+_CACHED = etree.XPath("./c:strRef/c:strCache/c:pt/c:v | ./c:v", namespaces=_NS)
 _DIAGRAM_DATA = etree.XPath(f"./a:graphic/a:graphicData[@uri='{_DGM}']/dgm:relIds/@r:dm", namespaces=_NS)
 _DIAGRAM_POINTS = etree.XPath("./dgm:ptLst/dgm:pt[not(@type) or @type='node' or @type='asst']/dgm:t/a:p",
                               namespaces=_NS)
@@ -423,7 +426,7 @@ def _chart_text(chart) -> str:
         if rich:
             texts.extend(_paragraph_text(p) for p in rich)
         else:
-            texts.extend(_CACHED(tx))
+            texts.extend(element_text(v) for v in _CACHED(tx))
     return _clean("\n".join(dict.fromkeys(t for t in texts if t.strip())))
 
 
@@ -457,10 +460,8 @@ def _frame_text(frame) -> str:
         pieces = []
         for child in p.iterchildren():
             if child.tag in (f"{{{_A}}}r", f"{{{_A}}}fld"):
-                # All of a:t's text: an XML comment or processing instruction inside it splits it,
-                # and .text (findtext) is only what comes before the first ("High <!-- --> water": "High").
                 t = child.find(f"{{{_A}}}t")
-                pieces.append("".join(t.itertext()) if t is not None else "")
+                pieces.append(element_text(t) if t is not None else "")
             elif child.tag == f"{{{_A}}}br":
                 pieces.append("\v")
             elif child.tag == _ALTERNATE:
