@@ -11,6 +11,7 @@ and python-pptx (:func:`office_deck`, :func:`office_document`); real files from 
 from __future__ import annotations
 
 import io
+import re
 import zipfile
 
 import pytest
@@ -787,6 +788,41 @@ def test_a_comment_inside_a_pptx_charts_cached_series_name_does_not_split_it():
     chart = next(n for n in zipfile.ZipFile(io.BytesIO(plain)).namelist() if n.startswith("ppt/charts/chart"))
     changed = with_member(plain, chart, "<c:v>Widgets</c:v>", "<c:v>Wid<!-- x -->gets</c:v>")
     assert [u.text for u in parse_pptx(changed, OOXML).units] == ["Widgets"]
+
+
+@pytest.mark.parametrize("second_relationship", [False, True])
+def test_a_slide_two_slide_list_entries_name_is_read_once_and_numbered_as_shown(second_relationship):
+    """guards against (trial 22g): two ``p:sldId`` entries naming one slide part (by one relationship
+    or two) read that slide twice, its text indexed twice and each later slide's number shifted by
+    one. A slide part is one slide (ECMA-376 Part 1 §19.2.1.33); property: the deck reads as it
+    does without the repeated entry, which is counted."""
+    deck = office_deck()
+    package = zipfile.ZipFile(io.BytesIO(deck))
+    presentation = package.read("ppt/presentation.xml").decode()
+    rels = package.read("ppt/_rels/presentation.xml.rels").decode()
+    first = re.search(r'<p:sldId id="(\d+)" r:id="(rId\d+)"/>', presentation)
+    rid = first.group(2)
+    if second_relationship:
+        target = re.search(rf'<Relationship Id="{rid}"[^>]*Target="([^"]+)"', rels) or re.search(
+            rf'<Relationship [^>]*Target="([^"]+)"[^>]*Id="{rid}"', rels)
+        changed = with_member(deck, "ppt/_rels/presentation.xml.rels", "</Relationships>",
+                              f'<Relationship Id="rIdAgain" Type="http://schemas.openxmlformats.org/officeDocument/'
+                              f'2006/relationships/slide" Target="{target.group(1)}"/></Relationships>')
+        rid = "rIdAgain"
+    else:
+        changed = deck
+    # The repeat stands after the last slide's entry: without the fix the first slide is read again, as slide 3.
+    changed = with_member(changed, "ppt/presentation.xml", "</p:sldIdLst>", f'<p:sldId id="9999" r:id="{rid}"/></p:sldIdLst>')
+    expected = parse_pptx(deck, OOXML)
+    doc = parse_pptx(changed, OOXML)
+    assert [(u.text, u.locator) for u in doc.units] == [(u.text, u.locator) for u in expected.units]
+    assert (doc.metadata["slides"], doc.metadata["repeated_slide_entries"]) == (2, 1) and not doc.unread
+    # and one placed between the slides no longer shifts the second slide's number
+    middle = with_member(changed, "ppt/presentation.xml", f'<p:sldId id="9999" r:id="{rid}"/></p:sldIdLst>',
+                         "</p:sldIdLst>")
+    middle = with_member(middle, "ppt/presentation.xml", first.group(0),
+                         first.group(0) + f'<p:sldId id="9999" r:id="{rid}"/>')
+    assert [u.locator for u in parse_pptx(middle, OOXML).units] == [u.locator for u in expected.units]
 
 
 @pytest.mark.parametrize("parse, build, reason", [(parse_pptx, office_deck, "malformed-pptx"),

@@ -11,7 +11,7 @@ from __future__ import annotations
 from fabric_resources.parsing.spec import ParserSpec
 
 PARSER_NAME = "pptx"
-PARSER_VERSION = "13"  # 13: a comment inside a chart's cached c:v no longer splits it into two lines (trial 22g); 12: a comment or processing instruction inside a run's a:t cuts none of its text (trial 22c); 11: a part declaring a DTD is left out and listed (a slide as that slide), the presentation part failing the deck, not read with its entity references cut (OPC M1.18; trial 22c); 10: a package holding two parts of one name fails malformed-pptx (OPC M1.12; trial 22c); 9: a slide whose part is left out is listed once, as the slide, with the part's
+PARSER_VERSION = "14"  # 14: a slide part two p:sldId entries name is read once, at its first entry, later slides numbered as shown (repeated_slide_entries; trial 22g); 13: a comment inside a chart's cached c:v no longer splits it into two lines (trial 22g); 12: a comment or processing instruction inside a run's a:t cuts none of its text (trial 22c); 11: a part declaring a DTD is left out and listed (a slide as that slide), the presentation part failing the deck, not read with its entity references cut (OPC M1.18; trial 22c); 10: a package holding two parts of one name fails malformed-pptx (OPC M1.12; trial 22c); 9: a slide whose part is left out is listed once, as the slide, with the part's
 #                         reason (cap-depth for libxml2's depth limit), not also with python-pptx's KeyError (trial 20b);
 #                         8: an equation in a paragraph (mc:AlternateContent, OMML in its mc:Choice) of a
 #                         shape, a table cell or the notes is read in place, a text box added on a notes

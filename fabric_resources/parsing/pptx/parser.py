@@ -76,6 +76,8 @@ def parse_pptx(data: bytes, config: "OoxmlParserConfig", media_type: str = MEDIA
         a part a relationship names that the package lacks, ``missing-part``; left out so that the
         rest opens, and also ``unread``, a slide's part as that slide: ``"slide 2"``, the reason
         ending with the part's name),
+        ``repeated_slide_entries`` (``p:sldId`` entries naming a slide part an earlier one named:
+        the slide is read once, at its first entry, and numbered so),
         ``hidden_slides`` (the numbers of slides marked ``show="0"``)
         and ``hidden_shapes`` (how many shapes were left out as hidden).
 
@@ -110,8 +112,25 @@ def parse_pptx(data: bytes, config: "OoxmlParserConfig", media_type: str = MEDIA
     lost_reasons = dict(lost)
     slide_parts = _slide_parts(data, deck.part.partname, errors) if lost else {}
     listed: set[str] = set()
-    for number, slide_id in enumerate(slide_ids, start=1):
+    # Each slide part is one slide (ECMA-376 Part 1 §19.2.1.33: a p:sldId "specifies a presentation
+    # slide", its id unique in the presentation). Two entries naming one part, by one relationship
+    # or two, make no second slide: python-pptx yields the slide once per entry, so its text was
+    # indexed twice and every later slide's number shifted. The part is read at its first entry,
+    # later entries counted in ``repeated_slide_entries``, and slides numbered as the distinct
+    # parts stand in the list: nothing is lost, so the deck does not fail.
+    read_parts: set = set()
+    repeated = 0
+    number = 0
+    for slide_id in slide_ids:
+        rel = deck.part.rels.get(slide_id.rId)
         part = slide_parts.get(slide_id.rId)
+        key = rel.target_part if rel is not None and not rel.is_external else part
+        if key is not None and key in read_parts:
+            repeated += 1
+            continue
+        if key is not None:
+            read_parts.add(key)
+        number += 1
         if part in lost_reasons and slide_id.rId not in deck.part.rels:
             reader.skipped.append({"slide": number, "shape": None, "reason": f"{lost_reasons[part]} ({part})"})
             listed.add(part)
@@ -124,7 +143,8 @@ def parse_pptx(data: bytes, config: "OoxmlParserConfig", media_type: str = MEDIA
     return ParsedDocument(
         PARSER_NAME, PARSER_VERSION, MEDIA_TYPE, reader.units, reader.relationships,
         title=title, language=language,
-        metadata={"slides": len(slide_ids), "tables": reader.tables, "skipped_shapes": reader.skipped,
+        metadata={"slides": number, "repeated_slide_entries": repeated, "tables": reader.tables,
+                  "skipped_shapes": reader.skipped,
                   "hidden_slides": reader.hidden_slides, "hidden_shapes": reader.hidden_shapes,
                   "skipped_parts": [{"part": part, "reason": reason} for part, reason in lost]},
         unread=[UnreadPart(part, reason) for part, reason in lost if part not in listed]
