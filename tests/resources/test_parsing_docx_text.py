@@ -472,3 +472,56 @@ def test_a_comment_inside_a_docx_runs_text_cuts_none_of_it():
     assert "Footnote words\nx=1\nBox holder\nboxed words" in whole
     doc = parse_docx(commented, OOXML)
     assert [u.text for u in doc.units] == whole and doc.unread == []
+
+
+def test_a_review_comment_is_a_note_unit_apart_from_the_text_it_marks():
+    """guards against (trial 22g): review comments (``word/comments.xml``, a reviewer's words beside
+    the text) not read at all, so no search found them. Property: each comment whose reference mark
+    is shown (in a body paragraph, a table cell or a footnote) is a ``note`` unit after the body
+    and the notes, its locator naming the comments part, ``note_type`` ``comment`` and its
+    ``w:id``, linked by ``note_ref`` from the unit holding the mark at the mark's place; the marked
+    text reads as it does without comments; a comment whose mark a tracked change deleted is not
+    read (as accepted, it is gone) but counted in ``unreferenced_notes``."""
+    import docx
+
+    def build(with_comments: bool) -> bytes:
+        document = docx.Document()
+        document.add_paragraph("first para")  # where _with_notes puts the footnote's reference
+        marked = document.add_paragraph("Tides rise at noon.")
+        document.add_paragraph("Second para")
+        cell = document.add_table(rows=1, cols=1).cell(0, 0)
+        cell.text = "cell text"
+        dropped = document.add_paragraph("Struck words")
+        if with_comments:
+            document.add_comment(marked.runs, text="Check the tide tables", author="Ana", initials="A")
+            document.add_comment(cell.paragraphs[0].runs, text="Cell remark", author="Bo")
+            document.add_comment(dropped.runs, text="Gone with its mark", author="Cy")
+        out = io.BytesIO()
+        document.save(out)
+        return out.getvalue()
+
+    data = with_member(build(True), BODY, '<w:r><w:rPr><w:rStyle w:val="CommentReference"/></w:rPr>'
+                       '<w:commentReference w:id="2"/></w:r>',
+                       '<w:del w:id="90" w:author="Cy"><w:r><w:rPr><w:rStyle w:val="CommentReference"/></w:rPr>'
+                       '<w:commentReference w:id="2"/></w:r></w:del>')
+    refs = ('<w:p><w:r><w:t>Noted</w:t></w:r><w:r><w:footnoteReference w:id="1"/></w:r></w:p>')
+    data = _with_notes(refs, '<w:p><w:r><w:t>Footnote words</w:t></w:r><w:r><w:commentReference w:id="7"/></w:r></w:p>',
+                       "<w:p/>", data)
+    data = with_member(data, "word/comments.xml", "</w:comments>",
+                       '<w:comment w:id="7" w:author="Di"><w:p><w:r><w:t>On the footnote</w:t></w:r></w:p>'
+                       "</w:comment></w:comments>")
+    doc = parse_docx(data, OOXML)
+    plain = parse_docx(_with_notes(refs, "<w:p><w:r><w:t>Footnote words</w:t></w:r></w:p>", "<w:p/>", build(False)),
+                       OOXML)
+    comments = [u for u in doc.units if u.locator.get("note_type") == "comment"]
+    assert [u for u in doc.units if u not in comments] == list(plain.units)
+    assert [(u.kind, u.text, u.locator) for u in comments] == [
+        ("note", "Check the tide tables", {"part": "word/comments.xml", "note_type": "comment", "note_id": "0"}),
+        ("note", "Cell remark", {"part": "word/comments.xml", "note_type": "comment", "note_id": "1"}),
+        ("note", "On the footnote", {"part": "word/comments.xml", "note_type": "comment", "note_id": "7"})]
+    links = {(doc.units[r.source_index].text, doc.units[r.target_index].text, r.attributes["start_char"])
+             for r in doc.relationships if r.kind == "note_ref"}
+    assert {("Tides rise at noon.", "Check the tide tables", 19), ("cell text", "Cell remark", 9),
+            ("Footnote words", "On the footnote", 14)} <= links
+    assert [n for n in doc.metadata["unreferenced_notes"] if n.startswith("comment")] == ["comment:2"]
+    assert doc.unread == []

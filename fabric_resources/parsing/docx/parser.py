@@ -1,12 +1,13 @@
-"""The DOCX parser: body paragraphs, headings, list items, table cells, footnotes and endnotes.
+"""The DOCX parser: body paragraphs, headings, list items, table cells, footnotes, endnotes and review comments.
 
 python-docx opens the package and resolves paragraph styles; the text of each
 paragraph is read from its runs here (``w:t``, tabs, breaks, symbols (``w:sym``), an equation's
 text (OMML ``m:t``, in its order: no fraction bar or superscript is written); deleted text of
 tracked changes, field codes (a field nested in a code included) and hidden runs skipped), so
 that note references keep their position. A part the document imports (``w:altChunk``) is read
-in place when it is HTML, MHTML or plain text (:mod:`.imported`). Footnotes and endnotes are read from their own parts (python-docx
-has no API for them) and follow the body as ``note`` units.
+in place when it is HTML, MHTML or plain text (:mod:`.imported`). Footnotes, endnotes and review comments are read from their own parts (python-docx
+has no API for notes; its comments API reads no hidden runs, fields or reference marks) and follow
+the body as ``note`` units.
 
 A numeric attribute that holds no number (``w:outlineLvl w:val="²"``) is ignored, as Word
 ignores it. A body paragraph or table, or a notes part, that cannot be read all the same is
@@ -49,7 +50,9 @@ M = "http://schemas.openxmlformats.org/officeDocument/2006/math"  # OMML: Word's
 _R = "http://schemas.openxmlformats.org/officeDocument/2006/relationships"
 _NS = {"w": W}
 _HEADING_STYLE = re.compile(r"^(?:heading|überschrift|titre|título|kop)\s*(\d)$", re.IGNORECASE)
-_NOTE_RELS = {"footnotes": "footnote", "endnotes": "endnote"}
+# The parts of notes, by the last word of their relationship type: footnotes, endnotes and review
+# comments (ECMA-376 §17.13.4.2 w:comment, a reviewer's words beside the text, searched as the notes are).
+_NOTE_RELS = {"footnotes": "footnote", "endnotes": "endnote", "comments": "comment"}
 # An equation where a paragraph may stand (ECMA-376 §22.1.2.77/78: m:oMathPara, m:oMath in w:body).
 _BODY_MATH = {f"{{{M}}}oMathPara", f"{{{M}}}oMath"}
 # What holds body, row or cell content in place of the element itself: a content control (w:sdt, its
@@ -70,12 +73,13 @@ def parse_docx(data: bytes, config: "OoxmlParserConfig", media_type: str = MEDIA
         Body units in document order — ``heading`` (style ``Heading n`` or ``Title``, attribute
         ``level``), ``list_item`` (numbered or bulleted paragraphs, ``level``), ``paragraph``,
         ``table_cell`` (``table``, ``row``, ``col``: 0-based; merged cells once) — then one
-        ``note`` per footnote and endnote (``note_id``, ``note_type``). Locators: body
+        ``note`` per footnote, endnote and review comment (``note_id``: its ``w:id``; ``note_type``:
+        ``footnote``, ``endnote``, ``comment``; a comment's author and date are not kept). Locators: body
         ``{"part": "word/document.xml" (the main part's own name), "element_path"}`` (lxml path of
         the ``w:p`` or ``w:tc``),
         cells also ``table``/``row``/``col``; notes ``{"part", "note_type", "note_id"}``.
         ``section_path``: the heading titles above the unit (for notes: of their reference).
-        Relationships: ``note_ref`` from the paragraph holding a reference to its note
+        Relationships: ``note_ref`` from the paragraph (or cell, or note) holding a reference to its note
         (``start_char`` = ``end_char`` = the reference's position in the paragraph text,
         ``label`` = the note's number in order of first reference), ``next_in_table_row``.
         Text: runs joined, breaks as ``"\\n"``, runs of spaces, tabs and no-break spaces one space, ends stripped.
@@ -85,8 +89,8 @@ def parse_docx(data: bytes, config: "OoxmlParserConfig", media_type: str = MEDIA
         a note's with ``note_type``/``note_id``.
         Units of an imported HTML or text part (``w:altChunk``) are the HTML or text parser's, in
         place, their locators with ``"part"`` (``word/afchunk.htm``) added.
-        ``metadata``: ``tables``, ``notes``, ``unresolved_note_refs``, ``unreferenced_notes``
-        (``"footnote:3"``: notes no shown reference marks — deleted, hidden or none — left out, as
+        ``metadata``: ``tables``, ``notes`` (comments included), ``unresolved_note_refs``, ``unreferenced_notes``
+        (``"footnote:3"``, ``"comment:2"``: notes no shown reference marks — deleted, hidden or none — left out, as
         Word shows none of them), ``skipped_elements``
         (``[{"where", "reason"}]``: a body element by its ``element_path``, a notes part by
         name, a part a relationship names that the package lacks — ``missing-part`` — or a
@@ -323,9 +327,10 @@ class _Walker:
         targets: dict[tuple[str, str], int] = {}
         # Word shows a note only where a shown reference marks it: one whose reference was deleted
         # (a tracked change read as accepted) or hidden, or that nothing references, is no text of
-        # the document (it was indexed and cited as a note).
-        referenced = {(kind, note_id) for _, _, kind, note_id in self.refs}
-        for note_type in ("footnote", "endnote"):
+        # the document (it was indexed and cited as a note). A comment may mark a note's text, so
+        # comments come last, the notes' references counted.
+        for note_type in ("footnote", "endnote", "comment"):
+            referenced = {(kind, note_id) for _, _, kind, note_id in self.refs}
             part = parts.get(note_type)
             if part is None:
                 continue
@@ -345,15 +350,23 @@ class _Walker:
                     continue
                 fields = open_fields(note)  # a note is a story of its own: no field runs into it
                 blocks = _note_blocks(note)
-                text = "\n".join(t for t in (paragraph_text(p, self.hidden_styles, fields.get(p, ()))[0]
-                                             for p in blocks) if t)
+                pieces: list[str] = []
+                refs: list[tuple[int, str, str]] = []  # the comments marking the note's text, at their places
+                for p in blocks:
+                    block_text, block_refs = paragraph_text(p, self.hidden_styles, fields.get(p, ()))
+                    if block_text:
+                        offset = sum(len(x) + 1 for x in pieces)
+                        refs.extend((offset + pos, kind, nid) for pos, kind, nid in block_refs)
+                        pieces.append(block_text)
+                text = "\n".join(pieces)
                 ref = next((r for r in self.refs if r[2] == note_type and r[3] == note_id), None)
                 path = self.units[ref[0]].section_path if ref else ()
                 place = {"note_type": note_type, "note_id": note_id}
                 if text:
-                    targets[(note_type, note_id)] = self._add(ParsedUnit(
+                    index = targets[(note_type, note_id)] = self._add(ParsedUnit(
                         "note", text, {"part": str(part.partname).lstrip("/"), **place}, path,
                         {"note_id": note_id, "note_type": note_type}))
+                    self.refs.extend((index, pos, kind, nid) for pos, kind, nid in refs)
                     self.note_count += 1
                 for p in blocks:  # its graphics after its text, named by the notes part's relationships
                     self.graphics(p, part, place, paths, path)

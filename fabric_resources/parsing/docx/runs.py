@@ -23,7 +23,9 @@ _SKIP_IN_TEXT = {f"{{{W}}}delText", f"{{{W}}}instrText", f"{{{W}}}del", f"{{{W}}
 # What a run shows (text, tabs, breaks, hyphens, symbols, note references, an equation's text): none of
 # it is shown in a field's code.
 _SHOWN = {f"{{{W}}}{name}" for name in ("t", "tab", "ptab", "br", "cr", "noBreakHyphen", "sym", "footnoteReference",
-                                         "endnoteReference")} | {f"{{{M}}}t"}
+                                         "endnoteReference", "commentReference")} | {f"{{{M}}}t"}
+_REFERENCES = {f"{{{W}}}footnoteReference": "footnote", f"{{{W}}}endnoteReference": "endnote",
+               f"{{{W}}}commentReference": "comment"}
 _SPACES = re.compile(r"[ \t\u00a0]+")
 
 
@@ -80,7 +82,8 @@ def _paragraph_hidden(p, hidden: Hiding) -> bool:
 
 def paragraph_text(p, hidden: Hiding = NOTHING_HIDES,
                    open_fields: tuple[bool, ...] = ()) -> tuple[str, list[tuple[int, str, str]]]:
-    """A ``w:p``'s text and its note references ``(position, note type, note id)``, without runs
+    """A ``w:p``'s text and its note references ``(position, note type, note id)`` (note type
+    ``footnote``, ``endnote`` or ``comment``), without runs
     formatted hidden (``hidden``: what the styles hide, :func:`hidden_styles`) or a field's code
     (``open_fields``: the fields open at its start, :func:`~.fields.open_fields`).
 
@@ -129,10 +132,9 @@ def paragraph_text(p, hidden: Hiding = NOTHING_HIDES,
                 pieces.append("\n")
             elif tag == f"{{{W}}}noBreakHyphen":  # ECMA-376 §17.3.3.18: a hyphen Word shows ("COVID‑19")
                 pieces.append("\u2011")
-            elif tag in (f"{{{W}}}footnoteReference", f"{{{W}}}endnoteReference"):
-                kind = "footnote" if tag.endswith("footnoteReference") else "endnote"
+            elif tag in _REFERENCES:  # a footnote's, an endnote's or a review comment's mark (ECMA-376 §17.13.4.5)
                 pieces.append("\x00")  # placeholder: its position survives the cleanup below
-                refs.append((-1, kind, child.get(f"{{{W}}}id", "")))
+                refs.append((-1, _REFERENCES[tag], child.get(f"{{{W}}}id", "")))
             elif tag == f"{{{W}}}p" and el is not p:
                 pieces.append("\n")
                 walk(child)
