@@ -825,6 +825,59 @@ def test_a_slide_two_slide_list_entries_name_is_read_once_and_numbered_as_shown(
     assert [u.locator for u in parse_pptx(middle, OOXML).units] == [u.locator for u in expected.units]
 
 
+def _with_slide_comments(deck: bytes, slide: int, target: str, rel_type: str, xml: str) -> bytes:
+    """``deck`` with the comments part ``ppt/comments/<target>`` (``xml``) related to slide ``slide``."""
+    rels = f"ppt/slides/_rels/slide{slide}.xml.rels"
+    return with_member(deck, rels, "</Relationships>",
+                       f'<Relationship Id="rIdCm" Type="{rel_type}" Target="../comments/{target}"/></Relationships>',
+                       {f"ppt/comments/{target}": xml.encode()})
+
+
+def test_a_slides_review_comments_are_note_units_apart_from_its_text():
+    """guards against (trial 22g): a deck's review comments, PowerPoint's (ECMA-376 §19.4, ``p:cm``)
+    and its threaded ones (``p188:cm`` with replies), not read at all, so no search found a
+    reviewer's words. Property: each comment and reply is a ``note`` unit after its slide's notes,
+    its locator naming the slide, the comments part, ``note_type`` ``comment`` and its id
+    (``authorId:idx`` for an ECMA-376 comment, which has no other); the slides' own units are
+    unchanged; a comments part that is not XML is listed unread as the slide's comments."""
+    deck = office_deck()
+    legacy = ('<p:cmLst xmlns:p="http://schemas.openxmlformats.org/presentationml/2006/main">'
+              '<p:cm authorId="0" dt="2026-01-01T00:00:00" idx="1"><p:pos x="10" y="10"/>'
+              '<p:text>Check the <!-- x -->tide tables</p:text></p:cm></p:cmLst>')
+    modern = ('<p188:cmLst xmlns:p188="http://schemas.microsoft.com/office/powerpoint/2018/8/main" '
+              'xmlns:a="http://schemas.openxmlformats.org/drawingml/2006/main">'
+              '<p188:cm id="{C1}" authorId="{A1}" created="2026-01-01T00:00:00" status="resolved">'
+              '<p188:pos x="1" y="1"/><p188:replyLst><p188:reply id="{R1}" authorId="{A1}">'
+              '<p188:txBody><a:bodyPr/><a:p><a:r><a:t>Fixed it</a:t></a:r></a:p></p188:txBody></p188:reply>'
+              '</p188:replyLst><p188:txBody><a:bodyPr/><a:p><a:r><a:t>Ebb is</a:t></a:r></a:p>'
+              '<a:p><a:r><a:t>too low</a:t></a:r></a:p></p188:txBody></p188:cm></p188:cmLst>')
+    changed = _with_slide_comments(deck, 1, "comment1.xml",
+                                   "http://schemas.openxmlformats.org/officeDocument/2006/relationships/comments", legacy)
+    changed = _with_slide_comments(changed, 2, "modernComment_1.xml",
+                                   "http://schemas.microsoft.com/office/2018/10/relationships/comments", modern)
+    plain = parse_pptx(deck, OOXML).units
+    doc = parse_pptx(changed, OOXML)
+    comments = [(i, u) for i, u in enumerate(doc.units) if u.locator.get("note_type") == "comment"]
+    assert [u for u in doc.units if u.locator.get("note_type") != "comment"] == plain
+    assert [(u.kind, u.text, u.locator) for _, u in comments] == [
+        ("note", "Check the tide tables",
+         {"slide": 1, "part": "ppt/comments/comment1.xml", "note_type": "comment", "note_id": "0:1"}),
+        ("note", "Ebb is\ntoo low",
+         {"slide": 2, "part": "ppt/comments/modernComment_1.xml", "note_type": "comment", "note_id": "{C1}"}),
+        ("note", "Fixed it",
+         {"slide": 2, "part": "ppt/comments/modernComment_1.xml", "note_type": "comment", "note_id": "{R1}"})]
+    first = comments[0][0]
+    assert doc.units[first - 1].kind == "speaker_note" and doc.units[first + 1].locator["slide"] == 2
+    assert not doc.unread
+
+    broken = _with_slide_comments(deck, 1, "comment1.xml",
+                                  "http://schemas.openxmlformats.org/officeDocument/2006/relationships/comments",
+                                  "<p:cmLst")
+    doc = parse_pptx(broken, OOXML)
+    assert [u.text for u in doc.units] == [u.text for u in plain]
+    assert [u.where for u in doc.unread] == ["slide 1: comments"]
+
+
 @pytest.mark.parametrize("parse, build, reason", [(parse_pptx, office_deck, "malformed-pptx"),
                                                   (parse_docx, office_document, "malformed-docx")])
 @pytest.mark.parametrize("spelled", [str, str.upper])

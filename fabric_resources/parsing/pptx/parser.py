@@ -13,7 +13,6 @@ deck fails only when the package itself cannot be opened.
 
 from __future__ import annotations
 
-import re
 import zipfile
 from typing import TYPE_CHECKING, Any
 
@@ -27,11 +26,12 @@ from fabric_resources.parsing.ooxml import (
 )
 from fabric_resources.parsing.lxml_limits import syntax_error_reason
 from fabric_resources.parsing.pptx import MEDIA_TYPE, PARSER_NAME, PARSER_VERSION
+from fabric_resources.parsing.pptx.comments import slide_comments
+from fabric_resources.parsing.pptx.text import body_text as _body_text, clean as _clean
 
 if TYPE_CHECKING:
     from fabric_resources.config import OoxmlParserConfig
 
-_SPACES = re.compile(r"[ \t\u00a0\u000b]+")
 # Placeholders that number the slide, or a header that a slide never shows (ECMA-376 §19.7.10: a
 # header placeholder is for notes and handouts). A footer's or date's text is typed by the deck's
 # author and shown on the slide, so it is read (it was left out silently before pptx parser v5).
@@ -61,7 +61,10 @@ def parse_pptx(data: bytes, config: "OoxmlParserConfig", media_type: str = MEDIA
     ParsedDocument
         Per slide, in order: ``slide_title`` (title placeholder), ``paragraph`` (one per text
         shape: its paragraphs joined by ``"\\n"``), ``table_cell`` (``table``, ``row``, ``col``),
-        ``speaker_note`` (the notes page). A chart's ``paragraph`` holds its title, axis titles and
+        ``speaker_note`` (the notes page), then a ``note`` per review comment and reply on the slide
+        (:mod:`.comments`; locator ``{"slide", "part", "note_type": "comment", "note_id"}``, never
+        joined to the slide's text; a comments part that cannot be read is listed as
+        ``"slide 2: comments"``; the author is not kept). A chart's ``paragraph`` holds its title, axis titles and
         series names; a SmartArt graphic's, the text of its nodes. Locator ``{"slide": 1-based, "shape_id", "shape_name"}``
         (``shape_id`` None when unreadable; shapes inside groups: ``"group_path"``), cells add
         ``table``/``row``/``col``, notes ``{"slide", "notes": true}``. ``section_path`` =
@@ -213,6 +216,22 @@ class _DeckReader:
         if notes:
             where = {"slide": number, "notes": True, **({"hidden": True} if hidden else {})}
             self.add(ParsedUnit("speaker_note", notes, where, path, {"slide": number}))
+        self.comments(number, slide.part, path, hidden)
+
+    def comments(self, number: int, part, path: tuple[str, ...], hidden: bool) -> None:
+        """A ``note`` unit per review comment on the slide (:func:`.comments.slide_comments`), after
+        its notes, never joined to the slide's text; a comments part that cannot be read is listed
+        as ``comments``."""
+        try:
+            comments = slide_comments(part)
+        except self.errors as exc:
+            self.skip(number, "comments", exc)
+            return
+        for name, comment_id, text in comments:
+            if text:
+                where = {"slide": number, "part": name, "note_type": "comment", "note_id": comment_id,
+                         **({"hidden": True} if hidden else {})}
+                self.add(ParsedUnit("note", text, where, path, {"note_type": "comment", "note_id": comment_id}))
 
     def notes(self, number: int, notes_slide) -> str:
         """The text of a notes page: its notes placeholder's, then that of each text box or shape a
@@ -419,7 +438,6 @@ _NS = {"a": _A, "m": "http://schemas.openxmlformats.org/officeDocument/2006/math
 _PIECES = etree.XPath("./a:r/a:t/text() | ./a:fld/a:t/text() | ./a:br", namespaces=_NS)
 _CHART_TEXTS = etree.XPath("./c:chart/c:title/c:tx | ./c:chart/c:plotArea/*/c:title/c:tx"
                            " | ./c:chart/c:plotArea/*/c:ser/c:tx", namespaces=_NS)
-_BRANCH_TEXT = etree.XPath(".//a:t/text() | .//m:t/text()", namespaces=_NS)  # in document order
 _RICH = etree.XPath("./c:rich/a:p", namespaces=_NS)
 # The c:v elements, not their text() nodes: a comment inside one splits it into two nodes, read as two lines.
 _CACHED = etree.XPath("./c:strRef/c:strCache/c:pt/c:v | ./c:v", namespaces=_NS)
@@ -469,29 +487,5 @@ def _text(shape) -> str:
 
 
 def _frame_text(frame) -> str:
-    """A text frame's text as python-pptx's ``TextFrame.text`` gives it (paragraphs joined by
-    ``"\\n"``, a line break ``"\\v"``, runs' and fields' text), and the text of one branch of each
-    ``mc:AlternateContent`` in a paragraph (ECMA-376 Part 3 §10.2: the ``mc:Choice``, else the
-    ``mc:Fallback``): PowerPoint writes an equation typed in a text so, the ``mc:Choice`` holding
-    it as OMML (``a14:m``, its text in ``m:t``), the fallback a picture. python-pptx reads only
-    ``a:r``, ``a:br`` and ``a:fld``, so "Area is A=πr² here" read "Area is here"."""
-    paragraphs = []
-    for p in frame._txBody.iterchildren(f"{{{_A}}}p"):  # python-pptx has no accessor for the wrapper
-        pieces = []
-        for child in p.iterchildren():
-            if child.tag in (f"{{{_A}}}r", f"{{{_A}}}fld"):
-                t = child.find(f"{{{_A}}}t")
-                pieces.append(element_text(t) if t is not None else "")
-            elif child.tag == f"{{{_A}}}br":
-                pieces.append("\v")
-            elif child.tag == _ALTERNATE:
-                branch = child.find(f"{{{_MC}}}Choice")
-                branch = branch if branch is not None else child.find(f"{{{_MC}}}Fallback")
-                pieces.extend(_BRANCH_TEXT(branch) if branch is not None else ())
-        paragraphs.append("".join(pieces))
-    return "\n".join(paragraphs)
-
-
-def _clean(text: str) -> str:
-    lines = [_SPACES.sub(" ", line).strip() for line in text.replace("\r", "\n").split("\n")]
-    return "\n".join(line for line in lines if line)
+    """A text frame's text (:func:`.text.body_text`)."""
+    return _body_text(frame._txBody)  # python-pptx has no accessor for the wrapper
