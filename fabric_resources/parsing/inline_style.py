@@ -111,3 +111,22 @@ def zero_box(style: str) -> bool:
                 and tokens[0].value == 0)
         found[decl.lower_name] = (zero, decl.important)
     return any(zero for zero, _ in found.values())
+
+
+#: The properties this module reads of an inline style.
+_READ_PROPERTIES = {"display", "visibility", "font-size", *_ZERO_BOX}
+
+
+def rendering_declarations(style: str) -> str:
+    """The declarations of an inline ``style`` that this module reads (:data:`_READ_PROPERTIES`), in
+    order, ``!important`` kept, so every verdict here is the same for it as for ``style``: the rest
+    (a background image, a custom property holding a blob) says nothing of whether text shows.
+
+    >>> rendering_declarations("--blob: 'x'; DISPLAY: none !important; color: red; width:0")
+    'DISPLAY: none !important;width:0;'
+    """
+    import tinycss2
+
+    return "".join(tinycss2.serialize([decl]).strip()
+                    for decl in tinycss2.parse_blocks_contents(style, skip_comments=True, skip_whitespace=True)
+                    if decl.type == "declaration" and decl.lower_name in _READ_PROPERTIES)

@@ -15,7 +15,9 @@ an attribute value (an image a saved page carries) is cut to its header first
 
 from __future__ import annotations
 
+import html
 import re
+import secrets
 from typing import Any
 
 from fabric_resources.parsing.document import ParseError
@@ -118,3 +120,81 @@ def raise_on_attribute_flood(text: str) -> None:
             if names > MAX_TAG_ATTRIBUTES:
                 raise ParseError("cap-parser-limit", f"a start tag of more than {MAX_TAG_ATTRIBUTES} attributes "
                                                      "(libxml2 compares each with every other)")
+
+
+#: libxml2's limit on one attribute value, in bytes of its decoded text (XML_MAX_TEXT_LENGTH, without
+#: ``huge_tree``): one byte more and it stops reading (``ERR_RESOURCE_LIMIT``).
+MAX_ATTRIBUTE_VALUE_BYTES = 10_000_000
+#: Attributes whose value the HTML parser reads (:mod:`~fabric_resources.parsing.html`): whether and how
+#: an element renders (``hidden``, ``style``, sizes, slots, an object's data), a table's spans, an
+#: equation's TeX, the page's language, the document a frame shows (``srcdoc``). No reader sees the
+#: value of any other as text (a ``data-*`` JSON blob, an event handler, a long ``href``).
+READ_ATTRIBUTES = frozenset({"hidden", "open", "style", "srcdoc", "class", "id", "lang", "width", "height", "data",
+                             "type", "shadowrootmode", "slot", "name", "colspan", "rowspan", "display",
+                             "visibility", "font-size", "encoding", "alttext", "value"})
+_ATTRIBUTE = re.compile(r"""([^\s/=>"']+)(\s*=\s*)("[^"]*"|'[^']*'|[^\s>"']+)""")
+_TAG_NAME = re.compile(r"<([A-Za-z][^\s/>]*)")
+
+
+def without_long_attributes(text: str) -> tuple[str, dict[str, str]]:
+    """``text`` (HTML) with each attribute value past :data:`MAX_ATTRIBUTE_VALUE_BYTES` made one
+    libxml2 reads, nothing a reader sees lost, and the frame documents set aside: ``(text, frames)``.
+
+    A value the parser does not read (not in :data:`READ_ATTRIBUTES`) is emptied; an inline
+    ``style`` keeps the declarations that decide whether text shows
+    (:func:`~fabric_resources.parsing.inline_style.rendering_declarations`); an ``iframe``'s
+    ``srcdoc`` is replaced by a token, ``frames`` mapping it to the decoded document, which the
+    parser reads where the frame stands as it reads any frame's. The text, comments and raw-text elements stay as they were; one pass over the page.
+
+    >>> page = '<p data-json="' + 'x' * 10_000_001 + '" class=c>Text</p>'
+    >>> without_long_attributes(page)[0]
+    '<p data-json="" class=c>Text</p>'
+
+    Raises
+    ------
+    ParseError
+        ``cap-parser-limit`` naming the attribute, for another read attribute (a ``class``, a
+        ``style`` of rendering declarations alone) past the limit: cut, it would read otherwise.
+    """
+    frames: dict[str, str] = {}
+    if len(text.encode("utf-8", "surrogatepass")) <= MAX_ATTRIBUTE_VALUE_BYTES:
+        return text, frames
+    pieces, done = [], 0
+    for match in _TOKENS.finditer(text):
+        group = 2 if match.group(2) is not None else 3
+        attributes = match.group(group)
+        if not attributes or len(attributes) <= MAX_ATTRIBUTE_VALUE_BYTES // 4:  # a UTF-8 character: 4 bytes at most
+            continue
+        tag = (match.group(1) if group == 2 else _TAG_NAME.match(match.group(0)).group(1)).lower()
+        cut = _ATTRIBUTE.sub(lambda m: _within_limit(m, tag, frames), attributes)
+        if cut != attributes:
+            start, end = match.span(group)
+            pieces += [text[done:start], cut]
+            done = end
+    return "".join(pieces) + text[done:], frames
+
+
+def _within_limit(match: re.Match, tag: str, frames: dict[str, str]) -> str:
+    name, equals, quoted = match.groups()
+    raw = quoted[1:-1] if quoted[0] in "\"'" else quoted
+    if len(raw) <= MAX_ATTRIBUTE_VALUE_BYTES // 4 or len(raw.encode("utf-8", "surrogatepass")) <= MAX_ATTRIBUTE_VALUE_BYTES:
+        return match.group(0)
+    name = name.lower()
+    value = html.unescape(raw)
+    if name not in READ_ATTRIBUTES or (name == "srcdoc" and tag != "iframe"):
+        return f'{name}{equals}""'
+    if name == "srcdoc":
+        token = f"fabric-srcdoc-{secrets.token_hex(16)}"  # no page can name it
+        frames[token] = value
+        return f'{name}{equals}"{token}"'
+    if name == "style":
+        from fabric_resources.parsing.inline_style import rendering_declarations
+
+        kept = rendering_declarations(value)
+        if len(kept.encode("utf-8", "surrogatepass")) <= MAX_ATTRIBUTE_VALUE_BYTES:
+            return f'{name}{equals}"{html.escape(kept)}"'
+    if len(value.encode("utf-8", "surrogatepass")) <= MAX_ATTRIBUTE_VALUE_BYTES:
+        return match.group(0)  # its character references made it look longer than libxml2 reads it
+    raise ParseError("cap-parser-limit", f"a <{tag}> {name}= attribute past the {MAX_ATTRIBUTE_VALUE_BYTES:,} "
+                                         "bytes libxml2 reads; the page reads it, so it is not cut")
+

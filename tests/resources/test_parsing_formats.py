@@ -1880,6 +1880,35 @@ def test_a_page_carrying_an_image_past_libxml2s_attribute_limit_is_read():
     assert not any("Objectfallback" in t for t in texts) and not doc.unread
 
 
+def test_an_attribute_past_libxml2s_limit_loses_no_shown_text_and_fails_no_page():
+    """guards against (trial 22f): an attribute value past libxml2's 10,000,000-byte limit that is
+    not a ``data:`` URL (a ``data-*`` JSON blob, a giant inline ``style``, a frame's ``srcdoc``)
+    failed the whole page ``cap-parser-limit``. A value no reader sees is emptied; a style keeps the
+    declarations that hide text (its hidden paragraph stays unread); a frame's document is read
+    whole where the frame stands; a read attribute that cutting would change fails by its name."""
+    from fabric_resources.parsing.html.parser import parse_html
+
+    blob = "x" * 10_000_001
+    frame = "<p>Framed text the frame shows to the reader.</p>" + "<p>Framed &quot;filler&quot; line.</p>" * 300_000
+    body = ("<article><p>The harbour master counted the herring boats at dawn and wrote the tally down.</p>"
+            f'<div data-state=\'{{"k": "{blob}"}}\'><p>Tide tables for the coming week were pinned up.</p></div>'
+            f"<p style='--pad:\"{blob}\"; display: none'>Hidden words nobody sees on the page.</p>"
+            f"<p style='--pad:\"{blob}\"'>Styled words everybody sees on the page.</p>"
+            f'<iframe srcdoc="{frame.replace(chr(34), "&quot;")}"></iframe>'
+            "<p>Gulls argued over the nets while lanterns swung above the quay all night long.</p></article>")
+    doc = parse_html(f"<html><body>{body}</body></html>".encode(),
+                     HtmlParserConfig(main_text="all", isolation=IN_PROCESS))
+    texts = [u.text for u in doc.units]
+    for expected in ("The harbour master", "Tide tables", "Styled words", "Framed text", "Gulls argued"):
+        assert any(t.startswith(expected) for t in texts), expected
+    assert sum(t == 'Framed "filler" line.' for t in texts) == 300_000
+    assert not any("Hidden words" in t for t in texts) and not doc.unread
+    with pytest.raises(ParseError) as failed:
+        parse_html(f"<html><body><p class='{blob}'>Classy</p></body></html>".encode(),
+                   HtmlParserConfig(main_text="all", isolation=IN_PROCESS))
+    assert failed.value.reason == "cap-parser-limit" and "class=" in failed.value.detail
+
+
 def test_an_html_equation_is_read_in_its_paragraph():
     """guards against (trial 19b): MathML (an equation browsers render) skipped like a script: "The
     area is A=πr2 for radius r." read "The area is for radius r.", and, trafilatura writing the
@@ -2258,7 +2287,7 @@ def test_frames_past_the_cap_are_listed_at_their_element_paths():
     frames = [frame("<p>x</p>" + frame("<p>inner</p>"), "hidden"), frame("<p>y</p>", "width='0'")]
     frames += [frame(f"<p>f{n}</p>" + frame(f"<p>in{n}</p>")) for n in range(MAX_FRAMES - 1)] + [frame("<p>last</p>")] * 3
     root = lxml.html.document_fromstring(f"<html><body>{''.join(frames)}</body></html>")
-    unread = graft_frames(root)
+    unread = graft_frames(root, {})
     tree = root.getroottree()
     pending = [el for el in root.iter("iframe") if el.get("srcdoc") and el.get("hidden") is None
                and el.get("width") != "0"]

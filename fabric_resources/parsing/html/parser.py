@@ -36,7 +36,7 @@ from fabric_resources.parsing.html.rendered import (blank_zero_size_text, graft_
 from fabric_resources.parsing.html.tree_repairs import absorb_trailing, unvoid_embeds
 from fabric_resources.parsing.inline_style import hidden_element as _hidden
 from fabric_resources.parsing.lxml_limits import (raise_on_attribute_flood, raise_on_resource_limit,
-    without_long_data_urls)
+    without_long_attributes, without_long_data_urls)
 from fabric_resources.parsing import table_grid
 from fabric_resources.parsing.table_grid import GridBudget, cell_columns, column_span, row_span
 
@@ -122,7 +122,7 @@ def parse_html(data: bytes, config: "HtmlParserConfig", media_type: str = MEDIA_
     # kept it as U+FFFD and trafilatura dropped it, so the paragraph holding one was lost.
     text = text.replace("\x00", "")
     raise_on_attribute_flood(text)  # before libxml2, which would take minutes over such a tag
-    text = without_long_data_urls(text)  # an embedded image past libxml2's attribute limit: not the page
+    text, frames = without_long_attributes(without_long_data_urls(text))  # each past libxml2's attribute limit
     parser = lxml.html.HTMLParser()
     try:
         root = lxml.html.document_fromstring(text, parser=parser)
@@ -136,7 +136,7 @@ def parse_html(data: bytes, config: "HtmlParserConfig", media_type: str = MEDIA_
     unhide_page(root)
     settle_shadow_roots(root)
     unslotted = hide_unslotted(root)  # before frames are read: a frame no slot takes is not (graft_frames)
-    unread = graft_frames(root)
+    unread = graft_frames(root, frames)
     if moved | blank_zero_size_text(root) | unslotted:
         text = lxml.html.tostring(root, encoding="unicode")
     view = trafilatura_view(root)  # rendered text trafilatura would drop (shadow roots, SVG text, ...)

@@ -23,8 +23,7 @@ trafilatura drops all five before it decides the main text (its ``MANUALLY_CLEAN
 given the page with them rewritten as plain elements (:func:`trafilatura_view`). The walk reads
 the page's own tree, where no element of the page moves (hidden ones are marked, invisible text
 emptied, a frame's document added inside its iframe), so an element path still names the
-element in the saved page.
-"""
+element in the saved page."""
 
 from __future__ import annotations
 
@@ -40,7 +39,8 @@ from fabric_resources.parsing.document import ParseError, UnreadPart
 from fabric_resources.parsing.element_paths import ElementPaths
 from fabric_resources.parsing.html.tree_repairs import absorb_trailing, unvoid_embeds
 from fabric_resources.parsing.inline_style import font_size_zero, hidden_element, style_hides, zero_box
-from fabric_resources.parsing.lxml_limits import raise_on_attribute_flood, raise_on_resource_limit
+from fabric_resources.parsing.lxml_limits import (raise_on_attribute_flood, raise_on_resource_limit,
+    without_long_attributes)
 
 #: ``shadowrootmode`` values that attach a shadow root; any other leaves an inert template.
 _SHADOW_MODES = ("open", "closed")
@@ -227,7 +227,7 @@ MAX_FRAMES = 200
 _LIBXML2_DEPTH = 255
 
 
-def graft_frames(root) -> list[UnreadPart]:
+def graft_frames(root, documents: dict[str, str]) -> list[UnreadPart]:
     """Read the document each ``<iframe srcdoc="…">`` shows (a page saved with its frames inlined,
     as SingleFile saves them) into the iframe, as its children: its body's text and elements, so
     the walk and trafilatura read them where the frame stands (element paths run through the
@@ -239,8 +239,8 @@ def graft_frames(root) -> list[UnreadPart]:
     past :data:`MAX_FRAMES`: returned, each as ``cap-frames`` at its element path, for the parse
     to list unread. Frames never shown take none of the cap. A frame whose document cannot be read
     (:func:`_frame_body`) is returned with its reason and the rest of the page read: one hostile
-    frame keeps no page out of the index.
-    """
+    frame keeps no page out of the index. ``documents``: srcdoc values past libxml2's limit, by
+    the token in their place (:mod:`~fabric_resources.parsing.lxml_limits`)."""
     pending = deque(el for el in root.iter("iframe") if el.get("srcdoc"))  # popped from the left: a list was n²
     read = 0
     unshown: dict = {}  # element -> whether it or an ancestor is not rendered (_in_unshown)
@@ -250,7 +250,7 @@ def graft_frames(root) -> list[UnreadPart]:
         if hidden_element(frame) or zero_sized(frame) or _in_unshown(frame, unshown):
             continue
         try:
-            body = _frame_body(frame)
+            body = _frame_body(frame, documents)
         except ParseError as exc:
             read += 1  # a frame tried costs its parse: failing ones count toward the cap too
             failed.append((frame, exc))
@@ -274,12 +274,14 @@ def graft_frames(root) -> list[UnreadPart]:
                for frame in pending])
 
 
-def _frame_body(frame):
+def _frame_body(frame, documents: dict[str, str]):
     """The body of the document ``frame``'s ``srcdoc`` holds, ready to stand in the frame; None for
     a blank one. Raises ParseError ``cap-parser-limit`` or ``cap-depth``, as the page's own parse
     (libxml2 stopped reading it, or it would nest deeper than libxml2 reads where the frame stands)."""
-    source = frame.get("srcdoc") or ""
+    source = documents.get(frame.get("srcdoc") or "", frame.get("srcdoc") or "")
     raise_on_attribute_flood(source)
+    source, inner = without_long_attributes(source)
+    documents.update(inner)  # a frame's frames
     parser = lxml.html.HTMLParser()
     try:
         document = lxml.html.document_fromstring(source, parser=parser)
