@@ -10,6 +10,12 @@ from __future__ import annotations
 
 from functools import lru_cache
 
+#: Elements whose content is fallback for a reader without media support, which the HTML Standard
+#: says user agents should not show ("The video element"; ``audio`` alike): a browser or reading
+#: system that plays the media shows none of it ("Your browser does not support the video tag." was
+#: read as a paragraph). Shared by the HTML and EPUB parsers.
+MEDIA_FALLBACK = frozenset({"video", "audio"})
+
 
 def hidden_element(el) -> bool:
     """Not rendered: an element with the ``hidden`` attribute (HTML Standard, "The hidden

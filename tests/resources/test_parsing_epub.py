@@ -319,7 +319,7 @@ def test_mutated_bytes_raise_only_parse_error() -> None:
 def test_metadata_identity_and_missing_mimetype() -> None:
     """Guards against failing on a missing mimetype member or losing title/language/version."""
     doc = parse_epub(build_epub(SIMPLE, mimetype=False, title="My Book", lang="fr-CA"), CONFIG)
-    assert (doc.parser_name, doc.parser_version) == (PARSER_NAME, PARSER_VERSION) == ("epub", "7")
+    assert (doc.parser_name, doc.parser_version) == (PARSER_NAME, PARSER_VERSION) == ("epub", "8")
     assert doc.media_type == "application/epub+zip"
     assert (doc.title, doc.language) == ("My Book", "fr-CA")
     assert doc.metadata["mimetype_missing"] is True
@@ -386,6 +386,17 @@ def test_a_mathml_equation_is_read_once_without_its_annotations() -> None:
     body = f"<h1>Circle {math}</h1><p>The area is {math} for radius r.</p><div>Loose {math} text.</div>"
     doc = parse_epub(build_epub({"c1.xhtml": xhtml(body)}), CONFIG)
     assert texts(doc) == ["Circle A=πr2", "The area is A=πr2 for radius r.", "Loose A=πr2 text."], texts(doc)
+
+
+def test_the_fallback_text_of_a_video_or_audio_element_yields_no_text() -> None:
+    """guards against (trial 22f): an EPUB chapter's ``<video>``/``<audio>`` fallback ("Your reading
+    system does not support video.", a paragraph inside the player), which a reading system that
+    plays the media never shows, indexed and cited; the HTML parser's rule (trial 22c), shared."""
+    body = ("<p>Before the clip.</p><video src='a.mp4' controls='controls'><p>Your reading system does not "
+            "support video.</p></video><div>Loose <audio src='b.mp3'>No audio here.</audio> text.</div>"
+            "<p>After the clip.</p>")
+    doc = parse_epub(build_epub({"c1.xhtml": xhtml(body)}), CONFIG)
+    assert texts(doc) == ["Before the clip.", "Loose text.", "After the clip."], texts(doc)
 
 
 def test_locator_element_path_is_readable() -> None:

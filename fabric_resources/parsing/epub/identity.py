@@ -5,5 +5,5 @@ each other (the spec loads the parser lazily).
 """
 
 PARSER_NAME = "epub"
-PARSER_VERSION = "7"  # 7: a MathML annotation (TeX source, annotation-xml) is not read after the equation it annotates (trial 20b); 6: a dialog not open yields no text (inline_style, as HTML; trial 19b); 4: a cell's col counts the rowspans of the rows above (table_grid); 5: an element an inline style hides yields no text, hidden="until-found" text is kept (inline_style, as HTML; trial 17c)
+PARSER_VERSION = "8"  # 8: the fallback content of video and audio (shown only by reading systems without media support) yields no text, as in HTML (trial 22f); 7: a MathML annotation (TeX source, annotation-xml) is not read after the equation it annotates (trial 20b); 6: a dialog not open yields no text (inline_style, as HTML; trial 19b); 4: a cell's col counts the rowspans of the rows above (table_grid); 5: an element an inline style hides yields no text, hidden="until-found" text is kept (inline_style, as HTML; trial 17c)
 MEDIA_TYPE = "application/epub+zip"

@@ -27,7 +27,7 @@ from lxml import etree
 
 from fabric_resources.parsing.document import ParseError
 from fabric_resources.parsing.epub.archive import MemberUnusable
-from fabric_resources.parsing.inline_style import hidden_element
+from fabric_resources.parsing.inline_style import MEDIA_FALLBACK, hidden_element
 from fabric_resources.parsing.lxml_limits import raise_on_attribute_flood, raise_on_resource_limit
 
 XHTML_TYPES = frozenset({"application/xhtml+xml", "text/html"})
@@ -41,8 +41,9 @@ PAGEBREAK_TYPES = frozenset({"pagebreak", "doc-pagebreak"})
 # annotation, annotation-xml: what a MathML <semantics> holds after its first child (the TeX source, a
 # content-MathML copy), which a reading system does not show; the equation was read twice, "A=πr2A=\pi r^2".
 # They occur only there (MathML), so their local name is enough (the HTML parser alike: _MATH_UNSHOWN).
+# video, audio: their content is fallback for a reading system without media support (MEDIA_FALLBACK).
 SKIPPED_TAGS = frozenset({"head", "script", "style", "template", "rt", "rp", "rtc", "svg", "noscript",
-                          "annotation", "annotation-xml"})
+                          "annotation", "annotation-xml", *MEDIA_FALLBACK})
 HEADING_TAGS = frozenset({"h1", "h2", "h3", "h4", "h5", "h6"})
 BLOCK_TAGS = frozenset(
     "address article aside blockquote body caption center dd details dialog dir div dl dt fieldset "

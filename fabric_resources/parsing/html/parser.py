@@ -34,7 +34,7 @@ from fabric_resources.parsing.html.encoding import decode_html
 from fabric_resources.parsing.html.rendered import (blank_zero_size_text, graft_frames, hide_unslotted,
     settle_shadow_roots, svg_text, trafilatura_view, transparent, unhide_page)
 from fabric_resources.parsing.html.tree_repairs import absorb_trailing, unvoid_embeds
-from fabric_resources.parsing.inline_style import hidden_element as _hidden
+from fabric_resources.parsing.inline_style import MEDIA_FALLBACK, hidden_element as _hidden
 from fabric_resources.parsing.lxml_limits import (raise_on_attribute_flood, raise_on_resource_limit,
     without_long_attributes, without_long_data_urls)
 from fabric_resources.parsing import table_grid
@@ -44,13 +44,11 @@ if TYPE_CHECKING:
     from fabric_resources.config import HtmlParserConfig
 
 # noembed, noframes, datalist: display: none in the HTML Standard's rendering rules ("Hidden elements");
-# video, audio: their content is fallback for browsers without media support, which the Standard says
-# user agents should not show ("Your browser does not support the video tag." was read as a paragraph);
-# libxml2 reads noframes as raw text, so its markup was read as words ("<p>Noframes …</p>"). math: its
-# text is read apart (_MATH).
+# libxml2 reads noframes as raw text, so its markup was read as words ("<p>Noframes …</p>"). video, audio:
+# MEDIA_FALLBACK. math: its text is read apart (_MATH).
 _SKIP = {"script", "style", "noscript", "template", "head", "title", "meta", "link", "svg", "math", "iframe",
          "object", "embed", "canvas", "button", "select", "option", "textarea", "input", "map", "noembed",
-         "noframes", "datalist", "video", "audio"}
+         "noframes", "datalist", *MEDIA_FALLBACK}
 # MathML (an equation in the page, which browsers render): its text is in the unit, in order (no
 # fraction bar or superscript is written, as the DOCX parser reads OMML), but not what a <semantics>
 # holds after its first child (annotations: the TeX source, not shown). In the text matched against
