@@ -432,3 +432,23 @@ def test_a_file_over_the_in_process_bound_runs_in_a_child_with_the_same_result()
     in_process = spec.run(data, ParserConfig(markdown=MarkdownParserConfig(isolation=tight)), "text/markdown")
     child = spec.run(data, ParserConfig(markdown=MarkdownParserConfig(subprocess_above_bytes=10)), "text/markdown")
     assert child == in_process and [u.kind for u in child.units][:2] == ["heading", "paragraph"]
+
+
+def test_a_stray_nul_reads_as_a_replacement_character_and_a_citation_of_it_verifies(tmp_path) -> None:
+    """guards against (trial 22f): one stray NUL byte failed a whole Markdown file ``undecodable``,
+    though every renderer shows it. It reads as U+FFFD (CommonMark: "the Unicode character U+0000
+    must be replaced with the REPLACEMENT CHARACTER"), one scalar for one, so every unit after it
+    stays at its exact offsets, and a citation of the paragraph holding it resolves verified."""
+    from conftest import ingested_files
+    from fabric_query import Fabric
+
+    text = ("# Harbour\n\nThe harbour master counted the herring boats at dawn\x00 and wrote the tally down.\n\n"
+            "Gulls argued over the nets while lanterns swung above the quay all night long.\n")
+    doc = parse_markdown(text.encode(), CONFIG)
+    assert [u.text for u in doc.units][1] == ("The harbour master counted the herring boats at dawn\ufffd and wrote "
+                                              "the tally down.")
+    assert_exact(text.replace("\x00", "\ufffd"), doc.units)
+    home = ingested_files(tmp_path, {"harbour.md": text})
+    pack = Fabric(home.root).search("herring boats tally", limit=1)
+    resolved = Fabric(home.root).resolve(pack.results[0].citation)
+    assert resolved.status == "verified" and "\ufffd" in resolved.text, resolved.checks

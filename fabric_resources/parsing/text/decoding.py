@@ -1,7 +1,7 @@
 # Over 500 lines: the one strict decoder; each candidate encoding and the measured signal that admits it stay beside the others, since their order and thresholds are one decision.
 """Strict encoding detection for plain text: ``bytes -> str`` with the codec that produced it.
 
-Decoding is always strict (no replacement characters): a file either decodes
+Decoding is always strict (no replacement characters; a stray NUL reads as U+FFFD): a file either decodes
 exactly under one candidate or fails with the named reason ``"undecodable"``.
 The candidates, in order: a BOM (UTF-32, UTF-8, UTF-16); ISO-2022-JP (7-bit bytes that
 designate JIS X 0208); strict UTF-8; the Korean cp949 (EUC-KR's superset) where its reading looks
@@ -177,7 +177,8 @@ def decode_text(data: bytes) -> tuple[str, str]:
     """Decode a text file strictly, detecting its encoding.
 
     Order: a BOM (UTF-32, UTF-8, UTF-16) decides alone; otherwise bytes that
-    contain NUL are binary; otherwise ISO-2022-JP where 7-bit bytes designate JIS X 0208;
+    hold NUL are binary, but for a stray one in UTF-8 (counted as any control that never occurs in
+    text, below; read as U+FFFD); otherwise ISO-2022-JP where 7-bit bytes designate JIS X 0208;
     otherwise strict UTF-8; otherwise cp949 when its reading looks Korean (:func:`looks_korean`);
     otherwise the legacy encodings: cp932 and GB18030 (between them :func:`choose_legacy_encoding`;
     a GB18030 reading full of kana is EUC-JP, :func:`euc_jp_reading`; a cp932 reading of KOI8-R
@@ -211,7 +212,8 @@ def decode_text(data: bytes) -> tuple[str, str]:
     ------
     ParseError
         ``"undecodable"`` when a BOM-declared encoding does not decode, when
-        the bytes hold NUL without a UTF-16/32 BOM, when no candidate decodes
+        the bytes hold NUL without a UTF-16/32 BOM and are not UTF-8 or hold more than the stray
+        controls allowed, when no candidate decodes
         to text of its kind, or when the decoded text holds more than one
         control that never occurs in text per started 100 characters (binary
         data; a stray one is kept); ``detail`` names what was tried.
@@ -229,7 +231,7 @@ def decode_text(data: bytes) -> tuple[str, str]:
         return _require_text_like(text, bom_encoding), bom_encoding
 
     nul_offset = data.find(b"\x00")
-    if nul_offset >= 0:
+    if nul_offset >= 0 and (data.count(b"\x00") > _max_non_text_controls(len(data)) or not _is_utf8(data)):
         raise ParseError("undecodable", f"binary: NUL byte at offset {nul_offset} and no UTF-16/32 BOM"
                          + _utf16_hint(data))
 
@@ -683,19 +685,34 @@ def _decode_legacy(data: bytes, encoding: str) -> str:
     return text
 
 
+def _max_non_text_controls(length: int) -> int:
+    return -(-length // 100) * _MAX_NON_TEXT_CONTROLS_PER_100
+
+
+def _is_utf8(data: bytes) -> bool:
+    try:
+        data.decode("utf-8", errors="strict")
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
 def _require_text_like(text: str, encoding: str) -> str:
     """``text``, unless it holds more controls that never occur in text than
     ``_MAX_NON_TEXT_CONTROLS_PER_100`` per started 100 characters: then ParseError ``"undecodable"``
     naming the first. The controls a text keeps stay in it, so offsets still count every scalar of
-    the source."""
+    the source; but a NUL (a stray one, in text that is UTF-8 or BOM-declared: :func:`decode_text`)
+    reads as U+FFFD, one scalar for one, as CommonMark says a Markdown reader must and as browsers
+    show plain text (HTML's PLAINTEXT state): a NUL passed on as text is a string terminator to C
+    code that reads it later."""
     count = len(_NON_TEXT_CONTROL_RE.findall(text))
-    if count > -(-len(text) // 100) * _MAX_NON_TEXT_CONTROLS_PER_100:
+    if count > _max_non_text_controls(len(text)):
         first = _NON_TEXT_CONTROL_RE.search(text).start()
         raise ParseError(
             "undecodable", f"binary: decodes as {encoding} but {count} of its {len(text)} characters are "
             f"controls that never occur in text (the first: U+{ord(text[first]):04X} at char {first})"
         )
-    return text
+    return text.replace("\x00", "\ufffd") if "\x00" in text else text
 
 
 def _describe(exc: UnicodeDecodeError) -> str:
