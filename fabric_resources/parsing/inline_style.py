@@ -136,3 +136,18 @@ def rendering_declarations(style: str) -> str:
     return "".join(tinycss2.serialize([decl]).strip()
                     for decl in tinycss2.parse_blocks_contents(style, skip_comments=True, skip_whitespace=True)
                     if decl.type == "declaration" and decl.lower_name in _READ_PROPERTIES)
+
+
+#: ``<input>`` types whose ``value`` the page shows as text: in a text box (a missing or unknown type
+#: is a text box) or as a button's label. Not ``hidden``, ``password`` (dots), a check box's or a
+#: file's, nor a date or a colour (drawn by the browser in a format of its own).
+_VALUE_SHOWN_TYPES = {"text", "search", "email", "url", "tel", "number", "submit", "button", "reset"}
+_INPUT_TYPES = _VALUE_SHOWN_TYPES | {"hidden", "password", "checkbox", "radio", "file", "image", "color", "range",
+                                    "date", "datetime-local", "month", "week", "time"}
+
+
+def shown_value(el) -> str:
+    """The text an ``<input>`` ``el`` shows of its ``value`` (:data:`_VALUE_SHOWN_TYPES`), else ``""``.
+    A submit or reset button without one shows the browser's own label, no text of the page."""
+    kind = (el.get("type") or "text").strip().lower()
+    return el.get("value") or "" if kind in _VALUE_SHOWN_TYPES or kind not in _INPUT_TYPES else ""

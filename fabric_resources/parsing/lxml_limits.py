@@ -127,11 +127,14 @@ def raise_on_attribute_flood(text: str) -> None:
 MAX_ATTRIBUTE_VALUE_BYTES = 10_000_000
 #: Attributes whose value the HTML parser reads (:mod:`~fabric_resources.parsing.html`): whether and how
 #: an element renders (``hidden``, ``style``, sizes, slots, an object's data), a table's spans, an
-#: equation's TeX, the page's language, the document a frame shows (``srcdoc``). No reader sees the
+#: equation's TeX, the page's language, the document a frame shows (``srcdoc``), the text an input
+#: shows (``value``). No reader sees the
 #: value of any other as text (a ``data-*`` JSON blob, an event handler, a long ``href``).
 READ_ATTRIBUTES = frozenset({"hidden", "open", "style", "srcdoc", "class", "id", "lang", "width", "height", "data",
                              "type", "shadowrootmode", "slot", "name", "colspan", "rowspan", "display",
                              "visibility", "font-size", "encoding", "alttext", "value"})
+#: Of those, the ones read on one element only: a frame's document, the value a text box shows.
+_READ_ON = {"srcdoc": "iframe", "value": "input"}
 _ATTRIBUTE = re.compile(r"""([^\s/=>"']+)(\s*=\s*)("[^"]*"|'[^']*'|[^\s>"']+)""")
 _TAG_NAME = re.compile(r"<([A-Za-z][^\s/>]*)")
 
@@ -144,7 +147,8 @@ def without_long_attributes(text: str) -> tuple[str, dict[str, str]]:
     ``style`` keeps the declarations that decide whether text shows
     (:func:`~fabric_resources.parsing.inline_style.rendering_declarations`); an ``iframe``'s
     ``srcdoc`` is replaced by a token, ``frames`` mapping it to the decoded document, which the
-    parser reads where the frame stands as it reads any frame's. The text, comments and raw-text elements stay as they were; one pass over the page.
+    parser reads where the frame stands as it reads any frame's. The text, comments and raw-text
+    elements stay as they were; one pass over the page.
 
     >>> page = '<p data-json="' + 'x' * 10_000_001 + '" class=c>Text</p>'
     >>> without_long_attributes(page)[0]
@@ -157,7 +161,7 @@ def without_long_attributes(text: str) -> tuple[str, dict[str, str]]:
         ``style`` of rendering declarations alone) past the limit: cut, it would read otherwise.
     """
     frames: dict[str, str] = {}
-    if len(text.encode("utf-8", "surrogatepass")) <= MAX_ATTRIBUTE_VALUE_BYTES:
+    if _bytes(text) <= MAX_ATTRIBUTE_VALUE_BYTES:
         return text, frames
     pieces, done = [], 0
     for match in _TOKENS.finditer(text):
@@ -177,11 +181,11 @@ def without_long_attributes(text: str) -> tuple[str, dict[str, str]]:
 def _within_limit(match: re.Match, tag: str, frames: dict[str, str]) -> str:
     name, equals, quoted = match.groups()
     raw = quoted[1:-1] if quoted[0] in "\"'" else quoted
-    if len(raw) <= MAX_ATTRIBUTE_VALUE_BYTES // 4 or len(raw.encode("utf-8", "surrogatepass")) <= MAX_ATTRIBUTE_VALUE_BYTES:
+    if len(raw) <= MAX_ATTRIBUTE_VALUE_BYTES // 4 or _bytes(raw) <= MAX_ATTRIBUTE_VALUE_BYTES:
         return match.group(0)
     name = name.lower()
     value = html.unescape(raw)
-    if name not in READ_ATTRIBUTES or (name == "srcdoc" and tag != "iframe"):
+    if name not in READ_ATTRIBUTES or _READ_ON.get(name, tag) != tag:
         return f'{name}{equals}""'
     if name == "srcdoc":
         token = f"fabric-srcdoc-{secrets.token_hex(16)}"  # no page can name it
@@ -191,10 +195,13 @@ def _within_limit(match: re.Match, tag: str, frames: dict[str, str]) -> str:
         from fabric_resources.parsing.inline_style import rendering_declarations
 
         kept = rendering_declarations(value)
-        if len(kept.encode("utf-8", "surrogatepass")) <= MAX_ATTRIBUTE_VALUE_BYTES:
+        if _bytes(kept) <= MAX_ATTRIBUTE_VALUE_BYTES:
             return f'{name}{equals}"{html.escape(kept)}"'
-    if len(value.encode("utf-8", "surrogatepass")) <= MAX_ATTRIBUTE_VALUE_BYTES:
+    if _bytes(value) <= MAX_ATTRIBUTE_VALUE_BYTES:
         return match.group(0)  # its character references made it look longer than libxml2 reads it
     raise ParseError("cap-parser-limit", f"a <{tag}> {name}= attribute past the {MAX_ATTRIBUTE_VALUE_BYTES:,} "
                                          "bytes libxml2 reads; the page reads it, so it is not cut")
 
+
+def _bytes(text: str) -> int:
+    return len(text.encode("utf-8", "surrogatepass"))

@@ -1909,6 +1909,28 @@ def test_an_attribute_past_libxml2s_limit_loses_no_shown_text_and_fails_no_page(
     assert failed.value.reason == "cap-parser-limit" and "class=" in failed.value.detail
 
 
+def test_a_buttons_label_and_the_value_a_text_box_shows_are_read():
+    """guards against (trial 22f): a ``<button>``'s label and the value an ``<input>`` shows in its
+    box or as its label were never read, though every reader sees them ("Press Send to go" read
+    "Press to go"). Not read: a hidden input, a password's, a check box's value, a hidden button;
+    under trafilatura, which drops form controls, the paragraph is still matched and kept."""
+    from fabric_resources.parsing.html.parser import parse_html
+
+    page = ("<html><body><article><p>The harbour master counted the herring boats at dawn and wrote the tally down"
+            " in the ledger kept by the door of the office.</p>"
+            "<p>Press <button type=submit>Send <b>now</b></button> to go.</p>"
+            "<p>Port <input value='Whitby'> <input type=submit value='Search'> <input type=hidden value='tok123'>"
+            " <input type=password value='hunter2'> <input type=checkbox value='on1'> <button hidden>Ghost</button></p>"
+            "<p>Gulls argued over the nets while lanterns swung above the quay all night long, and the boats"
+            " came in one after another.</p></article></body></html>")
+    texts = [u.text for u in parse_html(page.encode(), HtmlParserConfig(main_text="all", isolation=IN_PROCESS)).units]
+    assert "Press Send now to go." in texts and "Port Whitby Search" in texts, texts
+    assert not any(word in t for t in texts for word in ("tok123", "hunter2", "on1", "Ghost"))
+    kept = [u.text for u in parse_html(page.encode(), HtmlParserConfig(isolation=IN_PROCESS)).units]
+    assert kept[0].startswith("The harbour master") and kept[-1].startswith("Gulls argued"), kept
+    assert "Press Send now to go." in kept
+
+
 def test_an_html_equation_is_read_in_its_paragraph():
     """guards against (trial 19b): MathML (an equation browsers render) skipped like a script: "The
     area is A=πr2 for radius r." read "The area is for radius r.", and, trafilatura writing the

@@ -1,20 +1,18 @@
 """The HTML parser: block elements in document order, each with its element path; main text only.
 
-Two steps. The main-text decision is trafilatura's (its extraction of the
-page's main content, comments excluded, tables included, no deduplication so
-the result depends on these bytes alone): measured on
-``../shared/eval/html-extraction`` it leaks far less boilerplate than a tag
-rule (README, "Formats"). The walk is lxml's: every block element (paragraph,
-heading, list item, table cell, preformatted, quote) whose text trafilatura
-kept becomes a unit with its element path, so a citation points at the
-element. A table cell, whose text trafilatura writes inside a "| a | b |" row line
+Two steps. The main-text decision is trafilatura's (its extraction of the page's main content,
+comments excluded, tables included, no deduplication so the result depends on these bytes alone):
+measured on ``../shared/eval/html-extraction`` it leaks far less boilerplate than a tag rule (README,
+"Formats"). The walk is lxml's: every block element (paragraph, heading, list item, table cell,
+preformatted, quote) whose text trafilatura kept becomes a unit with its element path, so a citation
+points at the element. A table cell, whose text trafilatura writes inside a "| a | b |" row line
 rather than as a line of its own, is kept when it is a cell of those rows and its table is one
 trafilatura kept (most of its cells are in them). Scripts, styles, inert templates, form controls
-but a textarea, elements marked ``hidden``, a ``dialog`` not open, and elements whose inline style
-says ``display: none`` or ``visibility: hidden`` never yield text. An equation (MathML) is read in
-the unit's text, and so is what :mod:`.rendered` lists (a declarative shadow root, an object's
-shown fallback, a frame's ``srcdoc`` document, a textarea's text, the words an inline SVG draws).
-"""
+(but a textarea's text, a button's label, the value a text box shows), elements marked ``hidden``,
+a ``dialog`` not open, and elements whose inline style says ``display: none`` or ``visibility:
+hidden`` never yield text. An equation (MathML) is read in the unit's text, and so is what
+:mod:`.rendered` lists (a declarative shadow root, an object's shown fallback, a frame's ``srcdoc``
+document, a textarea's text, the words an inline SVG draws)."""
 
 from __future__ import annotations
 
@@ -34,7 +32,7 @@ from fabric_resources.parsing.html.encoding import decode_html
 from fabric_resources.parsing.html.rendered import (blank_zero_size_text, graft_frames, hide_unslotted,
     settle_shadow_roots, svg_text, trafilatura_view, transparent, unhide_page)
 from fabric_resources.parsing.html.tree_repairs import absorb_trailing, unvoid_embeds
-from fabric_resources.parsing.inline_style import MEDIA_FALLBACK, hidden_element as _hidden
+from fabric_resources.parsing.inline_style import MEDIA_FALLBACK, hidden_element as _hidden, shown_value
 from fabric_resources.parsing.lxml_limits import (raise_on_attribute_flood, raise_on_resource_limit,
     without_long_attributes, without_long_data_urls)
 from fabric_resources.parsing import table_grid
@@ -57,8 +55,9 @@ _SKIP = {"script", "style", "noscript", "template", "head", "title", "meta", "li
 _MATH = "math"
 _MATH_UNSHOWN = {"annotation", "annotation-xml"}
 #: Skipped tags whose text is read inline all the same (:mod:`.rendered`: an equation, the words an
-#: inline SVG draws, a textarea's default text).
-_READ_INLINE = {_MATH, "svg", "textarea"}
+#: inline SVG draws, a textarea's default text; _CONTROLS: a button's label, the value an input shows).
+_CONTROLS = ("button", "input")
+_READ_INLINE = {_MATH, "svg", "textarea", *_CONTROLS}
 _HEADINGS = {f"h{n}": n for n in range(1, 7)}
 _LEAF_KINDS = {"p": "paragraph", "li": "list_item", "dt": "paragraph", "dd": "paragraph", "td": "table_cell",
                "th": "table_cell", "pre": "preformatted", "blockquote": "blockquote", "figcaption": "figure_caption",
@@ -404,10 +403,8 @@ def _cell_table(el):
 #: Ruby annotations: the reading of the base text (furigana), not the text itself (as EPUB's parser).
 _RUBY_READINGS = ("rt", "rp", "rtc")
 
-
-#: MediaWiki's "[edit]" link beside each section heading (Wikipedia, Fandom, any MediaWiki site): its
-#: skins render it as ``<span class="mw-editsection">`` inside the heading, so a saved page's heading
-#: read "Details[edit]" and every section path below it carried the link.
+#: MediaWiki's "[edit]" link beside each section heading (Wikipedia, Fandom, any MediaWiki site; its skins
+#: render ``<span class="mw-editsection">`` in it): a heading read "Details[edit]", and every section path below.
 _EDIT_SECTION = "mw-editsection"
 
 
@@ -417,7 +414,7 @@ def _texts(el) -> tuple[str, str]:
     keeps it: the base text only (``漢字``, found by a search for it and cited as it reads), no edit
     link (:data:`_EDIT_SECTION`), an equation's shown text (:data:`_MATH`)."""
     matched = _inline_text(el)
-    if next(el.iter(*_RUBY_READINGS, _MATH), None) is None and not any(map(_edit_link, el.iter("span"))):
+    if next(el.iter(*_RUBY_READINGS, _MATH, *_CONTROLS), None) is None and not any(map(_edit_link, el.iter("span"))):
         return matched, matched
     return matched, _inline_text(el, shown=True)
 
@@ -443,11 +440,16 @@ def _inline_text(el, shown: bool = False) -> str:
         tag = node.tag.lower() if isinstance(node.tag, str) else None
         if tag is None:  # comment or processing instruction
             return
-        if tag in _READ_INLINE and not _hidden(node):
+        if tag in _CONTROLS and (not shown or _hidden(node)):  # trafilatura drops them: in the unit's text only
+            return
+        if tag == "input":
+            parts.append(shown_value(node))
+            return
+        if tag in _READ_INLINE and tag != "button" and not _hidden(node):
             parts.append((node.text or "") if tag == "textarea" else svg_text(node) if tag == "svg"
                          else _math_text(node) if shown else _math_tex(node))
             return
-        if _skipped(node, tag) or (shown and (tag in _RUBY_READINGS or _edit_link(node))):
+        if (_skipped(node, tag) and tag != "button") or (shown and (tag in _RUBY_READINGS or _edit_link(node))):
             return
         # A rule or a block read inline (a legend, an xmp; a link's paragraphs, a teaser card's) ends a
         # line where it stands: "<div>first part<hr>second part</div>" read "first partsecond part",
