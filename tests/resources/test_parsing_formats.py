@@ -1929,6 +1929,10 @@ def test_a_buttons_label_and_the_value_a_text_box_shows_are_read():
     kept = [u.text for u in parse_html(page.encode(), HtmlParserConfig(isolation=IN_PROCESS)).units]
     assert kept[0].startswith("The harbour master") and kept[-1].startswith("Gulls argued"), kept
     assert "Press Send now to go." in kept
+    diagram = ("<html><body><p>Chart <svg><foreignObject><div><button>Zoom in</button> <input value='Harbour'>"
+               " <input type=hidden value='tok456'></div></foreignObject></svg> here.</p></body></html>")
+    [unit] = parse_html(diagram.encode(), HtmlParserConfig(main_text="all", isolation=IN_PROCESS)).units
+    assert "Zoom in" in unit.text and "Harbour" in unit.text and "tok456" not in unit.text, unit.text
 
 
 def test_an_html_equation_is_read_in_its_paragraph():

@@ -38,7 +38,7 @@ from lxml import etree
 from fabric_resources.parsing.document import ParseError, UnreadPart
 from fabric_resources.parsing.element_paths import ElementPaths
 from fabric_resources.parsing.html.tree_repairs import absorb_trailing, unvoid_embeds
-from fabric_resources.parsing.inline_style import font_size_zero, hidden_element, style_hides, zero_box
+from fabric_resources.parsing.inline_style import font_size_zero, hidden_element, shown_value, style_hides, zero_box
 from fabric_resources.parsing.lxml_limits import (raise_on_attribute_flood, raise_on_resource_limit,
     without_long_attributes)
 
@@ -388,23 +388,23 @@ def svg_text(svg) -> str:
 #: in a ``foreignObject`` too, a ``noscript``'s or an image ``object``'s fallback, a ``select``'s
 #: options, ruby readings and MathML annotations were read as the diagram's words.
 _HTML_UNDRAWN = {"script", "style", "noscript", "template", "head", "title", "meta", "link", "iframe", "object",
-                 "embed", "canvas", "button", "select", "option", "input", "map", "noembed", "noframes",
-                 "datalist", "video", "audio", "rt", "rp", "rtc", "annotation", "annotation-xml"}
+                 "embed", "canvas", "select", "option", "map", "noembed", "noframes", "datalist", "video",
+                 "audio", "rt", "rp", "rtc", "annotation", "annotation-xml"}
 
 
 def _html_text(el) -> str:
     """The text of the HTML in an SVG ``foreignObject``, its elements a space apart (a diagram's
     labels are boxes of their own), not what :data:`_HTML_UNDRAWN` or hiding holds; a shadow root,
-    a shown fallback or a frame's document (:func:`transparent`), a textarea's text and a nested
-    ``svg``'s words (:func:`svg_text`) are read."""
+    a shown fallback or a frame's document (:func:`transparent`), a textarea's text, a button's
+    label, an input's shown value and a nested ``svg``'s words (:func:`svg_text`) are read."""
     parts: list[str] = []
     for child in el:
         tag = _local(child)
         if tag and not hidden_element(child):
             if tag == "svg":
                 parts.extend((" ", svg_text(child), " "))
-            elif tag == "textarea":
-                parts.extend((" ", child.text or "", " "))
+            elif tag in ("textarea", "input"):  # the text in the box, a button's label (shown_value)
+                parts.extend((" ", child.text or "" if tag == "textarea" else shown_value(child), " "))
             elif tag not in _HTML_UNDRAWN or transparent(child):
                 parts.extend((child.text or "", " ", _html_text(child), " "))
         parts.append(child.tail or "")
