@@ -334,7 +334,8 @@ def test_a_query_that_starts_with_a_dash_is_told_to_follow_a_double_dash(tmp_pat
     late = CliRunner().invoke(app, ["search", *home, "--", "-draft notes", "-n", "3"])
     said = " ".join(late.output.replace("│", " ").split())
     assert late.exit_code == 2 and "options go before '--'" in said, said
-    assert f"fabric search --home {home[1]} -n 3 -- '-draft notes'" in said, said
+    # Compared without white space: rich's box wraps a long tmp path anywhere (`…/non e -n 3`).
+    assert "".join(f"fabric search --home {home[1]} -n 3 -- '-draft notes'".split()) in "".join(said.split()), said
     words = CliRunner().invoke(app, ["search", *home, "--", "-draft", "notes"])  # unquoted words: no such hint
     assert words.exit_code == 2 and "options go before" not in words.output, words.output
 
