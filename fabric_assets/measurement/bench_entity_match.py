@@ -52,6 +52,7 @@ def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--keys", type=int, nargs="+", default=[10_000, 100_000, 400_000])
     ap.add_argument("--queries", type=int, default=20)
+    ap.add_argument("--crowded", type=int, default=50_000, help="keys in the one-bucket worst case")
     args = ap.parse_args(argv)
     rng = random.Random(55)
     cfg = EntityMatchConfig()
@@ -76,6 +77,20 @@ def main(argv: list[str] | None = None) -> None:
             assert {m.key for m in got} == want and {sample[len(before) - 1], sample[len(before) + 19]} <= want, q
         b, w = statistics.median(before) * 1000, statistics.median(now) * 1000
         print(f"{len(keys):>9,} {b:>16.3f} {w:>13.3f} {w / b:>8.4f} {build:>14.2f}")
+    # The index's worst case: every key in one bucket, and a query repeating the bucket's two
+    # characters (each distinct pair of the query is looked up once, so the bucket is walked once).
+    keys = {"東京" + chr(0x4E00 + i // 20000) + chr(0x4E00 + i % 20000) for i in range(args.crowded)}
+    q = "東京" * 1000
+    table = unspaced_key_index(keys)
+    t = time.perf_counter()
+    want = walked_reference(q, keys)
+    b = time.perf_counter() - t
+    t = time.perf_counter()
+    got = entity_matches(q, keys, cfg, unspaced=table, longest=1)
+    w = time.perf_counter() - t
+    assert {m.key for m in got} == want
+    print(f"crowded bucket, {len(keys):,} keys starting 東京, query 東京×1000: "
+          f"before {b * 1000:.1f} ms, now {w * 1000:.1f} ms, ratio {w / b:.4f}")
 
 
 if __name__ == "__main__":
