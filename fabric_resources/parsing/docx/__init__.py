@@ -1,4 +1,4 @@
-"""DOCX parser plug-in (python-docx, plus the footnote and endnote parts it has no API for).
+"""DOCX parser plug-in (python-docx, plus the footnote, endnote, comment, header and footer parts it reads no text of).
 
 The parser is :mod:`.parser`. It runs in-process (``parsers.docx.isolation``), except a package
 whose members declare more than ``parsers.docx.subprocess_above_bytes`` (uncompressed): lxml
@@ -11,7 +11,7 @@ from __future__ import annotations
 from fabric_resources.parsing.spec import ParserSpec
 
 PARSER_NAME = "docx"
-PARSER_VERSION = "21"  # 21: review comments (word/comments.xml) whose reference mark is shown are note units, note_type comment, linked by note_ref (trial 22g); 20: a comment or processing instruction inside a w:t, an m:t or a chart's cached c:v cuts none of its text (trial 22g); 19: SmartArt and charts in table cells and foot/endnotes are read (trial 22d); 18: a field's code that runs into later paragraphs is no text there either (trial 22d); 17: a part declaring a DTD is left out and listed, the main part failing the document, not read with its entity references cut (OPC M1.18; trial 22c); 16: a package holding two parts of one name fails malformed-docx (OPC M1.12; trial 22c); 4: a part a relationship names may be missing (missing-part); 5: w:noBreakHyphen is U+2011
+PARSER_VERSION = "22"  # 22: the header and footer parts a section shows are note units, note_type header / footer, each distinct part once (trial 23d); 21: review comments (word/comments.xml) whose reference mark is shown are note units, note_type comment, linked by note_ref (trial 22g); 20: a comment or processing instruction inside a w:t, an m:t or a chart's cached c:v cuts none of its text (trial 22g); 19: SmartArt and charts in table cells and foot/endnotes are read (trial 22d); 18: a field's code that runs into later paragraphs is no text there either (trial 22d); 17: a part declaring a DTD is left out and listed, the main part failing the document, not read with its entity references cut (OPC M1.18; trial 22c); 16: a package holding two parts of one name fails malformed-docx (OPC M1.12; trial 22c); 4: a part a relationship names may be missing (missing-part); 5: w:noBreakHyphen is U+2011
 # 6: text a tracked change moved away (w:moveFrom) is skipped as deleted text is; 7: one branch of an
 # mc:AlternateContent is read (a text box's text was read twice); 8: a ruby's reading (w:rt) is skipped;
 # 9: an absolute position tab (w:ptab) is a tab, not nothing; 10: rows, cells and paragraphs inside content

@@ -1,4 +1,4 @@
-"""The DOCX parser: body paragraphs, headings, list items, table cells, footnotes, endnotes and review comments.
+"""The DOCX parser: body paragraphs, headings, list items, table cells, headers, footers, notes and review comments.
 
 python-docx opens the package and resolves paragraph styles; the text of each
 paragraph is read from its runs here (``w:t``, tabs, breaks, symbols (``w:sym``), an equation's
@@ -7,7 +7,7 @@ tracked changes, field codes (a field nested in a code included) and hidden runs
 that note references keep their position. A part the document imports (``w:altChunk``) is read
 in place when it is HTML, MHTML or plain text (:mod:`.imported`). Footnotes, endnotes and review comments are read from their own parts (python-docx
 has no API for notes; its comments API reads no hidden runs, fields or reference marks) and follow
-the body as ``note`` units.
+the body as ``note`` units, after the header and footer parts the sections show (:mod:`.headers`).
 
 A numeric attribute that holds no number (``w:outlineLvl w:val="²"``) is ignored, as Word
 ignores it. A body paragraph or table, or a notes part, that cannot be read all the same is
@@ -31,6 +31,7 @@ from fabric_resources.parsing.lxml_limits import syntax_error_reason
 from fabric_resources.parsing.docx import MEDIA_TYPE, PARSER_NAME, PARSER_VERSION
 from fabric_resources.parsing.docx.fields import open_fields
 from fabric_resources.parsing.docx.graphics import graphic_parts, graphic_text
+from fabric_resources.parsing.docx.headers import even_and_odd_pages, section_properties, shown_stories, unshown_parts
 from fabric_resources.parsing.docx.imported import ImportedParts, imported_reader
 from fabric_resources.parsing.docx.runs import paragraph_text, symbol_char
 from fabric_resources.parsing.docx.styles import NOTHING_HIDES, hidden_styles, recovered_styles, style_names
@@ -62,6 +63,7 @@ _WRAPPERS = {f"{{{W}}}sdt", f"{{{W}}}customXml", f"{{{MC}}}AlternateContent"}
 # What reading one body element or notes part may raise on XML the walk did not foresee: an error
 # of that element (skipped and listed), not of the document. ParseError (cap-units) is not one.
 _ELEMENT_ERRORS = (KeyError, ValueError, AttributeError, TypeError, IndexError, etree.LxmlError)
+_PARSER = etree.XMLParser(resolve_entities=False, no_network=True, huge_tree=False)
 
 
 def parse_docx(data: bytes, config: "OoxmlParserConfig", media_type: str = MEDIA_TYPE) -> ParsedDocument:
@@ -72,8 +74,8 @@ def parse_docx(data: bytes, config: "OoxmlParserConfig", media_type: str = MEDIA
     ParsedDocument
         Body units in document order — ``heading`` (style ``Heading n`` or ``Title``, attribute
         ``level``), ``list_item`` (numbered or bulleted paragraphs, ``level``), ``paragraph``,
-        ``table_cell`` (``table``, ``row``, ``col``: 0-based; merged cells once) — then one
-        ``note`` per footnote, endnote and review comment (``note_id``: its ``w:id``; ``note_type``:
+        ``table_cell`` (``table``, ``row``, ``col``: 0-based; merged cells once) — then one ``note`` per
+        header and footer part shown (:meth:`_Walker.headers_and_footers`), then one per footnote, endnote and review comment (``note_id``: its ``w:id``; ``note_type``:
         ``footnote``, ``endnote``, ``comment``; a comment's author and date are not kept). Locators: body
         ``{"part": "word/document.xml" (the main part's own name), "element_path"}`` (lxml path of
         the ``w:p`` or ``w:tc``),
@@ -91,7 +93,8 @@ def parse_docx(data: bytes, config: "OoxmlParserConfig", media_type: str = MEDIA
         place, their locators with ``"part"`` (``word/afchunk.htm``) added.
         ``metadata``: ``tables``, ``notes`` (comments included), ``unresolved_note_refs``, ``unreferenced_notes``
         (``"footnote:3"``, ``"comment:2"``: notes no shown reference marks — deleted, hidden or none — left out, as
-        Word shows none of them), ``skipped_elements``
+        Word shows none of them), ``headers_footers`` (parts read), ``unshown_headers_footers`` (parts no section
+        shows, not read), ``skipped_elements``
         (``[{"where", "reason"}]``: a body element by its ``element_path``, a notes part by
         name, a part a relationship names that the package lacks — ``missing-part`` — or a
         malformed XML part but the document part — the parser's error —: Word opens such a
@@ -122,6 +125,7 @@ def parse_docx(data: bytes, config: "OoxmlParserConfig", media_type: str = MEDIA
     walker.fields = open_fields(document.element.body)
     walker.body(document.element.body)
     walker.count_unmapped_symbols(document.element.body)
+    walker.headers_and_footers(document)
     walker.notes(document)
     title, language = title_and_language(document, _ELEMENT_ERRORS)
     return ParsedDocument(
@@ -129,7 +133,8 @@ def parse_docx(data: bytes, config: "OoxmlParserConfig", media_type: str = MEDIA
         title=title, language=language,
         metadata={"tables": walker.table_count, "notes": walker.note_count,
                   "unresolved_note_refs": walker.unresolved, "unreferenced_notes": walker.unreferenced,
-                  "skipped_elements": walker.skipped, "unmapped_symbols": walker.unmapped_symbols},
+                  "skipped_elements": walker.skipped, "unmapped_symbols": walker.unmapped_symbols,
+                  "headers_footers": walker.story_count, "unshown_headers_footers": walker.unshown},
         unread=[UnreadPart(s["where"], s["reason"]) for s in walker.skipped],
     )
 
@@ -162,6 +167,8 @@ class _Walker:
         self.unmapped_symbols = 0  # w:sym codes read as nothing (symbol_char): counted, not silent
         self.imported = ImportedParts()  # each imported part parsed once, however many w:altChunk name it
         self.fields: dict = {}  # w:p -> the fields open at its start (fields.open_fields), of the story read
+        self.story_count = 0  # header and footer parts read
+        self.unshown: list[str] = []  # header and footer parts no section shows
 
     # -- body ---------------------------------------------------------------
     def body(self, body) -> None:
@@ -204,6 +211,12 @@ class _Walker:
         part, else ``element_path(p)``) and ``place`` (the table cell's ``table``, ``row``, ``col``,
         or the note's ``note_type``, ``note_id``); ``owner``: the part whose relationships name the
         graphics (the notes part's for a note); a malformed part is listed."""
+        for unit in self.graphic_units(p, owner, place, element_path, section_path):
+            self._add(unit)
+
+    def graphic_units(self, p, owner=None, place=None, element_path=None, section_path=None) -> list[ParsedUnit]:
+        """The units :meth:`graphics` adds, not added."""
+        units = []
         for part, kind in graphic_parts(p, owner or self.document.part, self.hidden_styles):
             name = str(part.partname).lstrip("/")
             try:
@@ -213,8 +226,9 @@ class _Walker:
                 continue
             if text:
                 locator = {"part": name, "element_path": (element_path or self.element_path)(p), **(place or {})}
-                self._add(ParsedUnit("paragraph", text, locator,
-                                     self.path() if section_path is None else section_path))
+                units.append(ParsedUnit("paragraph", text, locator,
+                                        self.path() if section_path is None else section_path))
+        return units
 
     def _paragraph(self, p, text: str, refs) -> None:
         style = self.style_name(p)
@@ -317,6 +331,64 @@ class _Walker:
                 self.styles[style_id] = style_id
         return self.styles.get(style_id, style_id)
 
+    def story_text(self, story, blocks) -> tuple[str, list[tuple[int, str, str]]]:
+        """The text of a story (a note, a header: its own, so no field runs into it from the body)
+        of ``blocks`` (:func:`_note_blocks`), a line each, and its reference marks (position, note
+        type, note id)."""
+        fields = open_fields(story)
+        pieces: list[str] = []
+        refs: list[tuple[int, str, str]] = []
+        for p in blocks:
+            block_text, block_refs = paragraph_text(p, self.hidden_styles, fields.get(p, ()))
+            if block_text:
+                offset = sum(len(x) + 1 for x in pieces)
+                refs.extend((offset + pos, kind, nid) for pos, kind, nid in block_refs)
+                pieces.append(block_text)
+        return "\n".join(pieces), refs
+
+    # -- headers and footers ----------------------------------------------
+    def headers_and_footers(self, document) -> None:
+        """One ``note`` unit per header or footer part a section shows (:mod:`.headers`), after the
+        body: ``note_type`` ``header`` or ``footer``, ``note_id`` its number among them (1-based,
+        in order of first showing), ``hdr_ftr_types`` the types it is shown as; its graphics after
+        it; no section path (it stands on pages of any section). A part repeating an
+        earlier one's words (a section's unlinked copy) adds nothing; a part no section shows is
+        listed in ``unshown``, a malformed one in ``skipped``."""
+        stories = shown_stories(section_properties(document.element.body), even_and_odd_pages(document))
+        self.unshown += unshown_parts(document.part.rels, stories)
+        read: set[tuple[str, ...]] = set()
+        numbers = {"header": 0, "footer": 0}
+        for story in stories:
+            rel = document.part.rels.get(story.rel_id)
+            if rel is None or rel.is_external:  # a malformed part, left out and listed when opened; no network
+                continue
+            part = rel.target_part
+            name = str(part.partname).lstrip("/")
+            try:
+                root = etree.fromstring(part.blob, _PARSER)
+            except etree.LxmlError as exc:
+                self.skipped.append({"where": name, "reason": exception_text(exc)})
+                continue
+            self.count_unmapped_symbols(root)
+            blocks = _note_blocks(root)
+            text, refs = self.story_text(root, blocks)
+            path = ()  # page furniture: under no heading, and apart from the body's text when chunked
+            place = {"note_type": story.kind, "note_id": str(numbers[story.kind] + 1)}
+            paths = ElementPaths(root.getroottree())
+            graphics = [unit for p in blocks for unit in self.graphic_units(p, part, place, paths, path)]
+            words = (story.kind, text, *(unit.text for unit in graphics))
+            if words in read or not (text or graphics):
+                continue
+            read.add(words)
+            numbers[story.kind] += 1
+            self.story_count += 1
+            if text:
+                index = self._add(ParsedUnit("note", text, {"part": name, **place}, path,
+                                             {**place, "hdr_ftr_types": list(story.types)}))
+                self.refs.extend((index, pos, kind, nid) for pos, kind, nid in refs)
+            for unit in graphics:
+                self._add(unit)
+
     # -- notes --------------------------------------------------------------
     def notes(self, document) -> None:
         parts = {}
@@ -335,7 +407,7 @@ class _Walker:
             if part is None:
                 continue
             try:
-                root = etree.fromstring(part.blob, etree.XMLParser(resolve_entities=False, no_network=True, huge_tree=False))
+                root = etree.fromstring(part.blob, _PARSER)
             except etree.LxmlError as exc:  # the body is still worth reading without its notes
                 self.skipped.append({"where": str(part.partname).lstrip("/"), "reason": exception_text(exc)})
                 continue
@@ -348,17 +420,8 @@ class _Walker:
                 if (note_type, note_id) not in referenced:
                     self.unreferenced.append(f"{note_type}:{note_id}")
                     continue
-                fields = open_fields(note)  # a note is a story of its own: no field runs into it
                 blocks = _note_blocks(note)
-                pieces: list[str] = []
-                refs: list[tuple[int, str, str]] = []  # the comments marking the note's text, at their places
-                for p in blocks:
-                    block_text, block_refs = paragraph_text(p, self.hidden_styles, fields.get(p, ()))
-                    if block_text:
-                        offset = sum(len(x) + 1 for x in pieces)
-                        refs.extend((offset + pos, kind, nid) for pos, kind, nid in block_refs)
-                        pieces.append(block_text)
-                text = "\n".join(pieces)
+                text, refs = self.story_text(note, blocks)  # the comments marking the note's text, at their places
                 ref = next((r for r in self.refs if r[2] == note_type and r[3] == note_id), None)
                 path = self.units[ref[0]].section_path if ref else ()
                 place = {"note_type": note_type, "note_id": note_id}

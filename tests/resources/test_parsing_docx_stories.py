@@ -1,0 +1,107 @@
+"""DOCX stories beside the body (trial 23d): headers and footers, and review comments the body's
+empty paragraphs mark.
+
+Files are built with python-docx and edited in place (:func:`with_member` of test_parsing_robustness).
+"""
+
+from __future__ import annotations
+
+import io
+
+from test_parsing_robustness import OOXML
+
+from fabric_resources.parsing.docx.parser import parse_docx
+
+W = "http://schemas.openxmlformats.org/wordprocessingml/2006/main"
+R = "http://schemas.openxmlformats.org/officeDocument/2006/relationships"
+A = "http://schemas.openxmlformats.org/drawingml/2006/main"
+CHART = "http://schemas.openxmlformats.org/drawingml/2006/chart"
+
+
+def _fields() -> str:
+    """``Page {PAGE} of {NUMPAGES}``: a complex field (result 3) and a simple one (result 9)."""
+    return (f'<w:p xmlns:w="{W}"><w:r><w:t xml:space="preserve">Page </w:t></w:r>'
+            '<w:r><w:fldChar w:fldCharType="begin"/></w:r><w:r><w:instrText xml:space="preserve"> PAGE </w:instrText></w:r>'
+            '<w:r><w:fldChar w:fldCharType="separate"/></w:r><w:r><w:t>3</w:t></w:r><w:r><w:fldChar w:fldCharType="end"/>'
+            '</w:r><w:r><w:t xml:space="preserve"> of </w:t></w:r>'
+            '<w:fldSimple w:instr=" NUMPAGES "><w:r><w:t>9</w:t></w:r></w:fldSimple></w:p>')
+
+
+def _chart_run(rel_id: str) -> str:
+    wp = "http://schemas.openxmlformats.org/drawingml/2006/wordprocessingDrawing"
+    return (f'<w:r xmlns:w="{W}" xmlns:r="{R}"><w:drawing><wp:inline xmlns:wp="{wp}"><wp:extent cx="1" cy="1"/>'
+            f'<wp:docPr id="1" name="Chart 1"/><a:graphic xmlns:a="{A}"><a:graphicData uri="{CHART}">'
+            f'<c:chart xmlns:c="{CHART}" r:id="{rel_id}"/></a:graphicData></a:graphic></wp:inline></w:drawing></w:r>')
+
+
+def _headed(*, title_page: bool, even_and_odd: bool) -> bytes:
+    """Two sections. The first: a default header (``Contoso Confidential``, a tab, ``DOC-42``, and
+    a chart titled ``Audit status``), a first-page and an even-page header, a footer of page
+    fields. The second: the first's header and footer types inherited but for an unlinked header
+    of the same words (another part) and an unlinked footer ``Appendix footer``. ``title_page``
+    sets the first section's ``w:titlePg``, ``even_and_odd`` the settings' ``w:evenAndOddHeaders``."""
+    import docx
+    from docx.opc.constants import RELATIONSHIP_TYPE as RT
+    from docx.opc.packuri import PackURI
+    from docx.opc.part import Part
+    from docx.oxml import parse_xml
+
+    document = docx.Document()
+    document.add_heading("Scope", 1)
+    document.add_paragraph("Body words")
+    first = document.sections[0]
+    first.header.paragraphs[0].text = "Contoso Confidential\tDOC-42"
+    chart = Part(PackURI("/word/charts/chart1.xml"), "application/vnd.openxmlformats-officedocument.drawingml.chart+xml",
+                 (f'<c:chartSpace xmlns:c="{CHART}" xmlns:a="{A}"><c:chart><c:title><c:tx><c:rich><a:p><a:r>'
+                  '<a:t>Audit status</a:t></a:r></a:p></c:rich></c:tx></c:title></c:chart></c:chartSpace>').encode(),
+                 document.part.package)
+    first.header.paragraphs[0]._p.append(parse_xml(_chart_run(first.header.part.relate_to(chart, RT.CHART))))
+    first.first_page_header.paragraphs[0].text = "Cover sheet header"
+    first.even_page_header.paragraphs[0].text = "Even page header"
+    footer = first.footer.paragraphs[0]._p
+    footer.getparent().replace(footer, parse_xml(_fields()))
+    first.different_first_page_header_footer = title_page
+    document.settings.odd_and_even_pages_header_footer = even_and_odd
+    second = document.add_section()
+    document.add_heading("Appendix", 1)
+    document.add_paragraph("Appendix words")
+    second.different_first_page_header_footer = False
+    second.header.is_linked_to_previous = False
+    second.header.paragraphs[0].text = "Contoso Confidential\tDOC-42"
+    second.header.paragraphs[0]._p.append(parse_xml(_chart_run(second.header.part.relate_to(chart, RT.CHART))))
+    second.footer.is_linked_to_previous = False
+    second.footer.paragraphs[0].text = "Appendix footer"
+    out = io.BytesIO()
+    document.save(out)
+    return out.getvalue()
+
+
+def test_the_headers_and_footers_a_section_shows_are_note_units_each_distinct_part_once():
+    """guards against (trial 23d): DOCX headers and footers not read at all: a title, a document
+    number or a confidentiality notice that stands on every page, and the charts in them, found by
+    no search. Property: each header or footer part a section shows is one ``note`` unit after the
+    body (``note_type`` ``header`` / ``footer``, ``note_id`` its number, the part named), read once
+    however many sections show it, and once for a second part of the same words; a field's code
+    (``PAGE``, ``NUMPAGES``) is no text, its result is, as in the body; a first-page header shows
+    only under ``w:titlePg``, an even-page one only under ``w:evenAndOddHeaders`` (else listed
+    unshown, not read); the body reads as before."""
+    doc = parse_docx(_headed(title_page=False, even_and_odd=False), OOXML)
+    body = [(u.kind, u.text) for u in doc.units if u.locator["part"] == "word/document.xml"]
+    assert body == [("heading", "Scope"), ("paragraph", "Body words"), ("heading", "Appendix"),
+                    ("paragraph", "Appendix words")]
+    stories = [(u.kind, u.text, u.locator.get("note_type"), u.locator.get("note_id"), u.section_path)
+               for u in doc.units[len(body):]]
+    assert stories == [("note", "Contoso Confidential DOC-42", "header", "1", ()),
+                       ("paragraph", "Audit status", "header", "1", ()),
+                       ("note", "Page 3 of 9", "footer", "1", ()),
+                       ("note", "Appendix footer", "footer", "2", ())]
+    parts = {u.text: u.locator["part"] for u in doc.units}
+    assert parts["Audit status"] == "word/charts/chart1.xml" and parts["Page 3 of 9"].startswith("word/footer")
+    assert len(doc.metadata["unshown_headers_footers"]) == 2 and doc.unread == []
+
+    shown = parse_docx(_headed(title_page=True, even_and_odd=True), OOXML)
+    notes = [(u.text, u.attributes["note_type"], u.attributes["hdr_ftr_types"]) for u in shown.units if u.kind == "note"]
+    assert notes == [("Cover sheet header", "header", ["first"]), ("Even page header", "header", ["even"]),
+                     ("Contoso Confidential DOC-42", "header", ["default"]), ("Page 3 of 9", "footer", ["default"]),
+                     ("Appendix footer", "footer", ["default"])]
+    assert shown.metadata["unshown_headers_footers"] == []
