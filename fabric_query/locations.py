@@ -91,12 +91,14 @@ def location_of(unit_id: str, kind: str, locator: str | dict, section_path: Sequ
             path.append(loc["shape_name"])
     else:
         path.extend(str(s) for s in section_path)
-    if kind == "table_cell":
-        cell = {k: (loc.get(k) if k in loc else attrs.get(k)) for k in ("table", "row", "col")}
-        if all(isinstance(v, int) for v in cell.values()):
-            # Stored 0-based (python-docx / python-pptx indices); shown 1-based as a reader counts.
-            path.append(f"table {cell['table'] + 1}, row {cell['row'] + 1}, col {cell['col'] + 1}")
-    if kind == "note" and loc.get("note_type") is not None:
+    # A cell's or a note's place, also where another unit stands in it (a DOCX chart or SmartArt
+    # graphic, a paragraph read from its own part: its locator names the cell or the note it stands
+    # in, as the cell's or note's own unit does; it was labelled as if in the body, trial 23d).
+    cell = {k: (loc.get(k) if k in loc or kind != "table_cell" else attrs.get(k)) for k in ("table", "row", "col")}
+    if all(isinstance(v, int) for v in cell.values()):
+        # Stored 0-based (python-docx / python-pptx indices); shown 1-based as a reader counts.
+        path.append(f"table {cell['table'] + 1}, row {cell['row'] + 1}, col {cell['col'] + 1}")
+    if loc.get("note_type") is not None:
         path.append(f"{loc['note_type']} {loc.get('note_id')}")
     lines = (loc.get("line_start"), loc.get("line_end", loc.get("line_start")))
     return CitedLocation(

@@ -105,3 +105,39 @@ def test_the_headers_and_footers_a_section_shows_are_note_units_each_distinct_pa
                      ("Contoso Confidential DOC-42", "header", ["default"]), ("Page 3 of 9", "footer", ["default"]),
                      ("Appendix footer", "footer", ["default"])]
     assert shown.metadata["unshown_headers_footers"] == []
+
+
+def test_a_graphic_in_a_table_cell_a_note_or_a_header_is_labelled_as_the_text_beside_it():
+    """guards against (trial 23d; left open by 22d): a chart or SmartArt graphic in a table cell or
+    a footnote, read since DOCX v19 with the cell or note in its locator, labelled as body text
+    (``/w:document/w:body/w:tbl/w:tr[2]/w:tc[2]/w:p``, no ``table 1, row 2, col 2``; a footnote's
+    under its reference's heading, no ``footnote 1``): only the cell's and the note's own units
+    were labelled with their place. Property: a graphic's cited path is the one the text unit of
+    its cell, note or header gets."""
+    from test_parsing_docx_text import BODY, CHART, DGM, FIRST, _graphic, _with_graphics, _with_notes, with_member
+
+    from fabric_query.locations import location_label, location_of
+
+    def label(unit) -> tuple[str, ...]:
+        return location_of("u", unit.kind, unit.locator, unit.section_path, unit.attributes).path
+
+    smartart = _graphic(DGM, f'<dgm:relIds xmlns:dgm="{DGM}" r:dm="rIdDgm" r:lo="" r:qs="" r:cs=""/>')
+    data = with_member(_with_graphics(""), BODY, "<w:t>cell 11</w:t></w:r></w:p>",
+                       f"<w:t>cell 11</w:t></w:r>{smartart}</w:p>")
+    units = {u.text: u for u in parse_docx(data, OOXML).units}
+    assert label(units["Plan\nBuild\nShip"]) == label(units["cell 11"]) == ("Chapter", "table 1, row 2, col 2")
+
+    chart = _graphic(CHART, f'<c:chart xmlns:c="{CHART}" r:id="rIdNoteChart"/>')
+    refs = '<w:p><w:r><w:t>Noted</w:t></w:r><w:r><w:footnoteReference w:id="1"/></w:r></w:p>'
+    rels = (f'<Relationships xmlns="http://schemas.openxmlformats.org/package/2006/relationships"><Relationship '
+            f'Id="rIdNoteChart" Type="{R}/chart" Target="charts/chart1.xml"/></Relationships>').encode()
+    data = _with_notes(refs, f"<w:p><w:r><w:t>See the chart</w:t></w:r></w:p><w:p>{chart}</w:p>", "<w:p/>",
+                       _with_graphics(""))
+    data = with_member(data, BODY, FIRST, FIRST, {"word/_rels/footnotes.xml.rels": rels})
+    units = {u.text: u for u in parse_docx(data, OOXML).units}
+    assert label(units["Quarterly revenue\nWidgets"]) == label(units["See the chart"]) == ("Chapter", "footnote 1")
+
+    units = {u.text: u for u in parse_docx(_headed(title_page=False, even_and_odd=False), OOXML).units}
+    graphic = units["Audit status"]
+    assert location_label([location_of("u", graphic.kind, graphic.locator, graphic.section_path)]) == "header 1"
+    assert label(graphic) == label(units["Contoso Confidential DOC-42"])
