@@ -141,3 +141,50 @@ def test_a_graphic_in_a_table_cell_a_note_or_a_header_is_labelled_as_the_text_be
     graphic = units["Audit status"]
     assert location_label([location_of("u", graphic.kind, graphic.locator, graphic.section_path)]) == "header 1"
     assert label(graphic) == label(units["Contoso Confidential DOC-42"])
+
+
+def test_a_comment_on_an_empty_paragraph_is_read_and_one_id_is_one_note():
+    """guards against (trial 23d; left open by 22g): a review comment whose mark stands in a
+    paragraph, cell or footnote paragraph with no text of its own listed in
+    ``unreferenced_notes``, not read (its mark was dropped with the empty text); a mark alone on a
+    line before a break dropped the same way, so the next mark took its place and the last
+    comment was lost; and two ``w:comment`` of one ``w:id`` read as two units of one locator.
+    Property: every comment a shown mark names is read; each mark is linked where it stands;
+    comments of one id are one unit (the mark names both), its locator unique."""
+    import docx
+    from test_parsing_docx_text import BODY, _with_notes
+    from test_parsing_robustness import with_member
+
+    document = docx.Document()
+    document.add_paragraph("first para")
+    marked = document.add_paragraph("Tides rise at noon.")
+    document.add_comment(marked.runs, text="Check the tide tables", author="Ana")
+    document.add_table(rows=1, cols=2).cell(0, 0).text = "cell text"
+    out = io.BytesIO()
+    document.save(out)
+
+    def mark(n: int) -> str:
+        return f'<w:r><w:commentReference w:id="{n}"/></w:r>'
+
+    data = with_member(out.getvalue(), BODY, "<w:p><w:r><w:t>first para", f"<w:p>{mark(3)}</w:p>"
+                       f"<w:p>{mark(4)}<w:r><w:br/><w:t>After a break</w:t></w:r>{mark(5)}</w:p>"
+                       "<w:p><w:r><w:t>first para")
+    data = with_member(data, BODY, "</w:tc></w:tr>", f"</w:tc></w:tr><w:tr><w:tc><w:p>{mark(6)}</w:p></w:tc></w:tr>")
+    refs = '<w:p><w:r><w:t>Noted</w:t></w:r><w:r><w:footnoteReference w:id="1"/></w:r></w:p>'
+    data = _with_notes(refs, f"<w:p><w:r><w:t>Footnote words</w:t></w:r></w:p><w:p>{mark(7)}</w:p>", "<w:p/>", data)
+    comments = "".join(f'<w:comment w:id="{n}" w:author="Di"><w:p><w:r><w:t>{words}</w:t></w:r></w:p></w:comment>'
+                       for n, words in ((3, "On an empty paragraph"), (4, "Before the break"), (5, "After it"),
+                                        (6, "In an empty cell"), (7, "Under the footnote"), (5, "Same id again")))
+    data = with_member(data, "word/comments.xml", "</w:comments>", comments + "</w:comments>")
+    doc = parse_docx(data, OOXML)
+    notes = {u.locator["note_id"]: u.text for u in doc.units if u.locator.get("note_type") == "comment"}
+    assert notes == {"0": "Check the tide tables", "3": "On an empty paragraph", "4": "Before the break",
+                     "5": "After it\nSame id again", "6": "In an empty cell", "7": "Under the footnote"}
+    assert [n for n in doc.metadata["unreferenced_notes"] if n.startswith("comment")] == []
+    links = {(doc.units[r.source_index].text, doc.units[r.target_index].text, r.attributes["start_char"])
+             for r in doc.relationships if r.kind == "note_ref"}
+    assert {("After a break", "Before the break", 0), ("After a break", "After it\nSame id again", 13),
+            ("Footnote words", "Under the footnote", 14)} <= links
+    located = [(u.locator["part"], u.locator.get("note_type"), u.locator.get("note_id")) for u in doc.units
+               if u.kind == "note"]
+    assert len(located) == len(set(located))

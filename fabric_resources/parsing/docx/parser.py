@@ -29,6 +29,7 @@ from fabric_resources.parsing.document import (
 from fabric_resources.parsing.element_paths import ElementPaths
 from fabric_resources.parsing.lxml_limits import syntax_error_reason
 from fabric_resources.parsing.docx import MEDIA_TYPE, PARSER_NAME, PARSER_VERSION
+from fabric_resources.parsing.docx.blocks import BODY_MATH, WRAPPERS, children, joined_lines, story_blocks, wrapped
 from fabric_resources.parsing.docx.fields import open_fields
 from fabric_resources.parsing.docx.graphics import graphic_parts, graphic_text
 from fabric_resources.parsing.docx.headers import even_and_odd_pages, section_properties, shown_stories, unshown_parts
@@ -54,12 +55,6 @@ _HEADING_STYLE = re.compile(r"^(?:heading|überschrift|titre|título|kop)\s*(\d)
 # The parts of notes, by the last word of their relationship type: footnotes, endnotes and review
 # comments (ECMA-376 §17.13.4.2 w:comment, a reviewer's words beside the text, searched as the notes are).
 _NOTE_RELS = {"footnotes": "footnote", "endnotes": "endnote", "comments": "comment"}
-# An equation where a paragraph may stand (ECMA-376 §22.1.2.77/78: m:oMathPara, m:oMath in w:body).
-_BODY_MATH = {f"{{{M}}}oMathPara", f"{{{M}}}oMath"}
-# What holds body, row or cell content in place of the element itself: a content control (w:sdt, its
-# w:sdtContent: a form's repeating section of rows, a cell-level or in-cell control), custom XML
-# markup (w:customXml, ECMA-376 §17.5.1) and alternate content (one branch: ECMA-376 Part 3 §10.2).
-_WRAPPERS = {f"{{{W}}}sdt", f"{{{W}}}customXml", f"{{{MC}}}AlternateContent"}
 # What reading one body element or notes part may raise on XML the walk did not foresee: an error
 # of that element (skipped and listed), not of the document. ParseError (cap-units) is not one.
 _ELEMENT_ERRORS = (KeyError, ValueError, AttributeError, TypeError, IndexError, etree.LxmlError)
@@ -154,7 +149,10 @@ class _Walker:
         self.table_count = self.note_count = 0
         self.unresolved: list[str] = []
         self.unreferenced: list[str] = []  # notes no shown reference marks: "footnote:3"
-        self.refs: list[tuple[int, int, str, str]] = []  # (unit index, position, note type, note id)
+        # (unit index, position, note type, note id); unit index None: a mark no unit holds (a comment on an
+        # otherwise empty paragraph), its note still shown and numbered, read under mark_paths' section path.
+        self.refs: list[tuple[int | None, int, str, str]] = []
+        self.mark_paths: dict[tuple[str, str], tuple[str, ...]] = {}
         self.skipped: list[dict[str, str]] = []  # [{"where", "reason"}]
         # Style ID -> name; from a recovered styles part (styles.recovered_styles) when one was malformed.
         self.styles: dict[str, Any] = style_names(recovered) if recovered is not None else {}
@@ -174,14 +172,14 @@ class _Walker:
     def body(self, body) -> None:
         for child in body.iterchildren():
             try:
-                if child.tag == f"{{{W}}}p" or child.tag in _BODY_MATH:
+                if child.tag == f"{{{W}}}p" or child.tag in BODY_MATH:
                     self.paragraph(child)
                 elif child.tag == f"{{{W}}}tbl":
                     self.table(child)
                 elif child.tag == f"{{{W}}}altChunk":
                     self.alt_chunk(child)
-                elif child.tag in _WRAPPERS:  # a content control, custom XML, alternate content: body content
-                    content = _wrapped(child)
+                elif child.tag in WRAPPERS:  # a content control, custom XML, alternate content: body content
+                    content = wrapped(child)
                     if content is not None:
                         self.body(content)
             except _ELEMENT_ERRORS as exc:
@@ -203,6 +201,8 @@ class _Walker:
         text, refs = paragraph_text(p, self.hidden_styles, self.fields.get(p, ()))
         if text:
             self._paragraph(p, text, refs)
+        else:
+            self.unheld(refs, self.path())
         self.graphics(p)
 
     def graphics(self, p, owner=None, place=None, element_path=None, section_path=None) -> None:
@@ -249,23 +249,21 @@ class _Walker:
     def table(self, tbl) -> None:
         table = self.table_count
         self.table_count += 1
-        for r, tr in enumerate(_children(tbl, "tr")):
+        for r, tr in enumerate(children(tbl, "tr")):
             previous = None
             col = 0
-            for tc in _children(tr, "tc"):
+            for tc in children(tr, "tc"):
                 span = tc.find("w:tcPr/w:gridSpan", _NS)
                 width = max(decimal_number(span.get(f"{{{W}}}val")) or 1, 1) if span is not None else 1
                 # The cell a merge continues (vertically, or by the legacy w:hMerge) shows nothing of its own.
                 continued = any(m is not None and m.get(f"{{{W}}}val", "continue") == "continue"
                                 for m in (tc.find("w:tcPr/w:vMerge", _NS), tc.find("w:tcPr/w:hMerge", _NS)))
                 pieces, refs = [], []
-                for p in _children(tc, "p", _BODY_MATH):  # an equation where a cell's paragraph may stand
-                    text, p_refs = paragraph_text(p, self.hidden_styles, self.fields.get(p, ()))
-                    offset = sum(len(x) + 1 for x in pieces)
-                    if text:
-                        refs.extend((offset + pos, kind, nid) for pos, kind, nid in p_refs)
-                        pieces.append(text)
+                for p in children(tc, "p", BODY_MATH):  # an equation where a cell's paragraph may stand
+                    joined_lines(pieces, refs, *paragraph_text(p, self.hidden_styles, self.fields.get(p, ())))
                 text = "\n".join(pieces)
+                if not text and not continued:
+                    self.unheld(refs, self.path())
                 if text and not continued:
                     locator = {"part": self.part_name, "element_path": self.element_path(tc),
                                "table": table, "row": r, "col": col}
@@ -276,11 +274,11 @@ class _Walker:
                         self.relationships.append(ParsedRelationship("next_in_table_row", previous, index))
                     previous = index
                 if not continued:  # a cell's graphics after its text, as a body paragraph's
-                    for p in _children(tc, "p"):
+                    for p in children(tc, "p"):
                         self.graphics(p, place={"table": table, "row": r, "col": col})
-                for chunk in _children(tc, "altChunk"):
+                for chunk in children(tc, "altChunk"):
                     self.alt_chunk(chunk)
-                for nested in _children(tc, "tbl"):
+                for nested in children(tc, "tbl"):
                     self.table(nested)
                 col += width
 
@@ -331,20 +329,23 @@ class _Walker:
                 self.styles[style_id] = style_id
         return self.styles.get(style_id, style_id)
 
-    def story_text(self, story, blocks) -> tuple[str, list[tuple[int, str, str]]]:
-        """The text of a story (a note, a header: its own, so no field runs into it from the body)
-        of ``blocks`` (:func:`_note_blocks`), a line each, and its reference marks (position, note
-        type, note id)."""
-        fields = open_fields(story)
+    def story_text(self, stories: list, blocks) -> tuple[str, list[tuple[int, str, str]]]:
+        """The text of a story (a note, a header: its own, so no field runs into it from the body;
+        ``stories``: its elements) of ``blocks`` (:func:`~.blocks.story_blocks`), a line each, and its
+        reference marks (position, note type, note id)."""
+        fields = {p: state for element in stories for p, state in open_fields(element).items()}
         pieces: list[str] = []
         refs: list[tuple[int, str, str]] = []
         for p in blocks:
-            block_text, block_refs = paragraph_text(p, self.hidden_styles, fields.get(p, ()))
-            if block_text:
-                offset = sum(len(x) + 1 for x in pieces)
-                refs.extend((offset + pos, kind, nid) for pos, kind, nid in block_refs)
-                pieces.append(block_text)
+            joined_lines(pieces, refs, *paragraph_text(p, self.hidden_styles, fields.get(p, ())))
         return "\n".join(pieces), refs
+
+    def unheld(self, refs, path: tuple[str, ...]) -> None:
+        """Reference marks ``refs`` that stand where no unit is (a paragraph with no text but a
+        comment's mark): their notes are shown (and numbered) all the same, under ``path``."""
+        for _, kind, nid in refs:
+            self.refs.append((None, 0, kind, nid))
+            self.mark_paths.setdefault((kind, nid), path)
 
     # -- headers and footers ----------------------------------------------
     def headers_and_footers(self, document) -> None:
@@ -370,8 +371,8 @@ class _Walker:
                 self.skipped.append({"where": name, "reason": exception_text(exc)})
                 continue
             self.count_unmapped_symbols(root)
-            blocks = _note_blocks(root)
-            text, refs = self.story_text(root, blocks)
+            blocks = story_blocks(root)
+            text, refs = self.story_text([root], blocks)
             path = ()  # page furniture: under no heading, and apart from the body's text when chunked
             place = {"note_type": story.kind, "note_id": str(numbers[story.kind] + 1)}
             paths = ElementPaths(root.getroottree())
@@ -386,6 +387,8 @@ class _Walker:
                 index = self._add(ParsedUnit("note", text, {"part": name, **place}, path,
                                              {**place, "hdr_ftr_types": list(story.types)}))
                 self.refs.extend((index, pos, kind, nid) for pos, kind, nid in refs)
+            else:
+                self.unheld(refs, path)
             for unit in graphics:
                 self._add(unit)
 
@@ -413,17 +416,20 @@ class _Walker:
                 continue
             self.count_unmapped_symbols(root)
             paths = ElementPaths(root.getroottree())
+            # Notes of one w:id (invalid, ECMA-376 §17.11.10: the id is what a mark names) are one note:
+            # the mark names them all, so each is read, in order, and one locator names their unit.
+            by_id: dict[str, list] = {}
             for note in root.findall(f"w:{note_type}", _NS):
-                if note.get(f"{{{W}}}type") in ("separator", "continuationSeparator", "continuationNotice"):
-                    continue
-                note_id = note.get(f"{{{W}}}id", "")
+                if note.get(f"{{{W}}}type") not in ("separator", "continuationSeparator", "continuationNotice"):
+                    by_id.setdefault(note.get(f"{{{W}}}id", ""), []).append(note)
+            for note_id, notes in by_id.items():
                 if (note_type, note_id) not in referenced:
                     self.unreferenced.append(f"{note_type}:{note_id}")
                     continue
-                blocks = _note_blocks(note)
-                text, refs = self.story_text(note, blocks)  # the comments marking the note's text, at their places
-                ref = next((r for r in self.refs if r[2] == note_type and r[3] == note_id), None)
-                path = self.units[ref[0]].section_path if ref else ()
+                blocks = [block for note in notes for block in story_blocks(note)]
+                text, refs = self.story_text(notes, blocks)  # the comments marking the note's text, at their places
+                ref = next((r for r in self.refs if r[2] == note_type and r[3] == note_id and r[0] is not None), None)
+                path = self.units[ref[0]].section_path if ref else self.mark_paths.get((note_type, note_id), ())
                 place = {"note_type": note_type, "note_id": note_id}
                 if text:
                     index = targets[(note_type, note_id)] = self._add(ParsedUnit(
@@ -431,6 +437,8 @@ class _Walker:
                         {"note_id": note_id, "note_type": note_type}))
                     self.refs.extend((index, pos, kind, nid) for pos, kind, nid in refs)
                     self.note_count += 1
+                else:
+                    self.unheld(refs, path)
                 for p in blocks:  # its graphics after its text, named by the notes part's relationships
                     self.graphics(p, part, place, paths, path)
         labels: dict[tuple[str, str], int] = {}
@@ -440,43 +448,10 @@ class _Walker:
                 self.unresolved.append(f"{note_type}:{note_id}")
                 continue
             label = labels.setdefault((note_type, note_id), sum(1 for k in labels if k[0] == note_type) + 1)
+            if unit_index is None:  # shown and numbered, but no unit holds the mark to link from
+                continue
             self.relationships.append(ParsedRelationship(
                 "note_ref", unit_index, target, {"start_char": pos, "end_char": pos, "label": str(label)}))
-
-
-def _wrapped(el):
-    """The element holding a wrapper's content (:data:`_WRAPPERS`), or ``None`` when it holds none."""
-    if el.tag == f"{{{W}}}sdt":
-        return el.find("w:sdtContent", _NS)
-    if el.tag == f"{{{MC}}}AlternateContent":
-        branch = el.find(f"{{{MC}}}Choice")
-        return branch if branch is not None else el.find(f"{{{MC}}}Fallback")
-    return el
-
-
-def _children(el, name: str, also: frozenset[str] | set[str] = frozenset()) -> list:
-    """``el``'s ``w:<name>`` children (and those whose tag is in ``also``) in order, those inside
-    wrappers (:data:`_WRAPPERS`) included: a table row in a repeating-section content control, a
-    cell in a cell-level one, a paragraph in a content control inside a cell (``findall("w:tr")``
-    and the like lost them, with their text)."""
-    tags = {f"{{{W}}}{name}"} | set(also)
-    found = []
-    for child in el.iterchildren():
-        if child.tag in tags:
-            found.append(child)
-        elif child.tag in _WRAPPERS:
-            content = _wrapped(child)
-            if content is not None:
-                found.extend(_children(content, name, also))
-    return found
-
-
-def _note_blocks(note) -> list:
-    """A note's paragraphs and equations (``m:oMathPara``, ``m:oMath`` where a paragraph may stand:
-    they were not read) at any depth (in its tables too), in order; not one inside another, which
-    :func:`paragraph_text` reads with it (a text box's paragraph was read twice)."""
-    tags = (f"{{{W}}}p", *_BODY_MATH)
-    return [el for el in note.iter(*tags) if next(el.iterancestors(*tags), None) is None]
 
 
 def heading_level(style: str, p) -> int | None:

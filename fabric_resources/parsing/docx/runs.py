@@ -87,7 +87,8 @@ def paragraph_text(p, hidden: Hiding = NOTHING_HIDES,
     formatted hidden (``hidden``: what the styles hide, :func:`hidden_styles`) or a field's code
     (``open_fields``: the fields open at its start, :func:`~.fields.open_fields`).
 
-    Positions are Unicode scalar offsets into the returned (cleaned) text.
+    Positions are Unicode scalar offsets into the returned (cleaned) text; a paragraph with no
+    text returns its marks all the same (at 0).
     """
     pieces: list[str] = []
     refs: list[tuple[int, str, str]] = []
@@ -153,9 +154,22 @@ def paragraph_text(p, hidden: Hiding = NOTHING_HIDES,
 
     walk(p)
     raw = "".join(pieces)
-    lines = [_SPACES.sub(" ", line).strip(" ") for line in raw.split("\n")]
-    text = "\n".join(line for line in lines if line.replace("\x00", "").strip())
-    text = text.strip()
+    # A line of nothing but marks (a comment's mark alone after a break) is no line, but its marks
+    # stay: at the end of the line before, else the start of the next (they were dropped with the
+    # line, so each later mark took an earlier one's place and the last note lost its reference).
+    kept: list[str] = []
+    marks = ""
+    for line in (_SPACES.sub(" ", line).strip(" ") for line in raw.split("\n")):
+        if not line.replace("\x00", "").strip():
+            marks += "\x00" * line.count("\x00")
+        elif kept:
+            kept[-1] += marks
+            kept.append(line)
+            marks = ""
+        else:
+            kept.append(marks + line)
+            marks = ""
+    text = "\n".join(kept) + marks
     positions = []
     out = []
     for ch in text:
@@ -163,7 +177,9 @@ def paragraph_text(p, hidden: Hiding = NOTHING_HIDES,
             positions.append(len(out))
         else:
             out.append(ch)
-    cleaned = "".join(out).strip()
-    if not cleaned:
-        return "", []
-    return cleaned, [(min(pos, len(cleaned)), kind, nid) for pos, (_, kind, nid) in zip(positions, refs)]
+    joined = "".join(out)
+    cleaned = joined.strip()
+    lead = len(joined) - len(joined.lstrip())
+    # A paragraph with no text but a mark (a comment on an empty paragraph) has no text and its marks
+    # (at 0): the caller reads the note all the same.
+    return cleaned, [(min(max(pos - lead, 0), len(cleaned)), kind, nid) for pos, (_, kind, nid) in zip(positions, refs)]
