@@ -8,6 +8,7 @@ are not read: Fabric has no CSS engine.
 
 from __future__ import annotations
 
+import re
 from functools import lru_cache
 
 #: Elements whose content is fallback for a reader without media support, which the HTML Standard
@@ -146,8 +147,70 @@ _INPUT_TYPES = _VALUE_SHOWN_TYPES | {"hidden", "password", "checkbox", "radio", 
                                     "date", "datetime-local", "month", "week", "time"}
 
 
+#: ``<input>`` types that show their ``placeholder`` while their value is empty (HTML Standard §4.10.5.3.10):
+#: a password box too, its hint in plain text before anything is typed.
+_PLACEHOLDER_TYPES = {"text", "search", "email", "url", "tel", "number", "password"}
+_SPACE = re.compile(r"[ \t\n\f\r]+")  # ASCII whitespace, as the HTML Standard strips and collapses it
+
+
 def shown_value(el) -> str:
-    """The text an ``<input>`` ``el`` shows of its ``value`` (:data:`_VALUE_SHOWN_TYPES`), else ``""``.
-    A submit or reset button without one shows the browser's own label, no text of the page."""
+    """The text an ``<input>`` ``el`` shows of its ``value`` (:data:`_VALUE_SHOWN_TYPES`), else
+    ``""``; an empty box its ``placeholder`` (:data:`_PLACEHOLDER_TYPES`), the hint a browser
+    shows there until something is typed. A submit or reset button without one shows the
+    browser's own label, no text of the page.
+
+    >>> from lxml.html import fragment_fromstring as f
+    >>> [shown_value(f(x)) for x in ('<input value="Tide">', '<input placeholder="Search tides">',
+    ...  '<input type="password" placeholder="PIN" value="x">', '<input type="submit" placeholder="x">')]
+    ['Tide', 'Search tides', '', '']
+    """
     kind = (el.get("type") or "text").strip().lower()
-    return el.get("value") or "" if kind in _VALUE_SHOWN_TYPES or kind not in _INPUT_TYPES else ""
+    known = kind in _INPUT_TYPES
+    value = el.get("value") or "" if kind in _VALUE_SHOWN_TYPES or not known else ""
+    if not (el.get("value") or "") and (kind in _PLACEHOLDER_TYPES or not known):
+        return el.get("placeholder") or ""
+    return value
+
+
+def control_text(el) -> str:
+    """The text a form control ``el`` shows in the page: an ``<input>``'s (:func:`shown_value`), a
+    ``<select>``'s (:func:`select_text`), a ``<textarea>``'s default text, else its ``placeholder``."""
+    tag = el.tag.lower() if isinstance(el.tag, str) else ""
+    if tag == "input":
+        return shown_value(el)
+    if tag == "select":
+        return select_text(el)
+    return el.text or el.get("placeholder") or "" if tag == "textarea" else ""
+
+
+def select_text(el) -> str:
+    """The text a ``<select>`` shows (HTML Standard §4.10.7): a drop-down (no ``multiple``, a display
+    size of 1) its selected option's label (the last option marked ``selected``, else the first
+    not disabled), a list box each option's (and option group's) label, a line each, but hidden
+    ones. An option's label is its ``label`` attribute, else its text, white space collapsed.
+
+    >>> from lxml.html import fragment_fromstring as f
+    >>> select_text(f('<select><option disabled>Pick</option><option>Neap</option><option>Spring</option></select>'))
+    'Neap'
+    >>> select_text(f('<select><option>Neap</option><option selected label="Spring tide">sp</option></select>'))
+    'Spring tide'
+    >>> select_text(f('<select multiple><optgroup label="Tides"><option>Neap</option></optgroup></select>'))
+    'Tides\\nNeap'
+    """
+    size = (el.get("size") or "").strip()
+    multiple = el.get("multiple") is not None
+    rows = int(size) if size.isascii() and size.isdigit() and 0 < int(size) < 1 << 31 else (4 if multiple else 1)
+    items = [x for x in el.iter("option", "optgroup") if x is not el]
+
+    def label(x) -> str:
+        given = x.get("label")
+        return _SPACE.sub(" ", given if given else "" if x.tag == "optgroup" else x.text_content()).strip(" ")
+
+    if multiple or rows > 1:
+        return "\n".join(text for x in items if not hidden_element(x) and (text := label(x)))
+    options = [x for x in items if x.tag == "option"]
+    chosen = [x for x in options if x.get("selected") is not None]
+    if not chosen:
+        chosen = [x for x in options if x.get("disabled") is None
+                  and (x.getparent().tag != "optgroup" or x.getparent().get("disabled") is None)][:1]
+    return label(chosen[-1]) if chosen else ""

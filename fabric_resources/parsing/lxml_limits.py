@@ -132,9 +132,11 @@ MAX_ATTRIBUTE_VALUE_BYTES = 10_000_000
 #: value of any other as text (a ``data-*`` JSON blob, an event handler, a long ``href``).
 READ_ATTRIBUTES = frozenset({"hidden", "open", "style", "srcdoc", "class", "id", "lang", "width", "height", "data",
                              "type", "shadowrootmode", "slot", "name", "colspan", "rowspan", "display",
-                             "visibility", "font-size", "encoding", "alttext", "value"})
-#: Of those, the ones read on one element only: a frame's document, the value a text box shows.
-_READ_ON = {"srcdoc": "iframe", "value": "input"}
+                             "visibility", "font-size", "encoding", "alttext", "value", "placeholder", "label"})
+#: Of those, the ones read on some elements only: a frame's document, the value or the hint a text box
+#: shows, an option's label.
+_READ_ON = {"srcdoc": {"iframe"}, "value": {"input"}, "placeholder": {"input", "textarea"},
+            "label": {"option", "optgroup"}}
 _ATTRIBUTE = re.compile(r"""([^\s/=>"']+)(\s*=\s*)("[^"]*"|'[^']*'|[^\s>"']+)""")
 _TAG_NAME = re.compile(r"<([A-Za-z][^\s/>]*)")
 
@@ -185,7 +187,7 @@ def _within_limit(match: re.Match, tag: str, frames: dict[str, str]) -> str:
         return match.group(0)
     name = name.lower()
     value = html.unescape(raw)
-    if name not in READ_ATTRIBUTES or _READ_ON.get(name, tag) != tag:
+    if name not in READ_ATTRIBUTES or tag not in _READ_ON.get(name, {tag}):
         return f'{name}{equals}""'
     if name == "srcdoc":
         token = f"fabric-srcdoc-{secrets.token_hex(16)}"  # no page can name it

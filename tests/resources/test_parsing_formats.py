@@ -1935,6 +1935,47 @@ def test_a_buttons_label_and_the_value_a_text_box_shows_are_read():
     assert "Zoom in" in unit.text and "Harbour" in unit.text and "tok456" not in unit.text, unit.text
 
 
+def test_the_option_a_select_shows_and_the_placeholder_of_an_empty_box_are_read():
+    """guards against (trial 23d; left by 22f): a ``<select>``'s shown option and the hint an empty
+    text box shows (``placeholder``) never read: "Harbour [Whitby ▾] tides" read "Harbour tides".
+    Property: what a browser shows of a form control is the unit's text: a drop-down's selected
+    option (its ``label`` else its text; with none marked, the first not disabled), a list box's
+    options, an empty text box's or textarea's placeholder (a password box's too); not a filled
+    box's placeholder, a hidden select's option or a list box's hidden option; in a diagram's
+    ``foreignObject`` too. A placeholder past libxml2's attribute limit fails the page by name, as a
+    value does (emptied, it would read otherwise).
+    Under trafilatura, which drops form controls, the paragraph is still matched and kept."""
+    from fabric_resources.parsing.html.parser import parse_html
+
+    page = ("<html><body><article><p>The harbour master counted the herring boats at dawn and wrote the tally down"
+            " in the ledger kept by the door of the office.</p>"
+            "<p>Harbour <select><option>Dover</option><option selected label='Whitby'>W</option></select> tides.</p>"
+            "<p>Berth <select><option disabled>Pick</option><optgroup><option>North quay</option></optgroup>"
+            "<option>South</option></select> and <select hidden><option>Ghostport</option></select> done.</p>"
+            "<p>Times <select multiple><option>Dawn</option><option hidden>Secretslot</option><option>Dusk</option>"
+            "</select> listed.</p>"
+            "<p>Name <input placeholder='Your full name'> <input value='Ana' placeholder='Fillerhint'>"
+            " <input type=password placeholder='Your PIN'> <textarea placeholder='Notes for the pilot'></textarea>"
+            " <textarea placeholder='Unseenhint'>Typed note</textarea> end.</p>"
+            "<p>Gulls argued over the nets while lanterns swung above the quay all night long, and the boats"
+            " came in one after another.</p></article></body></html>")
+    texts = [u.text for u in parse_html(page.encode(), HtmlParserConfig(main_text="all", isolation=IN_PROCESS)).units]
+    assert "Harbour Whitby tides." in texts and "Berth North quay and done." in texts, texts
+    assert "Times Dawn Dusk listed." in texts, texts
+    assert "Name Your full name Ana Your PIN Notes for the pilot Typed note end." in texts, texts
+    kept = [u.text for u in parse_html(page.encode(), HtmlParserConfig(isolation=IN_PROCESS)).units]
+    assert kept[0].startswith("The harbour master") and kept[-1].startswith("Gulls argued"), kept
+    assert "Harbour Whitby tides." in kept, kept
+    diagram = ("<html><body><p>Chart <svg><foreignObject><div><select><option>Spring tide</option></select>"
+               " <input placeholder='Pick a port'></div></foreignObject></svg> here.</p></body></html>")
+    [unit] = parse_html(diagram.encode(), HtmlParserConfig(main_text="all", isolation=IN_PROCESS)).units
+    assert "Spring tide" in unit.text and "Pick a port" in unit.text, unit.text
+    with pytest.raises(ParseError) as failed:  # read, so never cut to fit: named, as a giant value is
+        parse_html(f"<html><body><p>Box <input placeholder='{'Tide ' * 2_100_000}'> end.</p></body></html>".encode(),
+                   HtmlParserConfig(main_text="all", isolation=IN_PROCESS))
+    assert failed.value.reason == "cap-parser-limit" and "placeholder=" in failed.value.detail
+
+
 def test_an_html_equation_is_read_in_its_paragraph():
     """guards against (trial 19b): MathML (an equation browsers render) skipped like a script: "The
     area is A=πr2 for radius r." read "The area is for radius r.", and, trafilatura writing the
@@ -2070,20 +2111,21 @@ def test_a_nested_shadow_roots_slots_take_none_of_the_outer_hosts_children():
 def test_the_html_of_an_svg_foreign_object_is_read_as_the_page_is():
     """guards against (hostile trial 20e): the HTML in an SVG ``foreignObject`` read by a rule of its
     own, looser than the walk's: a ``noscript``, an image ``object``'s fallback, a ``select``'s
-    options, a nested svg's ``title``, ruby readings and a TeX annotation were read as the diagram's
+    options (but the one its drop-down shows, trial 23d), a nested svg's ``title``, ruby readings and a TeX annotation were read as the diagram's
     words (text nobody sees), and a declarative shadow root there was dropped (text everyone sees)."""
     from fabric_resources.parsing.html.parser import parse_html
 
     drawn = ("<div><template shadowrootmode='open'><b>Shadowlabel</b></template></div>"
              "<noscript>Noscriptspam</noscript><object data='chart.png'>Objectspam</object>"
-             "<select><option>Optionspam</option></select><svg><title>Titlespam</title><text>Innerlabel</text></svg>"
+             "<select><option>Shownoption</option><option>Optionspam</option></select>"
+             "<svg><title>Titlespam</title><text>Innerlabel</text></svg>"
              "<ruby>Rubybase<rt>Readingspam</rt></ruby><textarea>Textarealabel</textarea>"
              "<math><mi>x</mi><annotation encoding='application/x-tex'>Texspam</annotation></math>")
     page = ("<html><body><p>The harbour master counted the herring boats at dawn and wrote the tally down.</p>"
             f"<p>The flow <svg><foreignObject>{drawn}</foreignObject></svg> runs from the quay.</p></body></html>")
     for mode in ("trafilatura", "all"):
         text = " ".join(u.text for u in parse_html(page.encode(), HtmlParserConfig(main_text=mode, isolation=IN_PROCESS)).units)
-        assert all(w in text for w in ("Shadowlabel", "Innerlabel", "Rubybase", "Textarealabel")), (mode, text)
+        assert all(w in text for w in ("Shadowlabel", "Shownoption", "Innerlabel", "Rubybase", "Textarealabel")), (mode, text)
         assert "spam" not in text, (mode, text)
 
 

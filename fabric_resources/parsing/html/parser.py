@@ -8,7 +8,7 @@ preformatted, quote) whose text trafilatura kept becomes a unit with its element
 points at the element. A table cell, whose text trafilatura writes inside a "| a | b |" row line
 rather than as a line of its own, is kept when it is a cell of those rows and its table is one
 trafilatura kept (most of its cells are in them). Scripts, styles, inert templates, form controls
-(but a textarea's text, a button's label, the value a text box shows), elements marked ``hidden``,
+(but a textarea's text, a button's label, what a text box or a select shows), elements marked ``hidden``,
 a ``dialog`` not open, and elements whose inline style says ``display: none`` or ``visibility:
 hidden`` never yield text. An equation (MathML) is read in the unit's text, and so is what
 :mod:`.rendered` lists (a declarative shadow root, an object's shown fallback, a frame's ``srcdoc``
@@ -32,7 +32,7 @@ from fabric_resources.parsing.html.encoding import decode_html
 from fabric_resources.parsing.html.rendered import (blank_zero_size_text, graft_frames, hide_unslotted,
     settle_shadow_roots, svg_text, trafilatura_view, transparent, unhide_page)
 from fabric_resources.parsing.html.tree_repairs import absorb_trailing, unvoid_embeds
-from fabric_resources.parsing.inline_style import MEDIA_FALLBACK, hidden_element as _hidden, shown_value
+from fabric_resources.parsing.inline_style import MEDIA_FALLBACK, control_text, hidden_element as _hidden
 from fabric_resources.parsing.lxml_limits import (raise_on_attribute_flood, raise_on_resource_limit,
     without_long_attributes, without_long_data_urls)
 from fabric_resources.parsing import table_grid
@@ -55,8 +55,8 @@ _SKIP = {"script", "style", "noscript", "template", "head", "title", "meta", "li
 _MATH = "math"
 _MATH_UNSHOWN = {"annotation", "annotation-xml"}
 #: Skipped tags whose text is read inline all the same (:mod:`.rendered`: an equation, the words an
-#: inline SVG draws, a textarea's default text; _CONTROLS: a button's label, the value an input shows).
-_CONTROLS = ("button", "input")
+#: inline SVG draws, a textarea's default text; _CONTROLS: a button's label, what an input or a select shows).
+_CONTROLS = ("button", "input", "select")
 _READ_INLINE = {_MATH, "svg", "textarea", *_CONTROLS}
 _HEADINGS = {f"h{n}": n for n in range(1, 7)}
 _LEAF_KINDS = {"p": "paragraph", "li": "list_item", "dt": "paragraph", "dd": "paragraph", "td": "table_cell",
@@ -414,7 +414,7 @@ def _texts(el) -> tuple[str, str]:
     keeps it: the base text only (``漢字``, found by a search for it and cited as it reads), no edit
     link (:data:`_EDIT_SECTION`), an equation's shown text (:data:`_MATH`)."""
     matched = _inline_text(el)
-    if next(el.iter(*_RUBY_READINGS, _MATH, *_CONTROLS), None) is None and not any(map(_edit_link, el.iter("span"))):
+    if next(el.iter(*_RUBY_READINGS, _MATH, *_CONTROLS, "textarea"), None) is None and not any(map(_edit_link, el.iter("span"))):
         return matched, matched
     return matched, _inline_text(el, shown=True)
 
@@ -442,8 +442,8 @@ def _inline_text(el, shown: bool = False) -> str:
             return
         if tag in _CONTROLS and (not shown or _hidden(node)):  # trafilatura drops them: in the unit's text only
             return
-        if tag == "input":
-            parts.append(shown_value(node))
+        if tag in ("input", "select") or (tag == "textarea" and shown and not _hidden(node)):
+            parts.append(control_text(node))  # a textarea's placeholder too, as an input's: in the unit only
             return
         if tag in _READ_INLINE and tag != "button" and not _hidden(node):
             parts.append((node.text or "") if tag == "textarea" else svg_text(node) if tag == "svg"

@@ -38,7 +38,7 @@ from lxml import etree
 from fabric_resources.parsing.document import ParseError, UnreadPart
 from fabric_resources.parsing.element_paths import ElementPaths
 from fabric_resources.parsing.html.tree_repairs import absorb_trailing, unvoid_embeds
-from fabric_resources.parsing.inline_style import font_size_zero, hidden_element, shown_value, style_hides, zero_box
+from fabric_resources.parsing.inline_style import control_text, font_size_zero, hidden_element, style_hides, zero_box
 from fabric_resources.parsing.lxml_limits import (raise_on_attribute_flood, raise_on_resource_limit,
     without_long_attributes)
 
@@ -396,15 +396,15 @@ def _html_text(el) -> str:
     """The text of the HTML in an SVG ``foreignObject``, its elements a space apart (a diagram's
     labels are boxes of their own), not what :data:`_HTML_UNDRAWN` or hiding holds; a shadow root,
     a shown fallback or a frame's document (:func:`transparent`), a textarea's text, a button's
-    label, an input's shown value and a nested ``svg``'s words (:func:`svg_text`) are read."""
+    label, what an input or a select shows and a nested ``svg``'s words (:func:`svg_text`) are read."""
     parts: list[str] = []
     for child in el:
         tag = _local(child)
         if tag and not hidden_element(child):
             if tag == "svg":
                 parts.extend((" ", svg_text(child), " "))
-            elif tag in ("textarea", "input"):  # the text in the box, a button's label (shown_value)
-                parts.extend((" ", child.text or "" if tag == "textarea" else shown_value(child), " "))
+            elif tag in ("textarea", "input", "select"):  # the text in the box, a button's label, the option shown
+                parts.extend((" ", control_text(child), " "))
             elif tag not in _HTML_UNDRAWN or transparent(child):
                 parts.extend((child.text or "", " ", _html_text(child), " "))
         parts.append(child.tail or "")
