@@ -107,6 +107,33 @@ def test_the_headers_and_footers_a_section_shows_are_note_units_each_distinct_pa
     assert shown.metadata["unshown_headers_footers"] == []
 
 
+def test_a_watermark_a_header_draws_is_read_in_the_header():
+    """guards against (trial 23d): a watermark ("DRAFT ONLY", "CONFIDENTIAL" drawn across each page:
+    a VML WordArt shape in the header, its words in ``v:textpath``'s ``string`` attribute) read as
+    nothing. Property: its words are the header's text, apart from the words beside them; a
+    watermark in a hidden run is not read."""
+    import docx
+    from docx.oxml import parse_xml
+
+    def watermark(words: str, hidden: bool = False) -> str:
+        return (f'<w:r xmlns:w="{W}" xmlns:v="urn:schemas-microsoft-com:vml">'
+                + ("<w:rPr><w:vanish/></w:rPr>" if hidden else "")
+                + '<w:pict><v:shape id="PowerPlusWaterMarkObject1" type="#_x0000_t136" style="rotation:315">'
+                f'<v:textpath style="font-family:Calibri" string="{words}"/></v:shape></w:pict></w:r>')
+
+    document = docx.Document()
+    document.add_paragraph("Body words")
+    header = document.sections[0].header.paragraphs[0]
+    header.text = "Tide report"
+    header._p.append(parse_xml(watermark("DRAFT ONLY")))
+    header._p.append(parse_xml(watermark("Hidden mark", hidden=True)))
+    out = io.BytesIO()
+    document.save(out)
+    doc = parse_docx(out.getvalue(), OOXML)
+    assert [(u.kind, u.text, u.locator.get("note_type")) for u in doc.units] == [
+        ("paragraph", "Body words", None), ("note", "Tide report DRAFT ONLY", "header")]
+
+
 def test_a_graphic_in_a_table_cell_a_note_or_a_header_is_labelled_as_the_text_beside_it():
     """guards against (trial 23d; left open by 22d): a chart or SmartArt graphic in a table cell or
     a footnote, read since DOCX v19 with the cell or note in its locator, labelled as body text

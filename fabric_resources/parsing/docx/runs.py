@@ -16,6 +16,9 @@ from fabric_resources.parsing.ooxml import element_text
 W = "http://schemas.openxmlformats.org/wordprocessingml/2006/main"
 MC = "http://schemas.openxmlformats.org/markup-compatibility/2006"
 M = "http://schemas.openxmlformats.org/officeDocument/2006/math"  # OMML: Word's equations
+# VML WordArt's text (v:textpath, its words in the string attribute): what a watermark ("CONFIDENTIAL",
+# "DRAFT" across each page, a shape in the header) shows.
+_TEXTPATH = "{urn:schemas-microsoft-com:vml}textpath"
 # Tracked changes read as accepted: deleted text and text moved away (w:moveFrom, ECMA-376 §17.13.5.22: its
 # runs hold w:t, and the same text is at its w:moveTo) are not the document's text; nor is a ruby's
 # reading (w:rt, §17.3.3.25: the phonetic guide above w:rubyBase), as in the EPUB and HTML parsers.
@@ -23,7 +26,7 @@ _SKIP_IN_TEXT = {f"{{{W}}}delText", f"{{{W}}}instrText", f"{{{W}}}del", f"{{{W}}
 # What a run shows (text, tabs, breaks, hyphens, symbols, note references, an equation's text): none of
 # it is shown in a field's code.
 _SHOWN = {f"{{{W}}}{name}" for name in ("t", "tab", "ptab", "br", "cr", "noBreakHyphen", "sym", "footnoteReference",
-                                         "endnoteReference", "commentReference")} | {f"{{{M}}}t"}
+                                         "endnoteReference", "commentReference")} | {f"{{{M}}}t", _TEXTPATH}
 _REFERENCES = {f"{{{W}}}footnoteReference": "footnote", f"{{{W}}}endnoteReference": "endnote",
                f"{{{W}}}commentReference": "comment"}
 _SPACES = re.compile(r"[ \t\u00a0]+")
@@ -119,6 +122,8 @@ def paragraph_text(p, hidden: Hiding = NOTHING_HIDES,
                 continue
             elif tag in (f"{{{W}}}t", f"{{{M}}}t"):  # m:t: an equation's text, read in its order
                 pieces.append(element_text(child))  # a comment inside it cuts none of it
+            elif tag == _TEXTPATH:  # a shape's words of their own, apart from the text beside them
+                pieces.append(f" {child.get('string') or ''} ")
             elif tag == f"{{{W}}}sym":
                 pieces.append(symbol_char(child) or "")
             elif tag == f"{{{M}}}oMathPara":  # a display equation's equations, one per line as Word shows them
