@@ -106,6 +106,16 @@ def test_the_headers_and_footers_a_section_shows_are_note_units_each_distinct_pa
                      ("Appendix footer", "footer", ["default"])]
     assert shown.metadata["unshown_headers_footers"] == []
 
+    # A header relationship naming the main part: listed, not the body read again as a header.
+    from test_parsing_robustness import BODY, office_document, with_member
+
+    data = with_member(office_document(), BODY, "</w:sectPr>",
+                       f'<w:headerReference xmlns:r="{R}" w:type="default" r:id="rIdSelf"/></w:sectPr>')
+    data = with_member(data, "word/_rels/document.xml.rels", "</Relationships>",
+                       f'<Relationship Id="rIdSelf" Type="{R}/header" Target="document.xml"/></Relationships>')
+    doc = parse_docx(data, OOXML)
+    assert [u.kind for u in doc.units if u.kind == "note"] == [] and doc.unread[0].where == BODY
+
 
 def test_a_watermark_a_header_draws_is_read_in_the_header():
     """guards against (trial 23d): a watermark ("DRAFT ONLY", "CONFIDENTIAL" drawn across each page:

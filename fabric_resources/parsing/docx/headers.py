@@ -15,6 +15,8 @@ from dataclasses import dataclass
 W = "http://schemas.openxmlformats.org/wordprocessingml/2006/main"
 _R = "http://schemas.openxmlformats.org/officeDocument/2006/relationships"
 _REFERENCES = {f"{{{W}}}headerReference": "header", f"{{{W}}}footerReference": "footer"}
+#: The root element of a header part and of a footer part (ECMA-376 §17.10.4 w:hdr, §17.10.3 w:ftr).
+STORY_ROOTS = {"header": f"{{{W}}}hdr", "footer": f"{{{W}}}ftr"}
 # In page order: a section's first page, then its even and odd (default) pages.
 _TYPES = ("first", "even", "default")
 

@@ -32,7 +32,8 @@ from fabric_resources.parsing.docx import MEDIA_TYPE, PARSER_NAME, PARSER_VERSIO
 from fabric_resources.parsing.docx.blocks import BODY_MATH, WRAPPERS, children, joined_lines, story_blocks, wrapped
 from fabric_resources.parsing.docx.fields import open_fields
 from fabric_resources.parsing.docx.graphics import graphic_parts, graphic_text
-from fabric_resources.parsing.docx.headers import even_and_odd_pages, section_properties, shown_stories, unshown_parts
+from fabric_resources.parsing.docx.headers import (STORY_ROOTS, even_and_odd_pages, section_properties, shown_stories,
+    unshown_parts)
 from fabric_resources.parsing.docx.imported import ImportedParts, imported_reader
 from fabric_resources.parsing.docx.runs import paragraph_text, symbol_char
 from fabric_resources.parsing.docx.styles import NOTHING_HIDES, hidden_styles, recovered_styles, style_names
@@ -369,6 +370,9 @@ class _Walker:
                 root = etree.fromstring(part.blob, _PARSER)
             except etree.LxmlError as exc:
                 self.skipped.append({"where": name, "reason": exception_text(exc)})
+                continue
+            if root.tag != STORY_ROOTS[story.kind]:  # the main part named as a header was read again, as one
+                self.skipped.append({"where": name, "reason": f"not a {story.kind} part: {root.tag[:100]}"})
                 continue
             self.count_unmapped_symbols(root)
             blocks = story_blocks(root)
