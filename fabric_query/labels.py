@@ -46,6 +46,8 @@ def label_of_locations(locations: Sequence[Mapping[str, Any]]) -> str:
     'lines 1–2, 4'
     >>> label_of_locations([{"kind": "table_cell", "path": ["Tides", "table 1, row 1, col 2"], "lines": [14, 14]}])
     'line 14 (table 1, row 1, col 2)'
+    >>> label_of_locations([{"element_path": "/w:document/w:body/w:p[33]"}, {"path": ["header 1"]}, {"path": ["footer 1"]}])
+    '/w:document/w:body/w:p[33], header 1, footer 1'
     """
     pages = page_label(p for loc in locations for p in (loc.get("pages") or ()))
     if pages or not locations:
@@ -67,7 +69,11 @@ def label_of_locations(locations: Sequence[Mapping[str, Any]]) -> str:
     if first.get("path"):
         return path_label([loc.get("path") or () for loc in locations])
     if first.get("element_path"):
-        return element_path_label([loc["element_path"] for loc in locations if loc.get("element_path")])
+        label = element_path_label([loc["element_path"] for loc in locations if loc.get("element_path")])
+        # A unit of a part of its own beside them (a DOCX header, footer or note: a path, no element
+        # path) is named too; the label named the body's paragraph alone (trial 23d).
+        apart = [loc["path"] for loc in locations if not loc.get("element_path") and loc.get("path")]
+        return f"{label}, {path_label(apart)}" if apart else label
     return ""
 
 

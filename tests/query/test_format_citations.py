@@ -148,6 +148,19 @@ def test_a_hit_of_several_elements_under_no_heading_names_every_one():
     assert location_label(spread) == "/html/body/div[2] (2 elements)"
 
 
+def test_a_hit_of_a_body_paragraph_and_a_header_or_note_names_both():
+    """guards against (trial 23d): a DOCX hit of the last body paragraph (under no heading) and the
+    header and footer read after it ("… the following: US Trustee Handbook Copyright") labelled
+    `/w:document/w:body/w:p[33]`: the header's and footer's units, parts of their own with a path
+    and no element path, were left out of the label, which named only where the body text sits."""
+    para = location_of("a", "paragraph", {"part": "word/document.xml", "element_path": "/w:document/w:body/w:p[33]"}, ())
+    header = location_of("b", "note", {"part": "word/header1.xml", "note_type": "header", "note_id": "1"}, ())
+    footnote = location_of("c", "note", {"part": "word/footnotes.xml", "note_type": "footnote", "note_id": "2"}, ())
+    assert location_label([para, header]) == "/w:document/w:body/w:p[33], header 1"
+    assert location_label([para, footnote]) == "/w:document/w:body/w:p[33], footnote 2"
+    assert location_label([para]) == "/w:document/w:body/w:p[33]"
+
+
 # -- PDF: the page --------------------------------------------------------------------------------
 
 
