@@ -402,7 +402,7 @@ class Fabric:
         that cannot serve: its meta is not the release's record, or Lance cannot read a data file's
         footer or the vector index's files (a few ms a table). Its rows are checked against the
         release's digests when a search first loads it."""
-        from fabric_resources.dense_index import INDEX_NAME, MANIFEST_KEY, DenseIndexUnusable, unreadable
+        from fabric_resources.dense_index import MANIFEST_KEY, DenseIndexUnusable
 
         records = (release.manifest.get(MANIFEST_KEY) or {}) if release is not None else {}
         out = []
@@ -410,16 +410,7 @@ class Fabric:
             if not isinstance(record, dict) or not record.get("generation"):
                 continue  # none built (a table under the auto threshold): the exact product serves
             try:
-                opened = self.home.dense_indexes.open(table, record)
-                for ds in (opened.vectors, opened.windows):
-                    if ds is None:
-                        continue
-                    try:
-                        ds.validate()
-                        if any(i.name == INDEX_NAME for i in ds.describe_indices()):
-                            ds.stats.index_stats(INDEX_NAME)  # opens the index's files
-                    except BaseException as exc:  # noqa: BLE001 - Lance panics on corrupt files
-                        raise unreadable(f"{table}/{opened.generation}", exc) from exc
+                self.home.dense_indexes.open(table, record).check_files()
             except DenseIndexUnusable as exc:
                 out.append(f"{table}: {exc.describe()}")
         return tuple(out)

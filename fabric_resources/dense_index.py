@@ -410,6 +410,25 @@ class OpenDenseIndex:
         yield from self.vectors.to_batches(columns=columns, batch_size=batch_rows, with_row_address=True,
                                            scan_in_order=True, fragment_readahead=1)
 
+    def check_files(self) -> None:
+        """Read what a search opens of each dataset: every data file's footer (``validate``) and the
+        vector index's files (a few ms a table; the rows themselves: :func:`generation_digest`).
+
+        Raises
+        ------
+        DenseIndexUnusable
+            ``dense-index-unreadable``, quoting Lance.
+        """
+        for ds in (self.vectors, self.windows):
+            if ds is None:
+                continue
+            try:
+                ds.validate()
+                if any(i.name == INDEX_NAME for i in ds.describe_indices()):
+                    ds.stats.index_stats(INDEX_NAME)  # opens the index's files
+            except BaseException as exc:  # noqa: BLE001 - Lance panics on corrupt files
+                raise unreadable(f"{self.table}/{self.generation}", exc) from exc
+
     def window_batches(self, columns: list[str], batch_rows: int = 8192) -> Iterator[pa.RecordBatch]:
         """Rows of ``windows.lance`` in ``pos`` order, with their ``_rowaddr`` (none without windows)."""
         if self.windows is None:

@@ -27,6 +27,7 @@ from fabric_resources.dense_index import (
     BuildSpec,
     DenseIndexUnusable,
     build_spec,
+    generation_digest,
 )
 from fabric_resources.home import FabricHome
 from fabric_resources.vector_digest import MANIFEST_KEY as VECTOR_DIGESTS
@@ -169,6 +170,26 @@ def records_current(home: FabricHome, manifest: Mapping[str, Any]) -> bool:
         except DenseIndexUnusable:
             return False
     return True
+
+
+def serving_problem(home: FabricHome, table: str, record: Any, parse_ids: Iterable[str]) -> str | None:
+    """Why the index generation ``record`` (a release's record of ``table``) would not serve that
+    release, or None when it would: what a search checks (its meta against the record, each data
+    file and the vector index readable) and the digest of every row it holds against the one
+    recorded (bit flips in a file that still reads: ``dense-index-release-mismatch``), as a deep
+    ``snapshot verify`` does. Reads every vector of the generation once; a record without a
+    generation has nothing to check (None)."""
+    if not isinstance(record, Mapping) or not record.get("generation"):
+        return None
+    try:
+        opened = home.dense_indexes.open(table, record)
+        opened.check_files()
+        if generation_digest(opened, parse_ids) != record.get("digest"):
+            raise DenseIndexUnusable("dense-index-release-mismatch",
+                                     f"{table}/{record['generation']}: its rows' digest is not the one recorded")
+    except DenseIndexUnusable as exc:
+        return exc.describe()
+    return None
 
 
 def release_digests(manifest: Mapping[str, Any]) -> dict[str, str | None]:

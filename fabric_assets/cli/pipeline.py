@@ -330,7 +330,8 @@ def ui(
 @on_interrupt("a release is published whole or not at all (`fabric status` shows which is current); run it "
                "again to finish the repair")
 def lexical_repair_cmd(home: HomeOption = None) -> None:
-    """Rebuild the serving index from canonical tables only (no re-parse, no re-embedding)."""
+    """Rebuild the serving index from canonical tables only (no re-parse, no re-embedding); a
+    healthy index is left as it is and no release is published."""
     from fabric_assets.activation.repair import lexical_repair
     from fabric_query.api import Fabric
 
@@ -340,6 +341,10 @@ def lexical_repair_cmd(home: HomeOption = None) -> None:
     except (FabricQueryError, ValueError) as exc:
         fail(str(exc))
     print_health(report.before, "before")
+    if not report.published:
+        console.print(f"nothing to repair: the index matches the canonical tables; release {report.release_id} "
+                      "stays current")
+        return
     print_health(report.after, "after")
     console.print(f"published release {report.release_id}; canonical digest unchanged: {report.canonical_unchanged}")
     if not (report.after.healthy and report.canonical_unchanged):
@@ -350,7 +355,9 @@ def lexical_repair_cmd(home: HomeOption = None) -> None:
 @on_interrupt("a release is published whole or not at all (`fabric status` shows which is current); run it "
                "again to finish the repair")
 def dense_index_repair_cmd(home: HomeOption = None) -> None:
-    """Rebuild the current release's dense ANN indexes from its pinned vector rows (no re-embedding)."""
+    """Rebuild the current release's dense ANN indexes from its pinned vector rows (no re-embedding);
+    an index that reads whole and holds the release's rows is kept, and with every one kept no release
+    is published."""
     from fabric_assets.activation.dense_index import skip_words
     from fabric_assets.activation.repair import dense_index_repair
     from fabric_query.api import Fabric
@@ -367,5 +374,11 @@ def dense_index_repair_cmd(home: HomeOption = None) -> None:
             console.print(f"{table}: {escape(skip_words(config, record))}")
             continue
         old = (report.before.get(table) or {}).get("generation") or "none"
+        if old == record["generation"]:
+            console.print(f"{table}: {old}, {record['rows']:,} rows: sound (read whole), kept")
+            continue
         console.print(f"{table}: {old} -> {record['generation']}, {record['rows']:,} rows, {record['build_seconds']} s")
+    if not report.published:
+        console.print(f"nothing to repair; release {report.release_id} stays current")
+        return
     console.print(f"published release {report.release_id}")

@@ -53,7 +53,7 @@ def _lexical_repair(home: FabricHome, _params: dict[str, Any]) -> dict[str, Any]
     from fabric_assets.activation.repair import lexical_repair
 
     report = lexical_repair(home)
-    result = {"release_id": report.release_id, "healthy": report.after.healthy,
+    result = {"release_id": report.release_id, "published": report.published, "healthy": report.after.healthy,
               "canonical_unchanged": report.canonical_unchanged}
     if not (report.after.healthy and report.canonical_unchanged):
         raise _Failed("repair-unhealthy: the rebuilt index does not match the canonical tables", result)

@@ -158,8 +158,18 @@ def test_dense_index_through_activation_queries_purge_snapshot_and_repair(tmp_pa
     delete(home, info.snapshot_id)
     assert gen.is_dir()
 
-    # A repair publishes a release with a freshly built index over the same rows.
+    # A repair keeps a sound index and publishes nothing; once bytes of it are flipped, it publishes
+    # a release with a freshly built index over the same rows.
+    current = home.catalog.current_release_id()
+    kept = dense_index_repair(FabricHome(home.root))
+    assert not kept.published and kept.release_id == current == FabricHome(home.root).catalog.current_release_id()
+    assert kept.after == kept.before
+    data_file = max(gen.joinpath(VECTORS_DATASET, "data").glob("*.lance"), key=lambda p: p.stat().st_size)
+    blob = bytearray(data_file.read_bytes())
+    blob[len(blob) // 2] ^= 0xFF
+    data_file.write_bytes(blob)
     repaired = dense_index_repair(FabricHome(home.root))
+    assert repaired.published and repaired.release_id == current + 1
     home = FabricHome(home.root)
     assert repaired.after["chunk_vectors"]["generation"] != purged["generation"]
     assert _record(home) == repaired.after["chunk_vectors"] and _record(home)["digest"] == purged["digest"]

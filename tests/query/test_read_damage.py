@@ -577,6 +577,12 @@ def test_status_names_a_dense_index_that_cannot_serve_and_repair_clears_it(tmp_p
     assert ("chunk_vectors_multilingual: no index (0 rows, fewer than the 256 an index is built from): the exact "
             "product over every vector answers") in said, said
     assert f"chunk_vectors: {record['generation']} -> " in said and " rows, " in said, said
+    # Run again on the repaired index: it reads whole, is kept, and no release is published.
+    current = home.catalog.current_release_id()
+    again = CliRunner().invoke(app, ["dense-index-repair", "--home", str(root)])
+    said = " ".join(again.output.split())
+    assert again.exit_code == 0 and f"nothing to repair; release {current} stays current" in said, said
+    assert "sound (read whole), kept" in said and FabricHome(root).catalog.current_release_id() == current
 
 
 def test_a_home_moved_under_an_open_fabric_is_named_and_never_made_again(home, tmp_path):

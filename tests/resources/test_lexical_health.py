@@ -14,6 +14,7 @@ from conftest import ingest
 from fabric_assets.activation.repair import lexical_repair
 from fabric_assets.sample_corpus import write_sample_corpus
 from fabric_query import Fabric
+from fabric_resources.home import FabricHome
 from fabric_resources.lexical_health import canonical_windows, lexical_health
 from fabric_resources.lexical_index import (META_FILE, _register, add_to_writer, index_documents, index_schema, word_analyzer,
                                             word_field_text)
@@ -314,3 +315,34 @@ def test_the_health_table_names_the_field_of_each_vocabulary_and_bm25_row(monkey
     text = out.getvalue()
     for f in (INDEX_FIELD_WORD, INDEX_FIELD_SUBSTRING):
         assert f"vocabulary[{f}]" in text and f"BM25 N, avgdl[{f}]" in text, text
+
+
+def test_a_repair_publishes_a_release_only_when_it_rebuilt_something(home):
+    """guards against: `fabric lexical-repair` (and `dense-index-repair`) on a sound home
+    publishing a new release over the same rows every time it ran: nothing a search sees changed,
+    yet the release took one of the slots retention keeps, pushing the oldest kept one out. A
+    repair that rebuilds still publishes exactly one."""
+    from typer.testing import CliRunner
+
+    from fabric_assets.cli import app
+
+    def releases():
+        return [r.release_id for r in FabricHome(home.root).catalog.releases()]
+
+    kept = releases()
+    for command in ("lexical-repair", "dense-index-repair", "repair"):
+        out = CliRunner().invoke(app, [command, "--home", str(home.root)])
+        said = " ".join(out.output.split())
+        assert out.exit_code == 0, said
+        assert releases() == kept, (command, said)
+        if command != "repair":  # `fabric repair` says "no damaged table data file" (tests/assets/test_repair.py)
+            assert "nothing to repair" in said and f"release {kept[-1]} stays current" in said, said
+    chunk_id, _ = _a_chunk(home)
+    _, w = _writer(home)
+    w.delete_documents_by_term(INDEX_FIELD_CHUNK_ID, chunk_id)
+    w.commit()
+    w.wait_merging_threads()
+    out = CliRunner().invoke(app, ["lexical-repair", "--home", str(home.root)])
+    assert out.exit_code == 0, out.output
+    assert releases() == [*kept, kept[-1] + 1] and f"published release {kept[-1] + 1}" in out.output
+    assert lexical_health(FabricHome(home.root)).healthy
