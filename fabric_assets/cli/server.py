@@ -126,7 +126,8 @@ def serve(
     try:
         stopped_by = run_server(app, host, port, path, fabric_version(), on_listening=listening,
                                 request_read_timeout_s=config.request_read_timeout_s, sock=sock,
-                                max_waiting_connections=config.max_waiting_connections)
+                                max_waiting_connections=config.max_waiting_connections,
+                                max_body_bytes=config.max_body_bytes)
     except KeyboardInterrupt:
         # Uvicorn re-raises the SIGINT it stopped on, after its shutdown: the stop that was asked
         # for, not an interrupted start (the line root's wrapper would print).

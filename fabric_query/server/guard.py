@@ -17,12 +17,10 @@ from __future__ import annotations
 
 import json
 
-from fabric_query.server.protocol import Disconnected, unless_disconnected
+from fabric_query.server.protocol import MCP_PATH, Disconnected, refusal_answer, unless_disconnected
 from fabric_query.server.security import OriginPolicy, bearer_matches
 from fabric_query.server.wire import has_unusable_request_id, lone_surrogate, lone_surrogate_message, unreadable_json
 
-#: The MCP endpoint's path (its errors are JSON-RPC objects).
-MCP_PATH = "/mcp"
 #: Paths answered without the read token (liveness must stay cheap and unauthenticated).
 OPEN_PATHS = frozenset({"/v1/health"})
 #: The largest request line plus headers the server takes (bytes): browsers and HTTP clients send a
@@ -62,11 +60,7 @@ async def _refuse(send, scope, status: int, kind: str, message: str, extra_heade
     Request, id null) at the same status. The MCP SDK's client surfaces a JSON-RPC error body and
     reads any other as "Server returned an error response", so an agent whose call was over the
     body bound, or whose Host or token the server refused, was never told which (trial 14b)."""
-    if scope.get("path", "").rstrip("/") == MCP_PATH:
-        await _send_json(send, status, {"jsonrpc": "2.0", "id": None, "error": {
-            "code": -32600, "message": f"Invalid Request: {kind}: {message}"}}, extra_headers)
-    else:
-        await _send_error(send, status, kind, message, extra_headers)
+    await _send_json(send, status, refusal_answer(scope.get("path", ""), kind, message), extra_headers)
 
 
 async def _send_json(send, status: int, answer: dict, extra_headers=()) -> None:

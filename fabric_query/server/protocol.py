@@ -23,6 +23,11 @@ A request h11 cannot read (a malformed request line or header, a bad chunk size)
 every other error of the API: JSON ``{"error": {"type": "BadRequest", "message": ...}}``, not
 uvicorn's plain text.
 
+A chunked body whose chunk-size line declares more than ``max_body_bytes`` is refused as soon as
+h11 has read that line (413, the connection closed): such a body can only end past the bound the
+guard enforces, so there is nothing to wait for (was: the guard counted the bytes as they came and
+the client, having sent a few, kept the connection until the read deadline, 30 s by default).
+
 A client that closes its connection before its answer cancels the work it asked for
 (:func:`unless_disconnected`), so the server does not go on with a search nobody will read.
 """
@@ -47,6 +52,26 @@ REQUEST_READ_TIMEOUT_S = 30.0
 MAX_WAITING_CONNECTIONS = 128
 #: h11 states in which the client has sent all it will of the current request.
 _WHOLE = (h11.DONE, h11.MUST_CLOSE, h11.CLOSED, h11.ERROR)
+#: The MCP endpoint's path (its errors are JSON-RPC objects).
+MCP_PATH = "/mcp"
+
+
+def refusal_answer(path: str, kind: str, message: str) -> dict[str, Any]:
+    """The JSON answer of a request refused before any route: the API's ``{"error": {"type",
+    "message"}}``, or on ``/mcp`` a JSON-RPC error (Invalid Request, id null). The MCP SDK's client
+    surfaces a JSON-RPC error body and reads any other as "Server returned an error response"
+    (trial 14b)."""
+    if path.rstrip("/") == MCP_PATH:
+        return {"jsonrpc": "2.0", "id": None, "error": {"code": -32600, "message": f"Invalid Request: {kind}: {message}"}}
+    return {"error": {"type": kind, "message": message}}
+
+
+def _declared_chunk_bytes(conn: h11.Connection) -> int:
+    """Bytes of the chunk being received that have not arrived yet, as its chunk-size line declared
+    them (0 outside a chunked body). h11 keeps them in its reader and has no public accessor; an
+    h11 without that attribute reads 0 here, and the guard's count and the read deadline bound the
+    body as before (the test of this refusal would fail, not the server)."""
+    return int(getattr(getattr(conn, "_reader", None), "_bytes_in_chunk", 0) or 0)
 
 
 class DeadlineH11Protocol(H11Protocol):
@@ -57,6 +82,8 @@ class DeadlineH11Protocol(H11Protocol):
 
     read_timeout_s: float = REQUEST_READ_TIMEOUT_S
     max_waiting: int = MAX_WAITING_CONNECTIONS
+    #: A chunk declared longer than this is refused at once (None: not checked; the guard bounds the body).
+    max_body_bytes: int | None = None
     #: The connections of this class (one server's: :func:`with_read_timeout` makes a class a
     #: server) that owe a request, oldest first; touched only on the event loop's thread.
     _waiting: dict["DeadlineH11Protocol", None] = {}
@@ -109,6 +136,13 @@ class DeadlineH11Protocol(H11Protocol):
 
     def data_received(self, data: bytes) -> None:
         super().data_received(data)
+        if self.transport.is_closing():
+            return
+        if (self.max_body_bytes is not None and self.conn.their_state is h11.SEND_BODY
+                and _declared_chunk_bytes(self.conn) > self.max_body_bytes):
+            self._refuse_now(413, "PayloadTooLarge", f"the body is over {self.max_body_bytes} bytes (a chunk "
+                             f"declared {_declared_chunk_bytes(self.conn)})")
+            return
         if self.conn.their_state in _WHOLE:
             self._disarm()
             self._waiting.pop(self, None)  # the server's turn: never closed for the bound
@@ -125,6 +159,21 @@ class DeadlineH11Protocol(H11Protocol):
                                             (b"connection", b"close")]),
                       h11.Data(data=body), h11.EndOfMessage()):
             self.transport.write(self.conn.send(event))
+        self.transport.close()
+
+    def _refuse_now(self, status: int, kind: str, message: str) -> None:
+        """Answer the request being received with ``status`` and close the connection, as
+        uvicorn answers a request h11 rejects mid-body (:meth:`send_400_response`): the app,
+        waiting for the body, then reads a disconnect. When the app has begun its answer (a
+        refusal of its own), the connection is only closed."""
+        cycle = getattr(self, "cycle", None)
+        if self.conn.our_state is h11.SEND_RESPONSE and not (cycle is not None and cycle.response_started):
+            body = json.dumps(refusal_answer(self.scope.get("path", ""), kind, message)).encode()
+            for event in (h11.Response(status_code=status, headers=[(b"content-type", b"application/json"),
+                                                                    (b"content-length", str(len(body)).encode()),
+                                                                    (b"connection", b"close")]),
+                          h11.Data(data=body), h11.EndOfMessage()):
+                self.transport.write(self.conn.send(event))
         self.transport.close()
 
     def _arm(self) -> None:
@@ -194,14 +243,17 @@ async def unless_disconnected(receive: Callable[[], Awaitable[dict[str, Any]]],
     return result
 
 
-def with_read_timeout(seconds: float, max_waiting: int = MAX_WAITING_CONNECTIONS) -> type[DeadlineH11Protocol]:
-    """:class:`DeadlineH11Protocol` with ``read_timeout_s`` = ``seconds`` and at most
-    ``max_waiting`` (>= 1) connections owing a request: a class for one server."""
+def with_read_timeout(seconds: float, max_waiting: int = MAX_WAITING_CONNECTIONS,
+                      max_body_bytes: int | None = None) -> type[DeadlineH11Protocol]:
+    """:class:`DeadlineH11Protocol` with ``read_timeout_s`` = ``seconds``, at most ``max_waiting``
+    (>= 1) connections owing a request, and a chunk declared over ``max_body_bytes`` (the guard's
+    ``server.max_body_bytes``; None: not checked) refused at once: a class for one server."""
     if max_waiting < 1:
         raise ValueError(f"max_waiting must be at least 1, not {max_waiting}")
     return type("DeadlineH11Protocol", (DeadlineH11Protocol,),
-                {"read_timeout_s": float(seconds), "max_waiting": int(max_waiting), "_waiting": {}})
+                {"read_timeout_s": float(seconds), "max_waiting": int(max_waiting), "_waiting": {},
+                 "max_body_bytes": max_body_bytes})
 
 
-__all__ = ["DeadlineH11Protocol", "Disconnected", "MAX_WAITING_CONNECTIONS", "REQUEST_READ_TIMEOUT_S",
-           "unless_disconnected", "with_read_timeout"]
+__all__ = ["DeadlineH11Protocol", "Disconnected", "MAX_WAITING_CONNECTIONS", "MCP_PATH", "REQUEST_READ_TIMEOUT_S",
+           "refusal_answer", "unless_disconnected", "with_read_timeout"]

@@ -85,13 +85,14 @@ def listen(host: str, port: int) -> socket.socket:
 def serve(app, host: str, port: int, home_root: Path, version: str, log_level: str = "warning",
           on_listening: Callable[[str], None] | None = None,
           request_read_timeout_s: float = REQUEST_READ_TIMEOUT_S, sock: socket.socket | None = None,
-          max_waiting_connections: int = MAX_WAITING_CONNECTIONS) -> int | None:
+          max_waiting_connections: int = MAX_WAITING_CONNECTIONS, max_body_bytes: int | None = None) -> int | None:
     """Serve ``app`` on ``host:port`` until SIGINT / SIGTERM (uvicorn's own handling).
 
     ``on_listening(url)`` is called once the socket listens, with the URL ``server.json`` names
     (the port the OS gave when ``port`` is 0). ``request_read_timeout_s``: seconds a client has to
     send a whole request, ``max_waiting_connections``: connections owing one held at once, the
-    oldest closed past it (:mod:`fabric_query.server.protocol`). ``sock``: the socket
+    oldest closed past it, ``max_body_bytes``: a chunk declared longer is refused at once
+    (:mod:`fabric_query.server.protocol`). ``sock``: the socket
     :func:`listen` bound (bound here when None).
 
     Raises :class:`ListenError` when ``sock`` is None and ``host:port`` cannot be bound.
@@ -107,7 +108,7 @@ def serve(app, host: str, port: int, home_root: Path, version: str, log_level: s
     # protocol closes one that takes longer than request_read_timeout_s to send its request.
     config = uvicorn.Config(app, host=host, port=port, log_level=log_level, access_log=False,
                             lifespan="on", server_header=False, timeout_graceful_shutdown=10,
-                            http=with_read_timeout(request_read_timeout_s, max_waiting_connections),
+                            http=with_read_timeout(request_read_timeout_s, max_waiting_connections, max_body_bytes),
                             h11_max_incomplete_event_size=MAX_HEADER_BYTES)
     server = _AnnouncingServer(config, Path(home_root), version, on_listening)
     server.run(sockets=[sock if sock is not None else listen(host, port)])

@@ -121,6 +121,54 @@ def test_a_request_framed_by_both_content_length_and_transfer_encoding_is_refuse
         assert server.post("/v1/search", json={"query": "x"}).status_code != 400  # one framing is served
 
 
+@pytest.mark.parametrize("path", ["/v1/search", "/mcp"])
+def test_a_chunk_declared_over_the_body_bound_is_refused_at_once(path, tmp_path):
+    """guards against (stop 55 left it open): a chunked body whose chunk-size line declares far
+    more than ``server.max_body_bytes`` (10**12 bytes), then a few bytes and silence, held until
+    the read deadline (30 s) and closed without an answer, though such a body could only end past
+    the bound. Now 413 at once, in the refusal shape of the path (JSON-RPC on ``/mcp``), the
+    connection closed; a chunked body within the bound is still read."""
+    import socket
+    import time
+    from urllib.parse import urlsplit
+
+    from fabric_query.server.protocol import with_read_timeout
+
+    home = FabricHome(tmp_path / "home")
+    home.catalog  # an empty catalog: a home Fabric opens, with no release
+    config = ServerConfig()
+    with live_server(lambda port: create_app(Fabric(home.root), config, port=port, load_models=lambda f: {}),
+                     http=with_read_timeout(30.0, max_body_bytes=config.max_body_bytes)) as base, \
+            httpx.Client(base_url=base, timeout=10) as server:
+        wait_ready(server)
+        url = urlsplit(str(server.base_url))
+        head = (f"POST {path} HTTP/1.1\r\nHost: {url.netloc}\r\nContent-Type: application/json\r\n"
+                "Accept: application/json, text/event-stream\r\nConnection: close\r\nTransfer-Encoding: chunked\r\n\r\n"
+                ).encode()
+
+        def exchange(body: bytes) -> bytes:
+            with socket.create_connection((url.hostname, url.port), timeout=10) as sock:
+                sock.sendall(head + body)
+                answer = b""
+                while chunk := sock.recv(65536):  # the server closes: recv returns b"" at the end
+                    answer += chunk
+                return answer
+
+        started = time.monotonic()
+        answer = exchange(f"{10**12:x}\r\n".encode() + b'{"query": "')  # then silence: the rest never comes
+        assert time.monotonic() - started < 5, "waited for the read deadline"
+        status, _, rest = answer.partition(b"\r\n\r\n")
+        assert status.startswith(b"HTTP/1.1 413") and b"connection: close" in status.lower(), answer[:300]
+        said = json.loads(rest)
+        if path == "/mcp":
+            assert said["error"]["code"] == -32600 and "PayloadTooLarge" in said["error"]["message"], said
+        else:
+            assert said["error"]["type"] == "PayloadTooLarge" and "65536" in said["error"]["message"], said
+        body = json.dumps({"query": "x"} if path != "/mcp" else json.loads(LIST_TOOLS)).encode()
+        answer = exchange(f"{len(body):x}\r\n".encode() + body + b"\r\n0\r\n\r\n")
+        assert not answer.startswith(b"HTTP/1.1 413"), answer[:300]
+
+
 @pytest.mark.parametrize("request_id", ["null", "true", "1.5", "[1]", '{"a": 1}'])
 def test_an_mcp_request_with_an_id_mcp_does_not_allow_is_400_invalid_request(server, request_id):
     """guards against: a request whose id is null, a boolean, a float, an array or an object taken
