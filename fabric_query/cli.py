@@ -26,7 +26,7 @@ from rich.table import Table
 from typer.core import TyperCommand
 
 from fabric_query.cli_fast import LIMIT_MAX, LIMIT_MIN
-from fabric_query.cli_input import ArgumentError, read_json_argument
+from fabric_query.cli_input import ArgumentError, read_json_argument, search_rewrite
 from fabric_query.cli_interrupt import READS, on_interrupt
 from fabric_query.cli_text import ago, stdout_closed, typed, unfinished_reason  # the standard library only
 from fabric_query.errors import FabricQueryError
@@ -198,8 +198,8 @@ def _listed(items, line, at_most: int = LISTED_AT_MOST) -> None:
 
 
 class _SearchCommand(TyperCommand):
-    """``fabric search``: an argument that starts with ``-`` and is no option is a query the shell
-    passed as it is (``'-draft notes'``); the error says how to search it (``--`` before it)."""
+    """``fabric search``: a query read as options (``'-draft notes'``) or split into words by the
+    shell (``-- -draft notes -n 3``); the error says the command meant (``cli_input.search_rewrite``)."""
 
     def parse_args(self, ctx, args: list[str]) -> list[str]:
         given = list(args)  # the parser consumes the list it is given
@@ -207,19 +207,20 @@ class _SearchCommand(TyperCommand):
             return super().parse_args(ctx, args)
         except Exception as exc:
             # Click's NoSuchOption, by name: Typer 0.29 raises the one of the Click it vendors.
-            name = getattr(exc, "option_name", None)
-            if type(exc).__name__ == "NoSuchOption" and isinstance(name, str) and not name.startswith("--"):
-                word = next((a for a in given if not a.startswith("--") and a.startswith(name)), None)
-                if word is not None:
-                    exc.message += (f" (a query that starts with '-' needs '--' before it: "
-                                    f"fabric search -- {shlex.quote(word)})")
-            elif (str(getattr(exc, "message", "")).startswith("Got unexpected extra argument") and "--" in given
-                  and any(a.startswith("-") for a in given[given.index("--") + 2:])):
-                # `fabric search -- '-draft notes' -n 3`: after `--` nothing is an option (trial 22e).
-                cut = given.index("--")
-                before, after = given[:cut] + given[cut + 2:], given[cut + 1:cut + 2]
-                exc.message += (" (options go before '--', which ends them: fabric search "
-                                f"{shlex.join(before + ['--'] + after)})")
+            name, meant, said = getattr(exc, "option_name", None), search_rewrite(given), []
+            short = type(exc).__name__ == "NoSuchOption" and isinstance(name, str) and not name.startswith("--")
+            if meant is not None and short:
+                if any(not a.startswith("--") and a.startswith(name) for a in meant.words):
+                    said = ["a query that starts with '-' needs '--' before it" if meant.words[0].startswith("-")
+                            else "the query is one argument: quote it"]
+            elif meant is not None and str(getattr(exc, "message", "")).startswith("Got unexpected extra argument"):
+                # After `--` nothing is an option (trial 22e); unquoted, a query is several arguments.
+                said = [*(["options go before '--', which ends them"] if meant.moved else []),
+                        *(["the query is one argument: quote it"] if len(meant.words) > 1 else [])]
+            if said:  # `-n 3` after `--` may be words of the query: then the other reading too
+                exc.message += (f" ({', and '.join(said)}: {meant.command()}" + (
+                    f"; or, if {shlex.join(meant.moved)} belongs to the query: {meant.command(with_moved=False)}"
+                    if meant.moved else "") + ")")
             raise
 
 

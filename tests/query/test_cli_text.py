@@ -327,7 +327,9 @@ def test_a_query_that_starts_with_a_dash_is_told_to_follow_a_double_dash(tmp_pat
     home = ["--home", str(tmp_path / "none")]
     result = CliRunner().invoke(app, ["search", "-draft notes", *home])
     assert result.exit_code == 2 and "No such option: -d" in result.output
-    assert "fabric search -- '-draft notes'" in " ".join(result.output.replace("│", " ").split())
+    # Compared without white space: rich's box wraps a long tmp path anywhere.
+    assert "".join(f"fabric search --home {home[1]} -- '-draft notes'".split()) in "".join(
+        result.output.replace("│", "").split()), result.output
     typo = CliRunner().invoke(app, ["search", "x", "--jsn", *home])
     assert typo.exit_code == 2 and "No such option: --jsn" in typo.output and "needs '--'" not in typo.output
     # The options after that `--` are arguments too: told where they go (trial 22e).
@@ -338,6 +340,38 @@ def test_a_query_that_starts_with_a_dash_is_told_to_follow_a_double_dash(tmp_pat
     assert "".join(f"fabric search --home {home[1]} -n 3 -- '-draft notes'".split()) in "".join(said.split()), said
     words = CliRunner().invoke(app, ["search", *home, "--", "-draft", "notes"])  # unquoted words: no such hint
     assert words.exit_code == 2 and "options go before" not in words.output, words.output
+
+
+def test_a_query_split_into_words_is_told_to_be_quoted_and_options_after_a_double_dash_both_readings(tmp_path):
+    """guards against (stop 55 left it open): `fabric search -- -draft notes -n 3` (the query not
+    quoted) answered "Got unexpected extra argument(s) (notes -n 3)" with a wrong command (`fabric
+    search notes -n 3 -- -draft`, which fails again), and `-- -draft notes` or `lamp keeper` with no
+    hint. Each is told the command meant; `-n 3` after `--` may be query words, so both readings are
+    given; a query holding `-n` as a word, quoted or after `--`, is still searched, not refused."""
+    from fabric_assets.cli import app
+
+    home = ["--home", str(tmp_path / "none")]
+
+    def said(*args: str) -> tuple[int, str]:
+        out = CliRunner().invoke(app, ["search", *home, *args])
+        return out.exit_code, "".join(out.output.replace("│", "").split())  # rich wraps anywhere
+
+    def command(line: str) -> str:
+        return "".join(line.replace("HOME", home[1]).split())
+
+    code, text = said("--", "-draft", "notes", "-n", "3")
+    assert code == 2 and command("the query is one argument: quote it") in text, text
+    assert command("fabric search --home HOME -n 3 -- '-draft notes'; or, if -n 3 belongs to the query: "
+                   "fabric search --home HOME -- '-draft notes -n 3'") in text, text
+    code, text = said("--", "-draft", "notes")
+    assert code == 2 and command("quote it: fabric search --home HOME -- '-draft notes')") in text, text
+    code, text = said("lamp", "keeper")
+    assert code == 2 and command("quote it: fabric search --home HOME 'lamp keeper')") in text, text
+    code, text = said("-draft", "notes", "-n", "3")
+    assert code == 2 and command("needs '--' before it: fabric search --home HOME -n 3 -- '-draft notes')") in text
+    for query in (["--", "-n"], ["--", "grep -n flag"], ["grep -n 3"]):  # legitimate: to the search, not refused
+        code, text = said(*query)
+        assert "unexpectedextraargument" not in text and "Nosuchoption" not in text and "quoteit" not in text, text
 
 
 _HOLD_INGEST = """
