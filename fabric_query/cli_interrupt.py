@@ -26,6 +26,11 @@ PIPELINE_RUN = ("a release is published whole or not at all (`fabric status` sho
 #: The line when a command declared nothing (every command does: tests/e2e/test_cli.py checks).
 UNDECLARED = "what it had done stands; `fabric status` shows the home"
 
+#: A Ctrl-C once the command's code had ended (returned, or said its error), as Click closes its
+#: context (the root app); ``fabric_assets.cli`` writes the same words for one as Python exits,
+#: without importing this module there (its handler must be in place at once).
+AFTER_THE_END = "interrupted as fabric exited, after the command had ended: what it printed stands"
+
 #: What an interruption leaves: a fixed text, or a function of the command's start (``time.time()``)
 #: and its parameters (name to value, as Typer passed them) that reads the state it left.
 Leaves = Union[str, Callable[[float, dict[str, Any]], str]]
@@ -58,3 +63,13 @@ def interrupted_line(command: str, callback: Callable, started: float, params: d
     else:
         what = leaves
     return f"`fabric {command}` interrupted: {what}."
+
+
+def interrupted_again_line(command: str, callback: Callable) -> str:
+    """The one line for a second Ctrl-C of ``fabric <command>`` that came while the first one's line
+    was being made (:func:`interrupted_line` may read the home): the command's declared text when it
+    is fixed, else ``fabric status`` as where to look; nothing is read (a read was what the second
+    Ctrl-C cut short). Typer ended it with exit 130 and no line."""
+    leaves = getattr(callback, ATTRIBUTE, None)
+    what = leaves if isinstance(leaves, str) else "`fabric status` shows what it left"
+    return f"`fabric {command}` interrupted again before it said what it left: {what}."

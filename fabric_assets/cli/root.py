@@ -32,13 +32,15 @@ from fabric_assets.cli.lifecycle import lifecycle_app
 from fabric_assets.cli.measurement import measurement_app
 from fabric_assets.cli.pipeline import pipeline_app
 from fabric_assets.cli.server import server_app
-from fabric_query.cli import err, fail, read_app
-from fabric_query.cli_interrupt import interrupted_line
-from fabric_query.cli_text import stdout_closed
+from fabric_query.cli import err, read_app
+from fabric_query.cli_interrupt import AFTER_THE_END, interrupted_again_line, interrupted_line
+from fabric_query.cli_text import error_line, stdout_closed, uses_colour
 
 
-#: Set once a command's own code runs (:func:`_marked`): a Ctrl-C Typer caught before it changed nothing.
-_began: list[bool] = []
+#: The command this process runs, once its own code runs (:func:`_begin`): its ``name``, its
+#: ``callback`` and the ``moment``: ``running``; ``saying`` (the line of a Ctrl-C being made);
+#: ``said``; ``ended`` (returned or raised). Empty before: a Ctrl-C Typer caught then changed nothing.
+_command: dict = {}
 
 
 class _Commands(TyperGroup):
@@ -62,18 +64,25 @@ class _Commands(TyperGroup):
         # Help (`fabric --help | true`, `fabric search --help | head -1`) is printed while Click
         # parses the arguments, before ``invoke``: rich's console and Click end a broken pipe
         # there with exit 1, raised while handling the BrokenPipeError (its ``__context__``).
-        _began.clear()  # one command a process; tests run many
+        _command.clear()  # one command a process; tests run many
         try:
             return super().main(*args, **kwargs)
         except SystemExit as exc:
             if exc.code == 1 and isinstance(exc.__context__, BrokenPipeError):
                 stdout_closed()
-            if (exc.code == 130 and not _began
-                    and isinstance(getattr(exc.__context__, "__cause__", None), KeyboardInterrupt)):
+            if exc.code == 130 and isinstance(getattr(exc.__context__, "__cause__", None), KeyboardInterrupt):
                 # Typer ends a Ctrl-C it catches (`raise Exit(130) from` it) with no word: one in its
                 # parsing of the arguments (it imports pydantic there, a second) came before any
-                # command's code. Within it, the command's own line was said (_begin).
-                err.print("error: interrupted before the command changed anything.", markup=False)
+                # command's code; a second one while the first's line was made (it may read the
+                # home), or one as Click closed a command that had ended, came after (exit 130 and
+                # no line, stop 55 left it open). Once the command's line was said, nothing more.
+                moment = _command.get("moment")
+                line = ("interrupted before the command changed anything." if moment is None else
+                        f"{AFTER_THE_END}." if moment == "ended" else
+                        None if moment == "said" else
+                        interrupted_again_line(_command["name"], _command["callback"]))
+                if line is not None:
+                    err.print(f"error: {line}", markup=False)
             raise
 
 
@@ -99,15 +108,24 @@ def _marked(group: TyperGroup, prefix: str) -> None:
 
 
 def _begin(name: str, callback, *args, **kwargs):
-    """Run a command's ``callback``, :data:`_began` set first. A Ctrl-C in it is the one line the
+    """Run a command's ``callback``, :data:`_command` set first. A Ctrl-C in it is the one line the
     command declared (:mod:`fabric_query.cli_interrupt`) and exit 130: Typer ended it with 130 and
     no word of what the command had done."""
-    _began.append(True)
+    _command.update(name=name, callback=callback, moment="running")
     started = time.time()
     try:
-        return callback(*args, **kwargs)
+        result = callback(*args, **kwargs)
     except KeyboardInterrupt:
-        fail(interrupted_line(name, callback, started, kwargs), code=130)
+        _command["moment"] = "saying"
+        line = error_line(interrupted_line(name, callback, started, kwargs), colour=uses_colour(sys.stderr))
+        sys.stderr.write(line)
+        _command["moment"] = "said"
+        raise typer.Exit(130) from None
+    except BaseException:
+        _command["moment"] = "ended"
+        raise
+    _command["moment"] = "ended"
+    return result
 
 
 app = typer.Typer(cls=_Commands, add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,

@@ -1118,6 +1118,73 @@ def test_a_ctrl_c_of_any_command_is_one_line_saying_what_it_left_and_exit_130(tm
         130, ["error: `fabric snapshot delete` interrupted: snapshot 1 had been deleted: it is gone."])
 
 
+#: `fabric` with a first Ctrl-C in the command (``sys.argv[1]``, raised there as Python raises a
+#: SIGINT's) and a real second one where ``sys.argv[2]`` is called ("-": none).
+_SIGINT_TWICE = """
+import importlib, os, signal, sys, time
+
+def patch(where, replacement):
+    module, _, name = where.partition(":")
+    owner = importlib.import_module(module)
+    *path, name = name.split(".")
+    for part in path:
+        owner = getattr(owner, part)
+    original = getattr(owner, name)
+    setattr(owner, name, lambda *a, **k: replacement(original, *a, **k))
+
+def first(original, *args, **kwargs):
+    raise KeyboardInterrupt
+
+def second(original, *args, **kwargs):
+    os.kill(os.getpid(), signal.SIGINT)
+    time.sleep(60)  # the handler raises KeyboardInterrupt here
+
+first_at, second_at = sys.argv.pop(1), sys.argv.pop(1)
+if first_at != "-":
+    patch(first_at, first)
+patch(second_at, second)
+from fabric_assets.cli import main
+main()
+"""
+
+
+def test_a_second_or_late_ctrl_c_is_one_line_saying_what_is_known(tmp_path, fabric_home):
+    """guards against (stop 55 left it open): a second Ctrl-C while the first one's line was being
+    made (a command's line may read the home: the snapshot made or not, the release published or
+    not), or one as Click closed a command that had ended, ended with exit 130 and no line: Typer
+    caught it after the command's own code. Each is one line now: the command's declared text
+    when it is fixed, else `fabric status` as where to look; after the end, that what it printed
+    stands. A Ctrl-C after the line was said adds nothing."""
+    from conftest import ingest
+
+    src = tmp_path / "notes"
+    src.mkdir()
+    (src / "a.txt").write_text("tide tables for the harbour\n")
+    ingest(src, fabric_home)  # a release: a snapshot can be made
+    home = ["--home", str(fabric_home.root)]
+
+    def run(first: str, second: str, *argv: str) -> tuple[int, list[str]]:
+        out = subprocess.run([sys.executable, "-c", _SIGINT_TWICE, first, second, *argv], capture_output=True,
+                             text=True, timeout=300, env={**os.environ, "HF_HUB_OFFLINE": "1"})
+        assert "Traceback" not in out.stderr, out.stderr
+        return out.returncode, [line for line in out.stderr.splitlines() if line.strip()]
+
+    again = "fabric_assets.cli.root:interrupted_line"  # the first's line being made
+    assert run("fabric_query.cli:print_status", again, "status", *home) == (
+        130, ["error: `fabric status` interrupted again before it said what it left: nothing was changed (it only "
+              "reads)."])
+    assert run("fabric_assets.lifecycle.snapshots:_copy_database", again, "snapshot", "create", *home) == (
+        130, ["error: `fabric snapshot create` interrupted again before it said what it left: `fabric status` "
+              "shows what it left."])
+    # The command ended (its lines printed); Click closes its context.
+    code, lines = run("-", "typer._click.core:Context.close", "status", *home)
+    assert code == 130 and lines[-1:] == [
+        "error: interrupted as fabric exited, after the command had ended: what it printed stands."], lines
+    # The first's line said, a second Ctrl-C as Click closes the context: the first's line alone.
+    code, lines = run("fabric_query.cli:print_status", "typer._click.core:Context.close", "status", *home)
+    assert (code, lines) == (130, ["error: `fabric status` interrupted: nothing was changed (it only reads)."])
+
+
 def test_every_command_declares_what_a_ctrl_c_of_it_leaves():
     """guards against: a command added without a line of its own for Ctrl-C getting the generic one
     (or Typer's silent exit 130). `ingest` and `purge` say theirs inside the command."""
