@@ -342,6 +342,7 @@ class Fabric:
             dense_index_problems=self._dense_index_problems(release),
             dense_channels_off=dense.off,
             dense_index_fallback=dense.index_fallback,
+            dense_sources_left_out=dense.left_out,
             rows_changed=self._rows_changed(active, runs),
             outdated=self._outdated(active, runs),
         )

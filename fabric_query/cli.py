@@ -129,6 +129,8 @@ def print_status(home: Path, st=None):
                       "product instead (slower at scale) until `fabric dense-index-repair`")
     for off in st.dense_channels_off:  # the reason's detail names what brings it back
         console.print(f"  [red]dense channel off[/red]: {keys([off])}; the other channels answer its queries")
+    for left in st.dense_sources_left_out:  # "<channel>: <source key>": vectors not as written, the rest serve
+        console.print(f"  [red]dense vectors left out[/red]: {keys([left])}: found by words only until `fabric repair`")
     named = {p.split(": ", 1)[0] for p in st.dense_index_problems}
     for fallback in st.dense_index_fallback:
         # "<channel>: <reason>: <table>[/<generation>]: …": an index whose files were named above is not named twice.

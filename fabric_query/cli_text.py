@@ -129,7 +129,8 @@ def render_pack(pack: Mapping[str, Any], *, colour_out: bool = False, colour_err
     stderr: why the release answered from its visible sources only, or why the word index was
     unusable, then one line per skipped channel, then a line when no lexical channel matched
     anything (``no_lexical_match``), then a line naming how many chunks were left out because their
-    stored text was altered (``altered_chunks``), then one per quoted phrase not looked for across
+    stored text was altered (``altered_chunks``), then one naming the sources whose vectors the
+    dense ranking left out (``dense_sources_left_out``), then one per quoted phrase not looked for across
     every context-window boundary (``unchecked_phrase_seams``). stdout: "no results (…)" followed by one indented line per
     ``unmatched_filters`` entry, or per hit a line with
     its rank, source key, location label and section path, a line with its channels, parse and
@@ -165,6 +166,11 @@ def render_pack(pack: Mapping[str, Any], *, colour_out: bool = False, colour_err
     if altered:
         err.append(_style(f"{len(altered)} chunk(s) left out: their stored text differs from the hash recorded "
                           "when they were cut (restore the home from a snapshot, or re-ingest)", _YELLOW, colour_err))
+    left_out = pack.get("dense_sources_left_out") or ()
+    if left_out:
+        named = ", ".join(one_line(k) for k in left_out[:5]) + (f" and {len(left_out) - 5} more" if len(left_out) > 5 else "")
+        err.append(_style(f"dense ranking left out {named}: stored vectors differ from the digest recorded when they "
+                          "were written (`fabric repair` re-embeds them); found by their words only", _YELLOW, colour_err))
     for phrase in pack.get("unchecked_phrase_seams") or ():
         err.append(_style(f'phrase "{one_line(phrase)}" not looked for across context-window boundaries: its '
                           "rarest word is in too many windows (an occurrence cut by one may be missing)",

@@ -1,9 +1,12 @@
 """Whether each dense channel can serve the current release, as ``fabric status`` reports it.
 
-A dense channel is off for every query of a release when its vectors cannot be read or do not
-give the digest the release recorded (``vector-digest-mismatch``: rows altered, damaged, deleted
-or added after they were written). A search finds that when it first loads the vectors (or the
-ANN index) into its view; :func:`dense_check` asks the same questions in the same view.
+A dense channel is off for every query of a release when its vectors cannot be read or, for a
+release that recorded a table digest only, do not give it (``vector-digest-mismatch``: rows
+altered, damaged, deleted or added after they were written). A release that recorded each parse's
+digest leaves out the damaged parses alone, and the check names their visible sources
+(``left_out``; a hidden parse is not read). A search finds that when it first loads the vectors
+(or the ANN index) into its view; :func:`dense_check` asks the same questions in the same view,
+so the answer depends on what is visible now, which the cache key covers.
 That reads every vector once (~0.33 s per 100,000 rows, ``docs/benchmarks.md``, "Read-side
 checks"), so the answer is kept in the home under a digest of everything it read — the release's
 records of those tables, the dense search settings, and the files of the pinned table versions
@@ -31,7 +34,7 @@ from fabric_resources.row_audit import folder_state, load_cached, store_cached, 
 from fabric_resources.vector_digest import MANIFEST_KEY as VECTOR_DIGESTS
 
 #: Bumped when what the cache holds, or what its key covers, changes.
-CACHE_FORMAT = 2
+CACHE_FORMAT = 3
 
 
 @dataclass(frozen=True)
@@ -42,10 +45,14 @@ class DenseCheck:
     vectors cannot serve; or they are another model's than its query encoder, ``model-mismatch``).
     ``index_fallback``: the same for each channel whose ANN index the dense search settings want
     but a search would not use (``dense-index-missing``, ``-unreadable``, ``-release-mismatch``,
-    ``-schema-mismatch``): it answers with the exact product (slower at scale)."""
+    ``-schema-mismatch``): it answers with the exact product (slower at scale).
+    ``left_out``: ``"<channel>: <source key>"`` for each visible source whose vectors the channel
+    leaves out of its ranking (their rows do not give the digest the release recorded for their
+    parse); the channel serves the others."""
 
     off: tuple[str, ...] = ()
     index_fallback: tuple[str, ...] = ()
+    left_out: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -55,6 +62,7 @@ class _Found:
     off: str | None = None
     fallback: str | None = None
     models: tuple[str, ...] = ()
+    left_out: tuple[str, ...] = ()  # visible source keys
 
 
 def dense_check(home: FabricHome, release, encoder: Callable[[str], str | None]) -> DenseCheck:
@@ -72,7 +80,7 @@ def dense_check(home: FabricHome, release, encoder: Callable[[str], str | None])
     from fabric_query.channels.dense import DENSE_CHANNELS, model_mismatch
 
     found = _found(home, release)
-    off, fallback = [], []
+    off, fallback, left_out = [], [], []
     for name, channel in DENSE_CHANNELS.items():
         f = found.get(name)
         if f is None:
@@ -83,7 +91,8 @@ def dense_check(home: FabricHome, release, encoder: Callable[[str], str | None])
             off.append(f"{name}: {f.off or mismatch}")
         if f.fallback is not None:
             fallback.append(f"{name}: {f.fallback}")
-    return DenseCheck(tuple(off), tuple(fallback))
+        left_out += [f"{name}: {key}" for key in f.left_out]
+    return DenseCheck(tuple(off), tuple(fallback), tuple(left_out))
 
 
 def _found(home: FabricHome, release) -> dict[str, _Found]:
@@ -135,7 +144,9 @@ def _check(home: FabricHome, release) -> dict[str, _Found] | None:
         fallback = None
         try:
             source, fallback = dense_source(view, channel.table, home.config.query.dense_search)
-            out[name] = _Found(fallback=fallback, models=tuple(sorted(vector_models(view, channel.table, source))))
+            models = tuple(sorted(vector_models(view, channel.table, source)))
+            keys = sorted({k for p in source.left_out for k in view.sources_by_parse.get(p, ())})
+            out[name] = _Found(fallback=fallback, models=models, left_out=tuple(keys))
         except ProjectionUnavailable as exc:
             out[name] = _Found(off=exc.describe(), fallback=fallback)
         except (TableStoreUnavailableError, FabricQueryError):
@@ -151,6 +162,8 @@ def _cache_key(home: FabricHome, release, tables: list[str]) -> str | None:
         return None
     indexes = release.manifest.get(INDEX_RECORDS) or {}
     digest = hashlib.sha256(f"dense check {CACHE_FORMAT}\n{release.release_id}\n".encode())
+    # Which parses are read, and so which damaged ones are named, depends on what is visible now.
+    digest.update(json.dumps(sorted(_hidden(home, release))).encode())
     digest.update(json.dumps(home.config.query.dense_search.model_dump(mode="json"), sort_keys=True).encode())
     for table in tables:
         pinned = release.manifest["tables"][table]
@@ -173,6 +186,13 @@ def _cache_key(home: FabricHome, release, tables: list[str]) -> str | None:
     return digest.hexdigest()
 
 
+def _hidden(home: FabricHome, release) -> frozenset[str]:
+    from fabric_query.release import hidden_sources
+    from fabric_query.visibility import current_visibility
+
+    return hidden_sources(home, release, current_visibility(home)[1])[0]
+
+
 def _load(path: Path, key: str) -> dict[str, _Found] | None:
     data = load_cached(path, key)
     channels = data.get("channels") if data is not None else None
@@ -181,7 +201,8 @@ def _load(path: Path, key: str) -> dict[str, _Found] | None:
     try:
         return {str(name): _Found(None if f["off"] is None else str(f["off"]),
                                   None if f["fallback"] is None else str(f["fallback"]),
-                                  tuple(str(m) for m in _listed(f["models"])))
+                                  tuple(str(m) for m in _listed(f["models"])),
+                                  tuple(str(k) for k in _listed(f["left_out"])))
                 for name, f in channels.items()}
     except (TypeError, KeyError):
         return None  # a cache only saves work
@@ -194,5 +215,6 @@ def _listed(value) -> list:
 
 
 def _store(path: Path, key: str, found: dict[str, _Found]) -> None:
-    store_cached(path, {"key": key, "channels": {name: {"off": f.off, "fallback": f.fallback, "models": list(f.models)}
+    store_cached(path, {"key": key, "channels": {name: {"off": f.off, "fallback": f.fallback, "models": list(f.models),
+                                                        "left_out": list(f.left_out)}
                                                  for name, f in found.items()}})

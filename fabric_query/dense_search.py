@@ -44,6 +44,7 @@ from fabric_resources.dense_index import (
 )
 from fabric_resources.schema import DENSE_DIM
 from fabric_resources.vector_digest import MANIFEST_KEY as VECTOR_DIGESTS
+from fabric_resources.vector_digest import parses_not_matching, recorded_parse_digests
 
 if TYPE_CHECKING:
     from fabric_resources.config import DenseSearchConfig
@@ -73,6 +74,12 @@ class DenseSource(Protocol):
     @property
     def models(self) -> frozenset[str]:
         """Model identities of the table's visible rows."""
+        ...
+
+    @property
+    def left_out(self) -> frozenset[str]:
+        """Visible parses whose rows are not those the release recorded a digest of: never ranked,
+        never scored (:attr:`fabric_query.release.VectorSet.left_out`)."""
         ...
 
     def top_chunks(self, query: np.ndarray, eligible: frozenset[str] | set[str] | None, k: int
@@ -123,6 +130,10 @@ class ExactSource:
     @property
     def models(self) -> frozenset[str]:
         return self.view.vector_set(self.table).models
+
+    @property
+    def left_out(self) -> frozenset[str]:
+        return self.view.vector_set(self.table).left_out
 
     def top_chunks(self, query, eligible, k):
         vs = self.view.vector_set(self.table)
@@ -198,7 +209,9 @@ class AnnIndex:
     view's chunk row (``-1``: a source not visible now); ``parse_ord[pos]`` indexes ``parses``;
     ``addresses[pos]`` is the Lance row address (pre-filters); ``position[chunk_row]`` is the
     reverse map (``-1``: no vector). The ``window_*`` arrays are the same for ``windows.lance``
-    (``window_rows[wpos]``: the row of ``view.context_windows``).
+    (``window_rows[wpos]``: the row of ``view.context_windows``). ``left_out``: visible parses
+    whose rows did not give the digest the release recorded for them; their rows and windows are
+    mapped to ``-1``, as a hidden source's.
     """
 
     index: OpenDenseIndex
@@ -215,6 +228,7 @@ class AnnIndex:
     #: ``rows >= 0`` and ``window_rows >= 0``, or None where every row is visible (computed once).
     visible: np.ndarray | None = None
     window_visible: np.ndarray | None = None
+    left_out: frozenset[str] = frozenset()
 
 
 def load_ann_index(view: ReleaseView, table: str) -> AnnIndex:
@@ -224,7 +238,10 @@ def load_ann_index(view: ReleaseView, table: str) -> AnnIndex:
     Every row of ``vectors.lance`` is read once, streamed: the per-parse digests
     (:mod:`fabric_resources.vector_digest`) of its rows must give the table digest the release
     recorded (or, for a release that recorded none, the one the index was built with), and it
-    may hold no parse the release does not name. Memory kept: ~36 bytes per row (the maps).
+    may hold no parse the release does not name. Where the release recorded each parse's digest,
+    a visible parse whose rows do not give it is left out (``AnnIndex.left_out``) and the rest
+    serve; a hidden parse's rows are never served, so their digest is not asked. Memory kept: ~36
+    bytes per row (the maps).
 
     Raises
     ------
@@ -261,7 +278,7 @@ def _mapped(view: ReleaseView, table: str, opened: OpenDenseIndex, record: dict,
     parse_ord = np.empty(n, dtype=np.int32)
     ord_of: dict[str, int] = {}
     digests = RowsDigest(release_parses, gen)
-    models: set[str] = set()
+    models: set[tuple[str, str]] = set()  # (parse, model) of visible rows
     at = 0
     for batch in opened.batches(["pos", "parse_id", "chunk_id", "model", "vector"]):
         k = batch.num_rows
@@ -276,13 +293,23 @@ def _mapped(view: ReleaseView, table: str, opened: OpenDenseIndex, record: dict,
             parse_ord[at + i] = o
         visible = rows[at:at + k] >= 0
         if visible.any():
-            models.update(pc.unique(batch.column("model").filter(pa.array(visible))).to_pylist())
+            pairs = pa.table({"p": batch.column("parse_id"), "m": batch.column("model")}).filter(pa.array(visible))
+            models.update(zip(*pairs.group_by(["p", "m"]).aggregate([]).to_pydict().values()))
         digests.add(batch)
         at += k
     if at != n:
         raise DenseIndexUnusable("dense-index-release-mismatch", f"{gen}: {at} rows, the release recorded {n}")
     found = digests.finish()
-    if digest is not None and found != digest:
+    per_parse = recorded_parse_digests(view.release.manifest, table, release_parses) if digest is not None else None
+    left_out: set[str] = set()
+    if per_parse is not None and found != digest:
+        # As the exact product does (ReleaseView.vector_set): a damaged parse costs its own rows
+        # only. A hidden parse's rows are mapped to -1 already (never ranked), so its damage is
+        # not asked about: a reason would tell a reader that something hidden is there.
+        left_out = parses_not_matching(digests.per_parse, per_parse, view.sources_by_parse)
+        bad = np.fromiter((ord_of[p] for p in left_out if p in ord_of), dtype=np.int32)
+        rows[np.isin(parse_ord, bad)] = -1
+    elif digest is not None and found != digest:
         raise DenseIndexUnusable("dense-index-release-mismatch", f"{gen}: its rows' digest is not release "
                                  f"{view.release_id}'s ({table}); rebuild it (`fabric dense-index-repair`)")
     position = np.full(view.chunks.num_rows, -1, dtype=np.int64)
@@ -310,12 +337,14 @@ def _mapped(view: ReleaseView, table: str, opened: OpenDenseIndex, record: dict,
             window_parse_ord[wat:wat + k] = np.fromiter((ord_of.get(p, -1) for p in batch.column("parse_id").to_pylist()),
                                                         dtype=np.int32, count=k)
             wat += k
+        if left_out:
+            window_rows[np.isin(window_parse_ord, bad)] = -1
     visible, window_visible = rows >= 0, window_rows >= 0
     return AnnIndex(index=opened, rows=rows, parse_ord=parse_ord, parses=tuple(ord_of), addresses=addresses,
-                    position=position, models=frozenset(models), window_rows=window_rows,
-                    window_parse_ord=window_parse_ord, window_addresses=window_addresses, ord_of=ord_of,
-                    visible=None if visible.all() else visible,
-                    window_visible=None if window_visible.all() else window_visible)
+                    position=position, models=frozenset(m for p, m in models if p not in left_out),
+                    window_rows=window_rows, window_parse_ord=window_parse_ord, window_addresses=window_addresses,
+                    ord_of=ord_of, visible=None if visible.all() else visible,
+                    window_visible=None if window_visible.all() else window_visible, left_out=frozenset(left_out))
 
 
 def _allowed(ann: AnnIndex, ords: np.ndarray, visible: np.ndarray | None, eligible) -> np.ndarray | None:
@@ -389,6 +418,10 @@ class AnnSource:
     @property
     def models(self) -> frozenset[str]:
         return self.ann.models
+
+    @property
+    def left_out(self) -> frozenset[str]:
+        return self.ann.left_out
 
     def _search(self, ds, q: np.ndarray, k: int, mask: np.ndarray | None, addresses: np.ndarray, partitions: int
                 ) -> tuple[np.ndarray, np.ndarray]:

@@ -58,7 +58,13 @@ from fabric_query.memory import settle_after_load
 from fabric_resources.dense_index import normalise_rows, window_centroids
 from fabric_resources.schema import DENSE_DIM, SCHEMA_VERSION
 from fabric_resources.storage_errors import storage_error_text
-from fabric_resources.vector_digest import MANIFEST_KEY, parse_digests, table_digest
+from fabric_resources.vector_digest import (
+    MANIFEST_KEY,
+    parse_digests,
+    parses_not_matching,
+    recorded_parse_digests,
+    table_digest,
+)
 
 T = TypeVar("T")
 
@@ -138,15 +144,17 @@ def guarded_read(table: str, read: Callable[[], T]) -> T:
 class VectorSet:
     """Vectors of one table: ``matrix[i]`` (``(n, 384) float32``) belongs to chunk row ``rows[i]``.
 
-    ``models``: the model identities recorded on the release's rows of the table (every active
-    parse's, visible or not). ``verified``: the rows matched the digest the release recorded
-    (False for releases written before vector digests existed).
+    ``models``: the model identities recorded on the visible rows of the table. ``verified``: the
+    rows matched the digest the release recorded (False for releases written before vector digests
+    existed). ``left_out``: visible parses whose rows did not give the digest the release recorded
+    for them (only where it recorded one per parse): none of their rows is in ``matrix``.
     """
 
     rows: np.ndarray
     matrix: np.ndarray
     models: frozenset[str] = frozenset()
     verified: bool = False
+    left_out: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -380,15 +388,20 @@ class ReleaseView:
     def vector_set(self, table: str) -> "VectorSet":
         """The release's vectors in ``table`` (``chunk_vectors`` or ``chunk_vectors_multilingual``).
 
-        The rows of every parse the release names are read and checked against the digest the
-        release recorded (:mod:`fabric_resources.vector_digest`); only those of visible chunks are
-        kept. A release written before digests existed is checked for finite, unit-norm values only.
+        Where the release recorded each parse's digest (:mod:`fabric_resources.vector_digest`),
+        the rows of the visible parses alone are read, and a parse whose rows do not give its
+        digest is left out (``VectorSet.left_out``): the others serve, and a parse the view does
+        not show is never read, so its damage moves nothing. Where it recorded a table digest only
+        (older releases), the rows of every parse the release names are read and checked against
+        it, and only those of visible chunks are kept. A release written before digests existed is
+        checked for finite, unit-norm values only.
 
         Raises
         ------
         ProjectionUnavailable
-            ``table-unreadable``, ``vector-digest-mismatch`` or ``vector-values-invalid``; the
-            failure is remembered, so the table is not read again for this view.
+            ``table-unreadable``, ``vector-digest-mismatch`` (table digest only) or
+            ``vector-values-invalid``; the failure is remembered, so the table is not read again
+            for this view.
         """
         with self._lock:
             cached = self._vector_sets.get(table)
@@ -418,7 +431,9 @@ class ReleaseView:
         chunk_ids: list[str] = []
         models: list[str] = []
         at = 0
-        for batch in self.home.tables.read_active_batches(table, version, self.release_parse_ids,
+        per_parse = recorded_parse_digests(self.release.manifest, table, self.release_parse_ids)
+        wanted = self.release_parse_ids if per_parse is None else frozenset(self.sources_by_parse)
+        for batch in self.home.tables.read_active_batches(table, version, wanted,
                                                           ["parse_id", "chunk_id", "vector", "model"]):
             k = batch.num_rows
             if at + k > n:
@@ -431,7 +446,11 @@ class ReleaseView:
             models += batch.column("model").to_pylist()
             at += k
         expected = (self.release.manifest.get(MANIFEST_KEY) or {}).get(table)
-        if expected is not None:
+        left_out: set[str] = set()
+        if per_parse is not None:
+            # Each visible parse against its own digest: a damaged parse costs its own dense ranking only.
+            left_out = parses_not_matching(parse_digests(parse_ids, chunk_ids, models, matrix[:at]), per_parse, wanted)
+        elif expected is not None:
             found = table_digest(parse_digests(parse_ids, chunk_ids, models, matrix[:at]), self.release_parse_ids)
             if found != expected:
                 raise ProjectionUnavailable(
@@ -440,6 +459,9 @@ class ReleaseView:
                     "recorded (altered, damaged, deleted or added after they were written): `fabric repair` "
                     "re-derives rows deleted or added, a snapshot restore brings back altered ones")
         keep = rows[:at] >= 0
+        if left_out:
+            keep &= ~pc.is_in(pa.array(parse_ids, pa.string()), value_set=pa.array(sorted(left_out), pa.string())
+                              ).to_numpy(zero_copy_only=False)
         kept_at = np.flatnonzero(keep)
         k = len(kept_at)
         if expected is None and k:
@@ -462,7 +484,8 @@ class ReleaseView:
         matrix.resize((k, DENSE_DIM), refcheck=False)
         rows.resize(k, refcheck=False)
         self._settle(k)
-        return VectorSet(rows=rows, matrix=matrix, models=visible_models, verified=expected is not None)
+        return VectorSet(rows=rows, matrix=matrix, models=visible_models, verified=expected is not None,
+                         left_out=frozenset(left_out))
 
     @cached_property
     def context_windows(self) -> pa.Table:

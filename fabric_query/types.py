@@ -202,6 +202,12 @@ class EvidencePack(_Frozen):
     #: text hash recorded when they were cut (the chunks table was altered behind Fabric's back:
     #: restore the home from a snapshot, or re-ingest); empty when nothing was.
     altered_chunks: tuple[str, ...] = ()
+    #: Visible sources whose vectors a dense channel left out of its ranking: their
+    #: rows do not give the digest the release recorded for their parse (altered or damaged after
+    #: they were written; ``fabric repair`` re-embeds them). Their chunks are still found by the word
+    #: and substring channels; every other source keeps its dense ranking. Only visible sources are
+    #: ever read, so none is named that the caller may not see. Empty when nothing was left out.
+    dense_sources_left_out: tuple[str, ...] = ()
     #: Quoted phrases (as their folded, stemmed word tokens) the word channel did not look for across
     #: every boundary between two context windows: their rarest word is in more windows than it reads
     #: (``fabric_query.channels.window_seams.SEAM_WINDOWS_CHECKED``), so an occurrence cut by such a
@@ -391,6 +397,12 @@ class Status(BaseModel):
     #: channel answers with the exact product (slower at scale, ``dense_fallback_reason``) until
     #: ``fabric dense-index-repair``. Found in the same pass as ``dense_channels_off``.
     dense_index_fallback: tuple[str, ...] = ()
+    #: Each visible source whose vectors a dense channel leaves out of its ranking (``"dense:
+    #: fs:notes/a.md"``): their rows do not give the digest the current release recorded for their
+    #: parse (altered or damaged since they were written) — the channel serves every other source,
+    #: and those sources are still found by their words — until ``fabric repair`` re-embeds them.
+    #: Found in the same pass as ``dense_channels_off``; a withheld source is never read, so never named.
+    dense_sources_left_out: tuple[str, ...] = ()
     #: Tables whose latest version holds, for some active parses, another number of rows than the
     #: parse's last write recorded (``"chunk_vectors: 1 parse(s), 3 row(s) fewer and 0 more than
     #: written"``; :mod:`fabric_resources.row_audit`): rows deleted or added outside Fabric, every

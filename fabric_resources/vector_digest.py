@@ -15,6 +15,14 @@ the write side's projection registry: ``VECTOR_DIGEST_VERDICTS``), activation co
 ``MANIFEST_KEY``, and the query side recomputes the table digest from the rows it loads: a
 vector file altered after it was written (flipped bytes, swapped rows, rows added or removed)
 gives another digest and the channel is skipped with a named reason instead of serving it.
+
+Releases published since stop 56 also record each active parse's digest under
+``PARSES_MANIFEST_KEY``. The reader trusts that map only where it gives back the table digest
+(:func:`recorded_parse_digests`), and then checks each parse's rows on their own: a parse whose
+rows do not give its digest is left out of dense ranking (its chunks stay findable through the
+lexical channels) while every other parse is still served, and a reader need read only the parses
+it may see, so a damaged parse of a withheld source changes nothing it is shown. A release without
+the map (an older home) is checked as a whole, as before.
 """
 
 from __future__ import annotations
@@ -29,6 +37,9 @@ import pyarrow.compute as pc
 
 #: Release-manifest key: ``{table: table digest, or None when a parse has no recorded digest}``.
 MANIFEST_KEY = "vector_digests"
+#: Release-manifest key: ``{table: {parse ID: parse digest}}`` for each table whose table digest
+#: is recorded (releases published before stop 56 have none).
+PARSES_MANIFEST_KEY = "vector_parse_digests"
 
 def _digest(n: int, header: bytes | memoryview, vectors: np.ndarray) -> str:
     h = hashlib.sha256(f"{n}\n".encode())
@@ -111,3 +122,43 @@ def manifest_digests(digests_by_parse: Mapping[str, Mapping[str, Any]], active_p
         else:
             out[table] = None
     return out
+
+
+def manifest_parse_digests(digests_by_parse: Mapping[str, Mapping[str, Any]], active_parse_ids: Iterable[str],
+                           verdict_of_table: Mapping[str, str]) -> dict[str, dict[str, str]]:
+    """``PARSES_MANIFEST_KEY`` value for a release whose active parses are ``active_parse_ids``:
+    per table, each active parse's recorded digest (arguments as :func:`manifest_digests`); a
+    table :func:`manifest_digests` gives ``None`` is left out."""
+    active = sorted(set(active_parse_ids))
+    out: dict[str, dict[str, str]] = {}
+    for table, verdict_name in verdict_of_table.items():
+        found = [digests_by_parse.get(pid, {}).get(verdict_name) for pid in active]
+        if all(isinstance(d, str) for d in found):
+            out[table] = dict(zip(active, found))
+    return out
+
+
+def recorded_parse_digests(manifest: Mapping[str, Any], table: str, release_parse_ids: Iterable[str]
+                           ) -> dict[str, str] | None:
+    """Each parse's recorded digest of ``table`` in a release manifest, or None: the release
+    records none (published before they were), or a map that does not name exactly the release's
+    parses or does not give back the table digest it recorded (a manifest rewritten by hand, or
+    republished with new table digests only). The table digest binds the map, so a parse's digest
+    read from it is the one its write recorded.
+    """
+    expected = (manifest.get(MANIFEST_KEY) or {}).get(table)
+    per_parse = (manifest.get(PARSES_MANIFEST_KEY) or {}).get(table)
+    if not isinstance(expected, str) or not isinstance(per_parse, dict):
+        return None
+    parses = set(release_parse_ids)
+    if set(per_parse) != parses or not all(isinstance(d, str) for d in per_parse.values()):
+        return None
+    if table_digest(per_parse, parses) != expected:
+        return None
+    return dict(per_parse)
+
+
+def parses_not_matching(found: Mapping[str, str], recorded: Mapping[str, str], parse_ids: Iterable[str]) -> set[str]:
+    """Of ``parse_ids``, those whose rows (``found``: :func:`parse_digests` of the rows read; a
+    parse with no row there has the digest of zero rows) do not give the digest ``recorded``."""
+    return {pid for pid in parse_ids if found.get(pid, EMPTY_PARSE_DIGEST) != recorded.get(pid)}

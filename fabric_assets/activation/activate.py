@@ -32,7 +32,8 @@ from fabric_resources.home import FabricHome
 from fabric_resources.lexical_index import ANALYZER_ID, index_documents
 from fabric_resources.text_folding import fold
 from fabric_resources.schema import INGEST_LOCK, SCAN_SKIPPED_STATE, SCHEMA_VERSION, TABLES
-from fabric_resources.vector_digest import MANIFEST_KEY as VECTOR_DIGESTS, manifest_digests
+from fabric_resources.vector_digest import MANIFEST_KEY as VECTOR_DIGESTS, PARSES_MANIFEST_KEY as VECTOR_PARSE_DIGESTS
+from fabric_resources.vector_digest import manifest_digests, manifest_parse_digests
 from fabric_resources.tables import TableRemovedError
 
 #: Lexical generations of this many most recent releases are kept on disk.
@@ -373,6 +374,8 @@ def activate(home: FabricHome) -> ActivationReport:
             "tables": tables,
             "lexical_generation": gen,
             VECTOR_DIGESTS: digests,
+            # Each parse's too: a reader then leaves out a damaged parse only, not the whole table.
+            VECTOR_PARSE_DIGESTS: manifest_parse_digests(verdicts, new_parses, VECTOR_DIGEST_VERDICTS),
             # ANN indexes over the pinned vector rows, where query.dense_search wants them.
             DENSE_INDEXES: dense_index_records(home, tables, new_parses, digests,
                                                current.manifest.get(DENSE_INDEXES) if current else None),

@@ -59,7 +59,7 @@ from fabric_resources.home import FabricHome
 from fabric_resources.schema import SCAN_SKIPPED_STATE, TABLES
 from fabric_resources.tombstones import (Tombstone, add_tombstone, complete_tombstone, forget, root_marker,
                                          source_key_hash, tombstones)
-from fabric_resources.vector_digest import manifest_digests
+from fabric_resources.vector_digest import manifest_digests, manifest_parse_digests
 
 class PurgeRefused(Exception):
     """The purge cannot run as asked; nothing was removed. The message says why and what to do."""
@@ -355,7 +355,9 @@ def _remove(home: FabricHome, report: PurgeReport, source_keys: set[str], parse_
         # before may hold a purged vector in its files), and every other generation goes below.
         dense = dense_index_records(home, versions, active, digests, rebuild=True)
         release = republish(home, current, versions, sources=sources, lexical_generation=gen, dense_indexes=dense,
-                            vector_digests=digests, note={"purge_tombstone": report.tombstone_id})
+                            vector_digests=digests,
+                            vector_parse_digests=manifest_parse_digests(recorded, active, VECTOR_DIGEST_VERDICTS),
+                            note={"purge_tombstone": report.tombstone_id})
         _verify_or_roll_back(home, release, snapshot)
         report.release_id = release.release_id
         report.releases_retired = [r.release_id for r in catalog.releases() if r.release_id != release.release_id]

@@ -17,7 +17,7 @@ from typing import Any
 from fabric_resources.catalog import Release
 from fabric_resources.dense_index import MANIFEST_KEY as DENSE_INDEXES
 from fabric_resources.home import FabricHome
-from fabric_resources.vector_digest import MANIFEST_KEY as VECTOR_DIGESTS
+from fabric_resources.vector_digest import MANIFEST_KEY as VECTOR_DIGESTS, PARSES_MANIFEST_KEY as VECTOR_PARSE_DIGESTS
 
 
 def active_parses_unchanged(home: FabricHome, release: Release) -> bool:
@@ -30,11 +30,14 @@ def active_parses_unchanged(home: FabricHome, release: Release) -> bool:
 def republish(home: FabricHome, current: Release, tables: dict[str, int | None], *,
               sources: dict[str, Any] | None = None, lexical_generation: str | None = None,
               dense_indexes: dict[str, Any] | None = None, vector_digests: dict[str, str | None] | None = None,
+              vector_parse_digests: dict[str, dict[str, str]] | None = None,
               note: dict[str, Any] | None = None) -> Release:
     """Publish ``current`` again with ``tables`` (and ``sources`` / ``lexical_generation`` /
-    ``dense_indexes`` / ``vector_digests`` when given), recording ``note`` under ``republished``;
-    return the new release. A caller that changes the active parses (``sources``) gives their
-    ``vector_digests``: a table's digest covers every active parse.
+    ``dense_indexes`` / ``vector_digests`` / ``vector_parse_digests`` when given), recording
+    ``note`` under ``republished``; return the new release. A caller that changes the active parses
+    (``sources``) gives their ``vector_digests``: a table's digest covers every active parse; and
+    their ``vector_parse_digests``, else the release records none (a reader would otherwise find
+    the previous ones not giving the new table digest, and check each table as a whole).
 
     Without ``dense_indexes`` the release keeps ``current``'s dense index records: an index holds
     copies of the active parses' vectors only, so rewriting the tables under the same active
@@ -55,5 +58,8 @@ def republish(home: FabricHome, current: Release, tables: dict[str, int | None],
         manifest[DENSE_INDEXES] = dense_indexes
     if vector_digests is not None:
         manifest[VECTOR_DIGESTS] = dict(vector_digests)
+        manifest.pop(VECTOR_PARSE_DIGESTS, None)
+    if vector_parse_digests is not None:
+        manifest[VECTOR_PARSE_DIGESTS] = dict(vector_parse_digests)
     manifest["republished"] = {"from_release": current.release_id, **(note or {})}
     return home.catalog.publish_release(manifest, expected_current=current.release_id)

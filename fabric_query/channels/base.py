@@ -46,6 +46,9 @@ class ChannelRun:
         product where the configuration wants the release's ANN index (``None``: nothing substituted).
     dense_search
         How a dense channel found its candidates: ``"exact"`` or ``"ann"`` (``None``: not a dense channel).
+    dense_left_out
+        Visible parses a dense channel left out because their vector rows do not give the digest
+        the release recorded for them (never ranked; their chunks stay findable lexically).
     """
 
     ranking: ChannelResult = field(default_factory=list)
@@ -54,6 +57,7 @@ class ChannelRun:
     fallback_reason: str | None = None
     dense_fallback_reason: str | None = None
     dense_search: str | None = None
+    dense_left_out: frozenset[str] = frozenset()
 
     @classmethod
     def skip(cls, reason: str) -> "ChannelRun":

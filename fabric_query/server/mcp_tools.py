@@ -113,6 +113,8 @@ def agent_answer(pack: EvidencePack) -> dict[str, Any]:
         # out because their stored text was altered, are said, not hidden.
         "no_lexical_match": pack.no_lexical_match,
         "altered_chunks": list(pack.altered_chunks),
+        # Sources the dense ranking left out (their vectors differ from their recorded digest).
+        "dense_sources_left_out": list(pack.dense_sources_left_out),
         # Quoted phrases not looked for across every context-window boundary (too common a word).
         "unchecked_phrase_seams": list(pack.unchecked_phrase_seams),
         # Why nothing was eligible (a filter that admits no source, and what the release has instead).

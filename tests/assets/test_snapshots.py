@@ -875,6 +875,7 @@ def test_an_in_place_restore_puts_back_the_rows_of_a_parse_written_again_after_t
     assert ingest(tmp_path / "src", home).failed_runs == []
     pack = Fabric(home.root).search("lighthouse keeper")
     assert "dense" not in pack.skipped_channels and "dense" in pack.channels_run, pack.skipped_channels
+    assert pack.dense_sources_left_out == ()  # since stop 56 a stale parse is left out alone: none is
 
 def test_snapshot_list_of_a_home_with_none_says_so_on_stderr(tmp_path):
     """guards against (trial 20g): ``fabric snapshot list`` with no snapshot printed nothing at all,

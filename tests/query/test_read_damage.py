@@ -54,16 +54,32 @@ def _publish(home: FabricHome, **changes) -> int:
     return home.catalog.publish_release(manifest, expected_current=current.release_id).release_id
 
 
+def _as_older_release(home: FabricHome) -> int:
+    """Publish the current release again without each parse's vector digest, as releases were
+    before stop 56: its vector tables are then checked as a whole (one damaged parse: channel off)."""
+    from fabric_resources.vector_digest import PARSES_MANIFEST_KEY
+
+    current = home.catalog.current_release()
+    manifest = {k: v for k, v in current.manifest.items() if k not in ("release_id", "created_at", PARSES_MANIFEST_KEY)}
+    return home.catalog.publish_release(manifest, expected_current=current.release_id).release_id
+
+
 def _vector_file(home: FabricHome, table: str = "chunk_vectors"):
     files = sorted((home.layout.tables / f"{table}.lance" / "data").glob("*.lance"))
     assert len(files) == 1
     return files[0]
 
 
-def test_a_flipped_vector_value_skips_dense_with_a_reason(home):
+@pytest.mark.parametrize("release", ["per-parse digests", "older"])
+def test_a_flipped_vector_value_is_never_served_and_named(home, release):
     """guards against: altered vector bytes served as if they were the model's (nothing records what
-    was written), or crashing every English query."""
-    vec = home.tables.read("chunk_vectors", columns=["vector"]).column("vector")[0].values.to_numpy()
+    was written), or crashing every English query; and (stop 56) one parse's damage turning the dense
+    channel off for every query: a release that recorded each parse's digest leaves out that parse's
+    source only, named; an older release skips the channel with the reason, as before."""
+    if release == "older":
+        _as_older_release(home)
+    first = home.tables.read("chunk_vectors", columns=["parse_id", "vector"]).slice(0, 1)
+    vec = first.column("vector")[0].values.to_numpy()
     path = _vector_file(home)
     data = bytearray(path.read_bytes())
     at = data.find(np.asarray(vec, dtype="<f4").tobytes()[:64])
@@ -71,9 +87,16 @@ def test_a_flipped_vector_value_skips_dense_with_a_reason(home):
     data[at + 5] ^= 0x01  # one bit of one float: still finite, still almost unit norm
     path.write_bytes(bytes(data))
     pack = Fabric(home.root).search("lighthouse keeper")
-    assert pack.skipped_channels["dense"].startswith("vector-digest-mismatch: chunk_vectors")
-    assert "word" in pack.channels_run and "dense" not in pack.channels_run
     assert pack.results and pack.results[0].citation.source_key in ("fs:corpus/a.txt", "fs:corpus/b.txt")
+    if release == "older":
+        assert pack.skipped_channels["dense"].startswith("vector-digest-mismatch: chunk_vectors")
+        assert "word" in pack.channels_run and "dense" not in pack.channels_run
+        return
+    damaged = first.column("parse_id")[0].as_py()
+    keys = tuple(sorted(k for k, m in home.catalog.current_release().manifest["sources"].items()
+                        if m["parse_id"] == damaged))
+    assert "dense" in pack.channels_run and not pack.skipped_channels and pack.dense_sources_left_out == keys
+    assert all("dense" not in h.channels for h in pack.results if h.citation.parse_id == damaged)
 
 
 def test_status_says_the_dense_channel_is_off_and_why(pristine, home):
@@ -85,6 +108,7 @@ def test_status_says_the_dense_channel_is_off_and_why(pristine, home):
     from fabric_assets.cli import app
 
     assert Fabric(pristine / "home").status().dense_channels_off == ()
+    _as_older_release(home)  # one parse's damage turns the channel off there (a new one leaves it out)
     # A sound answer kept in the home (the check reads every vector) must not outlive the damage.
     assert Fabric(home.root).status().dense_channels_off == () and home.layout.dense_check_cache.exists()
     from fabric_query import release as views
@@ -612,6 +636,7 @@ def test_a_check_answered_by_vectors_loaded_before_the_damage_is_not_kept(home):
     from fabric_query import release as views
 
     home.layout.dense_check_cache.unlink(missing_ok=True)
+    _as_older_release(home)  # one parse's damage turns the channel off there (a new one leaves it out)
     fabric = Fabric(home.root)
     assert "dense" in fabric.search("lighthouse keeper").channels_run  # vectors loaded, as a server's
     path = _vector_file(home)
@@ -705,11 +730,14 @@ def ann_pristine(tmp_path_factory):
     return root
 
 
-def test_status_names_an_ann_index_a_search_would_not_use(ann_pristine, tmp_path, monkeypatch):
+@pytest.mark.parametrize("release", ["per-parse digests", "older"])
+def test_status_names_an_ann_index_a_search_would_not_use(ann_pristine, tmp_path, monkeypatch, release):
     """guards against (trial 21a): one bit flipped inside the ANN index's vector file (every file
     still reads, so ``dense_index_problems`` is empty): each search answered with the exact product
     (``dense-index-release-mismatch``) while ``fabric status`` looked healthy; a kept check that
-    outlives the damage (its key must cover the index's files) or forgets the fallback it found."""
+    outlives the damage (its key must cover the index's files) or forgets the fallback it found.
+    (Stop 56) where the release recorded each parse's digest, the index serves and leaves out only
+    the damaged parse's rows, and status and the pack name its source instead."""
     import lance
     from typer.testing import CliRunner
 
@@ -719,13 +747,16 @@ def test_status_names_an_ann_index_a_search_would_not_use(ann_pristine, tmp_path
 
     shutil.copytree(ann_pristine, tmp_path / "home")
     home = FabricHome(tmp_path / "home")
+    if release == "older":
+        _as_older_release(home)
     status = Fabric(home.root).status()
     assert status.dense_index_fallback == () and status.dense_index_problems == ()
     assert home.layout.dense_check_cache.exists()  # a sound answer kept: the damage must not reuse it
     views._VIEWS.clear()
     record = home.catalog.current_release().manifest["dense_indexes"]["chunk_vectors"]
     folder = home.dense_indexes.path("chunk_vectors", record["generation"]) / "vectors.lance"
-    vec = lance.dataset(str(folder)).to_table(columns=["vector"]).column("vector")[0].values.to_numpy()
+    first = lance.dataset(str(folder)).to_table(columns=["parse_id", "vector"]).slice(0, 1)
+    vec = first.column("vector")[0].values.to_numpy()
     (path,) = sorted(folder.glob("data/*.lance"))
     data = bytearray(path.read_bytes())
     at = data.find(np.asarray(vec, dtype="<f4").tobytes()[:64])
@@ -733,6 +764,33 @@ def test_status_names_an_ann_index_a_search_would_not_use(ann_pristine, tmp_path
     data[at + 5] ^= 0x01
     path.write_bytes(bytes(data))
 
+    if release != "older":
+        damaged = first.column("parse_id")[0].as_py()
+        (key,) = [k for k, m in home.catalog.current_release().manifest["sources"].items() if m["parse_id"] == damaged]
+        status = Fabric(home.root).status()
+        assert (status.dense_index_fallback, status.dense_channels_off) == ((), ())
+        assert status.dense_sources_left_out == (f"dense: {key}",)
+        views._VIEWS.clear()
+        pack = Fabric(home.root).search("lighthouse keeper", debug=True)
+        assert pack.dense_search == "ann" and pack.dense_fallback_reason is None
+        assert pack.dense_sources_left_out == (key,)
+        ranked = {c for c, _ in pack.stage_candidates["channel:dense"]}
+        mine = {r["chunk_id"] for r in home.tables.read("chunk_vectors", columns=["parse_id", "chunk_id"]).to_pylist()
+                if r["parse_id"] == damaged}
+        assert ranked and not ranked & mine
+        views._VIEWS.clear()
+        monkeypatch.setattr(dense_health, "_check", lambda h, r: pytest.fail("checked again on an unchanged home"))
+        assert Fabric(home.root).status().dense_sources_left_out == (f"dense: {key}",)  # kept as found
+        monkeypatch.undo()
+        # Withheld now: a reader is told nothing of it, and the index serves the rest as before.
+        config = json.loads(home.layout.config_file.read_text())
+        home.layout.config_file.write_text(json.dumps({**config, "sources": {"withheld": [key.split(":", 1)[1]]}}))
+        views._VIEWS.clear()
+        pack = Fabric(home.root).search("lighthouse keeper")
+        assert (pack.dense_search, pack.dense_fallback_reason, pack.dense_sources_left_out) == ("ann", None, ())
+        status = Fabric(home.root).status()
+        assert (status.dense_index_fallback, status.dense_channels_off, status.dense_sources_left_out) == ((), (), ())
+        return
     status = Fabric(home.root).status()
     assert status.dense_index_problems == () and status.dense_channels_off == ()  # every file reads
     (fallback,) = status.dense_index_fallback
