@@ -21,7 +21,8 @@ after the release was published).
 A projection that cannot be read (a missing or corrupt Lance file, vector rows whose digest is
 not the one the release recorded, an index whose documents are not the release's chunks) raises
 :class:`ProjectionUnavailable` with a stable reason; the pipeline skips that channel and says
-why. Only unreadable chunk rows stop a query (:class:`~fabric_query.errors.ReleaseUnreadableError`).
+why. Where the release recorded each parse's vector digest, a parse whose rows do not give it is
+left out of the vectors instead (:attr:`VectorSet.left_out`) and the channel serves the others. Only unreadable chunk rows stop a query (:class:`~fabric_query.errors.ReleaseUnreadableError`).
 """
 
 from __future__ import annotations
@@ -86,7 +87,8 @@ class ProjectionUnavailable(Exception):
 
     ``reason`` is stable: ``table-unreadable`` (Lance could not read it), ``table-mismatch``
     (its rows name chunks the release does not hold), ``vector-digest-mismatch`` (the rows are
-    not those whose digest the release recorded), ``vector-values-invalid`` (no digest recorded,
+    not those whose table digest the release recorded; a release with per-parse digests leaves
+    out the damaged parses instead), ``vector-values-invalid`` (no digest recorded,
     and a vector is not finite or not unit norm).
     """
 

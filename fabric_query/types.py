@@ -385,7 +385,8 @@ class Status(BaseModel):
     dense_index_problems: tuple[str, ...] = ()
     #: Each dense channel that is off for every query of the current release, and why, as a search
     #: finds it before encoding the query (``"dense: vector-digest-mismatch: chunk_vectors: …"``:
-    #: rows altered, damaged, deleted or added after the release recorded their digest; also
+    #: rows altered, damaged, deleted or added after a release that recorded a table digest only
+    #: (older than per-parse digests: :attr:`dense_sources_left_out` otherwise); also
     #: ``table-unreadable``, ``vector-values-invalid``; ``model-mismatch``: the vectors are another
     #: model's than the query encoder's, until ``fabric ingest`` re-embeds them). Found by loading
     #: the table's vectors (or its ANN index) into the view searches share, as the first search does.
@@ -407,8 +408,9 @@ class Status(BaseModel):
     #: parse's last write recorded (``"chunk_vectors: 1 parse(s), 3 row(s) fewer and 0 more than
     #: written"``; :mod:`fabric_resources.row_audit`): rows deleted or added outside Fabric, every
     #: data file still readable. The next release (or the current one, if it pins that version)
-    #: serves those parses with rows missing — for vector rows the dense channel is then off
-    #: (``vector-digest-mismatch``) — until ``fabric repair`` re-derives them.
+    #: serves those parses with rows missing — for vector rows their sources are left out of dense
+    #: ranking (:attr:`dense_sources_left_out`; an older release turns the channel off,
+    #: ``vector-digest-mismatch``) — until ``fabric repair`` re-derives them.
     rows_changed: tuple[str, ...] = ()
     #: Active sources parsed by an older parser (or other settings) than this Fabric's, grouped by
     #: parser identity; see :class:`OutdatedParses`.
