@@ -22,7 +22,8 @@ A projection that cannot be read (a missing or corrupt Lance file, vector rows w
 not the one the release recorded, an index whose documents are not the release's chunks) raises
 :class:`ProjectionUnavailable` with a stable reason; the pipeline skips that channel and says
 why. Where the release recorded each parse's vector digest, a parse whose rows do not give it is
-left out of the vectors instead (:attr:`VectorSet.left_out`) and the channel serves the others. Only unreadable chunk rows stop a query (:class:`~fabric_query.errors.ReleaseUnreadableError`).
+left out of the vectors instead (:attr:`VectorSet.left_out`) and the channel serves the others.
+Only unreadable chunk rows stop a query (:class:`~fabric_query.errors.ReleaseUnreadableError`).
 """
 
 from __future__ import annotations
