@@ -168,9 +168,10 @@ def render_pack(pack: Mapping[str, Any], *, colour_out: bool = False, colour_err
                           "when they were cut (restore the home from a snapshot, or re-ingest)", _YELLOW, colour_err))
     left_out = pack.get("dense_sources_left_out") or ()
     if left_out:
-        named = ", ".join(one_line(k) for k in left_out[:5]) + (f" and {len(left_out) - 5} more" if len(left_out) > 5 else "")
-        err.append(_style(f"dense ranking left out {named}: stored vectors differ from the digest recorded when they "
-                          "were written (`fabric repair` re-embeds them); found by their words only", _YELLOW, colour_err))
+        more = f" and {len(left_out) - 5} more" if len(left_out) > 5 else ""
+        err.append(_style(f"dense ranking left out {', '.join(one_line(k) for k in left_out[:5])}{more}: stored "
+                          "vectors differ from the digest recorded when they were written (`fabric repair` "
+                          "re-embeds them); found by their words only", _YELLOW, colour_err))
     for phrase in pack.get("unchecked_phrase_seams") or ():
         err.append(_style(f'phrase "{one_line(phrase)}" not looked for across context-window boundaries: its '
                           "rarest word is in too many windows (an occurrence cut by one may be missing)",

@@ -666,8 +666,9 @@ def test_a_repair_says_what_its_ingest_took_in_beside_the_repair(home, pristine)
 def test_vector_bytes_altered_in_a_file_that_reads_are_re_embedded(home):
     """guards against: one bit of one stored vector flipped inside its data file (still finite, the
     file still reads): the dense channel was off for every query (vector-digest-mismatch; since
-    stop 56 the parse's source alone is left out) and the repair found nothing to do, a snapshot restore the only remedy (the repair now compares each
-    parse's rows with the digest its write recorded)."""
+    stop 56 the parse's source alone is left out) and the repair found nothing to do, a snapshot
+    restore the only remedy (the repair now compares each parse's rows with the digest its write
+    recorded)."""
     import numpy as np
 
     before = served_rows(home)

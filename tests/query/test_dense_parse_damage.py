@@ -107,7 +107,7 @@ def test_a_damaged_parse_leaves_every_other_parses_dense_ranking_unchanged(prist
         fabric = Fabric(home.root)
         for q in QUERIES:
             pack = fabric.search(q, limit=10, debug=True, channels=["dense"])
-            assert "dense" in pack.channels_run and "dense" not in pack.skipped_channels, (key, q, pack.skipped_channels)
+            assert "dense" in pack.channels_run and "dense" not in pack.skipped_channels, (key, q)
             assert pack.dense_sources_left_out == (key,), (key, q)
             want = sound.search(q, limit=10, debug=True, channels=["dense"], scope=others)
             assert first_difference(_dense(pack), _dense(want)) is None, (key, q)
