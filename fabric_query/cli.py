@@ -120,8 +120,7 @@ def print_status(home: Path, st=None):
                       "matches, slower)")
     elif st.lexical_index_problem:
         # An index an older Fabric built (another analyzer): the next ingest's activation builds it again.
-        also = (" or the next `fabric ingest`" if st.lexical_index_problem.startswith("index-schema-mismatch")
-                else "")
+        also = " or the next `fabric ingest`" if st.lexical_index_problem.startswith("index-schema-mismatch") else ""
         console.print(f"  [red]lexical index[/red] {keys([st.lexical_index_problem])}: word and substring searches "
                       f"scan the chunks instead (slower) until `fabric lexical-repair`{also}")
     for problem in st.dense_index_problems:
