@@ -53,19 +53,28 @@ def retired_release_bytes(home: FabricHome, citation: Citation, row: SourceRow, 
     whether the cited bytes are still there (it answered only that the release was gone). The
     citation stays ``stale`` either way: its text cannot be re-derived through a release that is gone.
 
-    As for a kept release, only a hash the home recorded is compared with the file (the cited
-    parse run's, the source's catalog row or its entry in the current release): a citation made up
-    around a guessed hash learns nothing about the bytes. ``row``: the source's visible catalog
-    row; ``active``: its entry in the current release (``{}`` when none). Never raises for the file:
-    one that cannot be read is the check's reason."""
-    run = home.catalog.parse_run(citation.parse_id)
-    recorded = {row.source_hash, active.get("source_hash"), run.source_hash if run is not None else None}
-    if citation.source_hash not in recorded:
-        return ResolveCheck(check="source-bytes", ok=False, detail=(
-            f"cannot be checked: release {citation.release_id} is gone and this home no longer records the cited "
-            "source hash (its parse was removed too)"))
+    As for a kept release, only a hash the home recorded *for this source* (its catalog row or its
+    entry in the current release) is ever compared with the file: a citation made up around a
+    guessed hash learns nothing about bytes that no one was shown. When the cited hash is not one
+    of those, the file's bytes are still told apart from the cited ones if they are the recorded
+    ones (which differ from the cited hash, so the cited bytes are gone); else nothing is said. No
+    record shared with other sources decides the answer: a parse run is keyed by its bytes alone,
+    and naming a visible file with the hash and parse ID of a withheld one's guessed bytes made the
+    answer tell a right guess from a wrong one (trial 23c). ``row``: the source's visible catalog
+    row; ``active``: its entry in the current release (``{}`` when none). Never raises for the
+    file: one that cannot be read is the check's reason, whatever the citation holds."""
+    recorded = {row.source_hash, active.get("source_hash")} - {None}
     data, why = read_source(home, row, None)
-    if data is not None and hashlib.sha256(data).hexdigest() != citation.source_hash:
-        data, why = None, "source bytes changed since the citation"
-    return ResolveCheck(check="source-bytes", ok=data is not None, detail=why or (
-        f"current bytes match the cited hash (release {citation.release_id} is gone: search again to cite them)"))
+    if data is None:
+        return ResolveCheck(check="source-bytes", ok=False, detail=why)
+    digest = hashlib.sha256(data).hexdigest()
+    if citation.source_hash in recorded and digest == citation.source_hash:
+        return ResolveCheck(check="source-bytes", ok=True, detail=(
+            f"current bytes match the cited hash (release {citation.release_id} is gone: search again to cite them)"))
+    if citation.source_hash in recorded or digest in recorded:
+        return ResolveCheck(check="source-bytes", ok=False, detail="source bytes changed since the citation")
+    # Neither hash is this source's recorded one: the file changed since Fabric last read it, and
+    # comparing it with a hash no one was shown would confirm a guess of its unpublished bytes.
+    return ResolveCheck(check="source-bytes", ok=False, detail=(
+        f"cannot be checked: release {citation.release_id} is gone, this home does not record the cited source "
+        "hash for this source, and the file changed since Fabric last read it"))

@@ -170,6 +170,33 @@ def test_resolve_is_no_oracle_for_withheld_or_deleted_sources(homes):
         assert answers[1].checks == answers[2].checks
 
 
+def test_a_retired_release_citation_of_a_visible_file_is_no_oracle_for_a_withheld_files_bytes(homes):
+    """guards against (trial 23c): a citation naming a *visible* file, a release no longer kept (or
+    never published) and the source hash and parse ID of a withheld or deleted file's guessed bytes
+    was answered "source bytes changed" for a right guess and "cannot be checked … no longer
+    records the cited source hash" for a wrong one: the retired-release byte check took any parse
+    run's hash as recorded, and parse runs are keyed by bytes, not by source. A right guess, a
+    wrong one and a home that never had the file now get one answer."""
+    from fabric_resources import identity
+
+    lang, home, reference, cited, _ = homes
+    fa, fb = Fabric(home.root), Fabric(reference.root)
+    visible = fa.search(QUERIES[lang][0]).results[0].citation
+    for key, citation in cited.items():
+        run = home.catalog.parse_run(citation.parse_id)
+        assert run is not None and run.source_hash == citation.source_hash, key  # what a right guess finds
+        wrong_hash = hashlib.sha256(b"not the withheld text\n").hexdigest()
+        wrong_parse = identity.parse_id(wrong_hash, run.parser_name, run.parser_version, run.parser_config_hash)
+        answers = []
+        for source_hash, parse_id in ((citation.source_hash, citation.parse_id), (wrong_hash, wrong_parse)):
+            crafted = visible.model_copy(update={"release_id": 10**6, "source_hash": source_hash,
+                                                 "parse_id": parse_id})
+            answer = fa.resolve(crafted)
+            assert answer.status == "stale" and answer == fb.resolve(crafted), key
+            answers.append(answer)
+        assert answers[0] == answers[1], key
+
+
 def test_cli_resolve_is_no_oracle(homes, tmp_path):
     """guards against: `fabric resolve` printing 12 hex digits of a withheld file's hash."""
     _, home, reference, cited, folder = homes

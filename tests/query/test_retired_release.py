@@ -4,6 +4,8 @@ from it afterwards (fabric_query/release.py caches manifests and views per proce
 
 from __future__ import annotations
 
+import hashlib
+
 import pytest
 from conftest import ingest
 
@@ -116,10 +118,15 @@ def test_a_citation_of_a_release_no_longer_kept_still_has_its_bytes_checked_when
     assert said["source-bytes"] == (True, f"current bytes match the cited hash (release {kept.release_id} is gone: "
                                           "search again to cite them)"), said
     made_up = Citation.model_validate({**kept.model_dump(), "source_hash": "0" * 64})
-    status, said = checks(made_up)
-    assert status == "stale" and said["source-bytes"] == (
-        False, f"cannot be checked: release {kept.release_id} is gone and this home no longer records the cited "
-               "source hash (its parse was removed too)"), said
-    (src / "public.txt").write_text("The lighthouse keeper logged the storm.\n")  # edited, not ingested again
+    status, said = checks(made_up)  # the file holds the bytes the home recorded, not the cited ones
+    assert status == "stale" and said["source-bytes"] == (False, "source bytes changed since the citation"), said
+    edited = b"The lighthouse keeper logged the storm.\n"
+    (src / "public.txt").write_bytes(edited)  # edited, not ingested again
     status, said = checks(kept)
     assert status == "stale" and said["source-bytes"] == (False, "source bytes changed since the citation"), said
+    # A guess of bytes no release showed (the edit, not ingested) is answered as a wrong guess is.
+    cannot = (False, f"cannot be checked: release {kept.release_id} is gone, this home does not record the cited "
+                     "source hash for this source, and the file changed since Fabric last read it")
+    for guess in (hashlib.sha256(edited).hexdigest(), "0" * 64):
+        status, said = checks(Citation.model_validate({**kept.model_dump(), "source_hash": guess}))
+        assert status == "stale" and said["source-bytes"] == cannot, said
