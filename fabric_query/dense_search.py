@@ -33,6 +33,7 @@ import pyarrow.compute as pc
 from fabric_query.release import ProjectionUnavailable, ReleaseView, is_storage_failure
 from fabric_resources.dense_index import (
     MANIFEST_KEY,
+    MIN_INDEX_ROWS,
     DenseIndexUnusable,
     OpenDenseIndex,
     RowsDigest,
@@ -554,9 +555,19 @@ class AnnSource:
 
 def wants_index(view: ReleaseView, table: str, config: "DenseSearchConfig") -> bool:
     """Whether ``config`` asks for ``table``'s index on ``view``'s release (``auto``: by the row
-    count the release recorded for it, else by the table's row count at the pinned version)."""
+    count the release recorded for it, else by the table's row count at the pinned version).
+
+    A restricted view (its release names sources withheld or deleted since) decides by its visible
+    rows, as the activation would have for a release without those sources (an index from
+    ``MIN_INDEX_ROWS`` rows, with ``auto`` from ``auto_min_rows``): decided by the release's rows,
+    rows of a withheld document turned ``dense_search`` from ``exact`` to ``ann``, which told a
+    client that something had been withheld since the release (trial 23c)."""
     if config.mode == "exact":
         return False
+    if view.restricted:
+        rows = view.memoised(("visible-rows", table), lambda: view.read_active(table, ["parse_id"]).num_rows,
+                             (ProjectionUnavailable,))
+        return rows >= MIN_INDEX_ROWS and (config.mode == "ann" or rows >= config.auto_min_rows)
     record = (view.release.manifest.get(MANIFEST_KEY) or {}).get(table)
     if isinstance(record, dict) and record.get("skipped") == "too-few-rows":
         return False  # nothing to index: the product over so few rows costs microseconds

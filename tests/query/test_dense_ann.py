@@ -395,6 +395,24 @@ def test_mode_and_threshold_choose_the_source(built):
         _configure(FabricHome(home.root), **EXHAUSTIVE)
 
 
+@pytest.mark.parametrize("config, kept, kind", [
+    (EXHAUSTIVE, 5, "exact"), (EXHAUSTIVE, 6, "ann"),  # 250 and 300 visible rows: an index from 256
+    ({"mode": "auto", "auto_min_rows": 1000}, 19, "exact"), ({"mode": "auto", "auto_min_rows": 1000}, 20, "ann")])
+def test_a_view_hiding_sources_chooses_its_source_as_a_release_without_them_would(home, config, kept, kind):
+    """guards against (trial 23c): a release naming sources withheld since it was published chose
+    the index by every row it recorded, withheld rows too, so ``dense_search`` said ``ann`` where
+    a home that never had them says ``exact``: it told a client that something had been withheld
+    since the release (as ``fallback_reason`` did before stop 55)."""
+    home, manifest = home
+    home = _configure(home, **config)
+    hidden = frozenset(f"fs:t/{p[:4]}.txt" for p in PARSES[kept:])
+    restricted = _view(home, manifest, hidden=hidden)
+    never = _view(home, _manifest(home, parses=PARSES[:kept]), release_id=2)
+    for view in (restricted, never):
+        source, why = dense_source(view, "chunk_vectors", home.config.query.dense_search)
+        assert (source.kind, why) == (kind, None), view.release_id
+
+
 def test_an_unchanged_release_reuses_its_index_and_a_changed_one_does_not(home):
     home, manifest = home
     record = manifest["dense_indexes"]["chunk_vectors"]
