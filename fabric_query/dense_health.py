@@ -9,8 +9,9 @@ digest leaves out the damaged parses alone, and the check names their visible so
 so the answer depends on what is visible now, which the cache key covers.
 That reads every vector once (~0.33 s per 100,000 rows, ``docs/benchmarks.md``, "Read-side
 checks"), so the answer is kept in the home under a digest of everything it read — the release's
-records of those tables, the dense search settings, and the files of the pinned table versions
-and index generations as they lie on disk — and a status on an unchanged home does not read the
+records of those tables, the dense search settings, the sources of the release not visible now
+(which decide whether the index is wanted), and the files of the pinned table versions and index
+generations as they lie on disk — and a status on an unchanged home does not read the
 vectors again (as :func:`fabric_resources.row_audit.audited_rows` keeps the row audit).
 
 The same pass finds the two other things a search finds there: an ANN index the settings want that
@@ -165,6 +166,14 @@ def _cache_key(home: FabricHome, release, tables: list[str]) -> str | None:
     # Which parses are read, and so which damaged ones are named, depends on what is visible now.
     digest.update(json.dumps(sorted(_hidden(home, release))).encode())
     digest.update(json.dumps(home.config.query.dense_search.model_dump(mode="json"), sort_keys=True).encode())
+    # A view hiding sources chooses the index by its visible rows (dense_search.wants_index): a
+    # source withheld or deleted since can change whether the index is wanted, so whether it is used.
+    from fabric_query.release import hidden_sources
+    from fabric_query.visibility import current_visibility
+
+    _, visibility = current_visibility(home)
+    hidden, _ = hidden_sources(home, release, visibility)
+    digest.update(json.dumps(sorted(hidden)).encode())
     for table in tables:
         pinned = release.manifest["tables"][table]
         record = indexes.get(table)

@@ -212,3 +212,43 @@ def test_a_source_withheld_since_the_current_release_was_published_is_not_even_n
         assert first_difference(pa.model_dump(exclude={"timings"}), pb.model_dump(exclude={"timings"})) is None, q
     assert _current_release(fa)["visible_sources_only"] is False
     # A source deleted since is still named: tests/query/test_read_visibility.py::test_past_release_applies_todays_visibility
+
+
+def test_a_source_withheld_since_the_release_moves_neither_the_dense_source_nor_the_status(tmp_path):
+    """guards against (trial 23c): with ``query.dense_search.mode`` ``ann``, a document withheld
+    since the release was published still counted in the rows that decide whether the release's
+    ANN index is wanted: searches said ``dense_search: ann`` where a home that never had it says
+    ``exact`` (telling a client that something had been withheld since the release); and the dense
+    check that ``fabric status`` keeps was answered again for another set of hidden sources, so a
+    status still named an index fallback that no search had any more."""
+    import shutil
+
+    ann = {"query": {"dense_search": {"mode": "ann"}}}
+    # A paragraph a chunk (~110 tokens each: shorter ones are merged), 300 of them.
+    words = "harbour pilot ledger cargo anchor beacon signal rope deck mast hull keel sail".split()
+    big = "\n\n".join(" ".join(words[(i * 7 + j) % len(words)] for j in range(110)) + f" page {i}."
+                      for i in range(300)) + "\n"
+    homes = []
+    for name, files in (("a", {**VISIBLE["en"], "private/ledger.txt": big}), ("b", VISIBLE["en"])):
+        folder = tmp_path / name / "corpus"
+        for rel, text in files.items():
+            (folder / rel).parent.mkdir(parents=True, exist_ok=True)
+            (folder / rel).write_text(text, encoding="utf-8")
+        home = FabricHome(tmp_path / name / "home")
+        home.layout.config_file.write_text(json.dumps(ann))
+        ingest(folder, home)
+        homes.append(home)
+    home, never = homes
+    record = home.catalog.current_release().manifest["dense_indexes"]["chunk_vectors"]
+    assert record.get("generation"), record  # the ledger's rows make an index (256 rows at least)
+    shutil.rmtree(home.dense_indexes.path("chunk_vectors", record["generation"]))
+    fa = Fabric(home.root)
+    assert fa.status().dense_index_fallback  # kept in dense_check_cache.json (no view held the vectors yet)
+    assert fa.search("lamp").dense_fallback_reason.startswith("dense-index-")
+    home.layout.config_file.write_text(json.dumps({**ann, "sources": {"withheld": ["corpus/private/*"]}}))
+    fb = Fabric(never.root)
+    for q in QUERIES["en"]:
+        pa, pb = fa.search(q), fb.search(q)
+        assert (pa.dense_search, pa.dense_fallback_reason) == (pb.dense_search, pb.dense_fallback_reason) == (
+            "exact", None), q
+    assert fa.status().dense_index_fallback == fb.status().dense_index_fallback == ()
