@@ -221,13 +221,31 @@ def client_search(fabric: Fabric, *args: Any, **kwargs: Any) -> Any:
     return client_pack(fabric, fabric.search(*args, **kwargs))
 
 
+#: Reasons whose detail counts or names rows of every parse of the release (a source withheld
+#: since it was published too): ``vector-digest-mismatch: chunk_vectors: its 302 rows of release
+#: 3's parses …``, ``table-mismatch``, ``dense-index-release-mismatch: …: 300 rows, the release
+#: recorded 302`` or ``… rows of parse <id> …``. A client reads them as ``<reason>: <table>``, as its
+#: status reads the same checks without their counts (trial 21a).
+ROW_COUNTING_REASONS = frozenset({"vector-digest-mismatch", "table-mismatch", "dense-index-release-mismatch"})
+
+
+def _reason_seen(fabric: Fabric, reason: str) -> str:
+    """A skip or fallback reason as a client reads it: :data:`ROW_COUNTING_REASONS` cut to their
+    reason and table, any other through :func:`client_text`."""
+    if _cut(reason, 1) in ROW_COUNTING_REASONS:
+        return client_text(fabric, _cut(reason, 2))
+    return client_text(fabric, reason)
+
+
 def client_pack(fabric: Fabric, pack: Any) -> Any:
     """An EvidencePack as a client that is not the operator receives it: its channels' skip and
     fallback reasons through :func:`client_text` (a storage error quoted there names files under
-    the home); documents' text and citations untouched."""
+    the home), those counting the release's rows cut (:data:`ROW_COUNTING_REASONS`: a search
+    over HTTP or MCP carried ``its 302 rows of release 3's parses``, withheld rows counted, which
+    the client's status cut; trial 23c); documents' text and citations untouched."""
     if not pack.skipped_channels and not pack.dense_fallback_reason and not pack.fallback_reason:
         return pack
     return pack.model_copy(update={
-        "skipped_channels": {k: client_text(fabric, v) for k, v in pack.skipped_channels.items()},
-        "dense_fallback_reason": pack.dense_fallback_reason and client_text(fabric, pack.dense_fallback_reason),
+        "skipped_channels": {k: _reason_seen(fabric, v) for k, v in pack.skipped_channels.items()},
+        "dense_fallback_reason": pack.dense_fallback_reason and _reason_seen(fabric, pack.dense_fallback_reason),
         "fallback_reason": pack.fallback_reason and client_text(fabric, pack.fallback_reason)})

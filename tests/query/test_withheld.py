@@ -252,3 +252,28 @@ def test_a_source_withheld_since_the_release_moves_neither_the_dense_source_nor_
         assert (pa.dense_search, pa.dense_fallback_reason) == (pb.dense_search, pb.dense_fallback_reason) == (
             "exact", None), q
     assert fa.status().dense_index_fallback == fb.status().dense_index_fallback == ()
+
+
+def test_a_clients_pack_counts_no_rows_of_a_withheld_source_in_a_skip_reason(tmp_path):
+    """guards against (trial 23c): a search over HTTP (no or the read token) or MCP of a release
+    whose vectors no longer match their digest carried ``vector-digest-mismatch: chunk_vectors: its
+    N rows of release 1's parses …``, N counting the rows of a document withheld since the release,
+    a count the client's status leaves out (trial 21a). The operator's pack keeps it."""
+    import numpy as np
+
+    from fabric_query.server.client_view import client_search
+
+    home, _ = _home(tmp_path, "a", {**VISIBLE["en"], **WITHHELD["en"]})
+    home.layout.config_file.write_text(json.dumps({"sources": {"withheld": ["corpus/private/*"]}}))
+    (path,) = (home.layout.tables / "chunk_vectors.lance" / "data").glob("*.lance")
+    vec = home.tables.read("chunk_vectors", columns=["vector"]).column("vector")[0].values.to_numpy()
+    data = bytearray(path.read_bytes())
+    at = data.find(np.asarray(vec, dtype="<f4").tobytes()[:64])
+    data[at + 5] ^= 0x01  # one bit of one float
+    path.write_bytes(bytes(data))
+    fabric = Fabric(home.root)
+    operator = fabric.search("lighthouse keeper").skipped_channels["dense"]
+    rows = home.tables.count_rows("chunk_vectors", home.catalog.current_release().manifest["tables"]["chunk_vectors"])
+    assert operator.startswith(f"vector-digest-mismatch: chunk_vectors: its {rows} rows of release 1's parses")
+    client = client_search(fabric, "lighthouse keeper")
+    assert client.skipped_channels == {"dense": "vector-digest-mismatch: chunk_vectors"}, client.skipped_channels
