@@ -170,7 +170,7 @@ def test_resolve_is_no_oracle_for_withheld_or_deleted_sources(homes):
         assert answers[1].checks == answers[2].checks
 
 
-def test_a_retired_release_citation_of_a_visible_file_is_no_oracle_for_a_withheld_files_bytes(homes):
+def test_a_retired_release_citation_of_a_visible_file_is_no_oracle_for_a_withheld_files_bytes(homes, tmp_path):
     """guards against (trial 23c): a citation naming a *visible* file, a release no longer kept (or
     never published) and the source hash and parse ID of a withheld or deleted file's guessed bytes
     was answered "source bytes changed" for a right guess and "cannot be checked … no longer
@@ -193,7 +193,11 @@ def test_a_retired_release_citation_of_a_visible_file_is_no_oracle_for_a_withhel
                                                  "parse_id": parse_id})
             answer = fa.resolve(crafted)
             assert answer.status == "stale" and answer == fb.resolve(crafted), key
-            answers.append(answer)
+            f = tmp_path / "c.json"
+            f.write_text(crafted.model_dump_json())
+            printed = [CliRunner().invoke(app, ["resolve", str(f), "--home", str(h.root)]) for h in (home, reference)]
+            assert printed[0].exit_code == printed[1].exit_code == 1 and printed[0].output == printed[1].output
+            answers.append((answer, printed[0].output))
         assert answers[0] == answers[1], key
 
 
