@@ -163,17 +163,11 @@ def _cache_key(home: FabricHome, release, tables: list[str]) -> str | None:
         return None
     indexes = release.manifest.get(INDEX_RECORDS) or {}
     digest = hashlib.sha256(f"dense check {CACHE_FORMAT}\n{release.release_id}\n".encode())
-    # Which parses are read, and so which damaged ones are named, depends on what is visible now.
+    # What is visible now decides which parses are read (so which damaged ones are named) and,
+    # through the visible rows, whether the ANN index is wanted (dense_search.wants_index): a
+    # source withheld or deleted since changes both.
     digest.update(json.dumps(sorted(_hidden(home, release))).encode())
     digest.update(json.dumps(home.config.query.dense_search.model_dump(mode="json"), sort_keys=True).encode())
-    # A view hiding sources chooses the index by its visible rows (dense_search.wants_index): a
-    # source withheld or deleted since can change whether the index is wanted, so whether it is used.
-    from fabric_query.release import hidden_sources
-    from fabric_query.visibility import current_visibility
-
-    _, visibility = current_visibility(home)
-    hidden, _ = hidden_sources(home, release, visibility)
-    digest.update(json.dumps(sorted(hidden)).encode())
     for table in tables:
         pinned = release.manifest["tables"][table]
         record = indexes.get(table)
