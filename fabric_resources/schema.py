@@ -379,6 +379,10 @@ CREATE INDEX IF NOT EXISTS sources_state ON sources(state);
 LOCK_NAME = "{name}.lock"
 #: The catalog lock one ``fabric ingest`` holds while it runs (``ingest.lock`` beside a SQLite catalog).
 INGEST_LOCK = "ingest"
+#: The catalog lock a scan holds while it records what it found (its raw bytes stored, sources
+#: pointed at parses), and a cleanup or purge while it decides and removes what no source needs:
+#: a scan that takes an old parse back beside a cleanup would otherwise lose it (trial 23e).
+SOURCES_LOCK = "sources"
 
 #: Admin operations of ``fabric serve`` (``POST /v1/admin/<kind>``): one row each, polled by ID.
 OPERATIONS_DDL = """

@@ -56,7 +56,7 @@ from fabric_assets.source_tags import forget_source_tags
 from fabric_resources.catalog import Catalog, CatalogDamagedError, str_map
 from fabric_resources.dense_index import kept_generations
 from fabric_resources.home import FabricHome
-from fabric_resources.schema import SCAN_SKIPPED_STATE, TABLES
+from fabric_resources.schema import SCAN_SKIPPED_STATE, SOURCES_LOCK, TABLES
 from fabric_resources.tombstones import (Tombstone, add_tombstone, complete_tombstone, forget, root_marker,
                                          source_key_hash, tombstones)
 from fabric_resources.vector_digest import manifest_digests, manifest_parse_digests
@@ -273,7 +273,8 @@ def purge(home: FabricHome, selector: PurgeSelector, *, own_run_id: str | None =
 
     Holds the ingest and activation locks and the snapshots' exclusive lock for its whole length,
     taken as `snapshot restore` takes them (never waiting for the last while holding the others:
-    a `snapshot verify --deep` under way would otherwise hold every activation of the home back).
+    a `snapshot verify --deep` under way would otherwise hold every activation of the home back),
+    then the catalog's ``sources`` lock, which a scan holds.
     ``own_run_id``: the Dagster run calling it (``purge_job``), which is not counted as a run in
     progress.
 
@@ -290,7 +291,9 @@ def purge(home: FabricHome, selector: PurgeSelector, *, own_run_id: str | None =
         # The lock lives in the snapshots' folder, which the purge's own first snapshot would make:
         # made first, so the lock is held from the start.
         snapshots_root(home).mkdir(parents=True, exist_ok=True)
-    with _activation_and_writing(home, ingest=True):
+    # The sources lock last: a scan (the source sensor's takes no ingest lock) waits until the bytes
+    # and parses this purge removes are gone, rather than point a source at them in between.
+    with _activation_and_writing(home, ingest=True), home.catalog.exclusive(SOURCES_LOCK):
         catalog = home.catalog
         plan = plan_purge(catalog, selector)
         unfinished = [t for t in tombstones(catalog) if t.completed_at is None]

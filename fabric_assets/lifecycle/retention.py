@@ -38,7 +38,7 @@ from fabric_assets.lifecycle.republish import active_parses_unchanged, republish
 from fabric_resources.catalog import CatalogDamagedError, number_map
 from fabric_resources.dense_index import kept_generations
 from fabric_resources.home import FabricHome
-from fabric_resources.schema import TABLES
+from fabric_resources.schema import SOURCES_LOCK, TABLES
 from fabric_resources.tombstones import tombstones
 
 #: Catalog state: ``{parse_id: unix time it was first found unpinned}``.
@@ -86,9 +86,10 @@ def cleanup(home: FabricHome, *, now: float | None = None, instance=None,
             without_snapshots: bool = False) -> CleanupReport:
     """Apply ``home.config.retention`` once (see the module docstring); return what it did.
 
-    Holds the activation lock (no release is published meanwhile). ``instance``: the home's
-    Dagster instance whose run history is pruned (:mod:`fabric_assets.lifecycle.run_history`;
-    default: opened from ``<home>/dagster``). ``without_snapshots`` (the cleanup after an
+    Holds the activation lock (no release is published meanwhile), then the catalog's ``sources``
+    lock (no scan records a source meanwhile). ``instance``: the home's Dagster instance whose run
+    history is pruned (:mod:`fabric_assets.lifecycle.run_history`; default: opened from
+    ``<home>/dagster``). ``without_snapshots`` (the cleanup after an
     activation): when the snapshots cannot be read, what they pin is unknown, so every release and
     index generation is kept and the rest applied; ``snapshots_problem`` in the report says why.
 
@@ -103,7 +104,9 @@ def cleanup(home: FabricHome, *, now: float | None = None, instance=None,
     """
     now = time.time() if now is None else now
     with activation_lock(home):
-        report, retained, pinned = _cleanup(home, now, without_snapshots)
+        # A scan takes old parses back: what no source needs is decided and removed while none runs.
+        with home.catalog.exclusive(SOURCES_LOCK):
+            report, retained, pinned = _cleanup(home, now, without_snapshots)
         report.runs_removed = _prune_runs(home, now, instance, retained, pinned)
         removed = [p for parses in report.removed.values() for p in parses]
         if removed:

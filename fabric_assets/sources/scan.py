@@ -17,7 +17,6 @@ one function.
 from __future__ import annotations
 
 import os
-import sys
 import time
 import uuid
 from collections import OrderedDict
@@ -27,14 +26,15 @@ from pathlib import Path
 
 from fabric_assets.sources.mounts import (SCAN_INNER_MOUNTS_STATE, SCAN_MOUNTED_STATE, empty_unmounted, int_list,
                                           observe, valid_record)
-from fabric_assets.sources.walk import is_fabric_home, is_mount_point, mount_points, resolved, walk
+from fabric_assets.sources.walk import (is_fabric_home, is_mount_point, mount_points, refuse_other_file_name_encodings,
+                                        resolved, walk)
 from fabric_resources.parsing.document import machine_fault
 from fabric_resources.parsing.registry import PARSERS, detect_media_type, parser_for
 from fabric_resources import identity
 from fabric_resources.artifact_store import ArtifactTooLarge, FileReplaced, NotARegularFile, file_digest
 from fabric_resources.catalog import Catalog, SourceRow, str_map
 from fabric_resources.home import FabricHome
-from fabric_resources.schema import LAST_SCAN_STATE, LAST_TIME, SCAN_SKIPPED_STATE
+from fabric_resources.schema import LAST_SCAN_STATE, LAST_TIME, SCAN_SKIPPED_STATE, SOURCES_LOCK
 
 #: Catalog state: the parser identities (name → [name, version, config hash]) the last completed
 #: scan pointed every unchanged source at. While they hold, no unchanged file needs its parse ID
@@ -118,22 +118,6 @@ class PathOutsideRoot(ValueError):
     """A path that does not lie inside any registered root."""
 
 
-class FileNameEncodingError(RuntimeError):
-    """This process decodes file names in an encoding other than UTF-8 (a Latin-1 locale, not in
-    Python's UTF-8 mode): its scan would key files by other names than every other scan."""
-
-
-def _refuse_other_file_name_encodings() -> None:
-    # `fabric` restarts itself in UTF-8 mode (fabric_assets.cli.main); a Dagster daemon or a Python
-    # process started under such a locale by other means would record `日本語.txt` under a mojibake
-    # key and take in names that are not UTF-8: refused before anything is recorded.
-    encoding = sys.getfilesystemencoding()
-    if encoding.lower().replace("-", "") != "utf8":
-        raise FileNameEncodingError(
-            f"this process reads file names as {encoding} (its locale), not UTF-8, so it would record "
-            "them under other keys: run it with PYTHONUTF8=1 (Python's UTF-8 mode) or a UTF-8 locale")
-
-
 @dataclass
 class ScanReport:
     """What one scan found. Source keys are ``fs:<root-relative POSIX path>``."""
@@ -209,14 +193,21 @@ def size_cap(cfg, spec) -> int:
 
 
 def scan(home: FabricHome) -> ScanReport:
-    """Scan every registered root once and record what changed in the catalog.
+    """Scan every registered root once and record what changed in the catalog, holding the
+    catalog's ``sources`` lock: a cleanup or a purge decides what no source needs from the catalog
+    as it reads it, so it waits for the scan (which may take an old parse back), and the scan for it.
 
     Raises
     ------
-    FileNameEncodingError
+    fabric_assets.sources.walk.FileNameEncodingError
         If this process does not decode file names as UTF-8.
     """
-    _refuse_other_file_name_encodings()
+    refuse_other_file_name_encodings()
+    with home.catalog.exclusive(SOURCES_LOCK):
+        return _scan(home)
+
+
+def _scan(home: FabricHome) -> ScanReport:
     report = ScanReport()
     cfg = home.config
     catalog = home.catalog

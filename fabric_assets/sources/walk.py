@@ -11,6 +11,7 @@ import errno
 import os
 import re
 import stat
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -25,6 +26,24 @@ _CHANGED = ("unreadable-folder: changed while scanned (renamed, removed, or beca
 #: Why a file is not a regular file, by ``stat`` type test.
 _SPECIAL_FILES = ((stat.S_ISFIFO, "fifo"), (stat.S_ISSOCK, "socket"), (stat.S_ISCHR, "character device"),
                   (stat.S_ISBLK, "block device"))
+
+
+
+class FileNameEncodingError(RuntimeError):
+    """This process decodes file names in an encoding other than UTF-8 (a Latin-1 locale, not in
+    Python's UTF-8 mode): its scan would key files by other names than every other scan."""
+
+
+def refuse_other_file_name_encodings() -> None:
+    """Raise :class:`FileNameEncodingError` unless this process decodes file names as UTF-8."""
+    # `fabric` restarts itself in UTF-8 mode (fabric_assets.cli.main); a Dagster daemon or a Python
+    # process started under such a locale by other means would record `日本語.txt` under a mojibake
+    # key and take in names that are not UTF-8: refused before anything is recorded.
+    encoding = sys.getfilesystemencoding()
+    if encoding.lower().replace("-", "") != "utf8":
+        raise FileNameEncodingError(
+            f"this process reads file names as {encoding} (its locale), not UTF-8, so it would record "
+            "them under other keys: run it with PYTHONUTF8=1 (Python's UTF-8 mode) or a UTF-8 locale")
 
 
 def _is_utf8(name: str) -> bool:

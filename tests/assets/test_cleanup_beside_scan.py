@@ -1,0 +1,173 @@
+"""A cleanup (`fabric cleanup`, the cleanup job, the cleanup after a daemon run's activation) beside
+a scan (`fabric ingest`'s, the source sensor's) in another process: the cleanup decides what no
+source needs from the catalog as it read it, so a scan that takes an old parse back in between must
+not lose its rows, its parse run or its raw bytes. The race is made deterministic: the cleanup is
+stopped at the point where it has read the catalog, and the scan runs then in a real process."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from conftest import ingest
+
+import fabric_assets.lifecycle.retention as retention
+from fabric_query import Fabric
+from fabric_resources.home import FabricHome
+
+OLD = "The lighthouse keeper logged storm number seven in the green ledger of the tide.\n"
+NEW = "Sourdough bread needs flour, water and a patient baker who waits all night.\n"
+REPO = Path(__file__).resolve().parents[2]
+_SCAN = "import sys; from fabric_assets.sources.scan import scan; from fabric_resources.home import FabricHome; " \
+        "print(scan(FabricHome(sys.argv[1])).new)"
+
+
+def _waiting_on_a_file_lock(pid: int) -> bool:
+    """Whether process ``pid`` waits for a flock (a ``->`` line of /proc/locks names it)."""
+    lines = Path("/proc/locks").read_text().splitlines()
+    return any("->" in line and line.split("->", 1)[1].split()[3] == str(pid) for line in lines)
+
+
+def _waiting_on_a_lock(pid: int, home: FabricHome) -> bool:
+    """Whether process ``pid`` waits for one of the home catalog's locks: a flock beside a SQLite
+    catalog, a PostgreSQL advisory lock not yet granted (every session of that database is ours)."""
+    url = getattr(home.catalog, "url", None)
+    if url is None:
+        return _waiting_on_a_file_lock(pid)
+    import psycopg2
+
+    con = psycopg2.connect(url)
+    try:
+        with con.cursor() as cur:
+            cur.execute("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted "
+                        "AND database = (SELECT oid FROM pg_database WHERE datname = current_database())")
+            return cur.fetchone()[0] > 0
+    finally:
+        con.close()
+
+
+def _ended_or_waiting(proc: subprocess.Popen, home: FabricHome) -> None:
+    deadline = time.monotonic() + 120
+    while proc.poll() is None and not _waiting_on_a_lock(proc.pid, home):
+        assert time.monotonic() < deadline, "the scan neither ended nor waited for a lock"
+        time.sleep(0.05)
+
+
+def _scan_in_another_process(home: Path) -> subprocess.Popen:
+    env = {**os.environ, "PYTHONPATH": str(REPO), "HF_HUB_OFFLINE": "1"}
+    return subprocess.Popen([sys.executable, "-c", _SCAN, str(home)], env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+
+
+def test_a_scan_taking_an_old_parse_back_while_a_cleanup_runs_keeps_it(tmp_path, fabric_home, monkeypatch):
+    """guards against (trial 23e): a cleanup holding only the activation lock, which no scan takes,
+    removing a parse a concurrent scan had just pointed a source at again (a file put back with an
+    older version's bytes, past `superseded_days`): its rows, its parse run and its raw bytes went, and
+    the source pointed at a parse that no longer existed (left out of every release; its bytes gone
+    from the home). Now the scan and the cleanup exclude each other (the catalog's `sources` lock):
+    whichever comes second sees what the first did."""
+    fabric_home.layout.config_file.write_text(json.dumps({"retention": {
+        "releases": 1, "release_days": 0, "superseded_days": 0, "after_activation": False}}))
+    home = FabricHome(fabric_home.root)
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "light.txt").write_text(OLD)
+    assert ingest(src, home).failed_runs == []
+    (src / "light.txt").write_text(NEW)
+    assert ingest(src, home).failed_runs == []
+    home = FabricHome(home.root)
+    old_parse = {r.parse_id for r in home.catalog.parse_runs()} - {s.parse_id for s in home.catalog.sources()}
+    assert len(old_parse) == 1  # the first version's parse, superseded and in no retained release
+    (src / "copy.txt").write_text(OLD)  # its bytes are back, in another file
+
+    scanner: list[subprocess.Popen] = []
+    real_orphans = retention._orphans
+
+    def orphans_after_a_scan(*args, **kwargs):
+        # The cleanup has read the sources and parse runs: a scan in another process runs now,
+        # to its end, or until it waits for a lock the cleanup holds.
+        scanner.append(_scan_in_another_process(home.root))
+        _ended_or_waiting(scanner[0], home)
+        return real_orphans(*args, **kwargs)
+
+    monkeypatch.setattr(retention, "_orphans", orphans_after_a_scan)
+    retention.cleanup(home)
+    monkeypatch.undo()
+    out, err = scanner[0].communicate(timeout=120)
+    assert scanner[0].returncode == 0, err
+    assert "fs:src/copy.txt" in out
+
+    home = FabricHome(home.root)
+    copy = home.catalog.source("fs:src/copy.txt")
+    runs = {r.parse_id for r in home.catalog.parse_runs()}
+    assert copy.parse_id in runs, "the source points at a parse the cleanup removed"
+    assert home.artifacts.path_for(copy.source_hash).exists(), "the cleanup removed the source's raw bytes"
+    assert ingest(src, home).failed_runs == []
+    hits = Fabric(home.root).search("lighthouse keeper storm number seven").results
+    assert "fs:src/copy.txt" in {h.citation.source_key for h in hits}
+
+
+@pytest.fixture(params=["sqlite", "postgres-s3"])
+def any_home(request, fabric_home) -> FabricHome:
+    """The default home, and one whose catalog and Dagster instance are on PostgreSQL and whose
+    tables are on S3 (a shared deployment: its locks are PostgreSQL advisory locks)."""
+    if request.param == "sqlite":
+        return fabric_home
+    from fabric_assets.measurement.local_services import shared_storage
+
+    storage = shared_storage(request.getfixturevalue("postgres_server"), request.getfixturevalue("moto_s3"))
+    fabric_home.root.mkdir(parents=True, exist_ok=True)
+    fabric_home.layout.config_file.write_text(json.dumps({"storage": storage}))
+    home = FabricHome(fabric_home.root)
+    request.addfinalizer(home.catalog.close)
+    return home
+
+
+def test_a_scan_taking_a_purged_sources_bytes_back_while_the_purge_runs_gets_them_anew(tmp_path, any_home,
+                                                                                         monkeypatch):
+    """guards against (trial 23e): a purge (which holds the ingest lock, which the source sensor's
+    scan does not take) removing the parse and raw bytes of a deleted source after a scan beside it
+    had pointed a file with the same bytes at that parse: the file's source named a parse run that
+    no longer existed, its bytes gone. Now the scan waits for the purge, then takes the file in anew;
+    on PostgreSQL and S3 as on the default storage."""
+    import fabric_assets.lifecycle.purge as purge_mod
+
+    home = any_home
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "secret.txt").write_text(OLD)
+    (src / "bread.txt").write_text(NEW)
+    assert ingest(src, home).failed_runs == []
+    (src / "secret.txt").unlink()
+    assert ingest(src, home).failed_runs == []
+    (src / "copy.txt").write_text(OLD)  # the same bytes, back in another file
+
+    scanner: list[subprocess.Popen] = []
+    real = purge_mod._drop_own_snapshots
+
+    def planned_then_a_scan(*args, **kwargs):
+        # The purge has planned under its locks: a scan in another process runs now, to its end,
+        # or until it waits for a lock the purge holds.
+        scanner.append(_scan_in_another_process(home.root))
+        _ended_or_waiting(scanner[0], home)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(purge_mod, "_drop_own_snapshots", planned_then_a_scan)
+    purge_mod.purge(home, purge_mod.PurgeSelector(source_keys=("fs:src/secret.txt",)))
+    monkeypatch.undo()
+    out, err = scanner[0].communicate(timeout=120)
+    assert scanner[0].returncode == 0, err
+
+    home = FabricHome(home.root)
+    copy = home.catalog.source("fs:src/copy.txt")
+    assert copy is not None and copy.parse_id in {r.parse_id for r in home.catalog.parse_runs()}, \
+        "the source points at a parse the purge removed"
+    assert home.artifacts.path_for(copy.source_hash).exists(), "the purge removed the source's raw bytes"
+    assert ingest(src, home).failed_runs == []
+    hits = Fabric(home.root).search("lighthouse keeper storm number seven").results
+    assert {h.citation.source_key for h in hits if "storm" in h.text} == {"fs:src/copy.txt"}
