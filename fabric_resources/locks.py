@@ -63,14 +63,24 @@ def _open(path: Path, create: bool) -> IO[bytes]:
 def exclusive_lock(path: Path, *, wait: bool = True) -> Iterator[None]:
     """Hold an exclusive ``flock`` on ``path`` (created if missing); a second holder waits (with
     ``wait=False`` it raises ``BlockingIOError`` instead), and the OS drops the lock of a killed
-    process."""
+    process. A child forked inside the block that leaves it lets go of its copy only."""
     path.parent.mkdir(parents=True, exist_ok=True)
     with _open(path, create=True) as fh:
         fcntl.flock(fh, fcntl.LOCK_EX if wait else fcntl.LOCK_EX | fcntl.LOCK_NB)
+        owner = os.getpid()
         try:
             yield
         finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
+            _release(fh, owner)
+
+
+def _release(fh, owner: int) -> None:
+    """Unlock ``fh``'s flock, unless this process is a child forked from ``owner``: a flock belongs to
+    the open file description, which the child shares, so its unlock was the parent's too (a forked
+    child that left the block, by an exception or ``sys.exit``, freed the parent's lock while it still
+    worked under it). The child's closing of its descriptor leaves the lock with the parent's."""
+    if os.getpid() == owner:
+        fcntl.flock(fh, fcntl.LOCK_UN)
 
 
 @contextmanager
@@ -97,10 +107,11 @@ def shared_lock(path: Path) -> Iterator[None]:
         return
     with fh:
         fcntl.flock(fh, fcntl.LOCK_SH)
+        owner = os.getpid()
         try:
             yield
         finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
+            _release(fh, owner)
 
 
 def lock_held(path: Path) -> bool:

@@ -283,17 +283,21 @@ class PostgresCatalog(Catalog):
 
         key = _key(self.schema, "lock", checked_lock_name(name))
         con = self._connect()
+        owner = os.getpid()
         try:
             with con.cursor() as cur:
                 cur.execute("SELECT pg_advisory_lock(%s)", (key,))
             yield
         finally:
-            try:
-                with con.cursor() as cur:
-                    cur.execute("SELECT pg_advisory_unlock(%s)", (key,))
-            except psycopg2.Error:
-                pass  # a dead connection holds no lock any more
-            con.close()
+            if os.getpid() != owner:  # a forked child's copy: the session and its lock are the parent's
+                _drop_inherited(con)
+            else:
+                try:
+                    with con.cursor() as cur:
+                        cur.execute("SELECT pg_advisory_unlock(%s)", (key,))
+                except psycopg2.Error:
+                    pass  # a dead connection holds no lock any more
+                con.close()
 
     def lock_held(self, name: str) -> bool:
         key = _key(self.schema, "lock", checked_lock_name(name))
@@ -320,6 +324,19 @@ class PostgresCatalog(Catalog):
             pool = _pools.pop((os.getpid(), self.url, self.schema), None)
         if pool is not None:
             pool.close()
+
+
+def _drop_inherited(con: Any) -> None:
+    """Close a forked child's copy of ``con`` without touching the session, which is the parent's
+    (with the advisory locks it holds): the child's unlock, or the Terminate message libpq sends on
+    closing, ended the parent's lock while it still worked under it. The socket is first swapped
+    for ``/dev/null``, where that message goes."""
+    devnull = os.open(os.devnull, os.O_RDWR)
+    try:
+        os.dup2(devnull, con.fileno())
+    finally:
+        os.close(devnull)
+    con.close()
 
 
 def _first_line(exc: BaseException) -> str:
