@@ -45,7 +45,7 @@ from fabric_resources.dense_index import (
 )
 from fabric_resources.schema import DENSE_DIM
 from fabric_resources.vector_digest import MANIFEST_KEY as VECTOR_DIGESTS
-from fabric_resources.vector_digest import parses_not_matching, recorded_parse_digests
+from fabric_resources.vector_digest import parses_not_matching, recorded_parse_digests, table_digest
 
 if TYPE_CHECKING:
     from fabric_resources.config import DenseSearchConfig
@@ -241,7 +241,9 @@ def load_ann_index(view: ReleaseView, table: str) -> AnnIndex:
     recorded (or, for a release that recorded none, the one the index was built with), and it
     may hold no parse the release does not name. Where the release recorded each parse's digest,
     a visible parse whose rows do not give it is left out (``AnnIndex.left_out``) and the rest
-    serve; a hidden parse's rows are never served, so their digest is not asked. Memory kept: ~36
+    serve; a hidden parse's rows are never served, so their digest is not asked. A generation
+    activation built without some damaged parses (its record's ``left_out``) holds no row of them:
+    those parses are left out the same way, if visible. Memory kept: ~36
     bytes per row (the maps).
 
     Raises
@@ -257,7 +259,17 @@ def load_ann_index(view: ReleaseView, table: str) -> AnnIndex:
         raise DenseIndexUnusable("dense-index-missing", f"{table}: release {rid} has no index"
                                  + (f" ({why})" if why else "") + "; run `fabric dense-index-repair`")
     expected = (manifest.get(VECTOR_DIGESTS) or {}).get(table)
-    if expected is not None and record.get("digest") != expected:
+    built_from = expected
+    left = record.get("left_out")
+    if left and expected is not None:
+        # Built without the parses whose rows did not give their digest: it must hold every other
+        # parse's recorded rows (_mapped leaves out those parses as the exact product does).
+        per_parse = recorded_parse_digests(manifest, table, view.release_parse_ids)
+        if per_parse is None or not isinstance(left, list) or not set(left) <= set(per_parse):
+            raise DenseIndexUnusable("dense-index-release-mismatch", f"{table}/{record['generation']}: leaves out "
+                                     f"parses release {rid} does not record")
+        built_from = table_digest({p: d for p, d in per_parse.items() if p not in set(left)}, per_parse)
+    if expected is not None and record.get("digest") != built_from:
         raise DenseIndexUnusable("dense-index-release-mismatch", f"{table}/{record['generation']}: built from other "
                                  f"rows than release {rid} pins")
     opened = view.home.dense_indexes.open(table, record)

@@ -225,7 +225,7 @@ class DenseIndexStore:
         return sorted(p.name for p in d.iterdir() if _GEN.match(p.name) and (p / META_FILE).exists())
 
     def build(self, table: str, rows: pa.Table, windows: pa.Table | None, spec: BuildSpec, digest: str | None,
-              generation: str | None = None) -> dict[str, Any]:
+              generation: str | None = None, left_out: Iterable[str] = ()) -> dict[str, Any]:
         """Write a new generation of ``table`` from ``rows`` and ``windows``; return its record.
 
         ``rows``: the release's vector rows of ``table`` (``parse_id``, ``chunk_id``, ``model``,
@@ -233,6 +233,8 @@ class DenseIndexStore:
         ``chunk_ids``) or None; ``digest``: the rows' table digest (recorded; the reader checks
         the release's). ``generation``: rebuild that generation in place (a snapshot restore or
         repair keeps the name a release records); default a new one, numbered above every other.
+        ``left_out``: active parses whose rows were not given (they did not give their recorded
+        digest), recorded as ``left_out`` when there are any.
         Written beside its place and renamed into it, so a reader never sees half of one.
         Memory: the rows twice (the sort) and the window centroids.
 
@@ -276,6 +278,8 @@ class DenseIndexStore:
                       "windows": n_windows, "digest": digest, "spec": spec.as_dict(),
                       "window_spec": wspec.as_dict() if wspec else None,
                       "build_seconds": round(time.perf_counter() - started, 3)}
+            if left_out:
+                record["left_out"] = sorted(left_out)
             (tmp / META_FILE).write_text(json.dumps(record, sort_keys=True))
             old = base / f".{generation}.old"
             shutil.rmtree(old, ignore_errors=True)
@@ -323,7 +327,7 @@ class DenseIndexStore:
         if meta.get("format") != FORMAT:
             raise DenseIndexUnusable("dense-index-schema-mismatch",
                                      f"{table}/{generation} has format {meta.get('format')}, the reader {FORMAT}")
-        for key in ("rows", "digest", "windows", "spec"):
+        for key in ("rows", "digest", "windows", "spec", "left_out"):
             if meta.get(key) != record.get(key):
                 raise DenseIndexUnusable("dense-index-release-mismatch",
                                          f"{table}/{generation}: its {key} is not the one the release recorded")

@@ -367,6 +367,7 @@ def activate(home: FabricHome) -> ActivationReport:
             gen = home.lexical.build_fresh(documents_of(new_parses))
         # The active parses' vector digests, recorded by the dense assets (fabric_resources.vector_digest).
         digests = manifest_digests(verdicts, new_parses, VECTOR_DIGEST_VERDICTS)
+        per_parse_digests = manifest_parse_digests(verdicts, new_parses, VECTOR_DIGEST_VERDICTS)
         manifest = {
             "schema_version": SCHEMA_VERSION,
             "config_hash": config_hash(home.config),
@@ -375,10 +376,12 @@ def activate(home: FabricHome) -> ActivationReport:
             "lexical_generation": gen,
             VECTOR_DIGESTS: digests,
             # Each parse's too: a reader then leaves out a damaged parse only, not the whole table.
-            VECTOR_PARSE_DIGESTS: manifest_parse_digests(verdicts, new_parses, VECTOR_DIGEST_VERDICTS),
-            # ANN indexes over the pinned vector rows, where query.dense_search wants them.
+            VECTOR_PARSE_DIGESTS: per_parse_digests,
+            # ANN indexes over the pinned vector rows, where query.dense_search wants them (without
+            # a parse whose rows no longer give its digest: the others keep the index).
             DENSE_INDEXES: dense_index_records(home, tables, new_parses, digests,
-                                               current.manifest.get(DENSE_INDEXES) if current else None),
+                                               current.manifest.get(DENSE_INDEXES) if current else None,
+                                               vector_parse_digests=per_parse_digests),
         }
         release = catalog.publish_release(manifest, expected_current=current.release_id if current else None)
         _remember(home, release.release_id, marks, sources, runs)

@@ -7,9 +7,13 @@ into its manifest under :data:`~fabric_resources.dense_index.MANIFEST_KEY`. Per 
 when the release holds at least ``auto_min_rows`` rows of the table. Tables with fewer than
 :data:`~fabric_resources.dense_index.MIN_INDEX_ROWS` rows never get one. An index is built from
 the pinned rows of the active parses only, after checking that their digest is the one the release
-records (rows altered on disk get no index: the reader would skip them anyway), and reused by the
-next release when its rows, digest and build settings are unchanged (a release that only changes
-annotations or other tables costs nothing here). Building one costs the whole table: the rows are
+records. Where the release records each parse's digest (``vector_parse_digests``), a parse whose
+rows do not give it is left out of the index (never indexed, so never ranked or scored) and named
+in the record's ``left_out``; the others are indexed, so the reader keeps the index and leaves out
+those parses alone, as its exact product does (a reader that may not see such a parse is told
+nothing). Without that map, rows altered on disk get no index (the reader would skip them anyway).
+An index is reused by the next release when its rows, digest and build settings are unchanged and
+it left nothing out (a release that only changes annotations or other tables costs nothing here). Building one costs the whole table: the rows are
 read into memory (twice their size during the sort) and Lance trains the index; the figures at 1M
 rows are in docs/benchmarks.md ("Dense search at a million chunks").
 """
@@ -18,6 +22,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from fabric_resources.config import DenseSearchConfig
 from fabric_resources.dense_index import (
@@ -31,7 +38,8 @@ from fabric_resources.dense_index import (
 )
 from fabric_resources.home import FabricHome
 from fabric_resources.vector_digest import MANIFEST_KEY as VECTOR_DIGESTS
-from fabric_resources.vector_digest import parse_digests, table_digest
+from fabric_resources.vector_digest import PARSES_MANIFEST_KEY as VECTOR_PARSE_DIGESTS
+from fabric_resources.vector_digest import parse_digests, parses_not_matching, recorded_parse_digests, table_digest
 
 #: ``skipped`` values of a record without an index.
 SKIP_MODE_EXACT = "mode-exact"
@@ -77,6 +85,8 @@ def _spec(config: DenseSearchConfig, rows: int) -> dict[str, Any]:
 def _reusable(home: FabricHome, table: str, previous: Any, rows: int, digest: str | None, spec: dict) -> bool:
     if not isinstance(previous, Mapping) or not previous.get("generation") or digest is None:
         return False
+    # An index that left parses out records the digest of the rows it holds, never the release's:
+    # it is not reused (its parses may have been repaired since), the rows are read again.
     if previous.get("rows") != rows or previous.get("digest") != digest or previous.get("spec") != spec:
         return False
     try:
@@ -95,15 +105,19 @@ def active_rows(home: FabricHome, table: str, version: int | None, parse_ids: It
 
 def dense_index_records(home: FabricHome, tables: Mapping[str, int | None], parse_ids: Iterable[str],
                         vector_digests: Mapping[str, str | None], previous: Mapping[str, Any] | None = None,
-                        *, rebuild: bool = False) -> dict[str, dict[str, Any]]:
+                        *, rebuild: bool = False,
+                        vector_parse_digests: Mapping[str, Mapping[str, str]] | None = None) -> dict[str, dict[str, Any]]:
     """The :data:`MANIFEST_KEY` value of a release whose active parses are ``parse_ids`` and whose
     table versions are ``tables``; builds the indexes it names that ``previous`` (the current
     release's records) does not already hold, or all of them with ``rebuild``.
+    ``vector_parse_digests``: the release's ``vector_parse_digests`` (table → parse → digest), or
+    None for a release without them.
 
-    Each record: ``rows`` (the release's rows of the table) and either ``generation``, ``digest``,
-    ``windows``, ``spec``, ``format``, ``build_seconds`` of the index, or ``generation`` None and
-    ``skipped`` (:func:`skip_reason`, or ``vector-digest-mismatch`` when the pinned rows are not
-    those the release's digest names).
+    Each record: ``rows`` (the rows indexed) and either ``generation``, ``digest`` (of the rows
+    indexed), ``windows``, ``spec``, ``format``, ``build_seconds`` of the index and, when some
+    parse's rows did not give its recorded digest, ``left_out`` (those parse IDs, not indexed); or
+    ``generation`` None and ``skipped`` (:func:`skip_reason`, or ``vector-digest-mismatch`` when
+    the pinned rows are not those the release's digest names and it records no parse digests).
     """
     config = home.config.query.dense_search
     active = sorted(set(parse_ids))
@@ -121,27 +135,45 @@ def dense_index_records(home: FabricHome, tables: Mapping[str, int | None], pars
         if not rebuild and _reusable(home, table, previous.get(table), rows, digest, spec):
             out[table] = dict(previous[table])
             continue
-        out[table] = build_table_index(home, table, tables, active, digest, BuildSpec(**spec))
+        recorded = recorded_parse_digests({VECTOR_DIGESTS: vector_digests, VECTOR_PARSE_DIGESTS: vector_parse_digests or {}},
+                                          table, active)
+        out[table] = build_table_index(home, table, tables, active, digest, BuildSpec(**spec), recorded=recorded)
     return out
 
 
 def build_table_index(home: FabricHome, table: str, tables: Mapping[str, int | None], active: list[str],
-                      digest: str | None, spec: BuildSpec, generation: str | None = None) -> dict[str, Any]:
+                      digest: str | None, spec: BuildSpec, generation: str | None = None,
+                      recorded: Mapping[str, str] | None = None) -> dict[str, Any]:
     """Build ``table``'s index with ``spec`` over the rows of ``active`` at the versions ``tables``
-    pins; return its record (a ``skipped`` one when the rows' digest is not ``digest``).
-    ``generation``: rebuild that one in place (a snapshot restore)."""
+    pins; return its record. ``recorded``: each active parse's digest, bound to ``digest``
+    (:func:`~fabric_resources.vector_digest.recorded_parse_digests`), or None. When the rows'
+    digest is not ``digest``: with ``recorded``, the parses whose rows do not give theirs are left
+    out (``left_out``; a ``skipped`` record when the rest are too few for an index); without it, a
+    ``skipped`` record. ``generation``: rebuild that one in place (a snapshot restore)."""
     data = home.tables.read_active(table, tables.get(table), active, ["parse_id", "chunk_id", "model", "vector"])
     vectors = (data.column("vector").combine_chunks().flatten().to_numpy(zero_copy_only=False)
                .reshape(data.num_rows, -1) if data.num_rows else None)
-    found = table_digest(parse_digests(data.column("parse_id"), data.column("chunk_id"), data.column("model"), vectors),
-                         active) if vectors is not None else None
+    per_parse = (parse_digests(data.column("parse_id"), data.column("chunk_id"), data.column("model"), vectors)
+                 if vectors is not None else {})
+    found = table_digest(per_parse, active) if vectors is not None else None
     del vectors
+    left_out: list[str] = []
     if digest is not None and found != digest:
-        return {"generation": None, "rows": data.num_rows, "skipped": SKIP_DIGEST}
+        if recorded is None:
+            return {"generation": None, "rows": data.num_rows, "skipped": SKIP_DIGEST}
+        # Strict per parse, as the reader is: a damaged parse's rows are never indexed, the rest are.
+        left_out = sorted(parses_not_matching(per_parse, recorded, active))
+        data = data.filter(pc.invert(pc.is_in(data.column("parse_id"), value_set=pa.array(left_out, pa.string()))))
+        found = table_digest({p: d for p, d in per_parse.items() if p not in left_out}, active)
+        why = skip_reason(home.config.query.dense_search, data.num_rows)
+        if why is not None:
+            return {"generation": None, "rows": data.num_rows, "skipped": why, "left_out": left_out}
     windows = (home.tables.read_active("context_windows", tables["context_windows"], active,
                                        ["parse_id", "window_id", "chunk_ids"])
                if tables.get("context_windows") is not None else None)
-    return home.dense_indexes.build(table, data, windows, spec, digest or found, generation=generation)
+    if windows is not None and left_out:
+        windows = windows.filter(pc.invert(pc.is_in(windows.column("parse_id"), value_set=pa.array(left_out, pa.string()))))
+    return home.dense_indexes.build(table, data, windows, spec, found, generation=generation, left_out=left_out)
 
 
 def records_current(home: FabricHome, manifest: Mapping[str, Any]) -> bool:

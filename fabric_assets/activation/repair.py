@@ -23,6 +23,7 @@ from fabric_resources.dense_index import MANIFEST_KEY as DENSE_INDEXES, kept_gen
 from fabric_resources.home import FabricHome
 from fabric_resources.lexical_health import HealthReport, canonical_chunks, canonical_windows, lexical_health
 from fabric_resources.lexical_index import index_documents
+from fabric_resources.vector_digest import PARSES_MANIFEST_KEY as VECTOR_PARSE_DIGESTS
 
 
 @dataclass(frozen=True)
@@ -93,7 +94,7 @@ def dense_index_repair(home: FabricHome) -> DenseRepairReport:
         sound = {t: r for t, r in before.items()
                  if isinstance(r, dict) and r.get("generation") and serving_problem(home, t, r, active) is None}
         records = dense_index_records(home, current.manifest["tables"], active, release_digests(current.manifest),
-                                      previous=sound)
+                                      previous=sound, vector_parse_digests=current.manifest.get(VECTOR_PARSE_DIGESTS))
         if records == before:
             return DenseRepairReport(before=before, after=records, release_id=current.release_id, published=False)
         manifest.update({DENSE_INDEXES: records, "repaired_from": current.release_id})

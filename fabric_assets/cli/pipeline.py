@@ -377,7 +377,10 @@ def dense_index_repair_cmd(home: HomeOption = None) -> None:
         if old == record["generation"]:
             console.print(f"{table}: {old}, {record['rows']:,} rows: sound (read whole), kept")
             continue
-        console.print(f"{table}: {old} -> {record['generation']}, {record['rows']:,} rows, {record['build_seconds']} s")
+        left = record.get("left_out") or ()
+        console.print(f"{table}: {old} -> {record['generation']}, {record['rows']:,} rows, {record['build_seconds']} s"
+                      + (f" ({len(left)} parses left out: their vectors are not those recorded; `fabric repair`)"
+                         if left else ""))
     if not report.published:
         console.print(f"nothing to repair; release {report.release_id} stays current")
         return

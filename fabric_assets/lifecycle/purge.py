@@ -356,10 +356,10 @@ def _remove(home: FabricHome, report: PurgeReport, source_keys: set[str], parse_
         digests = manifest_digests(recorded, active, VECTOR_DIGEST_VERDICTS)
         # Rows were removed: every dense index is rebuilt from the rows that remain (an index built
         # before may hold a purged vector in its files), and every other generation goes below.
-        dense = dense_index_records(home, versions, active, digests, rebuild=True)
+        per_parse_digests = manifest_parse_digests(recorded, active, VECTOR_DIGEST_VERDICTS)
+        dense = dense_index_records(home, versions, active, digests, rebuild=True, vector_parse_digests=per_parse_digests)
         release = republish(home, current, versions, sources=sources, lexical_generation=gen, dense_indexes=dense,
-                            vector_digests=digests,
-                            vector_parse_digests=manifest_parse_digests(recorded, active, VECTOR_DIGEST_VERDICTS),
+                            vector_digests=digests, vector_parse_digests=per_parse_digests,
                             note={"purge_tombstone": report.tombstone_id})
         _verify_or_roll_back(home, release, snapshot)
         report.release_id = release.release_id

@@ -49,6 +49,7 @@ from fabric_resources.home_location import read_only_file_system
 from fabric_resources.locks import exclusive_lock, shared_lock
 from fabric_resources.row_audit import read_cache_file
 from fabric_resources.schema import LAST_TIME, TABLES
+from fabric_resources.vector_digest import MANIFEST_KEY as VECTOR_DIGESTS, recorded_parse_digests
 
 TAG_PREFIX = "snapshot-"
 #: Catalog event an in-place restore logs once it has forgotten what came after (counts only).
@@ -914,8 +915,13 @@ def _restore_dense(home: FabricHome, info: SnapshotInfo, m: dict) -> None:
             continue
         active = sorted({s["parse_id"] for s in release.manifest["sources"].values()})
         record = release.manifest[DENSE_INDEXES][table]
-        build_table_index(home, table, m["tables"], active, record.get("digest"), BuildSpec(**record["spec"]),
-                          generation=dgen)
+        # A generation built without damaged parses (``left_out``) records the digest of the rows it
+        # holds: rebuilt against the release's digests, it leaves out the same parses again.
+        release_digest = (release.manifest.get(VECTOR_DIGESTS) or {}).get(table)
+        build_table_index(home, table, m["tables"], active,
+                          record.get("digest") if release_digest is None else release_digest,
+                          BuildSpec(**record["spec"]), generation=dgen,
+                          recorded=recorded_parse_digests(release.manifest, table, active))
         shutil.rmtree(snap, ignore_errors=True)
         rebuilt = _link_tree(live, snap)
         manifest = json.loads((info.path / MANIFEST).read_text())

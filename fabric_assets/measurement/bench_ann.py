@@ -57,6 +57,7 @@ from fabric_resources.dense_index import MANIFEST_KEY as DENSE_INDEXES
 from fabric_resources.home import FabricHome
 from fabric_resources.schema import DENSE_DIM, SCHEMA_VERSION, TABLES
 from fabric_resources.vector_digest import MANIFEST_KEY as VECTOR_DIGESTS
+from fabric_resources.vector_digest import PARSES_MANIFEST_KEY as VECTOR_PARSE_DIGESTS
 from fabric_resources.vector_digest import parse_digests, table_digest
 
 Log = Callable[[str], None]
@@ -292,7 +293,8 @@ def build_release_index(home_dir: Path, dense_search: dict, log: Log = _quiet) -
     active = sorted({m["parse_id"] for m in current.manifest["sources"].values()})
     t = time.perf_counter()
     records = dense_index_records(home, current.manifest["tables"], active, current.manifest[VECTOR_DIGESTS],
-                                  current.manifest.get(DENSE_INDEXES))
+                                  current.manifest.get(DENSE_INDEXES),
+                                  vector_parse_digests=current.manifest.get(VECTOR_PARSE_DIGESTS))
     seconds = time.perf_counter() - t
     manifest = {k: v for k, v in current.manifest.items() if k not in ("release_id", "created_at")}
     manifest[DENSE_INDEXES] = records
