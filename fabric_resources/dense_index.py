@@ -449,7 +449,7 @@ class RowsDigest:
     ------
     DenseIndexUnusable
         ``dense-index-release-mismatch``: a parse's rows are not contiguous (generations are sorted
-        by parse), or a parse outside ``parse_ids``.
+        by parse), or a parse outside ``parse_ids``; the reason names no parse.
     """
 
     def __init__(self, parse_ids: Iterable[str], label: str) -> None:
@@ -463,9 +463,14 @@ class RowsDigest:
 
         for pid, d in parse_digests(t.column("parse_id"), t.column("chunk_id"), t.column("model"),
                                     _vectors(t.column("vector"), t.num_rows)).items():
-            if pid in self.per_parse or pid not in self.parse_ids:
+            # No parse ID in the reason: it reaches every reader's fallback reason, and the ID may be
+            # a withheld source's (or bytes of a damaged file).
+            if pid not in self.parse_ids:
                 raise DenseIndexUnusable("dense-index-release-mismatch",
-                                         f"{self.label}: rows of parse {pid} are not contiguous or not the release's")
+                                         f"{self.label}: holds rows of a parse the release does not name")
+            if pid in self.per_parse:
+                raise DenseIndexUnusable("dense-index-release-mismatch", f"{self.label}: a parse's rows are not "
+                                         "contiguous (a generation is sorted by parse)")
             self.per_parse[pid] = d
 
     def add(self, batch: pa.RecordBatch) -> None:

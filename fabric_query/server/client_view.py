@@ -224,7 +224,7 @@ def client_search(fabric: Fabric, *args: Any, **kwargs: Any) -> Any:
 #: Reasons whose detail counts or names rows of every parse of the release (a source withheld
 #: since it was published too): ``vector-digest-mismatch: chunk_vectors: its 302 rows of release
 #: 3's parses …``, ``table-mismatch``, ``dense-index-release-mismatch: …: 300 rows, the release
-#: recorded 302`` or ``… rows of parse <id> …``. A client reads them as ``<reason>: <table>``, as its
+#: recorded 302``. A client reads them as ``<reason>: <table>``, as its
 #: status reads the same checks without their counts (trial 21a).
 ROW_COUNTING_REASONS = frozenset({"vector-digest-mismatch", "table-mismatch", "dense-index-release-mismatch"})
 

@@ -19,7 +19,7 @@ from test_dense_ann import EXHAUSTIVE, PARSES, PER_WINDOW, ROWS, WINDOWS, _confi
 from fabric_assets.activation.dense_index import dense_index_records
 from fabric_query.channels.dense import dense_channel
 from fabric_query.dense_search import AnnSource, ExactSource, dense_source
-from fabric_resources.dense_index import VECTORS_DATASET
+from fabric_resources.dense_index import INDEX_NAME, VECTORS_DATASET, DenseIndexUnusable, RowsDigest
 from fabric_resources.home import FabricHome
 from fabric_resources.schema import CHUNK_VECTORS, DENSE_DIM
 from fabric_resources.vector_digest import parse_digests, table_digest
@@ -113,3 +113,46 @@ def test_without_per_parse_digests_a_damaged_table_gets_no_index(damaged):
     home, digests, _, _ = damaged
     records = dense_index_records(home, _tables(home), PARSES, digests)
     assert records["chunk_vectors"] == {"generation": None, "rows": ROWS, "skipped": "vector-digest-mismatch"}
+
+
+
+def _relabelled(tmp_path, label: str) -> tuple[FabricHome, dict, np.ndarray]:
+    """A home whose index generation has its first row (a chunk of ``PARSES[0]``) labelled ``label``
+    (its file rewritten, its vector index rebuilt, its meta untouched): (home, manifest, that
+    row's vector)."""
+    home = _configure(FabricHome(tmp_path / "home"), **EXHAUSTIVE)
+    _write_corpus(home)
+    digests, per_parse = _recorded(home)
+    manifest = _manifest(home, digests, per_parse)
+    path = home.dense_indexes.path("chunk_vectors", manifest["dense_indexes"]["chunk_vectors"]["generation"])
+    t = lance.dataset(str(path / VECTORS_DATASET)).to_table()
+    ids = t.column("parse_id").to_pylist()
+    assert ids[0] == PARSES[0]
+    ids[0] = label
+    t = t.set_column(t.schema.get_field_index("parse_id"), "parse_id", pa.array(ids, pa.string()))
+    ds = lance.write_dataset(t, str(path / VECTORS_DATASET), mode="overwrite")
+    ds.create_index("vector", "IVF_PQ", name=INDEX_NAME, metric="cosine", num_partitions=20, num_sub_vectors=48)
+    return home, manifest, t.column("vector")[0].values.to_numpy()
+
+
+def test_a_damaged_index_structure_is_named_without_a_parse_id(tmp_path):
+    """guards against: an index generation with rows of a parse the release does not name, or one
+    parse's rows apart, refused with ``rows of parse <ID> are not contiguous or not the release's``:
+    the ID (a withheld source's, or bytes of a damaged file) reached every reader's
+    ``dense_fallback_reason``. The reason names the generation and what is wrong, and no ID."""
+    home, manifest, _ = _relabelled(tmp_path, "f" * 32)
+    gen = manifest["dense_indexes"]["chunk_vectors"]["generation"]
+    source, why = dense_source(_view(home, manifest), "chunk_vectors", home.config.query.dense_search)
+    assert source.kind == "exact" and why == (f"dense-index-release-mismatch: chunk_vectors/{gen}: holds rows of a "
+                                              "parse the release does not name")
+    # One parse's rows in two batches with another's between (the reader streams batch by batch).
+    t = lance.dataset(str(home.dense_indexes.path("chunk_vectors", gen) / VECTORS_DATASET)).to_table()
+    p, q = t.slice(1, PER_WINDOW * WINDOWS - 1), t.slice(PER_WINDOW * WINDOWS, PER_WINDOW * WINDOWS)
+    assert set(p.column("parse_id").to_pylist()) == {PARSES[0]} and set(q.column("parse_id").to_pylist()) == {PARSES[1]}
+    digest = RowsDigest(PARSES, f"chunk_vectors/{gen}")
+    with pytest.raises(DenseIndexUnusable) as caught:
+        for batch in (*p.slice(0, 20).to_batches(), *q.to_batches(), *p.slice(20).to_batches()):
+            digest.add(batch)
+        digest.finish()
+    assert caught.value.describe() == (f"dense-index-release-mismatch: chunk_vectors/{gen}: a parse's rows are not "
+                                       "contiguous (a generation is sorted by parse)")
