@@ -285,7 +285,7 @@ def _mapped(view: ReleaseView, table: str, opened: OpenDenseIndex, record: dict,
     gen = f"{table}/{opened.generation}"
     n = int(record["rows"])
     release_parses = view.release_parse_ids
-    chunk_index = view.chunk_index
+    chunk_index, chunk_parse_ids = view.chunk_index, view.chunks.column("parse_id")
     rows = np.empty(n, dtype=np.int64)
     addresses = np.empty(n, dtype=np.uint64)
     parse_ord = np.empty(n, dtype=np.int32)
@@ -299,12 +299,23 @@ def _mapped(view: ReleaseView, table: str, opened: OpenDenseIndex, record: dict,
             raise DenseIndexUnusable("dense-index-release-mismatch", f"{gen}: rows are not the {n} it recorded, in order")
         addresses[at:at + k] = batch.column("_rowaddr").to_numpy()
         rows[at:at + k] = chunk_index.rows_of(batch.column("chunk_id"))
-        for i, p in enumerate(batch.column("parse_id").to_pylist()):
+        labels = batch.column("parse_id").to_pylist()
+        for i, p in enumerate(labels):
             o = ord_of.get(p)
             if o is None:
                 o = ord_of[p] = len(ord_of)
             parse_ord[at + i] = o
         visible = rows[at:at + k] >= 0
+        # A row labelled with another parse than its chunk's (a damaged parse-ID byte) is never
+        # served: parses are left out by label, and its chunk's parse may be one of them.
+        at_rows = np.flatnonzero(visible)
+        mislabelled = np.zeros(k, dtype=bool)
+        mislabelled[at_rows] = pc.not_equal(chunk_parse_ids.take(pa.array(rows[at:at + k][at_rows])),
+                                            batch.column("parse_id").take(pa.array(at_rows))).to_numpy(
+                                                zero_copy_only=False)
+        if mislabelled.any():
+            rows[at:at + k][mislabelled] = -1
+            visible &= ~mislabelled
         if visible.any():
             pairs = pa.table({"p": batch.column("parse_id"), "m": batch.column("model")}).filter(pa.array(visible))
             models.update(zip(*pairs.group_by(["p", "m"]).aggregate([]).to_pydict().values()))

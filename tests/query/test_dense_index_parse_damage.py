@@ -135,6 +135,18 @@ def _relabelled(tmp_path, label: str) -> tuple[FabricHome, dict, np.ndarray]:
     return home, manifest, t.column("vector")[0].values.to_numpy()
 
 
+def test_a_row_labelled_with_a_withheld_parse_is_never_served(tmp_path):
+    """guards against: an index row whose parse-ID bytes were damaged to a withheld parse's ID being
+    served for its chunk, a chunk of the parse that lost the row and is left out (named to the
+    reader): parses were left out by their rows' labels alone."""
+    home, manifest, vector = _relabelled(tmp_path, DAMAGED)
+    view = _view(home, manifest, hidden=frozenset({KEY}))
+    source, why = dense_source(view, "chunk_vectors", home.config.query.dense_search)
+    assert isinstance(source, AnnSource) and why is None and source.left_out == {PARSES[0]}
+    ranked = dense_channel(view, vector, None, 100, source=source)
+    assert ranked and all(c.split("-")[0] != PARSES[0][:4] for c, _ in ranked), ranked[:3]
+
+
 def test_a_damaged_index_structure_is_named_without_a_parse_id(tmp_path):
     """guards against: an index generation with rows of a parse the release does not name, or one
     parse's rows apart, refused with ``rows of parse <ID> are not contiguous or not the release's``:
