@@ -12,8 +12,9 @@ rows do not give it is left out of the index (never indexed, so never ranked or 
 in the record's ``left_out``; the others are indexed, so the reader keeps the index and leaves out
 those parses alone, as its exact product does (a reader that may not see such a parse is told
 nothing). Without that map, rows altered on disk get no index (the reader would skip them anyway).
-An index is reused by the next release when its rows, digest and build settings are unchanged and
-it left nothing out (a release that only changes annotations or other tables costs nothing here). Building one costs the whole table: the rows are
+An index is reused by the next release when its rows, digest and build settings are unchanged
+and every parse it left out is still damaged (their rows alone are read; a release that only
+changes annotations or other tables costs nothing here). Building one costs the whole table: the rows are
 read into memory (twice their size during the sort) and Lance trains the index; the figures at 1M
 rows are in docs/benchmarks.md ("Dense search at a million chunks").
 """
@@ -23,6 +24,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -82,11 +84,25 @@ def _spec(config: DenseSearchConfig, rows: int) -> dict[str, Any]:
     return build_spec(config.index_type, rows, config.partition_rows, config.pq_sub_vectors, config.rq_bits).as_dict()
 
 
-def _reusable(home: FabricHome, table: str, previous: Any, rows: int, digest: str | None, spec: dict) -> bool:
+def _reusable(home: FabricHome, table: str, previous: Any, rows: int, digest: str | None, spec: dict,
+              version: int | None, recorded: Mapping[str, str] | None) -> bool:
     if not isinstance(previous, Mapping) or not previous.get("generation") or digest is None:
         return False
-    # An index that left parses out records the digest of the rows it holds, never the release's:
-    # it is not reused (its parses may have been repaired since), the rows are read again.
+    left = previous.get("left_out")
+    if left:
+        # Built without those parses: reused while each of them still does not give its recorded
+        # digest (their rows alone are read; one repaired since gets the index rebuilt) and the
+        # index holds the other parses' recorded rows.
+        if recorded is None or not isinstance(left, list) or not set(left) <= set(recorded):
+            return False
+        theirs = home.tables.read_active(table, version, left, ["parse_id", "chunk_id", "model", "vector"])
+        vectors = theirs.column("vector").combine_chunks().flatten().to_numpy(zero_copy_only=False).reshape(
+            theirs.num_rows, -1) if theirs.num_rows else np.zeros((0, 0), dtype=np.float32)
+        found = parse_digests(theirs.column("parse_id"), theirs.column("chunk_id"), theirs.column("model"), vectors)
+        if parses_not_matching(found, recorded, left) != set(left):
+            return False
+        rows -= theirs.num_rows
+        digest = table_digest({p: d for p, d in recorded.items() if p not in set(left)}, recorded)
     if previous.get("rows") != rows or previous.get("digest") != digest or previous.get("spec") != spec:
         return False
     try:
@@ -132,11 +148,11 @@ def dense_index_records(home: FabricHome, tables: Mapping[str, int | None], pars
             continue
         spec = _spec(config, rows)
         digest = vector_digests.get(table)
-        if not rebuild and _reusable(home, table, previous.get(table), rows, digest, spec):
-            out[table] = dict(previous[table])
-            continue
         recorded = recorded_parse_digests({VECTOR_DIGESTS: vector_digests, VECTOR_PARSE_DIGESTS: vector_parse_digests or {}},
                                           table, active)
+        if not rebuild and _reusable(home, table, previous.get(table), rows, digest, spec, version, recorded):
+            out[table] = dict(previous[table])
+            continue
         out[table] = build_table_index(home, table, tables, active, digest, BuildSpec(**spec), recorded=recorded)
     return out
 

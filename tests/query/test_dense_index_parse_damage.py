@@ -97,11 +97,14 @@ def test_a_damaged_parse_is_left_out_of_the_index_and_the_rest_keep_it(damaged):
             assert ranked and all(c.split("-")[0] != DAMAGED[:4] for c, _ in ranked)
 
 
-def test_an_index_that_left_a_parse_out_is_rebuilt_once_the_parse_is_repaired(damaged):
+def test_an_index_that_left_a_parse_out_is_reused_until_the_parse_is_repaired(damaged):
     """guards against: activation reusing an index that left a parse out after that parse's rows
-    were repaired (same row count, same release digest): the repaired parse would stay unranked."""
+    were repaired (same row count, same release digest): the repaired parse would stay unranked;
+    and (``fabric dense-index-repair``) building and publishing the same index again on every run
+    while the parse is still damaged."""
     home, digests, per_parse, sound = damaged
     first = _manifest(home, digests, per_parse)["dense_indexes"]
+    assert _manifest(home, digests, per_parse, previous=first)["dense_indexes"] == first
     _rewrite(home, sound)  # `fabric repair` writes the rows that were recorded
     again = _manifest(home, digests, per_parse, previous=first)["dense_indexes"]["chunk_vectors"]
     assert again["generation"] != first["chunk_vectors"]["generation"] and "left_out" not in again
