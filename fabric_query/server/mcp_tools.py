@@ -26,7 +26,7 @@ from __future__ import annotations
 import re
 import threading
 from collections.abc import Callable
-from typing import Any
+from typing import Annotated, Any
 
 import anyio
 import mcp_types
@@ -35,7 +35,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.stdio import stdio_server
 from mcp.shared.message import SessionMessage
 from mcp.types import ToolAnnotations
-from pydantic import StrictInt, StrictStr, ValidationError
+from pydantic import PlainValidator, StrictInt, StrictStr, ValidationError, WithJsonSchema
 
 from fabric_query.api import Fabric
 from fabric_query.errors import FabricQueryError
@@ -331,6 +331,33 @@ class _WatchedWrites:
         return await self._inner.__aexit__(*exc)
 
 
+def _shown_text(value: Any) -> str | None:
+    """The ``resolve`` tool's ``text``: a string, or JSON null for none (as its schema's default
+    says, and as ``POST /v1/resolve`` takes it). Anything else is refused saying what to pass: the
+    search tool hands each text as a labelled object, whose ``text`` is the string meant.
+
+    >>> _shown_text(None) is None, _shown_text("null")
+    (True, 'null')
+    >>> _shown_text({"text": "a", "untrusted": True})
+    Traceback (most recent call last):
+    ...
+    ValueError: text is the string a result showed (its text.text), or null; got an object
+    """
+    if value is None or isinstance(value, str):
+        return value
+    kind = {dict: "an object", list: "an array"}.get(type(value), type(value).__name__)
+    raise ValueError(f"text is the string a result showed (its text.text), or null; got {kind}")
+
+
+#: ``resolve``'s ``text`` argument. Its annotation stays exactly ``str``: the MCP SDK JSON-decodes a
+#: string argument whose declared type is anything else, so ``"null"`` became None (the check
+#: skipped) and ``"[1, 2]"`` a list. Declared ``str`` alone, a JSON null (what many agents send
+#: for an optional argument, and the default the schema named) was refused as "Input should be a
+#: valid string" (trial 23h); the validator takes it as no text, and the schema says it may be null.
+ShownText = Annotated[str, PlainValidator(_shown_text),
+                      WithJsonSchema({"anyOf": [{"type": "string"}, {"type": "null"}]})]
+
+
 def build_mcp(fabric: Fabric, gate: AdmissionGate, is_ready: Callable[[], bool] = lambda: True,
               version: str = "", max_line_bytes: int = 65536) -> MCPServer:
     """The MCP server with Fabric's read-only tools (see the module docstring); ``max_line_bytes``:
@@ -371,9 +398,7 @@ def build_mcp(fabric: Fabric, gate: AdmissionGate, is_ready: Callable[[], bool] 
         return agent_answer(pack)
 
     @mcp.tool(annotations=read_only)
-    # ``text: str`` (not ``str | None``): the MCP SDK JSON-decodes a string argument whose declared
-    # type is not exactly str, so "null" became None (the check skipped) and "[1, 2]" a list.
-    async def resolve(citation: dict[str, Any], text: str = None) -> dict[str, Any]:  # type: ignore[assignment]
+    async def resolve(citation: dict[str, Any], text: ShownText = None) -> dict[str, Any]:  # type: ignore[assignment]
         """Re-verify a citation from a search result against the source bytes: `verified` (with
         the cited text) or `stale` (with what changed). Never substitutes text. Pass the result's
         `text` too to check that what it showed is the cited passage (check `hit-text`)."""

@@ -296,6 +296,38 @@ def test_mcp_names_a_config_file_edited_into_an_invalid_one(homes):
         assert answer.is_error and "ConfigError: invalid configuration" in answer.content[0].text, answer.content
 
 
+def test_resolve_takes_a_null_text_as_none_and_names_what_text_is_meant(homes):
+    """guards against (trial 23h): the tool's schema named ``"default": null`` for ``text`` yet a
+    JSON null (what agents send for an optional argument; ``POST /v1/resolve`` takes it) was
+    refused, "Input should be a valid string"; the labelled text object a search hands back was
+    refused without saying which string is meant."""
+    from fabric_query.server.gate import AdmissionGate
+    from fabric_query.server.mcp_tools import build_mcp
+
+    gate = AdmissionGate(2, 1)
+
+    async def session():
+        async with Client(build_mcp(Fabric(homes[1].root), gate)) as client:
+            (schema,) = [t.input_schema for t in (await client.list_tools()).tools if t.name == "resolve"]
+            hit = (await _search(client, query="lighthouse keeper", limit=1))["results"][0]
+            answers = {}
+            for label, arguments in (("omitted", {}), ("null", {"text": None}), ("word", {"text": "null"}),
+                                     ("labelled", {"text": hit["text"]})):
+                answers[label] = await client.call_tool("resolve", {"citation": hit["citation"], **arguments})
+            return schema, answers
+
+    try:
+        schema, answers = asyncio.run(session())
+    finally:
+        gate.close()
+    assert {"type": "null"} in schema["properties"]["text"]["anyOf"]
+    assert not answers["null"].is_error, answers["null"].content
+    assert answers["null"].structured_content == answers["omitted"].structured_content
+    assert answers["null"].structured_content["status"] == "verified"
+    assert answers["word"].structured_content["status"] == "stale"  # the text "null" is still checked
+    assert answers["labelled"].is_error and "text.text" in answers["labelled"].content[0].text
+
+
 @pytest.mark.parametrize("transport", ["memory", "http"])
 def test_a_search_the_client_abandons_stops_and_frees_its_slot(homes, monkeypatch, transport):
     """guards against: an MCP search the client gave up on running to its end in the gate's thread
