@@ -9,7 +9,8 @@ JSON-RPC parse error (400, code -32700) on ``/mcp``.
 Every body is JSON: one sent with another declared media type is 415, one sent with none is read
 as JSON (:func:`json_media_type`). On ``/mcp`` every refusal is a JSON-RPC error (:func:`_refuse`),
 a message whose strings hold half a character is Invalid Request with its id
-(:func:`~fabric_query.server.wire.lone_surrogate`), and a client that disconnects before its
+(:func:`~fabric_query.server.wire.lone_surrogate`), so is JSON that is no JSON-RPC message (a
+batch: :func:`~fabric_query.server.wire.not_a_message`), and a client that disconnects before its
 answer cancels its call.
 """
 
@@ -19,7 +20,8 @@ import json
 
 from fabric_query.server.protocol import MCP_PATH, Disconnected, refusal_answer, unless_disconnected
 from fabric_query.server.security import OriginPolicy, bearer_matches
-from fabric_query.server.wire import has_unusable_request_id, lone_surrogate, lone_surrogate_message, unreadable_json
+from fabric_query.server.wire import (NOT_A_MESSAGE, has_unusable_request_id, lone_surrogate, lone_surrogate_message,
+                                     not_a_message, unreadable_json)
 
 #: Paths answered without the read token (liveness must stay cheap and unauthenticated).
 OPEN_PATHS = frozenset({"/v1/health"})
@@ -219,6 +221,11 @@ class Guard:
             escape, request_id = half
             await _send_json(send, 400, {"jsonrpc": "2.0", "id": request_id, "error": {
                 "code": -32600, "message": lone_surrogate_message(escape)}})
+            return
+        if is_mcp and scope["method"] == "POST" and (refused := not_a_message(body))[0]:
+            # The SDK answers -32602 (Invalid params) with a pydantic dump of every union member.
+            await _send_json(send, 400, {"jsonrpc": "2.0", "id": refused[1], "error": {
+                "code": -32600, "message": NOT_A_MESSAGE}})
             return
 
         async def replay():

@@ -13,7 +13,9 @@ import re
 import sys
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr, field_validator, model_validator
+from mcp_types import jsonrpc_message_adapter
+from pydantic import (BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr, ValidationError,
+                      field_validator, model_validator)
 
 from fabric_query.scope import Scope
 from fabric_query.types import Citation
@@ -109,6 +111,43 @@ def has_unusable_request_id(raw: bytes | str) -> bool:
         return False
     request_id = message["id"]
     return isinstance(request_id, bool) or not isinstance(request_id, (str, int))
+
+
+#: How ``/mcp`` answers a JSON body that is no JSON-RPC message, as ``fabric mcp`` answers such a line.
+NOT_A_MESSAGE = ("Invalid Request: the body is not a JSON-RPC 2.0 message; POST one request, notification or "
+                 'response object with "jsonrpc": "2.0" (MCP takes no batch)')
+
+
+def not_a_message(raw: bytes) -> tuple[bool, str | int | None]:
+    """For a JSON body posted to ``/mcp``: whether it is no JSON-RPC 2.0 message (a batch, an
+    object without ``"jsonrpc": "2.0"`` or a ``method``, ``params`` that are not an object), and
+    its request id where usable (a string or an integer), else None. ``(False, None)`` for a
+    message, and for a body that is not JSON (the MCP SDK answers that Parse error itself).
+
+    The SDK answers such a body -32602 (Invalid params) with its pydantic dump ("4 validation
+    errors for union[JSONRPCRequest, …]", a link per error) and id null; JSON-RPC 2.0 names it
+    Invalid Request (-32600), as ``fabric mcp`` answers the same line over stdio (trial 23h).
+
+    >>> not_a_message(b'[{"jsonrpc": "2.0", "id": 1, "method": "ping"}]')
+    (True, None)
+    >>> not_a_message(b'{"jsonrpc": "1.0", "id": 7, "method": "ping"}')
+    (True, 7)
+    >>> not_a_message(b'{"jsonrpc": "2.0", "id": 7, "method": "ping"}')
+    (False, None)
+    """
+    try:
+        message = json.loads(raw)
+    except (ValueError, RecursionError):
+        return False, None
+    try:
+        jsonrpc_message_adapter.validate_python(message, by_name=False)  # as the SDK reads it
+    except ValidationError:
+        pass
+    else:
+        return False, None
+    request_id = message.get("id") if isinstance(message, dict) else None
+    usable = isinstance(request_id, (str, int)) and not isinstance(request_id, bool)
+    return True, request_id if usable else None
 
 
 #: A JSON escape of a surrogate code point (U+D800-U+DFFF), in text or in bytes.

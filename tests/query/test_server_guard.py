@@ -179,6 +179,24 @@ def test_an_mcp_request_with_an_id_mcp_does_not_allow_is_400_invalid_request(ser
     assert server.post("/mcp", content=LIST_TOOLS, headers=MCP_HEADERS).status_code == 200
 
 
+@pytest.mark.parametrize("body, request_id", [
+    (b'[{"jsonrpc": "2.0", "id": 1, "method": "tools/list"}]', None),  # a batch
+    (b'{}', None),
+    (b'{"jsonrpc": "1.0", "id": 7, "method": "tools/list"}', 7),
+    (b'{"jsonrpc": "2.0", "id": "q", "method": "tools/call", "params": ["search"]}', "q"),
+])
+def test_json_that_is_no_json_rpc_message_is_invalid_request_as_over_stdio(server, body, request_id):
+    """guards against (trial 23h): the MCP SDK answered such a body -32602 (Invalid params) with id
+    null and its pydantic dump ("4 validation errors for union[JSONRPCRequest, …]", a link each),
+    where JSON-RPC 2.0 and `fabric mcp` over stdio say Invalid Request (-32600)."""
+    r = server.post("/mcp", content=body, headers=MCP_HEADERS)
+    assert r.status_code == 400, r.text
+    error = r.json()["error"]
+    assert r.json()["id"] == request_id and error["code"] == -32600, r.text
+    assert "not a JSON-RPC 2.0 message" in error["message"] and "validation error" not in error["message"], r.text
+    assert server.post("/mcp", content=LIST_TOOLS, headers=MCP_HEADERS).status_code == 200
+
+
 def test_a_refusal_on_mcp_is_a_json_rpc_error_the_agent_is_shown(server):
     """guards against (trial 14b): the guard's refusals on ``/mcp`` (a body over the bound: an agent
     pasting a document into ``query``; a Host or Origin the server does not accept) answered in the
