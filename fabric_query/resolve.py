@@ -50,6 +50,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+import unicodedata
 from typing import Any
 
 from pydantic import ValidationError
@@ -137,12 +138,27 @@ def _check(name: str, ok: bool, detail: str) -> ResolveCheck:
     return ResolveCheck(check=name, ok=ok, detail=detail)
 
 
+def _same_name_other_form(key: str, cited: str) -> bool:
+    """Whether two source keys differ only in their Unicode normalization (``café`` written with
+    U+00E9 or as ``e`` + U+0301): the same name to a reader, two keys to Fabric (a folder may hold both).
+
+    >>> _same_name_other_form("fs:a/cafe\u0301.txt", "fs:a/caf\u00e9.txt"), _same_name_other_form("fs:a/x", "fs:a/x")
+    (True, False)
+    """
+    return key != cited and unicodedata.normalize("NFC", key) == unicodedata.normalize("NFC", cited)
+
+
 def _not_visible(home: FabricHome, citation: Citation) -> ResolveResult:
     """The one answer about a source that is unknown, deleted or withheld: it depends on the
     citation's release and source key only, never on what the home holds for that key."""
     elsewhere = _active_elsewhere(home, citation.parse_id)
     moved = (f"; the cited parse (the same bytes) is active at {', '.join(elsewhere)}: search again to cite it there"
              if elsewhere else "")
+    if any(_same_name_other_form(key, citation.source_key) for key in elsewhere):
+        # The two names print alike ("not fs:a/café.txt … active at fs:a/café.txt"), so a client
+        # that normalised the key (NFC, as many tools do) was told nothing it could act on (trial 23h).
+        moved += (" (that key is the cited one in another Unicode normalization form: the citation's source_key "
+                  "was changed, e.g. normalised to NFC; send it exactly as the search gave it)")
     return ResolveResult(status="stale", active_at=elsewhere, checks=(
         _release_exists(home, citation),
         _check("source-active", False,

@@ -215,3 +215,27 @@ def test_cli_resolve_is_no_oracle(homes, tmp_path):
             if v.release_id == 1:  # home B has no release 2
                 assert out_a.output == out_b.output
             assert _guesses(citation, folder)[1][:12] not in out_a.output
+
+
+def test_a_citation_whose_key_a_client_normalised_says_so(tmp_path):
+    """guards against (trial 23h): a file named in NFD (as macOS writes names), its citation's key
+    normalised to NFC by a client, answered "no visible source fs:corpus/café.txt …; the cited parse
+    is active at fs:corpus/café.txt: search again to cite it there", two names that print alike,
+    so the client could not tell what was wrong. Still stale: two files may hold both names."""
+    import unicodedata
+
+    folder = tmp_path / "corpus"
+    _write(folder, {unicodedata.normalize("NFD", "café.txt"): "The café serves espresso by the harbour.\n"})
+    home = FabricHome(tmp_path / "home")
+    ingest(folder, home)
+    fabric = Fabric(home.root)
+    citation = fabric.search("espresso harbour").results[0].citation
+    assert citation.source_key == unicodedata.normalize("NFD", "fs:corpus/café.txt")
+    assert fabric.resolve(citation).status == "verified"
+    changed = citation.model_copy(update={"source_key": unicodedata.normalize("NFC", citation.source_key)})
+    result = fabric.resolve(changed)
+    assert result.status == "stale" and result.active_at == (citation.source_key,)
+    (check,) = [c for c in result.checks if not c.ok]
+    assert "another Unicode normalization form" in check.detail and "exactly as the search gave it" in check.detail
+    moved = citation.model_copy(update={"source_key": "fs:corpus/menu.txt"})  # no such note for another name
+    assert "normalization" not in " ".join(c.detail for c in fabric.resolve(moved).checks)
