@@ -50,6 +50,12 @@ def load_query_models(fabric: Fabric) -> dict[str, str]:
     return models
 
 
+#: Why a string holding a lone surrogate is refused (pydantic: "unable to parse raw data as a unicode
+#: string", which told a client neither what was wrong nor what to send; trial 23h), as `/mcp` says it.
+HALF_A_CHARACTER = ("holds half of a character (a lone surrogate escape such as \\ud83d: text cut by UTF-16 "
+                    "units), which is not Unicode text; send each character whole")
+
+
 def create_app(
     fabric: Fabric,
     config: ServerConfig,
@@ -155,7 +161,9 @@ def create_app(
             pos = loc[1] if len(loc) > 1 and isinstance(loc[1], int) else None
             return error_response(422, "RequestValidationError", f"the body is not JSON: {not_json_reason(reason, pos)}",
                                   problems=[{"loc": ["body"], "msg": reason}])
-        problems = [{"loc": [str(p) for p in e.get("loc", ())], "msg": str(e.get("msg", ""))} for e in errors[:20]]
+        problems = [{"loc": [str(p) for p in e.get("loc", ())],
+                     "msg": HALF_A_CHARACTER if e.get("type") == "string_unicode" else str(e.get("msg", ""))}
+                    for e in errors[:20]]
         where = "; ".join(f"{'.'.join(p['loc'])}: {p['msg']}" for p in problems)
         return error_response(422, "RequestValidationError", f"invalid request: {where}", problems=problems)
 

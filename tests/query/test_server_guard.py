@@ -197,6 +197,21 @@ def test_json_that_is_no_json_rpc_message_is_invalid_request_as_over_stdio(serve
     assert server.post("/mcp", content=LIST_TOOLS, headers=MCP_HEADERS).status_code == 200
 
 
+@pytest.mark.parametrize("path, body", [
+    ("/v1/search", b'{"query": "lamp \\ud83d"}'),
+    ("/v1/search", b'{"query": "lamp", "scope": {"path_prefixes": ["\\udc00x"]}}'),
+])
+def test_a_string_holding_half_a_character_is_refused_saying_so_on_the_api(server, path, body):
+    """guards against (trial 23h): the API answered "Input should be a valid string, unable to parse
+    raw data as a unicode string" (pydantic's words), where `/mcp` names the lone surrogate and what
+    to send; the field is still named."""
+    r = server.post(path, content=body, headers={"content-type": "application/json"})
+    assert r.status_code == 422, r.text
+    message = r.json()["error"]["message"]
+    assert "half of a character" in message and "send each character whole" in message, message
+    assert "body.query" in message or "body.scope.path_prefixes.0" in message, message
+
+
 def test_a_refusal_on_mcp_is_a_json_rpc_error_the_agent_is_shown(server):
     """guards against (trial 14b): the guard's refusals on ``/mcp`` (a body over the bound: an agent
     pasting a document into ``query``; a Host or Origin the server does not accept) answered in the
