@@ -79,6 +79,12 @@ MAX_SPANS = 10_000
 MAX_SOURCE_KEY_CHARS = 4096
 
 
+#: What a client whose citation is refused should do: a citation is a record the search made, and any
+#: field changed (an offset, a hash, a re-typed key) makes it another, so it is sent back as it came.
+#: (Trial 23h: "not a valid citation (malformed: spans.0)" said what, never what to send.)
+RESEND = "send the citation object exactly as a search returned it"
+
+
 def validated_citation(citation: Any) -> Citation:
     """``citation`` (a :class:`Citation` or its JSON dict) checked for shape and ranges.
 
@@ -95,9 +101,9 @@ def validated_citation(citation: Any) -> Citation:
         # A Citation is validated again: model_construct() or model_copy(update=...) skip validation.
         citation = Citation.model_validate(citation.model_dump() if isinstance(citation, Citation) else citation)
     except ValidationError as exc:
-        raise CitationError(f"not a valid citation ({citation_problems(exc)})") from None
+        raise CitationError(f"not a valid citation ({citation_problems(exc)}): {RESEND}") from None
     except Exception as exc:  # noqa: BLE001 - model_dump of an unvalidated model with foreign values
-        raise CitationError(f"not a valid citation ({type(exc).__name__})") from None
+        raise CitationError(f"not a valid citation ({type(exc).__name__}): {RESEND}") from None
     problems = []
     if not 1 <= citation.release_id <= _MAX_RELEASE_ID:
         problems.append("release_id")
@@ -124,7 +130,7 @@ def validated_citation(citation: Any) -> Citation:
         if loc.unit_id not in cited_units or any(not 1 <= p <= _MAX_OFFSET for p in loc.pages):
             problems.append(f"locations.{i}")
     if problems:
-        raise CitationError(f"not a valid citation (malformed: {', '.join(dict.fromkeys(problems))})")
+        raise CitationError(f"not a valid citation (malformed: {', '.join(dict.fromkeys(problems))}): {RESEND}")
     return citation
 
 

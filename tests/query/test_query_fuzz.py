@@ -260,3 +260,19 @@ def test_a_pack_equals_itself_after_a_json_round_trip(fabric):
         pack = fabric.search(query, debug=True, max_tokens=300)
         assert pack.results and any(h.provenance for h in pack.results)
         assert EvidencePack.model_validate_json(pack.model_dump_json()) == pack
+
+
+def test_a_refused_citation_says_what_to_send():
+    """guards against (trial 23h): "not a valid citation (malformed: spans.0)" over HTTP and MCP,
+    which named the field but never what a client should send instead."""
+    from fabric_query.resolve import validated_citation
+
+    span = {"unit_id": "a" * 32, "start_char": 0, "end_char": 10**12, "start_utf16": 0, "end_utf16": 5,
+            "text_hash": "b" * 64}
+    citation = {"release_id": 1, "source_key": "fs:c/a.txt", "source_hash": "c" * 64, "parse_id": "d" * 32,
+                "chunk_id": "e" * 32, "spans": [span], "text_hash": "f" * 64}
+    validated_citation({**citation, "spans": [{**span, "end_char": 5}]})  # the same, in range: valid
+    for bad in ({**citation, "spans": [span]}, {**citation, "evil": 1}, {**citation, "release_id": "1"}):
+        with pytest.raises(CitationError, match=r"^not a valid citation \(.+\): send the citation object "
+                                                r"exactly as a search returned it$"):
+            validated_citation(bad)
