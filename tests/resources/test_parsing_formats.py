@@ -2408,6 +2408,21 @@ def test_a_binary_file_named_html_fails_undecodable_by_the_text_parsers_rule():
     assert doc.encoding == "cp1252" and doc.units[0].text.startswith("Caf\u00e9 cr\u00e8me")
 
 
+def test_an_undeclared_legacy_page_holding_a_stray_nul_is_read_and_the_nul_ignored():
+    """guards against (trial 23i): a page in windows-1252 or Shift_JIS, undeclared, holding one stray
+    NUL byte failed ``undecodable`` (the plain-text detection called any NUL outside UTF-8 binary).
+    It is read in the encoding its bytes without the NUL read in, and the NUL is ignored, as browsers
+    ignore one in a page's text (not read as U+FFFD, as plain text reads it)."""
+    from fabric_resources.parsing.html.parser import parse_html
+
+    config = HtmlParserConfig(isolation=IN_PROCESS)
+    for encoding, words in (("cp1252", "Caf\u00e9 cr\u00e8me, na\u00efve fa\u00e7ade \u2014 a Western page."),
+                            ("cp932", "吾輩は猫である。名前はまだ無い。どこで生れたかとんと見当がつかぬ。")):
+        page = f"<html><body><p>{words[:8]}\x00{words[8:]}</p></body></html>"
+        doc = parse_html(page.encode(encoding), config)
+        assert doc.encoding == encoding and doc.units[0].text == words, (encoding, doc.units[0].text)
+
+
 def test_undeclared_central_european_html_and_markdown_read_as_plain_text_does():
     """guards against (hostile trial 14a): a Czech page without a charset in ISO-8859-2, or Polish
     Markdown in windows-1250, read as windows-1252 mojibake (``pøíli¹``, ``Za¿ó³æ``): both share the

@@ -333,8 +333,9 @@ def test_bom_offsets_exclude_the_bom() -> None:
 @given(st.binary(min_size=1, max_size=512).map(lambda b: b[: len(b) // 2] + b"\x00" + b[len(b) // 2 :]))
 def test_random_bytes_with_nul_are_undecodable(data: bytes) -> None:
     """Guards against: accepting binary as UTF-8 (NUL is valid UTF-8) or as a legacy encoding. Only
-    UTF-8 whose NULs and other controls that never occur in text are strays (one per started 100
-    characters, as decode_text allows) reads, each NUL as U+FFFD in its place (trial 22f)."""
+    text whose NULs and other controls that never occur in text are strays (one per started 100
+    characters, as decode_text allows) reads, each NUL as U+FFFD in its place (trial 22f), in the
+    encoding the bytes without their NULs read in (trial 23i)."""
     if data.startswith((b"\xff\xfe", b"\xfe\xff", b"\xef\xbb\xbf", b"\x00\x00\xfe\xff")):
         data = b"x" + data
     try:
@@ -342,7 +343,8 @@ def test_random_bytes_with_nul_are_undecodable(data: bytes) -> None:
     except ParseError as err:
         assert err.reason == "undecodable"
         return
-    exact = data.decode("utf-8")
+    exact = data.decode(encoding)
+    assert encoding == "utf-8" or decode_text(data.replace(b"\x00", b""))[1] == encoding
     controls = sum(ch in "\x00\x01\x02\x03\x04\x05\x06\x7f" or "\x0e" <= ch <= "\x1f" and ch != "\x1b" for ch in exact)
     assert controls <= -(-len(exact) // 100) and text == exact.replace("\x00", "\ufffd"), (data, text)
 
@@ -352,17 +354,79 @@ def test_a_stray_nul_in_utf8_text_reads_as_a_replacement_character_and_binary_st
     UTF-8 text or Markdown file ``undecodable``, though every editor and browser shows it. Strays are
     counted as any control that never occurs in text (one per started 100 characters); each reads
     as U+FFFD, one scalar for one, so every offset after it stays exact. Many NULs (binary data,
-    UTF-16 without a BOM) and a NUL in bytes that are not UTF-8 still fail."""
+    UTF-16 without a BOM) still fail."""
     line = "The harbour master counted the herring boats at dawn and wrote the tally down. "
     data = (line + "\x00" + line + "\n\nSecond paragraph after it.\n").encode()
     doc = parse_text(data, CONFIG)
     assert doc.encoding == "utf-8" and doc.units[0].text == line + "\ufffd" + line.rstrip()
     assert doc.units[1].text == "Second paragraph after it." and doc.units[1].locator["char_start"] == 2 * len(line) + 3
-    for binary in (b"\x00\x01binary now\x00" * 50, (line * 3).encode("utf-16-le"), ("caf\xe9 " * 40).encode("latin-1") + b"\x00",
-                   (line + "\x00\x00").encode()):
+    for binary in (b"\x00\x01binary now\x00" * 50, (line * 3).encode("utf-16-le"), (line + "\x00\x00").encode()):
         with pytest.raises(ParseError) as err:
             parse_text(binary, CONFIG)
         assert err.value.reason == "undecodable", binary[:20]
+
+
+@pytest.mark.parametrize("encoding, before, after", [
+    ("cp1252", "Caf\u00e9 cr\u00e8me, na\u00efve fa\u00e7ade, the d\u00e9j\u00e0 vu of a r\u00e9sum\u00e9. ",
+     "Sold \u00e0 la carte for \u00a35, \u00ab tr\u00e8s cher \u00bb.\n"),
+    ("cp932", "吾輩は猫である。名前はまだ無い。どこで生れたかとんと見当がつかぬ。",
+     "何でも薄暗いじめじめした所でニャーニャー泣いていた事だけは記憶している。\n"),
+    ("gb18030", "中华人民共和国成立于一九四九年十月一日，首都是北京。", "长江是中国最长的河流，流经十一个省份。\n"),
+    ("cp1251", "Москва — столица России, крупнейший город страны. ", "Население города превышает двенадцать миллионов.\n"),
+])
+def test_a_stray_nul_in_legacy_encoded_text_reads_as_a_replacement_character(encoding, before, after) -> None:
+    """guards against (trial 23i; left by 22f): one stray NUL byte failed a whole Shift_JIS, GB18030,
+    windows-1252 or windows-1251 file ``undecodable`` ("binary: NUL byte"), though the same slip in
+    UTF-8 reads as U+FFFD. The encoding is detected as if the NUL were not there, and the NUL reads
+    as U+FFFD, one scalar for one, so the units after it keep their exact offsets."""
+    text = before + "\x00" + after + "\n" + after
+    data = text.encode(encoding)
+    assert decode_text(data) == (text.replace("\x00", "\ufffd"), encoding)
+    doc = parse_text(data, CONFIG)
+    assert doc.encoding == encoding and doc.units[0].text == before + "\ufffd" + after.rstrip()
+    assert_locators_exact(text.replace("\x00", "\ufffd"), doc.units)
+
+
+def test_binary_with_a_few_nuls_and_a_nul_inside_a_character_stay_undecodable() -> None:
+    """guards against (trial 23i): reading a stray NUL in text that is not UTF-8 letting binary
+    through. Random or compressed bytes hold a NUL per 256 bytes, within the stray allowance, but
+    without their NULs they decode as no text; a NUL that splits a Shift_JIS character is damage;
+    many NULs are binary, as before."""
+    import random
+    import zlib
+
+    noise = random.Random(23).randbytes(4000)
+    packed = zlib.compress(("The harbour master counted the boats. " * 400).encode())
+    japanese = "吾輩は猫である。名前はまだ無い。".encode("cp932")
+    torn = japanese[:9] + b"\x00" + japanese[9:]  # between the two bytes of である's で
+    padded = ("caf\u00e9 au lait " * 10).encode("cp1252") + b"\x00" * 20
+    for binary in (noise, packed, torn, padded):
+        assert b"\x00" in binary
+        with pytest.raises(ParseError) as err:
+            parse_text(binary, CONFIG)
+        assert err.value.reason == "undecodable" and "NUL byte at offset" in err.value.detail, binary[:20]
+    assert "inside a cp932 character" in str(pytest.raises(ParseError, decode_text, torn).value)
+
+
+def test_a_citation_after_a_stray_nul_in_shift_jis_text_resolves_verified(tmp_path) -> None:
+    """guards against (trial 23i): a Shift_JIS text file holding a stray NUL was in no search
+    (``undecodable``); now it is read, and a citation of the paragraph after the NUL resolves
+    verified against the file's bytes (its offsets count the NUL as one character)."""
+    from conftest import ingest
+    from fabric_query import Fabric
+    from fabric_resources.home import FabricHome
+
+    text = ("吾輩は猫である。名前はまだ無い。\x00どこで生れたかとんと見当がつかぬ。\n\n"
+            "The harbour master counted the herring boats at dawn and wrote the tally down.\n")
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    (corpus / "neko.txt").write_bytes(text.encode("cp932"))
+    home = FabricHome(tmp_path / "home")
+    ingest(corpus, home)
+    pack = Fabric(home.root).search("herring boats tally", limit=1)
+    assert pack.results and "herring" in pack.results[0].text
+    resolved = Fabric(home.root).resolve(pack.results[0].citation)
+    assert resolved.status == "verified", resolved.checks
 
 
 @pytest.mark.parametrize(

@@ -134,7 +134,7 @@ def decode_html(data: bytes) -> tuple[str, str]:
     Raises
     ------
     ParseError
-        ``undecodable`` from that detection: the bytes hold a NUL, decode under no candidate, or
+        ``undecodable`` from that detection: the bytes hold NULs past a stray one, decode under no candidate, or
         hold controls that never occur in text (binary data, e.g. a PDF named ``.html``).
     """
     for bom, name in _BOMS:
@@ -157,5 +157,5 @@ def decode_html(data: bytes) -> tuple[str, str]:
             pass
     if looks_like_damaged_utf8(data):  # UTF-8 but for a flaw: its bad bytes replaced, as browsers do
         return _XML_DECL.sub("", data.decode("utf-8", errors="replace")), "utf-8"
-    text, name = decode_text(data)
+    text, name = decode_text(data, nul_as="\x00")  # a stray NUL: ignored as HTML ignores it (parser)
     return _XML_DECL.sub("", text), name

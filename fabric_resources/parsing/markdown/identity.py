@@ -5,7 +5,7 @@ each other (the spec loads the parser lazily).
 """
 
 PARSER_NAME = "markdown"
-PARSER_VERSION = "11"  # 11: a stray NUL reads as U+FFFD (CommonMark's rule), the decoding of text v8 (trial 22f);
+PARSER_VERSION = "12"  # 12: the decoding of text v9: a stray NUL in legacy-encoded text (trial 23i); 11: a stray NUL reads as U+FFFD (CommonMark's rule), the decoding of text v8 (trial 22f);
 #                         2: the text decoding of text v4 (trial 12a); 3: YAML front matter is not a heading;
 #                         4: a table cell holding an escaped pipe is the cell, not its whole row (trial 12b);
 #                         5: the text decoding of text v5 (EUC-JP, ISO-2022-JP, EUC-KR, Big5, ...; trial 13a);

@@ -173,12 +173,13 @@ _MAX_SYLLABLES_PER_SPACE_FOR_KOREAN = 8
 _SPACE_BETWEEN_HANGUL = re.compile("(?<=[\uac00-\ud7a3])\\s+(?=[\uac00-\ud7a3])")
 
 
-def decode_text(data: bytes) -> tuple[str, str]:
+def decode_text(data: bytes, *, nul_as: str = "\ufffd") -> tuple[str, str]:
     """Decode a text file strictly, detecting its encoding.
 
     Order: a BOM (UTF-32, UTF-8, UTF-16) decides alone; otherwise bytes that
-    hold NUL are binary, but for a stray one in UTF-8 (counted as any control that never occurs in
-    text, below; read as U+FFFD); otherwise ISO-2022-JP where 7-bit bytes designate JIS X 0208;
+    hold NUL are binary, but for a stray one (counted as any control that never occurs in text,
+    below; read as U+FFFD; in bytes that are not UTF-8 the encoding is detected as if it were not
+    there: :func:`_decode_with_stray_nuls`); otherwise ISO-2022-JP where 7-bit bytes designate JIS X 0208;
     otherwise strict UTF-8; otherwise cp949 when its reading looks Korean (:func:`looks_korean`);
     otherwise the legacy encodings: cp932 and GB18030 (between them :func:`choose_legacy_encoding`;
     a GB18030 reading full of kana is EUC-JP, :func:`euc_jp_reading`; a cp932 reading of KOI8-R
@@ -195,6 +196,9 @@ def decode_text(data: bytes) -> tuple[str, str]:
     ----------
     data : bytes
         The whole file.
+    nul_as : str
+        What a stray NUL reads as: U+FFFD (one scalar for one, so offsets stay exact), or ``"\x00"``
+        for a reader with a rule of its own (HTML ignores it).
 
     Returns
     -------
@@ -212,12 +216,18 @@ def decode_text(data: bytes) -> tuple[str, str]:
     ------
     ParseError
         ``"undecodable"`` when a BOM-declared encoding does not decode, when
-        the bytes hold NUL without a UTF-16/32 BOM and are not UTF-8 or hold more than the stray
-        controls allowed, when no candidate decodes
+        the bytes hold NUL without a UTF-16/32 BOM and more than the stray controls allowed (or one
+        inside a multi-byte character), when no candidate decodes
         to text of its kind, or when the decoded text holds more than one
         control that never occurs in text per started 100 characters (binary
         data; a stray one is kept); ``detail`` names what was tried.
     """
+    text, encoding = _decode(data)
+    return (text.replace("\x00", nul_as) if "\x00" in text else text), encoding
+
+
+def _decode(data: bytes) -> tuple[str, str]:
+    """:func:`decode_text`, a stray NUL kept as U+0000."""
     bom_encoding = bom_encoding_of(data)
     if bom_encoding is not None:
         try:
@@ -231,9 +241,11 @@ def decode_text(data: bytes) -> tuple[str, str]:
         return _require_text_like(text, bom_encoding), bom_encoding
 
     nul_offset = data.find(b"\x00")
-    if nul_offset >= 0 and (data.count(b"\x00") > _max_non_text_controls(len(data)) or not _is_utf8(data)):
+    if nul_offset >= 0 and data.count(b"\x00") > _max_non_text_controls(len(data)):
         raise ParseError("undecodable", f"binary: NUL byte at offset {nul_offset} and no UTF-16/32 BOM"
                          + _utf16_hint(data))
+    if nul_offset >= 0 and not _is_utf8(data):
+        return _decode_with_stray_nuls(data, nul_offset)
 
     failures_2022 = []
     if data.isascii() and _ISO2022_JP_DESIGNATION.search(data):
@@ -685,6 +697,30 @@ def _decode_legacy(data: bytes, encoding: str) -> str:
     return text
 
 
+def _decode_with_stray_nuls(data: bytes, nul_offset: int) -> tuple[str, str]:
+    """Decode legacy-encoded bytes holding a stray NUL (or a few: within the controls allowed): the
+    encoding is detected as if the NULs were not there (a NUL would sway the signals that detect it),
+    and the bytes are then decoded whole under it, each NUL a character of its own (it is one in
+    every candidate: no multi-byte sequence holds byte 0x00), so offsets count every scalar. A NUL
+    inside a character, or bytes that without their NULs decode under no candidate, stay binary."""
+    stripped = data.replace(b"\x00", b"")
+    try:
+        if bom_encoding_of(stripped) is not None:
+            raise ParseError("undecodable", "a byte-order mark after a NUL")
+        text, encoding = _decode(stripped)
+    except ParseError as exc:
+        raise ParseError("undecodable", f"binary: NUL byte at offset {nul_offset} and no UTF-16/32 BOM"
+                         f"{_utf16_hint(data)}; without its NULs: {exc.detail}") from None
+    try:
+        whole = _decode_legacy(data, encoding)
+    except UnicodeDecodeError as exc:
+        raise ParseError("undecodable", f"binary: NUL byte at offset {nul_offset} inside a {encoding} "
+                         f"character ({_describe(exc)})") from None
+    if whole.replace("\x00", "") != text:  # a stateful codec (none of the candidates now) read it otherwise
+        raise ParseError("undecodable", f"binary: NUL byte at offset {nul_offset} changes the {encoding} reading")
+    return _require_text_like(whole, encoding), encoding
+
+
 def _max_non_text_controls(length: int) -> int:
     return -(-length // 100) * _MAX_NON_TEXT_CONTROLS_PER_100
 
@@ -701,8 +737,7 @@ def _require_text_like(text: str, encoding: str) -> str:
     """``text``, unless it holds more controls that never occur in text than
     ``_MAX_NON_TEXT_CONTROLS_PER_100`` per started 100 characters: then ParseError ``"undecodable"``
     naming the first. The controls a text keeps stay in it, so offsets still count every scalar of
-    the source; but a NUL (a stray one, in text that is UTF-8 or BOM-declared: :func:`decode_text`)
-    reads as U+FFFD, one scalar for one, as CommonMark says a Markdown reader must and as browsers
+    the source; but a stray NUL then reads (in :func:`decode_text`) as U+FFFD, one scalar for one, as CommonMark says a Markdown reader must and as browsers
     show plain text (HTML's PLAINTEXT state): a NUL passed on as text is a string terminator to C
     code that reads it later."""
     count = len(_NON_TEXT_CONTROL_RE.findall(text))
@@ -712,7 +747,7 @@ def _require_text_like(text: str, encoding: str) -> str:
             "undecodable", f"binary: decodes as {encoding} but {count} of its {len(text)} characters are "
             f"controls that never occur in text (the first: U+{ord(text[first]):04X} at char {first})"
         )
-    return text.replace("\x00", "\ufffd") if "\x00" in text else text
+    return text
 
 
 def _describe(exc: UnicodeDecodeError) -> str:

@@ -5,7 +5,8 @@ each other (the spec loads the parser lazily).
 """
 
 PARSER_NAME = "text"
-PARSER_VERSION = "8"  # 8: a stray NUL in UTF-8 text (one per started 100 characters, counted with the other
+PARSER_VERSION = "9"  # 9: a stray NUL in text that is not UTF-8 (Shift_JIS, windows-1252, ...) reads as U+FFFD,
+#                        the encoding detected as if it were not there (trial 23i); 8: a stray NUL in UTF-8 text (one per started 100 characters, counted with the other
 #                        controls) reads as U+FFFD, not failing the file undecodable (trial 22f); 4: damaged UTF-8 fails, a stray control per started 100 characters (trial 12a);
 #                        5: EUC-JP, ISO-2022-JP, EUC-KR (trial 13a), Big5, the non-Latin code pages and
 #                        windows-1254 (trial 13a) read as such (were mojibake or undecodable);
