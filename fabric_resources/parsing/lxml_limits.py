@@ -141,11 +141,13 @@ _ATTRIBUTE = re.compile(r"""([^\s/=>"']+)(\s*=\s*)("[^"]*"|'[^']*'|[^\s>"']+)"""
 _TAG_NAME = re.compile(r"<([A-Za-z][^\s/>]*)")
 
 
-def without_long_attributes(text: str) -> tuple[str, dict[str, str]]:
-    """``text`` (HTML) with each attribute value past :data:`MAX_ATTRIBUTE_VALUE_BYTES` made one
-    libxml2 reads, nothing a reader sees lost, and the frame documents set aside: ``(text, frames)``.
+def without_long_attributes(text: str, read: frozenset[str] = READ_ATTRIBUTES,
+                            read_on: dict[str, set[str]] | None = None) -> tuple[str, dict[str, str]]:
+    """``text`` (HTML, or an EPUB's XHTML) with each attribute value past :data:`MAX_ATTRIBUTE_VALUE_BYTES`
+    made one libxml2 reads, nothing a reader sees lost, and the frame documents set aside: ``(text, frames)``.
 
-    A value the parser does not read (not in :data:`READ_ATTRIBUTES`) is emptied; an inline
+    A value the parser does not read (not in ``read``, the HTML parser's :data:`READ_ATTRIBUTES` by
+    default; or read only on the tags ``read_on`` names for it) is emptied; an inline
     ``style`` keeps the declarations that decide whether text shows
     (:func:`~fabric_resources.parsing.inline_style.rendering_declarations`); an ``iframe``'s
     ``srcdoc`` is replaced by a token, ``frames`` mapping it to the decoded document, which the
@@ -163,6 +165,7 @@ def without_long_attributes(text: str) -> tuple[str, dict[str, str]]:
         ``style`` of rendering declarations alone) past the limit: cut, it would read otherwise.
     """
     frames: dict[str, str] = {}
+    read_on = _READ_ON if read_on is None else read_on
     if _bytes(text) <= MAX_ATTRIBUTE_VALUE_BYTES:
         return text, frames
     pieces, done = [], 0
@@ -172,7 +175,7 @@ def without_long_attributes(text: str) -> tuple[str, dict[str, str]]:
         if not attributes or len(attributes) <= MAX_ATTRIBUTE_VALUE_BYTES // 4:  # a UTF-8 character: 4 bytes at most
             continue
         tag = (match.group(1) if group == 2 else _TAG_NAME.match(match.group(0)).group(1)).lower()
-        cut = _ATTRIBUTE.sub(lambda m: _within_limit(m, tag, frames), attributes)
+        cut = _ATTRIBUTE.sub(lambda m: _within_limit(m, tag, frames, read, read_on), attributes)
         if cut != attributes:
             start, end = match.span(group)
             pieces += [text[done:start], cut]
@@ -180,14 +183,15 @@ def without_long_attributes(text: str) -> tuple[str, dict[str, str]]:
     return "".join(pieces) + text[done:], frames
 
 
-def _within_limit(match: re.Match, tag: str, frames: dict[str, str]) -> str:
+def _within_limit(match: re.Match, tag: str, frames: dict[str, str], read: frozenset[str],
+                  read_on: dict[str, set[str]]) -> str:
     name, equals, quoted = match.groups()
     raw = quoted[1:-1] if quoted[0] in "\"'" else quoted
     if len(raw) <= MAX_ATTRIBUTE_VALUE_BYTES // 4 or _bytes(raw) <= MAX_ATTRIBUTE_VALUE_BYTES:
         return match.group(0)
     name = name.lower()
     value = html.unescape(raw)
-    if name not in READ_ATTRIBUTES or tag not in _READ_ON.get(name, {tag}):
+    if name not in read or tag not in read_on.get(name, {tag}):
         return f'{name}{equals}""'
     if name == "srcdoc":
         token = f"fabric-srcdoc-{secrets.token_hex(16)}"  # no page can name it

@@ -319,7 +319,7 @@ def test_mutated_bytes_raise_only_parse_error() -> None:
 def test_metadata_identity_and_missing_mimetype() -> None:
     """Guards against failing on a missing mimetype member or losing title/language/version."""
     doc = parse_epub(build_epub(SIMPLE, mimetype=False, title="My Book", lang="fr-CA"), CONFIG)
-    assert (doc.parser_name, doc.parser_version) == (PARSER_NAME, PARSER_VERSION) == ("epub", "8")
+    assert (doc.parser_name, doc.parser_version) == (PARSER_NAME, PARSER_VERSION) == ("epub", "9")
     assert doc.media_type == "application/epub+zip"
     assert (doc.title, doc.language) == ("My Book", "fr-CA")
     assert doc.metadata["mimetype_missing"] is True
@@ -723,3 +723,31 @@ def test_cap_units() -> None:
     book = build_epub(chapters)
     assert reason(book, EpubParserConfig(max_units=50)) == "cap-units"
     assert len(parse_epub(book, EpubParserConfig(max_units=60)).units) == 60
+
+
+def test_an_attribute_past_libxml2s_limit_in_a_chapter_loses_no_shown_text_and_fails_no_book():
+    """guards against (trial 23i; left by 22f, which cut them in HTML pages): an attribute value
+    past libxml2's 10,000,000-byte limit in a chapter (an image's ``data:`` URL, a ``data-*`` blob, a
+    giant inline ``style``) failed the whole book ``cap-parser-limit``. The HTML parser's rule, one
+    definition: a value the walk does not read is emptied, a ``data:`` URL cut to its header, a style
+    keeps the declarations that hide text (its hidden paragraph stays unread); a read attribute that
+    cutting would change (an ``id`` a link may target) fails by its name."""
+    import base64
+    import random
+
+    blob = base64.b64encode(random.Random(5).randbytes(7_500_001)).decode()  # incompressible: no zip-bomb cap
+    body = ("<p>The harbour master counted the herring boats.</p>"
+            f'<div data-state="{blob}"><p>Tide tables were pinned up.</p></div>'
+            f'<p><img src="data:image/png;base64,{blob}" alt="chart"/>A chart of the tides.</p>')
+    styled = (f'<p style="--pad:&quot;{blob}&quot;; display: none">Hidden words nobody sees.</p>'
+              f'<p style="--pad:&quot;{blob}&quot;">Styled words everybody sees.</p>'
+              "<p>Gulls argued over the nets.</p>")
+    chapters = {"c1.xhtml": xhtml(body), "c2.xhtml": xhtml(styled), "c3.xhtml": xhtml("<p>The second chapter.</p>")}
+    doc = parse_epub(build_epub(chapters), CONFIG)
+    assert texts(doc) == ["The harbour master counted the herring boats.", "Tide tables were pinned up.",
+                          "A chart of the tides.", "Styled words everybody sees.", "Gulls argued over the nets.",
+                          "The second chapter."]
+    assert not doc.unread
+    with pytest.raises(ParseError) as failed:
+        parse_epub(build_epub({"c1.xhtml": xhtml(f'<p id="{blob}">Anchored.</p>')}), CONFIG)
+    assert failed.value.reason == "cap-parser-limit" and "id=" in failed.value.detail

@@ -18,7 +18,7 @@ import html.entities
 import posixpath
 import re
 import unicodedata
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 from urllib.parse import unquote
 
@@ -28,7 +28,8 @@ from lxml import etree
 from fabric_resources.parsing.document import ParseError
 from fabric_resources.parsing.epub.archive import MemberUnusable
 from fabric_resources.parsing.inline_style import MEDIA_FALLBACK, hidden_element
-from fabric_resources.parsing.lxml_limits import raise_on_attribute_flood, raise_on_resource_limit
+from fabric_resources.parsing.lxml_limits import (MAX_ATTRIBUTE_VALUE_BYTES, raise_on_attribute_flood,
+    raise_on_resource_limit, without_long_attributes, without_long_data_urls)
 
 XHTML_TYPES = frozenset({"application/xhtml+xml", "text/html"})
 EPUB_TYPE = "{http://www.idpf.org/2007/ops}type"
@@ -50,6 +51,16 @@ BLOCK_TAGS = frozenset(
     "figcaption figure footer form h1 h2 h3 h4 h5 h6 header hgroup hr html legend li main menu nav "
     "ol p pre section summary table tbody td tfoot th thead tr ul".split()
 )
+
+
+#: Attributes whose value the EPUB walk reads (:mod:`~fabric_resources.parsing.epub.content`, the
+#: navigation, :func:`~fabric_resources.parsing.inline_style.hidden_element`): whether an element
+#: renders, anchors and links, a table's spans, a figure's image, a page break's label, semantics and
+#: language. Past libxml2's limit, any other value is emptied, as the HTML parser does
+#: (:func:`~fabric_resources.parsing.lxml_limits.without_long_attributes`).
+READ_ATTRIBUTES = frozenset({"hidden", "open", "style", "id", "name", "href", "src", "alt", "title", "aria-label",
+                             "colspan", "rowspan", "epub:type", "role", "lang", "xml:lang"})
+_READ_ON = {"name": {"a"}, "src": {"img"}, "alt": {"img"}}
 
 
 def xml_parser(recover: bool = False) -> etree.XMLParser:
@@ -229,6 +240,13 @@ class ContentRoot:
 def parse_content(data: bytes, max_depth: int) -> ContentRoot:
     """Parse XHTML strictly, else with lxml.html, after :func:`prepare_markup` (UTF-8 repaired)."""
     prepared = prepare_markup(data, repair_utf8=True)
+    if prepared.utf8 and len(prepared.data) > MAX_ATTRIBUTE_VALUE_BYTES:  # repaired: UTF-8 now
+        # An attribute value past libxml2's limit (an embedded image's data: URL, a data-* blob)
+        # failed the chapter's parse and with it the book: cut as the HTML parser cuts one.
+        text = prepared.data.decode("utf-8")
+        cut, _ = without_long_attributes(without_long_data_urls(text), READ_ATTRIBUTES, _READ_ON)
+        if cut != text:
+            prepared = replace(prepared, data=cut.encode("utf-8"))
     try:
         return ContentRoot(_parse_prepared_xml(prepared.data, max_depth), False, prepared.decoding_repairs)
     except MemberUnusable:
