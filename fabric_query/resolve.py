@@ -63,7 +63,7 @@ from fabric_query.visibility import VISIBLE_STATES, current_sources_config
 from fabric_resources import identity
 from fabric_resources.catalog import Release, SourceRow
 from fabric_resources.home import FabricHome
-from fabric_resources.identity import text_hash
+from fabric_resources.identity import MAX_SOURCE_KEY_CHARS, text_hash
 from fabric_resources.offsets import Utf16Offsets
 from fabric_resources.schema import FRAGMENT_SEPARATOR
 
@@ -76,7 +76,6 @@ _MAX_RELEASE_ID = 2**63 - 1
 #: Bounds on what one citation may carry (a passage has at most ``passages.max_units`` units; the
 #: bound leaves room for any configuration without letting a citation make resolve do unbounded work).
 MAX_SPANS = 10_000
-MAX_SOURCE_KEY_CHARS = 4096
 
 
 #: What a client whose citation is refused should do: a citation is a record the search made, and any

@@ -29,10 +29,11 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, Strict, Stri
 
 from fabric_query.errors import InvalidArgumentError
 from fabric_query.querylang import ParsedQuery, day_ns
+from fabric_resources.identity import MAX_SOURCE_KEY_CHARS
 
 #: Items one scope list may hold, and the longest item (Unicode scalars): bounds for input from the network.
 MAX_SCOPE_ITEMS = 1000
-MAX_SCOPE_ITEM_CHARS = 4096
+MAX_SCOPE_ITEM_CHARS = MAX_SOURCE_KEY_CHARS
 
 #: Strict: ``b"notes/"`` is refused, not decoded into a prefix (pydantic's lax mode read bytes as text).
 _Item = Annotated[str, Strict(), StringConstraints(min_length=1, max_length=MAX_SCOPE_ITEM_CHARS)]

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from fabric_query.types import Citation, ResolveCheck
 from fabric_resources.catalog import SourceRow
+from fabric_resources.long_paths import open_path
 from fabric_resources.home import FabricHome
 
 
@@ -24,7 +25,7 @@ def read_source(home: FabricHome, row: SourceRow, expected_size: int | None) -> 
     key = row.source_key
     try:
         # O_NONBLOCK: a FIFO put in the file's place must not hang the open.
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+        fd = open_path(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     except FileNotFoundError:
         return None, f"source file {key} no longer exists"
     except OSError as exc:

@@ -17,6 +17,8 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from fabric_resources.long_paths import open_path
+
 #: Bytes per read when a file is streamed into the store.
 STREAM_CHUNK_BYTES = 1 << 20
 
@@ -72,7 +74,7 @@ def file_digest(path: str | os.PathLike, listed: tuple[int, int] | None = None) 
     be opened or read, is not a regular file, or is not the file ``listed`` (device, inode) names
     (the caller then takes the storing path and its errors)."""
     try:
-        fd = os.open(path, _READ_FLAGS)
+        fd = open_path(path, _READ_FLAGS)
     except OSError:
         return None
     with os.fdopen(fd, "rb") as f:
@@ -147,7 +149,7 @@ class ArtifactStore:
             The file cannot be opened or read (permission, I/O error, a symlink).
         """
         try:
-            fd = os.open(path, _READ_FLAGS)
+            fd = open_path(path, _READ_FLAGS)
         except FileNotFoundError:
             if listed is None:
                 raise
@@ -201,7 +203,7 @@ class ArtifactStore:
         """
         target = self.path_for(digest)
         try:
-            fd = os.open(path, _READ_FLAGS)
+            fd = open_path(path, _READ_FLAGS)
         except OSError:
             return False
         incoming = self.root / "incoming"

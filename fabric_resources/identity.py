@@ -10,6 +10,10 @@ from pathlib import Path
 #: accepted, as the table filters accept them). Anything else is never a parse ID, whatever a
 #: partition key says.
 _PARSE_ID_SHAPE = re.compile(r"[0-9a-f]{16,64}")
+#: The longest source key (Unicode scalars) a citation, a scope or a request may carry: a bound on
+#: input from the network. A file whose key would be longer (a path deeper than PATH_MAX below its
+#: root) is skipped by the scan with the reason ``key-too-long``, not taken in uncitable.
+MAX_SOURCE_KEY_CHARS = 4096
 
 
 def text_hash(text: str) -> str:

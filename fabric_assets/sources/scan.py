@@ -296,6 +296,9 @@ def _scan(home: FabricHome) -> ScanReport:
             unlisted.extend(rel for rel, _ in away)
         for file_path, rel_posix, st in walked:
             key = _key(root.label, rel_posix)
+            if len(key) > identity.MAX_SOURCE_KEY_CHARS:  # no citation, scope or request could name it
+                report.skipped.append((key, f"key-too-long: {len(key)} characters > {identity.MAX_SOURCE_KEY_CHARS}"))
+                continue
             seen.add(key)
             prev = known.get(key)
             withheld = cfg.sources.is_withheld(key)

@@ -15,6 +15,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+from fabric_resources.long_paths import open_path
 from fabric_resources.schema import HomeLayout
 
 #: Opening a folder to list it: never through a symbolic link.
@@ -96,7 +97,7 @@ def walk(root: Path, ignore_hidden: bool, report, skip: SkipCallback, skip_dir: 
         # listing showed (device and inode): one swapped for a link (or another folder) between
         # the two is not walked, so a walk that takes seconds cannot be steered out of the root.
         try:
-            fd = os.open(d, _DIR_FLAGS)
+            fd = open_path(d, _DIR_FLAGS)  # a folder past PATH_MAX too
         except OSError as exc:
             # ENOENT: listed by its parent a moment ago, so renamed or removed since, not unreadable.
             swapped = exc.errno in (errno.ELOOP, errno.ENOTDIR) or (exc.errno == errno.ENOENT and listed is not None)

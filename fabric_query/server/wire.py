@@ -19,6 +19,7 @@ from pydantic import (BaseModel, ConfigDict, Field, StrictBool, StrictInt, Stric
 
 from fabric_query.scope import Scope
 from fabric_query.types import Citation
+from fabric_resources.identity import MAX_SOURCE_KEY_CHARS
 
 #: The longest query text a body may carry; the home's ``query.max_query_chars`` is the real
 #: bound (checked by the query language), this one only keeps absurd bodies out of the parser.
@@ -248,7 +249,7 @@ class EmptyRequest(_Body):
     """An admin operation without arguments (``{}``)."""
 
 
-_Key = Annotated[StrictStr, Field(min_length=1, max_length=4096)]
+_Key = Annotated[StrictStr, Field(min_length=1, max_length=MAX_SOURCE_KEY_CHARS)]
 
 
 class ParseRequest(_Body):
