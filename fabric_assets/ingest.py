@@ -417,11 +417,9 @@ def _finish_interrupted_restore(home: FabricHome, instance: dg.DagsterInstance) 
     left = pending(home)
     if left is None or runs_in_progress(instance):
         return
-    from fabric_assets.activation.activate import activation_lock
-    from fabric_assets.lifecycle.snapshots import finish_forgetting
+    from fabric_assets.lifecycle.snapshots import finish_interrupted
 
-    with activation_lock(home):
-        finish_forgetting(home, left, instance)
+    finish_interrupted(home, left, instance)
 
 
 @contextmanager

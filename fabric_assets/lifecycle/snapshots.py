@@ -19,8 +19,8 @@ artifacts are linked back from the snapshot, the catalog is copied back, and an 
 bytes changed (a hard link shares the damage) is rebuilt from the pinned canonical rows under the
 generation's own name (a dense ANN index is trained again over the pinned rows: same rows and
 scores, its candidate order may differ). The restored home answers every query exactly as the
-snapshot did. In place, it waits for a running ingest and refuses while a Dagster run is in
-progress, keeps the home's ``config.json`` (visibility is today's: a source withheld since stays
+snapshot did. In place, it waits for a running ingest and scan (the catalog's ``sources`` lock) and
+refuses while a Dagster run is in progress, keeps the home's ``config.json`` (visibility is today's: a source withheld since stays
 withheld; a new home gets the snapshot's), and what the home learnt after the snapshot is forgotten
 (:func:`fabric_assets.lifecycle.forgetting.forget_after_restore`: no row, byte or name of a
 source the restored catalog does not know stays behind); release IDs keep counting up.
@@ -48,7 +48,7 @@ from fabric_resources.home import FabricHome
 from fabric_resources.home_location import read_only_file_system
 from fabric_resources.locks import exclusive_lock, shared_lock
 from fabric_resources.row_audit import read_cache_file
-from fabric_resources.schema import LAST_TIME, TABLES
+from fabric_resources.schema import LAST_TIME, SOURCES_LOCK, TABLES
 from fabric_resources.vector_digest import MANIFEST_KEY as VECTOR_DIGESTS, recorded_parse_digests
 
 TAG_PREFIX = "snapshot-"
@@ -645,7 +645,10 @@ def restore(home: FabricHome, snapshot_id: int, into: Path | None = None) -> Fab
     # The snapshots' exclusive LOCK is taken with the others, never waited for under them (a deep
     # verify holds it shared for minutes): the restore may rewrite the snapshot's index files.
     if into is None:
-        with _activation_and_writing(home, ingest=True):
+        # Then the catalog's sources lock (a scan's; the source sensor's takes no ingest lock): a
+        # scan beside it wrote into the catalog being replaced (its raw bytes then named by no
+        # catalog), or pointed a source at bytes the restore was about to forget as no longer named.
+        with _activation_and_writing(home, ingest=True), home.catalog.exclusive(SOURCES_LOCK):
             _restore_in_place(home, *_whole(home, snapshot_id))
         return FabricHome(home.root)
     # `snapshot delete` (and a purge) remove a snapshot under the home's activation lock: held while
@@ -711,8 +714,8 @@ def _restore_into(home: FabricHome, info: SnapshotInfo, m: dict, into: Path) -> 
 
 def _restore_in_place(home: FabricHome, info: SnapshotInfo, m: dict) -> None:
     """The home back at the snapshot, and what it learnt after forgotten
-    (:func:`fabric_assets.lifecycle.forgetting.forget_after_restore`). Under the ingest and
-    activation locks, no Dagster run in progress."""
+    (:func:`fabric_assets.lifecycle.forgetting.forget_after_restore`). Under the ingest, activation
+    and ``sources`` locks, no Dagster run in progress."""
     from fabric_assets.lifecycle.forgetting import known, record_pending
     from fabric_assets.lifecycle.run_history import home_instance, runs_in_progress
     from fabric_resources.catalog.base import RELEASE_ID_FLOOR
@@ -744,11 +747,21 @@ def _unfinished_operations(home: FabricHome) -> list[tuple]:
                                               "WHERE status IN ('pending', 'running')").fetchall()]
 
 
+def finish_interrupted(home: FabricHome, before, instance) -> None:
+    """:func:`finish_forgetting` for an ingest, which holds the ingest lock only: under the activation
+    lock, then the catalog's ``sources`` lock (the source sensor's scan takes no ingest lock, and
+    one beside the forgetting pointed a source at bytes it then removed). The ingest's own scan
+    takes that lock after."""
+    with activation_lock(home), home.catalog.exclusive(SOURCES_LOCK):
+        finish_forgetting(home, before, instance)
+
+
 def finish_forgetting(home: FabricHome, before, instance=None) -> None:
     """After an in-place restore (or to finish one killed part-way: ``before`` from
     :func:`fabric_assets.lifecycle.forgetting.pending`): release IDs above every one ``before``
-    gave, and what only ``before`` knew forgotten; then nothing is pending. Under the ingest and
-    activation locks, no Dagster run in progress."""
+    gave, and what only ``before`` knew forgotten; then nothing is pending. Under the ingest,
+    activation and ``sources`` locks (a scan beside it could point a source at bytes it forgets),
+    no Dagster run in progress."""
     from fabric_assets.lifecycle.forgetting import clear_pending, forget_after_restore
     from fabric_resources.catalog.base import RELEASE_ID_FLOOR
 

@@ -171,3 +171,87 @@ def test_a_scan_taking_a_purged_sources_bytes_back_while_the_purge_runs_gets_the
     assert ingest(src, home).failed_runs == []
     hits = Fabric(home.root).search("lighthouse keeper storm number seven").results
     assert {h.citation.source_key for h in hits if "storm" in h.text} == {"fs:src/copy.txt"}
+
+
+def _changed_after_a_snapshot(tmp_path, home: FabricHome):
+    """A home whose `src/light.txt` held OLD at its snapshot and holds NEW now (both ingested);
+    returns the snapshot and the folder."""
+    from fabric_assets.lifecycle.snapshots import create
+
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "light.txt").write_text(OLD)
+    assert ingest(src, home).failed_runs == []
+    snap = create(FabricHome(home.root))
+    (src / "light.txt").write_text(NEW)  # after the snapshot: a restore forgets these bytes
+    assert ingest(src, home).failed_runs == []
+    return snap, src
+
+
+def _a_scan_once_forgetting_has_read_the_catalog(home: FabricHome, monkeypatch) -> list[subprocess.Popen]:
+    """Make the next forgetting (:func:`forget_after_restore`) start a scan in another process once
+    it has read what the restored catalog names, and wait until that scan ends or waits for a lock."""
+    import fabric_assets.lifecycle.forgetting as forgetting
+
+    scanner: list[subprocess.Popen] = []
+    real = forgetting.memo_keys_only_of
+
+    def known_then_a_scan(*args, **kwargs):
+        scanner.append(_scan_in_another_process(home.root))
+        _ended_or_waiting(scanner[0], home)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(forgetting, "memo_keys_only_of", known_then_a_scan)
+    return scanner
+
+
+def _the_change_is_kept_and_served(home: FabricHome, src: Path, scanner: list[subprocess.Popen]) -> None:
+    out, err = scanner[0].communicate(timeout=120)
+    assert scanner[0].returncode == 0, err
+    home = FabricHome(home.root)
+    light = home.catalog.source("fs:src/light.txt")
+    assert home.artifacts.path_for(light.source_hash).exists(), "the restore removed the source's raw bytes"
+    assert ingest(src, home).failed_runs == []
+    hits = Fabric(home.root).search("sourdough bread flour patient baker").results
+    assert "fs:src/light.txt" in {h.citation.source_key for h in hits}
+
+
+def test_a_scan_while_an_in_place_restore_forgets_keeps_what_it_records(tmp_path, fabric_home, monkeypatch):
+    """guards against (trial 23g): an in-place `fabric snapshot restore` holding the ingest,
+    activation and snapshot locks, none of which the source sensor's scan takes. A scan between the
+    restored catalog coming back and the restore forgetting what only the replaced catalog knew
+    pointed the changed file at its post-snapshot bytes, and the restore then removed those bytes
+    (the restored catalog, as it read it, named none): the source named raw bytes gone from the
+    home, and its parse failed. Now a restore holds the catalog's `sources` lock too: the scan waits,
+    then records the change anew (its bytes stored again), and the next ingest serves it."""
+    from fabric_assets.lifecycle.snapshots import restore
+
+    snap, src = _changed_after_a_snapshot(tmp_path, fabric_home)
+    home = FabricHome(fabric_home.root)
+    scanner = _a_scan_once_forgetting_has_read_the_catalog(home, monkeypatch)
+    restore(home, snap.snapshot_id)
+    monkeypatch.undo()
+    _the_change_is_kept_and_served(home, src, scanner)
+
+
+def test_a_scan_while_an_ingest_finishes_an_interrupted_restore_keeps_what_it_records(tmp_path, fabric_home,
+                                                                                      monkeypatch):
+    """guards against (trial 23g): `fabric ingest` finishing the forgetting of a restore killed
+    part-way under the ingest and activation locks only, so the source sensor's scan beside it lost
+    its bytes as in the restore itself. Now the ingest holds the `sources` lock while it forgets."""
+    from fabric_assets.lifecycle import snapshots
+
+    snap, src = _changed_after_a_snapshot(tmp_path, fabric_home)
+    home = FabricHome(fabric_home.root)
+
+    def killed(*_a, **_k):
+        raise KeyboardInterrupt
+    monkeypatch.setattr(snapshots, "finish_forgetting", killed)
+    with pytest.raises(KeyboardInterrupt):  # the catalog is back, nothing forgotten yet
+        snapshots.restore(home, snap.snapshot_id)
+    monkeypatch.undo()
+    home = FabricHome(home.root)
+    scanner = _a_scan_once_forgetting_has_read_the_catalog(home, monkeypatch)
+    assert ingest(src, home).failed_runs == []  # finishes the restore's forgetting first
+    monkeypatch.undo()
+    _the_change_is_kept_and_served(home, src, scanner)
