@@ -17,9 +17,14 @@ from fabric_assets.projections import PROJECTIONS
 from fabric_assets.run_planning import partition_ranges
 from fabric_assets.sources.scan import awaited_parse_ids, scan
 from fabric_resources.dagster_resources import FabricHomeResource
+from fabric_resources.locks import LockHeld
 
 #: Why a tick skips when ``sources.unattended`` is false (the sensors start running by default).
 OFF = "sources.unattended is false in the home's config.json"
+#: Why a source sensor tick skips while another holds the catalog's ``sources`` lock. Waiting for
+#: it (a cleanup or purge may hold it for minutes) overran Dagster's sensor timeout.
+SOURCES_BUSY = ("a cleanup, purge, snapshot restore or another scan holds the catalog's sources lock; "
+                "the next tick scans")
 
 
 def steps_config(home) -> dict:
@@ -153,7 +158,10 @@ def source_change_sensor(context: dg.SensorEvaluationContext, fabric: FabricHome
     home = fabric.open()
     if not home.config.sources.unattended:
         return dg.SensorResult(skip_reason=OFF)
-    report = scan(home)
+    try:
+        report = scan(home, wait=False)
+    except LockHeld:
+        return dg.SensorResult(skip_reason=SOURCES_BUSY)
     new_keys, runs = plan_parse_runs(context.instance, report.parse_ids_to_run, home.config.sources.partitions_per_run,
                                      **run_budget(home, report.parse_ids_to_run))
     requests = [

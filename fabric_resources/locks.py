@@ -26,6 +26,11 @@ class LockFileUnusableError(HomeUnusableError):
     status`), and a folder or FIFO made every writer's open a traceback (trial 21c)."""
 
 
+class LockHeld(BlockingIOError):
+    """A lock asked for without waiting is held by another holder (another process, or another
+    open of the lock in this one)."""
+
+
 def _open(path: Path, create: bool) -> IO[bytes]:
     """``path`` opened for ``flock``: read-write and created if missing (``create``), else read-only;
     never blocking on a FIFO.
@@ -62,11 +67,15 @@ def _open(path: Path, create: bool) -> IO[bytes]:
 @contextmanager
 def exclusive_lock(path: Path, *, wait: bool = True) -> Iterator[None]:
     """Hold an exclusive ``flock`` on ``path`` (created if missing); a second holder waits (with
-    ``wait=False`` it raises ``BlockingIOError`` instead), and the OS drops the lock of a killed
-    process. A child forked inside the block that leaves it lets go of its copy only."""
+    ``wait=False`` it raises :class:`LockHeld`, a ``BlockingIOError``, instead), and the OS drops
+    the lock of a killed process. A child forked inside the block that leaves it lets go of its
+    copy only."""
     path.parent.mkdir(parents=True, exist_ok=True)
     with _open(path, create=True) as fh:
-        fcntl.flock(fh, fcntl.LOCK_EX if wait else fcntl.LOCK_EX | fcntl.LOCK_NB)
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX if wait else fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise LockHeld(f"{path} is locked by another holder") from None
         owner = os.getpid()
         try:
             yield

@@ -192,18 +192,22 @@ def size_cap(cfg, spec) -> int:
     return min(cfg.sources.max_file_bytes, parser_cap or cfg.sources.max_file_bytes)
 
 
-def scan(home: FabricHome) -> ScanReport:
+def scan(home: FabricHome, *, wait: bool = True) -> ScanReport:
     """Scan every registered root once and record what changed in the catalog, holding the
-    catalog's ``sources`` lock: a cleanup or a purge decides what no source needs from the catalog
-    as it reads it, so it waits for the scan (which may take an old parse back), and the scan for it.
+    catalog's ``sources`` lock: a cleanup, a purge or an in-place restore decides what no source
+    needs from the catalog as it reads it, so it waits for the scan (which may take an old parse
+    back), and the scan for it. ``wait=False`` (the source sensor, whose tick Dagster times out)
+    takes the lock only if it is free.
 
     Raises
     ------
     fabric_assets.sources.walk.FileNameEncodingError
         If this process does not decode file names as UTF-8.
+    fabric_resources.locks.LockHeld
+        ``wait`` is false and another holds the lock; nothing was scanned.
     """
     refuse_other_file_name_encodings()
-    with home.catalog.exclusive(SOURCES_LOCK):
+    with home.catalog.exclusive(SOURCES_LOCK, wait=wait):
         return _scan(home)
 
 

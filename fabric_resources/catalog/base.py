@@ -143,11 +143,12 @@ class Catalog(abc.ABC):
         """
 
     @abc.abstractmethod
-    def exclusive(self, name: str) -> AbstractContextManager[None]:
+    def exclusive(self, name: str, *, wait: bool = True) -> AbstractContextManager[None]:
         """Hold the catalog-wide lock ``name`` while the block runs; a second holder, in any
-        process that uses this catalog, waits. The lock of a process that dies is dropped (the OS
-        drops a file lock; PostgreSQL a session's locks when its connection closes). No catalog
-        transaction stays open meanwhile."""
+        process that uses this catalog, waits (``wait=False``: raises
+        :class:`fabric_resources.locks.LockHeld` at once instead). The lock of a process that dies
+        is dropped (the OS drops a file lock; PostgreSQL a session's locks when its connection
+        closes). No catalog transaction stays open meanwhile."""
 
     @abc.abstractmethod
     def lock_held(self, name: str) -> bool:

@@ -34,6 +34,7 @@ from typing import Any
 from fabric_resources.catalog import migrations as schema_migrations
 from fabric_resources.catalog.base import Catalog, checked_lock_name
 from fabric_resources.catalog.records import CatalogUnavailableError
+from fabric_resources.locks import LockHeld
 
 #: Connections one process keeps per catalog; a thread past that waits for one.
 POOL_SIZE = 8
@@ -278,23 +279,31 @@ class PostgresCatalog(Catalog):
 
     # -- the interface -------------------------------------------------------
     @contextmanager
-    def exclusive(self, name: str) -> Iterator[None]:
+    def exclusive(self, name: str, *, wait: bool = True) -> Iterator[None]:
         import psycopg2
 
         key = _key(self.schema, "lock", checked_lock_name(name))
         con = self._connect()
         owner = os.getpid()
+        held = True
         try:
             with con.cursor() as cur:
-                cur.execute("SELECT pg_advisory_lock(%s)", (key,))
+                if wait:
+                    cur.execute("SELECT pg_advisory_lock(%s)", (key,))
+                else:
+                    cur.execute("SELECT pg_try_advisory_lock(%s)", (key,))
+                    held = cur.fetchone()[0]
+            if not held:
+                raise LockHeld(f"the catalog lock {name!r} of {self.describe()} is held by another session")
             yield
         finally:
             if os.getpid() != owner:  # a forked child's copy: the session and its lock are the parent's
                 _drop_inherited(con)
             else:
                 try:
-                    with con.cursor() as cur:
-                        cur.execute("SELECT pg_advisory_unlock(%s)", (key,))
+                    if held:
+                        with con.cursor() as cur:
+                            cur.execute("SELECT pg_advisory_unlock(%s)", (key,))
                 except psycopg2.Error:
                     pass  # a dead connection holds no lock any more
                 con.close()

@@ -141,8 +141,8 @@ class SqliteCatalog(Catalog):
         finally:
             con.close()
 
-    def exclusive(self, name: str):
-        return exclusive_lock(self.path.parent / LOCK_NAME.format(name=checked_lock_name(name)))
+    def exclusive(self, name: str, *, wait: bool = True):
+        return exclusive_lock(self.path.parent / LOCK_NAME.format(name=checked_lock_name(name)), wait=wait)
 
     def lock_held(self, name: str) -> bool:
         return lock_held(self.path.parent / LOCK_NAME.format(name=checked_lock_name(name)))

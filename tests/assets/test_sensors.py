@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import dagster as dg
+import pytest
 
 from fabric_assets.jobs import RANGE_END_TAG, RANGE_START_TAG
 from fabric_assets.sensors import source_change_sensor
@@ -160,3 +161,53 @@ def test_parses_a_terminated_run_left_parsed_are_finished_by_the_sensor_not_only
     assert [h.citation.source_key for h in Fabric(fabric_home.root).search("ferry postman").results] == [
         "fs:src/late.txt"]
     assert _evaluate(instance, fabric_home.root).run_requests == []
+
+
+@pytest.fixture(params=["sqlite", "postgres-s3"])
+def any_home(request, fabric_home):
+    """The default home, and one whose catalog is on PostgreSQL and tables on S3 (its catalog locks
+    are PostgreSQL advisory locks)."""
+    if request.param == "sqlite":
+        return fabric_home
+    from fabric_assets.measurement.local_services import shared_storage
+    from fabric_resources.home import FabricHome
+
+    storage = shared_storage(request.getfixturevalue("postgres_server"), request.getfixturevalue("moto_s3"))
+    fabric_home.root.mkdir(parents=True, exist_ok=True)
+    fabric_home.layout.config_file.write_text(json.dumps({"storage": storage}))
+    home = FabricHome(fabric_home.root)
+    request.addfinalizer(home.catalog.close)
+    return home
+
+
+def test_a_tick_beside_a_cleanup_purge_or_restore_skips_with_a_reason_and_the_next_scans(tmp_path, any_home):
+    """guards against (trial 23g): the source sensor's scan waiting for the catalog's `sources` lock,
+    which a cleanup, a purge or an in-place snapshot restore holds for their whole (maybe long)
+    length: the tick overran Dagster's sensor timeout. Now the tick skips at once with a reason that
+    names the lock, and the next tick, the lock free, scans."""
+    import threading
+
+    from fabric_resources.schema import SOURCES_LOCK
+
+    home = any_home
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "a.txt").write_text("A harbour master counted herring boats at dawn.\n")
+    home.catalog.register_root(src)
+    instance = dg.DagsterInstance.ephemeral()
+    ticks: list = []
+    with home.catalog.exclusive(SOURCES_LOCK):  # as a cleanup, purge or restore in another process holds it
+        tick = threading.Thread(target=lambda: ticks.append(_evaluate(instance, home.root)), daemon=True)
+        tick.start()
+        tick.join(timeout=20)
+        waited = tick.is_alive()
+    tick.join()
+    assert not waited, "the tick waited for the sources lock"
+    (skipped,) = ticks
+    assert skipped.run_requests == [] and skipped.dynamic_partitions_requests == []
+    assert "sources" in (skipped.skip_reason.skip_message or "")
+    assert home.catalog.sources() == []  # nothing recorded: the next tick finds the file new
+
+    again = _evaluate(instance, home.root)
+    assert [r.job_name for r in again.run_requests] == ["parse_job"]
+    assert [s.source_key for s in home.catalog.sources()] == ["fs:src/a.txt"]
