@@ -745,3 +745,18 @@ def config_hash(part: BaseModel | dict) -> str:
     data = part.model_dump(mode="json") if isinstance(part, BaseModel) else part
     blob = json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     return hashlib.sha256(blob.encode("utf-8")).hexdigest()[:16]
+
+
+#: Settings that cannot change what an activation derives or a release holds: what `fabric serve`
+#: binds and admits, how long retention keeps what no release needs, and how the sensors and
+#: ingest batch and run parse work (not what a parse gives). Left out of :func:`derivation_hash`:
+#: in it, changing one (`server.max_waiting_connections`) sent the next activation through every
+#: source, as a withheld pattern must, and the release recorded another hash for the same derivation.
+NOT_DERIVED = {"server": True, "retention": True,
+               "sources": {"partitions_per_run", "bytes_per_run", "unattended", "unattended_steps"}}
+
+
+def derivation_hash(config: FabricConfig) -> str:
+    """:func:`config_hash` of ``config`` less :data:`NOT_DERIVED` (and ``storage``, in no dump): the
+    hash a release records and the next activation builds on when it is unchanged."""
+    return config_hash(config.model_dump(mode="json", exclude=NOT_DERIVED))

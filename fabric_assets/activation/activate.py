@@ -26,7 +26,7 @@ from fabric_assets.gate import accepted_failures, gate_status, required_verdicts
 from fabric_assets.projections import (LEXICAL_VERDICT, POST_ACTIVATION_TABLES, REQUIRED_VERDICTS,
                                        VECTOR_DIGEST_VERDICTS)
 from fabric_resources.catalog import Catalog, Release, StatusUpdate, str_map
-from fabric_resources.config import config_hash
+from fabric_resources.config import derivation_hash
 from fabric_resources.dense_index import MANIFEST_KEY as DENSE_INDEXES, kept_generations
 from fabric_resources.home import FabricHome
 from fabric_resources.lexical_index import ANALYZER_ID, index_documents
@@ -144,7 +144,8 @@ def pinned_index_documents(home: FabricHome, parse_ids, tables: dict[str, int | 
 
 #: Catalog state: what the current release's sources were derived from, for the next activation to
 #: build on (:func:`_derive_sources`): ``{"release_id", "sources", "parse_runs"}`` (the change
-#: numbers read up to), ``"roots"``, ``"purges"`` (:meth:`Catalog.purge_mark`), ``"config_hash"``.
+#: numbers read up to), ``"roots"``, ``"purges"`` (:meth:`Catalog.purge_mark`), ``"config_hash"``
+#: (:func:`fabric_resources.config.derivation_hash`).
 ACTIVATION_MARKS = "activation_marks"
 
 
@@ -221,7 +222,7 @@ def _derive_sources(home: FabricHome, current: Release | None, names: tuple[str,
     """
     catalog = home.catalog
     static = {"roots": sorted([k, v] for k, v in roots.items()), "purges": catalog.purge_mark(),
-              "config_hash": config_hash(home.config)}
+              "config_hash": derivation_hash(home.config)}
     # Files the last scan left unread as over the size cap: their entries say their text is old.
     over_cap = frozenset(k for k, why in (catalog.state(SCAN_SKIPPED_STATE, dict, valid=str_map, memo=True)
                                           or {}).items() if why.startswith("too-large"))
@@ -370,7 +371,7 @@ def activate(home: FabricHome) -> ActivationReport:
         per_parse_digests = manifest_parse_digests(verdicts, new_parses, VECTOR_DIGEST_VERDICTS)
         manifest = {
             "schema_version": SCHEMA_VERSION,
-            "config_hash": config_hash(home.config),
+            "config_hash": derivation_hash(home.config),
             "sources": sources,
             "tables": tables,
             "lexical_generation": gen,

@@ -193,3 +193,33 @@ def test_fragment_merges_ride_with_a_release_and_change_no_answer(tmp_path, fabr
         return [(h.chunk_id, round(h.fused_score, 6)) for h in Fabric(home.root).search("keeper storm 3").results]
 
     assert answer(fabric_home) == answer(reference) and answer(reference)
+
+
+def test_a_setting_that_derives_nothing_leaves_the_release_hash_and_the_derivation_from_the_change(
+        tmp_path, fabric_home, full_reads):
+    """guards against (trial 23g): every setting entering the configuration hash that a release
+    records and the next activation builds on, so `server.max_waiting_connections` (a server
+    limit), a retention period or how the sensors batch runs made the next activation read every
+    source again (what a withheld pattern needs) and the release record another hash, though none
+    can change what is derived. Now they stay out of it; a withheld pattern still enters it (the
+    test above)."""
+    src = tmp_path / "docs"
+    src.mkdir()
+    for name, text in list(TEXTS.items())[:3]:
+        (src / name).write_text(text)
+    home = fabric_home
+    ingest(src, home)
+    first = home.catalog.current_release()
+    home.layout.config_file.write_text(json.dumps({
+        "server": {"max_waiting_connections": 7, "port": 8123, "max_concurrent_queries": 2},
+        "retention": {"releases": 5, "runs_days": 3},
+        "sources": {"partitions_per_run": 3, "bytes_per_run": 1000000, "unattended": False,
+                    "unattended_steps": "in_process"}}))
+    (src / "note-0.txt").write_text(TEXTS["note-0.txt"] + "An edited line.\n")
+    full_reads.clear()
+    ingest(src, FabricHome(home.root))
+    assert full_reads == [], "the activation read every source again"
+    current = FabricHome(home.root).catalog.current_release()
+    assert current.release_id != first.release_id
+    assert current.manifest["config_hash"] == first.manifest["config_hash"]
+    _check(home, first)
