@@ -52,7 +52,8 @@ def purge(
     every index generation, memo entries, catalog rows (a tombstone with hashes only remains).
 
     Exit codes: 0 purged (or nothing matched); 2 refused (a source still present, unknown, a
-    snapshot pins old versions, a run in progress), nothing removed; 130 interrupted (one line says
+    snapshot pins old versions, a run in progress), nothing removed (a --dry-run that a snapshot
+    or a run refuses lists what the purge would remove, then why it is refused); 130 interrupted (one line says
     whether the purge removed nothing, stopped part-way or had finished).
     """
     path = set_home(home)
@@ -107,13 +108,19 @@ def _purge(path, source: list[str] | None, root: str | None, before: str | None,
     except ValueError as exc:
         fail(f"--before: {exc}")
     fabric_home = FabricHome(path)
+    refused = None
     try:
         if dry_run:
             plan = plan_purge(fabric_home.catalog, selector)
-            check_purge(fabric_home, plan)  # refused as the purge would be: not "0, it would go"
-            finished.append(plan)
             out = {"dry_run": True, "sources": list(plan.source_keys), "parse_ids": len(plan.parse_ids),
                    "source_hashes": len(plan.source_hashes), "shared_kept": len(plan.shared_kept)}
+            try:
+                check_purge(fabric_home, plan)  # refused as the purge would be: not "0, it would go"
+            except PurgeRefused as exc:
+                # What it would remove is shown all the same: whether to delete the snapshot that
+                # refuses it is decided on that. The exit code stays the purge's (2).
+                refused = out["refused"] = str(exc)
+            finished.append(plan)
         else:
             report = run(fabric_home, selector)
             finished.append(report)
@@ -139,8 +146,10 @@ def _purge(path, source: list[str] | None, root: str | None, before: str | None,
              "repair the home (`fabric snapshot restore`, or restore the file), then run the purge again")
     if as_json:
         console.print_json(json.dumps(out))
-        return
-    _report(out)
+    else:
+        _report(out)
+    if refused is not None:
+        fail(f"the real purge would be refused: {refused}")
 
 
 def _report(out: dict) -> None:

@@ -589,6 +589,38 @@ def test_a_dry_run_is_refused_where_the_purge_would_be_and_only_there(tmp_path, 
     assert CliRunner().invoke(app, args).exit_code == 0 and list_snapshots(fabric_home) == []
 
 
+def test_a_dry_run_a_snapshot_refuses_still_lists_what_the_purge_would_remove(tmp_path, fabric_home):
+    """guards against (trial 23g): `fabric purge --dry-run` printing only the purge's refusal while a
+    snapshot exists, so a user could not see what a purge would remove before deciding to delete
+    the snapshot. Now it lists that (as text and as --json) and then says the real purge would be
+    refused and why, with the purge's exit code (2); nothing is removed."""
+    from typer.testing import CliRunner
+
+    from fabric_assets.cli.root import app
+    from fabric_assets.lifecycle.snapshots import create, list_snapshots
+
+    src = tmp_path / "corpus"
+    _write(src, {"lighthouse.txt": PUBLIC["lighthouse.txt"], "zebra-plan.txt": "\n\n".join(_secret_en(3)).encode()})
+    ingest(src, fabric_home)
+    (src / "zebra-plan.txt").unlink()
+    ingest(src, fabric_home)
+    create(fabric_home)
+    args = ["purge", "--source", "fs:corpus/zebra-plan.txt", "--dry-run", "--home", str(fabric_home.root)]
+    dry = CliRunner().invoke(app, args)
+    assert dry.exit_code == 2, dry.output
+    lines = dict(line.split(": ", 1) for line in dry.stdout.splitlines())
+    assert lines["sources"] == "fs:corpus/zebra-plan.txt" and lines["parse_ids"] == "1", dry.stdout
+    assert "snapshot(s) 1 (release 2)" in lines["refused"]
+    assert "would be refused" in dry.stderr and "delete them first" in dry.stderr
+    as_json = CliRunner().invoke(app, [*args, "--json"])
+    assert as_json.exit_code == 2, as_json.output
+    out = json.loads(as_json.stdout)
+    assert out["dry_run"] is True and out["sources"] == ["fs:corpus/zebra-plan.txt"]
+    assert "snapshot(s) 1 (release 2)" in out["refused"]
+    assert [s.snapshot_id for s in list_snapshots(fabric_home)] == [1]
+    assert fabric_home.catalog.source("fs:corpus/zebra-plan.txt") is not None  # nothing removed
+
+
 def test_a_purge_waiting_for_a_snapshot_reader_holds_none_of_the_homes_locks_meanwhile(tmp_path, fabric_home,
                                                                                       monkeypatch):
     """guards against (left open by trial 20f): purge took the ingest and activation locks, then
