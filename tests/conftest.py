@@ -94,6 +94,26 @@ def moto_s3():
         server.stop()
 
 
+@pytest.fixture(params=["sqlite", "postgres-s3"])
+def any_home(request, fabric_home):
+    """The default home (``fabric_home``), and one whose catalog and Dagster instance are on
+    PostgreSQL and whose tables are on S3: a shared deployment, whose catalog locks are PostgreSQL
+    advisory locks."""
+    import json
+
+    from fabric_assets.measurement.local_services import shared_storage
+    from fabric_resources.home import FabricHome
+
+    if request.param == "sqlite":
+        return fabric_home
+    storage = shared_storage(request.getfixturevalue("postgres_server"), request.getfixturevalue("moto_s3"))
+    fabric_home.root.mkdir(parents=True, exist_ok=True)
+    fabric_home.layout.config_file.write_text(json.dumps({"storage": storage}))
+    home = FabricHome(fabric_home.root)
+    request.addfinalizer(home.catalog.close)
+    return home
+
+
 @pytest.fixture(scope="session")
 def postgres_catalog_db(postgres_server):
     """One database for the catalog tests; each test gets its own schema in it."""

@@ -112,22 +112,6 @@ def test_a_scan_taking_an_old_parse_back_while_a_cleanup_runs_keeps_it(tmp_path,
     assert "fs:src/copy.txt" in {h.citation.source_key for h in hits}
 
 
-@pytest.fixture(params=["sqlite", "postgres-s3"])
-def any_home(request, fabric_home) -> FabricHome:
-    """The default home, and one whose catalog and Dagster instance are on PostgreSQL and whose
-    tables are on S3 (a shared deployment: its locks are PostgreSQL advisory locks)."""
-    if request.param == "sqlite":
-        return fabric_home
-    from fabric_assets.measurement.local_services import shared_storage
-
-    storage = shared_storage(request.getfixturevalue("postgres_server"), request.getfixturevalue("moto_s3"))
-    fabric_home.root.mkdir(parents=True, exist_ok=True)
-    fabric_home.layout.config_file.write_text(json.dumps({"storage": storage}))
-    home = FabricHome(fabric_home.root)
-    request.addfinalizer(home.catalog.close)
-    return home
-
-
 def test_a_scan_taking_a_purged_sources_bytes_back_while_the_purge_runs_gets_them_anew(tmp_path, any_home,
                                                                                          monkeypatch):
     """guards against (trial 23e): a purge (which holds the ingest lock, which the source sensor's

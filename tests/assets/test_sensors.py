@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 
 import dagster as dg
-import pytest
 
 from fabric_assets.jobs import RANGE_END_TAG, RANGE_START_TAG
 from fabric_assets.sensors import source_change_sensor
@@ -162,22 +161,6 @@ def test_parses_a_terminated_run_left_parsed_are_finished_by_the_sensor_not_only
         "fs:src/late.txt"]
     assert _evaluate(instance, fabric_home.root).run_requests == []
 
-
-@pytest.fixture(params=["sqlite", "postgres-s3"])
-def any_home(request, fabric_home):
-    """The default home, and one whose catalog is on PostgreSQL and tables on S3 (its catalog locks
-    are PostgreSQL advisory locks)."""
-    if request.param == "sqlite":
-        return fabric_home
-    from fabric_assets.measurement.local_services import shared_storage
-    from fabric_resources.home import FabricHome
-
-    storage = shared_storage(request.getfixturevalue("postgres_server"), request.getfixturevalue("moto_s3"))
-    fabric_home.root.mkdir(parents=True, exist_ok=True)
-    fabric_home.layout.config_file.write_text(json.dumps({"storage": storage}))
-    home = FabricHome(fabric_home.root)
-    request.addfinalizer(home.catalog.close)
-    return home
 
 
 def test_a_tick_beside_a_cleanup_purge_or_restore_skips_with_a_reason_and_the_next_scans(tmp_path, any_home):
