@@ -64,6 +64,24 @@ def _scan_in_another_process(home: Path) -> subprocess.Popen:
                             stderr=subprocess.PIPE, text=True)
 
 
+def _a_scan_when_called(monkeypatch, module, name: str, home: FabricHome) -> list[subprocess.Popen]:
+    """Make the next call of ``module.name`` first start a scan of ``home`` in another process and
+    wait until that scan ends or waits for a lock the caller holds; returns the list the scan's
+    process is put in. The function is the point where a cleanup, purge or restore has read the
+    catalog and not yet acted on it."""
+    scanner: list[subprocess.Popen] = []
+    real = getattr(module, name)
+
+    def then_a_scan(*args, **kwargs):
+        if not scanner:
+            scanner.append(_scan_in_another_process(home.root))
+            _ended_or_waiting(scanner[0], home)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(module, name, then_a_scan)
+    return scanner
+
+
 def test_a_scan_taking_an_old_parse_back_while_a_cleanup_runs_keeps_it(tmp_path, fabric_home, monkeypatch):
     """guards against (trial 23e): a cleanup holding only the activation lock, which no scan takes,
     removing a parse a concurrent scan had just pointed a source at again (a file put back with an
@@ -85,17 +103,7 @@ def test_a_scan_taking_an_old_parse_back_while_a_cleanup_runs_keeps_it(tmp_path,
     assert len(old_parse) == 1  # the first version's parse, superseded and in no retained release
     (src / "copy.txt").write_text(OLD)  # its bytes are back, in another file
 
-    scanner: list[subprocess.Popen] = []
-    real_orphans = retention._orphans
-
-    def orphans_after_a_scan(*args, **kwargs):
-        # The cleanup has read the sources and parse runs: a scan in another process runs now,
-        # to its end, or until it waits for a lock the cleanup holds.
-        scanner.append(_scan_in_another_process(home.root))
-        _ended_or_waiting(scanner[0], home)
-        return real_orphans(*args, **kwargs)
-
-    monkeypatch.setattr(retention, "_orphans", orphans_after_a_scan)
+    scanner = _a_scan_when_called(monkeypatch, retention, "_orphans", home)  # sources and runs read
     retention.cleanup(home)
     monkeypatch.undo()
     out, err = scanner[0].communicate(timeout=120)
@@ -131,17 +139,7 @@ def test_a_scan_taking_a_purged_sources_bytes_back_while_the_purge_runs_gets_the
     assert ingest(src, home).failed_runs == []
     (src / "copy.txt").write_text(OLD)  # the same bytes, back in another file
 
-    scanner: list[subprocess.Popen] = []
-    real = purge_mod._drop_own_snapshots
-
-    def planned_then_a_scan(*args, **kwargs):
-        # The purge has planned under its locks: a scan in another process runs now, to its end,
-        # or until it waits for a lock the purge holds.
-        scanner.append(_scan_in_another_process(home.root))
-        _ended_or_waiting(scanner[0], home)
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(purge_mod, "_drop_own_snapshots", planned_then_a_scan)
+    scanner = _a_scan_when_called(monkeypatch, purge_mod, "_drop_own_snapshots", home)  # planned
     purge_mod.purge(home, purge_mod.PurgeSelector(source_keys=("fs:src/secret.txt",)))
     monkeypatch.undo()
     out, err = scanner[0].communicate(timeout=120)
@@ -177,16 +175,7 @@ def _a_scan_once_forgetting_has_read_the_catalog(home: FabricHome, monkeypatch) 
     it has read what the restored catalog names, and wait until that scan ends or waits for a lock."""
     import fabric_assets.lifecycle.forgetting as forgetting
 
-    scanner: list[subprocess.Popen] = []
-    real = forgetting.memo_keys_only_of
-
-    def known_then_a_scan(*args, **kwargs):
-        scanner.append(_scan_in_another_process(home.root))
-        _ended_or_waiting(scanner[0], home)
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(forgetting, "memo_keys_only_of", known_then_a_scan)
-    return scanner
+    return _a_scan_when_called(monkeypatch, forgetting, "memo_keys_only_of", home)
 
 
 def _the_change_is_kept_and_served(home: FabricHome, src: Path, scanner: list[subprocess.Popen]) -> None:
