@@ -343,6 +343,7 @@ class Fabric:
             dense_channels_off=dense.off,
             dense_index_fallback=dense.index_fallback,
             dense_sources_left_out=dense.left_out,
+            dense_index_sources_left_out=dense.index_left_out,
             rows_changed=self._rows_changed(active, runs),
             outdated=self._outdated(active, runs),
         )

@@ -28,7 +28,7 @@ from typer.core import TyperCommand
 from fabric_query.cli_fast import LIMIT_MAX, LIMIT_MIN
 from fabric_query.cli_input import ArgumentError, read_json_argument, search_rewrite
 from fabric_query.cli_interrupt import READS, on_interrupt
-from fabric_query.cli_text import ago, stdout_closed, typed, unfinished_reason  # the standard library only
+from fabric_query.cli_text import ago, left_out_until, stdout_closed, typed, unfinished_reason  # the standard library only
 from fabric_query.errors import FabricQueryError
 
 read_app = typer.Typer(help="Read commands: search, resolve, status, lexical-health (no Dagster).")
@@ -128,8 +128,8 @@ def print_status(home: Path, st=None):
                       "product instead (slower at scale) until `fabric dense-index-repair`")
     for off in st.dense_channels_off:  # the reason's detail names what brings it back
         console.print(f"  [red]dense channel off[/red]: {keys([off])}; the other channels answer its queries")
-    for left in st.dense_sources_left_out:  # "<channel>: <source key>": vectors not as written, the rest serve
-        console.print(f"  [red]dense vectors left out[/red]: {keys([left])}: found by words only until `fabric repair`")
+    for left in st.dense_sources_left_out:  # "<channel>: <source key>": vectors (or their index rows) not as written
+        console.print(f"  [red]dense vectors left out[/red]: {keys([left])}: {left_out_until(left, st.dense_index_sources_left_out)}")
     named = {p.split(": ", 1)[0] for p in st.dense_index_problems}
     for fallback in st.dense_index_fallback:
         # "<channel>: <reason>: <table>[/<generation>]: …": an index whose files were named above is not named twice.

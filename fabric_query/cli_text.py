@@ -22,7 +22,7 @@ import os
 import re
 import signal
 import sys
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import Any, NoReturn, TextIO
 
 from fabric_query.labels import label_of_locations
@@ -123,6 +123,17 @@ def _hit_text(hit: Mapping[str, Any], colour: bool) -> str:
     return "".join(parts) + ("…" if len(hit["text"]) > HIT_TEXT_CHARS else "")
 
 
+def left_out_until(entry: str, in_index: Collection[str]) -> str:
+    """What ``fabric status`` says of a source a dense channel leaves out (``entry``, as
+    ``Status.dense_sources_left_out`` names it), naming the command that mends its damage: the
+    ANN index's rows of it (``in_index``: ``dense_index_sources_left_out``) are rebuilt from the
+    stored vectors; stored vectors are re-embedded (``fabric repair`` reads the tables only)."""
+    if entry in in_index:
+        return ("found by words only until `fabric dense-index-repair` rebuilds the ANN index (the index's rows "
+                "of this source differ from the stored vectors it was built from)")
+    return "found by words only until `fabric repair`"
+
+
 def render_pack(pack: Mapping[str, Any], *, colour_out: bool = False, colour_err: bool = False) -> tuple[str, str]:
     """The text ``fabric search`` prints for ``pack``: ``(stdout, stderr)``, each ending in a newline or empty.
 
@@ -130,7 +141,8 @@ def render_pack(pack: Mapping[str, Any], *, colour_out: bool = False, colour_err
     unusable, then one line per skipped channel, then a line when no lexical channel matched
     anything (``no_lexical_match``), then a line naming how many chunks were left out because their
     stored text was altered (``altered_chunks``), then one naming the sources whose vectors the
-    dense ranking left out (``dense_sources_left_out``), then one per quoted phrase not looked for across
+    dense ranking left out (``dense_sources_left_out``; those whose ANN index rows alone are damaged,
+    ``dense_index_sources_left_out``, on a line of their own naming the command that mends them), then one per quoted phrase not looked for across
     every context-window boundary (``unchecked_phrase_seams``). stdout: "no results (…)" followed by one indented line per
     ``unmatched_filters`` entry, or per hit a line with
     its rank, source key, location label and section path, a line with its channels, parse and
@@ -166,12 +178,16 @@ def render_pack(pack: Mapping[str, Any], *, colour_out: bool = False, colour_err
     if altered:
         err.append(_style(f"{len(altered)} chunk(s) left out: their stored text differs from the hash recorded "
                           "when they were cut (restore the home from a snapshot, or re-ingest)", _YELLOW, colour_err))
-    left_out = pack.get("dense_sources_left_out") or ()
-    if left_out:
-        more = f" and {len(left_out) - 5} more" if len(left_out) > 5 else ""
-        err.append(_style(f"dense ranking left out {', '.join(one_line(k) for k in left_out[:5])}{more}: stored "
-                          "vectors differ from the digest recorded when they were written (`fabric repair` "
-                          "re-embeds them); found by their words only", _YELLOW, colour_err))
+    in_index = pack.get("dense_index_sources_left_out") or ()
+    vectors = [k for k in pack.get("dense_sources_left_out") or () if k not in in_index]
+    for left_out, what in ((vectors, "stored vectors differ from the digest recorded when they were written "
+                                     "(`fabric repair` re-embeds them)"),
+                           (in_index, "their rows in the ANN index differ from the stored vectors it was built "
+                                      "from (`fabric dense-index-repair` rebuilds it)")):
+        if left_out:
+            more = f" and {len(left_out) - 5} more" if len(left_out) > 5 else ""
+            err.append(_style(f"dense ranking left out {', '.join(one_line(k) for k in left_out[:5])}{more}: "
+                              f"{what}; found by their words only", _YELLOW, colour_err))
     for phrase in pack.get("unchecked_phrase_seams") or ():
         err.append(_style(f'phrase "{one_line(phrase)}" not looked for across context-window boundaries: its '
                           "rarest word is in too many windows (an occurrence cut by one may be missing)",

@@ -35,7 +35,7 @@ from fabric_resources.row_audit import folder_state, load_cached, store_cached, 
 from fabric_resources.vector_digest import MANIFEST_KEY as VECTOR_DIGESTS
 
 #: Bumped when what the cache holds, or what its key covers, changes.
-CACHE_FORMAT = 3
+CACHE_FORMAT = 4
 
 
 @dataclass(frozen=True)
@@ -49,11 +49,13 @@ class DenseCheck:
     ``-schema-mismatch``): it answers with the exact product (slower at scale).
     ``left_out``: ``"<channel>: <source key>"`` for each visible source whose vectors the channel
     leaves out of its ranking (their rows do not give the digest the release recorded for their
-    parse); the channel serves the others."""
+    parse); the channel serves the others. ``index_left_out``: those of ``left_out`` whose damage is
+    the ANN index's own rows (:attr:`fabric_query.dense_search.DenseSource.index_left_out`)."""
 
     off: tuple[str, ...] = ()
     index_fallback: tuple[str, ...] = ()
     left_out: tuple[str, ...] = ()
+    index_left_out: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -64,6 +66,7 @@ class _Found:
     fallback: str | None = None
     models: tuple[str, ...] = ()
     left_out: tuple[str, ...] = ()  # visible source keys
+    index_left_out: tuple[str, ...] = ()  # of left_out: the index's rows damaged, not the vectors
 
 
 def dense_check(home: FabricHome, release, encoder: Callable[[str], str | None]) -> DenseCheck:
@@ -81,7 +84,7 @@ def dense_check(home: FabricHome, release, encoder: Callable[[str], str | None])
     from fabric_query.channels.dense import DENSE_CHANNELS, model_mismatch
 
     found = _found(home, release)
-    off, fallback, left_out = [], [], []
+    off, fallback, left_out, index_left_out = [], [], [], []
     for name, channel in DENSE_CHANNELS.items():
         f = found.get(name)
         if f is None:
@@ -93,7 +96,8 @@ def dense_check(home: FabricHome, release, encoder: Callable[[str], str | None])
         if f.fallback is not None:
             fallback.append(f"{name}: {f.fallback}")
         left_out += [f"{name}: {key}" for key in f.left_out]
-    return DenseCheck(tuple(off), tuple(fallback), tuple(left_out))
+        index_left_out += [f"{name}: {key}" for key in f.index_left_out]
+    return DenseCheck(tuple(off), tuple(fallback), tuple(left_out), tuple(index_left_out))
 
 
 def _found(home: FabricHome, release) -> dict[str, _Found]:
@@ -147,7 +151,8 @@ def _check(home: FabricHome, release) -> dict[str, _Found] | None:
             source, fallback = dense_source(view, channel.table, home.config.query.dense_search)
             models = tuple(sorted(vector_models(view, channel.table, source)))
             keys = sorted({k for p in source.left_out for k in view.sources_by_parse.get(p, ())})
-            out[name] = _Found(fallback=fallback, models=models, left_out=tuple(keys))
+            in_index = sorted({k for p in source.index_left_out for k in view.sources_by_parse.get(p, ())})
+            out[name] = _Found(fallback=fallback, models=models, left_out=tuple(keys), index_left_out=tuple(in_index))
         except ProjectionUnavailable as exc:
             out[name] = _Found(off=exc.describe(), fallback=fallback)
         except (TableStoreUnavailableError, FabricQueryError):
@@ -205,7 +210,8 @@ def _load(path: Path, key: str) -> dict[str, _Found] | None:
         return {str(name): _Found(None if f["off"] is None else str(f["off"]),
                                   None if f["fallback"] is None else str(f["fallback"]),
                                   tuple(str(m) for m in _listed(f["models"])),
-                                  tuple(str(k) for k in _listed(f["left_out"])))
+                                  tuple(str(k) for k in _listed(f["left_out"])),
+                                  tuple(str(k) for k in _listed(f["index_left_out"])))
                 for name, f in channels.items()}
     except (TypeError, KeyError):
         return None  # a cache only saves work
@@ -219,5 +225,6 @@ def _listed(value) -> list:
 
 def _store(path: Path, key: str, found: dict[str, _Found]) -> None:
     store_cached(path, {"key": key, "channels": {name: {"off": f.off, "fallback": f.fallback, "models": list(f.models),
-                                                        "left_out": list(f.left_out)}
+                                                        "left_out": list(f.left_out),
+                                                        "index_left_out": list(f.index_left_out)}
                                                  for name, f in found.items()}})

@@ -83,6 +83,14 @@ class DenseSource(Protocol):
         never scored (:attr:`fabric_query.release.VectorSet.left_out`)."""
         ...
 
+    @property
+    def index_left_out(self) -> frozenset[str]:
+        """The parses of :attr:`left_out` whose stored vectors may be sound: the ANN index was built
+        from rows giving their digest and its own rows of them no longer do (``fabric
+        dense-index-repair`` rebuilds it from the stored vectors; ``fabric repair`` reads the
+        tables only, so it finds nothing to mend). Empty for the exact product."""
+        ...
+
     def top_chunks(self, query: np.ndarray, eligible: frozenset[str] | set[str] | None, k: int
                    ) -> list[tuple[int, float]]:
         """Up to ``k`` eligible ``(view chunk row, cosine)``, unordered: the ``k`` best for the
@@ -135,6 +143,10 @@ class ExactSource:
     @property
     def left_out(self) -> frozenset[str]:
         return self.view.vector_set(self.table).left_out
+
+    @property
+    def index_left_out(self) -> frozenset[str]:
+        return frozenset()
 
     def top_chunks(self, query, eligible, k):
         vs = self.view.vector_set(self.table)
@@ -212,7 +224,9 @@ class AnnIndex:
     reverse map (``-1``: no vector). The ``window_*`` arrays are the same for ``windows.lance``
     (``window_rows[wpos]``: the row of ``view.context_windows``). ``left_out``: visible parses
     whose rows did not give the digest the release recorded for them; their rows and windows are
-    mapped to ``-1``, as a hidden source's.
+    mapped to ``-1``, as a hidden source's. ``index_left_out``: those of them activation indexed
+    (not in its record's ``left_out``): built from rows giving their digest, the damage is the
+    index's own (a row's bytes, a relabelled row), mended by rebuilding it.
     """
 
     index: OpenDenseIndex
@@ -230,6 +244,7 @@ class AnnIndex:
     visible: np.ndarray | None = None
     window_visible: np.ndarray | None = None
     left_out: frozenset[str] = frozenset()
+    index_left_out: frozenset[str] = frozenset()
 
 
 def load_ann_index(view: ReleaseView, table: str) -> AnnIndex:
@@ -368,7 +383,8 @@ def _mapped(view: ReleaseView, table: str, opened: OpenDenseIndex, record: dict,
                     position=position, models=frozenset(m for p, m in models if p not in left_out),
                     window_rows=window_rows, window_parse_ord=window_parse_ord, window_addresses=window_addresses,
                     ord_of=ord_of, visible=None if visible.all() else visible,
-                    window_visible=None if window_visible.all() else window_visible, left_out=frozenset(left_out))
+                    window_visible=None if window_visible.all() else window_visible, left_out=frozenset(left_out),
+                    index_left_out=frozenset(left_out - set(record.get("left_out") or ())))
 
 
 def _allowed(ann: AnnIndex, ords: np.ndarray, visible: np.ndarray | None, eligible) -> np.ndarray | None:
@@ -446,6 +462,10 @@ class AnnSource:
     @property
     def left_out(self) -> frozenset[str]:
         return self.ann.left_out
+
+    @property
+    def index_left_out(self) -> frozenset[str]:
+        return self.ann.index_left_out
 
     def _search(self, ds, q: np.ndarray, k: int, mask: np.ndarray | None, addresses: np.ndarray, partitions: int
                 ) -> tuple[np.ndarray, np.ndarray]:

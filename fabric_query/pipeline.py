@@ -253,6 +253,8 @@ def _answer(home: FabricHome, query: str, embedder: Encoder, *, limit: int | Non
         altered_chunks=tuple(sorted(altered)),
         dense_sources_left_out=tuple(sorted({key for _, r in runs.values() for p in r.dense_left_out
                                              for key in ctx.view.sources_by_parse.get(p, ())})),
+        dense_index_sources_left_out=tuple(sorted({key for _, r in runs.values() for p in r.dense_index_left_out
+                                                   for key in ctx.view.sources_by_parse.get(p, ())})),
         unchecked_phrase_seams=tuple(sorted(ctx.per_query(UNCHECKED_SEAMS, set))),
     ), max_tokens)
 

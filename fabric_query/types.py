@@ -208,6 +208,11 @@ class EvidencePack(_Frozen):
     #: and substring channels; every other source keeps its dense ranking. Only visible sources are
     #: ever read, so none is named that the caller may not see. Empty when nothing was left out.
     dense_sources_left_out: tuple[str, ...] = ()
+    #: Those of :attr:`dense_sources_left_out` whose stored vectors were sound when the release's ANN
+    #: index was built from them, and whose rows in that index no longer give their digest (the
+    #: index's own bytes damaged, a row relabelled): ``fabric dense-index-repair`` rebuilds the index
+    #: from the stored vectors (``fabric repair`` reads the tables, which are sound). Empty otherwise.
+    dense_index_sources_left_out: tuple[str, ...] = ()
     #: Quoted phrases (as their folded, stemmed word tokens) the word channel did not look for across
     #: every boundary between two context windows: their rarest word is in more windows than it reads
     #: (``fabric_query.channels.window_seams.SEAM_WINDOWS_CHECKED``), so an occurrence cut by such a
@@ -404,6 +409,9 @@ class Status(BaseModel):
     #: and those sources are still found by their words — until ``fabric repair`` re-embeds them.
     #: Found in the same pass as ``dense_channels_off``; a withheld source is never read, so never named.
     dense_sources_left_out: tuple[str, ...] = ()
+    #: Those of :attr:`dense_sources_left_out` (same form) whose damage is the ANN index's own rows,
+    #: not the stored vectors it was built from: ``fabric dense-index-repair`` rebuilds it.
+    dense_index_sources_left_out: tuple[str, ...] = ()
     #: Tables whose latest version holds, for some active parses, another number of rows than the
     #: parse's last write recorded (``"chunk_vectors: 1 parse(s), 3 row(s) fewer and 0 more than
     #: written"``; :mod:`fabric_resources.row_audit`): rows deleted or added outside Fabric, every

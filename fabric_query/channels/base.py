@@ -49,6 +49,9 @@ class ChannelRun:
     dense_left_out
         Visible parses a dense channel left out because their vector rows do not give the digest
         the release recorded for them (never ranked; their chunks stay findable lexically).
+    dense_index_left_out
+        Those of ``dense_left_out`` whose damage is the ANN index's own rows
+        (:attr:`fabric_query.dense_search.DenseSource.index_left_out`).
     """
 
     ranking: ChannelResult = field(default_factory=list)
@@ -58,6 +61,7 @@ class ChannelRun:
     dense_fallback_reason: str | None = None
     dense_search: str | None = None
     dense_left_out: frozenset[str] = frozenset()
+    dense_index_left_out: frozenset[str] = frozenset()
 
     @classmethod
     def skip(cls, reason: str) -> "ChannelRun":

@@ -291,11 +291,12 @@ class DenseChannel:
                 ctx.view, qv.vector, ctx.eligible, ctx.depth, self.table, q.section_candidate_limit,
                 q.section_passages_per_window, SECTION_RRF_K, found.source, weight)
             return ChannelRun(ranking, provenance, dense_fallback_reason=found.fallback_reason,
-                              dense_search=found.source.kind, dense_left_out=found.source.left_out)
+                              dense_search=found.source.kind, dense_left_out=found.source.left_out,
+                              dense_index_left_out=found.source.index_left_out)
         return ChannelRun(
             window_smoothed_dense(ctx.view, qv.vector, ctx.eligible, ctx.depth, weight, self.table, found.source),
             dense_fallback_reason=found.fallback_reason, dense_search=found.source.kind,
-            dense_left_out=found.source.left_out)
+            dense_left_out=found.source.left_out, dense_index_left_out=found.source.index_left_out)
 
     def fusion(self, config: "QueryConfig") -> FusionMethod | None:
         # The convex weights were tuned for the e5 mix (JSQuAD dev); the MiniLM mix fuses by RRF.

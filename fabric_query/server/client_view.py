@@ -210,8 +210,8 @@ def without_withheld(status: dict[str, Any], is_withheld: Callable[[str], bool],
     out["unsupported"] = [u for u in out.get("unsupported") or () if not is_withheld(u[0])]
     out["skipped"] = [s for s in out.get("skipped") or () if not is_withheld(s[0])]
     # "<channel>: <source key>": the check reads visible parses only; kept to the patterns as they are now.
-    out["dense_sources_left_out"] = [e for e in out.get("dense_sources_left_out") or ()
-                                     if not is_withheld(e.split(": ", 1)[-1])]
+    for field in ("dense_sources_left_out", "dense_index_sources_left_out"):
+        out[field] = [e for e in out.get(field) or () if not is_withheld(e.split(": ", 1)[-1])]
     return out
 
 

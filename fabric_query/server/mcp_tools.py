@@ -115,6 +115,8 @@ def agent_answer(pack: EvidencePack) -> dict[str, Any]:
         "altered_chunks": list(pack.altered_chunks),
         # Sources the dense ranking left out (their vectors differ from their recorded digest).
         "dense_sources_left_out": list(pack.dense_sources_left_out),
+        # Of those, the ones whose ANN index rows are damaged (`fabric dense-index-repair` mends them).
+        "dense_index_sources_left_out": list(pack.dense_index_sources_left_out),
         # Quoted phrases not looked for across every context-window boundary (too common a word).
         "unchecked_phrase_seams": list(pack.unchecked_phrase_seams),
         # Why nothing was eligible (a filter that admits no source, and what the release has instead).

@@ -561,6 +561,7 @@ def test_a_clients_status_names_no_absolute_path_and_no_count_over_withheld_rows
                                  f"{home.root}/indexes/dense/chunk_vectors/gen-00000001/vectors.lance: bad",),
         "lexical_index_problem": f"index-unreadable: gen-00000001: {home.root}/indexes/lexical/meta.json: bad",
         "dense_sources_left_out": ("dense: fs:corpus/a.txt", "dense: fs:corpus/private/diary.txt"),
+        "dense_index_sources_left_out": ("dense: fs:corpus/private/diary.txt",),
         "unreadable_tables": (f"chunks version 2: {home.tables.root}/chunks.lance/data/x.lance: cut short",),
         "failed": (ParseProblem(parse_id="f" * 32, status="failed", reason="unreadable",
                                 detail=f"PermissionError: '{root}/b.md'", sources=("fs:corpus/b.md",)),),
@@ -582,6 +583,7 @@ def test_a_clients_status_names_no_absolute_path_and_no_count_over_withheld_rows
     assert client["dense_index_problems"] == ["chunk_vectors: dense-index-unreadable"]
     assert client["lexical_index_problem"] == "index-unreadable"
     assert client["dense_sources_left_out"] == ["dense: fs:corpus/a.txt"]  # a withheld source never named
+    assert client["dense_index_sources_left_out"] == []
     assert client["unreadable_tables"] == ["chunks version 2: <tables>/chunks.lance/data/x.lance: cut short"]
     assert client["failed"][0]["detail"] == "PermissionError: 'corpus/b.md'"
     assert client["failed"][0]["sources"] == ["fs:corpus/b.md"]  # a source key is not a path
