@@ -135,7 +135,7 @@ def print_status(home: Path, st=None):
         # "<channel>: <reason>: <table>[/<generation>]: …": an index whose files were named above is not named twice.
         detail = fallback.split(": ", 2)[-1]
         if detail.split(":", 1)[0].split("/", 1)[0] not in named:
-            until = "" if "dense-index-repair" in fallback else " until `fabric dense-index-repair`"  # most say it
+            until = "" if "`fabric " in fallback else " until `fabric dense-index-repair`"  # most name their remedy
             console.print(f"  [red]dense index not used[/red]: {keys([fallback])}: the channel answers with the "
                           f"exact product instead (slower at scale){until}")
     for changed in st.rows_changed:

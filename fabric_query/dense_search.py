@@ -271,8 +271,12 @@ def load_ann_index(view: ReleaseView, table: str) -> AnnIndex:
     rid = view.release_id
     if not isinstance(record, dict) or not record.get("generation"):
         why = record.get("skipped") if isinstance(record, dict) else None
+        # Rebuilding reads the same rows and skips again: the vectors must be mended first.
+        remedy = ("its vectors are not those the release recorded: `fabric repair` re-derives them (or a snapshot "
+                  "restore brings them back) and the release it publishes builds the index"
+                  if why == "vector-digest-mismatch" else "run `fabric dense-index-repair`")
         raise DenseIndexUnusable("dense-index-missing", f"{table}: release {rid} has no index"
-                                 + (f" ({why})" if why else "") + "; run `fabric dense-index-repair`")
+                                 + (f" ({why})" if why else "") + f"; {remedy}")
     expected = (manifest.get(VECTOR_DIGESTS) or {}).get(table)
     built_from = expected
     left = record.get("left_out")

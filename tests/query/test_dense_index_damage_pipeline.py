@@ -251,3 +251,41 @@ def test_a_snapshot_restore_keeps_the_parses_an_index_left_out(homes, tmp_path):
             assert (pack.dense_search, pack.dense_fallback_reason) == ("ann", None), (restored.root, q)
             assert pack.dense_sources_left_out == (DAMAGED,) and pack.dense_index_sources_left_out == ()
         assert first_difference(_ranked(restored), before) is None
+
+
+def test_an_older_release_without_an_index_over_damaged_vectors_names_the_command_that_mends_them(homes, tmp_path):
+    """guards against (trial 24a): a release that records the table digest only (before per-parse
+    digests) whose activation found its vectors damaged records no index (``skipped:
+    vector-digest-mismatch``); its ``dense-index-missing`` reason said "run `fabric
+    dense-index-repair`", which reads the same rows, skips again and publishes nothing.
+
+    The reason (and the status line) name `fabric repair`, and that command mends it: the release
+    it publishes has an index, nothing is off or left out, and every query ranks as before."""
+    from fabric_assets.activation.dense_index import dense_index_records
+    from fabric_resources.vector_digest import PARSES_MANIFEST_KEY
+
+    sound, _ = homes
+    home = _copy(sound, tmp_path, "older")
+    before = _ranked(home)
+    _damage_stored_vector(home, _parse_of(home, DAMAGED))
+    current = home.catalog.current_release()
+    manifest = {k: v for k, v in current.manifest.items() if k not in ("release_id", "created_at", PARSES_MANIFEST_KEY)}
+    active = sorted({m["parse_id"] for m in manifest["sources"].values()})
+    manifest[MANIFEST_KEY] = dense_index_records(home, manifest["tables"], active, manifest["vector_digests"])
+    assert manifest[MANIFEST_KEY]["chunk_vectors"]["skipped"] == "vector-digest-mismatch"
+    home.catalog.publish_release(manifest, expected_current=current.release_id)
+    views._VIEWS.clear()
+    (fallback,) = Fabric(home.root).status().dense_index_fallback
+    assert fallback.startswith("dense: dense-index-missing: ") and "`fabric repair`" in fallback, fallback
+    env = {"COLUMNS": "500", "DAGSTER_HOME": str(home.layout.dagster_home)}
+    out = CliRunner().invoke(app, ["status", "--home", str(home.root)], env=env)
+    assert "dense index not used" in out.output and "dense-index-repair" not in out.output, out.output
+
+    out = CliRunner().invoke(app, ["repair", "--home", str(home.root)], env=env)
+    assert out.exit_code == 0, out.output
+    views._VIEWS.clear()
+    home = FabricHome(home.root)
+    assert home.catalog.current_release().manifest[MANIFEST_KEY]["chunk_vectors"]["generation"]
+    status = Fabric(home.root).status()
+    assert (status.dense_index_fallback, status.dense_channels_off, status.dense_sources_left_out) == ((), (), ())
+    assert first_difference(_ranked(home), before) is None
