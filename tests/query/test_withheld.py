@@ -285,3 +285,24 @@ def test_a_clients_pack_counts_no_rows_of_a_withheld_source_in_a_skip_reason(tmp
     assert operator.startswith(f"vector-digest-mismatch: chunk_vectors: its {rows} rows of release {older}'s parses")
     client = client_search(fabric, "lighthouse keeper")
     assert client.skipped_channels == {"dense": "vector-digest-mismatch: chunk_vectors"}, client.skipped_channels
+
+
+def test_a_deleted_withheld_source_is_counted_nowhere_a_client_reads(tmp_path):
+    """guards against (trial 24a, untested before): a client's status (MCP ``status``,
+    ``/v1/status`` without the admin token) counting a withheld source the scan has since found
+    deleted in ``sources_by_state`` (``deleted: 1``): a client would learn that a document it may
+    not see existed. Its counts equal those of a home that never had the document; the operator's
+    own status still counts it."""
+    from fabric_query.server.client_view import client_status
+
+    home, folder = _home(tmp_path, "deleted", {**VISIBLE["en"], **WITHHELD["en"]})
+    home.layout.config_file.write_text(json.dumps({"sources": {"withheld": ["corpus/private/*"]}}))
+    (folder / "private" / "diary.txt").unlink()
+    ingest(folder, home)
+    fabric = Fabric(home.root)
+    assert fabric.status().sources_by_state.get("deleted") == 1  # the operator's view
+    never, _ = _home(tmp_path, "never", VISIBLE["en"])
+    seen, want = client_status(fabric), client_status(Fabric(never.root))
+    for key in ("sources_by_state", "active_sources", "active_parses", "pending", "withheld", "roots"):
+        assert seen[key] == want[key], (key, seen[key], want[key])
+    assert "private" not in json.dumps(seen)
