@@ -218,7 +218,7 @@ def test_a_relabelled_index_row_names_the_command_that_rebuilds_the_index(homes,
 
 
 def test_a_snapshot_restore_keeps_the_parses_an_index_left_out(homes, tmp_path):
-    """guards against (trial 24a, untested before): a snapshot restore of a home whose ANN index
+    """guards against (trial 24a): a snapshot restore of a home whose ANN index
     recorded a left-out parse serving that parse's damaged rows, or losing the index, once the
     generation's files were damaged (rebuilt under its name) or with them intact (linked back),
     in place and into a new home.

@@ -288,7 +288,7 @@ def test_a_clients_pack_counts_no_rows_of_a_withheld_source_in_a_skip_reason(tmp
 
 
 def test_a_deleted_withheld_source_is_counted_nowhere_a_client_reads(tmp_path):
-    """guards against (trial 24a, untested before): a client's status (MCP ``status``,
+    """guards against (trial 24a): a client's status (MCP ``status``,
     ``/v1/status`` without the admin token) counting a withheld source the scan has since found
     deleted in ``sources_by_state`` (``deleted: 1``): a client would learn that a document it may
     not see existed. Its counts equal those of a home that never had the document; the operator's
