@@ -95,16 +95,50 @@ def location_of(unit_id: str, kind: str, locator: str | dict, section_path: Sequ
     # graphic, a paragraph read from its own part: its locator names the cell or the note it stands
     # in, as the cell's or note's own unit does; it was labelled as if in the body, trial 23d).
     cell = {k: (loc.get(k) if k in loc or kind != "table_cell" else attrs.get(k)) for k in ("table", "row", "col")}
-    if all(isinstance(v, int) for v in cell.values()):
-        # Stored 0-based (python-docx / python-pptx indices); shown 1-based as a reader counts.
-        path.append(f"table {cell['table'] + 1}, row {cell['row'] + 1}, col {cell['col'] + 1}")
-    if loc.get("note_type") is not None:
-        path.append(f"{loc['note_type']} {loc.get('note_id')}")
+    # A DOCX comment marking a cell, a header or a note stands beside it: its place first.
+    marked = loc.get("marked_in") if isinstance(loc.get("marked_in"), dict) else {}
+    for place in (marked, {**loc, **cell}):
+        path.extend(_place(place))
     lines = (loc.get("line_start"), loc.get("line_end", loc.get("line_start")))
     return CitedLocation(
         unit_id=unit_id, kind=kind, pages=tuple(pages), path=tuple(path), element_path=element_path,
         lines=lines if all(isinstance(v, int) for v in lines) else None,  # type: ignore[arg-type]
     )
+
+
+def _place(loc: dict) -> list[str]:
+    """The cell (``table 1, row 2, col 2``) and the note (``footnote 1``) ``loc`` names; a DOCX
+    header's or footer's with where it shows (``header 2 (section 2)``, ``footer 1 (first page)``).
+
+    >>> _place({"note_type": "header", "note_id": "2", "sections": [2, 3, 4, 6], "page_types": ["first"]})
+    ['header 2 (sections 2-4, 6, first page)']
+    """
+    out = []
+    if all(isinstance(loc.get(k), int) for k in ("table", "row", "col")):
+        # Stored 0-based (python-docx / python-pptx indices); shown 1-based as a reader counts.
+        out.append(f"table {loc['table'] + 1}, row {loc['row'] + 1}, col {loc['col'] + 1}")
+    if loc.get("note_type") is not None:
+        sections = [n for n in loc.get("sections") or () if isinstance(n, int) and not isinstance(n, bool)]
+        types = [_PAGE_TYPES[t] for t in loc.get("page_types") or () if t in _PAGE_TYPES]
+        where = ([f"section{'s' if len(sections) > 1 else ''} {_ranges(sections)}"] if sections else []) + types
+        out.append(f"{loc['note_type']} {loc.get('note_id')}" + (f" ({', '.join(where)})" if where else ""))
+    return out
+
+
+#: How a header's or footer's page types read in its label (ECMA-376 §17.10: Word's first page,
+#: even page and, where even pages have their own, odd page headers).
+_PAGE_TYPES = {"first": "first page", "even": "even pages", "odd": "odd pages"}
+
+
+def _ranges(numbers: list[int]) -> str:
+    """``[2, 3, 4, 6]`` as ``2-4, 6``."""
+    runs: list[list[int]] = []
+    for n in sorted(set(numbers)):
+        if runs and n == runs[-1][1] + 1:
+            runs[-1][1] = n
+        else:
+            runs.append([n, n])
+    return ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in runs)
 
 
 def _decoded(value: Any) -> dict:

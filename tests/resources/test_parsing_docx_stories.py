@@ -176,7 +176,8 @@ def test_a_graphic_in_a_table_cell_a_note_or_a_header_is_labelled_as_the_text_be
 
     units = {u.text: u for u in parse_docx(_headed(title_page=False, even_and_odd=False), OOXML).units}
     graphic = units["Audit status"]
-    assert location_label([location_of("u", graphic.kind, graphic.locator, graphic.section_path)]) == "header 1"
+    assert location_label([location_of("u", graphic.kind, graphic.locator, graphic.section_path)]) == \
+        "header 1 (sections 1-2)"
     assert label(graphic) == label(units["Contoso Confidential DOC-42"])
 
 
@@ -225,3 +226,72 @@ def test_a_comment_on_an_empty_paragraph_is_read_and_one_id_is_one_note():
     located = [(u.locator["part"], u.locator.get("note_type"), u.locator.get("note_id")) for u in doc.units
                if u.kind == "note"]
     assert len(located) == len(set(located))
+
+
+def test_a_header_or_footer_is_labelled_with_where_it_shows_and_a_comment_on_it_beside_it():
+    """guards against (trial 24c): a multi-section document's headers and footers labelled
+    ``header 1``, ``header 2`` with nothing saying which section or pages show them (a first-page
+    header cited as if on every page), and a review comment anchored in a header or footer cited
+    as ``comment 9`` alone, as if on nothing. Property: a header's or footer's label says the
+    sections that show it (where the document has several; a part of the same words another
+    section shows counts there too) and the pages, where not all (``first page``, ``even pages``,
+    ``odd pages``); a comment on a header, a footer or a table cell is labelled beside it
+    (``header 2 (section 2) > comment 9``), as one on body text is under its heading; a
+    one-section document's header is ``header 1``, as before."""
+    import docx
+    from docx.oxml import parse_xml
+    from test_parsing_robustness import with_member
+
+    from fabric_query.locations import location_label, location_of
+
+    def labels(doc) -> dict[str, str]:
+        return {u.text: location_label([location_of("u", u.kind, u.locator, u.section_path, u.attributes)])
+                for u in doc.units}
+
+    shown = labels(parse_docx(_headed(title_page=True, even_and_odd=True), OOXML))
+    assert {k: shown[k] for k in ("Cover sheet header", "Even page header", "Contoso Confidential DOC-42",
+                                  "Audit status", "Page 3 of 9", "Appendix footer")} == {
+        "Cover sheet header": "header 1 (section 1, first page)",
+        "Even page header": "header 2 (sections 1-2, even pages)",
+        "Contoso Confidential DOC-42": "header 3 (sections 1-2, odd pages)",
+        "Audit status": "header 3 (sections 1-2, odd pages)",
+        "Page 3 of 9": "footer 1 (section 1, odd pages)",
+        "Appendix footer": "footer 2 (section 2, odd pages)"}
+
+    def mark(n: int) -> str:
+        return f'<w:r xmlns:w="{W}"><w:commentReference w:id="{n}"/></w:r>'
+
+    document = docx.Document()
+    document.add_heading("Scope", 1)
+    body = document.add_paragraph("Body words")
+    document.add_comment(body.runs, text="On the body", author="Ana")
+    document.sections[0].header.paragraphs[0].text = "Tide tables"
+    document.add_table(rows=1, cols=2).cell(0, 1).paragraphs[0]._p.append(parse_xml(mark(11)))
+    document.tables[0].cell(0, 1).paragraphs[0].add_run("Cell words")
+    second = document.add_section()
+    second.header.is_linked_to_previous = False
+    second.header.paragraphs[0].text = "Appendix header"
+    second.header.paragraphs[0]._p.append(parse_xml(mark(9)))
+    second.footer.paragraphs[0].text = "Harbour office"
+    second.footer.paragraphs[0]._p.append(parse_xml(mark(10)))
+    out = io.BytesIO()
+    document.save(out)
+    data = with_member(out.getvalue(), "word/comments.xml", "</w:comments>", "".join(
+        f'<w:comment w:id="{n}" w:author="Di"><w:p><w:r><w:t>{words}</w:t></w:r></w:p></w:comment>'
+        for n, words in ((9, "Check the appendix"), (10, "Old address"), (11, "Which cell"))) + "</w:comments>")
+    doc = parse_docx(data, OOXML)
+    assert labels(doc) == {
+        "Scope": "/w:document/w:body/w:p[1]", "Body words": "Scope", "Cell words": "Scope > table 1, row 1, col 2",
+        "Tide tables": "header 1 (section 1)", "Appendix header": "header 2 (section 2)",
+        "Harbour office": "footer 1 (sections 1-2)", "On the body": "Scope > comment 0",
+        "Check the appendix": "header 2 (section 2) > comment 9", "Old address": "footer 1 (sections 1-2) > comment 10",
+        "Which cell": "Scope > table 1, row 1, col 2 > comment 11"}
+    links = {(doc.units[r.source_index].text, doc.units[r.target_index].text) for r in doc.relationships}
+    assert {("Appendix header", "Check the appendix"), ("Harbour office", "Old address")} <= links
+
+    one = docx.Document()
+    one.add_paragraph("Body words")
+    one.sections[0].header.paragraphs[0].text = "Tide tables"
+    out = io.BytesIO()
+    one.save(out)
+    assert labels(parse_docx(out.getvalue(), OOXML))["Tide tables"] == "header 1"

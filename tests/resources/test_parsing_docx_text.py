@@ -517,8 +517,10 @@ def test_a_review_comment_is_a_note_unit_apart_from_the_text_it_marks():
     assert [u for u in doc.units if u not in comments] == list(plain.units)
     assert [(u.kind, u.text, u.locator) for u in comments] == [
         ("note", "Check the tide tables", {"part": "word/comments.xml", "note_type": "comment", "note_id": "0"}),
-        ("note", "Cell remark", {"part": "word/comments.xml", "note_type": "comment", "note_id": "1"}),
-        ("note", "On the footnote", {"part": "word/comments.xml", "note_type": "comment", "note_id": "7"})]
+        ("note", "Cell remark", {"part": "word/comments.xml", "note_type": "comment", "note_id": "1",
+                                 "marked_in": {"table": 0, "row": 0, "col": 0}}),  # beside what it marks (trial 24c)
+        ("note", "On the footnote", {"part": "word/comments.xml", "note_type": "comment", "note_id": "7",
+                                     "marked_in": {"note_type": "footnote", "note_id": "1"}})]
     links = {(doc.units[r.source_index].text, doc.units[r.target_index].text, r.attributes["start_char"])
              for r in doc.relationships if r.kind == "note_ref"}
     assert {("Tides rise at noon.", "Check the tide tables", 19), ("cell text", "Cell remark", 9),

@@ -25,11 +25,13 @@ _TYPES = ("first", "even", "default")
 class ShownStory:
     """A header or footer part shown by a section: ``kind`` ``"header"`` or ``"footer"``;
     ``rel_id``: the main part's relationship naming it; ``types``: each type (``first``,
-    ``even``, ``default``) any section shows it as, in the order first seen."""
+    ``even``, ``default``) any section shows it as, in the order first seen; ``sections``: the
+    sections (1-based, ascending) that show it."""
 
     kind: str
     rel_id: str
     types: tuple[str, ...]
+    sections: tuple[int, ...] = ()
 
 
 def _on(el) -> bool:
@@ -50,8 +52,8 @@ def shown_stories(sections: list, even_and_odd: bool) -> list[ShownStory]:
 
     ``even_and_odd``: the settings' ``w:evenAndOddHeaders``."""
     effective: dict[tuple[str, str], str] = {}  # (kind, type) -> relationship id, carried to later sections
-    found: dict[str, tuple[str, list[str]]] = {}
-    for sect in sections:
+    found: dict[str, tuple[str, list[str], list[int]]] = {}
+    for number, sect in enumerate(sections, 1):
         for ref in sect.iterchildren(*_REFERENCES):
             rel_id = ref.get(f"{{{_R}}}id")
             if rel_id:
@@ -63,10 +65,33 @@ def shown_stories(sections: list, even_and_odd: bool) -> list[ShownStory]:
                 rel_id = effective.get((kind, t))
                 if rel_id is None:
                     continue
-                entry = found.setdefault(rel_id, (kind, []))  # one part named twice: read once
+                entry = found.setdefault(rel_id, (kind, [], []))  # one part named twice: read once
                 if t not in entry[1]:
                     entry[1].append(t)
-    return [ShownStory(kind, rel_id, tuple(types)) for rel_id, (kind, types) in found.items()]
+                if number not in entry[2]:
+                    entry[2].append(number)
+    return [ShownStory(kind, rel_id, tuple(types), tuple(numbers)) for rel_id, (kind, types, numbers) in found.items()]
+
+
+def shown_where(types, sections, section_count: int, even_and_odd: bool) -> dict:
+    """Where a header or footer shows, for its locator: ``sections`` (1-based) when the document
+    has more than one (a multi-section document may show another header in each), ``page_types``
+    when it stands on some pages of them only (``first``, ``even``, ``odd``: the default type
+    where even pages have their own); ``{}`` for one on every page of a one-section document.
+
+    >>> shown_where(("default",), (2,), 3, False)
+    {'sections': [2]}
+    >>> shown_where(("first", "default"), (1,), 1, True)
+    {'page_types': ['first', 'odd']}
+    >>> shown_where(("first", "default"), (1,), 1, False)
+    {}
+    """
+    where: dict = {}
+    if section_count > 1:
+        where["sections"] = sorted(set(sections))
+    if even_and_odd or "default" not in types:
+        where["page_types"] = ["odd" if t == "default" else t for t in types]
+    return where
 
 
 

@@ -33,7 +33,7 @@ from fabric_resources.parsing.docx.blocks import BODY_MATH, WRAPPERS, children, 
 from fabric_resources.parsing.docx.fields import open_fields
 from fabric_resources.parsing.docx.graphics import graphic_parts, graphic_text
 from fabric_resources.parsing.docx.headers import (STORY_ROOTS, even_and_odd_pages, section_properties, shown_stories,
-    unshown_parts)
+    shown_where, unshown_parts)
 from fabric_resources.parsing.docx.imported import ImportedParts, imported_reader
 from fabric_resources.parsing.docx.runs import paragraph_text, symbol_char
 from fabric_resources.parsing.docx.styles import NOTHING_HIDES, hidden_styles, recovered_styles, style_names
@@ -59,6 +59,9 @@ _NOTE_RELS = {"footnotes": "footnote", "endnotes": "endnote", "comments": "comme
 # What reading one body element or notes part may raise on XML the walk did not foresee: an error
 # of that element (skipped and listed), not of the document. ParseError (cap-units) is not one.
 _ELEMENT_ERRORS = (KeyError, ValueError, AttributeError, TypeError, IndexError, etree.LxmlError)
+# What a review comment's locator keeps of the place its mark stands in (``marked_in``): a table
+# cell's, or a header's, footer's or note's, so a comment on a header is cited as standing beside it.
+_MARKED_PLACE = ("table", "row", "col", "note_type", "note_id", "sections", "page_types")
 _PARSER = etree.XMLParser(resolve_entities=False, no_network=True, huge_tree=False)
 
 
@@ -75,7 +78,9 @@ def parse_docx(data: bytes, config: "OoxmlParserConfig", media_type: str = MEDIA
         ``footnote``, ``endnote``, ``comment``; a comment's author and date are not kept). Locators: body
         ``{"part": "word/document.xml" (the main part's own name), "element_path"}`` (lxml path of
         the ``w:p`` or ``w:tc``),
-        cells also ``table``/``row``/``col``; notes ``{"part", "note_type", "note_id"}``.
+        cells also ``table``/``row``/``col``; notes ``{"part", "note_type", "note_id"}``, a header's
+        or footer's with where it shows (``sections``, ``page_types``: :func:`~.headers.shown_where`),
+        a comment's marking a cell, a header, a footer or a note with that place (``marked_in``).
         ``section_path``: the heading titles above the unit (for notes: of their reference).
         Relationships: ``note_ref`` from the paragraph (or cell, or note) holding a reference to its note
         (``start_char`` = ``end_char`` = the reference's position in the paragraph text,
@@ -352,14 +357,18 @@ class _Walker:
     def headers_and_footers(self, document) -> None:
         """One ``note`` unit per header or footer part a section shows (:mod:`.headers`), after the
         body: ``note_type`` ``header`` or ``footer``, ``note_id`` its number among them (1-based,
-        in order of first showing), ``hdr_ftr_types`` the types it is shown as; its graphics after
-        it; no section path (it stands on pages of any section). A part repeating an
-        earlier one's words (a section's unlinked copy) adds nothing; a part no section shows is
-        listed in ``unshown``, a malformed one in ``skipped``."""
-        stories = shown_stories(section_properties(document.element.body), even_and_odd_pages(document))
+        in order of first showing), ``hdr_ftr_types`` the types it is shown as; its locator says
+        where it shows (:func:`~.headers.shown_where`: the sections of a multi-section document, the
+        first, even or odd pages); its graphics after it; no section path (it stands on pages, not
+        under a heading). A part repeating an earlier one's words (a section's unlinked copy) adds
+        nothing but the sections and pages it shows on; a part no section shows is listed in
+        ``unshown``, a malformed one in ``skipped``."""
+        sections = section_properties(document.element.body)
+        even_and_odd = even_and_odd_pages(document)
+        stories = shown_stories(sections, even_and_odd)
         self.unshown += unshown_parts(document.part.rels, stories)
-        read: set[tuple[str, ...]] = set()
-        numbers = {"header": 0, "footer": 0}
+        # Read every part first: a later part of the same words adds its sections to the first's place.
+        read: dict[tuple[str, ...], list] = {}
         for story in stories:
             rel = document.part.rels.get(story.rel_id)
             if rel is None or rel.is_external:  # a malformed part, left out and listed when opened; no network
@@ -377,24 +386,33 @@ class _Walker:
             self.count_unmapped_symbols(root)
             blocks = story_blocks(root)
             text, refs = self.story_text([root], blocks)
-            path = ()  # page furniture: under no heading, and apart from the body's text when chunked
-            place = {"note_type": story.kind, "note_id": str(numbers[story.kind] + 1)}
             paths = ElementPaths(root.getroottree())
-            graphics = [unit for p in blocks for unit in self.graphic_units(p, part, place, paths, path)]
-            words = (story.kind, text, *(unit.text for unit in graphics))
-            if words in read or not (text or graphics):
+            graphics = [(p, unit) for p in blocks for unit in self.graphic_units(p, part, {}, paths, ())]
+            words = (story.kind, text, *(unit.text for _, unit in graphics))
+            if not (text or graphics):
                 continue
-            read.add(words)
+            if words in read:
+                first = read[words][0]
+                read[words][0] = replace(first, types=first.types + tuple(t for t in story.types
+                                                                           if t not in first.types),
+                                         sections=first.sections + story.sections)
+                continue
+            read[words] = [story, name, text, refs, graphics]
+        numbers = {"header": 0, "footer": 0}
+        for story, name, text, refs, graphics in read.values():
             numbers[story.kind] += 1
             self.story_count += 1
+            path = ()  # page furniture: under no heading, and apart from the body's text when chunked
+            place = {"note_type": story.kind, "note_id": str(numbers[story.kind]),
+                     **shown_where(story.types, story.sections, len(sections), even_and_odd)}
             if text:
                 index = self._add(ParsedUnit("note", text, {"part": name, **place}, path,
                                              {**place, "hdr_ftr_types": list(story.types)}))
                 self.refs.extend((index, pos, kind, nid) for pos, kind, nid in refs)
             else:
                 self.unheld(refs, path)
-            for unit in graphics:
-                self._add(unit)
+            for _, unit in graphics:
+                self._add(replace(unit, locator={**unit.locator, **place}))
 
     # -- notes --------------------------------------------------------------
     def notes(self, document) -> None:
@@ -435,6 +453,10 @@ class _Walker:
                 ref = next((r for r in self.refs if r[2] == note_type and r[3] == note_id and r[0] is not None), None)
                 path = self.units[ref[0]].section_path if ref else self.mark_paths.get((note_type, note_id), ())
                 place = {"note_type": note_type, "note_id": note_id}
+                if note_type == "comment" and ref is not None:  # beside a cell, a header, a note: cited there
+                    marked = {k: v for k, v in self.units[ref[0]].locator.items() if k in _MARKED_PLACE}
+                    if marked:
+                        place["marked_in"] = marked
                 if text:
                     index = targets[(note_type, note_id)] = self._add(ParsedUnit(
                         "note", text, {"part": str(part.partname).lstrip("/"), **place}, path,
