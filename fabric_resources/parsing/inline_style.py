@@ -197,9 +197,8 @@ def select_text(el) -> str:
     >>> select_text(f('<select multiple><optgroup label="Tides"><option>Neap</option></optgroup></select>'))
     'Tides\\nNeap'
     """
-    size = (el.get("size") or "").strip()
     multiple = el.get("multiple") is not None
-    rows = int(size) if size.isascii() and size.isdigit() and 0 < int(size) < 1 << 31 else (4 if multiple else 1)
+    rows = non_negative_integer(el.get("size") or "") or (4 if multiple else 1)
     items = [x for x in el.iter("option", "optgroup") if x is not el]
 
     def label(x) -> str:
@@ -214,3 +213,22 @@ def select_text(el) -> str:
         chosen = [x for x in options if x.get("disabled") is None
                   and (x.getparent().tag != "optgroup" or x.getparent().get("disabled") is None)][:1]
     return label(chosen[-1]) if chosen else ""
+
+
+_LEADING_INTEGER = re.compile(r"[ \t\n\f\r]*\+?([0-9]+)")
+
+
+def non_negative_integer(value: str) -> int | None:
+    """``value`` read by the HTML Standard's rules for parsing non-negative integers (§2.3.4.1), as
+    browsers read a ``<select size>``: white space and a ``+`` skipped, the leading digits read,
+    what follows them ignored; ``None`` where no digit leads. A number past 2^31 - 1 reads as that,
+    so thousands of digits cost no big-integer conversion (Python refuses past 4,300).
+
+    >>> [non_negative_integer(v) for v in ("3", " +3", "3px", "0003", "0", "-3", "x3", "", "9" * 5000)]
+    [3, 3, 3, 3, 0, None, None, None, 2147483647]
+    """
+    match = _LEADING_INTEGER.match(value)
+    if match is None:
+        return None
+    digits = match.group(1).lstrip("0") or "0"
+    return int(digits) if len(digits) <= 10 and int(digits) < 1 << 31 else (1 << 31) - 1

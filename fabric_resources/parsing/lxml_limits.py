@@ -132,11 +132,12 @@ MAX_ATTRIBUTE_VALUE_BYTES = 10_000_000
 #: value of any other as text (a ``data-*`` JSON blob, an event handler, a long ``href``).
 READ_ATTRIBUTES = frozenset({"hidden", "open", "style", "srcdoc", "class", "id", "lang", "width", "height", "data",
                              "type", "shadowrootmode", "slot", "name", "colspan", "rowspan", "display",
-                             "visibility", "font-size", "encoding", "alttext", "value", "placeholder", "label"})
+                             "visibility", "font-size", "encoding", "alttext", "value", "placeholder", "label",
+                             "size"})
 #: Of those, the ones read on some elements only: a frame's document, the value or the hint a text box
-#: shows, an option's label.
+#: shows, an option's label, how many rows a select shows (a drop-down or a list box).
 _READ_ON = {"srcdoc": {"iframe"}, "value": {"input"}, "placeholder": {"input", "textarea"},
-            "label": {"option", "optgroup"}}
+            "label": {"option", "optgroup"}, "size": {"select"}}
 _ATTRIBUTE = re.compile(r"""([^\s/=>"']+)(\s*=\s*)("[^"]*"|'[^']*'|[^\s>"']+)""")
 _TAG_NAME = re.compile(r"<([A-Za-z][^\s/>]*)")
 
@@ -149,7 +150,8 @@ def without_long_attributes(text: str, read: frozenset[str] = READ_ATTRIBUTES,
     A value the parser does not read (not in ``read``, the HTML parser's :data:`READ_ATTRIBUTES` by
     default; or read only on the tags ``read_on`` names for it) is emptied; an inline
     ``style`` keeps the declarations that decide whether text shows
-    (:func:`~fabric_resources.parsing.inline_style.rendering_declarations`); an ``iframe``'s
+    (:func:`~fabric_resources.parsing.inline_style.rendering_declarations`), a ``select``'s ``size``
+    the number a browser reads of it; an ``iframe``'s
     ``srcdoc`` is replaced by a token, ``frames`` mapping it to the decoded document, which the
     parser reads where the frame stands as it reads any frame's. The text, comments and raw-text
     elements stay as they were; one pass over the page.
@@ -172,6 +174,9 @@ def without_long_attributes(text: str, read: frozenset[str] = READ_ATTRIBUTES,
     for match in _TOKENS.finditer(text):
         group = 2 if match.group(2) is not None else 3
         attributes = match.group(group)
+        if (group == 3 and _TAG_NAME.match(match.group(0)).group(1).lower() == "option"
+                and "option" in read_on.get("label", ())):  # the HTML parser's: it reads what a select shows
+            pieces, done = _option_text_within_limit(text, match.end(), pieces, done)
         if not attributes or len(attributes) <= MAX_ATTRIBUTE_VALUE_BYTES // 4:  # a UTF-8 character: 4 bytes at most
             continue
         tag = (match.group(1) if group == 2 else _TAG_NAME.match(match.group(0)).group(1)).lower()
@@ -181,6 +186,27 @@ def without_long_attributes(text: str, read: frozenset[str] = READ_ATTRIBUTES,
             pieces += [text[done:start], cut]
             done = end
     return "".join(pieces) + text[done:], frames
+
+
+#: Characters of an option's label (its ``label``, else its text) kept where it passes libxml2's limit
+#: for one value or text node: a browser shows an option on one line of a box, cut at the box's edge,
+#: so the start is what it shows (the whole page failed ``cap-parser-limit``; trial 24c).
+MAX_OPTION_LABEL_CHARS = 10_000
+_PARTIAL_REFERENCE = re.compile(r"&#?[0-9A-Za-z]{0,40}\Z")
+
+
+def _option_text_within_limit(text: str, tag_end: int, pieces: list[str], done: int) -> tuple[list[str], int]:
+    """``pieces`` and ``done`` (:func:`without_long_attributes`'s) with the text run after an
+    ``<option>`` start tag ending before ``tag_end`` cut to :data:`MAX_OPTION_LABEL_CHARS` when it
+    passes :data:`MAX_ATTRIBUTE_VALUE_BYTES` (libxml2 stops there, for a text node too)."""
+    start = text.find(">", tag_end) + 1
+    end = text.find("<", start) if start else -1
+    end = len(text) if end < 0 else end
+    if (not start or end - start <= MAX_ATTRIBUTE_VALUE_BYTES // 4
+            or _bytes(html.unescape(text[start:end])) <= MAX_ATTRIBUTE_VALUE_BYTES):
+        return pieces, done
+    kept = _PARTIAL_REFERENCE.sub("", text[start:start + MAX_OPTION_LABEL_CHARS])  # no reference cut in half
+    return pieces + [text[done:start], kept], end
 
 
 def _within_limit(match: re.Match, tag: str, frames: dict[str, str], read: frozenset[str],
@@ -197,6 +223,13 @@ def _within_limit(match: re.Match, tag: str, frames: dict[str, str], read: froze
         token = f"fabric-srcdoc-{secrets.token_hex(16)}"  # no page can name it
         frames[token] = value
         return f'{name}{equals}"{token}"'
+    if name == "label" and tag in ("option", "optgroup"):  # shown on one line, its start: see MAX_OPTION_LABEL_CHARS
+        return f'{name}{equals}"{html.escape(value[:MAX_OPTION_LABEL_CHARS])}"'
+    if name == "size":  # a number: what a browser reads of it, however many zeros lead it
+        from fabric_resources.parsing.inline_style import non_negative_integer
+
+        number = non_negative_integer(value)
+        return f'{name}{equals}"{"" if number is None else number}"'
     if name == "style":
         from fabric_resources.parsing.inline_style import rendering_declarations
 

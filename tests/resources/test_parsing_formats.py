@@ -1976,6 +1976,34 @@ def test_the_option_a_select_shows_and_the_placeholder_of_an_empty_box_are_read(
     assert failed.value.reason == "cap-parser-limit" and "placeholder=" in failed.value.detail
 
 
+def test_a_selects_size_is_read_as_browsers_read_it_and_a_long_options_start_is_read():
+    """guards against (trial 24c; left by 23d): a ``<select>``'s ``size`` read only when it was
+    digits alone (``3px``, `` +3`` made a list box a drop-down, showing one option of three), one
+    of 5,000 digits crashing the parse (Python's ``int`` refuses past 4,300), one past libxml2's
+    10 MB emptied, so a list box read as a drop-down; and an option whose label or text passes
+    libxml2's 10 MB failing the whole page ``cap-parser-limit``. Property: ``size`` is read by the
+    HTML Standard's rules for non-negative integers, whatever its length; an option's label or
+    text past the limit is read as its first 10,000 characters (a browser shows an option on one
+    line, cut at the box's edge), the rest of the page whole; a placeholder past it still fails."""
+    from fabric_resources.parsing.html.parser import parse_html
+    from fabric_resources.parsing.lxml_limits import MAX_OPTION_LABEL_CHARS
+
+    def units(body: str) -> list[str]:
+        page = f"<html><body><p>Pick {body} end.</p><p>After para</p></body></html>"
+        return [u.text for u in parse_html(page.encode(), HtmlParserConfig(main_text="all", isolation=IN_PROCESS)).units]
+
+    options = "<option>Neap</option><option>Spring</option><option>Ebb</option>"
+    for size in ("3px", " +3", "0" * 5_000 + "3", "0" * 10_000_001 + "3"):
+        assert units(f"<select size='{size}'>{options}</select>") == ["Pick Neap Spring Ebb end.", "After para"], size[:9]
+    assert units(f"<select size='0'>{options}</select>") == ["Pick Neap end.", "After para"]
+
+    long = "tide " * 2_100_000  # 10.5 MB
+    shown = ("Pick " + long[:MAX_OPTION_LABEL_CHARS].strip() + " end.", "After para")
+    assert tuple(units(f"<select><option label='{long}'>Neap</option></select>")) == shown
+    assert tuple(units(f"<select><option>{long}</option><option>Spring</option></select>")) == shown
+    assert units(f"<select><option>Neap</option><option>{long}</option></select>") == ["Pick Neap end.", "After para"]
+
+
 def test_an_html_equation_is_read_in_its_paragraph():
     """guards against (trial 19b): MathML (an equation browsers render) skipped like a script: "The
     area is A=πr2 for radius r." read "The area is for radius r.", and, trafilatura writing the
