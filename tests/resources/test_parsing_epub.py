@@ -751,3 +751,32 @@ def test_an_attribute_past_libxml2s_limit_in_a_chapter_loses_no_shown_text_and_f
     with pytest.raises(ParseError) as failed:
         parse_epub(build_epub({"c1.xhtml": xhtml(f'<p id="{blob}">Anchored.</p>')}), CONFIG)
     assert failed.value.reason == "cap-parser-limit" and "id=" in failed.value.detail
+
+
+def test_a_chapter_in_a_legacy_encoding_is_cut_as_a_utf8_one_and_one_that_does_not_decode_fails_alone():
+    """guards against (trial 24c; left by 23i): a chapter declared windows-1252 or Shift_JIS (in its
+    XML declaration) holding an attribute value past libxml2's 10 MB limit was not cut, as UTF-8
+    chapters are: the whole book failed ``cap-parser-limit`` (after 135 s for two such values). Property: the chapter is
+    cut in its own encoding, its accented and Japanese text read exactly; one whose bytes do not
+    decode as its declared encoding (so cannot be cut) is listed unread by that reason, and the
+    rest of the book is read."""
+    import base64
+    import random
+
+    blob = base64.b64encode(random.Random(6).randbytes(7_500_001)).decode()
+    body = f'<p>The harbour master counted the boats.</p><div data-state="{blob}"><p>{{words}}</p></div>'
+
+    def chapter(encoding: str, words: str) -> bytes:
+        page = xhtml(body.format(words=words)).replace('encoding="utf-8"', f'encoding="{encoding}"')
+        return page.encode(encoding)
+
+    second = xhtml("<p>The second chapter.</p>")
+    for encoding, words in (("windows-1252", "Café crème at the quay."), ("shift_jis", "港の潮汐表。")):
+        doc = parse_epub(build_epub({"c1.xhtml": chapter(encoding, words), "c2.xhtml": second}), CONFIG)
+        assert texts(doc) == ["The harbour master counted the boats.", words, "The second chapter."], encoding
+        assert not doc.unread
+    broken = chapter("shift_jis", "潮汐表の港").replace("港".encode("shift_jis"), b"\x81")  # half a character, "<" next
+    doc = parse_epub(build_epub({"c1.xhtml": broken, "c2.xhtml": second}), CONFIG)
+    assert texts(doc) == ["The second chapter."]
+    assert [(u.where, u.reason.split(":")[0]) for u in doc.unread] == [("chapter c1.xhtml", "cap-parser-limit")]
+    assert "(shift_jis)" in doc.unread[0].reason

@@ -240,13 +240,33 @@ class ContentRoot:
 def parse_content(data: bytes, max_depth: int) -> ContentRoot:
     """Parse XHTML strictly, else with lxml.html, after :func:`prepare_markup` (UTF-8 repaired)."""
     prepared = prepare_markup(data, repair_utf8=True)
-    if prepared.utf8 and len(prepared.data) > MAX_ATTRIBUTE_VALUE_BYTES:  # repaired: UTF-8 now
+    if len(prepared.data) > MAX_ATTRIBUTE_VALUE_BYTES:
         # An attribute value past libxml2's limit (an embedded image's data: URL, a data-* blob)
-        # failed the chapter's parse and with it the book: cut as the HTML parser cuts one.
-        text = prepared.data.decode("utf-8")
+        # failed the chapter's parse and with it the book: cut as the HTML parser cuts one, in the
+        # chapter's own encoding (a windows-1252 or Shift_JIS chapter was not cut; trial 24c).
+        codec = "utf-8" if prepared.utf8 else _declared_codec(prepared.data)  # repaired: UTF-8 now
+        text = None
+        if codec is not None:
+            try:
+                text = prepared.data.decode(codec)
+            except UnicodeDecodeError:
+                pass
+        if text is None:  # not cut: should libxml2 stop at a limit, the chapter's loss, not the book's
+            try:
+                return _parsed_content(prepared, max_depth)
+            except ParseError as exc:
+                if exc.reason != "cap-parser-limit":
+                    raise
+                raise MemberUnusable(f"cap-parser-limit: a chapter Python cannot read as its encoding "
+                                     f"({_declared_name(prepared.data)[:40]}) is not cut to what libxml2 reads: "
+                                     f"{exc.detail}") from None
         cut, _ = without_long_attributes(without_long_data_urls(text), READ_ATTRIBUTES, _READ_ON)
-        if cut != text:
-            prepared = replace(prepared, data=cut.encode("utf-8"))
+        if cut != text:  # what the cut writes is ASCII or the chapter's own characters: it encodes back
+            prepared = replace(prepared, data=cut.encode(codec, "xmlcharrefreplace"))
+    return _parsed_content(prepared, max_depth)
+
+
+def _parsed_content(prepared: PreparedMarkup, max_depth: int) -> ContentRoot:
     try:
         return ContentRoot(_parse_prepared_xml(prepared.data, max_depth), False, prepared.decoding_repairs)
     except MemberUnusable:
@@ -260,6 +280,24 @@ def parse_content(data: bytes, max_depth: int) -> ContentRoot:
         raise MemberUnusable(f"malformed-xml: {exc}") from None
     raise_on_resource_limit(parser)
     return ContentRoot(checked_depth(root, max_depth), True, prepared.decoding_repairs)
+
+
+def _declared_name(data: bytes) -> str:
+    """The encoding a non-UTF-8 chapter gives: its byte order mark's, else its XML declaration's."""
+    if data.startswith((codecs.BOM_UTF32_LE, codecs.BOM_UTF32_BE)):
+        return "utf-32"
+    if data.startswith(_NON_ASCII_BOMS):
+        return "utf-16"
+    declared = _XML_DECLARATION.match(data)
+    return declared.group(1).decode("ascii") if declared else "utf-8"
+
+
+def _declared_codec(data: bytes) -> str | None:
+    """The Python codec of :func:`_declared_name`; ``None`` for a name Python does not know."""
+    try:
+        return codecs.lookup(_declared_name(data)).name
+    except LookupError:
+        return None
 
 
 def checked_depth(root: etree._Element | None, max_depth: int) -> etree._Element:
