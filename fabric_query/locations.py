@@ -108,7 +108,8 @@ def location_of(unit_id: str, kind: str, locator: str | dict, section_path: Sequ
 
 def _place(loc: dict) -> list[str]:
     """The cell (``table 1, row 2, col 2``) and the note (``footnote 1``) ``loc`` names; a DOCX
-    header's or footer's with where it shows (``header 2 (section 2)``, ``footer 1 (first page)``).
+    header's or footer's with where it shows (``header 2 (section 2)``, ``footer 1 (first page)``),
+    a PPTX layout's or master's with the slides that show it (``master 1 (slides 1-3)``).
 
     >>> _place({"note_type": "header", "note_id": "2", "sections": [2, 3, 4, 6], "page_types": ["first"]})
     ['header 2 (sections 2-4, 6, first page)']
@@ -120,7 +121,9 @@ def _place(loc: dict) -> list[str]:
     if loc.get("note_type") is not None:
         sections = [n for n in loc.get("sections") or () if isinstance(n, int) and not isinstance(n, bool)]
         types = [_PAGE_TYPES[t] for t in loc.get("page_types") or () if t in _PAGE_TYPES]
+        slides = [n for n in loc.get("slides") or () if isinstance(n, int) and not isinstance(n, bool)]
         where = ([f"section{'s' if len(sections) > 1 else ''} {_ranges(sections)}"] if sections else []) + types
+        where += [f"slide{'s' if len(slides) > 1 else ''} {_ranges(slides)}"] if slides else []
         out.append(f"{loc['note_type']} {loc.get('note_id')}" + (f" ({', '.join(where)})" if where else ""))
     return out
 

@@ -319,7 +319,7 @@ def test_mutated_bytes_raise_only_parse_error() -> None:
 def test_metadata_identity_and_missing_mimetype() -> None:
     """Guards against failing on a missing mimetype member or losing title/language/version."""
     doc = parse_epub(build_epub(SIMPLE, mimetype=False, title="My Book", lang="fr-CA"), CONFIG)
-    assert (doc.parser_name, doc.parser_version) == (PARSER_NAME, PARSER_VERSION) == ("epub", "9")
+    assert (doc.parser_name, doc.parser_version) == (PARSER_NAME, PARSER_VERSION) == ("epub", "10")
     assert doc.media_type == "application/epub+zip"
     assert (doc.title, doc.language) == ("My Book", "fr-CA")
     assert doc.metadata["mimetype_missing"] is True

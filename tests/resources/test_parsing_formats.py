@@ -1421,6 +1421,62 @@ def test_a_text_box_added_on_a_pptx_notes_page_is_read_with_the_notes():
     assert [u.text for u in doc.units if u.kind == "speaker_note"] == ["Speak slowly\nAdded box about the okapi"]
 
 
+def test_the_text_a_pptx_layout_or_master_draws_on_its_slides_is_read_once_and_its_prompts_never():
+    """guards against (trial 24c): a text box on a slide master or layout (a company name, a
+    confidentiality notice PowerPoint draws on every slide) never read: the words each slide shows
+    found by no search. Property: each shown layout's and master's shapes of text are read once
+    for the deck, as ``note`` units after the slides (``note_type`` ``master`` / ``layout``), their
+    locator naming the slides that show them, cited ``master 1 (slides 1-2)``; a slide marked
+    "hide background graphics" (``showMasterSp="0"``) shows neither, a layout so marked hides its
+    master's; a hidden box, and the placeholders' prompts ("Click to edit Master title style"),
+    are not read; the slides read as before."""
+    import pptx
+    from pptx.oxml import parse_xml
+
+    from fabric_query.locations import location_label, location_of
+
+    ns = ('xmlns:p="http://schemas.openxmlformats.org/presentationml/2006/main" '
+          'xmlns:a="http://schemas.openxmlformats.org/drawingml/2006/main"')
+
+    def box(shapes, words: str, hidden: str = "") -> None:
+        shapes._spTree.append(parse_xml(
+            f'<p:sp {ns}><p:nvSpPr><p:cNvPr id="{90 + len(words)}" name="Notice"{hidden}/><p:cNvSpPr txBox="1"/>'
+            f'<p:nvPr/></p:nvSpPr><p:spPr/><p:txBody><a:bodyPr/><a:p><a:r><a:t>{words}</a:t></a:r></a:p>'
+            '</p:txBody></p:sp>'))
+
+    def read(deck) -> list:
+        out = io.BytesIO()
+        deck.save(out)
+        return parse_pptx(out.getvalue(), OoxmlParserConfig(isolation=IN_PROCESS)).units
+
+    from fabric_resources.parsing.pptx.parser import parse_pptx
+
+    deck = pptx.Presentation()
+    master = deck.slide_masters[0]
+    layouts = master.slide_layouts
+    for number, (layout, title) in enumerate(((0, "Opening"), (1, "Figures"), (1, "Plain"), (6, None)), 1):
+        slide = deck.slides.add_slide(layouts[layout])
+        if title:
+            slide.shapes.title.text = title
+        else:
+            slide.shapes.add_textbox(0, 0, 100, 100).text_frame.text = "Blank slide words"
+    before = [(u.kind, u.text, u.locator) for u in read(deck)]
+    box(master.shapes, "Contoso Confidential")
+    box(master.shapes, "Draft watermark", ' hidden="1"')
+    box(layouts[1].shapes, "Quarterly review")
+    layouts[6].element.set("showMasterSp", "0")  # the blank layout hides the master's shapes
+    deck.slides[2].element.set("showMasterSp", "0")  # slide 3 hides its background graphics
+    units = read(deck)
+    assert [(u.kind, u.text, u.locator) for u in units[:len(before)]] == before
+    added = [(u.kind, u.text, u.locator["part"], u.locator["note_type"], u.locator["slides"],
+              location_label([location_of("u", u.kind, u.locator, u.section_path, u.attributes)]))
+             for u in units[len(before):]]
+    assert added == [
+        ("note", "Contoso Confidential", "ppt/slideMasters/slideMaster1.xml", "master", [1, 2], "master 1 (slides 1-2)"),
+        ("note", "Quarterly review", "ppt/slideLayouts/slideLayout2.xml", "layout", [2], "layout 1 (slide 2)")]
+    assert not [u for u in units if "Click to edit" in u.text or "Draft" in u.text]
+
+
 def test_pptx_side_by_side_shapes_are_read_left_column_first():
     """guards against (left open since stop 46): shapes sorted by top, then left, so a box a little
     higher on the right was read before the left column, and a row of five text boxes at 2.66" and

@@ -26,6 +26,7 @@ from fabric_resources.parsing.ooxml import (
 )
 from fabric_resources.parsing.lxml_limits import syntax_error_reason
 from fabric_resources.parsing.pptx import MEDIA_TYPE, PARSER_NAME, PARSER_VERSION
+from fabric_resources.parsing.pptx.backdrops import Backdrops
 from fabric_resources.parsing.pptx.comments import slide_comments
 from fabric_resources.parsing.pptx.text import body_text as _body_text, clean as _clean
 
@@ -70,7 +71,9 @@ def parse_pptx(data: bytes, config: "OoxmlParserConfig", media_type: str = MEDIA
         ``table``/``row``/``col``, notes ``{"slide", "notes": true}``. ``section_path`` =
         ``(slide title,)`` or ``("Slide n",)``. A ``speaker_note`` holds the notes placeholder's text, then that of
         text boxes added on the notes page. Slide-number and header placeholders are left
-        out; a footer's and a date's text is read like any shape's. A shape whose position is unreadable sorts as one without a position (top
+        out; a footer's and a date's text is read like any shape's. After the slides, a ``note`` per
+        shape of text a shown layout or master draws (:mod:`.backdrops`: ``note_type`` ``layout`` /
+        ``master``, ``slides``; their placeholders' prompts never). A shape whose position is unreadable sorts as one without a position (top
         left), keeping its document order. ``metadata``: ``slides``, ``tables``,
         ``skipped_shapes`` (``[{"slide", "shape", "reason"}]``; ``shape`` is the shape's name,
         ``"notes"``, or None for the whole slide), which are also the document's ``unread`` parts
@@ -122,6 +125,7 @@ def parse_pptx(data: bytes, config: "OoxmlParserConfig", media_type: str = MEDIA
     # later entries counted in ``repeated_slide_entries``, and slides numbered as the distinct
     # parts stand in the list: nothing is lost, so the deck does not fail.
     read_parts: set = set()
+    backdrops = Backdrops()
     repeated = 0
     number = 0
     for slide_id in slide_ids:
@@ -139,9 +143,12 @@ def parse_pptx(data: bytes, config: "OoxmlParserConfig", media_type: str = MEDIA
             listed.add(part)
             continue
         try:
-            reader.slide(number, deck.part.related_slide(slide_id.rId))
+            slide = deck.part.related_slide(slide_id.rId)
+            reader.slide(number, slide)
+            backdrops.note(number, slide, errors)
         except errors as exc:
             reader.skip(number, None, exc)
+    backdrops.read(reader)  # what the layouts and masters draw on the slides, once each, after them
     title, language = title_and_language(deck, errors)
     return ParsedDocument(
         PARSER_NAME, PARSER_VERSION, MEDIA_TYPE, reader.units, reader.relationships,
