@@ -1428,8 +1428,8 @@ def test_the_text_a_pptx_layout_or_master_draws_on_its_slides_is_read_once_and_i
     for the deck, as ``note`` units after the slides (``note_type`` ``master`` / ``layout``), their
     locator naming the slides that show them, cited ``master 1 (slides 1-2)``; a slide marked
     "hide background graphics" (``showMasterSp="0"``) shows neither, a layout so marked hides its
-    master's; a hidden box, and the placeholders' prompts ("Click to edit Master title style"),
-    are not read; the slides read as before."""
+    master's; a hidden box, a slide-number field's stand-in (``‹#›``) and the placeholders' prompts
+    ("Click to edit Master title style") are not read; the slides read as before."""
     import pptx
     from pptx.oxml import parse_xml
 
@@ -1464,6 +1464,7 @@ def test_the_text_a_pptx_layout_or_master_draws_on_its_slides_is_read_once_and_i
     box(master.shapes, "Contoso Confidential")
     box(master.shapes, "Draft watermark", ' hidden="1"')
     box(layouts[1].shapes, "Quarterly review")
+    box(layouts[1].shapes, '</a:t></a:r><a:fld id="{1}" type="slidenum"><a:t>\u2039#\u203a</a:t></a:fld><a:r><a:t>')
     layouts[6].element.set("showMasterSp", "0")  # the blank layout hides the master's shapes
     deck.slides[2].element.set("showMasterSp", "0")  # slide 3 hides its background graphics
     units = read(deck)
@@ -1474,7 +1475,7 @@ def test_the_text_a_pptx_layout_or_master_draws_on_its_slides_is_read_once_and_i
     assert added == [
         ("note", "Contoso Confidential", "ppt/slideMasters/slideMaster1.xml", "master", [1, 2], "master 1 (slides 1-2)"),
         ("note", "Quarterly review", "ppt/slideLayouts/slideLayout2.xml", "layout", [2], "layout 1 (slide 2)")]
-    assert not [u for u in units if "Click to edit" in u.text or "Draft" in u.text]
+    assert not [u for u in units if "Click to edit" in u.text or "Draft" in u.text or "#" in u.text]
 
 
 def test_pptx_side_by_side_shapes_are_read_left_column_first():

@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 _FALSE = {"0", "false"}
+_SLIDE_NUMBER = "\u2039#\u203a"  # "‹#›", what a slide-number field holds on a layout or master
 
 
 def _shows(element) -> bool:
@@ -53,6 +54,7 @@ class Backdrops:
         from pptx.shapes.shapetree import BaseShapeFactory
 
         from fabric_resources.parsing.pptx.parser import _Placed, _chart_text, _diagram_text, _text, reading_order
+        from fabric_resources.parsing.pptx.text import clean
 
         numbers = {"layout": 0, "master": 0}
         for part, (kind, obj, slides) in self.shown.items():
@@ -70,6 +72,8 @@ class Backdrops:
                 try:
                     text = (_chart_text(shape.chart) if getattr(shape, "has_chart", False) and shape.has_chart
                             else _diagram_text(shape) or _text(shape))
+                    # A slide-number field's text here is PowerPoint's stand-in, each slide showing its own number.
+                    text = clean(text.replace(_SLIDE_NUMBER, ""))
                 except reader.errors as exc:
                     reader.skip(first, f"{name}: {placed.name}", exc)
                     continue
