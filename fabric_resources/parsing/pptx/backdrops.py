@@ -45,15 +45,16 @@ class Backdrops:
             if obj is not None:
                 self.shown.setdefault(obj.part, (kind, obj, []))[2].append(number)
 
-    def read(self, reader) -> None:
-        """Add a ``note`` unit to ``reader`` (the parser's ``_DeckReader``) per shape of text each
+    def read(self, reader, placed_shape, shape_words, reading_order) -> None:
+        """Add a ``note`` unit to ``reader`` (the parser's ``_DeckReader``; ``placed_shape``,
+        ``shape_words`` and ``reading_order`` its ``_Placed``, ``_shape_words`` and
+        ``reading_order``, passed so this module imports no parser) per shape of text each
         shown layout and master draws, in reading order: locator ``{"part", "note_type": "layout"
         | "master", "note_id"`` (its number among them, by first showing) ``, "slides"`` (those
         showing it) ``, "shape_id", "shape_name"}``, no section path (it stands on many slides). A
         shape that cannot be read is listed under the first slide showing the part."""
         from pptx.shapes.shapetree import BaseShapeFactory
 
-        from fabric_resources.parsing.pptx.parser import _Placed, _chart_text, _diagram_text, _text, reading_order
         from fabric_resources.parsing.pptx.text import clean
 
         numbers = {"layout": 0, "master": 0}
@@ -61,17 +62,15 @@ class Backdrops:
             first = slides[0]
             name = str(part.partname).lstrip("/")
             try:
-                shapes = [_Placed(shape, group, reader.errors) for shape, group in reader.flatten(
+                shapes = [placed_shape(shape, group, reader.errors) for shape, group in reader.flatten(
                     first, obj.shapes, (), BaseShapeFactory) if not shape.is_placeholder]
             except reader.errors as exc:
                 reader.skip(first, name, exc)
                 continue
             units = []
             for placed in reading_order(shapes):
-                shape = placed.shape
                 try:
-                    text = (_chart_text(shape.chart) if getattr(shape, "has_chart", False) and shape.has_chart
-                            else _diagram_text(shape) or _text(shape))
+                    text = shape_words(placed.shape)
                     # A slide-number field's text here is PowerPoint's stand-in, each slide showing its own number.
                     text = clean(text.replace(_SLIDE_NUMBER, ""))
                 except reader.errors as exc:

@@ -71,9 +71,7 @@ def parse_pptx(data: bytes, config: "OoxmlParserConfig", media_type: str = MEDIA
         ``table``/``row``/``col``, notes ``{"slide", "notes": true}``. ``section_path`` =
         ``(slide title,)`` or ``("Slide n",)``. A ``speaker_note`` holds the notes placeholder's text, then that of
         text boxes added on the notes page. Slide-number and header placeholders are left
-        out; a footer's and a date's text is read like any shape's. After the slides, a ``note`` per
-        shape of text a shown layout or master draws (:mod:`.backdrops`: ``note_type`` ``layout`` /
-        ``master``, ``slides``; their placeholders' prompts never). A shape whose position is unreadable sorts as one without a position (top
+        out; a footer's and a date's text is read like any shape's. After the slides, the layouts' and masters' (:mod:`.backdrops`). A shape whose position is unreadable sorts as one without a position (top
         left), keeping its document order. ``metadata``: ``slides``, ``tables``,
         ``skipped_shapes`` (``[{"slide", "shape", "reason"}]``; ``shape`` is the shape's name,
         ``"notes"``, or None for the whole slide), which are also the document's ``unread`` parts
@@ -143,12 +141,10 @@ def parse_pptx(data: bytes, config: "OoxmlParserConfig", media_type: str = MEDIA
             listed.add(part)
             continue
         try:
-            slide = deck.part.related_slide(slide_id.rId)
-            reader.slide(number, slide)
-            backdrops.note(number, slide, errors)
+            backdrops.note(number, reader.slide(number, deck.part.related_slide(slide_id.rId)), errors)
         except errors as exc:
             reader.skip(number, None, exc)
-    backdrops.read(reader)  # what the layouts and masters draw on the slides, once each, after them
+    backdrops.read(reader, _Placed, _shape_words, reading_order)  # what layouts and masters draw, once each
     title, language = title_and_language(deck, errors)
     return ParsedDocument(
         PARSER_NAME, PARSER_VERSION, MEDIA_TYPE, reader.units, reader.relationships,
@@ -195,7 +191,7 @@ class _DeckReader:
     def skip(self, slide: int, shape: str | None, exc: BaseException) -> None:
         self.skipped.append({"slide": slide, "shape": shape, "reason": exception_text(exc)})
 
-    def slide(self, number: int, slide) -> None:
+    def slide(self, number: int, slide):
         from pptx.shapes.shapetree import SlideShapeFactory
 
         shapes = [_Placed(shape, group, self.errors) for shape, group in self.flatten(number, slide.shapes, (),
@@ -224,6 +220,7 @@ class _DeckReader:
             where = {"slide": number, "notes": True, **({"hidden": True} if hidden else {})}
             self.add(ParsedUnit("speaker_note", notes, where, path, {"slide": number}))
         self.comments(number, slide.part, path, hidden)
+        return slide
 
     def comments(self, number: int, part, path: tuple[str, ...], hidden: bool) -> None:
         """A ``note`` unit per review comment on the slide (:func:`.comments.slide_comments`), after
@@ -298,10 +295,7 @@ class _DeckReader:
         if getattr(shape, "has_table", False) and shape.has_table:
             self.table(shape.table, locator, path)
             return
-        if getattr(shape, "has_chart", False) and shape.has_chart:
-            text = _chart_text(shape.chart)
-        else:
-            text = _diagram_text(shape) or _text(shape)
+        text = _shape_words(shape)
         if not text:
             return
         if kind in _TITLES and text == title:
@@ -487,6 +481,13 @@ def _diagram_text(shape) -> str:
         return ""
     model = parse_xml(shape.part.related_part(str(ids[0])).blob)
     return _clean("\n".join(_paragraph_text(p) for p in _DIAGRAM_POINTS(model)))
+
+
+def _shape_words(shape) -> str:
+    """A shape's text: a chart's words, a SmartArt graphic's, else its text frame's."""
+    if getattr(shape, "has_chart", False) and shape.has_chart:
+        return _chart_text(shape.chart)
+    return _diagram_text(shape) or _text(shape)
 
 
 def _text(shape) -> str:
