@@ -68,7 +68,7 @@ def shown_stories(sections: list, even_and_odd: bool) -> list[ShownStory]:
                 entry = found.setdefault(rel_id, (kind, [], []))  # one part named twice: read once
                 if t not in entry[1]:
                     entry[1].append(t)
-                if number not in entry[2]:
+                if not entry[2] or entry[2][-1] != number:  # sections come in order: no scan of the list
                     entry[2].append(number)
     return [ShownStory(kind, rel_id, tuple(types), tuple(numbers)) for rel_id, (kind, types, numbers) in found.items()]
 

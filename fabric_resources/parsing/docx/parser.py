@@ -392,22 +392,21 @@ class _Walker:
             if not (text or graphics):
                 continue
             if words in read:
-                first = read[words][0]
-                read[words][0] = replace(first, types=first.types + tuple(t for t in story.types
-                                                                           if t not in first.types),
-                                         sections=first.sections + story.sections)
+                types, shown = read[words][-2:]
+                types += [t for t in story.types if t not in types]
+                shown += story.sections
                 continue
-            read[words] = [story, name, text, refs, graphics]
+            read[words] = [story, name, text, refs, graphics, list(story.types), list(story.sections)]
         numbers = {"header": 0, "footer": 0}
-        for story, name, text, refs, graphics in read.values():
+        for story, name, text, refs, graphics, types, shown in read.values():
             numbers[story.kind] += 1
             self.story_count += 1
             path = ()  # page furniture: under no heading, and apart from the body's text when chunked
             place = {"note_type": story.kind, "note_id": str(numbers[story.kind]),
-                     **shown_where(story.types, story.sections, len(sections), even_and_odd)}
+                     **shown_where(types, shown, len(sections), even_and_odd)}
             if text:
                 index = self._add(ParsedUnit("note", text, {"part": name, **place}, path,
-                                             {**place, "hdr_ftr_types": list(story.types)}))
+                                             {**place, "hdr_ftr_types": types}))
                 self.refs.extend((index, pos, kind, nid) for pos, kind, nid in refs)
             else:
                 self.unheld(refs, path)
