@@ -428,3 +428,44 @@ def test_with_port_0_a_browser_origin_of_the_port_bound_is_accepted_and_a_foreig
         proc.communicate(timeout=60)
     assert answers == {f"http://127.0.0.1:{port}": 200, f"http://localhost:{port}": 200, "http://evil.example": 403,
                        "http://127.0.0.1:0": 403}
+
+
+def test_the_body_bound_set_in_the_homes_config_is_the_one_fabric_serve_keeps(home):
+    """guards against (trial 24b): ``server.max_body_bytes`` was tested only on an app built in the
+    test with the setting passed by hand, never on ``fabric serve`` reading it from the home's
+    ``config.json``: a server that kept the 64 KiB default (or a protocol bound that differed from
+    the guard's) went unseen. Now a body one byte over the configured bound is 413 on the API and a
+    JSON-RPC error on ``/mcp``, with and without ``Content-Length``; one at the bound is served."""
+    bound = 3000
+    (home / "config.json").write_text(json.dumps({"server": {"max_body_bytes": bound}}))
+    proc, record = _start_server(home)
+    try:
+        with httpx.Client(base_url=record.url, timeout=30) as client:
+            def body(size: int) -> bytes:  # JSON of exactly ``size`` bytes: the query padded with spaces
+                head, tail = b'{"query": "lighthouse keeper"', b"}"
+                return head + b" " * (size - len(head) - len(tail)) + tail
+
+            json_type = {"content-type": "application/json"}
+            at_bound = client.post("/v1/search", content=body(bound), headers=json_type)
+            assert at_bound.status_code == 200 and at_bound.json()["results"], at_bound.text
+            over = client.post("/v1/search", content=body(bound + 1), headers=json_type)
+            assert over.status_code == 413, over.text
+            assert over.json()["error"] == {"type": "PayloadTooLarge", "message": f"the body is over {bound} bytes"}
+
+            def chunked(data: bytes):  # no Content-Length: the bound is met while the body is read
+                yield from (data[i:i + 500] for i in range(0, len(data), 500))
+
+            assert client.post("/v1/search", content=chunked(body(bound)), headers=json_type).status_code == 200
+            assert client.post("/v1/search", content=chunked(body(bound + 1)), headers=json_type).status_code == 413
+            call = json.dumps({"jsonrpc": "2.0", "id": 7, "method": "tools/call",
+                               "params": {"name": "search", "arguments": {"query": "lighthouse keeper"}}}).encode()
+            mcp_headers = {**json_type, "accept": "application/json, text/event-stream"}
+            padded = call[:-1] + b" " * (bound - len(call)) + b"}"
+            assert len(padded) == bound
+            served = client.post("/mcp", content=padded, headers=mcp_headers)
+            assert served.status_code == 200 and not served.json()["result"]["isError"], served.text
+            refused = client.post("/mcp", content=padded[:-1] + b" }", headers=mcp_headers)
+            assert refused.status_code == 413 and f"over {bound} bytes" in refused.json()["error"]["message"], refused.text
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.communicate(timeout=60)
