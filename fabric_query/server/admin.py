@@ -27,9 +27,10 @@ from starlette.concurrency import run_in_threadpool
 from starlette.responses import JSONResponse
 
 from fabric_query.server.errors import error_response
-from fabric_query.server.security import is_admin
+from fabric_query.server.security import ADMIN_TOKEN_NEEDED, is_admin
 from fabric_query.server.wire import (EmptyRequest, IngestRequest, ParseRequest, PurgeRequest, RestoreRequest,
-                                      RetryRequest, SnapshotRequest, SourceRequest, not_json_reason)
+                                      RetryRequest, SnapshotRequest, SourceRequest, field_problems,
+                                      not_json_reason)
 
 #: Operation kinds of the lifecycle actions; a backend that does not list one answers it 501.
 LIFECYCLE_KINDS = ("re-parse", "accept", "discard", "retry", "purge", "snapshot", "restore", "repair")
@@ -70,9 +71,7 @@ def _authorised(request: Request) -> JSONResponse | AdminBackend:
     if admin is None or token is None:
         return error_response(404, "NotFound", "this server runs no admin operations")
     if not is_admin(request.headers.getlist("authorization"), token):
-        return error_response(401, "Unauthorized", "admin routes need Authorization: Bearer <admin token>, the "
-                              "token being the content of the file admin-token in the served home",
-                              {"WWW-Authenticate": "Bearer"})
+        return error_response(401, "Unauthorized", ADMIN_TOKEN_NEEDED, {"WWW-Authenticate": "Bearer"})
     return admin
 
 
@@ -98,9 +97,8 @@ async def submit(kind: str, request: Request) -> Any:
     except ValidationError as exc:
         # Each field with pydantic's reason (never the value sent): "(body)" for a rule of the
         # whole body, such as purge's "give exactly one of source_keys, root, before".
-        fields = "; ".join(f"{'.'.join(map(str, e['loc'])) or '(body)'}: {e['msg'].removeprefix('Value error, ')}"
-                           for e in exc.errors(include_url=False))
-        return error_response(422, "RequestValidationError", f"invalid or unknown fields: {fields}")
+        return error_response(422, "RequestValidationError",
+                              f"invalid or unknown fields: {field_problems(exc.errors(include_url=False))}")
     try:
         operation_id = await run_in_threadpool(admin.submit, kind, params)
     except ValueError as exc:

@@ -25,7 +25,7 @@ from fabric_query.server.errors import error_response, status_of
 from fabric_query.server.gate import AdmissionGate, GateFull
 from fabric_query.server.guard import Guard
 from fabric_query.server.security import OriginPolicy, is_admin
-from fabric_query.server.wire import not_json_reason
+from fabric_query.server.wire import field_problem, field_problems, not_json_reason
 from fabric_resources.catalog import CatalogDamagedError, CatalogUnavailableError
 from fabric_resources.config import ConfigError, ServerConfig
 
@@ -48,12 +48,6 @@ def load_query_models(fabric: Fabric) -> dict[str, str]:
     if fabric.reranker is not None:
         models["reranker"] = getattr(fabric.reranker, "identity", type(fabric.reranker).__name__)
     return models
-
-
-#: Why a string holding a lone surrogate is refused (pydantic: "unable to parse raw data as a unicode
-#: string", which told a client neither what was wrong nor what to send; trial 23h), as `/mcp` says it.
-HALF_A_CHARACTER = ("holds half of a character (a lone surrogate escape such as \\ud83d: text cut by UTF-16 "
-                    "units), which is not Unicode text; send each character whole")
 
 
 def create_app(
@@ -134,7 +128,9 @@ def create_app(
                 if admin is not None:
                     admin.close()
 
+    # redirect_slashes off: the guard reads `/v1/search/` as `/v1/search`; no 307 is left to answer.
     app = FastAPI(title="Fabric", version=_version(), lifespan=lifespan, docs_url=None, redoc_url=None,
+                  redirect_slashes=False,
                   openapi_url="/v1/openapi.json")
     app.state.fabric_server = state
     app.state.admin = admin
@@ -161,15 +157,19 @@ def create_app(
             pos = loc[1] if len(loc) > 1 and isinstance(loc[1], int) else None
             return error_response(422, "RequestValidationError", f"the body is not JSON: {not_json_reason(reason, pos)}",
                                   problems=[{"loc": ["body"], "msg": reason}])
-        problems = [{"loc": [str(p) for p in e.get("loc", ())],
-                     "msg": HALF_A_CHARACTER if e.get("type") == "string_unicode" else str(e.get("msg", ""))}
-                    for e in errors[:20]]
-        where = "; ".join(f"{'.'.join(p['loc'])}: {p['msg']}" for p in problems)
-        return error_response(422, "RequestValidationError", f"invalid request: {where}", problems=problems)
+        # Each field with the JSON type it takes (pydantic's words name Python's types: "a valid tuple").
+        problems = [{"loc": [str(p) for p in e.get("loc", ())], "msg": field_problem(e)} for e in errors[:20]]
+        return error_response(422, "RequestValidationError", f"invalid request: {field_problems(errors)}",
+                              problems=problems)
 
     @app.exception_handler(StarletteHTTPException)
-    async def http_error(_request: Request, exc: StarletteHTTPException):
-        return error_response(exc.status_code, "HTTPError", str(exc.detail), headers=dict(exc.headers or {}))
+    async def http_error(request: Request, exc: StarletteHTTPException):
+        message, path = str(exc.detail), request.url.path[:200]
+        if exc.status_code == 404 and message == "Not Found":  # Starlette's words for a path no route has
+            message = f"no route {path}: the API's routes are listed at /v1/openapi.json"
+        elif exc.status_code == 405 and message == "Method Not Allowed":
+            message = f"{request.method} is not allowed on {path}; it takes {(exc.headers or {}).get('Allow')}"
+        return error_response(exc.status_code, "HTTPError", message, headers=dict(exc.headers or {}))
 
     @app.exception_handler(GateFull)
     async def gate_full(_request: Request, exc: GateFull):

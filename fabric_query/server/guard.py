@@ -1,4 +1,8 @@
-"""The ASGI middleware in front of every route: Host, Origin, the read token, bounded headers and bodies.
+"""The ASGI middleware in front of every route: Host, Origin, the tokens, bounded headers and bodies.
+
+A path spelt with a trailing slash is read as the path without it. A request without the token a
+path needs (the read token where one is set; the admin token on the admin routes) is 401 before its
+body is read, so nothing about the body (type, size, JSON) is said to a client before it authenticates.
 
 It runs before routing, so an unknown path with a bad Host is 421 too, and no handler ever sees
 more than ``server.max_body_bytes`` of body: a larger ``Content-Length`` is refused before the
@@ -19,9 +23,9 @@ from __future__ import annotations
 import json
 
 from fabric_query.server.protocol import MCP_PATH, Disconnected, refusal_answer, unless_disconnected
-from fabric_query.server.security import OriginPolicy, bearer_matches
-from fabric_query.server.wire import (NOT_A_MESSAGE, has_unusable_request_id, lone_surrogate, lone_surrogate_message,
-                                     not_a_message, unreadable_json)
+from fabric_query.server.security import ADMIN_PREFIXES, ADMIN_TOKEN_NEEDED, OriginPolicy, bearer_matches, is_admin
+from fabric_query.server.wire import (NOT_A_MESSAGE, bad_tool_call, has_unusable_request_id, lone_surrogate,
+                                     lone_surrogate_message, not_a_message, unreadable_json)
 
 #: Paths answered without the read token (liveness must stay cheap and unauthenticated).
 OPEN_PATHS = frozenset({"/v1/health"})
@@ -40,6 +44,14 @@ def _headers(scope) -> dict[str, str]:
         else:
             out[name] = v.decode("latin-1")
     return out
+
+
+def _decoded(body: bytes):
+    """``body`` as JSON, or None when it is none (the MCP SDK answers that itself)."""
+    try:
+        return json.loads(body)
+    except (ValueError, RecursionError):
+        return None
 
 
 def json_media_type(content_type: str | None) -> bool:
@@ -109,6 +121,14 @@ class Guard:
             await _refuse(send, scope, 431, "RequestHeaderFieldsTooLarge",
                               f"the request's headers are over {MAX_HEADER_BYTES} bytes")
             return
+        path = scope.get("path", "")
+        if len(path) > 1 and path.endswith("/"):
+            # `/v1/search/` is `/v1/search`: Starlette answered it 307 with no body, which httpx and
+            # most HTTP libraries do not follow for a POST, so the client saw an empty answer; the
+            # MCP SDK's client did follow it (a second request). One answer for both spellings, the
+            # checks below included (`/v1/health/` needs no token either; trial 24b).
+            path = path.rstrip("/") or "/"
+            scope = {**scope, "path": path, "raw_path": (scope.get("raw_path") or b"/").rstrip(b"/") or b"/"}
         headers = _headers(scope)
         if "content-length" in headers and "transfer-encoding" in headers:
             # A body framed two ways: where a proxy in front reads the other framing, a second
@@ -131,7 +151,7 @@ class Guard:
                           "is; add another to server.allowed_origins in the home's config.json and restart the "
                           "server")
             return
-        if self.read_token and scope.get("path") not in OPEN_PATHS \
+        if self.read_token and path not in OPEN_PATHS \
                 and not bearer_matches(headers.get("authorization"), self.read_token, self.admin_token):
             # Where the token is, as the admin routes say (trial 22e: "needs a bearer token (read or
             # admin)" left a new client to find which token, and where, in the README).
@@ -139,6 +159,13 @@ class Guard:
                           "this server needs Authorization: Bearer <token>, the token being the content of the "
                           "file read-token (or admin-token) in the served home",
                           [(b"www-authenticate", b"Bearer")])
+            return
+        if self.admin_token and path.startswith(ADMIN_PREFIXES) and not is_admin(
+                [v.decode("latin-1") for k, v in raw_headers if k.lower() == b"authorization"], self.admin_token):
+            # Before the body's size, type and JSON are judged: a client without the token learnt
+            # from a 413, 415 or 422 the bound and the body's format before it was told to
+            # authenticate (trial 24b). The routes check the token again.
+            await _refuse(send, scope, 401, "Unauthorized", ADMIN_TOKEN_NEEDED, [(b"www-authenticate", b"Bearer")])
             return
         length = headers.get("content-length")
         if length is not None:
@@ -226,6 +253,11 @@ class Guard:
             # The SDK answers -32602 (Invalid params) with a pydantic dump of every union member.
             await _send_json(send, 400, {"jsonrpc": "2.0", "id": refused[1], "error": {
                 "code": -32600, "message": NOT_A_MESSAGE}})
+            return
+        if is_mcp and scope["method"] == "POST" and (why := bad_tool_call(_decoded(body))) is not None:
+            # The SDK answers -32602 with no word of what was wrong; the same code, saying it.
+            await _send_json(send, 200, {"jsonrpc": "2.0", "id": _decoded(body)["id"],
+                                         "error": {"code": -32602, "message": why}})
             return
 
         async def replay():

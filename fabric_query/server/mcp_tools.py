@@ -43,7 +43,8 @@ from fabric_query.release import pinned_view
 from fabric_query.scope import Scope
 from fabric_query.server.client_view import client_search, client_status, client_text
 from fabric_query.server.gate import AdmissionGate, GateFull
-from fabric_query.server.wire import has_unusable_request_id, lone_surrogate, lone_surrogate_message, unreadable_json
+from fabric_query.server.wire import (bad_tool_call, field_problems, has_unusable_request_id, lone_surrogate,
+                                     lone_surrogate_message, unreadable_json)
 from fabric_query.types import EvidencePack
 from fabric_query.units import canonical_unit
 from fabric_resources.catalog import CatalogDamagedError, CatalogUnavailableError
@@ -148,7 +149,16 @@ class _StrictArguments(MCPServer):
             unknown = sorted(set(arguments or {}) - set((tool.input_schema or {}).get("properties", {})))
             if unknown:
                 raise ToolError(f"{name}: unknown argument(s) {', '.join(unknown)}")
-        return await super().call_tool(name, arguments, context)
+        try:
+            return await super().call_tool(name, arguments, context)
+        except ToolError as exc:
+            # Arguments of the wrong JSON type: the SDK handed the agent pydantic's whole dump ("1
+            # validation error for searchArguments … input_value=… For further information visit
+            # https://errors.pydantic.dev/…"), echoing the value; named as the HTTP routes name them.
+            if not isinstance(exc.__cause__, ValidationError):
+                raise
+            problems = field_problems(exc.__cause__.errors(include_url=False))
+            raise ToolError(f"{name}: invalid argument(s): {problems}") from None
 
     #: The longest stdin line ``fabric mcp`` reads (``server.max_body_bytes``, as an HTTP body).
     max_line_bytes = 65536
@@ -285,7 +295,15 @@ class _AnswerBadLines:
                         await self._answered.wait()
                 raise
             if not isinstance(item, Exception):
-                self._read(item.message)
+                message = item.message
+                if isinstance(message, mcp_types.JSONRPCRequest) and (why := bad_tool_call(
+                        {"method": message.method, "id": message.id, "params": message.params})) is not None:
+                    # As `/mcp` answers it: the SDK's -32602 says nothing of what was wrong.
+                    await self._write.send(SessionMessage(mcp_types.JSONRPCError(
+                        jsonrpc="2.0", id=message.id, error=mcp_types.ErrorData(code=mcp_types.INVALID_PARAMS,
+                                                                                message=why))))
+                    continue
+                self._read(message)
                 return item
             error = bad_line_error(item)
             if error is not None:

@@ -160,3 +160,11 @@ def is_admin(authorizations: list[str], token: str | None) -> bool:
     exactly one header, ``Bearer <token>``. Two are refused whichever holds the token: a proxy or
     log that reads the other saw other credentials (trial 20d)."""
     return token is not None and len(authorizations) == 1 and bearer_matches(authorizations[0], token)
+
+
+#: What a request to an admin route without the admin token is told (by the guard, before its body
+#: is read, and by the routes themselves).
+ADMIN_TOKEN_NEEDED = ("admin routes need Authorization: Bearer <admin token>, the token being the content of the "
+                      "file admin-token in the served home")
+#: Path prefixes of the routes that need the admin token.
+ADMIN_PREFIXES = ("/v1/admin/", "/v1/operations/")

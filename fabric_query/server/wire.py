@@ -13,7 +13,7 @@ import re
 import sys
 from typing import Annotated, Any
 
-from mcp_types import jsonrpc_message_adapter
+from mcp_types import CallToolRequestParams, jsonrpc_message_adapter
 from pydantic import (BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr, ValidationError,
                       field_validator, model_validator)
 
@@ -199,6 +199,89 @@ def not_json_reason(msg: str, pos: int | None) -> str:
     """Why a body is not JSON, for a 422's message: the decoder's reason and the character
     (0-based, into the decoded text) where it stopped; a repeated key names the key only."""
     return msg if msg.startswith("duplicate key") or pos is None else f"{msg} at character {pos}"
+
+
+#: Why a string holding a lone surrogate is refused (pydantic: "unable to parse raw data as a unicode
+#: string", which told a client neither what was wrong nor what to send; trial 23h), as `/mcp` says it.
+HALF_A_CHARACTER = ("holds half of a character (a lone surrogate escape such as \\ud83d: text cut by UTF-16 "
+                    "units), which is not Unicode text; send each character whole")
+
+#: Pydantic's type errors → the JSON type the field takes. Its own words are Python's ("a valid
+#: tuple", "a valid dictionary or instance of Scope"), which name nothing a JSON client can send.
+_TAKES = {"string_type": "a string", "int_type": "an integer", "int_parsing": "an integer",
+          "float_type": "a number", "bool_type": "true or false", "dict_type": "an object",
+          "model_type": "an object", "model_attributes_type": "an object", "list_type": "an array",
+          "tuple_type": "an array", "set_type": "an array", "frozen_set_type": "an array"}
+
+
+def json_kind(value: Any) -> str:
+    """The JSON type of a decoded value, as a client names it.
+
+    >>> json_kind([1]), json_kind("5"), json_kind(True), json_kind(None), json_kind(2.0)
+    ('an array', 'a string', 'a boolean', 'null', 'a number')
+    """
+    if value is None:
+        return "null"
+    for kind, name in ((bool, "a boolean"), (str, "a string"), (int, "an integer"), (float, "a number"),
+                       (dict, "an object"), ((list, tuple), "an array")):
+        if isinstance(value, kind):
+            return name
+    return type(value).__name__
+
+
+def field_problem(error: dict[str, Any], skip: int = 0) -> str:
+    """One of pydantic's errors (``ValidationError.errors()``) as a JSON client reads it: the
+    field (its ``loc`` past the first ``skip`` parts), the JSON type it takes and the type sent,
+    never the value sent, no link (trial 24b: MCP clients were handed the whole pydantic dump).
+
+    >>> field_problem({"type": "tuple_type", "loc": ("body", "scope", "languages"), "input": "en",
+    ...                "msg": "Input should be a valid tuple"}, skip=1)
+    'scope.languages takes an array, not a string'
+    >>> field_problem({"type": "missing", "loc": ("unit_id",), "input": {}, "msg": "Field required"})
+    'unit_id is required'
+    """
+    where = ".".join(str(part) for part in error.get("loc", ())[skip:]) or "(body)"
+    kind = error.get("type")
+    if kind == "missing":
+        return f"{where} is required"
+    if kind == "extra_forbidden":
+        return f"{where} is not a field this request takes"
+    if kind == "string_unicode":
+        return f"{where} {HALF_A_CHARACTER}"
+    if kind in _TAKES:
+        return f"{where} takes {_TAKES[kind]}, not {json_kind(error.get('input'))}"
+    return f"{where}: {str(error.get('msg', '')).removeprefix('Value error, ')}"
+
+
+def field_problems(errors: list[dict[str, Any]], skip: int = 0, most: int = 5) -> str:
+    """:func:`field_problem` of each error, joined on one line: at most ``most``, then a count."""
+    said = "; ".join(field_problem(e, skip) for e in errors[:most])
+    return said + (f"; and {len(errors) - most} more" if len(errors) > most else "")
+
+
+def bad_tool_call(message: Any) -> str | None:
+    """For a decoded JSON-RPC message: why a ``tools/call`` request's ``params`` cannot be read (a
+    name that is no string, ``arguments`` that are no object), naming the field, else None.
+
+    The SDK answers it -32602 "Invalid request parameters" with empty data (it keeps pydantic's
+    text off the wire, and with it every word of what was wrong; trial 24b).
+
+    >>> call = {"jsonrpc": "2.0", "id": 1, "method": "tools/call"}
+    >>> print(bad_tool_call({**call, "params": {"name": "search", "arguments": "x"}}))
+    Invalid params: params.arguments takes an object, not a string (tools/call takes {"name": "<tool>", "arguments": {…}})
+    >>> bad_tool_call({**call, "params": {"name": "search"}}) is None
+    True
+    """
+    if not isinstance(message, dict) or message.get("method") != "tools/call" or "id" not in message:
+        return None
+    params = message.get("params")
+    try:
+        CallToolRequestParams.model_validate({} if params is None else params, by_name=False)  # as the SDK reads it
+    except ValidationError as exc:
+        errors = [{**e, "loc": ("params", *e["loc"])} for e in exc.errors(include_url=False)]
+        return (f"Invalid params: {field_problems(errors)} "
+                '(tools/call takes {"name": "<tool>", "arguments": {…}})')
+    return None
 
 
 class _Body(BaseModel):

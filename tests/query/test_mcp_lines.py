@@ -11,6 +11,10 @@ from mcp.shared.message import SessionMessage
 from fabric_query.server.mcp_tools import CappedLines, _AnswerBadLines, bad_line_error
 
 
+#: A tools/call's params (one without is answered at once: it names no tool).
+STATUS = {"name": "status", "arguments": {}}
+
+
 def _error(line: str):
     try:
         mcp_types.jsonrpc_message_adapter.validate_json(line, by_name=False)
@@ -70,8 +74,8 @@ def test_the_end_of_stdin_is_passed_on_once_every_request_read_is_answered():
         inbound_send, inbound = anyio.create_memory_object_stream(10)
         outbound, _ = anyio.create_memory_object_stream(10)
         reads = _AnswerBadLines(inbound, outbound)
-        for message in (mcp_types.JSONRPCRequest(jsonrpc="2.0", id=1, method="tools/call"),
-                        mcp_types.JSONRPCRequest(jsonrpc="2.0", id="c", method="tools/call"),
+        for message in (mcp_types.JSONRPCRequest(jsonrpc="2.0", id=1, method="tools/call", params=STATUS),
+                        mcp_types.JSONRPCRequest(jsonrpc="2.0", id="c", method="tools/call", params=STATUS),
                         mcp_types.JSONRPCNotification(jsonrpc="2.0", method="notifications/cancelled",
                                                       params={"requestId": "c"})):
             await inbound_send.send(SessionMessage(message))
@@ -106,7 +110,8 @@ def test_a_request_never_answered_holds_the_end_of_stdin_back_only_so_long(monke
         inbound_send, inbound = anyio.create_memory_object_stream(10)
         outbound, _ = anyio.create_memory_object_stream(10)
         reads = _AnswerBadLines(inbound, outbound)
-        await inbound_send.send(SessionMessage(mcp_types.JSONRPCRequest(jsonrpc="2.0", id=7, method="tools/call")))
+        await inbound_send.send(SessionMessage(mcp_types.JSONRPCRequest(jsonrpc="2.0", id=7, method="tools/call",
+                                                                            params=STATUS)))
         await inbound_send.aclose()
         await reads.receive()
         with anyio.fail_after(30):  # the bound, not this, must end the wait
@@ -179,3 +184,27 @@ def test_a_line_the_http_endpoint_refuses_is_refused_over_stdio_with_the_same_re
     at = next((i for i, b in enumerate(line) if b > 0x7F), None)  # the first byte that is not ASCII
     assert error.error.message == f"Parse error: {reason.format(at=at)}"
     assert mcp_types.jsonrpc_message_adapter.validate_json(lines.readline(), by_name=False).id == 2
+
+
+def test_a_tool_call_whose_params_cannot_be_read_is_answered_naming_the_field_as_over_http():
+    """guards against (trial 24b): ``fabric mcp`` answering a ``tools/call`` whose ``arguments`` were
+    a string, or whose ``name`` was a number, -32602 "Invalid request parameters" with empty data.
+    Now the read stream answers it naming the field, as ``/mcp`` does, and passes the next message on."""
+    async def main():
+        inbound_send, inbound = anyio.create_memory_object_stream(10)
+        outbound, outbound_read = anyio.create_memory_object_stream(10)
+        for request_id, params in ((1, {"name": "search", "arguments": "x"}), (2, {"name": 5})):
+            await inbound_send.send(SessionMessage(mcp_types.JSONRPCRequest(
+                jsonrpc="2.0", id=request_id, method="tools/call", params=params)))
+        fine = SessionMessage(mcp_types.JSONRPCRequest(jsonrpc="2.0", id=3, method="tools/call",
+                                                       params={"name": "search", "arguments": {"query": "a"}}))
+        await inbound_send.send(fine)
+        await inbound_send.aclose()
+        reads = _AnswerBadLines(inbound, outbound)
+        assert await reads.receive() == fine
+        return [outbound_read.receive_nowait().message for _ in range(2)]
+
+    first, second = anyio.run(main)
+    assert (first.id, first.error.code, second.id, second.error.code) == (1, -32602, 2, -32602)
+    assert first.error.message.startswith("Invalid params: params.arguments takes an object, not a string")
+    assert second.error.message.startswith("Invalid params: params.name takes a string, not an integer")

@@ -320,3 +320,171 @@ def test_a_websocket_handshake_is_refused_before_any_route_even_one_that_would_a
             status_line = sock.recv(4096).split(b"\r\n", 1)[0]
     assert status_line.startswith(b"HTTP/1.1 403"), status_line
     assert accepted == []
+
+
+class _Admin:
+    """An admin backend that records what it was asked and runs nothing (the guard is under test)."""
+
+    def __init__(self) -> None:
+        self.submitted: list[tuple[str, dict]] = []
+
+    def kinds(self) -> tuple[str, ...]:
+        return ("ingest", "snapshot")
+
+    def submit(self, kind: str, params: dict) -> str:
+        self.submitted.append((kind, params))
+        return "0" * 32
+
+    def operation(self, operation_id: str) -> dict | None:
+        return {"operation_id": operation_id, "status": "succeeded"}
+
+    def close(self) -> None:
+        pass
+
+
+ADMIN_TOKEN, READ_TOKEN = "a" * 43, "r" * 43
+#: Bodies that are refused for what they are (415 type, 413 size, 422 JSON) once a client is let in.
+_JUDGED_BODIES = [
+    ("text/plain", b'{"path": "/tmp"}'),
+    ("application/x-www-form-urlencoded", b"path=/tmp"),
+    ("application/json", b'{"path": "/a", "path": "/b"}'),
+    ("application/json", b"{not json"),
+    ("application/json", b'{"note": "' + b"x" * 70_000 + b'"}'),
+]
+
+
+@pytest.mark.parametrize("content_type, body", _JUDGED_BODIES)
+def test_a_client_without_the_token_is_told_401_before_anything_about_its_body(tmp_path, content_type, body):
+    """guards against (trial 24b): an admin request without the admin token, and (with a read token)
+    any request without it, whose body had the wrong type, size or JSON was answered 415, 413 or 422
+    (the admin routes checked their token only once the guard had judged the body): a client that
+    had not authenticated learnt the body bound and format of the admin API. Now 401 comes first on
+    every admin route, with or without a read token, on the read routes and on ``/mcp``; with the
+    token the body is judged as before."""
+    home = FabricHome(tmp_path / "home")
+    home.catalog
+    fabric = Fabric(home.root)
+    headers = {"content-type": content_type, "accept": MCP_HEADERS["accept"]}
+    admin = _Admin()
+    for read_token in (None, READ_TOKEN):
+        make = lambda port: create_app(fabric, ServerConfig(), port=port, load_models=lambda f: {},  # noqa: E731
+                                       admin=admin, admin_token=ADMIN_TOKEN, read_token=read_token)
+        with live_server(make) as url, httpx.Client(base_url=url, timeout=10) as client:
+            routes = ["/v1/admin/ingest", "/v1/admin/snapshot", "/v1/admin/snapshot/", "/v1/admin/nope",
+                      "/v1/operations/" + "0" * 32]
+            if read_token:
+                routes += ["/v1/search", "/v1/resolve", "/mcp", "/mcp/", "/v1/status", "/v1/nope"]
+            for route in routes:
+                for auth in ({}, {"authorization": "Bearer wrong"}, {"authorization": "Basic " + ADMIN_TOKEN}):
+                    r = client.post(route, content=body, headers={**headers, **auth})
+                    assert r.status_code == 401, (route, auth, r.status_code, r.text)
+                    assert r.headers["www-authenticate"] == "Bearer"
+                    said = r.json()["error"]["message"]
+                    assert "Bearer" in said and "token" in said and "bytes" not in said, said
+            if read_token:  # the read token lets a client read, never use the admin routes
+                assert client.get("/v1/health/").status_code == 200  # health needs no token, spelt either way
+                r = client.post("/v1/admin/snapshot", content=body,
+                                headers={**headers, "authorization": f"Bearer {READ_TOKEN}"})
+                assert r.status_code == 401 and "admin-token" in r.json()["error"]["message"], r.text
+                r = client.post("/v1/search", content=body, headers={**headers, "authorization": f"Bearer {READ_TOKEN}"})
+                assert r.status_code in (413, 415, 422), r.text
+            # With the admin token the body is judged as it was.
+            r = client.post("/v1/admin/snapshot", content=body,
+                            headers={**headers, "authorization": f"Bearer {ADMIN_TOKEN}"})
+            assert r.status_code in (413, 415, 422), r.text
+    assert admin.submitted == []
+
+
+def _normalised(r: httpx.Response) -> tuple[int, object]:
+    try:
+        answer = r.json()
+    except ValueError:
+        answer = r.content
+    return r.status_code, answer
+
+
+def test_a_route_with_a_trailing_slash_answers_as_the_route(server):
+    """guards against (trial 24b): ``POST /v1/search/`` (and every route spelt with a trailing
+    slash) answered ``307 Temporary Redirect`` with an empty body, which httpx, and most HTTP
+    libraries for a POST, do not follow: the client saw an empty answer and no error. Now each
+    route answers with or without the slash alike, its checks included; an unknown route is 404 both
+    ways."""
+    search, citation = {"query": "lamp"}, {"citation": {"release_id": 1}}
+    for method, path, body in (("GET", "/v1/health", None), ("GET", "/v1/ready", None),
+                               ("GET", "/v1/status", None), ("GET", "/v1/sources", None),
+                               ("GET", "/v1/releases/current", None), ("GET", "/v1/units/" + "0" * 32, None),
+                               ("GET", "/v1/openapi.json", None), ("POST", "/v1/search", search),
+                               ("POST", "/v1/resolve", citation), ("POST", "/v1/search", {"query": ["lamp"]}),
+                               ("POST", "/v1/admin/snapshot", {}), ("GET", "/v1/operations/x", None),
+                               ("GET", "/v1/nope", None), ("POST", "/mcp", json.loads(LIST_TOOLS)),
+                               ("GET", "/mcp", None)):
+        plain = server.request(method, path, json=body, headers=MCP_HEADERS if path == "/mcp" else {})
+        for spelt in (path + "/", path + "//"):
+            slashed = server.request(method, spelt, json=body, headers=MCP_HEADERS if path == "/mcp" else {})
+            assert slashed.status_code != 307 and "location" not in slashed.headers, (spelt, slashed.headers)
+            assert _normalised(slashed) == _normalised(plain), (spelt, slashed.text, plain.text)
+    assert server.get("/v1/nope/").json()["error"]["message"] == (
+        "no route /v1/nope: the API's routes are listed at /v1/openapi.json")  # was "Not Found"
+    assert server.get("/v1/search/").json()["error"]["message"] == "GET is not allowed on /v1/search; it takes POST"
+
+
+def test_a_tool_argument_of_the_wrong_type_is_named_with_the_type_it_takes(server):
+    """guards against (trial 24b): an MCP ``tools/call`` whose argument had the wrong JSON type (a
+    list or a number for the query, a string for ``limit``, an array for the citation, a missing
+    ``unit_id``) handed the agent pydantic's whole dump: "1 validation error for searchArguments …
+    [type=string_type, input_value=['a', 'b'], input_type=list] For further information visit
+    https://errors.pydantic.dev/…", echoing the value sent. Now one line names each argument and the
+    JSON type it takes, as the API's 422s now do (they said "Input should be a valid tuple")."""
+    def call(name: str, arguments: dict) -> str:
+        message = {"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": name, "arguments": arguments}}
+        r = server.post("/mcp", json=message, headers=MCP_HEADERS)
+        assert r.status_code == 200 and r.json()["result"]["isError"], r.text
+        return r.json()["result"]["content"][0]["text"]
+
+    for name, arguments, said in (
+            ("search", {"query": ["a", "b"]}, "search: invalid argument(s): query takes a string, not an array"),
+            ("search", {"query": 5}, "search: invalid argument(s): query takes a string, not an integer"),
+            ("search", {"query": "lamp", "limit": "3", "scope": {"languages": "en"}},
+             "search: invalid argument(s): limit takes an integer, not a string; scope.languages takes an array, "
+             "not a string"),
+            ("search", {"query": "lamp", "scope": [1]}, "search: invalid argument(s): scope takes an object, not an array"),
+            ("search", {"query": "lamp", "scope": "notes/"},
+             "search: invalid argument(s): scope takes an object, not a string"),
+            ("search", {"query": "lamp", "scope": {"path_prefix": ["a"]}},
+             "search: invalid argument(s): scope.path_prefix is not a field this request takes"),
+            ("resolve", {"citation": [1]}, "resolve: invalid argument(s): citation takes an object, not an array"),
+            ("get_unit", {}, "get_unit: invalid argument(s): unit_id is required"),
+            ("get_unit", {"unit_id": 5}, "get_unit: invalid argument(s): unit_id takes a string, not an integer")):
+        text = call(name, arguments)
+        assert text.endswith(said), text
+        assert "pydantic" not in text and "input_value" not in text and "validation error" not in text, text
+    # A rule of the value itself keeps its own reason.
+    assert call("search", {"query": "lamp", "scope": {"modified_after": "2024-1-1"}}).endswith(
+        "scope.modified_after: expects a calendar day YYYY-MM-DD (UTC), got '2024-1-1'")
+    # The API's 422 names the field and the JSON type, as the tool does.
+    for body, said in (({"query": ["a"]}, "body.query takes a string, not an array"),
+                       ({"query": "a", "scope": {"languages": "en"}}, "body.scope.languages takes an array, not a string"),
+                       ({"query": "a", "debug": "yes"}, "body.debug takes true or false, not a string")):
+        r = server.post("/v1/search", json=body)
+        assert r.status_code == 422 and r.json()["error"]["message"] == f"invalid request: {said}", r.text
+
+
+@pytest.mark.parametrize("params, said", [
+    ({"name": "search", "arguments": "x"}, "params.arguments takes an object, not a string"),
+    ({"name": "search", "arguments": [1]}, "params.arguments takes an object, not an array"),
+    ({"name": 5}, "params.name takes a string, not an integer"),
+    ({}, "params.name is required"),
+    (None, "params.name is required"),
+])
+def test_a_tool_call_whose_params_cannot_be_read_says_which_and_why(server, params, said):
+    """guards against (trial 24b): a ``tools/call`` whose ``arguments`` were not an object (a string,
+    a list) or whose ``name`` was missing or a number was answered -32602 "Invalid request
+    parameters" with empty data (the SDK keeps pydantic's words off the wire, and every other word
+    with them). Now the same code names the field and what it takes, with the request's id."""
+    message = {"jsonrpc": "2.0", "id": "q1", "method": "tools/call", **({} if params is None else {"params": params})}
+    r = server.post("/mcp", json=message, headers=MCP_HEADERS)
+    error = r.json()["error"]
+    assert r.json()["id"] == "q1" and error["code"] == -32602, r.text
+    assert error["message"].startswith(f"Invalid params: {said} (tools/call takes"), r.text
+    fine = {**message, "params": {"name": "get_unit", "arguments": {"unit_id": "0" * 32}}}  # read as before
+    assert "result" in server.post("/mcp", json=fine, headers=MCP_HEADERS).json()
