@@ -211,6 +211,12 @@ class Guard:
                 break
         body, replayed = b"".join(chunks), False
         is_mcp = scope.get("path", "").rstrip("/") == MCP_PATH
+        if is_mcp and scope["method"] == "POST" and not body.strip():
+            # Sent with no Content-Type or another one, the MCP SDK answered an empty body in plain
+            # text ("Invalid Content-Type header"), not as a JSON-RPC error its clients read (trial 24b).
+            await _send_json(send, 400, {"jsonrpc": "2.0", "id": None, "error": {
+                "code": -32700, "message": "Parse error: the body is empty; POST one JSON-RPC message"}})
+            return
         if body and scope["method"] in ("POST", "PUT", "PATCH"):
             declared = headers.get("content-type")
             if not json_media_type(declared):

@@ -488,3 +488,15 @@ def test_a_tool_call_whose_params_cannot_be_read_says_which_and_why(server, para
     assert error["message"].startswith(f"Invalid params: {said} (tools/call takes"), r.text
     fine = {**message, "params": {"name": "get_unit", "arguments": {"unit_id": "0" * 32}}}  # read as before
     assert "result" in server.post("/mcp", json=fine, headers=MCP_HEADERS).json()
+
+
+@pytest.mark.parametrize("content_type", [None, "application/json", "text/plain"])
+def test_an_empty_post_to_mcp_is_a_json_rpc_parse_error(server, content_type):
+    """guards against (trial 24b): ``POST /mcp`` with an empty body and no ``Content-Type`` (or a
+    type other than JSON) answered the SDK's plain-text ``Invalid Content-Type header``, the one
+    answer of ``/mcp`` an MCP client cannot read. Now a JSON-RPC Parse error whatever the type."""
+    headers = {"accept": MCP_HEADERS["accept"], **({} if content_type is None else {"content-type": content_type})}
+    for body in (b"", b"  \r\n"):
+        r = server.post("/mcp", content=body, headers=headers)
+        assert r.status_code == 400 and r.headers["content-type"] == "application/json", r.text
+        assert r.json()["error"] == {"code": -32700, "message": "Parse error: the body is empty; POST one JSON-RPC message"}
