@@ -500,7 +500,7 @@ def repair_cmd(
     tables = [{"table": d.table, "fragments": {str(k): v for k, v in sorted(d.fragments.items())},
                "indices": d.indices, "parse_ids": d.parse_ids, "rederivation": d.rederivation,
                "rows_changed": ({"missing": d.changed.missing, "extra": d.changed.extra} if d.changed else None),
-               "altered": d.altered}
+               "altered": d.altered, "unserved": d.unserved}
               for d in report.plan.tables]
     restored = [r.source_key for r in report.plan.restore]
     if as_json and dry_run:
@@ -512,7 +512,9 @@ def repair_cmd(
     say = (lambda line: None) if as_json else (lambda line: console.print(line, markup=False))
     for d in report.plan.tables:
         frags = ", ".join(f"{k} ({v})" for k, v in sorted(d.fragments.items()))
-        damage = ([f"fragment(s) {frags}; {len(d.parse_ids)} parse(s) to re-derive by {d.rederivation}"]
+        damage = ([f"fragment(s) {frags}; {len(d.parse_ids)} parse(s) to re-derive by {d.rederivation}"
+                   + (f" ({len(d.unserved)} more no source serves now: re-derived if one takes it back)"
+                      if d.unserved else "")]
                   if d.fragments else [])
         if d.changed:
             damage.append(f"{d.changed.missing} row(s) fewer and {d.changed.extra} more than written (changed outside "

@@ -149,7 +149,7 @@ def repair_op(fabric: FabricHomeResource) -> dg.Output:
         report = repair(fabric.open())
     except (RepairRefused, TableStoreUnavailableError) as exc:
         raise dg.Failure(description=f"repair refused: {exc}; nothing was changed") from None
-    marks = report.plan.marks()
+    marks = report.plan.marks(unserved=False)  # an unserved parse is re-derived once a source takes it back
     # Table names, fragment IDs and parse IDs only (partition keys): no source name nor text.
     return dg.Output(None, metadata={
         "tables": dg.MetadataValue.json({d.table: sorted(d.fragments) for d in report.plan.tables}),

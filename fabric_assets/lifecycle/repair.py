@@ -20,6 +20,8 @@ artifact store keeps (verified by their hash when read) and of the configuration
    fragments, and a later merge appends its output after the fragments it keeps, so the two need
    not be neighbours. That fallback can name a parse that never had a row in the table (an empty
    document has no chunk): it is re-derived for nothing, which costs time and changes no row.
+   A parse no source waits for (superseded, kept by retention) is attributed the same way and
+   marked, not re-derived (``unserved``): whichever source takes it back re-derives it first.
 3. **Mark** each such parse for the least re-derivation that rewrites the table: units and
    relationships by a re-parse of the stored bytes (``pending``); chunks and every projection made
    from them by a re-chunk (``parsed`` without the re-chunk verdicts: what an interrupted
@@ -107,6 +109,10 @@ class TableDamage:
     #: write recorded (:mod:`fabric_resources.vector_digest`): bytes altered inside a file that still
     #: reads. Re-derived (re-embedded); nothing dropped.
     altered: list[str] = field(default_factory=list)
+    #: Parses no source waits for now (superseded, kept by retention) whose rows the damaged
+    #: fragments held: marked, not re-derived now, so that a source taking one back (a file put
+    #: back with its bytes) re-derives it rather than serving it without those rows.
+    unserved: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -115,11 +121,12 @@ class RepairPlan:
     #: Stored source bytes restored from their unchanged files before anything is re-parsed.
     restore: list[BytesRestore] = field(default_factory=list)
 
-    def marks(self) -> dict[str, str]:
-        """Parse ID → the re-derivation it gets (the strongest any damaged table asks)."""
+    def marks(self, *, unserved: bool = True) -> dict[str, str]:
+        """Parse ID → the re-derivation it gets (the strongest any damaged table asks); with
+        ``unserved`` false, of the parses some source waits for only."""
         out: dict[str, str] = {}
         for damage in self.tables:
-            for pid in damage.parse_ids:
+            for pid in damage.parse_ids + (damage.unserved if unserved else []):
                 if pid not in out or _STRENGTH[damage.rederivation] > _STRENGTH[out[pid]]:
                     out[pid] = damage.rederivation
         return out
@@ -181,7 +188,12 @@ def plan_repair(home: FabricHome) -> RepairPlan:
             continue
         if candidates is None:
             candidates = _candidates(home)
-            recorded = {r.parse_id: row_counts(r) for r in home.catalog.parse_runs(candidates)}
+            # Every parse past parsing, not only those served: a superseded parse kept by retention
+            # that lost rows with the fragment, unmarked, was served without them by the next
+            # release whose scan took it back (a file put back with its old bytes; trial 24d).
+            runs = [r for r in home.catalog.parse_runs() if r.parse_id in candidates
+                    or r.status in ("ready", "held", "parsed")]
+            recorded = {r.parse_id: row_counts(r) for r in runs}
         readable = home.tables.fragment_parse_ids(name, skip=damaged)
         live = Counter(pid for _, ids in readable for pid in ids)
         # A merge cuts its output at equal row counts, so one parse's rows can end one fragment and
@@ -191,10 +203,12 @@ def plan_repair(home: FabricHome) -> RepairPlan:
         # recorded count, the first and last parse of every readable fragment are named: the only
         # places a cut can lie.
         edges = {pid for _, ids in readable if ids for pid in (ids[0], ids[-1])}
-        affected = {pid for pid in candidates if _lost_rows(recorded[pid].get(name) if pid in recorded else None,
-                                                            live[pid], pid in edges)}
-        plan.tables.append(TableDamage(name, damaged, sorted(affected), REDERIVATION[name], indices))
-    unreadable = bytes_unreadable(home, [p for p, how in plan.marks().items() if how == "reparse"])
+        affected = {pid for pid in candidates | set(recorded)
+                    if _lost_rows(recorded[pid].get(name) if pid in recorded else None, live[pid], pid in edges)}
+        plan.tables.append(TableDamage(name, damaged, sorted(affected & candidates), REDERIVATION[name], indices,
+                                       unserved=sorted(affected - candidates)))
+    # An unserved parse is re-parsed only once a source takes it back, by then from that file's bytes.
+    unreadable = bytes_unreadable(home, [p for p, how in plan.marks(unserved=False).items() if how == "reparse"])
     plan.restore, lost = restorable(home, unreadable)
     if lost:
         # A re-parse of bytes that cannot be read fails the parse, and a failed parse leaves the

@@ -351,7 +351,7 @@ def test_json_output_is_one_json_document(home):
     (table,) = doc["tables"]
     # every field docs/reliability.md names: per table and for the repair
     assert set(table) == {"table", "fragments", "indices", "parse_ids", "rederivation", "rows_changed", "altered",
-                          "version"}
+                          "unserved", "version"}
     assert table["rows_changed"] is None  # a damaged fragment, not rows changed behind Fabric's back
     assert set(doc) == {"tables", "release_id", "republished", "restored", "resumed", "failed_runs",
                         "unreadable_tables", "failed"}
