@@ -10,6 +10,9 @@ catch the interrupt inside). The standard library only: the read commands import
 
 from __future__ import annotations
 
+import os
+import signal
+import sys
 from typing import Any, Callable, Union
 
 #: The attribute :func:`on_interrupt` sets on a command's function (Typer's wrapper copies it).
@@ -73,3 +76,21 @@ def interrupted_again_line(command: str, callback: Callable) -> str:
     leaves = getattr(callback, ATTRIBUTE, None)
     what = leaves if isinstance(leaves, str) else "`fabric status` shows what it left"
     return f"`fabric {command}` interrupted again before it said what it left: {what}."
+
+
+def interrupted_saying(line: str) -> None:
+    """End with exit code 130 after ``error: line`` on stderr, what was written before it flushed
+    first. A further Ctrl-C while it is written (stderr blocked: a paged `fabric … 2>&1 | less`)
+    ends the process at once, 130 again: it was a KeyboardInterrupt traceback raised while the
+    first was handled."""
+    signal.signal(signal.SIGINT, lambda signum, frame: os._exit(130))
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError, RuntimeError):  # closed, a closed pipe: nothing more goes there
+            pass
+    try:
+        os.write(2, f"error: {line}\n".encode(sys.stderr.encoding if sys.stderr else "utf-8", "backslashreplace"))
+    except OSError:
+        pass
+    raise SystemExit(130) from None

@@ -43,10 +43,12 @@ def main() -> None:
     try:
         _main()
     except KeyboardInterrupt:
-        sys.stderr.write("error: interrupted before the command changed anything.\n")
-        raise SystemExit(130) from None
+        from fabric_query.cli_interrupt import interrupted_saying
+
+        interrupted_saying("interrupted before the command changed anything.")
     finally:
         _interrupts_at_exit_said()
+
 
 
 def _interrupts_at_exit_said() -> None:

@@ -33,7 +33,7 @@ from fabric_assets.cli.measurement import measurement_app
 from fabric_assets.cli.pipeline import pipeline_app
 from fabric_assets.cli.server import server_app
 from fabric_query.cli import err, read_app
-from fabric_query.cli_interrupt import AFTER_THE_END, interrupted_again_line, interrupted_line
+from fabric_query.cli_interrupt import AFTER_THE_END, interrupted_again_line, interrupted_line, interrupted_saying
 from fabric_query.cli_text import error_line, stdout_closed, uses_colour
 
 
@@ -165,57 +165,66 @@ def run() -> None:
     try:
         app()
     except Exception as exc:
-        # Raised lazily, when a command first reads the home's config or opens its catalog, so the
-        # modules are loaded by then; importing them here up front cost every command ~200 ms of
-        # pydantic model building.
-        config = sys.modules.get("fabric_resources.config")
-        records = sys.modules.get("fabric_resources.catalog.records")
-        home = sys.modules.get("fabric_resources.home_location")  # HomeUnusableError's, loaded by every command
-        tables = sys.modules.get("fabric_resources.object_store")
-        ocr = sys.modules.get("fabric_resources.parsing.pdf.ocr")
-        snapshots = sys.modules.get("fabric_assets.lifecycle.snapshots")
-        known = tuple(t for t in (config and config.ConfigError, records and records.CatalogVersionError,
-                                  ocr and ocr.OcrProbeFailed, snapshots and snapshots.SnapshotError,
-                                  tables and tables.TableStoreUnavailableError,
-                                  records and records.CatalogMigrationError, records and records.CatalogDamagedError,
-                                  records and records.CatalogUnavailableError, home and home.HomeUnusableError) if t)
-        sqlite3 = sys.modules.get("sqlite3")
-        alchemy = sys.modules.get("sqlalchemy.exc")
-        database = exc.orig if alchemy is not None and isinstance(exc, alchemy.DatabaseError) else exc
-        if sqlite3 is not None and isinstance(database, sqlite3.DatabaseError):
-            # A full disk or a failing one is not a damaged file (the catalog's or Dagster's).
-            from fabric_resources.storage_errors import sqlite_storage_fault
-
-            fault = sqlite_storage_fault(database, os.environ.get("FABRIC_HOME") or ".")
-            if fault is not None:
-                err.print(f"error: {fault}", markup=False)
-                raise SystemExit(2) from None
-        if sqlite3 is not None and isinstance(exc, sqlite3.DatabaseError):
-            # A truncated or overwritten catalog.sqlite3 ("database disk image is malformed", "file is
-            # not a database"): every command read it and printed a traceback.
-            err.print(f"error: the home's catalog cannot be read ({type(exc).__name__}: {exc}): it is damaged "
-                      "or not a Fabric catalog; restore the home from a copy or a snapshot's catalog.sqlite3",
-                      markup=False)
-            raise SystemExit(2) from None
-        if (sqlite3 is not None and alchemy is not None and isinstance(exc, alchemy.DatabaseError)
-                and type(exc.orig) is sqlite3.DatabaseError):
-            # The same damage in Dagster's SQLite storage (runs.db, the event log): a SQLAlchemy
-            # traceback from ingest, cleanup and audit, the run-history step of every activation.
-            err.print(f"error: Dagster's storage under the home's dagster/ folder cannot be read ({exc.orig}): a "
-                      "database there is damaged or not a database; restore it from a copy, or move it aside "
-                      "(the history of Dagster's runs, and the lineage `fabric audit` reads from it, go with it)",
-                      markup=False)
-            raise SystemExit(2) from None
-        pg = sys.modules.get("dagster_postgres.utils")
-        if pg is not None and isinstance(exc, pg.DagsterPostgresException):
-            # The Dagster instance's PostgreSQL (storage.dagster) refused or did not answer after
-            # dagster-postgres's retries: its own message ("too many retries") hides why.
-            cause = getattr(exc.__cause__, "orig", None) or exc.__cause__ or exc
-            why = (str(cause).strip().splitlines() or [type(cause).__name__])[0]
-            err.print(f"error: the Dagster instance's PostgreSQL database cannot be used ({why}); check "
-                      "storage.dagster.url (else storage.catalog.url) and the server", markup=False)
-            raise SystemExit(2) from None
-        if not known or not isinstance(exc, known):
-            raise
-        err.print(f"error: {exc}", markup=False)
+        line = None
+        try:
+            line = _one_line(exc)
+            if line is None:
+                raise
+            err.print(f"error: {line}", markup=False)
+        except KeyboardInterrupt:
+            # The command had run to this error (and may have changed the home before it): a Ctrl-C
+            # while it was said (stderr blocked: a paused pager) came after it. It said "interrupted
+            # before the command changed anything", the error itself lost with the write it cut (trial 24d).
+            interrupted_saying(f"{line} (interrupted as this was said; the command had ended with it)" if line
+                               else f"{AFTER_THE_END}.")
         raise SystemExit(2) from None
+
+
+def _one_line(exc: Exception) -> str | None:
+    """The line (without ``error: ``) that says a command's error ``exc``, when it is one
+    :func:`run` names; else None."""
+    # Raised lazily, when a command first reads the home's config or opens its catalog, so the
+    # modules are loaded by then; importing them here up front cost every command ~200 ms of
+    # pydantic model building.
+    config = sys.modules.get("fabric_resources.config")
+    records = sys.modules.get("fabric_resources.catalog.records")
+    home = sys.modules.get("fabric_resources.home_location")  # HomeUnusableError's, loaded by every command
+    tables = sys.modules.get("fabric_resources.object_store")
+    ocr = sys.modules.get("fabric_resources.parsing.pdf.ocr")
+    snapshots = sys.modules.get("fabric_assets.lifecycle.snapshots")
+    known = tuple(t for t in (config and config.ConfigError, records and records.CatalogVersionError,
+                              ocr and ocr.OcrProbeFailed, snapshots and snapshots.SnapshotError,
+                              tables and tables.TableStoreUnavailableError,
+                              records and records.CatalogMigrationError, records and records.CatalogDamagedError,
+                              records and records.CatalogUnavailableError, home and home.HomeUnusableError) if t)
+    sqlite3 = sys.modules.get("sqlite3")
+    alchemy = sys.modules.get("sqlalchemy.exc")
+    database = exc.orig if alchemy is not None and isinstance(exc, alchemy.DatabaseError) else exc
+    if sqlite3 is not None and isinstance(database, sqlite3.DatabaseError):
+        # A full disk or a failing one is not a damaged file (the catalog's or Dagster's).
+        from fabric_resources.storage_errors import sqlite_storage_fault
+
+        fault = sqlite_storage_fault(database, os.environ.get("FABRIC_HOME") or ".")
+        if fault is not None:
+            return fault
+    if sqlite3 is not None and isinstance(exc, sqlite3.DatabaseError):
+        # A truncated or overwritten catalog.sqlite3 ("database disk image is malformed", "file is
+        # not a database"): every command read it and printed a traceback.
+        return (f"the home's catalog cannot be read ({type(exc).__name__}: {exc}): it is damaged or not a "
+                "Fabric catalog; restore the home from a copy or a snapshot's catalog.sqlite3")
+    if (sqlite3 is not None and alchemy is not None and isinstance(exc, alchemy.DatabaseError)
+            and type(exc.orig) is sqlite3.DatabaseError):
+        # The same damage in Dagster's SQLite storage (runs.db, the event log): a SQLAlchemy
+        # traceback from ingest, cleanup and audit, the run-history step of every activation.
+        return (f"Dagster's storage under the home's dagster/ folder cannot be read ({exc.orig}): a "
+                "database there is damaged or not a database; restore it from a copy, or move it aside "
+                "(the history of Dagster's runs, and the lineage `fabric audit` reads from it, go with it)")
+    pg = sys.modules.get("dagster_postgres.utils")
+    if pg is not None and isinstance(exc, pg.DagsterPostgresException):
+        # The Dagster instance's PostgreSQL (storage.dagster) refused or did not answer after
+        # dagster-postgres's retries: its own message ("too many retries") hides why.
+        cause = getattr(exc.__cause__, "orig", None) or exc.__cause__ or exc
+        why = (str(cause).strip().splitlines() or [type(cause).__name__])[0]
+        return (f"the Dagster instance's PostgreSQL database cannot be used ({why}); check "
+                "storage.dagster.url (else storage.catalog.url) and the server")
+    return str(exc) if known and isinstance(exc, known) else None

@@ -7,6 +7,7 @@ import os
 import re
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
@@ -1203,3 +1204,70 @@ def test_every_command_declares_what_a_ctrl_c_of_it_leaves():
     declared = dict(leaves(typer.main.get_command(app), ""))
     assert len(declared) > 30 and "snapshot restore" in declared and "bench serve" in declared
     assert sorted(name for name, said in declared.items() if said is None) == ["ingest", "purge"]
+
+
+def _run_with_stderr_blocked(argv: list[str], signals: int, prelude: str = "") -> tuple[int, list[str], str]:
+    """Run `fabric argv` with its standard error a pipe already full (a pager paused: `fabric … 2>&1 |
+    less`), so its first write to it blocks; send SIGINT each time it is blocked there (``signals``
+    times), then read the pipe to its end. Returns the exit code, the lines it wrote and its stderr."""
+    import fcntl
+    import signal
+    import time
+
+    read_end, write_end = os.pipe()
+    fcntl.fcntl(write_end, fcntl.F_SETFL, os.O_NONBLOCK)
+    filled = 0
+    for size in (4096, 1):
+        try:
+            while True:
+                filled += os.write(write_end, b"x" * size)
+        except BlockingIOError:
+            pass
+    fcntl.fcntl(write_end, fcntl.F_SETFL, 0)
+    proc = subprocess.Popen([sys.executable, "-c", prelude + "from fabric_assets.cli import main\nmain()", *argv],
+                            stderr=write_end, stdout=subprocess.DEVNULL, env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    os.close(write_end)
+    try:
+        for _ in range(signals):
+            deadline = time.monotonic() + 120
+            while "pipe_write" not in Path(f"/proc/{proc.pid}/wchan").read_text():
+                assert proc.poll() is None and time.monotonic() < deadline, "fabric never blocked writing to stderr"
+                time.sleep(0.01)
+            proc.send_signal(signal.SIGINT)
+            time.sleep(0.2)  # the handler runs; a line it writes blocks in turn
+        while filled:
+            filled -= len(os.read(read_end, min(filled, 65536)))
+        chunks = []
+        while chunk := os.read(read_end, 65536):
+            chunks.append(chunk)
+        code = proc.wait(timeout=120)
+    finally:
+        proc.kill()
+        os.close(read_end)
+    text = b"".join(chunks).decode(errors="replace")
+    return code, [line for line in text.splitlines() if line.strip()], text
+
+
+@pytest.mark.skipif(not Path("/proc/self/wchan").exists(), reason="tells a blocked write by /proc/<pid>/wchan")
+def test_a_ctrl_c_while_an_error_line_is_written_says_the_command_had_ended(tmp_path):
+    """guards against (trial 24d): a Ctrl-C while `fabric` wrote a command's one-line error (its
+    stderr a paused pager, so the write blocked) lost the error with the write it cut and said
+    "interrupted before the command changed anything", though the command had run to that error
+    (and may have changed the home before it); a second Ctrl-C while that line was written was a
+    KeyboardInterrupt traceback. Now the error is said whole, marked as interrupted after the
+    command had ended, exit 130; a second Ctrl-C ends the process at once, exit 130, no traceback."""
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "config.json").write_text(json.dumps({"retention": {"releases": "many"}}))
+    code, lines, text = _run_with_stderr_blocked(["status", "--home", str(home)], signals=1)
+    assert "Traceback" not in text and code == 130, text
+    # The error's own write was cut (nothing of it written): it is said again, whole, in the one line.
+    assert lines[-1].startswith("error: invalid configuration ") and lines[-1].endswith(
+        "retention.releases: Input should be a valid integer, unable to parse string as an integer (interrupted "
+        "as this was said; the command had ended with it)") and len(lines) in (1, 2), lines
+    # A Ctrl-C before the command began, whose line blocks in turn; a second Ctrl-C then.
+    first = "import fabric_query.cli_fast as fast\ndef run(argv):\n    raise KeyboardInterrupt\nfast.run = run\n"
+    code, lines, text = _run_with_stderr_blocked(["status", "--home", str(home)], signals=0, prelude=first)
+    assert (code, lines) == (130, ["error: interrupted before the command changed anything."]), text
+    code, lines, text = _run_with_stderr_blocked(["status", "--home", str(home)], signals=1, prelude=first)
+    assert (code, lines) == (130, []), text  # at once: its line was never written
