@@ -504,7 +504,8 @@ class SourcesConfig(_Strict):
     withheld: tuple[str, ...] = Field(
         (),
         description="Glob patterns (fnmatch, '*' crosses '/') over source keys, with or without 'fs:', e.g. "
-        "'notes/drafts/*' or 'private/*' for a whole root. Withheld sources are parsed but never "
+        "'notes/drafts/*' or 'private/*' for a whole root; a pattern that matches a folder ('notes/drafts', "
+        "'notes/drafts/') withholds everything in it. Withheld sources are parsed but never "
         "activated: not searchable and absent from every index and statistic.",
     )
 
@@ -515,8 +516,15 @@ class SourcesConfig(_Strict):
         # A pattern copied from a key as Fabric prints it (`fs:private/*`) withholds what it names: it
         # matched nothing, and the files the user meant to hide stayed searchable.
         path = unicodedata.normalize("NFC", source_key.split(":", 1)[-1])
-        return any(fnmatch.fnmatchcase(path, unicodedata.normalize("NFC", pattern.removeprefix("fs:")))
-                   for pattern in self.withheld)
+        # A pattern naming a folder (`private/`, `corp/private`, as .gitignore reads them) withholds
+        # what is inside it: it matched only a file of that name, and the folder stayed searchable.
+        parts = path.split("/")
+        names = [path, *("/".join(parts[:i]) for i in range(1, len(parts)))]
+        return any(fnmatch.fnmatchcase(name, pattern) for pattern in self._patterns() for name in names)
+
+    def _patterns(self) -> list[str]:
+        return [p for p in (unicodedata.normalize("NFC", pattern.removeprefix("fs:")).rstrip("/")
+                            for pattern in self.withheld) if p]
 
 
 class EntityMatchConfig(_Strict):

@@ -195,6 +195,28 @@ def test_a_pattern_copied_from_a_printed_key_withholds_what_it_names(tmp_path):
     assert not SourcesConfig(withheld=("fs:b/*",)).is_withheld("fs:a/x.txt")
 
 
+@pytest.mark.parametrize("pattern", ["corpus/private/", "fs:corpus/private", "corpus/priv*"])
+def test_a_pattern_naming_a_folder_withholds_what_is_inside_it(tmp_path, pattern):
+    """guards against (trial 24e): ``"withheld": ["corpus/private/"]`` (a folder, as .gitignore
+    writes one) or ``"corpus/private"`` matching only a file of that very name: every file in the
+    folder was activated, searchable and cited, and nothing said the pattern matched nothing. A
+    pattern that matches a folder of the key now withholds everything inside it, at any depth."""
+    from fabric_resources.config import SourcesConfig
+
+    files = {"private/salary.txt": "The director's salary is zanthoxylum ninety.\n",
+             "private/deep/bonus.txt": "The director's bonus is zanthoxylum forty.\n", **VISIBLE["en"]}
+    home, _ = _home(tmp_path, "folder", files, withheld=[pattern])
+    fabric = Fabric(home.root)
+    pack = fabric.search("salary bonus zanthoxylum director")
+    assert all("private" not in h.citation.source_key for h in pack.results), pack.results
+    assert pack.eligible_sources == len(VISIBLE["en"])
+    assert sorted(fabric.status().withheld) == ["fs:corpus/private/deep/bonus.txt", "fs:corpus/private/salary.txt"]
+    # A folder's name is matched whole: a sibling that only starts like it stays visible.
+    assert not SourcesConfig(withheld=("a/priv/",)).is_withheld("fs:a/private.txt")
+    assert not SourcesConfig(withheld=("a/priv",)).is_withheld("fs:a/private/x.txt")
+    assert not SourcesConfig(withheld=("", "/", "fs:")).is_withheld("fs:a/x.txt")
+
+
 def test_a_source_withheld_since_the_current_release_was_published_is_not_even_named_as_a_restriction(tmp_path):
     """guards against (trial 22b): a source withheld in ``config.json`` after the current release was
     published (no ingest since) made every search say ``fallback_reason: visible-sources-only``,
