@@ -13,7 +13,9 @@ since (``hidden``) is *restricted*: its rows are read for its visible parses onl
 and substring channels run on an index built in memory from the release's lexical documents of
 those parses, so BM25 document frequencies, counts and lengths are those of the visible
 documents alone (``fallback_reason`` ``visible-sources-only``); the release's own index
-generation, which counts the hidden documents, is never opened. The answer names that restriction
+generation, which counts the hidden documents, is never searched (a view restricted by withholding
+alone opens it to learn whether it can serve, and scans when it cannot, as a home that never held
+the withheld source would). The answer names that restriction
 only when a source is hidden because it is deleted now (``gone``): a source withheld since moves
 nothing an answer shows, not even the reason (a client would learn that something was withheld
 after the release was published).
@@ -705,19 +707,27 @@ class ReleaseView:
         release's lexical documents of its visible parses (module docstring).
         """
         if self.restricted:
-            return self._visible_index()
-        manifest = self.release.manifest
-        if manifest.get("schema_version") != SCHEMA_VERSION:
-            return IndexUnusable("index-schema-mismatch", f"release written by schema {manifest.get('schema_version')}")
-        opened = open_generation(self.home, manifest.get("lexical_generation"))
+            # Restricted by withholding alone, the answer must be that of a home that never held the
+            # source, whose index is this one: where it cannot serve (a read-only home, a generation
+            # lost or damaged) that home scans, and so does this view, for the same reason; an
+            # in-memory index's word hits would tell a reader a source was withheld since the release.
+            unusable = self._generation() if not self.gone else None
+            return unusable if isinstance(unusable, IndexUnusable) else self._visible_index()
+        opened = self._generation()
         if isinstance(opened, IndexUnusable):
             return opened
         index, live, chunk_docs = opened
-        gen = manifest.get("lexical_generation")
+        gen = self.release.manifest.get("lexical_generation")
         if chunk_docs != self.chunks.num_rows:
             return IndexUnusable("index-release-mismatch", f"{gen} holds {chunk_docs} chunk documents "
                                  f"({live} in all), release {self.release_id} {self.chunks.num_rows} chunks")
         return index
+
+    def _generation(self) -> tuple[OpenIndex, int, int] | IndexUnusable:
+        manifest = self.release.manifest
+        if manifest.get("schema_version") != SCHEMA_VERSION:
+            return IndexUnusable("index-schema-mismatch", f"release written by schema {manifest.get('schema_version')}")
+        return open_generation(self.home, manifest.get("lexical_generation"))
 
     def _visible_index(self) -> OpenIndex | IndexUnusable:
         try:

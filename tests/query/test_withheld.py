@@ -236,6 +236,35 @@ def test_a_source_withheld_since_the_current_release_was_published_is_not_even_n
     # A source deleted since is still named: tests/query/test_read_visibility.py::test_past_release_applies_todays_visibility
 
 
+@pytest.mark.parametrize("damage", ["missing", "unreadable"])
+def test_a_source_withheld_since_the_release_is_not_told_by_an_index_that_cannot_serve(tmp_path, damage):
+    """guards against (trial 24e): when the release's word and substring index could not serve (a
+    home on a read-only mount, where tantivy cannot take its lock file; a generation lost or
+    damaged), a home that never held the withheld source answered by scanning the chunks
+    (``fallback_reason`` ``index-missing`` or ``index-unreadable``, channel ``scan``), while a home
+    whose source was withheld after its release answered from an in-memory index of its visible
+    documents (channel ``word``, no reason): a reader learned that a source had been withheld since
+    the last ingest. That view now scans too, for the same reason: the packs are equal."""
+    import shutil
+
+    home, _ = _home(tmp_path, "a", {**VISIBLE["en"], **WITHHELD["en"]})
+    home.layout.config_file.write_text(json.dumps({"sources": {"withheld": ["corpus/private/*"]}}))
+    reference, _ = _home(tmp_path, "b", VISIBLE["en"])
+    for h in (home, reference):
+        lexical = h.layout.indexes / "lexical"
+        if damage == "missing":
+            shutil.rmtree(lexical)
+        else:  # every file of the generation cut to nothing: tantivy cannot open it
+            for f in lexical.rglob("*"):
+                if f.is_file():
+                    f.write_bytes(b"")
+    fa, fb = Fabric(home.root), Fabric(reference.root)
+    for q in QUERIES["en"]:
+        pa, pb = fa.search(q, limit=10, debug=True), fb.search(q, limit=10, debug=True)
+        assert pb.fallback_reason == f"index-{damage}", pb.fallback_reason
+        assert first_difference(pa.model_dump(exclude={"timings"}), pb.model_dump(exclude={"timings"})) is None, q
+
+
 def test_a_source_withheld_since_the_release_moves_neither_the_dense_source_nor_the_status(tmp_path):
     """guards against (trial 23c): with ``query.dense_search.mode`` ``ann``, a document withheld
     since the release was published still counted in the rows that decide whether the release's
