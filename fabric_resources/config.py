@@ -505,8 +505,9 @@ class SourcesConfig(_Strict):
         (),
         description="Glob patterns (fnmatch, '*' crosses '/') over source keys, with or without 'fs:', e.g. "
         "'notes/drafts/*' or 'private/*' for a whole root; a pattern that matches a folder ('notes/drafts', "
-        "'notes/drafts/') withholds everything in it. Withheld sources are parsed but never "
-        "activated: not searchable and absent from every index and statistic.",
+        "'notes/drafts/') withholds everything in it. Withheld sources are stored but not parsed "
+        "(one parsed before keeps its parse) and never activated: not searchable and absent from every index "
+        "and statistic.",
     )
 
     def is_withheld(self, source_key: str) -> bool:
