@@ -54,6 +54,28 @@ def in_batches(values: list) -> Iterator[tuple[list, str]]:
         batch = values[i:i + _IDS_PER_STATEMENT]
         yield batch, ", ".join("?" * len(batch))
 
+#: The types of a release's source entry fields that readers sort, compare and fold (decoded JSON
+#: holds these exact types; ``parse_id`` and ``media_type`` are required, the others may be absent).
+_STR, _STR_OR_NONE, _INT_OR_NONE = frozenset({str}), frozenset({str, type(None)}), frozenset({int, type(None)})
+_SOURCE_FIELD_TYPES = (("parse_id", _STR), ("media_type", _STR), ("source_hash", _STR_OR_NONE),
+                       ("root", _STR_OR_NONE), ("lexical_digest", _STR_OR_NONE), ("language", _STR_OR_NONE),
+                       ("mtime_ns", _INT_OR_NONE), ("size", _INT_OR_NONE))
+
+
+def _sources_and_generation_sound(manifest: dict) -> bool:
+    """Whether every source entry is an object whose fields have the types readers rely on
+    (:data:`_SOURCE_FIELD_TYPES`) and the lexical generation, if named, is a string: an entry
+    edited into a list, a null parse ID, a string date, a list for a language or a generation was a
+    ``TypeError`` or ``AttributeError`` traceback from search (with filters), status and resolve."""
+    for m in manifest["sources"].values():
+        if type(m) is not dict:
+            return False
+        for key, types in _SOURCE_FIELD_TYPES:
+            if type(m.get(key)) not in types:
+                return False
+    return type(manifest.get("lexical_generation")) in _STR_OR_NONE
+
+
 def _release(release_id: int, created_at: float, text: str, *, summary: bool = False) -> Release:
     """A release row decoded. A manifest must be a JSON object whose ``sources`` and ``tables``
     are objects, each table's pinned version an integer or null (a summary, which has no
@@ -73,10 +95,12 @@ def _release(release_id: int, created_at: float, text: str, *, summary: bool = F
         manifest = None
     need = ("tables",) if summary else ("sources", "tables")
     if not isinstance(manifest, dict) or not all(isinstance(manifest.get(k), dict) for k in need) or not all(
-            v is None or (isinstance(v, int) and not isinstance(v, bool)) for v in manifest["tables"].values()):
+            v is None or (isinstance(v, int) and not isinstance(v, bool)) for v in manifest["tables"].values()) or (
+            not summary and not _sources_and_generation_sound(manifest)):
+        typed = "" if summary else ", each source an object of typed fields, the index generation a name"
         raise CatalogDamagedError(f"release {release_id}'s {'summary' if summary else 'manifest'} in the catalog is "
-                                  f"not a JSON object with its {' and '.join(need)} (table versions integers): the "
-                                  f"catalog was altered; {RESTORE_REMEDY}")
+                                  f"not a JSON object with its {' and '.join(need)} (table versions integers{typed}): "
+                                  f"the catalog was altered; {RESTORE_REMEDY}")
     if not (_is(created_at, int) or _is(created_at, float)) or not 0 <= created_at <= LAST_TIME:
         raise damaged(f"release {release_id}'s created_at", float)
     return Release(release_id, created_at, manifest)

@@ -213,17 +213,22 @@ def test_fold_with_map_multi_char_fold():
 # The ``catalog`` fixture (tests/conftest.py) is each backend in turn: SQLite and PostgreSQL.
 
 
+def _source(parse_id: str) -> dict:
+    """A release's source entry with the fields every reader takes (the catalog checks them)."""
+    return {"parse_id": parse_id, "media_type": "text/plain"}
+
+
 def test_publish_first_release_and_swap(catalog):
     """guards against: the pointer not moving, or manifests losing their identity fields."""
     assert catalog.current_release() is None
-    r1 = catalog.publish_release({"tables": {}, "sources": {"a": 1}}, expected_current=None)
+    r1 = catalog.publish_release({"tables": {}, "sources": {"a": _source("p1")}}, expected_current=None)
     assert catalog.current_release().release_id == r1.release_id
     assert r1.manifest["release_id"] == r1.release_id
-    r2 = catalog.publish_release({"tables": {}, "sources": {"b": 2}}, expected_current=r1.release_id)
+    r2 = catalog.publish_release({"tables": {}, "sources": {"b": _source("p2")}}, expected_current=r1.release_id)
     assert r2.release_id > r1.release_id
     cur = catalog.current_release()
     assert cur.release_id == r2.release_id
-    assert cur.manifest["sources"] == {"b": 2}
+    assert cur.manifest["sources"] == {"b": _source("p2")}
 
 
 def test_publish_with_stale_expected_current_raises_and_leaves_pointer(catalog):
@@ -257,14 +262,14 @@ def test_publish_failure_mid_transaction_rolls_back(catalog):
 
 def test_releases_are_immutable(catalog):
     """guards against: a later publish rewriting earlier manifests (e.g. UPDATE without WHERE)."""
-    r1 = catalog.publish_release({"tables": {}, "sources": {"a": {"parse_id": "p1"}}, "lexical_generation": "gen-00000001"}, None)
+    r1 = catalog.publish_release({"tables": {}, "sources": {"a": _source("p1")}, "lexical_generation": "gen-00000001"}, None)
     snapshot = catalog.release(r1.release_id)
     for i in range(3):
-        catalog.publish_release({"tables": {}, "sources": {f"x{i}": {}}, "lexical_generation": f"gen-{i + 2:08d}"},
+        catalog.publish_release({"tables": {}, "sources": {f"x{i}": _source(f"x{i}")}, "lexical_generation": f"gen-{i + 2:08d}"},
                                 catalog.current_release().release_id)
     again = catalog.release(r1.release_id)
     assert again == snapshot
-    assert again.manifest["sources"] == {"a": {"parse_id": "p1"}}
+    assert again.manifest["sources"] == {"a": _source("p1")}
 
 
 def test_publish_does_not_mutate_callers_manifest(catalog):
