@@ -107,16 +107,36 @@ class ArgumentError(ValueError):
     """The argument names no JSON; the message is the one-line reason."""
 
 
+#: The most bytes a citation or pack argument may hold: 64 MiB. A pack of ``MAX_LIMIT`` hits with
+#: their windows is a few MB; the bound keeps 300 MB of whitespace piped in by mistake (trial 24e)
+#: from being read whole into memory before it is refused.
+MAX_ARGUMENT_BYTES = 64 * 1024 * 1024
+
+
+def _bounded_utf8(stream, name: str) -> str:
+    """At most :data:`MAX_ARGUMENT_BYTES` of ``stream`` as UTF-8 text; raises :class:`ArgumentError`
+    when there is more, or when the bytes are not UTF-8."""
+    data = stream.read(MAX_ARGUMENT_BYTES + 1)
+    if len(data) > MAX_ARGUMENT_BYTES:
+        raise ArgumentError(f"{name} holds over {MAX_ARGUMENT_BYTES // (1024 * 1024)} MiB: no citation or "
+                            f"pack is that large; {_GIVE}")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise ArgumentError(f"not JSON: {name} is not UTF-8 text") from None
+
+
 def read_json_argument(argument: str) -> object:
     """The JSON an argument names: ``-`` (stdin), a file holding it, or the JSON itself.
 
     Raises :class:`ArgumentError` with a one-line reason when it is a folder or another non-regular
-    file (a device, a FIFO), a file that cannot be read or is not UTF-8 text, not JSON (nesting
+    file (a device, a FIFO), a file that cannot be read, is not UTF-8 text or holds over
+    :data:`MAX_ARGUMENT_BYTES`, not JSON (nesting
     too deep for the decoder included), or empty (``''``, which pathlib reads as the working folder)."""
     if not argument.strip():
         raise ArgumentError(f"the citation argument is empty: {_GIVE}")
     if argument == "-":
-        raw, where = sys.stdin.read(), "stdin"
+        raw, where = _bounded_utf8(sys.stdin.buffer, "stdin"), "stdin"
     else:
         path = Path(argument)
         try:  # JSON given inline is no file name (and may be too long to be one: ENAMETOOLONG)
@@ -129,11 +149,10 @@ def read_json_argument(argument: str) -> object:
             raise ArgumentError(f"{argument} is not a regular file: {_GIVE}")
         if is_file:
             try:
-                raw = path.read_bytes().decode("utf-8")
+                with path.open("rb") as stream:
+                    raw = _bounded_utf8(stream, argument)
             except OSError as exc:
                 raise ArgumentError(f"cannot read {argument}: {exc.strerror or exc}")
-            except UnicodeDecodeError:
-                raise ArgumentError(f"not JSON: {argument} is not UTF-8 text")
             where = "the file"
         else:
             raw, where = argument, "the argument" if argument.lstrip()[:1] in ("{", "[") else None

@@ -54,6 +54,29 @@ def test_a_citation_file_that_is_binary_or_a_folder_is_one_line_with_exit_2(tmp_
         assert needle in result.output and "Traceback" not in result.output
 
 
+@pytest.mark.parametrize("command", ["resolve", "audit"])
+def test_a_citation_argument_over_the_bound_is_refused_before_it_is_read_whole(tmp_path, monkeypatch, command):
+    """guards against (trial 24e): `fabric resolve -` and `fabric resolve FILE` reading their whole
+    input into memory however large (300 MB of whitespace piped in took 620 MB and 5 s before the
+    JSON error), and stdin that is not UTF-8 raising a decode error of its own. Now at most
+    MAX_ARGUMENT_BYTES (64 MiB) are read, then the argument is refused in one line, exit 2; the bound
+    is made small here so the test reads little."""
+    import fabric_query.cli_input as cli_input
+
+    monkeypatch.setattr(cli_input, "MAX_ARGUMENT_BYTES", 4096)
+    home = str(tmp_path / "home")
+    big = tmp_path / "big.json"
+    big.write_bytes(b" " * 4097 + b"{}")
+    for arg, stdin in ((str(big), None), ("-", b" " * 4097 + b"{}")):
+        result = runner.invoke(app, [command, arg, "--home", home], input=stdin)
+        assert result.exit_code == 2, result.output
+        assert "holds over" in result.output and "Traceback" not in result.output, result.output
+    at_bound = runner.invoke(app, [command, "-", "--home", home], input=b" " * 4094 + b"{}")
+    assert "holds over" not in at_bound.output  # 4,096 bytes are read and judged as JSON
+    latin = runner.invoke(app, [command, "-", "--home", home], input='{"q": "café"}'.encode("latin-1"))
+    assert latin.exit_code == 2 and "stdin is not UTF-8 text" in latin.output, latin.output
+
+
 def test_audit_reads_a_packs_citations_only_and_names_bad_fields_on_one_line(tmp_path):
     """guards against (hostile trial 8b, 2026-12-05): `fabric audit` of a pack `resolve` reads (each
     hit's text and citation) refused with pydantic's 40-line report, which quoted the hit's text."""
