@@ -29,6 +29,7 @@ from fabric_query.release import ProjectionUnavailable, ReleaseView, citing_orde
 from fabric_query.scope import Scope, apply_scope
 from fabric_query.types import StageTiming
 from fabric_resources.config import FabricConfig
+from fabric_resources.fragment_damage import unseen_check
 from fabric_resources.home import FabricHome
 from fabric_resources.language_routing import needs_multilingual
 from fabric_resources.models.embedder import Encoder
@@ -355,7 +356,8 @@ def low_confidence_chunks(view: ReleaseView, eligible: set[str] | None, min_conf
     low: set[str] = set()
     try:
         for batch in guarded_read("units", lambda: list(view.home.tables.read_active_batches(
-                "units", version, parses, ["unit_id", "kind", "attributes"]))):
+                "units", version, parses, ["unit_id", "kind", "attributes"],
+                unreadable_ok=unseen_check(view.home, "units", parses)))):
             for unit_id, kind, attributes in zip(*(batch.column(c).to_pylist() for c in ("unit_id", "kind",
                                                                                           "attributes"))):
                 if kind == "ocr_text" and not _confidence_at_least(attributes, min_confidence):

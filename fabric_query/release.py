@@ -20,7 +20,10 @@ only when a source is hidden because it is deleted now (``gone``): a source with
 nothing an answer shows, not even the reason (a client would learn that something was withheld
 after the release was published).
 
-A projection that cannot be read (a missing or corrupt Lance file, vector rows whose digest is
+A table data file that cannot be read holding rows of none of the view's parses (a document
+withheld since the release, written by its own ingest) is read around
+(:mod:`fabric_resources.fragment_damage`): the view answers as in a home that never had it.
+Otherwise a projection that cannot be read (a missing or corrupt Lance file, vector rows whose digest is
 not the one the release recorded, an index whose documents are not the release's chunks) raises
 :class:`ProjectionUnavailable` with a stable reason; the pipeline skips that channel and says
 why. Where the release recorded each parse's vector digest, a parse whose rows do not give it is
@@ -60,6 +63,7 @@ from fabric_resources.lexical_index import (
 )
 from fabric_query.memory import settle_after_load
 from fabric_resources.dense_index import normalise_rows, window_centroids
+from fabric_resources.fragment_damage import unseen_check
 from fabric_resources.schema import DENSE_DIM, SCHEMA_VERSION
 from fabric_resources.storage_errors import storage_error_text
 from fabric_resources.vector_digest import (
@@ -304,7 +308,8 @@ class ReleaseView:
             raise failed
         try:
             return guarded_read(table, lambda: self.home.tables.read_active(
-                table, self._table_version(table), self.sources_by_parse, columns, with_offsets=with_offsets))
+                table, self._table_version(table), self.sources_by_parse, columns, with_offsets=with_offsets,
+                unreadable_ok=unseen_check(self.home, table, self.sources_by_parse)))
         except ProjectionUnavailable as exc:
             self._failures[table] = exc
             raise
@@ -439,7 +444,8 @@ class ReleaseView:
         per_parse = recorded_parse_digests(self.release.manifest, table, self.release_parse_ids)
         wanted = self.release_parse_ids if per_parse is None else frozenset(self.sources_by_parse)
         for batch in self.home.tables.read_active_batches(table, version, wanted,
-                                                          ["parse_id", "chunk_id", "vector", "model"]):
+                                                          ["parse_id", "chunk_id", "vector", "model"],
+                                                          unreadable_ok=unseen_check(self.home, table, wanted)):
             k = batch.num_rows
             if at + k > n:
                 raise ProjectionUnavailable(table, "table-mismatch", f"more rows than the {n} its version holds")

@@ -89,6 +89,24 @@ def _in_list(parse_ids: Iterable[str]) -> str:
     return ", ".join(f"'{p}'" for p in ids)
 
 
+def _kept(batch: pa.RecordBatch, wanted: pa.Array, offset: int, with_offsets: bool) -> pa.RecordBatch | None:
+    """The rows of ``batch`` (the first at live-row ``offset``) whose ``parse_id`` is in ``wanted``
+    (with their ``_offset`` column when asked), or None when none is."""
+    if with_offsets:
+        batch = batch.append_column("_offset", pa.array(range(offset, offset + batch.num_rows), pa.int64()))
+    mask = pc.is_in(batch.column("parse_id"), wanted)
+    if pc.all(mask).as_py() is False:
+        batch = batch.filter(mask)
+    return batch if batch.num_rows else None
+
+
+def live_rows(fragment: lance.LanceFragment) -> int:
+    """The live rows of ``fragment`` as its manifest records them (its files are not read)."""
+    meta = fragment.metadata
+    deleted = meta.deletion_file.num_deleted_rows if meta.deletion_file is not None else 0
+    return int(meta.physical_rows) - int(deleted or 0)
+
+
 def is_remote(uri: str | os.PathLike) -> bool:
     """True for an object-store URI (``s3://…``); a path or ``file://`` URI is local."""
     text = str(uri)
@@ -417,7 +435,7 @@ class TableStore:
 
     def read_active_batches(
         self, name: str, version: int | None, parse_ids: Iterable[str], columns: list[str], batch_rows: int = 8192,
-        *, with_offsets: bool = False,
+        *, with_offsets: bool = False, unreadable_ok: Callable[[lance.LanceDataset], Iterable[int]] | None = None,
     ) -> Iterator[pa.RecordBatch]:
         """Rows of ``name`` at ``version`` whose ``parse_id`` is in ``parse_ids``, as record batches of
         ``columns`` (nothing when ``version`` is None or no parse is given).
@@ -426,6 +444,12 @@ class TableStore:
         parses never holds the whole table (the query side reads 100k-row tables this way).
         ``with_offsets``: a last column ``_offset`` (int64) holds each row's offset among the live
         rows of that version in scan order — what :meth:`take` reads by.
+
+        ``unreadable_ok``: asked with the dataset when the scan fails on the data (not the store),
+        it names the fragments the reader may read on without (those holding none of its rows:
+        :func:`fabric_resources.fragment_damage.unseen_check`); the rest are then read fragment by
+        fragment, offsets still counting the skipped fragments' rows. When it names none, or
+        without it, the scan's error is raised.
         """
         wanted = pa.array(sorted(set(parse_ids)), pa.string())
         if version is None or len(wanted) == 0:
@@ -434,16 +458,42 @@ class TableStore:
         if ds is None:
             return
         read = sorted(set(columns) | {"parse_id"})
-        seen = 0
-        for batch in ds.to_batches(columns=read, batch_size=batch_rows, scan_in_order=True):
-            if with_offsets:
-                batch = batch.append_column("_offset", pa.array(range(seen, seen + batch.num_rows), pa.int64()))
-            seen += batch.num_rows
-            mask = pc.is_in(batch.column("parse_id"), wanted)
-            if pc.all(mask).as_py() is False:
-                batch = batch.filter(mask)
-            if batch.num_rows:
-                yield batch.select([*columns, "_offset"] if with_offsets else columns)
+        out = [*columns, "_offset"] if with_offsets else columns
+        seen = 0  # live rows of the version passed so far, in scan order
+        try:
+            for batch in ds.to_batches(columns=read, batch_size=batch_rows, scan_in_order=True):
+                kept = _kept(batch, wanted, seen, with_offsets)
+                seen += batch.num_rows
+                if kept is not None:
+                    yield kept.select(out)
+            return
+        except (OSError, ValueError, RuntimeError) as exc:  # RuntimeError: "Encountered corrupt file"
+            if unreadable_ok is None or store_problem(exc) is not None:
+                raise
+            skip = set(unreadable_ok(ds))
+            if not skip:
+                raise
+        # A rare path (a data file lost or cut short): the fragments after the rows already
+        # yielded, one scan each, the unreadable ones counted by their manifest's rows only.
+        start = 0
+        for fragment in ds.get_fragments():
+            n = live_rows(fragment)
+            if fragment.fragment_id in skip or start + n <= seen:
+                start += n
+                continue
+            at = start
+            for batch in ds.scanner(columns=read, fragments=[fragment], batch_size=batch_rows,
+                                    scan_in_order=True).to_batches():
+                if at + batch.num_rows <= seen:  # yielded before the scan failed
+                    at += batch.num_rows
+                    continue
+                if at < seen:
+                    batch, at = batch.slice(seen - at), seen
+                kept = _kept(batch, wanted, at, with_offsets)
+                at += batch.num_rows
+                if kept is not None:
+                    yield kept.select(out)
+            start += n
 
     def take(self, name: str, version: int, offsets: Iterable[int], columns: list[str]) -> pa.Table:
         """Rows of ``name`` at ``version`` at ``offsets`` (``_offset`` of :meth:`read_active_batches`),
@@ -454,9 +504,11 @@ class TableStore:
         return ds.take(list(offsets), columns=columns)
 
     def read_active(self, name: str, version: int | None, parse_ids: Iterable[str], columns: list[str], *,
-                    with_offsets: bool = False) -> pa.Table:
+                    with_offsets: bool = False,
+                    unreadable_ok: Callable[[lance.LanceDataset], Iterable[int]] | None = None) -> pa.Table:
         """:meth:`read_active_batches` as one table (``columns`` of the table's schema, possibly empty)."""
-        batches = list(self.read_active_batches(name, version, parse_ids, columns, with_offsets=with_offsets))
+        batches = list(self.read_active_batches(name, version, parse_ids, columns, with_offsets=with_offsets,
+                                                unreadable_ok=unreadable_ok))
         if batches:
             return pa.Table.from_batches(batches)
         empty = TABLES[name].empty_table().select(columns)

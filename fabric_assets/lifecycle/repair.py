@@ -67,6 +67,7 @@ from fabric_assets.projections import (ANNOTATION_VERDICT, PROJECTIONS, RECHUNK_
                                        VECTOR_DIGEST_VERDICTS, Stage)
 from fabric_assets.sources.scan import awaited_parse_ids
 from fabric_resources.catalog import StatusUpdate, drop_verdicts, row_counts
+from fabric_resources.fragment_damage import lost_rows
 from fabric_resources.home import FabricHome
 from fabric_resources.object_store import TableStoreUnavailableError
 from fabric_resources.row_audit import RowsChanged, changed_rows
@@ -204,7 +205,7 @@ def plan_repair(home: FabricHome) -> RepairPlan:
         # places a cut can lie.
         edges = {pid for _, ids in readable if ids for pid in (ids[0], ids[-1])}
         affected = {pid for pid in candidates | set(recorded)
-                    if _lost_rows(recorded[pid].get(name) if pid in recorded else None, live[pid], pid in edges)}
+                    if lost_rows(recorded[pid].get(name) if pid in recorded else None, live[pid], pid in edges)}
         plan.tables.append(TableDamage(name, damaged, sorted(affected & candidates), REDERIVATION[name], indices,
                                        unserved=sorted(affected - candidates)))
     # An unserved parse is re-parsed only once a source takes it back, by then from that file's bytes.
@@ -244,17 +245,6 @@ def altered_vectors(home: FabricHome, table: str, parse_ids: set[str]) -> list[s
         vectors.append(batch.column("vector").flatten().to_numpy(zero_copy_only=False).reshape(batch.num_rows, -1))
     found = parse_digests(pids, cids, models, np.concatenate(vectors)) if vectors else {}
     return sorted(p for p in judged if found.get(p, EMPTY_PARSE_DIGEST) != recorded[p])
-
-
-def _lost_rows(recorded: int | None, live: int, at_an_edge: bool) -> bool:
-    """Whether a parse may have lost rows of a table to its damaged fragments: with the count its
-    last write recorded (:func:`~fabric_resources.catalog.record_row_counts`), exactly when fewer
-    live rows are left (so a parse that never had a row there is not re-derived for nothing);
-    without one (a parse an older Fabric wrote), when none is left or a fragment's first or last
-    row is its own."""
-    if recorded is not None:
-        return live != recorded
-    return live == 0 or at_an_edge
 
 
 def mark(home: FabricHome, marks: dict[str, str]) -> None:

@@ -67,6 +67,9 @@ def client_status(fabric: Fabric) -> dict[str, Any]:
     if status.get("rows_changed") and release is not None:
         status["rows_changed"] = _rows_changed_seen(fabric, status["rows_changed"], release.manifest["sources"],
                                                     visible)
+    if status.get("unreadable_tables") and release is not None:
+        status["unreadable_tables"] = _unreadable_seen(fabric, status["unreadable_tables"],
+                                                       release.manifest["sources"], visible)
     seen = without_withheld(status, hidden, Counter(s.state for s in sources if is_withheld(s.source_key)),
                             visible, hidden_pending, hidden_roots)
     names = {r.path: r.label or f"root-{r.root_id}" for r in roots}
@@ -115,6 +118,29 @@ def _rows_changed_seen(fabric: Fabric, rows_changed: list[str], active: Mapping[
                                    fabric.home.catalog.parse_run_overview())
     tables = {c.table for c in changed if any(pid in shown for pid, _, _ in c.parses)}
     return [r for r in rows_changed if _cut(r, 1) in tables]
+
+
+def _unreadable_seen(fabric: Fabric, unreadable: list[str], active: Mapping[str, dict],
+                     visible: Mapping[str, dict]) -> list[str]:
+    """The operator's ``unreadable_tables`` entries (``"<table> version <v>: <problem>"``) but those
+    of a data file holding rows of hidden parses only (a document withheld since the release,
+    written by its own ingest): a search reads around such a file
+    (:mod:`fabric_resources.fragment_damage`), and naming it would tell a client that something
+    about a document it may not see is damaged, where a home that never had it says nothing."""
+    from fabric_resources.fragment_damage import damage_unseen
+
+    shown = {m["parse_id"] for m in visible.values()}
+    if {m["parse_id"] for m in active.values()} <= shown:
+        return unreadable  # no active parse is hidden: the damage is the visible documents'
+    out = []
+    for entry in unreadable:
+        table, _, rest = entry.partition(" version ")
+        version, _, problem = rest.partition(": ")
+        if (problem.startswith("data file ") and version.isdigit()
+                and damage_unseen(fabric.home, table, int(version), shown)):
+            continue
+        out.append(entry)
+    return out
 
 
 def without_paths(status: dict[str, Any], names: Mapping[str, str], places: Mapping[str, str]) -> dict[str, Any]:

@@ -357,3 +357,84 @@ def test_a_deleted_withheld_source_is_counted_nowhere_a_client_reads(tmp_path):
     for key in ("sources_by_state", "active_sources", "active_parses", "pending", "withheld", "roots"):
         assert seen[key] == want[key], (key, seen[key], want[key])
     assert "private" not in json.dumps(seen)
+
+
+def _damage_fragments_of(home, parse_id, tables=("chunks", "chunk_vectors")):
+    """Cut short the data file of each fragment of ``tables`` whose rows are all ``parse_id``'s
+    (as a disk error leaves it: Lance can read no footer); return the tables damaged."""
+    damaged = []
+    for table in tables:
+        ds = home.tables.dataset(table)
+        for fragment in ds.get_fragments():
+            ids = set(fragment.to_table(columns=["parse_id"]).column("parse_id").to_pylist())
+            if ids == {parse_id}:
+                path = home.layout.tables / f"{table}.lance" / "data" / fragment.metadata.files[0].path
+                with open(path, "r+b") as f:
+                    f.truncate(10)
+                damaged.append(table)
+    return damaged
+
+
+def _answers(fabric):
+    """Every query's pack but for the release's number (it counts the ingests run) and timings."""
+    def unnumbered(value):
+        if isinstance(value, dict):
+            return {k: unnumbered(v) for k, v in value.items() if k != "release_id"}
+        if isinstance(value, (list, tuple)):
+            return [unnumbered(v) for v in value]
+        return value
+
+    return {q: unnumbered(fabric.search(q, limit=10).model_dump(exclude={"timings"})) for q in QUERIES["en"]}
+
+
+def test_a_damaged_data_file_of_a_withheld_document_changes_nothing_a_reader_sees(tmp_path):
+    """guards against (trial 24f): a data file of ``chunks`` (or ``chunk_vectors``) holding only the
+    rows of a document withheld since the release (its own ingest wrote it), lost or cut short,
+    made a client's status say ``chunks version 3: data file damaged`` and every search fail
+    (``ReleaseUnreadableError``; the dense channel off for ``chunk_vectors``): every scan read
+    every fragment, so a reader learned something of a document it may not see, and lost its
+    searches. Such a file is now read around (the visible parses' rows are all in the readable
+    ones, by the counts their writes recorded): answers and the client's status equal those of a
+    home that never had the document; the operator's status still names the damage."""
+    from fabric_query.server.client_view import client_status
+
+    home, folder = _home(tmp_path, "a", VISIBLE["en"])
+    (folder / "private").mkdir()
+    (folder / "private" / "diary.txt").write_text(WITHHELD["en"]["private/diary.txt"], encoding="utf-8")
+    ingest(folder, home)
+    home.layout.config_file.write_text(json.dumps({"sources": {"withheld": ["corpus/private/*"]}}))
+    secret = home.catalog.current_release().manifest["sources"]["fs:corpus/private/diary.txt"]["parse_id"]
+    assert _damage_fragments_of(home, secret) == ["chunks", "chunk_vectors"]
+    never, _ = _home(tmp_path, "b", VISIBLE["en"])
+    fabric, reference = Fabric(home.root), Fabric(never.root)
+    operator = fabric.status().unreadable_tables
+    assert {t.split(" ")[0] for t in operator} == {"chunks", "chunk_vectors"}, operator
+    seen, want = _answers(fabric), _answers(reference)
+    for q in QUERIES["en"]:
+        assert seen[q]["results"], q
+        assert first_difference(seen[q], want[q]) is None, (q, first_difference(seen[q], want[q]))
+    got, expected = client_status(fabric), client_status(reference)
+    for key in ("unreadable_tables", "dense_channels_off", "dense_index_problems", "rows_changed",
+                "sources_by_state", "active_sources", "active_parses", "withheld", "failed", "unfinished"):
+        assert got[key] == expected[key], (key, got[key], expected[key])
+    assert "private" not in json.dumps(got)
+    assert fabric.status().unreadable_tables == operator  # the operator still sees the damage
+
+
+def test_a_damaged_data_file_holding_a_visible_document_too_still_fails_the_reader(tmp_path):
+    """guards against (trial 24f): reading around a damaged data file must not serve a visible
+    document without the rows it held. A fragment holding a withheld document's rows and a
+    visible one's (one ingest wrote both) still fails every search with
+    ``ReleaseUnreadableError``, and the client's status still names it."""
+    from fabric_query.errors import ReleaseUnreadableError
+    from fabric_query.server.client_view import client_status
+
+    home, _ = _home(tmp_path, "a", {**VISIBLE["en"], **WITHHELD["en"]})
+    home.layout.config_file.write_text(json.dumps({"sources": {"withheld": ["corpus/private/*"]}}))
+    (fragment,) = home.tables.dataset("chunks").get_fragments()
+    with open(home.layout.tables / "chunks.lance" / "data" / fragment.metadata.files[0].path, "r+b") as f:
+        f.truncate(10)
+    fabric = Fabric(home.root)
+    with pytest.raises(ReleaseUnreadableError):
+        fabric.search("lamp")
+    assert [t.split(":")[0].split(" ")[0] for t in client_status(fabric)["unreadable_tables"]] == ["chunks"]
