@@ -2,8 +2,9 @@
 
 A Lance table is a list of fragments, each one data file (plus a deletion file once rows of it are
 replaced). A data file that is lost, emptied or cut short makes every scan of its table fail:
-``fabric status`` names it, search skips the channel (or, for chunks, every search fails) and every
-ingest writing the table fails. A snapshot restore brings it back; without a snapshot, the rows can
+``fabric status`` names it, search skips the channel (or, for chunks, every search fails) unless the
+file holds rows of parses the search does not read only (:mod:`fabric_resources.fragment_damage`),
+and every ingest writing the table fails. A snapshot restore brings it back; without a snapshot, the rows can
 still be re-derived, because every row of every table is a function of the source bytes the
 artifact store keeps (verified by their hash when read) and of the configuration:
 
@@ -14,7 +15,8 @@ artifact store keeps (verified by their hash when read) and of the configuration
 2. **Attribute** the rows they held to parses without reading them: of the parses the current
    release serves (or a present source waits for), each with fewer live rows left in the table
    once they go than its last write recorded (``parse_runs.counts["rows"]``, which every write of a
-   partition records). A parse written by an older Fabric has no count: it is named when no live
+   partition records; :func:`~fabric_resources.fragment_damage.lost_rows`, which a search asks too
+   before it reads around such a file). A parse written by an older Fabric has no count: it is named when no live
    row of it is left, or when it holds the first or last row of a readable fragment — a merge of
    small fragments cuts its output at equal row counts, so one parse's rows can straddle two
    fragments, and a later merge appends its output after the fragments it keeps, so the two need

@@ -35,7 +35,8 @@ def client_status(fabric: Fabric) -> dict[str, Any]:
     server runs hides its sources at once, also from the current release's counts), then
     :func:`without_paths`: no ``home`` key; ``roots`` by label (``["corpus"]``; ``"root-<id>"``
     for one without a label); ``rows_changed`` by table name only (``["chunk_vectors"]``: its
-    counts take in withheld parses); ``dense_channels_off``, ``dense_index_fallback`` and
+    counts take in withheld parses; only tables where a visible parse changed); ``unreadable_tables``
+    without a data file holding hidden parses' rows only (:func:`_unreadable_seen`); ``dense_channels_off``, ``dense_index_fallback`` and
     ``dense_index_problems`` as ``"<channel or table>: <reason>"``; ``lexical_index_problem`` as
     its reason; any other text with the home's, roots' and local tables' paths replaced."""
     is_withheld = current_sources_config(fabric.home).is_withheld
