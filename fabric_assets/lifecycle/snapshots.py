@@ -695,6 +695,7 @@ def _restore_into(home: FabricHome, info: SnapshotInfo, m: dict, into: Path) -> 
         target = FabricHome(stage)
         with activation_lock(target):
             _restore(target, info, m, True, writing=True)
+        _keep_todays_withheld(home, target)
         if mode is not None:
             os.chmod(stage, mode)
         os.rename(stage, into)  # onto a new name, or an empty folder (POSIX rename replaces it)
@@ -710,6 +711,25 @@ def _restore_into(home: FabricHome, info: SnapshotInfo, m: dict, into: Path) -> 
                                 "unchanged: free space on the disk holding it and restore again") from exc
         raise
     return FabricHome(into)
+
+
+def _keep_todays_withheld(home: FabricHome, target: FabricHome) -> None:
+    """Add ``home``'s ``sources.withheld`` patterns of today to the new home's configuration (the
+    snapshot's): a source withheld since the snapshot was taken stays withheld in the copy, as it
+    does after an in-place restore (served again there, hostile trial 24h)."""
+    from fabric_resources.config import FabricConfig
+
+    # Read now, not the home object's cached configuration (a server's is as old as the server).
+    today = list(FabricConfig.load(home.layout.config_file).sources.withheld)
+    path = target.layout.config_file
+    raw = json.loads(path.read_text(encoding="utf-8-sig")) if path.exists() else {}
+    sources = raw.setdefault("sources", {})
+    kept = list(sources.get("withheld", []))
+    added = [p for p in today if p not in kept]
+    if not added:
+        return
+    sources["withheld"] = kept + added
+    path.write_text(json.dumps(raw, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
 
 
 def _restore_in_place(home: FabricHome, info: SnapshotInfo, m: dict) -> None:

@@ -446,7 +446,33 @@ def test_an_in_place_restore_keeps_the_homes_configuration_and_what_it_withholds
     assert "src/light.txt" not in Fabric(home.root).search("lighthouse keeper").model_dump_json()
     into = tmp_path / "new"
     restore(home, snap.snapshot_id, into)
-    assert json.loads((into / "config.json").read_text()) == {"query": {"rrf_k": 60}}
+    # The snapshot's settings, with what the home withholds today (trial 24h).
+    assert json.loads((into / "config.json").read_text()) == json.loads(withholding)
+
+
+def test_a_restore_into_a_new_folder_keeps_withheld_what_the_home_withholds_today(tmp_path, fabric_home):
+    """guards against (trial 24h): `snapshot restore N --into DIR` copying the snapshot's config.json
+    as it was, so a source withheld in the home after the snapshot was taken was searchable, word
+    for word, in the restored home (and by anyone its `fabric serve` answered). Now the new home
+    gets the snapshot's settings with the home's `sources.withheld` patterns of today added: the
+    source is withheld there (parsed, not served, listed by status), the snapshot's own patterns
+    and other settings kept."""
+    from fabric_assets.lifecycle.snapshots import restore
+
+    config = fabric_home.root / "config.json"
+    config.write_text(json.dumps({"query": {"rrf_k": 50}, "sources": {"withheld": ["src/none-*"]}}))
+    home = _ingested(tmp_path, fabric_home)
+    snap = create(home)
+    config.write_text(json.dumps({"sources": {"withheld": ["src/light.txt"]}}))
+    into = tmp_path / "copy"
+    restore(FabricHome(home.root), snap.snapshot_id, into)
+    assert json.loads((into / "config.json").read_text()) == {
+        "query": {"rrf_k": 50}, "sources": {"withheld": ["src/none-*", "src/light.txt"]}}
+    copy = Fabric(into)
+    for q in ("lighthouse keeper", "spiral stairs", "tide tables"):
+        assert "light.txt" not in copy.search(q, limit=10).model_dump_json(), q
+    assert copy.search("sourdough baker", limit=10).results  # the rest is served as before
+    assert copy.status().withheld == ("fs:src/light.txt",)
 
 
 def test_a_restore_into_a_folder_killed_part_way_leaves_no_half_home_there(tmp_path, fabric_home):
