@@ -454,12 +454,41 @@ def listing(home: FabricHome) -> tuple[list[SnapshotInfo], list[int], list[int]]
         return list_snapshots(home), damaged_snapshots(home), half_made_snapshots(home)
 
 
+#: In the snapshots' folder: the stage of each `restore --into` under way, one absolute path a
+#: line. A restore killed there (SIGKILL, no clean-up) leaves its stage beside the folder asked
+#: for: a whole copy of the home's text outside the home, hidden, that a purge would never reach.
+STAGES = ".restore-stages"
+
+
+def _stages(home: FabricHome) -> set[str]:
+    path = _root(home) / STAGES
+    return set(path.read_text(encoding="utf-8").splitlines()) - {""} if path.is_file() else set()
+
+
+def _note_stage(home: FabricHome, stage: Path, under_way: bool) -> None:
+    """Record (or forget) ``stage`` in :data:`STAGES`; under the activation lock."""
+    stages = _stages(home) | {str(stage)} if under_way else _stages(home) - {str(stage)}
+    path = _root(home) / STAGES
+    if not stages:
+        path.unlink(missing_ok=True)
+        return
+    tmp = path.with_name(f"{STAGES}.{os.getpid()}")
+    tmp.write_text("".join(f"{s}\n" for s in sorted(stages)), encoding="utf-8")
+    os.replace(tmp, path)
+
+
 def _drop_half_made(home: FabricHome) -> None:
     """Remove what a killed :func:`create` left: its ``.N.tmp`` folder and the Lance tags of that N
-    (no snapshot folder N exists: the rename to it is create's last step). Under the activation lock."""
+    (no snapshot folder N exists: the rename to it is create's last step), and the stage a killed
+    `restore --into` left beside its folder (:data:`STAGES`). Under the activation lock."""
     import lance
 
     root = _root(home)
+    for stage in map(Path, sorted(_stages(home))):
+        # Only a stage's name is removed, and never through a link (rmtree refuses one).
+        if stage.name.startswith(".") and stage.name.endswith(".restore-tmp"):
+            shutil.rmtree(stage, ignore_errors=True)
+        _note_stage(home, stage, False)
     for tmp in sorted(root.glob(".*.tmp")) if root.exists() else ():
         sid = tmp.name[1:-len(".tmp")]
         if _numbered(sid) and not (root / sid).exists():
@@ -691,6 +720,7 @@ def _restore_into(home: FabricHome, info: SnapshotInfo, m: dict, into: Path) -> 
     stage = into.parent / f".{into.name}.restore-tmp"
     stage.unlink() if stage.is_symlink() else shutil.rmtree(stage, ignore_errors=True)
     mode = into.stat().st_mode & 0o7777 if into.is_dir() else None  # a folder the user made keeps its mode
+    _note_stage(home, stage, True)
     try:
         target = FabricHome(stage)
         with activation_lock(target):
@@ -699,8 +729,10 @@ def _restore_into(home: FabricHome, info: SnapshotInfo, m: dict, into: Path) -> 
         if mode is not None:
             os.chmod(stage, mode)
         os.rename(stage, into)  # onto a new name, or an empty folder (POSIX rename replaces it)
+        _note_stage(home, stage, False)
     except BaseException as exc:
         shutil.rmtree(stage, ignore_errors=True)  # all or nothing: `into` was never touched
+        _note_stage(home, stage, False)
         from fabric_resources.parsing.document import machine_fault_in
 
         # Its disk full: the home restored from is sound (SQLite's error read as its damaged catalog).

@@ -1008,3 +1008,32 @@ def test_a_fifo_for_a_manifest_or_the_last_snapshot_number_is_never_waited_on(tm
     listed, made = [json.loads(line) for line in out.stdout.strip().splitlines()[-2:]]
     assert listed == [[first.snapshot_id], [second.snapshot_id]]
     assert made == 3 and (root / ".last-id").read_text() == "3"
+
+
+def test_the_stage_a_killed_restore_into_a_folder_left_goes_with_the_next_delete(tmp_path, fabric_home):
+    """guards against (trial 24h): `snapshot restore N --into DIR` killed (SIGKILL) while it built
+    its stage left `.DIR.restore-tmp` beside DIR, a hidden copy of the home's text (hard links of
+    the snapshot's files) outside the home, which nothing named and no `snapshot delete` or purge
+    removed: a purged document survived there unless the same restore happened to be run again.
+    Now the home records each stage under way, and the next `snapshot delete`, `create` or purge
+    removes one a killed restore left (only a name a stage has, never through a link)."""
+    home = _ingested(tmp_path, fabric_home)
+    snap = create(home)
+    into = tmp_path / "copy"
+    code = ("import os, signal\n"
+            "from fabric_assets.lifecycle import snapshots\n"
+            "from fabric_resources.home import FabricHome\n"
+            "snapshots._restore_index = lambda *a, **k: os.kill(os.getpid(), signal.SIGKILL)\n"
+            f"snapshots.restore(FabricHome({str(home.root)!r}), {snap.snapshot_id}, {str(into)!r})\n")
+    # From the repository root: `-c` imports from the working folder first (an earlier test may chdir).
+    killed = subprocess.run([sys.executable, "-c", code], env={**os.environ, "HF_HUB_OFFLINE": "1"},
+                            cwd=Path(__file__).resolve().parents[2])
+    assert killed.returncode == -9
+    stage = tmp_path / ".copy.restore-tmp"
+    held = [p for p in stage.rglob("*") if p.is_file() and b"spiral stairs" in p.read_bytes()]
+    assert held, "the killed restore's stage holds the home's text"
+    delete(FabricHome(home.root), snap.snapshot_id)
+    assert not stage.exists() and not into.exists()
+    assert not any(b"spiral stairs" in p.read_bytes() for p in tmp_path.rglob("*")
+                   if p.is_file() and not p.is_relative_to(home.root) and "src" not in p.parts)
+    assert not (home.root / "snapshots" / ".restore-stages").exists()
