@@ -46,7 +46,7 @@ source file on disk when it still hashes to their address (:meth:`ArtifactStore.
 <fabric_resources.artifact_store.ArtifactStore.restore>`); when no file does, the repair is refused.
 
 Vector rows whose bytes were altered inside a file that still reads are found by the digest their
-write recorded (:func:`altered_vectors`) and re-derived the same way (re-embedded).
+write recorded (:func:`~fabric_assets.sources.taken_back.altered_vectors`) and re-derived the same way (re-embedded).
 
 Not repaired here: a table whose manifest cannot be read (no fragment list to keep; a snapshot
 restore is the remedy), rows whose re-parse needs stored bytes no file holds any more, bytes altered
@@ -60,21 +60,18 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 
-import numpy as np
-
 from fabric_assets.activation.activate import ingest_lock
 from fabric_assets.gate import ACCEPTED_VERDICT, unfinished
 from fabric_assets.lifecycle.stored_bytes import BytesRestore, bytes_unreadable, restorable
-from fabric_assets.projections import (ANNOTATION_VERDICT, PROJECTIONS, RECHUNK_VERDICTS, RECHUNKED,
-                                       VECTOR_DIGEST_VERDICTS, Stage)
+from fabric_assets.projections import ANNOTATION_VERDICT, PROJECTIONS, RECHUNK_VERDICTS, RECHUNKED, Stage
 from fabric_assets.sources.scan import awaited_parse_ids
+from fabric_assets.sources.taken_back import altered_vectors
 from fabric_resources.catalog import StatusUpdate, drop_verdicts, row_counts
 from fabric_resources.fragment_damage import lost_rows
 from fabric_resources.home import FabricHome
 from fabric_resources.object_store import TableStoreUnavailableError
 from fabric_resources.row_audit import RowsChanged, changed_rows
 from fabric_resources.schema import TABLES
-from fabric_resources.vector_digest import EMPTY_PARSE_DIGEST, parse_digests
 
 #: How each table's rows are re-derived: ``reparse`` (from the stored bytes), ``rechunk`` (from the
 #: stored units) or ``annotate`` (from the stored windows). Every table written is one of these.
@@ -223,30 +220,6 @@ def plan_repair(home: FabricHome) -> RepairPlan:
                             "any more: a re-parse would fail them and take their sources out of the release; "
                             "restore the artifact store (`fabric snapshot restore`)")
     return plan
-
-
-def altered_vectors(home: FabricHome, table: str, parse_ids: set[str]) -> list[str]:
-    """Of ``parse_ids``, those whose rows in vector table ``table`` (latest version) no longer give
-    the parse digest their write recorded with its gate verdict (``[]`` for a table that holds no
-    digests). Reads every vector of those parses: ~150 MB at 100k chunks, a repair's price, not a
-    status check's."""
-    verdict = VECTOR_DIGEST_VERDICTS.get(table)
-    if verdict is None or not parse_ids or home.tables.version(table) is None:
-        return []
-    recorded = {r.parse_id: r.digests.get(verdict)
-                for r in home.catalog.parse_run_digests([verdict], parse_ids=sorted(parse_ids))}
-    judged = {p for p, d in recorded.items() if isinstance(d, str)}  # an older Fabric's write has none
-    if not judged:
-        return []
-    pids, cids, models, vectors = [], [], [], []
-    for batch in home.tables.read_active_batches(table, home.tables.version(table), judged,
-                                                 ["parse_id", "chunk_id", "model", "vector"]):
-        pids += batch.column("parse_id").to_pylist()
-        cids += batch.column("chunk_id").to_pylist()
-        models += batch.column("model").to_pylist()
-        vectors.append(batch.column("vector").flatten().to_numpy(zero_copy_only=False).reshape(batch.num_rows, -1))
-    found = parse_digests(pids, cids, models, np.concatenate(vectors)) if vectors else {}
-    return sorted(p for p in judged if found.get(p, EMPTY_PARSE_DIGEST) != recorded[p])
 
 
 def mark(home: FabricHome, marks: dict[str, str]) -> None:

@@ -26,6 +26,7 @@ from pathlib import Path
 
 from fabric_assets.sources.mounts import (SCAN_INNER_MOUNTS_STATE, SCAN_MOUNTED_STATE, empty_unmounted, int_list,
                                           observe, valid_record)
+from fabric_assets.sources.taken_back import recheck_taken_back
 from fabric_assets.sources.walk import (is_fabric_home, is_mount_point, mount_points, refuse_other_file_name_encodings,
                                         resolved, walk)
 from fabric_resources.parsing.document import machine_fault
@@ -208,7 +209,9 @@ def scan(home: FabricHome, *, wait: bool = True) -> ScanReport:
     """
     refuse_other_file_name_encodings()
     with home.catalog.exclusive(SOURCES_LOCK, wait=wait):
-        return _scan(home)
+        report = _scan(home)  # a parse taken back is checked first: nothing audited its rows meanwhile
+        report.parse_ids_to_run += recheck_taken_back(home, report.new + report.changed + report.returned)
+        return report
 
 
 def _scan(home: FabricHome) -> ScanReport:
