@@ -112,11 +112,26 @@ def _ranked(home: FabricHome) -> dict:
     return {q: [(h.chunk_id, h.fused_score) for h in fabric.search(q, limit=10).results] for q in QUERIES}
 
 
-def _status_lines(home: FabricHome) -> list[str]:
+def _status_output(home: FabricHome) -> str:
+    """What `fabric status` prints, on a console 500 columns wide: `COLUMNS` alone does not set it
+    where the CLI's console was made while another test had set `COLUMNS` (its width is fixed then),
+    and a wrapped line cut the command a hint names in two."""
+    from unittest.mock import patch
+
+    from rich.console import Console
+
+    import fabric_query.cli as cli
+
     views._VIEWS.clear()
-    out = CliRunner().invoke(app, ["status", "--home", str(home.root)], env={"COLUMNS": "500"})
+    env = {"COLUMNS": "500", "DAGSTER_HOME": str(home.layout.dagster_home)}
+    with patch.object(cli, "console", Console(width=500)):
+        out = CliRunner().invoke(app, ["status", "--home", str(home.root)], env=env)
     assert out.exit_code == 0, out.output
-    return [line.strip() for line in out.output.splitlines() if "dense vectors left out" in line]
+    return out.output
+
+
+def _status_lines(home: FabricHome) -> list[str]:
+    return [line.strip() for line in _status_output(home).splitlines() if "dense vectors left out" in line]
 
 
 def test_activation_over_one_parses_damaged_vectors_leaves_out_that_parse_alone(homes):
@@ -278,8 +293,8 @@ def test_an_older_release_without_an_index_over_damaged_vectors_names_the_comman
     (fallback,) = Fabric(home.root).status().dense_index_fallback
     assert fallback.startswith("dense: dense-index-missing: ") and "`fabric repair`" in fallback, fallback
     env = {"COLUMNS": "500", "DAGSTER_HOME": str(home.layout.dagster_home)}
-    out = CliRunner().invoke(app, ["status", "--home", str(home.root)], env=env)
-    assert "dense index not used" in out.output and "dense-index-repair" not in out.output, out.output
+    shown = _status_output(home)
+    assert "dense index not used" in shown and "dense-index-repair" not in shown, shown
 
     out = CliRunner().invoke(app, ["repair", "--home", str(home.root)], env=env)
     assert out.exit_code == 0, out.output
