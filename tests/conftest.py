@@ -47,6 +47,15 @@ def ingest(path: Path, home):
     return run(path, home)
 
 
+def ingest_versions(path: Path, home, *texts: str) -> None:
+    """Write each of ``texts`` to the file ``path`` in turn (its folder made), ingesting the folder
+    after each: a file whose earlier versions' parses are superseded. Every ingest must fail nothing."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    for text in texts:
+        path.write_text(text)
+        assert ingest(path.parent, home).failed_runs == []
+
+
 def ingested_files(parent: Path, files: dict[str, str]):
     """Write ``files`` (name to UTF-8 text) into ``<parent>/corpus``, ingest it into
     ``<parent>/home`` and return that home (a :class:`~fabric_resources.home.FabricHome`)."""

@@ -3,7 +3,7 @@
 ``with live_server(make_app) as url: ...`` binds a socket on port 0 (the OS picks a free port),
 builds the app with ``make_app(port)`` (the server's Host / Origin rules name the port), runs
 uvicorn on it in a daemon thread and waits until it listens; leaving the block asks it to stop
-and joins the thread.
+and joins the thread. :class:`RecordingAdmin` is an admin backend for such a server that runs nothing.
 """
 
 from __future__ import annotations
@@ -51,3 +51,25 @@ def wait_ready(client, timeout_s: float = 120.0) -> dict:
         if time.monotonic() > deadline:
             raise AssertionError(f"server not ready: {r.status_code} {r.text}")
         time.sleep(0.05)
+
+
+class RecordingAdmin:
+    """An admin backend for the server's tests: it records what it was asked and runs nothing, and
+    offers the operation kinds it is given."""
+
+    def __init__(self, kinds: tuple[str, ...] = ("snapshot",)) -> None:
+        self._kinds = kinds
+        self.submitted: list[tuple[str, dict]] = []
+
+    def kinds(self) -> tuple[str, ...]:
+        return self._kinds
+
+    def submit(self, kind: str, params: dict) -> str:
+        self.submitted.append((kind, params))
+        return "0" * 32
+
+    def operation(self, operation_id: str) -> dict | None:
+        return {"operation_id": operation_id, "status": "succeeded"}
+
+    def close(self) -> None:
+        pass

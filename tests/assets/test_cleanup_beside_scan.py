@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import ingest
+from conftest import ingest, ingest_versions
 
 import fabric_assets.lifecycle.retention as retention
 from fabric_query import Fabric
@@ -93,11 +93,7 @@ def test_a_scan_taking_an_old_parse_back_while_a_cleanup_runs_keeps_it(tmp_path,
         "releases": 1, "release_days": 0, "superseded_days": 0, "after_activation": False}}))
     home = FabricHome(fabric_home.root)
     src = tmp_path / "src"
-    src.mkdir()
-    (src / "light.txt").write_text(OLD)
-    assert ingest(src, home).failed_runs == []
-    (src / "light.txt").write_text(NEW)
-    assert ingest(src, home).failed_runs == []
+    ingest_versions(src / "light.txt", home, OLD, NEW)
     home = FabricHome(home.root)
     old_parse = {r.parse_id for r in home.catalog.parse_runs()} - {s.parse_id for s in home.catalog.sources()}
     assert len(old_parse) == 1  # the first version's parse, superseded and in no retained release

@@ -11,7 +11,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
-from conftest import ingest
+from conftest import ingest, ingest_versions
 
 from fabric_query import Fabric
 from fabric_resources.home import FabricHome
@@ -78,11 +78,7 @@ def test_a_parse_taken_back_unchanged_is_not_parsed_again(tmp_path, fabric_home)
     are as written: a file put back with its first bytes is served from the kept rows at once."""
     home = fabric_home
     src = tmp_path / "src"
-    src.mkdir()
-    (src / "light.txt").write_text(OLD)
-    assert ingest(src, home).failed_runs == []
-    (src / "light.txt").write_text(NEW)
-    assert ingest(src, home).failed_runs == []
+    ingest_versions(src / "light.txt", home, OLD, NEW)
     (src / "light.txt").write_text(OLD)
     summary = ingest(src, FabricHome(home.root))
     assert summary.failed_runs == [] and summary.scan.parse_ids_to_run == []

@@ -15,7 +15,7 @@ import pytest
 from conftest import ingest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from live_server import live_server, wait_ready
+from live_server import RecordingAdmin, live_server, wait_ready
 from slow_stages import SlowStages
 
 from fabric_query import Fabric
@@ -466,33 +466,13 @@ def test_sources_is_one_read_an_activation_between_its_reads_changes_nothing(tmp
         routes._sources(fabric)
 
 
-class _RecordingAdmin:
-    """An admin backend that records what it was asked and runs nothing."""
-
-    def __init__(self) -> None:
-        self.submitted: list[tuple[str, dict]] = []
-
-    def kinds(self) -> tuple[str, ...]:
-        return ("snapshot",)
-
-    def submit(self, kind: str, params: dict) -> str:
-        self.submitted.append((kind, params))
-        return "0" * 32
-
-    def operation(self, operation_id: str) -> dict | None:
-        return {"operation_id": operation_id, "status": "succeeded"}
-
-    def close(self) -> None:
-        pass
-
-
 def test_an_admin_request_with_two_authorizations_is_refused_whichever_comes_first(fabric):
     """guards against (hostile trial 20d): an admin request carrying two Authorization headers, the
     admin token first and anything second, ran the operation (202), though the guard calls a
     repeated Authorization ambiguous and refuses it for the read token: a proxy or audit log that
     reads the last value saw other credentials than the ones Fabric checked."""
     token = "t" * 43
-    admin = _RecordingAdmin()
+    admin = RecordingAdmin()
     with live_server(lambda port: create_app(fabric, ServerConfig(), port=port, admin=admin, admin_token=token)) as url:
         with httpx.Client(base_url=url, timeout=30) as client:
             good, other = ("authorization", f"Bearer {token}"), ("authorization", "Bearer someone-else")
@@ -517,7 +497,7 @@ def test_withheld_sources_are_named_only_to_the_operator(fabric):
     withheld = "fs:corpus/private/diary.txt"
     assert withheld in fabric.status().withheld  # the fixture withholds it
     with live_server(lambda port: create_app(fabric, ServerConfig(), port=port, read_token=read_token,
-                                             admin=_RecordingAdmin(), admin_token=admin_token)) as url:
+                                             admin=RecordingAdmin(), admin_token=admin_token)) as url:
         reader = {"authorization": f"Bearer {read_token}"}
         with httpx.Client(base_url=url, timeout=60, headers=reader) as client:
             wait_ready(client)
@@ -569,7 +549,7 @@ def test_a_clients_status_names_no_absolute_path_and_no_count_over_withheld_rows
     monkeypatch.setattr(fabric, "status", lambda: damaged)
     admin_token, read_token = "a" * 43, "r" * 43
     with live_server(lambda port: create_app(fabric, ServerConfig(), port=port, read_token=read_token,
-                                             admin=_RecordingAdmin(), admin_token=admin_token)) as url:
+                                             admin=RecordingAdmin(), admin_token=admin_token)) as url:
         with httpx.Client(base_url=url, timeout=60, headers={"authorization": f"Bearer {read_token}"}) as client:
             wait_ready(client)
             seen = client.get("/v1/status")
@@ -649,7 +629,7 @@ def test_a_search_error_or_skip_reason_quoting_the_homes_path_reaches_a_client_w
     mcp_call = {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
                 "params": {"name": "search", "arguments": {"query": "lighthouse keeper"}}}
     mcp_headers = {"accept": "application/json, text/event-stream"}
-    with live_server(lambda port: create_app(fabric, ServerConfig(), port=port, admin=_RecordingAdmin(),
+    with live_server(lambda port: create_app(fabric, ServerConfig(), port=port, admin=RecordingAdmin(),
                                              admin_token=admin_token)) as url:
         with httpx.Client(base_url=url, timeout=60) as client:
             wait_ready(client)
@@ -700,7 +680,7 @@ def _announced_server(home, fabric, admin_token: str):
     :func:`fabric_query.remote.call`'s requests go to it."""
     from fabric_query.server.discovery import remove_server_file, write_server_file
 
-    with live_server(lambda port: create_app(fabric, ServerConfig(), port=port, admin=_RecordingAdmin(),
+    with live_server(lambda port: create_app(fabric, ServerConfig(), port=port, admin=RecordingAdmin(),
                                              admin_token=admin_token)) as url:
         with httpx.Client(base_url=url, timeout=60) as client:
             wait_ready(client)
@@ -806,7 +786,7 @@ def test_a_request_without_the_read_token_is_told_which_token_and_where(fabric):
     token "this server needs a bearer token (read or admin)", which names neither the header nor the
     file a new user takes the token from (the admin routes' refusal names both)."""
     with live_server(lambda port: create_app(fabric, ServerConfig(), port=port, read_token="r" * 43,
-                                             admin=_RecordingAdmin(), admin_token="a" * 43)) as url:
+                                             admin=RecordingAdmin(), admin_token="a" * 43)) as url:
         with httpx.Client(base_url=url, timeout=30) as client:
             said = _error(client.post("/v1/search", json={"query": "x"}), 401)["message"]
     assert "Authorization: Bearer" in said and "read-token" in said and "admin-token" in said, said
@@ -834,7 +814,7 @@ def test_a_token_file_holding_other_than_printable_ascii_is_refused_and_never_a_
 
     token = "pässwörd-correct-horse-battery"
     with live_server(lambda port: create_app(fabric, ServerConfig(), port=port, read_token=token,
-                                             admin=_RecordingAdmin(), admin_token=token)) as url:
+                                             admin=RecordingAdmin(), admin_token=token)) as url:
         with httpx.Client(base_url=url, timeout=30) as client:
             for headers in ({"authorization": "Bearer wrong-token-of-some-length"}, {}):
                 _error(client.get("/v1/status", headers=headers), 401)

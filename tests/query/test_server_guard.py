@@ -8,7 +8,7 @@ import json
 
 import httpx
 import pytest
-from live_server import live_server, wait_ready
+from live_server import RecordingAdmin, live_server, wait_ready
 
 from fabric_query import Fabric
 from fabric_query.server.app import create_app
@@ -322,26 +322,6 @@ def test_a_websocket_handshake_is_refused_before_any_route_even_one_that_would_a
     assert accepted == []
 
 
-class _Admin:
-    """An admin backend that records what it was asked and runs nothing (the guard is under test)."""
-
-    def __init__(self) -> None:
-        self.submitted: list[tuple[str, dict]] = []
-
-    def kinds(self) -> tuple[str, ...]:
-        return ("ingest", "snapshot")
-
-    def submit(self, kind: str, params: dict) -> str:
-        self.submitted.append((kind, params))
-        return "0" * 32
-
-    def operation(self, operation_id: str) -> dict | None:
-        return {"operation_id": operation_id, "status": "succeeded"}
-
-    def close(self) -> None:
-        pass
-
-
 ADMIN_TOKEN, READ_TOKEN = "a" * 43, "r" * 43
 #: Bodies that are refused for what they are (415 type, 413 size, 422 JSON) once a client is let in.
 _JUDGED_BODIES = [
@@ -365,7 +345,7 @@ def test_a_client_without_the_token_is_told_401_before_anything_about_its_body(t
     home.catalog
     fabric = Fabric(home.root)
     headers = {"content-type": content_type, "accept": MCP_HEADERS["accept"]}
-    admin = _Admin()
+    admin = RecordingAdmin(kinds=("ingest", "snapshot"))
     for read_token in (None, READ_TOKEN):
         make = lambda port: create_app(fabric, ServerConfig(), port=port, load_models=lambda f: {},  # noqa: E731
                                        admin=admin, admin_token=ADMIN_TOKEN, read_token=read_token)
